@@ -1,0 +1,134 @@
+# loom - build, test, benchmark.
+#
+#   make              libloom.so, libloom.a, tools, tests        (build/)
+#   make test         everything, then the host test suite (no GPU needed)
+#   make gpu-test     the GPU test suite (needs GPUs; 2 for the peer tests)
+#   make bench        the main benchmark job on the GPUs present
+#   make install PREFIX=/usr/local
+#
+# Switches: DEBUG=1 (-O0 -g, device -lineinfo), VERBOSE=1 (ptxas resource
+# report: registers, shared memory, spills), LOOM_ARCH="-gencode ..." (default
+# sm_90a machine code plus sm_80 PTX), CUDA_HOME, NCCL_HOME.
+
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+CC        ?= gcc
+PREFIX    ?= /usr/local
+BUILD     ?= build
+LOOM_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=compute_80
+
+# NCCL: NCCL_HOME if given, else the system's (/usr/include, as on the GPU
+# machines), else the one inside the CUDA toolkit.
+ifdef NCCL_HOME
+  NCCL_INC := $(NCCL_HOME)/include
+  NCCL_LIB := $(NCCL_HOME)/lib
+else
+  NCCL_INC := $(firstword $(foreach d,/usr/include /usr/local/include $(CUDA_HOME)/include,$(if $(wildcard $(d)/nccl.h),$(d))))
+  NCCL_LIB := $(firstword $(foreach d,/usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/local/lib $(CUDA_HOME)/lib64,$(if $(wildcard $(d)/libnccl.so*),$(d))))
+endif
+
+ifeq ($(DEBUG),1)
+  OPT   := -O0 -g
+  NVOPT := -O0 -g -lineinfo
+else
+  OPT   := -O2
+  NVOPT := -O3
+endif
+ifeq ($(VERBOSE),1)
+  NVOPT += -Xptxas -v
+endif
+
+INCS     := -Iinclude -Isrc -I$(NCCL_INC) -I$(CUDA_HOME)/include
+CFLAGS   := -std=c11 $(OPT) -Wall -Wextra -Werror -Wno-unused-parameter -fPIC -pthread $(INCS)
+NVFLAGS  := -std=c++17 $(NVOPT) $(LOOM_ARCH) -Xcompiler -fPIC,-Wall -Werror all-warnings $(INCS)
+LDLIBS   := -L$(NCCL_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(NCCL_LIB):$(CUDA_HOME)/lib64 \
+            -lnccl -lcublasLt -lcublas -lnvrtc -lcudart -lpthread -lm -ldl -lstdc++
+
+LIB_C    := $(sort $(wildcard src/core/*.c src/ref/*.c src/gemm/*.c src/ops/*.c src/lang/*.c))
+LIB_CU   := $(sort $(wildcard src/core/*.cu src/gemm/*.cu src/ops/*.cu src/lang/*.cu))
+LIB_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C)) $(patsubst %.cu,$(BUILD)/obj/%.o,$(LIB_CU))
+COMMON   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/common/*.c))
+HOST_T   := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tests/host/*.c tests/common/*.c)))
+GPU_T    := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tests/gpu/*.c tests/common/*.c))) \
+            $(patsubst %.cu,$(BUILD)/obj/%.o,$(sort $(wildcard tests/gpu/*.cu)))
+BENCH    := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/bench/*.c))) \
+            $(patsubst %.cu,$(BUILD)/obj/%.o,$(sort $(wildcard tools/bench/*.cu)))
+
+LIBSO    := $(BUILD)/lib/libloom.so
+LIBA     := $(BUILD)/lib/libloom.a
+BINS     := $(BUILD)/bin/loom $(BUILD)/bin/loom-bench
+TESTS    := $(BUILD)/tests/loom-test-host $(BUILD)/tests/loom-test-gpu
+
+.PHONY: all test gpu-test bench install clean check-env header-check
+all: check-env $(LIBSO) $(LIBA) $(BINS) $(TESTS) header-check
+
+check-env:
+	@command -v $(NVCC) >/dev/null 2>&1 || { echo "loom: nvcc not found at $(NVCC): install the CUDA toolkit >= 12 or set CUDA_HOME" >&2; exit 1; }
+	@test -n "$(NCCL_INC)" -a -f "$(NCCL_INC)/nccl.h" || { echo "loom: nccl.h not found: install NCCL >= 2.28 (libnccl-dev) or set NCCL_HOME" >&2; exit 1; }
+	@test -n "$(NCCL_LIB)" || { echo "loom: libnccl.so not found: install NCCL >= 2.28 or set NCCL_HOME" >&2; exit 1; }
+	@v=$$(sed -n 's/^#define NCCL_VERSION_CODE \([0-9]*\).*/\1/p' $(NCCL_INC)/nccl.h); \
+	  test -n "$$v" -a "$$v" -ge 22800 2>/dev/null || { echo "loom: $(NCCL_INC)/nccl.h is NCCL $$v; loom needs NCCL >= 2.28 (22800)" >&2; exit 1; }
+	@test -f "$(NCCL_INC)/nccl_device.h" || { echo "loom: $(NCCL_INC)/nccl_device.h missing: NCCL >= 2.28 with its device API headers is needed" >&2; exit 1; }
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
+
+$(LIBA): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBSO): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $^ $(LDLIBS) -Wl,-soname,libloom.so.0
+
+$(BUILD)/bin/loom: $(BUILD)/obj/tools/loom.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/loom-bench: $(BENCH) $(COMMON) $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/loom-test-host: $(HOST_T) $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/loom-test-gpu: $(GPU_T) $(COMMON) $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDLIBS)
+
+# The public header is plain C11 and warning-free.
+header-check: $(BUILD)/header-check.ok
+$(BUILD)/header-check.ok: include/loom.h
+	@mkdir -p $(BUILD)
+	printf '#include "loom.h"\nint main(void){return 0;}\n' | $(CC) -std=c11 -Wall -Wextra -Werror -pedantic -Iinclude -I$(NCCL_INC) -I$(CUDA_HOME)/include -x c - -fsyntax-only
+	@touch $@
+
+test: all
+	$(BUILD)/tests/loom-test-host
+
+gpu-test: all
+	$(BUILD)/tests/loom-test-gpu
+
+bench: all
+	$(BUILD)/bin/loom-bench all
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/loom.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libloom.so.0
+	ln -sf libloom.so.0 $(DESTDIR)$(PREFIX)/lib/libloom.so
+	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@CUDA_LIB@|$(CUDA_HOME)/lib64|g' -e 's|@CUDA_INC@|$(CUDA_HOME)/include|g' \
+	    -e 's|@NCCL_LIB@|$(NCCL_LIB)|g' -e 's|@NCCL_INC@|$(NCCL_INC)|g' loom.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom.pc
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,59 @@
+/*
+ * baseline.h - the sequential paths every fused op is compared with and
+ * falls back to: cuBLASLt GEMM and NCCL collectives.
+ *
+ * GEMM: one cuBLASLt handle and workspace per device (LOOM_CUBLAS_WORKSPACE_BYTES),
+ * a cache of matmul descriptors and the chosen algorithm per shape
+ * (loom_gemm_desc_t + device). The default choice is the heuristic's first
+ * algorithm; loom__base_gemm_tune times the heuristic's top candidates on the
+ * given buffers and caches the fastest (what benchmarks compare against).
+ * Row-major loom layouts are mapped onto cuBLASLt's column-major view
+ * (C^T = B^T A^T), so no data is transposed.
+ *
+ * Collectives: thin stream-ordered wrappers over the caller's NCCL comm;
+ * counts are elements of `dtype`. AlltoAll is ncclSend/ncclRecv in a group:
+ * rank r sends block p ([count] elements at send + p*count) to rank p.
+ */
+#ifndef LOOM_CORE_BASELINE_H
+#define LOOM_CORE_BASELINE_H
+
+#include <stddef.h>
+#include "loom.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Checks a GEMM description and its pointers (shapes > 0, n and k multiples
+ * of 8, dtypes, 16-byte aligned A/B/C/bias, bias present iff has_bias):
+ * LOOM_ERR_INVALID_ARGUMENT naming `fn`, the argument and the value. No GPU. */
+loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, const void *a,
+                                  const void *b, const void *c, const void *bias);
+
+/* C = A x B (+ bias) through cuBLASLt on `stream` (current device). */
+loom_result_t loom__base_gemm(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
+                              const void *bias, cudaStream_t stream);
+
+/* Times up to `candidates` heuristic algorithms on these buffers (`reps` runs
+ * each, synchronizing `stream`), caches the fastest for this shape and
+ * returns its time in ms (may be NULL). Not graph-capturable. */
+loom_result_t loom__base_gemm_tune(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
+                                   const void *bias, int candidates, int reps, cudaStream_t stream,
+                                   float *best_ms);
+
+/* Frees the handles, workspaces and cache of the calling process. */
+void loom__base_gemm_release(void);
+
+loom_result_t loom__base_allgather(ncclComm_t nccl, const void *send, void *recv, size_t count_per_rank,
+                                   loom_dtype_t dtype, cudaStream_t stream);
+loom_result_t loom__base_reducescatter(ncclComm_t nccl, const void *send, void *recv,
+                                       size_t count_per_rank, loom_dtype_t dtype, cudaStream_t stream);
+loom_result_t loom__base_allreduce(ncclComm_t nccl, const void *send, void *recv, size_t count,
+                                   loom_dtype_t dtype, cudaStream_t stream);
+loom_result_t loom__base_alltoall(ncclComm_t nccl, const void *send, void *recv, size_t count_per_peer,
+                                  loom_dtype_t dtype, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_CORE_BASELINE_H */

@@ -1,0 +1,295 @@
+/*
+ * comm.c - loom_comm_create / destroy / info / async error.
+ *
+ * Creation order (every step collective where NCCL's is): check the NCCL
+ * version; read rank, size and the GPU's properties at run time; create the
+ * NCCL device communicator (the capability check for symmetric memory);
+ * allocate the host-mapped error record and the device abort flag; allocate
+ * and zero the symmetric workspace and reserve the comm's barrier slots in
+ * it. Any failure undoes the steps before it.
+ */
+#include "comm.h"
+#include "error.h"
+#include "handle.h"
+#include "log.h"
+#include "param.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOOM_WS_ALIGN 256
+
+loom_result_t loom__check_nccl_version(int v) {
+  if (v < LOOM_MIN_NCCL_VERSION)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "NCCL %d.%d.%d is too old: loom needs NCCL >= 2.28.0 (symmetric windows and "
+                      "the device API)",
+                      v / 10000, (v / 100) % 100, v % 100);
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_get_version(int *version) {
+  if (!version) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_get_version: version=NULL");
+  *version = LOOM_VERSION_CODE;
+  return LOOM_SUCCESS;
+}
+
+size_t loom_dtype_size(loom_dtype_t t) {
+  switch (t) {
+    case LOOM_FP32: return 4;
+    case LOOM_FP16: return 2;
+    case LOOM_BF16: return 2;
+  }
+  return 0;
+}
+
+static loom_result_t loom__resolve_config(const loom_config_t *cfg, size_t *ws_bytes, int *timeout_ms) {
+  *ws_bytes = (size_t)loom__param_WORKSPACE_BYTES();
+  *timeout_ms = (int)loom__param_TIMEOUT_MS();
+  if (cfg) {
+    if (cfg->struct_size != sizeof(loom_config_t))
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                        "loom_comm_create: cfg->struct_size=%zu, expected %zu (initialise with "
+                        "LOOM_CONFIG_INIT; header and library differ?)",
+                        cfg->struct_size, sizeof(loom_config_t));
+    if (cfg->timeout_ms < 0)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_comm_create: cfg->timeout_ms=%d must be >= 0",
+                        cfg->timeout_ms);
+    if (cfg->workspace_bytes) *ws_bytes = cfg->workspace_bytes;
+    if (cfg->timeout_ms) *timeout_ms = cfg->timeout_ms;
+  }
+  if (*timeout_ms <= 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "LOOM_TIMEOUT_MS=%d must be > 0", *timeout_ms);
+  if (*ws_bytes < 4096)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "workspace_bytes=%zu must be >= 4096", *ws_bytes);
+  return LOOM_SUCCESS;
+}
+
+/* Reserves the comm's own signals at the front of the workspace. */
+static loom_result_t loom__comm_reserve_own(loom_comm_t c) {
+  loom__ws_init(&c->ws_alloc, c->ws_bytes);
+  return loom__ws_reserve(&c->ws_alloc, (size_t)c->size * sizeof(uint32_t), LOOM_WS_ALIGN,
+                          "the comm's barrier slots", &c->barrier_offset);
+}
+
+loom_result_t loom__comm_create_detached(int rank, int size, size_t workspace_bytes, loom_comm_t *out) {
+  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "out=NULL");
+  if (size < 1 || rank < 0 || rank >= size)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "rank=%d size=%d", rank, size);
+  loom_comm_t c = (loom_comm_t)calloc(1, sizeof *c);
+  if (!c) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of a comm failed");
+  c->detached = 1;
+  c->rank = c->lsa_rank = rank;
+  c->size = c->lsa_size = size;
+  c->device = -1;
+  c->ws_bytes = workspace_bytes;
+  c->timeout_ms = (int)loom__param_TIMEOUT_MS();
+  c->nccl_version = LOOM_MIN_NCCL_VERSION;
+  loom_result_t r = loom__comm_reserve_own(c);
+  if (r == LOOM_SUCCESS) r = loom__handle_add(c, LOOM_HANDLE_COMM);
+  if (r != LOOM_SUCCESS) {
+    loom__ws_fini(&c->ws_alloc);
+    free(c);
+    return r;
+  }
+  *out = c;
+  return LOOM_SUCCESS;
+}
+
+/* Undoes whatever part of creation succeeded (fields are zero otherwise). */
+static void loom__comm_teardown(loom_comm_t c) {
+  if (!c->detached) {
+    if (c->ws_ptr && loom__comm_free(c, c->ws_ptr) != LOOM_SUCCESS)
+      LOOM_WARN("freeing the workspace: %s", loom_last_error());
+    while (c->nallocs > 0) { /* memory the user did not free */
+      LOOM_WARN("loom_comm_destroy: freeing %zu bytes at %p that were never loom_free'd",
+                c->allocs[c->nallocs - 1].bytes, c->allocs[c->nallocs - 1].ptr);
+      if (loom__comm_free(c, c->allocs[c->nallocs - 1].ptr) != LOOM_SUCCESS) {
+        LOOM_WARN("%s", loom_last_error());
+        c->nallocs--;
+      }
+    }
+    if (c->ws_peer_dev) cudaFree(c->ws_peer_dev);
+    if (c->abort_flag) cudaFree(c->abort_flag);
+    if (c->err_host) cudaFreeHost(c->err_host);
+    if (c->devcomm && loom__devcomm_destroy(c->nccl, c->devcomm) != LOOM_SUCCESS)
+      LOOM_WARN("%s", loom_last_error());
+  }
+  free(c->allocs);
+  loom__ws_fini(&c->ws_alloc);
+  free(c);
+}
+
+loom_result_t loom_comm_create(ncclComm_t nccl, const loom_config_t *cfg, loom_comm_t *out) {
+  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_comm_create: out=NULL");
+  *out = NULL;
+  if (!nccl) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_comm_create: nccl=NULL");
+  size_t ws_bytes;
+  int timeout_ms;
+  LOOM_TRY(loom__resolve_config(cfg, &ws_bytes, &timeout_ms));
+
+  int version = 0;
+  LOOM_NCCL(ncclGetVersion(&version));
+  LOOM_TRY(loom__check_nccl_version(version));
+
+  loom_comm_t c = (loom_comm_t)calloc(1, sizeof *c);
+  if (!c) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of a comm failed");
+  c->nccl = nccl;
+  c->nccl_version = version;
+  c->timeout_ms = timeout_ms;
+  c->ws_bytes = (ws_bytes + LOOM_WS_ALIGN - 1) / LOOM_WS_ALIGN * LOOM_WS_ALIGN;
+
+  loom_result_t r = LOOM_SUCCESS;
+#define LOOM_STEP(call) do { if (r == LOOM_SUCCESS) r = (call); } while (0)
+  int nccl_dev = -1;
+  ncclResult_t n = ncclCommCount(nccl, &c->size);
+  if (n == ncclSuccess) n = ncclCommUserRank(nccl, &c->rank);
+  if (n == ncclSuccess) n = ncclCommCuDevice(nccl, &nccl_dev);
+  if (n != ncclSuccess) r = loom__nccl_fail((int)n, "reading rank, size and device of the NCCL comm", __FILE__, __LINE__);
+  if (r == LOOM_SUCCESS) {
+    cudaError_t e = cudaGetDevice(&c->device);
+    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaGetDevice", __FILE__, __LINE__);
+    else if (c->device != nccl_dev)
+      r = loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                     "loom_comm_create: the current CUDA device is %d but the NCCL comm is on "
+                     "device %d; call cudaSetDevice(%d) first",
+                     c->device, nccl_dev, nccl_dev);
+  }
+  if (r == LOOM_SUCCESS) {
+    struct cudaDeviceProp prop;
+    cudaError_t e = cudaGetDeviceProperties(&prop, c->device);
+    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaGetDeviceProperties", __FILE__, __LINE__);
+    else {
+      c->sm_count = prop.multiProcessorCount;
+      c->cc_major = prop.major;
+      c->cc_minor = prop.minor;
+      c->l2_bytes = (size_t)prop.l2CacheSize;
+      if (prop.major < 8)
+        r = loom__fail(LOOM_ERR_UNSUPPORTED, "GPU %d (%s) has compute capability %d.%d; loom needs >= 8.0",
+                       c->device, prop.name, prop.major, prop.minor);
+    }
+  }
+  LOOM_STEP(loom__lsa_team(nccl, &c->lsa_rank, &c->lsa_size));
+  LOOM_STEP(loom__devcomm_create(nccl, &c->devcomm));
+  if (r == LOOM_SUCCESS) {
+    cudaError_t e = cudaHostAlloc((void **)&c->err_host, sizeof(loom_error_record_t), cudaHostAllocMapped);
+    if (e == cudaSuccess) {
+      memset(c->err_host, 0, sizeof *c->err_host);
+      e = cudaHostGetDevicePointer((void **)&c->err_dev, c->err_host, 0);
+    }
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->abort_flag, sizeof(uint32_t));
+    if (e == cudaSuccess) e = cudaMemset(c->abort_flag, 0, sizeof(uint32_t));
+    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "allocating the error record", __FILE__, __LINE__);
+  }
+  LOOM_STEP(loom__comm_reserve_own(c));
+  void *ws = NULL;
+  LOOM_STEP(loom__comm_malloc(c, c->ws_bytes, &ws));
+  if (r == LOOM_SUCCESS) {
+    c->ws_ptr = ws;
+    c->ws = loom__find_alloc(c, ws, 1);
+    cudaError_t e = cudaMemset(ws, 0, c->ws_bytes);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->ws_peer_dev, (size_t)c->size * sizeof(char *));
+    if (e == cudaSuccess)
+      e = cudaMemcpy(c->ws_peer_dev, c->ws->peer_ptrs, (size_t)c->size * sizeof(char *), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "initialising the workspace", __FILE__, __LINE__);
+  }
+  /* Every rank's workspace is zeroed before any rank's kernel signals into
+   * it: an NCCL all-reduce after the (synchronized) memset is the fence. */
+  LOOM_STEP(loom__nccl_fence(c));
+  LOOM_STEP(loom__handle_add(c, LOOM_HANDLE_COMM));
+#undef LOOM_STEP
+  if (r != LOOM_SUCCESS) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", loom_last_error());
+    loom__comm_teardown(c);
+    return loom__fail(r, "%s", msg);
+  }
+  LOOM_INFO("comm rank %d/%d (lsa %d/%d) device %d: %d SMs, cc %d.%d, L2 %zu B, workspace %zu B, timeout %d ms, NCCL %d",
+            c->rank, c->size, c->lsa_rank, c->lsa_size, c->device, c->sm_count, c->cc_major,
+            c->cc_minor, c->l2_bytes, c->ws_bytes, c->timeout_ms, c->nccl_version);
+  *out = c;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_comm_destroy(loom_comm_t comm) {
+  LOOM_TRY(loom__check_comm(comm, "loom_comm_destroy"));
+  if (comm->nplans > 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "loom_comm_destroy: comm=%p still has %d plan(s); destroy them first",
+                      (void *)comm, comm->nplans);
+  loom__handle_remove(comm, LOOM_HANDLE_COMM);
+  if (!comm->detached) cudaDeviceSynchronize(); /* kernels of this comm may still run */
+  loom__comm_teardown(comm);
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_comm_get_info(loom_comm_t comm, loom_comm_info_t *info) {
+  LOOM_TRY(loom__check_comm(comm, "loom_comm_get_info"));
+  if (!info) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_comm_get_info: info=NULL");
+  memset(info, 0, sizeof *info);
+  info->rank = comm->rank;
+  info->size = comm->size;
+  info->lsa_rank = comm->lsa_rank;
+  info->lsa_size = comm->lsa_size;
+  info->device = comm->device;
+  info->sm_count = comm->sm_count;
+  info->cc_major = comm->cc_major;
+  info->cc_minor = comm->cc_minor;
+  info->l2_bytes = comm->l2_bytes;
+  info->workspace_bytes = comm->ws_bytes;
+  info->workspace_free = loom__ws_free_bytes(&comm->ws_alloc);
+  info->timeout_ms = comm->timeout_ms;
+  info->nccl_version = comm->nccl_version;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__comm_check(loom_comm_t comm, const char *fn) {
+  LOOM_TRY(loom__check_comm(comm, fn));
+  if (comm->async_err == LOOM_SUCCESS && comm->err_host) {
+    volatile loom_error_record_t *rec = comm->err_host;
+    if (rec->valid) {
+      __atomic_thread_fence(__ATOMIC_ACQUIRE);
+      comm->async_err = LOOM_ERR_TIMEOUT;
+      snprintf(comm->async_msg, sizeof comm->async_msg,
+               "rank %d: device-side wait expired after %.0f ms (timeout %d ms) at the %s wait on "
+               "signal %u set by rank %d: expected >= %u, saw %u; the comm is unusable now: "
+               "destroy it and create a new one",
+               rec->rank, (double)rec->waited_ns / 1e6, comm->timeout_ms,
+               loom__wait_site_name(rec->site), rec->signal, rec->peer, rec->expected, rec->seen);
+      LOOM_WARN("%s", comm->async_msg);
+    }
+  }
+  if (comm->async_err != LOOM_SUCCESS) return loom__fail(comm->async_err, "%s: %s", fn, comm->async_msg);
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_comm_get_async_error(loom_comm_t comm) {
+  return loom__comm_check(comm, "loom_comm_get_async_error");
+}
+
+loom_result_t loom__nccl_fence(loom_comm_t c) {
+  int *word = NULL;
+  cudaError_t e = cudaMalloc((void **)&word, sizeof(int));
+  if (e != cudaSuccess) return loom__cuda_fail((int)e, "cudaMalloc", __FILE__, __LINE__);
+  loom_result_t r = LOOM_SUCCESS;
+  ncclResult_t n = ncclAllReduce(word, word, 1, ncclInt32, ncclSum, c->nccl, 0);
+  if (n != ncclSuccess) r = loom__nccl_fail((int)n, "ncclAllReduce (fence)", __FILE__, __LINE__);
+  e = cudaStreamSynchronize(0);
+  if (r == LOOM_SUCCESS && e != cudaSuccess) r = loom__cuda_fail((int)e, "fence", __FILE__, __LINE__);
+  cudaFree(word);
+  return r;
+}
+
+loom_dev_comm_t loom__comm_dev(loom_comm_t comm) {
+  loom_dev_comm_t d;
+  d.rank = comm->rank;
+  d.size = comm->size;
+  d.peer_ws = comm->ws_peer_dev;
+  d.ws = (char *)comm->ws_ptr;
+  d.err = comm->err_dev;
+  d.abort_flag = comm->abort_flag;
+  d.timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
+  return d;
+}

@@ -1,0 +1,121 @@
+/*
+ * comm.h - the loom communicator (internal view).
+ *
+ * A loom comm wraps the caller's NCCL communicator and owns:
+ *  - the table of symmetric allocations (loom_malloc), each an NCCL window
+ *    with the address of every load/store-reachable peer's copy, evaluated at
+ *    allocation time by a one-thread kernel (NCCL 2.28 has no host getter);
+ *  - the symmetric workspace (one such allocation), whose first bytes hold
+ *    the comm's own signals (the barrier slots) and the rest is carved into
+ *    plan slices by a loom_ws_alloc_t;
+ *  - the host-mapped error record and device abort flag that bound waits;
+ *  - the sticky async error.
+ * A "detached" comm (tests only) has all the host bookkeeping and no GPU,
+ * NCCL or memory behind it, so that argument checks and workspace accounting
+ * can be tested on a machine without a GPU.
+ */
+#ifndef LOOM_CORE_COMM_H
+#define LOOM_CORE_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loom.h"
+#include "signal.h"
+#include "workspace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_MIN_NCCL_VERSION 22800 /* 2.28.0 */
+
+typedef struct loom_alloc {
+  void *ptr;          /* this rank's address (from ncclMemAlloc) */
+  size_t bytes;
+  ncclWindow_t win;
+  void **peer_ptrs;   /* host array [size]: where this rank's kernels reach each rank's copy */
+} loom_alloc_t;
+
+struct loom_comm {
+  ncclComm_t nccl;
+  int detached;       /* 1: test comm without GPU or NCCL */
+  int rank, size, lsa_rank, lsa_size;
+  int device, sm_count, cc_major, cc_minor;
+  size_t l2_bytes;
+  int nccl_version;
+  int timeout_ms;
+
+  void *devcomm;      /* ncclDevComm_t (opaque here: a C++ type) */
+
+  loom_alloc_t *allocs;
+  size_t nallocs, capallocs;
+
+  /* symmetric workspace */
+  loom_alloc_t *ws;           /* an entry of allocs (re-looked up by ws_ptr) */
+  void *ws_ptr;
+  size_t ws_bytes;
+  loom_ws_alloc_t ws_alloc;
+  char **ws_peer_dev;         /* device array [size] of workspace bases */
+  size_t barrier_offset;      /* comm barrier slots [size] uint32 */
+  uint32_t barrier_epoch;
+
+  loom_error_record_t *err_host, *err_dev; /* mapped pinned */
+  uint32_t *abort_flag;                    /* device */
+
+  loom_result_t async_err;
+  char async_msg[512];
+  int nplans;
+};
+
+/* NCCL version check, separate so a host test can feed it old versions. */
+loom_result_t loom__check_nccl_version(int version_code);
+
+/* Handle check, then the sticky async error (reading the error record). */
+loom_result_t loom__comm_check(loom_comm_t comm, const char *fn);
+
+/* Test-only comm without GPU/NCCL: rank, size and workspace accounting. */
+loom_result_t loom__comm_create_detached(int rank, int size, size_t workspace_bytes,
+                                         loom_comm_t *out);
+
+/* loom_malloc / loom_free without the handle check (creation, teardown). */
+loom_result_t loom__comm_malloc(loom_comm_t comm, size_t bytes, void **ptr);
+loom_result_t loom__comm_free(loom_comm_t comm, void *ptr);
+
+/* Host-side fence across ranks: returns once every rank has called it (an
+ * NCCL all-reduce of one word, synchronized). Collective. */
+loom_result_t loom__nccl_fence(loom_comm_t comm);
+
+/* The allocation that contains [ptr, ptr+bytes), or NULL. */
+loom_alloc_t *loom__find_alloc(loom_comm_t comm, const void *ptr, size_t bytes);
+
+/* Kernel argument describing this comm. */
+loom_dev_comm_t loom__comm_dev(loom_comm_t comm);
+
+/* Collective, stream-ordered: every rank's work before it on `stream` is
+ * done (and its stores visible) before any rank's work after it starts.
+ * Bounded by the comm's timeout. Needs every peer load/store reachable. */
+loom_result_t loom__comm_barrier(loom_comm_t comm, cudaStream_t stream);
+
+/* Stream-ordered bounded wait: work after it on `stream` starts once *addr
+ * (a word in this rank's symmetric memory) reaches `expected`. */
+loom_result_t loom__stream_wait(loom_comm_t comm, const uint32_t *addr, uint32_t expected, int peer,
+                                uint32_t signal, uint32_t site, cudaStream_t stream);
+
+/* Stream-ordered signal set by the copy engine (cuStreamWriteValue32) on a
+ * word of this or a peer's symmetric memory (an address from loom_peer_ptr).
+ * Work before it on `stream` (copies included) is visible first. */
+loom_result_t loom__signal_write_ce(loom_comm_t comm, uint32_t *addr, uint32_t value,
+                                    cudaStream_t stream);
+
+/* Defined in nccl_device.cu (needs NCCL's C++ device headers). */
+loom_result_t loom__devcomm_create(ncclComm_t nccl, void **devcomm);
+loom_result_t loom__devcomm_destroy(ncclComm_t nccl, void *devcomm);
+loom_result_t loom__lsa_team(ncclComm_t nccl, int *lsa_rank, int *lsa_size);
+loom_result_t loom__window_peer_pointers(ncclComm_t nccl, ncclWindow_t win, int size,
+                                         void **peer_ptrs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_CORE_COMM_H */

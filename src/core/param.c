@@ -1,0 +1,83 @@
+/*
+ * param.c - getters and the table for the settings declared in param.h.
+ */
+#include "param.h"
+#include "log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const loom_param_desc_t loom__params[] = {
+#define LOOM_PARAM_ROW(name, kind, def, meaning) {#name, LOOM_PARAM_##kind, def, meaning},
+    LOOM_PARAMS(LOOM_PARAM_ROW)
+#undef LOOM_PARAM_ROW
+};
+
+const loom_param_desc_t *loom__param_table(size_t *count) {
+  *count = sizeof loom__params / sizeof loom__params[0];
+  return loom__params;
+}
+
+const char *loom__param_text(const loom_param_desc_t *p) {
+  char env[96];
+  snprintf(env, sizeof env, "LOOM_%s", p->name);
+  const char *v = getenv(env);
+  return (v && *v) ? v : p->default_text;
+}
+
+int loom__parse_int(const char *text, int64_t *out) {
+  if (!text || !*text) return -1;
+  errno = 0;
+  char *end = NULL;
+  long long v = strtoll(text, &end, 10);
+  if (errno || end == text) return -1;
+  long long mul = 1;
+  if (*end == 'K' || *end == 'k') mul = 1LL << 10, end++;
+  else if (*end == 'M' || *end == 'm') mul = 1LL << 20, end++;
+  else if (*end == 'G' || *end == 'g') mul = 1LL << 30, end++;
+  if (*end != '\0') return -1;
+  if (v < 0 || (mul > 1 && v > (long long)(INT64_MAX / mul))) return -1;
+  *out = (int64_t)(v * mul);
+  return 0;
+}
+
+static int64_t loom__param_int_value(size_t index) {
+  const loom_param_desc_t *p = &loom__params[index];
+  int64_t v = 0;
+  const char *text = loom__param_text(p);
+  if (loom__parse_int(text, &v) != 0) {
+    LOOM_WARN("LOOM_%s=\"%s\" is not a non-negative integer; using the default %s", p->name,
+              text, p->default_text);
+    loom__parse_int(p->default_text, &v);
+  }
+  return v;
+}
+
+/* Index of each setting in the table, for the getters. */
+enum {
+#define LOOM_PARAM_INDEX(name, kind, def, meaning) LOOM__PARAM_INDEX_##name,
+  LOOM_PARAMS(LOOM_PARAM_INDEX)
+#undef LOOM_PARAM_INDEX
+};
+
+/* Values are read once per process (like NCCL_PARAM); a benign race on the
+ * first read computes the same value twice. */
+#define LOOM_PARAM_DEF_INT(name)                                         \
+  int64_t loom__param_##name(void) {                                     \
+    static int cached = 0;                                               \
+    static int64_t value;                                                \
+    if (!__atomic_load_n(&cached, __ATOMIC_ACQUIRE)) {                   \
+      value = loom__param_int_value(LOOM__PARAM_INDEX_##name);           \
+      __atomic_store_n(&cached, 1, __ATOMIC_RELEASE);                    \
+    }                                                                    \
+    return value;                                                        \
+  }
+#define LOOM_PARAM_DEF_STR(name)                                         \
+  const char *loom__param_##name(void) {                                 \
+    return loom__param_text(&loom__params[LOOM__PARAM_INDEX_##name]);    \
+  }
+#define LOOM_PARAM_DEF(name, kind, def, meaning) LOOM_PARAM_DEF_##kind(name)
+LOOM_PARAMS(LOOM_PARAM_DEF)
+#undef LOOM_PARAM_DEF

@@ -1,0 +1,60 @@
+/*
+ * param.h - every LOOM_* environment setting, declared once.
+ *
+ * LOOM_PARAMS lists name, kind, default and meaning; param.c turns each row
+ * into a getter (loom__param_TIMEOUT_MS()) that reads the environment once and
+ * caches the value, and into the table that `loom env` prints. A setting that
+ * is not in this list does not exist. Integer values accept K, M, G suffixes
+ * (powers of 1024).
+ *
+ * Kinds: INT (int64_t), STR (const char *).
+ */
+#ifndef LOOM_CORE_PARAM_H
+#define LOOM_CORE_PARAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LOOM_PARAMS(X)                                                                       \
+  X(TIMEOUT_MS, INT, "60000", "bound on every device-side wait, in milliseconds; on expiry "  \
+                              "the op reports LOOM_ERR_TIMEOUT instead of hanging")           \
+  X(WORKSPACE_BYTES, INT, "64M", "symmetric workspace per rank that plans carve up for "      \
+                                 "signals and staging")                                       \
+  X(DEBUG, STR, "WARN", "log level: NONE, WARN, INFO or TRACE (to stderr)")                  \
+  X(TUNE_FILE, STR, "", "file of tuned kernel configurations read at comm creation "         \
+                        "(empty: none)")                                                     \
+  X(CUBLAS_WORKSPACE_BYTES, INT, "32M", "cuBLASLt workspace for the baseline GEMM")          \
+  X(BENCH_RESULTS_DIR, STR, "bench/results", "where loom-bench writes its JSON")
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum loom_param_kind { LOOM_PARAM_INT, LOOM_PARAM_STR } loom_param_kind_t;
+
+typedef struct loom_param_desc {
+  const char *name;        /* without the LOOM_ prefix */
+  loom_param_kind_t kind;
+  const char *default_text;
+  const char *meaning;
+} loom_param_desc_t;
+
+/* The table, in declaration order. */
+const loom_param_desc_t *loom__param_table(size_t *count);
+
+/* The value in force as text (environment, else default). */
+const char *loom__param_text(const loom_param_desc_t *p);
+
+/* Parses "123", "64M", "1G"; returns 0 on success. */
+int loom__parse_int(const char *text, int64_t *out);
+
+#define LOOM_PARAM_DECL_INT(name) int64_t loom__param_##name(void);
+#define LOOM_PARAM_DECL_STR(name) const char *loom__param_##name(void);
+#define LOOM_PARAM_DECL(name, kind, def, meaning) LOOM_PARAM_DECL_##kind(name)
+LOOM_PARAMS(LOOM_PARAM_DECL)
+#undef LOOM_PARAM_DECL
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_CORE_PARAM_H */

@@ -1,0 +1,66 @@
+/*
+ * plan.c - see plan.h.
+ */
+#include "plan.h"
+#include "comm.h"
+#include "error.h"
+#include "handle.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOOM_SLICE_ALIGN 256
+
+loom_result_t loom__plan_create(loom_comm_t comm, const char *op, uint32_t nsignals,
+                                size_t staging_bytes, loom_plan_t *out) {
+  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s plan: out=NULL", op);
+  *out = NULL;
+  LOOM_TRY(loom__comm_check(comm, op));
+  size_t sig_bytes = ((size_t)nsignals * sizeof(uint32_t) + LOOM_SLICE_ALIGN - 1) / LOOM_SLICE_ALIGN * LOOM_SLICE_ALIGN;
+  size_t bytes = sig_bytes + staging_bytes;
+  if (bytes == 0) bytes = LOOM_SLICE_ALIGN;
+  loom_plan_t p = (loom_plan_t)calloc(1, sizeof *p);
+  if (!p) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of a plan failed");
+  char who[96];
+  snprintf(who, sizeof who, "a %s plan", op);
+  loom_result_t r = loom__ws_reserve(&comm->ws_alloc, bytes, LOOM_SLICE_ALIGN, who, &p->ws_offset);
+  /* The slice may have held another plan's signals: zero it on every rank,
+   * then fence, so that no peer signals into it before it is zeroed. */
+  if (r == LOOM_SUCCESS && !comm->detached) {
+    cudaError_t e = cudaMemset((char *)comm->ws_ptr + p->ws_offset, 0, sig_bytes ? sig_bytes : bytes);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "zeroing a plan's signals", __FILE__, __LINE__);
+    if (r == LOOM_SUCCESS) r = loom__nccl_fence(comm);
+    if (r != LOOM_SUCCESS) loom__ws_release(&comm->ws_alloc, p->ws_offset);
+  }
+  if (r == LOOM_SUCCESS) {
+    r = loom__handle_add(p, LOOM_HANDLE_PLAN);
+    if (r != LOOM_SUCCESS) loom__ws_release(&comm->ws_alloc, p->ws_offset);
+  }
+  if (r != LOOM_SUCCESS) {
+    free(p);
+    return r;
+  }
+  p->comm = comm;
+  p->op = op;
+  p->ws_bytes = bytes;
+  p->nsignals = nsignals;
+  p->staging_offset = p->ws_offset + sig_bytes;
+  comm->nplans++;
+  *out = p;
+  return LOOM_SUCCESS;
+}
+
+uint32_t loom__plan_next_epoch(loom_plan_t plan) { return ++plan->epoch; }
+
+loom_result_t loom_plan_destroy(loom_plan_t plan) {
+  LOOM_TRY(loom__check_plan(plan, "loom_plan_destroy"));
+  loom__handle_remove(plan, LOOM_HANDLE_PLAN);
+  if (plan->destroy_op) plan->destroy_op(plan);
+  loom_comm_t comm = plan->comm;
+  loom_result_t r = loom__ws_release(&comm->ws_alloc, plan->ws_offset);
+  comm->nplans--;
+  free(plan);
+  return r;
+}

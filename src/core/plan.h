@@ -1,0 +1,51 @@
+/*
+ * plan.h - the object every fused operation runs through.
+ *
+ * A plan belongs to one comm and owns: one slice of the comm's symmetric
+ * workspace (same offset on every rank), the number of signal words at the
+ * front of that slice, the call counter from which signal epochs are derived
+ * (call e sets and waits for epoch e; every rank calls in the same order, so
+ * epochs agree without exchanging them), the chosen kernel configuration and
+ * its tuning key. An op stores its own state in `op_state` and frees it in
+ * `destroy_op`.
+ *
+ * Slice layout: [signals: nsignals x uint32 | staging bytes], 256-aligned.
+ */
+#ifndef LOOM_CORE_PLAN_H
+#define LOOM_CORE_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "loom.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_TUNE_KEY_BYTES 160
+
+struct loom_plan {
+  loom_comm_t comm;
+  const char *op;            /* "ag_gemm", ... (static string) */
+  size_t ws_offset;          /* slice start in the comm workspace */
+  size_t ws_bytes;           /* slice size */
+  uint32_t nsignals;         /* signal words at the front of the slice */
+  size_t staging_offset;     /* ws_offset + signals, rounded up */
+  uint32_t epoch;            /* calls made so far */
+  char tune_key[LOOM_TUNE_KEY_BYTES];
+  void *op_state;
+  void (*destroy_op)(loom_plan_t plan);
+};
+
+/* Collective (same arguments on every rank). Reserves the slice; fails with
+ * LOOM_ERR_OUT_OF_MEMORY naming `op` and the bytes needed. */
+loom_result_t loom__plan_create(loom_comm_t comm, const char *op, uint32_t nsignals,
+                                size_t staging_bytes, loom_plan_t *out);
+
+/* The epoch of the next call (and advances the counter). */
+uint32_t loom__plan_next_epoch(loom_plan_t plan);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_CORE_PLAN_H */

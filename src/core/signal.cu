@@ -1,0 +1,89 @@
+/*
+ * signal.cu - the comm's own signal kernels: the bounded device barrier
+ * between ranks and the bounded stream wait; the copy-engine signal setter.
+ *
+ * Barrier, call e (epoch e = comm->barrier_epoch after increment): thread p
+ * stores e (release) into slot[rank] of rank p's barrier array, then waits
+ * until slot[p] of its own array reaches e. The slots only grow, so a fast
+ * rank that enters call e+1 before a slow one has left call e cannot be
+ * confused with it: it writes e+1, which also satisfies waits for e.
+ */
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "comm.h"
+#include "error.h"
+#include "signal.cuh"
+
+extern "C" const char *loom__wait_site_name(uint32_t site) {
+  switch (site) {
+    case LOOM_SITE_TEST: return "test";
+    case LOOM_SITE_BARRIER: return "comm barrier";
+    case LOOM_SITE_STREAM_WAIT: return "stream wait";
+    case LOOM_SITE_PINGPONG: return "ping-pong";
+    case LOOM_SITE_GEMM_PROLOGUE: return "GEMM prologue tile wait";
+    case LOOM_SITE_CONSUMED: return "buffer consumed by peer";
+    case LOOM_SITE_SLICE_READY: return "embedding slice ready";
+  }
+  return "unknown";
+}
+
+__global__ void loom__barrier_kernel(loom_dev_comm_t dc, size_t slots_offset, uint32_t epoch) {
+  for (int p = threadIdx.x; p < dc.size; p += blockDim.x)
+    loom_signal_store_release(loom_signal_addr(&dc, p, slots_offset, (uint32_t)dc.rank), epoch);
+  for (int p = threadIdx.x; p < dc.size; p += blockDim.x) {
+    uint32_t *mine = (uint32_t *)(dc.ws + slots_offset) + p;
+    if (!loom_signal_wait(&dc, mine, epoch, p, (uint32_t)p, LOOM_SITE_BARRIER)) break;
+  }
+  __syncthreads();
+}
+
+__global__ void loom__stream_wait_kernel(loom_dev_comm_t dc, const uint32_t *addr, uint32_t expected,
+                                         int peer, uint32_t signal, uint32_t site) {
+  loom_signal_wait(&dc, addr, expected, peer, signal, site);
+}
+
+extern "C" loom_result_t loom__comm_barrier(loom_comm_t comm, cudaStream_t stream) {
+  for (int p = 0; p < comm->size; ++p)
+    if (!comm->ws->peer_ptrs[p])
+      return loom__fail(LOOM_ERR_UNSUPPORTED,
+                        "loom barrier: rank %d is not load/store reachable from rank %d "
+                        "(multi-node comms need the network path)", p, comm->rank);
+  uint32_t epoch = ++comm->barrier_epoch;
+  int threads = comm->size < 1024 ? comm->size : 1024;
+  threads = (threads + 31) / 32 * 32;
+  loom__barrier_kernel<<<1, threads, 0, stream>>>(loom__comm_dev(comm), comm->barrier_offset, epoch);
+  LOOM_CUDA_LAUNCHED("loom__barrier_kernel");
+  return LOOM_SUCCESS;
+}
+
+extern "C" loom_result_t loom__stream_wait(loom_comm_t comm, const uint32_t *addr, uint32_t expected,
+                                           int peer, uint32_t signal, uint32_t site,
+                                           cudaStream_t stream) {
+  loom__stream_wait_kernel<<<1, 1, 0, stream>>>(loom__comm_dev(comm), addr, expected, peer, signal, site);
+  LOOM_CUDA_LAUNCHED("loom__stream_wait_kernel");
+  return LOOM_SUCCESS;
+}
+
+typedef CUresult (*loom__write_value32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+extern "C" loom_result_t loom__signal_write_ce(loom_comm_t comm, uint32_t *addr, uint32_t value,
+                                               cudaStream_t stream) {
+  (void)comm;
+  static loom__write_value32_fn fn = NULL;
+  if (!fn) {
+    cudaDriverEntryPointQueryResult q;
+    void *p = NULL;
+    LOOM_CUDA(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &p, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !p)
+      return loom__fail(LOOM_ERR_UNSUPPORTED, "the CUDA driver has no cuStreamWriteValue32");
+    fn = (loom__write_value32_fn)p;
+  }
+  /* The default flags order the write after all earlier work on the stream
+   * and make it visible system-wide (a memory barrier precedes it). */
+  CUresult r = fn((CUstream)stream, (CUdeviceptr)addr, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+  if (r != CUDA_SUCCESS)
+    return loom__fail(LOOM_ERR_CUDA, "cuStreamWriteValue32(addr=%p, value=%u) failed: CUresult %d",
+                      (void *)addr, value, (int)r);
+  return LOOM_SUCCESS;
+}

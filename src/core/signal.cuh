@@ -1,0 +1,94 @@
+/*
+ * signal.cuh - device side of signals (see signal.h for the protocol).
+ *
+ *   loom_signal_store_release(addr, v)  data stores before it are visible to
+ *                                       any GPU that acquires v (system scope)
+ *   loom_signal_add_release(addr, v)    the same, as an atomic add (counters)
+ *   loom_signal_load_acquire(addr)      a poll; never cached (.nc/__ldg) loads
+ *   loom_signal_wait(dc, addr, ...)     poll until >= expected, bounded by the
+ *                                       comm's timeout; returns 0 on expiry
+ *                                       (or when another wait of the comm
+ *                                       expired) after recording who waited
+ *                                       on what, 1 when reached.
+ * Callers that get 0 must stop the kernel's work (return), never spin on.
+ */
+#ifndef LOOM_CORE_SIGNAL_CUH
+#define LOOM_CORE_SIGNAL_CUH
+
+#include <stdint.h>
+#include "signal.h"
+
+static __device__ __forceinline__ void loom_signal_store_release(uint32_t *addr, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(addr), "r"(v) : "memory");
+}
+
+static __device__ __forceinline__ void loom_signal_add_release(uint32_t *addr, uint32_t v) {
+  asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(addr), "r"(v) : "memory");
+}
+
+static __device__ __forceinline__ uint32_t loom_signal_load_acquire(const uint32_t *addr) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(addr) : "memory");
+  return v;
+}
+
+static __device__ __forceinline__ uint64_t loom_globaltimer_ns(void) {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/* Records the expiry (first expiring wait of the comm only) and raises the
+ * abort flag. Kept out of line: it is the cold path. */
+static __device__ __noinline__ void loom_signal_record_timeout(const loom_dev_comm_t *dc, int peer,
+                                                               uint32_t signal, uint32_t expected,
+                                                               uint32_t seen, uint32_t site,
+                                                               uint64_t waited_ns) {
+  atomicExch(dc->abort_flag, 1u);
+  if (atomicCAS((unsigned int *)&dc->err->claimed, 0u, 1u) == 0u) {
+    volatile loom_error_record_t *r = dc->err;
+    r->rank = dc->rank;
+    r->peer = peer;
+    r->signal = signal;
+    r->expected = expected;
+    r->seen = seen;
+    r->site = site;
+    r->waited_ns = waited_ns;
+    __threadfence_system();
+    r->valid = 1u;
+    __threadfence_system();
+  }
+}
+
+/* Polls *addr until it reaches `expected` (wrap-safe). One thread calls it;
+ * the rest of its block waits at a barrier after it. `peer`, `signal` and
+ * `site` only describe the wait in the error record. */
+static __device__ __forceinline__ int loom_signal_wait(const loom_dev_comm_t *dc, const uint32_t *addr,
+                                                       uint32_t expected, int peer, uint32_t signal,
+                                                       uint32_t site) {
+  uint32_t seen = loom_signal_load_acquire(addr);
+  if (loom_epoch_reached(seen, expected)) return 1;
+  const uint64_t t0 = loom_globaltimer_ns();
+  for (uint32_t polls = 1;; ++polls) {
+    seen = loom_signal_load_acquire(addr);
+    if (loom_epoch_reached(seen, expected)) return 1;
+    if ((polls & 63u) == 0u) {
+      if (*(volatile uint32_t *)dc->abort_flag) return 0;
+      const uint64_t waited = loom_globaltimer_ns() - t0;
+      if (waited > dc->timeout_ns) {
+        loom_signal_record_timeout(dc, peer, signal, expected, seen, site, waited);
+        return 0;
+      }
+    }
+  }
+}
+
+/* Address of signal word `index` of an array at byte `offset` in rank
+ * `rank`'s workspace (NULL if that rank is not load/store reachable). */
+static __device__ __forceinline__ uint32_t *loom_signal_addr(const loom_dev_comm_t *dc, int rank,
+                                                             size_t offset, uint32_t index) {
+  char *base = dc->peer_ws[rank];
+  return base ? (uint32_t *)(base + offset) + index : (uint32_t *)0;
+}
+
+#endif /* LOOM_CORE_SIGNAL_CUH */

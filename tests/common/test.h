@@ -1,0 +1,69 @@
+/*
+ * test.h - the test framework shared by the host and GPU suites.
+ *
+ *   LOOM_TEST(name) { ... CHECK(cond); CHECK_EQ_INT(a, b); CHECK_RESULT(call, code); ... }
+ *
+ * Tests register themselves (a constructor); loom_test_main runs those whose
+ * name contains the first command-line argument (all without one), prints one
+ * line per test and closes with "N passed, N failed, N skipped" (a line CI's runner
+ * recognises). A test fails if any CHECK in it fails; a CHECK prints file,
+ * line, the expression and loom_last_error(). Tests exit non-zero on failure.
+ */
+#ifndef LOOM_TEST_H
+#define LOOM_TEST_H
+
+#include <stdio.h>
+#include <string.h>
+#include "loom.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef void (*loom_test_fn)(void);
+void loom_test_register(const char *name, loom_test_fn fn);
+int loom_test_main(int argc, char **argv);
+/* Counts a failed check of the running test and prints why. */
+void loom_test_fail(const char *file, int line, const char *fmt, ...);
+extern int loom_test_failures; /* of the running test */
+/* Marks the running test skipped (say why); its checks still count. */
+void loom_test_skip(const char *why);
+
+#ifdef __cplusplus
+}
+#endif
+
+#define LOOM_TEST(name)                                                        \
+  static void loom_test_##name(void);                                          \
+  __attribute__((constructor)) static void loom_test_reg_##name(void) {        \
+    loom_test_register(#name, loom_test_##name);                               \
+  }                                                                            \
+  static void loom_test_##name(void)
+
+#define CHECK(cond)                                                            \
+  do { if (!(cond)) loom_test_fail(__FILE__, __LINE__, "CHECK(%s)", #cond); } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                     \
+  do {                                                                         \
+    long long loom__a = (long long)(a), loom__b = (long long)(b);              \
+    if (loom__a != loom__b)                                                    \
+      loom_test_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, loom__a, loom__b); \
+  } while (0)
+
+/* The call returns `code`; prints the message either way on mismatch. */
+#define CHECK_RESULT(call, code)                                               \
+  do {                                                                         \
+    loom_result_t loom__r = (call);                                            \
+    if (loom__r != (code))                                                     \
+      loom_test_fail(__FILE__, __LINE__, "%s returned %s, expected %s (%s)", #call, \
+                     loom_result_string(loom__r), loom_result_string(code), loom_last_error()); \
+  } while (0)
+
+/* The last error message contains `text`. */
+#define CHECK_MSG(text)                                                        \
+  do {                                                                         \
+    if (!strstr(loom_last_error(), (text)))                                    \
+      loom_test_fail(__FILE__, __LINE__, "message \"%s\" lacks \"%s\"", loom_last_error(), (text)); \
+  } while (0)
+
+#endif /* LOOM_TEST_H */

@@ -1,0 +1,218 @@
+/*
+ * launch.c - see launch.h.
+ */
+#define _GNU_SOURCE
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+typedef struct {
+  volatile int id_ready; /* 1: rank 0 wrote id; -1: rank 0 failed */
+  ncclUniqueId id;
+} loom_launch_shared_t;
+
+static double loom__now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int loom_launch_gpu_count(void) {
+  int fd[2];
+  if (pipe(fd) != 0) return 0;
+  pid_t pid = fork();
+  if (pid < 0) return 0;
+  if (pid == 0) {
+    close(fd[0]);
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    if (write(fd[1], &n, sizeof n) != (ssize_t)sizeof n) _exit(1);
+    _exit(0);
+  }
+  close(fd[1]);
+  int n = 0;
+  if (read(fd[0], &n, sizeof n) != (ssize_t)sizeof n) n = 0;
+  close(fd[0]);
+  int st;
+  waitpid(pid, &st, 0);
+  return n;
+}
+
+int loom_launch_under_mpi(int *rank, int *size) {
+  static const char *pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                   {"PMI_RANK", "PMI_SIZE"},
+                                   {"SLURM_PROCID", "SLURM_NTASKS"}};
+  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; ++i) {
+    const char *r = getenv(pairs[i][0]), *s = getenv(pairs[i][1]);
+    if (r && s) {
+      *rank = atoi(r);
+      *size = atoi(s);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* One rank: device, NCCL comm, fn, teardown. Returns fn's result (or 1). */
+static int loom__run_rank(int rank, int size, int device, const ncclUniqueId *id, loom_rank_fn fn, void *arg) {
+  loom_rank_ctx_t ctx;
+  memset(&ctx, 0, sizeof ctx);
+  ctx.rank = rank;
+  ctx.size = size;
+  ctx.device = device;
+  cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "rank %d: cudaSetDevice(%d): %s\n", rank, device, cudaGetErrorString(e));
+    return 1;
+  }
+  ncclResult_t n = ncclCommInitRank(&ctx.nccl, size, *id, rank);
+  if (n != ncclSuccess) {
+    fprintf(stderr, "rank %d: ncclCommInitRank: %s\n", rank, ncclGetErrorString(n));
+    return 1;
+  }
+  int rc = fn(&ctx, arg);
+  ncclCommFinalize(ctx.nccl);
+  ncclCommDestroy(ctx.nccl);
+  return rc;
+}
+
+static int loom__launch_mpi(int rank, int size, int want, int timeout_s, loom_rank_fn fn, void *arg) {
+  if (want != size) {
+    fprintf(stderr, "launch: the test wants %d ranks but mpirun started %d\n", want, size);
+    return 1;
+  }
+  alarm((unsigned)timeout_s); /* a hung rank dies and mpirun ends the job */
+  const char *job = getenv("PMIX_NAMESPACE");
+  if (!job) job = getenv("OMPI_MCA_ess_base_jobid");
+  if (!job) job = getenv("SLURM_JOB_ID");
+  char path[512], tmp[560];
+  snprintf(path, sizeof path, "/tmp/loom-ncclid-%s-%d", job ? job : "nojob", (int)getppid());
+  ncclUniqueId id;
+  if (rank == 0) {
+    if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f || fwrite(&id, sizeof id, 1, f) != 1) return 1;
+    fclose(f);
+    rename(tmp, path);
+  } else {
+    double deadline = loom__now_s() + timeout_s;
+    for (;;) {
+      FILE *f = fopen(path, "rb");
+      if (f) {
+        size_t got = fread(&id, sizeof id, 1, f);
+        fclose(f);
+        if (got == 1) break;
+      }
+      if (loom__now_s() > deadline) {
+        fprintf(stderr, "rank %d: no NCCL id from rank 0 at %s\n", rank, path);
+        return 1;
+      }
+      usleep(10000);
+    }
+  }
+  int ndev = 0;
+  cudaGetDeviceCount(&ndev);
+  const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  if (!lr) lr = getenv("SLURM_LOCALID");
+  int local = lr ? atoi(lr) : rank;
+  int rc = loom__run_rank(rank, size, ndev ? local % ndev : 0, &id, fn, arg);
+  if (rank == 0) unlink(path);
+  return rc;
+}
+
+int loom_launch(int size, int timeout_s, loom_rank_fn fn, void *arg) {
+  int mrank, msize;
+  if (loom_launch_under_mpi(&mrank, &msize)) return loom__launch_mpi(mrank, msize, size, timeout_s, fn, arg);
+  if (size < 1) return 1;
+  loom_launch_shared_t *sh = (loom_launch_shared_t *)mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+                                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (sh == MAP_FAILED) return 1;
+  memset((void *)sh, 0, sizeof *sh);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t *pids = (pid_t *)calloc((size_t)size, sizeof(pid_t));
+  for (int r = 0; r < size; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      perror("fork");
+      for (int q = 0; q < r; ++q) kill(pids[q], SIGKILL);
+      free(pids);
+      return 1;
+    }
+    if (pid == 0) {
+      setpgid(0, 0);
+      int rc = 1;
+      if (r == 0) {
+        ncclUniqueId id;
+        if (ncclGetUniqueId(&id) == ncclSuccess) {
+          sh->id = id;
+          __atomic_store_n(&sh->id_ready, 1, __ATOMIC_RELEASE);
+        } else {
+          __atomic_store_n(&sh->id_ready, -1, __ATOMIC_RELEASE);
+          _exit(1);
+        }
+      } else {
+        while (__atomic_load_n(&sh->id_ready, __ATOMIC_ACQUIRE) == 0) usleep(1000);
+        if (sh->id_ready < 0) _exit(1);
+      }
+      ncclUniqueId id = sh->id;
+      rc = loom__run_rank(r, size, r, &id, fn, arg);
+      fflush(stdout);
+      fflush(stderr);
+      _exit(rc == 0 ? 0 : 1);
+    }
+    pids[r] = pid;
+  }
+  double deadline = loom__now_s() + timeout_s;
+  int remaining = size, failed = 0;
+  while (remaining > 0) {
+    int st;
+    pid_t pid = waitpid(-1, &st, WNOHANG);
+    if (pid > 0) {
+      int r = 0;
+      while (r < size && pids[r] != pid) ++r;
+      if (r == size) continue;
+      pids[r] = 0;
+      remaining--;
+      int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+      if (bad) {
+        if (WIFSIGNALED(st)) fprintf(stderr, "launch: rank %d died of signal %d\n", r, WTERMSIG(st));
+        else fprintf(stderr, "launch: rank %d failed (exit %d)\n", r, WEXITSTATUS(st));
+        if (!failed) /* the others may now wait for it forever: give them a moment, then end them */
+          deadline = loom__now_s() + 5.0 < deadline ? loom__now_s() + 5.0 : deadline;
+        failed = 1;
+      }
+      continue;
+    }
+    if (loom__now_s() > deadline) {
+      for (int r = 0; r < size; ++r)
+        if (pids[r]) {
+          fprintf(stderr, "launch: rank %d %s; killing it\n", r,
+                  failed ? "still running after another rank failed" : "exceeded the time limit");
+          kill(-pids[r], SIGKILL);
+          kill(pids[r], SIGKILL);
+        }
+      while (remaining > 0 && waitpid(-1, &st, 0) > 0) remaining--;
+      failed = 1;
+      break;
+    }
+    usleep(2000);
+  }
+  free(pids);
+  munmap((void *)sh, sizeof *sh);
+  return failed;
+}

@@ -1,0 +1,48 @@
+/*
+ * launch.h - run a function on W ranks, one process per GPU.
+ *
+ * Used by the GPU tests and loom-bench. Two modes:
+ *  - fork (default): the parent forks W children before any CUDA call; child
+ *    r selects GPU r, rank 0 creates the NCCL unique id and hands it to the
+ *    others through shared memory; the parent waits for all of them with a
+ *    deadline. A child that crashes, fails or outlives the deadline makes the
+ *    launch fail, and the remaining children are killed: a hung or crashed
+ *    rank fails the test within a bounded time instead of hanging the suite.
+ *  - mpirun -np W: every process is one rank (OMPI_COMM_WORLD_RANK/SIZE,
+ *    PMI_RANK/SIZE or SLURM_PROCID/NTASKS); rank 0 publishes the unique id in
+ *    a file that the others poll; the deadline is an alarm in each process.
+ * The function gets the rank, the size and an initialised NCCL comm on the
+ * rank's GPU, and returns 0 for success. Host tools only: this exits.
+ */
+#ifndef LOOM_TOOLS_LAUNCH_H
+#define LOOM_TOOLS_LAUNCH_H
+
+#include <nccl.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct loom_rank_ctx {
+  int rank, size;
+  int device;          /* CUDA device of this rank */
+  ncclComm_t nccl;
+} loom_rank_ctx_t;
+
+typedef int (*loom_rank_fn)(loom_rank_ctx_t *ctx, void *arg);
+
+/* Number of CUDA devices, counted in a short-lived child so that the parent
+ * stays CUDA-free and can still fork. 0 where there is none (or no driver). */
+int loom_launch_gpu_count(void);
+
+/* 1 when this process was started by mpirun/srun (and so is one rank). */
+int loom_launch_under_mpi(int *rank, int *size);
+
+/* Runs fn on `size` ranks; 0 when every rank returned 0 within timeout_s.
+ * Under mpirun, `size` must match the job's size. */
+int loom_launch(int size, int timeout_s, loom_rank_fn fn, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_TOOLS_LAUNCH_H */

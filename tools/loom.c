@@ -1,0 +1,44 @@
+/*
+ * loom.c - the loom command.
+ *
+ *   loom env       every LOOM_* setting: name, value in force, default, meaning
+ *   loom version   library and NCCL versions
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "loom.h"
+#include "core/param.h"
+
+static int loom_env(void) {
+  size_t n = 0;
+  const loom_param_desc_t *t = loom__param_table(&n);
+  printf("%-32s %-16s %-14s %s\n", "setting", "value", "default", "meaning");
+  for (size_t i = 0; i < n; ++i) {
+    char name[64];
+    snprintf(name, sizeof name, "LOOM_%s", t[i].name);
+    const char *v = loom__param_text(&t[i]);
+    printf("%-32s %-16s %-14s %s\n", name, *v ? v : "\"\"", *t[i].default_text ? t[i].default_text : "\"\"",
+           t[i].meaning);
+  }
+  return 0;
+}
+
+static int loom_version(void) {
+  int v = 0, nv = 0;
+  loom_get_version(&v);
+  printf("loom %d.%d.%d\n", v / 10000, (v / 100) % 100, v % 100);
+  if (ncclGetVersion(&nv) == ncclSuccess)
+    printf("NCCL %d.%d.%d (loaded; loom needs >= 2.28.0)\n", nv / 10000, (nv / 100) % 100, nv % 100);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *cmd = argc > 1 ? argv[1] : "help";
+  if (!strcmp(cmd, "env")) return loom_env();
+  if (!strcmp(cmd, "version")) return loom_version();
+  printf("usage: loom env | version\n"
+         "  env      list every LOOM_* setting with its value, default and meaning\n"
+         "  version  library and NCCL versions\n");
+  return strcmp(cmd, "help") && strcmp(cmd, "--help") ? 2 : 0;
+}
