@@ -1,0 +1,45 @@
+/*
+ * ref.h - CPU reference implementations for tests and benchmarks, in
+ * double precision, and host conversions between loom dtypes.
+ *
+ * Inputs are the exact bytes a kernel reads (bf16/fp16/fp32), so the
+ * reference computes the same function on the same rounded inputs; only the
+ * kernel's accumulation and output rounding differ from it.
+ */
+#ifndef LOOM_REF_H
+#define LOOM_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "loom.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element i of a buffer of dtype t, as double. */
+double loom_ref_load(loom_dtype_t t, const void *buf, size_t i);
+/* Stores v (rounded to nearest even) as element i of a buffer of dtype t. */
+void loom_ref_store(loom_dtype_t t, void *buf, size_t i, double v);
+
+uint16_t loom_ref_float_to_bf16(float f);
+float loom_ref_bf16_to_float(uint16_t h);
+uint16_t loom_ref_float_to_fp16(float f);
+float loom_ref_fp16_to_float(uint16_t h);
+
+/* Fills n elements with uniform values in [-scale, scale) from a
+ * splitmix64 stream seeded by `seed` (never zero; same seed, same data). */
+void loom_ref_fill_random(loom_dtype_t t, void *buf, size_t n, uint64_t seed, double scale);
+
+/* One element of C = A x B (+ bias) for the GEMM description d (row-major A
+ * [m,k]; B [k,n] or [n,k] by d->b_layout; bias [n] of d->c_type). */
+double loom_ref_gemm_element(const loom_gemm_desc_t *d, const void *a, const void *b, const void *bias,
+                             int64_t row, int64_t col);
+
+/* Relative error ||x - ref|| / ||ref|| over n pairs; NaN if any x is NaN. */
+double loom_ref_rel_error(const double *x, const double *ref, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_REF_H */
