@@ -38,7 +38,7 @@ ifeq ($(VERBOSE),1)
   NVOPT += -Xptxas -v
 endif
 
-INCS     := -Iinclude -Isrc -I$(NCCL_INC) -I$(CUDA_HOME)/include
+INCS     := -I. -Iinclude -Isrc -I$(NCCL_INC) -I$(CUDA_HOME)/include
 CFLAGS   := -std=c11 $(OPT) -Wall -Wextra -Werror -Wno-unused-parameter -fPIC -pthread $(INCS)
 NVFLAGS  := -std=c++17 $(NVOPT) $(LOOM_ARCH) -Xcompiler -fPIC,-Wall -Werror all-warnings $(INCS)
 LDLIBS   := -L$(NCCL_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(NCCL_LIB):$(CUDA_HOME)/lib64 \

@@ -29,6 +29,9 @@ extern "C" const char *loom__wait_site_name(uint32_t site) {
 }
 
 __global__ void loom__barrier_kernel(loom_dev_comm_t dc, size_t slots_offset, uint32_t epoch) {
+  /* Stores of earlier kernels on the stream (to peers too) are performed
+   * before the slots announce them. */
+  __threadfence_system();
   for (int p = threadIdx.x; p < dc.size; p += blockDim.x)
     loom_signal_store_release(loom_signal_addr(&dc, p, slots_offset, (uint32_t)dc.rank), epoch);
   for (int p = threadIdx.x; p < dc.size; p += blockDim.x) {

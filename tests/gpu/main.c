@@ -1,3 +1,16 @@
-/* main.c - the GPU test suite: runs every LOOM_TEST linked in. */
+/* main.c - the GPU test suite: runs every LOOM_TEST linked in; refuses to
+ * run (exit 1, one line) where there is no GPU, so that "all skipped" is
+ * never mistaken for a pass. */
+#include <stdio.h>
+
 #include "../common/test.h"
-int main(int argc, char **argv) { return loom_test_main(argc, argv); }
+#include "tools/common/launch.h"
+
+int main(int argc, char **argv) {
+  if (loom_launch_gpu_count() == 0) {
+    fprintf(stderr, "loom-test-gpu: no CUDA GPU found; the GPU suite needs at least one NVIDIA GPU "
+                    "(two for the peer tests)\n");
+    return 1;
+  }
+  return loom_test_main(argc, argv);
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# device.sh - everything one GPU-machine call does, in one command:
+# record the machine, build, run the GPU tests and the benchmark suites named
+# in $LOOM_BENCH_SUITES (default: all), copy logs and JSON to $OUT (when set),
+# and print a short summary last.
+#
+#   bash bench/device.sh [test-filter]
+# Environment: LOOM_COMMIT (commit being tested; the device has no .git),
+# LOOM_BENCH_SUITES ("none" to skip benchmarks), OUT (where logs go).
+set -u
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+out=${OUT:-/tmp/loom-out}
+mkdir -p "$out"
+filter=${1:-}
+commit=${LOOM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+export LOOM_COMMIT=$commit
+stamp=$(date -u +%Y%m%d-%H%M%S)
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')  commit: $commit"
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+  nvidia-smi topo -m 2>/dev/null | head -5
+  nvcc --version | tail -1
+  grep -m1 NCCL_VERSION_CODE /usr/include/nccl.h 2>/dev/null
+} > "$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+
+suites=${LOOM_BENCH_SUITES:-all}
+targets="build/tests/loom-test-gpu"
+[ "$suites" != none ] && targets="$targets build/bin/loom-bench"
+t0=$(date +%s)
+if ! make -j"$(nproc)" $targets > "$out/build.log" 2>&1; then
+  tail -40 "$out/build.log"
+  echo "BUILD FAILED"
+  exit 1
+fi
+echo "build: $(( $(date +%s) - t0 )) s"
+
+t0=$(date +%s)
+{ cat "$out/machine.txt"; build/tests/loom-test-gpu $filter; } > "$out/gpu-test.log" 2>&1
+test_rc=$?
+echo "gpu tests: rc=$test_rc, $(( $(date +%s) - t0 )) s"
+
+bench_rc=0
+if [ "$suites" != none ]; then
+  export LOOM_BENCH_RESULTS_DIR="$out"
+  t0=$(date +%s)
+  for s in $suites; do
+    build/bin/loom-bench "$s" > "$out/bench-$s.log" 2>&1 || bench_rc=$?
+  done
+  echo "bench ($suites): rc=$bench_rc, $(( $(date +%s) - t0 )) s"
+fi
+
+echo "=== GPU tests ==="
+grep -E "^\[ (FAIL|SKIP|  OK  ) \]|^    |passed, .* failed" "$out/gpu-test.log" | tail -60
+if [ "$suites" != none ]; then
+  for s in $suites; do echo "=== loom-bench $s (tail) ==="; tail -45 "$out/bench-$s.log"; done
+fi
+exit $(( test_rc != 0 || bench_rc != 0 ))
