@@ -245,6 +245,18 @@ loom_result_t loom_comm_get_info(loom_comm_t comm, loom_comm_info_t *info) {
   return LOOM_SUCCESS;
 }
 
+void loom__format_timeout(const loom_error_record_t *rec, int timeout_ms, char *buf, size_t size) {
+  char setter[48];
+  if (rec->peer >= 0) snprintf(setter, sizeof setter, "set by rank %d", rec->peer);
+  else snprintf(setter, sizeof setter, "(setter not known to the waiter)");
+  snprintf(buf, size,
+           "rank %d: device-side wait expired after %.0f ms (timeout %d ms) at the %s wait on "
+           "signal %u %s: expected >= %u, saw %u; the comm is unusable now: destroy it and "
+           "create a new one",
+           rec->rank, (double)rec->waited_ns / 1e6, timeout_ms, loom__wait_site_name(rec->site),
+           rec->signal, setter, rec->expected, rec->seen);
+}
+
 loom_result_t loom__comm_check(loom_comm_t comm, const char *fn) {
   LOOM_TRY(loom__check_comm(comm, fn));
   if (comm->async_err == LOOM_SUCCESS && comm->err_host) {
@@ -252,12 +264,8 @@ loom_result_t loom__comm_check(loom_comm_t comm, const char *fn) {
     if (rec->valid) {
       __atomic_thread_fence(__ATOMIC_ACQUIRE);
       comm->async_err = LOOM_ERR_TIMEOUT;
-      snprintf(comm->async_msg, sizeof comm->async_msg,
-               "rank %d: device-side wait expired after %.0f ms (timeout %d ms) at the %s wait on "
-               "signal %u set by rank %d: expected >= %u, saw %u; the comm is unusable now: "
-               "destroy it and create a new one",
-               rec->rank, (double)rec->waited_ns / 1e6, comm->timeout_ms,
-               loom__wait_site_name(rec->site), rec->signal, rec->peer, rec->expected, rec->seen);
+      loom__format_timeout((const loom_error_record_t *)rec, comm->timeout_ms, comm->async_msg,
+                           sizeof comm->async_msg);
       LOOM_WARN("%s", comm->async_msg);
     }
   }

@@ -74,6 +74,9 @@ loom_result_t loom__check_nccl_version(int version_code);
 /* Handle check, then the sticky async error (reading the error record). */
 loom_result_t loom__comm_check(loom_comm_t comm, const char *fn);
 
+/* The LOOM_ERR_TIMEOUT message for an error record. */
+void loom__format_timeout(const loom_error_record_t *rec, int timeout_ms, char *buf, size_t size);
+
 /* Test-only comm without GPU/NCCL: rank, size and workspace accounting. */
 loom_result_t loom__comm_create_detached(int rank, int size, size_t workspace_bytes,
                                          loom_comm_t *out);

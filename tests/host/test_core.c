@@ -297,3 +297,22 @@ LOOM_TEST(wait_sites_have_names) {
   for (uint32_t s = 0; s < LOOM_SITE_COUNT; ++s) CHECK(strcmp(loom__wait_site_name(s), "unknown") != 0);
   CHECK(strcmp(loom__wait_site_name(999), "unknown") == 0);
 }
+
+LOOM_TEST(timeout_message_names_rank_peer_signal_and_values) {
+  loom_error_record_t rec;
+  memset(&rec, 0, sizeof rec);
+  rec.rank = 3;
+  rec.peer = 5;
+  rec.signal = 17;
+  rec.expected = 9;
+  rec.seen = 8;
+  rec.site = LOOM_SITE_GEMM_PROLOGUE;
+  rec.waited_ns = 2500000000ull;
+  char msg[512];
+  loom__format_timeout(&rec, 2500, msg, sizeof msg);
+  CHECK(strstr(msg, "rank 3:") && strstr(msg, "set by rank 5") && strstr(msg, "signal 17"));
+  CHECK(strstr(msg, "expected >= 9, saw 8") && strstr(msg, "GEMM prologue") && strstr(msg, "2500 ms"));
+  rec.peer = -1;
+  loom__format_timeout(&rec, 2500, msg, sizeof msg);
+  CHECK(strstr(msg, "setter not known") != NULL);
+}
