@@ -5,6 +5,8 @@
 #include "comm.h"
 #include "error.h"
 #include "handle.h"
+#include "log.h"
+#include "tune.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +52,14 @@ loom_result_t loom__plan_create(loom_comm_t comm, const char *op, uint32_t nsign
   comm->nplans++;
   *out = p;
   return LOOM_SUCCESS;
+}
+
+int loom__plan_tuning(loom_plan_t plan, const char *key, char *value, size_t size) {
+  snprintf(plan->tune_key, sizeof plan->tune_key, "%s", key);
+  int found = loom__tune_get(key, value, size);
+  LOOM_INFO("%s plan: tuning key \"%s\": %s%s", plan->op, key, found ? "tuned: " : "not tuned, heuristic default",
+            found ? value : "");
+  return found;
 }
 
 uint32_t loom__plan_next_epoch(loom_plan_t plan) { return ++plan->epoch; }

@@ -42,6 +42,10 @@ struct loom_plan {
 loom_result_t loom__plan_create(loom_comm_t comm, const char *op, uint32_t nsignals,
                                 size_t staging_bytes, loom_plan_t *out);
 
+/* Records the plan's tuning key and looks it up in the tuning cache:
+ * 1 and the value in value[size] if tuned, 0 (use the heuristic) if not. */
+int loom__plan_tuning(loom_plan_t plan, const char *key, char *value, size_t size);
+
 /* The epoch of the next call (and advances the counter). */
 uint32_t loom__plan_next_epoch(loom_plan_t plan);
 
