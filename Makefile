@@ -57,10 +57,11 @@ BENCH    := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/bench/*.c)))
 LIBSO    := $(BUILD)/lib/libloom.so
 LIBA     := $(BUILD)/lib/libloom.a
 BINS     := $(BUILD)/bin/loom $(BUILD)/bin/loom-bench
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 TESTS    := $(BUILD)/tests/loom-test-host $(BUILD)/tests/loom-test-gpu
 
 .PHONY: all test gpu-test bench install clean check-env header-check
-all: check-env $(LIBSO) $(LIBA) $(BINS) $(TESTS) header-check
+all: check-env $(LIBSO) $(LIBA) $(BINS) $(TESTS) $(EXAMPLES) header-check
 
 check-env:
 	@command -v $(NVCC) >/dev/null 2>&1 || { echo "loom: nvcc not found at $(NVCC): install the CUDA toolkit >= 12 or set CUDA_HOME" >&2; exit 1; }
@@ -84,7 +85,8 @@ $(LIBA): $(LIB_OBJ)
 
 $(LIBSO): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -o $@ $^ $(LDLIBS) -Wl,-soname,libloom.so.0
+	$(CC) -shared -o $@.0 $^ $(LDLIBS) -Wl,-soname,libloom.so.0
+	ln -sf libloom.so.0 $@
 
 $(BUILD)/bin/loom: $(BUILD)/obj/tools/loom.o $(LIBA)
 	@mkdir -p $(dir $@)
@@ -101,6 +103,12 @@ $(BUILD)/tests/loom-test-host: $(HOST_T) $(LIBA)
 $(BUILD)/tests/loom-test-gpu: $(GPU_T) $(COMMON) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS)
+
+# Examples link the shared library, as a user's program would.
+$(BUILD)/examples/%: examples/%.c $(LIBSO)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -I$(NCCL_INC) -I$(CUDA_HOME)/include -o $@ $< \
+	  -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -lloom $(LDLIBS)
 
 # The public header is plain C11 and warning-free.
 header-check: $(BUILD)/header-check.ok
@@ -121,7 +129,7 @@ bench: all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/loom.h $(DESTDIR)$(PREFIX)/include/
-	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libloom.so.0
+	install -m 755 $(LIBSO).0 $(DESTDIR)$(PREFIX)/lib/libloom.so.0
 	ln -sf libloom.so.0 $(DESTDIR)$(PREFIX)/lib/libloom.so
 	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
