@@ -69,7 +69,7 @@ static loom_result_t loom__resolve_config(const loom_config_t *cfg, size_t *ws_b
 /* Reserves the comm's own signals at the front of the workspace. */
 static loom_result_t loom__comm_reserve_own(loom_comm_t c) {
   loom__ws_init(&c->ws_alloc, c->ws_bytes);
-  return loom__ws_reserve(&c->ws_alloc, (size_t)c->size * sizeof(uint32_t), LOOM_WS_ALIGN,
+  return loom__ws_reserve(&c->ws_alloc, sizeof(loom_dev_epoch_t) + (size_t)c->size * sizeof(uint32_t), LOOM_WS_ALIGN,
                           "the comm's barrier slots", &c->barrier_offset);
 }
 

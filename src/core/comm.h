@@ -57,8 +57,7 @@ struct loom_comm {
   size_t ws_bytes;
   loom_ws_alloc_t ws_alloc;
   char **ws_peer_dev;         /* device array [size] of workspace bases */
-  size_t barrier_offset;      /* comm barrier slots [size] uint32 */
-  uint32_t barrier_epoch;
+  size_t barrier_offset;      /* comm barrier: loom_dev_epoch_t, then slots [size] uint32 */
 
   loom_error_record_t *err_host, *err_dev; /* mapped pinned */
   uint32_t *abort_flag;                    /* device */

@@ -19,9 +19,9 @@ loom_result_t loom__plan_create(loom_comm_t comm, const char *op, uint32_t nsign
   if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s plan: out=NULL", op);
   *out = NULL;
   LOOM_TRY(loom__comm_check(comm, op));
-  size_t sig_bytes = ((size_t)nsignals * sizeof(uint32_t) + LOOM_SLICE_ALIGN - 1) / LOOM_SLICE_ALIGN * LOOM_SLICE_ALIGN;
+  size_t sig_bytes = (sizeof(loom_dev_epoch_t) + (size_t)nsignals * sizeof(uint32_t) + LOOM_SLICE_ALIGN - 1) /
+                     LOOM_SLICE_ALIGN * LOOM_SLICE_ALIGN;
   size_t bytes = sig_bytes + staging_bytes;
-  if (bytes == 0) bytes = LOOM_SLICE_ALIGN;
   loom_plan_t p = (loom_plan_t)calloc(1, sizeof *p);
   if (!p) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of a plan failed");
   char who[96];
@@ -30,7 +30,7 @@ loom_result_t loom__plan_create(loom_comm_t comm, const char *op, uint32_t nsign
   /* The slice may have held another plan's signals: zero it on every rank,
    * then fence, so that no peer signals into it before it is zeroed. */
   if (r == LOOM_SUCCESS && !comm->detached) {
-    cudaError_t e = cudaMemset((char *)comm->ws_ptr + p->ws_offset, 0, sig_bytes ? sig_bytes : bytes);
+    cudaError_t e = cudaMemset((char *)comm->ws_ptr + p->ws_offset, 0, sig_bytes);
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) r = loom__cuda_fail((int)e, "zeroing a plan's signals", __FILE__, __LINE__);
     if (r == LOOM_SUCCESS) r = loom__nccl_fence(comm);
@@ -47,6 +47,8 @@ loom_result_t loom__plan_create(loom_comm_t comm, const char *op, uint32_t nsign
   p->comm = comm;
   p->op = op;
   p->ws_bytes = bytes;
+  p->epoch_offset = p->ws_offset;
+  p->signals_offset = p->ws_offset + sizeof(loom_dev_epoch_t);
   p->nsignals = nsignals;
   p->staging_offset = p->ws_offset + sig_bytes;
   comm->nplans++;

@@ -9,7 +9,11 @@
  * its tuning key. An op stores its own state in `op_state` and frees it in
  * `destroy_op`.
  *
- * Slice layout: [signals: nsignals x uint32 | staging bytes], 256-aligned.
+ * Slice layout, 256-aligned: [loom_dev_epoch_t (this rank's call counter,
+ * used by this rank's kernels only) | signals: nsignals x uint32 | staging].
+ * Kernels take their epoch from the device counter (loom_epoch_begin), so
+ * calls captured in a CUDA graph advance it on every replay; `epoch` below
+ * is the host's count of calls, for host-driven signals (copy engine).
  */
 #ifndef LOOM_CORE_PLAN_H
 #define LOOM_CORE_PLAN_H
@@ -29,8 +33,10 @@ struct loom_plan {
   const char *op;            /* "ag_gemm", ... (static string) */
   size_t ws_offset;          /* slice start in the comm workspace */
   size_t ws_bytes;           /* slice size */
-  uint32_t nsignals;         /* signal words at the front of the slice */
-  size_t staging_offset;     /* ws_offset + signals, rounded up */
+  size_t epoch_offset;       /* loom_dev_epoch_t at the slice start */
+  size_t signals_offset;     /* nsignals x uint32 */
+  uint32_t nsignals;
+  size_t staging_offset;     /* after the signals, rounded up */
   uint32_t epoch;            /* calls made so far */
   char tune_key[LOOM_TUNE_KEY_BYTES];
   void *op_state;

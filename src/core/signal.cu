@@ -2,7 +2,8 @@
  * signal.cu - the comm's own signal kernels: the bounded device barrier
  * between ranks and the bounded stream wait; the copy-engine signal setter.
  *
- * Barrier, call e (epoch e = comm->barrier_epoch after increment): thread p
+ * Barrier, call e (from the device call counter, so graph replays advance
+ * it; see loom_dev_epoch_t): thread p
  * stores e (release) into slot[rank] of rank p's barrier array, then waits
  * until slot[p] of its own array reaches e. The slots only grow, so a fast
  * rank that enters call e+1 before a slow one has left call e cannot be
@@ -28,7 +29,10 @@ extern "C" const char *loom__wait_site_name(uint32_t site) {
   return "unknown";
 }
 
-__global__ void loom__barrier_kernel(loom_dev_comm_t dc, size_t slots_offset, uint32_t epoch) {
+__global__ void loom__barrier_kernel(loom_dev_comm_t dc, size_t barrier_offset) {
+  loom_dev_epoch_t *counter = (loom_dev_epoch_t *)(dc.ws + barrier_offset);
+  const size_t slots_offset = barrier_offset + sizeof(loom_dev_epoch_t);
+  const uint32_t epoch = loom_epoch_begin(counter);
   /* Stores of earlier kernels on the stream (to peers too) are performed
    * before the slots announce them. */
   __threadfence_system();
@@ -39,6 +43,7 @@ __global__ void loom__barrier_kernel(loom_dev_comm_t dc, size_t slots_offset, ui
     if (!loom_signal_wait(&dc, mine, epoch, p, (uint32_t)p, LOOM_SITE_BARRIER)) break;
   }
   __syncthreads();
+  if (threadIdx.x == 0) loom_epoch_block_done(counter, epoch);
 }
 
 __global__ void loom__stream_wait_kernel(loom_dev_comm_t dc, const uint32_t *addr, uint32_t expected,
@@ -52,10 +57,9 @@ extern "C" loom_result_t loom__comm_barrier(loom_comm_t comm, cudaStream_t strea
       return loom__fail(LOOM_ERR_UNSUPPORTED,
                         "loom barrier: rank %d is not load/store reachable from rank %d "
                         "(multi-node comms need the network path)", p, comm->rank);
-  uint32_t epoch = ++comm->barrier_epoch;
   int threads = comm->size < 1024 ? comm->size : 1024;
   threads = (threads + 31) / 32 * 32;
-  loom__barrier_kernel<<<1, threads, 0, stream>>>(loom__comm_dev(comm), comm->barrier_offset, epoch);
+  loom__barrier_kernel<<<1, threads, 0, stream>>>(loom__comm_dev(comm), comm->barrier_offset);
   LOOM_CUDA_LAUNCHED("loom__barrier_kernel");
   return LOOM_SUCCESS;
 }

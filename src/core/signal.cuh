@@ -83,6 +83,21 @@ static __device__ __forceinline__ int loom_signal_wait(const loom_dev_comm_t *dc
   }
 }
 
+/* The epoch of the call this kernel runs (see loom_dev_epoch_t). */
+static __device__ __forceinline__ uint32_t loom_epoch_begin(const loom_dev_epoch_t *e) {
+  return *(const volatile uint32_t *)&e->epoch + 1u;
+}
+
+/* One thread per block, after the block's last use of the epoch: the last
+ * block of the grid publishes `epoch` as completed. */
+static __device__ __forceinline__ void loom_epoch_block_done(loom_dev_epoch_t *e, uint32_t epoch) {
+  const uint32_t nblocks = gridDim.x * gridDim.y * gridDim.z;
+  if (atomicAdd(&e->blocks_done, 1u) + 1u == nblocks) {
+    e->blocks_done = 0u;
+    *(volatile uint32_t *)&e->epoch = epoch;
+  }
+}
+
 /* Address of signal word `index` of an array at byte `offset` in rank
  * `rank`'s workspace (NULL if that rank is not load/store reachable). */
 static __device__ __forceinline__ uint32_t *loom_signal_addr(const loom_dev_comm_t *dc, int rank,

@@ -68,6 +68,18 @@ typedef struct loom_dev_comm {
   uint64_t timeout_ns;
 } loom_dev_comm_t;
 
+/* The call counter of a plan (or of the comm's barrier) in device memory,
+ * so that epochs advance on the GPU and a CUDA graph that captured a call
+ * gets a new epoch on every replay. A kernel reads epoch+1 when it starts
+ * (loom_epoch_begin); every block reports when it is done with it
+ * (loom_epoch_block_done) and the last block publishes the new epoch and
+ * resets the block count, before the next kernel on the stream starts. */
+typedef struct loom_dev_epoch {
+  uint32_t epoch;       /* calls completed */
+  uint32_t blocks_done; /* blocks of the running call that are done with it */
+  uint32_t pad[2];
+} loom_dev_epoch_t;
+
 /* Wrap-safe "seen has reached expected". */
 static inline
 #ifdef __CUDACC__

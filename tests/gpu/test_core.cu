@@ -338,7 +338,7 @@ static int rank_pingpong(loom_rank_ctx_t *ctx, void *arg) {
     LOOM_OK(loom__comm_barrier(c, 0));
     CUDA_OK(cudaDeviceSynchronize());
     double t0 = now_s();
-    pingpong_kernel<<<1, 1>>>(loom__comm_dev(c), plan->ws_offset, peer, ctx->rank == 0, base, iters, ok);
+    pingpong_kernel<<<1, 1>>>(loom__comm_dev(c), plan->signals_offset, peer, ctx->rank == 0, base, iters, ok);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
     us = (now_s() - t0) * 1e6;
@@ -381,7 +381,7 @@ static int rank_ce_signal(loom_rank_ctx_t *ctx, void *arg) {
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   void *peer_sig = NULL;
-  LOOM_OK(loom_peer_ptr(c, (char *)c->ws_ptr + plan->ws_offset, 1 - ctx->rank, &peer_sig));
+  LOOM_OK(loom_peer_ptr(c, (char *)c->ws_ptr + plan->signals_offset, 1 - ctx->rank, &peer_sig));
   for (int round = 0; round < 3; ++round) {
     uint32_t epoch = loom__plan_next_epoch(plan);
     uint32_t *h = random_words(words, 100 * round);
@@ -400,7 +400,7 @@ static int rank_ce_signal(loom_rank_ctx_t *ctx, void *arg) {
       LOOM_OK(loom__signal_write_ce(c, (uint32_t *)peer_sig, epoch, s));
       CUDA_OK(cudaStreamSynchronize(s));
     } else {
-      wait_then_check_kernel<<<1, 1024, 0, s>>>(loom__comm_dev(c), (const uint32_t *)((char *)c->ws_ptr + plan->ws_offset),
+      wait_then_check_kernel<<<1, 1024, 0, s>>>(loom__comm_dev(c), (const uint32_t *)((char *)c->ws_ptr + plan->signals_offset),
                                                 epoch, 0, (const uint32_t *)sym, expect, words, wrong, ok);
       CUDA_OK(cudaGetLastError());
       CUDA_OK(cudaStreamSynchronize(s));
@@ -415,7 +415,7 @@ static int rank_ce_signal(loom_rank_ctx_t *ctx, void *arg) {
   uint32_t epoch = loom__plan_next_epoch(plan);
   LOOM_OK(loom__nccl_fence(c));
   if (ctx->rank == 0) LOOM_OK(loom__signal_write_ce(c, (uint32_t *)peer_sig, epoch, s));
-  else LOOM_OK(loom__stream_wait(c, (const uint32_t *)((char *)c->ws_ptr + plan->ws_offset), epoch, 0, 0,
+  else LOOM_OK(loom__stream_wait(c, (const uint32_t *)((char *)c->ws_ptr + plan->signals_offset), epoch, 0, 0,
                                  LOOM_SITE_STREAM_WAIT, s));
   CUDA_OK(cudaStreamSynchronize(s));
   LOOM_OK(loom_comm_get_async_error(c));
@@ -479,6 +479,78 @@ LOOM_TEST(gpu_device_barrier_orders_peer_stores) {
   if (n) run_ranks(n, rank_barrier);
 }
 
+/* The barrier inside a CUDA graph: each replay must be a real barrier (the
+ * epoch comes from the device counter, not from the capture). Per round,
+ * rank r bumps its round counter, the last rank first spins ~50 us, then
+ * writes the round into the next rank's word; after the barrier every rank
+ * must see its predecessor's current round. A barrier with a stale epoch
+ * would let the check run before the slow rank's write. */
+__global__ void round_put_kernel(uint32_t *round, uint32_t *peer_word, int slow) {
+  uint32_t r = ++*round;
+  if (slow) {
+    uint64_t t0 = loom_globaltimer_ns();
+    while (loom_globaltimer_ns() - t0 < 50000) {
+    }
+  }
+  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(peer_word), "r"(r) : "memory");
+}
+__global__ void round_check_kernel(const uint32_t *round, const uint32_t *word, int *bad) {
+  uint32_t seen;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(seen) : "l"(word));
+  if (seen != *round) atomicAdd(bad, 1);
+}
+
+static int rank_graph_barrier(loom_rank_ctx_t *ctx, void *arg) {
+  loom_comm_t c = make_comm(ctx, 10000, 0);
+  if (!c) return 1;
+  void *sym = NULL, *next_sym = NULL;
+  uint32_t *round = NULL;
+  int *bad = NULL, h_bad = 0;
+  LOOM_OK(loom_malloc(c, 4096, &sym));
+  LOOM_OK(loom_peer_ptr(c, sym, (ctx->rank + 1) % ctx->size, &next_sym));
+  CUDA_OK(cudaMalloc((void **)&round, sizeof(uint32_t)));
+  CUDA_OK(cudaMalloc((void **)&bad, sizeof(int)));
+  CUDA_OK(cudaMemset(round, 0, sizeof(uint32_t)));
+  CUDA_OK(cudaMemset(bad, 0, sizeof(int)));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaDeviceSynchronize());
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  round_put_kernel<<<1, 1, 0, s>>>(round, (uint32_t *)next_sym, ctx->rank == ctx->size - 1);
+  loom_result_t r1 = loom__comm_barrier(c, s);
+  round_check_kernel<<<1, 1, 0, s>>>(round, (const uint32_t *)sym, bad);
+  loom_result_t r2 = loom__comm_barrier(c, s);
+  CUDA_OK(cudaStreamEndCapture(s, &g));
+  LOOM_OK(r1);
+  LOOM_OK(r2);
+  CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+  for (int i = 0; i < 200; ++i) CUDA_OK(cudaGraphLaunch(ge, s));
+  LOOM_OK(loom__comm_barrier(c, s)); /* an uncaptured call continues the same epochs */
+  CUDA_OK(cudaStreamSynchronize(s));
+  LOOM_OK(loom_comm_get_async_error(c));
+  CUDA_OK(cudaMemcpy(&h_bad, bad, sizeof h_bad, cudaMemcpyDeviceToHost));
+  CHECK_EQ_INT(h_bad, 0);
+  uint32_t h_round = 0;
+  CUDA_OK(cudaMemcpy(&h_round, round, sizeof h_round, cudaMemcpyDeviceToHost));
+  CHECK_EQ_INT(h_round, 200);
+  if (ctx->rank == 0) printf("    200 graph replays of put/barrier/check/barrier over %d ranks: %d stale reads\n", ctx->size, h_bad);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(s);
+  cudaFree(round);
+  cudaFree(bad);
+  LOOM_OK(loom_free(c, sym));
+  LOOM_OK(loom_comm_destroy(c));
+  return loom_test_failures;
+}
+
+LOOM_TEST(gpu_barrier_in_cuda_graph_advances_epochs) {
+  int n = gpus_or_skip(1);
+  if (n) run_ranks(n, rank_graph_barrier);
+}
+
 /* A wait that nobody signals: with a 1 s timeout the stream is free again
  * within 2 s, the comm reports LOOM_ERR_TIMEOUT with rank, signal, expected
  * and seen values, stays in error, and the process can destroy it, create a
@@ -488,7 +560,7 @@ static int rank_timeout(loom_rank_ctx_t *ctx, void *arg) {
   if (!c) return 1;
   loom_plan_t plan = NULL;
   LOOM_OK(loom__plan_create(c, "timeout_test", 1, 0, &plan));
-  const uint32_t *sig = (const uint32_t *)((char *)c->ws_ptr + plan->ws_offset);
+  const uint32_t *sig = (const uint32_t *)((char *)c->ws_ptr + plan->signals_offset);
   double t0 = now_s();
   wait_forever_kernel<<<c->sm_count * 2, 32>>>(loom__comm_dev(c), sig);
   CUDA_OK(cudaGetLastError());

@@ -188,7 +188,7 @@ LOOM_TEST(workspace_request_larger_than_configured) {
   loom_plan_t p = NULL, q = NULL;
   CHECK_RESULT(loom__comm_create_detached(0, 2, 1 << 20, &c), LOOM_SUCCESS);
   CHECK_RESULT(loom__plan_create(c, "ag_gemm", 64, (size_t)2 << 20, &p), LOOM_ERR_OUT_OF_MEMORY);
-  CHECK_MSG("a ag_gemm plan needs 2097408 bytes of symmetric workspace");
+  CHECK_MSG("a ag_gemm plan needs 2097664 bytes of symmetric workspace");
   CHECK_MSG("LOOM_WORKSPACE_BYTES");
   CHECK(p == NULL);
   /* fits, then the next one does not, then fits again after a release */
