@@ -26,19 +26,19 @@ loom_result_t loom__plan_create(loom_comm_t comm, const char *op, uint32_t nsign
   if (!p) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of a plan failed");
   char who[96];
   snprintf(who, sizeof who, "a %s plan", op);
-  loom_result_t r = loom__ws_reserve(&comm->ws_alloc, bytes, LOOM_SLICE_ALIGN, who, &p->ws_offset);
+  loom_result_t r = loom__ws_reserve(&comm->ws_alloc, bytes, LOOM_SLICE_ALIGN, who, &p->slice_offset);
   /* The slice may have held another plan's signals: zero it on every rank,
    * then fence, so that no peer signals into it before it is zeroed. */
   if (r == LOOM_SUCCESS && !comm->detached) {
-    cudaError_t e = cudaMemset((char *)comm->ws_ptr + p->ws_offset, 0, sig_bytes);
+    cudaError_t e = cudaMemset((char *)comm->ws_ptr + p->slice_offset, 0, sig_bytes);
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) r = loom__cuda_fail((int)e, "zeroing a plan's signals", __FILE__, __LINE__);
     if (r == LOOM_SUCCESS) r = loom__nccl_fence(comm);
-    if (r != LOOM_SUCCESS) loom__ws_release(&comm->ws_alloc, p->ws_offset);
+    if (r != LOOM_SUCCESS) loom__ws_release(&comm->ws_alloc, p->slice_offset);
   }
   if (r == LOOM_SUCCESS) {
     r = loom__handle_add(p, LOOM_HANDLE_PLAN);
-    if (r != LOOM_SUCCESS) loom__ws_release(&comm->ws_alloc, p->ws_offset);
+    if (r != LOOM_SUCCESS) loom__ws_release(&comm->ws_alloc, p->slice_offset);
   }
   if (r != LOOM_SUCCESS) {
     free(p);
@@ -47,10 +47,10 @@ loom_result_t loom__plan_create(loom_comm_t comm, const char *op, uint32_t nsign
   p->comm = comm;
   p->op = op;
   p->ws_bytes = bytes;
-  p->epoch_offset = p->ws_offset;
-  p->signals_offset = p->ws_offset + sizeof(loom_dev_epoch_t);
+  p->epoch_offset = p->slice_offset;
+  p->signals_offset = p->slice_offset + sizeof(loom_dev_epoch_t);
   p->nsignals = nsignals;
-  p->staging_offset = p->ws_offset + sig_bytes;
+  p->staging_offset = p->slice_offset + sig_bytes;
   comm->nplans++;
   *out = p;
   return LOOM_SUCCESS;
@@ -71,7 +71,7 @@ loom_result_t loom_plan_destroy(loom_plan_t plan) {
   loom__handle_remove(plan, LOOM_HANDLE_PLAN);
   if (plan->destroy_op) plan->destroy_op(plan);
   loom_comm_t comm = plan->comm;
-  loom_result_t r = loom__ws_release(&comm->ws_alloc, plan->ws_offset);
+  loom_result_t r = loom__ws_release(&comm->ws_alloc, plan->slice_offset);
   comm->nplans--;
   free(plan);
   return r;

@@ -31,7 +31,7 @@ extern "C" {
 struct loom_plan {
   loom_comm_t comm;
   const char *op;            /* "ag_gemm", ... (static string) */
-  size_t ws_offset;          /* slice start in the comm workspace */
+  size_t slice_offset;       /* slice start in the comm workspace (the epoch record; signals start at signals_offset) */
   size_t ws_bytes;           /* slice size */
   size_t epoch_offset;       /* loom_dev_epoch_t at the slice start */
   size_t signals_offset;     /* nsignals x uint32 */

@@ -147,7 +147,7 @@ LOOM_TEST(plan_double_destroy_and_comm_with_plans) {
   loom_plan_t p = NULL;
   CHECK_RESULT(loom__comm_create_detached(1, 4, 1 << 20, &c), LOOM_SUCCESS);
   CHECK_RESULT(loom__plan_create(c, "test_op", 16, 4096, &p), LOOM_SUCCESS);
-  CHECK(p && p->nsignals == 16 && p->staging_offset >= p->ws_offset + 64);
+  CHECK(p && p->nsignals == 16 && p->staging_offset >= p->slice_offset + 64);
   CHECK_EQ_INT(loom__plan_next_epoch(p), 1);
   CHECK_EQ_INT(loom__plan_next_epoch(p), 2);
   CHECK_RESULT(loom_comm_destroy(c), LOOM_ERR_INVALID_ARGUMENT);
