@@ -11,8 +11,13 @@
  * (C^T = B^T A^T), so no data is transposed.
  *
  * Collectives: thin stream-ordered wrappers over the caller's NCCL comm;
- * counts are elements of `dtype`. AlltoAll is ncclSend/ncclRecv in a group:
- * rank r sends block p ([count] elements at send + p*count) to rank p.
+ * counts are elements of `dtype`; reductions are sums. Arguments are checked
+ * before NCCL is called (comm NULL, buffers NULL, unknown dtype, count
+ * overflow): LOOM_ERR_INVALID_ARGUMENT naming them. AllGather/ReduceScatter/
+ * AllReduce may run in place as NCCL allows. AlltoAll is ncclSend/ncclRecv in
+ * a group: rank r sends block p ([count] elements at send + p*count) to rank
+ * p and receives rank p's block r at recv + p*count; send and recv must not
+ * overlap.
  */
 #ifndef LOOM_CORE_BASELINE_H
 #define LOOM_CORE_BASELINE_H
@@ -43,6 +48,11 @@ loom_result_t loom__base_gemm_tune(const loom_gemm_desc_t *d, const void *a, con
 
 /* Frees the handles, workspaces and cache of the calling process. */
 void loom__base_gemm_release(void);
+
+/* Test hook: with on=1, shapes set up afterwards add the bias through C
+ * (beta = 1) instead of cuBLASLt's bias epilogue, the fallback path used
+ * where no algorithm takes the epilogue. */
+void loom__base_gemm_force_bias_fallback(int on);
 
 loom_result_t loom__base_allgather(ncclComm_t nccl, const void *send, void *recv, size_t count_per_rank,
                                    loom_dtype_t dtype, cudaStream_t stream);

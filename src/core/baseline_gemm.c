@@ -1,0 +1,578 @@
+/*
+ * baseline_gemm.c - the cuBLASLt GEMM that every fused op is measured
+ * against and falls back to (see baseline.h), and the GEMM argument check
+ * shared by every GEMM in loom.
+ *
+ * Row-major mapping. loom's C [m, n] = A [m, k] x B is, read as column-major
+ * memory, C^T [n, m] = B^T A^T. So cuBLASLt's "A" operand is loom's B and its
+ * "B" operand is loom's A, and nothing is transposed in memory:
+ *   loom A [m, k] row-major  = column-major [k, m], ld k        -> Lt B, op N
+ *   loom B [k, n] (B_KN)     = column-major [n, k], ld n  = B^T -> Lt A, op N
+ *   loom B [n, k] (B_NK)     = column-major [k, n], ld k  = B   -> Lt A, op T
+ *   loom C [m, n] row-major  = column-major [n, m], ld n        -> Lt C and D
+ * The bias [n] is then a vector along the rows of Lt's D, which is exactly
+ * what CUBLASLT_EPILOGUE_BIAS broadcasts (bias type = D's type, i.e. loom's
+ * c_type, set explicitly). Compute in fp32 (CUBLAS_COMPUTE_32F, fp32 alpha
+ * and beta). Where no algorithm takes the bias epilogue for a shape, the bias
+ * is broadcast into C by stream-ordered copies (row 0 from the bias, then
+ * doubling row blocks) and the GEMM runs with beta = 1 in place (C == D);
+ * where cuBLASLt has no algorithm at all (e.g. bf16 inputs with fp16 output)
+ * the call returns LOOM_ERR_UNSUPPORTED saying which combination.
+ *
+ * State (one process): a cuBLASLt handle per device; a workspace of
+ * LOOM_CUBLAS_WORKSPACE_BYTES per (device, stream), so that GEMMs on two
+ * streams never share scratch memory (allocated on a stream's first GEMM,
+ * which should therefore not be inside a graph capture); a cache of entries
+ * keyed by (device, desc, pointer alignment class), each holding the matmul
+ * descriptor, the three matrix layouts and the chosen algorithm. The
+ * heuristic's pick is used until loom__base_gemm_tune replaces it. Pointer
+ * alignment (16..256 bytes) is part of the key because cuBLASLt's heuristic
+ * assumes 256-byte operands unless told otherwise.
+ *
+ * Thread safety: one mutex guards everything, held for the whole call
+ * (lookup, bias pointer attribute, the asynchronous cublasLtMatmul launch).
+ * A launch costs microseconds of host time, so this serialises launches, not
+ * GPU work. Nothing here exits: every CUDA/cuBLAS call is checked and turned
+ * into a loom_result_t with a message.
+ */
+#define _GNU_SOURCE
+#include "baseline.h"
+#include "error.h"
+#include "log.h"
+#include "param.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+/* ---- argument check (host only) ----------------------------------------- */
+
+static const char *loom__dtype_name(loom_dtype_t t) {
+  switch (t) {
+    case LOOM_FP32: return "LOOM_FP32";
+    case LOOM_FP16: return "LOOM_FP16";
+    case LOOM_BF16: return "LOOM_BF16";
+  }
+  return "unknown";
+}
+
+/* Upper bound on one GEMM dimension (kernels index with 32-bit ints). */
+#define LOOM_GEMM_MAX_DIM INT64_C(2147483647)
+
+static int loom__ranges_overlap(const void *p, size_t pb, const void *q, size_t qb) {
+  uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
+  return a < b + qb && b < a + pb;
+}
+
+loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, const void *a,
+                                  const void *b, const void *c, const void *bias) {
+  if (!fn) fn = "loom_gemm";
+  if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL must point to a loom_gemm_desc_t", fn);
+  const struct { const char *name; int64_t v; int mult8; } dims[3] = {
+      {"m", d->m, 0}, {"n", d->n, 1}, {"k", d->k, 1}};
+  for (int i = 0; i < 3; ++i) {
+    if (dims[i].v < 1)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%lld must be >= 1", fn, dims[i].name,
+                        (long long)dims[i].v);
+    if (dims[i].v > LOOM_GEMM_MAX_DIM)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%lld must be <= %lld", fn, dims[i].name,
+                        (long long)dims[i].v, (long long)LOOM_GEMM_MAX_DIM);
+    if (dims[i].mult8 && dims[i].v % 8 != 0)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%lld must be a multiple of 8", fn,
+                        dims[i].name, (long long)dims[i].v);
+  }
+  if (d->ab_type != LOOM_BF16 && d->ab_type != LOOM_FP16)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: ab_type=%d (%s) must be LOOM_BF16 or LOOM_FP16",
+                      fn, (int)d->ab_type, loom__dtype_name(d->ab_type));
+  if (d->c_type != LOOM_BF16 && d->c_type != LOOM_FP16 && d->c_type != LOOM_FP32)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: c_type=%d (%s) must be LOOM_BF16, LOOM_FP16 or LOOM_FP32", fn,
+                      (int)d->c_type, loom__dtype_name(d->c_type));
+  if (d->b_layout != LOOM_B_KN && d->b_layout != LOOM_B_NK)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: b_layout=%d is unknown: must be LOOM_B_KN (0) or LOOM_B_NK (1)", fn,
+                      (int)d->b_layout);
+  if (d->has_bias != 0 && d->has_bias != 1)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: has_bias=%d must be 0 or 1", fn, d->has_bias);
+
+  const struct { const char *name; const void *p; } ptrs[3] = {{"a", a}, {"b", b}, {"c", c}};
+  for (int i = 0; i < 3; ++i) {
+    if (!ptrs[i].p)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=NULL must be a device pointer", fn,
+                        ptrs[i].name);
+    if ((uintptr_t)ptrs[i].p % 16 != 0)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%p is not 16-byte aligned", fn,
+                        ptrs[i].name, ptrs[i].p);
+  }
+  if (d->has_bias && !bias)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: bias=NULL while has_bias=1 (bias [n=%lld] needed)",
+                      fn, (long long)d->n);
+  if (!d->has_bias && bias)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: bias=%p given while has_bias=0 (set has_bias=1 or pass NULL)", fn, bias);
+  if (bias && (uintptr_t)bias % 16 != 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: bias=%p is not 16-byte aligned", fn, bias);
+
+  /* Byte sizes: every product below 2^62 (dims are < 2^31, elements <= 4 bytes). */
+  const int64_t es_ab = (int64_t)loom_dtype_size(d->ab_type), es_c = (int64_t)loom_dtype_size(d->c_type);
+  const int64_t lim = INT64_C(1) << 62;
+  if (d->m > lim / es_ab / d->k)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: m=%lld x k=%lld: A is too large", fn,
+                      (long long)d->m, (long long)d->k);
+  if (d->n > lim / es_ab / d->k)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: k=%lld x n=%lld: B is too large", fn,
+                      (long long)d->k, (long long)d->n);
+  if (d->m > lim / es_c / d->n)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: m=%lld x n=%lld: C is too large", fn,
+                      (long long)d->m, (long long)d->n);
+  const size_t a_bytes = (size_t)(d->m * d->k * es_ab), b_bytes = (size_t)(d->k * d->n * es_ab);
+  const size_t c_bytes = (size_t)(d->m * d->n * es_c), bias_bytes = (size_t)(d->n * es_c);
+  if (loom__ranges_overlap(c, c_bytes, a, a_bytes))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: c=%p overlaps a=%p: C must not alias A", fn, c, a);
+  if (loom__ranges_overlap(c, c_bytes, b, b_bytes))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: c=%p overlaps b=%p: C must not alias B", fn, c, b);
+  if (bias && loom__ranges_overlap(c, c_bytes, bias, bias_bytes))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: c=%p overlaps bias=%p: C must not alias the bias",
+                      fn, c, bias);
+  return LOOM_SUCCESS;
+}
+
+/* ---- cuBLASLt state ------------------------------------------------------ */
+
+#define LOOM_GEMM_MAX_DEVICES 64
+
+static loom_result_t loom__cublas_fail(cublasStatus_t st, const char *what, const char *file, int line) {
+  loom_result_t code = LOOM_ERR_CUDA;
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_ARCH_MISMATCH) code = LOOM_ERR_UNSUPPORTED;
+  else if (st == CUBLAS_STATUS_ALLOC_FAILED) code = LOOM_ERR_OUT_OF_MEMORY;
+  return loom__fail(code, "%s failed: %s (%s, cublasStatus %d) at %s:%d", what,
+                    cublasLtGetStatusName(st), cublasLtGetStatusString(st), (int)st, file, line);
+}
+
+/* Like LOOM_CUDA for cuBLAS(Lt) calls: return the failure with its text. */
+#define LOOM_CUBLAS(call)                                                         \
+  do {                                                                            \
+    cublasStatus_t loom__s = (call);                                              \
+    if (loom__s != CUBLAS_STATUS_SUCCESS)                                         \
+      return loom__cublas_fail(loom__s, #call, __FILE__, __LINE__);               \
+  } while (0)
+
+typedef struct loom_gemm_ws {
+  int device;
+  cudaStream_t stream;
+  void *ptr;
+  size_t bytes;
+  struct loom_gemm_ws *next;
+} loom_gemm_ws_t;
+
+typedef struct loom_gemm_entry {
+  int device;
+  loom_gemm_desc_t d;
+  uint32_t align[4];           /* alignment class (16..256 bytes) of a, b, c, bias */
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t lay_a; /* Lt's A = loom B */
+  cublasLtMatrixLayout_t lay_b; /* Lt's B = loom A */
+  cublasLtMatrixLayout_t lay_c; /* C and D */
+  cublasLtMatmulAlgo_t algo;
+  size_t algo_ws;              /* workspace the algorithm needs */
+  int bias_epilogue;           /* 1: bias in the epilogue; 0 (with has_bias): broadcast + beta = 1 */
+  int tuned;                   /* 1: algo chosen by loom__base_gemm_tune */
+  int forced_fallback;         /* made while the test hook forbade the bias epilogue */
+  struct loom_gemm_entry *next;
+} loom_gemm_entry_t;
+
+static pthread_mutex_t loom__gemm_mu = PTHREAD_MUTEX_INITIALIZER;
+static cublasLtHandle_t loom__gemm_handle[LOOM_GEMM_MAX_DEVICES];
+static loom_gemm_entry_t *loom__gemm_entries;
+static loom_gemm_ws_t *loom__gemm_ws;
+static int loom__gemm_force_fallback; /* test hook: never use the bias epilogue */
+
+void loom__base_gemm_force_bias_fallback(int on) {
+  pthread_mutex_lock(&loom__gemm_mu);
+  loom__gemm_force_fallback = on ? 1 : 0;
+  pthread_mutex_unlock(&loom__gemm_mu);
+}
+
+static uint32_t loom__align_class(const void *p) {
+  uintptr_t v = (uintptr_t)p;
+  if (!v) return 256;
+  uint32_t a = 16;
+  while (a < 256 && v % (2u * a) == 0) a *= 2;
+  return a;
+}
+
+static cudaDataType_t loom__cuda_type(loom_dtype_t t) {
+  switch (t) {
+    case LOOM_FP32: return CUDA_R_32F;
+    case LOOM_FP16: return CUDA_R_16F;
+    case LOOM_BF16: return CUDA_R_16BF;
+  }
+  return CUDA_R_32F;
+}
+
+static const char *loom__short_type(loom_dtype_t t) {
+  switch (t) {
+    case LOOM_FP32: return "fp32";
+    case LOOM_FP16: return "fp16";
+    case LOOM_BF16: return "bf16";
+  }
+  return "?";
+}
+
+/* Handle of `device` (created on first use). Lock held. */
+static loom_result_t loom__gemm_get_handle(int device, cublasLtHandle_t *out) {
+  if (device < 0 || device >= LOOM_GEMM_MAX_DEVICES)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "loom baseline GEMM: device %d: at most %d devices", device,
+                      LOOM_GEMM_MAX_DEVICES);
+  if (!loom__gemm_handle[device]) LOOM_CUBLAS(cublasLtCreate(&loom__gemm_handle[device]));
+  *out = loom__gemm_handle[device];
+  return LOOM_SUCCESS;
+}
+
+/* Workspace of (device, stream), allocated on first use. Lock held. */
+static loom_result_t loom__gemm_get_ws(int device, cudaStream_t stream, loom_gemm_ws_t **out) {
+  for (loom_gemm_ws_t *w = loom__gemm_ws; w; w = w->next)
+    if (w->device == device && w->stream == stream) {
+      *out = w;
+      return LOOM_SUCCESS;
+    }
+  int64_t want = loom__param_CUBLAS_WORKSPACE_BYTES();
+  loom_gemm_ws_t *w = (loom_gemm_ws_t *)calloc(1, sizeof *w);
+  if (!w) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom baseline GEMM: host allocation failed");
+  w->device = device;
+  w->stream = stream;
+  w->bytes = want > 0 ? (size_t)want : 0;
+  if (w->bytes) {
+    cudaError_t e = cudaMalloc(&w->ptr, w->bytes);
+    if (e != cudaSuccess) {
+      free(w);
+      loom_result_t r = loom__cuda_fail((int)e, "cudaMalloc(cuBLASLt workspace)", __FILE__, __LINE__);
+      loom__fail_append(" (LOOM_CUBLAS_WORKSPACE_BYTES=%lld)", (long long)want);
+      return r;
+    }
+  }
+  w->next = loom__gemm_ws;
+  loom__gemm_ws = w;
+  *out = w;
+  return LOOM_SUCCESS;
+}
+
+static void loom__gemm_entry_free(loom_gemm_entry_t *e) {
+  if (!e) return;
+  if (e->lay_c) cublasLtMatrixLayoutDestroy(e->lay_c);
+  if (e->lay_b) cublasLtMatrixLayoutDestroy(e->lay_b);
+  if (e->lay_a) cublasLtMatrixLayoutDestroy(e->lay_a);
+  if (e->op) cublasLtMatmulDescDestroy(e->op);
+  free(e);
+}
+
+/* The three matrix layouts of e->d (once per entry). */
+static loom_result_t loom__gemm_layouts(loom_gemm_entry_t *e) {
+  const loom_gemm_desc_t *d = &e->d;
+  cudaDataType_t ab = loom__cuda_type(d->ab_type), ct = loom__cuda_type(d->c_type);
+  if (d->b_layout == LOOM_B_KN) /* B [k, n] row-major = column-major [n, k], ld n */
+    LOOM_CUBLAS(cublasLtMatrixLayoutCreate(&e->lay_a, ab, (uint64_t)d->n, (uint64_t)d->k, d->n));
+  else /* B [n, k] row-major = column-major [k, n], ld k; used transposed */
+    LOOM_CUBLAS(cublasLtMatrixLayoutCreate(&e->lay_a, ab, (uint64_t)d->k, (uint64_t)d->n, d->k));
+  LOOM_CUBLAS(cublasLtMatrixLayoutCreate(&e->lay_b, ab, (uint64_t)d->k, (uint64_t)d->m, d->k));
+  LOOM_CUBLAS(cublasLtMatrixLayoutCreate(&e->lay_c, ct, (uint64_t)d->n, (uint64_t)d->m, d->n));
+  return LOOM_SUCCESS;
+}
+
+/* (Re)creates the matmul descriptor of e->d, epilogue BIAS iff `bias_epilogue`. */
+static loom_result_t loom__gemm_build_op(loom_gemm_entry_t *e, int bias_epilogue) {
+  const loom_gemm_desc_t *d = &e->d;
+  if (e->op) cublasLtMatmulDescDestroy(e->op), e->op = NULL;
+  LOOM_CUBLAS(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t ta = d->b_layout == LOOM_B_NK ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  if (bias_epilogue) {
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    int32_t bt = (int32_t)loom__cuda_type(d->c_type); /* bias has loom's c_type = D's type */
+    LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+  }
+  return LOOM_SUCCESS;
+}
+
+/* Up to `want` heuristic results for e (as built), filtered to successes.
+ * *got = 0 when cuBLASLt has none (NOT_SUPPORTED is not an error here). */
+static loom_result_t loom__gemm_heuristic(loom_gemm_entry_t *e, cublasLtHandle_t h, size_t ws_bytes, int want,
+                                          cublasLtMatmulHeuristicResult_t *res, int *got) {
+  *got = 0;
+  cublasLtMatmulPreference_t pref = NULL;
+  LOOM_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                           &ws_bytes, sizeof ws_bytes);
+  const cublasLtMatmulPreferenceAttributes_t al[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, /* Lt's B = loom A */
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, /* Lt's A = loom B */
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  const uint32_t av[4] = {e->align[0], e->align[1], e->align[2], e->align[2]};
+  for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, al[i], &av[i], sizeof av[i]);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    cublasLtMatmulPreferenceDestroy(pref);
+    return loom__cublas_fail(st, "cublasLtMatmulPreferenceSetAttribute", __FILE__, __LINE__);
+  }
+  int n = 0;
+  st = cublasLtMatmulAlgoGetHeuristic(h, e->op, e->lay_a, e->lay_b, e->lay_c, e->lay_c, pref, want, res, &n);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return LOOM_SUCCESS;
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return loom__cublas_fail(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+  int k = 0;
+  for (int i = 0; i < n; ++i)
+    if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= ws_bytes) res[k++] = res[i];
+  *got = k;
+  return LOOM_SUCCESS;
+}
+
+static void loom__gemm_describe(const loom_gemm_desc_t *d, char *buf, size_t cap) {
+  snprintf(buf, cap, "m=%lld n=%lld k=%lld ab_type=%s c_type=%s b_layout=%s has_bias=%d",
+           (long long)d->m, (long long)d->n, (long long)d->k, loom__short_type(d->ab_type),
+           loom__short_type(d->c_type), d->b_layout == LOOM_B_KN ? "KN" : "NK", d->has_bias);
+}
+
+/* The cache entry for (device, d, alignments), created with the heuristic's
+ * first algorithm. Lock held. */
+static loom_result_t loom__gemm_lookup(int device, const loom_gemm_desc_t *d, const uint32_t align[4],
+                                       cublasLtHandle_t h, size_t ws_bytes, loom_gemm_entry_t **out) {
+  for (loom_gemm_entry_t *e = loom__gemm_entries; e; e = e->next)
+    if (e->device == device && e->d.m == d->m && e->d.n == d->n && e->d.k == d->k &&
+        e->d.ab_type == d->ab_type && e->d.c_type == d->c_type && e->d.b_layout == d->b_layout &&
+        e->d.has_bias == d->has_bias && !memcmp(e->align, align, sizeof e->align) &&
+        e->forced_fallback == loom__gemm_force_fallback) {
+      *out = e;
+      return LOOM_SUCCESS;
+    }
+  loom_gemm_entry_t *e = (loom_gemm_entry_t *)calloc(1, sizeof *e);
+  if (!e) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom baseline GEMM: host allocation failed");
+  e->device = device;
+  e->d = *d;
+  memcpy(e->align, align, sizeof e->align);
+
+  cublasLtMatmulHeuristicResult_t res[1];
+  int got = 0;
+  loom_result_t r = loom__gemm_layouts(e);
+  e->forced_fallback = loom__gemm_force_fallback;
+  e->bias_epilogue = d->has_bias && !loom__gemm_force_fallback;
+  if (r == LOOM_SUCCESS && e->bias_epilogue) {
+    r = loom__gemm_build_op(e, 1);
+    if (r == LOOM_SUCCESS) r = loom__gemm_heuristic(e, h, ws_bytes, 1, res, &got);
+    if (r == LOOM_ERR_UNSUPPORTED) r = LOOM_SUCCESS; /* the epilogue attribute itself refused */
+    if (r == LOOM_SUCCESS && got == 0) {
+      char what[160];
+      loom__gemm_describe(d, what, sizeof what);
+      LOOM_INFO("baseline GEMM %s: no cuBLASLt algorithm with the bias epilogue; adding the bias "
+                "through C with beta=1", what);
+      e->bias_epilogue = 0;
+    }
+  }
+  if (r == LOOM_SUCCESS && !e->bias_epilogue) {
+    r = loom__gemm_build_op(e, 0);
+    if (r == LOOM_SUCCESS) r = loom__gemm_heuristic(e, h, ws_bytes, 1, res, &got);
+  }
+  if (r == LOOM_SUCCESS && got == 0) {
+    char what[160];
+    loom__gemm_describe(d, what, sizeof what);
+    r = loom__fail(LOOM_ERR_UNSUPPORTED,
+                   "loom baseline GEMM: cuBLASLt has no algorithm for %s on device %d (cuBLASLt "
+                   "takes bf16 inputs with bf16/fp32 output and fp16 inputs with fp16/fp32 output)",
+                   what, device);
+  }
+  if (r != LOOM_SUCCESS) {
+    loom__gemm_entry_free(e);
+    return r;
+  }
+  e->algo = res[0].algo;
+  e->algo_ws = res[0].workspaceSize;
+  e->next = loom__gemm_entries;
+  loom__gemm_entries = e;
+  *out = e;
+  return LOOM_SUCCESS;
+}
+
+/* Stream-ordered: every row of C becomes the bias (for beta = 1). */
+static loom_result_t loom__gemm_broadcast_bias(const loom_gemm_desc_t *d, void *c, const void *bias,
+                                               cudaStream_t stream) {
+  const size_t row = (size_t)d->n * loom_dtype_size(d->c_type);
+  char *base = (char *)c;
+  LOOM_CUDA(cudaMemcpyAsync(base, bias, row, cudaMemcpyDeviceToDevice, stream));
+  for (int64_t done = 1; done < d->m;) {
+    int64_t cnt = done < d->m - done ? done : d->m - done;
+    LOOM_CUDA(cudaMemcpyAsync(base + (size_t)done * row, base, (size_t)cnt * row, cudaMemcpyDeviceToDevice,
+                              stream));
+    done += cnt;
+  }
+  return LOOM_SUCCESS;
+}
+
+/* Enqueues one GEMM of entry e with `algo`. Lock held. */
+static loom_result_t loom__gemm_launch(loom_gemm_entry_t *e, cublasLtHandle_t h, const cublasLtMatmulAlgo_t *algo,
+                                       loom_gemm_ws_t *ws, const void *a, const void *b, void *c,
+                                       const void *bias, cudaStream_t stream) {
+  float alpha = 1.0f, beta = 0.0f;
+  if (e->d.has_bias) {
+    if (e->bias_epilogue) {
+      LOOM_CUBLAS(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    } else {
+      LOOM_TRY(loom__gemm_broadcast_bias(&e->d, c, bias, stream));
+      beta = 1.0f;
+    }
+  }
+  LOOM_CUBLAS(cublasLtMatmul(h, e->op, &alpha, b, e->lay_a, a, e->lay_b, &beta, c, e->lay_c, c, e->lay_c,
+                             algo, ws->ptr, ws->bytes, stream));
+  return LOOM_SUCCESS;
+}
+
+/* Current device, its handle, the stream's workspace and the entry. Lock held. */
+static loom_result_t loom__gemm_prepare(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
+                                        const void *bias, cudaStream_t stream, cublasLtHandle_t *h,
+                                        loom_gemm_ws_t **ws, loom_gemm_entry_t **e) {
+  int device = -1;
+  LOOM_CUDA(cudaGetDevice(&device));
+  LOOM_TRY(loom__gemm_get_handle(device, h));
+  LOOM_TRY(loom__gemm_get_ws(device, stream, ws));
+  uint32_t align[4] = {loom__align_class(a), loom__align_class(b), loom__align_class(c),
+                       loom__align_class(bias)};
+  return loom__gemm_lookup(device, d, align, *h, (*ws)->bytes, e);
+}
+
+loom_result_t loom__base_gemm(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
+                              const void *bias, cudaStream_t stream) {
+  LOOM_TRY(loom__gemm_validate("loom__base_gemm", d, a, b, c, bias));
+  pthread_mutex_lock(&loom__gemm_mu);
+  cublasLtHandle_t h = NULL;
+  loom_gemm_ws_t *ws = NULL;
+  loom_gemm_entry_t *e = NULL;
+  loom_result_t r = loom__gemm_prepare(d, a, b, c, bias, stream, &h, &ws, &e);
+  if (r == LOOM_SUCCESS) r = loom__gemm_launch(e, h, &e->algo, ws, a, b, c, bias, stream);
+  pthread_mutex_unlock(&loom__gemm_mu);
+  return r;
+}
+
+/* Times `algo` (`reps` runs after one warm-up) in ms per run. Lock held. */
+static loom_result_t loom__gemm_time_algo(loom_gemm_entry_t *e, cublasLtHandle_t h,
+                                          const cublasLtMatmulAlgo_t *algo, loom_gemm_ws_t *ws,
+                                          const void *a, const void *b, void *c, const void *bias,
+                                          int reps, cudaStream_t stream, cudaEvent_t ev0, cudaEvent_t ev1,
+                                          float *ms) {
+  LOOM_TRY(loom__gemm_launch(e, h, algo, ws, a, b, c, bias, stream));
+  LOOM_CUDA(cudaEventRecord(ev0, stream));
+  for (int i = 0; i < reps; ++i) LOOM_TRY(loom__gemm_launch(e, h, algo, ws, a, b, c, bias, stream));
+  LOOM_CUDA(cudaEventRecord(ev1, stream));
+  LOOM_CUDA(cudaEventSynchronize(ev1));
+  float t = 0.0f;
+  LOOM_CUDA(cudaEventElapsedTime(&t, ev0, ev1));
+  *ms = t / (float)reps;
+  return LOOM_SUCCESS;
+}
+
+#define LOOM_GEMM_MAX_CANDIDATES 64
+
+/* Lock held. */
+static loom_result_t loom__gemm_tune_locked(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
+                                            const void *bias, int candidates, int reps, cudaStream_t stream,
+                                            float *best_ms) {
+  cublasLtHandle_t h = NULL;
+  loom_gemm_ws_t *ws = NULL;
+  loom_gemm_entry_t *e = NULL;
+  LOOM_TRY(loom__gemm_prepare(d, a, b, c, bias, stream, &h, &ws, &e));
+  cublasLtMatmulHeuristicResult_t res[LOOM_GEMM_MAX_CANDIDATES];
+  int got = 0;
+  LOOM_TRY(loom__gemm_heuristic(e, h, ws->bytes, candidates, res, &got));
+  if (got == 0) { /* cannot happen after a successful lookup, unless cuBLASLt changed its mind */
+    res[0].algo = e->algo;
+    res[0].workspaceSize = e->algo_ws;
+    got = 1;
+  }
+  cudaEvent_t ev0 = NULL, ev1 = NULL;
+  LOOM_CUDA(cudaEventCreate(&ev0));
+  cudaError_t ce = cudaEventCreate(&ev1);
+  if (ce != cudaSuccess) {
+    cudaEventDestroy(ev0);
+    return loom__cuda_fail((int)ce, "cudaEventCreate", __FILE__, __LINE__);
+  }
+  int best = -1;
+  float best_t = 0.0f;
+  loom_result_t r = LOOM_SUCCESS, first_err = LOOM_SUCCESS;
+  for (int i = 0; i < got; ++i) {
+    float t = 0.0f;
+    r = loom__gemm_time_algo(e, h, &res[i].algo, ws, a, b, c, bias, reps, stream, ev0, ev1, &t);
+    if (r != LOOM_SUCCESS) {
+      /* A candidate that refuses to launch is skipped; a failure of the
+       * stream itself (sticky CUDA error) ends tuning. */
+      if (first_err == LOOM_SUCCESS) first_err = r;
+      cudaError_t se = cudaStreamSynchronize(stream);
+      if (se != cudaSuccess) {
+        r = loom__cuda_fail((int)se, "cudaStreamSynchronize (tuning the baseline GEMM)", __FILE__, __LINE__);
+        break;
+      }
+      LOOM_INFO("baseline GEMM tune: candidate %d failed: %s", i, loom_last_error());
+      r = LOOM_SUCCESS;
+      continue;
+    }
+    LOOM_TRACE("baseline GEMM tune: candidate %d: %.4f ms", i, (double)t);
+    if (best < 0 || t < best_t) best = i, best_t = t;
+  }
+  cudaEventDestroy(ev0);
+  cudaEventDestroy(ev1);
+  if (r != LOOM_SUCCESS) return r;
+  if (best < 0) {
+    if (first_err != LOOM_SUCCESS) return first_err; /* message of the first failure stands */
+    return loom__fail(LOOM_ERR_INTERNAL, "loom__base_gemm_tune: no candidate ran");
+  }
+  e->algo = res[best].algo;
+  e->algo_ws = res[best].workspaceSize;
+  e->tuned = 1;
+  if (best_ms) *best_ms = best_t;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__base_gemm_tune(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
+                                   const void *bias, int candidates, int reps, cudaStream_t stream,
+                                   float *best_ms) {
+  LOOM_TRY(loom__gemm_validate("loom__base_gemm_tune", d, a, b, c, bias));
+  if (candidates < 1 || candidates > LOOM_GEMM_MAX_CANDIDATES)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom__base_gemm_tune: candidates=%d must be in [1, %d]",
+                      candidates, LOOM_GEMM_MAX_CANDIDATES);
+  if (reps < 1)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom__base_gemm_tune: reps=%d must be >= 1", reps);
+  pthread_mutex_lock(&loom__gemm_mu);
+  loom_result_t r = loom__gemm_tune_locked(d, a, b, c, bias, candidates, reps, stream, best_ms);
+  pthread_mutex_unlock(&loom__gemm_mu);
+  return r;
+}
+
+void loom__base_gemm_release(void) {
+  pthread_mutex_lock(&loom__gemm_mu);
+  while (loom__gemm_entries) {
+    loom_gemm_entry_t *e = loom__gemm_entries;
+    loom__gemm_entries = e->next;
+    loom__gemm_entry_free(e);
+  }
+  int cur = -1;
+  int have_cur = cudaGetDevice(&cur) == cudaSuccess;
+  while (loom__gemm_ws) {
+    loom_gemm_ws_t *w = loom__gemm_ws;
+    loom__gemm_ws = w->next;
+    if (w->ptr && cudaSetDevice(w->device) == cudaSuccess) {
+      cudaError_t e = cudaFree(w->ptr); /* synchronizes: GEMMs still using it finish first */
+      if (e != cudaSuccess) LOOM_WARN("loom__base_gemm_release: cudaFree: %s", cudaGetErrorString(e));
+    }
+    free(w);
+  }
+  if (have_cur) cudaSetDevice(cur);
+  for (int i = 0; i < LOOM_GEMM_MAX_DEVICES; ++i)
+    if (loom__gemm_handle[i]) {
+      cublasLtDestroy(loom__gemm_handle[i]);
+      loom__gemm_handle[i] = NULL;
+    }
+  pthread_mutex_unlock(&loom__gemm_mu);
+}
