@@ -1,0 +1,708 @@
+/*
+ * bench.c - the loom-bench harness (see bench.h): suite registry, common
+ * options, CUDA-event timing (single GPU and max over ranks), input rotation,
+ * random fills, the table and the JSON writer.
+ *
+ * Timing: warm-up repetitions, then `reps` repetitions enqueued back to back
+ * with an event between consecutive ones (reps + 1 events), one
+ * synchronisation at the end; repetition i's time is event i to event i+1.
+ * The median is the figure reported; min, max and mean are kept. Multi-rank:
+ * every rank times its own stream, then an NCCL max all-reduce of the
+ * per-repetition times gives, for each repetition, the slowest rank's time.
+ *
+ * Host tool code: it may exit, but the harness functions return errors and
+ * leave exiting to the suites.
+ */
+#define _GNU_SOURCE
+#include "bench.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/param.h"
+#include "ref/ref.h"
+
+/* ---- registry ------------------------------------------------------------- */
+
+#define LOOM_BENCH_MAX_SUITES 64
+static struct { const char *name, *help; loom_bench_fn fn; } loom__suites[LOOM_BENCH_MAX_SUITES];
+static int loom__nsuites, loom__suites_sorted;
+
+void loom_bench_register(const char *name, const char *help, loom_bench_fn fn) {
+  if (loom__nsuites == LOOM_BENCH_MAX_SUITES) {
+    fprintf(stderr, "loom-bench: too many suites (at most %d); raise LOOM_BENCH_MAX_SUITES\n",
+            LOOM_BENCH_MAX_SUITES);
+    exit(2);
+  }
+  loom__suites[loom__nsuites].name = name;
+  loom__suites[loom__nsuites].help = help;
+  loom__suites[loom__nsuites].fn = fn;
+  loom__nsuites++;
+  loom__suites_sorted = 0;
+}
+
+static int loom__suite_cmp(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void loom__sort_suites(void) {
+  if (loom__suites_sorted) return;
+  qsort(loom__suites, (size_t)loom__nsuites, sizeof loom__suites[0], loom__suite_cmp);
+  loom__suites_sorted = 1;
+}
+
+int loom_bench_count(void) { return loom__nsuites; }
+const char *loom_bench_name(int i) { loom__sort_suites(); return loom__suites[i].name; }
+const char *loom_bench_help(int i) { loom__sort_suites(); return loom__suites[i].help; }
+loom_bench_fn loom_bench_suite(int i) { loom__sort_suites(); return loom__suites[i].fn; }
+
+int loom_bench_find(const char *name) {
+  loom__sort_suites();
+  for (int i = 0; i < loom__nsuites; ++i)
+    if (!strcmp(loom__suites[i].name, name)) return i;
+  return -1;
+}
+
+/* ---- options -------------------------------------------------------------- */
+
+void loom_bench_opts_default(loom_bench_opts_t *o) {
+  memset(o, 0, sizeof *o);
+  o->warmup = 5;
+  o->reps = 20;
+  o->timeout_s = 1800;
+  o->json = 1;
+  o->check = 1;
+}
+
+static int loom__opt_int(const char *opt, const char *text, int lo, int hi, int *out) {
+  char *end = NULL;
+  errno = 0;
+  long v = text ? strtol(text, &end, 10) : 0;
+  if (!text || errno || end == text || *end || v < lo || v > hi) {
+    fprintf(stderr, "loom-bench: %s needs an integer in [%d, %d], got \"%s\"\n", opt, lo, hi,
+            text ? text : "(nothing)");
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+int loom_bench_parse_common(loom_bench_opts_t *o, int argc, char **argv, int *i) {
+  const char *a = argv[*i];
+  const char *val = *i + 1 < argc ? argv[*i + 1] : NULL;
+  if (!strcmp(a, "--quick")) {
+    o->quick = 1;
+    if (!o->warmup_set) o->warmup = 2;
+    if (!o->reps_set) o->reps = 5;
+    return 1;
+  }
+  if (!strcmp(a, "--no-json")) return o->json = 0, 1;
+  if (!strcmp(a, "--no-check")) return o->check = 0, 1;
+  struct { const char *name; int lo, hi; int *dst, *set; } ints[] = {
+      {"--warmup", 0, 100000, &o->warmup, &o->warmup_set},
+      {"--reps", 1, 100000, &o->reps, &o->reps_set},
+      {"--world", 1, 4096, &o->world, NULL},
+      {"--timeout", 1, 7 * 24 * 3600, &o->timeout_s, NULL}};
+  for (size_t k = 0; k < sizeof ints / sizeof ints[0]; ++k)
+    if (!strcmp(a, ints[k].name)) {
+      if (loom__opt_int(a, val, ints[k].lo, ints[k].hi, ints[k].dst)) return -1;
+      if (ints[k].set) *ints[k].set = 1;
+      *i += 1;
+      return 1;
+    }
+  return 0;
+}
+
+void loom_bench_usage_common(FILE *f) {
+  fprintf(f,
+          "common options:\n"
+          "  --quick        fewer sizes and repetitions (warm-up 2, reps 5)\n"
+          "  --warmup N     untimed repetitions before timing (default 5)\n"
+          "  --reps N       timed repetitions; the median is reported (default 20)\n"
+          "  --world N      ranks (one process per GPU; default: every GPU present)\n"
+          "  --timeout S    kill every rank after S seconds (default 1800)\n"
+          "  --no-check     skip the result checks (#wrong shows \"-\")\n"
+          "  --no-json      print the table only; else JSON goes to $LOOM_BENCH_RESULTS_DIR\n"
+          "                 (default bench/results)\n");
+}
+
+int loom_bench_parse(loom_bench_opts_t *o, int argc, char **argv, loom_bench_opt_fn own, void *ctx) {
+  loom_bench_opts_default(o);
+  const char *suite = argc > 0 ? argv[0] : "suite";
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      printf("usage: loom-bench %s [options]\n", suite);
+      loom_bench_usage_common(stdout);
+      if (own) {
+        char help[] = "--help";
+        char *hv[2] = {help, NULL};
+        int j = 0;
+        printf("options of %s:\n", suite);
+        own(ctx, 1, hv, &j);
+      }
+      return 0;
+    }
+    int r = loom_bench_parse_common(o, argc, argv, &i);
+    if (r < 0) return 2;
+    if (r > 0) continue;
+    r = own ? own(ctx, argc, argv, &i) : 0;
+    if (r < 0) return 2;
+    if (r == 0) {
+      fprintf(stderr, "loom-bench %s: unknown option \"%s\" (try loom-bench %s --help)\n", suite, argv[i],
+              suite);
+      return 2;
+    }
+  }
+  return LOOM_BENCH_RUN;
+}
+
+/* ---- launching ------------------------------------------------------------ */
+
+int loom_bench_world(const loom_bench_opts_t *o, int want) {
+  int mrank = 0, msize = 0;
+  if (loom_launch_under_mpi(&mrank, &msize)) {
+    int w = o->world ? o->world : msize;
+    if (w != msize) {
+      if (mrank == 0)
+        fprintf(stderr, "loom-bench: --world %d but mpirun started %d ranks\n", w, msize);
+      return 0;
+    }
+    return w;
+  }
+  int gpus = loom_launch_gpu_count();
+  if (gpus < 1) {
+    fprintf(stderr, "loom-bench: no CUDA GPU found; benchmarks need at least one NVIDIA GPU (Hopper or Ampere)\n");
+    return 0;
+  }
+  int w = o->world ? o->world : (want > 0 ? want : gpus);
+  if (w > gpus) {
+    fprintf(stderr, "loom-bench: %d ranks need %d GPUs (one process per GPU); %d present\n", w, w, gpus);
+    return 0;
+  }
+  return w;
+}
+
+int loom_bench_launch(const loom_bench_opts_t *o, int world, loom_rank_fn fn, void *arg) {
+  setenv("NCCL_NVLS_ENABLE", "0", 1); /* NVLink multicast stays off, always */
+  fflush(stdout);
+  fflush(stderr);
+  int rc = loom_launch(world, o->timeout_s, fn, arg);
+  fflush(stdout);
+  return rc;
+}
+
+/* ---- timing --------------------------------------------------------------- */
+
+static int loom__dcmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void loom__stats(const double *us, int n, loom_bench_time_t *out) {
+  double *s = (double *)malloc((size_t)n * sizeof *s);
+  double sum = 0.0;
+  memset(out, 0, sizeof *out);
+  out->reps = n;
+  if (!s || n < 1) {
+    free(s);
+    out->median_us = out->min_us = out->max_us = out->mean_us = NAN;
+    return;
+  }
+  for (int i = 0; i < n; ++i) s[i] = us[i], sum += us[i];
+  qsort(s, (size_t)n, sizeof *s, loom__dcmp);
+  out->min_us = s[0];
+  out->max_us = s[n - 1];
+  out->median_us = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  out->mean_us = sum / n;
+  free(s);
+}
+
+/* Per-repetition times in us into us[reps]. */
+static loom_result_t loom__time_raw(cudaStream_t stream, int warmup, int reps, loom_bench_op_fn op, void *arg,
+                                    double *us) {
+  loom_result_t r = LOOM_SUCCESS;
+  cudaEvent_t *ev = (cudaEvent_t *)calloc((size_t)reps + 1, sizeof *ev);
+  if (!ev) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_time: host allocation failed");
+  int made = 0;
+  for (; made <= reps; ++made) {
+    cudaError_t e = cudaEventCreate(&ev[made]);
+    if (e != cudaSuccess) {
+      r = loom__cuda_fail((int)e, "cudaEventCreate", __FILE__, __LINE__);
+      goto out;
+    }
+  }
+  int iter = 0;
+  for (int i = 0; i < warmup && r == LOOM_SUCCESS; ++i) r = op(arg, iter++, stream);
+  if (r != LOOM_SUCCESS) goto out;
+  for (int i = 0; i < reps; ++i) {
+    cudaError_t e = cudaEventRecord(ev[i], stream);
+    if (e != cudaSuccess) {
+      r = loom__cuda_fail((int)e, "cudaEventRecord", __FILE__, __LINE__);
+      goto out;
+    }
+    r = op(arg, iter++, stream);
+    if (r != LOOM_SUCCESS) goto out;
+  }
+  {
+    cudaError_t e = cudaEventRecord(ev[reps], stream);
+    if (e == cudaSuccess) e = cudaEventSynchronize(ev[reps]);
+    if (e != cudaSuccess) {
+      r = loom__cuda_fail((int)e, "cudaEventSynchronize (after the timed repetitions)", __FILE__, __LINE__);
+      goto out;
+    }
+  }
+  for (int i = 0; i < reps; ++i) {
+    float ms = 0.0f;
+    cudaError_t e = cudaEventElapsedTime(&ms, ev[i], ev[i + 1]);
+    if (e != cudaSuccess) {
+      r = loom__cuda_fail((int)e, "cudaEventElapsedTime", __FILE__, __LINE__);
+      goto out;
+    }
+    us[i] = 1e3 * (double)ms;
+  }
+out:
+  for (int i = 0; i < made; ++i) cudaEventDestroy(ev[i]);
+  free(ev);
+  return r;
+}
+
+loom_result_t loom_bench_time(cudaStream_t stream, int warmup, int reps, loom_bench_op_fn op, void *arg,
+                              loom_bench_time_t *out) {
+  if (reps < 1 || warmup < 0 || !op || !out)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time: reps=%d warmup=%d op=%p out=%p", reps,
+                      warmup, (void *)(uintptr_t)op, (void *)out);
+  double *us = (double *)calloc((size_t)reps, sizeof *us);
+  if (!us) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_time: host allocation failed");
+  loom_result_t r = loom__time_raw(stream, warmup, reps, op, arg, us);
+  if (r == LOOM_SUCCESS) loom__stats(us, reps, out);
+  free(us);
+  return r;
+}
+
+/* A small device scratch buffer of this process (one device per rank). */
+static void *loom__scratch;
+static loom_result_t loom__get_scratch(void **p) {
+  if (!loom__scratch) LOOM_CUDA(cudaMalloc(&loom__scratch, 256));
+  *p = loom__scratch;
+  return LOOM_SUCCESS;
+}
+
+/* Waits for `stream` without spinning a core. */
+static loom_result_t loom__poll_stream(cudaStream_t stream, const char *what) {
+  for (;;) {
+    cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess) return LOOM_SUCCESS;
+    if (e != cudaErrorNotReady) return loom__cuda_fail((int)e, what, __FILE__, __LINE__);
+    usleep(200);
+  }
+}
+
+loom_result_t loom_bench_barrier(ncclComm_t nccl, cudaStream_t stream) {
+  void *s = NULL;
+  LOOM_TRY(loom__get_scratch(&s));
+  LOOM_NCCL(ncclAllReduce(s, s, 1, ncclFloat32, ncclSum, nccl, stream));
+  return loom__poll_stream(stream, "cudaStreamQuery (loom_bench_barrier)");
+}
+
+loom_result_t loom_bench_reduce_ranks(ncclComm_t nccl, cudaStream_t stream, int64_t *value, ncclRedOp_t op) {
+  void *s = NULL;
+  LOOM_TRY(loom__get_scratch(&s));
+  LOOM_CUDA(cudaMemcpyAsync(s, value, sizeof *value, cudaMemcpyHostToDevice, stream));
+  LOOM_NCCL(ncclAllReduce(s, s, 1, ncclInt64, op, nccl, stream));
+  LOOM_CUDA(cudaMemcpyAsync(value, s, sizeof *value, cudaMemcpyDeviceToHost, stream));
+  return loom__poll_stream(stream, "cudaStreamQuery (loom_bench_reduce_ranks)");
+}
+
+loom_result_t loom_bench_sum_ranks(ncclComm_t nccl, cudaStream_t stream, int64_t *value) {
+  return loom_bench_reduce_ranks(nccl, stream, value, ncclSum);
+}
+
+loom_result_t loom_bench_time_ranks(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps,
+                                    loom_bench_op_fn op, void *arg, loom_bench_time_t *out) {
+  if (reps < 1 || warmup < 0 || !op || !out)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time_ranks: reps=%d warmup=%d", reps, warmup);
+  double *us = (double *)calloc((size_t)reps, sizeof *us);
+  float *f = (float *)calloc((size_t)reps, sizeof *f);
+  void *dev = NULL;
+  loom_result_t r = LOOM_SUCCESS;
+  if (!us || !f) {
+    r = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_time_ranks: host allocation failed");
+    goto out;
+  }
+  r = loom_bench_barrier(nccl, stream);
+  if (r == LOOM_SUCCESS) r = loom__time_raw(stream, warmup, reps, op, arg, us);
+  /* Every rank must reach the reduction, even one whose op failed: it
+   * contributes +inf, so a failure anywhere shows on rank 0. */
+  for (int i = 0; i < reps; ++i) f[i] = r == LOOM_SUCCESS ? (float)us[i] : INFINITY;
+  {
+    loom_result_t r2 = LOOM_SUCCESS;
+    cudaError_t e = cudaMalloc(&dev, (size_t)reps * sizeof *f);
+    if (e != cudaSuccess) r2 = loom__cuda_fail((int)e, "cudaMalloc (loom_bench_time_ranks)", __FILE__, __LINE__);
+    if (r2 == LOOM_SUCCESS) {
+      e = cudaMemcpyAsync(dev, f, (size_t)reps * sizeof *f, cudaMemcpyHostToDevice, stream);
+      if (e != cudaSuccess) r2 = loom__cuda_fail((int)e, "cudaMemcpyAsync", __FILE__, __LINE__);
+    }
+    if (r2 == LOOM_SUCCESS) {
+      ncclResult_t n = ncclAllReduce(dev, dev, (size_t)reps, ncclFloat32, ncclMax, nccl, stream);
+      if (n != ncclSuccess) r2 = loom__nccl_fail((int)n, "ncclAllReduce (max of the times)", __FILE__, __LINE__);
+    }
+    if (r2 == LOOM_SUCCESS) {
+      e = cudaMemcpyAsync(f, dev, (size_t)reps * sizeof *f, cudaMemcpyDeviceToHost, stream);
+      if (e != cudaSuccess) r2 = loom__cuda_fail((int)e, "cudaMemcpyAsync", __FILE__, __LINE__);
+    }
+    if (r2 == LOOM_SUCCESS) r2 = loom__poll_stream(stream, "cudaStreamQuery (loom_bench_time_ranks)");
+    if (r == LOOM_SUCCESS) r = r2;
+  }
+  if (r == LOOM_SUCCESS) {
+    for (int i = 0; i < reps; ++i) us[i] = f[i];
+    if (isinf(us[0]))
+      r = loom__fail(LOOM_ERR_INTERNAL, "loom_bench_time_ranks: the operation failed on another rank");
+    else
+      loom__stats(us, reps, out);
+  }
+out:
+  if (dev) cudaFree(dev);
+  free(us);
+  free(f);
+  return r;
+}
+
+/* ---- inputs --------------------------------------------------------------- */
+
+int loom_bench_rotation(size_t bytes_per_set, size_t budget_bytes) {
+  int dev = 0, l2 = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess)
+    l2 = 64 << 20;
+  if (bytes_per_set == 0) return 1;
+  size_t want = (4 * (size_t)l2 + bytes_per_set - 1) / bytes_per_set;
+  if (want > 32) want = 32;
+  if (want * bytes_per_set > budget_bytes) want = budget_bytes / bytes_per_set;
+  return want < 1 ? 1 : (int)want;
+}
+
+loom_result_t loom_bench_fill_random(void *dev, loom_dtype_t t, size_t n, uint64_t seed, double scale) {
+  size_t es = loom_dtype_size(t);
+  if (!es) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_fill_random: dtype=%d is unknown", (int)t);
+  if (n == 0) return LOOM_SUCCESS;
+  size_t period = n < LOOM_BENCH_FILL_PERIOD ? n : LOOM_BENCH_FILL_PERIOD;
+  void *host = malloc(period * es);
+  if (!host) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_fill_random: host allocation of %zu bytes", period * es);
+  loom_ref_fill_random(t, host, period, seed, scale);
+  cudaError_t e = cudaMemcpy(dev, host, period * es, cudaMemcpyHostToDevice);
+  free(host);
+  if (e != cudaSuccess) return loom__cuda_fail((int)e, "cudaMemcpy (loom_bench_fill_random)", __FILE__, __LINE__);
+  char *base = (char *)dev;
+  for (size_t done = period; done < n;) { /* done stays a multiple of period */
+    size_t cnt = done < n - done ? done : n - done;
+    LOOM_CUDA(cudaMemcpy(base + done * es, base, cnt * es, cudaMemcpyDeviceToDevice));
+    done += cnt;
+  }
+  return LOOM_SUCCESS;
+}
+
+/* ---- rows and table ------------------------------------------------------- */
+
+loom_bench_row_t *loom_bench_add(loom_bench_table_t *t) {
+  if (t->n == t->cap) {
+    int cap = t->cap ? 2 * t->cap : 32;
+    loom_bench_row_t *p = (loom_bench_row_t *)realloc(t->rows, (size_t)cap * sizeof *p);
+    if (!p) return NULL;
+    t->rows = p;
+    t->cap = cap;
+  }
+  loom_bench_row_t *r = &t->rows[t->n++];
+  memset(r, 0, sizeof *r);
+  r->world = 1;
+  r->fused_us = r->gemm_us = r->comm_us = r->seq_us = NAN;
+  r->min_us = r->max_us = NAN;
+  r->busbw_factor = NAN;
+  r->ect_us = r->seq_ect_us = r->overlap = r->tflops = r->algbw = r->busbw = NAN;
+  r->wrong = -1;
+  return r;
+}
+
+void loom_bench_row_finish(loom_bench_row_t *r) {
+  double main_us = !isnan(r->fused_us) ? r->fused_us
+                   : !isnan(r->seq_us) ? r->seq_us
+                   : !isnan(r->comm_us) ? r->comm_us
+                                        : r->gemm_us;
+  r->ect_us = r->seq_ect_us = r->overlap = r->tflops = r->algbw = r->busbw = NAN;
+  if (!isnan(r->gemm_us)) {
+    if (!isnan(r->fused_us)) r->ect_us = r->fused_us - r->gemm_us;
+    if (!isnan(r->seq_us)) r->seq_ect_us = r->seq_us - r->gemm_us;
+    if (!isnan(r->ect_us) && !isnan(r->seq_ect_us) && r->seq_ect_us > 0.0)
+      r->overlap = 1.0 - r->ect_us / r->seq_ect_us;
+  }
+  if (!isnan(main_us) && main_us > 0.0) {
+    if (r->flops > 0.0) r->tflops = r->flops / (main_us * 1e-6) / 1e12;
+    if (r->bytes > 0 && !isnan(r->busbw_factor)) {
+      r->algbw = (double)r->bytes / (main_us * 1e-6) / 1e9;
+      r->busbw = r->algbw * r->busbw_factor;
+    }
+  }
+}
+
+void loom_bench_note(loom_bench_table_t *t, const char *fmt, ...) {
+  if (t->nnotes >= (int)(sizeof t->notes / sizeof t->notes[0])) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(t->notes[t->nnotes++], sizeof t->notes[0], fmt, ap);
+  va_end(ap);
+}
+
+void loom_bench_table_free(loom_bench_table_t *t) {
+  free(t->rows);
+  memset(t, 0, sizeof *t);
+}
+
+void loom_bench_format_bytes(int64_t b, char *buf, size_t cap) {
+  if (b >= (INT64_C(1) << 30) && b % (INT64_C(1) << 30) == 0) snprintf(buf, cap, "%lld GiB", (long long)(b >> 30));
+  else if (b >= (INT64_C(1) << 20) && b % (INT64_C(1) << 20) == 0) snprintf(buf, cap, "%lld MiB", (long long)(b >> 20));
+  else if (b >= (INT64_C(1) << 10) && b % (INT64_C(1) << 10) == 0) snprintf(buf, cap, "%lld KiB", (long long)(b >> 10));
+  else snprintf(buf, cap, "%lld B", (long long)b);
+}
+
+const char *loom_bench_dtype_name(loom_dtype_t t) {
+  switch (t) {
+    case LOOM_FP32: return "fp32";
+    case LOOM_FP16: return "fp16";
+    case LOOM_BF16: return "bf16";
+  }
+  return "?";
+}
+
+/* Table columns: numeric ones are shown only if some row has a value. */
+enum { COL_FUSED, COL_GEMM, COL_COMM, COL_SEQ, COL_ECT, COL_SEQECT, COL_OVERLAP, COL_TFLOPS, COL_ALGBW,
+       COL_BUSBW, COL_NUM };
+static const char *const loom__col_head[COL_NUM] = {"fused(us)", "gemm(us)", "comm(us)", "seq(us)", "ECT(us)",
+                                                    "seqECT(us)", "overlap", "TFLOP/s", "algbw GB/s",
+                                                    "busbw GB/s"};
+
+static double loom__col_value(const loom_bench_row_t *r, int c) {
+  switch (c) {
+    case COL_FUSED: return r->fused_us;
+    case COL_GEMM: return r->gemm_us;
+    case COL_COMM: return r->comm_us;
+    case COL_SEQ: return r->seq_us;
+    case COL_ECT: return r->ect_us;
+    case COL_SEQECT: return r->seq_ect_us;
+    case COL_OVERLAP: return r->overlap;
+    case COL_TFLOPS: return r->tflops;
+    case COL_ALGBW: return r->algbw;
+    case COL_BUSBW: return r->busbw;
+  }
+  return NAN;
+}
+
+static int loom__maxlen(const loom_bench_table_t *t, size_t off, int minw) {
+  int w = minw;
+  for (int i = 0; i < t->n; ++i) {
+    int l = (int)strlen((const char *)&t->rows[i] + off);
+    if (l > w) w = l;
+  }
+  return w;
+}
+
+void loom_bench_print(FILE *f, loom_bench_table_t *t, const char *title) {
+  int show[COL_NUM] = {0}, show_wrong = 0, show_note = 0;
+  for (int i = 0; i < t->n; ++i) {
+    loom_bench_row_finish(&t->rows[i]);
+    for (int c = 0; c < COL_NUM; ++c)
+      if (!isnan(loom__col_value(&t->rows[i], c))) show[c] = 1;
+    if (t->rows[i].wrong >= 0) show_wrong = 1;
+    if (t->rows[i].note[0]) show_note = 1;
+  }
+  int wop = loom__maxlen(t, offsetof(loom_bench_row_t, op), 2);
+  int wimpl = loom__maxlen(t, offsetof(loom_bench_row_t, impl), 4);
+  int wshape = loom__maxlen(t, offsetof(loom_bench_row_t, shape), 5);
+  int wdt = loom__maxlen(t, offsetof(loom_bench_row_t, dtype), 5);
+  if (title) fprintf(f, "#\n# %s\n#\n", title);
+  fprintf(f, "# %-*s  %-*s  %-*s  %-*s", wop, "op", wimpl, "impl", wshape, "shape", wdt, "dtype");
+  for (int c = 0; c < COL_NUM; ++c)
+    if (show[c]) fprintf(f, "  %10s", loom__col_head[c]);
+  if (show_wrong) fprintf(f, "  %7s", "#wrong");
+  if (show_note) fprintf(f, "  note");
+  fprintf(f, "\n");
+  for (int i = 0; i < t->n; ++i) {
+    const loom_bench_row_t *r = &t->rows[i];
+    fprintf(f, "  %-*s  %-*s  %-*s  %-*s", wop, r->op, wimpl, r->impl, wshape, r->shape, wdt, r->dtype);
+    for (int c = 0; c < COL_NUM; ++c) {
+      if (!show[c]) continue;
+      double v = loom__col_value(r, c);
+      if (isnan(v)) fprintf(f, "  %10s", "-");
+      else if (c == COL_OVERLAP) fprintf(f, "  %9.1f%%", 100.0 * v);
+      else if (c == COL_TFLOPS || c == COL_ALGBW || c == COL_BUSBW) fprintf(f, "  %10.1f", v);
+      else fprintf(f, "  %10.1f", v);
+    }
+    if (show_wrong) {
+      if (r->wrong >= 0) fprintf(f, "  %7lld", (long long)r->wrong);
+      else fprintf(f, "  %7s", "-");
+    }
+    if (show_note && r->note[0]) fprintf(f, "  %s", r->note);
+    fprintf(f, "\n");
+  }
+  for (int i = 0; i < t->nnotes; ++i) fprintf(f, "# %s\n", t->notes[i]);
+  fflush(f);
+}
+
+/* ---- JSON ----------------------------------------------------------------- */
+
+static void loom__json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; ++s) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+    else if (ch == '\n') fputs("\\n", f);
+    else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+    else fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+static void loom__json_num(FILE *f, double v) {
+  if (isnan(v) || isinf(v)) fputs("null", f);
+  else fprintf(f, "%.6g", v);
+}
+
+static int loom__mkdir_p(const char *path) {
+  char buf[1024];
+  if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
+  for (char *p = buf + 1; *p; ++p)
+    if (*p == '/') {
+      *p = 0;
+      if (mkdir(buf, 0775) != 0 && errno != EEXIST) return -1;
+      *p = '/';
+    }
+  if (mkdir(buf, 0775) != 0 && errno != EEXIST) return -1;
+  return 0;
+}
+
+/* First line of a command's output into buf ("" if it failed). */
+static void loom__command_line(const char *cmd, char *buf, size_t cap) {
+  buf[0] = 0;
+  FILE *p = popen(cmd, "r");
+  if (!p) return;
+  if (!fgets(buf, (int)cap, p)) buf[0] = 0;
+  int st = pclose(p);
+  if (st != 0) buf[0] = 0;
+  buf[strcspn(buf, "\r\n")] = 0;
+}
+
+int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_bench_opts_t *o, int world,
+                          char *path_out, size_t path_cap) {
+  const char *dir = loom__param_BENCH_RESULTS_DIR();
+  if (!dir || !*dir) dir = "bench/results";
+  if (loom__mkdir_p(dir) != 0) {
+    fprintf(stderr, "loom-bench: cannot create %s: %s\n", dir, strerror(errno));
+    return -1;
+  }
+  time_t now = time(NULL);
+  struct tm tm;
+  localtime_r(&now, &tm);
+  char stamp[32], date[40], path[1200];
+  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S%z", &tm);
+  snprintf(path, sizeof path, "%s/%s-%s.json", dir, suite, stamp);
+  for (int k = 2; access(path, F_OK) == 0 && k < 100; ++k) /* two runs in one second */
+    snprintf(path, sizeof path, "%s/%s-%s-%d.json", dir, suite, stamp, k);
+
+  char commit[128], dirty[8] = "";
+  const char *env_commit = getenv("LOOM_COMMIT");
+  if (env_commit && *env_commit) snprintf(commit, sizeof commit, "%s", env_commit);
+  else {
+    loom__command_line("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
+    if (!commit[0]) snprintf(commit, sizeof commit, "unknown");
+    else {
+      char st[8];
+      loom__command_line("git status --porcelain --untracked-files=no 2>/dev/null | head -n 1", st, sizeof st);
+      snprintf(dirty, sizeof dirty, "%s", st[0] ? "true" : "false");
+    }
+  }
+  char devname[256] = "unknown";
+  int dev = -1, gpus = 0, rt = 0, drv = 0, nccl = 0, sms = 0, ccmaj = 0, ccmin = 0;
+  struct cudaDeviceProp prop;
+  if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
+    snprintf(devname, sizeof devname, "%s", prop.name);
+    sms = prop.multiProcessorCount;
+    ccmaj = prop.major, ccmin = prop.minor;
+  }
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
+  cudaRuntimeGetVersion(&rt);
+  cudaDriverGetVersion(&drv);
+  ncclGetVersion(&nccl);
+
+  char tmp[1300];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    fprintf(stderr, "loom-bench: cannot write %s: %s\n", tmp, strerror(errno));
+    return -1;
+  }
+  fprintf(f, "{\n  \"suite\": ");
+  loom__json_str(f, suite);
+  fprintf(f, ",\n  \"device\": ");
+  loom__json_str(f, devname);
+  fprintf(f, ",\n  \"compute_capability\": \"%d.%d\",\n  \"sm_count\": %d,\n  \"gpus\": %d,\n  \"world\": %d,\n",
+          ccmaj, ccmin, sms, gpus, world);
+  fprintf(f, "  \"date\": ");
+  loom__json_str(f, date);
+  fprintf(f, ",\n  \"commit\": ");
+  loom__json_str(f, commit);
+  if (dirty[0]) fprintf(f, ",\n  \"dirty\": %s", dirty);
+  fprintf(f, ",\n  \"nccl_version\": \"%d.%d.%d\",\n  \"cuda_runtime\": %d,\n  \"cuda_driver\": %d,\n",
+          nccl / 10000, (nccl / 100) % 100, nccl % 100, rt, drv);
+  fprintf(f, "  \"loom_version\": \"%d.%d.%d\",\n", LOOM_VERSION_MAJOR, LOOM_VERSION_MINOR, LOOM_VERSION_PATCH);
+  if (o)
+    fprintf(f, "  \"options\": {\"quick\": %d, \"warmup\": %d, \"reps\": %d, \"check\": %d},\n", o->quick,
+            o->warmup, o->reps, o->check);
+  fprintf(f, "  \"time_unit\": \"us\",\n  \"notes\": [");
+  for (int i = 0; i < t->nnotes; ++i) {
+    fprintf(f, "%s\n    ", i ? "," : "");
+    loom__json_str(f, t->notes[i]);
+  }
+  fprintf(f, "%s],\n  \"rows\": [", t->nnotes ? "\n  " : "");
+  for (int i = 0; i < t->n; ++i) {
+    loom_bench_row_t *r = &t->rows[i];
+    loom_bench_row_finish(r);
+    fprintf(f, "%s\n    {\"op\": ", i ? "," : "");
+    loom__json_str(f, r->op);
+    fprintf(f, ", \"impl\": ");
+    loom__json_str(f, r->impl);
+    fprintf(f, ", \"shape\": ");
+    loom__json_str(f, r->shape);
+    fprintf(f, ", \"dtype\": ");
+    loom__json_str(f, r->dtype);
+    fprintf(f, ", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"bytes\": %lld, \"world\": %d", (long long)r->m,
+            (long long)r->n, (long long)r->k, (long long)r->bytes, r->world);
+    const struct { const char *k; double v; } nums[] = {
+        {"fused_us", r->fused_us}, {"gemm_us", r->gemm_us}, {"comm_us", r->comm_us}, {"seq_us", r->seq_us},
+        {"min_us", r->min_us},     {"max_us", r->max_us},   {"ect_us", r->ect_us},   {"seq_ect_us", r->seq_ect_us},
+        {"overlap", r->overlap},   {"tflops", r->tflops},   {"algbw_gbs", r->algbw}, {"busbw_gbs", r->busbw}};
+    for (size_t k = 0; k < sizeof nums / sizeof nums[0]; ++k) {
+      fprintf(f, ", \"%s\": ", nums[k].k);
+      loom__json_num(f, nums[k].v);
+    }
+    if (r->wrong >= 0) fprintf(f, ", \"wrong\": %lld", (long long)r->wrong);
+    else fprintf(f, ", \"wrong\": null");
+    fprintf(f, ", \"note\": ");
+    loom__json_str(f, r->note);
+    fputc('}', f);
+  }
+  fprintf(f, "%s]\n}\n", t->n ? "\n  " : "");
+  int bad = ferror(f);
+  if (fclose(f) != 0) bad = 1;
+  if (bad || rename(tmp, path) != 0) {
+    fprintf(stderr, "loom-bench: writing %s failed: %s\n", path, strerror(errno));
+    unlink(tmp);
+    return -1;
+  }
+  if (path_out && path_cap) snprintf(path_out, path_cap, "%s", path);
+  return 0;
+}

@@ -1,0 +1,238 @@
+/*
+ * bench.h - the loom-bench harness: suite registration, common options,
+ * timing with CUDA events, L2-defeating input rotation, random fills, the
+ * results table and its JSON file.
+ *
+ * A suite is one file in tools/bench/ (bench_<name>.c or .cu) that registers
+ * itself; main.c never changes:
+ *
+ *   LOOM_BENCH(gemm, "loom GEMM engine vs cuBLASLt") {   // int fn(int argc, char **argv)
+ *     loom_bench_opts_t o;                              // argv[0] is "gemm"
+ *     int rc = loom_bench_parse(&o, argc, argv, NULL, NULL); // own options: a loom_bench_opt_fn
+ *     if (rc != LOOM_BENCH_RUN) return rc;              // --help (0) or bad usage (2)
+ *     int w = loom_bench_world(&o, 1);                  // ranks to run (here 1)
+ *     if (w == 0) return 1;
+ *     return loom_bench_launch(&o, w, my_rank_fn, &o) ? 1 : 0; // one process per GPU
+ *   }
+ *
+ * Process model. The loom-bench process itself never touches CUDA: every
+ * suite does its GPU work inside loom_bench_launch (tools/common/launch.h),
+ * which forks one child per rank (or is one rank under mpirun). CUDA must not
+ * be initialised before a fork, and `loom-bench all` runs suite after suite
+ * in the same parent, so a suite that calls CUDA outside a rank function
+ * breaks every suite after it.
+ *
+ * Inside a rank function: create a stream; time with loom_bench_time (one
+ * GPU) or loom_bench_time_ranks (every rank runs the op; the reported time
+ * of each repetition is the maximum over ranks, computed with an NCCL max
+ * all-reduce, so a collective's time is that of its slowest rank); sum
+ * per-rank error counts with loom_bench_sum_ranks; rank 0 alone fills a
+ * loom_bench_table_t, prints it last (loom_bench_print) and writes its JSON
+ * (loom_bench_write_json). Other ranks report through those NCCL reductions.
+ *
+ * Rows. One row per measured case. Times are medians in microseconds, NAN
+ * where a column was not measured; loom_bench_row_finish derives ECT,
+ * overlap efficiency, TFLOP/s, algbw and busbw from what is set:
+ *   ECT(x)   = x - gemm_us (gemm_us: the best non-split GEMM of the shape)
+ *   overlap  = 1 - ECT(fused) / ECT(seq)
+ *   TFLOP/s  = flops / main time,   algbw = bytes / main time (GB/s),
+ *   busbw    = algbw * busbw_factor (nccl-tests: AllReduce 2(n-1)/n,
+ *              AllGather / ReduceScatter / AlltoAll (n-1)/n)
+ * where main time = fused, else seq, else comm, else gemm. Columns absent
+ * in every row are left out of the table.
+ */
+#ifndef LOOM_TOOLS_BENCH_H
+#define LOOM_TOOLS_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "loom.h"
+#include "../common/launch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- registration -------------------------------------------------------- */
+
+/* A suite: argv[0] is its name, then its options. Returns the exit code:
+ * 0 ok, 1 a failure (an error, or a wrong result), 2 bad usage. */
+typedef int (*loom_bench_fn)(int argc, char **argv);
+
+void loom_bench_register(const char *name, const char *help, loom_bench_fn fn);
+int loom_bench_count(void);
+/* Suite i in name order (i < loom_bench_count()). */
+const char *loom_bench_name(int i);
+const char *loom_bench_help(int i);
+loom_bench_fn loom_bench_suite(int i);
+/* Index of the suite called `name`, -1 if none. */
+int loom_bench_find(const char *name);
+
+#define LOOM_BENCH(name, help)                                                  \
+  static int loom_bench_##name(int argc, char **argv);                          \
+  __attribute__((constructor)) static void loom_bench_reg_##name(void) {        \
+    loom_bench_register(#name, help, loom_bench_##name);                        \
+  }                                                                             \
+  static int loom_bench_##name(int argc, char **argv)
+
+/* ---- options every suite accepts ----------------------------------------- */
+
+typedef struct loom_bench_opts {
+  int quick;      /* --quick: fewer sizes and repetitions */
+  int warmup;     /* --warmup N (default 5; --quick 2) */
+  int reps;       /* --reps N timed repetitions (default 20; --quick 5) */
+  int world;      /* --world N ranks (0: every GPU present) */
+  int timeout_s;  /* --timeout S bound on the whole launch (default 1800) */
+  int json;       /* 0 with --no-json */
+  int check;      /* 0 with --no-check: skip result checks (#wrong shows "-") */
+  int warmup_set, reps_set; /* internal: given explicitly (--quick leaves them) */
+} loom_bench_opts_t;
+
+void loom_bench_opts_default(loom_bench_opts_t *o);
+
+/* Parses a common option at argv[*i] (advancing *i past its value): 1 if it
+ * was one, 0 if not, -1 on a bad value (printed). --quick also lowers
+ * warmup/reps unless they were given explicitly. */
+int loom_bench_parse_common(loom_bench_opts_t *o, int argc, char **argv, int *i);
+
+/* A suite's own option at argv[*i]: 1 consumed, 0 unknown, -1 bad value. */
+typedef int (*loom_bench_opt_fn)(void *ctx, int argc, char **argv, int *i);
+
+#define LOOM_BENCH_RUN (-1)
+
+/* Whole command line of a suite (argv[0] = its name): defaults, then common
+ * options, then `own` (may be NULL) for the rest. Returns LOOM_BENCH_RUN to
+ * go on; 0 after -h/--help (common usage printed, then `own` is called with
+ * argv[*i] = "--help" so it can print its own lines); 2 after a bad or
+ * unknown option (printed). */
+int loom_bench_parse(loom_bench_opts_t *o, int argc, char **argv, loom_bench_opt_fn own, void *ctx);
+
+/* The common options, one per line, for a suite's --help. */
+void loom_bench_usage_common(FILE *f);
+
+/* ---- launching ----------------------------------------------------------- */
+
+/* Ranks to run: o->world if set, else `want` (<= 0: every GPU present; under
+ * mpirun: the job's size). 0 with a printed message when it cannot be run
+ * (more ranks than GPUs, none at all). Never initialises CUDA. */
+int loom_bench_world(const loom_bench_opts_t *o, int want);
+
+/* loom_launch(world, o->timeout_s, fn, arg) with NCCL_NVLS_ENABLE=0 kept;
+ * returns 0 when every rank returned 0. */
+int loom_bench_launch(const loom_bench_opts_t *o, int world, loom_rank_fn fn, void *arg);
+
+/* ---- timing -------------------------------------------------------------- */
+
+/* Enqueues repetition `iter` (0, 1, ... counting warm-up) on `stream`.
+ * Use iter % nsets to rotate input sets. */
+typedef loom_result_t (*loom_bench_op_fn)(void *arg, int iter, cudaStream_t stream);
+
+typedef struct loom_bench_time {
+  double median_us, min_us, max_us, mean_us;
+  int reps;
+} loom_bench_time_t;
+
+/* `warmup` untimed repetitions, then `reps` repetitions back to back, each
+ * between two CUDA events on `stream`; statistics over the reps. Not
+ * graph-capturable (it synchronizes). */
+loom_result_t loom_bench_time(cudaStream_t stream, int warmup, int reps, loom_bench_op_fn op, void *arg,
+                              loom_bench_time_t *out);
+
+/* Collective: every rank calls it with the same warmup/reps. Ranks line up
+ * (an NCCL all-reduce), time as loom_bench_time, then the per-repetition
+ * times are max-reduced over ranks and the statistics taken on those. */
+loom_result_t loom_bench_time_ranks(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps,
+                                    loom_bench_op_fn op, void *arg, loom_bench_time_t *out);
+
+/* Collective: *value becomes the sum over ranks. */
+loom_result_t loom_bench_sum_ranks(ncclComm_t nccl, cudaStream_t stream, int64_t *value);
+
+/* Collective: *value becomes op (ncclSum, ncclMin, ncclMax) over ranks. */
+loom_result_t loom_bench_reduce_ranks(ncclComm_t nccl, cudaStream_t stream, int64_t *value, ncclRedOp_t op);
+
+/* Collective: returns once every rank called it (polls, does not spin a
+ * core: idle ranks can wait here while rank 0 works alone). */
+loom_result_t loom_bench_barrier(ncclComm_t nccl, cudaStream_t stream);
+
+/* ---- inputs -------------------------------------------------------------- */
+
+/* How many input sets of `bytes_per_set` to rotate among so that one set is
+ * evicted from L2 before it comes round again (sets x bytes >= 4 x L2 of
+ * the current device), at most 32 and at most `budget_bytes` in all (>= 1). */
+int loom_bench_rotation(size_t bytes_per_set, size_t budget_bytes);
+
+/* Period of loom_bench_fill_random: 4 Mi elements. */
+#define LOOM_BENCH_FILL_PERIOD ((size_t)1 << 22)
+
+/* Fills n elements of device buffer `dev` with random values of dtype t in
+ * [-scale, scale), never zero: element i = P[i % period], where P is
+ * loom_ref_fill_random(t, P, period, seed, scale) and period =
+ * min(n, LOOM_BENCH_FILL_PERIOD). A checker rebuilds P on the host. */
+loom_result_t loom_bench_fill_random(void *dev, loom_dtype_t t, size_t n, uint64_t seed, double scale);
+
+/* ---- results ------------------------------------------------------------- */
+
+typedef struct loom_bench_row {
+  char op[32];       /* "gemm", "allreduce", "ag_gemm", ... */
+  char impl[24];     /* what ran: "cublasLt", "nccl", "loom", ... */
+  char shape[64];    /* as printed: "8192x24576x12288 NK", "64 MiB" */
+  char dtype[16];    /* "bf16", "bf16->fp32", ... */
+  int64_t m, n, k;   /* GEMM shape (0: none); plots use m as x */
+  int64_t bytes;     /* bytes of the op's buffer (nccl-tests convention); plots' x */
+  int world;         /* ranks that ran it */
+  double fused_us, gemm_us, comm_us, seq_us; /* medians; NAN: absent */
+  double min_us, max_us;                     /* spread of the main time (NAN: unknown) */
+  double flops;          /* per call, for TFLOP/s (0: none) */
+  double busbw_factor;   /* busbw = algbw x factor; NAN (default): no algbw/busbw */
+  int64_t wrong;         /* elements wrong in the check; -1: not checked */
+  char note[64];
+  /* derived by loom_bench_row_finish (NAN where not derivable) */
+  double ect_us, seq_ect_us, overlap, tflops, algbw, busbw;
+} loom_bench_row_t;
+
+typedef struct loom_bench_table {
+  loom_bench_row_t *rows;
+  int n, cap;
+  char notes[16][192];  /* printed under the table and written to the JSON */
+  int nnotes;
+} loom_bench_table_t;
+
+/* A new row at the end of t: times and busbw_factor NAN, wrong -1, world 1,
+ * rest zero; NULL only if memory ran out. */
+loom_bench_row_t *loom_bench_add(loom_bench_table_t *t);
+/* Derives ect/overlap/tflops/algbw/busbw (see the top of this file). */
+void loom_bench_row_finish(loom_bench_row_t *r);
+/* A line under the table (printf format). */
+void loom_bench_note(loom_bench_table_t *t, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void loom_bench_table_free(loom_bench_table_t *t);
+
+/* nccl-tests-like table; calls loom_bench_row_finish on every row. */
+void loom_bench_print(FILE *f, loom_bench_table_t *t, const char *title);
+
+/* Writes $LOOM_BENCH_RESULTS_DIR/<suite>-<YYYYmmdd-HHMMSS>.json (directory
+ * created) with device name (current device), GPUs present, world, date,
+ * commit (LOOM_COMMIT, else `git rev-parse --short HEAD`, else "unknown"),
+ * NCCL and CUDA versions, options, notes and rows. Call on rank 0 inside a
+ * rank function. The path goes to path_out (may be NULL). 0 on success. */
+int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_bench_opts_t *o, int world,
+                          char *path_out, size_t path_cap);
+
+/* "1 MiB", "256 MiB", "1 GiB", "1000 B". */
+void loom_bench_format_bytes(int64_t bytes, char *buf, size_t cap);
+
+/* Short dtype name: "bf16", "fp16", "fp32". */
+const char *loom_bench_dtype_name(loom_dtype_t t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_TOOLS_BENCH_H */

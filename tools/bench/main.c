@@ -1,0 +1,102 @@
+/*
+ * main.c - the loom-bench command: one CLI for every benchmark suite.
+ *
+ *   loom-bench list                  the suites and what each measures
+ *   loom-bench <suite> [options]     run one suite (loom-bench <suite> --help)
+ *   loom-bench all [options]         every suite in name order, each with its
+ *                                    defaults plus the common options given
+ *
+ * Suites register themselves (LOOM_BENCH in bench.h), so adding one never
+ * touches this file. This process stays CUDA-free: it counts GPUs in a
+ * short-lived child (loom_launch_gpu_count) and every suite runs its GPU
+ * work in children of its own, so that forking stays legal. NVLink
+ * multicast is kept off for every NCCL communicator (NCCL_NVLS_ENABLE=0).
+ *
+ * Exit codes: 0 all ran and every check passed; 1 a failure or no GPU;
+ * 2 bad usage.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+static void loom__usage(FILE *f) {
+  fprintf(f,
+          "usage: loom-bench list\n"
+          "       loom-bench <suite> [options]     (loom-bench <suite> --help for its options)\n"
+          "       loom-bench all [options]         every suite; common options are passed on\n"
+          "\n");
+  loom_bench_usage_common(f);
+  fprintf(f, "\nsuites:\n");
+  for (int i = 0; i < loom_bench_count(); ++i) fprintf(f, "  %-16s %s\n", loom_bench_name(i), loom_bench_help(i));
+  fprintf(f,
+          "\nResults: a table on stdout and JSON in $LOOM_BENCH_RESULTS_DIR (default bench/results);\n"
+          "LOOM_COMMIT names the commit in the JSON (else git rev-parse --short HEAD).\n");
+}
+
+static int loom__wants_help(int argc, char **argv) {
+  for (int i = 0; i < argc; ++i)
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+  return 0;
+}
+
+/* 1 when at least one GPU is present (or under mpirun: each rank checks its
+ * own); prints the one-line reason otherwise. Does not initialise CUDA here. */
+static int loom__have_gpu(void) {
+  int r, s;
+  if (loom_launch_under_mpi(&r, &s)) return 1;
+  if (loom_launch_gpu_count() > 0) return 1;
+  fprintf(stderr, "loom-bench: no CUDA GPU found; benchmarks need at least one NVIDIA GPU (Hopper or Ampere)\n");
+  return 0;
+}
+
+static int loom__run_suite(int idx, int argc, char **argv) {
+  /* argv[0] becomes the suite's name */
+  char **av = (char **)calloc((size_t)argc + 2, sizeof *av);
+  if (!av) return 1;
+  av[0] = (char *)loom_bench_name(idx);
+  for (int i = 1; i < argc; ++i) av[i] = argv[i];
+  int rc = loom_bench_suite(idx)(argc, av);
+  free(av);
+  fflush(stdout);
+  fflush(stderr);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  setenv("NCCL_NVLS_ENABLE", "0", 1); /* never NVLink multicast (shared machines) */
+  if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+    loom__usage(stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "list")) {
+    for (int i = 0; i < loom_bench_count(); ++i) printf("%-16s %s\n", loom_bench_name(i), loom_bench_help(i));
+    return 0;
+  }
+  if (!strcmp(cmd, "all")) {
+    if (loom__wants_help(argc - 1, argv + 1)) {
+      loom__usage(stdout);
+      return 0;
+    }
+    if (!loom__have_gpu()) return 1;
+    int worst = 0;
+    for (int i = 0; i < loom_bench_count(); ++i) {
+      printf("\n===== loom-bench %s: %s =====\n", loom_bench_name(i), loom_bench_help(i));
+      fflush(stdout);
+      int rc = loom__run_suite(i, argc - 1, argv + 1);
+      if (rc) fprintf(stderr, "loom-bench: suite %s failed (exit %d)\n", loom_bench_name(i), rc);
+      if (rc > worst) worst = rc;
+    }
+    return worst ? (worst == 2 ? 2 : 1) : 0;
+  }
+  int idx = loom_bench_find(cmd);
+  if (idx < 0) {
+    fprintf(stderr, "loom-bench: no suite called \"%s\" (loom-bench list shows them)\n", cmd);
+    return 2;
+  }
+  if (!loom__wants_help(argc - 1, argv + 1) && !loom__have_gpu()) return 1;
+  return loom__run_suite(idx, argc - 1, argv + 1);
+}
