@@ -153,6 +153,156 @@ typedef struct loom_gemm_desc {
   int has_bias;           /* 1: add bias [n] (of c_type) in the epilogue */
 } loom_gemm_desc_t;
 
+/* ---- GEMM (issue 3: the GEMM engine) ----------------------------------- */
+
+/* C [m, n] = A [m, k] x B (+ bias [n]) on `stream` (current device).
+ *  - A: [m, k] row-major, d->ab_type (LOOM_BF16 or LOOM_FP16);
+ *  - B: [k, n] row-major (LOOM_B_KN) or [n, k] row-major (LOOM_B_NK, a
+ *    PyTorch Linear weight: C = A B^T), d->ab_type;
+ *  - C: [m, n] row-major, d->c_type (LOOM_BF16, LOOM_FP16 or LOOM_FP32);
+ *    fp32 accumulation, rounded once to c_type;
+ *  - bias: [n] of c_type when d->has_bias, else NULL.
+ * m >= 1 (any); n and k multiples of 8; A, B, C, bias 16-byte aligned;
+ * otherwise LOOM_ERR_INVALID_ARGUMENT naming the argument and its value.
+ * No comm needed. Stream-ordered, asynchronous and CUDA-graph capturable.
+ * On compute capability 9.0 loom's own kernel runs (TMA + wgmma,
+ * persistent); on other GPUs the call goes to cuBLASLt. */
+loom_result_t loom_gemm(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c,
+                        const void *bias, cudaStream_t stream);
+
+/* ---- end GEMM ----------------------------------------------------------- */
+
+/* ==== Embedding-bag + All-to-All (DLRM) ================================== */
+/*
+ * A DLRM shards its embedding tables table-wise over the ranks (model
+ * parallel); the pooled vectors must then be shuffled so that each rank holds
+ * its share of the batch for every table (data parallel). loom_embedding_a2a
+ * pools and shuffles in one persistent kernel: the pooled vector of each bag
+ * is stored straight into the destination rank's output (NVLink peers: no
+ * staging copy), slice by slice, with a ready flag per slice.
+ *
+ * Shapes (W ranks, T_p tables on rank p, T_total = sum T_p, global batch B,
+ * local batch Bl = B / W, dim D; rank r's T = T_r):
+ *   tables   [sum over r's tables of rows_t, D]  table_type: rank r's tables
+ *            stacked in order (table t starts at row sum_{u<t} rows_u)
+ *   offsets  [T*B + 1] int64: bag (t, b) = indices[offsets[t*B+b] ..
+ *            offsets[t*B+b+1]) (PyTorch EmbeddingBag's CSR, table-major, over
+ *            the GLOBAL batch b in [0, B)); empty bags pool to zero
+ *   indices  [num_indices] int64, row numbers within their own table
+ *   weights  [num_indices] fp32, optional per-sample weights (sum only)
+ *   out      [Bl, T_total*D] out_type on every rank: row i is global sample
+ *            rank*Bl + i; columns [g*D, (g+1)*D) hold global table g, tables
+ *            numbered rank-major (rank 0's tables first), the layout DLRM's
+ *            interaction layer takes.
+ */
+
+typedef enum loom_pooling {
+  LOOM_POOL_SUM = 0,
+  LOOM_POOL_MEAN = 1 /* sum / bag length; an empty bag gives zeros */
+} loom_pooling_t;
+
+typedef enum loom_embedding_path {
+  LOOM_EMB_PATH_AUTO = 0,      /* zero-copy where every peer is load/store reachable, else GIN
+                                  if NCCL offers it, else staged */
+  LOOM_EMB_PATH_ZERO_COPY = 1, /* fused kernel, pooled rows stored into peers' outputs (one node) */
+  LOOM_EMB_PATH_GIN = 2,       /* fused kernel; other nodes by ncclGin put + a signal per slice */
+  LOOM_EMB_PATH_STAGED = 3     /* pooling kernel into staging, NCCL send/recv, local reorder
+                                  (the sequential path; the fallback) */
+} loom_embedding_path_t;
+
+typedef struct loom_embedding_desc {
+  size_t struct_size;           /* sizeof(loom_embedding_desc_t) */
+  int world_size;               /* W: must equal the comm's size */
+  const int *tables_per_rank;   /* [W]: T_p >= 0 tables owned by rank p; T_total >= 1 */
+  const int64_t *rows;          /* [T_total]: rows of each table (>= 1), rank-major order */
+  int dim;                      /* D: multiple of 8, 8..1024 */
+  int64_t global_batch;         /* B: multiple of W */
+  loom_pooling_t pooling;
+  int per_sample_weights;       /* 1: calls pass weights (LOOM_POOL_SUM only, as PyTorch) */
+  loom_dtype_t table_type;      /* fp32, fp16 or bf16 */
+  loom_dtype_t out_type;        /* fp32, fp16 or bf16 (accumulation is fp32) */
+  int slice_samples;            /* S: samples per slice (the unit of a ready flag); 0: 32 */
+  int local_first;              /* 0 (default): remote-first task order; 1: local slices first
+                                   (for measurements only) */
+  loom_embedding_path_t path;   /* LOOM_EMB_PATH_AUTO unless forcing one (tests, benchmarks) */
+  int grid_blocks;              /* persistent blocks; 0: SM count x resident blocks per SM */
+  int check_indices_sync;       /* 1: every call synchronizes its stream and reports an index
+                                   error at once (debugging; slow) */
+} loom_embedding_desc_t;
+#define LOOM_EMBEDDING_DESC_INIT                                                           \
+  { sizeof(loom_embedding_desc_t), 0, NULL, NULL, 0, 0, LOOM_POOL_SUM, 0, LOOM_FP32,       \
+    LOOM_FP32, 0, 0, LOOM_EMB_PATH_AUTO, 0, 0 }
+
+/* What a plan chose and what it holds. */
+typedef struct loom_embedding_plan_info {
+  loom_embedding_path_t path;   /* the path calls take */
+  int slice_samples;            /* S */
+  int slices_per_rank;          /* ceil(Bl / S): slices of one table for one destination */
+  int64_t tasks;                /* logical tasks of a forward call on this rank */
+  int grid_blocks;              /* persistent blocks launched */
+  uint32_t num_flags;           /* slice ready flags this rank receives (T_total x slices) */
+  uint32_t num_counters;        /* slice completion counters on this rank */
+  size_t workspace_bytes;       /* symmetric workspace (flags, counters) of the plan */
+  size_t staging_bytes;         /* other device memory (0 on the zero-copy path) */
+} loom_embedding_plan_info_t;
+
+/* Collective (same desc on every rank). Validates the description (each
+ * argument by name and value), chooses the path, reserves the flags and
+ * counters in the comm's workspace. Destroy with loom_plan_destroy. */
+loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_desc_t *desc,
+                                      loom_plan_t *out);
+
+/* Fills *info (plan of loom_plan_embedding_a2a only). */
+loom_result_t loom_embedding_a2a_plan_info(loom_plan_t plan, loom_embedding_plan_info_t *info);
+
+/* Collective, stream-ordered. Pools this rank's tables over the global batch
+ * and delivers the pooled vectors into every rank's `out` (shapes above).
+ * `out` must lie in memory from loom_malloc on the plan's comm (peers store
+ * into it), at the same offset on every rank. When the op completes on
+ * `stream`, this rank's `out` is complete.
+ * Buffer contract: peers start storing into this rank's `out` once this
+ * rank's call has started on its stream (each call announces "ready to
+ * receive" first), so whatever the caller queued on `stream` before the call
+ * (reading the previous output) is finished first; the caller must not
+ * touch `out` on other streams while a call runs.
+ * Index errors: an index outside [0, rows) or a bad offset is skipped (it
+ * contributes nothing; no wild read) and recorded on the device; the next
+ * loom_embedding_a2a / _backward on this plan, or loom_embedding_a2a_check,
+ * returns LOOM_ERR_INVALID_ARGUMENT naming the table, position and value
+ * (at once when desc.check_indices_sync is set). A peer that never calls
+ * makes this call's kernel give up after the comm's timeout:
+ * LOOM_ERR_TIMEOUT from loom_comm_get_async_error or the next call. */
+loom_result_t loom_embedding_a2a(loom_plan_t plan, const void *tables, const int64_t *indices,
+                                 const int64_t *offsets, int64_t num_indices, const float *weights,
+                                 void *out, cudaStream_t stream);
+
+/* Collective, stream-ordered: the backward op. grad_out has the shape and
+ * dtype of `out` (and must lie in loom_malloc memory, same offset on every
+ * rank: peers load from it). For every bag (t, b) of this rank and every
+ * index i in it: table_grad[row of i] += scale * w_i * grad(b, t) (/ length
+ * for mean). table_grad has the shape and dtype of `tables` (a gradient
+ * buffer, or the tables themselves with scale = -lr for plain SGD). Updates
+ * are atomic adds (duplicate rows are fine; the order of additions is not
+ * fixed). grad_out may be reused once this call completes on `stream`. */
+loom_result_t loom_embedding_a2a_backward(loom_plan_t plan, const void *grad_out,
+                                          const int64_t *indices, const int64_t *offsets,
+                                          int64_t num_indices, const float *weights, float scale,
+                                          void *table_grad, cudaStream_t stream);
+
+/* Pooling alone, no communication: pooled [B, T*D] (out_type) with row b =
+ * global sample b and columns [t*D, (t+1)*D) = this rank's table t, i.e. the
+ * send buffer of a sequential All-to-All ([W][Bl][T*D]). Any device memory. */
+loom_result_t loom_embedding_pool(loom_plan_t plan, const void *tables, const int64_t *indices,
+                                  const int64_t *offsets, int64_t num_indices, const float *weights,
+                                  void *pooled, cudaStream_t stream);
+
+/* Reports (and clears) an index or offset error recorded by this plan's
+ * kernels. Synchronize the stream of the calls first; checks nothing still
+ * running. */
+loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
+
+/* ==== end of Embedding-bag + All-to-All ================================== */
+
 #ifdef __cplusplus
 }
 #endif

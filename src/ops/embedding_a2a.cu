@@ -1,0 +1,694 @@
+/*
+ * embedding_a2a.cu - kernels of the fused embedding-bag + All-to-All.
+ *
+ * Forward (paper 3.2-3.3), one persistent kernel per call:
+ *  1. block 0 announces "ready to receive, epoch e" in every peer's ready[me]
+ *     (this rank's earlier stream work, e.g. reading the last output, is done);
+ *  2. every block fetches logical tasks (dest q, slice j, table t, part p) from
+ *     a counter in remote-first order (embedding_schedule.h); before the first
+ *     task for q it waits (bounded) for ready[q] >= e;
+ *  3. each warp pools one bag at a time: it loads 32 indices (and weights) at
+ *     once, then keeps U rows in flight (16-byte loads, U x NV per lane),
+ *     accumulates in fp32, and stores the pooled vector straight into q's
+ *     output through q's LSA address (no staging);
+ *  4. after a task, thread 0 fences (system scope) and adds 1 to the slice's
+ *     completion counter; the task that completes the slice fences again and
+ *     release-stores epoch e into the slice's ready flag on q;
+ *  5. when no task is left, block b waits (bounded) on the incoming flags
+ *     i with i % G == b, so this rank's output is complete when the kernel
+ *     ends. A wait that expires records the timeout and the kernel returns.
+ * Pooling alone (pool_only): the same loop over a static task stride, output
+ * [B, T*D] in local memory, no flags.
+ * Backward: block 0 announces "grad_out readable" (gready); tasks pull the
+ * gradient rows of their slice from q's grad_out (LSA loads, after waiting for
+ * gready[q]) and scatter-add scale*w*g into table_grad with atomics; the last
+ * task for source q tells q it is done reading (gdone); each rank waits for
+ * every peer's gdone before the kernel ends, so grad_out may be reused after.
+ * Index errors are recorded in a host-mapped record (first one wins) and the
+ * row skipped; bad offsets make the bag empty.
+ */
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <nccl.h>
+
+#include "core/error.h"
+#include "core/signal.cuh"
+#include "ops/embedding_a2a.h"
+
+#if defined(__has_include)
+#if __has_include(<nccl_device.h>) && NCCL_VERSION_CODE >= 22809
+#include <nccl_device.h>
+#define LOOM_EMB_HAVE_GIN 1
+#endif
+#endif
+#ifndef LOOM_EMB_HAVE_GIN
+#define LOOM_EMB_HAVE_GIN 0
+#endif
+
+#define FULL_MASK 0xffffffffu
+
+/* ---- dtype helpers ------------------------------------------------------ */
+
+template <typename T> struct emb_ty;
+template <> struct emb_ty<float> { static constexpr int VE = 4; };          /* elements per 16 bytes */
+template <> struct emb_ty<__half> { static constexpr int VE = 8; };
+template <> struct emb_ty<__nv_bfloat16> { static constexpr int VE = 8; };
+
+template <typename T> __device__ __forceinline__ float to_f(T x);
+template <> __device__ __forceinline__ float to_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ float to_f<__half>(__half x) { return __half2float(x); }
+template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+/* 16 bytes of T -> VE floats. */
+template <typename T>
+__device__ __forceinline__ void unpack16(const uint4 &v, float *f) {
+  const T *e = reinterpret_cast<const T *>(&v);
+#pragma unroll
+  for (int i = 0; i < emb_ty<T>::VE; ++i) f[i] = to_f<T>(e[i]);
+}
+
+/* N elements of T (N * sizeof(T) a multiple of 8) from floats; 8/16-byte stores. */
+template <typename T, int N>
+__device__ __forceinline__ void store_n(T *dst, const float *f) {
+  constexpr int BYTES = N * (int)sizeof(T);
+  static_assert(BYTES % 8 == 0, "store granularity");
+  __align__(16) T tmp[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) tmp[i] = from_f<T>(f[i]);
+  if (BYTES % 16 == 0) {
+#pragma unroll
+    for (int k = 0; k < BYTES / 16; ++k) reinterpret_cast<uint4 *>(dst)[k] = reinterpret_cast<const uint4 *>(tmp)[k];
+  } else {
+#pragma unroll
+    for (int k = 0; k < BYTES / 8; ++k) reinterpret_cast<uint2 *>(dst)[k] = reinterpret_cast<const uint2 *>(tmp)[k];
+  }
+}
+
+/* N elements of T from (possibly peer) memory, L2 only (never .nc). */
+template <typename T, int N>
+__device__ __forceinline__ void load_n(const T *src, float *f) {
+  constexpr int BYTES = N * (int)sizeof(T);
+  __align__(16) T tmp[N];
+  if (BYTES % 16 == 0) {
+#pragma unroll
+    for (int k = 0; k < BYTES / 16; ++k) reinterpret_cast<uint4 *>(tmp)[k] = __ldcg(reinterpret_cast<const uint4 *>(src) + k);
+  } else {
+#pragma unroll
+    for (int k = 0; k < BYTES / 8; ++k) reinterpret_cast<uint2 *>(tmp)[k] = __ldcg(reinterpret_cast<const uint2 *>(src) + k);
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i) f[i] = to_f<T>(tmp[i]);
+}
+
+/* dst[0..N) += f (atomically). */
+template <typename T, int N> __device__ __forceinline__ void atomic_add_n(T *dst, const float *f);
+template <int N> __device__ __forceinline__ void atomic_add_f32(float *dst, const float *f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#pragma unroll
+  for (int i = 0; i < N; i += 4) atomicAdd(reinterpret_cast<float4 *>(dst + i), make_float4(f[i], f[i + 1], f[i + 2], f[i + 3]));
+#else
+#pragma unroll
+  for (int i = 0; i < N; ++i) atomicAdd(dst + i, f[i]);
+#endif
+}
+template <> __device__ __forceinline__ void atomic_add_n<float, 4>(float *d, const float *f) { atomic_add_f32<4>(d, f); }
+template <> __device__ __forceinline__ void atomic_add_n<float, 8>(float *d, const float *f) { atomic_add_f32<8>(d, f); }
+template <> __device__ __forceinline__ void atomic_add_n<__half, 8>(__half *d, const float *f) {
+#pragma unroll
+  for (int i = 0; i < 8; i += 2) atomicAdd(reinterpret_cast<__half2 *>(d + i), __floats2half2_rn(f[i], f[i + 1]));
+}
+template <> __device__ __forceinline__ void atomic_add_n<__nv_bfloat16, 8>(__nv_bfloat16 *d, const float *f) {
+#pragma unroll
+  for (int i = 0; i < 8; i += 2) atomicAdd(reinterpret_cast<__nv_bfloat162 *>(d + i), __floats2bfloat162_rn(f[i], f[i + 1]));
+}
+
+/* ---- error record -------------------------------------------------------- */
+
+static __device__ __noinline__ void emb_record(loom_emb_err_t *e, uint32_t kind, int table, int64_t sample,
+                                               int64_t position, int64_t value, int64_t limit) {
+  if (*(volatile uint32_t *)&e->claimed) return;
+  if (atomicCAS((unsigned int *)&e->claimed, 0u, 1u) != 0u) return;
+  volatile loom_emb_err_t *r = e;
+  r->kind = kind;
+  r->table = table;
+  r->sample = sample;
+  r->position = position;
+  r->value = value;
+  r->limit = limit;
+  __threadfence_system();
+  r->valid = 1u;
+  __threadfence_system();
+}
+
+/* ---- pooling one bag (one warp) ----------------------------------------- */
+
+/* Pools bag (t, b) of table `tab` (rows_t rows) into acc (lane's chunks
+ * c = lane + 32 m, m < NV, of VE elements); returns the bag length. */
+template <typename TT, int NV>
+__device__ __forceinline__ int64_t pool_bag(const loom_emb_kargs_t &a, const TT *__restrict__ tab, int64_t rows_t, int t,
+                                            int64_t b, int lane, int nvec, float (&acc)[NV][emb_ty<TT>::VE]) {
+  constexpr int VE = emb_ty<TT>::VE;
+  constexpr int U = NV >= 8 ? 1 : 8 / NV; /* rows in flight per warp */
+  const int D = a.dim;
+#pragma unroll
+  for (int m = 0; m < NV; ++m)
+#pragma unroll
+    for (int e = 0; e < VE; ++e) acc[m][e] = 0.f;
+  const int64_t ob = (int64_t)t * a.s.batch + b;
+  int64_t start = a.offsets[ob], end = a.offsets[ob + 1];
+  if (!(start >= 0 && start <= end && end <= a.num_indices)) {
+    if (lane == 0) {
+      int64_t pos = (start < 0 || start > a.num_indices) ? ob : ob + 1;
+      emb_record(a.err, 2u, t, b, pos, pos == ob ? start : end, a.num_indices);
+    }
+    return 0;
+  }
+  for (int64_t base = start; base < end; base += 32) {
+    const int n = end - base < 32 ? (int)(end - base) : 32;
+    int64_t my = -1;
+    float mw = 0.f;
+    if (lane < n) {
+      const int64_t ix = a.indices[base + lane];
+      if (ix >= 0 && ix < rows_t) {
+        my = ix;
+        mw = a.weighted ? a.weights[base + lane] : 1.f;
+      } else {
+        emb_record(a.err, 1u, t, b, base + lane, ix, rows_t);
+      }
+    }
+    for (int u0 = 0; u0 < n; u0 += U) {
+      uint4 v[U][NV];
+      float w[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int src = u0 + u;
+        const int64_t ix = __shfl_sync(FULL_MASK, my, src & 31);
+        w[u] = __shfl_sync(FULL_MASK, mw, src & 31);
+        const bool live = src < n && ix >= 0;
+        if (!live) w[u] = 0.f;
+        const uint4 *row = reinterpret_cast<const uint4 *>(tab + (live ? ix : 0) * (int64_t)D);
+#pragma unroll
+        for (int m = 0; m < NV; ++m) {
+          const int c = lane + 32 * m;
+          v[u][m] = (live && c < nvec) ? __ldg(row + c) : make_uint4(0u, 0u, 0u, 0u);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int m = 0; m < NV; ++m) {
+          float f[VE];
+          unpack16<TT>(v[u][m], f);
+#pragma unroll
+          for (int e = 0; e < VE; ++e) acc[m][e] = fmaf(w[u], f[e], acc[m][e]);
+        }
+    }
+  }
+  return end - start;
+}
+
+/* ---- end of a call -------------------------------------------------------- */
+
+/* Thread 0 of each block that completed the call: the last block resets the
+ * op's fetch counter and the blocks-done count, then every block reports to
+ * the plan's epoch record (whose last block publishes the epoch). All fetches
+ * of this call happened before their block got here. */
+static __device__ __forceinline__ void emb_block_done(const loom_emb_kargs_t &a, loom_dev_epoch_t *ep, uint32_t epoch,
+                                                      int which) {
+  uint32_t *misc = (uint32_t *)(a.dc.ws + a.fetch_off);
+  __threadfence();
+  if (atomicAdd(misc + 2, 1u) + 1u == gridDim.x) {
+    misc[which] = 0u;
+    misc[2] = 0u;
+    __threadfence();
+  }
+  loom_epoch_block_done(ep, epoch);
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+template <typename TT, typename OT, int NV>
+__global__ void __launch_bounds__(LOOM_EMB_THREADS) loom__emb_fwd_kernel(const __grid_constant__ loom_emb_kargs_t a) {
+  constexpr int VE = emb_ty<TT>::VE;
+  __shared__ int64_t s_task;
+  __shared__ int s_abort;
+  __shared__ unsigned char s_ready[LOOM_EMB_MAX_LSA];
+  const loom_emb_sched_t &s = a.s;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int D = a.dim, nvec = D / VE;
+  const int64_t ntasks = loom_emb_num_tasks(&s);
+  const uint32_t ready_sig0 = (uint32_t)((a.ready_off - a.flags_off) / 4);
+  uint32_t *fetch = (uint32_t *)(a.dc.ws + a.fetch_off);
+  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(a.dc.ws + a.epoch_off);
+  const uint32_t epoch = a.pool_only ? 0u : loom_epoch_begin(ep);
+
+  if (threadIdx.x == 0) s_abort = 0;
+  for (int p = threadIdx.x; p < LOOM_EMB_MAX_LSA; p += blockDim.x) s_ready[p] = (p == s.rank);
+  if (!a.pool_only && blockIdx.x == 0)
+    for (int p = threadIdx.x; p < s.world; p += blockDim.x)
+      loom_signal_store_release(loom_signal_addr(&a.dc, p, a.ready_off, (uint32_t)s.rank), epoch);
+  __syncthreads();
+
+  for (int64_t iter = 0;; ++iter) {
+    if (threadIdx.x == 0) {
+      int64_t k;
+      if (a.pool_only) k = (int64_t)blockIdx.x + iter * (int64_t)gridDim.x;
+      else k = (int64_t)atomicAdd(fetch, 1u);
+      if (k < ntasks && !a.pool_only) {
+        const int q = loom_emb_task_decode(&s, k).dest;
+        if (!s_ready[q]) {
+          const uint32_t *w = (const uint32_t *)(a.dc.ws + a.ready_off) + q;
+          if (!loom_signal_wait(&a.dc, w, epoch, q, ready_sig0 + (uint32_t)q, LOOM_SITE_CONSUMED)) s_abort = 1;
+          s_ready[q] = 1;
+        }
+      }
+      s_task = k;
+    }
+    __syncthreads();
+    if (s_abort) return;
+    const int64_t k = s_task;
+    if (k >= ntasks) break;
+    const loom_emb_task_t tk = loom_emb_task_decode(&s, k);
+    const int t = tk.table;
+    const int64_t rows_t = a.rows[t];
+    const TT *tab = reinterpret_cast<const TT *>(a.tables) + a.row_off[t] * (int64_t)D;
+    OT *dst0;
+    int64_t stride, row0;
+    if (a.pool_only) {
+      dst0 = reinterpret_cast<OT *>(a.peer[0]) + (int64_t)t * D;
+      stride = (int64_t)s.t_local * D;
+      row0 = 0;
+    } else {
+      dst0 = reinterpret_cast<OT *>(a.peer[tk.dest]) + (int64_t)(s.table_base + t) * D;
+      stride = (int64_t)s.t_total * D;
+      row0 = (int64_t)tk.dest * s.local_batch;
+    }
+    for (int i = warp; i < tk.count; i += nwarps) {
+      const int64_t b = tk.sample0 + i;
+      float acc[NV][VE];
+      const int64_t len = pool_bag<TT, NV>(a, tab, rows_t, t, b, lane, nvec, acc);
+      const float sc = (a.pooling == LOOM_POOL_MEAN && len > 0) ? 1.f / (float)len : 1.f;
+      OT *dst = dst0 + (b - row0) * stride;
+#pragma unroll
+      for (int m = 0; m < NV; ++m) {
+        const int c = lane + 32 * m;
+        if (c < nvec) {
+          float f[VE];
+#pragma unroll
+          for (int e = 0; e < VE; ++e) f[e] = acc[m][e] * sc;
+          store_n<OT, VE>(dst + c * VE, f);
+        }
+      }
+    }
+    __syncthreads();
+    if (!a.pool_only && threadIdx.x == 0) {
+      __threadfence_system(); /* this block's stores (to q) before the count */
+      uint32_t *ctr = (uint32_t *)(a.dc.ws + a.counters_off) + loom_emb_counter_index(&s, t, tk.dest, tk.slice);
+      const uint32_t old = atomicAdd(ctr, 1u);
+      if (old + 1u == loom_emb_counter_target(&s)) {
+        *ctr = 0u;              /* nobody else touches it again in this call */
+        __threadfence_system(); /* every counted block's stores before the flag */
+        loom_signal_store_release(
+            loom_signal_addr(&a.dc, tk.dest, a.flags_off, loom_emb_flag_index(&s, s.table_base, t, tk.slice)), epoch);
+      }
+    }
+  }
+  if (a.pool_only) return;
+  /* this block's share of the incoming flags */
+  const uint32_t nf = loom_emb_num_flags(&s);
+  const uint32_t *flags = (const uint32_t *)(a.dc.ws + a.flags_off);
+  int ok = 1;
+  for (uint32_t i = blockIdx.x + gridDim.x * threadIdx.x; i < nf; i += gridDim.x * blockDim.x)
+    if (!loom_signal_wait(&a.dc, flags + i, epoch, -1, i, LOOM_SITE_SLICE_READY)) { ok = 0; break; }
+  if (!__syncthreads_and(ok)) return;
+  if (threadIdx.x == 0) emb_block_done(a, ep, epoch, 0);
+}
+
+/* ---- backward ------------------------------------------------------------ */
+
+template <typename TT, typename OT, int NV>
+__global__ void __launch_bounds__(LOOM_EMB_THREADS) loom__emb_bwd_kernel(const __grid_constant__ loom_emb_kargs_t a) {
+  constexpr int VE = emb_ty<TT>::VE;
+  __shared__ int64_t s_task;
+  __shared__ int s_abort;
+  __shared__ unsigned char s_ready[LOOM_EMB_MAX_LSA];
+  const loom_emb_sched_t &s = a.s;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int D = a.dim, nvec = D / VE;
+  const int64_t ntasks = loom_emb_num_tasks(&s), per_dest = loom_emb_tasks_per_dest(&s);
+  const uint32_t sig0 = (uint32_t)((a.gready_off - a.flags_off) / 4);
+  const uint32_t done0 = (uint32_t)((a.gdone_off - a.flags_off) / 4);
+  uint32_t *fetch = (uint32_t *)(a.dc.ws + a.fetch_off) + 1;
+  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(a.dc.ws + a.epoch_off);
+  const uint32_t epoch = loom_epoch_begin(ep);
+
+  if (threadIdx.x == 0) s_abort = 0;
+  for (int p = threadIdx.x; p < LOOM_EMB_MAX_LSA; p += blockDim.x) s_ready[p] = (p == s.rank);
+  if (blockIdx.x == 0) {
+    __threadfence_system();
+    for (int p = threadIdx.x; p < s.world; p += blockDim.x) {
+      loom_signal_store_release(loom_signal_addr(&a.dc, p, a.gready_off, (uint32_t)s.rank), epoch);
+      if (per_dest == 0) /* nothing to read from anyone: done at once */
+        loom_signal_store_release(loom_signal_addr(&a.dc, p, a.gdone_off, (uint32_t)s.rank), epoch);
+    }
+  }
+  __syncthreads();
+
+  for (;;) {
+    if (threadIdx.x == 0) {
+      const int64_t k = (int64_t)atomicAdd(fetch, 1u);
+      if (k < ntasks) {
+        const int q = loom_emb_task_decode(&s, k).dest;
+        if (!s_ready[q]) {
+          const uint32_t *w = (const uint32_t *)(a.dc.ws + a.gready_off) + q;
+          if (!loom_signal_wait(&a.dc, w, epoch, q, sig0 + (uint32_t)q, LOOM_SITE_CONSUMED)) s_abort = 1;
+          s_ready[q] = 1;
+        }
+      }
+      s_task = k;
+    }
+    __syncthreads();
+    if (s_abort) return;
+    const int64_t k = s_task;
+    if (k >= ntasks) break;
+    const loom_emb_task_t tk = loom_emb_task_decode(&s, k);
+    const int t = tk.table;
+    const int64_t rows_t = a.rows[t];
+    TT *tab = reinterpret_cast<TT *>(a.table_grad) + a.row_off[t] * (int64_t)D;
+    const OT *g0 = reinterpret_cast<const OT *>(a.peer[tk.dest]) + (int64_t)(s.table_base + t) * D;
+    const int64_t stride = (int64_t)s.t_total * D, row0 = (int64_t)tk.dest * s.local_batch;
+    for (int i = warp; i < tk.count; i += nwarps) {
+      const int64_t b = tk.sample0 + i;
+      const int64_t ob = (int64_t)t * s.batch + b;
+      const int64_t start = a.offsets[ob], end = a.offsets[ob + 1];
+      if (!(start >= 0 && start <= end && end <= a.num_indices)) {
+        if (lane == 0) emb_record(a.err, 2u, t, b, ob, start, a.num_indices);
+        continue;
+      }
+      if (end == start) continue;
+      float g[NV][VE];
+      const float sc = a.scale * ((a.pooling == LOOM_POOL_MEAN) ? 1.f / (float)(end - start) : 1.f);
+      const OT *grow = g0 + (b - row0) * stride;
+#pragma unroll
+      for (int m = 0; m < NV; ++m) {
+        const int c = lane + 32 * m;
+        if (c < nvec) {
+          load_n<OT, VE>(grow + c * VE, g[m]);
+#pragma unroll
+          for (int e = 0; e < VE; ++e) g[m][e] *= sc;
+        }
+      }
+      for (int64_t base = start; base < end; base += 32) {
+        const int n = end - base < 32 ? (int)(end - base) : 32;
+        int64_t my = -1;
+        float mw = 0.f;
+        if (lane < n) {
+          const int64_t ix = a.indices[base + lane];
+          if (ix >= 0 && ix < rows_t) {
+            my = ix;
+            mw = a.weighted ? a.weights[base + lane] : 1.f;
+          } else {
+            emb_record(a.err, 1u, t, b, base + lane, ix, rows_t);
+          }
+        }
+        for (int u = 0; u < n; ++u) {
+          const int64_t ix = __shfl_sync(FULL_MASK, my, u);
+          const float w = __shfl_sync(FULL_MASK, mw, u);
+          if (ix < 0) continue;
+          TT *row = tab + ix * (int64_t)D;
+#pragma unroll
+          for (int m = 0; m < NV; ++m) {
+            const int c = lane + 32 * m;
+            if (c < nvec) {
+              float f[VE];
+#pragma unroll
+              for (int e = 0; e < VE; ++e) f[e] = w * g[m][e];
+              atomic_add_n<TT, VE>(row + c * VE, f);
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence_system(); /* loads from q are done (their values were used) */
+      uint32_t *cnt = (uint32_t *)(a.dc.ws + a.bcount_off) + tk.dest;
+      const uint32_t old = atomicAdd(cnt, 1u);
+      if (old + 1u == (uint32_t)per_dest) {
+        *cnt = 0u;
+        loom_signal_store_release(loom_signal_addr(&a.dc, tk.dest, a.gdone_off, (uint32_t)s.rank), epoch);
+      }
+    }
+  }
+  /* nobody reads this rank's grad_out once every peer said so */
+  const uint32_t *done = (const uint32_t *)(a.dc.ws + a.gdone_off);
+  int ok = 1;
+  for (int p = blockIdx.x + gridDim.x * threadIdx.x; p < s.world; p += gridDim.x * blockDim.x)
+    if (!loom_signal_wait(&a.dc, done + p, epoch, p, done0 + (uint32_t)p, LOOM_SITE_CONSUMED)) { ok = 0; break; }
+  if (!__syncthreads_and(ok)) return;
+  if (threadIdx.x == 0) emb_block_done(a, ep, epoch, 1);
+}
+
+/* ---- GIN forward (compiled, never run: no multi-node machine) -------------
+ * Slices for ranks outside the NVLink domain are pooled into this rank's
+ * staging window ([q][t][Bl][D], embedding_schedule.h) and the block that
+ * completes such a slice puts its rows into q's output window, the last put
+ * carrying SignalAdd(+1) on signal flag_index at q. Incoming remote slices
+ * are waited for on the GIN signals (bounded by polling readSignal). Ranks
+ * inside the NVLink domain are handled zero-copy as in the LSA kernel. */
+#if LOOM_EMB_HAVE_GIN
+typedef struct loom_emb_gin_args {
+  ncclWindow_t out_win, stage_win;
+  size_t out_win_off;            /* offset of `out` inside out_win */
+  char *stage;                   /* local staging base */
+} loom_emb_gin_args_t;
+
+template <typename TT, typename OT, int NV>
+__global__ void __launch_bounds__(LOOM_EMB_THREADS)
+    loom__emb_fwd_gin_kernel(const __grid_constant__ loom_emb_kargs_t a, const __grid_constant__ ncclDevComm dcomm,
+                             const __grid_constant__ loom_emb_gin_args_t g) {
+  constexpr int VE = emb_ty<TT>::VE;
+  __shared__ int64_t s_task;
+  const loom_emb_sched_t &s = a.s;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int D = a.dim, nvec = D / VE;
+  const int64_t ntasks = loom_emb_num_tasks(&s);
+  uint32_t *fetch = (uint32_t *)(a.dc.ws + a.fetch_off);
+  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(a.dc.ws + a.epoch_off);
+  const uint32_t epoch = loom_epoch_begin(ep);
+  ncclGin gin(dcomm, 0);
+  const ncclTeam world = ncclTeamWorld(dcomm);
+  for (;;) {
+    if (threadIdx.x == 0) s_task = (int64_t)atomicAdd(fetch, 1u);
+    __syncthreads();
+    const int64_t k = s_task;
+    if (k >= ntasks) break;
+    const loom_emb_task_t tk = loom_emb_task_decode(&s, k);
+    const int t = tk.table;
+    const bool lsa = a.peer[tk.dest] != nullptr;
+    const TT *tab = reinterpret_cast<const TT *>(a.tables) + a.row_off[t] * (int64_t)D;
+    for (int i = warp; i < tk.count; i += nwarps) {
+      const int64_t b = tk.sample0 + i;
+      float acc[NV][VE];
+      const int64_t len = pool_bag<TT, NV>(a, tab, a.rows[t], t, b, lane, nvec, acc);
+      const float sc = (a.pooling == LOOM_POOL_MEAN && len > 0) ? 1.f / (float)len : 1.f;
+      OT *dst = lsa ? reinterpret_cast<OT *>(a.peer[tk.dest]) + loom_emb_out_offset(&s, s.table_base, t, b, D)
+                    : reinterpret_cast<OT *>(g.stage) + loom_emb_gin_stage_offset(&s, tk.dest, t, b, D);
+#pragma unroll
+      for (int m = 0; m < NV; ++m) {
+        const int c = lane + 32 * m;
+        if (c < nvec) {
+          float f[VE];
+#pragma unroll
+          for (int e = 0; e < VE; ++e) f[e] = acc[m][e] * sc;
+          store_n<OT, VE>(dst + c * VE, f);
+        }
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence_system();
+      uint32_t *ctr = (uint32_t *)(a.dc.ws + a.counters_off) + loom_emb_counter_index(&s, t, tk.dest, tk.slice);
+      if (atomicAdd(ctr, 1u) + 1u == loom_emb_counter_target(&s)) {
+        *ctr = 0u;
+        __threadfence_system();
+        const uint32_t fi = loom_emb_flag_index(&s, s.table_base, t, tk.slice);
+        if (lsa) {
+          loom_signal_store_release(loom_signal_addr(&a.dc, tk.dest, a.flags_off, fi), epoch);
+        } else {
+          const int rows = loom_emb_slice_rows(&s, tk.slice);
+          const size_t rb = (size_t)D * sizeof(OT);
+          for (int i = 0; i < rows; ++i) {
+            const int64_t b = (int64_t)tk.dest * s.local_batch + (int64_t)tk.slice * s.slice + i;
+            const size_t dst = g.out_win_off + (size_t)loom_emb_out_offset(&s, s.table_base, t, b, D) * sizeof(OT);
+            const size_t src = (size_t)loom_emb_gin_stage_offset(&s, tk.dest, t, b, D) * sizeof(OT);
+            if (i + 1 < rows) gin.put(world, tk.dest, g.out_win, dst, g.stage_win, src, rb);
+            else gin.put(world, tk.dest, g.out_win, dst, g.stage_win, src, rb, ncclGin_SignalAdd{(ncclGinSignal_t)fi, 1});
+          }
+        }
+      }
+    }
+  }
+  /* incoming: LSA sources set flags, network sources GIN signals (both
+   * indexed by flag_index); bounded polls */
+  const uint32_t nf = loom_emb_num_flags(&s);
+  const uint32_t *flags = (const uint32_t *)(a.dc.ws + a.flags_off);
+  int ok = 1;
+  for (uint32_t i = blockIdx.x + gridDim.x * threadIdx.x; ok && i < nf; i += gridDim.x * blockDim.x) {
+    if (loom_epoch_reached(loom_signal_load_acquire(flags + i), epoch)) continue; /* an NVLink source */
+    /* a network source: one more put signal than last call */
+    uint64_t *shadow = gin.getSignalShadowPtr((ncclGinSignal_t)i);
+    const uint64_t target = loom_emb_gin_signal_target(*shadow);
+    *shadow = target;
+    const uint64_t t0 = loom_globaltimer_ns();
+    for (;;) {
+      if (gin.readSignal((ncclGinSignal_t)i) >= target) break;
+      if (loom_epoch_reached(loom_signal_load_acquire(flags + i), epoch)) break;
+      if (*(volatile uint32_t *)a.dc.abort_flag) { ok = 0; break; }
+      const uint64_t waited = loom_globaltimer_ns() - t0;
+      if (waited > a.dc.timeout_ns) {
+        loom_signal_record_timeout(&a.dc, -1, i, epoch, 0, LOOM_SITE_SLICE_READY, waited);
+        ok = 0;
+        break;
+      }
+    }
+  }
+  if (!__syncthreads_and(ok)) return;
+  if (threadIdx.x == 0) emb_block_done(a, ep, epoch, 0);
+}
+#endif
+
+/* ---- launchers ----------------------------------------------------------- */
+
+typedef void (*emb_kernel_t)(loom_emb_kargs_t);
+
+template <typename TT, typename OT>
+static emb_kernel_t pick(int nv, int backward) {
+  switch (nv) {
+    case 1: return backward ? loom__emb_bwd_kernel<TT, OT, 1> : loom__emb_fwd_kernel<TT, OT, 1>;
+    case 2: return backward ? loom__emb_bwd_kernel<TT, OT, 2> : loom__emb_fwd_kernel<TT, OT, 2>;
+    case 4: return backward ? loom__emb_bwd_kernel<TT, OT, 4> : loom__emb_fwd_kernel<TT, OT, 4>;
+    default: return backward ? loom__emb_bwd_kernel<TT, OT, 8> : loom__emb_fwd_kernel<TT, OT, 8>;
+  }
+}
+
+template <typename TT>
+static emb_kernel_t pick_out(loom_dtype_t ot, int nv, int backward) {
+  switch (ot) {
+    case LOOM_FP16: return pick<TT, __half>(nv, backward);
+    case LOOM_BF16: return pick<TT, __nv_bfloat16>(nv, backward);
+    default: return pick<TT, float>(nv, backward);
+  }
+}
+
+/* The kernel for these dtypes and dim: NV = 16-byte chunks per lane. */
+static emb_kernel_t kernel_for(loom_dtype_t tt, loom_dtype_t ot, int dim, int backward) {
+  const int ve = tt == LOOM_FP32 ? 4 : 8;
+  const int chunks = (dim / ve + 31) / 32;
+  const int nv = chunks <= 1 ? 1 : chunks <= 2 ? 2 : chunks <= 4 ? 4 : 8;
+  switch (tt) {
+    case LOOM_FP16: return pick_out<__half>(ot, nv, backward);
+    case LOOM_BF16: return pick_out<__nv_bfloat16>(ot, nv, backward);
+    default: return pick_out<float>(ot, nv, backward);
+  }
+}
+
+extern "C" loom_result_t loom__emb_occupancy(loom_dtype_t tt, loom_dtype_t ot, int dim, int *blocks_per_sm) {
+  emb_kernel_t k = kernel_for(tt, ot, dim, 0);
+  LOOM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, k, LOOM_EMB_THREADS, 0));
+  if (*blocks_per_sm < 1) *blocks_per_sm = 1;
+  return LOOM_SUCCESS;
+}
+
+extern "C" loom_result_t loom__emb_launch_forward(const loom_emb_kargs_t *a, loom_dtype_t tt, loom_dtype_t ot, int grid,
+                                                  cudaStream_t stream) {
+  emb_kernel_t k = kernel_for(tt, ot, a->dim, 0);
+  k<<<grid, LOOM_EMB_THREADS, 0, stream>>>(*a);
+  LOOM_CUDA_LAUNCHED("loom__emb_fwd_kernel");
+  return LOOM_SUCCESS;
+}
+
+extern "C" loom_result_t loom__emb_launch_backward(const loom_emb_kargs_t *a, loom_dtype_t tt, loom_dtype_t ot, int grid,
+                                                   cudaStream_t stream) {
+  emb_kernel_t k = kernel_for(tt, ot, a->dim, 1);
+  k<<<grid, LOOM_EMB_THREADS, 0, stream>>>(*a);
+  LOOM_CUDA_LAUNCHED("loom__emb_bwd_kernel");
+  return LOOM_SUCCESS;
+}
+
+extern "C" loom_result_t loom__emb_launch_reorder(const void *recv, void *out, const int *tables_per_rank,
+                                                  const int *table_base, int world, int64_t local_batch, int dim,
+                                                  size_t elem, cudaStream_t stream) {
+  const size_t pitch = (size_t)table_base[world] * (size_t)dim * elem;
+  size_t roff = 0;
+  for (int p = 0; p < world; ++p) {
+    const size_t width = (size_t)tables_per_rank[p] * (size_t)dim * elem;
+    if (width == 0) continue;
+    LOOM_CUDA(cudaMemcpy2DAsync((char *)out + (size_t)table_base[p] * (size_t)dim * elem, pitch,
+                                (const char *)recv + roff, width, width, (size_t)local_batch,
+                                cudaMemcpyDeviceToDevice, stream));
+    roff += width * (size_t)local_batch;
+  }
+  return LOOM_SUCCESS;
+}
+
+#if LOOM_EMB_HAVE_GIN
+/* Not reached from the host yet (see embedding_a2a.c); referenced here so the
+ * GIN kernel is instantiated and compiled for every build. */
+extern "C" loom_result_t loom__emb_launch_forward_gin(const loom_emb_kargs_t *a, const void *devcomm,
+                                                      ncclWindow_t out_win, size_t out_win_off, ncclWindow_t stage_win,
+                                                      void *stage, int grid, cudaStream_t stream) {
+  loom_emb_gin_args_t g;
+  g.out_win = out_win;
+  g.stage_win = stage_win;
+  g.out_win_off = out_win_off;
+  g.stage = (char *)stage;
+  loom__emb_fwd_gin_kernel<float, float, 2><<<grid, LOOM_EMB_THREADS, 0, stream>>>(*a, *(const ncclDevComm *)devcomm, g);
+  LOOM_CUDA_LAUNCHED("loom__emb_fwd_gin_kernel");
+  return LOOM_SUCCESS;
+}
+#endif
+
+extern "C" loom_result_t loom__emb_gin_probe(ncclComm_t nccl, int signals, int *supported, void **devcomm) {
+  *supported = 0;
+  *devcomm = NULL;
+#if LOOM_EMB_HAVE_GIN
+  ncclDevComm *dc = (ncclDevComm *)calloc(1, sizeof(ncclDevComm));
+  if (!dc) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of a GIN device comm failed");
+  ncclDevCommRequirements_t reqs;
+  memset(&reqs, 0, sizeof reqs);
+  reqs.lsaMultimem = false; /* never NVLink multicast */
+  reqs.ginContextCount = 1;
+  reqs.ginSignalCount = signals;
+  ncclResult_t n = ncclDevCommCreate(nccl, &reqs, dc);
+  if (n == ncclSuccess && dc->ginContextCount > 0) {
+    *supported = 1;
+    *devcomm = dc;
+    return LOOM_SUCCESS;
+  }
+  if (n == ncclSuccess) ncclDevCommDestroy(nccl, dc);
+  free(dc);
+#else
+  (void)nccl;
+  (void)signals;
+#endif
+  return LOOM_SUCCESS;
+}
+
+extern "C" void loom__emb_gin_release(ncclComm_t nccl, void *devcomm) {
+#if LOOM_EMB_HAVE_GIN
+  if (devcomm) {
+    ncclDevCommDestroy(nccl, (ncclDevComm *)devcomm);
+    free(devcomm);
+  }
+#else
+  (void)nccl;
+  (void)devcomm;
+#endif
+}

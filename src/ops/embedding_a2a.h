@@ -1,0 +1,117 @@
+/*
+ * embedding_a2a.h - internal state of an embedding-bag + All-to-All plan and
+ * the interface between its host side (embedding_a2a.c: validation, path
+ * choice, plan, calls) and its kernels (embedding_a2a.cu).
+ *
+ * Plan workspace slice (symmetric, same offsets on every rank; all uint32
+ * signal words, zeroed at plan creation, never reset; epochs only grow):
+ *   flags     [num_flags]     slice ready flags this rank receives (epoch)
+ *   counters  [num_counters]  forward slice completion counters (local use)
+ *   ready     [W]             ready[p] = epoch: rank p's forward call started
+ *                             (its output may be written)
+ *   gready    [W]             gready[p] = epoch: rank p's backward call
+ *                             started (its grad_out may be read)
+ *   gdone     [W]             gdone[p] = epoch: rank p finished reading this
+ *                             rank's grad_out in a backward call
+ *   bcount    [W]             backward tasks finished per source rank (local)
+ *   misc      [4]             forward fetch counter, backward fetch counter,
+ *                             blocks done (local; reset by the last block)
+ * Epochs come from the plan's device call counter (loom_dev_epoch_t at
+ * plan->epoch_offset, loom_epoch_begin), so calls captured in a CUDA graph
+ * get a new epoch on every replay; the counters above are reset to 0 by the
+ * last task or block that uses them in a call, never by the host.
+ */
+#ifndef LOOM_OPS_EMBEDDING_A2A_H
+#define LOOM_OPS_EMBEDDING_A2A_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loom.h"
+#include "core/signal.h"
+#include "ops/embedding_schedule.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_EMB_MAX_LSA 72      /* peers whose output addresses travel as kernel arguments */
+#define LOOM_EMB_THREADS 256     /* threads per block: 8 warps, one bag per warp at a time */
+#define LOOM_EMB_PART 8          /* samples per task (one per warp) */
+#define LOOM_EMB_DEFAULT_SLICE 32
+
+/* What the kernels record about bad input (host-mapped, first error wins). */
+typedef struct loom_emb_err {
+  uint32_t claimed;              /* 0 until an error; the recording thread sets 1 */
+  uint32_t valid;                /* 1 once the fields are written */
+  uint32_t kind;                 /* 1 index out of range, 2 bad offsets */
+  int32_t table;                 /* local table */
+  int64_t sample;                /* global sample of the bag */
+  int64_t position;              /* index position (kind 1) or offsets position (kind 2) */
+  int64_t value;                 /* the index, or offsets[position] */
+  int64_t limit;                 /* rows of the table, or num_indices */
+} loom_emb_err_t;
+
+/* Everything a kernel needs (by value). */
+typedef struct loom_emb_kargs {
+  loom_dev_comm_t dc;
+  loom_emb_sched_t s;
+  int dim, pooling, weighted;
+  const void *tables;
+  const int64_t *indices, *offsets;
+  const float *weights;
+  int64_t num_indices;
+  const int64_t *row_off;        /* device [T]: first row of local table t in `tables` */
+  const int64_t *rows;           /* device [T]: rows of local table t */
+  char *peer[LOOM_EMB_MAX_LSA];  /* forward: each rank's out, as this rank addresses it;
+                                    backward: each rank's grad_out; pool: peer[0] = pooled */
+  void *table_grad;              /* backward */
+  float scale;                   /* backward */
+  size_t flags_off, counters_off, ready_off, gready_off, gdone_off, bcount_off, fetch_off;
+  size_t epoch_off;              /* the plan's loom_dev_epoch_t in this rank's workspace */
+  int pool_only;                 /* 1: no communication, output [B, T*D] in peer[0] */
+  loom_emb_err_t *err;
+} loom_emb_kargs_t;
+
+typedef struct loom_emb_state {
+  loom_embedding_desc_t desc;    /* copy; array fields point at the copies below */
+  int *tables_per_rank;          /* [W] */
+  int64_t *rows;                 /* [T_total] */
+  int *table_base;               /* [W+1] */
+  loom_emb_sched_t sched;
+  int path;                      /* loom_embedding_path_t chosen */
+  int grid, blocks_per_sm;
+  uint32_t num_flags, num_counters;
+  size_t flags_off, counters_off, ready_off, gready_off, gdone_off, bcount_off, fetch_off;
+  int64_t *d_row_off, *d_rows;   /* device [T] */
+  loom_emb_err_t *err_host, *err_dev;
+  void *send_buf, *recv_buf;     /* staged path: [B, T*D] and [sum_p Bl*T_p*D] (out_type) */
+  size_t staging_bytes;
+  void *gin_devcomm;             /* GIN path: ncclDevComm with the plan's signals */
+} loom_emb_state_t;
+
+/* Pure checks of a description for a comm of `size` ranks, `rank`; the
+ * message names fn, the field and its value. No GPU. */
+loom_result_t loom__emb_validate_desc(const char *fn, const loom_embedding_desc_t *d, int size, int rank);
+
+/* Kernel launchers (embedding_a2a.cu). */
+loom_result_t loom__emb_launch_forward(const loom_emb_kargs_t *a, loom_dtype_t tt, loom_dtype_t ot,
+                                       int grid, cudaStream_t stream);
+loom_result_t loom__emb_launch_backward(const loom_emb_kargs_t *a, loom_dtype_t tt, loom_dtype_t ot,
+                                        int grid, cudaStream_t stream);
+/* Copies the staged receive buffer (blocks per source rank p: [Bl, T_p*D])
+ * into out [Bl, T_total*D]. */
+loom_result_t loom__emb_launch_reorder(const void *recv, void *out, const int *tables_per_rank,
+                                       const int *table_base, int world, int64_t local_batch, int dim,
+                                       size_t elem, cudaStream_t stream);
+/* Resident blocks per SM of the forward kernel for these dtypes and dim. */
+loom_result_t loom__emb_occupancy(loom_dtype_t tt, loom_dtype_t ot, int dim, int *blocks_per_sm);
+/* 1 if NCCL offers GIN on this comm (creates a device comm with `signals`
+ * GIN signals, kept in *devcomm on success). Collective. */
+loom_result_t loom__emb_gin_probe(ncclComm_t nccl, int signals, int *supported, void **devcomm);
+void loom__emb_gin_release(ncclComm_t nccl, void *devcomm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_OPS_EMBEDDING_A2A_H */

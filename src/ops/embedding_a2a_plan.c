@@ -1,0 +1,514 @@
+/*
+ * embedding_a2a.c - host side of the fused embedding-bag + All-to-All:
+ * description checks, path choice, plan creation (workspace for flags and
+ * counters, device copies of the table shapes, the host-mapped index-error
+ * record), and the calls (forward, backward, pooling alone, check).
+ *
+ * Paths (see loom.h): zero-copy (every rank load/store reachable: one fused
+ * kernel stores pooled rows into the peers' outputs), GIN (compile-only so
+ * far: other nodes through ncclGin puts; chosen only when NCCL reports GIN),
+ * staged (pooling kernel into a send buffer, NCCL send/recv in a group, a
+ * reorder kernel into the output; the fallback, logged once).
+ *
+ * Epochs: kernels take theirs from the plan's device call counter (graph
+ * replays advance it); the host's plan->epoch is advanced too, unused here.
+ */
+#include "ops/embedding_a2a.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/handle.h"
+#include "core/log.h"
+#include "core/plan.h"
+
+static const char *pool_name(int p) { return p == LOOM_POOL_SUM ? "sum" : p == LOOM_POOL_MEAN ? "mean" : "?"; }
+
+static int dtype_ok(loom_dtype_t t) { return t == LOOM_FP32 || t == LOOM_FP16 || t == LOOM_BF16; }
+
+loom_result_t loom__emb_validate_desc(const char *fn, const loom_embedding_desc_t *d, int size, int rank) {
+  (void)rank;
+  if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL", fn);
+  if (d->struct_size != sizeof(loom_embedding_desc_t))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->struct_size=%zu, expected %zu (initialise with LOOM_EMBEDDING_DESC_INIT)",
+                      fn, d->struct_size, sizeof(loom_embedding_desc_t));
+  if (d->world_size != size)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->world_size=%d but the comm has %d ranks", fn,
+                      d->world_size, size);
+  if (!d->tables_per_rank) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->tables_per_rank=NULL", fn);
+  if (!d->rows) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->rows=NULL", fn);
+  int64_t total = 0;
+  for (int p = 0; p < size; ++p) {
+    if (d->tables_per_rank[p] < 0)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->tables_per_rank[%d]=%d must be >= 0", fn, p,
+                        d->tables_per_rank[p]);
+    total += d->tables_per_rank[p];
+  }
+  if (total < 1 || total > (1 << 20))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: the ranks own %lld tables in all; must be 1..%d", fn,
+                      (long long)total, 1 << 20);
+  for (int64_t g = 0; g < total; ++g)
+    if (d->rows[g] < 1)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->rows[%lld]=%lld must be >= 1", fn, (long long)g,
+                        (long long)d->rows[g]);
+  if (d->dim < 8 || d->dim > 1024 || d->dim % 8 != 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->dim=%d must be a multiple of 8 in 8..1024", fn,
+                      d->dim);
+  if (d->global_batch < size || d->global_batch % size != 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->global_batch=%lld must be a positive multiple of the world size %d", fn,
+                      (long long)d->global_batch, size);
+  if (d->global_batch > ((int64_t)1 << 31))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->global_batch=%lld exceeds 2^31", fn,
+                      (long long)d->global_batch);
+  if (d->pooling != LOOM_POOL_SUM && d->pooling != LOOM_POOL_MEAN)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->pooling=%d (LOOM_POOL_SUM or LOOM_POOL_MEAN)", fn,
+                      (int)d->pooling);
+  if (d->per_sample_weights != 0 && d->per_sample_weights != 1)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->per_sample_weights=%d must be 0 or 1", fn,
+                      d->per_sample_weights);
+  if (d->per_sample_weights && d->pooling != LOOM_POOL_SUM)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->per_sample_weights=1 with pooling=%s: weights need LOOM_POOL_SUM (as in "
+                      "PyTorch's EmbeddingBag)", fn, pool_name(d->pooling));
+  if (!dtype_ok(d->table_type))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->table_type=%d (LOOM_FP32, LOOM_FP16 or LOOM_BF16)",
+                      fn, (int)d->table_type);
+  if (!dtype_ok(d->out_type))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->out_type=%d (LOOM_FP32, LOOM_FP16 or LOOM_BF16)", fn,
+                      (int)d->out_type);
+  if (d->slice_samples < 0 || d->slice_samples > (1 << 24))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->slice_samples=%d must be 0 (default) or 1..2^24",
+                      fn, d->slice_samples);
+  if (d->local_first != 0 && d->local_first != 1)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->local_first=%d must be 0 or 1", fn, d->local_first);
+  if ((int)d->path < 0 || (int)d->path > 3)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->path=%d is not a loom_embedding_path_t", fn,
+                      (int)d->path);
+  if (d->grid_blocks < 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->grid_blocks=%d must be >= 0", fn, d->grid_blocks);
+  if (d->check_indices_sync != 0 && d->check_indices_sync != 1)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->check_indices_sync=%d must be 0 or 1", fn,
+                      d->check_indices_sync);
+  if (size > LOOM_EMB_MAX_LSA && (d->path == LOOM_EMB_PATH_ZERO_COPY))
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the zero-copy path handles at most %d ranks, the comm has %d",
+                      fn, LOOM_EMB_MAX_LSA, size);
+  return LOOM_SUCCESS;
+}
+
+static void emb_destroy(loom_plan_t plan) {
+  loom_emb_state_t *st = (loom_emb_state_t *)plan->op_state;
+  if (!st) return;
+  if (!plan->comm->detached) {
+    cudaDeviceSynchronize(); /* kernels of this plan may still run */
+    if (st->d_row_off) cudaFree(st->d_row_off);
+    if (st->d_rows) cudaFree(st->d_rows);
+    if (st->err_host) cudaFreeHost(st->err_host);
+    if (st->send_buf) cudaFree(st->send_buf);
+    if (st->recv_buf) cudaFree(st->recv_buf);
+    if (st->gin_devcomm) loom__emb_gin_release(plan->comm->nccl, st->gin_devcomm);
+  }
+  free(st->tables_per_rank);
+  free(st->rows);
+  free(st->table_base);
+  free(st);
+  plan->op_state = NULL;
+}
+
+static const char *path_name(int p) {
+  switch (p) {
+    case LOOM_EMB_PATH_ZERO_COPY: return "zero-copy";
+    case LOOM_EMB_PATH_GIN: return "GIN";
+    case LOOM_EMB_PATH_STAGED: return "staged (pooling + NCCL send/recv)";
+  }
+  return "auto";
+}
+
+loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_desc_t *desc, loom_plan_t *out) {
+  const char *fn = "loom_plan_embedding_a2a";
+  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
+  *out = NULL;
+  LOOM_TRY(loom__comm_check(comm, fn));
+  LOOM_TRY(loom__emb_validate_desc(fn, desc, comm->size, comm->rank));
+  const int W = comm->size, r = comm->rank;
+
+  loom_emb_state_t *st = (loom_emb_state_t *)calloc(1, sizeof *st);
+  if (!st) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn);
+  st->desc = *desc;
+  st->tables_per_rank = (int *)malloc((size_t)W * sizeof(int));
+  st->table_base = (int *)malloc((size_t)(W + 1) * sizeof(int));
+  int t_total = 0;
+  for (int p = 0; p < W; ++p) t_total += desc->tables_per_rank[p];
+  st->rows = (int64_t *)malloc((size_t)t_total * sizeof(int64_t));
+  if (!st->tables_per_rank || !st->table_base || !st->rows) {
+    free(st->tables_per_rank); free(st->table_base); free(st->rows); free(st);
+    return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn);
+  }
+  memcpy(st->tables_per_rank, desc->tables_per_rank, (size_t)W * sizeof(int));
+  memcpy(st->rows, desc->rows, (size_t)t_total * sizeof(int64_t));
+  st->desc.tables_per_rank = st->tables_per_rank;
+  st->desc.rows = st->rows;
+  st->table_base[0] = 0;
+  for (int p = 0; p < W; ++p) st->table_base[p + 1] = st->table_base[p] + st->tables_per_rank[p];
+  const int T = st->tables_per_rank[r];
+  int S = desc->slice_samples ? desc->slice_samples : LOOM_EMB_DEFAULT_SLICE;
+  int64_t Bl = desc->global_batch / W;
+  if (S > Bl) S = (int)Bl;
+  st->desc.slice_samples = S;
+  if (loom_emb_sched_init(&st->sched, W, r, T, t_total, st->table_base[r], desc->global_batch, S, LOOM_EMB_PART,
+                          desc->local_first) != 0) {
+    free(st->tables_per_rank); free(st->table_base); free(st->rows); free(st);
+    return loom__fail(LOOM_ERR_INTERNAL, "%s: schedule rejected W=%d T=%d B=%lld S=%d", fn, W, T,
+                      (long long)desc->global_batch, S);
+  }
+
+  /* path */
+  int all_lsa = comm->lsa_size == W;
+  int gin = 0;
+  loom_result_t res = LOOM_SUCCESS;
+  st->num_flags = loom_emb_num_flags(&st->sched);
+  st->num_counters = loom_emb_num_counters(&st->sched);
+  if (!all_lsa && desc->path != LOOM_EMB_PATH_STAGED && !comm->detached)
+    res = loom__emb_gin_probe(comm->nccl, (int)st->num_flags, &gin, &st->gin_devcomm);
+  int path = loom_emb_choose_path((int)desc->path, all_lsa, gin);
+  if (res == LOOM_SUCCESS && path < 0)
+    res = loom__fail(LOOM_ERR_UNSUPPORTED,
+                     "%s: desc->path=%s cannot run here: %d of %d ranks are load/store reachable and NCCL "
+                     "%s GIN", fn, path_name((int)desc->path), comm->lsa_size, W, gin ? "offers" : "does not offer");
+  if (res == LOOM_SUCCESS && path == LOOM_EMB_PATH_GIN) {
+    /* The GIN kernel compiles and its bookkeeping is host-tested, but it has
+     * never run (no multi-node machine): only an explicit request gets it
+     * refused; auto falls back to the staged path, which is correct. */
+    if (desc->path == LOOM_EMB_PATH_GIN)
+      res = loom__fail(LOOM_ERR_UNSUPPORTED,
+                       "%s: NCCL offers GIN here but loom's GIN embedding path is not enabled yet (compiled, "
+                       "never run on a multi-node machine); use LOOM_EMB_PATH_AUTO or LOOM_EMB_PATH_STAGED", fn);
+    else {
+      LOOM_WARN_ONCE("loom_embedding_a2a: NCCL offers GIN but loom's GIN path is not enabled yet: using "
+                     "pooling into staging + NCCL send/recv (correct, not fused)");
+      path = LOOM_EMB_PATH_STAGED;
+    }
+  }
+  if (res == LOOM_SUCCESS && path == LOOM_EMB_PATH_STAGED && desc->path != LOOM_EMB_PATH_STAGED)
+    LOOM_WARN_ONCE("loom_embedding_a2a: %d of %d ranks are load/store reachable and NCCL offers no GIN: "
+                   "falling back to pooling into staging + NCCL send/recv (correct, not fused)",
+                   comm->lsa_size, W);
+  st->path = path;
+
+  /* workspace layout (signal words) */
+  uint32_t nsig = 0;
+  st->flags_off = 0; nsig += st->num_flags;
+  st->counters_off = nsig; nsig += st->num_counters;
+  st->ready_off = nsig; nsig += (uint32_t)W;
+  st->gready_off = nsig; nsig += (uint32_t)W;
+  st->gdone_off = nsig; nsig += (uint32_t)W;
+  st->bcount_off = nsig; nsig += (uint32_t)W;
+  st->fetch_off = nsig; nsig += 4;
+
+  loom_plan_t plan = NULL;
+  if (res == LOOM_SUCCESS) res = loom__plan_create(comm, "embedding_a2a", nsig, 0, &plan);
+  if (res != LOOM_SUCCESS) {
+    if (st->gin_devcomm && !comm->detached) loom__emb_gin_release(comm->nccl, st->gin_devcomm);
+    free(st->tables_per_rank); free(st->table_base); free(st->rows); free(st);
+    return res;
+  }
+  /* byte offsets in the comm workspace */
+  size_t base = plan->signals_offset;
+  st->flags_off = base + st->flags_off * 4;
+  st->counters_off = base + st->counters_off * 4;
+  st->ready_off = base + st->ready_off * 4;
+  st->gready_off = base + st->gready_off * 4;
+  st->gdone_off = base + st->gdone_off * 4;
+  st->bcount_off = base + st->bcount_off * 4;
+  st->fetch_off = base + st->fetch_off * 4;
+  plan->op_state = st;
+  plan->destroy_op = emb_destroy;
+  snprintf(plan->tune_key, sizeof plan->tune_key, "emb_a2a W%d T%d/%d D%d B%lld S%d %s>%s %s", W, T, t_total,
+           desc->dim, (long long)desc->global_batch, S, loom_dtype_size(desc->table_type) == 4 ? "f32" : "f16",
+           loom_dtype_size(desc->out_type) == 4 ? "f32" : "f16", pool_name(desc->pooling));
+
+  if (comm->detached) {
+    st->grid = desc->grid_blocks ? desc->grid_blocks : 132;
+    st->blocks_per_sm = 1;
+    *out = plan;
+    return LOOM_SUCCESS;
+  }
+
+  /* device-side shapes, error record, grid, staging */
+  size_t osz = loom_dtype_size(desc->out_type);
+  int64_t *h_off = (int64_t *)malloc((size_t)(T ? T : 1) * sizeof(int64_t));
+  if (!h_off) res = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn);
+  int64_t acc = 0;
+  for (int t = 0; t < T && h_off; ++t) { h_off[t] = acc; acc += st->rows[st->table_base[r] + t]; }
+  cudaError_t e = cudaSuccess;
+  if (res == LOOM_SUCCESS) {
+    size_t n = (size_t)(T ? T : 1) * sizeof(int64_t);
+    e = cudaMalloc((void **)&st->d_row_off, n);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&st->d_rows, n);
+    if (e == cudaSuccess && T) e = cudaMemcpy(st->d_row_off, h_off, (size_t)T * sizeof(int64_t), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess && T)
+      e = cudaMemcpy(st->d_rows, st->rows + st->table_base[r], (size_t)T * sizeof(int64_t), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaHostAlloc((void **)&st->err_host, sizeof(loom_emb_err_t), cudaHostAllocMapped);
+    if (e == cudaSuccess) {
+      memset(st->err_host, 0, sizeof *st->err_host);
+      e = cudaHostGetDevicePointer((void **)&st->err_dev, st->err_host, 0);
+    }
+    if (e != cudaSuccess) res = loom__cuda_fail((int)e, "embedding plan: device tables", __FILE__, __LINE__);
+  }
+  free(h_off);
+  if (res == LOOM_SUCCESS) res = loom__emb_occupancy(desc->table_type, desc->out_type, desc->dim, &st->blocks_per_sm);
+  if (res == LOOM_SUCCESS) {
+    int bps = st->blocks_per_sm > 4 ? 4 : st->blocks_per_sm;
+    st->grid = desc->grid_blocks ? desc->grid_blocks : comm->sm_count * bps;
+    if (st->grid > comm->sm_count * st->blocks_per_sm) {
+      /* All blocks need not be resident for progress (waits come after the
+       * last task), but a grid past residency only queues blocks. */
+      st->grid = comm->sm_count * st->blocks_per_sm;
+    }
+  }
+  if (res == LOOM_SUCCESS && st->path == LOOM_EMB_PATH_STAGED) {
+    size_t send = (size_t)desc->global_batch * (size_t)T * (size_t)desc->dim * osz;
+    size_t recv = (size_t)Bl * (size_t)t_total * (size_t)desc->dim * osz;
+    e = cudaMalloc(&st->send_buf, send ? send : 16);
+    if (e == cudaSuccess) e = cudaMalloc(&st->recv_buf, recv);
+    if (e != cudaSuccess) res = loom__cuda_fail((int)e, "embedding plan: staging buffers", __FILE__, __LINE__);
+    st->staging_bytes = send + recv;
+  }
+  if (res != LOOM_SUCCESS) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", loom_last_error());
+    loom_plan_destroy(plan);
+    return loom__fail(res, "%s", msg);
+  }
+  LOOM_INFO("embedding_a2a plan rank %d: path %s, T %d/%d, D %d, B %lld, S %d, %u flags, %u counters, grid %d "
+            "(%d/SM), workspace %zu B, staging %zu B", r, path_name(st->path), T, t_total, desc->dim,
+            (long long)desc->global_batch, S, st->num_flags, st->num_counters, st->grid, st->blocks_per_sm,
+            plan->ws_bytes, st->staging_bytes);
+  *out = plan;
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t get_state(loom_plan_t plan, const char *fn, loom_emb_state_t **st) {
+  LOOM_TRY(loom__check_plan(plan, fn));
+  if (!plan->op || strcmp(plan->op, "embedding_a2a") != 0 || !plan->op_state)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a %s plan, not an embedding_a2a plan", fn,
+                      (void *)plan, plan->op ? plan->op : "(unknown)");
+  *st = (loom_emb_state_t *)plan->op_state;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_embedding_a2a_plan_info(loom_plan_t plan, loom_embedding_plan_info_t *info) {
+  loom_emb_state_t *st;
+  LOOM_TRY(get_state(plan, "loom_embedding_a2a_plan_info", &st));
+  if (!info) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_embedding_a2a_plan_info: info=NULL");
+  memset(info, 0, sizeof *info);
+  info->path = (loom_embedding_path_t)st->path;
+  info->slice_samples = st->sched.slice;
+  info->slices_per_rank = st->sched.nsl;
+  info->tasks = loom_emb_num_tasks(&st->sched);
+  info->grid_blocks = st->grid;
+  info->num_flags = st->num_flags;
+  info->num_counters = st->num_counters;
+  info->workspace_bytes = plan->ws_bytes;
+  info->staging_bytes = st->staging_bytes;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_embedding_a2a_check(loom_plan_t plan) {
+  loom_emb_state_t *st;
+  LOOM_TRY(get_state(plan, "loom_embedding_a2a_check", &st));
+  if (!st->err_host) return LOOM_SUCCESS;
+  volatile loom_emb_err_t *rec = st->err_host;
+  if (!rec->valid) return LOOM_SUCCESS;
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  loom_emb_err_t e = *(const loom_emb_err_t *)st->err_host;
+  memset(st->err_host, 0, sizeof *st->err_host);
+  int g = st->table_base[plan->comm->rank] + e.table;
+  if (e.kind == 1)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "loom_embedding_a2a: rank %d: indices[%lld]=%lld is out of range [0, %lld) for local table "
+                      "%d (global table %d), bag of sample %lld; the row was skipped",
+                      plan->comm->rank, (long long)e.position, (long long)e.value, (long long)e.limit, e.table, g,
+                      (long long)e.sample);
+  return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                    "loom_embedding_a2a: rank %d: offsets[%lld]=%lld is not a valid bag bound (decreasing, "
+                    "negative or past num_indices=%lld) for local table %d (global table %d), sample %lld; the "
+                    "bag was treated as empty",
+                    plan->comm->rank, (long long)e.position, (long long)e.value, (long long)e.limit, e.table, g,
+                    (long long)e.sample);
+}
+
+/* Checks common to the calls. */
+static loom_result_t check_inputs(const char *fn, loom_emb_state_t *st, const void *tables, const int64_t *indices,
+                                  const int64_t *offsets, int64_t num_indices, const float *weights) {
+  int T = st->sched.t_local;
+  if (T > 0 && !tables) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tables=NULL (this rank owns %d tables)", fn, T);
+  if (tables && ((uintptr_t)tables & 15))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tables=%p must be 16-byte aligned", fn, tables);
+  if (T > 0 && !offsets) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: offsets=NULL", fn);
+  if (num_indices < 0) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: num_indices=%lld must be >= 0", fn, (long long)num_indices);
+  if (num_indices > 0 && !indices) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: indices=NULL with num_indices=%lld", fn, (long long)num_indices);
+  if (st->desc.per_sample_weights && num_indices > 0 && !weights)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: weights=NULL but the plan has per_sample_weights=1", fn);
+  if (!st->desc.per_sample_weights && weights)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: weights=%p but the plan has per_sample_weights=0", fn, (const void *)weights);
+  return LOOM_SUCCESS;
+}
+
+static void fill_common(loom_emb_kargs_t *a, loom_plan_t plan, loom_emb_state_t *st, const void *tables,
+                        const int64_t *indices, const int64_t *offsets, int64_t num_indices, const float *weights) {
+  memset(a, 0, sizeof *a);
+  a->dc = loom__comm_dev(plan->comm);
+  a->s = st->sched;
+  a->dim = st->desc.dim;
+  a->pooling = (int)st->desc.pooling;
+  a->weighted = st->desc.per_sample_weights;
+  a->tables = tables;
+  a->indices = indices;
+  a->offsets = offsets;
+  a->weights = weights;
+  a->num_indices = num_indices;
+  a->row_off = st->d_row_off;
+  a->rows = st->d_rows;
+  a->flags_off = st->flags_off;
+  a->counters_off = st->counters_off;
+  a->ready_off = st->ready_off;
+  a->gready_off = st->gready_off;
+  a->gdone_off = st->gdone_off;
+  a->bcount_off = st->bcount_off;
+  a->fetch_off = st->fetch_off;
+  a->epoch_off = plan->epoch_offset;
+  a->err = st->err_dev;
+}
+
+/* Address of each rank's copy of the symmetric buffer at `p` (`bytes` long). */
+static loom_result_t peer_addresses(const char *fn, const char *what, loom_comm_t comm, const void *p, size_t bytes,
+                                    char **peer) {
+  loom_alloc_t *a = loom__find_alloc(comm, p, bytes);
+  if (!a)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: %s=%p (%zu bytes) is not inside memory from loom_malloc on this comm: peers %s it "
+                      "directly, so it must be symmetric memory (or use desc.path=LOOM_EMB_PATH_STAGED)",
+                      fn, what, p, bytes, strcmp(what, "out") == 0 ? "store into" : "load from");
+  size_t off = (size_t)((const char *)p - (const char *)a->ptr);
+  for (int q = 0; q < comm->size; ++q) {
+    if (!a->peer_ptrs[q])
+      return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: rank %d is not load/store reachable from rank %d", fn, q, comm->rank);
+    peer[q] = (char *)a->peer_ptrs[q] + off;
+  }
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t after_call(const char *fn, loom_plan_t plan, loom_emb_state_t *st, cudaStream_t stream) {
+  if (!st->desc.check_indices_sync) return LOOM_SUCCESS;
+  LOOM_CUDA(cudaStreamSynchronize(stream));
+  LOOM_TRY(loom__comm_check(plan->comm, fn));
+  return loom_embedding_a2a_check(plan);
+}
+
+loom_result_t loom_embedding_pool(loom_plan_t plan, const void *tables, const int64_t *indices, const int64_t *offsets,
+                                  int64_t num_indices, const float *weights, void *pooled, cudaStream_t stream) {
+  const char *fn = "loom_embedding_pool";
+  loom_emb_state_t *st;
+  LOOM_TRY(get_state(plan, fn, &st));
+  LOOM_TRY(loom__comm_check(plan->comm, fn));
+  LOOM_TRY(loom_embedding_a2a_check(plan));
+  LOOM_TRY(check_inputs(fn, st, tables, indices, offsets, num_indices, weights));
+  if (!pooled) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: pooled=NULL", fn);
+  if ((uintptr_t)pooled & 15) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: pooled=%p must be 16-byte aligned", fn, pooled);
+  if (plan->comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: test comm without a GPU", fn);
+  if (st->sched.t_local == 0) return LOOM_SUCCESS;
+  loom_emb_kargs_t a;
+  fill_common(&a, plan, st, tables, indices, offsets, num_indices, weights);
+  a.pool_only = 1;
+  a.peer[0] = (char *)pooled;
+  LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, st->grid, stream));
+  return after_call(fn, plan, st, stream);
+}
+
+loom_result_t loom_embedding_a2a(loom_plan_t plan, const void *tables, const int64_t *indices, const int64_t *offsets,
+                                 int64_t num_indices, const float *weights, void *out, cudaStream_t stream) {
+  const char *fn = "loom_embedding_a2a";
+  loom_emb_state_t *st;
+  LOOM_TRY(get_state(plan, fn, &st));
+  loom_comm_t comm = plan->comm;
+  LOOM_TRY(loom__comm_check(comm, fn));
+  LOOM_TRY(loom_embedding_a2a_check(plan));
+  LOOM_TRY(check_inputs(fn, st, tables, indices, offsets, num_indices, weights));
+  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
+  if ((uintptr_t)out & 15) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=%p must be 16-byte aligned", fn, out);
+  if (comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: test comm without a GPU", fn);
+  size_t osz = loom_dtype_size(st->desc.out_type);
+  size_t out_bytes = (size_t)st->sched.local_batch * (size_t)st->sched.t_total * (size_t)st->desc.dim * osz;
+
+  if (st->path == LOOM_EMB_PATH_STAGED) {
+    /* pool -> send [W][Bl][T*D]; send/recv; reorder into out */
+    const int W = comm->size, r = comm->rank, T = st->sched.t_local, D = st->desc.dim;
+    const int64_t Bl = st->sched.local_batch;
+    (void)loom__plan_next_epoch(plan);
+    if (T > 0) {
+      loom_emb_kargs_t a;
+      fill_common(&a, plan, st, tables, indices, offsets, num_indices, weights);
+      a.pool_only = 1;
+      a.peer[0] = (char *)(W == 1 ? out : st->send_buf);
+      LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, st->grid, stream));
+    }
+    if (W > 1) {
+      LOOM_NCCL(ncclGroupStart());
+      size_t roff = 0;
+      ncclResult_t n = ncclSuccess;
+      for (int p = 0; p < W && n == ncclSuccess; ++p) {
+        size_t sbytes = (size_t)Bl * (size_t)T * (size_t)D * osz;
+        size_t rbytes = (size_t)Bl * (size_t)st->tables_per_rank[p] * (size_t)D * osz;
+        if (sbytes) n = ncclSend((char *)st->send_buf + (size_t)p * sbytes, sbytes, ncclChar, p, comm->nccl, stream);
+        if (n == ncclSuccess && rbytes) n = ncclRecv((char *)st->recv_buf + roff, rbytes, ncclChar, p, comm->nccl, stream);
+        roff += rbytes;
+      }
+      ncclResult_t n2 = ncclGroupEnd();
+      if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclSend/ncclRecv (embedding staged path)", __FILE__, __LINE__);
+      if (n2 != ncclSuccess) return loom__nccl_fail((int)n2, "ncclGroupEnd (embedding staged path)", __FILE__, __LINE__);
+      LOOM_TRY(loom__emb_launch_reorder(st->recv_buf, out, st->tables_per_rank, st->table_base, W, Bl, D, osz, stream));
+    }
+    (void)r;
+    return after_call(fn, plan, st, stream);
+  }
+
+  loom_emb_kargs_t a;
+  fill_common(&a, plan, st, tables, indices, offsets, num_indices, weights);
+  LOOM_TRY(peer_addresses(fn, "out", comm, out, out_bytes, a.peer));
+  (void)loom__plan_next_epoch(plan);
+  LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, st->grid, stream));
+  return after_call(fn, plan, st, stream);
+}
+
+loom_result_t loom_embedding_a2a_backward(loom_plan_t plan, const void *grad_out, const int64_t *indices,
+                                          const int64_t *offsets, int64_t num_indices, const float *weights,
+                                          float scale, void *table_grad, cudaStream_t stream) {
+  const char *fn = "loom_embedding_a2a_backward";
+  loom_emb_state_t *st;
+  LOOM_TRY(get_state(plan, fn, &st));
+  loom_comm_t comm = plan->comm;
+  LOOM_TRY(loom__comm_check(comm, fn));
+  LOOM_TRY(loom_embedding_a2a_check(plan));
+  LOOM_TRY(check_inputs(fn, st, table_grad, indices, offsets, num_indices, weights));
+  if (!grad_out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: grad_out=NULL", fn);
+  if ((uintptr_t)grad_out & 15) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: grad_out=%p must be 16-byte aligned", fn, grad_out);
+  if (comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: test comm without a GPU", fn);
+  if (st->path != LOOM_EMB_PATH_ZERO_COPY)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the backward op needs every rank load/store reachable (path %s)", fn,
+                      path_name(st->path));
+  size_t osz = loom_dtype_size(st->desc.out_type);
+  size_t g_bytes = (size_t)st->sched.local_batch * (size_t)st->sched.t_total * (size_t)st->desc.dim * osz;
+  loom_emb_kargs_t a;
+  fill_common(&a, plan, st, NULL, indices, offsets, num_indices, weights);
+  LOOM_TRY(peer_addresses(fn, "grad_out", comm, grad_out, g_bytes, a.peer));
+  a.table_grad = table_grad;
+  a.scale = scale;
+  (void)loom__plan_next_epoch(plan);
+  LOOM_TRY(loom__emb_launch_backward(&a, st->desc.table_type, st->desc.out_type, st->grid, stream));
+  return after_call(fn, plan, st, stream);
+}
