@@ -1,0 +1,240 @@
+/*
+ * bench_gemm_dev.cu - development benchmark of loom's GEMM against cuBLASLt
+ * (best of its heuristic's top 8 algorithms, loom__base_gemm_tune), side by
+ * side in one process, until tools/bench/bench.h exists for `loom-bench gemm`.
+ *
+ *   built by dev/gemm/run_device.sh (nvcc, linked with build/lib/libloom.a)
+ *   build/bench_gemm_dev [set] [json]   set: quick | flux | llama | square | all
+ *
+ * Per shape and B layout: random inputs (device hash, never zero), loom with
+ * the heuristic and with each tile width forced (bn 128, 256), cuBLASLt tuned;
+ * median of `reps` event-timed launches after warm-up; inputs rotated among
+ * copies when they would fit in L2; loom's C compared with cuBLASLt's on every
+ * element (bad = count out of bound, NaN included). HBM fraction = weight
+ * bytes (k n 2) / time / measured copy bandwidth (read + write of a 1 GiB
+ * device-to-device copy).
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <algorithm>
+
+#include "core/baseline.h"
+#include "gemm/gemm.h"
+
+#define CK(call)                                                                          \
+  do {                                                                                    \
+    cudaError_t e_ = (call);                                                              \
+    if (e_ != cudaSuccess) {                                                              \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      exit(1);                                                                            \
+    }                                                                                     \
+  } while (0)
+#define LK(call)                                                                          \
+  do {                                                                                    \
+    loom_result_t r_ = (call);                                                            \
+    if (r_ != LOOM_SUCCESS) {                                                             \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, loom_last_error());    \
+      exit(1);                                                                            \
+    }                                                                                     \
+  } while (0)
+
+static __global__ void fill_kernel(uint16_t *p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint64_t z = (i + seed) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    float f = ((float)(z >> 40) / (float)(1 << 24)) * 2.f - 1.f; /* [-1, 1) */
+    if (f == 0.f) f = 0.5f;
+    uint32_t u = __float_as_uint(f);
+    p[i] = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16); /* bf16, RNE */
+  }
+}
+
+static __device__ float bf16f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+/* counts elements of x (loom) outside the bound around y (cuBLASLt) */
+static __global__ void cmp_kernel(const uint16_t *x, const uint16_t *y, size_t n, float ea,
+                                  unsigned long long *bad) {
+  unsigned long long b = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    float a = bf16f(x[i]), c = bf16f(y[i]);
+    if (!(fabsf(a - c) <= (2.f / 128) * fabsf(c) + ea)) b++;
+  }
+  if (b) atomicAdd(bad, b);
+}
+
+typedef struct shape {
+  const char *family;
+  int64_t m, n, k;
+} shape_t;
+
+static float median(float *v, int n) {
+  std::sort(v, v + n);
+  return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+enum { MAXREP = 64 };
+
+int main(int argc, char **argv) {
+  const char *set = argc > 1 ? argv[1] : "quick";
+  const char *json = argc > 2 ? argv[2] : NULL;
+  shape_t shapes[256];
+  int ns = 0;
+  const int64_t ms[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192};
+  const int all = !strcmp(set, "all");
+  if (all || !strcmp(set, "flux"))
+    for (int i = 0; i < 8; ++i) {
+      shapes[ns++] = (shape_t){"flux-ag", ms[i], 24576, 12288};
+      shapes[ns++] = (shape_t){"flux-rs", ms[i], 12288, 24576};
+    }
+  if (all || !strcmp(set, "llama"))
+    for (int i = 0; i < 8; ++i) {
+      shapes[ns++] = (shape_t){"llama-up", ms[i], 14336, 8192};
+      shapes[ns++] = (shape_t){"llama-down", ms[i], 8192, 14336};
+    }
+  if (all || !strcmp(set, "square")) {
+    shapes[ns++] = (shape_t){"square", 4096, 4096, 4096};
+    shapes[ns++] = (shape_t){"square", 8192, 8192, 8192};
+  }
+  if (!strcmp(set, "quick")) {
+    shapes[ns++] = (shape_t){"flux-ag", 64, 24576, 12288};
+    shapes[ns++] = (shape_t){"flux-ag", 256, 24576, 12288};
+    shapes[ns++] = (shape_t){"flux-ag", 1024, 24576, 12288};
+    shapes[ns++] = (shape_t){"flux-ag", 4096, 24576, 12288};
+    shapes[ns++] = (shape_t){"flux-rs", 64, 12288, 24576};
+    shapes[ns++] = (shape_t){"flux-rs", 2048, 12288, 24576};
+    shapes[ns++] = (shape_t){"llama-up", 128, 14336, 8192};
+    shapes[ns++] = (shape_t){"llama-up", 2048, 14336, 8192};
+    shapes[ns++] = (shape_t){"llama-down", 512, 8192, 14336};
+    shapes[ns++] = (shape_t){"llama-down", 8192, 8192, 14336};
+    shapes[ns++] = (shape_t){"square", 4096, 4096, 4096};
+    shapes[ns++] = (shape_t){"square", 8192, 8192, 8192};
+  }
+  const int reps = getenv("REPS") ? atoi(getenv("REPS")) : 10;
+
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const size_t capA = (size_t)8192 * 24576, capB = (size_t)12288 * 24576, capC = (size_t)8192 * 24576;
+  uint16_t *A, *B, *C, *C2;
+  unsigned long long *bad_d;
+  CK(cudaMalloc(&A, capA * 2));
+  CK(cudaMalloc(&B, capB * 2));
+  CK(cudaMalloc(&C, capC * 2));
+  CK(cudaMalloc(&C2, capC * 2));
+  CK(cudaMalloc(&bad_d, 8));
+  fill_kernel<<<4096, 256>>>(A, capA, 1);
+  fill_kernel<<<4096, 256>>>(B, capB, 2);
+  CK(cudaGetLastError());
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+
+  /* copy bandwidth: 1 GiB device to device, read + write */
+  float bw_ms = 0;
+  {
+    const size_t bytes = (size_t)1 << 28;
+    float t[5];
+    for (int i = 0; i < 6; ++i) {
+      CK(cudaEventRecord(e0));
+      CK(cudaMemcpyAsync(C, A, bytes, cudaMemcpyDeviceToDevice));
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      if (i) CK(cudaEventElapsedTime(&t[i - 1], e0, e1));
+    }
+    bw_ms = median(t, 5);
+  }
+  const double hbm = 2.0 * ((size_t)1 << 28) / (bw_ms * 1e-3);
+  printf("device %s, %d SMs, L2 %d MiB, copy bandwidth %.0f GB/s (read+write)\n", prop.name,
+         prop.multiProcessorCount, prop.l2CacheSize >> 20, hbm / 1e9);
+
+  FILE *jf = json ? fopen(json, "w") : NULL;
+  if (jf) fprintf(jf, "{\"device\": \"%s\", \"copy_gbs\": %.1f, \"results\": [\n", prop.name, hbm / 1e9);
+  double logsum = 0, minr = 1e9;
+  int nbig = 0, jfirst = 1;
+  printf("%-10s %5s %6s %6s %-6s | %8s %7s | %5s %7s %7s %7s | %8s %7s | %6s %5s %s\n", "family", "m", "n", "k", "B",
+         "loom ms", "TFLOP/s", "h-bn", "bn128", "bn256", "grp4", "cublas", "TFLOP/s", "ratio", "HBM", "check");
+  for (int si = 0; si < ns; ++si)
+    for (int lay = 0; lay < 2; ++lay) {
+      const shape_t s = shapes[si];
+      loom_gemm_desc_t d = {s.m, s.n, s.k, LOOM_BF16, LOOM_BF16, lay ? LOOM_B_KN : LOOM_B_NK, 0};
+      const size_t sa = (size_t)s.m * s.k, sb = (size_t)s.k * s.n, sc = (size_t)s.m * s.n;
+      int nsets = (int)std::min(capA / sa, capB / sb);
+      if (nsets > 4) nsets = 4;
+      if ((sa + sb) * 2 * 1 > (size_t)prop.l2CacheSize * 3 || nsets < 1) nsets = 1;
+      const double flop = 2.0 * s.m * s.n * s.k;
+      float t_cfg[4] = {0, 0, 0, 0};
+      const int bns[4] = {0, 128, 256, 0};
+      loom_gemm_config_t heur = loom__gemm_sm90_heuristic(&d, prop.multiProcessorCount);
+      for (int c = 0; c < 4; ++c) {
+        loom_gemm_config_t cfg = heur;
+        if (bns[c]) cfg.bn = bns[c];
+        if (c == 3) cfg.group = 4;
+        float t[MAXREP];
+        for (int i = 0; i < reps + 2; ++i) {
+          const int set_i = i % nsets;
+          CK(cudaEventRecord(e0));
+          LK(loom__gemm_sm90(&d, A + set_i * sa, B + set_i * sb, C, NULL, &cfg, NULL, 0));
+          CK(cudaEventRecord(e1));
+          CK(cudaEventSynchronize(e1));
+          if (i >= 2) CK(cudaEventElapsedTime(&t[i - 2], e0, e1));
+        }
+        t_cfg[c] = median(t, reps);
+      }
+      /* cuBLASLt: tune on set 0, then time the cached best */
+      float tune_ms = 0;
+      LK(loom__base_gemm_tune(&d, A, B, C2, NULL, 8, 3, 0, &tune_ms));
+      float t[MAXREP];
+      for (int i = 0; i < reps + 2; ++i) {
+        const int set_i = i % nsets;
+        CK(cudaEventRecord(e0));
+        LK(loom__base_gemm(&d, A + set_i * sa, B + set_i * sb, C2, NULL, 0));
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        if (i >= 2) CK(cudaEventElapsedTime(&t[i - 2], e0, e1));
+      }
+      const float tc = median(t, reps);
+      /* correctness of the heuristic config on set 0 vs cuBLASLt on set 0 */
+      CK(cudaMemset(C, 0xFF, sc * 2));
+      LK(loom__gemm_sm90(&d, A, B, C, NULL, &heur, NULL, 0));
+      LK(loom__base_gemm(&d, A, B, C2, NULL, 0));
+      CK(cudaMemset(bad_d, 0, 8));
+      cmp_kernel<<<2048, 256>>>(C, C2, sc, 2e-5f * sqrtf((float)s.k) + 1e-3f, bad_d);
+      CK(cudaGetLastError());
+      unsigned long long bad = 0;
+      CK(cudaMemcpy(&bad, bad_d, 8, cudaMemcpyDeviceToHost));
+      const float tl = t_cfg[0];
+      const double ratio = tc / tl;
+      const double frac = (double)sb * 2 / (tl * 1e-3) / hbm;
+      printf("%-10s %5lld %6lld %6lld %-6s | %8.3f %7.1f | %5d %7.3f %7.3f %7.3f | %8.3f %7.1f | %6.3f %5.2f %s\n", s.family,
+             (long long)s.m, (long long)s.n, (long long)s.k, lay ? "[k,n]" : "[n,k]", tl, flop / (tl * 1e-3) / 1e12,
+             heur.bn, t_cfg[1], t_cfg[2], t_cfg[3], tc, flop / (tc * 1e-3) / 1e12, ratio, s.m <= 512 ? frac : 0.0,
+             bad ? "BAD" : "ok");
+      fflush(stdout);
+      if (bad) printf("    %llu of %zu elements differ from cuBLASLt\n", bad, sc);
+      if (s.m >= 1024) {
+        logsum += log(ratio);
+        nbig++;
+        if (ratio < minr) minr = ratio;
+      }
+      if (jf) {
+        fprintf(jf,
+                "%s{\"family\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"b_layout\": \"%s\", \"loom_ms\": %.4f, "
+                "\"loom_bn\": %d, \"bn128_ms\": %.4f, \"bn256_ms\": %.4f, \"cublas_ms\": %.4f, \"ratio\": %.4f, "
+                "\"hbm_fraction\": %.4f, \"group4_ms\": %.4f, \"mismatches\": %llu}",
+                jfirst ? "" : ",\n", s.family, (long long)s.m, (long long)s.n, (long long)s.k, lay ? "kn" : "nk", tl,
+                heur.bn, t_cfg[1], t_cfg[2], tc, ratio, frac, t_cfg[3], bad);
+        jfirst = 0;
+      }
+    }
+  if (nbig) printf("m >= 1024: geometric mean ratio to cuBLASLt %.3f, min %.3f over %d GEMMs\n", exp(logsum / nbig), minr, nbig);
+  if (jf) {
+    fprintf(jf, "\n]}\n");
+    fclose(jf);
+  }
+  return 0;
+}

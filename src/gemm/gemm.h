@@ -1,0 +1,94 @@
+/*
+ * gemm.h - the GEMM engine (internal view): kernel configurations, the hooks
+ * the fused operations plug into, and the launchers.
+ *
+ * loom_gemm (gemm.c) validates, picks a path and a configuration, and calls
+ * a launcher. Paths:
+ *   sm90   gemm_sm90.cu: TMA -> mbarrier pipeline -> wgmma, one producer
+ *          warpgroup and two consumer warpgroups (setmaxnreg), persistent
+ *          grid sized from the SM count, tile order from tile_order.h.
+ *   base   cuBLASLt (src/core/baseline_gemm.c) on every other GPU until the
+ *          portable sm80 path exists.
+ *
+ * Hooks (loom_gemm_hooks_t) are compiled into a second instantiation of the
+ * kernel, so a plain GEMM pays nothing for them:
+ *   order      which tile a block takes next (tile_order.h)
+ *   wait       before loading the A rows of tile row tm, the producer polls
+ *              signals [first, last] of loom_tile_wait_range until each
+ *              reaches wait_epoch (acquire, bounded by comm.timeout_ns;
+ *              expiry records the wait in comm.err, the kernel stops
+ *              storing and returns)
+ *   epilogue   STORE: C rows go to row_dst[row / rows_per_dst] at row
+ *              (row % rows_per_dst) (NULL table: the c argument), which may
+ *              be a peer's LSA pointer; REDUCE: the same addresses, atomically
+ *              added (red.global.add: f32, bf16x2, f16x2)
+ *   signal     after a tile's stores are visible system-wide, tile_signal
+ *              [tile id] is set to signal_epoch (st.release.sys) by one thread
+ */
+#ifndef LOOM_GEMM_GEMM_H
+#define LOOM_GEMM_GEMM_H
+
+#include <stdint.h>
+#include "loom.h"
+#include "core/signal.h"
+#include "gemm/tile_order.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Kernel configuration of the sm90 path (tuner-overridable). */
+typedef struct loom_gemm_config {
+  int bn;       /* tile columns: 128 or 256 (tile rows are always 128) */
+  int stages;   /* pipeline depth; 0 = the most that fits for bn */
+  int group;    /* GROUPED band height in tile rows; 0 = heuristic */
+  int grid;     /* persistent blocks; 0 = SM count */
+} loom_gemm_config_t;
+
+typedef enum loom_gemm_epilogue {
+  LOOM_EPI_STORE = 0,
+  LOOM_EPI_REDUCE = 1
+} loom_gemm_epilogue_t;
+
+typedef struct loom_gemm_hooks {
+  /* tile order: kind, row_shift, schedule (tiles_m/n, group filled by the launcher) */
+  loom_tile_order_t order;
+  /* prologue wait (wait_signals NULL: none) */
+  const uint32_t *wait_signals;  /* device array of signal words */
+  uint32_t wait_epoch;
+  int64_t wait_rows_per_signal;  /* rows of A each signal covers */
+  /* epilogue */
+  int epilogue;                  /* loom_gemm_epilogue_t */
+  void *const *row_dst;          /* device array [ndst] of C bases (may be LSA pointers); NULL: c */
+  int64_t rows_per_dst;          /* rows per entry of row_dst (0: all rows in entry 0) */
+  /* per-tile signal after the tile is visible (NULL: none) */
+  uint32_t *tile_signal;         /* device array [tiles] (may be a peer's LSA pointer) */
+  uint32_t signal_epoch;
+  /* bounds the prologue wait and receives its expiry record */
+  loom_dev_comm_t comm;
+} loom_gemm_hooks_t;
+
+/* 1 if the sm90 kernel can run this description on the current device
+ * (compute capability 9.0 and the library built with sm_90a code). */
+int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major, int cc_minor);
+
+/* The heuristic's configuration for d on a device of sm_count SMs. */
+loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_count);
+
+/* Launches C = A x B (+ bias) with the sm90 kernel on `stream` (current
+ * device). cfg NULL: heuristic; hooks NULL: plain GEMM. Arguments are
+ * assumed validated (loom__gemm_validate). */
+loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
+                              const void *bias, const loom_gemm_config_t *cfg,
+                              const loom_gemm_hooks_t *hooks, cudaStream_t stream);
+
+/* The path loom_gemm takes with hooks: sm90 when supported, else
+ * LOOM_ERR_UNSUPPORTED (hooks need a loom kernel). */
+loom_result_t loom__gemm_hooked(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
+                                const void *bias, const loom_gemm_config_t *cfg,
+                                const loom_gemm_hooks_t *hooks, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_GEMM_GEMM_H */

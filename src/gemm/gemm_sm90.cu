@@ -1,0 +1,508 @@
+/*
+ * gemm_sm90.cu - loom's Hopper GEMM: C [m, n] = A [m, k] x B (+ bias [n]).
+ *
+ * One persistent block per SM (grid = min(tiles, SM count read at run time)),
+ * 384 threads in three warpgroups:
+ *   warpgroup 0  producer: one thread walks the block's tiles (tile_order.h)
+ *                and, per 64-wide k-block, waits for a free stage ("empty"
+ *                mbarrier), then issues TMA loads of the A tile [128 x 64]
+ *                and the B tile (BN x 64) that complete on the stage's "full"
+ *                mbarrier (expect_tx bytes). setmaxnreg.dec to 40 registers.
+ *   warpgroups 1, 2  consumers: each owns 64 rows of the 128-row tile, waits
+ *                on "full", issues 4 wgmma m64nBNk16 (fp32 accumulators in
+ *                registers, A and B read from 128B-swizzled shared memory
+ *                through matrix descriptors), keeps one wgmma group in flight
+ *                and frees the previous stage when it completes; after the
+ *                last k-block, the epilogue adds bias, converts and stores
+ *                straight from registers (rows >= m and columns >= n masked).
+ *                setmaxnreg.inc to 232 registers.
+ * Shared memory: STAGES x (A 16 KiB + B BN*128 B), 1024-aligned (the 128B
+ * swizzle pattern repeats every 1024 bytes), then 2 x STAGES mbarriers.
+ *
+ * Layouts. A [m, k] row-major is K-major: TMA box {64 k, 128 rows}, 128 bytes
+ * per row, 8-row groups 1024 bytes apart (descriptor SBO = 1024), and the
+ * k16 slices of a k-block are 32 bytes apart inside the swizzled row.
+ * B [n, k] (LOOM_B_NK) is K-major the same way, box {64 k, BN rows}.
+ * B [k, n] (LOOM_B_KN) is MN-major: BN/64 boxes {64 n, 64 k} of 8 KiB, the
+ * wgmma transpose bit set, LBO = 8192 (next 64 columns), SBO = 1024 (next 8
+ * k rows), k16 slices 2048 bytes apart.
+ * Out-of-bounds rows, columns and k (partial tiles) are zero-filled by TMA
+ * and still counted in the transaction bytes, so the pipeline is uniform.
+ *
+ * Hooks (gemm.h) live in a second instantiation (HOOKS = true): prologue
+ * waits in the producer (acquire, bounded, then fence.proxy.async so the TMA
+ * sees the peer's data), row-routed store or atomic reduce in the epilogue,
+ * and a per-tile release signal once both consumer warpgroups' stores are
+ * visible (__threadfence_system, named barrier, st.release.sys).
+ *
+ * sm_90a only: the kernel bodies compile under LOOM_SM90A; the sm_80 PTX of
+ * the library holds empty kernels that the host never launches
+ * (loom__gemm_sm90_supported checks the device and the loaded binary).
+ */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/signal.cuh"
+#include "gemm/gemm.h"
+#include "gemm/tile_order.h"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define LOOM_SM90A 1
+#include "gemm/sm90_wgmma.cuh"
+#endif
+
+#define LOOM_SM90_BM 128
+#define LOOM_SM90_BK 64
+#define LOOM_SM90_THREADS 384
+#define LOOM_SM90_A_BYTES (LOOM_SM90_BM * LOOM_SM90_BK * 2)
+
+/* Everything but the tensor maps (kernel argument, by value). */
+typedef struct loom_sm90_args {
+  int32_t m, n, k;
+  int32_t c_type;           /* loom_dtype_t of C and bias */
+  void *c;                  /* [m, n] row-major */
+  const void *bias;         /* [n] or NULL */
+  loom_tile_order_t order;
+  loom_gemm_hooks_t hooks;  /* read only by the HOOKS instantiation */
+} loom_sm90_args_t;
+
+/* ---- device helpers (sm_90a) ------------------------------------------- */
+#ifdef LOOM_SM90A
+
+static __device__ __forceinline__ uint32_t loom_smem_u32(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+static __device__ __forceinline__ void loom_mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+static __device__ __forceinline__ void loom_mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+
+static __device__ __forceinline__ void loom_mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+/* Waits until the barrier's phase with this parity has completed. */
+static __device__ __forceinline__ void loom_mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+/* 2-D TMA load of one box at coordinates (c0 innermost, c1) into dst,
+ * completing `bytes` on barrier bar. */
+static __device__ __forceinline__ void loom_tma_load_2d(uint32_t dst, const CUtensorMap *map,
+                                                        uint32_t bar, int32_t c0, int32_t c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
+      ::"r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+/* Shared-memory matrix descriptor, 128-byte swizzle. */
+static __device__ __forceinline__ uint64_t loom_wgmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+         ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+static __device__ __forceinline__ void loom_wgmma_fence(void) {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+static __device__ __forceinline__ void loom_wgmma_commit(void) {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N>
+static __device__ __forceinline__ void loom_wgmma_wait(void) {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+/* Keeps the compiler from moving accumulator reads across a wgmma wait. */
+template <int NR>
+static __device__ __forceinline__ void loom_fence_regs(float *d) {
+#pragma unroll
+  for (int i = 0; i < NR; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* One k16 step of the warpgroup's 64 x BN tile. */
+template <int BN, int TYPE, int TB>
+static __device__ __forceinline__ void loom_wgmma_step(float *acc, uint64_t da, uint64_t db, int scale_d) {
+  if (BN == 256) {
+    if (TYPE == LOOM_BF16) loom_wgmma_m64n256k16_bf16<TB>(acc, da, db, scale_d);
+    else loom_wgmma_m64n256k16_f16<TB>(acc, da, db, scale_d);
+  } else {
+    if (TYPE == LOOM_BF16) loom_wgmma_m64n128k16_bf16<TB>(acc, da, db, scale_d);
+    else loom_wgmma_m64n128k16_f16<TB>(acc, da, db, scale_d);
+  }
+}
+
+/* Stores (or reduces) two adjacent outputs v0, v1 at element offset `off`
+ * of a C buffer of dtype ct. off is even, so the pair is 4/8-byte aligned. */
+static __device__ __forceinline__ void loom_store2(void *base, int64_t off, int ct, float v0, float v1,
+                                                   int reduce) {
+  if (ct == LOOM_FP32) {
+    float *p = (float *)base + off;
+    if (reduce) {
+      atomicAdd(p, v0);
+      atomicAdd(p + 1, v1);
+    } else {
+      *(float2 *)p = make_float2(v0, v1);
+    }
+  } else if (ct == LOOM_BF16) {
+    __nv_bfloat162 *p = (__nv_bfloat162 *)((__nv_bfloat16 *)base + off);
+    const __nv_bfloat162 v = __floats2bfloat162_rn(v0, v1);
+    if (reduce) atomicAdd(p, v);
+    else *p = v;
+  } else {
+    __half2 *p = (__half2 *)((__half *)base + off);
+    const __half2 v = __floats2half2_rn(v0, v1);
+    if (reduce) atomicAdd(p, v);
+    else *p = v;
+  }
+}
+
+static __device__ __forceinline__ float loom_load_c(const void *base, int64_t i, int ct) {
+  if (ct == LOOM_FP32) return ((const float *)base)[i];
+  if (ct == LOOM_BF16) return __bfloat162float(((const __nv_bfloat16 *)base)[i]);
+  return __half2float(((const __half *)base)[i]);
+}
+
+#endif /* LOOM_SM90A */
+
+/* ---- the kernel ------------------------------------------------------- */
+
+/* TYPE: loom_dtype_t of A and B; TB: 0 B [n,k] (K-major), 1 B [k,n] (MN-major). */
+template <int BN, int STAGES, int TYPE, int TB, bool HOOKS>
+__global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
+    loom_gemm_sm90_kernel(const __grid_constant__ CUtensorMap tma_a,
+                          const __grid_constant__ CUtensorMap tma_b,
+                          const __grid_constant__ loom_sm90_args_t args) {
+#ifdef LOOM_SM90A
+  constexpr int B_BYTES = BN * LOOM_SM90_BK * 2;
+  constexpr uint32_t STAGE_TX = LOOM_SM90_A_BYTES + B_BYTES;
+  extern __shared__ uint8_t loom_smem_raw[];
+  uint8_t *smem = (uint8_t *)(((uintptr_t)loom_smem_raw + 1023) & ~(uintptr_t)1023);
+  const uint32_t sa = loom_smem_u32(smem);
+  const uint32_t sb = sa + STAGES * LOOM_SM90_A_BYTES;
+  const uint32_t full = sb + STAGES * B_BYTES; /* STAGES mbarriers of 8 bytes */
+  const uint32_t empty = full + STAGES * 8;
+  volatile int *abort_flag = (volatile int *)(smem + STAGES * (LOOM_SM90_A_BYTES + B_BYTES) + STAGES * 16);
+
+  /* warp-uniform in the compiler's eyes (a shuffle), so that branches on it
+   * do not serialize the wgmma (ptxas C7518) */
+  const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
+  const int tid = threadIdx.x % 128;
+  const int tiles = args.order.tiles_m * args.order.tiles_n;
+  const int kblocks = (args.k + LOOM_SM90_BK - 1) / LOOM_SM90_BK;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      loom_mbar_init(full + 8 * s, 1);
+      loom_mbar_init(empty + 8 * s, 8); /* lane 0 of each of the 8 consumer warps */
+    }
+    *abort_flag = 0;
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    /* ---- producer ---- */
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (tid == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)&tma_a) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)&tma_b) : "memory");
+      int stage = 0;
+      uint32_t phase = 0;
+      int aborted = 0;
+      for (int s = blockIdx.x; s < tiles; s += gridDim.x) {
+        const int t = loom_tile_at(&args.order, s);
+        int tm, tn;
+        loom_tile_coords(&args.order, t, &tm, &tn);
+        if (HOOKS && args.hooks.wait_signals && !aborted) {
+          int first, last;
+          loom_tile_wait_range(tm, LOOM_SM90_BM, args.m, args.hooks.wait_rows_per_signal, &first, &last);
+          for (int j = first; j <= last && !aborted; ++j) {
+            if (!loom_signal_wait(&args.hooks.comm, args.hooks.wait_signals + j, args.hooks.wait_epoch, -1,
+                                  (uint32_t)j, LOOM_SITE_GEMM_PROLOGUE)) {
+              aborted = 1;
+              *abort_flag = 1;
+            }
+          }
+          /* the acquired data is read next by the TMA (async proxy) */
+          asm volatile("fence.proxy.async.global;" ::: "memory");
+        }
+        for (int kb = 0; kb < kblocks; ++kb) {
+          const uint32_t fb = full + 8 * stage;
+          loom_mbar_wait(empty + 8 * stage, phase ^ 1);
+          if (HOOKS && aborted) {
+            loom_mbar_arrive(fb); /* no data: consumers run on and skip their stores */
+          } else {
+            loom_mbar_expect_tx(fb, STAGE_TX);
+            loom_tma_load_2d(sa + stage * LOOM_SM90_A_BYTES, &tma_a, fb, kb * LOOM_SM90_BK, tm * LOOM_SM90_BM);
+            const uint32_t dst = sb + stage * B_BYTES;
+            if (TB == 0) {
+              loom_tma_load_2d(dst, &tma_b, fb, kb * LOOM_SM90_BK, tn * BN);
+            } else {
+#pragma unroll
+              for (int j = 0; j < BN / 64; ++j)
+                loom_tma_load_2d(dst + j * 8192, &tma_b, fb, tn * BN + j * 64, kb * LOOM_SM90_BK);
+            }
+          }
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+  } else {
+    /* ---- consumers ---- */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int cw = wg - 1;         /* rows [64 cw, 64 cw + 64) of the tile */
+    const int warp = __shfl_sync(0xffffffffu, tid / 32, 0), lane = tid % 32;
+    float acc[BN / 2];
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int s = blockIdx.x; s < tiles; s += gridDim.x) {
+      const int t = loom_tile_at(&args.order, s);
+      int tm, tn;
+      loom_tile_coords(&args.order, t, &tm, &tn);
+      const int row0 = tm * LOOM_SM90_BM + cw * 64;
+      const bool active = row0 < args.m; /* all 64 rows out of range: skip the math */
+      int prev = 0;
+      for (int kb = 0; kb < kblocks; ++kb) {
+        loom_mbar_wait(full + 8 * stage, phase);
+        if (active) {
+          loom_wgmma_fence();
+          const uint32_t a0 = sa + stage * LOOM_SM90_A_BYTES + cw * 64 * 128;
+          const uint32_t b0 = sb + stage * B_BYTES;
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) {
+            const uint64_t da = loom_wgmma_desc(a0 + kk * 32, 16, 1024);
+            const uint64_t db = TB == 0 ? loom_wgmma_desc(b0 + kk * 32, 16, 1024)
+                                        : loom_wgmma_desc(b0 + kk * 2048, 8192, 1024);
+            loom_wgmma_step<BN, TYPE, TB>(acc, da, db, (kb | kk) != 0);
+          }
+          loom_wgmma_commit();
+          loom_wgmma_wait<1>();
+          if (kb > 0 && lane == 0) loom_mbar_arrive(empty + 8 * prev);
+        } else if (lane == 0) {
+          loom_mbar_arrive(empty + 8 * stage);
+        }
+        prev = stage;
+        if (++stage == STAGES) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+      if (active) {
+        loom_wgmma_wait<0>();
+        loom_fence_regs<BN / 2>(acc);
+        if (lane == 0) loom_mbar_arrive(empty + 8 * prev);
+      }
+
+      /* ---- epilogue: registers -> global ---- */
+      const bool skip = HOOKS && *abort_flag;
+      if (active && !skip) {
+        const int ct = args.c_type;
+        const int rbase = row0 + warp * 16 + lane / 4;
+        const int cbase = tn * BN + (lane % 4) * 2;
+        void *dst0 = args.c;
+        int reduce = 0;
+        if (HOOKS) reduce = args.hooks.epilogue == LOOM_EPI_REDUCE;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          const int col = cbase + j * 8;
+          if (col < args.n) {
+            float b0 = 0.f, b1 = 0.f;
+            if (args.bias) {
+              b0 = loom_load_c(args.bias, col, ct);
+              b1 = loom_load_c(args.bias, col + 1, ct);
+            }
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int row = rbase + h * 8;
+              if (row < args.m) {
+                void *base = dst0;
+                int64_t r = row;
+                if (HOOKS && args.hooks.row_dst) {
+                  const int64_t rp = args.hooks.rows_per_dst > 0 ? args.hooks.rows_per_dst : (int64_t)args.m;
+                  base = args.hooks.row_dst[row / rp];
+                  r = row % rp;
+                }
+                loom_store2(base, r * args.n + col, ct, acc[j * 4 + h * 2] + b0, acc[j * 4 + h * 2 + 1] + b1,
+                            reduce);
+              }
+            }
+          }
+        }
+      }
+      if (HOOKS && args.hooks.tile_signal) {
+        /* both consumer warpgroups' stores of this tile, then one release */
+        __threadfence_system();
+        asm volatile("bar.sync 1, 256;" ::: "memory");
+        if (threadIdx.x == 128 && !(*abort_flag))
+          loom_signal_store_release(args.hooks.tile_signal + t, args.hooks.signal_epoch);
+      }
+    }
+  }
+#endif /* LOOM_SM90A */
+}
+
+/* ---- host side -------------------------------------------------------- */
+
+static PFN_cuTensorMapEncodeTiled_v12000 loom__encode_fn;
+
+/* cuTensorMapEncodeTiled from the driver, through the runtime (loom does
+ * not link libcuda). */
+static loom_result_t loom__get_encode(PFN_cuTensorMapEncodeTiled_v12000 *out) {
+  PFN_cuTensorMapEncodeTiled_v12000 fn = __atomic_load_n(&loom__encode_fn, __ATOMIC_ACQUIRE);
+  if (!fn) {
+    void *p = NULL;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    LOOM_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
+    if (!p || q != cudaDriverEntryPointSuccess)
+      return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_gemm: the driver has no cuTensorMapEncodeTiled (query result %d)",
+                        (int)q);
+    fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
+    __atomic_store_n(&loom__encode_fn, fn, __ATOMIC_RELEASE);
+  }
+  *out = fn;
+  return LOOM_SUCCESS;
+}
+
+/* A 2-D row-major tensor [outer, inner] of 2-byte elements, boxes of
+ * [box_outer, box_inner], 128-byte swizzle, out-of-bounds zero fill. */
+static loom_result_t loom__tensor_map(CUtensorMap *map, const void *ptr, loom_dtype_t t, uint64_t inner,
+                                      uint64_t outer, uint32_t box_inner, uint32_t box_outer, const char *what) {
+  PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
+  LOOM_TRY(loom__get_encode(&encode));
+  cuuint64_t dims[2] = {inner, outer};
+  cuuint64_t strides[1] = {inner * 2};
+  cuuint32_t box[2] = {box_inner, box_outer};
+  cuuint32_t estr[2] = {1, 1};
+  CUresult r = encode(map, t == LOOM_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+                      (void *)ptr, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return loom__fail(LOOM_ERR_CUDA, "loom_gemm: cuTensorMapEncodeTiled(%s [%llu, %llu], box [%u, %u]) failed: %d",
+                      what, (unsigned long long)outer, (unsigned long long)inner, box_outer, box_inner, (int)r);
+  return LOOM_SUCCESS;
+}
+
+static int loom__sm90_stages(int bn) { return bn == 256 ? 4 : 6; }
+
+static size_t loom__sm90_smem(int bn, int stages) {
+  return (size_t)stages * (LOOM_SM90_A_BYTES + (size_t)bn * LOOM_SM90_BK * 2) + (size_t)stages * 16 + 16 + 1024;
+}
+
+typedef void (*loom__sm90_kernel_t)(const CUtensorMap, const CUtensorMap, const loom_sm90_args_t);
+
+template <int BN, int TYPE, int TB, bool HOOKS>
+static loom__sm90_kernel_t loom__sm90_pick3(void) {
+  return loom_gemm_sm90_kernel<BN, BN == 256 ? 4 : 6, TYPE, TB, HOOKS>;
+}
+
+template <int BN, bool HOOKS>
+static loom__sm90_kernel_t loom__sm90_pick2(int type, int tb) {
+  if (type == LOOM_BF16) return tb ? loom__sm90_pick3<BN, LOOM_BF16, 1, HOOKS>() : loom__sm90_pick3<BN, LOOM_BF16, 0, HOOKS>();
+  return tb ? loom__sm90_pick3<BN, LOOM_FP16, 1, HOOKS>() : loom__sm90_pick3<BN, LOOM_FP16, 0, HOOKS>();
+}
+
+/* The kernel instantiation for a configuration. */
+static loom__sm90_kernel_t loom__sm90_pick(int bn, int type, int tb, int hooks) {
+  if (bn == 256) return hooks ? loom__sm90_pick2<256, true>(type, tb) : loom__sm90_pick2<256, false>(type, tb);
+  return hooks ? loom__sm90_pick2<128, true>(type, tb) : loom__sm90_pick2<128, false>(type, tb);
+}
+
+extern "C" int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major, int cc_minor) {
+  if (cc_major != 9 || cc_minor != 0) return 0;
+  if (d->ab_type != LOOM_BF16 && d->ab_type != LOOM_FP16) return 0;
+  if (d->m > INT32_MAX / 2 || d->n > INT32_MAX / 2 || d->k > INT32_MAX / 2) return 0;
+  /* the library must carry sm_90a code for the kernels (not only sm_80 PTX) */
+  static int has_code = -1;
+  if (has_code < 0) {
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, (const void *)loom__sm90_pick(256, LOOM_BF16, 0, 0)) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    has_code = fa.ptxVersion >= 90 && fa.binaryVersion == 90;
+  }
+  return has_code;
+}
+
+extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
+                                         const void *bias, const loom_gemm_config_t *cfg,
+                                         const loom_gemm_hooks_t *hooks, cudaStream_t stream) {
+  int dev, sms;
+  LOOM_CUDA(cudaGetDevice(&dev));
+  LOOM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  loom_gemm_config_t conf = cfg ? *cfg : loom__gemm_sm90_heuristic(d, sms);
+  if (conf.bn != 128 && conf.bn != 256)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bn=%d: must be 128 or 256", conf.bn);
+  const int stages = loom__sm90_stages(conf.bn);
+  if (conf.stages != 0 && conf.stages != stages)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_gemm: config stages=%d: bn=%d is built with %d stages",
+                      conf.stages, conf.bn, stages);
+
+  loom_sm90_args_t args;
+  memset(&args, 0, sizeof args);
+  args.m = (int32_t)d->m;
+  args.n = (int32_t)d->n;
+  args.k = (int32_t)d->k;
+  args.c_type = (int32_t)d->c_type;
+  args.c = c;
+  args.bias = d->has_bias ? bias : NULL;
+  if (hooks) {
+    args.hooks = *hooks;
+    args.order = hooks->order;
+  } else {
+    args.order.kind = LOOM_TILE_ORDER_GROUPED;
+  }
+  args.order.tiles_m = (int32_t)loom_ceil_div(d->m, LOOM_SM90_BM);
+  args.order.tiles_n = (int32_t)loom_ceil_div(d->n, conf.bn);
+  args.order.group = conf.group > 0 ? conf.group : 16;
+  if (args.order.kind == LOOM_TILE_ORDER_RANK_SHIFTED &&
+      (args.order.row_shift < 0 || args.order.row_shift >= args.order.tiles_m))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks row_shift=%d: must be in [0, %d)",
+                      args.order.row_shift, args.order.tiles_m);
+  if (args.order.kind == LOOM_TILE_ORDER_SCHEDULE && !args.order.schedule)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks order SCHEDULE with schedule=NULL");
+  if (hooks && hooks->wait_signals && hooks->wait_rows_per_signal < 1)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks wait_rows_per_signal=%lld: must be >= 1",
+                      (long long)hooks->wait_rows_per_signal);
+
+  CUtensorMap ma, mb;
+  LOOM_TRY(loom__tensor_map(&ma, a, d->ab_type, (uint64_t)d->k, (uint64_t)d->m, LOOM_SM90_BK, LOOM_SM90_BM, "A"));
+  if (d->b_layout == LOOM_B_NK)
+    LOOM_TRY(loom__tensor_map(&mb, b, d->ab_type, (uint64_t)d->k, (uint64_t)d->n, LOOM_SM90_BK, (uint32_t)conf.bn, "B"));
+  else
+    LOOM_TRY(loom__tensor_map(&mb, b, d->ab_type, (uint64_t)d->n, (uint64_t)d->k, 64, LOOM_SM90_BK, "B"));
+
+  const int tiles = args.order.tiles_m * args.order.tiles_n;
+  const int grid = conf.grid > 0 ? (conf.grid < tiles ? conf.grid : tiles) : loom_tile_grid(tiles, sms, 1);
+  const size_t smem = loom__sm90_smem(conf.bn, stages);
+  loom__sm90_kernel_t kern = loom__sm90_pick(conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, hooks != NULL);
+  LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, args);
+  LOOM_CUDA_LAUNCHED("loom_gemm_sm90_kernel");
+  return LOOM_SUCCESS;
+}
