@@ -9,9 +9,8 @@
  * Heuristic (tiles are 128 rows; bn 256 or 128): the persistent grid runs
  * ceil(tiles / SMs) waves, and the last wave may leave SMs idle. Score each
  * bn by the fraction of SM-waves doing work, times 0.92 for bn = 128 (a
- * 128x128 tile re-reads A and B more per FLOP: measured ratio to refine in
- * bench/NOTES.md); take the best. Decode-sized m (one tile row) prefers 128
- * because it doubles the tiles streaming the weight.
+ * 128x128 tile re-reads A and B more per FLOP); take the best. For m <= 64,
+ * 256 wherever its tiles cover about a third of the SMs (measured).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +36,11 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_c
       best.bn = bns[i];
     }
   }
+  /* m <= 64 (one consumer warpgroup idle, the weight stream is all that
+   * matters): 128x256 tiles streamed B faster than twice as many 128x128
+   * tiles on H200 (bench/NOTES.md, 2026-11-22) as long as they cover about a
+   * third of the SMs */
+  if (d->m <= 64 && loom_ceil_div(d->n, 256) * 10 >= (int64_t)sm_count * 3) best.bn = 256;
   /* band height: about sqrt(2 x SMs) tile rows so a wave shares A and B
    * about equally in L2 */
   best.group = 16;

@@ -1,0 +1,318 @@
+/*
+ * bench_gemm.c - `loom-bench gemm`: loom's GEMM engine (loom_gemm) against
+ * cuBLASLt (best of its heuristic's top candidates, loom__base_gemm_tune),
+ * side by side in one process, on one GPU (rank 0).
+ *
+ * Shapes (issue 3): Flux at TP=2, A [m, 12288] x B [12288, 24576] and
+ * A [m, 24576] x B [24576, 12288]; Llama-3-70B at TP=2, [m, 8192] x
+ * [8192, 14336] and [m, 14336] x [14336, 8192]; m = 64 .. 8192 (powers of
+ * two); 4096^3 and 8192^3. Both B layouts, bf16 in and out, fp32
+ * accumulation. --quick: a subset.
+ *
+ * Per shape and layout: input sets rotated so that L2 never holds the next
+ * one (loom_bench_rotation), random never-zero inputs, loom timed, cuBLASLt
+ * tuned then timed, medians of --reps event-timed repetitions. Loom's output
+ * of the last repetition is checked against the fp64 reference on sampled
+ * elements (#wrong). The loom row's note carries the ratio cuBLASLt time /
+ * loom time and, for m <= 512, the fraction of the measured copy bandwidth
+ * that streaming the weight (k n 2 bytes) in loom's time represents.
+ * Notes: geometric-mean ratio and minimum over m >= 1024; count of m <= 512
+ * shapes meeting ">= 0.95 of cuBLAS or >= 85% of HBM".
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "bench.h"
+#include "core/baseline.h"
+#include "core/error.h"
+#include "ref/ref.h"
+
+#define GEMM_SEED 0x6a09e667f3bcc909ull
+
+typedef struct gemm_args {
+  loom_bench_opts_t o;
+  int candidates;
+  int only_nk; /* --nk-only */
+} gemm_args_t;
+
+static int gemm_opt(void *ctx, int argc, char **argv, int *i) {
+  gemm_args_t *a = (gemm_args_t *)ctx;
+  const char *s = argv[*i];
+  if (!strcmp(s, "--help")) {
+    printf("  --candidates N    cuBLASLt heuristic candidates timed (default 8; --quick 4)\n"
+           "  --nk-only         only B [n, k] (PyTorch Linear weight)\n");
+    return 1;
+  }
+  if (!strcmp(s, "--nk-only")) return a->only_nk = 1, 1;
+  if (!strcmp(s, "--candidates") && *i + 1 < argc) {
+    a->candidates = atoi(argv[++*i]);
+    return a->candidates >= 1 ? 1 : -1;
+  }
+  (void)argc;
+  return 0;
+}
+
+typedef struct gset { void *a, *b, *c; } gset_t;
+
+typedef struct grun {
+  loom_gemm_desc_t d;
+  gset_t *sets;
+  int nsets, use_loom;
+} grun_t;
+
+static loom_result_t grun_op(void *arg, int iter, cudaStream_t s) {
+  grun_t *g = (grun_t *)arg;
+  gset_t *x = &g->sets[iter % g->nsets];
+  return g->use_loom ? loom_gemm(&g->d, x->a, x->b, x->c, NULL, s) : loom__base_gemm(&g->d, x->a, x->b, x->c, NULL, s);
+}
+
+static uint64_t gseed(int set, int which) { return GEMM_SEED + 1000u * (uint64_t)set + (uint64_t)which; }
+static size_t gperiod(size_t n) { return n < LOOM_BENCH_FILL_PERIOD ? n : LOOM_BENCH_FILL_PERIOD; }
+
+/* Sampled fp64 check of set si's C (inputs rebuilt from the fill period):
+ * number of elements out of bound, -1 if the check could not run. */
+static int64_t gcheck(const loom_gemm_desc_t *d, const gset_t *x, int si, int samples) {
+  const size_t na = (size_t)(d->m * d->k), nb = (size_t)(d->k * d->n);
+  const size_t pa = gperiod(na), pb = gperiod(nb);
+  uint16_t *ha = (uint16_t *)malloc(pa * 2), *hb = (uint16_t *)malloc(pb * 2);
+  uint16_t *arow = (uint16_t *)malloc((size_t)d->k * 2), *bcol = (uint16_t *)malloc((size_t)d->k * 2);
+  int64_t wrong = -1;
+  if (!ha || !hb || !arow || !bcol) goto out;
+  loom_ref_fill_random(d->ab_type, ha, pa, gseed(si, 0), 1.0);
+  loom_ref_fill_random(d->ab_type, hb, pb, gseed(si, 1), 1.0);
+  wrong = 0;
+  uint64_t z = 0xbb67ae8584caa73bull;
+  for (int s = 0; s < samples; ++s) {
+    z = z * 6364136223846793005ull + 1442695040888963407ull;
+    const int64_t row = s == 0 ? 0 : s == 1 ? d->m - 1 : (int64_t)((z >> 33) % (uint64_t)d->m);
+    const int64_t col = s == 0 ? 0 : s == 1 ? d->n - 1 : (int64_t)((z >> 13) % (uint64_t)d->n);
+    for (int64_t kk = 0; kk < d->k; ++kk) {
+      arow[kk] = ha[(size_t)(row * d->k + kk) % pa];
+      const size_t bi = d->b_layout == LOOM_B_KN ? (size_t)(kk * d->n + col) : (size_t)(col * d->k + kk);
+      bcol[kk] = hb[bi % pb];
+    }
+    loom_gemm_desc_t one = *d;
+    one.m = 1, one.n = 1, one.has_bias = 0, one.b_layout = LOOM_B_KN;
+    const double ref = loom_ref_gemm_element(&one, arow, bcol, NULL, 0, 0);
+    uint16_t got = 0;
+    if (cudaMemcpy(&got, (const char *)x->c + (size_t)(row * d->n + col) * 2, 2, cudaMemcpyDeviceToHost) !=
+        cudaSuccess) {
+      wrong = -1;
+      goto out;
+    }
+    const double v = loom_ref_load(d->c_type, &got, 0);
+    if (!(fabs(v - ref) <= fabs(ref) / 128 + 1e-4 * sqrt((double)d->k))) wrong++;
+  }
+out:
+  free(ha), free(hb), free(arow), free(bcol);
+  return wrong;
+}
+
+typedef struct gsum {
+  double logsum, minr;
+  int nbig, nsmall, small_ok;
+  double hbm_bps;
+} gsum_t;
+
+/* One shape, both layouts (or NK only): a loom row and a cuBLASLt row each. */
+static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsum_t *sum, int64_t m, int64_t n,
+                      int64_t k, const char *label) {
+  const size_t bytes_a = (size_t)(m * k) * 2, bytes_b = (size_t)(k * n) * 2, bytes_c = (size_t)(m * n) * 2;
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) free_b = (size_t)8 << 30;
+  size_t budget = free_b / 2;
+  if (budget > ((size_t)16 << 30)) budget = (size_t)16 << 30;
+  const int nsets = loom_bench_rotation(bytes_a + bytes_b + bytes_c, budget);
+  gset_t *sets = (gset_t *)calloc((size_t)nsets, sizeof *sets);
+  int failures = 0;
+  loom_result_t r = sets ? LOOM_SUCCESS : LOOM_ERR_OUT_OF_MEMORY;
+  for (int i = 0; i < nsets && r == LOOM_SUCCESS; ++i) {
+    cudaError_t e = cudaMalloc(&sets[i].a, bytes_a);
+    if (e == cudaSuccess) e = cudaMalloc(&sets[i].b, bytes_b);
+    if (e == cudaSuccess) e = cudaMalloc(&sets[i].c, bytes_c);
+    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaMalloc (GEMM inputs)", __FILE__, __LINE__);
+    if (r == LOOM_SUCCESS) r = loom_bench_fill_random(sets[i].a, LOOM_BF16, (size_t)(m * k), gseed(i, 0), 1.0);
+    if (r == LOOM_SUCCESS) r = loom_bench_fill_random(sets[i].b, LOOM_BF16, (size_t)(k * n), gseed(i, 1), 1.0);
+  }
+  for (int lay = 0; lay < 2 && r == LOOM_SUCCESS; ++lay) {
+    if (a->only_nk && lay == 0) continue;
+    grun_t g;
+    memset(&g, 0, sizeof g);
+    g.d.m = m, g.d.n = n, g.d.k = k;
+    g.d.ab_type = LOOM_BF16, g.d.c_type = LOOM_BF16;
+    g.d.b_layout = lay ? LOOM_B_NK : LOOM_B_KN;
+    g.sets = sets, g.nsets = nsets;
+    double us[2] = {NAN, NAN};
+    loom_bench_row_t *rows[2] = {NULL, NULL};
+    for (int impl = 0; impl < 2; ++impl) { /* 0 cuBLASLt, 1 loom */
+      loom_bench_row_t *row = loom_bench_add(t);
+      if (!row) {
+        r = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "table row: host allocation failed");
+        break;
+      }
+      rows[impl] = row;
+      snprintf(row->op, sizeof row->op, "gemm");
+      snprintf(row->impl, sizeof row->impl, impl ? "loom" : "cublasLt");
+      snprintf(row->shape, sizeof row->shape, "%lldx%lldx%lld %s", (long long)m, (long long)n, (long long)k,
+               lay ? "NK" : "KN");
+      snprintf(row->dtype, sizeof row->dtype, "bf16");
+      row->m = m, row->n = n, row->k = k;
+      row->flops = 2.0 * (double)m * (double)n * (double)k;
+      g.use_loom = impl;
+      loom_result_t lr = LOOM_SUCCESS;
+      if (!impl) lr = loom__base_gemm_tune(&g.d, sets[0].a, sets[0].b, sets[0].c, NULL, a->candidates,
+                                           a->o.quick ? 2 : 5, s, NULL);
+      loom_bench_time_t tm;
+      if (lr == LOOM_SUCCESS) lr = loom_bench_time(s, a->o.warmup, a->o.reps, grun_op, &g, &tm);
+      if (lr != LOOM_SUCCESS) {
+        fprintf(stderr, "loom-bench gemm: %s %s: %s\n", row->impl, row->shape, loom_last_error());
+        snprintf(row->note, sizeof row->note, "error: %s", loom_result_string(lr));
+        failures++;
+        if (cudaStreamSynchronize(s) != cudaSuccess) {
+          r = LOOM_ERR_CUDA;
+          break;
+        }
+        continue;
+      }
+      us[impl] = tm.median_us;
+      row->gemm_us = tm.median_us, row->min_us = tm.min_us, row->max_us = tm.max_us;
+      if (a->o.check && impl) {
+        const int last = (a->o.warmup + a->o.reps - 1) % nsets;
+        row->wrong = gcheck(&g.d, &sets[last], last, a->o.quick ? 16 : 48);
+        if (row->wrong != 0) failures++;
+      }
+    }
+    if (rows[0] && rows[1] && !isnan(us[0]) && !isnan(us[1])) {
+      const double ratio = us[0] / us[1];
+      const double frac = (double)bytes_b / (us[1] * 1e-6) / sum->hbm_bps;
+      if (m <= 512)
+        snprintf(rows[1]->note, sizeof rows[1]->note, "%s%sx%.3f of cuBLASLt, HBM %.0f%%", label, *label ? ", " : "",
+                 ratio, 100 * frac);
+      else
+        snprintf(rows[1]->note, sizeof rows[1]->note, "%s%sx%.3f of cuBLASLt", label, *label ? ", " : "", ratio);
+      snprintf(rows[0]->note, sizeof rows[0]->note, "%s%s%d sets", label, *label ? ", " : "", nsets);
+      if (m >= 1024) {
+        sum->logsum += log(ratio), sum->nbig++;
+        if (ratio < sum->minr) sum->minr = ratio;
+      } else if (m <= 512) {
+        sum->nsmall++;
+        sum->small_ok += ratio >= 0.95 || frac >= 0.85;
+      }
+    }
+    for (int impl = 0; impl < 2; ++impl)
+      if (rows[impl]) loom_bench_row_finish(rows[impl]);
+    printf("# gemm %-24s cuBLASLt %9.1f us  loom %9.1f us  ratio %.3f\n", rows[1] ? rows[1]->shape : "?", us[0],
+           us[1], us[0] / us[1]);
+    fflush(stdout);
+  }
+  if (r != LOOM_SUCCESS) {
+    fprintf(stderr, "loom-bench gemm: %lldx%lldx%lld: %s\n", (long long)m, (long long)n, (long long)k,
+            loom_last_error());
+    failures++;
+  }
+  for (int i = 0; sets && i < nsets; ++i) {
+    if (sets[i].a) cudaFree(sets[i].a);
+    if (sets[i].b) cudaFree(sets[i].b);
+    if (sets[i].c) cudaFree(sets[i].c);
+  }
+  free(sets);
+  return failures;
+}
+
+/* Device-to-device copy bandwidth (bytes read + written per second). */
+static double copy_bandwidth(cudaStream_t s) {
+  const size_t bytes = (size_t)256 << 20;
+  void *x = NULL, *y = NULL;
+  double bps = 4.0e12; /* fallback: about an H200's */
+  cudaEvent_t e0, e1;
+  if (cudaMalloc(&x, bytes) != cudaSuccess || cudaMalloc(&y, bytes) != cudaSuccess) goto out;
+  if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) goto out;
+  float best = 1e30f;
+  for (int i = 0; i < 8; ++i) {
+    float ms = 0;
+    cudaEventRecord(e0, s);
+    cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s);
+    cudaEventRecord(e1, s);
+    if (cudaEventSynchronize(e1) == cudaSuccess && cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess && i > 0 &&
+        ms < best)
+      best = ms;
+  }
+  if (best < 1e29f) bps = 2.0 * (double)bytes / (best * 1e-3);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+out:
+  cudaFree(x);
+  cudaFree(y);
+  (void)cudaGetLastError();
+  return bps;
+}
+
+static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
+  gemm_args_t *a = (gemm_args_t *)arg;
+  if (ctx->rank != 0) return 0;
+  cudaStream_t s = NULL;
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+    fprintf(stderr, "loom-bench gemm: cudaStreamCreate failed\n");
+    return 1;
+  }
+  loom_bench_table_t t;
+  memset(&t, 0, sizeof t);
+  gsum_t sum;
+  memset(&sum, 0, sizeof sum);
+  sum.minr = 1e9;
+  sum.hbm_bps = copy_bandwidth(s);
+  int dev = 0;
+  struct cudaDeviceProp p;
+  if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess)
+    printf("# loom-bench gemm: %s (%d SMs, compute capability %d.%d), copy bandwidth %.0f GB/s\n", p.name,
+           p.multiProcessorCount, p.major, p.minor, sum.hbm_bps / 1e9);
+  struct { int64_t n, k; const char *label; } fam[] = {
+      {24576, 12288, "Flux AG+GEMM TP=2"}, {12288, 24576, "Flux GEMM+RS TP=2"},
+      {14336, 8192, "Llama-3-70B up TP=2"}, {8192, 14336, "Llama-3-70B down TP=2"}};
+  const int64_t ms_all[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192};
+  const int64_t ms_quick[] = {64, 512, 4096};
+  int failures = 0;
+  for (int f = 0; f < 4; ++f) {
+    const int64_t *ms = a->o.quick ? ms_quick : ms_all;
+    const int nm = a->o.quick ? 3 : 8;
+    for (int i = 0; i < nm; ++i) failures += gemm_shape(a, s, &t, &sum, ms[i], fam[f].n, fam[f].k, fam[f].label);
+  }
+  failures += gemm_shape(a, s, &t, &sum, 4096, 4096, 4096, "");
+  if (!a->o.quick) failures += gemm_shape(a, s, &t, &sum, 8192, 8192, 8192, "");
+  if (sum.nbig)
+    loom_bench_note(&t, "m >= 1024: geometric mean of cuBLASLt/loom time %.3f, minimum %.3f, over %d GEMMs (target >= 1.00, none < 0.95)",
+                    exp(sum.logsum / sum.nbig), sum.minr, sum.nbig);
+  if (sum.nsmall)
+    loom_bench_note(&t, "m <= 512: %d of %d GEMMs at >= 0.95 of cuBLASLt or >= 85%% of the copy bandwidth (%.0f GB/s) on the weight",
+                    sum.small_ok, sum.nsmall, sum.hbm_bps / 1e9);
+  loom_bench_note(&t, "cuBLASLt: best of %d heuristic candidates; loom: loom_gemm (sm90 kernel on compute capability 9.0)",
+                  a->candidates);
+  char title[160];
+  snprintf(title, sizeof title, "loom-bench gemm: loom vs cuBLASLt, bf16, median of %d reps", a->o.reps);
+  if (a->o.json) {
+    char path[1200];
+    if (loom_bench_write_json("gemm", &t, &a->o, 1, path, sizeof path) == 0) loom_bench_note(&t, "JSON: %s", path);
+    else failures++;
+  }
+  loom_bench_print(stdout, &t, title);
+  if (failures) printf("# %d failure(s): see the messages above, the #wrong and note columns\n", failures);
+  loom_bench_table_free(&t);
+  loom__base_gemm_release();
+  cudaStreamDestroy(s);
+  return failures ? 1 : 0;
+}
+
+LOOM_BENCH(gemm, "loom's GEMM engine vs cuBLASLt (Flux, Llama-3-70B at TP=2, squares; both B layouts)") {
+  gemm_args_t a;
+  memset(&a, 0, sizeof a);
+  int rc = loom_bench_parse(&a.o, argc, argv, gemm_opt, &a);
+  if (rc != LOOM_BENCH_RUN) return rc;
+  if (!a.candidates) a.candidates = a.o.quick ? 4 : 8;
+  if (loom_bench_world(&a.o, 1) == 0) return 1;
+  return loom_bench_launch(&a.o, 1, gemm_rank, &a) ? 1 : 0;
+}
