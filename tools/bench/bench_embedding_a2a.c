@@ -1,0 +1,348 @@
+/*
+ * bench_embedding_a2a.c - loom-bench embedding_a2a: the fused embedding-bag
+ * + All-to-All against its parts and the sequential path, side by side in
+ * one run (issue 4's shapes: D = 256, pooling 32, 100k rows per table,
+ * fp32, (B, T per GPU) in {(1024,64), (4096,64), (4096,128), (16384,64)}).
+ *
+ * Per shape, every rank: tables filled with random values on the device,
+ * CSR inputs from bench/dlrm_gen.h (uniform indices, fixed pooling, or
+ * --zipf / --variable), then, timed with loom_bench_time_ranks (max over
+ * ranks per repetition, median):
+ *   fused  loom_embedding_a2a on the zero-copy plan
+ *   pool   loom_embedding_pool alone (no communication): the "gemm" column,
+ *          so ECT = fused - pool and overlap = 1 - ECT(fused)/ECT(seq)
+ *   comm   NCCL AlltoAll alone (ncclSend/Recv group) of the pooled bytes
+ *   seq    the staged plan: loom pooling + NCCL send/recv + reorder into the
+ *          interaction layout (the sequential path, same output)
+ * The fused output is compared with the staged output word for word (same
+ * pooling code and order, so bit-identical): #wrong.
+ * Then, at B = 4096, T = 64: the slice-size sweep (S = 8..512), and
+ * remote-first against local-first with each rank's own median time (the
+ * spread between the ranks' finish times, the paper's Figure 13).
+ * HBM floor: pooling reads T*B*L*D*4 bytes of rows (+ 8-byte indices) and
+ * writes B*T*D*4; at 4.3 TB/s (copy, read + write) that is the pool floor.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "bench.h"
+#include "bench/dlrm_gen.h"
+#include "core/baseline.h"
+#include "loom.h"
+
+typedef struct emb_args {
+  loom_bench_opts_t o;
+  int pooling, dim;
+  int64_t rows;
+  double zipf;
+  int variable;
+  int sweep;
+} emb_args_t;
+
+static int emb_opt(void *ctx, int argc, char **argv, int *i) {
+  emb_args_t *a = (emb_args_t *)ctx;
+  const char *s = argv[*i];
+  if (!strcmp(s, "--help")) {
+    printf("  --zipf ALPHA      Zipf-distributed indices (default uniform)\n"
+           "  --variable        bag lengths uniform in [0, 2L] (default fixed L = 32)\n"
+           "  --no-sweep        skip the slice-size sweep and the remote-first comparison\n");
+    return 1;
+  }
+  if (!strcmp(s, "--variable")) return a->variable = 1, 1;
+  if (!strcmp(s, "--no-sweep")) return a->sweep = 0, 1;
+  if (!strcmp(s, "--zipf")) {
+    if (*i + 1 >= argc) return -1;
+    a->zipf = atof(argv[++*i]);
+    return a->zipf > 0 ? 1 : -1;
+  }
+  return 0;
+}
+
+typedef struct emb_call {
+  loom_plan_t plan;
+  int which;                    /* 0 fused/staged a2a, 1 pool, 2 nccl a2a */
+  const void *tables;
+  const int64_t *idx, *off;
+  int64_t n;
+  void *out;
+  void *send, *recv;
+  size_t per_peer;
+  ncclComm_t nccl;
+} emb_call_t;
+
+static loom_result_t emb_op(void *arg, int iter, cudaStream_t s) {
+  (void)iter;
+  emb_call_t *c = (emb_call_t *)arg;
+  switch (c->which) {
+    case 0: return loom_embedding_a2a(c->plan, c->tables, c->idx, c->off, c->n, NULL, c->out, s);
+    case 1: return loom_embedding_pool(c->plan, c->tables, c->idx, c->off, c->n, NULL, c->out, s);
+    default: return loom__base_alltoall(c->nccl, c->send, c->recv, c->per_peer, LOOM_FP32, s);
+  }
+}
+
+typedef struct emb_shape {
+  int64_t B;
+  int T;
+} emb_shape_t;
+
+/* Buffers and inputs of one shape on this rank. */
+typedef struct emb_bufs {
+  void *tables, *out, *out2, *pooled, *send, *recv;
+  int64_t *idx, *off, n;
+  int64_t *rows;
+  int tpr[64];
+} emb_bufs_t;
+
+static void bufs_free(loom_comm_t comm, emb_bufs_t *b) {
+  cudaFree(b->tables);
+  if (b->out) loom_free(comm, b->out);
+  cudaFree(b->out2);
+  cudaFree(b->pooled);
+  cudaFree(b->send);
+  cudaFree(b->recv);
+  cudaFree(b->idx);
+  cudaFree(b->off);
+  free(b->rows);
+  memset(b, 0, sizeof *b);
+}
+
+static loom_result_t make_plan(loom_comm_t comm, const emb_args_t *a, emb_bufs_t *b, int W, emb_shape_t sh, int S,
+                               int local_first, loom_embedding_path_t path, loom_plan_t *p) {
+  loom_embedding_desc_t d = LOOM_EMBEDDING_DESC_INIT;
+  d.world_size = W;
+  d.tables_per_rank = b->tpr;
+  d.rows = b->rows;
+  d.dim = a->dim;
+  d.global_batch = sh.B;
+  d.slice_samples = S;
+  d.local_first = local_first;
+  d.path = path;
+  return loom_plan_embedding_a2a(comm, &d, p);
+}
+
+#define TRY(call)                                                                       \
+  do {                                                                                  \
+    loom_result_t r_ = (call);                                                          \
+    if (r_ != LOOM_SUCCESS) {                                                           \
+      fprintf(stderr, "rank %d: %s: %s\n", ctx->rank, #call, loom_last_error());       \
+      return 1;                                                                         \
+    }                                                                                   \
+  } while (0)
+#define CTRY(call)                                                                      \
+  do {                                                                                  \
+    cudaError_t e_ = (call);                                                            \
+    if (e_ != cudaSuccess) {                                                            \
+      fprintf(stderr, "rank %d: %s: %s\n", ctx->rank, #call, cudaGetErrorString(e_));  \
+      return 1;                                                                         \
+    }                                                                                   \
+  } while (0)
+
+/* Allocates and fills the inputs of one shape. */
+static int shape_inputs(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_args_t *a, emb_shape_t sh, emb_bufs_t *b) {
+  const int W = ctx->size, T = sh.T, D = a->dim;
+  const int64_t B = sh.B, Bl = B / W;
+  memset(b, 0, sizeof *b);
+  for (int p = 0; p < W; ++p) b->tpr[p] = T;
+  b->rows = (int64_t *)malloc((size_t)T * (size_t)W * sizeof(int64_t));
+  for (int g = 0; g < T * W; ++g) b->rows[g] = a->rows;
+  const size_t tab = (size_t)T * (size_t)a->rows * (size_t)D;
+  CTRY(cudaMalloc(&b->tables, tab * 4));
+  TRY(loom_bench_fill_random(b->tables, LOOM_FP32, tab, 1234 + (uint64_t)ctx->rank, 1.0));
+  int64_t *h_off = (int64_t *)malloc(((size_t)T * (size_t)B + 1) * sizeof(int64_t));
+  loom_dlrm_gen_t g = {T, B, b->rows, a->pooling, a->variable, 0.0, a->zipf, 77 + (uint64_t)ctx->rank};
+  b->n = loom_dlrm_gen_offsets(&g, h_off);
+  int64_t *h_idx = (int64_t *)malloc((size_t)b->n * sizeof(int64_t));
+  if (loom_dlrm_gen_indices(&g, h_off, h_idx) != 0) return 1;
+  CTRY(cudaMalloc((void **)&b->off, ((size_t)T * (size_t)B + 1) * sizeof(int64_t)));
+  CTRY(cudaMalloc((void **)&b->idx, (size_t)b->n * sizeof(int64_t)));
+  CTRY(cudaMemcpy(b->off, h_off, ((size_t)T * (size_t)B + 1) * sizeof(int64_t), cudaMemcpyHostToDevice));
+  CTRY(cudaMemcpy(b->idx, h_idx, (size_t)b->n * sizeof(int64_t), cudaMemcpyHostToDevice));
+  free(h_off);
+  free(h_idx);
+  const size_t out = (size_t)Bl * (size_t)T * (size_t)W * (size_t)D * 4;
+  TRY(loom_malloc(comm, out, &b->out));
+  CTRY(cudaMalloc(&b->out2, out));
+  CTRY(cudaMalloc(&b->pooled, (size_t)B * (size_t)T * (size_t)D * 4));
+  CTRY(cudaMalloc(&b->send, (size_t)B * (size_t)T * (size_t)D * 4));
+  CTRY(cudaMalloc(&b->recv, (size_t)B * (size_t)T * (size_t)D * 4));
+  return 0;
+}
+
+static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
+  emb_args_t *a = (emb_args_t *)arg;
+  const int W = ctx->size, D = a->dim, L = a->pooling;
+  cudaStream_t s;
+  CTRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  loom_comm_t comm = NULL;
+  loom_config_t cfg = LOOM_CONFIG_INIT;
+  cfg.workspace_bytes = (size_t)64 << 20;
+  TRY(loom_comm_create(ctx->nccl, &cfg, &comm));
+  loom_bench_table_t t;
+  memset(&t, 0, sizeof t);
+  static const emb_shape_t full[] = {{1024, 64}, {4096, 64}, {4096, 128}, {16384, 64}};
+  static const emb_shape_t quick[] = {{1024, 64}, {4096, 64}};
+  const emb_shape_t *shapes = a->o.quick ? quick : full;
+  const int nshapes = a->o.quick ? 2 : 4;
+  int failures = 0;
+  if (ctx->rank == 0) {
+    struct cudaDeviceProp p;
+    int dev = 0;
+    cudaGetDevice(&dev);
+    cudaGetDeviceProperties(&p, dev);
+    printf("# loom-bench embedding_a2a: %d rank(s) on %s (%d SMs); D=%d L=%d rows=%lld fp32 %s%s\n", W, p.name,
+           p.multiProcessorCount, D, L, (long long)a->rows, a->zipf > 0 ? "zipf" : "uniform",
+           a->variable ? " variable" : " fixed");
+    fflush(stdout);
+  }
+  for (int si = 0; si < nshapes; ++si) {
+    emb_shape_t sh = shapes[si];
+    emb_bufs_t b;
+    if (shape_inputs(ctx, comm, a, sh, &b)) return 1;
+    loom_plan_t fused = NULL, staged = NULL;
+    TRY(make_plan(comm, a, &b, W, sh, 0, 0, LOOM_EMB_PATH_AUTO, &fused));
+    TRY(make_plan(comm, a, &b, W, sh, 0, 0, LOOM_EMB_PATH_STAGED, &staged));
+    emb_call_t cf = {fused, 0, b.tables, b.idx, b.off, b.n, b.out, NULL, NULL, 0, ctx->nccl};
+    emb_call_t cp = {fused, 1, b.tables, b.idx, b.off, b.n, b.pooled, NULL, NULL, 0, ctx->nccl};
+    emb_call_t cs = {staged, 0, b.tables, b.idx, b.off, b.n, b.out2, NULL, NULL, 0, ctx->nccl};
+    emb_call_t ca = {NULL, 2, NULL, NULL, NULL, 0, NULL, b.send, b.recv,
+                     (size_t)(sh.B / W) * (size_t)sh.T * (size_t)D, ctx->nccl};
+    loom_bench_time_t tf, tp, ts, ta;
+    TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &cf, &tf));
+    TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &cp, &tp));
+    TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &cs, &ts));
+    if (W > 1) TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &ca, &ta));
+    TRY(loom_comm_get_async_error(comm));
+    TRY(loom_embedding_a2a_check(fused));
+    /* fused output == staged output, word for word */
+    int64_t wrong = 0;
+    if (a->o.check) {
+      const size_t words = (size_t)(sh.B / W) * (size_t)sh.T * (size_t)W * (size_t)D;
+      uint32_t *h1 = (uint32_t *)malloc(words * 4), *h2 = (uint32_t *)malloc(words * 4);
+      CTRY(cudaMemcpy(h1, b.out, words * 4, cudaMemcpyDeviceToHost));
+      CTRY(cudaMemcpy(h2, b.out2, words * 4, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < words; ++i) wrong += h1[i] != h2[i] || h1[i] == 0u;
+      free(h1);
+      free(h2);
+      TRY(loom_bench_sum_ranks(ctx->nccl, s, &wrong));
+    }
+    if (ctx->rank == 0) {
+      loom_bench_row_t *r = loom_bench_add(&t);
+      snprintf(r->op, sizeof r->op, "embedding_a2a");
+      snprintf(r->impl, sizeof r->impl, "loom");
+      snprintf(r->shape, sizeof r->shape, "B=%lld T=%d/GPU", (long long)sh.B, sh.T);
+      snprintf(r->dtype, sizeof r->dtype, "fp32");
+      r->m = sh.B;
+      r->n = sh.T;
+      r->world = W;
+      r->bytes = (int64_t)(sh.B / W) * sh.T * W * D * 4;
+      r->fused_us = tf.median_us;
+      r->gemm_us = tp.median_us;
+      r->seq_us = ts.median_us;
+      r->comm_us = W > 1 ? ta.median_us : NAN;
+      r->min_us = tf.min_us;
+      r->max_us = tf.max_us;
+      r->wrong = a->o.check ? wrong : -1;
+      double rd = (double)sh.T * (double)sh.B * (double)L * D * 4, ix = (double)sh.T * sh.B * L * 8,
+             wr = (double)sh.T * sh.B * D * 4;
+      double pool_gbs = (rd + ix + wr) / (tp.median_us * 1e-6) / 1e9;
+      snprintf(r->note, sizeof r->note, "pool %.0f GB/s=%.0f%% HBM; seq/fused %.2fx", pool_gbs, pool_gbs / 43.0,
+               ts.median_us / tf.median_us);
+      loom_bench_row_finish(r);
+      printf("# B=%lld T=%d: fused %.1f us, pool %.1f us (%.0f GB/s, floor %.1f us at 4.3 TB/s), nccl a2a %.1f us, "
+             "seq (pool+a2a+reorder) %.1f us, seq/fused %.2fx, wrong %lld\n",
+             (long long)sh.B, sh.T, tf.median_us, tp.median_us, pool_gbs, (rd + ix + wr) / 4.3e12 * 1e6,
+             W > 1 ? ta.median_us : 0.0, ts.median_us, ts.median_us / tf.median_us, (long long)wrong);
+      fflush(stdout);
+    }
+    failures += wrong != 0;
+    TRY(loom_plan_destroy(staged));
+    if (a->sweep && sh.B == 4096 && sh.T == 64) {
+      static const int Ss[] = {8, 16, 32, 64, 128, 256, 512};
+      for (int k = 0; k < 7; ++k) {
+        loom_plan_t p = NULL;
+        TRY(make_plan(comm, a, &b, W, sh, Ss[k], 0, LOOM_EMB_PATH_AUTO, &p));
+        emb_call_t c = {p, 0, b.tables, b.idx, b.off, b.n, b.out, NULL, NULL, 0, ctx->nccl};
+        loom_bench_time_t tm;
+        TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &c, &tm));
+        if (ctx->rank == 0) {
+          loom_bench_row_t *r = loom_bench_add(&t);
+          snprintf(r->op, sizeof r->op, "emb_a2a slice sweep");
+          snprintf(r->impl, sizeof r->impl, "loom S=%d", Ss[k]);
+          snprintf(r->shape, sizeof r->shape, "B=%lld T=%d/GPU", (long long)sh.B, sh.T);
+          snprintf(r->dtype, sizeof r->dtype, "fp32");
+          r->world = W;
+          r->fused_us = tm.median_us;
+          r->min_us = tm.min_us;
+          r->max_us = tm.max_us;
+          loom_bench_row_finish(r);
+        }
+        TRY(loom_plan_destroy(p));
+      }
+      /* remote-first vs local-first: each rank's own median (not max over ranks) */
+      for (int lf = 0; lf < 2; ++lf) {
+        loom_plan_t p = NULL;
+        TRY(make_plan(comm, a, &b, W, sh, 0, lf, LOOM_EMB_PATH_AUTO, &p));
+        emb_call_t c = {p, 0, b.tables, b.idx, b.off, b.n, b.out, NULL, NULL, 0, ctx->nccl};
+        loom_bench_time_t tm;
+        TRY(loom_bench_barrier(ctx->nccl, s));
+        TRY(loom_bench_time(s, a->o.warmup, a->o.reps, emb_op, &c, &tm));
+        int64_t mine = (int64_t)(tm.median_us * 1000.0), mx = mine, mn = mine;
+        TRY(loom_bench_reduce_ranks(ctx->nccl, s, &mx, ncclMax));
+        TRY(loom_bench_reduce_ranks(ctx->nccl, s, &mn, ncclMin));
+        if (ctx->rank == 0) {
+          loom_bench_row_t *r = loom_bench_add(&t);
+          snprintf(r->op, sizeof r->op, "emb_a2a order");
+          snprintf(r->impl, sizeof r->impl, "loom %s", lf ? "local-first" : "remote-first");
+          snprintf(r->shape, sizeof r->shape, "B=%lld T=%d/GPU", (long long)sh.B, sh.T);
+          snprintf(r->dtype, sizeof r->dtype, "fp32");
+          r->world = W;
+          r->fused_us = mx / 1000.0;
+          snprintf(r->note, sizeof r->note, "ranks' medians %.1f..%.1f us, skew %.1f us", mn / 1000.0, mx / 1000.0,
+                   (mx - mn) / 1000.0);
+          loom_bench_row_finish(r);
+        }
+        TRY(loom_plan_destroy(p));
+      }
+    }
+    TRY(loom_plan_destroy(fused));
+    CTRY(cudaStreamSynchronize(s));
+    bufs_free(comm, &b);
+  }
+  if (ctx->rank == 0) {
+    loom_bench_note(&t, "gemm column = loom pooling kernel alone; comm = NCCL AlltoAll (send/recv) of the pooled "
+                        "bytes; seq = loom pooling + NCCL send/recv + reorder (the staged path)");
+    loom_bench_note(&t, "pool GB/s counts rows read (T*B*L*D*4) + indices (8 B each) + pooled written (T*B*D*4)");
+    char title[200];
+    snprintf(title, sizeof title, "loom-bench embedding_a2a: D=%d L=%d rows=%lld fp32, world %d, median of %d reps", D,
+             L, (long long)a->rows, W, a->o.reps);
+    if (a->o.json) {
+      char path[1200];
+      if (loom_bench_write_json("embedding_a2a", &t, &a->o, W, path, sizeof path) == 0)
+        loom_bench_note(&t, "JSON: %s", path);
+    }
+    loom_bench_print(stdout, &t, title);
+  }
+  loom_bench_table_free(&t);
+  TRY(loom_comm_destroy(comm));
+  cudaStreamDestroy(s);
+  return failures ? 1 : 0;
+}
+
+LOOM_BENCH(embedding_a2a, "fused embedding-bag + All-to-All vs pooling, NCCL AlltoAll and the sequential path") {
+  emb_args_t a;
+  memset(&a, 0, sizeof a);
+  a.pooling = 32;
+  a.dim = 256;
+  a.rows = 100000;
+  a.sweep = 1;
+  int rc = loom_bench_parse(&a.o, argc, argv, emb_opt, &a);
+  if (rc != LOOM_BENCH_RUN) return rc;
+  int world = loom_bench_world(&a.o, 0);
+  if (world == 0) return 1;
+  return loom_bench_launch(&a.o, world, emb_rank, &a) ? 1 : 0;
+}
