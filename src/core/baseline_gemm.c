@@ -22,7 +22,9 @@
  * State (one process): a cuBLASLt handle per device; a workspace of
  * LOOM_CUBLAS_WORKSPACE_BYTES per (device, stream), so that GEMMs on two
  * streams never share scratch memory (allocated on a stream's first GEMM,
- * which should therefore not be inside a graph capture); a cache of entries
+ * which should therefore not be inside a graph capture; a captured GEMM
+ * keeps using the capturing stream's workspace, so do not replay its graph
+ * concurrently with other GEMMs on that stream); a cache of entries
  * keyed by (device, desc, pointer alignment class), each holding the matmul
  * descriptor, the three matrix layouts and the chosen algorithm. The
  * heuristic's pick is used until loom__base_gemm_tune replaces it. Pointer

@@ -8,6 +8,8 @@
  * can still fork ranks. Inputs are fresh random data (a new seed each run,
  * printed by the parent; a failure names the seed and the case). Outputs are
  * poisoned with 0xFF bytes (NaN in fp32, fp16 and bf16) before the call.
+ * Streams are blocking (cudaStreamCreate), so work on them is ordered after
+ * the plain cudaMemcpy/cudaMemset uploads on the legacy default stream.
  *
  * GEMM: every element of C must have been written (no NaN left); whole
  * sampled rows (first, last, two random) and whole sampled columns are
@@ -192,7 +194,7 @@ static const loom_dtype_t g_types[][2] = {
 static int rank_gemm_reference(loom_rank_ctx_t *ctx, void *arg) {
   uint64_t seed = ((gemm_arg_t *)arg)->seed;
   cudaStream_t s = NULL;
-  B_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  B_CUDA(cudaStreamCreate(&s));
   for (size_t i = 0; i < sizeof g_shapes / sizeof g_shapes[0]; ++i)
     for (size_t t = 0; t < sizeof g_types / sizeof g_types[0]; ++t)
       for (int lay = 0; lay < 2; ++lay)
@@ -225,7 +227,7 @@ LOOM_TEST(baseline_gemm_vs_reference) {
 static int rank_gemm_bias_fallback(loom_rank_ctx_t *ctx, void *arg) {
   uint64_t seed = ((gemm_arg_t *)arg)->seed;
   cudaStream_t s = NULL;
-  B_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  B_CUDA(cudaStreamCreate(&s));
   loom__base_gemm_force_bias_fallback(1);
   for (size_t i = 0; i < sizeof g_shapes / sizeof g_shapes[0]; ++i)
     for (size_t t = 0; t < sizeof g_types / sizeof g_types[0]; t += 1)
@@ -254,8 +256,8 @@ static int rank_gemm_tune_graph_mixed(loom_rank_ctx_t *ctx, void *arg) {
   uint64_t seed = ((gemm_arg_t *)arg)->seed;
   cudaStream_t s = NULL, s2 = NULL;
   void *a = NULL, *b = NULL, *c = NULL, *bias = NULL;
-  B_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  B_CUDA(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  B_CUDA(cudaStreamCreate(&s));
+  B_CUDA(cudaStreamCreate(&s2));
   /* tuning: a time comes back, and the tuned choice computes the right result */
   {
     loom_gemm_desc_t d = {256, 512, 512, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 1};
@@ -425,7 +427,7 @@ static int rank_collectives(loom_rank_ctx_t *ctx, void *arg) {
   uint64_t seed = ((coll_arg_t *)arg)->seed;
   cudaStream_t s = NULL;
   void *buf = NULL;
-  B_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  B_CUDA(cudaStreamCreate(&s));
   const loom_dtype_t types[3] = {LOOM_BF16, LOOM_FP16, LOOM_FP32};
   const size_t counts[OP_NUM] = {1031, 1031, 4099, 4099, 257};
   for (int op = 0; op < OP_NUM; ++op)

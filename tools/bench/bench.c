@@ -404,6 +404,10 @@ loom_result_t loom_bench_fill_random(void *dev, loom_dtype_t t, size_t n, uint64
     LOOM_CUDA(cudaMemcpy(base + done * es, base, cnt * es, cudaMemcpyDeviceToDevice));
     done += cnt;
   }
+  /* Device-to-device cudaMemcpy (and the last DMA of a pageable upload) may
+   * still run when the call returns, and a non-blocking stream would not wait
+   * for them: finish here, so the data is in place for any stream. */
+  LOOM_CUDA(cudaDeviceSynchronize());
   return LOOM_SUCCESS;
 }
 

@@ -172,7 +172,8 @@ int loom_bench_rotation(size_t bytes_per_set, size_t budget_bytes);
 /* Fills n elements of device buffer `dev` with random values of dtype t in
  * [-scale, scale), never zero: element i = P[i % period], where P is
  * loom_ref_fill_random(t, P, period, seed, scale) and period =
- * min(n, LOOM_BENCH_FILL_PERIOD). A checker rebuilds P on the host. */
+ * min(n, LOOM_BENCH_FILL_PERIOD). A checker rebuilds P on the host.
+ * Synchronous: the data is in place for every stream when it returns. */
 loom_result_t loom_bench_fill_random(void *dev, loom_dtype_t t, size_t n, uint64_t seed, double scale);
 
 /* ---- results ------------------------------------------------------------- */

@@ -448,8 +448,8 @@ out:
 
 static int baseline_rank(loom_rank_ctx_t *ctx, void *arg) {
   baseline_args_t *a = (baseline_args_t *)arg;
-  cudaStream_t s = NULL;
-  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+  cudaStream_t s = NULL; /* blocking: ordered after plain cudaMemcpy/cudaMemset on the legacy stream */
+  if (cudaStreamCreate(&s) != cudaSuccess) {
     fprintf(stderr, "rank %d: cudaStreamCreate failed\n", ctx->rank);
     return 1;
   }
