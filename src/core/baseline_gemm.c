@@ -302,8 +302,13 @@ static loom_result_t loom__gemm_build_op(loom_gemm_entry_t *e, int bias_epilogue
   return LOOM_SUCCESS;
 }
 
+/* Status of the last heuristic query that found nothing (for messages). */
+static cublasStatus_t loom__gemm_last_refusal = CUBLAS_STATUS_SUCCESS;
+
 /* Up to `want` heuristic results for e (as built), filtered to successes.
- * *got = 0 when cuBLASLt has none (NOT_SUPPORTED is not an error here). */
+ * *got = 0 when cuBLASLt has none: NOT_SUPPORTED, and INVALID_VALUE (what
+ * some versions answer for a type combination they lack), are not errors
+ * here; the caller decides (fallback or LOOM_ERR_UNSUPPORTED). */
 static loom_result_t loom__gemm_heuristic(loom_gemm_entry_t *e, cublasLtHandle_t h, size_t ws_bytes, int want,
                                           cublasLtMatmulHeuristicResult_t *res, int *got) {
   *got = 0;
@@ -325,7 +330,11 @@ static loom_result_t loom__gemm_heuristic(loom_gemm_entry_t *e, cublasLtHandle_t
   int n = 0;
   st = cublasLtMatmulAlgoGetHeuristic(h, e->op, e->lay_a, e->lay_b, e->lay_c, e->lay_c, pref, want, res, &n);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return LOOM_SUCCESS;
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
+    loom__gemm_last_refusal = st;
+    return LOOM_SUCCESS;
+  }
+  loom__gemm_last_refusal = CUBLAS_STATUS_SUCCESS;
   if (st != CUBLAS_STATUS_SUCCESS)
     return loom__cublas_fail(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
   int k = 0;
@@ -384,9 +393,12 @@ static loom_result_t loom__gemm_lookup(int device, const loom_gemm_desc_t *d, co
     char what[160];
     loom__gemm_describe(d, what, sizeof what);
     r = loom__fail(LOOM_ERR_UNSUPPORTED,
-                   "loom baseline GEMM: cuBLASLt has no algorithm for %s on device %d (cuBLASLt "
-                   "takes bf16 inputs with bf16/fp32 output and fp16 inputs with fp16/fp32 output)",
-                   what, device);
+                   "loom baseline GEMM: cuBLASLt has no algorithm for %s on device %d (heuristic: %s; "
+                   "cuBLASLt takes bf16 inputs with bf16/fp32 output and fp16 inputs with fp16/fp32 "
+                   "output)",
+                   what, device,
+                   loom__gemm_last_refusal == CUBLAS_STATUS_SUCCESS ? "no candidate"
+                                                                     : cublasLtGetStatusName(loom__gemm_last_refusal));
   }
   if (r != LOOM_SUCCESS) {
     loom__gemm_entry_free(e);
