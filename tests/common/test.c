@@ -1,10 +1,22 @@
 /*
  * test.c - registry and runner for test.h.
+ *
+ * With isolation on (the GPU suite), every test runs in its own forked
+ * process: a test that initialises CUDA cannot spoil the fork of a later
+ * test's ranks, a crash fails only that test, and a test that outlives
+ * LOOM_TEST_TIMEOUT_S (default 900 s) is killed and fails. The child sends
+ * its failure count and skip reason back through a pipe.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "test.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #define LOOM_MAX_TESTS 512
 static struct { const char *name; loom_test_fn fn; } loom__tests[LOOM_MAX_TESTS];
@@ -40,7 +52,69 @@ static int loom__by_name(const void *a, const void *b) {
   return strcmp(x, y);
 }
 
-int loom_test_main(int argc, char **argv) {
+typedef struct { int failures; int skipped; char why[200]; } loom__outcome_t;
+
+/* Runs test i in a child; fills *o. */
+static void loom__run_isolated(int i, loom__outcome_t *o) {
+  memset(o, 0, sizeof *o);
+  int fd[2];
+  if (pipe(fd) != 0) {
+    o->failures = 1;
+    return;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    setpgid(0, 0);
+    loom__tests[i].fn();
+    loom__outcome_t mine;
+    memset(&mine, 0, sizeof mine);
+    mine.failures = loom_test_failures;
+    mine.skipped = loom__skip_reason != NULL;
+    if (loom__skip_reason) snprintf(mine.why, sizeof mine.why, "%s", loom__skip_reason);
+    fflush(stdout);
+    if (write(fd[1], &mine, sizeof mine) != (ssize_t)sizeof mine) _exit(3);
+    _exit(0);
+  }
+  close(fd[1]);
+  if (pid < 0) {
+    close(fd[0]);
+    o->failures = 1;
+    return;
+  }
+  const char *t = getenv("LOOM_TEST_TIMEOUT_S");
+  double limit = t ? atof(t) : 900.0, waited = 0.0;
+  int st = 0;
+  for (;;) {
+    pid_t done = waitpid(pid, &st, WNOHANG);
+    if (done == pid) break;
+    if (waited > limit) {
+      printf("    FAIL: test exceeded LOOM_TEST_TIMEOUT_S=%.0f s; killed\n", limit);
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      close(fd[0]);
+      o->failures = 1;
+      return;
+    }
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+    waited += 0.02;
+  }
+  ssize_t got = read(fd[0], o, sizeof *o);
+  close(fd[0]);
+  if (got != (ssize_t)sizeof *o || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    if (WIFSIGNALED(st)) printf("    FAIL: test process died of signal %d\n", WTERMSIG(st));
+    else if (got != (ssize_t)sizeof *o) printf("    FAIL: test process ended without a result\n");
+    if (o->failures == 0) o->failures = 1;
+  }
+}
+
+int loom_test_main(int argc, char **argv) { return loom_test_main_opts(argc, argv, 0); }
+
+int loom_test_main_opts(int argc, char **argv, int isolate) {
   const char *filter = argc > 1 ? argv[1] : NULL;
   /* registration order depends on link order: run in name order */
   qsort(loom__tests, (size_t)loom__ntests, sizeof loom__tests[0], loom__by_name);
@@ -51,9 +125,18 @@ int loom_test_main(int argc, char **argv) {
     loom__skip_reason = NULL;
     printf("[ RUN  ] %s\n", loom__tests[i].name);
     fflush(stdout);
-    loom__tests[i].fn();
+    const char *why = NULL;
+    loom__outcome_t o;
+    if (isolate) {
+      loom__run_isolated(i, &o);
+      loom_test_failures = o.failures;
+      if (o.skipped) why = o.why;
+    } else {
+      loom__tests[i].fn();
+      why = loom__skip_reason;
+    }
     if (loom_test_failures) failed++, printf("[ FAIL ] %s\n", loom__tests[i].name);
-    else if (loom__skip_reason) skipped++, printf("[ SKIP ] %s: %s\n", loom__tests[i].name, loom__skip_reason);
+    else if (why) skipped++, printf("[ SKIP ] %s: %s\n", loom__tests[i].name, why);
     else passed++, printf("[  OK  ] %s\n", loom__tests[i].name);
     fflush(stdout);
   }

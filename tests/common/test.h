@@ -23,6 +23,9 @@ extern "C" {
 typedef void (*loom_test_fn)(void);
 void loom_test_register(const char *name, loom_test_fn fn);
 int loom_test_main(int argc, char **argv);
+/* isolate=1: each test in its own forked process, bounded by
+ * LOOM_TEST_TIMEOUT_S (see test.c). */
+int loom_test_main_opts(int argc, char **argv, int isolate);
 /* Counts a failed check of the running test and prints why. */
 void loom_test_fail(const char *file, int line, const char *fmt, ...);
 extern int loom_test_failures; /* of the running test */

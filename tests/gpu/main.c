@@ -1,6 +1,7 @@
 /* main.c - the GPU test suite: runs every LOOM_TEST linked in; refuses to
  * run (exit 1, one line) where there is no GPU, so that "all skipped" is
- * never mistaken for a pass. */
+ * never mistaken for a pass. Each test runs in its own process (CUDA state
+ * of one test never leaks into the next, a crash or hang fails one test). */
 #include <stdio.h>
 
 #include "../common/test.h"
@@ -12,5 +13,5 @@ int main(int argc, char **argv) {
                     "(two for the peer tests)\n");
     return 1;
   }
-  return loom_test_main(argc, argv);
+  return loom_test_main_opts(argc, argv, 1);
 }
