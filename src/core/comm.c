@@ -171,7 +171,10 @@ loom_result_t loom_comm_create(ncclComm_t nccl, const loom_config_t *cfg, loom_c
     }
   }
   LOOM_STEP(loom__lsa_team(nccl, &c->lsa_rank, &c->lsa_size));
-  LOOM_STEP(loom__devcomm_create(nccl, &c->devcomm));
+  /* A one-rank comm has no peers: it needs neither NCCL's device comm nor
+   * windows (NCCL 2.28 refuses ncclDevCommCreate on one rank), and its
+   * symmetric memory is plain device memory (memory.c). */
+  if (c->size > 1) LOOM_STEP(loom__devcomm_create(nccl, &c->devcomm));
   if (r == LOOM_SUCCESS) {
     cudaError_t e = cudaHostAlloc((void **)&c->err_host, sizeof(loom_error_record_t), cudaHostAllocMapped);
     if (e == cudaSuccess) {

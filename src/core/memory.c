@@ -6,6 +6,8 @@
  * (loom__window_peer_pointers) and kept with the allocation, so that kernels
  * and host code (cudaMemcpyAsync, cuStreamWriteValue32) can address any
  * load/store-reachable peer's copy without asking NCCL again.
+ * A one-rank comm has no peer to share with: its memory is cudaMalloc'd and
+ * its only "peer address" is its own (win stays NULL).
  */
 #include "comm.h"
 #include "error.h"
@@ -49,6 +51,18 @@ loom_result_t loom__comm_malloc(loom_comm_t comm, size_t bytes, void **ptr) {
   a.bytes = bytes;
   a.peer_ptrs = (void **)calloc((size_t)comm->size, sizeof(void *));
   if (!a.peer_ptrs) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of peer pointers failed");
+  if (comm->size == 1) {
+    cudaError_t e = cudaMalloc(&a.ptr, bytes);
+    if (e != cudaSuccess) {
+      free(a.peer_ptrs);
+      loom__cuda_fail((int)e, "cudaMalloc", __FILE__, __LINE__);
+      return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_malloc: bytes=%zu: %s", bytes, loom_last_error());
+    }
+    a.peer_ptrs[0] = a.ptr;
+    comm->allocs[comm->nallocs++] = a;
+    *ptr = a.ptr;
+    return LOOM_SUCCESS;
+  }
   ncclResult_t n = ncclMemAlloc(&a.ptr, bytes);
   if (n != ncclSuccess) {
     free(a.peer_ptrs);
@@ -86,6 +100,11 @@ loom_result_t loom__comm_free(loom_comm_t comm, void *ptr) {
   loom_alloc_t a = comm->allocs[i];
   comm->allocs[i] = comm->allocs[--comm->nallocs];
   loom_result_t r = LOOM_SUCCESS;
+  if (!a.win) { /* one-rank comm */
+    cudaError_t e = cudaFree(a.ptr);
+    free(a.peer_ptrs);
+    return e == cudaSuccess ? LOOM_SUCCESS : loom__cuda_fail((int)e, "cudaFree", __FILE__, __LINE__);
+  }
   ncclResult_t n = ncclCommWindowDeregister(comm->nccl, a.win);
   if (n != ncclSuccess) r = loom__nccl_fail((int)n, "ncclCommWindowDeregister", __FILE__, __LINE__);
   n = ncclMemFree(a.ptr);

@@ -68,6 +68,12 @@ static void run_ranks(int w, loom_rank_fn fn) {
   CHECK_EQ_INT(loom_launch(w, LAUNCH_TIMEOUT_S, fn, NULL), 0);
 }
 
+/* On one rank (a comm without peers) and on every GPU. */
+static void run_one_and_all(int n, loom_rank_fn fn) {
+  run_ranks(1, fn);
+  if (n > 1) run_ranks(n, fn);
+}
+
 /* ---- kernels ----------------------------------------------------------- */
 
 /* dst[i] = src[i] for n 16-byte words; either side may be a peer address. */
@@ -178,7 +184,7 @@ static int rank_comm_info(loom_rank_ctx_t *ctx, void *arg) {
 
 LOOM_TEST(gpu_comm_create_reads_the_device) {
   int n = gpus_or_skip(1);
-  if (n) run_ranks(n, rank_comm_info);
+  if (n) run_one_and_all(n, rank_comm_info);
 }
 
 /* 1000 collective alloc/free cycles of varying size: device memory in use
@@ -223,7 +229,7 @@ static int rank_alloc_cycles(loom_rank_ctx_t *ctx, void *arg) {
 
 LOOM_TEST(gpu_symmetric_alloc_free_1000_cycles_no_leak) {
   int n = gpus_or_skip(1);
-  if (n) run_ranks(n, rank_alloc_cycles);
+  if (n) run_one_and_all(n, rank_alloc_cycles);
 }
 
 /* Rank r pushes random data into rank (r+1)%W's buffer with plain kernel
@@ -476,7 +482,7 @@ static int rank_barrier(loom_rank_ctx_t *ctx, void *arg) {
 
 LOOM_TEST(gpu_device_barrier_orders_peer_stores) {
   int n = gpus_or_skip(1);
-  if (n) run_ranks(n, rank_barrier);
+  if (n) run_one_and_all(n, rank_barrier);
 }
 
 /* The barrier inside a CUDA graph: each replay must be a real barrier (the
@@ -548,7 +554,7 @@ static int rank_graph_barrier(loom_rank_ctx_t *ctx, void *arg) {
 
 LOOM_TEST(gpu_barrier_in_cuda_graph_advances_epochs) {
   int n = gpus_or_skip(1);
-  if (n) run_ranks(n, rank_graph_barrier);
+  if (n) run_one_and_all(n, rank_graph_barrier);
 }
 
 /* A wait that nobody signals: with a 1 s timeout the stream is free again
@@ -599,7 +605,7 @@ static int rank_timeout(loom_rank_ctx_t *ctx, void *arg) {
 
 LOOM_TEST(gpu_unsignalled_wait_times_out_and_process_survives) {
   int n = gpus_or_skip(1);
-  if (n) run_ranks(n, rank_timeout);
+  if (n) run_one_and_all(n, rank_timeout);
 }
 
 /* Bad input that needs a real comm: a workspace request over the configured
@@ -609,7 +615,7 @@ static int rank_bad_input(loom_rank_ctx_t *ctx, void *arg) {
   if (!c) return 1;
   loom_plan_t plan = NULL;
   CHECK_RESULT(loom__plan_create(c, "big", 0, 2 << 20, &plan), LOOM_ERR_OUT_OF_MEMORY);
-  CHECK_MSG("needs 2097152 bytes");
+  CHECK_MSG("needs 2097408 bytes"); /* 2 MiB of staging + the 256-byte epoch/signal block */
   void *dev = NULL, *sym = NULL;
   CUDA_OK(cudaMalloc(&dev, 4096));
   CHECK_RESULT(loom_free(c, dev), LOOM_ERR_INVALID_ARGUMENT);
@@ -637,7 +643,7 @@ static int rank_bad_input(loom_rank_ctx_t *ctx, void *arg) {
 
 LOOM_TEST(gpu_bad_input_with_a_real_comm) {
   int n = gpus_or_skip(1);
-  if (n) run_ranks(n, rank_bad_input);
+  if (n) run_one_and_all(n, rank_bad_input);
 }
 
 __attribute__((constructor)) static void pick_seed(void) {
