@@ -21,8 +21,10 @@
   X(WORKSPACE_BYTES, INT, "64M", "symmetric workspace per rank that plans carve up for "      \
                                  "signals and staging")                                       \
   X(DEBUG, STR, "WARN", "log level: NONE, WARN, INFO or TRACE (to stderr)")                  \
-  X(TUNE_FILE, STR, "", "file of tuned kernel configurations read at comm creation "         \
-                        "(empty: none)")                                                     \
+  X(TUNE_FILE, STR, "", "file of tuned kernel configurations (key = value lines), read at "   \
+                        "the first plan's lookup (empty: none)")                             \
+  X(GEMM_PATH, STR, "auto", "loom_gemm: auto (loom's kernel where the GPU has one, else "      \
+                            "cuBLASLt) or cublas (always cuBLASLt)")                         \
   X(CUBLAS_WORKSPACE_BYTES, INT, "32M", "cuBLASLt workspace for the baseline GEMM")          \
   X(BENCH_RESULTS_DIR, STR, "bench/results", "where loom-bench writes its JSON")
 

@@ -17,6 +17,7 @@
 
 #include "core/baseline.h"
 #include "core/error.h"
+#include "core/param.h"
 #include "core/log.h"
 #include "gemm/gemm.h"
 
@@ -53,11 +54,13 @@ static loom_result_t loom__gemm_path(const loom_gemm_desc_t *d, int *sm90) {
   LOOM_CUDA(cudaGetDevice(&dev));
   LOOM_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   LOOM_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  const char *force = getenv("LOOM_GEMM_PATH");
-  if (force && strcmp(force, "cublas") == 0) {
+  const char *path = loom__param_GEMM_PATH();
+  if (strcmp(path, "cublas") == 0) {
     *sm90 = 0;
     return LOOM_SUCCESS;
   }
+  if (strcmp(path, "auto") != 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "LOOM_GEMM_PATH=\"%s\": must be auto or cublas", path);
   *sm90 = loom__gemm_sm90_supported(d, major, minor);
   return LOOM_SUCCESS;
 }
