@@ -221,7 +221,7 @@ typedef struct loom_embedding_desc {
   int per_sample_weights;       /* 1: calls pass weights (LOOM_POOL_SUM only, as PyTorch) */
   loom_dtype_t table_type;      /* fp32, fp16 or bf16 */
   loom_dtype_t out_type;        /* fp32, fp16 or bf16 (accumulation is fp32) */
-  int slice_samples;            /* S: samples per slice (the unit of a ready flag); 0: 32 */
+  int slice_samples;            /* S: samples per slice (the unit of a ready flag); 0: 128 */
   int local_first;              /* 0 (default): remote-first task order; 1: local slices first
                                    (for measurements only) */
   loom_embedding_path_t path;   /* LOOM_EMB_PATH_AUTO unless forcing one (tests, benchmarks) */

@@ -233,8 +233,13 @@ static __device__ __forceinline__ void emb_block_done(const loom_emb_kargs_t &a,
 
 /* ---- forward ------------------------------------------------------------- */
 
+/* Blocks per SM the register budget is cut for. 1: the compiler's choice
+ * (96 registers for fp32 D=256: 2 blocks/SM). Forcing 3 or 4 makes ptxas
+ * spill 40-150 bytes (sm_90a, CUDA 13.0); not measured yet. */
+#define LOOM_EMB_MIN_BLOCKS(NV) 1
+
 template <typename TT, typename OT, int NV>
-__global__ void __launch_bounds__(LOOM_EMB_THREADS) loom__emb_fwd_kernel(const __grid_constant__ loom_emb_kargs_t a) {
+__global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS(NV)) loom__emb_fwd_kernel(const __grid_constant__ loom_emb_kargs_t a) {
   constexpr int VE = emb_ty<TT>::VE;
   __shared__ int64_t s_task;
   __shared__ int s_abort;

@@ -199,15 +199,19 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
                    comm->lsa_size, W);
   st->path = path;
 
-  /* workspace layout (signal words) */
+  /* workspace layout (signal words): identical on every rank, so words that
+   * peers address come first and the counters (local use only) are sized
+   * for the rank with the most tables. */
+  int t_max = 0;
+  for (int p = 0; p < W; ++p) t_max = st->tables_per_rank[p] > t_max ? st->tables_per_rank[p] : t_max;
   uint32_t nsig = 0;
   st->flags_off = 0; nsig += st->num_flags;
-  st->counters_off = nsig; nsig += st->num_counters;
   st->ready_off = nsig; nsig += (uint32_t)W;
   st->gready_off = nsig; nsig += (uint32_t)W;
   st->gdone_off = nsig; nsig += (uint32_t)W;
   st->bcount_off = nsig; nsig += (uint32_t)W;
   st->fetch_off = nsig; nsig += 4;
+  st->counters_off = nsig; nsig += (uint32_t)t_max * (uint32_t)W * (uint32_t)st->sched.nsl;
 
   loom_plan_t plan = NULL;
   if (res == LOOM_SUCCESS) res = loom__plan_create(comm, "embedding_a2a", nsig, 0, &plan);

@@ -18,6 +18,7 @@
 
 #include "../common/test.h"
 #include "core/comm.h"
+#include "core/plan.h"
 #include "ops/embedding_a2a.h"
 #include "ops/embedding_schedule.h"
 
@@ -313,6 +314,33 @@ LOOM_TEST(emb_plan_checks_every_argument) {
     CHECK_RESULT(loom_plan_destroy(p), LOOM_SUCCESS);
     CHECK_RESULT(loom_embedding_a2a_plan_info(p, &info), LOOM_ERR_INVALID_ARGUMENT);
   }
-  /* a forced zero-copy path over too many ranks / forced GIN without GIN */
   CHECK_RESULT(loom_comm_destroy(c), LOOM_SUCCESS);
+}
+
+/* The plan's signal layout must be the same on every rank (peers address
+ * each other's flags and ready words by offset), also with uneven tables. */
+LOOM_TEST(emb_plan_layout_is_symmetric_with_uneven_tables) {
+  size_t ref[8] = {0};
+  for (int r = 0; r < 4; ++r) {
+    loom_comm_t c = NULL;
+    CHECK_RESULT(loom__comm_create_detached(r, 4, 1 << 20, &c), LOOM_SUCCESS);
+    if (!c) return;
+    loom_plan_t p = NULL;
+    loom_embedding_desc_t d = good_desc();
+    d.slice_samples = 8;
+    CHECK_RESULT(loom_plan_embedding_a2a(c, &d, &p), LOOM_SUCCESS);
+    if (p) {
+      const loom_emb_state_t *st = (const loom_emb_state_t *)p->op_state;
+      size_t v[8] = {p->slice_offset, p->ws_bytes, st->flags_off, st->ready_off, st->gready_off, st->gdone_off,
+                     st->fetch_off, st->counters_off};
+      for (int i = 0; i < 8; ++i) {
+        if (r == 0) ref[i] = v[i];
+        else CHECK_EQ_INT(v[i], ref[i]);
+      }
+      /* counters fit for the rank with the most tables (3) */
+      CHECK(st->counters_off + (size_t)st->num_counters * 4 <= p->slice_offset + p->ws_bytes);
+      CHECK_RESULT(loom_plan_destroy(p), LOOM_SUCCESS);
+    }
+    CHECK_RESULT(loom_comm_destroy(c), LOOM_SUCCESS);
+  }
 }

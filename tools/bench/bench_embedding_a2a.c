@@ -225,7 +225,18 @@ static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
       uint32_t *h1 = (uint32_t *)malloc(words * 4), *h2 = (uint32_t *)malloc(words * 4);
       CTRY(cudaMemcpy(h1, b.out, words * 4, cudaMemcpyDeviceToHost));
       CTRY(cudaMemcpy(h2, b.out2, words * 4, cudaMemcpyDeviceToHost));
-      for (size_t i = 0; i < words; ++i) wrong += h1[i] != h2[i] || h1[i] == 0u;
+      for (size_t i = 0; i < words; ++i)
+        if (h1[i] != h2[i] || h1[i] == 0u) {
+          if (wrong < 3) {
+            float f1, f2;
+            memcpy(&f1, &h1[i], 4);
+            memcpy(&f2, &h2[i], 4);
+            const size_t cols = (size_t)sh.T * (size_t)W * (size_t)D;
+            fprintf(stderr, "rank %d B=%lld T=%d: out[%zu] (row %zu, table %zu, d %zu): fused %.9g (0x%08x), staged %.9g (0x%08x)\n",
+                    ctx->rank, (long long)sh.B, sh.T, i, i / cols, (i % cols) / (size_t)D, i % (size_t)D, f1, h1[i], f2, h2[i]);
+          }
+          ++wrong;
+        }
       free(h1);
       free(h2);
       TRY(loom_bench_sum_ranks(ctx->nccl, s, &wrong));
