@@ -223,7 +223,9 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
     double maxerr = 0;
     for (size_t i = 0; i < out_elems; ++i) {
       double x = loom_ref_load(k->ot, h_out, i), e = fabs(x - expect[i]);
-      double tol = dt_eps(k->ot) * fabs(expect[i]) + 2e-6 * mag[i] + 1e-30;
+      /* relative rounding of the output dtype, fp32 accumulation, and for
+       * fp16 the absolute spacing of its subnormals (2^-24) */
+      double tol = dt_eps(k->ot) * fabs(expect[i]) + 2e-6 * mag[i] + (k->ot == LOOM_FP16 ? 6.0e-8 : 1e-30);
       if (!(e <= tol)) {
         if (wrong < 4)
           printf("    rank %d call %d: out[%zu] (row %zu col %zu) = %.8g, expected %.8g (tol %.3g)\n", r, call, i,
@@ -282,7 +284,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
       size_t bw = 0;
       for (size_t i = 0; i < tg_elems; ++i) {
         double x = loom_ref_load(k->tt, h_tg, i), e = fabs(x - tg[i]);
-        double tol = (k->tt == LOOM_FP32 ? 2e-6 : 4 * dt_eps(k->tt)) * tm[i] + 1e-30;
+        double tol = (k->tt == LOOM_FP32 ? 2e-6 : 4 * dt_eps(k->tt)) * tm[i] + (k->tt == LOOM_FP16 ? 6.0e-8 : 1e-30);
         if (!(e <= tol)) {
           if (bw < 4) printf("    rank %d backward: table_grad[%zu] = %.8g, expected %.8g (tol %.3g)\n", r, i, x, tg[i], tol);
           ++bw;
@@ -324,8 +326,9 @@ static int rank_suite(loom_rank_ctx_t *ctx, void *arg) {
   cfg.timeout_ms = su->timeout_ms;
   loom_comm_t comm = NULL;
   LOOM_OK(loom_comm_create(ctx->nccl, &cfg, &comm));
-  for (int i = 0; i < su->ncases; ++i)
-    if (run_case(ctx, comm, su, &su->cases[i])) break;
+  /* Every case runs even after a wrong result: plan creation is collective,
+   * so a rank that stopped early would leave its peer waiting. */
+  for (int i = 0; i < su->ncases; ++i) (void)run_case(ctx, comm, su, &su->cases[i]);
   LOOM_OK(loom_comm_destroy(comm));
   return loom_test_failures;
 }

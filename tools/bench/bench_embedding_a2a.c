@@ -222,11 +222,18 @@ static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
     int64_t wrong = 0;
     if (a->o.check) {
       const size_t words = (size_t)(sh.B / W) * (size_t)sh.T * (size_t)W * (size_t)D;
+      /* poison both outputs (all bits set: NaN), one more call of each */
+      CTRY(cudaMemsetAsync(b.out, 0xff, words * 4, s));
+      CTRY(cudaMemsetAsync(b.out2, 0xff, words * 4, s));
+      TRY(emb_op(&cf, 0, s));
+      TRY(emb_op(&cs, 0, s));
+      CTRY(cudaStreamSynchronize(s));
+      TRY(loom_comm_get_async_error(comm));
       uint32_t *h1 = (uint32_t *)malloc(words * 4), *h2 = (uint32_t *)malloc(words * 4);
       CTRY(cudaMemcpy(h1, b.out, words * 4, cudaMemcpyDeviceToHost));
       CTRY(cudaMemcpy(h2, b.out2, words * 4, cudaMemcpyDeviceToHost));
       for (size_t i = 0; i < words; ++i)
-        if (h1[i] != h2[i] || h1[i] == 0u) {
+        if (h1[i] != h2[i] || h1[i] == 0xffffffffu) {
           if (wrong < 3) {
             float f1, f2;
             memcpy(&f1, &h1[i], 4);
