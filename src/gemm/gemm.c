@@ -11,7 +11,22 @@
  * bn by the fraction of SM-waves doing work, times 0.92 for bn = 128 (a
  * 128x128 tile re-reads A and B more per FLOP); take the best. For m <= 64,
  * 256 wherever its tiles cover about a third of the SMs (measured).
+ *
+ * Stream-K (tile_order.h): the time of the data-parallel grid (waves x
+ * k-blocks x bn/256) against the balanced stream-K time; stream-K where it
+ * is under LOOM_SK_GAIN of it. Under one wave of tiles (small m: the weight
+ * stream is the work, and idle SMs stream none of it) every tile's k-loop is
+ * shared; above, the last full wave and the remainder are (one data-parallel
+ * wave fewer). Blocks sharing: min(SMs, shared k-blocks / LOOM_SK_MIN_KBLOCKS).
+ * Where 128x256 tiles do not fill one wave, stream-K takes bn 128 for
+ * m <= 64 (half the partial bytes per tile, the weight is the only cost) and
+ * bn 256 above.
+ *
+ * Stream-K scratch: per (device, stream), like cuBLASLt's workspace in
+ * baseline_gemm.c; grown by allocating a larger buffer and keeping the old
+ * one until loom__gemm_release (a captured graph may still point at it).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,8 +36,15 @@
 #include "core/log.h"
 #include "gemm/gemm.h"
 
+/* A block's share of a stream-K tile is at least this many 64-wide k-blocks
+ * (pipeline fill and the partial's round trip amortised). */
+#define LOOM_SK_MIN_KBLOCKS 8
+/* Stream-K is taken where its balanced time is under this share of the
+ * data-parallel time (the partials' round trip and the fixup cost the rest). */
+#define LOOM_SK_GAIN 0.93
+
 loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_count) {
-  loom_gemm_config_t best = {256, 0, 0, 0};
+  loom_gemm_config_t best = {256, 0, 0, 0, 0, 0};
   if (sm_count < 1) sm_count = 1;
   const int64_t tiles_m = loom_ceil_div(d->m, 128);
   double best_score = -1.0;
@@ -45,7 +67,124 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_c
   /* band height: about sqrt(2 x SMs) tile rows so a wave shares A and B
    * about equally in L2 */
   best.group = 16;
+
+  /* stream-K */
+  const int64_t kblocks = loom_ceil_div(d->k, 64);
+  int bn_sk = best.bn;
+  if (tiles_m * loom_ceil_div(d->n, 256) < sm_count) bn_sk = d->m <= 64 ? 128 : 256;
+  /* time in units of one 256-wide k-block: data-parallel with best.bn ... */
+  const int64_t tiles_dp = tiles_m * loom_ceil_div(d->n, best.bn);
+  const double t_dp = (double)loom_ceil_div(tiles_dp, sm_count) * (double)kblocks * best.bn / 256.0;
+  /* ... against stream-K with bn_sk: under one wave every tile is shared,
+   * else the last full wave and the remainder (one data-parallel wave less) */
+  const int64_t tiles = tiles_m * loom_ceil_div(d->n, bn_sk);
+  const int64_t rem = tiles % sm_count;
+  const int64_t sk_tiles = tiles <= sm_count ? tiles : rem ? sm_count + rem : 0;
+  int64_t s = sk_tiles * kblocks / LOOM_SK_MIN_KBLOCKS;
+  if (s > sm_count) s = sm_count;
+  if (sk_tiles > 0 && s > 0) {
+    const double t_sk = ((double)((tiles - sk_tiles) / sm_count) * (double)kblocks +
+                         (double)loom_ceil_div(sk_tiles * kblocks, s)) * bn_sk / 256.0;
+    if (t_sk < LOOM_SK_GAIN * t_dp) {
+      best.bn = bn_sk;
+      best.sk_tiles = sk_tiles == tiles ? -1 : (int)sk_tiles;
+      best.sk_blocks = (int)s;
+    }
+  }
   return best;
+}
+
+/* ---- stream-K scratch ----------------------------------------------------- */
+
+typedef struct loom__gemm_skws {
+  int device;
+  cudaStream_t stream;
+  void *ptr;
+  size_t counter_bytes, partial_bytes;
+  int current; /* 0: superseded by a larger buffer, kept until release */
+  struct loom__gemm_skws *next;
+} loom__gemm_skws_t;
+
+static pthread_mutex_t loom__skws_mu = PTHREAD_MUTEX_INITIALIZER;
+static loom__gemm_skws_t *loom__skws;
+
+static loom_result_t loom__gemm_sk_workspace_locked(cudaStream_t stream, size_t counter_bytes, size_t partial_bytes,
+                                                    loom__gemm_skws_t **out) {
+  int dev;
+  LOOM_CUDA(cudaGetDevice(&dev));
+  *out = NULL;
+  loom__gemm_skws_t *cur = NULL;
+  for (loom__gemm_skws_t *w = loom__skws; w; w = w->next)
+    if (w->current && w->device == dev && w->stream == stream) cur = w;
+  if (cur && cur->counter_bytes >= counter_bytes && cur->partial_bytes >= partial_bytes) {
+    *out = cur;
+    return LOOM_SUCCESS;
+  }
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
+  if (cs != cudaStreamCaptureStatusNone) return LOOM_SUCCESS; /* caller runs without stream-K */
+  loom__gemm_skws_t *w = (loom__gemm_skws_t *)calloc(1, sizeof *w);
+  if (!w) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_gemm: host allocation failed (stream-K scratch)");
+  /* grow geometrically so that a sequence of shapes allocates few buffers */
+  w->counter_bytes = (counter_bytes + 255) / 256 * 256;
+  w->partial_bytes = partial_bytes;
+  if (cur) {
+    if (w->counter_bytes < 2 * cur->counter_bytes) w->counter_bytes = 2 * cur->counter_bytes;
+    if (w->partial_bytes < cur->partial_bytes + cur->partial_bytes / 2)
+      w->partial_bytes = cur->partial_bytes + cur->partial_bytes / 2;
+  }
+  w->device = dev;
+  w->stream = stream;
+  cudaError_t e = cudaMalloc(&w->ptr, w->counter_bytes + w->partial_bytes);
+  if (e != cudaSuccess) {
+    free(w);
+    loom_result_t r = loom__cuda_fail((int)e, "cudaMalloc (loom_gemm stream-K scratch)", __FILE__, __LINE__);
+    loom__fail_append(" (%zu bytes)", counter_bytes + partial_bytes);
+    return r;
+  }
+  e = cudaMemsetAsync(w->ptr, 0, w->counter_bytes, stream);
+  if (e != cudaSuccess) {
+    cudaFree(w->ptr);
+    free(w);
+    return loom__cuda_fail((int)e, "cudaMemsetAsync (loom_gemm stream-K tickets)", __FILE__, __LINE__);
+  }
+  if (cur) cur->current = 0;
+  w->current = 1;
+  w->next = loom__skws;
+  loom__skws = w;
+  *out = w;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__gemm_sk_workspace(cudaStream_t stream, size_t counter_bytes, size_t partial_bytes,
+                                      uint32_t **counters, float **partials) {
+  loom__gemm_skws_t *w = NULL;
+  *counters = NULL, *partials = NULL;
+  pthread_mutex_lock(&loom__skws_mu);
+  loom_result_t r = loom__gemm_sk_workspace_locked(stream, counter_bytes, partial_bytes, &w);
+  if (r == LOOM_SUCCESS && w) {
+    *counters = (uint32_t *)w->ptr;
+    *partials = (float *)((char *)w->ptr + w->counter_bytes);
+  }
+  pthread_mutex_unlock(&loom__skws_mu);
+  return r;
+}
+
+void loom__gemm_release(void) {
+  pthread_mutex_lock(&loom__skws_mu);
+  int cur = -1;
+  const int have_cur = cudaGetDevice(&cur) == cudaSuccess;
+  while (loom__skws) {
+    loom__gemm_skws_t *w = loom__skws;
+    loom__skws = w->next;
+    if (w->ptr && cudaSetDevice(w->device) == cudaSuccess) {
+      cudaError_t e = cudaFree(w->ptr); /* synchronizes: GEMMs still using it finish first */
+      if (e != cudaSuccess) LOOM_WARN("loom__gemm_release: cudaFree: %s", cudaGetErrorString(e));
+    }
+    free(w);
+  }
+  if (have_cur) cudaSetDevice(cur);
+  pthread_mutex_unlock(&loom__skws_mu);
 }
 
 /* Which path loom_gemm takes on the current device: 1 sm90, 0 cuBLASLt. */

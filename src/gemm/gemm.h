@@ -37,12 +37,17 @@
 extern "C" {
 #endif
 
-/* Kernel configuration of the sm90 path (tuner-overridable). */
+/* Kernel configuration of the sm90 path (tuner-overridable). A config with
+ * only the first four fields set ({bn, 0, 0, 0}) is a data-parallel GEMM. */
 typedef struct loom_gemm_config {
-  int bn;       /* tile columns: 128 or 256 (tile rows are always 128) */
-  int stages;   /* pipeline depth; 0 = the most that fits for bn */
-  int group;    /* GROUPED band height in tile rows; 0 = heuristic */
-  int grid;     /* persistent blocks; 0 = SM count */
+  int bn;        /* tile columns: 128 or 256 (tile rows are always 128) */
+  int stages;    /* pipeline depth; 0 = the most that fits for bn */
+  int group;     /* GROUPED band height in tile rows; 0 = heuristic */
+  int grid;      /* persistent blocks; 0 = SM count */
+  int sk_tiles;  /* stream-K: the last sk_tiles steps of the order have their
+                  * k-blocks shared by sk_blocks blocks (tile_order.h);
+                  * 0 none, -1 all tiles */
+  int sk_blocks; /* blocks sharing them; 0 = the grid */
 } loom_gemm_config_t;
 
 typedef enum loom_gemm_epilogue {
@@ -74,6 +79,19 @@ int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major, int cc_mi
 
 /* The heuristic's configuration for d on a device of sm_count SMs. */
 loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_count);
+
+/* Stream-K scratch of (current device, stream): at least `counter_bytes` of
+ * tickets (zero, stream-ordered before the next launch on `stream`) followed
+ * by at least `partial_bytes` of partials. Allocated (or grown) on first
+ * need; a buffer once handed out stays allocated until loom__gemm_release,
+ * so graphs that captured it stay valid. Inside a stream capture nothing is
+ * allocated: both NULL when the existing buffer is too small. */
+loom_result_t loom__gemm_sk_workspace(cudaStream_t stream, size_t counter_bytes, size_t partial_bytes,
+                                      uint32_t **counters, float **partials);
+
+/* Frees the stream-K scratch of every (device, stream) (tests, benchmarks;
+ * no GEMM may be in flight or captured in a graph still to be launched). */
+void loom__gemm_release(void);
 
 /* Launches C = A x B (+ bias) with the sm90 kernel on `stream` (current
  * device). cfg NULL: heuristic; hooks NULL: plain GEMM. Arguments are

@@ -29,6 +29,18 @@
  * Out-of-bounds rows, columns and k (partial tiles) are zero-filled by TMA
  * and still counted in the transaction bytes, so the pipeline is uniform.
  *
+ * Stream-K (SK = true, a third instantiation; tile_order.h says who does
+ * what): a block walks segments (step, k-blocks [k0, k1)) instead of whole
+ * tiles. After a segment of a shared tile, each consumer warpgroup stores its
+ * 64 x BN fp32 partial to the block's workspace slot (16-byte stores, L2),
+ * fences, and one thread takes the tile's ticket (atom.acq_rel.gpu) after a
+ * consumer-wide named barrier; the block that draws the last ticket sums
+ * the slots of the tile's contributors in k order (so the result does not
+ * depend on who finished last), resets the ticket to 0 for the next launch,
+ * and runs the ordinary epilogue: the bias is added once, by that block.
+ * Nothing waits for another block, so no co-residency is assumed. Hooked
+ * GEMMs do not use stream-K yet.
+ *
  * Hooks (gemm.h) live in a second instantiation (HOOKS = true): prologue
  * waits in the producer (acquire, bounded, then fence.proxy.async so the TMA
  * sees the peer's data), row-routed store or atomic reduce in the epilogue,
@@ -61,6 +73,10 @@
 #define LOOM_SM90_BK 64
 #define LOOM_SM90_THREADS 384
 #define LOOM_SM90_A_BYTES (LOOM_SM90_BM * LOOM_SM90_BK * 2)
+/* stream-K fixup: float4 loads in flight per thread while summing partials */
+#ifndef LOOM_SK_LOADS
+#define LOOM_SK_LOADS 8
+#endif
 
 /* Everything but the tensor maps (kernel argument, by value). */
 typedef struct loom_sm90_args {
@@ -69,6 +85,9 @@ typedef struct loom_sm90_args {
   void *c;                  /* [m, n] row-major */
   const void *bias;         /* [n] or NULL */
   loom_tile_order_t order;
+  loom_work_t work;         /* data-parallel and stream-K segments (tile_order.h) */
+  float *sk_ws;             /* stream-K partials: slots of 2 x 64 x BN fp32 */
+  uint32_t *sk_count;       /* stream-K tickets [sk tiles], 0 between launches */
   loom_gemm_hooks_t hooks;  /* read only by the HOOKS instantiation */
 } loom_sm90_args_t;
 
@@ -177,6 +196,25 @@ static __device__ __forceinline__ void loom_store2(void *base, int64_t off, int 
   }
 }
 
+/* Segment i of this block (tile_order.h). Without stream-K (SK false) the
+ * plain persistent walk over whole tiles, which the compiler sees whole. */
+template <bool SK>
+static __device__ __forceinline__ int loom_sm90_segment(const loom_work_t *w, int i, loom_segment_t *sg) {
+  if (SK) return loom_work_segment(w, (int32_t)blockIdx.x, i, sg);
+  sg->step = (int32_t)blockIdx.x + i * (int32_t)gridDim.x;
+  sg->k0 = 0, sg->k1 = w->kblocks;
+  sg->sk = 0, sg->sk_tile = -1, sg->first = sg->last = (int32_t)blockIdx.x;
+  return sg->step < w->tiles;
+}
+
+/* Takes a stream-K ticket: the number of contributors before this one
+ * (acq_rel at gpu scope, after this block's partial stores and fence). */
+static __device__ __forceinline__ uint32_t loom_ticket(uint32_t *p) {
+  uint32_t old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(p) : "memory");
+  return old;
+}
+
 static __device__ __forceinline__ float loom_load_c(const void *base, int64_t i, int ct) {
   if (ct == LOOM_FP32) return ((const float *)base)[i];
   if (ct == LOOM_BF16) return __bfloat162float(((const __nv_bfloat16 *)base)[i]);
@@ -188,7 +226,7 @@ static __device__ __forceinline__ float loom_load_c(const void *base, int64_t i,
 /* ---- the kernel ------------------------------------------------------- */
 
 /* TYPE: loom_dtype_t of A and B; TB: 0 B [n,k] (K-major), 1 B [k,n] (MN-major). */
-template <int BN, int STAGES, int TYPE, int TB, bool HOOKS>
+template <int BN, int STAGES, int TYPE, int TB, bool HOOKS, bool SK>
 __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     loom_gemm_sm90_kernel(const __grid_constant__ CUtensorMap tma_a,
                           const __grid_constant__ CUtensorMap tma_b,
@@ -203,13 +241,12 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
   const uint32_t full = sb + STAGES * B_BYTES; /* STAGES mbarriers of 8 bytes */
   const uint32_t empty = full + STAGES * 8;
   volatile int *abort_flag = (volatile int *)(smem + STAGES * (LOOM_SM90_A_BYTES + B_BYTES) + STAGES * 16);
+  volatile uint32_t *ticket = (volatile uint32_t *)(abort_flag + 1); /* stream-K ticket, broadcast */
 
   /* warp-uniform in the compiler's eyes (a shuffle), so that branches on it
    * do not serialize the wgmma (ptxas C7518) */
   const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
   const int tid = threadIdx.x % 128;
-  const int tiles = args.order.tiles_m * args.order.tiles_n;
-  const int kblocks = (args.k + LOOM_SM90_BK - 1) / LOOM_SM90_BK;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -230,8 +267,9 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       int stage = 0;
       uint32_t phase = 0;
       int aborted = 0;
-      for (int s = blockIdx.x; s < tiles; s += gridDim.x) {
-        const int t = loom_tile_at(&args.order, s);
+      loom_segment_t sg;
+      for (int i = 0; loom_sm90_segment<SK>(&args.work, i, &sg); ++i) {
+        const int t = loom_tile_at(&args.order, sg.step);
         int tm, tn;
         loom_tile_coords(&args.order, t, &tm, &tn);
         if (HOOKS && args.hooks.wait_signals && !aborted) {
@@ -247,7 +285,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
           /* the acquired data is read next by the TMA (async proxy) */
           asm volatile("fence.proxy.async.global;" ::: "memory");
         }
-        for (int kb = 0; kb < kblocks; ++kb) {
+        for (int kb = sg.k0; kb < sg.k1; ++kb) {
           const uint32_t fb = full + 8 * stage;
           loom_mbar_wait(empty + 8 * stage, phase ^ 1);
           if (HOOKS && aborted) {
@@ -279,14 +317,15 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     float acc[BN / 2];
     int stage = 0;
     uint32_t phase = 0;
-    for (int s = blockIdx.x; s < tiles; s += gridDim.x) {
-      const int t = loom_tile_at(&args.order, s);
+    loom_segment_t sg;
+    for (int i = 0; loom_sm90_segment<SK>(&args.work, i, &sg); ++i) {
+      const int t = loom_tile_at(&args.order, sg.step);
       int tm, tn;
       loom_tile_coords(&args.order, t, &tm, &tn);
       const int row0 = tm * LOOM_SM90_BM + cw * 64;
       const bool active = row0 < args.m; /* all 64 rows out of range: skip the math */
       int prev = 0;
-      for (int kb = 0; kb < kblocks; ++kb) {
+      for (int kb = sg.k0; kb < sg.k1; ++kb) {
         loom_mbar_wait(full + 8 * stage, phase);
         if (active) {
           loom_wgmma_fence();
@@ -297,11 +336,11 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
             const uint64_t da = loom_wgmma_desc(a0 + kk * 32, 16, 1024);
             const uint64_t db = TB == 0 ? loom_wgmma_desc(b0 + kk * 32, 16, 1024)
                                         : loom_wgmma_desc(b0 + kk * 2048, 8192, 1024);
-            loom_wgmma_step<BN, TYPE, TB>(acc, da, db, (kb | kk) != 0);
+            loom_wgmma_step<BN, TYPE, TB>(acc, da, db, (kb != sg.k0) | (kk != 0));
           }
           loom_wgmma_commit();
           loom_wgmma_wait<1>();
-          if (kb > 0 && lane == 0) loom_mbar_arrive(empty + 8 * prev);
+          if (kb > sg.k0 && lane == 0) loom_mbar_arrive(empty + 8 * prev);
         } else if (lane == 0) {
           loom_mbar_arrive(empty + 8 * stage);
         }
@@ -317,9 +356,62 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         if (lane == 0) loom_mbar_arrive(empty + 8 * prev);
       }
 
+      /* ---- stream-K: a shared tile is finished by its last contributor ---- */
+      bool finish = true;
+      /* the segment again, so that its fields need no registers across the
+       * main loop (register pressure next to 128 accumulators) */
+      if (SK) loom_sm90_segment<SK>(&args.work, i, &sg);
+      if (SK && sg.sk) {
+        /* this block's partial -> its slot (each thread its own fragment,
+         * 16-byte stores, 2 KiB contiguous per warpgroup and store) */
+        const size_t slab = (size_t)64 * BN;
+        float4 *mine = (float4 *)(args.sk_ws + ((size_t)loom_work_slot((int32_t)blockIdx.x, sg.sk_tile) * 2 + cw) * slab);
+        if (active) {
+#pragma unroll
+          for (int q = 0; q < BN / 8; ++q)
+            __stcg(mine + q * 128 + tid, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
+        }
+        __threadfence();
+        asm volatile("bar.sync 2, 256;" ::: "memory");
+        if (threadIdx.x == 128) *ticket = loom_ticket(args.sk_count + sg.sk_tile);
+        asm volatile("bar.sync 2, 256;" ::: "memory");
+        /* warp-uniform in the compiler's eyes (ptxas C7518, as for wg) */
+        finish = __shfl_sync(0xffffffffu, (int)(*ticket == (uint32_t)(sg.last - sg.first)), 0) != 0;
+        if (finish) {
+          __threadfence();
+          if (active) {
+            /* sum of the contributors' partials in k order (own one too,
+             * read back): the same bits whichever block arrives last */
+            for (int b = sg.first; b <= sg.last; ++b) {
+              const float4 *src =
+                  (const float4 *)(args.sk_ws + ((size_t)loom_work_slot(b, sg.sk_tile) * 2 + cw) * slab);
+              const bool first = b == sg.first;
+              /* LOOM_SK_LOADS loads in flight at a time: a whole slot at once
+               * would need BN/2 more registers next to the accumulators */
+#pragma unroll
+              for (int q0 = 0; q0 < BN / 8; q0 += LOOM_SK_LOADS) {
+                float4 v[LOOM_SK_LOADS];
+#pragma unroll
+                for (int q = 0; q < LOOM_SK_LOADS; ++q) v[q] = __ldcg(src + (q0 + q) * 128 + tid);
+#pragma unroll
+                for (int q = 0; q < LOOM_SK_LOADS; ++q) {
+                  float *a = acc + 4 * (q0 + q);
+                  a[0] = first ? v[q].x : a[0] + v[q].x;
+                  a[1] = first ? v[q].y : a[1] + v[q].y;
+                  a[2] = first ? v[q].z : a[2] + v[q].z;
+                  a[3] = first ? v[q].w : a[3] + v[q].w;
+                }
+                asm volatile("" ::: "memory"); /* keeps the next loads after these adds */
+              }
+            }
+          }
+          if (threadIdx.x == 128) args.sk_count[sg.sk_tile] = 0; /* ready for the next launch */
+        }
+      }
+
       /* ---- epilogue: registers -> global ---- */
-      const bool skip = HOOKS && *abort_flag;
-      if (active && !skip) {
+      const bool skip = HOOKS && __shfl_sync(0xffffffffu, *abort_flag, 0) != 0; /* warp-uniform (C7518) */
+      if (finish && active && !skip) {
         const int ct = args.c_type;
         const int rbase = row0 + warp * 16 + lane / 4;
         const int cbase = tn * BN + (lane % 4) * 2;
@@ -353,7 +445,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
           }
         }
       }
-      if (HOOKS && args.hooks.tile_signal) {
+      if (HOOKS && args.hooks.tile_signal && finish) {
         /* both consumer warpgroups' stores of this tile, then one release */
         __threadfence_system();
         asm volatile("bar.sync 1, 256;" ::: "memory");
@@ -416,20 +508,23 @@ static size_t loom__sm90_smem(int bn, int stages) {
 typedef void (*loom__sm90_kernel_t)(const CUtensorMap, const CUtensorMap, const loom_sm90_args_t);
 
 template <int BN, int TYPE, int TB, bool HOOKS>
-static loom__sm90_kernel_t loom__sm90_pick3(void) {
-  return loom_gemm_sm90_kernel<BN, BN == 256 ? 4 : 6, TYPE, TB, HOOKS>;
+static loom__sm90_kernel_t loom__sm90_pick3(int sk) {
+  /* no stream-K with hooks (see the launcher): SK = !HOOKS */
+  if (sk) return loom_gemm_sm90_kernel<BN, BN == 256 ? 4 : 6, TYPE, TB, HOOKS, !HOOKS>;
+  return loom_gemm_sm90_kernel<BN, BN == 256 ? 4 : 6, TYPE, TB, HOOKS, false>;
 }
 
 template <int BN, bool HOOKS>
-static loom__sm90_kernel_t loom__sm90_pick2(int type, int tb) {
-  if (type == LOOM_BF16) return tb ? loom__sm90_pick3<BN, LOOM_BF16, 1, HOOKS>() : loom__sm90_pick3<BN, LOOM_BF16, 0, HOOKS>();
-  return tb ? loom__sm90_pick3<BN, LOOM_FP16, 1, HOOKS>() : loom__sm90_pick3<BN, LOOM_FP16, 0, HOOKS>();
+static loom__sm90_kernel_t loom__sm90_pick2(int type, int tb, int sk) {
+  if (type == LOOM_BF16)
+    return tb ? loom__sm90_pick3<BN, LOOM_BF16, 1, HOOKS>(sk) : loom__sm90_pick3<BN, LOOM_BF16, 0, HOOKS>(sk);
+  return tb ? loom__sm90_pick3<BN, LOOM_FP16, 1, HOOKS>(sk) : loom__sm90_pick3<BN, LOOM_FP16, 0, HOOKS>(sk);
 }
 
-/* The kernel instantiation for a configuration. */
-static loom__sm90_kernel_t loom__sm90_pick(int bn, int type, int tb, int hooks) {
-  if (bn == 256) return hooks ? loom__sm90_pick2<256, true>(type, tb) : loom__sm90_pick2<256, false>(type, tb);
-  return hooks ? loom__sm90_pick2<128, true>(type, tb) : loom__sm90_pick2<128, false>(type, tb);
+/* The kernel instantiation for a configuration (sk: any stream-K tiles). */
+static loom__sm90_kernel_t loom__sm90_pick(int bn, int type, int tb, int hooks, int sk) {
+  if (bn == 256) return hooks ? loom__sm90_pick2<256, true>(type, tb, sk) : loom__sm90_pick2<256, false>(type, tb, sk);
+  return hooks ? loom__sm90_pick2<128, true>(type, tb, sk) : loom__sm90_pick2<128, false>(type, tb, sk);
 }
 
 extern "C" int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major, int cc_minor) {
@@ -440,7 +535,7 @@ extern "C" int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major
   static int has_code = -1;
   if (has_code < 0) {
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, (const void *)loom__sm90_pick(256, LOOM_BF16, 0, 0)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, (const void *)loom__sm90_pick(256, LOOM_BF16, 0, 0, 0)) != cudaSuccess) {
       (void)cudaGetLastError();
       return 0;
     }
@@ -498,9 +593,41 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
     LOOM_TRY(loom__tensor_map(&mb, b, d->ab_type, (uint64_t)d->n, (uint64_t)d->k, 64, LOOM_SM90_BK, "B"));
 
   const int tiles = args.order.tiles_m * args.order.tiles_n;
-  const int grid = conf.grid > 0 ? (conf.grid < tiles ? conf.grid : tiles) : loom_tile_grid(tiles, sms, 1);
+  const int kblocks = (int)loom_ceil_div(d->k, LOOM_SM90_BK);
+  const int cap = conf.grid > 0 ? conf.grid : sms;
+  if (conf.sk_tiles < -1 || conf.sk_blocks < 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config sk_tiles=%d sk_blocks=%d: must be >= -1 and >= 0",
+                      conf.sk_tiles, conf.sk_blocks);
+  int sk_tiles = conf.sk_tiles < 0 || conf.sk_tiles > tiles ? tiles : conf.sk_tiles;
+  /* hooked GEMMs run data-parallel: in the HOOKS + stream-K instantiation
+   * ptxas serialises the wgmma (C7518), and the fused ops' tile signals and
+   * prologue waits were specified per whole tile */
+  if (hooks) sk_tiles = 0;
+  int sk_blocks = 0;
+  if (sk_tiles > 0) {
+    const int64_t iters = (int64_t)sk_tiles * kblocks;
+    sk_blocks = conf.sk_blocks > 0 && conf.sk_blocks < cap ? conf.sk_blocks : cap;
+    if (sk_blocks > iters) sk_blocks = (int)iters;
+    /* partials: a slot of 128 x bn fp32 per (block, tile) pair; a ticket per tile */
+    const size_t slots = (size_t)sk_blocks + (size_t)sk_tiles - 1;
+    const size_t counter_bytes = (size_t)sk_tiles * 4;
+    LOOM_TRY(loom__gemm_sk_workspace(stream, counter_bytes, slots * LOOM_SM90_BM * (size_t)conf.bn * 4,
+                                     &args.sk_count, &args.sk_ws));
+    if (!args.sk_count) {
+      sk_tiles = 0, sk_blocks = 0; /* capturing without scratch: data-parallel */
+    }
+  }
+  const int dp_tiles = tiles - sk_tiles;
+  int grid = dp_tiles < cap ? dp_tiles : cap;
+  if (grid < sk_blocks) grid = sk_blocks;
+  if (grid < 1) grid = 1;
+  args.work.tiles = tiles;
+  args.work.kblocks = kblocks;
+  args.work.grid = grid;
+  args.work.dp_tiles = dp_tiles;
+  args.work.sk_blocks = sk_blocks;
   const size_t smem = loom__sm90_smem(conf.bn, stages);
-  loom__sm90_kernel_t kern = loom__sm90_pick(conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, hooks != NULL);
+  loom__sm90_kernel_t kern = loom__sm90_pick(conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, hooks != NULL, sk_tiles > 0);
   LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, args);
   LOOM_CUDA_LAUNCHED("loom_gemm_sm90_kernel");

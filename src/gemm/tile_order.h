@@ -19,6 +19,19 @@
  *
  * Every order is a permutation of [0, tiles): host tests check it for many
  * (m, n, tile, grid, group, rank, world). Nothing here allocates or fails.
+ *
+ * Work (loom_work_t): which k-blocks of which step a block computes. Steps
+ * [0, dp_tiles) are data-parallel: whole tiles, block b takes b, b + grid,
+ * ... Steps [dp_tiles, tiles) are stream-K: their k-blocks, laid end to end
+ * (T = sk_tiles x kblocks iterations, sk tile j owning [j K, (j+1) K)), are
+ * cut into sk_blocks contiguous ranges, block b < sk_blocks taking
+ * [floor(b T / S), floor((b+1) T / S)); each range falls into segments at tile
+ * boundaries. A tile whose range spans blocks [first, last] (first < last) is
+ * finished by whichever of them arrives last (a ticket per sk tile): every
+ * contributor writes its fp32 partial to workspace slot (b + j), the last one
+ * sums the slots of blocks first..last in that order (deterministic), then
+ * runs the epilogue. S <= T keeps every range non-empty (host tests check
+ * coverage, slots and balance for many shapes).
  */
 #ifndef LOOM_GEMM_TILE_ORDER_H
 #define LOOM_GEMM_TILE_ORDER_H
@@ -131,6 +144,77 @@ LOOM_HD void loom_tile_wait_range(int32_t tm, int32_t bm, int64_t m, int64_t row
   if (r1 > m) r1 = m;
   *first = (int32_t)(r0 / rows_per_signal);
   *last = (int32_t)((r1 - 1) / rows_per_signal);
+}
+
+/* ---- stream-K work decomposition ---------------------------------------- */
+
+typedef struct loom_work {
+  int32_t tiles;     /* steps of the order */
+  int32_t kblocks;   /* k-blocks per tile (>= 1) */
+  int32_t grid;      /* blocks of the launch */
+  int32_t dp_tiles;  /* steps [0, dp_tiles) are whole tiles (data-parallel) */
+  int32_t sk_blocks; /* blocks [0, sk_blocks) share steps [dp_tiles, tiles); 1 <= S <= T when there are any */
+} loom_work_t;
+
+/* One piece of a block's work: k-blocks [k0, k1) of step `step`. */
+typedef struct loom_segment {
+  int32_t step;
+  int32_t k0, k1;
+  int32_t sk;          /* 1: shared tile (partial + ticket), 0: whole tile, direct epilogue */
+  int32_t sk_tile;     /* step - dp_tiles (sk only): ticket index */
+  int32_t first, last; /* blocks contributing to the tile, in k order (sk only) */
+} loom_segment_t;
+
+/* Stream-K iterations T = (tiles - dp_tiles) x kblocks. */
+LOOM_HD int64_t loom_work_sk_iters(const loom_work_t *w) {
+  return (int64_t)(w->tiles - w->dp_tiles) * (int64_t)w->kblocks;
+}
+
+/* First stream-K iteration of block b (b in [0, sk_blocks]). */
+LOOM_HD int64_t loom_work_sk_start(const loom_work_t *w, int32_t b) {
+  return (int64_t)b * loom_work_sk_iters(w) / (int64_t)w->sk_blocks;
+}
+
+/* The block whose stream-K range holds iteration i (0 <= i < T): the
+ * largest b with floor(b T / S) <= i. */
+LOOM_HD int32_t loom_work_sk_block_of(const loom_work_t *w, int64_t i) {
+  const int64_t T = loom_work_sk_iters(w);
+  return (int32_t)(((i + 1) * (int64_t)w->sk_blocks - 1) / T);
+}
+
+/* Data-parallel tiles of block b. */
+LOOM_HD int32_t loom_work_dp_count(const loom_work_t *w, int32_t b) {
+  return w->dp_tiles > b ? (w->dp_tiles - b + w->grid - 1) / w->grid : 0;
+}
+
+/* Workspace slot (of 128 x bn fp32) that block b uses for sk tile j. Slots
+ * of different (tile, block) pairs differ; all are < sk_blocks + sk_tiles - 1. */
+LOOM_HD int32_t loom_work_slot(int32_t b, int32_t sk_tile) { return b + sk_tile; }
+
+/* Segment i (0, 1, ...) of block b: 1 and *seg filled, or 0 when the block
+ * has no more work. Segments come in step order. */
+LOOM_HD int loom_work_segment(const loom_work_t *w, int32_t b, int32_t i, loom_segment_t *seg) {
+  const int32_t ndp = loom_work_dp_count(w, b);
+  seg->sk = 0, seg->sk_tile = -1, seg->first = b, seg->last = b;
+  if (i < ndp) {
+    seg->step = b + i * w->grid;
+    seg->k0 = 0, seg->k1 = w->kblocks;
+    return 1;
+  }
+  if (b >= w->sk_blocks || w->tiles <= w->dp_tiles) return 0;
+  const int64_t K = w->kblocks;
+  const int64_t lo = loom_work_sk_start(w, b), hi = loom_work_sk_start(w, b + 1);
+  const int64_t j = lo / K + (i - ndp); /* sk tile of this segment */
+  const int64_t t0 = j * K;             /* its first iteration */
+  if (t0 >= hi) return 0;
+  const int64_t a = lo > t0 ? lo : t0, e = hi < t0 + K ? hi : t0 + K;
+  seg->step = w->dp_tiles + (int32_t)j;
+  seg->k0 = (int32_t)(a - t0), seg->k1 = (int32_t)(e - t0);
+  seg->first = loom_work_sk_block_of(w, t0);
+  seg->last = loom_work_sk_block_of(w, t0 + K - 1);
+  seg->sk_tile = (int32_t)j;
+  seg->sk = seg->first != seg->last;
+  return 1;
 }
 
 #ifdef __cplusplus

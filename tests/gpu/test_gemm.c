@@ -283,15 +283,108 @@ LOOM_TEST(gemm_both_tile_configs) {
   for (size_t i = 0; i < 3; ++i)
     for (int b = 0; b < 2; ++b)
       for (int lay = 0; lay < 2; ++lay) {
-        loom_gemm_config_t cfg = {bns[b], 0, 0, 0};
+        loom_gemm_config_t cfg = {bns[b], 0, 0, 0, 0, 0};
         loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
                               lay ? LOOM_B_KN : LOOM_B_NK, 1};
         run_case(&d, &cfg, 1);
       }
   /* a small grid: every block walks many tiles (persistent loop, phases) */
-  loom_gemm_config_t cfg = {256, 0, 3, 5};
+  loom_gemm_config_t cfg = {256, 0, 3, 5, 0, 0};
   loom_gemm_desc_t d = {1000, 2056, 1032, LOOM_FP16, LOOM_FP32, LOOM_B_KN, 1};
   run_case(&d, &cfg, 1);
+}
+
+/* Stream-K: the k-loop of every tile (or of the last tiles) shared among
+ * blocks, partials summed by the last contributor. Odd m, n not a multiple
+ * of the tile, k-blocks not a multiple of the blocks (uneven ranges), both
+ * layouts, every dtype pair, bias (added once: the fp64 bound would catch a
+ * second one). */
+LOOM_TEST(gemm_stream_k_shapes_dtypes_layouts) {
+  if (!sm90_or_skip()) return;
+  /* m, n, k, sk_tiles, sk_blocks, grid */
+  const int64_t cases[][6] = {{1, 256, 512, -1, 5, 0},      {7, 136, 1032, -1, 7, 0},
+                              {65, 1000, 4104, -1, 13, 0},  {127, 776, 1032, -1, 132, 0},
+                              {200, 2056, 3000, -1, 50, 0}, {1000, 2056, 1032, 9, 0, 0},
+                              {3001, 776, 520, 20, 6, 6},   {64, 4096, 4096, -1, 0, 0}};
+  const int bns[] = {128, 256};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+    for (int b = 0; b < 2; ++b)
+      for (int lay = 0; lay < 2; ++lay) {
+        loom_gemm_config_t cfg = {bns[b], 0, 0, (int)cases[i][5], (int)cases[i][3], (int)cases[i][4]};
+        loom_gemm_desc_t d = {cases[i][0], cases[i][1], cases[i][2], LOOM_BF16, LOOM_BF16,
+                              lay ? LOOM_B_KN : LOOM_B_NK, (int)((i + (size_t)lay) & 1)};
+        run_case(&d, &cfg, 1);
+      }
+  const loom_dtype_t abs_[] = {LOOM_BF16, LOOM_FP16};
+  const loom_dtype_t cs[] = {LOOM_FP32, LOOM_FP16, LOOM_BF16};
+  for (int a = 0; a < 2; ++a)
+    for (int c = 0; c < 3; ++c)
+      for (int lay = 0; lay < 2; ++lay) {
+        loom_gemm_config_t cfg = {a ? 256 : 128, 0, 0, 0, -1, 11};
+        loom_gemm_desc_t d = {97, 520, 2056, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, 1};
+        run_case(&d, &cfg, 1);
+      }
+}
+
+/* The heuristic takes stream-K for small m (the weight-streaming shapes);
+ * loom_gemm on those, twice in a row on one stream (tickets back to 0). */
+LOOM_TEST(gemm_stream_k_heuristic_small_m) {
+  if (!sm90_or_skip()) return;
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const int64_t shapes[][3] = {{64, 8192, 4096}, {1, 4096, 8192}, {128, 4096, 2048}, {256, 3072, 4096}, {33, 1288, 8200}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+    loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16, LOOM_B_NK, (int)(i & 1)};
+    loom_gemm_config_t h = loom__gemm_sm90_heuristic(&d, sms);
+    printf("    heuristic m=%lld n=%lld k=%lld: bn %d sk_tiles %d sk_blocks %d\n", (long long)d.m, (long long)d.n,
+           (long long)d.k, h.bn, h.sk_tiles, h.sk_blocks);
+    CHECK(h.sk_tiles != 0);
+    for (int rep = 0; rep < 2; ++rep) run_case(&d, NULL, 1);
+  }
+}
+
+/* Same inputs, same configuration, twice: bit-identical (the partials are
+ * summed in k order whoever finishes last); and a captured stream-K GEMM
+ * replayed twice (the scratch exists before the capture). */
+LOOM_TEST(gemm_stream_k_deterministic_and_graph) {
+  if (!sm90_or_skip()) return;
+  gcase_t g;
+  cudaStream_t st = NULL;
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  double rel = 0;
+  loom_gemm_desc_t d = {77, 3000, 6152, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1};
+  loom_gemm_config_t cfg = {128, 0, 0, 0, -1, 0};
+  if (!gcase_init(&g, &d)) {
+    loom_test_fail(__FILE__, __LINE__, "allocation");
+    goto out;
+  }
+  CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  LOOM_OK(loom__gemm_sm90(&d, g.da, g.db, g.dc, g.dbias, &cfg, NULL, st));
+  LOOM_OK(loom__gemm_sm90(&d, g.da, g.db, g.dc2, g.dbias, &cfg, NULL, st));
+  CUDA_OK(cudaStreamSynchronize(st));
+  CUDA_OK(cudaMemcpy(g.hc, g.dc, g.c_bytes, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(g.hc2, g.dc2, g.c_bytes, cudaMemcpyDeviceToHost));
+  CHECK(memcmp(g.hc, g.hc2, g.c_bytes) == 0);
+  CHECK(count_unwritten(d.c_type, g.hc, (size_t)d.m * (size_t)d.n) == 0);
+  CHECK(check_ref(&g, NULL, 0, &rel) == 0);
+  printf("    two runs bit-identical: %s, vs fp64 rel %.2e\n", memcmp(g.hc, g.hc2, g.c_bytes) == 0 ? "yes" : "NO", rel);
+  CUDA_OK(cudaMemset(g.dc, 0xFF, g.c_bytes));
+  CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  LOOM_OK(loom__gemm_sm90(&d, g.da, g.db, g.dc, g.dbias, &cfg, NULL, st));
+  CUDA_OK(cudaStreamEndCapture(st, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int r = 0; r < 2; ++r) {
+    CUDA_OK(cudaGraphLaunch(exec, st));
+    CUDA_OK(cudaStreamSynchronize(st));
+    CUDA_OK(cudaMemcpy(g.hc, g.dc, g.c_bytes, cudaMemcpyDeviceToHost));
+    CHECK(memcmp(g.hc, g.hc2, g.c_bytes) == 0);
+  }
+out:
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  if (st) cudaStreamDestroy(st);
+  gcase_free(&g);
 }
 
 LOOM_TEST(gemm_invalid_arguments) {
@@ -433,7 +526,7 @@ LOOM_TEST(gemm_hooks_host_schedule_waits_and_tile_signals) {
   h.tile_signal = sig_d;
   h.signal_epoch = epoch;
   h.comm = fc.dc;
-  loom_gemm_config_t cfg = {128, 0, 0, 3};
+  loom_gemm_config_t cfg = {128, 0, 0, 3, 0, 0};
   LOOM_OK(loom__gemm_hooked(&d, g.da, g.db, g.dc, g.dbias, &cfg, &h, st));
   int premature = 0, late = 0;
   for (int i = 0; i < TM; ++i) {
@@ -507,7 +600,7 @@ LOOM_TEST(gemm_hooks_row_routed_store_and_reduce) {
         CUDA_OK(cudaMemcpy(g.dc, init, g.c_bytes, cudaMemcpyHostToDevice));
         h.epilogue = LOOM_EPI_REDUCE;
       }
-      loom_gemm_config_t cfg = {256, 0, 0, 0};
+      loom_gemm_config_t cfg = {256, 0, 0, 0, 0, 0};
       LOOM_OK(loom__gemm_hooked(&d, g.da, g.db, g.dc, d.has_bias ? g.dbias : NULL, &cfg, &h, 0));
       CUDA_OK(cudaDeviceSynchronize());
       CUDA_OK(cudaMemcpy(g.hc, g.dc, g.c_bytes, cudaMemcpyDeviceToHost));

@@ -3,13 +3,16 @@
  * (src/gemm/tile_order.h): every order is a permutation of the tiles, a
  * persistent grid visits every tile exactly once, grouped order stays inside
  * its band, rank-shifted order starts at the chosen rank's rows, and the
- * prologue's signal ranges cover exactly the tile's rows. Runs on any machine.
+ * prologue's signal ranges cover exactly the tile's rows; stream-K segments
+ * cover every k-block of every tile once, with distinct workspace slots and
+ * balanced ranges; the sm90 heuristic's choices. Runs on any machine.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/test.h"
+#include "gemm/gemm.h"
 #include "gemm/tile_order.h"
 
 /* Visits every tile through a persistent grid of `grid` blocks; checks each
@@ -173,4 +176,151 @@ LOOM_TEST(gemm_schedule_wait_ranges_cover_rows) {
         }
       }
   CHECK_EQ_INT(bad, 0);
+}
+
+/* ---- stream-K work decomposition ----------------------------------------- */
+
+/* Walks every block's segments for w; checks that each (step, k-block) is
+ * computed exactly once, segments are non-empty and in step order, shared
+ * tiles name the right contributors [first, last] (every one of them has a
+ * segment of the tile, no other block has), whole-tile segments cover the
+ * whole k range, workspace slots of (tile, block) pairs are distinct and
+ * below sk_blocks + sk_tiles - 1, and stream-K ranges differ by at most one
+ * iteration. Returns the number of violations (prints the first few). */
+static int check_work(const loom_work_t *w, uint8_t *cover, int32_t *contrib, uint8_t *slot_used) {
+  const int32_t K = w->kblocks, sk_tiles = w->tiles - w->dp_tiles;
+  const int64_t T = loom_work_sk_iters(w);
+  memset(cover, 0, (size_t)w->tiles * (size_t)K);
+  memset(contrib, 0, sizeof(int32_t) * (size_t)(sk_tiles > 0 ? sk_tiles : 1));
+  const int32_t nslots = sk_tiles > 0 ? w->sk_blocks + sk_tiles - 1 : 1;
+  memset(slot_used, 0, (size_t)nslots);
+  int bad = 0;
+  int64_t min_it = INT64_MAX, max_it = 0;
+#define WBAD(...) do { if (bad++ < 5) printf("    work tiles=%d K=%d grid=%d dp=%d S=%d: ", w->tiles, K, w->grid, w->dp_tiles, w->sk_blocks), printf(__VA_ARGS__), printf("\n"); } while (0)
+  for (int32_t b = 0; b < w->grid; ++b) {
+    loom_segment_t sg;
+    int32_t prev_step = -1;
+    int64_t sk_it = 0;
+    for (int32_t i = 0; loom_work_segment(w, b, i, &sg); ++i) {
+      if (i > 100000) { WBAD("block %d: endless segments", b); break; }
+      if (sg.step <= prev_step || sg.step < 0 || sg.step >= w->tiles) WBAD("block %d seg %d: step %d after %d", b, i, sg.step, prev_step);
+      prev_step = sg.step;
+      if (!(0 <= sg.k0 && sg.k0 < sg.k1 && sg.k1 <= K)) { WBAD("block %d: k range [%d, %d)", b, sg.k0, sg.k1); continue; }
+      for (int32_t k = sg.k0; k < sg.k1; ++k) cover[(size_t)sg.step * K + k]++;
+      if (sg.step >= w->dp_tiles) {
+        sk_it += sg.k1 - sg.k0;
+        const int32_t j = sg.step - w->dp_tiles;
+        if (sg.sk_tile != j) WBAD("sk_tile %d for step %d", sg.sk_tile, sg.step);
+        if (!(sg.first <= b && b <= sg.last)) WBAD("block %d outside [%d, %d]", b, sg.first, sg.last);
+        if (sg.sk != (sg.first != sg.last)) WBAD("sk flag");
+        if (!sg.sk && (sg.k0 != 0 || sg.k1 != K)) WBAD("unshared tile segment [%d, %d)", sg.k0, sg.k1);
+        if (sg.sk) {
+          contrib[j]++;
+          const int32_t sl = loom_work_slot(b, j);
+          if (sl < 0 || sl >= nslots) WBAD("slot %d of %d", sl, nslots);
+          else if (slot_used[sl]++) WBAD("slot %d used twice", sl);
+          /* the contributor count equals last - first + 1 */
+          loom_segment_t s2;
+          for (int32_t c = sg.first; c <= sg.last; ++c) {
+            int found = 0;
+            for (int32_t i2 = 0; loom_work_segment(w, c, i2, &s2); ++i2) found |= s2.step == sg.step;
+            if (!found) WBAD("contributor %d of step %d has no segment of it", c, sg.step);
+          }
+        }
+      } else if (sg.sk || sg.k0 != 0 || sg.k1 != K) {
+        WBAD("data-parallel segment of step %d not whole", sg.step);
+      }
+    }
+    if (b < w->sk_blocks && T > 0) {
+      if (sk_it < min_it) min_it = sk_it;
+      if (sk_it > max_it) max_it = sk_it;
+    }
+  }
+  for (int64_t x = 0; x < (int64_t)w->tiles * K; ++x)
+    if (cover[x] != 1) { WBAD("step %lld k-block %lld covered %d times", (long long)(x / K), (long long)(x % K), cover[x]); break; }
+  for (int32_t j = 0; j < sk_tiles; ++j) {
+    loom_segment_t sg;
+    /* the tile's first contributor's view of [first, last] */
+    const int32_t f = loom_work_sk_block_of(w, (int64_t)j * K), l = loom_work_sk_block_of(w, (int64_t)j * K + K - 1);
+    (void)sg;
+    if (f != l && contrib[j] != l - f + 1) WBAD("sk tile %d: %d contributors, expected %d", j, contrib[j], l - f + 1);
+  }
+  if (T > 0 && max_it - min_it > 1) WBAD("stream-K ranges %lld..%lld iterations", (long long)min_it, (long long)max_it);
+#undef WBAD
+  return bad;
+}
+
+LOOM_TEST(gemm_schedule_stream_k_covers_every_k_block_once) {
+  const int32_t tiles_[] = {1, 2, 7, 32, 48, 56, 96, 131, 133, 200, 300};
+  const int32_t ks[] = {1, 2, 3, 17, 64, 129, 224};
+  const int32_t grids[] = {1, 3, 8, 66, 132};
+  uint8_t *cover = malloc(300 * 224);
+  int32_t *contrib = malloc(sizeof(int32_t) * 300);
+  uint8_t *slots = malloc(132 + 300);
+  int bad = 0, combos = 0;
+  for (size_t a = 0; a < sizeof tiles_ / sizeof tiles_[0]; ++a)
+    for (size_t c = 0; c < sizeof ks / sizeof ks[0]; ++c)
+      for (size_t g = 0; g < sizeof grids / sizeof grids[0]; ++g)
+        for (int mode = 0; mode < 4; ++mode) {
+          loom_work_t w;
+          w.tiles = tiles_[a], w.kblocks = ks[c], w.grid = grids[g];
+          /* 0: all data-parallel, 1: all stream-K, 2: all but one wave's remainder
+           * data-parallel, 3: stream-K over fewer blocks than the grid */
+          int32_t sk = mode == 0 ? 0 : mode == 2 ? (w.tiles > w.grid ? w.grid + w.tiles % w.grid : w.tiles) : w.tiles;
+          w.dp_tiles = w.tiles - sk;
+          int64_t T = (int64_t)sk * w.kblocks;
+          int32_t S = mode == 3 ? (w.grid + 1) / 2 : w.grid;
+          if (S > T) S = (int32_t)T;
+          w.sk_blocks = sk ? S : 0;
+          combos++;
+          bad += check_work(&w, cover, contrib, slots);
+        }
+  free(cover), free(contrib), free(slots);
+  CHECK(combos > 1000);
+  CHECK_EQ_INT(bad, 0);
+}
+
+LOOM_TEST(gemm_schedule_stream_k_example) {
+  /* 2 tiles of 3 k-blocks over 4 blocks: T = 6, ranges [0,1) [1,3) [3,4) [4,6) */
+  loom_work_t w = {2, 3, 4, 0, 4};
+  loom_segment_t s;
+  CHECK(loom_work_segment(&w, 0, 0, &s));
+  CHECK(s.step == 0 && s.k0 == 0 && s.k1 == 1 && s.sk && s.first == 0 && s.last == 1);
+  CHECK(!loom_work_segment(&w, 0, 1, &s));
+  CHECK(loom_work_segment(&w, 1, 0, &s));
+  CHECK(s.step == 0 && s.k0 == 1 && s.k1 == 3 && s.sk);
+  CHECK(!loom_work_segment(&w, 1, 1, &s));
+  CHECK(loom_work_segment(&w, 2, 0, &s));
+  CHECK(s.step == 1 && s.k0 == 0 && s.k1 == 1 && s.first == 2 && s.last == 3);
+  CHECK(loom_work_segment(&w, 3, 0, &s));
+  CHECK(s.step == 1 && s.k0 == 1 && s.k1 == 3 && s.sk_tile == 1);
+  CHECK_EQ_INT(loom_work_slot(3, 1), 4);
+  /* one data-parallel tile per block first, then the stream-K steps */
+  loom_work_t w2 = {10, 4, 4, 8, 4};
+  CHECK(loom_work_segment(&w2, 1, 0, &s) && s.step == 1 && !s.sk);
+  CHECK(loom_work_segment(&w2, 1, 1, &s) && s.step == 5 && !s.sk);
+  CHECK(loom_work_segment(&w2, 1, 2, &s) && s.step == 8 && s.k0 == 2 && s.k1 == 4 && s.sk);
+  CHECK(!loom_work_segment(&w2, 1, 3, &s));
+}
+
+LOOM_TEST(gemm_schedule_heuristic_stream_k_choices) {
+  /* 132 SMs (H100/H200): the decode shapes (m <= 128) of Flux and Llama-3-70B
+   * at TP=2 share every tile's k-loop over all SMs; the large ones stay
+   * data-parallel; every choice is a valid configuration */
+  const int64_t fam[4][2] = {{24576, 12288}, {12288, 24576}, {14336, 8192}, {8192, 14336}};
+  const int64_t ms[] = {1, 64, 128, 256, 512, 1024, 4096, 8192};
+  for (int f = 0; f < 4; ++f)
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; ++i) {
+      loom_gemm_desc_t d = {ms[i], fam[f][0], fam[f][1], LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+      const loom_gemm_config_t h = loom__gemm_sm90_heuristic(&d, 132);
+      const int64_t tiles = loom_ceil_div(d.m, 128) * loom_ceil_div(d.n, h.bn);
+      CHECK(h.bn == 128 || h.bn == 256);
+      CHECK(h.sk_tiles >= -1 && h.sk_tiles <= tiles);
+      CHECK(h.sk_blocks >= 0 && h.sk_blocks <= 132);
+      if (d.m <= 128) CHECK(h.sk_tiles == -1 && h.sk_blocks == 132);
+      if (d.m >= 1024) CHECK_EQ_INT(h.sk_tiles, 0);
+    }
+  /* a tiny GEMM (one tile, 8 k-blocks) stays data-parallel */
+  loom_gemm_desc_t t = {7, 136, 512, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+  CHECK_EQ_INT(loom__gemm_sm90_heuristic(&t, 132).sk_tiles, 0);
 }

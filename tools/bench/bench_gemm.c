@@ -30,6 +30,7 @@
 #include "bench.h"
 #include "core/baseline.h"
 #include "core/error.h"
+#include "gemm/gemm.h"
 #include "ref/ref.h"
 
 #define GEMM_SEED 0x6a09e667f3bcc909ull
@@ -190,11 +191,19 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
     if (rows[0] && rows[1] && !isnan(us[0]) && !isnan(us[1])) {
       const double ratio = us[0] / us[1];
       const double frac = (double)bytes_b / (us[1] * 1e-6) / sum->hbm_bps;
+      /* the configuration loom_gemm's heuristic took (sm90 path) */
+      char cfg[32] = "";
+      int dev = 0, sms = 0;
+      if (cudaGetDevice(&dev) == cudaSuccess &&
+          cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) {
+        const loom_gemm_config_t h = loom__gemm_sm90_heuristic(&g.d, sms);
+        snprintf(cfg, sizeof cfg, ", bn%d%s", h.bn, h.sk_tiles ? (h.sk_tiles < 0 ? " sk" : " sk-tail") : "");
+      }
       if (m <= 512)
-        snprintf(rows[1]->note, sizeof rows[1]->note, "%s%sx%.3f of cuBLASLt, HBM %.0f%%", label, *label ? ", " : "",
-                 ratio, 100 * frac);
+        snprintf(rows[1]->note, sizeof rows[1]->note, "%s%sx%.3f of cuBLASLt, HBM %.0f%%%s", label, *label ? ", " : "",
+                 ratio, 100 * frac, cfg);
       else
-        snprintf(rows[1]->note, sizeof rows[1]->note, "%s%sx%.3f of cuBLASLt", label, *label ? ", " : "", ratio);
+        snprintf(rows[1]->note, sizeof rows[1]->note, "%s%sx%.3f of cuBLASLt%s", label, *label ? ", " : "", ratio, cfg);
       snprintf(rows[0]->note, sizeof rows[0]->note, "%s%s%d sets", label, *label ? ", " : "", nsets);
       if (m >= 1024) {
         sum->logsum += log(ratio), sum->nbig++;
@@ -303,6 +312,7 @@ static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
   if (failures) printf("# %d failure(s): see the messages above, the #wrong and note columns\n", failures);
   loom_bench_table_free(&t);
   loom__base_gemm_release();
+  loom__gemm_release();
   cudaStreamDestroy(s);
   return failures ? 1 : 0;
 }
