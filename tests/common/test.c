@@ -26,6 +26,15 @@ static const char *loom__skip_reason;
 
 void loom_test_skip(const char *why) { loom__skip_reason = why; }
 
+static uint64_t loom__seed;
+
+__attribute__((constructor)) static void loom__pick_seed(void) {
+  const char *s = getenv("LOOM_TEST_SEED");
+  loom__seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+}
+
+uint64_t loom_test_seed(void) { return loom__seed; }
+
 void loom_test_register(const char *name, loom_test_fn fn) {
   if (loom__ntests == LOOM_MAX_TESTS) {
     fprintf(stderr, "too many tests\n");
@@ -119,6 +128,8 @@ int loom_test_main_opts(int argc, char **argv, int isolate) {
   /* registration order depends on link order: run in name order */
   qsort(loom__tests, (size_t)loom__ntests, sizeof loom__tests[0], loom__by_name);
   int passed = 0, failed = 0, skipped = 0;
+  printf("seed %llu (LOOM_TEST_SEED=%llu repeats this run's inputs)\n", (unsigned long long)loom__seed,
+         (unsigned long long)loom__seed);
   for (int i = 0; i < loom__ntests; ++i) {
     if (filter && !strstr(loom__tests[i].name, filter)) continue;
     loom_test_failures = 0;

@@ -12,6 +12,7 @@
 #ifndef LOOM_TEST_H
 #define LOOM_TEST_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include "loom.h"
@@ -29,6 +30,11 @@ int loom_test_main_opts(int argc, char **argv, int isolate);
 /* Counts a failed check of the running test and prints why. */
 void loom_test_fail(const char *file, int line, const char *fmt, ...);
 extern int loom_test_failures; /* of the running test */
+/* This run's random seed: LOOM_TEST_SEED if set, else fresh (time, pid).
+ * Chosen once when the program starts, before any fork, so every rank and
+ * every test process of a run sees the same value; printed at start. */
+uint64_t loom_test_seed(void);
+
 /* Marks the running test skipped (say why); its checks still count. */
 void loom_test_skip(const char *why);
 
@@ -60,6 +66,27 @@ void loom_test_skip(const char *why);
     if (loom__r != (code))                                                     \
       loom_test_fail(__FILE__, __LINE__, "%s returned %s, expected %s (%s)", #call, \
                      loom_result_string(loom__r), loom_result_string(code), loom_last_error()); \
+  } while (0)
+
+/* A failed CUDA or loom call counts as a failed check naming the call and
+ * what went wrong, then runs `on_fail` (`goto out`, `return loom_test_failures`). */
+#define CHECK_CUDA_OR(call, on_fail)                                           \
+  do {                                                                         \
+    cudaError_t loom__e = (call);                                              \
+    if (loom__e != cudaSuccess) {                                              \
+      loom_test_fail(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(loom__e)); \
+      on_fail;                                                                 \
+    }                                                                          \
+  } while (0)
+
+#define CHECK_LOOM_OR(call, on_fail)                                           \
+  do {                                                                         \
+    loom_result_t loom__r = (call);                                            \
+    if (loom__r != LOOM_SUCCESS) {                                             \
+      loom_test_fail(__FILE__, __LINE__, "%s: %s: %s", #call, loom_result_string(loom__r), \
+                     loom_last_error());                                       \
+      on_fail;                                                                 \
+    }                                                                          \
   } while (0)
 
 /* The last error message contains `text`. */

@@ -43,42 +43,12 @@
 #include "ref/ref.h"
 #include "tools/common/launch.h"
 
-#define B_CUDA(call)                                                                     \
-  do {                                                                                   \
-    cudaError_t e_ = (call);                                                             \
-    if (e_ != cudaSuccess) {                                                             \
-      loom_test_fail(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));       \
-      goto out;                                                                          \
-    }                                                                                    \
-  } while (0)
-
-#define B_LOOM(call)                                                                     \
-  do {                                                                                   \
-    loom_result_t r_ = (call);                                                           \
-    if (r_ != LOOM_SUCCESS) {                                                            \
-      loom_test_fail(__FILE__, __LINE__, "%s: %s: %s", #call, loom_result_string(r_),    \
-                     loom_last_error());                                                 \
-      goto out;                                                                          \
-    }                                                                                    \
-  } while (0)
+#define B_CUDA(call) CHECK_CUDA_OR(call, goto out)
+#define B_LOOM(call) CHECK_LOOM_OR(call, goto out)
 
 #define LAUNCH_TIMEOUT_S 300
 
-/* Seed of this run: drawn in the parent (printed once), passed to ranks. */
 static int g_rounds_twice; /* set in the bias-fallback test: see the tolerance */
-
-static uint64_t run_seed(void) {
-  static uint64_t s;
-  if (!s) {
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    s = ((uint64_t)t.tv_sec * 1000000007ull) ^ (uint64_t)t.tv_nsec ^ ((uint64_t)getpid() << 32);
-    if (!s) s = 1;
-    printf("    test_baseline seed %llu\n", (unsigned long long)s);
-    fflush(stdout);
-  }
-  return s;
-}
 
 static const char *tname(loom_dtype_t t) {
   return t == LOOM_BF16 ? "bf16" : t == LOOM_FP16 ? "fp16" : t == LOOM_FP32 ? "fp32" : "?";
@@ -230,7 +200,7 @@ LOOM_TEST(baseline_gemm_vs_reference) {
     loom_test_skip("needs a GPU");
     return;
   }
-  gemm_arg_t a = {run_seed() + 1000};
+  gemm_arg_t a = {loom_test_seed() + 1000};
   CHECK_EQ_INT(loom_launch(1, LAUNCH_TIMEOUT_S, rank_gemm_reference, &a), 0);
 }
 
@@ -259,7 +229,7 @@ LOOM_TEST(baseline_gemm_bias_fallback) {
     loom_test_skip("needs a GPU");
     return;
   }
-  gemm_arg_t a = {run_seed() + 2000};
+  gemm_arg_t a = {loom_test_seed() + 2000};
   CHECK_EQ_INT(loom_launch(1, LAUNCH_TIMEOUT_S, rank_gemm_bias_fallback, &a), 0);
 }
 
@@ -335,7 +305,7 @@ LOOM_TEST(baseline_gemm_tune_graph_mixed_types) {
     loom_test_skip("needs a GPU");
     return;
   }
-  gemm_arg_t a = {run_seed() + 3000};
+  gemm_arg_t a = {loom_test_seed() + 3000};
   CHECK_EQ_INT(loom_launch(1, LAUNCH_TIMEOUT_S, rank_gemm_tune_graph_mixed, &a), 0);
 }
 
@@ -464,7 +434,7 @@ LOOM_TEST(baseline_collectives_all_gpus) {
     loom_test_skip("needs a GPU");
     return;
   }
-  coll_arg_t a = {run_seed() + 4000};
+  coll_arg_t a = {loom_test_seed() + 4000};
   printf("    %d rank(s)\n", n);
   CHECK_EQ_INT(loom_launch(n, LAUNCH_TIMEOUT_S, rank_collectives, &a), 0);
 }
@@ -474,6 +444,6 @@ LOOM_TEST(baseline_collectives_one_rank) {
     loom_test_skip("needs a GPU");
     return;
   }
-  coll_arg_t a = {run_seed() + 5000};
+  coll_arg_t a = {loom_test_seed() + 5000};
   CHECK_EQ_INT(loom_launch(1, LAUNCH_TIMEOUT_S, rank_collectives, &a), 0);
 }

@@ -26,26 +26,9 @@
 
 #define LAUNCH_TIMEOUT_S 240
 
-#define CUDA_OK(call)                                                                    \
-  do {                                                                                   \
-    cudaError_t e_ = (call);                                                             \
-    if (e_ != cudaSuccess) {                                                             \
-      loom_test_fail(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));       \
-      return loom_test_failures;                                                         \
-    }                                                                                    \
-  } while (0)
+#define CUDA_OK(call) CHECK_CUDA_OR(call, return loom_test_failures)
+#define LOOM_OK(call) CHECK_LOOM_OR(call, return loom_test_failures)
 
-#define LOOM_OK(call)                                                                    \
-  do {                                                                                   \
-    loom_result_t r_ = (call);                                                           \
-    if (r_ != LOOM_SUCCESS) {                                                            \
-      loom_test_fail(__FILE__, __LINE__, "%s: %s: %s", #call, loom_result_string(r_),    \
-                     loom_last_error());                                                 \
-      return loom_test_failures;                                                         \
-    }                                                                                    \
-  } while (0)
-
-static uint64_t g_seed;
 
 static double now_s(void) {
   struct timespec t;
@@ -152,7 +135,7 @@ static loom_comm_t make_comm(loom_rank_ctx_t *ctx, int timeout_ms, size_t ws_byt
 /* Random words for rank `rank` (same on every process for the same seed). */
 static uint32_t *random_words(size_t n, int rank) {
   uint32_t *h = (uint32_t *)malloc(n * 4);
-  loom_ref_fill_random(LOOM_FP32, h, n, g_seed + 1000003ull * (uint64_t)rank, 1.0);
+  loom_ref_fill_random(LOOM_FP32, h, n, loom_test_seed() + 1000003ull * (uint64_t)rank, 1.0);
   return h;
 }
 
@@ -200,7 +183,7 @@ static int rank_alloc_cycles(loom_rank_ctx_t *ctx, void *arg) {
   CUDA_OK(cudaMemGetInfo(&free0, &total));
   size_t nallocs0 = c->nallocs;
   double t0 = now_s();
-  srand((unsigned)g_seed);
+  srand((unsigned)loom_test_seed());
   for (int i = 0; i < 1000; ++i) {
     size_t bytes = (size_t)1024 << (rand() % 16); /* 1 KiB .. 32 MiB (same sequence on every rank) */
     void *p = NULL, *q = NULL;
@@ -644,10 +627,4 @@ static int rank_bad_input(loom_rank_ctx_t *ctx, void *arg) {
 LOOM_TEST(gpu_bad_input_with_a_real_comm) {
   int n = gpus_or_skip(1);
   if (n) run_one_and_all(n, rank_bad_input);
-}
-
-__attribute__((constructor)) static void pick_seed(void) {
-  const char *s = getenv("LOOM_TEST_SEED");
-  g_seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
-  printf("test_core: seed %llu (LOOM_TEST_SEED to repeat)\n", (unsigned long long)g_seed);
 }

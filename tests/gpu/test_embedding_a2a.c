@@ -30,26 +30,9 @@
 
 #define LAUNCH_TIMEOUT_S 300
 
-#define CUDA_OK(call)                                                                    \
-  do {                                                                                   \
-    cudaError_t e_ = (call);                                                             \
-    if (e_ != cudaSuccess) {                                                             \
-      loom_test_fail(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));       \
-      return 1;                                                                          \
-    }                                                                                    \
-  } while (0)
+#define CUDA_OK(call) CHECK_CUDA_OR(call, return 1)
+#define LOOM_OK(call) CHECK_LOOM_OR(call, return 1)
 
-#define LOOM_OK(call)                                                                    \
-  do {                                                                                   \
-    loom_result_t r_ = (call);                                                           \
-    if (r_ != LOOM_SUCCESS) {                                                            \
-      loom_test_fail(__FILE__, __LINE__, "%s: %s: %s", #call, loom_result_string(r_),    \
-                     loom_last_error());                                                 \
-      return 1;                                                                          \
-    }                                                                                    \
-  } while (0)
-
-static uint64_t g_seed;
 
 typedef struct emb_case {
   int D;
@@ -162,7 +145,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
   for (int call = 0; call < k->calls; ++call) {
     rank_inputs_t in[8];
     for (int p = 0; p < W; ++p)
-      if (make_inputs(&in[p], k, p, tpr[p], rows + base[p], B, call, g_seed)) return 1;
+      if (make_inputs(&in[p], k, p, tpr[p], rows + base[p], B, call, loom_test_seed())) return 1;
     int64_t badpos = -1, badval = 0;
     if (k->bad_index && call == 0) {
       badpos = bad_position(&in[0], B);
@@ -243,12 +226,12 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
       void *h_grad[8];
       for (int p = 0; p < W; ++p) {
         h_grad[p] = malloc(out_elems * os);
-        loom_ref_fill_random(k->ot, h_grad[p], out_elems, g_seed + 5000u + (uint64_t)p, 1.0);
+        loom_ref_fill_random(k->ot, h_grad[p], out_elems, loom_test_seed() + 5000u + (uint64_t)p, 1.0);
       }
       CUDA_OK(cudaMemcpy(grad, h_grad[r], out_elems * os, cudaMemcpyHostToDevice));
       size_t tg_elems = (size_t)mine->total_rows * (size_t)D;
       void *h_tg = malloc(tg_elems * ts);
-      loom_ref_fill_random(k->tt, h_tg, tg_elems, g_seed + 6000u + (uint64_t)r, 1.0);
+      loom_ref_fill_random(k->tt, h_tg, tg_elems, loom_test_seed() + 6000u + (uint64_t)r, 1.0);
       CUDA_OK(cudaMalloc(&d_tg, tg_elems * ts));
       CUDA_OK(cudaMemcpy(d_tg, h_tg, tg_elems * ts, cudaMemcpyHostToDevice));
       const float scale = 0.5f;
@@ -404,10 +387,4 @@ static const emb_case_t g_timeout[] = {{72, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM
 
 LOOM_TEST(gpu_embedding_a2a_peer_never_calls_times_out_2gpu) {
   if (gpus(2)) run_suite(2, g_timeout, 1, 1000);
-}
-
-__attribute__((constructor)) static void pick_seed(void) {
-  const char *s = getenv("LOOM_TEST_SEED");
-  g_seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
-  printf("test_embedding_a2a: seed %llu (LOOM_TEST_SEED to repeat)\n", (unsigned long long)g_seed);
 }
