@@ -12,15 +12,14 @@
  * 128x128 tile re-reads A and B more per FLOP); take the best. For m <= 64,
  * 256 wherever its tiles cover about a third of the SMs (measured).
  *
- * Stream-K (tile_order.h): the time of the data-parallel grid (waves x
- * k-blocks x bn/256) against the balanced stream-K time; stream-K where it
- * is under LOOM_SK_GAIN of it. Under one wave of tiles (small m: the weight
- * stream is the work, and idle SMs stream none of it) every tile's k-loop is
- * shared; above, the last full wave and the remainder are (one data-parallel
- * wave fewer). Blocks sharing: min(SMs, shared k-blocks / LOOM_SK_MIN_KBLOCKS).
- * Where 128x256 tiles do not fill one wave, stream-K takes bn 128 for
- * m <= 64 (half the partial bytes per tile, the weight is the only cost) and
- * bn 256 above.
+ * Stream-K (tile_order.h) only where it measured faster on H200: m <= 64
+ * with 128-wide tiles covering at most 3/4 of the SMs, every tile shared by
+ * min(SMs, k-blocks / LOOM_SK_MIN_KBLOCKS) blocks, bn 128 (Flux RS m = 64:
+ * 0.180 vs 0.208 ms; Llama down m = 64: 0.086 vs 0.099 ms). Everywhere else
+ * (m >= 128, wide n, the tail wave of large shapes) data-parallel won by 5-60%:
+ * stream-K's contiguous per-block k ranges put concurrent blocks at different
+ * k, so tile rows stop sharing B in L2 and the weight stream loses DRAM page
+ * locality (bench/NOTES.md). The tuner can still ask for it (sk_tiles).
  *
  * Stream-K scratch: per (device, stream), like cuBLASLt's workspace in
  * baseline_gemm.c; grown by allocating a larger buffer and keeping the old
@@ -39,9 +38,6 @@
 /* A block's share of a stream-K tile is at least this many 64-wide k-blocks
  * (pipeline fill and the partial's round trip amortised). */
 #define LOOM_SK_MIN_KBLOCKS 8
-/* Stream-K is taken where its balanced time is under this share of the
- * data-parallel time (the partials' round trip and the fixup cost the rest). */
-#define LOOM_SK_GAIN 0.93
 
 loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_count) {
   loom_gemm_config_t best = {256, 0, 0, 0, 0, 0};
@@ -68,26 +64,20 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_c
    * about equally in L2 */
   best.group = 16;
 
-  /* stream-K */
+  /* stream-K, where it measured faster (bench/NOTES.md, 2026-11-22): decode
+   * batches (m <= 64) whose 128-wide tiles cover at most 3/4 of the SMs (few,
+   * long k-loops: Flux RS, Llama down) share every tile's k-loop over all
+   * SMs. Elsewhere the data-parallel grid won: its blocks walk k in step, so
+   * concurrent tiles share B in L2 and DRAM pages, which stream-K's staggered
+   * k ranges lose. */
   const int64_t kblocks = loom_ceil_div(d->k, 64);
-  int bn_sk = best.bn;
-  if (tiles_m * loom_ceil_div(d->n, 256) < sm_count) bn_sk = d->m <= 64 ? 128 : 256;
-  /* time in units of one 256-wide k-block: data-parallel with best.bn ... */
-  const int64_t tiles_dp = tiles_m * loom_ceil_div(d->n, best.bn);
-  const double t_dp = (double)loom_ceil_div(tiles_dp, sm_count) * (double)kblocks * best.bn / 256.0;
-  /* ... against stream-K with bn_sk: under one wave every tile is shared,
-   * else the last full wave and the remainder (one data-parallel wave less) */
-  const int64_t tiles = tiles_m * loom_ceil_div(d->n, bn_sk);
-  const int64_t rem = tiles % sm_count;
-  const int64_t sk_tiles = tiles <= sm_count ? tiles : rem ? sm_count + rem : 0;
-  int64_t s = sk_tiles * kblocks / LOOM_SK_MIN_KBLOCKS;
-  if (s > sm_count) s = sm_count;
-  if (sk_tiles > 0 && s > 0) {
-    const double t_sk = ((double)((tiles - sk_tiles) / sm_count) * (double)kblocks +
-                         (double)loom_ceil_div(sk_tiles * kblocks, s)) * bn_sk / 256.0;
-    if (t_sk < LOOM_SK_GAIN * t_dp) {
-      best.bn = bn_sk;
-      best.sk_tiles = sk_tiles == tiles ? -1 : (int)sk_tiles;
+  const int64_t tiles128 = tiles_m * loom_ceil_div(d->n, 128);
+  if (d->m <= 64 && tiles128 * 4 <= 3 * (int64_t)sm_count) {
+    int64_t s = tiles128 * kblocks / LOOM_SK_MIN_KBLOCKS;
+    if (s > sm_count) s = sm_count;
+    if (s > tiles128) {
+      best.bn = 128;
+      best.sk_tiles = -1;
       best.sk_blocks = (int)s;
     }
   }

@@ -326,13 +326,13 @@ LOOM_TEST(gemm_stream_k_shapes_dtypes_layouts) {
       }
 }
 
-/* The heuristic takes stream-K for small m (the weight-streaming shapes);
+/* The heuristic takes stream-K for decode batches (m <= 64) with few tiles;
  * loom_gemm on those, twice in a row on one stream (tickets back to 0). */
 LOOM_TEST(gemm_stream_k_heuristic_small_m) {
   if (!sm90_or_skip()) return;
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  const int64_t shapes[][3] = {{64, 8192, 4096}, {1, 4096, 8192}, {128, 4096, 2048}, {256, 3072, 4096}, {33, 1288, 8200}};
+  const int64_t shapes[][3] = {{64, 8192, 4096}, {1, 4096, 8192}, {17, 2048, 4096}, {48, 3072, 4096}, {33, 1288, 8200}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
     loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16, LOOM_B_NK, (int)(i & 1)};
     loom_gemm_config_t h = loom__gemm_sm90_heuristic(&d, sms);
