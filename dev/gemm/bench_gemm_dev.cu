@@ -9,7 +9,9 @@
  * Per shape and B layout: random inputs (device hash, never zero), loom with
  * the heuristic and with each variant forced: data-parallel bn 128 / 256 (no
  * stream-K), stream-K bn 128 / 256 (every tile shared by all SMs when the
- * tiles are under one wave, else the last wave + remainder), cuBLASLt tuned;
+ * tiles are under one wave, else the last wave + remainder), aligned split-K
+ * bn 128 / 256 (every tile up to two waves, else the last wave + remainder;
+ * splits from loom__gemm_split_count), cuBLASLt tuned;
  * median of `reps` event-timed launches after warm-up; inputs rotated among
  * copies when they would fit in L2; loom's C compared with cuBLASLt's on every
  * element (bad = count out of bound, NaN included). HBM fraction = weight
@@ -159,9 +161,9 @@ int main(int argc, char **argv) {
   if (jf) fprintf(jf, "{\"device\": \"%s\", \"copy_gbs\": %.1f, \"results\": [\n", prop.name, hbm / 1e9);
   double logsum = 0, minr = 1e9;
   int nbig = 0, jfirst = 1;
-  printf("%-10s %5s %6s %6s %-6s | %8s %7s | %-9s %7s %7s %7s %7s | %8s %7s | %6s %6s %5s %s\n", "family", "m", "n", "k",
-         "B", "loom ms", "TFLOP/s", "h-cfg", "dp128", "dp256", "sk128", "sk256", "cublas", "TFLOP/s", "ratio", "best", "HBM",
-         "check");
+  printf("%-10s %5s %6s %6s %-6s | %8s %7s | %-9s %7s %7s %7s %7s %7s %7s | %8s %7s | %6s %6s %5s %s\n", "family", "m", "n",
+         "k", "B", "loom ms", "TFLOP/s", "h-cfg", "dp128", "dp256", "sk128", "sk256", "sp128", "sp256", "cublas", "TFLOP/s",
+         "ratio", "best", "HBM", "check");
   for (int si = 0; si < ns; ++si)
     for (int lay = 0; lay < 2; ++lay) {
       const shape_t s = shapes[si];
@@ -171,9 +173,9 @@ int main(int argc, char **argv) {
       if (nsets > 4) nsets = 4;
       if ((sa + sb) * 2 * 1 > (size_t)prop.l2CacheSize * 3 || nsets < 1) nsets = 1;
       const double flop = 2.0 * s.m * s.n * s.k;
-      enum { NV = 5 };
-      float t_cfg[NV] = {0, 0, 0, 0, 0};
-      const int bns[NV] = {0, 128, 256, 128, 256};
+      enum { NV = 7 };
+      float t_cfg[NV] = {0, 0, 0, 0, 0, 0, 0};
+      const int bns[NV] = {0, 128, 256, 128, 256, 128, 256};
       const int sms = prop.multiProcessorCount;
       loom_gemm_config_t heur = loom__gemm_sm90_heuristic(&d, sms);
       loom_gemm_config_t cfgs[NV];
@@ -182,10 +184,15 @@ int main(int argc, char **argv) {
         if (bns[c]) {
           cfg.bn = bns[c];
           cfg.sk_tiles = 0, cfg.sk_blocks = 0;
-          if (c >= 3) { /* stream-K: all tiles under one wave, else the last wave + remainder */
-            const int64_t tiles = ((s.m + 127) / 128) * ((s.n + bns[c] - 1) / bns[c]);
+          const int64_t tiles = ((s.m + 127) / 128) * ((s.n + bns[c] - 1) / bns[c]);
+          if (c == 3 || c == 4) { /* stream-K: all tiles under one wave, else the last wave + remainder */
             cfg.sk_tiles = tiles <= sms ? -1 : (int)(sms + tiles % sms);
             cfg.sk_blocks = 0;
+          }
+          if (c == 5 || c == 6) { /* aligned split-K: all tiles up to two waves, else the tail */
+            const int64_t shared = tiles <= 2 * sms ? tiles : sms + tiles % sms;
+            cfg.sk_tiles = shared == tiles ? -1 : (int)shared;
+            cfg.sk_splits = loom__gemm_split_count(shared, (s.k + 63) / 64, sms);
           }
         }
         cfgs[c] = cfg;
@@ -233,12 +240,14 @@ int main(int argc, char **argv) {
       float tbest = tl;
       for (int c = 1; c < NV; ++c) tbest = std::min(tbest, t_cfg[c]);
       char hname[32];
-      snprintf(hname, sizeof hname, "%d%s", heur.bn, heur.sk_tiles ? (heur.sk_tiles < 0 ? "/sk" : "/skt") : "/dp");
+      snprintf(hname, sizeof hname, "%d%s", heur.bn,
+               heur.sk_tiles ? (heur.sk_splits ? "/split" : heur.sk_tiles < 0 ? "/sk" : "/skt") : "/dp");
       const double frac = (double)sb * 2 / (tl * 1e-3) / hbm;
-      printf("%-10s %5lld %6lld %6lld %-6s | %8.3f %7.1f | %-9s %7.3f %7.3f %7.3f %7.3f | %8.3f %7.1f | %6.3f %6.3f %5.2f %s\n",
+      printf("%-10s %5lld %6lld %6lld %-6s | %8.3f %7.1f | %-9s %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f | %8.3f %7.1f | %6.3f %6.3f "
+             "%5.2f %s\n",
              s.family, (long long)s.m, (long long)s.n, (long long)s.k, lay ? "[k,n]" : "[n,k]", tl,
-             flop / (tl * 1e-3) / 1e12, hname, t_cfg[1], t_cfg[2], t_cfg[3], t_cfg[4], tc, flop / (tc * 1e-3) / 1e12, ratio,
-             tc / tbest, s.m <= 512 ? frac : 0.0, bad ? "BAD" : "ok");
+             flop / (tl * 1e-3) / 1e12, hname, t_cfg[1], t_cfg[2], t_cfg[3], t_cfg[4], t_cfg[5], t_cfg[6], tc,
+             flop / (tc * 1e-3) / 1e12, ratio, tc / tbest, s.m <= 512 ? frac : 0.0, bad ? "BAD" : "ok");
       fflush(stdout);
       if (bad) printf("    %llu of %zu elements differ from cuBLASLt\n", bad, sc);
       if (s.m >= 1024) {
@@ -250,9 +259,11 @@ int main(int argc, char **argv) {
         fprintf(jf,
                 "%s{\"family\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"b_layout\": \"%s\", \"loom_ms\": %.4f, "
                 "\"loom_cfg\": \"%s\", \"dp128_ms\": %.4f, \"dp256_ms\": %.4f, \"sk128_ms\": %.4f, \"sk256_ms\": %.4f, "
+                "\"split128_ms\": %.4f, \"split256_ms\": %.4f, \"split128_n\": %d, \"split256_n\": %d, "
                 "\"cublas_ms\": %.4f, \"ratio\": %.4f, \"best_ratio\": %.4f, \"hbm_fraction\": %.4f, \"mismatches\": %llu}",
                 jfirst ? "" : ",\n", s.family, (long long)s.m, (long long)s.n, (long long)s.k, lay ? "kn" : "nk", tl,
-                hname, t_cfg[1], t_cfg[2], t_cfg[3], t_cfg[4], tc, ratio, tc / tbest, frac, bad);
+                hname, t_cfg[1], t_cfg[2], t_cfg[3], t_cfg[4], t_cfg[5], t_cfg[6], cfgs[5].sk_splits, cfgs[6].sk_splits, tc,
+                ratio, tc / tbest, frac, bad);
         jfirst = 0;
       }
     }

@@ -30,7 +30,7 @@ LOOM_BENCH_RESULTS_DIR=$OUT timeout ${BENCH_S:-150} build/bin/loom-bench gemm > 
 t0=$(date +%s)
 REPS=${REPS:-8} timeout ${DEV_S:-100} build/bench_gemm_dev ${SET:-all} $OUT/bench_dev.json > $OUT/bench_dev.log 2>&1; echo "dev bench rc=$? ($(( $(date +%s) - t0 )) s)"
 echo "== dev bench (ms; ratio = cuBLASLt/loom heuristic; best = cuBLASLt/best variant)"
-grep -E "^(family|flux|llama)" $OUT/bench_dev.log | awk '$2 == "m" || $2 <= 512 {print $1, $2, $5, $7, $10, $11, $12, $13, $14, $16, $19, $20, $21, $22}'
+grep -E "^(family|flux|llama)" $OUT/bench_dev.log | awk '$2 == "m" || $2 <= 512 {print $1, $2, $5, $7, $10, $11, $12, $13, $14, $15, $16, $18, $21, $22, $23, $24}'
 grep -E "m >= 1024|BAD|bad" $OUT/bench_dev.log | head
 echo; echo "== loom-bench gemm"
 grep -E "^# gemm" $OUT/loom_bench.log | awk '{printf "%s %s %s %s | ", $3, $4, $7, $11} NR % 2 == 0 {print ""}'

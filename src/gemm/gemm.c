@@ -40,7 +40,7 @@
 #define LOOM_SK_MIN_KBLOCKS 8
 
 loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_count) {
-  loom_gemm_config_t best = {256, 0, 0, 0, 0, 0};
+  loom_gemm_config_t best = {256, 0, 0, 0, 0, 0, 0};
   if (sm_count < 1) sm_count = 1;
   const int64_t tiles_m = loom_ceil_div(d->m, 128);
   double best_score = -1.0;
@@ -79,6 +79,21 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_c
       best.bn = 128;
       best.sk_tiles = -1;
       best.sk_blocks = (int)s;
+    }
+  }
+  return best;
+}
+
+int loom__gemm_split_count(int64_t tiles, int64_t kblocks, int sm_count) {
+  if (tiles < 1 || sm_count < 1) return 1;
+  int best = 1;
+  double best_cost = 1e300;
+  for (int s = 1; s <= 16 && (s == 1 || kblocks / s >= LOOM_SK_MIN_KBLOCKS); ++s) {
+    const double waves = (double)loom_ceil_div(tiles * s, sm_count);
+    const double cost = waves / s * (1.0 + 0.02 * (s - 1));
+    if (cost < best_cost - 1e-9) {
+      best_cost = cost;
+      best = s;
     }
   }
   return best;

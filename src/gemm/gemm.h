@@ -47,7 +47,11 @@ typedef struct loom_gemm_config {
   int sk_tiles;  /* stream-K: the last sk_tiles steps of the order have their
                   * k-blocks shared by sk_blocks blocks (tile_order.h);
                   * 0 none, -1 all tiles */
-  int sk_blocks; /* blocks sharing them; 0 = the grid */
+  int sk_blocks; /* stream-K: blocks sharing them; 0 = the grid */
+  int sk_splits; /* 0: stream-K (contiguous k ranges over sk_blocks blocks);
+                  * >= 1: split-K instead, each shared tile cut into this many
+                  * aligned k ranges, units round-robin over the grid
+                  * (loom__gemm_split_count suggests one) */
 } loom_gemm_config_t;
 
 typedef enum loom_gemm_epilogue {
@@ -79,6 +83,11 @@ int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major, int cc_mi
 
 /* The heuristic's configuration for d on a device of sm_count SMs. */
 loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_count);
+
+/* Split-K: the number of aligned k ranges (1..16, each at least 8 k-blocks)
+ * that best fills whole waves of sm_count blocks with tiles x splits units,
+ * a 2% charge per extra split for the partials' round trip. */
+int loom__gemm_split_count(int64_t tiles, int64_t kblocks, int sm_count);
 
 /* Stream-K scratch of (current device, stream): at least `counter_bytes` of
  * tickets (zero, stream-ordered before the next launch on `stream`) followed

@@ -39,7 +39,8 @@
  * depend on who finished last), resets the ticket to 0 for the next launch,
  * and runs the ordinary epilogue: the bias is added once, by that block.
  * Nothing waits for another block, so no co-residency is assumed. Hooked
- * GEMMs do not use stream-K yet.
+ * GEMMs do not use stream-K yet. Split-K (work.splits >= 1, tile_order.h)
+ * runs through the same fixup: only the segments and slots differ.
  *
  * Hooks (gemm.h) live in a second instantiation (HOOKS = true): prologue
  * waits in the producer (acquire, bounded, then fence.proxy.async so the TMA
@@ -365,7 +366,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         /* this block's partial -> its slot (each thread its own fragment,
          * 16-byte stores, 2 KiB contiguous per warpgroup and store) */
         const size_t slab = (size_t)64 * BN;
-        float4 *mine = (float4 *)(args.sk_ws + ((size_t)loom_work_slot((int32_t)blockIdx.x, sg.sk_tile) * 2 + cw) * slab);
+        float4 *mine = (float4 *)(args.sk_ws + ((size_t)sg.slot * 2 + cw) * slab);
         if (active) {
 #pragma unroll
           for (int q = 0; q < BN / 8; ++q)
@@ -376,16 +377,16 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         if (threadIdx.x == 128) *ticket = loom_ticket(args.sk_count + sg.sk_tile);
         asm volatile("bar.sync 2, 256;" ::: "memory");
         /* warp-uniform in the compiler's eyes (ptxas C7518, as for wg) */
-        finish = __shfl_sync(0xffffffffu, (int)(*ticket == (uint32_t)(sg.last - sg.first)), 0) != 0;
+        finish = __shfl_sync(0xffffffffu, (int)(*ticket == (uint32_t)(sg.nseg - 1)), 0) != 0;
         if (finish) {
           __threadfence();
           if (active) {
             /* sum of the contributors' partials in k order (own one too,
              * read back): the same bits whichever block arrives last */
-            for (int b = sg.first; b <= sg.last; ++b) {
+            for (int c = 0; c < sg.nseg; ++c) {
               const float4 *src =
-                  (const float4 *)(args.sk_ws + ((size_t)loom_work_slot(b, sg.sk_tile) * 2 + cw) * slab);
-              const bool first = b == sg.first;
+                  (const float4 *)(args.sk_ws + ((size_t)(sg.slot0 + c * sg.slot_step) * 2 + cw) * slab);
+              const bool first = c == 0;
               /* LOOM_SK_LOADS loads in flight at a time: a whole slot at once
                * would need BN/2 more registers next to the accumulators */
 #pragma unroll
@@ -598,34 +599,45 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   if (conf.sk_tiles < -1 || conf.sk_blocks < 0)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config sk_tiles=%d sk_blocks=%d: must be >= -1 and >= 0",
                       conf.sk_tiles, conf.sk_blocks);
+  if (conf.sk_splits < 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config sk_splits=%d: must be >= 0", conf.sk_splits);
   int sk_tiles = conf.sk_tiles < 0 || conf.sk_tiles > tiles ? tiles : conf.sk_tiles;
   /* hooked GEMMs run data-parallel: in the HOOKS + stream-K instantiation
    * ptxas serialises the wgmma (C7518), and the fused ops' tile signals and
    * prologue waits were specified per whole tile */
   if (hooks) sk_tiles = 0;
-  int sk_blocks = 0;
+  int sk_blocks = 0, splits = conf.sk_splits < kblocks ? conf.sk_splits : kblocks;
+  if (splits == 1) sk_tiles = 0, splits = 0; /* one k range: whole tiles */
   if (sk_tiles > 0) {
     const int64_t iters = (int64_t)sk_tiles * kblocks;
     sk_blocks = conf.sk_blocks > 0 && conf.sk_blocks < cap ? conf.sk_blocks : cap;
     if (sk_blocks > iters) sk_blocks = (int)iters;
-    /* partials: a slot of 128 x bn fp32 per (block, tile) pair; a ticket per tile */
-    const size_t slots = (size_t)sk_blocks + (size_t)sk_tiles - 1;
+    if (splits > 0) sk_blocks = 0;
+    /* partials: a slot of 128 x bn fp32 per (block, tile) pair (stream-K) or
+     * per unit (split-K); a ticket per tile */
+    const size_t slots = splits > 0 ? (size_t)sk_tiles * (size_t)splits : (size_t)sk_blocks + (size_t)sk_tiles - 1;
     const size_t counter_bytes = (size_t)sk_tiles * 4;
     LOOM_TRY(loom__gemm_sk_workspace(stream, counter_bytes, slots * LOOM_SM90_BM * (size_t)conf.bn * 4,
                                      &args.sk_count, &args.sk_ws));
     if (!args.sk_count) {
-      sk_tiles = 0, sk_blocks = 0; /* capturing without scratch: data-parallel */
+      sk_tiles = 0, sk_blocks = 0, splits = 0; /* capturing without scratch: data-parallel */
     }
   }
+  if (sk_tiles == 0) splits = 0;
   const int dp_tiles = tiles - sk_tiles;
   int grid = dp_tiles < cap ? dp_tiles : cap;
   if (grid < sk_blocks) grid = sk_blocks;
+  if (splits > 0) { /* units round-robin over the grid */
+    const int64_t units = (int64_t)sk_tiles * splits;
+    if (grid < units) grid = units < cap ? (int)units : cap;
+  }
   if (grid < 1) grid = 1;
   args.work.tiles = tiles;
   args.work.kblocks = kblocks;
   args.work.grid = grid;
   args.work.dp_tiles = dp_tiles;
   args.work.sk_blocks = sk_blocks;
+  args.work.splits = splits;
   const size_t smem = loom__sm90_smem(conf.bn, stages);
   loom__sm90_kernel_t kern = loom__sm90_pick(conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, hooks != NULL, sk_tiles > 0);
   LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));

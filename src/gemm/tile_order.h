@@ -32,6 +32,16 @@
  * sums the slots of blocks first..last in that order (deterministic), then
  * runs the epilogue. S <= T keeps every range non-empty (host tests check
  * coverage, slots and balance for many shapes).
+ *
+ * Split-K (splits >= 1) is the other way to share the k-loop of steps
+ * [dp_tiles, tiles): each tile's k-blocks are cut into `splits` aligned
+ * ranges, unit u = split x sk_tiles + j, and units go round-robin over the
+ * whole grid after the data-parallel steps (block b: u = b, b + grid, ...).
+ * Blocks running at the same time then sit at the same k range of
+ * neighbouring tiles, as in the data-parallel grid (B shared in L2 by tile
+ * rows, DRAM pages shared by neighbouring columns), which stream-K's
+ * contiguous ranges give up. Unit u uses slot u; contributor c of tile j
+ * (split c) uses slot j + c sk_tiles. splits <= kblocks keeps ranges non-empty.
  */
 #ifndef LOOM_GEMM_TILE_ORDER_H
 #define LOOM_GEMM_TILE_ORDER_H
@@ -153,7 +163,8 @@ typedef struct loom_work {
   int32_t kblocks;   /* k-blocks per tile (>= 1) */
   int32_t grid;      /* blocks of the launch */
   int32_t dp_tiles;  /* steps [0, dp_tiles) are whole tiles (data-parallel) */
-  int32_t sk_blocks; /* blocks [0, sk_blocks) share steps [dp_tiles, tiles); 1 <= S <= T when there are any */
+  int32_t sk_blocks; /* stream-K: blocks [0, sk_blocks) share steps [dp_tiles, tiles); 1 <= S <= T when there are any */
+  int32_t splits;    /* 0: stream-K as above; >= 1: split-K into `splits` aligned k ranges (<= kblocks) */
 } loom_work_t;
 
 /* One piece of a block's work: k-blocks [k0, k1) of step `step`. */
@@ -162,7 +173,10 @@ typedef struct loom_segment {
   int32_t k0, k1;
   int32_t sk;          /* 1: shared tile (partial + ticket), 0: whole tile, direct epilogue */
   int32_t sk_tile;     /* step - dp_tiles (sk only): ticket index */
-  int32_t first, last; /* blocks contributing to the tile, in k order (sk only) */
+  int32_t first, last; /* stream-K: blocks contributing to the tile, in k order */
+  int32_t nseg;        /* contributors of the tile (sk only) */
+  int32_t slot;        /* this segment's workspace slot (sk only) */
+  int32_t slot0, slot_step; /* contributor c (k order) wrote slot slot0 + c slot_step */
 } loom_segment_t;
 
 /* Stream-K iterations T = (tiles - dp_tiles) x kblocks. */
@@ -187,21 +201,45 @@ LOOM_HD int32_t loom_work_dp_count(const loom_work_t *w, int32_t b) {
   return w->dp_tiles > b ? (w->dp_tiles - b + w->grid - 1) / w->grid : 0;
 }
 
-/* Workspace slot (of 128 x bn fp32) that block b uses for sk tile j. Slots
- * of different (tile, block) pairs differ; all are < sk_blocks + sk_tiles - 1. */
+/* Stream-K: workspace slot (of 128 x bn fp32) that block b uses for sk tile
+ * j. Slots of different (tile, block) pairs differ; all are
+ * < sk_blocks + sk_tiles - 1. */
 LOOM_HD int32_t loom_work_slot(int32_t b, int32_t sk_tile) { return b + sk_tile; }
+
+/* Workspace slots a launch needs (0 without shared tiles). */
+LOOM_HD int64_t loom_work_slots(const loom_work_t *w) {
+  const int64_t sk_tiles = w->tiles - w->dp_tiles;
+  if (sk_tiles <= 0) return 0;
+  return w->splits > 0 ? sk_tiles * w->splits : (int64_t)w->sk_blocks + sk_tiles - 1;
+}
 
 /* Segment i (0, 1, ...) of block b: 1 and *seg filled, or 0 when the block
  * has no more work. Segments come in step order. */
 LOOM_HD int loom_work_segment(const loom_work_t *w, int32_t b, int32_t i, loom_segment_t *seg) {
   const int32_t ndp = loom_work_dp_count(w, b);
   seg->sk = 0, seg->sk_tile = -1, seg->first = b, seg->last = b;
+  seg->nseg = 1, seg->slot = -1, seg->slot0 = -1, seg->slot_step = 0;
   if (i < ndp) {
     seg->step = b + i * w->grid;
     seg->k0 = 0, seg->k1 = w->kblocks;
     return 1;
   }
-  if (b >= w->sk_blocks || w->tiles <= w->dp_tiles) return 0;
+  if (w->tiles <= w->dp_tiles) return 0;
+  if (w->splits > 0) {
+    const int32_t sk_tiles = w->tiles - w->dp_tiles;
+    const int64_t u = (int64_t)b + (int64_t)(i - ndp) * w->grid;
+    if (u >= (int64_t)sk_tiles * w->splits) return 0;
+    const int32_t split = (int32_t)(u / sk_tiles), j = (int32_t)(u - (int64_t)split * sk_tiles);
+    seg->step = w->dp_tiles + j;
+    seg->k0 = (int32_t)((int64_t)split * w->kblocks / w->splits);
+    seg->k1 = (int32_t)((int64_t)(split + 1) * w->kblocks / w->splits);
+    seg->sk_tile = j;
+    seg->sk = w->splits > 1;
+    seg->nseg = w->splits;
+    seg->slot = (int32_t)u, seg->slot0 = j, seg->slot_step = sk_tiles;
+    return 1;
+  }
+  if (b >= w->sk_blocks) return 0;
   const int64_t K = w->kblocks;
   const int64_t lo = loom_work_sk_start(w, b), hi = loom_work_sk_start(w, b + 1);
   const int64_t j = lo / K + (i - ndp); /* sk tile of this segment */
@@ -214,6 +252,9 @@ LOOM_HD int loom_work_segment(const loom_work_t *w, int32_t b, int32_t i, loom_s
   seg->last = loom_work_sk_block_of(w, t0 + K - 1);
   seg->sk_tile = (int32_t)j;
   seg->sk = seg->first != seg->last;
+  seg->nseg = seg->last - seg->first + 1;
+  seg->slot = loom_work_slot(b, (int32_t)j);
+  seg->slot0 = loom_work_slot(seg->first, (int32_t)j), seg->slot_step = 1;
   return 1;
 }
 

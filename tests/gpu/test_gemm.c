@@ -239,10 +239,11 @@ static int run_case(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg, in
     bad_cub = check_same(&g, &rel_cub);
   }
   ok = unw == 0 && bad_ref == 0 && bad_cub == 0;
-  printf("    %-4s m=%-5lld n=%-5lld k=%-5lld %s->%s %s bias=%d bn=%d: unwritten %zu, vs fp64 rel %.2e (%zu bad), vs cuBLASLt rel %.2e (%zu bad)\n",
+  printf("    %-4s m=%-5lld n=%-5lld k=%-5lld %s->%s %s bias=%d bn=%d sk=%d/%d/%d: unwritten %zu, vs fp64 rel %.2e (%zu bad), vs cuBLASLt rel %.2e (%zu bad)\n",
          ok ? "ok" : "FAIL", (long long)d->m, (long long)d->n, (long long)d->k, dt_name(d->ab_type),
-         dt_name(d->c_type), d->b_layout == LOOM_B_NK ? "B[n,k]" : "B[k,n]", d->has_bias, cfg ? cfg->bn : 0, unw,
-         rel_ref, bad_ref, rel_cub, bad_cub);
+         dt_name(d->c_type), d->b_layout == LOOM_B_NK ? "B[n,k]" : "B[k,n]", d->has_bias, cfg ? cfg->bn : 0,
+         cfg ? cfg->sk_tiles : 0, cfg ? cfg->sk_blocks : 0, cfg ? cfg->sk_splits : 0, unw, rel_ref, bad_ref, rel_cub,
+         bad_cub);
   if (!ok)
     loom_test_fail(__FILE__, __LINE__, "GEMM m=%lld n=%lld k=%lld mismatched", (long long)d->m, (long long)d->n,
                    (long long)d->k);
@@ -283,34 +284,38 @@ LOOM_TEST(gemm_both_tile_configs) {
   for (size_t i = 0; i < 3; ++i)
     for (int b = 0; b < 2; ++b)
       for (int lay = 0; lay < 2; ++lay) {
-        loom_gemm_config_t cfg = {bns[b], 0, 0, 0, 0, 0};
+        loom_gemm_config_t cfg = {bns[b], 0, 0, 0, 0, 0, 0};
         loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
                               lay ? LOOM_B_KN : LOOM_B_NK, 1};
         run_case(&d, &cfg, 1);
       }
   /* a small grid: every block walks many tiles (persistent loop, phases) */
-  loom_gemm_config_t cfg = {256, 0, 3, 5, 0, 0};
+  loom_gemm_config_t cfg = {256, 0, 3, 5, 0, 0, 0};
   loom_gemm_desc_t d = {1000, 2056, 1032, LOOM_FP16, LOOM_FP32, LOOM_B_KN, 1};
   run_case(&d, &cfg, 1);
 }
 
-/* Stream-K: the k-loop of every tile (or of the last tiles) shared among
- * blocks, partials summed by the last contributor. Odd m, n not a multiple
+/* Stream-K and split-K: the k-loop of every tile (or of the last tiles)
+ * shared among blocks, partials summed by the last contributor. Odd m, n not a multiple
  * of the tile, k-blocks not a multiple of the blocks (uneven ranges), both
  * layouts, every dtype pair, bias (added once: the fp64 bound would catch a
  * second one). */
 LOOM_TEST(gemm_stream_k_shapes_dtypes_layouts) {
   if (!sm90_or_skip()) return;
-  /* m, n, k, sk_tiles, sk_blocks, grid */
-  const int64_t cases[][6] = {{1, 256, 512, -1, 5, 0},      {7, 136, 1032, -1, 7, 0},
-                              {65, 1000, 4104, -1, 13, 0},  {127, 776, 1032, -1, 132, 0},
-                              {200, 2056, 3000, -1, 50, 0}, {1000, 2056, 1032, 9, 0, 0},
-                              {3001, 776, 520, 20, 6, 6},   {64, 4096, 4096, -1, 0, 0}};
+  /* m, n, k, sk_tiles, sk_blocks, grid, sk_splits (0: stream-K ranges,
+   * else aligned split-K) */
+  const int64_t cases[][7] = {{1, 256, 512, -1, 5, 0, 0},      {7, 136, 1032, -1, 7, 0, 0},
+                              {65, 1000, 4104, -1, 13, 0, 0},  {127, 776, 1032, -1, 132, 0, 0},
+                              {200, 2056, 3000, -1, 50, 0, 0}, {1000, 2056, 1032, 9, 0, 0, 0},
+                              {3001, 776, 520, 20, 6, 6, 0},   {64, 4096, 4096, -1, 0, 0, 0},
+                              {7, 136, 1032, -1, 0, 0, 3},     {65, 1000, 4104, -1, 0, 0, 5},
+                              {200, 2056, 3000, -1, 0, 0, 4},  {1000, 2056, 1032, 9, 0, 0, 2},
+                              {3001, 776, 520, 20, 0, 6, 7},   {64, 4096, 4096, -1, 0, 0, 16}};
   const int bns[] = {128, 256};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
     for (int b = 0; b < 2; ++b)
       for (int lay = 0; lay < 2; ++lay) {
-        loom_gemm_config_t cfg = {bns[b], 0, 0, (int)cases[i][5], (int)cases[i][3], (int)cases[i][4]};
+        loom_gemm_config_t cfg = {bns[b], 0, 0, (int)cases[i][5], (int)cases[i][3], (int)cases[i][4], (int)cases[i][6]};
         loom_gemm_desc_t d = {cases[i][0], cases[i][1], cases[i][2], LOOM_BF16, LOOM_BF16,
                               lay ? LOOM_B_KN : LOOM_B_NK, (int)((i + (size_t)lay) & 1)};
         run_case(&d, &cfg, 1);
@@ -320,7 +325,7 @@ LOOM_TEST(gemm_stream_k_shapes_dtypes_layouts) {
   for (int a = 0; a < 2; ++a)
     for (int c = 0; c < 3; ++c)
       for (int lay = 0; lay < 2; ++lay) {
-        loom_gemm_config_t cfg = {a ? 256 : 128, 0, 0, 0, -1, 11};
+        loom_gemm_config_t cfg = {a ? 256 : 128, 0, 0, 0, -1, 11, c == 1 ? 3 : 0};
         loom_gemm_desc_t d = {97, 520, 2056, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, 1};
         run_case(&d, &cfg, 1);
       }
@@ -354,7 +359,8 @@ LOOM_TEST(gemm_stream_k_deterministic_and_graph) {
   cudaGraphExec_t exec = NULL;
   double rel = 0;
   loom_gemm_desc_t d = {77, 3000, 6152, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1};
-  loom_gemm_config_t cfg = {128, 0, 0, 0, -1, 0};
+  loom_gemm_config_t cfg = {128, 0, 0, 0, -1, 0, 0};
+  loom_gemm_config_t split = {256, 0, 0, 0, -1, 0, 6};
   if (!gcase_init(&g, &d)) {
     loom_test_fail(__FILE__, __LINE__, "allocation");
     goto out;
@@ -369,6 +375,23 @@ LOOM_TEST(gemm_stream_k_deterministic_and_graph) {
   CHECK(count_unwritten(d.c_type, g.hc, (size_t)d.m * (size_t)d.n) == 0);
   CHECK(check_ref(&g, NULL, 0, &rel) == 0);
   printf("    two runs bit-identical: %s, vs fp64 rel %.2e\n", memcmp(g.hc, g.hc2, g.c_bytes) == 0 ? "yes" : "NO", rel);
+  /* split-K, the same */
+  CUDA_OK(cudaMemset(g.dc, 0xFF, g.c_bytes));
+  CUDA_OK(cudaMemset(g.dc2, 0xFF, g.c_bytes));
+  LOOM_OK(loom__gemm_sm90(&d, g.da, g.db, g.dc, g.dbias, &split, NULL, st));
+  LOOM_OK(loom__gemm_sm90(&d, g.da, g.db, g.dc2, g.dbias, &split, NULL, st));
+  CUDA_OK(cudaStreamSynchronize(st));
+  CUDA_OK(cudaMemcpy(g.hc, g.dc, g.c_bytes, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(g.hc2, g.dc2, g.c_bytes, cudaMemcpyDeviceToHost));
+  CHECK(memcmp(g.hc, g.hc2, g.c_bytes) == 0);
+  CHECK(count_unwritten(d.c_type, g.hc, (size_t)d.m * (size_t)d.n) == 0);
+  CHECK(check_ref(&g, NULL, 0, &rel) == 0);
+  printf("    split-K: two runs bit-identical: %s, vs fp64 rel %.2e\n", memcmp(g.hc, g.hc2, g.c_bytes) == 0 ? "yes" : "NO",
+         rel);
+  /* the graph below replays the stream-K configuration: reference from it */
+  LOOM_OK(loom__gemm_sm90(&d, g.da, g.db, g.dc2, g.dbias, &cfg, NULL, st));
+  CUDA_OK(cudaStreamSynchronize(st));
+  CUDA_OK(cudaMemcpy(g.hc2, g.dc2, g.c_bytes, cudaMemcpyDeviceToHost));
   CUDA_OK(cudaMemset(g.dc, 0xFF, g.c_bytes));
   CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
   LOOM_OK(loom__gemm_sm90(&d, g.da, g.db, g.dc, g.dbias, &cfg, NULL, st));
@@ -526,7 +549,7 @@ LOOM_TEST(gemm_hooks_host_schedule_waits_and_tile_signals) {
   h.tile_signal = sig_d;
   h.signal_epoch = epoch;
   h.comm = fc.dc;
-  loom_gemm_config_t cfg = {128, 0, 0, 3, 0, 0};
+  loom_gemm_config_t cfg = {128, 0, 0, 3, 0, 0, 0};
   LOOM_OK(loom__gemm_hooked(&d, g.da, g.db, g.dc, g.dbias, &cfg, &h, st));
   int premature = 0, late = 0;
   for (int i = 0; i < TM; ++i) {
@@ -600,7 +623,7 @@ LOOM_TEST(gemm_hooks_row_routed_store_and_reduce) {
         CUDA_OK(cudaMemcpy(g.dc, init, g.c_bytes, cudaMemcpyHostToDevice));
         h.epilogue = LOOM_EPI_REDUCE;
       }
-      loom_gemm_config_t cfg = {256, 0, 0, 0, 0, 0};
+      loom_gemm_config_t cfg = {256, 0, 0, 0, 0, 0, 0};
       LOOM_OK(loom__gemm_hooked(&d, g.da, g.db, g.dc, d.has_bias ? g.dbias : NULL, &cfg, &h, 0));
       CUDA_OK(cudaDeviceSynchronize());
       CUDA_OK(cudaMemcpy(g.hc, g.dc, g.c_bytes, cudaMemcpyDeviceToHost));

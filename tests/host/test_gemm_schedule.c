@@ -182,28 +182,33 @@ LOOM_TEST(gemm_schedule_wait_ranges_cover_rows) {
 
 /* Walks every block's segments for w; checks that each (step, k-block) is
  * computed exactly once, segments are non-empty and in step order, shared
- * tiles name the right contributors [first, last] (every one of them has a
- * segment of the tile, no other block has), whole-tile segments cover the
- * whole k range, workspace slots of (tile, block) pairs are distinct and
- * below sk_blocks + sk_tiles - 1, and stream-K ranges differ by at most one
- * iteration. Returns the number of violations (prints the first few). */
-static int check_work(const loom_work_t *w, uint8_t *cover, int32_t *contrib, uint8_t *slot_used) {
+ * tiles have exactly nseg contributors whose slots are slot0 + c slot_step
+ * (c = 0 .. nseg-1 in k order, all slots distinct and below
+ * loom_work_slots), every segment of a tile agrees on nseg/slot0/slot_step,
+ * whole-tile segments cover the whole k range; stream-K: [first, last] are
+ * the contributors and ranges differ by at most one iteration. Returns the
+ * number of violations (prints the first few). */
+enum { WMAX_TILES = 300, WMAX_SEG = 300 };
+static int check_work(const loom_work_t *w, uint8_t *cover, int32_t *contrib, uint8_t *slot_used, int32_t *kstart) {
   const int32_t K = w->kblocks, sk_tiles = w->tiles - w->dp_tiles;
   const int64_t T = loom_work_sk_iters(w);
   memset(cover, 0, (size_t)w->tiles * (size_t)K);
-  memset(contrib, 0, sizeof(int32_t) * (size_t)(sk_tiles > 0 ? sk_tiles : 1));
-  const int32_t nslots = sk_tiles > 0 ? w->sk_blocks + sk_tiles - 1 : 1;
-  memset(slot_used, 0, (size_t)nslots);
+  memset(contrib, 0, sizeof(int32_t) * WMAX_TILES * 4);
+  int32_t *tnseg = contrib + WMAX_TILES, *tslot0 = contrib + 2 * WMAX_TILES, *tstep = contrib + 3 * WMAX_TILES;
+  const int64_t nslots = loom_work_slots(w);
+  memset(slot_used, 0, (size_t)(nslots > 0 ? nslots : 1));
+  for (int x = 0; x < WMAX_TILES * WMAX_SEG; ++x) kstart[x] = -1;
   int bad = 0;
   int64_t min_it = INT64_MAX, max_it = 0;
-#define WBAD(...) do { if (bad++ < 5) printf("    work tiles=%d K=%d grid=%d dp=%d S=%d: ", w->tiles, K, w->grid, w->dp_tiles, w->sk_blocks), printf(__VA_ARGS__), printf("\n"); } while (0)
+#define WBAD(...) do { if (bad++ < 5) printf("    work tiles=%d K=%d grid=%d dp=%d S=%d splits=%d: ", w->tiles, K, w->grid, w->dp_tiles, w->sk_blocks, w->splits), printf(__VA_ARGS__), printf("\n"); } while (0)
   for (int32_t b = 0; b < w->grid; ++b) {
     loom_segment_t sg;
     int32_t prev_step = -1;
     int64_t sk_it = 0;
     for (int32_t i = 0; loom_work_segment(w, b, i, &sg); ++i) {
       if (i > 100000) { WBAD("block %d: endless segments", b); break; }
-      if (sg.step <= prev_step || sg.step < 0 || sg.step >= w->tiles) WBAD("block %d seg %d: step %d after %d", b, i, sg.step, prev_step);
+      if (w->splits == 0 && (sg.step <= prev_step)) WBAD("block %d seg %d: step %d after %d", b, i, sg.step, prev_step);
+      if (sg.step < 0 || sg.step >= w->tiles) { WBAD("block %d seg %d: step %d", b, i, sg.step); continue; }
       prev_step = sg.step;
       if (!(0 <= sg.k0 && sg.k0 < sg.k1 && sg.k1 <= K)) { WBAD("block %d: k range [%d, %d)", b, sg.k0, sg.k1); continue; }
       for (int32_t k = sg.k0; k < sg.k1; ++k) cover[(size_t)sg.step * K + k]++;
@@ -211,27 +216,30 @@ static int check_work(const loom_work_t *w, uint8_t *cover, int32_t *contrib, ui
         sk_it += sg.k1 - sg.k0;
         const int32_t j = sg.step - w->dp_tiles;
         if (sg.sk_tile != j) WBAD("sk_tile %d for step %d", sg.sk_tile, sg.step);
-        if (!(sg.first <= b && b <= sg.last)) WBAD("block %d outside [%d, %d]", b, sg.first, sg.last);
-        if (sg.sk != (sg.first != sg.last)) WBAD("sk flag");
+        if (w->splits == 0) {
+          if (!(sg.first <= b && b <= sg.last)) WBAD("block %d outside [%d, %d]", b, sg.first, sg.last);
+          if (sg.sk != (sg.first != sg.last)) WBAD("sk flag");
+        }
         if (!sg.sk && (sg.k0 != 0 || sg.k1 != K)) WBAD("unshared tile segment [%d, %d)", sg.k0, sg.k1);
         if (sg.sk) {
+          if (sg.nseg < 2 || sg.nseg > WMAX_SEG || sg.slot_step < 1) { WBAD("nseg %d step %d", sg.nseg, sg.slot_step); continue; }
+          if (contrib[j] == 0) tnseg[j] = sg.nseg, tslot0[j] = sg.slot0, tstep[j] = sg.slot_step;
+          else if (tnseg[j] != sg.nseg || tslot0[j] != sg.slot0 || tstep[j] != sg.slot_step) WBAD("tile %d: segments disagree", j);
           contrib[j]++;
-          const int32_t sl = loom_work_slot(b, j);
-          if (sl < 0 || sl >= nslots) WBAD("slot %d of %d", sl, nslots);
+          const int32_t sl = sg.slot;
+          if (sl < 0 || sl >= nslots) WBAD("slot %d of %lld", sl, (long long)nslots);
           else if (slot_used[sl]++) WBAD("slot %d used twice", sl);
-          /* the contributor count equals last - first + 1 */
-          loom_segment_t s2;
-          for (int32_t c = sg.first; c <= sg.last; ++c) {
-            int found = 0;
-            for (int32_t i2 = 0; loom_work_segment(w, c, i2, &s2); ++i2) found |= s2.step == sg.step;
-            if (!found) WBAD("contributor %d of step %d has no segment of it", c, sg.step);
-          }
+          const int32_t c = (sl - sg.slot0) / sg.slot_step;
+          if ((sl - sg.slot0) % sg.slot_step != 0 || c < 0 || c >= sg.nseg) { WBAD("slot %d not slot0 %d + c x %d", sl, sg.slot0, sg.slot_step); continue; }
+          if (kstart[j * WMAX_SEG + c] != -1) WBAD("tile %d contributor %d twice", j, c);
+          kstart[j * WMAX_SEG + c] = sg.k0;
+          if (w->splits == 0 && c != b - sg.first) WBAD("stream-K contributor index %d for block %d (first %d)", c, b, sg.first);
         }
       } else if (sg.sk || sg.k0 != 0 || sg.k1 != K) {
         WBAD("data-parallel segment of step %d not whole", sg.step);
       }
     }
-    if (b < w->sk_blocks && T > 0) {
+    if (w->splits == 0 && b < w->sk_blocks && T > 0) {
       if (sk_it < min_it) min_it = sk_it;
       if (sk_it > max_it) max_it = sk_it;
     }
@@ -239,13 +247,12 @@ static int check_work(const loom_work_t *w, uint8_t *cover, int32_t *contrib, ui
   for (int64_t x = 0; x < (int64_t)w->tiles * K; ++x)
     if (cover[x] != 1) { WBAD("step %lld k-block %lld covered %d times", (long long)(x / K), (long long)(x % K), cover[x]); break; }
   for (int32_t j = 0; j < sk_tiles; ++j) {
-    loom_segment_t sg;
-    /* the tile's first contributor's view of [first, last] */
-    const int32_t f = loom_work_sk_block_of(w, (int64_t)j * K), l = loom_work_sk_block_of(w, (int64_t)j * K + K - 1);
-    (void)sg;
-    if (f != l && contrib[j] != l - f + 1) WBAD("sk tile %d: %d contributors, expected %d", j, contrib[j], l - f + 1);
+    if (contrib[j] == 0) continue; /* whole tile */
+    if (contrib[j] != tnseg[j]) WBAD("sk tile %d: %d contributors, expected %d", j, contrib[j], tnseg[j]);
+    for (int32_t c = 1; c < tnseg[j] && c < WMAX_SEG; ++c)
+      if (!(kstart[j * WMAX_SEG + c - 1] < kstart[j * WMAX_SEG + c])) WBAD("tile %d: contributors not in k order", j);
   }
-  if (T > 0 && max_it - min_it > 1) WBAD("stream-K ranges %lld..%lld iterations", (long long)min_it, (long long)max_it);
+  if (w->splits == 0 && T > 0 && max_it - min_it > 1) WBAD("stream-K ranges %lld..%lld iterations", (long long)min_it, (long long)max_it);
 #undef WBAD
   return bad;
 }
@@ -255,34 +262,62 @@ LOOM_TEST(gemm_schedule_stream_k_covers_every_k_block_once) {
   const int32_t ks[] = {1, 2, 3, 17, 64, 129, 224};
   const int32_t grids[] = {1, 3, 8, 66, 132};
   uint8_t *cover = malloc(300 * 224);
-  int32_t *contrib = malloc(sizeof(int32_t) * 300);
-  uint8_t *slots = malloc(132 + 300);
+  int32_t *contrib = malloc(sizeof(int32_t) * WMAX_TILES * 4);
+  uint8_t *slots = malloc(300 * 16 + 300);
+  int32_t *kstart = malloc(sizeof(int32_t) * WMAX_TILES * WMAX_SEG);
   int bad = 0, combos = 0;
   for (size_t a = 0; a < sizeof tiles_ / sizeof tiles_[0]; ++a)
     for (size_t c = 0; c < sizeof ks / sizeof ks[0]; ++c)
       for (size_t g = 0; g < sizeof grids / sizeof grids[0]; ++g)
-        for (int mode = 0; mode < 4; ++mode) {
+        for (int mode = 0; mode < 7; ++mode) {
           loom_work_t w;
+          memset(&w, 0, sizeof w);
           w.tiles = tiles_[a], w.kblocks = ks[c], w.grid = grids[g];
           /* 0: all data-parallel, 1: all stream-K, 2: all but one wave's remainder
-           * data-parallel, 3: stream-K over fewer blocks than the grid */
-          int32_t sk = mode == 0 ? 0 : mode == 2 ? (w.tiles > w.grid ? w.grid + w.tiles % w.grid : w.tiles) : w.tiles;
+           * data-parallel, 3: stream-K over fewer blocks than the grid;
+           * 4-6: split-K into 2, 5, 16 ranges (all tiles; 6: the tail) */
+          int32_t sk = mode == 0 ? 0 : (mode == 2 || mode == 6) ? (w.tiles > w.grid ? w.grid + w.tiles % w.grid : w.tiles) : w.tiles;
           w.dp_tiles = w.tiles - sk;
-          int64_t T = (int64_t)sk * w.kblocks;
-          int32_t S = mode == 3 ? (w.grid + 1) / 2 : w.grid;
-          if (S > T) S = (int32_t)T;
-          w.sk_blocks = sk ? S : 0;
+          if (mode >= 4) {
+            int32_t sp = mode == 4 ? 2 : mode == 5 ? 5 : 16;
+            if (sp > w.kblocks) sp = w.kblocks;
+            w.splits = sp;
+            w.sk_blocks = 0;
+          } else {
+            int64_t T = (int64_t)sk * w.kblocks;
+            int32_t S = mode == 3 ? (w.grid + 1) / 2 : w.grid;
+            if (S > T) S = (int32_t)T;
+            w.sk_blocks = sk ? S : 0;
+          }
           combos++;
-          bad += check_work(&w, cover, contrib, slots);
+          bad += check_work(&w, cover, contrib, slots, kstart);
         }
-  free(cover), free(contrib), free(slots);
-  CHECK(combos > 1000);
+  free(cover), free(contrib), free(slots), free(kstart);
+  CHECK(combos > 2000);
   CHECK_EQ_INT(bad, 0);
+}
+
+LOOM_TEST(gemm_schedule_split_k_aligned_example) {
+  /* 3 tiles of 10 k-blocks, 2 splits, grid 4: units 0..5 = (split 0: tiles
+   * 0 1 2, split 1: tiles 0 1 2); block 1 takes units 1 and 5 */
+  loom_work_t w = {3, 10, 4, 0, 0, 2};
+  loom_segment_t s;
+  CHECK_EQ_INT(loom_work_slots(&w), 6);
+  CHECK(loom_work_segment(&w, 1, 0, &s));
+  CHECK(s.step == 1 && s.k0 == 0 && s.k1 == 5 && s.sk && s.nseg == 2 && s.slot == 1 && s.slot0 == 1 && s.slot_step == 3);
+  CHECK(loom_work_segment(&w, 1, 1, &s));
+  CHECK(s.step == 2 && s.k0 == 5 && s.k1 == 10 && s.slot == 5 && s.slot0 == 2);
+  CHECK(!loom_work_segment(&w, 1, 2, &s));
+  CHECK(loom_work_segment(&w, 3, 0, &s) && s.step == 0 && s.k0 == 5 && s.slot == 3);
+  CHECK(!loom_work_segment(&w, 3, 1, &s));
+  /* one split: whole tiles, no fixup */
+  loom_work_t w1 = {3, 10, 4, 0, 0, 1};
+  CHECK(loom_work_segment(&w1, 2, 0, &s) && s.step == 2 && !s.sk && s.k0 == 0 && s.k1 == 10);
 }
 
 LOOM_TEST(gemm_schedule_stream_k_example) {
   /* 2 tiles of 3 k-blocks over 4 blocks: T = 6, ranges [0,1) [1,3) [3,4) [4,6) */
-  loom_work_t w = {2, 3, 4, 0, 4};
+  loom_work_t w = {2, 3, 4, 0, 4, 0};
   loom_segment_t s;
   CHECK(loom_work_segment(&w, 0, 0, &s));
   CHECK(s.step == 0 && s.k0 == 0 && s.k1 == 1 && s.sk && s.first == 0 && s.last == 1);
@@ -296,7 +331,7 @@ LOOM_TEST(gemm_schedule_stream_k_example) {
   CHECK(s.step == 1 && s.k0 == 1 && s.k1 == 3 && s.sk_tile == 1);
   CHECK_EQ_INT(loom_work_slot(3, 1), 4);
   /* one data-parallel tile per block first, then the stream-K steps */
-  loom_work_t w2 = {10, 4, 4, 8, 4};
+  loom_work_t w2 = {10, 4, 4, 8, 4, 0};
   CHECK(loom_work_segment(&w2, 1, 0, &s) && s.step == 1 && !s.sk);
   CHECK(loom_work_segment(&w2, 1, 1, &s) && s.step == 5 && !s.sk);
   CHECK(loom_work_segment(&w2, 1, 2, &s) && s.step == 8 && s.k0 == 2 && s.k1 == 4 && s.sk);
