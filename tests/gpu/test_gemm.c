@@ -33,35 +33,13 @@
 #include "gemm/gemm.h"
 #include "ref/ref.h"
 
-#define CUDA_OK(call)                                                                    \
-  do {                                                                                   \
-    cudaError_t e_ = (call);                                                             \
-    if (e_ != cudaSuccess) {                                                             \
-      loom_test_fail(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));       \
-      goto out;                                                                          \
-    }                                                                                    \
-  } while (0)
+#define CUDA_OK(call) CHECK_CUDA_OR(call, goto out)
+#define LOOM_OK(call) CHECK_LOOM_OR(call, goto out)
 
-#define LOOM_OK(call)                                                                    \
-  do {                                                                                   \
-    loom_result_t r_ = (call);                                                           \
-    if (r_ != LOOM_SUCCESS) {                                                            \
-      loom_test_fail(__FILE__, __LINE__, "%s: %s: %s", #call, loom_result_string(r_),    \
-                     loom_last_error());                                                 \
-      goto out;                                                                          \
-    }                                                                                    \
-  } while (0)
-
-static uint64_t g_seed;
-
+/* Seeds of this run: the run's seed (printed at start), then one more per draw. */
 static uint64_t next_seed(void) {
-  if (!g_seed) {
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    g_seed = ((uint64_t)t.tv_sec * 1000000007ull) ^ (uint64_t)t.tv_nsec ^ ((uint64_t)getpid() << 32);
-    printf("    test_gemm seed %llu\n", (unsigned long long)g_seed);
-  }
-  return ++g_seed;
+  static uint64_t drawn;
+  return loom_test_seed() + ++drawn;
 }
 
 static double now_s(void) {
