@@ -391,7 +391,7 @@ loom_result_t loom_bench_fill_random(void *dev, loom_dtype_t t, size_t n, uint64
   size_t es = loom_dtype_size(t);
   if (!es) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_fill_random: dtype=%d is unknown", (int)t);
   if (n == 0) return LOOM_SUCCESS;
-  size_t period = n < LOOM_BENCH_FILL_PERIOD ? n : LOOM_BENCH_FILL_PERIOD;
+  size_t period = loom_bench_fill_period(n);
   void *host = malloc(period * es);
   if (!host) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_fill_random: host allocation of %zu bytes", period * es);
   loom_ref_fill_random(t, host, period, seed, scale);

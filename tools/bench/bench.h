@@ -169,6 +169,11 @@ int loom_bench_rotation(size_t bytes_per_set, size_t budget_bytes);
 /* Period of loom_bench_fill_random: 4 Mi elements. */
 #define LOOM_BENCH_FILL_PERIOD ((size_t)1 << 22)
 
+/* The period of a fill of n elements: min(n, LOOM_BENCH_FILL_PERIOD). */
+static inline size_t loom_bench_fill_period(size_t n) {
+  return n < LOOM_BENCH_FILL_PERIOD ? n : LOOM_BENCH_FILL_PERIOD;
+}
+
 /* Fills n elements of device buffer `dev` with random values of dtype t in
  * [-scale, scale), never zero: element i = P[i % period], where P is
  * loom_ref_fill_random(t, P, period, seed, scale) and period =

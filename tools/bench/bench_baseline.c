@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "gemm_inputs.h"
 #include "core/baseline.h"
 #include "core/error.h"
 #include "ref/ref.h"
@@ -80,94 +81,29 @@ static int baseline_opt(void *ctx, int argc, char **argv, int *i) {
 
 /* ---- GEMM ------------------------------------------------------------------ */
 
-typedef struct gemm_set { void *a, *b, *c; } gemm_set_t;
-
 typedef struct gemm_run {
   loom_gemm_desc_t d;
-  gemm_set_t *sets;
-  int nsets;
+  const loom_bench_gemm_inputs_t *in;
 } gemm_run_t;
 
 static loom_result_t gemm_op(void *arg, int iter, cudaStream_t s) {
   gemm_run_t *g = (gemm_run_t *)arg;
-  gemm_set_t *x = &g->sets[iter % g->nsets];
+  const loom_bench_gemm_set_t *x = &g->in->sets[iter % g->in->nsets];
   return loom__base_gemm(&g->d, x->a, x->b, x->c, NULL, s);
-}
-
-static size_t fill_period(size_t n) { return n < LOOM_BENCH_FILL_PERIOD ? n : LOOM_BENCH_FILL_PERIOD; }
-
-static uint64_t set_seed(int set, int which) { return BASE_SEED + 1000u * (uint64_t)set + (uint64_t)which; }
-
-/* Checks `samples` outputs of set `si` against the fp64 reference; returns
- * the number wrong, -1 if the check itself failed. */
-static int64_t gemm_check(const loom_gemm_desc_t *d, const gemm_set_t *x, int si, int samples) {
-  const size_t na = (size_t)(d->m * d->k), nb = (size_t)(d->k * d->n);
-  const size_t pa = fill_period(na), pb = fill_period(nb);
-  uint16_t *ha = (uint16_t *)malloc(pa * 2), *hb = (uint16_t *)malloc(pb * 2);
-  uint16_t *arow = (uint16_t *)malloc((size_t)d->k * 2), *bcol = (uint16_t *)malloc((size_t)d->k * 2);
-  int64_t wrong = -1;
-  if (!ha || !hb || !arow || !bcol) goto out;
-  loom_ref_fill_random(d->ab_type, ha, pa, set_seed(si, 0), 1.0);
-  loom_ref_fill_random(d->ab_type, hb, pb, set_seed(si, 1), 1.0);
-  wrong = 0;
-  uint64_t z = 0x9e3779b97f4a7c15ull;
-  const size_t es_c = loom_dtype_size(d->c_type);
-  for (int s = 0; s < samples; ++s) {
-    z = z * 6364136223846793005ull + 1442695040888963407ull;
-    int64_t row = s == 0 ? 0 : s == 1 ? d->m - 1 : (int64_t)((z >> 33) % (uint64_t)d->m);
-    int64_t col = s == 0 ? 0 : s == 1 ? d->n - 1 : (int64_t)((z >> 13) % (uint64_t)d->n);
-    for (int64_t kk = 0; kk < d->k; ++kk) {
-      arow[kk] = ha[(size_t)(row * d->k + kk) % pa];
-      size_t bi = d->b_layout == LOOM_B_KN ? (size_t)(kk * d->n + col) : (size_t)(col * d->k + kk);
-      bcol[kk] = hb[bi % pb];
-    }
-    loom_gemm_desc_t one = *d;
-    one.m = 1, one.n = 1, one.has_bias = 0;
-    one.b_layout = LOOM_B_KN; /* b1 [k, 1]: element kk */
-    double ref = loom_ref_gemm_element(&one, arow, bcol, NULL, 0, 0);
-    unsigned char got[4];
-    if (cudaMemcpy(got, (const char *)x->c + (size_t)(row * d->n + col) * es_c, es_c, cudaMemcpyDeviceToHost) !=
-        cudaSuccess) {
-      wrong = -1;
-      goto out;
-    }
-    double out = loom_ref_load(d->c_type, got, 0);
-    double rtol = d->c_type == LOOM_BF16 ? 1.0 / 256 : d->c_type == LOOM_FP16 ? 1.0 / 1024 : 1e-5;
-    double tol = rtol * fabs(ref) + 1e-4 * sqrt((double)d->k);
-    if (!(fabs(out - ref) <= tol)) wrong++;
-  }
-out:
-  free(ha), free(hb), free(arow), free(bcol);
-  return wrong;
 }
 
 /* One GEMM shape, both layouts: rows into t. Returns failures. */
 static int gemm_shape(baseline_args_t *a, cudaStream_t s, loom_bench_table_t *t, int64_t m, int64_t n, int64_t k,
                       const char *label) {
-  const size_t bytes_a = (size_t)(m * k) * 2, bytes_b = (size_t)(k * n) * 2, bytes_c = (size_t)(m * n) * 2;
-  size_t free_b = 0, total_b = 0;
-  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) free_b = (size_t)8 << 30;
-  size_t budget = free_b / 2;
-  if (budget > ((size_t)24 << 30)) budget = (size_t)24 << 30;
-  int nsets = loom_bench_rotation(bytes_a + bytes_b + bytes_c, budget);
-  gemm_set_t *sets = (gemm_set_t *)calloc((size_t)nsets, sizeof *sets);
+  loom_gemm_desc_t d0 = {m, n, k, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0};
+  loom_bench_gemm_inputs_t in;
   int failures = 0;
-  loom_result_t r = sets ? LOOM_SUCCESS : LOOM_ERR_OUT_OF_MEMORY;
-  for (int i = 0; i < nsets && r == LOOM_SUCCESS; ++i) {
-    cudaError_t e = cudaMalloc(&sets[i].a, bytes_a);
-    if (e == cudaSuccess) e = cudaMalloc(&sets[i].b, bytes_b);
-    if (e == cudaSuccess) e = cudaMalloc(&sets[i].c, bytes_c);
-    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaMalloc (GEMM inputs)", __FILE__, __LINE__);
-    if (r == LOOM_SUCCESS) r = loom_bench_fill_random(sets[i].a, LOOM_BF16, (size_t)(m * k), set_seed(i, 0), 1.0);
-    if (r == LOOM_SUCCESS) r = loom_bench_fill_random(sets[i].b, LOOM_BF16, (size_t)(k * n), set_seed(i, 1), 1.0);
-  }
+  loom_result_t r = loom_bench_gemm_inputs_alloc(&in, &d0, (size_t)24 << 30, BASE_SEED);
   for (int lay = 0; lay < 2 && r == LOOM_SUCCESS; ++lay) {
     gemm_run_t g;
-    memset(&g, 0, sizeof g);
-    g.d.m = m, g.d.n = n, g.d.k = k;
-    g.d.ab_type = LOOM_BF16, g.d.c_type = LOOM_BF16;
+    g.d = d0;
     g.d.b_layout = lay ? LOOM_B_NK : LOOM_B_KN;
-    g.sets = sets, g.nsets = nsets;
+    g.in = &in;
     loom_bench_row_t *row = loom_bench_add(t);
     if (!row) {
       r = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "table row: host allocation failed");
@@ -181,7 +117,7 @@ static int gemm_shape(baseline_args_t *a, cudaStream_t s, loom_bench_table_t *t,
     row->m = m, row->n = n, row->k = k;
     row->flops = 2.0 * (double)m * (double)n * (double)k;
     float tuned_ms = 0.0f;
-    loom_result_t lr = loom__base_gemm_tune(&g.d, sets[0].a, sets[0].b, sets[0].c, NULL, a->candidates,
+    loom_result_t lr = loom__base_gemm_tune(&g.d, in.sets[0].a, in.sets[0].b, in.sets[0].c, NULL, a->candidates,
                                             a->o.quick ? 2 : 5, s, &tuned_ms);
     loom_bench_time_t tm;
     if (lr == LOOM_SUCCESS) lr = loom_bench_time(s, a->o.warmup, a->o.reps, gemm_op, &g, &tm);
@@ -194,11 +130,11 @@ static int gemm_shape(baseline_args_t *a, cudaStream_t s, loom_bench_table_t *t,
     }
     row->gemm_us = tm.median_us, row->min_us = tm.min_us, row->max_us = tm.max_us;
     if (a->o.check) {
-      int last = (a->o.warmup + a->o.reps - 1) % nsets;
-      row->wrong = gemm_check(&g.d, &sets[last], last, a->o.quick ? 16 : 64);
+      int last = (a->o.warmup + a->o.reps - 1) % in.nsets;
+      row->wrong = loom_bench_gemm_check(&in, &g.d, last, a->o.quick ? 16 : 64);
       if (row->wrong != 0) failures++;
     }
-    snprintf(row->note, sizeof row->note, "%s%s%d sets", label, *label ? ", " : "", nsets);
+    snprintf(row->note, sizeof row->note, "%s%s%d sets", label, *label ? ", " : "", in.nsets);
     loom_bench_row_finish(row);
     printf("# gemm %-24s %10.1f us %8.1f TFLOP/s (tuned %d candidates: %.1f us)\n", row->shape, row->gemm_us,
            row->tflops, a->candidates, 1e3 * (double)tuned_ms);
@@ -209,12 +145,7 @@ static int gemm_shape(baseline_args_t *a, cudaStream_t s, loom_bench_table_t *t,
             loom_last_error());
     failures++;
   }
-  for (int i = 0; sets && i < nsets; ++i) {
-    if (sets[i].a) cudaFree(sets[i].a);
-    if (sets[i].b) cudaFree(sets[i].b);
-    if (sets[i].c) cudaFree(sets[i].c);
-  }
-  free(sets);
+  loom_bench_gemm_inputs_free(&in);
   return failures;
 }
 
@@ -261,13 +192,6 @@ static loom_result_t coll_op(void *arg, int iter, cudaStream_t s) {
   return loom__fail(LOOM_ERR_INTERNAL, "coll_op: kind %d", c->kind);
 }
 
-static inline float bf16f(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 typedef struct coll_ref {
   int world;
   size_t period;
@@ -278,7 +202,7 @@ typedef struct coll_ref {
 static int coll_ref_init(coll_ref_t *r, int world, size_t fill_count) {
   memset(r, 0, sizeof *r);
   r->world = world;
-  r->period = fill_period(fill_count);
+  r->period = loom_bench_fill_period(fill_count);
   r->pat = (uint16_t **)calloc((size_t)world, sizeof *r->pat);
   r->sum = (float *)calloc(r->period, sizeof(float));
   r->mag = (float *)calloc(r->period, sizeof(float));
@@ -288,7 +212,7 @@ static int coll_ref_init(coll_ref_t *r, int world, size_t fill_count) {
     if (!r->pat[q]) return -1;
     loom_ref_fill_random(LOOM_BF16, r->pat[q], r->period, BASE_SEED + 77 + (uint64_t)q, 1.0);
     for (size_t i = 0; i < r->period; ++i) {
-      float v = bf16f(r->pat[q][i]);
+      float v = loom_ref_bf16_to_float(r->pat[q][i]);
       r->sum[i] += v;
       r->mag[i] += fabsf(v);
     }
@@ -322,7 +246,7 @@ static int64_t coll_count_wrong(const coll_ref_t *ref, int kind, int rank, size_
       const size_t off = kind == C_RS ? (size_t)rank * count : 0;
       for (size_t j = 0; j < count; ++j) {
         size_t i = (off + j) % P;
-        float d = fabsf(bf16f(h[j]) - ref->sum[i]);
+        float d = fabsf(loom_ref_bf16_to_float(h[j]) - ref->sum[i]);
         wrong += !(d <= tol_scale * ref->mag[i] + 1e-6f); /* NaN (poison) is wrong */
       }
       break;

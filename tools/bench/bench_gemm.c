@@ -28,6 +28,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bench.h"
+#include "gemm_inputs.h"
 #include "core/baseline.h"
 #include "core/error.h"
 #include "gemm/gemm.h"
@@ -58,60 +59,16 @@ static int gemm_opt(void *ctx, int argc, char **argv, int *i) {
   return 0;
 }
 
-typedef struct gset { void *a, *b, *c; } gset_t;
-
 typedef struct grun {
   loom_gemm_desc_t d;
-  gset_t *sets;
-  int nsets, use_loom;
+  const loom_bench_gemm_inputs_t *in;
+  int use_loom;
 } grun_t;
 
 static loom_result_t grun_op(void *arg, int iter, cudaStream_t s) {
   grun_t *g = (grun_t *)arg;
-  gset_t *x = &g->sets[iter % g->nsets];
+  const loom_bench_gemm_set_t *x = &g->in->sets[iter % g->in->nsets];
   return g->use_loom ? loom_gemm(&g->d, x->a, x->b, x->c, NULL, s) : loom__base_gemm(&g->d, x->a, x->b, x->c, NULL, s);
-}
-
-static uint64_t gseed(int set, int which) { return GEMM_SEED + 1000u * (uint64_t)set + (uint64_t)which; }
-static size_t gperiod(size_t n) { return n < LOOM_BENCH_FILL_PERIOD ? n : LOOM_BENCH_FILL_PERIOD; }
-
-/* Sampled fp64 check of set si's C (inputs rebuilt from the fill period):
- * number of elements out of bound, -1 if the check could not run. */
-static int64_t gcheck(const loom_gemm_desc_t *d, const gset_t *x, int si, int samples) {
-  const size_t na = (size_t)(d->m * d->k), nb = (size_t)(d->k * d->n);
-  const size_t pa = gperiod(na), pb = gperiod(nb);
-  uint16_t *ha = (uint16_t *)malloc(pa * 2), *hb = (uint16_t *)malloc(pb * 2);
-  uint16_t *arow = (uint16_t *)malloc((size_t)d->k * 2), *bcol = (uint16_t *)malloc((size_t)d->k * 2);
-  int64_t wrong = -1;
-  if (!ha || !hb || !arow || !bcol) goto out;
-  loom_ref_fill_random(d->ab_type, ha, pa, gseed(si, 0), 1.0);
-  loom_ref_fill_random(d->ab_type, hb, pb, gseed(si, 1), 1.0);
-  wrong = 0;
-  uint64_t z = 0xbb67ae8584caa73bull;
-  for (int s = 0; s < samples; ++s) {
-    z = z * 6364136223846793005ull + 1442695040888963407ull;
-    const int64_t row = s == 0 ? 0 : s == 1 ? d->m - 1 : (int64_t)((z >> 33) % (uint64_t)d->m);
-    const int64_t col = s == 0 ? 0 : s == 1 ? d->n - 1 : (int64_t)((z >> 13) % (uint64_t)d->n);
-    for (int64_t kk = 0; kk < d->k; ++kk) {
-      arow[kk] = ha[(size_t)(row * d->k + kk) % pa];
-      const size_t bi = d->b_layout == LOOM_B_KN ? (size_t)(kk * d->n + col) : (size_t)(col * d->k + kk);
-      bcol[kk] = hb[bi % pb];
-    }
-    loom_gemm_desc_t one = *d;
-    one.m = 1, one.n = 1, one.has_bias = 0, one.b_layout = LOOM_B_KN;
-    const double ref = loom_ref_gemm_element(&one, arow, bcol, NULL, 0, 0);
-    uint16_t got = 0;
-    if (cudaMemcpy(&got, (const char *)x->c + (size_t)(row * d->n + col) * 2, 2, cudaMemcpyDeviceToHost) !=
-        cudaSuccess) {
-      wrong = -1;
-      goto out;
-    }
-    const double v = loom_ref_load(d->c_type, &got, 0);
-    if (!(fabs(v - ref) <= fabs(ref) / 128 + 1e-4 * sqrt((double)d->k))) wrong++;
-  }
-out:
-  free(ha), free(hb), free(arow), free(bcol);
-  return wrong;
 }
 
 typedef struct gsum {
@@ -123,31 +80,18 @@ typedef struct gsum {
 /* One shape, both layouts (or NK only): a loom row and a cuBLASLt row each. */
 static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsum_t *sum, int64_t m, int64_t n,
                       int64_t k, const char *label) {
-  const size_t bytes_a = (size_t)(m * k) * 2, bytes_b = (size_t)(k * n) * 2, bytes_c = (size_t)(m * n) * 2;
-  size_t free_b = 0, total_b = 0;
-  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) free_b = (size_t)8 << 30;
-  size_t budget = free_b / 2;
-  if (budget > ((size_t)16 << 30)) budget = (size_t)16 << 30;
-  const int nsets = loom_bench_rotation(bytes_a + bytes_b + bytes_c, budget);
-  gset_t *sets = (gset_t *)calloc((size_t)nsets, sizeof *sets);
+  const size_t bytes_b = (size_t)(k * n) * 2; /* the weight, streamed once at small m */
+  loom_gemm_desc_t d0 = {m, n, k, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0};
+  loom_bench_gemm_inputs_t in;
   int failures = 0;
-  loom_result_t r = sets ? LOOM_SUCCESS : LOOM_ERR_OUT_OF_MEMORY;
-  for (int i = 0; i < nsets && r == LOOM_SUCCESS; ++i) {
-    cudaError_t e = cudaMalloc(&sets[i].a, bytes_a);
-    if (e == cudaSuccess) e = cudaMalloc(&sets[i].b, bytes_b);
-    if (e == cudaSuccess) e = cudaMalloc(&sets[i].c, bytes_c);
-    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaMalloc (GEMM inputs)", __FILE__, __LINE__);
-    if (r == LOOM_SUCCESS) r = loom_bench_fill_random(sets[i].a, LOOM_BF16, (size_t)(m * k), gseed(i, 0), 1.0);
-    if (r == LOOM_SUCCESS) r = loom_bench_fill_random(sets[i].b, LOOM_BF16, (size_t)(k * n), gseed(i, 1), 1.0);
-  }
+  loom_result_t r = loom_bench_gemm_inputs_alloc(&in, &d0, (size_t)16 << 30, GEMM_SEED);
   for (int lay = 0; lay < 2 && r == LOOM_SUCCESS; ++lay) {
     if (a->only_nk && lay == 0) continue;
     grun_t g;
     memset(&g, 0, sizeof g);
-    g.d.m = m, g.d.n = n, g.d.k = k;
-    g.d.ab_type = LOOM_BF16, g.d.c_type = LOOM_BF16;
+    g.d = d0;
     g.d.b_layout = lay ? LOOM_B_NK : LOOM_B_KN;
-    g.sets = sets, g.nsets = nsets;
+    g.in = &in;
     double us[2] = {NAN, NAN};
     loom_bench_row_t *rows[2] = {NULL, NULL};
     for (int impl = 0; impl < 2; ++impl) { /* 0 cuBLASLt, 1 loom */
@@ -166,7 +110,7 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
       row->flops = 2.0 * (double)m * (double)n * (double)k;
       g.use_loom = impl;
       loom_result_t lr = LOOM_SUCCESS;
-      if (!impl) lr = loom__base_gemm_tune(&g.d, sets[0].a, sets[0].b, sets[0].c, NULL, a->candidates,
+      if (!impl) lr = loom__base_gemm_tune(&g.d, in.sets[0].a, in.sets[0].b, in.sets[0].c, NULL, a->candidates,
                                            a->o.quick ? 2 : 5, s, NULL);
       loom_bench_time_t tm;
       if (lr == LOOM_SUCCESS) lr = loom_bench_time(s, a->o.warmup, a->o.reps, grun_op, &g, &tm);
@@ -183,8 +127,8 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
       us[impl] = tm.median_us;
       row->gemm_us = tm.median_us, row->min_us = tm.min_us, row->max_us = tm.max_us;
       if (a->o.check && impl) {
-        const int last = (a->o.warmup + a->o.reps - 1) % nsets;
-        row->wrong = gcheck(&g.d, &sets[last], last, a->o.quick ? 16 : 48);
+        const int last = (a->o.warmup + a->o.reps - 1) % in.nsets;
+        row->wrong = loom_bench_gemm_check(&in, &g.d, last, a->o.quick ? 16 : 48);
         if (row->wrong != 0) failures++;
       }
     }
@@ -204,7 +148,7 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
                  ratio, 100 * frac, cfg);
       else
         snprintf(rows[1]->note, sizeof rows[1]->note, "%s%sx%.3f of cuBLASLt%s", label, *label ? ", " : "", ratio, cfg);
-      snprintf(rows[0]->note, sizeof rows[0]->note, "%s%s%d sets", label, *label ? ", " : "", nsets);
+      snprintf(rows[0]->note, sizeof rows[0]->note, "%s%s%d sets", label, *label ? ", " : "", in.nsets);
       if (m >= 1024) {
         sum->logsum += log(ratio), sum->nbig++;
         if (ratio < sum->minr) sum->minr = ratio;
@@ -224,12 +168,7 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
             loom_last_error());
     failures++;
   }
-  for (int i = 0; sets && i < nsets; ++i) {
-    if (sets[i].a) cudaFree(sets[i].a);
-    if (sets[i].b) cudaFree(sets[i].b);
-    if (sets[i].c) cudaFree(sets[i].c);
-  }
-  free(sets);
+  loom_bench_gemm_inputs_free(&in);
   return failures;
 }
 
