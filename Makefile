@@ -58,10 +58,14 @@ LIBSO    := $(BUILD)/lib/libloom.so
 LIBA     := $(BUILD)/lib/libloom.a
 BINS     := $(BUILD)/bin/loom $(BUILD)/bin/loom-bench
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+# Kernel development programs (dev/<area>/*.cu): built with everything, so
+# CI compiles every .cu file in the tree.
+DEVBINS  := $(patsubst dev/%.cu,$(BUILD)/dev/%,$(wildcard dev/*/*.cu))
 TESTS    := $(BUILD)/tests/loom-test-host $(BUILD)/tests/loom-test-gpu
 
+.SECONDARY: # keep intermediate objects (dev programs)
 .PHONY: all test gpu-test bench install clean check-env header-check
-all: check-env $(LIBSO) $(LIBA) $(BINS) $(TESTS) $(EXAMPLES) header-check
+all: check-env $(LIBSO) $(LIBA) $(BINS) $(TESTS) $(EXAMPLES) $(DEVBINS) header-check
 
 check-env:
 	@command -v $(NVCC) >/dev/null 2>&1 || { echo "loom: nvcc not found at $(NVCC): install the CUDA toolkit >= 12 or set CUDA_HOME" >&2; exit 1; }
@@ -101,6 +105,10 @@ $(BUILD)/tests/loom-test-host: $(HOST_T) $(LIBA)
 	$(CC) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/loom-test-gpu: $(GPU_T) $(COMMON) $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/dev/%: $(BUILD)/obj/dev/%.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS)
 

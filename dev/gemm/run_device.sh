@@ -11,14 +11,12 @@ set -o pipefail
 OUT=${OUT:-/tmp/gemm_out}; mkdir -p $OUT
 export CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOOM_TEST_TIMEOUT_S=${LOOM_TEST_TIMEOUT_S:-150}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader | tee $OUT/gpu.txt
-probe=$( { build/tests/loom-test-gpu no_such_test_xyz; build/bin/loom-bench --help; build/bench_gemm_dev none; } 2>&1 )
-if [ ! -x build/bench_gemm_dev ] || echo "$probe" | grep -qE "error while loading|GLIBC|No such file|cannot execute"; then
+probe=$( { build/tests/loom-test-gpu no_such_test_xyz; build/bin/loom-bench --help; build/dev/gemm/bench_gemm_dev none; } 2>&1 )
+if [ ! -x build/dev/gemm/bench_gemm_dev ] || echo "$probe" | grep -qE "error while loading|GLIBC|No such file|cannot execute"; then
   echo "carried binaries do not run here: building"
   t0=$(date +%s)
-  make -j16 build/tests/loom-test-gpu build/bin/loom-bench > $OUT/build.log 2>&1 || { tail -20 $OUT/build.log; exit 1; }
-  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. -Iinclude -Isrc -I/usr/local/cuda/include \
-    dev/gemm/bench_gemm_dev.cu build/lib/libloom.a -lnccl -lcublasLt -lcublas -lnvrtc -lcudart -lpthread -lm -ldl \
-    -lstdc++ -o build/bench_gemm_dev >> $OUT/build.log 2>&1 || { tail -20 $OUT/build.log; exit 1; }
+  make -j16 build/tests/loom-test-gpu build/bin/loom-bench build/dev/gemm/bench_gemm_dev > $OUT/build.log 2>&1 ||
+    { tail -20 $OUT/build.log; exit 1; }
   echo "build took $(( $(date +%s) - t0 )) s"
 fi
 t0=$(date +%s)
@@ -28,7 +26,7 @@ echo "tests rc=$trc ($(( $(date +%s) - t0 )) s)"
 t0=$(date +%s)
 LOOM_BENCH_RESULTS_DIR=$OUT timeout ${BENCH_S:-150} build/bin/loom-bench gemm > $OUT/loom_bench.log 2>&1; echo "loom-bench rc=$? ($(( $(date +%s) - t0 )) s)"
 t0=$(date +%s)
-REPS=${REPS:-8} timeout ${DEV_S:-100} build/bench_gemm_dev ${SET:-all} $OUT/bench_dev.json > $OUT/bench_dev.log 2>&1; echo "dev bench rc=$? ($(( $(date +%s) - t0 )) s)"
+REPS=${REPS:-8} timeout ${DEV_S:-100} build/dev/gemm/bench_gemm_dev ${SET:-all} $OUT/bench_dev.json > $OUT/bench_dev.log 2>&1; echo "dev bench rc=$? ($(( $(date +%s) - t0 )) s)"
 echo "== dev bench (ms; ratio = cuBLASLt/loom heuristic; best = cuBLASLt/best variant)"
 grep -E "^(family|flux|llama)" $OUT/bench_dev.log | awk '$2 == "m" || $2 <= 512 {print $1, $2, $5, $7, $10, $11, $12, $13, $14, $15, $16, $18, $21, $22, $23, $24}'
 grep -E "m >= 1024|BAD|bad" $OUT/bench_dev.log | head
