@@ -100,7 +100,7 @@ $(BUILD)/bin/loom-bench: $(BENCH) $(COMMON) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/loom-test-host: $(HOST_T) $(LIBA)
+$(BUILD)/tests/loom-test-host: $(HOST_T) $(COMMON) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS)
 

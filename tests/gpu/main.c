@@ -13,5 +13,8 @@ int main(int argc, char **argv) {
                     "(two for the peer tests)\n");
     return 1;
   }
-  return loom_test_main_opts(argc, argv, 1);
+  /* Under mpirun each process is a rank and tests run in it; otherwise each
+   * test runs in its own process. */
+  int rank, size;
+  return loom_test_main_opts(argc, argv, !loom_launch_under_mpi(&rank, &size));
 }

@@ -89,40 +89,57 @@ static int loom__run_rank(int rank, int size, int device, const ncclUniqueId *id
   return rc;
 }
 
+int loom_launch_share_id(int rank, const char *path, ncclUniqueId *id, double timeout_s) {
+  if (rank == 0) {
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return 1;
+    int bad = fwrite(id, sizeof *id, 1, f) != 1;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) return 1; /* readers never see a partial id */
+    return 0;
+  }
+  double deadline = loom__now_s() + timeout_s;
+  for (;;) {
+    FILE *f = fopen(path, "rb");
+    if (f) {
+      size_t got = fread(id, sizeof *id, 1, f);
+      fclose(f);
+      if (got == 1) return 0;
+    }
+    if (loom__now_s() > deadline) return 1;
+    usleep(10000);
+  }
+}
+
 static int loom__launch_mpi(int rank, int size, int want, int timeout_s, loom_rank_fn fn, void *arg) {
   if (want != size) {
     fprintf(stderr, "launch: the test wants %d ranks but mpirun started %d\n", want, size);
     return 1;
   }
   alarm((unsigned)timeout_s); /* a hung rank dies and mpirun ends the job */
-  const char *job = getenv("PMIX_NAMESPACE");
+  /* One file per job and per launch: every rank makes the same sequence of
+   * launches, so the counter agrees; the job id keeps jobs apart. */
+  static int launches;
+  const char *job = getenv("LOOM_LAUNCH_JOB");
+  if (!job) job = getenv("PMIX_NAMESPACE");
   if (!job) job = getenv("OMPI_MCA_ess_base_jobid");
   if (!job) job = getenv("SLURM_JOB_ID");
-  char path[512], tmp[560];
-  snprintf(path, sizeof path, "/tmp/loom-ncclid-%s-%d", job ? job : "nojob", (int)getppid());
+  if (!job) {
+    fprintf(stderr, "launch: under mpirun but no job id (PMIX_NAMESPACE, SLURM_JOB_ID); set LOOM_LAUNCH_JOB "
+                    "to the same value on every rank\n");
+    return 1;
+  }
+  char path[512];
+  snprintf(path, sizeof path, "/tmp/loom-ncclid-%s-%d", job, launches++);
+  for (char *c = path + 5; *c; ++c)
+    if (*c == '/') *c = '_';
   ncclUniqueId id;
-  if (rank == 0) {
-    if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f || fwrite(&id, sizeof id, 1, f) != 1) return 1;
-    fclose(f);
-    rename(tmp, path);
-  } else {
-    double deadline = loom__now_s() + timeout_s;
-    for (;;) {
-      FILE *f = fopen(path, "rb");
-      if (f) {
-        size_t got = fread(&id, sizeof id, 1, f);
-        fclose(f);
-        if (got == 1) break;
-      }
-      if (loom__now_s() > deadline) {
-        fprintf(stderr, "rank %d: no NCCL id from rank 0 at %s\n", rank, path);
-        return 1;
-      }
-      usleep(10000);
-    }
+  if (rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) return 1;
+  if (loom_launch_share_id(rank, path, &id, (double)timeout_s) != 0) {
+    fprintf(stderr, "rank %d: no NCCL id from rank 0 at %s\n", rank, path);
+    return 1;
   }
   int ndev = 0;
   cudaGetDeviceCount(&ndev);
@@ -130,7 +147,7 @@ static int loom__launch_mpi(int rank, int size, int want, int timeout_s, loom_ra
   if (!lr) lr = getenv("SLURM_LOCALID");
   int local = lr ? atoi(lr) : rank;
   int rc = loom__run_rank(rank, size, ndev ? local % ndev : 0, &id, fn, arg);
-  if (rank == 0) unlink(path);
+  if (rank == 0) unlink(path); /* every rank read it: the comm was created */
   return rc;
 }
 

@@ -10,7 +10,11 @@
  *    rank fails the test within a bounded time instead of hanging the suite.
  *  - mpirun -np W: every process is one rank (OMPI_COMM_WORLD_RANK/SIZE,
  *    PMI_RANK/SIZE or SLURM_PROCID/NTASKS); rank 0 publishes the unique id in
- *    a file that the others poll; the deadline is an alarm in each process.
+ *    a file in /tmp named by the job (PMIX_NAMESPACE, SLURM_JOB_ID or
+ *    LOOM_LAUNCH_JOB) and the launch's sequence number, which the others
+ *    poll (so all ranks must be on one host, or share /tmp); the deadline is
+ *    an alarm in each process. A launch for another number of ranks than the
+ *    job has fails, saying so. (Not yet run under a real mpirun.)
  * The function gets the rank, the size and an initialised NCCL comm on the
  * rank's GPU, and returns 0 for success. Host tools only: this exits.
  */
@@ -37,6 +41,11 @@ int loom_launch_gpu_count(void);
 
 /* 1 when this process was started by mpirun/srun (and so is one rank). */
 int loom_launch_under_mpi(int *rank, int *size);
+
+/* mpirun mode's id exchange through a file: rank 0 publishes *id at `path`
+ * (atomically, by rename); other ranks poll for it up to timeout_s and fill
+ * *id. 0 on success. */
+int loom_launch_share_id(int rank, const char *path, ncclUniqueId *id, double timeout_s);
 
 /* Runs fn on `size` ranks; 0 when every rank returned 0 within timeout_s.
  * Under mpirun, `size` must match the job's size. */
