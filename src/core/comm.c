@@ -190,11 +190,14 @@ loom_result_t loom_comm_create(ncclComm_t nccl, const loom_config_t *cfg, loom_c
   LOOM_STEP(loom__comm_malloc(c, c->ws_bytes, &ws));
   if (r == LOOM_SUCCESS) {
     c->ws_ptr = ws;
-    c->ws = loom__find_alloc(c, ws, 1);
+    /* (the allocation table may move later: copy what is needed now) */
+    void *const *peers = loom__find_alloc(c, ws, 1)->peer_ptrs;
+    c->ws_all_reachable = 1;
+    for (int p = 0; p < c->size; ++p) c->ws_all_reachable &= peers[p] != NULL;
     cudaError_t e = cudaMemset(ws, 0, c->ws_bytes);
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->ws_peer_dev, (size_t)c->size * sizeof(char *));
     if (e == cudaSuccess)
-      e = cudaMemcpy(c->ws_peer_dev, c->ws->peer_ptrs, (size_t)c->size * sizeof(char *), cudaMemcpyHostToDevice);
+      e = cudaMemcpy(c->ws_peer_dev, peers, (size_t)c->size * sizeof(char *), cudaMemcpyHostToDevice);
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) r = loom__cuda_fail((int)e, "initialising the workspace", __FILE__, __LINE__);
   }

@@ -52,8 +52,8 @@ struct loom_comm {
   size_t nallocs, capallocs;
 
   /* symmetric workspace */
-  loom_alloc_t *ws;           /* an entry of allocs (re-looked up by ws_ptr) */
-  void *ws_ptr;
+  void *ws_ptr;               /* (its entry in allocs may move as allocs grows) */
+  int ws_all_reachable;       /* every rank's workspace is load/store reachable */
   size_t ws_bytes;
   loom_ws_alloc_t ws_alloc;
   char **ws_peer_dev;         /* device array [size] of workspace bases */

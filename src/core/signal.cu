@@ -52,11 +52,10 @@ __global__ void loom__stream_wait_kernel(loom_dev_comm_t dc, const uint32_t *add
 }
 
 extern "C" loom_result_t loom__comm_barrier(loom_comm_t comm, cudaStream_t stream) {
-  for (int p = 0; p < comm->size; ++p)
-    if (!comm->ws->peer_ptrs[p])
-      return loom__fail(LOOM_ERR_UNSUPPORTED,
-                        "loom barrier: rank %d is not load/store reachable from rank %d "
-                        "(multi-node comms need the network path)", p, comm->rank);
+  if (!comm->ws_all_reachable)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "loom barrier: not every rank is load/store reachable from rank %d "
+                      "(multi-node comms need the network path)", comm->rank);
   int threads = comm->size < 1024 ? comm->size : 1024;
   threads = (threads + 31) / 32 * 32;
   loom__barrier_kernel<<<1, threads, 0, stream>>>(loom__comm_dev(comm), comm->barrier_offset);

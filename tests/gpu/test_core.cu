@@ -438,6 +438,10 @@ static int rank_barrier(loom_rank_ctx_t *ctx, void *arg) {
   if (!c) return 1;
   void *sym = NULL, *next_sym = NULL;
   int *bad = NULL, h_bad = 0;
+  /* enough live allocations that the comm's allocation table grows and
+   * moves (the barrier must not hold pointers into it) */
+  void *extra[20];
+  for (int i = 0; i < 20; ++i) LOOM_OK(loom_malloc(c, 4096, &extra[i]));
   LOOM_OK(loom_malloc(c, 4096, &sym));
   LOOM_OK(loom_peer_ptr(c, sym, (ctx->rank + 1) % ctx->size, &next_sym));
   CUDA_OK(cudaMalloc((void **)&bad, sizeof(int)));
@@ -458,6 +462,7 @@ static int rank_barrier(loom_rank_ctx_t *ctx, void *arg) {
   LOOM_OK(loom_comm_get_async_error(c));
   if (ctx->rank == 0) printf("    2000 device barriers over %d ranks: %.1f us each (with launches)\n", ctx->size, dt / 2000 * 1e6);
   cudaFree(bad);
+  for (int i = 0; i < 20; ++i) LOOM_OK(loom_free(c, extra[i]));
   LOOM_OK(loom_free(c, sym));
   LOOM_OK(loom_comm_destroy(c));
   return loom_test_failures;
