@@ -5,6 +5,9 @@
  *
  *   built by dev/gemm/run_device.sh (nvcc, linked with build/lib/libloom.a)
  *   build/bench_gemm_dev [set] [json]   set: quick | flux | llama | square | all
+ *   build/bench_gemm_dev prof M N K nk|kn   for a profiler (ncu --profile-from-start
+ *       off): tunes cuBLASLt, then between cudaProfilerStart/Stop launches loom
+ *       (heuristic) once and the tuned cuBLASLt once, and prints both times
  *
  * Per shape and B layout: random inputs (device hash, never zero), loom with
  * the heuristic and with each variant forced: data-parallel bn 128 / 256 (no
@@ -18,6 +21,7 @@
  * bytes (k n 2) / time / measured copy bandwidth (read + write of a 1 GiB
  * device-to-device copy).
  */
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -84,6 +88,46 @@ static float median(float *v, int n) {
 
 enum { MAXREP = 64 };
 
+/* prof M N K nk|kn: one loom launch and one tuned cuBLASLt launch inside a
+ * profiler range (after warm-up and tuning outside it). */
+static int profile_one(int argc, char **argv) {
+  if (argc < 6) {
+    fprintf(stderr, "usage: bench_gemm_dev prof M N K nk|kn\n");
+    return 2;
+  }
+  const int64_t m = atoll(argv[2]), n = atoll(argv[3]), k = atoll(argv[4]);
+  const int kn = !strcmp(argv[5], "kn");
+  loom_gemm_desc_t d = {m, n, k, LOOM_BF16, LOOM_BF16, kn ? LOOM_B_KN : LOOM_B_NK, 0};
+  uint16_t *A, *B, *C;
+  CK(cudaMalloc(&A, (size_t)m * k * 2));
+  CK(cudaMalloc(&B, (size_t)k * n * 2));
+  CK(cudaMalloc(&C, (size_t)m * n * 2));
+  fill_kernel<<<4096, 256>>>(A, (size_t)m * k, 1);
+  fill_kernel<<<4096, 256>>>(B, (size_t)k * n, 2);
+  CK(cudaGetLastError());
+  float tune_ms = 0;
+  LK(loom__base_gemm_tune(&d, A, B, C, NULL, 8, 3, 0, &tune_ms));
+  for (int i = 0; i < 3; ++i) LK(loom__gemm_sm90(&d, A, B, C, NULL, NULL, NULL, 0));
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t e[4];
+  for (int i = 0; i < 4; ++i) CK(cudaEventCreate(&e[i]));
+  CK(cudaProfilerStart());
+  CK(cudaEventRecord(e[0]));
+  LK(loom__gemm_sm90(&d, A, B, C, NULL, NULL, NULL, 0));
+  CK(cudaEventRecord(e[1]));
+  CK(cudaEventRecord(e[2]));
+  LK(loom__base_gemm(&d, A, B, C, NULL, 0));
+  CK(cudaEventRecord(e[3]));
+  CK(cudaEventSynchronize(e[3]));
+  CK(cudaProfilerStop());
+  float tl = 0, tc = 0;
+  CK(cudaEventElapsedTime(&tl, e[0], e[1]));
+  CK(cudaEventElapsedTime(&tc, e[2], e[3]));
+  printf("prof %lld x %lld x %lld %s: loom %.3f ms, cuBLASLt %.3f ms\n", (long long)m, (long long)n, (long long)k,
+         kn ? "kn" : "nk", tl, tc);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *set = argc > 1 ? argv[1] : "quick";
   if (!strcmp(set, "none")) return 0; /* does the binary start at all */
@@ -121,6 +165,7 @@ int main(int argc, char **argv) {
     shapes[ns++] = (shape_t){"square", 8192, 8192, 8192};
   }
   const int reps = getenv("REPS") ? atoi(getenv("REPS")) : 10;
+  if (!strcmp(set, "prof")) return profile_one(argc, argv);
 
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));

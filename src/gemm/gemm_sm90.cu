@@ -13,11 +13,16 @@
  *                registers, A and B read from 128B-swizzled shared memory
  *                through matrix descriptors), keeps one wgmma group in flight
  *                and frees the previous stage when it completes; after the
- *                last k-block, the epilogue adds bias, converts and stores
- *                straight from registers (rows >= m and columns >= n masked).
+ *                last k-block, the epilogue adds bias, converts, writes
+ *                64 x 128-byte chunks into shared memory (two 8 KiB buffers
+ *                per warpgroup, 128B swizzle) and one thread stores each
+ *                chunk with TMA (clipped at m and n), so the global writes
+ *                drain during the next tile's main loop (loom_epi_tma).
+ *                The hooked kernels store from registers instead (masked).
  *                setmaxnreg.inc to 232 registers.
  * Shared memory: STAGES x (A 16 KiB + B BN*128 B), 1024-aligned (the 128B
- * swizzle pattern repeats every 1024 bytes), then 2 x STAGES mbarriers.
+ * swizzle pattern repeats every 1024 bytes), the epilogue's 4 x 8 KiB (plain
+ * kernels), then 2 x STAGES mbarriers: 225 KiB of the 227 available.
  *
  * Layouts. A [m, k] row-major is K-major: TMA box {64 k, 128 rows}, 128 bytes
  * per row, 8-row groups 1024 bytes apart (descriptor SBO = 1024), and the
@@ -136,6 +141,26 @@ static __device__ __forceinline__ void loom_tma_load_2d(uint32_t dst, const CUte
       : "memory");
 }
 
+/* 2-D TMA store of one box from shared memory at coordinates (c0, c1), in
+ * this thread's bulk group (rows/columns outside the tensor are not written). */
+static __device__ __forceinline__ void loom_tma_store_2d(const CUtensorMap *map, uint32_t src, int32_t c0, int32_t c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+               ::"l"((uint64_t)map), "r"(src), "r"(c0), "r"(c1)
+               : "memory");
+}
+static __device__ __forceinline__ void loom_bulk_commit(void) {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+/* Until at most N of this thread's bulk groups still read shared memory. */
+template <int N>
+static __device__ __forceinline__ void loom_bulk_wait_read(void) {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+/* Until all of this thread's bulk groups have completed (writes done). */
+static __device__ __forceinline__ void loom_bulk_wait_all(void) {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
 /* Shared-memory matrix descriptor, 128-byte swizzle. */
 static __device__ __forceinline__ uint64_t loom_wgmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
@@ -197,6 +222,84 @@ static __device__ __forceinline__ void loom_store2(void *base, int64_t off, int 
   }
 }
 
+static __device__ __forceinline__ float loom_load_c(const void *base, int64_t i, int ct) {
+  if (ct == LOOM_FP32) return ((const float *)base)[i];
+  if (ct == LOOM_BF16) return __bfloat162float(((const __nv_bfloat16 *)base)[i]);
+  return __half2float(((const __half *)base)[i]);
+}
+
+/* Named barrier of one consumer warpgroup (ids 3, 4; 1 and 2 are the
+ * 256-thread consumer barriers). */
+static __device__ __forceinline__ void loom_wg_sync(int cw) {
+  asm volatile("bar.sync %0, 128;" ::"r"(3 + cw) : "memory");
+}
+
+/* Epilogue through shared memory (plain stores): the warpgroup's 64 x BN
+ * accumulators (+ bias) go out in chunks of 64 rows x 128 bytes (64 bf16/fp16
+ * or 32 fp32 columns). Each chunk is written into one of the warpgroup's two
+ * 8 KiB buffers with the TMA's 128-byte swizzle (16-byte unit u of row r at
+ * unit u ^ (r % 8), so the 8 rows a warp writes at once hit different banks),
+ * then one thread stores it with TMA (clipped at m and n) and moves on; the
+ * stores drain while the next tile's main loop runs. Before a buffer is
+ * reused, its previous store must have finished reading it (wait_group.read
+ * 1: only the other buffer's store may be pending). ES: bytes per C element.
+ * Fragment layout (wgmma m64nBN): acc[4 j + 2 h + e] is row
+ * 16 warp + lane / 4 + 8 h, column 8 j + 2 (lane % 4) + e. */
+template <int BN, int ES>
+static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUtensorMap *map, uint32_t bufs,
+                                                    uint32_t &seq, int32_t row0, int32_t col0, int ct,
+                                                    const void *bias, int32_t n, int warp, int lane, int tid, int cw) {
+  constexpr int CPC = 128 / ES; /* columns per chunk */
+  constexpr int NCH = BN / CPC;
+  constexpr int JPC = CPC / 8;  /* 8-column fragment groups per chunk */
+  const int r0 = warp * 16 + lane / 4;
+#pragma unroll
+  for (int ch = 0; ch < NCH; ++ch) {
+    const uint32_t buf = bufs + (seq & 1u) * 8192u;
+    if (tid == 0) loom_bulk_wait_read<1>();
+    loom_wg_sync(cw);
+#pragma unroll
+    for (int jj = 0; jj < JPC; ++jj) {
+      const int j = ch * JPC + jj;
+      const int col = col0 + j * 8 + (lane % 4) * 2;
+      float b0 = 0.f, b1 = 0.f;
+      if (bias && col < n) {
+        b0 = loom_load_c(bias, col, ct);
+        b1 = loom_load_c(bias, col + 1, ct);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + h * 8;
+        const float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
+        if (ES == 4) {
+          const uint32_t u = (uint32_t)(jj * 2 + (lane % 4) / 2);
+          const uint32_t addr = buf + r * 128 + ((u ^ (uint32_t)(r & 7)) << 4) + (lane % 2) * 8;
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(v0), "f"(v1) : "memory");
+        } else {
+          uint32_t bits;
+          if (ct == LOOM_BF16) {
+            const __nv_bfloat162 p = __floats2bfloat162_rn(v0, v1);
+            bits = *(const uint32_t *)&p;
+          } else {
+            const __half2 p = __floats2half2_rn(v0, v1);
+            bits = *(const uint32_t *)&p;
+          }
+          const uint32_t addr = buf + r * 128 + (((uint32_t)jj ^ (uint32_t)(r & 7)) << 4) + (lane % 4) * 4;
+          asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(bits) : "memory");
+        }
+      }
+    }
+    /* the generic-proxy writes above are read next by the TMA (async proxy) */
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    loom_wg_sync(cw);
+    if (tid == 0) {
+      loom_tma_store_2d(map, buf, col0 + ch * CPC, row0);
+      loom_bulk_commit();
+    }
+    ++seq;
+  }
+}
+
 /* Segment i of this block (tile_order.h). Without stream-K (SK false) the
  * plain persistent walk over whole tiles, which the compiler sees whole. */
 template <bool SK>
@@ -216,32 +319,35 @@ static __device__ __forceinline__ uint32_t loom_ticket(uint32_t *p) {
   return old;
 }
 
-static __device__ __forceinline__ float loom_load_c(const void *base, int64_t i, int ct) {
-  if (ct == LOOM_FP32) return ((const float *)base)[i];
-  if (ct == LOOM_BF16) return __bfloat162float(((const __nv_bfloat16 *)base)[i]);
-  return __half2float(((const __half *)base)[i]);
-}
-
 #endif /* LOOM_SM90A */
 
 /* ---- the kernel ------------------------------------------------------- */
 
 /* TYPE: loom_dtype_t of A and B; TB: 0 B [n,k] (K-major), 1 B [k,n] (MN-major). */
+/* The plain kernels store C through shared memory and TMA (loom_epi_tma);
+ * the hooked ones from registers (row routing, atomics, per-tile signals). */
+#define LOOM_SM90_EPI_BYTES(hooks) ((hooks) ? 0 : 4 * 8192)
+
 template <int BN, int STAGES, int TYPE, int TB, bool HOOKS, bool SK>
 __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     loom_gemm_sm90_kernel(const __grid_constant__ CUtensorMap tma_a,
                           const __grid_constant__ CUtensorMap tma_b,
+                          const __grid_constant__ CUtensorMap tma_c,
                           const __grid_constant__ loom_sm90_args_t args) {
 #ifdef LOOM_SM90A
   constexpr int B_BYTES = BN * LOOM_SM90_BK * 2;
   constexpr uint32_t STAGE_TX = LOOM_SM90_A_BYTES + B_BYTES;
+  constexpr bool TMA_EPI = !HOOKS;
+  constexpr int EPI_BYTES = LOOM_SM90_EPI_BYTES(HOOKS);
   extern __shared__ uint8_t loom_smem_raw[];
   uint8_t *smem = (uint8_t *)(((uintptr_t)loom_smem_raw + 1023) & ~(uintptr_t)1023);
   const uint32_t sa = loom_smem_u32(smem);
   const uint32_t sb = sa + STAGES * LOOM_SM90_A_BYTES;
-  const uint32_t full = sb + STAGES * B_BYTES; /* STAGES mbarriers of 8 bytes */
+  const uint32_t sepi = sb + STAGES * B_BYTES;   /* 1024-aligned: 2 x 2 buffers of 8 KiB */
+  const uint32_t full = sepi + EPI_BYTES;        /* STAGES mbarriers of 8 bytes */
   const uint32_t empty = full + STAGES * 8;
-  volatile int *abort_flag = (volatile int *)(smem + STAGES * (LOOM_SM90_A_BYTES + B_BYTES) + STAGES * 16);
+  volatile int *abort_flag =
+      (volatile int *)(smem + STAGES * (LOOM_SM90_A_BYTES + B_BYTES) + EPI_BYTES + STAGES * 16);
   volatile uint32_t *ticket = (volatile uint32_t *)(abort_flag + 1); /* stream-K ticket, broadcast */
 
   /* warp-uniform in the compiler's eyes (a shuffle), so that branches on it
@@ -318,6 +424,8 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     float acc[BN / 2];
     int stage = 0;
     uint32_t phase = 0;
+    uint32_t epi_seq = 0; /* chunks stored so far (TMA epilogue buffer parity) */
+    if (TMA_EPI && tid == 0) asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)&tma_c) : "memory");
     loom_segment_t sg;
     for (int i = 0; loom_sm90_segment<SK>(&args.work, i, &sg); ++i) {
       const int t = loom_tile_at(&args.order, sg.step);
@@ -412,7 +520,14 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
 
       /* ---- epilogue: registers -> global ---- */
       const bool skip = HOOKS && __shfl_sync(0xffffffffu, *abort_flag, 0) != 0; /* warp-uniform (C7518) */
-      if (finish && active && !skip) {
+      if (TMA_EPI && finish && active) {
+        if (args.c_type == LOOM_FP32)
+          loom_epi_tma<BN, 4>(acc, &tma_c, sepi + cw * 16384, epi_seq, row0, tn * BN, args.c_type, args.bias,
+                              args.n, warp, lane, tid, cw);
+        else
+          loom_epi_tma<BN, 2>(acc, &tma_c, sepi + cw * 16384, epi_seq, row0, tn * BN, args.c_type, args.bias,
+                              args.n, warp, lane, tid, cw);
+      } else if (finish && active && !skip) {
         const int ct = args.c_type;
         const int rbase = row0 + warp * 16 + lane / 4;
         const int cbase = tn * BN + (lane % 4) * 2;
@@ -454,6 +569,8 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
           loom_signal_store_release(args.hooks.tile_signal + t, args.hooks.signal_epoch);
       }
     }
+    /* the shared-memory buffers must outlive the TMA stores that read them */
+    if (TMA_EPI && tid == 0) loom_bulk_wait_all();
   }
 #endif /* LOOM_SM90A */
 }
@@ -480,18 +597,22 @@ static loom_result_t loom__get_encode(PFN_cuTensorMapEncodeTiled_v12000 *out) {
   return LOOM_SUCCESS;
 }
 
-/* A 2-D row-major tensor [outer, inner] of 2-byte elements, boxes of
- * [box_outer, box_inner], 128-byte swizzle, out-of-bounds zero fill. */
+/* A 2-D row-major tensor [outer, inner] of dtype t (bf16, fp16 or fp32),
+ * boxes of [box_outer, box_inner], 128-byte swizzle, out-of-bounds zero
+ * fill on loads (and clipping on stores). */
 static loom_result_t loom__tensor_map(CUtensorMap *map, const void *ptr, loom_dtype_t t, uint64_t inner,
                                       uint64_t outer, uint32_t box_inner, uint32_t box_outer, const char *what) {
   PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
   LOOM_TRY(loom__get_encode(&encode));
+  const uint64_t es = t == LOOM_FP32 ? 4 : 2;
   cuuint64_t dims[2] = {inner, outer};
-  cuuint64_t strides[1] = {inner * 2};
+  cuuint64_t strides[1] = {inner * es};
   cuuint32_t box[2] = {box_inner, box_outer};
   cuuint32_t estr[2] = {1, 1};
-  CUresult r = encode(map, t == LOOM_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
-                      (void *)ptr, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  const CUtensorMapDataType dt = t == LOOM_FP32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                 : t == LOOM_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  CUresult r = encode(map, dt, 2, (void *)ptr, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
@@ -502,11 +623,12 @@ static loom_result_t loom__tensor_map(CUtensorMap *map, const void *ptr, loom_dt
 
 static int loom__sm90_stages(int bn) { return bn == 256 ? 4 : 6; }
 
-static size_t loom__sm90_smem(int bn, int stages) {
-  return (size_t)stages * (LOOM_SM90_A_BYTES + (size_t)bn * LOOM_SM90_BK * 2) + (size_t)stages * 16 + 16 + 1024;
+static size_t loom__sm90_smem(int bn, int stages, int hooks) {
+  return (size_t)stages * (LOOM_SM90_A_BYTES + (size_t)bn * LOOM_SM90_BK * 2) + LOOM_SM90_EPI_BYTES(hooks) +
+         (size_t)stages * 16 + 16 + 1024;
 }
 
-typedef void (*loom__sm90_kernel_t)(const CUtensorMap, const CUtensorMap, const loom_sm90_args_t);
+typedef void (*loom__sm90_kernel_t)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const loom_sm90_args_t);
 
 template <int BN, int TYPE, int TB, bool HOOKS>
 static loom__sm90_kernel_t loom__sm90_pick3(int sk) {
@@ -592,6 +714,12 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
     LOOM_TRY(loom__tensor_map(&mb, b, d->ab_type, (uint64_t)d->k, (uint64_t)d->n, LOOM_SM90_BK, (uint32_t)conf.bn, "B"));
   else
     LOOM_TRY(loom__tensor_map(&mb, b, d->ab_type, (uint64_t)d->n, (uint64_t)d->k, 64, LOOM_SM90_BK, "B"));
+  /* C for the TMA epilogue: boxes of 64 rows x 128 bytes */
+  CUtensorMap mc;
+  memset(&mc, 0, sizeof mc);
+  if (!hooks)
+    LOOM_TRY(loom__tensor_map(&mc, c, d->c_type, (uint64_t)d->n, (uint64_t)d->m, d->c_type == LOOM_FP32 ? 32 : 64,
+                              64, "C"));
 
   const int tiles = args.order.tiles_m * args.order.tiles_n;
   const int kblocks = (int)loom_ceil_div(d->k, LOOM_SM90_BK);
@@ -638,10 +766,10 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   args.work.dp_tiles = dp_tiles;
   args.work.sk_blocks = sk_blocks;
   args.work.splits = splits;
-  const size_t smem = loom__sm90_smem(conf.bn, stages);
+  const size_t smem = loom__sm90_smem(conf.bn, stages, hooks != NULL);
   loom__sm90_kernel_t kern = loom__sm90_pick(conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, hooks != NULL, sk_tiles > 0);
   LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, args);
+  kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, mc, args);
   LOOM_CUDA_LAUNCHED("loom_gemm_sm90_kernel");
   return LOOM_SUCCESS;
 }
