@@ -224,14 +224,17 @@ static void loom__stats(const double *us, int n, loom_bench_time_t *out) {
   free(s);
 }
 
-/* Per-repetition times in us into us[reps]. */
-static loom_result_t loom__time_raw(cudaStream_t stream, int warmup, int reps, loom_bench_op_fn op, void *arg,
-                                    double *us) {
+/* Per-repetition times in us: us[j * reps + i] is repetition i of ops[j].
+ * Each repetition runs ops 0 .. nops-1 back to back, one event between
+ * consecutive runs; `iter` counts runs over all ops (input rotation). */
+static loom_result_t loom__time_raw(cudaStream_t stream, int warmup, int reps, int nops, loom_bench_op_fn *ops,
+                                    void **args, double *us) {
   loom_result_t r = LOOM_SUCCESS;
-  cudaEvent_t *ev = (cudaEvent_t *)calloc((size_t)reps + 1, sizeof *ev);
+  const int nev = reps * nops + 1;
+  cudaEvent_t *ev = (cudaEvent_t *)calloc((size_t)nev, sizeof *ev);
   if (!ev) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_time: host allocation failed");
   int made = 0;
-  for (; made <= reps; ++made) {
+  for (; made < nev; ++made) {
     cudaError_t e = cudaEventCreate(&ev[made]);
     if (e != cudaSuccess) {
       r = loom__cuda_fail((int)e, "cudaEventCreate", __FILE__, __LINE__);
@@ -239,33 +242,34 @@ static loom_result_t loom__time_raw(cudaStream_t stream, int warmup, int reps, l
     }
   }
   int iter = 0;
-  for (int i = 0; i < warmup && r == LOOM_SUCCESS; ++i) r = op(arg, iter++, stream);
+  for (int i = 0; i < warmup && r == LOOM_SUCCESS; ++i)
+    for (int j = 0; j < nops && r == LOOM_SUCCESS; ++j) r = ops[j](args[j], iter++, stream);
   if (r != LOOM_SUCCESS) goto out;
-  for (int i = 0; i < reps; ++i) {
+  for (int i = 0; i < reps * nops; ++i) {
     cudaError_t e = cudaEventRecord(ev[i], stream);
     if (e != cudaSuccess) {
       r = loom__cuda_fail((int)e, "cudaEventRecord", __FILE__, __LINE__);
       goto out;
     }
-    r = op(arg, iter++, stream);
+    r = ops[i % nops](args[i % nops], iter++, stream);
     if (r != LOOM_SUCCESS) goto out;
   }
   {
-    cudaError_t e = cudaEventRecord(ev[reps], stream);
-    if (e == cudaSuccess) e = cudaEventSynchronize(ev[reps]);
+    cudaError_t e = cudaEventRecord(ev[nev - 1], stream);
+    if (e == cudaSuccess) e = cudaEventSynchronize(ev[nev - 1]);
     if (e != cudaSuccess) {
       r = loom__cuda_fail((int)e, "cudaEventSynchronize (after the timed repetitions)", __FILE__, __LINE__);
       goto out;
     }
   }
-  for (int i = 0; i < reps; ++i) {
+  for (int i = 0; i < reps * nops; ++i) {
     float ms = 0.0f;
     cudaError_t e = cudaEventElapsedTime(&ms, ev[i], ev[i + 1]);
     if (e != cudaSuccess) {
       r = loom__cuda_fail((int)e, "cudaEventElapsedTime", __FILE__, __LINE__);
       goto out;
     }
-    us[i] = 1e3 * (double)ms;
+    us[(i % nops) * reps + i / nops] = 1e3 * (double)ms;
   }
 out:
   for (int i = 0; i < made; ++i) cudaEventDestroy(ev[i]);
@@ -273,17 +277,25 @@ out:
   return r;
 }
 
-loom_result_t loom_bench_time(cudaStream_t stream, int warmup, int reps, loom_bench_op_fn op, void *arg,
-                              loom_bench_time_t *out) {
-  if (reps < 1 || warmup < 0 || !op || !out)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time: reps=%d warmup=%d op=%p out=%p", reps,
-                      warmup, (void *)(uintptr_t)op, (void *)out);
-  double *us = (double *)calloc((size_t)reps, sizeof *us);
+loom_result_t loom_bench_time_side_by_side(cudaStream_t stream, int warmup, int reps, int nops,
+                                           loom_bench_op_fn *ops, void **args, loom_bench_time_t *out) {
+  if (reps < 1 || warmup < 0 || nops < 1 || !ops || !args || !out)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time: reps=%d warmup=%d nops=%d ops=%p out=%p", reps,
+                      warmup, nops, (void *)ops, (void *)out);
+  for (int j = 0; j < nops; ++j)
+    if (!ops[j]) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time: ops[%d]=NULL", j);
+  double *us = (double *)calloc((size_t)reps * (size_t)nops, sizeof *us);
   if (!us) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_time: host allocation failed");
-  loom_result_t r = loom__time_raw(stream, warmup, reps, op, arg, us);
-  if (r == LOOM_SUCCESS) loom__stats(us, reps, out);
+  loom_result_t r = loom__time_raw(stream, warmup, reps, nops, ops, args, us);
+  if (r == LOOM_SUCCESS)
+    for (int j = 0; j < nops; ++j) loom__stats(us + (size_t)j * reps, reps, &out[j]);
   free(us);
   return r;
+}
+
+loom_result_t loom_bench_time(cudaStream_t stream, int warmup, int reps, loom_bench_op_fn op, void *arg,
+                              loom_bench_time_t *out) {
+  return loom_bench_time_side_by_side(stream, warmup, reps, 1, &op, &arg, out);
 }
 
 /* A small device scratch buffer of this process (one device per rank). */
@@ -337,7 +349,7 @@ loom_result_t loom_bench_time_ranks(ncclComm_t nccl, cudaStream_t stream, int wa
     goto out;
   }
   r = loom_bench_barrier(nccl, stream);
-  if (r == LOOM_SUCCESS) r = loom__time_raw(stream, warmup, reps, op, arg, us);
+  if (r == LOOM_SUCCESS) r = loom__time_raw(stream, warmup, reps, 1, &op, &arg, us);
   /* Every rank must reach the reduction, even one whose op failed: it
    * contributes +inf, so a failure anywhere shows on rank 0. */
   for (int i = 0; i < reps; ++i) f[i] = r == LOOM_SUCCESS ? (float)us[i] : INFINITY;

@@ -143,6 +143,15 @@ typedef struct loom_bench_time {
 loom_result_t loom_bench_time(cudaStream_t stream, int warmup, int reps, loom_bench_op_fn op, void *arg,
                               loom_bench_time_t *out);
 
+/* Several operations side by side: each repetition runs ops[0] .. ops[nops-1]
+ * back to back (events between them), so that clocks, heat and other tenants
+ * of the GPU weigh on each alike; out[j] are the statistics of ops[j]. The
+ * `iter` argument counts runs over all ops (run r of the whole sequence gets
+ * iter r), so a rotation of input sets by iter never gives two consecutive
+ * runs the same set. loom_bench_time is the case nops = 1. */
+loom_result_t loom_bench_time_side_by_side(cudaStream_t stream, int warmup, int reps, int nops,
+                                           loom_bench_op_fn *ops, void **args, loom_bench_time_t *out);
+
 /* Collective: every rank calls it with the same warmup/reps. Ranks line up
  * (an NCCL all-reduce), time as loom_bench_time, then the per-repetition
  * times are max-reduced over ranks and the statistics taken on those. */

@@ -10,8 +10,10 @@
  * accumulation. --quick: a subset.
  *
  * Per shape and layout: input sets rotated so that L2 never holds the next
- * one (loom_bench_rotation), random never-zero inputs, loom timed, cuBLASLt
- * tuned then timed, medians of --reps event-timed repetitions. Loom's output
+ * one (loom_bench_rotation), random never-zero inputs, cuBLASLt tuned, then
+ * cuBLASLt and loom timed side by side (each repetition runs one then the
+ * other, so clock and heat changes of the GPU weigh on both alike), medians
+ * of --reps event-timed repetitions. Loom's output
  * of the last repetition is checked against the fp64 reference on sampled
  * elements (#wrong). The loom row's note carries the ratio cuBLASLt time /
  * loom time and, for m <= 512, the fraction of the measured copy bandwidth
@@ -87,14 +89,15 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
   loom_result_t r = loom_bench_gemm_inputs_alloc(&in, &d0, (size_t)16 << 30, GEMM_SEED);
   for (int lay = 0; lay < 2 && r == LOOM_SUCCESS; ++lay) {
     if (a->only_nk && lay == 0) continue;
-    grun_t g;
-    memset(&g, 0, sizeof g);
-    g.d = d0;
-    g.d.b_layout = lay ? LOOM_B_NK : LOOM_B_KN;
-    g.in = &in;
+    grun_t g[2]; /* 0 cuBLASLt, 1 loom */
+    memset(g, 0, sizeof g);
     double us[2] = {NAN, NAN};
     loom_bench_row_t *rows[2] = {NULL, NULL};
-    for (int impl = 0; impl < 2; ++impl) { /* 0 cuBLASLt, 1 loom */
+    for (int impl = 0; impl < 2; ++impl) {
+      g[impl].d = d0;
+      g[impl].d.b_layout = lay ? LOOM_B_NK : LOOM_B_KN;
+      g[impl].in = &in;
+      g[impl].use_loom = impl;
       loom_bench_row_t *row = loom_bench_add(t);
       if (!row) {
         r = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "table row: host allocation failed");
@@ -108,28 +111,32 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
       snprintf(row->dtype, sizeof row->dtype, "bf16");
       row->m = m, row->n = n, row->k = k;
       row->flops = 2.0 * (double)m * (double)n * (double)k;
-      g.use_loom = impl;
-      loom_result_t lr = LOOM_SUCCESS;
-      if (!impl) lr = loom__base_gemm_tune(&g.d, in.sets[0].a, in.sets[0].b, in.sets[0].c, NULL, a->candidates,
-                                           a->o.quick ? 2 : 5, s, NULL);
-      loom_bench_time_t tm;
-      if (lr == LOOM_SUCCESS) lr = loom_bench_time(s, a->o.warmup, a->o.reps, grun_op, &g, &tm);
-      if (lr != LOOM_SUCCESS) {
-        fprintf(stderr, "loom-bench gemm: %s %s: %s\n", row->impl, row->shape, loom_last_error());
-        snprintf(row->note, sizeof row->note, "error: %s", loom_result_string(lr));
-        failures++;
-        if (cudaStreamSynchronize(s) != cudaSuccess) {
-          r = LOOM_ERR_CUDA;
-          break;
-        }
-        continue;
+    }
+    if (r != LOOM_SUCCESS) break;
+    /* cuBLASLt tuned first, then both timed side by side (each repetition
+     * runs cuBLASLt then loom, consecutive runs on different input sets) */
+    loom_result_t lr = loom__base_gemm_tune(&g[0].d, in.sets[0].a, in.sets[0].b, in.sets[0].c, NULL, a->candidates,
+                                            a->o.quick ? 2 : 5, s, NULL);
+    loom_bench_time_t tm[2];
+    loom_bench_op_fn ops[2] = {grun_op, grun_op};
+    void *args[2] = {&g[0], &g[1]};
+    if (lr == LOOM_SUCCESS) lr = loom_bench_time_side_by_side(s, a->o.warmup, a->o.reps, 2, ops, args, tm);
+    if (lr != LOOM_SUCCESS) {
+      fprintf(stderr, "loom-bench gemm: %s: %s\n", rows[1]->shape, loom_last_error());
+      for (int impl = 0; impl < 2; ++impl)
+        snprintf(rows[impl]->note, sizeof rows[impl]->note, "error: %s", loom_result_string(lr));
+      failures++;
+      if (cudaStreamSynchronize(s) != cudaSuccess) r = LOOM_ERR_CUDA;
+    } else {
+      for (int impl = 0; impl < 2; ++impl) {
+        us[impl] = tm[impl].median_us;
+        rows[impl]->gemm_us = tm[impl].median_us, rows[impl]->min_us = tm[impl].min_us;
+        rows[impl]->max_us = tm[impl].max_us;
       }
-      us[impl] = tm.median_us;
-      row->gemm_us = tm.median_us, row->min_us = tm.min_us, row->max_us = tm.max_us;
-      if (a->o.check && impl) {
-        const int last = (a->o.warmup + a->o.reps - 1) % in.nsets;
-        row->wrong = loom_bench_gemm_check(&in, &g.d, last, a->o.quick ? 16 : 48);
-        if (row->wrong != 0) failures++;
+      if (a->o.check) { /* loom ran last: its output of run (warmup + reps) x 2 - 1 is intact */
+        const int last = ((a->o.warmup + a->o.reps) * 2 - 1) % in.nsets;
+        rows[1]->wrong = loom_bench_gemm_check(&in, &g[1].d, last, a->o.quick ? 16 : 48);
+        if (rows[1]->wrong != 0) failures++;
       }
     }
     if (rows[0] && rows[1] && !isnan(us[0]) && !isnan(us[1])) {
@@ -140,7 +147,7 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
       int dev = 0, sms = 0;
       if (cudaGetDevice(&dev) == cudaSuccess &&
           cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) {
-        const loom_gemm_config_t h = loom__gemm_sm90_heuristic(&g.d, sms);
+        const loom_gemm_config_t h = loom__gemm_sm90_heuristic(&g[1].d, sms);
         snprintf(cfg, sizeof cfg, ", bn%d%s", h.bn, h.sk_tiles ? (h.sk_tiles < 0 ? " sk" : " sk-tail") : "");
       }
       if (m <= 512)
