@@ -14,7 +14,8 @@
  * stream-K), stream-K bn 128 / 256 (every tile shared by all SMs when the
  * tiles are under one wave, else the last wave + remainder), aligned split-K
  * bn 128 / 256 (every tile up to two waves, else the last wave + remainder;
- * splits from loom__gemm_split_count), cuBLASLt tuned;
+ * splits from loom__gemm_split_count), the heuristic's configuration with
+ * the 2x1 cluster toggled (cl-tog), cuBLASLt tuned;
  * median of `reps` event-timed launches after warm-up; inputs rotated among
  * copies when they would fit in L2; loom's C compared with cuBLASLt's on every
  * element (bad = count out of bound, NaN included). HBM fraction = weight
@@ -206,8 +207,8 @@ int main(int argc, char **argv) {
   if (jf) fprintf(jf, "{\"device\": \"%s\", \"copy_gbs\": %.1f, \"results\": [\n", prop.name, hbm / 1e9);
   double logsum = 0, minr = 1e9;
   int nbig = 0, jfirst = 1;
-  printf("%-10s %5s %6s %6s %-6s | %8s %7s | %-9s %7s %7s %7s %7s %7s %7s | %8s %7s | %6s %6s %5s %s\n", "family", "m", "n",
-         "k", "B", "loom ms", "TFLOP/s", "h-cfg", "dp128", "dp256", "sk128", "sk256", "sp128", "sp256", "cublas", "TFLOP/s",
+  printf("%-10s %5s %6s %6s %-6s | %8s %7s | %-9s %7s %7s %7s %7s %7s %7s %7s | %8s %7s | %6s %6s %5s %s\n", "family", "m", "n",
+         "k", "B", "loom ms", "TFLOP/s", "h-cfg", "dp128", "dp256", "sk128", "sk256", "sp128", "sp256", "cl-tog", "cublas", "TFLOP/s",
          "ratio", "best", "HBM", "check");
   for (int si = 0; si < ns; ++si)
     for (int lay = 0; lay < 2; ++lay) {
@@ -218,9 +219,9 @@ int main(int argc, char **argv) {
       if (nsets > 4) nsets = 4;
       if ((sa + sb) * 2 * 1 > (size_t)prop.l2CacheSize * 3 || nsets < 1) nsets = 1;
       const double flop = 2.0 * s.m * s.n * s.k;
-      enum { NV = 7 };
-      float t_cfg[NV] = {0, 0, 0, 0, 0, 0, 0};
-      const int bns[NV] = {0, 128, 256, 128, 256, 128, 256};
+      enum { NV = 8 };
+      float t_cfg[NV] = {0, 0, 0, 0, 0, 0, 0, 0};
+      const int bns[NV] = {0, 128, 256, 128, 256, 128, 256, 0};
       const int sms = prop.multiProcessorCount;
       loom_gemm_config_t heur = loom__gemm_sm90_heuristic(&d, sms);
       loom_gemm_config_t cfgs[NV];
@@ -240,6 +241,7 @@ int main(int argc, char **argv) {
             cfg.sk_splits = loom__gemm_split_count(shared, (s.k + 63) / 64, sms);
           }
         }
+        if (c == 7) cfg.cluster = cfg.cluster == 2 ? 1 : 2; /* the heuristic's tiles, cluster toggled */
         cfgs[c] = cfg;
         float t[MAXREP];
         for (int i = 0; i < reps + 2; ++i) {
@@ -285,13 +287,14 @@ int main(int argc, char **argv) {
       float tbest = tl;
       for (int c = 1; c < NV; ++c) tbest = std::min(tbest, t_cfg[c]);
       char hname[32];
-      snprintf(hname, sizeof hname, "%d%s", heur.bn,
-               heur.sk_tiles ? (heur.sk_splits ? "/split" : heur.sk_tiles < 0 ? "/sk" : "/skt") : "/dp");
+      snprintf(hname, sizeof hname, "%d%s%s", heur.bn,
+               heur.sk_tiles ? (heur.sk_splits ? "/split" : heur.sk_tiles < 0 ? "/sk" : "/skt") : "/dp",
+               heur.cluster == 2 ? "c2" : "");
       const double frac = (double)sb * 2 / (tl * 1e-3) / hbm;
-      printf("%-10s %5lld %6lld %6lld %-6s | %8.3f %7.1f | %-9s %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f | %8.3f %7.1f | %6.3f %6.3f "
+      printf("%-10s %5lld %6lld %6lld %-6s | %8.3f %7.1f | %-9s %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f | %8.3f %7.1f | %6.3f %6.3f "
              "%5.2f %s\n",
              s.family, (long long)s.m, (long long)s.n, (long long)s.k, lay ? "[k,n]" : "[n,k]", tl,
-             flop / (tl * 1e-3) / 1e12, hname, t_cfg[1], t_cfg[2], t_cfg[3], t_cfg[4], t_cfg[5], t_cfg[6], tc,
+             flop / (tl * 1e-3) / 1e12, hname, t_cfg[1], t_cfg[2], t_cfg[3], t_cfg[4], t_cfg[5], t_cfg[6], t_cfg[7], tc,
              flop / (tc * 1e-3) / 1e12, ratio, tc / tbest, s.m <= 512 ? frac : 0.0, bad ? "BAD" : "ok");
       fflush(stdout);
       if (bad) printf("    %llu of %zu elements differ from cuBLASLt\n", bad, sc);
@@ -304,10 +307,10 @@ int main(int argc, char **argv) {
         fprintf(jf,
                 "%s{\"family\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"b_layout\": \"%s\", \"loom_ms\": %.4f, "
                 "\"loom_cfg\": \"%s\", \"dp128_ms\": %.4f, \"dp256_ms\": %.4f, \"sk128_ms\": %.4f, \"sk256_ms\": %.4f, "
-                "\"split128_ms\": %.4f, \"split256_ms\": %.4f, \"split128_n\": %d, \"split256_n\": %d, "
+                "\"split128_ms\": %.4f, \"split256_ms\": %.4f, \"split128_n\": %d, \"split256_n\": %d, \"cluster_toggled_ms\": %.4f, "
                 "\"cublas_ms\": %.4f, \"ratio\": %.4f, \"best_ratio\": %.4f, \"hbm_fraction\": %.4f, \"mismatches\": %llu}",
                 jfirst ? "" : ",\n", s.family, (long long)s.m, (long long)s.n, (long long)s.k, lay ? "kn" : "nk", tl,
-                hname, t_cfg[1], t_cfg[2], t_cfg[3], t_cfg[4], t_cfg[5], t_cfg[6], cfgs[5].sk_splits, cfgs[6].sk_splits, tc,
+                hname, t_cfg[1], t_cfg[2], t_cfg[3], t_cfg[4], t_cfg[5], t_cfg[6], cfgs[5].sk_splits, cfgs[6].sk_splits, t_cfg[7], tc,
                 ratio, tc / tbest, frac, bad);
         jfirst = 0;
       }

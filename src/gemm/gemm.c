@@ -40,7 +40,7 @@
 #define LOOM_SK_MIN_KBLOCKS 8
 
 loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_count) {
-  loom_gemm_config_t best = {256, 0, 0, 0, 0, 0, 0};
+  loom_gemm_config_t best = {256, 0, 0, 0, 0, 0, 0, 0};
   if (sm_count < 1) sm_count = 1;
   const int64_t tiles_m = loom_ceil_div(d->m, 128);
   double best_score = -1.0;
@@ -81,6 +81,9 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_c
       best.sk_blocks = (int)s;
     }
   }
+  /* 2x1 clusters (each block loads half of the pair's B k-block, multicast):
+   * data-parallel GEMMs with at least two tile rows */
+  if (best.sk_tiles == 0 && tiles_m >= 2) best.cluster = 2;
   return best;
 }
 

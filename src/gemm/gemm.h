@@ -52,6 +52,11 @@ typedef struct loom_gemm_config {
                   * >= 1: split-K instead, each shared tile cut into this many
                   * aligned k ranges, units round-robin over the grid
                   * (loom__gemm_split_count suggests one) */
+  int cluster;   /* blocks per thread-block cluster along m: 0 or 1 none; 2:
+                  * the pair computes two tiles stacked along m and each
+                  * block loads half of their shared B k-block, multicast
+                  * to both (plain data-parallel GEMMs with >= 2 tile rows;
+                  * ignored elsewhere) */
 } loom_gemm_config_t;
 
 typedef enum loom_gemm_epilogue {

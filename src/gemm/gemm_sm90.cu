@@ -131,6 +131,45 @@ static __device__ __forceinline__ void loom_mbar_wait(uint32_t bar, uint32_t par
   } while (!done);
 }
 
+/* This block's rank in its thread-block cluster. */
+static __device__ __forceinline__ uint32_t loom_cluster_rank(void) {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+/* Every thread of every block of the cluster (release / acquire); called
+ * by whole warps (.aligned: the compiler then knows they are converged). */
+static __device__ __forceinline__ void loom_cluster_sync(void) {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* The shared::cluster address of offset `addr` in block `rank`'s shared
+ * memory. */
+static __device__ __forceinline__ uint32_t loom_cluster_addr(uint32_t addr, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  return remote;
+}
+
+/* Arrives on an mbarrier of another block of the cluster (a
+ * loom_cluster_addr address). */
+static __device__ __forceinline__ void loom_mbar_arrive_remote(uint32_t remote) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+
+/* 2-D TMA load multicast to the blocks of `mask` in the cluster: the box
+ * lands at offset dst of each one's shared memory and completes its bytes on
+ * each one's barrier at offset bar. */
+static __device__ __forceinline__ void loom_tma_load_2d_mc(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                                           int32_t c0, int32_t c1, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;"
+      ::"r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "h"(mask)
+      : "memory");
+}
+
 /* 2-D TMA load of one box at coordinates (c0 innermost, c1) into dst,
  * completing `bytes` on barrier bar. */
 static __device__ __forceinline__ void loom_tma_load_2d(uint32_t dst, const CUtensorMap *map,
@@ -300,12 +339,24 @@ static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUte
   }
 }
 
+/* A consumer warp is done with stage s: tell this block's producer and, in a
+ * pair, the peer's producer (it multicasts into this block's stage too).
+ * empty_peer: the peer's empty barriers (loom_cluster_addr, computed once:
+ * mapa inside the main loop makes ptxas serialise the wgmma, C7518). */
+template <int CL>
+static __device__ __forceinline__ void loom_sm90_release(uint32_t empty, uint32_t empty_peer, int s) {
+  loom_mbar_arrive(empty + 8 * s);
+  if (CL > 1) loom_mbar_arrive_remote(empty_peer + 8 * s);
+}
+
 /* Segment i of this block (tile_order.h). Without stream-K (SK false) the
- * plain persistent walk over whole tiles, which the compiler sees whole. */
-template <bool SK>
+ * plain persistent walk over whole tiles (or, with clusters of CL blocks,
+ * over steps of CL tiles stacked along m), which the compiler sees whole. */
+template <bool SK, int CL>
 static __device__ __forceinline__ int loom_sm90_segment(const loom_work_t *w, int i, loom_segment_t *sg) {
   if (SK) return loom_work_segment(w, (int32_t)blockIdx.x, i, sg);
-  sg->step = (int32_t)blockIdx.x + i * (int32_t)gridDim.x;
+  /* clusters of CL blocks walk the steps together (a step = CL tiles) */
+  sg->step = (int32_t)blockIdx.x / CL + i * ((int32_t)gridDim.x / CL);
   sg->k0 = 0, sg->k1 = w->kblocks;
   sg->sk = 0, sg->sk_tile = -1, sg->first = sg->last = (int32_t)blockIdx.x;
   return sg->step < w->tiles;
@@ -328,7 +379,9 @@ static __device__ __forceinline__ uint32_t loom_ticket(uint32_t *p) {
  * the hooked ones from registers (row routing, atomics, per-tile signals). */
 #define LOOM_SM90_EPI_BYTES(hooks) ((hooks) ? 0 : 4 * 8192)
 
-template <int BN, int STAGES, int TYPE, int TB, bool HOOKS, bool SK>
+/* CL: blocks per cluster along m (1, or 2: the pair shares each B k-block,
+ * each block loading half of it multicast to both). */
+template <int BN, int STAGES, int TYPE, int TB, bool HOOKS, bool SK, int CL>
 __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     loom_gemm_sm90_kernel(const __grid_constant__ CUtensorMap tma_a,
                           const __grid_constant__ CUtensorMap tma_b,
@@ -354,16 +407,23 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
    * do not serialize the wgmma (ptxas C7518) */
   const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
   const int tid = threadIdx.x % 128;
+  /* warp-uniform in the compiler's eyes too (tm and `active` depend on it;
+   * ptxas C7518 otherwise) */
+  const uint32_t crank = CL > 1 ? __shfl_sync(0xffffffffu, loom_cluster_rank(), 0) : 0;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       loom_mbar_init(full + 8 * s, 1);
-      loom_mbar_init(empty + 8 * s, 8); /* lane 0 of each of the 8 consumer warps */
+      /* lane 0 of each of the 8 consumer warps of every block of the
+       * cluster: a stage is refilled (partly by the peer's multicast) only
+       * when all of them are done with it */
+      loom_mbar_init(empty + 8 * s, 8 * CL);
     }
     *abort_flag = 0;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  __syncthreads();
+  if (CL > 1) loom_cluster_sync(); /* the peer's barriers exist before anything targets them */
+  __syncthreads();                  /* (and tells the compiler the block is converged) */
 
   if (wg == 0) {
     /* ---- producer ---- */
@@ -375,10 +435,13 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       uint32_t phase = 0;
       int aborted = 0;
       loom_segment_t sg;
-      for (int i = 0; loom_sm90_segment<SK>(&args.work, i, &sg); ++i) {
+      for (int i = 0; loom_sm90_segment<SK, CL>(&args.work, i, &sg); ++i) {
         const int t = loom_tile_at(&args.order, sg.step);
         int tm, tn;
         loom_tile_coords(&args.order, t, &tm, &tn);
+        tm = tm * CL + (int)crank;
+        /* a cluster's last tile row may lie past m (odd tile rows): no A */
+        const bool has_a = CL == 1 || tm * LOOM_SM90_BM < args.m;
         if (HOOKS && args.hooks.wait_signals && !aborted) {
           int first, last;
           loom_tile_wait_range(tm, LOOM_SM90_BM, args.m, args.hooks.wait_rows_per_signal, &first, &last);
@@ -398,15 +461,31 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
           if (HOOKS && aborted) {
             loom_mbar_arrive(fb); /* no data: consumers run on and skip their stores */
           } else {
-            loom_mbar_expect_tx(fb, STAGE_TX);
-            loom_tma_load_2d(sa + stage * LOOM_SM90_A_BYTES, &tma_a, fb, kb * LOOM_SM90_BK, tm * LOOM_SM90_BM);
+            loom_mbar_expect_tx(fb, has_a ? STAGE_TX : (uint32_t)B_BYTES);
+            if (has_a)
+              loom_tma_load_2d(sa + stage * LOOM_SM90_A_BYTES, &tma_a, fb, kb * LOOM_SM90_BK, tm * LOOM_SM90_BM);
             const uint32_t dst = sb + stage * B_BYTES;
-            if (TB == 0) {
-              loom_tma_load_2d(dst, &tma_b, fb, kb * LOOM_SM90_BK, tn * BN);
-            } else {
+            if (CL == 1) {
+              if (TB == 0) {
+                loom_tma_load_2d(dst, &tma_b, fb, kb * LOOM_SM90_BK, tn * BN);
+              } else {
 #pragma unroll
-              for (int j = 0; j < BN / 64; ++j)
-                loom_tma_load_2d(dst + j * 8192, &tma_b, fb, tn * BN + j * 64, kb * LOOM_SM90_BK);
+                for (int j = 0; j < BN / 64; ++j)
+                  loom_tma_load_2d(dst + j * 8192, &tma_b, fb, tn * BN + j * 64, kb * LOOM_SM90_BK);
+              }
+            } else {
+              /* this block's half of B, to both blocks of the pair */
+              const uint16_t mask = (uint16_t)((1u << CL) - 1u);
+              if (TB == 0) {
+                loom_tma_load_2d_mc(dst + crank * (BN / 2) * 128, &tma_b, fb, kb * LOOM_SM90_BK,
+                                    tn * BN + (int)crank * (BN / 2), mask);
+              } else {
+#pragma unroll
+                for (int j = 0; j < BN / 128; ++j) {
+                  const int jj = (int)crank * (BN / 128) + j;
+                  loom_tma_load_2d_mc(dst + jj * 8192, &tma_b, fb, tn * BN + jj * 64, kb * LOOM_SM90_BK, mask);
+                }
+              }
             }
           }
           if (++stage == STAGES) {
@@ -425,12 +504,14 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     int stage = 0;
     uint32_t phase = 0;
     uint32_t epi_seq = 0; /* chunks stored so far (TMA epilogue buffer parity) */
+    const uint32_t empty_peer = CL > 1 ? loom_cluster_addr(empty, crank ^ 1u) : 0;
     if (TMA_EPI && tid == 0) asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)&tma_c) : "memory");
     loom_segment_t sg;
-    for (int i = 0; loom_sm90_segment<SK>(&args.work, i, &sg); ++i) {
+    for (int i = 0; loom_sm90_segment<SK, CL>(&args.work, i, &sg); ++i) {
       const int t = loom_tile_at(&args.order, sg.step);
       int tm, tn;
       loom_tile_coords(&args.order, t, &tm, &tn);
+      tm = tm * CL + (int)crank;
       const int row0 = tm * LOOM_SM90_BM + cw * 64;
       const bool active = row0 < args.m; /* all 64 rows out of range: skip the math */
       int prev = 0;
@@ -449,9 +530,9 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
           }
           loom_wgmma_commit();
           loom_wgmma_wait<1>();
-          if (kb > sg.k0 && lane == 0) loom_mbar_arrive(empty + 8 * prev);
+          if (kb > sg.k0 && lane == 0) loom_sm90_release<CL>(empty, empty_peer, prev);
         } else if (lane == 0) {
-          loom_mbar_arrive(empty + 8 * stage);
+          loom_sm90_release<CL>(empty, empty_peer, stage);
         }
         prev = stage;
         if (++stage == STAGES) {
@@ -462,14 +543,14 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       if (active) {
         loom_wgmma_wait<0>();
         loom_fence_regs<BN / 2>(acc);
-        if (lane == 0) loom_mbar_arrive(empty + 8 * prev);
+        if (lane == 0) loom_sm90_release<CL>(empty, empty_peer, prev);
       }
 
       /* ---- stream-K: a shared tile is finished by its last contributor ---- */
       bool finish = true;
       /* the segment again, so that its fields need no registers across the
        * main loop (register pressure next to 128 accumulators) */
-      if (SK) loom_sm90_segment<SK>(&args.work, i, &sg);
+      if (SK) loom_sm90_segment<SK, CL>(&args.work, i, &sg);
       if (SK && sg.sk) {
         /* this block's partial -> its slot (each thread its own fragment,
          * 16-byte stores, 2 KiB contiguous per warpgroup and store) */
@@ -572,6 +653,8 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     /* the shared-memory buffers must outlive the TMA stores that read them */
     if (TMA_EPI && tid == 0) loom_bulk_wait_all();
   }
+  /* no block leaves while its peer may still arrive on its barriers */
+  if (CL > 1) loom_cluster_sync();
 #endif /* LOOM_SM90A */
 }
 
@@ -631,23 +714,65 @@ static size_t loom__sm90_smem(int bn, int stages, int hooks) {
 typedef void (*loom__sm90_kernel_t)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const loom_sm90_args_t);
 
 template <int BN, int TYPE, int TB, bool HOOKS>
-static loom__sm90_kernel_t loom__sm90_pick3(int sk) {
-  /* no stream-K with hooks (see the launcher): SK = !HOOKS */
-  if (sk) return loom_gemm_sm90_kernel<BN, BN == 256 ? 4 : 6, TYPE, TB, HOOKS, !HOOKS>;
-  return loom_gemm_sm90_kernel<BN, BN == 256 ? 4 : 6, TYPE, TB, HOOKS, false>;
+static loom__sm90_kernel_t loom__sm90_pick3(int sk, int cl) {
+  constexpr int S = BN == 256 ? 4 : 6;
+  /* no stream-K with hooks (see the launcher): SK = !HOOKS; clusters only
+   * for plain data-parallel GEMMs */
+  if (sk) return loom_gemm_sm90_kernel<BN, S, TYPE, TB, HOOKS, !HOOKS, 1>;
+  if (cl == 2 && !HOOKS) return loom_gemm_sm90_kernel<BN, S, TYPE, TB, false, false, 2>;
+  return loom_gemm_sm90_kernel<BN, S, TYPE, TB, HOOKS, false, 1>;
 }
 
 template <int BN, bool HOOKS>
-static loom__sm90_kernel_t loom__sm90_pick2(int type, int tb, int sk) {
+static loom__sm90_kernel_t loom__sm90_pick2(int type, int tb, int sk, int cl) {
   if (type == LOOM_BF16)
-    return tb ? loom__sm90_pick3<BN, LOOM_BF16, 1, HOOKS>(sk) : loom__sm90_pick3<BN, LOOM_BF16, 0, HOOKS>(sk);
-  return tb ? loom__sm90_pick3<BN, LOOM_FP16, 1, HOOKS>(sk) : loom__sm90_pick3<BN, LOOM_FP16, 0, HOOKS>(sk);
+    return tb ? loom__sm90_pick3<BN, LOOM_BF16, 1, HOOKS>(sk, cl) : loom__sm90_pick3<BN, LOOM_BF16, 0, HOOKS>(sk, cl);
+  return tb ? loom__sm90_pick3<BN, LOOM_FP16, 1, HOOKS>(sk, cl) : loom__sm90_pick3<BN, LOOM_FP16, 0, HOOKS>(sk, cl);
 }
 
-/* The kernel instantiation for a configuration (sk: any stream-K tiles). */
-static loom__sm90_kernel_t loom__sm90_pick(int bn, int type, int tb, int hooks, int sk) {
-  if (bn == 256) return hooks ? loom__sm90_pick2<256, true>(type, tb, sk) : loom__sm90_pick2<256, false>(type, tb, sk);
-  return hooks ? loom__sm90_pick2<128, true>(type, tb, sk) : loom__sm90_pick2<128, false>(type, tb, sk);
+/* The kernel instantiation for a configuration (sk: any stream-K tiles;
+ * cl: blocks per cluster). */
+static loom__sm90_kernel_t loom__sm90_pick(int bn, int type, int tb, int hooks, int sk, int cl) {
+  if (bn == 256)
+    return hooks ? loom__sm90_pick2<256, true>(type, tb, sk, cl) : loom__sm90_pick2<256, false>(type, tb, sk, cl);
+  return hooks ? loom__sm90_pick2<128, true>(type, tb, sk, cl) : loom__sm90_pick2<128, false>(type, tb, sk, cl);
+}
+
+/* Launch configuration of `grid` blocks in clusters of 2 along x; `at`
+ * holds its attribute. */
+static cudaLaunchConfig_t loom__sm90_cluster_launch(int grid, size_t smem, cudaStream_t stream,
+                                                    cudaLaunchAttribute *at) {
+  cudaLaunchConfig_t lc = {};
+  at->id = cudaLaunchAttributeClusterDimension;
+  at->val.clusterDim.x = 2, at->val.clusterDim.y = 1, at->val.clusterDim.z = 1;
+  lc.gridDim = dim3((unsigned)grid, 1, 1);
+  lc.blockDim = dim3(LOOM_SM90_THREADS, 1, 1);
+  lc.dynamicSmemBytes = smem;
+  lc.stream = stream;
+  lc.attrs = at;
+  lc.numAttrs = 1;
+  return lc;
+}
+
+/* Clusters of 2 of kernel `kern` that can be resident at once on the
+ * current device (cached per device and tile width). */
+static loom_result_t loom__sm90_max_clusters(loom__sm90_kernel_t kern, int bn, size_t smem, int *out) {
+  static int cache[16][2];
+  int dev;
+  LOOM_CUDA(cudaGetDevice(&dev));
+  int *slot = dev >= 0 && dev < 16 ? &cache[dev][bn == 256] : NULL;
+  if (slot && __atomic_load_n(slot, __ATOMIC_RELAXED) > 0) {
+    *out = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    return LOOM_SUCCESS;
+  }
+  cudaLaunchAttribute at;
+  const cudaLaunchConfig_t lc = loom__sm90_cluster_launch(2, smem, 0, &at);
+  int n = 0;
+  LOOM_CUDA(cudaOccupancyMaxActiveClusters(&n, (const void *)kern, &lc));
+  if (n < 1) return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_gemm: no cluster of 2 blocks fits on this GPU (bn=%d)", bn);
+  if (slot) __atomic_store_n(slot, n, __ATOMIC_RELAXED);
+  *out = n;
+  return LOOM_SUCCESS;
 }
 
 extern "C" int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major, int cc_minor) {
@@ -658,7 +783,7 @@ extern "C" int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major
   static int has_code = -1;
   if (has_code < 0) {
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, (const void *)loom__sm90_pick(256, LOOM_BF16, 0, 0, 0)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, (const void *)loom__sm90_pick(256, LOOM_BF16, 0, 0, 0, 1)) != cudaSuccess) {
       (void)cudaGetLastError();
       return 0;
     }
@@ -704,14 +829,20 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
                       args.order.row_shift, args.order.tiles_m);
   if (args.order.kind == LOOM_TILE_ORDER_SCHEDULE && !args.order.schedule)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks order SCHEDULE with schedule=NULL");
+  if (conf.cluster < 0 || conf.cluster > 2)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config cluster=%d: must be 0, 1 or 2", conf.cluster);
   if (hooks && hooks->wait_signals && hooks->wait_rows_per_signal < 1)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks wait_rows_per_signal=%lld: must be >= 1",
                       (long long)hooks->wait_rows_per_signal);
 
   CUtensorMap ma, mb;
   LOOM_TRY(loom__tensor_map(&ma, a, d->ab_type, (uint64_t)d->k, (uint64_t)d->m, LOOM_SM90_BK, LOOM_SM90_BM, "A"));
+  /* clusters (plain data-parallel GEMMs with 2+ tile rows): each block of a
+   * pair loads half of the B tile, so the B box of [n, k] is bn/2 rows */
+  const int want_cl = conf.cluster == 2 && !hooks && conf.sk_tiles == 0 && args.order.tiles_m >= 2 ? 2 : 1;
   if (d->b_layout == LOOM_B_NK)
-    LOOM_TRY(loom__tensor_map(&mb, b, d->ab_type, (uint64_t)d->k, (uint64_t)d->n, LOOM_SM90_BK, (uint32_t)conf.bn, "B"));
+    LOOM_TRY(loom__tensor_map(&mb, b, d->ab_type, (uint64_t)d->k, (uint64_t)d->n, LOOM_SM90_BK,
+                              (uint32_t)(conf.bn / want_cl), "B"));
   else
     LOOM_TRY(loom__tensor_map(&mb, b, d->ab_type, (uint64_t)d->n, (uint64_t)d->k, 64, LOOM_SM90_BK, "B"));
   /* C for the TMA epilogue: boxes of 64 rows x 128 bytes */
@@ -766,10 +897,30 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   args.work.dp_tiles = dp_tiles;
   args.work.sk_blocks = sk_blocks;
   args.work.splits = splits;
+  const int cl = sk_tiles > 0 ? 1 : want_cl;
   const size_t smem = loom__sm90_smem(conf.bn, stages, hooks != NULL);
-  loom__sm90_kernel_t kern = loom__sm90_pick(conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, hooks != NULL, sk_tiles > 0);
+  loom__sm90_kernel_t kern =
+      loom__sm90_pick(conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, hooks != NULL, sk_tiles > 0, cl);
   LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, mc, args);
+  if (cl == 1) {
+    kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, mc, args);
+  } else {
+    /* steps of 2 tiles stacked along m: the order runs over tile-row pairs */
+    args.order.tiles_m = (int32_t)loom_ceil_div(args.order.tiles_m, 2);
+    args.order.group = args.order.group > 1 ? args.order.group / 2 : 1;
+    const int steps = args.order.tiles_m * args.order.tiles_n;
+    int max_cl = 0;
+    LOOM_TRY(loom__sm90_max_clusters(kern, conf.bn, smem, &max_cl));
+    int ncl = (conf.grid > 0 ? conf.grid : sms) / 2;
+    if (ncl > max_cl) ncl = max_cl;
+    if (ncl > steps) ncl = steps;
+    if (ncl < 1) ncl = 1;
+    args.work.tiles = steps;
+    args.work.grid = 2 * ncl;
+    cudaLaunchAttribute at;
+    const cudaLaunchConfig_t lc = loom__sm90_cluster_launch(2 * ncl, smem, stream, &at);
+    LOOM_CUDA(cudaLaunchKernelEx(&lc, kern, ma, mb, mc, args));
+  }
   LOOM_CUDA_LAUNCHED("loom_gemm_sm90_kernel");
   return LOOM_SUCCESS;
 }

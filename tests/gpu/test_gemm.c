@@ -217,10 +217,10 @@ static int run_case(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg, in
     bad_cub = check_same(&g, &rel_cub);
   }
   ok = unw == 0 && bad_ref == 0 && bad_cub == 0;
-  printf("    %-4s m=%-5lld n=%-5lld k=%-5lld %s->%s %s bias=%d bn=%d sk=%d/%d/%d: unwritten %zu, vs fp64 rel %.2e (%zu bad), vs cuBLASLt rel %.2e (%zu bad)\n",
+  printf("    %-4s m=%-5lld n=%-5lld k=%-5lld %s->%s %s bias=%d bn=%d sk=%d/%d/%d cl=%d: unwritten %zu, vs fp64 rel %.2e (%zu bad), vs cuBLASLt rel %.2e (%zu bad)\n",
          ok ? "ok" : "FAIL", (long long)d->m, (long long)d->n, (long long)d->k, dt_name(d->ab_type),
          dt_name(d->c_type), d->b_layout == LOOM_B_NK ? "B[n,k]" : "B[k,n]", d->has_bias, cfg ? cfg->bn : 0,
-         cfg ? cfg->sk_tiles : 0, cfg ? cfg->sk_blocks : 0, cfg ? cfg->sk_splits : 0, unw, rel_ref, bad_ref, rel_cub,
+         cfg ? cfg->sk_tiles : 0, cfg ? cfg->sk_blocks : 0, cfg ? cfg->sk_splits : 0, cfg ? cfg->cluster : 0, unw, rel_ref, bad_ref, rel_cub,
          bad_cub);
   if (!ok)
     loom_test_fail(__FILE__, __LINE__, "GEMM m=%lld n=%lld k=%lld mismatched", (long long)d->m, (long long)d->n,
@@ -257,20 +257,27 @@ LOOM_TEST(gemm_dtypes_bias_layouts) {
 
 LOOM_TEST(gemm_both_tile_configs) {
   if (!sm90_or_skip()) return;
-  const int64_t shapes[][3] = {{3001, 2056, 1000}, {64, 4096, 4096}, {512, 1280, 2048}};
+  /* 2900 rows: 23 tile rows, so the last cluster pair has a block past m */
+  const int64_t shapes[][3] = {{3001, 2056, 1000}, {64, 4096, 4096}, {512, 1280, 2048}, {2900, 776, 1032}};
   const int bns[] = {128, 256};
-  for (size_t i = 0; i < 3; ++i)
+  for (size_t i = 0; i < 4; ++i)
     for (int b = 0; b < 2; ++b)
-      for (int lay = 0; lay < 2; ++lay) {
-        loom_gemm_config_t cfg = {bns[b], 0, 0, 0, 0, 0, 0};
-        loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
-                              lay ? LOOM_B_KN : LOOM_B_NK, 1};
-        run_case(&d, &cfg, 1);
-      }
-  /* a small grid: every block walks many tiles (persistent loop, phases) */
-  loom_gemm_config_t cfg = {256, 0, 3, 5, 0, 0, 0};
-  loom_gemm_desc_t d = {1000, 2056, 1032, LOOM_FP16, LOOM_FP32, LOOM_B_KN, 1};
-  run_case(&d, &cfg, 1);
+      for (int lay = 0; lay < 2; ++lay)
+        for (int cl = 1; cl <= 2; ++cl) {
+          loom_gemm_config_t cfg = {bns[b], 0, 0, 0, 0, 0, 0, cl};
+          loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
+                                lay ? LOOM_B_KN : LOOM_B_NK, 1};
+          run_case(&d, &cfg, 1);
+        }
+  /* a small grid: every block (cluster) walks many tiles (persistent loop,
+   * phases), every output dtype */
+  const loom_dtype_t cs[] = {LOOM_FP32, LOOM_FP16, LOOM_BF16};
+  for (int c = 0; c < 3; ++c)
+    for (int cl = 1; cl <= 2; ++cl) {
+      loom_gemm_config_t cfg = {256, 0, 3, 5, 0, 0, 0, cl};
+      loom_gemm_desc_t d = {1000, 2056, 1032, LOOM_FP16, cs[c], c ? LOOM_B_NK : LOOM_B_KN, 1};
+      run_case(&d, &cfg, 1);
+    }
 }
 
 /* Stream-K and split-K: the k-loop of every tile (or of the last tiles)
@@ -293,7 +300,7 @@ LOOM_TEST(gemm_stream_k_shapes_dtypes_layouts) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
     for (int b = 0; b < 2; ++b)
       for (int lay = 0; lay < 2; ++lay) {
-        loom_gemm_config_t cfg = {bns[b], 0, 0, (int)cases[i][5], (int)cases[i][3], (int)cases[i][4], (int)cases[i][6]};
+        loom_gemm_config_t cfg = {bns[b], 0, 0, (int)cases[i][5], (int)cases[i][3], (int)cases[i][4], (int)cases[i][6], 0};
         loom_gemm_desc_t d = {cases[i][0], cases[i][1], cases[i][2], LOOM_BF16, LOOM_BF16,
                               lay ? LOOM_B_KN : LOOM_B_NK, (int)((i + (size_t)lay) & 1)};
         run_case(&d, &cfg, 1);
@@ -303,7 +310,7 @@ LOOM_TEST(gemm_stream_k_shapes_dtypes_layouts) {
   for (int a = 0; a < 2; ++a)
     for (int c = 0; c < 3; ++c)
       for (int lay = 0; lay < 2; ++lay) {
-        loom_gemm_config_t cfg = {a ? 256 : 128, 0, 0, 0, -1, 11, c == 1 ? 3 : 0};
+        loom_gemm_config_t cfg = {a ? 256 : 128, 0, 0, 0, -1, 11, c == 1 ? 3 : 0, 0};
         loom_gemm_desc_t d = {97, 520, 2056, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, 1};
         run_case(&d, &cfg, 1);
       }
@@ -337,8 +344,8 @@ LOOM_TEST(gemm_stream_k_deterministic_and_graph) {
   cudaGraphExec_t exec = NULL;
   double rel = 0;
   loom_gemm_desc_t d = {77, 3000, 6152, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1};
-  loom_gemm_config_t cfg = {128, 0, 0, 0, -1, 0, 0};
-  loom_gemm_config_t split = {256, 0, 0, 0, -1, 0, 6};
+  loom_gemm_config_t cfg = {128, 0, 0, 0, -1, 0, 0, 0};
+  loom_gemm_config_t split = {256, 0, 0, 0, -1, 0, 6, 0};
   if (!gcase_init(&g, &d)) {
     loom_test_fail(__FILE__, __LINE__, "allocation");
     goto out;
@@ -527,7 +534,7 @@ LOOM_TEST(gemm_hooks_host_schedule_waits_and_tile_signals) {
   h.tile_signal = sig_d;
   h.signal_epoch = epoch;
   h.comm = fc.dc;
-  loom_gemm_config_t cfg = {128, 0, 0, 3, 0, 0, 0};
+  loom_gemm_config_t cfg = {128, 0, 0, 3, 0, 0, 0, 0};
   LOOM_OK(loom__gemm_hooked(&d, g.da, g.db, g.dc, g.dbias, &cfg, &h, st));
   int premature = 0, late = 0;
   for (int i = 0; i < TM; ++i) {
@@ -601,7 +608,7 @@ LOOM_TEST(gemm_hooks_row_routed_store_and_reduce) {
         CUDA_OK(cudaMemcpy(g.dc, init, g.c_bytes, cudaMemcpyHostToDevice));
         h.epilogue = LOOM_EPI_REDUCE;
       }
-      loom_gemm_config_t cfg = {256, 0, 0, 0, 0, 0, 0};
+      loom_gemm_config_t cfg = {256, 0, 0, 0, 0, 0, 0, 0};
       LOOM_OK(loom__gemm_hooked(&d, g.da, g.db, g.dc, d.has_bias ? g.dbias : NULL, &cfg, &h, 0));
       CUDA_OK(cudaDeviceSynchronize());
       CUDA_OK(cudaMemcpy(g.hc, g.dc, g.c_bytes, cudaMemcpyDeviceToHost));
