@@ -20,10 +20,13 @@
  * ldmatrix.x4 (B [n, k]) or ldmatrix.x4.trans (B [k, n]), then issues the
  * mma.sync.aligned.m16n8k16 (bf16 or fp16 in, fp32 accumulate). The chunk
  * swizzles of sm80_layout.h make every ldmatrix phase bank-conflict-free.
- * Barrier discipline (one __syncthreads per k-block): wait until k-block kb
- * has landed (cp.async.wait_group STAGES-2), barrier (all copies visible, and
- * every warp is done with stage kb-1), refill that stage with k-block
- * kb+STAGES-1, compute kb.
+ * Barrier discipline (one __syncthreads per k-block), fragments double-
+ * buffered in registers: at k-block kb's first k16 step, refill the stage
+ * of k-block kb-1 (every warp read its last fragments of it before the
+ * previous barrier) with k-block kb+STAGES-1; at its last k16 step, wait
+ * until k-block kb+1 has landed (cp.async.wait_group STAGES-2), barrier,
+ * and load kb+1's first fragments before issuing this step's mma, so the
+ * shared-memory loads of the next step overlap the tensor-core work.
  *
  * Epilogue straight from registers: + bias, rounded once to c_type, 4/8-byte
  * stores of adjacent column pairs, rows >= m and columns >= n masked.
@@ -188,6 +191,28 @@ static __device__ __forceinline__ void loom_sm80_load_stage(const loom_sm80_args
   }
 }
 
+/* The fragments of k16 step kk of the stage at sa (A tile, then the B tile
+ * A_BYTES on): MI ldmatrix.x4 for A, NI/2 for B (.trans for B [k, n]).
+ * oa, ob: the lane's offsets of its first block at kk = 0 (A; B [n, k] or
+ * B [k, n]). sm80_layout.h's identities: kk = 1 is oa ^ 32 (K-major), a
+ * further m16 / n16 block of a K-major tile is + 1024; for B [k, n] n16 pair
+ * j is ob ^ (32 j) and kk adds 32 BN. */
+template <int MI, int NI, int BN, int TB>
+static __device__ __forceinline__ void loom_sm80_load_frags(uint32_t (*af)[4], uint32_t (*bf)[2], uint32_t sa,
+                                                            uint32_t oa, uint32_t ob, int kk) {
+  const uint32_t sb = sa + LOOM_SM80_BM * LOOM_SM80_BK * 2;
+  const uint32_t oak = oa ^ (uint32_t)(kk << 5);
+#pragma unroll
+  for (int i = 0; i < MI; ++i) loom_ldmatrix_x4(af[i], sa + oak + i * 1024);
+#pragma unroll
+  for (int j = 0; j < NI / 2; ++j) {
+    uint32_t r[4];
+    if (TB == 0) loom_ldmatrix_x4(r, sb + (ob ^ (uint32_t)(kk << 5)) + j * 1024);
+    else loom_ldmatrix_x4_trans(r, sb + (ob ^ (uint32_t)(j << 5)) + kk * 32 * BN);
+    bf[2 * j][0] = r[0], bf[2 * j][1] = r[1], bf[2 * j + 1][0] = r[2], bf[2 * j + 1][1] = r[3];
+  }
+}
+
 #endif /* LOOM_SM80_DEVICE */
 
 /* TYPE: loom_dtype_t of A and B; TB: 0 B [n, k], 1 B [k, n]. */
@@ -241,45 +266,44 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
     loom_cp_async_commit();
   }
 
-  /* per-lane ldmatrix offsets (sm80_layout.h), hoisted out of the loop:
-   * a further m16 (or B [n, k] n16) block is 1024 bytes on, a further k16
-   * step of B [k, n] 32 BN bytes on */
-  uint32_t oa[2], ob[2], obt[NI / 2];
-#pragma unroll
-  for (int kk = 0; kk < 2; ++kk) {
-    oa[kk] = loom_sm80_frag_a(lane, wm * 64, kk);
-    ob[kk] = loom_sm80_frag_bnk(lane, wn * WN, kk);
-  }
-#pragma unroll
-  for (int j = 0; j < NI / 2; ++j) obt[j] = loom_sm80_frag_bkn(lane, wn * WN + j * 16, 0, BN);
+  /* per-lane ldmatrix offsets at kk = 0 (sm80_layout.h), hoisted out of
+   * the loop; the rest follow by the identities the host tests check */
+  const uint32_t oa = loom_sm80_frag_a(lane, wm * 64, 0);
+  const uint32_t ob = TB ? loom_sm80_frag_bkn(lane, wn * WN, 0, BN) : loom_sm80_frag_bnk(lane, wn * WN, 0);
 
+  /* fragments, double-buffered: those of the next k16 step (the next
+   * k-block's first, across the barrier) load while this step's mma run */
+  uint32_t af[2][MI][4], bf[2][NI][2];
+  loom_cp_async_wait<LOOM_SM80_STAGES - 2>(); /* k-block 0 landed */
+  __syncthreads();
+  loom_sm80_load_frags<MI, NI, BN, TB>(af[0], bf[0], s0, oa, ob, 0);
   for (int kb = 0; kb < kblocks; ++kb) {
-    loom_cp_async_wait<LOOM_SM80_STAGES - 2>();
-    __syncthreads();
-    {
-      const int nk = kb + LOOM_SM80_STAGES - 1;
-      const int ns = nk % LOOM_SM80_STAGES;
-      if (nk < kblocks)
-        loom_sm80_load_stage<BN, TB>(args, s0 + ns * STAGE, s0 + ns * STAGE + A_BYTES, row0, col0, nk);
-      loom_cp_async_commit();
-    }
-    const uint32_t sa = s0 + (kb % LOOM_SM80_STAGES) * STAGE, sb = sa + A_BYTES;
+    const uint32_t sa = s0 + (kb % LOOM_SM80_STAGES) * STAGE;
 #pragma unroll
     for (int kk = 0; kk < LOOM_SM80_BK / 16; ++kk) {
-      uint32_t af[MI][4], bf[NI][2];
-#pragma unroll
-      for (int i = 0; i < MI; ++i) loom_ldmatrix_x4(af[i], sa + oa[kk] + i * 1024);
-#pragma unroll
-      for (int j = 0; j < NI / 2; ++j) {
-        uint32_t r[4];
-        if (TB == 0) loom_ldmatrix_x4(r, sb + ob[kk] + j * 1024);
-        else loom_ldmatrix_x4_trans(r, sb + obt[j] + kk * 32 * BN);
-        bf[2 * j][0] = r[0], bf[2 * j][1] = r[1], bf[2 * j + 1][0] = r[2], bf[2 * j + 1][1] = r[3];
+      if (kk == 0) {
+        /* refill the stage every warp finished reading before the last
+         * barrier (k-block kb-1's) with k-block kb + STAGES - 1 */
+        const int nk = kb + LOOM_SM80_STAGES - 1;
+        const int ns = nk % LOOM_SM80_STAGES;
+        if (nk < kblocks)
+          loom_sm80_load_stage<BN, TB>(args, s0 + ns * STAGE, s0 + ns * STAGE + A_BYTES, row0, col0, nk);
+        loom_cp_async_commit();
+      }
+      if (kk + 1 < LOOM_SM80_BK / 16) {
+        loom_sm80_load_frags<MI, NI, BN, TB>(af[(kk + 1) & 1], bf[(kk + 1) & 1], sa, oa, ob, kk + 1);
+      } else if (kb + 1 < kblocks) {
+        /* k-block kb+1 landed, and every warp is past its last read of
+         * k-block kb's stage (its fragments are in registers) */
+        loom_cp_async_wait<LOOM_SM80_STAGES - 2>();
+        __syncthreads();
+        loom_sm80_load_frags<MI, NI, BN, TB>(af[(kk + 1) & 1], bf[(kk + 1) & 1],
+                                             s0 + ((kb + 1) % LOOM_SM80_STAGES) * STAGE, oa, ob, 0);
       }
 #pragma unroll
       for (int i = 0; i < MI; ++i)
 #pragma unroll
-        for (int j = 0; j < NI; ++j) loom_mma16816<TYPE>(acc[i][j], af[i], bf[j]);
+        for (int j = 0; j < NI; ++j) loom_mma16816<TYPE>(acc[i][j], af[kk & 1][i], bf[kk & 1][j]);
     }
   }
   loom_cp_async_wait<0>();

@@ -7,8 +7,10 @@
  *     elements are tagged with their (row, k) / (k, n) coordinates: every
  *     fragment register of every lane holds exactly the elements mma expects,
  *     for both B layouts and both tile widths, every warp, every k16 step;
- *   - the kernel's hoisted offsets (a further m16 block = +1024 bytes, a
- *     further k16 step of B [k, n] = +32 bn bytes) equal the direct ones;
+ *   - the kernel's hoisted offsets equal the direct ones: from the lane's
+ *     offset at its first block and kk = 0, K-major tiles: kk = 1 is ^ 32,
+ *     a further m16 / n16 block + 1024; B [k, n]: n16 pair j is ^ (32 j),
+ *     kk adds 32 bn;
  *   - every 8-address phase of every ldmatrix is bank-conflict-free;
  *   - the tile-width heuristic's choices.
  * Runs on any machine.
@@ -118,7 +120,7 @@ LOOM_TEST(gemm_sm80_fragments_match_mma_layout) {
           for (int i = 0; i < 4; ++i) {
             for (int l = 0; l < 32; ++l) {
               addrs[l] = loom_sm80_frag_a(l, wm * 64 + i * 16, kk);
-              bad_hoist += addrs[l] != loom_sm80_frag_a(l, wm * 64, kk) + 1024u * (uint32_t)i;
+              bad_hoist += addrs[l] != (loom_sm80_frag_a(l, wm * 64, 0) ^ (uint32_t)(kk << 5)) + 1024u * (uint32_t)i;
             }
             conflicts += !conflict_free(addrs);
             ldmatrix_x4(sa, addrs, 0, fr);
@@ -138,10 +140,11 @@ LOOM_TEST(gemm_sm80_fragments_match_mma_layout) {
             for (int l = 0; l < 32; ++l) {
               if (tb) {
                 addrs[l] = loom_sm80_frag_bkn(l, n0, kk, bn);
-                bad_hoist += addrs[l] != loom_sm80_frag_bkn(l, n0, 0, bn) + (uint32_t)(kk * 32 * bn);
+                bad_hoist += addrs[l] != (loom_sm80_frag_bkn(l, wn * wn_cols, 0, bn) ^ (uint32_t)(j << 5)) +
+                                             (uint32_t)(kk * 32 * bn);
               } else {
                 addrs[l] = loom_sm80_frag_bnk(l, n0, kk);
-                bad_hoist += addrs[l] != loom_sm80_frag_bnk(l, wn * wn_cols, kk) + 1024u * (uint32_t)j;
+                bad_hoist += addrs[l] != (loom_sm80_frag_bnk(l, wn * wn_cols, 0) ^ (uint32_t)(kk << 5)) + 1024u * (uint32_t)j;
               }
             }
             conflicts += !conflict_free(addrs);
