@@ -31,6 +31,18 @@
  * Epilogue straight from registers: + bias, rounded once to c_type, 4/8-byte
  * stores of adjacent column pairs, rows >= m and columns >= n masked.
  *
+ * Split-K (SPLIT = true, a third instantiation, BN 128; tile_order.h's loom_work_t
+ * with dp_tiles 0 and `splits` aligned k ranges): one block per unit (tile,
+ * k range), units numbered split-major so blocks resident together work on
+ * the same k range of neighbouring tiles. A unit stores its fp32
+ * accumulators to its own workspace slot (16-byte stores, L2), fences, and
+ * thread 0 takes the tile's ticket (atom.acq_rel.gpu); the last unit to
+ * arrive sums the tile's slots in k order (deterministic), resets the ticket
+ * to 0 for the next launch and runs the epilogue (bias added once). Nothing
+ * waits on another block. The heuristic splits only where the tiles fill
+ * at most half the block slots (decode-sized m: the weight stream needs
+ * every SM; sm80_layout.h).
+ *
  * Hooks (gemm.h) live in a second instantiation (HOOKS = true): thread 0
  * waits on the tile row's prologue signals (acquire, bounded by the comm's
  * timeout; on expiry the block returns without storing), the epilogue routes
@@ -69,6 +81,9 @@ typedef struct loom_sm80_args {
   int32_t c_type;           /* loom_dtype_t */
   int32_t kblocks;          /* ceil(k / 32) */
   loom_tile_order_t order;
+  loom_work_t work;         /* SPLIT: units of (tile, k range), one per block (tile_order.h) */
+  float *sk_ws;             /* SPLIT: partials, a slot of 128 x BN fp32 per unit */
+  uint32_t *sk_count;       /* SPLIT: tickets [tiles], 0 between launches */
   loom_gemm_hooks_t hooks;  /* read only by the HOOKS instantiation */
 } loom_sm80_args_t;
 
@@ -216,7 +231,7 @@ static __device__ __forceinline__ void loom_sm80_load_frags(uint32_t (*af)[4], u
 #endif /* LOOM_SM80_DEVICE */
 
 /* TYPE: loom_dtype_t of A and B; TB: 0 B [n, k], 1 B [k, n]. */
-template <int BN, int TYPE, int TB, bool HOOKS>
+template <int BN, int TYPE, int TB, bool HOOKS, bool SPLIT>
 __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
     loom_gemm_sm80_kernel(const __grid_constant__ loom_sm80_args_t args) {
 #ifdef LOOM_SM80_DEVICE
@@ -227,9 +242,19 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
   constexpr int NI = WN / 8;   /* n8 tiles per warp */
   extern __shared__ __align__(128) uint8_t loom_sm80_smem[];
   __shared__ int abort_block;
+  __shared__ uint32_t ticket;
   const uint32_t s0 = loom_sm80_smem_u32(loom_sm80_smem);
 
-  const int t = loom_tile_at(&args.order, (int32_t)blockIdx.x);
+  /* this block's step and k-blocks [kbeg, kend): the whole tile, or (SPLIT)
+   * unit blockIdx.x of the split-K decomposition */
+  int step = (int)blockIdx.x, kbeg = 0, kend = args.kblocks;
+  loom_segment_t sg;
+  if (SPLIT) {
+    /* read again after the main loop, so its fields hold no registers there */
+    loom_work_segment(&args.work, (int32_t)blockIdx.x, 0, &sg);
+    step = sg.step, kbeg = sg.k0, kend = sg.k1;
+  }
+  const int t = loom_tile_at(&args.order, step);
   int tm, tn;
   loom_tile_coords(&args.order, t, &tm, &tn);
   const int row0 = tm * LOOM_SM80_BM, col0 = tn * BN;
@@ -258,11 +283,11 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
 
-  const int kblocks = args.kblocks;
+  const int kblocks = kend - kbeg; /* k-blocks of this block, loaded as kbeg + x */
 #pragma unroll
   for (int s = 0; s < LOOM_SM80_STAGES - 1; ++s) {
     if (s < kblocks)
-      loom_sm80_load_stage<BN, TB>(args, s0 + s * STAGE, s0 + s * STAGE + A_BYTES, row0, col0, s);
+      loom_sm80_load_stage<BN, TB>(args, s0 + s * STAGE, s0 + s * STAGE + A_BYTES, row0, col0, kbeg + s);
     loom_cp_async_commit();
   }
 
@@ -287,7 +312,7 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
         const int nk = kb + LOOM_SM80_STAGES - 1;
         const int ns = nk % LOOM_SM80_STAGES;
         if (nk < kblocks)
-          loom_sm80_load_stage<BN, TB>(args, s0 + ns * STAGE, s0 + ns * STAGE + A_BYTES, row0, col0, nk);
+          loom_sm80_load_stage<BN, TB>(args, s0 + ns * STAGE, s0 + ns * STAGE + A_BYTES, row0, col0, kbeg + nk);
         loom_cp_async_commit();
       }
       if (kk + 1 < LOOM_SM80_BK / 16) {
@@ -307,6 +332,51 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
     }
   }
   loom_cp_async_wait<0>();
+
+  /* ---- split-K: a tile's units write fp32 partials; the last to arrive
+   * sums them in k order (the same bits whoever is last) and stores ---- */
+  if (SPLIT) loom_work_segment(&args.work, (int32_t)blockIdx.x, 0, &sg);
+  /* a warp whose 64 rows all lie beyond m has nothing to keep */
+  const bool wactive = row0 + wm * 64 < args.m;
+  if (SPLIT && sg.sk) {
+    const size_t slab = (size_t)LOOM_SM80_BM * BN; /* floats per slot */
+    /* each thread its own fragments: float4 q of thread tid at q * 256 + tid */
+    if (wactive) {
+      float4 *mine = (float4 *)(args.sk_ws + (size_t)sg.slot * slab);
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+          __stcg(mine + (i * NI + j) * LOOM_SM80_THREADS + threadIdx.x,
+                 make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]));
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      uint32_t old;
+      asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(args.sk_count + sg.sk_tile) : "memory");
+      ticket = old;
+    }
+    __syncthreads();
+    if (ticket != (uint32_t)(sg.nseg - 1)) return; /* not the last: done */
+    __threadfence();
+    if (wactive) {
+      for (int c = 0; c < sg.nseg; ++c) {
+        const float4 *src = (const float4 *)(args.sk_ws + (size_t)(sg.slot0 + c * sg.slot_step) * slab);
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+#pragma unroll
+          for (int j = 0; j < NI; ++j) {
+            const float4 v = __ldcg(src + (i * NI + j) * LOOM_SM80_THREADS + threadIdx.x);
+            acc[i][j][0] = c ? acc[i][j][0] + v.x : v.x;
+            acc[i][j][1] = c ? acc[i][j][1] + v.y : v.y;
+            acc[i][j][2] = c ? acc[i][j][2] + v.z : v.z;
+            acc[i][j][3] = c ? acc[i][j][3] + v.w : v.w;
+          }
+      }
+    }
+    if (threadIdx.x == 0) args.sk_count[sg.sk_tile] = 0; /* ready for the next launch */
+  }
 
   /* ---- epilogue: registers -> global ---- */
   const int ct = args.c_type;
@@ -354,16 +424,19 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
 
 typedef void (*loom__sm80_kernel_t)(const loom_sm80_args_t);
 
-template <int BN, bool HOOKS>
+/* HOOKS and SPLIT never together (hooked GEMMs run whole tiles); SPLIT only
+ * with BN 128 (the launcher refuses bn 256 with splits). */
+template <int BN, bool HOOKS, bool SPLIT>
 static loom__sm80_kernel_t loom__sm80_pick2(int type, int tb) {
   if (type == LOOM_BF16)
-    return tb ? loom_gemm_sm80_kernel<BN, LOOM_BF16, 1, HOOKS> : loom_gemm_sm80_kernel<BN, LOOM_BF16, 0, HOOKS>;
-  return tb ? loom_gemm_sm80_kernel<BN, LOOM_FP16, 1, HOOKS> : loom_gemm_sm80_kernel<BN, LOOM_FP16, 0, HOOKS>;
+    return tb ? loom_gemm_sm80_kernel<BN, LOOM_BF16, 1, HOOKS, SPLIT> : loom_gemm_sm80_kernel<BN, LOOM_BF16, 0, HOOKS, SPLIT>;
+  return tb ? loom_gemm_sm80_kernel<BN, LOOM_FP16, 1, HOOKS, SPLIT> : loom_gemm_sm80_kernel<BN, LOOM_FP16, 0, HOOKS, SPLIT>;
 }
 
-static loom__sm80_kernel_t loom__sm80_pick(int bn, int type, int tb, int hooks) {
-  if (bn == 256) return hooks ? loom__sm80_pick2<256, true>(type, tb) : loom__sm80_pick2<256, false>(type, tb);
-  return hooks ? loom__sm80_pick2<128, true>(type, tb) : loom__sm80_pick2<128, false>(type, tb);
+static loom__sm80_kernel_t loom__sm80_pick(int bn, int type, int tb, int hooks, int split) {
+  if (bn == 256) return hooks ? loom__sm80_pick2<256, true, false>(type, tb) : loom__sm80_pick2<256, false, false>(type, tb);
+  return hooks ? loom__sm80_pick2<128, true, false>(type, tb)
+               : split ? loom__sm80_pick2<128, false, true>(type, tb) : loom__sm80_pick2<128, false, false>(type, tb);
 }
 
 extern "C" int loom__gemm_sm80_supported(const loom_gemm_desc_t *d, int cc_major, int cc_minor) {
@@ -375,7 +448,7 @@ extern "C" int loom__gemm_sm80_supported(const loom_gemm_desc_t *d, int cc_major
   static int has_code = -1;
   if (has_code < 0) {
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, (const void *)loom__sm80_pick(128, LOOM_BF16, 0, 0)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, (const void *)loom__sm80_pick(128, LOOM_BF16, 0, 0, 0)) != cudaSuccess) {
       (void)cudaGetLastError();
       return 0;
     }
@@ -402,6 +475,8 @@ extern "C" loom_gemm_config_t loom__gemm_sm80_heuristic(const loom_gemm_desc_t *
   c.bn = loom_sm80_pick_bn(d->m, d->n, sm_count, blocks_128);
   c.stages = LOOM_SM80_STAGES;
   c.group = 8;
+  const int32_t s = loom_sm80_pick_splits(d->m, d->n, d->k, sm_count, blocks_128);
+  if (s > 1) c.bn = 128, c.sk_tiles = -1, c.sk_splits = s;
   return c;
 }
 
@@ -418,9 +493,13 @@ extern "C" loom_result_t loom__gemm_sm80(const loom_gemm_desc_t *d, const void *
   if (conf.stages != 0 && conf.stages != LOOM_SM80_STAGES)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_gemm (sm80): config stages=%d: the kernel is built with %d",
                       conf.stages, LOOM_SM80_STAGES);
-  if (conf.sk_tiles != 0 || conf.sk_splits != 0)
-    return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_gemm (sm80): config sk_tiles=%d sk_splits=%d: no stream-K or "
-                      "split-K on the sm80 path", conf.sk_tiles, conf.sk_splits);
+  /* split-K: every tile (sk_tiles -1) cut into sk_splits aligned k ranges;
+   * no stream-K, no partial sets of tiles on this path */
+  if (conf.sk_splits < 0 || conf.sk_splits > 64 || (conf.sk_splits > 1) != (conf.sk_tiles == -1) ||
+      (conf.sk_tiles != 0 && conf.sk_tiles != -1) || conf.sk_blocks != 0)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_gemm (sm80): config sk_tiles=%d sk_blocks=%d sk_splits=%d: the sm80 "
+                      "path has split-K of every tile only (sk_tiles -1, sk_blocks 0, sk_splits 2..64) or none (0, 0, 0/1)",
+                      conf.sk_tiles, conf.sk_blocks, conf.sk_splits);
   /* a GPU with less shared memory per block (e.g. sm_86/89: 99 KiB) may not
    * fit 256-wide tiles: fall back to 128 unless the caller insisted */
   if ((int)loom_sm80_smem_bytes(conf.bn) > optin && conf.bn == 256 && !cfg) conf.bn = 128;
@@ -455,13 +534,37 @@ extern "C" loom_result_t loom__gemm_sm80(const loom_gemm_desc_t *d, const void *
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks wait_rows_per_signal=%lld: must be >= 1",
                       (long long)hooks->wait_rows_per_signal);
   const int64_t tiles = (int64_t)args.order.tiles_m * args.order.tiles_n;
+  int splits = conf.sk_splits > args.kblocks ? args.kblocks : conf.sk_splits;
+  if (hooks) splits = 0; /* hooked GEMMs: whole tiles (signals and waits are per tile) */
+  if (splits > 1 && tiles * splits > INT32_MAX) splits = 0;
   if (tiles > INT32_MAX)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_gemm (sm80): %lld tiles exceed one launch",
                       (long long)tiles);
+  if (splits > 1) {
+    /* a slot of 128 x bn fp32 per unit, a ticket per tile (shared with the
+     * sm90 path's scratch of this stream: both are stream-ordered) */
+    LOOM_TRY(loom__gemm_sk_workspace(stream, (size_t)tiles * 4,
+                                     (size_t)tiles * (size_t)splits * LOOM_SM80_BM * (size_t)conf.bn * 4,
+                                     &args.sk_count, &args.sk_ws));
+    if (!args.sk_count) splits = 0; /* capturing without scratch: whole tiles */
+  }
+  if (splits > 1 && conf.bn != 128)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_gemm (sm80): config bn=%d with sk_splits=%d: split-K runs 128-wide tiles only",
+                      conf.bn, conf.sk_splits);
+  const int64_t blocks = splits > 1 ? tiles * splits : tiles;
+  if (splits > 1) {
+    args.work.tiles = (int32_t)tiles;
+    args.work.kblocks = args.kblocks;
+    args.work.grid = (int32_t)blocks;
+    args.work.dp_tiles = 0;
+    args.work.sk_blocks = 0;
+    args.work.splits = splits;
+  }
 
-  loom__sm80_kernel_t kern = loom__sm80_pick(conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, hooks != NULL);
+  loom__sm80_kernel_t kern =
+      loom__sm80_pick(conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, hooks != NULL, splits > 1);
   LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  kern<<<(unsigned)tiles, LOOM_SM80_THREADS, (size_t)smem, stream>>>(args);
+  kern<<<(unsigned)blocks, LOOM_SM80_THREADS, (size_t)smem, stream>>>(args);
   LOOM_CUDA_LAUNCHED("loom_gemm_sm80_kernel");
   return LOOM_SUCCESS;
 }

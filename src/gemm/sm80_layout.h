@@ -104,6 +104,24 @@ LOOM_HD int32_t loom_sm80_pick_bn(int64_t m, int64_t n, int32_t sm_count, int32_
   return time128 < time256 - 1e-9 ? 128 : 256;
 }
 
+/* Split-K for C [m, n] = A [m, k] x B: the number of aligned k ranges each
+ * 128 x 128 tile is cut into (1: none). Only where the 128-wide tiles fill
+ * at most half of the sm_count x blocks_128 block slots (decode-sized m:
+ * too few blocks to keep the weight streaming from every SM); then as many
+ * splits as fit the slots in one wave, at most 16, each at least 512 deep
+ * in k (pipeline fill and the partials' round trip amortised). */
+LOOM_HD int32_t loom_sm80_pick_splits(int64_t m, int64_t n, int64_t k, int32_t sm_count, int32_t blocks_128) {
+  if (sm_count < 1) sm_count = 1;
+  if (blocks_128 < 1) blocks_128 = 1;
+  const int64_t tiles = loom_ceil_div(m, LOOM_SM80_BM) * loom_ceil_div(n, 128);
+  const int64_t slots = (int64_t)sm_count * blocks_128;
+  if (tiles < 1 || 2 * tiles > slots) return 1;
+  int64_t s = slots / tiles;
+  if (s > 16) s = 16;
+  if (s > k / 512) s = k / 512;
+  return s < 2 ? 1 : (int32_t)s;
+}
+
 #ifdef __cplusplus
 }
 #endif

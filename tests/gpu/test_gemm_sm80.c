@@ -11,7 +11,8 @@
  * with cuBLASLt (loom__base_gemm) on every element.
  * Shapes: m = 1, 7, 127, 1000, 3001 and more; n and k not multiples of the
  * 128/256 x 32 tiles (k = 8 and 40: a single, partial k-block); both B
- * layouts; both tile widths and the heuristic; bf16/fp16 inputs with
+ * layouts; both tile widths and the heuristic; split-K (forced and the
+ * heuristic's, deterministic, graph-captured); bf16/fp16 inputs with
  * bf16/fp16/fp32 outputs; bias; graph capture; the path choice
  * (LOOM_GEMM_PATH=sm80 runs this kernel, bit-identical to the launcher);
  * hooks (a host-driven schedule with prologue waits and per-tile signals,
@@ -194,9 +195,9 @@ static int sm80_or_skip(void) {
 }
 
 /* One full case: loom (bn 0: loom_gemm with the path forced to sm80; else
- * loom__gemm_sm80 with that tile width) vs fp64 and cuBLASLt. Returns 1 if
- * everything matched. */
-static int run_case(const loom_gemm_desc_t *d, int bn, int vs_cublas) {
+ * loom__gemm_sm80 with that tile width and, splits >= 2, split-K into that
+ * many k ranges) vs fp64 and cuBLASLt. Returns 1 if everything matched. */
+static int run_case_split(const loom_gemm_desc_t *d, int bn, int splits, int vs_cublas) {
   gcase_t g;
   int ok = 0;
   double rel_ref = 0, rel_cub = 0;
@@ -207,7 +208,7 @@ static int run_case(const loom_gemm_desc_t *d, int bn, int vs_cublas) {
     goto out;
   }
   const void *bias = d->has_bias ? g.dbias : NULL;
-  loom_gemm_config_t cfg = {bn, 0, 0, 0, 0, 0, 0};
+  loom_gemm_config_t cfg = {bn, 0, 0, 0, splits > 1 ? -1 : 0, 0, splits > 1 ? splits : 0};
   if (bn) LOOM_OK(loom__gemm_sm80(d, g.da, g.db, g.dc, bias, &cfg, NULL, 0));
   else LOOM_OK(loom_gemm(d, g.da, g.db, g.dc, bias, 0));
   CUDA_OK(cudaDeviceSynchronize());
@@ -223,9 +224,9 @@ static int run_case(const loom_gemm_desc_t *d, int bn, int vs_cublas) {
     bad_cub = check_same(&g, &rel_cub);
   }
   ok = unw == 0 && bad_ref == 0 && bad_cub == 0;
-  printf("    %-4s m=%-5lld n=%-5lld k=%-5lld %s->%s %s bias=%d bn=%d: unwritten %zu, vs fp64 rel %.2e (%zu bad), vs cuBLASLt rel %.2e (%zu bad)\n",
+  printf("    %-4s m=%-5lld n=%-5lld k=%-5lld %s->%s %s bias=%d bn=%d splits=%d: unwritten %zu, vs fp64 rel %.2e (%zu bad), vs cuBLASLt rel %.2e (%zu bad)\n",
          ok ? "ok" : "FAIL", (long long)d->m, (long long)d->n, (long long)d->k, dt_name(d->ab_type),
-         dt_name(d->c_type), d->b_layout == LOOM_B_NK ? "B[n,k]" : "B[k,n]", d->has_bias, bn, unw, rel_ref, bad_ref,
+         dt_name(d->c_type), d->b_layout == LOOM_B_NK ? "B[n,k]" : "B[k,n]", d->has_bias, bn, splits, unw, rel_ref, bad_ref,
          rel_cub, bad_cub);
   if (!ok)
     loom_test_fail(__FILE__, __LINE__, "GEMM m=%lld n=%lld k=%lld bn=%d mismatched", (long long)d->m,
@@ -234,6 +235,8 @@ out:
   gcase_free(&g);
   return ok;
 }
+
+static int run_case(const loom_gemm_desc_t *d, int bn, int vs_cublas) { return run_case_split(d, bn, 0, vs_cublas); }
 
 LOOM_TEST(gemm_sm80_odd_shapes_both_layouts_both_widths) {
   if (!sm80_or_skip()) return;
@@ -295,6 +298,95 @@ LOOM_TEST(gemm_sm80_path_forced_by_setting) {
   }
 out:
   gcase_free(&g);
+}
+
+/* Split-K: each tile's k-loop cut into aligned ranges, fp32 partials summed
+ * in k order by the tile's last unit. Odd m, n not a multiple of the tile,
+ * k-blocks not a multiple of the splits, more splits than k-blocks
+ * (clamped), both layouts, every dtype pair, bias (added once: the fp64
+ * bound would catch a second one). */
+LOOM_TEST(gemm_sm80_split_k_shapes_dtypes_layouts) {
+  if (!sm80_or_skip()) return;
+  const int64_t cases[][4] = {{1, 256, 4104, 3},  {7, 136, 1032, 2},   {65, 1000, 4104, 5}, {200, 2056, 3000, 4},
+                              {64, 4096, 4096, 16}, {300, 392, 40, 7}, {129, 264, 8200, 9}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+    for (int lay = 0; lay < 2; ++lay) {
+      loom_gemm_desc_t d = {cases[i][0], cases[i][1], cases[i][2], LOOM_BF16, LOOM_BF16, lay ? LOOM_B_KN : LOOM_B_NK,
+                            (int)((i + (size_t)lay) & 1)};
+      run_case_split(&d, 128, (int)cases[i][3], 1);
+    }
+  const loom_dtype_t abs_[] = {LOOM_BF16, LOOM_FP16};
+  const loom_dtype_t cs[] = {LOOM_FP32, LOOM_FP16, LOOM_BF16};
+  for (int a = 0; a < 2; ++a)
+    for (int c = 0; c < 3; ++c)
+      for (int lay = 0; lay < 2; ++lay) {
+        loom_gemm_desc_t d = {97, 520, 2056, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, 1};
+        run_case_split(&d, 128, 3 + c, 1);
+      }
+}
+
+/* The heuristic splits decode-sized GEMMs (few tiles, deep k); loom_gemm on
+ * those, twice in a row on one stream (tickets back to 0); same inputs
+ * twice: bit-identical; a captured split-K GEMM replayed twice (the scratch
+ * exists before the capture). */
+LOOM_TEST(gemm_sm80_split_k_heuristic_deterministic_graph) {
+  if (!sm80_or_skip()) return;
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const int64_t shapes[][3] = {{64, 8192, 14336}, {1, 4096, 8192}, {17, 2048, 4096}, {128, 12288, 24576}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+    loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16, LOOM_B_NK, (int)(i & 1)};
+    const loom_gemm_config_t h = loom__gemm_sm80_heuristic(&d, sms, 2);
+    printf("    heuristic m=%lld n=%lld k=%lld: bn %d splits %d\n", (long long)d.m, (long long)d.n, (long long)d.k, h.bn,
+           h.sk_splits);
+    CHECK(h.sk_splits > 1 && h.bn == 128);
+    for (int rep = 0; rep < 2; ++rep) run_case(&d, 0, 1);
+  }
+  gcase_t g;
+  cudaStream_t st = NULL;
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  double rel = 0;
+  loom_gemm_desc_t d = {77, 3000, 6152, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1};
+  loom_gemm_config_t cfg = {128, 0, 0, 0, -1, 0, 6};
+  if (!gcase_init(&g, &d)) {
+    loom_test_fail(__FILE__, __LINE__, "allocation");
+    goto out;
+  }
+  CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  LOOM_OK(loom__gemm_sm80(&d, g.da, g.db, g.dc, g.dbias, &cfg, NULL, st));
+  LOOM_OK(loom__gemm_sm80(&d, g.da, g.db, g.dc2, g.dbias, &cfg, NULL, st));
+  CUDA_OK(cudaStreamSynchronize(st));
+  CUDA_OK(cudaMemcpy(g.hc, g.dc, g.c_bytes, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(g.hc2, g.dc2, g.c_bytes, cudaMemcpyDeviceToHost));
+  CHECK(memcmp(g.hc, g.hc2, g.c_bytes) == 0);
+  CHECK(count_unwritten(d.c_type, g.hc, (size_t)d.m * (size_t)d.n) == 0);
+  CHECK(check_ref(&g, NULL, 0, &rel) == 0);
+  printf("    split-K x6: two runs bit-identical: %s, vs fp64 rel %.2e\n",
+         memcmp(g.hc, g.hc2, g.c_bytes) == 0 ? "yes" : "NO", rel);
+  CUDA_OK(cudaMemset(g.dc, 0xFF, g.c_bytes));
+  CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  LOOM_OK(loom__gemm_sm80(&d, g.da, g.db, g.dc, g.dbias, &cfg, NULL, st));
+  CUDA_OK(cudaStreamEndCapture(st, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int r = 0; r < 2; ++r) {
+    CUDA_OK(cudaMemset(g.dc, 0xFF, g.c_bytes));
+    CUDA_OK(cudaGraphLaunch(exec, st));
+    CUDA_OK(cudaStreamSynchronize(st));
+    CUDA_OK(cudaMemcpy(g.hc, g.dc, g.c_bytes, cudaMemcpyDeviceToHost));
+    CHECK(memcmp(g.hc, g.hc2, g.c_bytes) == 0);
+  }
+  {
+    /* 256-wide tiles have no split-K instantiation: refused */
+    loom_gemm_config_t wide = {256, 0, 0, 0, -1, 0, 4};
+    CHECK_RESULT(loom__gemm_sm80(&d, g.da, g.db, g.dc, g.dbias, &wide, NULL, st), LOOM_ERR_UNSUPPORTED);
+  }
+out:
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  if (st) cudaStreamDestroy(st);
+  gcase_free(&g);
+  loom__gemm_release();
 }
 
 LOOM_TEST(gemm_sm80_graph_capture) {

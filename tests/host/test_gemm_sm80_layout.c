@@ -12,7 +12,7 @@
  *     a further m16 / n16 block + 1024; B [k, n]: n16 pair j is ^ (32 j),
  *     kk adds 32 bn;
  *   - every 8-address phase of every ldmatrix is bank-conflict-free;
- *   - the tile-width heuristic's choices.
+ *   - the tile-width and split-K heuristics' choices.
  * Runs on any machine.
  */
 #include <stdint.h>
@@ -184,4 +184,27 @@ LOOM_TEST(gemm_sm80_pick_bn) {
   /* n <= 128: one 128-wide tile column does the same work as a half-empty
    * 256-wide one, in the same waves: 128 (no padded columns) must not lose */
   CHECK_EQ_INT(loom_sm80_pick_bn(4096, 128, 132, 2), 128);
+}
+
+LOOM_TEST(gemm_sm80_pick_splits) {
+  /* decode batches with few tiles split; every tile count x splits fits the
+   * block slots of one wave; nothing splits where the tiles fill the GPU */
+  CHECK_EQ_INT(loom_sm80_pick_splits(64, 8192, 14336, 132, 2), 4);   /* 64 tiles, 264 slots */
+  CHECK_EQ_INT(loom_sm80_pick_splits(64, 14336, 8192, 132, 2), 2);   /* 112 tiles */
+  CHECK_EQ_INT(loom_sm80_pick_splits(64, 24576, 12288, 132, 2), 1);  /* 192 tiles > half the slots */
+  CHECK_EQ_INT(loom_sm80_pick_splits(4096, 4096, 4096, 132, 2), 1);
+  CHECK_EQ_INT(loom_sm80_pick_splits(1, 128, 1 << 20, 132, 2), 16);  /* capped at 16 */
+  CHECK_EQ_INT(loom_sm80_pick_splits(1, 128, 1024, 132, 2), 2);      /* >= 512 deep each */
+  CHECK_EQ_INT(loom_sm80_pick_splits(1, 128, 1000, 132, 2), 1);
+  int ok = 1;
+  for (int64_t m = 1; m <= 5000; m = m * 2 + 3)
+    for (int64_t n = 8; n <= 40000; n = n * 3 + 8)
+      for (int64_t k = 8; k <= 70000; k = k * 5 + 8)
+        for (int sms = 1; sms <= 200; sms += 37) {
+          const int32_t s = loom_sm80_pick_splits(m, n, k, sms, 2);
+          const int64_t tiles = loom_ceil_div(m, 128) * loom_ceil_div(n, 128);
+          ok &= s >= 1 && s <= 16;
+          if (s > 1) ok &= tiles * s <= 2 * (int64_t)sms && k / s >= 512;
+        }
+  CHECK(ok);
 }

@@ -192,7 +192,8 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
           cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) {
         /* as the launcher decides (two 128-wide blocks fit per SM on sm80/sm90) */
         const loom_gemm_config_t h = loom__gemm_sm80_heuristic(&g.d, sms, 2);
-        snprintf(cfg, sizeof cfg, ", bn%d", h.bn);
+        if (h.sk_splits > 1) snprintf(cfg, sizeof cfg, ", bn%d split%d", h.bn, h.sk_splits);
+        else snprintf(cfg, sizeof cfg, ", bn%d", h.bn);
       }
       snprintf(rows[impl]->note, sizeof rows[impl]->note, "%s%sx%.3f of cuBLASLt%s", label, *label ? ", " : "",
                ratio, cfg);
