@@ -75,9 +75,11 @@ LOOM_HD uint32_t loom_sm80_stage_bytes(int32_t bn) {
 }
 LOOM_HD uint32_t loom_sm80_smem_bytes(int32_t bn) { return LOOM_SM80_STAGES * loom_sm80_stage_bytes(bn); }
 
-/* Relative speeds of the two widths (one SM, main loop), measured:
+/* Relative speeds of the two widths (one SM, main loop), estimated before
+ * the first measurement and kept because the picks they give matched the
+ * better width on most shapes (bench/NOTES.md, sm80; a refit is pending):
  * LOOM_SM80_R128x2 two 128 x 128 blocks side by side vs one 128 x 256,
- * LOOM_SM80_R128x1 one 128 x 128 block alone (bench/NOTES.md, sm80). */
+ * LOOM_SM80_R128x1 one 128 x 128 block alone. */
 #define LOOM_SM80_R128x2 0.90
 #define LOOM_SM80_R128x1 0.70
 
