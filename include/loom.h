@@ -166,7 +166,8 @@ typedef struct loom_gemm_desc {
  * otherwise LOOM_ERR_INVALID_ARGUMENT naming the argument and its value.
  * No comm needed. Stream-ordered, asynchronous and CUDA-graph capturable.
  * On compute capability 9.0 loom's own kernel runs (TMA + wgmma,
- * persistent); on other GPUs the call goes to cuBLASLt. */
+ * persistent); on other GPUs >= 8.0 its portable kernel (cp.async +
+ * mma.sync); below 8.0 the call goes to cuBLASLt (LOOM_GEMM_PATH chooses). */
 loom_result_t loom_gemm(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c,
                         const void *bias, cudaStream_t stream);
 

@@ -23,8 +23,9 @@
   X(DEBUG, STR, "WARN", "log level: NONE, WARN, INFO or TRACE (to stderr)")                  \
   X(TUNE_FILE, STR, "", "file of tuned kernel configurations (key = value lines), read at "   \
                         "the first plan's lookup (empty: none)")                             \
-  X(GEMM_PATH, STR, "auto", "loom_gemm: auto (loom's kernel where the GPU has one, else "      \
-                            "cuBLASLt) or cublas (always cuBLASLt)")                         \
+  X(GEMM_PATH, STR, "auto", "loom_gemm: auto (loom's sm90 kernel on compute capability 9.0, "  \
+                            "its sm80 kernel on other GPUs >= 8.0, else cuBLASLt), sm80 "    \
+                            "(the sm80 kernel on any GPU >= 8.0) or cublas (always cuBLASLt)") \
   X(CUBLAS_WORKSPACE_BYTES, INT, "32M", "cuBLASLt workspace for the baseline GEMM")          \
   X(BENCH_RESULTS_DIR, STR, "bench/results", "where loom-bench writes its JSON")
 

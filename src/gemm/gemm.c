@@ -2,9 +2,13 @@
  * gemm.c - loom_gemm: validation, path choice and the sm90 heuristic.
  *
  * Path: the sm90 kernel (gemm_sm90.cu) on compute capability 9.0 when the
- * library carries its sm_90a code; everywhere else cuBLASLt through
- * loom__base_gemm (logged once at INFO), until the portable sm80 kernel
- * exists. LOOM_GEMM_PATH=cublas forces cuBLASLt (comparisons, bisecting).
+ * library carries its sm_90a code; else the portable sm80 kernel
+ * (gemm_sm80.cu: cp.async + ldmatrix + mma.sync) on compute capability >= 8.0
+ * (A100/L40/RTX, and Hopper/Blackwell where sm90 does not apply); below 8.0
+ * cuBLASLt through loom__base_gemm (logged once at INFO). LOOM_GEMM_PATH=
+ * cublas forces cuBLASLt (comparisons, bisecting), =sm80 the sm80 kernel on
+ * any GPU >= 8.0 (how it is tested on Hopper). Hooked GEMMs take the same
+ * path, never cuBLASLt.
  *
  * Heuristic (tiles are 128 rows; bn 256 or 128): the persistent grid runs
  * ceil(tiles / SMs) waves, and the last wave may leave SMs idle. Score each
@@ -195,33 +199,44 @@ void loom__gemm_release(void) {
   pthread_mutex_unlock(&loom__skws_mu);
 }
 
-/* Which path loom_gemm takes on the current device: 1 sm90, 0 cuBLASLt. */
-static loom_result_t loom__gemm_path(const loom_gemm_desc_t *d, int *sm90) {
+/* Which path loom_gemm takes on the current device. */
+typedef enum { LOOM__PATH_BASE = 0, LOOM__PATH_SM90 = 1, LOOM__PATH_SM80 = 2 } loom__gemm_path_t;
+
+static loom_result_t loom__gemm_path(const loom_gemm_desc_t *d, loom__gemm_path_t *path_out) {
   int dev, major, minor;
   LOOM_CUDA(cudaGetDevice(&dev));
   LOOM_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   LOOM_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
   const char *path = loom__param_GEMM_PATH();
-  if (strcmp(path, "cublas") == 0) {
-    *sm90 = 0;
+  *path_out = LOOM__PATH_BASE;
+  if (strcmp(path, "cublas") == 0) return LOOM_SUCCESS;
+  if (strcmp(path, "sm80") == 0) {
+    if (!loom__gemm_sm80_supported(d, major, minor))
+      return loom__fail(LOOM_ERR_UNSUPPORTED,
+                        "LOOM_GEMM_PATH=sm80: the sm80 kernel needs compute capability >= 8.0 (and a library built "
+                        "with code for it); this GPU is %d.%d",
+                        major, minor);
+    *path_out = LOOM__PATH_SM80;
     return LOOM_SUCCESS;
   }
   if (strcmp(path, "auto") != 0)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "LOOM_GEMM_PATH=\"%s\": must be auto or cublas", path);
-  *sm90 = loom__gemm_sm90_supported(d, major, minor);
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "LOOM_GEMM_PATH=\"%s\": must be auto, sm80 or cublas", path);
+  if (loom__gemm_sm90_supported(d, major, minor)) *path_out = LOOM__PATH_SM90;
+  else if (loom__gemm_sm80_supported(d, major, minor)) *path_out = LOOM__PATH_SM80;
   return LOOM_SUCCESS;
 }
 
 loom_result_t loom_gemm(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c, const void *bias,
                         cudaStream_t stream) {
   LOOM_TRY(loom__gemm_validate("loom_gemm", desc, a, b, c, bias));
-  int sm90 = 0;
-  LOOM_TRY(loom__gemm_path(desc, &sm90));
-  if (sm90) return loom__gemm_sm90(desc, a, b, c, bias, NULL, NULL, stream);
-  {
+  loom__gemm_path_t path = LOOM__PATH_BASE;
+  LOOM_TRY(loom__gemm_path(desc, &path));
+  if (path == LOOM__PATH_SM90) return loom__gemm_sm90(desc, a, b, c, bias, NULL, NULL, stream);
+  if (path == LOOM__PATH_SM80) return loom__gemm_sm80(desc, a, b, c, bias, NULL, NULL, stream);
+  if (strcmp(loom__param_GEMM_PATH(), "cublas") != 0) {
     static int logged = 0;
     if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-      LOOM_INFO("loom_gemm: no loom kernel for this GPU (the sm90 kernel needs compute capability 9.0); using cuBLASLt");
+      LOOM_INFO("loom_gemm: no loom kernel for this GPU (loom's kernels need compute capability >= 8.0); using cuBLASLt");
   }
   return loom__base_gemm(desc, a, b, c, bias, stream);
 }
@@ -234,8 +249,15 @@ loom_result_t loom__gemm_hooked(const loom_gemm_desc_t *d, const void *a, const 
   LOOM_CUDA(cudaGetDevice(&dev));
   LOOM_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   LOOM_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  if (!loom__gemm_sm90_supported(d, major, minor))
+  const int force80 = strcmp(loom__param_GEMM_PATH(), "sm80") == 0;
+  if (!force80 && loom__gemm_sm90_supported(d, major, minor))
+    return loom__gemm_sm90(d, a, b, c, bias, cfg, hooks, stream);
+  if (!loom__gemm_sm80_supported(d, major, minor))
     return loom__fail(LOOM_ERR_UNSUPPORTED,
-                      "loom_gemm: GEMM hooks need the sm90 kernel; this GPU is compute capability %d.%d", major, minor);
-  return loom__gemm_sm90(d, a, b, c, bias, cfg, hooks, stream);
+                      "loom_gemm: GEMM hooks need a loom kernel (compute capability >= 8.0); this GPU is %d.%d",
+                      major, minor);
+  /* of an sm90 configuration only the tile width and band height apply */
+  loom_gemm_config_t c80 = {0, 0, 0, 0, 0, 0, 0, 0};
+  if (cfg) c80.bn = cfg->bn, c80.group = cfg->group;
+  return loom__gemm_sm80(d, a, b, c, bias, cfg ? &c80 : NULL, hooks, stream);
 }

@@ -7,11 +7,16 @@
  *   sm90   gemm_sm90.cu: TMA -> mbarrier pipeline -> wgmma, one producer
  *          warpgroup and two consumer warpgroups (setmaxnreg), persistent
  *          grid sized from the SM count, tile order from tile_order.h.
- *   base   cuBLASLt (src/core/baseline_gemm.c) on every other GPU until the
- *          portable sm80 path exists.
+ *   sm80   gemm_sm80.cu: cp.async pipeline -> ldmatrix -> mma.sync m16n8k16,
+ *          one block per 128 x bn tile, tile order from tile_order.h; on
+ *          compute capability 8.x, and on 9.x/10.x+ where sm90 does not apply.
+ *   base   cuBLASLt (src/core/baseline_gemm.c) below compute capability 8.0
+ *          or when LOOM_GEMM_PATH=cublas.
+ * LOOM_GEMM_PATH=sm80 forces the sm80 path on any GPU >= 8.0 (tests,
+ * comparisons); the launchers below can also be called directly.
  *
  * Hooks (loom_gemm_hooks_t) are compiled into a second instantiation of the
- * kernel, so a plain GEMM pays nothing for them:
+ * kernel (both paths), so a plain GEMM pays nothing for them:
  *   order      which tile a block takes next (tile_order.h)
  *   wait       before loading the A rows of tile row tm, the producer polls
  *              signals [first, last] of loom_tile_wait_range until each
@@ -114,7 +119,26 @@ loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *a, const vo
                               const void *bias, const loom_gemm_config_t *cfg,
                               const loom_gemm_hooks_t *hooks, cudaStream_t stream);
 
-/* The path loom_gemm takes with hooks: sm90 when supported, else
+/* 1 if the sm80 kernel can run this description on the current device
+ * (compute capability >= 8.0 and the library built with code for it). */
+int loom__gemm_sm80_supported(const loom_gemm_desc_t *d, int cc_major, int cc_minor);
+
+/* The sm80 heuristic's configuration for d on sm_count SMs where blocks_128
+ * blocks of 128 x 128 fit per SM: bn (sm80_layout.h: loom_sm80_pick_bn),
+ * stages 4, group 8; the stream-K fields stay 0 (not on this path). */
+loom_gemm_config_t loom__gemm_sm80_heuristic(const loom_gemm_desc_t *d, int sm_count, int blocks_128);
+
+/* Launches C [m, n] = A [m, k] x B ([n, k] or [k, n]) (+ bias [n]) with the
+ * sm80 kernel on `stream` (current device, compute capability >= 8.0).
+ * cfg NULL: heuristic (bn only; stages 0 or 4; sk_* must be 0); hooks NULL:
+ * plain GEMM. Arguments are assumed validated (loom__gemm_validate). */
+loom_result_t loom__gemm_sm80(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
+                              const void *bias, const loom_gemm_config_t *cfg,
+                              const loom_gemm_hooks_t *hooks, cudaStream_t stream);
+
+/* The path loom_gemm takes with hooks: sm90 when supported, else sm80 on
+ * compute capability >= 8.0 (LOOM_GEMM_PATH=sm80: always sm80; of a cfg only
+ * bn and group carry over to sm80, the sm90-only fields are dropped), else
  * LOOM_ERR_UNSUPPORTED (hooks need a loom kernel). */
 loom_result_t loom__gemm_hooked(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
                                 const void *bias, const loom_gemm_config_t *cfg,

@@ -11,15 +11,22 @@
  *
  * Per shape and layout: input sets rotated so that L2 never holds the next
  * one (loom_bench_rotation), random never-zero inputs, cuBLASLt tuned, then
- * cuBLASLt and loom timed side by side (each repetition runs one then the
- * other, so clock and heat changes of the GPU weigh on both alike), medians
- * of --reps event-timed repetitions. Loom's output
- * of the last repetition is checked against the fp64 reference on sampled
- * elements (#wrong). The loom row's note carries the ratio cuBLASLt time /
+ * cuBLASLt and loom (and the sm80 rows) timed side by side (each repetition
+ * runs one after the other, so clock and heat changes of the GPU weigh on
+ * all alike), medians of --reps event-timed repetitions. Each loom kernel
+ * then runs once more on set 0, and that output is checked against the fp64
+ * reference on sampled elements (#wrong). The loom row's note carries the ratio cuBLASLt time /
  * loom time and, for m <= 512, the fraction of the measured copy bandwidth
  * that streaming the weight (k n 2 bytes) in loom's time represents.
  * Notes: geometric-mean ratio and minimum over m >= 1024; count of m <= 512
  * shapes meeting ">= 0.95 of cuBLAS or >= 85% of HBM".
+ *
+ * --sm80 adds a row per shape for the portable sm80 kernel (loom__gemm_sm80,
+ * its heuristic's tile width), timed in the same run beside cuBLASLt and
+ * loom_gemm (sm90 on an H100/H200); --sm80-widths adds rows for both tile
+ * widths forced (128 and 256). Notes: geometric mean and minimum of
+ * cuBLASLt/sm80 time over m >= 1024 and over all shapes (issue 3's portable
+ * target: >= 0.70).
  */
 #include <math.h>
 #include <stdint.h>
@@ -42,6 +49,7 @@ typedef struct gemm_args {
   loom_bench_opts_t o;
   int candidates;
   int only_nk; /* --nk-only */
+  int sm80;    /* 1: --sm80 (heuristic row), 2: --sm80-widths (also bn 128 and 256 rows) */
 } gemm_args_t;
 
 static int gemm_opt(void *ctx, int argc, char **argv, int *i) {
@@ -49,10 +57,14 @@ static int gemm_opt(void *ctx, int argc, char **argv, int *i) {
   const char *s = argv[*i];
   if (!strcmp(s, "--help")) {
     printf("  --candidates N    cuBLASLt heuristic candidates timed (default 8; --quick 4)\n"
-           "  --nk-only         only B [n, k] (PyTorch Linear weight)\n");
+           "  --nk-only         only B [n, k] (PyTorch Linear weight)\n"
+           "  --sm80            also time the portable sm80 kernel (its heuristic's tile width)\n"
+           "  --sm80-widths     also time the sm80 kernel with each tile width forced (128, 256)\n");
     return 1;
   }
   if (!strcmp(s, "--nk-only")) return a->only_nk = 1, 1;
+  if (!strcmp(s, "--sm80")) return a->sm80 = a->sm80 > 1 ? a->sm80 : 1, 1;
+  if (!strcmp(s, "--sm80-widths")) return a->sm80 = 2, 1;
   if (!strcmp(s, "--candidates") && *i + 1 < argc) {
     a->candidates = atoi(argv[++*i]);
     return a->candidates >= 1 ? 1 : -1;
@@ -64,12 +76,17 @@ static int gemm_opt(void *ctx, int argc, char **argv, int *i) {
 typedef struct grun {
   loom_gemm_desc_t d;
   const loom_bench_gemm_inputs_t *in;
-  int use_loom;
+  int use_loom; /* 0 cuBLASLt, 1 loom_gemm, 2 the sm80 kernel */
+  int bn;       /* sm80: tile width forced (0: heuristic) */
 } grun_t;
 
 static loom_result_t grun_op(void *arg, int iter, cudaStream_t s) {
   grun_t *g = (grun_t *)arg;
   const loom_bench_gemm_set_t *x = &g->in->sets[iter % g->in->nsets];
+  if (g->use_loom == 2) {
+    const loom_gemm_config_t cfg = {g->bn, 0, 0, 0, 0, 0, 0, 0};
+    return loom__gemm_sm80(&g->d, x->a, x->b, x->c, NULL, g->bn ? &cfg : NULL, NULL, s);
+  }
   return g->use_loom ? loom_gemm(&g->d, x->a, x->b, x->c, NULL, s) : loom__base_gemm(&g->d, x->a, x->b, x->c, NULL, s);
 }
 
@@ -77,7 +94,14 @@ typedef struct gsum {
   double logsum, minr;
   int nbig, nsmall, small_ok;
   double hbm_bps;
+  /* sm80 heuristic row: cuBLASLt / sm80 time, over m >= 1024 and over all */
+  double log80_big, min80_big, log80_all, min80_all;
+  int n80_big, n80_all;
 } gsum_t;
+
+/* Row labels of the implementations: cuBLASLt, loom_gemm, sm80 heuristic,
+ * sm80 bn 128, sm80 bn 256. */
+static const char *const gemm_impl_names[5] = {"cublasLt", "loom", "loom-sm80", "sm80-bn128", "sm80-bn256"};
 
 /* One shape, both layouts (or NK only): a loom row and a cuBLASLt row each. */
 static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsum_t *sum, int64_t m, int64_t n,
@@ -89,15 +113,17 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
   loom_result_t r = loom_bench_gemm_inputs_alloc(&in, &d0, (size_t)16 << 30, GEMM_SEED);
   for (int lay = 0; lay < 2 && r == LOOM_SUCCESS; ++lay) {
     if (a->only_nk && lay == 0) continue;
-    grun_t g[2]; /* 0 cuBLASLt, 1 loom */
+    grun_t g[5]; /* 0 cuBLASLt, 1 loom, 2.. sm80 */
     memset(g, 0, sizeof g);
-    double us[2] = {NAN, NAN};
-    loom_bench_row_t *rows[2] = {NULL, NULL};
-    for (int impl = 0; impl < 2; ++impl) {
+    double us[5] = {NAN, NAN, NAN, NAN, NAN};
+    loom_bench_row_t *rows[5] = {NULL, NULL, NULL, NULL, NULL};
+    const int nimpl = a->sm80 == 2 ? 5 : a->sm80 == 1 ? 3 : 2;
+    for (int impl = 0; impl < nimpl; ++impl) {
       g[impl].d = d0;
       g[impl].d.b_layout = lay ? LOOM_B_NK : LOOM_B_KN;
       g[impl].in = &in;
-      g[impl].use_loom = impl;
+      g[impl].use_loom = impl < 2 ? impl : 2;
+      g[impl].bn = impl == 3 ? 128 : impl == 4 ? 256 : 0;
       loom_bench_row_t *row = loom_bench_add(t);
       if (!row) {
         r = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "table row: host allocation failed");
@@ -105,7 +131,7 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
       }
       rows[impl] = row;
       snprintf(row->op, sizeof row->op, "gemm");
-      snprintf(row->impl, sizeof row->impl, impl ? "loom" : "cublasLt");
+      snprintf(row->impl, sizeof row->impl, "%s", gemm_impl_names[impl]);
       snprintf(row->shape, sizeof row->shape, "%lldx%lldx%lld %s", (long long)m, (long long)n, (long long)k,
                lay ? "NK" : "KN");
       snprintf(row->dtype, sizeof row->dtype, "bf16");
@@ -113,30 +139,33 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
       row->flops = 2.0 * (double)m * (double)n * (double)k;
     }
     if (r != LOOM_SUCCESS) break;
-    /* cuBLASLt tuned first, then both timed side by side (each repetition
-     * runs cuBLASLt then loom, consecutive runs on different input sets) */
+    /* cuBLASLt tuned first, then all timed side by side: each repetition runs
+     * cuBLASLt, loom, (sm80 ...) back to back, consecutive runs on different
+     * input sets, so clock and heat changes weigh on each alike */
     loom_result_t lr = loom__base_gemm_tune(&g[0].d, in.sets[0].a, in.sets[0].b, in.sets[0].c, NULL, a->candidates,
                                             a->o.quick ? 2 : 5, s, NULL);
-    loom_bench_time_t tm[2];
-    loom_bench_op_fn ops[2] = {grun_op, grun_op};
-    void *args[2] = {&g[0], &g[1]};
-    if (lr == LOOM_SUCCESS) lr = loom_bench_time_side_by_side(s, a->o.warmup, a->o.reps, 2, ops, args, tm);
+    loom_bench_time_t tm[5];
+    loom_bench_op_fn ops[5] = {grun_op, grun_op, grun_op, grun_op, grun_op};
+    void *args[5] = {&g[0], &g[1], &g[2], &g[3], &g[4]};
+    if (lr == LOOM_SUCCESS) lr = loom_bench_time_side_by_side(s, a->o.warmup, a->o.reps, nimpl, ops, args, tm);
     if (lr != LOOM_SUCCESS) {
       fprintf(stderr, "loom-bench gemm: %s: %s\n", rows[1]->shape, loom_last_error());
-      for (int impl = 0; impl < 2; ++impl)
+      for (int impl = 0; impl < nimpl; ++impl)
         snprintf(rows[impl]->note, sizeof rows[impl]->note, "error: %s", loom_result_string(lr));
       failures++;
       if (cudaStreamSynchronize(s) != cudaSuccess) r = LOOM_ERR_CUDA;
     } else {
-      for (int impl = 0; impl < 2; ++impl) {
+      for (int impl = 0; impl < nimpl; ++impl) {
         us[impl] = tm[impl].median_us;
         rows[impl]->gemm_us = tm[impl].median_us, rows[impl]->min_us = tm[impl].min_us;
         rows[impl]->max_us = tm[impl].max_us;
-      }
-      if (a->o.check) { /* loom ran last: its output of run (warmup + reps) x 2 - 1 is intact */
-        const int last = ((a->o.warmup + a->o.reps) * 2 - 1) % in.nsets;
-        rows[1]->wrong = loom_bench_gemm_check(&in, &g[1].d, last, a->o.quick ? 16 : 48);
-        if (rows[1]->wrong != 0) failures++;
+        /* each loom kernel's output: one more run on set 0, checked */
+        if (a->o.check && impl) {
+          loom_result_t cr = grun_op(&g[impl], 0, s);
+          if (cr == LOOM_SUCCESS && cudaStreamSynchronize(s) != cudaSuccess) cr = LOOM_ERR_CUDA;
+          rows[impl]->wrong = cr == LOOM_SUCCESS ? loom_bench_gemm_check(&in, &g[impl].d, 0, a->o.quick ? 16 : 48) : -1;
+          if (rows[impl]->wrong != 0) failures++;
+        }
       }
     }
     if (rows[0] && rows[1] && !isnan(us[0]) && !isnan(us[1])) {
@@ -164,10 +193,36 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
         sum->small_ok += ratio >= 0.95 || frac >= 0.85;
       }
     }
-    for (int impl = 0; impl < 2; ++impl)
+    for (int impl = 2; impl < nimpl; ++impl) {
+      if (!rows[0] || !rows[impl] || isnan(us[0]) || isnan(us[impl])) continue;
+      const double ratio = us[0] / us[impl];
+      char cfg[24] = "";
+      int dev = 0, sms = 0;
+      if (impl == 2 && cudaGetDevice(&dev) == cudaSuccess &&
+          cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) {
+        /* as the launcher decides (two 128-wide blocks fit per SM on sm80/sm90) */
+        const loom_gemm_config_t h = loom__gemm_sm80_heuristic(&g[2].d, sms, 2);
+        if (h.sk_splits > 1) snprintf(cfg, sizeof cfg, ", bn%d split%d", h.bn, h.sk_splits);
+        else snprintf(cfg, sizeof cfg, ", bn%d", h.bn);
+      }
+      snprintf(rows[impl]->note, sizeof rows[impl]->note, "%s%sx%.3f of cuBLASLt%s", label, *label ? ", " : "",
+               ratio, cfg);
+      if (impl == 2) {
+        sum->log80_all += log(ratio), sum->n80_all++;
+        if (ratio < sum->min80_all) sum->min80_all = ratio;
+        if (m >= 1024) {
+          sum->log80_big += log(ratio), sum->n80_big++;
+          if (ratio < sum->min80_big) sum->min80_big = ratio;
+        }
+      }
+    }
+    for (int impl = 0; impl < nimpl; ++impl)
       if (rows[impl]) loom_bench_row_finish(rows[impl]);
-    printf("# gemm %-24s cuBLASLt %9.1f us  loom %9.1f us  ratio %.3f\n", rows[1] ? rows[1]->shape : "?", us[0],
+    printf("# gemm %-24s cuBLASLt %9.1f us  loom %9.1f us  ratio %.3f", rows[1] ? rows[1]->shape : "?", us[0],
            us[1], us[0] / us[1]);
+    for (int impl = 2; impl < nimpl; ++impl)
+      printf("  %s %9.1f us (%.3f)", gemm_impl_names[impl], us[impl], us[0] / us[impl]);
+    printf("\n");
     fflush(stdout);
   }
   if (r != LOOM_SUCCESS) {
@@ -220,6 +275,7 @@ static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
   gsum_t sum;
   memset(&sum, 0, sizeof sum);
   sum.minr = 1e9;
+  sum.min80_big = sum.min80_all = 1e9;
   sum.hbm_bps = copy_bandwidth(s);
   int dev = 0;
   struct cudaDeviceProp p;
@@ -245,8 +301,12 @@ static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
   if (sum.nsmall)
     loom_bench_note(&t, "m <= 512: %d of %d GEMMs at >= 0.95 of cuBLASLt or >= 85%% of the copy bandwidth (%.0f GB/s) on the weight",
                     sum.small_ok, sum.nsmall, sum.hbm_bps / 1e9);
-  loom_bench_note(&t, "cuBLASLt: best of %d heuristic candidates; loom: loom_gemm (sm90 kernel on compute capability 9.0)",
-                  a->candidates);
+  if (sum.n80_all)
+    loom_bench_note(&t, "sm80 kernel (heuristic width): geometric mean of cuBLASLt/sm80 time %.3f (min %.3f) over %d GEMMs with m >= 1024, %.3f (min %.3f) over all %d (target >= 0.70)",
+                    sum.n80_big ? exp(sum.log80_big / sum.n80_big) : NAN, sum.n80_big ? sum.min80_big : NAN,
+                    sum.n80_big, exp(sum.log80_all / sum.n80_all), sum.min80_all, sum.n80_all);
+  loom_bench_note(&t, "cuBLASLt: best of %d heuristic candidates; loom: loom_gemm (sm90 kernel on compute capability 9.0)%s",
+                  a->candidates, a->sm80 ? "; loom-sm80/sm80-bn*: the portable sm80 kernel (loom__gemm_sm80)" : "");
   char title[160];
   snprintf(title, sizeof title, "loom-bench gemm: loom vs cuBLASLt, bf16, median of %d reps", a->o.reps);
   if (a->o.json) {
