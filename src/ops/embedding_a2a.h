@@ -50,7 +50,7 @@ typedef struct loom_emb_tuning {
   int unroll;                    /* 8 or 16 */
   int variant;                   /* LOOM_EMB_V_* bits (measurement only; 0 in use) */
 } loom_emb_tuning_t;
-#define LOOM_EMB_TUNING_DEFAULT {8, 8, 8, 0}
+#define LOOM_EMB_TUNING_DEFAULT {1, 4, 8, 0}
 
 /* Variants that leave something out, to split the fused kernel's time
  * (loom-bench embedding_a2a --variants). V_NOCOUNT and V_NOWAIT give up the

@@ -296,7 +296,8 @@ LOOM_TEST(emb_plan_checks_every_argument) {
     CHECK_EQ_INT(info.num_counters, 1 * 4 * 4); /* rank 1: T=1 x W x slices */
     CHECK_EQ_INT(info.staging_bytes, 0);
     CHECK(info.workspace_bytes >= (size_t)(24 + 16 + 4 * 4 + 4) * 4 && info.workspace_bytes <= 4096);
-    CHECK_EQ_INT(info.tasks, 4 * 4 * 1 * 2);    /* W x slices x T x parts (16/8) */
+    const loom_emb_tuning_t tdef = LOOM_EMB_TUNING_DEFAULT;
+    CHECK_EQ_INT(info.tasks, 4 * 4 * 1 * ((16 + tdef.part - 1) / tdef.part)); /* W x slices x T x parts */
     int64_t off[65];
     float w[4];
     CHECK_RESULT(loom_embedding_a2a(p, NULL, (const int64_t *)off, off, 4, NULL, off, 0), LOOM_ERR_INVALID_ARGUMENT);

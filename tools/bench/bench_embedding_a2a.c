@@ -366,8 +366,10 @@ static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
       double rd = (double)sh.T * (double)sh.B * (double)L * D * 4, ix = (double)sh.T * sh.B * L * 8,
              wr = (double)sh.T * sh.B * D * 4;
       double pool_gbs = (rd + ix + wr) / (tp.median_us * 1e-6) / 1e9;
-      snprintf(r->note, sizeof r->note, "pool %.0f GB/s=%.0f%% HBM; seq/fused %.2fx", pool_gbs, pool_gbs / 43.0,
-               ts.median_us / tf.median_us);
+      loom_emb_tuning_t tun;
+      TRY(loom__emb_get_tuning(fused, &tun));
+      snprintf(r->note, sizeof r->note, "pool %.0f GB/s=%.0f%% HBM; seq/fused %.2fx; g%d P%d u%d", pool_gbs,
+               pool_gbs / 43.0, ts.median_us / tf.median_us, tun.group, tun.part, tun.unroll);
       loom_bench_row_finish(r);
       printf("# B=%lld T=%d: fused %.1f us, pool %.1f us (%.0f GB/s, floor %.1f us at 4.3 TB/s), nccl a2a %.1f us, "
              "seq (pool+a2a+reorder) %.1f us, seq/fused %.2fx, wrong %lld\n",
