@@ -443,9 +443,7 @@ static __device__ __forceinline__ void emb_block_done(const loom_emb_kargs_t &a,
 
 /* ---- forward ------------------------------------------------------------- */
 
-/* Registers capped for 2 blocks (16 warps) per SM: uncapped, ptxas gave the
- * forward 168-212 registers for 16-bit tables (1 block per SM), and the
- * backward 64 registers with spills. */
+/* Registers are capped for 2 blocks (16 warps) per SM. */
 #define LOOM_EMB_MIN_BLOCKS 2
 
 template <typename TT, typename OT, int NV, int UR>
@@ -489,10 +487,13 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS)
     if (k < 0 || k >= ntasks) break;
     const loom_emb_task_t tk = loom_emb_task_decode(&s, k);
     const int t = tk.table;
-    /* pooling alone: [B, T*D] in peer[0]; fused: q's output [Bl, T_total*D] */
-    OT *dst0 = reinterpret_cast<OT *>(a.peer[comm ? tk.dest : 0]) + (int64_t)((comm ? s.table_base : 0) + t) * D;
-    emb_pool_bags<TT, OT, NV, UR>(a, tk, wk.wi, wk.g, lane, dst0, comm ? (int64_t)tk.dest * s.local_batch : 0,
-                                  (int64_t)(comm ? s.t_total : s.t_local) * D);
+    if (!comm)
+      emb_pool_bags<TT, OT, NV, UR>(a, tk, wk.wi, wk.g, lane, reinterpret_cast<OT *>(a.peer[0]) + (int64_t)t * D, 0,
+                                    (int64_t)s.t_local * D);
+    else
+      emb_pool_bags<TT, OT, NV, UR>(a, tk, wk.wi, wk.g, lane,
+                                    reinterpret_cast<OT *>(a.peer[tk.dest]) + (int64_t)(s.table_base + t) * D,
+                                    (int64_t)tk.dest * s.local_batch, (int64_t)s.t_total * D);
     emb_worker_sync(wk);
     if (count && wk.lead) {
       __threadfence_system(); /* the worker's stores (to q) before the count */
