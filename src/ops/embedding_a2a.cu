@@ -146,81 +146,291 @@ static __device__ __noinline__ void emb_record(loom_emb_err_t *e, uint32_t kind,
   __threadfence_system();
 }
 
-/* ---- pooling one bag (one warp) ----------------------------------------- */
+/* ---- workers and the task loop (forward, backward, GIN) -------------------
+ * A worker is `group` warps of a block (1, 2, 4 or 8 = the whole block); it
+ * takes one task at a time: its lead thread claims the index (from the call's
+ * counter, or a static stride for pooling alone), one task ahead so that the
+ * claim's latency hides behind the current task, waits (bounded) for the
+ * task's destination to be ready before its first task for it, and hands
+ * the index to the worker's warps. Each warp of the worker pools (or
+ * scatters) the bags i = wi, wi + group, ... of the task. */
 
-/* Pools bag (t, b) of table `tab` (rows_t rows) into acc (lane's chunks
- * c = lane + 32 m, m < NV, of VE elements); returns the bag length. */
-template <typename TT, int NV>
-__device__ __forceinline__ int64_t pool_bag(const loom_emb_kargs_t &a, const TT *__restrict__ tab, int64_t rows_t, int t,
-                                            int64_t b, int lane, int nvec, float (&acc)[NV][emb_ty<TT>::VE]) {
-  constexpr int VE = emb_ty<TT>::VE;
-  constexpr int U = NV >= 8 ? 1 : 8 / NV; /* rows in flight per warp */
-  const int D = a.dim;
-#pragma unroll
-  for (int m = 0; m < NV; ++m)
-#pragma unroll
-    for (int e = 0; e < VE; ++e) acc[m][e] = 0.f;
-  const int64_t ob = (int64_t)t * a.s.batch + b;
-  int64_t start = a.offsets[ob], end = a.offsets[ob + 1];
-  if (!(start >= 0 && start <= end && end <= a.num_indices)) {
-    if (lane == 0) {
-      int64_t pos = (start < 0 || start > a.num_indices) ? ob : ob + 1;
-      emb_record(a.err, 2u, t, b, pos, pos == ob ? start : end, a.num_indices);
-    }
-    return 0;
-  }
-  for (int64_t base = start; base < end; base += 32) {
-    const int n = end - base < 32 ? (int)(end - base) : 32;
-    int64_t my = -1;
-    float mw = 0.f;
-    if (lane < n) {
-      const int64_t ix = a.indices[base + lane];
-      if (ix >= 0 && ix < rows_t) {
-        my = ix;
-        mw = a.weighted ? a.weights[base + lane] : 1.f;
-      } else {
-        emb_record(a.err, 1u, t, b, base + lane, ix, rows_t);
+typedef struct emb_worker {
+  int g, w, wi, nwarps, lead; /* warps per worker, worker in block, warp in worker, warps per block, lead thread */
+} emb_worker_t;
+
+static __device__ __forceinline__ emb_worker_t emb_worker(int group) {
+  emb_worker_t k;
+  k.nwarps = (int)(blockDim.x >> 5);
+  k.g = group;
+  const int warp = (int)(threadIdx.x >> 5);
+  k.w = warp / group;
+  k.wi = warp - k.w * group;
+  k.lead = k.wi == 0 && (threadIdx.x & 31) == 0;
+  return k;
+}
+
+static __device__ __forceinline__ void emb_worker_sync(const emb_worker_t &k) {
+  if (k.g == 1) __syncwarp();
+  else if (k.g == k.nwarps) __syncthreads();
+  else asm volatile("bar.sync %0, %1;" ::"r"(1 + k.w), "r"(k.g * 32) : "memory");
+}
+
+typedef struct emb_fetch {
+  uint32_t *counter;      /* the call's task counter; NULL: static stride */
+  int64_t next, stride;   /* static: this worker's next task, and the stride */
+  int64_t pref;           /* lead: the task claimed one ahead (-1: none) */
+  int prefetch;           /* claim one ahead */
+  const uint32_t *ready;  /* ready[q]: rank q may be written/read this call (NULL: no wait) */
+  uint32_t sig0, site, epoch;
+} emb_fetch_t;
+
+static __device__ __forceinline__ int64_t emb_claim(emb_fetch_t &f) {
+  if (f.counter) return (int64_t)atomicAdd(f.counter, 1u);
+  const int64_t k = f.next;
+  f.next += f.stride;
+  return k;
+}
+
+/* The worker's next task (>= ntasks: none left; -1: a wait expired in this
+ * block, stop). Every thread of the worker calls it; there is a worker sync
+ * between a call's read of s_task and the next call's write (the caller's
+ * sync after its task). */
+static __device__ __forceinline__ int64_t emb_next_task(const loom_emb_kargs_t &a, const emb_worker_t &wk,
+                                                        emb_fetch_t &f, int64_t ntasks, int64_t *s_task,
+                                                        unsigned char *s_ready, volatile int *s_abort) {
+  if (wk.lead) {
+    int64_t k = f.pref >= 0 ? f.pref : emb_claim(f);
+    f.pref = (f.prefetch && k < ntasks) ? emb_claim(f) : -1;
+    if (k < ntasks && f.ready) {
+      const int q = loom_emb_task_decode(&a.s, k).dest;
+      if (!s_ready[q]) {
+        if (loom_signal_wait(&a.dc, f.ready + q, f.epoch, q, f.sig0 + (uint32_t)q, f.site)) s_ready[q] = 1;
+        else *s_abort = 1;
       }
     }
-    for (int u0 = 0; u0 < n; u0 += U) {
-      uint4 v[U][NV];
-      float w[U];
+    if (*s_abort) k = -1;
+    s_task[wk.w] = k;
+  }
+  emb_worker_sync(wk);
+  return s_task[wk.w];
+}
+
+/* ---- bags of a task (one warp) ---------------------------------------------- */
+
+/* Bounds of this warp's bags of a task: lane j gets [lo, hi) of its j-th bag,
+ * sample b0 + g*j of local table t (j < nb). Bad offsets are recorded and
+ * the bag treated as empty. */
+static __device__ __forceinline__ void emb_bag_bounds(const loom_emb_kargs_t &a, int t, int64_t b0, int g, int nb,
+                                                      int lane, int64_t &lo, int64_t &hi) {
+  lo = 0;
+  hi = 0;
+  if (lane < nb) {
+    const int64_t b = b0 + (int64_t)g * lane, ob = (int64_t)t * a.s.batch + b;
+    const int64_t s0 = a.offsets[ob], e0 = a.offsets[ob + 1];
+    if (s0 >= 0 && s0 <= e0 && e0 <= a.num_indices) {
+      lo = s0;
+      hi = e0;
+    } else {
+      const int64_t pos = (s0 < 0 || s0 > a.num_indices) ? ob : ob + 1;
+      emb_record(a.err, 2u, t, b, pos, pos == ob ? s0 : e0, a.num_indices);
+    }
+  }
+}
+
+/* Issues the loads of a chunk of up to 32 indices (lane < n: indices[base +
+ * lane] and its weight); emb_chunk_check validates them later, so the loads
+ * stay in flight meanwhile. */
+static __device__ __forceinline__ void emb_chunk_issue(const loom_emb_kargs_t &a, int64_t base, int n, int lane,
+                                                       int64_t &raw, float &w) {
+  raw = -1;
+  w = 0.f;
+  if (lane < n) {
+    raw = a.indices[base + lane];
+    w = a.weighted ? a.weights[base + lane] : 1.f;
+  }
+}
+
+/* ix = raw if it is a row of the table (else -1, the error recorded, weight 0). */
+static __device__ __forceinline__ void emb_chunk_check(const loom_emb_kargs_t &a, int t, int64_t rows_t, int64_t b,
+                                                       int64_t base, int n, int lane, int64_t raw, float w,
+                                                       int64_t &ix, float &wt) {
+  ix = -1;
+  wt = 0.f;
+  if (lane < n) {
+    if (raw >= 0 && raw < rows_t) {
+      ix = raw;
+      wt = w;
+    } else {
+      emb_record(a.err, 1u, t, b, base + lane, raw, rows_t);
+    }
+  }
+}
+
+/* Pools this warp's bags of task tk (bags i = wi, wi + g, ... < tk.count, of
+ * local table tk.table) and stores bag b's vector at dst0 + (b - row0) *
+ * stride. Lane c-chunks: c = lane + 32 m (m < NV) of VE elements; UR
+ * 16-byte row chunks in flight per lane (UR / NV rows per warp); fp32
+ * accumulation. The next bag's first 32 indices load while this bag's rows
+ * are in flight. */
+template <typename TT, typename OT, int NV, int UR>
+__device__ __forceinline__ void emb_pool_bags(const loom_emb_kargs_t &a, const loom_emb_task_t &tk, int wi, int g,
+                                              int lane, OT *dst0, int64_t row0, int64_t stride) {
+  constexpr int VE = emb_ty<TT>::VE;
+  constexpr int U = UR / NV >= 1 ? UR / NV : 1;
+  const int nb = tk.count > wi ? (tk.count - wi + g - 1) / g : 0;
+  if (nb == 0) return;
+  const int D = a.dim, nvec = D / VE, t = tk.table;
+  const int64_t rows_t = a.rows[t];
+  const TT *tab = reinterpret_cast<const TT *>(a.tables) + a.row_off[t] * (int64_t)D;
+  const int64_t b0 = tk.sample0 + wi;
+  int64_t lo, hi;
+  emb_bag_bounds(a, t, b0, g, nb, lane, lo, hi);
+  int64_t my;
+  float mw;
+  {
+    const int64_t s0 = __shfl_sync(FULL_MASK, lo, 0), e0 = __shfl_sync(FULL_MASK, hi, 0);
+    const int n0 = e0 - s0 < 32 ? (int)(e0 - s0) : 32;
+    int64_t raw;
+    float w;
+    emb_chunk_issue(a, s0, n0, lane, raw, w);
+    emb_chunk_check(a, t, rows_t, b0, s0, n0, lane, raw, w, my, mw);
+  }
+  for (int j = 0; j < nb; ++j) {
+    const int64_t b = b0 + (int64_t)g * j;
+    const int64_t start = __shfl_sync(FULL_MASK, lo, j), end = __shfl_sync(FULL_MASK, hi, j);
+    /* the next bag's first chunk: in flight during this bag */
+    int64_t nraw = -1, nbase = 0;
+    float nw = 0.f;
+    int nn = 0;
+    if (j + 1 < nb) {
+      nbase = __shfl_sync(FULL_MASK, lo, j + 1);
+      const int64_t ne = __shfl_sync(FULL_MASK, hi, j + 1);
+      nn = ne - nbase < 32 ? (int)(ne - nbase) : 32;
+      emb_chunk_issue(a, nbase, nn, lane, nraw, nw);
+    }
+    float acc[NV][VE];
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int src = u0 + u;
-        const int64_t ix = __shfl_sync(FULL_MASK, my, src & 31);
-        w[u] = __shfl_sync(FULL_MASK, mw, src & 31);
-        const bool live = src < n && ix >= 0;
-        if (!live) w[u] = 0.f;
-        const uint4 *row = reinterpret_cast<const uint4 *>(tab + (live ? ix : 0) * (int64_t)D);
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int e = 0; e < VE; ++e) acc[m][e] = 0.f;
+    for (int64_t base = start; base < end; base += 32) {
+      const int n = end - base < 32 ? (int)(end - base) : 32;
+      if (base != start) { /* bags longer than 32 */
+        int64_t raw;
+        float w;
+        emb_chunk_issue(a, base, n, lane, raw, w);
+        emb_chunk_check(a, t, rows_t, b, base, n, lane, raw, w, my, mw);
+      }
+      for (int u0 = 0; u0 < n; u0 += U) {
+        uint4 v[U][NV];
+        float w[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int src = u0 + u;
+          const int64_t ix = __shfl_sync(FULL_MASK, my, src & 31);
+          w[u] = __shfl_sync(FULL_MASK, mw, src & 31);
+          const bool live = src < n && ix >= 0;
+          if (!live) w[u] = 0.f;
+          const uint4 *row = reinterpret_cast<const uint4 *>(tab + (live ? ix : 0) * (int64_t)D);
+#pragma unroll
+          for (int m = 0; m < NV; ++m) {
+            const int c = lane + 32 * m;
+            v[u][m] = (live && c < nvec) ? __ldg(row + c) : make_uint4(0u, 0u, 0u, 0u);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int m = 0; m < NV; ++m) {
+            float f[VE];
+            unpack16<TT>(v[u][m], f);
+#pragma unroll
+            for (int e = 0; e < VE; ++e) acc[m][e] = fmaf(w[u], f[e], acc[m][e]);
+          }
+      }
+    }
+    const float sc = (a.pooling == LOOM_POOL_MEAN && end > start) ? 1.f / (float)(end - start) : 1.f;
+    OT *dst = dst0 + (b - row0) * stride;
+#pragma unroll
+    for (int m = 0; m < NV; ++m) {
+      const int c = lane + 32 * m;
+      if (c < nvec) {
+        float f[VE];
+#pragma unroll
+        for (int e = 0; e < VE; ++e) f[e] = acc[m][e] * sc;
+        store_n<OT, VE>(dst + c * VE, f);
+      }
+    }
+    if (j + 1 < nb) emb_chunk_check(a, t, rows_t, b + g, nbase, nn, lane, nraw, nw, my, mw);
+  }
+}
+
+/* Scatter-adds this warp's bags of task tk: for each bag b and each index
+ * ix of it, table_grad[ix] += scale * w * (mean ? 1/len : 1) * grad row of b,
+ * the grad row at g0 + (b - row0) * stride. */
+template <typename TT, typename OT, int NV>
+__device__ __forceinline__ void emb_scatter_bags(const loom_emb_kargs_t &a, const loom_emb_task_t &tk, int wi, int g,
+                                                 int lane, const OT *g0, int64_t row0, int64_t stride) {
+  constexpr int VE = emb_ty<TT>::VE;
+  const int nb = tk.count > wi ? (tk.count - wi + g - 1) / g : 0;
+  if (nb == 0) return;
+  const int D = a.dim, nvec = D / VE, t = tk.table;
+  const int64_t rows_t = a.rows[t];
+  TT *tab = reinterpret_cast<TT *>(a.table_grad) + a.row_off[t] * (int64_t)D;
+  const int64_t b0 = tk.sample0 + wi;
+  int64_t lo, hi;
+  emb_bag_bounds(a, t, b0, g, nb, lane, lo, hi);
+  for (int j = 0; j < nb; ++j) {
+    const int64_t b = b0 + (int64_t)g * j;
+    const int64_t start = __shfl_sync(FULL_MASK, lo, j), end = __shfl_sync(FULL_MASK, hi, j);
+    if (end == start) continue;
+    float gv[NV][VE];
+    const float sc = a.scale * ((a.pooling == LOOM_POOL_MEAN) ? 1.f / (float)(end - start) : 1.f);
+    const OT *grow = g0 + (b - row0) * stride;
+#pragma unroll
+    for (int m = 0; m < NV; ++m) {
+      const int c = lane + 32 * m;
+      if (c < nvec) {
+        load_n<OT, VE>(grow + c * VE, gv[m]);
+#pragma unroll
+        for (int e = 0; e < VE; ++e) gv[m][e] *= sc;
+      }
+    }
+    for (int64_t base = start; base < end; base += 32) {
+      const int n = end - base < 32 ? (int)(end - base) : 32;
+      int64_t raw, my;
+      float w, mw;
+      emb_chunk_issue(a, base, n, lane, raw, w);
+      emb_chunk_check(a, t, rows_t, b, base, n, lane, raw, w, my, mw);
+      for (int u = 0; u < n; ++u) {
+        const int64_t ix = __shfl_sync(FULL_MASK, my, u);
+        const float wu = __shfl_sync(FULL_MASK, mw, u);
+        if (ix < 0) continue;
+        TT *row = tab + ix * (int64_t)D;
 #pragma unroll
         for (int m = 0; m < NV; ++m) {
           const int c = lane + 32 * m;
-          v[u][m] = (live && c < nvec) ? __ldg(row + c) : make_uint4(0u, 0u, 0u, 0u);
+          if (c < nvec) {
+            float f[VE];
+#pragma unroll
+            for (int e = 0; e < VE; ++e) f[e] = wu * gv[m][e];
+            atomic_add_n<TT, VE>(row + c * VE, f);
+          }
         }
       }
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int m = 0; m < NV; ++m) {
-          float f[VE];
-          unpack16<TT>(v[u][m], f);
-#pragma unroll
-          for (int e = 0; e < VE; ++e) acc[m][e] = fmaf(w[u], f[e], acc[m][e]);
-        }
     }
   }
-  return end - start;
 }
 
 /* ---- end of a call -------------------------------------------------------- */
 
 /* Thread 0 of each block that completed the call: the last block resets the
- * op's fetch counter and the blocks-done count, then every block reports to
- * the plan's epoch record (whose last block publishes the epoch). All fetches
- * of this call happened before their block got here. */
-static __device__ __forceinline__ void emb_block_done(const loom_emb_kargs_t &a, loom_dev_epoch_t *ep, uint32_t epoch,
-                                                      int which) {
+ * fetch counter `which` and the blocks-done count; then, if `epoch` is not
+ * 0, every block reports to the plan's epoch record (whose last block
+ * publishes the epoch). All fetches of this call happened before their
+ * block got here. */
+static __device__ __forceinline__ void emb_block_done(const loom_emb_kargs_t &a, uint32_t epoch, int which) {
   uint32_t *misc = (uint32_t *)(a.dc.ws + a.fetch_off);
   __threadfence();
   if (atomicAdd(misc + 2, 1u) + 1u == gridDim.x) {
@@ -228,134 +438,116 @@ static __device__ __forceinline__ void emb_block_done(const loom_emb_kargs_t &a,
     misc[2] = 0u;
     __threadfence();
   }
-  loom_epoch_block_done(ep, epoch);
+  if (epoch) loom_epoch_block_done((loom_dev_epoch_t *)(a.dc.ws + a.epoch_off), epoch);
 }
 
 /* ---- forward ------------------------------------------------------------- */
 
-/* Blocks per SM the register budget is cut for. 1: the compiler's choice
- * (96 registers for fp32 D=256: 2 blocks/SM). Forcing 3 or 4 makes ptxas
- * spill 40-150 bytes (sm_90a, CUDA 13.0); not measured yet. */
-#define LOOM_EMB_MIN_BLOCKS(NV) 1
+/* Registers are capped for 2 blocks (16 warps) per SM. */
+#define LOOM_EMB_MIN_BLOCKS 2
 
-template <typename TT, typename OT, int NV>
-__global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS(NV)) loom__emb_fwd_kernel(const __grid_constant__ loom_emb_kargs_t a) {
-  constexpr int VE = emb_ty<TT>::VE;
-  __shared__ int64_t s_task;
+template <typename TT, typename OT, int NV, int UR>
+__global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS)
+    loom__emb_fwd_kernel(const __grid_constant__ loom_emb_kargs_t a) {
+  __shared__ int64_t s_task[LOOM_EMB_THREADS / 32];
   __shared__ int s_abort;
   __shared__ unsigned char s_ready[LOOM_EMB_MAX_LSA];
   const loom_emb_sched_t &s = a.s;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  const int D = a.dim, nvec = D / VE;
+  const emb_worker_t wk = emb_worker(a.group);
+  const int lane = threadIdx.x & 31;
+  const int D = a.dim;
+  const int comm = !a.pool_only;
+  const int count = comm && !(a.variant & LOOM_EMB_V_NOCOUNT);          /* completion counters and flags */
+  const int wait_in = count && !(a.variant & LOOM_EMB_V_NOWAIT);        /* exit waits on incoming flags */
+  const int dyn = comm || (a.variant & LOOM_EMB_V_DYNFETCH);
   const int64_t ntasks = loom_emb_num_tasks(&s);
-  const uint32_t ready_sig0 = (uint32_t)((a.ready_off - a.flags_off) / 4);
-  uint32_t *fetch = (uint32_t *)(a.dc.ws + a.fetch_off);
-  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(a.dc.ws + a.epoch_off);
-  const uint32_t epoch = a.pool_only ? 0u : loom_epoch_begin(ep);
+  uint32_t *misc = (uint32_t *)(a.dc.ws + a.fetch_off);
+  const uint32_t epoch = comm ? loom_epoch_begin((const loom_dev_epoch_t *)(a.dc.ws + a.epoch_off)) : 0u;
 
   if (threadIdx.x == 0) s_abort = 0;
   for (int p = threadIdx.x; p < LOOM_EMB_MAX_LSA; p += blockDim.x) s_ready[p] = (p == s.rank);
-  if (!a.pool_only && blockIdx.x == 0)
+  if (comm && blockIdx.x == 0)
     for (int p = threadIdx.x; p < s.world; p += blockDim.x)
       loom_signal_store_release(loom_signal_addr(&a.dc, p, a.ready_off, (uint32_t)s.rank), epoch);
   __syncthreads();
 
-  for (int64_t iter = 0;; ++iter) {
-    if (threadIdx.x == 0) {
-      int64_t k;
-      if (a.pool_only) k = (int64_t)blockIdx.x + iter * (int64_t)gridDim.x;
-      else k = (int64_t)atomicAdd(fetch, 1u);
-      if (k < ntasks && !a.pool_only) {
-        const int q = loom_emb_task_decode(&s, k).dest;
-        if (!s_ready[q]) {
-          const uint32_t *w = (const uint32_t *)(a.dc.ws + a.ready_off) + q;
-          if (!loom_signal_wait(&a.dc, w, epoch, q, ready_sig0 + (uint32_t)q, LOOM_SITE_CONSUMED)) s_abort = 1;
-          s_ready[q] = 1;
-        }
-      }
-      s_task = k;
-    }
-    __syncthreads();
-    if (s_abort) return;
-    const int64_t k = s_task;
-    if (k >= ntasks) break;
+  emb_fetch_t f;
+  const int nwk = wk.nwarps / wk.g;
+  f.counter = dyn ? misc : nullptr;
+  f.next = (int64_t)blockIdx.x * nwk + wk.w;
+  f.stride = (int64_t)gridDim.x * nwk;
+  f.pref = -1;
+  f.prefetch = !(a.variant & LOOM_EMB_V_NOPREFETCH);
+  f.ready = comm ? (const uint32_t *)(a.dc.ws + a.ready_off) : nullptr;
+  f.sig0 = (uint32_t)((a.ready_off - a.flags_off) / 4);
+  f.site = LOOM_SITE_CONSUMED;
+  f.epoch = epoch;
+  for (;;) {
+    const int64_t k = emb_next_task(a, wk, f, ntasks, s_task, s_ready, &s_abort);
+    if (k < 0 || k >= ntasks) break;
     const loom_emb_task_t tk = loom_emb_task_decode(&s, k);
     const int t = tk.table;
-    const int64_t rows_t = a.rows[t];
-    const TT *tab = reinterpret_cast<const TT *>(a.tables) + a.row_off[t] * (int64_t)D;
-    OT *dst0;
-    int64_t stride, row0;
-    if (a.pool_only) {
-      dst0 = reinterpret_cast<OT *>(a.peer[0]) + (int64_t)t * D;
-      stride = (int64_t)s.t_local * D;
-      row0 = 0;
-    } else {
-      dst0 = reinterpret_cast<OT *>(a.peer[tk.dest]) + (int64_t)(s.table_base + t) * D;
-      stride = (int64_t)s.t_total * D;
-      row0 = (int64_t)tk.dest * s.local_batch;
-    }
-    for (int i = warp; i < tk.count; i += nwarps) {
-      const int64_t b = tk.sample0 + i;
-      float acc[NV][VE];
-      const int64_t len = pool_bag<TT, NV>(a, tab, rows_t, t, b, lane, nvec, acc);
-      const float sc = (a.pooling == LOOM_POOL_MEAN && len > 0) ? 1.f / (float)len : 1.f;
-      OT *dst = dst0 + (b - row0) * stride;
-#pragma unroll
-      for (int m = 0; m < NV; ++m) {
-        const int c = lane + 32 * m;
-        if (c < nvec) {
-          float f[VE];
-#pragma unroll
-          for (int e = 0; e < VE; ++e) f[e] = acc[m][e] * sc;
-          store_n<OT, VE>(dst + c * VE, f);
-        }
-      }
-    }
-    __syncthreads();
-    if (!a.pool_only && threadIdx.x == 0) {
-      __threadfence_system(); /* this block's stores (to q) before the count */
+    if (!comm)
+      emb_pool_bags<TT, OT, NV, UR>(a, tk, wk.wi, wk.g, lane, reinterpret_cast<OT *>(a.peer[0]) + (int64_t)t * D, 0,
+                                    (int64_t)s.t_local * D);
+    else
+      emb_pool_bags<TT, OT, NV, UR>(a, tk, wk.wi, wk.g, lane,
+                                    reinterpret_cast<OT *>(a.peer[tk.dest]) + (int64_t)(s.table_base + t) * D,
+                                    (int64_t)tk.dest * s.local_batch, (int64_t)s.t_total * D);
+    emb_worker_sync(wk);
+    if (count && wk.lead) {
+      __threadfence_system(); /* the worker's stores (to q) before the count */
       uint32_t *ctr = (uint32_t *)(a.dc.ws + a.counters_off) + loom_emb_counter_index(&s, t, tk.dest, tk.slice);
-      const uint32_t old = atomicAdd(ctr, 1u);
-      if (old + 1u == loom_emb_counter_target(&s)) {
+      if (atomicAdd(ctr, 1u) + 1u == loom_emb_counter_target(&s)) {
         *ctr = 0u;              /* nobody else touches it again in this call */
-        __threadfence_system(); /* every counted block's stores before the flag */
+        __threadfence_system(); /* every counted worker's stores before the flag */
         loom_signal_store_release(
             loom_signal_addr(&a.dc, tk.dest, a.flags_off, loom_emb_flag_index(&s, s.table_base, t, tk.slice)), epoch);
       }
     }
   }
-  if (a.pool_only) return;
+  if (!__syncthreads_and(!s_abort)) return;
+  if (!comm) {
+    if (dyn && threadIdx.x == 0) emb_block_done(a, 0u, 0);
+    return;
+  }
   /* this block's share of the incoming flags */
-  const uint32_t nf = loom_emb_num_flags(&s);
-  const uint32_t *flags = (const uint32_t *)(a.dc.ws + a.flags_off);
   int ok = 1;
-  for (uint32_t i = blockIdx.x + gridDim.x * threadIdx.x; i < nf; i += gridDim.x * blockDim.x)
-    if (!loom_signal_wait(&a.dc, flags + i, epoch, -1, i, LOOM_SITE_SLICE_READY)) { ok = 0; break; }
+  if (wait_in) {
+    const uint32_t nf = loom_emb_num_flags(&s);
+    const uint32_t *flags = (const uint32_t *)(a.dc.ws + a.flags_off);
+    for (uint32_t i = blockIdx.x + gridDim.x * threadIdx.x; i < nf; i += gridDim.x * blockDim.x)
+      if (!loom_signal_wait(&a.dc, flags + i, epoch, -1, i, LOOM_SITE_SLICE_READY)) { ok = 0; break; }
+  }
   if (!__syncthreads_and(ok)) return;
-  if (threadIdx.x == 0) emb_block_done(a, ep, epoch, 0);
+  if (threadIdx.x == 0) emb_block_done(a, epoch, 0);
 }
 
 /* ---- backward ------------------------------------------------------------ */
 
+/* Fused (pool_only 0): block 0 announces "grad_out readable" (gready);
+ * tasks pull their gradient rows from q's grad_out (LSA loads, after the
+ * bounded wait for gready[q]) and scatter-add into table_grad; the last task
+ * for source q tells q it is done reading (gdone); the kernel ends after
+ * every peer's gdone. Local (pool_only 1, the staged path): grad rows from
+ * peer[0] laid out [B, T*D] (what NCCL delivered), static stride, no signals. */
 template <typename TT, typename OT, int NV>
-__global__ void __launch_bounds__(LOOM_EMB_THREADS) loom__emb_bwd_kernel(const __grid_constant__ loom_emb_kargs_t a) {
-  constexpr int VE = emb_ty<TT>::VE;
-  __shared__ int64_t s_task;
+__global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS) loom__emb_bwd_kernel(const __grid_constant__ loom_emb_kargs_t a) {
+  __shared__ int64_t s_task[LOOM_EMB_THREADS / 32];
   __shared__ int s_abort;
   __shared__ unsigned char s_ready[LOOM_EMB_MAX_LSA];
   const loom_emb_sched_t &s = a.s;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  const int D = a.dim, nvec = D / VE;
+  const emb_worker_t wk = emb_worker(a.group);
+  const int lane = threadIdx.x & 31;
+  const int D = a.dim;
+  const int comm = !a.pool_only;
   const int64_t ntasks = loom_emb_num_tasks(&s), per_dest = loom_emb_tasks_per_dest(&s);
-  const uint32_t sig0 = (uint32_t)((a.gready_off - a.flags_off) / 4);
-  const uint32_t done0 = (uint32_t)((a.gdone_off - a.flags_off) / 4);
-  uint32_t *fetch = (uint32_t *)(a.dc.ws + a.fetch_off) + 1;
-  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(a.dc.ws + a.epoch_off);
-  const uint32_t epoch = loom_epoch_begin(ep);
+  uint32_t *misc = (uint32_t *)(a.dc.ws + a.fetch_off);
+  const uint32_t epoch = comm ? loom_epoch_begin((const loom_dev_epoch_t *)(a.dc.ws + a.epoch_off)) : 0u;
 
   if (threadIdx.x == 0) s_abort = 0;
   for (int p = threadIdx.x; p < LOOM_EMB_MAX_LSA; p += blockDim.x) s_ready[p] = (p == s.rank);
-  if (blockIdx.x == 0) {
+  if (comm && blockIdx.x == 0) {
     __threadfence_system();
     for (int p = threadIdx.x; p < s.world; p += blockDim.x) {
       loom_signal_store_release(loom_signal_addr(&a.dc, p, a.gready_off, (uint32_t)s.rank), epoch);
@@ -365,104 +557,54 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS) loom__emb_bwd_kernel(const _
   }
   __syncthreads();
 
+  emb_fetch_t f;
+  const int nwk = wk.nwarps / wk.g;
+  f.counter = comm ? misc + 1 : nullptr;
+  f.next = (int64_t)blockIdx.x * nwk + wk.w;
+  f.stride = (int64_t)gridDim.x * nwk;
+  f.pref = -1;
+  f.prefetch = !(a.variant & LOOM_EMB_V_NOPREFETCH);
+  f.ready = comm ? (const uint32_t *)(a.dc.ws + a.gready_off) : nullptr;
+  f.sig0 = (uint32_t)((a.gready_off - a.flags_off) / 4);
+  f.site = LOOM_SITE_CONSUMED;
+  f.epoch = epoch;
   for (;;) {
-    if (threadIdx.x == 0) {
-      const int64_t k = (int64_t)atomicAdd(fetch, 1u);
-      if (k < ntasks) {
-        const int q = loom_emb_task_decode(&s, k).dest;
-        if (!s_ready[q]) {
-          const uint32_t *w = (const uint32_t *)(a.dc.ws + a.gready_off) + q;
-          if (!loom_signal_wait(&a.dc, w, epoch, q, sig0 + (uint32_t)q, LOOM_SITE_CONSUMED)) s_abort = 1;
-          s_ready[q] = 1;
-        }
-      }
-      s_task = k;
-    }
-    __syncthreads();
-    if (s_abort) return;
-    const int64_t k = s_task;
-    if (k >= ntasks) break;
+    const int64_t k = emb_next_task(a, wk, f, ntasks, s_task, s_ready, &s_abort);
+    if (k < 0 || k >= ntasks) break;
     const loom_emb_task_t tk = loom_emb_task_decode(&s, k);
     const int t = tk.table;
-    const int64_t rows_t = a.rows[t];
-    TT *tab = reinterpret_cast<TT *>(a.table_grad) + a.row_off[t] * (int64_t)D;
-    const OT *g0 = reinterpret_cast<const OT *>(a.peer[tk.dest]) + (int64_t)(s.table_base + t) * D;
-    const int64_t stride = (int64_t)s.t_total * D, row0 = (int64_t)tk.dest * s.local_batch;
-    for (int i = warp; i < tk.count; i += nwarps) {
-      const int64_t b = tk.sample0 + i;
-      const int64_t ob = (int64_t)t * s.batch + b;
-      const int64_t start = a.offsets[ob], end = a.offsets[ob + 1];
-      if (!(start >= 0 && start <= end && end <= a.num_indices)) {
-        if (lane == 0) emb_record(a.err, 2u, t, b, ob, start, a.num_indices);
-        continue;
-      }
-      if (end == start) continue;
-      float g[NV][VE];
-      const float sc = a.scale * ((a.pooling == LOOM_POOL_MEAN) ? 1.f / (float)(end - start) : 1.f);
-      const OT *grow = g0 + (b - row0) * stride;
-#pragma unroll
-      for (int m = 0; m < NV; ++m) {
-        const int c = lane + 32 * m;
-        if (c < nvec) {
-          load_n<OT, VE>(grow + c * VE, g[m]);
-#pragma unroll
-          for (int e = 0; e < VE; ++e) g[m][e] *= sc;
-        }
-      }
-      for (int64_t base = start; base < end; base += 32) {
-        const int n = end - base < 32 ? (int)(end - base) : 32;
-        int64_t my = -1;
-        float mw = 0.f;
-        if (lane < n) {
-          const int64_t ix = a.indices[base + lane];
-          if (ix >= 0 && ix < rows_t) {
-            my = ix;
-            mw = a.weighted ? a.weights[base + lane] : 1.f;
-          } else {
-            emb_record(a.err, 1u, t, b, base + lane, ix, rows_t);
-          }
-        }
-        for (int u = 0; u < n; ++u) {
-          const int64_t ix = __shfl_sync(FULL_MASK, my, u);
-          const float w = __shfl_sync(FULL_MASK, mw, u);
-          if (ix < 0) continue;
-          TT *row = tab + ix * (int64_t)D;
-#pragma unroll
-          for (int m = 0; m < NV; ++m) {
-            const int c = lane + 32 * m;
-            if (c < nvec) {
-              float f[VE];
-#pragma unroll
-              for (int e = 0; e < VE; ++e) f[e] = w * g[m][e];
-              atomic_add_n<TT, VE>(row + c * VE, f);
-            }
-          }
-        }
-      }
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
+    if (!comm)
+      emb_scatter_bags<TT, OT, NV>(a, tk, wk.wi, wk.g, lane, reinterpret_cast<const OT *>(a.peer[0]) + (int64_t)t * D,
+                                   0, (int64_t)s.t_local * D);
+    else
+      emb_scatter_bags<TT, OT, NV>(a, tk, wk.wi, wk.g, lane,
+                                   reinterpret_cast<const OT *>(a.peer[tk.dest]) + (int64_t)(s.table_base + t) * D,
+                                   (int64_t)tk.dest * s.local_batch, (int64_t)s.t_total * D);
+    emb_worker_sync(wk);
+    if (comm && wk.lead) {
       __threadfence_system(); /* loads from q are done (their values were used) */
       uint32_t *cnt = (uint32_t *)(a.dc.ws + a.bcount_off) + tk.dest;
-      const uint32_t old = atomicAdd(cnt, 1u);
-      if (old + 1u == (uint32_t)per_dest) {
+      if (atomicAdd(cnt, 1u) + 1u == (uint32_t)per_dest) {
         *cnt = 0u;
         loom_signal_store_release(loom_signal_addr(&a.dc, tk.dest, a.gdone_off, (uint32_t)s.rank), epoch);
       }
     }
   }
+  if (!__syncthreads_and(!s_abort)) return;
+  if (!comm) return;
   /* nobody reads this rank's grad_out once every peer said so */
+  const uint32_t done0 = (uint32_t)((a.gdone_off - a.flags_off) / 4);
   const uint32_t *done = (const uint32_t *)(a.dc.ws + a.gdone_off);
   int ok = 1;
   for (int p = blockIdx.x + gridDim.x * threadIdx.x; p < s.world; p += gridDim.x * blockDim.x)
     if (!loom_signal_wait(&a.dc, done + p, epoch, p, done0 + (uint32_t)p, LOOM_SITE_CONSUMED)) { ok = 0; break; }
   if (!__syncthreads_and(ok)) return;
-  if (threadIdx.x == 0) emb_block_done(a, ep, epoch, 1);
+  if (threadIdx.x == 0) emb_block_done(a, epoch, 1);
 }
 
 /* ---- GIN forward (compiled, never run: no multi-node machine) -------------
  * Slices for ranks outside the NVLink domain are pooled into this rank's
- * staging window ([q][t][Bl][D], embedding_schedule.h) and the block that
+ * staging window ([q][t][Bl][D], embedding_schedule.h) and the worker that
  * completes such a slice puts its rows into q's output window, the last put
  * carrying SignalAdd(+1) on signal flag_index at q. Incoming remote slices
  * are waited for on the GIN signals (bounded by polling readSignal). Ranks
@@ -478,46 +620,47 @@ template <typename TT, typename OT, int NV>
 __global__ void __launch_bounds__(LOOM_EMB_THREADS)
     loom__emb_fwd_gin_kernel(const __grid_constant__ loom_emb_kargs_t a, const __grid_constant__ ncclDevComm dcomm,
                              const __grid_constant__ loom_emb_gin_args_t g) {
-  constexpr int VE = emb_ty<TT>::VE;
-  __shared__ int64_t s_task;
+  __shared__ int64_t s_task[LOOM_EMB_THREADS / 32];
+  __shared__ int s_abort;
+  __shared__ unsigned char s_ready[LOOM_EMB_MAX_LSA];
   const loom_emb_sched_t &s = a.s;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  const int D = a.dim, nvec = D / VE;
+  const emb_worker_t wk = emb_worker(a.group);
+  const int lane = threadIdx.x & 31;
+  const int D = a.dim;
   const int64_t ntasks = loom_emb_num_tasks(&s);
-  uint32_t *fetch = (uint32_t *)(a.dc.ws + a.fetch_off);
-  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(a.dc.ws + a.epoch_off);
-  const uint32_t epoch = loom_epoch_begin(ep);
+  uint32_t *misc = (uint32_t *)(a.dc.ws + a.fetch_off);
+  const uint32_t epoch = loom_epoch_begin((const loom_dev_epoch_t *)(a.dc.ws + a.epoch_off));
   ncclGin gin(dcomm, 0);
   const ncclTeam world = ncclTeamWorld(dcomm);
+  if (threadIdx.x == 0) s_abort = 0;
+  __syncthreads();
+  emb_fetch_t f;
+  f.counter = misc;
+  f.next = 0;
+  f.stride = 0;
+  f.pref = -1;
+  f.prefetch = 1;
+  f.ready = nullptr;
+  f.sig0 = 0;
+  f.site = LOOM_SITE_CONSUMED;
+  f.epoch = epoch;
   for (;;) {
-    if (threadIdx.x == 0) s_task = (int64_t)atomicAdd(fetch, 1u);
-    __syncthreads();
-    const int64_t k = s_task;
-    if (k >= ntasks) break;
+    const int64_t k = emb_next_task(a, wk, f, ntasks, s_task, s_ready, &s_abort);
+    if (k < 0 || k >= ntasks) break;
     const loom_emb_task_t tk = loom_emb_task_decode(&s, k);
     const int t = tk.table;
     const bool lsa = a.peer[tk.dest] != nullptr;
-    const TT *tab = reinterpret_cast<const TT *>(a.tables) + a.row_off[t] * (int64_t)D;
-    for (int i = warp; i < tk.count; i += nwarps) {
-      const int64_t b = tk.sample0 + i;
-      float acc[NV][VE];
-      const int64_t len = pool_bag<TT, NV>(a, tab, a.rows[t], t, b, lane, nvec, acc);
-      const float sc = (a.pooling == LOOM_POOL_MEAN && len > 0) ? 1.f / (float)len : 1.f;
-      OT *dst = lsa ? reinterpret_cast<OT *>(a.peer[tk.dest]) + loom_emb_out_offset(&s, s.table_base, t, b, D)
-                    : reinterpret_cast<OT *>(g.stage) + loom_emb_gin_stage_offset(&s, tk.dest, t, b, D);
-#pragma unroll
-      for (int m = 0; m < NV; ++m) {
-        const int c = lane + 32 * m;
-        if (c < nvec) {
-          float f[VE];
-#pragma unroll
-          for (int e = 0; e < VE; ++e) f[e] = acc[m][e] * sc;
-          store_n<OT, VE>(dst + c * VE, f);
-        }
-      }
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
+    const int64_t row0 = (int64_t)tk.dest * s.local_batch;
+    if (lsa)
+      emb_pool_bags<TT, OT, NV, 8>(a, tk, wk.wi, wk.g, lane,
+                                   reinterpret_cast<OT *>(a.peer[tk.dest]) + (int64_t)(s.table_base + t) * D, row0,
+                                   (int64_t)s.t_total * D);
+    else
+      emb_pool_bags<TT, OT, NV, 8>(a, tk, wk.wi, wk.g, lane,
+                                   reinterpret_cast<OT *>(g.stage) + loom_emb_gin_stage_offset(&s, tk.dest, t, row0, D),
+                                   row0, D);
+    emb_worker_sync(wk);
+    if (wk.lead) {
       __threadfence_system();
       uint32_t *ctr = (uint32_t *)(a.dc.ws + a.counters_off) + loom_emb_counter_index(&s, t, tk.dest, tk.slice);
       if (atomicAdd(ctr, 1u) + 1u == loom_emb_counter_target(&s)) {
@@ -540,6 +683,7 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS)
       }
     }
   }
+  if (!__syncthreads_and(!s_abort)) return;
   /* incoming: LSA sources set flags, network sources GIN signals (both
    * indexed by flag_index); bounded polls */
   const uint32_t nf = loom_emb_num_flags(&s);
@@ -565,7 +709,7 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS)
     }
   }
   if (!__syncthreads_and(ok)) return;
-  if (threadIdx.x == 0) emb_block_done(a, ep, epoch, 0);
+  if (threadIdx.x == 0) emb_block_done(a, epoch, 0);
 }
 #endif
 
@@ -573,47 +717,60 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS)
 
 typedef void (*emb_kernel_t)(loom_emb_kargs_t);
 
+/* kind: 0 forward with 8 row chunks in flight per lane, 1 forward with 16,
+ * 2 backward. */
+template <typename TT, typename OT, int NV>
+static emb_kernel_t pick_kind(int kind) {
+  switch (kind) {
+    case 0: return loom__emb_fwd_kernel<TT, OT, NV, 8>;
+    case 1: return loom__emb_fwd_kernel<TT, OT, NV, 16>;
+    default: return loom__emb_bwd_kernel<TT, OT, NV>;
+  }
+}
+
 template <typename TT, typename OT>
-static emb_kernel_t pick(int nv, int backward) {
+static emb_kernel_t pick(int nv, int kind) {
   switch (nv) {
-    case 1: return backward ? loom__emb_bwd_kernel<TT, OT, 1> : loom__emb_fwd_kernel<TT, OT, 1>;
-    case 2: return backward ? loom__emb_bwd_kernel<TT, OT, 2> : loom__emb_fwd_kernel<TT, OT, 2>;
-    case 4: return backward ? loom__emb_bwd_kernel<TT, OT, 4> : loom__emb_fwd_kernel<TT, OT, 4>;
-    default: return backward ? loom__emb_bwd_kernel<TT, OT, 8> : loom__emb_fwd_kernel<TT, OT, 8>;
+    case 1: return pick_kind<TT, OT, 1>(kind);
+    case 2: return pick_kind<TT, OT, 2>(kind);
+    case 4: return pick_kind<TT, OT, 4>(kind);
+    default: return pick_kind<TT, OT, 8>(kind);
   }
 }
 
 template <typename TT>
-static emb_kernel_t pick_out(loom_dtype_t ot, int nv, int backward) {
+static emb_kernel_t pick_out(loom_dtype_t ot, int nv, int kind) {
   switch (ot) {
-    case LOOM_FP16: return pick<TT, __half>(nv, backward);
-    case LOOM_BF16: return pick<TT, __nv_bfloat16>(nv, backward);
-    default: return pick<TT, float>(nv, backward);
+    case LOOM_FP16: return pick<TT, __half>(nv, kind);
+    case LOOM_BF16: return pick<TT, __nv_bfloat16>(nv, kind);
+    default: return pick<TT, float>(nv, kind);
   }
 }
 
 /* The kernel for these dtypes and dim: NV = 16-byte chunks per lane. */
-static emb_kernel_t kernel_for(loom_dtype_t tt, loom_dtype_t ot, int dim, int backward) {
+static emb_kernel_t kernel_for(loom_dtype_t tt, loom_dtype_t ot, int dim, int kind) {
   const int ve = tt == LOOM_FP32 ? 4 : 8;
   const int chunks = (dim / ve + 31) / 32;
   const int nv = chunks <= 1 ? 1 : chunks <= 2 ? 2 : chunks <= 4 ? 4 : 8;
   switch (tt) {
-    case LOOM_FP16: return pick_out<__half>(ot, nv, backward);
-    case LOOM_BF16: return pick_out<__nv_bfloat16>(ot, nv, backward);
-    default: return pick_out<float>(ot, nv, backward);
+    case LOOM_FP16: return pick_out<__half>(ot, nv, kind);
+    case LOOM_BF16: return pick_out<__nv_bfloat16>(ot, nv, kind);
+    default: return pick_out<float>(ot, nv, kind);
   }
 }
 
-extern "C" loom_result_t loom__emb_occupancy(loom_dtype_t tt, loom_dtype_t ot, int dim, int *blocks_per_sm) {
-  emb_kernel_t k = kernel_for(tt, ot, dim, 0);
+static int fwd_kind(int unroll) { return unroll >= 16 ? 1 : 0; }
+
+extern "C" loom_result_t loom__emb_occupancy(loom_dtype_t tt, loom_dtype_t ot, int dim, int unroll, int *blocks_per_sm) {
+  emb_kernel_t k = kernel_for(tt, ot, dim, fwd_kind(unroll));
   LOOM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, k, LOOM_EMB_THREADS, 0));
   if (*blocks_per_sm < 1) *blocks_per_sm = 1;
   return LOOM_SUCCESS;
 }
 
-extern "C" loom_result_t loom__emb_launch_forward(const loom_emb_kargs_t *a, loom_dtype_t tt, loom_dtype_t ot, int grid,
-                                                  cudaStream_t stream) {
-  emb_kernel_t k = kernel_for(tt, ot, a->dim, 0);
+extern "C" loom_result_t loom__emb_launch_forward(const loom_emb_kargs_t *a, loom_dtype_t tt, loom_dtype_t ot,
+                                                  int unroll, int grid, cudaStream_t stream) {
+  emb_kernel_t k = kernel_for(tt, ot, a->dim, fwd_kind(unroll));
   k<<<grid, LOOM_EMB_THREADS, 0, stream>>>(*a);
   LOOM_CUDA_LAUNCHED("loom__emb_fwd_kernel");
   return LOOM_SUCCESS;
@@ -621,23 +778,25 @@ extern "C" loom_result_t loom__emb_launch_forward(const loom_emb_kargs_t *a, loo
 
 extern "C" loom_result_t loom__emb_launch_backward(const loom_emb_kargs_t *a, loom_dtype_t tt, loom_dtype_t ot, int grid,
                                                    cudaStream_t stream) {
-  emb_kernel_t k = kernel_for(tt, ot, a->dim, 1);
+  emb_kernel_t k = kernel_for(tt, ot, a->dim, 2);
   k<<<grid, LOOM_EMB_THREADS, 0, stream>>>(*a);
   LOOM_CUDA_LAUNCHED("loom__emb_bwd_kernel");
   return LOOM_SUCCESS;
 }
 
-extern "C" loom_result_t loom__emb_launch_reorder(const void *recv, void *out, const int *tables_per_rank,
+extern "C" loom_result_t loom__emb_launch_reorder(void *recv, void *out, const int *tables_per_rank,
                                                   const int *table_base, int world, int64_t local_batch, int dim,
-                                                  size_t elem, cudaStream_t stream) {
+                                                  size_t elem, int to_out, cudaStream_t stream) {
   const size_t pitch = (size_t)table_base[world] * (size_t)dim * elem;
   size_t roff = 0;
   for (int p = 0; p < world; ++p) {
     const size_t width = (size_t)tables_per_rank[p] * (size_t)dim * elem;
     if (width == 0) continue;
-    LOOM_CUDA(cudaMemcpy2DAsync((char *)out + (size_t)table_base[p] * (size_t)dim * elem, pitch,
-                                (const char *)recv + roff, width, width, (size_t)local_batch,
-                                cudaMemcpyDeviceToDevice, stream));
+    char *o = (char *)out + (size_t)table_base[p] * (size_t)dim * elem, *r = (char *)recv + roff;
+    if (to_out)
+      LOOM_CUDA(cudaMemcpy2DAsync(o, pitch, r, width, width, (size_t)local_batch, cudaMemcpyDeviceToDevice, stream));
+    else
+      LOOM_CUDA(cudaMemcpy2DAsync(r, width, o, pitch, width, (size_t)local_batch, cudaMemcpyDeviceToDevice, stream));
     roff += width * (size_t)local_batch;
   }
   return LOOM_SUCCESS;

@@ -37,9 +37,28 @@ extern "C" {
 #endif
 
 #define LOOM_EMB_MAX_LSA 72      /* peers whose output addresses travel as kernel arguments */
-#define LOOM_EMB_THREADS 256     /* threads per block: 8 warps, one bag per warp at a time */
-#define LOOM_EMB_PART 8          /* samples per task (one per warp) */
+#define LOOM_EMB_THREADS 256     /* threads per block: 8 warps */
 #define LOOM_EMB_DEFAULT_SLICE 128 /* measured: S = 8 2979 us .. 128 2639 us .. 256 2603 us (B=4096 T=64, 2x H200) */
+
+/* How the kernels cut the work (bench/NOTES.md has the measurements):
+ * a worker of `group` warps takes one task of `part` samples at a time
+ * (part / group bags per warp, at most 32); `unroll` 16-byte row chunks per
+ * lane are in flight (8 or 16). */
+typedef struct loom_emb_tuning {
+  int group;                     /* warps per worker: 1, 2, 4 or 8 */
+  int part;                      /* samples per task (P), group <= P <= 32 * group */
+  int unroll;                    /* 8 or 16 */
+  int variant;                   /* LOOM_EMB_V_* bits (measurement only; 0 in use) */
+} loom_emb_tuning_t;
+#define LOOM_EMB_TUNING_DEFAULT {1, 4, 8, 0}
+
+/* Variants that leave something out, to split the fused kernel's time
+ * (loom-bench embedding_a2a --variants). V_NOCOUNT and V_NOWAIT give up the
+ * guarantee that the output is complete when the call completes. */
+#define LOOM_EMB_V_DYNFETCH 1    /* pooling alone: tasks from the counter, not a static stride */
+#define LOOM_EMB_V_NOCOUNT 2     /* fused: no per-task fence/counter, no flags, no exit waits */
+#define LOOM_EMB_V_NOWAIT 4      /* fused: no exit waits */
+#define LOOM_EMB_V_NOPREFETCH 8  /* claim a task only when the previous one is done */
 
 /* What the kernels record about bad input (host-mapped, first error wins). */
 typedef struct loom_emb_err {
@@ -70,7 +89,10 @@ typedef struct loom_emb_kargs {
   float scale;                   /* backward */
   size_t flags_off, counters_off, ready_off, gready_off, gdone_off, bcount_off, fetch_off;
   size_t epoch_off;              /* the plan's loom_dev_epoch_t in this rank's workspace */
-  int pool_only;                 /* 1: no communication, output [B, T*D] in peer[0] */
+  int pool_only;                 /* 1: no communication, output [B, T*D] in peer[0] (backward:
+                                    gradient rows [B, T*D] in peer[0]) */
+  int group;                     /* warps per worker (loom_emb_tuning_t) */
+  int variant;                   /* LOOM_EMB_V_* */
   loom_emb_err_t *err;
 } loom_emb_kargs_t;
 
@@ -82,6 +104,7 @@ typedef struct loom_emb_state {
   loom_emb_sched_t sched;
   int path;                      /* loom_embedding_path_t chosen */
   int grid, blocks_per_sm;
+  loom_emb_tuning_t tun;
   uint32_t num_flags, num_counters;
   size_t flags_off, counters_off, ready_off, gready_off, gdone_off, bcount_off, fetch_off;
   int64_t *d_row_off, *d_rows;   /* device [T] */
@@ -97,16 +120,27 @@ loom_result_t loom__emb_validate_desc(const char *fn, const loom_embedding_desc_
 
 /* Kernel launchers (embedding_a2a.cu). */
 loom_result_t loom__emb_launch_forward(const loom_emb_kargs_t *a, loom_dtype_t tt, loom_dtype_t ot,
-                                       int grid, cudaStream_t stream);
+                                       int unroll, int grid, cudaStream_t stream);
 loom_result_t loom__emb_launch_backward(const loom_emb_kargs_t *a, loom_dtype_t tt, loom_dtype_t ot,
                                         int grid, cudaStream_t stream);
-/* Copies the staged receive buffer (blocks per source rank p: [Bl, T_p*D])
- * into out [Bl, T_total*D]. */
-loom_result_t loom__emb_launch_reorder(const void *recv, void *out, const int *tables_per_rank,
+/* to_out 1: copies the staged receive buffer (blocks per source rank p:
+ * [Bl, T_p*D]) into out [Bl, T_total*D]; to_out 0: the other way (the
+ * backward's gradient, out -> recv). */
+loom_result_t loom__emb_launch_reorder(void *recv, void *out, const int *tables_per_rank,
                                        const int *table_base, int world, int64_t local_batch, int dim,
-                                       size_t elem, cudaStream_t stream);
-/* Resident blocks per SM of the forward kernel for these dtypes and dim. */
-loom_result_t loom__emb_occupancy(loom_dtype_t tt, loom_dtype_t ot, int dim, int *blocks_per_sm);
+                                       size_t elem, int to_out, cudaStream_t stream);
+/* Resident blocks per SM of the forward kernel for these dtypes, dim and unroll. */
+loom_result_t loom__emb_occupancy(loom_dtype_t tt, loom_dtype_t ot, int dim, int unroll, int *blocks_per_sm);
+/* Checks a tuning for a slice of `slice` samples; the message names fn. Pure. */
+loom_result_t loom__emb_check_tuning(const char *fn, const loom_emb_tuning_t *t, int slice);
+/* Re-cuts an embedding plan's work (tests, benchmarks): the schedule, grid
+ * and counters' targets follow. Not collective, but every rank must set the
+ * same tuning before its next call (the counter targets depend on part). */
+loom_result_t loom__emb_set_tuning(loom_plan_t plan, const loom_emb_tuning_t *t);
+loom_result_t loom__emb_get_tuning(loom_plan_t plan, loom_emb_tuning_t *t);
+/* The plan's device call counter (epochs completed on the GPU), read with a
+ * synchronous copy (tests). */
+loom_result_t loom__emb_device_epoch(loom_plan_t plan, uint32_t *epoch);
 /* 1 if NCCL offers GIN on this comm (creates a device comm with `signals`
  * GIN signals, kept in *devcomm on success). Collective. */
 loom_result_t loom__emb_gin_probe(ncclComm_t nccl, int signals, int *supported, void **devcomm);

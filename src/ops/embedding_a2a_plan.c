@@ -119,6 +119,19 @@ static void emb_destroy(loom_plan_t plan) {
   plan->op_state = NULL;
 }
 
+/* Grid from the SM count and the forward kernel's residency (which depends
+ * on the unroll). All blocks need not be resident for progress (waits come
+ * after the last task), but a grid past residency only queues blocks. */
+static loom_result_t size_grid(loom_plan_t plan, loom_emb_state_t *st) {
+  loom_comm_t comm = plan->comm;
+  LOOM_TRY(loom__emb_occupancy(st->desc.table_type, st->desc.out_type, st->desc.dim, st->tun.unroll,
+                               &st->blocks_per_sm));
+  int bps = st->blocks_per_sm > 4 ? 4 : st->blocks_per_sm;
+  st->grid = st->desc.grid_blocks ? st->desc.grid_blocks : comm->sm_count * bps;
+  if (st->grid > comm->sm_count * st->blocks_per_sm) st->grid = comm->sm_count * st->blocks_per_sm;
+  return LOOM_SUCCESS;
+}
+
 static const char *path_name(int p) {
   switch (p) {
     case LOOM_EMB_PATH_ZERO_COPY: return "zero-copy";
@@ -159,7 +172,9 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   int64_t Bl = desc->global_batch / W;
   if (S > Bl) S = (int)Bl;
   st->desc.slice_samples = S;
-  if (loom_emb_sched_init(&st->sched, W, r, T, t_total, st->table_base[r], desc->global_batch, S, LOOM_EMB_PART,
+  const loom_emb_tuning_t tdef = LOOM_EMB_TUNING_DEFAULT;
+  st->tun = tdef;
+  if (loom_emb_sched_init(&st->sched, W, r, T, t_total, st->table_base[r], desc->global_batch, S, st->tun.part,
                           desc->local_first) != 0) {
     free(st->tables_per_rank); free(st->table_base); free(st->rows); free(st);
     return loom__fail(LOOM_ERR_INTERNAL, "%s: schedule rejected W=%d T=%d B=%lld S=%d", fn, W, T,
@@ -264,16 +279,7 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
     if (e != cudaSuccess) res = loom__cuda_fail((int)e, "embedding plan: device tables", __FILE__, __LINE__);
   }
   free(h_off);
-  if (res == LOOM_SUCCESS) res = loom__emb_occupancy(desc->table_type, desc->out_type, desc->dim, &st->blocks_per_sm);
-  if (res == LOOM_SUCCESS) {
-    int bps = st->blocks_per_sm > 4 ? 4 : st->blocks_per_sm;
-    st->grid = desc->grid_blocks ? desc->grid_blocks : comm->sm_count * bps;
-    if (st->grid > comm->sm_count * st->blocks_per_sm) {
-      /* All blocks need not be resident for progress (waits come after the
-       * last task), but a grid past residency only queues blocks. */
-      st->grid = comm->sm_count * st->blocks_per_sm;
-    }
-  }
+  if (res == LOOM_SUCCESS) res = size_grid(plan, st);
   if (res == LOOM_SUCCESS && st->path == LOOM_EMB_PATH_STAGED) {
     size_t send = (size_t)desc->global_batch * (size_t)T * (size_t)desc->dim * osz;
     size_t recv = (size_t)Bl * (size_t)t_total * (size_t)desc->dim * osz;
@@ -387,6 +393,8 @@ static void fill_common(loom_emb_kargs_t *a, loom_plan_t plan, loom_emb_state_t 
   a->fetch_off = st->fetch_off;
   a->epoch_off = plan->epoch_offset;
   a->err = st->err_dev;
+  a->group = st->tun.group;
+  a->variant = st->tun.variant;
 }
 
 /* Address of each rank's copy of the symmetric buffer at `p` (`bytes` long). */
@@ -414,6 +422,37 @@ static loom_result_t after_call(const char *fn, loom_plan_t plan, loom_emb_state
   return loom_embedding_a2a_check(plan);
 }
 
+/* The staged path's NCCL exchange. Buffers: send_buf [W][Bl][T*D] (this
+ * rank's tables, grouped by the rank whose samples they are), recv_buf
+ * [sum_p Bl*T_p*D] (rank p's tables for this rank's samples). Forward: each
+ * rank p gets send_buf[p] into its recv_buf; backward (the gradient goes the
+ * other way): recv_buf's block p goes to p, into p's send_buf[this rank]. */
+static loom_result_t staged_exchange(loom_plan_t plan, loom_emb_state_t *st, int backward, cudaStream_t stream) {
+  loom_comm_t comm = plan->comm;
+  const int W = comm->size, T = st->sched.t_local, D = st->desc.dim;
+  const size_t osz = loom_dtype_size(st->desc.out_type), Bl = (size_t)st->sched.local_batch;
+  LOOM_NCCL(ncclGroupStart());
+  size_t roff = 0;
+  ncclResult_t n = ncclSuccess;
+  for (int p = 0; p < W && n == ncclSuccess; ++p) {
+    size_t mbytes = Bl * (size_t)T * (size_t)D * osz;
+    size_t tbytes = Bl * (size_t)st->tables_per_rank[p] * (size_t)D * osz;
+    char *mine = (char *)st->send_buf + (size_t)p * mbytes, *theirs = (char *)st->recv_buf + roff;
+    if (!backward) {
+      if (mbytes) n = ncclSend(mine, mbytes, ncclChar, p, comm->nccl, stream);
+      if (n == ncclSuccess && tbytes) n = ncclRecv(theirs, tbytes, ncclChar, p, comm->nccl, stream);
+    } else {
+      if (tbytes) n = ncclSend(theirs, tbytes, ncclChar, p, comm->nccl, stream);
+      if (n == ncclSuccess && mbytes) n = ncclRecv(mine, mbytes, ncclChar, p, comm->nccl, stream);
+    }
+    roff += tbytes;
+  }
+  ncclResult_t n2 = ncclGroupEnd();
+  if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclSend/ncclRecv (embedding staged path)", __FILE__, __LINE__);
+  if (n2 != ncclSuccess) return loom__nccl_fail((int)n2, "ncclGroupEnd (embedding staged path)", __FILE__, __LINE__);
+  return LOOM_SUCCESS;
+}
+
 loom_result_t loom_embedding_pool(loom_plan_t plan, const void *tables, const int64_t *indices, const int64_t *offsets,
                                   int64_t num_indices, const float *weights, void *pooled, cudaStream_t stream) {
   const char *fn = "loom_embedding_pool";
@@ -430,7 +469,7 @@ loom_result_t loom_embedding_pool(loom_plan_t plan, const void *tables, const in
   fill_common(&a, plan, st, tables, indices, offsets, num_indices, weights);
   a.pool_only = 1;
   a.peer[0] = (char *)pooled;
-  LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, st->grid, stream));
+  LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, st->tun.unroll, st->grid, stream));
   return after_call(fn, plan, st, stream);
 }
 
@@ -451,7 +490,7 @@ loom_result_t loom_embedding_a2a(loom_plan_t plan, const void *tables, const int
 
   if (st->path == LOOM_EMB_PATH_STAGED) {
     /* pool -> send [W][Bl][T*D]; send/recv; reorder into out */
-    const int W = comm->size, r = comm->rank, T = st->sched.t_local, D = st->desc.dim;
+    const int W = comm->size, T = st->sched.t_local, D = st->desc.dim;
     const int64_t Bl = st->sched.local_batch;
     (void)loom__plan_next_epoch(plan);
     if (T > 0) {
@@ -459,25 +498,13 @@ loom_result_t loom_embedding_a2a(loom_plan_t plan, const void *tables, const int
       fill_common(&a, plan, st, tables, indices, offsets, num_indices, weights);
       a.pool_only = 1;
       a.peer[0] = (char *)(W == 1 ? out : st->send_buf);
-      LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, st->grid, stream));
+      LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, st->tun.unroll, st->grid, stream));
     }
     if (W > 1) {
-      LOOM_NCCL(ncclGroupStart());
-      size_t roff = 0;
-      ncclResult_t n = ncclSuccess;
-      for (int p = 0; p < W && n == ncclSuccess; ++p) {
-        size_t sbytes = (size_t)Bl * (size_t)T * (size_t)D * osz;
-        size_t rbytes = (size_t)Bl * (size_t)st->tables_per_rank[p] * (size_t)D * osz;
-        if (sbytes) n = ncclSend((char *)st->send_buf + (size_t)p * sbytes, sbytes, ncclChar, p, comm->nccl, stream);
-        if (n == ncclSuccess && rbytes) n = ncclRecv((char *)st->recv_buf + roff, rbytes, ncclChar, p, comm->nccl, stream);
-        roff += rbytes;
-      }
-      ncclResult_t n2 = ncclGroupEnd();
-      if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclSend/ncclRecv (embedding staged path)", __FILE__, __LINE__);
-      if (n2 != ncclSuccess) return loom__nccl_fail((int)n2, "ncclGroupEnd (embedding staged path)", __FILE__, __LINE__);
-      LOOM_TRY(loom__emb_launch_reorder(st->recv_buf, out, st->tables_per_rank, st->table_base, W, Bl, D, osz, stream));
+      LOOM_TRY(staged_exchange(plan, st, 0, stream));
+      LOOM_TRY(loom__emb_launch_reorder(st->recv_buf, out, st->tables_per_rank, st->table_base, W, Bl, D, osz, 1,
+                                        stream));
     }
-    (void)r;
     return after_call(fn, plan, st, stream);
   }
 
@@ -485,7 +512,7 @@ loom_result_t loom_embedding_a2a(loom_plan_t plan, const void *tables, const int
   fill_common(&a, plan, st, tables, indices, offsets, num_indices, weights);
   LOOM_TRY(peer_addresses(fn, "out", comm, out, out_bytes, a.peer));
   (void)loom__plan_next_epoch(plan);
-  LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, st->grid, stream));
+  LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, st->tun.unroll, st->grid, stream));
   return after_call(fn, plan, st, stream);
 }
 
@@ -502,17 +529,93 @@ loom_result_t loom_embedding_a2a_backward(loom_plan_t plan, const void *grad_out
   if (!grad_out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: grad_out=NULL", fn);
   if ((uintptr_t)grad_out & 15) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: grad_out=%p must be 16-byte aligned", fn, grad_out);
   if (comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: test comm without a GPU", fn);
-  if (st->path != LOOM_EMB_PATH_ZERO_COPY)
-    return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the backward op needs every rank load/store reachable (path %s)", fn,
-                      path_name(st->path));
   size_t osz = loom_dtype_size(st->desc.out_type);
   size_t g_bytes = (size_t)st->sched.local_batch * (size_t)st->sched.t_total * (size_t)st->desc.dim * osz;
   loom_emb_kargs_t a;
   fill_common(&a, plan, st, NULL, indices, offsets, num_indices, weights);
-  LOOM_TRY(peer_addresses(fn, "grad_out", comm, grad_out, g_bytes, a.peer));
   a.table_grad = table_grad;
   a.scale = scale;
+  if (st->path == LOOM_EMB_PATH_STAGED) {
+    /* grad_out [Bl, T_total*D] -> recv_buf blocks per owner; NCCL send/recv
+     * (the forward's exchange reversed) -> send_buf [B, T*D]; scatter-add
+     * locally. W = 1: straight from grad_out. */
+    const int W = comm->size, T = st->sched.t_local, D = st->desc.dim;
+    (void)loom__plan_next_epoch(plan);
+    if (W > 1) {
+      LOOM_TRY(loom__emb_launch_reorder(st->recv_buf, (void *)grad_out, st->tables_per_rank, st->table_base, W,
+                                        st->sched.local_batch, D, osz, 0, stream));
+      LOOM_TRY(staged_exchange(plan, st, 1, stream));
+    }
+    if (T > 0) {
+      a.pool_only = 1;
+      a.peer[0] = (char *)(W == 1 ? grad_out : st->send_buf);
+      LOOM_TRY(loom__emb_launch_backward(&a, st->desc.table_type, st->desc.out_type, st->grid, stream));
+    }
+    return after_call(fn, plan, st, stream);
+  }
+  LOOM_TRY(peer_addresses(fn, "grad_out", comm, grad_out, g_bytes, a.peer));
   (void)loom__plan_next_epoch(plan);
   LOOM_TRY(loom__emb_launch_backward(&a, st->desc.table_type, st->desc.out_type, st->grid, stream));
   return after_call(fn, plan, st, stream);
+}
+
+loom_result_t loom__emb_check_tuning(const char *fn, const loom_emb_tuning_t *t, int slice) {
+  if (!t) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning=NULL", fn);
+  if (t->group != 1 && t->group != 2 && t->group != 4 && t->group != 8)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning.group=%d must be 1, 2, 4 or 8", fn, t->group);
+  if (t->part < 1 || t->part > 32 * t->group)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning.part=%d must be in 1..%d (32 bags per warp of a group of %d)",
+                      fn, t->part, 32 * t->group, t->group);
+  if (t->unroll != 8 && t->unroll != 16)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning.unroll=%d must be 8 or 16", fn, t->unroll);
+  if (t->variant & ~(LOOM_EMB_V_DYNFETCH | LOOM_EMB_V_NOCOUNT | LOOM_EMB_V_NOWAIT | LOOM_EMB_V_NOPREFETCH))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning.variant=%d has unknown bits", fn, t->variant);
+  if (slice < 1) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: slice=%d", fn, slice);
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__emb_set_tuning(loom_plan_t plan, const loom_emb_tuning_t *t) {
+  const char *fn = "loom__emb_set_tuning";
+  loom_emb_state_t *st;
+  LOOM_TRY(get_state(plan, fn, &st));
+  LOOM_TRY(loom__emb_check_tuning(fn, t, st->sched.slice));
+  loom_emb_sched_t s = st->sched;
+  if (loom_emb_sched_init(&s, s.world, s.rank, s.t_local, s.t_total, s.table_base, s.batch, s.slice, t->part,
+                          s.local_first) != 0)
+    return loom__fail(LOOM_ERR_INTERNAL, "%s: schedule rejected part=%d", fn, t->part);
+  if (plan->comm->detached) {
+    st->tun = *t;
+    st->sched = s;
+    return LOOM_SUCCESS;
+  }
+  /* the previous call's counters and fetch words are back at 0 once it ended */
+  LOOM_CUDA(cudaDeviceSynchronize());
+  const loom_emb_tuning_t old = st->tun;
+  st->tun = *t;
+  loom_result_t r = size_grid(plan, st);
+  if (r != LOOM_SUCCESS) {
+    st->tun = old;
+    return r;
+  }
+  st->sched = s;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__emb_get_tuning(loom_plan_t plan, loom_emb_tuning_t *t) {
+  loom_emb_state_t *st;
+  LOOM_TRY(get_state(plan, "loom__emb_get_tuning", &st));
+  if (!t) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom__emb_get_tuning: t=NULL");
+  *t = st->tun;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__emb_device_epoch(loom_plan_t plan, uint32_t *epoch) {
+  loom_emb_state_t *st;
+  LOOM_TRY(get_state(plan, "loom__emb_device_epoch", &st));
+  if (!epoch) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom__emb_device_epoch: epoch=NULL");
+  if (plan->comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "loom__emb_device_epoch: test comm without a GPU");
+  loom_dev_epoch_t e;
+  LOOM_CUDA(cudaMemcpy(&e, (const char *)plan->comm->ws_ptr + plan->epoch_offset, sizeof e, cudaMemcpyDeviceToHost));
+  *epoch = e.epoch;
+  return LOOM_SUCCESS;
 }

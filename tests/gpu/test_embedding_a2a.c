@@ -24,6 +24,7 @@
 
 #include "../common/test.h"
 #include "bench/dlrm_gen.h"
+#include "ops/embedding_a2a.h"
 #include "ref/embedding_ref.h"
 #include "ref/ref.h"
 #include "tools/common/launch.h"
@@ -45,7 +46,16 @@ typedef struct emb_case {
   int backward;
   int bad_index;   /* rank 0 plants an out-of-range index in its table 1 */
   int skip_rank1;  /* rank 1 never calls: rank 0 must time out */
+  int tuning;      /* index into g_tunings (0: the plan's default) */
+  int graph;       /* capture the forward in a CUDA graph once, replay it `calls` times */
 } emb_case_t;
+
+/* Ways to cut the work (loom__emb_set_tuning): worker group, part, unroll. */
+static const loom_emb_tuning_t g_tunings[] = {
+  LOOM_EMB_TUNING_DEFAULT, {8, 8, 8, 0}, {1, 4, 8, 0}, {1, 1, 8, 0}, {2, 8, 16, 0},
+  {4, 16, 8, 0}, {8, 32, 16, 0}, {1, 8, 16, LOOM_EMB_V_NOPREFETCH}, {1, 16, 8, 0},
+};
+#define NTUNINGS ((int)(sizeof g_tunings / sizeof *g_tunings))
 
 typedef struct emb_suite {
   const emb_case_t *cases;
@@ -127,6 +137,12 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
   d.path = k->path;
   loom_plan_t plan = NULL;
   LOOM_OK(loom_plan_embedding_a2a(comm, &d, &plan));
+  if (k->tuning) LOOM_OK(loom__emb_set_tuning(plan, &g_tunings[k->tuning]));
+  loom_emb_tuning_t tun;
+  LOOM_OK(loom__emb_get_tuning(plan, &tun));
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t gexec = NULL;
+  uint32_t epoch0 = 0;
   loom_embedding_plan_info_t info;
   LOOM_OK(loom_embedding_a2a_plan_info(plan, &info));
   if (k->path == LOOM_EMB_PATH_AUTO) CHECK_EQ_INT(info.staging_bytes, 0); /* zero-copy: no staging */
@@ -171,9 +187,29 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
       for (int p = 0; p < W; ++p) free_inputs(&in[p]);
       continue; /* never calls */
     }
-    loom_result_t rc = loom_embedding_a2a(plan, d_tables, d_idx, d_off, mine->n, k->weighted ? d_w : NULL, out, st);
+    loom_result_t rc;
+    if (k->graph) {
+      if (call == 0) {
+        /* num_indices: the buffer's capacity (every call's bags fit in it) */
+        CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        rc = loom_embedding_a2a(plan, d_tables, d_idx, d_off, B * mine->T * 17, k->weighted ? d_w : NULL, out, st);
+        CUDA_OK(cudaStreamEndCapture(st, &graph));
+        CHECK_RESULT(rc, LOOM_SUCCESS);
+        CUDA_OK(cudaGraphInstantiate(&gexec, graph, 0));
+      }
+      LOOM_OK(loom__emb_device_epoch(plan, &epoch0));
+      CUDA_OK(cudaGraphLaunch(gexec, st));
+      rc = LOOM_SUCCESS;
+    } else {
+      rc = loom_embedding_a2a(plan, d_tables, d_idx, d_off, mine->n, k->weighted ? d_w : NULL, out, st);
+    }
     CHECK_RESULT(rc, LOOM_SUCCESS);
     CUDA_OK(cudaStreamSynchronize(st));
+    if (k->graph && info.path != LOOM_EMB_PATH_STAGED) { /* the replay ran a new epoch on the device */
+      uint32_t e1 = 0;
+      LOOM_OK(loom__emb_device_epoch(plan, &e1));
+      CHECK_EQ_INT(e1, epoch0 + 1);
+    }
     if (k->skip_rank1) {
       CHECK_RESULT(loom_comm_get_async_error(comm), LOOM_ERR_TIMEOUT);
       printf("    rank %d: peer never called: %s\n", r, loom_last_error());
@@ -282,13 +318,16 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
     }
     for (int p = 0; p < W; ++p) free_inputs(&in[p]);
     if (r == 0 && call == k->calls - 1)
-      printf("    W=%d D=%d %s->%s %s%s S=%d path=%d zipf=%.2f calls=%d%s: %s (max err/mag %.2g, grid %d, %u flags, "
-             "workspace %zu B, staging %zu B)\n",
+      printf("    W=%d D=%d %s->%s %s%s S=%d path=%d zipf=%.2f calls=%d%s%s g%d P%d u%d v%d: %s (max err/mag %.2g, grid "
+             "%d, %u flags, workspace %zu B, staging %zu B)\n",
              W, D, dt_name(k->tt), dt_name(k->ot), k->mean ? "mean" : "sum", k->weighted ? "+weights" : "", info.slice_samples,
-             (int)info.path, k->zipf, k->calls, k->backward ? " +backward" : "", fails ? "WRONG" : "ok", maxerr,
-             info.grid_blocks, info.num_flags, info.workspace_bytes, info.staging_bytes);
+             (int)info.path, k->zipf, k->calls, k->backward ? " +backward" : "", k->graph ? " graph replays" : "",
+             tun.group, tun.part, tun.unroll, tun.variant, fails ? "WRONG" : "ok", maxerr, info.grid_blocks,
+             info.num_flags, info.workspace_bytes, info.staging_bytes);
   }
   CUDA_OK(cudaStreamSynchronize(st));
+  if (gexec) cudaGraphExecDestroy(gexec);
+  if (graph) cudaGraphDestroy(graph);
   cudaStreamDestroy(st);
   cudaFree(d_tables);
   cudaFree(d_off);
@@ -345,6 +384,7 @@ static int all_cases(void) {
         k.weighted = m == 2;
         k.S = (a + m) % 2 ? 32 : 7;
         k.calls = 2;
+        k.tuning = n % NTUNINGS;
         g_all[n++] = k;
       }
   return n;
@@ -364,15 +404,27 @@ LOOM_TEST(gpu_embedding_a2a_forward_every_dtype_and_pooling_w2) {
 }
 
 static const emb_case_t g_more[] = {
-  /* D, tt, ot, mean, weighted, S, path, zipf, calls, backward, bad, skip */
-  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_STAGED, 0.0, 2, 0, 0, 0},
-  {72, LOOM_BF16, LOOM_FP16, 1, 0, 16, LOOM_EMB_PATH_STAGED, 0.0, 1, 0, 0, 0},
-  {256, LOOM_FP32, LOOM_FP32, 0, 1, 1, LOOM_EMB_PATH_AUTO, 1.05, 3, 0, 0, 0},
-  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 1, 0, 0},
-  {72, LOOM_FP32, LOOM_FP32, 1, 0, 8, LOOM_EMB_PATH_AUTO, 1.2, 1, 1, 0, 0},
-  {136, LOOM_BF16, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 1, 0, 0},
-  {64, LOOM_FP16, LOOM_FP16, 1, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 1, 0, 0},
-  {72, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0},
+  /* D, tt, ot, mean, weighted, S, path, zipf, calls, backward, bad, skip, tuning, graph */
+  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_STAGED, 0.0, 2, 0, 0, 0, 0, 0},
+  {72, LOOM_BF16, LOOM_FP16, 1, 0, 16, LOOM_EMB_PATH_STAGED, 0.0, 1, 0, 0, 0, 0, 0},
+  {256, LOOM_FP32, LOOM_FP32, 0, 1, 1, LOOM_EMB_PATH_AUTO, 1.05, 3, 0, 0, 0, 0, 0},
+  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 1, 0, 0, 0, 0},
+  {72, LOOM_FP32, LOOM_FP32, 1, 0, 8, LOOM_EMB_PATH_AUTO, 1.2, 1, 1, 0, 0, 0, 0},
+  {136, LOOM_BF16, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 1, 0, 0, 0, 0},
+  {64, LOOM_FP16, LOOM_FP16, 1, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 1, 0, 0, 0, 0},
+  {72, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0, 0, 0},
+  /* backward on the staged path (pooling + NCCL send/recv; the gradient goes back the same way) */
+  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_STAGED, 0.0, 1, 1, 0, 0, 0, 0},
+  {72, LOOM_BF16, LOOM_FP16, 1, 0, 16, LOOM_EMB_PATH_STAGED, 1.1, 1, 1, 0, 0, 2, 0},
+  {136, LOOM_FP16, LOOM_FP32, 0, 1, 7, LOOM_EMB_PATH_STAGED, 0.0, 1, 1, 0, 0, 4, 0},
+  /* other ways to cut the work, backward included */
+  {256, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 1.05, 2, 1, 0, 0, 2, 0},
+  {520, LOOM_FP16, LOOM_BF16, 1, 0, 64, LOOM_EMB_PATH_AUTO, 0.0, 2, 1, 0, 0, 6, 0},
+  {72, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0, 3, 0},
+  /* the forward captured in a CUDA graph, replayed with new inputs each time */
+  {256, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 4, 0, 0, 0, 0, 1},
+  {72, LOOM_BF16, LOOM_FP32, 1, 0, 7, LOOM_EMB_PATH_AUTO, 1.2, 3, 0, 0, 0, 2, 1},
+  {136, LOOM_FP16, LOOM_FP16, 0, 0, 16, LOOM_EMB_PATH_STAGED, 0.0, 3, 0, 0, 0, 8, 1},
 };
 
 LOOM_TEST(gpu_embedding_a2a_staged_zipf_backward_bad_index_w1) {
@@ -383,7 +435,7 @@ LOOM_TEST(gpu_embedding_a2a_staged_zipf_backward_bad_index_w2) {
   if (gpus(2)) run_suite(2, g_more, (int)(sizeof g_more / sizeof *g_more), 10000);
 }
 
-static const emb_case_t g_timeout[] = {{72, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 0, 0, 1}};
+static const emb_case_t g_timeout[] = {{72, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 0, 0, 1, 0, 0}};
 
 LOOM_TEST(gpu_embedding_a2a_peer_never_calls_times_out_2gpu) {
   if (gpus(2)) run_suite(2, g_timeout, 1, 1000);

@@ -136,7 +136,7 @@ LOOM_TEST(emb_schedule_rows_once_flags_once_remote_first_w2_to_64) {
       for (int bm = 1; bm <= 3; ++bm) {
         int64_t B = (int64_t)W * (W >= 32 ? 8 * bm : 19 * bm); /* Bl not a multiple of most S */
         for (size_t si = 0; si < sizeof Ss / sizeof *Ss; ++si)
-          for (int P = 1; P <= 8; P *= 8) {
+          for (int P = 1; P <= 32; P *= (P == 1 ? 4 : 2)) { /* 1, 4, 8, 16, 32 */
             int grid = grids[(wi + si + (size_t)bm) % 4];
             for (int lf = 0; lf < 2; ++lf) {
               if (check_config(W, pattern, B, Ss[si], P, grid, lf)) return;
@@ -296,7 +296,8 @@ LOOM_TEST(emb_plan_checks_every_argument) {
     CHECK_EQ_INT(info.num_counters, 1 * 4 * 4); /* rank 1: T=1 x W x slices */
     CHECK_EQ_INT(info.staging_bytes, 0);
     CHECK(info.workspace_bytes >= (size_t)(24 + 16 + 4 * 4 + 4) * 4 && info.workspace_bytes <= 4096);
-    CHECK_EQ_INT(info.tasks, 4 * 4 * 1 * 2);    /* W x slices x T x parts (16/8) */
+    const loom_emb_tuning_t tdef = LOOM_EMB_TUNING_DEFAULT;
+    CHECK_EQ_INT(info.tasks, 4 * 4 * 1 * ((16 + tdef.part - 1) / tdef.part)); /* W x slices x T x parts */
     int64_t off[65];
     float w[4];
     CHECK_RESULT(loom_embedding_a2a(p, NULL, (const int64_t *)off, off, 4, NULL, off, 0), LOOM_ERR_INVALID_ARGUMENT);
@@ -313,6 +314,62 @@ LOOM_TEST(emb_plan_checks_every_argument) {
     CHECK_MSG("16-byte aligned");
     CHECK_RESULT(loom_plan_destroy(p), LOOM_SUCCESS);
     CHECK_RESULT(loom_embedding_a2a_plan_info(p, &info), LOOM_ERR_INVALID_ARGUMENT);
+  }
+  CHECK_RESULT(loom_comm_destroy(c), LOOM_SUCCESS);
+}
+
+/* Work cuts (worker group, part, unroll): the checks, and a plan re-cut on a
+ * test comm keeps its flags and counters (they do not depend on the part)
+ * while its tasks follow the part. */
+LOOM_TEST(emb_tuning_checks_and_recut) {
+  loom_emb_tuning_t t = LOOM_EMB_TUNING_DEFAULT;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_SUCCESS);
+  CHECK(t.part <= 32 * t.group && (t.unroll == 8 || t.unroll == 16));
+  t.group = 3;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("tuning.group=3");
+  t.group = 1;
+  t.part = 33;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("tuning.part=33");
+  t.part = 0;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_ERR_INVALID_ARGUMENT);
+  t.part = 4;
+  t.unroll = 12;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("tuning.unroll=12");
+  t.unroll = 16;
+  t.variant = 64;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_ERR_INVALID_ARGUMENT);
+  t.variant = LOOM_EMB_V_NOWAIT;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_SUCCESS);
+  CHECK_RESULT(loom__emb_check_tuning("f", NULL, 128), LOOM_ERR_INVALID_ARGUMENT);
+
+  loom_comm_t c = NULL;
+  CHECK_RESULT(loom__comm_create_detached(1, 4, 1 << 20, &c), LOOM_SUCCESS);
+  if (!c) return;
+  loom_plan_t p = NULL;
+  loom_embedding_desc_t d = good_desc();
+  d.slice_samples = 16;
+  CHECK_RESULT(loom_plan_embedding_a2a(c, &d, &p), LOOM_SUCCESS);
+  if (p) {
+    loom_embedding_plan_info_t a, b;
+    CHECK_RESULT(loom_embedding_a2a_plan_info(p, &a), LOOM_SUCCESS);
+    loom_emb_tuning_t u = {1, 2, 8, 0}, back;
+    CHECK_RESULT(loom__emb_set_tuning(p, &u), LOOM_SUCCESS);
+    CHECK_RESULT(loom__emb_get_tuning(p, &back), LOOM_SUCCESS);
+    CHECK_EQ_INT(back.group, 1);
+    CHECK_EQ_INT(back.part, 2);
+    CHECK_RESULT(loom_embedding_a2a_plan_info(p, &b), LOOM_SUCCESS);
+    CHECK_EQ_INT(b.num_flags, a.num_flags);
+    CHECK_EQ_INT(b.num_counters, a.num_counters);
+    CHECK_EQ_INT(b.workspace_bytes, a.workspace_bytes);
+    CHECK_EQ_INT(b.tasks, 4 * 4 * 1 * 8);  /* W x slices x T x parts (16/2) */
+    u.part = 64;                           /* past 32 bags per warp */
+    CHECK_RESULT(loom__emb_set_tuning(p, &u), LOOM_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(loom__emb_get_tuning(p, &back), LOOM_SUCCESS);
+    CHECK_EQ_INT(back.part, 2);            /* unchanged by the refused call */
+    CHECK_RESULT(loom_plan_destroy(p), LOOM_SUCCESS);
   }
   CHECK_RESULT(loom_comm_destroy(c), LOOM_SUCCESS);
 }

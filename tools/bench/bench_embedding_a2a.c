@@ -34,6 +34,7 @@
 #include "bench/dlrm_gen.h"
 #include "core/baseline.h"
 #include "loom.h"
+#include "ops/embedding_a2a.h"
 
 typedef struct emb_args {
   loom_bench_opts_t o;
@@ -42,6 +43,7 @@ typedef struct emb_args {
   double zipf;
   int variable;
   int sweep;
+  int variants;      /* 1: only the variant table (B=4096, T=64) */
 } emb_args_t;
 
 static int emb_opt(void *ctx, int argc, char **argv, int *i) {
@@ -50,11 +52,14 @@ static int emb_opt(void *ctx, int argc, char **argv, int *i) {
   if (!strcmp(s, "--help")) {
     printf("  --zipf ALPHA      Zipf-distributed indices (default uniform)\n"
            "  --variable        bag lengths uniform in [0, 2L] (default fixed L = 32)\n"
-           "  --no-sweep        skip the slice-size sweep and the remote-first comparison\n");
+           "  --no-sweep        skip the slice-size sweep and the remote-first comparison\n"
+           "  --variants        only the kernel variant table at B=4096, T=64 (task size, worker\n"
+           "                    group, rows in flight, fetch, per-task count, exit waits)\n");
     return 1;
   }
   if (!strcmp(s, "--variable")) return a->variable = 1, 1;
   if (!strcmp(s, "--no-sweep")) return a->sweep = 0, 1;
+  if (!strcmp(s, "--variants")) return a->variants = 1, 1;
   if (!strcmp(s, "--zipf")) {
     if (*i + 1 >= argc) return -1;
     a->zipf = atof(argv[++*i]);
@@ -173,6 +178,92 @@ static int shape_inputs(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_args_t
   return 0;
 }
 
+/* One row of the variant table: which op (0 fused, 1 pool), slice, tuning. */
+typedef struct emb_variant {
+  const char *name;
+  int which, S;
+  loom_emb_tuning_t tun;
+} emb_variant_t;
+
+static const emb_variant_t g_variants[] = {
+  /* block tasks (a worker = the block's 8 warps, 1 bag per warp per task): the kernel of f07cc73 */
+  {"pool g8 P8 static", 1, 128, {8, 8, 8, 0}},
+  {"pool g8 P8 dynamic fetch", 1, 128, {8, 8, 8, LOOM_EMB_V_DYNFETCH | LOOM_EMB_V_NOPREFETCH}},
+  {"fused g8 P8 (f07cc73)", 0, 128, {8, 8, 8, LOOM_EMB_V_NOPREFETCH}},
+  {"fused g8 P8 no exit wait", 0, 128, {8, 8, 8, LOOM_EMB_V_NOPREFETCH | LOOM_EMB_V_NOWAIT}},
+  {"fused g8 P8 no count/flags/wait", 0, 128, {8, 8, 8, LOOM_EMB_V_NOPREFETCH | LOOM_EMB_V_NOCOUNT}},
+  {"fused g8 P8 prefetch", 0, 128, {8, 8, 8, 0}},
+  {"fused g8 P32 (4 bags/warp)", 0, 128, {8, 32, 8, 0}},
+  {"pool g8 P32", 1, 128, {8, 32, 8, 0}},
+  /* warp tasks */
+  {"pool g1 P4 static", 1, 128, {1, 4, 8, 0}},
+  {"pool g1 P4 dynamic", 1, 128, {1, 4, 8, LOOM_EMB_V_DYNFETCH}},
+  {"fused g1 P1", 0, 128, {1, 1, 8, 0}},
+  {"fused g1 P2", 0, 128, {1, 2, 8, 0}},
+  {"fused g1 P4", 0, 128, {1, 4, 8, 0}},
+  {"fused g1 P8", 0, 128, {1, 8, 8, 0}},
+  {"fused g1 P16", 0, 128, {1, 16, 8, 0}},
+  {"fused g1 P4 no exit wait", 0, 128, {1, 4, 8, LOOM_EMB_V_NOWAIT}},
+  {"fused g1 P4 no count/flags/wait", 0, 128, {1, 4, 8, LOOM_EMB_V_NOCOUNT}},
+  {"fused g2 P8", 0, 128, {2, 8, 8, 0}},
+  {"fused g4 P16", 0, 128, {4, 16, 8, 0}},
+  /* 16 row chunks in flight per lane */
+  {"pool g1 P4 unroll16", 1, 128, {1, 4, 16, 0}},
+  {"fused g1 P4 unroll16", 0, 128, {1, 4, 16, 0}},
+  {"pool g8 P8 unroll16", 1, 128, {8, 8, 16, 0}},
+  {"fused g8 P32 unroll16", 0, 128, {8, 32, 16, 0}},
+  /* slices of 256 */
+  {"fused g1 P4 S256", 0, 256, {1, 4, 8, 0}},
+  {"fused g1 P8 S256", 0, 256, {1, 8, 8, 0}},
+  {"fused g8 P32 S256", 0, 256, {8, 32, 8, 0}},
+};
+
+/* The variant table at one shape: each row timed like the main table (max
+ * over ranks per repetition, median). */
+static int run_variants(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_args_t *a, emb_bufs_t *b, emb_shape_t sh,
+                        cudaStream_t s, loom_bench_table_t *t) {
+  const int W = ctx->size, D = a->dim, L = a->pooling;
+  const int n = (int)(sizeof g_variants / sizeof *g_variants);
+  loom_plan_t p128 = NULL, p256 = NULL;
+  TRY(make_plan(comm, a, b, W, sh, 128, 0, LOOM_EMB_PATH_AUTO, &p128));
+  TRY(make_plan(comm, a, b, W, sh, 256, 0, LOOM_EMB_PATH_AUTO, &p256));
+  double rd = (double)sh.T * (double)sh.B * (double)L * D * 4, ix = (double)sh.T * sh.B * L * 8,
+         wr = (double)sh.T * sh.B * D * 4;
+  for (int i = 0; i < n; ++i) {
+    const emb_variant_t *v = &g_variants[i];
+    loom_plan_t p = v->S == 256 ? p256 : p128;
+    TRY(loom__emb_set_tuning(p, &v->tun));
+    loom_embedding_plan_info_t info;
+    TRY(loom_embedding_a2a_plan_info(p, &info));
+    emb_call_t c = {p, v->which, b->tables, b->idx, b->off, b->n, v->which ? b->pooled : b->out, NULL, NULL, 0,
+                    ctx->nccl};
+    loom_bench_time_t tm;
+    TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &c, &tm));
+    TRY(loom_comm_get_async_error(comm));
+    TRY(loom_embedding_a2a_check(p));
+    if (ctx->rank == 0) {
+      loom_bench_row_t *r = loom_bench_add(t);
+      snprintf(r->op, sizeof r->op, "emb_a2a variant");
+      snprintf(r->impl, sizeof r->impl, "%s", v->name);
+      snprintf(r->shape, sizeof r->shape, "B=%lld T=%d/GPU", (long long)sh.B, sh.T);
+      snprintf(r->dtype, sizeof r->dtype, "fp32");
+      r->world = W;
+      r->fused_us = tm.median_us;
+      r->min_us = tm.min_us;
+      r->max_us = tm.max_us;
+      const double gbs = (rd + ix + wr) / (tm.median_us * 1e-6) / 1e9;
+      snprintf(r->note, sizeof r->note, "%.0f GB/s = %.0f%% of 4.3 TB/s; grid %d", gbs, gbs / 43.0, info.grid_blocks);
+      loom_bench_row_finish(r);
+      printf("# variant %-34s %9.1f us  (min %.1f max %.1f)  %5.0f GB/s  %3.0f%%  grid %d\n", v->name, tm.median_us,
+             tm.min_us, tm.max_us, gbs, gbs / 43.0, info.grid_blocks);
+      fflush(stdout);
+    }
+  }
+  TRY(loom_plan_destroy(p128));
+  TRY(loom_plan_destroy(p256));
+  return 0;
+}
+
 static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
   emb_args_t *a = (emb_args_t *)arg;
   const int W = ctx->size, D = a->dim, L = a->pooling;
@@ -201,8 +292,15 @@ static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
   }
   for (int si = 0; si < nshapes; ++si) {
     emb_shape_t sh = shapes[si];
+    if (a->variants && !(sh.B == 4096 && sh.T == 64)) continue;
     emb_bufs_t b;
     if (shape_inputs(ctx, comm, a, sh, &b)) return 1;
+    if (a->variants) {
+      if (run_variants(ctx, comm, a, &b, sh, s, &t)) return 1;
+      CTRY(cudaStreamSynchronize(s));
+      bufs_free(comm, &b);
+      continue;
+    }
     loom_plan_t fused = NULL, staged = NULL;
     TRY(make_plan(comm, a, &b, W, sh, 0, 0, LOOM_EMB_PATH_AUTO, &fused));
     TRY(make_plan(comm, a, &b, W, sh, 0, 0, LOOM_EMB_PATH_STAGED, &staged));
@@ -268,8 +366,10 @@ static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
       double rd = (double)sh.T * (double)sh.B * (double)L * D * 4, ix = (double)sh.T * sh.B * L * 8,
              wr = (double)sh.T * sh.B * D * 4;
       double pool_gbs = (rd + ix + wr) / (tp.median_us * 1e-6) / 1e9;
-      snprintf(r->note, sizeof r->note, "pool %.0f GB/s=%.0f%% HBM; seq/fused %.2fx", pool_gbs, pool_gbs / 43.0,
-               ts.median_us / tf.median_us);
+      loom_emb_tuning_t tun;
+      TRY(loom__emb_get_tuning(fused, &tun));
+      snprintf(r->note, sizeof r->note, "pool %.0f GB/s=%.0f%% HBM; seq/fused %.2fx; g%d P%d u%d", pool_gbs,
+               pool_gbs / 43.0, ts.median_us / tf.median_us, tun.group, tun.part, tun.unroll);
       loom_bench_row_finish(r);
       printf("# B=%lld T=%d: fused %.1f us, pool %.1f us (%.0f GB/s, floor %.1f us at 4.3 TB/s), nccl a2a %.1f us, "
              "seq (pool+a2a+reorder) %.1f us, seq/fused %.2fx, wrong %lld\n",
