@@ -171,6 +171,19 @@ typedef struct loom_gemm_desc {
 loom_result_t loom_gemm(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c,
                         const void *bias, cudaStream_t stream);
 
+/* Tunes loom_gemm for this description on the current GPU: times loom's
+ * candidate kernel configurations (tile width, cluster, split-K) on the
+ * given buffers (C is overwritten), and records the fastest in the tuning
+ * cache, which later loom_gemm calls with the same description on the same
+ * kind of GPU use instead of the heuristic; when LOOM_TUNE_FILE is set the
+ * cache is written back to that file (and read from it at the next start).
+ * Same arguments and checks as loom_gemm. Synchronizes `stream` (takes tens
+ * of launches); not allowed while `stream` captures a graph
+ * (LOOM_ERR_INVALID_ARGUMENT). Where loom_gemm runs cuBLASLt there is nothing
+ * to tune: LOOM_SUCCESS, no entry. */
+loom_result_t loom_gemm_tune(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c,
+                             const void *bias, cudaStream_t stream);
+
 /* ---- end GEMM ----------------------------------------------------------- */
 
 /* ==== Embedding-bag + All-to-All (DLRM) ================================== */

@@ -200,9 +200,7 @@ void loom__gemm_release(void) {
 }
 
 /* Which path loom_gemm takes on the current device. */
-typedef enum { LOOM__PATH_BASE = 0, LOOM__PATH_SM90 = 1, LOOM__PATH_SM80 = 2 } loom__gemm_path_t;
-
-static loom_result_t loom__gemm_path(const loom_gemm_desc_t *d, loom__gemm_path_t *path_out) {
+loom_result_t loom__gemm_path(const loom_gemm_desc_t *d, loom__gemm_path_t *path_out) {
   int dev, major, minor;
   LOOM_CUDA(cudaGetDevice(&dev));
   LOOM_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -231,8 +229,17 @@ loom_result_t loom_gemm(const loom_gemm_desc_t *desc, const void *a, const void 
   LOOM_TRY(loom__gemm_validate("loom_gemm", desc, a, b, c, bias));
   loom__gemm_path_t path = LOOM__PATH_BASE;
   LOOM_TRY(loom__gemm_path(desc, &path));
-  if (path == LOOM__PATH_SM90) return loom__gemm_sm90(desc, a, b, c, bias, NULL, NULL, stream);
-  if (path == LOOM__PATH_SM80) return loom__gemm_sm80(desc, a, b, c, bias, NULL, NULL, stream);
+  if (path != LOOM__PATH_BASE) {
+    /* a configuration from the tuning cache (loom_gemm_tune, LOOM_TUNE_FILE)
+     * replaces the heuristic's */
+    int dev, sms, found = 0;
+    loom_gemm_config_t tuned;
+    LOOM_CUDA(cudaGetDevice(&dev));
+    LOOM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    LOOM_TRY(loom__gemm_tuned_config(desc, path == LOOM__PATH_SM90 ? "sm90" : "sm80", sms, &tuned, &found));
+    if (path == LOOM__PATH_SM90) return loom__gemm_sm90(desc, a, b, c, bias, found ? &tuned : NULL, NULL, stream);
+    return loom__gemm_sm80(desc, a, b, c, bias, found ? &tuned : NULL, NULL, stream);
+  }
   if (strcmp(loom__param_GEMM_PATH(), "cublas") != 0) {
     static int logged = 0;
     if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))

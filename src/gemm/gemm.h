@@ -87,6 +87,32 @@ typedef struct loom_gemm_hooks {
   loom_dev_comm_t comm;
 } loom_gemm_hooks_t;
 
+/* Which kernel loom_gemm runs on the current device (LOOM_GEMM_PATH and the
+ * compute capability decide). */
+typedef enum { LOOM__PATH_BASE = 0, LOOM__PATH_SM90 = 1, LOOM__PATH_SM80 = 2 } loom__gemm_path_t;
+loom_result_t loom__gemm_path(const loom_gemm_desc_t *d, loom__gemm_path_t *path_out);
+
+/* ---- tuning (gemm_tune.c) ---- */
+
+/* The tuning-cache key of d on `path` ("sm90"/"sm80") with `sms` SMs; 0 if
+ * it does not fit in size. */
+int loom__gemm_tune_key(const loom_gemm_desc_t *d, const char *path, int sms, char *key, size_t size);
+
+/* A configuration as a tuning value ("bn=256 group=16 cluster=2"; fields
+ * at 0 left out) and back. Parsing rejects unknown fields and non-integers
+ * with LOOM_ERR_INVALID_ARGUMENT naming the token; absent fields are 0. */
+void loom__gemm_config_format(const loom_gemm_config_t *c, char *out, size_t size);
+loom_result_t loom__gemm_config_parse(const char *text, loom_gemm_config_t *c);
+
+/* The cache's configuration for (d, path, sms): *found 1 and *cfg set, or
+ * *found 0. A malformed entry is an error naming the entry. */
+loom_result_t loom__gemm_tuned_config(const loom_gemm_desc_t *d, const char *path, int sms, loom_gemm_config_t *cfg,
+                                      int *found);
+
+/* The configurations loom_gemm_tune times for d (sm90: 1, else the sm80
+ * path) on `sms` SMs, at most max into out; returns how many. */
+int loom__gemm_tune_candidates(const loom_gemm_desc_t *d, int sm90, int sms, loom_gemm_config_t *out, int max);
+
 /* 1 if the sm90 kernel can run this description on the current device
  * (compute capability 9.0 and the library built with sm_90a code). */
 int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major, int cc_minor);

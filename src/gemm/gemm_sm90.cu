@@ -442,8 +442,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       for (int i = 0; loom_sm90_segment<SK, CL>(&args.work, i, &sg); ++i) {
         const int t = loom_tile_at(&args.order, sg.step);
         int tm, tn;
-        loom_tile_coords(&args.order, t, &tm, &tn);
-        tm = tm * CL + (int)crank;
+        loom_cluster_coords(&args.order, t, (int32_t)crank, CL, &tm, &tn);
         /* a cluster's last tile row may lie past m (odd tile rows): no A */
         const bool has_a = CL == 1 || tm * LOOM_SM90_BM < args.m;
         if (HOOKS && args.hooks.wait_signals && !aborted) {
@@ -514,8 +513,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     for (int i = 0; loom_sm90_segment<SK, CL>(&args.work, i, &sg); ++i) {
       const int t = loom_tile_at(&args.order, sg.step);
       int tm, tn;
-      loom_tile_coords(&args.order, t, &tm, &tn);
-      tm = tm * CL + (int)crank;
+      loom_cluster_coords(&args.order, t, (int32_t)crank, CL, &tm, &tn);
       const int row0 = tm * LOOM_SM90_BM + cw * 64;
       const bool active = row0 < args.m; /* all 64 rows out of range: skip the math */
       int prev = 0;
@@ -910,8 +908,7 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
     kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, mc, args);
   } else {
     /* steps of 2 tiles stacked along m: the order runs over tile-row pairs */
-    args.order.tiles_m = (int32_t)loom_ceil_div(args.order.tiles_m, 2);
-    args.order.group = args.order.group > 1 ? args.order.group / 2 : 1;
+    args.order = loom_cluster_order(args.order, 2);
     const int steps = args.order.tiles_m * args.order.tiles_n;
     int max_cl = 0;
     LOOM_TRY(loom__sm90_max_clusters(kern, conf.bn, smem, &max_cl));

@@ -30,6 +30,7 @@
 
 #include "../common/test.h"
 #include "core/baseline.h"
+#include "core/tune.h"
 #include "gemm/gemm.h"
 #include "ref/ref.h"
 
@@ -670,5 +671,52 @@ LOOM_TEST(gemm_hooks_prologue_timeout) {
 out:
   cudaFree(wait_d);
   fake_comm_free(&fc);
+  gcase_free(&g);
+}
+
+/* loom_gemm_tune records an entry that loom_gemm then uses; forced entries
+ * (cluster, split-K) are used and correct; a malformed entry is an error;
+ * tuning inside a graph capture is refused. */
+LOOM_TEST(gemm_tune_records_an_entry_loom_gemm_uses) {
+  if (!sm90_or_skip()) return;
+  loom__tune_clear();
+  const loom_gemm_desc_t d = {1000, 2056, 1032, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1};
+  gcase_t g;
+  if (!gcase_init(&g, &d)) {
+    loom_test_fail(__FILE__, __LINE__, "allocation");
+    return;
+  }
+  int sms = 0;
+  CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
+  CHECK(loom__gemm_tune_key(&d, "sm90", sms, key, sizeof key));
+  CHECK(!loom__tune_get(key, value, sizeof value));
+  CHECK_RESULT(loom_gemm_tune(&d, g.da, g.db, g.dc, g.dbias, 0), LOOM_SUCCESS);
+  CHECK(loom__tune_get(key, value, sizeof value));
+  printf("    tuned: %s = %s\n", key, value);
+  loom_gemm_config_t c;
+  CHECK_RESULT(loom__gemm_config_parse(value, &c), LOOM_SUCCESS);
+  CHECK(run_case(&d, NULL, 1)); /* loom_gemm with the tuned entry */
+  const char *forced[] = {"bn=128 group=16 cluster=2", "bn=256 group=16 sk_tiles=-1 splits=3", "bn=256 grid=7 cluster=2"};
+  for (int i = 0; i < 3; ++i) {
+    CHECK_RESULT(loom__tune_put(key, forced[i]), LOOM_SUCCESS);
+    printf("    forced: %s\n", forced[i]);
+    CHECK(run_case(&d, NULL, 1));
+  }
+  CHECK_RESULT(loom__tune_put(key, "bn=256 tiles=3"), LOOM_SUCCESS);
+  CHECK_RESULT(loom_gemm(&d, g.da, g.db, g.dc, g.dbias, 0), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("tiles");
+  loom__tune_clear();
+  cudaStream_t st;
+  CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  CHECK_RESULT(loom_gemm_tune(&d, g.da, g.db, g.dc, g.dbias, st), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("capturing");
+  cudaGraph_t graph = NULL;
+  CUDA_OK(cudaStreamEndCapture(st, &graph));
+  if (graph) cudaGraphDestroy(graph);
+  cudaStreamDestroy(st);
+out:
+  loom__tune_clear();
   gcase_free(&g);
 }

@@ -360,3 +360,41 @@ LOOM_TEST(gemm_schedule_heuristic_stream_k_choices) {
   loom_gemm_desc_t t = {7, 136, 512, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
   CHECK_EQ_INT(loom__gemm_sm90_heuristic(&t, 132).sk_tiles, 0);
 }
+
+/* 2x1 clusters: the cluster-step order and the per-rank coordinates cover
+ * every tile exactly once for persistent grids of ncl clusters, with exactly
+ * tiles_n idle blocks (past the last tile row) when the tile rows are odd. */
+LOOM_TEST(gemm_cluster_steps_cover_every_tile_once) {
+  int *seen = (int *)malloc(sizeof(int) * 64 * 64);
+  for (int32_t tiles_m = 1; tiles_m <= 9; ++tiles_m)
+    for (int32_t tiles_n = 1; tiles_n <= 13; tiles_n += 3)
+      for (int32_t group = 1; group <= 16; group *= 4)
+        for (int32_t ncl = 1; ncl <= 20; ncl += 6) {
+          loom_tile_order_t o;
+          memset(&o, 0, sizeof o);
+          o.kind = LOOM_TILE_ORDER_GROUPED, o.tiles_m = tiles_m, o.tiles_n = tiles_n, o.group = group;
+          const loom_tile_order_t co = loom_cluster_order(o, 2);
+          CHECK(co.tiles_m == (tiles_m + 1) / 2 && co.group >= 1);
+          const int32_t steps = loom_tile_count(&co);
+          memset(seen, 0, sizeof(int) * (size_t)(tiles_m * tiles_n));
+          int idle = 0, bad = 0;
+          for (int32_t c = 0; c < ncl; ++c)
+            for (int32_t i = 0;; ++i) {
+              const int32_t s = loom_tile_step(steps, ncl, c, i);
+              if (s < 0) break;
+              const int32_t t = loom_tile_at(&co, s);
+              for (int32_t r = 0; r < 2; ++r) {
+                int32_t tm, tn;
+                loom_cluster_coords(&co, t, r, 2, &tm, &tn);
+                if (tm >= tiles_m) idle++;
+                else if (tm < 0 || tn < 0 || tn >= tiles_n) bad++;
+                else seen[tm * tiles_n + tn]++;
+              }
+            }
+          int once = 1;
+          for (int32_t x = 0; x < tiles_m * tiles_n; ++x) once &= seen[x] == 1;
+          CHECK(once && !bad);
+          CHECK(idle == (tiles_m % 2 ? tiles_n : 0));
+        }
+  free(seen);
+}

@@ -205,7 +205,7 @@ typedef struct loom_bench_row {
   double flops;          /* per call, for TFLOP/s (0: none) */
   double busbw_factor;   /* busbw = algbw x factor; NAN (default): no algbw/busbw */
   int64_t wrong;         /* elements wrong in the check; -1: not checked */
-  char note[64];
+  char note[128];
   /* derived by loom_bench_row_finish (NAN where not derivable) */
   double ect_us, seq_ect_us, overlap, tflops, algbw, busbw;
 } loom_bench_row_t;

@@ -49,6 +49,7 @@ typedef struct gemm_args {
   loom_bench_opts_t o;
   int candidates;
   int only_nk; /* --nk-only */
+  int tune;    /* --tune: loom_gemm_tune per shape before timing */
   int sm80;    /* 1: --sm80 (heuristic row), 2: --sm80-widths (also bn 128 and 256 rows) */
 } gemm_args_t;
 
@@ -58,11 +59,14 @@ static int gemm_opt(void *ctx, int argc, char **argv, int *i) {
   if (!strcmp(s, "--help")) {
     printf("  --candidates N    cuBLASLt heuristic candidates timed (default 8; --quick 4)\n"
            "  --nk-only         only B [n, k] (PyTorch Linear weight)\n"
+           "  --tune            tune loom_gemm per shape (loom_gemm_tune) before timing, as\n"
+           "                    cuBLASLt is tuned per shape (best of its candidates)\n"
            "  --sm80            also time the portable sm80 kernel (its heuristic's tile width)\n"
            "  --sm80-widths     also time the sm80 kernel with each tile width forced (128, 256)\n");
     return 1;
   }
   if (!strcmp(s, "--nk-only")) return a->only_nk = 1, 1;
+  if (!strcmp(s, "--tune")) return a->tune = 1, 1;
   if (!strcmp(s, "--sm80")) return a->sm80 = a->sm80 > 1 ? a->sm80 : 1, 1;
   if (!strcmp(s, "--sm80-widths")) return a->sm80 = 2, 1;
   if (!strcmp(s, "--candidates") && *i + 1 < argc) {
@@ -147,6 +151,7 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
     loom_bench_time_t tm[5];
     loom_bench_op_fn ops[5] = {grun_op, grun_op, grun_op, grun_op, grun_op};
     void *args[5] = {&g[0], &g[1], &g[2], &g[3], &g[4]};
+    if (lr == LOOM_SUCCESS && a->tune) lr = loom_gemm_tune(&g[1].d, in.sets[0].a, in.sets[0].b, in.sets[0].c, NULL, s);
     if (lr == LOOM_SUCCESS) lr = loom_bench_time_side_by_side(s, a->o.warmup, a->o.reps, nimpl, ops, args, tm);
     if (lr != LOOM_SUCCESS) {
       fprintf(stderr, "loom-bench gemm: %s: %s\n", rows[1]->shape, loom_last_error());
@@ -171,13 +176,17 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
     if (rows[0] && rows[1] && !isnan(us[0]) && !isnan(us[1])) {
       const double ratio = us[0] / us[1];
       const double frac = (double)bytes_b / (us[1] * 1e-6) / sum->hbm_bps;
-      /* the configuration loom_gemm's heuristic took (sm90 path) */
-      char cfg[32] = "";
-      int dev = 0, sms = 0;
+      /* the configuration loom_gemm took (sm90 path): tuned or the heuristic's */
+      char cfg[96] = "";
+      int dev = 0, sms = 0, tuned = 0;
       if (cudaGetDevice(&dev) == cudaSuccess &&
           cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) {
-        const loom_gemm_config_t h = loom__gemm_sm90_heuristic(&g[1].d, sms);
-        snprintf(cfg, sizeof cfg, ", bn%d%s", h.bn, h.sk_tiles ? (h.sk_tiles < 0 ? " sk" : " sk-tail") : "");
+        loom_gemm_config_t h;
+        if (loom__gemm_tuned_config(&g[1].d, "sm90", sms, &h, &tuned) != LOOM_SUCCESS || !tuned)
+          h = loom__gemm_sm90_heuristic(&g[1].d, sms);
+        char v[80];
+        loom__gemm_config_format(&h, v, sizeof v);
+        snprintf(cfg, sizeof cfg, ", %s %s", tuned ? "tuned" : "heuristic", v);
       }
       if (m <= 512)
         snprintf(rows[1]->note, sizeof rows[1]->note, "%s%sx%.3f of cuBLASLt, HBM %.0f%%%s", label, *label ? ", " : "",
@@ -305,8 +314,9 @@ static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
     loom_bench_note(&t, "sm80 kernel (heuristic width): geometric mean of cuBLASLt/sm80 time %.3f (min %.3f) over %d GEMMs with m >= 1024, %.3f (min %.3f) over all %d (target >= 0.70)",
                     sum.n80_big ? exp(sum.log80_big / sum.n80_big) : NAN, sum.n80_big ? sum.min80_big : NAN,
                     sum.n80_big, exp(sum.log80_all / sum.n80_all), sum.min80_all, sum.n80_all);
-  loom_bench_note(&t, "cuBLASLt: best of %d heuristic candidates; loom: loom_gemm (sm90 kernel on compute capability 9.0)%s",
-                  a->candidates, a->sm80 ? "; loom-sm80/sm80-bn*: the portable sm80 kernel (loom__gemm_sm80)" : "");
+  loom_bench_note(&t, "cuBLASLt: best of %d heuristic candidates; loom: loom_gemm (sm90 kernel on compute capability 9.0)%s%s",
+                  a->candidates, a->tune ? ", tuned per shape by loom_gemm_tune" : ", heuristic configuration",
+                  a->sm80 ? "; loom-sm80/sm80-bn*: the portable sm80 kernel (loom__gemm_sm80)" : "");
   char title[160];
   snprintf(title, sizeof title, "loom-bench gemm: loom vs cuBLASLt, bf16, median of %d reps", a->o.reps);
   if (a->o.json) {

@@ -1,0 +1,110 @@
+/*
+ * test_gemm_tune.c - host tests of loom_gemm's tuning entries
+ * (src/gemm/gemm_tune.c): the key names path, GPU size and shape; values
+ * round-trip; malformed values are rejected naming the token and the entry;
+ * the cache's entry is what loom_gemm would use; the tuner's candidates are
+ * valid, distinct and include what the shape needs (clusters with >= 2 tile
+ * rows, split-K and stream-K for decode shapes). Runs on any machine.
+ */
+#include <string.h>
+
+#include "../common/test.h"
+#include "core/tune.h"
+#include "gemm/gemm.h"
+
+LOOM_TEST(gemm_tune_key_names_path_gpu_and_shape) {
+  const loom_gemm_desc_t d = {4096, 24576, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+  char key[LOOM_TUNE_TEXT_BYTES];
+  CHECK(loom__gemm_tune_key(&d, "sm90", 132, key, sizeof key));
+  CHECK(!strcmp(key, "gemm sm90 132sm m4096 n24576 k12288 bf16->bf16 nk bias0"));
+  const loom_gemm_desc_t e = {7, 64, 8, LOOM_FP16, LOOM_FP32, LOOM_B_KN, 1};
+  CHECK(loom__gemm_tune_key(&e, "sm80", 108, key, sizeof key));
+  CHECK(!strcmp(key, "gemm sm80 108sm m7 n64 k8 fp16->fp32 kn bias1"));
+  char tiny[8];
+  CHECK(!loom__gemm_tune_key(&d, "sm90", 132, tiny, sizeof tiny));
+}
+
+LOOM_TEST(gemm_tune_value_round_trip_and_errors) {
+  const loom_gemm_config_t cs[] = {{256, 0, 16, 0, 0, 0, 0, 2},
+                                   {128, 0, 16, 0, -1, 0, 6, 0},
+                                   {128, 6, 4, 66, -1, 132, 0, 1},
+                                   {0, 0, 0, 0, 0, 0, 0, 0}};
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; ++i) {
+    char v[LOOM_TUNE_TEXT_BYTES];
+    loom_gemm_config_t back;
+    loom__gemm_config_format(&cs[i], v, sizeof v);
+    CHECK_RESULT(loom__gemm_config_parse(v, &back), LOOM_SUCCESS);
+    CHECK(!memcmp(&back, &cs[i], sizeof back));
+  }
+  loom_gemm_config_t c;
+  CHECK_RESULT(loom__gemm_config_parse("  bn=128   cluster=2 ", &c), LOOM_SUCCESS);
+  CHECK(c.bn == 128 && c.cluster == 2 && c.sk_splits == 0);
+  CHECK_RESULT(loom__gemm_config_parse("bn=abc", &c), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("bn=abc");
+  CHECK_RESULT(loom__gemm_config_parse("bn=128 tile=64", &c), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("unknown field \"tile\"");
+  CHECK_RESULT(loom__gemm_config_parse("bn", &c), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__gemm_config_parse("=3", &c), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__gemm_config_parse("bn=12x", &c), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__gemm_config_parse("splits=-5", &c), LOOM_ERR_INVALID_ARGUMENT);
+}
+
+LOOM_TEST(gemm_tuned_config_comes_from_the_cache) {
+  loom__tune_clear();
+  const loom_gemm_desc_t d = {1000, 2056, 1032, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 1};
+  loom_gemm_config_t c;
+  int found = 1;
+  CHECK_RESULT(loom__gemm_tuned_config(&d, "sm90", 132, &c, &found), LOOM_SUCCESS);
+  CHECK(found == 0);
+  char key[LOOM_TUNE_TEXT_BYTES];
+  CHECK(loom__gemm_tune_key(&d, "sm90", 132, key, sizeof key));
+  CHECK_RESULT(loom__tune_put(key, "bn=128 cluster=2"), LOOM_SUCCESS);
+  CHECK_RESULT(loom__gemm_tuned_config(&d, "sm90", 132, &c, &found), LOOM_SUCCESS);
+  CHECK(found == 1 && c.bn == 128 && c.cluster == 2);
+  /* another GPU size or path: not this entry */
+  CHECK_RESULT(loom__gemm_tuned_config(&d, "sm90", 114, &c, &found), LOOM_SUCCESS);
+  CHECK(found == 0);
+  CHECK_RESULT(loom__gemm_tuned_config(&d, "sm80", 132, &c, &found), LOOM_SUCCESS);
+  CHECK(found == 0);
+  CHECK_RESULT(loom__tune_put(key, "bn=128 clusters=2"), LOOM_SUCCESS);
+  CHECK_RESULT(loom__gemm_tuned_config(&d, "sm90", 132, &c, &found), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("gemm sm90 132sm m1000");
+  loom__tune_clear();
+}
+
+static int has_cfg(const loom_gemm_config_t *v, int n, int bn, int cluster, int splits, int sk_tiles) {
+  for (int i = 0; i < n; ++i)
+    if (v[i].bn == bn && v[i].cluster == cluster && v[i].sk_splits == splits && v[i].sk_tiles == sk_tiles) return 1;
+  return 0;
+}
+
+LOOM_TEST(gemm_tune_candidates_valid_distinct_and_shape_aware) {
+  const loom_gemm_desc_t shapes[] = {{4096, 24576, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0},
+                                     {64, 12288, 24576, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0},
+                                     {256, 12288, 24576, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0},
+                                     {1, 64, 8, LOOM_FP16, LOOM_FP32, LOOM_B_KN, 1}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
+    for (int sm90 = 0; sm90 <= 1; ++sm90) {
+      loom_gemm_config_t v[16];
+      const int n = loom__gemm_tune_candidates(&shapes[i], sm90, 132, v, 16);
+      CHECK(n >= 2 && n <= 16);
+      for (int a = 0; a < n; ++a) {
+        CHECK(v[a].bn == 128 || v[a].bn == 256);
+        CHECK(v[a].cluster >= 0 && v[a].cluster <= 2);
+        CHECK(v[a].sk_tiles == 0 || v[a].sk_tiles == -1);
+        for (int b = a + 1; b < n; ++b) CHECK(memcmp(&v[a], &v[b], sizeof v[a]) != 0);
+      }
+      if (sm90) {
+        CHECK(has_cfg(v, n, 128, 1, 0, 0) && has_cfg(v, n, 256, 1, 0, 0));
+        const int rows2 = shapes[i].m > 128;
+        CHECK(has_cfg(v, n, 256, 2, 0, 0) == rows2);
+        if (shapes[i].m == 64) CHECK(has_cfg(v, n, 128, 0, 0, -1)); /* stream-K */
+      }
+    }
+  /* Flux RS m = 256 (96 tiles of 128x256 on 132 SMs): split-K is a candidate */
+  loom_gemm_config_t v[16];
+  const int n = loom__gemm_tune_candidates(&shapes[2], 1, 132, v, 16);
+  int split = 0;
+  for (int a = 0; a < n; ++a) split |= v[a].sk_splits > 1;
+  CHECK(split);
+}
