@@ -1,5 +1,6 @@
 /*
- * gemm.c - loom_gemm: validation, path choice and the sm90 heuristic.
+ * gemm.c - loom_gemm: validation, path choice, tuned configurations and the
+ * sm90 heuristic.
  *
  * Path: the sm90 kernel (gemm_sm90.cu) on compute capability 9.0 when the
  * library carries its sm_90a code; else the portable sm80 kernel
@@ -24,6 +25,13 @@
  * stream-K's contiguous per-block k ranges put concurrent blocks at different
  * k, so tile rows stop sharing B in L2 and the weight stream loses DRAM page
  * locality (bench/NOTES.md). The tuner can still ask for it (sk_tiles).
+ * Aligned split-K for one or two tile rows whose tiles leave SMs idle and
+ * whose k-loops are long (where loom_gemm_tune picked it). 2x1 clusters with
+ * B multicast for every other data-parallel GEMM with >= 2 tile rows (on
+ * H200 neutral to +2% where measured; cuBLASLt's kernels use them too).
+ *
+ * Tuning (gemm_tune.c): an entry in the tuning cache for (path, SM count,
+ * shape) replaces the heuristic's configuration in loom_gemm.
  *
  * Stream-K scratch: per (device, stream), like cuBLASLt's workspace in
  * baseline_gemm.c; grown by allocating a larger buffer and keeping the old
@@ -83,6 +91,23 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_c
       best.bn = 128;
       best.sk_tiles = -1;
       best.sk_blocks = (int)s;
+    }
+  }
+  /* aligned split-K where loom_gemm_tune picked it on H200 (bench/NOTES.md,
+   * 2026-11-22, run 11): one or two tile rows whose data-parallel tiles
+   * leave SMs idle and whose k-loops are long. Llama down m = 128 (64 tiles
+   * of 128, 224 k-blocks): split 2 won; Flux RS m = 256 (96 tiles of 256,
+   * 384 k-blocks): bn 128 split 2 won (0.92 vs 0.82 of cuBLASLt); Flux RS
+   * m = 128 (96 tiles of 128): split 4 lost to data-parallel. */
+  if (best.sk_tiles == 0 && d->m > 64 && d->m <= 256) {
+    const int64_t tiles_best = tiles_m * loom_ceil_div(d->n, best.bn);
+    const int few = d->m <= 128 ? tiles128 * 2 <= (int64_t)sm_count
+                                : kblocks >= 192 && tiles_best * 5 < 4 * (int64_t)sm_count;
+    const int s = few ? loom__gemm_split_count(tiles128, kblocks, sm_count) : 1;
+    if (s > 1) {
+      best.bn = 128;
+      best.sk_tiles = -1;
+      best.sk_splits = s;
     }
   }
   /* 2x1 clusters (each block loads half of the pair's B k-block, multicast):

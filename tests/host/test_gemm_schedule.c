@@ -340,7 +340,8 @@ LOOM_TEST(gemm_schedule_stream_k_example) {
 
 LOOM_TEST(gemm_schedule_heuristic_stream_k_choices) {
   /* 132 SMs (H100/H200): stream-K exactly where it measured faster (m <= 64
-   * with few 128-wide tiles: Flux RS and Llama down at TP=2), data-parallel
+   * with few 128-wide tiles: Flux RS and Llama down at TP=2), split-K where
+   * the tuner picked it, data-parallel (2x1 clusters from 2 tile rows)
    * elsewhere; every choice is a valid configuration */
   const int64_t fam[4][2] = {{24576, 12288}, {12288, 24576}, {14336, 8192}, {8192, 14336}};
   const int64_t ms[] = {1, 64, 128, 256, 512, 1024, 4096, 8192};
@@ -353,8 +354,13 @@ LOOM_TEST(gemm_schedule_heuristic_stream_k_choices) {
       CHECK(h.sk_tiles >= -1 && h.sk_tiles <= tiles);
       CHECK(h.sk_blocks >= 0 && h.sk_blocks <= 132);
       const int want_sk = d.m <= 64 && (f == 1 || f == 3);
-      if (want_sk) CHECK(h.sk_tiles == -1 && h.sk_blocks == 132 && h.bn == 128);
-      else CHECK_EQ_INT(h.sk_tiles, 0);
+      /* split-K where the tuner picked it: Llama down m = 128, Flux RS m = 256 */
+      const int want_split = (d.m == 128 && f == 3) || (d.m == 256 && f == 1);
+      if (want_sk) CHECK(h.sk_tiles == -1 && h.sk_blocks == 132 && h.bn == 128 && h.sk_splits == 0);
+      else if (want_split) CHECK(h.sk_tiles == -1 && h.sk_splits == 2 && h.bn == 128 && h.cluster == 0);
+      else CHECK(h.sk_tiles == 0 && h.sk_splits == 0);
+      /* clusters: data-parallel with >= 2 tile rows only */
+      CHECK(h.cluster == (h.sk_tiles == 0 && d.m > 128 ? 2 : 0));
     }
   /* a tiny GEMM (one tile, 8 k-blocks) stays data-parallel */
   loom_gemm_desc_t t = {7, 136, 512, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
