@@ -22,7 +22,8 @@
                                  "signals and staging")                                       \
   X(DEBUG, STR, "WARN", "log level: NONE, WARN, INFO or TRACE (to stderr)")                  \
   X(TUNE_FILE, STR, "", "file of tuned kernel configurations (key = value lines), read at "   \
-                        "the first plan's lookup (empty: none)")                             \
+                        "the first lookup (a plan or loom_gemm) and written back by "         \
+                        "loom_gemm_tune (empty: none)")                             \
   X(GEMM_PATH, STR, "auto", "loom_gemm: auto (loom's sm90 kernel on compute capability 9.0, "  \
                             "its sm80 kernel on other GPUs >= 8.0, else cuBLASLt), sm80 "    \
                             "(the sm80 kernel on any GPU >= 8.0) or cublas (always cuBLASLt)") \
