@@ -131,6 +131,25 @@ int loom__gemm_split_count(int64_t tiles, int64_t kblocks, int sm_count) {
   return best;
 }
 
+loom_result_t loom__gemm_order(const loom_gemm_desc_t *d, const loom_gemm_hooks_t *hooks, int bm, int bn, int group,
+                               loom_tile_order_t *order) {
+  memset(order, 0, sizeof *order);
+  if (hooks) *order = hooks->order;
+  else order->kind = LOOM_TILE_ORDER_GROUPED;
+  order->tiles_m = (int32_t)loom_ceil_div(d->m, bm);
+  order->tiles_n = (int32_t)loom_ceil_div(d->n, bn);
+  order->group = group;
+  if (order->kind == LOOM_TILE_ORDER_RANK_SHIFTED && (order->row_shift < 0 || order->row_shift >= order->tiles_m))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks row_shift=%d: must be in [0, %d)",
+                      order->row_shift, order->tiles_m);
+  if (order->kind == LOOM_TILE_ORDER_SCHEDULE && !order->schedule)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks order SCHEDULE with schedule=NULL");
+  if (hooks && hooks->wait_signals && hooks->wait_rows_per_signal < 1)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks wait_rows_per_signal=%lld: must be >= 1",
+                      (long long)hooks->wait_rows_per_signal);
+  return LOOM_SUCCESS;
+}
+
 /* ---- stream-K scratch ----------------------------------------------------- */
 
 typedef struct loom__gemm_skws {

@@ -92,6 +92,12 @@ typedef struct loom_gemm_hooks {
 typedef enum { LOOM__PATH_BASE = 0, LOOM__PATH_SM90 = 1, LOOM__PATH_SM80 = 2 } loom__gemm_path_t;
 loom_result_t loom__gemm_path(const loom_gemm_desc_t *d, loom__gemm_path_t *path_out);
 
+/* The tile order of a launch: the hooks' order (kind, row shift, schedule)
+ * or grouped, over tiles of bm x bn, band height `group`; checks the hooks'
+ * order and wait arguments (LOOM_ERR_INVALID_ARGUMENT naming the field). */
+loom_result_t loom__gemm_order(const loom_gemm_desc_t *d, const loom_gemm_hooks_t *hooks, int bm, int bn, int group,
+                               loom_tile_order_t *order);
+
 /* ---- tuning (gemm_tune.c) ---- */
 
 /* The tuning-cache key of d on `path` ("sm90"/"sm80") with `sms` SMs; 0 if

@@ -63,6 +63,7 @@
 
 #include "core/error.h"
 #include "core/signal.cuh"
+#include "gemm/epilogue.cuh"
 #include "gemm/gemm.h"
 #include "gemm/sm80_layout.h"
 #include "gemm/tile_order.h"
@@ -132,37 +133,6 @@ static __device__ __forceinline__ void loom_mma16816(float *d, const uint32_t *a
         "{%0, %1, %2, %3};"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-/* Stores (or reduces) outputs v0, v1 at element offsets off, off + 1 of a C
- * buffer of dtype ct (off even: the pair is 4/8-byte aligned). */
-static __device__ __forceinline__ void loom_sm80_store2(void *base, int64_t off, int ct, float v0, float v1,
-                                                        int reduce) {
-  if (ct == LOOM_FP32) {
-    float *p = (float *)base + off;
-    if (reduce) {
-      atomicAdd(p, v0);
-      atomicAdd(p + 1, v1);
-    } else {
-      *(float2 *)p = make_float2(v0, v1);
-    }
-  } else if (ct == LOOM_BF16) {
-    __nv_bfloat162 *p = (__nv_bfloat162 *)((__nv_bfloat16 *)base + off);
-    const __nv_bfloat162 v = __floats2bfloat162_rn(v0, v1);
-    if (reduce) atomicAdd(p, v);
-    else *p = v;
-  } else {
-    __half2 *p = (__half2 *)((__half *)base + off);
-    const __half2 v = __floats2half2_rn(v0, v1);
-    if (reduce) atomicAdd(p, v);
-    else *p = v;
-  }
-}
-
-static __device__ __forceinline__ float loom_sm80_load_c(const void *base, int64_t i, int ct) {
-  if (ct == LOOM_FP32) return ((const float *)base)[i];
-  if (ct == LOOM_BF16) return __bfloat162float(((const __nv_bfloat16 *)base)[i]);
-  return __half2float(((const __half *)base)[i]);
 }
 
 /* Issues the cp.async copies of k-block kb into stage buffers sa (A) and sb
@@ -388,25 +358,17 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
   for (int j = 0; j < NI; ++j) {
     const int col = cbase + j * 8;
     if (col < args.n) {
-      float b0 = 0.f, b1 = 0.f;
-      if (args.bias) {
-        b0 = loom_sm80_load_c(args.bias, col, ct);
-        b1 = loom_sm80_load_c(args.bias, col + 1, ct);
-      }
+      float b0, b1;
+      loom_gemm_bias2(args.bias, col, ct, &b0, &b1);
 #pragma unroll
       for (int i = 0; i < MI; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = rbase + i * 16 + h * 8;
           if (row < args.m) {
-            void *base = args.c;
-            int64_t r = row;
-            if (HOOKS && args.hooks.row_dst) {
-              const int64_t rp = args.hooks.rows_per_dst > 0 ? args.hooks.rows_per_dst : (int64_t)args.m;
-              base = args.hooks.row_dst[row / rp];
-              r = row % rp;
-            }
-            loom_sm80_store2(base, r * args.n + col, ct, acc[i][j][2 * h] + b0, acc[i][j][2 * h + 1] + b1, reduce);
+            int64_t r;
+            void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r);
+            loom_gemm_store2(base, r * args.n + col, ct, acc[i][j][2 * h] + b0, acc[i][j][2 * h + 1] + b1, reduce);
           }
         }
     }
@@ -515,24 +477,8 @@ extern "C" loom_result_t loom__gemm_sm80(const loom_gemm_desc_t *d, const void *
   args.m = (int32_t)d->m, args.n = (int32_t)d->n, args.k = (int32_t)d->k;
   args.c_type = (int32_t)d->c_type;
   args.kblocks = (int32_t)loom_ceil_div(d->k, LOOM_SM80_BK);
-  if (hooks) {
-    args.hooks = *hooks;
-    args.order = hooks->order;
-  } else {
-    args.order.kind = LOOM_TILE_ORDER_GROUPED;
-  }
-  args.order.tiles_m = (int32_t)loom_ceil_div(d->m, LOOM_SM80_BM);
-  args.order.tiles_n = (int32_t)loom_ceil_div(d->n, conf.bn);
-  args.order.group = conf.group > 0 ? conf.group : 8;
-  if (args.order.kind == LOOM_TILE_ORDER_RANK_SHIFTED &&
-      (args.order.row_shift < 0 || args.order.row_shift >= args.order.tiles_m))
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks row_shift=%d: must be in [0, %d)",
-                      args.order.row_shift, args.order.tiles_m);
-  if (args.order.kind == LOOM_TILE_ORDER_SCHEDULE && !args.order.schedule)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks order SCHEDULE with schedule=NULL");
-  if (hooks && hooks->wait_signals && hooks->wait_rows_per_signal < 1)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks wait_rows_per_signal=%lld: must be >= 1",
-                      (long long)hooks->wait_rows_per_signal);
+  if (hooks) args.hooks = *hooks;
+  LOOM_TRY(loom__gemm_order(d, hooks, LOOM_SM80_BM, conf.bn, conf.group > 0 ? conf.group : 8, &args.order));
   const int64_t tiles = (int64_t)args.order.tiles_m * args.order.tiles_n;
   int splits = conf.sk_splits > args.kblocks ? args.kblocks : conf.sk_splits;
   if (hooks) splits = 0; /* hooked GEMMs: whole tiles (signals and waits are per tile) */

@@ -67,6 +67,7 @@
 
 #include "core/error.h"
 #include "core/signal.cuh"
+#include "gemm/epilogue.cuh"
 #include "gemm/gemm.h"
 #include "gemm/tile_order.h"
 
@@ -240,37 +241,6 @@ static __device__ __forceinline__ void loom_wgmma_step(float *acc, uint64_t da, 
   }
 }
 
-/* Stores (or reduces) two adjacent outputs v0, v1 at element offset `off`
- * of a C buffer of dtype ct. off is even, so the pair is 4/8-byte aligned. */
-static __device__ __forceinline__ void loom_store2(void *base, int64_t off, int ct, float v0, float v1,
-                                                   int reduce) {
-  if (ct == LOOM_FP32) {
-    float *p = (float *)base + off;
-    if (reduce) {
-      atomicAdd(p, v0);
-      atomicAdd(p + 1, v1);
-    } else {
-      *(float2 *)p = make_float2(v0, v1);
-    }
-  } else if (ct == LOOM_BF16) {
-    __nv_bfloat162 *p = (__nv_bfloat162 *)((__nv_bfloat16 *)base + off);
-    const __nv_bfloat162 v = __floats2bfloat162_rn(v0, v1);
-    if (reduce) atomicAdd(p, v);
-    else *p = v;
-  } else {
-    __half2 *p = (__half2 *)((__half *)base + off);
-    const __half2 v = __floats2half2_rn(v0, v1);
-    if (reduce) atomicAdd(p, v);
-    else *p = v;
-  }
-}
-
-static __device__ __forceinline__ float loom_load_c(const void *base, int64_t i, int ct) {
-  if (ct == LOOM_FP32) return ((const float *)base)[i];
-  if (ct == LOOM_BF16) return __bfloat162float(((const __nv_bfloat16 *)base)[i]);
-  return __half2float(((const __half *)base)[i]);
-}
-
 /* Named barrier of one consumer warpgroup (ids 3, 4; 1 and 2 are the
  * 256-thread consumer barriers). */
 static __device__ __forceinline__ void loom_wg_sync(int cw) {
@@ -305,11 +275,8 @@ static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUte
     for (int jj = 0; jj < JPC; ++jj) {
       const int j = ch * JPC + jj;
       const int col = col0 + j * 8 + (lane % 4) * 2;
-      float b0 = 0.f, b1 = 0.f;
-      if (bias && col < n) {
-        b0 = loom_load_c(bias, col, ct);
-        b1 = loom_load_c(bias, col + 1, ct);
-      }
+      float b0, b1;
+      loom_gemm_bias2(col < n ? bias : NULL, col, ct, &b0, &b1);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = r0 + h * 8;
@@ -614,31 +581,22 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         const int ct = args.c_type;
         const int rbase = row0 + warp * 16 + lane / 4;
         const int cbase = tn * BN + (lane % 4) * 2;
-        void *dst0 = args.c;
         int reduce = 0;
         if (HOOKS) reduce = args.hooks.epilogue == LOOM_EPI_REDUCE;
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
           const int col = cbase + j * 8;
           if (col < args.n) {
-            float b0 = 0.f, b1 = 0.f;
-            if (args.bias) {
-              b0 = loom_load_c(args.bias, col, ct);
-              b1 = loom_load_c(args.bias, col + 1, ct);
-            }
+            float b0, b1;
+            loom_gemm_bias2(args.bias, col, ct, &b0, &b1);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const int row = rbase + h * 8;
               if (row < args.m) {
-                void *base = dst0;
-                int64_t r = row;
-                if (HOOKS && args.hooks.row_dst) {
-                  const int64_t rp = args.hooks.rows_per_dst > 0 ? args.hooks.rows_per_dst : (int64_t)args.m;
-                  base = args.hooks.row_dst[row / rp];
-                  r = row % rp;
-                }
-                loom_store2(base, r * args.n + col, ct, acc[j * 4 + h * 2] + b0, acc[j * 4 + h * 2 + 1] + b1,
-                            reduce);
+                int64_t r;
+                void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r);
+                loom_gemm_store2(base, r * args.n + col, ct, acc[j * 4 + h * 2] + b0, acc[j * 4 + h * 2 + 1] + b1,
+                                 reduce);
               }
             }
           }
@@ -816,26 +774,10 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   args.c_type = (int32_t)d->c_type;
   args.c = c;
   args.bias = d->has_bias ? bias : NULL;
-  if (hooks) {
-    args.hooks = *hooks;
-    args.order = hooks->order;
-  } else {
-    args.order.kind = LOOM_TILE_ORDER_GROUPED;
-  }
-  args.order.tiles_m = (int32_t)loom_ceil_div(d->m, LOOM_SM90_BM);
-  args.order.tiles_n = (int32_t)loom_ceil_div(d->n, conf.bn);
-  args.order.group = conf.group > 0 ? conf.group : 16;
-  if (args.order.kind == LOOM_TILE_ORDER_RANK_SHIFTED &&
-      (args.order.row_shift < 0 || args.order.row_shift >= args.order.tiles_m))
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks row_shift=%d: must be in [0, %d)",
-                      args.order.row_shift, args.order.tiles_m);
-  if (args.order.kind == LOOM_TILE_ORDER_SCHEDULE && !args.order.schedule)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks order SCHEDULE with schedule=NULL");
+  if (hooks) args.hooks = *hooks;
+  LOOM_TRY(loom__gemm_order(d, hooks, LOOM_SM90_BM, conf.bn, conf.group > 0 ? conf.group : 16, &args.order));
   if (conf.cluster < 0 || conf.cluster > 2)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config cluster=%d: must be 0, 1 or 2", conf.cluster);
-  if (hooks && hooks->wait_signals && hooks->wait_rows_per_signal < 1)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks wait_rows_per_signal=%lld: must be >= 1",
-                      (long long)hooks->wait_rows_per_signal);
 
   CUtensorMap ma, mb;
   LOOM_TRY(loom__tensor_map(&ma, a, d->ab_type, (uint64_t)d->k, (uint64_t)d->m, LOOM_SM90_BK, LOOM_SM90_BM, "A"));
