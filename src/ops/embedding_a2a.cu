@@ -8,7 +8,8 @@
  *     a counter in remote-first order (embedding_schedule.h); before the first
  *     task for q it waits (bounded) for ready[q] >= e;
  *  3. each warp pools one bag at a time: it loads 32 indices (and weights) at
- *     once, then keeps U rows in flight (16-byte loads, U x NV per lane),
+ *     once, then keeps U rows in flight (16-byte loads, U x NV per lane; how
+ *     is the tuning's row loop, LOOM_EMB_LOOP_* in embedding_a2a.h),
  *     accumulates in fp32, and stores the pooled vector straight into q's
  *     output through q's LSA address (no staging);
  *  4. after a task, thread 0 fences (system scope) and adds 1 to the slice's
@@ -267,13 +268,134 @@ static __device__ __forceinline__ void emb_chunk_check(const loom_emb_kargs_t &a
   }
 }
 
+/* ---- row loops (LOOM_EMB_LOOP_*, embedding_a2a.h) --------------------------
+ * Each adds rows u = 0 .. n-1 of a chunk to acc: row my@u (the index held by
+ * lane u; -1: invalid) times weight mw@u, in order, one fmaf per element.
+ * Lane chunks c = lane + 32 m (m < NV) of VE elements; U rows per group. */
+
+/* SELECT: a slot that is not live (u >= n or index -1) loads nothing and adds
+ * fmaf(0, 0, acc) = acc. */
+template <typename TT, int NV, int U>
+__device__ __forceinline__ void emb_rows_select(const TT *tab, int D, int nvec, int lane, int n, int64_t my, float mw,
+                                                float (&acc)[NV][emb_ty<TT>::VE]) {
+  constexpr int VE = emb_ty<TT>::VE;
+  for (int u0 = 0; u0 < n; u0 += U) {
+    uint4 v[U][NV];
+    float w[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int src = u0 + u;
+      const int64_t ix = __shfl_sync(FULL_MASK, my, src & 31);
+      w[u] = __shfl_sync(FULL_MASK, mw, src & 31);
+      const bool live = src < n && ix >= 0;
+      if (!live) w[u] = 0.f;
+      const uint4 *row = reinterpret_cast<const uint4 *>(tab + (live ? ix : 0) * (int64_t)D);
+#pragma unroll
+      for (int m = 0; m < NV; ++m) {
+        const int c = lane + 32 * m;
+        v[u][m] = (live && c < nvec) ? __ldg(row + c) : make_uint4(0u, 0u, 0u, 0u);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int m = 0; m < NV; ++m) {
+        float f[VE];
+        unpack16<TT>(v[u][m], f);
+#pragma unroll
+        for (int e = 0; e < VE; ++e) acc[m][e] = fmaf(w[u], f[e], acc[m][e]);
+      }
+  }
+}
+
+/* FLAT / PIPE: issue every load of group u0 (a dead slot reads row 0 of the
+ * table; chunks past the row read its last chunk: those lanes' sums are never
+ * stored), then add the live slots. */
+template <typename TT, int NV, int U>
+__device__ __forceinline__ void emb_group_issue(const TT *tab, int D, int nvec, int lane, int u0, int n, int64_t my,
+                                                float mw, uint4 (&v)[U][NV], float (&w)[U], bool (&live)[U]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int src = u0 + u;
+    const int64_t ix = __shfl_sync(FULL_MASK, my, src & 31);
+    w[u] = __shfl_sync(FULL_MASK, mw, src & 31);
+    live[u] = src < n && ix >= 0;
+    const uint4 *row = reinterpret_cast<const uint4 *>(tab + (live[u] ? ix : 0) * (int64_t)D);
+#pragma unroll
+    for (int m = 0; m < NV; ++m) v[u][m] = __ldg(row + min(lane + 32 * m, nvec - 1));
+  }
+}
+
+template <typename TT, int NV, int U>
+__device__ __forceinline__ void emb_group_sum(const uint4 (&v)[U][NV], const float (&w)[U], const bool (&live)[U],
+                                              float (&acc)[NV][emb_ty<TT>::VE]) {
+  constexpr int VE = emb_ty<TT>::VE;
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int m = 0; m < NV; ++m) {
+      float f[VE];
+      unpack16<TT>(v[u][m], f);
+#pragma unroll
+      for (int e = 0; e < VE; ++e) {
+        const float r = fmaf(w[u], f[e], acc[m][e]);
+        acc[m][e] = live[u] ? r : acc[m][e];
+      }
+    }
+}
+
+template <typename TT, int NV, int U>
+__device__ __forceinline__ void emb_rows_flat(const TT *tab, int D, int nvec, int lane, int n, int64_t my, float mw,
+                                              float (&acc)[NV][emb_ty<TT>::VE]) {
+  for (int u0 = 0; u0 < n; u0 += U) {
+    uint4 v[U][NV];
+    float w[U];
+    bool live[U];
+    emb_group_issue<TT, NV, U>(tab, D, nvec, lane, u0, n, my, mw, v, w, live);
+    emb_group_sum<TT, NV, U>(v, w, live, acc);
+  }
+}
+
+/* Two groups in turn: group k+1's loads go out before group k is added. */
+template <typename TT, int NV, int U>
+__device__ __forceinline__ void emb_rows_pipe(const TT *tab, int D, int nvec, int lane, int n, int64_t my, float mw,
+                                              float (&acc)[NV][emb_ty<TT>::VE]) {
+  if (n <= 0) return;
+  uint4 va[U][NV], vb[U][NV];
+  float wa[U], wb[U];
+  bool la[U], lb[U];
+  emb_group_issue<TT, NV, U>(tab, D, nvec, lane, 0, n, my, mw, va, wa, la);
+  for (int u0 = 0;; u0 += 2 * U) {
+    const bool more_b = u0 + U < n;
+    if (more_b) emb_group_issue<TT, NV, U>(tab, D, nvec, lane, u0 + U, n, my, mw, vb, wb, lb);
+    emb_group_sum<TT, NV, U>(va, wa, la, acc);
+    if (!more_b) break;
+    const bool more_a = u0 + 2 * U < n;
+    if (more_a) emb_group_issue<TT, NV, U>(tab, D, nvec, lane, u0 + 2 * U, n, my, mw, va, wa, la);
+    emb_group_sum<TT, NV, U>(vb, wb, lb, acc);
+    if (!more_a) break;
+  }
+}
+
+template <typename TT, int NV, int U, int LOOP>
+__device__ __forceinline__ void emb_rows(const TT *tab, int64_t rows_t, int D, int nvec, int lane, int n, int64_t my,
+                                         float mw, float (&acc)[NV][emb_ty<TT>::VE]) {
+  if (LOOP == LOOM_EMB_LOOP_FLAT) {
+    if (rows_t > 0) emb_rows_flat<TT, NV, U>(tab, D, nvec, lane, n, my, mw, acc); /* else no index is valid */
+  } else if (LOOP == LOOM_EMB_LOOP_PIPE) {
+    if (rows_t > 0) emb_rows_pipe<TT, NV, U>(tab, D, nvec, lane, n, my, mw, acc);
+  } else {
+    emb_rows_select<TT, NV, U>(tab, D, nvec, lane, n, my, mw, acc);
+  }
+}
+
 /* Pools this warp's bags of task tk (bags i = wi, wi + g, ... < tk.count, of
  * local table tk.table) and stores bag b's vector at dst0 + (b - row0) *
  * stride. Lane c-chunks: c = lane + 32 m (m < NV) of VE elements; UR
  * 16-byte row chunks in flight per lane (UR / NV rows per warp); fp32
- * accumulation. The next bag's first 32 indices load while this bag's rows
- * are in flight. */
-template <typename TT, typename OT, int NV, int UR>
+ * accumulation, row loop LOOP. The next bag's first 32 indices load while
+ * this bag's rows are in flight. */
+template <typename TT, typename OT, int NV, int UR, int LOOP>
 __device__ __forceinline__ void emb_pool_bags(const loom_emb_kargs_t &a, const loom_emb_task_t &tk, int wi, int g,
                                               int lane, OT *dst0, int64_t row0, int64_t stride) {
   constexpr int VE = emb_ty<TT>::VE;
@@ -322,33 +444,7 @@ __device__ __forceinline__ void emb_pool_bags(const loom_emb_kargs_t &a, const l
         emb_chunk_issue(a, base, n, lane, raw, w);
         emb_chunk_check(a, t, rows_t, b, base, n, lane, raw, w, my, mw);
       }
-      for (int u0 = 0; u0 < n; u0 += U) {
-        uint4 v[U][NV];
-        float w[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int src = u0 + u;
-          const int64_t ix = __shfl_sync(FULL_MASK, my, src & 31);
-          w[u] = __shfl_sync(FULL_MASK, mw, src & 31);
-          const bool live = src < n && ix >= 0;
-          if (!live) w[u] = 0.f;
-          const uint4 *row = reinterpret_cast<const uint4 *>(tab + (live ? ix : 0) * (int64_t)D);
-#pragma unroll
-          for (int m = 0; m < NV; ++m) {
-            const int c = lane + 32 * m;
-            v[u][m] = (live && c < nvec) ? __ldg(row + c) : make_uint4(0u, 0u, 0u, 0u);
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-          for (int m = 0; m < NV; ++m) {
-            float f[VE];
-            unpack16<TT>(v[u][m], f);
-#pragma unroll
-            for (int e = 0; e < VE; ++e) acc[m][e] = fmaf(w[u], f[e], acc[m][e]);
-          }
-      }
+      emb_rows<TT, NV, U, LOOP>(tab, rows_t, D, nvec, lane, n, my, mw, acc);
     }
     const float sc = (a.pooling == LOOM_POOL_MEAN && end > start) ? 1.f / (float)(end - start) : 1.f;
     OT *dst = dst0 + (b - row0) * stride;
@@ -364,6 +460,65 @@ __device__ __forceinline__ void emb_pool_bags(const loom_emb_kargs_t &a, const l
     }
     if (j + 1 < nb) emb_chunk_check(a, t, rows_t, b + g, nbase, nn, lane, nraw, nw, my, mw);
   }
+}
+
+/* LOOP F07: the bag loop of f07cc73 (= 067e3da) over this warp's bags of
+ * task tk: per bag, every lane loads the bag's offsets, then a chunk's
+ * indices (and weights), then SELECT rows; nothing of the next bag is in
+ * flight meanwhile. Same sums and stores as emb_pool_bags. */
+template <typename TT, typename OT, int NV, int UR>
+__device__ __forceinline__ void emb_pool_bags_f07(const loom_emb_kargs_t &a, const loom_emb_task_t &tk, int wi, int g,
+                                                  int lane, OT *dst0, int64_t row0, int64_t stride) {
+  constexpr int VE = emb_ty<TT>::VE;
+  constexpr int U = UR / NV >= 1 ? UR / NV : 1;
+  const int D = a.dim, nvec = D / VE, t = tk.table;
+  const int64_t rows_t = a.rows[t];
+  const TT *__restrict__ tab = reinterpret_cast<const TT *>(a.tables) + a.row_off[t] * (int64_t)D;
+  for (int i = wi; i < tk.count; i += g) {
+    const int64_t b = tk.sample0 + i;
+    float acc[NV][VE];
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int e = 0; e < VE; ++e) acc[m][e] = 0.f;
+    const int64_t ob = (int64_t)t * a.s.batch + b;
+    int64_t start = a.offsets[ob], end = a.offsets[ob + 1];
+    if (!(start >= 0 && start <= end && end <= a.num_indices)) {
+      if (lane == 0) {
+        const int64_t pos = (start < 0 || start > a.num_indices) ? ob : ob + 1;
+        emb_record(a.err, 2u, t, b, pos, pos == ob ? start : end, a.num_indices);
+      }
+      start = end = 0;
+    }
+    for (int64_t base = start; base < end; base += 32) {
+      const int n = end - base < 32 ? (int)(end - base) : 32;
+      int64_t raw, my;
+      float w, mw;
+      emb_chunk_issue(a, base, n, lane, raw, w);
+      emb_chunk_check(a, t, rows_t, b, base, n, lane, raw, w, my, mw);
+      emb_rows_select<TT, NV, U>(tab, D, nvec, lane, n, my, mw, acc);
+    }
+    const float sc = (a.pooling == LOOM_POOL_MEAN && end > start) ? 1.f / (float)(end - start) : 1.f;
+    OT *dst = dst0 + (b - row0) * stride;
+#pragma unroll
+    for (int m = 0; m < NV; ++m) {
+      const int c = lane + 32 * m;
+      if (c < nvec) {
+        float f[VE];
+#pragma unroll
+        for (int e = 0; e < VE; ++e) f[e] = acc[m][e] * sc;
+        store_n<OT, VE>(dst + c * VE, f);
+      }
+    }
+  }
+}
+
+/* The forward's bags of a task with the tuning's loop. */
+template <typename TT, typename OT, int NV, int UR, int LOOP>
+__device__ __forceinline__ void emb_pool_task(const loom_emb_kargs_t &a, const loom_emb_task_t &tk, int wi, int g,
+                                              int lane, OT *dst0, int64_t row0, int64_t stride) {
+  if (LOOP == LOOM_EMB_LOOP_F07) emb_pool_bags_f07<TT, OT, NV, UR>(a, tk, wi, g, lane, dst0, row0, stride);
+  else emb_pool_bags<TT, OT, NV, UR, LOOP>(a, tk, wi, g, lane, dst0, row0, stride);
 }
 
 /* Scatter-adds this warp's bags of task tk: for each bag b and each index
@@ -443,11 +598,12 @@ static __device__ __forceinline__ void emb_block_done(const loom_emb_kargs_t &a,
 
 /* ---- forward ------------------------------------------------------------- */
 
-/* Registers are capped for 2 blocks (16 warps) per SM. */
+/* Registers are capped for 2 blocks (16 warps) per SM (MINB 2: 128 per
+ * thread); MINB 1 leaves them to ptxas (V_NOCAP, loop F07). */
 #define LOOM_EMB_MIN_BLOCKS 2
 
-template <typename TT, typename OT, int NV, int UR>
-__global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS)
+template <typename TT, typename OT, int NV, int UR, int LOOP, int MINB>
+__global__ void __launch_bounds__(LOOM_EMB_THREADS, MINB)
     loom__emb_fwd_kernel(const __grid_constant__ loom_emb_kargs_t a) {
   __shared__ int64_t s_task[LOOM_EMB_THREADS / 32];
   __shared__ int s_abort;
@@ -487,13 +643,13 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS)
     if (k < 0 || k >= ntasks) break;
     const loom_emb_task_t tk = loom_emb_task_decode(&s, k);
     const int t = tk.table;
-    if (!comm)
-      emb_pool_bags<TT, OT, NV, UR>(a, tk, wk.wi, wk.g, lane, reinterpret_cast<OT *>(a.peer[0]) + (int64_t)t * D, 0,
-                                    (int64_t)s.t_local * D);
-    else
-      emb_pool_bags<TT, OT, NV, UR>(a, tk, wk.wi, wk.g, lane,
-                                    reinterpret_cast<OT *>(a.peer[tk.dest]) + (int64_t)(s.table_base + t) * D,
-                                    (int64_t)tk.dest * s.local_batch, (int64_t)s.t_total * D);
+    /* pooling alone: out [B, T*D] here; fused: q's out [Bl, T_total*D] (one
+     * inlined copy of the bag loop for both) */
+    OT *dst0 = comm ? reinterpret_cast<OT *>(a.peer[tk.dest]) + (int64_t)(s.table_base + t) * D
+                    : reinterpret_cast<OT *>(a.peer[0]) + (int64_t)t * D;
+    const int64_t row0 = comm ? (int64_t)tk.dest * s.local_batch : 0;
+    const int64_t stride = (int64_t)(comm ? s.t_total : s.t_local) * D;
+    emb_pool_task<TT, OT, NV, UR, LOOP>(a, tk, wk.wi, wk.g, lane, dst0, row0, stride);
     emb_worker_sync(wk);
     if (count && wk.lead) {
       __threadfence_system(); /* the worker's stores (to q) before the count */
@@ -652,13 +808,13 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS)
     const bool lsa = a.peer[tk.dest] != nullptr;
     const int64_t row0 = (int64_t)tk.dest * s.local_batch;
     if (lsa)
-      emb_pool_bags<TT, OT, NV, 8>(a, tk, wk.wi, wk.g, lane,
-                                   reinterpret_cast<OT *>(a.peer[tk.dest]) + (int64_t)(s.table_base + t) * D, row0,
-                                   (int64_t)s.t_total * D);
+      emb_pool_bags<TT, OT, NV, 8, LOOM_EMB_LOOP_SELECT>(
+          a, tk, wk.wi, wk.g, lane, reinterpret_cast<OT *>(a.peer[tk.dest]) + (int64_t)(s.table_base + t) * D, row0,
+          (int64_t)s.t_total * D);
     else
-      emb_pool_bags<TT, OT, NV, 8>(a, tk, wk.wi, wk.g, lane,
-                                   reinterpret_cast<OT *>(g.stage) + loom_emb_gin_stage_offset(&s, tk.dest, t, row0, D),
-                                   row0, D);
+      emb_pool_bags<TT, OT, NV, 8, LOOM_EMB_LOOP_SELECT>(
+          a, tk, wk.wi, wk.g, lane,
+          reinterpret_cast<OT *>(g.stage) + loom_emb_gin_stage_offset(&s, tk.dest, t, row0, D), row0, D);
     emb_worker_sync(wk);
     if (wk.lead) {
       __threadfence_system();
@@ -717,13 +873,29 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS)
 
 typedef void (*emb_kernel_t)(loom_emb_kargs_t);
 
-/* kind: 0 forward with 8 row chunks in flight per lane, 1 forward with 16,
- * 2 backward. */
+/* Kernel kinds: forward row loop x rows in flight x register cap
+ * (FWD_*), and the backward. */
+enum {
+  FWD_SELECT8,      /* the default: SELECT, unroll 8, capped */
+  FWD_SELECT16,     /* SELECT, unroll 16, capped */
+  FWD_SELECT8_NOCAP,
+  FWD_FLAT8,
+  FWD_FLAT16,
+  FWD_PIPE8,
+  FWD_F07,          /* f07cc73's bag loop, unroll 8, no cap (as f07cc73) */
+  BWD
+};
+
 template <typename TT, typename OT, int NV>
 static emb_kernel_t pick_kind(int kind) {
   switch (kind) {
-    case 0: return loom__emb_fwd_kernel<TT, OT, NV, 8>;
-    case 1: return loom__emb_fwd_kernel<TT, OT, NV, 16>;
+    case FWD_SELECT8: return loom__emb_fwd_kernel<TT, OT, NV, 8, LOOM_EMB_LOOP_SELECT, LOOM_EMB_MIN_BLOCKS>;
+    case FWD_SELECT16: return loom__emb_fwd_kernel<TT, OT, NV, 16, LOOM_EMB_LOOP_SELECT, LOOM_EMB_MIN_BLOCKS>;
+    case FWD_SELECT8_NOCAP: return loom__emb_fwd_kernel<TT, OT, NV, 8, LOOM_EMB_LOOP_SELECT, 1>;
+    case FWD_FLAT8: return loom__emb_fwd_kernel<TT, OT, NV, 8, LOOM_EMB_LOOP_FLAT, LOOM_EMB_MIN_BLOCKS>;
+    case FWD_FLAT16: return loom__emb_fwd_kernel<TT, OT, NV, 16, LOOM_EMB_LOOP_FLAT, LOOM_EMB_MIN_BLOCKS>;
+    case FWD_PIPE8: return loom__emb_fwd_kernel<TT, OT, NV, 8, LOOM_EMB_LOOP_PIPE, LOOM_EMB_MIN_BLOCKS>;
+    case FWD_F07: return loom__emb_fwd_kernel<TT, OT, NV, 8, LOOM_EMB_LOOP_F07, 1>;
     default: return loom__emb_bwd_kernel<TT, OT, NV>;
   }
 }
@@ -759,18 +931,40 @@ static emb_kernel_t kernel_for(loom_dtype_t tt, loom_dtype_t ot, int dim, int ki
   }
 }
 
-static int fwd_kind(int unroll) { return unroll >= 16 ? 1 : 0; }
+/* The forward kind of a tuning (loom__emb_check_tuning admits only these
+ * combinations; anything else falls back to the default kind). */
+static int fwd_kind(const loom_emb_tuning_t *t) {
+  const int u16 = t->unroll >= 16;
+  switch (t->loop) {
+    case LOOM_EMB_LOOP_FLAT: return u16 ? FWD_FLAT16 : FWD_FLAT8;
+    case LOOM_EMB_LOOP_PIPE: return FWD_PIPE8;
+    case LOOM_EMB_LOOP_F07: return FWD_F07;
+    default:
+      if (u16) return FWD_SELECT16;
+      return (t->variant & LOOM_EMB_V_NOCAP) ? FWD_SELECT8_NOCAP : FWD_SELECT8;
+  }
+}
 
-extern "C" loom_result_t loom__emb_occupancy(loom_dtype_t tt, loom_dtype_t ot, int dim, int unroll, int *blocks_per_sm) {
-  emb_kernel_t k = kernel_for(tt, ot, dim, fwd_kind(unroll));
+extern "C" loom_result_t loom__emb_occupancy(loom_dtype_t tt, loom_dtype_t ot, int dim, const loom_emb_tuning_t *t,
+                                             int *blocks_per_sm) {
+  emb_kernel_t k = kernel_for(tt, ot, dim, fwd_kind(t));
   LOOM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, k, LOOM_EMB_THREADS, 0));
   if (*blocks_per_sm < 1) *blocks_per_sm = 1;
   return LOOM_SUCCESS;
 }
 
+extern "C" loom_result_t loom__emb_forward_regs(loom_dtype_t tt, loom_dtype_t ot, int dim, const loom_emb_tuning_t *t,
+                                                int *regs, int *local_bytes) {
+  struct cudaFuncAttributes fa;
+  LOOM_CUDA(cudaFuncGetAttributes(&fa, kernel_for(tt, ot, dim, fwd_kind(t))));
+  *regs = fa.numRegs;
+  *local_bytes = (int)fa.localSizeBytes;
+  return LOOM_SUCCESS;
+}
+
 extern "C" loom_result_t loom__emb_launch_forward(const loom_emb_kargs_t *a, loom_dtype_t tt, loom_dtype_t ot,
-                                                  int unroll, int grid, cudaStream_t stream) {
-  emb_kernel_t k = kernel_for(tt, ot, a->dim, fwd_kind(unroll));
+                                                  const loom_emb_tuning_t *t, int grid, cudaStream_t stream) {
+  emb_kernel_t k = kernel_for(tt, ot, a->dim, fwd_kind(t));
   k<<<grid, LOOM_EMB_THREADS, 0, stream>>>(*a);
   LOOM_CUDA_LAUNCHED("loom__emb_fwd_kernel");
   return LOOM_SUCCESS;
@@ -778,7 +972,7 @@ extern "C" loom_result_t loom__emb_launch_forward(const loom_emb_kargs_t *a, loo
 
 extern "C" loom_result_t loom__emb_launch_backward(const loom_emb_kargs_t *a, loom_dtype_t tt, loom_dtype_t ot, int grid,
                                                    cudaStream_t stream) {
-  emb_kernel_t k = kernel_for(tt, ot, a->dim, 2);
+  emb_kernel_t k = kernel_for(tt, ot, a->dim, BWD);
   k<<<grid, LOOM_EMB_THREADS, 0, stream>>>(*a);
   LOOM_CUDA_LAUNCHED("loom__emb_bwd_kernel");
   return LOOM_SUCCESS;

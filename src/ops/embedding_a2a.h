@@ -43,14 +43,36 @@ extern "C" {
 /* How the kernels cut the work (bench/NOTES.md has the measurements):
  * a worker of `group` warps takes one task of `part` samples at a time
  * (part / group bags per warp, at most 32); `unroll` 16-byte row chunks per
- * lane are in flight (8 or 16). */
+ * lane are in flight (8 or 16); `loop` is the forward's row loop. */
 typedef struct loom_emb_tuning {
   int group;                     /* warps per worker: 1, 2, 4 or 8 */
   int part;                      /* samples per task (P), group <= P <= 32 * group */
-  int unroll;                    /* 8 or 16 */
+  int unroll;                    /* 8 or 16 (16: loops SELECT and FLAT only) */
   int variant;                   /* LOOM_EMB_V_* bits (measurement only; 0 in use) */
+  int loop;                      /* LOOM_EMB_LOOP_* (forward) */
 } loom_emb_tuning_t;
-#define LOOM_EMB_TUNING_DEFAULT {1, 4, 8, 0}
+#define LOOM_EMB_TUNING_DEFAULT {1, 4, 8, 0, LOOM_EMB_LOOP_SELECT}
+
+/* The forward's row loop: how a warp keeps a chunk's rows in flight (UR =
+ * unroll 16-byte chunks per lane, U = UR / NV rows per group).
+ *  SELECT  per row slot: a load only if the slot is live (index valid, inside
+ *          the chunk), else zeros. ptxas (CUDA 13.0, sm_90a) turns each
+ *          `live ? load : 0` into a load into a temporary and a move, and
+ *          issues the U x NV loads of a group in 3-4 dependent waves.
+ *  FLAT    every slot loads (a dead slot reads row 0 of its table, which
+ *          exists: rows >= 1; chunk c clamped to the row), the slot's FMAs
+ *          are kept only if it is live: one wave of U x NV loads per group.
+ *  PIPE    FLAT with two groups: the next group's loads are issued before
+ *          the current group is summed (about 2 groups in flight). UR 8.
+ *  F07     the bag loop of f07cc73 = 067e3da (each bag: its offsets, then its indices,
+ *          then SELECT rows; no prefetch of the next bag's indices), kernel
+ *          without the register cap, as in f07cc73. UR 8.
+ * All four add a bag's rows in index order with one fmaf each in fp32, so
+ * their outputs are bit-identical. */
+#define LOOM_EMB_LOOP_SELECT 0
+#define LOOM_EMB_LOOP_FLAT 1
+#define LOOM_EMB_LOOP_PIPE 2
+#define LOOM_EMB_LOOP_F07 3
 
 /* Variants that leave something out, to split the fused kernel's time
  * (loom-bench embedding_a2a --variants). V_NOCOUNT and V_NOWAIT give up the
@@ -59,6 +81,7 @@ typedef struct loom_emb_tuning {
 #define LOOM_EMB_V_NOCOUNT 2     /* fused: no per-task fence/counter, no flags, no exit waits */
 #define LOOM_EMB_V_NOWAIT 4      /* fused: no exit waits */
 #define LOOM_EMB_V_NOPREFETCH 8  /* claim a task only when the previous one is done */
+#define LOOM_EMB_V_NOCAP 16      /* forward without the 128-register cap (2 blocks/SM); loop SELECT, unroll 8 */
 
 /* What the kernels record about bad input (host-mapped, first error wins). */
 typedef struct loom_emb_err {
@@ -120,7 +143,7 @@ loom_result_t loom__emb_validate_desc(const char *fn, const loom_embedding_desc_
 
 /* Kernel launchers (embedding_a2a.cu). */
 loom_result_t loom__emb_launch_forward(const loom_emb_kargs_t *a, loom_dtype_t tt, loom_dtype_t ot,
-                                       int unroll, int grid, cudaStream_t stream);
+                                       const loom_emb_tuning_t *t, int grid, cudaStream_t stream);
 loom_result_t loom__emb_launch_backward(const loom_emb_kargs_t *a, loom_dtype_t tt, loom_dtype_t ot,
                                         int grid, cudaStream_t stream);
 /* to_out 1: copies the staged receive buffer (blocks per source rank p:
@@ -129,8 +152,13 @@ loom_result_t loom__emb_launch_backward(const loom_emb_kargs_t *a, loom_dtype_t 
 loom_result_t loom__emb_launch_reorder(void *recv, void *out, const int *tables_per_rank,
                                        const int *table_base, int world, int64_t local_batch, int dim,
                                        size_t elem, int to_out, cudaStream_t stream);
-/* Resident blocks per SM of the forward kernel for these dtypes, dim and unroll. */
-loom_result_t loom__emb_occupancy(loom_dtype_t tt, loom_dtype_t ot, int dim, int unroll, int *blocks_per_sm);
+/* Resident blocks per SM of the forward kernel for these dtypes, dim and
+ * tuning (unroll, loop, V_NOCAP). */
+loom_result_t loom__emb_occupancy(loom_dtype_t tt, loom_dtype_t ot, int dim, const loom_emb_tuning_t *t,
+                                  int *blocks_per_sm);
+/* Registers per thread and local (spill) bytes of that forward kernel. */
+loom_result_t loom__emb_forward_regs(loom_dtype_t tt, loom_dtype_t ot, int dim, const loom_emb_tuning_t *t, int *regs,
+                                     int *local_bytes);
 /* Checks a tuning for a slice of `slice` samples; the message names fn. Pure. */
 loom_result_t loom__emb_check_tuning(const char *fn, const loom_emb_tuning_t *t, int slice);
 /* Re-cuts an embedding plan's work (tests, benchmarks): the schedule, grid

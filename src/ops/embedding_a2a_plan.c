@@ -124,8 +124,7 @@ static void emb_destroy(loom_plan_t plan) {
  * after the last task), but a grid past residency only queues blocks. */
 static loom_result_t size_grid(loom_plan_t plan, loom_emb_state_t *st) {
   loom_comm_t comm = plan->comm;
-  LOOM_TRY(loom__emb_occupancy(st->desc.table_type, st->desc.out_type, st->desc.dim, st->tun.unroll,
-                               &st->blocks_per_sm));
+  LOOM_TRY(loom__emb_occupancy(st->desc.table_type, st->desc.out_type, st->desc.dim, &st->tun, &st->blocks_per_sm));
   int bps = st->blocks_per_sm > 4 ? 4 : st->blocks_per_sm;
   st->grid = st->desc.grid_blocks ? st->desc.grid_blocks : comm->sm_count * bps;
   if (st->grid > comm->sm_count * st->blocks_per_sm) st->grid = comm->sm_count * st->blocks_per_sm;
@@ -469,7 +468,7 @@ loom_result_t loom_embedding_pool(loom_plan_t plan, const void *tables, const in
   fill_common(&a, plan, st, tables, indices, offsets, num_indices, weights);
   a.pool_only = 1;
   a.peer[0] = (char *)pooled;
-  LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, st->tun.unroll, st->grid, stream));
+  LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, &st->tun, st->grid, stream));
   return after_call(fn, plan, st, stream);
 }
 
@@ -498,7 +497,7 @@ loom_result_t loom_embedding_a2a(loom_plan_t plan, const void *tables, const int
       fill_common(&a, plan, st, tables, indices, offsets, num_indices, weights);
       a.pool_only = 1;
       a.peer[0] = (char *)(W == 1 ? out : st->send_buf);
-      LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, st->tun.unroll, st->grid, stream));
+      LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, &st->tun, st->grid, stream));
     }
     if (W > 1) {
       LOOM_TRY(staged_exchange(plan, st, 0, stream));
@@ -512,7 +511,7 @@ loom_result_t loom_embedding_a2a(loom_plan_t plan, const void *tables, const int
   fill_common(&a, plan, st, tables, indices, offsets, num_indices, weights);
   LOOM_TRY(peer_addresses(fn, "out", comm, out, out_bytes, a.peer));
   (void)loom__plan_next_epoch(plan);
-  LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, st->tun.unroll, st->grid, stream));
+  LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, &st->tun, st->grid, stream));
   return after_call(fn, plan, st, stream);
 }
 
@@ -568,8 +567,18 @@ loom_result_t loom__emb_check_tuning(const char *fn, const loom_emb_tuning_t *t,
                       fn, t->part, 32 * t->group, t->group);
   if (t->unroll != 8 && t->unroll != 16)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning.unroll=%d must be 8 or 16", fn, t->unroll);
-  if (t->variant & ~(LOOM_EMB_V_DYNFETCH | LOOM_EMB_V_NOCOUNT | LOOM_EMB_V_NOWAIT | LOOM_EMB_V_NOPREFETCH))
+  if (t->variant &
+      ~(LOOM_EMB_V_DYNFETCH | LOOM_EMB_V_NOCOUNT | LOOM_EMB_V_NOWAIT | LOOM_EMB_V_NOPREFETCH | LOOM_EMB_V_NOCAP))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning.variant=%d has unknown bits", fn, t->variant);
+  if (t->loop < LOOM_EMB_LOOP_SELECT || t->loop > LOOM_EMB_LOOP_F07)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning.loop=%d must be 0..3 (LOOM_EMB_LOOP_*)", fn, t->loop);
+  if (t->unroll == 16 && t->loop != LOOM_EMB_LOOP_SELECT && t->loop != LOOM_EMB_LOOP_FLAT)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning.unroll=16 with loop=%d: only loops SELECT and FLAT have it",
+                      fn, t->loop);
+  if ((t->variant & LOOM_EMB_V_NOCAP) && (t->loop != LOOM_EMB_LOOP_SELECT || t->unroll != 8))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: tuning.variant has LOOM_EMB_V_NOCAP with loop=%d unroll=%d: only loop SELECT, unroll 8",
+                      fn, t->loop, t->unroll);
   if (slice < 1) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: slice=%d", fn, slice);
   return LOOM_SUCCESS;
 }

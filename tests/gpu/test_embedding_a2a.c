@@ -50,10 +50,29 @@ typedef struct emb_case {
   int graph;       /* capture the forward in a CUDA graph once, replay it `calls` times */
 } emb_case_t;
 
-/* Ways to cut the work (loom__emb_set_tuning): worker group, part, unroll. */
+/* Ways to cut the work (loom__emb_set_tuning): worker group, part, unroll,
+ * variant bits, row loop. 9.. are the row loops (LOOM_EMB_LOOP_*); g_all's
+ * cases n = 9..16 (fp16 tables) take them, g_more runs them on fp32 and
+ * bf16 tables too. */
+#define L_SEL LOOM_EMB_LOOP_SELECT
 static const loom_emb_tuning_t g_tunings[] = {
-  LOOM_EMB_TUNING_DEFAULT, {8, 8, 8, 0}, {1, 4, 8, 0}, {1, 1, 8, 0}, {2, 8, 16, 0},
-  {4, 16, 8, 0}, {8, 32, 16, 0}, {1, 8, 16, LOOM_EMB_V_NOPREFETCH}, {1, 16, 8, 0},
+  LOOM_EMB_TUNING_DEFAULT,
+  {8, 8, 8, 0, L_SEL},
+  {1, 4, 8, 0, L_SEL},
+  {1, 1, 8, 0, L_SEL},
+  {2, 8, 16, 0, L_SEL},
+  {4, 16, 8, 0, L_SEL},
+  {8, 32, 16, 0, L_SEL},
+  {1, 8, 16, LOOM_EMB_V_NOPREFETCH, L_SEL},
+  {1, 16, 8, 0, L_SEL},
+  {1, 4, 8, 0, LOOM_EMB_LOOP_FLAT},                      /* 9 */
+  {1, 4, 16, 0, LOOM_EMB_LOOP_FLAT},                     /* 10 */
+  {1, 8, 8, 0, LOOM_EMB_LOOP_PIPE},                      /* 11 */
+  {1, 4, 8, 0, LOOM_EMB_LOOP_F07},                       /* 12 */
+  {8, 8, 8, LOOM_EMB_V_NOPREFETCH, LOOM_EMB_LOOP_F07},   /* 13: f07cc73's scheme */
+  {1, 4, 8, LOOM_EMB_V_NOCAP, L_SEL},                    /* 14 */
+  {8, 32, 8, 0, LOOM_EMB_LOOP_FLAT},                     /* 15 */
+  {2, 8, 8, 0, LOOM_EMB_LOOP_PIPE},                      /* 16 */
 };
 #define NTUNINGS ((int)(sizeof g_tunings / sizeof *g_tunings))
 
@@ -318,11 +337,11 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
     }
     for (int p = 0; p < W; ++p) free_inputs(&in[p]);
     if (r == 0 && call == k->calls - 1)
-      printf("    W=%d D=%d %s->%s %s%s S=%d path=%d zipf=%.2f calls=%d%s%s g%d P%d u%d v%d: %s (max err/mag %.2g, grid "
+      printf("    W=%d D=%d %s->%s %s%s S=%d path=%d zipf=%.2f calls=%d%s%s g%d P%d u%d v%d l%d: %s (max err/mag %.2g, grid "
              "%d, %u flags, workspace %zu B, staging %zu B)\n",
              W, D, dt_name(k->tt), dt_name(k->ot), k->mean ? "mean" : "sum", k->weighted ? "+weights" : "", info.slice_samples,
              (int)info.path, k->zipf, k->calls, k->backward ? " +backward" : "", k->graph ? " graph replays" : "",
-             tun.group, tun.part, tun.unroll, tun.variant, fails ? "WRONG" : "ok", maxerr, info.grid_blocks,
+             tun.group, tun.part, tun.unroll, tun.variant, tun.loop, fails ? "WRONG" : "ok", maxerr, info.grid_blocks,
              info.num_flags, info.workspace_bytes, info.staging_bytes);
   }
   CUDA_OK(cudaStreamSynchronize(st));
@@ -425,6 +444,26 @@ static const emb_case_t g_more[] = {
   {256, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 4, 0, 0, 0, 0, 1},
   {72, LOOM_BF16, LOOM_FP32, 1, 0, 7, LOOM_EMB_PATH_AUTO, 1.2, 3, 0, 0, 0, 2, 1},
   {136, LOOM_FP16, LOOM_FP16, 0, 0, 16, LOOM_EMB_PATH_STAGED, 0.0, 3, 0, 0, 0, 8, 1},
+  /* row loops on fp32 and bf16 tables (g_all has them on fp16): D 256 (2
+   * chunks per lane for fp32), 72 (fewer chunks than lanes: clamped loads),
+   * 520; an out-of-range index (a dead slot); staged; graph replays */
+  {256, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 9, 0},
+  {72, LOOM_FP32, LOOM_FP32, 1, 0, 7, LOOM_EMB_PATH_AUTO, 1.1, 2, 0, 1, 0, 9, 0},
+  {520, LOOM_BF16, LOOM_FP32, 0, 1, 16, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 9, 0},
+  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 10, 0},
+  {520, LOOM_BF16, LOOM_BF16, 1, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0, 10, 0},
+  {256, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 1.05, 2, 0, 0, 0, 11, 0},
+  {72, LOOM_BF16, LOOM_BF16, 1, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0, 11, 0},
+  {520, LOOM_FP32, LOOM_FP16, 0, 0, 8, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 12, 0},
+  {256, LOOM_BF16, LOOM_BF16, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0, 12, 0},
+  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0, 13, 0},
+  {136, LOOM_BF16, LOOM_FP32, 1, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 13, 0},
+  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_STAGED, 0.0, 1, 0, 0, 0, 14, 0},
+  {136, LOOM_BF16, LOOM_BF16, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 14, 0},
+  {72, LOOM_FP32, LOOM_FP32, 0, 0, 16, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 15, 0},
+  {256, LOOM_BF16, LOOM_FP16, 0, 0, 32, LOOM_EMB_PATH_STAGED, 0.0, 2, 0, 0, 0, 15, 0},
+  {256, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 3, 0, 0, 0, 16, 1},
+  {520, LOOM_BF16, LOOM_BF16, 0, 0, 16, LOOM_EMB_PATH_AUTO, 0.0, 3, 0, 0, 0, 16, 1},
 };
 
 LOOM_TEST(gpu_embedding_a2a_staged_zipf_backward_bad_index_w1) {

@@ -318,9 +318,9 @@ LOOM_TEST(emb_plan_checks_every_argument) {
   CHECK_RESULT(loom_comm_destroy(c), LOOM_SUCCESS);
 }
 
-/* Work cuts (worker group, part, unroll): the checks, and a plan re-cut on a
- * test comm keeps its flags and counters (they do not depend on the part)
- * while its tasks follow the part. */
+/* Work cuts (worker group, part, unroll, variant bits, row loop): the
+ * checks, and a plan re-cut on a test comm keeps its flags and counters
+ * (they do not depend on the part) while its tasks follow the part. */
 LOOM_TEST(emb_tuning_checks_and_recut) {
   loom_emb_tuning_t t = LOOM_EMB_TUNING_DEFAULT;
   CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_SUCCESS);
@@ -344,6 +344,33 @@ LOOM_TEST(emb_tuning_checks_and_recut) {
   t.variant = LOOM_EMB_V_NOWAIT;
   CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_SUCCESS);
   CHECK_RESULT(loom__emb_check_tuning("f", NULL, 128), LOOM_ERR_INVALID_ARGUMENT);
+  /* row loops: 0..3; unroll 16 only for SELECT and FLAT; no register cap
+   * only for SELECT at unroll 8 */
+  CHECK_EQ_INT(t.loop, LOOM_EMB_LOOP_SELECT);
+  t.loop = 4;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("tuning.loop=4");
+  t.loop = -1;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_ERR_INVALID_ARGUMENT);
+  t.loop = LOOM_EMB_LOOP_FLAT;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_SUCCESS); /* unroll 16 */
+  t.loop = LOOM_EMB_LOOP_PIPE;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("only loops SELECT and FLAT");
+  t.loop = LOOM_EMB_LOOP_F07;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_ERR_INVALID_ARGUMENT);
+  t.unroll = 8;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_SUCCESS);
+  t.loop = LOOM_EMB_LOOP_PIPE;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_SUCCESS);
+  t.variant = LOOM_EMB_V_NOCAP;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("LOOM_EMB_V_NOCAP with loop=2");
+  t.loop = LOOM_EMB_LOOP_SELECT;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_SUCCESS);
+  t.unroll = 16;
+  CHECK_RESULT(loom__emb_check_tuning("f", &t, 128), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("unroll=16");
 
   loom_comm_t c = NULL;
   CHECK_RESULT(loom__comm_create_detached(1, 4, 1 << 20, &c), LOOM_SUCCESS);
@@ -355,7 +382,7 @@ LOOM_TEST(emb_tuning_checks_and_recut) {
   if (p) {
     loom_embedding_plan_info_t a, b;
     CHECK_RESULT(loom_embedding_a2a_plan_info(p, &a), LOOM_SUCCESS);
-    loom_emb_tuning_t u = {1, 2, 8, 0}, back;
+    loom_emb_tuning_t u = {1, 2, 8, 0, LOOM_EMB_LOOP_SELECT}, back;
     CHECK_RESULT(loom__emb_set_tuning(p, &u), LOOM_SUCCESS);
     CHECK_RESULT(loom__emb_get_tuning(p, &back), LOOM_SUCCESS);
     CHECK_EQ_INT(back.group, 1);
@@ -369,6 +396,14 @@ LOOM_TEST(emb_tuning_checks_and_recut) {
     CHECK_RESULT(loom__emb_set_tuning(p, &u), LOOM_ERR_INVALID_ARGUMENT);
     CHECK_RESULT(loom__emb_get_tuning(p, &back), LOOM_SUCCESS);
     CHECK_EQ_INT(back.part, 2);            /* unchanged by the refused call */
+    u.part = 2;
+    u.loop = LOOM_EMB_LOOP_PIPE;
+    u.unroll = 16;                         /* PIPE has no unroll 16 */
+    CHECK_RESULT(loom__emb_set_tuning(p, &u), LOOM_ERR_INVALID_ARGUMENT);
+    u.unroll = 8;
+    CHECK_RESULT(loom__emb_set_tuning(p, &u), LOOM_SUCCESS);
+    CHECK_RESULT(loom__emb_get_tuning(p, &back), LOOM_SUCCESS);
+    CHECK_EQ_INT(back.loop, LOOM_EMB_LOOP_PIPE);
     CHECK_RESULT(loom_plan_destroy(p), LOOM_SUCCESS);
   }
   CHECK_RESULT(loom_comm_destroy(c), LOOM_SUCCESS);

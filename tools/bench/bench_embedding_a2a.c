@@ -19,6 +19,10 @@
  * Then, at B = 4096, T = 64: the slice-size sweep (S = 8..512), and
  * remote-first against local-first with each rank's own median time (the
  * spread between the ranks' finish times, the paper's Figure 13).
+ * --variants: at B = 4096, T = 64 only, the row-loop table (each forward row
+ * loop and cut timed as pooling alone and fused, side by side, registers,
+ * outputs compared word for word with the default pooling and the staged
+ * path), then the table of work cuts (--loops: the first table only).
  * HBM floor: pooling reads T*B*L*D*4 bytes of rows (+ 8-byte indices) and
  * writes B*T*D*4; at 4.3 TB/s (copy, read + write) that is the pool floor.
  */
@@ -43,7 +47,8 @@ typedef struct emb_args {
   double zipf;
   int variable;
   int sweep;
-  int variants;      /* 1: only the variant table (B=4096, T=64) */
+  int variants;      /* 1: only the variant tables (B=4096, T=64) */
+  int loops_only;    /* 1: only the row-loop table (sets variants) */
 } emb_args_t;
 
 static int emb_opt(void *ctx, int argc, char **argv, int *i) {
@@ -53,13 +58,16 @@ static int emb_opt(void *ctx, int argc, char **argv, int *i) {
     printf("  --zipf ALPHA      Zipf-distributed indices (default uniform)\n"
            "  --variable        bag lengths uniform in [0, 2L] (default fixed L = 32)\n"
            "  --no-sweep        skip the slice-size sweep and the remote-first comparison\n"
-           "  --variants        only the kernel variant table at B=4096, T=64 (task size, worker\n"
-           "                    group, rows in flight, fetch, per-task count, exit waits)\n");
+           "  --variants        only the kernel variant tables at B=4096, T=64: row loops (pooling\n"
+           "                    alone and fused side by side, outputs checked), then task size,\n"
+           "                    worker group, rows in flight, fetch, per-task count, exit waits\n"
+           "  --loops           only the row-loop table (B=4096, T=64)\n");
     return 1;
   }
   if (!strcmp(s, "--variable")) return a->variable = 1, 1;
   if (!strcmp(s, "--no-sweep")) return a->sweep = 0, 1;
   if (!strcmp(s, "--variants")) return a->variants = 1, 1;
+  if (!strcmp(s, "--loops")) return a->variants = a->loops_only = 1, 1;
   if (!strcmp(s, "--zipf")) {
     if (*i + 1 >= argc) return -1;
     a->zipf = atof(argv[++*i]);
@@ -187,36 +195,170 @@ typedef struct emb_variant {
 
 static const emb_variant_t g_variants[] = {
   /* block tasks (a worker = the block's 8 warps, 1 bag per warp per task): the kernel of f07cc73 */
-  {"pool g8 P8 static", 1, 128, {8, 8, 8, 0}},
-  {"pool g8 P8 dynamic fetch", 1, 128, {8, 8, 8, LOOM_EMB_V_DYNFETCH | LOOM_EMB_V_NOPREFETCH}},
-  {"fused g8 P8 (f07cc73)", 0, 128, {8, 8, 8, LOOM_EMB_V_NOPREFETCH}},
-  {"fused g8 P8 no exit wait", 0, 128, {8, 8, 8, LOOM_EMB_V_NOPREFETCH | LOOM_EMB_V_NOWAIT}},
-  {"fused g8 P8 no count/flags/wait", 0, 128, {8, 8, 8, LOOM_EMB_V_NOPREFETCH | LOOM_EMB_V_NOCOUNT}},
-  {"fused g8 P8 prefetch", 0, 128, {8, 8, 8, 0}},
-  {"fused g8 P32 (4 bags/warp)", 0, 128, {8, 32, 8, 0}},
-  {"pool g8 P32", 1, 128, {8, 32, 8, 0}},
+  {"pool g8 P8 static", 1, 128, {8, 8, 8, 0, LOOM_EMB_LOOP_SELECT}},
+  {"pool g8 P8 dynamic fetch", 1, 128, {8, 8, 8, LOOM_EMB_V_DYNFETCH | LOOM_EMB_V_NOPREFETCH, LOOM_EMB_LOOP_SELECT}},
+  {"fused g8 P8 (f07cc73)", 0, 128, {8, 8, 8, LOOM_EMB_V_NOPREFETCH, LOOM_EMB_LOOP_SELECT}},
+  {"fused g8 P8 no exit wait", 0, 128, {8, 8, 8, LOOM_EMB_V_NOPREFETCH | LOOM_EMB_V_NOWAIT, LOOM_EMB_LOOP_SELECT}},
+  {"fused g8 P8 no count/flags/wait", 0, 128, {8, 8, 8, LOOM_EMB_V_NOPREFETCH | LOOM_EMB_V_NOCOUNT, LOOM_EMB_LOOP_SELECT}},
+  {"fused g8 P8 prefetch", 0, 128, {8, 8, 8, 0, LOOM_EMB_LOOP_SELECT}},
+  {"fused g8 P32 (4 bags/warp)", 0, 128, {8, 32, 8, 0, LOOM_EMB_LOOP_SELECT}},
+  {"pool g8 P32", 1, 128, {8, 32, 8, 0, LOOM_EMB_LOOP_SELECT}},
   /* warp tasks */
-  {"pool g1 P4 static", 1, 128, {1, 4, 8, 0}},
-  {"pool g1 P4 dynamic", 1, 128, {1, 4, 8, LOOM_EMB_V_DYNFETCH}},
-  {"fused g1 P1", 0, 128, {1, 1, 8, 0}},
-  {"fused g1 P2", 0, 128, {1, 2, 8, 0}},
-  {"fused g1 P4", 0, 128, {1, 4, 8, 0}},
-  {"fused g1 P8", 0, 128, {1, 8, 8, 0}},
-  {"fused g1 P16", 0, 128, {1, 16, 8, 0}},
-  {"fused g1 P4 no exit wait", 0, 128, {1, 4, 8, LOOM_EMB_V_NOWAIT}},
-  {"fused g1 P4 no count/flags/wait", 0, 128, {1, 4, 8, LOOM_EMB_V_NOCOUNT}},
-  {"fused g2 P8", 0, 128, {2, 8, 8, 0}},
-  {"fused g4 P16", 0, 128, {4, 16, 8, 0}},
+  {"pool g1 P4 static", 1, 128, {1, 4, 8, 0, LOOM_EMB_LOOP_SELECT}},
+  {"pool g1 P4 dynamic", 1, 128, {1, 4, 8, LOOM_EMB_V_DYNFETCH, LOOM_EMB_LOOP_SELECT}},
+  {"fused g1 P1", 0, 128, {1, 1, 8, 0, LOOM_EMB_LOOP_SELECT}},
+  {"fused g1 P2", 0, 128, {1, 2, 8, 0, LOOM_EMB_LOOP_SELECT}},
+  {"fused g1 P4", 0, 128, {1, 4, 8, 0, LOOM_EMB_LOOP_SELECT}},
+  {"fused g1 P8", 0, 128, {1, 8, 8, 0, LOOM_EMB_LOOP_SELECT}},
+  {"fused g1 P16", 0, 128, {1, 16, 8, 0, LOOM_EMB_LOOP_SELECT}},
+  {"fused g1 P4 no exit wait", 0, 128, {1, 4, 8, LOOM_EMB_V_NOWAIT, LOOM_EMB_LOOP_SELECT}},
+  {"fused g1 P4 no count/flags/wait", 0, 128, {1, 4, 8, LOOM_EMB_V_NOCOUNT, LOOM_EMB_LOOP_SELECT}},
+  {"fused g2 P8", 0, 128, {2, 8, 8, 0, LOOM_EMB_LOOP_SELECT}},
+  {"fused g4 P16", 0, 128, {4, 16, 8, 0, LOOM_EMB_LOOP_SELECT}},
   /* 16 row chunks in flight per lane */
-  {"pool g1 P4 unroll16", 1, 128, {1, 4, 16, 0}},
-  {"fused g1 P4 unroll16", 0, 128, {1, 4, 16, 0}},
-  {"pool g8 P8 unroll16", 1, 128, {8, 8, 16, 0}},
-  {"fused g8 P32 unroll16", 0, 128, {8, 32, 16, 0}},
+  {"pool g1 P4 unroll16", 1, 128, {1, 4, 16, 0, LOOM_EMB_LOOP_SELECT}},
+  {"fused g1 P4 unroll16", 0, 128, {1, 4, 16, 0, LOOM_EMB_LOOP_SELECT}},
+  {"pool g8 P8 unroll16", 1, 128, {8, 8, 16, 0, LOOM_EMB_LOOP_SELECT}},
+  {"fused g8 P32 unroll16", 0, 128, {8, 32, 16, 0, LOOM_EMB_LOOP_SELECT}},
   /* slices of 256 */
-  {"fused g1 P4 S256", 0, 256, {1, 4, 8, 0}},
-  {"fused g1 P8 S256", 0, 256, {1, 8, 8, 0}},
-  {"fused g8 P32 S256", 0, 256, {8, 32, 8, 0}},
+  {"fused g1 P4 S256", 0, 256, {1, 4, 8, 0, LOOM_EMB_LOOP_SELECT}},
+  {"fused g1 P8 S256", 0, 256, {1, 8, 8, 0, LOOM_EMB_LOOP_SELECT}},
+  {"fused g8 P32 S256", 0, 256, {8, 32, 8, 0, LOOM_EMB_LOOP_SELECT}},
 };
+
+/* Row loops (LOOM_EMB_LOOP_*, src/ops/embedding_a2a.h): each tuning timed
+ * as pooling alone and fused, side by side, its outputs checked. */
+typedef struct emb_loop_row {
+  const char *name;
+  loom_emb_tuning_t tun;
+} emb_loop_row_t;
+
+static const emb_loop_row_t g_loops[] = {
+  {"SELECT g1 P4 (default)", {1, 4, 8, 0, LOOM_EMB_LOOP_SELECT}},
+  {"SELECT g1 P4 no reg cap", {1, 4, 8, LOOM_EMB_V_NOCAP, LOOM_EMB_LOOP_SELECT}},
+  {"F07 g1 P4 (f07cc73 bag loop)", {1, 4, 8, 0, LOOM_EMB_LOOP_F07}},
+  {"F07 g8 P8 (f07cc73 scheme)", {8, 8, 8, LOOM_EMB_V_NOPREFETCH, LOOM_EMB_LOOP_F07}},
+  {"FLAT g1 P4", {1, 4, 8, 0, LOOM_EMB_LOOP_FLAT}},
+  {"FLAT g1 P8", {1, 8, 8, 0, LOOM_EMB_LOOP_FLAT}},
+  {"FLAT g1 P16", {1, 16, 8, 0, LOOM_EMB_LOOP_FLAT}},
+  {"FLAT g1 P4 unroll16", {1, 4, 16, 0, LOOM_EMB_LOOP_FLAT}},
+  {"PIPE g1 P4", {1, 4, 8, 0, LOOM_EMB_LOOP_PIPE}},
+  {"PIPE g1 P8", {1, 8, 8, 0, LOOM_EMB_LOOP_PIPE}},
+  {"FLAT g8 P32", {8, 32, 8, 0, LOOM_EMB_LOOP_FLAT}},
+  {"SELECT g1 P4 (default, again)", {1, 4, 8, 0, LOOM_EMB_LOOP_SELECT}},
+};
+
+/* Words of the device buffer `d` that differ from `ref` (a word left at
+ * the 0xff poison counts as wrong); prints the first few. */
+static int64_t count_wrong(const void *d, const uint32_t *ref, uint32_t *h, size_t words, const char *what, int rank) {
+  if (cudaMemcpy(h, d, words * 4, cudaMemcpyDeviceToHost) != cudaSuccess) return (int64_t)words;
+  int64_t wrong = 0;
+  for (size_t i = 0; i < words; ++i)
+    if (h[i] != ref[i] || h[i] == 0xffffffffu) {
+      if (wrong < 3) fprintf(stderr, "rank %d %s: word %zu = 0x%08x, expected 0x%08x\n", rank, what, i, h[i], ref[i]);
+      ++wrong;
+    }
+  return wrong;
+}
+
+/* The loop table at one shape: references first (pooling with the default
+ * tuning; the staged path: that pooling + NCCL + reorder), then per row the
+ * pooling-alone and fused times (max over ranks per repetition, median) and
+ * one more call of each on poisoned outputs, compared word for word with the
+ * references (every loop adds the same products in the same order). */
+static int run_loops(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_args_t *a, emb_bufs_t *b, emb_shape_t sh,
+                     cudaStream_t s, loom_bench_table_t *t, int *failures) {
+  const int W = ctx->size, D = a->dim, L = a->pooling;
+  const int n = (int)(sizeof g_loops / sizeof *g_loops);
+  const size_t wpool = (size_t)sh.B * (size_t)sh.T * (size_t)D;
+  const size_t wout = (size_t)(sh.B / W) * (size_t)sh.T * (size_t)W * (size_t)D;
+  loom_plan_t p = NULL, staged = NULL;
+  TRY(make_plan(comm, a, b, W, sh, 128, 0, LOOM_EMB_PATH_AUTO, &p));
+  TRY(make_plan(comm, a, b, W, sh, 128, 0, LOOM_EMB_PATH_STAGED, &staged));
+  uint32_t *ref_pool = (uint32_t *)malloc(wpool * 4), *ref_out = (uint32_t *)malloc(wout * 4);
+  uint32_t *h = (uint32_t *)malloc((wpool > wout ? wpool : wout) * 4);
+  if (!ref_pool || !ref_out || !h) {
+    fprintf(stderr, "rank %d: host buffers for the loop table\n", ctx->rank);
+    return 1;
+  }
+  emb_call_t cp = {p, 1, b->tables, b->idx, b->off, b->n, b->pooled, NULL, NULL, 0, ctx->nccl};
+  emb_call_t cf = {p, 0, b->tables, b->idx, b->off, b->n, b->out, NULL, NULL, 0, ctx->nccl};
+  emb_call_t cs = {staged, 0, b->tables, b->idx, b->off, b->n, b->out2, NULL, NULL, 0, ctx->nccl};
+  CTRY(cudaMemsetAsync(b->pooled, 0xff, wpool * 4, s));
+  CTRY(cudaMemsetAsync(b->out2, 0xff, wout * 4, s));
+  TRY(emb_op(&cp, 0, s));
+  TRY(emb_op(&cs, 0, s));
+  CTRY(cudaStreamSynchronize(s));
+  TRY(loom_comm_get_async_error(comm));
+  CTRY(cudaMemcpy(ref_pool, b->pooled, wpool * 4, cudaMemcpyDeviceToHost));
+  CTRY(cudaMemcpy(ref_out, b->out2, wout * 4, cudaMemcpyDeviceToHost));
+  const double bytes = (double)sh.T * (double)sh.B * (double)L * D * 4 + (double)sh.T * sh.B * L * 8 +
+                       (double)sh.T * sh.B * D * 4;
+  if (ctx->rank == 0) {
+    printf("# row loops, B=%lld T=%d S=128 (src/ops/embedding_a2a.h LOOM_EMB_LOOP_*); %% = of 4.3 TB/s; wrong = words "
+           "!= default pooling / staged output\n",
+           (long long)sh.B, sh.T);
+    printf("# %-30s %9s %5s %9s %5s %7s %5s %6s %5s %6s %6s\n", "loop", "pool us", "%", "fused us", "%", "f/p-1", "regs",
+           "spill", "grid", "wrongP", "wrongF");
+    fflush(stdout);
+  }
+  for (int i = 0; i < n; ++i) {
+    const emb_loop_row_t *v = &g_loops[i];
+    TRY(loom__emb_set_tuning(p, &v->tun));
+    loom_embedding_plan_info_t info;
+    TRY(loom_embedding_a2a_plan_info(p, &info));
+    int regs = 0, spill = 0;
+    TRY(loom__emb_forward_regs(LOOM_FP32, LOOM_FP32, D, &v->tun, &regs, &spill));
+    loom_bench_time_t tp, tf;
+    TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &cp, &tp));
+    TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &cf, &tf));
+    TRY(loom_comm_get_async_error(comm));
+    TRY(loom_embedding_a2a_check(p));
+    int64_t wp = -1, wf = -1;
+    if (a->o.check) {
+      CTRY(cudaMemsetAsync(b->pooled, 0xff, wpool * 4, s));
+      CTRY(cudaMemsetAsync(b->out, 0xff, wout * 4, s));
+      TRY(emb_op(&cp, 0, s));
+      TRY(emb_op(&cf, 0, s));
+      CTRY(cudaStreamSynchronize(s));
+      TRY(loom_comm_get_async_error(comm));
+      wp = count_wrong(b->pooled, ref_pool, h, wpool, v->name, ctx->rank);
+      wf = count_wrong(b->out, ref_out, h, wout, v->name, ctx->rank);
+      TRY(loom_bench_sum_ranks(ctx->nccl, s, &wp));
+      TRY(loom_bench_sum_ranks(ctx->nccl, s, &wf));
+      *failures += (wp != 0) + (wf != 0);
+    }
+    if (ctx->rank == 0) {
+      const double gp = bytes / (tp.median_us * 1e-6) / 1e9, gf = bytes / (tf.median_us * 1e-6) / 1e9;
+      loom_bench_row_t *r = loom_bench_add(t);
+      snprintf(r->op, sizeof r->op, "emb_a2a loop");
+      snprintf(r->impl, sizeof r->impl, "%.23s", v->name);
+      snprintf(r->shape, sizeof r->shape, "B=%lld T=%d/GPU", (long long)sh.B, sh.T);
+      snprintf(r->dtype, sizeof r->dtype, "fp32");
+      r->world = W;
+      r->fused_us = tf.median_us;
+      r->gemm_us = tp.median_us;
+      r->min_us = tf.min_us;
+      r->max_us = tf.max_us;
+      r->wrong = a->o.check ? wp + wf : -1;
+      snprintf(r->note, sizeof r->note, "%s; pool %.0f%% fused %.0f%% HBM; %d regs, %d B local; grid %d", v->name,
+               gp / 43.0, gf / 43.0, regs, spill, info.grid_blocks);
+      loom_bench_row_finish(r);
+      printf("  %-30s %9.1f %4.0f%% %9.1f %4.0f%% %+6.1f%% %5d %6d %5d %6lld %6lld\n", v->name, tp.median_us, gp / 43.0,
+             tf.median_us, gf / 43.0, 100.0 * (tf.median_us / tp.median_us - 1.0), regs, spill, info.grid_blocks,
+             (long long)wp, (long long)wf);
+      fflush(stdout);
+    }
+  }
+  const loom_emb_tuning_t tdef = LOOM_EMB_TUNING_DEFAULT;
+  TRY(loom__emb_set_tuning(p, &tdef));
+  free(ref_pool);
+  free(ref_out);
+  free(h);
+  TRY(loom_plan_destroy(staged));
+  TRY(loom_plan_destroy(p));
+  return 0;
+}
 
 /* The variant table at one shape: each row timed like the main table (max
  * over ranks per repetition, median). */
@@ -296,7 +438,8 @@ static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
     emb_bufs_t b;
     if (shape_inputs(ctx, comm, a, sh, &b)) return 1;
     if (a->variants) {
-      if (run_variants(ctx, comm, a, &b, sh, s, &t)) return 1;
+      if (run_loops(ctx, comm, a, &b, sh, s, &t, &failures)) return 1;
+      if (a->loops_only == 0 && run_variants(ctx, comm, a, &b, sh, s, &t)) return 1;
       CTRY(cudaStreamSynchronize(s));
       bufs_free(comm, &b);
       continue;
