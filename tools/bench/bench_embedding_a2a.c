@@ -234,18 +234,18 @@ typedef struct emb_loop_row {
 } emb_loop_row_t;
 
 static const emb_loop_row_t g_loops[] = {
-  {"SELECT g1 P4 (default)", {1, 4, 8, 0, LOOM_EMB_LOOP_SELECT}},
+  {"FLAT g1 P4 (default)", {1, 4, 8, 0, LOOM_EMB_LOOP_FLAT}},
+  {"SELECT g1 P4 (61b3453 default)", {1, 4, 8, 0, LOOM_EMB_LOOP_SELECT}},
   {"SELECT g1 P4 no reg cap", {1, 4, 8, LOOM_EMB_V_NOCAP, LOOM_EMB_LOOP_SELECT}},
   {"F07 g1 P4 (f07cc73 bag loop)", {1, 4, 8, 0, LOOM_EMB_LOOP_F07}},
   {"F07 g8 P8 (f07cc73 scheme)", {8, 8, 8, LOOM_EMB_V_NOPREFETCH, LOOM_EMB_LOOP_F07}},
-  {"FLAT g1 P4", {1, 4, 8, 0, LOOM_EMB_LOOP_FLAT}},
   {"FLAT g1 P8", {1, 8, 8, 0, LOOM_EMB_LOOP_FLAT}},
   {"FLAT g1 P16", {1, 16, 8, 0, LOOM_EMB_LOOP_FLAT}},
   {"FLAT g1 P4 unroll16", {1, 4, 16, 0, LOOM_EMB_LOOP_FLAT}},
   {"PIPE g1 P4", {1, 4, 8, 0, LOOM_EMB_LOOP_PIPE}},
   {"PIPE g1 P8", {1, 8, 8, 0, LOOM_EMB_LOOP_PIPE}},
   {"FLAT g8 P32", {8, 32, 8, 0, LOOM_EMB_LOOP_FLAT}},
-  {"SELECT g1 P4 (default, again)", {1, 4, 8, 0, LOOM_EMB_LOOP_SELECT}},
+  {"FLAT g1 P4 (default, again)", {1, 4, 8, 0, LOOM_EMB_LOOP_FLAT}},
 };
 
 /* Words of the device buffer `d` that differ from `ref` (a word left at
