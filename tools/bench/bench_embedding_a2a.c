@@ -103,6 +103,25 @@ typedef struct emb_shape {
   int T;
 } emb_shape_t;
 
+/* A new table row of an fp32 embedding_a2a measurement at shape sh on W
+ * ranks (op, impl, shape, dtype, world set). Out of host memory, the row
+ * goes to a spare that is never printed (said on stderr): rank 0 carries on,
+ * so the other ranks' collectives are not left waiting. */
+static loom_bench_row_t *emb_row(loom_bench_table_t *t, const char *op, const char *impl, emb_shape_t sh, int W) {
+  static loom_bench_row_t spare;
+  loom_bench_row_t *r = loom_bench_add(t);
+  if (!r) {
+    fprintf(stderr, "loom-bench embedding_a2a: out of host memory: row %s %s dropped\n", op, impl);
+    r = &spare;
+  }
+  snprintf(r->op, sizeof r->op, "%s", op);
+  snprintf(r->impl, sizeof r->impl, "%s", impl);
+  snprintf(r->shape, sizeof r->shape, "B=%lld T=%d/GPU", (long long)sh.B, sh.T);
+  snprintf(r->dtype, sizeof r->dtype, "fp32");
+  r->world = W;
+  return r;
+}
+
 /* Buffers and inputs of one shape on this rank. */
 typedef struct emb_bufs {
   void *tables, *out, *out2, *pooled, *send, *recv;
@@ -330,12 +349,9 @@ static int run_loops(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_args_t *a
     }
     if (ctx->rank == 0) {
       const double gp = bytes / (tp.median_us * 1e-6) / 1e9, gf = bytes / (tf.median_us * 1e-6) / 1e9;
-      loom_bench_row_t *r = loom_bench_add(t);
-      snprintf(r->op, sizeof r->op, "emb_a2a loop");
-      snprintf(r->impl, sizeof r->impl, "%.23s", v->name);
-      snprintf(r->shape, sizeof r->shape, "B=%lld T=%d/GPU", (long long)sh.B, sh.T);
-      snprintf(r->dtype, sizeof r->dtype, "fp32");
-      r->world = W;
+      char impl_[sizeof ((loom_bench_row_t *)0)->impl];
+      snprintf(impl_, sizeof impl_, "%.23s", v->name);
+      loom_bench_row_t *r = emb_row(t, "emb_a2a loop", impl_, sh, W);
       r->fused_us = tf.median_us;
       r->gemm_us = tp.median_us;
       r->min_us = tf.min_us;
@@ -384,12 +400,9 @@ static int run_variants(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_args_t
     TRY(loom_comm_get_async_error(comm));
     TRY(loom_embedding_a2a_check(p));
     if (ctx->rank == 0) {
-      loom_bench_row_t *r = loom_bench_add(t);
-      snprintf(r->op, sizeof r->op, "emb_a2a variant");
-      snprintf(r->impl, sizeof r->impl, "%s", v->name);
-      snprintf(r->shape, sizeof r->shape, "B=%lld T=%d/GPU", (long long)sh.B, sh.T);
-      snprintf(r->dtype, sizeof r->dtype, "fp32");
-      r->world = W;
+      char impl_[sizeof ((loom_bench_row_t *)0)->impl];
+      snprintf(impl_, sizeof impl_, "%s", v->name);
+      loom_bench_row_t *r = emb_row(t, "emb_a2a variant", impl_, sh, W);
       r->fused_us = tm.median_us;
       r->min_us = tm.min_us;
       r->max_us = tm.max_us;
@@ -490,14 +503,9 @@ static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
       TRY(loom_bench_sum_ranks(ctx->nccl, s, &wrong));
     }
     if (ctx->rank == 0) {
-      loom_bench_row_t *r = loom_bench_add(&t);
-      snprintf(r->op, sizeof r->op, "embedding_a2a");
-      snprintf(r->impl, sizeof r->impl, "loom");
-      snprintf(r->shape, sizeof r->shape, "B=%lld T=%d/GPU", (long long)sh.B, sh.T);
-      snprintf(r->dtype, sizeof r->dtype, "fp32");
+      loom_bench_row_t *r = emb_row(&t, "embedding_a2a", "loom", sh, W);
       r->m = sh.B;
       r->n = sh.T;
-      r->world = W;
       r->bytes = (int64_t)(sh.B / W) * sh.T * W * D * 4;
       r->fused_us = tf.median_us;
       r->gemm_us = tp.median_us;
@@ -531,12 +539,9 @@ static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
         loom_bench_time_t tm;
         TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &c, &tm));
         if (ctx->rank == 0) {
-          loom_bench_row_t *r = loom_bench_add(&t);
-          snprintf(r->op, sizeof r->op, "emb_a2a slice sweep");
-          snprintf(r->impl, sizeof r->impl, "loom S=%d", Ss[k]);
-          snprintf(r->shape, sizeof r->shape, "B=%lld T=%d/GPU", (long long)sh.B, sh.T);
-          snprintf(r->dtype, sizeof r->dtype, "fp32");
-          r->world = W;
+          char impl_[sizeof ((loom_bench_row_t *)0)->impl];
+          snprintf(impl_, sizeof impl_, "loom S=%d", Ss[k]);
+          loom_bench_row_t *r = emb_row(&t, "emb_a2a slice sweep", impl_, sh, W);
           r->fused_us = tm.median_us;
           r->min_us = tm.min_us;
           r->max_us = tm.max_us;
@@ -556,12 +561,9 @@ static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
         TRY(loom_bench_reduce_ranks(ctx->nccl, s, &mx, ncclMax));
         TRY(loom_bench_reduce_ranks(ctx->nccl, s, &mn, ncclMin));
         if (ctx->rank == 0) {
-          loom_bench_row_t *r = loom_bench_add(&t);
-          snprintf(r->op, sizeof r->op, "emb_a2a order");
-          snprintf(r->impl, sizeof r->impl, "loom %s", lf ? "local-first" : "remote-first");
-          snprintf(r->shape, sizeof r->shape, "B=%lld T=%d/GPU", (long long)sh.B, sh.T);
-          snprintf(r->dtype, sizeof r->dtype, "fp32");
-          r->world = W;
+          char impl_[sizeof ((loom_bench_row_t *)0)->impl];
+          snprintf(impl_, sizeof impl_, "loom %s", lf ? "local-first" : "remote-first");
+          loom_bench_row_t *r = emb_row(&t, "emb_a2a order", impl_, sh, W);
           r->fused_us = mx / 1000.0;
           snprintf(r->note, sizeof r->note, "ranks' medians %.1f..%.1f us, skew %.1f us", mn / 1000.0, mx / 1000.0,
                    (mx - mn) / 1000.0);
