@@ -9,7 +9,9 @@
 # LOOM_BENCH_SUITES ("none" to skip benchmarks), LOOM_BENCH_ARGS (passed to
 # every loom-bench suite, e.g. "--reps 10"), LOOM_PEER_ARGS (passed to the
 # PyTorch peer bench/peers/embedding_torch.py, run after the embedding_a2a
-# suite when PyTorch is installed), OUT (where logs go).
+# suite when PyTorch is installed), LOOM_PREBUILT=1 (use the carried
+# build/bin/loom-bench and build/tests/loom-test-gpu as they are: no make on
+# the device), OUT (where logs go).
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=${OUT:-/tmp/loom-out}
@@ -31,7 +33,12 @@ suites=${LOOM_BENCH_SUITES:-all}
 targets="build/tests/loom-test-gpu"
 [ "$suites" != none ] && targets="$targets build/bin/loom-bench"
 t0=$(date +%s)
-if ! make -j"$(nproc)" $targets > "$out/build.log" 2>&1; then
+if [ "${LOOM_PREBUILT:-0}" = 1 ]; then
+  for t in $targets; do
+    [ -x "$t" ] || { echo "LOOM_PREBUILT=1 but $t is missing: carry it or unset LOOM_PREBUILT"; exit 1; }
+  done
+  echo "prebuilt binaries: $targets" > "$out/build.log"
+elif ! make -j"$(nproc)" $targets > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
   echo "BUILD FAILED"
   exit 1
