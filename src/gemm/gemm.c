@@ -52,7 +52,7 @@
 #define LOOM_SK_MIN_KBLOCKS 8
 
 loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_count) {
-  loom_gemm_config_t best = {256, 0, 0, 0, 0, 0, 0, 0};
+  loom_gemm_config_t best = {256, 0, 0, 0, 0, 0, 0, 0, 0};
   if (sm_count < 1) sm_count = 1;
   const int64_t tiles_m = loom_ceil_div(d->m, 128);
   double best_score = -1.0;
@@ -308,7 +308,7 @@ loom_result_t loom__gemm_hooked(const loom_gemm_desc_t *d, const void *a, const 
                       "loom_gemm: GEMM hooks need a loom kernel (compute capability >= 8.0); this GPU is %d.%d",
                       major, minor);
   /* of an sm90 configuration only the tile width and band height apply */
-  loom_gemm_config_t c80 = {0, 0, 0, 0, 0, 0, 0, 0};
+  loom_gemm_config_t c80 = {0, 0, 0, 0, 0, 0, 0, 0, 0};
   if (cfg) c80.bn = cfg->bn, c80.group = cfg->group;
   return loom__gemm_sm80(d, a, b, c, bias, cfg ? &c80 : NULL, hooks, stream);
 }

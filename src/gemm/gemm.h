@@ -45,7 +45,7 @@ extern "C" {
 /* Kernel configuration of the sm90 path (tuner-overridable). A config with
  * only the first four fields set ({bn, 0, 0, 0}) is a data-parallel GEMM. */
 typedef struct loom_gemm_config {
-  int bn;        /* tile columns: 128 or 256 (tile rows are always 128) */
+  int bn;        /* tile columns: 128 or 256 */
   int stages;    /* pipeline depth; 0 = the most that fits for bn */
   int group;     /* GROUPED band height in tile rows; 0 = heuristic */
   int grid;      /* persistent blocks; 0 = SM count */
@@ -61,7 +61,13 @@ typedef struct loom_gemm_config {
                   * the pair computes two tiles stacked along m and each
                   * block loads half of their shared B k-block, multicast
                   * to both (plain data-parallel GEMMs with >= 2 tile rows;
-                  * ignored elsewhere) */
+                  * ignored elsewhere and with bm 64) */
+  int bm;        /* tile rows: 0 or 128 (default), or 64: the decode variant
+                  * (sm90_layout.h), whose two consumer warpgroups split the
+                  * tile's columns and whose smaller A stage buys deeper B
+                  * pipelines; any m, with stream-K / split-K, no clusters.
+                  * Plain GEMMs only: hooked GEMMs run 128-row tiles (bm is
+                  * ignored there); the sm80 path ignores it */
 } loom_gemm_config_t;
 
 typedef enum loom_gemm_epilogue {

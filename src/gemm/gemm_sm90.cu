@@ -5,7 +5,7 @@
  * 384 threads in three warpgroups:
  *   warpgroup 0  producer: one thread walks the block's tiles (tile_order.h)
  *                and, per 64-wide k-block, waits for a free stage ("empty"
- *                mbarrier), then issues TMA loads of the A tile [128 x 64]
+ *                mbarrier), then issues TMA loads of the A tile [BM x 64]
  *                and the B tile (BN x 64) that complete on the stage's "full"
  *                mbarrier (expect_tx bytes). setmaxnreg.dec to 40 registers.
  *   warpgroups 1, 2  consumers: each owns 64 rows of the 128-row tile, waits
@@ -22,7 +22,20 @@
  *                setmaxnreg.inc to 232 registers.
  * Shared memory: STAGES x (A 16 KiB + B BN*128 B), 1024-aligned (the 128B
  * swizzle pattern repeats every 1024 bytes), the epilogue's 4 x 8 KiB (plain
- * kernels), then 2 x STAGES mbarriers: 225 KiB of the 227 available.
+ * kernels), then 2 x STAGES mbarriers: 225 KiB of the 227 available
+ * (sm90_layout.h computes it).
+ *
+ * Decode variant (BM = 64, config bm = 64; plain GEMMs, no clusters): tiles
+ * of 64 x BN, the A box 64 rows (8 KiB a stage, none of it out of bounds at
+ * m = 64), and the consumer warpgroups split the tile's columns instead of
+ * its rows: warpgroup cw issues wgmma m64n(BN/2)k16 on B columns [cw BN/2,
+ * (cw + 1) BN/2) of the stage and stores those columns. With 128-row tiles
+ * at m <= 64 one consumer warpgroup idles and the A stage is half zeros;
+ * here the freed shared memory holds more B stages (BN 256: 5 instead of 4;
+ * BN 128: 8 instead of 6), so each SM keeps more of the weight stream in
+ * flight, and a consumer frees a stage as soon as its own wgmma completes
+ * (wait_group 0) instead of one k-block later. Stream-K / split-K work the
+ * same (a partial slot is 2 warpgroups x 64 x BN/2 fp32).
  *
  * Layouts. A [m, k] row-major is K-major: TMA box {64 k, 128 rows}, 128 bytes
  * per row, 8-row groups 1024 bytes apart (descriptor SBO = 1024), and the
@@ -69,6 +82,7 @@
 #include "core/signal.cuh"
 #include "gemm/epilogue.cuh"
 #include "gemm/gemm.h"
+#include "gemm/sm90_layout.h"
 #include "gemm/tile_order.h"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -76,10 +90,6 @@
 #include "gemm/sm90_wgmma.cuh"
 #endif
 
-#define LOOM_SM90_BM 128
-#define LOOM_SM90_BK 64
-#define LOOM_SM90_THREADS 384
-#define LOOM_SM90_A_BYTES (LOOM_SM90_BM * LOOM_SM90_BK * 2)
 /* stream-K fixup: float4 loads in flight per thread while summing partials */
 #ifndef LOOM_SK_LOADS
 #define LOOM_SK_LOADS 8
@@ -229,12 +239,15 @@ static __device__ __forceinline__ void loom_fence_regs(float *d) {
   for (int i = 0; i < NR; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-/* One k16 step of the warpgroup's 64 x BN tile. */
-template <int BN, int TYPE, int TB>
+/* One k16 step of the warpgroup's 64 x N tile (N: 64, 128, 256). */
+template <int N, int TYPE, int TB>
 static __device__ __forceinline__ void loom_wgmma_step(float *acc, uint64_t da, uint64_t db, int scale_d) {
-  if (BN == 256) {
+  if (N == 256) {
     if (TYPE == LOOM_BF16) loom_wgmma_m64n256k16_bf16<TB>(acc, da, db, scale_d);
     else loom_wgmma_m64n256k16_f16<TB>(acc, da, db, scale_d);
+  } else if (N == 64) {
+    if (TYPE == LOOM_BF16) loom_wgmma_m64n64k16_bf16<TB>(acc, da, db, scale_d);
+    else loom_wgmma_m64n64k16_f16<TB>(acc, da, db, scale_d);
   } else {
     if (TYPE == LOOM_BF16) loom_wgmma_m64n128k16_bf16<TB>(acc, da, db, scale_d);
     else loom_wgmma_m64n128k16_f16<TB>(acc, da, db, scale_d);
@@ -247,29 +260,31 @@ static __device__ __forceinline__ void loom_wg_sync(int cw) {
   asm volatile("bar.sync %0, 128;" ::"r"(3 + cw) : "memory");
 }
 
-/* Epilogue through shared memory (plain stores): the warpgroup's 64 x BN
+/* Epilogue through shared memory (plain stores): the warpgroup's 64 x WN
  * accumulators (+ bias) go out in chunks of 64 rows x 128 bytes (64 bf16/fp16
- * or 32 fp32 columns). Each chunk is written into one of the warpgroup's two
- * 8 KiB buffers with the TMA's 128-byte swizzle (16-byte unit u of row r at
- * unit u ^ (r % 8), so the 8 rows a warp writes at once hit different banks),
- * then one thread stores it with TMA (clipped at m and n) and moves on; the
- * stores drain while the next tile's main loop runs. Before a buffer is
- * reused, its previous store must have finished reading it (wait_group.read
- * 1: only the other buffer's store may be pending). ES: bytes per C element.
- * Fragment layout (wgmma m64nBN): acc[4 j + 2 h + e] is row
+ * or 32 fp32 columns). Each chunk is written into one of the warpgroup's
+ * NBUF (2, or 1 where shared memory went to the pipeline) 8 KiB buffers with
+ * the TMA's 128-byte swizzle (16-byte unit u of row r at unit u ^ (r % 8),
+ * so the 8 rows a warp writes at once hit different banks), then one thread
+ * stores it with TMA (clipped at m and n) and moves on; the stores drain
+ * while the next tile's main loop runs. Before a buffer is reused, its
+ * previous store must have finished reading it (wait_group.read NBUF - 1:
+ * only the other buffer's store may be pending). ES: bytes per C element.
+ * Fragment layout (wgmma m64nWN): acc[4 j + 2 h + e] is row
  * 16 warp + lane / 4 + 8 h, column 8 j + 2 (lane % 4) + e. */
-template <int BN, int ES>
+template <int WN, int ES, int NBUF>
 static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUtensorMap *map, uint32_t bufs,
                                                     uint32_t &seq, int32_t row0, int32_t col0, int ct,
                                                     const void *bias, int32_t n, int warp, int lane, int tid, int cw) {
   constexpr int CPC = 128 / ES; /* columns per chunk */
-  constexpr int NCH = BN / CPC;
+  constexpr int NCH = WN / CPC;
   constexpr int JPC = CPC / 8;  /* 8-column fragment groups per chunk */
+  static_assert(NCH >= 1 && WN % CPC == 0, "a warpgroup's columns are whole 128-byte chunks");
   const int r0 = warp * 16 + lane / 4;
 #pragma unroll
   for (int ch = 0; ch < NCH; ++ch) {
-    const uint32_t buf = bufs + (seq & 1u) * 8192u;
-    if (tid == 0) loom_bulk_wait_read<1>();
+    const uint32_t buf = bufs + (NBUF == 2 ? (seq & 1u) * (uint32_t)LOOM_SM90_EPI_BUF : 0u);
+    if (tid == 0) loom_bulk_wait_read<NBUF - 1>();
     loom_wg_sync(cw);
 #pragma unroll
     for (int jj = 0; jj < JPC; ++jj) {
@@ -345,33 +360,41 @@ static __device__ __forceinline__ uint32_t loom_ticket(uint32_t *p) {
 
 /* ---- the kernel ------------------------------------------------------- */
 
-/* TYPE: loom_dtype_t of A and B; TB: 0 B [n,k] (K-major), 1 B [k,n] (MN-major). */
-/* The plain kernels store C through shared memory and TMA (loom_epi_tma);
- * the hooked ones from registers (row routing, atomics, per-tile signals). */
-#define LOOM_SM90_EPI_BYTES(hooks) ((hooks) ? 0 : 4 * 8192)
-
-/* CL: blocks per cluster along m (1, or 2: the pair shares each B k-block,
+/* BM: tile rows, 128 (the consumer warpgroups split the rows) or 64 (the
+ * decode variant: they split the columns, sm90_layout.h); TYPE:
+ * loom_dtype_t of A and B; TB: 0 B [n,k] (K-major), 1 B [k,n] (MN-major).
+ * The plain kernels store C through shared memory and TMA (loom_epi_tma);
+ * the hooked ones from registers (row routing, atomics, per-tile signals).
+ * CL: blocks per cluster along m (1, or 2: the pair shares each B k-block,
  * each block loading half of it multicast to both). */
-template <int BN, int STAGES, int TYPE, int TB, bool HOOKS, bool SK, int CL>
+template <int BM, int BN, int STAGES, int TYPE, int TB, bool HOOKS, bool SK, int CL>
 __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     loom_gemm_sm90_kernel(const __grid_constant__ CUtensorMap tma_a,
                           const __grid_constant__ CUtensorMap tma_b,
                           const __grid_constant__ CUtensorMap tma_c,
                           const __grid_constant__ loom_sm90_args_t args) {
 #ifdef LOOM_SM90A
-  constexpr int B_BYTES = BN * LOOM_SM90_BK * 2;
-  constexpr uint32_t STAGE_TX = LOOM_SM90_A_BYTES + B_BYTES;
+  static_assert(BM == 128 || (BM == 64 && !HOOKS && CL == 1), "64-row tiles: plain GEMMs without clusters");
+  constexpr int A_BYTES = LOOM_SM90_A_BYTES(BM);
+  constexpr int B_BYTES = LOOM_SM90_B_BYTES(BN);
+  constexpr int WN = BM == 128 ? BN : BN / 2; /* columns of a consumer warpgroup */
+  constexpr uint32_t STAGE_TX = A_BYTES + B_BYTES;
   constexpr bool TMA_EPI = !HOOKS;
-  constexpr int EPI_BYTES = LOOM_SM90_EPI_BYTES(HOOKS);
+  constexpr int EPI_BUFS = LOOM_SM90_EPI_BUFS(BM, BN);
+  constexpr int EPI_BYTES = LOOM_SM90_EPI_BYTES(BM, BN, HOOKS);
+  /* 64-row tiles: a consumer waits for each k-block's wgmma before freeing
+   * its stage (instead of keeping one group in flight): the math of a
+   * k-block is a quarter of its memory time there, and a stage freed one
+   * k-block earlier is one more stage of B on its way from memory */
+  constexpr bool DRAIN = BM == 64;
   extern __shared__ uint8_t loom_smem_raw[];
   uint8_t *smem = (uint8_t *)(((uintptr_t)loom_smem_raw + 1023) & ~(uintptr_t)1023);
   const uint32_t sa = loom_smem_u32(smem);
-  const uint32_t sb = sa + STAGES * LOOM_SM90_A_BYTES;
-  const uint32_t sepi = sb + STAGES * B_BYTES;   /* 1024-aligned: 2 x 2 buffers of 8 KiB */
+  const uint32_t sb = sa + STAGES * A_BYTES;
+  const uint32_t sepi = sb + STAGES * B_BYTES;   /* 1024-aligned: 2 x EPI_BUFS buffers of 8 KiB */
   const uint32_t full = sepi + EPI_BYTES;        /* STAGES mbarriers of 8 bytes */
   const uint32_t empty = full + STAGES * 8;
-  volatile int *abort_flag =
-      (volatile int *)(smem + STAGES * (LOOM_SM90_A_BYTES + B_BYTES) + EPI_BYTES + STAGES * 16);
+  volatile int *abort_flag = (volatile int *)(smem + STAGES * (A_BYTES + B_BYTES) + EPI_BYTES + STAGES * 16);
   volatile uint32_t *ticket = (volatile uint32_t *)(abort_flag + 1); /* stream-K ticket, broadcast */
 
   /* warp-uniform in the compiler's eyes (a shuffle), so that branches on it
@@ -411,10 +434,10 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         int tm, tn;
         loom_cluster_coords(&args.order, t, (int32_t)crank, CL, &tm, &tn);
         /* a cluster's last tile row may lie past m (odd tile rows): no A */
-        const bool has_a = CL == 1 || tm * LOOM_SM90_BM < args.m;
+        const bool has_a = CL == 1 || tm * BM < args.m;
         if (HOOKS && args.hooks.wait_signals && !aborted) {
           int first, last;
-          loom_tile_wait_range(tm, LOOM_SM90_BM, args.m, args.hooks.wait_rows_per_signal, &first, &last);
+          loom_tile_wait_range(tm, BM, args.m, args.hooks.wait_rows_per_signal, &first, &last);
           for (int j = first; j <= last && !aborted; ++j) {
             if (!loom_signal_wait(&args.hooks.comm, args.hooks.wait_signals + j, args.hooks.wait_epoch, -1,
                                   (uint32_t)j, LOOM_SITE_GEMM_PROLOGUE)) {
@@ -433,7 +456,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
           } else {
             loom_mbar_expect_tx(fb, has_a ? STAGE_TX : (uint32_t)B_BYTES);
             if (has_a)
-              loom_tma_load_2d(sa + stage * LOOM_SM90_A_BYTES, &tma_a, fb, kb * LOOM_SM90_BK, tm * LOOM_SM90_BM);
+              loom_tma_load_2d(sa + stage * A_BYTES, &tma_a, fb, kb * LOOM_SM90_BK, tm * BM);
             const uint32_t dst = sb + stage * B_BYTES;
             if (CL == 1) {
               if (TB == 0) {
@@ -468,9 +491,13 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
   } else {
     /* ---- consumers ---- */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    const int cw = wg - 1;         /* rows [64 cw, 64 cw + 64) of the tile */
+    const int cw = wg - 1;
+    /* this warpgroup's rows / columns of the tile and where they sit in a
+     * stage (BM 128: rows [64 cw, 64 cw + 64); BM 64: columns [cw WN,
+     * (cw + 1) WN)); compile-time but for cw */
+    const loom_sm90_wg_part_t part = loom_sm90_wg_part(BM, BN, TB, cw);
     const int warp = __shfl_sync(0xffffffffu, tid / 32, 0), lane = tid % 32;
-    float acc[BN / 2];
+    float acc[WN / 2];
     int stage = 0;
     uint32_t phase = 0;
     uint32_t epi_seq = 0; /* chunks stored so far (TMA epilogue buffer parity) */
@@ -481,25 +508,31 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       const int t = loom_tile_at(&args.order, sg.step);
       int tm, tn;
       loom_cluster_coords(&args.order, t, (int32_t)crank, CL, &tm, &tn);
-      const int row0 = tm * LOOM_SM90_BM + cw * 64;
+      const int row0 = tm * BM + part.row;
+      const int col0 = tn * BN + part.col;
       const bool active = row0 < args.m; /* all 64 rows out of range: skip the math */
       int prev = 0;
       for (int kb = sg.k0; kb < sg.k1; ++kb) {
         loom_mbar_wait(full + 8 * stage, phase);
         if (active) {
           loom_wgmma_fence();
-          const uint32_t a0 = sa + stage * LOOM_SM90_A_BYTES + cw * 64 * 128;
-          const uint32_t b0 = sb + stage * B_BYTES;
+          const uint32_t a0 = sa + stage * A_BYTES + part.a_off;
+          const uint32_t b0 = sb + stage * B_BYTES + part.b_off;
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) {
             const uint64_t da = loom_wgmma_desc(a0 + kk * 32, 16, 1024);
             const uint64_t db = TB == 0 ? loom_wgmma_desc(b0 + kk * 32, 16, 1024)
                                         : loom_wgmma_desc(b0 + kk * 2048, 8192, 1024);
-            loom_wgmma_step<BN, TYPE, TB>(acc, da, db, (kb != sg.k0) | (kk != 0));
+            loom_wgmma_step<WN, TYPE, TB>(acc, da, db, (kb != sg.k0) | (kk != 0));
           }
           loom_wgmma_commit();
-          loom_wgmma_wait<1>();
-          if (kb > sg.k0 && lane == 0) loom_sm90_release<CL>(empty, empty_peer, prev);
+          if (DRAIN) {
+            loom_wgmma_wait<0>();
+            if (lane == 0) loom_sm90_release<CL>(empty, empty_peer, stage);
+          } else {
+            loom_wgmma_wait<1>();
+            if (kb > sg.k0 && lane == 0) loom_sm90_release<CL>(empty, empty_peer, prev);
+          }
         } else if (lane == 0) {
           loom_sm90_release<CL>(empty, empty_peer, stage);
         }
@@ -510,9 +543,9 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         }
       }
       if (active) {
-        loom_wgmma_wait<0>();
-        loom_fence_regs<BN / 2>(acc);
-        if (lane == 0) loom_sm90_release<CL>(empty, empty_peer, prev);
+        if (!DRAIN) loom_wgmma_wait<0>();
+        loom_fence_regs<WN / 2>(acc);
+        if (!DRAIN && lane == 0) loom_sm90_release<CL>(empty, empty_peer, prev);
       }
 
       /* ---- stream-K: a shared tile is finished by its last contributor ---- */
@@ -522,12 +555,13 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       if (SK) loom_sm90_segment<SK, CL>(&args.work, i, &sg);
       if (SK && sg.sk) {
         /* this block's partial -> its slot (each thread its own fragment,
-         * 16-byte stores, 2 KiB contiguous per warpgroup and store) */
-        const size_t slab = (size_t)64 * BN;
+         * 16-byte stores, 2 KiB contiguous per warpgroup and store; a slot
+         * is 2 warpgroups x 64 x WN fp32 = BM x BN) */
+        const size_t slab = (size_t)64 * WN;
         float4 *mine = (float4 *)(args.sk_ws + ((size_t)sg.slot * 2 + cw) * slab);
         if (active) {
 #pragma unroll
-          for (int q = 0; q < BN / 8; ++q)
+          for (int q = 0; q < WN / 8; ++q)
             __stcg(mine + q * 128 + tid, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
         }
         __threadfence();
@@ -546,9 +580,10 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
                   (const float4 *)(args.sk_ws + ((size_t)(sg.slot0 + c * sg.slot_step) * 2 + cw) * slab);
               const bool first = c == 0;
               /* LOOM_SK_LOADS loads in flight at a time: a whole slot at once
-               * would need BN/2 more registers next to the accumulators */
+               * would need WN/2 more registers next to the accumulators */
+              static_assert((WN / 8) % LOOM_SK_LOADS == 0, "whole groups of loads");
 #pragma unroll
-              for (int q0 = 0; q0 < BN / 8; q0 += LOOM_SK_LOADS) {
+              for (int q0 = 0; q0 < WN / 8; q0 += LOOM_SK_LOADS) {
                 float4 v[LOOM_SK_LOADS];
 #pragma unroll
                 for (int q = 0; q < LOOM_SK_LOADS; ++q) v[q] = __ldcg(src + (q0 + q) * 128 + tid);
@@ -571,20 +606,21 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       /* ---- epilogue: registers -> global ---- */
       const bool skip = HOOKS && __shfl_sync(0xffffffffu, *abort_flag, 0) != 0; /* warp-uniform (C7518) */
       if (TMA_EPI && finish && active) {
+        const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
         if (args.c_type == LOOM_FP32)
-          loom_epi_tma<BN, 4>(acc, &tma_c, sepi + cw * 16384, epi_seq, row0, tn * BN, args.c_type, args.bias,
-                              args.n, warp, lane, tid, cw);
+          loom_epi_tma<WN, 4, EPI_BUFS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.n, warp,
+                                        lane, tid, cw);
         else
-          loom_epi_tma<BN, 2>(acc, &tma_c, sepi + cw * 16384, epi_seq, row0, tn * BN, args.c_type, args.bias,
-                              args.n, warp, lane, tid, cw);
+          loom_epi_tma<WN, 2, EPI_BUFS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.n, warp,
+                                        lane, tid, cw);
       } else if (finish && active && !skip) {
         const int ct = args.c_type;
         const int rbase = row0 + warp * 16 + lane / 4;
-        const int cbase = tn * BN + (lane % 4) * 2;
+        const int cbase = col0 + (lane % 4) * 2;
         int reduce = 0;
         if (HOOKS) reduce = args.hooks.epilogue == LOOM_EPI_REDUCE;
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
+        for (int j = 0; j < WN / 8; ++j) {
           const int col = cbase + j * 8;
           if (col < args.n) {
             float b0, b1;
@@ -664,38 +700,46 @@ static loom_result_t loom__tensor_map(CUtensorMap *map, const void *ptr, loom_dt
   return LOOM_SUCCESS;
 }
 
-static int loom__sm90_stages(int bn) { return bn == 256 ? 4 : 6; }
-
-static size_t loom__sm90_smem(int bn, int stages, int hooks) {
-  return (size_t)stages * (LOOM_SM90_A_BYTES + (size_t)bn * LOOM_SM90_BK * 2) + LOOM_SM90_EPI_BYTES(hooks) +
-         (size_t)stages * 16 + 16 + 1024;
+static size_t loom__sm90_smem(int bm, int bn, int hooks) {
+  return loom_sm90_smem_bytes(bm, bn, LOOM_SM90_STAGES(bm, bn), LOOM_SM90_EPI_BUFS(bm, bn), hooks);
 }
 
 typedef void (*loom__sm90_kernel_t)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const loom_sm90_args_t);
 
-template <int BN, int TYPE, int TB, bool HOOKS>
+template <int BM, int BN, int TYPE, int TB, bool HOOKS>
 static loom__sm90_kernel_t loom__sm90_pick3(int sk, int cl) {
-  constexpr int S = BN == 256 ? 4 : 6;
-  /* no stream-K with hooks (see the launcher): SK = !HOOKS; clusters only
-   * for plain data-parallel GEMMs */
-  if (sk) return loom_gemm_sm90_kernel<BN, S, TYPE, TB, HOOKS, !HOOKS, 1>;
-  if (cl == 2 && !HOOKS) return loom_gemm_sm90_kernel<BN, S, TYPE, TB, false, false, 2>;
-  return loom_gemm_sm90_kernel<BN, S, TYPE, TB, HOOKS, false, 1>;
+  constexpr int S = LOOM_SM90_STAGES(BM, BN);
+  /* 64-row tiles: plain GEMMs, data-parallel or stream-K/split-K, no
+   * clusters (the launcher never asks for hooks or clusters with them) */
+  if constexpr (BM == 64) {
+    if (sk) return loom_gemm_sm90_kernel<64, BN, S, TYPE, TB, false, true, 1>;
+    return loom_gemm_sm90_kernel<64, BN, S, TYPE, TB, false, false, 1>;
+  } else {
+    /* no stream-K with hooks (see the launcher): SK = !HOOKS; clusters only
+     * for plain data-parallel GEMMs */
+    if (sk) return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, HOOKS, !HOOKS, 1>;
+    if (cl == 2 && !HOOKS) return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, false, false, 2>;
+    return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, HOOKS, false, 1>;
+  }
 }
 
-template <int BN, bool HOOKS>
+template <int BM, int BN, bool HOOKS>
 static loom__sm90_kernel_t loom__sm90_pick2(int type, int tb, int sk, int cl) {
   if (type == LOOM_BF16)
-    return tb ? loom__sm90_pick3<BN, LOOM_BF16, 1, HOOKS>(sk, cl) : loom__sm90_pick3<BN, LOOM_BF16, 0, HOOKS>(sk, cl);
-  return tb ? loom__sm90_pick3<BN, LOOM_FP16, 1, HOOKS>(sk, cl) : loom__sm90_pick3<BN, LOOM_FP16, 0, HOOKS>(sk, cl);
+    return tb ? loom__sm90_pick3<BM, BN, LOOM_BF16, 1, HOOKS>(sk, cl)
+              : loom__sm90_pick3<BM, BN, LOOM_BF16, 0, HOOKS>(sk, cl);
+  return tb ? loom__sm90_pick3<BM, BN, LOOM_FP16, 1, HOOKS>(sk, cl)
+            : loom__sm90_pick3<BM, BN, LOOM_FP16, 0, HOOKS>(sk, cl);
 }
 
-/* The kernel instantiation for a configuration (sk: any stream-K tiles;
- * cl: blocks per cluster). */
-static loom__sm90_kernel_t loom__sm90_pick(int bn, int type, int tb, int hooks, int sk, int cl) {
+/* The kernel instantiation for a configuration (bm: 64 or 128, 64 only
+ * without hooks; sk: any stream-K tiles; cl: blocks per cluster). */
+static loom__sm90_kernel_t loom__sm90_pick(int bm, int bn, int type, int tb, int hooks, int sk, int cl) {
+  if (bm == 64)
+    return bn == 256 ? loom__sm90_pick2<64, 256, false>(type, tb, sk, 1) : loom__sm90_pick2<64, 128, false>(type, tb, sk, 1);
   if (bn == 256)
-    return hooks ? loom__sm90_pick2<256, true>(type, tb, sk, cl) : loom__sm90_pick2<256, false>(type, tb, sk, cl);
-  return hooks ? loom__sm90_pick2<128, true>(type, tb, sk, cl) : loom__sm90_pick2<128, false>(type, tb, sk, cl);
+    return hooks ? loom__sm90_pick2<128, 256, true>(type, tb, sk, cl) : loom__sm90_pick2<128, 256, false>(type, tb, sk, cl);
+  return hooks ? loom__sm90_pick2<128, 128, true>(type, tb, sk, cl) : loom__sm90_pick2<128, 128, false>(type, tb, sk, cl);
 }
 
 /* Launch configuration of `grid` blocks in clusters of 2 along x; `at`
@@ -743,7 +787,7 @@ extern "C" int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major
   static int has_code = -1;
   if (has_code < 0) {
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, (const void *)loom__sm90_pick(256, LOOM_BF16, 0, 0, 0, 1)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, (const void *)loom__sm90_pick(128, 256, LOOM_BF16, 0, 0, 0, 1)) != cudaSuccess) {
       (void)cudaGetLastError();
       return 0;
     }
@@ -761,10 +805,14 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   loom_gemm_config_t conf = cfg ? *cfg : loom__gemm_sm90_heuristic(d, sms);
   if (conf.bn != 128 && conf.bn != 256)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bn=%d: must be 128 or 256", conf.bn);
-  const int stages = loom__sm90_stages(conf.bn);
+  if (conf.bm != 0 && conf.bm != 64 && conf.bm != 128)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bm=%d: must be 0, 64 or 128", conf.bm);
+  /* 64-row tiles for plain GEMMs only: hooked GEMMs run 128-row tiles */
+  const int bm = conf.bm == 64 && !hooks ? 64 : 128;
+  const int stages = LOOM_SM90_STAGES(bm, conf.bn);
   if (conf.stages != 0 && conf.stages != stages)
-    return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_gemm: config stages=%d: bn=%d is built with %d stages",
-                      conf.stages, conf.bn, stages);
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_gemm: config stages=%d: bm=%d bn=%d is built with %d stages",
+                      conf.stages, bm, conf.bn, stages);
 
   loom_sm90_args_t args;
   memset(&args, 0, sizeof args);
@@ -775,15 +823,17 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   args.c = c;
   args.bias = d->has_bias ? bias : NULL;
   if (hooks) args.hooks = *hooks;
-  LOOM_TRY(loom__gemm_order(d, hooks, LOOM_SM90_BM, conf.bn, conf.group > 0 ? conf.group : 16, &args.order));
+  LOOM_TRY(loom__gemm_order(d, hooks, bm, conf.bn, conf.group > 0 ? conf.group : 16, &args.order));
   if (conf.cluster < 0 || conf.cluster > 2)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config cluster=%d: must be 0, 1 or 2", conf.cluster);
 
   CUtensorMap ma, mb;
-  LOOM_TRY(loom__tensor_map(&ma, a, d->ab_type, (uint64_t)d->k, (uint64_t)d->m, LOOM_SM90_BK, LOOM_SM90_BM, "A"));
-  /* clusters (plain data-parallel GEMMs with 2+ tile rows): each block of a
-   * pair loads half of the B tile, so the B box of [n, k] is bn/2 rows */
-  const int want_cl = conf.cluster == 2 && !hooks && conf.sk_tiles == 0 && args.order.tiles_m >= 2 ? 2 : 1;
+  LOOM_TRY(loom__tensor_map(&ma, a, d->ab_type, (uint64_t)d->k, (uint64_t)d->m, LOOM_SM90_BK, (uint32_t)bm, "A"));
+  /* clusters (plain data-parallel GEMMs of 128-row tiles with 2+ tile rows):
+   * each block of a pair loads half of the B tile, so the B box of [n, k]
+   * is bn/2 rows */
+  const int want_cl =
+      conf.cluster == 2 && !hooks && bm == 128 && conf.sk_tiles == 0 && args.order.tiles_m >= 2 ? 2 : 1;
   if (d->b_layout == LOOM_B_NK)
     LOOM_TRY(loom__tensor_map(&mb, b, d->ab_type, (uint64_t)d->k, (uint64_t)d->n, LOOM_SM90_BK,
                               (uint32_t)(conf.bn / want_cl), "B"));
@@ -816,11 +866,11 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
     sk_blocks = conf.sk_blocks > 0 && conf.sk_blocks < cap ? conf.sk_blocks : cap;
     if (sk_blocks > iters) sk_blocks = (int)iters;
     if (splits > 0) sk_blocks = 0;
-    /* partials: a slot of 128 x bn fp32 per (block, tile) pair (stream-K) or
+    /* partials: a slot of bm x bn fp32 per (block, tile) pair (stream-K) or
      * per unit (split-K); a ticket per tile */
     const size_t slots = splits > 0 ? (size_t)sk_tiles * (size_t)splits : (size_t)sk_blocks + (size_t)sk_tiles - 1;
     const size_t counter_bytes = (size_t)sk_tiles * 4;
-    LOOM_TRY(loom__gemm_sk_workspace(stream, counter_bytes, slots * LOOM_SM90_BM * (size_t)conf.bn * 4,
+    LOOM_TRY(loom__gemm_sk_workspace(stream, counter_bytes, slots * (size_t)bm * (size_t)conf.bn * 4,
                                      &args.sk_count, &args.sk_ws));
     if (!args.sk_count) {
       sk_tiles = 0, sk_blocks = 0, splits = 0; /* capturing without scratch: data-parallel */
@@ -842,9 +892,9 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   args.work.sk_blocks = sk_blocks;
   args.work.splits = splits;
   const int cl = sk_tiles > 0 ? 1 : want_cl;
-  const size_t smem = loom__sm90_smem(conf.bn, stages, hooks != NULL);
+  const size_t smem = loom__sm90_smem(bm, conf.bn, hooks != NULL);
   loom__sm90_kernel_t kern =
-      loom__sm90_pick(conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, hooks != NULL, sk_tiles > 0, cl);
+      loom__sm90_pick(bm, conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, hooks != NULL, sk_tiles > 0, cl);
   LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   if (cl == 1) {
     kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, mc, args);

@@ -6,8 +6,9 @@
  *        e.g. "gemm sm90 132sm m4096 n24576 k12288 bf16->bf16 nk bias0";
  *        path is the kernel that runs (sm90 or sm80), so one file can hold
  *        entries for several GPUs.
- * Value: "bn=256 group=16 grid=0 sk_tiles=0 sk_blocks=0 splits=0 cluster=2"
- *        (loom_gemm_config_t; fields left out stay 0, i.e. "default").
+ * Value: "bn=256 group=16 grid=0 sk_tiles=0 sk_blocks=0 splits=0 cluster=2 bm=64"
+ *        (loom_gemm_config_t; fields left out stay 0, i.e. "default", so
+ *        entries written before a field existed keep their meaning).
  *
  * loom_gemm looks its key up on every call (a hash lookup under a mutex, far
  * below a launch); a hit replaces the heuristic's configuration. The tuner
@@ -15,6 +16,8 @@
  *   sm90: tile width 128 / 256 x cluster 1 / 2 (where there are >= 2 tile
  *         rows), aligned split-K where the tiles fill less than two waves,
  *         stream-K over all SMs for m <= 64, and the heuristic's own choice;
+ *         for m <= 128 also the 64-row decode tiles (bm=64) at both widths,
+ *         data-parallel and split-K, and stream-K for m <= 64;
  *   sm80: tile width 128 / 256, with and without its heuristic's split-K;
  * each warmed up once and timed `reps` times (CUDA events, median), on the
  * caller's buffers; the fastest is put in the cache and, when LOOM_TUNE_FILE
@@ -30,6 +33,9 @@
 #include "core/param.h"
 #include "core/tune.h"
 #include "gemm/gemm.h"
+
+/* The tuner times the 64-row decode tiles up to this m (two tile rows). */
+#define LOOM__GEMM_DECODE_MAX_M 128
 
 static const char *loom__dt_short(loom_dtype_t t) {
   return t == LOOM_BF16 ? "bf16" : t == LOOM_FP16 ? "fp16" : t == LOOM_FP32 ? "fp32" : "?";
@@ -51,7 +57,8 @@ int loom__gemm_tune_key(const loom_gemm_desc_t *d, const char *path, int sms, ch
   X(sk_tiles, sk_tiles)     \
   X(sk_blocks, sk_blocks)   \
   X(splits, sk_splits)      \
-  X(cluster, cluster)
+  X(cluster, cluster)       \
+  X(bm, bm)
 
 void loom__gemm_config_format(const loom_gemm_config_t *c, char *out, size_t size) {
   size_t used = 0;
@@ -94,7 +101,7 @@ loom_result_t loom__gemm_config_parse(const char *text, loom_gemm_config_t *c) {
     if (!known)
       return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                         "loom_gemm: tuning value \"%s\": unknown field \"%.*s\" (bn, stages, group, grid, sk_tiles, "
-                        "sk_blocks, splits, cluster)",
+                        "sk_blocks, splits, cluster, bm)",
                         text, (int)nlen, tok);
   }
   return LOOM_SUCCESS;
@@ -126,19 +133,32 @@ int loom__gemm_tune_candidates(const loom_gemm_desc_t *d, int sm90, int sms, loo
   for (int bn = 128; bn <= 256; bn *= 2) {
     const int64_t tiles = tiles_m * loom_ceil_div(d->n, bn);
     if (sm90) {
-      PUSH(bn, 0, 16, 0, 0, 0, 0, 1);
-      if (tiles_m >= 2) PUSH(bn, 0, 16, 0, 0, 0, 0, 2);
+      PUSH(bn, 0, 16, 0, 0, 0, 0, 1, 0);
+      if (tiles_m >= 2) PUSH(bn, 0, 16, 0, 0, 0, 0, 2, 0);
       if (tiles < 2 * (int64_t)sms) {
         const int s = loom__gemm_split_count(tiles, kblocks, sms);
-        if (s > 1) PUSH(bn, 0, 16, 0, -1, 0, s, 0);
+        if (s > 1) PUSH(bn, 0, 16, 0, -1, 0, s, 0, 0);
       }
-      if (d->m <= 64 && bn == 128) PUSH(128, 0, 16, 0, -1, 0, 0, 0);
+      if (d->m <= 64 && bn == 128) PUSH(128, 0, 16, 0, -1, 0, 0, 0, 0);
     } else {
-      PUSH(bn, 0, 0, 0, 0, 0, 0, 0);
+      PUSH(bn, 0, 0, 0, 0, 0, 0, 0, 0);
       const loom_gemm_config_t h = loom__gemm_sm80_heuristic(d, sms, 2);
-      if (h.sk_splits > 1) PUSH(bn, 0, 0, 0, -1, 0, h.sk_splits, 0);
+      if (h.sk_splits > 1) PUSH(bn, 0, 0, 0, -1, 0, h.sk_splits, 0, 0);
     }
   }
+  /* the decode variant (64-row tiles, deeper B pipelines): data-parallel,
+   * split-K where its tiles fill less than two waves, stream-K over all SMs
+   * for m <= 64 where the tiles leave SMs idle */
+  if (sm90 && d->m <= LOOM__GEMM_DECODE_MAX_M)
+    for (int bn = 128; bn <= 256; bn *= 2) {
+      const int64_t tiles = loom_ceil_div(d->m, 64) * loom_ceil_div(d->n, bn);
+      PUSH(bn, 0, 16, 0, 0, 0, 0, 0, 64);
+      if (tiles < 2 * (int64_t)sms) {
+        const int s = loom__gemm_split_count(tiles, kblocks, sms);
+        if (s > 1) PUSH(bn, 0, 16, 0, -1, 0, s, 0, 64);
+      }
+      if (d->m <= 64 && tiles < (int64_t)sms) PUSH(bn, 0, 16, 0, -1, 0, 0, 0, 64);
+    }
 #undef PUSH
   return n;
 }
@@ -188,8 +208,8 @@ loom_result_t loom_gemm_tune(const loom_gemm_desc_t *desc, const void *a, const 
   int dev, sms;
   LOOM_CUDA(cudaGetDevice(&dev));
   LOOM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  loom_gemm_config_t cand[16];
-  int n = loom__gemm_tune_candidates(desc, sm90, sms, cand, 15);
+  loom_gemm_config_t cand[24];
+  int n = loom__gemm_tune_candidates(desc, sm90, sms, cand, 24);
   const loom__gemm_launch_t launch = sm90 ? loom__gemm_sm90 : loom__gemm_sm80;
   cudaEvent_t ev[2] = {NULL, NULL};
   LOOM_CUDA(cudaEventCreate(&ev[0]));

@@ -246,7 +246,7 @@ void gemm_hooks_host_schedule_waits_and_tile_signals_case(void) {
   h.tile_signal = sig_d;
   h.signal_epoch = epoch;
   h.comm = fc.dc;
-  loom_gemm_config_t cfg = {128, 0, 0, 3, 0, 0, 0, 0};
+  loom_gemm_config_t cfg = {128, 0, 0, 3, 0, 0, 0, 0, 0};
   LOOM_OK(loom__gemm_hooked(&d, g.da, g.db, g.dc, g.dbias, &cfg, &h, st));
   int premature = 0, late = 0;
   for (int i = 0; i < TM; ++i) {
@@ -319,7 +319,7 @@ void gemm_hooks_row_routed_store_and_reduce_case(void) {
         CUDA_OK(cudaMemcpy(g.dc, init, g.c_bytes, cudaMemcpyHostToDevice));
         h.epilogue = LOOM_EPI_REDUCE;
       }
-      loom_gemm_config_t cfg = {256, 0, 0, 0, 0, 0, 0, 0};
+      loom_gemm_config_t cfg = {256, 0, 0, 0, 0, 0, 0, 0, 0};
       LOOM_OK(loom__gemm_hooked(&d, g.da, g.db, g.dc, d.has_bias ? g.dbias : NULL, &cfg, &h, 0));
       CUDA_OK(cudaDeviceSynchronize());
       CUDA_OK(cudaMemcpy(g.hc, g.dc, g.c_bytes, cudaMemcpyDeviceToHost));

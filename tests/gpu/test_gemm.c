@@ -81,7 +81,7 @@ LOOM_TEST(gemm_both_tile_configs) {
     for (int b = 0; b < 2; ++b)
       for (int lay = 0; lay < 2; ++lay)
         for (int cl = 1; cl <= 2; ++cl) {
-          loom_gemm_config_t cfg = {bns[b], 0, 0, 0, 0, 0, 0, cl};
+          loom_gemm_config_t cfg = {bns[b], 0, 0, 0, 0, 0, 0, cl, 0};
           loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
                                 lay ? LOOM_B_KN : LOOM_B_NK, 1};
           run_case(&d, &cfg, 1);
@@ -91,7 +91,7 @@ LOOM_TEST(gemm_both_tile_configs) {
   const loom_dtype_t cs[] = {LOOM_FP32, LOOM_FP16, LOOM_BF16};
   for (int c = 0; c < 3; ++c)
     for (int cl = 1; cl <= 2; ++cl) {
-      loom_gemm_config_t cfg = {256, 0, 3, 5, 0, 0, 0, cl};
+      loom_gemm_config_t cfg = {256, 0, 3, 5, 0, 0, 0, cl, 0};
       loom_gemm_desc_t d = {1000, 2056, 1032, LOOM_FP16, cs[c], c ? LOOM_B_NK : LOOM_B_KN, 1};
       run_case(&d, &cfg, 1);
     }
@@ -117,7 +117,7 @@ LOOM_TEST(gemm_stream_k_shapes_dtypes_layouts) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
     for (int b = 0; b < 2; ++b)
       for (int lay = 0; lay < 2; ++lay) {
-        loom_gemm_config_t cfg = {bns[b], 0, 0, (int)cases[i][5], (int)cases[i][3], (int)cases[i][4], (int)cases[i][6], 0};
+        loom_gemm_config_t cfg = {bns[b], 0, 0, (int)cases[i][5], (int)cases[i][3], (int)cases[i][4], (int)cases[i][6], 0, 0};
         loom_gemm_desc_t d = {cases[i][0], cases[i][1], cases[i][2], LOOM_BF16, LOOM_BF16,
                               lay ? LOOM_B_KN : LOOM_B_NK, (int)((i + (size_t)lay) & 1)};
         run_case(&d, &cfg, 1);
@@ -127,7 +127,7 @@ LOOM_TEST(gemm_stream_k_shapes_dtypes_layouts) {
   for (int a = 0; a < 2; ++a)
     for (int c = 0; c < 3; ++c)
       for (int lay = 0; lay < 2; ++lay) {
-        loom_gemm_config_t cfg = {a ? 256 : 128, 0, 0, 0, -1, 11, c == 1 ? 3 : 0, 0};
+        loom_gemm_config_t cfg = {a ? 256 : 128, 0, 0, 0, -1, 11, c == 1 ? 3 : 0, 0, 0};
         loom_gemm_desc_t d = {97, 520, 2056, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, 1};
         run_case(&d, &cfg, 1);
       }
@@ -158,8 +158,8 @@ LOOM_TEST(gemm_stream_k_deterministic_and_graph) {
   gcase_t g;
   cudaStream_t st = NULL;
   loom_gemm_desc_t d = {77, 3000, 6152, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1};
-  const loom_gemm_config_t cfg = {128, 0, 0, 0, -1, 0, 0, 0};
-  const loom_gemm_config_t split = {256, 0, 0, 0, -1, 0, 6, 0};
+  const loom_gemm_config_t cfg = {128, 0, 0, 0, -1, 0, 0, 0, 0};
+  const loom_gemm_config_t split = {256, 0, 0, 0, -1, 0, 6, 0, 0};
   if (!gcase_init(&g, &d)) {
     loom_test_fail(__FILE__, __LINE__, "allocation");
     goto out;

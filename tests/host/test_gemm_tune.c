@@ -4,7 +4,8 @@
  * round-trip; malformed values are rejected naming the token and the entry;
  * the cache's entry is what loom_gemm would use; the tuner's candidates are
  * valid, distinct and include what the shape needs (clusters with >= 2 tile
- * rows, split-K and stream-K for decode shapes). Runs on any machine.
+ * rows, split-K and stream-K for decode shapes, the 64-row decode variant
+ * (bm=64) for m <= 128 only and only on sm90). Runs on any machine.
  */
 #include <string.h>
 
@@ -25,10 +26,10 @@ LOOM_TEST(gemm_tune_key_names_path_gpu_and_shape) {
 }
 
 LOOM_TEST(gemm_tune_value_round_trip_and_errors) {
-  const loom_gemm_config_t cs[] = {{256, 0, 16, 0, 0, 0, 0, 2},
-                                   {128, 0, 16, 0, -1, 0, 6, 0},
-                                   {128, 6, 4, 66, -1, 132, 0, 1},
-                                   {0, 0, 0, 0, 0, 0, 0, 0}};
+  const loom_gemm_config_t cs[] = {{256, 0, 16, 0, 0, 0, 0, 2, 0},   {128, 0, 16, 0, -1, 0, 6, 0, 0},
+                                   {128, 6, 4, 66, -1, 132, 0, 1, 0}, {0, 0, 0, 0, 0, 0, 0, 0, 0},
+                                   {256, 0, 16, 0, 0, 0, 0, 0, 64},   {128, 8, 16, 0, -1, 0, 11, 0, 64},
+                                   {256, 0, 0, 0, 0, 0, 0, 0, 128}};
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; ++i) {
     char v[LOOM_TUNE_TEXT_BYTES];
     loom_gemm_config_t back;
@@ -38,7 +39,16 @@ LOOM_TEST(gemm_tune_value_round_trip_and_errors) {
   }
   loom_gemm_config_t c;
   CHECK_RESULT(loom__gemm_config_parse("  bn=128   cluster=2 ", &c), LOOM_SUCCESS);
-  CHECK(c.bn == 128 && c.cluster == 2 && c.sk_splits == 0);
+  CHECK(c.bn == 128 && c.cluster == 2 && c.sk_splits == 0 && c.bm == 0);
+  /* the decode variant's field; entries written before it existed mean bm 0 */
+  char v[LOOM_TUNE_TEXT_BYTES];
+  const loom_gemm_config_t dec = {256, 0, 16, 0, -1, 0, 11, 0, 64};
+  loom__gemm_config_format(&dec, v, sizeof v);
+  CHECK(!strcmp(v, "bn=256 group=16 sk_tiles=-1 splits=11 bm=64"));
+  CHECK_RESULT(loom__gemm_config_parse("bm=64 bn=128", &c), LOOM_SUCCESS);
+  CHECK(c.bm == 64 && c.bn == 128 && c.group == 0);
+  CHECK_RESULT(loom__gemm_config_parse("bn=128 bm=6x", &c), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("bm=6x");
   CHECK_RESULT(loom__gemm_config_parse("bn=abc", &c), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("bn=abc");
   CHECK_RESULT(loom__gemm_config_parse("bn=128 tile=64", &c), LOOM_ERR_INVALID_ARGUMENT);
@@ -72,35 +82,71 @@ LOOM_TEST(gemm_tuned_config_comes_from_the_cache) {
   loom__tune_clear();
 }
 
-static int has_cfg(const loom_gemm_config_t *v, int n, int bn, int cluster, int splits, int sk_tiles) {
+static int has_cfg_bm(const loom_gemm_config_t *v, int n, int bm, int bn, int cluster, int splits, int sk_tiles) {
   for (int i = 0; i < n; ++i)
-    if (v[i].bn == bn && v[i].cluster == cluster && v[i].sk_splits == splits && v[i].sk_tiles == sk_tiles) return 1;
+    if (v[i].bm == bm && v[i].bn == bn && v[i].cluster == cluster && v[i].sk_splits == splits &&
+        v[i].sk_tiles == sk_tiles)
+      return 1;
   return 0;
+}
+
+static int has_cfg(const loom_gemm_config_t *v, int n, int bn, int cluster, int splits, int sk_tiles) {
+  return has_cfg_bm(v, n, 0, bn, cluster, splits, sk_tiles);
+}
+
+/* How many candidates have 64-row tiles (the decode variant). */
+static int count_bm64(const loom_gemm_config_t *v, int n) {
+  int c = 0;
+  for (int i = 0; i < n; ++i) c += v[i].bm == 64;
+  return c;
 }
 
 LOOM_TEST(gemm_tune_candidates_valid_distinct_and_shape_aware) {
   const loom_gemm_desc_t shapes[] = {{4096, 24576, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0},
                                      {64, 12288, 24576, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0},
                                      {256, 12288, 24576, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0},
-                                     {1, 64, 8, LOOM_FP16, LOOM_FP32, LOOM_B_KN, 1}};
+                                     {1, 64, 8, LOOM_FP16, LOOM_FP32, LOOM_B_KN, 1},
+                                     {64, 8192, 14336, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0},
+                                     {64, 24576, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0},
+                                     {128, 14336, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0},
+                                     {129, 14336, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
     for (int sm90 = 0; sm90 <= 1; ++sm90) {
-      loom_gemm_config_t v[16];
-      const int n = loom__gemm_tune_candidates(&shapes[i], sm90, 132, v, 16);
-      CHECK(n >= 2 && n <= 16);
+      loom_gemm_config_t v[24];
+      const int n = loom__gemm_tune_candidates(&shapes[i], sm90, 132, v, 24);
+      CHECK(n >= 2 && n < 24); /* loom_gemm_tune's array never fills up */
       for (int a = 0; a < n; ++a) {
         CHECK(v[a].bn == 128 || v[a].bn == 256);
         CHECK(v[a].cluster >= 0 && v[a].cluster <= 2);
         CHECK(v[a].sk_tiles == 0 || v[a].sk_tiles == -1);
+        CHECK(v[a].bm == 0 || v[a].bm == 64);
+        CHECK(v[a].bm == 0 || v[a].cluster == 0); /* no clusters with 64-row tiles */
         for (int b = a + 1; b < n; ++b) CHECK(memcmp(&v[a], &v[b], sizeof v[a]) != 0);
       }
       if (sm90) {
         CHECK(has_cfg(v, n, 128, 1, 0, 0) && has_cfg(v, n, 256, 1, 0, 0));
         const int rows2 = shapes[i].m > 128;
         CHECK(has_cfg(v, n, 256, 2, 0, 0) == rows2);
-        if (shapes[i].m == 64) CHECK(has_cfg(v, n, 128, 0, 0, -1)); /* stream-K */
+        if (shapes[i].m <= 64) CHECK(has_cfg(v, n, 128, 0, 0, -1)); /* stream-K */
+        /* the decode variant: both widths, data-parallel, up to m = 128 */
+        const int dec = shapes[i].m <= 128;
+        CHECK(has_cfg_bm(v, n, 64, 128, 0, 0, 0) == dec && has_cfg_bm(v, n, 64, 256, 0, 0, 0) == dec);
+        if (!dec) CHECK_EQ_INT(count_bm64(v, n), 0);
+      } else {
+        CHECK_EQ_INT(count_bm64(v, n), 0); /* the sm80 path has no decode variant */
       }
     }
+  /* decode shapes whose 64 x 256 tiles leave SMs idle: split-K of those
+   * tiles with loom__gemm_split_count's splits, and stream-K (m <= 64) */
+  {
+    const loom_gemm_desc_t *dn = &shapes[4]; /* Llama down m = 64: 32 tiles of 64 x 256, 224 k-blocks */
+    loom_gemm_config_t w[24];
+    const int nw = loom__gemm_tune_candidates(dn, 1, 132, w, 24);
+    const int s256 = loom__gemm_split_count(32, 224, 132), s128 = loom__gemm_split_count(64, 224, 132);
+    CHECK(s256 > 1 && s128 > 1);
+    CHECK(has_cfg_bm(w, nw, 64, 256, 0, s256, -1) && has_cfg_bm(w, nw, 64, 128, 0, s128, -1));
+    CHECK(has_cfg_bm(w, nw, 64, 256, 0, 0, -1) && has_cfg_bm(w, nw, 64, 128, 0, 0, -1));
+  }
   /* Flux RS m = 256 (96 tiles of 128x256 on 132 SMs): split-K is a candidate */
   loom_gemm_config_t v[16];
   const int n = loom__gemm_tune_candidates(&shapes[2], 1, 132, v, 16);

@@ -88,7 +88,7 @@ static loom_result_t grun_op(void *arg, int iter, cudaStream_t s) {
   grun_t *g = (grun_t *)arg;
   const loom_bench_gemm_set_t *x = &g->in->sets[iter % g->in->nsets];
   if (g->use_loom == 2) {
-    const loom_gemm_config_t cfg = {g->bn, 0, 0, 0, 0, 0, 0, 0};
+    const loom_gemm_config_t cfg = {g->bn, 0, 0, 0, 0, 0, 0, 0, 0};
     return loom__gemm_sm80(&g->d, x->a, x->b, x->c, NULL, g->bn ? &cfg : NULL, NULL, s);
   }
   return g->use_loom ? loom_gemm(&g->d, x->a, x->b, x->c, NULL, s) : loom__base_gemm(&g->d, x->a, x->b, x->c, NULL, s);
