@@ -504,11 +504,11 @@ int gemm_run_case(const loom_gemm_desc_t *d, gemm_launch_fn launch, const loom_g
     bad_cub = check_same(&g, &rel_cub);
   }
   ok = unw == 0 && bad_ref == 0 && bad_cub == 0;
-  printf("    %-4s m=%-5lld n=%-5lld k=%-5lld %s->%s %s bias=%d bn=%d sk=%d/%d/%d cl=%d: unwritten %zu, vs fp64 rel %.2e (%zu bad), vs cuBLASLt rel %.2e (%zu bad)\n",
+  printf("    %-4s m=%-5lld n=%-5lld k=%-5lld %s->%s %s bias=%d bm=%d bn=%d sk=%d/%d/%d cl=%d grid=%d: unwritten %zu, vs fp64 rel %.2e (%zu bad), vs cuBLASLt rel %.2e (%zu bad)\n",
          ok ? "ok" : "FAIL", (long long)d->m, (long long)d->n, (long long)d->k, dt_name(d->ab_type),
-         dt_name(d->c_type), d->b_layout == LOOM_B_NK ? "B[n,k]" : "B[k,n]", d->has_bias, cfg ? cfg->bn : 0,
-         cfg ? cfg->sk_tiles : 0, cfg ? cfg->sk_blocks : 0, cfg ? cfg->sk_splits : 0, cfg ? cfg->cluster : 0, unw, rel_ref, bad_ref, rel_cub,
-         bad_cub);
+         dt_name(d->c_type), d->b_layout == LOOM_B_NK ? "B[n,k]" : "B[k,n]", d->has_bias, cfg ? cfg->bm : 0,
+         cfg ? cfg->bn : 0, cfg ? cfg->sk_tiles : 0, cfg ? cfg->sk_blocks : 0, cfg ? cfg->sk_splits : 0,
+         cfg ? cfg->cluster : 0, cfg ? cfg->grid : 0, unw, rel_ref, bad_ref, rel_cub, bad_cub);
   if (!ok)
     loom_test_fail(__FILE__, __LINE__, "GEMM m=%lld n=%lld k=%lld mismatched", (long long)d->m, (long long)d->n,
                    (long long)d->k);

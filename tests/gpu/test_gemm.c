@@ -14,7 +14,11 @@
  * both B layouts, bf16/fp16 inputs, bf16/fp16/fp32 outputs, bias, both tile
  * configurations; hooks: a host-set schedule with prologue waits released by
  * the host row block by row block and per-tile signals watched by the host,
- * row-routed stores, atomic reduce, the prologue timeout, graph capture.
+ * row-routed stores, atomic reduce, the prologue timeout, graph capture;
+ * the decode variant (config bm = 64, tests gemm_decode_*): m = 1..64 and
+ * beyond (64-row tile rows), every dtype, bias, split-K, stream-K, small
+ * grids, determinism, graph replay, a tuning entry naming it, hooks
+ * ignoring it, configuration errors.
  * Tests of loom's own kernel skip without a compute capability 9.0 GPU.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -249,6 +253,166 @@ LOOM_TEST(gemm_tune_records_an_entry_loom_gemm_uses) {
   cudaStreamDestroy(st);
 out:
   loom__tune_clear();
+  gcase_free(&g);
+}
+
+/* ---- the decode variant (config bm = 64: 64-row tiles, the consumer
+ * warpgroups split the columns, deeper B pipelines) ---------------------- */
+
+/* A config of 64-row tiles: width bn, split-K splits (0 none), stream-K
+ * (sk != 0: every tile), persistent grid (0: SMs). */
+static loom_gemm_config_t dec_cfg(int bn, int splits, int sk, int grid) {
+  loom_gemm_config_t c = {bn, 0, 0, grid, splits > 1 || sk ? -1 : 0, 0, splits > 1 ? splits : 0, 0, 64};
+  return c;
+}
+
+/* Decode batches (m = 1, 7, 33, 64: one tile row, the A box partly or not
+ * at all out of bounds), n and k not multiples of the tile (n = 24: the
+ * second warpgroup's columns lie wholly past n), both widths, both layouts,
+ * bias on half. */
+LOOM_TEST(gemm_decode_small_m_shapes_widths_layouts) {
+  if (!sm90_or_skip()) return;
+  const int64_t ms[] = {1, 7, 33, 64};
+  const int64_t nk[][2] = {{776, 1032}, {24, 8}, {1000, 4104}, {2056, 520}};
+  const int bns[] = {128, 256};
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int b = 0; b < 2; ++b)
+        for (int lay = 0; lay < 2; ++lay) {
+          const loom_gemm_config_t cfg = dec_cfg(bns[b], 0, 0, 0);
+          loom_gemm_desc_t d = {ms[i], nk[j][0], nk[j][1], LOOM_BF16, LOOM_BF16, lay ? LOOM_B_KN : LOOM_B_NK,
+                                (i + j + lay) & 1};
+          run_case(&d, &cfg, 1);
+        }
+}
+
+/* Every input and output dtype, both layouts, with and without bias (the
+ * TMA epilogue's chunks: 1 or 2 per warpgroup at bn 128, 2 or 4 at bn 256;
+ * bn 256 has one epilogue buffer per warpgroup). */
+LOOM_TEST(gemm_decode_dtypes_bias_layouts) {
+  if (!sm90_or_skip()) return;
+  const loom_dtype_t abs_[] = {LOOM_BF16, LOOM_FP16};
+  const loom_dtype_t cs[] = {LOOM_FP32, LOOM_FP16, LOOM_BF16};
+  for (int a = 0; a < 2; ++a)
+    for (int c = 0; c < 3; ++c)
+      for (int lay = 0; lay < 2; ++lay)
+        for (int bias = 0; bias < 2; ++bias) {
+          const loom_gemm_config_t cfg = dec_cfg((a + c + bias) & 1 ? 256 : 128, 0, 0, 0);
+          loom_gemm_desc_t d = {33, 520, 2056, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, bias};
+          run_case(&d, &cfg, 1);
+        }
+}
+
+/* More than 64 rows: bm = 64 is not refused there, it runs tile rows of 64
+ * (m = 65..128: two tile rows, the second partial; larger m: more rows);
+ * checked like any other shape. */
+LOOM_TEST(gemm_decode_more_than_64_rows_runs_64_row_tiles) {
+  if (!sm90_or_skip()) return;
+  const int64_t ms[] = {65, 100, 127, 128, 129, 200, 1000};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; ++i)
+    for (int b = 0; b < 2; ++b)
+      for (int lay = 0; lay < 2; ++lay) {
+        const loom_gemm_config_t cfg = dec_cfg(b ? 256 : 128, 0, 0, 0);
+        loom_gemm_desc_t d = {ms[i], 1288, 1032, LOOM_BF16, (i & 1) ? LOOM_FP32 : LOOM_BF16,
+                              lay ? LOOM_B_KN : LOOM_B_NK, (int)((i + (size_t)lay) & 1)};
+        run_case(&d, &cfg, 1);
+      }
+}
+
+/* Split-K and stream-K over 64-row tiles (partials of 2 warpgroups x 64 x
+ * bn/2, summed by the last contributor, bias once), and small persistent
+ * grids (every block walks many tiles: barrier phases, the epilogue buffer
+ * reused across tiles). */
+LOOM_TEST(gemm_decode_split_k_stream_k_and_small_grids) {
+  if (!sm90_or_skip()) return;
+  /* m, n, k, splits, stream-K, grid */
+  const int64_t cases[][6] = {{1, 1000, 4104, 3, 0, 0},   {33, 2056, 3000, 4, 0, 0}, {64, 776, 8200, 16, 0, 0},
+                              {100, 1288, 2056, 2, 0, 0}, {7, 1000, 4104, 0, 1, 0},  {64, 2056, 3000, 0, 1, 0},
+                              {129, 776, 1032, 0, 1, 0},  {64, 4096, 520, 0, 0, 3},  {33, 2056, 1032, 0, 0, 5},
+                              {64, 2056, 2056, 5, 0, 3},  {1, 4096, 1032, 0, 1, 2}};
+  const loom_dtype_t cs[] = {LOOM_BF16, LOOM_FP32, LOOM_FP16};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+    for (int b = 0; b < 2; ++b)
+      for (int lay = 0; lay < 2; ++lay) {
+        const loom_gemm_config_t cfg = dec_cfg(b ? 256 : 128, (int)cases[i][3], (int)cases[i][4], (int)cases[i][5]);
+        const loom_dtype_t ab = (i + (size_t)b) & 1 ? LOOM_FP16 : LOOM_BF16;
+        loom_dtype_t ct = cs[(i + (size_t)lay) % 3];
+        if (ct != LOOM_FP32) ct = ab; /* fp16 -> fp16, bf16 -> bf16 so cuBLASLt checks every element */
+        loom_gemm_desc_t d = {cases[i][0], cases[i][1], cases[i][2], ab, ct, lay ? LOOM_B_KN : LOOM_B_NK,
+                              (int)((i + (size_t)lay) & 1)};
+        run_case(&d, &cfg, 1);
+      }
+}
+
+/* loom__gemm_hooked with an empty set of hooks: the configuration's bm = 64
+ * is ignored (hooked GEMMs run 128-row tiles), the result is still right. */
+static loom_result_t hooked_plain(const loom_gemm_desc_t *d, const void *a, const void *b, void *c, const void *bias,
+                                  const loom_gemm_config_t *cfg, const loom_gemm_hooks_t *hooks, cudaStream_t st) {
+  (void)hooks;
+  loom_gemm_hooks_t h;
+  memset(&h, 0, sizeof h);
+  return loom__gemm_hooked(d, a, b, c, bias, cfg, &h, st);
+}
+
+/* Two runs bit-identical (split-K and stream-K), a captured graph replayed,
+ * loom_gemm taking bm = 64 from a tuning entry, hooks ignoring bm, and the
+ * configuration errors that name the field. */
+LOOM_TEST(gemm_decode_deterministic_graph_tuned_entry_and_errors) {
+  if (!sm90_or_skip()) return;
+  gcase_t g;
+  cudaStream_t st = NULL;
+  memset(&g, 0, sizeof g);
+  loom__tune_clear();
+  loom_gemm_desc_t d = {64, 3000, 6152, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1};
+  const loom_gemm_config_t split = dec_cfg(256, 6, 0, 0), sk = dec_cfg(128, 0, 1, 0), dp = dec_cfg(256, 0, 0, 0);
+  if (!gcase_init(&g, &d)) {
+    loom_test_fail(__FILE__, __LINE__, "allocation");
+    goto out;
+  }
+  CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  gemm_case_twice_identical(&g, loom__gemm_sm90, &dp, st, "bm 64 data-parallel");
+  gemm_case_twice_identical(&g, loom__gemm_sm90, &split, st, "bm 64 split-K x6");
+  gemm_case_twice_identical(&g, loom__gemm_sm90, &sk, st, "bm 64 stream-K");
+  gemm_case_graph_replays(&g, loom__gemm_sm90, &split, st, 2);
+  {
+    /* loom_gemm with a tuning entry naming the variant */
+    int sms = 0;
+    char key[LOOM_TUNE_TEXT_BYTES];
+    CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    const loom_gemm_desc_t e = {48, 5120, 4096, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+    CHECK(loom__gemm_tune_key(&e, "sm90", sms, key, sizeof key));
+    const char *forced[] = {"bm=64 bn=256", "bm=64 bn=128 sk_tiles=-1 splits=4", "bm=64 bn=256 sk_tiles=-1"};
+    for (int i = 0; i < 3; ++i) {
+      CHECK_RESULT(loom__tune_put(key, forced[i]), LOOM_SUCCESS);
+      printf("    forced: %s\n", forced[i]);
+      CHECK(run_case(&e, NULL, 1));
+    }
+    loom__tune_clear();
+  }
+  {
+    /* hooks: bm ignored, 128-row tiles, still correct */
+    const loom_gemm_desc_t h = {40, 1288, 1032, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1};
+    const loom_gemm_config_t c64 = dec_cfg(128, 0, 0, 0);
+    CHECK(gemm_run_case(&h, hooked_plain, &c64, 1));
+  }
+  {
+    /* configuration errors name the field */
+    loom_gemm_config_t bad = dp;
+    bad.bm = 32;
+    CHECK_RESULT(loom__gemm_sm90(&d, g.da, g.db, g.dc, g.dbias, &bad, NULL, st), LOOM_ERR_INVALID_ARGUMENT);
+    CHECK_MSG("bm=32");
+    bad = dp;
+    bad.stages = 4; /* bm 64 x bn 256 is built with 5 */
+    CHECK_RESULT(loom__gemm_sm90(&d, g.da, g.db, g.dc, g.dbias, &bad, NULL, st), LOOM_ERR_UNSUPPORTED);
+    CHECK_MSG("bm=64 bn=256 is built with 5 stages");
+    bad = dp;
+    bad.stages = 5;
+    CHECK_RESULT(loom__gemm_sm90(&d, g.da, g.db, g.dc, g.dbias, &bad, NULL, st), LOOM_SUCCESS);
+    CUDA_OK(cudaStreamSynchronize(st));
+  }
+out:
+  loom__tune_clear();
+  if (st) cudaStreamDestroy(st);
   gcase_free(&g);
 }
 

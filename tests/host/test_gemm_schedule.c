@@ -361,6 +361,9 @@ LOOM_TEST(gemm_schedule_heuristic_stream_k_choices) {
       else CHECK(h.sk_tiles == 0 && h.sk_splits == 0);
       /* clusters: data-parallel with >= 2 tile rows only */
       CHECK(h.cluster == (h.sk_tiles == 0 && d.m > 128 ? 2 : 0));
+      /* the 64-row decode variant is opt-in (tuner, config): never the
+       * heuristic's default until measured */
+      CHECK_EQ_INT(h.bm, 0);
     }
   /* a tiny GEMM (one tile, 8 k-blocks) stays data-parallel */
   loom_gemm_desc_t t = {7, 136, 512, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
