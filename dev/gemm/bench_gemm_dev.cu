@@ -4,7 +4,8 @@
  * side in one process, until tools/bench/bench.h exists for `loom-bench gemm`.
  *
  *   built by dev/gemm/run_device.sh (nvcc, linked with build/lib/libloom.a)
- *   build/bench_gemm_dev [set] [json]   set: quick | flux | llama | square | all
+ *   build/bench_gemm_dev [set] [json]   set: quick | flux | llama | square | all |
+ *       decode (the four TP=2 families at m = 16, 64, 128)
  *   build/bench_gemm_dev prof M N K nk|kn   for a profiler (ncu --profile-from-start
  *       off): tunes cuBLASLt, then between cudaProfilerStart/Stop launches loom
  *       (heuristic) once and the tuned cuBLASLt once, and prints both times
@@ -15,7 +16,11 @@
  * tiles are under one wave, else the last wave + remainder), aligned split-K
  * bn 128 / 256 (every tile up to two waves, else the last wave + remainder;
  * splits from loom__gemm_split_count), the heuristic's configuration with
- * the 2x1 cluster toggled (cl-tog), cuBLASLt tuned;
+ * the 2x1 cluster toggled (cl-tog), and for m <= 128 the decode variant
+ * (config bm = 64: 64-row tiles, deeper B pipelines): data-parallel bn 128
+ * (d128) and 256 (d256), split-K bn 256 with loom__gemm_split_count's splits
+ * of its tiles (dsp256), stream-K bn 128 over all SMs (dsk128); cuBLASLt
+ * tuned; "bestv" names the fastest loom variant;
  * median of `reps` event-timed launches after warm-up; inputs rotated among
  * copies when they would fit in L2; loom's C compared with cuBLASLt's on every
  * element (bad = count out of bound, NaN included). HBM fraction = weight
@@ -151,6 +156,15 @@ int main(int argc, char **argv) {
     shapes[ns++] = (shape_t){"square", 4096, 4096, 4096};
     shapes[ns++] = (shape_t){"square", 8192, 8192, 8192};
   }
+  if (!strcmp(set, "decode")) {
+    const int64_t dms[] = {16, 64, 128};
+    for (int i = 0; i < 3; ++i) {
+      shapes[ns++] = (shape_t){"flux-ag", dms[i], 24576, 12288};
+      shapes[ns++] = (shape_t){"flux-rs", dms[i], 12288, 24576};
+      shapes[ns++] = (shape_t){"llama-up", dms[i], 14336, 8192};
+      shapes[ns++] = (shape_t){"llama-down", dms[i], 8192, 14336};
+    }
+  }
   if (!strcmp(set, "quick")) {
     shapes[ns++] = (shape_t){"flux-ag", 64, 24576, 12288};
     shapes[ns++] = (shape_t){"flux-ag", 256, 24576, 12288};
@@ -207,9 +221,10 @@ int main(int argc, char **argv) {
   if (jf) fprintf(jf, "{\"device\": \"%s\", \"copy_gbs\": %.1f, \"results\": [\n", prop.name, hbm / 1e9);
   double logsum = 0, minr = 1e9;
   int nbig = 0, jfirst = 1;
-  printf("%-10s %5s %6s %6s %-6s | %8s %7s | %-9s %7s %7s %7s %7s %7s %7s %7s | %8s %7s | %6s %6s %5s %s\n", "family", "m", "n",
-         "k", "B", "loom ms", "TFLOP/s", "h-cfg", "dp128", "dp256", "sk128", "sk256", "sp128", "sp256", "cl-tog", "cublas", "TFLOP/s",
-         "ratio", "best", "HBM", "check");
+  printf("%-10s %5s %6s %6s %-6s | %8s %7s | %-9s %7s %7s %7s %7s %7s %7s %7s | %7s %7s %7s %7s | %8s %7s | %6s %6s %5s %5s "
+         "%-7s %s\n",
+         "family", "m", "n", "k", "B", "loom_ms", "TFLOP/s", "h-cfg", "dp128", "dp256", "sk128", "sk256", "sp128", "sp256",
+         "cl-tog", "d128", "d256", "dsp256", "dsk128", "cublas", "TFLOP/s", "ratio", "best", "HBM", "HBMb", "bestv", "check");
   for (int si = 0; si < ns; ++si)
     for (int lay = 0; lay < 2; ++lay) {
       const shape_t s = shapes[si];
@@ -219,9 +234,13 @@ int main(int argc, char **argv) {
       if (nsets > 4) nsets = 4;
       if ((sa + sb) * 2 * 1 > (size_t)prop.l2CacheSize * 3 || nsets < 1) nsets = 1;
       const double flop = 2.0 * s.m * s.n * s.k;
-      enum { NV = 8 };
-      float t_cfg[NV] = {0, 0, 0, 0, 0, 0, 0, 0};
-      const int bns[NV] = {0, 128, 256, 128, 256, 128, 256, 0};
+      enum { NV = 12 };
+      float t_cfg[NV] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+      const int bns[NV] = {0, 128, 256, 128, 256, 128, 256, 0, 128, 256, 256, 128};
+      static const char *vnames[NV] = {"heur", "dp128", "dp256", "sk128", "sk256", "sp128", "sp256",
+                                       "cl-tog", "d128", "d256", "dsp256", "dsk128"};
+      /* the decode variant (64-row tiles) is timed for m <= 128 */
+      const int dec = s.m <= 128;
       const int sms = prop.multiProcessorCount;
       loom_gemm_config_t heur = loom__gemm_sm90_heuristic(&d, sms);
       loom_gemm_config_t cfgs[NV];
@@ -242,7 +261,19 @@ int main(int argc, char **argv) {
           }
         }
         if (c == 7) cfg.cluster = cfg.cluster == 2 ? 1 : 2; /* the heuristic's tiles, cluster toggled */
+        if (c >= 8) { /* the decode variant: 64-row tiles */
+          cfg = heur;
+          cfg.bm = 64, cfg.bn = bns[c], cfg.cluster = 0;
+          cfg.sk_tiles = 0, cfg.sk_blocks = 0, cfg.sk_splits = 0;
+          const int64_t tiles64 = ((s.m + 63) / 64) * ((s.n + bns[c] - 1) / bns[c]);
+          if (c == 10) { /* split-K of every tile when under two waves */
+            const int sp = tiles64 < 2 * sms ? loom__gemm_split_count(tiles64, (s.k + 63) / 64, sms) : 1;
+            if (sp > 1) cfg.sk_tiles = -1, cfg.sk_splits = sp;
+          }
+          if (c == 11 && tiles64 < sms) cfg.sk_tiles = -1; /* stream-K over all SMs */
+        }
         cfgs[c] = cfg;
+        if (c >= 8 && !dec) continue;
         float t[MAXREP];
         for (int i = 0; i < reps + 2; ++i) {
           const int set_i = i % nsets;
@@ -272,6 +303,7 @@ int main(int argc, char **argv) {
       LK(loom__base_gemm(&d, A, B, C2, NULL, 0));
       unsigned long long bad = 0;
       for (int c = 0; c < NV; ++c) {
+        if (c >= 8 && !dec) continue;
         CK(cudaMemset(C, 0xFF, sc * 2));
         LK(loom__gemm_sm90(&d, A, B, C, NULL, &cfgs[c], NULL, 0));
         CK(cudaMemset(bad_d, 0, 8));
@@ -279,23 +311,28 @@ int main(int argc, char **argv) {
         CK(cudaGetLastError());
         unsigned long long b1 = 0;
         CK(cudaMemcpy(&b1, bad_d, 8, cudaMemcpyDeviceToHost));
-        if (b1) printf("    variant %d (bn %d sk_tiles %d): %llu bad\n", c, cfgs[c].bn, cfgs[c].sk_tiles, b1);
+        if (b1)
+          printf("    variant %s (bm %d bn %d sk_tiles %d splits %d): %llu bad\n", vnames[c], cfgs[c].bm, cfgs[c].bn,
+                 cfgs[c].sk_tiles, cfgs[c].sk_splits, b1);
         bad += b1;
       }
       const float tl = t_cfg[0];
       const double ratio = tc / tl;
       float tbest = tl;
-      for (int c = 1; c < NV; ++c) tbest = std::min(tbest, t_cfg[c]);
+      int vbest = 0;
+      for (int c = 1; c < NV; ++c)
+        if (t_cfg[c] > 0 && t_cfg[c] < tbest) tbest = t_cfg[c], vbest = c;
       char hname[32];
       snprintf(hname, sizeof hname, "%d%s%s", heur.bn,
                heur.sk_tiles ? (heur.sk_splits ? "/split" : heur.sk_tiles < 0 ? "/sk" : "/skt") : "/dp",
                heur.cluster == 2 ? "c2" : "");
-      const double frac = (double)sb * 2 / (tl * 1e-3) / hbm;
-      printf("%-10s %5lld %6lld %6lld %-6s | %8.3f %7.1f | %-9s %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f | %8.3f %7.1f | %6.3f %6.3f "
-             "%5.2f %s\n",
+      const double frac = (double)sb * 2 / (tl * 1e-3) / hbm, frac_best = (double)sb * 2 / (tbest * 1e-3) / hbm;
+      printf("%-10s %5lld %6lld %6lld %-6s | %8.3f %7.1f | %-9s %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f | %7.3f %7.3f %7.3f "
+             "%7.3f | %8.3f %7.1f | %6.3f %6.3f %5.2f %5.2f %-7s %s\n",
              s.family, (long long)s.m, (long long)s.n, (long long)s.k, lay ? "[k,n]" : "[n,k]", tl,
-             flop / (tl * 1e-3) / 1e12, hname, t_cfg[1], t_cfg[2], t_cfg[3], t_cfg[4], t_cfg[5], t_cfg[6], t_cfg[7], tc,
-             flop / (tc * 1e-3) / 1e12, ratio, tc / tbest, s.m <= 512 ? frac : 0.0, bad ? "BAD" : "ok");
+             flop / (tl * 1e-3) / 1e12, hname, t_cfg[1], t_cfg[2], t_cfg[3], t_cfg[4], t_cfg[5], t_cfg[6], t_cfg[7],
+             t_cfg[8], t_cfg[9], t_cfg[10], t_cfg[11], tc, flop / (tc * 1e-3) / 1e12, ratio, tc / tbest,
+             s.m <= 512 ? frac : 0.0, s.m <= 512 ? frac_best : 0.0, vnames[vbest], bad ? "BAD" : "ok");
       fflush(stdout);
       if (bad) printf("    %llu of %zu elements differ from cuBLASLt\n", bad, sc);
       if (s.m >= 1024) {
@@ -308,10 +345,14 @@ int main(int argc, char **argv) {
                 "%s{\"family\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"b_layout\": \"%s\", \"loom_ms\": %.4f, "
                 "\"loom_cfg\": \"%s\", \"dp128_ms\": %.4f, \"dp256_ms\": %.4f, \"sk128_ms\": %.4f, \"sk256_ms\": %.4f, "
                 "\"split128_ms\": %.4f, \"split256_ms\": %.4f, \"split128_n\": %d, \"split256_n\": %d, \"cluster_toggled_ms\": %.4f, "
-                "\"cublas_ms\": %.4f, \"ratio\": %.4f, \"best_ratio\": %.4f, \"hbm_fraction\": %.4f, \"mismatches\": %llu}",
+                "\"bm64_dp128_ms\": %.4f, \"bm64_dp256_ms\": %.4f, \"bm64_split256_ms\": %.4f, \"bm64_split256_n\": %d, "
+                "\"bm64_sk128_ms\": %.4f, "
+                "\"cublas_ms\": %.4f, \"ratio\": %.4f, \"best_ratio\": %.4f, \"best_variant\": \"%s\", "
+                "\"hbm_fraction\": %.4f, \"hbm_fraction_best\": %.4f, \"mismatches\": %llu}",
                 jfirst ? "" : ",\n", s.family, (long long)s.m, (long long)s.n, (long long)s.k, lay ? "kn" : "nk", tl,
-                hname, t_cfg[1], t_cfg[2], t_cfg[3], t_cfg[4], t_cfg[5], t_cfg[6], cfgs[5].sk_splits, cfgs[6].sk_splits, t_cfg[7], tc,
-                ratio, tc / tbest, frac, bad);
+                hname, t_cfg[1], t_cfg[2], t_cfg[3], t_cfg[4], t_cfg[5], t_cfg[6], cfgs[5].sk_splits, cfgs[6].sk_splits, t_cfg[7],
+                t_cfg[8], t_cfg[9], t_cfg[10], cfgs[10].sk_splits, t_cfg[11], tc, ratio, tc / tbest, vnames[vbest], frac,
+                frac_best, bad);
         jfirst = 0;
       }
     }

@@ -1,7 +1,8 @@
 #!/bin/bash
 # run_device.sh - one device call for the GEMM engine: GEMM GPU tests,
 # loom-bench gemm (loom_gemm vs tuned cuBLASLt), the dev benchmark's variants
-# (data-parallel / stream-K, bn 128 / 256), a short table last.
+# (data-parallel / stream-K / split-K, bn 128 / 256, the 64-row decode
+# variant for m <= 128), a short table last.
 #   dev/gemm/run_device.sh            (logs and JSON to $OUT, else /tmp/gemm_out)
 # Binaries are built on the host and carried in build/ (run(carry: ["build"]));
 # if they do not start on the device (system libraries), they are rebuilt there.
@@ -28,7 +29,7 @@ LOOM_BENCH_RESULTS_DIR=$OUT timeout ${BENCH_S:-150} build/bin/loom-bench gemm > 
 t0=$(date +%s)
 REPS=${REPS:-8} timeout ${DEV_S:-100} build/dev/gemm/bench_gemm_dev ${SET:-all} $OUT/bench_dev.json > $OUT/bench_dev.log 2>&1; echo "dev bench rc=$? ($(( $(date +%s) - t0 )) s)"
 echo "== dev bench (ms; ratio = cuBLASLt/loom heuristic; best = cuBLASLt/best variant)"
-grep -E "^(family|flux|llama)" $OUT/bench_dev.log | awk '$2 == "m" || $2 <= 512 {print $1, $2, $5, $7, $10, $11, $12, $13, $14, $15, $16, $18, $21, $22, $23, $24}'
+grep -E "^(family|flux|llama)" $OUT/bench_dev.log | awk '$2 == "m" || $2 <= 512 {print $1, $2, $5, $7, $10, $11, $12, $13, $14, $15, $16, $17, $19, $20, $21, $22, $24, $27, $28, $29, $30, $31, $32}'
 grep -E "m >= 1024|BAD|bad" $OUT/bench_dev.log | head
 echo; echo "== loom-bench gemm"
 grep -E "^# gemm" $OUT/loom_bench.log | awk '{printf "%s %s %s %s | ", $3, $4, $7, $11} NR % 2 == 0 {print ""}'
