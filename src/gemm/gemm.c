@@ -30,6 +30,9 @@
  * B multicast for every other data-parallel GEMM with >= 2 tile rows (on
  * H200 neutral to +2% where measured; cuBLASLt's kernels use them too).
  *
+ * Decode variant (bm 64, loom__gemm_sm90_decode): m <= 64 always, and
+ * m <= 128 when two rows of 128-wide tiles fit one wave.
+ *
  * Tuning (gemm_tune.c): an entry in the tuning cache for (path, SM count,
  * shape) replaces the heuristic's configuration in loom_gemm.
  *
@@ -113,7 +116,45 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_c
   /* 2x1 clusters (each block loads half of the pair's B k-block, multicast):
    * data-parallel GEMMs with at least two tile rows */
   if (best.sk_tiles == 0 && tiles_m >= 2) best.cluster = 2;
+  loom__gemm_sm90_decode(d, sm_count, &best);
   return best;
+}
+
+/* The decode variant (bm 64: 64-row tiles, both consumer warpgroups on one
+ * tile's column halves, deeper B pipelines) where it measured faster than
+ * the 128-row kernel on H200 (bench/NOTES.md, 2026-11-22 (5), the TP=2
+ * families at m = 16, 64, 128):
+ *   m <= 64: bn 256 when its tiles fit one wave and cover at least a third
+ *     of the SMs (Flux AG/RS, Llama up: 0.92-0.99 of cuBLASLt, from
+ *     0.76-0.93), else bn 128 (Llama down: 0.85-0.98, from 0.68-0.81);
+ *     the 128-wide tiles split along k when they cover at most a quarter of
+ *     the SMs (bn 256 with 32 tiles: split 4 beat data-parallel by 7%).
+ *     Wider n than one wave of bn 256: bn 256 over several waves (same
+ *     tiles as the 128-row kernel, deeper pipeline; not measured).
+ *   64 < m <= 128: two tile rows of bn 128 when they fit one wave (Llama
+ *     down m = 128: 0.97-1.01 vs split-K's 0.90-0.91); wider shapes keep
+ *     the 128-row kernel (more tiles than SMs: 0.75-0.95 with bm 64). */
+void loom__gemm_sm90_decode(const loom_gemm_desc_t *d, int sm_count, loom_gemm_config_t *cfg) {
+  const int64_t sms = sm_count < 1 ? 1 : sm_count;
+  const int64_t n256 = loom_ceil_div(d->n, 256), n128 = loom_ceil_div(d->n, 128);
+  const int64_t kblocks = loom_ceil_div(d->k, 64);
+  loom_gemm_config_t c = *cfg;
+  if (d->m <= 64) {
+    c.bn = n256 * 3 >= sms || n128 > sms ? 256 : 128;
+    const int64_t tiles = loom_ceil_div(d->n, c.bn);
+    const int s = tiles * 4 <= sms ? loom__gemm_split_count(tiles, kblocks, sm_count) : 1;
+    c.sk_tiles = s > 1 ? -1 : 0;
+    c.sk_splits = s > 1 ? s : 0;
+    c.sk_blocks = 0;
+  } else if (d->m <= 128 && 2 * n128 <= sms) {
+    c.bn = 128;
+    c.sk_tiles = 0, c.sk_splits = 0, c.sk_blocks = 0;
+  } else {
+    return;
+  }
+  c.bm = 64;
+  c.cluster = 0; /* the decode variant has no clusters */
+  *cfg = c;
 }
 
 int loom__gemm_split_count(int64_t tiles, int64_t kblocks, int sm_count) {

@@ -129,8 +129,13 @@ int loom__gemm_tune_candidates(const loom_gemm_desc_t *d, int sm90, int sms, loo
  * (compute capability 9.0 and the library built with sm_90a code). */
 int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major, int cc_minor);
 
-/* The heuristic's configuration for d on a device of sm_count SMs. */
+/* The heuristic's configuration for d on a device of sm_count SMs (hooked
+ * GEMMs take its bn and group only: 128-row tiles, no split). */
 loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_count);
+
+/* Replaces *cfg by the decode variant's configuration (bm 64) where that
+ * measured faster (small m); leaves it alone elsewhere. */
+void loom__gemm_sm90_decode(const loom_gemm_desc_t *d, int sm_count, loom_gemm_config_t *cfg);
 
 /* Split-K: the number of aligned k ranges (1..16, each at least 8 k-blocks)
  * that best fills whole waves of sm_count blocks with tiles x splits units,

@@ -36,6 +36,7 @@ int gemm_kernel_or_skip(int sm80);
 uint64_t next_seed(void);
 double now_s(void);
 double eps_out(loom_dtype_t t);
+double eps_acc(int64_t k); /* fp32 accumulation error over k, relative to |C| */
 void gcase_free(gcase_t *g);
 int gcase_init(gcase_t *g, const loom_gemm_desc_t *d);
 size_t count_unwritten(loom_dtype_t t, const void *c, size_t n);

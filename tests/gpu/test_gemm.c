@@ -7,9 +7,10 @@
  *   - with an fp64 CPU reference (loom_ref_gemm_element) on whole sampled rows
  *     and whole sampled columns (first, last and random ones), and
  *   - with cuBLASLt (loom__base_gemm) on every element.
- * Bound per element: |x - ref| <= eps_out |ref| + eps_acc sqrt(k) (inputs are
- * uniform in [-1, 1); eps_out covers the output rounding, eps_acc the fp32
- * accumulation order).
+ * Bound per element: |x - ref| <= (eps_out + eps_acc(k)) |ref| + 1e-5 sqrt(k)
+ * (inputs are uniform in [-1, 1); eps_out covers the output rounding,
+ * eps_acc(k) = (k/16) 2^-24 the tensor cores' fp32 accumulation, the sqrt(k)
+ * term the summation order; gemm_cases.c).
  * Shapes: odd m (1, 7, 127, 1000, 3001), n and k not multiples of the tile,
  * both B layouts, bf16/fp16 inputs, bf16/fp16/fp32 outputs, bias, both tile
  * configurations; hooks: a host-set schedule with prologue waits released by

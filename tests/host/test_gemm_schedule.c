@@ -338,33 +338,49 @@ LOOM_TEST(gemm_schedule_stream_k_example) {
   CHECK(!loom_work_segment(&w2, 1, 3, &s));
 }
 
-LOOM_TEST(gemm_schedule_heuristic_stream_k_choices) {
-  /* 132 SMs (H100/H200): stream-K exactly where it measured faster (m <= 64
-   * with few 128-wide tiles: Flux RS and Llama down at TP=2), split-K where
-   * the tuner picked it, data-parallel (2x1 clusters from 2 tile rows)
-   * elsewhere; every choice is a valid configuration */
+LOOM_TEST(gemm_schedule_heuristic_choices) {
+  /* 132 SMs (H100/H200), the TP=2 families (Flux AG, Flux RS, Llama up,
+   * Llama down): the decode variant (bm 64) for m <= 64 (bn 256 where its
+   * tiles cover >= a third of the SMs, else bn 128) and for Llama down at
+   * m = 128 (two rows of 64 tiles of 128 fit one wave); split-K of the
+   * 128-row kernel where the tuner picked it (Flux RS m = 256);
+   * data-parallel with 2x1 clusters from 2 tile rows elsewhere */
   const int64_t fam[4][2] = {{24576, 12288}, {12288, 24576}, {14336, 8192}, {8192, 14336}};
-  const int64_t ms[] = {1, 64, 128, 256, 512, 1024, 4096, 8192};
+  const int64_t ms[] = {1, 16, 64, 65, 128, 256, 512, 1024, 4096, 8192};
   for (int f = 0; f < 4; ++f)
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; ++i) {
       loom_gemm_desc_t d = {ms[i], fam[f][0], fam[f][1], LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
       const loom_gemm_config_t h = loom__gemm_sm90_heuristic(&d, 132);
-      const int64_t tiles = loom_ceil_div(d.m, 128) * loom_ceil_div(d.n, h.bn);
+      const int bm = h.bm == 64 ? 64 : 128;
+      const int64_t tiles = loom_ceil_div(d.m, bm) * loom_ceil_div(d.n, h.bn);
       CHECK(h.bn == 128 || h.bn == 256);
       CHECK(h.sk_tiles >= -1 && h.sk_tiles <= tiles);
       CHECK(h.sk_blocks >= 0 && h.sk_blocks <= 132);
-      const int want_sk = d.m <= 64 && (f == 1 || f == 3);
-      /* split-K where the tuner picked it: Llama down m = 128, Flux RS m = 256 */
-      const int want_split = (d.m == 128 && f == 3) || (d.m == 256 && f == 1);
-      if (want_sk) CHECK(h.sk_tiles == -1 && h.sk_blocks == 132 && h.bn == 128 && h.sk_splits == 0);
-      else if (want_split) CHECK(h.sk_tiles == -1 && h.sk_splits == 2 && h.bn == 128 && h.cluster == 0);
-      else CHECK(h.sk_tiles == 0 && h.sk_splits == 0);
-      /* clusters: data-parallel with >= 2 tile rows only */
-      CHECK(h.cluster == (h.sk_tiles == 0 && d.m > 128 ? 2 : 0));
-      /* the 64-row decode variant is opt-in (tuner, config): never the
-       * heuristic's default until measured */
-      CHECK_EQ_INT(h.bm, 0);
+      const int want_decode = d.m <= 64 || (d.m <= 128 && f == 3);
+      const int want_split = d.m == 256 && f == 1;
+      if (want_decode) {
+        /* Flux AG/RS, Llama up: 96/48/56 tiles of 256; Llama down: 64 of 128 */
+        CHECK_EQ_INT(h.bm, 64);
+        CHECK_EQ_INT(h.bn, d.m <= 64 && f != 3 ? 256 : 128);
+        CHECK(h.sk_tiles == 0 && h.sk_splits == 0 && h.cluster == 0);
+      } else {
+        CHECK_EQ_INT(h.bm, 0);
+        if (want_split) CHECK(h.sk_tiles == -1 && h.sk_splits == 2 && h.bn == 128 && h.cluster == 0);
+        else CHECK(h.sk_tiles == 0 && h.sk_splits == 0);
+        /* clusters: data-parallel with >= 2 tile rows only */
+        CHECK(h.cluster == (h.sk_tiles == 0 && d.m > 128 ? 2 : 0));
+      }
     }
+  /* narrow decode GEMMs split along k: 16 tiles of 128 at m = 8 cover an
+   * eighth of the SMs */
+  loom_gemm_desc_t nar = {8, 2048, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+  loom_gemm_config_t hn = loom__gemm_sm90_heuristic(&nar, 132);
+  CHECK(hn.bm == 64 && hn.bn == 128 && hn.sk_tiles == -1 && hn.sk_splits == loom__gemm_split_count(16, 128, 132));
+  CHECK(hn.sk_splits > 1);
+  /* wider than one wave of 256: bn 256 over several waves, data-parallel */
+  loom_gemm_desc_t wide = {32, 65536, 4096, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0};
+  loom_gemm_config_t hw = loom__gemm_sm90_heuristic(&wide, 132);
+  CHECK(hw.bm == 64 && hw.bn == 256 && hw.sk_tiles == 0);
   /* a tiny GEMM (one tile, 8 k-blocks) stays data-parallel */
   loom_gemm_desc_t t = {7, 136, 512, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
   CHECK_EQ_INT(loom__gemm_sm90_heuristic(&t, 132).sk_tiles, 0);
