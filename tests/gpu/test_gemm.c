@@ -138,9 +138,10 @@ LOOM_TEST(gemm_stream_k_shapes_dtypes_layouts) {
       }
 }
 
-/* The heuristic takes stream-K for decode batches (m <= 64) with few tiles;
- * loom_gemm on those, twice in a row on one stream (tickets back to 0). */
-LOOM_TEST(gemm_stream_k_heuristic_small_m) {
+/* The heuristic takes the decode variant (bm 64) for decode batches
+ * (m <= 64), split along k where its tiles cover at most a quarter of the
+ * SMs; loom_gemm on those, twice in a row on one stream (tickets back to 0). */
+LOOM_TEST(gemm_heuristic_decode_small_m) {
   if (!sm90_or_skip()) return;
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
@@ -148,9 +149,11 @@ LOOM_TEST(gemm_stream_k_heuristic_small_m) {
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
     loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16, LOOM_B_NK, (int)(i & 1)};
     loom_gemm_config_t h = loom__gemm_sm90_heuristic(&d, sms);
-    printf("    heuristic m=%lld n=%lld k=%lld: bn %d sk_tiles %d sk_blocks %d\n", (long long)d.m, (long long)d.n,
-           (long long)d.k, h.bn, h.sk_tiles, h.sk_blocks);
-    CHECK(h.sk_tiles != 0);
+    const int64_t tiles = loom_ceil_div(d.n, h.bn);
+    printf("    heuristic m=%lld n=%lld k=%lld: bm %d bn %d sk_tiles %d splits %d\n", (long long)d.m, (long long)d.n,
+           (long long)d.k, h.bm, h.bn, h.sk_tiles, h.sk_splits);
+    CHECK_EQ_INT(h.bm, 64);
+    CHECK((h.sk_tiles != 0) == (tiles * 4 <= sms && loom__gemm_split_count(tiles, loom_ceil_div(d.k, 64), sms) > 1));
     for (int rep = 0; rep < 2; ++rep) run_case(&d, NULL, 1);
   }
 }
