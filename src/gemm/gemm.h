@@ -137,6 +137,10 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_c
  * measured faster (small m); leaves it alone elsewhere. */
 void loom__gemm_sm90_decode(const loom_gemm_desc_t *d, int sm_count, loom_gemm_config_t *cfg);
 
+/* The fraction of SM-waves doing work when `tiles` tiles run in waves of
+ * sm_count (1.0: the last wave is full). */
+double loom__gemm_wave_fill(int64_t tiles, int sm_count);
+
 /* Split-K: the number of aligned k ranges (1..16, each at least 8 k-blocks)
  * that best fills whole waves of sm_count blocks with tiles x splits units,
  * a 2% charge per extra split for the partials' round trip. */

@@ -245,6 +245,9 @@ static __device__ __forceinline__ void loom_wgmma_step(float *acc, uint64_t da, 
   if (N == 256) {
     if (TYPE == LOOM_BF16) loom_wgmma_m64n256k16_bf16<TB>(acc, da, db, scale_d);
     else loom_wgmma_m64n256k16_f16<TB>(acc, da, db, scale_d);
+  } else if (N == 192) {
+    if (TYPE == LOOM_BF16) loom_wgmma_m64n192k16_bf16<TB>(acc, da, db, scale_d);
+    else loom_wgmma_m64n192k16_f16<TB>(acc, da, db, scale_d);
   } else if (N == 64) {
     if (TYPE == LOOM_BF16) loom_wgmma_m64n64k16_bf16<TB>(acc, da, db, scale_d);
     else loom_wgmma_m64n64k16_f16<TB>(acc, da, db, scale_d);
@@ -718,7 +721,9 @@ static loom__sm90_kernel_t loom__sm90_pick3(int sk, int cl) {
     /* no stream-K with hooks (see the launcher): SK = !HOOKS; clusters only
      * for plain data-parallel GEMMs */
     if (sk) return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, HOOKS, !HOOKS, 1>;
-    if (cl == 2 && !HOOKS) return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, false, false, 2>;
+    /* bn 192: no clusters (half of B would be 1.5 boxes of [k, n]) */
+    if constexpr (BN != 192)
+      if (cl == 2 && !HOOKS) return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, false, false, 2>;
     return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, HOOKS, false, 1>;
   }
 }
@@ -739,6 +744,8 @@ static loom__sm90_kernel_t loom__sm90_pick(int bm, int bn, int type, int tb, int
     return bn == 256 ? loom__sm90_pick2<64, 256, false>(type, tb, sk, 1) : loom__sm90_pick2<64, 128, false>(type, tb, sk, 1);
   if (bn == 256)
     return hooks ? loom__sm90_pick2<128, 256, true>(type, tb, sk, cl) : loom__sm90_pick2<128, 256, false>(type, tb, sk, cl);
+  if (bn == 192)
+    return hooks ? loom__sm90_pick2<128, 192, true>(type, tb, sk, 1) : loom__sm90_pick2<128, 192, false>(type, tb, sk, 1);
   return hooks ? loom__sm90_pick2<128, 128, true>(type, tb, sk, cl) : loom__sm90_pick2<128, 128, false>(type, tb, sk, cl);
 }
 
@@ -803,10 +810,13 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   LOOM_CUDA(cudaGetDevice(&dev));
   LOOM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   loom_gemm_config_t conf = cfg ? *cfg : loom__gemm_sm90_heuristic(d, sms);
-  if (conf.bn != 128 && conf.bn != 256)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bn=%d: must be 128 or 256", conf.bn);
+  if (conf.bn != 128 && conf.bn != 192 && conf.bn != 256)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bn=%d: must be 128, 192 or 256", conf.bn);
   if (conf.bm != 0 && conf.bm != 64 && conf.bm != 128)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bm=%d: must be 0, 64 or 128", conf.bm);
+  if (conf.bm == 64 && conf.bn == 192 && !hooks)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bm=64 bn=%d: 64-row tiles are built for bn 128 or 256",
+                      conf.bn);
   /* 64-row tiles for plain GEMMs only: hooked GEMMs run 128-row tiles */
   const int bm = conf.bm == 64 && !hooks ? 64 : 128;
   const int stages = LOOM_SM90_STAGES(bm, conf.bn);
@@ -833,7 +843,8 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
    * each block of a pair loads half of the B tile, so the B box of [n, k]
    * is bn/2 rows */
   const int want_cl =
-      conf.cluster == 2 && !hooks && bm == 128 && conf.sk_tiles == 0 && args.order.tiles_m >= 2 ? 2 : 1;
+      conf.cluster == 2 && !hooks && bm == 128 && conf.bn != 192 && conf.sk_tiles == 0 && args.order.tiles_m >= 2 ? 2
+                                                                                                             : 1;
   if (d->b_layout == LOOM_B_NK)
     LOOM_TRY(loom__tensor_map(&mb, b, d->ab_type, (uint64_t)d->k, (uint64_t)d->n, LOOM_SM90_BK,
                               (uint32_t)(conf.bn / want_cl), "B"));

@@ -4,6 +4,10 @@
  * pipeline depth and shared-memory footprint per tile shape, and which part
  * of a block's tile each consumer warpgroup computes.
  *
+ * Tile widths bn 128, 192 or 256 at bm 128 (192: 64 tiles across n =
+ * 12288 or 128 across 24576 fill 132 SMs where 256 leaves a quarter idle;
+ * 4 stages of 40 KiB, no clusters); bn 128 or 256 at bm 64.
+ *
  * Two tile heights:
  *   bm 128  (the default): the two consumer warpgroups split the 128 rows,
  *           64 each, and both read the whole B stage (bn columns). At
@@ -44,7 +48,7 @@ extern "C" {
 #define LOOM_SM90_EPI_BUF 8192   /* one TMA-epilogue chunk: 64 rows x 128 bytes */
 
 /* Pipeline depth of bm x bn tiles (compile-time constant in the kernel). */
-#define LOOM_SM90_STAGES(bm, bn) ((bm) == 64 ? ((bn) == 256 ? 5 : 8) : ((bn) == 256 ? 4 : 6))
+#define LOOM_SM90_STAGES(bm, bn) ((bm) == 64 ? ((bn) == 256 ? 5 : 8) : ((bn) == 128 ? 6 : 4))
 /* TMA-epilogue buffers per consumer warpgroup (plain kernels). */
 #define LOOM_SM90_EPI_BUFS(bm, bn) ((bm) == 64 && (bn) == 256 ? 1 : 2)
 /* Bytes of one stage's A (bm rows) and B (bn columns) k-block. */

@@ -342,9 +342,11 @@ LOOM_TEST(gemm_schedule_heuristic_choices) {
   /* 132 SMs (H100/H200), the TP=2 families (Flux AG, Flux RS, Llama up,
    * Llama down): the decode variant (bm 64) for m <= 64 (bn 256 where its
    * tiles cover >= a third of the SMs, else bn 128) and for Llama down at
-   * m = 128 (two rows of 64 tiles of 128 fit one wave); split-K of the
-   * 128-row kernel where the tuner picked it (Flux RS m = 256);
-   * data-parallel with 2x1 clusters from 2 tile rows elsewhere */
+   * m = 128 (two rows of 64 tiles of 128 fit one wave); 128 x 192 tiles
+   * where 256 leaves a quarter of the SMs idle and 192 fills them (Flux AG
+   * m = 65..128: 128 tiles, Flux AG/RS m = 256: 256/128 tiles, Flux RS
+   * m = 512: 256 tiles); data-parallel
+   * with 2x1 clusters from 2 tile rows elsewhere */
   const int64_t fam[4][2] = {{24576, 12288}, {12288, 24576}, {14336, 8192}, {8192, 14336}};
   const int64_t ms[] = {1, 16, 64, 65, 128, 256, 512, 1024, 4096, 8192};
   for (int f = 0; f < 4; ++f)
@@ -353,11 +355,11 @@ LOOM_TEST(gemm_schedule_heuristic_choices) {
       const loom_gemm_config_t h = loom__gemm_sm90_heuristic(&d, 132);
       const int bm = h.bm == 64 ? 64 : 128;
       const int64_t tiles = loom_ceil_div(d.m, bm) * loom_ceil_div(d.n, h.bn);
-      CHECK(h.bn == 128 || h.bn == 256);
+      CHECK(h.bn == 128 || h.bn == 192 || h.bn == 256);
       CHECK(h.sk_tiles >= -1 && h.sk_tiles <= tiles);
       CHECK(h.sk_blocks >= 0 && h.sk_blocks <= 132);
       const int want_decode = d.m <= 64 || (d.m <= 128 && f == 3);
-      const int want_split = d.m == 256 && f == 1;
+      const int want_192 = (d.m == 256 && f <= 1) || (d.m == 512 && f == 1) || (d.m > 64 && d.m <= 128 && f == 0);
       if (want_decode) {
         /* Flux AG/RS, Llama up: 96/48/56 tiles of 256; Llama down: 64 of 128 */
         CHECK_EQ_INT(h.bm, 64);
@@ -365,12 +367,18 @@ LOOM_TEST(gemm_schedule_heuristic_choices) {
         CHECK(h.sk_tiles == 0 && h.sk_splits == 0 && h.cluster == 0);
       } else {
         CHECK_EQ_INT(h.bm, 0);
-        if (want_split) CHECK(h.sk_tiles == -1 && h.sk_splits == 2 && h.bn == 128 && h.cluster == 0);
-        else CHECK(h.sk_tiles == 0 && h.sk_splits == 0);
-        /* clusters: data-parallel with >= 2 tile rows only */
-        CHECK(h.cluster == (h.sk_tiles == 0 && d.m > 128 ? 2 : 0));
+        CHECK((h.bn == 192) == want_192);
+        CHECK(h.sk_tiles == 0 && h.sk_splits == 0);
+        /* clusters: data-parallel with >= 2 tile rows, not at bn 192 */
+        CHECK(h.cluster == (d.m > 128 && h.bn != 192 ? 2 : 0));
       }
     }
+  /* split-K of the 128-row kernel: one tile row past the decode range whose
+   * tiles leave most SMs idle and whose k-loop is long (m = 200: 2 rows of
+   * 16 tiles of 128, 224 k-blocks) */
+  loom_gemm_desc_t sp = {200, 2048, 14336, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+  loom_gemm_config_t hs = loom__gemm_sm90_heuristic(&sp, 132);
+  CHECK(hs.bm == 0 && hs.sk_tiles == -1 && hs.sk_splits > 1 && hs.bn == 128 && hs.cluster == 0);
   /* narrow decode GEMMs split along k: 16 tiles of 128 at m = 8 cover an
    * eighth of the SMs */
   loom_gemm_desc_t nar = {8, 2048, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};

@@ -1,7 +1,7 @@
 /*
  * test_gemm_sm90_layout.c - host tests of the sm90 GEMM kernel's shapes
  * (src/gemm/sm90_layout.h):
- *   - every tile shape the kernel is built for (bm 128 x bn 128/256, and the
+ *   - every tile shape the kernel is built for (bm 128 x bn 128/192/256, and the
  *     decode variant bm 64 x bn 128/256) fits the 227 KiB of shared memory a
  *     block may opt into, with and without hooks, and one more stage would
  *     not fit (the pipelines are as deep as shared memory allows);
@@ -20,10 +20,10 @@
 #include "../common/test.h"
 #include "gemm/sm90_layout.h"
 
-static const int shapes[4][2] = {{128, 128}, {128, 256}, {64, 128}, {64, 256}};
+static const int shapes[5][2] = {{128, 128}, {128, 192}, {128, 256}, {64, 128}, {64, 256}};
 
 LOOM_TEST(gemm_sm90_layout_shapes_fit_and_pipelines_are_full) {
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i) {
     const int bm = shapes[i][0], bn = shapes[i][1];
     const int st = LOOM_SM90_STAGES(bm, bn), bufs = LOOM_SM90_EPI_BUFS(bm, bn);
     CHECK(st >= 4);
@@ -46,6 +46,7 @@ LOOM_TEST(gemm_sm90_layout_shapes_fit_and_pipelines_are_full) {
   /* the shapes of bench/NOTES.md: 225 KiB at bm 128, 4 / 6 stages */
   CHECK_EQ_INT(LOOM_SM90_STAGES(128, 256), 4);
   CHECK_EQ_INT(LOOM_SM90_STAGES(128, 128), 6);
+  CHECK_EQ_INT(LOOM_SM90_STAGES(128, 192), 4);
   CHECK(loom_sm90_smem_bytes(128, 256, 4, 2, 0) / 1024 == 225);
   /* the decode variant: more B in flight per SM than 128-row tiles of the
    * same width (stages x B stage) */
@@ -55,7 +56,7 @@ LOOM_TEST(gemm_sm90_layout_shapes_fit_and_pipelines_are_full) {
 }
 
 LOOM_TEST(gemm_sm90_layout_warpgroup_parts_partition_tile_and_stage) {
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 5; ++i)
     for (int tb = 0; tb <= 1; ++tb) {
       const int bm = shapes[i][0], bn = shapes[i][1];
       static uint8_t tile[128][256];
@@ -66,8 +67,8 @@ LOOM_TEST(gemm_sm90_layout_warpgroup_parts_partition_tile_and_stage) {
       const int a_bytes = LOOM_SM90_A_BYTES(bm), b_bytes = LOOM_SM90_B_BYTES(bn);
       for (int cw = 0; cw < 2; ++cw) {
         const loom_sm90_wg_part_t p = loom_sm90_wg_part(bm, bn, tb, cw);
-        /* a wgmma m64nN: N in {64, 128, 256}, rows 64 */
-        CHECK(p.cols == 64 || p.cols == 128 || p.cols == 256);
+        /* a wgmma m64nN: N in {64, 128, 192, 256}, rows 64 */
+        CHECK(p.cols == 64 || p.cols == 128 || p.cols == 192 || p.cols == 256);
         CHECK(p.row >= 0 && p.row + 64 <= bm && p.col >= 0 && p.col + p.cols <= bn);
         for (int r = 0; r < 64; ++r)
           for (int c = 0; c < p.cols; ++c) tile[p.row + r][p.col + c]++;

@@ -116,7 +116,7 @@ LOOM_TEST(gemm_tune_candidates_valid_distinct_and_shape_aware) {
       const int n = loom__gemm_tune_candidates(&shapes[i], sm90, 132, v, 24);
       CHECK(n >= 2 && n < 24); /* loom_gemm_tune's array never fills up */
       for (int a = 0; a < n; ++a) {
-        CHECK(v[a].bn == 128 || v[a].bn == 256);
+        CHECK(v[a].bn == 128 || v[a].bn == 256 || (sm90 && v[a].bn == 192 && v[a].cluster <= 1 && v[a].bm == 0));
         CHECK(v[a].cluster >= 0 && v[a].cluster <= 2);
         CHECK(v[a].sk_tiles == 0 || v[a].sk_tiles == -1);
         CHECK(v[a].bm == 0 || v[a].bm == 64);
@@ -147,10 +147,15 @@ LOOM_TEST(gemm_tune_candidates_valid_distinct_and_shape_aware) {
     CHECK(has_cfg_bm(w, nw, 64, 256, 0, s256, -1) && has_cfg_bm(w, nw, 64, 128, 0, s128, -1));
     CHECK(has_cfg_bm(w, nw, 64, 256, 0, 0, -1) && has_cfg_bm(w, nw, 64, 128, 0, 0, -1));
   }
-  /* Flux RS m = 256 (96 tiles of 128x256 on 132 SMs): split-K is a candidate */
-  loom_gemm_config_t v[16];
-  const int n = loom__gemm_tune_candidates(&shapes[2], 1, 132, v, 16);
+  /* Flux RS m = 256 (96 tiles of 128x256 on 132 SMs): split-K and the 128
+   * tiles of 128 x 192 are candidates; at m = 4096 (Flux AG: 32 x 96 tiles
+   * of 256 fill 97% of 24 waves, 192 would fill 97% of 32) 192 is not */
+  loom_gemm_config_t v[24];
+  int n = loom__gemm_tune_candidates(&shapes[2], 1, 132, v, 24);
   int split = 0;
   for (int a = 0; a < n; ++a) split |= v[a].sk_splits > 1;
   CHECK(split);
+  CHECK(has_cfg(v, n, 192, 1, 0, 0));
+  n = loom__gemm_tune_candidates(&shapes[0], 1, 132, v, 24);
+  CHECK(!has_cfg(v, n, 192, 1, 0, 0));
 }
