@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """gen_wgmma.py - writes src/gemm/sm90_wgmma.cuh: one inline-PTX wrapper per
-wgmma shape (m64nNk16, N in 64/128/192/256) and input type (bf16, f16), fp32
+wgmma shape (m64nNk16, N in 64/128/192/224/256) and input type (bf16, f16), fp32
 accumulators, A and B from shared memory (descriptors), B's transpose bit a
 template constant. The N/2 accumulator operands are too many to write by hand.
 Run: python3 dev/gemm/gen_wgmma.py > src/gemm/sm90_wgmma.cuh
@@ -24,7 +24,7 @@ w("""/*
 
 #include <stdint.h>
 """)
-for n in (64, 128, 192, 256):
+for n in (64, 128, 192, 224, 256):
     nreg = n // 2
     for t, ptx in (("bf16", "bf16"), ("f16", "f16")):
         regs = ", ".join("%%%d" % i for i in range(nreg))

@@ -11,12 +11,13 @@
  * any GPU >= 8.0 (how it is tested on Hopper). Hooked GEMMs take the same
  * path, never cuBLASLt.
  *
- * Heuristic (tiles are 128 rows; bn 256, 192 or 128): the persistent grid
- * runs ceil(tiles / SMs) waves, and the last wave may leave SMs idle. Score
- * each bn by the fraction of SM-waves doing work, times 0.96 for bn = 192
- * and 0.92 for bn = 128 (narrower tiles re-read A and B more per FLOP);
- * take the best (192 wins where 256 leaves a quarter of the SMs idle and
- * 192 fills them: Flux RS m = 256, 64 tiles across n = 12288). For m <= 64,
+ * Heuristic (tiles are 128 rows; bn 256, 224, 192 or 128): the persistent
+ * grid runs ceil(tiles / SMs) waves, and the last wave may leave SMs idle.
+ * Score each bn by the fraction of SM-waves doing work, times 0.97 for 224,
+ * 0.96 for 192 and 0.92 for 128 (narrower tiles re-read A and B more per
+ * FLOP); take the best (the odd widths win where 256 leaves a quarter of
+ * the SMs idle and they fill them: Flux RS m = 256, 64 tiles of 192 across
+ * n = 12288; Llama-3-70B up m = 256..1024, 64 tiles of 224 across 14336). For m <= 64,
  * 256 wherever its tiles cover about a third of the SMs (measured).
  *
  * Stream-K (tile_order.h) only where it measured faster on H200: m <= 64
@@ -56,10 +57,13 @@
  * (pipeline fill and the partial's round trip amortised). */
 #define LOOM_SK_MIN_KBLOCKS 8
 
-/* bn 192 against 256 and 128 in the wave score: a 128 x 192 tile reads
- * (128 + 192) / (128 x 192) elements of A and B per MAC, 11% more than
- * 128 x 256 and 17% fewer than 128 x 128; and it runs without clusters. */
+/* bn 192 / 224 against 256 and 128 in the wave score: a 128 x 192 tile
+ * reads (128 + 192) / (128 x 192) elements of A and B per MAC, 11% more
+ * than 128 x 256 and 17% fewer than 128 x 128 (224: 5% more than 256, and
+ * B [k, n] loads 256 columns for it); both run without clusters. 0.97 keeps
+ * 256 at 8192^3 (97.0% vs 99.7% wave fill). */
 #define LOOM__GEMM_BN192_SCORE 0.96
+#define LOOM__GEMM_BN224_SCORE 0.97
 
 double loom__gemm_wave_fill(int64_t tiles, int sm_count) {
   if (sm_count < 1) sm_count = 1;
@@ -72,11 +76,10 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_c
   if (sm_count < 1) sm_count = 1;
   const int64_t tiles_m = loom_ceil_div(d->m, 128);
   double best_score = -1.0;
-  const int bns[3] = {256, 192, 128};
-  for (int i = 0; i < 3; ++i) {
-    double score = loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, bns[i]), sm_count);
-    if (bns[i] == 192) score *= LOOM__GEMM_BN192_SCORE;
-    if (bns[i] == 128) score *= 0.92;
+  const int bns[4] = {256, 224, 192, 128};
+  const double per_tile[4] = {1.0, LOOM__GEMM_BN224_SCORE, LOOM__GEMM_BN192_SCORE, 0.92};
+  for (int i = 0; i < 4; ++i) {
+    const double score = per_tile[i] * loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, bns[i]), sm_count);
     if (score > best_score + 1e-9) {
       best_score = score;
       best.bn = bns[i];
@@ -127,7 +130,7 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_c
   }
   /* 2x1 clusters (each block loads half of the pair's B k-block, multicast):
    * data-parallel GEMMs with at least two tile rows */
-  if (best.sk_tiles == 0 && tiles_m >= 2 && best.bn != 192) best.cluster = 2;
+  if (best.sk_tiles == 0 && tiles_m >= 2 && (best.bn == 128 || best.bn == 256)) best.cluster = 2;
   loom__gemm_sm90_decode(d, sm_count, &best);
   return best;
 }
@@ -362,6 +365,6 @@ loom_result_t loom__gemm_hooked(const loom_gemm_desc_t *d, const void *a, const 
                       major, minor);
   /* of an sm90 configuration only the tile width and band height apply */
   loom_gemm_config_t c80 = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-  if (cfg) c80.bn = cfg->bn == 192 ? 128 : cfg->bn, c80.group = cfg->group; /* sm80: 128 or 256 */
+  if (cfg) c80.bn = cfg->bn == 256 ? 256 : 128, c80.group = cfg->group; /* sm80: 128 or 256 */
   return loom__gemm_sm80(d, a, b, c, bias, cfg ? &c80 : NULL, hooks, stream);
 }

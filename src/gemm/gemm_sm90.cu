@@ -245,6 +245,9 @@ static __device__ __forceinline__ void loom_wgmma_step(float *acc, uint64_t da, 
   if (N == 256) {
     if (TYPE == LOOM_BF16) loom_wgmma_m64n256k16_bf16<TB>(acc, da, db, scale_d);
     else loom_wgmma_m64n256k16_f16<TB>(acc, da, db, scale_d);
+  } else if (N == 224) {
+    if (TYPE == LOOM_BF16) loom_wgmma_m64n224k16_bf16<TB>(acc, da, db, scale_d);
+    else loom_wgmma_m64n224k16_f16<TB>(acc, da, db, scale_d);
   } else if (N == 192) {
     if (TYPE == LOOM_BF16) loom_wgmma_m64n192k16_bf16<TB>(acc, da, db, scale_d);
     else loom_wgmma_m64n192k16_f16<TB>(acc, da, db, scale_d);
@@ -273,16 +276,20 @@ static __device__ __forceinline__ void loom_wg_sync(int cw) {
  * while the next tile's main loop runs. Before a buffer is reused, its
  * previous store must have finished reading it (wait_group.read NBUF - 1:
  * only the other buffer's store may be pending). ES: bytes per C element.
+ * A warpgroup width that is not whole chunks (224 bf16/fp16 columns: 3
+ * chunks and 32 columns) stores the tail columns from registers (masked at
+ * m and n): a whole chunk there would overwrite the next tile's columns.
  * Fragment layout (wgmma m64nWN): acc[4 j + 2 h + e] is row
  * 16 warp + lane / 4 + 8 h, column 8 j + 2 (lane % 4) + e. */
 template <int WN, int ES, int NBUF>
 static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUtensorMap *map, uint32_t bufs,
                                                     uint32_t &seq, int32_t row0, int32_t col0, int ct,
-                                                    const void *bias, int32_t n, int warp, int lane, int tid, int cw) {
+                                                    const void *bias, void *c, int32_t m, int32_t n, int warp,
+                                                    int lane, int tid, int cw) {
   constexpr int CPC = 128 / ES; /* columns per chunk */
   constexpr int NCH = WN / CPC;
   constexpr int JPC = CPC / 8;  /* 8-column fragment groups per chunk */
-  static_assert(NCH >= 1 && WN % CPC == 0, "a warpgroup's columns are whole 128-byte chunks");
+  static_assert(NCH >= 1 && (WN % CPC) % 8 == 0, "whole chunks, then whole 8-column fragment groups");
   const int r0 = warp * 16 + lane / 4;
 #pragma unroll
   for (int ch = 0; ch < NCH; ++ch) {
@@ -325,6 +332,22 @@ static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUte
       loom_bulk_commit();
     }
     ++seq;
+  }
+  if constexpr (WN % CPC != 0) {
+#pragma unroll
+    for (int j = NCH * JPC; j < WN / 8; ++j) {
+      const int col = col0 + j * 8 + (lane % 4) * 2;
+      if (col < n) {
+        float b0, b1;
+        loom_gemm_bias2(bias, col, ct, &b0, &b1);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = row0 + r0 + h * 8;
+          if (row < m)
+            loom_gemm_store2(c, (int64_t)row * n + col, ct, acc[j * 4 + h * 2] + b0, acc[j * 4 + h * 2 + 1] + b1, 0);
+        }
+      }
+    }
   }
 }
 
@@ -381,7 +404,11 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
   constexpr int A_BYTES = LOOM_SM90_A_BYTES(BM);
   constexpr int B_BYTES = LOOM_SM90_B_BYTES(BN);
   constexpr int WN = BM == 128 ? BN : BN / 2; /* columns of a consumer warpgroup */
-  constexpr uint32_t STAGE_TX = A_BYTES + B_BYTES;
+  /* bytes the TMA delivers per stage: B [n, k] loads bn rows; B [k, n]
+   * whole boxes of 64 columns (bn 224: 4 boxes, the last one half past the
+   * tile, so the stage is sized for 256) */
+  constexpr uint32_t B_TX = LOOM_SM90_B_TX(BN, TB);
+  constexpr uint32_t STAGE_TX = A_BYTES + B_TX;
   constexpr bool TMA_EPI = !HOOKS;
   constexpr int EPI_BUFS = LOOM_SM90_EPI_BUFS(BM, BN);
   constexpr int EPI_BYTES = LOOM_SM90_EPI_BYTES(BM, BN, HOOKS);
@@ -457,7 +484,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
           if (HOOKS && aborted) {
             loom_mbar_arrive(fb); /* no data: consumers run on and skip their stores */
           } else {
-            loom_mbar_expect_tx(fb, has_a ? STAGE_TX : (uint32_t)B_BYTES);
+            loom_mbar_expect_tx(fb, has_a ? STAGE_TX : B_TX);
             if (has_a)
               loom_tma_load_2d(sa + stage * A_BYTES, &tma_a, fb, kb * LOOM_SM90_BK, tm * BM);
             const uint32_t dst = sb + stage * B_BYTES;
@@ -466,7 +493,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
                 loom_tma_load_2d(dst, &tma_b, fb, kb * LOOM_SM90_BK, tn * BN);
               } else {
 #pragma unroll
-                for (int j = 0; j < BN / 64; ++j)
+                for (int j = 0; j < (BN + 63) / 64; ++j)
                   loom_tma_load_2d(dst + j * 8192, &tma_b, fb, tn * BN + j * 64, kb * LOOM_SM90_BK);
               }
             } else {
@@ -584,14 +611,15 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
               const bool first = c == 0;
               /* LOOM_SK_LOADS loads in flight at a time: a whole slot at once
                * would need WN/2 more registers next to the accumulators */
-              static_assert((WN / 8) % LOOM_SK_LOADS == 0, "whole groups of loads");
+              constexpr int SKL = (WN / 8) % LOOM_SK_LOADS == 0 ? LOOM_SK_LOADS : LOOM_SK_LOADS / 2;
+              static_assert((WN / 8) % SKL == 0, "whole groups of loads");
 #pragma unroll
-              for (int q0 = 0; q0 < WN / 8; q0 += LOOM_SK_LOADS) {
-                float4 v[LOOM_SK_LOADS];
+              for (int q0 = 0; q0 < WN / 8; q0 += SKL) {
+                float4 v[SKL];
 #pragma unroll
-                for (int q = 0; q < LOOM_SK_LOADS; ++q) v[q] = __ldcg(src + (q0 + q) * 128 + tid);
+                for (int q = 0; q < SKL; ++q) v[q] = __ldcg(src + (q0 + q) * 128 + tid);
 #pragma unroll
-                for (int q = 0; q < LOOM_SK_LOADS; ++q) {
+                for (int q = 0; q < SKL; ++q) {
                   float *a = acc + 4 * (q0 + q);
                   a[0] = first ? v[q].x : a[0] + v[q].x;
                   a[1] = first ? v[q].y : a[1] + v[q].y;
@@ -611,11 +639,11 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       if (TMA_EPI && finish && active) {
         const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
         if (args.c_type == LOOM_FP32)
-          loom_epi_tma<WN, 4, EPI_BUFS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.n, warp,
-                                        lane, tid, cw);
+          loom_epi_tma<WN, 4, EPI_BUFS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c, args.m,
+                                        args.n, warp, lane, tid, cw);
         else
-          loom_epi_tma<WN, 2, EPI_BUFS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.n, warp,
-                                        lane, tid, cw);
+          loom_epi_tma<WN, 2, EPI_BUFS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c, args.m,
+                                        args.n, warp, lane, tid, cw);
       } else if (finish && active && !skip) {
         const int ct = args.c_type;
         const int rbase = row0 + warp * 16 + lane / 4;
@@ -721,8 +749,8 @@ static loom__sm90_kernel_t loom__sm90_pick3(int sk, int cl) {
     /* no stream-K with hooks (see the launcher): SK = !HOOKS; clusters only
      * for plain data-parallel GEMMs */
     if (sk) return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, HOOKS, !HOOKS, 1>;
-    /* bn 192: no clusters (half of B would be 1.5 boxes of [k, n]) */
-    if constexpr (BN != 192)
+    /* bn 192 / 224: no clusters (half of B is not whole boxes of [k, n]) */
+    if constexpr (BN == 128 || BN == 256)
       if (cl == 2 && !HOOKS) return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, false, false, 2>;
     return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, HOOKS, false, 1>;
   }
@@ -746,6 +774,8 @@ static loom__sm90_kernel_t loom__sm90_pick(int bm, int bn, int type, int tb, int
     return hooks ? loom__sm90_pick2<128, 256, true>(type, tb, sk, cl) : loom__sm90_pick2<128, 256, false>(type, tb, sk, cl);
   if (bn == 192)
     return hooks ? loom__sm90_pick2<128, 192, true>(type, tb, sk, 1) : loom__sm90_pick2<128, 192, false>(type, tb, sk, 1);
+  if (bn == 224)
+    return hooks ? loom__sm90_pick2<128, 224, true>(type, tb, sk, 1) : loom__sm90_pick2<128, 224, false>(type, tb, sk, 1);
   return hooks ? loom__sm90_pick2<128, 128, true>(type, tb, sk, cl) : loom__sm90_pick2<128, 128, false>(type, tb, sk, cl);
 }
 
@@ -810,11 +840,11 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   LOOM_CUDA(cudaGetDevice(&dev));
   LOOM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   loom_gemm_config_t conf = cfg ? *cfg : loom__gemm_sm90_heuristic(d, sms);
-  if (conf.bn != 128 && conf.bn != 192 && conf.bn != 256)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bn=%d: must be 128, 192 or 256", conf.bn);
+  if (conf.bn != 128 && conf.bn != 192 && conf.bn != 224 && conf.bn != 256)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bn=%d: must be 128, 192, 224 or 256", conf.bn);
   if (conf.bm != 0 && conf.bm != 64 && conf.bm != 128)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bm=%d: must be 0, 64 or 128", conf.bm);
-  if (conf.bm == 64 && conf.bn == 192 && !hooks)
+  if (conf.bm == 64 && conf.bn != 128 && conf.bn != 256 && !hooks)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bm=64 bn=%d: 64-row tiles are built for bn 128 or 256",
                       conf.bn);
   /* 64-row tiles for plain GEMMs only: hooked GEMMs run 128-row tiles */
@@ -843,7 +873,7 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
    * each block of a pair loads half of the B tile, so the B box of [n, k]
    * is bn/2 rows */
   const int want_cl =
-      conf.cluster == 2 && !hooks && bm == 128 && conf.bn != 192 && conf.sk_tiles == 0 && args.order.tiles_m >= 2 ? 2
+      conf.cluster == 2 && !hooks && bm == 128 && (conf.bn == 128 || conf.bn == 256) && conf.sk_tiles == 0 && args.order.tiles_m >= 2 ? 2
                                                                                                              : 1;
   if (d->b_layout == LOOM_B_NK)
     LOOM_TRY(loom__tensor_map(&mb, b, d->ab_type, (uint64_t)d->k, (uint64_t)d->n, LOOM_SM90_BK,

@@ -14,8 +14,8 @@
  * below a launch); a hit replaces the heuristic's configuration. The tuner
  * (loom_gemm_tune) times the candidates a user would otherwise pick by hand:
  *   sm90: tile width 128 / 256 x cluster 1 / 2 (where there are >= 2 tile
- *         rows), 192 (no cluster) where its tiles fill the last wave better
- *         than both, aligned split-K where the tiles fill less than two waves,
+ *         rows), 192 and 224 (no cluster) where their tiles fill the last
+ *         wave better than 256 and as well as 128, aligned split-K where the tiles fill less than two waves,
  *         stream-K over all SMs for m <= 64, and the heuristic's own choice;
  *         for m <= 128 also the 64-row decode tiles (bm=64) at both widths,
  *         data-parallel and split-K, and stream-K for m <= 64;
@@ -136,12 +136,15 @@ int loom__gemm_tune_candidates(const loom_gemm_desc_t *d, int sm90, int sms, loo
     if (sm90) {
       PUSH(bn, 0, 16, 0, 0, 0, 0, 1, 0);
       if (tiles_m >= 2) PUSH(bn, 0, 16, 0, 0, 0, 0, 2, 0);
-      /* the 192-wide tiles (no clusters) where they fill more of the last
-       * wave than either power of two */
-      if (bn == 256 && loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, 192), sms) >
-                           loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, 128), sms) &&
-          loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, 192), sms) > loom__gemm_wave_fill(tiles, sms))
-        PUSH(192, 0, 16, 0, 0, 0, 0, 1, 0);
+      /* the 192- and 224-wide tiles (no clusters) where they fill more of
+       * the last wave than 256 and at least as much as 128 */
+      if (bn == 256)
+        for (int odd = 192; odd <= 224; odd += 32) {
+          const double f = loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, odd), sms);
+          if (f >= loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, 128), sms) - 1e-9 &&
+              f > loom__gemm_wave_fill(tiles, sms) + 1e-9)
+            PUSH(odd, 0, 16, 0, 0, 0, 0, 1, 0);
+        }
       if (tiles < 2 * (int64_t)sms) {
         const int s = loom__gemm_split_count(tiles, kblocks, sms);
         if (s > 1) PUSH(bn, 0, 16, 0, -1, 0, s, 0, 0);

@@ -4,9 +4,11 @@
  * pipeline depth and shared-memory footprint per tile shape, and which part
  * of a block's tile each consumer warpgroup computes.
  *
- * Tile widths bn 128, 192 or 256 at bm 128 (192: 64 tiles across n =
- * 12288 or 128 across 24576 fill 132 SMs where 256 leaves a quarter idle;
- * 4 stages of 40 KiB, no clusters); bn 128 or 256 at bm 64.
+ * Tile widths bn 128, 192, 224 or 256 at bm 128, 128 or 256 at bm 64.
+ * The odd widths fill the SMs where 256 leaves a quarter of them idle in
+ * the last wave: 192 for n = 12288 / 24576 (Flux: 64 / 128 tiles across),
+ * 224 for n = 14336 (Llama-3-70B up at TP=2: 64 across); 4 stages, no
+ * clusters; a 224-wide stage is sized for 256 columns (see B_TX).
  *
  * Two tile heights:
  *   bm 128  (the default): the two consumer warpgroups split the 128 rows,
@@ -51,9 +53,14 @@ extern "C" {
 #define LOOM_SM90_STAGES(bm, bn) ((bm) == 64 ? ((bn) == 256 ? 5 : 8) : ((bn) == 128 ? 6 : 4))
 /* TMA-epilogue buffers per consumer warpgroup (plain kernels). */
 #define LOOM_SM90_EPI_BUFS(bm, bn) ((bm) == 64 && (bn) == 256 ? 1 : 2)
-/* Bytes of one stage's A (bm rows) and B (bn columns) k-block. */
+/* Bytes of one stage's A (bm rows) and B (bn columns, rounded up to whole
+ * 64-column boxes) k-block. */
 #define LOOM_SM90_A_BYTES(bm) ((bm) * LOOM_SM90_BK * 2)
-#define LOOM_SM90_B_BYTES(bn) ((bn) * LOOM_SM90_BK * 2)
+#define LOOM_SM90_B_BYTES(bn) ((((bn) + 63) / 64) * 64 * LOOM_SM90_BK * 2)
+/* Bytes the TMA delivers into a B stage: bn rows of B [n, k] (tb 0), or
+ * whole 64-column boxes of B [k, n] (tb 1; bn 224 loads 4 boxes, the last
+ * one half past the tile: its stage is sized for 256 columns either way). */
+#define LOOM_SM90_B_TX(bn, tb) ((tb) ? LOOM_SM90_B_BYTES(bn) : (bn) * LOOM_SM90_BK * 2)
 /* Bytes of the TMA epilogue's buffers (both warpgroups); 0 with hooks. */
 #define LOOM_SM90_EPI_BYTES(bm, bn, hooks) ((hooks) ? 0 : 2 * LOOM_SM90_EPI_BUFS(bm, bn) * LOOM_SM90_EPI_BUF)
 

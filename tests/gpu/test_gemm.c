@@ -420,73 +420,84 @@ out:
   gcase_free(&g);
 }
 
-/* 128 x 192 tiles (bn 192: wgmma m64n192, 3 boxes of B [k, n], 4 stages, no
- * clusters): odd shapes, both layouts, every dtype pair with and without
- * bias, a small persistent grid, a cluster request (ignored), split-K and
- * stream-K, two runs bit-identical, the hooked kernel, a tuning entry
- * loom_gemm takes, and bm = 64 with bn = 192 refused. */
-LOOM_TEST(gemm_tile_width_192) {
+/* The odd tile widths, 128 x 192 and 128 x 224 (wgmma m64n192 / m64n224,
+ * 4 stages, no clusters; 224: 4 boxes of B [k, n] of which the last is half
+ * past the tile, and in bf16/fp16 a 32-column tail stored from registers):
+ * odd shapes, both layouts, every dtype pair with and without bias, a small
+ * persistent grid, a cluster request (ignored), split-K and stream-K, two
+ * runs bit-identical, the hooked kernel, a tuning entry loom_gemm takes,
+ * and bm = 64 with an odd width refused. */
+LOOM_TEST(gemm_tile_widths_192_224) {
   if (!sm90_or_skip()) return;
   gcase_t g;
   cudaStream_t st = NULL;
   memset(&g, 0, sizeof g);
   loom__tune_clear();
-  const int64_t shapes[][3] = {{1, 192, 512}, {127, 1000, 520}, {256, 12288, 1032}, {3001, 2056, 1000}, {129, 200, 4104}};
-  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
-    for (int lay = 0; lay < 2; ++lay) {
-      const loom_gemm_config_t cfg = {192, 0, 0, 0, 0, 0, 0, (int)(i & 1) + 1, 0};
-      loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
-                            lay ? LOOM_B_KN : LOOM_B_NK, (int)(i & 1)};
-      run_case(&d, &cfg, 1);
-    }
-  const loom_dtype_t abs_[] = {LOOM_BF16, LOOM_FP16};
-  const loom_dtype_t cs[] = {LOOM_FP32, LOOM_FP16, LOOM_BF16};
-  for (int a = 0; a < 2; ++a)
-    for (int c = 0; c < 3; ++c)
+  const int widths[2] = {192, 224};
+  for (int w = 0; w < 2; ++w) {
+    const int bn = widths[w];
+    printf("    bn %d\n", bn);
+    const int64_t shapes[][3] = {{1, 192, 512},      {127, 1000, 520},   {256, 14336, 1032},
+                                 {3001, 2056, 1000}, {129, 200, 4104},   {300, 232, 264}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
       for (int lay = 0; lay < 2; ++lay) {
-        /* grid 5 on odd (a, c): every block walks many tiles */
-        const loom_gemm_config_t cfg = {192, 0, 3, (a + c) & 1 ? 5 : 0, 0, 0, 0, 0, 0};
-        loom_gemm_desc_t d = {1000, 776, 1032, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, (c + lay) & 1};
+        const loom_gemm_config_t cfg = {bn, 0, 0, 0, 0, 0, 0, (int)(i & 1) + 1, 0};
+        loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
+                              lay ? LOOM_B_KN : LOOM_B_NK, (int)(i & 1)};
         run_case(&d, &cfg, 1);
       }
-  /* split-K (aligned) and stream-K: sk_tiles, sk_blocks, splits */
-  const int64_t sk[][6] = {{65, 1000, 4104, -1, 0, 5}, {200, 2056, 3000, -1, 50, 0}, {3001, 776, 520, 20, 6, 0},
-                           {7, 136, 1032, -1, 0, 3}};
-  for (size_t i = 0; i < sizeof sk / sizeof sk[0]; ++i)
-    for (int lay = 0; lay < 2; ++lay) {
-      const loom_gemm_config_t cfg = {192, 0, 0, 0, (int)sk[i][3], (int)sk[i][4], (int)sk[i][5], 0, 0};
-      loom_gemm_desc_t d = {sk[i][0], sk[i][1], sk[i][2], LOOM_BF16, lay ? LOOM_FP32 : LOOM_BF16,
-                            lay ? LOOM_B_KN : LOOM_B_NK, 1};
-      run_case(&d, &cfg, 1);
-    }
+    const loom_dtype_t abs_[] = {LOOM_BF16, LOOM_FP16};
+    const loom_dtype_t cs[] = {LOOM_FP32, LOOM_FP16, LOOM_BF16};
+    for (int a = 0; a < 2; ++a)
+      for (int c = 0; c < 3; ++c)
+        for (int lay = 0; lay < 2; ++lay) {
+          /* grid 5 on odd (a, c): every block walks many tiles */
+          const loom_gemm_config_t cfg = {bn, 0, 3, (a + c) & 1 ? 5 : 0, 0, 0, 0, 0, 0};
+          loom_gemm_desc_t d = {1000, 776, 1032, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, (c + lay) & 1};
+          run_case(&d, &cfg, 1);
+        }
+    /* split-K (aligned) and stream-K: sk_tiles, sk_blocks, splits */
+    const int64_t sk[][6] = {{65, 1000, 4104, -1, 0, 5}, {200, 2056, 3000, -1, 50, 0}, {3001, 776, 520, 20, 6, 0},
+                             {7, 136, 1032, -1, 0, 3}};
+    for (size_t i = 0; i < sizeof sk / sizeof sk[0]; ++i)
+      for (int lay = 0; lay < 2; ++lay) {
+        const loom_gemm_config_t cfg = {bn, 0, 0, 0, (int)sk[i][3], (int)sk[i][4], (int)sk[i][5], 0, 0};
+        loom_gemm_desc_t d = {sk[i][0], sk[i][1], sk[i][2], LOOM_BF16, lay ? LOOM_FP32 : LOOM_BF16,
+                              lay ? LOOM_B_KN : LOOM_B_NK, 1};
+        run_case(&d, &cfg, 1);
+      }
+  }
   {
-    loom_gemm_desc_t d = {300, 1544, 2056, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1};
-    const loom_gemm_config_t dp = {192, 0, 0, 0, 0, 0, 0, 0, 0}, split = {192, 0, 0, 0, -1, 0, 4, 0, 0};
+    loom_gemm_desc_t d = {300, 1544, 2056, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 1};
     if (!gcase_init(&g, &d)) {
       loom_test_fail(__FILE__, __LINE__, "allocation");
       goto out;
     }
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    gemm_case_twice_identical(&g, loom__gemm_sm90, &dp, st, "bn 192 data-parallel");
-    gemm_case_twice_identical(&g, loom__gemm_sm90, &split, st, "bn 192 split-K x4");
-    /* hooked kernel of width 192 (an empty set of hooks) */
-    CHECK(gemm_run_case(&d, hooked_plain, &dp, 1));
-    /* bm 64 has no 192-wide kernels: refused, naming both fields */
-    loom_gemm_config_t bad = dp;
-    bad.bm = 64;
-    CHECK_RESULT(loom__gemm_sm90(&d, g.da, g.db, g.dc, g.dbias, &bad, NULL, st), LOOM_ERR_INVALID_ARGUMENT);
-    CHECK_MSG("bm=64 bn=192");
-    bad = dp;
-    bad.bn = 160;
+    for (int w = 0; w < 2; ++w) {
+      const loom_gemm_config_t dp = {widths[w], 0, 0, 0, 0, 0, 0, 0, 0}, split = {widths[w], 0, 0, 0, -1, 0, 4, 0, 0};
+      gemm_case_twice_identical(&g, loom__gemm_sm90, &dp, st, w ? "bn 224 data-parallel" : "bn 192 data-parallel");
+      gemm_case_twice_identical(&g, loom__gemm_sm90, &split, st, w ? "bn 224 split-K x4" : "bn 192 split-K x4");
+      /* the hooked kernel of this width (an empty set of hooks) */
+      CHECK(gemm_run_case(&d, hooked_plain, &dp, 1));
+      /* bm 64 has no odd-width kernels: refused, naming both fields */
+      loom_gemm_config_t bad = dp;
+      bad.bm = 64;
+      CHECK_RESULT(loom__gemm_sm90(&d, g.da, g.db, g.dc, g.dbias, &bad, NULL, st), LOOM_ERR_INVALID_ARGUMENT);
+      CHECK_MSG(w ? "bm=64 bn=224" : "bm=64 bn=192");
+    }
+    loom_gemm_config_t bad = {160, 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK_RESULT(loom__gemm_sm90(&d, g.da, g.db, g.dc, g.dbias, &bad, NULL, st), LOOM_ERR_INVALID_ARGUMENT);
     CHECK_MSG("bn=160");
-    /* loom_gemm with a tuning entry naming bn 192 */
+    /* loom_gemm with tuning entries naming the odd widths */
     int sms = 0;
     char key[LOOM_TUNE_TEXT_BYTES];
     CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     const loom_gemm_desc_t e = {520, 3000, 1032, LOOM_FP16, LOOM_BF16, LOOM_B_NK, 0};
     CHECK(loom__gemm_tune_key(&e, "sm90", sms, key, sizeof key));
     CHECK_RESULT(loom__tune_put(key, "bn=192 group=8"), LOOM_SUCCESS);
+    CHECK(run_case(&e, NULL, 1));
+    CHECK_RESULT(loom__tune_put(key, "bn=224 group=4"), LOOM_SUCCESS);
     CHECK(run_case(&e, NULL, 1));
   }
 out:

@@ -345,7 +345,8 @@ LOOM_TEST(gemm_schedule_heuristic_choices) {
    * m = 128 (two rows of 64 tiles of 128 fit one wave); 128 x 192 tiles
    * where 256 leaves a quarter of the SMs idle and 192 fills them (Flux AG
    * m = 65..128: 128 tiles, Flux AG/RS m = 256: 256/128 tiles, Flux RS
-   * m = 512: 256 tiles); data-parallel
+   * m = 512: 256 tiles), 128 x 224 for Llama up m = 256..1024 (64 tiles
+   * across n = 14336); data-parallel
    * with 2x1 clusters from 2 tile rows elsewhere */
   const int64_t fam[4][2] = {{24576, 12288}, {12288, 24576}, {14336, 8192}, {8192, 14336}};
   const int64_t ms[] = {1, 16, 64, 65, 128, 256, 512, 1024, 4096, 8192};
@@ -355,11 +356,12 @@ LOOM_TEST(gemm_schedule_heuristic_choices) {
       const loom_gemm_config_t h = loom__gemm_sm90_heuristic(&d, 132);
       const int bm = h.bm == 64 ? 64 : 128;
       const int64_t tiles = loom_ceil_div(d.m, bm) * loom_ceil_div(d.n, h.bn);
-      CHECK(h.bn == 128 || h.bn == 192 || h.bn == 256);
+      CHECK(h.bn == 128 || h.bn == 192 || h.bn == 224 || h.bn == 256);
       CHECK(h.sk_tiles >= -1 && h.sk_tiles <= tiles);
       CHECK(h.sk_blocks >= 0 && h.sk_blocks <= 132);
       const int want_decode = d.m <= 64 || (d.m <= 128 && f == 3);
       const int want_192 = (d.m == 256 && f <= 1) || (d.m == 512 && f == 1) || (d.m > 64 && d.m <= 128 && f == 0);
+      const int want_224 = f == 2 && d.m >= 256 && d.m <= 1024;
       if (want_decode) {
         /* Flux AG/RS, Llama up: 96/48/56 tiles of 256; Llama down: 64 of 128 */
         CHECK_EQ_INT(h.bm, 64);
@@ -368,9 +370,10 @@ LOOM_TEST(gemm_schedule_heuristic_choices) {
       } else {
         CHECK_EQ_INT(h.bm, 0);
         CHECK((h.bn == 192) == want_192);
+        CHECK((h.bn == 224) == want_224);
         CHECK(h.sk_tiles == 0 && h.sk_splits == 0);
-        /* clusters: data-parallel with >= 2 tile rows, not at bn 192 */
-        CHECK(h.cluster == (d.m > 128 && h.bn != 192 ? 2 : 0));
+        /* clusters: data-parallel with >= 2 tile rows, not at bn 192 / 224 */
+        CHECK(h.cluster == (d.m > 128 && (h.bn == 128 || h.bn == 256) ? 2 : 0));
       }
     }
   /* split-K of the 128-row kernel: one tile row past the decode range whose

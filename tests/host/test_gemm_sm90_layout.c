@@ -1,7 +1,7 @@
 /*
  * test_gemm_sm90_layout.c - host tests of the sm90 GEMM kernel's shapes
  * (src/gemm/sm90_layout.h):
- *   - every tile shape the kernel is built for (bm 128 x bn 128/192/256, and the
+ *   - every tile shape the kernel is built for (bm 128 x bn 128/192/224/256, and the
  *     decode variant bm 64 x bn 128/256) fits the 227 KiB of shared memory a
  *     block may opt into, with and without hooks, and one more stage would
  *     not fit (the pipelines are as deep as shared memory allows);
@@ -11,7 +11,8 @@
  *     once) and read disjoint parts of the stage that together cover it:
  *     A rows (bm 128) or B columns (bm 64), for both B layouts;
  *   - the epilogue's buffers of a warpgroup hold whole 128-byte chunks of
- *     its columns (bf16/fp16: 64 columns, fp32: 32 columns per chunk).
+ *     its columns (bf16/fp16: 64 columns, fp32: 32 columns per chunk), but
+ *     for a tail of whole 8-column groups (bn 224 in bf16/fp16).
  * Runs on any machine.
  */
 #include <stdint.h>
@@ -20,10 +21,10 @@
 #include "../common/test.h"
 #include "gemm/sm90_layout.h"
 
-static const int shapes[5][2] = {{128, 128}, {128, 192}, {128, 256}, {64, 128}, {64, 256}};
+static const int shapes[6][2] = {{128, 128}, {128, 192}, {128, 224}, {128, 256}, {64, 128}, {64, 256}};
 
 LOOM_TEST(gemm_sm90_layout_shapes_fit_and_pipelines_are_full) {
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 6; ++i) {
     const int bm = shapes[i][0], bn = shapes[i][1];
     const int st = LOOM_SM90_STAGES(bm, bn), bufs = LOOM_SM90_EPI_BUFS(bm, bn);
     CHECK(st >= 4);
@@ -47,6 +48,12 @@ LOOM_TEST(gemm_sm90_layout_shapes_fit_and_pipelines_are_full) {
   CHECK_EQ_INT(LOOM_SM90_STAGES(128, 256), 4);
   CHECK_EQ_INT(LOOM_SM90_STAGES(128, 128), 6);
   CHECK_EQ_INT(LOOM_SM90_STAGES(128, 192), 4);
+  CHECK_EQ_INT(LOOM_SM90_STAGES(128, 224), 4);
+  /* a 224-wide stage holds 4 boxes of B [k, n]; B [n, k] fills 224 rows */
+  CHECK_EQ_INT(LOOM_SM90_B_BYTES(224), 4 * 8192);
+  CHECK_EQ_INT(LOOM_SM90_B_TX(224, 1), 4 * 8192);
+  CHECK_EQ_INT(LOOM_SM90_B_TX(224, 0), 224 * 128);
+  CHECK(LOOM_SM90_B_TX(256, 0) == LOOM_SM90_B_BYTES(256) && LOOM_SM90_B_TX(192, 1) == LOOM_SM90_B_BYTES(192));
   CHECK(loom_sm90_smem_bytes(128, 256, 4, 2, 0) / 1024 == 225);
   /* the decode variant: more B in flight per SM than 128-row tiles of the
    * same width (stages x B stage) */
@@ -56,7 +63,7 @@ LOOM_TEST(gemm_sm90_layout_shapes_fit_and_pipelines_are_full) {
 }
 
 LOOM_TEST(gemm_sm90_layout_warpgroup_parts_partition_tile_and_stage) {
-  for (int i = 0; i < 5; ++i)
+  for (int i = 0; i < 6; ++i)
     for (int tb = 0; tb <= 1; ++tb) {
       const int bm = shapes[i][0], bn = shapes[i][1];
       static uint8_t tile[128][256];
@@ -68,7 +75,7 @@ LOOM_TEST(gemm_sm90_layout_warpgroup_parts_partition_tile_and_stage) {
       for (int cw = 0; cw < 2; ++cw) {
         const loom_sm90_wg_part_t p = loom_sm90_wg_part(bm, bn, tb, cw);
         /* a wgmma m64nN: N in {64, 128, 192, 256}, rows 64 */
-        CHECK(p.cols == 64 || p.cols == 128 || p.cols == 192 || p.cols == 256);
+        CHECK(p.cols == 64 || p.cols == 128 || p.cols == 192 || p.cols == 224 || p.cols == 256);
         CHECK(p.row >= 0 && p.row + 64 <= bm && p.col >= 0 && p.col + p.cols <= bn);
         for (int r = 0; r < 64; ++r)
           for (int c = 0; c < p.cols; ++c) tile[p.row + r][p.col + c]++;
@@ -82,8 +89,10 @@ LOOM_TEST(gemm_sm90_layout_warpgroup_parts_partition_tile_and_stage) {
         CHECK_EQ_INT(p.b_off, col_byte);
         if (tb) CHECK(p.col % 64 == 0);
         for (uint32_t x = 0; x < (uint32_t)p.cols * 128u; ++x) b_seen[p.b_off + x]++;
-        /* the TMA epilogue: whole chunks of 64 bf16/fp16 or 32 fp32 columns */
-        CHECK(p.cols % 64 == 0 && p.cols % 32 == 0);
+        /* the TMA epilogue: whole chunks of 32 fp32 columns; of 64 bf16/fp16
+         * columns, the tail (224: 32 columns) stored from registers in whole
+         * 8-column fragment groups */
+        CHECK(p.cols % 32 == 0 && (p.cols % 64) % 8 == 0);
       }
       int once = 1;
       for (int r = 0; r < bm; ++r)
@@ -92,7 +101,8 @@ LOOM_TEST(gemm_sm90_layout_warpgroup_parts_partition_tile_and_stage) {
       /* bm 128: the warpgroups split A and share B; bm 64: share A, split B */
       int a_ok = 1, b_ok = 1;
       for (int x = 0; x < a_bytes; ++x) a_ok &= a_seen[x] == (bm == 128 ? 1 : 2);
-      for (int x = 0; x < b_bytes; ++x) b_ok &= b_seen[x] == (bm == 128 ? 2 : 1);
+      /* (the columns past bn of a stage rounded up to whole boxes: unread) */
+      for (int x = 0; x < b_bytes; ++x) b_ok &= b_seen[x] == (x >= bn * 128 ? 0 : bm == 128 ? 2 : 1);
       CHECK(a_ok);
       CHECK(b_ok);
     }

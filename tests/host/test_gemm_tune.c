@@ -116,7 +116,8 @@ LOOM_TEST(gemm_tune_candidates_valid_distinct_and_shape_aware) {
       const int n = loom__gemm_tune_candidates(&shapes[i], sm90, 132, v, 24);
       CHECK(n >= 2 && n < 24); /* loom_gemm_tune's array never fills up */
       for (int a = 0; a < n; ++a) {
-        CHECK(v[a].bn == 128 || v[a].bn == 256 || (sm90 && v[a].bn == 192 && v[a].cluster <= 1 && v[a].bm == 0));
+        CHECK(v[a].bn == 128 || v[a].bn == 256 ||
+              (sm90 && (v[a].bn == 192 || v[a].bn == 224) && v[a].cluster <= 1 && v[a].bm == 0));
         CHECK(v[a].cluster >= 0 && v[a].cluster <= 2);
         CHECK(v[a].sk_tiles == 0 || v[a].sk_tiles == -1);
         CHECK(v[a].bm == 0 || v[a].bm == 64);
@@ -157,5 +158,9 @@ LOOM_TEST(gemm_tune_candidates_valid_distinct_and_shape_aware) {
   CHECK(split);
   CHECK(has_cfg(v, n, 192, 1, 0, 0));
   n = loom__gemm_tune_candidates(&shapes[0], 1, 132, v, 24);
-  CHECK(!has_cfg(v, n, 192, 1, 0, 0));
+  CHECK(!has_cfg(v, n, 192, 1, 0, 0) && !has_cfg(v, n, 224, 1, 0, 0));
+  /* Llama up m = 1024: 8 x 64 tiles of 224 fill 97% of 4 waves (256: 85%) */
+  const loom_gemm_desc_t up = {1024, 14336, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+  n = loom__gemm_tune_candidates(&up, 1, 132, v, 24);
+  CHECK(has_cfg(v, n, 224, 1, 0, 0));
 }
