@@ -38,6 +38,18 @@ static __device__ __forceinline__ uint64_t loom_globaltimer_ns(void) {
   return t;
 }
 
+/* An error record written once by whoever fails first (loom_error_record_t
+ * here, loom_emb_err_t in the embedding op): claim it (1 for the winner),
+ * fill its fields, then publish it (the host reads `valid` last). */
+static __device__ __forceinline__ int loom_record_claim(uint32_t *claimed) {
+  return atomicCAS((unsigned int *)claimed, 0u, 1u) == 0u;
+}
+static __device__ __forceinline__ void loom_record_publish(uint32_t *valid) {
+  __threadfence_system();
+  *(volatile uint32_t *)valid = 1u;
+  __threadfence_system();
+}
+
 /* Records the expiry (first expiring wait of the comm only) and raises the
  * abort flag. Kept out of line: it is the cold path. */
 static __device__ __noinline__ void loom_signal_record_timeout(const loom_dev_comm_t *dc, int peer,
@@ -45,7 +57,7 @@ static __device__ __noinline__ void loom_signal_record_timeout(const loom_dev_co
                                                                uint32_t seen, uint32_t site,
                                                                uint64_t waited_ns) {
   atomicExch(dc->abort_flag, 1u);
-  if (atomicCAS((unsigned int *)&dc->err->claimed, 0u, 1u) == 0u) {
+  if (loom_record_claim(&dc->err->claimed)) {
     volatile loom_error_record_t *r = dc->err;
     r->rank = dc->rank;
     r->peer = peer;
@@ -54,9 +66,7 @@ static __device__ __noinline__ void loom_signal_record_timeout(const loom_dev_co
     r->seen = seen;
     r->site = site;
     r->waited_ns = waited_ns;
-    __threadfence_system();
-    r->valid = 1u;
-    __threadfence_system();
+    loom_record_publish(&dc->err->valid);
   }
 }
 

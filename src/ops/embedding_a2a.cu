@@ -133,8 +133,7 @@ template <> __device__ __forceinline__ void atomic_add_n<__nv_bfloat16, 8>(__nv_
 
 static __device__ __noinline__ void emb_record(loom_emb_err_t *e, uint32_t kind, int table, int64_t sample,
                                                int64_t position, int64_t value, int64_t limit) {
-  if (*(volatile uint32_t *)&e->claimed) return;
-  if (atomicCAS((unsigned int *)&e->claimed, 0u, 1u) != 0u) return;
+  if (*(volatile uint32_t *)&e->claimed || !loom_record_claim(&e->claimed)) return;
   volatile loom_emb_err_t *r = e;
   r->kind = kind;
   r->table = table;
@@ -142,9 +141,7 @@ static __device__ __noinline__ void emb_record(loom_emb_err_t *e, uint32_t kind,
   r->position = position;
   r->value = value;
   r->limit = limit;
-  __threadfence_system();
-  r->valid = 1u;
-  __threadfence_system();
+  loom_record_publish(&e->valid);
 }
 
 /* ---- workers and the task loop (forward, backward, GIN) -------------------
@@ -185,6 +182,26 @@ typedef struct emb_fetch {
   const uint32_t *ready;  /* ready[q]: rank q may be written/read this call (NULL: no wait) */
   uint32_t sig0, site, epoch;
 } emb_fetch_t;
+
+/* A worker's task source: the shared counter (dynamic) or, when counter is
+ * NULL, a static stride over the grid's workers; a ready flag per
+ * destination rank (ready[q], signal index sig0 + q) that must reach epoch
+ * before the first task for q, when ready is not NULL. */
+static __device__ __forceinline__ emb_fetch_t emb_fetch_init(const emb_worker_t &wk, uint32_t *counter, int prefetch,
+                                                             const uint32_t *ready, uint32_t sig0, uint32_t epoch) {
+  emb_fetch_t f;
+  const int nwk = wk.nwarps / wk.g;
+  f.counter = counter;
+  f.next = (int64_t)blockIdx.x * nwk + wk.w;
+  f.stride = (int64_t)gridDim.x * nwk;
+  f.pref = -1;
+  f.prefetch = prefetch;
+  f.ready = ready;
+  f.sig0 = sig0;
+  f.site = LOOM_SITE_CONSUMED;
+  f.epoch = epoch;
+  return f;
+}
 
 static __device__ __forceinline__ int64_t emb_claim(emb_fetch_t &f) {
   if (f.counter) return (int64_t)atomicAdd(f.counter, 1u);
@@ -627,17 +644,9 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, MINB)
       loom_signal_store_release(loom_signal_addr(&a.dc, p, a.ready_off, (uint32_t)s.rank), epoch);
   __syncthreads();
 
-  emb_fetch_t f;
-  const int nwk = wk.nwarps / wk.g;
-  f.counter = dyn ? misc : nullptr;
-  f.next = (int64_t)blockIdx.x * nwk + wk.w;
-  f.stride = (int64_t)gridDim.x * nwk;
-  f.pref = -1;
-  f.prefetch = !(a.variant & LOOM_EMB_V_NOPREFETCH);
-  f.ready = comm ? (const uint32_t *)(a.dc.ws + a.ready_off) : nullptr;
-  f.sig0 = (uint32_t)((a.ready_off - a.flags_off) / 4);
-  f.site = LOOM_SITE_CONSUMED;
-  f.epoch = epoch;
+  emb_fetch_t f = emb_fetch_init(wk, dyn ? misc : nullptr, !(a.variant & LOOM_EMB_V_NOPREFETCH),
+                                 comm ? (const uint32_t *)(a.dc.ws + a.ready_off) : nullptr,
+                                 (uint32_t)((a.ready_off - a.flags_off) / 4), epoch);
   for (;;) {
     const int64_t k = emb_next_task(a, wk, f, ntasks, s_task, s_ready, &s_abort);
     if (k < 0 || k >= ntasks) break;
@@ -713,17 +722,9 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS) loom__e
   }
   __syncthreads();
 
-  emb_fetch_t f;
-  const int nwk = wk.nwarps / wk.g;
-  f.counter = comm ? misc + 1 : nullptr;
-  f.next = (int64_t)blockIdx.x * nwk + wk.w;
-  f.stride = (int64_t)gridDim.x * nwk;
-  f.pref = -1;
-  f.prefetch = !(a.variant & LOOM_EMB_V_NOPREFETCH);
-  f.ready = comm ? (const uint32_t *)(a.dc.ws + a.gready_off) : nullptr;
-  f.sig0 = (uint32_t)((a.gready_off - a.flags_off) / 4);
-  f.site = LOOM_SITE_CONSUMED;
-  f.epoch = epoch;
+  emb_fetch_t f = emb_fetch_init(wk, comm ? misc + 1 : nullptr, !(a.variant & LOOM_EMB_V_NOPREFETCH),
+                                 comm ? (const uint32_t *)(a.dc.ws + a.gready_off) : nullptr,
+                                 (uint32_t)((a.gready_off - a.flags_off) / 4), epoch);
   for (;;) {
     const int64_t k = emb_next_task(a, wk, f, ntasks, s_task, s_ready, &s_abort);
     if (k < 0 || k >= ntasks) break;
@@ -790,16 +791,7 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS)
   const ncclTeam world = ncclTeamWorld(dcomm);
   if (threadIdx.x == 0) s_abort = 0;
   __syncthreads();
-  emb_fetch_t f;
-  f.counter = misc;
-  f.next = 0;
-  f.stride = 0;
-  f.pref = -1;
-  f.prefetch = 1;
-  f.ready = nullptr;
-  f.sig0 = 0;
-  f.site = LOOM_SITE_CONSUMED;
-  f.epoch = epoch;
+  emb_fetch_t f = emb_fetch_init(wk, misc, 1, nullptr, 0, epoch);
   for (;;) {
     const int64_t k = emb_next_task(a, wk, f, ntasks, s_task, s_ready, &s_abort);
     if (k < 0 || k >= ntasks) break;
