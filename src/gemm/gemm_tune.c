@@ -18,7 +18,8 @@
  *         wave better than 256 and as well as 128, aligned split-K where the tiles fill less than two waves,
  *         stream-K over all SMs for m <= 64, and the heuristic's own choice;
  *         for m <= 128 also the 64-row decode tiles (bm=64) at both widths,
- *         data-parallel and split-K, and stream-K for m <= 64;
+ *         data-parallel and split-K, and stream-K for m <= 64; for 8+ tile
+ *         rows the heuristic's configuration with band heights 8 and 32;
  *   sm80: tile width 128 / 256, with and without its heuristic's split-K;
  * each warmed up once and timed `reps` times (CUDA events, median), on the
  * caller's buffers; the fastest is put in the cache and, when LOOM_TUNE_FILE
@@ -169,6 +170,16 @@ int loom__gemm_tune_candidates(const loom_gemm_desc_t *d, int sm90, int sms, loo
       }
       if (d->m <= 64 && tiles < (int64_t)sms) PUSH(bn, 0, 16, 0, -1, 0, 0, 0, 64);
     }
+  /* band height (how many tile rows a wave spans, i.e. the L2 reuse of A
+   * against B) for shapes of 8 or more tile rows: the heuristic's
+   * configuration with bands of 8 and 32 instead of 16 */
+  if (sm90 && tiles_m >= 8) {
+    loom_gemm_config_t h = loom__gemm_sm90_heuristic(d, sms);
+    for (int g = 8; g <= 32; g *= 4) {
+      h.group = g;
+      if (n < max) out[n++] = h;
+    }
+  }
 #undef PUSH
   return n;
 }
