@@ -11,30 +11,25 @@
  * any GPU >= 8.0 (how it is tested on Hopper). Hooked GEMMs take the same
  * path, never cuBLASLt.
  *
- * Heuristic (tiles are 128 rows; bn 256, 224, 192 or 128): the persistent
+ * Heuristic. Decode batches first (loom__gemm_sm90_decode): the 64-row
+ * variant for m <= 64, and for m <= 128 where two rows of 128-wide tiles
+ * fit one wave; split along k where its tiles cover <= a quarter of the SMs.
+ * Otherwise tiles of 128 rows and bn 256, 224, 192 or 128: the persistent
  * grid runs ceil(tiles / SMs) waves, and the last wave may leave SMs idle.
  * Score each bn by the fraction of SM-waves doing work, times 0.97 for 224,
  * 0.96 for 192 and 0.92 for 128 (narrower tiles re-read A and B more per
  * FLOP); take the best (the odd widths win where 256 leaves a quarter of
  * the SMs idle and they fill them: Flux RS m = 256, 64 tiles of 192 across
- * n = 12288; Llama-3-70B up m = 256..1024, 64 tiles of 224 across 14336). For m <= 64,
- * 256 wherever its tiles cover about a third of the SMs (measured).
- *
- * Stream-K (tile_order.h) only where it measured faster on H200: m <= 64
- * with 128-wide tiles covering at most 3/4 of the SMs, every tile shared by
- * min(SMs, k-blocks / LOOM_SK_MIN_KBLOCKS) blocks, bn 128 (Flux RS m = 64:
- * 0.180 vs 0.208 ms; Llama down m = 64: 0.086 vs 0.099 ms). Everywhere else
- * (m >= 128, wide n, the tail wave of large shapes) data-parallel won by 5-60%:
- * stream-K's contiguous per-block k ranges put concurrent blocks at different
- * k, so tile rows stop sharing B in L2 and the weight stream loses DRAM page
- * locality (bench/NOTES.md). The tuner can still ask for it (sk_tiles).
- * Aligned split-K for one or two tile rows whose tiles leave SMs idle and
- * whose k-loops are long (where loom_gemm_tune picked it). 2x1 clusters with
- * B multicast for every other data-parallel GEMM with >= 2 tile rows (on
- * H200 neutral to +2% where measured; cuBLASLt's kernels use them too).
- *
- * Decode variant (bm 64, loom__gemm_sm90_decode): m <= 64 always, and
- * m <= 128 when two rows of 128-wide tiles fit one wave.
+ * n = 12288; Llama-3-70B up m = 256..1024, 64 tiles of 224 across 14336).
+ * Aligned split-K for two tile rows (m <= 256) whose tiles leave a fifth of
+ * the SMs idle and whose k-loops are long (where loom_gemm_tune picked it).
+ * 2x1 clusters with B multicast for every other data-parallel GEMM with >= 2
+ * tile rows and a width of 128 or 256 (on H200 neutral to +2% where
+ * measured; cuBLASLt's kernels use them too). Stream-K (tile_order.h) is
+ * never the heuristic's choice: where it measured faster (m <= 64 with few
+ * tiles) the decode variant is faster still, and elsewhere data-parallel won
+ * by 5-60% (stream-K's staggered k ranges lose the L2 sharing of B and DRAM
+ * page locality; bench/NOTES.md). The tuner still times it (sk_tiles).
  *
  * Tuning (gemm_tune.c): an entry in the tuning cache for (path, SM count,
  * shape) replaces the heuristic's configuration in loom_gemm.
@@ -53,8 +48,8 @@
 #include "core/log.h"
 #include "gemm/gemm.h"
 
-/* A block's share of a stream-K tile is at least this many 64-wide k-blocks
- * (pipeline fill and the partial's round trip amortised). */
+/* A split-K unit is at least this many 64-wide k-blocks (pipeline fill and
+ * the partial's round trip amortised). */
 #define LOOM_SK_MIN_KBLOCKS 8
 
 /* bn 192 / 224 against 256 and 128 in the wave score: a 128 x 192 tile
@@ -71,9 +66,42 @@ double loom__gemm_wave_fill(int64_t tiles, int sm_count) {
   return waves > 0 ? (double)tiles / (double)(waves * sm_count) : 0.0;
 }
 
+/* The decode variant (bm 64: 64-row tiles, both consumer warpgroups on one
+ * tile's column halves, deeper B pipelines) where it measured faster than
+ * the 128-row kernel on H200 (bench/NOTES.md, 2026-11-22 (5), the TP=2
+ * families at m = 16, 64, 128); 1 and its configuration in *cfg there, else
+ * 0 (*cfg untouched):
+ *   m <= 64: bn 256 when its tiles fit one wave and cover at least a third
+ *     of the SMs (Flux AG/RS, Llama up: 0.92-0.99 of cuBLASLt, from
+ *     0.76-0.93), else bn 128 (Llama down: 0.85-0.98, from 0.68-0.81);
+ *     the tiles split along k when they cover at most a quarter of the SMs
+ *     (bn 256 with 32 tiles: split 4 beat data-parallel by 7%). Wider n
+ *     than one wave of bn 256: bn 256 over several waves (same tiles as the
+ *     128-row kernel, deeper pipeline; not measured).
+ *   64 < m <= 128: two tile rows of bn 128 when they fit one wave (Llama
+ *     down m = 128: 0.97-1.01 vs split-K's 0.90-0.91); wider shapes keep
+ *     the 128-row kernel (more tiles than SMs: 0.75-0.95 with bm 64). */
+static int loom__gemm_sm90_decode(const loom_gemm_desc_t *d, int sm_count, loom_gemm_config_t *cfg) {
+  const int64_t n256 = loom_ceil_div(d->n, 256), n128 = loom_ceil_div(d->n, 128);
+  loom_gemm_config_t c = {128, 0, 16, 0, 0, 0, 0, 0, 64};
+  if (d->m <= 64) {
+    c.bn = n256 * 3 >= sm_count || n128 > sm_count ? 256 : 128;
+    const int64_t tiles = loom_ceil_div(d->n, c.bn);
+    const int s = tiles * 4 <= sm_count ? loom__gemm_split_count(tiles, loom_ceil_div(d->k, 64), sm_count) : 1;
+    if (s > 1) c.sk_tiles = -1, c.sk_splits = s;
+  } else if (!(d->m <= 128 && 2 * n128 <= sm_count)) {
+    return 0;
+  }
+  *cfg = c;
+  return 1;
+}
+
 loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_count) {
-  loom_gemm_config_t best = {256, 0, 0, 0, 0, 0, 0, 0, 0};
+  /* band height 16: about sqrt(2 x SMs) tile rows, so a wave shares A and B
+   * about equally in L2 */
+  loom_gemm_config_t best = {256, 0, 16, 0, 0, 0, 0, 0, 0};
   if (sm_count < 1) sm_count = 1;
+  if (loom__gemm_sm90_decode(d, sm_count, &best)) return best;
   const int64_t tiles_m = loom_ceil_div(d->m, 128);
   double best_score = -1.0;
   const int bns[4] = {256, 224, 192, 128};
@@ -85,43 +113,15 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_c
       best.bn = bns[i];
     }
   }
-  /* m <= 64 (one consumer warpgroup idle, the weight stream is all that
-   * matters): 128x256 tiles streamed B faster than twice as many 128x128
-   * tiles on H200 (bench/NOTES.md, 2026-11-22) as long as they cover about a
-   * third of the SMs */
-  if (d->m <= 64 && loom_ceil_div(d->n, 256) * 10 >= (int64_t)sm_count * 3) best.bn = 256;
-  /* band height: about sqrt(2 x SMs) tile rows so a wave shares A and B
-   * about equally in L2 */
-  best.group = 16;
-
-  /* stream-K, where it measured faster (bench/NOTES.md, 2026-11-22): decode
-   * batches (m <= 64) whose 128-wide tiles cover at most 3/4 of the SMs (few,
-   * long k-loops: Flux RS, Llama down) share every tile's k-loop over all
-   * SMs. Elsewhere the data-parallel grid won: its blocks walk k in step, so
-   * concurrent tiles share B in L2 and DRAM pages, which stream-K's staggered
-   * k ranges lose. */
-  const int64_t kblocks = loom_ceil_div(d->k, 64);
-  const int64_t tiles128 = tiles_m * loom_ceil_div(d->n, 128);
-  if (d->m <= 64 && tiles128 * 4 <= 3 * (int64_t)sm_count) {
-    int64_t s = tiles128 * kblocks / LOOM_SK_MIN_KBLOCKS;
-    if (s > sm_count) s = sm_count;
-    if (s > tiles128) {
-      best.bn = 128;
-      best.sk_tiles = -1;
-      best.sk_blocks = (int)s;
-    }
-  }
   /* aligned split-K where loom_gemm_tune picked it on H200 (bench/NOTES.md,
-   * 2026-11-22, run 11): one or two tile rows whose data-parallel tiles
-   * leave SMs idle and whose k-loops are long. Llama down m = 128 (64 tiles
-   * of 128, 224 k-blocks): split 2 won; Flux RS m = 256 (96 tiles of 256,
-   * 384 k-blocks): bn 128 split 2 won (0.92 vs 0.82 of cuBLASLt); Flux RS
-   * m = 128 (96 tiles of 128): split 4 lost to data-parallel. */
-  if (best.sk_tiles == 0 && d->m > 64 && d->m <= 256) {
-    const int64_t tiles_best = tiles_m * loom_ceil_div(d->n, best.bn);
-    const int few = d->m <= 128 ? tiles128 * 2 <= (int64_t)sm_count
-                                : kblocks >= 192 && tiles_best * 5 < 4 * (int64_t)sm_count;
-    const int s = few ? loom__gemm_split_count(tiles128, kblocks, sm_count) : 1;
+   * 2026-11-22, run 11): two tile rows whose data-parallel tiles leave a
+   * fifth of the SMs idle and whose k-loops are long (Flux RS m = 256 before
+   * the 192-wide tiles: 96 tiles of 256, 384 k-blocks, bn 128 split 2 won,
+   * 0.92 vs 0.82 of cuBLASLt). One tile row: the decode variant or wide n. */
+  const int64_t kblocks = loom_ceil_div(d->k, 64);
+  if (d->m > 128 && d->m <= 256 && kblocks >= 192 &&
+      tiles_m * loom_ceil_div(d->n, best.bn) * 5 < 4 * (int64_t)sm_count) {
+    const int s = loom__gemm_split_count(tiles_m * loom_ceil_div(d->n, 128), kblocks, sm_count);
     if (s > 1) {
       best.bn = 128;
       best.sk_tiles = -1;
@@ -131,45 +131,7 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_c
   /* 2x1 clusters (each block loads half of the pair's B k-block, multicast):
    * data-parallel GEMMs with at least two tile rows */
   if (best.sk_tiles == 0 && tiles_m >= 2 && (best.bn == 128 || best.bn == 256)) best.cluster = 2;
-  loom__gemm_sm90_decode(d, sm_count, &best);
   return best;
-}
-
-/* The decode variant (bm 64: 64-row tiles, both consumer warpgroups on one
- * tile's column halves, deeper B pipelines) where it measured faster than
- * the 128-row kernel on H200 (bench/NOTES.md, 2026-11-22 (5), the TP=2
- * families at m = 16, 64, 128):
- *   m <= 64: bn 256 when its tiles fit one wave and cover at least a third
- *     of the SMs (Flux AG/RS, Llama up: 0.92-0.99 of cuBLASLt, from
- *     0.76-0.93), else bn 128 (Llama down: 0.85-0.98, from 0.68-0.81);
- *     the 128-wide tiles split along k when they cover at most a quarter of
- *     the SMs (bn 256 with 32 tiles: split 4 beat data-parallel by 7%).
- *     Wider n than one wave of bn 256: bn 256 over several waves (same
- *     tiles as the 128-row kernel, deeper pipeline; not measured).
- *   64 < m <= 128: two tile rows of bn 128 when they fit one wave (Llama
- *     down m = 128: 0.97-1.01 vs split-K's 0.90-0.91); wider shapes keep
- *     the 128-row kernel (more tiles than SMs: 0.75-0.95 with bm 64). */
-void loom__gemm_sm90_decode(const loom_gemm_desc_t *d, int sm_count, loom_gemm_config_t *cfg) {
-  const int64_t sms = sm_count < 1 ? 1 : sm_count;
-  const int64_t n256 = loom_ceil_div(d->n, 256), n128 = loom_ceil_div(d->n, 128);
-  const int64_t kblocks = loom_ceil_div(d->k, 64);
-  loom_gemm_config_t c = *cfg;
-  if (d->m <= 64) {
-    c.bn = n256 * 3 >= sms || n128 > sms ? 256 : 128;
-    const int64_t tiles = loom_ceil_div(d->n, c.bn);
-    const int s = tiles * 4 <= sms ? loom__gemm_split_count(tiles, kblocks, sm_count) : 1;
-    c.sk_tiles = s > 1 ? -1 : 0;
-    c.sk_splits = s > 1 ? s : 0;
-    c.sk_blocks = 0;
-  } else if (d->m <= 128 && 2 * n128 <= sms) {
-    c.bn = 128;
-    c.sk_tiles = 0, c.sk_splits = 0, c.sk_blocks = 0;
-  } else {
-    return;
-  }
-  c.bm = 64;
-  c.cluster = 0; /* the decode variant has no clusters */
-  *cfg = c;
 }
 
 int loom__gemm_split_count(int64_t tiles, int64_t kblocks, int sm_count) {

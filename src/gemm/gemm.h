@@ -133,10 +133,6 @@ int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major, int cc_mi
  * GEMMs take its bn and group only: 128-row tiles, no split). */
 loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_count);
 
-/* Replaces *cfg by the decode variant's configuration (bm 64) where that
- * measured faster (small m); leaves it alone elsewhere. */
-void loom__gemm_sm90_decode(const loom_gemm_desc_t *d, int sm_count, loom_gemm_config_t *cfg);
-
 /* The fraction of SM-waves doing work when `tiles` tiles run in waves of
  * sm_count (1.0: the last wave is full). */
 double loom__gemm_wave_fill(int64_t tiles, int sm_count);
