@@ -406,6 +406,25 @@ __device__ __forceinline__ void emb_rows(const TT *tab, int64_t rows_t, int D, i
   }
 }
 
+/* A pooled bag from a warp's accumulators (lane's vectors lane + 32 m) to
+ * dst: scaled by 1 / mean_len when mean_len > 0 (mean pooling; an empty bag
+ * stays zero). */
+template <typename OT, int NV, int VE>
+__device__ __forceinline__ void emb_store_bag(const float (&acc)[NV][VE], int64_t mean_len, OT *dst, int lane,
+                                              int nvec) {
+  const float sc = mean_len > 0 ? 1.f / (float)mean_len : 1.f;
+#pragma unroll
+  for (int m = 0; m < NV; ++m) {
+    const int c = lane + 32 * m;
+    if (c < nvec) {
+      float f[VE];
+#pragma unroll
+      for (int e = 0; e < VE; ++e) f[e] = acc[m][e] * sc;
+      store_n<OT, VE>(dst + c * VE, f);
+    }
+  }
+}
+
 /* Pools this warp's bags of task tk (bags i = wi, wi + g, ... < tk.count, of
  * local table tk.table) and stores bag b's vector at dst0 + (b - row0) *
  * stride. Lane c-chunks: c = lane + 32 m (m < NV) of VE elements; UR
@@ -463,18 +482,8 @@ __device__ __forceinline__ void emb_pool_bags(const loom_emb_kargs_t &a, const l
       }
       emb_rows<TT, NV, U, LOOP>(tab, rows_t, D, nvec, lane, n, my, mw, acc);
     }
-    const float sc = (a.pooling == LOOM_POOL_MEAN && end > start) ? 1.f / (float)(end - start) : 1.f;
-    OT *dst = dst0 + (b - row0) * stride;
-#pragma unroll
-    for (int m = 0; m < NV; ++m) {
-      const int c = lane + 32 * m;
-      if (c < nvec) {
-        float f[VE];
-#pragma unroll
-        for (int e = 0; e < VE; ++e) f[e] = acc[m][e] * sc;
-        store_n<OT, VE>(dst + c * VE, f);
-      }
-    }
+    emb_store_bag<OT, NV, VE>(acc, a.pooling == LOOM_POOL_MEAN ? end - start : 0, dst0 + (b - row0) * stride, lane,
+                              nvec);
     if (j + 1 < nb) emb_chunk_check(a, t, rows_t, b + g, nbase, nn, lane, nraw, nw, my, mw);
   }
 }
@@ -515,18 +524,8 @@ __device__ __forceinline__ void emb_pool_bags_f07(const loom_emb_kargs_t &a, con
       emb_chunk_check(a, t, rows_t, b, base, n, lane, raw, w, my, mw);
       emb_rows_select<TT, NV, U>(tab, D, nvec, lane, n, my, mw, acc);
     }
-    const float sc = (a.pooling == LOOM_POOL_MEAN && end > start) ? 1.f / (float)(end - start) : 1.f;
-    OT *dst = dst0 + (b - row0) * stride;
-#pragma unroll
-    for (int m = 0; m < NV; ++m) {
-      const int c = lane + 32 * m;
-      if (c < nvec) {
-        float f[VE];
-#pragma unroll
-        for (int e = 0; e < VE; ++e) f[e] = acc[m][e] * sc;
-        store_n<OT, VE>(dst + c * VE, f);
-      }
-    }
+    emb_store_bag<OT, NV, VE>(acc, a.pooling == LOOM_POOL_MEAN ? end - start : 0, dst0 + (b - row0) * stride, lane,
+                              nvec);
   }
 }
 
