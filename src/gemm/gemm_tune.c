@@ -137,15 +137,6 @@ int loom__gemm_tune_candidates(const loom_gemm_desc_t *d, int sm90, int sms, loo
     if (sm90) {
       PUSH(bn, 0, 16, 0, 0, 0, 0, 1, 0);
       if (tiles_m >= 2) PUSH(bn, 0, 16, 0, 0, 0, 0, 2, 0);
-      /* the 192- and 224-wide tiles (no clusters) where they fill more of
-       * the last wave than 256 and at least as much as 128 */
-      if (bn == 256)
-        for (int odd = 192; odd <= 224; odd += 32) {
-          const double f = loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, odd), sms);
-          if (f >= loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, 128), sms) - 1e-9 &&
-              f > loom__gemm_wave_fill(tiles, sms) + 1e-9)
-            PUSH(odd, 0, 16, 0, 0, 0, 0, 1, 0);
-        }
       if (tiles < 2 * (int64_t)sms) {
         const int s = loom__gemm_split_count(tiles, kblocks, sms);
         if (s > 1) PUSH(bn, 0, 16, 0, -1, 0, s, 0, 0);
@@ -170,6 +161,16 @@ int loom__gemm_tune_candidates(const loom_gemm_desc_t *d, int sm90, int sms, loo
       }
       if (d->m <= 64 && tiles < (int64_t)sms) PUSH(bn, 0, 16, 0, -1, 0, 0, 0, 64);
     }
+  /* the 192- and 224-wide tiles (no clusters) where they fill more of the
+   * last wave than 256 and at least as much as 128 */
+  if (sm90) {
+    const double f128 = loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, 128), sms);
+    const double f256 = loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, 256), sms);
+    for (int odd = 192; odd <= 224; odd += 32) {
+      const double f = loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, odd), sms);
+      if (f >= f128 - 1e-9 && f > f256 + 1e-9) PUSH(odd, 0, 16, 0, 0, 0, 0, 1, 0);
+    }
+  }
   /* band height (how many tile rows a wave spans, i.e. the L2 reuse of A
    * against B) for shapes of 8 or more tile rows: the heuristic's
    * configuration with bands of 8 and 32 instead of 16 */
