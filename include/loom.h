@@ -144,16 +144,22 @@ typedef enum loom_layout {
   LOOM_B_NK = 1  /* B is [n, k] row-major (a PyTorch Linear weight): C = A B^T */
 } loom_layout_t;
 
-/* C [m, n] = A [m, k] x B (+ bias [n]); A row-major, C row-major. */
+/* C [m, n] = A [m, k] x B (+ bias [n]); A row-major, C row-major.
+ * Initialise with LOOM_GEMM_DESC(...) or LOOM_GEMM_DESC_INIT. */
 typedef struct loom_gemm_desc {
+  size_t struct_size;     /* sizeof(loom_gemm_desc_t): guards against a stale header */
   int64_t m, n, k;
   loom_dtype_t ab_type;   /* A and B: LOOM_BF16 or LOOM_FP16 */
   loom_dtype_t c_type;    /* C (and bias): LOOM_BF16, LOOM_FP16 or LOOM_FP32 */
   loom_layout_t b_layout;
   int has_bias;           /* 1: add bias [n] (of c_type) in the epilogue */
 } loom_gemm_desc_t;
+/* A whole description in one initializer. */
+#define LOOM_GEMM_DESC(m, n, k, ab_type, c_type, b_layout, has_bias) \
+  { sizeof(loom_gemm_desc_t), (m), (n), (k), (ab_type), (c_type), (b_layout), (has_bias) }
+#define LOOM_GEMM_DESC_INIT LOOM_GEMM_DESC(0, 0, 0, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0)
 
-/* ---- GEMM (issue 3: the GEMM engine) ----------------------------------- */
+/* ---- GEMM ------------------------------------------------------------- */
 
 /* C [m, n] = A [m, k] x B (+ bias [n]) on `stream` (current device).
  *  - A: [m, k] row-major, d->ab_type (LOOM_BF16 or LOOM_FP16);

@@ -103,7 +103,7 @@ static int profile_one(int argc, char **argv) {
   }
   const int64_t m = atoll(argv[2]), n = atoll(argv[3]), k = atoll(argv[4]);
   const int kn = !strcmp(argv[5], "kn");
-  loom_gemm_desc_t d = {m, n, k, LOOM_BF16, LOOM_BF16, kn ? LOOM_B_KN : LOOM_B_NK, 0};
+  loom_gemm_desc_t d = LOOM_GEMM_DESC(m, n, k, LOOM_BF16, LOOM_BF16, kn ? LOOM_B_KN : LOOM_B_NK, 0);
   uint16_t *A, *B, *C;
   CK(cudaMalloc(&A, (size_t)m * k * 2));
   CK(cudaMalloc(&B, (size_t)k * n * 2));
@@ -228,7 +228,7 @@ int main(int argc, char **argv) {
   for (int si = 0; si < ns; ++si)
     for (int lay = 0; lay < 2; ++lay) {
       const shape_t s = shapes[si];
-      loom_gemm_desc_t d = {s.m, s.n, s.k, LOOM_BF16, LOOM_BF16, lay ? LOOM_B_KN : LOOM_B_NK, 0};
+      loom_gemm_desc_t d = LOOM_GEMM_DESC(s.m, s.n, s.k, LOOM_BF16, LOOM_BF16, lay ? LOOM_B_KN : LOOM_B_NK, 0);
       const size_t sa = (size_t)s.m * s.k, sb = (size_t)s.k * s.n, sc = (size_t)s.m * s.n;
       int nsets = (int)std::min(capA / sa, capB / sb);
       if (nsets > 4) nsets = 4;

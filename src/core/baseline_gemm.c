@@ -74,6 +74,11 @@ loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, con
                                   const void *b, const void *c, const void *bias) {
   if (!fn) fn = "loom_gemm";
   if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL must point to a loom_gemm_desc_t", fn);
+  if (d->struct_size != sizeof(loom_gemm_desc_t))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->struct_size=%zu, expected %zu (initialise with LOOM_GEMM_DESC or "
+                      "LOOM_GEMM_DESC_INIT; header and library differ?)",
+                      fn, d->struct_size, sizeof(loom_gemm_desc_t));
   const struct { const char *name; int64_t v; int mult8; } dims[3] = {
       {"m", d->m, 0}, {"n", d->n, 1}, {"k", d->k, 1}};
   for (int i = 0; i < 3; ++i) {

@@ -16,17 +16,39 @@
 #include "error.h"
 #include "signal.cuh"
 
-extern "C" const char *loom__wait_site_name(uint32_t site) {
-  switch (site) {
-    case LOOM_SITE_TEST: return "test";
-    case LOOM_SITE_BARRIER: return "comm barrier";
-    case LOOM_SITE_STREAM_WAIT: return "stream wait";
-    case LOOM_SITE_PINGPONG: return "ping-pong";
-    case LOOM_SITE_GEMM_PROLOGUE: return "GEMM prologue tile wait";
-    case LOOM_SITE_CONSUMED: return "buffer consumed by peer";
-    case LOOM_SITE_SLICE_READY: return "embedding slice ready";
+#include <string.h>
+
+/* ---- wait-site names ----------------------------------------------------- */
+
+static const char *loom__site_names[LOOM_SITE_MAX];
+static int loom__site_clashes;
+
+extern "C" int loom__wait_site_register(uint32_t site, const char *name) {
+  if (site >= LOOM_SITE_MAX || !name) {
+    __atomic_add_fetch(&loom__site_clashes, 1, __ATOMIC_RELAXED);
+    return LOOM_ERR_INTERNAL;
   }
-  return "unknown";
+  const char *expected = NULL;
+  if (__atomic_compare_exchange_n(&loom__site_names[site], &expected, name, 0, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE))
+    return LOOM_SUCCESS;
+  if (expected == name || strcmp(expected, name) == 0) return LOOM_SUCCESS;
+  __atomic_add_fetch(&loom__site_clashes, 1, __ATOMIC_RELAXED);
+  return LOOM_ERR_INTERNAL;
+}
+
+extern "C" const char *loom__wait_site_name(uint32_t site) {
+  const char *n = site < LOOM_SITE_MAX ? __atomic_load_n(&loom__site_names[site], __ATOMIC_ACQUIRE) : NULL;
+  return n ? n : "unknown";
+}
+
+extern "C" int loom__wait_site_clashes(void) { return __atomic_load_n(&loom__site_clashes, __ATOMIC_RELAXED); }
+
+__attribute__((constructor)) static void loom__core_wait_sites(void) {
+  loom__wait_site_register(LOOM_SITE_TEST, "unnamed");
+  loom__wait_site_register(LOOM_SITE_BARRIER, "comm barrier");
+  loom__wait_site_register(LOOM_SITE_STREAM_WAIT, "stream wait");
+  loom__wait_site_register(LOOM_SITE_CONSUMED, "buffer consumed by peer");
 }
 
 __global__ void loom__barrier_kernel(loom_dev_comm_t dc, size_t barrier_offset) {

@@ -29,19 +29,34 @@
 extern "C" {
 #endif
 
-/* Where a wait happened: named in the timeout message. */
+/* Where a wait happened: named in the timeout message. Core's own sites
+ * are below; the layers above core declare theirs in their own headers, each
+ * layer in its own range of ids, and name them with loom__wait_site_register
+ * (a constructor in the layer's host file):
+ *     1..15   core                 64..79   embedding op (ops/)
+ *     16..31  GEMM engine (gemm/)  80..127  other fused ops (ops/), 16 each
+ *     128..191 the language (lang/)  192..255 tests and tools
+ * Core knows the ranges, not what is in them. */
 typedef enum loom_wait_site {
-  LOOM_SITE_TEST = 0,        /* a test's own wait */
+  LOOM_SITE_TEST = 0,        /* a wait with no site of its own */
   LOOM_SITE_BARRIER = 1,     /* loom__comm_barrier */
   LOOM_SITE_STREAM_WAIT = 2, /* loom__stream_wait */
-  LOOM_SITE_PINGPONG = 3,    /* ping-pong benchmark */
-  LOOM_SITE_GEMM_PROLOGUE = 4,
   LOOM_SITE_CONSUMED = 5,    /* waiting for a peer to release a buffer */
-  LOOM_SITE_SLICE_READY = 6, /* embedding: a slice's ready flag */
-  LOOM_SITE_COUNT
+  LOOM_SITE_MAX = 256        /* ids are below this */
 } loom_wait_site_t;
 
+/* Names wait site `site` (< LOOM_SITE_MAX) in timeout messages; `name` is a
+ * static string. Registering the same name again is a no-op; another name
+ * for a registered site is a clash: LOOM_ERR_INTERNAL (the first name stays)
+ * and it is counted by loom__wait_site_clashes. Thread-safe. */
+int loom__wait_site_register(uint32_t site, const char *name);
+
+/* The site's name, "unknown" if none was registered. */
 const char *loom__wait_site_name(uint32_t site);
+
+/* Registrations refused so far (clashes, out-of-range ids): 0 in a correct
+ * build (a host test checks it). */
+int loom__wait_site_clashes(void);
 
 /* Filled by the first wait of a comm that expires. Lives in host-mapped
  * pinned memory; written by the device, read by the host. */

@@ -168,6 +168,10 @@ loom_result_t loom__gemm_order(const loom_gemm_desc_t *d, const loom_gemm_hooks_
   return LOOM_SUCCESS;
 }
 
+__attribute__((constructor)) static void loom__gemm_wait_sites(void) {
+  loom__wait_site_register(LOOM_SITE_GEMM_PROLOGUE, "GEMM prologue tile wait");
+}
+
 /* ---- stream-K scratch ----------------------------------------------------- */
 
 typedef struct loom__gemm_skws {

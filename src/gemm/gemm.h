@@ -42,6 +42,9 @@
 extern "C" {
 #endif
 
+/* Wait sites of the GEMM engine (core/signal.h: ids 16..31). */
+#define LOOM_SITE_GEMM_PROLOGUE 16 /* a hooked GEMM's prologue tile wait */
+
 /* Kernel configuration of the sm90 path (tuner-overridable). A config with
  * only the first four fields set ({bn, 0, 0, 0}) is a data-parallel GEMM. */
 typedef struct loom_gemm_config {

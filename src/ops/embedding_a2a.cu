@@ -681,7 +681,7 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, MINB)
     const uint32_t nf = loom_emb_num_flags(&s);
     const uint32_t *flags = (const uint32_t *)(a.dc.ws + a.flags_off);
     for (uint32_t i = blockIdx.x + gridDim.x * threadIdx.x; i < nf; i += gridDim.x * blockDim.x)
-      if (!loom_signal_wait(&a.dc, flags + i, epoch, -1, i, LOOM_SITE_SLICE_READY)) { ok = 0; break; }
+      if (!loom_signal_wait(&a.dc, flags + i, epoch, -1, i, LOOM_SITE_EMB_SLICE_READY)) { ok = 0; break; }
   }
   if (!__syncthreads_and(ok)) return;
   if (threadIdx.x == 0) emb_block_done(a, epoch, 0);
@@ -849,7 +849,7 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS)
       if (*(volatile uint32_t *)a.dc.abort_flag) { ok = 0; break; }
       const uint64_t waited = loom_globaltimer_ns() - t0;
       if (waited > a.dc.timeout_ns) {
-        loom_signal_record_timeout(&a.dc, -1, i, epoch, 0, LOOM_SITE_SLICE_READY, waited);
+        loom_signal_record_timeout(&a.dc, -1, i, epoch, 0, LOOM_SITE_EMB_SLICE_READY, waited);
         ok = 0;
         break;
       }

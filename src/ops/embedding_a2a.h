@@ -36,6 +36,9 @@
 extern "C" {
 #endif
 
+/* Wait sites of the embedding op (core/signal.h: ids 64..79). */
+#define LOOM_SITE_EMB_SLICE_READY 64 /* a slice's ready flag */
+
 #define LOOM_EMB_MAX_LSA 72      /* peers whose output addresses travel as kernel arguments */
 #define LOOM_EMB_THREADS 256     /* threads per block: 8 warps */
 #define LOOM_EMB_DEFAULT_SLICE 128 /* measured: S = 8 2979 us .. 128 2639 us .. 256 2603 us (B=4096 T=64, 2x H200) */

@@ -25,6 +25,10 @@
 #include "core/log.h"
 #include "core/plan.h"
 
+__attribute__((constructor)) static void loom__emb_wait_sites(void) {
+  loom__wait_site_register(LOOM_SITE_EMB_SLICE_READY, "embedding slice ready");
+}
+
 static const char *pool_name(int p) { return p == LOOM_POOL_SUM ? "sum" : p == LOOM_POOL_MEAN ? "mean" : "?"; }
 
 static int dtype_ok(loom_dtype_t t) { return t == LOOM_FP32 || t == LOOM_FP16 || t == LOOM_BF16; }

@@ -49,7 +49,7 @@ int gemm_kernel_or_skip(int sm80) {
   int major = 0, minor = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-  loom_gemm_desc_t d = {64, 64, 64, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+  loom_gemm_desc_t d = LOOM_GEMM_DESC(64, 64, 64, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
   if (sm80 ? !loom__gemm_sm80_supported(&d, major, minor) : !loom__gemm_sm90_supported(&d, major, minor)) {
     loom_test_skip(sm80 ? "needs a compute capability >= 8.0 GPU (loom's sm80 kernel)"
                         : "needs a compute capability 9.0 GPU (loom's sm90 kernel)");
@@ -218,7 +218,7 @@ void gemm_hooks_host_schedule_waits_and_tile_signals_case(void) {
   memset(&g, 0, sizeof g);
   memset(&fc, 0, sizeof fc);
   enum { TM = 6, TN = 4 };
-  loom_gemm_desc_t d = {TM * 128 - 37, TN * 128 - 8, 1032, LOOM_BF16, LOOM_FP32, LOOM_B_NK, 1};
+  loom_gemm_desc_t d = LOOM_GEMM_DESC(TM * 128 - 37, TN * 128 - 8, 1032, LOOM_BF16, LOOM_FP32, LOOM_B_NK, 1);
   if (!gcase_init(&g, &d) || !fake_comm_init(&fc, 20.0)) {
     loom_test_fail(__FILE__, __LINE__, "allocation");
     goto out;
@@ -302,7 +302,7 @@ void gemm_hooks_row_routed_store_and_reduce_case(void) {
       void *init = NULL, *half_d = NULL, **tab_d = NULL;
       double rel = 0;
       memset(&g, 0, sizeof g);
-      loom_gemm_desc_t d = {1000, 776, 1032, LOOM_BF16, cs[ci], ci == 1 ? LOOM_B_KN : LOOM_B_NK, mode};
+      loom_gemm_desc_t d = LOOM_GEMM_DESC(1000, 776, 1032, LOOM_BF16, cs[ci], ci == 1 ? LOOM_B_KN : LOOM_B_NK, mode);
       if (!gcase_init(&g, &d)) {
         loom_test_fail(__FILE__, __LINE__, "allocation");
         goto next;
@@ -362,7 +362,7 @@ void gemm_hooks_prologue_timeout_case(void) {
   uint32_t *wait_d = NULL;
   memset(&g, 0, sizeof g);
   memset(&fc, 0, sizeof fc);
-  loom_gemm_desc_t d = {256, 512, 512, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+  loom_gemm_desc_t d = LOOM_GEMM_DESC(256, 512, 512, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
   if (!gcase_init(&g, &d) || !fake_comm_init(&fc, 0.05)) {
     loom_test_fail(__FILE__, __LINE__, "allocation");
     goto out;
@@ -462,7 +462,7 @@ void gemm_graph_capture_case(void) {
   cudaGraph_t graph = NULL;
   cudaGraphExec_t exec = NULL;
   double rel = 0;
-  loom_gemm_desc_t d = {300, 520, 1032, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1};
+  loom_gemm_desc_t d = LOOM_GEMM_DESC(300, 520, 1032, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1);
   if (!gcase_init(&g, &d)) {
     loom_test_fail(__FILE__, __LINE__, "allocation");
     goto out;

@@ -179,13 +179,13 @@ static int rank_gemm_reference(loom_rank_ctx_t *ctx, void *arg) {
     for (size_t t = 0; t < sizeof g_types / sizeof g_types[0]; ++t)
       for (int lay = 0; lay < 2; ++lay)
         for (int bias = 0; bias < 2; ++bias) {
-          loom_gemm_desc_t d = {g_shapes[i][0], g_shapes[i][1], g_shapes[i][2], g_types[t][0], g_types[t][1],
-                                lay ? LOOM_B_NK : LOOM_B_KN, bias};
+          loom_gemm_desc_t d = LOOM_GEMM_DESC(g_shapes[i][0], g_shapes[i][1], g_shapes[i][2], g_types[t][0], g_types[t][1],
+                                lay ? LOOM_B_NK : LOOM_B_KN, bias);
           gemm_case(&d, &seed, (i + t + (size_t)lay) % 2 ? 16 : 0, 0, s);
         }
   /* the cache: the same shape again on new buffers and data */
   {
-    loom_gemm_desc_t d = {127, 264, 136, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1};
+    loom_gemm_desc_t d = LOOM_GEMM_DESC(127, 264, 136, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1);
     gemm_case(&d, &seed, 0, 0, s);
     gemm_case(&d, &seed, 0, 0, s);
   }
@@ -213,8 +213,8 @@ static int rank_gemm_bias_fallback(loom_rank_ctx_t *ctx, void *arg) {
   for (size_t i = 0; i < sizeof g_shapes / sizeof g_shapes[0]; ++i)
     for (size_t t = 0; t < sizeof g_types / sizeof g_types[0]; t += 1)
       for (int lay = 0; lay < 2; ++lay) {
-        loom_gemm_desc_t d = {g_shapes[i][0], g_shapes[i][1], g_shapes[i][2], g_types[t][0], g_types[t][1],
-                              lay ? LOOM_B_NK : LOOM_B_KN, 1};
+        loom_gemm_desc_t d = LOOM_GEMM_DESC(g_shapes[i][0], g_shapes[i][1], g_shapes[i][2], g_types[t][0], g_types[t][1],
+                              lay ? LOOM_B_NK : LOOM_B_KN, 1);
         gemm_case(&d, &seed, 0, 0, s);
       }
   loom__base_gemm_force_bias_fallback(0);
@@ -241,7 +241,7 @@ static int rank_gemm_tune_graph_mixed(loom_rank_ctx_t *ctx, void *arg) {
   B_CUDA(cudaStreamCreate(&s2));
   /* tuning: a time comes back, and the tuned choice computes the right result */
   {
-    loom_gemm_desc_t d = {256, 512, 512, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 1};
+    loom_gemm_desc_t d = LOOM_GEMM_DESC(256, 512, 512, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 1);
     B_CUDA(cudaMalloc(&a, 256 * 512 * 2));
     B_CUDA(cudaMalloc(&b, 512 * 512 * 2));
     B_CUDA(cudaMalloc(&c, 256 * 512 * 2));
@@ -261,14 +261,14 @@ static int rank_gemm_tune_graph_mixed(loom_rank_ctx_t *ctx, void *arg) {
   }
   /* graph capture, epilogue bias and no bias */
   {
-    loom_gemm_desc_t d = {127, 264, 136, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1};
+    loom_gemm_desc_t d = LOOM_GEMM_DESC(127, 264, 136, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1);
     gemm_case(&d, &seed, 0, 1, s);
     d.has_bias = 0, d.c_type = LOOM_FP32, d.b_layout = LOOM_B_KN;
     gemm_case(&d, &seed, 16, 1, s);
   }
   /* bf16 inputs, fp16 output: cuBLASLt may refuse; then UNSUPPORTED, in words */
   {
-    loom_gemm_desc_t d = {64, 128, 128, LOOM_BF16, LOOM_FP16, LOOM_B_NK, 0};
+    loom_gemm_desc_t d = LOOM_GEMM_DESC(64, 128, 128, LOOM_BF16, LOOM_FP16, LOOM_B_NK, 0);
     void *ma = NULL, *mb = NULL, *mc = NULL;
     loom_result_t r = LOOM_ERR_INTERNAL;
     if (cudaMalloc(&ma, 64 * 128 * 2) == cudaSuccess && cudaMalloc(&mb, 128 * 128 * 2) == cudaSuccess &&
@@ -288,7 +288,7 @@ static int rank_gemm_tune_graph_mixed(loom_rank_ctx_t *ctx, void *arg) {
   }
   /* bad arguments are refused before any GPU work */
   {
-    loom_gemm_desc_t d = {64, 12, 128, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+    loom_gemm_desc_t d = LOOM_GEMM_DESC(64, 12, 128, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
     CHECK_RESULT(loom__base_gemm(&d, a, b, c, NULL, s), LOOM_ERR_INVALID_ARGUMENT);
     CHECK_MSG("n=12 must be a multiple of 8");
   }

@@ -30,6 +30,12 @@
 #define LOOM_OK(call) CHECK_LOOM_OR(call, return loom_test_failures)
 
 
+/* Wait sites of these tests (core/signal.h: tests take ids 192..255). */
+#define LOOM_SITE_TEST_PINGPONG 192
+__attribute__((constructor)) static void test_core_wait_sites(void) {
+  loom__wait_site_register(LOOM_SITE_TEST_PINGPONG, "ping-pong");
+}
+
 static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -83,9 +89,9 @@ __global__ void pingpong_kernel(loom_dev_comm_t dc, size_t sig_offset, int peer,
     uint32_t e = base + (uint32_t)i;
     if (initiator) {
       loom_signal_store_release(theirs, e);
-      if (!loom_signal_wait(&dc, mine, e, peer, 0, LOOM_SITE_PINGPONG)) return;
+      if (!loom_signal_wait(&dc, mine, e, peer, 0, LOOM_SITE_TEST_PINGPONG)) return;
     } else {
-      if (!loom_signal_wait(&dc, mine, e, peer, 0, LOOM_SITE_PINGPONG)) return;
+      if (!loom_signal_wait(&dc, mine, e, peer, 0, LOOM_SITE_TEST_PINGPONG)) return;
       loom_signal_store_release(theirs, e);
     }
   }

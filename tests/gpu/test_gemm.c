@@ -58,8 +58,8 @@ LOOM_TEST(gemm_odd_shapes_both_layouts) {
                                {3001, 2056, 1000}, {64, 24, 8}, {129, 264, 4104}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
     for (int lay = 0; lay < 2; ++lay) {
-      loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
-                            lay ? LOOM_B_KN : LOOM_B_NK, (int)(i & 1)};
+      loom_gemm_desc_t d = LOOM_GEMM_DESC(shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
+                            lay ? LOOM_B_KN : LOOM_B_NK, (int)(i & 1));
       run_case(&d, NULL, 1);
     }
 }
@@ -72,7 +72,7 @@ LOOM_TEST(gemm_dtypes_bias_layouts) {
     for (int c = 0; c < 3; ++c)
       for (int lay = 0; lay < 2; ++lay)
         for (int bias = 0; bias < 2; ++bias) {
-          loom_gemm_desc_t d = {1000, 776, 1032, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, bias};
+          loom_gemm_desc_t d = LOOM_GEMM_DESC(1000, 776, 1032, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, bias);
           run_case(&d, NULL, 1);
         }
 }
@@ -87,8 +87,8 @@ LOOM_TEST(gemm_both_tile_configs) {
       for (int lay = 0; lay < 2; ++lay)
         for (int cl = 1; cl <= 2; ++cl) {
           loom_gemm_config_t cfg = {bns[b], 0, 0, 0, 0, 0, 0, cl, 0};
-          loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
-                                lay ? LOOM_B_KN : LOOM_B_NK, 1};
+          loom_gemm_desc_t d = LOOM_GEMM_DESC(shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
+                                lay ? LOOM_B_KN : LOOM_B_NK, 1);
           run_case(&d, &cfg, 1);
         }
   /* a small grid: every block (cluster) walks many tiles (persistent loop,
@@ -97,7 +97,7 @@ LOOM_TEST(gemm_both_tile_configs) {
   for (int c = 0; c < 3; ++c)
     for (int cl = 1; cl <= 2; ++cl) {
       loom_gemm_config_t cfg = {256, 0, 3, 5, 0, 0, 0, cl, 0};
-      loom_gemm_desc_t d = {1000, 2056, 1032, LOOM_FP16, cs[c], c ? LOOM_B_NK : LOOM_B_KN, 1};
+      loom_gemm_desc_t d = LOOM_GEMM_DESC(1000, 2056, 1032, LOOM_FP16, cs[c], c ? LOOM_B_NK : LOOM_B_KN, 1);
       run_case(&d, &cfg, 1);
     }
 }
@@ -123,8 +123,8 @@ LOOM_TEST(gemm_stream_k_shapes_dtypes_layouts) {
     for (int b = 0; b < 2; ++b)
       for (int lay = 0; lay < 2; ++lay) {
         loom_gemm_config_t cfg = {bns[b], 0, 0, (int)cases[i][5], (int)cases[i][3], (int)cases[i][4], (int)cases[i][6], 0, 0};
-        loom_gemm_desc_t d = {cases[i][0], cases[i][1], cases[i][2], LOOM_BF16, LOOM_BF16,
-                              lay ? LOOM_B_KN : LOOM_B_NK, (int)((i + (size_t)lay) & 1)};
+        loom_gemm_desc_t d = LOOM_GEMM_DESC(cases[i][0], cases[i][1], cases[i][2], LOOM_BF16, LOOM_BF16,
+                              lay ? LOOM_B_KN : LOOM_B_NK, (int)((i + (size_t)lay) & 1));
         run_case(&d, &cfg, 1);
       }
   const loom_dtype_t abs_[] = {LOOM_BF16, LOOM_FP16};
@@ -133,7 +133,7 @@ LOOM_TEST(gemm_stream_k_shapes_dtypes_layouts) {
     for (int c = 0; c < 3; ++c)
       for (int lay = 0; lay < 2; ++lay) {
         loom_gemm_config_t cfg = {a ? 256 : 128, 0, 0, 0, -1, 11, c == 1 ? 3 : 0, 0, 0};
-        loom_gemm_desc_t d = {97, 520, 2056, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, 1};
+        loom_gemm_desc_t d = LOOM_GEMM_DESC(97, 520, 2056, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, 1);
         run_case(&d, &cfg, 1);
       }
 }
@@ -147,7 +147,7 @@ LOOM_TEST(gemm_heuristic_decode_small_m) {
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   const int64_t shapes[][3] = {{64, 8192, 4096}, {1, 4096, 8192}, {17, 2048, 4096}, {48, 3072, 4096}, {33, 1288, 8200}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
-    loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16, LOOM_B_NK, (int)(i & 1)};
+    loom_gemm_desc_t d = LOOM_GEMM_DESC(shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16, LOOM_B_NK, (int)(i & 1));
     loom_gemm_config_t h = loom__gemm_sm90_heuristic(&d, sms);
     const int64_t tiles = loom_ceil_div(d.n, h.bn);
     printf("    heuristic m=%lld n=%lld k=%lld: bm %d bn %d sk_tiles %d splits %d\n", (long long)d.m, (long long)d.n,
@@ -165,7 +165,7 @@ LOOM_TEST(gemm_stream_k_deterministic_and_graph) {
   if (!sm90_or_skip()) return;
   gcase_t g;
   cudaStream_t st = NULL;
-  loom_gemm_desc_t d = {77, 3000, 6152, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1};
+  loom_gemm_desc_t d = LOOM_GEMM_DESC(77, 3000, 6152, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1);
   const loom_gemm_config_t cfg = {128, 0, 0, 0, -1, 0, 0, 0, 0};
   const loom_gemm_config_t split = {256, 0, 0, 0, -1, 0, 6, 0, 0};
   if (!gcase_init(&g, &d)) {
@@ -193,7 +193,7 @@ LOOM_TEST(gemm_invalid_arguments) {
     loom_test_fail(__FILE__, __LINE__, "cudaMalloc");
     return;
   }
-  loom_gemm_desc_t d = {64, 12, 64, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+  loom_gemm_desc_t d = LOOM_GEMM_DESC(64, 12, 64, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
   CHECK_RESULT(loom_gemm(&d, p, p, p, NULL, 0), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("n=12");
   d.n = 64, d.k = 20;
@@ -219,7 +219,7 @@ LOOM_TEST(gemm_graph_capture) {
 LOOM_TEST(gemm_tune_records_an_entry_loom_gemm_uses) {
   if (!sm90_or_skip()) return;
   loom__tune_clear();
-  const loom_gemm_desc_t d = {1000, 2056, 1032, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1};
+  const loom_gemm_desc_t d = LOOM_GEMM_DESC(1000, 2056, 1032, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1);
   gcase_t g;
   if (!gcase_init(&g, &d)) {
     loom_test_fail(__FILE__, __LINE__, "allocation");
@@ -284,8 +284,8 @@ LOOM_TEST(gemm_decode_small_m_shapes_widths_layouts) {
       for (int b = 0; b < 2; ++b)
         for (int lay = 0; lay < 2; ++lay) {
           const loom_gemm_config_t cfg = dec_cfg(bns[b], 0, 0, 0);
-          loom_gemm_desc_t d = {ms[i], nk[j][0], nk[j][1], LOOM_BF16, LOOM_BF16, lay ? LOOM_B_KN : LOOM_B_NK,
-                                (i + j + lay) & 1};
+          loom_gemm_desc_t d = LOOM_GEMM_DESC(ms[i], nk[j][0], nk[j][1], LOOM_BF16, LOOM_BF16, lay ? LOOM_B_KN : LOOM_B_NK,
+                                (i + j + lay) & 1);
           run_case(&d, &cfg, 1);
         }
 }
@@ -302,7 +302,7 @@ LOOM_TEST(gemm_decode_dtypes_bias_layouts) {
       for (int lay = 0; lay < 2; ++lay)
         for (int bias = 0; bias < 2; ++bias) {
           const loom_gemm_config_t cfg = dec_cfg((a + c + bias) & 1 ? 256 : 128, 0, 0, 0);
-          loom_gemm_desc_t d = {33, 520, 2056, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, bias};
+          loom_gemm_desc_t d = LOOM_GEMM_DESC(33, 520, 2056, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, bias);
           run_case(&d, &cfg, 1);
         }
 }
@@ -317,8 +317,8 @@ LOOM_TEST(gemm_decode_more_than_64_rows_runs_64_row_tiles) {
     for (int b = 0; b < 2; ++b)
       for (int lay = 0; lay < 2; ++lay) {
         const loom_gemm_config_t cfg = dec_cfg(b ? 256 : 128, 0, 0, 0);
-        loom_gemm_desc_t d = {ms[i], 1288, 1032, LOOM_BF16, (i & 1) ? LOOM_FP32 : LOOM_BF16,
-                              lay ? LOOM_B_KN : LOOM_B_NK, (int)((i + (size_t)lay) & 1)};
+        loom_gemm_desc_t d = LOOM_GEMM_DESC(ms[i], 1288, 1032, LOOM_BF16, (i & 1) ? LOOM_FP32 : LOOM_BF16,
+                              lay ? LOOM_B_KN : LOOM_B_NK, (int)((i + (size_t)lay) & 1));
         run_case(&d, &cfg, 1);
       }
 }
@@ -342,8 +342,8 @@ LOOM_TEST(gemm_decode_split_k_stream_k_and_small_grids) {
         const loom_dtype_t ab = (i + (size_t)b) & 1 ? LOOM_FP16 : LOOM_BF16;
         loom_dtype_t ct = cs[(i + (size_t)lay) % 3];
         if (ct != LOOM_FP32) ct = ab; /* fp16 -> fp16, bf16 -> bf16 so cuBLASLt checks every element */
-        loom_gemm_desc_t d = {cases[i][0], cases[i][1], cases[i][2], ab, ct, lay ? LOOM_B_KN : LOOM_B_NK,
-                              (int)((i + (size_t)lay) & 1)};
+        loom_gemm_desc_t d = LOOM_GEMM_DESC(cases[i][0], cases[i][1], cases[i][2], ab, ct, lay ? LOOM_B_KN : LOOM_B_NK,
+                              (int)((i + (size_t)lay) & 1));
         run_case(&d, &cfg, 1);
       }
 }
@@ -367,7 +367,7 @@ LOOM_TEST(gemm_decode_deterministic_graph_tuned_entry_and_errors) {
   cudaStream_t st = NULL;
   memset(&g, 0, sizeof g);
   loom__tune_clear();
-  loom_gemm_desc_t d = {64, 3000, 6152, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1};
+  loom_gemm_desc_t d = LOOM_GEMM_DESC(64, 3000, 6152, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1);
   const loom_gemm_config_t split = dec_cfg(256, 6, 0, 0), sk = dec_cfg(128, 0, 1, 0), dp = dec_cfg(256, 0, 0, 0);
   if (!gcase_init(&g, &d)) {
     loom_test_fail(__FILE__, __LINE__, "allocation");
@@ -383,7 +383,7 @@ LOOM_TEST(gemm_decode_deterministic_graph_tuned_entry_and_errors) {
     int sms = 0;
     char key[LOOM_TUNE_TEXT_BYTES];
     CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    const loom_gemm_desc_t e = {48, 5120, 4096, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+    const loom_gemm_desc_t e = LOOM_GEMM_DESC(48, 5120, 4096, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
     CHECK(loom__gemm_tune_key(&e, "sm90", sms, key, sizeof key));
     const char *forced[] = {"bm=64 bn=256", "bm=64 bn=128 sk_tiles=-1 splits=4", "bm=64 bn=256 sk_tiles=-1"};
     for (int i = 0; i < 3; ++i) {
@@ -395,7 +395,7 @@ LOOM_TEST(gemm_decode_deterministic_graph_tuned_entry_and_errors) {
   }
   {
     /* hooks: bm ignored, 128-row tiles, still correct */
-    const loom_gemm_desc_t h = {40, 1288, 1032, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1};
+    const loom_gemm_desc_t h = LOOM_GEMM_DESC(40, 1288, 1032, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1);
     const loom_gemm_config_t c64 = dec_cfg(128, 0, 0, 0);
     CHECK(gemm_run_case(&h, hooked_plain, &c64, 1));
   }
@@ -442,8 +442,8 @@ LOOM_TEST(gemm_tile_widths_192_224) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
       for (int lay = 0; lay < 2; ++lay) {
         const loom_gemm_config_t cfg = {bn, 0, 0, 0, 0, 0, 0, (int)(i & 1) + 1, 0};
-        loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
-                              lay ? LOOM_B_KN : LOOM_B_NK, (int)(i & 1)};
+        loom_gemm_desc_t d = LOOM_GEMM_DESC(shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
+                              lay ? LOOM_B_KN : LOOM_B_NK, (int)(i & 1));
         run_case(&d, &cfg, 1);
       }
     const loom_dtype_t abs_[] = {LOOM_BF16, LOOM_FP16};
@@ -453,7 +453,7 @@ LOOM_TEST(gemm_tile_widths_192_224) {
         for (int lay = 0; lay < 2; ++lay) {
           /* grid 5 on odd (a, c): every block walks many tiles */
           const loom_gemm_config_t cfg = {bn, 0, 3, (a + c) & 1 ? 5 : 0, 0, 0, 0, 0, 0};
-          loom_gemm_desc_t d = {1000, 776, 1032, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, (c + lay) & 1};
+          loom_gemm_desc_t d = LOOM_GEMM_DESC(1000, 776, 1032, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, (c + lay) & 1);
           run_case(&d, &cfg, 1);
         }
     /* split-K (aligned) and stream-K: sk_tiles, sk_blocks, splits */
@@ -462,13 +462,13 @@ LOOM_TEST(gemm_tile_widths_192_224) {
     for (size_t i = 0; i < sizeof sk / sizeof sk[0]; ++i)
       for (int lay = 0; lay < 2; ++lay) {
         const loom_gemm_config_t cfg = {bn, 0, 0, 0, (int)sk[i][3], (int)sk[i][4], (int)sk[i][5], 0, 0};
-        loom_gemm_desc_t d = {sk[i][0], sk[i][1], sk[i][2], LOOM_BF16, lay ? LOOM_FP32 : LOOM_BF16,
-                              lay ? LOOM_B_KN : LOOM_B_NK, 1};
+        loom_gemm_desc_t d = LOOM_GEMM_DESC(sk[i][0], sk[i][1], sk[i][2], LOOM_BF16, lay ? LOOM_FP32 : LOOM_BF16,
+                              lay ? LOOM_B_KN : LOOM_B_NK, 1);
         run_case(&d, &cfg, 1);
       }
   }
   {
-    loom_gemm_desc_t d = {300, 1544, 2056, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 1};
+    loom_gemm_desc_t d = LOOM_GEMM_DESC(300, 1544, 2056, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 1);
     if (!gcase_init(&g, &d)) {
       loom_test_fail(__FILE__, __LINE__, "allocation");
       goto out;
@@ -493,7 +493,7 @@ LOOM_TEST(gemm_tile_widths_192_224) {
     int sms = 0;
     char key[LOOM_TUNE_TEXT_BYTES];
     CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    const loom_gemm_desc_t e = {520, 3000, 1032, LOOM_FP16, LOOM_BF16, LOOM_B_NK, 0};
+    const loom_gemm_desc_t e = LOOM_GEMM_DESC(520, 3000, 1032, LOOM_FP16, LOOM_BF16, LOOM_B_NK, 0);
     CHECK(loom__gemm_tune_key(&e, "sm90", sms, key, sizeof key));
     CHECK_RESULT(loom__tune_put(key, "bn=192 group=8"), LOOM_SUCCESS);
     CHECK(run_case(&e, NULL, 1));

@@ -63,8 +63,8 @@ LOOM_TEST(gemm_sm80_odd_shapes_both_layouts_both_widths) {
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
     for (int lay = 0; lay < 2; ++lay)
       for (int b = 0; b < 3; ++b) {
-        loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
-                              lay ? LOOM_B_KN : LOOM_B_NK, (int)((i + (size_t)b) & 1)};
+        loom_gemm_desc_t d = LOOM_GEMM_DESC(shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
+                              lay ? LOOM_B_KN : LOOM_B_NK, (int)((i + (size_t)b) & 1));
         run_case(&d, bns[b], 1);
       }
 }
@@ -77,7 +77,7 @@ LOOM_TEST(gemm_sm80_dtypes_bias_layouts) {
     for (int c = 0; c < 3; ++c)
       for (int lay = 0; lay < 2; ++lay)
         for (int bias = 0; bias < 2; ++bias) {
-          loom_gemm_desc_t d = {1000, 776, 1032, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, bias};
+          loom_gemm_desc_t d = LOOM_GEMM_DESC(1000, 776, 1032, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, bias);
           run_case(&d, (a + c + lay) & 1 ? 256 : 0, 1);
         }
 }
@@ -88,7 +88,7 @@ LOOM_TEST(gemm_sm80_dtypes_bias_layouts) {
 LOOM_TEST(gemm_sm80_path_forced_by_setting) {
   if (!sm80_or_skip()) return;
   gcase_t g;
-  loom_gemm_desc_t d = {777, 1288, 2056, LOOM_FP16, LOOM_FP32, LOOM_B_KN, 1};
+  loom_gemm_desc_t d = LOOM_GEMM_DESC(777, 1288, 2056, LOOM_FP16, LOOM_FP32, LOOM_B_KN, 1);
   if (!gcase_init(&g, &d)) {
     loom_test_fail(__FILE__, __LINE__, "allocation");
     goto out;
@@ -127,8 +127,8 @@ LOOM_TEST(gemm_sm80_split_k_shapes_dtypes_layouts) {
                               {64, 4096, 4096, 16}, {300, 392, 40, 7}, {129, 264, 8200, 9}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
     for (int lay = 0; lay < 2; ++lay) {
-      loom_gemm_desc_t d = {cases[i][0], cases[i][1], cases[i][2], LOOM_BF16, LOOM_BF16, lay ? LOOM_B_KN : LOOM_B_NK,
-                            (int)((i + (size_t)lay) & 1)};
+      loom_gemm_desc_t d = LOOM_GEMM_DESC(cases[i][0], cases[i][1], cases[i][2], LOOM_BF16, LOOM_BF16, lay ? LOOM_B_KN : LOOM_B_NK,
+                            (int)((i + (size_t)lay) & 1));
       run_case_split(&d, 128, (int)cases[i][3], 1);
     }
   const loom_dtype_t abs_[] = {LOOM_BF16, LOOM_FP16};
@@ -136,7 +136,7 @@ LOOM_TEST(gemm_sm80_split_k_shapes_dtypes_layouts) {
   for (int a = 0; a < 2; ++a)
     for (int c = 0; c < 3; ++c)
       for (int lay = 0; lay < 2; ++lay) {
-        loom_gemm_desc_t d = {97, 520, 2056, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, 1};
+        loom_gemm_desc_t d = LOOM_GEMM_DESC(97, 520, 2056, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, 1);
         run_case_split(&d, 128, 3 + c, 1);
       }
 }
@@ -151,7 +151,7 @@ LOOM_TEST(gemm_sm80_split_k_heuristic_deterministic_graph) {
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   const int64_t shapes[][3] = {{64, 8192, 14336}, {1, 4096, 8192}, {17, 2048, 4096}, {128, 12288, 24576}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
-    loom_gemm_desc_t d = {shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16, LOOM_B_NK, (int)(i & 1)};
+    loom_gemm_desc_t d = LOOM_GEMM_DESC(shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16, LOOM_B_NK, (int)(i & 1));
     const loom_gemm_config_t h = loom__gemm_sm80_heuristic(&d, sms, 2);
     printf("    heuristic m=%lld n=%lld k=%lld: bn %d splits %d\n", (long long)d.m, (long long)d.n, (long long)d.k, h.bn,
            h.sk_splits);
@@ -160,7 +160,7 @@ LOOM_TEST(gemm_sm80_split_k_heuristic_deterministic_graph) {
   }
   gcase_t g;
   cudaStream_t st = NULL;
-  loom_gemm_desc_t d = {77, 3000, 6152, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1};
+  loom_gemm_desc_t d = LOOM_GEMM_DESC(77, 3000, 6152, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1);
   const loom_gemm_config_t cfg = {128, 0, 0, 0, -1, 0, 6, 0, 0};
   if (!gcase_init(&g, &d)) {
     loom_test_fail(__FILE__, __LINE__, "allocation");

@@ -17,8 +17,17 @@
 #define PBIAS ((const void *)(uintptr_t)0xd0000000)
 
 static loom_gemm_desc_t good_desc(void) {
-  loom_gemm_desc_t d = {64, 128, 256, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0};
+  loom_gemm_desc_t d = LOOM_GEMM_DESC(64, 128, 256, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0);
   return d;
+}
+
+LOOM_TEST(baseline_validate_rejects_a_stale_struct_size) {
+  loom_gemm_desc_t d = good_desc();
+  d.struct_size = sizeof(loom_gemm_desc_t) - 8;
+  CHECK_RESULT(loom__gemm_validate("loom_gemm", &d, PA, PB, PC, NULL), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("struct_size");
+  const loom_gemm_desc_t init = LOOM_GEMM_DESC_INIT;
+  CHECK_EQ_INT(init.struct_size, sizeof(loom_gemm_desc_t));
 }
 
 LOOM_TEST(baseline_validate_accepts_good) {

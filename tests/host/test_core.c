@@ -13,6 +13,7 @@
 #include "core/param.h"
 #include "core/plan.h"
 #include "core/signal.h"
+#include "gemm/gemm.h"
 #include "core/workspace.h"
 
 LOOM_TEST(result_strings_are_distinct) {
@@ -293,9 +294,20 @@ LOOM_TEST(barrier_protocol_many_world_sizes) {
   }
 }
 
-LOOM_TEST(wait_sites_have_names) {
-  for (uint32_t s = 0; s < LOOM_SITE_COUNT; ++s) CHECK(strcmp(loom__wait_site_name(s), "unknown") != 0);
+LOOM_TEST(wait_sites_have_names_and_no_layer_clashes) {
+  const uint32_t core[] = {LOOM_SITE_TEST, LOOM_SITE_BARRIER, LOOM_SITE_STREAM_WAIT, LOOM_SITE_CONSUMED};
+  for (size_t i = 0; i < sizeof core / sizeof core[0]; ++i)
+    CHECK(strcmp(loom__wait_site_name(core[i]), "unknown") != 0);
+  CHECK(strcmp(loom__wait_site_name(LOOM_SITE_GEMM_PROLOGUE), "GEMM prologue tile wait") == 0);
   CHECK(strcmp(loom__wait_site_name(999), "unknown") == 0);
+  /* every layer's constructor registered without a clash */
+  CHECK_EQ_INT(loom__wait_site_clashes(), 0);
+  /* the same name again is fine; another name for a taken id is refused */
+  CHECK_EQ_INT(loom__wait_site_register(LOOM_SITE_BARRIER, "comm barrier"), LOOM_SUCCESS);
+  CHECK_EQ_INT(loom__wait_site_register(LOOM_SITE_BARRIER, "something else"), LOOM_ERR_INTERNAL);
+  CHECK(strcmp(loom__wait_site_name(LOOM_SITE_BARRIER), "comm barrier") == 0);
+  CHECK_EQ_INT(loom__wait_site_register(LOOM_SITE_MAX, "out of range"), LOOM_ERR_INTERNAL);
+  CHECK_EQ_INT(loom__wait_site_clashes(), 2);
 }
 
 LOOM_TEST(timeout_message_names_rank_peer_signal_and_values) {

@@ -352,7 +352,7 @@ LOOM_TEST(gemm_schedule_heuristic_choices) {
   const int64_t ms[] = {1, 16, 64, 65, 128, 256, 512, 1024, 4096, 8192};
   for (int f = 0; f < 4; ++f)
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; ++i) {
-      loom_gemm_desc_t d = {ms[i], fam[f][0], fam[f][1], LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+      loom_gemm_desc_t d = LOOM_GEMM_DESC(ms[i], fam[f][0], fam[f][1], LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
       const loom_gemm_config_t h = loom__gemm_sm90_heuristic(&d, 132);
       const int bm = h.bm == 64 ? 64 : 128;
       const int64_t tiles = loom_ceil_div(d.m, bm) * loom_ceil_div(d.n, h.bn);
@@ -379,21 +379,21 @@ LOOM_TEST(gemm_schedule_heuristic_choices) {
   /* split-K of the 128-row kernel: one tile row past the decode range whose
    * tiles leave most SMs idle and whose k-loop is long (m = 200: 2 rows of
    * 16 tiles of 128, 224 k-blocks) */
-  loom_gemm_desc_t sp = {200, 2048, 14336, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+  loom_gemm_desc_t sp = LOOM_GEMM_DESC(200, 2048, 14336, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
   loom_gemm_config_t hs = loom__gemm_sm90_heuristic(&sp, 132);
   CHECK(hs.bm == 0 && hs.sk_tiles == -1 && hs.sk_splits > 1 && hs.bn == 128 && hs.cluster == 0);
   /* narrow decode GEMMs split along k: 16 tiles of 128 at m = 8 cover an
    * eighth of the SMs */
-  loom_gemm_desc_t nar = {8, 2048, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+  loom_gemm_desc_t nar = LOOM_GEMM_DESC(8, 2048, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
   loom_gemm_config_t hn = loom__gemm_sm90_heuristic(&nar, 132);
   CHECK(hn.bm == 64 && hn.bn == 128 && hn.sk_tiles == -1 && hn.sk_splits == loom__gemm_split_count(16, 128, 132));
   CHECK(hn.sk_splits > 1);
   /* wider than one wave of 256: bn 256 over several waves, data-parallel */
-  loom_gemm_desc_t wide = {32, 65536, 4096, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0};
+  loom_gemm_desc_t wide = LOOM_GEMM_DESC(32, 65536, 4096, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0);
   loom_gemm_config_t hw = loom__gemm_sm90_heuristic(&wide, 132);
   CHECK(hw.bm == 64 && hw.bn == 256 && hw.sk_tiles == 0);
   /* a tiny GEMM (one tile, 8 k-blocks) stays data-parallel */
-  loom_gemm_desc_t t = {7, 136, 512, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+  loom_gemm_desc_t t = LOOM_GEMM_DESC(7, 136, 512, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
   CHECK_EQ_INT(loom__gemm_sm90_heuristic(&t, 132).sk_tiles, 0);
 }
 

@@ -14,11 +14,11 @@
 #include "gemm/gemm.h"
 
 LOOM_TEST(gemm_tune_key_names_path_gpu_and_shape) {
-  const loom_gemm_desc_t d = {4096, 24576, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+  const loom_gemm_desc_t d = LOOM_GEMM_DESC(4096, 24576, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
   char key[LOOM_TUNE_TEXT_BYTES];
   CHECK(loom__gemm_tune_key(&d, "sm90", 132, key, sizeof key));
   CHECK(!strcmp(key, "gemm sm90 132sm m4096 n24576 k12288 bf16->bf16 nk bias0"));
-  const loom_gemm_desc_t e = {7, 64, 8, LOOM_FP16, LOOM_FP32, LOOM_B_KN, 1};
+  const loom_gemm_desc_t e = LOOM_GEMM_DESC(7, 64, 8, LOOM_FP16, LOOM_FP32, LOOM_B_KN, 1);
   CHECK(loom__gemm_tune_key(&e, "sm80", 108, key, sizeof key));
   CHECK(!strcmp(key, "gemm sm80 108sm m7 n64 k8 fp16->fp32 kn bias1"));
   char tiny[8];
@@ -61,7 +61,7 @@ LOOM_TEST(gemm_tune_value_round_trip_and_errors) {
 
 LOOM_TEST(gemm_tuned_config_comes_from_the_cache) {
   loom__tune_clear();
-  const loom_gemm_desc_t d = {1000, 2056, 1032, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 1};
+  const loom_gemm_desc_t d = LOOM_GEMM_DESC(1000, 2056, 1032, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 1);
   loom_gemm_config_t c;
   int found = 1;
   CHECK_RESULT(loom__gemm_tuned_config(&d, "sm90", 132, &c, &found), LOOM_SUCCESS);
@@ -102,14 +102,14 @@ static int count_bm64(const loom_gemm_config_t *v, int n) {
 }
 
 LOOM_TEST(gemm_tune_candidates_valid_distinct_and_shape_aware) {
-  const loom_gemm_desc_t shapes[] = {{4096, 24576, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0},
-                                     {64, 12288, 24576, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0},
-                                     {256, 12288, 24576, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0},
-                                     {1, 64, 8, LOOM_FP16, LOOM_FP32, LOOM_B_KN, 1},
-                                     {64, 8192, 14336, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0},
-                                     {64, 24576, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0},
-                                     {128, 14336, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0},
-                                     {129, 14336, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0}};
+  const loom_gemm_desc_t shapes[] = {LOOM_GEMM_DESC(4096, 24576, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0),
+                                     LOOM_GEMM_DESC(64, 12288, 24576, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0),
+                                     LOOM_GEMM_DESC(256, 12288, 24576, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0),
+                                     LOOM_GEMM_DESC(1, 64, 8, LOOM_FP16, LOOM_FP32, LOOM_B_KN, 1),
+                                     LOOM_GEMM_DESC(64, 8192, 14336, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0),
+                                     LOOM_GEMM_DESC(64, 24576, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0),
+                                     LOOM_GEMM_DESC(128, 14336, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0),
+                                     LOOM_GEMM_DESC(129, 14336, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0)};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
     for (int sm90 = 0; sm90 <= 1; ++sm90) {
       loom_gemm_config_t v[24];
@@ -160,7 +160,7 @@ LOOM_TEST(gemm_tune_candidates_valid_distinct_and_shape_aware) {
   n = loom__gemm_tune_candidates(&shapes[0], 1, 132, v, 24);
   CHECK(!has_cfg(v, n, 192, 1, 0, 0) && !has_cfg(v, n, 224, 1, 0, 0));
   /* Llama up m = 1024: 8 x 64 tiles of 224 fill 97% of 4 waves (256: 85%) */
-  const loom_gemm_desc_t up = {1024, 14336, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0};
+  const loom_gemm_desc_t up = LOOM_GEMM_DESC(1024, 14336, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
   n = loom__gemm_tune_candidates(&up, 1, 132, v, 24);
   CHECK(has_cfg(v, n, 224, 1, 0, 0));
 }

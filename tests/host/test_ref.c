@@ -51,7 +51,7 @@ LOOM_TEST(ref_random_fill_is_nonzero_and_seeded) {
 LOOM_TEST(ref_gemm_element_both_layouts) {
   /* A [2,3], B [3,2] (KN) and its transpose (NK) give the same C */
   float a[6] = {1, 2, 3, 4, 5, 6}, bkn[6] = {1, 0, 0, 1, 1, 1}, bnk[6] = {1, 0, 1, 0, 1, 1}, bias[2] = {0.5f, -1};
-  loom_gemm_desc_t d = {2, 2, 3, LOOM_FP32, LOOM_FP32, LOOM_B_KN, 1};
+  loom_gemm_desc_t d = LOOM_GEMM_DESC(2, 2, 3, LOOM_FP32, LOOM_FP32, LOOM_B_KN, 1);
   double c00 = loom_ref_gemm_element(&d, a, bkn, bias, 0, 0), c11 = loom_ref_gemm_element(&d, a, bkn, bias, 1, 1);
   CHECK(c00 == 1 + 3 + 0.5 && c11 == 5 + 6 - 1);
   d.b_layout = LOOM_B_NK;

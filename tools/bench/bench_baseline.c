@@ -95,7 +95,7 @@ static loom_result_t gemm_op(void *arg, int iter, cudaStream_t s) {
 /* One GEMM shape, both layouts: rows into t. Returns failures. */
 static int gemm_shape(baseline_args_t *a, cudaStream_t s, loom_bench_table_t *t, int64_t m, int64_t n, int64_t k,
                       const char *label) {
-  loom_gemm_desc_t d0 = {m, n, k, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0};
+  loom_gemm_desc_t d0 = LOOM_GEMM_DESC(m, n, k, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0);
   loom_bench_gemm_inputs_t in;
   int failures = 0;
   loom_result_t r = loom_bench_gemm_inputs_alloc(&in, &d0, (size_t)24 << 30, BASE_SEED);

@@ -111,7 +111,7 @@ static const char *const gemm_impl_names[5] = {"cublasLt", "loom", "loom-sm80", 
 static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsum_t *sum, int64_t m, int64_t n,
                       int64_t k, const char *label) {
   const size_t bytes_b = (size_t)(k * n) * 2; /* the weight, streamed once at small m */
-  loom_gemm_desc_t d0 = {m, n, k, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0};
+  loom_gemm_desc_t d0 = LOOM_GEMM_DESC(m, n, k, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0);
   loom_bench_gemm_inputs_t in;
   int failures = 0;
   loom_result_t r = loom_bench_gemm_inputs_alloc(&in, &d0, (size_t)16 << 30, GEMM_SEED);
