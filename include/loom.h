@@ -137,6 +137,40 @@ loom_result_t loom_peer_ptr(loom_comm_t comm, const void *ptr, int peer, void **
 /* Collective. Releases a plan of any operation and its workspace. */
 loom_result_t loom_plan_destroy(loom_plan_t plan);
 
+/* ---- pointwise epilogue (shared by the GEMM, the fused ops and the
+ *      collectives) ------------------------------------------------------- */
+
+typedef enum loom_activation {
+  LOOM_ACT_NONE = 0,
+  LOOM_ACT_RELU = 1,
+  LOOM_ACT_GELU_TANH = 2, /* 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))) (PyTorch approximate="tanh") */
+  LOOM_ACT_GELU_ERF = 3   /* 0.5 v (1 + erf(v / sqrt(2))) (PyTorch's default GeLU) */
+} loom_activation_t;
+
+/* Pointwise work applied once to each element y[row, col] (cols columns)
+ * of an operation's output x, in fp32, in this order, then rounded once to
+ * the output dtype:
+ *   v = scale * x + bias[col]            bias: [cols] of the output dtype, or NULL
+ *   v = activation(v)
+ *   v = dropout(v)                        dropout_p in [0, 1): kept elements are
+ *                                         scaled by 1 / (1 - dropout_p)
+ *   y = v + residual[row * cols + col]    residual: like the output, or NULL
+ * The dropout mask is a function of (seed, offset, row * cols + col) alone
+ * (loom_dropout_keep in core/pointwise.h: Philox4x32-10), so every op, rank
+ * split and tile order draws the same mask, and the CPU reference too.
+ * Initialise with LOOM_EPILOGUE_INIT (the identity). */
+typedef struct loom_epilogue {
+  size_t struct_size;          /* sizeof(loom_epilogue_t) */
+  float scale;
+  const void *bias;
+  loom_activation_t activation;
+  float dropout_p;
+  uint64_t dropout_seed;
+  uint64_t dropout_offset;     /* advance by the element count between calls for fresh masks */
+  const void *residual;
+} loom_epilogue_t;
+#define LOOM_EPILOGUE_INIT { sizeof(loom_epilogue_t), 1.0f, NULL, LOOM_ACT_NONE, 0.0f, 0, 0, NULL }
+
 /* ---- GEMM description (shared by the GEMM engine and the fused ops) ----- */
 
 typedef enum loom_layout {

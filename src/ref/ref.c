@@ -4,6 +4,8 @@
 #include "ref.h"
 
 #include <math.h>
+
+#include "core/pointwise.h"
 #include <string.h>
 
 uint16_t loom_ref_float_to_bf16(float f) {
@@ -105,4 +107,24 @@ double loom_ref_rel_error(const double *x, const double *ref, size_t n) {
   }
   if (den == 0.0) return num == 0.0 ? 0.0 : INFINITY;
   return sqrt(num / den);
+}
+
+double loom_ref_epilogue(const loom_epilogue_t *epi, loom_dtype_t out_type, int64_t cols, double x, int64_t row,
+                         int64_t col) {
+  if (!epi) return x;
+  double v = (double)epi->scale * x;
+  if (epi->bias) v += loom_ref_load(out_type, epi->bias, (size_t)col);
+  switch (epi->activation) {
+    case LOOM_ACT_RELU: v = v > 0 ? v : 0; break;
+    case LOOM_ACT_GELU_TANH: v = 0.5 * v * (1.0 + tanh(0.79788456080286535588 * (v + 0.044715 * v * v * v))); break;
+    case LOOM_ACT_GELU_ERF: v = 0.5 * v * (1.0 + erf(v / sqrt(2.0))); break;
+    default: break;
+  }
+  const uint64_t i = (uint64_t)row * (uint64_t)cols + (uint64_t)col;
+  if (epi->dropout_p > 0.f)
+    v = loom_dropout_keep(epi->dropout_seed, epi->dropout_offset, i, loom_dropout_threshold(epi->dropout_p))
+            ? v / (1.0 - (double)epi->dropout_p)
+            : 0.0;
+  if (epi->residual) v += loom_ref_load(out_type, epi->residual, (size_t)i);
+  return v;
 }

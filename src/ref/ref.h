@@ -36,6 +36,13 @@ void loom_ref_fill_random(loom_dtype_t t, void *buf, size_t n, uint64_t seed, do
 double loom_ref_gemm_element(const loom_gemm_desc_t *d, const void *a, const void *b, const void *bias,
                              int64_t row, int64_t col);
 
+/* The pointwise epilogue (loom.h, loom_epilogue_t; NULL: identity) applied
+ * in double to x at (row, col) of an output of `cols` columns of dtype
+ * out_type (bias and residual read as that dtype). The dropout mask is the
+ * one every kernel draws (core/pointwise.h: loom_dropout_keep). */
+double loom_ref_epilogue(const loom_epilogue_t *epi, loom_dtype_t out_type, int64_t cols, double x, int64_t row,
+                         int64_t col);
+
 /* Relative error ||x - ref|| / ||ref|| over n pairs; NaN if any x is NaN. */
 double loom_ref_rel_error(const double *x, const double *ref, size_t n);
 
