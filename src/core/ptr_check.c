@@ -17,7 +17,7 @@ static loom__addr_range_fn loom__addr_range(void) {
   static int looked;
   if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
     void *p = NULL;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
     if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
         q != cudaDriverEntryPointSuccess)
       p = NULL;
@@ -39,7 +39,7 @@ loom_result_t loom__check_device_ptr(const char *fn, const char *arg, const void
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%p is not memory the CUDA runtime knows (%s)", fn, arg, p,
                       cudaGetErrorString(e));
   }
-  switch (at.type) {
+  switch ((int)at.type) {
     case cudaMemoryTypeUnregistered:
       return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                         "%s: %s=%p is host memory the GPU cannot reach, or memory already freed: pass device "
