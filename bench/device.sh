@@ -7,11 +7,13 @@
 #   bash bench/device.sh [test-filter]
 # Environment: LOOM_COMMIT (commit being tested; the device has no .git),
 # LOOM_BENCH_SUITES ("none" to skip benchmarks), LOOM_BENCH_ARGS (passed to
-# every loom-bench suite, e.g. "--reps 10"), LOOM_PEER_ARGS (passed to the
-# PyTorch peer bench/peers/embedding_torch.py, run after the embedding_a2a
-# suite when PyTorch is installed), LOOM_PREBUILT=1 (use the carried
-# build/bin/loom-bench and build/tests/loom-test-gpu as they are: no make on
-# the device), OUT (where logs go).
+# every loom-bench suite, e.g. "--reps 10"), LOOM_BEFORE (a directory from
+# bench/build_before.sh holding the previous build's libloom.so.0: the
+# embedding_a2a suite times it side by side, the before(us) column),
+# LOOM_PREBUILT=1 (use the carried build/bin/loom-bench and
+# build/tests/loom-test-gpu as they are: no make on the device), OUT (where
+# logs go). loom-bench embedding_a2a runs its PyTorch peer
+# (bench/peers/embedding_torch.py) itself, in the same job.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=${OUT:-/tmp/loom-out}
@@ -55,15 +57,13 @@ if [ "$suites" != none ]; then
   export LOOM_BENCH_RESULTS_DIR="$out"
   t0=$(date +%s)
   for s in $suites; do
-    build/bin/loom-bench "$s" ${LOOM_BENCH_ARGS:-} > "$out/bench-$s.log" 2>&1 || bench_rc=$?
-    # the PyTorch peer of the embedding suite, in the same job (same GPUs, minutes apart)
-    if [ "$s" = embedding_a2a ] || [ "$s" = all ]; then
-      if python3 -c "import torch" 2>/dev/null; then
-        python3 bench/peers/embedding_torch.py ${LOOM_PEER_ARGS:-} > "$out/peer-embedding_torch.log" 2>&1 || bench_rc=$?
-      else
-        echo "no PyTorch here: bench/peers/embedding_torch.py not run" > "$out/peer-embedding_torch.log"
-      fi
+    extra=""
+    if [ "$s" = embedding_a2a ] && [ -n "${LOOM_BEFORE:-}" ]; then
+      [ -f "$LOOM_BEFORE/libloom.so.0" ] || { echo "LOOM_BEFORE=$LOOM_BEFORE has no libloom.so.0"; exit 1; }
+      extra="--before $LOOM_BEFORE/libloom.so.0"
+      echo "before: $(cat "$LOOM_BEFORE/COMMIT" 2>/dev/null || echo unknown) ($LOOM_BEFORE/libloom.so.0)" >> "$out/machine.txt"
     fi
+    build/bin/loom-bench "$s" ${LOOM_BENCH_ARGS:-} $extra > "$out/bench-$s.log" 2>&1 || bench_rc=$?
   done
   echo "bench ($suites): rc=$bench_rc, $(( $(date +%s) - t0 )) s"
 fi
@@ -72,6 +72,5 @@ echo "=== GPU tests ==="
 grep -E "^\[ (FAIL|SKIP|  OK  ) \]|^    |passed, .* failed" "$out/gpu-test.log" | tail -60
 if [ "$suites" != none ]; then
   for s in $suites; do echo "=== loom-bench $s (tail) ==="; tail -45 "$out/bench-$s.log"; done
-  [ -f "$out/peer-embedding_torch.log" ] && { echo "=== PyTorch peer (tail) ==="; tail -8 "$out/peer-embedding_torch.log"; }
 fi
 exit $(( test_rc != 0 || bench_rc != 0 ))

@@ -5,62 +5,74 @@ PyTorch EmbeddingBag pooling + all_to_all_single, as a DLRM runs it, on W
 GPUs of one machine (torch.multiprocessing spawn, NCCL; no torchrun).
 Per rank: T tables of `rows` x D fp32 held as one EmbeddingBag (indices
 shifted per table: one kernel for all tables, the faster of the two ways in
-ANCHORS.md), uniform indices, fixed pooling L, global batch B. Timed with
-CUDA events, median of --reps after --warmup, the max over ranks per rep:
+ANCHORS.md), uniform (or --zipf) indices, fixed pooling L, global batch B.
+Timed with CUDA events after --warmup rounds; each repetition runs the three
+operations one after the other (interleaved, so that clocks and heat weigh on
+each alike), every rank lined up by a barrier first; the time of a
+repetition is the maximum over ranks; the median over --reps is reported:
   pool : EmbeddingBag forward -> [T*B, D]
   a2a  : all_to_all_single of the pooled bytes (already in send layout)
   seq  : pool + permute into send layout [W, Bl, T*D] + all_to_all_single +
          permute into the interaction layout [Bl, W*T*D]
-Prints one JSON object per shape (and a summary line) on stdout.
-Usage: python3 bench/peers/embedding_torch.py [--world 2] [--reps 20] [--quick]
+Writes one JSON object (device, torch version, options, rows) to --json and
+prints one line per shape. loom-bench embedding_a2a runs it and reads the
+JSON. Exit status 2 when PyTorch or a GPU is missing (nothing measured).
+Usage: python3 bench/peers/embedding_torch.py [--world 2] [--reps 20] [--quick] [--json FILE]
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-
 SHAPES = [(1024, 64), (4096, 64), (4096, 128), (16384, 64)]
 
 
-def timed(fn, warmup, reps):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        dist.barrier()
-        torch.cuda.synchronize()
-        e0 = torch.cuda.Event(enable_timing=True)
-        e1 = torch.cuda.Event(enable_timing=True)
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1000.0)  # us
-    t = torch.tensor(times, device="cuda", dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return statistics.median(t.tolist())
+def parse_shapes(text):
+    out = []
+    for item in text.split(","):
+        b, t = item.lower().split("x")
+        out.append((int(b), int(t)))
+    return out
 
 
-def worker(rank, world, args, port):
+def zipf_indices(torch, rows, count, alpha, gen):
+    """Zipf(alpha) ranks over `rows` (inverse CDF), scattered by the
+    multiplicative hash of loom's generator (bench/dlrm_gen.h), so hot rows
+    are not adjacent."""
+    ranks = torch.arange(1, rows + 1, device="cuda", dtype=torch.float64)
+    cdf = torch.cumsum(ranks.pow(-alpha), 0)
+    cdf /= cdf[-1].clone()
+    u = torch.rand(count, device="cuda", dtype=torch.float64, generator=gen)
+    draws = torch.searchsorted(cdf, u).clamp_(max=rows - 1)
+    mult = 2654435761 % rows
+    while mult < 1 or math.gcd(mult, rows) != 1:
+        mult = (mult + 1) % rows
+    return (draws * mult) % rows
+
+
+def worker(rank, world, args, port, result_path):
+    import torch
+    import torch.distributed as dist
+
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             device_id=torch.device("cuda", rank))
     D, L, rows = args.dim, args.pooling, args.rows
-    shapes = SHAPES[:2] if args.quick else SHAPES
+    shapes = parse_shapes(args.shapes) if args.shapes else (SHAPES[:2] if args.quick else SHAPES)
+    results = []
     for B, T in shapes:
         Bl = B // world
         g = torch.Generator(device="cuda").manual_seed(1000 + rank)
         emb = torch.nn.EmbeddingBag(T * rows, D, mode="sum").cuda()
         with torch.no_grad():
             emb.weight.uniform_(-1, 1, generator=g)
-        idx = torch.randint(0, rows, (T, B * L), device="cuda", generator=g)
+        if args.zipf > 0:
+            idx = zipf_indices(torch, rows, T * B * L, args.zipf, g).view(T, B * L)
+        else:
+            idx = torch.randint(0, rows, (T, B * L), device="cuda", generator=g)
         idx = (idx + torch.arange(T, device="cuda").unsqueeze(1) * rows).reshape(-1)
         offsets = torch.arange(0, T * B * L, L, device="cuda")
         send = torch.empty(world, Bl, T * D, device="cuda")
@@ -84,35 +96,72 @@ def worker(rank, world, args, port):
             dist.all_to_all_single(r, s)
             return r.permute(1, 0, 2).reshape(Bl, world * T * D).contiguous()
 
-        t_pool = timed(pool, args.warmup, args.reps)
-        t_a2a = timed(a2a, args.warmup, args.reps)
-        t_seq = timed(seq, args.warmup, args.reps)
+        ops = [pool, a2a, seq]
+        for _ in range(args.warmup):
+            for fn in ops:
+                fn()
+        torch.cuda.synchronize()
+        times = [[] for _ in ops]
+        for _ in range(args.reps):
+            dist.barrier()
+            torch.cuda.synchronize()
+            ev = [torch.cuda.Event(enable_timing=True) for _ in range(len(ops) + 1)]
+            for j, fn in enumerate(ops):
+                ev[j].record()
+                fn()
+            ev[-1].record()
+            ev[-1].synchronize()
+            for j in range(len(ops)):
+                times[j].append(ev[j].elapsed_time(ev[j + 1]) * 1000.0)  # us
+        t = torch.tensor(times, device="cuda", dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        med = [statistics.median(row) for row in t.tolist()]
         if rank == 0:
             rd = T * B * L * D * 4
-            print(json.dumps({"impl": "torch", "B": B, "T": T, "D": D, "L": L, "world": world,
-                              "pool_us": round(t_pool, 1), "a2a_us": round(t_a2a, 1), "seq_us": round(t_seq, 1),
-                              "pool_GBps_rows": round(rd / (t_pool * 1e-6) / 1e9, 1),
-                              "device": torch.cuda.get_device_name(0), "torch": torch.__version__}), flush=True)
+            row = {"B": B, "T": T, "D": D, "L": L, "world": world, "pool_us": round(med[0], 1),
+                   "a2a_us": round(med[1], 1), "seq_us": round(med[2], 1),
+                   "pool_GBps_rows": round(rd / (med[0] * 1e-6) / 1e9, 1)}
+            results.append(row)
+            print("embedding_torch: " + json.dumps(row), flush=True)
         del emb, idx, offsets, send, recv, pooled
         torch.cuda.empty_cache()
+    if rank == 0 and result_path:
+        doc = {"peer": "torch", "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+               "world": world, "reps": args.reps, "warmup": args.warmup, "zipf": args.zipf,
+               "timing": "interleaved per repetition, max over ranks, median", "rows": results}
+        tmp = result_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(tmp, result_path)
     dist.destroy_process_group()
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--world", type=int, default=min(2, torch.cuda.device_count()))
+    ap.add_argument("--world", type=int, default=0, help="ranks (0: min(2, GPUs))")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--pooling", type=int, default=32)
     ap.add_argument("--rows", type=int, default=100000)
+    ap.add_argument("--zipf", type=float, default=0.0, help="Zipf exponent of the indices (0: uniform)")
+    ap.add_argument("--shapes", default="", help="BxT,BxT,... (default: loom-bench's list)")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", default="", help="write the results here")
     args = ap.parse_args()
-    if args.world < 1:
-        print("embedding_torch.py: no CUDA GPU", file=sys.stderr)
-        return 1
+    try:
+        import torch
+        import torch.multiprocessing as mp
+    except ImportError as e:
+        print(f"embedding_torch.py: PyTorch is not importable ({e}): nothing measured", file=sys.stderr)
+        return 2
+    gpus = torch.cuda.device_count()
+    world = args.world or min(2, gpus)
+    if world < 1 or world > gpus:
+        print(f"embedding_torch.py: {gpus} GPU(s), world {world}: nothing measured", file=sys.stderr)
+        return 2
     port = 29500 + os.getpid() % 1000
-    mp.spawn(worker, args=(args.world, args, port), nprocs=args.world, join=True)
+    mp.spawn(worker, args=(world, args, port, args.json), nprocs=world, join=True)
     return 0
 
 

@@ -1,14 +1,25 @@
 /*
- * embedding_a2a.c - host side of the fused embedding-bag + All-to-All:
+ * embedding_a2a_plan.c - host side of the fused embedding-bag + All-to-All:
  * description checks, path choice, plan creation (workspace for flags and
  * counters, device copies of the table shapes, the host-mapped index-error
- * record), and the calls (forward, backward, pooling alone, check).
+ * record, the sorted backward's memory pool), and the calls (forward,
+ * backward, pooling alone, check).
  *
  * Paths (see loom.h): zero-copy (every rank load/store reachable: one fused
  * kernel stores pooled rows into the peers' outputs), GIN (compile-only so
- * far: other nodes through ncclGin puts; chosen only when NCCL reports GIN),
- * staged (pooling kernel into a send buffer, NCCL send/recv in a group, a
- * reorder kernel into the output; the fallback, logged once).
+ * far: other nodes through ncclGin puts; embedding_a2a_gin.cu), staged
+ * (pooling kernel into a send buffer, NCCL send/recv in a group, a reorder
+ * into the output; the fallback, logged once).
+ *
+ * Backward: fp32 tables add with fp32 atomics (one kernel); fp16/bf16 tables
+ * take the sorted backward (embedding_a2a_sorted.cu: fp32 sums per row, one
+ * rounding), whose per-call scratch comes stream-ordered from the plan's own
+ * memory pool (kept cached between calls, released with the plan).
+ *
+ * Synchronisation: nothing here waits for the device as a whole. Every call
+ * records the plan's event on its stream (inside a capture, as an event node,
+ * so graph replays record it too); destroying the plan or re-cutting its work
+ * (test hooks) waits for that event only.
  *
  * Epochs: kernels take theirs from the plan's device call counter (graph
  * replays advance it); the host's plan->epoch is advanced too, unused here.
@@ -24,9 +35,13 @@
 #include "core/handle.h"
 #include "core/log.h"
 #include "core/plan.h"
+#include "core/ptr_check.h"
 
 __attribute__((constructor)) static void loom__emb_wait_sites(void) {
   loom__wait_site_register(LOOM_SITE_EMB_SLICE_READY, "embedding slice ready");
+  loom__wait_site_register(LOOM_SITE_EMB_GRAD_READY, "embedding backward: peer's grad_out readable");
+  loom__wait_site_register(LOOM_SITE_EMB_GRAD_DONE, "embedding backward: peer done reading grad_out");
+  loom__wait_site_register(LOOM_SITE_EMB_OUT_READY, "embedding forward: peer's output writable");
 }
 
 static const char *pool_name(int p) { return p == LOOM_POOL_SUM ? "sum" : p == LOOM_POOL_MEAN ? "mean" : "?"; }
@@ -95,6 +110,15 @@ loom_result_t loom__emb_validate_desc(const char *fn, const loom_embedding_desc_
                       (int)d->path);
   if (d->grid_blocks < 0)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->grid_blocks=%d must be >= 0", fn, d->grid_blocks);
+  const int64_t max_rows = ((int64_t)1 << 62) / ((int64_t)d->dim * 4);
+  for (int p = 0, g = 0; p < size; ++p) {
+    int64_t sum = 0;
+    for (int t = 0; t < d->tables_per_rank[p]; ++t, ++g) sum = loom_emb_add_sat(sum, d->rows[g]);
+    if (sum > max_rows)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                        "%s: desc->rows: rank %d's tables hold %lld rows of dim %d, more than %lld (2^62 bytes of "
+                        "fp32)", fn, p, (long long)sum, d->dim, (long long)max_rows);
+  }
   if (d->check_indices_sync != 0 && d->check_indices_sync != 1)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->check_indices_sync=%d must be 0 or 1", fn,
                       d->check_indices_sync);
@@ -104,16 +128,44 @@ loom_result_t loom__emb_validate_desc(const char *fn, const loom_embedding_desc_
   return LOOM_SUCCESS;
 }
 
+/* Waits for the plan's last call (its event; nothing else on the device). */
+static loom_result_t wait_last_call(loom_emb_state_t *st, const char *fn) {
+  if (!st->done) return LOOM_SUCCESS;
+  cudaError_t e = cudaEventSynchronize(st->done);
+  if (e != cudaSuccess) {
+    char what[160];
+    snprintf(what, sizeof what, "%s: cudaEventSynchronize (the plan's last call)", fn);
+    return loom__cuda_fail((int)e, what, __FILE__, __LINE__);
+  }
+  return LOOM_SUCCESS;
+}
+
+/* Frees what the plan holds; a failure is logged (destroy goes on). */
 static void emb_destroy(loom_plan_t plan) {
   loom_emb_state_t *st = (loom_emb_state_t *)plan->op_state;
   if (!st) return;
   if (!plan->comm->detached) {
-    cudaDeviceSynchronize(); /* kernels of this plan may still run */
-    if (st->d_row_off) cudaFree(st->d_row_off);
-    if (st->d_rows) cudaFree(st->d_rows);
-    if (st->err_host) cudaFreeHost(st->err_host);
-    if (st->send_buf) cudaFree(st->send_buf);
-    if (st->recv_buf) cudaFree(st->recv_buf);
+    /* kernels of this plan may still run: its last call's event */
+    if (wait_last_call(st, "loom_plan_destroy (embedding)") != LOOM_SUCCESS)
+      LOOM_WARN("%s; freeing the plan's buffers anyway", loom_last_error());
+    void *dev[5] = {st->d_row_off, st->d_rows, st->d_table_base, st->send_buf, st->recv_buf};
+    for (int i = 0; i < 5; ++i) {
+      if (!dev[i]) continue;
+      cudaError_t e = cudaFree(dev[i]);
+      if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (embedding): cudaFree: %s", cudaGetErrorString(e));
+    }
+    if (st->err_host) {
+      cudaError_t e = cudaFreeHost(st->err_host);
+      if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (embedding): cudaFreeHost: %s", cudaGetErrorString(e));
+    }
+    if (st->pool) { /* released once allocations still in flight are freed */
+      cudaError_t e = cudaMemPoolDestroy(st->pool);
+      if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (embedding): cudaMemPoolDestroy: %s", cudaGetErrorString(e));
+    }
+    if (st->done) {
+      cudaError_t e = cudaEventDestroy(st->done);
+      if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (embedding): cudaEventDestroy: %s", cudaGetErrorString(e));
+    }
     if (st->gin_devcomm) loom__emb_gin_release(plan->comm->nccl, st->gin_devcomm);
   }
   free(st->tables_per_rank);
@@ -123,12 +175,12 @@ static void emb_destroy(loom_plan_t plan) {
   plan->op_state = NULL;
 }
 
-/* Grid from the SM count and the forward kernel's residency (which depends
- * on the unroll). All blocks need not be resident for progress (waits come
- * after the last task), but a grid past residency only queues blocks. */
+/* Grid from the SM count and the forward kernel's residency. All blocks
+ * need not be resident for progress (waits come after the last task), but a
+ * grid past residency only queues blocks. */
 static loom_result_t size_grid(loom_plan_t plan, loom_emb_state_t *st) {
   loom_comm_t comm = plan->comm;
-  LOOM_TRY(loom__emb_occupancy(st->desc.table_type, st->desc.out_type, st->desc.dim, &st->tun, &st->blocks_per_sm));
+  LOOM_TRY(loom__emb_occupancy(st->desc.table_type, st->desc.out_type, st->desc.dim, &st->blocks_per_sm));
   int bps = st->blocks_per_sm > 4 ? 4 : st->blocks_per_sm;
   st->grid = st->desc.grid_blocks ? st->desc.grid_blocks : comm->sm_count * bps;
   if (st->grid > comm->sm_count * st->blocks_per_sm) st->grid = comm->sm_count * st->blocks_per_sm;
@@ -142,6 +194,31 @@ static const char *path_name(int p) {
     case LOOM_EMB_PATH_STAGED: return "staged (pooling + NCCL send/recv)";
   }
   return "auto";
+}
+
+static const char *dtype_name(loom_dtype_t t) { return t == LOOM_FP32 ? "fp32" : t == LOOM_FP16 ? "fp16" : "bf16"; }
+
+static void state_free(loom_emb_state_t *st) {
+  free(st->tables_per_rank);
+  free(st->table_base);
+  free(st->rows);
+  free(st);
+}
+
+/* The sorted backward's memory pool: device memory of the comm's device,
+ * kept (release threshold: never) so that calls after the first reuse it. */
+static loom_result_t make_pool(loom_comm_t comm, loom_emb_state_t *st) {
+  if (st->pool) return LOOM_SUCCESS;
+  struct cudaMemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = comm->device;
+  LOOM_CUDA(cudaMemPoolCreate(&st->pool, &props));
+  uint64_t keep = UINT64_MAX;
+  LOOM_CUDA(cudaMemPoolSetAttribute(st->pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  return LOOM_SUCCESS;
 }
 
 loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_desc_t *desc, loom_plan_t *out) {
@@ -161,7 +238,7 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   for (int p = 0; p < W; ++p) t_total += desc->tables_per_rank[p];
   st->rows = (int64_t *)malloc((size_t)t_total * sizeof(int64_t));
   if (!st->tables_per_rank || !st->table_base || !st->rows) {
-    free(st->tables_per_rank); free(st->table_base); free(st->rows); free(st);
+    state_free(st);
     return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn);
   }
   memcpy(st->tables_per_rank, desc->tables_per_rank, (size_t)W * sizeof(int));
@@ -171,15 +248,41 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   st->table_base[0] = 0;
   for (int p = 0; p < W; ++p) st->table_base[p + 1] = st->table_base[p] + st->tables_per_rank[p];
   const int T = st->tables_per_rank[r];
+  for (int t = 0; t < T; ++t) st->local_rows += st->rows[st->table_base[r] + t];
   int S = desc->slice_samples ? desc->slice_samples : LOOM_EMB_DEFAULT_SLICE;
   int64_t Bl = desc->global_batch / W;
   if (S > Bl) S = (int)Bl;
   st->desc.slice_samples = S;
-  const loom_emb_tuning_t tdef = LOOM_EMB_TUNING_DEFAULT;
-  st->tun = tdef;
-  if (loom_emb_sched_init(&st->sched, W, r, T, t_total, st->table_base[r], desc->global_batch, S, st->tun.part,
+  st->part = LOOM_EMB_DEFAULT_PART;
+  st->bwd = desc->table_type == LOOM_FP32 ? LOOM_EMB_BWD_ATOMIC : LOOM_EMB_BWD_SORTED;
+
+  /* every signal word is indexed with 32 bits: bound the counts first */
+  int t_max = 0;
+  for (int p = 0; p < W; ++p) t_max = st->tables_per_rank[p] > t_max ? st->tables_per_rank[p] : t_max;
+  const loom_emb_counts_t counts = loom_emb_plan_counts(W, t_total, t_max, Bl, S);
+  {
+    const char *what = NULL;
+    int64_t value = 0;
+    if (loom_emb_counts_check(&counts, &what, &value)) {
+      state_free(st);
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                        "%s: %s = %lld exceeds the limit %lld (32-bit signal indices) for W=%d, T_total=%d, "
+                        "global_batch=%lld, slice_samples=%d: use larger slices or fewer tables per plan",
+                        fn, what, (long long)value, (long long)LOOM_EMB_MAX_SIGNALS, W, t_total,
+                        (long long)desc->global_batch, S);
+    }
+  }
+  if (st->bwd == LOOM_EMB_BWD_SORTED && st->local_rows > LOOM_EMB_MAX_SORTED_ROWS) {
+    const long long rows = (long long)st->local_rows;
+    state_free(st);
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: rank %d's %s tables hold %lld rows; the backward of fp16/bf16 tables sorts 32-bit row "
+                      "numbers and takes at most %lld rows per rank",
+                      fn, r, dtype_name(desc->table_type), rows, (long long)LOOM_EMB_MAX_SORTED_ROWS);
+  }
+  if (loom_emb_sched_init(&st->sched, W, r, T, t_total, st->table_base[r], desc->global_batch, S, st->part,
                           desc->local_first) != 0) {
-    free(st->tables_per_rank); free(st->table_base); free(st->rows); free(st);
+    state_free(st);
     return loom__fail(LOOM_ERR_INTERNAL, "%s: schedule rejected W=%d T=%d B=%lld S=%d", fn, W, T,
                       (long long)desc->global_batch, S);
   }
@@ -188,10 +291,10 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   int all_lsa = comm->lsa_size == W;
   int gin = 0;
   loom_result_t res = LOOM_SUCCESS;
-  st->num_flags = loom_emb_num_flags(&st->sched);
+  st->num_flags = (uint32_t)counts.flags;
   st->num_counters = loom_emb_num_counters(&st->sched);
   if (!all_lsa && desc->path != LOOM_EMB_PATH_STAGED && !comm->detached)
-    res = loom__emb_gin_probe(comm->nccl, (int)st->num_flags, &gin, &st->gin_devcomm);
+    res = loom__emb_gin_probe(comm->nccl, (int)counts.flags, &gin, &st->gin_devcomm);
   int path = loom_emb_choose_path((int)desc->path, all_lsa, gin);
   if (res == LOOM_SUCCESS && path < 0)
     res = loom__fail(LOOM_ERR_UNSUPPORTED,
@@ -219,9 +322,7 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
 
   /* workspace layout (signal words): identical on every rank, so words that
    * peers address come first and the counters (local use only) are sized
-   * for the rank with the most tables. */
-  int t_max = 0;
-  for (int p = 0; p < W; ++p) t_max = st->tables_per_rank[p] > t_max ? st->tables_per_rank[p] : t_max;
+   * for the rank with the most tables (counts.words <= LOOM_EMB_MAX_SIGNALS) */
   uint32_t nsig = 0;
   st->flags_off = 0; nsig += st->num_flags;
   st->ready_off = nsig; nsig += (uint32_t)W;
@@ -229,13 +330,13 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   st->gdone_off = nsig; nsig += (uint32_t)W;
   st->bcount_off = nsig; nsig += (uint32_t)W;
   st->fetch_off = nsig; nsig += 4;
-  st->counters_off = nsig; nsig += (uint32_t)t_max * (uint32_t)W * (uint32_t)st->sched.nsl;
+  st->counters_off = nsig; nsig += (uint32_t)counts.counters;
 
   loom_plan_t plan = NULL;
   if (res == LOOM_SUCCESS) res = loom__plan_create(comm, "embedding_a2a", nsig, 0, &plan);
   if (res != LOOM_SUCCESS) {
     if (st->gin_devcomm && !comm->detached) loom__emb_gin_release(comm->nccl, st->gin_devcomm);
-    free(st->tables_per_rank); free(st->table_base); free(st->rows); free(st);
+    state_free(st);
     return res;
   }
   /* byte offsets in the comm workspace */
@@ -250,8 +351,8 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   plan->op_state = st;
   plan->destroy_op = emb_destroy;
   snprintf(plan->tune_key, sizeof plan->tune_key, "emb_a2a W%d T%d/%d D%d B%lld S%d %s>%s %s", W, T, t_total,
-           desc->dim, (long long)desc->global_batch, S, loom_dtype_size(desc->table_type) == 4 ? "f32" : "f16",
-           loom_dtype_size(desc->out_type) == 4 ? "f32" : "f16", pool_name(desc->pooling));
+           desc->dim, (long long)desc->global_batch, S, dtype_name(desc->table_type), dtype_name(desc->out_type),
+           pool_name(desc->pooling));
 
   if (comm->detached) {
     st->grid = desc->grid_blocks ? desc->grid_blocks : 132;
@@ -260,7 +361,7 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
     return LOOM_SUCCESS;
   }
 
-  /* device-side shapes, error record, grid, staging */
+  /* device-side shapes, error record, event, pool, grid, staging */
   size_t osz = loom_dtype_size(desc->out_type);
   int64_t *h_off = (int64_t *)malloc((size_t)(T ? T : 1) * sizeof(int64_t));
   if (!h_off) res = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn);
@@ -271,17 +372,22 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
     size_t n = (size_t)(T ? T : 1) * sizeof(int64_t);
     e = cudaMalloc((void **)&st->d_row_off, n);
     if (e == cudaSuccess) e = cudaMalloc((void **)&st->d_rows, n);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&st->d_table_base, (size_t)(W + 1) * sizeof(int));
     if (e == cudaSuccess && T) e = cudaMemcpy(st->d_row_off, h_off, (size_t)T * sizeof(int64_t), cudaMemcpyHostToDevice);
     if (e == cudaSuccess && T)
       e = cudaMemcpy(st->d_rows, st->rows + st->table_base[r], (size_t)T * sizeof(int64_t), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+      e = cudaMemcpy(st->d_table_base, st->table_base, (size_t)(W + 1) * sizeof(int), cudaMemcpyHostToDevice);
     if (e == cudaSuccess) e = cudaHostAlloc((void **)&st->err_host, sizeof(loom_emb_err_t), cudaHostAllocMapped);
     if (e == cudaSuccess) {
       memset(st->err_host, 0, sizeof *st->err_host);
       e = cudaHostGetDevicePointer((void **)&st->err_dev, st->err_host, 0);
     }
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
     if (e != cudaSuccess) res = loom__cuda_fail((int)e, "embedding plan: device tables", __FILE__, __LINE__);
   }
   free(h_off);
+  if (res == LOOM_SUCCESS && st->bwd == LOOM_EMB_BWD_SORTED) res = make_pool(comm, st);
   if (res == LOOM_SUCCESS) res = size_grid(plan, st);
   if (res == LOOM_SUCCESS && st->path == LOOM_EMB_PATH_STAGED) {
     size_t send = (size_t)desc->global_batch * (size_t)T * (size_t)desc->dim * osz;
@@ -297,10 +403,10 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
     loom_plan_destroy(plan);
     return loom__fail(res, "%s", msg);
   }
-  LOOM_INFO("embedding_a2a plan rank %d: path %s, T %d/%d, D %d, B %lld, S %d, %u flags, %u counters, grid %d "
-            "(%d/SM), workspace %zu B, staging %zu B", r, path_name(st->path), T, t_total, desc->dim,
-            (long long)desc->global_batch, S, st->num_flags, st->num_counters, st->grid, st->blocks_per_sm,
-            plan->ws_bytes, st->staging_bytes);
+  LOOM_INFO("embedding_a2a plan rank %d: path %s, T %d/%d, D %d, B %lld, S %d, P %d, %u flags, %u counters, grid %d "
+            "(%d/SM), backward %s, workspace %zu B, staging %zu B", r, path_name(st->path), T, t_total, desc->dim,
+            (long long)desc->global_batch, S, st->part, st->num_flags, st->num_counters, st->grid, st->blocks_per_sm,
+            st->bwd == LOOM_EMB_BWD_SORTED ? "sorted" : "atomic", plan->ws_bytes, st->staging_bytes);
   *out = plan;
   return LOOM_SUCCESS;
 }
@@ -355,20 +461,46 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan) {
                     (long long)e.sample);
 }
 
-/* Checks common to the calls. */
-static loom_result_t check_inputs(const char *fn, loom_emb_state_t *st, const void *tables, const int64_t *indices,
-                                  const int64_t *offsets, int64_t num_indices, const float *weights) {
+/* Host checks common to the calls (no GPU): `tab_name` is "tables" or
+ * "table_grad". */
+static loom_result_t check_inputs(const char *fn, loom_emb_state_t *st, const char *tab_name, const void *tables,
+                                  const int64_t *indices, const int64_t *offsets, int64_t num_indices,
+                                  const float *weights) {
   int T = st->sched.t_local;
-  if (T > 0 && !tables) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tables=NULL (this rank owns %d tables)", fn, T);
+  if (T > 0 && !tables)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=NULL (this rank owns %d tables)", fn, tab_name, T);
   if (tables && ((uintptr_t)tables & 15))
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tables=%p must be 16-byte aligned", fn, tables);
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%p must be 16-byte aligned", fn, tab_name, tables);
   if (T > 0 && !offsets) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: offsets=NULL", fn);
+  if (offsets && ((uintptr_t)offsets & 7))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: offsets=%p must be 8-byte aligned (int64)", fn, (const void *)offsets);
   if (num_indices < 0) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: num_indices=%lld must be >= 0", fn, (long long)num_indices);
   if (num_indices > 0 && !indices) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: indices=NULL with num_indices=%lld", fn, (long long)num_indices);
+  if (indices && ((uintptr_t)indices & 7))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: indices=%p must be 8-byte aligned (int64)", fn, (const void *)indices);
   if (st->desc.per_sample_weights && num_indices > 0 && !weights)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: weights=NULL but the plan has per_sample_weights=1", fn);
   if (!st->desc.per_sample_weights && weights)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: weights=%p but the plan has per_sample_weights=0", fn, (const void *)weights);
+  if (weights && ((uintptr_t)weights & 3))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: weights=%p must be 4-byte aligned (fp32)", fn, (const void *)weights);
+  return LOOM_SUCCESS;
+}
+
+/* Device checks of the inputs common to the calls: each pointer the call
+ * reads is device memory of this GPU with the bytes the call reaches. */
+static loom_result_t check_input_ptrs(const char *fn, loom_emb_state_t *st, const char *tab_name, const void *tables,
+                                      size_t tab_elem, const int64_t *indices, const int64_t *offsets,
+                                      int64_t num_indices, const float *weights) {
+  const int T = st->sched.t_local;
+  if (T > 0) {
+    LOOM_TRY(loom__check_device_ptr(fn, tab_name, tables, (size_t)st->local_rows * (size_t)st->desc.dim * tab_elem));
+    LOOM_TRY(loom__check_device_ptr(fn, "offsets", offsets, ((size_t)T * (size_t)st->sched.batch + 1) * sizeof(int64_t)));
+  }
+  if (num_indices > 0) {
+    LOOM_TRY(loom__check_device_ptr(fn, "indices", indices, (size_t)num_indices * sizeof(int64_t)));
+    if (weights) LOOM_TRY(loom__check_device_ptr(fn, "weights", weights, (size_t)num_indices * sizeof(float)));
+  }
   return LOOM_SUCCESS;
 }
 
@@ -387,6 +519,8 @@ static void fill_common(loom_emb_kargs_t *a, loom_plan_t plan, loom_emb_state_t 
   a->num_indices = num_indices;
   a->row_off = st->d_row_off;
   a->rows = st->d_rows;
+  a->total_rows = st->local_rows;
+  a->table_base = st->d_table_base;
   a->flags_off = st->flags_off;
   a->counters_off = st->counters_off;
   a->ready_off = st->ready_off;
@@ -396,8 +530,6 @@ static void fill_common(loom_emb_kargs_t *a, loom_plan_t plan, loom_emb_state_t 
   a->fetch_off = st->fetch_off;
   a->epoch_off = plan->epoch_offset;
   a->err = st->err_dev;
-  a->group = st->tun.group;
-  a->variant = st->tun.variant;
 }
 
 /* Address of each rank's copy of the symmetric buffer at `p` (`bytes` long). */
@@ -418,8 +550,15 @@ static loom_result_t peer_addresses(const char *fn, const char *what, loom_comm_
   return LOOM_SUCCESS;
 }
 
+/* After a call's launches: the plan's event (recorded as a graph node when
+ * the stream is being captured, so that replays record it too), then the
+ * optional synchronous index check. */
 static loom_result_t after_call(const char *fn, loom_plan_t plan, loom_emb_state_t *st, cudaStream_t stream) {
-  if (!st->desc.check_indices_sync) return LOOM_SUCCESS;
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
+  LOOM_CUDA(cudaEventRecordWithFlags(st->done, stream,
+                                     cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
+  if (!st->desc.check_indices_sync || cs == cudaStreamCaptureStatusActive) return LOOM_SUCCESS;
   LOOM_CUDA(cudaStreamSynchronize(stream));
   LOOM_TRY(loom__comm_check(plan->comm, fn));
   return loom_embedding_a2a_check(plan);
@@ -463,16 +602,20 @@ loom_result_t loom_embedding_pool(loom_plan_t plan, const void *tables, const in
   LOOM_TRY(get_state(plan, fn, &st));
   LOOM_TRY(loom__comm_check(plan->comm, fn));
   LOOM_TRY(loom_embedding_a2a_check(plan));
-  LOOM_TRY(check_inputs(fn, st, tables, indices, offsets, num_indices, weights));
+  LOOM_TRY(check_inputs(fn, st, "tables", tables, indices, offsets, num_indices, weights));
   if (!pooled) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: pooled=NULL", fn);
   if ((uintptr_t)pooled & 15) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: pooled=%p must be 16-byte aligned", fn, pooled);
   if (plan->comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: test comm without a GPU", fn);
+  const size_t tsz = loom_dtype_size(st->desc.table_type), osz = loom_dtype_size(st->desc.out_type);
+  LOOM_TRY(check_input_ptrs(fn, st, "tables", tables, tsz, indices, offsets, num_indices, weights));
+  LOOM_TRY(loom__check_device_ptr(fn, "pooled", pooled,
+                                  (size_t)st->sched.batch * (size_t)st->sched.t_local * (size_t)st->desc.dim * osz));
   if (st->sched.t_local == 0) return LOOM_SUCCESS;
   loom_emb_kargs_t a;
   fill_common(&a, plan, st, tables, indices, offsets, num_indices, weights);
   a.pool_only = 1;
   a.peer[0] = (char *)pooled;
-  LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, &st->tun, st->grid, stream));
+  LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, st->grid, stream));
   return after_call(fn, plan, st, stream);
 }
 
@@ -484,12 +627,14 @@ loom_result_t loom_embedding_a2a(loom_plan_t plan, const void *tables, const int
   loom_comm_t comm = plan->comm;
   LOOM_TRY(loom__comm_check(comm, fn));
   LOOM_TRY(loom_embedding_a2a_check(plan));
-  LOOM_TRY(check_inputs(fn, st, tables, indices, offsets, num_indices, weights));
+  LOOM_TRY(check_inputs(fn, st, "tables", tables, indices, offsets, num_indices, weights));
   if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
   if ((uintptr_t)out & 15) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=%p must be 16-byte aligned", fn, out);
   if (comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: test comm without a GPU", fn);
-  size_t osz = loom_dtype_size(st->desc.out_type);
-  size_t out_bytes = (size_t)st->sched.local_batch * (size_t)st->sched.t_total * (size_t)st->desc.dim * osz;
+  const size_t tsz = loom_dtype_size(st->desc.table_type), osz = loom_dtype_size(st->desc.out_type);
+  const size_t out_bytes = (size_t)st->sched.local_batch * (size_t)st->sched.t_total * (size_t)st->desc.dim * osz;
+  LOOM_TRY(check_input_ptrs(fn, st, "tables", tables, tsz, indices, offsets, num_indices, weights));
+  LOOM_TRY(loom__check_device_ptr(fn, "out", out, out_bytes));
 
   if (st->path == LOOM_EMB_PATH_STAGED) {
     /* pool -> send [W][Bl][T*D]; send/recv; reorder into out */
@@ -501,7 +646,7 @@ loom_result_t loom_embedding_a2a(loom_plan_t plan, const void *tables, const int
       fill_common(&a, plan, st, tables, indices, offsets, num_indices, weights);
       a.pool_only = 1;
       a.peer[0] = (char *)(W == 1 ? out : st->send_buf);
-      LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, &st->tun, st->grid, stream));
+      LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, st->grid, stream));
     }
     if (W > 1) {
       LOOM_TRY(staged_exchange(plan, st, 0, stream));
@@ -515,8 +660,15 @@ loom_result_t loom_embedding_a2a(loom_plan_t plan, const void *tables, const int
   fill_common(&a, plan, st, tables, indices, offsets, num_indices, weights);
   LOOM_TRY(peer_addresses(fn, "out", comm, out, out_bytes, a.peer));
   (void)loom__plan_next_epoch(plan);
-  LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, &st->tun, st->grid, stream));
+  LOOM_TRY(loom__emb_launch_forward(&a, st->desc.table_type, st->desc.out_type, st->grid, stream));
   return after_call(fn, plan, st, stream);
+}
+
+/* The backward kernels of the plan's accumulation (atomic or sorted). */
+static loom_result_t launch_backward(loom_emb_state_t *st, const loom_emb_kargs_t *a, cudaStream_t stream) {
+  if (st->bwd == LOOM_EMB_BWD_SORTED)
+    return loom__emb_launch_backward_sorted(a, st->desc.table_type, st->desc.out_type, st->grid, st->pool, stream);
+  return loom__emb_launch_backward(a, st->desc.table_type, st->desc.out_type, st->grid, stream);
 }
 
 loom_result_t loom_embedding_a2a_backward(loom_plan_t plan, const void *grad_out, const int64_t *indices,
@@ -528,19 +680,26 @@ loom_result_t loom_embedding_a2a_backward(loom_plan_t plan, const void *grad_out
   loom_comm_t comm = plan->comm;
   LOOM_TRY(loom__comm_check(comm, fn));
   LOOM_TRY(loom_embedding_a2a_check(plan));
-  LOOM_TRY(check_inputs(fn, st, table_grad, indices, offsets, num_indices, weights));
+  LOOM_TRY(check_inputs(fn, st, "table_grad", table_grad, indices, offsets, num_indices, weights));
   if (!grad_out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: grad_out=NULL", fn);
   if ((uintptr_t)grad_out & 15) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: grad_out=%p must be 16-byte aligned", fn, grad_out);
+  if (st->bwd == LOOM_EMB_BWD_SORTED && num_indices > LOOM_EMB_MAX_SORTED_INDICES)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: num_indices=%lld: the backward of %s tables sorts 32-bit positions and takes at most %lld "
+                      "indices per call", fn, (long long)num_indices, dtype_name(st->desc.table_type),
+                      (long long)LOOM_EMB_MAX_SORTED_INDICES);
   if (comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: test comm without a GPU", fn);
-  size_t osz = loom_dtype_size(st->desc.out_type);
-  size_t g_bytes = (size_t)st->sched.local_batch * (size_t)st->sched.t_total * (size_t)st->desc.dim * osz;
+  const size_t tsz = loom_dtype_size(st->desc.table_type), osz = loom_dtype_size(st->desc.out_type);
+  const size_t g_bytes = (size_t)st->sched.local_batch * (size_t)st->sched.t_total * (size_t)st->desc.dim * osz;
+  LOOM_TRY(check_input_ptrs(fn, st, "table_grad", table_grad, tsz, indices, offsets, num_indices, weights));
+  LOOM_TRY(loom__check_device_ptr(fn, "grad_out", grad_out, g_bytes));
   loom_emb_kargs_t a;
   fill_common(&a, plan, st, NULL, indices, offsets, num_indices, weights);
   a.table_grad = table_grad;
   a.scale = scale;
   if (st->path == LOOM_EMB_PATH_STAGED) {
     /* grad_out [Bl, T_total*D] -> recv_buf blocks per owner; NCCL send/recv
-     * (the forward's exchange reversed) -> send_buf [B, T*D]; scatter-add
+     * (the forward's exchange reversed) -> send_buf [B, T*D]; the backward
      * locally. W = 1: straight from grad_out. */
     const int W = comm->size, T = st->sched.t_local, D = st->desc.dim;
     (void)loom__plan_next_epoch(plan);
@@ -552,73 +711,61 @@ loom_result_t loom_embedding_a2a_backward(loom_plan_t plan, const void *grad_out
     if (T > 0) {
       a.pool_only = 1;
       a.peer[0] = (char *)(W == 1 ? grad_out : st->send_buf);
-      LOOM_TRY(loom__emb_launch_backward(&a, st->desc.table_type, st->desc.out_type, st->grid, stream));
+      LOOM_TRY(launch_backward(st, &a, stream));
     }
     return after_call(fn, plan, st, stream);
   }
   LOOM_TRY(peer_addresses(fn, "grad_out", comm, grad_out, g_bytes, a.peer));
   (void)loom__plan_next_epoch(plan);
-  LOOM_TRY(loom__emb_launch_backward(&a, st->desc.table_type, st->desc.out_type, st->grid, stream));
+  LOOM_TRY(launch_backward(st, &a, stream));
   return after_call(fn, plan, st, stream);
 }
 
-loom_result_t loom__emb_check_tuning(const char *fn, const loom_emb_tuning_t *t, int slice) {
-  if (!t) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning=NULL", fn);
-  if (t->group != 1 && t->group != 2 && t->group != 4 && t->group != 8)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning.group=%d must be 1, 2, 4 or 8", fn, t->group);
-  if (t->part < 1 || t->part > 32 * t->group)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning.part=%d must be in 1..%d (32 bags per warp of a group of %d)",
-                      fn, t->part, 32 * t->group, t->group);
-  if (t->unroll != 8 && t->unroll != 16)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning.unroll=%d must be 8 or 16", fn, t->unroll);
-  if (t->variant &
-      ~(LOOM_EMB_V_DYNFETCH | LOOM_EMB_V_NOCOUNT | LOOM_EMB_V_NOWAIT | LOOM_EMB_V_NOPREFETCH | LOOM_EMB_V_NOCAP))
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning.variant=%d has unknown bits", fn, t->variant);
-  if (t->loop < LOOM_EMB_LOOP_SELECT || t->loop > LOOM_EMB_LOOP_F07)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning.loop=%d must be 0..3 (LOOM_EMB_LOOP_*)", fn, t->loop);
-  if (t->unroll == 16 && t->loop != LOOM_EMB_LOOP_SELECT && t->loop != LOOM_EMB_LOOP_FLAT)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tuning.unroll=16 with loop=%d: only loops SELECT and FLAT have it",
-                      fn, t->loop);
-  if ((t->variant & LOOM_EMB_V_NOCAP) && (t->loop != LOOM_EMB_LOOP_SELECT || t->unroll != 8))
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "%s: tuning.variant has LOOM_EMB_V_NOCAP with loop=%d unroll=%d: only loop SELECT, unroll 8",
-                      fn, t->loop, t->unroll);
-  if (slice < 1) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: slice=%d", fn, slice);
-  return LOOM_SUCCESS;
-}
+/* ---- test and benchmark hooks ----------------------------------------------- */
 
-loom_result_t loom__emb_set_tuning(loom_plan_t plan, const loom_emb_tuning_t *t) {
-  const char *fn = "loom__emb_set_tuning";
+loom_result_t loom__emb_set_part(loom_plan_t plan, int part) {
+  const char *fn = "loom__emb_set_part";
   loom_emb_state_t *st;
   LOOM_TRY(get_state(plan, fn, &st));
-  LOOM_TRY(loom__emb_check_tuning(fn, t, st->sched.slice));
+  if (part < 1 || part > 32)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: part=%d must be in 1..32 (bags a warp pools per task)", fn, part);
   loom_emb_sched_t s = st->sched;
-  if (loom_emb_sched_init(&s, s.world, s.rank, s.t_local, s.t_total, s.table_base, s.batch, s.slice, t->part,
+  if (loom_emb_sched_init(&s, s.world, s.rank, s.t_local, s.t_total, s.table_base, s.batch, s.slice, part,
                           s.local_first) != 0)
-    return loom__fail(LOOM_ERR_INTERNAL, "%s: schedule rejected part=%d", fn, t->part);
-  if (plan->comm->detached) {
-    st->tun = *t;
-    st->sched = s;
-    return LOOM_SUCCESS;
-  }
+    return loom__fail(LOOM_ERR_INTERNAL, "%s: schedule rejected part=%d", fn, part);
   /* the previous call's counters and fetch words are back at 0 once it ended */
-  LOOM_CUDA(cudaDeviceSynchronize());
-  const loom_emb_tuning_t old = st->tun;
-  st->tun = *t;
-  loom_result_t r = size_grid(plan, st);
-  if (r != LOOM_SUCCESS) {
-    st->tun = old;
-    return r;
-  }
+  if (!plan->comm->detached) LOOM_TRY(wait_last_call(st, fn));
+  st->part = part;
   st->sched = s;
   return LOOM_SUCCESS;
 }
 
-loom_result_t loom__emb_get_tuning(loom_plan_t plan, loom_emb_tuning_t *t) {
+loom_result_t loom__emb_get_part(loom_plan_t plan, int *part) {
   loom_emb_state_t *st;
-  LOOM_TRY(get_state(plan, "loom__emb_get_tuning", &st));
-  if (!t) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom__emb_get_tuning: t=NULL");
-  *t = st->tun;
+  LOOM_TRY(get_state(plan, "loom__emb_get_part", &st));
+  if (!part) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom__emb_get_part: part=NULL");
+  *part = st->part;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__emb_set_backward(loom_plan_t plan, int bwd) {
+  const char *fn = "loom__emb_set_backward";
+  loom_emb_state_t *st;
+  LOOM_TRY(get_state(plan, fn, &st));
+  if (bwd != LOOM_EMB_BWD_ATOMIC && bwd != LOOM_EMB_BWD_SORTED)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: bwd=%d (LOOM_EMB_BWD_ATOMIC or LOOM_EMB_BWD_SORTED)", fn, bwd);
+  if (bwd == LOOM_EMB_BWD_ATOMIC && st->desc.table_type != LOOM_FP32)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: bwd=LOOM_EMB_BWD_ATOMIC with %s tables: atomics in the table's dtype round at every "
+                      "addition; only fp32 tables take it", fn, dtype_name(st->desc.table_type));
+  if (bwd == LOOM_EMB_BWD_SORTED && st->local_rows > LOOM_EMB_MAX_SORTED_ROWS)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: this rank's tables hold %lld rows, more than %lld for the sorted "
+                      "backward", fn, (long long)st->local_rows, (long long)LOOM_EMB_MAX_SORTED_ROWS);
+  if (!plan->comm->detached) {
+    LOOM_TRY(wait_last_call(st, fn));
+    if (bwd == LOOM_EMB_BWD_SORTED) LOOM_TRY(make_pool(plan->comm, st));
+  }
+  st->bwd = bwd;
   return LOOM_SUCCESS;
 }
 

@@ -11,6 +11,16 @@
  * uneven (3 and 2), Bl is not a multiple of the slice size, and D covers
  * the 1, 2, 4 and 8 chunks-per-lane kernels. W = 1 everywhere; W = 2 where
  * two GPUs exist (else skipped).
+ *
+ * Backward: table_grad starts random; the bound is what one rounding of the
+ * exact sum gives: |got - exact| <= u(table dtype) |exact| + 2e-6 sum|terms|
+ * (fp32 accumulation) (+ half the fp16 subnormal spacing), u = 2^-8 bf16,
+ * 2^-11 fp16, 0 fp32 (the fp32 table is the accumulator). Zipf indices with
+ * alpha up to 2 put one row in ~60% of a table's positions, so a run spans
+ * several chunks of the sorted backward (fp16/bf16 tables; fp32 tables too
+ * when a case forces it) and the half-precision atomics it replaces would
+ * miss the bound by far. Also: the calls' device pointer checks (host, freed
+ * and too-short memory, by argument name) and the plan's 32-bit bounds.
  */
 #include <math.h>
 #include <stdint.h>
@@ -46,35 +56,10 @@ typedef struct emb_case {
   int backward;
   int bad_index;   /* rank 0 plants an out-of-range index in its table 1 */
   int skip_rank1;  /* rank 1 never calls: rank 0 must time out */
-  int tuning;      /* index into g_tunings (0: the plan's default) */
-  int graph;       /* capture the forward in a CUDA graph once, replay it `calls` times */
+  int part;        /* bags per task (0: the plan's default) */
+  int graph;       /* capture the forward (and the backward) in a CUDA graph once, replay it */
+  int sorted;      /* 1: the sorted backward on fp32 tables too */
 } emb_case_t;
-
-/* Ways to cut the work (loom__emb_set_tuning): worker group, part, unroll,
- * variant bits, row loop. 9.. are the row loops (LOOM_EMB_LOOP_*); g_all's
- * cases n = 9..16 (fp16 tables) take them, g_more runs them on fp32 and
- * bf16 tables too. */
-#define L_SEL LOOM_EMB_LOOP_SELECT
-static const loom_emb_tuning_t g_tunings[] = {
-  LOOM_EMB_TUNING_DEFAULT,
-  {8, 8, 8, 0, L_SEL},
-  {1, 4, 8, 0, L_SEL},
-  {1, 1, 8, 0, L_SEL},
-  {2, 8, 16, 0, L_SEL},
-  {4, 16, 8, 0, L_SEL},
-  {8, 32, 16, 0, L_SEL},
-  {1, 8, 16, LOOM_EMB_V_NOPREFETCH, L_SEL},
-  {1, 16, 8, 0, L_SEL},
-  {1, 4, 8, 0, LOOM_EMB_LOOP_FLAT},                      /* 9 */
-  {1, 4, 16, 0, LOOM_EMB_LOOP_FLAT},                     /* 10 */
-  {1, 8, 8, 0, LOOM_EMB_LOOP_PIPE},                      /* 11 */
-  {1, 4, 8, 0, LOOM_EMB_LOOP_F07},                       /* 12 */
-  {8, 8, 8, LOOM_EMB_V_NOPREFETCH, LOOM_EMB_LOOP_F07},   /* 13: f07cc73's scheme */
-  {1, 4, 8, LOOM_EMB_V_NOCAP, L_SEL},                    /* 14 */
-  {8, 32, 8, 0, LOOM_EMB_LOOP_FLAT},                     /* 15 */
-  {2, 8, 8, 0, LOOM_EMB_LOOP_PIPE},                      /* 16 */
-};
-#define NTUNINGS ((int)(sizeof g_tunings / sizeof *g_tunings))
 
 typedef struct emb_suite {
   const emb_case_t *cases;
@@ -85,6 +70,9 @@ typedef struct emb_suite {
 
 static const char *dt_name(loom_dtype_t t) { return t == LOOM_FP32 ? "fp32" : t == LOOM_FP16 ? "fp16" : "bf16"; }
 static double dt_eps(loom_dtype_t t) { return t == LOOM_FP32 ? 1e-6 : t == LOOM_FP16 ? 1e-3 : 8e-3; }
+/* Unit roundoff of one rounding to the table dtype (0: fp32 tables
+ * accumulate in their own precision, covered by the fp32 term). */
+static double dt_unit(loom_dtype_t t) { return t == LOOM_FP32 ? 0.0 : t == LOOM_FP16 ? 0x1p-11 : 0x1p-8; }
 
 /* Rank p's inputs for call c (identical on every process). */
 typedef struct rank_inputs {
@@ -156,11 +144,13 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
   d.path = k->path;
   loom_plan_t plan = NULL;
   LOOM_OK(loom_plan_embedding_a2a(comm, &d, &plan));
-  if (k->tuning) LOOM_OK(loom__emb_set_tuning(plan, &g_tunings[k->tuning]));
-  loom_emb_tuning_t tun;
-  LOOM_OK(loom__emb_get_tuning(plan, &tun));
-  cudaGraph_t graph = NULL;
-  cudaGraphExec_t gexec = NULL;
+  if (k->part) LOOM_OK(loom__emb_set_part(plan, k->part));
+  if (k->sorted) LOOM_OK(loom__emb_set_backward(plan, LOOM_EMB_BWD_SORTED));
+  int part = 0;
+  LOOM_OK(loom__emb_get_part(plan, &part));
+  const int sorted = k->tt != LOOM_FP32 || k->sorted;
+  cudaGraph_t graph = NULL, bgraph = NULL;
+  cudaGraphExec_t gexec = NULL, bgexec = NULL;
   uint32_t epoch0 = 0;
   loom_embedding_plan_info_t info;
   LOOM_OK(loom_embedding_a2a_plan_info(plan, &info));
@@ -290,9 +280,26 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
       CUDA_OK(cudaMalloc(&d_tg, tg_elems * ts));
       CUDA_OK(cudaMemcpy(d_tg, h_tg, tg_elems * ts, cudaMemcpyHostToDevice));
       const float scale = 0.5f;
-      LOOM_OK(loom_embedding_a2a_backward(plan, grad, d_idx, d_off, mine->n, k->weighted ? d_w : NULL, scale, d_tg, st));
+      if (k->graph) { /* captured once, replayed once (the sorted path allocates inside the graph) */
+        CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        loom_result_t rb = loom_embedding_a2a_backward(plan, grad, d_idx, d_off, mine->n, k->weighted ? d_w : NULL,
+                                                       scale, d_tg, st);
+        CUDA_OK(cudaStreamEndCapture(st, &bgraph));
+        LOOM_OK(rb);
+        CUDA_OK(cudaGraphInstantiate(&bgexec, bgraph, 0));
+        CUDA_OK(cudaGraphLaunch(bgexec, st));
+      } else {
+        LOOM_OK(loom_embedding_a2a_backward(plan, grad, d_idx, d_off, mine->n, k->weighted ? d_w : NULL, scale, d_tg,
+                                            st));
+      }
       CUDA_OK(cudaStreamSynchronize(st));
       LOOM_OK(loom_comm_get_async_error(comm));
+      if (k->bad_index && call == 0 && r == 0) { /* the backward skips and reports it too */
+        CHECK_RESULT(loom_embedding_a2a_check(plan), LOOM_ERR_INVALID_ARGUMENT);
+        char want[96];
+        snprintf(want, sizeof want, "indices[%lld]=%lld", (long long)badpos, (long long)badval);
+        CHECK_MSG(want);
+      }
       LOOM_OK(loom_embedding_a2a_check(plan));
       /* this rank's tables' gradient over the global batch, from every rank */
       size_t gn = (size_t)B * (size_t)mine->T * (size_t)D;
@@ -320,16 +327,24 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
       loom_ref_embedding_backward(ga, mine->rows, mine->T, D, B, mine->offsets, mine->indices, absw, k->mean, scale, tm);
       CUDA_OK(cudaMemcpy(h_tg, d_tg, tg_elems * ts, cudaMemcpyDeviceToHost));
       size_t bw = 0;
+      double bmax = 0; /* largest error in units of the bound */
       for (size_t i = 0; i < tg_elems; ++i) {
         double x = loom_ref_load(k->tt, h_tg, i), e = fabs(x - tg[i]);
-        double tol = (k->tt == LOOM_FP32 ? 2e-6 : 4 * dt_eps(k->tt)) * tm[i] + (k->tt == LOOM_FP16 ? 6.0e-8 : 1e-30);
+        /* one rounding of the exact sum to the table dtype, fp32 accumulation */
+        double tol = dt_unit(k->tt) * fabs(tg[i]) + 2e-6 * tm[i] + (k->tt == LOOM_FP16 ? 0x1p-25 : 1e-30);
         if (!(e <= tol)) {
-          if (bw < 4) printf("    rank %d backward: table_grad[%zu] = %.8g, expected %.8g (tol %.3g)\n", r, i, x, tg[i], tol);
+          if (bw < 4)
+            printf("    rank %d backward: table_grad[%zu] (row %zu) = %.8g, expected %.8g (tol %.3g, err %.3g)\n", r, i,
+                   i / (size_t)D, x, tg[i], tol, e);
           ++bw;
         }
+        if (e / tol > bmax) bmax = e / tol;
       }
       CHECK_EQ_INT(bw, 0);
       fails += bw != 0;
+      if (r == 0)
+        printf("    backward %s tables, %s: largest error %.2f of the bound\n", dt_name(k->tt),
+               sorted ? "sorted (fp32 sums, one rounding)" : "fp32 atomics", bmax);
       free(gb); free(ga); free(tg); free(tm); free(absw); free(h_tg);
       for (int p = 0; p < W; ++p) free(h_grad[p]);
       CUDA_OK(cudaFree(d_tg));
@@ -337,16 +352,18 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
     }
     for (int p = 0; p < W; ++p) free_inputs(&in[p]);
     if (r == 0 && call == k->calls - 1)
-      printf("    W=%d D=%d %s->%s %s%s S=%d path=%d zipf=%.2f calls=%d%s%s g%d P%d u%d v%d l%d: %s (max err/mag %.2g, grid "
+      printf("    W=%d D=%d %s->%s %s%s S=%d path=%d zipf=%.2f calls=%d%s%s P%d: %s (max err/mag %.2g, grid "
              "%d, %u flags, workspace %zu B, staging %zu B)\n",
              W, D, dt_name(k->tt), dt_name(k->ot), k->mean ? "mean" : "sum", k->weighted ? "+weights" : "", info.slice_samples,
-             (int)info.path, k->zipf, k->calls, k->backward ? " +backward" : "", k->graph ? " graph replays" : "",
-             tun.group, tun.part, tun.unroll, tun.variant, tun.loop, fails ? "WRONG" : "ok", maxerr, info.grid_blocks,
+             (int)info.path, k->zipf, k->calls, k->backward ? (sorted ? " +backward sorted" : " +backward atomic") : "",
+             k->graph ? " graph replays" : "", part, fails ? "WRONG" : "ok", maxerr, info.grid_blocks,
              info.num_flags, info.workspace_bytes, info.staging_bytes);
   }
   CUDA_OK(cudaStreamSynchronize(st));
-  if (gexec) cudaGraphExecDestroy(gexec);
-  if (graph) cudaGraphDestroy(graph);
+  if (gexec) CUDA_OK(cudaGraphExecDestroy(gexec));
+  if (graph) CUDA_OK(cudaGraphDestroy(graph));
+  if (bgexec) CUDA_OK(cudaGraphExecDestroy(bgexec));
+  if (bgraph) CUDA_OK(cudaGraphDestroy(bgraph));
   cudaStreamDestroy(st);
   cudaFree(d_tables);
   cudaFree(d_off);
@@ -385,6 +402,9 @@ static int gpus(int need) {
   return 1;
 }
 
+/* Bags per task (loom__emb_set_part; 0: the plan's default). */
+static const int g_parts[] = {0, 8, 4, 1, 16, 32, 2};
+
 /* Every dtype pair x {sum, mean, sum + weights}, D in {72, 256, 520}. */
 static emb_case_t g_all[64];
 static int all_cases(void) {
@@ -403,7 +423,7 @@ static int all_cases(void) {
         k.weighted = m == 2;
         k.S = (a + m) % 2 ? 32 : 7;
         k.calls = 2;
-        k.tuning = n % NTUNINGS;
+        k.part = g_parts[n % (int)(sizeof g_parts / sizeof *g_parts)];
         g_all[n++] = k;
       }
   return n;
@@ -423,47 +443,53 @@ LOOM_TEST(gpu_embedding_a2a_forward_every_dtype_and_pooling_w2) {
 }
 
 static const emb_case_t g_more[] = {
-  /* D, tt, ot, mean, weighted, S, path, zipf, calls, backward, bad, skip, tuning, graph */
-  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_STAGED, 0.0, 2, 0, 0, 0, 0, 0},
-  {72, LOOM_BF16, LOOM_FP16, 1, 0, 16, LOOM_EMB_PATH_STAGED, 0.0, 1, 0, 0, 0, 0, 0},
-  {256, LOOM_FP32, LOOM_FP32, 0, 1, 1, LOOM_EMB_PATH_AUTO, 1.05, 3, 0, 0, 0, 0, 0},
-  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 1, 0, 0, 0, 0},
-  {72, LOOM_FP32, LOOM_FP32, 1, 0, 8, LOOM_EMB_PATH_AUTO, 1.2, 1, 1, 0, 0, 0, 0},
-  {136, LOOM_BF16, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 1, 0, 0, 0, 0},
-  {64, LOOM_FP16, LOOM_FP16, 1, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 1, 0, 0, 0, 0},
-  {72, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0, 0, 0},
+  /* D, tt, ot, mean, weighted, S, path, zipf, calls, backward, bad, skip, part, graph, sorted */
+  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_STAGED, 0.0, 2, 0, 0, 0, 0, 0, 0},
+  {72, LOOM_BF16, LOOM_FP16, 1, 0, 16, LOOM_EMB_PATH_STAGED, 0.0, 1, 0, 0, 0, 0, 0, 0},
+  {256, LOOM_FP32, LOOM_FP32, 0, 1, 1, LOOM_EMB_PATH_AUTO, 1.05, 3, 0, 0, 0, 0, 0, 0},
+  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 1, 0, 0, 0, 0, 0},
+  {72, LOOM_FP32, LOOM_FP32, 1, 0, 8, LOOM_EMB_PATH_AUTO, 1.2, 1, 1, 0, 0, 0, 0, 0},
+  {136, LOOM_BF16, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 1, 0, 0, 0, 0, 0},
+  {64, LOOM_FP16, LOOM_FP16, 1, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 1, 0, 0, 0, 0, 0},
+  {72, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0, 0, 0, 0},
   /* backward on the staged path (pooling + NCCL send/recv; the gradient goes back the same way) */
-  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_STAGED, 0.0, 1, 1, 0, 0, 0, 0},
-  {72, LOOM_BF16, LOOM_FP16, 1, 0, 16, LOOM_EMB_PATH_STAGED, 1.1, 1, 1, 0, 0, 2, 0},
-  {136, LOOM_FP16, LOOM_FP32, 0, 1, 7, LOOM_EMB_PATH_STAGED, 0.0, 1, 1, 0, 0, 4, 0},
-  /* other ways to cut the work, backward included */
-  {256, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 1.05, 2, 1, 0, 0, 2, 0},
-  {520, LOOM_FP16, LOOM_BF16, 1, 0, 64, LOOM_EMB_PATH_AUTO, 0.0, 2, 1, 0, 0, 6, 0},
-  {72, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0, 3, 0},
+  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_STAGED, 0.0, 1, 1, 0, 0, 0, 0, 0},
+  {72, LOOM_BF16, LOOM_FP16, 1, 0, 16, LOOM_EMB_PATH_STAGED, 1.1, 1, 1, 0, 0, 4, 0, 0},
+  {136, LOOM_FP16, LOOM_FP32, 0, 1, 7, LOOM_EMB_PATH_STAGED, 0.0, 1, 1, 0, 0, 8, 0, 0},
+  /* other cuts of the work (bags per task), backward included */
+  {256, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 1.05, 2, 1, 0, 0, 4, 0, 0},
+  {520, LOOM_FP16, LOOM_BF16, 1, 0, 64, LOOM_EMB_PATH_AUTO, 0.0, 2, 1, 0, 0, 32, 0, 0},
+  {72, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0, 1, 0, 0},
+  {256, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 16, 0, 0},
+  {72, LOOM_FP32, LOOM_FP32, 1, 0, 7, LOOM_EMB_PATH_AUTO, 1.1, 2, 0, 1, 0, 2, 0, 0},
+  {520, LOOM_BF16, LOOM_FP32, 0, 1, 16, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 8, 0, 0},
+  {520, LOOM_FP32, LOOM_FP16, 0, 0, 8, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 1, 0, 0},
+  {256, LOOM_BF16, LOOM_BF16, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0, 32, 0, 0},
   /* the forward captured in a CUDA graph, replayed with new inputs each time */
-  {256, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 4, 0, 0, 0, 0, 1},
-  {72, LOOM_BF16, LOOM_FP32, 1, 0, 7, LOOM_EMB_PATH_AUTO, 1.2, 3, 0, 0, 0, 2, 1},
-  {136, LOOM_FP16, LOOM_FP16, 0, 0, 16, LOOM_EMB_PATH_STAGED, 0.0, 3, 0, 0, 0, 8, 1},
-  /* row loops on fp32 and bf16 tables (g_all has them on fp16): D 256 (2
-   * chunks per lane for fp32), 72 (fewer chunks than lanes: clamped loads),
-   * 520; an out-of-range index (a dead slot); staged; graph replays */
-  {256, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 9, 0},
-  {72, LOOM_FP32, LOOM_FP32, 1, 0, 7, LOOM_EMB_PATH_AUTO, 1.1, 2, 0, 1, 0, 9, 0},
-  {520, LOOM_BF16, LOOM_FP32, 0, 1, 16, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 9, 0},
-  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 10, 0},
-  {520, LOOM_BF16, LOOM_BF16, 1, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0, 10, 0},
-  {256, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 1.05, 2, 0, 0, 0, 11, 0},
-  {72, LOOM_BF16, LOOM_BF16, 1, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0, 11, 0},
-  {520, LOOM_FP32, LOOM_FP16, 0, 0, 8, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 12, 0},
-  {256, LOOM_BF16, LOOM_BF16, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0, 12, 0},
-  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 1, 0, 13, 0},
-  {136, LOOM_BF16, LOOM_FP32, 1, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 13, 0},
-  {256, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_STAGED, 0.0, 1, 0, 0, 0, 14, 0},
-  {136, LOOM_BF16, LOOM_BF16, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 14, 0},
-  {72, LOOM_FP32, LOOM_FP32, 0, 0, 16, LOOM_EMB_PATH_AUTO, 0.0, 2, 0, 0, 0, 15, 0},
-  {256, LOOM_BF16, LOOM_FP16, 0, 0, 32, LOOM_EMB_PATH_STAGED, 0.0, 2, 0, 0, 0, 15, 0},
-  {256, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 3, 0, 0, 0, 16, 1},
-  {520, LOOM_BF16, LOOM_BF16, 0, 0, 16, LOOM_EMB_PATH_AUTO, 0.0, 3, 0, 0, 0, 16, 1},
+  {256, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 0.0, 4, 0, 0, 0, 0, 1, 0},
+  {72, LOOM_BF16, LOOM_FP32, 1, 0, 7, LOOM_EMB_PATH_AUTO, 1.2, 3, 0, 0, 0, 4, 1, 0},
+  {136, LOOM_FP16, LOOM_FP16, 0, 0, 16, LOOM_EMB_PATH_STAGED, 0.0, 3, 0, 0, 0, 16, 1, 0},
+  {520, LOOM_BF16, LOOM_BF16, 0, 0, 16, LOOM_EMB_PATH_AUTO, 0.0, 3, 0, 0, 0, 2, 1, 0},
+  /* the backward's accumulation on hot rows (Zipf 2: one row in ~60% of a
+   * table's positions, runs across several chunks of the sorted backward):
+   * bf16 / fp16 tables (sorted, one rounding), fp32 tables with atomics and
+   * sorted; D 72 (fewer chunks than lanes), 256, 520, 1024 (8 per lane);
+   * fused and staged paths; an out-of-range index (sorted last, skipped);
+   * the backward captured in a graph (the sorted path allocates inside it) */
+  {256, LOOM_BF16, LOOM_BF16, 0, 0, 32, LOOM_EMB_PATH_AUTO, 2.0, 1, 1, 0, 0, 0, 0, 0},
+  {256, LOOM_BF16, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 2.0, 1, 1, 0, 0, 0, 0, 0},
+  {520, LOOM_FP16, LOOM_FP32, 0, 1, 16, LOOM_EMB_PATH_AUTO, 2.0, 1, 1, 0, 0, 0, 0, 0},
+  {72, LOOM_FP16, LOOM_FP16, 1, 0, 8, LOOM_EMB_PATH_AUTO, 1.05, 1, 1, 0, 0, 0, 0, 0},
+  {1024, LOOM_BF16, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 1.2, 1, 1, 0, 0, 0, 0, 0},
+  {1024, LOOM_FP16, LOOM_FP16, 1, 0, 32, LOOM_EMB_PATH_AUTO, 2.0, 1, 1, 0, 0, 0, 0, 0},
+  {136, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 2.0, 1, 1, 0, 0, 0, 0, 0},
+  {136, LOOM_FP32, LOOM_FP32, 0, 1, 32, LOOM_EMB_PATH_AUTO, 2.0, 1, 1, 0, 0, 0, 0, 1},
+  {256, LOOM_FP32, LOOM_BF16, 1, 0, 32, LOOM_EMB_PATH_AUTO, 1.05, 1, 1, 0, 0, 0, 0, 1},
+  {256, LOOM_BF16, LOOM_BF16, 0, 0, 32, LOOM_EMB_PATH_STAGED, 2.0, 1, 1, 0, 0, 0, 0, 0},
+  {136, LOOM_FP32, LOOM_FP32, 0, 0, 16, LOOM_EMB_PATH_STAGED, 2.0, 1, 1, 0, 0, 0, 0, 1},
+  {256, LOOM_FP16, LOOM_FP16, 0, 1, 32, LOOM_EMB_PATH_AUTO, 2.0, 1, 1, 1, 0, 0, 0, 0},
+  {256, LOOM_BF16, LOOM_BF16, 0, 0, 32, LOOM_EMB_PATH_AUTO, 2.0, 2, 1, 0, 0, 0, 1, 0},
+  {136, LOOM_FP32, LOOM_FP32, 0, 1, 16, LOOM_EMB_PATH_STAGED, 2.0, 2, 1, 0, 0, 0, 1, 1},
 };
 
 LOOM_TEST(gpu_embedding_a2a_staged_zipf_backward_bad_index_w1) {
@@ -474,8 +500,166 @@ LOOM_TEST(gpu_embedding_a2a_staged_zipf_backward_bad_index_w2) {
   if (gpus(2)) run_suite(2, g_more, (int)(sizeof g_more / sizeof *g_more), 10000);
 }
 
-static const emb_case_t g_timeout[] = {{72, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 0, 0, 1, 0, 0}};
+static const emb_case_t g_timeout[] = {{72, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 0, 0, 1, 0, 0, 0}};
 
 LOOM_TEST(gpu_embedding_a2a_peer_never_calls_times_out_2gpu) {
   if (gpus(2)) run_suite(2, g_timeout, 1, 1000);
+}
+
+/* ---- argument errors on a real comm ---------------------------------------
+ * Every pointer a call reads or writes is checked before anything is
+ * launched: host memory, freed memory and memory shorter than the bytes the
+ * call reaches are refused with LOOM_ERR_INVALID_ARGUMENT naming the
+ * argument; the plan refuses counts past its 32-bit signal indices and the
+ * sorted backward more than 2^32 - 1 indices. Every rank makes the same bad
+ * calls (none starts a kernel, so no peer is left waiting), and a good call
+ * before and after shows the plan unharmed. */
+
+#define ERR_T 2       /* tables per rank */
+#define ERR_ROWS 1000 /* rows per table */
+#define ERR_D 64
+#define ERR_BL 32     /* local batch */
+
+/* One bad call: its result and the names its message must carry. */
+static void expect_refused(loom_result_t got, loom_result_t want, const char *arg, const char *what) {
+  CHECK_RESULT(got, want);
+  CHECK_MSG(arg);
+  if (what) CHECK_MSG(what);
+}
+
+static int rank_errors(loom_rank_ctx_t *ctx, void *arg) {
+  (void)arg;
+  const int W = ctx->size;
+  const int64_t B = (int64_t)ERR_BL * W, n = (int64_t)ERR_T * B * 2;
+  loom_comm_t comm = NULL;
+  LOOM_OK(loom_comm_create(ctx->nccl, NULL, &comm));
+  int tpr[8];
+  int64_t rows[16];
+  for (int p = 0; p < W; ++p) tpr[p] = ERR_T;
+  for (int g = 0; g < ERR_T * W; ++g) rows[g] = ERR_ROWS;
+  loom_embedding_desc_t d = LOOM_EMBEDDING_DESC_INIT;
+  d.world_size = W;
+  d.tables_per_rank = tpr;
+  d.rows = rows;
+  d.dim = ERR_D;
+  d.global_batch = B;
+  loom_plan_t plan = NULL, wplan = NULL, hplan = NULL, bad = NULL;
+  LOOM_OK(loom_plan_embedding_a2a(comm, &d, &plan));
+  d.per_sample_weights = 1;
+  LOOM_OK(loom_plan_embedding_a2a(comm, &d, &wplan));
+  d.per_sample_weights = 0;
+  d.table_type = LOOM_BF16;
+  LOOM_OK(loom_plan_embedding_a2a(comm, &d, &hplan));
+  d.table_type = LOOM_FP32;
+
+  /* good inputs: bags of 2, random rows */
+  const size_t tab_bytes = (size_t)ERR_T * ERR_ROWS * ERR_D * 4, out_bytes = (size_t)ERR_BL * ERR_T * W * ERR_D * 4;
+  int64_t *h_off = (int64_t *)malloc(((size_t)ERR_T * B + 1) * sizeof(int64_t)), *h_idx = (int64_t *)malloc((size_t)n * 8);
+  float *h_tab = (float *)malloc(tab_bytes), *h_w = (float *)malloc((size_t)n * 4);
+  for (int64_t i = 0; i <= ERR_T * B; ++i) h_off[i] = 2 * i;
+  uint64_t seed = loom_test_seed() + 17u * (uint64_t)ctx->rank;
+  for (int64_t i = 0; i < n; ++i) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    h_idx[i] = (int64_t)((seed >> 33) % ERR_ROWS);
+    h_w[i] = 1.0f;
+  }
+  loom_ref_fill_random(LOOM_FP32, h_tab, tab_bytes / 4, loom_test_seed(), 1.0);
+  void *tab = NULL, *tg = NULL, *out = NULL, *grad = NULL, *big = NULL, *freed = NULL;
+  int64_t *off = NULL, *idx = NULL;
+  float *w = NULL;
+  const size_t big_bytes = (size_t)4 << 20;
+  cudaStream_t st;
+  CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  CUDA_OK(cudaMalloc(&tab, tab_bytes));
+  CUDA_OK(cudaMalloc(&tg, tab_bytes));
+  CUDA_OK(cudaMalloc((void **)&off, ((size_t)ERR_T * B + 1) * 8));
+  CUDA_OK(cudaMalloc((void **)&idx, (size_t)n * 8));
+  CUDA_OK(cudaMalloc((void **)&w, (size_t)n * 4));
+  CUDA_OK(cudaMalloc(&big, big_bytes));
+  CUDA_OK(cudaMemcpy(tab, h_tab, tab_bytes, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(tg, h_tab, tab_bytes, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(off, h_off, ((size_t)ERR_T * B + 1) * 8, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(idx, h_idx, (size_t)n * 8, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(w, h_w, (size_t)n * 4, cudaMemcpyHostToDevice));
+  LOOM_OK(loom_malloc(comm, out_bytes, &out));
+  LOOM_OK(loom_malloc(comm, out_bytes, &grad));
+  CUDA_OK(cudaMemset(grad, 0, out_bytes));
+  /* the last 64 bytes of a 4 MiB allocation: shorter than any of the buffers */
+  char *tail = (char *)big + big_bytes - 64;
+
+  LOOM_OK(loom_embedding_a2a(plan, tab, idx, off, n, NULL, out, st));
+  CUDA_OK(cudaStreamSynchronize(st));
+  LOOM_OK(loom_comm_get_async_error(comm));
+
+  expect_refused(loom_embedding_a2a(plan, h_tab, idx, off, n, NULL, out, st), LOOM_ERR_INVALID_ARGUMENT,
+                 "loom_embedding_a2a: tables=", "host memory");
+  expect_refused(loom_embedding_a2a(plan, tab, idx, (const int64_t *)tail, n, NULL, out, st), LOOM_ERR_INVALID_ARGUMENT,
+                 "offsets=", "the op reaches");
+  expect_refused(loom_embedding_a2a(plan, tab, (const int64_t *)tail, off, n, NULL, out, st), LOOM_ERR_INVALID_ARGUMENT,
+                 "indices=", "the op reaches");
+  expect_refused(loom_embedding_a2a(plan, tab, idx, off, n, NULL, tail, st), LOOM_ERR_INVALID_ARGUMENT, "out=",
+                 "the op reaches");
+  expect_refused(loom_embedding_a2a(wplan, tab, idx, off, n, h_w, out, st), LOOM_ERR_INVALID_ARGUMENT, "weights=",
+                 "host memory");
+  expect_refused(loom_embedding_pool(plan, tab, idx, off, n, NULL, h_tab, st), LOOM_ERR_INVALID_ARGUMENT,
+                 "loom_embedding_pool: pooled=", "host memory");
+  expect_refused(loom_embedding_a2a_backward(plan, h_tab, idx, off, n, NULL, 1.f, tg, st), LOOM_ERR_INVALID_ARGUMENT,
+                 "grad_out=", "host memory");
+  expect_refused(loom_embedding_a2a_backward(plan, grad, idx, off, n, NULL, 1.f, tail, st), LOOM_ERR_INVALID_ARGUMENT,
+                 "table_grad=", "the op reaches");
+  expect_refused(loom_embedding_a2a_backward(hplan, grad, idx, off, n, NULL, 1.f, h_tab, st),
+                 LOOM_ERR_INVALID_ARGUMENT, "table_grad=", "host memory");
+  /* freed memory (checked before anything else is allocated) */
+  CUDA_OK(cudaMalloc(&freed, (size_t)n * 8));
+  CUDA_OK(cudaFree(freed));
+  expect_refused(loom_embedding_a2a(plan, tab, (const int64_t *)freed, off, n, NULL, out, st),
+                 LOOM_ERR_INVALID_ARGUMENT, "indices=", NULL);
+  /* 32-bit bounds: signal counts of a plan, positions of the sorted backward */
+  d.global_batch = ((int64_t)1 << 31) / W * W;
+  d.slice_samples = 1;
+  expect_refused(loom_plan_embedding_a2a(comm, &d, &bad), LOOM_ERR_INVALID_ARGUMENT, "slice ready flags",
+                 "exceeds the limit 2147483647");
+  CHECK(bad == NULL);
+  expect_refused(loom_embedding_a2a_backward(hplan, grad, idx, off, LOOM_EMB_MAX_SORTED_INDICES + 1, NULL, 1.f, tg, st),
+                 LOOM_ERR_UNSUPPORTED, "num_indices=4294967296", "at most 4294967295");
+
+  /* the plan works after all that */
+  CUDA_OK(cudaMemsetAsync(out, 0xff, out_bytes, st));
+  LOOM_OK(loom_embedding_a2a(plan, tab, idx, off, n, NULL, out, st));
+  CUDA_OK(cudaStreamSynchronize(st));
+  LOOM_OK(loom_comm_get_async_error(comm));
+  LOOM_OK(loom_embedding_a2a_check(plan));
+  float *h_out = (float *)malloc(out_bytes);
+  CUDA_OK(cudaMemcpy(h_out, out, out_bytes, cudaMemcpyDeviceToHost));
+  size_t poisoned = 0;
+  for (size_t i = 0; i < out_bytes / 4; ++i) poisoned += h_out[i] != h_out[i];
+  CHECK_EQ_INT(poisoned, 0);
+  free(h_out);
+
+  CUDA_OK(cudaStreamDestroy(st));
+  CUDA_OK(cudaFree(tab));
+  CUDA_OK(cudaFree(tg));
+  CUDA_OK(cudaFree(off));
+  CUDA_OK(cudaFree(idx));
+  CUDA_OK(cudaFree(w));
+  CUDA_OK(cudaFree(big));
+  free(h_off);
+  free(h_idx);
+  free(h_tab);
+  free(h_w);
+  LOOM_OK(loom_free(comm, out));
+  LOOM_OK(loom_free(comm, grad));
+  LOOM_OK(loom_plan_destroy(plan));
+  LOOM_OK(loom_plan_destroy(wplan));
+  LOOM_OK(loom_plan_destroy(hplan));
+  LOOM_OK(loom_comm_destroy(comm));
+  return loom_test_failures;
+}
+
+LOOM_TEST(gpu_embedding_a2a_pointer_and_bound_errors_w1) {
+  if (gpus(1)) CHECK_EQ_INT(loom_launch(1, LAUNCH_TIMEOUT_S, rank_errors, NULL), 0);
+}
+
+LOOM_TEST(gpu_embedding_a2a_pointer_and_bound_errors_w2) {
+  if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_errors, NULL), 0);
 }

@@ -336,12 +336,15 @@ loom_result_t loom_bench_sum_ranks(ncclComm_t nccl, cudaStream_t stream, int64_t
   return loom_bench_reduce_ranks(nccl, stream, value, ncclSum);
 }
 
-loom_result_t loom_bench_time_ranks(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps,
-                                    loom_bench_op_fn op, void *arg, loom_bench_time_t *out) {
-  if (reps < 1 || warmup < 0 || !op || !out)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time_ranks: reps=%d warmup=%d", reps, warmup);
-  double *us = (double *)calloc((size_t)reps, sizeof *us);
-  float *f = (float *)calloc((size_t)reps, sizeof *f);
+loom_result_t loom_bench_time_ranks_side_by_side(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps, int nops,
+                                                 loom_bench_op_fn *ops, void **args, loom_bench_time_t *out) {
+  if (reps < 1 || warmup < 0 || nops < 1 || !ops || !args || !out)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time_ranks: reps=%d warmup=%d nops=%d", reps, warmup, nops);
+  for (int j = 0; j < nops; ++j)
+    if (!ops[j]) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time_ranks: ops[%d]=NULL", j);
+  const size_t nt = (size_t)reps * (size_t)nops;
+  double *us = (double *)calloc(nt, sizeof *us);
+  float *f = (float *)calloc(nt, sizeof *f);
   void *dev = NULL;
   loom_result_t r = LOOM_SUCCESS;
   if (!us || !f) {
@@ -349,41 +352,72 @@ loom_result_t loom_bench_time_ranks(ncclComm_t nccl, cudaStream_t stream, int wa
     goto out;
   }
   r = loom_bench_barrier(nccl, stream);
-  if (r == LOOM_SUCCESS) r = loom__time_raw(stream, warmup, reps, 1, &op, &arg, us);
+  if (r == LOOM_SUCCESS) r = loom__time_raw(stream, warmup, reps, nops, ops, args, us);
   /* Every rank must reach the reduction, even one whose op failed: it
    * contributes +inf, so a failure anywhere shows on rank 0. */
-  for (int i = 0; i < reps; ++i) f[i] = r == LOOM_SUCCESS ? (float)us[i] : INFINITY;
+  for (size_t i = 0; i < nt; ++i) f[i] = r == LOOM_SUCCESS ? (float)us[i] : INFINITY;
   {
     loom_result_t r2 = LOOM_SUCCESS;
-    cudaError_t e = cudaMalloc(&dev, (size_t)reps * sizeof *f);
+    cudaError_t e = cudaMalloc(&dev, nt * sizeof *f);
     if (e != cudaSuccess) r2 = loom__cuda_fail((int)e, "cudaMalloc (loom_bench_time_ranks)", __FILE__, __LINE__);
     if (r2 == LOOM_SUCCESS) {
-      e = cudaMemcpyAsync(dev, f, (size_t)reps * sizeof *f, cudaMemcpyHostToDevice, stream);
+      e = cudaMemcpyAsync(dev, f, nt * sizeof *f, cudaMemcpyHostToDevice, stream);
       if (e != cudaSuccess) r2 = loom__cuda_fail((int)e, "cudaMemcpyAsync", __FILE__, __LINE__);
     }
     if (r2 == LOOM_SUCCESS) {
-      ncclResult_t n = ncclAllReduce(dev, dev, (size_t)reps, ncclFloat32, ncclMax, nccl, stream);
+      ncclResult_t n = ncclAllReduce(dev, dev, nt, ncclFloat32, ncclMax, nccl, stream);
       if (n != ncclSuccess) r2 = loom__nccl_fail((int)n, "ncclAllReduce (max of the times)", __FILE__, __LINE__);
     }
     if (r2 == LOOM_SUCCESS) {
-      e = cudaMemcpyAsync(f, dev, (size_t)reps * sizeof *f, cudaMemcpyDeviceToHost, stream);
+      e = cudaMemcpyAsync(f, dev, nt * sizeof *f, cudaMemcpyDeviceToHost, stream);
       if (e != cudaSuccess) r2 = loom__cuda_fail((int)e, "cudaMemcpyAsync", __FILE__, __LINE__);
     }
     if (r2 == LOOM_SUCCESS) r2 = loom__poll_stream(stream, "cudaStreamQuery (loom_bench_time_ranks)");
     if (r == LOOM_SUCCESS) r = r2;
   }
   if (r == LOOM_SUCCESS) {
-    for (int i = 0; i < reps; ++i) us[i] = f[i];
+    for (size_t i = 0; i < nt; ++i) us[i] = f[i];
     if (isinf(us[0]))
       r = loom__fail(LOOM_ERR_INTERNAL, "loom_bench_time_ranks: the operation failed on another rank");
     else
-      loom__stats(us, reps, out);
+      for (int j = 0; j < nops; ++j) loom__stats(us + (size_t)j * reps, reps, &out[j]);
   }
 out:
   if (dev) cudaFree(dev);
   free(us);
   free(f);
   return r;
+}
+
+loom_result_t loom_bench_time_ranks(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps,
+                                    loom_bench_op_fn op, void *arg, loom_bench_time_t *out) {
+  return loom_bench_time_ranks_side_by_side(nccl, stream, warmup, reps, 1, &op, &arg, out);
+}
+
+double loom_bench_copy_bandwidth(cudaStream_t stream) {
+  const size_t bytes = (size_t)256 << 20;
+  void *x = NULL, *y = NULL;
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  double bps = NAN;
+  float best = INFINITY;
+  int ok = cudaMalloc(&x, bytes) == cudaSuccess && cudaMalloc(&y, bytes) == cudaSuccess &&
+           cudaMemset(x, 1, bytes) == cudaSuccess && cudaEventCreate(&e0) == cudaSuccess &&
+           cudaEventCreate(&e1) == cudaSuccess;
+  for (int i = 0; ok && i < 9; ++i) { /* the first is a warm-up */
+    float ms = 0.f;
+    ok = cudaEventRecord(e0, stream) == cudaSuccess &&
+         cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, stream) == cudaSuccess &&
+         cudaEventRecord(e1, stream) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
+         cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
+    if (ok && i > 0 && ms > 0.f && ms < best) best = ms;
+  }
+  if (ok && isfinite(best)) bps = 2.0 * (double)bytes / ((double)best * 1e-3);
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  cudaFree(x);
+  cudaFree(y);
+  (void)cudaGetLastError();
+  return bps;
 }
 
 /* ---- inputs --------------------------------------------------------------- */
@@ -440,6 +474,7 @@ loom_bench_row_t *loom_bench_add(loom_bench_table_t *t) {
   r->min_us = r->max_us = NAN;
   r->busbw_factor = NAN;
   r->ect_us = r->seq_ect_us = r->overlap = r->tflops = r->algbw = r->busbw = NAN;
+  r->before_us = r->peer_us = r->vs_before = r->vs_peer = NAN;
   r->wrong = -1;
   return r;
 }
@@ -456,7 +491,10 @@ void loom_bench_row_finish(loom_bench_row_t *r) {
     if (!isnan(r->ect_us) && !isnan(r->seq_ect_us) && r->seq_ect_us > 0.0)
       r->overlap = 1.0 - r->ect_us / r->seq_ect_us;
   }
+  r->vs_before = r->vs_peer = NAN;
   if (!isnan(main_us) && main_us > 0.0) {
+    r->vs_before = r->before_us / main_us; /* NAN stays NAN */
+    r->vs_peer = r->peer_us / main_us;
     if (r->flops > 0.0) r->tflops = r->flops / (main_us * 1e-6) / 1e12;
     if (r->bytes > 0 && !isnan(r->busbw_factor)) {
       r->algbw = (double)r->bytes / (main_us * 1e-6) / 1e9;
@@ -496,10 +534,11 @@ const char *loom_bench_dtype_name(loom_dtype_t t) {
 
 /* Table columns: numeric ones are shown only if some row has a value. */
 enum { COL_FUSED, COL_GEMM, COL_COMM, COL_SEQ, COL_ECT, COL_SEQECT, COL_OVERLAP, COL_TFLOPS, COL_ALGBW,
-       COL_BUSBW, COL_NUM };
+       COL_BUSBW, COL_BEFORE, COL_VS_BEFORE, COL_PEER, COL_VS_PEER, COL_NUM };
 static const char *const loom__col_head[COL_NUM] = {"fused(us)", "gemm(us)", "comm(us)", "seq(us)", "ECT(us)",
                                                     "seqECT(us)", "overlap", "TFLOP/s", "algbw GB/s",
-                                                    "busbw GB/s"};
+                                                    "busbw GB/s", "before(us)", "before/now", "peer(us)",
+                                                    "peer/now"};
 
 static double loom__col_value(const loom_bench_row_t *r, int c) {
   switch (c) {
@@ -513,6 +552,10 @@ static double loom__col_value(const loom_bench_row_t *r, int c) {
     case COL_TFLOPS: return r->tflops;
     case COL_ALGBW: return r->algbw;
     case COL_BUSBW: return r->busbw;
+    case COL_BEFORE: return r->before_us;
+    case COL_VS_BEFORE: return r->vs_before;
+    case COL_PEER: return r->peer_us;
+    case COL_VS_PEER: return r->vs_peer;
   }
   return NAN;
 }
@@ -554,6 +597,7 @@ void loom_bench_print(FILE *f, loom_bench_table_t *t, const char *title) {
       double v = loom__col_value(r, c);
       if (isnan(v)) fprintf(f, "  %10s", "-");
       else if (c == COL_OVERLAP) fprintf(f, "  %9.1f%%", 100.0 * v);
+      else if (c == COL_VS_BEFORE || c == COL_VS_PEER) fprintf(f, "  %9.3fx", v);
       else if (c == COL_TFLOPS || c == COL_ALGBW || c == COL_BUSBW) fprintf(f, "  %10.1f", v);
       else fprintf(f, "  %10.1f", v);
     }
@@ -611,10 +655,14 @@ static void loom__command_line(const char *cmd, char *buf, size_t cap) {
   buf[strcspn(buf, "\r\n")] = 0;
 }
 
+const char *loom_bench_results_dir(void) {
+  const char *dir = loom__param_BENCH_RESULTS_DIR();
+  return dir && *dir ? dir : "bench/results";
+}
+
 int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_bench_opts_t *o, int world,
                           char *path_out, size_t path_cap) {
-  const char *dir = loom__param_BENCH_RESULTS_DIR();
-  if (!dir || !*dir) dir = "bench/results";
+  const char *dir = loom_bench_results_dir();
   if (loom__mkdir_p(dir) != 0) {
     fprintf(stderr, "loom-bench: cannot create %s: %s\n", dir, strerror(errno));
     return -1;
@@ -700,7 +748,9 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
     const struct { const char *k; double v; } nums[] = {
         {"fused_us", r->fused_us}, {"gemm_us", r->gemm_us}, {"comm_us", r->comm_us}, {"seq_us", r->seq_us},
         {"min_us", r->min_us},     {"max_us", r->max_us},   {"ect_us", r->ect_us},   {"seq_ect_us", r->seq_ect_us},
-        {"overlap", r->overlap},   {"tflops", r->tflops},   {"algbw_gbs", r->algbw}, {"busbw_gbs", r->busbw}};
+        {"overlap", r->overlap},   {"tflops", r->tflops},   {"algbw_gbs", r->algbw}, {"busbw_gbs", r->busbw},
+        {"before_us", r->before_us}, {"before_over_now", r->vs_before}, {"peer_us", r->peer_us},
+        {"peer_over_now", r->vs_peer}};
     for (size_t k = 0; k < sizeof nums / sizeof nums[0]; ++k) {
       fprintf(f, ", \"%s\": ", nums[k].k);
       loom__json_num(f, nums[k].v);

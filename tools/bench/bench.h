@@ -38,8 +38,10 @@
  *   TFLOP/s  = flops / main time,   algbw = bytes / main time (GB/s),
  *   busbw    = algbw * busbw_factor (nccl-tests: AllReduce 2(n-1)/n,
  *              AllGather / ReduceScatter / AlltoAll (n-1)/n)
- * where main time = fused, else seq, else comm, else gemm. Columns absent
- * in every row are left out of the table.
+ * where main time = fused, else seq, else comm, else gemm; before_us and
+ * peer_us (the previous build's and the outside baseline's time of the same
+ * op) give the ratios vs_before = before / main and vs_peer = peer / main.
+ * Columns absent in every row are left out of the table.
  */
 #ifndef LOOM_TOOLS_BENCH_H
 #define LOOM_TOOLS_BENCH_H
@@ -158,6 +160,18 @@ loom_result_t loom_bench_time_side_by_side(cudaStream_t stream, int warmup, int 
 loom_result_t loom_bench_time_ranks(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps,
                                     loom_bench_op_fn op, void *arg, loom_bench_time_t *out);
 
+/* Collective: loom_bench_time_ranks of several operations side by side
+ * (each repetition runs ops[0] .. ops[nops-1] back to back on every rank, as
+ * loom_bench_time_side_by_side); out[j] are the statistics of ops[j] over the
+ * per-repetition maxima over ranks. */
+loom_result_t loom_bench_time_ranks_side_by_side(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps, int nops,
+                                                 loom_bench_op_fn *ops, void **args, loom_bench_time_t *out);
+
+/* Device-to-device copy bandwidth of the current GPU, measured now: bytes
+ * read + written per second of a 256 MiB cudaMemcpyAsync on `stream`, best
+ * of 8 after a warm-up. NAN if it could not be measured (never a guess). */
+double loom_bench_copy_bandwidth(cudaStream_t stream);
+
 /* Collective: *value becomes the sum over ranks. */
 loom_result_t loom_bench_sum_ranks(ncclComm_t nccl, cudaStream_t stream, int64_t *value);
 
@@ -205,9 +219,12 @@ typedef struct loom_bench_row {
   double flops;          /* per call, for TFLOP/s (0: none) */
   double busbw_factor;   /* busbw = algbw x factor; NAN (default): no algbw/busbw */
   int64_t wrong;         /* elements wrong in the check; -1: not checked */
+  double before_us;      /* the main time of the same op built from the previous commit (NAN: not run) */
+  double peer_us;        /* the main time of the outside baseline (PyTorch, ...; NAN: not run) */
   char note[128];
   /* derived by loom_bench_row_finish (NAN where not derivable) */
   double ect_us, seq_ect_us, overlap, tflops, algbw, busbw;
+  double vs_before, vs_peer; /* before_us / main time, peer_us / main time (> 1: faster now) */
 } loom_bench_row_t;
 
 typedef struct loom_bench_table {
@@ -232,6 +249,9 @@ void loom_bench_table_free(loom_bench_table_t *t);
 
 /* nccl-tests-like table; calls loom_bench_row_finish on every row. */
 void loom_bench_print(FILE *f, loom_bench_table_t *t, const char *title);
+
+/* Where results go: $LOOM_BENCH_RESULTS_DIR, else bench/results. */
+const char *loom_bench_results_dir(void);
 
 /* Writes $LOOM_BENCH_RESULTS_DIR/<suite>-<YYYYmmdd-HHMMSS>.json (directory
  * created) with device name (current device), GPUs present, world, date,

@@ -1,36 +1,58 @@
 /*
  * bench_embedding_a2a.c - loom-bench embedding_a2a: the fused embedding-bag
- * + All-to-All against its parts and the sequential path, side by side in
- * one run (issue 4's shapes: D = 256, pooling 32, 100k rows per table,
- * fp32, (B, T per GPU) in {(1024,64), (4096,64), (4096,128), (16384,64)}).
+ * + All-to-All against its parts, the sequential path, the previous build of
+ * loom and PyTorch, side by side in one run. Shapes: D = 256, pooling 32,
+ * 100k rows per table, fp32 tables, (B, T per GPU) in {(1024, 64), (4096,
+ * 64), (4096, 128), (16384, 64)} (--quick: the first two).
  *
- * Per shape, every rank: tables filled with random values on the device,
- * CSR inputs from bench/dlrm_gen.h (uniform indices, fixed pooling, or
- * --zipf / --variable), then, timed with loom_bench_time_ranks (max over
- * ranks per repetition, median):
- *   fused  loom_embedding_a2a on the zero-copy plan
- *   pool   loom_embedding_pool alone (no communication): the "gemm" column,
- *          so ECT = fused - pool and overlap = 1 - ECT(fused)/ECT(seq)
- *   comm   NCCL AlltoAll alone (ncclSend/Recv group) of the pooled bytes
- *   seq    the staged plan: loom pooling + NCCL send/recv + reorder into the
- *          interaction layout (the sequential path, same output)
- * The fused output is compared with the staged output word for word (same
- * pooling code and order, so bit-identical): #wrong.
- * Then, at B = 4096, T = 64: the slice-size sweep (S = 8..512), and
- * remote-first against local-first with each rank's own median time (the
- * spread between the ranks' finish times, the paper's Figure 13).
- * --variants: at B = 4096, T = 64 only, the row-loop table (each forward row
- * loop and cut timed as pooling alone and fused, side by side, registers,
- * outputs compared word for word with the default pooling and the staged
- * path), then the table of work cuts (--loops: the first table only).
- * HBM floor: pooling reads T*B*L*D*4 bytes of rows (+ 8-byte indices) and
- * writes B*T*D*4; at 4.3 TB/s (copy, read + write) that is the pool floor.
+ * Every comparison is interleaved: each repetition runs every implementation
+ * once, one after the other, on every rank (loom_bench_time_ranks_side_by_
+ * side: the time of a repetition is the maximum over ranks; medians).
+ *  forward, per shape (tables random on the device, CSR inputs from
+ *  bench/dlrm_gen.h, uniform indices or --zipf / --variable):
+ *    fused   loom_embedding_a2a on the zero-copy plan
+ *    pool    loom_embedding_pool alone (the "gemm" column, so ECT = fused -
+ *            pool and overlap = 1 - ECT(fused) / ECT(seq))
+ *    comm    NCCL AlltoAll (send/recv) of the pooled bytes
+ *    seq     the staged plan: loom pooling + NCCL send/recv + reorder into
+ *            the interaction layout (the sequential path, same output)
+ *    before  with --before LIB: loom_embedding_a2a and loom_embedding_pool of
+ *            the previous build (its libloom.so, loaded with dlopen, its own
+ *            comm on the same NCCL communicator): the before(us) column
+ *  backward, per shape, Zipf indices (--bwd-zipf, default 1.05: hot rows):
+ *    loom_embedding_a2a_backward with fp32 tables (fp32 atomics, the default;
+ *    and the sorted accumulation), bf16 tables (sorted: fp32 sums per row,
+ *    one rounding), each against the previous build (fp32 atomics; bf16
+ *    tables: bf16 atomics).
+ * Checks: fused == staged and now == before, word for word (same pooling
+ * code and order); two sorted backwards from the same table_grad give the
+ * same bits (deterministic). #wrong counts the words that differ.
+ * PyTorch: the parent process runs bench/peers/embedding_torch.py (same
+ * shapes, world, reps, indices) before the ranks start and rank 0 reads its
+ * JSON: torch's sequential time is the peer(us) column of each shape, its
+ * pooling alone that of the pooling row, and the ratios peer/now are
+ * computed here. Absent PyTorch, the table says so.
+ * HBM: the device-to-device copy bandwidth is measured at the start on every
+ * rank (the least is used); pooling moves rows (T*B*L*D*4) + indices
+ * (T*B*L*8) + pooled output (T*B*D*4) and is reported as a fraction of it.
+ * Each shape also prints the configuration that ran (plan info, bags per
+ * task, registers).
+ * Then, at B = 4096, T = 64: the slice-size sweep (S = 8..512, interleaved)
+ * and remote-first against local-first (each rank's own median, the spread
+ * between the ranks' finish times: the paper's Figure 13).
+ * The row loops and work cuts that are not the default are studied in
+ * dev/embedding, not here.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cuda_runtime.h>
 
@@ -44,119 +66,137 @@ typedef struct emb_args {
   loom_bench_opts_t o;
   int pooling, dim;
   int64_t rows;
-  double zipf;
+  double zipf, bwd_zipf;
   int variable;
   int sweep;
-  int variants;      /* 1: only the variant tables (B=4096, T=64) */
-  int loops_only;    /* 1: only the row-loop table (sets variants) */
+  int backward;
+  const char *before;        /* previous build's libloom.so, or NULL */
+  const char *peer;          /* PyTorch peer script, or "none" */
+  char peer_json[1200];      /* where the parent had it write its results ("" if not run) */
+  char peer_note[160];       /* why there is no peer column, if there is none */
 } emb_args_t;
 
 static int emb_opt(void *ctx, int argc, char **argv, int *i) {
   emb_args_t *a = (emb_args_t *)ctx;
   const char *s = argv[*i];
   if (!strcmp(s, "--help")) {
-    printf("  --zipf ALPHA      Zipf-distributed indices (default uniform)\n"
+    printf("  --zipf ALPHA      forward: Zipf-distributed indices (default uniform)\n"
            "  --variable        bag lengths uniform in [0, 2L] (default fixed L = 32)\n"
+           "  --bwd-zipf ALPHA  backward: Zipf exponent of its indices (default 1.05)\n"
+           "  --no-backward     skip the backward table\n"
            "  --no-sweep        skip the slice-size sweep and the remote-first comparison\n"
-           "  --variants        only the kernel variant tables at B=4096, T=64: row loops (pooling\n"
-           "                    alone and fused side by side, outputs checked), then task size,\n"
-           "                    worker group, rows in flight, fetch, per-task count, exit waits\n"
-           "  --loops           only the row-loop table (B=4096, T=64)\n");
+           "  --before LIB      also time the previous build (LIB: its libloom.so) side by side\n"
+           "  --peer SCRIPT     the PyTorch peer (default bench/peers/embedding_torch.py; none: skip)\n");
     return 1;
   }
   if (!strcmp(s, "--variable")) return a->variable = 1, 1;
   if (!strcmp(s, "--no-sweep")) return a->sweep = 0, 1;
-  if (!strcmp(s, "--variants")) return a->variants = 1, 1;
-  if (!strcmp(s, "--loops")) return a->variants = a->loops_only = 1, 1;
-  if (!strcmp(s, "--zipf")) {
+  if (!strcmp(s, "--no-backward")) return a->backward = 0, 1;
+  if (!strcmp(s, "--zipf") || !strcmp(s, "--bwd-zipf")) {
     if (*i + 1 >= argc) return -1;
-    a->zipf = atof(argv[++*i]);
-    return a->zipf > 0 ? 1 : -1;
+    const double v = atof(argv[++*i]);
+    if (!(v > 0)) return -1;
+    if (s[2] == 'z') a->zipf = v;
+    else a->bwd_zipf = v;
+    return 1;
+  }
+  if (!strcmp(s, "--before") || !strcmp(s, "--peer")) {
+    if (*i + 1 >= argc) return -1;
+    if (s[2] == 'b') a->before = argv[++*i];
+    else a->peer = argv[++*i];
+    return 1;
   }
   return 0;
 }
 
-typedef struct emb_call {
-  loom_plan_t plan;
-  int which;                    /* 0 fused/staged a2a, 1 pool, 2 nccl a2a */
-  const void *tables;
-  const int64_t *idx, *off;
-  int64_t n;
-  void *out;
-  void *send, *recv;
-  size_t per_peer;
-  ncclComm_t nccl;
-} emb_call_t;
+/* ---- the two builds: this one (linked) and the previous one (dlopen) ------ */
 
-static loom_result_t emb_op(void *arg, int iter, cudaStream_t s) {
-  (void)iter;
-  emb_call_t *c = (emb_call_t *)arg;
-  switch (c->which) {
-    case 0: return loom_embedding_a2a(c->plan, c->tables, c->idx, c->off, c->n, NULL, c->out, s);
-    case 1: return loom_embedding_pool(c->plan, c->tables, c->idx, c->off, c->n, NULL, c->out, s);
-    default: return loom__base_alltoall(c->nccl, c->send, c->recv, c->per_peer, LOOM_FP32, s);
+typedef struct emb_api {
+  const char *name;          /* "now" or "before" */
+  void *dl;
+  loom_result_t (*comm_create)(ncclComm_t, const loom_config_t *, loom_comm_t *);
+  loom_result_t (*comm_destroy)(loom_comm_t);
+  loom_result_t (*comm_async)(loom_comm_t);
+  loom_result_t (*mem_alloc)(loom_comm_t, size_t, void **);
+  loom_result_t (*mem_free)(loom_comm_t, void *);
+  loom_result_t (*plan)(loom_comm_t, const loom_embedding_desc_t *, loom_plan_t *);
+  loom_result_t (*plan_destroy)(loom_plan_t);
+  loom_result_t (*a2a)(loom_plan_t, const void *, const int64_t *, const int64_t *, int64_t, const float *, void *,
+                       cudaStream_t);
+  loom_result_t (*pool)(loom_plan_t, const void *, const int64_t *, const int64_t *, int64_t, const float *, void *,
+                        cudaStream_t);
+  loom_result_t (*backward)(loom_plan_t, const void *, const int64_t *, const int64_t *, int64_t, const float *, float,
+                            void *, cudaStream_t);
+  loom_result_t (*check)(loom_plan_t);
+  const char *(*last_error)(void);
+} emb_api_t;
+
+static void api_now(emb_api_t *a) {
+  memset(a, 0, sizeof *a);
+  a->name = "now";
+  a->comm_create = loom_comm_create;
+  a->comm_destroy = loom_comm_destroy;
+  a->comm_async = loom_comm_get_async_error;
+  a->mem_alloc = loom_malloc;
+  a->mem_free = loom_free;
+  a->plan = loom_plan_embedding_a2a;
+  a->plan_destroy = loom_plan_destroy;
+  a->a2a = loom_embedding_a2a;
+  a->pool = loom_embedding_pool;
+  a->backward = loom_embedding_a2a_backward;
+  a->check = loom_embedding_a2a_check;
+  a->last_error = loom_last_error;
+}
+
+/* The previous build's public API from its shared library: its own copy of
+ * every internal symbol (RTLD_DEEPBIND), its own kernels, the process's CUDA
+ * runtime and NCCL. 0, or -1 with the reason on stderr. */
+static int api_before(emb_api_t *a, const char *path) {
+  memset(a, 0, sizeof *a);
+  a->name = "before";
+  a->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  if (!a->dl) {
+    fprintf(stderr, "loom-bench embedding_a2a: --before %s: %s\n", path, dlerror());
+    return -1;
   }
+#define SYM(field, name)                                                                           \
+  do {                                                                                             \
+    *(void **)&a->field = dlsym(a->dl, name);                                                      \
+    if (!a->field) {                                                                               \
+      fprintf(stderr, "loom-bench embedding_a2a: --before %s has no %s\n", path, name);           \
+      return -1;                                                                                   \
+    }                                                                                              \
+  } while (0)
+  SYM(comm_create, "loom_comm_create");
+  SYM(comm_destroy, "loom_comm_destroy");
+  SYM(comm_async, "loom_comm_get_async_error");
+  SYM(mem_alloc, "loom_malloc");
+  SYM(mem_free, "loom_free");
+  SYM(plan, "loom_plan_embedding_a2a");
+  SYM(plan_destroy, "loom_plan_destroy");
+  SYM(a2a, "loom_embedding_a2a");
+  SYM(pool, "loom_embedding_pool");
+  SYM(backward, "loom_embedding_a2a_backward");
+  SYM(check, "loom_embedding_a2a_check");
+  SYM(last_error, "loom_last_error");
+#undef SYM
+  return 0;
 }
 
-typedef struct emb_shape {
-  int64_t B;
-  int T;
-} emb_shape_t;
+/* A build and its comm. */
+typedef struct emb_side {
+  const emb_api_t *api;
+  loom_comm_t comm;
+} emb_side_t;
 
-/* A new table row of an fp32 embedding_a2a measurement at shape sh on W
- * ranks (op, impl, shape, dtype, world set). Out of host memory, the row
- * goes to a spare that is never printed (said on stderr): rank 0 carries on,
- * so the other ranks' collectives are not left waiting. */
-static loom_bench_row_t *emb_row(loom_bench_table_t *t, const char *op, const char *impl, emb_shape_t sh, int W) {
-  static loom_bench_row_t spare;
-  loom_bench_row_t *r = loom_bench_add(t);
-  if (!r) {
-    fprintf(stderr, "loom-bench embedding_a2a: out of host memory: row %s %s dropped\n", op, impl);
-    r = &spare;
-  }
-  snprintf(r->op, sizeof r->op, "%s", op);
-  snprintf(r->impl, sizeof r->impl, "%s", impl);
-  snprintf(r->shape, sizeof r->shape, "B=%lld T=%d/GPU", (long long)sh.B, sh.T);
-  snprintf(r->dtype, sizeof r->dtype, "fp32");
-  r->world = W;
-  return r;
-}
-
-/* Buffers and inputs of one shape on this rank. */
-typedef struct emb_bufs {
-  void *tables, *out, *out2, *pooled, *send, *recv;
-  int64_t *idx, *off, n;
-  int64_t *rows;
-  int tpr[64];
-} emb_bufs_t;
-
-static void bufs_free(loom_comm_t comm, emb_bufs_t *b) {
-  cudaFree(b->tables);
-  if (b->out) loom_free(comm, b->out);
-  cudaFree(b->out2);
-  cudaFree(b->pooled);
-  cudaFree(b->send);
-  cudaFree(b->recv);
-  cudaFree(b->idx);
-  cudaFree(b->off);
-  free(b->rows);
-  memset(b, 0, sizeof *b);
-}
-
-static loom_result_t make_plan(loom_comm_t comm, const emb_args_t *a, emb_bufs_t *b, int W, emb_shape_t sh, int S,
-                               int local_first, loom_embedding_path_t path, loom_plan_t *p) {
-  loom_embedding_desc_t d = LOOM_EMBEDDING_DESC_INIT;
-  d.world_size = W;
-  d.tables_per_rank = b->tpr;
-  d.rows = b->rows;
-  d.dim = a->dim;
-  d.global_batch = sh.B;
-  d.slice_samples = S;
-  d.local_first = local_first;
-  d.path = path;
-  return loom_plan_embedding_a2a(comm, &d, p);
-}
-
+#define TRY_API(side, call)                                                                             \
+  do {                                                                                                  \
+    loom_result_t r_ = (call);                                                                          \
+    if (r_ != LOOM_SUCCESS) {                                                                           \
+      fprintf(stderr, "rank %d (%s): %s: %s\n", ctx->rank, (side)->api->name, #call, (side)->api->last_error()); \
+      return 1;                                                                                         \
+    }                                                                                                   \
+  } while (0)
 #define TRY(call)                                                                       \
   do {                                                                                  \
     loom_result_t r_ = (call);                                                          \
@@ -174,415 +214,659 @@ static loom_result_t make_plan(loom_comm_t comm, const emb_args_t *a, emb_bufs_t
     }                                                                                   \
   } while (0)
 
-/* Allocates and fills the inputs of one shape. */
-static int shape_inputs(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_args_t *a, emb_shape_t sh, emb_bufs_t *b) {
-  const int W = ctx->size, T = sh.T, D = a->dim;
-  const int64_t B = sh.B, Bl = B / W;
-  memset(b, 0, sizeof *b);
-  for (int p = 0; p < W; ++p) b->tpr[p] = T;
-  b->rows = (int64_t *)malloc((size_t)T * (size_t)W * sizeof(int64_t));
-  for (int g = 0; g < T * W; ++g) b->rows[g] = a->rows;
-  const size_t tab = (size_t)T * (size_t)a->rows * (size_t)D;
-  CTRY(cudaMalloc(&b->tables, tab * 4));
-  TRY(loom_bench_fill_random(b->tables, LOOM_FP32, tab, 1234 + (uint64_t)ctx->rank, 1.0));
+/* ---- the PyTorch peer -------------------------------------------------------- */
+
+typedef struct peer_row {
+  int64_t B;
+  int T;
+  double pool_us, a2a_us, seq_us;
+} peer_row_t;
+
+/* The number after "key": in [s, end), NAN if absent. */
+static double json_num(const char *s, const char *end, const char *key) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const size_t n = strlen(pat);
+  for (const char *p = s; p + n < end; ++p)
+    if (!memcmp(p, pat, n)) return strtod(p + n, NULL);
+  return NAN;
+}
+
+/* The rows of the peer's JSON (flat objects in "rows"); count or -1. */
+static int peer_read(const char *path, peer_row_t *rows, int cap) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  static char buf[1 << 16];
+  const size_t len = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[len] = 0;
+  const char *p = strstr(buf, "\"rows\"");
+  if (!p) return -1;
+  int n = 0;
+  while (n < cap && (p = strchr(p, '{')) != NULL) {
+    const char *e = strchr(p, '}');
+    if (!e) break;
+    peer_row_t r;
+    r.B = (int64_t)json_num(p, e, "B");
+    r.T = (int)json_num(p, e, "T");
+    r.pool_us = json_num(p, e, "pool_us");
+    r.a2a_us = json_num(p, e, "a2a_us");
+    r.seq_us = json_num(p, e, "seq_us");
+    if (r.B > 0 && r.T > 0) rows[n++] = r;
+    p = e + 1;
+  }
+  return n;
+}
+
+/* Runs the peer script from the parent process (no CUDA here), before any
+ * rank starts, so the two never share the GPUs. Sets a->peer_json on
+ * success, else a->peer_note says why there is no peer column. */
+static void peer_run(emb_args_t *a, int world) {
+  a->peer_json[0] = 0;
+  if (!strcmp(a->peer, "none")) {
+    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer not run (--peer none)");
+    return;
+  }
+  int mrank = 0, msize = 0;
+  if (loom_launch_under_mpi(&mrank, &msize)) {
+    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer not run under mpirun: run %s separately", a->peer);
+    return;
+  }
+  if (access(a->peer, R_OK) != 0) {
+    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer not run: %s not found (run from the repository root)",
+             a->peer);
+    return;
+  }
+  const char *dir = loom_bench_results_dir();
+  char stamp[32];
+  time_t now = time(NULL);
+  struct tm tm;
+  localtime_r(&now, &tm);
+  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  char mk[1300], cmd[4096];
+  snprintf(mk, sizeof mk, "mkdir -p '%s'", dir);
+  if (system(mk) != 0) {
+    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer not run: cannot create %s", dir);
+    return;
+  }
+  char path[1200];
+  snprintf(path, sizeof path, "%s/embedding_torch-%s.json", dir, stamp);
+  snprintf(cmd, sizeof cmd,
+           "%s python3 '%s' --world %d --reps %d --warmup %d --dim %d --pooling %d --rows %lld --zipf %g%s --json '%s'",
+           system("command -v timeout >/dev/null 2>&1") == 0 ? "timeout 900" : "", a->peer, world, a->o.reps,
+           a->o.warmup, a->dim, a->pooling, (long long)a->rows, a->zipf, a->o.quick ? " --quick" : "", path);
+  printf("# PyTorch peer: %s\n", cmd);
+  fflush(stdout);
+  const int st = system(cmd);
+  const int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (code == 0 && access(path, R_OK) == 0) {
+    snprintf(a->peer_json, sizeof a->peer_json, "%s", path);
+    return;
+  }
+  snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer failed or absent (exit %d%s): no peer columns", code,
+           code == 2 ? ": no PyTorch or no GPU" : code == 124 ? ": timed out" : "");
+}
+
+/* ---- inputs and calls ------------------------------------------------------ */
+
+typedef struct emb_shape {
+  int64_t B;
+  int T;
+} emb_shape_t;
+
+/* One timed operation: which call, through which build, on what. */
+enum { OP_A2A, OP_POOL, OP_NCCL, OP_BWD };
+typedef struct emb_call {
+  const emb_api_t *api;
+  int which;
+  loom_plan_t plan;
+  const void *tables;
+  const int64_t *idx, *off;
+  int64_t n;
+  void *out;                  /* out, pooled, grad_out (backward) */
+  void *tg;                   /* backward: table_grad */
+  void *send, *recv;          /* NCCL AlltoAll */
+  size_t per_peer;
+  ncclComm_t nccl;
+} emb_call_t;
+
+static loom_result_t emb_op(void *arg, int iter, cudaStream_t s) {
+  (void)iter;
+  emb_call_t *c = (emb_call_t *)arg;
+  switch (c->which) {
+    case OP_A2A: return c->api->a2a(c->plan, c->tables, c->idx, c->off, c->n, NULL, c->out, s);
+    case OP_POOL: return c->api->pool(c->plan, c->tables, c->idx, c->off, c->n, NULL, c->out, s);
+    case OP_BWD: return c->api->backward(c->plan, c->out, c->idx, c->off, c->n, NULL, 1e-3f, c->tg, s);
+    default: return loom__base_alltoall(c->nccl, c->send, c->recv, c->per_peer, LOOM_FP32, s);
+  }
+}
+
+/* A new table row (op, impl, shape, dtype, world set). Out of host memory,
+ * the row goes to a spare that is never printed (said on stderr): rank 0
+ * carries on, so the other ranks' collectives are not left waiting. */
+static loom_bench_row_t *emb_row(loom_bench_table_t *t, const char *op, const char *impl, emb_shape_t sh,
+                                 loom_dtype_t dt, int W) {
+  static loom_bench_row_t spare;
+  loom_bench_row_t *r = loom_bench_add(t);
+  if (!r) {
+    fprintf(stderr, "loom-bench embedding_a2a: out of host memory: row %s %s dropped\n", op, impl);
+    r = &spare;
+  }
+  snprintf(r->op, sizeof r->op, "%s", op);
+  snprintf(r->impl, sizeof r->impl, "%s", impl);
+  snprintf(r->shape, sizeof r->shape, "B=%lld T=%d/GPU", (long long)sh.B, sh.T);
+  snprintf(r->dtype, sizeof r->dtype, "%s", loom_bench_dtype_name(dt));
+  r->world = W;
+  return r;
+}
+
+/* CSR inputs of one rank on the device: offsets [T*B+1], indices. */
+typedef struct emb_csr {
+  int64_t *idx, *off, n;
+} emb_csr_t;
+
+static int csr_make(loom_rank_ctx_t *ctx, const emb_args_t *a, emb_shape_t sh, const int64_t *rows, double zipf,
+                    uint64_t seed, emb_csr_t *c) {
+  const int T = sh.T;
+  const int64_t B = sh.B;
+  memset(c, 0, sizeof *c);
   int64_t *h_off = (int64_t *)malloc(((size_t)T * (size_t)B + 1) * sizeof(int64_t));
-  loom_dlrm_gen_t g = {T, B, b->rows, a->pooling, a->variable, 0.0, a->zipf, 77 + (uint64_t)ctx->rank};
-  b->n = loom_dlrm_gen_offsets(&g, h_off);
-  int64_t *h_idx = (int64_t *)malloc((size_t)b->n * sizeof(int64_t));
-  if (loom_dlrm_gen_indices(&g, h_off, h_idx) != 0) return 1;
-  CTRY(cudaMalloc((void **)&b->off, ((size_t)T * (size_t)B + 1) * sizeof(int64_t)));
-  CTRY(cudaMalloc((void **)&b->idx, (size_t)b->n * sizeof(int64_t)));
-  CTRY(cudaMemcpy(b->off, h_off, ((size_t)T * (size_t)B + 1) * sizeof(int64_t), cudaMemcpyHostToDevice));
-  CTRY(cudaMemcpy(b->idx, h_idx, (size_t)b->n * sizeof(int64_t), cudaMemcpyHostToDevice));
+  if (!h_off) return 1;
+  loom_dlrm_gen_t g = {T, B, rows, a->pooling, a->variable, 0.0, zipf, seed + (uint64_t)ctx->rank};
+  c->n = loom_dlrm_gen_offsets(&g, h_off);
+  int64_t *h_idx = (int64_t *)malloc((size_t)(c->n ? c->n : 1) * sizeof(int64_t));
+  if (!h_idx || loom_dlrm_gen_indices(&g, h_off, h_idx) != 0) return 1;
+  CTRY(cudaMalloc((void **)&c->off, ((size_t)T * (size_t)B + 1) * sizeof(int64_t)));
+  CTRY(cudaMalloc((void **)&c->idx, (size_t)(c->n ? c->n : 1) * sizeof(int64_t)));
+  CTRY(cudaMemcpy(c->off, h_off, ((size_t)T * (size_t)B + 1) * sizeof(int64_t), cudaMemcpyHostToDevice));
+  CTRY(cudaMemcpy(c->idx, h_idx, (size_t)c->n * sizeof(int64_t), cudaMemcpyHostToDevice));
   free(h_off);
   free(h_idx);
-  const size_t out = (size_t)Bl * (size_t)T * (size_t)W * (size_t)D * 4;
-  TRY(loom_malloc(comm, out, &b->out));
-  CTRY(cudaMalloc(&b->out2, out));
-  CTRY(cudaMalloc(&b->pooled, (size_t)B * (size_t)T * (size_t)D * 4));
-  CTRY(cudaMalloc(&b->send, (size_t)B * (size_t)T * (size_t)D * 4));
-  CTRY(cudaMalloc(&b->recv, (size_t)B * (size_t)T * (size_t)D * 4));
   return 0;
 }
 
-/* One row of the variant table: which op (0 fused, 1 pool), slice, tuning. */
-typedef struct emb_variant {
-  const char *name;
-  int which, S;
-  loom_emb_tuning_t tun;
-} emb_variant_t;
+static void csr_free(emb_csr_t *c) {
+  cudaFree(c->idx);
+  cudaFree(c->off);
+  memset(c, 0, sizeof *c);
+}
 
-static const emb_variant_t g_variants[] = {
-  /* block tasks (a worker = the block's 8 warps, 1 bag per warp per task): the kernel of f07cc73 */
-  {"pool g8 P8 static", 1, 128, {8, 8, 8, 0, LOOM_EMB_LOOP_SELECT}},
-  {"pool g8 P8 dynamic fetch", 1, 128, {8, 8, 8, LOOM_EMB_V_DYNFETCH | LOOM_EMB_V_NOPREFETCH, LOOM_EMB_LOOP_SELECT}},
-  {"fused g8 P8 (f07cc73)", 0, 128, {8, 8, 8, LOOM_EMB_V_NOPREFETCH, LOOM_EMB_LOOP_SELECT}},
-  {"fused g8 P8 no exit wait", 0, 128, {8, 8, 8, LOOM_EMB_V_NOPREFETCH | LOOM_EMB_V_NOWAIT, LOOM_EMB_LOOP_SELECT}},
-  {"fused g8 P8 no count/flags/wait", 0, 128, {8, 8, 8, LOOM_EMB_V_NOPREFETCH | LOOM_EMB_V_NOCOUNT, LOOM_EMB_LOOP_SELECT}},
-  {"fused g8 P8 prefetch", 0, 128, {8, 8, 8, 0, LOOM_EMB_LOOP_SELECT}},
-  {"fused g8 P32 (4 bags/warp)", 0, 128, {8, 32, 8, 0, LOOM_EMB_LOOP_SELECT}},
-  {"pool g8 P32", 1, 128, {8, 32, 8, 0, LOOM_EMB_LOOP_SELECT}},
-  /* warp tasks */
-  {"pool g1 P4 static", 1, 128, {1, 4, 8, 0, LOOM_EMB_LOOP_SELECT}},
-  {"pool g1 P4 dynamic", 1, 128, {1, 4, 8, LOOM_EMB_V_DYNFETCH, LOOM_EMB_LOOP_SELECT}},
-  {"fused g1 P1", 0, 128, {1, 1, 8, 0, LOOM_EMB_LOOP_SELECT}},
-  {"fused g1 P2", 0, 128, {1, 2, 8, 0, LOOM_EMB_LOOP_SELECT}},
-  {"fused g1 P4", 0, 128, {1, 4, 8, 0, LOOM_EMB_LOOP_SELECT}},
-  {"fused g1 P8", 0, 128, {1, 8, 8, 0, LOOM_EMB_LOOP_SELECT}},
-  {"fused g1 P16", 0, 128, {1, 16, 8, 0, LOOM_EMB_LOOP_SELECT}},
-  {"fused g1 P4 no exit wait", 0, 128, {1, 4, 8, LOOM_EMB_V_NOWAIT, LOOM_EMB_LOOP_SELECT}},
-  {"fused g1 P4 no count/flags/wait", 0, 128, {1, 4, 8, LOOM_EMB_V_NOCOUNT, LOOM_EMB_LOOP_SELECT}},
-  {"fused g2 P8", 0, 128, {2, 8, 8, 0, LOOM_EMB_LOOP_SELECT}},
-  {"fused g4 P16", 0, 128, {4, 16, 8, 0, LOOM_EMB_LOOP_SELECT}},
-  /* 16 row chunks in flight per lane */
-  {"pool g1 P4 unroll16", 1, 128, {1, 4, 16, 0, LOOM_EMB_LOOP_SELECT}},
-  {"fused g1 P4 unroll16", 0, 128, {1, 4, 16, 0, LOOM_EMB_LOOP_SELECT}},
-  {"pool g8 P8 unroll16", 1, 128, {8, 8, 16, 0, LOOM_EMB_LOOP_SELECT}},
-  {"fused g8 P32 unroll16", 0, 128, {8, 32, 16, 0, LOOM_EMB_LOOP_SELECT}},
-  /* slices of 256 */
-  {"fused g1 P4 S256", 0, 256, {1, 4, 8, 0, LOOM_EMB_LOOP_SELECT}},
-  {"fused g1 P8 S256", 0, 256, {1, 8, 8, 0, LOOM_EMB_LOOP_SELECT}},
-  {"fused g8 P32 S256", 0, 256, {8, 32, 8, 0, LOOM_EMB_LOOP_SELECT}},
-};
+static loom_embedding_desc_t emb_desc(const emb_args_t *a, int W, const int *tpr, const int64_t *rows, emb_shape_t sh,
+                                      int S, int local_first, loom_embedding_path_t path, loom_dtype_t tt) {
+  loom_embedding_desc_t d = LOOM_EMBEDDING_DESC_INIT;
+  d.world_size = W;
+  d.tables_per_rank = tpr;
+  d.rows = rows;
+  d.dim = a->dim;
+  d.global_batch = sh.B;
+  d.slice_samples = S;
+  d.local_first = local_first;
+  d.path = path;
+  d.table_type = tt;
+  d.out_type = tt;
+  return d;
+}
 
-/* Row loops (LOOM_EMB_LOOP_*, src/ops/embedding_a2a.h): each tuning timed
- * as pooling alone and fused, side by side, its outputs checked. */
-typedef struct emb_loop_row {
-  const char *name;
-  loom_emb_tuning_t tun;
-} emb_loop_row_t;
-
-static const emb_loop_row_t g_loops[] = {
-  {"FLAT g1 P4 (default)", {1, 4, 8, 0, LOOM_EMB_LOOP_FLAT}},
-  {"SELECT g1 P4 (61b3453 default)", {1, 4, 8, 0, LOOM_EMB_LOOP_SELECT}},
-  {"SELECT g1 P4 no reg cap", {1, 4, 8, LOOM_EMB_V_NOCAP, LOOM_EMB_LOOP_SELECT}},
-  {"F07 g1 P4 (f07cc73 bag loop)", {1, 4, 8, 0, LOOM_EMB_LOOP_F07}},
-  {"F07 g8 P8 (f07cc73 scheme)", {8, 8, 8, LOOM_EMB_V_NOPREFETCH, LOOM_EMB_LOOP_F07}},
-  {"FLAT g1 P8", {1, 8, 8, 0, LOOM_EMB_LOOP_FLAT}},
-  {"FLAT g1 P16", {1, 16, 8, 0, LOOM_EMB_LOOP_FLAT}},
-  {"FLAT g1 P4 unroll16", {1, 4, 16, 0, LOOM_EMB_LOOP_FLAT}},
-  {"PIPE g1 P4", {1, 4, 8, 0, LOOM_EMB_LOOP_PIPE}},
-  {"PIPE g1 P8", {1, 8, 8, 0, LOOM_EMB_LOOP_PIPE}},
-  {"FLAT g8 P32", {8, 32, 8, 0, LOOM_EMB_LOOP_FLAT}},
-  {"FLAT g1 P4 (default, again)", {1, 4, 8, 0, LOOM_EMB_LOOP_FLAT}},
-};
-
-/* Words of the device buffer `d` that differ from `ref` (a word left at
- * the 0xff poison counts as wrong); prints the first few. */
-static int64_t count_wrong(const void *d, const uint32_t *ref, uint32_t *h, size_t words, const char *what, int rank) {
-  if (cudaMemcpy(h, d, words * 4, cudaMemcpyDeviceToHost) != cudaSuccess) return (int64_t)words;
-  int64_t wrong = 0;
-  for (size_t i = 0; i < words; ++i)
-    if (h[i] != ref[i] || h[i] == 0xffffffffu) {
-      if (wrong < 3) fprintf(stderr, "rank %d %s: word %zu = 0x%08x, expected 0x%08x\n", rank, what, i, h[i], ref[i]);
-      ++wrong;
-    }
+/* Words of two device buffers that differ (or hold the 0xff poison). */
+static int64_t words_differ(const void *x, const void *y, size_t bytes) {
+  const size_t words = bytes / 4;
+  uint32_t *hx = (uint32_t *)malloc(bytes), *hy = (uint32_t *)malloc(bytes);
+  int64_t wrong = (int64_t)words;
+  if (hx && hy && cudaMemcpy(hx, x, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
+      cudaMemcpy(hy, y, bytes, cudaMemcpyDeviceToHost) == cudaSuccess) {
+    wrong = 0;
+    for (size_t i = 0; i < words; ++i) wrong += hx[i] != hy[i] || hx[i] == 0xffffffffu;
+  }
+  free(hx);
+  free(hy);
   return wrong;
 }
 
-/* The loop table at one shape: references first (pooling with the default
- * tuning; the staged path: that pooling + NCCL + reorder), then per row the
- * pooling-alone and fused times (max over ranks per repetition, median) and
- * one more call of each on poisoned outputs, compared word for word with the
- * references (every loop adds the same products in the same order). */
-static int run_loops(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_args_t *a, emb_bufs_t *b, emb_shape_t sh,
-                     cudaStream_t s, loom_bench_table_t *t, int *failures) {
-  const int W = ctx->size, D = a->dim, L = a->pooling;
-  const int n = (int)(sizeof g_loops / sizeof *g_loops);
-  const size_t wpool = (size_t)sh.B * (size_t)sh.T * (size_t)D;
-  const size_t wout = (size_t)(sh.B / W) * (size_t)sh.T * (size_t)W * (size_t)D;
-  loom_plan_t p = NULL, staged = NULL;
-  TRY(make_plan(comm, a, b, W, sh, 128, 0, LOOM_EMB_PATH_AUTO, &p));
-  TRY(make_plan(comm, a, b, W, sh, 128, 0, LOOM_EMB_PATH_STAGED, &staged));
-  uint32_t *ref_pool = (uint32_t *)malloc(wpool * 4), *ref_out = (uint32_t *)malloc(wout * 4);
-  uint32_t *h = (uint32_t *)malloc((wpool > wout ? wpool : wout) * 4);
-  if (!ref_pool || !ref_out || !h) {
-    fprintf(stderr, "rank %d: host buffers for the loop table\n", ctx->rank);
-    return 1;
+/* The configuration a plan runs (plan info and kernel registers), for the table. */
+static void plan_summary(loom_plan_t p, loom_dtype_t tt, int dim, char *buf, size_t cap) {
+  loom_embedding_plan_info_t info;
+  int part = 0, regs = 0, spill = 0;
+  if (loom_embedding_a2a_plan_info(p, &info) != LOOM_SUCCESS || loom__emb_get_part(p, &part) != LOOM_SUCCESS ||
+      loom__emb_kernel_regs(tt, tt, dim, 0, &regs, &spill) != LOOM_SUCCESS) {
+    snprintf(buf, cap, "plan info unavailable: %s", loom_last_error());
+    return;
   }
-  emb_call_t cp = {p, 1, b->tables, b->idx, b->off, b->n, b->pooled, NULL, NULL, 0, ctx->nccl};
-  emb_call_t cf = {p, 0, b->tables, b->idx, b->off, b->n, b->out, NULL, NULL, 0, ctx->nccl};
-  emb_call_t cs = {staged, 0, b->tables, b->idx, b->off, b->n, b->out2, NULL, NULL, 0, ctx->nccl};
-  CTRY(cudaMemsetAsync(b->pooled, 0xff, wpool * 4, s));
-  CTRY(cudaMemsetAsync(b->out2, 0xff, wout * 4, s));
-  TRY(emb_op(&cp, 0, s));
-  TRY(emb_op(&cs, 0, s));
-  CTRY(cudaStreamSynchronize(s));
-  TRY(loom_comm_get_async_error(comm));
-  CTRY(cudaMemcpy(ref_pool, b->pooled, wpool * 4, cudaMemcpyDeviceToHost));
-  CTRY(cudaMemcpy(ref_out, b->out2, wout * 4, cudaMemcpyDeviceToHost));
-  const double bytes = (double)sh.T * (double)sh.B * (double)L * D * 4 + (double)sh.T * sh.B * L * 8 +
-                       (double)sh.T * sh.B * D * 4;
+  snprintf(buf, cap, "%s S%d x%d P%d grid %d, %u flags, ws %zu B, %d regs %d B spill",
+           info.path == LOOM_EMB_PATH_ZERO_COPY ? "zero-copy" : info.path == LOOM_EMB_PATH_STAGED ? "staged" : "GIN",
+           info.slice_samples, info.slices_per_rank, part, info.grid_blocks, info.num_flags, info.workspace_bytes, regs,
+           spill);
+}
+
+/* ---- one shape: forward ------------------------------------------------------ */
+
+typedef struct emb_run {
+  loom_rank_ctx_t *ctx;
+  const emb_args_t *a;
+  emb_side_t now, before;     /* before.api NULL: no --before */
+  cudaStream_t s;
+  double copy_bps;            /* least over ranks */
+  peer_row_t peer[16];
+  int npeer;
+  loom_bench_table_t *t;
+  int failures;
+} emb_run_t;
+
+static const peer_row_t *peer_find(const emb_run_t *R, emb_shape_t sh) {
+  for (int i = 0; i < R->npeer; ++i)
+    if (R->peer[i].B == sh.B && R->peer[i].T == sh.T) return &R->peer[i];
+  return NULL;
+}
+
+static int run_forward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int64_t *rows) {
+  loom_rank_ctx_t *ctx = R->ctx;
+  const emb_args_t *a = R->a;
+  const int W = ctx->size, T = sh.T, D = a->dim, L = a->pooling;
+  const int64_t B = sh.B, Bl = B / W;
+  const int have_before = R->before.api != NULL;
+  const size_t tab = (size_t)T * (size_t)a->rows * (size_t)D;
+  const size_t out_bytes = (size_t)Bl * (size_t)T * (size_t)W * (size_t)D * 4, pool_bytes = (size_t)B * T * D * 4;
+  void *tables = NULL, *out = NULL, *out2 = NULL, *pooled = NULL, *send = NULL, *recv = NULL, *out_b = NULL,
+       *pooled_b = NULL;
+  emb_csr_t in;
+  CTRY(cudaMalloc(&tables, tab * 4));
+  TRY(loom_bench_fill_random(tables, LOOM_FP32, tab, 1234 + (uint64_t)ctx->rank, 1.0));
+  if (csr_make(ctx, a, sh, rows, a->zipf, 77, &in)) return 1;
+  TRY_API(&R->now, R->now.api->mem_alloc(R->now.comm, out_bytes, &out));
+  CTRY(cudaMalloc(&out2, out_bytes));
+  CTRY(cudaMalloc(&pooled, pool_bytes));
+  CTRY(cudaMalloc(&send, pool_bytes));
+  CTRY(cudaMalloc(&recv, pool_bytes));
+  loom_plan_t fused = NULL, staged = NULL, fused_b = NULL;
+  loom_embedding_desc_t d = emb_desc(a, W, tpr, rows, sh, 0, 0, LOOM_EMB_PATH_AUTO, LOOM_FP32);
+  TRY(loom_plan_embedding_a2a(R->now.comm, &d, &fused));
+  d.path = LOOM_EMB_PATH_STAGED;
+  TRY(loom_plan_embedding_a2a(R->now.comm, &d, &staged));
+  if (have_before) {
+    d.path = LOOM_EMB_PATH_AUTO;
+    TRY_API(&R->before, R->before.api->plan(R->before.comm, &d, &fused_b));
+    TRY_API(&R->before, R->before.api->mem_alloc(R->before.comm, out_bytes, &out_b));
+    CTRY(cudaMalloc(&pooled_b, pool_bytes));
+  }
+  emb_call_t calls[6];
+  memset(calls, 0, sizeof calls);
+  const emb_call_t base = {R->now.api, OP_A2A, fused, tables, in.idx, in.off, in.n, out, NULL, NULL, NULL, 0, ctx->nccl};
+  for (int i = 0; i < 6; ++i) calls[i] = base;
+  calls[1].which = OP_POOL, calls[1].out = pooled;                        /* pool */
+  calls[2].plan = staged, calls[2].out = out2;                            /* seq */
+  calls[3].which = OP_NCCL, calls[3].send = send, calls[3].recv = recv;  /* comm */
+  calls[3].per_peer = (size_t)Bl * (size_t)T * (size_t)D;
+  calls[4].api = R->before.api, calls[4].plan = fused_b, calls[4].out = out_b;                       /* before fused */
+  calls[5].api = R->before.api, calls[5].plan = fused_b, calls[5].which = OP_POOL, calls[5].out = pooled_b; /* before pool */
+  loom_bench_op_fn ops[6];
+  void *args[6];
+  int nops = 0;
+  int idx_of[6];
+  for (int i = 0; i < 6; ++i) {
+    idx_of[i] = -1;
+    if (i == 3 && W == 1) continue;
+    if (i >= 4 && !have_before) continue;
+    idx_of[i] = nops;
+    ops[nops] = emb_op;
+    args[nops++] = &calls[i];
+  }
+  loom_bench_time_t tm[6];
+  TRY(loom_bench_time_ranks_side_by_side(ctx->nccl, R->s, a->o.warmup, a->o.reps, nops, ops, args, tm));
+  TRY(loom_comm_get_async_error(R->now.comm));
+  TRY(loom_embedding_a2a_check(fused));
+  if (have_before) TRY_API(&R->before, R->before.api->comm_async(R->before.comm));
+  /* fused == staged, and before == now, word for word, on poisoned outputs */
+  int64_t wrong = -1, wrong_b = -1;
+  if (a->o.check) {
+    CTRY(cudaMemsetAsync(out, 0xff, out_bytes, R->s));
+    CTRY(cudaMemsetAsync(out2, 0xff, out_bytes, R->s));
+    TRY(emb_op(&calls[0], 0, R->s));
+    TRY(emb_op(&calls[2], 0, R->s));
+    if (have_before) {
+      CTRY(cudaMemsetAsync(out_b, 0xff, out_bytes, R->s));
+      TRY_API(&R->before, emb_op(&calls[4], 0, R->s));
+    }
+    CTRY(cudaStreamSynchronize(R->s));
+    TRY(loom_comm_get_async_error(R->now.comm));
+    wrong = words_differ(out, out2, out_bytes);
+    TRY(loom_bench_sum_ranks(ctx->nccl, R->s, &wrong));
+    if (have_before) {
+      wrong_b = words_differ(out, out_b, out_bytes);
+      TRY(loom_bench_sum_ranks(ctx->nccl, R->s, &wrong_b));
+    }
+    R->failures += (wrong != 0) + (wrong_b > 0);
+  }
+  char cfg[160];
+  plan_summary(fused, LOOM_FP32, D, cfg, sizeof cfg);
   if (ctx->rank == 0) {
-    printf("# row loops, B=%lld T=%d S=128 (src/ops/embedding_a2a.h LOOM_EMB_LOOP_*); %% = of 4.3 TB/s; wrong = words "
-           "!= default pooling / staged output\n",
-           (long long)sh.B, sh.T);
-    printf("# %-30s %9s %5s %9s %5s %7s %5s %6s %5s %6s %6s\n", "loop", "pool us", "%", "fused us", "%", "f/p-1", "regs",
-           "spill", "grid", "wrongP", "wrongF");
+    const peer_row_t *pr = peer_find(R, sh);
+    const double bytes = (double)T * B * L * D * 4 + (double)T * B * L * 8 + (double)T * B * D * 4;
+    const double pool_us = tm[idx_of[1]].median_us, fused_us = tm[idx_of[0]].median_us;
+    const double pool_bps = bytes / (pool_us * 1e-6), fused_bps = bytes / (fused_us * 1e-6);
+    loom_bench_row_t *r = emb_row(R->t, "embedding_a2a", "loom", sh, LOOM_FP32, W);
+    r->m = sh.B;
+    r->n = sh.T;
+    r->bytes = (int64_t)out_bytes;
+    r->fused_us = fused_us;
+    r->gemm_us = pool_us;
+    r->seq_us = tm[idx_of[2]].median_us;
+    r->comm_us = W > 1 ? tm[idx_of[3]].median_us : NAN;
+    r->min_us = tm[idx_of[0]].min_us;
+    r->max_us = tm[idx_of[0]].max_us;
+    r->wrong = wrong;
+    if (have_before) r->before_us = tm[idx_of[4]].median_us;
+    if (pr) r->peer_us = pr->seq_us; /* torch EmbeddingBag + all_to_all_single + permutes */
+    snprintf(r->note, sizeof r->note, "seq/fused %.2fx; %.0f%% of copy bw; peer = torch seq; %s%s",
+             r->seq_us / fused_us, 100.0 * fused_bps / R->copy_bps, have_before ? "before = previous build" : "",
+             wrong_b > 0 ? " (before != now!)" : "");
+    loom_bench_row_finish(r);
+    loom_bench_row_t *q = emb_row(R->t, "embedding_pool", "loom", sh, LOOM_FP32, W);
+    q->m = sh.B;
+    q->n = sh.T;
+    q->fused_us = pool_us;
+    q->min_us = tm[idx_of[1]].min_us;
+    q->max_us = tm[idx_of[1]].max_us;
+    if (have_before) q->before_us = tm[idx_of[5]].median_us;
+    if (pr) q->peer_us = pr->pool_us;
+    q->wrong = wrong_b;
+    snprintf(q->note, sizeof q->note, "%.0f GB/s = %.1f%% of copy bw %.0f GB/s; peer = torch EmbeddingBag",
+             pool_bps / 1e9, 100.0 * pool_bps / R->copy_bps, R->copy_bps / 1e9);
+    loom_bench_row_finish(q);
+    if (pr) {
+      loom_bench_row_t *p = emb_row(R->t, "embedding_a2a", "torch", sh, LOOM_FP32, W);
+      p->gemm_us = pr->pool_us;
+      p->comm_us = pr->a2a_us;
+      p->seq_us = pr->seq_us;
+      snprintf(p->note, sizeof p->note, "PyTorch peer, same job: torch seq / loom fused = %.2fx",
+               pr->seq_us / fused_us);
+      loom_bench_row_finish(p);
+    }
+    printf("# B=%lld T=%d: fused %.1f us, pool %.1f us (%.0f GB/s, %.1f%% of the copy bandwidth), nccl a2a %.1f us, "
+           "seq %.1f us, seq/fused %.2fx%s; plan: %s\n",
+           (long long)sh.B, sh.T, fused_us, pool_us, pool_bps / 1e9, 100.0 * pool_bps / R->copy_bps,
+           W > 1 ? r->comm_us : 0.0, r->seq_us, r->seq_us / fused_us, wrong ? ", OUTPUTS DIFFER" : "", cfg);
+    if (have_before)
+      printf("#   before (previous build): fused %.1f us (now/before %.3f), pool %.1f us (now/before %.3f), outputs %s\n",
+             r->before_us, fused_us / r->before_us, q->before_us, pool_us / q->before_us,
+             wrong_b == 0 ? "identical" : wrong_b < 0 ? "not compared" : "DIFFER");
+    if (pr) printf("#   PyTorch: pool %.1f us, a2a %.1f us, seq %.1f us: torch seq / loom fused %.2fx\n", pr->pool_us,
+                   pr->a2a_us, pr->seq_us, pr->seq_us / fused_us);
     fflush(stdout);
   }
-  for (int i = 0; i < n; ++i) {
-    const emb_loop_row_t *v = &g_loops[i];
-    TRY(loom__emb_set_tuning(p, &v->tun));
-    loom_embedding_plan_info_t info;
-    TRY(loom_embedding_a2a_plan_info(p, &info));
-    int regs = 0, spill = 0;
-    TRY(loom__emb_forward_regs(LOOM_FP32, LOOM_FP32, D, &v->tun, &regs, &spill));
-    loom_bench_time_t tp, tf;
-    TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &cp, &tp));
-    TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &cf, &tf));
-    TRY(loom_comm_get_async_error(comm));
-    TRY(loom_embedding_a2a_check(p));
-    int64_t wp = -1, wf = -1;
-    if (a->o.check) {
-      CTRY(cudaMemsetAsync(b->pooled, 0xff, wpool * 4, s));
-      CTRY(cudaMemsetAsync(b->out, 0xff, wout * 4, s));
-      TRY(emb_op(&cp, 0, s));
-      TRY(emb_op(&cf, 0, s));
-      CTRY(cudaStreamSynchronize(s));
-      TRY(loom_comm_get_async_error(comm));
-      wp = count_wrong(b->pooled, ref_pool, h, wpool, v->name, ctx->rank);
-      wf = count_wrong(b->out, ref_out, h, wout, v->name, ctx->rank);
-      TRY(loom_bench_sum_ranks(ctx->nccl, s, &wp));
-      TRY(loom_bench_sum_ranks(ctx->nccl, s, &wf));
-      *failures += (wp != 0) + (wf != 0);
+
+  if (a->sweep && sh.B == 4096 && sh.T == 64) {
+    /* slice sizes, interleaved */
+    static const int Ss[] = {8, 16, 32, 64, 128, 256, 512};
+    enum { NS = (int)(sizeof Ss / sizeof *Ss) };
+    loom_plan_t ps[NS];
+    emb_call_t cs[NS];
+    loom_bench_op_fn sops[NS];
+    void *sargs[NS];
+    loom_bench_time_t st[NS];
+    for (int k = 0; k < NS; ++k) {
+      loom_embedding_desc_t ds = emb_desc(a, W, tpr, rows, sh, Ss[k], 0, LOOM_EMB_PATH_AUTO, LOOM_FP32);
+      TRY(loom_plan_embedding_a2a(R->now.comm, &ds, &ps[k]));
+      cs[k] = base;
+      cs[k].plan = ps[k];
+      sops[k] = emb_op;
+      sargs[k] = &cs[k];
     }
-    if (ctx->rank == 0) {
-      const double gp = bytes / (tp.median_us * 1e-6) / 1e9, gf = bytes / (tf.median_us * 1e-6) / 1e9;
-      char impl_[sizeof ((loom_bench_row_t *)0)->impl];
-      snprintf(impl_, sizeof impl_, "%.23s", v->name);
-      loom_bench_row_t *r = emb_row(t, "emb_a2a loop", impl_, sh, W);
-      r->fused_us = tf.median_us;
-      r->gemm_us = tp.median_us;
-      r->min_us = tf.min_us;
-      r->max_us = tf.max_us;
-      r->wrong = a->o.check ? wp + wf : -1;
-      snprintf(r->note, sizeof r->note, "%s; pool %.0f%% fused %.0f%% HBM; %d regs, %d B local; grid %d", v->name,
-               gp / 43.0, gf / 43.0, regs, spill, info.grid_blocks);
-      loom_bench_row_finish(r);
-      printf("  %-30s %9.1f %4.0f%% %9.1f %4.0f%% %+6.1f%% %5d %6d %5d %6lld %6lld\n", v->name, tp.median_us, gp / 43.0,
-             tf.median_us, gf / 43.0, 100.0 * (tf.median_us / tp.median_us - 1.0), regs, spill, info.grid_blocks,
-             (long long)wp, (long long)wf);
-      fflush(stdout);
+    TRY(loom_bench_time_ranks_side_by_side(ctx->nccl, R->s, a->o.warmup, a->o.reps, NS, sops, sargs, st));
+    for (int k = 0; k < NS; ++k) {
+      if (ctx->rank == 0) {
+        char impl_[24];
+        snprintf(impl_, sizeof impl_, "loom S=%d", Ss[k]);
+        loom_bench_row_t *r = emb_row(R->t, "emb_a2a slice sweep", impl_, sh, LOOM_FP32, W);
+        r->fused_us = st[k].median_us;
+        r->min_us = st[k].min_us;
+        r->max_us = st[k].max_us;
+        loom_bench_row_finish(r);
+      }
+      TRY(loom_plan_destroy(ps[k]));
+    }
+    /* remote-first vs local-first, interleaved: each rank's own median (not the max over ranks) */
+    loom_plan_t po[2];
+    emb_call_t co[2];
+    loom_bench_op_fn oops[2] = {emb_op, emb_op};
+    void *oargs[2] = {&co[0], &co[1]};
+    loom_bench_time_t ot[2];
+    for (int lf = 0; lf < 2; ++lf) {
+      loom_embedding_desc_t ds = emb_desc(a, W, tpr, rows, sh, 0, lf, LOOM_EMB_PATH_AUTO, LOOM_FP32);
+      TRY(loom_plan_embedding_a2a(R->now.comm, &ds, &po[lf]));
+      co[lf] = base;
+      co[lf].plan = po[lf];
+    }
+    TRY(loom_bench_barrier(ctx->nccl, R->s));
+    TRY(loom_bench_time_side_by_side(R->s, a->o.warmup, a->o.reps, 2, oops, oargs, ot));
+    for (int lf = 0; lf < 2; ++lf) {
+      int64_t mine = (int64_t)(ot[lf].median_us * 1000.0), mx = mine, mn = mine;
+      TRY(loom_bench_reduce_ranks(ctx->nccl, R->s, &mx, ncclMax));
+      TRY(loom_bench_reduce_ranks(ctx->nccl, R->s, &mn, ncclMin));
+      if (ctx->rank == 0) {
+        loom_bench_row_t *r = emb_row(R->t, "emb_a2a order", lf ? "loom local-first" : "loom remote-first", sh,
+                                      LOOM_FP32, W);
+        r->fused_us = mx / 1000.0;
+        snprintf(r->note, sizeof r->note, "ranks' medians %.1f..%.1f us, skew %.1f us", mn / 1000.0, mx / 1000.0,
+                 (mx - mn) / 1000.0);
+        loom_bench_row_finish(r);
+      }
+      TRY(loom_plan_destroy(po[lf]));
     }
   }
-  const loom_emb_tuning_t tdef = LOOM_EMB_TUNING_DEFAULT;
-  TRY(loom__emb_set_tuning(p, &tdef));
-  free(ref_pool);
-  free(ref_out);
-  free(h);
+  CTRY(cudaStreamSynchronize(R->s));
+  TRY(loom_plan_destroy(fused));
   TRY(loom_plan_destroy(staged));
-  TRY(loom_plan_destroy(p));
+  if (have_before) {
+    TRY_API(&R->before, R->before.api->plan_destroy(fused_b));
+    TRY_API(&R->before, R->before.api->mem_free(R->before.comm, out_b));
+    CTRY(cudaFree(pooled_b));
+  }
+  TRY(loom_free(R->now.comm, out));
+  CTRY(cudaFree(out2));
+  CTRY(cudaFree(pooled));
+  CTRY(cudaFree(send));
+  CTRY(cudaFree(recv));
+  CTRY(cudaFree(tables));
+  csr_free(&in);
   return 0;
 }
 
-/* The variant table at one shape: each row timed like the main table (max
- * over ranks per repetition, median). */
-static int run_variants(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_args_t *a, emb_bufs_t *b, emb_shape_t sh,
-                        cudaStream_t s, loom_bench_table_t *t) {
-  const int W = ctx->size, D = a->dim, L = a->pooling;
-  const int n = (int)(sizeof g_variants / sizeof *g_variants);
-  loom_plan_t p128 = NULL, p256 = NULL;
-  TRY(make_plan(comm, a, b, W, sh, 128, 0, LOOM_EMB_PATH_AUTO, &p128));
-  TRY(make_plan(comm, a, b, W, sh, 256, 0, LOOM_EMB_PATH_AUTO, &p256));
-  double rd = (double)sh.T * (double)sh.B * (double)L * D * 4, ix = (double)sh.T * sh.B * L * 8,
-         wr = (double)sh.T * sh.B * D * 4;
-  for (int i = 0; i < n; ++i) {
-    const emb_variant_t *v = &g_variants[i];
-    loom_plan_t p = v->S == 256 ? p256 : p128;
-    TRY(loom__emb_set_tuning(p, &v->tun));
-    loom_embedding_plan_info_t info;
-    TRY(loom_embedding_a2a_plan_info(p, &info));
-    emb_call_t c = {p, v->which, b->tables, b->idx, b->off, b->n, v->which ? b->pooled : b->out, NULL, NULL, 0,
-                    ctx->nccl};
-    loom_bench_time_t tm;
-    TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &c, &tm));
-    TRY(loom_comm_get_async_error(comm));
-    TRY(loom_embedding_a2a_check(p));
-    if (ctx->rank == 0) {
-      char impl_[sizeof ((loom_bench_row_t *)0)->impl];
-      snprintf(impl_, sizeof impl_, "%s", v->name);
-      loom_bench_row_t *r = emb_row(t, "emb_a2a variant", impl_, sh, W);
-      r->fused_us = tm.median_us;
-      r->min_us = tm.min_us;
-      r->max_us = tm.max_us;
-      const double gbs = (rd + ix + wr) / (tm.median_us * 1e-6) / 1e9;
-      snprintf(r->note, sizeof r->note, "%.0f GB/s = %.0f%% of 4.3 TB/s; grid %d", gbs, gbs / 43.0, info.grid_blocks);
-      loom_bench_row_finish(r);
-      printf("# variant %-34s %9.1f us  (min %.1f max %.1f)  %5.0f GB/s  %3.0f%%  grid %d\n", v->name, tm.median_us,
-             tm.min_us, tm.max_us, gbs, gbs / 43.0, info.grid_blocks);
-      fflush(stdout);
-    }
+/* ---- one shape: backward ------------------------------------------------------ */
+
+/* Backward with Zipf indices, interleaved: fp32 tables (atomic, sorted),
+ * bf16 tables (sorted), against the previous build; grad_out random, one
+ * table_grad per dtype that every implementation adds into (values grow;
+ * times do not depend on them). Then the determinism check of the bf16
+ * sorted path: two calls from the same table_grad, compared bit for bit. */
+static int run_backward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int64_t *rows) {
+  loom_rank_ctx_t *ctx = R->ctx;
+  const emb_args_t *a = R->a;
+  const int W = ctx->size, T = sh.T, D = a->dim;
+  const int64_t B = sh.B, Bl = B / W;
+  const int have_before = R->before.api != NULL;
+  const size_t tab = (size_t)T * (size_t)a->rows * (size_t)D, gout = (size_t)Bl * (size_t)T * (size_t)W * (size_t)D;
+  emb_csr_t in;
+  if (csr_make(ctx, a, sh, rows, a->bwd_zipf, 991, &in)) return 1;
+  void *tg32 = NULL, *tg16 = NULL, *snap = NULL, *g32 = NULL, *g16 = NULL, *g32b = NULL, *g16b = NULL;
+  CTRY(cudaMalloc(&tg32, tab * 4));
+  CTRY(cudaMalloc(&tg16, tab * 2));
+  CTRY(cudaMalloc(&snap, tab * 2));
+  TRY(loom_bench_fill_random(tg32, LOOM_FP32, tab, 555 + (uint64_t)ctx->rank, 1.0));
+  TRY(loom_bench_fill_random(tg16, LOOM_BF16, tab, 556 + (uint64_t)ctx->rank, 1.0));
+  TRY(loom_malloc(R->now.comm, gout * 4, &g32));
+  TRY(loom_malloc(R->now.comm, gout * 2, &g16));
+  TRY(loom_bench_fill_random(g32, LOOM_FP32, gout, 557 + (uint64_t)ctx->rank, 1.0));
+  TRY(loom_bench_fill_random(g16, LOOM_BF16, gout, 558 + (uint64_t)ctx->rank, 1.0));
+  loom_plan_t p32 = NULL, p32s = NULL, p16 = NULL, b32 = NULL, b16 = NULL;
+  loom_embedding_desc_t d = emb_desc(a, W, tpr, rows, sh, 0, 0, LOOM_EMB_PATH_AUTO, LOOM_FP32);
+  TRY(loom_plan_embedding_a2a(R->now.comm, &d, &p32));
+  TRY(loom_plan_embedding_a2a(R->now.comm, &d, &p32s));
+  TRY(loom__emb_set_backward(p32s, LOOM_EMB_BWD_SORTED));
+  loom_embedding_desc_t d16 = emb_desc(a, W, tpr, rows, sh, 0, 0, LOOM_EMB_PATH_AUTO, LOOM_BF16);
+  TRY(loom_plan_embedding_a2a(R->now.comm, &d16, &p16));
+  if (have_before) {
+    TRY_API(&R->before, R->before.api->plan(R->before.comm, &d, &b32));
+    TRY_API(&R->before, R->before.api->plan(R->before.comm, &d16, &b16));
+    TRY_API(&R->before, R->before.api->mem_alloc(R->before.comm, gout * 4, &g32b));
+    TRY_API(&R->before, R->before.api->mem_alloc(R->before.comm, gout * 2, &g16b));
+    CTRY(cudaMemcpy(g32b, g32, gout * 4, cudaMemcpyDeviceToDevice));
+    CTRY(cudaMemcpy(g16b, g16, gout * 2, cudaMemcpyDeviceToDevice));
   }
-  TRY(loom_plan_destroy(p128));
-  TRY(loom_plan_destroy(p256));
+  const emb_call_t base = {R->now.api, OP_BWD, p32, NULL, in.idx, in.off, in.n, g32, tg32, NULL, NULL, 0, ctx->nccl};
+  emb_call_t calls[5] = {base, base, base, base, base};
+  calls[1].plan = p32s;
+  calls[2].plan = p16, calls[2].out = g16, calls[2].tg = tg16;
+  calls[3].api = R->before.api, calls[3].plan = b32, calls[3].out = g32b;
+  calls[4].api = R->before.api, calls[4].plan = b16, calls[4].out = g16b, calls[4].tg = tg16;
+  const int nops = have_before ? 5 : 3;
+  loom_bench_op_fn ops[5] = {emb_op, emb_op, emb_op, emb_op, emb_op};
+  void *args[5] = {&calls[0], &calls[1], &calls[2], &calls[3], &calls[4]};
+  loom_bench_time_t tm[5];
+  TRY(loom_bench_time_ranks_side_by_side(ctx->nccl, R->s, a->o.warmup, a->o.reps, nops, ops, args, tm));
+  TRY(loom_comm_get_async_error(R->now.comm));
+  TRY(loom_embedding_a2a_check(p16));
+  if (have_before) TRY_API(&R->before, R->before.api->comm_async(R->before.comm));
+  /* deterministic: the same table_grad twice through the sorted bf16 path */
+  int64_t diff = -1;
+  if (a->o.check) {
+    CTRY(cudaMemcpy(snap, tg16, tab * 2, cudaMemcpyDeviceToDevice));
+    TRY(emb_op(&calls[2], 0, R->s));
+    CTRY(cudaStreamSynchronize(R->s));
+    void *res1 = NULL;
+    CTRY(cudaMalloc(&res1, tab * 2));
+    CTRY(cudaMemcpy(res1, tg16, tab * 2, cudaMemcpyDeviceToDevice));
+    CTRY(cudaMemcpy(tg16, snap, tab * 2, cudaMemcpyDeviceToDevice));
+    TRY(emb_op(&calls[2], 0, R->s));
+    CTRY(cudaStreamSynchronize(R->s));
+    TRY(loom_comm_get_async_error(R->now.comm));
+    diff = words_differ(res1, tg16, tab * 2);
+    CTRY(cudaFree(res1));
+    TRY(loom_bench_sum_ranks(ctx->nccl, R->s, &diff));
+    R->failures += diff != 0;
+  }
+  if (ctx->rank == 0) {
+    const size_t scratch = loom__emb_sorted_scratch_bytes(in.n, D);
+    static const char *const impl[3] = {"loom atomic", "loom sorted", "loom sorted"};
+    static const loom_dtype_t dt[3] = {LOOM_FP32, LOOM_FP32, LOOM_BF16};
+    for (int i = 0; i < 3; ++i) {
+      loom_bench_row_t *r = emb_row(R->t, "emb_a2a backward", impl[i], sh, dt[i], W);
+      r->m = sh.B;
+      r->n = sh.T;
+      r->fused_us = tm[i].median_us;
+      r->min_us = tm[i].min_us;
+      r->max_us = tm[i].max_us;
+      if (have_before) r->before_us = tm[i == 2 ? 4 : 3].median_us;
+      if (i == 2) r->wrong = diff;
+      if (i == 0)
+        snprintf(r->note, sizeof r->note, "zipf %.2f; fp32 atomics per index; before: the same", a->bwd_zipf);
+      else
+        snprintf(r->note, sizeof r->note, "fp32 sums per row, one rounding; %.0f MiB scratch/call; before: %s atomics%s",
+                 (double)scratch / (1 << 20), i == 2 ? "bf16" : "fp32", i == 2 ? "; #wrong: not deterministic" : "");
+      loom_bench_row_finish(r);
+    }
+    printf("# B=%lld T=%d backward (zipf %.2f, %lld indices): fp32 atomic %.1f us, fp32 sorted %.1f us, bf16 sorted "
+           "%.1f us (scratch %.0f MiB per call)%s",
+           (long long)sh.B, sh.T, a->bwd_zipf, (long long)in.n, tm[0].median_us, tm[1].median_us, tm[2].median_us,
+           (double)scratch / (1 << 20), have_before ? "" : "\n");
+    if (have_before) printf("; before: fp32 %.1f us, bf16 (bf16 atomics) %.1f us\n", tm[3].median_us, tm[4].median_us);
+    fflush(stdout);
+  }
+  CTRY(cudaStreamSynchronize(R->s));
+  TRY(loom_plan_destroy(p32));
+  TRY(loom_plan_destroy(p32s));
+  TRY(loom_plan_destroy(p16));
+  if (have_before) {
+    TRY_API(&R->before, R->before.api->plan_destroy(b32));
+    TRY_API(&R->before, R->before.api->plan_destroy(b16));
+    TRY_API(&R->before, R->before.api->mem_free(R->before.comm, g32b));
+    TRY_API(&R->before, R->before.api->mem_free(R->before.comm, g16b));
+  }
+  TRY(loom_free(R->now.comm, g32));
+  TRY(loom_free(R->now.comm, g16));
+  CTRY(cudaFree(tg32));
+  CTRY(cudaFree(tg16));
+  CTRY(cudaFree(snap));
+  csr_free(&in);
   return 0;
 }
+
+/* ---- rank ------------------------------------------------------------------------ */
 
 static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
   emb_args_t *a = (emb_args_t *)arg;
-  const int W = ctx->size, D = a->dim, L = a->pooling;
-  cudaStream_t s;
-  CTRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  loom_comm_t comm = NULL;
+  const int W = ctx->size;
+  emb_api_t api_n, api_b;
+  api_now(&api_n);
+  emb_run_t R;
+  memset(&R, 0, sizeof R);
+  R.ctx = ctx;
+  R.a = a;
+  R.now.api = &api_n;
+  CTRY(cudaStreamCreateWithFlags(&R.s, cudaStreamNonBlocking));
   loom_config_t cfg = LOOM_CONFIG_INIT;
   cfg.workspace_bytes = (size_t)64 << 20;
-  TRY(loom_comm_create(ctx->nccl, &cfg, &comm));
+  TRY(loom_comm_create(ctx->nccl, &cfg, &R.now.comm));
+  if (a->before) {
+    if (api_before(&api_b, a->before)) return 1;
+    R.before.api = &api_b;
+    TRY_API(&R.before, api_b.comm_create(ctx->nccl, NULL, &R.before.comm)); /* its own defaults: 64 MiB workspace */
+  }
+  /* the copy bandwidth of every GPU, now; the least counts */
+  const double bw = loom_bench_copy_bandwidth(R.s);
+  int64_t mbps = isfinite(bw) ? (int64_t)(bw / 1e6) : 0;
+  TRY(loom_bench_reduce_ranks(ctx->nccl, R.s, &mbps, ncclMin));
+  if (mbps <= 0) {
+    fprintf(stderr, "rank %d: the copy bandwidth could not be measured\n", ctx->rank);
+    return 1;
+  }
+  R.copy_bps = (double)mbps * 1e6;
   loom_bench_table_t t;
   memset(&t, 0, sizeof t);
+  R.t = &t;
+  if (ctx->rank == 0 && a->peer_json[0]) {
+    R.npeer = peer_read(a->peer_json, R.peer, 16);
+    if (R.npeer < 0) {
+      snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer JSON %.100s unreadable: no peer columns", a->peer_json);
+      R.npeer = 0;
+    }
+  }
   static const emb_shape_t full[] = {{1024, 64}, {4096, 64}, {4096, 128}, {16384, 64}};
-  static const emb_shape_t quick[] = {{1024, 64}, {4096, 64}};
-  const emb_shape_t *shapes = a->o.quick ? quick : full;
   const int nshapes = a->o.quick ? 2 : 4;
-  int failures = 0;
   if (ctx->rank == 0) {
     struct cudaDeviceProp p;
     int dev = 0;
-    cudaGetDevice(&dev);
-    cudaGetDeviceProperties(&p, dev);
-    printf("# loom-bench embedding_a2a: %d rank(s) on %s (%d SMs); D=%d L=%d rows=%lld fp32 %s%s\n", W, p.name,
-           p.multiProcessorCount, D, L, (long long)a->rows, a->zipf > 0 ? "zipf" : "uniform",
-           a->variable ? " variable" : " fixed");
+    CTRY(cudaGetDevice(&dev));
+    CTRY(cudaGetDeviceProperties(&p, dev));
+    printf("# loom-bench embedding_a2a: %d rank(s) on %s (%d SMs), copy bandwidth %.0f GB/s (least over ranks); D=%d "
+           "L=%d rows=%lld fp32 %s%s; %s; before: %s\n",
+           W, p.name, p.multiProcessorCount, R.copy_bps / 1e9, a->dim, a->pooling, (long long)a->rows,
+           a->zipf > 0 ? "zipf" : "uniform", a->variable ? " variable" : " fixed",
+           a->peer_json[0] ? "PyTorch peer ran" : a->peer_note, a->before ? a->before : "not run (--before LIB)");
     fflush(stdout);
   }
   for (int si = 0; si < nshapes; ++si) {
-    emb_shape_t sh = shapes[si];
-    if (a->variants && !(sh.B == 4096 && sh.T == 64)) continue;
-    emb_bufs_t b;
-    if (shape_inputs(ctx, comm, a, sh, &b)) return 1;
-    if (a->variants) {
-      if (run_loops(ctx, comm, a, &b, sh, s, &t, &failures)) return 1;
-      if (a->loops_only == 0 && run_variants(ctx, comm, a, &b, sh, s, &t)) return 1;
-      CTRY(cudaStreamSynchronize(s));
-      bufs_free(comm, &b);
-      continue;
-    }
-    loom_plan_t fused = NULL, staged = NULL;
-    TRY(make_plan(comm, a, &b, W, sh, 0, 0, LOOM_EMB_PATH_AUTO, &fused));
-    TRY(make_plan(comm, a, &b, W, sh, 0, 0, LOOM_EMB_PATH_STAGED, &staged));
-    emb_call_t cf = {fused, 0, b.tables, b.idx, b.off, b.n, b.out, NULL, NULL, 0, ctx->nccl};
-    emb_call_t cp = {fused, 1, b.tables, b.idx, b.off, b.n, b.pooled, NULL, NULL, 0, ctx->nccl};
-    emb_call_t cs = {staged, 0, b.tables, b.idx, b.off, b.n, b.out2, NULL, NULL, 0, ctx->nccl};
-    emb_call_t ca = {NULL, 2, NULL, NULL, NULL, 0, NULL, b.send, b.recv,
-                     (size_t)(sh.B / W) * (size_t)sh.T * (size_t)D, ctx->nccl};
-    loom_bench_time_t tf, tp, ts, ta;
-    TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &cf, &tf));
-    TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &cp, &tp));
-    TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &cs, &ts));
-    if (W > 1) TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &ca, &ta));
-    TRY(loom_comm_get_async_error(comm));
-    TRY(loom_embedding_a2a_check(fused));
-    /* fused output == staged output, word for word */
-    int64_t wrong = 0;
-    if (a->o.check) {
-      const size_t words = (size_t)(sh.B / W) * (size_t)sh.T * (size_t)W * (size_t)D;
-      /* poison both outputs (all bits set: NaN), one more call of each */
-      CTRY(cudaMemsetAsync(b.out, 0xff, words * 4, s));
-      CTRY(cudaMemsetAsync(b.out2, 0xff, words * 4, s));
-      TRY(emb_op(&cf, 0, s));
-      TRY(emb_op(&cs, 0, s));
-      CTRY(cudaStreamSynchronize(s));
-      TRY(loom_comm_get_async_error(comm));
-      uint32_t *h1 = (uint32_t *)malloc(words * 4), *h2 = (uint32_t *)malloc(words * 4);
-      CTRY(cudaMemcpy(h1, b.out, words * 4, cudaMemcpyDeviceToHost));
-      CTRY(cudaMemcpy(h2, b.out2, words * 4, cudaMemcpyDeviceToHost));
-      for (size_t i = 0; i < words; ++i)
-        if (h1[i] != h2[i] || h1[i] == 0xffffffffu) {
-          if (wrong < 3) {
-            float f1, f2;
-            memcpy(&f1, &h1[i], 4);
-            memcpy(&f2, &h2[i], 4);
-            const size_t cols = (size_t)sh.T * (size_t)W * (size_t)D;
-            fprintf(stderr, "rank %d B=%lld T=%d: out[%zu] (row %zu, table %zu, d %zu): fused %.9g (0x%08x), staged %.9g (0x%08x)\n",
-                    ctx->rank, (long long)sh.B, sh.T, i, i / cols, (i % cols) / (size_t)D, i % (size_t)D, f1, h1[i], f2, h2[i]);
-          }
-          ++wrong;
-        }
-      free(h1);
-      free(h2);
-      TRY(loom_bench_sum_ranks(ctx->nccl, s, &wrong));
-    }
-    if (ctx->rank == 0) {
-      loom_bench_row_t *r = emb_row(&t, "embedding_a2a", "loom", sh, W);
-      r->m = sh.B;
-      r->n = sh.T;
-      r->bytes = (int64_t)(sh.B / W) * sh.T * W * D * 4;
-      r->fused_us = tf.median_us;
-      r->gemm_us = tp.median_us;
-      r->seq_us = ts.median_us;
-      r->comm_us = W > 1 ? ta.median_us : NAN;
-      r->min_us = tf.min_us;
-      r->max_us = tf.max_us;
-      r->wrong = a->o.check ? wrong : -1;
-      double rd = (double)sh.T * (double)sh.B * (double)L * D * 4, ix = (double)sh.T * sh.B * L * 8,
-             wr = (double)sh.T * sh.B * D * 4;
-      double pool_gbs = (rd + ix + wr) / (tp.median_us * 1e-6) / 1e9;
-      loom_emb_tuning_t tun;
-      TRY(loom__emb_get_tuning(fused, &tun));
-      snprintf(r->note, sizeof r->note, "pool %.0f GB/s=%.0f%% HBM; seq/fused %.2fx; g%d P%d u%d", pool_gbs,
-               pool_gbs / 43.0, ts.median_us / tf.median_us, tun.group, tun.part, tun.unroll);
-      loom_bench_row_finish(r);
-      printf("# B=%lld T=%d: fused %.1f us, pool %.1f us (%.0f GB/s, floor %.1f us at 4.3 TB/s), nccl a2a %.1f us, "
-             "seq (pool+a2a+reorder) %.1f us, seq/fused %.2fx, wrong %lld\n",
-             (long long)sh.B, sh.T, tf.median_us, tp.median_us, pool_gbs, (rd + ix + wr) / 4.3e12 * 1e6,
-             W > 1 ? ta.median_us : 0.0, ts.median_us, ts.median_us / tf.median_us, (long long)wrong);
-      fflush(stdout);
-    }
-    failures += wrong != 0;
-    TRY(loom_plan_destroy(staged));
-    if (a->sweep && sh.B == 4096 && sh.T == 64) {
-      static const int Ss[] = {8, 16, 32, 64, 128, 256, 512};
-      for (int k = 0; k < 7; ++k) {
-        loom_plan_t p = NULL;
-        TRY(make_plan(comm, a, &b, W, sh, Ss[k], 0, LOOM_EMB_PATH_AUTO, &p));
-        emb_call_t c = {p, 0, b.tables, b.idx, b.off, b.n, b.out, NULL, NULL, 0, ctx->nccl};
-        loom_bench_time_t tm;
-        TRY(loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, emb_op, &c, &tm));
-        if (ctx->rank == 0) {
-          char impl_[sizeof ((loom_bench_row_t *)0)->impl];
-          snprintf(impl_, sizeof impl_, "loom S=%d", Ss[k]);
-          loom_bench_row_t *r = emb_row(&t, "emb_a2a slice sweep", impl_, sh, W);
-          r->fused_us = tm.median_us;
-          r->min_us = tm.min_us;
-          r->max_us = tm.max_us;
-          loom_bench_row_finish(r);
-        }
-        TRY(loom_plan_destroy(p));
-      }
-      /* remote-first vs local-first: each rank's own median (not max over ranks) */
-      for (int lf = 0; lf < 2; ++lf) {
-        loom_plan_t p = NULL;
-        TRY(make_plan(comm, a, &b, W, sh, 0, lf, LOOM_EMB_PATH_AUTO, &p));
-        emb_call_t c = {p, 0, b.tables, b.idx, b.off, b.n, b.out, NULL, NULL, 0, ctx->nccl};
-        loom_bench_time_t tm;
-        TRY(loom_bench_barrier(ctx->nccl, s));
-        TRY(loom_bench_time(s, a->o.warmup, a->o.reps, emb_op, &c, &tm));
-        int64_t mine = (int64_t)(tm.median_us * 1000.0), mx = mine, mn = mine;
-        TRY(loom_bench_reduce_ranks(ctx->nccl, s, &mx, ncclMax));
-        TRY(loom_bench_reduce_ranks(ctx->nccl, s, &mn, ncclMin));
-        if (ctx->rank == 0) {
-          char impl_[sizeof ((loom_bench_row_t *)0)->impl];
-          snprintf(impl_, sizeof impl_, "loom %s", lf ? "local-first" : "remote-first");
-          loom_bench_row_t *r = emb_row(&t, "emb_a2a order", impl_, sh, W);
-          r->fused_us = mx / 1000.0;
-          snprintf(r->note, sizeof r->note, "ranks' medians %.1f..%.1f us, skew %.1f us", mn / 1000.0, mx / 1000.0,
-                   (mx - mn) / 1000.0);
-          loom_bench_row_finish(r);
-        }
-        TRY(loom_plan_destroy(p));
-      }
-    }
-    TRY(loom_plan_destroy(fused));
-    CTRY(cudaStreamSynchronize(s));
-    bufs_free(comm, &b);
+    const emb_shape_t sh = full[si];
+    int tpr[64];
+    int64_t *rows = (int64_t *)malloc((size_t)sh.T * (size_t)W * sizeof(int64_t));
+    if (!rows || W > 64) return 1;
+    for (int p = 0; p < W; ++p) tpr[p] = sh.T;
+    for (int g = 0; g < sh.T * W; ++g) rows[g] = a->rows;
+    if (run_forward(&R, sh, tpr, rows)) return 1;
+    if (a->backward && run_backward(&R, sh, tpr, rows)) return 1;
+    free(rows);
   }
   if (ctx->rank == 0) {
     loom_bench_note(&t, "gemm column = loom pooling kernel alone; comm = NCCL AlltoAll (send/recv) of the pooled "
                         "bytes; seq = loom pooling + NCCL send/recv + reorder (the staged path)");
-    loom_bench_note(&t, "pool GB/s counts rows read (T*B*L*D*4) + indices (8 B each) + pooled written (T*B*D*4)");
+    loom_bench_note(&t, "interleaved: every repetition runs each implementation once, in turn; max over ranks; median");
+    loom_bench_note(&t, "copy bandwidth (D2D cudaMemcpy, read + write) measured now: %.0f GB/s; pooling bytes = rows "
+                        "(T*B*L*D*4) + indices (8 B each) + pooled (T*B*D*4)", R.copy_bps / 1e9);
+    if (a->before) loom_bench_note(&t, "before(us): the previous build (%.120s), same process, interleaved", a->before);
+    else loom_bench_note(&t, "before: not run (--before <previous build's libloom.so>)");
+    if (R.npeer > 0) loom_bench_note(&t, "peer(us): PyTorch (bench/peers/embedding_torch.py, this job): %.100s", a->peer_json);
+    else loom_bench_note(&t, "%s", a->peer_note[0] ? a->peer_note : "PyTorch peer: no rows");
     char title[200];
-    snprintf(title, sizeof title, "loom-bench embedding_a2a: D=%d L=%d rows=%lld fp32, world %d, median of %d reps", D,
-             L, (long long)a->rows, W, a->o.reps);
+    snprintf(title, sizeof title, "loom-bench embedding_a2a: D=%d L=%d rows=%lld fp32, world %d, median of %d reps",
+             a->dim, a->pooling, (long long)a->rows, W, a->o.reps);
     if (a->o.json) {
       char path[1200];
       if (loom_bench_write_json("embedding_a2a", &t, &a->o, W, path, sizeof path) == 0)
@@ -591,21 +875,27 @@ static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
     loom_bench_print(stdout, &t, title);
   }
   loom_bench_table_free(&t);
-  TRY(loom_comm_destroy(comm));
-  cudaStreamDestroy(s);
-  return failures ? 1 : 0;
+  if (R.before.api) TRY_API(&R.before, R.before.api->comm_destroy(R.before.comm));
+  TRY(loom_comm_destroy(R.now.comm));
+  CTRY(cudaStreamDestroy(R.s));
+  return R.failures ? 1 : 0;
 }
 
-LOOM_BENCH(embedding_a2a, "fused embedding-bag + All-to-All vs pooling, NCCL AlltoAll and the sequential path") {
-  emb_args_t a;
+LOOM_BENCH(embedding_a2a, "fused embedding-bag + All-to-All vs pooling, NCCL AlltoAll, the sequential path, the "
+                          "previous build (--before) and PyTorch; backward with Zipf indices") {
+  static emb_args_t a;
   memset(&a, 0, sizeof a);
   a.pooling = 32;
   a.dim = 256;
   a.rows = 100000;
   a.sweep = 1;
+  a.backward = 1;
+  a.bwd_zipf = 1.05;
+  a.peer = "bench/peers/embedding_torch.py";
   int rc = loom_bench_parse(&a.o, argc, argv, emb_opt, &a);
   if (rc != LOOM_BENCH_RUN) return rc;
   int world = loom_bench_world(&a.o, 0);
   if (world == 0) return 1;
+  peer_run(&a, world);
   return loom_bench_launch(&a.o, world, emb_rank, &a) ? 1 : 0;
 }
