@@ -335,9 +335,17 @@ loom_result_t loom_embedding_a2a(loom_plan_t plan, const void *tables, const int
  * rank: peers load from it). For every bag (t, b) of this rank and every
  * index i in it: table_grad[row of i] += scale * w_i * grad(b, t) (/ length
  * for mean). table_grad has the shape and dtype of `tables` (a gradient
- * buffer, or the tables themselves with scale = -lr for plain SGD). Updates
- * are atomic adds (duplicate rows are fine; the order of additions is not
- * fixed). grad_out may be reused once this call completes on `stream`. */
+ * buffer, or the tables themselves with scale = -lr for plain SGD).
+ * Accumulation: fp32 tables take fp32 atomic adds (duplicate rows are fine;
+ * the order of additions is not fixed). fp16/bf16 tables are never added to
+ * in their own precision: the positions are sorted by row, each row's
+ * contributions summed in fp32 in a fixed order and added to table_grad
+ * once, so the result is within one rounding of the exact sum and the same
+ * on every run; per call this takes 32 bytes of device memory per index,
+ * 8 D bytes per 256 indices and the radix sort's temporary storage, stream-
+ * ordered from the plan's own pool (kept for the next call, released with
+ * the plan), and at most 2^32 - 1 indices per call and 2^32 - 2 rows per
+ * rank. grad_out may be reused once this call completes on `stream`. */
 loom_result_t loom_embedding_a2a_backward(loom_plan_t plan, const void *grad_out,
                                           const int64_t *indices, const int64_t *offsets,
                                           int64_t num_indices, const float *weights, float scale,
@@ -354,6 +362,15 @@ loom_result_t loom_embedding_pool(loom_plan_t plan, const void *tables, const in
  * kernels. Synchronize the stream of the calls first; checks nothing still
  * running. */
 loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
+
+/* Every call above checks, before it launches anything, that each pointer it
+ * takes is memory the current GPU can reach with the bytes the call touches
+ * (tables, offsets, indices, weights, out, pooled, grad_out, table_grad):
+ * LOOM_ERR_INVALID_ARGUMENT names the argument otherwise. A plan whose 32-bit
+ * signal counts (ready flags, completion counters) would overflow is refused
+ * at creation, naming the count, its value and the limit. The calls are
+ * graph-capturable. loom_plan_destroy waits for the plan's last call (an
+ * event the calls record, graph replays included), not for the device. */
 
 /* ==== end of Embedding-bag + All-to-All ================================== */
 

@@ -48,39 +48,31 @@
 
 /* ---- the row loops that are not the production one ------------------------ */
 
-/* SELECT: a slot that is not live loads nothing and adds fmaf(0, 0, acc). */
+/* SELECT: a slot that is not live loads nothing (`live ? load : 0`); the
+ * sums are FLAT's. */
 struct DEV_ROWS_SELECT {
   template <typename TT, int NV, int U>
   static __device__ __forceinline__ void add(const TT *tab, int64_t rows_t, int D, int nvec, int lane, int n,
                                              int64_t my, float mw, float (&acc)[NV][emb_ty<TT>::VE]) {
-    constexpr int VE = emb_ty<TT>::VE;
     (void)rows_t;
     for (int u0 = 0; u0 < n; u0 += U) {
       uint4 v[U][NV];
       float w[U];
+      bool live[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int src = u0 + u;
         const int64_t ix = __shfl_sync(EMB_FULL_MASK, my, src & 31);
         w[u] = __shfl_sync(EMB_FULL_MASK, mw, src & 31);
-        const bool live = src < n && ix >= 0;
-        if (!live) w[u] = 0.f;
-        const uint4 *row = reinterpret_cast<const uint4 *>(tab + (live ? ix : 0) * (int64_t)D);
+        live[u] = src < n && ix >= 0;
+        const uint4 *row = reinterpret_cast<const uint4 *>(tab + (live[u] ? ix : 0) * (int64_t)D);
 #pragma unroll
         for (int m = 0; m < NV; ++m) {
           const int c = lane + 32 * m;
-          v[u][m] = (live && c < nvec) ? __ldg(row + c) : make_uint4(0u, 0u, 0u, 0u);
+          v[u][m] = (live[u] && c < nvec) ? __ldg(row + c) : make_uint4(0u, 0u, 0u, 0u);
         }
       }
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int m = 0; m < NV; ++m) {
-          float f[VE];
-          emb_unpack16<TT>(v[u][m], f);
-#pragma unroll
-          for (int e = 0; e < VE; ++e) acc[m][e] = fmaf(w[u], f[e], acc[m][e]);
-        }
+      emb_group_sum<TT, NV, U>(v, w, live, acc);
     }
   }
 };
@@ -214,8 +206,7 @@ int main(int argc, char **argv) {
   }
   const loom_dtype_t tt = bf16 ? LOOM_BF16 : LOOM_FP32;
   const size_t ts = loom_dtype_size(tt), tab = (size_t)T * (size_t)rows * (size_t)D, outn = (size_t)B * T * D;
-  const int ve = bf16 ? 8 : 4, chunks = (D / ve + 31) / 32;
-  const int nvi = chunks <= 1 ? 0 : chunks <= 2 ? 1 : chunks <= 4 ? 2 : 3;
+  const int nv = emb_chunks_per_lane(tt, D), nvi = nv == 1 ? 0 : nv == 2 ? 1 : nv == 4 ? 2 : 3;
 
   /* inputs (host, then device) */
   int64_t *h_rows = (int64_t *)malloc((size_t)T * sizeof(int64_t)), *h_roff = (int64_t *)malloc((size_t)T * 8);

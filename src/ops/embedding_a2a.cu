@@ -169,13 +169,6 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS)
 
 typedef void (*emb_kernel_t)(loom_emb_kargs_t);
 
-/* 16-byte chunks per lane for a row of `dim` elements of `tt`: 1, 2, 4 or 8. */
-static int chunks_per_lane(loom_dtype_t tt, int dim) {
-  const int ve = tt == LOOM_FP32 ? 4 : 8;
-  const int chunks = (dim / ve + 31) / 32;
-  return chunks <= 1 ? 1 : chunks <= 2 ? 2 : chunks <= 4 ? 4 : 8;
-}
-
 template <typename TT, typename OT>
 static emb_kernel_t fwd_nv(int nv) {
   switch (nv) {
@@ -195,7 +188,7 @@ static emb_kernel_t fwd_ot(loom_dtype_t ot, int nv) {
 }
 /* The forward kernel for these dtypes and dim. */
 static emb_kernel_t fwd_kernel(loom_dtype_t tt, loom_dtype_t ot, int dim) {
-  const int nv = chunks_per_lane(tt, dim);
+  const int nv = emb_chunks_per_lane(tt, dim);
   switch (tt) {
     case LOOM_FP16: return fwd_ot<__half>(ot, nv);
     case LOOM_BF16: return fwd_ot<__nv_bfloat16>(ot, nv);
@@ -214,7 +207,7 @@ static emb_kernel_t bwd_nv(int nv) {
 }
 /* The atomic backward kernel (fp32 tables) for this grad dtype and dim. */
 static emb_kernel_t bwd_kernel(loom_dtype_t ot, int dim) {
-  const int nv = chunks_per_lane(LOOM_FP32, dim);
+  const int nv = emb_chunks_per_lane(LOOM_FP32, dim);
   switch (ot) {
     case LOOM_FP16: return bwd_nv<__half>(nv);
     case LOOM_BF16: return bwd_nv<__nv_bfloat16>(nv);

@@ -112,6 +112,14 @@ template <int N> __device__ __forceinline__ void emb_atomic_add_f32(float *dst, 
 #endif
 }
 
+/* 16-byte chunks per lane (NV) for a row of `dim` elements of `tt`: 1, 2, 4
+ * or 8, the template argument the launchers pick kernels by. */
+static inline int emb_chunks_per_lane(loom_dtype_t tt, int dim) {
+  const int ve = tt == LOOM_FP32 ? 4 : 8;
+  const int chunks = (dim / ve + 31) / 32;
+  return chunks <= 1 ? 1 : chunks <= 2 ? 2 : chunks <= 4 ? 4 : 8;
+}
+
 /* ---- error record -------------------------------------------------------- */
 
 static __device__ __noinline__ void emb_record(loom_emb_err_t *e, uint32_t kind, int table, int64_t sample,

@@ -293,14 +293,8 @@ static emb_sorted_kernel_t heads_nv(int nv) {
   }
 }
 
-static int sorted_nv(loom_dtype_t tt, int dim) {
-  const int ve = tt == LOOM_FP32 ? 4 : 8;
-  const int chunks = (dim / ve + 31) / 32;
-  return chunks <= 1 ? 1 : chunks <= 2 ? 2 : chunks <= 4 ? 4 : 8;
-}
-
 static emb_sorted_kernel_t runs_kernel(loom_dtype_t tt, loom_dtype_t ot, int dim) {
-  const int nv = sorted_nv(tt, dim);
+  const int nv = emb_chunks_per_lane(tt, dim);
   switch (tt) {
     case LOOM_FP16: return runs_ot<__half>(ot, nv);
     case LOOM_BF16: return runs_ot<__nv_bfloat16>(ot, nv);
@@ -308,7 +302,7 @@ static emb_sorted_kernel_t runs_kernel(loom_dtype_t tt, loom_dtype_t ot, int dim
   }
 }
 static emb_sorted_kernel_t heads_kernel(loom_dtype_t tt, int dim) {
-  const int nv = sorted_nv(tt, dim);
+  const int nv = emb_chunks_per_lane(tt, dim);
   switch (tt) {
     case LOOM_FP16: return heads_nv<__half>(nv);
     case LOOM_BF16: return heads_nv<__nv_bfloat16>(nv);

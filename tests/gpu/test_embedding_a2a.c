@@ -615,7 +615,7 @@ static int rank_errors(loom_rank_ctx_t *ctx, void *arg) {
   expect_refused(loom_embedding_a2a(plan, tab, (const int64_t *)freed, off, n, NULL, out, st),
                  LOOM_ERR_INVALID_ARGUMENT, "indices=", NULL);
   /* 32-bit bounds: signal counts of a plan, positions of the sorted backward */
-  d.global_batch = ((int64_t)1 << 31) / W * W;
+  d.global_batch = ((int64_t)1 << 30) / W * W; /* T_total x Bl = 2^31 flags */
   d.slice_samples = 1;
   expect_refused(loom_plan_embedding_a2a(comm, &d, &bad), LOOM_ERR_INVALID_ARGUMENT, "slice ready flags",
                  "exceeds the limit 2147483647");
