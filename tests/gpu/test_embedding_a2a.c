@@ -191,6 +191,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
       CUDA_OK(cudaMemcpy(d_idx, mine->indices, (size_t)mine->n * sizeof(int64_t), cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemcpy(d_w, mine->weights, (size_t)mine->n * sizeof(float), cudaMemcpyHostToDevice));
     }
+    CUDA_OK(cudaStreamSynchronize(0)); /* a pageable upload's last DMA may still run: done before `st` reads */
     CUDA_OK(cudaMemsetAsync(out, 0xff, out_elems * os, st)); /* poison, ordered before the call */
     if (k->skip_rank1 && r == 1) {
       for (int p = 0; p < W; ++p) free_inputs(&in[p]);
@@ -279,6 +280,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
       loom_ref_fill_random(k->tt, h_tg, tg_elems, loom_test_seed() + 6000u + (uint64_t)r, 1.0);
       CUDA_OK(cudaMalloc(&d_tg, tg_elems * ts));
       CUDA_OK(cudaMemcpy(d_tg, h_tg, tg_elems * ts, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaStreamSynchronize(0));
       const float scale = 0.5f;
       if (k->graph) { /* captured once, replayed once (the sorted path allocates inside the graph) */
         CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -584,6 +586,7 @@ static int rank_errors(loom_rank_ctx_t *ctx, void *arg) {
   LOOM_OK(loom_malloc(comm, out_bytes, &out));
   LOOM_OK(loom_malloc(comm, out_bytes, &grad));
   CUDA_OK(cudaMemset(grad, 0, out_bytes));
+  CUDA_OK(cudaStreamSynchronize(0)); /* uploads and the memset done before `st` reads */
   /* the last 64 bytes of a 4 MiB allocation: shorter than any of the buffers */
   char *tail = (char *)big + big_bytes - 64;
 

@@ -380,6 +380,7 @@ static int csr_make(loom_rank_ctx_t *ctx, const emb_args_t *a, emb_shape_t sh, c
   CTRY(cudaMalloc((void **)&c->idx, (size_t)(c->n ? c->n : 1) * sizeof(int64_t)));
   CTRY(cudaMemcpy(c->off, h_off, ((size_t)T * (size_t)B + 1) * sizeof(int64_t), cudaMemcpyHostToDevice));
   CTRY(cudaMemcpy(c->idx, h_idx, (size_t)c->n * sizeof(int64_t), cudaMemcpyHostToDevice));
+  CTRY(cudaStreamSynchronize(0)); /* a pageable upload's last DMA may still run: done before any other stream reads */
   free(h_off);
   free(h_idx);
   return 0;
@@ -708,8 +709,8 @@ static int run_backward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int6
     TRY_API(&R->before, R->before.api->plan(R->before.comm, &d16, &b16));
     TRY_API(&R->before, R->before.api->mem_alloc(R->before.comm, gout * 4, &g32b));
     TRY_API(&R->before, R->before.api->mem_alloc(R->before.comm, gout * 2, &g16b));
-    CTRY(cudaMemcpy(g32b, g32, gout * 4, cudaMemcpyDeviceToDevice));
-    CTRY(cudaMemcpy(g16b, g16, gout * 2, cudaMemcpyDeviceToDevice));
+    CTRY(cudaMemcpyAsync(g32b, g32, gout * 4, cudaMemcpyDeviceToDevice, R->s));
+    CTRY(cudaMemcpyAsync(g16b, g16, gout * 2, cudaMemcpyDeviceToDevice, R->s));
   }
   const emb_call_t base = {R->now.api, OP_BWD, p32, NULL, in.idx, in.off, in.n, g32, tg32, NULL, NULL, 0, ctx->nccl};
   emb_call_t calls[5] = {base, base, base, base, base};
@@ -728,13 +729,12 @@ static int run_backward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int6
   /* deterministic: the same table_grad twice through the sorted bf16 path */
   int64_t diff = -1;
   if (a->o.check) {
-    CTRY(cudaMemcpy(snap, tg16, tab * 2, cudaMemcpyDeviceToDevice));
-    TRY(emb_op(&calls[2], 0, R->s));
-    CTRY(cudaStreamSynchronize(R->s));
     void *res1 = NULL;
     CTRY(cudaMalloc(&res1, tab * 2));
-    CTRY(cudaMemcpy(res1, tg16, tab * 2, cudaMemcpyDeviceToDevice));
-    CTRY(cudaMemcpy(tg16, snap, tab * 2, cudaMemcpyDeviceToDevice));
+    CTRY(cudaMemcpyAsync(snap, tg16, tab * 2, cudaMemcpyDeviceToDevice, R->s));
+    TRY(emb_op(&calls[2], 0, R->s));
+    CTRY(cudaMemcpyAsync(res1, tg16, tab * 2, cudaMemcpyDeviceToDevice, R->s));
+    CTRY(cudaMemcpyAsync(tg16, snap, tab * 2, cudaMemcpyDeviceToDevice, R->s));
     TRY(emb_op(&calls[2], 0, R->s));
     CTRY(cudaStreamSynchronize(R->s));
     TRY(loom_comm_get_async_error(R->now.comm));
