@@ -37,7 +37,7 @@ import weakref
 from . import _lib, _procmaps, _torch, nccl
 from ._checks import ITEMSIZE, dtype_name, numel
 from ._structs import CommInfo, Config
-from .errors import InvalidArgumentError, NcclMismatchError
+from .errors import InvalidArgumentError, NcclMismatchError, UnsupportedError
 
 
 class _Alloc:
@@ -69,7 +69,7 @@ class Comm:
         self._handle = None
         self._allocs = {}  # ptr -> _Alloc
         self._seq = 0
-        self._plans = []   # live plan objects (weak), destroyed before the comm
+        self._plans = []   # live plans: destroyed (collectively) before the comm
         self._plan_cache = {}
         rank, size, device = nccl.comm_rank_size_device(self._nccl)
         self.rank, self.size, self.device = rank, size, device
@@ -121,7 +121,11 @@ class Comm:
         # 2. the NCCL comm loom runs on
         if use_torch_comm:
             backend = group._get_backend(torch.device("cuda", device))
-            address = backend._comm_ptr()
+            get_ptr = getattr(backend, "_comm_ptr", None) or getattr(backend, "comm_ptr", None)
+            if get_ptr is None:
+                raise UnsupportedError(f"loom.Comm.from_process_group: torch {torch.__version__}'s "
+                                       f"{type(backend).__name__} does not expose its ncclComm_t (_comm_ptr)")
+            address = get_ptr()
             if not address:
                 raise InvalidArgumentError("loom.Comm.from_process_group: the process group has no NCCL comm "
                                            "yet (pass device_id= to init_process_group, or run one collective "
@@ -318,7 +322,11 @@ class Comm:
     # ---- plans ------------------------------------------------------------
 
     def _register_plan(self, plan):
-        self._plans.append(weakref.ref(plan))
+        self._plans.append(plan)  # kept until plan.close() or close(): destroying one is collective
+
+    def _unregister_plan(self, plan):
+        if plan in self._plans:
+            self._plans.remove(plan)
 
     def cached_plan(self, key, make):
         """The plan of `key` in this comm's cache, made by make() (collective)
@@ -337,10 +345,8 @@ class Comm:
         the NCCL comm."""
         if self._handle is None:
             return
-        for ref in self._plans:
-            p = ref()
-            if p is not None and not p.closed:
-                p.close()
+        for p in list(self._plans):
+            p.close()
         self._plans.clear()
         self._plan_cache.clear()
         h = self._handle
@@ -351,9 +357,29 @@ class Comm:
             nccl.comm_destroy(self._nccl, self.device, self.timeout_s)
         self._nccl = None
 
+    def abort(self):
+        """Not collective: after an error on this rank, aborts the NCCL comm
+        if loom made it (ncclCommAbort, which also ends its peers' pending
+        NCCL calls with an error) and marks the comm closed. loom's own
+        resources are left to the process's exit: freeing them is collective."""
+        if self._handle is None:
+            return
+        self._handle = None
+        self._plans.clear()
+        self._plan_cache.clear()
+        self._allocs.clear()
+        if self._owns_nccl and self._nccl:
+            nccl.comm_abort(self._nccl)
+        self._nccl = None
+
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, tb):
+        """close() (collective) on a normal exit; abort() when an exception
+        leaves the block, since the other ranks may not be closing."""
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
         return False

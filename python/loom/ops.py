@@ -275,11 +275,14 @@ class EmbeddingA2A:
     __call__ = forward
 
     def backward(self, grad_out, indices, offsets, per_sample_weights=None, *, table_grad=None, scale=1.0,
-                 stream=None):
+                 stream=None, grad_out_symmetric=False):
         """table_grad [rows, D] (table_dtype) += scale * the gradient of the
         tables for grad_out ([Bl, T_total*D], out_dtype); collective.
-        table_grad None: a new zero tensor. grad_out outside this comm's
-        symmetric memory is first copied into the plan's grad buffer."""
+        table_grad None: a new zero tensor. Peers load grad_out from this
+        rank's memory at the same offset as their own, so it is first copied
+        into the plan's grad buffer (grad_buffer()), unless it is that buffer
+        or grad_out_symmetric=True promises symmetric memory of this comm at
+        the same offset on every rank."""
         fn = "loom.embedding_a2a_backward"
         dev = self.comm.device
         check_tensor(fn, "grad_out", grad_out, dtypes=(self.out_dtype,), shape=self.out_shape, device=dev,
@@ -292,7 +295,9 @@ class EmbeddingA2A:
             ts = _torch_stream(stream, dev)
             g = grad_out
             with torch.cuda.stream(ts):
-                if not self.comm.owns(g):
+                if grad_out_symmetric:
+                    self.comm.offset_of(grad_out, fn)
+                elif self._grad is None or grad_out.data_ptr() != self._grad.data_ptr():
                     g = self.grad_buffer()
                     g.copy_(grad_out)
                 tg = table_grad
@@ -344,6 +349,7 @@ class EmbeddingA2A:
         p = self._plan
         self.comm._bounded(lambda: _lib.call("loom_plan_destroy", ctypes.c_void_p(p)), "loom_plan_destroy")
         self._plan = None
+        self.comm._unregister_plan(self)
         for buf in (self._out, self._grad):
             if buf is not None:
                 self.comm._free_alloc(self.comm._alloc_of(buf, "loom.EmbeddingA2A.close"))

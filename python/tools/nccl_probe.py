@@ -24,6 +24,10 @@ Scenarios:
   preload-system    LD_PRELOAD=<the system NCCL>, torch first
   torch-comm        torch first, Comm.from_process_group(use_torch_comm=True)
                     (loom on the process group's own ncclComm_t)
+  exact-loom-first  loom first with LOOM_NCCL_CHECK=exact: refused on every
+                    rank where the system NCCL is not exactly libloom's headers
+  one-rank-refuses  torch first; rank 1 alone fails its check (an invalid
+                    LOOM_NCCL_CHECK): every rank must raise, none may hang
   check-off         torch first with LOOM_NCCL_CHECK=off, only when
                     torch-first was refused: what the check prevents
 Every rank of every scenario runs in its own process with a deadline, so
@@ -48,7 +52,8 @@ import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SCENARIOS = ["torch-first", "loom-first", "loom-nccl-library", "preload-system", "torch-comm", "check-off"]
+SCENARIOS = ["torch-first", "loom-first", "loom-nccl-library", "preload-system", "torch-comm", "exact-loom-first",
+             "one-rank-refuses", "check-off"]
 
 
 # ---- worker (one rank) --------------------------------------------------------
@@ -100,7 +105,7 @@ def worker(scenario):
                                  "trace": traceback.format_exc(limit=4)[-1500:]})
             return False
 
-    if scenario == "loom-first" or scenario == "loom-nccl-library":
+    if scenario in ("loom-first", "loom-nccl-library", "exact-loom-first"):
         import loom
         loom.version()  # loads libloom (and its NCCL) now
         import torch
@@ -110,15 +115,17 @@ def worker(scenario):
     import torch.distributed as dist
     from loom import _procmaps, nccl
 
-    torch.cuda.set_device(rank)
     dev = torch.device("cuda", rank)
 
     def init():
+        torch.cuda.set_device(rank)
         dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
         x = torch.full((4,), rank + 1.0, device=dev)
         dist.all_reduce(x)
         assert x[0].item() == world * (world + 1) / 2, x
-    step("torch.distributed init + all_reduce", init)
+    if not step("torch.distributed init + all_reduce", init):
+        print("PROBE " + json.dumps(rep), flush=True)
+        return 0
 
     def libraries():
         r = loom.nccl_report()
@@ -217,11 +224,12 @@ def _query(code, env=None, timeout=120):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def run_scenario(name, world, timeout, env):
+def run_scenario(name, world, timeout, env, rank_env=None):
     port = _free_port()
     procs = []
     for rank in range(world):
         e = _python_env(env)
+        e.update((rank_env or {}).get(rank, {}))
         e.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                  MASTER_PORT=str(port))
         procs.append(subprocess.Popen([sys.executable, __file__, "--worker", name], env=e, stdout=subprocess.PIPE,
@@ -246,7 +254,8 @@ def run_scenario(name, world, timeout, env):
             r = {"rank": rank, "steps": [], "crash": code, "output_tail": out[-3000:]}
         r["exit"] = code
         ranks.append(r)
-    return {"scenario": name, "env": {k: v for k, v in env.items()}, "ranks": ranks}
+    return {"scenario": name, "env": dict(env), "rank_env": {str(r): v for r, v in (rank_env or {}).items()},
+            "ranks": ranks}
 
 
 def verdict(res):
@@ -299,8 +308,19 @@ def main():
         "loom-nccl-library": {"LOOM_NCCL_LIBRARY": system_nccl},
         "preload-system": {"LD_PRELOAD": system_nccl},
         "check-off": {"LOOM_NCCL_CHECK": "off"},
+        "exact-loom-first": {"LOOM_NCCL_CHECK": "exact"},
+        "one-rank-refuses": {},
     }
+    rank_envs = {"one-rank-refuses": {1: {"LOOM_NCCL_CHECK": "bogus"}}}
     results, wanted = [], [s for s in args.scenarios.split(",") if s]
+    doc = {"tool": "nccl_probe", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+           "commit": os.environ.get("LOOM_COMMIT", ""), "loom_alone": loom_alone, "torch_alone": torch_alone,
+           "scenarios": results}
+    path = None
+    if not args.no_json:
+        d = Path(os.environ.get("LOOM_BENCH_RESULTS_DIR") or REPO / "bench" / "results")
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"nccl_probe-{time.strftime('%Y%m%d-%H%M%S')}.json"
     for name in wanted:
         if name not in envs:
             print(f"nccl_probe: unknown scenario {name}", file=sys.stderr)
@@ -310,12 +330,14 @@ def main():
             if first is None or not first["verdict"].startswith("refused"):
                 continue  # nothing was refused: nothing to see with the check off
         t0 = time.time()
-        res = run_scenario(name, args.world, args.timeout, envs[name])
+        res = run_scenario(name, args.world, args.timeout, envs[name], rank_envs.get(name))
         res["verdict"] = verdict(res)
         res["seconds"] = round(time.time() - t0, 1)
         results.append(res)
+        if path:  # after every scenario: a deadline on the whole probe loses nothing already seen
+            path.write_text(json.dumps(doc, indent=1))
         lib = next((s for r in res["ranks"] for s in r["steps"] if s["step"] == "libraries" and s["ok"]), {})
-        print(f"\n=== {name} {res['env'] or ''}: {res['verdict']}  ({res['seconds']} s)")
+        print(f"\n=== {name} {res['env'] or ''}{res['rank_env'] or ''}: {res['verdict']}  ({res['seconds']} s)")
         if lib:
             print(f"  loom : NCCL {lib['loom_loaded']} at {lib['loom_path']} (headers {lib['loom_header']}, "
                   f"one file: {lib['loom_consistent']})")
@@ -334,14 +356,7 @@ def main():
     print("\n=== summary")
     for res in results:
         print(f"  {res['scenario']:18s} {res['verdict'][:200]}")
-    doc = {"tool": "nccl_probe", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-           "commit": os.environ.get("LOOM_COMMIT", ""), "loom_alone": loom_alone, "torch_alone": torch_alone,
-           "scenarios": results}
-    if not args.no_json:
-        d = Path(os.environ.get("LOOM_BENCH_RESULTS_DIR") or REPO / "bench" / "results")
-        d.mkdir(parents=True, exist_ok=True)
-        path = d / f"nccl_probe-{time.strftime('%Y%m%d-%H%M%S')}.json"
-        path.write_text(json.dumps(doc, indent=1))
+    if path:
         print(f"wrote {path}")
     failed = [r["scenario"] for r in results if r["scenario"] != "check-off"
               and not (r["verdict"] == "works" or r["verdict"].startswith("refused"))]

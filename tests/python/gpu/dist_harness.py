@@ -47,7 +47,7 @@ def _rank_main(rank, world, port, fn, args, q):
         q.put((rank, "error", traceback.format_exc()))
 
 
-def run_ranks(fn, world=2, *args, timeout=300):
+def run_ranks(fn, world=2, *args, timeout=120):
     """[fn(0, world, *args), ..., fn(world-1, world, *args)] run on W ranks."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
@@ -61,6 +61,8 @@ def run_ranks(fn, world=2, *args, timeout=300):
         try:
             rank, status, value = q.get(timeout=1.0)
             got[rank] = (status, value)
+            if status != "ok":  # the others may wait for it in a collective: not for long
+                deadline = min(deadline, time.time() + 30)
         except queue.Empty:
             if all(not p.is_alive() for p in procs) and q.empty():
                 break
