@@ -18,25 +18,19 @@ same classes with the same codes, so callers catch one hierarchy:
     LibraryNotFoundError (OSError)    libloom.so could not be found or loaded
 """
 
-SUCCESS = 0
-ERR_INVALID_ARGUMENT = 1
-ERR_UNSUPPORTED = 2
-ERR_CUDA = 3
-ERR_NCCL = 4
-ERR_OUT_OF_MEMORY = 5
-ERR_TIMEOUT = 6
-ERR_INTERNAL = 7
+from ._structs import Result
 
-CODE_NAMES = {
-    SUCCESS: "LOOM_SUCCESS",
-    ERR_INVALID_ARGUMENT: "LOOM_ERR_INVALID_ARGUMENT",
-    ERR_UNSUPPORTED: "LOOM_ERR_UNSUPPORTED",
-    ERR_CUDA: "LOOM_ERR_CUDA",
-    ERR_NCCL: "LOOM_ERR_NCCL",
-    ERR_OUT_OF_MEMORY: "LOOM_ERR_OUT_OF_MEMORY",
-    ERR_TIMEOUT: "LOOM_ERR_TIMEOUT",
-    ERR_INTERNAL: "LOOM_ERR_INTERNAL",
-}
+SUCCESS = int(Result.SUCCESS)
+ERR_INVALID_ARGUMENT = int(Result.ERR_INVALID_ARGUMENT)
+ERR_UNSUPPORTED = int(Result.ERR_UNSUPPORTED)
+ERR_CUDA = int(Result.ERR_CUDA)
+ERR_NCCL = int(Result.ERR_NCCL)
+ERR_OUT_OF_MEMORY = int(Result.ERR_OUT_OF_MEMORY)
+ERR_TIMEOUT = int(Result.ERR_TIMEOUT)
+ERR_INTERNAL = int(Result.ERR_INTERNAL)
+
+# loom_result_string's names
+CODE_NAMES = {int(r): "LOOM_" + r.name for r in Result}
 
 
 class LoomError(RuntimeError):

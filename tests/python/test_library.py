@@ -45,6 +45,15 @@ def test_loads_the_library_it_was_pointed_at(lib):
     assert os.path.samefile(_lib.library_path(), libloom_path())
 
 
+_LOAD = """
+    import loom
+    try:
+        loom.version()
+    except loom.LibraryNotFoundError as e:
+        print("ERR", e)
+    """
+
+
 def test_LOOM_LIBRARY_may_name_the_folder():
     r = run_python("import loom; print(loom.library_path())", {"LOOM_LIBRARY": str(libloom_path().parent)})
     assert r.returncode == 0, r.stderr
@@ -58,13 +67,7 @@ def test_without_LOOM_LIBRARY_the_build_tree_is_found():
 
 
 def test_a_missing_library_is_an_error_naming_where_it_looked():
-    r = run_python("""
-        import loom
-        try:
-            loom.version()
-        except loom.LibraryNotFoundError as e:
-            print("ERR", e)
-        """, {"LOOM_LIBRARY": "/nonexistent/libloom.so"})
+    r = run_python(_LOAD, {"LOOM_LIBRARY": "/nonexistent/libloom.so"})
     assert r.returncode == 0, r.stderr
     assert "ERR" in r.stdout and "/nonexistent/libloom.so" in r.stdout and "LOOM_LIBRARY" in r.stdout
     assert "build tree" not in r.stdout  # LOOM_LIBRARY set: no other place is tried
@@ -73,13 +76,7 @@ def test_a_missing_library_is_an_error_naming_where_it_looked():
 def test_a_file_that_is_not_a_library_is_an_error(tmp_path):
     bad = tmp_path / "libloom.so"
     bad.write_text("not an ELF file")
-    r = run_python("""
-        import loom
-        try:
-            loom.version()
-        except loom.LibraryNotFoundError as e:
-            print("ERR", e)
-        """, {"LOOM_LIBRARY": str(bad)})
+    r = run_python(_LOAD, {"LOOM_LIBRARY": str(bad)})
     assert "ERR" in r.stdout and str(bad) in r.stdout, r.stdout + r.stderr
 
 
@@ -93,25 +90,13 @@ def _fake_libloom(tmp_path, version, names):
 
 def test_a_library_of_another_version_is_refused(tmp_path):
     fake = _fake_libloom(tmp_path, 20100, _lib.PROTOTYPES)
-    r = run_python("""
-        import loom
-        try:
-            loom.version()
-        except loom.LibraryNotFoundError as e:
-            print("ERR", e)
-        """, {"LOOM_LIBRARY": str(fake)})
+    r = run_python(_LOAD, {"LOOM_LIBRARY": str(fake)})
     assert "ERR" in r.stdout and "libloom 2.1.0" in r.stdout and "0.1.x" in r.stdout, r.stdout + r.stderr
 
 
 def test_a_library_lacking_functions_is_refused_naming_them(tmp_path):
     fake = _fake_libloom(tmp_path, 100, ["loom_get_version", "loom_last_error"])
-    r = run_python("""
-        import loom
-        try:
-            loom.version()
-        except loom.LibraryNotFoundError as e:
-            print("ERR", e)
-        """, {"LOOM_LIBRARY": str(fake)})
+    r = run_python(_LOAD, {"LOOM_LIBRARY": str(fake)})
     assert "ERR" in r.stdout and "lacks" in r.stdout and "loom_gemm" in r.stdout, r.stdout + r.stderr
 
 

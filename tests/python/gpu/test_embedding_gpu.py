@@ -55,7 +55,9 @@ def _forward_backward_case(comm, rank, world, pooling, weighted, table_dtype, ou
     torch.cuda.synchronize()
     want = torch.cat([leaves[t].grad for t in x["tables_idx"]])
     err = ((tg.double().cpu() - want).abs().max() / want.abs().max()).item()
-    assert err < _tol(out_dtype if out_dtype != torch.float32 else table_dtype), f"backward: relative error {err}"
+    # low-precision tables accumulate their gradient with atomic adds in that precision
+    tol = 6e-2 if table_dtype != torch.float32 else _tol(out_dtype)
+    assert err < tol, f"backward: relative error {err}"
     comm.free(out)
     return err
 
@@ -130,10 +132,13 @@ def test_sharded_embedding_bag_trains_like_plain_pytorch():
     run_ranks(_module_trains, 2)
 
 
+def _inputs(seed, rank):
+    """This rank's inputs of a float32 problem of the shared layout."""
+    return local_inputs(make_problem(seed, TPR, ROWS, D, B), rank, f"cuda:{rank}")
+
+
 def _version_guard(rank, world):
-    dev = f"cuda:{rank}"
-    p = make_problem(3, TPR, ROWS, D, B)
-    x = local_inputs(p, rank, dev)
+    x = _inputs(3, rank)
     with loom.Comm.from_process_group() as comm:
         emb = loom.nn.ShardedEmbeddingBag(comm, TPR, ROWS, D, B)
         y1 = emb(x["indices"], x["offsets"])
@@ -158,8 +163,7 @@ def test_reusing_the_output_buffer_is_caught_by_autograd():
 
 def _bad_inputs(rank, world):
     dev = f"cuda:{rank}"
-    p = make_problem(4, TPR, ROWS, D, B)
-    x = local_inputs(p, rank, dev)
+    x = _inputs(4, rank)
     with loom.Comm.from_process_group() as comm:
         plan = loom.EmbeddingA2A(comm, TPR, ROWS, D, B, check_indices_sync=True)
         with pytest.raises(loom.InvalidArgumentError, match=r"offsets has shape \(\d+,\); expected"):
