@@ -20,10 +20,22 @@ ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8,
             "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
 
 
+_names = {}
+
+
 def dtype_name(dtype):
     """'bfloat16' for torch.bfloat16 (or for the string 'bfloat16')."""
+    try:
+        return _names[dtype]
+    except (KeyError, TypeError):
+        pass
     s = str(dtype)
-    return s[6:] if s.startswith("torch.") else s
+    name = s[6:] if s.startswith("torch.") else s
+    try:
+        _names[dtype] = name
+    except TypeError:  # unhashable stand-in
+        pass
+    return name
 
 
 def loom_dtype(dtype, fn, arg, allowed=("float32", "float16", "bfloat16")):
@@ -52,27 +64,28 @@ def check_tensor(fn, arg, t, dtypes=None, shape=None, device=None, contiguous=Tr
     row-major dense. `why` is appended to a dtype or shape message."""
     if t is None:
         raise InvalidArgumentError(f"{fn}: {arg} is None; expected a CUDA tensor")
-    for attr in ("dtype", "shape", "device", "data_ptr"):
-        if not hasattr(t, attr):
-            raise InvalidArgumentError(f"{fn}: {arg} is a {type(t).__name__}, not a tensor")
-    dev = t.device
-    if getattr(dev, "type", None) != "cuda":
+    try:
+        dev, dtype, got = t.device, t.dtype, t.shape
+    except AttributeError:
+        raise InvalidArgumentError(f"{fn}: {arg} is a {type(t).__name__}, not a tensor") from None
+    if dev.type != "cuda":
         raise InvalidArgumentError(f"{fn}: {arg} is on device {dev}; loom ops take CUDA tensors")
     if device is not None and dev.index != device:
         raise InvalidArgumentError(f"{fn}: {arg} is on cuda:{dev.index}, expected cuda:{device}"
                                    + (f" ({why})" if why else ""))
-    name = dtype_name(t.dtype)
+    name = dtype_name(dtype)
     if dtypes is not None and name not in dtypes:
         raise InvalidArgumentError(f"{fn}: {arg} has dtype {_show(name)}; expected "
                                    + " or ".join(_show(d) for d in dtypes) + (f" ({why})" if why else ""))
-    got = shape_of(t)
     if shape is not None:
         ok = len(got) == len(shape) and all(e is None or e == g for e, g in zip(shape, got))
         if not ok:
+            got = shape_of(t)
             want = "(" + ", ".join("*" if e is None else str(e) for e in shape) + ("," if len(shape) == 1 else "") + ")"
             raise InvalidArgumentError(f"{fn}: {arg} has shape {got}; expected {want}" + (f" ({why})" if why else ""))
     if contiguous and not t.is_contiguous():
-        raise InvalidArgumentError(f"{fn}: {arg} (shape {got}) is not contiguous; pass {arg}.contiguous()")
+        raise InvalidArgumentError(f"{fn}: {arg} (shape {shape_of(t)}) is not contiguous; pass "
+                                   f"{arg}.contiguous()")
     return name
 
 
