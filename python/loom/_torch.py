@@ -67,17 +67,24 @@ class _Holder:
         self.owner = owner  # whatever must outlive the tensor (the allocation record)
 
 
-def own_tensor(ptr, shape, dtype, owner=None):
+def own_tensor(ptr, shape, dtype, device, owner=None):
     """(tensor, holder): a contiguous tensor of `shape`/`dtype` at device
-    address ptr (this GPU's memory). The holder lives as long as the
-    tensor's storage."""
+    address ptr (memory of cuda:device). The holder lives as long as the
+    tensor's storage. torch reads the interface's type string with numpy;
+    without numpy the tensor is made through DLPack instead and the holder
+    is None (nothing then tells when the tensor is gone)."""
     t = torch()
     name = dtype_name(dtype)
     base = "int16" if name == "bfloat16" else name
     if base not in _CAI_TYPESTR:
         raise TypeError(f"dtype {dtype} cannot be exposed as a tensor over loom memory")
     holder = _Holder(ptr, shape, _CAI_TYPESTR[base], owner)
-    tensor = t.as_tensor(holder)
+    try:
+        tensor = t.as_tensor(holder)
+    except RuntimeError as e:
+        if "umpy" not in str(e):
+            raise
+        return peer_tensor(ptr, shape, contiguous_strides(shape), dtype, device), None
     if name == "bfloat16":
         tensor = tensor.view(t.bfloat16)
     return tensor, holder
@@ -105,8 +112,8 @@ _dl_keep = {}  # (ptr, shape, strides, dtype, device) -> (managed, shape array, 
 
 
 def peer_tensor(ptr, shape, strides, dtype, device):
-    """A tensor on cuda:`device` (this GPU) over address ptr, which lies in
-    another GPU's memory mapped here; shape/strides in elements."""
+    """A tensor on cuda:`device` (this GPU) over address ptr (another GPU's
+    memory mapped here, or this GPU's); shape/strides in elements."""
     t = torch()
     name = dtype_name(dtype)
     key = (int(ptr), tuple(shape), tuple(strides), name, int(device))

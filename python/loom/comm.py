@@ -231,11 +231,11 @@ class Comm:
         nbytes = max(numel(shape) * ITEMSIZE[name], 1)
         a = self._malloc(nbytes, _internal)
         try:
-            t, holder = _torch.own_tensor(a.ptr, shape, dtype, owner=a)
+            t, holder = _torch.own_tensor(a.ptr, shape, dtype, self.device, owner=a)
         except BaseException:
             self._free_alloc(a)
             raise
-        a.holders.append(weakref.ref(holder))
+        a.holders.append(weakref.ref(holder) if holder is not None else (lambda: True))  # untracked: in use
         return t
 
     def zeros(self, shape, dtype):
@@ -287,10 +287,13 @@ class Comm:
         flags = torch.tensor([0 if a.in_use() else 1 for a in allocs], dtype=torch.int32,
                              device=f"cuda:{self.device}")
         lib = nccl.library()
-        stream = _torch.current_stream(self.device)
+        stream = torch.cuda.current_stream(self.device)
         # ncclInt32 = 2, ncclMin = 3
-        r = lib.ncclAllReduce(flags.data_ptr(), flags.data_ptr(), len(allocs), 2, 3, self._nccl, stream)
+        r = lib.ncclAllReduce(flags.data_ptr(), flags.data_ptr(), len(allocs), 2, 3, self._nccl, stream.cuda_stream)
         nccl._nccl_check(r, "ncclAllReduce (free_unused)", self._nccl)
+        done = torch.cuda.Event()
+        done.record(stream)
+        self._bounded(done.synchronize, "ncclAllReduce (free_unused)")  # a peer that never calls: no hang
         agreed = flags.tolist()
         n = 0
         for a, f in zip(allocs, agreed):
