@@ -40,6 +40,47 @@ from ._structs import CommInfo, Config
 from .errors import InvalidArgumentError, NcclMismatchError, UnsupportedError
 
 
+# Bytes through a torch.distributed group with tensor collectives (torch's
+# object collectives need numpy); tensors on the GPU for an NCCL group.
+_MSG_BYTES = 4096
+
+
+def _group_device(group, device):
+    import torch.distributed as dist
+    return f"cuda:{device}" if "nccl" in str(dist.get_backend(group)) else "cpu"
+
+
+def _all_gather_bytes(payload, group, size, device):
+    """Every rank's `payload` (at most _MSG_BYTES are kept), in rank order."""
+    torch = _torch.torch()
+    import torch.distributed as dist
+    payload = payload[:_MSG_BYTES]
+    buf = torch.zeros(_MSG_BYTES + 4, dtype=torch.uint8)
+    buf[:4] = torch.tensor(list(len(payload).to_bytes(4, "little")), dtype=torch.uint8)
+    if payload:
+        buf[4:4 + len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+    buf = buf.to(_group_device(group, device))
+    out = [torch.empty_like(buf) for _ in range(size)]
+    dist.all_gather(out, buf, group=group)
+    res = []
+    for o in out:
+        b = bytes(o.cpu().tolist())
+        res.append(b[4:4 + int.from_bytes(b[:4], "little")])
+    return res
+
+
+def _broadcast_bytes(payload, nbytes, group, device):
+    """Group rank 0's `payload` (nbytes long) on every rank."""
+    torch = _torch.torch()
+    import torch.distributed as dist
+    buf = torch.zeros(nbytes, dtype=torch.uint8)
+    if payload:
+        buf[:] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+    buf = buf.to(_group_device(group, device))
+    dist.broadcast(buf, src=dist.get_global_rank(group, 0), group=group)
+    return bytes(buf.cpu().tolist())
+
+
 class _Alloc:
     __slots__ = ("ptr", "nbytes", "seq", "holders", "internal", "__weakref__")
 
@@ -111,9 +152,8 @@ class Comm:
                                f"its own NCCL comm)")
         except Exception as e:  # the library itself failed to load or answer
             problem = f"{type(e).__name__}: {e}"
-        verdicts = [None] * size
-        dist.all_gather_object(verdicts, problem, group=group)
-        bad = [(r, p) for r, p in enumerate(verdicts) if p]
+        verdicts = _all_gather_bytes((problem or "").encode(), group, size, device)
+        bad = [(r, p.decode(errors="replace")) for r, p in enumerate(verdicts) if p]
         if bad:
             text = "; ".join(f"rank {r}: {p}" for r, p in bad)
             raise NcclMismatchError(f"loom.Comm.from_process_group: {text}")
@@ -132,9 +172,8 @@ class Comm:
                                            "first)")
             return cls(address, workspace_bytes=workspace_bytes, timeout_ms=timeout_ms, timeout_s=timeout_s,
                        owns_nccl=False, _checked=True)
-        box = [nccl.get_unique_id() if rank == 0 else None]
-        dist.broadcast_object_list(box, src=dist.get_global_rank(group, 0), group=group)
-        address = nccl.comm_init_rank(size, box[0], rank, device, timeout_s)
+        uid = _broadcast_bytes(nccl.get_unique_id() if rank == 0 else b"", nccl.UNIQUE_ID_BYTES, group, device)
+        address = nccl.comm_init_rank(size, uid, rank, device, timeout_s)
         try:
             return cls(address, workspace_bytes=workspace_bytes, timeout_ms=timeout_ms, timeout_s=timeout_s,
                        owns_nccl=True, _checked=True)

@@ -124,3 +124,66 @@ def test_loom_first_never_crashes_the_process():
         """)
     assert r.returncode == 0, r.stderr
     assert "TORCH imported True" in r.stdout or ("TORCH ImportError" in r.stdout and "nccl" in r.stdout), r.stdout
+
+
+def _bootstrap_rank(rank, world, port, check_modes, q):
+    """One rank of Comm.from_process_group over gloo on the CPU, with the
+    GPU-side steps stood in for: what is tested is the exchange of verdicts
+    and of the unique id through the group."""
+    import os
+    import sys
+    os.environ["LOOM_NCCL_CHECK"] = check_modes[rank]
+    import torch
+    import torch.distributed as dist
+    import loom
+    from loom import comm as comm_mod, nccl
+    torch.cuda.current_device = lambda: 0
+    seen = {}
+    nccl.comm_init_rank = lambda n, uid, r, dev, timeout_s: seen.setdefault("uid", uid) and 4242
+
+    class StandIn(comm_mod.Comm):
+        def __init__(self, address, **kw):
+            seen["address"], seen["kw"] = address, kw
+
+    try:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+        try:
+            StandIn.from_process_group(timeout_s=7)
+            q.put((rank, "made", seen["uid"].hex(), seen["address"], seen["kw"]["owns_nccl"]))
+        except loom.NcclMismatchError as e:
+            q.put((rank, "refused", str(e), None, None))
+        dist.destroy_process_group()
+    except BaseException as e:  # noqa
+        q.put((rank, "error", repr(e), None, None))
+        sys.exit(1)
+
+
+def _bootstrap(check_modes):
+    import multiprocessing as mp
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    ps = [ctx.Process(target=_bootstrap_rank, args=(r, 2, port, check_modes, q)) for r in range(2)]
+    for p in ps:
+        p.start()
+    out = sorted(q.get(timeout=120) for _ in ps)
+    for p in ps:
+        p.join(30)
+    return out
+
+
+def test_bootstrap_shares_rank_0s_unique_id_through_the_group():
+    out = _bootstrap(["off", "off"])
+    assert [o[1] for o in out] == ["made", "made"], out
+    assert out[0][2] == out[1][2] and len(out[0][2]) == 256  # the same 128-byte id on both ranks
+    assert out[0][3] == out[1][3] == 4242 and out[0][4] is True
+
+
+def test_one_rank_that_fails_its_check_makes_every_rank_raise():
+    out = _bootstrap(["off", "bogus"])
+    assert [o[1] for o in out] == ["refused", "refused"], out
+    for o in out:
+        assert "rank 1: InvalidArgumentError: LOOM_NCCL_CHECK='bogus'" in o[2] and "rank 0" not in o[2]
