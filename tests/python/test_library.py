@@ -115,3 +115,27 @@ def test_libloom_is_bound_now_and_kept_out_of_the_global_scope(lib):
     libraries through the global scope."""
     from loom import nccl
     assert nccl.symbol_file("loom_gemm") is None
+
+
+def test_search_order_without_LOOM_LIBRARY(monkeypatch):
+    import sys
+    monkeypatch.delenv("LOOM_LIBRARY", raising=False)
+    c = _lib.candidates()
+    assert c[0] == ("build tree", str(REPO / "build" / "lib" / "libloom.so"))
+    assert ("installed", f"{sys.prefix}/lib/libloom.so.0") in c and ("installed", "/usr/local/lib/libloom.so.0") in c
+    assert c[-1] == ("loader search path", "libloom.so.0")  # LD_LIBRARY_PATH, ld.so.cache
+
+
+def test_an_installed_prefix_is_found_through_the_loader_search_path(tmp_path):
+    """`make install PREFIX=...` puts libloom.so.0 in <prefix>/lib; with no
+    build tree beside the package, LD_LIBRARY_PATH finds it."""
+    import shutil
+    pkg = tmp_path / "site" / "loom"
+    shutil.copytree(REPO / "python" / "loom", pkg)  # a copy of the package outside the tree
+    lib = tmp_path / "prefix" / "lib"
+    lib.mkdir(parents=True)
+    shutil.copy(libloom_path().resolve(), lib / "libloom.so.0")
+    r = run_python("import loom; print(loom.library_path())",
+                   {"LOOM_LIBRARY": None, "PYTHONPATH": str(tmp_path / "site"), "LD_LIBRARY_PATH": str(lib)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(lib / "libloom.so.0"), r.stdout

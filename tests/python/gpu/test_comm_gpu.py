@@ -107,6 +107,11 @@ def _torch_comm(rank, world):
             dist.barrier()
             assert (comm.peer_tensor(buf, 1 - rank) == 1 - rank).all()
             comm.free(buf)
+        # the same comm by its address, as a C++ extension would hand it over
+        backend = dist.group.WORLD._get_backend(torch.device("cuda", rank))
+        address = (getattr(backend, "_comm_ptr", None) or backend.comm_ptr)()
+        with loom.Comm.from_nccl_comm(address) as comm:
+            assert comm.nccl_comm == address and (comm.rank, comm.size) == (rank, world)
         x = torch.ones(4, device="cuda")
         dist.all_reduce(x)  # torch's comm still works
         assert x[0].item() == world
