@@ -8,8 +8,9 @@ which one libloom's calls reach:
     DT_NEEDED libnccl.so.2 then matches that already-loaded soname, so
     libloom runs on PyTorch's NCCL;
   - `import loom` first (libloom loaded, RTLD_NOW): libloom gets the system
-    NCCL, and torch's own libnccl.so.2 dependency matches it in turn, unless
-    torch preloads its copy by path (then there are two, each bound once);
+    NCCL, and torch's own libnccl.so.2 dependency matches it in turn (seen
+    with torch 2.15: `import torch` then fails, undefined symbol
+    ncclCommResume, when the system NCCL is older than torch's);
   - LD_PRELOAD or $LOOM_NCCL_LIBRARY: that file, for everybody.
 loom's kernels are compiled against one NCCL's device headers (the layouts
 of ncclDevComm and ncclWindow, read inline on the GPU), so the library its
