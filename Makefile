@@ -1,7 +1,7 @@
 # loom - build, test, benchmark.
 #
 #   make              libloom.so, libloom.a, tools, tests        (build/)
-#   make test         everything, then the host test suite (no GPU needed)
+#   make test         everything, then the host test suites, C and Python (no GPU needed)
 #   make gpu-test     the GPU test suite (needs GPUs; 2 for the peer tests)
 #   make bench        the main benchmark job on the GPUs present
 #   make install PREFIX=/usr/local
@@ -64,7 +64,7 @@ DEVBINS  := $(patsubst dev/%.cu,$(BUILD)/dev/%,$(wildcard dev/*/*.cu))
 TESTS    := $(BUILD)/tests/loom-test-host $(BUILD)/tests/loom-test-gpu
 
 .SECONDARY: # keep intermediate objects (dev programs)
-.PHONY: all test gpu-test bench install clean check-env header-check
+.PHONY: all test python-test gpu-test bench install clean check-env header-check
 all: check-env $(LIBSO) $(LIBA) $(BINS) $(TESTS) $(EXAMPLES) $(DEVBINS) header-check
 
 check-env:
@@ -127,6 +127,13 @@ $(BUILD)/header-check.ok: include/loom.h
 
 test: all
 	$(BUILD)/tests/loom-test-host
+	$(MAKE) --no-print-directory python-test
+
+# The Python binding's host tests (pytest, installed on first use if missing;
+# no GPU, no torch needed): tests/python/run_host.sh.
+python-test: $(LIBSO)
+	LOOM_LIBRARY=$(abspath $(LIBSO)) LOOM_TEST_CFLAGS="-I$(abspath include) -I$(NCCL_INC) -I$(CUDA_HOME)/include" \
+	  CC="$(CC)" BUILD=$(BUILD) sh tests/python/run_host.sh
 
 gpu-test: all
 	$(BUILD)/tests/loom-test-gpu

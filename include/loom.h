@@ -56,6 +56,22 @@ const char *loom_last_error(void);
 /* Version of the loaded library as LOOM_VERSION_CODE. */
 loom_result_t loom_get_version(int *version);
 
+/* Which NCCL library this libloom calls. A process may hold two files named
+ * libnccl.so.2 (the system's and, say, PyTorch's); the dynamic loader picks
+ * the one libloom's calls reach. loom's kernels are compiled against one
+ * NCCL's device headers, so that library must be of the same major.minor
+ * version as header_version: callers that may load two NCCLs compare them.
+ * Initialise with LOOM_NCCL_INFO_INIT. Needs no GPU. */
+typedef struct loom_nccl_info {
+  size_t struct_size;  /* sizeof(loom_nccl_info_t) */
+  int header_version;  /* NCCL_VERSION_CODE of the nccl.h libloom was compiled with */
+  int loaded_version;  /* ncclGetVersion() of the library libloom's calls reach */
+  int consistent;      /* 1: every NCCL function libloom calls resolves into that one file */
+  char path[1024];     /* that file, as the dynamic loader names it ("" if unknown) */
+} loom_nccl_info_t;
+#define LOOM_NCCL_INFO_INIT { sizeof(loom_nccl_info_t), 0, 0, 0, "" }
+loom_result_t loom_get_nccl_info(loom_nccl_info_t *info);
+
 /* ---- types -------------------------------------------------------------- */
 
 typedef enum loom_dtype {

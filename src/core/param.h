@@ -28,7 +28,15 @@
                             "its sm80 kernel on other GPUs >= 8.0, else cuBLASLt), sm80 "    \
                             "(the sm80 kernel on any GPU >= 8.0) or cublas (always cuBLASLt)") \
   X(CUBLAS_WORKSPACE_BYTES, INT, "32M", "cuBLASLt workspace for the baseline GEMM")          \
-  X(BENCH_RESULTS_DIR, STR, "bench/results", "where loom-bench writes its JSON")
+  X(BENCH_RESULTS_DIR, STR, "bench/results", "where loom-bench writes its JSON")          \
+  X(LIBRARY, STR, "", "Python binding: libloom.so to load (a file, or the folder holding "    \
+                      "it); empty: the build tree, then the installed prefix")               \
+  X(NCCL_LIBRARY, STR, "", "Python binding: the NCCL library (file) to load for the whole "   \
+                           "process before libloom, if no NCCL is loaded yet (empty: the "    \
+                           "one the loader finds)")                                           \
+  X(NCCL_CHECK, STR, "minor", "Python binding: how the NCCL that libloom's calls reach must "  \
+                              "match the NCCL headers libloom was built with before a comm "  \
+                              "is made: minor (same major.minor), exact, or off")
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,0 +1,47 @@
+"""loom - the Python binding of loom (communication fused into the kernels of
+multi-GPU deep-learning layers), for PyTorch users.
+
+A thin layer over libloom's C API through ctypes: nothing to compile. The
+library is found in the build tree, an installed prefix, or $LOOM_LIBRARY
+(_lib.py); which NCCL it runs on is checked against the one it was built
+for (nccl.py).
+
+    import torch, torch.distributed as dist, loom
+    dist.init_process_group("nccl"); torch.cuda.set_device(local_rank)
+    comm = loom.Comm.from_process_group()              # collective
+    y = loom.gemm(a, b)                                 # a @ b on torch's current stream
+    emb = loom.nn.ShardedEmbeddingBag(comm, tables_per_rank, rows, dim, global_batch)
+    out = emb(indices, offsets)                         # [B/W, T_total*D]; out.backward(...) works
+
+Errors are exceptions carrying loom's result code and message (errors.py).
+`import loom` loads neither libloom nor torch; the first call does.
+"""
+from . import errors
+from ._lib import BINDING_VERSION, library_path, version
+from ._structs import Activation, DType, EmbeddingPath, Layout, Pooling, Result
+from .comm import Comm
+from .errors import (CudaError, InternalError, InvalidArgumentError, LibraryNotFoundError, LoomError, NcclError,
+                     NcclMismatchError, OutOfMemoryError, UnsupportedError, WaitTimeoutError)
+from .ops import EmbeddingA2A, embedding_a2a, embedding_a2a_backward, embedding_plan, gemm, gemm_tune, linear
+
+__version__ = ".".join(map(str, BINDING_VERSION))
+
+
+def nccl_report():
+    """Which NCCL libloom and PyTorch use, as a dict (loom.nccl.report)."""
+    from . import nccl
+    return nccl.report()
+
+
+def __getattr__(name):
+    if name == "nn":  # imports torch: only when asked for
+        import importlib
+        return importlib.import_module(".nn", __name__)
+    raise AttributeError(f"module 'loom' has no attribute {name!r}")
+
+
+__all__ = ["Comm", "gemm", "gemm_tune", "linear", "EmbeddingA2A", "embedding_a2a", "embedding_a2a_backward",
+           "embedding_plan", "version", "library_path", "nccl_report", "errors", "LoomError",
+           "InvalidArgumentError", "UnsupportedError", "NcclMismatchError", "CudaError", "NcclError",
+           "OutOfMemoryError", "WaitTimeoutError", "InternalError", "LibraryNotFoundError", "DType", "Layout",
+           "Pooling", "EmbeddingPath", "Activation", "Result", "__version__"]

@@ -1,0 +1,212 @@
+"""_lib.py - finding, loading and calling libloom.so through ctypes.
+
+Where libloom comes from, in this order (the first that exists is loaded;
+LOOM_LIBRARY, when set, is the only place looked at):
+  1. $LOOM_LIBRARY: the file, or the folder holding libloom.so;
+  2. the build tree this package sits in: <repo>/build/lib/libloom.so
+     (python/loom/ -> <repo>), as after `make`;
+  3. an installed prefix: <sys.prefix>/lib, /usr/local/lib, then whatever
+     the dynamic loader finds for libloom.so.0 (LD_LIBRARY_PATH, ld.so.cache),
+     as after `make install PREFIX=...`.
+
+How it is loaded: RTLD_NOW | RTLD_LOCAL, so that every NCCL function libloom
+calls is bound once, at load, to one library (a lazily bound call could
+otherwise land in an NCCL that PyTorch loads later), and libloom's own
+symbols stay out of the process's global scope. If $LOOM_NCCL_LIBRARY names
+an NCCL file, it is loaded first with RTLD_GLOBAL, so that libloom and
+everything loaded after it (PyTorch included) use that one; this only works
+if no NCCL is in the process yet, else NcclMismatchError says which one is.
+nccl.py checks the NCCL libloom reaches before a communicator is made.
+
+Every libloom function has its prototype here (restype, argtypes); call()
+turns a failed loom_result_t into the exception of its code with
+loom_last_error()'s message (errors.py).
+"""
+import ctypes
+import os
+import sys
+import threading
+from pathlib import Path
+
+from . import _procmaps
+from ._structs import CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, GemmDesc, NcclInfo
+from .errors import LibraryNotFoundError, NcclMismatchError, make_error
+
+# The libloom version this binding is written for (LOOM_VERSION_* in loom.h);
+# a library of another major.minor is refused.
+BINDING_VERSION = (0, 1, 0)
+
+_P = ctypes.POINTER
+_r = ctypes.c_int  # loom_result_t
+_vp, _i, _i64, _f, _sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float, ctypes.c_size_t
+
+# name -> (restype, argtypes), in loom.h's order. tests/python/test_library.py
+# checks that every function loom.h declares is here with its argument count.
+PROTOTYPES = {
+    "loom_result_string": (ctypes.c_char_p, [_i]),
+    "loom_last_error": (ctypes.c_char_p, []),
+    "loom_get_version": (_r, [_P(_i)]),
+    "loom_get_nccl_info": (_r, [_P(NcclInfo)]),
+    "loom_dtype_size": (_sz, [_i]),
+    "loom_comm_create": (_r, [_vp, _P(Config), _P(_vp)]),
+    "loom_comm_destroy": (_r, [_vp]),
+    "loom_comm_get_info": (_r, [_vp, _P(CommInfo)]),
+    "loom_comm_get_async_error": (_r, [_vp]),
+    "loom_malloc": (_r, [_vp, _sz, _P(_vp)]),
+    "loom_free": (_r, [_vp, _vp]),
+    "loom_peer_ptr": (_r, [_vp, _vp, _i, _P(_vp)]),
+    "loom_plan_destroy": (_r, [_vp]),
+    # desc, a, b, c, bias, stream
+    "loom_gemm": (_r, [_P(GemmDesc), _vp, _vp, _vp, _vp, _vp]),
+    "loom_gemm_tune": (_r, [_P(GemmDesc), _vp, _vp, _vp, _vp, _vp]),
+    "loom_plan_embedding_a2a": (_r, [_vp, _P(EmbeddingDesc), _P(_vp)]),
+    "loom_embedding_a2a_plan_info": (_r, [_vp, _P(EmbeddingPlanInfo)]),
+    # plan, tables, indices, offsets, num_indices, weights, out, stream
+    "loom_embedding_a2a": (_r, [_vp, _vp, _vp, _vp, _i64, _vp, _vp, _vp]),
+    # plan, grad_out, indices, offsets, num_indices, weights, scale, table_grad, stream
+    "loom_embedding_a2a_backward": (_r, [_vp, _vp, _vp, _vp, _i64, _vp, _f, _vp, _vp]),
+    # plan, tables, indices, offsets, num_indices, weights, pooled, stream
+    "loom_embedding_pool": (_r, [_vp, _vp, _vp, _vp, _i64, _vp, _vp, _vp]),
+    "loom_embedding_a2a_check": (_r, [_vp]),
+}
+
+_lock = threading.Lock()
+_lib = None
+_lib_path = None
+_preloaded_nccl = None
+
+
+def repo_root():
+    """The source tree this package sits in (python/loom/ -> <repo>)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def candidates():
+    """(source, path) pairs to try, in order (see the top of this file)."""
+    env = os.environ.get("LOOM_LIBRARY", "")
+    if env:
+        p = Path(env)
+        if p.is_dir():
+            return [("LOOM_LIBRARY", str(p / "libloom.so"))]
+        return [("LOOM_LIBRARY", str(p))]
+    out = [("build tree", str(repo_root() / "build" / "lib" / "libloom.so"))]
+    for prefix in dict.fromkeys([sys.prefix, "/usr/local"]):
+        out.append(("installed", str(Path(prefix) / "lib" / "libloom.so.0")))
+    out.append(("loader search path", "libloom.so.0"))
+    return out
+
+
+def _preload_nccl():
+    """Loads $LOOM_NCCL_LIBRARY with RTLD_GLOBAL before libloom (once)."""
+    global _preloaded_nccl
+    want = os.environ.get("LOOM_NCCL_LIBRARY", "")
+    if not want or _preloaded_nccl:
+        return
+    if not os.path.isfile(want):
+        raise LibraryNotFoundError(f"LOOM_NCCL_LIBRARY={want}: no such file")
+    loaded = _procmaps.distinct_files(_procmaps.mapped_files("libnccl"))
+    others = [p for p in loaded if not _procmaps.same_file(p, want)]
+    if others:
+        raise NcclMismatchError(
+            f"LOOM_NCCL_LIBRARY={want} cannot take effect: this process already loaded NCCL from "
+            f"{others[0]} (PyTorch loads its own NCCL at `import torch`); import loom before torch, or "
+            f"start Python with LD_PRELOAD={want}",
+            loom_nccl=want, other_nccl=others[0])
+    try:
+        ctypes.CDLL(want, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+    except OSError as e:
+        raise LibraryNotFoundError(f"LOOM_NCCL_LIBRARY={want} did not load: {e}") from e
+    _preloaded_nccl = want
+
+
+def _bind(lib, path):
+    missing = [n for n in PROTOTYPES if not hasattr(lib, n)]
+    if missing:
+        raise LibraryNotFoundError(
+            f"{path} lacks {', '.join(missing)}: it is another version of libloom than this binding "
+            f"({'.'.join(map(str, BINDING_VERSION))}); rebuild it (make) or point LOOM_LIBRARY at a matching one")
+    for name, (restype, argtypes) in PROTOTYPES.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    v = ctypes.c_int(0)
+    lib.loom_get_version(ctypes.byref(v))
+    got = (v.value // 10000, v.value // 100 % 100, v.value % 100)
+    if got[:2] != BINDING_VERSION[:2]:
+        raise LibraryNotFoundError(
+            f"{path} is libloom {'.'.join(map(str, got))}; this binding is for "
+            f"{'.'.join(map(str, BINDING_VERSION[:2]))}.x: point LOOM_LIBRARY at a matching libloom")
+
+
+def load():
+    """The loaded libloom (a ctypes.CDLL with prototypes), loading it on first use."""
+    global _lib, _lib_path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        _preload_nccl()
+        tried = []
+        for source, path in candidates():
+            if "/" in path and not os.path.exists(path):
+                tried.append(f"{path} ({source}): not there")
+                continue
+            try:
+                lib = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+            except OSError as e:
+                tried.append(f"{path} ({source}): {e}")
+                if source == "LOOM_LIBRARY" or "/" in path:
+                    break  # a file that exists but does not load: say so, do not fall back
+                continue
+            _bind(lib, path)
+            _lib, _lib_path = lib, _resolved_path(lib, path)
+            return _lib
+        raise LibraryNotFoundError(
+            "libloom.so not found or not loadable; tried:\n  " + "\n  ".join(tried)
+            + "\nbuild it with `make` in the loom tree, install it (`make install PREFIX=...`), or set "
+            "LOOM_LIBRARY to the file or its folder")
+
+
+def _resolved_path(lib, path):
+    """The file the loader actually opened for `path` (a bare soname included)."""
+    for p in _procmaps.mapped_files("libloom"):
+        if "/" not in path or _procmaps.same_file(p, path):
+            return p
+    return path
+
+
+def library_path():
+    """Path of the loaded libloom.so (loads it)."""
+    load()
+    return _lib_path
+
+
+def last_error():
+    return load().loom_last_error().decode(errors="replace")
+
+
+def result_string(code):
+    return load().loom_result_string(int(code)).decode()
+
+
+def call(name, *args):
+    """Calls libloom function `name`; raises the exception of a failed result."""
+    lib = load()
+    r = getattr(lib, name)(*args)
+    if r != 0:
+        raise make_error(r, last_error(), name)
+    return r
+
+
+def check(r, name):
+    """Raises for a loom_result_t `r` returned by function `name`."""
+    if r != 0:
+        raise make_error(r, last_error(), name)
+
+
+def version():
+    """libloom's version as (major, minor, patch)."""
+    v = ctypes.c_int(0)
+    call("loom_get_version", ctypes.byref(v))
+    return (v.value // 10000, v.value // 100 % 100, v.value % 100)

@@ -1,0 +1,151 @@
+"""_structs.py - loom.h's enums and structs as ctypes types.
+
+One Python class per C type, with the C name beside it (_c_name_), and for
+structs with an initializer macro its name (_c_init_) and the values it
+sets (_defaults_): a new instance is what the macro gives, struct_size
+included. tests/python/test_structs.py compiles a C program against
+include/loom.h and checks every size, offset, enum value and initializer
+value here against the compiler's.
+"""
+import ctypes
+import enum
+
+c_int, c_int64, c_uint32, c_uint64 = ctypes.c_int, ctypes.c_int64, ctypes.c_uint32, ctypes.c_uint64
+c_size_t, c_float, c_void_p = ctypes.c_size_t, ctypes.c_float, ctypes.c_void_p
+
+
+class CEnum(enum.IntEnum):
+    """An enum of loom.h; C name of a member = C_PREFIX[its class] + its name."""
+
+    @classmethod
+    def c_names(cls):
+        return {m: C_PREFIX[cls] + m.name for m in cls}
+
+
+class Result(CEnum):
+    SUCCESS = 0
+    ERR_INVALID_ARGUMENT = 1
+    ERR_UNSUPPORTED = 2
+    ERR_CUDA = 3
+    ERR_NCCL = 4
+    ERR_OUT_OF_MEMORY = 5
+    ERR_TIMEOUT = 6
+    ERR_INTERNAL = 7
+
+
+class DType(CEnum):
+    FP32 = 0
+    FP16 = 1
+    BF16 = 2
+
+
+class Activation(CEnum):
+    NONE = 0
+    RELU = 1
+    GELU_TANH = 2
+    GELU_ERF = 3
+
+
+class Layout(CEnum):
+    KN = 0
+    NK = 1
+
+
+class Pooling(CEnum):
+    SUM = 0
+    MEAN = 1
+
+
+class EmbeddingPath(CEnum):
+    AUTO = 0
+    ZERO_COPY = 1
+    GIN = 2
+    STAGED = 3
+
+
+C_PREFIX = {Result: "LOOM_", DType: "LOOM_", Activation: "LOOM_ACT_", Layout: "LOOM_B_", Pooling: "LOOM_POOL_",
+            EmbeddingPath: "LOOM_EMB_PATH_"}
+ENUMS = tuple(C_PREFIX)
+
+
+class CStruct(ctypes.Structure):
+    """A loom.h struct. Keyword arguments set fields; struct_size (where the
+    struct has one) and the initializer macro's values are set first."""
+
+    _c_name_ = None
+    _c_init_ = None
+    _defaults_ = {}
+
+    def __init__(self, **fields):
+        super().__init__()
+        names = {f[0] for f in self._fields_}
+        if "struct_size" in names:
+            self.struct_size = ctypes.sizeof(type(self))
+        for k, v in self._defaults_.items():
+            setattr(self, k, v)
+        for k, v in fields.items():
+            if k not in names:
+                raise TypeError(f"{self._c_name_} has no field {k!r} (fields: {', '.join(sorted(names))})")
+            setattr(self, k, v)
+
+    def as_dict(self):
+        return {f[0]: getattr(self, f[0]) for f in self._fields_}
+
+    def __repr__(self):
+        body = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
+        return f"{type(self).__name__}({body})"
+
+
+class Config(CStruct):
+    _c_name_, _c_init_ = "loom_config_t", "LOOM_CONFIG_INIT"
+    _fields_ = [("struct_size", c_size_t), ("workspace_bytes", c_size_t), ("timeout_ms", c_int)]
+
+
+class CommInfo(CStruct):
+    _c_name_ = "loom_comm_info_t"
+    _fields_ = [("rank", c_int), ("size", c_int), ("lsa_rank", c_int), ("lsa_size", c_int),
+                ("device", c_int), ("sm_count", c_int), ("cc_major", c_int), ("cc_minor", c_int),
+                ("l2_bytes", c_size_t), ("workspace_bytes", c_size_t), ("workspace_free", c_size_t),
+                ("timeout_ms", c_int), ("nccl_version", c_int)]
+
+
+class Epilogue(CStruct):
+    _c_name_, _c_init_ = "loom_epilogue_t", "LOOM_EPILOGUE_INIT"
+    _fields_ = [("struct_size", c_size_t), ("scale", c_float), ("bias", c_void_p), ("activation", c_int),
+                ("dropout_p", c_float), ("dropout_seed", c_uint64), ("dropout_offset", c_uint64),
+                ("residual", c_void_p)]
+    _defaults_ = {"scale": 1.0, "activation": int(Activation.NONE)}
+
+
+class GemmDesc(CStruct):
+    _c_name_, _c_init_ = "loom_gemm_desc_t", "LOOM_GEMM_DESC_INIT"
+    _fields_ = [("struct_size", c_size_t), ("m", c_int64), ("n", c_int64), ("k", c_int64),
+                ("ab_type", c_int), ("c_type", c_int), ("b_layout", c_int), ("has_bias", c_int)]
+    _defaults_ = {"ab_type": int(DType.BF16), "c_type": int(DType.BF16), "b_layout": int(Layout.KN)}
+
+
+class EmbeddingDesc(CStruct):
+    _c_name_, _c_init_ = "loom_embedding_desc_t", "LOOM_EMBEDDING_DESC_INIT"
+    _fields_ = [("struct_size", c_size_t), ("world_size", c_int), ("tables_per_rank", ctypes.POINTER(c_int)),
+                ("rows", ctypes.POINTER(c_int64)), ("dim", c_int), ("global_batch", c_int64),
+                ("pooling", c_int), ("per_sample_weights", c_int), ("table_type", c_int), ("out_type", c_int),
+                ("slice_samples", c_int), ("local_first", c_int), ("path", c_int), ("grid_blocks", c_int),
+                ("check_indices_sync", c_int)]
+    _defaults_ = {"pooling": int(Pooling.SUM), "table_type": int(DType.FP32), "out_type": int(DType.FP32),
+                  "path": int(EmbeddingPath.AUTO)}
+
+
+class EmbeddingPlanInfo(CStruct):
+    _c_name_ = "loom_embedding_plan_info_t"
+    _fields_ = [("path", c_int), ("slice_samples", c_int), ("slices_per_rank", c_int), ("tasks", c_int64),
+                ("grid_blocks", c_int), ("num_flags", c_uint32), ("num_counters", c_uint32),
+                ("workspace_bytes", c_size_t), ("staging_bytes", c_size_t)]
+
+
+class NcclInfo(CStruct):
+    _c_name_, _c_init_ = "loom_nccl_info_t", "LOOM_NCCL_INFO_INIT"
+    _fields_ = [("struct_size", c_size_t), ("header_version", c_int), ("loaded_version", c_int),
+                ("consistent", c_int), ("path", ctypes.c_char * 1024)]
+
+
+STRUCTS = (Config, CommInfo, Epilogue, GemmDesc, EmbeddingDesc, EmbeddingPlanInfo, NcclInfo)

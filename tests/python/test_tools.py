@@ -1,0 +1,68 @@
+"""The parts of the binding's tools, examples and GPU tests that can be
+checked without a GPU: every file compiles, the benchmark's C loop builds
+and calls what it is given, the NCCL probe's verdicts."""
+import ctypes
+import py_compile
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, compiler
+
+PY_FILES = sorted(
+    [*(REPO / "python").rglob("*.py"), *(REPO / "examples" / "python").rglob("*.py"),
+     *(REPO / "tests" / "python").rglob("*.py")])
+
+
+@pytest.mark.parametrize("path", PY_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_python_file_compiles(path, tmp_path):
+    py_compile.compile(str(path), cfile=str(tmp_path / "x.pyc"), doraise=True)
+
+
+def test_the_c_loop_calls_the_function_it_is_given_n_times(tmp_path):
+    out = tmp_path / "libloop.so"
+    subprocess.run([compiler(), "-O2", "-shared", "-fPIC", "-Wall", "-Werror",
+                    str(REPO / "python" / "tools" / "c_loop.c"), "-o", str(out)], check=True)
+    loop = ctypes.CDLL(str(out)).loom_c_loop_gemm
+    vp = ctypes.c_void_p
+    loop.argtypes = [vp, vp, vp, vp, vp, vp, vp, ctypes.c_int]
+    seen = []
+    FN = ctypes.CFUNCTYPE(ctypes.c_int, vp, vp, vp, vp, vp, vp)
+
+    @FN
+    def fake_gemm(desc, a, b, c, bias, stream):
+        seen.append((desc, a, b, c, bias, stream))
+        return 3 if len(seen) == 5 else 0   # the fifth call fails
+    fp = ctypes.cast(fake_gemm, vp).value
+    assert loop(fp, 1, 2, 3, 4, None, 6, 3) == 0 and len(seen) == 3
+    assert seen[0] == (1, 2, 3, 4, None, 6)
+    assert loop(fp, 1, 2, 3, 4, None, 6, 10) == 3 and len(seen) == 5  # stops at the failure
+
+
+def _probe():
+    sys.path.insert(0, str(REPO / "python" / "tools"))
+    import nccl_probe
+    return nccl_probe
+
+
+def _res(*ranks):
+    return {"scenario": "x", "env": {}, "ranks": list(ranks)}
+
+
+def _rank(steps, exit=0, **kw):
+    return {"rank": 0, "exit": exit, "steps": [{"step": s, "ok": ok, **({"error": e} if e else {})}
+                                               for s, ok, e in steps], **kw}
+
+
+def test_probe_verdicts():
+    v = _probe().verdict
+    ok = [("libraries", True, None), ("loom.Comm.from_process_group", True, None), ("loom.gemm vs torch", True, None)]
+    assert v(_res(_rank(ok), _rank(ok))) == "works"
+    refused = [("loom.Comm.from_process_group", False, "NcclMismatchError: libloom was built against 2.28.3")]
+    assert v(_res(_rank(refused), _rank(refused))).startswith("refused: NcclMismatchError")
+    failed = [("loom.Comm.from_process_group", False, "CudaError: boom")]
+    assert v(_res(_rank(failed), _rank(ok))).startswith("comm FAILED")
+    wrong = ok + [("loom.embedding_a2a vs torch", False, "AssertionError: max error 3")]
+    assert v(_res(_rank(wrong), _rank(ok))) == "WRONG: loom.embedding_a2a vs torch"
+    assert v(_res(_rank(ok), _rank([], exit="timeout"))).startswith("HANG")
+    assert v(_res(_rank(ok), _rank([], exit=-11, crash=-11, output_tail=""))).startswith("CRASH (exit -11)")
