@@ -41,8 +41,11 @@ endif
 INCS     := -I. -Iinclude -Isrc -I$(NCCL_INC) -I$(CUDA_HOME)/include
 CFLAGS   := -std=c11 $(OPT) -Wall -Wextra -Werror -Wno-unused-parameter -fPIC -pthread $(INCS)
 NVFLAGS  := -std=c++17 $(NVOPT) $(LOOM_ARCH) -Xcompiler -fPIC,-Wall -Werror all-warnings $(INCS)
+# -lnccl needs libnccl.so; an NCCL that ships only libnccl.so.2 (the pip
+# wheel's) is linked by its soname.
+NCCL_LINK := $(if $(wildcard $(NCCL_LIB)/libnccl.so),-lnccl,-l:libnccl.so.2)
 LDLIBS   := -L$(NCCL_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(NCCL_LIB):$(CUDA_HOME)/lib64 \
-            -lnccl -lcublasLt -lcublas -lnvrtc -lcudart -lpthread -lm -ldl -lstdc++
+            $(NCCL_LINK) -lcublasLt -lcublas -lnvrtc -lcudart -lpthread -lm -ldl -lstdc++
 
 LIB_C    := $(sort $(wildcard src/core/*.c src/ref/*.c src/gemm/*.c src/ops/*.c src/lang/*.c))
 LIB_CU   := $(sort $(wildcard src/core/*.cu src/gemm/*.cu src/ops/*.cu src/lang/*.cu))

@@ -68,8 +68,15 @@ extern "C" loom_result_t loom__lsa_team(ncclComm_t nccl, int *lsa_rank, int *lsa
 extern "C" loom_result_t loom__devcomm_create(ncclComm_t nccl, void **devcomm) {
   ncclDevComm_t *dc = (ncclDevComm_t *)calloc(1, sizeof(ncclDevComm_t));
   if (!dc) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of ncclDevComm failed");
+  /* 2.28 has no initializer macro (zero is its default); 2.29+ headers have
+   * one that fills size/magic/version fields, which zero would leave
+   * invalid. */
+#ifdef NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER
+  ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+#else
   ncclDevCommRequirements_t reqs;
-  memset(&reqs, 0, sizeof reqs); /* 2.28 has no initializer macro */
+  memset(&reqs, 0, sizeof reqs);
+#endif
   reqs.lsaMultimem = false;      /* never NVLink multicast */
   ncclResult_t n = ncclDevCommCreate(nccl, &reqs, dc);
   if (n != ncclSuccess) {
