@@ -38,6 +38,7 @@
 
 #include "core/baseline.h"
 #include "gemm/gemm.h"
+#include "gemm/gemm_heuristic.h"
 
 #define CK(call)                                                                          \
   do {                                                                                    \
@@ -242,7 +243,9 @@ int main(int argc, char **argv) {
       /* the decode variant (64-row tiles) is timed for m <= 128 */
       const int dec = s.m <= 128;
       const int sms = prop.multiProcessorCount;
-      loom_gemm_config_t heur = loom__gemm_sm90_heuristic(&d, sms);
+      loom__gemm_device_t dv;
+      LK(loom__gemm_device(&dv));
+      loom_gemm_config_t heur = loom__gemm_sm90_heuristic(&d, &dv);
       loom_gemm_config_t cfgs[NV];
       for (int c = 0; c < NV; ++c) {
         loom_gemm_config_t cfg = heur;

@@ -41,6 +41,7 @@
 #include "core/baseline.h"
 #include "core/error.h"
 #include "gemm/gemm.h"
+#include "gemm/gemm_heuristic.h"
 #include "ref/ref.h"
 
 #define GEMM_SEED 0x6a09e667f3bcc909ull
@@ -178,12 +179,12 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
       const double frac = (double)bytes_b / (us[1] * 1e-6) / sum->hbm_bps;
       /* the configuration loom_gemm took (sm90 path): tuned or the heuristic's */
       char cfg[96] = "";
-      int dev = 0, sms = 0, tuned = 0;
-      if (cudaGetDevice(&dev) == cudaSuccess &&
-          cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) {
+      int tuned = 0;
+      loom__gemm_device_t dv;
+      if (loom__gemm_device(&dv) == LOOM_SUCCESS) {
         loom_gemm_config_t h;
-        if (loom__gemm_tuned_config(&g[1].d, "sm90", sms, &h, &tuned) != LOOM_SUCCESS || !tuned)
-          h = loom__gemm_sm90_heuristic(&g[1].d, sms);
+        if (loom__gemm_tuned_config(&g[1].d, "sm90", dv.sms, &h, &tuned) != LOOM_SUCCESS || !tuned)
+          h = loom__gemm_choose(&g[1].d, &dv, 1);
         char v[80];
         loom__gemm_config_format(&h, v, sizeof v);
         snprintf(cfg, sizeof cfg, ", %s %s", tuned ? "tuned" : "heuristic", v);
@@ -206,11 +207,9 @@ static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsu
       if (!rows[0] || !rows[impl] || isnan(us[0]) || isnan(us[impl])) continue;
       const double ratio = us[0] / us[impl];
       char cfg[24] = "";
-      int dev = 0, sms = 0;
-      if (impl == 2 && cudaGetDevice(&dev) == cudaSuccess &&
-          cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) {
-        /* as the launcher decides (two 128-wide blocks fit per SM on sm80/sm90) */
-        const loom_gemm_config_t h = loom__gemm_sm80_heuristic(&g[2].d, sms, 2);
+      loom__gemm_device_t dv;
+      if (impl == 2 && loom__gemm_device(&dv) == LOOM_SUCCESS) {
+        const loom_gemm_config_t h = loom__gemm_sm80_heuristic(&g[2].d, &dv);
         if (h.sk_splits > 1) snprintf(cfg, sizeof cfg, ", bn%d split%d", h.bn, h.sk_splits);
         else snprintf(cfg, sizeof cfg, ", bn%d", h.bn);
       }
