@@ -267,13 +267,21 @@ int main(int argc, char **argv) {
         ev.push_back(e);
       }
     std::vector<std::vector<double>> t(nops);
+    std::vector<char> dead(nops, 0); /* a configuration that failed to launch: reported, then skipped */
     int iter = 0;
     for (int r = -2; r < reps; ++r) {
       for (int o = 0; o < nops; ++o, ++iter) {
         const uint16_t *a = A + (size_t)(iter % na) * sa, *b = B + (size_t)(iter % nb) * sb;
         CK(cudaEventRecord(ev[2 * o], st));
         if (o < nc) {
-          LK(loom__gemm_launch(1, &d, a, b, C, NULL, &cand[o], st));
+          if (!dead[o] && loom__gemm_launch(1, &d, a, b, C, NULL, &cand[o], st) != LOOM_SUCCESS) {
+            char ct[32];
+            cfg_text(&cand[o], ct, sizeof ct);
+            printf("    %lldx%lldx%lld %s: configuration %s refused: %s\n", (long long)s.m, (long long)s.n,
+                   (long long)s.k, s.kn ? "kn" : "nk", ct, loom_last_error());
+            dead[o] = 1;
+            CK(cudaStreamSynchronize(st));
+          }
         } else if (o == nc) {
           LK(loom__base_gemm(&d, a, b, C2, NULL, st));
         } else {
@@ -299,6 +307,7 @@ int main(int argc, char **argv) {
     /* correctness: every configuration against cuBLASLt on copy 0 */
     LK(loom__base_gemm(&d, A, B, C2, NULL, st));
     for (int o = 0; o < nc; ++o) {
+      if (dead[o]) continue;
       CK(cudaMemsetAsync(C, 0xFF, sc * 2, st));
       LK(loom__gemm_launch(1, &d, A, B, C, NULL, &cand[o], st));
       CK(cudaMemsetAsync(bad_d, 0, 8, st));

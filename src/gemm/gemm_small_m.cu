@@ -66,26 +66,20 @@ typedef struct loom_smallm_args {
 
 #ifdef LOOM_SMALLM_DEVICE
 
-/* 16 bytes of the weight: streamed once, so not kept in L1. Zero where
- * pred is 0 (outside the matrix). */
-static __device__ __forceinline__ uint4 loom_ld_stream(const void *p, bool pred) {
+/* 16 bytes, zero where pred is 0 (outside the matrix). STREAM: the
+ * weight, read once, not kept in L1; else the activations, which every
+ * n-tile reads again (through L1). */
+#define LOOM__LD16(insn, v, p, pred)                                            \
+  asm("{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"                                 \
+      "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"          \
+      "@q " insn " {%0, %1, %2, %3}, [%4];\n}\n"                                   \
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)                                \
+      : "l"(p), "r"((int)(pred)))
+template <bool STREAM>
+static __device__ __forceinline__ uint4 loom_ld16(const void *p, bool pred) {
   uint4 v;
-  asm("{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"
-      "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"
-      "@q ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "r"((int)pred));
-  return v;
-}
-
-/* 16 bytes of the activations (re-read by every n-tile: through L1). */
-static __device__ __forceinline__ uint4 loom_ld_act(const void *p, bool pred) {
-  uint4 v;
-  asm("{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"
-      "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"
-      "@q ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "r"((int)pred));
+  if (STREAM) LOOM__LD16("ld.global.nc.L1::no_allocate.v4.u32", v, p, pred);
+  else LOOM__LD16("ld.global.nc.v4.u32", v, p, pred);
   return v;
 }
 
@@ -210,11 +204,11 @@ __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
         if (TB == 0) { /* x: 8-column group; row n = nb + 8 x + g, k = k0 + 8 t .. + 7 */
           const int n = nb + 8 * x + g, kk = k0 + 8 * t;
           const bool ok = live && n < N && kk < K;
-          bv[u][x] = loom_ld_stream(B + (ok ? (int64_t)n * K + kk : 0), ok);
+          bv[u][x] = loom_ld16<true>(B + (ok ? (int64_t)n * K + kk : 0), ok);
         } else { /* x = 2 s + h: row k0 + kn_row(g, s, h), columns nb + 8 t .. + 7 */
           const int kk = k0 + loom_smallm_kn_row(g, x >> 1, x & 1), n = nb + 8 * t;
           const bool ok = live && kk < K && n < N;
-          bv[u][x] = loom_ld_stream(B + (ok ? (int64_t)kk * N + n : 0), ok);
+          bv[u][x] = loom_ld16<true>(B + (ok ? (int64_t)kk * N + n : 0), ok);
         }
       }
     }
@@ -237,8 +231,8 @@ __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
       for (int mt = 0; mt < MT; ++mt) {
         const int r0 = 16 * mt + g, r1 = r0 + 8;
         const bool kin = k0 < K;
-        const uint4 a0 = loom_ld_act(A + (r0 < M && kin ? (int64_t)r0 * K + k0 : 0), r0 < M && kin);
-        const uint4 a1 = loom_ld_act(A + (r1 < M && kin ? (int64_t)r1 * K + k0 : 0), r1 < M && kin);
+        const uint4 a0 = loom_ld16<false>(A + (r0 < M && kin ? (int64_t)r0 * K + k0 : 0), r0 < M && kin);
+        const uint4 a1 = loom_ld16<false>(A + (r1 < M && kin ? (int64_t)r1 * K + k0 : 0), r1 < M && kin);
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
           const uint32_t fa0 = loom_u4(a0, 2 * s), fa1 = loom_u4(a1, 2 * s);

@@ -112,9 +112,6 @@ LOOM_TEST(gemm_small_m_deterministic_and_graph) {
   if (!small_m_or_skip()) return;
   gcase_t g;
   cudaStream_t st = NULL, fresh = NULL;
-  cudaGraph_t graph = NULL;
-  cudaGraphExec_t exec = NULL;
-  double rel = 0;
   memset(&g, 0, sizeof g);
   const loom_gemm_desc_t d = LOOM_GEMM_DESC(13, 3000, 6152, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1);
   const loom_gemm_config_t s1 = sm_cfg(1), s8 = sm_cfg(8), s29 = sm_cfg(29);
@@ -129,26 +126,8 @@ LOOM_TEST(gemm_small_m_deterministic_and_graph) {
   gemm_case_graph_replays(&g, loom__gemm_small_m, &s8, st, 3);
   /* a fresh stream has no scratch: the capture runs one split */
   CUDA_OK(cudaStreamCreateWithFlags(&fresh, cudaStreamNonBlocking));
-  CUDA_OK(cudaStreamBeginCapture(fresh, cudaStreamCaptureModeThreadLocal));
-  {
-    const loom_result_t r = loom__gemm_small_m(&d, g.da, g.db, g.dc, g.dbias, &s8, NULL, fresh);
-    const cudaError_t e = cudaStreamEndCapture(fresh, &graph);
-    LOOM_OK(r);
-    CUDA_OK(e);
-  }
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int rep = 0; rep < 2; ++rep) {
-    CUDA_OK(cudaMemset(g.dc, 0xFF, g.c_bytes));
-    CUDA_OK(cudaGraphLaunch(exec, fresh));
-    CUDA_OK(cudaStreamSynchronize(fresh));
-    CUDA_OK(cudaMemcpy(g.hc, g.dc, g.c_bytes, cudaMemcpyDeviceToHost));
-    CHECK(count_unwritten(d.c_type, g.hc, (size_t)d.m * (size_t)d.n) == 0);
-    CHECK(check_ref(&g, NULL, 0, &rel) == 0);
-  }
-  printf("    captured without scratch, replayed twice: vs fp64 rel %.2e\n", rel);
+  gemm_capture_check(&g, loom__gemm_small_m, &s8, fresh, 2, "small-m split-K x8 captured without scratch");
 out:
-  if (exec) cudaGraphExecDestroy(exec);
-  if (graph) cudaGraphDestroy(graph);
   if (st) cudaStreamDestroy(st);
   if (fresh) cudaStreamDestroy(fresh);
   gcase_free(&g);

@@ -10,38 +10,30 @@
 #include "../common/test.h"
 #include "core/baseline.h"
 
-/* Fake, 256-byte aligned, far apart: A, B, C and bias never overlap. */
-#define PA ((const void *)(uintptr_t)0x10000000)
-#define PB ((const void *)(uintptr_t)0x50000000)
-#define PC ((void *)(uintptr_t)0x90000000)
-#define PBIAS ((const void *)(uintptr_t)0xd0000000)
-
-static loom_gemm_desc_t good_desc(void) {
-  loom_gemm_desc_t d = LOOM_GEMM_DESC(64, 128, 256, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0);
-  return d;
-}
-
 LOOM_TEST(baseline_gemm_minimal_check) {
   /* the baseline trusts its callers' check (src/gemm) but refuses what it
-   * cannot hand cuBLASLt, before it touches CUDA */
-  loom_gemm_desc_t d = good_desc();
+   * cannot hand cuBLASLt, before it touches CUDA (fake, never-dereferenced
+   * addresses) */
+  const void *a = (const void *)(uintptr_t)0x10000000, *b = (const void *)(uintptr_t)0x50000000;
+  void *c = (void *)(uintptr_t)0x90000000;
+  const loom_gemm_desc_t good = LOOM_GEMM_DESC(64, 128, 256, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0);
+  loom_gemm_desc_t d = good;
   d.m = 0;
-  CHECK_RESULT(loom__base_gemm(&d, PA, PB, PC, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__base_gemm(&d, a, b, c, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("loom__base_gemm: m=0");
-  CHECK_RESULT(loom__base_gemm_tune(&d, PA, PB, PC, NULL, 4, 2, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__base_gemm_tune(&d, a, b, c, NULL, 4, 2, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("loom__base_gemm_tune: m=0");
-  CHECK_RESULT(loom__base_gemm(NULL, PA, PB, PC, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__base_gemm(NULL, a, b, c, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc=NULL");
-  d = good_desc();
-  CHECK_RESULT(loom__base_gemm(&d, PA, NULL, PC, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
+  d = good;
+  CHECK_RESULT(loom__base_gemm(&d, a, NULL, c, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("b=(nil)");
   d.has_bias = 1;
-  CHECK_RESULT(loom__base_gemm(&d, PA, PB, PC, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__base_gemm(&d, a, b, c, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("has_bias=1");
-  d = good_desc();
-  CHECK_RESULT(loom__base_gemm_tune(&d, PA, PB, PC, NULL, 0, 2, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__base_gemm_tune(&good, a, b, c, NULL, 0, 2, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("candidates=0");
-  CHECK_RESULT(loom__base_gemm_tune(&d, PA, PB, PC, NULL, 4, 0, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__base_gemm_tune(&good, a, b, c, NULL, 4, 0, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("reps=0");
 }
 
