@@ -219,11 +219,18 @@ typedef struct loom_gemm_desc {
  *    fp32 accumulation, rounded once to c_type;
  *  - bias: [n] of c_type when d->has_bias, else NULL.
  * m >= 1 (any); n and k multiples of 8; A, B, C, bias 16-byte aligned;
- * otherwise LOOM_ERR_INVALID_ARGUMENT naming the argument and its value.
- * No comm needed. Stream-ordered, asynchronous and CUDA-graph capturable.
- * On compute capability 9.0 loom's own kernel runs (TMA + wgmma,
- * persistent); on other GPUs >= 8.0 its portable kernel (cp.async +
- * mma.sync); below 8.0 the call goes to cuBLASLt (LOOM_GEMM_PATH chooses). */
+ * A, B, C and bias device memory the current GPU can reach over the bytes
+ * the GEMM touches (not host, freed or another GPU's memory); otherwise
+ * LOOM_ERR_INVALID_ARGUMENT naming the argument and its value, before
+ * anything is launched. No comm needed. Stream-ordered, asynchronous and
+ * CUDA-graph capturable; may be called from any thread. On compute
+ * capability 9.0 loom's own kernel runs (TMA + wgmma, persistent); on other
+ * GPUs >= 8.0 its portable kernel (cp.async + mma.sync); decode batches
+ * (m <= 64) may run a weight-streaming kernel on either; below 8.0 the call
+ * goes to cuBLASLt (LOOM_GEMM_PATH chooses). The configuration of a shape
+ * comes from the tuning cache (loom_gemm_tune), else from a model of the
+ * kernels; with LOOM_TUNE=1 the first call of a shape the cache lacks tunes
+ * it (synchronizing `stream`; not inside a graph capture). */
 loom_result_t loom_gemm(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c,
                         const void *bias, cudaStream_t stream);
 

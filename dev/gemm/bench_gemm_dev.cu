@@ -1,33 +1,41 @@
 /*
- * bench_gemm_dev.cu - development benchmark of loom's GEMM against cuBLASLt
- * (best of its heuristic's top 8 algorithms, loom__base_gemm_tune), side by
- * side in one process, until tools/bench/bench.h exists for `loom-bench gemm`.
+ * bench_gemm_dev.cu - development benchmark of loom's GEMM configurations:
+ * for each shape, every configuration the model considers (gemm_heuristic.c:
+ * loom__gemm_candidates, sm90 path) and more small-m split counts, timed
+ * side by side with cuBLASLt (best of 8 heuristic candidates) and
+ * cublasGemmEx (default algorithm), and the model's prediction for each, so
+ * that one device call says which kernel wins where and how far the model's
+ * constants are off. Shapes come from the FITTING half of the shape set only
+ * (src/gemm/gemm_shapes.h): what this measures may refit the model; the
+ * held-out half is loom-bench gemm --held-out's.
  *
- *   built by dev/gemm/run_device.sh (nvcc, linked with build/lib/libloom.a)
- *   build/bench_gemm_dev [set] [json]   set: quick | flux | llama | square | all |
- *       decode (the four TP=2 families at m = 16, 64, 128)
- *   build/bench_gemm_dev prof M N K nk|kn   for a profiler (ncu --profile-from-start
- *       off): tunes cuBLASLt, then between cudaProfilerStart/Stop launches loom
- *       (heuristic) once and the tuned cuBLASLt once, and prints both times
+ *   bench_gemm_dev [set] [json]      set: decode | mid | large | issue | all (default all)
+ *     decode  fitting weights of >= 8 MB at m = 1, 4, 16, 32, 64
+ *     mid     fitting weights at m = 128, 256, 512 (every 3rd weight)
+ *     large   fitting weights at m = 1000, 3000 (every 2nd weight)
+ *     issue   the two shapes of the issue and their neighbours (m = 1..64 at
+ *             n = 12288, k = 1536; m = 1000..4096 at n = 4608, k = 12288)
+ *   bench_gemm_dev shape M N K nk|kn  one shape, every configuration
+ *   bench_gemm_dev none              does the binary start at all
  *
- * Per shape and B layout: random inputs (device hash, never zero), loom with
- * the heuristic and with each variant forced: data-parallel bn 128 / 256 (no
- * stream-K), stream-K bn 128 / 256 (every tile shared by all SMs when the
- * tiles are under one wave, else the last wave + remainder), aligned split-K
- * bn 128 / 256 (every tile up to two waves, else the last wave + remainder;
- * splits from loom__gemm_split_count), the heuristic's configuration with
- * the 2x1 cluster toggled (cl-tog), and for m <= 128 the decode variant
- * (config bm = 64: 64-row tiles, deeper B pipelines): data-parallel bn 128
- * (d128) and 256 (d256), split-K bn 256 with loom__gemm_split_count's splits
- * of its tiles (dsp256), stream-K bn 128 over all SMs (dsk128); cuBLASLt
- * tuned; "bestv" names the fastest loom variant;
- * median of `reps` event-timed launches after warm-up; inputs rotated among
- * copies when they would fit in L2; loom's C compared with cuBLASLt's on every
- * element (bad = count out of bound, NaN included). HBM fraction = weight
- * bytes (k n 2) / time / measured copy bandwidth (read + write of a 1 GiB
- * device-to-device copy).
+ * Per shape: bf16 in and out, no bias, the set's B layout; random inputs
+ * (device hash, never zero) in a pool large enough that consecutive
+ * repetitions use different copies of A and B (L2 never holds the next);
+ * REPS (default 10) repetitions, each running every configuration and the
+ * two baselines back to back with events between; medians. Every
+ * configuration's C (poisoned first) is compared with cuBLASLt's on every
+ * element (bad = out of bound or NaN).
+ *
+ * Output: one line per (shape, configuration) in the log; at the end, the
+ * summary the decisions need (bench/NOTES.md says which): per band, the
+ * geomean of cuBLASLt time / loom time for the model's pick, the best
+ * small-m split, the best decode-variant configuration, the best of all;
+ * the weight stream's fraction of the copy bandwidth; per kernel, how the
+ * model's predictions compare with the measurements; the worst shapes.
+ * JSON (second argument): every (shape, configuration) with measured and
+ * predicted times, for refitting the model's constants.
  */
-#include <cuda_profiler_api.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -35,25 +43,28 @@
 #include <stdlib.h>
 #include <string.h>
 #include <algorithm>
+#include <vector>
 
 #include "core/baseline.h"
 #include "gemm/gemm.h"
+#include "gemm/gemm_heuristic.h"
+#include "gemm/gemm_shapes.h"
 
-#define CK(call)                                                                          \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
+#define CK(call)                                                                            \
+  do {                                                                                      \
+    cudaError_t e_ = (call);                                                                \
+    if (e_ != cudaSuccess) {                                                                \
       fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      exit(1);                                                                            \
-    }                                                                                     \
+      exit(1);                                                                              \
+    }                                                                                       \
   } while (0)
-#define LK(call)                                                                          \
-  do {                                                                                    \
-    loom_result_t r_ = (call);                                                            \
-    if (r_ != LOOM_SUCCESS) {                                                             \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, loom_last_error());    \
-      exit(1);                                                                            \
-    }                                                                                     \
+#define LK(call)                                                                         \
+  do {                                                                                   \
+    loom_result_t r_ = (call);                                                           \
+    if (r_ != LOOM_SUCCESS) {                                                            \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, loom_last_error());   \
+      exit(1);                                                                           \
+    }                                                                                    \
   } while (0)
 
 static __global__ void fill_kernel(uint16_t *p, size_t n, uint64_t seed) {
@@ -71,295 +82,395 @@ static __global__ void fill_kernel(uint16_t *p, size_t n, uint64_t seed) {
 
 static __device__ float bf16f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
-/* counts elements of x (loom) outside the bound around y (cuBLASLt) */
-static __global__ void cmp_kernel(const uint16_t *x, const uint16_t *y, size_t n, float ea,
-                                  unsigned long long *bad) {
+/* elements of x (loom) outside the bound around y (cuBLASLt), NaN included */
+static __global__ void cmp_kernel(const uint16_t *x, const uint16_t *y, size_t n, float ea, unsigned long long *bad) {
   unsigned long long b = 0;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    float a = bf16f(x[i]), c = bf16f(y[i]);
+    const float a = bf16f(x[i]), c = bf16f(y[i]);
     if (!(fabsf(a - c) <= (2.f / 128) * fabsf(c) + ea)) b++;
   }
   if (b) atomicAdd(bad, b);
 }
 
 typedef struct shape {
-  const char *family;
+  const char *set, *family, *layer;
   int64_t m, n, k;
+  int kn;
 } shape_t;
 
-static float median(float *v, int n) {
-  std::sort(v, v + n);
-  return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+typedef struct rec {
+  shape_t s;
+  loom_gemm_config_t c;
+  int pick;          /* 1: the model's pick */
+  double us, pred;   /* measured median, model */
+  double lt, def;    /* the baselines on this shape */
+  unsigned long long bad;
+} rec_t;
+
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-enum { MAXREP = 64 };
-
-/* prof M N K nk|kn: one loom launch and one tuned cuBLASLt launch inside a
- * profiler range (after warm-up and tuning outside it). */
-static int profile_one(int argc, char **argv) {
-  if (argc < 6) {
-    fprintf(stderr, "usage: bench_gemm_dev prof M N K nk|kn\n");
-    return 2;
+static void cfg_text(const loom_gemm_config_t *c, char *out, size_t size) {
+  if (c->bm == 16) snprintf(out, size, "smallm/s%d", c->sk_splits > 1 ? c->sk_splits : 1);
+  else if (c->bm == 64) snprintf(out, size, "d%d%s", c->bn, c->sk_splits > 1 ? "/sp" : c->sk_tiles ? "/sk" : "");
+  else snprintf(out, size, "%d%s%s", c->bn, c->cluster == 2 ? "c2" : "", c->sk_tiles == 0 ? "" : c->sk_tiles < 0 ? "/sp" : "/tail");
+  if (c->sk_splits > 1 && c->bm != 16) {
+    const size_t l = strlen(out);
+    snprintf(out + l, size - l, "%d", c->sk_splits);
   }
-  const int64_t m = atoll(argv[2]), n = atoll(argv[3]), k = atoll(argv[4]);
-  const int kn = !strcmp(argv[5], "kn");
-  loom_gemm_desc_t d = LOOM_GEMM_DESC(m, n, k, LOOM_BF16, LOOM_BF16, kn ? LOOM_B_KN : LOOM_B_NK, 0);
-  uint16_t *A, *B, *C;
-  CK(cudaMalloc(&A, (size_t)m * k * 2));
-  CK(cudaMalloc(&B, (size_t)k * n * 2));
-  CK(cudaMalloc(&C, (size_t)m * n * 2));
-  fill_kernel<<<4096, 256>>>(A, (size_t)m * k, 1);
-  fill_kernel<<<4096, 256>>>(B, (size_t)k * n, 2);
-  CK(cudaGetLastError());
-  float tune_ms = 0;
-  LK(loom__base_gemm_tune(&d, A, B, C, NULL, 8, 3, 0, &tune_ms));
-  for (int i = 0; i < 3; ++i) LK(loom__gemm_sm90(&d, A, B, C, NULL, NULL, NULL, 0));
-  CK(cudaDeviceSynchronize());
-  cudaEvent_t e[4];
-  for (int i = 0; i < 4; ++i) CK(cudaEventCreate(&e[i]));
-  CK(cudaProfilerStart());
-  CK(cudaEventRecord(e[0]));
-  LK(loom__gemm_sm90(&d, A, B, C, NULL, NULL, NULL, 0));
-  CK(cudaEventRecord(e[1]));
-  CK(cudaEventRecord(e[2]));
-  LK(loom__base_gemm(&d, A, B, C, NULL, 0));
-  CK(cudaEventRecord(e[3]));
-  CK(cudaEventSynchronize(e[3]));
-  CK(cudaProfilerStop());
-  float tl = 0, tc = 0;
-  CK(cudaEventElapsedTime(&tl, e[0], e[1]));
-  CK(cudaEventElapsedTime(&tc, e[2], e[3]));
-  printf("prof %lld x %lld x %lld %s: loom %.3f ms, cuBLASLt %.3f ms\n", (long long)m, (long long)n, (long long)k,
-         kn ? "kn" : "nk", tl, tc);
-  return 0;
 }
+
+/* The kind a configuration belongs to (summary rows). */
+static int cfg_kind(const loom_gemm_config_t *c) {
+  if (c->bm == 16) return 0;
+  if (c->bm == 64) return 1;
+  return c->sk_tiles == 0 ? 2 : 3;
+}
+static const char *const kind_names[4] = {"small-m", "decode bm64", "128-row whole", "128-row split"};
 
 int main(int argc, char **argv) {
-  const char *set = argc > 1 ? argv[1] : "quick";
-  if (!strcmp(set, "none")) return 0; /* does the binary start at all */
-  const char *json = argc > 2 ? argv[2] : NULL;
-  shape_t shapes[256];
-  int ns = 0;
-  const int64_t ms[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192};
+  const char *set = argc > 1 ? argv[1] : "all";
+  if (!strcmp(set, "none")) return 0;
+  const char *json = NULL;
+  std::vector<shape_t> shapes;
+  loom_gemm_weight_t w[256];
+  const int nw = loom_gemm_weights(0, w, 256); /* fitting half only */
   const int all = !strcmp(set, "all");
-  if (all || !strcmp(set, "flux"))
-    for (int i = 0; i < 8; ++i) {
-      shapes[ns++] = (shape_t){"flux-ag", ms[i], 24576, 12288};
-      shapes[ns++] = (shape_t){"flux-rs", ms[i], 12288, 24576};
+  auto add = [&](const char *st, const loom_gemm_weight_t *x, int64_t m) {
+    const loom_gemm_desc_t d = loom_gemm_shape_variant(m, x->n, x->k);
+    shapes.push_back({st, loom_gemm_families[x->family].name, x->layer, m, x->n, x->k, d.b_layout == LOOM_B_KN});
+  };
+  if (!strcmp(set, "shape")) {
+    if (argc < 6) {
+      fprintf(stderr, "usage: bench_gemm_dev shape M N K nk|kn\n");
+      return 2;
     }
-  if (all || !strcmp(set, "llama"))
-    for (int i = 0; i < 8; ++i) {
-      shapes[ns++] = (shape_t){"llama-up", ms[i], 14336, 8192};
-      shapes[ns++] = (shape_t){"llama-down", ms[i], 8192, 14336};
+    shapes.push_back({"shape", "-", "-", atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), !strcmp(argv[5], "kn")});
+  } else {
+    json = argc > 2 ? argv[2] : NULL;
+    if (all || !strcmp(set, "issue")) {
+      static loom_gemm_weight_t q = {12288, 1536, 0, 0, 8, "o"}, v = {4608, 12288, 0, 0, 8, "qkv"};
+      const int64_t dm[] = {1, 8, 16, 32, 64}, lm[] = {1000, 2048, 4096};
+      for (int i = 0; i < 5; ++i) add("issue", &q, dm[i]);
+      for (int i = 0; i < 3; ++i) add("issue", &v, lm[i]);
     }
-  if (all || !strcmp(set, "square")) {
-    shapes[ns++] = (shape_t){"square", 4096, 4096, 4096};
-    shapes[ns++] = (shape_t){"square", 8192, 8192, 8192};
+    if (all || !strcmp(set, "decode")) {
+      const int64_t ms[] = {1, 4, 16, 32, 64};
+      for (int i = 0; i < nw; ++i)
+        if ((double)w[i].n * w[i].k * 2 >= 8e6)
+          for (int j = 0; j < 5; ++j) add("decode", &w[i], ms[j]);
+    }
+    if (all || !strcmp(set, "mid")) {
+      const int64_t ms[] = {128, 256, 512};
+      for (int i = 0; i < nw; i += 3)
+        for (int j = 0; j < 3; ++j) add("mid", &w[i], ms[j]);
+    }
+    if (all || !strcmp(set, "large")) {
+      const int64_t ms[] = {1000, 3000};
+      for (int i = 0; i < nw; i += 2)
+        for (int j = 0; j < 2; ++j) add("large", &w[i], ms[j]);
+    }
   }
-  if (!strcmp(set, "decode")) {
-    const int64_t dms[] = {16, 64, 128};
-    for (int i = 0; i < 3; ++i) {
-      shapes[ns++] = (shape_t){"flux-ag", dms[i], 24576, 12288};
-      shapes[ns++] = (shape_t){"flux-rs", dms[i], 12288, 24576};
-      shapes[ns++] = (shape_t){"llama-up", dms[i], 14336, 8192};
-      shapes[ns++] = (shape_t){"llama-down", dms[i], 8192, 14336};
-    }
-  }
-  if (!strcmp(set, "quick")) {
-    shapes[ns++] = (shape_t){"flux-ag", 64, 24576, 12288};
-    shapes[ns++] = (shape_t){"flux-ag", 256, 24576, 12288};
-    shapes[ns++] = (shape_t){"flux-ag", 1024, 24576, 12288};
-    shapes[ns++] = (shape_t){"flux-ag", 4096, 24576, 12288};
-    shapes[ns++] = (shape_t){"flux-rs", 64, 12288, 24576};
-    shapes[ns++] = (shape_t){"flux-rs", 2048, 12288, 24576};
-    shapes[ns++] = (shape_t){"llama-up", 128, 14336, 8192};
-    shapes[ns++] = (shape_t){"llama-up", 2048, 14336, 8192};
-    shapes[ns++] = (shape_t){"llama-down", 512, 8192, 14336};
-    shapes[ns++] = (shape_t){"llama-down", 8192, 8192, 14336};
-    shapes[ns++] = (shape_t){"square", 4096, 4096, 4096};
-    shapes[ns++] = (shape_t){"square", 8192, 8192, 8192};
+  if (shapes.empty()) {
+    fprintf(stderr, "bench_gemm_dev: no shapes for set \"%s\"\n", set);
+    return 2;
   }
   const int reps = getenv("REPS") ? atoi(getenv("REPS")) : 10;
-  if (!strcmp(set, "prof")) return profile_one(argc, argv);
 
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  const size_t capA = (size_t)8192 * 24576, capB = (size_t)12288 * 24576, capC = (size_t)8192 * 24576;
+  loom__gemm_device_t dev;
+  LK(loom__gemm_device(&dev));
+  /* pools: every shape takes consecutive copies of A and B out of them */
+  size_t maxa = 0, maxb = 0, maxc = 0;
+  for (const shape_t &s : shapes) {
+    maxa = std::max(maxa, (size_t)(s.m * s.k)), maxb = std::max(maxb, (size_t)(s.n * s.k));
+    maxc = std::max(maxc, (size_t)(s.m * s.n));
+  }
+  const size_t pool_a = std::max(maxa, (size_t)96 << 20), pool_b = std::max(maxb, (size_t)384 << 20); /* elements */
   uint16_t *A, *B, *C, *C2;
   unsigned long long *bad_d;
-  CK(cudaMalloc(&A, capA * 2));
-  CK(cudaMalloc(&B, capB * 2));
-  CK(cudaMalloc(&C, capC * 2));
-  CK(cudaMalloc(&C2, capC * 2));
+  CK(cudaMalloc(&A, pool_a * 2));
+  CK(cudaMalloc(&B, pool_b * 2));
+  CK(cudaMalloc(&C, maxc * 2));
+  CK(cudaMalloc(&C2, maxc * 2));
   CK(cudaMalloc(&bad_d, 8));
-  fill_kernel<<<4096, 256>>>(A, capA, 1);
-  fill_kernel<<<4096, 256>>>(B, capB, 2);
+  fill_kernel<<<4096, 256>>>(A, pool_a, 1);
+  fill_kernel<<<4096, 256>>>(B, pool_b, 2);
   CK(cudaGetLastError());
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-
-  /* copy bandwidth: 1 GiB device to device, read + write */
-  float bw_ms = 0;
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cublasHandle_t hb;
+  if (cublasCreate(&hb) != CUBLAS_STATUS_SUCCESS || cublasSetStream(hb, st) != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "cublasCreate failed\n");
+    return 1;
+  }
+  /* copy bandwidth: 512 MiB device to device, read + write, best of 8 */
+  double hbm = 0;
   {
-    const size_t bytes = (size_t)1 << 28;
-    float t[5];
-    for (int i = 0; i < 6; ++i) {
-      CK(cudaEventRecord(e0));
-      CK(cudaMemcpyAsync(C, A, bytes, cudaMemcpyDeviceToDevice));
-      CK(cudaEventRecord(e1));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    const size_t bytes = (size_t)512 << 20;
+    float best = 1e30f;
+    for (int i = 0; i < 9; ++i) {
+      CK(cudaEventRecord(e0, st));
+      CK(cudaMemcpyAsync(B, B + bytes / 2, bytes, cudaMemcpyDeviceToDevice, st));
+      CK(cudaEventRecord(e1, st));
       CK(cudaEventSynchronize(e1));
-      if (i) CK(cudaEventElapsedTime(&t[i - 1], e0, e1));
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      if (i && ms < best) best = ms;
     }
-    bw_ms = median(t, 5);
+    hbm = 2.0 * bytes / (best * 1e-3);
+    fill_kernel<<<4096, 256>>>(B, pool_b, 2);
+    CK(cudaDeviceSynchronize());
   }
-  const double hbm = 2.0 * ((size_t)1 << 28) / (bw_ms * 1e-3);
-  printf("device %s, %d SMs, L2 %d MiB, copy bandwidth %.0f GB/s (read+write)\n", prop.name,
-         prop.multiProcessorCount, prop.l2CacheSize >> 20, hbm / 1e9);
-
-  FILE *jf = json ? fopen(json, "w") : NULL;
-  if (jf) fprintf(jf, "{\"device\": \"%s\", \"copy_gbs\": %.1f, \"results\": [\n", prop.name, hbm / 1e9);
-  double logsum = 0, minr = 1e9;
-  int nbig = 0, jfirst = 1;
-  printf("%-10s %5s %6s %6s %-6s | %8s %7s | %-9s %7s %7s %7s %7s %7s %7s %7s | %7s %7s %7s %7s | %8s %7s | %6s %6s %5s %5s "
-         "%-7s %s\n",
-         "family", "m", "n", "k", "B", "loom_ms", "TFLOP/s", "h-cfg", "dp128", "dp256", "sk128", "sk256", "sp128", "sp256",
-         "cl-tog", "d128", "d256", "dsp256", "dsk128", "cublas", "TFLOP/s", "ratio", "best", "HBM", "HBMb", "bestv", "check");
-  for (int si = 0; si < ns; ++si)
-    for (int lay = 0; lay < 2; ++lay) {
-      const shape_t s = shapes[si];
-      loom_gemm_desc_t d = LOOM_GEMM_DESC(s.m, s.n, s.k, LOOM_BF16, LOOM_BF16, lay ? LOOM_B_KN : LOOM_B_NK, 0);
-      const size_t sa = (size_t)s.m * s.k, sb = (size_t)s.k * s.n, sc = (size_t)s.m * s.n;
-      int nsets = (int)std::min(capA / sa, capB / sb);
-      if (nsets > 4) nsets = 4;
-      if ((sa + sb) * 2 * 1 > (size_t)prop.l2CacheSize * 3 || nsets < 1) nsets = 1;
-      const double flop = 2.0 * s.m * s.n * s.k;
-      enum { NV = 12 };
-      float t_cfg[NV] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-      const int bns[NV] = {0, 128, 256, 128, 256, 128, 256, 0, 128, 256, 256, 128};
-      static const char *vnames[NV] = {"heur", "dp128", "dp256", "sk128", "sk256", "sp128", "sp256",
-                                       "cl-tog", "d128", "d256", "dsp256", "dsk128"};
-      /* the decode variant (64-row tiles) is timed for m <= 128 */
-      const int dec = s.m <= 128;
-      const int sms = prop.multiProcessorCount;
-      loom_gemm_config_t heur = loom__gemm_sm90_heuristic(&d, sms);
-      loom_gemm_config_t cfgs[NV];
-      for (int c = 0; c < NV; ++c) {
-        loom_gemm_config_t cfg = heur;
-        if (bns[c]) {
-          cfg.bn = bns[c];
-          cfg.sk_tiles = 0, cfg.sk_blocks = 0;
-          const int64_t tiles = ((s.m + 127) / 128) * ((s.n + bns[c] - 1) / bns[c]);
-          if (c == 3 || c == 4) { /* stream-K: all tiles under one wave, else the last wave + remainder */
-            cfg.sk_tiles = tiles <= sms ? -1 : (int)(sms + tiles % sms);
-            cfg.sk_blocks = 0;
-          }
-          if (c == 5 || c == 6) { /* aligned split-K: all tiles up to two waves, else the tail */
-            const int64_t shared = tiles <= 2 * sms ? tiles : sms + tiles % sms;
-            cfg.sk_tiles = shared == tiles ? -1 : (int)shared;
-            cfg.sk_splits = loom__gemm_split_count(shared, (s.k + 63) / 64, sms);
-          }
-        }
-        if (c == 7) cfg.cluster = cfg.cluster == 2 ? 1 : 2; /* the heuristic's tiles, cluster toggled */
-        if (c >= 8) { /* the decode variant: 64-row tiles */
-          cfg = heur;
-          cfg.bm = 64, cfg.bn = bns[c], cfg.cluster = 0;
-          cfg.sk_tiles = 0, cfg.sk_blocks = 0, cfg.sk_splits = 0;
-          const int64_t tiles64 = ((s.m + 63) / 64) * ((s.n + bns[c] - 1) / bns[c]);
-          if (c == 10) { /* split-K of every tile when under two waves */
-            const int sp = tiles64 < 2 * sms ? loom__gemm_split_count(tiles64, (s.k + 63) / 64, sms) : 1;
-            if (sp > 1) cfg.sk_tiles = -1, cfg.sk_splits = sp;
-          }
-          if (c == 11 && tiles64 < sms) cfg.sk_tiles = -1; /* stream-K over all SMs */
-        }
-        cfgs[c] = cfg;
-        if (c >= 8 && !dec) continue;
-        float t[MAXREP];
-        for (int i = 0; i < reps + 2; ++i) {
-          const int set_i = i % nsets;
-          CK(cudaEventRecord(e0));
-          LK(loom__gemm_sm90(&d, A + set_i * sa, B + set_i * sb, C, NULL, &cfg, NULL, 0));
-          CK(cudaEventRecord(e1));
-          CK(cudaEventSynchronize(e1));
-          if (i >= 2) CK(cudaEventElapsedTime(&t[i - 2], e0, e1));
-        }
-        t_cfg[c] = median(t, reps);
+  printf("device %s, %d SMs, L2 %d MiB, copy bandwidth %.0f GB/s (read+write), peak (model) %.0f GB/s, "
+         "%zu shapes, REPS %d\n",
+         prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, hbm / 1e9, dev.dram_bps / 1e9, shapes.size(),
+         reps);
+  std::vector<rec_t> recs;
+  std::vector<cudaEvent_t> ev;
+  for (size_t si = 0; si < shapes.size(); ++si) {
+    const shape_t s = shapes[si];
+    const loom_gemm_desc_t d = LOOM_GEMM_DESC(s.m, s.n, s.k, LOOM_BF16, LOOM_BF16, s.kn ? LOOM_B_KN : LOOM_B_NK, 0);
+    /* the configurations: the model's candidates, more small-m split counts */
+    loom_gemm_config_t cand[80];
+    int nc = loom__gemm_candidates(&d, &dev, 1, cand, 64);
+    if (s.m <= 64) {
+      const int extra[] = {1, 2, 4, 8, 16, 32};
+      for (int e = 0; e < 6; ++e) {
+        loom_gemm_config_t c = {0, 0, 0, 0, extra[e] > 1 ? -1 : 0, 0, extra[e] > 1 ? extra[e] : 0, 0, 16};
+        int dup = 0;
+        for (int i = 0; i < nc; ++i) dup |= !memcmp(&cand[i], &c, sizeof c);
+        if (!dup && nc < 80) cand[nc++] = c;
       }
-      /* cuBLASLt: tune on set 0, then time the cached best */
-      float tune_ms = 0;
-      LK(loom__base_gemm_tune(&d, A, B, C2, NULL, 8, 3, 0, &tune_ms));
-      float t[MAXREP];
-      for (int i = 0; i < reps + 2; ++i) {
-        const int set_i = i % nsets;
-        CK(cudaEventRecord(e0));
-        LK(loom__base_gemm(&d, A + set_i * sa, B + set_i * sb, C2, NULL, 0));
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        if (i >= 2) CK(cudaEventElapsedTime(&t[i - 2], e0, e1));
+    }
+    const loom_gemm_config_t pick = loom__gemm_choose(&d, &dev, 1);
+    /* copies: as many as keep consecutive repetitions out of L2 */
+    const size_t sa = (size_t)(s.m * s.k), sb = (size_t)(s.n * s.k), sc = (size_t)(s.m * s.n);
+    const double l2 = (double)prop.l2CacheSize;
+    int na = (int)std::min<size_t>(pool_a / sa, 16), nb = (int)std::min<size_t>(pool_b / sb, 16);
+    na = std::max(1, std::min(na, (int)ceil(3 * l2 / (sa * 2.0)) + 1));
+    nb = std::max(1, std::min(nb, (int)ceil(3 * l2 / (sb * 2.0)) + 1));
+    float tune_ms = 0;
+    LK(loom__base_gemm_tune(&d, A, B, C2, NULL, 8, 3, st, &tune_ms));
+    const int nops = nc + 2; /* configurations, cuBLASLt, cublasGemmEx */
+    if (ev.size() < (size_t)(2 * nops))
+      for (size_t i = ev.size(); i < (size_t)(2 * nops); ++i) {
+        cudaEvent_t e;
+        CK(cudaEventCreate(&e));
+        ev.push_back(e);
       }
-      const float tc = median(t, reps);
-      /* correctness of every variant on set 0 vs cuBLASLt on set 0 (C
-       * poisoned first: unwritten elements are NaN and count as bad) */
-      LK(loom__base_gemm(&d, A, B, C2, NULL, 0));
+    std::vector<std::vector<double>> t(nops);
+    std::vector<char> dead(nops, 0); /* a configuration that failed to launch: reported, then skipped */
+    int iter = 0;
+    for (int r = -2; r < reps; ++r) {
+      for (int o = 0; o < nops; ++o, ++iter) {
+        const uint16_t *a = A + (size_t)(iter % na) * sa, *b = B + (size_t)(iter % nb) * sb;
+        CK(cudaEventRecord(ev[2 * o], st));
+        if (o < nc) {
+          if (!dead[o] && loom__gemm_launch(1, &d, a, b, C, NULL, &cand[o], st) != LOOM_SUCCESS) {
+            char ct[32];
+            cfg_text(&cand[o], ct, sizeof ct);
+            printf("    %lldx%lldx%lld %s: configuration %s refused: %s\n", (long long)s.m, (long long)s.n,
+                   (long long)s.k, s.kn ? "kn" : "nk", ct, loom_last_error());
+            dead[o] = 1;
+            CK(cudaStreamSynchronize(st));
+          }
+        } else if (o == nc) {
+          LK(loom__base_gemm(&d, a, b, C2, NULL, st));
+        } else {
+          const float al = 1.f, be = 0.f;
+          if (cublasGemmEx(hb, s.kn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, (int)s.n, (int)s.m, (int)s.k, &al, b,
+                           CUDA_R_16BF, s.kn ? (int)s.n : (int)s.k, a, CUDA_R_16BF, (int)s.k, &be, C2, CUDA_R_16BF,
+                           (int)s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+            fprintf(stderr, "cublasGemmEx failed\n");
+            return 1;
+          }
+        }
+        CK(cudaEventRecord(ev[2 * o + 1], st));
+      }
+      CK(cudaStreamSynchronize(st));
+      if (r < 0) continue;
+      for (int o = 0; o < nops; ++o) {
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, ev[2 * o], ev[2 * o + 1]));
+        t[o].push_back(ms * 1e3);
+      }
+    }
+    const double lt = median(t[nc]), def = median(t[nc + 1]);
+    /* correctness: every configuration against cuBLASLt on copy 0 */
+    LK(loom__base_gemm(&d, A, B, C2, NULL, st));
+    for (int o = 0; o < nc; ++o) {
+      if (dead[o]) continue;
+      CK(cudaMemsetAsync(C, 0xFF, sc * 2, st));
+      LK(loom__gemm_launch(1, &d, A, B, C, NULL, &cand[o], st));
+      CK(cudaMemsetAsync(bad_d, 0, 8, st));
+      cmp_kernel<<<2048, 256, 0, st>>>(C, C2, sc, 2e-5f * sqrtf((float)s.k) + 1e-3f, bad_d);
+      CK(cudaGetLastError());
       unsigned long long bad = 0;
-      for (int c = 0; c < NV; ++c) {
-        if (c >= 8 && !dec) continue;
-        CK(cudaMemset(C, 0xFF, sc * 2));
-        LK(loom__gemm_sm90(&d, A, B, C, NULL, &cfgs[c], NULL, 0));
-        CK(cudaMemset(bad_d, 0, 8));
-        cmp_kernel<<<2048, 256>>>(C, C2, sc, 2e-5f * sqrtf((float)s.k) + 1e-3f, bad_d);
-        CK(cudaGetLastError());
-        unsigned long long b1 = 0;
-        CK(cudaMemcpy(&b1, bad_d, 8, cudaMemcpyDeviceToHost));
-        if (b1)
-          printf("    variant %s (bm %d bn %d sk_tiles %d splits %d): %llu bad\n", vnames[c], cfgs[c].bm, cfgs[c].bn,
-                 cfgs[c].sk_tiles, cfgs[c].sk_splits, b1);
-        bad += b1;
-      }
-      const float tl = t_cfg[0];
-      const double ratio = tc / tl;
-      float tbest = tl;
-      int vbest = 0;
-      for (int c = 1; c < NV; ++c)
-        if (t_cfg[c] > 0 && t_cfg[c] < tbest) tbest = t_cfg[c], vbest = c;
-      char hname[32];
-      snprintf(hname, sizeof hname, "%d%s%s", heur.bn,
-               heur.sk_tiles ? (heur.sk_splits ? "/split" : heur.sk_tiles < 0 ? "/sk" : "/skt") : "/dp",
-               heur.cluster == 2 ? "c2" : "");
-      const double frac = (double)sb * 2 / (tl * 1e-3) / hbm, frac_best = (double)sb * 2 / (tbest * 1e-3) / hbm;
-      printf("%-10s %5lld %6lld %6lld %-6s | %8.3f %7.1f | %-9s %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f | %7.3f %7.3f %7.3f "
-             "%7.3f | %8.3f %7.1f | %6.3f %6.3f %5.2f %5.2f %-7s %s\n",
-             s.family, (long long)s.m, (long long)s.n, (long long)s.k, lay ? "[k,n]" : "[n,k]", tl,
-             flop / (tl * 1e-3) / 1e12, hname, t_cfg[1], t_cfg[2], t_cfg[3], t_cfg[4], t_cfg[5], t_cfg[6], t_cfg[7],
-             t_cfg[8], t_cfg[9], t_cfg[10], t_cfg[11], tc, flop / (tc * 1e-3) / 1e12, ratio, tc / tbest,
-             s.m <= 512 ? frac : 0.0, s.m <= 512 ? frac_best : 0.0, vnames[vbest], bad ? "BAD" : "ok");
-      fflush(stdout);
-      if (bad) printf("    %llu of %zu elements differ from cuBLASLt\n", bad, sc);
-      if (s.m >= 1024) {
-        logsum += log(ratio);
-        nbig++;
-        if (ratio < minr) minr = ratio;
-      }
-      if (jf) {
-        fprintf(jf,
-                "%s{\"family\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"b_layout\": \"%s\", \"loom_ms\": %.4f, "
-                "\"loom_cfg\": \"%s\", \"dp128_ms\": %.4f, \"dp256_ms\": %.4f, \"sk128_ms\": %.4f, \"sk256_ms\": %.4f, "
-                "\"split128_ms\": %.4f, \"split256_ms\": %.4f, \"split128_n\": %d, \"split256_n\": %d, \"cluster_toggled_ms\": %.4f, "
-                "\"bm64_dp128_ms\": %.4f, \"bm64_dp256_ms\": %.4f, \"bm64_split256_ms\": %.4f, \"bm64_split256_n\": %d, "
-                "\"bm64_sk128_ms\": %.4f, "
-                "\"cublas_ms\": %.4f, \"ratio\": %.4f, \"best_ratio\": %.4f, \"best_variant\": \"%s\", "
-                "\"hbm_fraction\": %.4f, \"hbm_fraction_best\": %.4f, \"mismatches\": %llu}",
-                jfirst ? "" : ",\n", s.family, (long long)s.m, (long long)s.n, (long long)s.k, lay ? "kn" : "nk", tl,
-                hname, t_cfg[1], t_cfg[2], t_cfg[3], t_cfg[4], t_cfg[5], t_cfg[6], cfgs[5].sk_splits, cfgs[6].sk_splits, t_cfg[7],
-                t_cfg[8], t_cfg[9], t_cfg[10], cfgs[10].sk_splits, t_cfg[11], tc, ratio, tc / tbest, vnames[vbest], frac,
-                frac_best, bad);
-        jfirst = 0;
-      }
+      CK(cudaMemcpyAsync(&bad, bad_d, 8, cudaMemcpyDeviceToHost, st));
+      CK(cudaStreamSynchronize(st));
+      rec_t rc;
+      rc.s = s, rc.c = cand[o], rc.pick = !memcmp(&cand[o], &pick, sizeof pick);
+      rc.us = median(t[o]), rc.pred = loom__gemm_predict_us(&d, &dev, &cand[o], 1);
+      rc.lt = lt, rc.def = def, rc.bad = bad;
+      recs.push_back(rc);
+      char ct[32];
+      cfg_text(&cand[o], ct, sizeof ct);
+      const double frac = (double)s.n * s.k * 2 / (rc.us * 1e-6) / hbm;
+      printf("%-6s %-14s %-8s %5lld %6lld %6lld %s | %-12s %s %9.1f us  pred %9.1f  x%.3f Lt  x%.3f def  HBM %3.0f%%%s\n",
+             s.set, s.family, s.layer, (long long)s.m, (long long)s.n, (long long)s.k, s.kn ? "kn" : "nk", ct,
+             rc.pick ? "*" : " ", rc.us, rc.pred, lt / rc.us, def / rc.us, 100 * frac, bad ? "  BAD" : "");
     }
-  if (nbig) printf("m >= 1024: geometric mean ratio to cuBLASLt %.3f, min %.3f over %d GEMMs\n", exp(logsum / nbig), minr, nbig);
-  if (jf) {
-    fprintf(jf, "\n]}\n");
-    fclose(jf);
+    printf("%-6s %-14s %-8s %5lld %6lld %6lld %s | cuBLASLt %9.1f us  default %9.1f us  HBM %3.0f%% / %3.0f%%\n", s.set,
+           s.family, s.layer, (long long)s.m, (long long)s.n, (long long)s.k, s.kn ? "kn" : "nk", lt, def,
+           100.0 * s.n * s.k * 2 / (lt * 1e-6) / hbm, 100.0 * s.n * s.k * 2 / (def * 1e-6) / hbm);
+    fflush(stdout);
+    loom__base_gemm_release();
   }
-  return 0;
+
+  /* ---- summary ---- */
+  printf("\n== summary (x = cuBLASLt time / loom time; geomean over shapes; HBM = weight / time / copy bandwidth)\n");
+  const int64_t bands[4][2] = {{1, 16}, {17, 64}, {65, 512}, {513, 1 << 30}};
+  const char *bnames[4] = {"m 1..16", "m 17..64", "m 65..512", "m >= 1000"};
+  unsigned long long bad_total = 0;
+  for (const rec_t &r : recs) bad_total += r.bad;
+  for (int b = 0; b < 4; ++b) {
+    double lg[5] = {0, 0, 0, 0, 0}, mn[5] = {9, 9, 9, 9, 9}, hb_small = 0, hb_lt = 0;
+    int ns = 0, n85 = 0, cnt[5] = {0, 0, 0, 0, 0}, near = 0;
+    size_t i = 0;
+    while (i < recs.size()) {
+      size_t j = i;
+      while (j < recs.size() && !memcmp(&recs[j].s, &recs[i].s, sizeof(shape_t))) ++j;
+      const shape_t &s = recs[i].s;
+      if (s.m >= bands[b][0] && s.m <= bands[b][1]) {
+        /* 0 pick, 1 best small-m, 2 best bm64, 3 best 128-row, 4 best of all */
+        double best[5] = {0, 1e30, 1e30, 1e30, 1e30};
+        for (size_t q = i; q < j; ++q) {
+          const rec_t &r = recs[q];
+          if (r.pick) best[0] = r.us;
+          const int k = cfg_kind(&r.c);
+          double *slot = k == 0 ? &best[1] : k == 1 ? &best[2] : &best[3];
+          *slot = std::min(*slot, r.us);
+          best[4] = std::min(best[4], r.us);
+        }
+        for (int x = 0; x < 5; ++x)
+          if (best[x] > 0 && best[x] < 1e29) {
+            const double v = recs[i].lt / best[x];
+            lg[x] += log(v), mn[x] = std::min(mn[x], v), cnt[x]++;
+          }
+        near += best[0] > 0 && best[0] <= best[4] * 1.03;
+        if (best[1] < 1e29) {
+          const double f = (double)s.n * s.k * 2 / (best[1] * 1e-6) / hbm;
+          hb_small += log(f), n85 += f >= 0.85;
+        }
+        hb_lt += log((double)s.n * s.k * 2 / (recs[i].lt * 1e-6) / hbm);
+        ns++;
+      }
+      i = j;
+    }
+    if (!ns) continue;
+    printf("%-10s %3d shapes | pick x%.3f (min %.3f, within 3%% of best: %d) | best small-m x%.3f (min %.3f) | best bm64 "
+           "x%.3f | best 128-row x%.3f | best x%.3f (min %.3f)",
+           bnames[b], ns, cnt[0] ? exp(lg[0] / cnt[0]) : NAN, mn[0], near, cnt[1] ? exp(lg[1] / cnt[1]) : NAN, mn[1],
+           cnt[2] ? exp(lg[2] / cnt[2]) : NAN, cnt[3] ? exp(lg[3] / cnt[3]) : NAN, exp(lg[4] / cnt[4]), mn[4]);
+    if (b < 2 && cnt[1])
+      printf(" | HBM small-m %.0f%% (%d of %d >= 85%%), cuBLASLt %.0f%%", 100 * exp(hb_small / cnt[1]), n85, cnt[1],
+             100 * exp(hb_lt / ns));
+    printf("\n");
+  }
+  /* the model against the measurements, per kind of kernel */
+  printf("== model: measured / predicted per kind (geomean, min, max over (shape, configuration))\n");
+  for (int k = 0; k < 4; ++k) {
+    double lg = 0, lo = 1e9, hi = 0;
+    int n = 0;
+    for (const rec_t &r : recs)
+      if (cfg_kind(&r.c) == k) {
+        const double q = r.us / r.pred;
+        lg += log(q), lo = std::min(lo, q), hi = std::max(hi, q), n++;
+      }
+    if (n) printf("  %-14s %5d  x%.3f  [%.3f, %.3f]\n", kind_names[k], n, exp(lg / n), lo, hi);
+  }
+  /* small-m: the model's split count against the best measured one */
+  {
+    double lg = 0;
+    int n = 0, same = 0;
+    size_t i = 0;
+    while (i < recs.size()) {
+      size_t j = i;
+      while (j < recs.size() && !memcmp(&recs[j].s, &recs[i].s, sizeof(shape_t))) ++j;
+      if (recs[i].s.m <= 64) {
+        const loom_gemm_desc_t d = LOOM_GEMM_DESC(recs[i].s.m, recs[i].s.n, recs[i].s.k, LOOM_BF16, LOOM_BF16,
+                                                  recs[i].s.kn ? LOOM_B_KN : LOOM_B_NK, 0);
+        const loom_gemm_config_t h = loom__gemm_small_m_heuristic(&d, &dev);
+        double th = 0, tb = 1e30;
+        int sb = 0;
+        for (size_t q = i; q < j; ++q)
+          if (recs[q].c.bm == 16) {
+            if (recs[q].c.sk_splits == h.sk_splits) th = recs[q].us;
+            if (recs[q].us < tb) tb = recs[q].us, sb = recs[q].c.sk_splits;
+          }
+        if (th > 0) lg += log(th / tb), n++, same += sb == h.sk_splits;
+      }
+      i = j;
+    }
+    if (n) printf("== small-m split count: model's / best measured time x%.3f (geomean), same split on %d of %d\n",
+                  exp(lg / n), same, n);
+  }
+  /* the worst shapes for the model's pick */
+  printf("== worst picks (cuBLASLt / pick, best configuration)\n");
+  {
+    std::vector<std::pair<double, size_t>> w;
+    size_t i = 0;
+    while (i < recs.size()) {
+      size_t j = i, pk = i, bq = i;
+      while (j < recs.size() && !memcmp(&recs[j].s, &recs[i].s, sizeof(shape_t))) ++j;
+      for (size_t q = i; q < j; ++q) {
+        if (recs[q].pick) pk = q;
+        if (recs[q].us < recs[bq].us) bq = q;
+      }
+      w.push_back({recs[pk].lt / recs[pk].us, pk * 100000 + bq});
+      i = j;
+    }
+    std::sort(w.begin(), w.end());
+    for (size_t q = 0; q < w.size() && q < 12; ++q) {
+      const rec_t &p = recs[w[q].second / 100000], &bb = recs[w[q].second % 100000];
+      char c1[32], c2[32];
+      cfg_text(&p.c, c1, sizeof c1);
+      cfg_text(&bb.c, c2, sizeof c2);
+      printf("  %5lld %6lld %6lld %s  pick %-12s x%.3f  best %-12s x%.3f  (Lt %.1f us, default %.1f us)\n",
+             (long long)p.s.m, (long long)p.s.n, (long long)p.s.k, p.s.kn ? "kn" : "nk", c1, w[q].first, c2,
+             bb.lt / bb.us, p.lt, p.def);
+    }
+  }
+  printf("== %zu (shape, configuration) pairs, %llu elements out of bound against cuBLASLt%s\n", recs.size(), bad_total,
+         bad_total ? "  BAD" : "");
+  if (json) {
+    FILE *jf = fopen(json, "w");
+    if (jf) {
+      fprintf(jf, "{\"device\": \"%s\", \"sms\": %d, \"copy_gbs\": %.1f, \"reps\": %d, \"results\": [\n", prop.name,
+              prop.multiProcessorCount, hbm / 1e9, reps);
+      for (size_t i = 0; i < recs.size(); ++i) {
+        const rec_t &r = recs[i];
+        char v[96];
+        loom__gemm_config_format(&r.c, v, sizeof v);
+        fprintf(jf,
+                "%s{\"set\": \"%s\", \"family\": \"%s\", \"layer\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, "
+                "\"b_layout\": \"%s\", \"config\": \"%s\", \"pick\": %d, \"us\": %.3f, \"predicted_us\": %.3f, "
+                "\"cublaslt_us\": %.3f, \"default_us\": %.3f, \"bad\": %llu}",
+                i ? ",\n" : "", r.s.set, r.s.family, r.s.layer, (long long)r.s.m, (long long)r.s.n, (long long)r.s.k,
+                r.s.kn ? "kn" : "nk", v, r.pick, r.us, r.pred, r.lt, r.def, r.bad);
+      }
+      fprintf(jf, "\n]}\n");
+      fclose(jf);
+    }
+  }
+  cublasDestroy(hb);
+  return bad_total ? 1 : 0;
 }

@@ -29,13 +29,10 @@
 extern "C" {
 #endif
 
-/* Checks a GEMM description and its pointers (shapes > 0, n and k multiples
- * of 8, dtypes, 16-byte aligned A/B/C/bias, bias present iff has_bias):
- * LOOM_ERR_INVALID_ARGUMENT naming `fn`, the argument and the value. No GPU. */
-loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, const void *a,
-                                  const void *b, const void *c, const void *bias);
-
-/* C = A x B (+ bias) through cuBLASLt on `stream` (current device). */
+/* C = A x B (+ bias) through cuBLASLt on `stream` (current device). The
+ * caller has checked the arguments (loom__gemm_check_args, src/gemm); a
+ * NULL description, pointer, dimension < 1 or unknown type is still
+ * LOOM_ERR_INVALID_ARGUMENT. */
 loom_result_t loom__base_gemm(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
                               const void *bias, cudaStream_t stream);
 

@@ -1,7 +1,7 @@
 /*
  * baseline_gemm.c - the cuBLASLt GEMM that every fused op is measured
- * against and falls back to (see baseline.h), and the GEMM argument check
- * shared by every GEMM in loom.
+ * against and falls back to (see baseline.h). Its callers check the
+ * arguments first (src/gemm/gemm_validate.c); it keeps a minimal check.
  *
  * Row-major mapping. loom's C [m, n] = A [m, k] x B is, read as column-major
  * memory, C^T [n, m] = B^T A^T. So cuBLASLt's "A" operand is loom's B and its
@@ -51,100 +51,28 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
-/* ---- argument check (host only) ----------------------------------------- */
+/* ---- argument check ---------------------------------------------------------
+ * The GEMM engine checks every public GEMM's arguments (src/gemm/
+ * gemm_validate.c) before it calls here; the baseline keeps only what it
+ * needs not to hand cuBLASLt a description it would misread. */
 
-static const char *loom__dtype_name(loom_dtype_t t) {
-  switch (t) {
-    case LOOM_FP32: return "LOOM_FP32";
-    case LOOM_FP16: return "LOOM_FP16";
-    case LOOM_BF16: return "LOOM_BF16";
-  }
-  return "unknown";
-}
-
-/* Upper bound on one GEMM dimension (kernels index with 32-bit ints). */
-#define LOOM_GEMM_MAX_DIM INT64_C(2147483647)
-
-static int loom__ranges_overlap(const void *p, size_t pb, const void *q, size_t qb) {
-  uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
-  return a < b + qb && b < a + pb;
-}
-
-loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, const void *a,
-                                  const void *b, const void *c, const void *bias) {
-  if (!fn) fn = "loom_gemm";
+static loom_result_t loom__base_check(const char *fn, const loom_gemm_desc_t *d, const void *a, const void *b,
+                                      const void *c, const void *bias) {
   if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL must point to a loom_gemm_desc_t", fn);
   if (d->struct_size != sizeof(loom_gemm_desc_t))
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "%s: desc->struct_size=%zu, expected %zu (initialise with LOOM_GEMM_DESC or "
-                      "LOOM_GEMM_DESC_INIT; header and library differ?)",
-                      fn, d->struct_size, sizeof(loom_gemm_desc_t));
-  const struct { const char *name; int64_t v; int mult8; } dims[3] = {
-      {"m", d->m, 0}, {"n", d->n, 1}, {"k", d->k, 1}};
-  for (int i = 0; i < 3; ++i) {
-    if (dims[i].v < 1)
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%lld must be >= 1", fn, dims[i].name,
-                        (long long)dims[i].v);
-    if (dims[i].v > LOOM_GEMM_MAX_DIM)
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%lld must be <= %lld", fn, dims[i].name,
-                        (long long)dims[i].v, (long long)LOOM_GEMM_MAX_DIM);
-    if (dims[i].mult8 && dims[i].v % 8 != 0)
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%lld must be a multiple of 8", fn,
-                        dims[i].name, (long long)dims[i].v);
-  }
-  if (d->ab_type != LOOM_BF16 && d->ab_type != LOOM_FP16)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: ab_type=%d (%s) must be LOOM_BF16 or LOOM_FP16",
-                      fn, (int)d->ab_type, loom__dtype_name(d->ab_type));
-  if (d->c_type != LOOM_BF16 && d->c_type != LOOM_FP16 && d->c_type != LOOM_FP32)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "%s: c_type=%d (%s) must be LOOM_BF16, LOOM_FP16 or LOOM_FP32", fn,
-                      (int)d->c_type, loom__dtype_name(d->c_type));
-  if (d->b_layout != LOOM_B_KN && d->b_layout != LOOM_B_NK)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "%s: b_layout=%d is unknown: must be LOOM_B_KN (0) or LOOM_B_NK (1)", fn,
-                      (int)d->b_layout);
-  if (d->has_bias != 0 && d->has_bias != 1)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: has_bias=%d must be 0 or 1", fn, d->has_bias);
-
-  const struct { const char *name; const void *p; } ptrs[3] = {{"a", a}, {"b", b}, {"c", c}};
-  for (int i = 0; i < 3; ++i) {
-    if (!ptrs[i].p)
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=NULL must be a device pointer", fn,
-                        ptrs[i].name);
-    if ((uintptr_t)ptrs[i].p % 16 != 0)
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%p is not 16-byte aligned", fn,
-                        ptrs[i].name, ptrs[i].p);
-  }
-  if (d->has_bias && !bias)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: bias=NULL while has_bias=1 (bias [n=%lld] needed)",
-                      fn, (long long)d->n);
-  if (!d->has_bias && bias)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "%s: bias=%p given while has_bias=0 (set has_bias=1 or pass NULL)", fn, bias);
-  if (bias && (uintptr_t)bias % 16 != 0)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: bias=%p is not 16-byte aligned", fn, bias);
-
-  /* Byte sizes: every product below 2^62 (dims are < 2^31, elements <= 4 bytes). */
-  const int64_t es_ab = (int64_t)loom_dtype_size(d->ab_type), es_c = (int64_t)loom_dtype_size(d->c_type);
-  const int64_t lim = INT64_C(1) << 62;
-  if (d->m > lim / es_ab / d->k)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: m=%lld x k=%lld: A is too large", fn,
-                      (long long)d->m, (long long)d->k);
-  if (d->n > lim / es_ab / d->k)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: k=%lld x n=%lld: B is too large", fn,
-                      (long long)d->k, (long long)d->n);
-  if (d->m > lim / es_c / d->n)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: m=%lld x n=%lld: C is too large", fn,
-                      (long long)d->m, (long long)d->n);
-  const size_t a_bytes = (size_t)(d->m * d->k * es_ab), b_bytes = (size_t)(d->k * d->n * es_ab);
-  const size_t c_bytes = (size_t)(d->m * d->n * es_c), bias_bytes = (size_t)(d->n * es_c);
-  if (loom__ranges_overlap(c, c_bytes, a, a_bytes))
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: c=%p overlaps a=%p: C must not alias A", fn, c, a);
-  if (loom__ranges_overlap(c, c_bytes, b, b_bytes))
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: c=%p overlaps b=%p: C must not alias B", fn, c, b);
-  if (bias && loom__ranges_overlap(c, c_bytes, bias, bias_bytes))
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: c=%p overlaps bias=%p: C must not alias the bias",
-                      fn, c, bias);
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->struct_size=%zu, expected %zu", fn, d->struct_size,
+                      sizeof(loom_gemm_desc_t));
+  if (d->m < 1 || d->n < 1 || d->k < 1)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: m=%lld n=%lld k=%lld: every dimension must be >= 1", fn,
+                      (long long)d->m, (long long)d->n, (long long)d->k);
+  if ((d->ab_type != LOOM_BF16 && d->ab_type != LOOM_FP16) ||
+      (d->c_type != LOOM_BF16 && d->c_type != LOOM_FP16 && d->c_type != LOOM_FP32) ||
+      (d->b_layout != LOOM_B_KN && d->b_layout != LOOM_B_NK))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: ab_type=%d c_type=%d b_layout=%d: unknown type or layout", fn,
+                      (int)d->ab_type, (int)d->c_type, (int)d->b_layout);
+  if (!a || !b || !c || (d->has_bias && !bias))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: a=%p b=%p c=%p bias=%p (has_bias=%d): a NULL pointer", fn, a, b,
+                      c, bias, d->has_bias);
   return LOOM_SUCCESS;
 }
 
@@ -465,7 +393,7 @@ static loom_result_t loom__gemm_prepare(const loom_gemm_desc_t *d, const void *a
 
 loom_result_t loom__base_gemm(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
                               const void *bias, cudaStream_t stream) {
-  LOOM_TRY(loom__gemm_validate("loom__base_gemm", d, a, b, c, bias));
+  LOOM_TRY(loom__base_check("loom__base_gemm", d, a, b, c, bias));
   pthread_mutex_lock(&loom__gemm_mu);
   cublasLtHandle_t h = NULL;
   loom_gemm_ws_t *ws = NULL;
@@ -557,7 +485,7 @@ static loom_result_t loom__gemm_tune_locked(const loom_gemm_desc_t *d, const voi
 loom_result_t loom__base_gemm_tune(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
                                    const void *bias, int candidates, int reps, cudaStream_t stream,
                                    float *best_ms) {
-  LOOM_TRY(loom__gemm_validate("loom__base_gemm_tune", d, a, b, c, bias));
+  LOOM_TRY(loom__base_check("loom__base_gemm_tune", d, a, b, c, bias));
   if (candidates < 1 || candidates > LOOM_GEMM_MAX_CANDIDATES)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom__base_gemm_tune: candidates=%d must be in [1, %d]",
                       candidates, LOOM_GEMM_MAX_CANDIDATES);

@@ -24,6 +24,9 @@
   X(TUNE_FILE, STR, "", "file of tuned kernel configurations (key = value lines), read at "   \
                         "the first lookup (a plan or loom_gemm) and written back by "         \
                         "loom_gemm_tune (empty: none)")                             \
+  X(TUNE, INT, "0", "1: loom_gemm tunes a shape the tuning cache lacks at its first call "     \
+                    "(as loom_gemm_tune: tens of launches, synchronizes the stream; inside a " \
+                    "graph capture the heuristic runs instead) and records it")                 \
   X(GEMM_PATH, STR, "auto", "loom_gemm: auto (loom's sm90 kernel on compute capability 9.0, "  \
                             "its sm80 kernel on other GPUs >= 8.0, else cuBLASLt), sm80 "    \
                             "(the sm80 kernel on any GPU >= 8.0) or cublas (always cuBLASLt)") \

@@ -1,6 +1,6 @@
 /*
- * gemm.c - loom_gemm: validation, path choice, tuned configurations and the
- * sm90 heuristic.
+ * gemm.c - loom_gemm: argument checks, path choice, the configuration (a
+ * tuned one, tuning at first use, or the model's) and the launch.
  *
  * Path: the sm90 kernel (gemm_sm90.cu) on compute capability 9.0 when the
  * library carries its sm_90a code; else the portable sm80 kernel
@@ -9,30 +9,16 @@
  * cuBLASLt through loom__base_gemm (logged once at INFO). LOOM_GEMM_PATH=
  * cublas forces cuBLASLt (comparisons, bisecting), =sm80 the sm80 kernel on
  * any GPU >= 8.0 (how it is tested on Hopper). Hooked GEMMs take the same
- * path, never cuBLASLt.
+ * path, never cuBLASLt. On both loom paths decode batches may run the
+ * small-m kernel (gemm_small_m.cu, config bm 16).
  *
- * Heuristic. Decode batches first (loom__gemm_sm90_decode): the 64-row
- * variant for m <= 64, and for m <= 128 where two rows of 128-wide tiles
- * fit one wave; split along k where its tiles cover <= a quarter of the SMs.
- * Otherwise tiles of 128 rows and bn 256, 224, 192 or 128: the persistent
- * grid runs ceil(tiles / SMs) waves, and the last wave may leave SMs idle.
- * Score each bn by the fraction of SM-waves doing work, times 0.97 for 224,
- * 0.96 for 192 and 0.92 for 128 (narrower tiles re-read A and B more per
- * FLOP); take the best (the odd widths win where 256 leaves a quarter of
- * the SMs idle and they fill them: Flux RS m = 256, 64 tiles of 192 across
- * n = 12288; Llama-3-70B up m = 256..1024, 64 tiles of 224 across 14336).
- * Aligned split-K for two tile rows (m <= 256) whose tiles leave a fifth of
- * the SMs idle and whose k-loops are long (where loom_gemm_tune picked it).
- * 2x1 clusters with B multicast for every other data-parallel GEMM with >= 2
- * tile rows and a width of 128 or 256 (on H200 neutral to +2% where
- * measured; cuBLASLt's kernels use them too). Stream-K (tile_order.h) is
- * never the heuristic's choice: where it measured faster (m <= 64 with few
- * tiles) the decode variant is faster still, and elsewhere data-parallel won
- * by 5-60% (stream-K's staggered k ranges lose the L2 sharing of B and DRAM
- * page locality; bench/NOTES.md). The tuner still times it (sk_tiles).
+ * Configuration, in this order: an entry of the tuning cache for (path, SM
+ * count, shape) (loom_gemm_tune, LOOM_TUNE_FILE); with LOOM_TUNE=1 and none
+ * there, loom_gemm_tune runs now (outside a graph capture) and its pick is
+ * used and recorded; else the model's pick (gemm_heuristic.c: waves, bytes
+ * in flight, tiles per SM), which is what an untuned shape gets.
  *
- * Tuning (gemm_tune.c): an entry in the tuning cache for (path, SM count,
- * shape) replaces the heuristic's configuration in loom_gemm.
+ * The GPU's properties come from gemm_device.c, read once per device.
  *
  * Stream-K scratch: per (device, stream), like cuBLASLt's workspace in
  * baseline_gemm.c; grown by allocating a larger buffer and keeping the old
@@ -47,107 +33,7 @@
 #include "core/param.h"
 #include "core/log.h"
 #include "gemm/gemm.h"
-
-/* A split-K unit is at least this many 64-wide k-blocks (pipeline fill and
- * the partial's round trip amortised). */
-#define LOOM_SK_MIN_KBLOCKS 8
-
-/* bn 192 / 224 against 256 and 128 in the wave score: a 128 x 192 tile
- * reads (128 + 192) / (128 x 192) elements of A and B per MAC, 11% more
- * than 128 x 256 and 17% fewer than 128 x 128 (224: 5% more than 256, and
- * B [k, n] loads 256 columns for it); both run without clusters. 0.97 keeps
- * 256 at 8192^3 (97.0% vs 99.7% wave fill). */
-#define LOOM__GEMM_BN192_SCORE 0.96
-#define LOOM__GEMM_BN224_SCORE 0.97
-
-double loom__gemm_wave_fill(int64_t tiles, int sm_count) {
-  if (sm_count < 1) sm_count = 1;
-  const int64_t waves = loom_ceil_div(tiles, sm_count);
-  return waves > 0 ? (double)tiles / (double)(waves * sm_count) : 0.0;
-}
-
-/* The decode variant (bm 64: 64-row tiles, both consumer warpgroups on one
- * tile's column halves, deeper B pipelines) where it measured faster than
- * the 128-row kernel on H200 (bench/NOTES.md, 2026-11-22 (5), the TP=2
- * families at m = 16, 64, 128); 1 and its configuration in *cfg there, else
- * 0 (*cfg untouched):
- *   m <= 64: bn 256 when its tiles fit one wave and cover at least a third
- *     of the SMs (Flux AG/RS, Llama up: 0.92-0.99 of cuBLASLt, from
- *     0.76-0.93), else bn 128 (Llama down: 0.85-0.98, from 0.68-0.81);
- *     the tiles split along k when they cover at most a quarter of the SMs
- *     (bn 256 with 32 tiles: split 4 beat data-parallel by 7%). Wider n
- *     than one wave of bn 256: bn 256 over several waves (same tiles as the
- *     128-row kernel, deeper pipeline; not measured).
- *   64 < m <= 128: two tile rows of bn 128 when they fit one wave (Llama
- *     down m = 128: 0.97-1.01 vs split-K's 0.90-0.91); wider shapes keep
- *     the 128-row kernel (more tiles than SMs: 0.75-0.95 with bm 64). */
-static int loom__gemm_sm90_decode(const loom_gemm_desc_t *d, int sm_count, loom_gemm_config_t *cfg) {
-  const int64_t n256 = loom_ceil_div(d->n, 256), n128 = loom_ceil_div(d->n, 128);
-  loom_gemm_config_t c = {128, 0, 16, 0, 0, 0, 0, 0, 64};
-  if (d->m <= 64) {
-    c.bn = n256 * 3 >= sm_count || n128 > sm_count ? 256 : 128;
-    const int64_t tiles = loom_ceil_div(d->n, c.bn);
-    const int s = tiles * 4 <= sm_count ? loom__gemm_split_count(tiles, loom_ceil_div(d->k, 64), sm_count) : 1;
-    if (s > 1) c.sk_tiles = -1, c.sk_splits = s;
-  } else if (!(d->m <= 128 && 2 * n128 <= sm_count)) {
-    return 0;
-  }
-  *cfg = c;
-  return 1;
-}
-
-loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_count) {
-  /* band height 16: about sqrt(2 x SMs) tile rows, so a wave shares A and B
-   * about equally in L2 */
-  loom_gemm_config_t best = {256, 0, 16, 0, 0, 0, 0, 0, 0};
-  if (sm_count < 1) sm_count = 1;
-  if (loom__gemm_sm90_decode(d, sm_count, &best)) return best;
-  const int64_t tiles_m = loom_ceil_div(d->m, 128);
-  double best_score = -1.0;
-  const int bns[4] = {256, 224, 192, 128};
-  const double per_tile[4] = {1.0, LOOM__GEMM_BN224_SCORE, LOOM__GEMM_BN192_SCORE, 0.92};
-  for (int i = 0; i < 4; ++i) {
-    const double score = per_tile[i] * loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, bns[i]), sm_count);
-    if (score > best_score + 1e-9) {
-      best_score = score;
-      best.bn = bns[i];
-    }
-  }
-  /* aligned split-K where loom_gemm_tune picked it on H200 (bench/NOTES.md,
-   * 2026-11-22, run 11): two tile rows whose data-parallel tiles leave a
-   * fifth of the SMs idle and whose k-loops are long (Flux RS m = 256 before
-   * the 192-wide tiles: 96 tiles of 256, 384 k-blocks, bn 128 split 2 won,
-   * 0.92 vs 0.82 of cuBLASLt). One tile row: the decode variant or wide n. */
-  const int64_t kblocks = loom_ceil_div(d->k, 64);
-  if (d->m > 128 && d->m <= 256 && kblocks >= 192 &&
-      tiles_m * loom_ceil_div(d->n, best.bn) * 5 < 4 * (int64_t)sm_count) {
-    const int s = loom__gemm_split_count(tiles_m * loom_ceil_div(d->n, 128), kblocks, sm_count);
-    if (s > 1) {
-      best.bn = 128;
-      best.sk_tiles = -1;
-      best.sk_splits = s;
-    }
-  }
-  /* 2x1 clusters (each block loads half of the pair's B k-block, multicast):
-   * data-parallel GEMMs with at least two tile rows */
-  if (best.sk_tiles == 0 && tiles_m >= 2 && (best.bn == 128 || best.bn == 256)) best.cluster = 2;
-  return best;
-}
-
-int loom__gemm_split_count(int64_t tiles, int64_t kblocks, int sm_count) {
-  if (tiles < 1 || sm_count < 1) return 1;
-  int best = 1;
-  double best_cost = 1e300;
-  for (int s = 1; s <= 16 && (s == 1 || kblocks / s >= LOOM_SK_MIN_KBLOCKS); ++s) {
-    const double waves = (double)loom_ceil_div(tiles * s, sm_count);
-    const double cost = waves / s * (1.0 + 0.02 * (s - 1));
-    if (cost < best_cost - 1e-9) {
-      best_cost = cost;
-      best = s;
-    }
-  }
-  return best;
-}
+#include "gemm/gemm_heuristic.h"
 
 loom_result_t loom__gemm_order(const loom_gemm_desc_t *d, const loom_gemm_hooks_t *hooks, int bm, int bn, int group,
                                loom_tile_order_t *order) {
@@ -267,44 +153,59 @@ void loom__gemm_release(void) {
 
 /* Which path loom_gemm takes on the current device. */
 loom_result_t loom__gemm_path(const loom_gemm_desc_t *d, loom__gemm_path_t *path_out) {
-  int dev, major, minor;
-  LOOM_CUDA(cudaGetDevice(&dev));
-  LOOM_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  LOOM_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  loom__gemm_device_t dev;
+  LOOM_TRY(loom__gemm_device(&dev));
   const char *path = loom__param_GEMM_PATH();
   *path_out = LOOM__PATH_BASE;
   if (strcmp(path, "cublas") == 0) return LOOM_SUCCESS;
+  const int sm80 = dev.sm80 && loom__gemm_sm80_supported(d, dev.cc_major, dev.cc_minor);
   if (strcmp(path, "sm80") == 0) {
-    if (!loom__gemm_sm80_supported(d, major, minor))
+    if (!sm80)
       return loom__fail(LOOM_ERR_UNSUPPORTED,
                         "LOOM_GEMM_PATH=sm80: the sm80 kernel needs compute capability >= 8.0 (and a library built "
                         "with code for it); this GPU is %d.%d",
-                        major, minor);
+                        dev.cc_major, dev.cc_minor);
     *path_out = LOOM__PATH_SM80;
     return LOOM_SUCCESS;
   }
   if (strcmp(path, "auto") != 0)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "LOOM_GEMM_PATH=\"%s\": must be auto, sm80 or cublas", path);
-  if (loom__gemm_sm90_supported(d, major, minor)) *path_out = LOOM__PATH_SM90;
-  else if (loom__gemm_sm80_supported(d, major, minor)) *path_out = LOOM__PATH_SM80;
+  if (dev.sm90 && loom__gemm_sm90_supported(d, dev.cc_major, dev.cc_minor)) *path_out = LOOM__PATH_SM90;
+  else if (sm80) *path_out = LOOM__PATH_SM80;
   return LOOM_SUCCESS;
+}
+
+loom_result_t loom__gemm_launch(int sm90, const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
+                                const void *bias, const loom_gemm_config_t *cfg, cudaStream_t stream) {
+  if (cfg && cfg->bm == 16) return loom__gemm_small_m(d, a, b, c, bias, cfg, NULL, stream);
+  if (sm90) return loom__gemm_sm90(d, a, b, c, bias, cfg, NULL, stream);
+  return loom__gemm_sm80(d, a, b, c, bias, cfg, NULL, stream);
 }
 
 loom_result_t loom_gemm(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c, const void *bias,
                         cudaStream_t stream) {
-  LOOM_TRY(loom__gemm_validate("loom_gemm", desc, a, b, c, bias));
+  LOOM_TRY(loom__gemm_check_args("loom_gemm", desc, a, b, c, bias));
   loom__gemm_path_t path = LOOM__PATH_BASE;
   LOOM_TRY(loom__gemm_path(desc, &path));
   if (path != LOOM__PATH_BASE) {
-    /* a configuration from the tuning cache (loom_gemm_tune, LOOM_TUNE_FILE)
-     * replaces the heuristic's */
-    int dev, sms, found = 0;
-    loom_gemm_config_t tuned;
-    LOOM_CUDA(cudaGetDevice(&dev));
-    LOOM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    LOOM_TRY(loom__gemm_tuned_config(desc, path == LOOM__PATH_SM90 ? "sm90" : "sm80", sms, &tuned, &found));
-    if (path == LOOM__PATH_SM90) return loom__gemm_sm90(desc, a, b, c, bias, found ? &tuned : NULL, NULL, stream);
-    return loom__gemm_sm80(desc, a, b, c, bias, found ? &tuned : NULL, NULL, stream);
+    const int sm90 = path == LOOM__PATH_SM90;
+    loom__gemm_device_t dev;
+    LOOM_TRY(loom__gemm_device(&dev));
+    int found = 0;
+    loom_gemm_config_t cfg;
+    LOOM_TRY(loom__gemm_tuned_config(desc, sm90 ? "sm90" : "sm80", dev.sms, &cfg, &found));
+    if (!found && loom__param_TUNE() == 1) {
+      /* tuning at first use: not inside a capture (it launches and
+       * synchronizes); there the model's pick runs */
+      enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+      LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
+      if (cs == cudaStreamCaptureStatusNone) {
+        LOOM_TRY(loom__gemm_tune_checked(desc, a, b, c, bias, sm90, &dev, stream));
+        LOOM_TRY(loom__gemm_tuned_config(desc, sm90 ? "sm90" : "sm80", dev.sms, &cfg, &found));
+      }
+    }
+    if (!found) cfg = loom__gemm_choose(desc, &dev, sm90);
+    return loom__gemm_launch(sm90, desc, a, b, c, bias, &cfg, stream);
   }
   if (strcmp(loom__param_GEMM_PATH(), "cublas") != 0) {
     static int logged = 0;
@@ -318,17 +219,15 @@ loom_result_t loom__gemm_hooked(const loom_gemm_desc_t *d, const void *a, const 
                                 const void *bias, const loom_gemm_config_t *cfg, const loom_gemm_hooks_t *hooks,
                                 cudaStream_t stream) {
   LOOM_TRY(loom__gemm_validate("loom_gemm", d, a, b, c, bias));
-  int dev, major, minor;
-  LOOM_CUDA(cudaGetDevice(&dev));
-  LOOM_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  LOOM_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  loom__gemm_device_t dev;
+  LOOM_TRY(loom__gemm_device(&dev));
   const int force80 = strcmp(loom__param_GEMM_PATH(), "sm80") == 0;
-  if (!force80 && loom__gemm_sm90_supported(d, major, minor))
+  if (!force80 && dev.sm90 && loom__gemm_sm90_supported(d, dev.cc_major, dev.cc_minor))
     return loom__gemm_sm90(d, a, b, c, bias, cfg, hooks, stream);
-  if (!loom__gemm_sm80_supported(d, major, minor))
+  if (!dev.sm80 || !loom__gemm_sm80_supported(d, dev.cc_major, dev.cc_minor))
     return loom__fail(LOOM_ERR_UNSUPPORTED,
                       "loom_gemm: GEMM hooks need a loom kernel (compute capability >= 8.0); this GPU is %d.%d",
-                      major, minor);
+                      dev.cc_major, dev.cc_minor);
   /* of an sm90 configuration only the tile width and band height apply */
   loom_gemm_config_t c80 = {0, 0, 0, 0, 0, 0, 0, 0, 0};
   if (cfg) c80.bn = cfg->bn == 256 ? 256 : 128, c80.group = cfg->group; /* sm80: 128 or 256 */

@@ -2,8 +2,9 @@
  * gemm.h - the GEMM engine (internal view): kernel configurations, the hooks
  * the fused operations plug into, and the launchers.
  *
- * loom_gemm (gemm.c) validates, picks a path and a configuration, and calls
- * a launcher. Paths:
+ * loom_gemm (gemm.c) validates (gemm_validate.c), picks a path and a
+ * configuration (a tuned one, or the model's: gemm_heuristic.h), and calls a
+ * launcher. Paths:
  *   sm90   gemm_sm90.cu: TMA -> mbarrier pipeline -> wgmma, one producer
  *          warpgroup and two consumer warpgroups (setmaxnreg), persistent
  *          grid sized from the SM count, tile order from tile_order.h.
@@ -12,6 +13,8 @@
  *          compute capability 8.x, and on 9.x/10.x+ where sm90 does not apply.
  *   base   cuBLASLt (src/core/baseline_gemm.c) below compute capability 8.0
  *          or when LOOM_GEMM_PATH=cublas.
+ * On either loom path, decode batches (m <= 64) may run the small-m kernel
+ * (gemm_small_m.cu, config bm = 16), which streams the weight over every SM.
  * LOOM_GEMM_PATH=sm80 forces the sm80 path on any GPU >= 8.0 (tests,
  * comparisons); the launchers below can also be called directly.
  *
@@ -45,10 +48,11 @@ extern "C" {
 /* Wait sites of the GEMM engine (core/signal.h: ids 16..31). */
 #define LOOM_SITE_GEMM_PROLOGUE 16 /* a hooked GEMM's prologue tile wait */
 
-/* Kernel configuration of the sm90 path (tuner-overridable). A config with
- * only the first four fields set ({bn, 0, 0, 0}) is a data-parallel GEMM. */
+/* Kernel configuration (tuner-overridable). A config with only the first
+ * four fields set ({bn, 0, 0, 0}) is a data-parallel GEMM. */
 typedef struct loom_gemm_config {
-  int bn;        /* tile columns: 128 or 256 */
+  int bn;        /* tile columns: sm90 128, 192, 224 or 256 (bm 64: 128 or
+                  * 256); sm80 128 or 256; bm 16: 0 (the kernel's own) */
   int stages;    /* pipeline depth; 0 = the most that fits for bn */
   int group;     /* GROUPED band height in tile rows; 0 = heuristic */
   int grid;      /* persistent blocks; 0 = SM count */
@@ -70,7 +74,9 @@ typedef struct loom_gemm_config {
                   * tile's columns and whose smaller A stage buys deeper B
                   * pipelines; any m, with stream-K / split-K, no clusters.
                   * Plain GEMMs only: hooked GEMMs run 128-row tiles (bm is
-                  * ignored there); the sm80 path ignores it */
+                  * ignored there); the sm80 kernel ignores it. 16: the
+                  * small-m kernel (gemm_small_m.cu, m <= 64, split-K of
+                  * sk_splits, either path; loom__gemm_launch routes it) */
 } loom_gemm_config_t;
 
 typedef enum loom_gemm_epilogue {
@@ -95,6 +101,19 @@ typedef struct loom_gemm_hooks {
   /* bounds the prologue wait and receives its expiry record */
   loom_dev_comm_t comm;
 } loom_gemm_hooks_t;
+
+/* Checks a GEMM description and its pointers' values (shapes > 0, n and k
+ * multiples of 8, dtypes, 16-byte aligned A/B/C/bias, bias present iff
+ * has_bias, C not overlapping A, B or the bias): LOOM_ERR_INVALID_ARGUMENT
+ * naming `fn`, the argument and the value. No GPU (gemm_validate.c). */
+loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, const void *a, const void *b,
+                                  const void *c, const void *bias);
+
+/* loom__gemm_validate, then each of a, b, c and bias is memory the current
+ * GPU can reach over the bytes the GEMM touches (core/ptr_check.h): what
+ * every public GEMM entry point calls before it launches anything. */
+loom_result_t loom__gemm_check_args(const char *fn, const loom_gemm_desc_t *d, const void *a, const void *b,
+                                    const void *c, const void *bias);
 
 /* Which kernel loom_gemm runs on the current device (LOOM_GEMM_PATH and the
  * compute capability decide). */
@@ -124,26 +143,9 @@ loom_result_t loom__gemm_config_parse(const char *text, loom_gemm_config_t *c);
 loom_result_t loom__gemm_tuned_config(const loom_gemm_desc_t *d, const char *path, int sms, loom_gemm_config_t *cfg,
                                       int *found);
 
-/* The configurations loom_gemm_tune times for d (sm90: 1, else the sm80
- * path) on `sms` SMs, at most max into out; returns how many. */
-int loom__gemm_tune_candidates(const loom_gemm_desc_t *d, int sm90, int sms, loom_gemm_config_t *out, int max);
-
 /* 1 if the sm90 kernel can run this description on the current device
  * (compute capability 9.0 and the library built with sm_90a code). */
 int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major, int cc_minor);
-
-/* The heuristic's configuration for d on a device of sm_count SMs (hooked
- * GEMMs take its bn and group only: 128-row tiles, no split). */
-loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, int sm_count);
-
-/* The fraction of SM-waves doing work when `tiles` tiles run in waves of
- * sm_count (1.0: the last wave is full). */
-double loom__gemm_wave_fill(int64_t tiles, int sm_count);
-
-/* Split-K: the number of aligned k ranges (1..16, each at least 8 k-blocks)
- * that best fills whole waves of sm_count blocks with tiles x splits units,
- * a 2% charge per extra split for the partials' round trip. */
-int loom__gemm_split_count(int64_t tiles, int64_t kblocks, int sm_count);
 
 /* Stream-K scratch of (current device, stream): at least `counter_bytes` of
  * tickets (zero, stream-ordered before the next launch on `stream`) followed
@@ -168,11 +170,6 @@ loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *a, const vo
 /* 1 if the sm80 kernel can run this description on the current device
  * (compute capability >= 8.0 and the library built with code for it). */
 int loom__gemm_sm80_supported(const loom_gemm_desc_t *d, int cc_major, int cc_minor);
-
-/* The sm80 heuristic's configuration for d on sm_count SMs where blocks_128
- * blocks of 128 x 128 fit per SM: bn (sm80_layout.h: loom_sm80_pick_bn),
- * stages 4, group 8; the stream-K fields stay 0 (not on this path). */
-loom_gemm_config_t loom__gemm_sm80_heuristic(const loom_gemm_desc_t *d, int sm_count, int blocks_128);
 
 /* Launches C [m, n] = A [m, k] x B ([n, k] or [k, n]) (+ bias [n]) with the
  * sm80 kernel on `stream` (current device, compute capability >= 8.0).

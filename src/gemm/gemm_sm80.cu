@@ -65,6 +65,7 @@
 #include "core/signal.cuh"
 #include "gemm/epilogue.cuh"
 #include "gemm/gemm.h"
+#include "gemm/gemm_heuristic.h"
 #include "gemm/sm80_layout.h"
 #include "gemm/tile_order.h"
 
@@ -408,48 +409,26 @@ extern "C" int loom__gemm_sm80_supported(const loom_gemm_desc_t *d, int cc_major
   if (d->m > INT32_MAX / 2 || d->n > INT32_MAX / 2 || d->k > INT32_MAX / 2) return 0;
   /* the loaded binary must carry code for this device (SASS or PTX >= 8.0) */
   static int has_code = -1;
-  if (has_code < 0) {
+  int h = __atomic_load_n(&has_code, __ATOMIC_ACQUIRE);
+  if (h < 0) {
     cudaFuncAttributes fa;
     if (cudaFuncGetAttributes(&fa, (const void *)loom__sm80_pick(128, LOOM_BF16, 0, 0, 0)) != cudaSuccess) {
       (void)cudaGetLastError();
       return 0;
     }
-    has_code = fa.ptxVersion >= 80 || fa.binaryVersion >= 80;
+    h = fa.ptxVersion >= 80 || fa.binaryVersion >= 80;
+    __atomic_store_n(&has_code, h, __ATOMIC_RELEASE);
   }
-  return has_code;
-}
-
-/* Blocks of bn 128 that fit on one SM of the current device (1 or 2). */
-static int loom__sm80_blocks_128(int dev) {
-  int smem_sm = 0, regs_sm = 0;
-  if (cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&regs_sm, cudaDevAttrMaxRegistersPerMultiprocessor, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 1;
-  }
-  /* 2 x (pipeline + 1 KiB reserved per block), 2 x 256 threads x 128 registers */
-  return smem_sm >= 2 * ((int)loom_sm80_smem_bytes(128) + 1024) && regs_sm >= 2 * 256 * 128 ? 2 : 1;
-}
-
-extern "C" loom_gemm_config_t loom__gemm_sm80_heuristic(const loom_gemm_desc_t *d, int sm_count, int blocks_128) {
-  loom_gemm_config_t c;
-  memset(&c, 0, sizeof c);
-  c.bn = loom_sm80_pick_bn(d->m, d->n, sm_count, blocks_128);
-  c.stages = LOOM_SM80_STAGES;
-  c.group = 8;
-  const int32_t s = loom_sm80_pick_splits(d->m, d->n, d->k, sm_count, blocks_128);
-  if (s > 1) c.bn = 128, c.sk_tiles = -1, c.sk_splits = s;
-  return c;
+  return h;
 }
 
 extern "C" loom_result_t loom__gemm_sm80(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
                                          const void *bias, const loom_gemm_config_t *cfg,
                                          const loom_gemm_hooks_t *hooks, cudaStream_t stream) {
-  int dev, sms, optin = 0;
-  LOOM_CUDA(cudaGetDevice(&dev));
-  LOOM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  LOOM_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  loom_gemm_config_t conf = cfg ? *cfg : loom__gemm_sm80_heuristic(d, sms, loom__sm80_blocks_128(dev));
+  loom__gemm_device_t dev;
+  LOOM_TRY(loom__gemm_device(&dev));
+  const int optin = dev.smem_optin;
+  loom_gemm_config_t conf = cfg ? *cfg : loom__gemm_sm80_heuristic(d, &dev);
   if (conf.bn != 128 && conf.bn != 256)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm (sm80): config bn=%d: must be 128 or 256", conf.bn);
   if (conf.stages != 0 && conf.stages != LOOM_SM80_STAGES)

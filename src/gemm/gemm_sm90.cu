@@ -82,6 +82,7 @@
 #include "core/signal.cuh"
 #include "gemm/epilogue.cuh"
 #include "gemm/gemm.h"
+#include "gemm/gemm_heuristic.h"
 #include "gemm/sm90_layout.h"
 #include "gemm/tile_order.h"
 
@@ -820,26 +821,30 @@ extern "C" int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major
   if (cc_major != 9 || cc_minor != 0) return 0;
   if (d->ab_type != LOOM_BF16 && d->ab_type != LOOM_FP16) return 0;
   if (d->m > INT32_MAX / 2 || d->n > INT32_MAX / 2 || d->k > INT32_MAX / 2) return 0;
-  /* the library must carry sm_90a code for the kernels (not only sm_80 PTX) */
+  /* the library must carry sm_90a code for the kernels (not only sm_80 PTX);
+   * every thread that asks first computes the same answer (atomics: no
+   * torn or unordered reads) */
   static int has_code = -1;
-  if (has_code < 0) {
+  int h = __atomic_load_n(&has_code, __ATOMIC_ACQUIRE);
+  if (h < 0) {
     cudaFuncAttributes fa;
     if (cudaFuncGetAttributes(&fa, (const void *)loom__sm90_pick(128, 256, LOOM_BF16, 0, 0, 0, 1)) != cudaSuccess) {
       (void)cudaGetLastError();
       return 0;
     }
-    has_code = fa.ptxVersion >= 90 && fa.binaryVersion == 90;
+    h = fa.ptxVersion >= 90 && fa.binaryVersion == 90;
+    __atomic_store_n(&has_code, h, __ATOMIC_RELEASE);
   }
-  return has_code;
+  return h;
 }
 
 extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
                                          const void *bias, const loom_gemm_config_t *cfg,
                                          const loom_gemm_hooks_t *hooks, cudaStream_t stream) {
-  int dev, sms;
-  LOOM_CUDA(cudaGetDevice(&dev));
-  LOOM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  loom_gemm_config_t conf = cfg ? *cfg : loom__gemm_sm90_heuristic(d, sms);
+  loom__gemm_device_t dev;
+  LOOM_TRY(loom__gemm_device(&dev));
+  const int sms = dev.sms;
+  loom_gemm_config_t conf = cfg ? *cfg : loom__gemm_sm90_heuristic(d, &dev);
   if (conf.bn != 128 && conf.bn != 192 && conf.bn != 224 && conf.bn != 256)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bn=%d: must be 128, 192, 224 or 256", conf.bn);
   if (conf.bm != 0 && conf.bm != 64 && conf.bm != 128)

@@ -4,26 +4,23 @@
  *
  * Key:   "gemm <path> <SMs>sm m<m> n<n> k<k> <ab>-><c> <kn|nk> bias<0|1>"
  *        e.g. "gemm sm90 132sm m4096 n24576 k12288 bf16->bf16 nk bias0";
- *        path is the kernel that runs (sm90 or sm80), so one file can hold
- *        entries for several GPUs.
+ *        path is the kernel path that runs (sm90 or sm80), so one file can
+ *        hold entries for several GPUs.
  * Value: "bn=256 group=16 grid=0 sk_tiles=0 sk_blocks=0 splits=0 cluster=2 bm=64"
  *        (loom_gemm_config_t; fields left out stay 0, i.e. "default", so
- *        entries written before a field existed keep their meaning).
+ *        entries written before a field existed keep their meaning; bm=16
+ *        names the small-m kernel).
  *
- * loom_gemm looks its key up on every call (a hash lookup under a mutex, far
- * below a launch); a hit replaces the heuristic's configuration. The tuner
- * (loom_gemm_tune) times the candidates a user would otherwise pick by hand:
- *   sm90: tile width 128 / 256 x cluster 1 / 2 (where there are >= 2 tile
- *         rows), 192 and 224 (no cluster) where their tiles fill the last
- *         wave better than 256 and as well as 128, aligned split-K where the tiles fill less than two waves,
- *         stream-K over all SMs for m <= 64, and the heuristic's own choice;
- *         for m <= 128 also the 64-row decode tiles (bm=64) at both widths,
- *         data-parallel and split-K, and stream-K for m <= 64; for 8+ tile
- *         rows the heuristic's configuration with band heights 8 and 32;
- *   sm80: tile width 128 / 256, with and without its heuristic's split-K;
- * each warmed up once and timed `reps` times (CUDA events, median), on the
- * caller's buffers; the fastest is put in the cache and, when LOOM_TUNE_FILE
- * is set, the cache is written back to that file.
+ * loom_gemm looks its key up on every call (core/tune.h: a hash lookup); a
+ * hit replaces the model's configuration. The tuner (loom_gemm_tune, and
+ * loom_gemm at a shape's first call with LOOM_TUNE=1) times the model's
+ * pick and then every candidate the model considered
+ * (loom__gemm_candidates: tile widths, clusters, split-K of all tiles or of
+ * the last wave, the decode variant, the small-m kernel's split counts),
+ * plus band heights 8 and 32 for shapes of 8+ tile rows, each warmed up
+ * once and timed `reps` times (CUDA events, median), on the caller's
+ * buffers; a candidate must beat the model's pick by 1% to replace it. The
+ * winner goes into the cache and, when LOOM_TUNE_FILE is set, the file.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,9 +32,7 @@
 #include "core/param.h"
 #include "core/tune.h"
 #include "gemm/gemm.h"
-
-/* The tuner times the 64-row decode tiles up to this m (two tile rows). */
-#define LOOM__GEMM_DECODE_MAX_M 128
+#include "gemm/gemm_heuristic.h"
 
 static const char *loom__dt_short(loom_dtype_t t) {
   return t == LOOM_BF16 ? "bf16" : t == LOOM_FP16 ? "fp16" : t == LOOM_FP32 ? "fp32" : "?";
@@ -124,70 +119,19 @@ loom_result_t loom__gemm_tuned_config(const loom_gemm_desc_t *d, const char *pat
   return LOOM_SUCCESS;
 }
 
-int loom__gemm_tune_candidates(const loom_gemm_desc_t *d, int sm90, int sms, loom_gemm_config_t *out, int max) {
-  int n = 0;
-  const int64_t tiles_m = loom_ceil_div(d->m, 128), kblocks = loom_ceil_div(d->k, 64);
-#define PUSH(...)                                    \
-  do {                                               \
-    const loom_gemm_config_t c_ = {__VA_ARGS__};     \
-    if (n < max) out[n++] = c_;                      \
-  } while (0)
-  for (int bn = 128; bn <= 256; bn *= 2) {
-    const int64_t tiles = tiles_m * loom_ceil_div(d->n, bn);
-    if (sm90) {
-      PUSH(bn, 0, 16, 0, 0, 0, 0, 1, 0);
-      if (tiles_m >= 2) PUSH(bn, 0, 16, 0, 0, 0, 0, 2, 0);
-      if (tiles < 2 * (int64_t)sms) {
-        const int s = loom__gemm_split_count(tiles, kblocks, sms);
-        if (s > 1) PUSH(bn, 0, 16, 0, -1, 0, s, 0, 0);
-      }
-      if (d->m <= 64 && bn == 128) PUSH(128, 0, 16, 0, -1, 0, 0, 0, 0);
-    } else {
-      PUSH(bn, 0, 0, 0, 0, 0, 0, 0, 0);
-      const loom_gemm_config_t h = loom__gemm_sm80_heuristic(d, sms, 2);
-      if (h.sk_splits > 1) PUSH(bn, 0, 0, 0, -1, 0, h.sk_splits, 0, 0);
+/* The configurations the tuner times (after the model's pick): the
+ * model's candidates and, for 8+ tile rows, the model's pick with bands of
+ * 8 and 32 tile rows. Up to max; returns how many. */
+static int loom__gemm_tune_list(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev, int sm90,
+                                const loom_gemm_config_t *pick, loom_gemm_config_t *out, int max) {
+  int n = loom__gemm_candidates(d, dev, sm90, out, max);
+  if (sm90 && pick->bm != 16 && loom_ceil_div(d->m, pick->bm == 64 ? 64 : 128) >= 8)
+    for (int g = 8; g <= 32 && n < max; g *= 4) {
+      out[n] = *pick;
+      out[n++].group = g;
     }
-  }
-  /* the decode variant (64-row tiles, deeper B pipelines): data-parallel,
-   * split-K where its tiles fill less than two waves, stream-K over all SMs
-   * for m <= 64 where the tiles leave SMs idle */
-  if (sm90 && d->m <= LOOM__GEMM_DECODE_MAX_M)
-    for (int bn = 128; bn <= 256; bn *= 2) {
-      const int64_t tiles = loom_ceil_div(d->m, 64) * loom_ceil_div(d->n, bn);
-      PUSH(bn, 0, 16, 0, 0, 0, 0, 0, 64);
-      if (tiles < 2 * (int64_t)sms) {
-        const int s = loom__gemm_split_count(tiles, kblocks, sms);
-        if (s > 1) PUSH(bn, 0, 16, 0, -1, 0, s, 0, 64);
-      }
-      if (d->m <= 64 && tiles < (int64_t)sms) PUSH(bn, 0, 16, 0, -1, 0, 0, 0, 64);
-    }
-  /* the 192- and 224-wide tiles (no clusters) where they fill more of the
-   * last wave than 256 and at least as much as 128 */
-  if (sm90) {
-    const double f128 = loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, 128), sms);
-    const double f256 = loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, 256), sms);
-    for (int odd = 192; odd <= 224; odd += 32) {
-      const double f = loom__gemm_wave_fill(tiles_m * loom_ceil_div(d->n, odd), sms);
-      if (f >= f128 - 1e-9 && f > f256 + 1e-9) PUSH(odd, 0, 16, 0, 0, 0, 0, 1, 0);
-    }
-  }
-  /* band height (how many tile rows a wave spans, i.e. the L2 reuse of A
-   * against B) for shapes of 8 or more tile rows: the heuristic's
-   * configuration with bands of 8 and 32 instead of 16 */
-  if (sm90 && tiles_m >= 8) {
-    loom_gemm_config_t h = loom__gemm_sm90_heuristic(d, sms);
-    for (int g = 8; g <= 32; g *= 4) {
-      h.group = g;
-      if (n < max) out[n++] = h;
-    }
-  }
-#undef PUSH
   return n;
 }
-
-typedef loom_result_t (*loom__gemm_launch_t)(const loom_gemm_desc_t *, const void *, const void *, void *,
-                                              const void *, const loom_gemm_config_t *, const loom_gemm_hooks_t *,
-                                              cudaStream_t);
 
 static int loom__fcmp(const void *a, const void *b) {
   const float x = *(const float *)a, y = *(const float *)b;
@@ -195,14 +139,14 @@ static int loom__fcmp(const void *a, const void *b) {
 }
 
 /* Median time of `reps` launches of one configuration (after one untimed). */
-static loom_result_t loom__gemm_time(loom__gemm_launch_t launch, const loom_gemm_desc_t *d, const void *a,
-                                     const void *b, void *c, const void *bias, const loom_gemm_config_t *cfg,
-                                     int reps, cudaStream_t stream, cudaEvent_t *ev, float *ms) {
+static loom_result_t loom__gemm_time(int sm90, const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
+                                     const void *bias, const loom_gemm_config_t *cfg, int reps, cudaStream_t stream,
+                                     cudaEvent_t *ev, float *ms) {
   float t[16];
-  LOOM_TRY(launch(d, a, b, c, bias, cfg, NULL, stream));
+  LOOM_TRY(loom__gemm_launch(sm90, d, a, b, c, bias, cfg, stream));
   for (int i = 0; i < reps; ++i) {
     LOOM_CUDA(cudaEventRecord(ev[0], stream));
-    LOOM_TRY(launch(d, a, b, c, bias, cfg, NULL, stream));
+    LOOM_TRY(loom__gemm_launch(sm90, d, a, b, c, bias, cfg, stream));
     LOOM_CUDA(cudaEventRecord(ev[1], stream));
     LOOM_CUDA(cudaEventSynchronize(ev[1]));
     LOOM_CUDA(cudaEventElapsedTime(&t[i], ev[0], ev[1]));
@@ -212,9 +156,56 @@ static loom_result_t loom__gemm_time(loom__gemm_launch_t launch, const loom_gemm
   return LOOM_SUCCESS;
 }
 
+loom_result_t loom__gemm_tune_checked(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c,
+                                      const void *bias, int sm90, const loom__gemm_device_t *dev,
+                                      cudaStream_t stream) {
+  const loom_gemm_config_t pick = loom__gemm_choose(desc, dev, sm90);
+  loom_gemm_config_t cand[64];
+  const int n = loom__gemm_tune_list(desc, dev, sm90, &pick, cand, 64);
+  cudaEvent_t ev[2] = {NULL, NULL};
+  LOOM_CUDA(cudaEventCreate(&ev[0]));
+  loom_result_t r = LOOM_SUCCESS;
+  const cudaError_t ee = cudaEventCreate(&ev[1]);
+  if (ee != cudaSuccess) r = loom__cuda_fail((int)ee, "cudaEventCreate", __FILE__, __LINE__);
+  /* the model's pick first: a candidate must beat it by 1% */
+  float best_ms = 0.0f;
+  loom_gemm_config_t best = pick;
+  if (r == LOOM_SUCCESS) r = loom__gemm_time(sm90, desc, a, b, c, bias, &pick, 5, stream, ev, &best_ms);
+  for (int i = 0; i < n && r == LOOM_SUCCESS; ++i) {
+    if (!memcmp(&cand[i], &pick, sizeof pick)) continue;
+    float ms = 0.0f;
+    r = loom__gemm_time(sm90, desc, a, b, c, bias, &cand[i], 5, stream, ev, &ms);
+    if (r == LOOM_ERR_UNSUPPORTED) { /* a candidate this GPU or path cannot run (e.g. no room for a cluster) */
+      LOOM_INFO("loom_gemm_tune: candidate %d skipped: %s", i, loom_last_error());
+      r = LOOM_SUCCESS;
+      continue;
+    }
+    if (r == LOOM_SUCCESS && ms < best_ms * 0.99f) best_ms = ms, best = cand[i];
+  }
+  /* C as the winner computes it (the last candidate timed may differ in
+   * its last bits) */
+  if (r == LOOM_SUCCESS) r = loom__gemm_launch(sm90, desc, a, b, c, bias, &best, stream);
+  if (r == LOOM_SUCCESS) {
+    const cudaError_t se = cudaStreamSynchronize(stream);
+    if (se != cudaSuccess) r = loom__cuda_fail((int)se, "cudaStreamSynchronize (loom_gemm_tune)", __FILE__, __LINE__);
+  }
+  if (ev[0]) cudaEventDestroy(ev[0]);
+  if (ev[1]) cudaEventDestroy(ev[1]);
+  LOOM_TRY(r);
+  char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
+  if (!loom__gemm_tune_key(desc, sm90 ? "sm90" : "sm80", dev->sms, key, sizeof key))
+    return loom__fail(LOOM_ERR_INTERNAL, "loom_gemm_tune: tuning key too long");
+  loom__gemm_config_format(&best, value, sizeof value);
+  LOOM_TRY(loom__tune_put(key, value));
+  LOOM_INFO("loom_gemm_tune: %s = %s (%.3f ms)", key, value, best_ms);
+  const char *file = loom__param_TUNE_FILE();
+  if (file && *file) LOOM_TRY(loom__tune_save(file));
+  return LOOM_SUCCESS;
+}
+
 loom_result_t loom_gemm_tune(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c, const void *bias,
                              cudaStream_t stream) {
-  LOOM_TRY(loom__gemm_validate("loom_gemm_tune", desc, a, b, c, bias));
+  LOOM_TRY(loom__gemm_check_args("loom_gemm_tune", desc, a, b, c, bias));
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
   if (cs != cudaStreamCaptureStatusNone)
@@ -226,48 +217,7 @@ loom_result_t loom_gemm_tune(const loom_gemm_desc_t *desc, const void *a, const 
     LOOM_INFO("loom_gemm_tune: no loom kernel on this path (cuBLASLt): nothing to tune");
     return LOOM_SUCCESS;
   }
-  const int sm90 = path == LOOM__PATH_SM90;
-  int dev, sms;
-  LOOM_CUDA(cudaGetDevice(&dev));
-  LOOM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  loom_gemm_config_t cand[24];
-  int n = loom__gemm_tune_candidates(desc, sm90, sms, cand, 24);
-  const loom__gemm_launch_t launch = sm90 ? loom__gemm_sm90 : loom__gemm_sm80;
-  cudaEvent_t ev[2] = {NULL, NULL};
-  LOOM_CUDA(cudaEventCreate(&ev[0]));
-  loom_result_t r = LOOM_SUCCESS;
-  const cudaError_t ee = cudaEventCreate(&ev[1]);
-  if (ee != cudaSuccess) r = loom__cuda_fail((int)ee, "cudaEventCreate", __FILE__, __LINE__);
-  /* the heuristic's choice (NULL config) first: a candidate must beat it */
-  float best_ms = 0.0f;
-  int best = -1;
-  if (r == LOOM_SUCCESS) r = loom__gemm_time(launch, desc, a, b, c, bias, NULL, 5, stream, ev, &best_ms);
-  for (int i = 0; i < n && r == LOOM_SUCCESS; ++i) {
-    float ms = 0.0f;
-    r = loom__gemm_time(launch, desc, a, b, c, bias, &cand[i], 5, stream, ev, &ms);
-    if (r == LOOM_ERR_UNSUPPORTED) { /* a candidate this GPU or path cannot run (e.g. no room for a cluster) */
-      LOOM_INFO("loom_gemm_tune: candidate %d skipped: %s", i, loom_last_error());
-      r = LOOM_SUCCESS;
-      continue;
-    }
-    if (r == LOOM_SUCCESS && ms < best_ms * 0.99f) best_ms = ms, best = i;
-  }
-  if (ev[0]) cudaEventDestroy(ev[0]);
-  if (ev[1]) cudaEventDestroy(ev[1]);
-  LOOM_TRY(r);
-  char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
-  if (!loom__gemm_tune_key(desc, sm90 ? "sm90" : "sm80", sms, key, sizeof key))
-    return loom__fail(LOOM_ERR_INTERNAL, "loom_gemm_tune: tuning key too long");
-  if (best < 0) {
-    /* the heuristic won: record it as such (an entry stops nothing) */
-    const loom_gemm_config_t h = sm90 ? loom__gemm_sm90_heuristic(desc, sms) : loom__gemm_sm80_heuristic(desc, sms, 2);
-    loom__gemm_config_format(&h, value, sizeof value);
-  } else {
-    loom__gemm_config_format(&cand[best], value, sizeof value);
-  }
-  LOOM_TRY(loom__tune_put(key, value));
-  LOOM_INFO("loom_gemm_tune: %s = %s (%.3f ms)", key, value, best_ms);
-  const char *file = loom__param_TUNE_FILE();
-  if (file && *file) LOOM_TRY(loom__tune_save(file));
-  return LOOM_SUCCESS;
+  loom__gemm_device_t dev;
+  LOOM_TRY(loom__gemm_device(&dev));
+  return loom__gemm_tune_checked(desc, a, b, c, bias, path == LOOM__PATH_SM90, &dev, stream);
 }

@@ -114,28 +114,28 @@ LOOM_HD void loom_tile_coords(const loom_tile_order_t *o, int32_t t, int32_t *tm
   *tn = t - (t / o->tiles_n) * o->tiles_n;
 }
 
-/* Persistent grid: the step that block b takes at its iteration i, or -1
- * once the block has no more work. */
-/* Clusters of cl blocks stacked along m (cl 1: plain tiles): the order o runs
- * over steps of cl tile rows (o->tiles_m = ceil(tile rows / cl), group in
- * those units); the block of cluster rank `rank` that takes the step whose
- * order entry is t computes tile (tm, tn). At the bottom edge tm may be past
- * the last tile row (odd tile rows): that block loads no A, stores nothing. */
-/* The order over cluster steps made from a tile order (tiles_m, group in
- * tile rows): tile rows and band height divided by cl (rounded up / down,
- * at least 1). */
+/* Clusters of cl blocks stacked along m (cl 1: plain tiles): the order runs
+ * over steps of cl tile rows. loom_cluster_order makes that order from a
+ * tile order (tiles_m, group in tile rows): tile rows and band height
+ * divided by cl (rounded up / down, at least 1). */
 LOOM_HD loom_tile_order_t loom_cluster_order(loom_tile_order_t o, int32_t cl) {
   o.tiles_m = (o.tiles_m + cl - 1) / cl;
   o.group = o.group > cl ? o.group / cl : 1;
   return o;
 }
 
+/* The tile (tm, tn) that the block of cluster rank `rank` computes when its
+ * cluster takes the step whose order entry (in the cluster order o) is t. At
+ * the bottom edge tm may be past the last tile row (odd tile rows): that
+ * block loads no A and stores nothing. */
 LOOM_HD void loom_cluster_coords(const loom_tile_order_t *o, int32_t t, int32_t rank, int32_t cl, int32_t *tm,
                                  int32_t *tn) {
   loom_tile_coords(o, t, tm, tn);
   *tm = *tm * cl + rank;
 }
 
+/* Persistent grid: the step that block b takes at its iteration i, or -1
+ * once the block has no more work. */
 LOOM_HD int32_t loom_tile_step(int32_t tiles, int32_t grid, int32_t b, int32_t i) {
   const int64_t s = (int64_t)b + (int64_t)i * grid;
   return s < tiles ? (int32_t)s : -1;

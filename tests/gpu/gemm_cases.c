@@ -456,34 +456,53 @@ out:
   return ok;
 }
 
-void gemm_graph_capture_case(void) {
-  gcase_t g;
-  cudaStream_t st = NULL;
+int gemm_capture_check(gcase_t *g, gemm_launch_fn launch, const loom_gemm_config_t *cfg, cudaStream_t st, int replays,
+                       const char *label) {
+  const loom_gemm_desc_t *d = &g->d;
+  const void *bias = d->has_bias ? g->dbias : NULL;
   cudaGraph_t graph = NULL;
   cudaGraphExec_t exec = NULL;
   double rel = 0;
+  int ok = 0;
+  CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  {
+    const loom_result_t r = cfg ? launch(d, g->da, g->db, g->dc, bias, cfg, NULL, st)
+                                : loom_gemm(d, g->da, g->db, g->dc, bias, st);
+    const cudaError_t e = cudaStreamEndCapture(st, &graph);
+    LOOM_OK(r);
+    CUDA_OK(e);
+  }
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  ok = 1;
+  for (int r = 0; r < replays; ++r) {
+    CUDA_OK(cudaMemset(g->dc, 0xFF, g->c_bytes));
+    CUDA_OK(cudaGraphLaunch(exec, st));
+    CUDA_OK(cudaStreamSynchronize(st));
+    CUDA_OK(cudaMemcpy(g->hc, g->dc, g->c_bytes, cudaMemcpyDeviceToHost));
+    const size_t unw = count_unwritten(d->c_type, g->hc, (size_t)d->m * (size_t)d->n);
+    const size_t bad = check_ref(g, NULL, 0, &rel);
+    CHECK(unw == 0);
+    CHECK(bad == 0);
+    ok &= unw == 0 && bad == 0;
+  }
+  printf("    %s: graph replayed %d times: vs fp64 rel %.2e%s\n", label, replays, rel, ok ? "" : "  MISMATCH");
+out:
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  return ok;
+}
+
+void gemm_graph_capture_case(void) {
+  gcase_t g;
+  cudaStream_t st = NULL;
   loom_gemm_desc_t d = LOOM_GEMM_DESC(300, 520, 1032, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1);
   if (!gcase_init(&g, &d)) {
     loom_test_fail(__FILE__, __LINE__, "allocation");
     goto out;
   }
   CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  LOOM_OK(loom_gemm(&d, g.da, g.db, g.dc, g.dbias, st));
-  CUDA_OK(cudaStreamEndCapture(st, &graph));
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int r = 0; r < 2; ++r) {
-    CUDA_OK(cudaMemset(g.dc, 0xFF, g.c_bytes));
-    CUDA_OK(cudaGraphLaunch(exec, st));
-    CUDA_OK(cudaStreamSynchronize(st));
-    CUDA_OK(cudaMemcpy(g.hc, g.dc, g.c_bytes, cudaMemcpyDeviceToHost));
-    CHECK(count_unwritten(d.c_type, g.hc, (size_t)d.m * (size_t)d.n) == 0);
-    CHECK(check_ref(&g, NULL, 0, &rel) == 0);
-  }
-  printf("    graph replayed twice: vs fp64 rel %.2e\n", rel);
+  gemm_capture_check(&g, NULL, NULL, st, 2, "loom_gemm");
 out:
-  if (exec) cudaGraphExecDestroy(exec);
-  if (graph) cudaGraphDestroy(graph);
   if (st) cudaStreamDestroy(st);
   gcase_free(&g);
 }

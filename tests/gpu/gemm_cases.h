@@ -68,6 +68,13 @@ int gemm_case_twice_identical(gcase_t *g, gemm_launch_fn launch, const loom_gemm
 int gemm_case_graph_replays(gcase_t *g, gemm_launch_fn launch, const loom_gemm_config_t *cfg, cudaStream_t st,
                             int replays);
 
+/* Captures one launch (cfg NULL: loom_gemm; else launch with cfg) of g on
+ * st in a graph and replays it `replays` times, C poisoned before each:
+ * checks (and returns 1 if) every element is written and the sampled rows
+ * and columns match fp64 each time; prints one line with `label`. */
+int gemm_capture_check(gcase_t *g, gemm_launch_fn launch, const loom_gemm_config_t *cfg, cudaStream_t st, int replays,
+                       const char *label);
+
 /* loom_gemm (whichever path is selected) captured in a graph, replayed
  * twice with C poisoned before each, checked against fp64 each time. */
 void gemm_graph_capture_case(void);

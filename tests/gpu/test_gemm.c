@@ -38,6 +38,7 @@
 #include "core/baseline.h"
 #include "core/tune.h"
 #include "gemm/gemm.h"
+#include "gemm/gemm_heuristic.h"
 #include "ref/ref.h"
 
 #define CUDA_OK(call) CHECK_CUDA_OR(call, goto out)
@@ -138,22 +139,22 @@ LOOM_TEST(gemm_stream_k_shapes_dtypes_layouts) {
       }
 }
 
-/* The heuristic takes the decode variant (bm 64) for decode batches
- * (m <= 64), split along k where its tiles cover at most a quarter of the
- * SMs; loom_gemm on those, twice in a row on one stream (tickets back to 0). */
+/* The sm90 kernel's own heuristic (what its launcher runs without a
+ * configuration, e.g. for hooked GEMMs) takes the decode variant (bm 64)
+ * for decode batches, never the small-m kernel; loom_gemm on those (it may
+ * take the small-m kernel), twice in a row on one stream (tickets back to 0). */
 LOOM_TEST(gemm_heuristic_decode_small_m) {
   if (!sm90_or_skip()) return;
-  int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  loom__gemm_device_t dev;
+  CHECK_RESULT(loom__gemm_device(&dev), LOOM_SUCCESS);
   const int64_t shapes[][3] = {{64, 8192, 4096}, {1, 4096, 8192}, {17, 2048, 4096}, {48, 3072, 4096}, {33, 1288, 8200}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
     loom_gemm_desc_t d = LOOM_GEMM_DESC(shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16, LOOM_B_NK, (int)(i & 1));
-    loom_gemm_config_t h = loom__gemm_sm90_heuristic(&d, sms);
-    const int64_t tiles = loom_ceil_div(d.n, h.bn);
-    printf("    heuristic m=%lld n=%lld k=%lld: bm %d bn %d sk_tiles %d splits %d\n", (long long)d.m, (long long)d.n,
-           (long long)d.k, h.bm, h.bn, h.sk_tiles, h.sk_splits);
+    const loom_gemm_config_t h = loom__gemm_sm90_heuristic(&d, &dev), c = loom__gemm_choose(&d, &dev, 1);
+    printf("    m=%lld n=%lld k=%lld: sm90 kernel bm %d bn %d sk_tiles %d splits %d; loom_gemm bm %d splits %d\n",
+           (long long)d.m, (long long)d.n, (long long)d.k, h.bm, h.bn, h.sk_tiles, h.sk_splits, c.bm, c.sk_splits);
     CHECK_EQ_INT(h.bm, 64);
-    CHECK((h.sk_tiles != 0) == (tiles * 4 <= sms && loom__gemm_split_count(tiles, loom_ceil_div(d.k, 64), sms) > 1));
+    CHECK(run_case(&d, &h, 1));
     for (int rep = 0; rep < 2; ++rep) run_case(&d, NULL, 1);
   }
 }

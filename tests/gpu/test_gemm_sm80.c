@@ -34,6 +34,7 @@
 #include "gemm_cases.h"
 #include "core/baseline.h"
 #include "gemm/gemm.h"
+#include "gemm/gemm_heuristic.h"
 #include "ref/ref.h"
 
 #define CUDA_OK(call) CHECK_CUDA_OR(call, goto out)
@@ -147,15 +148,18 @@ LOOM_TEST(gemm_sm80_split_k_shapes_dtypes_layouts) {
  * exists before the capture). */
 LOOM_TEST(gemm_sm80_split_k_heuristic_deterministic_graph) {
   if (!sm80_or_skip()) return;
-  int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  loom__gemm_device_t dev;
+  CHECK_RESULT(loom__gemm_device(&dev), LOOM_SUCCESS);
   const int64_t shapes[][3] = {{64, 8192, 14336}, {1, 4096, 8192}, {17, 2048, 4096}, {128, 12288, 24576}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
     loom_gemm_desc_t d = LOOM_GEMM_DESC(shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16, LOOM_B_NK, (int)(i & 1));
-    const loom_gemm_config_t h = loom__gemm_sm80_heuristic(&d, sms, 2);
-    printf("    heuristic m=%lld n=%lld k=%lld: bn %d splits %d\n", (long long)d.m, (long long)d.n, (long long)d.k, h.bn,
-           h.sk_splits);
+    const loom_gemm_config_t h = loom__gemm_sm80_heuristic(&d, &dev);
+    printf("    sm80 rule m=%lld n=%lld k=%lld: bn %d splits %d (%d blocks of 128 per SM)\n", (long long)d.m,
+           (long long)d.n, (long long)d.k, h.bn, h.sk_splits, dev.sm80_blocks_128);
     CHECK(h.sk_splits > 1 && h.bn == 128);
+    /* the sm80 kernel with its rule, then loom_gemm (which may take the
+     * small-m kernel for the small m) */
+    CHECK(gemm_run_case(&d, loom__gemm_sm80, &h, 1));
     for (int rep = 0; rep < 2; ++rep) run_case(&d, 0, 1);
   }
   gcase_t g;

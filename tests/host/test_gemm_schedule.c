@@ -5,7 +5,8 @@
  * its band, rank-shifted order starts at the chosen rank's rows, and the
  * prologue's signal ranges cover exactly the tile's rows; stream-K segments
  * cover every k-block of every tile once, with distinct workspace slots and
- * balanced ranges; the sm90 heuristic's choices. Runs on any machine.
+ * balanced ranges (the configuration choice: test_gemm_heuristic.c). Runs
+ * on any machine.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -336,65 +337,6 @@ LOOM_TEST(gemm_schedule_stream_k_example) {
   CHECK(loom_work_segment(&w2, 1, 1, &s) && s.step == 5 && !s.sk);
   CHECK(loom_work_segment(&w2, 1, 2, &s) && s.step == 8 && s.k0 == 2 && s.k1 == 4 && s.sk);
   CHECK(!loom_work_segment(&w2, 1, 3, &s));
-}
-
-LOOM_TEST(gemm_schedule_heuristic_choices) {
-  /* 132 SMs (H100/H200), the TP=2 families (Flux AG, Flux RS, Llama up,
-   * Llama down): the decode variant (bm 64) for m <= 64 (bn 256 where its
-   * tiles cover >= a third of the SMs, else bn 128) and for Llama down at
-   * m = 128 (two rows of 64 tiles of 128 fit one wave); 128 x 192 tiles
-   * where 256 leaves a quarter of the SMs idle and 192 fills them (Flux AG
-   * m = 65..128: 128 tiles, Flux AG/RS m = 256: 256/128 tiles, Flux RS
-   * m = 512: 256 tiles), 128 x 224 for Llama up m = 256..1024 (64 tiles
-   * across n = 14336); data-parallel
-   * with 2x1 clusters from 2 tile rows elsewhere */
-  const int64_t fam[4][2] = {{24576, 12288}, {12288, 24576}, {14336, 8192}, {8192, 14336}};
-  const int64_t ms[] = {1, 16, 64, 65, 128, 256, 512, 1024, 4096, 8192};
-  for (int f = 0; f < 4; ++f)
-    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; ++i) {
-      loom_gemm_desc_t d = LOOM_GEMM_DESC(ms[i], fam[f][0], fam[f][1], LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
-      const loom_gemm_config_t h = loom__gemm_sm90_heuristic(&d, 132);
-      const int bm = h.bm == 64 ? 64 : 128;
-      const int64_t tiles = loom_ceil_div(d.m, bm) * loom_ceil_div(d.n, h.bn);
-      CHECK(h.bn == 128 || h.bn == 192 || h.bn == 224 || h.bn == 256);
-      CHECK(h.sk_tiles >= -1 && h.sk_tiles <= tiles);
-      CHECK(h.sk_blocks >= 0 && h.sk_blocks <= 132);
-      const int want_decode = d.m <= 64 || (d.m <= 128 && f == 3);
-      const int want_192 = (d.m == 256 && f <= 1) || (d.m == 512 && f == 1) || (d.m > 64 && d.m <= 128 && f == 0);
-      const int want_224 = f == 2 && d.m >= 256 && d.m <= 1024;
-      if (want_decode) {
-        /* Flux AG/RS, Llama up: 96/48/56 tiles of 256; Llama down: 64 of 128 */
-        CHECK_EQ_INT(h.bm, 64);
-        CHECK_EQ_INT(h.bn, d.m <= 64 && f != 3 ? 256 : 128);
-        CHECK(h.sk_tiles == 0 && h.sk_splits == 0 && h.cluster == 0);
-      } else {
-        CHECK_EQ_INT(h.bm, 0);
-        CHECK((h.bn == 192) == want_192);
-        CHECK((h.bn == 224) == want_224);
-        CHECK(h.sk_tiles == 0 && h.sk_splits == 0);
-        /* clusters: data-parallel with >= 2 tile rows, not at bn 192 / 224 */
-        CHECK(h.cluster == (d.m > 128 && (h.bn == 128 || h.bn == 256) ? 2 : 0));
-      }
-    }
-  /* split-K of the 128-row kernel: one tile row past the decode range whose
-   * tiles leave most SMs idle and whose k-loop is long (m = 200: 2 rows of
-   * 16 tiles of 128, 224 k-blocks) */
-  loom_gemm_desc_t sp = LOOM_GEMM_DESC(200, 2048, 14336, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
-  loom_gemm_config_t hs = loom__gemm_sm90_heuristic(&sp, 132);
-  CHECK(hs.bm == 0 && hs.sk_tiles == -1 && hs.sk_splits > 1 && hs.bn == 128 && hs.cluster == 0);
-  /* narrow decode GEMMs split along k: 16 tiles of 128 at m = 8 cover an
-   * eighth of the SMs */
-  loom_gemm_desc_t nar = LOOM_GEMM_DESC(8, 2048, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
-  loom_gemm_config_t hn = loom__gemm_sm90_heuristic(&nar, 132);
-  CHECK(hn.bm == 64 && hn.bn == 128 && hn.sk_tiles == -1 && hn.sk_splits == loom__gemm_split_count(16, 128, 132));
-  CHECK(hn.sk_splits > 1);
-  /* wider than one wave of 256: bn 256 over several waves, data-parallel */
-  loom_gemm_desc_t wide = LOOM_GEMM_DESC(32, 65536, 4096, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0);
-  loom_gemm_config_t hw = loom__gemm_sm90_heuristic(&wide, 132);
-  CHECK(hw.bm == 64 && hw.bn == 256 && hw.sk_tiles == 0);
-  /* a tiny GEMM (one tile, 8 k-blocks) stays data-parallel */
-  loom_gemm_desc_t t = LOOM_GEMM_DESC(7, 136, 512, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
-  CHECK_EQ_INT(loom__gemm_sm90_heuristic(&t, 132).sk_tiles, 0);
 }
 
 /* 2x1 clusters: the cluster-step order and the per-rank coordinates cover

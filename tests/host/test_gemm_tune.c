@@ -5,13 +5,15 @@
  * the cache's entry is what loom_gemm would use; the tuner's candidates are
  * valid, distinct and include what the shape needs (clusters with >= 2 tile
  * rows, split-K and stream-K for decode shapes, the 64-row decode variant
- * (bm=64) for m <= 128 only and only on sm90). Runs on any machine.
+ * (bm=64) for m <= 128 only and only on sm90, the small-m kernel (bm=16)
+ * for m <= 64 on both paths). Runs on any machine.
  */
 #include <string.h>
 
 #include "../common/test.h"
 #include "core/tune.h"
 #include "gemm/gemm.h"
+#include "gemm/gemm_heuristic.h"
 
 LOOM_TEST(gemm_tune_key_names_path_gpu_and_shape) {
   const loom_gemm_desc_t d = LOOM_GEMM_DESC(4096, 24576, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
@@ -90,77 +92,76 @@ static int has_cfg_bm(const loom_gemm_config_t *v, int n, int bm, int bn, int cl
   return 0;
 }
 
-static int has_cfg(const loom_gemm_config_t *v, int n, int bn, int cluster, int splits, int sk_tiles) {
-  return has_cfg_bm(v, n, 0, bn, cluster, splits, sk_tiles);
-}
-
-/* How many candidates have 64-row tiles (the decode variant). */
-static int count_bm64(const loom_gemm_config_t *v, int n) {
+/* How many candidates have tiles of bm rows. */
+static int count_bm(const loom_gemm_config_t *v, int n, int bm) {
   int c = 0;
-  for (int i = 0; i < n; ++i) c += v[i].bm == 64;
+  for (int i = 0; i < n; ++i) c += v[i].bm == bm;
   return c;
 }
 
+/* What loom_gemm_tune times besides the model's pick: the model's
+ * candidates (gemm_heuristic.c), valid and distinct, shaped by the GEMM:
+ * 128-row tiles of every width above m = 64 (clusters from two tile rows),
+ * the decode variant up to m = 128, the small-m kernel up to m = 64 (on the
+ * sm80 path too), split-K where tiles leave SMs idle, split-K of the last
+ * partial wave for long k-loops. */
 LOOM_TEST(gemm_tune_candidates_valid_distinct_and_shape_aware) {
+  const loom__gemm_device_t dev = loom__gemm_device_model(132, 1);
   const loom_gemm_desc_t shapes[] = {LOOM_GEMM_DESC(4096, 24576, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0),
                                      LOOM_GEMM_DESC(64, 12288, 24576, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0),
                                      LOOM_GEMM_DESC(256, 12288, 24576, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0),
                                      LOOM_GEMM_DESC(1, 64, 8, LOOM_FP16, LOOM_FP32, LOOM_B_KN, 1),
                                      LOOM_GEMM_DESC(64, 8192, 14336, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0),
-                                     LOOM_GEMM_DESC(64, 24576, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0),
+                                     LOOM_GEMM_DESC(16, 24576, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0),
                                      LOOM_GEMM_DESC(128, 14336, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0),
                                      LOOM_GEMM_DESC(129, 14336, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0)};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
     for (int sm90 = 0; sm90 <= 1; ++sm90) {
-      loom_gemm_config_t v[24];
-      const int n = loom__gemm_tune_candidates(&shapes[i], sm90, 132, v, 24);
-      CHECK(n >= 2 && n < 24); /* loom_gemm_tune's array never fills up */
+      loom_gemm_config_t v[64];
+      const int n = loom__gemm_candidates(&shapes[i], &dev, sm90, v, 64);
+      CHECK(n >= 1 && n < 64);
       for (int a = 0; a < n; ++a) {
-        CHECK(v[a].bn == 128 || v[a].bn == 256 ||
-              (sm90 && (v[a].bn == 192 || v[a].bn == 224) && v[a].cluster <= 1 && v[a].bm == 0));
+        CHECK(v[a].bm == 0 || v[a].bm == 64 || v[a].bm == 16);
+        CHECK(v[a].bm == 16 ? v[a].bn == 0 : (v[a].bn == 128 || v[a].bn == 256 ||
+                                               (sm90 && (v[a].bn == 192 || v[a].bn == 224) && v[a].cluster <= 1)));
         CHECK(v[a].cluster >= 0 && v[a].cluster <= 2);
-        CHECK(v[a].sk_tiles == 0 || v[a].sk_tiles == -1);
-        CHECK(v[a].bm == 0 || v[a].bm == 64);
-        CHECK(v[a].bm == 0 || v[a].cluster == 0); /* no clusters with 64-row tiles */
+        CHECK(v[a].bm == 0 || v[a].cluster == 0); /* no clusters with 64-row tiles or the small-m kernel */
+        CHECK(v[a].sk_tiles >= -1);
         for (int b = a + 1; b < n; ++b) CHECK(memcmp(&v[a], &v[b], sizeof v[a]) != 0);
       }
+      const int64_t m = shapes[i].m;
+      CHECK((count_bm(v, n, 16) > 0) == (m <= 64)); /* the small-m kernel, both paths */
       if (sm90) {
-        CHECK(has_cfg(v, n, 128, 1, 0, 0) && has_cfg(v, n, 256, 1, 0, 0));
-        const int rows2 = shapes[i].m > 128;
-        CHECK(has_cfg(v, n, 256, 2, 0, 0) == rows2);
-        if (shapes[i].m <= 64) CHECK(has_cfg(v, n, 128, 0, 0, -1)); /* stream-K */
-        /* the decode variant: both widths, data-parallel, up to m = 128 */
-        const int dec = shapes[i].m <= 128;
-        CHECK(has_cfg_bm(v, n, 64, 128, 0, 0, 0) == dec && has_cfg_bm(v, n, 64, 256, 0, 0, 0) == dec);
-        if (!dec) CHECK_EQ_INT(count_bm64(v, n), 0);
+        CHECK((count_bm(v, n, 64) > 0) == (m <= 128));
+        CHECK((count_bm(v, n, 0) > 0) == (m > 64));
+        if (m > 64) {
+          CHECK(has_cfg_bm(v, n, 0, 192, 0, 0, 0) && has_cfg_bm(v, n, 0, 224, 0, 0, 0));
+          CHECK(has_cfg_bm(v, n, 0, 256, 2, 0, 0) == (m > 128));
+        }
       } else {
-        CHECK_EQ_INT(count_bm64(v, n), 0); /* the sm80 path has no decode variant */
+        CHECK_EQ_INT(count_bm(v, n, 64), 0); /* the sm80 path has no decode variant */
+        CHECK(has_cfg_bm(v, n, 0, 128, 0, 0, 0) && has_cfg_bm(v, n, 0, 256, 0, 0, 0));
       }
     }
-  /* decode shapes whose 64 x 256 tiles leave SMs idle: split-K of those
-   * tiles with loom__gemm_split_count's splits, and stream-K (m <= 64) */
+  /* Llama down m = 64: 32 tiles of 64 x 256 leave SMs idle: split-K of
+   * those tiles with loom__gemm_split_count's splits, and stream-K */
   {
-    const loom_gemm_desc_t *dn = &shapes[4]; /* Llama down m = 64: 32 tiles of 64 x 256, 224 k-blocks */
-    loom_gemm_config_t w[24];
-    const int nw = loom__gemm_tune_candidates(dn, 1, 132, w, 24);
+    loom_gemm_config_t w[64];
+    const int nw = loom__gemm_candidates(&shapes[4], &dev, 1, w, 64);
     const int s256 = loom__gemm_split_count(32, 224, 132), s128 = loom__gemm_split_count(64, 224, 132);
     CHECK(s256 > 1 && s128 > 1);
     CHECK(has_cfg_bm(w, nw, 64, 256, 0, s256, -1) && has_cfg_bm(w, nw, 64, 128, 0, s128, -1));
     CHECK(has_cfg_bm(w, nw, 64, 256, 0, 0, -1) && has_cfg_bm(w, nw, 64, 128, 0, 0, -1));
   }
-  /* Flux RS m = 256 (96 tiles of 128x256 on 132 SMs): split-K and the 128
-   * tiles of 128 x 192 are candidates; at m = 4096 (Flux AG: 32 x 96 tiles
-   * of 256 fill 97% of 24 waves, 192 would fill 97% of 32) 192 is not */
-  loom_gemm_config_t v[24];
-  int n = loom__gemm_tune_candidates(&shapes[2], 1, 132, v, 24);
+  /* Flux RS m = 256 (96 tiles of 128 x 256 on 132 SMs): split-K of all tiles */
+  loom_gemm_config_t v[64];
+  int n = loom__gemm_candidates(&shapes[2], &dev, 1, v, 64);
   int split = 0;
-  for (int a = 0; a < n; ++a) split |= v[a].sk_splits > 1;
+  for (int a = 0; a < n; ++a) split |= v[a].sk_splits > 1 && v[a].sk_tiles == -1;
   CHECK(split);
-  CHECK(has_cfg(v, n, 192, 1, 0, 0));
-  n = loom__gemm_tune_candidates(&shapes[0], 1, 132, v, 24);
-  CHECK(!has_cfg(v, n, 192, 1, 0, 0) && !has_cfg(v, n, 224, 1, 0, 0));
-  /* Llama up m = 1024: 8 x 64 tiles of 224 fill 97% of 4 waves (256: 85%) */
-  const loom_gemm_desc_t up = LOOM_GEMM_DESC(1024, 14336, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
-  n = loom__gemm_tune_candidates(&up, 1, 132, v, 24);
-  CHECK(has_cfg(v, n, 224, 1, 0, 0));
+  /* m = 1000, n = 4608, k = 12288: split-K of the last partial wave of
+   * 128 x 192 tiles (60 of 192) */
+  const loom_gemm_desc_t qkv = LOOM_GEMM_DESC(1000, 4608, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
+  n = loom__gemm_candidates(&qkv, &dev, 1, v, 64);
+  CHECK(has_cfg_bm(v, n, 0, 192, 0, 2, 60));
 }

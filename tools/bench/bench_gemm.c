@@ -1,46 +1,57 @@
 /*
- * bench_gemm.c - `loom-bench gemm`: loom's GEMM engine (loom_gemm) against
- * cuBLASLt (best of its heuristic's top candidates, loom__base_gemm_tune),
- * side by side in one process, on one GPU (rank 0).
+ * bench_gemm.c - `loom-bench gemm`: loom_gemm against cuBLAS on the shape
+ * set (src/gemm/gemm_shapes.h: the linear layers of twelve model families,
+ * TP 1/2/4/8, m = 1 .. 8192), side by side in one process on one GPU
+ * (rank 0).
  *
- * Shapes (issue 3): Flux at TP=2, A [m, 12288] x B [12288, 24576] and
- * A [m, 24576] x B [24576, 12288]; Llama-3-70B at TP=2, [m, 8192] x
- * [8192, 14336] and [m, 14336] x [14336, 8192]; m = 64 .. 8192 (powers of
- * two); 4096^3 and 8192^3. Both B layouts, bf16 in and out, fp32
- * accumulation. --quick: a subset.
+ * Baselines, each timed in the same repetitions as loom:
+ *   cublasLt   cuBLASLt, the fastest of its heuristic's top candidates
+ *              (loom__base_gemm_tune), bias in its epilogue;
+ *   default    cublasGemmEx with CUBLAS_GEMM_DEFAULT and fp32 compute, what
+ *              torch.matmul calls. It has no bias: for a bias GEMM its time
+ *              is the product alone (a lower bound of matmul + bias).
+ * Every GEMM runs the set's variant (gemm_shapes.h: bf16 or fp16 drawn per
+ * weight, B layout and bias per shape, C of the input type).
  *
- * Per shape and layout: input sets rotated so that L2 never holds the next
- * one (loom_bench_rotation), random never-zero inputs, cuBLASLt tuned, then
- * cuBLASLt and loom (and the sm80 rows) timed side by side (each repetition
- * runs one after the other, so clock and heat changes of the GPU weigh on
- * all alike), medians of --reps event-timed repetitions. Each loom kernel
- * then runs once more on set 0, and that output is checked against the fp64
- * reference on sampled elements (#wrong). The loom row's note carries the ratio cuBLASLt time /
- * loom time and, for m <= 512, the fraction of the measured copy bandwidth
- * that streaming the weight (k n 2 bytes) in loom's time represents.
- * Notes: geometric-mean ratio and minimum over m >= 1024; count of m <= 512
- * shapes meeting ">= 0.95 of cuBLAS or >= 85% of HBM".
+ * Selection: both halves by default, each summarised on its own; --fitting
+ * or --held-out for one; --quick every fifth weight at m = 1, 8, 64, 512,
+ * 1000, 4096. --list prints the selection and an estimate of the run's
+ * length without touching the GPU. --check-only runs each GEMM once through
+ * loom_gemm (whatever path LOOM_GEMM_PATH selects) and checks it: the whole
+ * set's correctness in a minute or two (e.g. LOOM_GEMM_PATH=sm80).
  *
- * --sm80 adds a row per shape for the portable sm80 kernel (loom__gemm_sm80,
- * its heuristic's tile width), timed in the same run beside cuBLASLt and
- * loom_gemm (sm90 on an H100/H200); --sm80-widths adds rows for both tile
- * widths forced (128 and 256). Notes: geometric mean and minimum of
- * cuBLASLt/sm80 time over m >= 1024 and over all shapes (issue 3's portable
- * target: >= 0.70).
+ * Inputs, per weight (n, k): B in enough copies that consecutive
+ * repetitions find none of them in L2 (loom_bench_rotation), A (as many rows
+ * as the weight's largest m; a smaller m uses the leading rows) likewise,
+ * random and never zero; one C. Repetition r runs on copy r of each. After
+ * timing, loom's result (C poisoned first) is checked on sampled elements
+ * against the fp64 reference (#wrong).
+ *
+ * Reported per GEMM: the three times (medians), cuBLASLt / loom and
+ * default / loom, and for m <= 64 the fraction of the copy bandwidth
+ * (device-to-device, read + write, measured at the start of the run) that
+ * streaming the weight once in loom's time (and in cuBLASLt's) represents.
+ * Per half and per band (m <= 64, 65..512, >= 1000): geometric mean and
+ * minimum of both ratios, the HBM fraction at m <= 64, and the targets:
+ * m >= 1000 none below 0.95 of cuBLASLt; m <= 512 each >= 0.95 of cuBLASLt
+ * or >= 85% of the copy bandwidth. JSON: bench/results (loom_bench_write_json).
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include "bench.h"
-#include "gemm_inputs.h"
 #include "core/baseline.h"
 #include "core/error.h"
 #include "gemm/gemm.h"
+#include "gemm/gemm_heuristic.h"
+#include "gemm/gemm_shapes.h"
 #include "ref/ref.h"
 
 #define GEMM_SEED 0x6a09e667f3bcc909ull
@@ -48,27 +59,32 @@
 typedef struct gemm_args {
   loom_bench_opts_t o;
   int candidates;
-  int only_nk; /* --nk-only */
-  int tune;    /* --tune: loom_gemm_tune per shape before timing */
-  int sm80;    /* 1: --sm80 (heuristic row), 2: --sm80-widths (also bn 128 and 256 rows) */
+  int half;       /* -1 both, 0 --fitting, 1 --held-out */
+  int tune;       /* --tune: loom_gemm_tune per shape before timing */
+  int sm80;       /* --sm80: also the sm80 kernel with its heuristic */
+  int list;       /* --list */
+  int check_only; /* --check-only */
 } gemm_args_t;
 
 static int gemm_opt(void *ctx, int argc, char **argv, int *i) {
   gemm_args_t *a = (gemm_args_t *)ctx;
   const char *s = argv[*i];
   if (!strcmp(s, "--help")) {
-    printf("  --candidates N    cuBLASLt heuristic candidates timed (default 8; --quick 4)\n"
-           "  --nk-only         only B [n, k] (PyTorch Linear weight)\n"
-           "  --tune            tune loom_gemm per shape (loom_gemm_tune) before timing, as\n"
-           "                    cuBLASLt is tuned per shape (best of its candidates)\n"
-           "  --sm80            also time the portable sm80 kernel (its heuristic's tile width)\n"
-           "  --sm80-widths     also time the sm80 kernel with each tile width forced (128, 256)\n");
+    printf("  --fitting         only the fitting half of the shape set\n"
+           "  --held-out        only the held-out half (families the heuristic was not fitted on)\n"
+           "  --candidates N    cuBLASLt heuristic candidates timed (default 8; --quick 4)\n"
+           "  --tune            tune loom_gemm per shape (loom_gemm_tune) before timing\n"
+           "  --sm80            also time the portable sm80 kernel (its heuristic)\n"
+           "  --check-only      run each GEMM once through loom_gemm and check it, no timing\n"
+           "  --list            print the selected GEMMs and an estimate of the run time, then exit\n");
     return 1;
   }
-  if (!strcmp(s, "--nk-only")) return a->only_nk = 1, 1;
+  if (!strcmp(s, "--fitting")) return a->half = 0, 1;
+  if (!strcmp(s, "--held-out")) return a->half = 1, 1;
   if (!strcmp(s, "--tune")) return a->tune = 1, 1;
-  if (!strcmp(s, "--sm80")) return a->sm80 = a->sm80 > 1 ? a->sm80 : 1, 1;
-  if (!strcmp(s, "--sm80-widths")) return a->sm80 = 2, 1;
+  if (!strcmp(s, "--sm80")) return a->sm80 = 1, 1;
+  if (!strcmp(s, "--list")) return a->list = 1, 1;
+  if (!strcmp(s, "--check-only")) return a->check_only = 1, 1;
   if (!strcmp(s, "--candidates") && *i + 1 < argc) {
     a->candidates = atoi(argv[++*i]);
     return a->candidates >= 1 ? 1 : -1;
@@ -77,182 +93,248 @@ static int gemm_opt(void *ctx, int argc, char **argv, int *i) {
   return 0;
 }
 
+/* ---- the selection -------------------------------------------------------- */
+
+static const int64_t quick_ms[] = {1, 8, 64, 512, 1000, 4096};
+
+/* The weights of the selection (up to max) and, per weight, its m values. */
+static int select_weights(const gemm_args_t *a, loom_gemm_weight_t *w, int max) {
+  loom_gemm_weight_t all[256];
+  const int n = loom_gemm_weights(a->half, all, 256);
+  int c = 0;
+  for (int i = 0; i < n && c < max; ++i)
+    if (!a->o.quick || i % 5 == 0) w[c++] = all[i];
+  return c;
+}
+
+static int select_ms(const gemm_args_t *a, const int64_t **ms) {
+  *ms = a->o.quick ? quick_ms : loom_gemm_shape_ms;
+  return a->o.quick ? (int)(sizeof quick_ms / sizeof quick_ms[0]) : LOOM_GEMM_SHAPE_NMS;
+}
+
+/* Estimated seconds of one GEMM on an H100/H200-class GPU (700 TFLOP/s,
+ * 3.5 TB/s, 5 us per launch) and of the whole run. */
+static double est_gemm_s(int64_t m, int64_t n, int64_t k) {
+  const double c = 2.0 * m * n * k / 700e12, b = 2.0 * (double)(n * k + m * k + m * n) / 3.5e12;
+  return (c > b ? c : b) + 5e-6;
+}
+
+static void list_selection(const gemm_args_t *a) {
+  loom_gemm_weight_t w[256];
+  const int nw = select_weights(a, w, 256);
+  const int64_t *ms;
+  const int nm = select_ms(a, &ms);
+  const int impls = 3 + a->sm80;
+  const int launches = a->check_only ? 2 : a->candidates * 3 + impls * (a->o.warmup + a->o.reps) + 2;
+  double total = 0;
+  int gemms = 0;
+  for (int i = 0; i < nw; ++i) {
+    printf("%-16s %-8s TP=%d %-8s n=%6lld k=%6lld %s\n", loom_gemm_families[w[i].family].name, w[i].layer, w[i].tp,
+           w[i].held_out ? "held-out" : "fitting", (long long)w[i].n, (long long)w[i].k,
+           loom_gemm_shape_variant(1, w[i].n, w[i].k).ab_type == LOOM_FP16 ? "fp16" : "bf16");
+    total += 0.05; /* inputs: host random fill and uploads */
+    for (int j = 0; j < nm; ++j, ++gemms) total += launches * est_gemm_s(ms[j], w[i].n, w[i].k) + 0.004;
+  }
+  printf("# %d weights x %d m = %d GEMMs, about %.0f s on one H100/H200 (%d launches per GEMM)\n", nw, nm, gemms,
+         total, launches);
+}
+
+/* ---- inputs of one weight ------------------------------------------------- */
+
+typedef struct wbufs {
+  loom_dtype_t t;
+  int64_t max_m, n, k;
+  int na, nb;
+  void **a, **b; /* [na], [nb] copies */
+  void *c, *bias;
+  void *ha, *hb, *hbias; /* host fill periods (the checks rebuild elements from them) */
+  size_t pa, pb;
+} wbufs_t;
+
+static void wbufs_free(wbufs_t *w) {
+  for (int i = 0; w->a && i < w->na; ++i) cudaFree(w->a[i]);
+  for (int i = 0; w->b && i < w->nb; ++i) cudaFree(w->b[i]);
+  free(w->a), free(w->b);
+  cudaFree(w->c), cudaFree(w->bias);
+  free(w->ha), free(w->hb), free(w->hbias);
+  memset(w, 0, sizeof *w);
+}
+
+/* Device buffer of n elements of t: the host period p (pn elements),
+ * uploaded and tiled. */
+static loom_result_t fill_tiled(void *dev, loom_dtype_t t, size_t n, const void *p, size_t pn) {
+  const size_t es = loom_dtype_size(t);
+  LOOM_CUDA(cudaMemcpy(dev, p, pn * es, cudaMemcpyHostToDevice));
+  for (size_t done = pn; done < n;) {
+    const size_t cnt = done < n - done ? done : n - done;
+    LOOM_CUDA(cudaMemcpy((char *)dev + done * es, dev, cnt * es, cudaMemcpyDeviceToDevice));
+    done += cnt;
+  }
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t wbufs_alloc(wbufs_t *w, loom_dtype_t t, int64_t max_m, int64_t n, int64_t k, uint64_t seed) {
+  memset(w, 0, sizeof *w);
+  w->t = t, w->max_m = max_m, w->n = n, w->k = k;
+  const size_t es = loom_dtype_size(t);
+  const size_t ea = (size_t)(max_m * k), eb = (size_t)(n * k);
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) free_b = (size_t)8 << 30;
+  const size_t c_bytes = (size_t)(max_m * n) * es;
+  size_t budget = free_b / 2 > c_bytes ? free_b / 2 - c_bytes : 0;
+  if (budget > ((size_t)24 << 30)) budget = (size_t)24 << 30;
+  w->nb = loom_bench_rotation(eb * es, budget / 2);
+  w->na = loom_bench_rotation(ea * es, budget / 2);
+  w->a = (void **)calloc((size_t)w->na, sizeof(void *));
+  w->b = (void **)calloc((size_t)w->nb, sizeof(void *));
+  w->pa = loom_bench_fill_period(ea), w->pb = loom_bench_fill_period(eb);
+  w->ha = malloc(w->pa * es), w->hb = malloc(w->pb * es), w->hbias = malloc((size_t)n * es);
+  if (!w->a || !w->b || !w->ha || !w->hb || !w->hbias)
+    return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom-bench gemm: host allocation failed");
+  loom_ref_fill_random(t, w->ha, w->pa, seed + 1, 1.0);
+  loom_ref_fill_random(t, w->hb, w->pb, seed + 2, 1.0);
+  loom_ref_fill_random(t, w->hbias, (size_t)n, seed + 3, 1.0);
+  for (int i = 0; i < w->na; ++i) {
+    LOOM_CUDA(cudaMalloc(&w->a[i], ea * es));
+    if (i == 0) LOOM_TRY(fill_tiled(w->a[0], t, ea, w->ha, w->pa));
+    else LOOM_CUDA(cudaMemcpy(w->a[i], w->a[0], ea * es, cudaMemcpyDeviceToDevice));
+  }
+  for (int i = 0; i < w->nb; ++i) {
+    LOOM_CUDA(cudaMalloc(&w->b[i], eb * es));
+    if (i == 0) LOOM_TRY(fill_tiled(w->b[0], t, eb, w->hb, w->pb));
+    else LOOM_CUDA(cudaMemcpy(w->b[i], w->b[0], eb * es, cudaMemcpyDeviceToDevice));
+  }
+  LOOM_CUDA(cudaMalloc(&w->c, c_bytes));
+  LOOM_CUDA(cudaMalloc(&w->bias, (size_t)n * es));
+  LOOM_CUDA(cudaMemcpy(w->bias, w->hbias, (size_t)n * es, cudaMemcpyHostToDevice));
+  LOOM_CUDA(cudaDeviceSynchronize());
+  return LOOM_SUCCESS;
+}
+
+/* Sampled elements of C (desc d on the buffers of w) out of bound against
+ * the fp64 reference; -1 if the check could not run. */
+static int64_t check_c(const wbufs_t *w, const loom_gemm_desc_t *d, int samples) {
+  const size_t es = loom_dtype_size(d->ab_type), ec = loom_dtype_size(d->c_type);
+  char *arow = (char *)malloc((size_t)d->k * es), *bcol = (char *)malloc((size_t)d->k * es);
+  int64_t wrong = -1;
+  if (!arow || !bcol) goto out;
+  const double rtol = d->c_type == LOOM_BF16 ? 1.0 / 128 : d->c_type == LOOM_FP16 ? 1.0 / 1024 : 1e-5;
+  wrong = 0;
+  uint64_t z = 0x9e3779b97f4a7c15ull ^ (uint64_t)d->m;
+  for (int s = 0; s < samples; ++s) {
+    z = z * 6364136223846793005ull + 1442695040888963407ull;
+    const int64_t row = s == 0 ? 0 : s == 1 ? d->m - 1 : (int64_t)((z >> 33) % (uint64_t)d->m);
+    const int64_t col = s == 0 ? 0 : s == 1 ? d->n - 1 : (int64_t)((z >> 13) % (uint64_t)d->n);
+    for (int64_t kk = 0; kk < d->k; ++kk) {
+      const size_t ai = (size_t)(row * d->k + kk) % w->pa;
+      const size_t bi = (d->b_layout == LOOM_B_KN ? (size_t)(kk * d->n + col) : (size_t)(col * d->k + kk)) % w->pb;
+      memcpy(arow + (size_t)kk * es, (const char *)w->ha + ai * es, es);
+      memcpy(bcol + (size_t)kk * es, (const char *)w->hb + bi * es, es);
+    }
+    loom_gemm_desc_t one = *d;
+    one.m = 1, one.n = 1, one.has_bias = 0, one.b_layout = LOOM_B_KN;
+    double ref = loom_ref_gemm_element(&one, arow, bcol, NULL, 0, 0);
+    if (d->has_bias) ref += loom_ref_load(d->c_type, w->hbias, (size_t)col);
+    unsigned char got[4];
+    if (cudaMemcpy(got, (const char *)w->c + (size_t)(row * d->n + col) * ec, ec, cudaMemcpyDeviceToHost) !=
+        cudaSuccess) {
+      wrong = -1;
+      goto out;
+    }
+    const double v = loom_ref_load(d->c_type, got, 0);
+    if (!(fabs(v - ref) <= rtol * fabs(ref) + 1e-4 * sqrt((double)d->k))) wrong++;
+  }
+out:
+  free(arow), free(bcol);
+  return wrong;
+}
+
+/* A row's note (printf format; cut at the note's size). */
+static void set_note(loom_bench_row_t *row, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_note(loom_bench_row_t *row, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(row->note, sizeof row->note, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- the implementations ---------------------------------------------------- */
+
+enum { IMPL_LT = 0, IMPL_DEFAULT = 1, IMPL_LOOM = 2, IMPL_SM80 = 3, NIMPL = 4 };
+static const char *const impl_names[NIMPL] = {"cublasLt", "cublas-default", "loom", "loom-sm80"};
+
 typedef struct grun {
   loom_gemm_desc_t d;
-  const loom_bench_gemm_inputs_t *in;
-  int use_loom; /* 0 cuBLASLt, 1 loom_gemm, 2 the sm80 kernel */
-  int bn;       /* sm80: tile width forced (0: heuristic) */
+  const wbufs_t *w;
+  int impl;
+  cublasHandle_t h;
 } grun_t;
+
+static loom_result_t gemm_default(const grun_t *g, const void *a, const void *b, void *c, cudaStream_t s) {
+  const loom_gemm_desc_t *d = &g->d;
+  const cudaDataType_t t = d->ab_type == LOOM_FP16 ? CUDA_R_16F : CUDA_R_16BF;
+  const cudaDataType_t ct = d->c_type == LOOM_FP32 ? CUDA_R_32F : d->c_type == LOOM_FP16 ? CUDA_R_16F : CUDA_R_16BF;
+  const float alpha = 1.0f, beta = 0.0f;
+  /* column-major view: C^T [n, m] = B^T A^T (as core/baseline_gemm.c) */
+  const int nk = d->b_layout == LOOM_B_NK;
+  if (cublasSetStream(g->h, s) != CUBLAS_STATUS_SUCCESS)
+    return loom__fail(LOOM_ERR_CUDA, "loom-bench gemm: cublasSetStream failed");
+  const cublasStatus_t st =
+      cublasGemmEx(g->h, nk ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, (int)d->n, (int)d->m, (int)d->k, &alpha, b, t,
+                   nk ? (int)d->k : (int)d->n, a, t, (int)d->k, &beta, c, ct, (int)d->n, CUBLAS_COMPUTE_32F,
+                   CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return loom__fail(LOOM_ERR_CUDA, "loom-bench gemm: cublasGemmEx failed: status %d", (int)st);
+  return LOOM_SUCCESS;
+}
 
 static loom_result_t grun_op(void *arg, int iter, cudaStream_t s) {
   grun_t *g = (grun_t *)arg;
-  const loom_bench_gemm_set_t *x = &g->in->sets[iter % g->in->nsets];
-  if (g->use_loom == 2) {
-    const loom_gemm_config_t cfg = {g->bn, 0, 0, 0, 0, 0, 0, 0, 0};
-    return loom__gemm_sm80(&g->d, x->a, x->b, x->c, NULL, g->bn ? &cfg : NULL, NULL, s);
+  const void *a = g->w->a[iter % g->w->na], *b = g->w->b[iter % g->w->nb];
+  void *c = g->w->c;
+  const void *bias = g->d.has_bias ? g->w->bias : NULL;
+  switch (g->impl) {
+    case IMPL_LT: return loom__base_gemm(&g->d, a, b, c, bias, s);
+    case IMPL_DEFAULT: return gemm_default(g, a, b, c, s);
+    case IMPL_SM80: return loom__gemm_sm80(&g->d, a, b, c, bias, NULL, NULL, s);
+    default: return loom_gemm(&g->d, a, b, c, bias, s);
   }
-  return g->use_loom ? loom_gemm(&g->d, x->a, x->b, x->c, NULL, s) : loom__base_gemm(&g->d, x->a, x->b, x->c, NULL, s);
 }
 
-typedef struct gsum {
-  double logsum, minr;
-  int nbig, nsmall, small_ok;
-  double hbm_bps;
-  /* sm80 heuristic row: cuBLASLt / sm80 time, over m >= 1024 and over all */
-  double log80_big, min80_big, log80_all, min80_all;
-  int n80_big, n80_all;
-} gsum_t;
+/* ---- summaries ---------------------------------------------------------------- */
 
-/* Row labels of the implementations: cuBLASLt, loom_gemm, sm80 heuristic,
- * sm80 bn 128, sm80 bn 256. */
-static const char *const gemm_impl_names[5] = {"cublasLt", "loom", "loom-sm80", "sm80-bn128", "sm80-bn256"};
+/* Per half (0 fitting, 1 held-out) and band (0: m <= 64, 1: 65..512, 2: >= 1000). */
+typedef struct band {
+  int n;
+  double log_lt, min_lt, log_def, min_def;
+  double log_hbm, min_hbm, log_hbm_lt; /* band 0 only */
+  int hbm85, ok;                       /* m <= 512: meeting the target; m >= 1000: >= 0.95 of cuBLASLt */
+} band_t;
 
-/* One shape, both layouts (or NK only): a loom row and a cuBLASLt row each. */
-static int gemm_shape(gemm_args_t *a, cudaStream_t s, loom_bench_table_t *t, gsum_t *sum, int64_t m, int64_t n,
-                      int64_t k, const char *label) {
-  const size_t bytes_b = (size_t)(k * n) * 2; /* the weight, streamed once at small m */
-  loom_gemm_desc_t d0 = LOOM_GEMM_DESC(m, n, k, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0);
-  loom_bench_gemm_inputs_t in;
-  int failures = 0;
-  loom_result_t r = loom_bench_gemm_inputs_alloc(&in, &d0, (size_t)16 << 30, GEMM_SEED);
-  for (int lay = 0; lay < 2 && r == LOOM_SUCCESS; ++lay) {
-    if (a->only_nk && lay == 0) continue;
-    grun_t g[5]; /* 0 cuBLASLt, 1 loom, 2.. sm80 */
-    memset(g, 0, sizeof g);
-    double us[5] = {NAN, NAN, NAN, NAN, NAN};
-    loom_bench_row_t *rows[5] = {NULL, NULL, NULL, NULL, NULL};
-    const int nimpl = a->sm80 == 2 ? 5 : a->sm80 == 1 ? 3 : 2;
-    for (int impl = 0; impl < nimpl; ++impl) {
-      g[impl].d = d0;
-      g[impl].d.b_layout = lay ? LOOM_B_NK : LOOM_B_KN;
-      g[impl].in = &in;
-      g[impl].use_loom = impl < 2 ? impl : 2;
-      g[impl].bn = impl == 3 ? 128 : impl == 4 ? 256 : 0;
-      loom_bench_row_t *row = loom_bench_add(t);
-      if (!row) {
-        r = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "table row: host allocation failed");
-        break;
-      }
-      rows[impl] = row;
-      snprintf(row->op, sizeof row->op, "gemm");
-      snprintf(row->impl, sizeof row->impl, "%s", gemm_impl_names[impl]);
-      snprintf(row->shape, sizeof row->shape, "%lldx%lldx%lld %s", (long long)m, (long long)n, (long long)k,
-               lay ? "NK" : "KN");
-      snprintf(row->dtype, sizeof row->dtype, "bf16");
-      row->m = m, row->n = n, row->k = k;
-      row->flops = 2.0 * (double)m * (double)n * (double)k;
-    }
-    if (r != LOOM_SUCCESS) break;
-    /* cuBLASLt tuned first, then all timed side by side: each repetition runs
-     * cuBLASLt, loom, (sm80 ...) back to back, consecutive runs on different
-     * input sets, so clock and heat changes weigh on each alike */
-    loom_result_t lr = loom__base_gemm_tune(&g[0].d, in.sets[0].a, in.sets[0].b, in.sets[0].c, NULL, a->candidates,
-                                            a->o.quick ? 2 : 5, s, NULL);
-    loom_bench_time_t tm[5];
-    loom_bench_op_fn ops[5] = {grun_op, grun_op, grun_op, grun_op, grun_op};
-    void *args[5] = {&g[0], &g[1], &g[2], &g[3], &g[4]};
-    if (lr == LOOM_SUCCESS && a->tune) lr = loom_gemm_tune(&g[1].d, in.sets[0].a, in.sets[0].b, in.sets[0].c, NULL, s);
-    if (lr == LOOM_SUCCESS) lr = loom_bench_time_side_by_side(s, a->o.warmup, a->o.reps, nimpl, ops, args, tm);
-    if (lr != LOOM_SUCCESS) {
-      fprintf(stderr, "loom-bench gemm: %s: %s\n", rows[1]->shape, loom_last_error());
-      for (int impl = 0; impl < nimpl; ++impl)
-        snprintf(rows[impl]->note, sizeof rows[impl]->note, "error: %s", loom_result_string(lr));
-      failures++;
-      if (cudaStreamSynchronize(s) != cudaSuccess) r = LOOM_ERR_CUDA;
-    } else {
-      for (int impl = 0; impl < nimpl; ++impl) {
-        us[impl] = tm[impl].median_us;
-        rows[impl]->gemm_us = tm[impl].median_us, rows[impl]->min_us = tm[impl].min_us;
-        rows[impl]->max_us = tm[impl].max_us;
-        /* each loom kernel's output: one more run on set 0, checked */
-        if (a->o.check && impl) {
-          loom_result_t cr = grun_op(&g[impl], 0, s);
-          if (cr == LOOM_SUCCESS && cudaStreamSynchronize(s) != cudaSuccess) cr = LOOM_ERR_CUDA;
-          rows[impl]->wrong = cr == LOOM_SUCCESS ? loom_bench_gemm_check(&in, &g[impl].d, 0, a->o.quick ? 16 : 48) : -1;
-          if (rows[impl]->wrong != 0) failures++;
-        }
-      }
-    }
-    if (rows[0] && rows[1] && !isnan(us[0]) && !isnan(us[1])) {
-      const double ratio = us[0] / us[1];
-      const double frac = (double)bytes_b / (us[1] * 1e-6) / sum->hbm_bps;
-      /* the configuration loom_gemm took (sm90 path): tuned or the heuristic's */
-      char cfg[96] = "";
-      int dev = 0, sms = 0, tuned = 0;
-      if (cudaGetDevice(&dev) == cudaSuccess &&
-          cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) {
-        loom_gemm_config_t h;
-        if (loom__gemm_tuned_config(&g[1].d, "sm90", sms, &h, &tuned) != LOOM_SUCCESS || !tuned)
-          h = loom__gemm_sm90_heuristic(&g[1].d, sms);
-        char v[80];
-        loom__gemm_config_format(&h, v, sizeof v);
-        snprintf(cfg, sizeof cfg, ", %s %s", tuned ? "tuned" : "heuristic", v);
-      }
-      if (m <= 512)
-        snprintf(rows[1]->note, sizeof rows[1]->note, "%s%sx%.3f of cuBLASLt, HBM %.0f%%%s", label, *label ? ", " : "",
-                 ratio, 100 * frac, cfg);
-      else
-        snprintf(rows[1]->note, sizeof rows[1]->note, "%s%sx%.3f of cuBLASLt%s", label, *label ? ", " : "", ratio, cfg);
-      snprintf(rows[0]->note, sizeof rows[0]->note, "%s%s%d sets", label, *label ? ", " : "", in.nsets);
-      if (m >= 1024) {
-        sum->logsum += log(ratio), sum->nbig++;
-        if (ratio < sum->minr) sum->minr = ratio;
-      } else if (m <= 512) {
-        sum->nsmall++;
-        sum->small_ok += ratio >= 0.95 || frac >= 0.85;
-      }
-    }
-    for (int impl = 2; impl < nimpl; ++impl) {
-      if (!rows[0] || !rows[impl] || isnan(us[0]) || isnan(us[impl])) continue;
-      const double ratio = us[0] / us[impl];
-      char cfg[24] = "";
-      int dev = 0, sms = 0;
-      if (impl == 2 && cudaGetDevice(&dev) == cudaSuccess &&
-          cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) {
-        /* as the launcher decides (two 128-wide blocks fit per SM on sm80/sm90) */
-        const loom_gemm_config_t h = loom__gemm_sm80_heuristic(&g[2].d, sms, 2);
-        if (h.sk_splits > 1) snprintf(cfg, sizeof cfg, ", bn%d split%d", h.bn, h.sk_splits);
-        else snprintf(cfg, sizeof cfg, ", bn%d", h.bn);
-      }
-      snprintf(rows[impl]->note, sizeof rows[impl]->note, "%s%sx%.3f of cuBLASLt%s", label, *label ? ", " : "",
-               ratio, cfg);
-      if (impl == 2) {
-        sum->log80_all += log(ratio), sum->n80_all++;
-        if (ratio < sum->min80_all) sum->min80_all = ratio;
-        if (m >= 1024) {
-          sum->log80_big += log(ratio), sum->n80_big++;
-          if (ratio < sum->min80_big) sum->min80_big = ratio;
-        }
-      }
-    }
-    for (int impl = 0; impl < nimpl; ++impl)
-      if (rows[impl]) loom_bench_row_finish(rows[impl]);
-    printf("# gemm %-24s cuBLASLt %9.1f us  loom %9.1f us  ratio %.3f", rows[1] ? rows[1]->shape : "?", us[0],
-           us[1], us[0] / us[1]);
-    for (int impl = 2; impl < nimpl; ++impl)
-      printf("  %s %9.1f us (%.3f)", gemm_impl_names[impl], us[impl], us[0] / us[impl]);
-    printf("\n");
-    fflush(stdout);
+static void band_add(band_t *b, double r_lt, double r_def, double hbm, double hbm_lt, int ok) {
+  if (b->n == 0) b->min_lt = b->min_def = b->min_hbm = 1e9;
+  b->n++;
+  b->log_lt += log(r_lt), b->log_def += log(r_def);
+  if (r_lt < b->min_lt) b->min_lt = r_lt;
+  if (r_def < b->min_def) b->min_def = r_def;
+  if (hbm > 0) {
+    b->log_hbm += log(hbm), b->log_hbm_lt += log(hbm_lt);
+    if (hbm < b->min_hbm) b->min_hbm = hbm;
+    b->hbm85 += hbm >= 0.85;
   }
-  if (r != LOOM_SUCCESS) {
-    fprintf(stderr, "loom-bench gemm: %lldx%lldx%lld: %s\n", (long long)m, (long long)n, (long long)k,
-            loom_last_error());
-    failures++;
-  }
-  loom_bench_gemm_inputs_free(&in);
-  return failures;
+  b->ok += ok;
 }
 
 /* Device-to-device copy bandwidth (bytes read + written per second). */
 static double copy_bandwidth(cudaStream_t s) {
-  const size_t bytes = (size_t)256 << 20;
+  const size_t bytes = (size_t)512 << 20;
   void *x = NULL, *y = NULL;
   double bps = 4.0e12; /* fallback: about an H200's */
-  cudaEvent_t e0, e1;
+  cudaEvent_t e0 = NULL, e1 = NULL;
   if (cudaMalloc(&x, bytes) != cudaSuccess || cudaMalloc(&y, bytes) != cudaSuccess) goto out;
   if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) goto out;
   float best = 1e30f;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 10; ++i) {
     float ms = 0;
     cudaEventRecord(e0, s);
     cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s);
@@ -262,83 +344,229 @@ static double copy_bandwidth(cudaStream_t s) {
       best = ms;
   }
   if (best < 1e29f) bps = 2.0 * (double)bytes / (best * 1e-3);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
 out:
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
   cudaFree(x);
   cudaFree(y);
   (void)cudaGetLastError();
   return bps;
 }
 
+typedef struct run_state {
+  gemm_args_t *a;
+  cudaStream_t s;
+  cublasHandle_t h;
+  loom_bench_table_t t;
+  band_t bands[2][3];
+  double hbm_bps;
+  int gemms, failures;
+  loom__gemm_device_t dev;
+} run_state_t;
+
+/* The configuration loom_gemm takes for d ("tuned ..." or "model ..."). */
+static void loom_config_text(run_state_t *st, const loom_gemm_desc_t *d, char *out, size_t size) {
+  loom__gemm_path_t path = LOOM__PATH_BASE;
+  if (loom__gemm_path(d, &path) != LOOM_SUCCESS || path == LOOM__PATH_BASE) {
+    snprintf(out, size, "cuBLASLt path");
+    return;
+  }
+  const int sm90 = path == LOOM__PATH_SM90;
+  int tuned = 0;
+  loom_gemm_config_t c;
+  if (loom__gemm_tuned_config(d, sm90 ? "sm90" : "sm80", st->dev.sms, &c, &tuned) != LOOM_SUCCESS || !tuned)
+    c = loom__gemm_choose(d, &st->dev, sm90);
+  char v[80];
+  loom__gemm_config_format(&c, v, sizeof v);
+  snprintf(out, size, "%s%s %s", sm90 ? "" : "sm80 ", tuned ? "tuned" : "model", v);
+}
+
+/* One GEMM: rows, timing side by side, check, summary. */
+static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, int64_t m) {
+  gemm_args_t *a = st->a;
+  const loom_gemm_desc_t d = loom_gemm_shape_variant(m, x->n, x->k);
+  char shape[64], label[48], cfg[96];
+  snprintf(shape, sizeof shape, "%lldx%lldx%lld %s%s", (long long)m, (long long)x->n, (long long)x->k,
+           d.b_layout == LOOM_B_NK ? "NK" : "KN", d.has_bias ? "+b" : "");
+  snprintf(label, sizeof label, "%s %s/%s/tp%d", x->held_out ? "H" : "F", loom_gemm_families[x->family].name,
+           x->layer, x->tp);
+  loom_config_text(st, &d, cfg, sizeof cfg);
+  const int nimpl = a->check_only ? 1 : (a->sm80 ? 4 : 3);
+  grun_t g[NIMPL];
+  loom_bench_row_t *rows[NIMPL] = {NULL, NULL, NULL, NULL};
+  const int order[NIMPL] = {IMPL_LT, IMPL_DEFAULT, IMPL_LOOM, IMPL_SM80};
+  for (int i = 0; i < nimpl; ++i) {
+    const int impl = a->check_only ? IMPL_LOOM : order[i];
+    g[i].d = d, g[i].w = w, g[i].impl = impl, g[i].h = st->h;
+    loom_bench_row_t *row = loom_bench_add(&st->t);
+    if (!row) {
+      st->failures++;
+      return;
+    }
+    rows[i] = row;
+    snprintf(row->op, sizeof row->op, "gemm");
+    snprintf(row->impl, sizeof row->impl, "%s", impl_names[impl]);
+    snprintf(row->shape, sizeof row->shape, "%s", shape);
+    snprintf(row->dtype, sizeof row->dtype, "%s", d.ab_type == LOOM_FP16 ? "fp16" : "bf16");
+    row->m = d.m, row->n = d.n, row->k = d.k;
+    row->flops = 2.0 * (double)d.m * (double)d.n * (double)d.k;
+  }
+  loom_result_t r = LOOM_SUCCESS;
+  loom_bench_time_t tm[NIMPL];
+  double us[NIMPL] = {NAN, NAN, NAN, NAN};
+  if (!a->check_only) {
+    r = loom__base_gemm_tune(&d, w->a[0], w->b[0], w->c, d.has_bias ? w->bias : NULL, a->candidates,
+                             a->o.quick ? 2 : 3, st->s, NULL);
+    if (r == LOOM_SUCCESS && a->tune) r = loom_gemm_tune(&d, w->a[0], w->b[0], w->c, d.has_bias ? w->bias : NULL, st->s);
+    if (r == LOOM_SUCCESS && a->tune) loom_config_text(st, &d, cfg, sizeof cfg);
+    loom_bench_op_fn ops[NIMPL] = {grun_op, grun_op, grun_op, grun_op};
+    void *args[NIMPL] = {&g[0], &g[1], &g[2], &g[3]};
+    if (r == LOOM_SUCCESS) r = loom_bench_time_side_by_side(st->s, a->o.warmup, a->o.reps, nimpl, ops, args, tm);
+    if (r == LOOM_SUCCESS)
+      for (int i = 0; i < nimpl; ++i) {
+        us[i] = tm[i].median_us;
+        rows[i]->gemm_us = tm[i].median_us, rows[i]->min_us = tm[i].min_us, rows[i]->max_us = tm[i].max_us;
+      }
+  }
+  /* loom's result (and the sm80 kernel's): C poisoned, one run, checked */
+  if (r == LOOM_SUCCESS && a->o.check)
+    for (int i = 0; i < nimpl; ++i) {
+      if (g[i].impl != IMPL_LOOM && g[i].impl != IMPL_SM80) continue;
+      loom_result_t cr = cudaMemsetAsync(w->c, 0xFF, (size_t)(d.m * d.n) * loom_dtype_size(d.c_type), st->s) == cudaSuccess
+                             ? grun_op(&g[i], 0, st->s)
+                             : LOOM_ERR_CUDA;
+      if (cr == LOOM_SUCCESS && cudaStreamSynchronize(st->s) != cudaSuccess) cr = LOOM_ERR_CUDA;
+      rows[i]->wrong = cr == LOOM_SUCCESS ? check_c(w, &d, a->o.quick ? 12 : 24) : -1;
+      if (rows[i]->wrong != 0) st->failures++;
+      if (cr != LOOM_SUCCESS) r = cr;
+    }
+  if (r != LOOM_SUCCESS) {
+    fprintf(stderr, "loom-bench gemm: %s %s: %s\n", label, shape, loom_last_error());
+    for (int i = 0; i < nimpl; ++i) set_note(rows[i], "error: %s", loom_result_string(r));
+    st->failures++;
+    (void)cudaStreamSynchronize(st->s);
+    (void)cudaGetLastError();
+  } else if (a->check_only) {
+    set_note(rows[0], "%s, %s", label, cfg);
+    printf("# gemm %-26s %-32s #wrong %lld  %s\n", shape, label, (long long)rows[0]->wrong, cfg);
+  } else {
+    const double wbytes = (double)d.n * (double)d.k * (double)loom_dtype_size(d.ab_type);
+    const double r_lt = us[0] / us[2], r_def = us[1] / us[2];
+    const double hbm = wbytes / (us[2] * 1e-6) / st->hbm_bps, hbm_lt = wbytes / (us[0] * 1e-6) / st->hbm_bps;
+    const int band = m <= 64 ? 0 : m <= 512 ? 1 : 2;
+    const int ok = band == 2 ? r_lt >= 0.95 : (r_lt >= 0.95 || hbm >= 0.85);
+    band_add(&st->bands[x->held_out][band], r_lt, r_def, band == 0 ? hbm : 0, hbm_lt, ok);
+    if (m <= 64)
+      set_note(rows[2], "%s x%.3f Lt x%.3f def HBM %.0f%% (Lt %.0f%%) %s", label, r_lt,
+               r_def, 100 * hbm, 100 * hbm_lt, cfg);
+    else
+      set_note(rows[2], "%s x%.3f Lt x%.3f def %s", label, r_lt, r_def, cfg);
+    set_note(rows[0], "%s, %d+%d copies of A+B", label, w->na, w->nb);
+    set_note(rows[1], "%s%s", label, d.has_bias ? ", no bias (matmul alone)" : "");
+    if (a->sm80) set_note(rows[3], "%s x%.3f Lt", label, us[0] / us[3]);
+    printf("# gemm %-26s %-32s Lt %9.1f  def %9.1f  loom %9.1f us  x%.3f Lt  x%.3f def", shape, label, us[0], us[1],
+           us[2], r_lt, r_def);
+    if (m <= 64) printf("  HBM %3.0f%% (Lt %3.0f%%)", 100 * hbm, 100 * hbm_lt);
+    if (a->sm80) printf("  sm80 %9.1f us", us[3]);
+    printf("  %s%s\n", cfg, ok ? "" : "  MISS");
+  }
+  for (int i = 0; i < nimpl; ++i) loom_bench_row_finish(rows[i]);
+  fflush(stdout);
+  st->gemms++;
+}
+
+static void band_notes(run_state_t *st, int half) {
+  static const char *const names[3] = {"m <= 64", "m 65..512", "m >= 1000"};
+  const char *hn = half ? "held-out" : "fitting";
+  for (int b = 0; b < 3; ++b) {
+    const band_t *x = &st->bands[half][b];
+    if (!x->n) continue;
+    if (b == 0)
+      loom_bench_note(&st->t,
+                      "%s %s: %d GEMMs; vs cuBLASLt geomean %.3f min %.3f; vs default %.3f min %.3f; HBM geomean %.0f%% "
+                      "(cuBLASLt %.0f%%) min %.0f%%, %d >= 85%%; target met %d",
+                      hn, names[b], x->n, exp(x->log_lt / x->n), x->min_lt, exp(x->log_def / x->n), x->min_def,
+                      100 * exp(x->log_hbm / x->n), 100 * exp(x->log_hbm_lt / x->n), 100 * x->min_hbm, x->hbm85, x->ok);
+    else
+      loom_bench_note(&st->t, "%s %s: %d GEMMs; vs cuBLASLt geomean %.3f min %.3f; vs default %.3f min %.3f; %s %d of %d",
+                      hn, names[b], x->n, exp(x->log_lt / x->n), x->min_lt, exp(x->log_def / x->n), x->min_def,
+                      b == 2 ? ">= 0.95 of cuBLASLt:" : "target met:", x->ok, x->n);
+  }
+}
+
 static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
   gemm_args_t *a = (gemm_args_t *)arg;
   if (ctx->rank != 0) return 0;
-  cudaStream_t s = NULL;
-  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
-    fprintf(stderr, "loom-bench gemm: cudaStreamCreate failed\n");
+  run_state_t st;
+  memset(&st, 0, sizeof st);
+  st.a = a;
+  if (cudaStreamCreateWithFlags(&st.s, cudaStreamNonBlocking) != cudaSuccess ||
+      cublasCreate(&st.h) != CUBLAS_STATUS_SUCCESS || loom__gemm_device(&st.dev) != LOOM_SUCCESS) {
+    fprintf(stderr, "loom-bench gemm: setup failed: %s\n", loom_last_error());
     return 1;
   }
-  loom_bench_table_t t;
-  memset(&t, 0, sizeof t);
-  gsum_t sum;
-  memset(&sum, 0, sizeof sum);
-  sum.minr = 1e9;
-  sum.min80_big = sum.min80_all = 1e9;
-  sum.hbm_bps = copy_bandwidth(s);
-  int dev = 0;
+  st.hbm_bps = copy_bandwidth(st.s);
   struct cudaDeviceProp p;
+  int dev = 0;
   if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess)
     printf("# loom-bench gemm: %s (%d SMs, compute capability %d.%d), copy bandwidth %.0f GB/s\n", p.name,
-           p.multiProcessorCount, p.major, p.minor, sum.hbm_bps / 1e9);
-  struct { int64_t n, k; const char *label; } fam[] = {
-      {24576, 12288, "Flux AG+GEMM TP=2"}, {12288, 24576, "Flux GEMM+RS TP=2"},
-      {14336, 8192, "Llama-3-70B up TP=2"}, {8192, 14336, "Llama-3-70B down TP=2"}};
-  const int64_t ms_all[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192};
-  const int64_t ms_quick[] = {64, 512, 4096};
-  int failures = 0;
-  for (int f = 0; f < 4; ++f) {
-    const int64_t *ms = a->o.quick ? ms_quick : ms_all;
-    const int nm = a->o.quick ? 3 : 8;
-    for (int i = 0; i < nm; ++i) failures += gemm_shape(a, s, &t, &sum, ms[i], fam[f].n, fam[f].k, fam[f].label);
+           p.multiProcessorCount, p.major, p.minor, st.hbm_bps / 1e9);
+  loom_gemm_weight_t w[256];
+  const int nw = select_weights(a, w, 256);
+  const int64_t *ms;
+  const int nm = select_ms(a, &ms);
+  for (int i = 0; i < nw; ++i) {
+    wbufs_t b;
+    const loom_dtype_t t = loom_gemm_shape_variant(1, w[i].n, w[i].k).ab_type;
+    loom_result_t r = wbufs_alloc(&b, t, ms[nm - 1], w[i].n, w[i].k, GEMM_SEED + 7919u * (uint64_t)i);
+    if (r != LOOM_SUCCESS) {
+      fprintf(stderr, "loom-bench gemm: inputs of n=%lld k=%lld: %s\n", (long long)w[i].n, (long long)w[i].k,
+              loom_last_error());
+      st.failures++;
+    } else {
+      for (int j = 0; j < nm; ++j) gemm_one(&st, &w[i], &b, ms[j]);
+    }
+    wbufs_free(&b);
+    loom__base_gemm_release(); /* cuBLASLt's per-shape cache */
   }
-  failures += gemm_shape(a, s, &t, &sum, 4096, 4096, 4096, "");
-  if (!a->o.quick) failures += gemm_shape(a, s, &t, &sum, 8192, 8192, 8192, "");
-  if (sum.nbig)
-    loom_bench_note(&t, "m >= 1024: geometric mean of cuBLASLt/loom time %.3f, minimum %.3f, over %d GEMMs (target >= 1.00, none < 0.95)",
-                    exp(sum.logsum / sum.nbig), sum.minr, sum.nbig);
-  if (sum.nsmall)
-    loom_bench_note(&t, "m <= 512: %d of %d GEMMs at >= 0.95 of cuBLASLt or >= 85%% of the copy bandwidth (%.0f GB/s) on the weight",
-                    sum.small_ok, sum.nsmall, sum.hbm_bps / 1e9);
-  if (sum.n80_all)
-    loom_bench_note(&t, "sm80 kernel (heuristic width): geometric mean of cuBLASLt/sm80 time %.3f (min %.3f) over %d GEMMs with m >= 1024, %.3f (min %.3f) over all %d (target >= 0.70)",
-                    sum.n80_big ? exp(sum.log80_big / sum.n80_big) : NAN, sum.n80_big ? sum.min80_big : NAN,
-                    sum.n80_big, exp(sum.log80_all / sum.n80_all), sum.min80_all, sum.n80_all);
-  loom_bench_note(&t, "cuBLASLt: best of %d heuristic candidates; loom: loom_gemm (sm90 kernel on compute capability 9.0)%s%s",
-                  a->candidates, a->tune ? ", tuned per shape by loom_gemm_tune" : ", heuristic configuration",
-                  a->sm80 ? "; loom-sm80/sm80-bn*: the portable sm80 kernel (loom__gemm_sm80)" : "");
+  loom_bench_note(&st.t, "copy bandwidth %.0f GB/s (device-to-device, read + write); HBM %% = weight bytes / loom time / it",
+                  st.hbm_bps / 1e9);
+  for (int h = 0; h < 2; ++h) band_notes(&st, h);
+  loom_bench_note(&st.t, "cublasLt: best of %d heuristic candidates, bias in its epilogue; cublas-default: cublasGemmEx, "
+                  "CUBLAS_GEMM_DEFAULT, no bias; loom: loom_gemm%s",
+                  a->candidates, a->tune ? " tuned per shape" : " (model or tuned entry)");
+  loom_bench_note(&st.t, "targets: m >= 1000 none < 0.95 of cuBLASLt, geomean >= 1.00; m <= 512 each >= 0.95 of "
+                  "cuBLASLt or >= 85%% HBM");
   char title[160];
-  snprintf(title, sizeof title, "loom-bench gemm: loom vs cuBLASLt, bf16, median of %d reps", a->o.reps);
+  snprintf(title, sizeof title, "loom-bench gemm: loom vs cuBLAS on the shape set (%s), median of %d reps",
+           a->half < 0 ? "both halves" : a->half ? "held-out half" : "fitting half", a->o.reps);
   if (a->o.json) {
     char path[1200];
-    if (loom_bench_write_json("gemm", &t, &a->o, 1, path, sizeof path) == 0) loom_bench_note(&t, "JSON: %s", path);
-    else failures++;
+    if (loom_bench_write_json("gemm", &st.t, &a->o, 1, path, sizeof path) == 0) loom_bench_note(&st.t, "JSON: %s", path);
+    else st.failures++;
   }
-  loom_bench_print(stdout, &t, title);
-  if (failures) printf("# %d failure(s): see the messages above, the #wrong and note columns\n", failures);
-  loom_bench_table_free(&t);
+  loom_bench_print(stdout, &st.t, title);
+  printf("# %d GEMMs\n", st.gemms);
+  if (st.failures) printf("# %d failure(s): see the messages above, the #wrong and note columns\n", st.failures);
+  loom_bench_table_free(&st.t);
   loom__base_gemm_release();
   loom__gemm_release();
-  cudaStreamDestroy(s);
-  return failures ? 1 : 0;
+  cublasDestroy(st.h);
+  cudaStreamDestroy(st.s);
+  return st.failures ? 1 : 0;
 }
 
-LOOM_BENCH(gemm, "loom's GEMM engine vs cuBLASLt (Flux, Llama-3-70B at TP=2, squares; both B layouts)") {
+LOOM_BENCH(gemm, "loom's GEMM engine vs cuBLASLt and cublasGemmEx on the shape set (12 model families, TP 1-8, m 1-8192)") {
   gemm_args_t a;
   memset(&a, 0, sizeof a);
+  a.half = -1;
   int rc = loom_bench_parse(&a.o, argc, argv, gemm_opt, &a);
   if (rc != LOOM_BENCH_RUN) return rc;
   if (!a.candidates) a.candidates = a.o.quick ? 4 : 8;
+  if (a.list) {
+    list_selection(&a);
+    return 0;
+  }
   if (loom_bench_world(&a.o, 1) == 0) return 1;
   return loom_bench_launch(&a.o, 1, gemm_rank, &a) ? 1 : 0;
 }

@@ -42,6 +42,13 @@ static int loom__wants_help(int argc, char **argv) {
   return 0;
 }
 
+/* `--list`: a suite that takes it prints what it would run, without a GPU. */
+static int loom__wants_list(int argc, char **argv) {
+  for (int i = 0; i < argc; ++i)
+    if (!strcmp(argv[i], "--list")) return 1;
+  return 0;
+}
+
 /* 1 when at least one GPU is present (or under mpirun: each rank checks its
  * own); prints the one-line reason otherwise. Does not initialise CUDA here. */
 static int loom__have_gpu(void) {
@@ -97,6 +104,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "loom-bench: no suite called \"%s\" (loom-bench list shows them)\n", cmd);
     return 2;
   }
-  if (!loom__wants_help(argc - 1, argv + 1) && !loom__have_gpu()) return 1;
+  if (!loom__wants_help(argc - 1, argv + 1) && !loom__wants_list(argc - 1, argv + 1) && !loom__have_gpu()) return 1;
   return loom__run_suite(idx, argc - 1, argv + 1);
 }
