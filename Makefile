@@ -39,18 +39,25 @@ ifeq ($(VERBOSE),1)
 endif
 
 INCS     := -I. -Iinclude -Isrc -I$(NCCL_INC) -I$(CUDA_HOME)/include
-CFLAGS   := -std=c11 $(OPT) -Wall -Wextra -Werror -Wno-unused-parameter -fPIC -pthread $(INCS)
-NVFLAGS  := -std=c++17 $(NVOPT) $(LOOM_ARCH) -Xcompiler -fPIC,-Wall -Werror all-warnings $(INCS)
+# Hidden by default: libloom.so exports only what include/loom.h declares
+# (the header marks its declarations visible); internals stay linkable from
+# the static libraries that tests and tools use.
+CFLAGS   := -std=c11 $(OPT) -Wall -Wextra -Werror -Wno-unused-parameter -fPIC -fvisibility=hidden -pthread $(INCS)
+NVFLAGS  := -std=c++17 $(NVOPT) $(LOOM_ARCH) -Xcompiler -fPIC,-Wall,-fvisibility=hidden -Werror all-warnings $(INCS)
 # -lnccl needs libnccl.so; an NCCL that ships only libnccl.so.2 (the pip
 # wheel's) is linked by its soname.
 NCCL_LINK := $(if $(wildcard $(NCCL_LIB)/libnccl.so),-lnccl,-l:libnccl.so.2)
 LDLIBS   := -L$(NCCL_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(NCCL_LIB):$(CUDA_HOME)/lib64 \
             $(NCCL_LINK) -lcublasLt -lcublas -lnvrtc -lcudart -lpthread -lm -ldl -lstdc++
 
-LIB_C    := $(sort $(wildcard src/core/*.c src/ref/*.c src/gemm/*.c src/ops/*.c src/lang/*.c))
+LIB_C    := $(sort $(wildcard src/core/*.c src/gemm/*.c src/ops/*.c src/lang/*.c))
 LIB_CU   := $(sort $(wildcard src/core/*.cu src/gemm/*.cu src/ops/*.cu src/lang/*.cu))
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C)) $(patsubst %.cu,$(BUILD)/obj/%.o,$(LIB_CU))
-COMMON   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/common/*.c))
+# The test-support library: CPU references (src/ref), hooks into loom's
+# internals (src/testing) and what tests and tools share (support/: the
+# multi-process launcher, input generators). Tests, tools and dev programs
+# link it before libloom.a; it never goes into libloom.so.
+TS_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/ref/*.c src/testing/*.c support/*.c)))
 HOST_T   := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tests/host/*.c tests/common/*.c)))
 GPU_T    := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tests/gpu/*.c tests/common/*.c))) \
             $(patsubst %.cu,$(BUILD)/obj/%.o,$(sort $(wildcard tests/gpu/*.cu)))
@@ -59,6 +66,7 @@ BENCH    := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/bench/*.c)))
 
 LIBSO    := $(BUILD)/lib/libloom.so
 LIBA     := $(BUILD)/lib/libloom.a
+LIBTS    := $(BUILD)/lib/libloom_testsupport.a
 BINS     := $(BUILD)/bin/loom $(BUILD)/bin/loom-bench
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 # Kernel development programs (dev/<area>/*.cu): built with everything, so
@@ -90,6 +98,10 @@ $(LIBA): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+$(LIBTS): $(TS_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
 $(LIBSO): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -o $@.0 $^ $(LDLIBS) -Wl,-soname,libloom.so.0
@@ -99,19 +111,19 @@ $(BUILD)/bin/loom: $(BUILD)/obj/tools/loom.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bin/loom-bench: $(BENCH) $(COMMON) $(LIBA)
+$(BUILD)/bin/loom-bench: $(BENCH) $(LIBTS) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/loom-test-host: $(HOST_T) $(COMMON) $(LIBA)
+$(BUILD)/tests/loom-test-host: $(HOST_T) $(LIBTS) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/loom-test-gpu: $(GPU_T) $(COMMON) $(LIBA)
+$(BUILD)/tests/loom-test-gpu: $(GPU_T) $(LIBTS) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/dev/%: $(BUILD)/obj/dev/%.o $(LIBA)
+$(BUILD)/dev/%: $(BUILD)/obj/dev/%.o $(LIBTS) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS)
 
@@ -130,6 +142,7 @@ $(BUILD)/header-check.ok: include/loom.h
 
 test: all
 	$(BUILD)/tests/loom-test-host
+	bash tests/check_exports.sh $(LIBSO) include/loom.h
 	$(MAKE) --no-print-directory python-test
 
 # The Python binding's host tests (pytest, installed on first use if missing;

@@ -28,6 +28,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Everything this header declares is the library's interface (exported from
+ * libloom.so); the library is built with hidden visibility otherwise. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 #define LOOM_VERSION_MAJOR 0
 #define LOOM_VERSION_MINOR 1
@@ -397,6 +402,9 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
 
 /* ==== end of Embedding-bag + All-to-All ================================== */
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

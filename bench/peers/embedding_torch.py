@@ -39,7 +39,7 @@ def parse_shapes(text):
 
 def zipf_indices(torch, rows, count, alpha, gen):
     """Zipf(alpha) ranks over `rows` (inverse CDF), scattered by the
-    multiplicative hash of loom's generator (bench/dlrm_gen.h), so hot rows
+    multiplicative hash of loom's generator (support/dlrm_gen.h), so hot rows
     are not adjacent."""
     ranks = torch.arange(1, rows + 1, device="cuda", dtype=torch.float64)
     cdf = torch.cumsum(ranks.pow(-alpha), 0)

@@ -32,7 +32,7 @@
 #include <string.h>
 #include <algorithm>
 
-#include "bench/dlrm_gen.h"
+#include "support/dlrm_gen.h"
 #include "ops/embedding_a2a.cuh"
 #include "ref/embedding_ref.h"
 #include "ref/ref.h"

@@ -46,10 +46,11 @@ loom_result_t loom__base_gemm_tune(const loom_gemm_desc_t *d, const void *a, con
 /* Frees the handles, workspaces and cache of the calling process. */
 void loom__base_gemm_release(void);
 
-/* Test hook: with on=1, shapes set up afterwards add the bias through C
- * (beta = 1) instead of cuBLASLt's bias epilogue, the fallback path used
- * where no algorithm takes the epilogue. */
-void loom__base_gemm_force_bias_fallback(int on);
+/* Nonzero: shapes set up afterwards add the bias through C (beta = 1)
+ * instead of cuBLASLt's bias epilogue, the fallback path used where no
+ * algorithm takes the epilogue. Set by the test-support library's hook
+ * (src/testing/hooks.h); 0 in use. */
+extern int loom__base_gemm_no_bias_epilogue;
 
 loom_result_t loom__base_allgather(ncclComm_t nccl, const void *send, void *recv, size_t count_per_rank,
                                    loom_dtype_t dtype, cudaStream_t stream);

@@ -124,13 +124,9 @@ static pthread_mutex_t loom__gemm_mu = PTHREAD_MUTEX_INITIALIZER;
 static cublasLtHandle_t loom__gemm_handle[LOOM_GEMM_MAX_DEVICES];
 static loom_gemm_entry_t *loom__gemm_entries;
 static loom_gemm_ws_t *loom__gemm_ws;
-static int loom__gemm_force_fallback; /* test hook: never use the bias epilogue */
-
-void loom__base_gemm_force_bias_fallback(int on) {
-  pthread_mutex_lock(&loom__gemm_mu);
-  loom__gemm_force_fallback = on ? 1 : 0;
-  pthread_mutex_unlock(&loom__gemm_mu);
-}
+/* Set only by the test-support library (loom__base_gemm_force_bias_fallback):
+ * never use the bias epilogue. Read under loom__gemm_mu. */
+int loom__base_gemm_no_bias_epilogue;
 
 static uint32_t loom__align_class(const void *p) {
   uintptr_t v = (uintptr_t)p;
@@ -291,7 +287,7 @@ static loom_result_t loom__gemm_lookup(int device, const loom_gemm_desc_t *d, co
     if (e->device == device && e->d.m == d->m && e->d.n == d->n && e->d.k == d->k &&
         e->d.ab_type == d->ab_type && e->d.c_type == d->c_type && e->d.b_layout == d->b_layout &&
         e->d.has_bias == d->has_bias && !memcmp(e->align, align, sizeof e->align) &&
-        e->forced_fallback == loom__gemm_force_fallback) {
+        e->forced_fallback == __atomic_load_n(&loom__base_gemm_no_bias_epilogue, __ATOMIC_RELAXED)) {
       *out = e;
       return LOOM_SUCCESS;
     }
@@ -304,8 +300,8 @@ static loom_result_t loom__gemm_lookup(int device, const loom_gemm_desc_t *d, co
   cublasLtMatmulHeuristicResult_t res[1];
   int got = 0;
   loom_result_t r = loom__gemm_layouts(e);
-  e->forced_fallback = loom__gemm_force_fallback;
-  e->bias_epilogue = d->has_bias && !loom__gemm_force_fallback;
+  e->forced_fallback = __atomic_load_n(&loom__base_gemm_no_bias_epilogue, __ATOMIC_RELAXED);
+  e->bias_epilogue = d->has_bias && !__atomic_load_n(&loom__base_gemm_no_bias_epilogue, __ATOMIC_RELAXED);
   if (r == LOOM_SUCCESS && e->bias_epilogue) {
     r = loom__gemm_build_op(e, 1);
     if (r == LOOM_SUCCESS) r = loom__gemm_heuristic(e, h, ws_bytes, 1, res, &got);

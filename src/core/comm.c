@@ -67,52 +67,31 @@ static loom_result_t loom__resolve_config(const loom_config_t *cfg, size_t *ws_b
 }
 
 /* Reserves the comm's own signals at the front of the workspace. */
-static loom_result_t loom__comm_reserve_own(loom_comm_t c) {
+loom_result_t loom__comm_reserve_own(loom_comm_t c) {
   loom__ws_init(&c->ws_alloc, c->ws_bytes);
   return loom__ws_reserve(&c->ws_alloc, sizeof(loom_dev_epoch_t) + (size_t)c->size * sizeof(uint32_t), LOOM_WS_ALIGN,
                           "the comm's barrier slots", &c->barrier_offset);
 }
 
-loom_result_t loom__comm_create_detached(int rank, int size, size_t workspace_bytes, loom_comm_t *out) {
-  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "out=NULL");
-  if (size < 1 || rank < 0 || rank >= size)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "rank=%d size=%d", rank, size);
-  loom_comm_t c = (loom_comm_t)calloc(1, sizeof *c);
-  if (!c) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of a comm failed");
-  c->detached = 1;
-  c->rank = c->lsa_rank = rank;
-  c->size = c->lsa_size = size;
-  c->device = -1;
-  c->ws_bytes = workspace_bytes;
-  c->timeout_ms = (int)loom__param_TIMEOUT_MS();
-  c->nccl_version = LOOM_MIN_NCCL_VERSION;
-  loom_result_t r = loom__comm_reserve_own(c);
-  if (r == LOOM_SUCCESS) r = loom__handle_add(c, LOOM_HANDLE_COMM);
-  if (r != LOOM_SUCCESS) {
-    loom__ws_fini(&c->ws_alloc);
-    free(c);
-    return r;
-  }
-  *out = c;
-  return LOOM_SUCCESS;
-}
-
-/* Undoes whatever part of creation succeeded (fields are zero otherwise). */
+/* Undoes whatever part of creation succeeded (fields are zero otherwise).
+ * Frees on the device synchronise as cudaFree does; nothing here waits for
+ * the whole device otherwise. */
 static void loom__comm_teardown(loom_comm_t c) {
-  if (!c->detached) {
+  if (c->mem) {
     if (c->ws_ptr && loom__comm_free(c, c->ws_ptr) != LOOM_SUCCESS)
       LOOM_WARN("freeing the workspace: %s", loom_last_error());
-    while (c->nallocs > 0) { /* memory the user did not free */
+    while (c->nallocs > 0) { /* memory the user did not free; loom__comm_free drops the entry either way */
       LOOM_WARN("loom_comm_destroy: freeing %zu bytes at %p that were never loom_free'd",
                 c->allocs[c->nallocs - 1].bytes, c->allocs[c->nallocs - 1].ptr);
-      if (loom__comm_free(c, c->allocs[c->nallocs - 1].ptr) != LOOM_SUCCESS) {
-        LOOM_WARN("%s", loom_last_error());
-        c->nallocs--;
-      }
+      if (loom__comm_free(c, c->allocs[c->nallocs - 1].ptr) != LOOM_SUCCESS) LOOM_WARN("%s", loom_last_error());
     }
+  }
+  if (!c->detached) {
     if (c->ws_peer_dev) cudaFree(c->ws_peer_dev);
     if (c->abort_flag) cudaFree(c->abort_flag);
+    if (c->fence_word) cudaFree(c->fence_word);
     if (c->err_host) cudaFreeHost(c->err_host);
+    if (c->stream) cudaStreamDestroy(c->stream);
     if (c->devcomm && loom__devcomm_destroy(c->nccl, c->devcomm) != LOOM_SUCCESS)
       LOOM_WARN("%s", loom_last_error());
   }
@@ -136,6 +115,7 @@ loom_result_t loom_comm_create(ncclComm_t nccl, const loom_config_t *cfg, loom_c
   loom_comm_t c = (loom_comm_t)calloc(1, sizeof *c);
   if (!c) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of a comm failed");
   c->nccl = nccl;
+  c->mem = &loom__mem_backend_gpu;
   c->nccl_version = version;
   c->timeout_ms = timeout_ms;
   c->ws_bytes = (ws_bytes + LOOM_WS_ALIGN - 1) / LOOM_WS_ALIGN * LOOM_WS_ALIGN;
@@ -182,7 +162,9 @@ loom_result_t loom_comm_create(ncclComm_t nccl, const loom_config_t *cfg, loom_c
       e = cudaHostGetDevicePointer((void **)&c->err_dev, c->err_host, 0);
     }
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->abort_flag, sizeof(uint32_t));
-    if (e == cudaSuccess) e = cudaMemset(c->abort_flag, 0, sizeof(uint32_t));
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->fence_word, sizeof(int));
+    if (e == cudaSuccess) e = cudaMemsetAsync(c->abort_flag, 0, sizeof(uint32_t), c->stream);
     if (e != cudaSuccess) r = loom__cuda_fail((int)e, "allocating the error record", __FILE__, __LINE__);
   }
   LOOM_STEP(loom__comm_reserve_own(c));
@@ -194,11 +176,14 @@ loom_result_t loom_comm_create(ncclComm_t nccl, const loom_config_t *cfg, loom_c
     void *const *peers = loom__find_alloc(c, ws, 1)->peer_ptrs;
     c->ws_all_reachable = 1;
     for (int p = 0; p < c->size; ++p) c->ws_all_reachable &= peers[p] != NULL;
-    cudaError_t e = cudaMemset(ws, 0, c->ws_bytes);
+    cudaError_t e = cudaMemsetAsync(ws, 0, c->ws_bytes, c->stream);
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->ws_peer_dev, (size_t)c->size * sizeof(char *));
     if (e == cudaSuccess)
-      e = cudaMemcpy(c->ws_peer_dev, peers, (size_t)c->size * sizeof(char *), cudaMemcpyHostToDevice);
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+      e = cudaMemcpyAsync(c->ws_peer_dev, peers, (size_t)c->size * sizeof(char *), cudaMemcpyHostToDevice,
+                          c->stream);
+    /* (peers is host memory that outlives this call only until the table
+     * grows: wait here, on the comm's own stream only) */
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
     if (e != cudaSuccess) r = loom__cuda_fail((int)e, "initialising the workspace", __FILE__, __LINE__);
   }
   /* Every rank's workspace is zeroed before any rank's kernel signals into
@@ -226,7 +211,6 @@ loom_result_t loom_comm_destroy(loom_comm_t comm) {
                       "loom_comm_destroy: comm=%p still has %d plan(s); destroy them first",
                       (void *)comm, comm->nplans);
   loom__handle_remove(comm, LOOM_HANDLE_COMM);
-  if (!comm->detached) cudaDeviceSynchronize(); /* kernels of this comm may still run */
   loom__comm_teardown(comm);
   return LOOM_SUCCESS;
 }
@@ -284,16 +268,10 @@ loom_result_t loom_comm_get_async_error(loom_comm_t comm) {
 }
 
 loom_result_t loom__nccl_fence(loom_comm_t c) {
-  int *word = NULL;
-  cudaError_t e = cudaMalloc((void **)&word, sizeof(int));
-  if (e != cudaSuccess) return loom__cuda_fail((int)e, "cudaMalloc", __FILE__, __LINE__);
-  loom_result_t r = LOOM_SUCCESS;
-  ncclResult_t n = ncclAllReduce(word, word, 1, ncclInt32, ncclSum, c->nccl, 0);
-  if (n != ncclSuccess) r = loom__nccl_fail((int)n, "ncclAllReduce (fence)", __FILE__, __LINE__);
-  e = cudaStreamSynchronize(0);
-  if (r == LOOM_SUCCESS && e != cudaSuccess) r = loom__cuda_fail((int)e, "fence", __FILE__, __LINE__);
-  cudaFree(word);
-  return r;
+  ncclResult_t n = ncclAllReduce(c->fence_word, c->fence_word, 1, ncclInt32, ncclSum, c->nccl, c->stream);
+  if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclAllReduce (fence)", __FILE__, __LINE__);
+  LOOM_CUDA(cudaStreamSynchronize(c->stream));
+  return LOOM_SUCCESS;
 }
 
 loom_dev_comm_t loom__comm_dev(loom_comm_t comm) {

@@ -37,6 +37,17 @@ typedef struct loom_alloc {
   void **peer_ptrs;   /* host array [size]: where this rank's kernels reach each rank's copy */
 } loom_alloc_t;
 
+/* Where a comm's symmetric memory comes from: the GPU backend (NCCL windows,
+ * or cudaMalloc on one rank), or a test's (memory.c; tests replace it on
+ * detached comms to exercise the allocation table and its failures). alloc
+ * fills a->ptr, a->win and a->peer_ptrs[size] (peer_ptrs is allocated by the
+ * caller); release undoes alloc, and the caller drops the entry either way. */
+typedef struct loom_mem_backend {
+  loom_result_t (*alloc)(loom_comm_t comm, size_t bytes, loom_alloc_t *a);
+  loom_result_t (*release)(loom_comm_t comm, loom_alloc_t *a);
+} loom_mem_backend_t;
+extern const loom_mem_backend_t loom__mem_backend_gpu;
+
 struct loom_comm {
   ncclComm_t nccl;
   int detached;       /* 1: test comm without GPU or NCCL */
@@ -47,7 +58,11 @@ struct loom_comm {
   int timeout_ms;
 
   void *devcomm;      /* ncclDevComm_t (opaque here: a C++ type) */
+  cudaStream_t stream; /* the comm's own stream (setup copies, the fence): waiting
+                        * for it never waits for the user's work */
+  int *fence_word;     /* device word the fence all-reduces */
 
+  const loom_mem_backend_t *mem; /* NULL on a detached comm until a test sets one */
   loom_alloc_t *allocs;
   size_t nallocs, capallocs;
 
@@ -76,16 +91,19 @@ loom_result_t loom__comm_check(loom_comm_t comm, const char *fn);
 /* The LOOM_ERR_TIMEOUT message for an error record. */
 void loom__format_timeout(const loom_error_record_t *rec, int timeout_ms, char *buf, size_t size);
 
-/* Test-only comm without GPU/NCCL: rank, size and workspace accounting. */
-loom_result_t loom__comm_create_detached(int rank, int size, size_t workspace_bytes,
-                                         loom_comm_t *out);
+/* Reserves the comm's own signals (the barrier) at the front of its
+ * workspace accounting (creation; the test-support library's detached
+ * comms). */
+loom_result_t loom__comm_reserve_own(loom_comm_t c);
 
 /* loom_malloc / loom_free without the handle check (creation, teardown). */
 loom_result_t loom__comm_malloc(loom_comm_t comm, size_t bytes, void **ptr);
 loom_result_t loom__comm_free(loom_comm_t comm, void *ptr);
 
 /* Host-side fence across ranks: returns once every rank has called it (an
- * NCCL all-reduce of one word, synchronized). Collective. */
+ * NCCL all-reduce of one word on the comm's own stream, which it then
+ * synchronizes: work queued there before, e.g. zeroing signals, is done).
+ * Collective. */
 loom_result_t loom__nccl_fence(loom_comm_t comm);
 
 /* The allocation that contains [ptr, ptr+bytes), or NULL. */

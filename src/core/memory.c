@@ -32,10 +32,56 @@ static loom_result_t loom__check_malloc_args(loom_comm_t comm, size_t bytes, voi
   if (!ptr) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_malloc: ptr=NULL");
   *ptr = NULL;
   if (bytes == 0) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_malloc: bytes=0 (must be > 0)");
-  if (comm->detached)
+  if (!comm->mem)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_malloc: comm=%p has no GPU (a test comm)", (void *)comm);
   return LOOM_SUCCESS;
 }
+
+/* ---- the real backend: NCCL symmetric windows, or cudaMalloc on one rank -- */
+
+static loom_result_t loom__mem_alloc_gpu(loom_comm_t comm, size_t bytes, loom_alloc_t *a) {
+  if (comm->size == 1) {
+    cudaError_t e = cudaMalloc(&a->ptr, bytes);
+    if (e != cudaSuccess) {
+      loom__cuda_fail((int)e, "cudaMalloc", __FILE__, __LINE__);
+      return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_malloc: bytes=%zu: %s", bytes, loom_last_error());
+    }
+    a->peer_ptrs[0] = a->ptr;
+    return LOOM_SUCCESS;
+  }
+  ncclResult_t n = ncclMemAlloc(&a->ptr, bytes);
+  if (n != ncclSuccess) {
+    loom_result_t r = loom__nccl_fail((int)n, "ncclMemAlloc", __FILE__, __LINE__);
+    return loom__fail(n == ncclSystemError || n == ncclUnhandledCudaError ? LOOM_ERR_OUT_OF_MEMORY : r,
+                      "loom_malloc: bytes=%zu: %s", bytes, loom_last_error());
+  }
+  loom_result_t r = LOOM_SUCCESS;
+  n = ncclCommWindowRegister(comm->nccl, a->ptr, bytes, &a->win, NCCL_WIN_COLL_SYMMETRIC);
+  if (n != ncclSuccess) r = loom__nccl_fail((int)n, "ncclCommWindowRegister", __FILE__, __LINE__);
+  if (r == LOOM_SUCCESS) r = loom__window_peer_pointers(comm->nccl, a->win, comm->size, a->peer_ptrs);
+  if (r != LOOM_SUCCESS) {
+    if (a->win) ncclCommWindowDeregister(comm->nccl, a->win);
+    ncclMemFree(a->ptr);
+  }
+  return r;
+}
+
+static loom_result_t loom__mem_release_gpu(loom_comm_t comm, loom_alloc_t *a) {
+  if (!a->win) { /* one-rank comm */
+    cudaError_t e = cudaFree(a->ptr);
+    return e == cudaSuccess ? LOOM_SUCCESS : loom__cuda_fail((int)e, "cudaFree", __FILE__, __LINE__);
+  }
+  loom_result_t r = LOOM_SUCCESS;
+  ncclResult_t n = ncclCommWindowDeregister(comm->nccl, a->win);
+  if (n != ncclSuccess) r = loom__nccl_fail((int)n, "ncclCommWindowDeregister", __FILE__, __LINE__);
+  n = ncclMemFree(a->ptr);
+  if (n != ncclSuccess && r == LOOM_SUCCESS) r = loom__nccl_fail((int)n, "ncclMemFree", __FILE__, __LINE__);
+  return r;
+}
+
+const loom_mem_backend_t loom__mem_backend_gpu = {loom__mem_alloc_gpu, loom__mem_release_gpu};
+
+/* ---- the allocation table ------------------------------------------------- */
 
 loom_result_t loom__comm_malloc(loom_comm_t comm, size_t bytes, void **ptr) {
   LOOM_TRY(loom__check_malloc_args(comm, bytes, ptr));
@@ -51,32 +97,8 @@ loom_result_t loom__comm_malloc(loom_comm_t comm, size_t bytes, void **ptr) {
   a.bytes = bytes;
   a.peer_ptrs = (void **)calloc((size_t)comm->size, sizeof(void *));
   if (!a.peer_ptrs) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of peer pointers failed");
-  if (comm->size == 1) {
-    cudaError_t e = cudaMalloc(&a.ptr, bytes);
-    if (e != cudaSuccess) {
-      free(a.peer_ptrs);
-      loom__cuda_fail((int)e, "cudaMalloc", __FILE__, __LINE__);
-      return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_malloc: bytes=%zu: %s", bytes, loom_last_error());
-    }
-    a.peer_ptrs[0] = a.ptr;
-    comm->allocs[comm->nallocs++] = a;
-    *ptr = a.ptr;
-    return LOOM_SUCCESS;
-  }
-  ncclResult_t n = ncclMemAlloc(&a.ptr, bytes);
-  if (n != ncclSuccess) {
-    free(a.peer_ptrs);
-    loom_result_t r = loom__nccl_fail((int)n, "ncclMemAlloc", __FILE__, __LINE__);
-    return loom__fail(n == ncclSystemError || n == ncclUnhandledCudaError ? LOOM_ERR_OUT_OF_MEMORY : r,
-                      "loom_malloc: bytes=%zu: %s", bytes, loom_last_error());
-  }
-  loom_result_t r = LOOM_SUCCESS;
-  n = ncclCommWindowRegister(comm->nccl, a.ptr, bytes, &a.win, NCCL_WIN_COLL_SYMMETRIC);
-  if (n != ncclSuccess) r = loom__nccl_fail((int)n, "ncclCommWindowRegister", __FILE__, __LINE__);
-  if (r == LOOM_SUCCESS) r = loom__window_peer_pointers(comm->nccl, a.win, comm->size, a.peer_ptrs);
+  loom_result_t r = comm->mem->alloc(comm, bytes, &a);
   if (r != LOOM_SUCCESS) {
-    if (a.win) ncclCommWindowDeregister(comm->nccl, a.win);
-    ncclMemFree(a.ptr);
     free(a.peer_ptrs);
     return r;
   }
@@ -91,6 +113,9 @@ loom_result_t loom_malloc(loom_comm_t comm, size_t bytes, void **ptr) {
   return loom__comm_malloc(comm, bytes, ptr);
 }
 
+/* The entry leaves the table whether or not the backend's release succeeds
+ * (a failed release cannot be retried meaningfully: the error says what
+ * leaked), so callers never see it twice. */
 loom_result_t loom__comm_free(loom_comm_t comm, void *ptr) {
   size_t i = 0;
   while (i < comm->nallocs && comm->allocs[i].ptr != ptr) ++i;
@@ -99,17 +124,9 @@ loom_result_t loom__comm_free(loom_comm_t comm, void *ptr) {
                       ptr);
   loom_alloc_t a = comm->allocs[i];
   comm->allocs[i] = comm->allocs[--comm->nallocs];
-  loom_result_t r = LOOM_SUCCESS;
-  if (!a.win) { /* one-rank comm */
-    cudaError_t e = cudaFree(a.ptr);
-    free(a.peer_ptrs);
-    return e == cudaSuccess ? LOOM_SUCCESS : loom__cuda_fail((int)e, "cudaFree", __FILE__, __LINE__);
-  }
-  ncclResult_t n = ncclCommWindowDeregister(comm->nccl, a.win);
-  if (n != ncclSuccess) r = loom__nccl_fail((int)n, "ncclCommWindowDeregister", __FILE__, __LINE__);
-  n = ncclMemFree(a.ptr);
-  if (n != ncclSuccess && r == LOOM_SUCCESS) r = loom__nccl_fail((int)n, "ncclMemFree", __FILE__, __LINE__);
+  loom_result_t r = comm->mem->release(comm, &a);
   free(a.peer_ptrs);
+  if (r != LOOM_SUCCESS) loom__fail_append(" (loom_free: %zu bytes at %p are lost)", a.bytes, a.ptr);
   return r;
 }
 

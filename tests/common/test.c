@@ -151,6 +151,11 @@ int loom_test_main_opts(int argc, char **argv, int isolate) {
     else passed++, printf("[  OK  ] %s\n", loom__tests[i].name);
     fflush(stdout);
   }
+  if (filter && passed + failed + skipped == 0) {
+    printf("no test name contains \"%s\": nothing ran\n", filter);
+    printf("0 passed, 1 failed, 0 skipped\n");
+    return 2;
+  }
   printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed ? 1 : 0;
 }

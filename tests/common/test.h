@@ -6,7 +6,7 @@
  * Tests register themselves (a constructor); loom_test_main runs those whose
  * name contains the first command-line argument (all without one), prints one
  * line per test and closes with "N passed, N failed, N skipped" (a line CI's runner
- * recognises). A test fails if any CHECK in it fails; a CHECK prints file,
+ * recognises); a filter that matches no test fails the run. A test fails if any CHECK in it fails; a CHECK prints file,
  * line, the expression and loom_last_error(). Tests exit non-zero on failure.
  */
 #ifndef LOOM_TEST_H

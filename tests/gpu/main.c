@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "../common/test.h"
-#include "tools/common/launch.h"
+#include "support/launch.h"
 
 int main(int argc, char **argv) {
   if (loom_launch_gpu_count() == 0) {

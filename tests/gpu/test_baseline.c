@@ -41,7 +41,8 @@
 #include "../common/test.h"
 #include "core/baseline.h"
 #include "ref/ref.h"
-#include "tools/common/launch.h"
+#include "support/launch.h"
+#include "testing/hooks.h"
 
 #define B_CUDA(call) CHECK_CUDA_OR(call, goto out)
 #define B_LOOM(call) CHECK_LOOM_OR(call, goto out)

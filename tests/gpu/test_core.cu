@@ -3,7 +3,7 @@
  * peer loads and stores through LSA pointers, signals between GPUs (kernel
  * and copy engine), the bounded barrier, and the timeout path.
  *
- * Each test launches W ranks (one process per GPU, tools/common/launch.h)
+ * Each test launches W ranks (one process per GPU, support/launch.h)
  * and fails if any rank fails, crashes or hangs past the launch deadline.
  * Tests that need 2 GPUs skip on a machine with fewer. Inputs are random
  * with a fresh seed per run (printed), outputs are poisoned beforehand.
@@ -22,7 +22,7 @@
 #include "core/plan.h"
 #include "core/signal.cuh"
 #include "ref/ref.h"
-#include "tools/common/launch.h"
+#include "support/launch.h"
 
 #define LAUNCH_TIMEOUT_S 240
 

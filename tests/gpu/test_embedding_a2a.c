@@ -33,11 +33,11 @@
 #include <cuda_runtime.h>
 
 #include "../common/test.h"
-#include "bench/dlrm_gen.h"
+#include "support/dlrm_gen.h"
 #include "ops/embedding_a2a.h"
 #include "ref/embedding_ref.h"
 #include "ref/ref.h"
-#include "tools/common/launch.h"
+#include "support/launch.h"
 
 #define LAUNCH_TIMEOUT_S 300
 

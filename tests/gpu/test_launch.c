@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "../common/test.h"
-#include "tools/common/launch.h"
+#include "support/launch.h"
 
 static double now_s(void) {
   struct timespec t;

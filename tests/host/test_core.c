@@ -15,6 +15,7 @@
 #include "core/signal.h"
 #include "gemm/gemm.h"
 #include "core/workspace.h"
+#include "testing/hooks.h"
 
 LOOM_TEST(result_strings_are_distinct) {
   for (int a = 0; a <= LOOM_ERR_INTERNAL; ++a) {

@@ -25,6 +25,7 @@
 #include "core/plan.h"
 #include "ops/embedding_a2a.h"
 #include "ops/embedding_schedule.h"
+#include "testing/hooks.h"
 
 static int tables_of(int pattern, int r) {
   switch (pattern) {

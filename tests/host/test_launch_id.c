@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "../common/test.h"
-#include "tools/common/launch.h"
+#include "support/launch.h"
 
 LOOM_TEST(launch_id_file_handshake) {
   char path[128];

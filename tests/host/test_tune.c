@@ -11,6 +11,7 @@
 #include "core/comm.h"
 #include "core/plan.h"
 #include "core/tune.h"
+#include "testing/hooks.h"
 
 LOOM_TEST(tune_put_get_replace) {
   loom__tune_clear();

@@ -16,7 +16,7 @@
  *   }
  *
  * Process model. The loom-bench process itself never touches CUDA: every
- * suite does its GPU work inside loom_bench_launch (tools/common/launch.h),
+ * suite does its GPU work inside loom_bench_launch (support/launch.h),
  * which forks one child per rank (or is one rank under mpirun). CUDA must not
  * be initialised before a fork, and `loom-bench all` runs suite after suite
  * in the same parent, so a suite that calls CUDA outside a rank function
@@ -54,7 +54,7 @@
 #include <nccl.h>
 
 #include "loom.h"
-#include "../common/launch.h"
+#include "support/launch.h"
 
 #ifdef __cplusplus
 extern "C" {

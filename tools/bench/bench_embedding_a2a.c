@@ -9,7 +9,7 @@
  * once, one after the other, on every rank (loom_bench_time_ranks_side_by_
  * side: the time of a repetition is the maximum over ranks; medians).
  *  forward, per shape (tables random on the device, CSR inputs from
- *  bench/dlrm_gen.h, uniform indices or --zipf / --variable):
+ *  support/dlrm_gen.h, uniform indices or --zipf / --variable):
  *    fused   loom_embedding_a2a on the zero-copy plan
  *    pool    loom_embedding_pool alone (the "gemm" column, so ECT = fused -
  *            pool and overlap = 1 - ECT(fused) / ECT(seq))
@@ -57,7 +57,7 @@
 #include <cuda_runtime.h>
 
 #include "bench.h"
-#include "bench/dlrm_gen.h"
+#include "support/dlrm_gen.h"
 #include "core/baseline.h"
 #include "loom.h"
 #include "ops/embedding_a2a.h"

@@ -1,0 +1,38 @@
+/*
+ * hooks.h - the test-support library's ways into loom's internals
+ * (libloom_testsupport.a; never part of libloom.so).
+ *
+ *   loom__comm_create_detached   a comm with every piece of host bookkeeping
+ *                                (rank, size, workspace accounting, handle)
+ *                                and no GPU, NCCL or memory behind it, so that
+ *                                argument checks and accounting run on a
+ *                                machine without a GPU
+ *   loom__comm_set_mem_backend   where a comm's symmetric memory comes from
+ *                                (a detached comm has none until a test gives
+ *                                it one: host memory, failures injected)
+ *   loom__base_gemm_force_bias_fallback
+ *                                the cuBLASLt baseline adds the bias through C
+ *                                instead of its bias epilogue
+ */
+#ifndef LOOM_TESTING_HOOKS_H
+#define LOOM_TESTING_HOOKS_H
+
+#include <stddef.h>
+#include "loom.h"
+#include "core/comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+loom_result_t loom__comm_create_detached(int rank, int size, size_t workspace_bytes, loom_comm_t *out);
+
+/* backend NULL: the comm has no memory (loom_malloc: LOOM_ERR_UNSUPPORTED). */
+void loom__comm_set_mem_backend(loom_comm_t comm, const loom_mem_backend_t *backend);
+
+void loom__base_gemm_force_bias_fallback(int on);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_TESTING_HOOKS_H */
