@@ -77,6 +77,14 @@ typedef struct loom_nccl_info {
 #define LOOM_NCCL_INFO_INIT { sizeof(loom_nccl_info_t), 0, 0, 0, "" }
 loom_result_t loom_get_nccl_info(loom_nccl_info_t *info);
 
+/* Frees what loom keeps between calls for the whole process: GEMM scratch
+ * per (device, stream) and cuBLASLt handles and cached algorithms. Call it
+ * when no loom work queued outside a CUDA graph is still in flight (graphs
+ * that captured loom calls own their scratch and stay valid); loom stays
+ * usable after it and re-creates what it needs. Comms and plans are not touched (destroy them yourself). Any
+ * thread; synchronizes the devices that held scratch (cudaFree). */
+loom_result_t loom_finalize(void);
+
 /* ---- types -------------------------------------------------------------- */
 
 typedef enum loom_dtype {

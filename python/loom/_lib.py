@@ -46,6 +46,7 @@ PROTOTYPES = {
     "loom_result_string": (ctypes.c_char_p, [_i]),
     "loom_last_error": (ctypes.c_char_p, []),
     "loom_get_version": (_r, [_P(_i)]),
+    "loom_finalize": (_r, []),
     "loom_get_nccl_info": (_r, [_P(NcclInfo)]),
     "loom_dtype_size": (_sz, [_i]),
     "loom_comm_create": (_r, [_vp, _P(Config), _P(_vp)]),

@@ -43,7 +43,8 @@ loom_result_t loom__base_gemm_tune(const loom_gemm_desc_t *d, const void *a, con
                                    const void *bias, int candidates, int reps, cudaStream_t stream,
                                    float *best_ms);
 
-/* Frees the handles, workspaces and cache of the calling process. */
+/* Frees the handles and cache of the calling process (loom_finalize; the
+ * workspaces are core/scratch.h's). */
 void loom__base_gemm_release(void);
 
 /* Nonzero: shapes set up afterwards add the bias through C (beta = 1)

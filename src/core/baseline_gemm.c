@@ -20,11 +20,9 @@
  * the call returns LOOM_ERR_UNSUPPORTED saying which combination.
  *
  * State (one process): a cuBLASLt handle per device; a workspace of
- * LOOM_CUBLAS_WORKSPACE_BYTES per (device, stream), so that GEMMs on two
- * streams never share scratch memory (allocated on a stream's first GEMM,
- * which should therefore not be inside a graph capture; a captured GEMM
- * keeps using the capturing stream's workspace, so do not replay its graph
- * concurrently with other GEMMs on that stream); a cache of entries
+ * LOOM_CUBLAS_WORKSPACE_BYTES per launch from core/scratch.h (per (device,
+ * stream), so GEMMs on two streams never share it; graph-owned inside a
+ * capture, so replays never share it either); a cache of entries
  * keyed by (device, desc, pointer alignment class), each holding the matmul
  * descriptor, the three matrix layouts and the chosen algorithm. The
  * heuristic's pick is used until loom__base_gemm_tune replaces it. Pointer
@@ -42,6 +40,7 @@
 #include "error.h"
 #include "log.h"
 #include "param.h"
+#include "scratch.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -96,12 +95,12 @@ static loom_result_t loom__cublas_fail(cublasStatus_t st, const char *what, cons
       return loom__cublas_fail(loom__s, #call, __FILE__, __LINE__);               \
   } while (0)
 
+/* cuBLASLt's workspace for one launch (core/scratch.h: per (device, stream),
+ * graph-owned inside a capture). */
 typedef struct loom_gemm_ws {
-  int device;
-  cudaStream_t stream;
   void *ptr;
   size_t bytes;
-  struct loom_gemm_ws *next;
+  loom_scratch_t s;
 } loom_gemm_ws_t;
 
 typedef struct loom_gemm_entry {
@@ -123,7 +122,6 @@ typedef struct loom_gemm_entry {
 static pthread_mutex_t loom__gemm_mu = PTHREAD_MUTEX_INITIALIZER;
 static cublasLtHandle_t loom__gemm_handle[LOOM_GEMM_MAX_DEVICES];
 static loom_gemm_entry_t *loom__gemm_entries;
-static loom_gemm_ws_t *loom__gemm_ws;
 /* Set only by the test-support library (loom__base_gemm_force_bias_fallback):
  * never use the bias epilogue. Read under loom__gemm_mu. */
 int loom__base_gemm_no_bias_epilogue;
@@ -164,31 +162,18 @@ static loom_result_t loom__gemm_get_handle(int device, cublasLtHandle_t *out) {
   return LOOM_SUCCESS;
 }
 
-/* Workspace of (device, stream), allocated on first use. Lock held. */
-static loom_result_t loom__gemm_get_ws(int device, cudaStream_t stream, loom_gemm_ws_t **out) {
-  for (loom_gemm_ws_t *w = loom__gemm_ws; w; w = w->next)
-    if (w->device == device && w->stream == stream) {
-      *out = w;
-      return LOOM_SUCCESS;
-    }
-  int64_t want = loom__param_CUBLAS_WORKSPACE_BYTES();
-  loom_gemm_ws_t *w = (loom_gemm_ws_t *)calloc(1, sizeof *w);
-  if (!w) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom baseline GEMM: host allocation failed");
-  w->device = device;
-  w->stream = stream;
-  w->bytes = want > 0 ? (size_t)want : 0;
-  if (w->bytes) {
-    cudaError_t e = cudaMalloc(&w->ptr, w->bytes);
-    if (e != cudaSuccess) {
-      free(w);
-      loom_result_t r = loom__cuda_fail((int)e, "cudaMalloc(cuBLASLt workspace)", __FILE__, __LINE__);
-      loom__fail_append(" (LOOM_CUBLAS_WORKSPACE_BYTES=%lld)", (long long)want);
-      return r;
-    }
+/* Workspace for a launch on `stream`. Lock held. */
+static loom_result_t loom__gemm_get_ws(cudaStream_t stream, loom_gemm_ws_t *w) {
+  const int64_t want = loom__param_CUBLAS_WORKSPACE_BYTES();
+  w->ptr = NULL, w->bytes = 0;
+  memset(&w->s, 0, sizeof w->s);
+  if (want <= 0) return LOOM_SUCCESS;
+  loom_result_t r = loom__scratch_get(LOOM_SCRATCH_CUBLAS, stream, 0, (size_t)want, &w->s);
+  if (r != LOOM_SUCCESS) {
+    loom__fail_append(" (cuBLASLt workspace, LOOM_CUBLAS_WORKSPACE_BYTES=%lld)", (long long)want);
+    return r;
   }
-  w->next = loom__gemm_ws;
-  loom__gemm_ws = w;
-  *out = w;
+  w->ptr = w->s.rest, w->bytes = (size_t)want;
   return LOOM_SUCCESS;
 }
 
@@ -377,14 +362,14 @@ static loom_result_t loom__gemm_launch(loom_gemm_entry_t *e, cublasLtHandle_t h,
 /* Current device, its handle, the stream's workspace and the entry. Lock held. */
 static loom_result_t loom__gemm_prepare(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
                                         const void *bias, cudaStream_t stream, cublasLtHandle_t *h,
-                                        loom_gemm_ws_t **ws, loom_gemm_entry_t **e) {
+                                        loom_gemm_ws_t *ws, loom_gemm_entry_t **e) {
   int device = -1;
   LOOM_CUDA(cudaGetDevice(&device));
   LOOM_TRY(loom__gemm_get_handle(device, h));
-  LOOM_TRY(loom__gemm_get_ws(device, stream, ws));
+  LOOM_TRY(loom__gemm_get_ws(stream, ws));
   uint32_t align[4] = {loom__align_class(a), loom__align_class(b), loom__align_class(c),
                        loom__align_class(bias)};
-  return loom__gemm_lookup(device, d, align, *h, (*ws)->bytes, e);
+  return loom__gemm_lookup(device, d, align, *h, ws->bytes, e);
 }
 
 loom_result_t loom__base_gemm(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
@@ -392,10 +377,12 @@ loom_result_t loom__base_gemm(const loom_gemm_desc_t *d, const void *a, const vo
   LOOM_TRY(loom__base_check("loom__base_gemm", d, a, b, c, bias));
   pthread_mutex_lock(&loom__gemm_mu);
   cublasLtHandle_t h = NULL;
-  loom_gemm_ws_t *ws = NULL;
+  loom_gemm_ws_t ws;
+  memset(&ws, 0, sizeof ws);
   loom_gemm_entry_t *e = NULL;
   loom_result_t r = loom__gemm_prepare(d, a, b, c, bias, stream, &h, &ws, &e);
-  if (r == LOOM_SUCCESS) r = loom__gemm_launch(e, h, &e->algo, ws, a, b, c, bias, stream);
+  if (r == LOOM_SUCCESS) r = loom__gemm_launch(e, h, &e->algo, &ws, a, b, c, bias, stream);
+  if (r == LOOM_SUCCESS) r = loom__scratch_done(stream, &ws.s);
   pthread_mutex_unlock(&loom__gemm_mu);
   return r;
 }
@@ -424,9 +411,9 @@ static loom_result_t loom__gemm_tune_locked(const loom_gemm_desc_t *d, const voi
                                             const void *bias, int candidates, int reps, cudaStream_t stream,
                                             float *best_ms) {
   cublasLtHandle_t h = NULL;
-  loom_gemm_ws_t *ws = NULL;
+  loom_gemm_ws_t wsv, *ws = &wsv;
   loom_gemm_entry_t *e = NULL;
-  LOOM_TRY(loom__gemm_prepare(d, a, b, c, bias, stream, &h, &ws, &e));
+  LOOM_TRY(loom__gemm_prepare(d, a, b, c, bias, stream, &h, ws, &e));
   cublasLtMatmulHeuristicResult_t res[LOOM_GEMM_MAX_CANDIDATES];
   int got = 0;
   LOOM_TRY(loom__gemm_heuristic(e, h, ws->bytes, candidates, res, &got));
@@ -500,18 +487,6 @@ void loom__base_gemm_release(void) {
     loom__gemm_entries = e->next;
     loom__gemm_entry_free(e);
   }
-  int cur = -1;
-  int have_cur = cudaGetDevice(&cur) == cudaSuccess;
-  while (loom__gemm_ws) {
-    loom_gemm_ws_t *w = loom__gemm_ws;
-    loom__gemm_ws = w->next;
-    if (w->ptr && cudaSetDevice(w->device) == cudaSuccess) {
-      cudaError_t e = cudaFree(w->ptr); /* synchronizes: GEMMs still using it finish first */
-      if (e != cudaSuccess) LOOM_WARN("loom__base_gemm_release: cudaFree: %s", cudaGetErrorString(e));
-    }
-    free(w);
-  }
-  if (have_cur) cudaSetDevice(cur);
   for (int i = 0; i < LOOM_GEMM_MAX_DEVICES; ++i)
     if (loom__gemm_handle[i]) {
       cublasLtDestroy(loom__gemm_handle[i]);

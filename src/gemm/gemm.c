@@ -20,15 +20,15 @@
  *
  * The GPU's properties come from gemm_device.c, read once per device.
  *
- * Stream-K scratch: per (device, stream), like cuBLASLt's workspace in
- * baseline_gemm.c; grown by allocating a larger buffer and keeping the old
- * one until loom__gemm_release (a captured graph may still point at it).
+ * Stream-K scratch: core/scratch.h (per (device, stream), graph-owned inside
+ * a capture).
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/baseline.h"
+#include "core/scratch.h"
 #include "core/error.h"
 #include "core/param.h"
 #include "core/log.h"
@@ -60,95 +60,13 @@ __attribute__((constructor)) static void loom__gemm_wait_sites(void) {
 
 /* ---- stream-K scratch ----------------------------------------------------- */
 
-typedef struct loom__gemm_skws {
-  int device;
-  cudaStream_t stream;
-  void *ptr;
-  size_t counter_bytes, partial_bytes;
-  int current; /* 0: superseded by a larger buffer, kept until release */
-  struct loom__gemm_skws *next;
-} loom__gemm_skws_t;
-
-static pthread_mutex_t loom__skws_mu = PTHREAD_MUTEX_INITIALIZER;
-static loom__gemm_skws_t *loom__skws;
-
-static loom_result_t loom__gemm_sk_workspace_locked(cudaStream_t stream, size_t counter_bytes, size_t partial_bytes,
-                                                    loom__gemm_skws_t **out) {
-  int dev;
-  LOOM_CUDA(cudaGetDevice(&dev));
-  *out = NULL;
-  loom__gemm_skws_t *cur = NULL;
-  for (loom__gemm_skws_t *w = loom__skws; w; w = w->next)
-    if (w->current && w->device == dev && w->stream == stream) cur = w;
-  if (cur && cur->counter_bytes >= counter_bytes && cur->partial_bytes >= partial_bytes) {
-    *out = cur;
-    return LOOM_SUCCESS;
-  }
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
-  if (cs != cudaStreamCaptureStatusNone) return LOOM_SUCCESS; /* caller runs without stream-K */
-  loom__gemm_skws_t *w = (loom__gemm_skws_t *)calloc(1, sizeof *w);
-  if (!w) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_gemm: host allocation failed (stream-K scratch)");
-  /* grow geometrically so that a sequence of shapes allocates few buffers */
-  w->counter_bytes = (counter_bytes + 255) / 256 * 256;
-  w->partial_bytes = partial_bytes;
-  if (cur) {
-    if (w->counter_bytes < 2 * cur->counter_bytes) w->counter_bytes = 2 * cur->counter_bytes;
-    if (w->partial_bytes < cur->partial_bytes + cur->partial_bytes / 2)
-      w->partial_bytes = cur->partial_bytes + cur->partial_bytes / 2;
-  }
-  w->device = dev;
-  w->stream = stream;
-  cudaError_t e = cudaMalloc(&w->ptr, w->counter_bytes + w->partial_bytes);
-  if (e != cudaSuccess) {
-    free(w);
-    loom_result_t r = loom__cuda_fail((int)e, "cudaMalloc (loom_gemm stream-K scratch)", __FILE__, __LINE__);
-    loom__fail_append(" (%zu bytes)", counter_bytes + partial_bytes);
-    return r;
-  }
-  e = cudaMemsetAsync(w->ptr, 0, w->counter_bytes, stream);
-  if (e != cudaSuccess) {
-    cudaFree(w->ptr);
-    free(w);
-    return loom__cuda_fail((int)e, "cudaMemsetAsync (loom_gemm stream-K tickets)", __FILE__, __LINE__);
-  }
-  if (cur) cur->current = 0;
-  w->current = 1;
-  w->next = loom__skws;
-  loom__skws = w;
-  *out = w;
-  return LOOM_SUCCESS;
-}
-
 loom_result_t loom__gemm_sk_workspace(cudaStream_t stream, size_t counter_bytes, size_t partial_bytes,
-                                      uint32_t **counters, float **partials) {
-  loom__gemm_skws_t *w = NULL;
+                                      uint32_t **counters, float **partials, loom_scratch_t *s) {
   *counters = NULL, *partials = NULL;
-  pthread_mutex_lock(&loom__skws_mu);
-  loom_result_t r = loom__gemm_sk_workspace_locked(stream, counter_bytes, partial_bytes, &w);
-  if (r == LOOM_SUCCESS && w) {
-    *counters = (uint32_t *)w->ptr;
-    *partials = (float *)((char *)w->ptr + w->counter_bytes);
-  }
-  pthread_mutex_unlock(&loom__skws_mu);
-  return r;
-}
-
-void loom__gemm_release(void) {
-  pthread_mutex_lock(&loom__skws_mu);
-  int cur = -1;
-  const int have_cur = cudaGetDevice(&cur) == cudaSuccess;
-  while (loom__skws) {
-    loom__gemm_skws_t *w = loom__skws;
-    loom__skws = w->next;
-    if (w->ptr && cudaSetDevice(w->device) == cudaSuccess) {
-      cudaError_t e = cudaFree(w->ptr); /* synchronizes: GEMMs still using it finish first */
-      if (e != cudaSuccess) LOOM_WARN("loom__gemm_release: cudaFree: %s", cudaGetErrorString(e));
-    }
-    free(w);
-  }
-  if (have_cur) cudaSetDevice(cur);
-  pthread_mutex_unlock(&loom__skws_mu);
+  LOOM_TRY(loom__scratch_get(LOOM_SCRATCH_GEMM, stream, counter_bytes, partial_bytes, s));
+  *counters = (uint32_t *)s->ptr;
+  *partials = (float *)s->rest;
+  return LOOM_SUCCESS;
 }
 
 /* Which path loom_gemm takes on the current device. */

@@ -38,6 +38,7 @@
 
 #include <stdint.h>
 #include "loom.h"
+#include "core/scratch.h"
 #include "core/signal.h"
 #include "gemm/tile_order.h"
 
@@ -147,18 +148,13 @@ loom_result_t loom__gemm_tuned_config(const loom_gemm_desc_t *d, const char *pat
  * (compute capability 9.0 and the library built with sm_90a code). */
 int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major, int cc_minor);
 
-/* Stream-K scratch of (current device, stream): at least `counter_bytes` of
- * tickets (zero, stream-ordered before the next launch on `stream`) followed
- * by at least `partial_bytes` of partials. Allocated (or grown) on first
- * need; a buffer once handed out stays allocated until loom__gemm_release,
- * so graphs that captured it stay valid. Inside a stream capture nothing is
- * allocated: both NULL when the existing buffer is too small. */
+/* Stream-K / split-K scratch for a launch on `stream` (core/scratch.h):
+ * at least `counter_bytes` of tickets, zero when the launch starts (the
+ * kernels leave them zero), and at least `partial_bytes` of partials. Call
+ * loom__scratch_done(stream, s) after the launch (frees it in the graph when
+ * `stream` is capturing). */
 loom_result_t loom__gemm_sk_workspace(cudaStream_t stream, size_t counter_bytes, size_t partial_bytes,
-                                      uint32_t **counters, float **partials);
-
-/* Frees the stream-K scratch of every (device, stream) (tests, benchmarks;
- * no GEMM may be in flight or captured in a graph still to be launched). */
-void loom__gemm_release(void);
+                                      uint32_t **counters, float **partials, loom_scratch_t *s);
 
 /* Launches C = A x B (+ bias) with the sm90 kernel on `stream` (current
  * device). cfg NULL: heuristic; hooks NULL: plain GEMM. Arguments are

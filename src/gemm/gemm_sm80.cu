@@ -465,13 +465,13 @@ extern "C" loom_result_t loom__gemm_sm80(const loom_gemm_desc_t *d, const void *
   if (tiles > INT32_MAX)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_gemm (sm80): %lld tiles exceed one launch",
                       (long long)tiles);
+  loom_scratch_t scratch = {NULL, NULL, 0, 0};
   if (splits > 1) {
     /* a slot of 128 x bn fp32 per unit, a ticket per tile (shared with the
      * sm90 path's scratch of this stream: both are stream-ordered) */
     LOOM_TRY(loom__gemm_sk_workspace(stream, (size_t)tiles * 4,
                                      (size_t)tiles * (size_t)splits * LOOM_SM80_BM * (size_t)conf.bn * 4,
-                                     &args.sk_count, &args.sk_ws));
-    if (!args.sk_count) splits = 0; /* capturing without scratch: whole tiles */
+                                     &args.sk_count, &args.sk_ws, &scratch));
   }
   if (splits > 1 && conf.bn != 128)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_gemm (sm80): config bn=%d with sk_splits=%d: split-K runs 128-wide tiles only",
@@ -491,5 +491,5 @@ extern "C" loom_result_t loom__gemm_sm80(const loom_gemm_desc_t *d, const void *
   LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   kern<<<(unsigned)blocks, LOOM_SM80_THREADS, (size_t)smem, stream>>>(args);
   LOOM_CUDA_LAUNCHED("loom_gemm_sm80_kernel");
-  return LOOM_SUCCESS;
+  return loom__scratch_done(stream, &scratch);
 }

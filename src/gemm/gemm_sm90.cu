@@ -907,6 +907,7 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   if (hooks) sk_tiles = 0;
   int sk_blocks = 0, splits = conf.sk_splits < kblocks ? conf.sk_splits : kblocks;
   if (splits == 1) sk_tiles = 0, splits = 0; /* one k range: whole tiles */
+  loom_scratch_t scratch = {NULL, NULL, 0, 0};
   if (sk_tiles > 0) {
     const int64_t iters = (int64_t)sk_tiles * kblocks;
     sk_blocks = conf.sk_blocks > 0 && conf.sk_blocks < cap ? conf.sk_blocks : cap;
@@ -917,10 +918,7 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
     const size_t slots = splits > 0 ? (size_t)sk_tiles * (size_t)splits : (size_t)sk_blocks + (size_t)sk_tiles - 1;
     const size_t counter_bytes = (size_t)sk_tiles * 4;
     LOOM_TRY(loom__gemm_sk_workspace(stream, counter_bytes, slots * (size_t)bm * (size_t)conf.bn * 4,
-                                     &args.sk_count, &args.sk_ws));
-    if (!args.sk_count) {
-      sk_tiles = 0, sk_blocks = 0, splits = 0; /* capturing without scratch: data-parallel */
-    }
+                                     &args.sk_count, &args.sk_ws, &scratch));
   }
   if (sk_tiles == 0) splits = 0;
   const int dp_tiles = tiles - sk_tiles;
@@ -961,5 +959,5 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
     LOOM_CUDA(cudaLaunchKernelEx(&lc, kern, ma, mb, mc, args));
   }
   LOOM_CUDA_LAUNCHED("loom_gemm_sm90_kernel");
-  return LOOM_SUCCESS;
+  return loom__scratch_done(stream, &scratch);
 }

@@ -388,11 +388,11 @@ extern "C" loom_result_t loom__gemm_small_m(const loom_gemm_desc_t *d, const voi
   args.m = (int32_t)d->m, args.n = (int32_t)d->n, args.k = (int32_t)d->k;
   args.c_type = (int32_t)d->c_type;
   args.work = loom_smallm_work(d->n, d->k, conf.sk_splits, tb);
+  loom_scratch_t scratch = {NULL, NULL, 0, 0};
   if (args.work.splits > 1) {
     const size_t slots = (size_t)loom_smallm_units(&args.work);
     LOOM_TRY(loom__gemm_sk_workspace(stream, (size_t)args.work.ntiles * 4,
-                                     slots * (size_t)d->m * (size_t)LOOM_SMALLM_BN * 4, &args.tickets, &args.ws));
-    if (!args.tickets) args.work = loom_smallm_work(d->n, d->k, 1, tb); /* capturing without scratch: one split */
+                                     slots * (size_t)d->m * (size_t)LOOM_SMALLM_BN * 4, &args.tickets, &args.ws, &scratch));
   }
   const loom__smallm_kernel_t kern = loom__smallm_pick(mt, tb, (int)d->ab_type);
   const size_t smem = loom_smallm_smem_bytes(mt);
@@ -401,5 +401,5 @@ extern "C" loom_result_t loom__gemm_small_m(const loom_gemm_desc_t *d, const voi
   const int64_t units = loom_smallm_units(&args.work);
   kern<<<(unsigned)units, LOOM_SMALLM_THREADS, smem, stream>>>(args);
   LOOM_CUDA_LAUNCHED("loom_gemm_small_m_kernel");
-  return LOOM_SUCCESS;
+  return loom__scratch_done(stream, &scratch);
 }

@@ -181,7 +181,7 @@ LOOM_TEST(gemm_sm80_split_k_heuristic_deterministic_graph) {
 out:
   if (st) cudaStreamDestroy(st);
   gcase_free(&g);
-  loom__gemm_release();
+  loom_finalize();
 }
 
 LOOM_TEST(gemm_sm80_graph_capture) {

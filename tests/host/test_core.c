@@ -329,3 +329,46 @@ LOOM_TEST(timeout_message_names_rank_peer_signal_and_values) {
   loom__format_timeout(&rec, 2500, msg, sizeof msg);
   CHECK(strstr(msg, "setter not known") != NULL);
 }
+
+/* A memory backend of host memory whose release fails on demand. */
+static int g_fail_release, g_live_allocs;
+static loom_result_t host_alloc(loom_comm_t comm, size_t bytes, loom_alloc_t *a) {
+  a->ptr = malloc(bytes);
+  if (!a->ptr) return LOOM_ERR_OUT_OF_MEMORY;
+  for (int p = 0; p < comm->size; ++p) a->peer_ptrs[p] = p == comm->rank ? a->ptr : NULL;
+  g_live_allocs++;
+  return LOOM_SUCCESS;
+}
+static loom_result_t host_release(loom_comm_t comm, loom_alloc_t *a) {
+  (void)comm;
+  free(a->ptr);
+  g_live_allocs--;
+  if (g_fail_release) return loom__fail(LOOM_ERR_NCCL, "injected release failure");
+  return LOOM_SUCCESS;
+}
+static const loom_mem_backend_t g_host_backend = {host_alloc, host_release};
+
+LOOM_TEST(failed_release_drops_the_entry_once_and_destroy_survives) {
+  loom_comm_t c = NULL;
+  CHECK_RESULT(loom__comm_create_detached(0, 2, 1 << 20, &c), LOOM_SUCCESS);
+  void *p = NULL, *q = NULL;
+  CHECK_RESULT(loom_malloc(c, 1024, &p), LOOM_ERR_UNSUPPORTED); /* no backend: no memory */
+  loom__comm_set_mem_backend(c, &g_host_backend);
+  g_live_allocs = 0;
+  CHECK_RESULT(loom_malloc(c, 1024, &p), LOOM_SUCCESS);
+  CHECK_RESULT(loom_malloc(c, 4096, &q), LOOM_SUCCESS);
+  CHECK_EQ_INT(c->nallocs, 2);
+  /* a release that fails: the error names what is lost, the entry is gone */
+  g_fail_release = 1;
+  CHECK_RESULT(loom_free(c, p), LOOM_ERR_NCCL);
+  CHECK_MSG("are lost");
+  CHECK_EQ_INT(c->nallocs, 1);
+  CHECK_RESULT(loom_free(c, p), LOOM_ERR_INVALID_ARGUMENT); /* not twice */
+  CHECK_EQ_INT(c->nallocs, 1);
+  /* destroy with one allocation left whose release fails: no wrap-around,
+   * every entry released exactly once */
+  CHECK_RESULT(loom_comm_destroy(c), LOOM_SUCCESS);
+  CHECK_EQ_INT(g_live_allocs, 0);
+  g_fail_release = 0;
+  (void)q;
+}

@@ -549,8 +549,7 @@ static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
   printf("# %d GEMMs\n", st.gemms);
   if (st.failures) printf("# %d failure(s): see the messages above, the #wrong and note columns\n", st.failures);
   loom_bench_table_free(&st.t);
-  loom__base_gemm_release();
-  loom__gemm_release();
+  loom_finalize();
   cublasDestroy(st.h);
   cudaStreamDestroy(st.s);
   return st.failures ? 1 : 0;
