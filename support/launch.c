@@ -2,6 +2,7 @@
  * launch.c - see launch.h.
  */
 #define _GNU_SOURCE
+#include "support/tool_param.h"
 #include "launch.h"
 
 #include <errno.h>
@@ -122,7 +123,7 @@ static int loom__launch_mpi(int rank, int size, int want, int timeout_s, loom_ra
   /* One file per job and per launch: every rank makes the same sequence of
    * launches, so the counter agrees; the job id keeps jobs apart. */
   static int launches;
-  const char *job = getenv("LOOM_LAUNCH_JOB");
+  const char *job = loom_tool_param("LAUNCH_JOB");
   if (!job) job = getenv("PMIX_NAMESPACE");
   if (!job) job = getenv("OMPI_MCA_ess_base_jobid");
   if (!job) job = getenv("SLURM_JOB_ID");

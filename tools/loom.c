@@ -9,11 +9,9 @@
 
 #include "loom.h"
 #include "core/param.h"
+#include "support/tool_param.h"
 
-static int loom_env(void) {
-  size_t n = 0;
-  const loom_param_desc_t *t = loom__param_table(&n);
-  printf("%-32s %-16s %-14s %s\n", "setting", "value", "default", "meaning");
+static void loom_env_table(const loom_param_desc_t *t, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     char name[64];
     snprintf(name, sizeof name, "LOOM_%s", t[i].name);
@@ -21,6 +19,14 @@ static int loom_env(void) {
     printf("%-32s %-16s %-14s %s\n", name, *v ? v : "\"\"", *t[i].default_text ? t[i].default_text : "\"\"",
            t[i].meaning);
   }
+}
+
+static int loom_env(void) {
+  size_t n = 0;
+  printf("%-32s %-16s %-14s %s\n", "setting", "value", "default", "meaning");
+  loom_env_table(loom__param_table(&n), n);
+  printf("# tests, benchmarks and tools:\n");
+  loom_env_table(loom_tool_param_table(&n), n);
   return 0;
 }
 

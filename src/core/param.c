@@ -62,17 +62,18 @@ enum {
 #undef LOOM_PARAM_INDEX
 };
 
-/* Values are read once per process (like NCCL_PARAM); a benign race on the
- * first read computes the same value twice. */
+/* Integer values are read once per process (like NCCL_PARAM). Two threads
+ * that read one first at the same time both parse the environment and store
+ * the same value: every access is atomic, so that is no data race. */
 #define LOOM_PARAM_DEF_INT(name)                                         \
   int64_t loom__param_##name(void) {                                     \
     static int cached = 0;                                               \
     static int64_t value;                                                \
     if (!__atomic_load_n(&cached, __ATOMIC_ACQUIRE)) {                   \
-      value = loom__param_int_value(LOOM__PARAM_INDEX_##name);           \
+      __atomic_store_n(&value, loom__param_int_value(LOOM__PARAM_INDEX_##name), __ATOMIC_RELAXED); \
       __atomic_store_n(&cached, 1, __ATOMIC_RELEASE);                    \
     }                                                                    \
-    return value;                                                        \
+    return __atomic_load_n(&value, __ATOMIC_RELAXED);                    \
   }
 #define LOOM_PARAM_DEF_STR(name)                                         \
   const char *loom__param_##name(void) {                                 \

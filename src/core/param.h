@@ -31,7 +31,6 @@
                             "its sm80 kernel on other GPUs >= 8.0, else cuBLASLt), sm80 "    \
                             "(the sm80 kernel on any GPU >= 8.0) or cublas (always cuBLASLt)") \
   X(CUBLAS_WORKSPACE_BYTES, INT, "32M", "cuBLASLt workspace for the baseline GEMM")          \
-  X(BENCH_RESULTS_DIR, STR, "bench/results", "where loom-bench writes its JSON")          \
   X(LIBRARY, STR, "", "Python binding: libloom.so to load (a file, or the folder holding "    \
                       "it); empty: the build tree, then the installed prefix")               \
   X(NCCL_LIBRARY, STR, "", "Python binding: the NCCL library (file) to load for the whole "   \

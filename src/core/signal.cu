@@ -98,7 +98,10 @@ typedef CUresult (*loom__write_value32_fn)(CUstream, CUdeviceptr, cuuint32_t, un
 extern "C" loom_result_t loom__signal_write_ce(loom_comm_t comm, uint32_t *addr, uint32_t value,
                                                cudaStream_t stream) {
   (void)comm;
-  static loom__write_value32_fn fn = NULL;
+  /* looked up once; threads that race on the first call store the same
+   * pointer (atomically) */
+  static loom__write_value32_fn cached = NULL;
+  loom__write_value32_fn fn = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
   if (!fn) {
     cudaDriverEntryPointQueryResult q;
     void *p = NULL;
@@ -106,6 +109,7 @@ extern "C" loom_result_t loom__signal_write_ce(loom_comm_t comm, uint32_t *addr,
     if (q != cudaDriverEntryPointSuccess || !p)
       return loom__fail(LOOM_ERR_UNSUPPORTED, "the CUDA driver has no cuStreamWriteValue32");
     fn = (loom__write_value32_fn)p;
+    __atomic_store_n(&cached, fn, __ATOMIC_RELEASE);
   }
   /* The default flags order the write after all earlier work on the stream
    * and make it visible system-wide (a memory barrier precedes it). */

@@ -65,7 +65,10 @@ static char *loom__trim(char *s) {
   return s;
 }
 
-loom_result_t loom__tune_load(const char *path) {
+/* Reads the file into the cache; the caller holds the lock when `locked`
+ * (the first lookup's load of LOOM_TUNE_FILE, which no other thread may see
+ * half done), else every entry takes it. */
+static loom_result_t loom__tune_load_file(const char *path, int locked) {
   if (!path) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "tuning file path is NULL");
   FILE *f = fopen(path, "r");
   if (!f) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "cannot open tuning file \"%s\"", path);
@@ -88,25 +91,25 @@ loom_result_t loom__tune_load(const char *path) {
       loom__fail_append(" (%s:%d)", path, lineno);
       break;
     }
-    pthread_mutex_lock(&loom__tune_lock);
+    if (!locked) pthread_mutex_lock(&loom__tune_lock);
     r = loom__tune_put_locked(key, value);
-    pthread_mutex_unlock(&loom__tune_lock);
+    if (!locked) pthread_mutex_unlock(&loom__tune_lock);
   }
   fclose(f);
   return r;
 }
 
+loom_result_t loom__tune_load(const char *path) { return loom__tune_load_file(path, 0); }
+
 int loom__tune_get(const char *key, char *value, size_t size) {
   pthread_mutex_lock(&loom__tune_lock);
   if (!loom__tune_env_read) {
+    /* the whole file is in before any lookup (this thread's or another's)
+     * reads the cache */
     loom__tune_env_read = 1;
     const char *path = loom__param_TUNE_FILE();
-    if (path && *path) {
-      pthread_mutex_unlock(&loom__tune_lock);
-      if (loom__tune_load(path) != LOOM_SUCCESS)
-        LOOM_WARN("LOOM_TUNE_FILE: %s; using heuristic defaults", loom_last_error());
-      pthread_mutex_lock(&loom__tune_lock);
-    }
+    if (path && *path && loom__tune_load_file(path, 1) != LOOM_SUCCESS)
+      LOOM_WARN("LOOM_TUNE_FILE: %s; using heuristic defaults", loom_last_error());
   }
   int found = 0;
   for (size_t i = 0; i < loom__ntune && !found; ++i)
@@ -133,5 +136,11 @@ loom_result_t loom__tune_save(const char *path) {
 void loom__tune_clear(void) {
   pthread_mutex_lock(&loom__tune_lock);
   loom__ntune = 0;
+  pthread_mutex_unlock(&loom__tune_lock);
+}
+
+void loom__tune_forget_file(void) {
+  pthread_mutex_lock(&loom__tune_lock);
+  loom__tune_env_read = 0;
   pthread_mutex_unlock(&loom__tune_lock);
 }

@@ -41,6 +41,10 @@ loom_result_t loom__tune_save(const char *path);
 /* Forgets every entry (tests). */
 void loom__tune_clear(void);
 
+/* Tests: the next lookup reads LOOM_TUNE_FILE again (as the first one of
+ * the process does). */
+void loom__tune_forget_file(void);
+
 #ifdef __cplusplus
 }
 #endif

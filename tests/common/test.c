@@ -9,6 +9,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "test.h"
+#include "support/tool_param.h"
 
 #include <signal.h>
 #include <stdarg.h>
@@ -29,8 +30,8 @@ void loom_test_skip(const char *why) { loom__skip_reason = why; }
 static uint64_t loom__seed;
 
 __attribute__((constructor)) static void loom__pick_seed(void) {
-  const char *s = getenv("LOOM_TEST_SEED");
-  loom__seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+  const char *s = loom_tool_param("TEST_SEED");
+  loom__seed = *s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
 }
 
 uint64_t loom_test_seed(void) { return loom__seed; }
@@ -93,8 +94,7 @@ static void loom__run_isolated(int i, loom__outcome_t *o) {
     o->failures = 1;
     return;
   }
-  const char *t = getenv("LOOM_TEST_TIMEOUT_S");
-  double limit = t ? atof(t) : 900.0, waited = 0.0;
+  double limit = atof(loom_tool_param("TEST_TIMEOUT_S")), waited = 0.0;
   int st = 0;
   for (;;) {
     pid_t done = waitpid(pid, &st, WNOHANG);

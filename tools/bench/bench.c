@@ -14,6 +14,7 @@
  * leave exiting to the suites.
  */
 #define _GNU_SOURCE
+#include "support/tool_param.h"
 #include "bench.h"
 
 #include <errno.h>
@@ -656,7 +657,7 @@ static void loom__command_line(const char *cmd, char *buf, size_t cap) {
 }
 
 const char *loom_bench_results_dir(void) {
-  const char *dir = loom__param_BENCH_RESULTS_DIR();
+  const char *dir = loom_tool_param("BENCH_RESULTS_DIR");
   return dir && *dir ? dir : "bench/results";
 }
 
@@ -678,7 +679,7 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
     snprintf(path, sizeof path, "%s/%s-%s-%d.json", dir, suite, stamp, k);
 
   char commit[128], dirty[8] = "";
-  const char *env_commit = getenv("LOOM_COMMIT");
+  const char *env_commit = loom_tool_param("COMMIT");
   if (env_commit && *env_commit) snprintf(commit, sizeof commit, "%s", env_commit);
   else {
     loom__command_line("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);

@@ -1,0 +1,32 @@
+/*
+ * tool_param.h - the LOOM_* settings that tests, benchmarks and tools read
+ * (not the library: its own are in src/core/param.h). Same row format and
+ * types; `loom env` lists both tables.
+ */
+#ifndef LOOM_SUPPORT_TOOL_PARAM_H
+#define LOOM_SUPPORT_TOOL_PARAM_H
+
+#include <stddef.h>
+#include "core/param.h"
+
+#define LOOM_TOOL_PARAMS(X)                                                                        \
+  X(BENCH_RESULTS_DIR, STR, "bench/results", "where loom-bench writes its JSON")                  \
+  X(COMMIT, STR, "", "the commit recorded in benchmark JSON where there is no .git (device runs)") \
+  X(TEST_SEED, STR, "", "repeat a test run's random inputs (the seed it printed); empty: fresh")   \
+  X(TEST_TIMEOUT_S, STR, "900", "limit per GPU test process, in seconds")                          \
+  X(LAUNCH_JOB, STR, "", "names the job whose ranks meet under mpirun (see support/launch.h)")
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The table, in declaration order. */
+const loom_param_desc_t *loom_tool_param_table(size_t *count);
+
+/* The value in force of LOOM_<name> (environment, else default). */
+const char *loom_tool_param(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_SUPPORT_TOOL_PARAM_H */
