@@ -15,6 +15,30 @@
  *    every rank of the communicator, in the same order;
  *  - operations are stream-ordered and may be captured in CUDA graphs.
  *
+ * Threads. A comm and the plans made on it are used by one thread at a time
+ * (as an NCCL communicator): calls on one comm from two threads at once must
+ * be serialised by the caller. Different comms may be used from different
+ * threads at once. loom_gemm, loom_gemm_tune,
+ * the tuning cache (LOOM_TUNE_FILE), loom_finalize and everything that takes
+ * no comm may be called from any thread at any time. Settings (LOOM_*) are
+ * read once per process, except the paths and names re-read where noted.
+ *
+ * Streams and graphs. Every op queues its work on the stream it is given
+ * and returns without waiting for the GPU (setup calls such as
+ * loom_comm_create, loom_malloc and plan creation wait only for loom's own
+ * stream, never for the device). Any op may be captured in a CUDA graph:
+ *  - signal epochs advance on the device, so every replay of a captured
+ *    fused op is a new call (its peers must replay their graphs as often);
+ *  - scratch memory that a captured call needs (split-K partials and
+ *    tickets, cuBLASLt's workspace) belongs to the graph, so graphs captured
+ *    on one stream may be replayed concurrently on different streams;
+ *  - calls of one plan must still run in stream order (one plan, one stream
+ *    at a time, captured or not): a plan's signals and buffers are reused
+ *    from call to call;
+ *  - destroy a plan or comm only after the work of its calls has completed
+ *    (synchronise the streams you used) and once no graph that captured its
+ *    calls will be launched again.
+ *
  * Plain C11: this header compiles with gcc -std=c11 -Wall -Werror.
  */
 #ifndef LOOM_H
@@ -132,8 +156,10 @@ typedef struct loom_comm_info {
 loom_result_t loom_comm_create(ncclComm_t nccl, const loom_config_t *cfg, loom_comm_t *out);
 
 /* Collective. Frees the workspace and all memory still allocated through
- * loom_malloc on this comm. Plans of this comm must be destroyed first.
- * Works on a comm that has reported LOOM_ERR_TIMEOUT. */
+ * loom_malloc on this comm. Plans of this comm must be destroyed first, and
+ * no kernel may still use its memory (synchronise the streams of its calls
+ * and of your own kernels on loom_malloc memory: loom does not wait for the
+ * whole device). Works on a comm that has reported LOOM_ERR_TIMEOUT. */
 loom_result_t loom_comm_destroy(loom_comm_t comm);
 
 /* Fills *info. */

@@ -1,11 +1,13 @@
 /*
- * param.h - every LOOM_* environment setting, declared once.
+ * param.h - every LOOM_* environment setting of the library, declared once
+ * (the tools' own are in support/tool_param.h).
  *
  * LOOM_PARAMS lists name, kind, default and meaning; param.c turns each row
- * into a getter (loom__param_TIMEOUT_MS()) that reads the environment once and
- * caches the value, and into the table that `loom env` prints. A setting that
- * is not in this list does not exist. Integer values accept K, M, G suffixes
- * (powers of 1024).
+ * into a getter (loom__param_TIMEOUT_MS()) and into the table that `loom env`
+ * prints. INT getters read the environment once per process and keep the
+ * value; STR getters read it at every call (paths and names, which tests
+ * change in-process). A setting that is not in this list does not exist.
+ * Integer values accept K, M, G suffixes (powers of 1024).
  *
  * Kinds: INT (int64_t), STR (const char *).
  */
