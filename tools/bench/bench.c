@@ -463,12 +463,14 @@ loom_result_t loom_bench_fill_random(void *dev, loom_dtype_t t, size_t n, uint64
 loom_bench_row_t *loom_bench_add(loom_bench_table_t *t) {
   if (t->n == t->cap) {
     int cap = t->cap ? 2 * t->cap : 32;
-    loom_bench_row_t *p = (loom_bench_row_t *)realloc(t->rows, (size_t)cap * sizeof *p);
+    loom_bench_row_t **p = (loom_bench_row_t **)realloc(t->rows, (size_t)cap * sizeof *p);
     if (!p) return NULL;
     t->rows = p;
     t->cap = cap;
   }
-  loom_bench_row_t *r = &t->rows[t->n++];
+  loom_bench_row_t *r = (loom_bench_row_t *)malloc(sizeof *r);
+  if (!r) return NULL;
+  t->rows[t->n++] = r;
   memset(r, 0, sizeof *r);
   r->world = 1;
   r->fused_us = r->gemm_us = r->comm_us = r->seq_us = NAN;
@@ -513,6 +515,7 @@ void loom_bench_note(loom_bench_table_t *t, const char *fmt, ...) {
 }
 
 void loom_bench_table_free(loom_bench_table_t *t) {
+  for (int i = 0; i < t->n; ++i) free(t->rows[i]);
   free(t->rows);
   memset(t, 0, sizeof *t);
 }
@@ -564,7 +567,7 @@ static double loom__col_value(const loom_bench_row_t *r, int c) {
 static int loom__maxlen(const loom_bench_table_t *t, size_t off, int minw) {
   int w = minw;
   for (int i = 0; i < t->n; ++i) {
-    int l = (int)strlen((const char *)&t->rows[i] + off);
+    int l = (int)strlen((const char *)t->rows[i] + off);
     if (l > w) w = l;
   }
   return w;
@@ -573,11 +576,11 @@ static int loom__maxlen(const loom_bench_table_t *t, size_t off, int minw) {
 void loom_bench_print(FILE *f, loom_bench_table_t *t, const char *title) {
   int show[COL_NUM] = {0}, show_wrong = 0, show_note = 0;
   for (int i = 0; i < t->n; ++i) {
-    loom_bench_row_finish(&t->rows[i]);
+    loom_bench_row_finish(t->rows[i]);
     for (int c = 0; c < COL_NUM; ++c)
-      if (!isnan(loom__col_value(&t->rows[i], c))) show[c] = 1;
-    if (t->rows[i].wrong >= 0) show_wrong = 1;
-    if (t->rows[i].note[0]) show_note = 1;
+      if (!isnan(loom__col_value(t->rows[i], c))) show[c] = 1;
+    if (t->rows[i]->wrong >= 0) show_wrong = 1;
+    if (t->rows[i]->note[0]) show_note = 1;
   }
   int wop = loom__maxlen(t, offsetof(loom_bench_row_t, op), 2);
   int wimpl = loom__maxlen(t, offsetof(loom_bench_row_t, impl), 4);
@@ -591,7 +594,7 @@ void loom_bench_print(FILE *f, loom_bench_table_t *t, const char *title) {
   if (show_note) fprintf(f, "  note");
   fprintf(f, "\n");
   for (int i = 0; i < t->n; ++i) {
-    const loom_bench_row_t *r = &t->rows[i];
+    const loom_bench_row_t *r = t->rows[i];
     fprintf(f, "  %-*s  %-*s  %-*s  %-*s", wop, r->op, wimpl, r->impl, wshape, r->shape, wdt, r->dtype);
     for (int c = 0; c < COL_NUM; ++c) {
       if (!show[c]) continue;
@@ -734,7 +737,7 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
   }
   fprintf(f, "%s],\n  \"rows\": [", t->nnotes ? "\n  " : "");
   for (int i = 0; i < t->n; ++i) {
-    loom_bench_row_t *r = &t->rows[i];
+    loom_bench_row_t *r = t->rows[i];
     loom_bench_row_finish(r);
     fprintf(f, "%s\n    {\"op\": ", i ? "," : "");
     loom__json_str(f, r->op);

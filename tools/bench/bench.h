@@ -228,14 +228,15 @@ typedef struct loom_bench_row {
 } loom_bench_row_t;
 
 typedef struct loom_bench_table {
-  loom_bench_row_t *rows;
+  loom_bench_row_t **rows; /* each row allocated on its own: pointers stay valid */
   int n, cap;
   char notes[16][192];  /* printed under the table and written to the JSON */
   int nnotes;
 } loom_bench_table_t;
 
 /* A new row at the end of t: times and busbw_factor NAN, wrong -1, world 1,
- * rest zero; NULL only if memory ran out. */
+ * rest zero; NULL only if memory ran out. The pointer stays valid until
+ * loom_bench_table_free, however many rows are added after it. */
 loom_bench_row_t *loom_bench_add(loom_bench_table_t *t);
 /* Derives ect/overlap/tflops/algbw/busbw (see the top of this file). */
 void loom_bench_row_finish(loom_bench_row_t *r);
