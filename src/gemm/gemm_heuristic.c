@@ -267,23 +267,25 @@ double loom__gemm_predict_us(const loom_gemm_desc_t *d, const loom__gemm_device_
 
 /* ---- candidates and the choice ----------------------------------------- */
 
-/* The small-m kernel's split count: the fewest k ranges that give every
- * block slot at least two units and keep each warp's share of a unit at
- * 4+ chunks, then the model's best of those and their neighbours. */
+/* The small-m kernel's split count: double it while the units (128-column
+ * tiles x k ranges) are fewer than the SMs and each k range keeps at least
+ * LOOM__SMALLM_MIN_K; no more than the kernel takes (each warp's share of a
+ * unit at least 4 chunks). Measured on H100 (bench/NOTES.md, the fitting
+ * half, m <= 16): within 0.95 of the best measured split (geomean), where
+ * the model's argmin of splits reached 0.87 (its latency and overlap terms
+ * for many short units were off by up to 3x). */
+#define LOOM__SMALLM_MIN_K 256
 loom_gemm_config_t loom__gemm_small_m_heuristic(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev) {
   loom_gemm_config_t best;
   memset(&best, 0, sizeof best);
   best.bm = 16;
-  double best_us = 1e300;
-  const int64_t chunks = loom_ceil_div(d->k, LOOM_SMALLM_KC);
-  for (int s = 1; s <= LOOM_SMALLM_MAX_SPLITS; ++s) {
-    if (s > 1 && chunks / s < 4 * LOOM_SMALLM_WK) break;
-    loom_gemm_config_t c = best;
-    c.sk_splits = s > 1 ? s : 0;
-    c.sk_tiles = s > 1 ? -1 : 0;
-    const double us = loom__small_m_us(d, dev, &c);
-    if (us < best_us * 0.995) best_us = us, best.sk_splits = c.sk_splits, best.sk_tiles = c.sk_tiles;
-  }
+  const int64_t tiles = loom_ceil_div(d->n, LOOM_SMALLM_BN), chunks = loom_ceil_div(d->k, LOOM_SMALLM_KC);
+  const int sms = dev->sms > 0 ? dev->sms : 1;
+  int s = 1;
+  while (tiles * s < sms && d->k / (2 * s) >= LOOM__SMALLM_MIN_K && 2 * s <= LOOM_SMALLM_MAX_SPLITS &&
+         chunks / (2 * s) >= 4 * LOOM_SMALLM_WK)
+    s *= 2;
+  if (s > 1) best.sk_splits = s, best.sk_tiles = -1;
   return best;
 }
 
@@ -399,13 +401,20 @@ loom_gemm_config_t loom__gemm_sm80_heuristic(const loom_gemm_desc_t *d, const lo
   return c;
 }
 
+/* Where the small-m kernel is the choice: m <= 16 and a weight under
+ * LOOM__SMALLM_MAX_WEIGHT bytes. Measured on H100 over the fitting half at
+ * m <= 16 (cuBLASLt time / loom time, geomean): small-m with its split rule
+ * where the weight is under 128 MB and the tile kernels above, 0.872; the
+ * model's argmin over every kernel, 0.730; the tile kernels alone, 0.839.
+ * Larger weights stream better through the 64-row decode tiles (0.97 vs
+ * 0.91 at >= 256 MB). */
+#define LOOM__SMALLM_MAX_WEIGHT ((int64_t)128 << 20)
+static int loom__small_m_chosen(const loom_gemm_desc_t *d) {
+  return d->m <= 16 && d->n * d->k * (int64_t)loom_dtype_size(d->ab_type) < LOOM__SMALLM_MAX_WEIGHT;
+}
+
 loom_gemm_config_t loom__gemm_choose(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev, int sm90) {
-  if (sm90) return loom__argmin(d, dev, 1, 1);
-  /* sm80 path: its fitted rule, unless the small-m kernel is faster by the model */
-  const loom_gemm_config_t h = loom__gemm_sm80_heuristic(d, dev);
-  if (d->m <= LOOM_SMALLM_MAX_M) {
-    const loom_gemm_config_t s = loom__gemm_small_m_heuristic(d, dev);
-    if (loom__small_m_us(d, dev, &s) < loom__sm80_us(d, dev, &h)) return s;
-  }
-  return h;
+  if (loom__small_m_chosen(d)) return loom__gemm_small_m_heuristic(d, dev);
+  if (sm90) return loom__argmin(d, dev, 1, 0);
+  return loom__gemm_sm80_heuristic(d, dev);
 }

@@ -580,3 +580,15 @@ out:
   free(got);
   if (st) cudaStreamDestroy(st);
 }
+
+/* Split-K over very long k (GPT-3's down projection at TP = 1: k = 49152),
+ * where the dev benchmark flagged a few elements against cuBLASLt: every
+ * element against cuBLASLt and sampled rows and columns against fp64 with
+ * the bound that grows with k. */
+LOOM_TEST(gemm_split_k_long_k) {
+  if (!sm90_or_skip()) return;
+  const loom_gemm_desc_t d = LOOM_GEMM_DESC(128, 1536, 49152, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0);
+  const loom_gemm_config_t cfgs[3] = {{256, 0, 0, 0, -1, 0, 8, 0, 0}, {128, 0, 0, 0, -1, 0, 4, 0, 0},
+                                      {256, 0, 0, 0, -1, 0, 4, 0, 64}};
+  for (int i = 0; i < 3; ++i) CHECK(gemm_run_case(&d, loom__gemm_sm90, &cfgs[i], 1));
+}
