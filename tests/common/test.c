@@ -131,7 +131,10 @@ int loom_test_main_opts(int argc, char **argv, int isolate) {
   printf("seed %llu (LOOM_TEST_SEED=%llu repeats this run's inputs)\n", (unsigned long long)loom__seed,
          (unsigned long long)loom__seed);
   for (int i = 0; i < loom__ntests; ++i) {
-    if (filter && !strstr(loom__tests[i].name, filter)) continue;
+    /* "text": names containing it; "!text": names not containing it */
+    if (filter && (filter[0] == '!' ? strstr(loom__tests[i].name, filter + 1) != NULL
+                                    : strstr(loom__tests[i].name, filter) == NULL))
+      continue;
     loom_test_failures = 0;
     loom__skip_reason = NULL;
     printf("[ RUN  ] %s\n", loom__tests[i].name);

@@ -4,7 +4,8 @@
  *   LOOM_TEST(name) { ... CHECK(cond); CHECK_EQ_INT(a, b); CHECK_RESULT(call, code); ... }
  *
  * Tests register themselves (a constructor); loom_test_main runs those whose
- * name contains the first command-line argument (all without one), prints one
+ * name contains the first command-line argument ("!text": does not contain
+ * it; all without one), prints one
  * line per test and closes with "N passed, N failed, N skipped" (a line CI's runner
  * recognises); a filter that matches no test fails the run. A test fails if any CHECK in it fails; a CHECK prints file,
  * line, the expression and loom_last_error(). Tests exit non-zero on failure.

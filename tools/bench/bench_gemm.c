@@ -36,6 +36,8 @@
  * m >= 1000 none below 0.95 of cuBLASLt; m <= 512 each >= 0.95 of cuBLASLt
  * or >= 85% of the copy bandwidth. JSON: bench/results (loom_bench_write_json).
  */
+#define _GNU_SOURCE /* RTLD_DEEPBIND */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -64,6 +66,7 @@ typedef struct gemm_args {
   int sm80;       /* --sm80: also the sm80 kernel with its heuristic */
   int list;       /* --list */
   int check_only; /* --check-only */
+  const char *before; /* --before LIB */
 } gemm_args_t;
 
 static int gemm_opt(void *ctx, int argc, char **argv, int *i) {
@@ -76,7 +79,8 @@ static int gemm_opt(void *ctx, int argc, char **argv, int *i) {
            "  --tune            tune loom_gemm per shape (loom_gemm_tune) before timing\n"
            "  --sm80            also time the portable sm80 kernel (its heuristic)\n"
            "  --check-only      run each GEMM once through loom_gemm and check it, no timing\n"
-           "  --list            print the selected GEMMs and an estimate of the run time, then exit\n");
+           "  --list            print the selected GEMMs and an estimate of the run time, then exit\n"
+           "  --before LIB      also time loom_gemm of a previous build (its libloom.so), interleaved\n");
     return 1;
   }
   if (!strcmp(s, "--fitting")) return a->half = 0, 1;
@@ -85,6 +89,7 @@ static int gemm_opt(void *ctx, int argc, char **argv, int *i) {
   if (!strcmp(s, "--sm80")) return a->sm80 = 1, 1;
   if (!strcmp(s, "--list")) return a->list = 1, 1;
   if (!strcmp(s, "--check-only")) return a->check_only = 1, 1;
+  if (!strcmp(s, "--before") && *i + 1 < argc) return a->before = argv[++*i], 1;
   if (!strcmp(s, "--candidates") && *i + 1 < argc) {
     a->candidates = atoi(argv[++*i]);
     return a->candidates >= 1 ? 1 : -1;
@@ -260,8 +265,14 @@ static void set_note(loom_bench_row_t *row, const char *fmt, ...) {
 
 /* ---- the implementations ---------------------------------------------------- */
 
-enum { IMPL_LT = 0, IMPL_DEFAULT = 1, IMPL_LOOM = 2, IMPL_SM80 = 3, NIMPL = 4 };
-static const char *const impl_names[NIMPL] = {"cublasLt", "cublas-default", "loom", "loom-sm80"};
+enum { IMPL_LT = 0, IMPL_DEFAULT = 1, IMPL_LOOM = 2, IMPL_SM80 = 3, IMPL_BEFORE = 4, NIMPL = 5 };
+static const char *const impl_names[NIMPL] = {"cublasLt", "cublas-default", "loom", "loom-sm80", "loom-before"};
+
+/* loom_gemm of the previous build (--before: its libloom.so, dlopen'ed with
+ * its own copy of every internal symbol), NULL without --before. */
+typedef loom_result_t (*gemm_fn_t)(const loom_gemm_desc_t *, const void *, const void *, void *, const void *,
+                                   cudaStream_t);
+static gemm_fn_t g_before_gemm;
 
 typedef struct grun {
   loom_gemm_desc_t d;
@@ -297,6 +308,7 @@ static loom_result_t grun_op(void *arg, int iter, cudaStream_t s) {
     case IMPL_LT: return loom__base_gemm(&g->d, a, b, c, bias, s);
     case IMPL_DEFAULT: return gemm_default(g, a, b, c, s);
     case IMPL_SM80: return loom__gemm_sm80(&g->d, a, b, c, bias, NULL, NULL, s);
+    case IMPL_BEFORE: return g_before_gemm(&g->d, a, b, c, bias, s);
     default: return loom_gemm(&g->d, a, b, c, bias, s);
   }
 }
@@ -308,6 +320,8 @@ typedef struct band {
   int n;
   double log_lt, min_lt, log_def, min_def;
   double log_hbm, min_hbm, log_hbm_lt; /* band 0 only */
+  int n_before;
+  double log_before, min_before;       /* previous build's time / loom time (--before) */
   int hbm85, ok;                       /* m <= 512: meeting the target; m >= 1000: >= 0.95 of cuBLASLt */
 } band_t;
 
@@ -391,10 +405,14 @@ static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, i
   snprintf(label, sizeof label, "%s %s/%s/tp%d", x->held_out ? "H" : "F", loom_gemm_families[x->family].name,
            x->layer, x->tp);
   loom_config_text(st, &d, cfg, sizeof cfg);
-  const int nimpl = a->check_only ? 1 : (a->sm80 ? 4 : 3);
+  /* positions: cuBLASLt, cublasGemmEx default, loom, then the sm80 kernel
+   * and the previous build where asked for */
+  int order[NIMPL] = {IMPL_LT, IMPL_DEFAULT, IMPL_LOOM, 0, 0}, nimpl = 3, p_sm80 = -1, p_before = -1;
+  if (a->sm80) p_sm80 = nimpl, order[nimpl++] = IMPL_SM80;
+  if (g_before_gemm) p_before = nimpl, order[nimpl++] = IMPL_BEFORE;
+  if (a->check_only) nimpl = 1;
   grun_t g[NIMPL];
-  loom_bench_row_t *rows[NIMPL] = {NULL, NULL, NULL, NULL};
-  const int order[NIMPL] = {IMPL_LT, IMPL_DEFAULT, IMPL_LOOM, IMPL_SM80};
+  loom_bench_row_t *rows[NIMPL] = {NULL, NULL, NULL, NULL, NULL};
   for (int i = 0; i < nimpl; ++i) {
     const int impl = a->check_only ? IMPL_LOOM : order[i];
     g[i].d = d, g[i].w = w, g[i].impl = impl, g[i].h = st->h;
@@ -413,14 +431,14 @@ static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, i
   }
   loom_result_t r = LOOM_SUCCESS;
   loom_bench_time_t tm[NIMPL];
-  double us[NIMPL] = {NAN, NAN, NAN, NAN};
+  double us[NIMPL] = {NAN, NAN, NAN, NAN, NAN};
   if (!a->check_only) {
     r = loom__base_gemm_tune(&d, w->a[0], w->b[0], w->c, d.has_bias ? w->bias : NULL, a->candidates,
                              a->o.quick ? 2 : 3, st->s, NULL);
     if (r == LOOM_SUCCESS && a->tune) r = loom_gemm_tune(&d, w->a[0], w->b[0], w->c, d.has_bias ? w->bias : NULL, st->s);
     if (r == LOOM_SUCCESS && a->tune) loom_config_text(st, &d, cfg, sizeof cfg);
-    loom_bench_op_fn ops[NIMPL] = {grun_op, grun_op, grun_op, grun_op};
-    void *args[NIMPL] = {&g[0], &g[1], &g[2], &g[3]};
+    loom_bench_op_fn ops[NIMPL] = {grun_op, grun_op, grun_op, grun_op, grun_op};
+    void *args[NIMPL] = {&g[0], &g[1], &g[2], &g[3], &g[4]};
     if (r == LOOM_SUCCESS) r = loom_bench_time_side_by_side(st->s, a->o.warmup, a->o.reps, nimpl, ops, args, tm);
     if (r == LOOM_SUCCESS)
       for (int i = 0; i < nimpl; ++i) {
@@ -463,11 +481,21 @@ static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, i
       set_note(rows[2], "%s x%.3f Lt x%.3f def %s", label, r_lt, r_def, cfg);
     set_note(rows[0], "%s, %d+%d copies of A+B", label, w->na, w->nb);
     set_note(rows[1], "%s%s", label, d.has_bias ? ", no bias (matmul alone)" : "");
-    if (a->sm80) set_note(rows[3], "%s x%.3f Lt", label, us[0] / us[3]);
+    if (p_sm80 >= 0) set_note(rows[p_sm80], "%s x%.3f Lt", label, us[0] / us[p_sm80]);
+    if (p_before >= 0) {
+      rows[2]->before_us = us[p_before];
+      set_note(rows[p_before], "%s (previous build)", label);
+      band_t *bb = &st->bands[x->held_out][band];
+      const double rb = us[p_before] / us[2];
+      if (bb->n_before == 0) bb->min_before = 1e9;
+      bb->n_before++, bb->log_before += log(rb);
+      if (rb < bb->min_before) bb->min_before = rb;
+    }
     printf("# gemm %-26s %-32s Lt %9.1f  def %9.1f  loom %9.1f us  x%.3f Lt  x%.3f def", shape, label, us[0], us[1],
            us[2], r_lt, r_def);
     if (m <= 64) printf("  HBM %3.0f%% (Lt %3.0f%%)", 100 * hbm, 100 * hbm_lt);
-    if (a->sm80) printf("  sm80 %9.1f us", us[3]);
+    if (p_sm80 >= 0) printf("  sm80 %9.1f us", us[p_sm80]);
+    if (p_before >= 0) printf("  before %9.1f us x%.3f", us[p_before], us[p_before] / us[2]);
     printf("  %s%s\n", cfg, ok ? "" : "  MISS");
   }
   for (int i = 0; i < nimpl; ++i) loom_bench_row_finish(rows[i]);
@@ -491,6 +519,9 @@ static void band_notes(run_state_t *st, int half) {
       loom_bench_note(&st->t, "%s %s: %d GEMMs; vs cuBLASLt geomean %.3f min %.3f; vs default %.3f min %.3f; %s %d of %d",
                       hn, names[b], x->n, exp(x->log_lt / x->n), x->min_lt, exp(x->log_def / x->n), x->min_def,
                       b == 2 ? ">= 0.95 of cuBLASLt:" : "target met:", x->ok, x->n);
+    if (x->n_before)
+      loom_bench_note(&st->t, "%s %s: previous build / now geomean %.3f min %.3f over %d GEMMs (> 1: faster now)", hn,
+                      names[b], exp(x->log_before / x->n_before), x->min_before, x->n_before);
   }
 }
 
@@ -504,6 +535,16 @@ static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
       cublasCreate(&st.h) != CUBLAS_STATUS_SUCCESS || loom__gemm_device(&st.dev) != LOOM_SUCCESS) {
     fprintf(stderr, "loom-bench gemm: setup failed: %s\n", loom_last_error());
     return 1;
+  }
+  if (a->before) {
+    /* its own copy of every internal symbol (RTLD_DEEPBIND), the process's
+     * CUDA runtime */
+    void *dl = dlopen(a->before, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (dl) *(void **)&g_before_gemm = dlsym(dl, "loom_gemm");
+    if (!g_before_gemm) {
+      fprintf(stderr, "loom-bench gemm: --before %s: %s\n", a->before, dl ? "no loom_gemm in it" : dlerror());
+      return 1;
+    }
   }
   st.hbm_bps = copy_bandwidth(st.s);
   struct cudaDeviceProp p;
