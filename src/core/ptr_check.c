@@ -8,30 +8,74 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
-typedef CUresult (*loom__addr_range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
+typedef CUresult (*loom__ptr_attrs_fn)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
 
-/* cuMemGetAddressRange from the driver (loom does not link libcuda); NULL
- * if the driver lacks it (the range check is then skipped). */
-static loom__addr_range_fn loom__addr_range(void) {
-  static loom__addr_range_fn fn;
+/* cuPointerGetAttributes from the driver (loom does not link libcuda): one
+ * call answers type, device and allocation range; it reports an unknown
+ * pointer (host memory, freed memory) as memory type 0 instead of failing.
+ * NULL if the driver lacks it. */
+static loom__ptr_attrs_fn loom__ptr_attrs(void) {
+  static loom__ptr_attrs_fn fn;
   static int looked;
   if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
     void *p = NULL;
     enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
         q != cudaDriverEntryPointSuccess)
       p = NULL;
     (void)cudaGetLastError();
-    __atomic_store_n(&fn, (loom__addr_range_fn)p, __ATOMIC_RELAXED);
+    __atomic_store_n(&fn, (loom__ptr_attrs_fn)p, __ATOMIC_RELAXED);
     __atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
   }
   return __atomic_load_n(&fn, __ATOMIC_RELAXED);
+}
+
+static loom_result_t loom__refuse_host(const char *fn, const char *arg, const void *p, int dev) {
+  return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                    "%s: %s=%p is host memory the GPU cannot reach, or memory already freed: pass device memory of "
+                    "device %d",
+                    fn, arg, p, dev);
+}
+
+static loom_result_t loom__refuse_other_device(const char *fn, const char *arg, const void *p, int owner, int dev) {
+  return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                    "%s: %s=%p is memory of device %d, but the current device is %d (call cudaSetDevice, or pass this "
+                    "device's memory)",
+                    fn, arg, p, owner, dev);
 }
 
 loom_result_t loom__check_device_ptr(const char *fn, const char *arg, const void *p, size_t bytes) {
   if (!p) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=NULL must be a device pointer", fn, arg);
   int dev = -1;
   LOOM_CUDA(cudaGetDevice(&dev));
+  loom__ptr_attrs_fn attrs = loom__ptr_attrs();
+  if (attrs) {
+    /* one driver call: every loom op checks several pointers per call */
+    unsigned int type = 0;
+    int ordinal = -1;
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    CUpointer_attribute what[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *out[4] = {&type, &ordinal, &start, &size};
+    const CUresult r = attrs(4, what, out, (CUdeviceptr)(uintptr_t)p);
+    if (r != CUDA_SUCCESS)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%p is not memory the CUDA driver knows (CUresult %d)", fn,
+                        arg, p, (int)r);
+    if (type == 0) return loom__refuse_host(fn, arg, p, dev);
+    if (type == CU_MEMORYTYPE_HOST) return LOOM_SUCCESS; /* pinned, mapped: reachable (slowly) */
+    if (type == CU_MEMORYTYPE_DEVICE && ordinal >= 0 && ordinal != dev)
+      return loom__refuse_other_device(fn, arg, p, ordinal, dev);
+    if (type == CU_MEMORYTYPE_DEVICE && bytes > 0 && size > 0) {
+      const size_t left = (size_t)((uintptr_t)start + size - (uintptr_t)p);
+      if (bytes > left)
+        return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                          "%s: %s=%p: the op reaches %zu bytes from there but its allocation ends after %zu", fn, arg,
+                          p, bytes, left);
+    }
+    return LOOM_SUCCESS; /* device memory of this device, or managed */
+  }
+  /* no driver entry point: the runtime's view, without the range check */
   struct cudaPointerAttributes at;
   cudaError_t e = cudaPointerGetAttributes(&at, p);
   if (e != cudaSuccess) {
@@ -39,37 +83,7 @@ loom_result_t loom__check_device_ptr(const char *fn, const char *arg, const void
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%p is not memory the CUDA runtime knows (%s)", fn, arg, p,
                       cudaGetErrorString(e));
   }
-  switch ((int)at.type) {
-    case cudaMemoryTypeUnregistered:
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                        "%s: %s=%p is host memory the GPU cannot reach, or memory already freed: pass device "
-                        "memory of device %d",
-                        fn, arg, p, dev);
-    case cudaMemoryTypeHost:
-      if (!at.devicePointer)
-        return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%p is pinned host memory not mapped for device %d", fn,
-                          arg, p, dev);
-      return LOOM_SUCCESS; /* pinned, mapped: reachable (slowly) */
-    case cudaMemoryTypeManaged: return LOOM_SUCCESS;
-    case cudaMemoryTypeDevice:
-    default: break;
-  }
-  if (at.device != dev)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "%s: %s=%p is memory of device %d, but the current device is %d (call cudaSetDevice, or pass "
-                      "this device's memory)",
-                      fn, arg, p, at.device, dev);
-  loom__addr_range_fn range = loom__addr_range();
-  if (range && bytes > 0) {
-    CUdeviceptr base = 0;
-    size_t size = 0;
-    if (range(&base, &size, (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS && size > 0) {
-      const size_t left = (size_t)((uintptr_t)base + size - (uintptr_t)p);
-      if (bytes > left)
-        return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                          "%s: %s=%p: the op reaches %zu bytes from there but its allocation ends after %zu", fn, arg,
-                          p, bytes, left);
-    }
-  }
+  if ((int)at.type == cudaMemoryTypeUnregistered) return loom__refuse_host(fn, arg, p, dev);
+  if ((int)at.type == cudaMemoryTypeDevice && at.device != dev) return loom__refuse_other_device(fn, arg, p, at.device, dev);
   return LOOM_SUCCESS;
 }

@@ -10,12 +10,12 @@
  * pools, ncclMemAlloc / cuMem* mappings such as loom_malloc memory), managed
  * memory, and pinned host memory mapped for the device. Refused: pageable
  * host memory and freed memory (the runtime reports them unregistered), and
- * memory of another device. Where the driver reports the allocation's range
- * (cuMemGetAddressRange), [p, p + bytes) must lie inside it.
+ * memory of another device. Where the driver reports the allocation's range,
+ * [p, p + bytes) must lie inside it.
  *
- * Cost: one cudaPointerGetAttributes and one cuMemGetAddressRange per
- * pointer (no cache: a cache could not see a free). Inside a stream capture
- * the checks run the same (neither call enqueues work).
+ * Cost: one cuPointerGetAttributes per pointer (type, device and range in
+ * one driver call; no cache: a cache could not see a free). Inside a stream
+ * capture the checks run the same (it enqueues no work).
  */
 #ifndef LOOM_CORE_PTR_CHECK_H
 #define LOOM_CORE_PTR_CHECK_H

@@ -45,7 +45,7 @@ extern "C" const char *loom__wait_site_name(uint32_t site) {
 extern "C" int loom__wait_site_clashes(void) { return __atomic_load_n(&loom__site_clashes, __ATOMIC_RELAXED); }
 
 __attribute__((constructor)) static void loom__core_wait_sites(void) {
-  loom__wait_site_register(LOOM_SITE_TEST, "unnamed");
+  loom__wait_site_register(LOOM_SITE_TEST, "test");
   loom__wait_site_register(LOOM_SITE_BARRIER, "comm barrier");
   loom__wait_site_register(LOOM_SITE_STREAM_WAIT, "stream wait");
   loom__wait_site_register(LOOM_SITE_CONSUMED, "buffer consumed by peer");
