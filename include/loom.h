@@ -436,6 +436,124 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
 
 /* ==== end of Embedding-bag + All-to-All ================================== */
 
+/* ==== Tensor-parallel linear layers (Flux) ============================== */
+/*
+ * The forward and backward of a sequence-parallel linear layer on W ranks,
+ * each with communication fused into the GEMM:
+ *   loom_ag_gemm  (column-parallel)  C [m, n] = AllGather(A shards) [m, k] x B
+ *   loom_gemm_rs  (row-parallel)     C shard = ReduceScatter over ranks of A [m, k] x B
+ * Shapes are global in m (the tokens of all ranks); n and k are this rank's
+ * (its weight shard: AG's B is [k, n] or [n, k] with n = N / W; RS's A and B
+ * carry k = K / W). The description's GEMM fields are the local GEMM's
+ * (as in loom_gemm_desc_t): m rows, this rank's n and k, dtypes, B layout,
+ * bias.
+ *
+ * Shards: rows are cut into W shards of S = ceil(m / W) rows; rank p owns rows
+ * [min(m, p S), min(m, (p+1) S)). When W divides m the shards are equal
+ * (Megatron's sequence parallelism); when not, the last shards are shorter
+ * and may be empty (m = 5, W = 4: 2, 2, 1, 0 rows): such m work, they are
+ * not refused. A rank whose shard is empty passes NULL (or any pointer) for
+ * its shard argument.
+ *
+ * Transfers (desc.transfer; loom_tp_plan_info says what a plan chose):
+ *   SEQUENTIAL   NCCL collective and loom_gemm one after the other (the
+ *                baseline; any topology; the fallback)
+ *   COPY_ENGINE  AG: each rank pushes its shard into the peers' gathered
+ *                buffers with cudaMemcpyAsync on a second stream, chunk by
+ *                chunk, each chunk followed by a signal; the GEMM's tiles
+ *                wait for the rows they need (NVLink peers only)
+ *   SM_COPY      AG: the same pushes by comm_blocks blocks of a concurrent
+ *                kernel; RS: the GEMM's epilogue stores each partial tile
+ *                into its owner's staging buffer through NVLink and signals
+ *                it, and comm_blocks blocks on the owner sum the W partials
+ *                in fp32 in rank order as the tiles arrive (deterministic:
+ *                the same bits on every run) (NVLink peers only)
+ *   AUTO         SM_COPY for RS and COPY_ENGINE for AG where every peer is
+ *                load/store reachable (one NVLink domain), else SEQUENTIAL.
+ *
+ * Memory. AG: the gathered A lives in symmetric memory (peers store into
+ * it): pass a_full from loom_malloc on the plan's comm ([m, k], this
+ * rank's copy) to receive it, or NULL to use the plan's own buffer. a_shard
+ * may be any device memory; when it is a_full's own rows (a_full + rank's
+ * first row x k), nothing is copied for the local shard. RS: a, b, c_shard
+ * and bias may be any device memory (the plan holds the staging buffers
+ * peers store into: 2 x W x S x n elements of the output dtype).
+ * Buffer contract (AG): peers store into this rank's a_full once this
+ * rank's call has started on its stream, so work queued before the call
+ * that reads a_full is finished first; do not touch a_full on other streams
+ * while a call runs. A peer that never calls makes the waiting ranks' calls
+ * give up after the comm's timeout (LOOM_ERR_TIMEOUT from the next call or
+ * loom_comm_get_async_error).
+ */
+
+typedef enum loom_tp_transfer {
+  LOOM_TP_AUTO = 0,
+  LOOM_TP_SEQUENTIAL = 1,
+  LOOM_TP_COPY_ENGINE = 2,
+  LOOM_TP_SM_COPY = 3
+} loom_tp_transfer_t;
+
+typedef struct loom_tp_desc {
+  size_t struct_size;        /* sizeof(loom_tp_desc_t) */
+  /* the local GEMM, as loom_gemm_desc_t: m (global rows), this rank's n and k */
+  int64_t m, n, k;
+  loom_dtype_t ab_type;      /* A and B: LOOM_BF16 or LOOM_FP16 */
+  loom_dtype_t c_type;       /* C (and bias): LOOM_BF16, LOOM_FP16 or LOOM_FP32 */
+  loom_layout_t b_layout;
+  int has_bias;
+  int world_size;            /* W: must equal the comm's size */
+  loom_tp_transfer_t transfer;
+  int chunk_rows;            /* AG: rows per transfer chunk (one signal each); 0: chosen by the plan */
+  int comm_blocks;           /* SM_COPY: blocks given to the copies (AG) or the reduction (RS);
+                                0: chosen by the plan */
+} loom_tp_desc_t;
+#define LOOM_TP_DESC_INIT { sizeof(loom_tp_desc_t), 0, 0, 0, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0, 0, LOOM_TP_AUTO, 0, 0 }
+
+/* What a plan chose and what it holds. */
+typedef struct loom_tp_plan_info {
+  size_t struct_size;        /* sizeof(loom_tp_plan_info_t) */
+  loom_tp_transfer_t transfer; /* the transfer calls take */
+  int64_t shard_rows;        /* S */
+  int chunk_rows;            /* AG: rows per chunk signal */
+  int comm_blocks;           /* blocks of the copy (AG) or reduction (RS) kernel; 0: none */
+  int gemm_bn;               /* the fused GEMM's tile: 128 x gemm_bn (0: sequential) */
+  int gemm_grid;             /* its persistent blocks (0: sequential) */
+  int deterministic;         /* 1: the same bits on every run */
+  size_t symmetric_bytes;    /* loom_malloc memory the plan holds on this rank */
+  size_t device_bytes;       /* other device memory it holds */
+  size_t workspace_bytes;    /* of the comm's symmetric workspace (signals) */
+} loom_tp_plan_info_t;
+#define LOOM_TP_PLAN_INFO_INIT { sizeof(loom_tp_plan_info_t), LOOM_TP_AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/* Collective (same desc on every rank). Validates the description (each
+ * field by name and value; the GEMM fields as loom_gemm does), chooses the
+ * transfer, allocates what the plan holds. Destroy with loom_plan_destroy. */
+loom_result_t loom_plan_ag_gemm(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out);
+loom_result_t loom_plan_gemm_rs(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out);
+
+/* Fills *info (plans of loom_plan_ag_gemm and loom_plan_gemm_rs). */
+loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info);
+
+/* Collective, stream-ordered. C [m, n] (+ bias [n]) = A_full [m, k] x B,
+ * where A_full is the row-wise concatenation of every rank's a_shard
+ * ([shard rows, k], ab_type). c: [m, n] c_type, any device memory. a_full:
+ * NULL, or loom_malloc memory [m, k] that receives the gathered A (see the
+ * memory contract above). bias: [n] of c_type iff desc.has_bias. Every
+ * pointer is checked before anything is launched (LOOM_ERR_INVALID_ARGUMENT
+ * naming it). */
+loom_result_t loom_ag_gemm(loom_plan_t plan, const void *a_shard, const void *b, void *c, void *a_full,
+                           const void *bias, cudaStream_t stream);
+
+/* Collective, stream-ordered. c_shard [shard rows, n] (c_type) = this rank's
+ * shard of the rows of sum over ranks of (A [m, k] x B) (+ bias [n], added
+ * once). Accumulation in fp32: SM_COPY rounds each rank's partial to c_type
+ * once and sums the partials in fp32 in rank order (deterministic);
+ * SEQUENTIAL is NCCL's reduce-scatter in c_type. */
+loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void *c_shard, const void *bias,
+                           cudaStream_t stream);
+
+/* ==== end of tensor-parallel linear layers ============================== */
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

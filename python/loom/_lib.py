@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 
 from . import _procmaps
-from ._structs import CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, GemmDesc, NcclInfo
+from ._structs import CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, GemmDesc, NcclInfo, TpDesc, TpPlanInfo
 from .errors import LibraryNotFoundError, NcclMismatchError, make_error
 
 # The libloom version this binding is written for (LOOM_VERSION_* in loom.h);
@@ -69,6 +69,13 @@ PROTOTYPES = {
     # plan, tables, indices, offsets, num_indices, weights, pooled, stream
     "loom_embedding_pool": (_r, [_vp, _vp, _vp, _vp, _i64, _vp, _vp, _vp]),
     "loom_embedding_a2a_check": (_r, [_vp]),
+    "loom_plan_ag_gemm": (_r, [_vp, _P(TpDesc), _P(_vp)]),
+    "loom_plan_gemm_rs": (_r, [_vp, _P(TpDesc), _P(_vp)]),
+    "loom_tp_plan_info": (_r, [_vp, _P(TpPlanInfo)]),
+    # plan, a_shard, b, c, a_full, bias, stream
+    "loom_ag_gemm": (_r, [_vp, _vp, _vp, _vp, _vp, _vp, _vp]),
+    # plan, a, b, c_shard, bias, stream
+    "loom_gemm_rs": (_r, [_vp, _vp, _vp, _vp, _vp, _vp]),
 }
 
 _lock = threading.Lock()

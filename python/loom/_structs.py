@@ -63,8 +63,15 @@ class EmbeddingPath(CEnum):
     STAGED = 3
 
 
+class TpTransfer(CEnum):
+    AUTO = 0
+    SEQUENTIAL = 1
+    COPY_ENGINE = 2
+    SM_COPY = 3
+
+
 C_PREFIX = {Result: "LOOM_", DType: "LOOM_", Activation: "LOOM_ACT_", Layout: "LOOM_B_", Pooling: "LOOM_POOL_",
-            EmbeddingPath: "LOOM_EMB_PATH_"}
+            EmbeddingPath: "LOOM_EMB_PATH_", TpTransfer: "LOOM_TP_"}
 ENUMS = tuple(C_PREFIX)
 
 
@@ -148,4 +155,21 @@ class NcclInfo(CStruct):
                 ("consistent", c_int), ("path", ctypes.c_char * 1024)]
 
 
-STRUCTS = (Config, CommInfo, Epilogue, GemmDesc, EmbeddingDesc, EmbeddingPlanInfo, NcclInfo)
+class TpDesc(CStruct):
+    _c_name_, _c_init_ = "loom_tp_desc_t", "LOOM_TP_DESC_INIT"
+    _fields_ = [("struct_size", c_size_t), ("m", c_int64), ("n", c_int64), ("k", c_int64),
+                ("ab_type", c_int), ("c_type", c_int), ("b_layout", c_int), ("has_bias", c_int),
+                ("world_size", c_int), ("transfer", c_int), ("chunk_rows", c_int), ("comm_blocks", c_int)]
+    _defaults_ = {"ab_type": int(DType.BF16), "c_type": int(DType.BF16), "b_layout": int(Layout.KN),
+                  "transfer": int(TpTransfer.AUTO)}
+
+
+class TpPlanInfo(CStruct):
+    _c_name_, _c_init_ = "loom_tp_plan_info_t", "LOOM_TP_PLAN_INFO_INIT"
+    _fields_ = [("struct_size", c_size_t), ("transfer", c_int), ("shard_rows", c_int64), ("chunk_rows", c_int),
+                ("comm_blocks", c_int), ("gemm_bn", c_int), ("gemm_grid", c_int), ("deterministic", c_int),
+                ("symmetric_bytes", c_size_t), ("device_bytes", c_size_t), ("workspace_bytes", c_size_t)]
+    _defaults_ = {"transfer": int(TpTransfer.AUTO)}
+
+
+STRUCTS = (Config, CommInfo, Epilogue, GemmDesc, EmbeddingDesc, EmbeddingPlanInfo, NcclInfo, TpDesc, TpPlanInfo)

@@ -14,6 +14,7 @@
 
 #include "loom.h"
 #include "gemm/gemm.h"
+#include "core/signal.cuh"
 
 /* Stores (or, reduce != 0, atomically adds) outputs v0, v1 at element
  * offsets off, off + 1 of a C buffer of dtype ct (LOOM_FP32, LOOM_BF16 or
@@ -59,15 +60,64 @@ static __device__ __forceinline__ void loom_gemm_bias2(const void *bias, int64_t
 
 /* Where output row `row` of an m-row C goes: C itself, or with HOOKS and a
  * row routing table, row_dst[row / rows_per_dst] (rows_per_dst 0: all rows
- * in entry 0); *r is the row within that buffer. */
+ * in entry 0), moved by parity_off bytes (loom_gemm_parity_off); *r is the
+ * row within that buffer. */
 template <bool HOOKS>
 static __device__ __forceinline__ void *loom_gemm_row_dst(void *c, const loom_gemm_hooks_t &h, int32_t m, int row,
-                                                          int64_t *r) {
+                                                          int64_t *r, int64_t parity_off) {
   *r = row;
   if (!HOOKS || !h.row_dst) return c;
   const int64_t rp = h.rows_per_dst > 0 ? h.rows_per_dst : (int64_t)m;
   *r = row % rp;
-  return h.row_dst[row / rp];
+  return (char *)h.row_dst[row / rp] + parity_off;
+}
+
+/* The epoch base of a hooked launch: *epoch_word (0 without one). */
+static __device__ __forceinline__ uint32_t loom_gemm_hook_epoch(const loom_gemm_hooks_t &h) {
+  return h.epoch_word ? *(const volatile uint32_t *)h.epoch_word : 0u;
+}
+
+/* The prologue wait of tile row tm (one thread): every signal of the rows
+ * [tm bm, tm bm + bm) reaches the wait epoch. 0 when a wait expired (or
+ * another wait of the comm did): the caller stores nothing and signals
+ * nothing. */
+static __device__ __forceinline__ int loom_gemm_hook_wait(const loom_gemm_hooks_t &h, int32_t m, int tm, int bm) {
+  const uint32_t want = loom_gemm_hook_epoch(h) + h.wait_epoch;
+  int64_t r1 = (int64_t)tm * bm + bm;
+  if (r1 > m) r1 = m;
+  for (int64_t row = (int64_t)tm * bm, end = 0; row < r1; row = end) {
+    const int32_t j = loom_tile_wait_chunk(row, m, h.wait_rows_per_shard, h.wait_rows_per_signal, &end);
+    if (!loom_signal_wait(&h.comm, h.wait_signals + j, want, -1, (uint32_t)j, LOOM_SITE_GEMM_PROLOGUE)) return 0;
+  }
+  return 1;
+}
+
+/* The tile's release signal (one thread, after every thread's stores of
+ * tile t in tile row tm are fenced system-wide): tile_signal[t], or
+ * dst_signal[d][t] for every destination d of the tile's rows. */
+static __device__ __forceinline__ void loom_gemm_hook_signal(const loom_gemm_hooks_t &h, int32_t m, int tm, int bm,
+                                                             int32_t t) {
+  const uint32_t v = loom_gemm_hook_epoch(h) + h.signal_epoch;
+  if (h.dst_signal) {
+    int32_t d0, d1;
+    loom_tile_dst_range(tm, bm, m, h.row_dst ? h.rows_per_dst : 0, &d0, &d1);
+    for (int32_t d = d0; d <= d1; ++d) loom_signal_store_release(h.dst_signal[d] + t, v);
+  } else if (h.tile_signal) {
+    loom_signal_store_release(h.tile_signal + t, v);
+  }
+}
+
+/* Byte offset of this call's destination buffers (dst_parity_bytes). */
+template <bool HOOKS>
+static __device__ __forceinline__ int64_t loom_gemm_parity_off(const loom_gemm_hooks_t &h) {
+  if (!HOOKS || !h.dst_parity_bytes) return 0;
+  return (int64_t)((loom_gemm_hook_epoch(h) + h.signal_epoch) & 1u) * h.dst_parity_bytes;
+}
+
+/* The dtype stores of row_dst rows take: fp32 partials when dst_fp32. */
+template <bool HOOKS>
+static __device__ __forceinline__ int loom_gemm_store_type(const loom_gemm_hooks_t &h, int ct) {
+  return HOOKS && h.row_dst && h.dst_fp32 ? (int)LOOM_FP32 : ct;
 }
 
 #endif /* LOOM_GEMM_EPILOGUE_CUH */

@@ -22,8 +22,9 @@
  * kernel (both paths), so a plain GEMM pays nothing for them:
  *   order      which tile a block takes next (tile_order.h)
  *   wait       before loading the A rows of tile row tm, the producer polls
- *              signals [first, last] of loom_tile_wait_range until each
- *              reaches wait_epoch (acquire, bounded by comm.timeout_ns;
+ *              the signals of those rows (loom_tile_wait_chunk: chunks of
+ *              rows, restarting at every shard) until each reaches the wait
+ *              epoch (acquire, bounded by comm.timeout_ns;
  *              expiry records the wait in comm.err, the kernel stops
  *              storing and returns)
  *   epilogue   STORE: C rows go to row_dst[row / rows_per_dst] at row
@@ -31,7 +32,10 @@
  *              be a peer's LSA pointer; REDUCE: the same addresses, atomically
  *              added (red.global.add: f32, bf16x2, f16x2)
  *   signal     after a tile's stores are visible system-wide, tile_signal
- *              [tile id] is set to signal_epoch (st.release.sys) by one thread
+ *              [tile id] (or dst_signal[d][tile id] for each destination d
+ *              of its rows) is set to the signal epoch (st.release.sys) by
+ *              one thread
+ * Epochs come from the device (epoch_word) so that captured calls replay.
  */
 #ifndef LOOM_GEMM_GEMM_H
 #define LOOM_GEMM_GEMM_H
@@ -88,16 +92,30 @@ typedef enum loom_gemm_epilogue {
 typedef struct loom_gemm_hooks {
   /* tile order: kind, row_shift, schedule (tiles_m/n, group filled by the launcher) */
   loom_tile_order_t order;
+  /* epochs: the values waited for and set are *epoch_word + wait_epoch and
+   * *epoch_word + signal_epoch (epoch_word NULL: the host values alone); a
+   * fused op points epoch_word at its plan's device call counter, so that a
+   * captured call waits for and sets the epoch of each replay */
+  const uint32_t *epoch_word;
   /* prologue wait (wait_signals NULL: none) */
   const uint32_t *wait_signals;  /* device array of signal words */
   uint32_t wait_epoch;
   int64_t wait_rows_per_signal;  /* rows of A each signal covers */
+  int64_t wait_rows_per_shard;   /* signals restart at every shard of this many rows
+                                  * (loom_tile_wait_chunk); 0: one shard */
   /* epilogue */
   int epilogue;                  /* loom_gemm_epilogue_t */
   void *const *row_dst;          /* device array [ndst] of C bases (may be LSA pointers); NULL: c */
   int64_t rows_per_dst;          /* rows per entry of row_dst (0: all rows in entry 0) */
-  /* per-tile signal after the tile is visible (NULL: none) */
+  int64_t dst_parity_bytes;      /* double-buffered destinations: calls of odd epoch (the signal
+                                  * epoch) store at row_dst[d] + dst_parity_bytes (0: one buffer) */
+  int dst_fp32;                  /* 1: rows routed through row_dst are stored (or added) as fp32
+                                  * partials whatever c_type (REDUCE: red.global.add.f32) */
+  /* per-tile signal after the tile is visible (both NULL: none) */
   uint32_t *tile_signal;         /* device array [tiles] (may be a peer's LSA pointer) */
+  uint32_t *const *dst_signal;   /* device array [ndst] of signal arrays [tiles], one per row_dst
+                                  * entry: a tile signals every destination its rows went to
+                                  * (loom_tile_dst_range); replaces tile_signal when set */
   uint32_t signal_epoch;
   /* bounds the prologue wait and receives its expiry record */
   loom_dev_comm_t comm;
@@ -109,6 +127,10 @@ typedef struct loom_gemm_hooks {
  * naming `fn`, the argument and the value. No GPU (gemm_validate.c). */
 loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, const void *a, const void *b,
                                   const void *c, const void *bias);
+
+/* The description part of loom__gemm_validate alone (plans of fused ops
+ * check their GEMM before they have pointers). */
+loom_result_t loom__gemm_validate_desc(const char *fn, const loom_gemm_desc_t *d);
 
 /* loom__gemm_validate, then each of a, b, c and bias is memory the current
  * GPU can reach over the bytes the GEMM touches (core/ptr_check.h): what

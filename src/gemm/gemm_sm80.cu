@@ -232,12 +232,7 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
 
   if (HOOKS && args.hooks.wait_signals) {
     if (threadIdx.x == 0) {
-      int first, last, ok = 1;
-      loom_tile_wait_range(tm, LOOM_SM80_BM, args.m, args.hooks.wait_rows_per_signal, &first, &last);
-      for (int j = first; j <= last && ok; ++j)
-        ok = loom_signal_wait(&args.hooks.comm, args.hooks.wait_signals + j, args.hooks.wait_epoch, -1,
-                              (uint32_t)j, LOOM_SITE_GEMM_PROLOGUE);
-      abort_block = !ok;
+      abort_block = !loom_gemm_hook_wait(args.hooks, args.m, tm, LOOM_SM80_BM);
     }
     __syncthreads();
     if (abort_block) return; /* expired: nothing stored, no signal */
@@ -353,6 +348,8 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
   const int ct = args.c_type;
   int reduce = 0;
   if (HOOKS) reduce = args.hooks.epilogue == LOOM_EPI_REDUCE;
+  const int st = loom_gemm_store_type<HOOKS>(args.hooks, ct);
+  const int64_t poff = loom_gemm_parity_off<HOOKS>(args.hooks);
   const int rbase = row0 + wm * 64 + lane / 4;
   const int cbase = col0 + wn * WN + (lane % 4) * 2;
 #pragma unroll
@@ -368,17 +365,18 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
           const int row = rbase + i * 16 + h * 8;
           if (row < args.m) {
             int64_t r;
-            void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r);
-            loom_gemm_store2(base, r * args.n + col, ct, acc[i][j][2 * h] + b0, acc[i][j][2 * h + 1] + b1, reduce);
+            void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff);
+            loom_gemm_store2(base, r * args.n + col, base == args.c ? ct : st, acc[i][j][2 * h] + b0,
+                             acc[i][j][2 * h + 1] + b1, reduce);
           }
         }
     }
   }
-  if (HOOKS && args.hooks.tile_signal) {
+  if (HOOKS && (args.hooks.tile_signal || args.hooks.dst_signal)) {
     /* every thread's stores of this tile, then one release */
     __threadfence_system();
     __syncthreads();
-    if (threadIdx.x == 0) loom_signal_store_release(args.hooks.tile_signal + t, args.hooks.signal_epoch);
+    if (threadIdx.x == 0) loom_gemm_hook_signal(args.hooks, args.m, tm, LOOM_SM80_BM, t);
   }
 #endif /* LOOM_SM80_DEVICE */
 }

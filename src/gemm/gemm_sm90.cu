@@ -467,14 +467,9 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         /* a cluster's last tile row may lie past m (odd tile rows): no A */
         const bool has_a = CL == 1 || tm * BM < args.m;
         if (HOOKS && args.hooks.wait_signals && !aborted) {
-          int first, last;
-          loom_tile_wait_range(tm, BM, args.m, args.hooks.wait_rows_per_signal, &first, &last);
-          for (int j = first; j <= last && !aborted; ++j) {
-            if (!loom_signal_wait(&args.hooks.comm, args.hooks.wait_signals + j, args.hooks.wait_epoch, -1,
-                                  (uint32_t)j, LOOM_SITE_GEMM_PROLOGUE)) {
-              aborted = 1;
-              *abort_flag = 1;
-            }
+          if (!loom_gemm_hook_wait(args.hooks, args.m, tm, BM)) {
+            aborted = 1;
+            *abort_flag = 1;
           }
           /* the acquired data is read next by the TMA (async proxy) */
           asm volatile("fence.proxy.async.global;" ::: "memory");
@@ -651,6 +646,8 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         const int cbase = col0 + (lane % 4) * 2;
         int reduce = 0;
         if (HOOKS) reduce = args.hooks.epilogue == LOOM_EPI_REDUCE;
+        const int st = loom_gemm_store_type<HOOKS>(args.hooks, ct);
+        const int64_t poff = loom_gemm_parity_off<HOOKS>(args.hooks);
 #pragma unroll
         for (int j = 0; j < WN / 8; ++j) {
           const int col = cbase + j * 8;
@@ -662,20 +659,19 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
               const int row = rbase + h * 8;
               if (row < args.m) {
                 int64_t r;
-                void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r);
-                loom_gemm_store2(base, r * args.n + col, ct, acc[j * 4 + h * 2] + b0, acc[j * 4 + h * 2 + 1] + b1,
-                                 reduce);
+                void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff);
+                loom_gemm_store2(base, r * args.n + col, base == args.c ? ct : st, acc[j * 4 + h * 2] + b0,
+                                 acc[j * 4 + h * 2 + 1] + b1, reduce);
               }
             }
           }
         }
       }
-      if (HOOKS && args.hooks.tile_signal && finish) {
+      if (HOOKS && (args.hooks.tile_signal || args.hooks.dst_signal) && finish) {
         /* both consumer warpgroups' stores of this tile, then one release */
         __threadfence_system();
         asm volatile("bar.sync 1, 256;" ::: "memory");
-        if (threadIdx.x == 128 && !(*abort_flag))
-          loom_signal_store_release(args.hooks.tile_signal + t, args.hooks.signal_epoch);
+        if (threadIdx.x == 128 && !(*abort_flag)) loom_gemm_hook_signal(args.hooks, args.m, tm, BM, t);
       }
     }
     /* the shared-memory buffers must outlive the TMA stores that read them */

@@ -31,8 +31,7 @@ static int loom__ranges_overlap(const void *p, size_t pb, const void *q, size_t 
   return a < b + qb && b < a + pb;
 }
 
-loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, const void *a,
-                                  const void *b, const void *c, const void *bias) {
+loom_result_t loom__gemm_validate_desc(const char *fn, const loom_gemm_desc_t *d) {
   if (!fn) fn = "loom_gemm";
   if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL must point to a loom_gemm_desc_t", fn);
   if (d->struct_size != sizeof(loom_gemm_desc_t))
@@ -67,6 +66,25 @@ loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, con
   if (d->has_bias != 0 && d->has_bias != 1)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: has_bias=%d must be 0 or 1", fn, d->has_bias);
 
+  /* Byte sizes: every product below 2^62 (dims are < 2^31, elements <= 4 bytes). */
+  const int64_t es_ab = (int64_t)loom_dtype_size(d->ab_type), es_c = (int64_t)loom_dtype_size(d->c_type);
+  const int64_t lim = INT64_C(1) << 62;
+  if (d->m > lim / es_ab / d->k)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: m=%lld x k=%lld: A is too large", fn,
+                      (long long)d->m, (long long)d->k);
+  if (d->n > lim / es_ab / d->k)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: k=%lld x n=%lld: B is too large", fn,
+                      (long long)d->k, (long long)d->n);
+  if (d->m > lim / es_c / d->n)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: m=%lld x n=%lld: C is too large", fn,
+                      (long long)d->m, (long long)d->n);
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, const void *a,
+                                  const void *b, const void *c, const void *bias) {
+  if (!fn) fn = "loom_gemm";
+  LOOM_TRY(loom__gemm_validate_desc(fn, d));
   const struct { const char *name; const void *p; } ptrs[3] = {{"a", a}, {"b", b}, {"c", c}};
   for (int i = 0; i < 3; ++i) {
     if (!ptrs[i].p)
@@ -85,18 +103,7 @@ loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, con
   if (bias && (uintptr_t)bias % 16 != 0)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: bias=%p is not 16-byte aligned", fn, bias);
 
-  /* Byte sizes: every product below 2^62 (dims are < 2^31, elements <= 4 bytes). */
   const int64_t es_ab = (int64_t)loom_dtype_size(d->ab_type), es_c = (int64_t)loom_dtype_size(d->c_type);
-  const int64_t lim = INT64_C(1) << 62;
-  if (d->m > lim / es_ab / d->k)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: m=%lld x k=%lld: A is too large", fn,
-                      (long long)d->m, (long long)d->k);
-  if (d->n > lim / es_ab / d->k)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: k=%lld x n=%lld: B is too large", fn,
-                      (long long)d->k, (long long)d->n);
-  if (d->m > lim / es_c / d->n)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: m=%lld x n=%lld: C is too large", fn,
-                      (long long)d->m, (long long)d->n);
   const size_t a_bytes = (size_t)(d->m * d->k * es_ab), b_bytes = (size_t)(d->k * d->n * es_ab);
   const size_t c_bytes = (size_t)(d->m * d->n * es_c), bias_bytes = (size_t)(d->n * es_c);
   if (loom__ranges_overlap(c, c_bytes, a, a_bytes))

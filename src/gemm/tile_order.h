@@ -176,6 +176,42 @@ LOOM_HD void loom_tile_wait_range(int32_t tm, int32_t bm, int64_t m, int64_t row
   *last = (int32_t)((r1 - 1) / rows_per_signal);
 }
 
+/* Prologue wait signals of a gathered A whose m rows come in shards of
+ * rows_per_shard rows (shard p: rows [p S, min((p+1) S, m)); 0: one shard of
+ * all m rows), each shard cut into chunks of rows_per_signal rows with one
+ * signal per chunk: row r's signal is (r / S) ceil(S / c) + (r % S) / c. Returns
+ * the signal of `row` and sets *end to the first row after its chunk (clipped
+ * to m), so that a tile's rows [r0, r1) wait on the signals met by
+ * row = r0, *end, ... while row < r1. With rows_per_shard 0 this is
+ * loom_tile_wait_range's numbering. */
+LOOM_HD int32_t loom_tile_wait_chunk(int64_t row, int64_t m, int64_t rows_per_shard, int64_t rows_per_signal,
+                                     int64_t *end) {
+  const int64_t S = rows_per_shard > 0 ? rows_per_shard : m;
+  const int64_t c = rows_per_signal > 0 ? rows_per_signal : S;
+  const int64_t p = row / S, in = row - p * S;
+  const int64_t j = in / c;
+  int64_t e = p * S + (j + 1) * c;
+  if (e > (p + 1) * S) e = (p + 1) * S;
+  if (e > m) e = m;
+  *end = e;
+  return (int32_t)(p * loom_ceil_div(S, c) + j);
+}
+
+/* Destinations of a tile whose rows [tm bm, min(tm bm + bm, m)) are routed
+ * by rows_per_dst (0: one destination): the first and last (inclusive). */
+LOOM_HD void loom_tile_dst_range(int32_t tm, int32_t bm, int64_t m, int64_t rows_per_dst, int32_t *first,
+                                 int32_t *last) {
+  const int64_t r0 = (int64_t)tm * bm;
+  int64_t r1 = r0 + bm;
+  if (r1 > m) r1 = m;
+  if (rows_per_dst <= 0) {
+    *first = *last = 0;
+    return;
+  }
+  *first = (int32_t)(r0 / rows_per_dst);
+  *last = (int32_t)((r1 - 1) / rows_per_dst);
+}
+
 /* ---- stream-K work decomposition ---------------------------------------- */
 
 typedef struct loom_work {

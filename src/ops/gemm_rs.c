@@ -1,0 +1,137 @@
+/*
+ * gemm_rs.c - loom_gemm_rs: c_shard = this rank's rows of the sum over
+ * ranks of A [m, k] x B (+ bias), the row-parallel linear layer of sequence
+ * parallelism.
+ *
+ * Fused (tp_linear.h): every rank's GEMM computes all m rows of its partial
+ * product with its tile rows starting at the shard of rank + 1 (peers'
+ * rows first, each rank on a different owner at first); the epilogue stores
+ * each tile's rows into their owners' staging buffers (this call's parity)
+ * through NVLink and signals the tile to each owner. On the side stream the
+ * owner's reduction kernel (comm_blocks blocks) waits for each of its tiles'
+ * W signals, sums the partials in fp32 in rank order, adds the bias and
+ * rounds once into c_shard.
+ * Sequential: loom_gemm into a partial buffer (bias on rank 0 only), then
+ * NCCL reduce-scatter (a reduce per shard when the shards are uneven).
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/plan.h"
+#include "core/ptr_check.h"
+#include "gemm/gemm.h"
+#include "ops/tp_linear.h"
+#include "ops/tp_schedule.h"
+
+static loom_result_t rs_sequential(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b,
+                                   void *c_shard, const void *bias, cudaStream_t stream) {
+  loom_comm_t comm = plan->comm;
+  loom_gemm_desc_t g = st->gemm;
+  const size_t row = (size_t)g.n * loom_dtype_size(g.c_type);
+  const ncclDataType_t nt = loom__tp_nccl_type(g.c_type);
+  const int W = st->world;
+  /* the bias once in the sum: on rank 0's partial */
+  const int with_bias = g.has_bias && st->rank == 0;
+  g.has_bias = with_bias;
+  LOOM_TRY(loom_gemm(&g, a, b, st->partial, with_bias ? bias : NULL, stream));
+  if ((int64_t)W * st->shard_rows == g.m) {
+    LOOM_NCCL(ncclReduceScatter(st->partial, c_shard, (size_t)st->shard_rows * (size_t)g.n, nt, ncclSum, comm->nccl,
+                                stream));
+    return LOOM_SUCCESS;
+  }
+  LOOM_NCCL(ncclGroupStart());
+  ncclResult_t n = ncclSuccess;
+  for (int p = 0; p < W && n == ncclSuccess; ++p) {
+    const int64_t len = loom_tp_shard_len(g.m, W, p), b0 = loom_tp_shard_begin(g.m, W, p);
+    if (len > 0)
+      n = ncclReduce((const char *)st->partial + (size_t)b0 * row, p == st->rank ? c_shard : NULL,
+                     (size_t)len * (size_t)g.n, nt, ncclSum, p, comm->nccl, stream);
+  }
+  const ncclResult_t n2 = ncclGroupEnd();
+  if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclReduce (loom_gemm_rs, uneven shards)", __FILE__, __LINE__);
+  if (n2 != ncclSuccess) return loom__nccl_fail((int)n2, "ncclGroupEnd (loom_gemm_rs)", __FILE__, __LINE__);
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b, void *c_shard,
+                              const void *bias, cudaStream_t stream) {
+  loom_comm_t comm = plan->comm;
+  loom_gemm_desc_t g = st->gemm;
+  const int W = st->world;
+  const loom_dev_comm_t dc = loom__comm_dev(comm);
+
+  LOOM_TRY(loom__tp_begin(dc, plan->epoch_offset, (size_t)-1, stream));
+  LOOM_TRY(loom__tp_fork(st, stream));
+  if (st->my_len > 0) {
+    loom_rs_reduce_args_t ra;
+    memset(&ra, 0, sizeof ra);
+    ra.dc = dc;
+    ra.epoch_off = plan->epoch_offset;
+    ra.tile_off = st->tile_off;
+    ra.m = g.m;
+    ra.n = g.n;
+    ra.row0 = st->my_begin;
+    ra.rows = st->my_len;
+    ra.bm = 128;
+    ra.bn = st->gemm_cfg.bn;
+    ra.tiles_m = st->tiles_m;
+    ra.tiles_n = st->tiles_n;
+    ra.c_type = (int)g.c_type;
+    ra.staging = (const char *)st->staging;
+    ra.parity_bytes = st->staging_parity_bytes;
+    ra.src_bytes = st->staging_parity_bytes / (size_t)W;
+    ra.bias = g.has_bias ? bias : NULL;
+    ra.c_shard = c_shard;
+    LOOM_TRY(loom__rs_reduce_kernel(&ra, st->comm_blocks, st->side));
+  }
+
+  loom_gemm_hooks_t h;
+  memset(&h, 0, sizeof h);
+  h.order.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
+  h.order.row_shift = loom_tp_row_shift(g.m, W, st->rank + 1, 128);
+  h.epoch_word = (const uint32_t *)((const char *)comm->ws_ptr + plan->epoch_offset);
+  h.epilogue = LOOM_EPI_STORE;
+  h.row_dst = st->d_row_dst;
+  h.rows_per_dst = st->shard_rows;
+  h.dst_parity_bytes = (int64_t)st->staging_parity_bytes;
+  h.dst_signal = st->d_dst_signal;
+  h.comm = dc;
+  g.has_bias = 0; /* added once, by the owner's reduction */
+  loom_result_t r = loom__gemm_hooked(&g, a, b, st->staging, NULL, &st->gemm_cfg, &h, stream);
+  const loom_result_t rj = loom__tp_join(st, stream);
+  LOOM_TRY(r);
+  return rj;
+}
+
+loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void *c_shard, const void *bias,
+                           cudaStream_t stream) {
+  const char *fn = "loom_gemm_rs";
+  loom_tp_state_t *st;
+  LOOM_TRY(loom__tp_state(plan, fn, LOOM__TP_RS, &st));
+  LOOM_TRY(loom__comm_check(plan->comm, fn));
+  const loom_gemm_desc_t *g = &st->gemm;
+  const size_t es_c = loom_dtype_size(g->c_type), es_ab = loom_dtype_size(g->ab_type);
+  /* A and B as loom_gemm checks them (the partial product as C) */
+  loom_gemm_desc_t chk = *g;
+  void *c_chk = st->partial ? st->partial : st->staging;
+  LOOM_TRY(loom__gemm_validate(fn, &chk, a, b, c_chk, bias));
+  LOOM_TRY(loom__check_device_ptr(fn, "a", a, (size_t)g->m * (size_t)g->k * es_ab));
+  LOOM_TRY(loom__check_device_ptr(fn, "b", b, (size_t)g->k * (size_t)g->n * es_ab));
+  if (bias) LOOM_TRY(loom__check_device_ptr(fn, "bias", bias, (size_t)g->n * es_c));
+  if (st->my_len > 0) {
+    if (!c_shard)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: c_shard=NULL: this rank owns %lld rows", fn,
+                        (long long)st->my_len);
+    if ((uintptr_t)c_shard % 16 != 0)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: c_shard=%p is not 16-byte aligned", fn, c_shard);
+    LOOM_TRY(loom__check_device_ptr(fn, "c_shard", c_shard, (size_t)st->my_len * (size_t)g->n * es_c));
+  }
+  (void)loom__plan_next_epoch(plan);
+  if (st->transfer == LOOM_TP_SEQUENTIAL)
+    LOOM_TRY(rs_sequential(plan, st, a, b, c_shard, bias, stream));
+  else
+    LOOM_TRY(rs_fused(plan, st, a, b, c_shard, bias, stream));
+  return loom__tp_done(st, stream);
+}

@@ -1,0 +1,369 @@
+/*
+ * tp_linear.c - plans of the tensor-parallel ops (loom_plan_ag_gemm,
+ * loom_plan_gemm_rs), their info, teardown, and what both calls share: the
+ * state lookup, the fork/join around the side stream, the peers' addresses
+ * of a symmetric buffer. The calls are in ag_gemm.c and gemm_rs.c; the
+ * protocol in tp_linear.h.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/handle.h"
+#include "core/log.h"
+#include "core/plan.h"
+#include "gemm/gemm.h"
+#include "gemm/gemm_heuristic.h"
+#include "ops/tp_linear.h"
+#include "ops/tp_schedule.h"
+
+__attribute__((constructor)) static void loom__tp_wait_sites(void) {
+  loom__wait_site_register(LOOM_SITE_AG_READY, "AllGather+GEMM: peer's gathered buffer writable (its call started)");
+  loom__wait_site_register(LOOM_SITE_RS_TILE, "GEMM+ReduceScatter: a peer's partial tile");
+}
+
+static const char *kind_op(loom__tp_kind_t k) { return k == LOOM__TP_AG ? "ag_gemm" : "gemm_rs"; }
+
+const char *loom__tp_transfer_name(loom_tp_transfer_t t) {
+  switch (t) {
+    case LOOM_TP_AUTO: return "LOOM_TP_AUTO";
+    case LOOM_TP_SEQUENTIAL: return "LOOM_TP_SEQUENTIAL";
+    case LOOM_TP_COPY_ENGINE: return "LOOM_TP_COPY_ENGINE";
+    case LOOM_TP_SM_COPY: return "LOOM_TP_SM_COPY";
+  }
+  return "unknown";
+}
+
+loom_gemm_desc_t loom__tp_gemm_desc(const loom_tp_desc_t *d) {
+  loom_gemm_desc_t g = LOOM_GEMM_DESC(d->m, d->n, d->k, d->ab_type, d->c_type, d->b_layout, d->has_bias);
+  return g;
+}
+
+loom_result_t loom__tp_state(loom_plan_t plan, const char *fn, int kind, loom_tp_state_t **st) {
+  LOOM_TRY(loom__check_plan(plan, fn));
+  const int is_ag = plan->op && strcmp(plan->op, "ag_gemm") == 0, is_rs = plan->op && strcmp(plan->op, "gemm_rs") == 0;
+  if (!plan->op_state || !(is_ag || is_rs) || (kind >= 0 && kind != (is_ag ? LOOM__TP_AG : LOOM__TP_RS)))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a %s plan, not a%s plan", fn, (void *)plan,
+                      plan->op ? plan->op : "(unknown)",
+                      kind < 0 ? "n ag_gemm or gemm_rs" : kind == LOOM__TP_AG ? "n ag_gemm" : " gemm_rs");
+  *st = (loom_tp_state_t *)plan->op_state;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int sm_count, const loom_tp_desc_t *d,
+                                  loom_tp_transfer_t *resolved, int all_reachable, int hooks_ok) {
+  if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL must point to a loom_tp_desc_t", fn);
+  if (d->struct_size != sizeof(loom_tp_desc_t))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->struct_size=%zu, expected %zu (initialise with LOOM_TP_DESC_INIT; header and "
+                      "library differ?)",
+                      fn, d->struct_size, sizeof(loom_tp_desc_t));
+  if (d->world_size != comm_size)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->world_size=%d differs from the comm's size %d", fn,
+                      d->world_size, comm_size);
+  char gfn[96];
+  snprintf(gfn, sizeof gfn, "%s: desc", fn);
+  const loom_gemm_desc_t g = loom__tp_gemm_desc(d);
+  LOOM_TRY(loom__gemm_validate_desc(gfn, &g));
+  if (d->transfer < LOOM_TP_AUTO || d->transfer > LOOM_TP_SM_COPY)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->transfer=%d is unknown: must be LOOM_TP_AUTO, _SEQUENTIAL, _COPY_ENGINE or _SM_COPY",
+                      fn, (int)d->transfer);
+  if (kind == LOOM__TP_RS && d->transfer == LOOM_TP_COPY_ENGINE)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->transfer=LOOM_TP_COPY_ENGINE is not offered for GEMM+ReduceScatter (the "
+                      "partials are reduced by SMs): use LOOM_TP_SM_COPY, LOOM_TP_SEQUENTIAL or LOOM_TP_AUTO",
+                      fn);
+  if (d->chunk_rows < 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->chunk_rows=%d must be >= 0 (0: chosen by the plan)", fn,
+                      d->chunk_rows);
+  if (d->comm_blocks < 0 || (sm_count > 0 && d->comm_blocks >= sm_count))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->comm_blocks=%d must be in [0, %d) (0: chosen by the plan; the GEMM keeps the "
+                      "other SMs)",
+                      fn, d->comm_blocks, sm_count);
+  loom_tp_transfer_t t = d->transfer;
+  const int fused_possible = all_reachable && hooks_ok && comm_size <= LOOM_TP_MAX_PEERS;
+  if (t == LOOM_TP_AUTO)
+    t = comm_size > 1 && fused_possible ? (kind == LOOM__TP_AG ? LOOM_TP_COPY_ENGINE : LOOM_TP_SM_COPY)
+                                        : LOOM_TP_SEQUENTIAL;
+  if (t != LOOM_TP_SEQUENTIAL && !fused_possible)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: desc->transfer=%s needs every peer load/store reachable (%s), loom's GEMM kernels "
+                      "(compute capability >= 8.0: %s) and at most %d ranks (%d): use LOOM_TP_SEQUENTIAL",
+                      fn, loom__tp_transfer_name(t), all_reachable ? "yes" : "no", hooks_ok ? "yes" : "no",
+                      LOOM_TP_MAX_PEERS, comm_size);
+  *resolved = t;
+  return LOOM_SUCCESS;
+}
+
+/* The plan's fused GEMM configuration: the path's heuristic for the local
+ * GEMM, as a data-parallel GEMM of 128-row tiles (what hooked kernels run)
+ * on `grid` blocks (0: every SM). */
+static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, int grid, loom_gemm_config_t *cfg) {
+  loom__gemm_device_t dev;
+  LOOM_TRY(loom__gemm_device(&dev));
+  loom__gemm_path_t path = LOOM__PATH_BASE;
+  LOOM_TRY(loom__gemm_path(g, &path));
+  loom_gemm_config_t c = path == LOOM__PATH_SM90 ? loom__gemm_sm90_heuristic(g, &dev) : loom__gemm_sm80_heuristic(g, &dev);
+  loom_gemm_config_t out;
+  memset(&out, 0, sizeof out);
+  out.bn = c.bn;
+  if (path == LOOM__PATH_SM90 && out.bn != 128 && out.bn != 192 && out.bn != 224 && out.bn != 256) out.bn = 128;
+  if (path != LOOM__PATH_SM90 && out.bn != 128 && out.bn != 256) out.bn = 128;
+  out.group = c.group;
+  out.grid = grid;
+  out.bm = 128;
+  *cfg = out;
+  return LOOM_SUCCESS;
+}
+
+static void tp_destroy(loom_plan_t plan) {
+  loom_tp_state_t *st = (loom_tp_state_t *)plan->op_state;
+  if (!st) return;
+  loom_comm_t comm = plan->comm;
+  if (st->done) {
+    cudaError_t e = cudaEventSynchronize(st->done);
+    if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (%s): waiting for the last call: %s", plan->op, cudaGetErrorString(e));
+  }
+  if (st->a_full_own) {
+    if (st->a_full_own_sym) (void)loom__comm_free(comm, st->a_full_own);
+    else (void)cudaFree(st->a_full_own);
+  }
+  if (st->staging) (void)loom__comm_free(comm, st->staging);
+  if (st->partial) (void)cudaFree(st->partial);
+  if (st->d_row_dst) (void)cudaFree(st->d_row_dst);
+  if (st->d_dst_signal) (void)cudaFree(st->d_dst_signal);
+  if (st->fork) (void)cudaEventDestroy(st->fork);
+  if (st->join) (void)cudaEventDestroy(st->join);
+  if (st->done) (void)cudaEventDestroy(st->done);
+  if (st->side) (void)cudaStreamDestroy(st->side);
+  free(st);
+  plan->op_state = NULL;
+}
+
+loom_result_t loom__tp_peer_addresses(const char *fn, const char *what, loom_comm_t comm, const void *p, size_t bytes,
+                                      char **peer) {
+  loom_alloc_t *a = loom__find_alloc(comm, p, bytes);
+  if (!a)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: %s=%p (%zu bytes) is not inside memory from loom_malloc on this comm: peers store into "
+                      "it, so it must be symmetric memory (or pass NULL to use the plan's own buffer)",
+                      fn, what, p, bytes);
+  const size_t off = (size_t)((const char *)p - (const char *)a->ptr);
+  for (int q = 0; q < comm->size; ++q) {
+    if (!a->peer_ptrs[q])
+      return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: rank %d is not load/store reachable from rank %d", fn, q, comm->rank);
+    peer[q] = (char *)a->peer_ptrs[q] + off;
+  }
+  return LOOM_SUCCESS;
+}
+
+/* RS fused: the owners' staging and signal arrays as this rank addresses
+ * them, in device arrays the GEMM's hooks read. */
+static loom_result_t rs_tables(loom_plan_t plan, loom_tp_state_t *st) {
+  loom_comm_t comm = plan->comm;
+  const int W = st->world;
+  char *stage[LOOM_TP_MAX_PEERS], *ws[LOOM_TP_MAX_PEERS];
+  LOOM_TRY(loom__tp_peer_addresses("loom_plan_gemm_rs", "staging", comm, st->staging, 2 * st->staging_parity_bytes, stage));
+  LOOM_TRY(loom__tp_peer_addresses("loom_plan_gemm_rs", "workspace", comm, comm->ws_ptr, comm->ws_bytes, ws));
+  void *rows[LOOM_TP_MAX_PEERS];
+  uint32_t *sigs[LOOM_TP_MAX_PEERS];
+  const size_t src_bytes = st->staging_parity_bytes / (size_t)W;
+  const size_t tiles = (size_t)st->tiles_m * (size_t)st->tiles_n;
+  for (int p = 0; p < W; ++p) {
+    rows[p] = stage[p] + (size_t)st->rank * src_bytes;
+    sigs[p] = (uint32_t *)(ws[p] + st->tile_off) + (size_t)st->rank * tiles;
+  }
+  LOOM_CUDA(cudaMalloc((void **)&st->d_row_dst, (size_t)W * sizeof(void *)));
+  LOOM_CUDA(cudaMalloc((void **)&st->d_dst_signal, (size_t)W * sizeof(uint32_t *)));
+  st->device_bytes += 2 * (size_t)W * sizeof(void *);
+  LOOM_CUDA(cudaMemcpyAsync(st->d_row_dst, rows, (size_t)W * sizeof(void *), cudaMemcpyHostToDevice, comm->stream));
+  LOOM_CUDA(cudaMemcpyAsync(st->d_dst_signal, sigs, (size_t)W * sizeof(uint32_t *), cudaMemcpyHostToDevice, comm->stream));
+  LOOM_CUDA(cudaStreamSynchronize(comm->stream));
+  return LOOM_SUCCESS;
+}
+
+/* Everything a plan holds beyond its slice, for its resolved transfer. */
+static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
+  loom_comm_t comm = plan->comm;
+  const loom_gemm_desc_t *g = &st->gemm;
+  const size_t es_ab = loom_dtype_size(g->ab_type), es_c = loom_dtype_size(g->c_type);
+  const size_t Wrows = (size_t)st->world * (size_t)st->shard_rows; /* >= m: room for W equal shards */
+  LOOM_CUDA(cudaStreamCreateWithFlags(&st->side, cudaStreamNonBlocking));
+  LOOM_CUDA(cudaEventCreateWithFlags(&st->fork, cudaEventDisableTiming));
+  LOOM_CUDA(cudaEventCreateWithFlags(&st->join, cudaEventDisableTiming));
+  LOOM_CUDA(cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming));
+  if (st->kind == LOOM__TP_AG) {
+    const size_t bytes = Wrows * (size_t)g->k * es_ab;
+    if (st->transfer == LOOM_TP_SEQUENTIAL) {
+      LOOM_CUDA(cudaMalloc(&st->a_full_own, bytes));
+      st->device_bytes += bytes;
+    } else {
+      LOOM_TRY(loom__comm_malloc(comm, bytes, &st->a_full_own));
+      st->a_full_own_sym = 1;
+      st->symmetric_bytes += bytes;
+    }
+  } else if (st->transfer == LOOM_TP_SEQUENTIAL) {
+    const size_t bytes = Wrows * (size_t)g->n * es_c;
+    LOOM_CUDA(cudaMalloc(&st->partial, bytes));
+    st->device_bytes += bytes;
+  } else {
+    st->staging_parity_bytes = Wrows * (size_t)g->n * es_c;
+    LOOM_TRY(loom__comm_malloc(comm, 2 * st->staging_parity_bytes, &st->staging));
+    st->symmetric_bytes += 2 * st->staging_parity_bytes;
+    LOOM_TRY(rs_tables(plan, st));
+  }
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom__tp_kind_t kind, loom_plan_t *out) {
+  const char *fn = kind == LOOM__TP_AG ? "loom_plan_ag_gemm" : "loom_plan_gemm_rs";
+  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
+  *out = NULL;
+  LOOM_TRY(loom__comm_check(comm, fn));
+  int hooks_ok = 0;
+  if (!comm->detached && desc && desc->struct_size == sizeof *desc) {
+    loom__gemm_path_t path = LOOM__PATH_BASE;
+    const loom_gemm_desc_t g = loom__tp_gemm_desc(desc);
+    if (loom__gemm_validate_desc(fn, &g) == LOOM_SUCCESS && loom__gemm_path(&g, &path) == LOOM_SUCCESS)
+      hooks_ok = path != LOOM__PATH_BASE;
+  }
+  loom_tp_transfer_t t = LOOM_TP_SEQUENTIAL;
+  LOOM_TRY(loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &t, comm->ws_all_reachable, hooks_ok));
+  if (comm->detached)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the description is valid; a test comm without a GPU cannot hold a plan",
+                      fn);
+
+  loom_tp_state_t *st = (loom_tp_state_t *)calloc(1, sizeof *st);
+  if (!st) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn);
+  st->kind = kind;
+  st->desc = *desc;
+  st->gemm = loom__tp_gemm_desc(desc);
+  st->transfer = t;
+  st->rank = comm->rank;
+  st->world = comm->size;
+  const int64_t m = desc->m;
+  st->shard_rows = loom_tp_shard_rows(m, st->world);
+  st->my_begin = loom_tp_shard_begin(m, st->world, st->rank);
+  st->my_len = loom_tp_shard_len(m, st->world, st->rank);
+  loom_result_t r = LOOM_SUCCESS;
+  uint32_t nsig = 0;
+  if (t != LOOM_TP_SEQUENTIAL) {
+    const int blocks_default = kind == LOOM__TP_AG ? 16 : 16;
+    st->comm_blocks = t == LOOM_TP_SM_COPY ? (desc->comm_blocks > 0 ? desc->comm_blocks : blocks_default) : 0;
+    /* the GEMM's persistent blocks wait for signals that other kernels set:
+     * those kernels need SMs the GEMM leaves free (the copy engine's
+     * one-thread signal kernels: one SM) */
+    const int free_sms = st->comm_blocks > 0 ? st->comm_blocks : 1;
+    r = fused_gemm_config(&st->gemm, comm->sm_count - free_sms, &st->gemm_cfg);
+    st->tiles_m = (int)loom_ceil_div(m, 128);
+    st->tiles_n = (int)loom_ceil_div(desc->n, st->gemm_cfg.bn);
+    if (kind == LOOM__TP_AG) {
+      int64_t cr = desc->chunk_rows;
+      if (cr <= 0)
+        cr = t == LOOM_TP_SM_COPY ? loom_ceil_div(st->shard_rows, 2 * (int64_t)st->comm_blocks)
+                                  : loom_ceil_div(st->shard_rows, 4);
+      if (cr < 1) cr = 1;
+      if (cr > st->shard_rows) cr = st->shard_rows;
+      st->chunk_rows = (int)cr;
+      st->chunks_per_shard = loom_ag_chunks_per_shard(m, st->world, cr);
+      const int64_t n64 = (int64_t)st->world + (int64_t)st->world * st->chunks_per_shard;
+      if (n64 > (int64_t)UINT32_MAX / 8)
+        r = loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %lld chunk signals are too many: raise desc->chunk_rows=%d", fn,
+                       (long long)n64, desc->chunk_rows);
+      nsig = (uint32_t)n64;
+    } else {
+      const int64_t n64 = (int64_t)st->world * st->tiles_m * st->tiles_n;
+      if (n64 > (int64_t)UINT32_MAX / 8)
+        r = loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %lld tile signals are too many (m=%lld, n=%lld)", fn,
+                       (long long)n64, (long long)m, (long long)desc->n);
+      nsig = (uint32_t)n64;
+    }
+  }
+  loom_plan_t plan = NULL;
+  if (r == LOOM_SUCCESS) r = loom__plan_create(comm, kind_op(kind), nsig, 0, &plan);
+  if (r != LOOM_SUCCESS) {
+    free(st);
+    return r;
+  }
+  plan->op_state = st;
+  plan->destroy_op = tp_destroy;
+  if (kind == LOOM__TP_AG) {
+    st->ready_off = plan->signals_offset;
+    st->chunk_off = plan->signals_offset + (size_t)st->world * sizeof(uint32_t);
+  } else {
+    st->tile_off = plan->signals_offset;
+  }
+  r = tp_alloc(plan, st);
+  if (r != LOOM_SUCCESS) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", loom_last_error());
+    (void)loom_plan_destroy(plan);
+    return loom__fail(r, "%s", msg);
+  }
+  LOOM_INFO("%s: m=%lld n=%lld k=%lld W=%d: %s, S=%lld, chunk_rows=%d, comm_blocks=%d, tile 128x%d", fn,
+            (long long)m, (long long)desc->n, (long long)desc->k, st->world, loom__tp_transfer_name(t),
+            (long long)st->shard_rows, st->chunk_rows, st->comm_blocks, st->gemm_cfg.bn);
+  *out = plan;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_plan_ag_gemm(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out) {
+  return tp_plan(comm, desc, LOOM__TP_AG, out);
+}
+
+loom_result_t loom_plan_gemm_rs(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out) {
+  return tp_plan(comm, desc, LOOM__TP_RS, out);
+}
+
+loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info) {
+  loom_tp_state_t *st;
+  LOOM_TRY(loom__tp_state(plan, "loom_tp_plan_info", -1, &st));
+  if (!info) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_tp_plan_info: info=NULL");
+  if (info->struct_size != sizeof *info)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "loom_tp_plan_info: info->struct_size=%zu, expected %zu (initialise with LOOM_TP_PLAN_INFO_INIT)",
+                      info->struct_size, sizeof *info);
+  const int fused = st->transfer != LOOM_TP_SEQUENTIAL;
+  info->transfer = st->transfer;
+  info->shard_rows = st->shard_rows;
+  info->chunk_rows = st->chunk_rows;
+  info->comm_blocks = st->comm_blocks;
+  info->gemm_bn = fused ? st->gemm_cfg.bn : 0;
+  info->gemm_grid = fused ? st->gemm_cfg.grid : 0;
+  /* AG: every element is one product, whatever the transfer; RS: the fused
+   * sum runs in rank order, NCCL's order is its own */
+  info->deterministic = st->kind == LOOM__TP_AG || fused;
+  info->symmetric_bytes = st->symmetric_bytes;
+  info->device_bytes = st->device_bytes;
+  info->workspace_bytes = plan->ws_bytes;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__tp_fork(loom_tp_state_t *st, cudaStream_t stream) {
+  LOOM_CUDA(cudaEventRecord(st->fork, stream));
+  LOOM_CUDA(cudaStreamWaitEvent(st->side, st->fork, 0));
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__tp_join(loom_tp_state_t *st, cudaStream_t stream) {
+  LOOM_CUDA(cudaEventRecord(st->join, st->side));
+  LOOM_CUDA(cudaStreamWaitEvent(stream, st->join, 0));
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__tp_done(loom_tp_state_t *st, cudaStream_t stream) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
+  LOOM_CUDA(cudaEventRecordWithFlags(st->done, stream,
+                                     cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
+  return LOOM_SUCCESS;
+}
+
+ncclDataType_t loom__tp_nccl_type(loom_dtype_t t) {
+  return t == LOOM_FP32 ? ncclFloat32 : t == LOOM_BF16 ? ncclBfloat16 : ncclFloat16;
+}

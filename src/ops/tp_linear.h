@@ -1,0 +1,173 @@
+/*
+ * tp_linear.h - internal state of the tensor-parallel ops (loom_ag_gemm,
+ * loom_gemm_rs) and the interface between their host side (tp_linear.c:
+ * validation, plans, sequential path; ag_gemm.c, gemm_rs.c: the calls) and
+ * their kernels (tp_linear_kernels.cu).
+ *
+ * A fused call on the user's stream S, with the plan's side stream X:
+ *   S: begin kernel   epoch e = call counter + 1, published in the plan's
+ *                     loom_dev_epoch_t; AG: ready[r] = e stored into every
+ *                     peer's workspace ("rank r's a_full may be written")
+ *   S -> X            event (fork)
+ *   X: transfer       AG: pushes of this rank's shard (copy engine or copy
+ *                     kernel), each chunk then its signal (= e); RS: the
+ *                     reduction kernel (waits for each owned tile's W
+ *                     signals, sums the partials)
+ *   S: hooked GEMM    AG: tiles wait for their rows' chunk signals; RS:
+ *                     partial tiles stored into the owners' staging
+ *                     (parity e & 1) and signalled per owner
+ *   X -> S            event (join); S records the plan's `done` event
+ * Every kernel of the call reads e from the device counter, so a call
+ * captured in a CUDA graph gets a new epoch on every replay.
+ *
+ * Why no rank overwrites what a peer still reads (the invariants):
+ *  - AG: rank p pushes into d's a_full only after ready[p] on d reached e,
+ *    i.e. after d's call e started, so d's GEMM of call e-1 (the last reader
+ *    of a_full) has finished.
+ *  - RS: call e stores into staging buffer e & 1. A peer reaches call e+2
+ *    (the next user of that buffer) only after its call e+1 waited for this
+ *    rank's call e+1 GEMM tiles, which run after this rank's call e
+ *    reduction finished (stream order).
+ * Signals only grow (epochs), so nothing is reset between calls.
+ *
+ * Plan workspace slice (uint32 words, zeroed at plan creation):
+ *   AG: ready [W] | chunk [W x chunks_per_shard]
+ *   RS: tile  [W sources x tiles_m x tiles_n] (owner side: signal of source
+ *       s's tile t is tile[s tiles + t])
+ */
+#ifndef LOOM_OPS_TP_LINEAR_H
+#define LOOM_OPS_TP_LINEAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loom.h"
+#include "core/signal.h"
+#include "gemm/gemm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Wait sites of the tensor-parallel ops (core/signal.h: ids 80..95). */
+#define LOOM_SITE_AG_READY 80   /* a peer's a_full writable (its call started) */
+#define LOOM_SITE_RS_TILE 81    /* a partial tile from a peer (reduction) */
+
+#define LOOM_TP_MAX_PEERS 72    /* peers whose addresses travel as kernel arguments */
+#define LOOM_TP_THREADS 256
+
+typedef enum { LOOM__TP_AG = 0, LOOM__TP_RS = 1 } loom__tp_kind_t;
+
+typedef struct loom_tp_state {
+  loom__tp_kind_t kind;
+  loom_tp_desc_t desc;
+  loom_gemm_desc_t gemm;        /* the local GEMM of desc */
+  loom_tp_transfer_t transfer;  /* resolved (never AUTO) */
+  int rank, world;
+  int64_t shard_rows;           /* S */
+  int64_t my_begin, my_len;     /* this rank's shard */
+  int chunk_rows;               /* AG */
+  int64_t chunks_per_shard;     /* AG */
+  int comm_blocks;
+  loom_gemm_config_t gemm_cfg;  /* fused GEMM's config (bm 128) */
+  int tiles_m, tiles_n;
+  /* workspace offsets (bytes from the comm workspace base) */
+  size_t ready_off, chunk_off, tile_off;
+  /* memory */
+  void *a_full_own;             /* AG: the plan's gathered A [W S, k] (loom_malloc when fused,
+                                   cudaMalloc when sequential), used when a call passes no a_full */
+  int a_full_own_sym;           /* 1: a_full_own is loom_malloc memory */
+  void *staging;                /* RS fused: loom_malloc [2][W][S][n] of c_type */
+  size_t staging_parity_bytes;  /* one parity's bytes: W x S x n x c size */
+  void *partial;                /* RS sequential: cudaMalloc [W S, n] c_type */
+  void **d_row_dst;             /* RS fused: device [W] owner staging bases for this source */
+  uint32_t **d_dst_signal;      /* RS fused: device [W] owner signal arrays for this source */
+  size_t symmetric_bytes, device_bytes;
+  cudaStream_t side;
+  cudaEvent_t fork, join, done;
+} loom_tp_state_t;
+
+/* ---- host side shared by the two ops (tp_linear.c) ---- */
+
+/* The plan's state; kind LOOM__TP_AG / LOOM__TP_RS, or -1 for either. */
+loom_result_t loom__tp_state(loom_plan_t plan, const char *fn, int kind, loom_tp_state_t **st);
+
+/* Checks a description (no GPU: host-tested) and resolves its transfer:
+ * AUTO becomes a fused transfer where every peer is load/store reachable
+ * (all_reachable), loom's kernels can carry hooks (hooks_ok) and W <=
+ * LOOM_TP_MAX_PEERS, else SEQUENTIAL; a fused transfer asked for where it
+ * cannot run is LOOM_ERR_UNSUPPORTED. */
+loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int sm_count, const loom_tp_desc_t *d,
+                                  loom_tp_transfer_t *resolved, int all_reachable, int hooks_ok);
+
+const char *loom__tp_transfer_name(loom_tp_transfer_t t);
+
+/* The local GEMM of a description. */
+loom_gemm_desc_t loom__tp_gemm_desc(const loom_tp_desc_t *d);
+
+/* Each rank's copy of the symmetric buffer at p ([p, p + bytes) inside one
+ * loom_malloc allocation), as this rank addresses it; `what` names the
+ * argument in the error. */
+loom_result_t loom__tp_peer_addresses(const char *fn, const char *what, loom_comm_t comm, const void *p,
+                                      size_t bytes, char **peer);
+
+/* The side stream: fork (it waits for `stream`), join (`stream` waits for
+ * it), and the plan's `done` event (a graph node inside a capture). */
+loom_result_t loom__tp_fork(loom_tp_state_t *st, cudaStream_t stream);
+loom_result_t loom__tp_join(loom_tp_state_t *st, cudaStream_t stream);
+loom_result_t loom__tp_done(loom_tp_state_t *st, cudaStream_t stream);
+
+ncclDataType_t loom__tp_nccl_type(loom_dtype_t t);
+
+/* ---- kernels (tp_linear_kernels.cu) ---- */
+
+/* Begin kernel: publishes epoch e (call counter + 1) in the plan's device
+ * counter; with ready_off != (size_t)-1 stores e into ready[rank] of every
+ * peer's workspace. */
+loom_result_t loom__tp_begin(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, cudaStream_t stream);
+
+/* What the AG copy kernel and the chunk-signal kernel need. */
+typedef struct loom_ag_copy_args {
+  loom_dev_comm_t dc;
+  size_t epoch_off, ready_off, chunk_off;
+  int64_t m, k;                 /* gathered A [m, k] */
+  int64_t chunk_rows, chunks_per_shard;
+  int esize;                    /* bytes per element */
+  const char *a_shard;          /* this rank's rows [my_len, k] */
+  char *dst[LOOM_TP_MAX_PEERS]; /* each rank's a_full as this rank addresses it (dst[rank]: local) */
+  int copy_local;               /* 1: a_shard is not already a_full's own rows */
+} loom_ag_copy_args_t;
+
+/* SM copy engine: `blocks` blocks push this rank's shard (and the local
+ * copy) chunk by chunk in the push order, each chunk then its signal. */
+loom_result_t loom__ag_copy_kernel(const loom_ag_copy_args_t *a, int blocks, cudaStream_t stream);
+
+/* Copy engine: waits (bounded) for peer `dest`'s ready word (dest != rank),
+ * as a stream-ordered one-thread kernel. */
+loom_result_t loom__ag_wait_ready(const loom_ag_copy_args_t *a, int dest, cudaStream_t stream);
+
+/* Copy engine: sets chunk signals [j0, j1) of this rank's shard on rank
+ * `dest` to the call's epoch (a one-thread kernel after the copies). */
+loom_result_t loom__ag_signal_chunks(const loom_ag_copy_args_t *a, int dest, int64_t j0, int64_t j1,
+                                     cudaStream_t stream);
+
+/* What the RS reduction kernel needs. */
+typedef struct loom_rs_reduce_args {
+  loom_dev_comm_t dc;
+  size_t epoch_off, tile_off;
+  int64_t m, n;
+  int64_t row0, rows;           /* this rank's shard */
+  int bm, bn, tiles_m, tiles_n;
+  int c_type;
+  const char *staging;          /* this rank's staging [2][W][S][n] */
+  size_t parity_bytes, src_bytes; /* bytes of one parity, of one source's slot */
+  const void *bias;             /* [n] c_type or NULL */
+  void *c_shard;                /* [rows, n] c_type */
+} loom_rs_reduce_args_t;
+
+loom_result_t loom__rs_reduce_kernel(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_OPS_TP_LINEAR_H */

@@ -1,0 +1,239 @@
+/*
+ * tp_linear_kernels.cu - the kernels of the tensor-parallel ops (protocol and
+ * invariants in tp_linear.h, row ownership and orders in tp_schedule.h):
+ *
+ *   loom_tp_begin_kernel     one warp: publishes the call's epoch; AG: tells
+ *                            every peer that this rank's a_full is writable
+ *   loom_ag_copy_kernel      `blocks` blocks push this rank's shard into every
+ *                            rank's a_full, chunk by chunk (16-byte vectors,
+ *                            LOOM_TP_UNROLL loads in flight per thread), each
+ *                            chunk followed by its release signal
+ *   loom_ag_wait_kernel /
+ *   loom_ag_signal_kernel    one thread each, around the copy engine's copies
+ *   loom_rs_reduce_kernel    the owner's side of GEMM + ReduceScatter: for each
+ *                            of its output tiles, waits for the W partials'
+ *                            signals, sums them in fp32 in rank order, adds the
+ *                            bias, rounds once into c_shard
+ * Any architecture >= sm_80 (no tensor cores here).
+ */
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/signal.cuh"
+#include "ops/tp_linear.h"
+#include "ops/tp_schedule.h"
+
+#define LOOM_TP_UNROLL 8 /* 16-byte loads in flight per thread in the copy loop */
+
+static __device__ __forceinline__ uint32_t loom_tp_epoch(const loom_dev_comm_t &dc, size_t epoch_off) {
+  const loom_dev_epoch_t *ep = (const loom_dev_epoch_t *)(dc.ws + epoch_off);
+  return *(const volatile uint32_t *)&ep->epoch;
+}
+
+__global__ void loom_tp_begin_kernel(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off) {
+  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(dc.ws + epoch_off);
+  const uint32_t e = *(volatile uint32_t *)&ep->epoch + 1u;
+  __syncwarp();
+  if (threadIdx.x == 0) *(volatile uint32_t *)&ep->epoch = e;
+  if (ready_off != (size_t)-1) {
+    for (int p = (int)threadIdx.x; p < dc.size; p += (int)blockDim.x)
+      if (p != dc.rank) loom_signal_store_release(loom_signal_addr(&dc, p, ready_off, (uint32_t)dc.rank), e);
+  }
+}
+
+extern "C" loom_result_t loom__tp_begin(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, cudaStream_t stream) {
+  loom_tp_begin_kernel<<<1, 32, 0, stream>>>(dc, epoch_off, ready_off);
+  LOOM_CUDA_LAUNCHED("loom_tp_begin_kernel");
+  return LOOM_SUCCESS;
+}
+
+/* Copies `bytes` (a multiple of 16) from src to dst with the whole block. */
+static __device__ __forceinline__ void loom_tp_copy(char *dst, const char *src, int64_t bytes) {
+  const int64_t nv = bytes / 16;
+  const int4 *s = (const int4 *)src;
+  int4 *d = (int4 *)dst;
+  const int64_t step = (int64_t)blockDim.x * LOOM_TP_UNROLL;
+  int64_t i = threadIdx.x;
+  for (; i + (LOOM_TP_UNROLL - 1) * (int64_t)blockDim.x < nv; i += step) {
+    int4 v[LOOM_TP_UNROLL];
+#pragma unroll
+    for (int u = 0; u < LOOM_TP_UNROLL; ++u) v[u] = __ldcs(s + i + u * blockDim.x);
+#pragma unroll
+    for (int u = 0; u < LOOM_TP_UNROLL; ++u) d[i + u * blockDim.x] = v[u];
+  }
+  for (; i < nv; i += blockDim.x) d[i] = __ldcs(s + i);
+}
+
+/* Items: step-major (step 0: the local shard; step i >= 1: the push of step
+ * i - 1 in loom_ag_push_dest's order), chunk-minor; block b takes items
+ * b, b + grid, ... */
+__global__ void __launch_bounds__(LOOM_TP_THREADS) loom_ag_copy_kernel(const __grid_constant__ loom_ag_copy_args_t a) {
+  __shared__ int ok;
+  const loom_dev_comm_t &dc = a.dc;
+  const int W = dc.size, r = dc.rank;
+  const uint32_t e = loom_tp_epoch(dc, a.epoch_off);
+  const int64_t nch = loom_ag_shard_chunks(a.m, W, r, a.chunk_rows);
+  const int64_t begin = loom_tp_shard_begin(a.m, W, r);
+  const int64_t row_bytes = a.k * a.esize;
+  int last_dest = -1;
+  for (int64_t q = blockIdx.x; q < (int64_t)W * nch; q += gridDim.x) {
+    const int step = (int)(q / nch);
+    const int64_t j = q - (int64_t)step * nch;
+    const int dest = step == 0 ? r : loom_ag_push_dest(r, W, step - 1);
+    if (dest != r && dest != last_dest) {
+      /* the peer's call has started: its a_full is free */
+      if (threadIdx.x == 0) {
+        const uint32_t *w = (const uint32_t *)(dc.ws + a.ready_off) + dest;
+        ok = loom_signal_wait(&dc, w, e, dest, (uint32_t)dest, LOOM_SITE_AG_READY);
+      }
+      __syncthreads();
+      if (!ok) return;
+      last_dest = dest;
+    }
+    int64_t r0, r1;
+    loom_ag_chunk(a.m, W, r, a.chunk_rows, j, &r0, &r1);
+    if (dest != r || a.copy_local)
+      loom_tp_copy(a.dst[dest] + r0 * row_bytes, a.a_shard + (r0 - begin) * row_bytes, (r1 - r0) * row_bytes);
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0)
+      loom_signal_store_release(loom_signal_addr(&dc, dest, a.chunk_off, (uint32_t)(r * a.chunks_per_shard + j)), e);
+  }
+}
+
+extern "C" loom_result_t loom__ag_copy_kernel(const loom_ag_copy_args_t *a, int blocks, cudaStream_t stream) {
+  loom_ag_copy_kernel<<<blocks, LOOM_TP_THREADS, 0, stream>>>(*a);
+  LOOM_CUDA_LAUNCHED("loom_ag_copy_kernel");
+  return LOOM_SUCCESS;
+}
+
+__global__ void loom_ag_wait_kernel(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, int dest) {
+  const uint32_t e = loom_tp_epoch(dc, epoch_off);
+  const uint32_t *w = (const uint32_t *)(dc.ws + ready_off) + dest;
+  (void)loom_signal_wait(&dc, w, e, dest, (uint32_t)dest, LOOM_SITE_AG_READY);
+}
+
+extern "C" loom_result_t loom__ag_wait_ready(const loom_ag_copy_args_t *a, int dest, cudaStream_t stream) {
+  loom_ag_wait_kernel<<<1, 1, 0, stream>>>(a->dc, a->epoch_off, a->ready_off, dest);
+  LOOM_CUDA_LAUNCHED("loom_ag_wait_kernel");
+  return LOOM_SUCCESS;
+}
+
+__global__ void loom_ag_signal_kernel(loom_dev_comm_t dc, size_t epoch_off, size_t chunk_off, int dest, uint32_t first,
+                                      uint32_t count) {
+  const uint32_t e = loom_tp_epoch(dc, epoch_off);
+  if (*(volatile uint32_t *)dc.abort_flag) return; /* a wait expired: the copies may not have been allowed */
+  for (uint32_t i = threadIdx.x; i < count; i += blockDim.x)
+    loom_signal_store_release(loom_signal_addr(&dc, dest, chunk_off, first + i), e);
+}
+
+extern "C" loom_result_t loom__ag_signal_chunks(const loom_ag_copy_args_t *a, int dest, int64_t j0, int64_t j1,
+                                                cudaStream_t stream) {
+  if (j1 <= j0) return LOOM_SUCCESS;
+  const uint32_t first = (uint32_t)(a->dc.rank * a->chunks_per_shard + j0);
+  loom_ag_signal_kernel<<<1, 32, 0, stream>>>(a->dc, a->epoch_off, a->chunk_off, dest, first, (uint32_t)(j1 - j0));
+  LOOM_CUDA_LAUNCHED("loom_ag_signal_kernel");
+  return LOOM_SUCCESS;
+}
+
+/* 8 consecutive elements of a c_type buffer as floats, and back. */
+static __device__ __forceinline__ void loom_tp_load8(const char *p, int ct, float *v) {
+  if (ct == LOOM_FP32) {
+    const float4 x = *(const float4 *)p, y = *(const float4 *)(p + 16);
+    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
+  } else {
+    const uint4 u = *(const uint4 *)p;
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (ct == LOOM_BF16) {
+        const float2 f = __bfloat1622float2(*(const __nv_bfloat162 *)&w[i]);
+        v[2 * i] = f.x, v[2 * i + 1] = f.y;
+      } else {
+        const float2 f = __half22float2(*(const __half2 *)&w[i]);
+        v[2 * i] = f.x, v[2 * i + 1] = f.y;
+      }
+    }
+  }
+}
+
+static __device__ __forceinline__ void loom_tp_store8(char *p, int ct, const float *v) {
+  if (ct == LOOM_FP32) {
+    *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+    *(float4 *)(p + 16) = make_float4(v[4], v[5], v[6], v[7]);
+  } else {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (ct == LOOM_BF16) {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+        w[i] = *(const uint32_t *)&h;
+      } else {
+        const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+        w[i] = *(const uint32_t *)&h;
+      }
+    }
+    *(uint4 *)p = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+__global__ void __launch_bounds__(LOOM_TP_THREADS) loom_rs_reduce_kernel(const __grid_constant__ loom_rs_reduce_args_t a) {
+  __shared__ int ok;
+  const loom_dev_comm_t &dc = a.dc;
+  const int W = dc.size;
+  const uint32_t e = loom_tp_epoch(dc, a.epoch_off);
+  const int es = a.c_type == LOOM_FP32 ? 4 : 2;
+  const char *stage = a.staging + (size_t)(e & 1u) * a.parity_bytes;
+  int32_t t0, t1;
+  loom_rs_owner_tile_rows(a.m, W, dc.rank, a.bm, &t0, &t1);
+  const int64_t items = (int64_t)(t1 - t0 + 1) * a.tiles_n;
+  const int64_t tiles = (int64_t)a.tiles_m * a.tiles_n;
+  for (int64_t q = blockIdx.x; q < items; q += gridDim.x) {
+    const int tm = t0 + (int)(q / a.tiles_n), tn = (int)(q % a.tiles_n);
+    const int64_t t = (int64_t)tm * a.tiles_n + tn;
+    if (threadIdx.x == 0) {
+      int good = 1;
+      for (int s = 0; s < W && good; ++s) {
+        const uint32_t *w = (const uint32_t *)(dc.ws + a.tile_off) + (size_t)s * tiles + t;
+        good = loom_signal_wait(&dc, w, e, s, (uint32_t)((size_t)s * tiles + t), LOOM_SITE_RS_TILE);
+      }
+      ok = good;
+    }
+    __syncthreads();
+    if (!ok) return;
+    int64_t r0 = (int64_t)tm * a.bm, r1 = r0 + a.bm;
+    if (r0 < a.row0) r0 = a.row0;
+    if (r1 > a.row0 + a.rows) r1 = a.row0 + a.rows;
+    const int64_t c0 = (int64_t)tn * a.bn;
+    int64_t c1 = c0 + a.bn;
+    if (c1 > a.n) c1 = a.n;
+    const int64_t vec_per_row = (c1 - c0) / 8, nv = (r1 - r0) * vec_per_row;
+    for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
+      const int64_t row = r0 + v / vec_per_row, col = c0 + (v % vec_per_row) * 8;
+      const size_t off = ((size_t)(row - a.row0) * (size_t)a.n + (size_t)col) * (size_t)es;
+      float acc[8], x[8];
+      loom_tp_load8(stage + off, a.c_type, acc);
+      for (int s = 1; s < W; ++s) {
+        loom_tp_load8(stage + (size_t)s * a.src_bytes + off, a.c_type, x);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[i] += x[i];
+      }
+      if (a.bias) {
+        loom_tp_load8((const char *)a.bias + (size_t)col * es, a.c_type, x);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[i] += x[i];
+      }
+      loom_tp_store8((char *)a.c_shard + off, a.c_type, acc);
+    }
+    __syncthreads(); /* `ok` is rewritten for the next tile */
+  }
+}
+
+extern "C" loom_result_t loom__rs_reduce_kernel(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream) {
+  loom_rs_reduce_kernel<<<blocks, LOOM_TP_THREADS, 0, stream>>>(*a);
+  LOOM_CUDA_LAUNCHED("loom_rs_reduce_kernel");
+  return LOOM_SUCCESS;
+}

@@ -1,0 +1,123 @@
+/*
+ * tp_schedule.h - who owns which rows, who sends what to whom and in which
+ * order, for the tensor-parallel ops (AllGather + GEMM, GEMM +
+ * ReduceScatter): the pure functions, usable from host C (host tests at any
+ * world size) and device code. Nothing here allocates or fails.
+ *
+ * Rows. The m rows of the gathered activation (AG) or of the output (RS) are
+ * cut into W shards of S = ceil(m / W) rows: shard p is rows
+ * [min(m, p S), min(m, (p+1) S)). When W divides m the shards are equal; when
+ * not, the last shards are shorter (and may be empty: m = 5, W = 4 gives
+ * 2, 2, 1, 0 rows).
+ *
+ * AllGather (push). Each rank stores its shard into every peer's gathered
+ * buffer. At step i = 0 .. W-2 rank r pushes to rank (r - 1 - i) mod W, so
+ * at step i rank d receives the shard of (d + 1 + i) mod W: every step is a
+ * permutation (each rank sends to one rank and receives from one), and rank
+ * d's shards arrive in ring order starting after d, its own shard being in
+ * place first. Each shard is cut into chunks of c rows (ceil(S / c) per
+ * shard, the last one shorter), one signal per chunk:
+ * signal(p, j) = p ceil(S / c) + j, which is loom_tile_wait_chunk's
+ * numbering (gemm/tile_order.h) with rows_per_shard S, rows_per_signal c.
+ * The GEMM's tile rows run in the same order (RANK_SHIFTED, starting at the
+ * tile row of d's shard), so no tile waits on rows that arrive last while
+ * earlier rows sit unused.
+ *
+ * ReduceScatter. Every rank computes all m rows of its partial product;
+ * rows of shard p are sent to rank p (its owner), which sums the W partials.
+ * The GEMM's tile rows start at the shard of r + 1 (RANK_SHIFTED): peers'
+ * rows first, so that their transfer hides behind the rest of the GEMM, and
+ * ranks start on different owners. A tile's rows may span two or more
+ * shards (S not a multiple of the tile height): such a tile goes to, and
+ * signals, every owner of its rows.
+ */
+#ifndef LOOM_OPS_TP_SCHEDULE_H
+#define LOOM_OPS_TP_SCHEDULE_H
+
+#include <stdint.h>
+#include "gemm/tile_order.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* S: rows per shard (>= 1 when m >= 1). */
+LOOM_HD int64_t loom_tp_shard_rows(int64_t m, int32_t world) { return loom_ceil_div(m, world < 1 ? 1 : world); }
+
+/* First row of shard p. */
+LOOM_HD int64_t loom_tp_shard_begin(int64_t m, int32_t world, int32_t p) {
+  const int64_t b = (int64_t)p * loom_tp_shard_rows(m, world);
+  return b < m ? b : m;
+}
+
+/* Rows of shard p (0 for an empty shard). */
+LOOM_HD int64_t loom_tp_shard_len(int64_t m, int32_t world, int32_t p) {
+  const int64_t S = loom_tp_shard_rows(m, world);
+  int64_t e = (int64_t)(p + 1) * S;
+  if (e > m) e = m;
+  const int64_t b = loom_tp_shard_begin(m, world, p);
+  return e > b ? e - b : 0;
+}
+
+/* AG: the rank that rank r pushes its shard to at step i (0 <= i < W-1). */
+LOOM_HD int32_t loom_ag_push_dest(int32_t r, int32_t world, int32_t i) {
+  int32_t d = (r - 1 - i) % world;
+  return d < 0 ? d + world : d;
+}
+
+/* AG: whose shard rank d receives at step i (0 <= i < W-1). */
+LOOM_HD int32_t loom_ag_arrival_src(int32_t d, int32_t world, int32_t i) { return (d + 1 + i) % world; }
+
+/* AG: chunks per shard for chunks of c rows (>= 1). */
+LOOM_HD int64_t loom_ag_chunks_per_shard(int64_t m, int32_t world, int64_t chunk_rows) {
+  const int64_t S = loom_tp_shard_rows(m, world);
+  const int64_t c = chunk_rows > 0 ? chunk_rows : S;
+  return loom_ceil_div(S, c);
+}
+
+/* AG: chunks of shard p that hold rows (the signals its sender sets). */
+LOOM_HD int64_t loom_ag_shard_chunks(int64_t m, int32_t world, int32_t p, int64_t chunk_rows) {
+  const int64_t len = loom_tp_shard_len(m, world, p);
+  const int64_t c = chunk_rows > 0 ? chunk_rows : loom_tp_shard_rows(m, world);
+  return loom_ceil_div(len, c);
+}
+
+/* AG: rows [*r0, *r1) of chunk j of shard p (empty past the shard's end). */
+LOOM_HD void loom_ag_chunk(int64_t m, int32_t world, int32_t p, int64_t chunk_rows, int64_t j, int64_t *r0,
+                           int64_t *r1) {
+  const int64_t b = loom_tp_shard_begin(m, world, p), len = loom_tp_shard_len(m, world, p);
+  const int64_t c = chunk_rows > 0 ? chunk_rows : loom_tp_shard_rows(m, world);
+  int64_t s = j * c, e = s + c;
+  if (s > len) s = len;
+  if (e > len) e = len;
+  *r0 = b + s;
+  *r1 = b + e;
+}
+
+/* The tile row at which the rows of shard p start, for tiles of bm rows (0
+ * for an empty shard at the end). RANK_SHIFTED's row_shift: AG uses p = r
+ * (own shard first), RS uses p = r + 1 (peers first). */
+LOOM_HD int32_t loom_tp_row_shift(int64_t m, int32_t world, int32_t p, int32_t bm) {
+  p %= world;
+  if (p < 0) p += world;
+  const int64_t tiles_m = loom_ceil_div(m, bm);
+  int64_t tm = loom_tp_shard_begin(m, world, p) / bm;
+  return (int32_t)(tm < tiles_m ? tm : 0);
+}
+
+/* RS: the tile rows [*t0, *t1] (inclusive) that hold rows of shard p, for
+ * tiles of bm rows; *t1 < *t0 when the shard is empty. */
+LOOM_HD void loom_rs_owner_tile_rows(int64_t m, int32_t world, int32_t p, int32_t bm, int32_t *t0, int32_t *t1) {
+  const int64_t b = loom_tp_shard_begin(m, world, p), len = loom_tp_shard_len(m, world, p);
+  if (len <= 0) {
+    *t0 = 0, *t1 = -1;
+    return;
+  }
+  *t0 = (int32_t)(b / bm);
+  *t1 = (int32_t)((b + len - 1) / bm);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_OPS_TP_SCHEDULE_H */

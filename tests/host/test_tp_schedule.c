@@ -1,0 +1,218 @@
+/*
+ * test_tp_schedule.c - host tests of the tensor-parallel ops' ordering and
+ * ownership functions (src/ops/tp_schedule.h) at W = 1, 2, 3, 4, 8, 16, 64
+ * and many m (odd, below W, not divisible by W), and of their description
+ * checks (tp_linear.c, no GPU):
+ *  - shards partition [0, m) in rank order;
+ *  - AG: every step of the push order is a permutation, the arrival order is
+ *    its inverse, every row is delivered to every rank exactly once (own rows
+ *    in place or by the local copy), every chunk signal a GEMM tile waits for
+ *    (loom_tile_wait_chunk, as the kernels walk it) is one its sender sets,
+ *    and the waits of a tile cover exactly its rows;
+ *  - RS: every output tile row of an owner receives W partials (one per
+ *    source, each routed by loom_tile_dst_range), the owner's reduction
+ *    waits only on tiles some source signals to it, and the rank-shifted
+ *    orders are permutations starting at the shard of rank + 1.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/test.h"
+#include "core/error.h"
+#include "ops/tp_linear.h"
+#include "ops/tp_schedule.h"
+
+static const int32_t worlds[] = {1, 2, 3, 4, 8, 16, 64};
+static const int64_t ms[] = {1, 2, 3, 5, 7, 8, 63, 64, 100, 127, 128, 129, 255, 1000, 1023, 4096, 8191};
+
+LOOM_TEST(tp_shards_partition_the_rows_in_rank_order) {
+  for (size_t wi = 0; wi < sizeof worlds / sizeof *worlds; ++wi)
+    for (size_t mi = 0; mi < sizeof ms / sizeof *ms; ++mi) {
+      const int32_t W = worlds[wi];
+      const int64_t m = ms[mi], S = loom_tp_shard_rows(m, W);
+      int64_t next = 0;
+      for (int32_t p = 0; p < W; ++p) {
+        const int64_t b = loom_tp_shard_begin(m, W, p), len = loom_tp_shard_len(m, W, p);
+        CHECK(len >= 0 && len <= S);
+        if (len > 0) CHECK_EQ_INT(b, next);
+        next = b + len;
+        if (W * S == m) CHECK_EQ_INT(len, S); /* equal shards when W divides m */
+      }
+      CHECK_EQ_INT(next, m);
+    }
+}
+
+LOOM_TEST(tp_ag_push_steps_are_permutations_and_arrivals_their_inverse) {
+  for (size_t wi = 0; wi < sizeof worlds / sizeof *worlds; ++wi) {
+    const int32_t W = worlds[wi];
+    int *recv = (int *)calloc((size_t)W, sizeof(int));
+    for (int32_t i = 0; i + 1 < W; ++i) {
+      memset(recv, 0, sizeof(int) * (size_t)W);
+      for (int32_t r = 0; r < W; ++r) {
+        const int32_t d = loom_ag_push_dest(r, W, i);
+        CHECK(d >= 0 && d < W && d != r);
+        recv[d]++;
+        CHECK_EQ_INT(loom_ag_arrival_src(d, W, i), r);
+      }
+      for (int32_t d = 0; d < W; ++d) CHECK_EQ_INT(recv[d], 1);
+    }
+    /* rank d hears from d+1, d+2, ... in that order: ring order after d */
+    for (int32_t d = 0; d < W; ++d)
+      for (int32_t i = 0; i + 1 < W; ++i) CHECK_EQ_INT(loom_ag_arrival_src(d, W, i), (d + 1 + i) % W);
+    free(recv);
+  }
+}
+
+LOOM_TEST(tp_ag_every_row_arrives_once_and_every_wait_is_on_a_set_signal) {
+  const int64_t chunks[] = {0, 1, 3, 16, 100, 128};
+  for (size_t wi = 0; wi < sizeof worlds / sizeof *worlds; ++wi)
+    for (size_t mi = 0; mi < sizeof ms / sizeof *ms; ++mi)
+      for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks; ++ci) {
+        const int32_t W = worlds[wi];
+        const int64_t m = ms[mi], S = loom_tp_shard_rows(m, W);
+        int64_t cr = chunks[ci] > 0 ? chunks[ci] : S;
+        if (cr > S) cr = S;
+        const int64_t cps = loom_ag_chunks_per_shard(m, W, cr);
+        /* the signals set on any receiving rank: chunk j of shard p, j < shard chunks */
+        char *set = (char *)calloc((size_t)(W * cps), 1);
+        int *hits = (int *)calloc((size_t)m, sizeof(int));
+        for (int32_t p = 0; p < W; ++p) {
+          const int64_t nch = loom_ag_shard_chunks(m, W, p, cr);
+          CHECK(nch <= cps);
+          for (int64_t j = 0; j < nch; ++j) {
+            int64_t r0, r1;
+            loom_ag_chunk(m, W, p, cr, j, &r0, &r1);
+            CHECK(r0 < r1);
+            for (int64_t r = r0; r < r1; ++r) hits[r]++;
+            set[p * cps + j] = 1;
+            /* the kernels' numbering of the chunk's rows is this signal */
+            int64_t end = 0;
+            CHECK_EQ_INT(loom_tile_wait_chunk(r0, m, S, cr, &end), p * cps + j);
+            CHECK_EQ_INT(end, r1);
+          }
+        }
+        for (int64_t r = 0; r < m; ++r) CHECK_EQ_INT(hits[r], 1);
+        /* a tile's waits (as the GEMM walks them) are set signals, and cover its rows */
+        for (int32_t tm = 0; tm < loom_ceil_div(m, 128); ++tm) {
+          int64_t r1 = (int64_t)tm * 128 + 128;
+          if (r1 > m) r1 = m;
+          int64_t covered = 0, prev = -1;
+          for (int64_t row = (int64_t)tm * 128, end = 0; row < r1; row = end) {
+            const int32_t j = loom_tile_wait_chunk(row, m, S, cr, &end);
+            CHECK(j >= 0 && j < W * cps && set[j]);
+            CHECK(j > prev);
+            CHECK(end > row);
+            prev = j;
+            covered += (end < r1 ? end : r1) - row;
+          }
+          CHECK_EQ_INT(covered, r1 - (int64_t)tm * 128);
+        }
+        free(set);
+        free(hits);
+      }
+}
+
+LOOM_TEST(tp_rs_every_owned_tile_gets_w_partials_and_orders_are_permutations) {
+  const int32_t bm = 128, bns[] = {128, 256};
+  const int64_t ns[] = {8, 1000, 4096};
+  for (size_t wi = 0; wi < sizeof worlds / sizeof *worlds; ++wi)
+    for (size_t mi = 0; mi < sizeof ms / sizeof *ms; ++mi)
+      for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ++ni)
+        for (size_t bi = 0; bi < 2; ++bi) {
+          const int32_t W = worlds[wi];
+          const int64_t m = ms[mi], n = ns[ni], S = loom_tp_shard_rows(m, W);
+          const int32_t bn = bns[bi];
+          loom_tile_order_t o;
+          memset(&o, 0, sizeof o);
+          o.tiles_m = (int32_t)loom_ceil_div(m, bm);
+          o.tiles_n = (int32_t)loom_ceil_div(n, bn);
+          o.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
+          o.group = 4;
+          const int32_t tiles = loom_tile_count(&o);
+          /* signals[owner][src][tile]: how often source src signals tile t to owner */
+          int *sig = (int *)calloc((size_t)W * (size_t)W * (size_t)tiles, sizeof(int));
+          char *seen = (char *)malloc((size_t)tiles);
+          for (int32_t src = 0; src < W; ++src) {
+            o.row_shift = loom_tp_row_shift(m, W, src + 1, bm);
+            CHECK(o.row_shift >= 0 && o.row_shift < o.tiles_m);
+            memset(seen, 0, (size_t)tiles);
+            for (int32_t s = 0; s < tiles; ++s) {
+              const int32_t t = loom_tile_at(&o, s);
+              CHECK(t >= 0 && t < tiles && !seen[t]);
+              seen[t] = 1;
+              if (s == 0 && loom_tp_shard_len(m, W, (src + 1) % W) > 0) /* peers' rows first */
+                CHECK_EQ_INT(t / o.tiles_n, loom_tp_shard_begin(m, W, (src + 1) % W) / bm);
+              int32_t d0, d1, tm = t / o.tiles_n;
+              loom_tile_dst_range(tm, bm, m, S, &d0, &d1);
+              CHECK(d0 >= 0 && d1 < W && d0 <= d1);
+              for (int32_t d = d0; d <= d1; ++d) {
+                CHECK(loom_tp_shard_len(m, W, d) > 0); /* a tile only goes to owners of rows */
+                sig[((size_t)d * W + src) * tiles + t]++;
+              }
+            }
+          }
+          /* each owner's reduction waits for every source on each of its tiles */
+          for (int32_t p = 0; p < W; ++p) {
+            int32_t t0, t1;
+            loom_rs_owner_tile_rows(m, W, p, bm, &t0, &t1);
+            if (loom_tp_shard_len(m, W, p) == 0) CHECK(t1 < t0);
+            for (int32_t tm = 0; tm < o.tiles_m; ++tm)
+              for (int32_t tn = 0; tn < o.tiles_n; ++tn)
+                for (int32_t src = 0; src < W; ++src) {
+                  const int c = sig[((size_t)p * W + src) * tiles + (size_t)tm * o.tiles_n + tn];
+                  CHECK_EQ_INT(c, tm >= t0 && tm <= t1 ? 1 : 0);
+                }
+          }
+          free(sig);
+          free(seen);
+        }
+}
+
+LOOM_TEST(tp_desc_checks_name_the_field) {
+  loom_tp_desc_t d = LOOM_TP_DESC_INIT;
+  d.m = 1000, d.n = 256, d.k = 512, d.world_size = 2;
+  loom_tp_transfer_t t = LOOM_TP_AUTO;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_SUCCESS);
+  CHECK_EQ_INT(t, LOOM_TP_COPY_ENGINE);
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, 2, 132, &d, &t, 1, 1), LOOM_SUCCESS);
+  CHECK_EQ_INT(t, LOOM_TP_SM_COPY);
+  /* not reachable, or no loom kernel: AUTO falls back; a fused transfer is refused */
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 0, 1), LOOM_SUCCESS);
+  CHECK_EQ_INT(t, LOOM_TP_SEQUENTIAL);
+  d.transfer = LOOM_TP_SM_COPY;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 0), LOOM_ERR_UNSUPPORTED);
+  CHECK(strstr(loom_last_error(), "LOOM_TP_SM_COPY") != NULL);
+  d.transfer = LOOM_TP_COPY_ENGINE;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "transfer=LOOM_TP_COPY_ENGINE") != NULL);
+  d.transfer = (loom_tp_transfer_t)9;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "transfer=9") != NULL);
+  d.transfer = LOOM_TP_AUTO;
+  d.world_size = 3;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "world_size=3") != NULL);
+  d.world_size = 2;
+  d.n = 100;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "n=100") != NULL);
+  d.n = 256;
+  d.comm_blocks = 132;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "comm_blocks=132") != NULL);
+  d.comm_blocks = 0;
+  d.chunk_rows = -1;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "chunk_rows=-1") != NULL);
+  d.chunk_rows = 0;
+  d.struct_size = 8;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "struct_size=8") != NULL);
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, NULL, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  /* W = 1: AUTO is the GEMM alone (sequential) */
+  d.struct_size = sizeof d;
+  d.world_size = 1;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, 1, 132, &d, &t, 1, 1), LOOM_SUCCESS);
+  CHECK_EQ_INT(t, LOOM_TP_SEQUENTIAL);
+}

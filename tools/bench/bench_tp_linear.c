@@ -1,0 +1,329 @@
+/*
+ * bench_tp_linear.c - loom-bench ag_gemm and gemm_rs: the tensor-parallel
+ * ops against their baselines, side by side in one run on every rank
+ * (each repetition runs every variant back to back; the time of a
+ * repetition is that of the slowest rank):
+ *   loom fused      each fused transfer (AG: copy engine and SM copy; RS: SM
+ *                   copy), one row each
+ *   gemm            cuBLASLt (best of its heuristic's candidates) and
+ *                   loom_gemm on the local shape (m x n x k); the row's GEMM
+ *                   time is the better of the two ("the limit")
+ *   nccl            ncclAllGather / ncclReduceScatter of the shards
+ *   seq             NCCL then cuBLASLt (AG) / cuBLASLt then NCCL (RS)
+ * ECT and overlap efficiency as bench.h derives them: ECT(x) = x - gemm,
+ * overlap = 1 - ECT(fused) / ECT(seq). Shapes (B as a PyTorch Linear
+ * weight, bf16, TP = W): Flux's GPT-3 175B (AG: [m, 12288] x [12288,
+ * 49152/W]; RS: [m, 49152/W] x [.., 12288]) and Llama-3-70B (AG: [m, 8192]
+ * x [8192, 28672/W]; RS: [m, 28672/W] x [.., 8192]), m = 64 .. 8192.
+ * Every fused output is checked against the sequential one (#wrong).
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "core/baseline.h"
+#include "core/error.h"
+#include "ops/tp_schedule.h"
+
+#define TP_SEED 0x74706c6eull
+
+typedef struct tp_args {
+  loom_bench_opts_t o;
+  int ag;               /* 1: ag_gemm, 0: gemm_rs */
+  int model;            /* -1 all, 0 gpt3, 1 llama */
+  int64_t only_m;       /* 0: the list */
+} tp_args_t;
+
+static int tp_opt(void *ctx, int argc, char **argv, int *i) {
+  tp_args_t *a = (tp_args_t *)ctx;
+  const char *s = argv[*i];
+  if (!strcmp(s, "--help")) {
+    printf("  --model gpt3|llama   one model's shapes (default both)\n"
+           "  --m M                one m only\n");
+    return 1;
+  }
+  const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+  if (!strcmp(s, "--model")) {
+    if (!v || (strcmp(v, "gpt3") && strcmp(v, "llama"))) {
+      fprintf(stderr, "loom-bench: --model needs gpt3 or llama, got \"%s\"\n", v ? v : "(nothing)");
+      return -1;
+    }
+    a->model = strcmp(v, "gpt3") ? 1 : 0;
+    *i += 1;
+    return 1;
+  }
+  if (!strcmp(s, "--m")) {
+    char *end = NULL;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || !end || *end || x < 1) {
+      fprintf(stderr, "loom-bench: --m needs a positive integer, got \"%s\"\n", v ? v : "(nothing)");
+      return -1;
+    }
+    a->only_m = x;
+    *i += 1;
+    return 1;
+  }
+  return 0;
+}
+
+enum { V_GEMM_LT, V_GEMM_LOOM, V_NCCL, V_SEQ, V_FUSED0 };
+#define MAX_FUSED 2
+
+typedef struct tp_run {
+  ncclComm_t nccl;
+  int ag, W;
+  loom_gemm_desc_t d;     /* the local GEMM */
+  int64_t S;
+  void *a, *a_full, *b, *c, *c_shard, *partial;
+  loom_plan_t plans[MAX_FUSED];
+  int variant;            /* set per op arg */
+} tp_run_t;
+
+typedef struct tp_var {
+  tp_run_t *r;
+  int v;
+} tp_var_t;
+
+static loom_result_t tp_op(void *arg, int iter, cudaStream_t s) {
+  (void)iter;
+  const tp_var_t *x = (const tp_var_t *)arg;
+  tp_run_t *r = x->r;
+  const size_t es = 2;
+  switch (x->v) {
+    case V_GEMM_LT:
+      return loom__base_gemm(&r->d, r->ag ? r->a_full : r->a, r->b, r->ag ? r->c : r->partial, NULL, s);
+    case V_GEMM_LOOM:
+      return loom_gemm(&r->d, r->ag ? r->a_full : r->a, r->b, r->ag ? r->c : r->partial, NULL, s);
+    case V_NCCL:
+      if (r->ag) return loom__base_allgather(r->nccl, r->a, r->a_full, (size_t)(r->S * r->d.k), LOOM_BF16, s);
+      return loom__base_reducescatter(r->nccl, r->partial, r->c_shard, (size_t)(r->S * r->d.n), LOOM_BF16, s);
+    case V_SEQ:
+      if (r->ag) {
+        LOOM_TRY(loom__base_allgather(r->nccl, r->a, r->a_full, (size_t)(r->S * r->d.k), LOOM_BF16, s));
+        return loom__base_gemm(&r->d, r->a_full, r->b, r->c, NULL, s);
+      }
+      LOOM_TRY(loom__base_gemm(&r->d, r->a, r->b, r->partial, NULL, s));
+      return loom__base_reducescatter(r->nccl, r->partial, r->c_shard, (size_t)(r->S * r->d.n), LOOM_BF16, s);
+    default: {
+      loom_plan_t p = r->plans[x->v - V_FUSED0];
+      (void)es;
+      if (r->ag) return loom_ag_gemm(p, r->a, r->b, r->c, NULL, NULL, s);
+      return loom_gemm_rs(p, r->a, r->b, r->c_shard, NULL, s);
+    }
+  }
+}
+
+/* Elements of x (the fused output) farther from y (the sequential one) than
+ * bf16 rounding of both allows. */
+static int64_t count_far(const uint16_t *x, const uint16_t *y, size_t n, double tol) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t ux = (uint32_t)x[i] << 16, uy = (uint32_t)y[i] << 16;
+    float fx, fy;
+    memcpy(&fx, &ux, 4), memcpy(&fy, &uy, 4);
+    if (!(fabsf(fx - fy) <= tol * (fabsf(fy) + 1.0f))) ++bad;
+  }
+  return bad;
+}
+
+typedef struct tp_model {
+  const char *name;
+  int64_t hidden, ffn; /* AG: [m, hidden] x [hidden, ffn/W]; RS: [m, ffn/W] x [.., hidden] */
+} tp_model_t;
+
+static const tp_model_t g_models[2] = {{"gpt3-175b", 12288, 49152}, {"llama3-70b", 8192, 28672}};
+
+static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s, loom_bench_table_t *t,
+                    const tp_model_t *mo, int64_t m) {
+  const int W = ctx->size;
+  tp_run_t r;
+  memset(&r, 0, sizeof r);
+  r.nccl = ctx->nccl, r.ag = a->ag, r.W = W;
+  const int64_t n = a->ag ? mo->ffn / W : mo->hidden, k = a->ag ? mo->hidden : mo->ffn / W;
+  r.d = (loom_gemm_desc_t)LOOM_GEMM_DESC(m, n, k, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
+  r.S = loom_tp_shard_rows(m, W);
+  int failures = 0, nf = 0;
+  loom_tp_transfer_t fused_tr[MAX_FUSED];
+  if (a->ag) fused_tr[nf++] = LOOM_TP_COPY_ENGINE;
+  fused_tr[nf++] = LOOM_TP_SM_COPY;
+  loom_tp_plan_info_t info[MAX_FUSED];
+  loom_result_t rr = LOOM_SUCCESS;
+  cudaError_t e = cudaSuccess;
+  const size_t Wrows = (size_t)W * (size_t)r.S;
+  if (a->ag) {
+    e = cudaMalloc(&r.a, (size_t)r.S * (size_t)k * 2);
+    if (e == cudaSuccess) e = cudaMalloc(&r.a_full, Wrows * (size_t)k * 2);
+    if (e == cudaSuccess) e = cudaMalloc(&r.c, (size_t)m * (size_t)n * 2);
+  } else {
+    e = cudaMalloc(&r.a, (size_t)m * (size_t)k * 2);
+    if (e == cudaSuccess) e = cudaMalloc(&r.partial, Wrows * (size_t)n * 2);
+    if (e == cudaSuccess) e = cudaMalloc(&r.c_shard, (size_t)r.S * (size_t)n * 2);
+  }
+  if (e == cudaSuccess) e = cudaMalloc(&r.b, (size_t)n * (size_t)k * 2);
+  if (e != cudaSuccess) rr = loom__cuda_fail((int)e, "cudaMalloc (bench inputs)", __FILE__, __LINE__);
+  if (rr == LOOM_SUCCESS)
+    rr = loom_bench_fill_random(r.a, LOOM_BF16, a->ag ? (size_t)r.S * (size_t)k : (size_t)m * (size_t)k,
+                                TP_SEED + (uint64_t)ctx->rank, 1.0);
+  if (rr == LOOM_SUCCESS) rr = loom_bench_fill_random(r.b, LOOM_BF16, (size_t)n * (size_t)k, TP_SEED + 100 + (uint64_t)ctx->rank, 1.0);
+  /* plans are collective: every rank makes every plan whatever happened */
+  for (int f = 0; f < nf; ++f) {
+    loom_tp_desc_t desc = LOOM_TP_DESC_INIT;
+    desc.m = m, desc.n = n, desc.k = k, desc.b_layout = LOOM_B_NK, desc.world_size = W;
+    desc.transfer = fused_tr[f];
+    loom_result_t pr = a->ag ? loom_plan_ag_gemm(comm, &desc, &r.plans[f]) : loom_plan_gemm_rs(comm, &desc, &r.plans[f]);
+    info[f] = (loom_tp_plan_info_t)LOOM_TP_PLAN_INFO_INIT;
+    if (pr == LOOM_SUCCESS) pr = loom_tp_plan_info(r.plans[f], &info[f]);
+    if (rr == LOOM_SUCCESS) rr = pr;
+  }
+  if (rr == LOOM_SUCCESS) {
+    float ms = 0;
+    rr = loom__base_gemm_tune(&r.d, a->ag ? r.a_full : r.a, r.b, a->ag ? r.c : r.partial, NULL, a->o.quick ? 4 : 8, 3, s, &ms);
+  }
+  int64_t failed = rr != LOOM_SUCCESS;
+  if (failed) fprintf(stderr, "rank %d: %s m=%lld: %s\n", ctx->rank, mo->name, (long long)m, loom_last_error());
+  if (loom_bench_sum_ranks(ctx->nccl, s, &failed) != LOOM_SUCCESS) failed = 1;
+  const int nv = V_FUSED0 + nf;
+  loom_bench_time_t tm[V_FUSED0 + MAX_FUSED];
+  tp_var_t vars[V_FUSED0 + MAX_FUSED];
+  loom_bench_op_fn ops[V_FUSED0 + MAX_FUSED];
+  void *args[V_FUSED0 + MAX_FUSED];
+  int64_t wrong[MAX_FUSED] = {-1, -1};
+  if (!failed) {
+    for (int v = 0; v < nv; ++v) vars[v].r = &r, vars[v].v = v, ops[v] = tp_op, args[v] = &vars[v];
+    rr = loom_bench_time_ranks_side_by_side(ctx->nccl, s, a->o.warmup, a->o.reps, nv, ops, args, tm);
+    /* check: each fused output against the sequential one */
+    if (rr == LOOM_SUCCESS && a->o.check) {
+      const size_t out_n = a->ag ? (size_t)m * (size_t)n : (size_t)loom_tp_shard_len(m, W, ctx->rank) * (size_t)n;
+      uint16_t *ref = (uint16_t *)malloc(out_n * 2 + 2), *got = (uint16_t *)malloc(out_n * 2 + 2);
+      void *out = a->ag ? r.c : r.c_shard;
+      tp_var_t seqv = {&r, V_SEQ};
+      rr = tp_op(&seqv, 0, s);
+      if (rr == LOOM_SUCCESS && cudaMemcpyAsync(ref, out, out_n * 2, cudaMemcpyDeviceToHost, s) != cudaSuccess)
+        rr = loom__fail(LOOM_ERR_CUDA, "check copy");
+      for (int f = 0; f < nf && rr == LOOM_SUCCESS; ++f) {
+        if (cudaMemsetAsync(out, 0xff, out_n * 2, s) != cudaSuccess) rr = loom__fail(LOOM_ERR_CUDA, "poison");
+        tp_var_t fv = {&r, V_FUSED0 + f};
+        if (rr == LOOM_SUCCESS) rr = tp_op(&fv, 0, s);
+        if (rr == LOOM_SUCCESS && cudaMemcpyAsync(got, out, out_n * 2, cudaMemcpyDeviceToHost, s) != cudaSuccess)
+          rr = loom__fail(LOOM_ERR_CUDA, "check copy");
+        if (rr == LOOM_SUCCESS && cudaStreamSynchronize(s) != cudaSuccess) rr = loom__fail(LOOM_ERR_CUDA, "sync");
+        if (rr == LOOM_SUCCESS) rr = loom_comm_get_async_error(comm);
+        /* bf16: both round once (AG); RS partials are rounded, then summed: 2^-7 relative */
+        if (rr == LOOM_SUCCESS) wrong[f] = count_far(got, ref, out_n, 1.0 / 64);
+      }
+      free(ref), free(got);
+    }
+    failed = rr != LOOM_SUCCESS;
+    if (failed) fprintf(stderr, "rank %d: %s m=%lld: %s\n", ctx->rank, mo->name, (long long)m, loom_last_error());
+    if (loom_bench_sum_ranks(ctx->nccl, s, &failed) != LOOM_SUCCESS) failed = 1;
+    for (int f = 0; f < nf && !failed; ++f)
+      if (loom_bench_sum_ranks(ctx->nccl, s, &wrong[f]) != LOOM_SUCCESS) failed = 1;
+  }
+  if (ctx->rank == 0) {
+    for (int f = 0; f < nf; ++f) {
+      loom_bench_row_t *row = loom_bench_add(t);
+      if (!row) break;
+      snprintf(row->op, sizeof row->op, "%s", a->ag ? "ag_gemm" : "gemm_rs");
+      snprintf(row->impl, sizeof row->impl, "loom-%s", fused_tr[f] == LOOM_TP_COPY_ENGINE ? "ce" : "sm");
+      snprintf(row->shape, sizeof row->shape, "%s m=%lld", mo->name, (long long)m);
+      snprintf(row->dtype, sizeof row->dtype, "bf16");
+      row->m = m, row->n = n, row->k = k, row->world = W;
+      row->bytes = (int64_t)(a->ag ? (size_t)m * (size_t)k * 2 : (size_t)m * (size_t)n * 2);
+      row->flops = 2.0 * (double)m * (double)n * (double)k;
+      row->busbw_factor = (double)(W - 1) / W;
+      if (failed) {
+        snprintf(row->note, sizeof row->note, "error (see stderr)");
+        failures++;
+        continue;
+      }
+      row->fused_us = tm[V_FUSED0 + f].median_us;
+      row->min_us = tm[V_FUSED0 + f].min_us, row->max_us = tm[V_FUSED0 + f].max_us;
+      row->gemm_us = fmin(tm[V_GEMM_LT].median_us, tm[V_GEMM_LOOM].median_us);
+      row->comm_us = tm[V_NCCL].median_us;
+      row->seq_us = tm[V_SEQ].median_us;
+      row->wrong = wrong[f];
+      if (row->wrong > 0) failures++;
+      snprintf(row->note, sizeof row->note, "lt %.1f loom %.1f; S=%lld chunk %d blk %d tile 128x%d grid %d",
+               tm[V_GEMM_LT].median_us, tm[V_GEMM_LOOM].median_us, (long long)info[f].shard_rows,
+               info[f].chunk_rows, info[f].comm_blocks, info[f].gemm_bn, info[f].gemm_grid);
+      loom_bench_row_finish(row);
+      printf("# %s %-8s %-22s fused %9.1f  seq %9.1f  gemm %9.1f  nccl %8.1f us  overlap %6.2f  speedup %5.2f\n",
+             row->op, row->impl, row->shape, row->fused_us, row->seq_us, row->gemm_us, row->comm_us, row->overlap,
+             row->seq_us / row->fused_us);
+      fflush(stdout);
+    }
+  }
+  for (int f = 0; f < nf; ++f)
+    if (r.plans[f]) (void)loom_plan_destroy(r.plans[f]);
+  cudaFree(r.a), cudaFree(r.a_full), cudaFree(r.b), cudaFree(r.c), cudaFree(r.c_shard), cudaFree(r.partial);
+  loom__base_gemm_release();
+  return failures;
+}
+
+static int tp_rank(loom_rank_ctx_t *ctx, void *arg) {
+  tp_args_t *a = (tp_args_t *)arg;
+  cudaStream_t s = NULL;
+  loom_comm_t comm = NULL;
+  if (cudaStreamCreate(&s) != cudaSuccess || loom_comm_create(ctx->nccl, NULL, &comm) != LOOM_SUCCESS) {
+    fprintf(stderr, "rank %d: setup failed: %s\n", ctx->rank, loom_last_error());
+    return 1;
+  }
+  loom_bench_table_t t;
+  memset(&t, 0, sizeof t);
+  int failures = 0;
+  static const int64_t ms_full[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192};
+  static const int64_t ms_quick[] = {64, 512, 2048, 8192};
+  const int64_t *ms = a->o.quick ? ms_quick : ms_full;
+  const int nm = a->o.quick ? 4 : 8;
+  for (int mo = 0; mo < 2; ++mo) {
+    if (a->model >= 0 && a->model != mo) continue;
+    if (a->only_m) {
+      failures += tp_shape(a, ctx, comm, s, &t, &g_models[mo], a->only_m);
+      continue;
+    }
+    for (int i = 0; i < nm; ++i) failures += tp_shape(a, ctx, comm, s, &t, &g_models[mo], ms[i]);
+  }
+  if (ctx->rank == 0) {
+    loom_bench_note(&t, "B as a Linear weight [n, k], bf16; gemm = min(cuBLASLt best-of-candidates, loom_gemm) on the "
+                        "local shape; seq = NCCL + cuBLASLt; time = median of the slowest rank");
+    loom_bench_note(&t, "overlap = 1 - ECT(fused)/ECT(seq), ECT = time - gemm; #wrong: fused vs sequential output");
+    char title[160];
+    snprintf(title, sizeof title, "loom-bench %s: fused vs sequential NCCL + cuBLASLt, world %d, median of %d reps",
+             a->ag ? "ag_gemm" : "gemm_rs", ctx->size, a->o.reps);
+    if (a->o.json) {
+      char path[1200];
+      if (loom_bench_write_json(a->ag ? "ag_gemm" : "gemm_rs", &t, &a->o, ctx->size, path, sizeof path) == 0)
+        loom_bench_note(&t, "JSON: %s", path);
+      else
+        failures++;
+    }
+    loom_bench_print(stdout, &t, title);
+    if (failures) printf("# %d failure(s): see the messages above, the #wrong and note columns\n", failures);
+  }
+  loom_bench_table_free(&t);
+  (void)loom_comm_destroy(comm);
+  cudaStreamDestroy(s);
+  return failures ? 1 : 0;
+}
+
+static int tp_main(int ag, int argc, char **argv) {
+  tp_args_t a;
+  memset(&a, 0, sizeof a);
+  a.ag = ag;
+  a.model = -1;
+  int rc = loom_bench_parse(&a.o, argc, argv, tp_opt, &a);
+  if (rc != LOOM_BENCH_RUN) return rc;
+  int world = loom_bench_world(&a.o, 0);
+  if (world == 0) return 1;
+  return loom_bench_launch(&a.o, world, tp_rank, &a) ? 1 : 0;
+}
+
+LOOM_BENCH(ag_gemm, "AllGather + GEMM (Flux): fused vs NCCL + cuBLASLt, GPT-3 175B and Llama-3-70B shapes") {
+  return tp_main(1, argc, argv);
+}
+
+LOOM_BENCH(gemm_rs, "GEMM + ReduceScatter (Flux): fused vs cuBLASLt + NCCL, GPT-3 175B and Llama-3-70B shapes") {
+  return tp_main(0, argc, argv);
+}
