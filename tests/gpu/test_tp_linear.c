@@ -316,11 +316,21 @@ LOOM_TEST(gpu_tp_gemm_rs_matches_reference_w2) {
 }
 
 LOOM_TEST(gpu_tp_ops_on_one_rank) {
+  /* W = 1: AUTO is the GEMM alone; the fused transfers still run their
+   * whole protocol (begin, local copy and signals, hooked GEMM waits and
+   * per-destination signals, the reduction) on one GPU */
   static const tp_case_t one[] = {
       {1, 300, 256, 128, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0},
       {0, 300, 256, 128, BF, F32, KN, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0},
+      {1, 300, 256, 128, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0},
+      {1, 513, 384, 256, FH, F32, KN, 0, SM, 33, 3, 2, 0, 0, 0},
+      {1, 640, 256, 512, BF, BF, NK, 1, SM, 0, 0, 3, 1, 1, 1},
+      {1, 1000, 512, 256, BF, BF, NK, 0, CE, 100, 0, 3, 1, 0, 1},
+      {0, 300, 256, 128, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0},
+      {0, 1000, 520, 264, FH, F32, KN, 1, SM, 0, 2, 2, 0, 0, 0},
+      {0, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 4, 0, 0, 1},
   };
-  if (gpus(1)) run_suite(1, one, 2);
+  if (gpus(1)) run_suite(1, one, (int)(sizeof one / sizeof *one));
 }
 
 /* Hundreds of calls back to back, alternating two ops of different shapes
