@@ -463,11 +463,13 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  *                chunk, each chunk followed by a signal; the GEMM's tiles
  *                wait for the rows they need (NVLink peers only)
  *   SM_COPY      AG: the same pushes by comm_blocks blocks of a concurrent
- *                kernel; RS: the GEMM's epilogue stores each partial tile
- *                into its owner's staging buffer through NVLink and signals
- *                it, and comm_blocks blocks on the owner sum the W partials
- *                in fp32 in rank order as the tiles arrive (deterministic:
- *                the same bits on every run) (NVLink peers only)
+ *                kernel; RS: each rank's GEMM stores its partial product in
+ *                its own buffer and signals every finished tile to the
+ *                owner of its rows; comm_blocks blocks on the owner read
+ *                the W partials of each tile through NVLink as they are
+ *                signalled and sum them in fp32 in rank order
+ *                (deterministic: the same bits on every run) (NVLink peers
+ *                only)
  *   AUTO         SM_COPY for RS and COPY_ENGINE for AG where every peer is
  *                load/store reachable (one NVLink domain), else SEQUENTIAL.
  *
@@ -476,8 +478,8 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  * rank's copy) to receive it, or NULL to use the plan's own buffer. a_shard
  * may be any device memory; when it is a_full's own rows (a_full + rank's
  * first row x k), nothing is copied for the local shard. RS: a, b, c_shard
- * and bias may be any device memory (the plan holds the staging buffers
- * peers store into: 2 x W x S x n elements of the output dtype).
+ * and bias may be any device memory (the plan holds the partial product
+ * that peers read: W x S x n elements of the output dtype, symmetric).
  * Buffer contract (AG): peers store into this rank's a_full once this
  * rank's call has started on its stream, so work queued before the call
  * that reads a_full is finished first; do not touch a_full on other streams

@@ -100,7 +100,7 @@ static __device__ __forceinline__ void loom_gemm_hook_signal(const loom_gemm_hoo
   const uint32_t v = loom_gemm_hook_epoch(h) + h.signal_epoch;
   if (h.dst_signal) {
     int32_t d0, d1;
-    loom_tile_dst_range(tm, bm, m, h.row_dst ? h.rows_per_dst : 0, &d0, &d1);
+    loom_tile_dst_range(tm, bm, m, h.rows_per_dst, &d0, &d1);
     for (int32_t d = d0; d <= d1; ++d) loom_signal_store_release(h.dst_signal[d] + t, v);
   } else if (h.tile_signal) {
     loom_signal_store_release(h.tile_signal + t, v);

@@ -27,7 +27,9 @@
  *              epoch (acquire, bounded by comm.timeout_ns;
  *              expiry records the wait in comm.err, the kernel stops
  *              storing and returns)
- *   epilogue   STORE: C rows go to row_dst[row / rows_per_dst] at row
+ *   epilogue   STORE without row_dst: the plain kernel's TMA-store epilogue
+ *              into c (sm90); with row_dst, stores from registers: C rows go
+ *              to row_dst[row / rows_per_dst] at row
  *              (row % rows_per_dst) (NULL table: the c argument), which may
  *              be a peer's LSA pointer; REDUCE: the same addresses, atomically
  *              added (red.global.add: f32, bf16x2, f16x2)
@@ -113,9 +115,10 @@ typedef struct loom_gemm_hooks {
                                   * partials whatever c_type (REDUCE: red.global.add.f32) */
   /* per-tile signal after the tile is visible (both NULL: none) */
   uint32_t *tile_signal;         /* device array [tiles] (may be a peer's LSA pointer) */
-  uint32_t *const *dst_signal;   /* device array [ndst] of signal arrays [tiles], one per row_dst
-                                  * entry: a tile signals every destination its rows went to
-                                  * (loom_tile_dst_range); replaces tile_signal when set */
+  uint32_t *const *dst_signal;   /* device array [ndst] of signal arrays [tiles], one per
+                                  * destination of rows_per_dst rows: a tile signals every
+                                  * destination its rows belong to (loom_tile_dst_range), whether
+                                  * or not row_dst routes them; replaces tile_signal when set */
   uint32_t signal_epoch;
   /* bounds the prologue wait and receives its expiry record */
   loom_dev_comm_t comm;

@@ -107,6 +107,9 @@ typedef struct loom_sm90_args {
   float *sk_ws;             /* stream-K partials: slots of 2 x 64 x BN fp32 */
   uint32_t *sk_count;       /* stream-K tickets [sk tiles], 0 between launches */
   loom_gemm_hooks_t hooks;  /* read only by the HOOKS instantiation */
+  int32_t epi_tma;          /* HOOKS: 1 = the TMA-store epilogue into c (no row routing, no
+                             * reduction), tile signals after the stores complete; 0 = stores
+                             * from registers. Plain kernels always store with TMA. */
 } loom_sm90_args_t;
 
 /* ---- device helpers (sm_90a) ------------------------------------------- */
@@ -410,9 +413,9 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
    * tile, so the stage is sized for 256) */
   constexpr uint32_t B_TX = LOOM_SM90_B_TX(BN, TB);
   constexpr uint32_t STAGE_TX = A_BYTES + B_TX;
-  constexpr bool TMA_EPI = !HOOKS;
+  const bool tma_epi = !HOOKS || args.epi_tma != 0;
   constexpr int EPI_BUFS = LOOM_SM90_EPI_BUFS(BM, BN);
-  constexpr int EPI_BYTES = LOOM_SM90_EPI_BYTES(BM, BN, HOOKS);
+  constexpr int EPI_BYTES = LOOM_SM90_EPI_BYTES(BM, BN, 0); /* hooked kernels may store with TMA too */
   /* 64-row tiles: a consumer waits for each k-block's wgmma before freeing
    * its stage (instead of keeping one group in flight): the math of a
    * k-block is a quarter of its memory time there, and a stage freed one
@@ -528,7 +531,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     uint32_t phase = 0;
     uint32_t epi_seq = 0; /* chunks stored so far (TMA epilogue buffer parity) */
     const uint32_t empty_peer = CL > 1 ? loom_cluster_addr(empty, crank ^ 1u) : 0;
-    if (TMA_EPI && tid == 0) asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)&tma_c) : "memory");
+    if (tma_epi && tid == 0) asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)&tma_c) : "memory");
     loom_segment_t sg;
     for (int i = 0; loom_sm90_segment<SK, CL>(&args.work, i, &sg); ++i) {
       const int t = loom_tile_at(&args.order, sg.step);
@@ -632,7 +635,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
 
       /* ---- epilogue: registers -> global ---- */
       const bool skip = HOOKS && __shfl_sync(0xffffffffu, *abort_flag, 0) != 0; /* warp-uniform (C7518) */
-      if (TMA_EPI && finish && active) {
+      if (tma_epi && finish && active && !skip) {
         const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
         if (args.c_type == LOOM_FP32)
           loom_epi_tma<WN, 4, EPI_BUFS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c, args.m,
@@ -640,7 +643,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         else
           loom_epi_tma<WN, 2, EPI_BUFS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c, args.m,
                                         args.n, warp, lane, tid, cw);
-      } else if (finish && active && !skip) {
+      } else if (!tma_epi && finish && active && !skip) {
         const int ct = args.c_type;
         const int rbase = row0 + warp * 16 + lane / 4;
         const int cbase = col0 + (lane % 4) * 2;
@@ -668,14 +671,19 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         }
       }
       if (HOOKS && (args.hooks.tile_signal || args.hooks.dst_signal) && finish) {
-        /* both consumer warpgroups' stores of this tile, then one release */
+        /* both consumer warpgroups' stores of this tile (TMA stores: complete,
+         * then ordered with the generic proxy), then one release */
+        if (tma_epi && tid == 0) {
+          loom_bulk_wait_all();
+          asm volatile("fence.proxy.async.global;" ::: "memory");
+        }
         __threadfence_system();
         asm volatile("bar.sync 1, 256;" ::: "memory");
         if (threadIdx.x == 128 && !(*abort_flag)) loom_gemm_hook_signal(args.hooks, args.m, tm, BM, t);
       }
     }
     /* the shared-memory buffers must outlive the TMA stores that read them */
-    if (TMA_EPI && tid == 0) loom_bulk_wait_all();
+    if (tma_epi && tid == 0) loom_bulk_wait_all();
   }
   /* no block leaves while its peer may still arrive on its barriers */
   if (CL > 1) loom_cluster_sync();
@@ -729,7 +737,8 @@ static loom_result_t loom__tensor_map(CUtensorMap *map, const void *ptr, loom_dt
 }
 
 static size_t loom__sm90_smem(int bm, int bn, int hooks) {
-  return loom_sm90_smem_bytes(bm, bn, LOOM_SM90_STAGES(bm, bn), LOOM_SM90_EPI_BUFS(bm, bn), hooks);
+  (void)hooks; /* hooked kernels hold the TMA epilogue's buffers too */
+  return loom_sm90_smem_bytes(bm, bn, LOOM_SM90_STAGES(bm, bn), LOOM_SM90_EPI_BUFS(bm, bn), 0);
 }
 
 typedef void (*loom__sm90_kernel_t)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const loom_sm90_args_t);
@@ -864,6 +873,9 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   args.c = c;
   args.bias = d->has_bias ? bias : NULL;
   if (hooks) args.hooks = *hooks;
+  /* hooked GEMMs that store plainly into c take the plain kernel's TMA-store
+   * epilogue; routed or reducing stores go from registers */
+  args.epi_tma = !hooks || (!hooks->row_dst && hooks->epilogue == LOOM_EPI_STORE);
   LOOM_TRY(loom__gemm_order(d, hooks, bm, conf.bn, conf.group > 0 ? conf.group : 16, &args.order));
   if (conf.cluster < 0 || conf.cluster > 2)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config cluster=%d: must be 0, 1 or 2", conf.cluster);
@@ -884,7 +896,7 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   /* C for the TMA epilogue: boxes of 64 rows x 128 bytes */
   CUtensorMap mc;
   memset(&mc, 0, sizeof mc);
-  if (!hooks)
+  if (args.epi_tma)
     LOOM_TRY(loom__tensor_map(&mc, c, d->c_type, (uint64_t)d->n, (uint64_t)d->m, d->c_type == LOOM_FP32 ? 32 : 64,
                               64, "C"));
 

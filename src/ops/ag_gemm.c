@@ -74,7 +74,7 @@ static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char 
   LOOM_TRY(loom__tp_peer_addresses(fn, "a_full", comm, dst, (size_t)g->m * row, ca.dst));
   ca.copy_local = st->my_len > 0 && a_shard != dst + (size_t)st->my_begin * row;
 
-  LOOM_TRY(loom__tp_begin(ca.dc, plan->epoch_offset, st->ready_off, stream));
+  LOOM_TRY(loom__tp_begin(ca.dc, plan->epoch_offset, st->ready_off, (size_t)-1, stream));
   LOOM_TRY(loom__tp_fork(st, stream));
   const int64_t nch = loom_ag_shard_chunks(g->m, W, st->rank, st->chunk_rows);
   if (st->transfer == LOOM_TP_SM_COPY) {

@@ -4,13 +4,15 @@
  * parallelism.
  *
  * Fused (tp_linear.h): every rank's GEMM computes all m rows of its partial
- * product with its tile rows starting at the shard of rank + 1 (peers'
- * rows first, each rank on a different owner at first); the epilogue stores
- * each tile's rows into their owners' staging buffers (this call's parity)
- * through NVLink and signals the tile to each owner. On the side stream the
- * owner's reduction kernel (comm_blocks blocks) waits for each of its tiles'
- * W signals, sums the partials in fp32 in rank order, adds the bias and
- * rounds once into c_shard.
+ * product into its own partial buffer (symmetric memory, the plain kernel's
+ * TMA-store epilogue), tile rows starting at the shard of rank + 1 (peers'
+ * rows first, each rank on a different owner at first), and signals each
+ * tile to the owner(s) of its rows once its stores are complete. On the
+ * side stream the owner's reduction kernel (comm_blocks blocks) waits for
+ * each of its tiles' W signals, reads the W partials through NVLink, sums
+ * them in fp32 in rank order, adds the bias and rounds once into c_shard;
+ * then tells the sources their buffers may be overwritten (the next call's
+ * begin kernel waits for that).
  * Sequential: loom_gemm into a partial buffer (bias on rank 0 only), then
  * NCCL reduce-scatter (a reduce per shard when the shards are uneven).
  */
@@ -62,30 +64,31 @@ static loom_result_t rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void 
   const int W = st->world;
   const loom_dev_comm_t dc = loom__comm_dev(comm);
 
-  LOOM_TRY(loom__tp_begin(dc, plan->epoch_offset, (size_t)-1, stream));
+  loom_rs_reduce_args_t ra;
+  memset(&ra, 0, sizeof ra);
+  LOOM_TRY(loom__tp_peer_addresses("loom_gemm_rs", "partial", comm, st->partial,
+                                   (size_t)g.m * (size_t)g.n * loom_dtype_size(g.c_type), (char **)ra.src));
+  ra.dc = dc;
+  ra.epoch_off = plan->epoch_offset;
+  ra.tile_off = st->tile_off;
+  ra.done_off = st->done_off;
+  ra.count_off = st->count_off;
+  ra.m = g.m;
+  ra.n = g.n;
+  ra.row0 = st->my_begin;
+  ra.rows = st->my_len;
+  ra.bm = 128;
+  ra.bn = st->gemm_cfg.bn;
+  ra.tiles_m = st->tiles_m;
+  ra.tiles_n = st->tiles_n;
+  ra.c_type = (int)g.c_type;
+  ra.bias = g.has_bias ? bias : NULL;
+  ra.c_shard = c_shard;
+
+  LOOM_TRY(loom__tp_begin(dc, plan->epoch_offset, (size_t)-1, st->done_off, stream));
   LOOM_TRY(loom__tp_fork(st, stream));
-  if (st->my_len > 0) {
-    loom_rs_reduce_args_t ra;
-    memset(&ra, 0, sizeof ra);
-    ra.dc = dc;
-    ra.epoch_off = plan->epoch_offset;
-    ra.tile_off = st->tile_off;
-    ra.m = g.m;
-    ra.n = g.n;
-    ra.row0 = st->my_begin;
-    ra.rows = st->my_len;
-    ra.bm = 128;
-    ra.bn = st->gemm_cfg.bn;
-    ra.tiles_m = st->tiles_m;
-    ra.tiles_n = st->tiles_n;
-    ra.c_type = (int)g.c_type;
-    ra.staging = (const char *)st->staging;
-    ra.parity_bytes = st->staging_parity_bytes;
-    ra.src_bytes = st->staging_parity_bytes / (size_t)W;
-    ra.bias = g.has_bias ? bias : NULL;
-    ra.c_shard = c_shard;
-    LOOM_TRY(loom__rs_reduce_kernel(&ra, st->comm_blocks, st->side));
-  }
+  /* launched even with no rows of its own: its last block tells the sources */
+  LOOM_TRY(loom__rs_reduce_kernel(&ra, st->comm_blocks, st->side));
 
   loom_gemm_hooks_t h;
   memset(&h, 0, sizeof h);
@@ -93,13 +96,11 @@ static loom_result_t rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void 
   h.order.row_shift = loom_tp_row_shift(g.m, W, st->rank + 1, 128);
   h.epoch_word = (const uint32_t *)((const char *)comm->ws_ptr + plan->epoch_offset);
   h.epilogue = LOOM_EPI_STORE;
-  h.row_dst = st->d_row_dst;
   h.rows_per_dst = st->shard_rows;
-  h.dst_parity_bytes = (int64_t)st->staging_parity_bytes;
   h.dst_signal = st->d_dst_signal;
   h.comm = dc;
   g.has_bias = 0; /* added once, by the owner's reduction */
-  loom_result_t r = loom__gemm_hooked(&g, a, b, st->staging, NULL, &st->gemm_cfg, &h, stream);
+  loom_result_t r = loom__gemm_hooked(&g, a, b, st->partial, NULL, &st->gemm_cfg, &h, stream);
   const loom_result_t rj = loom__tp_join(st, stream);
   LOOM_TRY(r);
   return rj;
@@ -115,8 +116,7 @@ loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void 
   const size_t es_c = loom_dtype_size(g->c_type), es_ab = loom_dtype_size(g->ab_type);
   /* A and B as loom_gemm checks them (the partial product as C) */
   loom_gemm_desc_t chk = *g;
-  void *c_chk = st->partial ? st->partial : st->staging;
-  LOOM_TRY(loom__gemm_validate(fn, &chk, a, b, c_chk, bias));
+  LOOM_TRY(loom__gemm_validate(fn, &chk, a, b, st->partial, bias));
   LOOM_TRY(loom__check_device_ptr(fn, "a", a, (size_t)g->m * (size_t)g->k * es_ab));
   LOOM_TRY(loom__check_device_ptr(fn, "b", b, (size_t)g->k * (size_t)g->n * es_ab));
   if (bias) LOOM_TRY(loom__check_device_ptr(fn, "bias", bias, (size_t)g->n * es_c));

@@ -23,6 +23,7 @@
 __attribute__((constructor)) static void loom__tp_wait_sites(void) {
   loom__wait_site_register(LOOM_SITE_AG_READY, "AllGather+GEMM: peer's gathered buffer writable (its call started)");
   loom__wait_site_register(LOOM_SITE_RS_TILE, "GEMM+ReduceScatter: a peer's partial tile");
+  loom__wait_site_register(LOOM_SITE_RS_DONE, "GEMM+ReduceScatter: a peer still reading this rank's previous partial");
 }
 
 static const char *kind_op(loom__tp_kind_t k) { return k == LOOM__TP_AG ? "ag_gemm" : "gemm_rs"; }
@@ -133,9 +134,10 @@ static void tp_destroy(loom_plan_t plan) {
     if (st->a_full_own_sym) (void)loom__comm_free(comm, st->a_full_own);
     else (void)cudaFree(st->a_full_own);
   }
-  if (st->staging) (void)loom__comm_free(comm, st->staging);
-  if (st->partial) (void)cudaFree(st->partial);
-  if (st->d_row_dst) (void)cudaFree(st->d_row_dst);
+  if (st->partial) {
+    if (st->partial_sym) (void)loom__comm_free(comm, st->partial);
+    else (void)cudaFree(st->partial);
+  }
   if (st->d_dst_signal) (void)cudaFree(st->d_dst_signal);
   if (st->fork) (void)cudaEventDestroy(st->fork);
   if (st->join) (void)cudaEventDestroy(st->join);
@@ -162,26 +164,18 @@ loom_result_t loom__tp_peer_addresses(const char *fn, const char *what, loom_com
   return LOOM_SUCCESS;
 }
 
-/* RS fused: the owners' staging and signal arrays as this rank addresses
- * them, in device arrays the GEMM's hooks read. */
+/* RS fused: the owners' signal arrays for this source's tiles, as this
+ * rank addresses them, in a device array the GEMM's hooks read. */
 static loom_result_t rs_tables(loom_plan_t plan, loom_tp_state_t *st) {
   loom_comm_t comm = plan->comm;
   const int W = st->world;
-  char *stage[LOOM_TP_MAX_PEERS], *ws[LOOM_TP_MAX_PEERS];
-  LOOM_TRY(loom__tp_peer_addresses("loom_plan_gemm_rs", "staging", comm, st->staging, 2 * st->staging_parity_bytes, stage));
+  char *ws[LOOM_TP_MAX_PEERS];
   LOOM_TRY(loom__tp_peer_addresses("loom_plan_gemm_rs", "workspace", comm, comm->ws_ptr, comm->ws_bytes, ws));
-  void *rows[LOOM_TP_MAX_PEERS];
   uint32_t *sigs[LOOM_TP_MAX_PEERS];
-  const size_t src_bytes = st->staging_parity_bytes / (size_t)W;
   const size_t tiles = (size_t)st->tiles_m * (size_t)st->tiles_n;
-  for (int p = 0; p < W; ++p) {
-    rows[p] = stage[p] + (size_t)st->rank * src_bytes;
-    sigs[p] = (uint32_t *)(ws[p] + st->tile_off) + (size_t)st->rank * tiles;
-  }
-  LOOM_CUDA(cudaMalloc((void **)&st->d_row_dst, (size_t)W * sizeof(void *)));
+  for (int p = 0; p < W; ++p) sigs[p] = (uint32_t *)(ws[p] + st->tile_off) + (size_t)st->rank * tiles;
   LOOM_CUDA(cudaMalloc((void **)&st->d_dst_signal, (size_t)W * sizeof(uint32_t *)));
-  st->device_bytes += 2 * (size_t)W * sizeof(void *);
-  LOOM_CUDA(cudaMemcpyAsync(st->d_row_dst, rows, (size_t)W * sizeof(void *), cudaMemcpyHostToDevice, comm->stream));
+  st->device_bytes += (size_t)W * sizeof(uint32_t *);
   LOOM_CUDA(cudaMemcpyAsync(st->d_dst_signal, sigs, (size_t)W * sizeof(uint32_t *), cudaMemcpyHostToDevice, comm->stream));
   LOOM_CUDA(cudaStreamSynchronize(comm->stream));
   return LOOM_SUCCESS;
@@ -212,9 +206,10 @@ static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
     LOOM_CUDA(cudaMalloc(&st->partial, bytes));
     st->device_bytes += bytes;
   } else {
-    st->staging_parity_bytes = Wrows * (size_t)g->n * es_c;
-    LOOM_TRY(loom__comm_malloc(comm, 2 * st->staging_parity_bytes, &st->staging));
-    st->symmetric_bytes += 2 * st->staging_parity_bytes;
+    const size_t bytes = Wrows * (size_t)g->n * es_c;
+    LOOM_TRY(loom__comm_malloc(comm, bytes, &st->partial));
+    st->partial_sym = 1;
+    st->symmetric_bytes += bytes;
     LOOM_TRY(rs_tables(plan, st));
   }
   return LOOM_SUCCESS;
@@ -277,7 +272,7 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
                        (long long)n64, desc->chunk_rows);
       nsig = (uint32_t)n64;
     } else {
-      const int64_t n64 = (int64_t)st->world * st->tiles_m * st->tiles_n;
+      const int64_t n64 = (int64_t)st->world * st->tiles_m * st->tiles_n + st->world + 1;
       if (n64 > (int64_t)UINT32_MAX / 8)
         r = loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %lld tile signals are too many (m=%lld, n=%lld)", fn,
                        (long long)n64, (long long)m, (long long)desc->n);
@@ -297,6 +292,8 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
     st->chunk_off = plan->signals_offset + (size_t)st->world * sizeof(uint32_t);
   } else {
     st->tile_off = plan->signals_offset;
+    st->done_off = st->tile_off + (size_t)st->world * (size_t)st->tiles_m * (size_t)st->tiles_n * sizeof(uint32_t);
+    st->count_off = st->done_off + (size_t)st->world * sizeof(uint32_t);
   }
   r = tp_alloc(plan, st);
   if (r != LOOM_SUCCESS) {

@@ -12,10 +12,13 @@
  *   X: transfer       AG: pushes of this rank's shard (copy engine or copy
  *                     kernel), each chunk then its signal (= e); RS: the
  *                     reduction kernel (waits for each owned tile's W
- *                     signals, sums the partials)
+ *                     signals, pulls the W partials of its rows from the
+ *                     sources' buffers through NVLink, sums them; its last
+ *                     block then tells every source done[rank] = e)
  *   S: hooked GEMM    AG: tiles wait for their rows' chunk signals; RS:
- *                     partial tiles stored into the owners' staging
- *                     (parity e & 1) and signalled per owner
+ *                     the partial product stored into this rank's own
+ *                     partial buffer (TMA-store epilogue), each tile then
+ *                     signalled to the owner(s) of its rows
  *   X -> S            event (join); S records the plan's `done` event
  * Every kernel of the call reads e from the device counter, so a call
  * captured in a CUDA graph gets a new epoch on every replay.
@@ -24,16 +27,18 @@
  *  - AG: rank p pushes into d's a_full only after ready[p] on d reached e,
  *    i.e. after d's call e started, so d's GEMM of call e-1 (the last reader
  *    of a_full) has finished.
- *  - RS: call e stores into staging buffer e & 1. A peer reaches call e+2
- *    (the next user of that buffer) only after its call e+1 waited for this
- *    rank's call e+1 GEMM tiles, which run after this rank's call e
- *    reduction finished (stream order).
+ *  - RS: a source's GEMM of call e+1 overwrites its partial buffer only
+ *    after its begin kernel saw done[p] >= e from every peer p (their
+ *    reductions of call e finished reading it); its own reduction of call e
+ *    finished before (stream order).
  * Signals only grow (epochs), so nothing is reset between calls.
  *
  * Plan workspace slice (uint32 words, zeroed at plan creation):
  *   AG: ready [W] | chunk [W x chunks_per_shard]
  *   RS: tile  [W sources x tiles_m x tiles_n] (owner side: signal of source
- *       s's tile t is tile[s tiles + t])
+ *       s's tile t is tile[s tiles + t]) | done [W] (done[p] = e: owner p
+ *       finished reading this rank's partial of call e) | count [1] (the
+ *       reduction's finished blocks, reset by the last)
  */
 #ifndef LOOM_OPS_TP_LINEAR_H
 #define LOOM_OPS_TP_LINEAR_H
@@ -52,6 +57,7 @@ extern "C" {
 /* Wait sites of the tensor-parallel ops (core/signal.h: ids 80..95). */
 #define LOOM_SITE_AG_READY 80   /* a peer's a_full writable (its call started) */
 #define LOOM_SITE_RS_TILE 81    /* a partial tile from a peer (reduction) */
+#define LOOM_SITE_RS_DONE 82    /* a peer still reading this rank's previous partial */
 
 #define LOOM_TP_MAX_PEERS 72    /* peers whose addresses travel as kernel arguments */
 #define LOOM_TP_THREADS 256
@@ -72,15 +78,14 @@ typedef struct loom_tp_state {
   loom_gemm_config_t gemm_cfg;  /* fused GEMM's config (bm 128) */
   int tiles_m, tiles_n;
   /* workspace offsets (bytes from the comm workspace base) */
-  size_t ready_off, chunk_off, tile_off;
+  size_t ready_off, chunk_off, tile_off, done_off, count_off;
   /* memory */
   void *a_full_own;             /* AG: the plan's gathered A [W S, k] (loom_malloc when fused,
                                    cudaMalloc when sequential), used when a call passes no a_full */
   int a_full_own_sym;           /* 1: a_full_own is loom_malloc memory */
-  void *staging;                /* RS fused: loom_malloc [2][W][S][n] of c_type */
-  size_t staging_parity_bytes;  /* one parity's bytes: W x S x n x c size */
-  void *partial;                /* RS sequential: cudaMalloc [W S, n] c_type */
-  void **d_row_dst;             /* RS fused: device [W] owner staging bases for this source */
+  void *partial;                /* RS: this rank's partial product [W S, n] c_type (loom_malloc
+                                   when fused: owners read it; cudaMalloc when sequential) */
+  int partial_sym;
   uint32_t **d_dst_signal;      /* RS fused: device [W] owner signal arrays for this source */
   size_t symmetric_bytes, device_bytes;
   cudaStream_t side;
@@ -123,8 +128,10 @@ ncclDataType_t loom__tp_nccl_type(loom_dtype_t t);
 
 /* Begin kernel: publishes epoch e (call counter + 1) in the plan's device
  * counter; with ready_off != (size_t)-1 stores e into ready[rank] of every
- * peer's workspace. */
-loom_result_t loom__tp_begin(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, cudaStream_t stream);
+ * peer's workspace (AG); with done_off != (size_t)-1 first waits (bounded)
+ * until done[p] >= e - 1 for every peer p (RS). */
+loom_result_t loom__tp_begin(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, size_t done_off,
+                             cudaStream_t stream);
 
 /* What the AG copy kernel and the chunk-signal kernel need. */
 typedef struct loom_ag_copy_args {
@@ -154,13 +161,12 @@ loom_result_t loom__ag_signal_chunks(const loom_ag_copy_args_t *a, int dest, int
 /* What the RS reduction kernel needs. */
 typedef struct loom_rs_reduce_args {
   loom_dev_comm_t dc;
-  size_t epoch_off, tile_off;
+  size_t epoch_off, tile_off, done_off, count_off;
   int64_t m, n;
-  int64_t row0, rows;           /* this rank's shard */
+  int64_t row0, rows;           /* this rank's shard (rows 0: nothing to sum, done still told) */
   int bm, bn, tiles_m, tiles_n;
   int c_type;
-  const char *staging;          /* this rank's staging [2][W][S][n] */
-  size_t parity_bytes, src_bytes; /* bytes of one parity, of one source's slot */
+  const char *src[LOOM_TP_MAX_PEERS]; /* each rank's partial [m, n] as this rank addresses it */
   const void *bias;             /* [n] c_type or NULL */
   void *c_shard;                /* [rows, n] c_type */
 } loom_rs_reduce_args_t;

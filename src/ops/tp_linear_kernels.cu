@@ -12,8 +12,10 @@
  *   loom_ag_signal_kernel    one thread each, around the copy engine's copies
  *   loom_rs_reduce_kernel    the owner's side of GEMM + ReduceScatter: for each
  *                            of its output tiles, waits for the W partials'
- *                            signals, sums them in fp32 in rank order, adds the
- *                            bias, rounds once into c_shard
+ *                            signals, reads them from the sources' buffers
+ *                            (NVLink loads), sums them in fp32 in rank order,
+ *                            adds the bias, rounds once into c_shard; then
+ *                            tells the sources their buffers are free
  * Any architecture >= sm_80 (no tensor cores here).
  */
 #include <cuda_runtime.h>
@@ -33,9 +35,18 @@ static __device__ __forceinline__ uint32_t loom_tp_epoch(const loom_dev_comm_t &
   return *(const volatile uint32_t *)&ep->epoch;
 }
 
-__global__ void loom_tp_begin_kernel(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off) {
+__global__ void loom_tp_begin_kernel(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, size_t done_off) {
   loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(dc.ws + epoch_off);
   const uint32_t e = *(volatile uint32_t *)&ep->epoch + 1u;
+  if (done_off != (size_t)-1) {
+    /* every peer finished reading this rank's partial of the previous call */
+    for (int p = (int)threadIdx.x; p < dc.size; p += (int)blockDim.x)
+      if (p != dc.rank) {
+        const uint32_t *w = (const uint32_t *)(dc.ws + done_off) + p;
+        (void)loom_signal_wait(&dc, w, e - 1u, p, (uint32_t)p, LOOM_SITE_RS_DONE);
+      }
+    /* on expiry the GEMM still runs (the comm is in error; its result is not used) */
+  }
   __syncwarp();
   if (threadIdx.x == 0) *(volatile uint32_t *)&ep->epoch = e;
   if (ready_off != (size_t)-1) {
@@ -44,8 +55,9 @@ __global__ void loom_tp_begin_kernel(loom_dev_comm_t dc, size_t epoch_off, size_
   }
 }
 
-extern "C" loom_result_t loom__tp_begin(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, cudaStream_t stream) {
-  loom_tp_begin_kernel<<<1, 32, 0, stream>>>(dc, epoch_off, ready_off);
+extern "C" loom_result_t loom__tp_begin(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, size_t done_off,
+                                        cudaStream_t stream) {
+  loom_tp_begin_kernel<<<1, 32, 0, stream>>>(dc, epoch_off, ready_off, done_off);
   LOOM_CUDA_LAUNCHED("loom_tp_begin_kernel");
   return LOOM_SUCCESS;
 }
@@ -186,10 +198,9 @@ __global__ void __launch_bounds__(LOOM_TP_THREADS) loom_rs_reduce_kernel(const _
   const int W = dc.size;
   const uint32_t e = loom_tp_epoch(dc, a.epoch_off);
   const int es = a.c_type == LOOM_FP32 ? 4 : 2;
-  const char *stage = a.staging + (size_t)(e & 1u) * a.parity_bytes;
   int32_t t0, t1;
   loom_rs_owner_tile_rows(a.m, W, dc.rank, a.bm, &t0, &t1);
-  const int64_t items = (int64_t)(t1 - t0 + 1) * a.tiles_n;
+  const int64_t items = a.rows > 0 ? (int64_t)(t1 - t0 + 1) * a.tiles_n : 0;
   const int64_t tiles = (int64_t)a.tiles_m * a.tiles_n;
   for (int64_t q = blockIdx.x; q < items; q += gridDim.x) {
     const int tm = t0 + (int)(q / a.tiles_n), tn = (int)(q % a.tiles_n);
@@ -203,7 +214,7 @@ __global__ void __launch_bounds__(LOOM_TP_THREADS) loom_rs_reduce_kernel(const _
       ok = good;
     }
     __syncthreads();
-    if (!ok) return;
+    if (!ok) return; /* expired: done is never told, the peers' next calls time out too */
     int64_t r0 = (int64_t)tm * a.bm, r1 = r0 + a.bm;
     if (r0 < a.row0) r0 = a.row0;
     if (r1 > a.row0 + a.rows) r1 = a.row0 + a.rows;
@@ -213,11 +224,11 @@ __global__ void __launch_bounds__(LOOM_TP_THREADS) loom_rs_reduce_kernel(const _
     const int64_t vec_per_row = (c1 - c0) / 8, nv = (r1 - r0) * vec_per_row;
     for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
       const int64_t row = r0 + v / vec_per_row, col = c0 + (v % vec_per_row) * 8;
-      const size_t off = ((size_t)(row - a.row0) * (size_t)a.n + (size_t)col) * (size_t)es;
+      const size_t off = ((size_t)row * (size_t)a.n + (size_t)col) * (size_t)es;
       float acc[8], x[8];
-      loom_tp_load8(stage + off, a.c_type, acc);
+      loom_tp_load8(a.src[0] + off, a.c_type, acc);
       for (int s = 1; s < W; ++s) {
-        loom_tp_load8(stage + (size_t)s * a.src_bytes + off, a.c_type, x);
+        loom_tp_load8(a.src[s] + off, a.c_type, x);
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[i] += x[i];
       }
@@ -226,9 +237,21 @@ __global__ void __launch_bounds__(LOOM_TP_THREADS) loom_rs_reduce_kernel(const _
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[i] += x[i];
       }
-      loom_tp_store8((char *)a.c_shard + off, a.c_type, acc);
+      loom_tp_store8((char *)a.c_shard + ((size_t)(row - a.row0) * (size_t)a.n + (size_t)col) * (size_t)es,
+                     a.c_type, acc);
     }
     __syncthreads(); /* `ok` is rewritten for the next tile */
+  }
+  /* the last block to finish tells every source its partial is free again */
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    uint32_t *count = (uint32_t *)(dc.ws + a.count_off);
+    if (atomicAdd(count, 1u) + 1u == gridDim.x) {
+      *count = 0u;
+      for (int p = 0; p < W; ++p)
+        if (p != dc.rank) loom_signal_store_release(loom_signal_addr(&dc, p, a.done_off, (uint32_t)dc.rank), e);
+    }
   }
 }
 

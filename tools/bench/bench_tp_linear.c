@@ -25,6 +25,7 @@
 #include "bench.h"
 #include "core/baseline.h"
 #include "core/error.h"
+#include "gemm/gemm.h"
 #include "ops/tp_schedule.h"
 
 #define TP_SEED 0x74706c6eull
@@ -68,7 +69,7 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
   return 0;
 }
 
-enum { V_GEMM_LT, V_GEMM_LOOM, V_NCCL, V_SEQ, V_FUSED0 };
+enum { V_GEMM_LT, V_GEMM_LOOM, V_NCCL, V_SEQ, V_HOOK_IDLE, V_PLAIN_CFG, V_FUSED0 };
 #define MAX_FUSED 2
 
 typedef struct tp_run {
@@ -78,7 +79,7 @@ typedef struct tp_run {
   int64_t S;
   void *a, *a_full, *b, *c, *c_shard, *partial;
   loom_plan_t plans[MAX_FUSED];
-  int variant;            /* set per op arg */
+  loom_gemm_config_t cfg; /* the first fused plan's GEMM configuration */
 } tp_run_t;
 
 typedef struct tp_var {
@@ -106,6 +107,13 @@ static loom_result_t tp_op(void *arg, int iter, cudaStream_t s) {
       }
       LOOM_TRY(loom__base_gemm(&r->d, r->a, r->b, r->partial, NULL, s));
       return loom__base_reducescatter(r->nccl, r->partial, r->c_shard, (size_t)(r->S * r->d.n), LOOM_BF16, s);
+    case V_HOOK_IDLE: { /* the fused GEMM's kernel and configuration, hooks idle */
+      loom_gemm_hooks_t h;
+      memset(&h, 0, sizeof h);
+      return loom__gemm_hooked(&r->d, r->ag ? r->a_full : r->a, r->b, r->ag ? r->c : r->partial, NULL, &r->cfg, &h, s);
+    }
+    case V_PLAIN_CFG: /* the same configuration without hooks (plain kernel: TMA-store epilogue) */
+      return loom__gemm_sm90(&r->d, r->ag ? r->a_full : r->a, r->b, r->ag ? r->c : r->partial, NULL, &r->cfg, NULL, s);
     default: {
       loom_plan_t p = r->plans[x->v - V_FUSED0];
       (void)es;
@@ -177,6 +185,10 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
     if (pr == LOOM_SUCCESS) pr = loom_tp_plan_info(r.plans[f], &info[f]);
     if (rr == LOOM_SUCCESS) rr = pr;
   }
+  memset(&r.cfg, 0, sizeof r.cfg);
+  r.cfg.bn = info[0].gemm_bn > 0 ? info[0].gemm_bn : 128;
+  r.cfg.grid = info[0].gemm_grid;
+  r.cfg.bm = 128;
   if (rr == LOOM_SUCCESS) {
     float ms = 0;
     rr = loom__base_gemm_tune(&r.d, a->ag ? r.a_full : r.a, r.b, a->ag ? r.c : r.partial, NULL, a->o.quick ? 4 : 8, 3, s, &ms);
@@ -245,8 +257,9 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
       row->seq_us = tm[V_SEQ].median_us;
       row->wrong = wrong[f];
       if (row->wrong > 0) failures++;
-      snprintf(row->note, sizeof row->note, "lt %.1f loom %.1f; S=%lld chunk %d blk %d tile 128x%d grid %d",
-               tm[V_GEMM_LT].median_us, tm[V_GEMM_LOOM].median_us, (long long)info[f].shard_rows,
+      snprintf(row->note, sizeof row->note, "lt %.1f loom %.1f hook-idle %.1f same-cfg %.1f; S=%lld ch %d blk %d 128x%d g%d",
+               tm[V_GEMM_LT].median_us, tm[V_GEMM_LOOM].median_us, tm[V_HOOK_IDLE].median_us,
+               tm[V_PLAIN_CFG].median_us, (long long)info[f].shard_rows,
                info[f].chunk_rows, info[f].comm_blocks, info[f].gemm_bn, info[f].gemm_grid);
       loom_bench_row_finish(row);
       printf("# %s %-8s %-22s fused %9.1f  seq %9.1f  gemm %9.1f  nccl %8.1f us  overlap %6.2f  speedup %5.2f\n",
