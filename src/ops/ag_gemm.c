@@ -4,13 +4,13 @@
  *
  * Fused (tp_linear.h): the begin kernel tells the peers that this rank's
  * gathered buffer is writable; on the side stream this rank's shard is
- * pushed into every rank's buffer (its own rows first, then the peers in
- * loom_ag_push_dest's order), chunk by chunk, each chunk followed by its
- * signal: by the copy engine (cudaMemcpyAsync into the peer's window, then a
- * one-thread signal kernel) or by a copy kernel on comm_blocks SMs. The
- * GEMM runs at once on the user's stream with its tiles in arrival order
- * (own shard first, then ring order after this rank) and each tile waits
- * only for the chunks of its rows.
+ * pushed into every peer's buffer (in loom_ag_push_dest's order), chunk by
+ * chunk, each chunk followed by its signal: by the copy engine
+ * (cudaMemcpyAsync into the peer's window, then a one-thread signal kernel)
+ * or by a copy kernel on comm_blocks SMs. Meanwhile on the user's stream the
+ * own shard goes into place (unless it is there already) and the GEMM runs
+ * with its tiles in arrival order (own shard first, then ring order after
+ * this rank), each tile waiting only for the chunks of its rows.
  * Sequential: NCCL all-gather (a broadcast per shard when the shards are
  * uneven) into the gathered buffer, then loom_gemm.
  */
@@ -76,24 +76,35 @@ static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char 
 
   LOOM_TRY(loom__tp_begin(ca.dc, plan->epoch_offset, st->ready_off, (size_t)-1, stream));
   LOOM_TRY(loom__tp_fork(st, stream));
+  /* the peers' shards on the side stream ... */
   const int64_t nch = loom_ag_shard_chunks(g->m, W, st->rank, st->chunk_rows);
-  if (st->transfer == LOOM_TP_SM_COPY) {
-    if (nch > 0) LOOM_TRY(loom__ag_copy_kernel(&ca, st->comm_blocks, st->side));
-  } else if (nch > 0) {
-    /* copy engine: own rows (unless in place), then each peer in push order */
-    for (int step = 0; step < W; ++step) {
-      const int dest = step == 0 ? st->rank : loom_ag_push_dest(st->rank, W, step - 1);
-      if (dest != st->rank) LOOM_TRY(loom__ag_wait_ready(&ca, dest, st->side));
-      for (int64_t j = 0; j < nch; ++j) {
-        int64_t r0, r1;
-        loom_ag_chunk(g->m, W, st->rank, st->chunk_rows, j, &r0, &r1);
-        if (dest != st->rank || ca.copy_local)
+  if (nch > 0 && W > 1) {
+    if (st->transfer == LOOM_TP_SM_COPY) {
+      ca.first_step = 1;
+      LOOM_TRY(loom__ag_copy_kernel(&ca, st->comm_blocks, st->side));
+    } else {
+      /* copy engine: each peer in push order, chunk by chunk, each chunk then its signal */
+      for (int step = 1; step < W; ++step) {
+        const int dest = loom_ag_push_dest(st->rank, W, step - 1);
+        LOOM_TRY(loom__ag_wait_ready(&ca, dest, st->side));
+        for (int64_t j = 0; j < nch; ++j) {
+          int64_t r0, r1;
+          loom_ag_chunk(g->m, W, st->rank, st->chunk_rows, j, &r0, &r1);
           LOOM_CUDA(cudaMemcpyAsync(ca.dst[dest] + (size_t)r0 * row, a_shard + (size_t)(r0 - st->my_begin) * row,
                                     (size_t)(r1 - r0) * row, cudaMemcpyDeviceToDevice, st->side));
-        if (dest != st->rank || ca.copy_local || j == nch - 1)
-          LOOM_TRY(loom__ag_signal_chunks(&ca, dest, dest != st->rank || ca.copy_local ? j : 0, j + 1, st->side));
+          LOOM_TRY(loom__ag_signal_chunks(&ca, dest, j, j + 1, st->side));
+        }
       }
     }
+  }
+  /* ... and this rank's own on the user's stream, with every SM, before the
+   * GEMM (a same-device copy runs as a kernel; the side stream would get
+   * only the SMs the GEMM leaves free) */
+  if (nch > 0) {
+    if (ca.copy_local)
+      LOOM_CUDA(cudaMemcpyAsync(dst + (size_t)st->my_begin * row, a_shard, (size_t)st->my_len * row,
+                                cudaMemcpyDeviceToDevice, stream));
+    LOOM_TRY(loom__ag_signal_chunks(&ca, st->rank, 0, nch, stream));
   }
 
   loom_gemm_hooks_t h;

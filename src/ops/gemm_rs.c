@@ -81,6 +81,7 @@ static loom_result_t rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void 
   ra.bn = st->gemm_cfg.bn;
   ra.tiles_m = st->tiles_m;
   ra.tiles_n = st->tiles_n;
+  ra.group = st->gemm_cfg.group > 0 ? st->gemm_cfg.group : 16;
   ra.c_type = (int)g.c_type;
   ra.bias = g.has_bias ? bias : NULL;
   ra.c_shard = c_shard;

@@ -248,15 +248,18 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
   loom_result_t r = LOOM_SUCCESS;
   uint32_t nsig = 0;
   if (t != LOOM_TP_SEQUENTIAL) {
-    const int blocks_default = kind == LOOM__TP_AG ? 16 : 16;
-    st->comm_blocks = t == LOOM_TP_SM_COPY ? (desc->comm_blocks > 0 ? desc->comm_blocks : blocks_default) : 0;
     /* the GEMM's persistent blocks wait for signals that other kernels set:
      * those kernels need SMs the GEMM leaves free (the copy engine's
-     * one-thread signal kernels: one SM) */
-    const int free_sms = st->comm_blocks > 0 ? st->comm_blocks : 1;
-    r = fused_gemm_config(&st->gemm, comm->sm_count - free_sms, &st->gemm_cfg);
+     * one-thread signal kernels: one SM; SM_COPY: comm_blocks, by default
+     * 4..16 chosen so that the GEMM needs no extra wave) */
+    r = fused_gemm_config(&st->gemm, 0, &st->gemm_cfg);
     st->tiles_m = (int)loom_ceil_div(m, 128);
     st->tiles_n = (int)loom_ceil_div(desc->n, st->gemm_cfg.bn);
+    const int64_t tiles = (int64_t)st->tiles_m * st->tiles_n;
+    st->comm_blocks = t != LOOM_TP_SM_COPY ? 0
+                      : desc->comm_blocks > 0 ? desc->comm_blocks
+                                              : loom_tp_comm_sms(tiles, comm->sm_count, 4, 16);
+    st->gemm_cfg.grid = comm->sm_count - (st->comm_blocks > 0 ? st->comm_blocks : 1);
     if (kind == LOOM__TP_AG) {
       int64_t cr = desc->chunk_rows;
       if (cr <= 0)

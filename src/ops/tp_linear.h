@@ -60,7 +60,8 @@ extern "C" {
 #define LOOM_SITE_RS_DONE 82    /* a peer still reading this rank's previous partial */
 
 #define LOOM_TP_MAX_PEERS 72    /* peers whose addresses travel as kernel arguments */
-#define LOOM_TP_THREADS 256
+#define LOOM_TP_THREADS 256     /* copy kernel */
+#define LOOM_TP_RS_THREADS 512  /* reduction kernel */
 
 typedef enum { LOOM__TP_AG = 0, LOOM__TP_RS = 1 } loom__tp_kind_t;
 
@@ -143,10 +144,12 @@ typedef struct loom_ag_copy_args {
   const char *a_shard;          /* this rank's rows [my_len, k] */
   char *dst[LOOM_TP_MAX_PEERS]; /* each rank's a_full as this rank addresses it (dst[rank]: local) */
   int copy_local;               /* 1: a_shard is not already a_full's own rows */
+  int first_step;               /* copy kernel: first push step (0: own rows too; 1: peers only) */
 } loom_ag_copy_args_t;
 
-/* SM copy engine: `blocks` blocks push this rank's shard (and the local
- * copy) chunk by chunk in the push order, each chunk then its signal. */
+/* SM copy engine: `blocks` blocks push this rank's shard chunk by chunk in
+ * the push order (steps first_step .. W-1; step 0 is the own rows), each
+ * chunk then its signal. */
 loom_result_t loom__ag_copy_kernel(const loom_ag_copy_args_t *a, int blocks, cudaStream_t stream);
 
 /* Copy engine: waits (bounded) for peer `dest`'s ready word (dest != rank),
@@ -165,6 +168,7 @@ typedef struct loom_rs_reduce_args {
   int64_t m, n;
   int64_t row0, rows;           /* this rank's shard (rows 0: nothing to sum, done still told) */
   int bm, bn, tiles_m, tiles_n;
+  int group;                    /* the GEMM's band height in tile rows (its tile order) */
   int c_type;
   const char *src[LOOM_TP_MAX_PEERS]; /* each rank's partial [m, n] as this rank addresses it */
   const void *bias;             /* [n] c_type or NULL */

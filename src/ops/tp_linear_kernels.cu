@@ -28,7 +28,8 @@
 #include "ops/tp_linear.h"
 #include "ops/tp_schedule.h"
 
-#define LOOM_TP_UNROLL 8 /* 16-byte loads in flight per thread in the copy loop */
+#define LOOM_TP_UNROLL 8    /* 16-byte loads in flight per thread in the copy loop */
+#define LOOM_TP_RS_UNROLL 4 /* vectors of 8 outputs per thread at a time in the reduction */
 
 static __device__ __forceinline__ uint32_t loom_tp_epoch(const loom_dev_comm_t &dc, size_t epoch_off) {
   const loom_dev_epoch_t *ep = (const loom_dev_epoch_t *)(dc.ws + epoch_off);
@@ -91,8 +92,8 @@ __global__ void __launch_bounds__(LOOM_TP_THREADS) loom_ag_copy_kernel(const __g
   const int64_t begin = loom_tp_shard_begin(a.m, W, r);
   const int64_t row_bytes = a.k * a.esize;
   int last_dest = -1;
-  for (int64_t q = blockIdx.x; q < (int64_t)W * nch; q += gridDim.x) {
-    const int step = (int)(q / nch);
+  for (int64_t q = blockIdx.x; q < (int64_t)(W - a.first_step) * nch; q += gridDim.x) {
+    const int step = a.first_step + (int)(q / nch);
     const int64_t j = q - (int64_t)step * nch;
     const int dest = step == 0 ? r : loom_ag_push_dest(r, W, step - 1);
     if (dest != r && dest != last_dest) {
@@ -154,10 +155,10 @@ extern "C" loom_result_t loom__ag_signal_chunks(const loom_ag_copy_args_t *a, in
 /* 8 consecutive elements of a c_type buffer as floats, and back. */
 static __device__ __forceinline__ void loom_tp_load8(const char *p, int ct, float *v) {
   if (ct == LOOM_FP32) {
-    const float4 x = *(const float4 *)p, y = *(const float4 *)(p + 16);
+    const float4 x = __ldcg((const float4 *)p), y = __ldcg((const float4 *)(p + 16));
     v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
   } else {
-    const uint4 u = *(const uint4 *)p;
+    const uint4 u = __ldcg((const uint4 *)p);
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -192,7 +193,7 @@ static __device__ __forceinline__ void loom_tp_store8(char *p, int ct, const flo
   }
 }
 
-__global__ void __launch_bounds__(LOOM_TP_THREADS) loom_rs_reduce_kernel(const __grid_constant__ loom_rs_reduce_args_t a) {
+__global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(const __grid_constant__ loom_rs_reduce_args_t a) {
   __shared__ int ok;
   const loom_dev_comm_t &dc = a.dc;
   const int W = dc.size;
@@ -203,7 +204,9 @@ __global__ void __launch_bounds__(LOOM_TP_THREADS) loom_rs_reduce_kernel(const _
   const int64_t items = a.rows > 0 ? (int64_t)(t1 - t0 + 1) * a.tiles_n : 0;
   const int64_t tiles = (int64_t)a.tiles_m * a.tiles_n;
   for (int64_t q = blockIdx.x; q < items; q += gridDim.x) {
-    const int tm = t0 + (int)(q / a.tiles_n), tn = (int)(q % a.tiles_n);
+    /* the GEMMs' grouped order over the owner's tile rows */
+    const int32_t tg = loom_tile_grouped((int32_t)q, t1 - t0 + 1, a.tiles_n, a.group);
+    const int tm = t0 + tg / a.tiles_n, tn = tg % a.tiles_n;
     const int64_t t = (int64_t)tm * a.tiles_n + tn;
     if (threadIdx.x == 0) {
       int good = 1;
@@ -222,23 +225,47 @@ __global__ void __launch_bounds__(LOOM_TP_THREADS) loom_rs_reduce_kernel(const _
     int64_t c1 = c0 + a.bn;
     if (c1 > a.n) c1 = a.n;
     const int64_t vec_per_row = (c1 - c0) / 8, nv = (r1 - r0) * vec_per_row;
-    for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
-      const int64_t row = r0 + v / vec_per_row, col = c0 + (v % vec_per_row) * 8;
-      const size_t off = ((size_t)row * (size_t)a.n + (size_t)col) * (size_t)es;
-      float acc[8], x[8];
-      loom_tp_load8(a.src[0] + off, a.c_type, acc);
-      for (int s = 1; s < W; ++s) {
-        loom_tp_load8(a.src[s] + off, a.c_type, x);
+    /* LOOM_TP_RS_UNROLL vectors of 8 per thread at a time, every source's
+     * loads of them issued before the adds (L2-coherent loads: the data
+     * was written by other kernels, of this GPU or a peer, after this
+     * kernel started) */
+    for (int64_t v0 = threadIdx.x; v0 < nv; v0 += (int64_t)blockDim.x * LOOM_TP_RS_UNROLL) {
+      float acc[LOOM_TP_RS_UNROLL][8];
+      size_t off[LOOM_TP_RS_UNROLL];
+      int64_t colv[LOOM_TP_RS_UNROLL];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[i] += x[i];
-      }
-      if (a.bias) {
-        loom_tp_load8((const char *)a.bias + (size_t)col * es, a.c_type, x);
+      for (int u = 0; u < LOOM_TP_RS_UNROLL; ++u) {
+        int64_t v = v0 + (int64_t)u * blockDim.x;
+        if (v >= nv) v = nv - 1; /* a repeat of the last vector: loaded, not stored */
+        const int64_t row = r0 + v / vec_per_row;
+        colv[u] = c0 + (v % vec_per_row) * 8;
+        off[u] = ((size_t)row * (size_t)a.n + (size_t)colv[u]) * (size_t)es;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[i] += x[i];
+        for (int i = 0; i < 8; ++i) acc[u][i] = 0.f;
       }
-      loom_tp_store8((char *)a.c_shard + ((size_t)(row - a.row0) * (size_t)a.n + (size_t)col) * (size_t)es,
-                     a.c_type, acc);
+      for (int s = 0; s < W; ++s) {
+        float x[LOOM_TP_RS_UNROLL][8];
+#pragma unroll
+        for (int u = 0; u < LOOM_TP_RS_UNROLL; ++u) loom_tp_load8(a.src[s] + off[u], a.c_type, x[u]);
+#pragma unroll
+        for (int u = 0; u < LOOM_TP_RS_UNROLL; ++u)
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[u][i] += x[u][i];
+      }
+#pragma unroll
+      for (int u = 0; u < LOOM_TP_RS_UNROLL; ++u) {
+        const int64_t v = v0 + (int64_t)u * blockDim.x;
+        if (v >= nv) break;
+        if (a.bias) {
+          float x[8];
+          loom_tp_load8((const char *)a.bias + (size_t)colv[u] * es, a.c_type, x);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[u][i] += x[i];
+        }
+        const int64_t row = r0 + v / vec_per_row;
+        loom_tp_store8((char *)a.c_shard + ((size_t)(row - a.row0) * (size_t)a.n + (size_t)colv[u]) * (size_t)es,
+                       a.c_type, acc[u]);
+      }
     }
     __syncthreads(); /* `ok` is rewritten for the next tile */
   }
@@ -256,7 +283,7 @@ __global__ void __launch_bounds__(LOOM_TP_THREADS) loom_rs_reduce_kernel(const _
 }
 
 extern "C" loom_result_t loom__rs_reduce_kernel(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream) {
-  loom_rs_reduce_kernel<<<blocks, LOOM_TP_THREADS, 0, stream>>>(*a);
+  loom_rs_reduce_kernel<<<blocks, LOOM_TP_RS_THREADS, 0, stream>>>(*a);
   LOOM_CUDA_LAUNCHED("loom_rs_reduce_kernel");
   return LOOM_SUCCESS;
 }

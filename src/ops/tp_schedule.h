@@ -117,6 +117,24 @@ LOOM_HD void loom_rs_owner_tile_rows(int64_t m, int32_t world, int32_t p, int32_
   *t1 = (int32_t)((b + len - 1) / bm);
 }
 
+/* SMs for a concurrent communication kernel next to a persistent GEMM of
+ * `tiles` tiles on `sms` SMs: the count b in [lo, hi] (lo >= 1, hi < sms)
+ * whose GEMM grid sms - b needs the fewest waves (ceil(tiles / (sms - b))),
+ * the largest such b on a tie: as many SMs for communication as the GEMM
+ * can give without an extra wave. */
+LOOM_HD int32_t loom_tp_comm_sms(int64_t tiles, int32_t sms, int32_t lo, int32_t hi) {
+  if (hi > sms - 1) hi = sms - 1;
+  if (lo < 1) lo = 1;
+  if (hi < lo) return lo < sms ? lo : sms - 1;
+  int32_t best = lo;
+  int64_t best_w = loom_ceil_div(tiles, sms - lo);
+  for (int32_t b = lo + 1; b <= hi; ++b) {
+    const int64_t w = loom_ceil_div(tiles, sms - b);
+    if (w <= best_w) best = b, best_w = w;
+  }
+  return best;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -216,3 +216,19 @@ LOOM_TEST(tp_desc_checks_name_the_field) {
   CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, 1, 132, &d, &t, 1, 1), LOOM_SUCCESS);
   CHECK_EQ_INT(t, LOOM_TP_SEQUENTIAL);
 }
+
+LOOM_TEST(tp_comm_sms_gives_the_gemm_no_extra_wave) {
+  /* 512 tiles on 132 SMs: 128 blocks run 4 waves, fewer run 5: 4 SMs for communication */
+  CHECK_EQ_INT(loom_tp_comm_sms(512, 132, 4, 16), 4);
+  /* 896 tiles: 7 waves from 128 blocks (896 / 128) up to 131: the most SMs that keep 7 */
+  CHECK_EQ_INT(loom_tp_comm_sms(896, 132, 4, 16), 4);
+  /* few tiles: the GEMM needs one wave whatever it gets: the most SMs */
+  CHECK_EQ_INT(loom_tp_comm_sms(40, 132, 4, 16), 16);
+  for (int64_t tiles = 1; tiles < 5000; tiles += 37)
+    for (int32_t sms = 20; sms <= 148; sms += 16) {
+      const int32_t b = loom_tp_comm_sms(tiles, sms, 4, 16);
+      CHECK(b >= 4 && b <= 16 && b < sms);
+      /* no other choice in range needs fewer waves */
+      for (int32_t o = 4; o <= 16 && o < sms; ++o) CHECK(loom_ceil_div(tiles, sms - b) <= loom_ceil_div(tiles, sms - o));
+    }
+}

@@ -35,6 +35,7 @@ typedef struct tp_args {
   int ag;               /* 1: ag_gemm, 0: gemm_rs */
   int model;            /* -1 all, 0 gpt3, 1 llama */
   int64_t only_m;       /* 0: the list */
+  int blocks, chunk;    /* desc.comm_blocks, desc.chunk_rows (0: the plan's) */
 } tp_args_t;
 
 static int tp_opt(void *ctx, int argc, char **argv, int *i) {
@@ -42,7 +43,9 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
   const char *s = argv[*i];
   if (!strcmp(s, "--help")) {
     printf("  --model gpt3|llama   one model's shapes (default both)\n"
-           "  --m M                one m only\n");
+           "  --m M                one m only\n"
+           "  --blocks N           desc.comm_blocks of the fused plans (default: the plan's)\n"
+           "  --chunk N            desc.chunk_rows of the fused plans (default: the plan's)\n");
     return 1;
   }
   const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
@@ -52,6 +55,18 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
       return -1;
     }
     a->model = strcmp(v, "gpt3") ? 1 : 0;
+    *i += 1;
+    return 1;
+  }
+  if (!strcmp(s, "--blocks") || !strcmp(s, "--chunk")) {
+    char *end = NULL;
+    long long x = v ? strtoll(v, &end, 10) : -1;
+    if (!v || !end || *end || x < 0 || x > 1 << 20) {
+      fprintf(stderr, "loom-bench: %s needs a non-negative integer, got \"%s\"\n", s, v ? v : "(nothing)");
+      return -1;
+    }
+    if (!strcmp(s, "--blocks")) a->blocks = (int)x;
+    else a->chunk = (int)x;
     *i += 1;
     return 1;
   }
@@ -180,6 +195,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
     loom_tp_desc_t desc = LOOM_TP_DESC_INIT;
     desc.m = m, desc.n = n, desc.k = k, desc.b_layout = LOOM_B_NK, desc.world_size = W;
     desc.transfer = fused_tr[f];
+    desc.comm_blocks = a->blocks, desc.chunk_rows = a->chunk;
     loom_result_t pr = a->ag ? loom_plan_ag_gemm(comm, &desc, &r.plans[f]) : loom_plan_gemm_rs(comm, &desc, &r.plans[f]);
     info[f] = (loom_tp_plan_info_t)LOOM_TP_PLAN_INFO_INIT;
     if (pr == LOOM_SUCCESS) pr = loom_tp_plan_info(r.plans[f], &info[f]);
