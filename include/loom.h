@@ -503,13 +503,16 @@ typedef struct loom_tp_desc {
   loom_dtype_t c_type;       /* C (and bias): LOOM_BF16, LOOM_FP16 or LOOM_FP32 */
   loom_layout_t b_layout;
   int has_bias;
+  loom_activation_t activation; /* AG: applied to C after the bias, in the GEMM's epilogue (a
+                                   column-parallel fc1 + GeLU in one call); RS: LOOM_ACT_NONE */
   int world_size;            /* W: must equal the comm's size */
   loom_tp_transfer_t transfer;
   int chunk_rows;            /* AG: rows per transfer chunk (one signal each); 0: chosen by the plan */
   int comm_blocks;           /* SM_COPY: blocks given to the copies (AG) or the reduction (RS);
                                 0: chosen by the plan */
 } loom_tp_desc_t;
-#define LOOM_TP_DESC_INIT { sizeof(loom_tp_desc_t), 0, 0, 0, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0, 0, LOOM_TP_AUTO, 0, 0 }
+#define LOOM_TP_DESC_INIT \
+  { sizeof(loom_tp_desc_t), 0, 0, 0, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0, LOOM_ACT_NONE, 0, LOOM_TP_AUTO, 0, 0 }
 
 /* What a plan chose and what it holds. */
 typedef struct loom_tp_plan_info {
@@ -536,7 +539,7 @@ loom_result_t loom_plan_gemm_rs(loom_comm_t comm, const loom_tp_desc_t *desc, lo
 /* Fills *info (plans of loom_plan_ag_gemm and loom_plan_gemm_rs). */
 loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info);
 
-/* Collective, stream-ordered. C [m, n] (+ bias [n]) = A_full [m, k] x B,
+/* Collective, stream-ordered. C [m, n] = act(A_full [m, k] x B (+ bias [n])),
  * where A_full is the row-wise concatenation of every rank's a_shard
  * ([shard rows, k], ab_type). c: [m, n] c_type, any device memory. a_full:
  * NULL, or loom_malloc memory [m, k] that receives the gathered A (see the

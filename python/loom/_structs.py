@@ -159,9 +159,10 @@ class TpDesc(CStruct):
     _c_name_, _c_init_ = "loom_tp_desc_t", "LOOM_TP_DESC_INIT"
     _fields_ = [("struct_size", c_size_t), ("m", c_int64), ("n", c_int64), ("k", c_int64),
                 ("ab_type", c_int), ("c_type", c_int), ("b_layout", c_int), ("has_bias", c_int),
-                ("world_size", c_int), ("transfer", c_int), ("chunk_rows", c_int), ("comm_blocks", c_int)]
+                ("activation", c_int), ("world_size", c_int), ("transfer", c_int), ("chunk_rows", c_int),
+                ("comm_blocks", c_int)]
     _defaults_ = {"ab_type": int(DType.BF16), "c_type": int(DType.BF16), "b_layout": int(Layout.KN),
-                  "transfer": int(TpTransfer.AUTO)}
+                  "activation": int(Activation.NONE), "transfer": int(TpTransfer.AUTO)}
 
 
 class TpPlanInfo(CStruct):

@@ -33,9 +33,9 @@
 #ifdef __CUDACC__
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#define LOOM_HD __host__ __device__ __forceinline__
+#define LOOM_PW_HD __host__ __device__ __forceinline__
 #else
-#define LOOM_HD inline
+#define LOOM_PW_HD inline
 #endif
 
 #ifdef __cplusplus
@@ -72,14 +72,14 @@ loom_result_t loom__pointwise_make(const char *fn, const loom_epilogue_t *epi, l
 
 /* ---- pure functions, host and device ------------------------------------ */
 
-static LOOM_HD uint32_t loom_dropout_threshold(float p) {
+static LOOM_PW_HD uint32_t loom_dropout_threshold(float p) {
   const double t = (double)p * 4294967296.0;
   return t <= 0.0 ? 0u : t >= 4294967295.0 ? 0xffffffffu : (uint32_t)t;
 }
 
 /* Philox4x32-10 (Salmon et al., SC'11): out = the 4 words for counter ctr
  * and key key. */
-static LOOM_HD void loom_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+static LOOM_PW_HD void loom_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
   uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
   for (int r = 0; r < 10; ++r) {
     if (r > 0) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
@@ -95,7 +95,7 @@ static LOOM_HD void loom_philox4x32_10(const uint32_t ctr[4], const uint32_t key
 }
 
 /* 1 if element i is kept by dropout with this threshold, seed and offset. */
-static LOOM_HD int loom_dropout_keep(uint64_t seed, uint64_t offset, uint64_t i, uint32_t threshold) {
+static LOOM_PW_HD int loom_dropout_keep(uint64_t seed, uint64_t offset, uint64_t i, uint32_t threshold) {
   const uint64_t q = offset + (i >> 2);
   const uint32_t ctr[4] = {(uint32_t)q, (uint32_t)(q >> 32), 0u, 0u};
   const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
@@ -105,7 +105,7 @@ static LOOM_HD int loom_dropout_keep(uint64_t seed, uint64_t offset, uint64_t i,
 }
 
 /* The activation in fp32. */
-static LOOM_HD float loom_activation_f32(int act, float v) {
+static LOOM_PW_HD float loom_activation_f32(int act, float v) {
   switch (act) {
     case LOOM_ACT_RELU: return v > 0.f ? v : 0.f;
     case LOOM_ACT_GELU_TANH: {

@@ -14,6 +14,7 @@
 
 #include "loom.h"
 #include "gemm/gemm.h"
+#include "core/pointwise.h"
 #include "core/signal.cuh"
 
 /* Stores (or, reduce != 0, atomically adds) outputs v0, v1 at element
@@ -39,6 +40,15 @@ static __device__ __forceinline__ void loom_gemm_store2(void *base, int64_t off,
     const __half2 v = __floats2half2_rn(v0, v1);
     if (reduce) atomicAdd(p, v);
     else *p = v;
+  }
+}
+
+/* The hooks' activation (loom_activation_t; 0: none) of a pair of outputs,
+ * after the bias. */
+static __device__ __forceinline__ void loom_gemm_act2(int act, float *v0, float *v1) {
+  if (act) {
+    *v0 = loom_activation_f32(act, *v0);
+    *v1 = loom_activation_f32(act, *v1);
   }
 }
 

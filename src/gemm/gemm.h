@@ -107,6 +107,7 @@ typedef struct loom_gemm_hooks {
                                   * (loom_tile_wait_chunk); 0: one shard */
   /* epilogue */
   int epilogue;                  /* loom_gemm_epilogue_t */
+  int activation;                /* loom_activation_t applied after the bias, before the store */
   void *const *row_dst;          /* device array [ndst] of C bases (may be LSA pointers); NULL: c */
   int64_t rows_per_dst;          /* rows per entry of row_dst (0: all rows in entry 0) */
   int64_t dst_parity_bytes;      /* double-buffered destinations: calls of odd epoch (the signal

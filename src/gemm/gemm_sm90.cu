@@ -289,7 +289,7 @@ template <int WN, int ES, int NBUF>
 static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUtensorMap *map, uint32_t bufs,
                                                     uint32_t &seq, int32_t row0, int32_t col0, int ct,
                                                     const void *bias, void *c, int32_t m, int32_t n, int warp,
-                                                    int lane, int tid, int cw) {
+                                                    int lane, int tid, int cw, int act) {
   constexpr int CPC = 128 / ES; /* columns per chunk */
   constexpr int NCH = WN / CPC;
   constexpr int JPC = CPC / 8;  /* 8-column fragment groups per chunk */
@@ -309,7 +309,8 @@ static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUte
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = r0 + h * 8;
-        const float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
+        float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
+        loom_gemm_act2(act, &v0, &v1);
         if (ES == 4) {
           const uint32_t u = (uint32_t)(jj * 2 + (lane % 4) / 2);
           const uint32_t addr = buf + r * 128 + ((u ^ (uint32_t)(r & 7)) << 4) + (lane % 2) * 8;
@@ -347,8 +348,11 @@ static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUte
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = row0 + r0 + h * 8;
-          if (row < m)
-            loom_gemm_store2(c, (int64_t)row * n + col, ct, acc[j * 4 + h * 2] + b0, acc[j * 4 + h * 2 + 1] + b1, 0);
+          if (row < m) {
+            float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
+            loom_gemm_act2(act, &v0, &v1);
+            loom_gemm_store2(c, (int64_t)row * n + col, ct, v0, v1, 0);
+          }
         }
       }
     }
@@ -639,10 +643,10 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
         if (args.c_type == LOOM_FP32)
           loom_epi_tma<WN, 4, EPI_BUFS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c, args.m,
-                                        args.n, warp, lane, tid, cw);
+                                        args.n, warp, lane, tid, cw, HOOKS ? args.hooks.activation : 0);
         else
           loom_epi_tma<WN, 2, EPI_BUFS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c, args.m,
-                                        args.n, warp, lane, tid, cw);
+                                        args.n, warp, lane, tid, cw, HOOKS ? args.hooks.activation : 0);
       } else if (!tma_epi && finish && active && !skip) {
         const int ct = args.c_type;
         const int rbase = row0 + warp * 16 + lane / 4;
@@ -663,8 +667,9 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
               if (row < args.m) {
                 int64_t r;
                 void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff);
-                loom_gemm_store2(base, r * args.n + col, base == args.c ? ct : st, acc[j * 4 + h * 2] + b0,
-                                 acc[j * 4 + h * 2 + 1] + b1, reduce);
+                float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
+                loom_gemm_act2(args.hooks.activation, &v0, &v1);
+                loom_gemm_store2(base, r * args.n + col, base == args.c ? ct : st, v0, v1, reduce);
               }
             }
           }

@@ -47,7 +47,10 @@ static loom_result_t ag_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
     if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclBroadcast (loom_ag_gemm, uneven shards)", __FILE__, __LINE__);
     if (n2 != ncclSuccess) return loom__nccl_fail((int)n2, "ncclGroupEnd (loom_ag_gemm)", __FILE__, __LINE__);
   }
-  return loom_gemm(g, dst, b, c, bias, stream);
+  LOOM_TRY(loom_gemm(g, dst, b, c, bias, stream));
+  if (st->desc.activation != LOOM_ACT_NONE)
+    LOOM_TRY(loom__tp_activation(c, (size_t)g->m * (size_t)g->n, g->c_type, (int)st->desc.activation, stream));
+  return LOOM_SUCCESS;
 }
 
 static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char *a_shard, char *dst, const void *b,
@@ -116,6 +119,7 @@ static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char 
   h.wait_rows_per_signal = st->chunk_rows;
   h.wait_rows_per_shard = st->shard_rows;
   h.epilogue = LOOM_EPI_STORE;
+  h.activation = (int)st->desc.activation;
   h.comm = ca.dc;
   loom_result_t r = loom__gemm_hooked(g, dst, b, c, bias, &st->gemm_cfg, &h, stream);
   /* join even when the GEMM failed to launch: the side stream's work is queued */

@@ -69,6 +69,15 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
   snprintf(gfn, sizeof gfn, "%s: desc", fn);
   const loom_gemm_desc_t g = loom__tp_gemm_desc(d);
   LOOM_TRY(loom__gemm_validate_desc(gfn, &g));
+  if (d->activation < LOOM_ACT_NONE || d->activation > LOOM_ACT_GELU_ERF)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->activation=%d is unknown: must be LOOM_ACT_NONE, _RELU, _GELU_TANH or _GELU_ERF", fn,
+                      (int)d->activation);
+  if (kind == LOOM__TP_RS && d->activation != LOOM_ACT_NONE)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->activation=%d: GEMM+ReduceScatter takes no activation (it would apply to each "
+                      "rank's partial sum): must be LOOM_ACT_NONE",
+                      fn, (int)d->activation);
   if (d->transfer < LOOM_TP_AUTO || d->transfer > LOOM_TP_SM_COPY)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->transfer=%d is unknown: must be LOOM_TP_AUTO, _SEQUENTIAL, _COPY_ENGINE or _SM_COPY",

@@ -177,6 +177,10 @@ typedef struct loom_rs_reduce_args {
 
 loom_result_t loom__rs_reduce_kernel(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream);
 
+/* x = act(x) over n elements of dtype t in place (the sequential path's
+ * activation after loom_gemm). */
+loom_result_t loom__tp_activation(void *x, size_t n, loom_dtype_t t, int act, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

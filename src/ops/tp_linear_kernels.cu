@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/pointwise.h"
 #include "core/signal.cuh"
 #include "ops/tp_linear.h"
 #include "ops/tp_schedule.h"
@@ -285,5 +286,29 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
 extern "C" loom_result_t loom__rs_reduce_kernel(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream) {
   loom_rs_reduce_kernel<<<blocks, LOOM_TP_RS_THREADS, 0, stream>>>(*a);
   LOOM_CUDA_LAUNCHED("loom_rs_reduce_kernel");
+  return LOOM_SUCCESS;
+}
+
+__global__ void loom_tp_activation_kernel(void *x, size_t n, int t, int act) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    if (t == LOOM_FP32) {
+      float *p = (float *)x + i;
+      *p = loom_activation_f32(act, *p);
+    } else if (t == LOOM_BF16) {
+      __nv_bfloat16 *p = (__nv_bfloat16 *)x + i;
+      *p = __float2bfloat16_rn(loom_activation_f32(act, __bfloat162float(*p)));
+    } else {
+      __half *p = (__half *)x + i;
+      *p = __float2half_rn(loom_activation_f32(act, __half2float(*p)));
+    }
+  }
+}
+
+extern "C" loom_result_t loom__tp_activation(void *x, size_t n, loom_dtype_t t, int act, cudaStream_t stream) {
+  if (n == 0) return LOOM_SUCCESS;
+  size_t blocks = (n + 255) / 256;
+  if (blocks > 4096) blocks = 4096;
+  loom_tp_activation_kernel<<<(unsigned)blocks, 256, 0, stream>>>(x, n, (int)t, act);
+  LOOM_CUDA_LAUNCHED("loom_tp_activation_kernel");
   return LOOM_SUCCESS;
 }

@@ -48,7 +48,18 @@ typedef struct tp_case {
   int user_a_full;       /* AG: a_full from loom_malloc (checked against the gather) */
   int in_place;          /* AG: a_shard is a_full's own rows */
   int graph;             /* capture one call, replay it `calls` times */
+  int act;               /* AG: loom_activation_t after the bias */
 } tp_case_t;
+
+/* The activation in double (the reference). */
+static double act_d(int act, double v) {
+  switch (act) {
+    case LOOM_ACT_RELU: return v > 0 ? v : 0;
+    case LOOM_ACT_GELU_TANH: return 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    case LOOM_ACT_GELU_ERF: return 0.5 * v * (1 + erf(v * 0.7071067811865476));
+    default: return v;
+  }
+}
 
 static double eps_of(loom_dtype_t t) { return t == LOOM_BF16 ? 1.0 / 128 : t == LOOM_FP16 ? 1.0 / 1024 : 1e-6; }
 
@@ -112,7 +123,13 @@ static size_t check_out(const tp_case_t *k, const tp_inputs_t *in, const void *g
         mag += fabs(bv);
       }
       /* RS: each partial rounded once to c_type, then summed (NCCL: in c_type) */
-      const double bound = k->ag ? eo * fabs(ref) + ea : eo * (fabs(ref) + (double)(W + 1) * mag) + ea * W;
+      double bound = k->ag ? eo * fabs(ref) + ea : eo * (fabs(ref) + (double)(W + 1) * mag) + ea * W;
+      if (k->act) {
+        /* |act'| <= 1.13; the sequential path rounds before and after the activation */
+        const double pre = ref;
+        ref = act_d(k->act, pre);
+        bound = 1.2 * bound + 2 * eps_of(k->ct) * fabs(ref) + 1e-6;
+      }
       const double x = loom_ref_load(k->ct, got, (size_t)(i * k->n + c));
       if (!(fabs(x - ref) <= bound)) {
         if (bad < 5)
@@ -143,6 +160,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const tp_case_t *k) 
   desc.ab_type = k->ab, desc.c_type = k->ct, desc.b_layout = k->lay, desc.has_bias = k->bias;
   desc.world_size = W;
   desc.transfer = k->tr;
+  desc.activation = (loom_activation_t)k->act;
   desc.chunk_rows = k->chunk_rows;
   desc.comm_blocks = k->blocks;
   LOOM_OK(k->ag ? loom_plan_ag_gemm(comm, &desc, &plan) : loom_plan_gemm_rs(comm, &desc, &plan));
@@ -154,6 +172,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const tp_case_t *k) 
            k->lay == LOOM_B_NK ? "NK" : "KN", k->bias ? " bias" : "", trn(k->tr), (int)info.transfer,
            (long long)info.shard_rows, info.chunk_rows, info.comm_blocks, info.gemm_bn, info.gemm_grid,
            k->graph ? " graph" : "", k->user_a_full ? (k->in_place ? " a_full(in place)" : " a_full") : "");
+  if (rank == 0 && k->act) printf("    activation %d\n", k->act);
   if (k->tr != LOOM_TP_AUTO && k->tr != info.transfer) CHECK_EQ_INT(info.transfer, k->tr);
 
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -276,35 +295,39 @@ static void run_suite(int W, const tp_case_t *cases, int n) {
 
 /* ag, m, n, k, ab, ct, lay, bias, transfer, chunk_rows, blocks, calls, user_a_full, in_place, graph */
 static const tp_case_t g_ag[] = {
-    {1, 512, 256, 384, BF, BF, NK, 0, CE, 0, 0, 2, 0, 0, 0},
-    {1, 512, 256, 384, BF, BF, NK, 0, SM, 0, 0, 2, 0, 0, 0},
-    {1, 512, 256, 384, BF, BF, NK, 0, SEQ, 0, 0, 2, 0, 0, 0},
-    {1, 999, 384, 256, BF, F32, KN, 1, CE, 0, 0, 2, 0, 0, 0},   /* odd m, uneven shards */
-    {1, 999, 384, 256, FH, FH, NK, 1, SM, 7, 5, 2, 0, 0, 0},    /* odd chunks, few blocks */
-    {1, 999, 384, 256, FH, BF, KN, 0, SEQ, 0, 0, 1, 0, 0, 0},
-    {1, 1, 128, 64, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0},       /* m < W: an empty shard */
-    {1, 3, 136, 72, BF, FH, NK, 0, SM, 0, 0, 2, 0, 0, 0},
-    {1, 3, 136, 72, BF, BF, NK, 1, SEQ, 0, 0, 1, 0, 0, 0},
-    {1, 64, 1024, 512, BF, BF, NK, 1, CE, 0, 0, 2, 1, 0, 0},    /* decode m, gathered A returned */
-    {1, 64, 1024, 512, BF, BF, NK, 1, SM, 1, 0, 2, 1, 1, 0},    /* shard in place, 1-row chunks */
-    {1, 1000, 512, 1024, BF, BF, KN, 0, SM, 64, 16, 2, 1, 0, 0},
-    {1, 2048, 768, 512, BF, BF, NK, 1, CE, 128, 0, 2, 1, 1, 0},
-    {1, 777, 256, 512, BF, BF, NK, 1, CE, 0, 0, 3, 0, 0, 1},    /* graph replays */
-    {1, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 3, 1, 0, 1},
+    {1, 512, 256, 384, BF, BF, NK, 0, CE, 0, 0, 2, 0, 0, 0, 0},
+    {1, 512, 256, 384, BF, BF, NK, 0, SM, 0, 0, 2, 0, 0, 0, 0},
+    {1, 512, 256, 384, BF, BF, NK, 0, SEQ, 0, 0, 2, 0, 0, 0, 0},
+    {1, 999, 384, 256, BF, F32, KN, 1, CE, 0, 0, 2, 0, 0, 0, 0},   /* odd m, uneven shards */
+    {1, 999, 384, 256, FH, FH, NK, 1, SM, 7, 5, 2, 0, 0, 0, 0},    /* odd chunks, few blocks */
+    {1, 999, 384, 256, FH, BF, KN, 0, SEQ, 0, 0, 1, 0, 0, 0, 0},
+    {1, 1, 128, 64, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, 0},       /* m < W: an empty shard */
+    {1, 3, 136, 72, BF, FH, NK, 0, SM, 0, 0, 2, 0, 0, 0, 0},
+    {1, 3, 136, 72, BF, BF, NK, 1, SEQ, 0, 0, 1, 0, 0, 0, 0},
+    {1, 64, 1024, 512, BF, BF, NK, 1, CE, 0, 0, 2, 1, 0, 0, 0},    /* decode m, gathered A returned */
+    {1, 64, 1024, 512, BF, BF, NK, 1, SM, 1, 0, 2, 1, 1, 0, 0},    /* shard in place, 1-row chunks */
+    {1, 1000, 512, 1024, BF, BF, KN, 0, SM, 64, 16, 2, 1, 0, 0, 0},
+    {1, 2048, 768, 512, BF, BF, NK, 1, CE, 128, 0, 2, 1, 1, 0, 0},
+    {1, 777, 256, 512, BF, BF, NK, 1, CE, 0, 0, 3, 0, 0, 1, 0},    /* graph replays */
+    {1, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 3, 1, 0, 1, 0},
+    /* fc1 + bias + activation in one call (the TP MLP's first layer) */
+    {1, 1000, 384, 256, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_TANH},
+    {1, 999, 256, 512, FH, F32, KN, 1, SM, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_ERF},
+    {1, 130, 256, 128, BF, BF, NK, 0, SEQ, 0, 0, 2, 0, 0, 0, LOOM_ACT_RELU},
 };
 
 /* ag = 0: GEMM + ReduceScatter */
 static const tp_case_t g_rs[] = {
-    {0, 512, 256, 384, BF, BF, NK, 0, SM, 0, 0, 2, 0, 0, 0},
-    {0, 512, 256, 384, BF, BF, NK, 0, SEQ, 0, 0, 2, 0, 0, 0},
-    {0, 999, 384, 256, BF, F32, KN, 1, SM, 0, 4, 2, 0, 0, 0},   /* odd m, uneven shards */
-    {0, 999, 384, 256, FH, FH, NK, 1, SEQ, 0, 0, 1, 0, 0, 0},
-    {0, 1, 128, 64, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0},       /* m < W: an empty shard */
-    {0, 3, 136, 72, FH, BF, KN, 1, SEQ, 0, 0, 1, 0, 0, 0},
-    {0, 64, 1024, 512, BF, BF, NK, 1, SM, 0, 0, 3, 0, 0, 0},    /* decode m */
-    {0, 200, 520, 264, FH, F32, NK, 0, SM, 0, 1, 2, 0, 0, 0},   /* tiles across shards, one reducer block */
-    {0, 2048, 768, 512, BF, BF, KN, 1, SM, 0, 16, 2, 0, 0, 0},
-    {0, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 4, 0, 0, 1},    /* graph replays (staging parity) */
+    {0, 512, 256, 384, BF, BF, NK, 0, SM, 0, 0, 2, 0, 0, 0, 0},
+    {0, 512, 256, 384, BF, BF, NK, 0, SEQ, 0, 0, 2, 0, 0, 0, 0},
+    {0, 999, 384, 256, BF, F32, KN, 1, SM, 0, 4, 2, 0, 0, 0, 0},   /* odd m, uneven shards */
+    {0, 999, 384, 256, FH, FH, NK, 1, SEQ, 0, 0, 1, 0, 0, 0, 0},
+    {0, 1, 128, 64, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0, 0},       /* m < W: an empty shard */
+    {0, 3, 136, 72, FH, BF, KN, 1, SEQ, 0, 0, 1, 0, 0, 0, 0},
+    {0, 64, 1024, 512, BF, BF, NK, 1, SM, 0, 0, 3, 0, 0, 0, 0},    /* decode m */
+    {0, 200, 520, 264, FH, F32, NK, 0, SM, 0, 1, 2, 0, 0, 0, 0},   /* tiles across shards, one reducer block */
+    {0, 2048, 768, 512, BF, BF, KN, 1, SM, 0, 16, 2, 0, 0, 0, 0},
+    {0, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 4, 0, 0, 1, 0},    /* graph replays (staging parity) */
 };
 
 LOOM_TEST(gpu_tp_ag_gemm_matches_reference_w2) {
@@ -320,15 +343,17 @@ LOOM_TEST(gpu_tp_ops_on_one_rank) {
    * whole protocol (begin, local copy and signals, hooked GEMM waits and
    * per-destination signals, the reduction) on one GPU */
   static const tp_case_t one[] = {
-      {1, 300, 256, 128, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0},
-      {0, 300, 256, 128, BF, F32, KN, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0},
-      {1, 300, 256, 128, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0},
-      {1, 513, 384, 256, FH, F32, KN, 0, SM, 33, 3, 2, 0, 0, 0},
-      {1, 640, 256, 512, BF, BF, NK, 1, SM, 0, 0, 3, 1, 1, 1},
-      {1, 1000, 512, 256, BF, BF, NK, 0, CE, 100, 0, 3, 1, 0, 1},
-      {0, 300, 256, 128, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0},
-      {0, 1000, 520, 264, FH, F32, KN, 1, SM, 0, 2, 2, 0, 0, 0},
-      {0, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 4, 0, 0, 1},
+      {1, 300, 256, 128, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0},
+      {0, 300, 256, 128, BF, F32, KN, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0},
+      {1, 300, 256, 128, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, 0},
+      {1, 513, 384, 256, FH, F32, KN, 0, SM, 33, 3, 2, 0, 0, 0, 0},
+      {1, 640, 256, 512, BF, BF, NK, 1, SM, 0, 0, 3, 1, 1, 1, 0},
+      {1, 1000, 512, 256, BF, BF, NK, 0, CE, 100, 0, 3, 1, 0, 1, 0},
+      {0, 300, 256, 128, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0, 0},
+      {0, 1000, 520, 264, FH, F32, KN, 1, SM, 0, 2, 2, 0, 0, 0, 0},
+      {0, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 4, 0, 0, 1, 0},
+      {1, 500, 256, 256, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_TANH},
+      {1, 500, 256, 256, BF, F32, KN, 1, SEQ, 0, 0, 1, 0, 0, 0, LOOM_ACT_GELU_ERF},
   };
   if (gpus(1)) run_suite(1, one, (int)(sizeof one / sizeof *one));
 }
@@ -339,8 +364,8 @@ LOOM_TEST(gpu_tp_ops_on_one_rank) {
 static int rank_back_to_back(loom_rank_ctx_t *ctx, void *arg) {
   (void)arg;
   const int W = ctx->size, rank = ctx->rank;
-  const tp_case_t ka = {1, 1000, 256, 512, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0};
-  const tp_case_t kr = {0, 640, 384, 256, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0};
+  const tp_case_t ka = {1, 1000, 256, 512, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0};
+  const tp_case_t kr = {0, 640, 384, 256, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0};
   loom_comm_t comm = NULL;
   loom_plan_t pa = NULL, pr = NULL;
   cudaStream_t s = NULL;

@@ -232,3 +232,16 @@ LOOM_TEST(tp_comm_sms_gives_the_gemm_no_extra_wave) {
       for (int32_t o = 4; o <= 16 && o < sms; ++o) CHECK(loom_ceil_div(tiles, sms - b) <= loom_ceil_div(tiles, sms - o));
     }
 }
+
+LOOM_TEST(tp_desc_activation_is_checked) {
+  loom_tp_desc_t d = LOOM_TP_DESC_INIT;
+  d.m = 64, d.n = 64, d.k = 64, d.world_size = 2;
+  loom_tp_transfer_t t;
+  d.activation = LOOM_ACT_GELU_TANH;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_SUCCESS);
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "activation=2") != NULL);
+  d.activation = (loom_activation_t)7;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "activation=7") != NULL);
+}
