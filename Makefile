@@ -68,7 +68,8 @@ LIBSO    := $(BUILD)/lib/libloom.so
 LIBA     := $(BUILD)/lib/libloom.a
 LIBTS    := $(BUILD)/lib/libloom_testsupport.a
 BINS     := $(BUILD)/bin/loom $(BUILD)/bin/loom-bench
-EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c)) \
+            $(patsubst examples/%.cu,$(BUILD)/examples/%,$(wildcard examples/*/*.cu))
 # Kernel development programs (dev/<area>/*.cu): built with everything, so
 # CI compiles every .cu file in the tree.
 DEVBINS  := $(patsubst dev/%.cu,$(BUILD)/dev/%,$(wildcard dev/*/*.cu))
@@ -132,6 +133,14 @@ $(BUILD)/examples/%: examples/%.c $(LIBSO)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -I$(NCCL_INC) -I$(CUDA_HOME)/include -o $@ $< \
 	  -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -lloom $(LDLIBS)
+
+comma := ,
+# Examples with kernels of their own (examples/<name>/<name>.cu), also
+# against the shared library.
+$(BUILD)/examples/%: examples/%.cu $(LIBSO)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O2 $(LOOM_ARCH) -Werror all-warnings -Iinclude -I$(NCCL_INC) -o $@ $< \
+	  -L$(BUILD)/lib -Xlinker -rpath,$(abspath $(BUILD)/lib) -lloom $(subst -Wl$(comma),-Xlinker ,$(LDLIBS))
 
 # The public header is plain C11 and warning-free.
 header-check: $(BUILD)/header-check.ok

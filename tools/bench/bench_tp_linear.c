@@ -10,6 +10,8 @@
  *                   time is the better of the two ("the limit")
  *   nccl            ncclAllGather / ncclReduceScatter of the shards
  *   seq             NCCL then cuBLASLt (AG) / cuBLASLt then NCCL (RS)
+ *   medium          W chunks, cuBLASLt per chunk, NCCL on a second stream
+ *                   (TransformerEngine's way; tp_medium)
  * ECT and overlap efficiency as bench.h derives them: ECT(x) = x - gemm,
  * overlap = 1 - ECT(fused) / ECT(seq). Shapes (B as a PyTorch Linear
  * weight, bf16, TP = W): Flux's GPT-3 175B (AG: [m, 12288] x [12288,
@@ -84,7 +86,7 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
   return 0;
 }
 
-enum { V_GEMM_LT, V_GEMM_LOOM, V_NCCL, V_SEQ, V_HOOK_IDLE, V_PLAIN_CFG, V_FUSED0 };
+enum { V_GEMM_LT, V_GEMM_LOOM, V_NCCL, V_SEQ, V_MEDIUM, V_HOOK_IDLE, V_PLAIN_CFG, V_FUSED0 };
 #define MAX_FUSED 2
 
 typedef struct tp_run {
@@ -95,12 +97,66 @@ typedef struct tp_run {
   void *a, *a_full, *b, *c, *c_shard, *partial;
   loom_plan_t plans[MAX_FUSED];
   loom_gemm_config_t cfg; /* the first fused plan's GEMM configuration */
+  int rank;
+  cudaStream_t cs;        /* medium-grained: the communication stream */
+  cudaEvent_t ev[65];     /* medium-grained: [0] start, [1 + i] chunk i moved */
 } tp_run_t;
 
 typedef struct tp_var {
   tp_run_t *r;
   int v;
 } tp_var_t;
+
+#define EV(call)                                                                   \
+  do {                                                                             \
+    cudaError_t e_ = (call);                                                       \
+    if (e_ != cudaSuccess) return loom__cuda_fail((int)e_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+/* The medium-grained decomposition (as TransformerEngine overlaps its
+ * tensor-parallel GEMMs): W chunks of rows, cuBLASLt per chunk on the
+ * compute stream, NCCL on a second stream, events between them.
+ * AG: the own shard's GEMM first; at step i every rank sends its shard to
+ * r - i and receives r + i's, whose GEMM follows. RS: chunk p (owner p's
+ * rows) computed at step p, then reduced to p (ncclReduce) while chunk p+1
+ * is computed. Shards equal (W divides m). */
+static loom_result_t tp_medium(tp_run_t *r, cudaStream_t s) {
+  const int W = r->W, rank = r->rank;
+  const size_t es = 2, S = (size_t)r->S;
+  loom_gemm_desc_t d = r->d;
+  d.m = r->S;
+  EV(cudaEventRecord(r->ev[0], s));
+  EV(cudaStreamWaitEvent(r->cs, r->ev[0], 0));
+  if (r->ag) {
+    const size_t row = (size_t)r->d.k * es, crow = (size_t)r->d.n * es;
+    LOOM_TRY(loom__base_gemm(&d, r->a, r->b, (char *)r->c + (size_t)rank * S * crow, NULL, s));
+    for (int i = 1; i < W; ++i) {
+      const int to = (rank - i + W) % W, from = (rank + i) % W;
+      LOOM_NCCL(ncclGroupStart());
+      LOOM_NCCL(ncclSend(r->a, S * (size_t)r->d.k, ncclBfloat16, to, r->nccl, r->cs));
+      LOOM_NCCL(ncclRecv((char *)r->a_full + (size_t)from * S * row, S * (size_t)r->d.k, ncclBfloat16, from, r->nccl,
+                         r->cs));
+      LOOM_NCCL(ncclGroupEnd());
+      EV(cudaEventRecord(r->ev[i], r->cs));
+      EV(cudaStreamWaitEvent(s, r->ev[i], 0));
+      LOOM_TRY(loom__base_gemm(&d, (char *)r->a_full + (size_t)from * S * row, r->b,
+                               (char *)r->c + (size_t)from * S * crow, NULL, s));
+    }
+    return LOOM_SUCCESS;
+  }
+  const size_t arow = (size_t)r->d.k * es, crow = (size_t)r->d.n * es;
+  for (int p = 0; p < W; ++p) {
+    LOOM_TRY(loom__base_gemm(&d, (char *)r->a + (size_t)p * S * arow, r->b, (char *)r->partial + (size_t)p * S * crow,
+                             NULL, s));
+    EV(cudaEventRecord(r->ev[1 + p], s));
+    EV(cudaStreamWaitEvent(r->cs, r->ev[1 + p], 0));
+    LOOM_NCCL(ncclReduce((char *)r->partial + (size_t)p * S * crow, r->c_shard, S * (size_t)r->d.n, ncclBfloat16,
+                         ncclSum, p, r->nccl, r->cs));
+  }
+  EV(cudaEventRecord(r->ev[W + 1 < 65 ? W + 1 : 64], r->cs));
+  EV(cudaStreamWaitEvent(s, r->ev[W + 1 < 65 ? W + 1 : 64], 0));
+  return LOOM_SUCCESS;
+}
 
 static loom_result_t tp_op(void *arg, int iter, cudaStream_t s) {
   (void)iter;
@@ -122,6 +178,7 @@ static loom_result_t tp_op(void *arg, int iter, cudaStream_t s) {
       }
       LOOM_TRY(loom__base_gemm(&r->d, r->a, r->b, r->partial, NULL, s));
       return loom__base_reducescatter(r->nccl, r->partial, r->c_shard, (size_t)(r->S * r->d.n), LOOM_BF16, s);
+    case V_MEDIUM: return r->W * r->S == r->d.m ? tp_medium(r, s) : loom__fail(LOOM_ERR_UNSUPPORTED, "medium-grained: uneven shards");
     case V_HOOK_IDLE: { /* the fused GEMM's kernel and configuration, hooks idle */
       loom_gemm_hooks_t h;
       memset(&h, 0, sizeof h);
@@ -201,6 +258,19 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
     if (pr == LOOM_SUCCESS) pr = loom_tp_plan_info(r.plans[f], &info[f]);
     if (rr == LOOM_SUCCESS) rr = pr;
   }
+  r.rank = ctx->rank;
+  const int medium = W <= 63 && (int64_t)W * r.S == m;
+  if (rr == LOOM_SUCCESS && cudaStreamCreateWithFlags(&r.cs, cudaStreamNonBlocking) != cudaSuccess)
+    rr = loom__fail(LOOM_ERR_CUDA, "cudaStreamCreate (medium-grained)");
+  for (int i = 0; i < 65 && rr == LOOM_SUCCESS; ++i)
+    if (cudaEventCreateWithFlags(&r.ev[i], cudaEventDisableTiming) != cudaSuccess)
+      rr = loom__fail(LOOM_ERR_CUDA, "cudaEventCreate (medium-grained)");
+  if (rr == LOOM_SUCCESS && medium) {
+    loom_gemm_desc_t dc = r.d;
+    dc.m = r.S;
+    float ms = 0;
+    rr = loom__base_gemm_tune(&dc, a->ag ? r.a : r.a, r.b, a->ag ? r.c : r.partial, NULL, a->o.quick ? 4 : 8, 3, s, &ms);
+  }
   memset(&r.cfg, 0, sizeof r.cfg);
   r.cfg.bn = info[0].gemm_bn > 0 ? info[0].gemm_bn : 128;
   r.cfg.grid = info[0].gemm_grid;
@@ -273,20 +343,24 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
       row->seq_us = tm[V_SEQ].median_us;
       row->wrong = wrong[f];
       if (row->wrong > 0) failures++;
-      snprintf(row->note, sizeof row->note, "lt %.1f loom %.1f hook-idle %.1f same-cfg %.1f; S=%lld ch %d blk %d 128x%d g%d",
-               tm[V_GEMM_LT].median_us, tm[V_GEMM_LOOM].median_us, tm[V_HOOK_IDLE].median_us,
+      snprintf(row->note, sizeof row->note, "medium %.1f lt %.1f loom %.1f hook-idle %.1f same-cfg %.1f; S=%lld ch %d blk %d 128x%d g%d",
+               tm[V_MEDIUM].median_us, tm[V_GEMM_LT].median_us, tm[V_GEMM_LOOM].median_us, tm[V_HOOK_IDLE].median_us,
                tm[V_PLAIN_CFG].median_us, (long long)info[f].shard_rows,
                info[f].chunk_rows, info[f].comm_blocks, info[f].gemm_bn, info[f].gemm_grid);
       loom_bench_row_finish(row);
-      printf("# %s %-8s %-22s fused %9.1f  seq %9.1f  gemm %9.1f  nccl %8.1f us  overlap %6.2f  speedup %5.2f\n",
-             row->op, row->impl, row->shape, row->fused_us, row->seq_us, row->gemm_us, row->comm_us, row->overlap,
-             row->seq_us / row->fused_us);
+      printf("# %s %-8s %-22s fused %9.1f  seq %9.1f  medium %9.1f  gemm %9.1f  nccl %8.1f us  overlap %6.2f  "
+             "speedup %5.2f\n",
+             row->op, row->impl, row->shape, row->fused_us, row->seq_us, tm[V_MEDIUM].median_us, row->gemm_us,
+             row->comm_us, row->overlap, row->seq_us / row->fused_us);
       fflush(stdout);
     }
   }
   for (int f = 0; f < nf; ++f)
     if (r.plans[f]) (void)loom_plan_destroy(r.plans[f]);
   cudaFree(r.a), cudaFree(r.a_full), cudaFree(r.b), cudaFree(r.c), cudaFree(r.c_shard), cudaFree(r.partial);
+  for (int i = 0; i < 65; ++i)
+    if (r.ev[i]) cudaEventDestroy(r.ev[i]);
+  if (r.cs) cudaStreamDestroy(r.cs);
   loom__base_gemm_release();
   return failures;
 }
