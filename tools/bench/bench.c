@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -774,5 +775,95 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
     return -1;
   }
   if (path_out && path_cap) snprintf(path_out, path_cap, "%s", path);
+  return 0;
+}
+
+/* ---- outside baselines ---------------------------------------------------- */
+
+int loom_bench_run_peer(const char *script, const char *args, const char *name, char *json_path, size_t json_cap,
+                        char *note, size_t note_cap) {
+  json_path[0] = 0;
+  int mrank = 0, msize = 0;
+  if (loom_launch_under_mpi(&mrank, &msize)) {
+    snprintf(note, note_cap, "peer not run under mpirun: run %s separately", script);
+    return 1;
+  }
+  if (access(script, R_OK) != 0) {
+    snprintf(note, note_cap, "peer not run: %s not found (run from the repository root)", script);
+    return 1;
+  }
+  const char *dir = loom_bench_results_dir();
+  char stamp[32];
+  time_t now = time(NULL);
+  struct tm tm;
+  localtime_r(&now, &tm);
+  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  char mk[1300], cmd[4096], path[1200];
+  snprintf(mk, sizeof mk, "mkdir -p '%s'", dir);
+  if (system(mk) != 0) {
+    snprintf(note, note_cap, "peer not run: cannot create %s", dir);
+    return 1;
+  }
+  snprintf(path, sizeof path, "%s/%s-%s.json", dir, name, stamp);
+  snprintf(cmd, sizeof cmd, "%s python3 '%s' %s --json '%s'",
+           system("command -v timeout >/dev/null 2>&1") == 0 ? "timeout 900" : "", script, args, path);
+  printf("# peer: %s\n", cmd);
+  fflush(stdout);
+  const int st = system(cmd);
+  const int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (code == 0 && access(path, R_OK) == 0) {
+    snprintf(json_path, json_cap, "%s", path);
+    return 0;
+  }
+  snprintf(note, note_cap, "peer %s failed or absent (exit %d%s): no peer column", script, code,
+           code == 2 ? ": no PyTorch or no GPU" : code == 124 ? ": timed out" : "");
+  return 1;
+}
+
+int loom_bench_peer_rows(const char *path, char **buf, const char **starts, const char **ends, int cap) {
+  *buf = NULL;
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  const size_t max = (size_t)1 << 20;
+  char *b = (char *)malloc(max);
+  if (!b) {
+    fclose(f);
+    return -1;
+  }
+  const size_t len = fread(b, 1, max - 1, f);
+  fclose(f);
+  b[len] = 0;
+  *buf = b;
+  const char *p = strstr(b, "\"rows\"");
+  if (!p) return -1;
+  int n = 0;
+  while (n < cap && (p = strchr(p, '{')) != NULL) {
+    const char *e = strchr(p, '}');
+    if (!e) break;
+    starts[n] = p, ends[n] = e, ++n;
+    p = e + 1;
+  }
+  return n;
+}
+
+double loom_bench_json_num(const char *s, const char *end, const char *key) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const size_t n = strlen(pat);
+  for (const char *p = s; p + n < end; ++p)
+    if (!memcmp(p, pat, n)) return strtod(p + n, NULL);
+  return NAN;
+}
+
+int loom_bench_json_has(const char *s, const char *end, const char *key, const char *value) {
+  char pat[160];
+  snprintf(pat, sizeof pat, "\"%s\": \"%s\"", key, value);
+  const size_t n = strlen(pat);
+  for (const char *p = s; p + n <= end; ++p)
+    if (!memcmp(p, pat, n)) return 1;
+  snprintf(pat, sizeof pat, "\"%s\":\"%s\"", key, value);
+  const size_t n2 = strlen(pat);
+  for (const char *p = s; p + n2 <= end; ++p)
+    if (!memcmp(p, pat, n2)) return 1;
   return 0;
 }

@@ -262,6 +262,27 @@ const char *loom_bench_results_dir(void);
 int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_bench_opts_t *o, int world,
                           char *path_out, size_t path_cap);
 
+/* ---- outside baselines (bench/peers) ------------------------------------ */
+
+/* Runs `python3 script args --json <results dir>/<name>-<stamp>.json` from
+ * the parent process (call it before loom_bench_launch: the peer and the
+ * ranks never share the GPUs), bounded by 900 s. 0 with the JSON's path in
+ * json_path; else nonzero and note says why there is no peer column (not
+ * found, no PyTorch or GPU (exit 2), timed out, under mpirun). */
+int loom_bench_run_peer(const char *script, const char *args, const char *name, char *json_path, size_t json_cap,
+                        char *note, size_t note_cap);
+
+/* The objects of the "rows" array of a peer's JSON (flat objects), read
+ * into a buffer the caller frees: *starts[i], *ends[i] delimit row i.
+ * Returns the row count, or -1 if the file is unreadable. */
+int loom_bench_peer_rows(const char *path, char **buf, const char **starts, const char **ends, int cap);
+
+/* The number after "key": in [s, end), NAN if absent. */
+double loom_bench_json_num(const char *s, const char *end, const char *key);
+
+/* 1 if "key":"value" occurs in [s, end). */
+int loom_bench_json_has(const char *s, const char *end, const char *key, const char *value);
+
 /* "1 MiB", "256 MiB", "1 GiB", "1000 B". */
 void loom_bench_format_bytes(int64_t bytes, char *buf, size_t cap);
 

@@ -222,40 +222,23 @@ typedef struct peer_row {
   double pool_us, a2a_us, seq_us;
 } peer_row_t;
 
-/* The number after "key": in [s, end), NAN if absent. */
-static double json_num(const char *s, const char *end, const char *key) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const size_t n = strlen(pat);
-  for (const char *p = s; p + n < end; ++p)
-    if (!memcmp(p, pat, n)) return strtod(p + n, NULL);
-  return NAN;
-}
-
-/* The rows of the peer's JSON (flat objects in "rows"); count or -1. */
+/* The rows of the peer's JSON; count or -1. */
 static int peer_read(const char *path, peer_row_t *rows, int cap) {
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  static char buf[1 << 16];
-  const size_t len = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[len] = 0;
-  const char *p = strstr(buf, "\"rows\"");
-  if (!p) return -1;
+  char *buf = NULL;
+  const char *st[64], *en[64];
+  const int k = loom_bench_peer_rows(path, &buf, st, en, cap < 64 ? cap : 64);
   int n = 0;
-  while (n < cap && (p = strchr(p, '{')) != NULL) {
-    const char *e = strchr(p, '}');
-    if (!e) break;
+  for (int i = 0; i < k; ++i) {
     peer_row_t r;
-    r.B = (int64_t)json_num(p, e, "B");
-    r.T = (int)json_num(p, e, "T");
-    r.pool_us = json_num(p, e, "pool_us");
-    r.a2a_us = json_num(p, e, "a2a_us");
-    r.seq_us = json_num(p, e, "seq_us");
+    r.B = (int64_t)loom_bench_json_num(st[i], en[i], "B");
+    r.T = (int)loom_bench_json_num(st[i], en[i], "T");
+    r.pool_us = loom_bench_json_num(st[i], en[i], "pool_us");
+    r.a2a_us = loom_bench_json_num(st[i], en[i], "a2a_us");
+    r.seq_us = loom_bench_json_num(st[i], en[i], "seq_us");
     if (r.B > 0 && r.T > 0) rows[n++] = r;
-    p = e + 1;
   }
-  return n;
+  free(buf);
+  return k < 0 ? -1 : n;
 }
 
 /* Runs the peer script from the parent process (no CUDA here), before any
@@ -267,44 +250,11 @@ static void peer_run(emb_args_t *a, int world) {
     snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer not run (--peer none)");
     return;
   }
-  int mrank = 0, msize = 0;
-  if (loom_launch_under_mpi(&mrank, &msize)) {
-    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer not run under mpirun: run %s separately", a->peer);
-    return;
-  }
-  if (access(a->peer, R_OK) != 0) {
-    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer not run: %s not found (run from the repository root)",
-             a->peer);
-    return;
-  }
-  const char *dir = loom_bench_results_dir();
-  char stamp[32];
-  time_t now = time(NULL);
-  struct tm tm;
-  localtime_r(&now, &tm);
-  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-  char mk[1300], cmd[4096];
-  snprintf(mk, sizeof mk, "mkdir -p '%s'", dir);
-  if (system(mk) != 0) {
-    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer not run: cannot create %s", dir);
-    return;
-  }
-  char path[1200];
-  snprintf(path, sizeof path, "%s/embedding_torch-%s.json", dir, stamp);
-  snprintf(cmd, sizeof cmd,
-           "%s python3 '%s' --world %d --reps %d --warmup %d --dim %d --pooling %d --rows %lld --zipf %g%s --json '%s'",
-           system("command -v timeout >/dev/null 2>&1") == 0 ? "timeout 900" : "", a->peer, world, a->o.reps,
-           a->o.warmup, a->dim, a->pooling, (long long)a->rows, a->zipf, a->o.quick ? " --quick" : "", path);
-  printf("# PyTorch peer: %s\n", cmd);
-  fflush(stdout);
-  const int st = system(cmd);
-  const int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  if (code == 0 && access(path, R_OK) == 0) {
-    snprintf(a->peer_json, sizeof a->peer_json, "%s", path);
-    return;
-  }
-  snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer failed or absent (exit %d%s): no peer columns", code,
-           code == 2 ? ": no PyTorch or no GPU" : code == 124 ? ": timed out" : "");
+  char args[512];
+  snprintf(args, sizeof args, "--world %d --reps %d --warmup %d --dim %d --pooling %d --rows %lld --zipf %g%s", world,
+           a->o.reps, a->o.warmup, a->dim, a->pooling, (long long)a->rows, a->zipf, a->o.quick ? " --quick" : "");
+  (void)loom_bench_run_peer(a->peer, args, "embedding_torch", a->peer_json, sizeof a->peer_json, a->peer_note,
+                            sizeof a->peer_note);
 }
 
 /* ---- inputs and calls ------------------------------------------------------ */

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,9 @@ typedef struct tp_args {
   int model;            /* -1 all, 0 gpt3, 1 llama */
   int64_t only_m;       /* 0: the list */
   int blocks, chunk;    /* desc.comm_blocks, desc.chunk_rows (0: the plan's) */
+  int peer;             /* 0 with --peer none */
+  char peer_json[1200]; /* the PyTorch peer's results ("" if not run) */
+  char peer_note[200];  /* why there is no peer column */
 } tp_args_t;
 
 static int tp_opt(void *ctx, int argc, char **argv, int *i) {
@@ -47,7 +51,8 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
     printf("  --model gpt3|llama   one model's shapes (default both)\n"
            "  --m M                one m only\n"
            "  --blocks N           desc.comm_blocks of the fused plans (default: the plan's)\n"
-           "  --chunk N            desc.chunk_rows of the fused plans (default: the plan's)\n");
+           "  --chunk N            desc.chunk_rows of the fused plans (default: the plan's)\n"
+           "  --peer none          skip PyTorch async-TP (bench/peers/tp_torch.py, run by default)\n");
     return 1;
   }
   const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
@@ -57,6 +62,15 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
       return -1;
     }
     a->model = strcmp(v, "gpt3") ? 1 : 0;
+    *i += 1;
+    return 1;
+  }
+  if (!strcmp(s, "--peer")) {
+    if (!v || strcmp(v, "none")) {
+      fprintf(stderr, "loom-bench: --peer takes only \"none\", got \"%s\"\n", v ? v : "(nothing)");
+      return -1;
+    }
+    a->peer = 0;
     *i += 1;
     return 1;
   }
@@ -215,6 +229,21 @@ typedef struct tp_model {
 
 static const tp_model_t g_models[2] = {{"gpt3-175b", 12288, 49152}, {"llama3-70b", 8192, 28672}};
 
+/* PyTorch async-TP's time of (op, model, m) from the peer's JSON, NAN if absent. */
+static double peer_time(const tp_args_t *a, const char *model, int64_t m) {
+  if (!a->peer_json[0]) return NAN;
+  char *buf = NULL;
+  const char *st[64], *en[64];
+  const int n = loom_bench_peer_rows(a->peer_json, &buf, st, en, 64);
+  double t = NAN;
+  for (int i = 0; i < n; ++i)
+    if (loom_bench_json_has(st[i], en[i], "op", a->ag ? "ag_gemm" : "gemm_rs") &&
+        loom_bench_json_has(st[i], en[i], "model", model) && (int64_t)loom_bench_json_num(st[i], en[i], "m") == m)
+      t = loom_bench_json_num(st[i], en[i], "async_tp_us");
+  free(buf);
+  return t;
+}
+
 static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s, loom_bench_table_t *t,
                     const tp_model_t *mo, int64_t m) {
   const int W = ctx->size;
@@ -342,6 +371,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
       row->comm_us = tm[V_NCCL].median_us;
       row->seq_us = tm[V_SEQ].median_us;
       row->wrong = wrong[f];
+      row->peer_us = peer_time(a, mo->name, m);
       if (row->wrong > 0) failures++;
       snprintf(row->note, sizeof row->note, "medium %.1f lt %.1f loom %.1f hook-idle %.1f same-cfg %.1f; S=%lld ch %d blk %d 128x%d g%d",
                tm[V_MEDIUM].median_us, tm[V_GEMM_LT].median_us, tm[V_GEMM_LOOM].median_us, tm[V_HOOK_IDLE].median_us,
@@ -392,6 +422,10 @@ static int tp_rank(loom_rank_ctx_t *ctx, void *arg) {
     loom_bench_note(&t, "B as a Linear weight [n, k], bf16; gemm = min(cuBLASLt best-of-candidates, loom_gemm) on the "
                         "local shape; seq = NCCL + cuBLASLt; time = median of the slowest rank");
     loom_bench_note(&t, "overlap = 1 - ECT(fused)/ECT(seq), ECT = time - gemm; #wrong: fused vs sequential output");
+    if (a->peer_json[0])
+      loom_bench_note(&t, "peer(us): PyTorch async-TP (bench/peers/tp_torch.py, this job): %.100s", a->peer_json);
+    else
+      loom_bench_note(&t, "%s", a->peer_note[0] ? a->peer_note : "PyTorch async-TP: no rows");
     char title[160];
     snprintf(title, sizeof title, "loom-bench %s: fused vs sequential NCCL + cuBLASLt, world %d, median of %d reps",
              a->ag ? "ag_gemm" : "gemm_rs", ctx->size, a->o.reps);
@@ -416,10 +450,22 @@ static int tp_main(int ag, int argc, char **argv) {
   memset(&a, 0, sizeof a);
   a.ag = ag;
   a.model = -1;
+  a.peer = 1;
   int rc = loom_bench_parse(&a.o, argc, argv, tp_opt, &a);
   if (rc != LOOM_BENCH_RUN) return rc;
   int world = loom_bench_world(&a.o, 0);
   if (world == 0) return 1;
+  if (a.peer && world >= 2) {
+    char args[256];
+    snprintf(args, sizeof args, "--op %s --world %d --reps %d --warmup %d%s%s%s", ag ? "ag_gemm" : "gemm_rs", world,
+             a.o.reps, a.o.warmup, a.o.quick ? " --quick" : "", a.model < 0 ? "" : a.model ? " --model llama" : " --model gpt3",
+             "");
+    if (a.only_m) snprintf(args + strlen(args), sizeof args - strlen(args), " --m %lld", (long long)a.only_m);
+    (void)loom_bench_run_peer("bench/peers/tp_torch.py", args, ag ? "ag_gemm_torch" : "gemm_rs_torch", a.peer_json,
+                              sizeof a.peer_json, a.peer_note, sizeof a.peer_note);
+  } else {
+    snprintf(a.peer_note, sizeof a.peer_note, "PyTorch async-TP not run (%s)", a.peer ? "one rank" : "--peer none");
+  }
   return loom_bench_launch(&a.o, world, tp_rank, &a) ? 1 : 0;
 }
 
