@@ -521,14 +521,14 @@ typedef struct loom_tp_plan_info {
   int64_t shard_rows;        /* S */
   int chunk_rows;            /* AG: rows per chunk signal */
   int comm_blocks;           /* blocks of the copy (AG) or reduction (RS) kernel; 0: none */
-  int gemm_bn;               /* the fused GEMM's tile: 128 x gemm_bn (0: sequential) */
+  int gemm_bm, gemm_bn;      /* the fused GEMM's tile: gemm_bm x gemm_bn (0: sequential) */
   int gemm_grid;             /* its persistent blocks (0: sequential) */
   int deterministic;         /* 1: the same bits on every run */
   size_t symmetric_bytes;    /* loom_malloc memory the plan holds on this rank */
   size_t device_bytes;       /* other device memory it holds */
   size_t workspace_bytes;    /* of the comm's symmetric workspace (signals) */
 } loom_tp_plan_info_t;
-#define LOOM_TP_PLAN_INFO_INIT { sizeof(loom_tp_plan_info_t), LOOM_TP_AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define LOOM_TP_PLAN_INFO_INIT { sizeof(loom_tp_plan_info_t), LOOM_TP_AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Collective (same desc on every rank). Validates the description (each
  * field by name and value; the GEMM fields as loom_gemm does), chooses the

@@ -168,7 +168,8 @@ class TpDesc(CStruct):
 class TpPlanInfo(CStruct):
     _c_name_, _c_init_ = "loom_tp_plan_info_t", "LOOM_TP_PLAN_INFO_INIT"
     _fields_ = [("struct_size", c_size_t), ("transfer", c_int), ("shard_rows", c_int64), ("chunk_rows", c_int),
-                ("comm_blocks", c_int), ("gemm_bn", c_int), ("gemm_grid", c_int), ("deterministic", c_int),
+                ("comm_blocks", c_int), ("gemm_bm", c_int), ("gemm_bn", c_int), ("gemm_grid", c_int),
+                ("deterministic", c_int),
                 ("symmetric_bytes", c_size_t), ("device_bytes", c_size_t), ("workspace_bytes", c_size_t)]
     _defaults_ = {"transfer": int(TpTransfer.AUTO)}
 

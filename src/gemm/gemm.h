@@ -79,9 +79,9 @@ typedef struct loom_gemm_config {
   int bm;        /* tile rows: 0 or 128 (default), or 64: the decode variant
                   * (sm90_layout.h), whose two consumer warpgroups split the
                   * tile's columns and whose smaller A stage buys deeper B
-                  * pipelines; any m, with stream-K / split-K, no clusters.
-                  * Plain GEMMs only: hooked GEMMs run 128-row tiles (bm is
-                  * ignored there); the sm80 kernel ignores it. 16: the
+                  * pipelines; any m, with stream-K / split-K (plain GEMMs),
+                  * no clusters; hooked GEMMs take it too (data-parallel);
+                  * the sm80 kernel ignores it. 16: the
                   * small-m kernel (gemm_small_m.cu, m <= 64, split-K of
                   * sk_splits, either path; loom__gemm_launch routes it) */
 } loom_gemm_config_t;

@@ -408,7 +408,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
                           const __grid_constant__ CUtensorMap tma_c,
                           const __grid_constant__ loom_sm90_args_t args) {
 #ifdef LOOM_SM90A
-  static_assert(BM == 128 || (BM == 64 && !HOOKS && CL == 1), "64-row tiles: plain GEMMs without clusters");
+  static_assert(BM == 128 || (BM == 64 && CL == 1), "64-row tiles: no clusters");
   constexpr int A_BYTES = LOOM_SM90_A_BYTES(BM);
   constexpr int B_BYTES = LOOM_SM90_B_BYTES(BN);
   constexpr int WN = BM == 128 ? BN : BN / 2; /* columns of a consumer warpgroup */
@@ -751,11 +751,11 @@ typedef void (*loom__sm90_kernel_t)(const CUtensorMap, const CUtensorMap, const 
 template <int BM, int BN, int TYPE, int TB, bool HOOKS>
 static loom__sm90_kernel_t loom__sm90_pick3(int sk, int cl) {
   constexpr int S = LOOM_SM90_STAGES(BM, BN);
-  /* 64-row tiles: plain GEMMs, data-parallel or stream-K/split-K, no
-   * clusters (the launcher never asks for hooks or clusters with them) */
+  /* 64-row tiles: plain GEMMs data-parallel or stream-K/split-K, hooked
+   * GEMMs data-parallel; no clusters (the launcher never asks for them) */
   if constexpr (BM == 64) {
     if (sk) return loom_gemm_sm90_kernel<64, BN, S, TYPE, TB, false, true, 1>;
-    return loom_gemm_sm90_kernel<64, BN, S, TYPE, TB, false, false, 1>;
+    return loom_gemm_sm90_kernel<64, BN, S, TYPE, TB, HOOKS, false, 1>;
   } else {
     /* no stream-K with hooks (see the launcher): SK = !HOOKS; clusters only
      * for plain data-parallel GEMMs */
@@ -776,11 +776,14 @@ static loom__sm90_kernel_t loom__sm90_pick2(int type, int tb, int sk, int cl) {
             : loom__sm90_pick3<BM, BN, LOOM_FP16, 0, HOOKS>(sk, cl);
 }
 
-/* The kernel instantiation for a configuration (bm: 64 or 128, 64 only
- * without hooks; sk: any stream-K tiles; cl: blocks per cluster). */
+/* The kernel instantiation for a configuration (bm: 64 or 128; sk: any
+ * stream-K tiles, never with hooks; cl: blocks per cluster). */
 static loom__sm90_kernel_t loom__sm90_pick(int bm, int bn, int type, int tb, int hooks, int sk, int cl) {
-  if (bm == 64)
-    return bn == 256 ? loom__sm90_pick2<64, 256, false>(type, tb, sk, 1) : loom__sm90_pick2<64, 128, false>(type, tb, sk, 1);
+  if (bm == 64) {
+    if (bn == 256)
+      return hooks ? loom__sm90_pick2<64, 256, true>(type, tb, 0, 1) : loom__sm90_pick2<64, 256, false>(type, tb, sk, 1);
+    return hooks ? loom__sm90_pick2<64, 128, true>(type, tb, 0, 1) : loom__sm90_pick2<64, 128, false>(type, tb, sk, 1);
+  }
   if (bn == 256)
     return hooks ? loom__sm90_pick2<128, 256, true>(type, tb, sk, cl) : loom__sm90_pick2<128, 256, false>(type, tb, sk, cl);
   if (bn == 192)
@@ -859,11 +862,10 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bn=%d: must be 128, 192, 224 or 256", conf.bn);
   if (conf.bm != 0 && conf.bm != 64 && conf.bm != 128)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bm=%d: must be 0, 64 or 128", conf.bm);
-  if (conf.bm == 64 && conf.bn != 128 && conf.bn != 256 && !hooks)
+  if (conf.bm == 64 && conf.bn != 128 && conf.bn != 256)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bm=64 bn=%d: 64-row tiles are built for bn 128 or 256",
                       conf.bn);
-  /* 64-row tiles for plain GEMMs only: hooked GEMMs run 128-row tiles */
-  const int bm = conf.bm == 64 && !hooks ? 64 : 128;
+  const int bm = conf.bm == 64 ? 64 : 128;
   const int stages = LOOM_SM90_STAGES(bm, conf.bn);
   if (conf.stages != 0 && conf.stages != stages)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_gemm: config stages=%d: bm=%d bn=%d is built with %d stages",

@@ -113,7 +113,7 @@ static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char 
   loom_gemm_hooks_t h;
   memset(&h, 0, sizeof h);
   h.order.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
-  h.order.row_shift = loom_tp_row_shift(g->m, W, st->rank, 128);
+  h.order.row_shift = loom_tp_row_shift(g->m, W, st->rank, st->gemm_bm);
   h.epoch_word = (const uint32_t *)((const char *)comm->ws_ptr + plan->epoch_offset);
   h.wait_signals = (const uint32_t *)((const char *)comm->ws_ptr + st->chunk_off);
   h.wait_rows_per_signal = st->chunk_rows;

@@ -77,7 +77,7 @@ static loom_result_t rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void 
   ra.n = g.n;
   ra.row0 = st->my_begin;
   ra.rows = st->my_len;
-  ra.bm = 128;
+  ra.bm = st->gemm_bm;
   ra.bn = st->gemm_cfg.bn;
   ra.tiles_m = st->tiles_m;
   ra.tiles_n = st->tiles_n;
@@ -94,7 +94,7 @@ static loom_result_t rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void 
   loom_gemm_hooks_t h;
   memset(&h, 0, sizeof h);
   h.order.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
-  h.order.row_shift = loom_tp_row_shift(g.m, W, st->rank + 1, 128);
+  h.order.row_shift = loom_tp_row_shift(g.m, W, st->rank + 1, st->gemm_bm);
   h.epoch_word = (const uint32_t *)((const char *)comm->ws_ptr + plan->epoch_offset);
   h.epilogue = LOOM_EPI_STORE;
   h.rows_per_dst = st->shard_rows;

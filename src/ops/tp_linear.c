@@ -111,23 +111,36 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
 }
 
 /* The plan's fused GEMM configuration: the path's heuristic for the local
- * GEMM, as a data-parallel GEMM of 128-row tiles (what hooked kernels run)
- * on `grid` blocks (0: every SM). */
-static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, int grid, loom_gemm_config_t *cfg) {
+ * GEMM, as a data-parallel GEMM (what hooked kernels run): on sm90 128-row
+ * tiles, or the 64-row decode tiles where the heuristic picks 64-row or
+ * small-m tiles (m <= 64); sm80 runs 128-row tiles. *bm: the rows of its
+ * tiles. The grid is set by the caller. */
+static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, loom_gemm_config_t *cfg, int *bm) {
   loom__gemm_device_t dev;
   LOOM_TRY(loom__gemm_device(&dev));
   loom__gemm_path_t path = LOOM__PATH_BASE;
   LOOM_TRY(loom__gemm_path(g, &path));
-  loom_gemm_config_t c = path == LOOM__PATH_SM90 ? loom__gemm_sm90_heuristic(g, &dev) : loom__gemm_sm80_heuristic(g, &dev);
   loom_gemm_config_t out;
   memset(&out, 0, sizeof out);
-  out.bn = c.bn;
-  if (path == LOOM__PATH_SM90 && out.bn != 128 && out.bn != 192 && out.bn != 224 && out.bn != 256) out.bn = 128;
-  if (path != LOOM__PATH_SM90 && out.bn != 128 && out.bn != 256) out.bn = 128;
-  out.group = c.group;
-  out.grid = grid;
-  out.bm = 128;
+  if (path == LOOM__PATH_SM90) {
+    const loom_gemm_config_t c = loom__gemm_choose(g, &dev, 1);
+    const loom_gemm_config_t h = loom__gemm_sm90_heuristic(g, &dev);
+    if (c.bm == 16 || c.bm == 64 || h.bm == 64) {
+      out.bm = 64;
+      out.bn = h.bm == 64 && h.bn == 256 ? 256 : 128;
+    } else {
+      out.bm = 128;
+      out.bn = h.bn == 128 || h.bn == 192 || h.bn == 224 || h.bn == 256 ? h.bn : 128;
+      out.group = h.group;
+    }
+  } else {
+    const loom_gemm_config_t h = loom__gemm_sm80_heuristic(g, &dev);
+    out.bm = 128;
+    out.bn = h.bn == 256 ? 256 : 128;
+    out.group = h.group;
+  }
   *cfg = out;
+  *bm = out.bm;
   return LOOM_SUCCESS;
 }
 
@@ -261,8 +274,8 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
      * those kernels need SMs the GEMM leaves free (the copy engine's
      * one-thread signal kernels: one SM; SM_COPY: comm_blocks, by default
      * 4..16 chosen so that the GEMM needs no extra wave) */
-    r = fused_gemm_config(&st->gemm, 0, &st->gemm_cfg);
-    st->tiles_m = (int)loom_ceil_div(m, 128);
+    r = fused_gemm_config(&st->gemm, &st->gemm_cfg, &st->gemm_bm);
+    st->tiles_m = (int)loom_ceil_div(m, st->gemm_bm);
     st->tiles_n = (int)loom_ceil_div(desc->n, st->gemm_cfg.bn);
     const int64_t tiles = (int64_t)st->tiles_m * st->tiles_n;
     st->comm_blocks = t != LOOM_TP_SM_COPY ? 0
@@ -314,9 +327,9 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
     (void)loom_plan_destroy(plan);
     return loom__fail(r, "%s", msg);
   }
-  LOOM_INFO("%s: m=%lld n=%lld k=%lld W=%d: %s, S=%lld, chunk_rows=%d, comm_blocks=%d, tile 128x%d", fn,
+  LOOM_INFO("%s: m=%lld n=%lld k=%lld W=%d: %s, S=%lld, chunk_rows=%d, comm_blocks=%d, tile %dx%d", fn,
             (long long)m, (long long)desc->n, (long long)desc->k, st->world, loom__tp_transfer_name(t),
-            (long long)st->shard_rows, st->chunk_rows, st->comm_blocks, st->gemm_cfg.bn);
+            (long long)st->shard_rows, st->chunk_rows, st->comm_blocks, st->gemm_bm, st->gemm_cfg.bn);
   *out = plan;
   return LOOM_SUCCESS;
 }
@@ -342,6 +355,7 @@ loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info) {
   info->shard_rows = st->shard_rows;
   info->chunk_rows = st->chunk_rows;
   info->comm_blocks = st->comm_blocks;
+  info->gemm_bm = fused ? st->gemm_bm : 0;
   info->gemm_bn = fused ? st->gemm_cfg.bn : 0;
   info->gemm_grid = fused ? st->gemm_cfg.grid : 0;
   /* AG: every element is one product, whatever the transfer; RS: the fused

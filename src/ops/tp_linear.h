@@ -76,7 +76,8 @@ typedef struct loom_tp_state {
   int chunk_rows;               /* AG */
   int64_t chunks_per_shard;     /* AG */
   int comm_blocks;
-  loom_gemm_config_t gemm_cfg;  /* fused GEMM's config (bm 128) */
+  loom_gemm_config_t gemm_cfg;  /* fused GEMM's config */
+  int gemm_bm;                  /* its tile rows as the kernel runs them (64 or 128) */
   int tiles_m, tiles_n;
   /* workspace offsets (bytes from the comm workspace base) */
   size_t ready_off, chunk_off, tile_off, done_off, count_off;

@@ -167,10 +167,10 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const tp_case_t *k) 
   loom_tp_plan_info_t info = LOOM_TP_PLAN_INFO_INIT;
   LOOM_OK(loom_tp_plan_info(plan, &info));
   if (rank == 0)
-    printf("  %s m=%lld n=%lld k=%lld %s->%s %s%s %s: transfer %d, S=%lld, chunk %d, blocks %d, tile 128x%d, grid %d%s%s\n",
+    printf("  %s m=%lld n=%lld k=%lld %s->%s %s%s %s: transfer %d, S=%lld, chunk %d, blocks %d, tile %dx%d, grid %d%s%s\n",
            k->ag ? "ag_gemm" : "gemm_rs", (long long)k->m, (long long)k->n, (long long)k->k, dt(k->ab), dt(k->ct),
            k->lay == LOOM_B_NK ? "NK" : "KN", k->bias ? " bias" : "", trn(k->tr), (int)info.transfer,
-           (long long)info.shard_rows, info.chunk_rows, info.comm_blocks, info.gemm_bn, info.gemm_grid,
+           (long long)info.shard_rows, info.chunk_rows, info.comm_blocks, info.gemm_bm, info.gemm_bn, info.gemm_grid,
            k->graph ? " graph" : "", k->user_a_full ? (k->in_place ? " a_full(in place)" : " a_full") : "");
   if (rank == 0 && k->act) printf("    activation %d\n", k->act);
   if (k->tr != LOOM_TP_AUTO && k->tr != info.transfer) CHECK_EQ_INT(info.transfer, k->tr);
@@ -353,6 +353,11 @@ LOOM_TEST(gpu_tp_ops_on_one_rank) {
       {0, 1000, 520, 264, FH, F32, KN, 1, SM, 0, 2, 2, 0, 0, 0, 0},
       {0, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 4, 0, 0, 1, 0},
       {1, 500, 256, 256, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_TANH},
+      /* decode m: 64-row tiles in the hooked kernels */
+      {1, 64, 1024, 512, BF, BF, NK, 1, CE, 0, 0, 2, 1, 0, 0, 0},
+      {1, 37, 512, 1024, FH, F32, KN, 0, SM, 5, 0, 2, 0, 0, 0, LOOM_ACT_GELU_TANH},
+      {0, 48, 1024, 512, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0, 0},
+      {0, 64, 512, 1024, FH, F32, KN, 0, SM, 0, 0, 2, 0, 0, 1, 0},
       {1, 500, 256, 256, BF, F32, KN, 1, SEQ, 0, 0, 1, 0, 0, 0, LOOM_ACT_GELU_ERF},
   };
   if (gpus(1)) run_suite(1, one, (int)(sizeof one / sizeof *one));
