@@ -403,7 +403,10 @@ int main(int argc, char **argv) {
       } else if (read(fd[0], &id, sizeof id) != sizeof id) {
         _exit(1);
       }
-      _exit(run_rank(r, W, id));
+      const int rc = run_rank(r, W, id);
+      fflush(stdout); /* _exit does not flush stdio */
+      fflush(stderr);
+      _exit(rc);
     }
   }
   int fails = 0;
