@@ -536,6 +536,19 @@ typedef struct loom_tp_plan_info {
 loom_result_t loom_plan_ag_gemm(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out);
 loom_result_t loom_plan_gemm_rs(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out);
 
+/* Collective (same desc on every rank), synchronizes `stream` (not while
+ * it captures a graph). Times the op's knobs for this description on this
+ * comm with inputs of its own (the sequential path; the copy engine with
+ * 1, 4, 8, 16 chunks per shard; the SM copy / reduction on 4, 8, 16 blocks)
+ * and records the fastest (max over ranks, so every rank picks the same) in
+ * the tuning cache (written to LOOM_TUNE_FILE by rank 0 when set). Plans
+ * made afterwards from a description with transfer LOOM_TP_AUTO and
+ * chunk_rows = comm_blocks = 0 take the recorded choice; the sequential
+ * path is a candidate, so a tuned op is never slower than NCCL + loom_gemm
+ * on the shape it was tuned for. Takes tens of calls of the op. */
+loom_result_t loom_ag_gemm_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream);
+loom_result_t loom_gemm_rs_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream);
+
 /* Fills *info (plans of loom_plan_ag_gemm and loom_plan_gemm_rs). */
 loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info);
 

@@ -71,6 +71,8 @@ PROTOTYPES = {
     "loom_embedding_a2a_check": (_r, [_vp]),
     "loom_plan_ag_gemm": (_r, [_vp, _P(TpDesc), _P(_vp)]),
     "loom_plan_gemm_rs": (_r, [_vp, _P(TpDesc), _P(_vp)]),
+    "loom_ag_gemm_tune": (_r, [_vp, _P(TpDesc), _vp]),
+    "loom_gemm_rs_tune": (_r, [_vp, _P(TpDesc), _vp]),
     "loom_tp_plan_info": (_r, [_vp, _P(TpPlanInfo)]),
     # plan, a_shard, b, c, a_full, bias, stream
     "loom_ag_gemm": (_r, [_vp, _vp, _vp, _vp, _vp, _vp, _vp]),

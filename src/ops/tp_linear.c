@@ -15,6 +15,7 @@
 #include "core/handle.h"
 #include "core/log.h"
 #include "core/plan.h"
+#include "core/tune.h"
 #include "gemm/gemm.h"
 #include "gemm/gemm_heuristic.h"
 #include "ops/tp_linear.h"
@@ -251,6 +252,32 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
   }
   loom_tp_transfer_t t = LOOM_TP_SEQUENTIAL;
   LOOM_TRY(loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &t, comm->ws_all_reachable, hooks_ok));
+  /* a description that leaves every knob to loom takes the tuning cache's
+   * choice (loom_ag_gemm_tune / loom_gemm_rs_tune) where it has one */
+  loom_tp_desc_t eff = *desc;
+  int tuned = 0;
+  if (desc->transfer == LOOM_TP_AUTO && desc->chunk_rows == 0 && desc->comm_blocks == 0) {
+    char key[LOOM_TUNE_KEY_BYTES], value[LOOM_TUNE_KEY_BYTES];
+    if (loom__tp_tune_key(kind, desc, comm->sm_count, key, sizeof key) && loom__tune_get(key, value, sizeof value)) {
+      loom_tp_transfer_t tt = LOOM_TP_SEQUENTIAL, t2 = LOOM_TP_SEQUENTIAL;
+      int cr = 0, cb = 0;
+      if (loom__tp_tune_parse(value, &tt, &cr, &cb) == LOOM_SUCCESS) {
+        eff.transfer = tt, eff.chunk_rows = cr, eff.comm_blocks = cb;
+        if (loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, &eff, &t2, comm->ws_all_reachable, hooks_ok) ==
+            LOOM_SUCCESS) {
+          t = t2;
+          tuned = 1;
+        } else {
+          LOOM_WARN("%s: tuned entry \"%s\" = \"%s\" does not apply here (%s): the heuristic's choice", fn, key, value,
+                    loom_last_error());
+          eff = *desc;
+        }
+      } else {
+        LOOM_WARN("%s: %s", fn, loom_last_error());
+      }
+    }
+  }
+  desc = &eff;
   if (comm->detached)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the description is valid; a test comm without a GPU cannot hold a plan",
                       fn);
@@ -327,8 +354,8 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
     (void)loom_plan_destroy(plan);
     return loom__fail(r, "%s", msg);
   }
-  LOOM_INFO("%s: m=%lld n=%lld k=%lld W=%d: %s, S=%lld, chunk_rows=%d, comm_blocks=%d, tile %dx%d", fn,
-            (long long)m, (long long)desc->n, (long long)desc->k, st->world, loom__tp_transfer_name(t),
+  LOOM_INFO("%s: m=%lld n=%lld k=%lld W=%d: %s%s, S=%lld, chunk_rows=%d, comm_blocks=%d, tile %dx%d", fn,
+            (long long)m, (long long)desc->n, (long long)desc->k, st->world, loom__tp_transfer_name(t), tuned ? " (tuned)" : "",
             (long long)st->shard_rows, st->chunk_rows, st->comm_blocks, st->gemm_bm, st->gemm_cfg.bn);
   *out = plan;
   return LOOM_SUCCESS;

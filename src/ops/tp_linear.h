@@ -126,6 +126,17 @@ loom_result_t loom__tp_done(loom_tp_state_t *st, cudaStream_t stream);
 
 ncclDataType_t loom__tp_nccl_type(loom_dtype_t t);
 
+/* ---- tuning (tp_tune.c) ---- */
+
+/* The tuning-cache key of (kind, desc) on GPUs of `sms` SMs; 0 if it does
+ * not fit in size. */
+int loom__tp_tune_key(int kind, const loom_tp_desc_t *d, int sms, char *key, size_t size);
+
+/* A tuned choice as a cache value ("transfer=2 chunk=128 blocks=0") and
+ * back; parsing refuses anything else (LOOM_ERR_INVALID_ARGUMENT quoting it). */
+void loom__tp_tune_format(loom_tp_transfer_t t, int chunk_rows, int comm_blocks, char *out, size_t size);
+loom_result_t loom__tp_tune_parse(const char *text, loom_tp_transfer_t *t, int *chunk_rows, int *comm_blocks);
+
 /* ---- kernels (tp_linear_kernels.cu) ---- */
 
 /* Begin kernel: publishes epoch e (call counter + 1) in the plan's device

@@ -28,6 +28,8 @@
 #include <cuda_runtime.h>
 
 #include "../common/test.h"
+#include "core/tune.h"
+#include "ops/tp_linear.h"
 #include "ops/tp_schedule.h"
 #include "ref/ref.h"
 #include "support/launch.h"
@@ -536,4 +538,52 @@ out:
 
 LOOM_TEST(gpu_tp_bad_arguments_are_named_w2) {
   if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_bad_args, NULL), 0);
+}
+
+/* loom_*_tune records a choice every rank agrees on, and an AUTO plan of
+ * the same description takes it (and computes the right result). */
+static int rank_tune(loom_rank_ctx_t *ctx, void *arg) {
+  (void)arg;
+  const int W = ctx->size;
+  loom_comm_t comm = NULL;
+  cudaStream_t s = NULL;
+  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (int ag = 1; ag >= 0; --ag) {
+    const tp_case_t k = {ag, 1024, 512, 768, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 2, 0, 0, 0, 0};
+    loom_tp_desc_t d = LOOM_TP_DESC_INIT;
+    d.m = k.m, d.n = k.n, d.k = k.k, d.b_layout = k.lay, d.has_bias = 1, d.world_size = W;
+    LOOM_OK(ag ? loom_ag_gemm_tune(comm, &d, s) : loom_gemm_rs_tune(comm, &d, s));
+    char key[160], value[160];
+    int sms = 0, dev = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CHECK(loom__tp_tune_key(ag ? 0 : 1, &d, sms, key, sizeof key));
+    CHECK(loom__tune_get(key, value, sizeof value));
+    loom_tp_transfer_t t = LOOM_TP_AUTO;
+    int cr = 0, cb = 0;
+    CHECK_RESULT(loom__tp_tune_parse(value, &t, &cr, &cb), LOOM_SUCCESS);
+    if (ctx->rank == 0) printf("  tuned %s: %s\n", ag ? "ag_gemm" : "gemm_rs", value);
+    loom_plan_t p = NULL;
+    LOOM_OK(ag ? loom_plan_ag_gemm(comm, &d, &p) : loom_plan_gemm_rs(comm, &d, &p));
+    loom_tp_plan_info_t info = LOOM_TP_PLAN_INFO_INIT;
+    LOOM_OK(loom_tp_plan_info(p, &info));
+    CHECK_EQ_INT(info.transfer, t);
+    if (t == LOOM_TP_SM_COPY && cb > 0) CHECK_EQ_INT(info.comm_blocks, cb);
+    if (t == LOOM_TP_COPY_ENGINE && cr > 0) CHECK_EQ_INT(info.chunk_rows, cr);
+    LOOM_OK(loom_plan_destroy(p));
+    (void)run_case(ctx, comm, &k); /* an AUTO plan of this description: the tuned choice, checked */
+  }
+out:
+  if (s) cudaStreamDestroy(s);
+  if (comm) CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
+  return loom_test_failures;
+}
+
+LOOM_TEST(gpu_tp_tune_records_a_choice_plans_take_it_w1) {
+  if (gpus(1)) CHECK_EQ_INT(loom_launch(1, LAUNCH_TIMEOUT_S, rank_tune, NULL), 0);
+}
+
+LOOM_TEST(gpu_tp_tune_records_a_choice_plans_take_it_w2) {
+  if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_tune, NULL), 0);
 }

@@ -245,3 +245,28 @@ LOOM_TEST(tp_desc_activation_is_checked) {
   CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
   CHECK(strstr(loom_last_error(), "activation=7") != NULL);
 }
+
+LOOM_TEST(tp_tune_key_and_value_round_trip) {
+  loom_tp_desc_t d = LOOM_TP_DESC_INIT;
+  d.m = 8192, d.n = 24576, d.k = 12288, d.b_layout = LOOM_B_NK, d.has_bias = 1, d.world_size = 2;
+  char key[160], v[160];
+  CHECK(loom__tp_tune_key(LOOM__TP_AG, &d, 132, key, sizeof key));
+  CHECK(strcmp(key, "tp ag_gemm W2 132sm m8192 n24576 k12288 bf16->bf16 nk bias1 act0") == 0);
+  CHECK(loom__tp_tune_key(LOOM__TP_RS, &d, 132, key, sizeof key));
+  CHECK(strstr(key, "tp gemm_rs W2") == key);
+  CHECK(!loom__tp_tune_key(LOOM__TP_AG, &d, 132, key, 16)); /* too long for the buffer */
+  loom__tp_tune_format(LOOM_TP_COPY_ENGINE, 512, 0, v, sizeof v);
+  CHECK(strcmp(v, "transfer=2 chunk=512 blocks=0") == 0);
+  loom_tp_transfer_t t = LOOM_TP_AUTO;
+  int c = -1, b = -1;
+  CHECK_RESULT(loom__tp_tune_parse(v, &t, &c, &b), LOOM_SUCCESS);
+  CHECK_EQ_INT(t, LOOM_TP_COPY_ENGINE);
+  CHECK_EQ_INT(c, 512);
+  CHECK_EQ_INT(b, 0);
+  const char *bad[] = {"transfer=0 chunk=1 blocks=0", "transfer=4 chunk=1 blocks=0", "transfer=2 chunk=-1 blocks=0",
+                       "transfer=2 chunk=1", "transfer=2 chunk=1 blocks=0 x", "bn=128", ""};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
+    CHECK_RESULT(loom__tp_tune_parse(bad[i], &t, &c, &b), LOOM_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(loom_last_error(), bad[i]) != NULL);
+  }
+}

@@ -40,6 +40,7 @@ typedef struct tp_args {
   int64_t only_m;       /* 0: the list */
   int blocks, chunk;    /* desc.comm_blocks, desc.chunk_rows (0: the plan's) */
   int peer;             /* 0 with --peer none */
+  int tune;             /* --tune: loom_*_tune before the plans (the loom-auto row takes its choice) */
   char peer_json[1200]; /* the PyTorch peer's results ("" if not run) */
   char peer_note[200];  /* why there is no peer column */
 } tp_args_t;
@@ -52,7 +53,8 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
            "  --m M                one m only\n"
            "  --blocks N           desc.comm_blocks of the fused plans (default: the plan's)\n"
            "  --chunk N            desc.chunk_rows of the fused plans (default: the plan's)\n"
-           "  --peer none          skip PyTorch async-TP (bench/peers/tp_torch.py, run by default)\n");
+           "  --peer none          skip PyTorch async-TP (bench/peers/tp_torch.py, run by default)\n"
+           "  --tune               tune each shape first (loom_ag_gemm_tune / loom_gemm_rs_tune): the loom-auto row\n");
     return 1;
   }
   const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
@@ -65,6 +67,7 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
     *i += 1;
     return 1;
   }
+  if (!strcmp(s, "--tune")) return a->tune = 1, 1;
   if (!strcmp(s, "--peer")) {
     if (!v || strcmp(v, "none")) {
       fprintf(stderr, "loom-bench: --peer takes only \"none\", got \"%s\"\n", v ? v : "(nothing)");
@@ -101,7 +104,7 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
 }
 
 enum { V_GEMM_LT, V_GEMM_LOOM, V_NCCL, V_SEQ, V_MEDIUM, V_HOOK_IDLE, V_PLAIN_CFG, V_FUSED0 };
-#define MAX_FUSED 2
+#define MAX_FUSED 3
 
 typedef struct tp_run {
   ncclComm_t nccl;
@@ -257,6 +260,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   loom_tp_transfer_t fused_tr[MAX_FUSED];
   if (a->ag) fused_tr[nf++] = LOOM_TP_COPY_ENGINE;
   fused_tr[nf++] = LOOM_TP_SM_COPY;
+  fused_tr[nf++] = LOOM_TP_AUTO; /* the plan's own choice: tuned with --tune, else the heuristic */
   loom_tp_plan_info_t info[MAX_FUSED];
   loom_result_t rr = LOOM_SUCCESS;
   cudaError_t e = cudaSuccess;
@@ -281,7 +285,11 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
     loom_tp_desc_t desc = LOOM_TP_DESC_INIT;
     desc.m = m, desc.n = n, desc.k = k, desc.b_layout = LOOM_B_NK, desc.world_size = W;
     desc.transfer = fused_tr[f];
-    desc.comm_blocks = a->blocks, desc.chunk_rows = a->chunk;
+    if (fused_tr[f] != LOOM_TP_AUTO) desc.comm_blocks = a->blocks, desc.chunk_rows = a->chunk;
+    if (fused_tr[f] == LOOM_TP_AUTO && a->tune) {
+      loom_result_t tr = a->ag ? loom_ag_gemm_tune(comm, &desc, s) : loom_gemm_rs_tune(comm, &desc, s);
+      if (rr == LOOM_SUCCESS) rr = tr;
+    }
     loom_result_t pr = a->ag ? loom_plan_ag_gemm(comm, &desc, &r.plans[f]) : loom_plan_gemm_rs(comm, &desc, &r.plans[f]);
     info[f] = (loom_tp_plan_info_t)LOOM_TP_PLAN_INFO_INIT;
     if (pr == LOOM_SUCCESS) pr = loom_tp_plan_info(r.plans[f], &info[f]);
@@ -316,7 +324,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   tp_var_t vars[V_FUSED0 + MAX_FUSED];
   loom_bench_op_fn ops[V_FUSED0 + MAX_FUSED];
   void *args[V_FUSED0 + MAX_FUSED];
-  int64_t wrong[MAX_FUSED] = {-1, -1};
+  int64_t wrong[MAX_FUSED] = {-1, -1, -1};
   if (!failed) {
     for (int v = 0; v < nv; ++v) vars[v].r = &r, vars[v].v = v, ops[v] = tp_op, args[v] = &vars[v];
     rr = loom_bench_time_ranks_side_by_side(ctx->nccl, s, a->o.warmup, a->o.reps, nv, ops, args, tm);
@@ -353,7 +361,11 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
       loom_bench_row_t *row = loom_bench_add(t);
       if (!row) break;
       snprintf(row->op, sizeof row->op, "%s", a->ag ? "ag_gemm" : "gemm_rs");
-      snprintf(row->impl, sizeof row->impl, "loom-%s", fused_tr[f] == LOOM_TP_COPY_ENGINE ? "ce" : "sm");
+      snprintf(row->impl, sizeof row->impl, "loom-%s",
+               fused_tr[f] == LOOM_TP_COPY_ENGINE ? "ce"
+               : fused_tr[f] == LOOM_TP_SM_COPY   ? "sm"
+               : a->tune                          ? "tuned"
+                                                  : "auto");
       snprintf(row->shape, sizeof row->shape, "%s m=%lld", mo->name, (long long)m);
       snprintf(row->dtype, sizeof row->dtype, "bf16");
       row->m = m, row->n = n, row->k = k, row->world = W;

@@ -1,0 +1,194 @@
+/*
+ * tp_tune.c - loom_ag_gemm_tune / loom_gemm_rs_tune: time the tensor-parallel
+ * ops' knobs for one description on this comm and record the fastest in the
+ * tuning cache (core/tune.h, LOOM_TUNE_FILE), which plans made later with
+ * transfer LOOM_TP_AUTO (chunk_rows and comm_blocks 0) take.
+ *
+ * Candidates: the sequential path (NCCL + loom_gemm: a tuned op is never
+ * slower than the baseline it replaces), and where the fused transfers can
+ * run, AG: the copy engine with 4, 8, 16 chunks per shard and whole shards,
+ * the SM copy kernel on 4, 8, 16 blocks; RS: the reduction on 4, 8, 16
+ * blocks and the plan's own choice. Each candidate: a plan, 2 warm-up calls,
+ * 5 timed calls back to back; its time is the maximum over ranks (an NCCL
+ * all-reduce), so every rank picks the same winner (plans are collective
+ * and must agree). Inputs are the tuner's own (a constant pattern: timing
+ * does not depend on the values).
+ *
+ * Key: "tp <op> W<W> <sms>sm m<m> n<n> k<k> <ab>-><c> <nk|kn> bias<0|1>
+ * act<a>"; value: "transfer=<t> chunk=<rows> blocks=<n>".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/plan.h"
+#include "core/tune.h"
+#include "ops/tp_linear.h"
+#include "ops/tp_schedule.h"
+
+static const char *dt_short(loom_dtype_t t) {
+  return t == LOOM_BF16 ? "bf16" : t == LOOM_FP16 ? "fp16" : t == LOOM_FP32 ? "fp32" : "?";
+}
+
+int loom__tp_tune_key(int kind, const loom_tp_desc_t *d, int sms, char *key, size_t size) {
+  const int n = snprintf(key, size, "tp %s W%d %dsm m%lld n%lld k%lld %s->%s %s bias%d act%d",
+                         kind == LOOM__TP_AG ? "ag_gemm" : "gemm_rs", d->world_size, sms, (long long)d->m,
+                         (long long)d->n, (long long)d->k, dt_short(d->ab_type), dt_short(d->c_type),
+                         d->b_layout == LOOM_B_NK ? "nk" : "kn", d->has_bias ? 1 : 0, (int)d->activation);
+  return n > 0 && (size_t)n < size;
+}
+
+void loom__tp_tune_format(loom_tp_transfer_t t, int chunk_rows, int comm_blocks, char *out, size_t size) {
+  snprintf(out, size, "transfer=%d chunk=%d blocks=%d", (int)t, chunk_rows, comm_blocks);
+}
+
+loom_result_t loom__tp_tune_parse(const char *text, loom_tp_transfer_t *t, int *chunk_rows, int *comm_blocks) {
+  int tt = -1, c = -1, b = -1, used = 0;
+  if (!text || sscanf(text, "transfer=%d chunk=%d blocks=%d%n", &tt, &c, &b, &used) != 3 || text[used] != 0 ||
+      tt < LOOM_TP_SEQUENTIAL || tt > LOOM_TP_SM_COPY || c < 0 || b < 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "tuning entry \"%s\": expected \"transfer=<1..3> chunk=<rows >= 0> blocks=<n >= 0>\"",
+                      text ? text : "(null)");
+  *t = (loom_tp_transfer_t)tt, *chunk_rows = c, *comm_blocks = b;
+  return LOOM_SUCCESS;
+}
+
+/* One candidate's time (ms per call, max over ranks); collective. */
+static loom_result_t time_candidate(loom_comm_t comm, const loom_tp_desc_t *d, int kind, void *a, void *b, void *c,
+                                    void *bias, cudaStream_t stream, float *dev_ms, float *ms) {
+  loom_plan_t plan = NULL;
+  loom_result_t r = kind == LOOM__TP_AG ? loom_plan_ag_gemm(comm, d, &plan) : loom_plan_gemm_rs(comm, d, &plan);
+  LOOM_TRY(r);
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  cudaError_t ce = cudaEventCreate(&e0);
+  if (ce == cudaSuccess) ce = cudaEventCreate(&e1);
+  if (ce != cudaSuccess) r = loom__cuda_fail((int)ce, "cudaEventCreate (tuning)", __FILE__, __LINE__);
+  const int warm = 2, reps = 5;
+  for (int i = 0; i < warm + reps && r == LOOM_SUCCESS; ++i) {
+    if (i == warm && cudaEventRecord(e0, stream) != cudaSuccess) r = loom__fail(LOOM_ERR_CUDA, "tuning: event record");
+    if (r == LOOM_SUCCESS)
+      r = kind == LOOM__TP_AG ? loom_ag_gemm(plan, a, b, c, NULL, d->has_bias ? bias : NULL, stream)
+                              : loom_gemm_rs(plan, a, b, c, d->has_bias ? bias : NULL, stream);
+  }
+  if (r == LOOM_SUCCESS && cudaEventRecord(e1, stream) != cudaSuccess) r = loom__fail(LOOM_ERR_CUDA, "tuning: event record");
+  if (r == LOOM_SUCCESS && (ce = cudaEventSynchronize(e1)) != cudaSuccess)
+    r = loom__cuda_fail((int)ce, "cudaEventSynchronize (tuning)", __FILE__, __LINE__);
+  if (r == LOOM_SUCCESS) r = loom__comm_check(comm, "loom_tp_tune");
+  float t = 0.f;
+  if (r == LOOM_SUCCESS && (ce = cudaEventElapsedTime(&t, e0, e1)) != cudaSuccess)
+    r = loom__cuda_fail((int)ce, "cudaEventElapsedTime (tuning)", __FILE__, __LINE__);
+  t /= (float)reps;
+  /* every rank enters the reduction, failed or not (a failure is +inf) */
+  if (r != LOOM_SUCCESS) t = 1e30f;
+  loom_result_t rr = LOOM_SUCCESS;
+  if ((ce = cudaMemcpyAsync(dev_ms, &t, sizeof t, cudaMemcpyHostToDevice, stream)) != cudaSuccess)
+    rr = loom__cuda_fail((int)ce, "cudaMemcpyAsync (tuning)", __FILE__, __LINE__);
+  ncclResult_t nr = rr == LOOM_SUCCESS ? ncclAllReduce(dev_ms, dev_ms, 1, ncclFloat32, ncclMax, comm->nccl, stream)
+                                       : ncclSuccess;
+  if (rr == LOOM_SUCCESS && nr != ncclSuccess) rr = loom__nccl_fail((int)nr, "ncclAllReduce (tuning)", __FILE__, __LINE__);
+  if (rr == LOOM_SUCCESS && (ce = cudaMemcpyAsync(&t, dev_ms, sizeof t, cudaMemcpyDeviceToHost, stream)) != cudaSuccess)
+    rr = loom__cuda_fail((int)ce, "cudaMemcpyAsync (tuning)", __FILE__, __LINE__);
+  if (rr == LOOM_SUCCESS && (ce = cudaStreamSynchronize(stream)) != cudaSuccess)
+    rr = loom__cuda_fail((int)ce, "cudaStreamSynchronize (tuning)", __FILE__, __LINE__);
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  const loom_result_t rd = loom_plan_destroy(plan);
+  LOOM_TRY(r);
+  LOOM_TRY(rr);
+  LOOM_TRY(rd);
+  *ms = t;
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int kind, cudaStream_t stream) {
+  const char *fn = kind == LOOM__TP_AG ? "loom_ag_gemm_tune" : "loom_gemm_rs_tune";
+  LOOM_TRY(loom__comm_check(comm, fn));
+  loom_tp_transfer_t auto_t = LOOM_TP_SEQUENTIAL;
+  int hooks_ok = 0;
+  if (desc && desc->struct_size == sizeof *desc) {
+    loom__gemm_path_t path = LOOM__PATH_BASE;
+    const loom_gemm_desc_t g = loom__tp_gemm_desc(desc);
+    if (loom__gemm_validate_desc(fn, &g) == LOOM_SUCCESS && loom__gemm_path(&g, &path) == LOOM_SUCCESS)
+      hooks_ok = path != LOOM__PATH_BASE;
+  }
+  LOOM_TRY(loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &auto_t, comm->ws_all_reachable, hooks_ok));
+  if (comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: a test comm without a GPU cannot time", fn);
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
+  if (cs != cudaStreamCaptureStatusNone)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: stream %p is capturing a graph; tuning launches and synchronizes",
+                      fn, (void *)stream);
+  const int W = comm->size;
+  const int fused_ok = W > 1 && comm->ws_all_reachable && hooks_ok && W <= LOOM_TP_MAX_PEERS;
+  const int64_t m = desc->m, n = desc->n, k = desc->k, S = loom_tp_shard_rows(m, W);
+  const size_t ea = loom_dtype_size(desc->ab_type), ec = loom_dtype_size(desc->c_type);
+  const size_t a_bytes = (size_t)(kind == LOOM__TP_AG ? S : m) * (size_t)k * ea;
+  const size_t c_bytes = (size_t)(kind == LOOM__TP_AG ? m : S) * (size_t)n * ec;
+  void *a = NULL, *b = NULL, *c = NULL, *bias = NULL;
+  float *dev_ms = NULL;
+  loom_result_t r = LOOM_SUCCESS;
+  cudaError_t ce = cudaMalloc(&a, a_bytes);
+  if (ce == cudaSuccess) ce = cudaMalloc(&b, (size_t)n * (size_t)k * ea);
+  if (ce == cudaSuccess) ce = cudaMalloc(&c, c_bytes);
+  if (ce == cudaSuccess) ce = cudaMalloc(&bias, (size_t)n * ec);
+  if (ce == cudaSuccess) ce = cudaMalloc((void **)&dev_ms, sizeof(float));
+  if (ce == cudaSuccess) ce = cudaMemsetAsync(a, 0x3c, a_bytes, stream);
+  if (ce == cudaSuccess) ce = cudaMemsetAsync(b, 0x3c, (size_t)n * (size_t)k * ea, stream);
+  if (ce == cudaSuccess) ce = cudaMemsetAsync(bias, 0x3c, (size_t)n * ec, stream);
+  if (ce != cudaSuccess) r = loom__cuda_fail((int)ce, "tuning buffers", __FILE__, __LINE__);
+
+  /* candidates: (transfer, chunk_rows, comm_blocks) */
+  int cand[16][3], nc = 0;
+  cand[nc][0] = LOOM_TP_SEQUENTIAL, cand[nc][1] = 0, cand[nc][2] = 0, ++nc;
+  if (fused_ok) {
+    if (kind == LOOM__TP_AG) {
+      const int64_t per[4] = {1, 4, 8, 16};
+      for (int i = 0; i < 4; ++i) {
+        int64_t cr = loom_ceil_div(S, per[i]);
+        if (cr < 1) cr = 1;
+        int dup = 0;
+        for (int j = 0; j < nc; ++j) dup |= cand[j][0] == LOOM_TP_COPY_ENGINE && cand[j][1] == (int)cr;
+        if (!dup) cand[nc][0] = LOOM_TP_COPY_ENGINE, cand[nc][1] = (int)cr, cand[nc][2] = 0, ++nc;
+      }
+    }
+    const int blocks[4] = {0, 4, 8, 16};
+    for (int i = kind == LOOM__TP_AG ? 1 : 0; i < 4; ++i)
+      if (blocks[i] < comm->sm_count)
+        cand[nc][0] = LOOM_TP_SM_COPY, cand[nc][1] = 0, cand[nc][2] = blocks[i], ++nc;
+  }
+  int best = -1;
+  float best_ms = 0.f;
+  for (int i = 0; i < nc && r == LOOM_SUCCESS; ++i) {
+    loom_tp_desc_t d = *desc;
+    d.transfer = (loom_tp_transfer_t)cand[i][0], d.chunk_rows = cand[i][1], d.comm_blocks = cand[i][2];
+    float ms = 0.f;
+    r = time_candidate(comm, &d, kind, a, b, c, bias, stream, dev_ms, &ms);
+    if (r == LOOM_SUCCESS) {
+      LOOM_INFO("%s: transfer %d chunk %d blocks %d: %.4f ms", fn, cand[i][0], cand[i][1], cand[i][2], ms);
+      if (best < 0 || ms < best_ms) best = i, best_ms = ms;
+    }
+  }
+  cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(bias), cudaFree(dev_ms);
+  LOOM_TRY(r);
+  char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
+  if (!loom__tp_tune_key(kind, desc, comm->sm_count, key, sizeof key))
+    return loom__fail(LOOM_ERR_INTERNAL, "%s: tuning key too long", fn);
+  loom__tp_tune_format((loom_tp_transfer_t)cand[best][0], cand[best][1], cand[best][2], value, sizeof value);
+  LOOM_TRY(loom__tune_put(key, value));
+  LOOM_INFO("%s: %s = %s (%.4f ms)", fn, key, value, best_ms);
+  const char *file = loom__param_TUNE_FILE();
+  if (file && *file && comm->rank == 0) LOOM_TRY(loom__tune_save(file));
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_ag_gemm_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
+  return tp_tune(comm, desc, LOOM__TP_AG, stream);
+}
+
+loom_result_t loom_gemm_rs_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
+  return tp_tune(comm, desc, LOOM__TP_RS, stream);
+}
