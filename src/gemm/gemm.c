@@ -151,3 +151,15 @@ loom_result_t loom__gemm_hooked(const loom_gemm_desc_t *d, const void *a, const 
   if (cfg) c80.bn = cfg->bn == 256 ? 256 : 128, c80.group = cfg->group; /* sm80: 128 or 256 */
   return loom__gemm_sm80(d, a, b, c, bias, cfg ? &c80 : NULL, hooks, stream);
 }
+
+loom_result_t loom__gemm_hooked_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg) {
+  loom__gemm_path_t path = LOOM__PATH_BASE;
+  LOOM_TRY(loom__gemm_path(d, &path));
+  if (path == LOOM__PATH_SM90) return loom__gemm_sm90_preload(d, cfg);
+  int dev = 0, major = 0;
+  LOOM_CUDA(cudaGetDevice(&dev));
+  LOOM_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  if (major < 8)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_gemm: GEMM hooks need a loom kernel (compute capability >= 8.0)");
+  return loom__gemm_sm80_preload(d, cfg);
+}

@@ -492,3 +492,11 @@ extern "C" loom_result_t loom__gemm_sm80(const loom_gemm_desc_t *d, const void *
   LOOM_CUDA_LAUNCHED("loom_gemm_sm80_kernel");
   return loom__scratch_done(stream, &scratch);
 }
+
+extern "C" loom_result_t loom__gemm_sm80_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg) {
+  const int bn = cfg && cfg->bn == 256 ? 256 : 128;
+  loom__sm80_kernel_t kern = loom__sm80_pick(bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, 1, 0);
+  cudaFuncAttributes fa;
+  LOOM_CUDA(cudaFuncGetAttributes(&fa, (const void *)kern));
+  return LOOM_SUCCESS;
+}

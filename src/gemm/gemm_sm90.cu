@@ -976,3 +976,19 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   LOOM_CUDA_LAUNCHED("loom_gemm_sm90_kernel");
   return loom__scratch_done(stream, &scratch);
 }
+
+extern "C" loom_result_t loom__gemm_sm90_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg) {
+  const int bm = cfg->bm == 64 ? 64 : 128;
+  const int bn = cfg->bn;
+  if (bn != 128 && bn != 192 && bn != 224 && bn != 256)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bn=%d: must be 128, 192, 224 or 256", bn);
+  if (bm == 64 && bn != 128 && bn != 256)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bm=64 bn=%d: 64-row tiles are built for bn 128 or 256",
+                      bn);
+  loom__sm90_kernel_t kern = loom__sm90_pick(bm, bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, 1, 0, 1);
+  LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)loom__sm90_smem(bm, bn, 1)));
+  cudaFuncAttributes fa;
+  LOOM_CUDA(cudaFuncGetAttributes(&fa, (const void *)kern));
+  return LOOM_SUCCESS;
+}

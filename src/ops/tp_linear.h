@@ -189,6 +189,10 @@ typedef struct loom_rs_reduce_args {
 
 loom_result_t loom__rs_reduce_kernel(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream);
 
+/* Loads every kernel of this file (lazy loading: see
+ * loom__gemm_hooked_preload) without launching any. */
+loom_result_t loom__tp_preload_kernels(void);
+
 /* x = act(x) over n elements of dtype t in place (the sequential path's
  * activation after loom_gemm). */
 loom_result_t loom__tp_activation(void *x, size_t n, loom_dtype_t t, int act, cudaStream_t stream);

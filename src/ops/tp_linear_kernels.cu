@@ -312,3 +312,14 @@ extern "C" loom_result_t loom__tp_activation(void *x, size_t n, loom_dtype_t t, 
   LOOM_CUDA_LAUNCHED("loom_tp_activation_kernel");
   return LOOM_SUCCESS;
 }
+
+extern "C" loom_result_t loom__tp_preload_kernels(void) {
+  const void *fns[] = {(const void *)loom_tp_begin_kernel, (const void *)loom_ag_copy_kernel,
+                       (const void *)loom_ag_wait_kernel,  (const void *)loom_ag_signal_kernel,
+                       (const void *)loom_rs_reduce_kernel, (const void *)loom_tp_activation_kernel};
+  for (size_t i = 0; i < sizeof fns / sizeof *fns; ++i) {
+    cudaFuncAttributes fa;
+    LOOM_CUDA(cudaFuncGetAttributes(&fa, fns[i]));
+  }
+  return LOOM_SUCCESS;
+}

@@ -18,6 +18,7 @@
  * Every rank generates every rank's inputs from the run's seed (so each can
  * compute its reference) and uploads its own.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -586,4 +587,28 @@ LOOM_TEST(gpu_tp_tune_records_a_choice_plans_take_it_w1) {
 
 LOOM_TEST(gpu_tp_tune_records_a_choice_plans_take_it_w2) {
   if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_tune, NULL), 0);
+}
+
+/* Under lazy module loading (CUDA_MODULE_LOADING=LAZY, the default since
+ * CUDA 12.2) a kernel loads at its first launch and the load waits for the
+ * kernels running: GEMM+RS's reduction, launched first and waiting for the
+ * GEMM's tiles, then held the GEMM's load until its timeout. Plans now load
+ * their kernels when they are made. A fresh process whose first fused call
+ * is a GEMM+RS (a short timeout: a hang fails fast). */
+static int rank_rs_first(loom_rank_ctx_t *ctx, void *arg) {
+  (void)arg;
+  loom_comm_t comm = NULL;
+  loom_config_t cfg = LOOM_CONFIG_INIT;
+  cfg.timeout_ms = 3000;
+  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, &cfg, &comm), return 1);
+  const tp_case_t k = {0, 256, 384, 512, FH, BF, NK, 1, SM, 0, 0, 1, 0, 0, 0, 0};
+  (void)run_case(ctx, comm, &k);
+  CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
+  return loom_test_failures;
+}
+
+LOOM_TEST(gpu_tp_gemm_rs_first_call_under_lazy_loading) {
+  setenv("CUDA_MODULE_LOADING", "LAZY", 1);
+  if (gpus(1)) CHECK_EQ_INT(loom_launch(1, LAUNCH_TIMEOUT_S, rank_rs_first, NULL), 0);
+  if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_rs_first, NULL), 0);
 }
