@@ -44,7 +44,7 @@ import ctypes
 import operator
 
 from . import _lib, _torch
-from ._checks import check_tensor, dtype_name, loom_dtype, shape_of
+from ._checks import ITEMSIZE, check_tensor, dtype_name, loom_dtype, shape_of
 from ._structs import Layout, TpDesc, TpPlanInfo, TpTransfer
 from .errors import InvalidArgumentError
 from .ops import _run_on_device
@@ -154,27 +154,25 @@ def _ag_m(fn, comm, rows, m):
 
 # ---- plans --------------------------------------------------------------------
 
-class TpPlan:
-    """A plan of loom_plan_ag_gemm (op "ag_gemm") or loom_plan_gemm_rs
-    ("gemm_rs") for one layout: global m, this rank's n and k, dtype names
-    ab and c, layout "nk"/"kn", bias or not, transfer, chunk_rows and
-    comm_blocks (0: the plan chooses). Creation is collective (same
-    arguments on every rank), and so is close(). Prefer ag_gemm_plan /
-    gemm_rs_plan, which cache plans in the comm.
-
-    .info: what the plan chose (loom_tp_plan_info: transfer, shard_rows,
-    chunk_rows, comm_blocks, gemm_bn, gemm_grid, deterministic, the bytes it
-    holds). .rows: (begin, end) of the rows this rank owns."""
+class TpSpec:
+    """What a plan is made for: op ("ag_gemm" / "gemm_rs"), global m, this
+    rank's n and k, dtype names ab and c, the weight's layout, bias or not,
+    transfer, chunk_rows, comm_blocks (0: chosen by the plan), and the world
+    this rank is in (rows: (begin, end) of its own rows). Validated when
+    made; .key is the comm plan-cache key."""
+    __slots__ = ("op", "m", "n", "k", "ab", "c", "layout", "has_bias", "transfer", "chunk_rows", "comm_blocks",
+                 "world", "rank", "rows")
 
     def __init__(self, comm, op, m, n, k, ab, c, *, layout="nk", bias=False, transfer="auto", chunk_rows=0,
-                 comm_blocks=0):
-        fn = f"loom.TpPlan({op})"
+                 comm_blocks=0, fn=None):
+        fn = fn or f"loom.TpPlan({op})"
         if op not in _OPS:
             raise InvalidArgumentError(f"{fn}: op={op!r}; expected 'ag_gemm' or 'gemm_rs'")
-        self.comm, self.op = comm, op
+        self.op = op
         self.m, self.n, self.k = _count(fn, "m", m, 1), _count(fn, "n", n, 1), _count(fn, "k", k, 1)
         self.ab, self.c = dtype_name(ab), dtype_name(c)
-        abt, ct = loom_dtype(self.ab, fn, "ab dtype", _AB), loom_dtype(self.c, fn, "output dtype", _C)
+        loom_dtype(self.ab, fn, "ab dtype", _AB)
+        loom_dtype(self.c, fn, "output dtype", _C)
         self.layout = _layout(fn, layout)
         self.has_bias = bool(bias)
         self.transfer = _transfer(fn, transfer)
@@ -182,13 +180,98 @@ class TpPlan:
         self.comm_blocks = _count(fn, "comm_blocks", comm_blocks, 0)
         self.world, self.rank = comm.size, comm.rank
         self.rows = shard_range(self.m, self.world, self.rank)
-        self._desc = TpDesc(m=self.m, n=self.n, k=self.k, ab_type=int(abt), c_type=int(ct),
-                            b_layout=int(_LAYOUTS[self.layout]), has_bias=int(self.has_bias),
-                            world_size=self.world, transfer=int(self.transfer), chunk_rows=self.chunk_rows,
-                            comm_blocks=self.comm_blocks)
+
+    @property
+    def key(self):
+        return ("tp", self.op, self.m, self.n, self.k, self.ab, self.c, self.layout, self.has_bias,
+                self.transfer.name.lower(), self.chunk_rows, self.comm_blocks)
+
+    @property
+    def out_shape(self):
+        """ag_gemm: (m, n); gemm_rs: (this rank's rows, n)."""
+        if self.op == "ag_gemm":
+            return (self.m, self.n)
+        return (self.rows[1] - self.rows[0], self.n)
+
+    @property
+    def a_shape(self):
+        """ag_gemm: this rank's shard (rows, k); gemm_rs: (m, k)."""
+        if self.op == "ag_gemm":
+            return (self.rows[1] - self.rows[0], self.k)
+        return (self.m, self.k)
+
+    @property
+    def b_shape(self):
+        return (self.n, self.k) if self.layout == "nk" else (self.k, self.n)
+
+    def desc(self):
+        return TpDesc(m=self.m, n=self.n, k=self.k, ab_type=int(loom_dtype(self.ab, "", "")),
+                      c_type=int(loom_dtype(self.c, "", "")), b_layout=int(_LAYOUTS[self.layout]),
+                      has_bias=int(self.has_bias), world_size=self.world, transfer=int(self.transfer),
+                      chunk_rows=self.chunk_rows, comm_blocks=self.comm_blocks)
+
+    def check(self, fn, comm, a, weight, bias, out, gathered=None):
+        """Checks a call's tensors against the spec (raises InvalidArgumentError naming the argument)."""
+        dev = comm.device
+        a_arg = "a_shard" if self.op == "ag_gemm" else "a"
+        check_tensor(fn, a_arg, a, dtypes=(self.ab,), shape=self.a_shape, device=dev,
+                     why=(f"rows [{self.rows[0]}, {self.rows[1]}) of m={self.m}, k={self.k}" if self.op == "ag_gemm"
+                          else f"m={self.m}, k={self.k}"))
+        check_tensor(fn, "weight", weight, dtypes=(self.ab,), shape=self.b_shape, device=dev,
+                     why=f"layout={self.layout!r}, n={self.n}, k={self.k}, {self.ab}")
+        if self.has_bias:
+            if bias is None:
+                raise InvalidArgumentError(f"{fn}: the plan was made with a bias; pass bias [n={self.n}]")
+            check_tensor(fn, "bias", bias, dtypes=(self.c,), shape=(self.n,), device=dev,
+                         why="the output dtype, n of the weight")
+        elif bias is not None:
+            raise InvalidArgumentError(f"{fn}: bias given but the plan was made without one")
+        if out is not None:
+            check_tensor(fn, "out", out, dtypes=(self.c,), shape=self.out_shape, device=dev,
+                         why=("[m, n]" if self.op == "ag_gemm" else "[this rank's rows, n]") + f" of {self.c}")
+        if gathered is not None:
+            if self.op != "ag_gemm":
+                raise InvalidArgumentError(f"{fn}: gathered is an argument of ag_gemm")
+            check_tensor(fn, "gathered", gathered, dtypes=(self.ab,), shape=(self.m, self.k), device=dev,
+                         why="[m, k] of a_shard's dtype")
+            ptr, nbytes = int(gathered.data_ptr()), self.m * self.k * ITEMSIZE[self.ab]
+            a = next((a for a in comm._allocs.values() if a.ptr <= ptr < a.ptr + a.nbytes), None)
+            if a is None or ptr + nbytes > a.ptr + a.nbytes:
+                raise InvalidArgumentError(
+                    f"{fn}: gathered (at {ptr:#x}, {nbytes} bytes) is not " + ("inside " if a else "")
+                    + "symmetric memory of this comm: peers store their rows into it, so make it with comm.empty "
+                    "(every rank the same buffer), or pass None to use the plan's own")
+
+
+class TpPlan:
+    """A plan of loom_plan_ag_gemm (op "ag_gemm") or loom_plan_gemm_rs
+    ("gemm_rs") for one TpSpec (its fields are the plan's attributes).
+    Creation is collective (same arguments on every rank), and so is
+    close(). Prefer ag_gemm_plan / gemm_rs_plan, which cache plans in the
+    comm.
+
+    .info: what the plan chose (loom_tp_plan_info: transfer, shard_rows,
+    chunk_rows, comm_blocks, gemm_bn, gemm_grid, deterministic, the bytes it
+    holds). .rows: (begin, end) of the rows this rank owns."""
+
+    def __init__(self, comm, op, m, n, k, ab, c, *, layout="nk", bias=False, transfer="auto", chunk_rows=0,
+                 comm_blocks=0):
+        spec = TpSpec(comm, op, m, n, k, ab, c, layout=layout, bias=bias, transfer=transfer,
+                      chunk_rows=chunk_rows, comm_blocks=comm_blocks)
+        self._init(comm, spec)
+
+    @classmethod
+    def from_spec(cls, comm, spec):
+        self = cls.__new__(cls)
+        self._init(comm, spec)
+        return self
+
+    def _init(self, comm, spec):
+        self.comm, self.spec = comm, spec
         self._plan = None
         self._gathered = None
-        make, self._call = _OPS[op]
+        self._desc = spec.desc()
+        make = _OPS[spec.op][0]
         plan = ctypes.c_void_p()
         comm._bounded(lambda: _lib.call(make, ctypes.c_void_p(comm.handle), ctypes.byref(self._desc),
                                         ctypes.byref(plan)), make)
@@ -206,6 +289,11 @@ class TpPlan:
         info["deterministic"] = bool(info["deterministic"])
         self.info = info
 
+    def __getattr__(self, name):  # the spec's fields: op, m, n, k, ab, c, layout, has_bias, rows, ...
+        if name != "spec" and "spec" in self.__dict__:
+            return getattr(self.__dict__["spec"], name)
+        raise AttributeError(name)
+
     @property
     def closed(self):
         return self._plan is None
@@ -213,66 +301,36 @@ class TpPlan:
     @property
     def handle(self):
         if self._plan is None:
-            raise InvalidArgumentError(f"loom.TpPlan({self.op}): the plan is closed")
+            raise InvalidArgumentError(f"loom.TpPlan({self.spec.op}): the plan is closed")
         return self._plan
-
-    @property
-    def out_shape(self):
-        """ag_gemm: (m, n); gemm_rs: (this rank's rows, n)."""
-        if self.op == "ag_gemm":
-            return (self.m, self.n)
-        return (self.rows[1] - self.rows[0], self.n)
-
-    def _b_shape(self):
-        return (self.n, self.k) if self.layout == "nk" else (self.k, self.n)
 
     def gathered_buffer(self):
         """ag_gemm plans: a symmetric [m, k] tensor (ab dtype) of the plan,
         for callers that need the gathered A after the call (pass it as
         `gathered`); collective the first time (every rank allocates it at
         the same point); the next call that uses it overwrites it."""
-        if self.op != "ag_gemm":
+        if self.spec.op != "ag_gemm":
             raise InvalidArgumentError("loom.TpPlan.gathered_buffer: only ag_gemm plans gather")
         if self._gathered is None:
-            self._gathered = self.comm.empty((self.m, self.k), self.ab, _internal=True)
+            self._gathered = self.comm.empty((self.spec.m, self.spec.k), self.spec.ab, _internal=True)
         return self._gathered
-
-    def _check_common(self, fn, a_arg, a, a_shape, weight, bias, out):
-        dev = self.comm.device
-        check_tensor(fn, a_arg, a, dtypes=(self.ab,), shape=a_shape, device=dev,
-                     why=f"the plan's m={self.m}, k={self.k}, {self.ab}")
-        check_tensor(fn, "weight", weight, dtypes=(self.ab,), shape=self._b_shape(), device=dev,
-                     why=f"layout={self.layout!r}, n={self.n}, k={self.k}, {self.ab}")
-        if self.has_bias:
-            if bias is None:
-                raise InvalidArgumentError(f"{fn}: the plan was made with a bias; pass bias [n={self.n}]")
-            check_tensor(fn, "bias", bias, dtypes=(self.c,), shape=(self.n,), device=dev,
-                         why="the output dtype, n of the weight")
-        elif bias is not None:
-            raise InvalidArgumentError(f"{fn}: bias given but the plan was made without one")
-        if out is not None:
-            check_tensor(fn, "out", out, dtypes=(self.c,), shape=self.out_shape, device=dev,
-                         why=f"the plan's output: {self.c}")
 
     def _output(self, out):
         if out is not None:
             return out
         torch = _torch.torch()
-        return torch.empty(self.out_shape, dtype=getattr(torch, self.c), device=f"cuda:{self.comm.device}")
+        return torch.empty(self.spec.out_shape, dtype=getattr(torch, self.spec.c),
+                           device=f"cuda:{self.comm.device}")
 
-    def ag_gemm(self, a_shard, weight, bias=None, *, out=None, gathered=None, stream=None):
+    def ag_gemm(self, a_shard, weight, bias=None, *, out=None, gathered=None, stream=None, _checked=False):
         """out [m, n] = AllGather(a_shard) @ weight (layout) (+ bias); see the
         top of this file. Collective, asynchronous; returns out."""
         fn = "loom.ag_gemm"
-        if self.op != "ag_gemm":
+        if self.spec.op != "ag_gemm":
             raise InvalidArgumentError(f"{fn}: this is a gemm_rs plan")
+        if not _checked:
+            self.spec.check(fn, self.comm, a_shard, weight, bias, out, gathered)
         dev = self.comm.device
-        b, e = self.rows
-        self._check_common(fn, "a_shard", a_shard, (e - b, self.k), weight, bias, out)
-        if gathered is not None:
-            check_tensor(fn, "gathered", gathered, dtypes=(self.ab,), shape=(self.m, self.k), device=dev,
-                         why=f"[m, k] of a_shard's dtype")
-            self.comm.offset_of(gathered, fn)
         plan = self.handle
 
         def run():
@@ -284,14 +342,15 @@ class TpPlan:
 
         return _run_on_device(dev, run, a_shard)
 
-    def gemm_rs(self, a, weight, bias=None, *, out=None, stream=None):
+    def gemm_rs(self, a, weight, bias=None, *, out=None, stream=None, _checked=False):
         """out [this rank's rows, n] = this rank's rows of the sum over ranks
         of a @ weight (layout) (+ bias, once). Collective, asynchronous."""
         fn = "loom.gemm_rs"
-        if self.op != "gemm_rs":
+        if self.spec.op != "gemm_rs":
             raise InvalidArgumentError(f"{fn}: this is an ag_gemm plan")
+        if not _checked:
+            self.spec.check(fn, self.comm, a, weight, bias, out)
         dev = self.comm.device
-        self._check_common(fn, "a", a, (self.m, self.k), weight, bias, out)
         plan = self.handle
 
         def run():
@@ -315,50 +374,52 @@ class TpPlan:
             self._gathered = None
 
     def __repr__(self):
+        s = self.spec
         t = self.info["transfer"] if self._plan is not None else "closed"
-        return (f"loom.TpPlan({self.op}, m={self.m}, n={self.n}, k={self.k}, {self.ab}->{self.c}, "
-                f"layout={self.layout!r}, bias={self.has_bias}, W={self.world}, transfer={t})")
+        return (f"loom.TpPlan({s.op}, m={s.m}, n={s.n}, k={s.k}, {s.ab}->{s.c}, layout={s.layout!r}, "
+                f"bias={s.has_bias}, W={s.world}, transfer={t})")
 
 
-def plan_key(op, m, n, k, ab, c, layout, has_bias, transfer, chunk_rows=0, comm_blocks=0):
-    """The comm plan-cache key of a TpPlan."""
-    return ("tp", op, int(m), int(n), int(k), dtype_name(ab), dtype_name(c), layout, bool(has_bias),
-            TpTransfer(transfer).name.lower(), int(chunk_rows), int(comm_blocks))
+def cached_plan(comm, spec):
+    """The comm's plan for `spec` (TpPlan.from_spec on first use: collective)."""
+    return comm.cached_plan(spec.key, lambda: TpPlan.from_spec(comm, spec))
 
 
-def _cached(comm, op, m, n, k, ab, c, layout, has_bias, transfer, chunk_rows, comm_blocks):
-    key = plan_key(op, m, n, k, ab, c, layout, has_bias, transfer, chunk_rows, comm_blocks)
-    return comm.cached_plan(key, lambda: TpPlan(comm, op, m, n, k, ab, c, layout=layout, bias=has_bias,
-                                                transfer=transfer, chunk_rows=chunk_rows, comm_blocks=comm_blocks))
-
-
-def ag_gemm_plan(comm, a_shard, weight, *, bias=False, m=None, layout="nk", out_dtype=None, transfer="auto",
-                 chunk_rows=0, comm_blocks=0):
-    """The comm's cached ag_gemm plan for these operands (made on first use:
-    collective). bias: whether calls pass one (a tensor counts as True)."""
-    fn = "loom.ag_gemm"
+def _ag_spec(fn, comm, a_shard, weight, has_bias, m, layout, out_dtype, transfer, chunk_rows, comm_blocks):
     layout, tr = _layout(fn, layout), _transfer(fn, transfer)
-    chunk_rows, comm_blocks = _count(fn, "chunk_rows", chunk_rows, 0), _count(fn, "comm_blocks", comm_blocks, 0)
     ab, rows, k = _matrix(fn, "a_shard", a_shard, _AB, comm.device, rows_what="this rank's rows of A")
     n = _weight_nk(fn, weight, k, "a_shard", (rows, k), layout, ab, comm.device)
     m = _ag_m(fn, comm, rows, m)
     c = _out_dtype(fn, out_dtype, None, ab)
-    return _cached(comm, "ag_gemm", m, n, k, ab, c, layout, bias is not None and bias is not False, tr, chunk_rows,
-                   comm_blocks)
+    return TpSpec(comm, "ag_gemm", m, n, k, ab, c, layout=layout, bias=has_bias, transfer=tr,
+                  chunk_rows=chunk_rows, comm_blocks=comm_blocks, fn=fn)
 
 
-def gemm_rs_plan(comm, a, weight, *, bias=False, layout="nk", out_dtype=None, transfer="auto", comm_blocks=0):
-    """The comm's cached gemm_rs plan for these operands (made on first use: collective)."""
-    fn = "loom.gemm_rs"
+def _rs_spec(fn, comm, a, weight, has_bias, layout, out_dtype, transfer, comm_blocks):
     layout, tr = _layout(fn, layout), _transfer(fn, transfer)
-    comm_blocks = _count(fn, "comm_blocks", comm_blocks, 0)
     ab, m, k = _matrix(fn, "a", a, _AB, comm.device, rows_what="m")
     n = _weight_nk(fn, weight, k, "a", (m, k), layout, ab, comm.device)
     if m < 1:
         raise InvalidArgumentError(f"{fn}: a has shape {(m, k)}; expected m >= 1 rows")
     c = _out_dtype(fn, out_dtype, None, ab)
-    return _cached(comm, "gemm_rs", m, n, k, ab, c, layout, bias is not None and bias is not False, tr, 0,
-                   comm_blocks)
+    return TpSpec(comm, "gemm_rs", m, n, k, ab, c, layout=layout, bias=has_bias, transfer=tr,
+                  comm_blocks=comm_blocks, fn=fn)
+
+
+def ag_gemm_plan(comm, a_shard, weight, *, bias=False, m=None, layout="nk", out_dtype=None, transfer="auto",
+                 chunk_rows=0, comm_blocks=0):
+    """The comm's cached ag_gemm plan for these operands (made on first use:
+    collective). bias: whether calls pass one (True, or a tensor)."""
+    spec = _ag_spec("loom.ag_gemm", comm, a_shard, weight, bias is not None and bias is not False, m, layout,
+                    out_dtype, transfer, chunk_rows, comm_blocks)
+    return cached_plan(comm, spec)
+
+
+def gemm_rs_plan(comm, a, weight, *, bias=False, layout="nk", out_dtype=None, transfer="auto", comm_blocks=0):
+    """The comm's cached gemm_rs plan for these operands (made on first use: collective)."""
+    spec = _rs_spec("loom.gemm_rs", comm, a, weight, bias is not None and bias is not False, layout, out_dtype,
+                    transfer, comm_blocks)
+    return cached_plan(comm, spec)
 
 
 def ag_gemm(comm, a_shard, weight, bias=None, *, m=None, layout="nk", out=None, out_dtype=None, gathered=None,
@@ -368,27 +429,30 @@ def ag_gemm(comm, a_shard, weight, bias=None, *, m=None, layout="nk", out=None, 
     [k, n]: @ weight) (+ bias [n]). Collective. m: global rows (default:
     gathered's or out's first dimension, else rows * W). gathered: optional
     [m, k] symmetric tensor (comm.empty) that receives the gathered A.
-    Returns out (a new tensor unless given)."""
+    Every tensor is checked before the plan is made. Returns out (a new
+    tensor unless given)."""
     fn = "loom.ag_gemm"
     if m is None:
         for arg, t in (("gathered", gathered), ("out", out)):
             if t is not None:
-                s = _matrix(fn, arg, t, None, comm.device)
-                m = s[1]
+                m = _matrix(fn, arg, t, None, comm.device)[1]
                 break
     c = _out_dtype(fn, out_dtype, out, None)
-    plan = ag_gemm_plan(comm, a_shard, weight, bias=bias is not None, m=m, layout=layout, out_dtype=c,
-                        transfer=transfer, chunk_rows=chunk_rows, comm_blocks=comm_blocks)
-    return plan.ag_gemm(a_shard, weight, bias, out=out, gathered=gathered, stream=stream)
+    spec = _ag_spec(fn, comm, a_shard, weight, bias is not None, m, layout, c, transfer, chunk_rows, comm_blocks)
+    spec.check(fn, comm, a_shard, weight, bias, out, gathered)
+    return cached_plan(comm, spec).ag_gemm(a_shard, weight, bias, out=out, gathered=gathered, stream=stream,
+                                           _checked=True)
 
 
 def gemm_rs(comm, a, weight, bias=None, *, layout="nk", out=None, out_dtype=None, transfer="auto", comm_blocks=0,
             stream=None):
     """Row-parallel linear: out [this rank's rows, n] = this rank's rows of
     the sum over ranks of a [m, k] @ weight^T ("nk": weight [n, k]; "kn":
-    weight [k, n]) (+ bias [n], added once). Collective. Returns out (a new
-    tensor unless given)."""
-    c = _out_dtype("loom.gemm_rs", out_dtype, out, None)
-    plan = gemm_rs_plan(comm, a, weight, bias=bias is not None, layout=layout, out_dtype=c, transfer=transfer,
-                        comm_blocks=comm_blocks)
-    return plan.gemm_rs(a, weight, bias, out=out, stream=stream)
+    weight [k, n]) (+ bias [n], added once). Collective. Every tensor is
+    checked before the plan is made. Returns out (a new tensor unless
+    given)."""
+    fn = "loom.gemm_rs"
+    c = _out_dtype(fn, out_dtype, out, None)
+    spec = _rs_spec(fn, comm, a, weight, bias is not None, layout, c, transfer, comm_blocks)
+    spec.check(fn, comm, a, weight, bias, out)
+    return cached_plan(comm, spec).gemm_rs(a, weight, bias, out=out, stream=stream, _checked=True)
