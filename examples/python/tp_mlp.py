@@ -4,8 +4,9 @@
     torchrun --nproc_per_node=2 examples/python/tp_mlp.py [--steps 5] [--tokens 1023]
 
 The model (a transformer's MLP block, small): y = fc2(GeLU(fc1(x))), hidden
-H -> ffn F -> H, on m tokens; loss: mean squared error against a target
-(summed over the hidden features, averaged over the tokens); SGD.
+H -> ffn F -> H, on m tokens; it learns a fixed random map (a teacher:
+target = tanh(x T^T)) from fresh tokens each step; loss: squared error
+summed over the hidden features, averaged over the tokens; SGD.
 
   loom: tensor parallel with sequence parallelism on W ranks. Each rank
         holds its rows of the tokens (rank p: rows [p S, (p+1) S) with
@@ -44,7 +45,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=1023, help="global tokens m (any number >= 1)")
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--ffn", type=int, default=4096, help="a multiple of 8 * the world size")
-    ap.add_argument("--lr", type=float, default=0.2)
+    ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--dtype", choices=["bfloat16", "float16"], default="bfloat16", help="the GEMMs' operands")
     ap.add_argument("--transfer", choices=list(loom.tp.TRANSFERS), default="auto",
                     help="how the forward ops communicate (backward: auto)")
@@ -65,6 +66,7 @@ def main():
     # ---- the reference: the whole MLP on every rank, fp32 --------------------
     torch.manual_seed(1234)  # the same weights on every rank
     ref1, ref2 = torch.nn.Linear(H, F, device=dev), torch.nn.Linear(F, H, device=dev)
+    teacher = (torch.randn(H, H, generator=torch.Generator().manual_seed(7)) / H ** 0.5).to(dev)
     opt_ref = torch.optim.SGD(list(ref1.parameters()) + list(ref2.parameters()), lr=args.lr)
 
     # ---- loom: this rank's shards of the same weights ------------------------
@@ -86,7 +88,7 @@ def main():
     for step in range(args.steps):
         g = torch.Generator(device="cpu").manual_seed(100 + step)  # the same batch on every rank
         x_full = torch.randn(m, H, generator=g).to(dev)
-        target = torch.randn(m, H, generator=g).to(dev)
+        target = torch.tanh(x_full @ teacher.t())
 
         # reference step
         opt_ref.zero_grad()
@@ -137,6 +139,7 @@ def main():
             for k, v in worst.items():
                 print(f"  {'ok  ' if v <= tol else 'FAIL'} {k}: {v:.2e}", flush=True)
         dist.barrier()
+    fc1.free_buffers()  # collective, like every loom memory call
     comm.close()
     dist.destroy_process_group()
     if rank == 0:

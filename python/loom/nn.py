@@ -335,8 +335,9 @@ class ColumnParallelLinear(_TpLinear):
     compute_dtype). forward(x, m=None): m, the global rows, for 2-D inputs
     whose shards are uneven (see tp.py). The gathered input lives in a
     symmetric buffer of this layer, grown as m grows (the old one is left to
-    comm.free_unused()); copy_gathered=True keeps a copy per forward
-    instead (see the top of this file)."""
+    comm.free_unused(); free_buffers() frees the current one);
+    copy_gathered=True keeps a copy per forward instead (see the top of this
+    file)."""
 
     def __init__(self, comm, in_features, out_features, bias=True, *, dtype=None, compute_dtype=torch.bfloat16,
                  out_dtype=None, device=None, transfer="auto", backward_transfer="auto", chunk_rows=0,
@@ -364,6 +365,16 @@ class ColumnParallelLinear(_TpLinear):
             buf = self.comm.empty((int(m), self.in_features), self.compute_dtype)
             self._gathered = buf
         return buf.view(-1)[:need].view(int(m), self.in_features)
+
+    def free_buffers(self):
+        """Collective: frees this layer's gathered-input buffer (comm.free;
+        no backward of an earlier forward may be pending); the next forward
+        allocates a new one. comm.close() frees it too, with libloom's
+        warning about memory that was never loom_free'd. Buffers the layer
+        outgrew are left to comm.free_unused()."""
+        if self._gathered is not None:
+            buf, self._gathered = self._gathered, None
+            self.comm.free(buf)
 
     def forward(self, x, m=None):
         fn = "loom.nn.ColumnParallelLinear"

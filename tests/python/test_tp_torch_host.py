@@ -38,11 +38,15 @@ class EmuComm:
         self.allocs = []
         self.calls = []
         self.plans = {}
+        self.freed = []
 
     def empty(self, shape, dtype, _internal=False):
         t = torch.empty(shape, dtype=getattr(torch, dtype_name(dtype)))
         self.allocs.append((tuple(t.shape), dtype_name(t.dtype), _internal))
         return t
+
+    def free(self, t):
+        self.freed.append(t)
 
 
 def _op(w, layout):
@@ -317,6 +321,11 @@ def test_the_column_layer_keeps_its_gathered_input_without_a_copy(emulated):
     assert fc._gathered is not buf and comm.allocs[-1] == ((9, H), "bfloat16", False)
     y3.sum().backward()
     assert fc.weight.grad is not None and fc.weight.grad.dtype == torch.float32
+    big = fc._gathered
+    fc.free_buffers()  # frees the current buffer (collective), the next forward makes a new one
+    assert fc._gathered is None and len(comm.freed) == 1 and comm.freed[0] is big
+    fc(torch.randn(2, H, dtype=torch.bfloat16))
+    assert comm.allocs[-1] == ((2, H), "bfloat16", False)
 
 
 def test_copy_gathered_keeps_a_copy_per_forward(emulated):

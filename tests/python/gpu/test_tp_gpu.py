@@ -193,6 +193,8 @@ def _layers(rank, world, steps=3):
                                  ref2.weight.detach()[:, rank * k2:(rank + 1) * k2].double().cpu())
         torch.cuda.synchronize()
         comm.check()
+        fc1.free_buffers()
+        assert fc1._gathered is None and not any(not a.internal for a in comm._allocs.values())
     bad = {k: v for k, v in worst.items() if not v < 2e-2}
     assert not bad, f"relative differences over the tolerance 2e-2: {worst}"
     assert moved > 0.1, f"the weights hardly moved ({moved}): the test would not see a wrong update"
@@ -217,6 +219,7 @@ def _guard_and_refusals(rank, world):
             l1.backward()
         y2.float().square().sum().backward()
         assert torch.isfinite(fc.weight.grad).all() and torch.isfinite(x.grad).all()
+        fc.free_buffers()
 
         a = torch.randn(64, 128, device=dev).bfloat16()
         w = torch.randn(64, 128, device=dev).bfloat16()
