@@ -48,7 +48,7 @@ def main():
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--dtype", choices=["bfloat16", "float16"], default="bfloat16", help="the GEMMs' operands")
     ap.add_argument("--transfer", choices=list(loom.tp.TRANSFERS), default="auto",
-                    help="how the forward ops communicate (backward: auto)")
+                    help="how the ops communicate (copy_engine: the AllGathers; the ReduceScatters take auto)")
     args = ap.parse_args()
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -71,9 +71,11 @@ def main():
 
     # ---- loom: this rank's shards of the same weights ------------------------
     comm = loom.Comm.from_process_group()
-    kw = dict(compute_dtype=compute, out_dtype=torch.float32, transfer=args.transfer)
-    fc1 = loom.nn.ColumnParallelLinear.from_linear(comm, ref1, **kw)   # weight [F/W, H] fp32
-    fc2 = loom.nn.RowParallelLinear.from_linear(comm, ref2, **kw)      # weight [H, F/W] fp32
+    # AllGather+GEMM: fc1 forward, fc2 backward; GEMM+ReduceScatter: fc2 forward, fc1 backward (no copy engine)
+    ag, rs = args.transfer, ("auto" if args.transfer == "copy_engine" else args.transfer)
+    kw = dict(compute_dtype=compute, out_dtype=torch.float32)
+    fc1 = loom.nn.ColumnParallelLinear.from_linear(comm, ref1, transfer=ag, backward_transfer=rs, **kw)  # [F/W, H]
+    fc2 = loom.nn.RowParallelLinear.from_linear(comm, ref2, transfer=rs, backward_transfer=ag, **kw)     # [H, F/W]
     opt = torch.optim.SGD(list(fc1.parameters()) + list(fc2.parameters()), lr=args.lr)
     if rank == 0:
         print(f"tp_mlp: {world} ranks, m={m} tokens (this rank: rows [{b0}, {b1})), H={H}, F={F}, "

@@ -272,6 +272,12 @@ def row_parallel_linear(comm, x, weight, bias=None, **options):
     return RowParallelLinearFunction.apply(x, weight, bias, comm, TpOptions(**options))
 
 
+def _no_copy_engine(fn, arg, transfer, which):
+    if tp._transfer(fn, transfer) == tp.TpTransfer.COPY_ENGINE:
+        raise InvalidArgumentError(f"{fn}: {arg}='copy_engine': the {which} of this layer is a GEMM+ReduceScatter, "
+                                   f"whose partials are reduced by SMs; use 'sm_copy', 'sequential' or 'auto'")
+
+
 class _TpLinear(torch.nn.Module):
     """What both tensor-parallel layers share: parameters of this rank's
     shard, nn.Linear's initialisation of the full layer, the casts."""
@@ -354,6 +360,7 @@ class ColumnParallelLinear(_TpLinear):
         self._gathered = None
         TpOptions(transfer=transfer, backward_transfer=backward_transfer, chunk_rows=chunk_rows,
                   comm_blocks=comm_blocks)  # refuses bad options now rather than at the first forward
+        _no_copy_engine(fn, "backward_transfer", backward_transfer, "backward")
 
     def gathered_buffer(self, m):
         """This layer's symmetric [m, in_features] buffer (compute_dtype) for
@@ -432,6 +439,7 @@ class RowParallelLinear(_TpLinear):
                          int(out_features), bias, dtype, compute_dtype, out_dtype, device, transfer,
                          backward_transfer, comm_blocks)
         TpOptions(transfer=transfer, backward_transfer=backward_transfer, comm_blocks=comm_blocks)
+        _no_copy_engine(fn, "transfer", transfer, "forward")
 
     def forward(self, x):
         fn = "loom.nn.RowParallelLinear"

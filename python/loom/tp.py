@@ -45,7 +45,7 @@ import operator
 
 from . import _lib, _torch
 from ._checks import ITEMSIZE, check_tensor, dtype_name, loom_dtype, shape_of
-from ._structs import Layout, TpDesc, TpPlanInfo, TpTransfer
+from ._structs import Layout, TpDesc, TpPlanInfo, TpTransfer  # noqa: F401 (TpTransfer: loom.tp.TpTransfer)
 from .errors import InvalidArgumentError
 from .ops import _run_on_device
 

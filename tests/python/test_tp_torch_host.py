@@ -370,6 +370,12 @@ def test_layer_arguments_are_refused_by_name():
         lnn.RowParallelLinear(comm, 30, 32, device="cpu")
     with pytest.raises(loom.InvalidArgumentError, match="compute_dtype=torch.float32; expected torch.bfloat16"):
         lnn.ColumnParallelLinear(comm, 32, 32, device="cpu", compute_dtype=torch.float32)
+    with pytest.raises(loom.InvalidArgumentError, match="transfer='copy_engine': the forward of this layer is a GEMM\\+"):
+        lnn.RowParallelLinear(comm, 32, 32, device="cpu", transfer="copy_engine")
+    with pytest.raises(loom.InvalidArgumentError, match="backward_transfer='copy_engine': the backward of this layer"):
+        lnn.ColumnParallelLinear(comm, 32, 32, device="cpu", backward_transfer="copy_engine")
+    lnn.ColumnParallelLinear(comm, 32, 32, device="cpu", transfer="copy_engine")  # its forward gathers: fine
+    lnn.RowParallelLinear(comm, 32, 32, device="cpu", backward_transfer="COPY_ENGINE")
     with pytest.raises(loom.InvalidArgumentError, match="transfer='fast'"):
         lnn.RowParallelLinear(comm, 32, 32, device="cpu", transfer="fast")
     fc = lnn.ColumnParallelLinear(comm, 32, 32, device="cpu")
