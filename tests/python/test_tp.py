@@ -398,6 +398,10 @@ from test_tp import HostComm, T
 lib = _lib.load()
 lib.stub_log.restype = __import__("ctypes").c_char_p
 out = {}
+import warnings
+warnings.simplefilter("always")
+caught = warnings.catch_warnings(record=True)
+seen = caught.__enter__()
 
 def step(name, fn):
     lib.stub_clear()
@@ -424,22 +428,32 @@ step("refused2", lambda: tp.ag_gemm(comm, T(499, 32), w, m=999, out=T(999, 16), 
 out["cached"] = sorted(str(k) for k in comm._plan_cache)
 step("close", lambda: comm.close())
 out["freed"] = comm.freed
+out["warnings"] = [f"{w.category.__name__}: {w.message}" for w in seen]
 print("RESULT " + json.dumps(out))
 """
 
 
 @pytest.fixture(scope="module")
-def stub_run(tmp_path_factory):
+def stub_lib(tmp_path_factory):
     from loom import _lib
     tmp = tmp_path_factory.mktemp("stub")
     rest = tmp / "rest.c"  # every other function: a stand-in (compiled without loom.h's prototypes)
     rest.write_text("\n".join(f"int {n}(void) {{ return 0; }}" for n in _lib.PROTOTYPES if n not in _OWN))
-    so = compile_c(tmp, "libloom.so", _STUB, shared=True, extra=[str(rest)])
-    r = run_python(_DRIVER.replace("TESTS", repr(str(REPO / "tests" / "python"))), {"LOOM_LIBRARY": str(so)})
+    return compile_c(tmp, "libloom.so", _STUB, shared=True, extra=[str(rest)])
+
+
+def _drive(so, env=None):
+    r = run_python(_DRIVER.replace("TESTS", repr(str(REPO / "tests" / "python"))),
+                   {"LOOM_LIBRARY": str(so), **(env or {})})
     assert r.returncode == 0, r.stdout + r.stderr
     line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
     assert line, r.stdout + r.stderr
     return json.loads(line[0][7:])
+
+
+@pytest.fixture(scope="module")
+def stub_run(stub_lib):
+    return _drive(stub_lib, {"CUDA_MODULE_LOADING": None})
 
 
 def test_ag_gemm_sends_libloom_the_description_pointers_and_stream(stub_run):
@@ -497,3 +511,13 @@ def test_closing_the_comm_destroys_every_plan_first(stub_run):
     assert sorted(log[:-1]) == ["loom_plan_destroy plan=1", "loom_plan_destroy plan=2", "loom_plan_destroy plan=3"]
     assert log[-1] == "loom_comm_destroy comm=0xc0ffee"
     assert stub_run["freed"] == []  # no plan had a gathered buffer
+
+
+def test_a_fused_gemm_rs_plan_warns_once_about_lazy_loading(stub_run, stub_lib):
+    """The stub's gemm_rs plans take sm_copy: under CUDA lazy loading (the
+    default) the binding warns once, naming the remedy; with
+    CUDA_MODULE_LOADING=EAGER it does not (see loom/tp.py)."""
+    assert len(stub_run["warnings"]) == 1, stub_run["warnings"]
+    w = stub_run["warnings"][0]
+    assert w.startswith("RuntimeWarning: loom.gemm_rs: the fused GEMM+ReduceScatter") and "CUDA_MODULE_LOADING=EAGER" in w
+    assert _drive(stub_lib, {"CUDA_MODULE_LOADING": "EAGER"})["warnings"] == []
