@@ -476,9 +476,13 @@ def test_ag_gemm_sends_libloom_the_description_pointers_and_stream(stub_run):
 
 
 def test_plan_info_is_the_libraries_answer(stub_run):
-    assert stub_run["info"] == {"transfer": "copy_engine", "shard_rows": 4, "chunk_rows": 2, "comm_blocks": 3,
-                                "gemm_bn": 128, "gemm_grid": 129, "deterministic": True, "symmetric_bytes": 1024,
-                                "device_bytes": 64, "workspace_bytes": 32}
+    from loom._structs import TpPlanInfo
+    want = {"transfer": "copy_engine", "shard_rows": 4, "chunk_rows": 2, "comm_blocks": 3, "gemm_bn": 128,
+            "gemm_grid": 129, "deterministic": True, "symmetric_bytes": 1024, "device_bytes": 64,
+            "workspace_bytes": 32}
+    info = stub_run["info"]
+    assert {k: info.get(k) for k in want} == want
+    assert set(info) == {f for f, _ in TpPlanInfo._fields_} - {"struct_size"}  # every field, by its C name
 
 
 def test_gemm_rs_calls_and_a_failed_call_raises_the_codes_class(stub_run):
