@@ -12,17 +12,21 @@ for (nccl.py).
     y = loom.gemm(a, b)                                 # a @ b on torch's current stream
     emb = loom.nn.ShardedEmbeddingBag(comm, tables_per_rank, rows, dim, global_batch)
     out = emb(indices, offsets)                         # [B/W, T_total*D]; out.backward(...) works
+    y = loom.ag_gemm(comm, x_shard, w)                  # AllGather(x shards) @ w^T, fused (column-parallel)
+    z = loom.gemm_rs(comm, h, w2)                       # this rank's rows of sum over ranks of h @ w2^T
+    fc1 = loom.nn.ColumnParallelLinear(comm, 1024, 4096)  # sequence-parallel layers with autograd
 
 Errors are exceptions carrying loom's result code and message (errors.py).
 `import loom` loads neither libloom nor torch; the first call does.
 """
 from . import errors
 from ._lib import BINDING_VERSION, library_path, version
-from ._structs import Activation, DType, EmbeddingPath, Layout, Pooling, Result
+from ._structs import Activation, DType, EmbeddingPath, Layout, Pooling, Result, TpTransfer
 from .comm import Comm
 from .errors import (CudaError, InternalError, InvalidArgumentError, LibraryNotFoundError, LoomError, NcclError,
                      NcclMismatchError, OutOfMemoryError, UnsupportedError, WaitTimeoutError)
 from .ops import EmbeddingA2A, embedding_a2a, embedding_a2a_backward, embedding_plan, gemm, gemm_tune, linear
+from .tp import TpPlan, ag_gemm, ag_gemm_plan, gemm_rs, gemm_rs_plan, shard_range
 
 __version__ = ".".join(map(str, BINDING_VERSION))
 
@@ -41,7 +45,8 @@ def __getattr__(name):
 
 
 __all__ = ["Comm", "gemm", "gemm_tune", "linear", "EmbeddingA2A", "embedding_a2a", "embedding_a2a_backward",
-           "embedding_plan", "version", "library_path", "nccl_report", "errors", "LoomError",
+           "embedding_plan", "ag_gemm", "gemm_rs", "ag_gemm_plan", "gemm_rs_plan", "TpPlan", "shard_range",
+           "version", "library_path", "nccl_report", "errors", "LoomError",
            "InvalidArgumentError", "UnsupportedError", "NcclMismatchError", "CudaError", "NcclError",
            "OutOfMemoryError", "WaitTimeoutError", "InternalError", "LibraryNotFoundError", "DType", "Layout",
-           "Pooling", "EmbeddingPath", "Activation", "Result", "__version__"]
+           "Pooling", "EmbeddingPath", "Activation", "Result", "TpTransfer", "__version__"]

@@ -14,12 +14,37 @@ earlier forward's output after a later forward overwrote it raises
 "modified by an inplace operation" instead of using the wrong values
 (run forward, backward, forward, backward; or clone() the output).
 
+ColumnParallelLinear / RowParallelLinear: the linear layers of Megatron's
+sequence parallelism on loom's fused tensor-parallel ops (tp.py). A
+column-parallel layer takes this rank's rows of the tokens and returns all
+tokens for its share of the output features: forward AllGather+GEMM
+(loom_ag_gemm), backward GEMM+ReduceScatter for the input gradient. A
+row-parallel layer takes all tokens for its share of the input features and
+returns this rank's rows of the full output: forward GEMM+ReduceScatter
+(loom_gemm_rs), backward AllGather+GEMM for the input gradient (the gathered
+output gradient also gives the weight and bias gradients). Every rank must
+run the same layers in the same order, forward and backward (the ops are
+collective).
+
+Precision: the GEMMs take bfloat16 or float16 operands (compute_dtype) with
+fp32 accumulation; parameters may be float32 (cast to compute_dtype in
+forward, gradients in float32), and outputs float32 (out_dtype).
+
+The column-parallel layer keeps the gathered input for its weight gradient
+without a copy: it lives in the layer's symmetric buffer, which the next
+forward of that layer overwrites. Each forward bumps the buffer's autograd
+version, so a backward that needs an overwritten input raises "modified by
+an inplace operation" (run forward, backward, forward, backward, or make
+the layer with copy_gathered=True to keep a copy per forward).
+
 importing this module imports torch.
 """
+import math
+
 import torch
 
-from . import ops
-from ._checks import embedding_shapes
+from . import ops, tp
+from ._checks import dtype_name, embedding_shapes
 from .errors import InvalidArgumentError
 
 
@@ -86,3 +111,363 @@ class ShardedEmbeddingBag(torch.nn.Module):
         p = self.plan
         return (f"tables_per_rank={list(p.tables_per_rank)}, dim={p.dim}, global_batch={p.global_batch}, "
                 f"pooling={p.pooling!r}, path={p.info['path']}")
+
+
+# ---- tensor-parallel linear layers (sequence parallelism) ---------------------
+
+_SWAP = {"nk": "kn", "kn": "nk"}  # the weight's layout in the transposed product of a backward
+_COMPUTE = ("bfloat16", "float16")
+
+
+class TpOptions:
+    """How a tensor-parallel layer calls loom (passed through autograd as is).
+
+    m: global rows (column-parallel only; None: this rank's rows * W);
+    layout: the weight's, "nk" ([n, k], a Linear weight) or "kn";
+    out_dtype: None (the input's) or a float dtype; transfer (forward) and
+    backward_transfer: see tp.py; chunk_rows / comm_blocks: the forward
+    plan's (0: chosen by the plan); gathered: column-parallel only, a
+    symmetric [m, k] tensor that receives the gathered input and is kept for
+    the backward without a copy (None: the plan's buffer, copied);
+    copy_gathered: keep a copy even when gathered is given."""
+    __slots__ = ("m", "layout", "out_dtype", "transfer", "backward_transfer", "chunk_rows", "comm_blocks",
+                 "gathered", "copy_gathered")
+
+    def __init__(self, *, m=None, layout="nk", out_dtype=None, transfer="auto", backward_transfer="auto",
+                 chunk_rows=0, comm_blocks=0, gathered=None, copy_gathered=False):
+        fn = "loom.nn.TpOptions"
+        self.m = m
+        self.layout = tp._layout(fn, layout)
+        self.out_dtype = None if out_dtype is None else dtype_name(out_dtype)
+        self.transfer = tp._transfer(fn, transfer)
+        self.backward_transfer = tp._transfer(fn, backward_transfer)
+        self.chunk_rows = tp._count(fn, "chunk_rows", chunk_rows, 0)
+        self.comm_blocks = tp._count(fn, "comm_blocks", comm_blocks, 0)
+        self.gathered = gathered
+        self.copy_gathered = bool(copy_gathered)
+
+
+def _compute_input(fn, x):
+    if not isinstance(x, torch.Tensor):
+        raise InvalidArgumentError(f"{fn}: x is a {type(x).__name__}, not a tensor")
+    if dtype_name(x.dtype) not in _COMPUTE:
+        raise InvalidArgumentError(f"{fn}: x has dtype {x.dtype}; expected torch.bfloat16 or torch.float16 (loom's "
+                                   f"GEMM operands; the modules cast to their compute_dtype)")
+
+
+def _cast(t, dtype):
+    return t if t is None or t.dtype == dtype else t.to(dtype)
+
+
+def _out_dtype(opt, x):
+    return getattr(torch, opt.out_dtype) if opt.out_dtype is not None else x.dtype
+
+
+def _weight_grad(g, a, layout, dtype):
+    """The gradient of a weight of `layout` in y = a @ op(weight): g [rows, n],
+    a [rows, k] -> [n, k] ("nk") or [k, n] ("kn"), computed in `dtype`."""
+    g, a = g.to(dtype), a.to(dtype)
+    return g.t() @ a if layout == "nk" else a.t() @ g
+
+
+class ColumnParallelLinearFunction(torch.autograd.Function):
+    """y [m, n] = AllGather(x shards) @ weight^T (+ bias): x [this rank's
+    rows, k] (bf16/fp16), weight this rank's [n, k] (TpOptions.layout "nk";
+    [k, n] for "kn"), any float dtype (cast to x's), bias [n].
+
+    Backward: dx = this rank's rows of ReduceScatter(dy @ weight)
+    (loom_gemm_rs, the weight read in the other layout), d weight = dy^T @
+    x_full from the gathered input kept by the forward, d bias = dy summed
+    over the rows. apply(x, weight, bias, comm, options)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, comm, opt):
+        _compute_input("loom.nn.ColumnParallelLinear", x)
+        w = _cast(weight, x.dtype)
+        od = _out_dtype(opt, x)
+        b = _cast(bias, od)
+        plan = tp.ag_gemm_plan(comm, x, w, bias=b is not None, m=opt.m, layout=opt.layout, out_dtype=od,
+                               transfer=opt.transfer, chunk_rows=opt.chunk_rows, comm_blocks=opt.comm_blocks)
+        buf = opt.gathered if opt.gathered is not None else plan.gathered_buffer()
+        y = plan.ag_gemm(x, w, b, gathered=buf)
+        if opt.gathered is not None and not opt.copy_gathered:
+            torch.autograd.graph.increment_version(buf)  # loom wrote it: a saved older version is stale
+            x_full = buf
+        else:
+            x_full = buf.clone()  # the plan's buffer is shared by every caller of the plan
+        ctx.save_for_backward(x_full, w)
+        ctx.comm, ctx.opt = comm, opt
+        ctx.x_dtype, ctx.w_dtype = x.dtype, weight.dtype
+        ctx.b_dtype = bias.dtype if bias is not None else None
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        x_full, w = ctx.saved_tensors
+        opt = ctx.opt
+        g = gy.contiguous()
+        gx = gw = gb = None
+        if ctx.needs_input_grad[0]:  # collective: every rank needs it or none
+            ga = _cast(g, w.dtype)
+            plan = tp.gemm_rs_plan(ctx.comm, ga, w, layout=_SWAP[opt.layout], out_dtype=ctx.x_dtype,
+                                   transfer=opt.backward_transfer)
+            gx = plan.gemm_rs(ga, w)
+        if ctx.needs_input_grad[1]:
+            gw = _weight_grad(g, x_full, opt.layout, ctx.w_dtype)
+        if ctx.needs_input_grad[2]:
+            gb = g.sum(0, dtype=torch.float32).to(ctx.b_dtype)
+        return gx, gw, gb, None, None
+
+
+class RowParallelLinearFunction(torch.autograd.Function):
+    """y [this rank's rows, n] = this rank's rows of ReduceScatter over ranks
+    of x @ weight^T (+ bias, once): x [m, k] (bf16/fp16), weight this rank's
+    [n, k] ("nk"; [k, n] for "kn"), bias [n] (the same on every rank).
+
+    Backward: dy_full = AllGather(dy shards) and dx = dy_full @ weight in
+    one loom_ag_gemm (the weight read in the other layout), d weight =
+    dy_full^T @ x, d bias = dy_full summed over the rows (complete on every
+    rank: no all-reduce). apply(x, weight, bias, comm, options)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, comm, opt):
+        _compute_input("loom.nn.RowParallelLinear", x)
+        w = _cast(weight, x.dtype)
+        od = _out_dtype(opt, x)
+        b = _cast(bias, od)
+        plan = tp.gemm_rs_plan(comm, x, w, bias=b is not None, layout=opt.layout, out_dtype=od,
+                               transfer=opt.transfer, comm_blocks=opt.comm_blocks)
+        y = plan.gemm_rs(x, w, b)
+        ctx.save_for_backward(x, w)
+        ctx.comm, ctx.opt = comm, opt
+        ctx.w_dtype = weight.dtype
+        ctx.b_dtype = bias.dtype if bias is not None else None
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        x, w = ctx.saved_tensors
+        opt = ctx.opt
+        ga = _cast(gy, w.dtype).contiguous()
+        plan = tp.ag_gemm_plan(ctx.comm, ga, w, m=x.shape[0], layout=_SWAP[opt.layout], out_dtype=x.dtype,
+                               transfer=opt.backward_transfer)
+        gy_full = plan.gathered_buffer()  # read below, on this stream, before the plan's next call writes it
+        gx = plan.ag_gemm(ga, w, gathered=gy_full)
+        gw = _weight_grad(gy_full, x, opt.layout, ctx.w_dtype) if ctx.needs_input_grad[1] else None
+        gb = gy_full.sum(0, dtype=torch.float32).to(ctx.b_dtype) if ctx.needs_input_grad[2] else None
+        return (gx if ctx.needs_input_grad[0] else None), gw, gb, None, None
+
+
+def column_parallel_linear(comm, x, weight, bias=None, **options):
+    """ColumnParallelLinearFunction.apply with TpOptions(**options)."""
+    return ColumnParallelLinearFunction.apply(x, weight, bias, comm, TpOptions(**options))
+
+
+def row_parallel_linear(comm, x, weight, bias=None, **options):
+    """RowParallelLinearFunction.apply with TpOptions(**options) (m, gathered
+    and chunk_rows are column-parallel options)."""
+    for k in ("m", "gathered", "chunk_rows"):
+        if options.get(k):
+            raise InvalidArgumentError(f"loom.nn.row_parallel_linear: {k}= is an option of the column-parallel layer")
+    return RowParallelLinearFunction.apply(x, weight, bias, comm, TpOptions(**options))
+
+
+def _no_copy_engine(fn, arg, transfer, which):
+    if tp._transfer(fn, transfer) == tp.TpTransfer.COPY_ENGINE:
+        raise InvalidArgumentError(f"{fn}: {arg}='copy_engine': the {which} of this layer is a GEMM+ReduceScatter, "
+                                   f"whose partials are reduced by SMs; use 'sm_copy', 'sequential' or 'auto'")
+
+
+class _TpLinear(torch.nn.Module):
+    """What both tensor-parallel layers share: parameters of this rank's
+    shard, nn.Linear's initialisation of the full layer, the casts."""
+
+    def __init__(self, fn, comm, in_features, out_features, weight_shape, bias_features, bias, dtype, compute_dtype,
+                 out_dtype, device, transfer, backward_transfer, comm_blocks):
+        super().__init__()
+        if dtype_name(compute_dtype) not in _COMPUTE:
+            raise InvalidArgumentError(f"{fn}: compute_dtype={compute_dtype}; expected torch.bfloat16 or "
+                                       f"torch.float16")
+        self.comm = comm
+        self.in_features, self.out_features = int(in_features), int(out_features)
+        self.compute_dtype = getattr(torch, dtype_name(compute_dtype))
+        self.out_dtype = None if out_dtype is None else getattr(torch, dtype_name(out_dtype))
+        self.transfer, self.backward_transfer = transfer, backward_transfer
+        self.comm_blocks = comm_blocks
+        dtype = self.compute_dtype if dtype is None else dtype
+        device = f"cuda:{comm.device}" if device is None else device
+        self.weight = torch.nn.Parameter(torch.empty(*weight_shape, dtype=dtype, device=device))
+        self.bias = (torch.nn.Parameter(torch.empty(bias_features, dtype=dtype, device=device)) if bias else None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """torch.nn.Linear's initialisation of the full layer: weight and bias
+        uniform in +-1/sqrt(in_features) (this rank's shard from torch's
+        generator on this rank: seed ranks differently, or use load_full)."""
+        bound = 1.0 / math.sqrt(self.in_features)
+        with torch.no_grad():
+            self.weight.uniform_(-bound, bound)
+            if self.bias is not None:
+                self.bias.uniform_(-bound, bound)
+
+    def _input(self, fn, x, features):
+        if not isinstance(x, torch.Tensor) or x.dim() < 2 or x.shape[-1] != features:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise InvalidArgumentError(f"{fn}: x has shape {got}; expected [rows, {features}] or "
+                                       f"[sequence, ..., {features}]")
+        x = _cast(x, self.compute_dtype)
+        return x.reshape(-1, features).contiguous()
+
+    @classmethod
+    def from_linear(cls, comm, linear, **kwargs):
+        """This rank's shard of a full torch.nn.Linear (its dtype unless dtype= is given)."""
+        kwargs.setdefault("dtype", linear.weight.dtype)
+        m = cls(comm, linear.in_features, linear.out_features, bias=linear.bias is not None, **kwargs)
+        m.load_full(linear.weight, linear.bias)
+        return m
+
+
+class ColumnParallelLinear(_TpLinear):
+    """The column-parallel linear layer of sequence parallelism on W ranks:
+    x [this rank's rows, in_features] (or [sequence / W, ..., in_features])
+    -> y [all rows, out_features / W] (or [sequence, ..., out_features / W])
+    = AllGather(x) @ weight^T + bias, this rank's output features
+    [p * out_features / W, (p+1) * out_features / W) of the full layer.
+    Collective to build and to call (same arguments on every rank).
+
+    weight [out_features / W, in_features], bias [out_features / W]: this
+    rank's rows of the full layer's (dtype, default compute_dtype). Inputs
+    are cast to compute_dtype (bf16/fp16); out_dtype: the output's (default
+    compute_dtype). forward(x, m=None): m, the global rows, for 2-D inputs
+    whose shards are uneven (see tp.py). The gathered input lives in a
+    symmetric buffer of this layer, grown as m grows (the old one is left to
+    comm.free_unused(); free_buffers() frees the current one);
+    copy_gathered=True keeps a copy per forward instead (see the top of this
+    file)."""
+
+    def __init__(self, comm, in_features, out_features, bias=True, *, dtype=None, compute_dtype=torch.bfloat16,
+                 out_dtype=None, device=None, transfer="auto", backward_transfer="auto", chunk_rows=0,
+                 comm_blocks=0, copy_gathered=False):
+        fn = "loom.nn.ColumnParallelLinear"
+        if int(out_features) % comm.size:
+            raise InvalidArgumentError(f"{fn}: out_features={out_features} is not a multiple of the world size "
+                                       f"{comm.size}")
+        self.local_out = int(out_features) // comm.size
+        super().__init__(fn, comm, in_features, out_features, (self.local_out, int(in_features)), self.local_out,
+                         bias, dtype, compute_dtype, out_dtype, device, transfer, backward_transfer, comm_blocks)
+        self.chunk_rows = chunk_rows
+        self.copy_gathered = bool(copy_gathered)
+        self._gathered = None
+        TpOptions(transfer=transfer, backward_transfer=backward_transfer, chunk_rows=chunk_rows,
+                  comm_blocks=comm_blocks)  # refuses bad options now rather than at the first forward
+        _no_copy_engine(fn, "backward_transfer", backward_transfer, "backward")
+
+    def gathered_buffer(self, m):
+        """This layer's symmetric [m, in_features] buffer (compute_dtype) for
+        the gathered input: a view of its allocation, which grows (a
+        collective comm.empty) when m grows."""
+        need = int(m) * self.in_features
+        buf = self._gathered
+        if buf is None or buf.numel() < need or buf.dtype != self.compute_dtype:
+            buf = self.comm.empty((int(m), self.in_features), self.compute_dtype)
+            self._gathered = buf
+        return buf.view(-1)[:need].view(int(m), self.in_features)
+
+    def free_buffers(self):
+        """Collective: frees this layer's gathered-input buffer (comm.free;
+        no backward of an earlier forward may be pending); the next forward
+        allocates a new one. comm.close() frees it too, with libloom's
+        warning about memory that was never loom_free'd. Buffers the layer
+        outgrew are left to comm.free_unused()."""
+        if self._gathered is not None:
+            buf, self._gathered = self._gathered, None
+            self.comm.free(buf)
+
+    def forward(self, x, m=None):
+        fn = "loom.nn.ColumnParallelLinear"
+        nd = isinstance(x, torch.Tensor) and x.dim() > 2
+        if nd and m is not None:
+            raise InvalidArgumentError(f"{fn}: m= is for 2-D inputs (uneven shards); x has shape {tuple(x.shape)}")
+        lead = tuple(x.shape[:-1]) if isinstance(x, torch.Tensor) else ()
+        x2 = self._input(fn, x, self.in_features)
+        mm = x2.shape[0] * self.comm.size if m is None else int(m)
+        opt = TpOptions(m=mm, out_dtype=self.out_dtype, transfer=self.transfer,
+                        backward_transfer=self.backward_transfer, chunk_rows=self.chunk_rows,
+                        comm_blocks=self.comm_blocks,
+                        gathered=None if self.copy_gathered else self.gathered_buffer(mm))
+        y = ColumnParallelLinearFunction.apply(x2, self.weight, self.bias, self.comm, opt)
+        if nd:
+            y = y.view(lead[0] * self.comm.size, *lead[1:], self.local_out)
+        return y
+
+    def load_full(self, weight, bias=None):
+        """Copies this rank's shard of the full layer's weight [out_features,
+        in_features] (and bias [out_features])."""
+        p, n = self.comm.rank, self.local_out
+        with torch.no_grad():
+            self.weight.copy_(weight[p * n:(p + 1) * n])
+            if self.bias is not None and bias is not None:
+                self.bias.copy_(bias[p * n:(p + 1) * n])
+        return self
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features} ({self.local_out} on rank "
+                f"{self.comm.rank} of {self.comm.size}), bias={self.bias is not None}, "
+                f"compute_dtype={self.compute_dtype}, transfer={self.transfer!r}")
+
+
+class RowParallelLinear(_TpLinear):
+    """The row-parallel linear layer of sequence parallelism on W ranks:
+    x [all rows, in_features / W] (or [sequence, ..., in_features / W], the
+    output of a ColumnParallelLinear) -> y [this rank's rows, out_features]
+    (or [sequence / W, ..., out_features]) = this rank's rows of the sum
+    over ranks of x @ weight^T, + bias (once). Collective to build and to
+    call (same arguments on every rank).
+
+    weight [out_features, in_features / W]: this rank's columns of the full
+    layer's; bias [out_features]: the full bias, the same on every rank (its
+    gradient is complete on every rank). Dtypes as ColumnParallelLinear."""
+
+    def __init__(self, comm, in_features, out_features, bias=True, *, dtype=None, compute_dtype=torch.bfloat16,
+                 out_dtype=None, device=None, transfer="auto", backward_transfer="auto", comm_blocks=0):
+        fn = "loom.nn.RowParallelLinear"
+        if int(in_features) % comm.size:
+            raise InvalidArgumentError(f"{fn}: in_features={in_features} is not a multiple of the world size "
+                                       f"{comm.size}")
+        self.local_in = int(in_features) // comm.size
+        super().__init__(fn, comm, in_features, out_features, (int(out_features), self.local_in),
+                         int(out_features), bias, dtype, compute_dtype, out_dtype, device, transfer,
+                         backward_transfer, comm_blocks)
+        TpOptions(transfer=transfer, backward_transfer=backward_transfer, comm_blocks=comm_blocks)
+        _no_copy_engine(fn, "transfer", transfer, "forward")
+
+    def forward(self, x):
+        fn = "loom.nn.RowParallelLinear"
+        nd = isinstance(x, torch.Tensor) and x.dim() > 2
+        lead = tuple(x.shape[:-1]) if isinstance(x, torch.Tensor) else ()
+        if nd and lead[0] % self.comm.size:
+            raise InvalidArgumentError(f"{fn}: x has shape {tuple(x.shape)}: an input of more than 2 dimensions "
+                                       f"needs its first (the sequence) a multiple of the world size "
+                                       f"{self.comm.size}; pass it 2-D for uneven shards")
+        x2 = self._input(fn, x, self.local_in)
+        opt = TpOptions(out_dtype=self.out_dtype, transfer=self.transfer, backward_transfer=self.backward_transfer,
+                        comm_blocks=self.comm_blocks)
+        y = RowParallelLinearFunction.apply(x2, self.weight, self.bias, self.comm, opt)
+        if nd:
+            y = y.view(lead[0] // self.comm.size, *lead[1:], self.out_features)
+        return y
+
+    def load_full(self, weight, bias=None):
+        """Copies this rank's shard of the full layer's weight [out_features,
+        in_features] (its columns) and the whole bias."""
+        p, k = self.comm.rank, self.local_in
+        with torch.no_grad():
+            self.weight.copy_(weight[:, p * k:(p + 1) * k])
+            if self.bias is not None and bias is not None:
+                self.bias.copy_(bias)
+        return self
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features} ({self.local_in} on rank {self.comm.rank} of {self.comm.size}), "
+                f"out_features={self.out_features}, bias={self.bias is not None}, "
+                f"compute_dtype={self.compute_dtype}, transfer={self.transfer!r}")

@@ -13,6 +13,8 @@ when libloom refuses. Ops are asynchronous like torch's.
   embedding_a2a(comm, tables, ...)       the same through a per-shape plan cache
   embedding_a2a_backward(comm, ...)      its backward (table gradients)
 
+The tensor-parallel ops (AllGather+GEMM, GEMM+ReduceScatter) are in tp.py.
+
 Plans are cached per shape: gemm keeps one loom_gemm_desc_t per shape and
 dtype (it needs no plan); embedding plans live in their comm's cache, keyed
 by the layout and dtypes (plan creation is collective, so every rank must
