@@ -32,14 +32,8 @@ import argparse
 import os
 import sys
 
-# Under CUDA's lazy module loading libloom 0.1's fused GEMM+ReduceScatter (what
-# the row-parallel layer takes on NVLink) can wait until the comm's timeout on
-# a GEMM kernel's first launch (python/loom/tp.py): load modules eagerly. Set
-# before torch starts CUDA.
-os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
-
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
+import torch
+import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import loom  # noqa: E402

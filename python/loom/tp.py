@@ -40,22 +40,11 @@ reachable, else sequential), "sequential" (NCCL collective, then the GEMM),
 "copy_engine" (AG only) or "sm_copy"; plan.info["transfer"] says which one
 a plan took.
 
-CUDA lazy loading. The fused GEMM+ReduceScatter (sm_copy; what "auto"
-takes on NVLink with W > 1) launches its reduction kernel, which waits for
-the GEMM's tiles, before the GEMM. Under CUDA's default lazy module loading
-the GEMM's first launch in a process may wait for the running kernels to
-finish, and the call then waits until the comm's timeout
-(WaitTimeoutError, the comm unusable): seen on an H100 at W = 1 with libloom
-0.1 whenever that GEMM kernel had not run before in the process. Until
-libloom loads its kernels when it makes the plan, start such programs with
-CUDA_MODULE_LOADING=EAGER (set before CUDA starts: before the first CUDA
-call of torch), or use transfer="sequential" for gemm_rs. A plan that takes
-the fused path under lazy loading warns once (RuntimeWarning).
+Kernels: libloom loads every kernel of a plan when the plan is made, so
+CUDA's lazy module loading (the default) needs no special setting.
 """
 import ctypes
 import operator
-import os
-import warnings
 
 from . import _lib, _torch
 from ._checks import ITEMSIZE, check_tensor, dtype_name, loom_dtype, shape_of
@@ -302,8 +291,6 @@ class TpPlan:
         info["transfer"] = TpTransfer(info["transfer"]).name.lower()
         info["deterministic"] = bool(info["deterministic"])
         self.info = info
-        if spec.op == "gemm_rs" and info["transfer"] != "sequential":
-            _warn_lazy_loading()
 
     def __getattr__(self, name):  # the spec's fields: op, m, n, k, ab, c, layout, has_bias, rows, ...
         if name != "spec" and "spec" in self.__dict__:
@@ -394,21 +381,6 @@ class TpPlan:
         t = self.info["transfer"] if self._plan is not None else "closed"
         return (f"loom.TpPlan({s.op}, m={s.m}, n={s.n}, k={s.k}, {s.ab}->{s.c}, layout={s.layout!r}, "
                 f"bias={s.has_bias}, W={s.world}, transfer={t})")
-
-
-_lazy_warned = False
-
-
-def _warn_lazy_loading():
-    """Once per process: the fused GEMM+ReduceScatter under CUDA lazy loading (see the top of this file)."""
-    global _lazy_warned
-    if _lazy_warned or os.environ.get("CUDA_MODULE_LOADING", "").upper() == "EAGER":
-        return
-    _lazy_warned = True
-    warnings.warn("loom.gemm_rs: the fused GEMM+ReduceScatter (transfer sm_copy) can wait until the comm's timeout "
-                  "on the first call of a GEMM kernel in this process under CUDA lazy module loading (libloom "
-                  "launches the reduction, which waits for the GEMM, first); start the program with "
-                  "CUDA_MODULE_LOADING=EAGER, or pass transfer='sequential'", RuntimeWarning, stacklevel=3)
 
 
 def cached_plan(comm, spec):

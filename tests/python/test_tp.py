@@ -517,11 +517,3 @@ def test_closing_the_comm_destroys_every_plan_first(stub_run):
     assert stub_run["freed"] == []  # no plan had a gathered buffer
 
 
-def test_a_fused_gemm_rs_plan_warns_once_about_lazy_loading(stub_run, stub_lib):
-    """The stub's gemm_rs plans take sm_copy: under CUDA lazy loading (the
-    default) the binding warns once, naming the remedy; with
-    CUDA_MODULE_LOADING=EAGER it does not (see loom/tp.py)."""
-    assert len(stub_run["warnings"]) == 1, stub_run["warnings"]
-    w = stub_run["warnings"][0]
-    assert w.startswith("RuntimeWarning: loom.gemm_rs: the fused GEMM+ReduceScatter") and "CUDA_MODULE_LOADING=EAGER" in w
-    assert _drive(stub_lib, {"CUDA_MODULE_LOADING": "EAGER"})["warnings"] == []

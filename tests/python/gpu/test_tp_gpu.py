@@ -16,16 +16,6 @@ from loom import tp
 WORLDS = [1, pytest.param(2, marks=pytest.mark.two_gpus)]
 
 
-@pytest.fixture(autouse=True)
-def _eager_module_loading(request, monkeypatch):
-    """The ranks (fresh processes) load CUDA modules eagerly: under lazy
-    loading libloom 0.1's fused GEMM+ReduceScatter waits until the comm's
-    timeout on a GEMM kernel's first launch (loom/tp.py). The lazy case has
-    its own test below."""
-    if "lazy" not in request.node.name:
-        monkeypatch.setenv("CUDA_MODULE_LOADING", "EAGER")
-
-
 def _rand(gen, *shape):
     return torch.rand(*shape, generator=gen, dtype=torch.float64) * 2 - 1
 
@@ -268,10 +258,6 @@ def _first_fused_rs(rank, world):
         assert torch.isfinite(y).all()
 
 
-@pytest.mark.xfail(strict=True, reason="libloom 0.1 launches the fused GEMM+ReduceScatter's reduction (which waits for "
-                                       "the GEMM) before the GEMM; under CUDA lazy loading the GEMM's first launch "
-                                       "waits for it: WaitTimeoutError (seen on an H100, W = 1). XPASS once libloom "
-                                       "loads its kernels at plan time: then drop this mark and the EAGER fixture")
 @pytest.mark.parametrize("world", WORLDS)
 def test_fused_gemm_rs_first_call_under_lazy_loading(world, monkeypatch):
     monkeypatch.setenv("CUDA_MODULE_LOADING", "LAZY")
