@@ -109,6 +109,14 @@ loom_result_t loom__nccl_fence(loom_comm_t comm);
 /* The allocation that contains [ptr, ptr+bytes), or NULL. */
 loom_alloc_t *loom__find_alloc(loom_comm_t comm, const void *ptr, size_t bytes);
 
+/* Each rank's copy of the symmetric buffer at p ([p, p + bytes) inside one
+ * loom_malloc allocation on `comm`), as this rank's kernels address it, in
+ * peer[comm->size]. Not inside one: LOOM_ERR_INVALID_ARGUMENT "<fn>: <what>=<p>
+ * (<bytes> bytes) is not inside memory from loom_malloc on this comm:
+ * <why>"; a rank not load/store reachable: LOOM_ERR_UNSUPPORTED. */
+loom_result_t loom__peer_addresses(const char *fn, const char *what, loom_comm_t comm, const void *p, size_t bytes,
+                                   const char *why, char **peer);
+
 /* Kernel argument describing this comm. */
 loom_dev_comm_t loom__comm_dev(loom_comm_t comm);
 

@@ -158,3 +158,18 @@ loom_result_t loom_peer_ptr(loom_comm_t comm, const void *ptr, int peer, void **
   *peer_ptr = (char *)a->peer_ptrs[peer] + ((const char *)ptr - (const char *)a->ptr);
   return LOOM_SUCCESS;
 }
+
+loom_result_t loom__peer_addresses(const char *fn, const char *what, loom_comm_t comm, const void *p, size_t bytes,
+                                   const char *why, char **peer) {
+  loom_alloc_t *a = loom__find_alloc(comm, p, bytes);
+  if (!a)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%p (%zu bytes) is not inside memory from loom_malloc on this comm: %s",
+                      fn, what, p, bytes, why);
+  const size_t off = (size_t)((const char *)p - (const char *)a->ptr);
+  for (int q = 0; q < comm->size; ++q) {
+    if (!a->peer_ptrs[q])
+      return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: rank %d is not load/store reachable from rank %d", fn, q, comm->rank);
+    peer[q] = (char *)a->peer_ptrs[q] + off;
+  }
+  return LOOM_SUCCESS;
+}

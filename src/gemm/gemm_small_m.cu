@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "gemm/epilogue.cuh"
 #include "gemm/gemm.h"
 #include "gemm/gemm_heuristic.h"
 #include "gemm/small_m_layout.h"
@@ -111,28 +112,6 @@ static __device__ __forceinline__ void loom_mma16816(float *d, uint32_t a0, uint
         "{%0, %1, %2, %3};"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-/* Stores 8 outputs (columns col .. col + 7 of one row) rounded to ct. */
-static __device__ __forceinline__ void loom_smallm_store8(void *c, int64_t off, int ct, const float *v) {
-  if (ct == LOOM_FP32) {
-    float4 *p = (float4 *)((float *)c + off);
-    p[0] = make_float4(v[0], v[1], v[2], v[3]);
-    p[1] = make_float4(v[4], v[5], v[6], v[7]);
-  } else {
-    uint32_t w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (ct == LOOM_BF16) {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-        w[i] = *(const uint32_t *)&h;
-      } else {
-        const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
-        w[i] = *(const uint32_t *)&h;
-      }
-    }
-    *(uint4 *)((uint16_t *)c + off) = make_uint4(w[0], w[1], w[2], w[3]);
-  }
 }
 
 /* Adds 8 bias values (c_type) to v. */
@@ -314,7 +293,7 @@ __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
       }
     }
     loom_smallm_bias8(args.bias, n, args.c_type, v);
-    loom_smallm_store8(args.c, (int64_t)row * N + n, args.c_type, v);
+    loom_gemm_store8(args.c, (int64_t)row * N + n, args.c_type, v);
   }
   if (w.splits > 1 && threadIdx.x == 0) args.tickets[ntile] = 0; /* ready for the next launch */
 #endif /* LOOM_SMALLM_DEVICE */

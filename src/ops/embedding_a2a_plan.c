@@ -535,19 +535,13 @@ static void fill_common(loom_emb_kargs_t *a, loom_plan_t plan, loom_emb_state_t 
 /* Address of each rank's copy of the symmetric buffer at `p` (`bytes` long). */
 static loom_result_t peer_addresses(const char *fn, const char *what, loom_comm_t comm, const void *p, size_t bytes,
                                     char **peer) {
-  loom_alloc_t *a = loom__find_alloc(comm, p, bytes);
-  if (!a)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "%s: %s=%p (%zu bytes) is not inside memory from loom_malloc on this comm: peers %s it "
-                      "directly, so it must be symmetric memory (or use desc.path=LOOM_EMB_PATH_STAGED)",
-                      fn, what, p, bytes, strcmp(what, "out") == 0 ? "store into" : "load from");
-  size_t off = (size_t)((const char *)p - (const char *)a->ptr);
-  for (int q = 0; q < comm->size; ++q) {
-    if (!a->peer_ptrs[q])
-      return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: rank %d is not load/store reachable from rank %d", fn, q, comm->rank);
-    peer[q] = (char *)a->peer_ptrs[q] + off;
-  }
-  return LOOM_SUCCESS;
+  return loom__peer_addresses(fn, what, comm, p, bytes,
+                              strcmp(what, "out") == 0
+                                  ? "peers store into it directly, so it must be symmetric memory (or use "
+                                    "desc.path=LOOM_EMB_PATH_STAGED)"
+                                  : "peers load from it directly, so it must be symmetric memory (or use "
+                                    "desc.path=LOOM_EMB_PATH_STAGED)",
+                              peer);
 }
 
 /* After a call's launches: the plan's event (recorded as a graph node when

@@ -172,19 +172,10 @@ static void tp_destroy(loom_plan_t plan) {
 
 loom_result_t loom__tp_peer_addresses(const char *fn, const char *what, loom_comm_t comm, const void *p, size_t bytes,
                                       char **peer) {
-  loom_alloc_t *a = loom__find_alloc(comm, p, bytes);
-  if (!a)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "%s: %s=%p (%zu bytes) is not inside memory from loom_malloc on this comm: peers store into "
-                      "it, so it must be symmetric memory (or pass NULL to use the plan's own buffer)",
-                      fn, what, p, bytes);
-  const size_t off = (size_t)((const char *)p - (const char *)a->ptr);
-  for (int q = 0; q < comm->size; ++q) {
-    if (!a->peer_ptrs[q])
-      return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: rank %d is not load/store reachable from rank %d", fn, q, comm->rank);
-    peer[q] = (char *)a->peer_ptrs[q] + off;
-  }
-  return LOOM_SUCCESS;
+  return loom__peer_addresses(fn, what, comm, p, bytes,
+                              "peers store into it, so it must be symmetric memory (or pass NULL to use the plan's "
+                              "own buffer)",
+                              peer);
 }
 
 /* RS fused: the owners' signal arrays for this source's tiles, as this

@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "core/pointwise.h"
 #include "core/signal.cuh"
+#include "gemm/epilogue.cuh"
 #include "ops/tp_linear.h"
 #include "ops/tp_schedule.h"
 
@@ -153,7 +154,7 @@ extern "C" loom_result_t loom__ag_signal_chunks(const loom_ag_copy_args_t *a, in
   return LOOM_SUCCESS;
 }
 
-/* 8 consecutive elements of a c_type buffer as floats, and back. */
+/* 8 consecutive elements of a c_type buffer as floats (L2-coherent loads). */
 static __device__ __forceinline__ void loom_tp_load8(const char *p, int ct, float *v) {
   if (ct == LOOM_FP32) {
     const float4 x = __ldcg((const float4 *)p), y = __ldcg((const float4 *)(p + 16));
@@ -171,26 +172,6 @@ static __device__ __forceinline__ void loom_tp_load8(const char *p, int ct, floa
         v[2 * i] = f.x, v[2 * i + 1] = f.y;
       }
     }
-  }
-}
-
-static __device__ __forceinline__ void loom_tp_store8(char *p, int ct, const float *v) {
-  if (ct == LOOM_FP32) {
-    *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
-    *(float4 *)(p + 16) = make_float4(v[4], v[5], v[6], v[7]);
-  } else {
-    uint32_t w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (ct == LOOM_BF16) {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-        w[i] = *(const uint32_t *)&h;
-      } else {
-        const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
-        w[i] = *(const uint32_t *)&h;
-      }
-    }
-    *(uint4 *)p = make_uint4(w[0], w[1], w[2], w[3]);
   }
 }
 
@@ -264,8 +245,7 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
           for (int i = 0; i < 8; ++i) acc[u][i] += x[i];
         }
         const int64_t row = r0 + v / vec_per_row;
-        loom_tp_store8((char *)a.c_shard + ((size_t)(row - a.row0) * (size_t)a.n + (size_t)colv[u]) * (size_t)es,
-                       a.c_type, acc[u]);
+        loom_gemm_store8(a.c_shard, (row - a.row0) * a.n + colv[u], a.c_type, acc[u]);
       }
     }
     __syncthreads(); /* `ok` is rewritten for the next tile */

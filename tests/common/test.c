@@ -9,6 +9,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "test.h"
+#include "support/launch.h"
 #include "support/tool_param.h"
 
 #include <signal.h>
@@ -161,4 +162,13 @@ int loom_test_main_opts(int argc, char **argv, int isolate) {
   }
   printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed ? 1 : 0;
+}
+
+int loom_test_gpus(int need) {
+  const int n = loom_launch_gpu_count();
+  if (n >= need) return 1;
+  static char why[64];
+  snprintf(why, sizeof why, "needs %d GPUs, found %d", need, n);
+  loom_test_skip(why);
+  return 0;
 }

@@ -39,6 +39,11 @@ uint64_t loom_test_seed(void);
 /* Marks the running test skipped (say why); its checks still count. */
 void loom_test_skip(const char *why);
 
+/* 1 if at least `need` GPUs are present, else the running test is marked
+ * skipped ("needs N GPUs, found M") and 0. Counts in a child process, so
+ * the caller can still fork ranks afterwards. */
+int loom_test_gpus(int need);
+
 #ifdef __cplusplus
 }
 #endif

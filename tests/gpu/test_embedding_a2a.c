@@ -393,16 +393,7 @@ static int rank_suite(loom_rank_ctx_t *ctx, void *arg) {
   return loom_test_failures;
 }
 
-static int gpus(int need) {
-  int n = loom_launch_gpu_count();
-  if (n < need) {
-    static char why[64];
-    snprintf(why, sizeof why, "needs %d GPUs, found %d", need, n);
-    loom_test_skip(why);
-    return 0;
-  }
-  return 1;
-}
+static int gpus(int need) { return loom_test_gpus(need); }
 
 /* Bags per task (loom__emb_set_part; 0: the plan's default). */
 static const int g_parts[] = {0, 8, 4, 1, 16, 32, 2};

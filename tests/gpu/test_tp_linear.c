@@ -271,16 +271,7 @@ static int rank_suite(loom_rank_ctx_t *ctx, void *arg) {
   return loom_test_failures;
 }
 
-static int gpus(int need) {
-  const int n = loom_launch_gpu_count();
-  if (n < need) {
-    static char why[64];
-    snprintf(why, sizeof why, "needs %d GPUs, found %d", need, n);
-    loom_test_skip(why);
-    return 0;
-  }
-  return 1;
-}
+static int gpus(int need) { return loom_test_gpus(need); }
 
 static void run_suite(int W, const tp_case_t *cases, int n) {
   tp_suite_t su = {cases, n};
