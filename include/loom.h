@@ -470,6 +470,12 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  *                signalled and sum them in fp32 in rank order
  *                (deterministic: the same bits on every run) (NVLink peers
  *                only)
+ *   SM_ATOMIC    RS only: the GEMM's epilogue adds each partial tile into
+ *                its owner's fp32 accumulator through NVLink
+ *                (red.global.add.f32) and signals it; comm_blocks blocks on
+ *                the owner round each finished tile once into c_shard (not
+ *                deterministic: the order of the additions varies) (NVLink
+ *                peers only)
  *   AUTO         SM_COPY for RS and COPY_ENGINE for AG where every peer is
  *                load/store reachable (one NVLink domain), else SEQUENTIAL.
  *
@@ -492,7 +498,8 @@ typedef enum loom_tp_transfer {
   LOOM_TP_AUTO = 0,
   LOOM_TP_SEQUENTIAL = 1,
   LOOM_TP_COPY_ENGINE = 2,
-  LOOM_TP_SM_COPY = 3
+  LOOM_TP_SM_COPY = 3,
+  LOOM_TP_SM_ATOMIC = 4
 } loom_tp_transfer_t;
 
 typedef struct loom_tp_desc {

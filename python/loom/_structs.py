@@ -68,6 +68,7 @@ class TpTransfer(CEnum):
     SEQUENTIAL = 1
     COPY_ENGINE = 2
     SM_COPY = 3
+    SM_ATOMIC = 4
 
 
 C_PREFIX = {Result: "LOOM_", DType: "LOOM_", Activation: "LOOM_ACT_", Layout: "LOOM_B_", Pooling: "LOOM_POOL_",

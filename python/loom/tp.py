@@ -37,7 +37,8 @@ an int cudaStream_t); libloom's refusals are exceptions (errors.py).
 
 transfer: "auto" (libloom chooses: fused where every peer is load/store
 reachable, else sequential), "sequential" (NCCL collective, then the GEMM),
-"copy_engine" (AG only) or "sm_copy"; plan.info["transfer"] says which one
+"copy_engine" (AG only), "sm_copy" or "sm_atomic" (RS only: fp32 atomic
+additions, not deterministic); plan.info["transfer"] says which one
 a plan took.
 
 Kernels: libloom loads every kernel of a plan when the plan is made, so

@@ -368,7 +368,7 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
             void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff);
             float v0 = acc[i][j][2 * h] + b0, v1 = acc[i][j][2 * h + 1] + b1;
             if (HOOKS) loom_gemm_act2(args.hooks.activation, &v0, &v1);
-            loom_gemm_store2(base, r * args.n + col, base == args.c ? ct : st, v0, v1, reduce);
+            loom_gemm_store2(base, r * args.n + col, st, v0, v1, reduce);
           }
         }
     }

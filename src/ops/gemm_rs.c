@@ -66,8 +66,15 @@ static loom_result_t rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void 
 
   loom_rs_reduce_args_t ra;
   memset(&ra, 0, sizeof ra);
-  LOOM_TRY(loom__tp_peer_addresses("loom_gemm_rs", "partial", comm, st->partial,
-                                   (size_t)g.m * (size_t)g.n * loom_dtype_size(g.c_type), (char **)ra.src));
+  const int atomic = st->transfer == LOOM_TP_SM_ATOMIC;
+  if (atomic) {
+    ra.src[0] = (const char *)st->partial;
+    ra.nsrc = 1, ra.src_type = LOOM_FP32, ra.src_row_base = st->my_begin, ra.zero_src = 1;
+  } else {
+    LOOM_TRY(loom__tp_peer_addresses("loom_gemm_rs", "partial", comm, st->partial,
+                                     (size_t)g.m * (size_t)g.n * loom_dtype_size(g.c_type), (char **)ra.src));
+    ra.nsrc = W, ra.src_type = (int)g.c_type, ra.src_row_base = 0, ra.zero_src = 0;
+  }
   ra.dc = dc;
   ra.epoch_off = plan->epoch_offset;
   ra.tile_off = st->tile_off;
@@ -96,9 +103,10 @@ static loom_result_t rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void 
   h.order.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
   h.order.row_shift = loom_tp_row_shift(g.m, W, st->rank + 1, st->gemm_bm);
   h.epoch_word = (const uint32_t *)((const char *)comm->ws_ptr + plan->epoch_offset);
-  h.epilogue = LOOM_EPI_STORE;
+  h.epilogue = atomic ? LOOM_EPI_REDUCE : LOOM_EPI_STORE;
   h.rows_per_dst = st->shard_rows;
   h.dst_signal = st->d_dst_signal;
+  if (atomic) h.row_dst = st->d_row_dst, h.dst_fp32 = 1; /* red.global.add.f32 into the owners */
   h.comm = dc;
   g.has_bias = 0; /* added once, by the owner's reduction */
   loom_result_t r = loom__gemm_hooked(&g, a, b, st->partial, NULL, &st->gemm_cfg, &h, stream);

@@ -35,6 +35,7 @@ const char *loom__tp_transfer_name(loom_tp_transfer_t t) {
     case LOOM_TP_SEQUENTIAL: return "LOOM_TP_SEQUENTIAL";
     case LOOM_TP_COPY_ENGINE: return "LOOM_TP_COPY_ENGINE";
     case LOOM_TP_SM_COPY: return "LOOM_TP_SM_COPY";
+    case LOOM_TP_SM_ATOMIC: return "LOOM_TP_SM_ATOMIC";
   }
   return "unknown";
 }
@@ -79,10 +80,16 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
                       "%s: desc->activation=%d: GEMM+ReduceScatter takes no activation (it would apply to each "
                       "rank's partial sum): must be LOOM_ACT_NONE",
                       fn, (int)d->activation);
-  if (d->transfer < LOOM_TP_AUTO || d->transfer > LOOM_TP_SM_COPY)
+  if (d->transfer < LOOM_TP_AUTO || d->transfer > LOOM_TP_SM_ATOMIC)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "%s: desc->transfer=%d is unknown: must be LOOM_TP_AUTO, _SEQUENTIAL, _COPY_ENGINE or _SM_COPY",
+                      "%s: desc->transfer=%d is unknown: must be LOOM_TP_AUTO, _SEQUENTIAL, _COPY_ENGINE, _SM_COPY or "
+                      "_SM_ATOMIC",
                       fn, (int)d->transfer);
+  if (kind == LOOM__TP_AG && d->transfer == LOOM_TP_SM_ATOMIC)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->transfer=LOOM_TP_SM_ATOMIC is a GEMM+ReduceScatter reduction: AllGather+GEMM takes "
+                      "LOOM_TP_COPY_ENGINE, LOOM_TP_SM_COPY, LOOM_TP_SEQUENTIAL or LOOM_TP_AUTO",
+                      fn);
   if (kind == LOOM__TP_RS && d->transfer == LOOM_TP_COPY_ENGINE)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->transfer=LOOM_TP_COPY_ENGINE is not offered for GEMM+ReduceScatter (the "
@@ -162,6 +169,7 @@ static void tp_destroy(loom_plan_t plan) {
     else (void)cudaFree(st->partial);
   }
   if (st->d_dst_signal) (void)cudaFree(st->d_dst_signal);
+  if (st->d_row_dst) (void)cudaFree(st->d_row_dst);
   if (st->fork) (void)cudaEventDestroy(st->fork);
   if (st->join) (void)cudaEventDestroy(st->join);
   if (st->done) (void)cudaEventDestroy(st->done);
@@ -188,6 +196,15 @@ static loom_result_t rs_tables(loom_plan_t plan, loom_tp_state_t *st) {
   uint32_t *sigs[LOOM_TP_MAX_PEERS];
   const size_t tiles = (size_t)st->tiles_m * (size_t)st->tiles_n;
   for (int p = 0; p < W; ++p) sigs[p] = (uint32_t *)(ws[p] + st->tile_off) + (size_t)st->rank * tiles;
+  if (st->transfer == LOOM_TP_SM_ATOMIC) {
+    /* every source adds into the owners' accumulators */
+    char *acc[LOOM_TP_MAX_PEERS];
+    LOOM_TRY(loom__tp_peer_addresses("loom_plan_gemm_rs", "accumulator", comm, st->partial,
+                                     (size_t)st->shard_rows * (size_t)st->gemm.n * sizeof(float), acc));
+    LOOM_CUDA(cudaMalloc((void **)&st->d_row_dst, (size_t)W * sizeof(void *)));
+    st->device_bytes += (size_t)W * sizeof(void *);
+    LOOM_CUDA(cudaMemcpyAsync(st->d_row_dst, acc, (size_t)W * sizeof(void *), cudaMemcpyHostToDevice, comm->stream));
+  }
   LOOM_CUDA(cudaMalloc((void **)&st->d_dst_signal, (size_t)W * sizeof(uint32_t *)));
   st->device_bytes += (size_t)W * sizeof(uint32_t *);
   LOOM_CUDA(cudaMemcpyAsync(st->d_dst_signal, sigs, (size_t)W * sizeof(uint32_t *), cudaMemcpyHostToDevice, comm->stream));
@@ -219,6 +236,17 @@ static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
     const size_t bytes = Wrows * (size_t)g->n * es_c;
     LOOM_CUDA(cudaMalloc(&st->partial, bytes));
     st->device_bytes += bytes;
+  } else if (st->transfer == LOOM_TP_SM_ATOMIC) {
+    /* the owner's fp32 accumulator of its S rows, zero between calls (the
+     * reduction zeroes each tile after reading it) */
+    const size_t bytes = (size_t)st->shard_rows * (size_t)g->n * sizeof(float);
+    LOOM_TRY(loom__comm_malloc(comm, bytes, &st->partial));
+    st->partial_sym = 1;
+    st->symmetric_bytes += bytes;
+    LOOM_CUDA(cudaMemsetAsync(st->partial, 0, bytes, comm->stream));
+    LOOM_CUDA(cudaStreamSynchronize(comm->stream));
+    LOOM_TRY(rs_tables(plan, st));
+    LOOM_TRY(loom__nccl_fence(comm)); /* every accumulator is zero before any peer adds */
   } else {
     const size_t bytes = Wrows * (size_t)g->n * es_c;
     LOOM_TRY(loom__comm_malloc(comm, bytes, &st->partial));
@@ -296,7 +324,7 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
     st->tiles_m = (int)loom_ceil_div(m, st->gemm_bm);
     st->tiles_n = (int)loom_ceil_div(desc->n, st->gemm_cfg.bn);
     const int64_t tiles = (int64_t)st->tiles_m * st->tiles_n;
-    st->comm_blocks = t != LOOM_TP_SM_COPY ? 0
+    st->comm_blocks = t != LOOM_TP_SM_COPY && t != LOOM_TP_SM_ATOMIC ? 0
                       : desc->comm_blocks > 0 ? desc->comm_blocks
                                               : loom_tp_comm_sms(tiles, comm->sm_count, 4, 16);
     st->gemm_cfg.grid = comm->sm_count - (st->comm_blocks > 0 ? st->comm_blocks : 1);
@@ -382,7 +410,7 @@ loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info) {
   info->gemm_grid = fused ? st->gemm_cfg.grid : 0;
   /* AG: every element is one product, whatever the transfer; RS: the fused
    * sum runs in rank order, NCCL's order is its own */
-  info->deterministic = st->kind == LOOM__TP_AG || fused;
+  info->deterministic = st->kind == LOOM__TP_AG || (fused && st->transfer != LOOM_TP_SM_ATOMIC);
   info->symmetric_bytes = st->symmetric_bytes;
   info->device_bytes = st->device_bytes;
   info->workspace_bytes = plan->ws_bytes;

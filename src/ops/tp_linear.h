@@ -89,6 +89,8 @@ typedef struct loom_tp_state {
                                    when fused: owners read it; cudaMalloc when sequential) */
   int partial_sym;
   uint32_t **d_dst_signal;      /* RS fused: device [W] owner signal arrays for this source */
+  void **d_row_dst;             /* RS SM_ATOMIC: device [W] the owners' fp32 accumulators [S, n]
+                                   (partial holds this rank's) */
   size_t symmetric_bytes, device_bytes;
   cudaStream_t side;
   cudaEvent_t fork, join, done;
@@ -182,7 +184,12 @@ typedef struct loom_rs_reduce_args {
   int bm, bn, tiles_m, tiles_n;
   int group;                    /* the GEMM's band height in tile rows (its tile order) */
   int c_type;
-  const char *src[LOOM_TP_MAX_PEERS]; /* each rank's partial [m, n] as this rank addresses it */
+  const char *src[LOOM_TP_MAX_PEERS]; /* SM_COPY: each rank's partial [m, n] as this rank addresses it;
+                                         SM_ATOMIC: src[0] this rank's fp32 accumulator [S, n] */
+  int nsrc;                     /* buffers summed: W (SM_COPY) or 1 (SM_ATOMIC) */
+  int src_type;                 /* their dtype: c_type, or LOOM_FP32 */
+  int64_t src_row_base;         /* row r of the output is row r - src_row_base of a source */
+  int zero_src;                 /* 1: each source vector is zeroed after it is read (SM_ATOMIC) */
   const void *bias;             /* [n] c_type or NULL */
   void *c_shard;                /* [rows, n] c_type */
 } loom_rs_reduce_args_t;

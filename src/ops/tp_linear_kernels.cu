@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
   const loom_dev_comm_t &dc = a.dc;
   const int W = dc.size;
   const uint32_t e = loom_tp_epoch(dc, a.epoch_off);
-  const int es = a.c_type == LOOM_FP32 ? 4 : 2;
+  const int es = a.c_type == LOOM_FP32 ? 4 : 2, ses = a.src_type == LOOM_FP32 ? 4 : 2;
   int32_t t0, t1;
   loom_rs_owner_tile_rows(a.m, W, dc.rank, a.bm, &t0, &t1);
   const int64_t items = a.rows > 0 ? (int64_t)(t1 - t0 + 1) * a.tiles_n : 0;
@@ -221,14 +221,14 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
         if (v >= nv) v = nv - 1; /* a repeat of the last vector: loaded, not stored */
         const int64_t row = r0 + v / vec_per_row;
         colv[u] = c0 + (v % vec_per_row) * 8;
-        off[u] = ((size_t)row * (size_t)a.n + (size_t)colv[u]) * (size_t)es;
+        off[u] = ((size_t)(row - a.src_row_base) * (size_t)a.n + (size_t)colv[u]) * (size_t)ses;
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[u][i] = 0.f;
       }
-      for (int s = 0; s < W; ++s) {
+      for (int s = 0; s < a.nsrc; ++s) {
         float x[LOOM_TP_RS_UNROLL][8];
 #pragma unroll
-        for (int u = 0; u < LOOM_TP_RS_UNROLL; ++u) loom_tp_load8(a.src[s] + off[u], a.c_type, x[u]);
+        for (int u = 0; u < LOOM_TP_RS_UNROLL; ++u) loom_tp_load8(a.src[s] + off[u], a.src_type, x[u]);
 #pragma unroll
         for (int u = 0; u < LOOM_TP_RS_UNROLL; ++u)
 #pragma unroll
@@ -246,6 +246,10 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
         }
         const int64_t row = r0 + v / vec_per_row;
         loom_gemm_store8(a.c_shard, (row - a.row0) * a.n + colv[u], a.c_type, acc[u]);
+        if (a.zero_src) { /* ready for the next call's additions */
+          const float z[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+          loom_gemm_store8((void *)a.src[0], (int64_t)(off[u] / (size_t)ses), a.src_type, z);
+        }
       }
     }
     __syncthreads(); /* `ok` is rewritten for the next tile */

@@ -8,7 +8,7 @@
  * slower than the baseline it replaces), and where the fused transfers can
  * run, AG: the copy engine with 4, 8, 16 chunks per shard and whole shards,
  * the SM copy kernel on 4, 8, 16 blocks; RS: the reduction on 4, 8, 16
- * blocks and the plan's own choice. Each candidate: a plan, 2 warm-up calls,
+ * blocks and the plan's own choice, and the atomic reduction. Each candidate: a plan, 2 warm-up calls,
  * 5 timed calls back to back; its time is the maximum over ranks (an NCCL
  * all-reduce), so every rank picks the same winner (plans are collective
  * and must agree). Inputs are the tuner's own (a constant pattern: timing
@@ -49,9 +49,9 @@ void loom__tp_tune_format(loom_tp_transfer_t t, int chunk_rows, int comm_blocks,
 loom_result_t loom__tp_tune_parse(const char *text, loom_tp_transfer_t *t, int *chunk_rows, int *comm_blocks) {
   int tt = -1, c = -1, b = -1, used = 0;
   if (!text || sscanf(text, "transfer=%d chunk=%d blocks=%d%n", &tt, &c, &b, &used) != 3 || text[used] != 0 ||
-      tt < LOOM_TP_SEQUENTIAL || tt > LOOM_TP_SM_COPY || c < 0 || b < 0)
+      tt < LOOM_TP_SEQUENTIAL || tt > LOOM_TP_SM_ATOMIC || c < 0 || b < 0)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "tuning entry \"%s\": expected \"transfer=<1..3> chunk=<rows >= 0> blocks=<n >= 0>\"",
+                      "tuning entry \"%s\": expected \"transfer=<1..4> chunk=<rows >= 0> blocks=<n >= 0>\"",
                       text ? text : "(null)");
   *t = (loom_tp_transfer_t)tt, *chunk_rows = c, *comm_blocks = b;
   return LOOM_SUCCESS;
@@ -159,6 +159,7 @@ static loom_result_t tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int k
     for (int i = kind == LOOM__TP_AG ? 1 : 0; i < 4; ++i)
       if (blocks[i] < comm->sm_count)
         cand[nc][0] = LOOM_TP_SM_COPY, cand[nc][1] = 0, cand[nc][2] = blocks[i], ++nc;
+    if (kind == LOOM__TP_RS) cand[nc][0] = LOOM_TP_SM_ATOMIC, cand[nc][1] = 0, cand[nc][2] = 0, ++nc;
   }
   int best = -1;
   float best_ms = 0.f;

@@ -286,6 +286,7 @@ static void run_suite(int W, const tp_case_t *cases, int n) {
 #define SEQ LOOM_TP_SEQUENTIAL
 #define CE LOOM_TP_COPY_ENGINE
 #define SM LOOM_TP_SM_COPY
+#define AT LOOM_TP_SM_ATOMIC
 
 /* ag, m, n, k, ab, ct, lay, bias, transfer, chunk_rows, blocks, calls, user_a_full, in_place, graph */
 static const tp_case_t g_ag[] = {
@@ -321,7 +322,11 @@ static const tp_case_t g_rs[] = {
     {0, 64, 1024, 512, BF, BF, NK, 1, SM, 0, 0, 3, 0, 0, 0, 0},    /* decode m */
     {0, 200, 520, 264, FH, F32, NK, 0, SM, 0, 1, 2, 0, 0, 0, 0},   /* tiles across shards, one reducer block */
     {0, 2048, 768, 512, BF, BF, KN, 1, SM, 0, 16, 2, 0, 0, 0, 0},
-    {0, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 4, 0, 0, 1, 0},    /* graph replays (staging parity) */
+    {0, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 4, 0, 0, 1, 0},    /* graph replays */
+    /* the atomic reduction: fp32 additions into the owner's accumulator */
+    {0, 999, 384, 256, BF, BF, NK, 1, AT, 0, 0, 3, 0, 0, 0, 0},
+    {0, 1, 128, 64, FH, F32, KN, 1, AT, 0, 0, 2, 0, 0, 0, 0},
+    {0, 64, 1024, 512, BF, BF, NK, 0, AT, 0, 6, 2, 0, 0, 1, 0},
 };
 
 LOOM_TEST(gpu_tp_ag_gemm_matches_reference_w2) {
@@ -346,6 +351,8 @@ LOOM_TEST(gpu_tp_ops_on_one_rank) {
       {0, 300, 256, 128, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0, 0},
       {0, 1000, 520, 264, FH, F32, KN, 1, SM, 0, 2, 2, 0, 0, 0, 0},
       {0, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 4, 0, 0, 1, 0},
+      {0, 777, 256, 512, BF, F32, NK, 1, AT, 0, 0, 3, 0, 0, 1, 0},
+      {0, 300, 520, 264, FH, FH, KN, 0, AT, 0, 4, 2, 0, 0, 0, 0},
       {1, 500, 256, 256, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_TANH},
       /* decode m: 64-row tiles in the hooked kernels */
       {1, 64, 1024, 512, BF, BF, NK, 1, CE, 0, 0, 2, 1, 0, 0, 0},

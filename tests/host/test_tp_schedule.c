@@ -186,6 +186,11 @@ LOOM_TEST(tp_desc_checks_name_the_field) {
   d.transfer = LOOM_TP_COPY_ENGINE;
   CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
   CHECK(strstr(loom_last_error(), "transfer=LOOM_TP_COPY_ENGINE") != NULL);
+  d.transfer = LOOM_TP_SM_ATOMIC;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, 2, 132, &d, &t, 1, 1), LOOM_SUCCESS);
+  CHECK_EQ_INT(t, LOOM_TP_SM_ATOMIC);
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "LOOM_TP_SM_ATOMIC") != NULL);
   d.transfer = (loom_tp_transfer_t)9;
   CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
   CHECK(strstr(loom_last_error(), "transfer=9") != NULL);
@@ -263,7 +268,7 @@ LOOM_TEST(tp_tune_key_and_value_round_trip) {
   CHECK_EQ_INT(t, LOOM_TP_COPY_ENGINE);
   CHECK_EQ_INT(c, 512);
   CHECK_EQ_INT(b, 0);
-  const char *bad[] = {"transfer=0 chunk=1 blocks=0", "transfer=4 chunk=1 blocks=0", "transfer=2 chunk=-1 blocks=0",
+  const char *bad[] = {"transfer=0 chunk=1 blocks=0", "transfer=5 chunk=1 blocks=0", "transfer=2 chunk=-1 blocks=0",
                        "transfer=2 chunk=1", "transfer=2 chunk=1 blocks=0 x", "bn=128", ""};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
     CHECK_RESULT(loom__tp_tune_parse(bad[i], &t, &c, &b), LOOM_ERR_INVALID_ARGUMENT);

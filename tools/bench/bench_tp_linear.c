@@ -4,7 +4,8 @@
  * (each repetition runs every variant back to back; the time of a
  * repetition is that of the slowest rank):
  *   loom fused      each fused transfer (AG: copy engine and SM copy; RS: SM
- *                   copy), one row each
+ *                   copy and SM atomic), and the plan's own choice (AUTO:
+ *                   tuned with --tune), one row each
  *   gemm            cuBLASLt (best of its heuristic's candidates) and
  *                   loom_gemm on the local shape (m x n x k); the row's GEMM
  *                   time is the better of the two ("the limit")
@@ -260,6 +261,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   loom_tp_transfer_t fused_tr[MAX_FUSED];
   if (a->ag) fused_tr[nf++] = LOOM_TP_COPY_ENGINE;
   fused_tr[nf++] = LOOM_TP_SM_COPY;
+  if (!a->ag) fused_tr[nf++] = LOOM_TP_SM_ATOMIC;
   fused_tr[nf++] = LOOM_TP_AUTO; /* the plan's own choice: tuned with --tune, else the heuristic */
   loom_tp_plan_info_t info[MAX_FUSED];
   loom_result_t rr = LOOM_SUCCESS;
@@ -364,6 +366,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
       snprintf(row->impl, sizeof row->impl, "loom-%s",
                fused_tr[f] == LOOM_TP_COPY_ENGINE ? "ce"
                : fused_tr[f] == LOOM_TP_SM_COPY   ? "sm"
+               : fused_tr[f] == LOOM_TP_SM_ATOMIC ? "at"
                : a->tune                          ? "tuned"
                                                   : "auto");
       snprintf(row->shape, sizeof row->shape, "%s m=%lld", mo->name, (long long)m);
