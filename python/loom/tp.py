@@ -49,7 +49,7 @@ import operator
 
 from . import _lib, _torch
 from ._checks import ITEMSIZE, check_tensor, dtype_name, loom_dtype, shape_of
-from ._structs import Layout, TpDesc, TpPlanInfo, TpTransfer  # noqa: F401 (TpTransfer: loom.tp.TpTransfer)
+from ._structs import Activation, Layout, TpDesc, TpPlanInfo, TpTransfer  # noqa: F401 (TpTransfer: loom.tp.TpTransfer)
 from .errors import InvalidArgumentError
 from .ops import _run_on_device
 
@@ -165,10 +165,10 @@ class TpSpec:
     this rank is in (rows: (begin, end) of its own rows). Validated when
     made; .key is the comm plan-cache key."""
     __slots__ = ("op", "m", "n", "k", "ab", "c", "layout", "has_bias", "transfer", "chunk_rows", "comm_blocks",
-                 "world", "rank", "rows")
+                 "activation", "world", "rank", "rows")
 
     def __init__(self, comm, op, m, n, k, ab, c, *, layout="nk", bias=False, transfer="auto", chunk_rows=0,
-                 comm_blocks=0, fn=None):
+                 comm_blocks=0, activation="none", fn=None):
         fn = fn or f"loom.TpPlan({op})"
         if op not in _OPS:
             raise InvalidArgumentError(f"{fn}: op={op!r}; expected 'ag_gemm' or 'gemm_rs'")
@@ -182,13 +182,17 @@ class TpSpec:
         self.transfer = _transfer(fn, transfer)
         self.chunk_rows = _count(fn, "chunk_rows", chunk_rows, 0)
         self.comm_blocks = _count(fn, "comm_blocks", comm_blocks, 0)
+        self.activation = _activation(fn, activation)
+        if op == "gemm_rs" and self.activation != Activation.NONE:
+            raise InvalidArgumentError(f"{fn}: activation={activation!r}: gemm_rs takes none (it would apply to "
+                                       "each rank's partial sum)")
         self.world, self.rank = comm.size, comm.rank
         self.rows = shard_range(self.m, self.world, self.rank)
 
     @property
     def key(self):
         return ("tp", self.op, self.m, self.n, self.k, self.ab, self.c, self.layout, self.has_bias,
-                self.transfer.name.lower(), self.chunk_rows, self.comm_blocks)
+                self.transfer.name.lower(), self.chunk_rows, self.comm_blocks, self.activation.name.lower())
 
     @property
     def out_shape(self):
@@ -212,7 +216,7 @@ class TpSpec:
         return TpDesc(m=self.m, n=self.n, k=self.k, ab_type=int(loom_dtype(self.ab, "", "")),
                       c_type=int(loom_dtype(self.c, "", "")), b_layout=int(_LAYOUTS[self.layout]),
                       has_bias=int(self.has_bias), world_size=self.world, transfer=int(self.transfer),
-                      chunk_rows=self.chunk_rows, comm_blocks=self.comm_blocks)
+                      chunk_rows=self.chunk_rows, comm_blocks=self.comm_blocks, activation=int(self.activation))
 
     def check(self, fn, comm, a, weight, bias, out, gathered=None):
         """Checks a call's tensors against the spec (raises InvalidArgumentError naming the argument)."""
@@ -259,9 +263,9 @@ class TpPlan:
     holds). .rows: (begin, end) of the rows this rank owns."""
 
     def __init__(self, comm, op, m, n, k, ab, c, *, layout="nk", bias=False, transfer="auto", chunk_rows=0,
-                 comm_blocks=0):
+                 comm_blocks=0, activation="none"):
         spec = TpSpec(comm, op, m, n, k, ab, c, layout=layout, bias=bias, transfer=transfer,
-                      chunk_rows=chunk_rows, comm_blocks=comm_blocks)
+                      chunk_rows=chunk_rows, comm_blocks=comm_blocks, activation=activation)
         self._init(comm, spec)
 
     @classmethod
@@ -389,14 +393,25 @@ def cached_plan(comm, spec):
     return comm.cached_plan(spec.key, lambda: TpPlan.from_spec(comm, spec))
 
 
-def _ag_spec(fn, comm, a_shard, weight, has_bias, m, layout, out_dtype, transfer, chunk_rows, comm_blocks):
+def _activation(fn, activation):
+    """An activation name ("none", "relu", "gelu_tanh", "gelu_erf") or Activation member."""
+    if isinstance(activation, Activation):
+        return activation
+    names = {a.name.lower(): a for a in Activation}
+    if not isinstance(activation, str) or activation.lower() not in names:
+        raise InvalidArgumentError(f"{fn}: activation={activation!r}; expected one of {sorted(names)}")
+    return names[activation.lower()]
+
+
+def _ag_spec(fn, comm, a_shard, weight, has_bias, m, layout, out_dtype, transfer, chunk_rows, comm_blocks,
+             activation="none"):
     layout, tr = _layout(fn, layout), _transfer(fn, transfer)
     ab, rows, k = _matrix(fn, "a_shard", a_shard, _AB, comm.device, rows_what="this rank's rows of A")
     n = _weight_nk(fn, weight, k, "a_shard", (rows, k), layout, ab, comm.device)
     m = _ag_m(fn, comm, rows, m)
     c = _out_dtype(fn, out_dtype, None, ab)
     return TpSpec(comm, "ag_gemm", m, n, k, ab, c, layout=layout, bias=has_bias, transfer=tr,
-                  chunk_rows=chunk_rows, comm_blocks=comm_blocks, fn=fn)
+                  chunk_rows=chunk_rows, comm_blocks=comm_blocks, activation=activation, fn=fn)
 
 
 def _rs_spec(fn, comm, a, weight, has_bias, layout, out_dtype, transfer, comm_blocks):
@@ -411,11 +426,11 @@ def _rs_spec(fn, comm, a, weight, has_bias, layout, out_dtype, transfer, comm_bl
 
 
 def ag_gemm_plan(comm, a_shard, weight, *, bias=False, m=None, layout="nk", out_dtype=None, transfer="auto",
-                 chunk_rows=0, comm_blocks=0):
+                 chunk_rows=0, comm_blocks=0, activation="none"):
     """The comm's cached ag_gemm plan for these operands (made on first use:
     collective). bias: whether calls pass one (True, or a tensor)."""
     spec = _ag_spec("loom.ag_gemm", comm, a_shard, weight, bias is not None and bias is not False, m, layout,
-                    out_dtype, transfer, chunk_rows, comm_blocks)
+                    out_dtype, transfer, chunk_rows, comm_blocks, activation)
     return cached_plan(comm, spec)
 
 
@@ -427,14 +442,16 @@ def gemm_rs_plan(comm, a, weight, *, bias=False, layout="nk", out_dtype=None, tr
 
 
 def ag_gemm(comm, a_shard, weight, bias=None, *, m=None, layout="nk", out=None, out_dtype=None, gathered=None,
-            transfer="auto", chunk_rows=0, comm_blocks=0, stream=None):
+            transfer="auto", chunk_rows=0, comm_blocks=0, activation="none", stream=None):
     """Column-parallel linear: out [m, n] = AllGather over ranks of a_shard
     [this rank's rows, k] @ weight^T ("nk": weight [n, k]; "kn": weight
     [k, n]: @ weight) (+ bias [n]). Collective. m: global rows (default:
     gathered's or out's first dimension, else rows * W). gathered: optional
     [m, k] symmetric tensor (comm.empty) that receives the gathered A.
-    Every tensor is checked before the plan is made. Returns out (a new
-    tensor unless given)."""
+    activation ("none", "relu", "gelu_tanh", "gelu_erf"): applied after the
+    bias in the GEMM's epilogue (fc1 + GeLU in one call). Every tensor is
+    checked before the plan is made. Returns out (a new tensor unless
+    given)."""
     fn = "loom.ag_gemm"
     if m is None:
         for arg, t in (("gathered", gathered), ("out", out)):
@@ -442,7 +459,8 @@ def ag_gemm(comm, a_shard, weight, bias=None, *, m=None, layout="nk", out=None, 
                 m = _matrix(fn, arg, t, None, comm.device)[1]
                 break
     c = _out_dtype(fn, out_dtype, out, None)
-    spec = _ag_spec(fn, comm, a_shard, weight, bias is not None, m, layout, c, transfer, chunk_rows, comm_blocks)
+    spec = _ag_spec(fn, comm, a_shard, weight, bias is not None, m, layout, c, transfer, chunk_rows, comm_blocks,
+                    activation)
     spec.check(fn, comm, a_shard, weight, bias, out, gathered)
     return cached_plan(comm, spec).ag_gemm(a_shard, weight, bias, out=out, gathered=gathered, stream=stream,
                                            _checked=True)

@@ -221,7 +221,7 @@ def _key(comm, **kw):
 def test_plan_keys_tell_apart_everything_a_plan_is_made_for():
     comm = HostComm(rank=0, size=2)
     k0 = _key(comm)
-    assert k0 == ("tp", "ag_gemm", 8, 16, 32, "bfloat16", "bfloat16", "nk", True, "auto", 0, 0)
+    assert k0 == ("tp", "ag_gemm", 8, 16, 32, "bfloat16", "bfloat16", "nk", True, "auto", 0, 0, "none")
     assert _key(comm) == k0 and _key(comm, transfer=TpTransfer.AUTO) == k0 and _key(comm, transfer="AUTO") == k0
     assert _key(comm, m=8) == k0  # m given or implied: one plan
     others = [
@@ -517,3 +517,16 @@ def test_closing_the_comm_destroys_every_plan_first(stub_run):
     assert stub_run["freed"] == []  # no plan had a gathered buffer
 
 
+
+
+def test_activation_is_checked_and_part_of_the_plan_key():
+    comm = HostComm(rank=0, size=2, handle=0xC0FFEE)
+    a, w = T(4, 32, ptr=0xA000), T(16, 32, ptr=0xB000)
+    with pytest.raises(loom.InvalidArgumentError, match="activation='swish'"):
+        tp.ag_gemm(comm, a, w, m=8, activation="swish")
+    s1 = tp._ag_spec("f", comm, a, w, False, 8, "nk", "bfloat16", "auto", 0, 0)
+    s2 = tp._ag_spec("f", comm, a, w, False, 8, "nk", "bfloat16", "auto", 0, 0, "gelu_tanh")
+    assert s1.key != s2.key and s2.desc().activation == int(loom.Activation.GELU_TANH)
+    assert s1.desc().activation == int(loom.Activation.NONE)
+    with pytest.raises(loom.InvalidArgumentError, match="gemm_rs takes none"):
+        tp.TpSpec(comm, "gemm_rs", 8, 16, 32, "bfloat16", "bfloat16", activation="relu")
