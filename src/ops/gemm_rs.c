@@ -11,8 +11,11 @@
  * side stream the owner's reduction kernel (comm_blocks blocks) waits for
  * each of its tiles' W signals, reads the W partials through NVLink, sums
  * them in fp32 in rank order, adds the bias and rounds once into c_shard;
- * then tells the sources their buffers may be overwritten (the next call's
- * begin kernel waits for that).
+ * after the GEMM the same kernel runs again on every SM and takes the tiles
+ * the side launch has not reached (tiles are claimed from a counter), so
+ * that the tail after the GEMM's last wave is short; the last block tells
+ * the sources their buffers may be overwritten (the next call's begin
+ * kernel waits for that).
  * Sequential: loom_gemm into a partial buffer (bias on rank 0 only), then
  * NCCL reduce-scatter (a reduce per shard when the shards are uneven).
  */
@@ -80,6 +83,8 @@ static loom_result_t rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void 
   ra.tile_off = st->tile_off;
   ra.done_off = st->done_off;
   ra.count_off = st->count_off;
+  const int tail_blocks = comm->sm_count;
+  ra.total_blocks = st->comm_blocks + tail_blocks;
   ra.m = g.m;
   ra.n = g.n;
   ra.row0 = st->my_begin;
@@ -110,6 +115,8 @@ static loom_result_t rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void 
   h.comm = dc;
   g.has_bias = 0; /* added once, by the owner's reduction */
   loom_result_t r = loom__gemm_hooked(&g, a, b, st->partial, NULL, &st->gemm_cfg, &h, stream);
+  /* the tail: every SM sums what is left once the GEMM is done */
+  if (r == LOOM_SUCCESS) r = loom__rs_reduce_kernel(&ra, tail_blocks, stream);
   const loom_result_t rj = loom__tp_join(st, stream);
   LOOM_TRY(r);
   return rj;

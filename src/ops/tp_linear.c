@@ -343,7 +343,7 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
                        (long long)n64, desc->chunk_rows);
       nsig = (uint32_t)n64;
     } else {
-      const int64_t n64 = (int64_t)st->world * st->tiles_m * st->tiles_n + st->world + 1;
+      const int64_t n64 = (int64_t)st->world * st->tiles_m * st->tiles_n + st->world + 2;
       if (n64 > (int64_t)UINT32_MAX / 8)
         r = loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %lld tile signals are too many (m=%lld, n=%lld)", fn,
                        (long long)n64, (long long)m, (long long)desc->n);

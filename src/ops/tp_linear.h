@@ -19,6 +19,9 @@
  *                     the partial product stored into this rank's own
  *                     partial buffer (TMA-store epilogue), each tile then
  *                     signalled to the owner(s) of its rows
+ *   S: RS tail        the reduction again, on every SM, after the GEMM: it
+ *                     claims the tiles the side launch has not reached (a
+ *                     tile counter shared by both launches)
  *   X -> S            event (join); S records the plan's `done` event
  * Every kernel of the call reads e from the device counter, so a call
  * captured in a CUDA graph gets a new epoch on every replay.
@@ -37,8 +40,9 @@
  *   AG: ready [W] | chunk [W x chunks_per_shard]
  *   RS: tile  [W sources x tiles_m x tiles_n] (owner side: signal of source
  *       s's tile t is tile[s tiles + t]) | done [W] (done[p] = e: owner p
- *       finished reading this rank's partial of call e) | count [1] (the
- *       reduction's finished blocks, reset by the last)
+ *       finished reading this rank's partial of call e) | count [2] (the
+ *       reduction's finished blocks and its next tile to claim, both reset
+ *       by the last block)
  */
 #ifndef LOOM_OPS_TP_LINEAR_H
 #define LOOM_OPS_TP_LINEAR_H
@@ -190,6 +194,8 @@ typedef struct loom_rs_reduce_args {
   int src_type;                 /* their dtype: c_type, or LOOM_FP32 */
   int64_t src_row_base;         /* row r of the output is row r - src_row_base of a source */
   int zero_src;                 /* 1: each source vector is zeroed after it is read (SM_ATOMIC) */
+  int total_blocks;             /* blocks of both launches of a call (side + tail): the last one
+                                   to finish resets the counters and tells the sources */
   const void *bias;             /* [n] c_type or NULL */
   void *c_shard;                /* [rows, n] c_type */
 } loom_rs_reduce_args_t;

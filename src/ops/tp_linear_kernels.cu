@@ -185,7 +185,16 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
   loom_rs_owner_tile_rows(a.m, W, dc.rank, a.bm, &t0, &t1);
   const int64_t items = a.rows > 0 ? (int64_t)(t1 - t0 + 1) * a.tiles_n : 0;
   const int64_t tiles = (int64_t)a.tiles_m * a.tiles_n;
-  for (int64_t q = blockIdx.x; q < items; q += gridDim.x) {
+  __shared__ uint32_t claimed;
+  uint32_t *claim = (uint32_t *)(dc.ws + a.count_off) + 1;
+  for (;;) {
+    /* tiles are claimed one by one (a counter), so that the tail launch
+     * after the GEMM takes what the side launch has not reached */
+    if (threadIdx.x == 0) claimed = atomicAdd(claim, 1u);
+    __syncthreads();
+    const int64_t q = claimed;
+    __syncthreads(); /* every thread has read it before it is claimed again */
+    if (q >= items) break;
     /* the GEMMs' grouped order over the owner's tile rows */
     const int32_t tg = loom_tile_grouped((int32_t)q, t1 - t0 + 1, a.tiles_n, a.group);
     const int tm = t0 + tg / a.tiles_n, tn = tg % a.tiles_n;
@@ -259,8 +268,9 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
   if (threadIdx.x == 0) {
     __threadfence_system();
     uint32_t *count = (uint32_t *)(dc.ws + a.count_off);
-    if (atomicAdd(count, 1u) + 1u == gridDim.x) {
+    if (atomicAdd(count, 1u) + 1u == (uint32_t)a.total_blocks) {
       *count = 0u;
+      *claim = 0u;
       for (int p = 0; p < W; ++p)
         if (p != dc.rank) loom_signal_store_release(loom_signal_addr(&dc, p, a.done_off, (uint32_t)dc.rank), e);
     }
