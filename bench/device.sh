@@ -12,7 +12,8 @@
 # embedding_a2a suite times it side by side, the before(us) column),
 # LOOM_PREBUILT=1 (use the carried build/bin/loom-bench and
 # build/tests/loom-test-gpu as they are: no make on the device), OUT (where
-# logs go). loom-bench embedding_a2a runs its PyTorch peer
+# logs go), LOOM_EXAMPLES=0 (skip examples/tp_mlp, run on every GPU when
+# build/examples/tp_mlp/tp_mlp exists: carry it with build/lib). loom-bench embedding_a2a runs its PyTorch peer
 # (bench/peers/embedding_torch.py) itself, in the same job.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -68,9 +69,16 @@ if [ "$suites" != none ]; then
   echo "bench ($suites): rc=$bench_rc, $(( $(date +%s) - t0 )) s"
 fi
 
+# the tensor-parallel example (every GPU present), when it was built or carried
+ex_rc=0
+if [ "${LOOM_EXAMPLES:-1}" = 1 ] && [ -x build/examples/tp_mlp/tp_mlp ]; then
+  LD_LIBRARY_PATH=$PWD/build/lib:${LD_LIBRARY_PATH:-} timeout 600 build/examples/tp_mlp/tp_mlp > "$out/tp_mlp.log" 2>&1 || ex_rc=$?
+  echo "examples/tp_mlp: rc=$ex_rc ($(tail -1 "$out/tp_mlp.log"))"
+fi
+
 echo "=== GPU tests ==="
 grep -E "^\[ (FAIL|SKIP|  OK  ) \]|^    |passed, .* failed" "$out/gpu-test.log" | tail -60
 if [ "$suites" != none ]; then
   for s in $suites; do echo "=== loom-bench $s (tail) ==="; tail -45 "$out/bench-$s.log"; done
 fi
-exit $(( test_rc != 0 || bench_rc != 0 ))
+exit $(( test_rc != 0 || bench_rc != 0 || ex_rc != 0 ))
