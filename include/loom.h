@@ -468,8 +468,9 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  *                owner of its rows; comm_blocks blocks on the owner read
  *                the W partials of each tile through NVLink as they are
  *                signalled and sum them in fp32 in rank order
- *                (deterministic: the same bits on every run) (NVLink peers
- *                only)
+ *                (deterministic: the same bits on every run); after the
+ *                GEMM the same reduction runs on every SM for the tiles
+ *                not reached yet (NVLink peers only)
  *   SM_ATOMIC    RS only: the GEMM's epilogue adds each partial tile into
  *                its owner's fp32 accumulator through NVLink
  *                (red.global.add.f32) and signals it; comm_blocks blocks on
@@ -484,8 +485,13 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  * rank's copy) to receive it, or NULL to use the plan's own buffer. a_shard
  * may be any device memory; when it is a_full's own rows (a_full + rank's
  * first row x k), nothing is copied for the local shard. RS: a, b, c_shard
- * and bias may be any device memory (the plan holds the partial product
- * that peers read: W x S x n elements of the output dtype, symmetric).
+ * and bias may be any device memory (the plan holds, in symmetric memory,
+ * the partial product that peers read: W x S x n elements of the output
+ * dtype (SM_COPY), or the fp32 accumulator peers add into: S x n (SM_ATOMIC)).
+ * SMs: a fused call's GEMM leaves SMs to the kernels it waits for (one for
+ * the copy engine's signal kernels, comm_blocks for SM_COPY / SM_ATOMIC);
+ * kernels of other streams that occupy those SMs for longer than the comm's
+ * timeout make the call give up with LOOM_ERR_TIMEOUT, never hang.
  * Buffer contract (AG): peers store into this rank's a_full once this
  * rank's call has started on its stream, so work queued before the call
  * that reads a_full is finished first; do not touch a_full on other streams
@@ -515,8 +521,9 @@ typedef struct loom_tp_desc {
   int world_size;            /* W: must equal the comm's size */
   loom_tp_transfer_t transfer;
   int chunk_rows;            /* AG: rows per transfer chunk (one signal each); 0: chosen by the plan */
-  int comm_blocks;           /* SM_COPY: blocks given to the copies (AG) or the reduction (RS);
-                                0: chosen by the plan */
+  int comm_blocks;           /* SM_COPY / SM_ATOMIC: blocks given to the copies (AG) or the
+                                reduction (RS) next to the GEMM; 0: chosen by the plan (the most
+                                SMs, 4..16, that cost the GEMM no extra wave) */
 } loom_tp_desc_t;
 #define LOOM_TP_DESC_INIT \
   { sizeof(loom_tp_desc_t), 0, 0, 0, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0, LOOM_ACT_NONE, 0, LOOM_TP_AUTO, 0, 0 }
@@ -546,7 +553,8 @@ loom_result_t loom_plan_gemm_rs(loom_comm_t comm, const loom_tp_desc_t *desc, lo
 /* Collective (same desc on every rank), synchronizes `stream` (not while
  * it captures a graph). Times the op's knobs for this description on this
  * comm with inputs of its own (the sequential path; the copy engine with
- * 1, 4, 8, 16 chunks per shard; the SM copy / reduction on 4, 8, 16 blocks)
+ * 1, 4, 8, 16 chunks per shard; the SM copy / reduction on 4, 8, 16 blocks;
+ * the atomic reduction)
  * and records the fastest (max over ranks, so every rank picks the same) in
  * the tuning cache (written to LOOM_TUNE_FILE by rank 0 when set). Plans
  * made afterwards from a description with transfer LOOM_TP_AUTO and
@@ -573,7 +581,8 @@ loom_result_t loom_ag_gemm(loom_plan_t plan, const void *a_shard, const void *b,
  * shard of the rows of sum over ranks of (A [m, k] x B) (+ bias [n], added
  * once). Accumulation in fp32: SM_COPY rounds each rank's partial to c_type
  * once and sums the partials in fp32 in rank order (deterministic);
- * SEQUENTIAL is NCCL's reduce-scatter in c_type. */
+ * SM_ATOMIC adds the fp32 partials in whatever order they arrive and rounds
+ * once (not deterministic); SEQUENTIAL is NCCL's reduce-scatter in c_type. */
 loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void *c_shard, const void *bias,
                            cudaStream_t stream);
 
