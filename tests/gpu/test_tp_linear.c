@@ -235,6 +235,22 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const tp_case_t *k) 
       const size_t bad = check_out(k, &in, h_c, rank, W);
       if (bad) loom_test_fail(__FILE__, __LINE__, "rank %d call %d: %zu elements out of bound", rank, call, bad);
     }
+    /* a plan that says it is deterministic gives the same bits again (every
+     * rank makes the second call: it is collective) */
+    if (!k->graph) {
+      CUDA_OK(cudaMemsetAsync(d_c, 0xff, c_bytes, s));
+      LOOM_OK(k->ag ? loom_ag_gemm(plan, shard, d_b, d_c, d_full, d_bias, s)
+                    : loom_gemm_rs(plan, d_a, d_b, d_c, d_bias, s));
+      CUDA_OK(cudaStreamSynchronize(s));
+      if (info.deterministic && (k->ag || mylen > 0)) {
+        void *again = malloc(c_bytes);
+        CUDA_OK(cudaMemcpy(again, d_c, c_bytes, cudaMemcpyDeviceToHost));
+        if (memcmp(again, h_c, c_bytes) != 0)
+          loom_test_fail(__FILE__, __LINE__, "rank %d call %d: a deterministic plan gave other bits the second time",
+                         rank, call);
+        free(again);
+      }
+    }
     if (k->ag && k->user_a_full) {
       CUDA_OK(cudaMemcpy(h_full, d_full, (size_t)(k->m * k->k) * ea, cudaMemcpyDeviceToHost));
       if (memcmp(h_full, in.a[0], (size_t)(k->m * k->k) * ea) != 0)
