@@ -23,8 +23,10 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_timing import interleaved_medians  # noqa: E402
 
 SHAPES = [(1024, 64), (4096, 64), (4096, 128), (16384, 64)]
 
@@ -97,25 +99,7 @@ def worker(rank, world, args, port, result_path):
             return r.permute(1, 0, 2).reshape(Bl, world * T * D).contiguous()
 
         ops = [pool, a2a, seq]
-        for _ in range(args.warmup):
-            for fn in ops:
-                fn()
-        torch.cuda.synchronize()
-        times = [[] for _ in ops]
-        for _ in range(args.reps):
-            dist.barrier()
-            torch.cuda.synchronize()
-            ev = [torch.cuda.Event(enable_timing=True) for _ in range(len(ops) + 1)]
-            for j, fn in enumerate(ops):
-                ev[j].record()
-                fn()
-            ev[-1].record()
-            ev[-1].synchronize()
-            for j in range(len(ops)):
-                times[j].append(ev[j].elapsed_time(ev[j + 1]) * 1000.0)  # us
-        t = torch.tensor(times, device="cuda", dtype=torch.float64)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        med = [statistics.median(row) for row in t.tolist()]
+        med = interleaved_medians(torch, dist, ops, args.warmup, args.reps)
         if rank == 0:
             rd = T * B * L * D * 4
             row = {"B": B, "T": T, "D": D, "L": L, "world": world, "pool_us": round(med[0], 1),

@@ -23,8 +23,10 @@ Usage: python3 bench/peers/tp_torch.py --op ag_gemm|gemm_rs [--world 2] [--reps 
 import argparse
 import json
 import os
-import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_timing import interleaved_medians  # noqa: E402
 
 MODELS = {"gpt3": ("gpt3-175b", 12288, 49152), "llama": ("llama3-70b", 8192, 28672)}
 MS = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
@@ -80,25 +82,7 @@ def worker(rank, world, args, port, result_path):
                     return out
 
             ops = [fused, seq]
-            for _ in range(args.warmup):
-                for fn in ops:
-                    fn()
-            torch.cuda.synchronize()
-            times = [[] for _ in ops]
-            for _ in range(args.reps):
-                dist.barrier()
-                torch.cuda.synchronize()
-                ev = [torch.cuda.Event(enable_timing=True) for _ in range(len(ops) + 1)]
-                for j, fn in enumerate(ops):
-                    ev[j].record()
-                    fn()
-                ev[-1].record()
-                ev[-1].synchronize()
-                for j in range(len(ops)):
-                    times[j].append(ev[j].elapsed_time(ev[j + 1]) * 1000.0)  # us
-            t = torch.tensor(times, device="cuda", dtype=torch.float64)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            med = [statistics.median(row) for row in t.tolist()]
+            med = interleaved_medians(torch, dist, ops, args.warmup, args.reps)
             if rank == 0:
                 row = {"op": args.op, "model": name, "m": m, "n": n, "k": k, "world": world,
                        "async_tp_us": round(med[0], 1), "torch_seq_us": round(med[1], 1)}
