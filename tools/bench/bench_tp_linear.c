@@ -40,6 +40,7 @@ typedef struct tp_args {
   int model;            /* -1 all, 0 gpt3, 1 llama */
   int64_t only_m;       /* 0: the list */
   int blocks, chunk;    /* desc.comm_blocks, desc.chunk_rows (0: the plan's) */
+  int tp;               /* --tp T: the weight split of the shapes (0: the world size) */
   int peer;             /* 0 with --peer none */
   int tune;             /* --tune: loom_*_tune before the plans (the loom-auto row takes its choice) */
   char peer_json[1200]; /* the PyTorch peer's results ("" if not run) */
@@ -52,6 +53,8 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
   if (!strcmp(s, "--help")) {
     printf("  --model gpt3|llama   one model's shapes (default both)\n"
            "  --m M                one m only\n"
+           "  --tp T               split the weights T ways (default: the world size; --world 1 --tp 2\n"
+           "                       times the TP=2 shapes' GEMMs and the fused protocol on one GPU)\n"
            "  --blocks N           desc.comm_blocks of the fused plans (default: the plan's)\n"
            "  --chunk N            desc.chunk_rows of the fused plans (default: the plan's)\n"
            "  --peer none          skip PyTorch async-TP (bench/peers/tp_torch.py, run by default)\n"
@@ -75,6 +78,17 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
       return -1;
     }
     a->peer = 0;
+    *i += 1;
+    return 1;
+  }
+  if (!strcmp(s, "--tp")) {
+    char *end = NULL;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || !end || *end || x < 1 || x > 64) {
+      fprintf(stderr, "loom-bench: --tp needs an integer in 1..64, got \"%s\"\n", v ? v : "(nothing)");
+      return -1;
+    }
+    a->tp = (int)x;
     *i += 1;
     return 1;
   }
@@ -254,7 +268,8 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   tp_run_t r;
   memset(&r, 0, sizeof r);
   r.nccl = ctx->nccl, r.ag = a->ag, r.W = W;
-  const int64_t n = a->ag ? mo->ffn / W : mo->hidden, k = a->ag ? mo->hidden : mo->ffn / W;
+  const int T = a->tp > 0 ? a->tp : W;
+  const int64_t n = a->ag ? mo->ffn / T : mo->hidden, k = a->ag ? mo->hidden : mo->ffn / T;
   r.d = (loom_gemm_desc_t)LOOM_GEMM_DESC(m, n, k, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
   r.S = loom_tp_shard_rows(m, W);
   int failures = 0, nf = 0;
@@ -369,7 +384,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
                : fused_tr[f] == LOOM_TP_SM_ATOMIC ? "at"
                : a->tune                          ? "tuned"
                                                   : "auto");
-      snprintf(row->shape, sizeof row->shape, "%s m=%lld", mo->name, (long long)m);
+      snprintf(row->shape, sizeof row->shape, "%s tp%d m=%lld", mo->name, T, (long long)m);
       snprintf(row->dtype, sizeof row->dtype, "bf16");
       row->m = m, row->n = n, row->k = k, row->world = W;
       row->bytes = (int64_t)(a->ag ? (size_t)m * (size_t)k * 2 : (size_t)m * (size_t)n * 2);
