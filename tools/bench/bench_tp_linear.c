@@ -118,7 +118,7 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
   return 0;
 }
 
-enum { V_GEMM_LT, V_GEMM_LOOM, V_NCCL, V_SEQ, V_MEDIUM, V_HOOK_IDLE, V_PLAIN_CFG, V_FUSED0 };
+enum { V_GEMM_LT, V_GEMM_LOOM, V_NCCL, V_SEQ, V_MEDIUM, V_PLAIN_CFG, V_HOOK_IDLE, V_FUSED0 };
 #define MAX_FUSED 3
 
 typedef struct tp_run {
