@@ -60,7 +60,8 @@ extern "C" {
 typedef struct loom_gemm_config {
   int bn;        /* tile columns: sm90 128, 192, 224 or 256 (bm 64: 128 or
                   * 256); sm80 128 or 256; bm 16: 0 (the kernel's own) */
-  int stages;    /* pipeline depth; 0 = the most that fits for bn */
+  int stages;    /* pipeline depth; 0 = the most that fits for bn. bm=16 (the small-m kernel):
+                    0 = the cp.async ring, 1 = register loads (small_m_layout.h) */
   int group;     /* GROUPED band height in tile rows; 0 = heuristic */
   int grid;      /* persistent blocks; 0 = SM count */
   int sk_tiles;  /* stream-K: the last sk_tiles steps of the order have their

@@ -7,11 +7,16 @@
  * is cut into units of (n-tile, k range) (small_m_layout.h), one block of
  * 256 threads per unit, two or more blocks per SM, as many units as it
  * takes to fill the SMs several times over (split-K where the n-tiles alone
- * are too few). A warp loads its chunks of 32 k with 16-byte loads that
- * bypass L1 (ld.global.nc.L1::no_allocate), 4 per chunk and 2 or 4 chunks
- * before it computes, so 4-8 KiB per warp and up to 128 KiB per SM are on
- * their way at once; the activations (m x k, small, read by every n-tile)
- * come through L1. The math is mma.sync m16n8k16 with fp32 accumulators:
+ * are too few). A warp streams its chunks of 32 k, 16 bytes x 4 per thread
+ * per chunk, through a ring of LOOM_SMALLM_RING_STAGES stages in shared memory:
+ * each thread cp.async's (L2 only) its own 64 bytes of the chunk
+ * STAGES - 1 chunks ahead of the one it computes and reads back only its own
+ * slots, so no barrier is needed and 80 KiB per block (2 blocks per SM; 112
+ * KiB, 1 block at 64 rows) stay on their way the whole loop long. The first
+ * version (config stages = 1, kept for comparison) loaded 2-4 chunks into
+ * registers (ld.global.nc.L1::no_allocate), computed them, then loaded the
+ * next: the stream drained once per burst. The activations (m x k, small,
+ * read by every n-tile) come through L1. The math is mma.sync m16n8k16 with fp32 accumulators:
  * A as the mma's A operand (rows padded to 16, zero-filled), B as its B
  * operand, the physical k of a logical k permuted so that each thread's
  * operands are 16-byte loads (small_m_layout.h); B [k, n] goes through one
@@ -34,8 +39,10 @@
  * sm_90a SASS and the compute_80 PTX of the default build).
  *
  * Templates: MT tiles of 16 rows (1: m <= 16, 2: m <= 32, 4: m <= 64),
- * TB the B layout (0 [n, k], 1 [k, n]), TYPE bf16 or fp16. Resources
- * (-Xptxas -v, see bench/NOTES.md): no local memory in any of the 12.
+ * TB the B layout (0 [n, k], 1 [k, n]), TYPE bf16 or fp16, PIPE the ring or
+ * register loads. Resources (-Xptxas -v, see bench/NOTES.md): no local
+ * memory in any of the 24; the ring's 80 / 110 / 140 registers at MT 1 / 2 /
+ * 4 (register loads: 124-128, 122-126, 184-192).
  */
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
@@ -139,16 +146,89 @@ static __device__ __forceinline__ void loom_smallm_bias8(const void *bias, int64
   }
 }
 
+/* Where lane (g, t) of the warp whose first column is nb loads group x of
+ * chunk c of the weight (16 bytes); *ok = 0 outside the matrix or when the
+ * chunk is not live (the pointer is then B itself, never dereferenced). */
+template <int TB>
+static __device__ __forceinline__ const uint16_t *loom_smallm_b_src(const uint16_t *B, int N, int K, int nb, int g,
+                                                                    int t, int c, int x, bool live, bool *ok) {
+  const int k0 = c * LOOM_SMALLM_KC;
+  if (TB == 0) { /* x: 8-column group; row n = nb + 8 x + g, k = k0 + 8 t .. + 7 */
+    const int n = nb + 8 * x + g, kk = k0 + 8 * t;
+    *ok = live && n < N && kk < K;
+    return B + (*ok ? (int64_t)n * K + kk : 0);
+  }
+  /* x = 2 s + h: row k0 + kn_row(g, s, h), columns nb + 8 t .. + 7 */
+  const int kk = k0 + loom_smallm_kn_row(g, x >> 1, x & 1), n = nb + 8 * t;
+  *ok = live && kk < K && n < N;
+  return B + (*ok ? (int64_t)kk * N + n : 0);
+}
+
+/* acc += the warp's A rows x chunk c of its weight columns (bv: this lane's
+ * 4 x 16 bytes of the chunk, as loom_smallm_b_src placed them). */
+template <int MT, int TB, int TYPE>
+static __device__ __forceinline__ void loom_smallm_chunk_math(float (&acc)[MT][4][4], const uint4 (&bv)[4],
+                                                              const uint16_t *A, int M, int K, int c, int g, int t) {
+  const int k0 = c * LOOM_SMALLM_KC + 8 * t;
+  /* B [k, n]: transposes, so that lane (g, t) holds column g's pairs of
+   * physical k (8 t + 4 s + 2 h + {0, 1}); register q of load (s, h)
+   * becomes the mma B fragment half h of step s for column group q */
+  uint32_t bt[4][4];
+  if (TB == 1) {
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) bt[x][q] = loom_movmatrix_trans(loom_u4(bv[x], q));
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const int r0 = 16 * mt + g, r1 = r0 + 8;
+    const bool kin = k0 < K;
+    const uint4 a0 = loom_ld16<false>(A + (r0 < M && kin ? (int64_t)r0 * K + k0 : 0), r0 < M && kin);
+    const uint4 a1 = loom_ld16<false>(A + (r1 < M && kin ? (int64_t)r1 * K + k0 : 0), r1 < M && kin);
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const uint32_t fa0 = loom_u4(a0, 2 * s), fa1 = loom_u4(a1, 2 * s);
+      const uint32_t fa2 = loom_u4(a0, 2 * s + 1), fa3 = loom_u4(a1, 2 * s + 1);
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        if (TB == 0)
+          loom_mma16816<TYPE>(acc[mt][x], fa0, fa1, fa2, fa3, loom_u4(bv[x], 2 * s), loom_u4(bv[x], 2 * s + 1));
+        else
+          loom_mma16816<TYPE>(acc[mt][x], fa0, fa1, fa2, fa3, bt[2 * s][x], bt[2 * s + 1][x]);
+      }
+    }
+  }
+}
+
+/* 16 bytes global -> shared through L2 only (cp.async.cg), zero-filled
+ * where ok is 0. */
+static __device__ __forceinline__ void loom_smallm_cp16(uint32_t dst, const void *src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+static __device__ __forceinline__ void loom_smallm_cp_commit(void) {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+static __device__ __forceinline__ void loom_smallm_cp_wait(void) {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 #endif /* LOOM_SMALLM_DEVICE */
 
-template <int MT, int TB, int TYPE>
+template <int MT, int TB, int TYPE, int PIPE>
 __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
     loom_gemm_small_m_kernel(const __grid_constant__ loom_smallm_args_t args) {
 #ifdef LOOM_SMALLM_DEVICE
   constexpr int WN = LOOM_SMALLM_WN, WK = LOOM_SMALLM_WK, BN = LOOM_SMALLM_BN;
-  constexpr int U = LOOM_SMALLM_UNROLL(MT);
   constexpr int ROWS = 16 * MT;
-  extern __shared__ float loom_smallm_red[]; /* [WK][ROWS][BN], then the ticket */
+  constexpr bool RING = LOOM_SMALLM_IS_RING(PIPE);
+  constexpr int CPS = LOOM_SMALLM_RING_CPS(PIPE), STG = LOOM_SMALLM_RING_STAGES(MT, PIPE);
+  constexpr size_t RED_BYTES = (size_t)WK * ROWS * BN * 4;
+  constexpr size_t RING_BYTES = RING ? (size_t)STG * CPS * LOOM_SMALLM_CHUNK_BYTES : 0;
+  /* [STG][4][threads] uint4 ring (PIPE_RING), then (reused) [WK][ROWS][BN]
+   * fp32 partials; the ticket after the larger of the two */
+  extern __shared__ __align__(16) unsigned char loom_smallm_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
   const int wn = warp % WN, wk = warp / WN;
@@ -171,65 +251,111 @@ __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][x][i] = 0.f;
 
-  for (int c = c0; c < c1; c += U) {
-    /* ---- the weight: U chunks of 4 x 16 bytes per thread, all in flight ---- */
-    uint4 bv[U][4];
+  if (RING) {
+    /* this thread's slot of group x of chunk j of stage st:
+     * ring[((st CPS + j) 4 + x) threads + tid] */
+    const uint32_t ring = (uint32_t)__cvta_generic_to_shared(loom_smallm_smem) + 16u * threadIdx.x;
+    const uint4 *ring_p = (const uint4 *)loom_smallm_smem + threadIdx.x;
+    const int nst = (c1 - c0 + CPS - 1) / CPS; /* stages of this warp's range */
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int k0 = (c + u) * LOOM_SMALLM_KC;
-      const bool live = c + u < c1;
+    for (int st = 0; st < STG - 1; ++st) {
 #pragma unroll
-      for (int x = 0; x < 4; ++x) {
-        if (TB == 0) { /* x: 8-column group; row n = nb + 8 x + g, k = k0 + 8 t .. + 7 */
-          const int n = nb + 8 * x + g, kk = k0 + 8 * t;
-          const bool ok = live && n < N && kk < K;
-          bv[u][x] = loom_ld16<true>(B + (ok ? (int64_t)n * K + kk : 0), ok);
-        } else { /* x = 2 s + h: row k0 + kn_row(g, s, h), columns nb + 8 t .. + 7 */
-          const int kk = k0 + loom_smallm_kn_row(g, x >> 1, x & 1), n = nb + 8 * t;
-          const bool ok = live && kk < K && n < N;
-          bv[u][x] = loom_ld16<true>(B + (ok ? (int64_t)kk * N + n : 0), ok);
+      for (int j = 0; j < CPS; ++j)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          const int c = c0 + st * CPS + j;
+          bool ok;
+          const uint16_t *src = loom_smallm_b_src<TB>(B, N, K, nb, g, t, c, x, c < c1, &ok);
+          if (st < nst) loom_smallm_cp16(ring + 16u * LOOM_SMALLM_THREADS * (uint32_t)((st * CPS + j) * 4 + x), src, ok);
         }
-      }
+      loom_smallm_cp_commit();
     }
-    /* ---- the math ---- */
+    int st = 0;
+    for (int i = 0; i < nst; ++i) {
+      loom_smallm_cp_wait<STG - 2>(); /* stage i (group i) has landed */
+      uint4 bv[CPS][4];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (c + u >= c1) break; /* warp-uniform */
-      const int k0 = (c + u) * LOOM_SMALLM_KC + 8 * t;
-      /* B [k, n]: transposes, so that lane (g, t) holds column g's pairs of
-       * physical k (8 t + 4 s + 2 h + {0, 1}); register q of load (s, h)
-       * becomes the mma B fragment half h of step s for column group q */
-      uint32_t bt[4][4];
-      if (TB == 1) {
+      for (int j = 0; j < CPS; ++j)
 #pragma unroll
-        for (int x = 0; x < 4; ++x)
+        for (int x = 0; x < 4; ++x) bv[j][x] = ring_p[(size_t)LOOM_SMALLM_THREADS * ((st * CPS + j) * 4 + x)];
+      /* refill the slot read one stage ago with stage i + STG - 1 */
+      const int nx = i + STG - 1, sx = st == 0 ? STG - 1 : st - 1;
+      if (nx < nst) {
 #pragma unroll
-          for (int q = 0; q < 4; ++q) bt[x][q] = loom_movmatrix_trans(loom_u4(bv[u][x], q));
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const int r0 = 16 * mt + g, r1 = r0 + 8;
-        const bool kin = k0 < K;
-        const uint4 a0 = loom_ld16<false>(A + (r0 < M && kin ? (int64_t)r0 * K + k0 : 0), r0 < M && kin);
-        const uint4 a1 = loom_ld16<false>(A + (r1 < M && kin ? (int64_t)r1 * K + k0 : 0), r1 < M && kin);
-#pragma unroll
-        for (int s = 0; s < 2; ++s) {
-          const uint32_t fa0 = loom_u4(a0, 2 * s), fa1 = loom_u4(a1, 2 * s);
-          const uint32_t fa2 = loom_u4(a0, 2 * s + 1), fa3 = loom_u4(a1, 2 * s + 1);
+        for (int j = 0; j < CPS; ++j)
 #pragma unroll
           for (int x = 0; x < 4; ++x) {
-            if (TB == 0)
-              loom_mma16816<TYPE>(acc[mt][x], fa0, fa1, fa2, fa3, loom_u4(bv[u][x], 2 * s), loom_u4(bv[u][x], 2 * s + 1));
-            else
-              loom_mma16816<TYPE>(acc[mt][x], fa0, fa1, fa2, fa3, bt[2 * s][x], bt[2 * s + 1][x]);
+            const int c = c0 + nx * CPS + j;
+            bool ok;
+            const uint16_t *src = loom_smallm_b_src<TB>(B, N, K, nb, g, t, c, x, c < c1, &ok);
+            loom_smallm_cp16(ring + 16u * LOOM_SMALLM_THREADS * (uint32_t)((sx * CPS + j) * 4 + x), src, ok);
           }
+      }
+      loom_smallm_cp_commit();
+#pragma unroll
+      for (int j = 0; j < CPS; ++j) {
+        const int c = c0 + i * CPS + j;
+        if (c >= c1) break; /* warp-uniform */
+        loom_smallm_chunk_math<MT, TB, TYPE>(acc, bv[j], A, M, K, c, g, t);
+      }
+      st = st + 1 == STG ? 0 : st + 1;
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads(); /* the ring's bytes become the partials below */
+  } else if (PIPE == LOOM_SMALLM_PIPE_REGS2) {
+    /* bursts of 2 chunks; the next burst's loads go out before this one's math */
+    uint4 cur[2][4], nxt[2][4];
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        bool ok;
+        const uint16_t *src = loom_smallm_b_src<TB>(B, N, K, nb, g, t, c0 + u, x, c0 + u < c1, &ok);
+        cur[u][x] = loom_ld16<true>(src, ok);
+      }
+    for (int c = c0; c < c1; c += 2) {
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          bool ok;
+          const uint16_t *src = loom_smallm_b_src<TB>(B, N, K, nb, g, t, c + 2 + u, x, c + 2 + u < c1, &ok);
+          nxt[u][x] = loom_ld16<true>(src, ok);
         }
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        if (c + u >= c1) break; /* warp-uniform */
+        loom_smallm_chunk_math<MT, TB, TYPE>(acc, cur[u], A, M, K, c + u, g, t);
+      }
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) cur[u][x] = nxt[u][x];
+    }
+  } else {
+    constexpr int U = LOOM_SMALLM_UNROLL(MT);
+    for (int c = c0; c < c1; c += U) {
+      /* ---- the weight: U chunks of 4 x 16 bytes per thread, all in flight ---- */
+      uint4 bv[U][4];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          bool ok;
+          const uint16_t *src = loom_smallm_b_src<TB>(B, N, K, nb, g, t, c + u, x, c + u < c1, &ok);
+          bv[u][x] = loom_ld16<true>(src, ok);
+        }
+      /* ---- the math ---- */
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (c + u >= c1) break; /* warp-uniform */
+        loom_smallm_chunk_math<MT, TB, TYPE>(acc, bv[u], A, M, K, c + u, g, t);
       }
     }
   }
 
   /* ---- the block's partial: the wk warps' tiles summed in warp order ---- */
-  float *red = loom_smallm_red;
+  float *red = (float *)loom_smallm_smem;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -261,7 +387,8 @@ __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
     }
     __threadfence();
     __syncthreads();
-    volatile uint32_t *ticket = (volatile uint32_t *)(red + (size_t)WK * ROWS * BN);
+    volatile uint32_t *ticket =
+        (volatile uint32_t *)(loom_smallm_smem + (RED_BYTES > RING_BYTES ? RED_BYTES : RING_BYTES));
     if (threadIdx.x == 0) {
       uint32_t old;
       asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(args.tickets + ntile) : "memory");
@@ -303,22 +430,33 @@ __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
 
 typedef void (*loom__smallm_kernel_t)(const loom_smallm_args_t);
 
-template <int MT>
-static loom__smallm_kernel_t loom__smallm_pick2(int tb, int type) {
+template <int MT, int PIPE>
+static loom__smallm_kernel_t loom__smallm_pick3(int tb, int type) {
   if (type == LOOM_BF16)
-    return tb ? loom_gemm_small_m_kernel<MT, 1, LOOM_BF16> : loom_gemm_small_m_kernel<MT, 0, LOOM_BF16>;
-  return tb ? loom_gemm_small_m_kernel<MT, 1, LOOM_FP16> : loom_gemm_small_m_kernel<MT, 0, LOOM_FP16>;
+    return tb ? loom_gemm_small_m_kernel<MT, 1, LOOM_BF16, PIPE> : loom_gemm_small_m_kernel<MT, 0, LOOM_BF16, PIPE>;
+  return tb ? loom_gemm_small_m_kernel<MT, 1, LOOM_FP16, PIPE> : loom_gemm_small_m_kernel<MT, 0, LOOM_FP16, PIPE>;
 }
 
-static loom__smallm_kernel_t loom__smallm_pick(int mt, int tb, int type) {
-  if (mt == 1) return loom__smallm_pick2<1>(tb, type);
-  if (mt == 2) return loom__smallm_pick2<2>(tb, type);
-  return loom__smallm_pick2<4>(tb, type);
+template <int MT>
+static loom__smallm_kernel_t loom__smallm_pick2(int tb, int type, int pipe) {
+  switch (pipe) {
+    case LOOM_SMALLM_PIPE_REGS: return loom__smallm_pick3<MT, LOOM_SMALLM_PIPE_REGS>(tb, type);
+    case LOOM_SMALLM_PIPE_RING2: return loom__smallm_pick3<MT, LOOM_SMALLM_PIPE_RING2>(tb, type);
+    case LOOM_SMALLM_PIPE_REGS2: return loom__smallm_pick3<MT, LOOM_SMALLM_PIPE_REGS2>(tb, type);
+    case LOOM_SMALLM_PIPE_RING: return loom__smallm_pick3<MT, LOOM_SMALLM_PIPE_RING>(tb, type);
+    default: return NULL;
+  }
+}
+
+static loom__smallm_kernel_t loom__smallm_pick(int mt, int tb, int type, int pipe) {
+  if (mt == 1) return loom__smallm_pick2<1>(tb, type, pipe);
+  if (mt == 2) return loom__smallm_pick2<2>(tb, type, pipe);
+  return loom__smallm_pick2<4>(tb, type, pipe);
 }
 
 extern "C" int loom__gemm_small_m_has_code(void) {
   cudaFuncAttributes fa;
-  if (cudaFuncGetAttributes(&fa, (const void *)loom__smallm_pick(1, 0, LOOM_BF16)) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&fa, (const void *)loom__smallm_pick(1, 0, LOOM_BF16, LOOM_SMALLM_PIPE_DEFAULT)) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
@@ -326,8 +464,8 @@ extern "C" int loom__gemm_small_m_has_code(void) {
 }
 
 extern "C" loom_result_t loom__gemm_small_m_occupancy(int mt, int *blocks) {
-  const loom__smallm_kernel_t kern = loom__smallm_pick(mt, 0, LOOM_BF16);
-  const size_t smem = loom_smallm_smem_bytes(mt);
+  const loom__smallm_kernel_t kern = loom__smallm_pick(mt, 0, LOOM_BF16, LOOM_SMALLM_PIPE_DEFAULT);
+  const size_t smem = loom_smallm_smem_bytes(mt, LOOM_SMALLM_PIPE_DEFAULT);
   if (smem > 48 * 1024)
     LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   int n = 0;
@@ -353,11 +491,12 @@ extern "C" loom_result_t loom__gemm_small_m(const loom_gemm_desc_t *d, const voi
   if (conf.bn != 0 && conf.bn != LOOM_SMALLM_BN)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bm=16 bn=%d: the small-m kernel's n-tile is %d "
                       "columns (bn=0 or %d)", conf.bn, LOOM_SMALLM_BN, LOOM_SMALLM_BN);
-  if (conf.stages != 0 || conf.cluster > 1 || conf.sk_blocks != 0 || conf.sk_splits < 0 ||
-      conf.sk_splits > LOOM_SMALLM_MAX_SPLITS)
+  if (conf.stages < 0 || conf.stages >= LOOM_SMALLM_PIPES || conf.cluster > 1 ||
+      conf.sk_blocks != 0 || conf.sk_splits < 0 || conf.sk_splits > LOOM_SMALLM_MAX_SPLITS)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "loom_gemm: config bm=16 stages=%d cluster=%d sk_blocks=%d splits=%d: the small-m kernel takes "
-                      "splits 0..%d only (stages, cluster, sk_blocks 0)",
+                      "stages 0..4 (how the weight is loaded, 0 the default: small_m_layout.h), splits 0..%d (cluster, "
+                      "sk_blocks 0)",
                       conf.stages, conf.cluster, conf.sk_blocks, conf.sk_splits, LOOM_SMALLM_MAX_SPLITS);
   const int mt = loom_smallm_mt(d->m);
   loom_smallm_args_t args;
@@ -373,8 +512,9 @@ extern "C" loom_result_t loom__gemm_small_m(const loom_gemm_desc_t *d, const voi
     LOOM_TRY(loom__gemm_sk_workspace(stream, (size_t)args.work.ntiles * 4,
                                      slots * (size_t)d->m * (size_t)LOOM_SMALLM_BN * 4, &args.tickets, &args.ws, &scratch));
   }
-  const loom__smallm_kernel_t kern = loom__smallm_pick(mt, tb, (int)d->ab_type);
-  const size_t smem = loom_smallm_smem_bytes(mt);
+  const int pipe = LOOM_SMALLM_PIPE_OF(conf.stages);
+  const loom__smallm_kernel_t kern = loom__smallm_pick(mt, tb, (int)d->ab_type, pipe);
+  const size_t smem = loom_smallm_smem_bytes(mt, pipe);
   if (smem > 48 * 1024)
     LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   const int64_t units = loom_smallm_units(&args.work);

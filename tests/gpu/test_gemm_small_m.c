@@ -53,9 +53,15 @@ static loom_gemm_config_t sm_cfg(int splits) {
   return c;
 }
 
+/* Every way of loading the weight (small_m_layout.h): 1 when all match. */
 static int run(const loom_gemm_desc_t *d, int splits) {
-  const loom_gemm_config_t c = sm_cfg(splits);
-  return gemm_run_case(d, loom__gemm_small_m, &c, 1);
+  loom_gemm_config_t c = sm_cfg(splits);
+  int ok = 1;
+  for (int pipe = 0; pipe < LOOM_SMALLM_PIPES; ++pipe) {
+    c.stages = pipe;
+    ok &= gemm_run_case(d, loom__gemm_small_m, &c, 1);
+  }
+  return ok;
 }
 
 /* Every m of the kernel's range, splits from the heuristic and forced. */
@@ -172,6 +178,10 @@ LOOM_TEST(gemm_small_m_refused_configurations) {
   c = sm_cfg(65);
   CHECK_RESULT(loom__gemm_small_m(&e, g.da, g.db, g.dc, NULL, &c, NULL, 0), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("splits=65");
+  c = sm_cfg(1);
+  c.stages = LOOM_SMALLM_PIPES;
+  CHECK_RESULT(loom__gemm_small_m(&e, g.da, g.db, g.dc, NULL, &c, NULL, 0), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("stages=5");
   c = sm_cfg(1);
   c.bm = 64;
   CHECK_RESULT(loom__gemm_small_m(&e, g.da, g.db, g.dc, NULL, &c, NULL, 0), LOOM_ERR_INVALID_ARGUMENT);
