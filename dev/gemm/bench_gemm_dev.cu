@@ -116,7 +116,7 @@ static double median(std::vector<double> v) {
 
 static void cfg_text(const loom_gemm_config_t *c, char *out, size_t size) {
   if (c->bm == 16) {
-    static const char *const pipe[LOOM_SMALLM_PIPES] = {"smallm", "smallregs", "smallring2", "smallregs2", "smallring"};
+    static const char *const pipe[LOOM_SMALLM_PIPES] = {"smallm", "smallregs", "smallregs2"};
     snprintf(out, size, "%s/s%d", pipe[c->stages >= 0 && c->stages < LOOM_SMALLM_PIPES ? c->stages : 0],
              c->sk_splits > 1 ? c->sk_splits : 1);
   }
@@ -130,12 +130,12 @@ static void cfg_text(const loom_gemm_config_t *c, char *out, size_t size) {
 
 /* The kind a configuration belongs to (summary rows). */
 static int cfg_kind(const loom_gemm_config_t *c) {
-  if (c->bm == 16) return c->stages == 0 ? 0 : 3 + c->stages; /* 4..7: each explicit pipe */
+  if (c->bm == 16) return c->stages == 0 ? 0 : 3 + c->stages; /* 4, 5: each explicit pipe */
   if (c->bm == 64) return 1;
   return c->sk_tiles == 0 ? 2 : 3;
 }
-static const char *const kind_names[8] = {"small-m", "decode bm64", "128-row whole", "128-row split",
-                                          "small-m regs", "small-m ring2", "small-m regs2", "small-m ring"};
+static const char *const kind_names[6] = {"small-m", "decode bm64", "128-row whole", "128-row split",
+                                          "small-m regs", "small-m regs2"};
 
 int main(int argc, char **argv) {
   const char *set = argc > 1 ? argv[1] : "all";
@@ -349,17 +349,17 @@ int main(int argc, char **argv) {
   unsigned long long bad_total = 0;
   for (const rec_t &r : recs) bad_total += r.bad;
   for (int b = 0; b < 4; ++b) {
-    double lg[9] = {0}, mn[9] = {9, 9, 9, 9, 9, 9, 9, 9, 9}, hb_small = 0, hb_lt = 0;
-    int ns = 0, n85 = 0, cnt[9] = {0}, near = 0;
+    double lg[7] = {0}, mn[7] = {9, 9, 9, 9, 9, 9, 9}, hb_small = 0, hb_lt = 0;
+    int ns = 0, n85 = 0, cnt[7] = {0}, near = 0;
     size_t i = 0;
     while (i < recs.size()) {
       size_t j = i;
       while (j < recs.size() && !memcmp(&recs[j].s, &recs[i].s, sizeof(shape_t))) ++j;
       const shape_t &s = recs[i].s;
       if (s.m >= bands[b][0] && s.m <= bands[b][1]) {
-        /* 0 pick, 1 best small-m (default pipe), 2 best bm64, 3 best 128-row, 4 best of all, 5..8 best
-         * small-m of pipe 1..4 */
-        double best[9] = {0, 1e30, 1e30, 1e30, 1e30, 1e30, 1e30, 1e30, 1e30};
+        /* 0 pick, 1 best small-m (default pipe), 2 best bm64, 3 best 128-row, 4 best of all, 5, 6 best
+         * small-m of pipe 1, 2 */
+        double best[7] = {0, 1e30, 1e30, 1e30, 1e30, 1e30, 1e30};
         for (size_t q = i; q < j; ++q) {
           const rec_t &r = recs[q];
           if (r.pick) best[0] = r.us;
@@ -368,7 +368,7 @@ int main(int argc, char **argv) {
           *slot = std::min(*slot, r.us);
           best[4] = std::min(best[4], r.us);
         }
-        for (int x = 0; x < 9; ++x)
+        for (int x = 0; x < 7; ++x)
           if (best[x] > 0 && best[x] < 1e29) {
             const double v = recs[i].lt / best[x];
             lg[x] += log(v), mn[x] = std::min(mn[x], v), cnt[x]++;
@@ -388,7 +388,7 @@ int main(int argc, char **argv) {
            "x%.3f | best 128-row x%.3f | best x%.3f (min %.3f)",
            bnames[b], ns, cnt[0] ? exp(lg[0] / cnt[0]) : NAN, mn[0], near, cnt[1] ? exp(lg[1] / cnt[1]) : NAN, mn[1],
            cnt[2] ? exp(lg[2] / cnt[2]) : NAN, cnt[3] ? exp(lg[3] / cnt[3]) : NAN, exp(lg[4] / cnt[4]), mn[4]);
-    for (int x = 5; x < 9; ++x)
+    for (int x = 5; x < 7; ++x)
       if (cnt[x]) printf(" | %s x%.3f", kind_names[x - 1], exp(lg[x] / cnt[x]));
     if (b < 2 && cnt[1])
       printf(" | HBM small-m %.0f%% (%d of %d >= 85%%), cuBLASLt %.0f%%", 100 * exp(hb_small / cnt[1]), n85, cnt[1],
@@ -397,7 +397,7 @@ int main(int argc, char **argv) {
   }
   /* the model against the measurements, per kind of kernel */
   printf("== model: measured / predicted per kind (geomean, min, max over (shape, configuration))\n");
-  for (int k = 0; k < 8; ++k) {
+  for (int k = 0; k < 6; ++k) {
     double lg = 0, lo = 1e9, hi = 0;
     int n = 0;
     for (const rec_t &r : recs)

@@ -253,16 +253,11 @@ static double loom__small_m_us(const loom_gemm_desc_t *d, const loom__gemm_devic
   km.bw_frac = LOOM__M_BW_SMALLM;
   km.flop_s_sm = loom__clock_hz(dev) * LOOM__M_MMA_FLOP_CLK * LOOM__M_EFF_SMALLM;
   /* bytes a block keeps on the way: register bursts drain (an average
-   * fraction in flight); double-buffered registers and the rings do not */
-  const int pipe = LOOM_SMALLM_PIPE_OF(c->stages);
+   * fraction in flight), double-buffered registers do not */
   const double chunk_warp = 2048.0; /* one chunk of one warp: 32 lanes x 4 x 16 bytes */
-  if (pipe == LOOM_SMALLM_PIPE_REGS)
-    km.inflight_sm = km.slots_per_sm * LOOM_SMALLM_WARPS * LOOM_SMALLM_UNROLL(mt) * chunk_warp * LOOM__M_INFLIGHT_SMALLM;
-  else if (pipe == LOOM_SMALLM_PIPE_REGS2)
-    km.inflight_sm = km.slots_per_sm * LOOM_SMALLM_WARPS * 2 * chunk_warp;
-  else
-    km.inflight_sm = km.slots_per_sm * (LOOM_SMALLM_RING_STAGES(mt, pipe) - 1) * LOOM_SMALLM_RING_CPS(pipe) *
-                     (double)LOOM_SMALLM_CHUNK_BYTES;
+  km.inflight_sm = LOOM_SMALLM_PIPE_OF(c->stages) == LOOM_SMALLM_PIPE_REGS
+                       ? km.slots_per_sm * LOOM_SMALLM_WARPS * LOOM_SMALLM_UNROLL(mt) * chunk_warp * LOOM__M_INFLIGHT_SMALLM
+                       : km.slots_per_sm * LOOM_SMALLM_WARPS * 2 * chunk_warp;
   double t = loom__waves_s(&km, dev);
   /* the activations come from L2 once per n-tile */
   t += (double)w.ntiles * d->m * d->k * 2.0 / LOOM__M_L2_BPS;

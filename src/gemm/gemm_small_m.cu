@@ -7,16 +7,12 @@
  * is cut into units of (n-tile, k range) (small_m_layout.h), one block of
  * 256 threads per unit, two or more blocks per SM, as many units as it
  * takes to fill the SMs several times over (split-K where the n-tiles alone
- * are too few). A warp streams its chunks of 32 k, 16 bytes x 4 per thread
- * per chunk, through a ring of LOOM_SMALLM_RING_STAGES stages in shared memory:
- * each thread cp.async's (L2 only) its own 64 bytes of the chunk
- * STAGES - 1 chunks ahead of the one it computes and reads back only its own
- * slots, so no barrier is needed and 80 KiB per block (2 blocks per SM; 112
- * KiB, 1 block at 64 rows) stay on their way the whole loop long. The first
- * version (config stages = 1, kept for comparison) loaded 2-4 chunks into
- * registers (ld.global.nc.L1::no_allocate), computed them, then loaded the
- * next: the stream drained once per burst. The activations (m x k, small,
- * read by every n-tile) come through L1. The math is mma.sync m16n8k16 with fp32 accumulators:
+ * are too few). A warp loads its chunks of 32 k with 16-byte loads that
+ * bypass L1 (ld.global.nc.L1::no_allocate), 4 per chunk, in bursts of 2
+ * chunks, the next burst's loads issued before the math of this one
+ * (double-buffered registers: 4 KiB per warp, 64 KiB per SM always on
+ * their way; small_m_layout.h says which other ways were measured); the
+ * activations (m x k, small, read by every n-tile) come through L1. The math is mma.sync m16n8k16 with fp32 accumulators:
  * A as the mma's A operand (rows padded to 16, zero-filled), B as its B
  * operand, the physical k of a logical k permuted so that each thread's
  * operands are 16-byte loads (small_m_layout.h); B [k, n] goes through one
@@ -39,10 +35,11 @@
  * sm_90a SASS and the compute_80 PTX of the default build).
  *
  * Templates: MT tiles of 16 rows (1: m <= 16, 2: m <= 32, 4: m <= 64),
- * TB the B layout (0 [n, k], 1 [k, n]), TYPE bf16 or fp16, PIPE the ring or
- * register loads. Resources (-Xptxas -v, see bench/NOTES.md): no local
- * memory in any of the 24; the ring's 80 / 110 / 140 registers at MT 1 / 2 /
- * 4 (register loads: 124-128, 122-126, 184-192).
+ * TB the B layout (0 [n, k], 1 [k, n]), TYPE bf16 or fp16, PIPE how the
+ * weight is loaded (small_m_layout.h). Resources (-Xptxas -v): PIPE_REGS2
+ * 120-124 / 128 / 216-220 registers at MT 1 / 2 / 4 (8-28 bytes of spill
+ * stores at MT 2, where loom_gemm takes the decode tiles instead), PIPE_REGS
+ * 124-128 / 122-126 / 184-192, no local memory.
  */
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
@@ -201,19 +198,6 @@ static __device__ __forceinline__ void loom_smallm_chunk_math(float (&acc)[MT][4
   }
 }
 
-/* 16 bytes global -> shared through L2 only (cp.async.cg), zero-filled
- * where ok is 0. */
-static __device__ __forceinline__ void loom_smallm_cp16(uint32_t dst, const void *src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
-}
-static __device__ __forceinline__ void loom_smallm_cp_commit(void) {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int N>
-static __device__ __forceinline__ void loom_smallm_cp_wait(void) {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
 #endif /* LOOM_SMALLM_DEVICE */
 
 template <int MT, int TB, int TYPE, int PIPE>
@@ -222,12 +206,7 @@ __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
 #ifdef LOOM_SMALLM_DEVICE
   constexpr int WN = LOOM_SMALLM_WN, WK = LOOM_SMALLM_WK, BN = LOOM_SMALLM_BN;
   constexpr int ROWS = 16 * MT;
-  constexpr bool RING = LOOM_SMALLM_IS_RING(PIPE);
-  constexpr int CPS = LOOM_SMALLM_RING_CPS(PIPE), STG = LOOM_SMALLM_RING_STAGES(MT, PIPE);
-  constexpr size_t RED_BYTES = (size_t)WK * ROWS * BN * 4;
-  constexpr size_t RING_BYTES = RING ? (size_t)STG * CPS * LOOM_SMALLM_CHUNK_BYTES : 0;
-  /* [STG][4][threads] uint4 ring (PIPE_RING), then (reused) [WK][ROWS][BN]
-   * fp32 partials; the ticket after the larger of the two */
+  /* [WK][ROWS][BN] fp32 partials, then the ticket */
   extern __shared__ __align__(16) unsigned char loom_smallm_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
@@ -251,58 +230,7 @@ __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][x][i] = 0.f;
 
-  if (RING) {
-    /* this thread's slot of group x of chunk j of stage st:
-     * ring[((st CPS + j) 4 + x) threads + tid] */
-    const uint32_t ring = (uint32_t)__cvta_generic_to_shared(loom_smallm_smem) + 16u * threadIdx.x;
-    const uint4 *ring_p = (const uint4 *)loom_smallm_smem + threadIdx.x;
-    const int nst = (c1 - c0 + CPS - 1) / CPS; /* stages of this warp's range */
-#pragma unroll
-    for (int st = 0; st < STG - 1; ++st) {
-#pragma unroll
-      for (int j = 0; j < CPS; ++j)
-#pragma unroll
-        for (int x = 0; x < 4; ++x) {
-          const int c = c0 + st * CPS + j;
-          bool ok;
-          const uint16_t *src = loom_smallm_b_src<TB>(B, N, K, nb, g, t, c, x, c < c1, &ok);
-          if (st < nst) loom_smallm_cp16(ring + 16u * LOOM_SMALLM_THREADS * (uint32_t)((st * CPS + j) * 4 + x), src, ok);
-        }
-      loom_smallm_cp_commit();
-    }
-    int st = 0;
-    for (int i = 0; i < nst; ++i) {
-      loom_smallm_cp_wait<STG - 2>(); /* stage i (group i) has landed */
-      uint4 bv[CPS][4];
-#pragma unroll
-      for (int j = 0; j < CPS; ++j)
-#pragma unroll
-        for (int x = 0; x < 4; ++x) bv[j][x] = ring_p[(size_t)LOOM_SMALLM_THREADS * ((st * CPS + j) * 4 + x)];
-      /* refill the slot read one stage ago with stage i + STG - 1 */
-      const int nx = i + STG - 1, sx = st == 0 ? STG - 1 : st - 1;
-      if (nx < nst) {
-#pragma unroll
-        for (int j = 0; j < CPS; ++j)
-#pragma unroll
-          for (int x = 0; x < 4; ++x) {
-            const int c = c0 + nx * CPS + j;
-            bool ok;
-            const uint16_t *src = loom_smallm_b_src<TB>(B, N, K, nb, g, t, c, x, c < c1, &ok);
-            loom_smallm_cp16(ring + 16u * LOOM_SMALLM_THREADS * (uint32_t)((sx * CPS + j) * 4 + x), src, ok);
-          }
-      }
-      loom_smallm_cp_commit();
-#pragma unroll
-      for (int j = 0; j < CPS; ++j) {
-        const int c = c0 + i * CPS + j;
-        if (c >= c1) break; /* warp-uniform */
-        loom_smallm_chunk_math<MT, TB, TYPE>(acc, bv[j], A, M, K, c, g, t);
-      }
-      st = st + 1 == STG ? 0 : st + 1;
-    }
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads(); /* the ring's bytes become the partials below */
-  } else if (PIPE == LOOM_SMALLM_PIPE_REGS2) {
+  if (PIPE == LOOM_SMALLM_PIPE_REGS2) {
     /* bursts of 2 chunks; the next burst's loads go out before this one's math */
     uint4 cur[2][4], nxt[2][4];
 #pragma unroll
@@ -387,8 +315,7 @@ __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
     }
     __threadfence();
     __syncthreads();
-    volatile uint32_t *ticket =
-        (volatile uint32_t *)(loom_smallm_smem + (RED_BYTES > RING_BYTES ? RED_BYTES : RING_BYTES));
+    volatile uint32_t *ticket = (volatile uint32_t *)(red + (size_t)WK * ROWS * BN);
     if (threadIdx.x == 0) {
       uint32_t old;
       asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(args.tickets + ntile) : "memory");
@@ -441,9 +368,7 @@ template <int MT>
 static loom__smallm_kernel_t loom__smallm_pick2(int tb, int type, int pipe) {
   switch (pipe) {
     case LOOM_SMALLM_PIPE_REGS: return loom__smallm_pick3<MT, LOOM_SMALLM_PIPE_REGS>(tb, type);
-    case LOOM_SMALLM_PIPE_RING2: return loom__smallm_pick3<MT, LOOM_SMALLM_PIPE_RING2>(tb, type);
     case LOOM_SMALLM_PIPE_REGS2: return loom__smallm_pick3<MT, LOOM_SMALLM_PIPE_REGS2>(tb, type);
-    case LOOM_SMALLM_PIPE_RING: return loom__smallm_pick3<MT, LOOM_SMALLM_PIPE_RING>(tb, type);
     default: return NULL;
   }
 }
@@ -465,7 +390,7 @@ extern "C" int loom__gemm_small_m_has_code(void) {
 
 extern "C" loom_result_t loom__gemm_small_m_occupancy(int mt, int *blocks) {
   const loom__smallm_kernel_t kern = loom__smallm_pick(mt, 0, LOOM_BF16, LOOM_SMALLM_PIPE_DEFAULT);
-  const size_t smem = loom_smallm_smem_bytes(mt, LOOM_SMALLM_PIPE_DEFAULT);
+  const size_t smem = loom_smallm_smem_bytes(mt);
   if (smem > 48 * 1024)
     LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   int n = 0;
@@ -495,7 +420,7 @@ extern "C" loom_result_t loom__gemm_small_m(const loom_gemm_desc_t *d, const voi
       conf.sk_blocks != 0 || conf.sk_splits < 0 || conf.sk_splits > LOOM_SMALLM_MAX_SPLITS)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "loom_gemm: config bm=16 stages=%d cluster=%d sk_blocks=%d splits=%d: the small-m kernel takes "
-                      "stages 0..4 (how the weight is loaded, 0 the default: small_m_layout.h), splits 0..%d (cluster, "
+                      "stages 0..2 (how the weight is loaded, 0 the default: small_m_layout.h), splits 0..%d (cluster, "
                       "sk_blocks 0)",
                       conf.stages, conf.cluster, conf.sk_blocks, conf.sk_splits, LOOM_SMALLM_MAX_SPLITS);
   const int mt = loom_smallm_mt(d->m);
@@ -514,7 +439,7 @@ extern "C" loom_result_t loom__gemm_small_m(const loom_gemm_desc_t *d, const voi
   }
   const int pipe = LOOM_SMALLM_PIPE_OF(conf.stages);
   const loom__smallm_kernel_t kern = loom__smallm_pick(mt, tb, (int)d->ab_type, pipe);
-  const size_t smem = loom_smallm_smem_bytes(mt, pipe);
+  const size_t smem = loom_smallm_smem_bytes(mt);
   if (smem > 48 * 1024)
     LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   const int64_t units = loom_smallm_units(&args.work);

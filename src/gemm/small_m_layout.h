@@ -63,47 +63,32 @@ extern "C" {
 #define LOOM_SMALLM_BN (32 * LOOM_SMALLM_WN)
 /* How a warp keeps the weight coming (config `stages` of bm=16; 0 is
  * LOOM_SMALLM_PIPE_DEFAULT):
- *   LOOM_SMALLM_PIPE_RING (4): each thread copies its 4 x 16 bytes of a
- *     chunk into its own slots of a shared-memory ring with cp.async (L2
- *     only), LOOM_SMALLM_RING_STAGES - 1 stages of LOOM_SMALLM_RING_CPS
- *     chunks ahead of the stage it computes, so the stream never drains;
  *   LOOM_SMALLM_PIPE_REGS (1, the first version): LOOM_SMALLM_UNROLL(mt)
- *     chunks of loads into registers, then their math, then the next loads
- *     (the stream drains once per burst);
- *   LOOM_SMALLM_PIPE_RING2 (2): the ring with 2 chunks a stage (a weight
- *     row's 128 bytes requested together, B [n, k]);
- *   LOOM_SMALLM_PIPE_REGS2 (3): register loads of 2 chunks, the next 2
- *     issued before the math of these (double-buffered registers). */
+ *     chunks of 16-byte loads into registers, then their math, then the
+ *     next loads (the stream drains once per burst);
+ *   LOOM_SMALLM_PIPE_REGS2 (2): bursts of 2 chunks, the next burst's loads
+ *     issued before this one's math (double-buffered registers), so a warp
+ *     always has 1-2 chunks on the way.
+ * Measured on H100 (bench/NOTES.md, 2026-11-24): REGS2 4-7% faster than
+ * REGS at m <= 16; cp.async rings in shared memory (1 or 2 chunks a stage,
+ * 80-128 KiB a block in flight) were 5-15% slower than REGS, dropped. */
 #define LOOM_SMALLM_PIPE_REGS 1
-#define LOOM_SMALLM_PIPE_RING2 2
-#define LOOM_SMALLM_PIPE_REGS2 3
-#define LOOM_SMALLM_PIPE_RING 4
-#define LOOM_SMALLM_PIPES 5
-#define LOOM_SMALLM_PIPE_DEFAULT LOOM_SMALLM_PIPE_REGS
+#define LOOM_SMALLM_PIPE_REGS2 2
+#define LOOM_SMALLM_PIPES 3
+#define LOOM_SMALLM_PIPE_DEFAULT LOOM_SMALLM_PIPE_REGS2
 /* The pipe of config `stages` (0: the default). */
 #define LOOM_SMALLM_PIPE_OF(stages) ((stages) == 0 ? LOOM_SMALLM_PIPE_DEFAULT : (stages))
 /* Chunks a warp loads before it computes (16 bytes x 4 per chunk each):
  * PIPE_REGS; PIPE_REGS2 loads 2 a burst. */
 #define LOOM_SMALLM_UNROLL(mt) ((mt) == 1 ? 4 : 2)
-/* Ring pipes: chunks a stage, stages; bytes of one chunk of every thread. */
-#define LOOM_SMALLM_RING_CPS(pipe) ((pipe) == LOOM_SMALLM_PIPE_RING2 ? 2 : 1)
-#define LOOM_SMALLM_RING_STAGES(mt, pipe) \
-  ((pipe) == LOOM_SMALLM_PIPE_RING2 ? ((mt) == 4 ? 4 : 3) : ((mt) == 4 ? 8 : 6))
-#define LOOM_SMALLM_CHUNK_BYTES (4 * 16 * LOOM_SMALLM_THREADS)
-#define LOOM_SMALLM_IS_RING(pipe) ((pipe) == LOOM_SMALLM_PIPE_RING || (pipe) == LOOM_SMALLM_PIPE_RING2)
 
 /* Tiles of 16 rows for m rows (1, 2 or 4). */
 LOOM_HD int32_t loom_smallm_mt(int64_t m) { return m <= 16 ? 1 : m <= 32 ? 2 : 4; }
 
 /* Shared memory of a block: the wk warps' partial tiles (mt 16 rows x bn
- * columns of fp32 each) for the in-block reduction, which reuse the ring's
- * bytes after the main loop (ring pipes), plus a ticket word. */
-LOOM_HD size_t loom_smallm_smem_bytes(int32_t mt, int32_t pipe) {
-  const size_t red = (size_t)LOOM_SMALLM_WK * (size_t)(16 * mt) * (size_t)LOOM_SMALLM_BN * 4;
-  const size_t ring = LOOM_SMALLM_IS_RING(pipe) ? (size_t)LOOM_SMALLM_RING_STAGES(mt, pipe) *
-                                                      LOOM_SMALLM_RING_CPS(pipe) * LOOM_SMALLM_CHUNK_BYTES
-                                                : 0;
-  return (red > ring ? red : ring) + 16;
+ * columns of fp32 each) for the in-block reduction, plus a ticket word. */
+LOOM_HD size_t loom_smallm_smem_bytes(int32_t mt) {
+  return (size_t)LOOM_SMALLM_WK * (size_t)(16 * mt) * (size_t)LOOM_SMALLM_BN * 4 + 16;
 }
 
 typedef struct loom_smallm_work {

@@ -57,7 +57,7 @@ static loom_gemm_config_t sm_cfg(int splits) {
 static int run(const loom_gemm_desc_t *d, int splits) {
   loom_gemm_config_t c = sm_cfg(splits);
   int ok = 1;
-  for (int pipe = 0; pipe < LOOM_SMALLM_PIPES; ++pipe) {
+  for (int pipe = 1; pipe < LOOM_SMALLM_PIPES; ++pipe) { /* 0 is one of them */
     c.stages = pipe;
     ok &= gemm_run_case(d, loom__gemm_small_m, &c, 1);
   }
@@ -181,7 +181,7 @@ LOOM_TEST(gemm_small_m_refused_configurations) {
   c = sm_cfg(1);
   c.stages = LOOM_SMALLM_PIPES;
   CHECK_RESULT(loom__gemm_small_m(&e, g.da, g.db, g.dc, NULL, &c, NULL, 0), LOOM_ERR_INVALID_ARGUMENT);
-  CHECK_MSG("stages=5");
+  CHECK_MSG("stages=3");
   c = sm_cfg(1);
   c.bm = 64;
   CHECK_RESULT(loom__gemm_small_m(&e, g.da, g.db, g.dc, NULL, &c, NULL, 0), LOOM_ERR_INVALID_ARGUMENT);
