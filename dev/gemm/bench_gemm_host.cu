@@ -18,8 +18,9 @@
  *             a loop of eager calls gets (the larger of host and GPU)
  *
  *   bench_gemm_host [N]        (N default 200)
- * Shapes: the issue's two examples and small decode weights of the shape
- * set (m = 1, 8, 16), bf16, B as a Linear weight ([n, k]).
+ * Shapes: the issue's two examples, small decode weights of the shape set
+ * (m = 1, 8, 16) and the set's shortest GEMMs (5-6 us in cuBLASLt), bf16,
+ * B as a Linear weight ([n, k]).
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -103,7 +104,8 @@ int main(int argc, char **argv) {
   const int N = argc > 1 ? atoi(argv[1]) : 200;
   const int64_t shapes[][3] = {{1, 12288, 1536}, {8, 12288, 1536}, {1, 4608, 12288}, {16, 4608, 12288},
                                {1, 7168, 2048},  {4, 2048, 7168},  {16, 2560, 8192}, {1, 8192, 14336},
-                               {1000, 4608, 12288}};
+                               {1000, 4608, 12288}, {16, 2048, 384},  {8, 2048, 512},  {256, 2048, 96},
+                               {1, 2048, 384}};
   const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
