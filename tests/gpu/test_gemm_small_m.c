@@ -108,7 +108,9 @@ LOOM_TEST(gemm_small_m_dtypes_bias_layouts) {
       for (int lay = 0; lay < 2; ++lay)
         for (int bias = 0; bias < 2; ++bias) {
           const loom_gemm_desc_t d = LOOM_GEMM_DESC(3 + 20 * c, 2056, 3000, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, bias);
-          run(&d, 1 + (a + c + lay + bias) % 4);
+          loom_gemm_config_t cf = sm_cfg(1 + (a + c + lay + bias) % 4);
+          cf.stages = 1 + (a + c + lay + bias) % (LOOM_SMALLM_PIPES - 1); /* each way of loading, in turn */
+          gemm_run_case(&d, loom__gemm_small_m, &cf, 1);
         }
 }
 
