@@ -180,7 +180,10 @@ static __device__ int loom_optim_last_block(const loom_optim_kargs_t &k, int whi
     __threadfence_system();
     uint32_t *count = (uint32_t *)(k.dc.ws + k.count_off) + which;
     last = atomicAdd(count, 1u) + 1u == gridDim.x;
-    if (last) *count = 0u;
+    if (last) {
+      *count = 0u;
+      __threadfence_system(); /* what the other blocks stored is ordered before this block's signals */
+    }
   }
   __syncthreads();
   return last;
@@ -296,7 +299,7 @@ static __device__ void loom_optim_adam_chunk(const loom_optim_kargs_t &k, const 
 }
 
 template <int PT, int GT>
-__global__ void __launch_bounds__(LOOM_OPTIM_THREADS) loom_optim_adam_kernel(const __grid_constant__ loom_optim_kargs_t k) {
+__global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) loom_optim_adam_kernel(const __grid_constant__ loom_optim_kargs_t k) {
   extern __shared__ char *loom_optim_sh[];
   __shared__ loom_optim_hyper_t h;
   const uint32_t e = loom_epoch_begin((const loom_dev_epoch_t *)(k.dc.ws + k.epoch_off));
@@ -344,7 +347,7 @@ static __device__ float loom_optim_block_sum(float x) {
 }
 
 template <int PT, int GT>
-__global__ void __launch_bounds__(LOOM_OPTIM_THREADS) loom_optim_lamb1_kernel(const __grid_constant__ loom_optim_kargs_t k) {
+__global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) loom_optim_lamb1_kernel(const __grid_constant__ loom_optim_kargs_t k) {
   extern __shared__ char *loom_optim_sh[];
   __shared__ loom_optim_hyper_t h;
   const uint32_t e = loom_epoch_begin((const loom_dev_epoch_t *)(k.dc.ws + k.epoch_off));
@@ -435,11 +438,15 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS) loom_optim_lamb_norms_kern
 }
 
 template <int PT>
-__global__ void __launch_bounds__(LOOM_OPTIM_THREADS) loom_optim_lamb2_kernel(const __grid_constant__ loom_optim_kargs_t k) {
+__global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) loom_optim_lamb2_kernel(const __grid_constant__ loom_optim_kargs_t k) {
   extern __shared__ char *loom_optim_sh[];
   __shared__ loom_optim_hyper_t h;
   const uint32_t e = loom_epoch_begin((const loom_dev_epoch_t *)(k.dc.ws + k.epoch_off));
-  if (threadIdx.x == 0) loom_optim_hyper_make(k, &h);
+  if (threadIdx.x == 0) {
+    loom_optim_hyper_make(k, &h);
+    /* a wait of (1) or (2) expired: the norms are not there, update nothing */
+    if (*(volatile uint32_t *)k.dc.abort_flag) h.skip = 1;
+  }
   __syncthreads();
   for (int64_t q = blockIdx.x; q < k.nchunks; q += gridDim.x) {
     const loom_optim_chunk_t c = k.chunks[q];
