@@ -588,6 +588,153 @@ loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void 
 
 /* ==== end of tensor-parallel linear layers ============================== */
 
+/* ==== Distributed optimizers: Adam and LAMB (CoCoNet 4, 5.2, 6.1) ======== */
+/*
+ * One data-parallel optimizer step over a list of parameter tensors and
+ * their gradients (any sizes, each its own buffer: nothing is copied into a
+ * flat buffer), with the gradient's all-reduce fused into the update:
+ *
+ *   RS-Opt-AG  each rank sums its slice of every gradient over all ranks
+ *              (loads from the peers' gradients through NVLink, fp32, in
+ *              rank order: the same bits on every run), updates that slice
+ *              with the optimizer state it alone holds (sharded: 1/W of
+ *              the state per rank), and stores the new parameters of its
+ *              slice into every rank's parameter tensor. Adam: one kernel.
+ *   AR-Opt     each rank sums the whole gradient over all ranks and updates
+ *              the whole tensor itself (replicated state, no stores into
+ *              peers): for small tensors.
+ * LOOM_OPTIM_AUTO takes AR-Opt for tensors of at most 4096 elements and
+ * RS-Opt-AG for the rest, in the same kernels. LAMB needs each tensor's
+ * norms of the parameters and of the update over all slices: three kernels
+ * (moments and per-chunk partial norms; the norms, summed in one fixed
+ * order from every rank's partials; the update).
+ *
+ * Slices: tensor t of n elements is cut into W slices of
+ * S = roundup(ceil(n / W), 8) elements; rank p owns [p S, (p+1) S) clipped
+ * to n (tensors of fewer than 8 W elements live on the first ranks).
+ *
+ * Precision: parameters and gradients fp32, bf16 or fp16 (any pair). With
+ * bf16/fp16 parameters the plan keeps fp32 master weights (initialised from
+ * the parameters when the plan is created) and the parameters are their
+ * rounding; fp32 parameters are their own master. exp_avg and exp_avg_sq
+ * are fp32. All arithmetic is fp32.
+ *
+ * Memory (checked at plan creation, LOOM_ERR_INVALID_ARGUMENT naming the
+ * tensor): gradients of every tensor and parameters of RS-Opt-AG tensors
+ * must lie in memory from loom_malloc on the plan's comm (peers load the
+ * gradients and store the parameters), at the same offset of the same
+ * allocation on every rank (allocate in the same order everywhere; a
+ * layout that differs between ranks is refused); AR-Opt parameters may be
+ * any device memory. The plan records the pointers: every call updates
+ * those tensors. 16-byte-aligned tensors take vector loads; others work,
+ * slower.
+ *
+ * Calls. A step is collective and stream-ordered. A rank's call starts by
+ * telling its peers that its gradients are complete and its parameters free
+ * (everything queued before it on `stream` is done); it returns (on the
+ * stream) only when every peer has finished reading its gradients and
+ * storing into its parameters, so the caller may overwrite the gradients
+ * and read the parameters right after it, on that stream. Every wait is
+ * bounded by the comm's timeout (LOOM_ERR_TIMEOUT, naming the wait).
+ * CUDA graphs: a captured step is replayed as a new step (the step counter
+ * lives on the device and advances on every replay); lr, grad scale and
+ * the skip flag may be device scalars the caller changes between replays.
+ */
+
+typedef enum loom_optim_form {
+  LOOM_OPTIM_AUTO = 0,      /* AR-Opt for tensors of <= 4096 elements, RS-Opt-AG for the rest */
+  LOOM_OPTIM_RS_OPT_AG = 1, /* every tensor sliced (sharded state) */
+  LOOM_OPTIM_AR_OPT = 2     /* every tensor replicated */
+} loom_optim_form_t;
+
+/* A plan's tensors and hyperparameters (the same on every rank, except the
+ * pointers, which are each rank's own). Initialise with LOOM_OPTIM_DESC_INIT
+ * (PyTorch's AdamW defaults without weight decay). */
+typedef struct loom_optim_desc {
+  size_t struct_size;         /* sizeof(loom_optim_desc_t) */
+  int world_size;             /* W: must equal the comm's size */
+  int num_tensors;            /* T >= 1 */
+  void *const *params;        /* host array [T] of device pointers: parameter t [numels[t]] of param_type */
+  void *const *grads;         /* host array [T]: gradient t [numels[t]] of grad_type (loom_malloc memory) */
+  const int64_t *numels;      /* host array [T], each >= 1 */
+  loom_dtype_t param_type;    /* LOOM_FP32, LOOM_BF16 or LOOM_FP16 */
+  loom_dtype_t grad_type;     /* LOOM_FP32, LOOM_BF16 or LOOM_FP16 */
+  loom_optim_form_t form;
+  float lr;                   /* used when a call passes no device lr */
+  float beta1, beta2, eps;
+  float weight_decay;         /* for every tensor, unless weight_decays is given */
+  const float *weight_decays; /* host array [T] or NULL (BERT: 0 for biases and LayerNorm) */
+  int decoupled_weight_decay; /* 1: AdamW (p -= lr wd p) / LAMB adam_w_mode; 0: L2 (g += wd p) */
+  int bias_correction;        /* 1: divide the moments by 1 - beta^step */
+  int average_grads;          /* 1: the gradient is the mean over ranks (DDP); 0: the sum */
+  int use_nvlamb;             /* LAMB: the trust ratio also for tensors with weight decay 0 */
+  int64_t chunk_elems;        /* elements per work chunk, a multiple of 8; 0: 4096 */
+} loom_optim_desc_t;
+#define LOOM_OPTIM_DESC_INIT                                                                            \
+  { sizeof(loom_optim_desc_t), 0, 0, NULL, NULL, NULL, LOOM_FP32, LOOM_FP32, LOOM_OPTIM_AUTO, 1e-3f, 0.9f, \
+    0.999f, 1e-8f, 0.0f, NULL, 1, 1, 1, 0, 0 }
+
+/* Per-call inputs, all optional (NULL args: all defaults). Device scalars,
+ * read by the kernels when they run (so a captured graph sees new values). */
+typedef struct loom_optim_args {
+  size_t struct_size;         /* sizeof(loom_optim_args_t) */
+  const float *lr;            /* device float, or NULL: desc.lr */
+  const float *grad_scale;    /* device float, or NULL: gradients are divided by *grad_scale (loss scaling) */
+  const float *found_inf;     /* device float, or NULL: when nonzero the call changes nothing (parameters,
+                                 state, step; torch._fused_adam_'s found_inf) */
+  int *grad_nonfinite;        /* device int, or NULL: set to 1 when a reduced, scaled gradient element is
+                                 inf or NaN (never cleared by loom) */
+} loom_optim_args_t;
+#define LOOM_OPTIM_ARGS_INIT { sizeof(loom_optim_args_t), NULL, NULL, NULL, NULL }
+
+/* What a plan holds. The state arrays are this rank's, laid out tensor by
+ * tensor (loom_optim_tensor_state says where each tensor's part is). */
+typedef struct loom_optim_plan_info {
+  size_t struct_size;         /* sizeof(loom_optim_plan_info_t) */
+  int num_tensors;
+  int num_ar_tensors;         /* of which AR-Opt */
+  int64_t chunk_elems;
+  int64_t chunks;             /* this rank's chunks per step */
+  int64_t global_chunks;      /* all ranks' */
+  int64_t state_elems;        /* fp32 elements of each state array on this rank */
+  float *exp_avg;             /* device [state_elems] */
+  float *exp_avg_sq;          /* device [state_elems] */
+  float *master;              /* device [state_elems]; NULL for fp32 parameters (their own master) */
+  int32_t *step;              /* device int32: steps taken */
+  int kernels_per_step;
+  size_t device_bytes;        /* device memory the plan holds */
+  size_t workspace_bytes;     /* of the comm's symmetric workspace (signals, LAMB's partial norms) */
+} loom_optim_plan_info_t;
+#define LOOM_OPTIM_PLAN_INFO_INIT { sizeof(loom_optim_plan_info_t), 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, 0, 0, 0 }
+
+/* Collective (same description on every rank but the pointers). Checks the
+ * description (each field by name and value, every tensor's memory),
+ * builds the chunk table, allocates the state (zero moments, step 0, the
+ * master weights read from the parameters now). Destroy with
+ * loom_plan_destroy. */
+loom_result_t loom_plan_adam(loom_comm_t comm, const loom_optim_desc_t *desc, loom_plan_t *out);
+loom_result_t loom_plan_lamb(loom_comm_t comm, const loom_optim_desc_t *desc, loom_plan_t *out);
+
+/* Collective, stream-ordered: one step of the plan's optimizer over all its
+ * tensors (adam on an Adam plan, lamb on a LAMB plan). args may be NULL. */
+loom_result_t loom_adam_step(loom_plan_t plan, const loom_optim_args_t *args, cudaStream_t stream);
+loom_result_t loom_lamb_step(loom_plan_t plan, const loom_optim_args_t *args, cudaStream_t stream);
+
+/* Fills *info (plans of loom_plan_adam / loom_plan_lamb). */
+loom_result_t loom_optim_plan_info(loom_plan_t plan, loom_optim_plan_info_t *info);
+
+/* Where tensor `tensor`'s state is on this rank: it covers elements
+ * [*lo, *hi) of the tensor (its slice, or all of an AR-Opt tensor), at
+ * index *state_offset of the state arrays (for checkpoints). */
+loom_result_t loom_optim_tensor_state(loom_plan_t plan, int tensor, int64_t *lo, int64_t *hi,
+                                      int64_t *state_offset);
+
+/* Stream-ordered: sets the device step counter (steps taken) to `step` >= 0
+ * (resuming from a checkpoint). */
+loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t stream);
+
+/* ==== end of distributed optimizers ===================================== */
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

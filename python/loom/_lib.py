@@ -29,7 +29,8 @@ import threading
 from pathlib import Path
 
 from . import _procmaps
-from ._structs import CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, GemmDesc, NcclInfo, TpDesc, TpPlanInfo
+from ._structs import (CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, GemmDesc, NcclInfo, OptimArgs, OptimDesc,
+                       OptimPlanInfo, TpDesc, TpPlanInfo)
 from .errors import LibraryNotFoundError, NcclMismatchError, make_error
 
 # The libloom version this binding is written for (LOOM_VERSION_* in loom.h);
@@ -78,6 +79,16 @@ PROTOTYPES = {
     "loom_ag_gemm": (_r, [_vp, _vp, _vp, _vp, _vp, _vp, _vp]),
     # plan, a, b, c_shard, bias, stream
     "loom_gemm_rs": (_r, [_vp, _vp, _vp, _vp, _vp, _vp]),
+    "loom_plan_adam": (_r, [_vp, _P(OptimDesc), _P(_vp)]),
+    "loom_plan_lamb": (_r, [_vp, _P(OptimDesc), _P(_vp)]),
+    # plan, args, stream
+    "loom_adam_step": (_r, [_vp, _P(OptimArgs), _vp]),
+    "loom_lamb_step": (_r, [_vp, _P(OptimArgs), _vp]),
+    "loom_optim_plan_info": (_r, [_vp, _P(OptimPlanInfo)]),
+    # plan, tensor, lo, hi, state_offset
+    "loom_optim_tensor_state": (_r, [_vp, _i, _P(_i64), _P(_i64), _P(_i64)]),
+    # plan, step, stream
+    "loom_optim_set_step": (_r, [_vp, ctypes.c_int32, _vp]),
 }
 
 _lock = threading.Lock()

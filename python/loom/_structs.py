@@ -71,8 +71,14 @@ class TpTransfer(CEnum):
     SM_ATOMIC = 4
 
 
+class OptimForm(CEnum):
+    AUTO = 0
+    RS_OPT_AG = 1
+    AR_OPT = 2
+
+
 C_PREFIX = {Result: "LOOM_", DType: "LOOM_", Activation: "LOOM_ACT_", Layout: "LOOM_B_", Pooling: "LOOM_POOL_",
-            EmbeddingPath: "LOOM_EMB_PATH_", TpTransfer: "LOOM_TP_"}
+            EmbeddingPath: "LOOM_EMB_PATH_", TpTransfer: "LOOM_TP_", OptimForm: "LOOM_OPTIM_"}
 ENUMS = tuple(C_PREFIX)
 
 
@@ -175,4 +181,32 @@ class TpPlanInfo(CStruct):
     _defaults_ = {"transfer": int(TpTransfer.AUTO)}
 
 
-STRUCTS = (Config, CommInfo, Epilogue, GemmDesc, EmbeddingDesc, EmbeddingPlanInfo, NcclInfo, TpDesc, TpPlanInfo)
+class OptimDesc(CStruct):
+    _c_name_, _c_init_ = "loom_optim_desc_t", "LOOM_OPTIM_DESC_INIT"
+    _fields_ = [("struct_size", c_size_t), ("world_size", c_int), ("num_tensors", c_int),
+                ("params", ctypes.POINTER(c_void_p)), ("grads", ctypes.POINTER(c_void_p)),
+                ("numels", ctypes.POINTER(c_int64)), ("param_type", c_int), ("grad_type", c_int), ("form", c_int),
+                ("lr", c_float), ("beta1", c_float), ("beta2", c_float), ("eps", c_float), ("weight_decay", c_float),
+                ("weight_decays", ctypes.POINTER(c_float)), ("decoupled_weight_decay", c_int),
+                ("bias_correction", c_int), ("average_grads", c_int), ("use_nvlamb", c_int), ("chunk_elems", c_int64)]
+    _defaults_ = {"param_type": int(DType.FP32), "grad_type": int(DType.FP32), "form": int(OptimForm.AUTO),
+                  "lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "decoupled_weight_decay": 1,
+                  "bias_correction": 1, "average_grads": 1}
+
+
+class OptimArgs(CStruct):
+    _c_name_, _c_init_ = "loom_optim_args_t", "LOOM_OPTIM_ARGS_INIT"
+    _fields_ = [("struct_size", c_size_t), ("lr", c_void_p), ("grad_scale", c_void_p), ("found_inf", c_void_p),
+                ("grad_nonfinite", c_void_p)]
+
+
+class OptimPlanInfo(CStruct):
+    _c_name_, _c_init_ = "loom_optim_plan_info_t", "LOOM_OPTIM_PLAN_INFO_INIT"
+    _fields_ = [("struct_size", c_size_t), ("num_tensors", c_int), ("num_ar_tensors", c_int),
+                ("chunk_elems", c_int64), ("chunks", c_int64), ("global_chunks", c_int64), ("state_elems", c_int64),
+                ("exp_avg", c_void_p), ("exp_avg_sq", c_void_p), ("master", c_void_p), ("step", c_void_p),
+                ("kernels_per_step", c_int), ("device_bytes", c_size_t), ("workspace_bytes", c_size_t)]
+
+
+STRUCTS = (Config, CommInfo, Epilogue, GemmDesc, EmbeddingDesc, EmbeddingPlanInfo, NcclInfo, TpDesc, TpPlanInfo,
+           OptimDesc, OptimArgs, OptimPlanInfo)
