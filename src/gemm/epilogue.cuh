@@ -43,14 +43,45 @@ static __device__ __forceinline__ void loom_gemm_store2(void *base, int64_t off,
   }
 }
 
-/* The hooks' activation (loom_activation_t; 0: none) of a pair of outputs,
- * after the bias. */
-static __device__ __forceinline__ void loom_gemm_act2(int act, float *v0, float *v1) {
-  if (act) {
-    *v0 = loom_activation_f32(act, *v0);
-    *v1 = loom_activation_f32(act, *v1);
+/* The hooks' activation ACT (loom_activation_t; 0: none) of a pair of
+ * outputs, after the bias. A compile-time constant: the epilogues are
+ * unrolled over every accumulator, and a runtime activation there put the
+ * inlined tanh/erf bodies of every element into the instruction stream of
+ * every epilogue (the hooked sm90 kernel grew from 2,000 to 40,000
+ * instructions and its epilogue's executed instructions were spread over
+ * 260 KB of code). Kernels dispatch on the runtime value once per tile
+ * (LOOM_GEMM_ACT_DISPATCH). */
+template <int ACT>
+static __device__ __forceinline__ void loom_gemm_act2(float *v0, float *v1) {
+  if (ACT != LOOM_ACT_NONE) {
+    *v0 = loom_activation_f32(ACT, *v0);
+    *v1 = loom_activation_f32(ACT, *v1);
   }
 }
+
+/* Runs the statement(s) given with the constant A bound to the runtime activation `act`
+ * (LOOM_ACT_NONE for anything unknown: plans validate it). */
+#define LOOM_GEMM_ACT_DISPATCH(act, ...)                           \
+  do {                                                             \
+    switch (act) {                                                 \
+      case LOOM_ACT_RELU: {                                        \
+        constexpr int A = LOOM_ACT_RELU;                           \
+        __VA_ARGS__;                                               \
+      } break;                                                     \
+      case LOOM_ACT_GELU_TANH: {                                   \
+        constexpr int A = LOOM_ACT_GELU_TANH;                      \
+        __VA_ARGS__;                                               \
+      } break;                                                     \
+      case LOOM_ACT_GELU_ERF: {                                    \
+        constexpr int A = LOOM_ACT_GELU_ERF;                       \
+        __VA_ARGS__;                                               \
+      } break;                                                     \
+      default: {                                                   \
+        constexpr int A = LOOM_ACT_NONE;                           \
+        __VA_ARGS__;                                               \
+      } break;                                                     \
+    }                                                              \
+  } while (0)
 
 /* Stores 8 outputs (elements off .. off + 7, off a multiple of 8) rounded
  * once to ct, as 16- (or two) byte vectors. */

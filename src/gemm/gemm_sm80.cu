@@ -202,6 +202,42 @@ static __device__ __forceinline__ void loom_sm80_load_frags(uint32_t (*af)[4], u
 #endif /* LOOM_SM80_DEVICE */
 
 /* TYPE: loom_dtype_t of A and B; TB: 0 B [n, k], 1 B [k, n]. */
+/* The epilogue: each thread's MI x NI fragments (+ bias, activation ACT,
+ * rounded to the store type), masked at m and n, to the row's destination
+ * (loom_gemm_row_dst); wrow0 / wcol0: the warp's first row and column. */
+template <int MI, int NI, bool HOOKS, int ACT>
+static __device__ __forceinline__ void loom_sm80_epi(const float (&acc)[MI][NI][4], const loom_sm80_args_t &args,
+                                                     int32_t wrow0, int32_t wcol0, int lane) {
+  const int ct = args.c_type;
+  int reduce = 0;
+  if (HOOKS) reduce = args.hooks.epilogue == LOOM_EPI_REDUCE;
+  const int st = loom_gemm_store_type<HOOKS>(args.hooks, ct);
+  const int64_t poff = loom_gemm_parity_off<HOOKS>(args.hooks);
+  const int rbase = wrow0 + lane / 4;
+  const int cbase = wcol0 + (lane % 4) * 2;
+#pragma unroll
+  for (int j = 0; j < NI; ++j) {
+    const int col = cbase + j * 8;
+    if (col < args.n) {
+      float b0, b1;
+      loom_gemm_bias2(args.bias, col, ct, &b0, &b1);
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = rbase + i * 16 + h * 8;
+          if (row < args.m) {
+            int64_t r;
+            void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff);
+            float v0 = acc[i][j][2 * h] + b0, v1 = acc[i][j][2 * h + 1] + b1;
+            loom_gemm_act2<ACT>(&v0, &v1);
+            loom_gemm_store2(base, r * args.n + col, st, v0, v1, reduce);
+          }
+        }
+    }
+  }
+}
+
 template <int BN, int TYPE, int TB, bool HOOKS, bool SPLIT>
 __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
     loom_gemm_sm80_kernel(const __grid_constant__ loom_sm80_args_t args) {
@@ -344,35 +380,13 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
     if (threadIdx.x == 0) args.sk_count[sg.sk_tile] = 0; /* ready for the next launch */
   }
 
-  /* ---- epilogue: registers -> global ---- */
-  const int ct = args.c_type;
-  int reduce = 0;
-  if (HOOKS) reduce = args.hooks.epilogue == LOOM_EPI_REDUCE;
-  const int st = loom_gemm_store_type<HOOKS>(args.hooks, ct);
-  const int64_t poff = loom_gemm_parity_off<HOOKS>(args.hooks);
-  const int rbase = row0 + wm * 64 + lane / 4;
-  const int cbase = col0 + wn * WN + (lane % 4) * 2;
-#pragma unroll
-  for (int j = 0; j < NI; ++j) {
-    const int col = cbase + j * 8;
-    if (col < args.n) {
-      float b0, b1;
-      loom_gemm_bias2(args.bias, col, ct, &b0, &b1);
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = rbase + i * 16 + h * 8;
-          if (row < args.m) {
-            int64_t r;
-            void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff);
-            float v0 = acc[i][j][2 * h] + b0, v1 = acc[i][j][2 * h + 1] + b1;
-            if (HOOKS) loom_gemm_act2(args.hooks.activation, &v0, &v1);
-            loom_gemm_store2(base, r * args.n + col, st, v0, v1, reduce);
-          }
-        }
-    }
-  }
+  /* ---- epilogue: registers -> global (the activation a template
+   * argument: epilogue.cuh says why) ---- */
+  if (!HOOKS || args.hooks.activation == LOOM_ACT_NONE)
+    loom_sm80_epi<MI, NI, HOOKS, LOOM_ACT_NONE>(acc, args, row0 + wm * 64, col0 + wn * WN, lane);
+  else if (HOOKS)
+    LOOM_GEMM_ACT_DISPATCH(args.hooks.activation, (loom_sm80_epi<MI, NI, HOOKS, A>(acc, args, row0 + wm * 64,
+                                                                                   col0 + wn * WN, lane)));
   if (HOOKS && (args.hooks.tile_signal || args.hooks.dst_signal)) {
     /* every thread's stores of this tile, then one release */
     __threadfence_system();

@@ -285,11 +285,11 @@ static __device__ __forceinline__ void loom_wg_sync(int cw) {
  * m and n): a whole chunk there would overwrite the next tile's columns.
  * Fragment layout (wgmma m64nWN): acc[4 j + 2 h + e] is row
  * 16 warp + lane / 4 + 8 h, column 8 j + 2 (lane % 4) + e. */
-template <int WN, int ES, int NBUF>
+template <int WN, int ES, int NBUF, int ACT>
 static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUtensorMap *map, uint32_t bufs,
                                                     uint32_t &seq, int32_t row0, int32_t col0, int ct,
                                                     const void *bias, void *c, int32_t m, int32_t n, int warp,
-                                                    int lane, int tid, int cw, int act) {
+                                                    int lane, int tid, int cw) {
   constexpr int CPC = 128 / ES; /* columns per chunk */
   constexpr int NCH = WN / CPC;
   constexpr int JPC = CPC / 8;  /* 8-column fragment groups per chunk */
@@ -310,7 +310,7 @@ static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUte
       for (int h = 0; h < 2; ++h) {
         const int r = r0 + h * 8;
         float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
-        loom_gemm_act2(act, &v0, &v1);
+        loom_gemm_act2<ACT>(&v0, &v1);
         if (ES == 4) {
           const uint32_t u = (uint32_t)(jj * 2 + (lane % 4) / 2);
           const uint32_t addr = buf + r * 128 + ((u ^ (uint32_t)(r & 7)) << 4) + (lane % 2) * 8;
@@ -350,9 +350,44 @@ static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUte
           const int row = row0 + r0 + h * 8;
           if (row < m) {
             float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
-            loom_gemm_act2(act, &v0, &v1);
+            loom_gemm_act2<ACT>(&v0, &v1);
             loom_gemm_store2(c, (int64_t)row * n + col, ct, v0, v1, 0);
           }
+        }
+      }
+    }
+  }
+}
+
+/* The epilogue from registers (hooked kernels that route rows, reduce, or
+ * cannot store with TMA): each thread stores its bf16x2 / half2 / float2
+ * pairs, masked at m and n, to the row's destination (loom_gemm_row_dst).
+ * ACT: the activation, a compile-time constant (epilogue.cuh). */
+template <bool HOOKS, int WN, int ACT>
+static __device__ __forceinline__ void loom_epi_regs(const float *acc, const loom_sm90_args_t &args, int32_t row0,
+                                                     int32_t col0, int warp, int lane) {
+  const int ct = args.c_type;
+  const int rbase = row0 + warp * 16 + lane / 4;
+  const int cbase = col0 + (lane % 4) * 2;
+  int reduce = 0;
+  if (HOOKS) reduce = args.hooks.epilogue == LOOM_EPI_REDUCE;
+  const int st = loom_gemm_store_type<HOOKS>(args.hooks, ct);
+  const int64_t poff = loom_gemm_parity_off<HOOKS>(args.hooks);
+#pragma unroll
+  for (int j = 0; j < WN / 8; ++j) {
+    const int col = cbase + j * 8;
+    if (col < args.n) {
+      float b0, b1;
+      loom_gemm_bias2(args.bias, col, ct, &b0, &b1);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = rbase + h * 8;
+        if (row < args.m) {
+          int64_t r;
+          void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff);
+          float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
+          loom_gemm_act2<ACT>(&v0, &v1);
+          loom_gemm_store2(base, r * args.n + col, st, v0, v1, reduce);
         }
       }
     }
@@ -641,39 +676,30 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       const bool skip = HOOKS && __shfl_sync(0xffffffffu, *abort_flag, 0) != 0; /* warp-uniform (C7518) */
       if (tma_epi && finish && active && !skip) {
         const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
-        if (args.c_type == LOOM_FP32)
-          loom_epi_tma<WN, 4, EPI_BUFS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c, args.m,
-                                        args.n, warp, lane, tid, cw, HOOKS ? args.hooks.activation : 0);
-        else
-          loom_epi_tma<WN, 2, EPI_BUFS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c, args.m,
-                                        args.n, warp, lane, tid, cw, HOOKS ? args.hooks.activation : 0);
-      } else if (!tma_epi && finish && active && !skip) {
-        const int ct = args.c_type;
-        const int rbase = row0 + warp * 16 + lane / 4;
-        const int cbase = col0 + (lane % 4) * 2;
-        int reduce = 0;
-        if (HOOKS) reduce = args.hooks.epilogue == LOOM_EPI_REDUCE;
-        const int st = loom_gemm_store_type<HOOKS>(args.hooks, ct);
-        const int64_t poff = loom_gemm_parity_off<HOOKS>(args.hooks);
-#pragma unroll
-        for (int j = 0; j < WN / 8; ++j) {
-          const int col = cbase + j * 8;
-          if (col < args.n) {
-            float b0, b1;
-            loom_gemm_bias2(args.bias, col, ct, &b0, &b1);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int row = rbase + h * 8;
-              if (row < args.m) {
-                int64_t r;
-                void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff);
-                float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
-                loom_gemm_act2(args.hooks.activation, &v0, &v1);
-                loom_gemm_store2(base, r * args.n + col, st, v0, v1, reduce);
-              }
-            }
-          }
+        /* the activation is a template argument (epilogue.cuh says why): one
+         * branch per tile; plain kernels have none */
+        if (!HOOKS || args.hooks.activation == LOOM_ACT_NONE) {
+          if (args.c_type == LOOM_FP32)
+            loom_epi_tma<WN, 4, EPI_BUFS, LOOM_ACT_NONE>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type,
+                                                         args.bias, args.c, args.m, args.n, warp, lane, tid, cw);
+          else
+            loom_epi_tma<WN, 2, EPI_BUFS, LOOM_ACT_NONE>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type,
+                                                         args.bias, args.c, args.m, args.n, warp, lane, tid, cw);
+        } else if (HOOKS) {
+          LOOM_GEMM_ACT_DISPATCH(args.hooks.activation, {
+            if (args.c_type == LOOM_FP32)
+              loom_epi_tma<WN, 4, EPI_BUFS, A>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
+                                               args.m, args.n, warp, lane, tid, cw);
+            else
+              loom_epi_tma<WN, 2, EPI_BUFS, A>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
+                                               args.m, args.n, warp, lane, tid, cw);
+          });
         }
+      } else if (!tma_epi && finish && active && !skip) {
+        if (!HOOKS || args.hooks.activation == LOOM_ACT_NONE)
+          loom_epi_regs<HOOKS, WN, LOOM_ACT_NONE>(acc, args, row0, col0, warp, lane);
+        else if (HOOKS)
+          LOOM_GEMM_ACT_DISPATCH(args.hooks.activation, (loom_epi_regs<HOOKS, WN, A>(acc, args, row0, col0, warp, lane)));
       }
       if (HOOKS && (args.hooks.tile_signal || args.hooks.dst_signal) && finish) {
         /* both consumer warpgroups' stores of this tile (TMA stores: complete,
