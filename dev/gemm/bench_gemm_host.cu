@@ -17,7 +17,8 @@
  *   b2b us    event time of N back-to-back calls without the spin / N: what
  *             a loop of eager calls gets (the larger of host and GPU)
  *
- *   bench_gemm_host [N]        (N default 200)
+ *   bench_gemm_host [N [S]]    (N default 200; S: only shape S of the list, for a
+ *                              profiler run)
  * Shapes: the issue's two examples, small decode weights of the shape set
  * (m = 1, 8, 16) and the set's shortest GEMMs (5-6 us in cuBLASLt), bf16,
  * B as a Linear weight ([n, k]).
@@ -121,7 +122,9 @@ int main(int argc, char **argv) {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   printf("%5s %6s %6s | %-12s %8s %8s %8s | config\n", "m", "n", "k", "call", "host us", "gpu us", "b2b us");
+  const int only = argc > 2 ? atoi(argv[2]) : -1;
   for (int s = 0; s < nshapes; ++s) {
+    if (only >= 0 && s != only) continue;
     ctx_t x;
     x.d = (loom_gemm_desc_t)LOOM_GEMM_DESC(shapes[s][0], shapes[s][1], shapes[s][2], LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
     const size_t sa = (size_t)(x.d.m * x.d.k), sb = (size_t)(x.d.n * x.d.k), sc = (size_t)(x.d.m * x.d.n);
