@@ -138,13 +138,16 @@ static __device__ __forceinline__ void loom_coll_pointwise8(const loom_pointwise
 
 /* For i in [b, b + len): y = epilogue(sum_{s < nsrc} src[s][i]) (fp32, in
  * order s = 0, 1, ...), stored (rounded to TO) at dst0[i - off0] and, if dst1,
- * at dst1[i - off1]. Vectors of 8 where b is a multiple of 8 (the buffers are
- * 16-byte aligned), the rest element by element. Whole block. */
+ * at dst1[i - off1]. Vectors of 8 where b and b - off are multiples of 8 (the
+ * buffers are 16-byte aligned), the rest element by element. Whole block. */
 template <int TI, int TO>
 static __device__ void loom_coll_reduce_range(const char *const *src, int nsrc, int64_t b, int64_t len,
                                               char *dst0, int64_t off0, char *dst1, int64_t off1,
                                               const loom_pointwise_t &pw) {
-  const int64_t nv = (b % LOOM_COLL_VEC) == 0 ? len / LOOM_COLL_VEC : 0;
+  /* vectors where the element and both destinations' positions are multiples of 8 */
+  const int vec = (b % LOOM_COLL_VEC) == 0 && ((b - off0) % LOOM_COLL_VEC) == 0 &&
+                  (!dst1 || ((b - off1) % LOOM_COLL_VEC) == 0);
+  const int64_t nv = vec ? len / LOOM_COLL_VEC : 0;
   const int64_t step = (int64_t)blockDim.x * LOOM_COLL_UNROLL;
   for (int64_t v0 = threadIdx.x; v0 < nv; v0 += step) {
     float acc[LOOM_COLL_UNROLL][8];
@@ -217,7 +220,8 @@ static __device__ void loom_coll_reduce_row(const char *const *src, int nsrc, in
                                             const void *nb, float *xs, float *red, char *dst0, int64_t off0,
                                             char *dst1, int64_t off1) {
   const int64_t b = row * cols;
-  const int vec = (b % LOOM_COLL_VEC) == 0 && (cols % LOOM_COLL_VEC) == 0;
+  const int vec = (b % LOOM_COLL_VEC) == 0 && (cols % LOOM_COLL_VEC) == 0 && ((b - off0) % LOOM_COLL_VEC) == 0 &&
+                  (!dst1 || ((b - off1) % LOOM_COLL_VEC) == 0);
   float s1 = 0.f;
   if (vec) {
     for (int64_t v = threadIdx.x; v < cols / LOOM_COLL_VEC; v += blockDim.x) {
