@@ -209,12 +209,7 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
     cudaError_t e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
     if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaEventCreateWithFlags", __FILE__, __LINE__);
   }
-  if (r == LOOM_SUCCESS) {
-    const int dev_smem_ok = st->smem <= 48u * 1024u || comm->cc_major >= 8;
-    r = dev_smem_ok ? loom__coll_prepare((int)desc->dtype, (int)desc->out_type, st->smem)
-                    : loom__fail(LOOM_ERR_UNSUPPORTED, "%s: desc->cols=%lld needs %zu bytes of shared memory", fn,
-                                 (long long)desc->cols, st->smem);
-  }
+  if (r == LOOM_SUCCESS) r = loom__coll_prepare((int)desc->dtype, (int)desc->out_type, st->smem);
   if (r != LOOM_SUCCESS) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", loom_last_error());

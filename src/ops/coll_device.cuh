@@ -58,11 +58,9 @@ static __device__ __forceinline__ int loom_coll_wait_one(const loom_dev_comm_t &
 
 static __device__ __forceinline__ void loom_coll_signal_own(const loom_dev_comm_t &dc, size_t off, uint32_t idx,
                                                             uint32_t e) {
+  __threadfence_system(); /* every thread's stores, before the flag (as the tp copy kernel) */
   __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence_system();
-    loom_signal_store_release((uint32_t *)(dc.ws + off) + idx, e);
-  }
+  if (threadIdx.x == 0) loom_signal_store_release((uint32_t *)(dc.ws + off) + idx, e);
 }
 
 /* ---- element access ----------------------------------------------------- */

@@ -102,7 +102,9 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
     }
   }
 
-  /* 5. the last block: this rank is done reading every peer's buffers */
+  /* 5. the last block: this rank is done reading every peer's buffers (and,
+   *    one-shot in place, its staging stores are performed) */
+  __threadfence_system();
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence_system();
@@ -159,7 +161,20 @@ extern "C" loom_result_t loom__coll_prepare(int in_type, int out_type, size_t sm
   if (!k) return loom__fail(LOOM_ERR_INTERNAL, "collective kernel for dtypes %d -> %d missing", in_type, out_type);
   cudaFuncAttributes fa;
   LOOM_CUDA(cudaFuncGetAttributes(&fa, (const void *)k));
-  if (smem > 48u * 1024u)
-    LOOM_CUDA(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  /* always the largest row any plan may use (a later plan with shorter rows
+   * must not lower the limit an earlier plan's launches need) */
+  if (smem > 48u * 1024u) {
+    int dev = 0, optin = 0;
+    LOOM_CUDA(cudaGetDevice(&dev));
+    LOOM_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if ((size_t)optin < smem)
+      return loom__fail(LOOM_ERR_UNSUPPORTED,
+                        "a row-wise norm over rows of %zu elements needs %zu bytes of shared memory per block; this "
+                        "GPU allows %d (shorter rows: desc->cols <= %d)",
+                        smem / sizeof(float), smem, optin, optin / (int)sizeof(float));
+    const int want = (int)(LOOM_COLL_MAX_COLS * sizeof(float));
+    LOOM_CUDA(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   want < optin ? want : optin));
+  }
   return LOOM_SUCCESS;
 }
