@@ -29,7 +29,8 @@ import threading
 from pathlib import Path
 
 from . import _procmaps
-from ._structs import CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, GemmDesc, NcclInfo, TpDesc, TpPlanInfo
+from ._structs import (CollDesc, CollPlanInfo, CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, GemmDesc, NcclInfo,
+                       TpDesc, TpPlanInfo)
 from .errors import LibraryNotFoundError, NcclMismatchError, make_error
 
 # The libloom version this binding is written for (LOOM_VERSION_* in loom.h);
@@ -78,6 +79,15 @@ PROTOTYPES = {
     "loom_ag_gemm": (_r, [_vp, _vp, _vp, _vp, _vp, _vp, _vp]),
     # plan, a, b, c_shard, bias, stream
     "loom_gemm_rs": (_r, [_vp, _vp, _vp, _vp, _vp, _vp]),
+    "loom_plan_allreduce": (_r, [_vp, _P(CollDesc), _P(_vp)]),
+    "loom_plan_reduce_scatter": (_r, [_vp, _P(CollDesc), _P(_vp)]),
+    "loom_plan_all_gather": (_r, [_vp, _P(CollDesc), _P(_vp)]),
+    "loom_coll_plan_info": (_r, [_vp, _P(CollPlanInfo)]),
+    # plan, in, out, epilogue, norm_weight, norm_bias, stream
+    "loom_allreduce": (_r, [_vp, _vp, _vp, _vp, _vp, _vp, _vp]),
+    "loom_reduce_scatter": (_r, [_vp, _vp, _vp, _vp, _vp, _vp, _vp]),
+    # plan, in, out, stream
+    "loom_all_gather": (_r, [_vp, _vp, _vp, _vp]),
 }
 
 _lock = threading.Lock()
