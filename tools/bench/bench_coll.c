@@ -22,6 +22,9 @@
  * nccl+rmsnorm); loom+epi is not checked here (tests/gpu/test_coll.c checks
  * it against the CPU reference).
  * reduce_scatter / all_gather rows: nccl, loom; AllGather bit for bit.
+ * Peer (allreduce, W >= 2, unless --peer none): bench/peers/coll_torch.py, run
+ * first, gives PyTorch's symm_mem one_shot / two_shot_all_reduce_ and
+ * all_reduce + F.rms_norm times for the peer column (vs_peer > 1: loom faster).
  * JSON to bench/results/<suite>-<stamp>.json.
  */
 #define _GNU_SOURCE
@@ -47,7 +50,23 @@ typedef struct coll_bench_args {
   loom_bench_opts_t o;
   int op;
   int64_t max_bytes;
+  int peer;             /* 0 with --peer none */
+  char peer_json[1200]; /* PyTorch's results (bench/peers/coll_torch.py; "" if not run) */
+  char peer_note[200];  /* why there is no peer column */
 } coll_bench_args_t;
+
+/* PyTorch's time of `key` ("one_shot_us", ...) at `bytes` from the peer's JSON, NAN if absent. */
+static double peer_time(const coll_bench_args_t *a, int64_t bytes, const char *key) {
+  if (!a->peer_json[0]) return NAN;
+  char *buf = NULL;
+  const char *st[32], *en[32];
+  const int n = loom_bench_peer_rows(a->peer_json, &buf, st, en, 32);
+  double t = NAN;
+  for (int i = 0; i < n; ++i)
+    if ((int64_t)loom_bench_json_num(st[i], en[i], "bytes") == bytes) t = loom_bench_json_num(st[i], en[i], key);
+  free(buf);
+  return t;
+}
 
 typedef struct coll_var {
   int kind;             /* V_* */
@@ -260,6 +279,19 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
       row->comm_us = tm[i].median_us, row->min_us = tm[i].min_us, row->max_us = tm[i].max_us;
       row->wrong = wrong[i];
       if (row->wrong > 0) failures++;
+      if (op == OP_AR && v[i].kind == V_LOOM) {
+        /* the peer column: PyTorch's symmetric-memory kernel of the same kind */
+        const char *key = v[i].nw ? "ar_rmsnorm_us"
+                          : v[i].epi ? NULL
+                          : !strcmp(v[i].impl, "loom-1shot") ? "one_shot_us"
+                          : !strcmp(v[i].impl, "loom-2shot") ? "two_shot_us"
+                                                             : NULL;
+        if (key) row->peer_us = peer_time(a, bytes, key);
+        else if (!v[i].epi) {
+          const double p1 = peer_time(a, bytes, "one_shot_us"), p2 = peer_time(a, bytes, "two_shot_us");
+          row->peer_us = isnan(p1) ? p2 : isnan(p2) ? p1 : fmin(p1, p2); /* loom-auto vs torch's better one */
+        }
+      }
       if (v[i].nw) snprintf(row->note, sizeof row->note, "residual + RMSNorm, rows of %lld", (long long)v[i].cols);
       else if (v[i].epi) snprintf(row->note, sizeof row->note, "dropout(x%s) + residual%s", ecols ? " + bias" : "",
                                   ecols ? ", rows of 1024" : "");
@@ -273,6 +305,11 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
     char title[160];
     snprintf(title, sizeof title, "loom-bench %s: loom vs NCCL, world %d, median of %d reps", suite, W, a->o.reps);
     if (W == 1) loom_bench_note(&t, "1 GPU: W=1 (no inter-GPU traffic; busbw is 0 by the nccl-tests formula)");
+    if (op == OP_AR)
+      loom_bench_note(&t, "%s", a->peer_json[0] ? "peer: PyTorch symm_mem one_shot_all_reduce (vs loom-1shot), "
+                                                  "two_shot_all_reduce_ (vs loom-2shot), the better (vs loom-auto), "
+                                                  "all_reduce + F.rms_norm (vs loom+rmsnorm); bench/peers/coll_torch.py"
+                                                : a->peer_note);
     if (a->o.json) {
       char path[1200];
       if (loom_bench_write_json(suite, &t, &a->o, W, path, sizeof path) == 0) loom_bench_note(&t, "JSON: %s", path);
@@ -296,7 +333,17 @@ static int coll_opt(void *ctx, int argc, char **argv, int *i) {
   coll_bench_args_t *a = (coll_bench_args_t *)ctx;
   const char *s = argv[*i];
   if (!strcmp(s, "--help")) {
-    printf("  --max-bytes SIZE  largest buffer, e.g. 256M (default 1G)\n");
+    printf("  --max-bytes SIZE  largest buffer, e.g. 256M (default 1G)\n"
+           "  --peer none       allreduce: skip PyTorch's symmetric-memory AllReduce (bench/peers/coll_torch.py)\n");
+    return 1;
+  }
+  if (!strcmp(s, "--peer")) {
+    if (*i + 1 >= argc || strcmp(argv[*i + 1], "none")) {
+      fprintf(stderr, "loom-bench: --peer takes only \"none\"\n");
+      return -1;
+    }
+    a->peer = 0;
+    *i += 1;
     return 1;
   }
   if (!strcmp(s, "--max-bytes")) {
@@ -317,10 +364,21 @@ static int coll_main(int op, int argc, char **argv) {
   memset(&a, 0, sizeof a);
   a.op = op;
   a.max_bytes = INT64_C(1) << 30;
+  a.peer = 1;
   int rc = loom_bench_parse(&a.o, argc, argv, coll_opt, &a);
   if (rc != LOOM_BENCH_RUN) return rc;
   int world = loom_bench_world(&a.o, 0);
   if (world == 0) return 1;
+  if (op == OP_AR && a.peer && world >= 2) {
+    char args[256];
+    snprintf(args, sizeof args, "--world %d --reps %d --warmup %d --max-bytes %lld%s", world, a.o.reps, a.o.warmup,
+             (long long)a.max_bytes, a.o.quick ? " --quick" : "");
+    (void)loom_bench_run_peer("bench/peers/coll_torch.py", args, "allreduce_torch", a.peer_json, sizeof a.peer_json,
+                              a.peer_note, sizeof a.peer_note);
+  } else {
+    snprintf(a.peer_note, sizeof a.peer_note, "PyTorch symm_mem AllReduce not run (%s)",
+             op != OP_AR ? "allreduce only" : a.peer ? "one rank" : "--peer none");
+  }
   return loom_bench_launch(&a.o, world, coll_rank, &a) ? 1 : 0;
 }
 
