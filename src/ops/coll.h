@@ -13,38 +13,42 @@
  * through their LSA addresses (acquire loads, bounded by the comm's timeout):
  *   arrived      = e: this rank's call e started: its `in` is readable
  *   done         = e: this rank's call e finished reading every peer's
- *                  buffers (set by the call's last block)
+ *                  buffers (set by the call's last block; waited for by
+ *                  one-shot, ReduceScatter and AllGather)
  *   reduced[j]   = e: AllReduce two-shot: chunk j of this rank's slice is
  *                  reduced (with the epilogue) in its staging buffer
  *
  * The kernel, rank r, call e:
  *  1. every block: arrived = e (after a system fence: the caller's writes
  *     to `in` are visible first)
- *  2. two-shot: wait done[p] >= e-1 for every p (the peers finished
- *     fetching r's staging of the previous call; only then is it rewritten)
- *  3. reduction (AllReduce, ReduceScatter): wait arrived[p] >= e for every p;
+ *  2. reduction (AllReduce, ReduceScatter): wait arrived[p] >= e for every p;
  *     one-shot: every chunk of the whole vector (rank-shifted start);
  *     two-shot / ReduceScatter: the chunks of r's slice; each element
  *     summed over the W inputs in rank order in fp32, epilogue (pointwise,
  *     or row-wise with the norm), rounded once; two-shot stores into `out`
  *     and the staging buffer and sets reduced[j]
- *  4. gather (AllReduce two-shot, AllGather): per item (peer q in
+ *  3. gather (AllReduce two-shot, AllGather): per item (peer q in
  *     loom_coll_peer_at's order, chunk j): wait reduced[j] of q (two-shot)
  *     or arrived of q (AllGather), copy q's chunk from its staging / its
  *     `in` into r's `out` (NVLink loads)
- *  5. the last block: done = e, and the device epoch counter = e
- *  6. one-shot, ReduceScatter, AllGather: every block waits done[p] >= e
+ *  4. the last block: done = e, and the device epoch counter = e
+ *  5. one-shot, ReduceScatter, AllGather: every block waits done[p] >= e
  *     for every p before the kernel ends (peers read r's `in` until then, and
  *     the call's completion hands `in` back to the caller); one-shot in place
  *     then copies its result from the staging buffer into `out`.
  * Why nothing is overwritten while a peer reads it:
  *  - `in`: read by peers during call e only; r's call e completes after
- *    every peer's done = e (step 6) or, two-shot, after r fetched every
+ *    every peer's done = e (step 5) or, two-shot, after r fetched every
  *    owner's reduced chunks, each set after the owner read every rank's
  *    inputs of that chunk.
- *  - staging (two-shot): rewritten by call e+1 only after step 2.
+ *  - staging (two-shot): call e+1 writes it only after every peer's
+ *    arrived = e+1 (step 2), i.e. after every peer's call e, the last reader
+ *    of call e's staging, has completed (stream order: a call's kernel starts
+ *    after the previous one ended).
  *  - in place: two-shot writes r's out[chunk of q] (= r's in) only after q
- *    reduced that chunk; one-shot writes `out` only after step 6.
+ *    reduced that chunk; one-shot writes `out` only after step 5.
+ * tests/host/test_coll_protocol.c plays these steps for many world sizes,
+ * block counts and interleavings and checks every read.
  */
 #ifndef LOOM_OPS_COLL_H
 #define LOOM_OPS_COLL_H

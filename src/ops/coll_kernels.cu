@@ -40,15 +40,12 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
     __threadfence_system();
     loom_signal_store_release(own + LOOM_COLL_SIG_ARRIVED, e);
   }
-  /* 2. two-shot: the peers finished fetching this rank's staging of the previous call */
-  if (a.kind == LOOM__CK_TWO_SHOT &&
-      !loom_coll_wait_all(dc, a.sig_off, LOOM_COLL_SIG_DONE, e - 1u, LOOM_SITE_COLL_DONE))
-    return;
-
   int64_t mb, ml;
   loom_coll_slice(a.count, W, r, a.unit, &mb, &ml);
 
-  /* 3. reduction with the epilogue */
+  /* 2. reduction with the epilogue, once every rank's call has started (its
+   *    input is ready, and its previous call, the last reader of this rank's
+   *    staging, has completed) */
   if (a.kind != LOOM__CK_AG) {
     if (!loom_coll_wait_all(dc, a.sig_off, LOOM_COLL_SIG_ARRIVED, e, LOOM_SITE_COLL_ARRIVED)) return;
     int64_t rb, rl;
@@ -74,7 +71,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
     }
   }
 
-  /* 4. gather: the peers' slices, peer by peer in rank-shifted order */
+  /* 3. gather: the peers' slices, peer by peer in rank-shifted order */
   if (a.kind == LOOM__CK_TWO_SHOT || a.kind == LOOM__CK_AG) {
     const int steps = a.kind == LOOM__CK_AG ? W : W - 1;
     const int64_t items = (int64_t)steps * a.nch;
@@ -102,7 +99,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
     }
   }
 
-  /* 5. the last block: this rank is done reading every peer's buffers (and,
+  /* 4. the last block: this rank is done reading every peer's buffers (and,
    *    one-shot in place, its staging stores are performed) */
   __threadfence_system();
   __syncthreads();
@@ -115,7 +112,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
     }
   }
 
-  /* 6. peers read this rank's `in` until they are done: the call completes after that */
+  /* 5. peers read this rank's `in` until they are done: the call completes after that */
   if (a.kind != LOOM__CK_TWO_SHOT) {
     if (!loom_coll_wait_all(dc, a.sig_off, LOOM_COLL_SIG_DONE, e, LOOM_SITE_COLL_DONE)) return;
     if (a.kind == LOOM__CK_ONE_SHOT && a.in_place) {
@@ -123,7 +120,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
       for (int64_t q = blockIdx.x; q < nch; q += gridDim.x) {
         int64_t cb, cl;
         loom_coll_chunk(0, a.count, a.chunk, loom_coll_one_shot_chunk(r, W, nch, q), &cb, &cl);
-        /* this block's own stores of step 3: visible to it without a fence */
+        /* this block's own stores of step 2: visible to it without a fence */
         loom_coll_copy_range<TO == LOOM_FP32 ? 4 : 2>(a.stg_own, 0, a.out, 0, cb, cl);
       }
     }
