@@ -107,11 +107,12 @@ LOOM_HD int64_t loom_coll_one_shot_chunk(int32_t r, int32_t world, int64_t nch, 
   return nch > 0 ? (q + shift) % nch : 0;
 }
 
-/* Blocks for a phase that moves `bytes` per rank: one per 64 KiB, at least
- * 1, at most max_blocks (the SM count: every block resident, since blocks
- * wait on peers). */
+/* Blocks for a phase that moves `bytes` per rank: one per 16 KiB (small
+ * messages are latency-bound: more SMs keep more peer loads in flight), at
+ * least 1, at most max_blocks (the SM count: every block resident, since
+ * blocks wait on peers). */
 LOOM_HD int32_t loom_coll_grid(int64_t bytes, int32_t max_blocks) {
-  int64_t g = loom_ceil_div(bytes > 0 ? bytes : 1, (int64_t)64 << 10);
+  int64_t g = loom_ceil_div(bytes > 0 ? bytes : 1, (int64_t)16 << 10);
   if (g > max_blocks) g = max_blocks;
   return g < 1 ? 1 : (int32_t)g;
 }

@@ -205,8 +205,9 @@ LOOM_TEST(coll_one_shot_orders_are_permutations_starting_apart) {
 
 LOOM_TEST(coll_grid_is_bounded_by_the_sms) {
   CHECK_EQ_INT(loom_coll_grid(1, 132), 1);
-  CHECK_EQ_INT(loom_coll_grid(64 << 10, 132), 1);
-  CHECK_EQ_INT(loom_coll_grid((64 << 10) + 1, 132), 2);
+  CHECK_EQ_INT(loom_coll_grid(16 << 10, 132), 1);
+  CHECK_EQ_INT(loom_coll_grid((16 << 10) + 1, 132), 2);
+  CHECK_EQ_INT(loom_coll_grid(256 << 10, 132), 16);
   CHECK_EQ_INT(loom_coll_grid((int64_t)1 << 30, 132), 132);
   CHECK_EQ_INT(loom_coll_grid((int64_t)1 << 30, 1), 1);
 }
