@@ -607,8 +607,7 @@ loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void 
  * [min(count, p S), min(count, (p+1) S)) with S = ceil(units / W) units
  * (loom_coll_plan_info gives this rank's). Any count works (1 element, not
  * divisible by W or by 8): the last slices are shorter or empty (count = 1,
- * W = 2: rank 1 owns nothing and passes out/in of its empty slice, may be
- * NULL).
+ * W = 2: rank 1 owns nothing; its loom_reduce_scatter `out` may be NULL).
  *
  * Arithmetic: every element is summed over the ranks in fp32 in rank order
  * 0..W-1 (the same bits on every rank, run and algorithm), the epilogue
@@ -635,15 +634,18 @@ loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void 
  *             reduced slices (ReduceScatter + AllGather in one kernel,
  *             pipelined by chunks: large messages)
  *   AUTO      ONE_SHOT up to LOOM_ALLREDUCE_ONE_SHOT_BYTES of input
- *             (count x dtype size), else TWO_SHOT.
+ *             (count x dtype size; default 256 KiB), else TWO_SHOT.
  *
  * Memory: `in` must lie in memory from loom_malloc on the plan's comm, at
  * the same offset on every rank (peers load from it): otherwise
  * LOOM_ERR_INVALID_ARGUMENT naming `in`. `out` may be any device memory of
- * this GPU (peers never touch it). in, out 16-byte aligned. In place:
- * loom_allreduce out == in (same dtype); loom_reduce_scatter out == in +
- * this rank's slice begin; loom_all_gather in == out + its slice begin (then
- * out is loom_malloc memory). Any other overlap of in and out is refused.
+ * this GPU (peers never touch it). in, out 16-byte aligned. loom_all_gather:
+ * every rank's `in` at the same offset with room for the largest slice
+ * (S elements), passed even where this rank's slice is empty (its offset
+ * names the peers'). In place: loom_allreduce out == in (same dtype);
+ * loom_reduce_scatter out == in + this rank's slice begin (same dtype);
+ * loom_all_gather in == out + its slice begin on every rank (then out is
+ * loom_malloc memory). Any other overlap of in and out is refused.
  * A two-shot plan holds a symmetric staging buffer of S elements, a one-shot
  * plan one of count elements (for in place); ReduceScatter and AllGather
  * plans none.
@@ -727,7 +729,7 @@ loom_result_t loom_reduce_scatter(loom_plan_t plan, const void *in, void *out, c
                                   const void *norm_weight, const void *norm_bias, cudaStream_t stream);
 
 /* Collective, stream-ordered. in this rank's slice [my_len] dtype
- * (loom_malloc memory; NULL allowed when empty), out [count] dtype. */
+ * (loom_malloc memory, room for S elements; never NULL), out [count] dtype. */
 loom_result_t loom_all_gather(loom_plan_t plan, const void *in, void *out, cudaStream_t stream);
 
 /* ==== end of collectives ================================================= */
