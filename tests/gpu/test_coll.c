@@ -16,6 +16,7 @@
  *    in inside out);
  *  - CUDA-graph capture, replayed with new inputs;
  *  - hundreds of calls alternating four plans on one stream;
+ *  - one-shot and two-shot give the same bits, and every rank the same;
  *  - argument errors named; a peer that never calls: LOOM_ERR_TIMEOUT
  *    naming the wait.
  * Every rank generates every rank's inputs from the run's seed (so each can
@@ -689,4 +690,100 @@ out:
 LOOM_TEST(gpu_coll_absent_peer_times_out_w2) {
   static const int ops[4] = {0, 1, 2, 3};
   for (int i = 0; i < 4 && loom_test_gpus(2); ++i) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent_peer, (void *)&ops[i]), 0);
+}
+
+/* One-shot and two-shot give the same bits, on every rank: each element is
+ * summed in rank order in fp32 by the same code and the epilogue runs once
+ * on it (loom.h promises "the same bits on every rank, run and algorithm").
+ * Every rank hashes its output; an NCCL min and max of the hashes agree. */
+static uint64_t fnv1a(const void *p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+  return h;
+}
+
+static int rank_same_bits(loom_rank_ctx_t *ctx, void *arg) {
+  (void)arg;
+  const int W = ctx->size, rank = ctx->rank;
+  static const coll_case_t cs[] = {
+      {AR, 100003, 0, BF, BF, A0, E_DROP, NN, 0, 0, 0, 1, 0},
+      {AR, 37 * 768, 768, FH, F32, A0, E_SCALE | E_BIAS | E_GELU | E_DROP | E_RES, NN, 0, 0, 0, 1, 0},
+      {AR, 11 * 100, 100, F32, BF, A0, E_BIAS | E_RES, LN, 1, 0, 0, 1, 0},
+      {AR, 37 * 768, 768, BF, BF, A0, E_RES, RMS, 0, 0, 0, 1, 0},
+  };
+  loom_comm_t comm = NULL;
+  cudaStream_t s = NULL;
+  uint64_t *d_h = NULL;
+  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaMalloc((void **)&d_h, 2 * sizeof(uint64_t)));
+  for (size_t c = 0; c < sizeof cs / sizeof *cs; ++c) {
+    const coll_case_t *k = &cs[c];
+    const size_t ei = loom_dtype_size(k->in), eo = loom_dtype_size(k->out), ob = (size_t)k->count * eo;
+    const int64_t cols = k->cols > 0 ? k->cols : 1;
+    loom_plan_t p1 = NULL, p2 = NULL;
+    void *in = NULL, *o1 = NULL, *o2 = NULL, *bias = NULL, *res = NULL, *nw = NULL, *nb = NULL;
+    void *h1 = malloc(ob), *h2 = malloc(ob);
+    coll_inputs_t x;
+    memset(&x, 0, sizeof x);
+    inputs_make(&x, k, W, 77);
+    loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
+    d.count = k->count, d.cols = k->cols, d.dtype = k->in, d.out_type = k->out, d.norm = k->norm, d.world_size = W;
+    d.algo = LOOM_COLL_ONE_SHOT;
+    loom_result_t r = loom_plan_allreduce(comm, &d, &p1);
+    d.algo = LOOM_COLL_TWO_SHOT;
+    if (r == LOOM_SUCCESS) r = loom_plan_allreduce(comm, &d, &p2);
+    if (r == LOOM_SUCCESS) r = loom_malloc(comm, (size_t)k->count * ei, &in);
+    CHECK_RESULT(r, LOOM_SUCCESS);
+    int ok = r == LOOM_SUCCESS && cudaMalloc(&o1, ob) == cudaSuccess && cudaMalloc(&o2, ob) == cudaSuccess &&
+             cudaMalloc(&bias, (size_t)cols * eo) == cudaSuccess && cudaMalloc(&res, ob) == cudaSuccess &&
+             cudaMalloc(&nw, (size_t)cols * eo) == cudaSuccess && cudaMalloc(&nb, (size_t)cols * eo) == cudaSuccess;
+    ok = ok && cudaMemcpy(in, x.in[rank], (size_t)k->count * ei, cudaMemcpyHostToDevice) == cudaSuccess &&
+         cudaMemcpy(bias, x.bias, (size_t)cols * eo, cudaMemcpyHostToDevice) == cudaSuccess &&
+         cudaMemcpy(res, x.res, ob, cudaMemcpyHostToDevice) == cudaSuccess &&
+         cudaMemcpy(nw, x.nw, (size_t)cols * eo, cudaMemcpyHostToDevice) == cudaSuccess &&
+         cudaMemcpy(nb, x.nb, (size_t)cols * eo, cudaMemcpyHostToDevice) == cudaSuccess;
+    CHECK(ok);
+    if (ok) {
+      const loom_epilogue_t e = make_epi(k, 3, bias, res);
+      const void *w = k->norm ? nw : NULL, *b = k->norm && k->norm_bias ? nb : NULL;
+      CHECK_RESULT(loom_allreduce(p1, in, o1, &e, w, b, s), LOOM_SUCCESS);
+      CHECK_RESULT(loom_allreduce(p2, in, o2, &e, w, b, s), LOOM_SUCCESS);
+      CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+      CHECK_RESULT(loom_comm_get_async_error(comm), LOOM_SUCCESS);
+      CHECK(cudaMemcpy(h1, o1, ob, cudaMemcpyDeviceToHost) == cudaSuccess);
+      CHECK(cudaMemcpy(h2, o2, ob, cudaMemcpyDeviceToHost) == cudaSuccess);
+      if (memcmp(h1, h2, ob) != 0)
+        loom_test_fail(__FILE__, __LINE__, "rank %d case %zu: one-shot and two-shot differ in their bits", rank, c);
+      const size_t bad = check_out(k, &x, h1, rank, W, 3);
+      if (bad) loom_test_fail(__FILE__, __LINE__, "rank %d case %zu: %zu elements wrong", rank, c, bad);
+      const uint64_t hh[2] = {fnv1a(h1, ob), fnv1a(h1, ob)};
+      uint64_t got[2] = {0, 0};
+      CHECK(cudaMemcpy(d_h, hh, sizeof hh, cudaMemcpyHostToDevice) == cudaSuccess);
+      CHECK(ncclAllReduce(d_h, d_h, 1, ncclUint64, ncclMin, ctx->nccl, s) == ncclSuccess);
+      CHECK(ncclAllReduce(d_h + 1, d_h + 1, 1, ncclUint64, ncclMax, ctx->nccl, s) == ncclSuccess);
+      CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+      CHECK(cudaMemcpy(got, d_h, sizeof got, cudaMemcpyDeviceToHost) == cudaSuccess);
+      if (got[0] != got[1]) loom_test_fail(__FILE__, __LINE__, "case %zu: the ranks' outputs differ", c);
+    }
+    if (s) cudaStreamSynchronize(s);
+    if (p1) CHECK_RESULT(loom_plan_destroy(p1), LOOM_SUCCESS);
+    if (p2) CHECK_RESULT(loom_plan_destroy(p2), LOOM_SUCCESS);
+    if (in) CHECK_RESULT(loom_free(comm, in), LOOM_SUCCESS);
+    cudaFree(o1), cudaFree(o2), cudaFree(bias), cudaFree(res), cudaFree(nw), cudaFree(nb);
+    free(h1), free(h2);
+    inputs_free(&x);
+  }
+out:
+  cudaFree(d_h);
+  if (s) cudaStreamDestroy(s);
+  if (comm) CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
+  return loom_test_failures;
+}
+
+LOOM_TEST(gpu_coll_one_and_two_shot_same_bits_on_every_rank_w1) {
+  if (loom_test_gpus(1)) CHECK_EQ_INT(loom_launch(1, LAUNCH_TIMEOUT_S, rank_same_bits, NULL), 0);
+}
+LOOM_TEST(gpu_coll_one_and_two_shot_same_bits_on_every_rank_w2) {
+  if (loom_test_gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_same_bits, NULL), 0);
 }
