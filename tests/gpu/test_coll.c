@@ -420,7 +420,7 @@ static const coll_case_t g_in_place_graph[] = {
     {AG, 65537, 0, BF, BF, A0, 0, NN, 0, 1, 0, 2, 0},
     {AG, 37 * 100, 100, FH, FH, A0, 0, NN, 0, 1, 0, 2, 0},
     /* graph: capture once, replay with new inputs every call */
-    {AR, 4099, 0, BF, BF, A1, E_BIAS | E_DROP | E_RES, NN, 0, 0, 1, 4, 0},
+    {AR, 4099, 4099, BF, BF, A1, E_BIAS | E_DROP | E_RES, NN, 0, 0, 1, 4, 0}, /* one row: a bias needs cols */
     {AR, 37 * 768, 768, BF, BF, A2, E_BIAS | E_DROP | E_RES, NN, 0, 0, 1, 4, 0},
     {AR, 37 * 768, 768, BF, BF, A2, E_RES, RMS, 0, 0, 1, 3, 0},
     {RS, 65537, 0, FH, FH, A0, 0, NN, 0, 0, 1, 3, 0},
