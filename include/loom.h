@@ -735,6 +735,152 @@ loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t s
 
 /* ==== end of distributed optimizers ===================================== */
 
+/* ==== Collectives with a fused epilogue (CoCoNet's FusedAllReduce) ======= */
+/*
+ * loom's own AllReduce, ReduceScatter and AllGather over symmetric memory
+ * (NVLink loads and stores through LSA pointers), with the pointwise
+ * epilogue (loom_epilogue_t) or a row-wise norm applied once per element
+ * between the reduction and the gather, so that
+ *     out = LayerNorm(dropout(AllReduce(x) + bias) + residual)
+ * is one call and one kernel.
+ *
+ *   loom_allreduce       out [count] = epilogue(sum over ranks of in [count])
+ *   loom_reduce_scatter  out [my slice] = epilogue(sum over ranks of in [count]),
+ *                        this rank's slice
+ *   loom_all_gather      out [count] = the ranks' slices in [slice] side by side
+ *
+ * Slices: the vector is cut in units of 8 elements (flat, desc.cols = 0) or
+ * of whole rows (desc.cols > 0: count = rows x cols), and rank p owns
+ * [min(count, p S), min(count, (p+1) S)) with S = ceil(units / W) units
+ * (loom_coll_plan_info gives this rank's). Any count works (1 element, not
+ * divisible by W or by 8): the last slices are shorter or empty (count = 1,
+ * W = 2: rank 1 owns nothing; its loom_reduce_scatter `out` may be NULL).
+ *
+ * Arithmetic: every element is summed over the ranks in fp32 in rank order
+ * 0..W-1 (the same bits on every rank, run and algorithm), the epilogue
+ * runs in fp32, and the result is rounded once to desc.out_type.
+ *
+ * Epilogue (loom_allreduce, loom_reduce_scatter; NULL: none): as
+ * loom_epilogue_t says, at element i = row x cols + col of the full vector
+ * (bias [cols] needs desc.cols > 0; the dropout mask is a function of
+ * (seed, offset, i), the same on every rank and for every algorithm);
+ * residual has out's shape: [count] for loom_allreduce, this rank's slice
+ * for loom_reduce_scatter. bias and residual are of out_type. With desc.norm
+ * the pointwise result of each row is then normalised:
+ *   LOOM_NORM_RMS    y = x / sqrt(mean(x^2) + eps) * norm_weight
+ *   LOOM_NORM_LAYER  y = (x - mean) / sqrt(var + eps) * norm_weight (+ norm_bias)
+ * (norm_weight, norm_bias [cols] of out_type; cols <= 32768): residual add +
+ * RMSNorm after a tensor-parallel AllReduce in one call. The slices are whole
+ * rows, so each rank normalises its own rows before the gather.
+ *
+ * Algorithms (loom_allreduce; loom_coll_plan_info says which):
+ *   ONE_SHOT  each rank reads every rank's whole input and reduces the whole
+ *             vector itself (fewest steps: small messages)
+ *   TWO_SHOT  each rank reduces its slice (reading the peers' inputs),
+ *             applies the epilogue to it, and the ranks fetch each other's
+ *             reduced slices (ReduceScatter + AllGather in one kernel,
+ *             pipelined by chunks: large messages)
+ *   AUTO      ONE_SHOT up to LOOM_ALLREDUCE_ONE_SHOT_BYTES of input
+ *             (count x dtype size; default 256 KiB), else TWO_SHOT.
+ *
+ * Memory: `in` must lie in memory from loom_malloc on the plan's comm, at
+ * the same offset on every rank (peers load from it): otherwise
+ * LOOM_ERR_INVALID_ARGUMENT naming `in`. `out` may be any device memory of
+ * this GPU (peers never touch it). in, out 16-byte aligned. loom_all_gather:
+ * every rank's `in` at the same offset with room for the largest slice
+ * (S elements), passed even where this rank's slice is empty (its offset
+ * names the peers'). In place: loom_allreduce out == in (same dtype);
+ * loom_reduce_scatter out == in + this rank's slice begin (same dtype);
+ * loom_all_gather in == out + its slice begin on every rank (then out is
+ * loom_malloc memory). Any other overlap of in and out is refused.
+ * A two-shot plan holds a symmetric staging buffer of S elements, a one-shot
+ * plan one of count elements (for in place); ReduceScatter and AllGather
+ * plans none.
+ *
+ * Buffer contract: peers read this rank's `in` once this rank's call has
+ * started on its stream, and the call completes (on `stream`) only once no
+ * peer reads it any more: reuse `in` and `out` after the call like after an
+ * NCCL call. Stream-ordered, CUDA-graph capturable (the epoch comes from the
+ * device: every replay is a new call, which the peers must replay as
+ * often). Every device-side wait is bounded: a peer that never calls makes
+ * the call give up after the comm's timeout (LOOM_ERR_TIMEOUT from the next
+ * call or loom_comm_get_async_error, naming the wait). Every rank of the
+ * comm must be load/store reachable (one NVLink domain; else
+ * LOOM_ERR_UNSUPPORTED at plan creation), at most 64 ranks.
+ */
+
+typedef enum loom_coll_algo {
+  LOOM_COLL_AUTO = 0,
+  LOOM_COLL_ONE_SHOT = 1,
+  LOOM_COLL_TWO_SHOT = 2
+} loom_coll_algo_t;
+
+typedef enum loom_norm {
+  LOOM_NORM_NONE = 0,
+  LOOM_NORM_RMS = 1,
+  LOOM_NORM_LAYER = 2
+} loom_norm_t;
+
+typedef struct loom_coll_desc {
+  size_t struct_size;     /* sizeof(loom_coll_desc_t) */
+  int64_t count;          /* elements of the full vector (>= 1) */
+  loom_dtype_t dtype;     /* in */
+  loom_dtype_t out_type;  /* out (and bias, residual, norm weight/bias); loom_all_gather: = dtype */
+  int64_t cols;           /* 0: a flat vector; > 0: rows of cols (count a multiple): slices are whole
+                             rows; needed for a bias and for desc.norm */
+  loom_norm_t norm;       /* row-wise epilogue after the pointwise one (not loom_all_gather) */
+  float norm_eps;         /* > 0 */
+  loom_coll_algo_t algo;  /* loom_allreduce only (others: LOOM_COLL_AUTO) */
+  int world_size;         /* must equal the comm's size */
+  int blocks;             /* blocks of the kernel (1 .. SMs); 0: chosen by size */
+} loom_coll_desc_t;
+#define LOOM_COLL_DESC_INIT \
+  { sizeof(loom_coll_desc_t), 0, LOOM_BF16, LOOM_BF16, 0, LOOM_NORM_NONE, 1e-5f, LOOM_COLL_AUTO, 0, 0 }
+
+/* What a plan chose. */
+typedef struct loom_coll_plan_info {
+  size_t struct_size;       /* sizeof(loom_coll_plan_info_t) */
+  loom_coll_algo_t algo;    /* loom_allreduce: ONE_SHOT or TWO_SHOT; others AUTO */
+  int64_t slice_elems;      /* S: the largest slice */
+  int64_t my_begin, my_len; /* this rank's slice */
+  int64_t chunk_elems;      /* elements per chunk signal */
+  int blocks;               /* the kernel's blocks */
+  size_t one_shot_max_bytes;/* the AUTO threshold in force */
+  int deterministic;        /* 1: the same bits on every run (always) */
+  size_t symmetric_bytes;   /* loom_malloc memory the plan holds on this rank */
+  size_t workspace_bytes;   /* of the comm's symmetric workspace (signals) */
+} loom_coll_plan_info_t;
+#define LOOM_COLL_PLAN_INFO_INIT { sizeof(loom_coll_plan_info_t), LOOM_COLL_AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/* Collective (same desc on every rank). Validates the description (each
+ * field by name and value), chooses the algorithm, allocates the staging
+ * buffer and signals. Destroy with loom_plan_destroy (waits for the plan's
+ * last call). */
+loom_result_t loom_plan_allreduce(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out);
+loom_result_t loom_plan_reduce_scatter(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out);
+loom_result_t loom_plan_all_gather(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out);
+
+/* Fills *info (plans of the three above). */
+loom_result_t loom_coll_plan_info(loom_plan_t plan, loom_coll_plan_info_t *info);
+
+/* Collective, stream-ordered. in [count] dtype (loom_malloc memory), out
+ * [count] out_type; epi NULL or a loom_epilogue_t; norm_weight [cols] iff
+ * desc.norm, norm_bias [cols] or NULL (LOOM_NORM_LAYER only). */
+loom_result_t loom_allreduce(loom_plan_t plan, const void *in, void *out, const loom_epilogue_t *epi,
+                             const void *norm_weight, const void *norm_bias, cudaStream_t stream);
+
+/* Collective, stream-ordered. in [count] dtype (loom_malloc memory), out
+ * this rank's slice [my_len] out_type (NULL allowed when it is empty);
+ * epilogue and norm as loom_allreduce (residual: [my_len]). */
+loom_result_t loom_reduce_scatter(loom_plan_t plan, const void *in, void *out, const loom_epilogue_t *epi,
+                                  const void *norm_weight, const void *norm_bias, cudaStream_t stream);
+
+/* Collective, stream-ordered. in this rank's slice [my_len] dtype
+ * (loom_malloc memory, room for S elements; never NULL), out [count] dtype. */
+loom_result_t loom_all_gather(loom_plan_t plan, const void *in, void *out, cudaStream_t stream);
+
+/* ==== end of collectives ================================================= */
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

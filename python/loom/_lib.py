@@ -29,8 +29,8 @@ import threading
 from pathlib import Path
 
 from . import _procmaps
-from ._structs import (CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, GemmDesc, NcclInfo, OptimArgs, OptimDesc,
-                       OptimPlanInfo, TpDesc, TpPlanInfo)
+from ._structs import (CollDesc, CollPlanInfo, CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, GemmDesc, NcclInfo,
+                       OptimArgs, OptimDesc, OptimPlanInfo, TpDesc, TpPlanInfo)
 from .errors import LibraryNotFoundError, NcclMismatchError, make_error
 
 # The libloom version this binding is written for (LOOM_VERSION_* in loom.h);
@@ -89,6 +89,15 @@ PROTOTYPES = {
     "loom_optim_tensor_state": (_r, [_vp, _i, _P(_i64), _P(_i64), _P(_i64)]),
     # plan, step, stream
     "loom_optim_set_step": (_r, [_vp, ctypes.c_int32, _vp]),
+    "loom_plan_allreduce": (_r, [_vp, _P(CollDesc), _P(_vp)]),
+    "loom_plan_reduce_scatter": (_r, [_vp, _P(CollDesc), _P(_vp)]),
+    "loom_plan_all_gather": (_r, [_vp, _P(CollDesc), _P(_vp)]),
+    "loom_coll_plan_info": (_r, [_vp, _P(CollPlanInfo)]),
+    # plan, in, out, epilogue, norm_weight, norm_bias, stream
+    "loom_allreduce": (_r, [_vp, _vp, _vp, _vp, _vp, _vp, _vp]),
+    "loom_reduce_scatter": (_r, [_vp, _vp, _vp, _vp, _vp, _vp, _vp]),
+    # plan, in, out, stream
+    "loom_all_gather": (_r, [_vp, _vp, _vp, _vp]),
 }
 
 _lock = threading.Lock()

@@ -77,8 +77,21 @@ class OptimForm(CEnum):
     AR_OPT = 2
 
 
+class CollAlgo(CEnum):
+    AUTO = 0
+    ONE_SHOT = 1
+    TWO_SHOT = 2
+
+
+class Norm(CEnum):
+    NONE = 0
+    RMS = 1
+    LAYER = 2
+
+
 C_PREFIX = {Result: "LOOM_", DType: "LOOM_", Activation: "LOOM_ACT_", Layout: "LOOM_B_", Pooling: "LOOM_POOL_",
-            EmbeddingPath: "LOOM_EMB_PATH_", TpTransfer: "LOOM_TP_", OptimForm: "LOOM_OPTIM_"}
+            EmbeddingPath: "LOOM_EMB_PATH_", TpTransfer: "LOOM_TP_", OptimForm: "LOOM_OPTIM_", CollAlgo: "LOOM_COLL_",
+            Norm: "LOOM_NORM_"}
 ENUMS = tuple(C_PREFIX)
 
 
@@ -208,5 +221,21 @@ class OptimPlanInfo(CStruct):
                 ("kernels_per_step", c_int), ("device_bytes", c_size_t), ("workspace_bytes", c_size_t)]
 
 
+class CollDesc(CStruct):
+    _c_name_, _c_init_ = "loom_coll_desc_t", "LOOM_COLL_DESC_INIT"
+    _fields_ = [("struct_size", c_size_t), ("count", c_int64), ("dtype", c_int), ("out_type", c_int), ("cols", c_int64),
+                ("norm", c_int), ("norm_eps", c_float), ("algo", c_int), ("world_size", c_int), ("blocks", c_int)]
+    _defaults_ = {"dtype": int(DType.BF16), "out_type": int(DType.BF16), "norm": int(Norm.NONE), "norm_eps": 1e-5,
+                  "algo": int(CollAlgo.AUTO)}
+
+
+class CollPlanInfo(CStruct):
+    _c_name_, _c_init_ = "loom_coll_plan_info_t", "LOOM_COLL_PLAN_INFO_INIT"
+    _fields_ = [("struct_size", c_size_t), ("algo", c_int), ("slice_elems", c_int64), ("my_begin", c_int64),
+                ("my_len", c_int64), ("chunk_elems", c_int64), ("blocks", c_int), ("one_shot_max_bytes", c_size_t),
+                ("deterministic", c_int), ("symmetric_bytes", c_size_t), ("workspace_bytes", c_size_t)]
+    _defaults_ = {"algo": int(CollAlgo.AUTO)}
+
+
 STRUCTS = (Config, CommInfo, Epilogue, GemmDesc, EmbeddingDesc, EmbeddingPlanInfo, NcclInfo, TpDesc, TpPlanInfo,
-           OptimDesc, OptimArgs, OptimPlanInfo)
+           OptimDesc, OptimArgs, OptimPlanInfo, CollDesc, CollPlanInfo)

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""coll_torch.py - the PyTorch baselines of loom-bench allreduce.
+
+PyTorch's symmetric-memory AllReduce kernels (torch.ops.symm_mem.
+one_shot_all_reduce and two_shot_all_reduce_, on a tensor from
+symm_mem.empty + rendezvous), NCCL through dist.all_reduce, and the unfused
+AllReduce + residual + RMSNorm (dist.all_reduce, then
+torch.nn.functional.rms_norm(x + residual)), on W GPUs of one machine
+(torch.multiprocessing spawn, NCCL; no torchrun), bf16, sizes 4 KiB .. 1 GiB
+in steps of 4x (--quick: 4 KiB, 256 KiB, 16 MiB, 256 MiB), rows of
+min(4096, count) for the norm. Timed with CUDA events after --warmup
+rounds; each repetition runs the variants one after the other
+(interleaved), every rank lined up by a barrier first; the time of a
+repetition is the maximum over ranks; the median over --reps is reported
+(peer_timing.py). A variant PyTorch refuses (size, version) is null.
+Writes one JSON object (device, torch version, options, rows: op, bytes,
+one_shot_us, two_shot_us, nccl_us, ar_rmsnorm_us) to --json and prints one
+line per size. loom-bench allreduce runs it and reads the JSON (the peer
+column). Exit status 2 when PyTorch, its symmetric memory or 2 GPUs are
+missing (nothing measured).
+Usage: python3 bench/peers/coll_torch.py [--world 2] [--reps 20] [--warmup 5] [--quick] [--max-bytes N]
+       [--json FILE]
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_timing import interleaved_medians  # noqa: E402
+
+
+def sizes(quick, max_bytes):
+    out, b = [], 4096
+    while b <= max_bytes:
+        if not quick or b in (4096, 256 << 10, 16 << 20, 256 << 20):
+            out.append(b)
+        b *= 4
+    return out
+
+
+def worker(rank, world, args, port, result_path):
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._symmetric_memory as symm_mem
+
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            device_id=torch.device("cuda", rank))
+    group = dist.group.WORLD
+    symm_mem.enable_symm_mem_for_group(group.group_name)
+    g = torch.Generator(device="cuda").manual_seed(4321 + rank)
+    results = []
+    for b in sizes(args.quick, args.max_bytes):
+        n = b // 2
+        cols = min(4096, n)
+        src = torch.empty(n, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1, generator=g)
+        res = torch.empty(n // cols, cols, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1, generator=g)
+        w = torch.empty(cols, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1, generator=g)
+        plain = src.clone()
+        sym = symm_mem.empty(n, device="cuda", dtype=torch.bfloat16)
+        handle = symm_mem.rendezvous(sym, group.group_name)
+        sym.copy_(src)
+        del handle
+
+        def one_shot():
+            return torch.ops.symm_mem.one_shot_all_reduce(sym, "sum", group.group_name)
+
+        # in place, the input is not restored between repetitions (its values
+        # grow, the time does not depend on them): no copy is timed
+        def two_shot():
+            return torch.ops.symm_mem.two_shot_all_reduce_(sym, "sum", group.group_name)
+
+        def nccl():
+            dist.all_reduce(plain)
+            return plain
+
+        def ar_rmsnorm():
+            dist.all_reduce(plain)
+            return torch.nn.functional.rms_norm(plain.view(n // cols, cols) + res, (cols,), w, 1e-5)
+
+        names = ["one_shot", "two_shot", "nccl", "ar_rmsnorm"]
+        fns = [one_shot, two_shot, nccl, ar_rmsnorm]
+        ok = []
+        for name, fn in zip(names, fns):  # a variant PyTorch refuses is left out (every rank agrees)
+            try:
+                fn()
+                torch.cuda.synchronize()
+                good = 1
+            except Exception as e:  # noqa: BLE001 (any refusal: size, version)
+                if rank == 0:
+                    print(f"coll_torch: {name} at {b} bytes: {e}", file=sys.stderr, flush=True)
+                good = 0
+            t = torch.tensor([good], device="cuda")
+            dist.all_reduce(t, op=dist.ReduceOp.MIN)
+            ok.append(bool(t.item()))
+        med = interleaved_medians(torch, dist, [f for f, k in zip(fns, ok) if k], args.warmup, args.reps)
+        it = iter(med)
+        times = {name: (round(next(it), 1) if k else None) for name, k in zip(names, ok)}
+        if rank == 0:
+            row = {"op": "allreduce", "bytes": b, "world": world, "dtype": "bf16", "cols": cols}
+            row.update({f"{k}_us": v for k, v in times.items()})
+            results.append(row)
+            print("coll_torch: " + json.dumps(row), flush=True)
+        del src, res, w, plain, sym
+        torch.cuda.empty_cache()
+    if rank == 0 and result_path:
+        doc = {"peer": "torch symm_mem all_reduce", "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+               "world": world, "reps": args.reps, "warmup": args.warmup,
+               "timing": "interleaved per repetition, max over ranks, median; two_shot, nccl and ar_rmsnorm "
+                         "reduce in place (inputs not restored, no copy timed)", "rows": results}
+        tmp = result_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(tmp, result_path)
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--world", type=int, default=0, help="ranks (0: every GPU, at most 8)")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--max-bytes", type=int, default=1 << 30)
+    ap.add_argument("--json", default="", help="write the results here")
+    args = ap.parse_args()
+    try:
+        import torch
+        import torch.multiprocessing as mp
+        import torch.distributed._symmetric_memory  # noqa: F401
+    except ImportError as e:
+        print(f"coll_torch.py: PyTorch (with symmetric memory) is not importable ({e}): nothing measured",
+              file=sys.stderr)
+        return 2
+    gpus = torch.cuda.device_count()
+    world = args.world or min(8, gpus)
+    if world < 2 or world > gpus:
+        print(f"coll_torch.py: {gpus} GPU(s), world {world}: needs 2 or more; nothing measured", file=sys.stderr)
+        return 2
+    port = 29500 + os.getpid() % 1000
+    mp.spawn(worker, args=(world, args, port, args.json), nprocs=world, join=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,410 @@
+/*
+ * coll.c - loom's collectives with a fused epilogue: plans
+ * (loom_plan_allreduce, loom_plan_reduce_scatter, loom_plan_all_gather), their
+ * info, and the calls (loom_allreduce, loom_reduce_scatter, loom_all_gather).
+ * The protocol is in coll.h, ownership and orders in coll_schedule.h, the
+ * kernel in coll_kernels.cu.
+ *
+ * A call: check the plan, the comm's error state and every pointer (each by
+ * name and value: `in` must be loom_malloc memory, the others device memory
+ * of this GPU of the sizes the call touches), turn the epilogue into the
+ * kernel's loom_pointwise_t, look up every rank's address of `in`, launch
+ * the one kernel, record the plan's `done` event.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/handle.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/plan.h"
+#include "core/pointwise.h"
+#include "core/ptr_check.h"
+#include "ops/coll.h"
+#include "ops/coll_schedule.h"
+
+__attribute__((constructor)) static void loom__coll_wait_sites(void) {
+  loom__wait_site_register(LOOM_SITE_COLL_ARRIVED, "collective: a peer's input readable (its call started)");
+  loom__wait_site_register(LOOM_SITE_COLL_REDUCED, "AllReduce two-shot: a peer's reduced chunk");
+  loom__wait_site_register(LOOM_SITE_COLL_DONE, "collective: a peer still reading this rank's buffers");
+}
+
+static const char *kind_op(int k) { return k == LOOM__COLL_AR ? "allreduce" : k == LOOM__COLL_RS ? "reduce_scatter" : "all_gather"; }
+
+const char *loom__coll_algo_name(loom_coll_algo_t a) {
+  switch (a) {
+    case LOOM_COLL_AUTO: return "LOOM_COLL_AUTO";
+    case LOOM_COLL_ONE_SHOT: return "LOOM_COLL_ONE_SHOT";
+    case LOOM_COLL_TWO_SHOT: return "LOOM_COLL_TWO_SHOT";
+  }
+  return "unknown";
+}
+
+static int dtype_ok(loom_dtype_t t) { return t == LOOM_FP32 || t == LOOM_FP16 || t == LOOM_BF16; }
+
+loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int sm_count, size_t one_shot_max,
+                                    const loom_coll_desc_t *d, loom_coll_algo_t *algo) {
+  if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL must point to a loom_coll_desc_t", fn);
+  if (d->struct_size != sizeof(loom_coll_desc_t))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->struct_size=%zu, expected %zu (initialise with LOOM_COLL_DESC_INIT; header and "
+                      "library differ?)",
+                      fn, d->struct_size, sizeof(loom_coll_desc_t));
+  if (d->world_size != comm_size)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->world_size=%d differs from the comm's size %d", fn,
+                      d->world_size, comm_size);
+  if (comm_size > LOOM_COLL_MAX_PEERS)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the comm has %d ranks; loom's collectives take at most %d", fn,
+                      comm_size, LOOM_COLL_MAX_PEERS);
+  if (d->count < 1) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->count=%lld must be >= 1", fn, (long long)d->count);
+  if (!dtype_ok(d->dtype))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->dtype=%d is unknown: must be LOOM_FP32, LOOM_FP16 or LOOM_BF16",
+                      fn, (int)d->dtype);
+  if (!dtype_ok(d->out_type))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->out_type=%d is unknown: must be LOOM_FP32, LOOM_FP16 or LOOM_BF16", fn, (int)d->out_type);
+  if ((uint64_t)d->count > ((uint64_t)1 << 40))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->count=%lld is above 2^40 elements", fn, (long long)d->count);
+  if (d->cols < 0 || (d->cols > 0 && d->count % d->cols != 0))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->cols=%lld must be 0 (a flat vector) or divide desc->count=%lld (rows of cols)", fn,
+                      (long long)d->cols, (long long)d->count);
+  if (d->norm < LOOM_NORM_NONE || d->norm > LOOM_NORM_LAYER)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->norm=%d is unknown: must be LOOM_NORM_NONE, LOOM_NORM_RMS or LOOM_NORM_LAYER", fn,
+                      (int)d->norm);
+  if (d->norm != LOOM_NORM_NONE) {
+    if (kind == LOOM__COLL_AG)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->norm=%d: an AllGather has no epilogue (LOOM_NORM_NONE)",
+                        fn, (int)d->norm);
+    if (d->cols == 0)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->norm=%d needs rows: set desc->cols (the row length)", fn,
+                        (int)d->norm);
+    if (d->cols > LOOM_COLL_MAX_COLS)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->cols=%lld: a row-wise norm takes rows of at most %d", fn,
+                        (long long)d->cols, LOOM_COLL_MAX_COLS);
+    if (!(d->norm_eps > 0.f) || !isfinite(d->norm_eps))
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->norm_eps=%g must be finite and > 0", fn,
+                        (double)d->norm_eps);
+  }
+  if (kind == LOOM__COLL_AG && d->out_type != d->dtype)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->out_type=%d differs from desc->dtype=%d: an AllGather copies, it does not convert", fn,
+                      (int)d->out_type, (int)d->dtype);
+  if (d->algo < LOOM_COLL_AUTO || d->algo > LOOM_COLL_TWO_SHOT)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->algo=%d is unknown: must be LOOM_COLL_AUTO, _ONE_SHOT or _TWO_SHOT", fn, (int)d->algo);
+  if (kind != LOOM__COLL_AR && d->algo != LOOM_COLL_AUTO)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->algo=%s applies to loom_plan_allreduce only (use LOOM_COLL_AUTO)",
+                      fn, loom__coll_algo_name(d->algo));
+  if (d->blocks < 0 || (sm_count > 0 && d->blocks > sm_count))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->blocks=%d must be 0 (chosen by size) or 1 .. %d (the SMs: every block waits on peers, so "
+                      "all must be resident)",
+                      fn, d->blocks, sm_count);
+  loom_coll_algo_t a = LOOM_COLL_AUTO;
+  if (kind == LOOM__COLL_AR) {
+    a = d->algo;
+    if (a == LOOM_COLL_AUTO)
+      a = (uint64_t)d->count * loom_dtype_size(d->dtype) <= (uint64_t)one_shot_max ? LOOM_COLL_ONE_SHOT : LOOM_COLL_TWO_SHOT;
+  }
+  *algo = a;
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t coll_state(loom_plan_t plan, const char *fn, int kind, loom_coll_state_t **st) {
+  LOOM_TRY(loom__check_plan(plan, fn));
+  if (!plan->op_state || !plan->op || strcmp(plan->op, kind_op(kind)) != 0 || plan->destroy_op == NULL ||
+      ((loom_coll_state_t *)plan->op_state)->kind != (loom__coll_kind_t)kind)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a%s %s plan, not a%s %s plan", fn, (void *)plan,
+                      plan->op && plan->op[0] == 'a' ? "n" : "", plan->op ? plan->op : "(unknown)",
+                      kind == LOOM__COLL_RS ? "" : "n", kind_op(kind));
+  *st = (loom_coll_state_t *)plan->op_state;
+  return LOOM_SUCCESS;
+}
+
+static void coll_destroy(loom_plan_t plan) {
+  loom_coll_state_t *st = (loom_coll_state_t *)plan->op_state;
+  if (!st) return;
+  if (st->done) {
+    cudaError_t e = cudaEventSynchronize(st->done);
+    if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (%s): waiting for the last call: %s", plan->op, cudaGetErrorString(e));
+    (void)cudaEventDestroy(st->done);
+  }
+  if (st->staging) (void)loom__comm_free(plan->comm, st->staging);
+  free(st);
+  plan->op_state = NULL;
+}
+
+static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, int kind, loom_plan_t *out) {
+  const char *fn = kind == LOOM__COLL_AR ? "loom_plan_allreduce"
+                   : kind == LOOM__COLL_RS ? "loom_plan_reduce_scatter"
+                                           : "loom_plan_all_gather";
+  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
+  *out = NULL;
+  LOOM_TRY(loom__comm_check(comm, fn));
+  const size_t threshold = (size_t)loom__param_ALLREDUCE_ONE_SHOT_BYTES();
+  loom_coll_algo_t algo = LOOM_COLL_AUTO;
+  LOOM_TRY(loom__coll_check_desc(fn, kind, comm->size, comm->sm_count, threshold, desc, &algo));
+  if (!comm->detached && !comm->ws_all_reachable)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: not every rank is load/store reachable from rank %d (loom's collectives need one NVLink "
+                      "domain; use NCCL across nodes)",
+                      fn, comm->rank);
+  if (comm->detached)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the description is valid; a test comm without a GPU cannot hold a plan",
+                      fn);
+
+  loom_coll_state_t *st = (loom_coll_state_t *)calloc(1, sizeof *st);
+  if (!st) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn);
+  st->kind = (loom__coll_kind_t)kind;
+  st->desc = *desc;
+  st->algo = algo;
+  st->kk = kind == LOOM__COLL_RS   ? LOOM__CK_RS
+           : kind == LOOM__COLL_AG ? LOOM__CK_AG
+           : algo == LOOM_COLL_ONE_SHOT ? LOOM__CK_ONE_SHOT
+                                        : LOOM__CK_TWO_SHOT;
+  st->rank = comm->rank;
+  st->world = comm->size;
+  st->one_shot_max = threshold;
+  const int W = st->world;
+  const int64_t count = desc->count;
+  const size_t es_in = loom_dtype_size(desc->dtype), es_out = loom_dtype_size(desc->out_type);
+  st->unit = loom_coll_unit(desc->cols);
+  st->slice = loom_coll_slice_elems(count, W, st->unit);
+  loom_coll_slice(count, W, st->rank, st->unit, &st->my_begin, &st->my_len);
+  /* the reduction's span per rank: the whole vector (one-shot) or a slice */
+  const int64_t span = st->kk == LOOM__CK_ONE_SHOT ? count : st->slice;
+  const size_t es_max = es_in > es_out ? es_in : es_out;
+  st->blocks = desc->blocks > 0 ? desc->blocks : loom_coll_grid((int64_t)((size_t)span * es_max), comm->sm_count);
+  st->chunk = loom_coll_chunk_elems(span, st->unit, st->blocks, (int64_t)es_max, LOOM_COLL_CHUNK_BYTES);
+  st->nch = loom_coll_chunks(st->slice, st->chunk);
+  st->smem = desc->norm != LOOM_NORM_NONE ? (size_t)desc->cols * sizeof(float) : 0;
+  const uint32_t nsig = LOOM_COLL_SIG_REDUCED + (uint32_t)(st->kk == LOOM__CK_TWO_SHOT ? st->nch : 0);
+
+  loom_plan_t plan = NULL;
+  loom_result_t r = loom__plan_create(comm, kind_op(kind), nsig, 0, &plan);
+  if (r != LOOM_SUCCESS) {
+    free(st);
+    return r;
+  }
+  plan->op_state = st;
+  plan->destroy_op = coll_destroy;
+  /* staging: two-shot, each rank's reduced slice (peers fetch it); one-shot,
+   * the result of an in-place call until the peers are done reading `in` */
+  if (st->kk == LOOM__CK_TWO_SHOT || st->kk == LOOM__CK_ONE_SHOT)
+    st->staging_bytes = (size_t)(st->kk == LOOM__CK_TWO_SHOT ? st->slice : count) * es_out;
+  if (st->staging_bytes) r = loom__comm_malloc(comm, st->staging_bytes, &st->staging);
+  if (r == LOOM_SUCCESS && st->kk == LOOM__CK_TWO_SHOT) {
+    char *peer[LOOM_COLL_MAX_PEERS];
+    r = loom__peer_addresses(fn, "staging", comm, st->staging, st->staging_bytes, "the plan's own buffer", peer);
+    for (int p = 0; r == LOOM_SUCCESS && p < W; ++p) st->stg_peer[p] = peer[p];
+  }
+  if (r == LOOM_SUCCESS) {
+    cudaError_t e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
+    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaEventCreateWithFlags", __FILE__, __LINE__);
+  }
+  if (r == LOOM_SUCCESS) r = loom__coll_prepare((int)desc->dtype, (int)desc->out_type, st->smem);
+  if (r != LOOM_SUCCESS) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", loom_last_error());
+    (void)loom_plan_destroy(plan);
+    return loom__fail(r, "%s", msg);
+  }
+  LOOM_INFO("%s: count=%lld cols=%lld W=%d: %s, S=%lld, chunk=%lld (%lld per slice), blocks=%d", fn, (long long)count,
+            (long long)desc->cols, W, kind == LOOM__COLL_AR ? loom__coll_algo_name(algo) : kind_op(kind),
+            (long long)st->slice, (long long)st->chunk, (long long)st->nch, st->blocks);
+  *out = plan;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_plan_allreduce(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out) {
+  return coll_plan(comm, desc, LOOM__COLL_AR, out);
+}
+loom_result_t loom_plan_reduce_scatter(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out) {
+  return coll_plan(comm, desc, LOOM__COLL_RS, out);
+}
+loom_result_t loom_plan_all_gather(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out) {
+  return coll_plan(comm, desc, LOOM__COLL_AG, out);
+}
+
+loom_result_t loom_coll_plan_info(loom_plan_t plan, loom_coll_plan_info_t *info) {
+  const char *fn = "loom_coll_plan_info";
+  LOOM_TRY(loom__check_plan(plan, fn));
+  if (!plan->op || (strcmp(plan->op, "allreduce") && strcmp(plan->op, "reduce_scatter") && strcmp(plan->op, "all_gather")) ||
+      !plan->op_state)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a %s plan, not a collective's", fn, (void *)plan,
+                      plan->op ? plan->op : "(unknown)");
+  if (!info) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: info=NULL", fn);
+  if (info->struct_size != sizeof *info)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: info->struct_size=%zu, expected %zu (initialise with LOOM_COLL_PLAN_INFO_INIT)", fn,
+                      info->struct_size, sizeof *info);
+  const loom_coll_state_t *st = (const loom_coll_state_t *)plan->op_state;
+  info->algo = st->algo;
+  info->slice_elems = st->slice;
+  info->my_begin = st->my_begin;
+  info->my_len = st->my_len;
+  info->chunk_elems = st->chunk;
+  info->blocks = st->blocks;
+  info->one_shot_max_bytes = st->one_shot_max;
+  info->deterministic = 1;
+  info->symmetric_bytes = st->staging_bytes;
+  info->workspace_bytes = plan->ws_bytes;
+  return LOOM_SUCCESS;
+}
+
+/* [a, a + an) and [b, b + bn) overlap. */
+static int overlaps(const void *a, size_t an, const void *b, size_t bn) {
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return an > 0 && bn > 0 && x < y + bn && y < x + an;
+}
+
+static loom_result_t check_aligned(const char *fn, const char *what, const void *p) {
+  if ((uintptr_t)p % 16 != 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%p is not 16-byte aligned", fn, what, p);
+  return LOOM_SUCCESS;
+}
+
+/* The call: checks, the epilogue, the peers' addresses of `in`, the kernel. */
+static loom_result_t coll_call(loom_plan_t plan, int kind, const char *fn, const void *in, void *out,
+                               const loom_epilogue_t *epi, const void *norm_w, const void *norm_b, cudaStream_t stream) {
+  loom_coll_state_t *st = NULL;
+  LOOM_TRY(coll_state(plan, fn, kind, &st));
+  LOOM_TRY(loom__comm_check(plan->comm, fn));
+  loom_comm_t comm = plan->comm;
+  const loom_coll_desc_t *d = &st->desc;
+  const size_t es_in = loom_dtype_size(d->dtype), es_out = loom_dtype_size(d->out_type);
+  const int64_t count = d->count;
+  /* sizes of in and out on this rank */
+  const size_t in_elems = kind == LOOM__COLL_AG ? (size_t)st->my_len : (size_t)count;
+  const size_t out_elems = kind == LOOM__COLL_RS ? (size_t)st->my_len : (size_t)count;
+  const size_t in_bytes = in_elems * es_in, out_bytes = out_elems * es_out;
+
+  loom_coll_args_t a;
+  memset(&a, 0, sizeof a);
+  int in_place = 0;
+  /* `in` is needed even where this rank's slice is empty (AllGather): its
+   * offset names every peer's `in` */
+  if (!in) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: in=NULL must point into loom_malloc memory", fn);
+  LOOM_TRY(check_aligned(fn, "in", in));
+  if (out_elems > 0) {
+    if (!out)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL (%zu elements on rank %d)", fn, out_elems, st->rank);
+    LOOM_TRY(check_aligned(fn, "out", out));
+    LOOM_TRY(loom__check_device_ptr(fn, "out", out, out_bytes));
+  }
+  /* `in`: every rank's copy, as this rank's kernel addresses it (symmetric
+   * memory). AllGather: every rank's slice, at the same offset of every
+   * rank's `in` (room for the largest slice), or, in place, at its begin in
+   * every rank's `out` (then out is symmetric) */
+  {
+    char *peer[LOOM_COLL_MAX_PEERS];
+    const char *why = "peers load from it: allocate it with loom_malloc (same offset on every rank)";
+    if (kind == LOOM__COLL_AG && (const char *)in == (const char *)out + (size_t)st->my_begin * es_out) {
+      in_place = 1;
+      LOOM_TRY(loom__peer_addresses(fn, "out", comm, out, out_bytes,
+                                    "an in-place AllGather's peers load from it: allocate it with loom_malloc", peer));
+      for (int p = 0; p < st->world; ++p) {
+        int64_t qb, ql;
+        loom_coll_slice(count, st->world, p, st->unit, &qb, &ql);
+        a.src[p] = peer[p] + (size_t)qb * es_out;
+      }
+    } else {
+      const size_t probe = kind == LOOM__COLL_AG ? (size_t)(st->slice < count ? st->slice : count) * es_in : in_bytes;
+      LOOM_TRY(loom__peer_addresses(fn, "in", comm, in, probe, why, peer));
+      for (int p = 0; p < st->world; ++p) a.src[p] = peer[p];
+    }
+  }
+  if (kind == LOOM__COLL_AR) {
+    if (in == out && d->dtype == d->out_type) in_place = 1;
+    else if (overlaps(in, in_bytes, out, out_bytes))
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                        "%s: in=%p and out=%p overlap without being equal (in place needs out == in and out_type == dtype)",
+                        fn, in, out);
+  } else if (kind == LOOM__COLL_RS) {
+    const char *own = in ? (const char *)in + (size_t)st->my_begin * es_in : NULL;
+    if (out_elems > 0 && (const char *)out == own && d->dtype == d->out_type) in_place = 1;
+    else if (overlaps(in, in_bytes, out, out_bytes))
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                        "%s: in=%p and out=%p overlap; in place needs out == in + this rank's slice begin (%lld elements) "
+                        "and out_type == dtype",
+                        fn, in, out, (long long)st->my_begin);
+  } else if (!in_place && overlaps(in, in_bytes, out, out_bytes)) {
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: in=%p and out=%p overlap; in place needs in == out + this rank's slice begin (%lld elements)",
+                      fn, in, out, (long long)st->my_begin);
+  }
+  /* the epilogue */
+  if (kind != LOOM__COLL_AG) {
+    const int64_t pcols = d->cols > 0 ? d->cols : count;
+    LOOM_TRY(loom__pointwise_make(fn, epi, d->out_type, pcols, &a.pw));
+    if ((a.pw.flags & LOOM_PW_BIAS) && d->cols == 0)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                        "%s: epilogue->bias=%p needs rows: set desc->cols (the bias has cols elements)", fn, epi->bias);
+    if (a.pw.flags & LOOM_PW_BIAS)
+      LOOM_TRY(loom__check_device_ptr(fn, "epilogue->bias", epi->bias, (size_t)d->cols * es_out));
+    if (a.pw.flags & LOOM_PW_RESIDUAL) {
+      if (out_elems > 0) LOOM_TRY(loom__check_device_ptr(fn, "epilogue->residual", epi->residual, out_bytes));
+      /* element i reads residual[i]: rebased for a slice-sized residual */
+      if (kind == LOOM__COLL_RS) a.pw.residual = (const char *)epi->residual - (ptrdiff_t)((size_t)st->my_begin * es_out);
+    }
+    if (d->norm != LOOM_NORM_NONE) {
+      if (!norm_w)
+        return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: norm_weight=NULL: desc->norm=%d needs [cols=%lld] weights", fn,
+                          (int)d->norm, (long long)d->cols);
+      LOOM_TRY(loom__check_device_ptr(fn, "norm_weight", norm_w, (size_t)d->cols * es_out));
+      if (norm_b && d->norm != LOOM_NORM_LAYER)
+        return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: norm_bias=%p: only LOOM_NORM_LAYER takes a bias", fn, norm_b);
+      if (norm_b) LOOM_TRY(loom__check_device_ptr(fn, "norm_bias", norm_b, (size_t)d->cols * es_out));
+    } else if (norm_w || norm_b) {
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: norm_weight=%p / norm_bias=%p given but desc->norm is LOOM_NORM_NONE",
+                        fn, norm_w, norm_b);
+    }
+  }
+  a.dc = loom__comm_dev(comm);
+  a.epoch_off = plan->epoch_offset;
+  a.sig_off = plan->signals_offset;
+  a.kind = (int)st->kk;
+  a.in_type = (int)d->dtype;
+  a.out_type = (int)d->out_type;
+  a.count = count;
+  a.cols = d->cols;
+  a.unit = st->unit;
+  a.chunk = st->chunk;
+  a.nch = st->nch;
+  a.in_place = in_place;
+  a.norm = (int)d->norm;
+  a.eps = d->norm_eps;
+  a.norm_w = norm_w;
+  a.norm_b = norm_b;
+  for (int p = 0; p < st->world; ++p) a.stg[p] = st->stg_peer[p];
+  a.stg_own = (char *)st->staging;
+  a.out = (char *)out;
+  (void)loom__plan_next_epoch(plan);
+  LOOM_TRY(loom__coll_launch(&a, st->blocks, st->smem, stream));
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
+  LOOM_CUDA(cudaEventRecordWithFlags(st->done, stream,
+                                     cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_allreduce(loom_plan_t plan, const void *in, void *out, const loom_epilogue_t *epi,
+                             const void *norm_weight, const void *norm_bias, cudaStream_t stream) {
+  return coll_call(plan, LOOM__COLL_AR, "loom_allreduce", in, out, epi, norm_weight, norm_bias, stream);
+}
+
+loom_result_t loom_reduce_scatter(loom_plan_t plan, const void *in, void *out, const loom_epilogue_t *epi,
+                                  const void *norm_weight, const void *norm_bias, cudaStream_t stream) {
+  return coll_call(plan, LOOM__COLL_RS, "loom_reduce_scatter", in, out, epi, norm_weight, norm_bias, stream);
+}
+
+loom_result_t loom_all_gather(loom_plan_t plan, const void *in, void *out, cudaStream_t stream) {
+  return coll_call(plan, LOOM__COLL_AG, "loom_all_gather", in, out, NULL, NULL, NULL, stream);
+}

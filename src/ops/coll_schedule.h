@@ -1,0 +1,123 @@
+/*
+ * coll_schedule.h - who owns which elements of a collective, in which chunks
+ * they move and in which order ranks visit their peers: the pure functions
+ * of loom's collectives (loom_allreduce, loom_reduce_scatter,
+ * loom_all_gather; src/ops/coll.c), usable from host C (host tests at any
+ * world size) and device code (coll_device.cuh). Nothing here allocates or
+ * fails.
+ *
+ * Units. A vector of `count` elements is cut in units of `unit` elements:
+ * LOOM_COLL_VEC (8: one 16-byte vector of a 16-bit type, two of fp32) for a
+ * flat vector, or `cols` (one whole row) when the vector is rows x cols.
+ * units = ceil(count / unit) (the last unit may be short).
+ *
+ * Slices (ownership). Rank p owns the elements
+ *   [min(count, p S), min(count, (p+1) S)),  S = ceil(units / W) x unit,
+ * so slices start on a unit boundary (16-byte aligned vectors, or a row
+ * start), every element has exactly one owner, and the last slices may be
+ * short or empty (count = 1, W = 2: rank 0 owns the element, rank 1
+ * nothing). The owner reduces its slice (sum over every rank's input, in rank
+ * order 0..W-1, fp32), applies the epilogue to it once, and (AllReduce) the
+ * others fetch the result.
+ *
+ * Chunks. A slice is cut into chunks of C elements (C a multiple of the
+ * unit; the last chunk shorter): chunk j is [b + j C, min(b + len, b + (j+1) C)).
+ * Every slice has at most nch = ceil(S / C) chunks, so (owner, chunk) pairs
+ * number W x nch and each owner's chunk j has its own signal.
+ *
+ * Orders.
+ *  - Gather (pull) step i = 0 .. W-2: rank r fetches from peer
+ *    (r + 1 + i) mod W. At each step the map r -> peer is a permutation
+ *    (every rank is read by exactly one rank), so the ranks do not all
+ *    hit one peer's memory at the same time; over the W-1 steps every
+ *    peer is visited once. Step W-1 is rank r itself.
+ *  - Gather items t = 0 .. steps x nch - 1 are step-major (all chunks of
+ *    the first peer, then the next), block b of a grid of G takes items b,
+ *    b + G, ...
+ *  - One-shot (each rank reduces the whole vector): rank r's item q is
+ *    chunk (q + floor(r nch / W)) mod nch, so the ranks start in different
+ *    parts of the vector.
+ */
+#ifndef LOOM_OPS_COLL_SCHEDULE_H
+#define LOOM_OPS_COLL_SCHEDULE_H
+
+#include <stdint.h>
+#include "gemm/tile_order.h" /* LOOM_HD, loom_ceil_div */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_COLL_VEC 8 /* elements per vector access (16 B of bf16/fp16, 32 B of fp32) */
+
+/* The unit of a description: cols (rows) or LOOM_COLL_VEC (flat). */
+LOOM_HD int64_t loom_coll_unit(int64_t cols) { return cols > 0 ? cols : LOOM_COLL_VEC; }
+
+/* S: elements per slice (a multiple of unit; >= unit when count >= 1). */
+LOOM_HD int64_t loom_coll_slice_elems(int64_t count, int32_t world, int64_t unit) {
+  const int64_t units = loom_ceil_div(count, unit);
+  return loom_ceil_div(units, world < 1 ? 1 : world) * unit;
+}
+
+/* Rank p's slice [*begin, *begin + *len) (len 0: an empty slice at the end). */
+LOOM_HD void loom_coll_slice(int64_t count, int32_t world, int32_t p, int64_t unit, int64_t *begin, int64_t *len) {
+  const int64_t S = loom_coll_slice_elems(count, world, unit);
+  int64_t b = (int64_t)p * S, e = b + S;
+  if (b > count) b = count;
+  if (e > count) e = count;
+  *begin = b;
+  *len = e - b;
+}
+
+/* Chunks of at most C elements in a slice of len elements. */
+LOOM_HD int64_t loom_coll_chunks(int64_t len, int64_t chunk) { return len > 0 ? loom_ceil_div(len, chunk) : 0; }
+
+/* Chunk j of the slice [begin, begin + len): [*cb, *cb + *cl) (cl 0 past its end). */
+LOOM_HD void loom_coll_chunk(int64_t begin, int64_t len, int64_t chunk, int64_t j, int64_t *cb, int64_t *cl) {
+  int64_t s = j * chunk, e = s + chunk;
+  if (s > len) s = len;
+  if (e > len) e = len;
+  *cb = begin + s;
+  *cl = e - s;
+}
+
+/* The chunk size for slices of at most S elements on `grid` blocks: about
+ * one chunk per block per slice, at most max_bytes / esize elements (so that
+ * large slices are pipelined: a peer fetches chunk j while later chunks are
+ * still being reduced), a multiple of unit, at least one unit. */
+LOOM_HD int64_t loom_coll_chunk_elems(int64_t S, int64_t unit, int32_t grid, int64_t esize, int64_t max_bytes) {
+  int64_t c = loom_ceil_div(loom_ceil_div(S > 0 ? S : 1, grid < 1 ? 1 : grid), unit) * unit;
+  int64_t cap = max_bytes / (esize > 0 ? esize : 1) / unit * unit;
+  if (cap < unit) cap = unit;
+  return c < cap ? c : cap;
+}
+
+/* The peer rank r fetches from at gather step i (0 <= i < W; i = W-1 is r). */
+LOOM_HD int32_t loom_coll_peer_at(int32_t r, int32_t world, int32_t i) { return (r + 1 + i) % world; }
+
+/* Gather item t (step-major over `nch` chunks per peer): the step and chunk. */
+LOOM_HD void loom_coll_gather_item(int64_t t, int64_t nch, int32_t *step, int64_t *j) {
+  *step = (int32_t)(t / nch);
+  *j = t - (int64_t)*step * nch;
+}
+
+/* One-shot: the chunk rank r reduces as its item q (a rotation by r nch / W). */
+LOOM_HD int64_t loom_coll_one_shot_chunk(int32_t r, int32_t world, int64_t nch, int64_t q) {
+  const int64_t shift = nch > 0 ? (int64_t)r * nch / (world < 1 ? 1 : world) : 0;
+  return nch > 0 ? (q + shift) % nch : 0;
+}
+
+/* Blocks for a phase that moves `bytes` per rank: one per 16 KiB (small
+ * messages are latency-bound: more SMs keep more peer loads in flight), at
+ * least 1, at most max_blocks (the SM count: every block resident, since
+ * blocks wait on peers). */
+LOOM_HD int32_t loom_coll_grid(int64_t bytes, int32_t max_blocks) {
+  int64_t g = loom_ceil_div(bytes > 0 ? bytes : 1, (int64_t)16 << 10);
+  if (g > max_blocks) g = max_blocks;
+  return g < 1 ? 1 : (int32_t)g;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_OPS_COLL_SCHEDULE_H */

@@ -1,0 +1,389 @@
+/*
+ * bench_coll.c - `loom-bench allreduce`, `loom-bench reduce_scatter`,
+ * `loom-bench all_gather`: loom's collectives against NCCL, side by side in
+ * one run on every rank (each repetition runs every variant back to back;
+ * a repetition's time is that of the slowest rank), bf16, sizes 4 KiB ..
+ * 1 GiB in steps of 4x (--quick: 4 KiB, 256 KiB, 16 MiB, 256 MiB), bytes as
+ * nccl-tests (AllReduce: each rank's buffer; ReduceScatter: the input;
+ * AllGather: the output), busbw = algbw x 2(n-1)/n (AllReduce) or (n-1)/n.
+ *
+ * allreduce rows, per size:
+ *   nccl            ncclAllReduce (input in loom_malloc memory, output cudaMalloc)
+ *   loom-auto       loom_allreduce as the plan chooses (LOOM_ALLREDUCE_ONE_SHOT_BYTES)
+ *   loom-1shot      one-shot forced (up to 64 MiB)
+ *   loom-2shot      two-shot forced
+ *   loom+epi        the plan's choice with CoCoNet's epilogue dropout(x + bias) +
+ *                   residual (rows of 1024): its cost is this row vs loom-auto
+ *   nccl+rmsnorm    ncclAllReduce, then a separate residual + RMSNorm kernel
+ *                   (rows of min(4096, count); tools/bench/bench_coll_kernels.cu)
+ *   loom+rmsnorm    loom_allreduce with residual + RMSNorm fused
+ * #wrong: every element of each loom output (the plain ones against NCCL's,
+ * within bf16 rounding of the W-term sum; loom+rmsnorm against
+ * nccl+rmsnorm); loom+epi is not checked here (tests/gpu/test_coll.c checks
+ * it against the CPU reference).
+ * reduce_scatter / all_gather rows: nccl, loom; AllGather bit for bit.
+ * Peer (allreduce, W >= 2, unless --peer none): bench/peers/coll_torch.py, run
+ * first, gives PyTorch's symm_mem one_shot / two_shot_all_reduce_ and
+ * all_reduce + F.rms_norm times for the peer column (vs_peer > 1: loom faster).
+ * JSON to bench/results/<suite>-<stamp>.json.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "core/error.h"
+#include "core/param.h"
+#include "ref/ref.h"
+
+#define COLL_SEED 0x636f6c6cull
+
+int loom_bench_rmsnorm_residual(const void *x, const void *res, const void *w, void *y, int64_t rows, int64_t cols,
+                                float eps, cudaStream_t s);
+
+enum { OP_AR = 0, OP_RS = 1, OP_AG = 2 };
+enum { V_NCCL, V_LOOM, V_NCCL_NORM };
+
+typedef struct coll_bench_args {
+  loom_bench_opts_t o;
+  int op;
+  int64_t max_bytes;
+  int peer;             /* 0 with --peer none */
+  char peer_json[1200]; /* PyTorch's results (bench/peers/coll_torch.py; "" if not run) */
+  char peer_note[200];  /* why there is no peer column */
+} coll_bench_args_t;
+
+/* PyTorch's time of `key` ("one_shot_us", ...) at `bytes` from the peer's JSON, NAN if absent. */
+static double peer_time(const coll_bench_args_t *a, int64_t bytes, const char *key) {
+  if (!a->peer_json[0]) return NAN;
+  char *buf = NULL;
+  const char *st[32], *en[32];
+  const int n = loom_bench_peer_rows(a->peer_json, &buf, st, en, 32);
+  double t = NAN;
+  for (int i = 0; i < n; ++i)
+    if ((int64_t)loom_bench_json_num(st[i], en[i], "bytes") == bytes) t = loom_bench_json_num(st[i], en[i], key);
+  free(buf);
+  return t;
+}
+
+typedef struct coll_var {
+  int kind;             /* V_* */
+  int op;
+  const char *impl;
+  loom_plan_t plan;
+  ncclComm_t nccl;
+  int world;
+  const void *in;
+  void *out, *tmp;
+  size_t count;         /* AR, RS: input elements; AG: output elements */
+  const loom_epilogue_t *epi;
+  const void *nw, *res;
+  int64_t rows, cols;
+} coll_var_t;
+
+static loom_result_t coll_var_run(void *arg, int iter, cudaStream_t s) {
+  (void)iter;
+  coll_var_t *v = (coll_var_t *)arg;
+  const size_t per = v->count / (size_t)v->world;
+  switch (v->kind) {
+    case V_NCCL:
+      if (v->op == OP_AR) LOOM_NCCL(ncclAllReduce(v->in, v->out, v->count, ncclBfloat16, ncclSum, v->nccl, s));
+      else if (v->op == OP_RS) LOOM_NCCL(ncclReduceScatter(v->in, v->out, per, ncclBfloat16, ncclSum, v->nccl, s));
+      else LOOM_NCCL(ncclAllGather(v->in, v->out, per, ncclBfloat16, v->nccl, s));
+      return LOOM_SUCCESS;
+    case V_NCCL_NORM:
+      LOOM_NCCL(ncclAllReduce(v->in, v->tmp, v->count, ncclBfloat16, ncclSum, v->nccl, s));
+      if (loom_bench_rmsnorm_residual(v->tmp, v->res, v->nw, v->out, v->rows, v->cols, 1e-5f, s) != 0)
+        return loom__fail(LOOM_ERR_CUDA, "the RMSNorm kernel failed to launch");
+      return LOOM_SUCCESS;
+    default:
+      if (v->op == OP_AR) return loom_allreduce(v->plan, v->in, v->out, v->epi, v->nw, NULL, s);
+      if (v->op == OP_RS) return loom_reduce_scatter(v->plan, v->in, v->out, NULL, NULL, NULL, s);
+      return loom_all_gather(v->plan, v->in, v->out, s);
+  }
+}
+
+/* Elements of got that differ from want by more than bf16 rounding of a
+ * W-term sum (|x| <= W), or bit for bit (exact). */
+static int64_t count_wrong(const uint16_t *got, const uint16_t *want, size_t n, int W, int exact, double rel) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (exact) {
+      bad += got[i] != want[i];
+      continue;
+    }
+    const double g = loom_ref_bf16_to_float(got[i]), w = loom_ref_bf16_to_float(want[i]);
+    bad += !(fabs(g - w) <= rel * (fabs(w) + 1e-2 * W));
+  }
+  return bad;
+}
+
+static loom_result_t make_plan(loom_comm_t comm, int op, size_t count, int64_t cols, loom_coll_algo_t algo,
+                               loom_norm_t norm, loom_plan_t *p) {
+  loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
+  d.count = (int64_t)count, d.cols = cols, d.algo = algo, d.norm = norm;
+  int W = 0;
+  loom_comm_info_t info;
+  LOOM_TRY(loom_comm_get_info(comm, &info));
+  W = info.size;
+  d.world_size = W;
+  return op == OP_AR ? loom_plan_allreduce(comm, &d, p)
+         : op == OP_RS ? loom_plan_reduce_scatter(comm, &d, p)
+                       : loom_plan_all_gather(comm, &d, p);
+}
+
+static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
+  coll_bench_args_t *a = (coll_bench_args_t *)arg;
+  const int W = ctx->size, op = a->op;
+  const char *suite = op == OP_AR ? "allreduce" : op == OP_RS ? "reduce_scatter" : "all_gather";
+  loom_comm_t comm = NULL;
+  cudaStream_t s = NULL;
+  loom_bench_table_t t;
+  memset(&t, 0, sizeof t);
+  int failures = 0;
+  void *in = NULL, *out[8] = {NULL}, *tmp = NULL, *res = NULL, *nw = NULL, *bias = NULL;
+  uint16_t *h_ref = NULL, *h_got = NULL;
+  int64_t sizes[16];
+  int nsizes = 0;
+  for (int64_t b = 4096; b <= a->max_bytes; b *= 4)
+    if (!a->o.quick || b == 4096 || b == (256 << 10) || b == (16 << 20) || b == (256 << 20)) sizes[nsizes++] = b;
+  const int64_t maxb = sizes[nsizes - 1];
+  if (cudaStreamCreate(&s) != cudaSuccess) return 1;
+  loom_config_t cfg = LOOM_CONFIG_INIT;
+  if (loom_comm_create(ctx->nccl, &cfg, &comm) != LOOM_SUCCESS) {
+    fprintf(stderr, "rank %d: %s\n", ctx->rank, loom_last_error());
+    return 1;
+  }
+  int64_t bad = 0;
+  if (loom_malloc(comm, (size_t)maxb, &in) != LOOM_SUCCESS) bad = 1;
+  for (int i = 0; i < 8 && !bad; ++i)
+    if (cudaMalloc(&out[i], (size_t)maxb) != cudaSuccess) bad = 1;
+  if (!bad && op == OP_AR &&
+      (cudaMalloc(&tmp, (size_t)maxb) != cudaSuccess || cudaMalloc(&res, (size_t)maxb) != cudaSuccess ||
+       cudaMalloc(&nw, 4096 * 2) != cudaSuccess || cudaMalloc(&bias, 4096 * 2) != cudaSuccess))
+    bad = 1;
+  if (!bad && loom_bench_fill_random(in, LOOM_BF16, (size_t)maxb / 2, COLL_SEED + (uint64_t)ctx->rank, 1.0) != LOOM_SUCCESS)
+    bad = 1;
+  if (!bad && op == OP_AR &&
+      (loom_bench_fill_random(res, LOOM_BF16, (size_t)maxb / 2, COLL_SEED + 99, 1.0) != LOOM_SUCCESS ||
+       loom_bench_fill_random(nw, LOOM_BF16, 4096, COLL_SEED + 98, 1.0) != LOOM_SUCCESS ||
+       loom_bench_fill_random(bias, LOOM_BF16, 4096, COLL_SEED + 97, 1.0) != LOOM_SUCCESS))
+    bad = 1;
+  h_ref = (uint16_t *)malloc((size_t)maxb);
+  h_got = (uint16_t *)malloc((size_t)maxb);
+  if (!h_ref || !h_got) bad = 1;
+  if (loom_bench_sum_ranks(ctx->nccl, s, &bad) != LOOM_SUCCESS || bad) {
+    if (ctx->rank == 0) fprintf(stderr, "loom-bench %s: setup failed (%s)\n", suite, loom_last_error());
+    failures = 1;
+    goto out;
+  }
+  if (ctx->rank == 0)
+    loom_bench_note(&t, "bf16; input in loom_malloc memory for every variant, outputs cudaMalloc; time = median over "
+                        "reps of the slowest rank; variants side by side in each repetition");
+  for (int si = 0; si < nsizes; ++si) {
+    const int64_t bytes = sizes[si];
+    const size_t count = (size_t)bytes / 2;
+    if (op != OP_AR && count % (size_t)(8 * W) != 0) continue;
+    coll_var_t v[8];
+    int nv = 0;
+    memset(v, 0, sizeof v);
+    loom_epilogue_t epi = LOOM_EPILOGUE_INIT;
+    const int64_t ecols = count % 1024 == 0 ? 1024 : 0;
+    const int64_t ncols = count < 4096 ? (int64_t)count : 4096;
+    epi.bias = ecols ? bias : NULL;
+    epi.dropout_p = 0.1f, epi.dropout_seed = 7, epi.residual = res;
+    loom_result_t r = LOOM_SUCCESS;
+#define ADD(K, IMPL, ALGO, COLS, NORM)                                                             \
+  do {                                                                                             \
+    coll_var_t *x = &v[nv];                                                                        \
+    x->kind = K, x->op = op, x->impl = IMPL, x->nccl = ctx->nccl, x->world = W, x->in = in;        \
+    x->out = out[nv], x->tmp = tmp, x->count = count, x->res = res, x->rows = (int64_t)count / ncols, x->cols = ncols; \
+    if (K == V_LOOM && r == LOOM_SUCCESS) r = make_plan(comm, op, count, COLS, ALGO, NORM, &x->plan); \
+    nv++;                                                                                          \
+  } while (0)
+    ADD(V_NCCL, "nccl", LOOM_COLL_AUTO, 0, LOOM_NORM_NONE);
+    ADD(V_LOOM, "loom-auto", LOOM_COLL_AUTO, 0, LOOM_NORM_NONE);
+    if (op == OP_AR) {
+      if (bytes <= (64 << 20)) ADD(V_LOOM, "loom-1shot", LOOM_COLL_ONE_SHOT, 0, LOOM_NORM_NONE);
+      ADD(V_LOOM, "loom-2shot", LOOM_COLL_TWO_SHOT, 0, LOOM_NORM_NONE);
+      ADD(V_LOOM, "loom+epi", LOOM_COLL_AUTO, ecols, LOOM_NORM_NONE);
+      v[nv - 1].epi = &epi;
+      ADD(V_NCCL_NORM, "nccl+rmsnorm", LOOM_COLL_AUTO, 0, LOOM_NORM_NONE);
+      v[nv - 1].nw = nw;
+      ADD(V_LOOM, "loom+rmsnorm", LOOM_COLL_AUTO, ncols, LOOM_NORM_RMS);
+      v[nv - 1].nw = nw;
+      {
+        static loom_epilogue_t res_only;
+        res_only = (loom_epilogue_t)LOOM_EPILOGUE_INIT;
+        res_only.residual = res;
+        v[nv - 1].epi = &res_only;
+      }
+    }
+#undef ADD
+    int64_t failed = r != LOOM_SUCCESS;
+    if (failed) fprintf(stderr, "rank %d: %s: %s\n", ctx->rank, suite, loom_last_error());
+    if (loom_bench_sum_ranks(ctx->nccl, s, &failed) != LOOM_SUCCESS) {
+      failures++;
+      goto out;
+    }
+    loom_bench_time_t tm[8];
+    loom_bench_op_fn fns[8];
+    void *args[8];
+    for (int i = 0; i < nv; ++i) fns[i] = coll_var_run, args[i] = &v[i];
+    int64_t wrong[8];
+    for (int i = 0; i < 8; ++i) wrong[i] = -1;
+    if (!failed) {
+      r = loom_bench_time_ranks_side_by_side(ctx->nccl, s, a->o.warmup, a->o.reps, nv, fns, args, tm);
+      if (r == LOOM_SUCCESS) r = loom_comm_get_async_error(comm);
+      failed = r != LOOM_SUCCESS;
+      if (failed) fprintf(stderr, "rank %d: %s %lld bytes: %s\n", ctx->rank, suite, (long long)bytes, loom_last_error());
+      /* checks: every variant's last output */
+      const size_t n_out = op == OP_RS ? count / (size_t)W : count;
+      if (!failed && a->o.check && cudaStreamSynchronize(s) == cudaSuccess &&
+          cudaMemcpy(h_ref, out[0], n_out * 2, cudaMemcpyDeviceToHost) == cudaSuccess) {
+        for (int i = 1; i < nv; ++i) {
+          if (v[i].epi && v[i].kind == V_LOOM && !v[i].nw) continue; /* loom+epi: not here */
+          if (v[i].kind == V_NCCL_NORM) {
+            if (cudaMemcpy(h_ref, out[i], n_out * 2, cudaMemcpyDeviceToHost) != cudaSuccess) break;
+            continue;
+          }
+          if (cudaMemcpy(h_got, out[i], n_out * 2, cudaMemcpyDeviceToHost) != cudaSuccess) break;
+          wrong[i] = count_wrong(h_got, h_ref, n_out, W, op == OP_AG, v[i].nw ? 1.0 / 32 : 1.0 / 64);
+        }
+        wrong[0] = 0;
+      }
+    }
+    for (int i = 0; i < nv; ++i)
+      if (wrong[i] >= 0 && loom_bench_sum_ranks(ctx->nccl, s, &wrong[i]) != LOOM_SUCCESS) failed = 1;
+    if (loom_bench_sum_ranks(ctx->nccl, s, &failed) != LOOM_SUCCESS) failed = 1;
+    for (int i = 0; i < nv; ++i)
+      if (v[i].plan) (void)loom_plan_destroy(v[i].plan);
+    if (ctx->rank != 0) continue;
+    for (int i = 0; i < nv; ++i) {
+      loom_bench_row_t *row = loom_bench_add(&t);
+      if (!row) break;
+      snprintf(row->op, sizeof row->op, "%s", suite);
+      snprintf(row->impl, sizeof row->impl, "%s", v[i].impl);
+      loom_bench_format_bytes(bytes, row->shape, sizeof row->shape);
+      snprintf(row->dtype, sizeof row->dtype, "bf16");
+      row->bytes = bytes;
+      row->world = W;
+      row->busbw_factor = op == OP_AR ? 2.0 * (W - 1) / W : (double)(W - 1) / W;
+      if (failed) {
+        snprintf(row->note, sizeof row->note, "error on %lld rank(s)", (long long)failed);
+        failures++;
+        continue;
+      }
+      row->comm_us = tm[i].median_us, row->min_us = tm[i].min_us, row->max_us = tm[i].max_us;
+      row->wrong = wrong[i];
+      if (row->wrong > 0) failures++;
+      if (op == OP_AR && v[i].kind == V_LOOM) {
+        /* the peer column: PyTorch's symmetric-memory kernel of the same kind */
+        const char *key = v[i].nw ? "ar_rmsnorm_us"
+                          : v[i].epi ? NULL
+                          : !strcmp(v[i].impl, "loom-1shot") ? "one_shot_us"
+                          : !strcmp(v[i].impl, "loom-2shot") ? "two_shot_us"
+                                                             : NULL;
+        if (key) row->peer_us = peer_time(a, bytes, key);
+        else if (!v[i].epi) {
+          const double p1 = peer_time(a, bytes, "one_shot_us"), p2 = peer_time(a, bytes, "two_shot_us");
+          row->peer_us = isnan(p1) ? p2 : isnan(p2) ? p1 : fmin(p1, p2); /* loom-auto vs torch's better one */
+        }
+      }
+      if (v[i].nw) snprintf(row->note, sizeof row->note, "residual + RMSNorm, rows of %lld", (long long)v[i].cols);
+      else if (v[i].epi) snprintf(row->note, sizeof row->note, "dropout(x%s) + residual%s", ecols ? " + bias" : "",
+                                  ecols ? ", rows of 1024" : "");
+      loom_bench_row_finish(row);
+      printf("# %-14s %-13s %8s %10.1f us  busbw %7.1f GB/s  #wrong %lld\n", suite, row->impl, row->shape,
+             row->comm_us, row->busbw, (long long)row->wrong);
+      fflush(stdout);
+    }
+  }
+  if (ctx->rank == 0) {
+    char title[160];
+    snprintf(title, sizeof title, "loom-bench %s: loom vs NCCL, world %d, median of %d reps", suite, W, a->o.reps);
+    if (W == 1) loom_bench_note(&t, "1 GPU: W=1 (no inter-GPU traffic; busbw is 0 by the nccl-tests formula)");
+    if (op == OP_AR)
+      loom_bench_note(&t, "%s", a->peer_json[0] ? "peer: PyTorch symm_mem one_shot_all_reduce (vs loom-1shot), "
+                                                  "two_shot_all_reduce_ (vs loom-2shot), the better (vs loom-auto), "
+                                                  "all_reduce + F.rms_norm (vs loom+rmsnorm); bench/peers/coll_torch.py"
+                                                : a->peer_note);
+    if (a->o.json) {
+      char path[1200];
+      if (loom_bench_write_json(suite, &t, &a->o, W, path, sizeof path) == 0) loom_bench_note(&t, "JSON: %s", path);
+      else failures++;
+    }
+    loom_bench_print(stdout, &t, title);
+  }
+out:
+  if (s) cudaStreamSynchronize(s);
+  if (in) (void)loom_free(comm, in);
+  for (int i = 0; i < 8; ++i) cudaFree(out[i]);
+  cudaFree(tmp), cudaFree(res), cudaFree(nw), cudaFree(bias);
+  free(h_ref), free(h_got);
+  loom_bench_table_free(&t);
+  if (comm) (void)loom_comm_destroy(comm);
+  if (s) cudaStreamDestroy(s);
+  return failures ? 1 : 0;
+}
+
+static int coll_opt(void *ctx, int argc, char **argv, int *i) {
+  coll_bench_args_t *a = (coll_bench_args_t *)ctx;
+  const char *s = argv[*i];
+  if (!strcmp(s, "--help")) {
+    printf("  --max-bytes SIZE  largest buffer, e.g. 256M (default 1G)\n"
+           "  --peer none       allreduce: skip PyTorch's symmetric-memory AllReduce (bench/peers/coll_torch.py)\n");
+    return 1;
+  }
+  if (!strcmp(s, "--peer")) {
+    if (*i + 1 >= argc || strcmp(argv[*i + 1], "none")) {
+      fprintf(stderr, "loom-bench: --peer takes only \"none\"\n");
+      return -1;
+    }
+    a->peer = 0;
+    *i += 1;
+    return 1;
+  }
+  if (!strcmp(s, "--max-bytes")) {
+    int64_t v = 0;
+    if (*i + 1 >= argc || loom__parse_int(argv[*i + 1], &v) != 0 || v < 4096) {
+      fprintf(stderr, "loom-bench: --max-bytes needs a size >= 4096\n");
+      return -1;
+    }
+    a->max_bytes = v;
+    *i += 1;
+    return 1;
+  }
+  return 0;
+}
+
+static int coll_main(int op, int argc, char **argv) {
+  coll_bench_args_t a;
+  memset(&a, 0, sizeof a);
+  a.op = op;
+  a.max_bytes = INT64_C(1) << 30;
+  a.peer = 1;
+  int rc = loom_bench_parse(&a.o, argc, argv, coll_opt, &a);
+  if (rc != LOOM_BENCH_RUN) return rc;
+  int world = loom_bench_world(&a.o, 0);
+  if (world == 0) return 1;
+  if (op == OP_AR && a.peer && world >= 2) {
+    char args[256];
+    snprintf(args, sizeof args, "--world %d --reps %d --warmup %d --max-bytes %lld%s", world, a.o.reps, a.o.warmup,
+             (long long)a.max_bytes, a.o.quick ? " --quick" : "");
+    (void)loom_bench_run_peer("bench/peers/coll_torch.py", args, "allreduce_torch", a.peer_json, sizeof a.peer_json,
+                              a.peer_note, sizeof a.peer_note);
+  } else {
+    snprintf(a.peer_note, sizeof a.peer_note, "PyTorch symm_mem AllReduce not run (%s)",
+             op != OP_AR ? "allreduce only" : a.peer ? "one rank" : "--peer none");
+  }
+  return loom_bench_launch(&a.o, world, coll_rank, &a) ? 1 : 0;
+}
+
+LOOM_BENCH(allreduce, "loom_allreduce (one-shot, two-shot, +epilogue, +residual+RMSNorm) vs NCCL (+ a separate kernel)") {
+  return coll_main(OP_AR, argc, argv);
+}
+LOOM_BENCH(reduce_scatter, "loom_reduce_scatter vs NCCL") { return coll_main(OP_RS, argc, argv); }
+LOOM_BENCH(all_gather, "loom_all_gather vs NCCL") { return coll_main(OP_AG, argc, argv); }
