@@ -104,6 +104,18 @@ static LOOM_PW_HD int loom_dropout_keep(uint64_t seed, uint64_t offset, uint64_t
   return w[i & 3u] >= threshold;
 }
 
+/* The dropout decisions of elements i4 .. i4 + 3 (i4 a multiple of 4) in
+ * one Philox call: keep[j] == loom_dropout_keep(seed, offset, i4 + j,
+ * threshold) (the 4 words of one counter are 4 consecutive elements'). */
+static LOOM_PW_HD void loom_dropout_keep4(uint64_t seed, uint64_t offset, uint64_t i4, uint32_t threshold, int keep[4]) {
+  const uint64_t q = offset + (i4 >> 2);
+  const uint32_t ctr[4] = {(uint32_t)q, (uint32_t)(q >> 32), 0u, 0u};
+  const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+  uint32_t w[4];
+  loom_philox4x32_10(ctr, key, w);
+  for (int j = 0; j < 4; ++j) keep[j] = w[j] >= threshold;
+}
+
 /* The activation in fp32. */
 static LOOM_PW_HD float loom_activation_f32(int act, float v) {
   switch (act) {
@@ -133,17 +145,25 @@ static __device__ __forceinline__ float loom_pw_load(const void *base, int64_t i
 
 /* y = epilogue(x) at (row, col). Pass pw.flags / pw.act, or compile-time
  * constants where a kernel is specialised for one epilogue. */
-static __device__ __forceinline__ float loom_pointwise_apply(const loom_pointwise_t &pw, uint32_t flags, int act,
-                                                             float x, int64_t row, int64_t col) {
+/* y = epilogue(x) for element i (= row * cols + col) whose dropout decision
+ * is `keep` (loom_dropout_keep / loom_dropout_keep4; ignored without
+ * dropout): callers that handle 4 aligned elements draw one Philox for them. */
+static __device__ __forceinline__ float loom_pointwise_apply_kept(const loom_pointwise_t &pw, uint32_t flags, int act,
+                                                                  float x, int64_t col, uint64_t i, int keep) {
   float v = x;
   if (flags & LOOM_PW_SCALE) v *= pw.scale;
   if (flags & LOOM_PW_BIAS) v += loom_pw_load(pw.bias, col, pw.type);
   if (flags & LOOM_PW_ACT) v = loom_activation_f32(act, v);
-  const uint64_t i = (uint64_t)row * (uint64_t)pw.cols + (uint64_t)col;
-  if (flags & LOOM_PW_DROPOUT)
-    v = loom_dropout_keep(pw.seed, pw.offset, i, pw.drop_threshold) ? v * pw.keep_scale : 0.f;
+  if (flags & LOOM_PW_DROPOUT) v = keep ? v * pw.keep_scale : 0.f;
   if (flags & LOOM_PW_RESIDUAL) v += loom_pw_load(pw.residual, (int64_t)i, pw.type);
   return v;
+}
+
+static __device__ __forceinline__ float loom_pointwise_apply(const loom_pointwise_t &pw, uint32_t flags, int act,
+                                                             float x, int64_t row, int64_t col) {
+  const uint64_t i = (uint64_t)row * (uint64_t)pw.cols + (uint64_t)col;
+  const int keep = (flags & LOOM_PW_DROPOUT) ? loom_dropout_keep(pw.seed, pw.offset, i, pw.drop_threshold) : 1;
+  return loom_pointwise_apply_kept(pw, flags, act, x, col, i, keep);
 }
 
 #endif /* __CUDACC__ */

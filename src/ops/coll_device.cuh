@@ -122,13 +122,27 @@ static __device__ __forceinline__ void loom_coll_store1(char *base, int64_t i, f
 }
 
 /* The pointwise epilogue on 8 consecutive elements starting at element i0
- * (pw.cols: the row length; the row advances across the 8 as needed). */
+ * (pw.cols: the row length; the row advances across the 8 as needed). The
+ * dropout decisions of an aligned i0 come from two Philox calls (one per 4
+ * elements) instead of eight. */
 static __device__ __forceinline__ void loom_coll_pointwise8(const loom_pointwise_t &pw, int64_t i0, float *v) {
-  int64_t row = i0 / pw.cols, col = i0 - row * pw.cols;
+  int64_t col = i0 % pw.cols;
+  int keep[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) keep[k] = 1;
+  if (pw.flags & LOOM_PW_DROPOUT) {
+    if ((i0 & 3) == 0) {
+      loom_dropout_keep4(pw.seed, pw.offset, (uint64_t)i0, pw.drop_threshold, keep);
+      loom_dropout_keep4(pw.seed, pw.offset, (uint64_t)i0 + 4, pw.drop_threshold, keep + 4);
+    } else {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) keep[k] = loom_dropout_keep(pw.seed, pw.offset, (uint64_t)(i0 + k), pw.drop_threshold);
+    }
+  }
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
-    v[k] = loom_pointwise_apply(pw, pw.flags, pw.act, v[k], row, col);
-    if (++col == pw.cols) col = 0, ++row;
+    v[k] = loom_pointwise_apply_kept(pw, pw.flags, pw.act, v[k], col, (uint64_t)(i0 + k), keep[k]);
+    if (++col == pw.cols) col = 0;
   }
 }
 

@@ -52,6 +52,19 @@ LOOM_TEST(dropout_mask_keeps_one_minus_p_and_depends_on_seed_and_offset_only) {
   CHECK(differs);
 }
 
+/* One Philox call for 4 aligned elements gives each element's own decision. */
+LOOM_TEST(dropout_keep4_equals_four_single_decisions) {
+  const uint32_t th[3] = {loom_dropout_threshold(0.1f), loom_dropout_threshold(0.5f), loom_dropout_threshold(0.9f)};
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (int t = 0; t < 3000; ++t) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const uint64_t i4 = (x % (1ull << 40)) & ~3ull, seed = x * 31u, offset = (x >> 20) % 100000;
+    int keep[4];
+    loom_dropout_keep4(seed, offset, i4, th[t % 3], keep);
+    for (int j = 0; j < 4; ++j) CHECK(keep[j] == loom_dropout_keep(seed, offset, i4 + (uint64_t)j, th[t % 3]));
+  }
+}
+
 LOOM_TEST(epilogue_checks_each_field) {
   loom_pointwise_t pw;
   CHECK_RESULT(loom__pointwise_make("op", NULL, LOOM_BF16, 64, &pw), LOOM_SUCCESS);
