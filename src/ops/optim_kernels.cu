@@ -31,6 +31,7 @@
 
 #include "core/error.h"
 #include "core/signal.cuh"
+#include "gemm/epilogue.cuh"
 #include "ops/optim.h"
 
 /* ---- element access, by compile-time dtype ------------------------------ */
@@ -66,24 +67,7 @@ static __device__ __forceinline__ float loom_optim_load1(const char *base, int64
 
 template <int DT>
 static __device__ __forceinline__ void loom_optim_store8(char *base, int64_t e, const float v[8]) {
-  if (DT == LOOM_FP32) {
-    float4 *p = (float4 *)((float *)base + e);
-    p[0] = make_float4(v[0], v[1], v[2], v[3]);
-    p[1] = make_float4(v[4], v[5], v[6], v[7]);
-  } else {
-    uint32_t w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (DT == LOOM_BF16) {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-        w[i] = *(const uint32_t *)&h;
-      } else {
-        const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
-        w[i] = *(const uint32_t *)&h;
-      }
-    }
-    *(uint4 *)((uint16_t *)base + e) = make_uint4(w[0], w[1], w[2], w[3]);
-  }
+  loom_gemm_store8(base, e, DT, v); /* DT a constant: the dtype branches fold */
 }
 
 template <int DT>
