@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# pack_build.sh - the built binaries a device call needs, in one archive that
+# fits the device tool's carry limit (build/carry/build.tar.xz, ~10 MB: the
+# three 17 MB programs share most of their bytes). Then, on the device:
+#   LOOM_CARRY_TAR=build/carry/build.tar.xz bash bench/device.sh ...
+# with carry ["build/carry"].
+set -eu
+cd "$(dirname "$0")/.."
+mkdir -p build/carry
+files="build/bin/loom-bench build/tests/loom-test-gpu build/lib/libloom.so.0 build/lib/libloom.so"
+[ -x build/examples/tp_mlp/tp_mlp ] && files="$files build/examples/tp_mlp/tp_mlp"
+for f in $files; do [ -e "$f" ] || { echo "pack_build: $f missing: run make first" >&2; exit 1; }; done
+git rev-parse --short HEAD > build/carry/COMMIT 2>/dev/null || echo unknown > build/carry/COMMIT
+tar -cf - $files | xz -T0 -6 > build/carry/build.tar.xz
+ls -la build/carry/build.tar.xz
