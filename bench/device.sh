@@ -71,6 +71,13 @@ elif ! make -j"$(nproc)" $targets > "$out/build.log" 2>&1; then
 fi
 note "build: $(( $(date +%s) - t0 )) s"
 
+# the GPUs' clocks, power and clock-limiting reasons once a second while the
+# steps run (gpu-clocks.csv): evidence for timings that a slowed GPU explains
+fields=timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active
+nvidia-smi --query-gpu=$fields --format=csv,noheader > /dev/null 2>&1 || fields=timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu
+nvidia-smi --query-gpu=$fields --format=csv,nounits -l 1 > "$out/gpu-clocks.csv" 2>&1 &
+smi_pid=$!
+
 fails=0
 # step NAME LOG CMD...: runs CMD under the step limit, output to LOG, one summary line
 step() {
@@ -133,6 +140,12 @@ done
   fi
 } > "$out/tails.txt"
 cat "$out/tails.txt"
+kill $smi_pid 2>/dev/null
+# per GPU: SM clock min / max and the largest power draw seen
+awk -F', *' 'NR > 1 && $3 ~ /^[0-9]+$/ { g = $2; if (!(g in lo) || $3 < lo[g]) lo[g] = $3; if ($3 > hi[g]) hi[g] = $3;
+  if ($5 + 0 > pw[g]) pw[g] = $5 + 0; n[g]++ }
+  END { for (g in n) printf "gpu %s: SM clock %d..%d MHz, power up to %.0f W (%d samples)\n", g, lo[g], hi[g], pw[g], n[g] }' \
+  "$out/gpu-clocks.csv" | tee -a "$summary" > /dev/null
 echo "=== steps ==="; cat "$summary"
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT" && tar -czf "$OUT/results.tgz" -C "$out" . && cp "$summary" "$OUT/"

@@ -786,7 +786,8 @@ loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t s
  * Memory: `in` must lie in memory from loom_malloc on the plan's comm, at
  * the same offset on every rank (peers load from it): otherwise
  * LOOM_ERR_INVALID_ARGUMENT naming `in`. `out` may be any device memory of
- * this GPU (peers never touch it). in, out 16-byte aligned. loom_all_gather:
+ * this GPU (peers never touch it). in, out 16-byte aligned (except an
+ * in-place AllGather's in, which is out + its slice begin). loom_all_gather:
  * every rank's `in` at the same offset with room for the largest slice
  * (S elements), passed even where this rank's slice is empty (its offset
  * names the peers'). In place: loom_allreduce out == in (same dtype);

@@ -292,7 +292,10 @@ static loom_result_t coll_call(loom_plan_t plan, int kind, const char *fn, const
   /* `in` is needed even where this rank's slice is empty (AllGather): its
    * offset names every peer's `in` */
   if (!in) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: in=NULL must point into loom_malloc memory", fn);
-  LOOM_TRY(check_aligned(fn, "in", in));
+  /* an in-place AllGather's `in` is out + this rank's slice begin, aligned
+   * or not: the kernel addresses `out` (vectors where the offsets allow) */
+  const int ag_in_place = kind == LOOM__COLL_AG && out && (const char *)in == (const char *)out + (size_t)st->my_begin * es_out;
+  if (!ag_in_place) LOOM_TRY(check_aligned(fn, "in", in));
   if (out_elems > 0) {
     if (!out)
       return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL (%zu elements on rank %d)", fn, out_elems, st->rank);
@@ -306,7 +309,7 @@ static loom_result_t coll_call(loom_plan_t plan, int kind, const char *fn, const
   {
     char *peer[LOOM_COLL_MAX_PEERS];
     const char *why = "peers load from it: allocate it with loom_malloc (same offset on every rank)";
-    if (kind == LOOM__COLL_AG && (const char *)in == (const char *)out + (size_t)st->my_begin * es_out) {
+    if (ag_in_place) {
       in_place = 1;
       LOOM_TRY(loom__peer_addresses(fn, "out", comm, out, out_bytes,
                                     "an in-place AllGather's peers load from it: allocate it with loom_malloc", peer));

@@ -95,8 +95,9 @@ __global__ void __launch_bounds__(LOOM_TP_THREADS) loom_ag_copy_kernel(const __g
   const int64_t row_bytes = a.k * a.esize;
   int last_dest = -1;
   for (int64_t q = blockIdx.x; q < (int64_t)(W - a.first_step) * nch; q += gridDim.x) {
-    const int step = a.first_step + (int)(q / nch);
-    const int64_t j = q - (int64_t)step * nch;
+    int32_t step;
+    int64_t j;
+    loom_ag_copy_item(q, nch, a.first_step, &step, &j);
     const int dest = step == 0 ? r : loom_ag_push_dest(r, W, step - 1);
     if (dest != r && dest != last_dest) {
       /* the peer's call has started: its a_full is free */

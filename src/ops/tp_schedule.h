@@ -82,6 +82,16 @@ LOOM_HD int64_t loom_ag_shard_chunks(int64_t m, int32_t world, int32_t p, int64_
   return loom_ceil_div(len, c);
 }
 
+/* AG copy kernel: item q (0 <= q < (W - first_step) x nch) is push step
+ * *step = first_step + q / nch (step 0: the own rows, step i >= 1: the push
+ * to loom_ag_push_dest(r, W, i - 1)) and chunk *j = q mod nch of this rank's
+ * shard: step-major, so that every block finishes one destination before
+ * the next. Every (step, chunk) pair is exactly one item. */
+LOOM_HD void loom_ag_copy_item(int64_t q, int64_t nch, int32_t first_step, int32_t *step, int64_t *j) {
+  *step = first_step + (int32_t)(q / nch);
+  *j = q % nch;
+}
+
 /* AG: rows [*r0, *r1) of chunk j of shard p (empty past the shard's end). */
 LOOM_HD void loom_ag_chunk(int64_t m, int32_t world, int32_t p, int64_t chunk_rows, int64_t j, int64_t *r0,
                            int64_t *r1) {

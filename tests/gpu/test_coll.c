@@ -333,8 +333,14 @@ static int rank_suite(loom_rank_ctx_t *ctx, void *arg) {
   loom_config_t cfg = LOOM_CONFIG_INIT;
   cfg.timeout_ms = 20000;
   CHECK_LOOM_OR(loom_comm_create(ctx->nccl, &cfg, &comm), return 1);
-  /* every case runs even after a failure: plans are collective */
-  for (int i = 0; i < su->n; ++i) (void)run_case(ctx, comm, &su->cases[i]);
+  /* plans and calls are collective: after a failed case this rank stops,
+   * and its peers' next call waits once for it, times out and stops too
+   * (going on would make every later case wait out the timeout) */
+  for (int i = 0; i < su->n; ++i)
+    if (run_case(ctx, comm, &su->cases[i])) {
+      printf("    rank %d: stopping after case %d of %d failed\n", ctx->rank, i, su->n);
+      break;
+    }
   CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
   return loom_test_failures;
 }

@@ -113,6 +113,50 @@ LOOM_TEST(tp_ag_every_row_arrives_once_and_every_wait_is_on_a_set_signal) {
       }
 }
 
+/* The AG copy kernel's items (loom_ag_copy_item, as the kernel walks them):
+ * with first_step 0 or 1, every (step, chunk) pair is one item, chunks stay
+ * inside the shard, and each destination gets each of the rank's rows once.
+ * (Before this function existed the kernel computed the chunk as
+ * q - step x nch, negative from the first push on: an illegal address at
+ * W >= 2 that W = 1 never reached.) */
+LOOM_TEST(tp_ag_copy_kernel_items_cover_every_step_and_chunk_once) {
+  const int64_t chunks[] = {0, 1, 3, 16, 100};
+  for (size_t wi = 0; wi < sizeof worlds / sizeof *worlds; ++wi)
+    for (size_t mi = 0; mi < sizeof ms / sizeof *ms; ++mi)
+      for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks; ++ci)
+        for (int32_t first = 0; first <= 1; ++first) {
+          const int32_t W = worlds[wi];
+          const int64_t m = ms[mi], S = loom_tp_shard_rows(m, W);
+          int64_t cr = chunks[ci] > 0 ? chunks[ci] : S;
+          if (cr > S) cr = S;
+          for (int32_t r = 0; r < W; r += (W > 8 ? 7 : 1)) {
+            const int64_t nch = loom_ag_shard_chunks(m, W, r, cr);
+            if (nch == 0) continue;
+            const int64_t items = (int64_t)(W - first) * nch, len = loom_tp_shard_len(m, W, r);
+            char *seen = (char *)calloc((size_t)(W * nch), 1);
+            int64_t *rows_to = (int64_t *)calloc((size_t)W, sizeof(int64_t));
+            for (int64_t q = 0; q < items; ++q) {
+              int32_t step;
+              int64_t j;
+              loom_ag_copy_item(q, nch, first, &step, &j);
+              CHECK(step >= first && step < W);
+              CHECK(j >= 0 && j < nch);
+              CHECK(!seen[step * nch + j]);
+              seen[step * nch + j] = 1;
+              const int32_t dest = step == 0 ? r : loom_ag_push_dest(r, W, step - 1);
+              int64_t r0, r1;
+              loom_ag_chunk(m, W, r, cr, j, &r0, &r1);
+              CHECK(r0 >= loom_tp_shard_begin(m, W, r) && r1 <= loom_tp_shard_begin(m, W, r) + len && r0 < r1);
+              rows_to[dest] += r1 - r0;
+            }
+            for (int32_t d = 0; d < W; ++d)
+              CHECK_EQ_INT(rows_to[d], d == r && first == 1 ? 0 : len);
+            free(seen);
+            free(rows_to);
+          }
+        }
+}
+
 LOOM_TEST(tp_rs_every_owned_tile_gets_w_partials_and_orders_are_permutations) {
   const int32_t bm = 128, bns[] = {128, 256};
   const int64_t ns[] = {8, 1000, 4096};

@@ -229,10 +229,18 @@ static void loom__stats(const double *us, int n, loom_bench_time_t *out) {
 /* Per-repetition times in us: us[j * reps + i] is repetition i of ops[j].
  * Each repetition runs ops 0 .. nops-1 back to back, one event between
  * consecutive runs; `iter` counts runs over all ops (input rotation). */
-static loom_result_t loom__time_raw(cudaStream_t stream, int warmup, int reps, int nops, loom_bench_op_fn *ops,
-                                    void **args, double *us) {
+/* Times reps x nops ops, each repetition running every op once in order.
+ * nccl == NULL: back to back on the stream, an event between ops. nccl set
+ * (several ranks): a barrier (a 1-element all-reduce, untimed) before each
+ * timed op and a start and a stop event around it, so that no op's time
+ * holds the wait for a rank that is behind (a local GEMM that ran longer
+ * on one GPU would otherwise show up in the next collective op's time). */
+static loom_result_t loom__barrier_enqueue(ncclComm_t nccl, cudaStream_t stream);
+static loom_result_t loom__time_raw(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps, int nops,
+                                    loom_bench_op_fn *ops, void **args, double *us) {
   loom_result_t r = LOOM_SUCCESS;
-  const int nev = reps * nops + 1;
+  const int per = nccl ? 2 : 1; /* events per timed op */
+  const int nev = reps * nops * per + 1;
   cudaEvent_t *ev = (cudaEvent_t *)calloc((size_t)nev, sizeof *ev);
   if (!ev) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_time: host allocation failed");
   int made = 0;
@@ -248,13 +256,21 @@ static loom_result_t loom__time_raw(cudaStream_t stream, int warmup, int reps, i
     for (int j = 0; j < nops && r == LOOM_SUCCESS; ++j) r = ops[j](args[j], iter++, stream);
   if (r != LOOM_SUCCESS) goto out;
   for (int i = 0; i < reps * nops; ++i) {
-    cudaError_t e = cudaEventRecord(ev[i], stream);
+    if (nccl) {
+      r = loom__barrier_enqueue(nccl, stream);
+      if (r != LOOM_SUCCESS) goto out;
+    }
+    cudaError_t e = cudaEventRecord(ev[i * per], stream);
     if (e != cudaSuccess) {
       r = loom__cuda_fail((int)e, "cudaEventRecord", __FILE__, __LINE__);
       goto out;
     }
     r = ops[i % nops](args[i % nops], iter++, stream);
     if (r != LOOM_SUCCESS) goto out;
+    if (nccl && (e = cudaEventRecord(ev[i * per + 1], stream)) != cudaSuccess) {
+      r = loom__cuda_fail((int)e, "cudaEventRecord", __FILE__, __LINE__);
+      goto out;
+    }
   }
   {
     cudaError_t e = cudaEventRecord(ev[nev - 1], stream);
@@ -266,7 +282,7 @@ static loom_result_t loom__time_raw(cudaStream_t stream, int warmup, int reps, i
   }
   for (int i = 0; i < reps * nops; ++i) {
     float ms = 0.0f;
-    cudaError_t e = cudaEventElapsedTime(&ms, ev[i], ev[i + 1]);
+    cudaError_t e = cudaEventElapsedTime(&ms, ev[i * per], ev[i * per + 1]);
     if (e != cudaSuccess) {
       r = loom__cuda_fail((int)e, "cudaEventElapsedTime", __FILE__, __LINE__);
       goto out;
@@ -288,7 +304,7 @@ loom_result_t loom_bench_time_side_by_side(cudaStream_t stream, int warmup, int 
     if (!ops[j]) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time: ops[%d]=NULL", j);
   double *us = (double *)calloc((size_t)reps * (size_t)nops, sizeof *us);
   if (!us) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_time: host allocation failed");
-  loom_result_t r = loom__time_raw(stream, warmup, reps, nops, ops, args, us);
+  loom_result_t r = loom__time_raw(NULL, stream, warmup, reps, nops, ops, args, us);
   if (r == LOOM_SUCCESS)
     for (int j = 0; j < nops; ++j) loom__stats(us + (size_t)j * reps, reps, &out[j]);
   free(us);
@@ -318,10 +334,16 @@ static loom_result_t loom__poll_stream(cudaStream_t stream, const char *what) {
   }
 }
 
-loom_result_t loom_bench_barrier(ncclComm_t nccl, cudaStream_t stream) {
+/* A barrier on the stream (not waited for by the host). */
+static loom_result_t loom__barrier_enqueue(ncclComm_t nccl, cudaStream_t stream) {
   void *s = NULL;
   LOOM_TRY(loom__get_scratch(&s));
   LOOM_NCCL(ncclAllReduce(s, s, 1, ncclFloat32, ncclSum, nccl, stream));
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_bench_barrier(ncclComm_t nccl, cudaStream_t stream) {
+  LOOM_TRY(loom__barrier_enqueue(nccl, stream));
   return loom__poll_stream(stream, "cudaStreamQuery (loom_bench_barrier)");
 }
 
@@ -354,7 +376,7 @@ loom_result_t loom_bench_time_ranks_side_by_side(ncclComm_t nccl, cudaStream_t s
     goto out;
   }
   r = loom_bench_barrier(nccl, stream);
-  if (r == LOOM_SUCCESS) r = loom__time_raw(stream, warmup, reps, nops, ops, args, us);
+  if (r == LOOM_SUCCESS) r = loom__time_raw(nccl, stream, warmup, reps, nops, ops, args, us);
   /* Every rank must reach the reduction, even one whose op failed: it
    * contributes +inf, so a failure anywhere shows on rank 0. */
   for (size_t i = 0; i < nt; ++i) f[i] = r == LOOM_SUCCESS ? (float)us[i] : INFINITY;

@@ -155,14 +155,16 @@ loom_result_t loom_bench_time_side_by_side(cudaStream_t stream, int warmup, int 
                                            loom_bench_op_fn *ops, void **args, loom_bench_time_t *out);
 
 /* Collective: every rank calls it with the same warmup/reps. Ranks line up
- * (an NCCL all-reduce), time as loom_bench_time, then the per-repetition
- * times are max-reduced over ranks and the statistics taken on those. */
+ * before every timed op (an NCCL all-reduce of one element on the stream,
+ * outside the op's start and stop events: no op's time holds another
+ * rank's lag), then the per-repetition times are max-reduced over ranks and
+ * the statistics taken on those. */
 loom_result_t loom_bench_time_ranks(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps,
                                     loom_bench_op_fn op, void *arg, loom_bench_time_t *out);
 
 /* Collective: loom_bench_time_ranks of several operations side by side
- * (each repetition runs ops[0] .. ops[nops-1] back to back on every rank, as
- * loom_bench_time_side_by_side); out[j] are the statistics of ops[j] over the
+ * (each repetition runs ops[0] .. ops[nops-1] in turn on every rank, each
+ * after its barrier); out[j] are the statistics of ops[j] over the
  * per-repetition maxima over ranks. */
 loom_result_t loom_bench_time_ranks_side_by_side(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps, int nops,
                                                  loom_bench_op_fn *ops, void **args, loom_bench_time_t *out);
