@@ -115,6 +115,14 @@ if [ "$suites" != none ]; then
   done
 fi
 
+# charts of every suite's JSON (matplotlib is on the GPU machines)
+if [ "$suites" != none ] && ls "$out"/*.json > /dev/null 2>&1; then
+  for j in "$out"/*.json; do
+    case "$j" in *_torch-*) continue ;; esac
+    python3 bench/plot.py "$j" --out "$out" >> "$out/plots.log" 2>&1 || true
+  done
+fi
+
 # the tensor-parallel example (every GPU present), when it was built or carried
 if [ "${LOOM_EXAMPLES:-1}" = 1 ] && [ -x build/examples/tp_mlp/tp_mlp ]; then
   LD_LIBRARY_PATH=$PWD/build/lib:${LD_LIBRARY_PATH:-} step "examples/tp_mlp" "$out/tp_mlp.log" build/examples/tp_mlp/tp_mlp

@@ -6,8 +6,8 @@
 Draws PNG files next to the JSON (or in DIR), named <json stem>-<chart>.png:
   time-vs-m      rows with a GEMM shape (m > 0), one panel per (op, n, k,
                  layout, dtype): every measured time column (fused, gemm,
-                 comm, seq) per implementation against m, so fused ops and
-                 their baselines share a panel
+                 comm, seq, the PyTorch peer's) per implementation against
+                 m, so fused ops and their baselines share a panel
   tflops         TFLOP/s of every row that has it
   time-vs-bytes  rows with a byte size and no GEMM shape (collectives), one
                  panel per op, time against bytes
@@ -22,7 +22,8 @@ import os
 import sys
 from collections import OrderedDict
 
-TIME_COLS = [("fused_us", "fused"), ("gemm_us", "GEMM"), ("comm_us", "comm"), ("seq_us", "sequential")]
+TIME_COLS = [("fused_us", "fused"), ("gemm_us", "GEMM"), ("comm_us", "comm"), ("seq_us", "sequential"),
+             ("peer_us", "PyTorch peer")]
 
 
 def num(v):
@@ -66,13 +67,19 @@ def coll_groups(rows):
 
 
 def series(rows, xkey):
-    """{(impl, column label): [(x, y)]} for every time column present."""
+    """{(impl, column label): [(x, y)]} for every time column present. The
+    fused column is per implementation; the baselines (GEMM, comm,
+    sequential, peer), which every row of one shape repeats, once."""
     out = OrderedDict()
     for r in sorted(rows, key=lambda r: r.get(xkey) or 0):
         for col, label in TIME_COLS:
             y = num(r.get(col))
-            if y is not None:
-                out.setdefault((r.get("impl", ""), label), []).append((r.get(xkey), y))
+            if y is None:
+                continue
+            key = (r.get("impl", ""), label) if col == "fused_us" else ("", label)
+            pts = out.setdefault(key, [])
+            if col == "fused_us" or all(x != r.get(xkey) for x, _ in pts):
+                pts.append((r.get(xkey), y))
     return out
 
 
@@ -111,7 +118,7 @@ def draw(data, out_dir, stem, plt):
         for ax, (key, grows) in zip(axes, g.items()):
             op, n, k, lay, dt = key
             for (impl, label), pts in series(grows, "m").items():
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label="%s %s" % (impl, label))
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=("%s %s" % (impl, label)).strip())
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.set_xlabel("m")
@@ -137,7 +144,7 @@ def draw(data, out_dir, stem, plt):
         fig, axes = panels(plt, len(c))
         for ax, (op, crows) in zip(axes, c.items()):
             for (impl, label), pts in series(crows, "bytes").items():
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label="%s %s" % (impl, label))
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=("%s %s" % (impl, label)).strip())
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ticks = sorted({r["bytes"] for r in crows})
