@@ -148,15 +148,25 @@ static __device__ __forceinline__ float loom_pw_load(const void *base, int64_t i
 /* y = epilogue(x) for element i (= row * cols + col) whose dropout decision
  * is `keep` (loom_dropout_keep / loom_dropout_keep4; ignored without
  * dropout): callers that handle 4 aligned elements draw one Philox for them. */
-static __device__ __forceinline__ float loom_pointwise_apply_kept(const loom_pointwise_t &pw, uint32_t flags, int act,
-                                                                  float x, int64_t col, uint64_t i, int keep) {
+/* The epilogue's arithmetic, with the element's bias and residual values
+ * already loaded (each read only where its flag is set): callers that load
+ * 8 of them with one vector access use it directly. */
+static __device__ __forceinline__ float loom_pointwise_apply_vals(const loom_pointwise_t &pw, uint32_t flags, int act,
+                                                                  float x, float bias, int keep, float residual) {
   float v = x;
   if (flags & LOOM_PW_SCALE) v *= pw.scale;
-  if (flags & LOOM_PW_BIAS) v += loom_pw_load(pw.bias, col, pw.type);
+  if (flags & LOOM_PW_BIAS) v += bias;
   if (flags & LOOM_PW_ACT) v = loom_activation_f32(act, v);
   if (flags & LOOM_PW_DROPOUT) v = keep ? v * pw.keep_scale : 0.f;
-  if (flags & LOOM_PW_RESIDUAL) v += loom_pw_load(pw.residual, (int64_t)i, pw.type);
+  if (flags & LOOM_PW_RESIDUAL) v += residual;
   return v;
+}
+
+static __device__ __forceinline__ float loom_pointwise_apply_kept(const loom_pointwise_t &pw, uint32_t flags, int act,
+                                                                  float x, int64_t col, uint64_t i, int keep) {
+  const float b = (flags & LOOM_PW_BIAS) ? loom_pw_load(pw.bias, col, pw.type) : 0.f;
+  const float r = (flags & LOOM_PW_RESIDUAL) ? loom_pw_load(pw.residual, (int64_t)i, pw.type) : 0.f;
+  return loom_pointwise_apply_vals(pw, flags, act, x, b, keep, r);
 }
 
 static __device__ __forceinline__ float loom_pointwise_apply(const loom_pointwise_t &pw, uint32_t flags, int act,

@@ -122,9 +122,12 @@ static __device__ __forceinline__ void loom_coll_store1(char *base, int64_t i, f
 }
 
 /* The pointwise epilogue on 8 consecutive elements starting at element i0
- * (pw.cols: the row length; the row advances across the 8 as needed). The
- * dropout decisions of an aligned i0 come from two Philox calls (one per 4
- * elements) instead of eight. */
+ * (pw.cols: the row length; the row advances across the 8 as needed), of
+ * output dtype TO. The dropout decisions of an aligned i0 come from two
+ * Philox calls (one per 4 elements) instead of eight; where the 8 elements
+ * lie in one row at a multiple of 8 and the buffers are 16-byte aligned,
+ * the bias and the residual come in one vector load each. */
+template <int TO>
 static __device__ __forceinline__ void loom_coll_pointwise8(const loom_pointwise_t &pw, int64_t i0, float *v) {
   int64_t col = i0 % pw.cols;
   int keep[8];
@@ -138,6 +141,18 @@ static __device__ __forceinline__ void loom_coll_pointwise8(const loom_pointwise
 #pragma unroll
       for (int k = 0; k < 8; ++k) keep[k] = loom_dropout_keep(pw.seed, pw.offset, (uint64_t)(i0 + k), pw.drop_threshold);
     }
+  }
+  const int vec = (i0 & 7) == 0 && (col & 7) == 0 && col + 8 <= pw.cols &&
+                  (((uintptr_t)pw.bias | (uintptr_t)pw.residual) & 15u) == 0;
+  if (vec) {
+    float b[8], r[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) b[k] = 0.f, r[k] = 0.f;
+    if (pw.flags & LOOM_PW_BIAS) loom_coll_load8<TO>((const char *)pw.bias, col, b);
+    if (pw.flags & LOOM_PW_RESIDUAL) loom_coll_load8<TO>((const char *)pw.residual, i0, r);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = loom_pointwise_apply_vals(pw, pw.flags, pw.act, v[k], b[k], keep[k], r[k]);
+    return;
   }
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
@@ -184,7 +199,7 @@ static __device__ void loom_coll_reduce_range(const char *const *src, int nsrc, 
 #pragma unroll
     for (int u = 0; u < LOOM_COLL_UNROLL; ++u) {
       if (v0 + (int64_t)u * blockDim.x >= nv) break;
-      if (pw.flags) loom_coll_pointwise8(pw, idx[u], acc[u]);
+      if (pw.flags) loom_coll_pointwise8<TO>(pw, idx[u], acc[u]);
       loom_coll_store8<TO>(dst0, idx[u] - off0, acc[u]);
       if (dst1) loom_coll_store8<TO>(dst1, idx[u] - off1, acc[u]);
     }
@@ -243,7 +258,7 @@ static __device__ void loom_coll_reduce_row(const char *const *src, int nsrc, in
 #pragma unroll
         for (int k = 0; k < 8; ++k) acc[k] += x[k];
       }
-      if (pw.flags) loom_coll_pointwise8(pw, b + v * 8, acc);
+      if (pw.flags) loom_coll_pointwise8<TO>(pw, b + v * 8, acc);
 #pragma unroll
       for (int k = 0; k < 8; ++k) xs[v * 8 + k] = acc[k], s1 += norm == LOOM_NORM_RMS ? acc[k] * acc[k] : acc[k];
     }
