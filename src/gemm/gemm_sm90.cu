@@ -519,8 +519,11 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         for (int kb = sg.k0; kb < sg.k1; ++kb) {
           const uint32_t fb = full + 8 * stage;
           loom_mbar_wait(empty + 8 * stage, phase ^ 1);
-          if (HOOKS && aborted) {
-            loom_mbar_arrive(fb); /* no data: consumers run on and skip their stores */
+          if (HOOKS && aborted && CL == 1) {
+            /* no data: consumers run on and skip their stores. (In a pair
+             * the loads go on, stale A and all: the peer's stage needs this
+             * block's half of B, and the stores are skipped anyway.) */
+            loom_mbar_arrive(fb);
           } else {
             loom_mbar_expect_tx(fb, has_a ? STAGE_TX : B_TX);
             if (has_a)
@@ -783,12 +786,12 @@ static loom__sm90_kernel_t loom__sm90_pick3(int sk, int cl) {
     if (sk) return loom_gemm_sm90_kernel<64, BN, S, TYPE, TB, false, true, 1>;
     return loom_gemm_sm90_kernel<64, BN, S, TYPE, TB, HOOKS, false, 1>;
   } else {
-    /* no stream-K with hooks (see the launcher): SK = !HOOKS; clusters only
-     * for plain data-parallel GEMMs */
+    /* no stream-K with hooks (see the launcher): SK = !HOOKS; clusters for
+     * data-parallel GEMMs (hooked ones that only wait: the launcher) */
     if (sk) return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, HOOKS, !HOOKS, 1>;
     /* bn 192 / 224: no clusters (half of B is not whole boxes of [k, n]) */
     if constexpr (BN == 128 || BN == 256)
-      if (cl == 2 && !HOOKS) return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, false, false, 2>;
+      if (cl == 2) return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, HOOKS, false, 2>;
     return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, HOOKS, false, 1>;
   }
 }
@@ -915,12 +918,17 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
 
   CUtensorMap ma, mb;
   LOOM_TRY(loom__tensor_map(&ma, a, d->ab_type, (uint64_t)d->k, (uint64_t)d->m, LOOM_SM90_BK, (uint32_t)bm, "A"));
-  /* clusters (plain data-parallel GEMMs of 128-row tiles with 2+ tile rows):
+  /* clusters (data-parallel GEMMs of 128-row tiles with 2+ tile rows):
    * each block of a pair loads half of the B tile, so the B box of [n, k]
-   * is bn/2 rows */
-  const int want_cl =
-      conf.cluster == 2 && !hooks && bm == 128 && (conf.bn == 128 || conf.bn == 256) && conf.sk_tiles == 0 && args.order.tiles_m >= 2 ? 2
-                                                                                                             : 1;
+   * is bn/2 rows. Hooked GEMMs take them when they only wait (each block
+   * waits for its own rows; stores plain into c, no tile signals) and their
+   * tile order keeps its meaning over pairs of tile rows */
+  const int hooks_cl = !hooks || (args.epi_tma && !hooks->tile_signal && !hooks->dst_signal &&
+                                  loom_cluster_order_fits(&args.order, 2));
+  const int want_cl = conf.cluster == 2 && hooks_cl && bm == 128 && (conf.bn == 128 || conf.bn == 256) &&
+                              conf.sk_tiles == 0 && args.order.tiles_m >= 2
+                          ? 2
+                          : 1;
   if (d->b_layout == LOOM_B_NK)
     LOOM_TRY(loom__tensor_map(&mb, b, d->ab_type, (uint64_t)d->k, (uint64_t)d->n, LOOM_SM90_BK,
                               (uint32_t)(conf.bn / want_cl), "B"));

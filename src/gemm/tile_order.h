@@ -116,12 +116,22 @@ LOOM_HD void loom_tile_coords(const loom_tile_order_t *o, int32_t t, int32_t *tm
 
 /* Clusters of cl blocks stacked along m (cl 1: plain tiles): the order runs
  * over steps of cl tile rows. loom_cluster_order makes that order from a
- * tile order (tiles_m, group in tile rows): tile rows and band height
- * divided by cl (rounded up / down, at least 1). */
+ * GROUPED or RANK_SHIFTED tile order (tiles_m, group and row_shift in tile
+ * rows): tile rows and band height divided by cl (rounded up / down, at
+ * least 1), the row shift divided by cl (rounded down: a shift that cl
+ * divides starts the order at the same tile row; loom_cluster_order_fits
+ * says whether it does). Not for SCHEDULE orders. */
 LOOM_HD loom_tile_order_t loom_cluster_order(loom_tile_order_t o, int32_t cl) {
   o.tiles_m = (o.tiles_m + cl - 1) / cl;
   o.group = o.group > cl ? o.group / cl : 1;
+  o.row_shift = o.kind == LOOM_TILE_ORDER_RANK_SHIFTED ? o.row_shift / cl : 0;
   return o;
+}
+
+/* The order keeps its meaning in steps of cl tile rows: GROUPED, or
+ * RANK_SHIFTED with a row shift that cl divides. */
+LOOM_HD int loom_cluster_order_fits(const loom_tile_order_t *o, int32_t cl) {
+  return o->kind == LOOM_TILE_ORDER_GROUPED || (o->kind == LOOM_TILE_ORDER_RANK_SHIFTED && o->row_shift % cl == 0);
 }
 
 /* The tile (tm, tn) that the block of cluster rank `rank` computes when its

@@ -123,7 +123,12 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
  * tiles, or the 64-row decode tiles where the heuristic picks 64-row or
  * small-m tiles (m <= 64); sm80 runs 128-row tiles. *bm: the rows of its
  * tiles. The grid is set by the caller. */
-static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, loom_gemm_config_t *cfg, int *bm) {
+/* The fused GEMM's configuration: the plain heuristic's tile, bounded to
+ * what hooked kernels run. `clusters`: the GEMM only waits (AllGather: it
+ * stores plainly into C), so it may take the heuristic's 2x1 clusters (the
+ * launcher keeps them where the tile order allows; GEMM+ReduceScatter's
+ * routed stores and per-tile signals run without). */
+static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, int clusters, loom_gemm_config_t *cfg, int *bm) {
   loom__gemm_device_t dev;
   LOOM_TRY(loom__gemm_device(&dev));
   loom__gemm_path_t path = LOOM__PATH_BASE;
@@ -140,6 +145,7 @@ static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, loom_gemm_conf
       out.bm = 128;
       out.bn = h.bn == 128 || h.bn == 192 || h.bn == 224 || h.bn == 256 ? h.bn : 128;
       out.group = h.group;
+      out.cluster = clusters && h.cluster == 2 && (out.bn == 128 || out.bn == 256) ? 2 : 0;
     }
   } else {
     const loom_gemm_config_t h = loom__gemm_sm80_heuristic(g, &dev);
@@ -320,7 +326,7 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
      * those kernels need SMs the GEMM leaves free (the copy engine's
      * one-thread signal kernels: one SM; SM_COPY: comm_blocks, by default
      * 4..16 chosen so that the GEMM needs no extra wave) */
-    r = fused_gemm_config(&st->gemm, &st->gemm_cfg, &st->gemm_bm);
+    r = fused_gemm_config(&st->gemm, kind == LOOM__TP_AG, &st->gemm_cfg, &st->gemm_bm);
     st->tiles_m = (int)loom_ceil_div(m, st->gemm_bm);
     st->tiles_n = (int)loom_ceil_div(desc->n, st->gemm_cfg.bn);
     const int64_t tiles = (int64_t)st->tiles_m * st->tiles_n;

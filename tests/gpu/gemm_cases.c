@@ -393,6 +393,108 @@ out:
   gcase_free(&g);
 }
 
+void gemm_hooks_clusters_wait_and_time_out_case(void) {
+  /* A hooked GEMM in 2x1 clusters (AllGather+GEMM's kind: waits, plain
+   * stores, no tile signals), rank-shifted order starting at tile row 2,
+   * 7 tile rows (the last pair has a block past m). (1) The host releases
+   * the row blocks one by one in a random order, checking that the GEMM
+   * has not finished before the last release (stream not complete), then
+   * C against fp64. (2) One row block is never released: the wait expires
+   * (error record: the prologue, that signal), the kernel returns in
+   * bounded time (in a pair the aborted block's loads go on, so that its
+   * partner is not left without half of B), and none of the never-released
+   * rows is written (other tiles may be skipped once the abort is set). */
+  enum { TM = 7 };
+  gcase_t g;
+  fake_comm_t fc;
+  uint32_t *wait_h = NULL, *wait_d = NULL;
+  cudaStream_t st = NULL;
+  double rel = 0;
+  memset(&g, 0, sizeof g);
+  memset(&fc, 0, sizeof fc);
+  loom_gemm_desc_t d = LOOM_GEMM_DESC(TM * 128 - 37, 640, 1032, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1);
+  if (!gcase_init(&g, &d) || !fake_comm_init(&fc, 20.0)) {
+    loom_test_fail(__FILE__, __LINE__, "allocation");
+    goto out;
+  }
+  CUDA_OK(cudaHostAlloc((void **)&wait_h, TM * 4, cudaHostAllocMapped));
+  CUDA_OK(cudaHostGetDevicePointer((void **)&wait_d, wait_h, 0));
+  CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  for (int pass = 0; pass < 2; ++pass) {
+    const uint32_t epoch = 11 + (uint32_t)pass;
+    memset(wait_h, 0, TM * 4);
+    CUDA_OK(cudaMemset(g.dc, 0xFF, g.c_bytes));
+    CUDA_OK(cudaStreamSynchronize(st));
+    if (pass == 1) { /* a short timeout for the expiring pass */
+      fake_comm_free(&fc);
+      if (!fake_comm_init(&fc, 0.2)) {
+        loom_test_fail(__FILE__, __LINE__, "allocation");
+        goto out;
+      }
+    }
+    loom_gemm_hooks_t h;
+    memset(&h, 0, sizeof h);
+    h.order.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
+    h.order.row_shift = 2;
+    h.wait_signals = wait_d;
+    h.wait_epoch = epoch;
+    h.wait_rows_per_signal = 128;
+    h.epilogue = LOOM_EPI_STORE;
+    h.comm = fc.dc;
+    loom_gemm_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.bn = 128, cfg.group = 2, cfg.cluster = 2, cfg.bm = 128, cfg.grid = 8;
+    LOOM_OK(loom__gemm_hooked(&d, g.da, g.db, g.dc, g.dbias, &cfg, &h, st));
+    int order[TM];
+    for (int i = 0; i < TM; ++i) order[i] = i;
+    uint64_t s = next_seed();
+    for (int i = TM - 1; i > 0; --i) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      int j = (int)((s >> 33) % (uint64_t)(i + 1)), t = order[i];
+      order[i] = order[j], order[j] = t;
+    }
+    const int held = pass == 1 ? order[TM - 1] : -1; /* pass 1: never released */
+    int early = 0;
+    for (int i = 0; i < TM; ++i) {
+      if (order[i] == held) continue;
+      early += cudaStreamQuery(st) == cudaSuccess; /* done before every row block was released */
+      __atomic_store_n(&wait_h[order[i]], epoch, __ATOMIC_RELEASE);
+      const double t0 = now_s();
+      while (now_s() - t0 < 0.002) {
+      }
+    }
+    const double t0 = now_s();
+    CUDA_OK(cudaStreamSynchronize(st));
+    const double dt = now_s() - t0;
+    CUDA_OK(cudaMemcpy(g.hc, g.dc, g.c_bytes, cudaMemcpyDeviceToHost));
+    CHECK_EQ_INT(early, 0);
+    if (pass == 0) {
+      CHECK_EQ_INT(fc.err_h->valid, 0);
+      CHECK(count_unwritten(d.c_type, g.hc, (size_t)d.m * (size_t)d.n) == 0);
+      CHECK(check_ref(&g, NULL, 0, &rel) == 0);
+      printf("    clusters, rank-shifted waits released in order %d %d %d %d %d %d %d: rel %.2e\n", order[0], order[1],
+             order[2], order[3], order[4], order[5], order[6], rel);
+    } else {
+      CHECK(dt < 5.0);
+      CHECK_EQ_INT(fc.err_h->valid, 1);
+      CHECK_EQ_INT(fc.err_h->site, LOOM_SITE_GEMM_PROLOGUE);
+      CHECK_EQ_INT((int)fc.err_h->signal, held);
+      const int r0 = held * 128, r1 = held * 128 + 128 < (int)d.m ? held * 128 + 128 : (int)d.m;
+      const size_t es = loom_dtype_size(d.c_type);
+      size_t unw = count_unwritten(d.c_type, (const char *)g.hc + (size_t)r0 * (size_t)d.n * es,
+                                   (size_t)(r1 - r0) * (size_t)d.n);
+      CHECK(unw == (size_t)(r1 - r0) * (size_t)d.n);
+      printf("    clusters, row block %d never released: expired after %.3f s of waiting, its rows untouched\n", held,
+             dt);
+    }
+  }
+out:
+  if (st) cudaStreamDestroy(st);
+  if (wait_h) cudaFreeHost(wait_h);
+  fake_comm_free(&fc);
+  gcase_free(&g);
+}
+
 int gemm_case_twice_identical(gcase_t *g, gemm_launch_fn launch, const loom_gemm_config_t *cfg, cudaStream_t st,
                               const char *label) {
   const loom_gemm_desc_t *d = &g->d;

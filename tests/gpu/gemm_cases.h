@@ -82,5 +82,8 @@ void gemm_graph_capture_case(void);
 void gemm_hooks_host_schedule_waits_and_tile_signals_case(void);
 void gemm_hooks_row_routed_store_and_reduce_case(void);
 void gemm_hooks_prologue_timeout_case(void);
+/* sm90: a waiting hooked GEMM in 2x1 clusters, released in a random order,
+ * then with one row block never released (bounded, no hang). */
+void gemm_hooks_clusters_wait_and_time_out_case(void);
 
 #endif /* LOOM_TEST_GEMM_CASES_H */

@@ -521,6 +521,10 @@ LOOM_TEST(gemm_hooks_prologue_timeout) {
   if (sm90_or_skip()) gemm_hooks_prologue_timeout_case();
 }
 
+LOOM_TEST(gemm_hooks_clusters_wait_and_time_out) {
+  if (sm90_or_skip()) gemm_hooks_clusters_wait_and_time_out_case();
+}
+
 /* Two graphs that captured split-K GEMMs on one stream, replayed at the
  * same time on two other streams: each owns its tickets and partials
  * (core/scratch.h), so both give the bits of a direct launch every time. */

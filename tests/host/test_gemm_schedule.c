@@ -341,17 +341,28 @@ LOOM_TEST(gemm_schedule_stream_k_example) {
 
 /* 2x1 clusters: the cluster-step order and the per-rank coordinates cover
  * every tile exactly once for persistent grids of ncl clusters, with exactly
- * tiles_n idle blocks (past the last tile row) when the tile rows are odd. */
+ * tiles_n idle blocks (past the last tile row) when the tile rows are odd;
+ * GROUPED orders and RANK_SHIFTED ones (every row shift: the hooked GEMMs
+ * of the fused ops), whose first step, when the shift is even, holds the
+ * shifted tile row. */
 LOOM_TEST(gemm_cluster_steps_cover_every_tile_once) {
   int *seen = (int *)malloc(sizeof(int) * 64 * 64);
   for (int32_t tiles_m = 1; tiles_m <= 9; ++tiles_m)
     for (int32_t tiles_n = 1; tiles_n <= 13; tiles_n += 3)
       for (int32_t group = 1; group <= 16; group *= 4)
-        for (int32_t ncl = 1; ncl <= 20; ncl += 6) {
+        for (int32_t ncl = 1; ncl <= 20; ncl += 6)
+        for (int32_t shift = -1; shift < tiles_m; ++shift) {
           loom_tile_order_t o;
           memset(&o, 0, sizeof o);
-          o.kind = LOOM_TILE_ORDER_GROUPED, o.tiles_m = tiles_m, o.tiles_n = tiles_n, o.group = group;
+          o.kind = shift < 0 ? LOOM_TILE_ORDER_GROUPED : LOOM_TILE_ORDER_RANK_SHIFTED;
+          o.tiles_m = tiles_m, o.tiles_n = tiles_n, o.group = group, o.row_shift = shift < 0 ? 0 : shift;
           const loom_tile_order_t co = loom_cluster_order(o, 2);
+          CHECK_EQ_INT(loom_cluster_order_fits(&o, 2), shift < 0 || shift % 2 == 0);
+          if (shift >= 0 && shift % 2 == 0) { /* the first step: the shifted row, as without clusters */
+            int32_t tm, tn;
+            loom_cluster_coords(&co, loom_tile_at(&co, 0), 0, 2, &tm, &tn);
+            CHECK_EQ_INT(tm, loom_tile_at(&o, 0) / tiles_n);
+          }
           CHECK(co.tiles_m == (tiles_m + 1) / 2 && co.group >= 1);
           const int32_t steps = loom_tile_count(&co);
           memset(seen, 0, sizeof(int) * (size_t)(tiles_m * tiles_n));

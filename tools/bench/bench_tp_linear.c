@@ -30,6 +30,8 @@
 #include "core/baseline.h"
 #include "core/error.h"
 #include "gemm/gemm.h"
+#include "core/plan.h"
+#include "ops/tp_linear.h"
 #include "ops/tp_schedule.h"
 
 #define TP_SEED 0x74706c6eull
@@ -338,10 +340,14 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
     float ms = 0;
     rr = loom__base_gemm_tune(&dc, a->ag ? r.a : r.a, r.b, a->ag ? r.c : r.partial, NULL, a->o.quick ? 4 : 8, 3, s, &ms);
   }
+  /* the first fused plan's GEMM configuration, as its calls launch it
+   * (tile, grid, group, clusters: the plan's state, not only plan info) */
   memset(&r.cfg, 0, sizeof r.cfg);
-  r.cfg.bn = info[0].gemm_bn > 0 ? info[0].gemm_bn : 128;
-  r.cfg.grid = info[0].gemm_grid;
-  r.cfg.bm = info[0].gemm_bm > 0 ? info[0].gemm_bm : 128;
+  if (r.plans[0] && r.plans[0]->op_state && info[0].gemm_bn > 0) {
+    r.cfg = ((const loom_tp_state_t *)r.plans[0]->op_state)->gemm_cfg;
+  } else {
+    r.cfg.bn = 128, r.cfg.bm = 128;
+  }
   if (rr == LOOM_SUCCESS) {
     float ms = 0;
     rr = loom__base_gemm_tune(&r.d, a->ag ? r.a_full : r.a, r.b, a->ag ? r.c : r.partial, NULL, a->o.quick ? 4 : 8, 3, s, &ms);
@@ -416,10 +422,11 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
       row->wrong = wrong[f];
       row->peer_us = peer_time(a, mo->name, m);
       if (row->wrong > 0) failures++;
-      snprintf(row->note, sizeof row->note, "medium %.1f lt %.1f loom %.1f hook-idle %.1f same-cfg %.1f; S=%lld ch %d blk %d %dx%d g%d",
+      snprintf(row->note, sizeof row->note, "medium %.1f lt %.1f loom %.1f hook-idle %.1f same-cfg %.1f; S=%lld ch %d blk %d %dx%d g%d cl%d",
                tm[V_MEDIUM].median_us, tm[V_GEMM_LT].median_us, tm[V_GEMM_LOOM].median_us, tm[V_HOOK_IDLE].median_us,
                tm[V_PLAIN_CFG].median_us, (long long)info[f].shard_rows,
-               info[f].chunk_rows, info[f].comm_blocks, info[f].gemm_bm, info[f].gemm_bn, info[f].gemm_grid);
+               info[f].chunk_rows, info[f].comm_blocks, info[f].gemm_bm, info[f].gemm_bn, info[f].gemm_grid,
+               info[f].gemm_bn > 0 ? (r.cfg.cluster == 2 ? 2 : 1) : 0);
       loom_bench_row_finish(row);
       printf("# %s %-8s %-22s fused %9.1f  seq %9.1f  medium %9.1f  gemm %9.1f  nccl %8.1f us  overlap %6.2f  "
              "speedup %5.2f\n",
