@@ -592,8 +592,9 @@ static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
   const int W = ctx->size;
   loom_comm_t comm = NULL;
   loom_plan_t plan = NULL, seq = NULL, rs = NULL, refused = NULL;
-  void *a = NULL, *b = NULL, *plain = NULL, *sym = NULL, *bias = NULL;
+  void *a = NULL, *b = NULL, *plain = NULL, *sym = NULL, *bias = NULL, *big = NULL;
   static char host[256 * 128 * 2];
+  const size_t big_bytes = (size_t)4 << 20;
   CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.m = 256, d.n = 128, d.k = 128, d.world_size = W, d.transfer = LOOM_TP_SM_COPY;
@@ -624,6 +625,7 @@ static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
   CUDA_OK(cudaMalloc(&b, 128 * 128 * 2));
   CUDA_OK(cudaMalloc(&plain, 256 * 128 * 2));
   CUDA_OK(cudaMalloc(&bias, 128 * 2));
+  CUDA_OK(cudaMalloc(&big, big_bytes));
   /* out: symmetric for a fused plan */
   CHECK_RESULT(loom_gemm_ar(plan, a, b, plain, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("out=");
@@ -635,7 +637,7 @@ static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
   CHECK_RESULT(loom_gemm_ar(plan, NULL, b, sym, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("a=NULL");
   CHECK_RESULT(loom_gemm_ar(plan, host, b, sym, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
-  CHECK_MSG("a=");
+  CHECK_MSG("loom_gemm_ar: a=");
   {
     loom_epilogue_t e = LOOM_EPILOGUE_INIT;
     e.struct_size = 8;
@@ -649,9 +651,10 @@ static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
     e.residual = host;
     CHECK_RESULT(loom_gemm_ar(plan, a, b, sym, &e, NULL), LOOM_ERR_INVALID_ARGUMENT);
     CHECK_MSG("epilogue->residual");
-    e.residual = bias; /* too small: [n] for [m, n] */
+    e.residual = (char *)big + big_bytes - 64; /* the last 64 bytes of an allocation: [m, n] does not fit */
     CHECK_RESULT(loom_gemm_ar(plan, a, b, sym, &e, NULL), LOOM_ERR_INVALID_ARGUMENT);
     CHECK_MSG("epilogue->residual");
+    CHECK_MSG("the op reaches");
     e.residual = NULL;
     e.bias = host;
     CHECK_RESULT(loom_gemm_ar(plan, a, b, sym, &e, NULL), LOOM_ERR_INVALID_ARGUMENT);
@@ -686,7 +689,7 @@ out:
   if (seq) CHECK_RESULT(loom_plan_destroy(seq), LOOM_SUCCESS);
   if (rs) CHECK_RESULT(loom_plan_destroy(rs), LOOM_SUCCESS);
   if (sym) CHECK_RESULT(loom_free(comm, sym), LOOM_SUCCESS);
-  cudaFree(a), cudaFree(b), cudaFree(plain), cudaFree(bias);
+  cudaFree(a), cudaFree(b), cudaFree(plain), cudaFree(bias), cudaFree(big);
   if (comm) CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
   return loom_test_failures;
 }
