@@ -64,7 +64,8 @@ import operator
 
 from . import _lib, _torch
 from ._checks import ITEMSIZE, check_tensor, dtype_name, loom_dtype, shape_of
-from ._structs import Activation, Epilogue, Layout, TpDesc, TpPlanInfo, TpTransfer  # noqa: F401 (TpTransfer: loom.tp.TpTransfer)
+from ._structs import Epilogue
+from ._structs import Activation, Layout, TpDesc, TpPlanInfo, TpTransfer  # noqa: F401 (TpTransfer: loom.tp.TpTransfer)
 from .errors import InvalidArgumentError
 from .ops import _run_on_device
 
