@@ -436,12 +436,16 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
 
 /* ==== end of Embedding-bag + All-to-All ================================== */
 
-/* ==== Tensor-parallel linear layers (Flux) ============================== */
+/* ==== Tensor-parallel linear layers (Flux, CoCoNet 5.4) ================= */
 /*
  * The forward and backward of a sequence-parallel linear layer on W ranks,
  * each with communication fused into the GEMM:
  *   loom_ag_gemm  (column-parallel)  C [m, n] = AllGather(A shards) [m, k] x B
  *   loom_gemm_rs  (row-parallel)     C shard = ReduceScatter over ranks of A [m, k] x B
+ * and the row-parallel layer of plain tensor parallelism (no sequence
+ * parallelism) with CoCoNet's pointwise work after its AllReduce:
+ *   loom_gemm_ar  (row-parallel)     out [m, n] = epilogue(AllReduce over ranks of A [m, k] x B)
+ *                                    on every rank (loom_gemm_ar below)
  * Shapes are global in m (the tokens of all ranks); n and k are this rank's
  * (its weight shard: AG's B is [k, n] or [n, k] with n = N / W; RS's A and B
  * carry k = K / W). The description's GEMM fields are the local GEMM's
@@ -549,6 +553,14 @@ typedef struct loom_tp_plan_info {
  * transfer, allocates what the plan holds. Destroy with loom_plan_destroy. */
 loom_result_t loom_plan_ag_gemm(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out);
 loom_result_t loom_plan_gemm_rs(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out);
+/* GEMM + AllReduce (loom_gemm_ar): desc.has_bias must be 0 and desc.activation
+ * LOOM_ACT_NONE (the bias and the activation come through the call's
+ * epilogue, applied to the sum: LOOM_ERR_INVALID_ARGUMENT naming the field
+ * otherwise); transfer SEQUENTIAL, SM_COPY or AUTO (COPY_ENGINE and
+ * SM_ATOMIC are refused by name). Every rank must be load/store reachable
+ * (LOOM_ERR_UNSUPPORTED otherwise; across nodes use loom_gemm +
+ * ncclAllReduce). */
+loom_result_t loom_plan_gemm_ar(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out);
 
 /* Collective (same desc on every rank), synchronizes `stream` (not while
  * it captures a graph). Times the op's knobs for this description on this
@@ -563,8 +575,13 @@ loom_result_t loom_plan_gemm_rs(loom_comm_t comm, const loom_tp_desc_t *desc, lo
  * on the shape it was tuned for. Takes tens of calls of the op. */
 loom_result_t loom_ag_gemm_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream);
 loom_result_t loom_gemm_rs_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream);
+/* The same for loom_gemm_ar: candidates the sequential path (loom_gemm +
+ * loom_allreduce) and the fused reduction on 4, 8, 16 blocks and the
+ * plan's own count (times without an epilogue). */
+loom_result_t loom_gemm_ar_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream);
 
-/* Fills *info (plans of loom_plan_ag_gemm and loom_plan_gemm_rs). */
+/* Fills *info (plans of loom_plan_ag_gemm, loom_plan_gemm_rs and
+ * loom_plan_gemm_ar). */
 loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info);
 
 /* Collective, stream-ordered. C [m, n] = act(A_full [m, k] x B (+ bias [n])),
@@ -584,6 +601,49 @@ loom_result_t loom_ag_gemm(loom_plan_t plan, const void *a_shard, const void *b,
  * SM_ATOMIC adds the fp32 partials in whatever order they arrive and rounds
  * once (not deterministic); SEQUENTIAL is NCCL's reduce-scatter in c_type. */
 loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void *c_shard, const void *bias,
+                           cudaStream_t stream);
+
+/* Collective, stream-ordered (CoCoNet 5.4, GEMM + AllReduce overlap).
+ *   out [m, n] (c_type) = epi(sum over ranks of A [m, k] x B), on every rank
+ * with the same bits: A this rank's [m, k] (all m rows, its K slice), B its
+ * [k, n] / [n, k] slice. epi: NULL (none) or a loom_epilogue_t applied once
+ * to each fp32 sum at (row, col) before the one rounding: scale, bias [n],
+ * activation, dropout (mask of element row x n + col: the same as
+ * loom_allreduce's with cols = n, on every rank), residual [m, n]; bias and
+ * residual of c_type, any device memory of this GPU, read on the rank that
+ * reduces the row (pass the same values on every rank). E.g. Megatron's
+ * row-parallel layer with dropout(AR(x W) + b) + r in one call.
+ * Accumulation: each rank's partial rounded once to c_type, the partials
+ * summed in fp32 in rank order 0..W-1, the epilogue in fp32, one rounding:
+ * deterministic for every transfer (loom_tp_plan_info.deterministic = 1).
+ * Transfers:
+ *   SM_COPY     fused: the GEMM+ReduceScatter fused call (rows owned in
+ *               shards as above); each owner applies the epilogue to its
+ *               rows and stores them into every rank's out through NVLink,
+ *               tile by tile as the partials arrive, then signals the tile;
+ *               the call ends on each rank once every row of its out has
+ *               arrived
+ *   SEQUENTIAL  loom_gemm into the plan's partial, then loom_allreduce with
+ *               the epilogue
+ *   AUTO        SM_COPY when W > 1 (loom_gemm_ar_tune's choice where tuned),
+ *               else SEQUENTIAL
+ * Memory: a, b, bias and residual any device memory. out 16-byte aligned;
+ * for a fused plan it must lie in memory from loom_malloc on the plan's
+ * comm, at the same offset on every rank (peers store into it:
+ * LOOM_ERR_INVALID_ARGUMENT naming `out` otherwise); a sequential plan takes
+ * any device memory. The plan holds in symmetric memory the partial product
+ * (fused: W x S x n, sequential: m x n elements of c_type, plus its
+ * loom_allreduce plan's staging) and its signals (loom_tp_plan_info).
+ * Buffer contract (fused): peers store into this rank's out once this rank's
+ * call has started on its stream (its GEMM's first tiles), so work queued on
+ * `stream` before the call that reads out is finished first; the call
+ * completes on `stream` only once every peer's rows are in out, so reading
+ * out after the call on `stream` sees the whole result; do not touch out on
+ * other streams while a call runs. A peer that never calls makes the call
+ * give up after the comm's timeout (LOOM_ERR_TIMEOUT from the next call or
+ * loom_comm_get_async_error, naming the wait). Graph-capturable (every
+ * replay is a new call, which the peers must replay as often). */
+loom_result_t loom_gemm_ar(loom_plan_t plan, const void *a, const void *b, void *out, const loom_epilogue_t *epi,
                            cudaStream_t stream);
 
 /* ==== end of tensor-parallel linear layers ============================== */

@@ -26,7 +26,7 @@ from .comm import Comm
 from .errors import (CudaError, InternalError, InvalidArgumentError, LibraryNotFoundError, LoomError, NcclError,
                      NcclMismatchError, OutOfMemoryError, UnsupportedError, WaitTimeoutError)
 from .ops import EmbeddingA2A, embedding_a2a, embedding_a2a_backward, embedding_plan, gemm, gemm_tune, linear
-from .tp import TpPlan, ag_gemm, ag_gemm_plan, gemm_rs, gemm_rs_plan, shard_range
+from .tp import TpPlan, ag_gemm, ag_gemm_plan, gemm_ar, gemm_ar_plan, gemm_rs, gemm_rs_plan, shard_range
 
 __version__ = ".".join(map(str, BINDING_VERSION))
 
@@ -45,7 +45,8 @@ def __getattr__(name):
 
 
 __all__ = ["Comm", "gemm", "gemm_tune", "linear", "EmbeddingA2A", "embedding_a2a", "embedding_a2a_backward",
-           "embedding_plan", "ag_gemm", "gemm_rs", "ag_gemm_plan", "gemm_rs_plan", "TpPlan", "shard_range",
+           "embedding_plan", "ag_gemm", "gemm_rs", "gemm_ar", "ag_gemm_plan", "gemm_rs_plan", "gemm_ar_plan", "TpPlan",
+           "shard_range",
            "version", "library_path", "nccl_report", "errors", "LoomError",
            "InvalidArgumentError", "UnsupportedError", "NcclMismatchError", "CudaError", "NcclError",
            "OutOfMemoryError", "WaitTimeoutError", "InternalError", "LibraryNotFoundError", "DType", "Layout",

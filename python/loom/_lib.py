@@ -29,8 +29,8 @@ import threading
 from pathlib import Path
 
 from . import _procmaps
-from ._structs import (CollDesc, CollPlanInfo, CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, GemmDesc, NcclInfo,
-                       OptimArgs, OptimDesc, OptimPlanInfo, TpDesc, TpPlanInfo)
+from ._structs import (CollDesc, CollPlanInfo, CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, Epilogue, GemmDesc,
+                       NcclInfo, OptimArgs, OptimDesc, OptimPlanInfo, TpDesc, TpPlanInfo)
 from .errors import LibraryNotFoundError, NcclMismatchError, make_error
 
 # The libloom version this binding is written for (LOOM_VERSION_* in loom.h);
@@ -74,11 +74,15 @@ PROTOTYPES = {
     "loom_plan_gemm_rs": (_r, [_vp, _P(TpDesc), _P(_vp)]),
     "loom_ag_gemm_tune": (_r, [_vp, _P(TpDesc), _vp]),
     "loom_gemm_rs_tune": (_r, [_vp, _P(TpDesc), _vp]),
+    "loom_plan_gemm_ar": (_r, [_vp, _P(TpDesc), _P(_vp)]),
+    "loom_gemm_ar_tune": (_r, [_vp, _P(TpDesc), _vp]),
     "loom_tp_plan_info": (_r, [_vp, _P(TpPlanInfo)]),
     # plan, a_shard, b, c, a_full, bias, stream
     "loom_ag_gemm": (_r, [_vp, _vp, _vp, _vp, _vp, _vp, _vp]),
     # plan, a, b, c_shard, bias, stream
     "loom_gemm_rs": (_r, [_vp, _vp, _vp, _vp, _vp, _vp]),
+    # plan, a, b, out, epilogue, stream
+    "loom_gemm_ar": (_r, [_vp, _vp, _vp, _vp, _P(Epilogue), _vp]),
     "loom_plan_adam": (_r, [_vp, _P(OptimDesc), _P(_vp)]),
     "loom_plan_lamb": (_r, [_vp, _P(OptimDesc), _P(_vp)]),
     # plan, args, stream

@@ -1,12 +1,18 @@
-"""tp.py - the tensor-parallel linear ops (loom_ag_gemm, loom_gemm_rs) on torch tensors.
+"""tp.py - the tensor-parallel linear ops (loom_ag_gemm, loom_gemm_rs, loom_gemm_ar) on torch tensors.
 
     ag_gemm(comm, a_shard, weight, bias)   out [m, n] = AllGather(a shards) @ weight^T (+ bias)
                                            the column-parallel linear of sequence parallelism
     gemm_rs(comm, a, weight, bias)         out [this rank's rows, n] = this rank's rows of
                                            ReduceScatter over ranks of a @ weight^T (+ bias, once)
                                            the row-parallel linear
-    ag_gemm_plan / gemm_rs_plan            the comm's cached TpPlan for a layout (collective on first use)
-    TpPlan                                 one plan: .ag_gemm / .gemm_rs, .info, .gathered_buffer(), .close()
+    gemm_ar(comm, a, weight, bias,         out [m, n] on every rank = dropout(act(scale x
+            residual=, dropout_p=, ...)    AllReduce over ranks of a @ weight^T + bias)) + residual:
+                                           the row-parallel linear of plain tensor parallelism with
+                                           its pointwise work, one call (CoCoNet 5.4)
+    ag_gemm_plan / gemm_rs_plan /          the comm's cached TpPlan for a layout (collective on first use)
+    gemm_ar_plan
+    TpPlan                                 one plan: .ag_gemm / .gemm_rs / .gemm_ar, .info,
+                                           .gathered_buffer(), .output_buffer(), .close()
     shard_rows / shard_range               which rows a rank owns
 
 Shapes (loom.h, "Tensor-parallel linear layers"): m is global (the tokens of
@@ -22,6 +28,15 @@ a torch Linear weight, the default; [k, n] with layout "kn").
            comm's symmetric memory (comm.empty) that receives the gathered A;
            every rank passes its copy of the same buffer (peers store into it).
   gemm_rs  a [m, k]; out [this rank's rows, n]. The bias is added once.
+  gemm_ar  a [m, k]; out [m, n], the same on every rank. The epilogue is the
+           call's (bias [n], residual [m, n] of the output dtype, scale,
+           activation, dropout_p with seed and offset: the mask of element
+           row * n + col, as loom_allreduce draws it). A fused plan's peers
+           store into out, so out must be symmetric memory of the comm
+           (comm.empty, every rank the same buffer), or None: the plan's own
+           buffer (plan.output_buffer(), overwritten by the plan's next
+           call). Transfers: "auto", "sequential" (loom_gemm +
+           loom_allreduce) or "sm_copy" (fused).
 
 a and the weight are bfloat16 or float16 (the same); the output (out_dtype,
 default a's dtype) and the bias are bfloat16, float16 or float32; n and k
@@ -49,6 +64,7 @@ import operator
 
 from . import _lib, _torch
 from ._checks import ITEMSIZE, check_tensor, dtype_name, loom_dtype, shape_of
+from ._structs import Epilogue
 from ._structs import Activation, Layout, TpDesc, TpPlanInfo, TpTransfer  # noqa: F401 (TpTransfer: loom.tp.TpTransfer)
 from .errors import InvalidArgumentError
 from .ops import _run_on_device
@@ -57,7 +73,9 @@ _AB = ("bfloat16", "float16")
 _C = ("bfloat16", "float16", "float32")
 _LAYOUTS = {"kn": Layout.KN, "nk": Layout.NK}
 TRANSFERS = {t.name.lower(): t for t in TpTransfer}  # auto, sequential, copy_engine, sm_copy
-_OPS = {"ag_gemm": ("loom_plan_ag_gemm", "loom_ag_gemm"), "gemm_rs": ("loom_plan_gemm_rs", "loom_gemm_rs")}
+_OPS = {"ag_gemm": ("loom_plan_ag_gemm", "loom_ag_gemm"), "gemm_rs": ("loom_plan_gemm_rs", "loom_gemm_rs"),
+        "gemm_ar": ("loom_plan_gemm_ar", "loom_gemm_ar")}
+_AR_TRANSFERS = ("auto", "sequential", "sm_copy")
 
 
 # ---- who owns which rows ------------------------------------------------------
@@ -171,7 +189,7 @@ class TpSpec:
                  comm_blocks=0, activation="none", fn=None):
         fn = fn or f"loom.TpPlan({op})"
         if op not in _OPS:
-            raise InvalidArgumentError(f"{fn}: op={op!r}; expected 'ag_gemm' or 'gemm_rs'")
+            raise InvalidArgumentError(f"{fn}: op={op!r}; expected 'ag_gemm', 'gemm_rs' or 'gemm_ar'")
         self.op = op
         self.m, self.n, self.k = _count(fn, "m", m, 1), _count(fn, "n", n, 1), _count(fn, "k", k, 1)
         self.ab, self.c = dtype_name(ab), dtype_name(c)
@@ -186,6 +204,13 @@ class TpSpec:
         if op == "gemm_rs" and self.activation != Activation.NONE:
             raise InvalidArgumentError(f"{fn}: activation={activation!r}: gemm_rs takes none (it would apply to "
                                        "each rank's partial sum)")
+        if op == "gemm_ar":
+            if self.activation != Activation.NONE or self.has_bias:
+                raise InvalidArgumentError(f"{fn}: gemm_ar plans take no bias or activation: both come with each "
+                                           "call's epilogue (bias=, activation=)")
+            if self.transfer.name.lower() not in _AR_TRANSFERS:
+                raise InvalidArgumentError(f"{fn}: transfer={self.transfer.name.lower()!r}: gemm_ar takes "
+                                           + ", ".join(repr(t) for t in _AR_TRANSFERS))
         self.world, self.rank = comm.size, comm.rank
         self.rows = shard_range(self.m, self.world, self.rank)
 
@@ -196,14 +221,14 @@ class TpSpec:
 
     @property
     def out_shape(self):
-        """ag_gemm: (m, n); gemm_rs: (this rank's rows, n)."""
-        if self.op == "ag_gemm":
+        """ag_gemm, gemm_ar: (m, n); gemm_rs: (this rank's rows, n)."""
+        if self.op in ("ag_gemm", "gemm_ar"):
             return (self.m, self.n)
         return (self.rows[1] - self.rows[0], self.n)
 
     @property
     def a_shape(self):
-        """ag_gemm: this rank's shard (rows, k); gemm_rs: (m, k)."""
+        """ag_gemm: this rank's shard (rows, k); gemm_rs, gemm_ar: (m, k)."""
         if self.op == "ag_gemm":
             return (self.rows[1] - self.rows[0], self.k)
         return (self.m, self.k)
@@ -218,7 +243,7 @@ class TpSpec:
                       has_bias=int(self.has_bias), world_size=self.world, transfer=int(self.transfer),
                       chunk_rows=self.chunk_rows, comm_blocks=self.comm_blocks, activation=int(self.activation))
 
-    def check(self, fn, comm, a, weight, bias, out, gathered=None):
+    def check(self, fn, comm, a, weight, bias, out, gathered=None, residual=None):
         """Checks a call's tensors against the spec (raises InvalidArgumentError naming the argument)."""
         dev = comm.device
         a_arg = "a_shard" if self.op == "ag_gemm" else "a"
@@ -227,7 +252,16 @@ class TpSpec:
                           else f"m={self.m}, k={self.k}"))
         check_tensor(fn, "weight", weight, dtypes=(self.ab,), shape=self.b_shape, device=dev,
                      why=f"layout={self.layout!r}, n={self.n}, k={self.k}, {self.ab}")
-        if self.has_bias:
+        if self.op == "gemm_ar":  # the epilogue's: optional on every call
+            if bias is not None:
+                check_tensor(fn, "bias", bias, dtypes=(self.c,), shape=(self.n,), device=dev,
+                             why="the output dtype, n of the weight")
+            if residual is not None:
+                check_tensor(fn, "residual", residual, dtypes=(self.c,), shape=(self.m, self.n), device=dev,
+                             why=f"[m, n] of {self.c}, like out")
+        elif residual is not None:
+            raise InvalidArgumentError(f"{fn}: residual is an argument of gemm_ar")
+        elif self.has_bias:
             if bias is None:
                 raise InvalidArgumentError(f"{fn}: the plan was made with a bias; pass bias [n={self.n}]")
             check_tensor(fn, "bias", bias, dtypes=(self.c,), shape=(self.n,), device=dev,
@@ -236,19 +270,46 @@ class TpSpec:
             raise InvalidArgumentError(f"{fn}: bias given but the plan was made without one")
         if out is not None:
             check_tensor(fn, "out", out, dtypes=(self.c,), shape=self.out_shape, device=dev,
-                         why=("[m, n]" if self.op == "ag_gemm" else "[this rank's rows, n]") + f" of {self.c}")
+                         why=("[this rank's rows, n]" if self.op == "gemm_rs" else "[m, n]") + f" of {self.c}")
         if gathered is not None:
             if self.op != "ag_gemm":
                 raise InvalidArgumentError(f"{fn}: gathered is an argument of ag_gemm")
             check_tensor(fn, "gathered", gathered, dtypes=(self.ab,), shape=(self.m, self.k), device=dev,
                          why="[m, k] of a_shard's dtype")
-            ptr, nbytes = int(gathered.data_ptr()), self.m * self.k * ITEMSIZE[self.ab]
-            a = next((a for a in comm._allocs.values() if a.ptr <= ptr < a.ptr + a.nbytes), None)
-            if a is None or ptr + nbytes > a.ptr + a.nbytes:
-                raise InvalidArgumentError(
-                    f"{fn}: gathered (at {ptr:#x}, {nbytes} bytes) is not " + ("inside " if a else "")
-                    + "symmetric memory of this comm: peers store their rows into it, so make it with comm.empty "
-                    "(every rank the same buffer), or pass None to use the plan's own")
+            _check_symmetric(fn, comm, "gathered", gathered, self.m * self.k * ITEMSIZE[self.ab], "their rows")
+
+
+def _check_symmetric(fn, comm, arg, t, nbytes, what):
+    """t lies inside one symmetric allocation of the comm (peers store `what` into it)."""
+    ptr = int(t.data_ptr())
+    a = next((a for a in comm._allocs.values() if a.ptr <= ptr < a.ptr + a.nbytes), None)
+    if a is None or ptr + nbytes > a.ptr + a.nbytes:
+        raise InvalidArgumentError(
+            f"{fn}: {arg} (at {ptr:#x}, {nbytes} bytes) is not " + ("inside " if a else "")
+            + f"symmetric memory of this comm: peers store {what} into it, so make it with comm.empty "
+            "(every rank the same buffer), or pass None to use the plan's own")
+
+
+def _epilogue(fn, bias, residual, dropout_p, seed, offset, scale, activation):
+    """The loom_epilogue_t of a gemm_ar call (None: the identity); checks each field by name."""
+    import math
+    try:
+        p, sc = float(dropout_p), float(scale)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{fn}: dropout_p={dropout_p!r} and scale={scale!r} must be numbers") from None
+    if not 0.0 <= p < 1.0:
+        raise InvalidArgumentError(f"{fn}: dropout_p={dropout_p!r} must be in [0, 1)")
+    if not math.isfinite(sc):
+        raise InvalidArgumentError(f"{fn}: scale={scale!r} must be finite")
+    seed, offset = _count(fn, "seed", seed, 0), _count(fn, "offset", offset, 0)
+    if seed >= 1 << 64 or offset >= 1 << 64:
+        raise InvalidArgumentError(f"{fn}: seed={seed} / offset={offset} must fit in 64 bits")
+    act = _activation(fn, activation)
+    if bias is None and residual is None and p == 0.0 and sc == 1.0 and act == Activation.NONE:
+        return None
+    return Epilogue(scale=sc, bias=bias.data_ptr() if bias is not None else None, activation=int(act), dropout_p=p,
+                    dropout_seed=seed, dropout_offset=offset,
+                    residual=residual.data_ptr() if residual is not None else None)
 
 
 class TpPlan:
@@ -278,6 +339,7 @@ class TpPlan:
         self.comm, self.spec = comm, spec
         self._plan = None
         self._gathered = None
+        self._out = None
         self._desc = spec.desc()
         make = _OPS[spec.op][0]
         plan = ctypes.c_void_p()
@@ -323,6 +385,17 @@ class TpPlan:
             self._gathered = self.comm.empty((self.spec.m, self.spec.k), self.spec.ab, _internal=True)
         return self._gathered
 
+    def output_buffer(self):
+        """gemm_ar plans: a symmetric [m, n] tensor (output dtype) of the
+        plan, the `out` of calls that pass none to a fused plan; collective
+        the first time (every rank allocates it at the same point); the
+        plan's next call overwrites it (clone what must survive)."""
+        if self.spec.op != "gemm_ar":
+            raise InvalidArgumentError("loom.TpPlan.output_buffer: only gemm_ar plans have one")
+        if self._out is None:
+            self._out = self.comm.empty((self.spec.m, self.spec.n), self.spec.c, _internal=True)
+        return self._out
+
     def _output(self, out):
         if out is not None:
             return out
@@ -335,7 +408,7 @@ class TpPlan:
         top of this file. Collective, asynchronous; returns out."""
         fn = "loom.ag_gemm"
         if self.spec.op != "ag_gemm":
-            raise InvalidArgumentError(f"{fn}: this is a gemm_rs plan")
+            raise InvalidArgumentError(f"{fn}: this is a {self.spec.op} plan")
         if not _checked:
             self.spec.check(fn, self.comm, a_shard, weight, bias, out, gathered)
         dev = self.comm.device
@@ -355,7 +428,8 @@ class TpPlan:
         of a @ weight (layout) (+ bias, once). Collective, asynchronous."""
         fn = "loom.gemm_rs"
         if self.spec.op != "gemm_rs":
-            raise InvalidArgumentError(f"{fn}: this is an ag_gemm plan")
+            raise InvalidArgumentError(f"{fn}: this is a{'n' if self.spec.op == 'ag_gemm' else ''} "
+                                       f"{self.spec.op} plan")
         if not _checked:
             self.spec.check(fn, self.comm, a, weight, bias, out)
         dev = self.comm.device
@@ -369,8 +443,38 @@ class TpPlan:
 
         return _run_on_device(dev, run, a)
 
+    def gemm_ar(self, a, weight, bias=None, *, residual=None, dropout_p=0.0, seed=0, offset=0, scale=1.0,
+                activation="none", out=None, stream=None, _checked=False):
+        """out [m, n] = dropout(act(scale * sum over ranks of a @ weight
+        (layout) + bias)) + residual on every rank (see the top of this
+        file). Collective, asynchronous; returns out (the plan's own buffer
+        when out is None and the plan is fused)."""
+        fn = "loom.gemm_ar"
+        if self.spec.op != "gemm_ar":
+            raise InvalidArgumentError(f"{fn}: this is a{'n' if self.spec.op == 'ag_gemm' else ''} "
+                                       f"{self.spec.op} plan")
+        if not _checked:
+            self.spec.check(fn, self.comm, a, weight, bias, out, residual=residual)
+        epi = _epilogue(fn, bias, residual, dropout_p, seed, offset, scale, activation)
+        fused = self.info["transfer"] != "sequential"
+        if out is not None and fused:
+            _check_symmetric(fn, self.comm, "out", out, self.spec.m * self.spec.n * ITEMSIZE[self.spec.c],
+                             "their reduced rows")
+        dev = self.comm.device
+        plan = self.handle
+        if out is None and fused:
+            out = self.output_buffer()
+
+        def run():
+            o = self._output(out)
+            _lib.call("loom_gemm_ar", ctypes.c_void_p(plan), a.data_ptr(), weight.data_ptr(), o.data_ptr(),
+                      ctypes.byref(epi) if epi is not None else None, _torch.stream_handle(stream, dev))
+            return o
+
+        return _run_on_device(dev, run, a)
+
     def close(self):
-        """Collective: destroys the plan and frees its gathered buffer."""
+        """Collective: destroys the plan and frees its gathered / output buffer."""
         if self._plan is None:
             return
         p = self._plan
@@ -380,6 +484,9 @@ class TpPlan:
         if self._gathered is not None:
             self.comm._free_alloc(self.comm._alloc_of(self._gathered, "loom.TpPlan.close"))
             self._gathered = None
+        if self._out is not None:
+            self.comm._free_alloc(self.comm._alloc_of(self._out, "loom.TpPlan.close"))
+            self._out = None
 
     def __repr__(self):
         s = self.spec
@@ -478,3 +585,39 @@ def gemm_rs(comm, a, weight, bias=None, *, layout="nk", out=None, out_dtype=None
     spec = _rs_spec(fn, comm, a, weight, bias is not None, layout, c, transfer, comm_blocks)
     spec.check(fn, comm, a, weight, bias, out)
     return cached_plan(comm, spec).gemm_rs(a, weight, bias, out=out, stream=stream, _checked=True)
+
+
+def _ar_spec(fn, comm, a, weight, layout, out_dtype, transfer, comm_blocks):
+    layout, tr = _layout(fn, layout), _transfer(fn, transfer)
+    ab, m, k = _matrix(fn, "a", a, _AB, comm.device, rows_what="m")
+    n = _weight_nk(fn, weight, k, "a", (m, k), layout, ab, comm.device)
+    if m < 1:
+        raise InvalidArgumentError(f"{fn}: a has shape {(m, k)}; expected m >= 1 rows")
+    c = _out_dtype(fn, out_dtype, None, ab)
+    return TpSpec(comm, "gemm_ar", m, n, k, ab, c, layout=layout, transfer=tr, comm_blocks=comm_blocks, fn=fn)
+
+
+def gemm_ar_plan(comm, a, weight, *, layout="nk", out_dtype=None, transfer="auto", comm_blocks=0):
+    """The comm's cached gemm_ar plan for these operands (made on first use: collective)."""
+    spec = _ar_spec("loom.gemm_ar", comm, a, weight, layout, out_dtype, transfer, comm_blocks)
+    return cached_plan(comm, spec)
+
+
+def gemm_ar(comm, a, weight, bias=None, *, residual=None, dropout_p=0.0, seed=0, offset=0, scale=1.0,
+            activation="none", layout="nk", out=None, out_dtype=None, transfer="auto", comm_blocks=0, stream=None):
+    """Row-parallel linear with its AllReduce and pointwise work (CoCoNet
+    5.4): out [m, n] = dropout(act(scale * sum over ranks of a [m, k] @
+    weight^T ("nk": weight [n, k]; "kn": weight [k, n]) + bias [n]),
+    dropout_p, seed, offset) + residual [m, n], the same on every rank.
+    Collective. out: None (a fused plan's own symmetric buffer, overwritten
+    by its next call; a new tensor when sequential) or a [m, n] tensor
+    (symmetric memory from comm.empty when the plan is fused). Every tensor
+    is checked before the plan is made. Returns out."""
+    fn = "loom.gemm_ar"
+    c = _out_dtype(fn, out_dtype, out, None)
+    spec = _ar_spec(fn, comm, a, weight, layout, c, transfer, comm_blocks)
+    spec.check(fn, comm, a, weight, bias, out, residual=residual)
+    _epilogue(fn, bias, residual, dropout_p, seed, offset, scale, activation)  # checked before the plan too
+    return cached_plan(comm, spec).gemm_ar(a, weight, bias, residual=residual, dropout_p=dropout_p, seed=seed,
+                                           offset=offset, scale=scale, activation=activation, out=out,
+                                           stream=stream, _checked=True)

@@ -18,6 +18,11 @@
  * kernel waits for that).
  * Sequential: loom_gemm into a partial buffer (bias on rank 0 only), then
  * NCCL reduce-scatter (a reduce per shard when the shards are uneven).
+ * The fused call (loom__rs_fused) is shared with loom_gemm_ar (gemm_ar.c),
+ * which gives the reduction other outputs (every rank's out), the call's
+ * epilogue and the gathered signals; here the bias is the epilogue's only
+ * step (the same fp32 addition before the one rounding) and c_shard the
+ * only output.
  */
 #include <stddef.h>
 #include <string.h>
@@ -25,6 +30,7 @@
 #include "core/comm.h"
 #include "core/error.h"
 #include "core/plan.h"
+#include "core/pointwise.h"
 #include "core/ptr_check.h"
 #include "gemm/gemm.h"
 #include "ops/tp_linear.h"
@@ -60,48 +66,46 @@ static loom_result_t rs_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
   return LOOM_SUCCESS;
 }
 
-static loom_result_t rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b, void *c_shard,
-                              const void *bias, cudaStream_t stream) {
+loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b,
+                             loom_rs_reduce_args_t *ra, cudaStream_t stream) {
   loom_comm_t comm = plan->comm;
   loom_gemm_desc_t g = st->gemm;
   const int W = st->world;
   const loom_dev_comm_t dc = loom__comm_dev(comm);
+  const char *fn = st->kind == LOOM__TP_AR ? "loom_gemm_ar" : "loom_gemm_rs";
 
-  loom_rs_reduce_args_t ra;
-  memset(&ra, 0, sizeof ra);
   const int atomic = st->transfer == LOOM_TP_SM_ATOMIC;
   if (atomic) {
-    ra.src[0] = (const char *)st->partial;
-    ra.nsrc = 1, ra.src_type = LOOM_FP32, ra.src_row_base = st->my_begin, ra.zero_src = 1;
+    ra->src[0] = (const char *)st->partial;
+    ra->nsrc = 1, ra->src_type = LOOM_FP32, ra->src_row_base = st->my_begin, ra->zero_src = 1;
   } else {
-    LOOM_TRY(loom__tp_peer_addresses("loom_gemm_rs", "partial", comm, st->partial,
-                                     (size_t)g.m * (size_t)g.n * loom_dtype_size(g.c_type), (char **)ra.src));
-    ra.nsrc = W, ra.src_type = (int)g.c_type, ra.src_row_base = 0, ra.zero_src = 0;
+    LOOM_TRY(loom__tp_peer_addresses(fn, "partial", comm, st->partial,
+                                     (size_t)g.m * (size_t)g.n * loom_dtype_size(g.c_type), (char **)ra->src));
+    ra->nsrc = W, ra->src_type = (int)g.c_type, ra->src_row_base = 0, ra->zero_src = 0;
   }
-  ra.dc = dc;
-  ra.epoch_off = plan->epoch_offset;
-  ra.tile_off = st->tile_off;
-  ra.done_off = st->done_off;
-  ra.count_off = st->count_off;
+  ra->dc = dc;
+  ra->epoch_off = plan->epoch_offset;
+  ra->tile_off = st->tile_off;
+  ra->done_off = st->done_off;
+  ra->count_off = st->count_off;
   const int tail_blocks = comm->sm_count;
-  ra.total_blocks = st->comm_blocks + tail_blocks;
-  ra.m = g.m;
-  ra.n = g.n;
-  ra.row0 = st->my_begin;
-  ra.rows = st->my_len;
-  ra.bm = st->gemm_bm;
-  ra.bn = st->gemm_cfg.bn;
-  ra.tiles_m = st->tiles_m;
-  ra.tiles_n = st->tiles_n;
-  ra.group = st->gemm_cfg.group > 0 ? st->gemm_cfg.group : 16;
-  ra.c_type = (int)g.c_type;
-  ra.bias = g.has_bias ? bias : NULL;
-  ra.c_shard = c_shard;
+  ra->total_blocks = st->comm_blocks + tail_blocks;
+  ra->m = g.m;
+  ra->n = g.n;
+  ra->row0 = st->my_begin;
+  ra->rows = st->my_len;
+  ra->bm = st->gemm_bm;
+  ra->bn = st->gemm_cfg.bn;
+  ra->tiles_m = st->tiles_m;
+  ra->tiles_n = st->tiles_n;
+  ra->group = st->gemm_cfg.group > 0 ? st->gemm_cfg.group : 16;
+  ra->c_type = (int)g.c_type;
+  ra->wait_gathered = 0; /* the side launch: only the tail waits */
 
   LOOM_TRY(loom__tp_begin(dc, plan->epoch_offset, (size_t)-1, st->done_off, stream));
   LOOM_TRY(loom__tp_fork(st, stream));
   /* launched even with no rows of its own: its last block tells the sources */
-  LOOM_TRY(loom__rs_reduce_kernel(&ra, st->comm_blocks, st->side));
+  LOOM_TRY(loom__rs_reduce_kernel(ra, st->comm_blocks, st->side));
 
   loom_gemm_hooks_t h;
   memset(&h, 0, sizeof h);
@@ -115,11 +119,28 @@ static loom_result_t rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void 
   h.comm = dc;
   g.has_bias = 0; /* added once, by the owner's reduction */
   loom_result_t r = loom__gemm_hooked(&g, a, b, st->partial, NULL, &st->gemm_cfg, &h, stream);
-  /* the tail: every SM sums what is left once the GEMM is done */
-  if (r == LOOM_SUCCESS) r = loom__rs_reduce_kernel(&ra, tail_blocks, stream);
+  /* the tail: every SM sums what is left once the GEMM is done (AR: then
+   * waits for the other owners' tiles of this rank's out) */
+  ra->wait_gathered = ra->gath_off != (size_t)-1;
+  if (r == LOOM_SUCCESS) r = loom__rs_reduce_kernel(ra, tail_blocks, stream);
   const loom_result_t rj = loom__tp_join(st, stream);
   LOOM_TRY(r);
   return rj;
+}
+
+static loom_result_t rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b, void *c_shard,
+                              const void *bias, cudaStream_t stream) {
+  loom_rs_reduce_args_t ra;
+  memset(&ra, 0, sizeof ra);
+  /* the bias through the epilogue: the same fp32 addition before the one rounding */
+  loom_epilogue_t epi = LOOM_EPILOGUE_INIT;
+  epi.bias = st->gemm.has_bias ? bias : NULL;
+  LOOM_TRY(loom__pointwise_make("loom_gemm_rs", &epi, st->gemm.c_type, st->gemm.n, &ra.pw));
+  ra.dst[0] = (char *)c_shard;
+  ra.nout = 1;
+  ra.dst_row_base = st->my_begin;
+  ra.gath_off = (size_t)-1;
+  return loom__rs_fused(plan, st, a, b, &ra, stream);
 }
 
 loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void *c_shard, const void *bias,

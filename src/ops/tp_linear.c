@@ -1,9 +1,14 @@
 /*
  * tp_linear.c - plans of the tensor-parallel ops (loom_plan_ag_gemm,
- * loom_plan_gemm_rs), their info, teardown, and what both calls share: the
- * state lookup, the fork/join around the side stream, the peers' addresses
- * of a symmetric buffer. The calls are in ag_gemm.c and gemm_rs.c; the
- * protocol in tp_linear.h.
+ * loom_plan_gemm_rs, loom_plan_gemm_ar), their info, teardown, and what the
+ * calls share: the state lookup, the fork/join around the side stream, the
+ * peers' addresses of a symmetric buffer. The calls are in ag_gemm.c,
+ * gemm_rs.c and gemm_ar.c; the protocol in tp_linear.h.
+ *
+ * A GEMM+AllReduce plan is a GEMM+ReduceScatter plan (the same partial
+ * buffer, tile and done signals, GEMM configuration) plus W x tiles
+ * "gathered" signals in its workspace slice; sequential, it holds a
+ * loom_malloc partial [m, n] and a loom_allreduce plan of it instead.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -25,9 +30,12 @@ __attribute__((constructor)) static void loom__tp_wait_sites(void) {
   loom__wait_site_register(LOOM_SITE_AG_READY, "AllGather+GEMM: peer's gathered buffer writable (its call started)");
   loom__wait_site_register(LOOM_SITE_RS_TILE, "GEMM+ReduceScatter: a peer's partial tile");
   loom__wait_site_register(LOOM_SITE_RS_DONE, "GEMM+ReduceScatter: a peer still reading this rank's previous partial");
+  loom__wait_site_register(LOOM_SITE_AR_GATHERED, "GEMM+AllReduce: a peer's reduced tile of this rank's out");
 }
 
-static const char *kind_op(loom__tp_kind_t k) { return k == LOOM__TP_AG ? "ag_gemm" : "gemm_rs"; }
+const char *loom__tp_kind_op(int k) { return k == LOOM__TP_AG ? "ag_gemm" : k == LOOM__TP_RS ? "gemm_rs" : "gemm_ar"; }
+
+static const char *kind_op(loom__tp_kind_t k) { return loom__tp_kind_op((int)k); }
 
 const char *loom__tp_transfer_name(loom_tp_transfer_t t) {
   switch (t) {
@@ -47,11 +55,16 @@ loom_gemm_desc_t loom__tp_gemm_desc(const loom_tp_desc_t *d) {
 
 loom_result_t loom__tp_state(loom_plan_t plan, const char *fn, int kind, loom_tp_state_t **st) {
   LOOM_TRY(loom__check_plan(plan, fn));
-  const int is_ag = plan->op && strcmp(plan->op, "ag_gemm") == 0, is_rs = plan->op && strcmp(plan->op, "gemm_rs") == 0;
-  if (!plan->op_state || !(is_ag || is_rs) || (kind >= 0 && kind != (is_ag ? LOOM__TP_AG : LOOM__TP_RS)))
+  const int is_ag = plan->op && strcmp(plan->op, "ag_gemm") == 0, is_rs = plan->op && strcmp(plan->op, "gemm_rs") == 0,
+            is_ar = plan->op && strcmp(plan->op, "gemm_ar") == 0;
+  const int have = is_ag ? LOOM__TP_AG : is_rs ? LOOM__TP_RS : LOOM__TP_AR;
+  if (!plan->op_state || !(is_ag || is_rs || is_ar) || (kind >= 0 && kind != have))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a %s plan, not a%s plan", fn, (void *)plan,
                       plan->op ? plan->op : "(unknown)",
-                      kind < 0 ? "n ag_gemm or gemm_rs" : kind == LOOM__TP_AG ? "n ag_gemm" : " gemm_rs");
+                      kind < 0                ? "n ag_gemm, gemm_rs or gemm_ar"
+                      : kind == LOOM__TP_AG   ? "n ag_gemm"
+                      : kind == LOOM__TP_RS   ? " gemm_rs"
+                                              : " gemm_ar");
   *st = (loom_tp_state_t *)plan->op_state;
   return LOOM_SUCCESS;
 }
@@ -80,6 +93,16 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
                       "%s: desc->activation=%d: GEMM+ReduceScatter takes no activation (it would apply to each "
                       "rank's partial sum): must be LOOM_ACT_NONE",
                       fn, (int)d->activation);
+  if (kind == LOOM__TP_AR && d->activation != LOOM_ACT_NONE)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->activation=%d: GEMM+AllReduce takes its activation from the call's epilogue "
+                      "(loom_epilogue_t.activation, applied to the sum over ranks): must be LOOM_ACT_NONE",
+                      fn, (int)d->activation);
+  if (kind == LOOM__TP_AR && d->has_bias)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->has_bias=%d: GEMM+AllReduce takes its bias from the call's epilogue "
+                      "(loom_epilogue_t.bias, added once to the sum over ranks): must be 0",
+                      fn, d->has_bias);
   if (d->transfer < LOOM_TP_AUTO || d->transfer > LOOM_TP_SM_ATOMIC)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->transfer=%d is unknown: must be LOOM_TP_AUTO, _SEQUENTIAL, _COPY_ENGINE, _SM_COPY or "
@@ -94,6 +117,23 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->transfer=LOOM_TP_COPY_ENGINE is not offered for GEMM+ReduceScatter (the "
                       "partials are reduced by SMs): use LOOM_TP_SM_COPY, LOOM_TP_SEQUENTIAL or LOOM_TP_AUTO",
+                      fn);
+  if (kind == LOOM__TP_AR && d->transfer == LOOM_TP_COPY_ENGINE)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->transfer=LOOM_TP_COPY_ENGINE is not offered for GEMM+AllReduce (the partials "
+                      "are reduced, and the epilogue applied, by SMs): use LOOM_TP_SM_COPY, LOOM_TP_SEQUENTIAL or "
+                      "LOOM_TP_AUTO",
+                      fn);
+  if (kind == LOOM__TP_AR && d->transfer == LOOM_TP_SM_ATOMIC)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->transfer=LOOM_TP_SM_ATOMIC is not offered for GEMM+AllReduce (the epilogue "
+                      "needs each sum complete before it runs, and the fused sum is deterministic): use "
+                      "LOOM_TP_SM_COPY, LOOM_TP_SEQUENTIAL or LOOM_TP_AUTO",
+                      fn);
+  if (kind == LOOM__TP_AR && !all_reachable)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: not every rank is load/store reachable (GEMM+AllReduce, fused or sequential through "
+                      "loom_allreduce, needs one NVLink domain): use loom_gemm and ncclAllReduce across nodes",
                       fn);
   if (d->chunk_rows < 0)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->chunk_rows=%d must be >= 0 (0: chosen by the plan)", fn,
@@ -174,6 +214,7 @@ static void tp_destroy(loom_plan_t plan) {
     if (st->partial_sym) (void)loom__comm_free(comm, st->partial);
     else (void)cudaFree(st->partial);
   }
+  if (st->ar_plan) (void)loom_plan_destroy(st->ar_plan);
   if (st->d_dst_signal) (void)cudaFree(st->d_dst_signal);
   if (st->d_row_dst) (void)cudaFree(st->d_row_dst);
   if (st->fork) (void)cudaEventDestroy(st->fork);
@@ -238,6 +279,21 @@ static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
       st->a_full_own_sym = 1;
       st->symmetric_bytes += bytes;
     }
+  } else if (st->kind == LOOM__TP_AR && st->transfer == LOOM_TP_SEQUENTIAL) {
+    /* loom_gemm's product, loom_allreduce's input (symmetric: peers load it) */
+    const size_t bytes = (size_t)g->m * (size_t)g->n * es_c;
+    LOOM_TRY(loom__comm_malloc(comm, bytes, &st->partial));
+    st->partial_sym = 1;
+    st->symmetric_bytes += bytes;
+    loom_coll_desc_t cd = LOOM_COLL_DESC_INIT;
+    cd.count = g->m * g->n;
+    cd.cols = g->n; /* element row x n + col: the fused path's epilogue index */
+    cd.dtype = cd.out_type = g->c_type;
+    cd.world_size = st->world;
+    LOOM_TRY(loom_plan_allreduce(comm, &cd, &st->ar_plan));
+    loom_coll_plan_info_t ci = LOOM_COLL_PLAN_INFO_INIT;
+    LOOM_TRY(loom_coll_plan_info(st->ar_plan, &ci));
+    st->symmetric_bytes += ci.symmetric_bytes;
   } else if (st->transfer == LOOM_TP_SEQUENTIAL) {
     const size_t bytes = Wrows * (size_t)g->n * es_c;
     LOOM_CUDA(cudaMalloc(&st->partial, bytes));
@@ -264,7 +320,7 @@ static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
 }
 
 static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom__tp_kind_t kind, loom_plan_t *out) {
-  const char *fn = kind == LOOM__TP_AG ? "loom_plan_ag_gemm" : "loom_plan_gemm_rs";
+  const char *fn = kind == LOOM__TP_AG ? "loom_plan_ag_gemm" : kind == LOOM__TP_RS ? "loom_plan_gemm_rs" : "loom_plan_gemm_ar";
   if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
   *out = NULL;
   LOOM_TRY(loom__comm_check(comm, fn));
@@ -278,7 +334,8 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
   loom_tp_transfer_t t = LOOM_TP_SEQUENTIAL;
   LOOM_TRY(loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &t, comm->ws_all_reachable, hooks_ok));
   /* a description that leaves every knob to loom takes the tuning cache's
-   * choice (loom_ag_gemm_tune / loom_gemm_rs_tune) where it has one */
+   * choice (loom_ag_gemm_tune / loom_gemm_rs_tune / loom_gemm_ar_tune)
+   * where it has one */
   loom_tp_desc_t eff = *desc;
   int tuned = 0;
   if (desc->transfer == LOOM_TP_AUTO && desc->chunk_rows == 0 && desc->comm_blocks == 0) {
@@ -349,7 +406,9 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
                        (long long)n64, desc->chunk_rows);
       nsig = (uint32_t)n64;
     } else {
-      const int64_t n64 = (int64_t)st->world * st->tiles_m * st->tiles_n + st->world + 2;
+      /* tile signals, done, count; AR: the gathered signals too */
+      const int64_t per = (int64_t)st->world * st->tiles_m * st->tiles_n;
+      const int64_t n64 = per + st->world + 2 + (kind == LOOM__TP_AR ? per : 0);
       if (n64 > (int64_t)UINT32_MAX / 8)
         r = loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %lld tile signals are too many (m=%lld, n=%lld)", fn,
                        (long long)n64, (long long)m, (long long)desc->n);
@@ -371,6 +430,7 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
     st->tile_off = plan->signals_offset;
     st->done_off = st->tile_off + (size_t)st->world * (size_t)st->tiles_m * (size_t)st->tiles_n * sizeof(uint32_t);
     st->count_off = st->done_off + (size_t)st->world * sizeof(uint32_t);
+    st->gath_off = kind == LOOM__TP_AR ? st->count_off + 2 * sizeof(uint32_t) : (size_t)-1;
   }
   r = tp_alloc(plan, st);
   /* every kernel a call launches is loaded now, not at its first launch
@@ -398,6 +458,10 @@ loom_result_t loom_plan_gemm_rs(loom_comm_t comm, const loom_tp_desc_t *desc, lo
   return tp_plan(comm, desc, LOOM__TP_RS, out);
 }
 
+loom_result_t loom_plan_gemm_ar(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out) {
+  return tp_plan(comm, desc, LOOM__TP_AR, out);
+}
+
 loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info) {
   loom_tp_state_t *st;
   LOOM_TRY(loom__tp_state(plan, "loom_tp_plan_info", -1, &st));
@@ -415,11 +479,12 @@ loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info) {
   info->gemm_bn = fused ? st->gemm_cfg.bn : 0;
   info->gemm_grid = fused ? st->gemm_cfg.grid : 0;
   /* AG: every element is one product, whatever the transfer; RS: the fused
-   * sum runs in rank order, NCCL's order is its own */
-  info->deterministic = st->kind == LOOM__TP_AG || (fused && st->transfer != LOOM_TP_SM_ATOMIC);
+   * sum runs in rank order, NCCL's order is its own; AR: fused or through
+   * loom_allreduce, fp32 sums in rank order */
+  info->deterministic = st->kind == LOOM__TP_AG || st->kind == LOOM__TP_AR || (fused && st->transfer != LOOM_TP_SM_ATOMIC);
   info->symmetric_bytes = st->symmetric_bytes;
   info->device_bytes = st->device_bytes;
-  info->workspace_bytes = plan->ws_bytes;
+  info->workspace_bytes = plan->ws_bytes + (st->ar_plan ? st->ar_plan->ws_bytes : 0);
   return LOOM_SUCCESS;
 }
 

@@ -1,8 +1,8 @@
 /*
  * tp_linear.h - internal state of the tensor-parallel ops (loom_ag_gemm,
- * loom_gemm_rs) and the interface between their host side (tp_linear.c:
- * validation, plans, sequential path; ag_gemm.c, gemm_rs.c: the calls) and
- * their kernels (tp_linear_kernels.cu).
+ * loom_gemm_rs, loom_gemm_ar) and the interface between their host side
+ * (tp_linear.c: validation, plans, sequential path; ag_gemm.c, gemm_rs.c,
+ * gemm_ar.c: the calls) and their kernels (tp_linear_kernels.cu).
  *
  * A fused call on the user's stream S, with the plan's side stream X:
  *   S: begin kernel   epoch e = call counter + 1, published in the plan's
@@ -23,6 +23,15 @@
  *                     claims the tiles the side launch has not reached (a
  *                     tile counter shared by both launches)
  *   X -> S            event (join); S records the plan's `done` event
+ * GEMM + AllReduce (gemm_ar.c) is the RS call with two changes in the
+ * reduction: the pointwise epilogue (loom_pointwise_t: scale, bias,
+ * activation, dropout, residual) runs on each fp32 sum before its one
+ * rounding, and the result goes to every rank's `out` (NVLink stores through
+ * the peers' addresses of the caller's symmetric `out`), after which the
+ * block sets gathered[rank x tiles + t] = e on every peer. The tail
+ * launch's blocks, once they have claimed everything, wait for the gathered
+ * signals of every other owner's tiles (loom_ar_tile_owners), so `out` is
+ * complete on this rank when its stream passes the call.
  * Every kernel of the call reads e from the device counter, so a call
  * captured in a CUDA graph gets a new epoch on every replay.
  *
@@ -34,6 +43,12 @@
  *    after its begin kernel saw done[p] >= e from every peer p (their
  *    reductions of call e finished reading it); its own reduction of call e
  *    finished before (stream order).
+ *  - AR: owner o stores tile t of call e+1 into rank d's `out` only after
+ *    d's signal of its partial tile t of call e+1, which d's GEMM of call
+ *    e+1 sets: d's stream has passed call e and everything queued between
+ *    the calls (the user's reads of `out`). d's call e, in turn, ends only
+ *    after every owner's tiles of call e are in d's `out` (gathered waits),
+ *    so no store of call e lands after d's stream moved on.
  * Signals only grow (epochs), so nothing is reset between calls.
  *
  * Plan workspace slice (uint32 words, zeroed at plan creation):
@@ -43,6 +58,8 @@
  *       finished reading this rank's partial of call e) | count [2] (the
  *       reduction's finished blocks and its next tile to claim, both reset
  *       by the last block)
+ *   AR: RS's | gathered [W owners x tiles_m x tiles_n] (gathered[o tiles + t]
+ *       = e: owner o's rows of tile t of call e are in this rank's out)
  */
 #ifndef LOOM_OPS_TP_LINEAR_H
 #define LOOM_OPS_TP_LINEAR_H
@@ -51,6 +68,7 @@
 #include <stdint.h>
 
 #include "loom.h"
+#include "core/pointwise.h"
 #include "core/signal.h"
 #include "gemm/gemm.h"
 
@@ -62,12 +80,16 @@ extern "C" {
 #define LOOM_SITE_AG_READY 80   /* a peer's a_full writable (its call started) */
 #define LOOM_SITE_RS_TILE 81    /* a partial tile from a peer (reduction) */
 #define LOOM_SITE_RS_DONE 82    /* a peer still reading this rank's previous partial */
+#define LOOM_SITE_AR_GATHERED 83 /* a peer's reduced tile delivered into this rank's out */
 
 #define LOOM_TP_MAX_PEERS 72    /* peers whose addresses travel as kernel arguments */
 #define LOOM_TP_THREADS 256     /* copy kernel */
 #define LOOM_TP_RS_THREADS 512  /* reduction kernel */
 
-typedef enum { LOOM__TP_AG = 0, LOOM__TP_RS = 1 } loom__tp_kind_t;
+typedef enum { LOOM__TP_AG = 0, LOOM__TP_RS = 1, LOOM__TP_AR = 2 } loom__tp_kind_t;
+
+/* The op's name ("ag_gemm", "gemm_rs", "gemm_ar"): plans' op, tuning keys. */
+const char *loom__tp_kind_op(int kind);
 
 typedef struct loom_tp_state {
   loom__tp_kind_t kind;
@@ -84,17 +106,19 @@ typedef struct loom_tp_state {
   int gemm_bm;                  /* its tile rows as the kernel runs them (64 or 128) */
   int tiles_m, tiles_n;
   /* workspace offsets (bytes from the comm workspace base) */
-  size_t ready_off, chunk_off, tile_off, done_off, count_off;
+  size_t ready_off, chunk_off, tile_off, done_off, count_off, gath_off;
   /* memory */
   void *a_full_own;             /* AG: the plan's gathered A [W S, k] (loom_malloc when fused,
                                    cudaMalloc when sequential), used when a call passes no a_full */
   int a_full_own_sym;           /* 1: a_full_own is loom_malloc memory */
-  void *partial;                /* RS: this rank's partial product [W S, n] c_type (loom_malloc
-                                   when fused: owners read it; cudaMalloc when sequential) */
+  void *partial;                /* RS, AR: this rank's partial product [W S, n] c_type (loom_malloc
+                                   when fused: owners read it; RS sequential: cudaMalloc; AR
+                                   sequential: loom_malloc, loom_allreduce's input) */
   int partial_sym;
   uint32_t **d_dst_signal;      /* RS fused: device [W] owner signal arrays for this source */
   void **d_row_dst;             /* RS SM_ATOMIC: device [W] the owners' fp32 accumulators [S, n]
                                    (partial holds this rank's) */
+  loom_plan_t ar_plan;           /* AR sequential: the loom_allreduce plan of [m x n] c_type (cols n) */
   size_t symmetric_bytes, device_bytes;
   cudaStream_t side;
   cudaEvent_t fork, join, done;
@@ -102,14 +126,16 @@ typedef struct loom_tp_state {
 
 /* ---- host side shared by the two ops (tp_linear.c) ---- */
 
-/* The plan's state; kind LOOM__TP_AG / LOOM__TP_RS, or -1 for either. */
+/* The plan's state; kind LOOM__TP_AG / _RS / _AR, or -1 for any. */
 loom_result_t loom__tp_state(loom_plan_t plan, const char *fn, int kind, loom_tp_state_t **st);
 
 /* Checks a description (no GPU: host-tested) and resolves its transfer:
- * AUTO becomes a fused transfer where every peer is load/store reachable
- * (all_reachable), loom's kernels can carry hooks (hooks_ok) and W <=
- * LOOM_TP_MAX_PEERS, else SEQUENTIAL; a fused transfer asked for where it
- * cannot run is LOOM_ERR_UNSUPPORTED. */
+ * AUTO becomes a fused transfer where W > 1, every peer is load/store
+ * reachable (all_reachable), loom's kernels can carry hooks (hooks_ok) and
+ * W <= LOOM_TP_MAX_PEERS, else SEQUENTIAL; a fused transfer asked for where
+ * it cannot run is LOOM_ERR_UNSUPPORTED. AR: has_bias and an activation are
+ * refused (both come through the call's epilogue), and so are COPY_ENGINE
+ * and SM_ATOMIC. */
 loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int sm_count, const loom_tp_desc_t *d,
                                   loom_tp_transfer_t *resolved, int all_reachable, int hooks_ok);
 
@@ -196,11 +222,27 @@ typedef struct loom_rs_reduce_args {
   int zero_src;                 /* 1: each source vector is zeroed after it is read (SM_ATOMIC) */
   int total_blocks;             /* blocks of both launches of a call (side + tail): the last one
                                    to finish resets the counters and tells the sources */
-  const void *bias;             /* [n] c_type or NULL */
-  void *c_shard;                /* [rows, n] c_type */
+  loom_pointwise_t pw;          /* the epilogue on each fp32 sum (RS: its bias alone; AR: the
+                                   call's), element index row x n + col */
+  char *dst[LOOM_TP_MAX_PEERS]; /* the outputs each sum is stored into (rounded to c_type): RS
+                                   dst[0] = c_shard; AR every rank's out as this rank addresses it */
+  int nout;                     /* RS 1, AR W */
+  int64_t dst_row_base;         /* row r of the output is row r - dst_row_base of a dst */
+  size_t gath_off;              /* AR: gathered signals (set on every peer after each tile's
+                                   stores); (size_t)-1: none (RS) */
+  int wait_gathered;            /* AR tail launch: its blocks end after every other owner's
+                                   gathered signals of the call */
 } loom_rs_reduce_args_t;
 
 loom_result_t loom__rs_reduce_kernel(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream);
+
+/* The fused GEMM + reduction of loom_gemm_rs and loom_gemm_ar (gemm_rs.c):
+ * begin kernel (waits for the peers' done of the previous call), the side
+ * launch of the reduction, the hooked GEMM into the plan's partial buffer,
+ * the tail launch, the join. `ra` carries the caller's outputs (dst, nout,
+ * dst_row_base, pw, gath_off); the rest is filled here. */
+loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b,
+                             loom_rs_reduce_args_t *ra, cudaStream_t stream);
 
 /* Loads every kernel of this file (lazy loading: see
  * loom__gemm_hooked_preload) without launching any. */

@@ -10,12 +10,17 @@
  *                            chunk followed by its release signal
  *   loom_ag_wait_kernel /
  *   loom_ag_signal_kernel    one thread each, around the copy engine's copies
- *   loom_rs_reduce_kernel    the owner's side of GEMM + ReduceScatter: for each
- *                            of its output tiles, waits for the W partials'
- *                            signals, reads them from the sources' buffers
- *                            (NVLink loads), sums them in fp32 in rank order,
- *                            adds the bias, rounds once into c_shard; then
- *                            tells the sources their buffers are free
+ *   loom_rs_reduce_kernel    the owner's side of GEMM + ReduceScatter and
+ *                            GEMM + AllReduce: for each of its output tiles,
+ *                            waits for the W partials' signals, reads them
+ *                            from the sources' buffers (NVLink loads), sums
+ *                            them in fp32 in rank order, applies the
+ *                            epilogue (RS: the bias), rounds once into
+ *                            c_shard (RS) or every rank's out (AR, then the
+ *                            tile's gathered signal on every peer); then
+ *                            tells the sources their buffers are free; AR's
+ *                            tail launch then waits for the other owners'
+ *                            tiles of this rank's out
  * Any architecture >= sm_80 (no tensor cores here).
  */
 #include <cuda_runtime.h>
@@ -27,6 +32,7 @@
 #include "core/pointwise.h"
 #include "core/signal.cuh"
 #include "gemm/epilogue.cuh"
+#include "ops/coll_device.cuh"
 #include "ops/tp_linear.h"
 #include "ops/tp_schedule.h"
 
@@ -181,7 +187,7 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
   const loom_dev_comm_t &dc = a.dc;
   const int W = dc.size;
   const uint32_t e = loom_tp_epoch(dc, a.epoch_off);
-  const int es = a.c_type == LOOM_FP32 ? 4 : 2, ses = a.src_type == LOOM_FP32 ? 4 : 2;
+  const int ses = a.src_type == LOOM_FP32 ? 4 : 2;
   int32_t t0, t1;
   loom_rs_owner_tile_rows(a.m, W, dc.rank, a.bm, &t0, &t1);
   const int64_t items = a.rows > 0 ? (int64_t)(t1 - t0 + 1) * a.tiles_n : 0;
@@ -210,9 +216,8 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
     }
     __syncthreads();
     if (!ok) return; /* expired: done is never told, the peers' next calls time out too */
-    int64_t r0 = (int64_t)tm * a.bm, r1 = r0 + a.bm;
-    if (r0 < a.row0) r0 = a.row0;
-    if (r1 > a.row0 + a.rows) r1 = a.row0 + a.rows;
+    int64_t r0, r1;
+    loom_rs_tile_rows(a.m, W, dc.rank, a.bm, tm, &r0, &r1);
     const int64_t c0 = (int64_t)tn * a.bn;
     int64_t c1 = c0 + a.bn;
     if (c1 > a.n) c1 = a.n;
@@ -248,19 +253,32 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
       for (int u = 0; u < LOOM_TP_RS_UNROLL; ++u) {
         const int64_t v = v0 + (int64_t)u * blockDim.x;
         if (v >= nv) break;
-        if (a.bias) {
-          float x[8];
-          loom_tp_load8((const char *)a.bias + (size_t)colv[u] * es, a.c_type, x);
-#pragma unroll
-          for (int i = 0; i < 8; ++i) acc[u][i] += x[i];
-        }
         const int64_t row = r0 + v / vec_per_row;
-        loom_gemm_store8(a.c_shard, (row - a.row0) * a.n + colv[u], a.c_type, acc[u]);
+        /* the epilogue in fp32 (RS: + bias, the same fp32 addition as
+         * before the epilogue existed), element index row x n + col */
+        if (a.pw.flags) loom_coll_pointwise8(a.pw, row * a.n + colv[u], acc[u]);
+        /* every destination; AR starts at this rank + 1 so that the
+         * owners' stores spread over the links */
+        for (int q = 0; q < a.nout; ++q) {
+          int d = dc.rank + 1 + q;
+          while (d >= a.nout) d -= a.nout;
+          loom_gemm_store8(a.dst[d], (row - a.dst_row_base) * a.n + colv[u], a.c_type, acc[u]);
+        }
         if (a.zero_src) { /* ready for the next call's additions */
           const float z[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
           loom_gemm_store8((void *)a.src[0], (int64_t)(off[u] / (size_t)ses), a.src_type, z);
         }
       }
+    }
+    if (a.gath_off != (size_t)-1) {
+      /* the tile's rows are in every rank's out: tell the peers (every
+       * thread's stores, then a system fence, before the flags) */
+      __threadfence_system();
+      __syncthreads();
+      for (int p = (int)threadIdx.x; p < W; p += (int)blockDim.x)
+        if (p != dc.rank)
+          loom_signal_store_release(loom_signal_addr(&dc, p, a.gath_off, loom_ar_gathered_signal(dc.rank, tiles, t)),
+                                    e);
     }
     __syncthreads(); /* `ok` is rewritten for the next tile */
   }
@@ -274,6 +292,21 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
       *claim = 0u;
       for (int p = 0; p < W; ++p)
         if (p != dc.rank) loom_signal_store_release(loom_signal_addr(&dc, p, a.done_off, (uint32_t)dc.rank), e);
+    }
+  }
+  if (!a.wait_gathered) return;
+  /* AR tail: this rank's out is complete when every other owner's rows of
+   * every tile have arrived; the threads of the launch share the tiles (the
+   * last step of the kernel: a thread whose wait expires just returns) */
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < tiles; t += stride) {
+    int32_t p0, p1;
+    loom_ar_tile_owners(a.m, W, a.bm, (int32_t)(t / a.tiles_n), &p0, &p1);
+    for (int32_t o = p0; o <= p1; ++o) {
+      if (o == dc.rank) continue;
+      const uint32_t sig = loom_ar_gathered_signal(o, tiles, t);
+      if (!loom_signal_wait(&dc, (const uint32_t *)(dc.ws + a.gath_off) + sig, e, o, sig, LOOM_SITE_AR_GATHERED))
+        return;
     }
   }
 }

@@ -30,6 +30,16 @@
  * ranks start on different owners. A tile's rows may span two or more
  * shards (S not a multiple of the tile height): such a tile goes to, and
  * signals, every owner of its rows.
+ *
+ * AllReduce (GEMM + AllReduce). The ReduceScatter above, then each owner
+ * stores its reduced rows of a tile into every rank's output (its own and
+ * the peers', NVLink stores) and sets the tile's "gathered" signal on every
+ * peer: signal o x tiles + t on rank d says "owner o's rows of tile t are in
+ * d's output". The owners of a tile row are the destinations the GEMM
+ * signals its partial to (loom_ar_tile_owners = loom_tile_dst_range), each
+ * delivering its own rows of the tile (loom_rs_tile_rows), so every output
+ * row arrives on every rank exactly once; rank d waits, for every tile, for
+ * the gathered signal of each owner but itself.
  */
 #ifndef LOOM_OPS_TP_SCHEDULE_H
 #define LOOM_OPS_TP_SCHEDULE_H
@@ -125,6 +135,31 @@ LOOM_HD void loom_rs_owner_tile_rows(int64_t m, int32_t world, int32_t p, int32_
   }
   *t0 = (int32_t)(b / bm);
   *t1 = (int32_t)((b + len - 1) / bm);
+}
+
+/* RS / AR: the rows [*r0, *r1) of tile row tm that owner p sums (its shard's
+ * rows of the tile; empty, *r1 <= *r0, when it owns none of them). */
+LOOM_HD void loom_rs_tile_rows(int64_t m, int32_t world, int32_t p, int32_t bm, int32_t tm, int64_t *r0,
+                               int64_t *r1) {
+  const int64_t b = loom_tp_shard_begin(m, world, p), e = b + loom_tp_shard_len(m, world, p);
+  int64_t s = (int64_t)tm * bm, t = s + bm;
+  if (s < b) s = b;
+  if (t > e) t = e;
+  *r0 = s;
+  *r1 = t;
+}
+
+/* AR: the owners [*p0, *p1] (inclusive) of the rows of tile row tm, for
+ * tiles of bm rows (every one owns at least one of them): whose gathered
+ * signal of each tile of that row a rank waits for (its own excepted). */
+LOOM_HD void loom_ar_tile_owners(int64_t m, int32_t world, int32_t bm, int32_t tm, int32_t *p0, int32_t *p1) {
+  loom_tile_dst_range(tm, bm, m, loom_tp_shard_rows(m, world), p0, p1);
+}
+
+/* AR: the index of owner o's gathered signal of tile t (of `tiles`) in a
+ * rank's signal array. */
+LOOM_HD uint32_t loom_ar_gathered_signal(int32_t o, int64_t tiles, int64_t t) {
+  return (uint32_t)((int64_t)o * tiles + t);
 }
 
 /* SMs for a concurrent communication kernel next to a persistent GEMM of

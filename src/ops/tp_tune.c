@@ -1,5 +1,5 @@
 /*
- * tp_tune.c - loom_ag_gemm_tune / loom_gemm_rs_tune: time the tensor-parallel
+ * tp_tune.c - loom_ag_gemm_tune / loom_gemm_rs_tune / loom_gemm_ar_tune: time the tensor-parallel
  * ops' knobs for one description on this comm and record the fastest in the
  * tuning cache (core/tune.h, LOOM_TUNE_FILE), which plans made later with
  * transfer LOOM_TP_AUTO (chunk_rows and comm_blocks 0) take.
@@ -8,11 +8,15 @@
  * slower than the baseline it replaces), and where the fused transfers can
  * run, AG: the copy engine with 4, 8, 16 chunks per shard and whole shards,
  * the SM copy kernel on 4, 8, 16 blocks; RS: the reduction on 4, 8, 16
- * blocks and the plan's own choice, and the atomic reduction. Each candidate: a plan, 2 warm-up calls,
+ * blocks and the plan's own choice, and the atomic reduction; AR: the
+ * sequential path (loom_gemm + loom_allreduce) and the fused reduction on
+ * 4, 8, 16 blocks and the plan's own choice. Each candidate: a plan, 2 warm-up calls,
  * 5 timed calls back to back; its time is the maximum over ranks (an NCCL
  * all-reduce), so every rank picks the same winner (plans are collective
  * and must agree). Inputs are the tuner's own (a constant pattern: timing
  * does not depend on the values).
+ *
+ * AR's output is the tuner's own loom_malloc buffer (peers store into it).
  *
  * Key: "tp <op> W<W> <sms>sm m<m> n<n> k<k> <ab>-><c> <nk|kn> bias<0|1>
  * act<a>"; value: "transfer=<t> chunk=<rows> blocks=<n>".
@@ -36,7 +40,7 @@ static const char *dt_short(loom_dtype_t t) {
 
 int loom__tp_tune_key(int kind, const loom_tp_desc_t *d, int sms, char *key, size_t size) {
   const int n = snprintf(key, size, "tp %s W%d %dsm m%lld n%lld k%lld %s->%s %s bias%d act%d",
-                         kind == LOOM__TP_AG ? "ag_gemm" : "gemm_rs", d->world_size, sms, (long long)d->m,
+                         loom__tp_kind_op(kind), d->world_size, sms, (long long)d->m,
                          (long long)d->n, (long long)d->k, dt_short(d->ab_type), dt_short(d->c_type),
                          d->b_layout == LOOM_B_NK ? "nk" : "kn", d->has_bias ? 1 : 0, (int)d->activation);
   return n > 0 && (size_t)n < size;
@@ -61,7 +65,9 @@ loom_result_t loom__tp_tune_parse(const char *text, loom_tp_transfer_t *t, int *
 static loom_result_t time_candidate(loom_comm_t comm, const loom_tp_desc_t *d, int kind, void *a, void *b, void *c,
                                     void *bias, cudaStream_t stream, float *dev_ms, float *ms) {
   loom_plan_t plan = NULL;
-  loom_result_t r = kind == LOOM__TP_AG ? loom_plan_ag_gemm(comm, d, &plan) : loom_plan_gemm_rs(comm, d, &plan);
+  loom_result_t r = kind == LOOM__TP_AG   ? loom_plan_ag_gemm(comm, d, &plan)
+                    : kind == LOOM__TP_RS ? loom_plan_gemm_rs(comm, d, &plan)
+                                          : loom_plan_gemm_ar(comm, d, &plan);
   LOOM_TRY(r);
   cudaEvent_t e0 = NULL, e1 = NULL;
   cudaError_t ce = cudaEventCreate(&e0);
@@ -71,8 +77,9 @@ static loom_result_t time_candidate(loom_comm_t comm, const loom_tp_desc_t *d, i
   for (int i = 0; i < warm + reps && r == LOOM_SUCCESS; ++i) {
     if (i == warm && cudaEventRecord(e0, stream) != cudaSuccess) r = loom__fail(LOOM_ERR_CUDA, "tuning: event record");
     if (r == LOOM_SUCCESS)
-      r = kind == LOOM__TP_AG ? loom_ag_gemm(plan, a, b, c, NULL, d->has_bias ? bias : NULL, stream)
-                              : loom_gemm_rs(plan, a, b, c, d->has_bias ? bias : NULL, stream);
+      r = kind == LOOM__TP_AG   ? loom_ag_gemm(plan, a, b, c, NULL, d->has_bias ? bias : NULL, stream)
+          : kind == LOOM__TP_RS ? loom_gemm_rs(plan, a, b, c, d->has_bias ? bias : NULL, stream)
+                                : loom_gemm_ar(plan, a, b, c, NULL, stream);
   }
   if (r == LOOM_SUCCESS && cudaEventRecord(e1, stream) != cudaSuccess) r = loom__fail(LOOM_ERR_CUDA, "tuning: event record");
   if (r == LOOM_SUCCESS && (ce = cudaEventSynchronize(e1)) != cudaSuccess)
@@ -105,7 +112,7 @@ static loom_result_t time_candidate(loom_comm_t comm, const loom_tp_desc_t *d, i
 }
 
 static loom_result_t tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int kind, cudaStream_t stream) {
-  const char *fn = kind == LOOM__TP_AG ? "loom_ag_gemm_tune" : "loom_gemm_rs_tune";
+  const char *fn = kind == LOOM__TP_AG ? "loom_ag_gemm_tune" : kind == LOOM__TP_RS ? "loom_gemm_rs_tune" : "loom_gemm_ar_tune";
   LOOM_TRY(loom__comm_check(comm, fn));
   loom_tp_transfer_t auto_t = LOOM_TP_SEQUENTIAL;
   int hooks_ok = 0;
@@ -127,19 +134,21 @@ static loom_result_t tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int k
   const int64_t m = desc->m, n = desc->n, k = desc->k, S = loom_tp_shard_rows(m, W);
   const size_t ea = loom_dtype_size(desc->ab_type), ec = loom_dtype_size(desc->c_type);
   const size_t a_bytes = (size_t)(kind == LOOM__TP_AG ? S : m) * (size_t)k * ea;
-  const size_t c_bytes = (size_t)(kind == LOOM__TP_AG ? m : S) * (size_t)n * ec;
+  const size_t c_bytes = (size_t)(kind == LOOM__TP_RS ? S : m) * (size_t)n * ec;
   void *a = NULL, *b = NULL, *c = NULL, *bias = NULL;
   float *dev_ms = NULL;
   loom_result_t r = LOOM_SUCCESS;
+  /* AR: out in symmetric memory (collective: every rank tunes) */
+  if (kind == LOOM__TP_AR) r = loom__comm_malloc(comm, c_bytes, &c);
   cudaError_t ce = cudaMalloc(&a, a_bytes);
   if (ce == cudaSuccess) ce = cudaMalloc(&b, (size_t)n * (size_t)k * ea);
-  if (ce == cudaSuccess) ce = cudaMalloc(&c, c_bytes);
+  if (ce == cudaSuccess && kind != LOOM__TP_AR) ce = cudaMalloc(&c, c_bytes);
   if (ce == cudaSuccess) ce = cudaMalloc(&bias, (size_t)n * ec);
   if (ce == cudaSuccess) ce = cudaMalloc((void **)&dev_ms, sizeof(float));
   if (ce == cudaSuccess) ce = cudaMemsetAsync(a, 0x3c, a_bytes, stream);
   if (ce == cudaSuccess) ce = cudaMemsetAsync(b, 0x3c, (size_t)n * (size_t)k * ea, stream);
   if (ce == cudaSuccess) ce = cudaMemsetAsync(bias, 0x3c, (size_t)n * ec, stream);
-  if (ce != cudaSuccess) r = loom__cuda_fail((int)ce, "tuning buffers", __FILE__, __LINE__);
+  if (ce != cudaSuccess && r == LOOM_SUCCESS) r = loom__cuda_fail((int)ce, "tuning buffers", __FILE__, __LINE__);
 
   /* candidates: (transfer, chunk_rows, comm_blocks) */
   int cand[16][3], nc = 0;
@@ -173,7 +182,15 @@ static loom_result_t tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int k
       if (best < 0 || ms < best_ms) best = i, best_ms = ms;
     }
   }
-  cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(bias), cudaFree(dev_ms);
+  cudaFree(a), cudaFree(b), cudaFree(bias), cudaFree(dev_ms);
+  if (kind == LOOM__TP_AR) {
+    if (c) {
+      const loom_result_t rf = loom__comm_free(comm, c);
+      if (r == LOOM_SUCCESS) r = rf;
+    }
+  } else {
+    cudaFree(c);
+  }
   LOOM_TRY(r);
   char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
   if (!loom__tp_tune_key(kind, desc, comm->sm_count, key, sizeof key))
@@ -192,4 +209,8 @@ loom_result_t loom_ag_gemm_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cu
 
 loom_result_t loom_gemm_rs_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
   return tp_tune(comm, desc, LOOM__TP_RS, stream);
+}
+
+loom_result_t loom_gemm_ar_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
+  return tp_tune(comm, desc, LOOM__TP_AR, stream);
 }

@@ -47,3 +47,23 @@ void loom_ref_coll_all_gather(const loom_coll_desc_t *d, const void *const *slic
     if (len > 0) memcpy((char *)out + (size_t)b * es, slices[p], (size_t)len * es);
   }
 }
+
+void loom_ref_gemm_ar(const loom_gemm_desc_t *d, int world, const void *const *a, const void *const *b,
+                      const loom_epilogue_t *epi, double *out, double *mag) {
+  loom_gemm_desc_t g = *d;
+  g.has_bias = 0;
+  unsigned char tmp[8];
+  for (int64_t row = 0; row < g.m; ++row)
+    for (int64_t col = 0; col < g.n; ++col) {
+      double s = 0.0, ms = 0.0;
+      for (int p = 0; p < world; ++p) {
+        /* each rank's partial as its GEMM stores it: rounded once to c_type */
+        loom_ref_store(g.c_type, tmp, 0, loom_ref_gemm_element(&g, a[p], b[p], NULL, row, col));
+        const double v = loom_ref_load(g.c_type, tmp, 0);
+        s += v;
+        ms += fabs(v);
+      }
+      out[row * g.n + col] = loom_ref_epilogue(epi, g.c_type, g.n, s, row, col);
+      if (mag) mag[row * g.n + col] = ms;
+    }
+}

@@ -12,6 +12,12 @@
  *                            given here is the full-length one).
  *   loom_ref_coll_all_gather the ranks' slices (loom_coll_slice ownership)
  *                            side by side: exact bytes.
+ *   loom_ref_gemm_ar         GEMM + AllReduce (loom_gemm_ar): y[row, col] =
+ *                            epilogue(sum over ranks of A_p x B_p), each
+ *                            rank's product rounded once to c_type first
+ *                            (as both of loom's paths do), the sum and the
+ *                            epilogue (loom_ref_epilogue, element row x n +
+ *                            col) in double.
  * The result is left in double (not rounded to out_type): a test compares the
  * kernel's rounded output with a bound.
  */
@@ -35,6 +41,13 @@ void loom_ref_coll_reduce(const loom_coll_desc_t *d, const void *const *in, cons
 /* slices[p]: rank p's slice (its loom_coll_slice length) of d->dtype; out:
  * [count] of d->dtype (bytes copied). */
 void loom_ref_coll_all_gather(const loom_coll_desc_t *d, const void *const *slices, void *out);
+
+/* d: the local GEMM (m, n, k, dtypes, layout; has_bias ignored); a[p], b[p]:
+ * rank p's A [m, k] and B (p < world); epi NULL or the epilogue (bias [n],
+ * residual [m, n] of d->c_type). out: [m, n]. mag (may be NULL): [m, n]
+ * the sum of the partials' magnitudes, for error bounds. */
+void loom_ref_gemm_ar(const loom_gemm_desc_t *d, int world, const void *const *a, const void *const *b,
+                      const loom_epilogue_t *epi, double *out, double *mag);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,11 @@
  *  - RS: every output tile row of an owner receives W partials (one per
  *    source, each routed by loom_tile_dst_range), the owner's reduction
  *    waits only on tiles some source signals to it, and the rank-shifted
- *    orders are permutations starting at the shard of rank + 1.
+ *    orders are permutations starting at the shard of rank + 1;
+ *  - AR: every output row of every tile is reduced by exactly one owner and
+ *    delivered to every rank exactly once, every gathered signal a rank
+ *    waits for is set on it by exactly one owner, and every one set is
+ *    waited for (no signal index shared by two tiles or owners).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -318,4 +322,130 @@ LOOM_TEST(tp_tune_key_and_value_round_trip) {
     CHECK_RESULT(loom__tp_tune_parse(bad[i], &t, &c, &b), LOOM_ERR_INVALID_ARGUMENT);
     CHECK(strstr(loom_last_error(), bad[i]) != NULL);
   }
+}
+
+LOOM_TEST(tp_ar_every_row_reaches_every_rank_once_and_every_gathered_wait_is_set) {
+  const int32_t bms[] = {64, 128};
+  const int32_t tns[] = {1, 3};
+  for (size_t wi = 0; wi < sizeof worlds / sizeof *worlds; ++wi)
+    for (size_t mi = 0; mi < sizeof ms / sizeof *ms; ++mi)
+      for (size_t bi = 0; bi < 2; ++bi)
+        for (size_t ni = 0; ni < 2; ++ni) {
+          const int32_t W = worlds[wi], bm = bms[bi], tiles_n = tns[ni];
+          const int64_t m = ms[mi];
+          const int32_t tiles_m = (int32_t)loom_ceil_div(m, bm);
+          const int64_t tiles = (int64_t)tiles_m * tiles_n, nsig = (int64_t)W * tiles;
+          /* set[d][sig]: how often a gathered signal is set on rank d;
+           * hits[d][row][tn]: how often row `row` of column tile tn lands in d's out */
+          int *set = (int *)calloc((size_t)W * (size_t)nsig, sizeof(int));
+          int *hits = (int *)calloc((size_t)W * (size_t)m * (size_t)tiles_n, sizeof(int));
+          char *owns = (char *)calloc((size_t)W * (size_t)tiles_m, 1);
+          for (int32_t o = 0; o < W; ++o) {
+            int32_t t0, t1;
+            loom_rs_owner_tile_rows(m, W, o, bm, &t0, &t1);
+            if (loom_tp_shard_len(m, W, o) == 0) {
+              CHECK(t1 < t0);
+              continue;
+            }
+            for (int32_t tm = t0; tm <= t1; ++tm) {
+              owns[(size_t)o * tiles_m + tm] = 1;
+              int64_t r0, r1;
+              loom_rs_tile_rows(m, W, o, bm, tm, &r0, &r1);
+              CHECK(r1 > r0 && r0 >= (int64_t)tm * bm && r1 <= (int64_t)(tm + 1) * bm && r1 <= m);
+              for (int32_t tn = 0; tn < tiles_n; ++tn) {
+                const int64_t t = (int64_t)tm * tiles_n + tn;
+                for (int32_t d = 0; d < W; ++d) {
+                  for (int64_t row = r0; row < r1; ++row) hits[((size_t)d * m + row) * tiles_n + tn]++;
+                  if (d == o) continue;
+                  const uint32_t sig = loom_ar_gathered_signal(o, tiles, t);
+                  CHECK((int64_t)sig < nsig);
+                  set[(size_t)d * nsig + sig]++;
+                }
+              }
+            }
+          }
+          /* every row of every column tile on every rank exactly once */
+          for (size_t i = 0; i < (size_t)W * (size_t)m * (size_t)tiles_n; ++i)
+            if (hits[i] != 1) {
+              CHECK_EQ_INT(hits[i], 1);
+              break;
+            }
+          /* each rank's waits: every tile, each owner of its rows but itself */
+          for (int32_t d = 0; d < W; ++d) {
+            int64_t waited = 0, wset = 0;
+            for (int64_t t = 0; t < tiles; ++t) {
+              const int32_t tm = (int32_t)(t / tiles_n);
+              int32_t p0, p1;
+              loom_ar_tile_owners(m, W, bm, tm, &p0, &p1);
+              CHECK(p0 >= 0 && p1 < W && p0 <= p1);
+              for (int32_t o = 0; o < W; ++o) CHECK_EQ_INT(o >= p0 && o <= p1, owns[(size_t)o * tiles_m + tm]);
+              for (int32_t o = p0; o <= p1; ++o) {
+                if (o == d) continue;
+                ++waited;
+                CHECK_EQ_INT(set[(size_t)d * nsig + loom_ar_gathered_signal(o, tiles, t)], 1);
+              }
+            }
+            for (int64_t sg = 0; sg < nsig; ++sg) {
+              CHECK(set[(size_t)d * nsig + sg] <= 1);
+              wset += set[(size_t)d * nsig + sg];
+            }
+            CHECK_EQ_INT(waited, wset); /* no signal set that nobody waits for */
+          }
+          free(set), free(hits), free(owns);
+        }
+}
+
+LOOM_TEST(tp_ar_desc_checks_name_the_field) {
+  loom_tp_desc_t d = LOOM_TP_DESC_INIT;
+  d.m = 1000, d.n = 256, d.k = 512, d.world_size = 2;
+  loom_tp_transfer_t t = LOOM_TP_AUTO;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AR, 2, 132, &d, &t, 1, 1), LOOM_SUCCESS);
+  CHECK_EQ_INT(t, LOOM_TP_SM_COPY);
+  /* no loom kernel for the shape: AUTO is sequential (loom_gemm + loom_allreduce) */
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AR, 2, 132, &d, &t, 1, 0), LOOM_SUCCESS);
+  CHECK_EQ_INT(t, LOOM_TP_SEQUENTIAL);
+  /* W = 1: AUTO is sequential; SM_COPY still runs the fused protocol */
+  d.world_size = 1;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AR, 1, 132, &d, &t, 1, 1), LOOM_SUCCESS);
+  CHECK_EQ_INT(t, LOOM_TP_SEQUENTIAL);
+  d.transfer = LOOM_TP_SM_COPY;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AR, 1, 132, &d, &t, 1, 1), LOOM_SUCCESS);
+  CHECK_EQ_INT(t, LOOM_TP_SM_COPY);
+  d.world_size = 2;
+  /* the bias and the activation come through the call's epilogue */
+  d.transfer = LOOM_TP_AUTO;
+  d.has_bias = 1;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AR, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "has_bias=1") != NULL && strstr(loom_last_error(), "epilogue") != NULL);
+  d.has_bias = 0;
+  d.activation = LOOM_ACT_GELU_ERF;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AR, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "activation=3") != NULL && strstr(loom_last_error(), "epilogue") != NULL);
+  d.activation = LOOM_ACT_NONE;
+  d.transfer = LOOM_TP_COPY_ENGINE;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AR, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "transfer=LOOM_TP_COPY_ENGINE") != NULL &&
+        strstr(loom_last_error(), "GEMM+AllReduce") != NULL);
+  d.transfer = LOOM_TP_SM_ATOMIC;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AR, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "transfer=LOOM_TP_SM_ATOMIC") != NULL &&
+        strstr(loom_last_error(), "GEMM+AllReduce") != NULL);
+  /* not one NVLink domain: refused whatever the transfer (even sequential: loom_allreduce) */
+  d.transfer = LOOM_TP_SEQUENTIAL;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AR, 2, 132, &d, &t, 0, 1), LOOM_ERR_UNSUPPORTED);
+  CHECK(strstr(loom_last_error(), "load/store reachable") != NULL);
+  d.transfer = LOOM_TP_SM_COPY;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AR, 2, 132, &d, &t, 1, 0), LOOM_ERR_UNSUPPORTED);
+  CHECK(strstr(loom_last_error(), "LOOM_TP_SM_COPY") != NULL);
+  /* the GEMM fields as loom_gemm checks them */
+  d.transfer = LOOM_TP_AUTO;
+  d.k = 100;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AR, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "k=100") != NULL);
+  /* its tuning key and plan name */
+  d.k = 512;
+  char key[160];
+  CHECK(loom__tp_tune_key(LOOM__TP_AR, &d, 132, key, sizeof key));
+  CHECK(strcmp(key, "tp gemm_ar W2 132sm m1000 n256 k512 bf16->bf16 kn bias0 act0") == 0);
+  CHECK(strcmp(loom__tp_kind_op(LOOM__TP_AR), "gemm_ar") == 0);
 }

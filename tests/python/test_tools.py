@@ -5,13 +5,14 @@ import ctypes
 import py_compile
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO, compiler
 
 PY_FILES = sorted(
     [*(REPO / "python").rglob("*.py"), *(REPO / "examples" / "python").rglob("*.py"),
-     *(REPO / "tests" / "python").rglob("*.py")])
+     *(REPO / "tests" / "python").rglob("*.py"), *(REPO / "bench" / "peers").glob("*.py")])
 
 
 @pytest.mark.parametrize("path", PY_FILES, ids=lambda p: str(p.relative_to(REPO)))
@@ -66,3 +67,27 @@ def test_probe_verdicts():
     assert v(_res(_rank(wrong), _rank(ok))) == "WRONG: loom.embedding_a2a vs torch"
     assert v(_res(_rank(ok), _rank([], exit="timeout"))).startswith("HANG")
     assert v(_res(_rank(ok), _rank([], exit=-11, crash=-11, output_tail=""))).startswith("CRASH (exit -11)")
+
+
+def test_loom_bench_gemm_ar_lists_its_shapes_without_a_gpu():
+    """`loom-bench gemm_ar --list` prints CoCoNet's shapes and their floors
+    and exits 0 without touching CUDA (the binary next to the library under
+    test; skipped where it was not built)."""
+    from conftest import libloom_path
+    exe = Path(libloom_path()).resolve().parent.parent / "bin" / "loom-bench"
+    if not exe.exists():
+        pytest.skip(f"{exe} not built")
+    r = subprocess.run([str(exe), "gemm_ar", "--list"], capture_output=True, text=True, timeout=60,
+                       env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [line.split() for line in r.stdout.splitlines() if line.startswith(("mlp-fc2", "attn-out"))]
+    # layer, B, m, n, k, GFLOP: the MLP's second GEMM and the attention output at B = 8, 16, split 2 ways
+    assert [(x[0], x[1], x[2], x[3], x[4]) for x in rows] == [
+        ("mlp-fc2", "8", "8192", "3072", "6144"), ("mlp-fc2", "16", "16384", "3072", "6144"),
+        ("attn-out", "8", "8192", "3072", "1536"), ("attn-out", "16", "16384", "3072", "1536")]
+    assert float(rows[0][5]) == pytest.approx(2 * 8192 * 3072 * 6144 / 1e9, rel=1e-3)
+    r = subprocess.run([str(exe), "gemm_ar", "--list", "--tp", "4", "--layer", "attn", "--batch", "16"],
+                       capture_output=True, text=True, timeout=60, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [line.split()[:5] for line in r.stdout.splitlines() if line.startswith(("mlp-fc2", "attn-out"))]
+    assert rows == [["attn-out", "16", "16384", "3072", "768"]], r.stdout

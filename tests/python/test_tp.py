@@ -1,4 +1,4 @@
-"""The tensor-parallel ops' binding (loom.tp: ag_gemm, gemm_rs) on the host.
+"""The tensor-parallel ops' binding (loom.tp: ag_gemm, gemm_rs, gemm_ar) on the host.
 
 No GPU and no torch: stand-in tensors (test_checks.FakeTensor) and a
 HostComm, a loom.Comm with the host bookkeeping only (its handle is an
@@ -183,6 +183,89 @@ def test_gemm_rs_refuses_bad_arguments_by_name_before_any_plan(change, message):
     assert comm._plan_cache == {} and comm._plans == []
 
 
+def _ar_ok():
+    """A valid gemm_ar call on rank 1 of 2: m = 7, k = 32, n = 16, fp32 out, the Megatron epilogue."""
+    return dict(a=T(7, 32), weight=T(16, 32), bias=T(16, dtype="float32"), residual=T(7, 16, dtype="float32"),
+                out=T(7, 16, dtype="float32"), dropout_p=0.1, seed=5, offset=0)
+
+
+AR_BAD = [
+    ({"a": T(7, 32, dtype="float32")}, "a has dtype torch.float32; expected torch.bfloat16 or torch.float16"),
+    ({"a": T(0, 32)}, "a has shape (0, 32); expected m >= 1 rows"),
+    ({"a": T(7, 32, contiguous=False)}, "a (shape (7, 32)) is not contiguous"),
+    ({"weight": T(16, 24)}, "weight has shape (16, 24); expected (n, k=32) with k from a (7, 32)"),
+    ({"weight": T(16, 32, dtype="float16")}, "weight has dtype torch.float16; expected torch.bfloat16 (must match a)"),
+    ({"out": T(3, 16, dtype="float32")}, "out has shape (3, 16); expected (7, 16) ([m, n] of float32)"),
+    ({"bias": T(16)}, "bias has dtype torch.bfloat16; expected torch.float32"),
+    ({"bias": T(8, dtype="float32")}, "bias has shape (8,); expected (16,)"),
+    ({"residual": T(3, 16, dtype="float32")}, "residual has shape (3, 16); expected (7, 16) ([m, n] of float32, like out)"),
+    ({"residual": T(7, 16)}, "residual has dtype torch.bfloat16; expected torch.float32"),
+    ({"residual": T(7, 16, dtype="float32", device=("cuda", 1))}, "residual is on cuda:1, expected cuda:0"),
+    ({"dropout_p": 1.0}, "dropout_p=1.0 must be in [0, 1)"),
+    ({"dropout_p": -0.5}, "dropout_p=-0.5 must be in [0, 1)"),
+    ({"dropout_p": "x"}, "dropout_p='x' and scale=1.0 must be numbers"),
+    ({"scale": float("inf")}, "scale=inf must be finite"),
+    ({"seed": -1}, "seed=-1 must be >= 0"),
+    ({"offset": 1.5}, "offset=1.5 is not an integer"),
+    ({"activation": "tanh"}, "activation='tanh'; expected one of"),
+    ({"transfer": "copy_engine"}, "transfer='copy_engine': gemm_ar takes 'auto', 'sequential', 'sm_copy'"),
+    ({"transfer": "sm_atomic"}, "transfer='sm_atomic': gemm_ar takes"),
+    ({"layout": "tn"}, "layout='tn'; expected 'nk'"),
+    ({"comm_blocks": -1}, "comm_blocks=-1 must be >= 0"),
+]
+
+
+@pytest.mark.parametrize("change, message", AR_BAD, ids=[m.split(";")[0][:40] for _, m in AR_BAD])
+def test_gemm_ar_refuses_bad_arguments_by_name_before_any_plan(change, message):
+    comm = HostComm(rank=1, size=2)
+    kw = _ar_ok()
+    kw.update(change)
+    with pytest.raises(loom.InvalidArgumentError) as ei:
+        tp.gemm_ar(comm, kw.pop("a"), kw.pop("weight"), kw.pop("bias"), stream=0, **kw)
+    assert str(ei.value).startswith("loom.gemm_ar: ") and message in str(ei.value), str(ei.value)
+    assert ei.value.code == errors.ERR_INVALID_ARGUMENT
+    assert comm._plan_cache == {} and comm._plans == []  # nothing reached libloom
+
+
+def test_gemm_ar_plans_out_and_epilogue(lib):
+    """gemm_ar's spec, key and plan object: another op than gemm_rs on the
+    same numbers; a fused plan refuses an out outside symmetric memory and
+    otherwise uses its own symmetric buffer; the call reaches libloom with
+    the epilogue (which refuses the fake plan handle, naming it)."""
+    comm = HostComm(rank=1, size=2)
+    a, w = T(7, 32), T(16, 32)
+    spec = tp._ar_spec("f", comm, a, w, "nk", "float32", "auto", 0)
+    assert spec.out_shape == (7, 16) and spec.a_shape == (7, 32)
+    rs = tp._rs_spec("f", comm, a, w, False, "nk", "float32", "auto", 0)
+    assert spec.key[1] == "gemm_ar" and spec.key[2:] == rs.key[2:]
+    with pytest.raises(loom.InvalidArgumentError, match="gemm_ar plans take no bias or activation"):
+        tp.TpSpec(comm, "gemm_ar", 7, 16, 32, "bfloat16", "float32", bias=True)
+    plan = _inject(comm, spec, 0x4242)
+    plan.info = {"transfer": "sm_copy"}
+    with pytest.raises(loom.InvalidArgumentError, match="loom.gemm_rs: this is a gemm_ar plan"):
+        plan.gemm_rs(a, w, stream=0)
+    with pytest.raises(loom.InvalidArgumentError, match="loom.ag_gemm: this is a gemm_ar plan"):
+        plan.ag_gemm(T(3, 32), w, stream=0)
+    with pytest.raises(loom.InvalidArgumentError,
+                       match=r"loom.gemm_ar: out \(at 0x7f0000000000, 448 bytes\) is not symmetric memory of this comm: "
+                             r"peers store their reduced rows into it"):
+        plan.gemm_ar(a, w, out=T(7, 16, dtype="float32"), stream=0)
+    with pytest.raises(loom.InvalidArgumentError, match="loom_gemm_ar: plan=0x4242 is not a live loom plan"):
+        plan.gemm_ar(a, w, T(16, dtype="float32"), residual=T(7, 16, dtype="float32"), dropout_p=0.1, stream=0)
+    own = plan.output_buffer()
+    assert own is plan.output_buffer() and own.shape == (7, 16) and comm._allocs[own.data_ptr()].internal
+    # sequential: any tensor as out (libloom refuses the fake handle next)
+    plan.info = {"transfer": "sequential"}
+    with pytest.raises(loom.InvalidArgumentError, match="loom_gemm_ar: plan=0x4242 is not a live loom plan"):
+        plan.gemm_ar(a, w, out=T(7, 16, dtype="float32"), stream=0)
+    with pytest.raises(loom.InvalidArgumentError, match="only gemm_ar plans have one"):
+        tp.TpPlan.output_buffer(SimpleNamespace(spec=SimpleNamespace(op="gemm_rs")))
+    assert tp._epilogue("f", None, None, 0.0, 0, 0, 1.0, "none") is None  # the identity: NULL
+    e = tp._epilogue("f", T(16, ptr=0xB1A5), None, 0.25, 7, 9, 0.5, "gelu_tanh")
+    assert (e.bias, e.residual, e.dropout_p, e.dropout_seed, e.dropout_offset, e.scale, e.activation) == (
+        0xB1A5, None, 0.25, 7, 9, 0.5, int(loom.Activation.GELU_TANH))
+
+
 def test_an_empty_shard_is_a_valid_call():
     """m = 5 on 4 ranks: rank 3 owns no row; its a_shard / out have 0 rows."""
     comm = HostComm(rank=3, size=4)
@@ -244,6 +327,7 @@ def _inject(comm, spec, handle):
     """A TpPlan of `spec` with a fake handle in the comm's cache, as if made."""
     plan = tp.TpPlan.__new__(tp.TpPlan)
     plan.comm, plan.spec, plan._plan, plan._gathered, plan.info = comm, spec, handle, None, {"transfer": "auto"}
+    plan._out = None
     comm._plan_cache[spec.key] = plan
     comm._register_plan(plan)
     return plan
