@@ -29,6 +29,7 @@
 #include <cuda_runtime.h>
 
 #include "../common/test.h"
+#include "case_suite.h"
 #include "core/tune.h"
 #include "ops/tp_linear.h"
 #include "ops/tp_schedule.h"
@@ -270,34 +271,15 @@ out:
   return loom_test_failures != fails0;
 }
 
-typedef struct tp_suite {
-  const tp_case_t *cases;
-  int n;
-} tp_suite_t;
-
-static int rank_suite(loom_rank_ctx_t *ctx, void *arg) {
-  const tp_suite_t *su = (const tp_suite_t *)arg;
-  loom_comm_t comm = NULL;
-  loom_config_t cfg = LOOM_CONFIG_INIT;
-  cfg.timeout_ms = 20000;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, &cfg, &comm), return 1);
-  /* plans and calls are collective: after a failed case this rank stops,
-   * and its peers' next call waits once for it, times out and stops too
-   * (going on would make every later case wait out the timeout) */
-  for (int i = 0; i < su->n; ++i)
-    if (run_case(ctx, comm, &su->cases[i])) {
-      printf("    rank %d: stopping after case %d of %d failed\n", ctx->rank, i, su->n);
-      break;
-    }
-  CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
-  return loom_test_failures;
+static int run_case_v(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *k) {
+  return run_case(ctx, comm, (const tp_case_t *)k);
 }
 
 static int gpus(int need) { return loom_test_gpus(need); }
 
 static void run_suite(int W, const tp_case_t *cases, int n) {
-  tp_suite_t su = {cases, n};
-  CHECK_EQ_INT(loom_launch(W, LAUNCH_TIMEOUT_S, rank_suite, &su), 0);
+  const loom_case_suite_t su = {cases, sizeof *cases, n, 20000, run_case_v};
+  loom_case_suite_run(W, LAUNCH_TIMEOUT_S, &su);
 }
 
 #define BF LOOM_BF16
