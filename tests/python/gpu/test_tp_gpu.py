@@ -262,3 +262,77 @@ def _first_fused_rs(rank, world):
 def test_fused_gemm_rs_first_call_under_lazy_loading(world, monkeypatch):
     monkeypatch.setenv("CUDA_MODULE_LOADING", "LAZY")
     run_ranks(_first_fused_rs, world)
+
+
+# gemm_ar: (m, n, k, ab, c, layout, bias, residual, scale, activation, transfer)
+AR_CASES = [
+    (300, 256, 128, torch.bfloat16, torch.bfloat16, "nk", True, True, 1.0, "none", "auto"),
+    (77, 128, 64, torch.float16, torch.float32, "kn", True, False, 0.5, "gelu_tanh", "sequential"),
+    (129, 136, 72, torch.bfloat16, torch.float16, "nk", False, True, 1.0, "relu", "sm_copy"),
+    (1, 64, 64, torch.bfloat16, torch.bfloat16, "kn", True, True, 1.0, "none", "auto"),
+]
+
+
+def _act(name, v):
+    if name == "relu":
+        return v.clamp_min(0)
+    if name == "gelu_tanh":
+        return torch.nn.functional.gelu(v, approximate="tanh")
+    return v
+
+
+def _gemm_ar(rank, world):
+    """loom.gemm_ar against torch (fp64) on every rank: every epilogue piece
+    but dropout, then dropout: dropped elements are the residual exactly,
+    kept ones the reference / (1 - p) + residual, about 1 - p of them kept,
+    and the fused and sequential plans give the same bits (the same mask)."""
+    dev = f"cuda:{rank}"
+    worst = 0.0
+    with loom.Comm.from_process_group() as comm:
+        for call, (m, n, k, ab, c, layout, with_bias, with_res, scale, act, transfer) in enumerate(AR_CASES):
+            gen = torch.Generator().manual_seed(500 + call)
+            a_s = [_rand(gen, m, k).to(ab) for _ in range(world)]
+            w_s = [(_rand(gen, k, n) if layout == "kn" else _rand(gen, n, k)).to(ab) for _ in range(world)]
+            bias = _rand(gen, n).to(c) if with_bias else None
+            res = _rand(gen, m, n).to(c) if with_res else None
+            ref = sum(a.double() @ (w.double() if layout == "kn" else w.double().t()) for a, w in zip(a_s, w_s))
+            ref = ref * scale + (bias.double() if bias is not None else 0)
+            ref = _act(act, ref) + (res.double() if res is not None else 0)
+            y = loom.gemm_ar(comm, a_s[rank].to(dev), w_s[rank].to(dev), bias.to(dev) if bias is not None else None,
+                             residual=res.to(dev) if res is not None else None, scale=scale, activation=act,
+                             layout=layout, out_dtype=c, transfer=transfer)
+            torch.cuda.synchronize()
+            assert not torch.isnan(y).any(), f"case {call}: an output element was left unwritten"
+            err, bound = _rel(y, ref), (world + 1) * _eps(c) + 1e-6 * k
+            assert err < bound, f"case {call}: relative error {err} (bound {bound})"
+            worst = max(worst, err)
+        # dropout: the mask is loom's (Philox of the element index), the same on both paths
+        m, n, k, p = 256, 512, 128, 0.25
+        gen = torch.Generator().manual_seed(777)
+        a_s = [_rand(gen, m, k).bfloat16() for _ in range(world)]
+        w_s = [_rand(gen, n, k).bfloat16() for _ in range(world)]
+        bias, res = _rand(gen, n).float(), _rand(gen, m, n).float()
+        pre = sum(a.double() @ w.double().t() for a, w in zip(a_s, w_s)) + bias.double()
+        outs = []
+        for transfer in ("auto", "sequential"):
+            y = loom.gemm_ar(comm, a_s[rank].to(dev), w_s[rank].to(dev), bias.to(dev), residual=res.to(dev),
+                             dropout_p=p, seed=1234, offset=8, out_dtype=torch.float32, transfer=transfer)
+            outs.append(y.clone())
+        torch.cuda.synchronize()
+        assert torch.equal(outs[0], outs[1]), "fused and sequential: the same mask and the same bits"
+        y = outs[0].double().cpu()
+        dropped = y == res.double()
+        kept_frac = 1.0 - dropped.double().mean().item()
+        assert abs(kept_frac - (1 - p)) < 0.02, f"kept {kept_frac:.3f} of the elements, expected {1 - p}"
+        kept = ~dropped
+        err = ((y - res.double() - pre / (1 - p))[kept].abs().max() / (pre / (1 - p)).abs().max()).item()
+        assert err < (world + 1) * _eps(torch.float32) + 1e-3, f"kept elements: relative error {err}"
+        torch.cuda.synchronize()
+        dist.barrier()
+    return worst
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_gemm_ar_matches_torch(world):
+    worst = run_ranks(_gemm_ar, world)
+    print("largest relative errors per rank:", worst)
