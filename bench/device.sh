@@ -20,6 +20,8 @@
 #   LOOM_EXAMPLES=0    skip examples/tp_mlp (run on every GPU when built or carried)
 #   LOOM_PYTEST        pytest arguments for the Python GPU tests ("" skips them),
 #                      e.g. "tests/python/gpu/test_tp_gpu.py"
+#   LOOM_PYTEST_TIMEOUT seconds the pytest step may take (default LOOM_STEP_TIMEOUT:
+#                      each 2-process test spends ~15 s starting torch and NCCL)
 #   LOOM_TORCHRUN      Python scripts run with torchrun on every GPU ("" skips),
 #                      e.g. "examples/python/tp_mlp.py"
 #   LOOM_STEP_TIMEOUT  seconds each step may take (default 600): a stuck step
@@ -131,7 +133,8 @@ fi
 # the Python binding on the GPUs (libloom from build/lib)
 export LOOM_LIBRARY=$PWD/build/lib/libloom.so
 if [ -n "${LOOM_PYTEST:-}" ]; then
-  step "pytest ${LOOM_PYTEST}" "$out/python-pytest.log" python3 -m pytest -v -p no:cacheprovider ${LOOM_PYTEST}
+  limit=${LOOM_PYTEST_TIMEOUT:-$limit} step "pytest ${LOOM_PYTEST}" "$out/python-pytest.log" \
+    python3 -m pytest -v -p no:cacheprovider ${LOOM_PYTEST}
 fi
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 for s in ${LOOM_TORCHRUN:-}; do

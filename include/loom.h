@@ -460,7 +460,8 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  * its shard argument.
  *
  * Transfers (desc.transfer; loom_tp_plan_info says what a plan chose):
- *   SEQUENTIAL   NCCL collective and loom_gemm one after the other (the
+ *   SEQUENTIAL   NCCL collective and the GEMM one after the other
+ *                (cuBLASLt or loom_gemm: desc.sequential_gemm; the
  *                baseline; any topology; the fallback)
  *   COPY_ENGINE  AG: each rank pushes its shard into the peers' gathered
  *                buffers with cudaMemcpyAsync on a second stream, chunk by
@@ -512,6 +513,22 @@ typedef enum loom_tp_transfer {
   LOOM_TP_SM_ATOMIC = 4
 } loom_tp_transfer_t;
 
+/* The GEMM of the sequential path (transfer LOOM_TP_SEQUENTIAL; the fused
+ * transfers always run loom's hooked kernels).
+ *   AUTO      a tuned entry's choice (loom_*_tune times both) where the
+ *             description leaves every knob to loom and the cache has one;
+ *             else cuBLASLt where it takes the dtypes (C of A's type or
+ *             fp32), loom_gemm otherwise: untuned, the sequential path is
+ *             the baseline itself (NCCL + cuBLASLt)
+ *   LOOM      loom_gemm (its own tuning cache and LOOM_GEMM_PATH apply)
+ *   CUBLASLT  cuBLASLt (LOOM_ERR_UNSUPPORTED for bf16 -> fp16 and
+ *             fp16 -> bf16, which it does not take) */
+typedef enum loom_tp_gemm {
+  LOOM_TP_GEMM_AUTO = 0,
+  LOOM_TP_GEMM_LOOM = 1,
+  LOOM_TP_GEMM_CUBLASLT = 2
+} loom_tp_gemm_t;
+
 typedef struct loom_tp_desc {
   size_t struct_size;        /* sizeof(loom_tp_desc_t) */
   /* the local GEMM, as loom_gemm_desc_t: m (global rows), this rank's n and k */
@@ -528,9 +545,11 @@ typedef struct loom_tp_desc {
   int comm_blocks;           /* SM_COPY / SM_ATOMIC: blocks given to the copies (AG) or the
                                 reduction (RS) next to the GEMM; 0: chosen by the plan (the most
                                 SMs, 4..16, that cost the GEMM no extra wave) */
+  loom_tp_gemm_t sequential_gemm; /* the sequential path's GEMM (see loom_tp_gemm_t) */
 } loom_tp_desc_t;
 #define LOOM_TP_DESC_INIT \
-  { sizeof(loom_tp_desc_t), 0, 0, 0, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0, LOOM_ACT_NONE, 0, LOOM_TP_AUTO, 0, 0 }
+  { sizeof(loom_tp_desc_t), 0, 0, 0, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0, LOOM_ACT_NONE, 0, LOOM_TP_AUTO, 0, 0, \
+    LOOM_TP_GEMM_AUTO }
 
 /* What a plan chose and what it holds. */
 typedef struct loom_tp_plan_info {
@@ -545,8 +564,11 @@ typedef struct loom_tp_plan_info {
   size_t symmetric_bytes;    /* loom_malloc memory the plan holds on this rank */
   size_t device_bytes;       /* other device memory it holds */
   size_t workspace_bytes;    /* of the comm's symmetric workspace (signals) */
+  loom_tp_gemm_t gemm;       /* the GEMM the calls run: LOOM_TP_GEMM_LOOM (loom_gemm, or the
+                                fused transfers' hooked kernel) or LOOM_TP_GEMM_CUBLASLT */
 } loom_tp_plan_info_t;
-#define LOOM_TP_PLAN_INFO_INIT { sizeof(loom_tp_plan_info_t), LOOM_TP_AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define LOOM_TP_PLAN_INFO_INIT \
+  { sizeof(loom_tp_plan_info_t), LOOM_TP_AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, LOOM_TP_GEMM_AUTO }
 
 /* Collective (same desc on every rank). Validates the description (each
  * field by name and value; the GEMM fields as loom_gemm does), chooses the
@@ -566,17 +588,18 @@ loom_result_t loom_plan_gemm_ar(loom_comm_t comm, const loom_tp_desc_t *desc, lo
  * it captures a graph). Times the op's knobs for this description on this
  * comm with inputs of its own (the sequential path; the copy engine with
  * 1, 4, 8, 16 chunks per shard; the SM copy / reduction on 4, 8, 16 blocks;
- * the atomic reduction)
- * and records the fastest (max over ranks, so every rank picks the same) in
- * the tuning cache (written to LOOM_TUNE_FILE by rank 0 when set). Plans
- * made afterwards from a description with transfer LOOM_TP_AUTO and
- * chunk_rows = comm_blocks = 0 take the recorded choice; the sequential
- * path is a candidate, so a tuned op is never slower than NCCL + loom_gemm
- * on the shape it was tuned for. Takes tens of calls of the op. */
+ * the atomic reduction; the sequential path with cuBLASLt and with
+ * loom_gemm) and records the fastest (max over ranks, so every rank picks
+ * the same) in the tuning cache (written to LOOM_TUNE_FILE by rank 0 when
+ * set). Plans made afterwards from a description with transfer
+ * LOOM_TP_AUTO, chunk_rows = comm_blocks = 0 and sequential_gemm
+ * LOOM_TP_GEMM_AUTO take the recorded choice; the sequential paths are
+ * candidates, so a tuned op is never slower than NCCL + cuBLASLt on the
+ * shape it was tuned for. Takes tens of calls of the op. */
 loom_result_t loom_ag_gemm_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream);
 loom_result_t loom_gemm_rs_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream);
-/* The same for loom_gemm_ar: candidates the sequential path (loom_gemm +
- * loom_allreduce) and the fused reduction on 4, 8, 16 blocks and the
+/* The same for loom_gemm_ar: candidates the sequential path (cuBLASLt or
+ * loom_gemm, then loom_allreduce) and the fused reduction on 4, 8, 16 blocks and the
  * plan's own count (times without an epilogue). */
 loom_result_t loom_gemm_ar_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream);
 
@@ -623,8 +646,8 @@ loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void 
  *               tile by tile as the partials arrive, then signals the tile;
  *               the call ends on each rank once every row of its out has
  *               arrived
- *   SEQUENTIAL  loom_gemm into the plan's partial, then loom_allreduce with
- *               the epilogue
+ *   SEQUENTIAL  the GEMM (cuBLASLt or loom_gemm: desc.sequential_gemm) into
+ *               the plan's partial, then loom_allreduce with the epilogue
  *   AUTO        SM_COPY when W > 1 (loom_gemm_ar_tune's choice where tuned),
  *               else SEQUENTIAL
  * Memory: a, b, bias and residual any device memory. out 16-byte aligned;

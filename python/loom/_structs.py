@@ -71,6 +71,12 @@ class TpTransfer(CEnum):
     SM_ATOMIC = 4
 
 
+class TpGemm(CEnum):
+    AUTO = 0
+    LOOM = 1
+    CUBLASLT = 2
+
+
 class OptimForm(CEnum):
     AUTO = 0
     RS_OPT_AG = 1
@@ -90,7 +96,7 @@ class Norm(CEnum):
 
 
 C_PREFIX = {Result: "LOOM_", DType: "LOOM_", Activation: "LOOM_ACT_", Layout: "LOOM_B_", Pooling: "LOOM_POOL_",
-            EmbeddingPath: "LOOM_EMB_PATH_", TpTransfer: "LOOM_TP_", OptimForm: "LOOM_OPTIM_", CollAlgo: "LOOM_COLL_",
+            EmbeddingPath: "LOOM_EMB_PATH_", TpTransfer: "LOOM_TP_", TpGemm: "LOOM_TP_GEMM_", OptimForm: "LOOM_OPTIM_", CollAlgo: "LOOM_COLL_",
             Norm: "LOOM_NORM_"}
 ENUMS = tuple(C_PREFIX)
 
@@ -180,9 +186,10 @@ class TpDesc(CStruct):
     _fields_ = [("struct_size", c_size_t), ("m", c_int64), ("n", c_int64), ("k", c_int64),
                 ("ab_type", c_int), ("c_type", c_int), ("b_layout", c_int), ("has_bias", c_int),
                 ("activation", c_int), ("world_size", c_int), ("transfer", c_int), ("chunk_rows", c_int),
-                ("comm_blocks", c_int)]
+                ("comm_blocks", c_int), ("sequential_gemm", c_int)]
     _defaults_ = {"ab_type": int(DType.BF16), "c_type": int(DType.BF16), "b_layout": int(Layout.KN),
-                  "activation": int(Activation.NONE), "transfer": int(TpTransfer.AUTO)}
+                  "activation": int(Activation.NONE), "transfer": int(TpTransfer.AUTO),
+                  "sequential_gemm": int(TpGemm.AUTO)}
 
 
 class TpPlanInfo(CStruct):
@@ -190,8 +197,9 @@ class TpPlanInfo(CStruct):
     _fields_ = [("struct_size", c_size_t), ("transfer", c_int), ("shard_rows", c_int64), ("chunk_rows", c_int),
                 ("comm_blocks", c_int), ("gemm_bm", c_int), ("gemm_bn", c_int), ("gemm_grid", c_int),
                 ("deterministic", c_int),
-                ("symmetric_bytes", c_size_t), ("device_bytes", c_size_t), ("workspace_bytes", c_size_t)]
-    _defaults_ = {"transfer": int(TpTransfer.AUTO)}
+                ("symmetric_bytes", c_size_t), ("device_bytes", c_size_t), ("workspace_bytes", c_size_t),
+                ("gemm", c_int)]
+    _defaults_ = {"transfer": int(TpTransfer.AUTO), "gemm": int(TpGemm.AUTO)}
 
 
 class OptimDesc(CStruct):

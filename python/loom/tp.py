@@ -35,7 +35,7 @@ a torch Linear weight, the default; [k, n] with layout "kn").
            store into out, so out must be symmetric memory of the comm
            (comm.empty, every rank the same buffer), or None: the plan's own
            buffer (plan.output_buffer(), overwritten by the plan's next
-           call). Transfers: "auto", "sequential" (loom_gemm +
+           call). Transfers: "auto", "sequential" (the GEMM, then
            loom_allreduce) or "sm_copy" (fused).
 
 a and the weight are bfloat16 or float16 (the same); the output (out_dtype,
@@ -54,7 +54,9 @@ transfer: "auto" (libloom chooses: fused where every peer is load/store
 reachable, else sequential), "sequential" (NCCL collective, then the GEMM),
 "copy_engine" (AG only), "sm_copy" or "sm_atomic" (RS only: fp32 atomic
 additions, not deterministic); plan.info["transfer"] says which one
-a plan took.
+a plan took, and plan.info["gemm"] which GEMM its calls run ("cublaslt":
+the sequential path where cuBLASLt takes the dtypes, unless a tuned entry
+chose loom_gemm; "loom": loom_gemm, or the fused transfers' kernels).
 
 Kernels: libloom loads every kernel of a plan when the plan is made, so
 CUDA's lazy module loading (the default) needs no special setting.
@@ -65,7 +67,7 @@ import operator
 from . import _lib, _torch
 from ._checks import ITEMSIZE, check_tensor, dtype_name, loom_dtype, shape_of
 from ._structs import Epilogue
-from ._structs import Activation, Layout, TpDesc, TpPlanInfo, TpTransfer  # noqa: F401 (TpTransfer: loom.tp.TpTransfer)
+from ._structs import Activation, Layout, TpDesc, TpGemm, TpPlanInfo, TpTransfer  # noqa: F401 (TpTransfer: loom.tp.TpTransfer)
 from .errors import InvalidArgumentError
 from .ops import _run_on_device
 
@@ -356,6 +358,7 @@ class TpPlan:
         info = pi.as_dict()
         del info["struct_size"]
         info["transfer"] = TpTransfer(info["transfer"]).name.lower()
+        info["gemm"] = TpGemm(info["gemm"]).name.lower()  # "loom" or "cublaslt": the GEMM the calls run
         info["deterministic"] = bool(info["deterministic"])
         self.info = info
 

@@ -143,15 +143,6 @@ static cudaDataType_t loom__cuda_type(loom_dtype_t t) {
   return CUDA_R_32F;
 }
 
-static const char *loom__short_type(loom_dtype_t t) {
-  switch (t) {
-    case LOOM_FP32: return "fp32";
-    case LOOM_FP16: return "fp16";
-    case LOOM_BF16: return "bf16";
-  }
-  return "?";
-}
-
 /* Handle of `device` (created on first use). Lock held. */
 static loom_result_t loom__gemm_get_handle(int device, cublasLtHandle_t *out) {
   if (device < 0 || device >= LOOM_GEMM_MAX_DEVICES)
@@ -260,8 +251,8 @@ static loom_result_t loom__gemm_heuristic(loom_gemm_entry_t *e, cublasLtHandle_t
 
 static void loom__gemm_describe(const loom_gemm_desc_t *d, char *buf, size_t cap) {
   snprintf(buf, cap, "m=%lld n=%lld k=%lld ab_type=%s c_type=%s b_layout=%s has_bias=%d",
-           (long long)d->m, (long long)d->n, (long long)d->k, loom__short_type(d->ab_type),
-           loom__short_type(d->c_type), d->b_layout == LOOM_B_KN ? "KN" : "NK", d->has_bias);
+           (long long)d->m, (long long)d->n, (long long)d->k, loom__dtype_name(d->ab_type),
+           loom__dtype_name(d->c_type), d->b_layout == LOOM_B_KN ? "KN" : "NK", d->has_bias);
 }
 
 /* The cache entry for (device, d, alignments), created with the heuristic's

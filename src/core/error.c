@@ -57,3 +57,12 @@ loom_result_t loom__nccl_fail(int err, const char *what, const char *file, int l
   return loom__fail(LOOM_ERR_NCCL, "%s failed: %s (ncclResult %d) at %s:%d", what,
                     ncclGetErrorString((ncclResult_t)err), err, file, line);
 }
+
+const char *loom__dtype_name(loom_dtype_t t) {
+  switch (t) {
+    case LOOM_FP32: return "fp32";
+    case LOOM_FP16: return "fp16";
+    case LOOM_BF16: return "bf16";
+  }
+  return "?";
+}

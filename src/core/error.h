@@ -35,6 +35,9 @@ void loom__fail_append(const char *fmt, ...)
 loom_result_t loom__cuda_fail(int err, const char *what, const char *file, int line);
 loom_result_t loom__nccl_fail(int err, const char *what, const char *file, int line);
 
+/* "bf16", "fp16", "fp32" ("?" for anything else): messages and tuning keys. */
+const char *loom__dtype_name(loom_dtype_t t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -34,13 +34,9 @@
 #include "gemm/gemm.h"
 #include "gemm/gemm_heuristic.h"
 
-static const char *loom__dt_short(loom_dtype_t t) {
-  return t == LOOM_BF16 ? "bf16" : t == LOOM_FP16 ? "fp16" : t == LOOM_FP32 ? "fp32" : "?";
-}
-
 int loom__gemm_tune_key(const loom_gemm_desc_t *d, const char *path, int sms, char *key, size_t size) {
   const int n = snprintf(key, size, "gemm %s %dsm m%lld n%lld k%lld %s->%s %s bias%d", path, sms, (long long)d->m,
-                         (long long)d->n, (long long)d->k, loom__dt_short(d->ab_type), loom__dt_short(d->c_type),
+                         (long long)d->n, (long long)d->k, loom__dtype_name(d->ab_type), loom__dtype_name(d->c_type),
                          d->b_layout == LOOM_B_NK ? "nk" : "kn", d->has_bias ? 1 : 0);
   return n > 0 && (size_t)n < size;
 }

@@ -14,7 +14,7 @@
 #include "core/ptr_check.h"
 #include "gemm/gemm.h"
 
-static const char *loom__dtype_name(loom_dtype_t t) {
+static const char *loom__dtype_enum_name(loom_dtype_t t) {
   switch (t) {
     case LOOM_FP32: return "LOOM_FP32";
     case LOOM_FP16: return "LOOM_FP16";
@@ -54,11 +54,11 @@ loom_result_t loom__gemm_validate_desc(const char *fn, const loom_gemm_desc_t *d
   }
   if (d->ab_type != LOOM_BF16 && d->ab_type != LOOM_FP16)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: ab_type=%d (%s) must be LOOM_BF16 or LOOM_FP16",
-                      fn, (int)d->ab_type, loom__dtype_name(d->ab_type));
+                      fn, (int)d->ab_type, loom__dtype_enum_name(d->ab_type));
   if (d->c_type != LOOM_BF16 && d->c_type != LOOM_FP16 && d->c_type != LOOM_FP32)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: c_type=%d (%s) must be LOOM_BF16, LOOM_FP16 or LOOM_FP32", fn,
-                      (int)d->c_type, loom__dtype_name(d->c_type));
+                      (int)d->c_type, loom__dtype_enum_name(d->c_type));
   if (d->b_layout != LOOM_B_KN && d->b_layout != LOOM_B_NK)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: b_layout=%d is unknown: must be LOOM_B_KN (0) or LOOM_B_NK (1)", fn,

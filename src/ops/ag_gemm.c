@@ -12,7 +12,8 @@
  * with its tiles in arrival order (own shard first, then ring order after
  * this rank), each tile waiting only for the chunks of its rows.
  * Sequential: NCCL all-gather (a broadcast per shard when the shards are
- * uneven) into the gathered buffer, then loom_gemm.
+ * uneven) into the gathered buffer, then the GEMM (cuBLASLt or loom_gemm,
+ * the plan's gemm engine).
  */
 #include <stddef.h>
 #include <string.h>
@@ -47,7 +48,7 @@ static loom_result_t ag_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
     if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclBroadcast (loom_ag_gemm, uneven shards)", __FILE__, __LINE__);
     if (n2 != ncclSuccess) return loom__nccl_fail((int)n2, "ncclGroupEnd (loom_ag_gemm)", __FILE__, __LINE__);
   }
-  LOOM_TRY(loom_gemm(g, dst, b, c, bias, stream));
+  LOOM_TRY(loom__tp_seq_gemm(st, g, dst, b, c, bias, stream));
   if (st->desc.activation != LOOM_ACT_NONE)
     LOOM_TRY(loom__tp_activation(c, (size_t)g->m * (size_t)g->n, g->c_type, (int)st->desc.activation, stream));
   return LOOM_SUCCESS;

@@ -196,7 +196,6 @@ static const char *path_name(int p) {
   return "auto";
 }
 
-static const char *dtype_name(loom_dtype_t t) { return t == LOOM_FP32 ? "fp32" : t == LOOM_FP16 ? "fp16" : "bf16"; }
 
 static void state_free(loom_emb_state_t *st) {
   free(st->tables_per_rank);
@@ -278,7 +277,7 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
     return loom__fail(LOOM_ERR_UNSUPPORTED,
                       "%s: rank %d's %s tables hold %lld rows; the backward of fp16/bf16 tables sorts 32-bit row "
                       "numbers and takes at most %lld rows per rank",
-                      fn, r, dtype_name(desc->table_type), rows, (long long)LOOM_EMB_MAX_SORTED_ROWS);
+                      fn, r, loom__dtype_name(desc->table_type), rows, (long long)LOOM_EMB_MAX_SORTED_ROWS);
   }
   if (loom_emb_sched_init(&st->sched, W, r, T, t_total, st->table_base[r], desc->global_batch, S, st->part,
                           desc->local_first) != 0) {
@@ -351,7 +350,7 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   plan->op_state = st;
   plan->destroy_op = emb_destroy;
   snprintf(plan->tune_key, sizeof plan->tune_key, "emb_a2a W%d T%d/%d D%d B%lld S%d %s>%s %s", W, T, t_total,
-           desc->dim, (long long)desc->global_batch, S, dtype_name(desc->table_type), dtype_name(desc->out_type),
+           desc->dim, (long long)desc->global_batch, S, loom__dtype_name(desc->table_type), loom__dtype_name(desc->out_type),
            pool_name(desc->pooling));
 
   if (comm->detached) {
@@ -680,7 +679,7 @@ loom_result_t loom_embedding_a2a_backward(loom_plan_t plan, const void *grad_out
   if (st->bwd == LOOM_EMB_BWD_SORTED && num_indices > LOOM_EMB_MAX_SORTED_INDICES)
     return loom__fail(LOOM_ERR_UNSUPPORTED,
                       "%s: num_indices=%lld: the backward of %s tables sorts 32-bit positions and takes at most %lld "
-                      "indices per call", fn, (long long)num_indices, dtype_name(st->desc.table_type),
+                      "indices per call", fn, (long long)num_indices, loom__dtype_name(st->desc.table_type),
                       (long long)LOOM_EMB_MAX_SORTED_INDICES);
   if (comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: test comm without a GPU", fn);
   const size_t tsz = loom_dtype_size(st->desc.table_type), osz = loom_dtype_size(st->desc.out_type);
@@ -751,7 +750,7 @@ loom_result_t loom__emb_set_backward(loom_plan_t plan, int bwd) {
   if (bwd == LOOM_EMB_BWD_ATOMIC && st->desc.table_type != LOOM_FP32)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: bwd=LOOM_EMB_BWD_ATOMIC with %s tables: atomics in the table's dtype round at every "
-                      "addition; only fp32 tables take it", fn, dtype_name(st->desc.table_type));
+                      "addition; only fp32 tables take it", fn, loom__dtype_name(st->desc.table_type));
   if (bwd == LOOM_EMB_BWD_SORTED && st->local_rows > LOOM_EMB_MAX_SORTED_ROWS)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: this rank's tables hold %lld rows, more than %lld for the sorted "
                       "backward", fn, (long long)st->local_rows, (long long)LOOM_EMB_MAX_SORTED_ROWS);

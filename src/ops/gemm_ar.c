@@ -21,7 +21,8 @@
  * every other owner's gathered signals of the call have arrived, so `out`
  * is complete on this rank when its stream passes the call. The same bits
  * on every rank and every run.
- * Sequential (LOOM_TP_SEQUENTIAL): loom_gemm into the plan's symmetric
+ * Sequential (LOOM_TP_SEQUENTIAL): the GEMM (cuBLASLt or loom_gemm, the
+ * plan's gemm engine) into the plan's symmetric
  * partial [m, n], then loom_allreduce of it with the epilogue (the same
  * pointwise code and element index, so the same dropout mask).
  */
@@ -40,7 +41,7 @@
 
 static loom_result_t ar_sequential(loom_tp_state_t *st, const void *a, const void *b, void *out,
                                    const loom_epilogue_t *epi, cudaStream_t stream) {
-  LOOM_TRY(loom_gemm(&st->gemm, a, b, st->partial, NULL, stream));
+  LOOM_TRY(loom__tp_seq_gemm(st, &st->gemm, a, b, st->partial, NULL, stream));
   return loom_allreduce(st->ar_plan, st->partial, out, epi, NULL, NULL, stream);
 }
 

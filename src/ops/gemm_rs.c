@@ -16,7 +16,7 @@
  * that the tail after the GEMM's last wave is short; the last block tells
  * the sources their buffers may be overwritten (the next call's begin
  * kernel waits for that).
- * Sequential: loom_gemm into a partial buffer (bias on rank 0 only), then
+ * Sequential: the GEMM (cuBLASLt or loom_gemm) into a partial buffer (bias on rank 0 only), then
  * NCCL reduce-scatter (a reduce per shard when the shards are uneven).
  * The fused call (loom__rs_fused) is shared with loom_gemm_ar (gemm_ar.c),
  * which gives the reduction other outputs (every rank's out), the call's
@@ -46,7 +46,7 @@ static loom_result_t rs_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
   /* the bias once in the sum: on rank 0's partial */
   const int with_bias = g.has_bias && st->rank == 0;
   g.has_bias = with_bias;
-  LOOM_TRY(loom_gemm(&g, a, b, st->partial, with_bias ? bias : NULL, stream));
+  LOOM_TRY(loom__tp_seq_gemm(st, &g, a, b, st->partial, with_bias ? bias : NULL, stream));
   if ((int64_t)W * st->shard_rows == g.m) {
     LOOM_NCCL(ncclReduceScatter(st->partial, c_shard, (size_t)st->shard_rows * (size_t)g.n, nt, ncclSum, comm->nccl,
                                 stream));

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/baseline.h"
 #include "core/comm.h"
 #include "core/error.h"
 #include "core/handle.h"
@@ -36,6 +37,24 @@ __attribute__((constructor)) static void loom__tp_wait_sites(void) {
 const char *loom__tp_kind_op(int k) { return k == LOOM__TP_AG ? "ag_gemm" : k == LOOM__TP_RS ? "gemm_rs" : "gemm_ar"; }
 
 static const char *kind_op(loom__tp_kind_t k) { return loom__tp_kind_op((int)k); }
+
+const char *loom__tp_gemm_name(loom_tp_gemm_t g) {
+  return g == LOOM_TP_GEMM_LOOM ? "loom" : g == LOOM_TP_GEMM_CUBLASLT ? "cuBLASLt" : "auto";
+}
+
+int loom__tp_cublaslt_takes(loom_dtype_t ab, loom_dtype_t c) { return c == ab || c == LOOM_FP32; }
+
+loom_tp_gemm_t loom__tp_resolve_gemm(const loom_tp_desc_t *d, loom_tp_transfer_t t) {
+  if (t != LOOM_TP_SEQUENTIAL) return LOOM_TP_GEMM_LOOM;
+  if (d->sequential_gemm != LOOM_TP_GEMM_AUTO) return d->sequential_gemm;
+  return loom__tp_cublaslt_takes(d->ab_type, d->c_type) ? LOOM_TP_GEMM_CUBLASLT : LOOM_TP_GEMM_LOOM;
+}
+
+loom_result_t loom__tp_seq_gemm(const loom_tp_state_t *st, const loom_gemm_desc_t *g, const void *a, const void *b,
+                                void *c, const void *bias, cudaStream_t stream) {
+  if (st->gemm_engine == LOOM_TP_GEMM_CUBLASLT) return loom__base_gemm(g, a, b, c, bias, stream);
+  return loom_gemm(g, a, b, c, bias, stream);
+}
 
 const char *loom__tp_transfer_name(loom_tp_transfer_t t) {
   switch (t) {
@@ -135,6 +154,15 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
                       "%s: not every rank is load/store reachable (GEMM+AllReduce, fused or sequential through "
                       "loom_allreduce, needs one NVLink domain): use loom_gemm and ncclAllReduce across nodes",
                       fn);
+  if (d->sequential_gemm < LOOM_TP_GEMM_AUTO || d->sequential_gemm > LOOM_TP_GEMM_CUBLASLT)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->sequential_gemm=%d is unknown: must be LOOM_TP_GEMM_AUTO, _LOOM or _CUBLASLT", fn,
+                      (int)d->sequential_gemm);
+  if (d->sequential_gemm == LOOM_TP_GEMM_CUBLASLT && !loom__tp_cublaslt_takes(d->ab_type, d->c_type))
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: desc->sequential_gemm=LOOM_TP_GEMM_CUBLASLT: cuBLASLt has no GEMM of %s inputs with %s "
+                      "output: use LOOM_TP_GEMM_LOOM or LOOM_TP_GEMM_AUTO",
+                      fn, loom__dtype_name(d->ab_type), loom__dtype_name(d->c_type));
   if (d->chunk_rows < 0)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->chunk_rows=%d must be >= 0 (0: chosen by the plan)", fn,
                       d->chunk_rows);
@@ -338,13 +366,15 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
    * where it has one */
   loom_tp_desc_t eff = *desc;
   int tuned = 0;
-  if (desc->transfer == LOOM_TP_AUTO && desc->chunk_rows == 0 && desc->comm_blocks == 0) {
+  if (desc->transfer == LOOM_TP_AUTO && desc->chunk_rows == 0 && desc->comm_blocks == 0 &&
+      desc->sequential_gemm == LOOM_TP_GEMM_AUTO) {
     char key[LOOM_TUNE_KEY_BYTES], value[LOOM_TUNE_KEY_BYTES];
     if (loom__tp_tune_key(kind, desc, comm->sm_count, key, sizeof key) && loom__tune_get(key, value, sizeof value)) {
-      loom_tp_transfer_t tt = LOOM_TP_SEQUENTIAL, t2 = LOOM_TP_SEQUENTIAL;
-      int cr = 0, cb = 0;
-      if (loom__tp_tune_parse(value, &tt, &cr, &cb) == LOOM_SUCCESS) {
-        eff.transfer = tt, eff.chunk_rows = cr, eff.comm_blocks = cb;
+      loom_tp_transfer_t t2 = LOOM_TP_SEQUENTIAL;
+      loom_tp_choice_t ch;
+      if (loom__tp_tune_parse(value, &ch) == LOOM_SUCCESS) {
+        eff.transfer = ch.transfer, eff.chunk_rows = ch.chunk_rows, eff.comm_blocks = ch.comm_blocks;
+        eff.sequential_gemm = ch.gemm;
         if (loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, &eff, &t2, comm->ws_all_reachable, hooks_ok) ==
             LOOM_SUCCESS) {
           t = t2;
@@ -370,6 +400,7 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
   st->desc = *desc;
   st->gemm = loom__tp_gemm_desc(desc);
   st->transfer = t;
+  st->gemm_engine = loom__tp_resolve_gemm(desc, t);
   st->rank = comm->rank;
   st->world = comm->size;
   const int64_t m = desc->m;
@@ -443,9 +474,10 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
     (void)loom_plan_destroy(plan);
     return loom__fail(r, "%s", msg);
   }
-  LOOM_INFO("%s: m=%lld n=%lld k=%lld W=%d: %s%s, S=%lld, chunk_rows=%d, comm_blocks=%d, tile %dx%d", fn,
-            (long long)m, (long long)desc->n, (long long)desc->k, st->world, loom__tp_transfer_name(t), tuned ? " (tuned)" : "",
-            (long long)st->shard_rows, st->chunk_rows, st->comm_blocks, st->gemm_bm, st->gemm_cfg.bn);
+  LOOM_INFO("%s: m=%lld n=%lld k=%lld W=%d: %s%s, GEMM %s, S=%lld, chunk_rows=%d, comm_blocks=%d, tile %dx%d", fn,
+            (long long)m, (long long)desc->n, (long long)desc->k, st->world, loom__tp_transfer_name(t),
+            tuned ? " (tuned)" : "", loom__tp_gemm_name(st->gemm_engine), (long long)st->shard_rows, st->chunk_rows,
+            st->comm_blocks, st->gemm_bm, st->gemm_cfg.bn);
   *out = plan;
   return LOOM_SUCCESS;
 }
@@ -485,6 +517,7 @@ loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info) {
   info->symmetric_bytes = st->symmetric_bytes;
   info->device_bytes = st->device_bytes;
   info->workspace_bytes = plan->ws_bytes + (st->ar_plan ? st->ar_plan->ws_bytes : 0);
+  info->gemm = st->gemm_engine;
   return LOOM_SUCCESS;
 }
 

@@ -96,6 +96,7 @@ typedef struct loom_tp_state {
   loom_tp_desc_t desc;
   loom_gemm_desc_t gemm;        /* the local GEMM of desc */
   loom_tp_transfer_t transfer;  /* resolved (never AUTO) */
+  loom_tp_gemm_t gemm_engine;   /* resolved (never AUTO): the sequential path's GEMM; LOOM when fused */
   int rank, world;
   int64_t shard_rows;           /* S */
   int64_t my_begin, my_len;     /* this rank's shard */
@@ -140,6 +141,20 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
                                   loom_tp_transfer_t *resolved, int all_reachable, int hooks_ok);
 
 const char *loom__tp_transfer_name(loom_tp_transfer_t t);
+const char *loom__tp_gemm_name(loom_tp_gemm_t g);
+
+/* 1: cuBLASLt takes A/B of ab and C of c (c == ab or fp32). */
+int loom__tp_cublaslt_takes(loom_dtype_t ab, loom_dtype_t c);
+
+/* The GEMM a plan of (checked) description d with resolved transfer t runs
+ * (no GPU: host-tested): LOOM for the fused transfers; for SEQUENTIAL the
+ * asked engine, and for AUTO cuBLASLt where it takes the dtypes, else LOOM. */
+loom_tp_gemm_t loom__tp_resolve_gemm(const loom_tp_desc_t *d, loom_tp_transfer_t t);
+
+/* The sequential path's GEMM: C = A x B (+ bias) through the plan's engine
+ * (arguments checked by the caller). */
+loom_result_t loom__tp_seq_gemm(const loom_tp_state_t *st, const loom_gemm_desc_t *g, const void *a, const void *b,
+                                void *c, const void *bias, cudaStream_t stream);
 
 /* The local GEMM of a description. */
 loom_gemm_desc_t loom__tp_gemm_desc(const loom_tp_desc_t *d);
@@ -164,10 +179,16 @@ ncclDataType_t loom__tp_nccl_type(loom_dtype_t t);
  * not fit in size. */
 int loom__tp_tune_key(int kind, const loom_tp_desc_t *d, int sms, char *key, size_t size);
 
-/* A tuned choice as a cache value ("transfer=2 chunk=128 blocks=0") and
- * back; parsing refuses anything else (LOOM_ERR_INVALID_ARGUMENT quoting it). */
-void loom__tp_tune_format(loom_tp_transfer_t t, int chunk_rows, int comm_blocks, char *out, size_t size);
-loom_result_t loom__tp_tune_parse(const char *text, loom_tp_transfer_t *t, int *chunk_rows, int *comm_blocks);
+/* A tuned choice as a cache value ("transfer=2 chunk=128 blocks=0 gemm=1")
+ * and back; parsing takes entries without "gemm=" (older files: AUTO) and
+ * refuses anything else (LOOM_ERR_INVALID_ARGUMENT quoting it). */
+typedef struct loom_tp_choice {
+  loom_tp_transfer_t transfer;
+  int chunk_rows, comm_blocks;
+  loom_tp_gemm_t gemm;
+} loom_tp_choice_t;
+void loom__tp_tune_format(const loom_tp_choice_t *c, char *out, size_t size);
+loom_result_t loom__tp_tune_parse(const char *text, loom_tp_choice_t *c);
 
 /* ---- kernels (tp_linear_kernels.cu) ---- */
 

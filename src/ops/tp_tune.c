@@ -4,8 +4,9 @@
  * tuning cache (core/tune.h, LOOM_TUNE_FILE), which plans made later with
  * transfer LOOM_TP_AUTO (chunk_rows and comm_blocks 0) take.
  *
- * Candidates: the sequential path (NCCL + loom_gemm: a tuned op is never
- * slower than the baseline it replaces), and where the fused transfers can
+ * Candidates: the sequential path with cuBLASLt (where it takes the dtypes:
+ * a tuned op is never slower than the baseline it replaces) and with
+ * loom_gemm, and where the fused transfers can
  * run, AG: the copy engine with 4, 8, 16 chunks per shard and whole shards,
  * the SM copy kernel on 4, 8, 16 blocks; RS: the reduction on 4, 8, 16
  * blocks and the plan's own choice, and the atomic reduction; AR: the
@@ -19,7 +20,8 @@
  * AR's output is the tuner's own loom_malloc buffer (peers store into it).
  *
  * Key: "tp <op> W<W> <sms>sm m<m> n<n> k<k> <ab>-><c> <nk|kn> bias<0|1>
- * act<a>"; value: "transfer=<t> chunk=<rows> blocks=<n>".
+ * act<a>"; value: "transfer=<t> chunk=<rows> blocks=<n> gemm=<g>" (g: the
+ * sequential path's GEMM, loom_tp_gemm_t; 0 for the fused transfers).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,30 +36,31 @@
 #include "ops/tp_linear.h"
 #include "ops/tp_schedule.h"
 
-static const char *dt_short(loom_dtype_t t) {
-  return t == LOOM_BF16 ? "bf16" : t == LOOM_FP16 ? "fp16" : t == LOOM_FP32 ? "fp32" : "?";
-}
-
 int loom__tp_tune_key(int kind, const loom_tp_desc_t *d, int sms, char *key, size_t size) {
   const int n = snprintf(key, size, "tp %s W%d %dsm m%lld n%lld k%lld %s->%s %s bias%d act%d",
                          loom__tp_kind_op(kind), d->world_size, sms, (long long)d->m,
-                         (long long)d->n, (long long)d->k, dt_short(d->ab_type), dt_short(d->c_type),
+                         (long long)d->n, (long long)d->k, loom__dtype_name(d->ab_type), loom__dtype_name(d->c_type),
                          d->b_layout == LOOM_B_NK ? "nk" : "kn", d->has_bias ? 1 : 0, (int)d->activation);
   return n > 0 && (size_t)n < size;
 }
 
-void loom__tp_tune_format(loom_tp_transfer_t t, int chunk_rows, int comm_blocks, char *out, size_t size) {
-  snprintf(out, size, "transfer=%d chunk=%d blocks=%d", (int)t, chunk_rows, comm_blocks);
+void loom__tp_tune_format(const loom_tp_choice_t *c, char *out, size_t size) {
+  snprintf(out, size, "transfer=%d chunk=%d blocks=%d gemm=%d", (int)c->transfer, c->chunk_rows, c->comm_blocks,
+           (int)c->gemm);
 }
 
-loom_result_t loom__tp_tune_parse(const char *text, loom_tp_transfer_t *t, int *chunk_rows, int *comm_blocks) {
-  int tt = -1, c = -1, b = -1, used = 0;
-  if (!text || sscanf(text, "transfer=%d chunk=%d blocks=%d%n", &tt, &c, &b, &used) != 3 || text[used] != 0 ||
-      tt < LOOM_TP_SEQUENTIAL || tt > LOOM_TP_SM_ATOMIC || c < 0 || b < 0)
+loom_result_t loom__tp_tune_parse(const char *text, loom_tp_choice_t *out) {
+  int tt = -1, c = -1, b = -1, g = 0, used = 0, used2 = 0;
+  int ok = text && sscanf(text, "transfer=%d chunk=%d blocks=%d%n", &tt, &c, &b, &used) == 3;
+  if (ok && text[used] != 0) /* the GEMM engine (entries of older files have none: AUTO) */
+    ok = sscanf(text + used, " gemm=%d%n", &g, &used2) == 1 && text[used + used2] == 0;
+  if (!ok || tt < LOOM_TP_SEQUENTIAL || tt > LOOM_TP_SM_ATOMIC || c < 0 || b < 0 || g < LOOM_TP_GEMM_AUTO ||
+      g > LOOM_TP_GEMM_CUBLASLT)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "tuning entry \"%s\": expected \"transfer=<1..4> chunk=<rows >= 0> blocks=<n >= 0>\"",
+                      "tuning entry \"%s\": expected \"transfer=<1..4> chunk=<rows >= 0> blocks=<n >= 0> "
+                      "[gemm=<0..2>]\"",
                       text ? text : "(null)");
-  *t = (loom_tp_transfer_t)tt, *chunk_rows = c, *comm_blocks = b;
+  out->transfer = (loom_tp_transfer_t)tt, out->chunk_rows = c, out->comm_blocks = b, out->gemm = (loom_tp_gemm_t)g;
   return LOOM_SUCCESS;
 }
 
@@ -150,9 +153,12 @@ static loom_result_t tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int k
   if (ce == cudaSuccess) ce = cudaMemsetAsync(bias, 0x3c, (size_t)n * ec, stream);
   if (ce != cudaSuccess && r == LOOM_SUCCESS) r = loom__cuda_fail((int)ce, "tuning buffers", __FILE__, __LINE__);
 
-  /* candidates: (transfer, chunk_rows, comm_blocks) */
-  int cand[16][3], nc = 0;
-  cand[nc][0] = LOOM_TP_SEQUENTIAL, cand[nc][1] = 0, cand[nc][2] = 0, ++nc;
+  /* candidates: (transfer, chunk_rows, comm_blocks, sequential GEMM) */
+  int cand[16][4], nc = 0;
+  memset(cand, 0, sizeof cand);
+  if (loom__tp_cublaslt_takes(desc->ab_type, desc->c_type))
+    cand[nc][0] = LOOM_TP_SEQUENTIAL, cand[nc][3] = LOOM_TP_GEMM_CUBLASLT, ++nc;
+  cand[nc][0] = LOOM_TP_SEQUENTIAL, cand[nc][3] = LOOM_TP_GEMM_LOOM, ++nc;
   if (fused_ok) {
     if (kind == LOOM__TP_AG) {
       const int64_t per[4] = {1, 4, 8, 16};
@@ -161,24 +167,26 @@ static loom_result_t tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int k
         if (cr < 1) cr = 1;
         int dup = 0;
         for (int j = 0; j < nc; ++j) dup |= cand[j][0] == LOOM_TP_COPY_ENGINE && cand[j][1] == (int)cr;
-        if (!dup) cand[nc][0] = LOOM_TP_COPY_ENGINE, cand[nc][1] = (int)cr, cand[nc][2] = 0, ++nc;
+        if (!dup) cand[nc][0] = LOOM_TP_COPY_ENGINE, cand[nc][1] = (int)cr, ++nc;
       }
     }
     const int blocks[4] = {0, 4, 8, 16};
     for (int i = kind == LOOM__TP_AG ? 1 : 0; i < 4; ++i)
       if (blocks[i] < comm->sm_count)
-        cand[nc][0] = LOOM_TP_SM_COPY, cand[nc][1] = 0, cand[nc][2] = blocks[i], ++nc;
-    if (kind == LOOM__TP_RS) cand[nc][0] = LOOM_TP_SM_ATOMIC, cand[nc][1] = 0, cand[nc][2] = 0, ++nc;
+        cand[nc][0] = LOOM_TP_SM_COPY, cand[nc][2] = blocks[i], ++nc;
+    if (kind == LOOM__TP_RS) cand[nc][0] = LOOM_TP_SM_ATOMIC, ++nc;
   }
   int best = -1;
   float best_ms = 0.f;
   for (int i = 0; i < nc && r == LOOM_SUCCESS; ++i) {
     loom_tp_desc_t d = *desc;
     d.transfer = (loom_tp_transfer_t)cand[i][0], d.chunk_rows = cand[i][1], d.comm_blocks = cand[i][2];
+    d.sequential_gemm = (loom_tp_gemm_t)cand[i][3];
     float ms = 0.f;
     r = time_candidate(comm, &d, kind, a, b, c, bias, stream, dev_ms, &ms);
     if (r == LOOM_SUCCESS) {
-      LOOM_INFO("%s: transfer %d chunk %d blocks %d: %.4f ms", fn, cand[i][0], cand[i][1], cand[i][2], ms);
+      LOOM_INFO("%s: transfer %d chunk %d blocks %d gemm %d: %.4f ms", fn, cand[i][0], cand[i][1], cand[i][2],
+                cand[i][3], ms);
       if (best < 0 || ms < best_ms) best = i, best_ms = ms;
     }
   }
@@ -195,7 +203,9 @@ static loom_result_t tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int k
   char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
   if (!loom__tp_tune_key(kind, desc, comm->sm_count, key, sizeof key))
     return loom__fail(LOOM_ERR_INTERNAL, "%s: tuning key too long", fn);
-  loom__tp_tune_format((loom_tp_transfer_t)cand[best][0], cand[best][1], cand[best][2], value, sizeof value);
+  const loom_tp_choice_t won = {(loom_tp_transfer_t)cand[best][0], cand[best][1], cand[best][2],
+                                 (loom_tp_gemm_t)cand[best][3]};
+  loom__tp_tune_format(&won, value, sizeof value);
   LOOM_TRY(loom__tune_put(key, value));
   LOOM_INFO("%s: %s = %s (%.4f ms)", fn, key, value, best_ms);
   const char *file = loom__param_TUNE_FILE();

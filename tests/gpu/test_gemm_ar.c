@@ -69,6 +69,7 @@ typedef struct ar_case {
   int blocks;            /* desc.comm_blocks */
   int calls;
   int graph;             /* capture one call, replay it `calls` times with new inputs */
+  int gemm;              /* desc.sequential_gemm (loom_tp_gemm_t) */
 } ar_case_t;
 
 static double eps_of(loom_dtype_t t) { return t == LOOM_BF16 ? 1.0 / 128 : t == LOOM_FP16 ? 1.0 / 1024 : 1e-6; }
@@ -210,9 +211,18 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const ar_case_t *k) 
   desc.world_size = W;
   desc.transfer = k->tr;
   desc.comm_blocks = k->blocks;
+  desc.sequential_gemm = (loom_tp_gemm_t)k->gemm;
   LOOM_OK(loom_plan_gemm_ar(comm, &desc, &plan));
   loom_tp_plan_info_t info = LOOM_TP_PLAN_INFO_INIT;
   LOOM_OK(loom_tp_plan_info(plan, &info));
+  {
+    /* the rule itself is host-tested (tp_sequential_gemm_resolution_and_refusals); a
+     * description of AUTO knobs may have taken a tuned entry of either engine */
+    if (desc.transfer != LOOM_TP_AUTO || desc.sequential_gemm != LOOM_TP_GEMM_AUTO)
+      CHECK_EQ_INT(info.gemm, loom__tp_resolve_gemm(&desc, info.transfer));
+    else
+      CHECK(info.gemm == LOOM_TP_GEMM_LOOM || info.gemm == LOOM_TP_GEMM_CUBLASLT);
+  }
   if (rank == 0)
     printf("  gemm_ar m=%lld n=%lld k=%lld %s->%s %s epi 0x%x %s: transfer %d, S=%lld, blocks %d, tile %dx%d, grid %d, "
            "sym %zu B%s\n",
@@ -310,41 +320,45 @@ static void run_suite(int W, const ar_case_t *cases, int n) {
 #define SM LOOM_TP_SM_COPY
 #define AUTO LOOM_TP_AUTO
 
-/* m, n, k, ab, ct, layout, epilogue, transfer, blocks, calls, graph */
+/* m, n, k, ab, ct, layout, epilogue, transfer, blocks, calls, graph, sequential GEMM */
 static const ar_case_t g_w2[] = {
-    {512, 256, 384, BF, BF, NK, 0, SM, 0, 2, 0},
-    {512, 256, 384, BF, BF, NK, 0, SEQ, 0, 2, 0},
-    {999, 384, 256, BF, BF, NK, E_MEGATRON, SM, 0, 2, 0},        /* odd m, uneven shards */
-    {999, 384, 256, BF, BF, NK, E_MEGATRON, SEQ, 0, 2, 0},
-    {999, 384, 256, FH, FH, KN, E_MEGATRON, AUTO, 0, 2, 0},
-    {1000, 256, 512, FH, F32, NK, E_BIAS, SM, 4, 2, 0},
-    {1000, 256, 512, BF, FH, KN, E_RES, SM, 0, 2, 0},
-    {777, 264, 136, BF, BF, NK, E_DROP, SM, 1, 2, 0},            /* one reducer block, n not a tile multiple */
-    {777, 264, 136, BF, F32, NK, E_DROP, SEQ, 0, 1, 0},
-    {300, 512, 256, FH, FH, NK, E_SCALE | E_GELU, SM, 0, 2, 0},
-    {300, 512, 256, BF, BF, KN, E_SCALE | E_BIAS | E_RELU | E_DROP | E_RES, SM, 0, 2, 0},
-    {300, 512, 256, BF, BF, KN, E_SCALE | E_BIAS | E_RELU | E_DROP | E_RES, SEQ, 0, 1, 0},
-    {1, 128, 64, BF, BF, NK, E_MEGATRON, SM, 0, 2, 0},           /* m < W: rank 1 owns nothing */
-    {3, 136, 72, FH, F32, KN, E_MEGATRON, SM, 0, 2, 0},
-    {3, 136, 72, FH, BF, KN, E_MEGATRON, SEQ, 0, 1, 0},
-    {64, 1024, 512, BF, BF, NK, E_MEGATRON, SM, 0, 3, 0},        /* decode m: 64-row tiles */
-    {200, 520, 264, FH, F32, NK, E_BIAS | E_RES, SM, 0, 2, 0},   /* 200 rows: a tile across both shards */
-    {2048, 768, 512, FH, FH, NK, E_MEGATRON, SM, 16, 2, 0},
-    {777, 256, 512, BF, BF, NK, E_MEGATRON, SM, 0, 4, 1},        /* graph replays */
-    {777, 256, 512, FH, FH, KN, E_MEGATRON, SEQ, 0, 3, 1},
+    {512, 256, 384, BF, BF, NK, 0, SM, 0, 2, 0, 0},
+    {512, 256, 384, BF, BF, NK, 0, SEQ, 0, 2, 0, 0},
+    {999, 384, 256, BF, BF, NK, E_MEGATRON, SM, 0, 2, 0, 0},        /* odd m, uneven shards */
+    {999, 384, 256, BF, BF, NK, E_MEGATRON, SEQ, 0, 2, 0, 0},
+    {999, 384, 256, FH, FH, KN, E_MEGATRON, AUTO, 0, 2, 0, 0},
+    {1000, 256, 512, FH, F32, NK, E_BIAS, SM, 4, 2, 0, 0},
+    {1000, 256, 512, BF, FH, KN, E_RES, SM, 0, 2, 0, 0},
+    {777, 264, 136, BF, BF, NK, E_DROP, SM, 1, 2, 0, 0},            /* one reducer block, n not a tile multiple */
+    {777, 264, 136, BF, F32, NK, E_DROP, SEQ, 0, 1, 0, 0},
+    {300, 512, 256, FH, FH, NK, E_SCALE | E_GELU, SM, 0, 2, 0, 0},
+    {300, 512, 256, BF, BF, KN, E_SCALE | E_BIAS | E_RELU | E_DROP | E_RES, SM, 0, 2, 0, 0},
+    {300, 512, 256, BF, BF, KN, E_SCALE | E_BIAS | E_RELU | E_DROP | E_RES, SEQ, 0, 1, 0, 0},
+    {1, 128, 64, BF, BF, NK, E_MEGATRON, SM, 0, 2, 0, 0},           /* m < W: rank 1 owns nothing */
+    {3, 136, 72, FH, F32, KN, E_MEGATRON, SM, 0, 2, 0, 0},
+    {3, 136, 72, FH, BF, KN, E_MEGATRON, SEQ, 0, 1, 0, 0},
+    {64, 1024, 512, BF, BF, NK, E_MEGATRON, SM, 0, 3, 0, 0},        /* decode m: 64-row tiles */
+    {200, 520, 264, FH, F32, NK, E_BIAS | E_RES, SM, 0, 2, 0, 0},   /* 200 rows: a tile across both shards */
+    {2048, 768, 512, FH, FH, NK, E_MEGATRON, SM, 16, 2, 0, 0},
+    {777, 256, 512, BF, BF, NK, E_MEGATRON, SM, 0, 4, 1, 0},        /* graph replays */
+    {777, 256, 512, FH, FH, KN, E_MEGATRON, SEQ, 0, 3, 1, 0},
+    {999, 384, 256, BF, BF, NK, E_MEGATRON, SEQ, 0, 2, 0, LOOM_TP_GEMM_LOOM},
+    {777, 256, 512, BF, F32, KN, E_MEGATRON | E_SCALE, SEQ, 0, 3, 1, LOOM_TP_GEMM_CUBLASLT},
 };
 
 /* W = 1: AUTO is the sequential path; SM_COPY still runs the whole fused
  * protocol (begin, signals, hooked GEMM, reduction, stores) on one GPU. */
 static const ar_case_t g_w1[] = {
-    {300, 256, 128, BF, BF, NK, E_MEGATRON, AUTO, 0, 2, 0},
-    {300, 256, 128, BF, BF, NK, E_MEGATRON, SM, 0, 2, 0},
-    {513, 384, 256, FH, F32, KN, E_SCALE | E_GELU | E_BIAS, SM, 3, 2, 0},
-    {513, 384, 256, FH, FH, KN, E_DROP, SEQ, 0, 2, 0},
-    {1000, 520, 264, BF, FH, NK, E_RES | E_DROP, SM, 0, 2, 0},
-    {48, 1024, 512, BF, BF, NK, E_MEGATRON, SM, 0, 2, 0},
-    {777, 256, 512, BF, BF, NK, E_MEGATRON, SM, 0, 3, 1},
-    {1, 64, 64, FH, FH, NK, E_RES, SM, 0, 2, 0},
+    {300, 256, 128, BF, BF, NK, E_MEGATRON, AUTO, 0, 2, 0, 0},
+    {300, 256, 128, BF, BF, NK, E_MEGATRON, SM, 0, 2, 0, 0},
+    {513, 384, 256, FH, F32, KN, E_SCALE | E_GELU | E_BIAS, SM, 3, 2, 0, 0},
+    {513, 384, 256, FH, FH, KN, E_DROP, SEQ, 0, 2, 0, 0},
+    {1000, 520, 264, BF, FH, NK, E_RES | E_DROP, SM, 0, 2, 0, 0},
+    {48, 1024, 512, BF, BF, NK, E_MEGATRON, SM, 0, 2, 0, 0},
+    {777, 256, 512, BF, BF, NK, E_MEGATRON, SM, 0, 3, 1, 0},
+    {1, 64, 64, FH, FH, NK, E_RES, SM, 0, 2, 0, 0},
+    {300, 256, 128, BF, BF, NK, E_MEGATRON, SEQ, 0, 2, 0, LOOM_TP_GEMM_LOOM},
+    {777, 256, 512, BF, F32, KN, E_MEGATRON | E_SCALE, SEQ, 0, 3, 1, LOOM_TP_GEMM_CUBLASLT},
 };
 
 LOOM_TEST(gpu_gemm_ar_matches_reference_w1) {
@@ -361,8 +375,8 @@ LOOM_TEST(gpu_gemm_ar_matches_reference_w2) {
 static int rank_back_to_back(loom_rank_ctx_t *ctx, void *arg) {
   (void)arg;
   const int W = ctx->size, rank = ctx->rank;
-  const ar_case_t k1 = {1000, 256, 512, BF, BF, NK, E_MEGATRON, SM, 0, 1, 0};
-  const ar_case_t k2 = {333, 384, 256, FH, FH, KN, E_SCALE | E_GELU, AUTO, 0, 1, 0};
+  const ar_case_t k1 = {1000, 256, 512, BF, BF, NK, E_MEGATRON, SM, 0, 1, 0, 0};
+  const ar_case_t k2 = {333, 384, 256, FH, FH, KN, E_SCALE | E_GELU, AUTO, 0, 1, 0, 0};
   const ar_case_t *ks[2] = {&k1, &k2};
   loom_comm_t comm = NULL;
   loom_plan_t p[2] = {NULL, NULL};
@@ -445,7 +459,7 @@ LOOM_TEST(gpu_gemm_ar_back_to_back_alternating_shapes_no_drift_no_leak_w2) {
 static int rank_race(loom_rank_ctx_t *ctx, void *arg) {
   (void)arg;
   const int W = ctx->size, rank = ctx->rank;
-  const ar_case_t k = {512, 256, 256, BF, BF, NK, E_MEGATRON, SM, 0, 1, 0};
+  const ar_case_t k = {512, 256, 256, BF, BF, NK, E_MEGATRON, SM, 0, 1, 0, 0};
   const size_t ea = 2, ec = 2, out_bytes = (size_t)(k.m * k.n) * ec, slow_bytes = (size_t)256 << 20;
   loom_comm_t comm = NULL;
   loom_plan_t plan = NULL;
@@ -696,7 +710,7 @@ static int rank_tune(loom_rank_ctx_t *ctx, void *arg) {
   CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   {
-    const ar_case_t k = {1024, 512, 768, BF, BF, NK, E_MEGATRON, AUTO, 0, 2, 0};
+    const ar_case_t k = {1024, 512, 768, BF, BF, NK, E_MEGATRON, AUTO, 0, 2, 0, 0};
     loom_tp_desc_t d = LOOM_TP_DESC_INIT;
     d.m = k.m, d.n = k.n, d.k = k.k, d.b_layout = k.lay, d.world_size = W;
     LOOM_OK(loom_gemm_ar_tune(comm, &d, s));
@@ -706,15 +720,17 @@ static int rank_tune(loom_rank_ctx_t *ctx, void *arg) {
     CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     CHECK(loom__tp_tune_key(LOOM__TP_AR, &d, sms, key, sizeof key));
     CHECK(loom__tune_get(key, value, sizeof value));
-    loom_tp_transfer_t t = LOOM_TP_AUTO;
-    int cr = 0, cb = 0;
-    CHECK_RESULT(loom__tp_tune_parse(value, &t, &cr, &cb), LOOM_SUCCESS);
+    loom_tp_choice_t ch;
+    CHECK_RESULT(loom__tp_tune_parse(value, &ch), LOOM_SUCCESS);
+    const loom_tp_transfer_t t = ch.transfer;
+    const int cb = ch.comm_blocks;
     CHECK(t == LOOM_TP_SEQUENTIAL || t == LOOM_TP_SM_COPY);
     if (ctx->rank == 0) printf("  tuned gemm_ar: %s\n", value);
     LOOM_OK(loom_plan_gemm_ar(comm, &d, &p));
     loom_tp_plan_info_t info = LOOM_TP_PLAN_INFO_INIT;
     LOOM_OK(loom_tp_plan_info(p, &info));
     CHECK_EQ_INT(info.transfer, t);
+    CHECK_EQ_INT(info.gemm, t == LOOM_TP_SEQUENTIAL ? ch.gemm : LOOM_TP_GEMM_LOOM);
     if (t == LOOM_TP_SM_COPY && cb > 0) CHECK_EQ_INT(info.comm_blocks, cb);
     LOOM_OK(loom_plan_destroy(p));
     p = NULL;

@@ -53,6 +53,7 @@ typedef struct tp_case {
   int in_place;          /* AG: a_shard is a_full's own rows */
   int graph;             /* capture one call, replay it `calls` times */
   int act;               /* AG: loom_activation_t after the bias */
+  int gemm;              /* desc.sequential_gemm (loom_tp_gemm_t) */
 } tp_case_t;
 
 /* The activation in double (the reference). */
@@ -167,9 +168,22 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const tp_case_t *k) 
   desc.activation = (loom_activation_t)k->act;
   desc.chunk_rows = k->chunk_rows;
   desc.comm_blocks = k->blocks;
+  desc.sequential_gemm = (loom_tp_gemm_t)k->gemm;
   LOOM_OK(k->ag ? loom_plan_ag_gemm(comm, &desc, &plan) : loom_plan_gemm_rs(comm, &desc, &plan));
   loom_tp_plan_info_t info = LOOM_TP_PLAN_INFO_INIT;
   LOOM_OK(loom_tp_plan_info(plan, &info));
+  /* the GEMM the plan says it runs: loom's for the fused transfers; the
+   * asked one, or cuBLASLt where it takes the dtypes, when sequential */
+  {
+    /* the rule itself is host-tested (tp_sequential_gemm_resolution_and_refusals); a
+     * description of AUTO knobs may have taken a tuned entry of either engine */
+    if (desc.transfer != LOOM_TP_AUTO || desc.sequential_gemm != LOOM_TP_GEMM_AUTO)
+      CHECK_EQ_INT(info.gemm, loom__tp_resolve_gemm(&desc, info.transfer));
+    else
+      CHECK(info.gemm == LOOM_TP_GEMM_LOOM || info.gemm == LOOM_TP_GEMM_CUBLASLT);
+    if (rank == 0 && info.transfer == LOOM_TP_SEQUENTIAL)
+      printf("    sequential GEMM: %s\n", info.gemm == LOOM_TP_GEMM_CUBLASLT ? "cuBLASLt" : "loom_gemm");
+  }
   if (rank == 0)
     printf("  %s m=%lld n=%lld k=%lld %s->%s %s%s %s: transfer %d, S=%lld, chunk %d, blocks %d, tile %dx%d, grid %d%s%s\n",
            k->ag ? "ag_gemm" : "gemm_rs", (long long)k->m, (long long)k->n, (long long)k->k, dt(k->ab), dt(k->ct),
@@ -294,43 +308,49 @@ static void run_suite(int W, const tp_case_t *cases, int n) {
 
 /* ag, m, n, k, ab, ct, lay, bias, transfer, chunk_rows, blocks, calls, user_a_full, in_place, graph */
 static const tp_case_t g_ag[] = {
-    {1, 512, 256, 384, BF, BF, NK, 0, CE, 0, 0, 2, 0, 0, 0, 0},
-    {1, 512, 256, 384, BF, BF, NK, 0, SM, 0, 0, 2, 0, 0, 0, 0},
-    {1, 512, 256, 384, BF, BF, NK, 0, SEQ, 0, 0, 2, 0, 0, 0, 0},
-    {1, 999, 384, 256, BF, F32, KN, 1, CE, 0, 0, 2, 0, 0, 0, 0},   /* odd m, uneven shards */
-    {1, 999, 384, 256, FH, FH, NK, 1, SM, 7, 5, 2, 0, 0, 0, 0},    /* odd chunks, few blocks */
-    {1, 999, 384, 256, FH, BF, KN, 0, SEQ, 0, 0, 1, 0, 0, 0, 0},
-    {1, 1, 128, 64, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, 0},       /* m < W: an empty shard */
-    {1, 3, 136, 72, BF, FH, NK, 0, SM, 0, 0, 2, 0, 0, 0, 0},
-    {1, 3, 136, 72, BF, BF, NK, 1, SEQ, 0, 0, 1, 0, 0, 0, 0},
-    {1, 64, 1024, 512, BF, BF, NK, 1, CE, 0, 0, 2, 1, 0, 0, 0},    /* decode m, gathered A returned */
-    {1, 64, 1024, 512, BF, BF, NK, 1, SM, 1, 0, 2, 1, 1, 0, 0},    /* shard in place, 1-row chunks */
-    {1, 1000, 512, 1024, BF, BF, KN, 0, SM, 64, 16, 2, 1, 0, 0, 0},
-    {1, 2048, 768, 512, BF, BF, NK, 1, CE, 128, 0, 2, 1, 1, 0, 0},
-    {1, 777, 256, 512, BF, BF, NK, 1, CE, 0, 0, 3, 0, 0, 1, 0},    /* graph replays */
-    {1, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 3, 1, 0, 1, 0},
+    {1, 512, 256, 384, BF, BF, NK, 0, CE, 0, 0, 2, 0, 0, 0, 0, 0},
+    {1, 512, 256, 384, BF, BF, NK, 0, SM, 0, 0, 2, 0, 0, 0, 0, 0},
+    {1, 512, 256, 384, BF, BF, NK, 0, SEQ, 0, 0, 2, 0, 0, 0, 0, 0},
+    {1, 999, 384, 256, BF, F32, KN, 1, CE, 0, 0, 2, 0, 0, 0, 0, 0},   /* odd m, uneven shards */
+    {1, 999, 384, 256, FH, FH, NK, 1, SM, 7, 5, 2, 0, 0, 0, 0, 0},    /* odd chunks, few blocks */
+    {1, 999, 384, 256, FH, BF, KN, 0, SEQ, 0, 0, 1, 0, 0, 0, 0, 0},
+    {1, 1, 128, 64, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, 0, 0},       /* m < W: an empty shard */
+    {1, 3, 136, 72, BF, FH, NK, 0, SM, 0, 0, 2, 0, 0, 0, 0, 0},
+    {1, 3, 136, 72, BF, BF, NK, 1, SEQ, 0, 0, 1, 0, 0, 0, 0, 0},
+    {1, 64, 1024, 512, BF, BF, NK, 1, CE, 0, 0, 2, 1, 0, 0, 0, 0},    /* decode m, gathered A returned */
+    {1, 64, 1024, 512, BF, BF, NK, 1, SM, 1, 0, 2, 1, 1, 0, 0, 0},    /* shard in place, 1-row chunks */
+    {1, 1000, 512, 1024, BF, BF, KN, 0, SM, 64, 16, 2, 1, 0, 0, 0, 0},
+    {1, 2048, 768, 512, BF, BF, NK, 1, CE, 128, 0, 2, 1, 1, 0, 0, 0},
+    {1, 777, 256, 512, BF, BF, NK, 1, CE, 0, 0, 3, 0, 0, 1, 0, 0},    /* graph replays */
+    {1, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 3, 1, 0, 1, 0, 0},
     /* fc1 + bias + activation in one call (the TP MLP's first layer) */
-    {1, 1000, 384, 256, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_TANH},
-    {1, 999, 256, 512, FH, F32, KN, 1, SM, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_ERF},
-    {1, 130, 256, 128, BF, BF, NK, 0, SEQ, 0, 0, 2, 0, 0, 0, LOOM_ACT_RELU},
+    {1, 1000, 384, 256, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_TANH, 0},
+    {1, 999, 256, 512, FH, F32, KN, 1, SM, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_ERF, 0},
+    {1, 130, 256, 128, BF, BF, NK, 0, SEQ, 0, 0, 2, 0, 0, 0, LOOM_ACT_RELU, 0},
+    /* the sequential path through each GEMM engine, graph replays too */
+    {1, 999, 384, 256, BF, BF, KN, 1, SEQ, 0, 0, 2, 0, 0, 0, 0, LOOM_TP_GEMM_LOOM},
+    {1, 777, 256, 512, FH, F32, NK, 1, SEQ, 0, 0, 3, 1, 0, 1, 0, LOOM_TP_GEMM_CUBLASLT},
 };
 
 /* ag = 0: GEMM + ReduceScatter */
 static const tp_case_t g_rs[] = {
-    {0, 512, 256, 384, BF, BF, NK, 0, SM, 0, 0, 2, 0, 0, 0, 0},
-    {0, 512, 256, 384, BF, BF, NK, 0, SEQ, 0, 0, 2, 0, 0, 0, 0},
-    {0, 999, 384, 256, BF, F32, KN, 1, SM, 0, 4, 2, 0, 0, 0, 0},   /* odd m, uneven shards */
-    {0, 999, 384, 256, FH, FH, NK, 1, SEQ, 0, 0, 1, 0, 0, 0, 0},
-    {0, 1, 128, 64, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0, 0},       /* m < W: an empty shard */
-    {0, 3, 136, 72, FH, BF, KN, 1, SEQ, 0, 0, 1, 0, 0, 0, 0},
-    {0, 64, 1024, 512, BF, BF, NK, 1, SM, 0, 0, 3, 0, 0, 0, 0},    /* decode m */
-    {0, 200, 520, 264, FH, F32, NK, 0, SM, 0, 1, 2, 0, 0, 0, 0},   /* tiles across shards, one reducer block */
-    {0, 2048, 768, 512, BF, BF, KN, 1, SM, 0, 16, 2, 0, 0, 0, 0},
-    {0, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 4, 0, 0, 1, 0},    /* graph replays */
+    {0, 512, 256, 384, BF, BF, NK, 0, SM, 0, 0, 2, 0, 0, 0, 0, 0},
+    {0, 512, 256, 384, BF, BF, NK, 0, SEQ, 0, 0, 2, 0, 0, 0, 0, 0},
+    {0, 999, 384, 256, BF, F32, KN, 1, SM, 0, 4, 2, 0, 0, 0, 0, 0},   /* odd m, uneven shards */
+    {0, 999, 384, 256, FH, FH, NK, 1, SEQ, 0, 0, 1, 0, 0, 0, 0, 0},
+    {0, 1, 128, 64, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0, 0, 0},       /* m < W: an empty shard */
+    {0, 3, 136, 72, FH, BF, KN, 1, SEQ, 0, 0, 1, 0, 0, 0, 0, 0},
+    {0, 64, 1024, 512, BF, BF, NK, 1, SM, 0, 0, 3, 0, 0, 0, 0, 0},    /* decode m */
+    {0, 200, 520, 264, FH, F32, NK, 0, SM, 0, 1, 2, 0, 0, 0, 0, 0},   /* tiles across shards, one reducer block */
+    {0, 2048, 768, 512, BF, BF, KN, 1, SM, 0, 16, 2, 0, 0, 0, 0, 0},
+    {0, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 4, 0, 0, 1, 0, 0},    /* graph replays */
     /* the atomic reduction: fp32 additions into the owner's accumulator */
-    {0, 999, 384, 256, BF, BF, NK, 1, AT, 0, 0, 3, 0, 0, 0, 0},
-    {0, 1, 128, 64, FH, F32, KN, 1, AT, 0, 0, 2, 0, 0, 0, 0},
-    {0, 64, 1024, 512, BF, BF, NK, 0, AT, 0, 6, 2, 0, 0, 1, 0},
+    {0, 999, 384, 256, BF, BF, NK, 1, AT, 0, 0, 3, 0, 0, 0, 0, 0},
+    {0, 1, 128, 64, FH, F32, KN, 1, AT, 0, 0, 2, 0, 0, 0, 0, 0},
+    {0, 64, 1024, 512, BF, BF, NK, 0, AT, 0, 6, 2, 0, 0, 1, 0, 0},
+    /* the sequential path through each GEMM engine, graph replays too */
+    {0, 999, 384, 256, BF, BF, KN, 1, SEQ, 0, 0, 2, 0, 0, 0, 0, LOOM_TP_GEMM_LOOM},
+    {0, 777, 256, 512, BF, F32, NK, 1, SEQ, 0, 0, 3, 0, 0, 1, 0, LOOM_TP_GEMM_CUBLASLT},
 };
 
 LOOM_TEST(gpu_tp_ag_gemm_matches_reference_w2) {
@@ -346,24 +366,30 @@ LOOM_TEST(gpu_tp_ops_on_one_rank) {
    * whole protocol (begin, local copy and signals, hooked GEMM waits and
    * per-destination signals, the reduction) on one GPU */
   static const tp_case_t one[] = {
-      {1, 300, 256, 128, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0},
-      {0, 300, 256, 128, BF, F32, KN, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0},
-      {1, 300, 256, 128, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, 0},
-      {1, 513, 384, 256, FH, F32, KN, 0, SM, 33, 3, 2, 0, 0, 0, 0},
-      {1, 640, 256, 512, BF, BF, NK, 1, SM, 0, 0, 3, 1, 1, 1, 0},
-      {1, 1000, 512, 256, BF, BF, NK, 0, CE, 100, 0, 3, 1, 0, 1, 0},
-      {0, 300, 256, 128, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0, 0},
-      {0, 1000, 520, 264, FH, F32, KN, 1, SM, 0, 2, 2, 0, 0, 0, 0},
-      {0, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 4, 0, 0, 1, 0},
-      {0, 777, 256, 512, BF, F32, NK, 1, AT, 0, 0, 3, 0, 0, 1, 0},
-      {0, 300, 520, 264, FH, FH, KN, 0, AT, 0, 4, 2, 0, 0, 0, 0},
-      {1, 500, 256, 256, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_TANH},
+      {1, 300, 256, 128, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0, 0},
+      {0, 300, 256, 128, BF, F32, KN, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0, 0},
+      {1, 300, 256, 128, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, 0, 0},
+      {1, 513, 384, 256, FH, F32, KN, 0, SM, 33, 3, 2, 0, 0, 0, 0, 0},
+      {1, 640, 256, 512, BF, BF, NK, 1, SM, 0, 0, 3, 1, 1, 1, 0, 0},
+      {1, 1000, 512, 256, BF, BF, NK, 0, CE, 100, 0, 3, 1, 0, 1, 0, 0},
+      {0, 300, 256, 128, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0, 0, 0},
+      {0, 1000, 520, 264, FH, F32, KN, 1, SM, 0, 2, 2, 0, 0, 0, 0, 0},
+      {0, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 4, 0, 0, 1, 0, 0},
+      {0, 777, 256, 512, BF, F32, NK, 1, AT, 0, 0, 3, 0, 0, 1, 0, 0},
+      {0, 300, 520, 264, FH, FH, KN, 0, AT, 0, 4, 2, 0, 0, 0, 0, 0},
+      {1, 500, 256, 256, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_TANH, 0},
       /* decode m: 64-row tiles in the hooked kernels */
-      {1, 64, 1024, 512, BF, BF, NK, 1, CE, 0, 0, 2, 1, 0, 0, 0},
-      {1, 37, 512, 1024, FH, F32, KN, 0, SM, 5, 0, 2, 0, 0, 0, LOOM_ACT_GELU_TANH},
-      {0, 48, 1024, 512, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0, 0},
-      {0, 64, 512, 1024, FH, F32, KN, 0, SM, 0, 0, 2, 0, 0, 1, 0},
-      {1, 500, 256, 256, BF, F32, KN, 1, SEQ, 0, 0, 1, 0, 0, 0, LOOM_ACT_GELU_ERF},
+      {1, 64, 1024, 512, BF, BF, NK, 1, CE, 0, 0, 2, 1, 0, 0, 0, 0},
+      {1, 37, 512, 1024, FH, F32, KN, 0, SM, 5, 0, 2, 0, 0, 0, LOOM_ACT_GELU_TANH, 0},
+      {0, 48, 1024, 512, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0, 0, 0},
+      {0, 64, 512, 1024, FH, F32, KN, 0, SM, 0, 0, 2, 0, 0, 1, 0, 0},
+      {1, 500, 256, 256, BF, F32, KN, 1, SEQ, 0, 0, 1, 0, 0, 0, LOOM_ACT_GELU_ERF, 0},
+      /* the sequential path through each GEMM engine (AUTO: cuBLASLt where it takes the dtypes) */
+      {1, 300, 256, 128, BF, BF, NK, 1, SEQ, 0, 0, 2, 0, 0, 0, 0, LOOM_TP_GEMM_LOOM},
+      {1, 300, 256, 128, FH, FH, KN, 1, SEQ, 0, 0, 3, 1, 0, 1, 0, LOOM_TP_GEMM_CUBLASLT},
+      {0, 513, 384, 256, BF, BF, NK, 1, SEQ, 0, 0, 2, 0, 0, 0, 0, LOOM_TP_GEMM_LOOM},
+      {0, 513, 384, 256, FH, F32, KN, 1, SEQ, 0, 0, 3, 0, 0, 1, 0, LOOM_TP_GEMM_CUBLASLT},
+      {0, 64, 1024, 512, BF, FH, NK, 1, SEQ, 0, 0, 2, 0, 0, 0, 0, LOOM_TP_GEMM_AUTO},
   };
   if (gpus(1)) run_suite(1, one, (int)(sizeof one / sizeof *one));
 }
@@ -374,8 +400,8 @@ LOOM_TEST(gpu_tp_ops_on_one_rank) {
 static int rank_back_to_back(loom_rank_ctx_t *ctx, void *arg) {
   (void)arg;
   const int W = ctx->size, rank = ctx->rank;
-  const tp_case_t ka = {1, 1000, 256, 512, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0};
-  const tp_case_t kr = {0, 640, 384, 256, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0};
+  const tp_case_t ka = {1, 1000, 256, 512, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0, 0};
+  const tp_case_t kr = {0, 640, 384, 256, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0, 0};
   loom_comm_t comm = NULL;
   loom_plan_t pa = NULL, pr = NULL;
   cudaStream_t s = NULL;
@@ -553,7 +579,7 @@ static int rank_tune(loom_rank_ctx_t *ctx, void *arg) {
   CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   for (int ag = 1; ag >= 0; --ag) {
-    const tp_case_t k = {ag, 1024, 512, 768, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 2, 0, 0, 0, 0};
+    const tp_case_t k = {ag, 1024, 512, 768, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 2, 0, 0, 0, 0, 0};
     loom_tp_desc_t d = LOOM_TP_DESC_INIT;
     d.m = k.m, d.n = k.n, d.k = k.k, d.b_layout = k.lay, d.has_bias = 1, d.world_size = W;
     LOOM_OK(ag ? loom_ag_gemm_tune(comm, &d, s) : loom_gemm_rs_tune(comm, &d, s));
@@ -563,15 +589,17 @@ static int rank_tune(loom_rank_ctx_t *ctx, void *arg) {
     CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     CHECK(loom__tp_tune_key(ag ? 0 : 1, &d, sms, key, sizeof key));
     CHECK(loom__tune_get(key, value, sizeof value));
-    loom_tp_transfer_t t = LOOM_TP_AUTO;
-    int cr = 0, cb = 0;
-    CHECK_RESULT(loom__tp_tune_parse(value, &t, &cr, &cb), LOOM_SUCCESS);
+    loom_tp_choice_t ch;
+    CHECK_RESULT(loom__tp_tune_parse(value, &ch), LOOM_SUCCESS);
+    const loom_tp_transfer_t t = ch.transfer;
+    const int cr = ch.chunk_rows, cb = ch.comm_blocks;
     if (ctx->rank == 0) printf("  tuned %s: %s\n", ag ? "ag_gemm" : "gemm_rs", value);
     loom_plan_t p = NULL;
     LOOM_OK(ag ? loom_plan_ag_gemm(comm, &d, &p) : loom_plan_gemm_rs(comm, &d, &p));
     loom_tp_plan_info_t info = LOOM_TP_PLAN_INFO_INIT;
     LOOM_OK(loom_tp_plan_info(p, &info));
     CHECK_EQ_INT(info.transfer, t);
+    CHECK_EQ_INT(info.gemm, t == LOOM_TP_SEQUENTIAL ? ch.gemm : LOOM_TP_GEMM_LOOM);
     if (t == LOOM_TP_SM_COPY && cb > 0) CHECK_EQ_INT(info.comm_blocks, cb);
     if (t == LOOM_TP_COPY_ENGINE && cr > 0) CHECK_EQ_INT(info.chunk_rows, cr);
     LOOM_OK(loom_plan_destroy(p));
@@ -603,7 +631,7 @@ static int rank_rs_first(loom_rank_ctx_t *ctx, void *arg) {
   loom_config_t cfg = LOOM_CONFIG_INIT;
   cfg.timeout_ms = 3000;
   CHECK_LOOM_OR(loom_comm_create(ctx->nccl, &cfg, &comm), return 1);
-  const tp_case_t k = {0, 256, 384, 512, FH, BF, NK, 1, SM, 0, 0, 1, 0, 0, 0, 0};
+  const tp_case_t k = {0, 256, 384, 512, FH, BF, NK, 1, SM, 0, 0, 1, 0, 0, 0, 0, 0};
   (void)run_case(ctx, comm, &k);
   CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
   return loom_test_failures;

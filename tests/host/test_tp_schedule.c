@@ -308,20 +308,65 @@ LOOM_TEST(tp_tune_key_and_value_round_trip) {
   CHECK(loom__tp_tune_key(LOOM__TP_RS, &d, 132, key, sizeof key));
   CHECK(strstr(key, "tp gemm_rs W2") == key);
   CHECK(!loom__tp_tune_key(LOOM__TP_AG, &d, 132, key, 16)); /* too long for the buffer */
-  loom__tp_tune_format(LOOM_TP_COPY_ENGINE, 512, 0, v, sizeof v);
-  CHECK(strcmp(v, "transfer=2 chunk=512 blocks=0") == 0);
-  loom_tp_transfer_t t = LOOM_TP_AUTO;
-  int c = -1, b = -1;
-  CHECK_RESULT(loom__tp_tune_parse(v, &t, &c, &b), LOOM_SUCCESS);
-  CHECK_EQ_INT(t, LOOM_TP_COPY_ENGINE);
-  CHECK_EQ_INT(c, 512);
-  CHECK_EQ_INT(b, 0);
+  const loom_tp_choice_t ce = {LOOM_TP_COPY_ENGINE, 512, 0, LOOM_TP_GEMM_AUTO};
+  loom__tp_tune_format(&ce, v, sizeof v);
+  CHECK(strcmp(v, "transfer=2 chunk=512 blocks=0 gemm=0") == 0);
+  loom_tp_choice_t ch = {LOOM_TP_AUTO, -1, -1, LOOM_TP_GEMM_LOOM};
+  CHECK_RESULT(loom__tp_tune_parse(v, &ch), LOOM_SUCCESS);
+  CHECK_EQ_INT(ch.transfer, LOOM_TP_COPY_ENGINE);
+  CHECK_EQ_INT(ch.chunk_rows, 512);
+  CHECK_EQ_INT(ch.comm_blocks, 0);
+  CHECK_EQ_INT(ch.gemm, LOOM_TP_GEMM_AUTO);
+  const loom_tp_choice_t seq = {LOOM_TP_SEQUENTIAL, 0, 0, LOOM_TP_GEMM_CUBLASLT};
+  loom__tp_tune_format(&seq, v, sizeof v);
+  CHECK_RESULT(loom__tp_tune_parse(v, &ch), LOOM_SUCCESS);
+  CHECK_EQ_INT(ch.transfer, LOOM_TP_SEQUENTIAL);
+  CHECK_EQ_INT(ch.gemm, LOOM_TP_GEMM_CUBLASLT);
+  /* an entry of an older file (no gemm=): the engine is AUTO */
+  CHECK_RESULT(loom__tp_tune_parse("transfer=1 chunk=0 blocks=0", &ch), LOOM_SUCCESS);
+  CHECK_EQ_INT(ch.transfer, LOOM_TP_SEQUENTIAL);
+  CHECK_EQ_INT(ch.gemm, LOOM_TP_GEMM_AUTO);
   const char *bad[] = {"transfer=0 chunk=1 blocks=0", "transfer=5 chunk=1 blocks=0", "transfer=2 chunk=-1 blocks=0",
-                       "transfer=2 chunk=1", "transfer=2 chunk=1 blocks=0 x", "bn=128", ""};
+                       "transfer=2 chunk=1", "transfer=2 chunk=1 blocks=0 x", "transfer=1 chunk=0 blocks=0 gemm=3",
+                       "transfer=1 chunk=0 blocks=0 gemm=-1", "transfer=1 chunk=0 blocks=0 gemm=1 x",
+                       "transfer=1 chunk=0 blocks=0 gemm=", "bn=128", ""};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
-    CHECK_RESULT(loom__tp_tune_parse(bad[i], &t, &c, &b), LOOM_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(loom__tp_tune_parse(bad[i], &ch), LOOM_ERR_INVALID_ARGUMENT);
     CHECK(strstr(loom_last_error(), bad[i]) != NULL);
   }
+}
+
+/* The sequential path's GEMM: cuBLASLt by default where it takes the
+ * dtypes, loom_gemm where it does not or where asked; the fused transfers
+ * always run loom's kernel; an engine cuBLASLt cannot be is refused by
+ * name, and so is an unknown one. */
+LOOM_TEST(tp_sequential_gemm_resolution_and_refusals) {
+  const loom_dtype_t ab[2] = {LOOM_BF16, LOOM_FP16}, cs[3] = {LOOM_BF16, LOOM_FP16, LOOM_FP32};
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) {
+      loom_tp_desc_t d = LOOM_TP_DESC_INIT;
+      d.m = 300, d.n = 256, d.k = 128, d.ab_type = ab[i], d.c_type = cs[j], d.world_size = 2;
+      const int takes = cs[j] == ab[i] || cs[j] == LOOM_FP32;
+      CHECK_EQ_INT(loom__tp_cublaslt_takes(ab[i], cs[j]), takes);
+      CHECK_EQ_INT(loom__tp_resolve_gemm(&d, LOOM_TP_SEQUENTIAL), takes ? LOOM_TP_GEMM_CUBLASLT : LOOM_TP_GEMM_LOOM);
+      CHECK_EQ_INT(loom__tp_resolve_gemm(&d, LOOM_TP_COPY_ENGINE), LOOM_TP_GEMM_LOOM);
+      CHECK_EQ_INT(loom__tp_resolve_gemm(&d, LOOM_TP_SM_COPY), LOOM_TP_GEMM_LOOM);
+      d.sequential_gemm = LOOM_TP_GEMM_LOOM;
+      CHECK_EQ_INT(loom__tp_resolve_gemm(&d, LOOM_TP_SEQUENTIAL), LOOM_TP_GEMM_LOOM);
+      loom_tp_transfer_t t = LOOM_TP_AUTO;
+      CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_SUCCESS);
+      d.sequential_gemm = LOOM_TP_GEMM_CUBLASLT;
+      if (takes) {
+        CHECK_EQ_INT(loom__tp_resolve_gemm(&d, LOOM_TP_SEQUENTIAL), LOOM_TP_GEMM_CUBLASLT);
+        CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, 2, 132, &d, &t, 1, 1), LOOM_SUCCESS);
+      } else {
+        CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, 2, 132, &d, &t, 1, 1), LOOM_ERR_UNSUPPORTED);
+        CHECK(strstr(loom_last_error(), "desc->sequential_gemm=LOOM_TP_GEMM_CUBLASLT") != NULL);
+      }
+      d.sequential_gemm = (loom_tp_gemm_t)3;
+      CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+      CHECK(strstr(loom_last_error(), "desc->sequential_gemm=3") != NULL);
+    }
 }
 
 LOOM_TEST(tp_ar_every_row_reaches_every_rank_once_and_every_gathered_wait_is_set) {

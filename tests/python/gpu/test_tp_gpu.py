@@ -285,7 +285,7 @@ def _gemm_ar(rank, world):
     """loom.gemm_ar against torch (fp64) on every rank: every epilogue piece
     but dropout, then dropout: dropped elements are the residual exactly,
     kept ones the reference / (1 - p) + residual, about 1 - p of them kept,
-    and the fused and sequential plans give the same bits (the same mask)."""
+    and the fused and sequential plans drop the same elements."""
     dev = f"cuda:{rank}"
     worst = 0.0
     with loom.Comm.from_process_group() as comm:
@@ -319,7 +319,14 @@ def _gemm_ar(rank, world):
                              dropout_p=p, seed=1234, offset=8, out_dtype=torch.float32, transfer=transfer)
             outs.append(y.clone())
         torch.cuda.synchronize()
-        assert torch.equal(outs[0], outs[1]), "fused and sequential: the same mask and the same bits"
+        # the same mask on both paths; the values within rounding (the two
+        # paths' GEMMs may sum k in different orders, and the sequential one
+        # may be cuBLASLt's)
+        res_d = res.to(dev)
+        masks = [o == res_d for o in outs]
+        assert torch.equal(masks[0], masks[1]), "fused and sequential: the same dropout mask"
+        diff = ((outs[0] - outs[1]).abs().max() / outs[1].abs().max()).item()
+        assert diff < (world + 1) * _eps(torch.float32) + 1e-3, f"fused and sequential differ by {diff} (relative)"
         y = outs[0].double().cpu()
         dropped = y == res.double()
         kept_frac = 1.0 - dropped.double().mean().item()
