@@ -572,7 +572,12 @@ typedef struct loom_tp_plan_info {
 
 /* Collective (same desc on every rank). Validates the description (each
  * field by name and value; the GEMM fields as loom_gemm does), chooses the
- * transfer, allocates what the plan holds. Destroy with loom_plan_destroy. */
+ * transfer, allocates what the plan holds. Destroy with loom_plan_destroy.
+ * The ranks then compare what they resolved (one all-reduce): ranks given
+ * different descriptions, or seeing different tuning caches, all get
+ * LOOM_ERR_INVALID_ARGUMENT ("the ranks' descriptions differ"), and a rank
+ * that refuses its description makes the others' calls fail with "another
+ * rank refused its arguments": never a hang or mismatched protocols. */
 loom_result_t loom_plan_ag_gemm(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out);
 loom_result_t loom_plan_gemm_rs(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out);
 /* GEMM + AllReduce (loom_gemm_ar): desc.has_bias must be 0 and desc.activation
@@ -939,7 +944,9 @@ typedef struct loom_coll_plan_info {
 /* Collective (same desc on every rank). Validates the description (each
  * field by name and value), chooses the algorithm, allocates the staging
  * buffer and signals. Destroy with loom_plan_destroy (waits for the plan's
- * last call). */
+ * last call). Ranks that disagree (different descriptions or
+ * LOOM_ALLREDUCE_ONE_SHOT_BYTES), or one rank refusing its description,
+ * give LOOM_ERR_INVALID_ARGUMENT on every rank, as for loom_plan_ag_gemm. */
 loom_result_t loom_plan_allreduce(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out);
 loom_result_t loom_plan_reduce_scatter(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out);
 loom_result_t loom_plan_all_gather(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out);

@@ -89,7 +89,7 @@ static void loom__comm_teardown(loom_comm_t c) {
   if (!c->detached) {
     if (c->ws_peer_dev) cudaFree(c->ws_peer_dev);
     if (c->abort_flag) cudaFree(c->abort_flag);
-    if (c->fence_word) cudaFree(c->fence_word);
+    if (c->fence_words) cudaFree(c->fence_words);
     if (c->err_host) cudaFreeHost(c->err_host);
     if (c->stream) cudaStreamDestroy(c->stream);
     if (c->devcomm && loom__devcomm_destroy(c->nccl, c->devcomm) != LOOM_SUCCESS)
@@ -163,7 +163,7 @@ loom_result_t loom_comm_create(ncclComm_t nccl, const loom_config_t *cfg, loom_c
     }
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->abort_flag, sizeof(uint32_t));
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&c->fence_word, sizeof(int));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->fence_words, 3 * sizeof(uint64_t));
     if (e == cudaSuccess) e = cudaMemsetAsync(c->abort_flag, 0, sizeof(uint32_t), c->stream);
     if (e != cudaSuccess) r = loom__cuda_fail((int)e, "allocating the error record", __FILE__, __LINE__);
   }
@@ -268,9 +268,35 @@ loom_result_t loom_comm_get_async_error(loom_comm_t comm) {
 }
 
 loom_result_t loom__nccl_fence(loom_comm_t c) {
-  ncclResult_t n = ncclAllReduce(c->fence_word, c->fence_word, 1, ncclInt32, ncclSum, c->nccl, c->stream);
+  ncclResult_t n = ncclAllReduce(c->fence_words, c->fence_words, 1, ncclUint64, ncclMax, c->nccl, c->stream);
   if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclAllReduce (fence)", __FILE__, __LINE__);
   LOOM_CUDA(cudaStreamSynchronize(c->stream));
+  return LOOM_SUCCESS;
+}
+
+uint64_t loom__fnv64(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = (const unsigned char *)p;
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+loom_result_t loom__comm_agree(loom_comm_t c, const char *fn, uint64_t hash, int failed, const char *differ) {
+  if (c->detached || c->size == 1) return failed ? LOOM_ERR_INVALID_ARGUMENT : LOOM_SUCCESS;
+  uint64_t h[3] = {hash, ~hash, (uint64_t)(failed != 0)};
+  char what[160];
+  snprintf(what, sizeof what, "the plan agreement of %s (ncclAllReduce)", fn);
+  cudaError_t e = cudaMemcpyAsync(c->fence_words, h, sizeof h, cudaMemcpyHostToDevice, c->stream);
+  if (e != cudaSuccess) return loom__cuda_fail((int)e, what, __FILE__, __LINE__);
+  const ncclResult_t n = ncclAllReduce(c->fence_words, c->fence_words, 3, ncclUint64, ncclMax, c->nccl, c->stream);
+  if (n != ncclSuccess) return loom__nccl_fail((int)n, what, __FILE__, __LINE__);
+  e = cudaMemcpyAsync(h, c->fence_words, sizeof h, cudaMemcpyDeviceToHost, c->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+  if (e != cudaSuccess) return loom__cuda_fail((int)e, what, __FILE__, __LINE__);
+  if (failed) return LOOM_ERR_INVALID_ARGUMENT; /* this rank's own message stands */
+  if (h[2])
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: another rank refused its arguments (see its error)", fn);
+  if (h[0] != hash || ~h[1] != hash)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: the ranks' descriptions differ: %s", fn, differ);
   return LOOM_SUCCESS;
 }
 
@@ -284,4 +310,12 @@ loom_dev_comm_t loom__comm_dev(loom_comm_t comm) {
   d.abort_flag = comm->abort_flag;
   d.timeout_ns = (uint64_t)comm->timeout_ms * 1000000ull;
   return d;
+}
+
+loom_result_t loom__comm_refuse(loom_comm_t c, const char *fn, loom_result_t r) {
+  if (c->detached || c->size == 1) return r;
+  char msg[768];
+  snprintf(msg, sizeof msg, "%s", loom_last_error());
+  (void)loom__comm_agree(c, fn, 0, 1, "");
+  return loom__fail(r, "%s", msg);
 }

@@ -60,7 +60,7 @@ struct loom_comm {
   void *devcomm;      /* ncclDevComm_t (opaque here: a C++ type) */
   cudaStream_t stream; /* the comm's own stream (setup copies, the fence): waiting
                         * for it never waits for the user's work */
-  int *fence_word;     /* device word the fence all-reduces */
+  uint64_t *fence_words; /* device words the fence and the agreement all-reduce (3) */
 
   const loom_mem_backend_t *mem; /* NULL on a detached comm until a test sets one */
   loom_alloc_t *allocs;
@@ -105,6 +105,32 @@ loom_result_t loom__comm_free(loom_comm_t comm, void *ptr);
  * synchronizes: work queued there before, e.g. zeroing signals, is done).
  * Collective. */
 loom_result_t loom__nccl_fence(loom_comm_t comm);
+
+/* Plan agreement, before anything else collective in a plan's creation:
+ * every rank passes the fingerprint of what it resolved (description and
+ * choices, loom__fnv64) and whether its own checks failed; one NCCL
+ * all-reduce (max of [hash, ~hash, failed]) on the comm's own stream, which
+ * it then synchronizes, tells every rank whether any rank failed and
+ * whether all fingerprints are equal. So a rank whose arguments are refused
+ * never leaves the others waiting in a later collective step, and ranks
+ * given different descriptions (or different tuning caches) get an error
+ * instead of a hang or wrong data. Returns LOOM_SUCCESS when all agree;
+ * LOOM_ERR_INVALID_ARGUMENT when this rank failed (its message is left as
+ * it was), when another rank failed (saying so) or when the fingerprints
+ * differ (`differ` says what must match); a CUDA/NCCL failure as such. No
+ * collective on a detached comm or at W = 1. Collective. */
+loom_result_t loom__comm_agree(loom_comm_t comm, const char *fn, uint64_t hash, int failed, const char *differ);
+
+/* A rank-local refusal r (its message set) before the agreement of a
+ * collective creation: the other ranks wait in loom__comm_agree for this
+ * rank's answer, so it is given (failed) before r is returned with its own
+ * message. On a detached comm or at W = 1: r as it is. */
+loom_result_t loom__comm_refuse(loom_comm_t comm, const char *fn, loom_result_t r);
+
+/* FNV-1a over n bytes, continuing from h (start: LOOM_FNV64_INIT). Hash
+ * fields, not whole structs (padding bytes are not defined). */
+#define LOOM_FNV64_INIT 1469598103934665603ull
+uint64_t loom__fnv64(uint64_t h, const void *p, size_t n);
 
 /* The allocation that contains [ptr, ptr+bytes), or NULL. */
 loom_alloc_t *loom__find_alloc(loom_comm_t comm, const void *ptr, size_t bytes);

@@ -14,8 +14,8 @@
 
 #define LOOM_SLICE_ALIGN 256
 
-loom_result_t loom__plan_create(loom_comm_t comm, const char *op, uint32_t nsignals,
-                                size_t staging_bytes, loom_plan_t *out) {
+loom_result_t loom__plan_create(loom_comm_t comm, const char *fn, const char *op, uint32_t nsignals,
+                                size_t staging_bytes, uint64_t hash, const char *differ, loom_plan_t *out) {
   if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s plan: out=NULL", op);
   *out = NULL;
   LOOM_TRY(loom__comm_check(comm, op));
@@ -23,10 +23,30 @@ loom_result_t loom__plan_create(loom_comm_t comm, const char *op, uint32_t nsign
                      LOOM_SLICE_ALIGN * LOOM_SLICE_ALIGN;
   size_t bytes = sig_bytes + staging_bytes;
   loom_plan_t p = (loom_plan_t)calloc(1, sizeof *p);
-  if (!p) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of a plan failed");
+  loom_result_t r = p ? LOOM_SUCCESS : loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of a plan failed");
   char who[96];
   snprintf(who, sizeof who, "a %s plan", op);
-  loom_result_t r = loom__ws_reserve(&comm->ws_alloc, bytes, LOOM_SLICE_ALIGN, who, &p->slice_offset);
+  if (r == LOOM_SUCCESS) r = loom__ws_reserve(&comm->ws_alloc, bytes, LOOM_SLICE_ALIGN, who, &p->slice_offset);
+  /* the agreement: the same plan, at the same slice, on every rank */
+  {
+    char msg[768] = "", why[640];
+    if (r != LOOM_SUCCESS) snprintf(msg, sizeof msg, "%s", loom_last_error());
+    const uint64_t f[3] = {(uint64_t)nsignals, (uint64_t)staging_bytes, p ? (uint64_t)p->slice_offset : 0};
+    uint64_t h = loom__fnv64(hash, op, strlen(op));
+    h = loom__fnv64(h, f, sizeof f);
+    snprintf(why, sizeof why, "%s; and every rank must make and destroy its plans in the same order (the plans' "
+             "workspace slices differ otherwise)", differ && *differ ? differ : "the same description on every rank");
+    const loom_result_t ra = loom__comm_agree(comm, fn, h, r != LOOM_SUCCESS, why);
+    if (r != LOOM_SUCCESS) {
+      free(p);
+      return loom__fail(r, "%s", msg);
+    }
+    if (ra != LOOM_SUCCESS) {
+      loom__ws_release(&comm->ws_alloc, p->slice_offset);
+      free(p);
+      return ra;
+    }
+  }
   /* The slice may have held another plan's signals: zero it on every rank,
    * then fence, so that no peer signals into it before it is zeroed. */
   if (r == LOOM_SUCCESS && !comm->detached) {

@@ -43,10 +43,21 @@ struct loom_plan {
   void (*destroy_op)(loom_plan_t plan);
 };
 
-/* Collective (same arguments on every rank). Reserves the slice; fails with
- * LOOM_ERR_OUT_OF_MEMORY naming `op` and the bytes needed. */
-loom_result_t loom__plan_create(loom_comm_t comm, const char *op, uint32_t nsignals,
-                                size_t staging_bytes, loom_plan_t *out);
+/* Collective (same arguments on every rank). Reserves the slice (fails
+ * with LOOM_ERR_OUT_OF_MEMORY naming `op` and the bytes needed), then the
+ * ranks agree (loom__comm_agree, `fn` naming the call) on `hash` (what the
+ * caller resolved: its description and choices), op, nsignals,
+ * staging_bytes and the slice's offset, so that ranks that made or
+ * destroyed plans in different orders, or resolved different plans, all
+ * fail (`differ` says what must match) instead of signalling into each
+ * other's slices; only then is the slice zeroed, so no peer can still be
+ * waiting on a word of it (every peer's host is past destroying the plan
+ * that held it, which waits for that plan's last call), and a fence makes
+ * the zeros visible before any peer's next signal. A caller that refuses
+ * its arguments before this point answers the agreement through
+ * loom__comm_refuse instead. */
+loom_result_t loom__plan_create(loom_comm_t comm, const char *fn, const char *op, uint32_t nsignals,
+                                size_t staging_bytes, uint64_t hash, const char *differ, loom_plan_t *out);
 
 /* Records the plan's tuning key and looks it up in the tuning cache:
  * 1 and the value in value[size] if tuned, 0 (use the heuristic) if not. */

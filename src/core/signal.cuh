@@ -98,14 +98,23 @@ static __device__ __forceinline__ uint32_t loom_epoch_begin(const loom_dev_epoch
   return *(const volatile uint32_t *)&e->epoch + 1u;
 }
 
+/* One thread of a block (or warp) that has finished a share of some work,
+ * after a system fence of its own loads and stores: counts it in at *count
+ * and returns 1 in the last of n to arrive, which resets the counter (for
+ * the next launch) and fences again, so that every counted share's effects
+ * are ordered before what it does next (typically the release store of a
+ * signal: the acquire half of the hand-off); 0 in the others. */
+static __device__ __forceinline__ int loom_last_arrival(uint32_t *count, uint32_t n) {
+  if (atomicAdd(count, 1u) + 1u != n) return 0;
+  *count = 0u;
+  __threadfence_system();
+  return 1;
+}
+
 /* One thread per block, after the block's last use of the epoch: the last
  * block of the grid publishes `epoch` as completed. */
 static __device__ __forceinline__ void loom_epoch_block_done(loom_dev_epoch_t *e, uint32_t epoch) {
-  const uint32_t nblocks = gridDim.x * gridDim.y * gridDim.z;
-  if (atomicAdd(&e->blocks_done, 1u) + 1u == nblocks) {
-    e->blocks_done = 0u;
-    *(volatile uint32_t *)&e->epoch = epoch;
-  }
+  if (loom_last_arrival(&e->blocks_done, gridDim.x * gridDim.y * gridDim.z)) *(volatile uint32_t *)&e->epoch = epoch;
 }
 
 /* Address of signal word `index` of an array at byte `offset` in rank

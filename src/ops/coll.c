@@ -150,18 +150,22 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
   LOOM_TRY(loom__comm_check(comm, fn));
   const size_t threshold = (size_t)loom__param_ALLREDUCE_ONE_SHOT_BYTES();
   loom_coll_algo_t algo = LOOM_COLL_AUTO;
-  LOOM_TRY(loom__coll_check_desc(fn, kind, comm->size, comm->sm_count, threshold, desc, &algo));
+  const loom_result_t rc = loom__coll_check_desc(fn, kind, comm->size, comm->sm_count, threshold, desc, &algo);
+  if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
   if (!comm->detached && !comm->ws_all_reachable)
-    return loom__fail(LOOM_ERR_UNSUPPORTED,
-                      "%s: not every rank is load/store reachable from rank %d (loom's collectives need one NVLink "
-                      "domain; use NCCL across nodes)",
-                      fn, comm->rank);
+    return loom__comm_refuse(comm, fn,
+                             loom__fail(LOOM_ERR_UNSUPPORTED,
+                                        "%s: not every rank is load/store reachable from rank %d (loom's collectives "
+                                        "need one NVLink domain; use NCCL across nodes)",
+                                        fn, comm->rank));
   if (comm->detached)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the description is valid; a test comm without a GPU cannot hold a plan",
                       fn);
 
   loom_coll_state_t *st = (loom_coll_state_t *)calloc(1, sizeof *st);
-  if (!st) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn);
+  if (!st)
+    return loom__comm_refuse(comm, fn,
+                             loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn));
   st->kind = (loom__coll_kind_t)kind;
   st->desc = *desc;
   st->algo = algo;
@@ -187,8 +191,17 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
   st->smem = desc->norm != LOOM_NORM_NONE ? (size_t)desc->cols * sizeof(float) : 0;
   const uint32_t nsig = LOOM_COLL_SIG_REDUCED + (uint32_t)(st->kk == LOOM__CK_TWO_SHOT ? st->nch : 0);
 
+  /* every rank resolved the same plan, before anything else collective */
+  const int64_t f[16] = {kind, count, desc->dtype, desc->out_type, desc->cols, desc->norm, st->kk, st->unit,
+                         st->slice, st->blocks, st->chunk, st->nch, nsig, desc->world_size,
+                         (int64_t)st->smem, 0};
+  uint64_t h = loom__fnv64(LOOM_FNV64_INIT, f, sizeof f);
+  h = loom__fnv64(h, &desc->norm_eps, sizeof desc->norm_eps);
   loom_plan_t plan = NULL;
-  loom_result_t r = loom__plan_create(comm, kind_op(kind), nsig, 0, &plan);
+  loom_result_t r = loom__plan_create(comm, fn, kind_op(kind), nsig, 0, h,
+                                      "every rank must pass the same loom_coll_desc_t (count, dtypes, cols, norm, "
+                                      "algo, blocks) and the same LOOM_ALLREDUCE_ONE_SHOT_BYTES",
+                                      &plan);
   if (r != LOOM_SUCCESS) {
     free(st);
     return r;

@@ -105,8 +105,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence_system();
-    if (atomicAdd(&ep->blocks_done, 1u) + 1u == gridDim.x) {
-      ep->blocks_done = 0u;
+    if (loom_last_arrival(&ep->blocks_done, gridDim.x)) {
       loom_signal_store_release(own + LOOM_COLL_SIG_DONE, e);
       *(volatile uint32_t *)&ep->epoch = e;
     }

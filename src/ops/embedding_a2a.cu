@@ -80,12 +80,9 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS)
     if (comm && lane == 0) {
       __threadfence_system(); /* the warp's stores (to q) before the count */
       uint32_t *ctr = (uint32_t *)(a.dc.ws + a.counters_off) + loom_emb_counter_index(&s, t, tk.dest, tk.slice);
-      if (atomicAdd(ctr, 1u) + 1u == loom_emb_counter_target(&s)) {
-        *ctr = 0u;              /* nobody else touches it again in this call */
-        __threadfence_system(); /* every counted warp's stores before the flag */
+      if (loom_last_arrival(ctr, loom_emb_counter_target(&s))) /* every counted warp's stores before the flag */
         loom_signal_store_release(
             loom_signal_addr(&a.dc, tk.dest, a.flags_off, loom_emb_flag_index(&s, s.table_base, t, tk.slice)), epoch);
-      }
     }
   }
   if (!__syncthreads_and(!s_abort)) return;
@@ -152,10 +149,8 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS)
     if (comm && lane == 0) {
       __threadfence_system(); /* loads from q are done (their values were used) */
       uint32_t *cnt = (uint32_t *)(a.dc.ws + a.bcount_off) + tk.dest;
-      if (atomicAdd(cnt, 1u) + 1u == (uint32_t)per_dest) {
-        *cnt = 0u;
+      if (loom_last_arrival(cnt, (uint32_t)per_dest))
         loom_signal_store_release(loom_signal_addr(&a.dc, tk.dest, a.gdone_off, (uint32_t)s.rank), epoch);
-      }
     }
   }
   if (!__syncthreads_and(!s_abort)) return;

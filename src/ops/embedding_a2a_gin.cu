@@ -107,9 +107,7 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS)
     if (lane == 0) {
       __threadfence_system();
       uint32_t *ctr = (uint32_t *)(a.dc.ws + a.counters_off) + loom_emb_counter_index(&s, t, tk.dest, tk.slice);
-      if (atomicAdd(ctr, 1u) + 1u == loom_emb_counter_target(&s)) {
-        *ctr = 0u;
-        __threadfence_system();
+      if (loom_last_arrival(ctr, loom_emb_counter_target(&s))) {
         const uint32_t fi = loom_emb_flag_index(&s, s.table_base, t, tk.slice);
         if (lsa) {
           loom_signal_store_release(loom_signal_addr(&a.dc, tk.dest, a.flags_off, fi), epoch);

@@ -332,7 +332,12 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   st->counters_off = nsig; nsig += (uint32_t)counts.counters;
 
   loom_plan_t plan = NULL;
-  if (res == LOOM_SUCCESS) res = loom__plan_create(comm, "embedding_a2a", nsig, 0, &plan);
+  if (res == LOOM_SUCCESS)
+    res = loom__plan_create(comm, fn, "embedding_a2a", nsig, 0, LOOM_FNV64_INIT,
+                            "every rank must pass the same loom_embedding_desc_t (tables, dims, batch, dtypes, path)",
+                            &plan);
+  else
+    res = loom__comm_refuse(comm, fn, res); /* the other ranks wait in the agreement for this answer */
   if (res != LOOM_SUCCESS) {
     if (st->gin_devcomm && !comm->detached) loom__emb_gin_release(comm->nccl, st->gin_devcomm);
     state_free(st);

@@ -208,8 +208,7 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, 2)
   if (threadIdx.x == 0) {
     uint32_t *misc = (uint32_t *)(a.dc.ws + a.fetch_off);
     __threadfence_system(); /* this block's loads from peers are done (their values were used) */
-    if (atomicAdd(misc + 3, 1u) + 1u == gridDim.x) {
-      misc[3] = 0u;
+    if (loom_last_arrival(misc + 3, gridDim.x)) {
       for (int p = 0; p < a.s.world; ++p)
         loom_signal_store_release(loom_signal_addr(&a.dc, p, a.gdone_off, (uint32_t)a.s.rank), epoch);
     }

@@ -143,48 +143,12 @@ loom_result_t loom__optim_state(loom_plan_t plan, const char *fn, int lamb, loom
 }
 
 /* FNV-1a over bytes. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = (const unsigned char *)p;
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
 /* Where p lies in the comm's allocation table: (index, offset); (-1, p) if
  * not in it. */
 static void alloc_pos(loom_comm_t comm, const void *p, int64_t pos[2]) {
   loom_alloc_t *a = comm->detached ? NULL : loom__find_alloc(comm, p, 1);
   pos[0] = a ? (int64_t)(a - comm->allocs) : -1;
   pos[1] = a ? (int64_t)((const char *)p - (const char *)a->ptr) : (int64_t)(uintptr_t)p;
-}
-
-/* Every rank's checks done: all ranks learn whether any failed and whether
- * their layouts agree. Collective (NCCL on the comm's stream). */
-static loom_result_t agree(loom_comm_t comm, const char *fn, uint64_t hash, int failed) {
-  if (comm->detached || comm->size == 1) return LOOM_SUCCESS;
-  uint64_t h[3] = {hash, ~hash, (uint64_t)(failed != 0)};
-  uint64_t *d = NULL;
-  LOOM_CUDA(cudaMalloc((void **)&d, sizeof h));
-  loom_result_t r = LOOM_SUCCESS;
-  cudaError_t e = cudaMemcpyAsync(d, h, sizeof h, cudaMemcpyHostToDevice, comm->stream);
-  if (e == cudaSuccess) {
-    ncclResult_t n = ncclAllReduce(d, d, 3, ncclUint64, ncclMax, comm->nccl, comm->stream);
-    if (n != ncclSuccess) r = loom__nccl_fail((int)n, "ncclAllReduce (optimizer plan agreement)", __FILE__, __LINE__);
-    if (r == LOOM_SUCCESS) e = cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, comm->stream);
-    if (r == LOOM_SUCCESS && e == cudaSuccess) e = cudaStreamSynchronize(comm->stream);
-  }
-  if (r == LOOM_SUCCESS && e != cudaSuccess) r = loom__cuda_fail((int)e, "optimizer plan agreement", __FILE__, __LINE__);
-  cudaFree(d);
-  LOOM_TRY(r);
-  if (failed) return LOOM_ERR_INVALID_ARGUMENT; /* this rank's own message stands */
-  if (h[2])
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: another rank refused its arguments (see its error)", fn);
-  if (h[0] != hash || ~h[1] != hash)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "%s: the ranks' descriptions differ: the same tensors (numels, dtypes, hyperparameters) must be "
-                      "given on every rank, each gradient (and each RS-Opt-AG parameter) at the same offset of the "
-                      "same loom_malloc allocation (allocate in the same order on every rank)",
-                      fn);
-  return LOOM_SUCCESS;
 }
 
 /* Rank-local checks of every tensor's memory and the peers' addresses:
@@ -224,10 +188,10 @@ static loom_result_t tensor_tables(loom_comm_t comm, const char *fn, loom_optim_
     vec[t] = v;
     int64_t pos[2];
     alloc_pos(comm, st->grads[t], pos);
-    *hash = fnv(*hash, pos, sizeof pos);
+    *hash = loom__fnv64(*hash, pos, sizeof pos);
     if (!st->ar[t]) {
       alloc_pos(comm, st->params[t], pos);
-      *hash = fnv(*hash, pos, sizeof pos);
+      *hash = loom__fnv64(*hash, pos, sizeof pos);
     }
   }
   return LOOM_SUCCESS;
@@ -294,20 +258,24 @@ loom_result_t loom__optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc, 
 
   /* every rank's own checks, then the agreement (collective) */
   {
-    uint64_t hash = 1469598103934665603ull;
+    uint64_t hash = LOOM_FNV64_INIT;
     const int32_t hdr[8] = {T, (int32_t)desc->param_type, (int32_t)desc->grad_type, (int32_t)desc->form, lamb,
                             desc->decoupled_weight_decay * 4 + desc->bias_correction * 2 + desc->average_grads,
                             desc->use_nvlamb, local};
     const float hp[5] = {desc->lr, desc->beta1, desc->beta2, desc->eps, desc->weight_decay};
-    hash = fnv(hash, hdr, sizeof hdr);
-    hash = fnv(hash, hp, sizeof hp);
-    hash = fnv(hash, &st->chunk, sizeof st->chunk);
-    hash = fnv(hash, st->numel, (size_t)T * sizeof(int64_t));
-    hash = fnv(hash, st->wd, (size_t)T * sizeof(float));
+    hash = loom__fnv64(hash, hdr, sizeof hdr);
+    hash = loom__fnv64(hash, hp, sizeof hp);
+    hash = loom__fnv64(hash, &st->chunk, sizeof st->chunk);
+    hash = loom__fnv64(hash, st->numel, (size_t)T * sizeof(int64_t));
+    hash = loom__fnv64(hash, st->wd, (size_t)T * sizeof(float));
     loom_result_t mine = tensor_tables(comm, fn, st, grad_tab, param_tab, vec, &hash);
     char msg[768] = "";
     if (mine != LOOM_SUCCESS) snprintf(msg, sizeof msg, "%s", loom_last_error());
-    r = local ? mine : agree(comm, fn, hash, mine != LOOM_SUCCESS);
+    r = local ? mine
+              : loom__comm_agree(comm, fn, hash, mine != LOOM_SUCCESS,
+                                 "the same tensors (numels, dtypes, hyperparameters) must be given on every rank, each "
+                                 "gradient (and each RS-Opt-AG parameter) at the same offset of the same loom_malloc "
+                                 "allocation (allocate in the same order on every rank)");
     if (mine != LOOM_SUCCESS) r = loom__fail(mine, "%s", msg);
     if (r != LOOM_SUCCESS) goto fail;
   }
@@ -344,7 +312,7 @@ loom_result_t loom__optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc, 
   {
     const uint32_t nsig = (uint32_t)(3 * st->world + 2);
     const size_t partial_bytes = lamb ? (size_t)st->gchunks * 2 * sizeof(float) : 0;
-    r = loom__plan_create(comm, lamb ? "lamb" : "adam", nsig, partial_bytes, &plan);
+    r = loom__plan_create(comm, fn, lamb ? "lamb" : "adam", nsig, partial_bytes, LOOM_FNV64_INIT, "", &plan);
     if (r != LOOM_SUCCESS) goto fail;
     plan->op_state = st;
     plan->destroy_op = optim_destroy;

@@ -163,11 +163,7 @@ static __device__ int loom_optim_last_block(const loom_optim_kargs_t &k, int whi
   if (threadIdx.x == 0) {
     __threadfence_system();
     uint32_t *count = (uint32_t *)(k.dc.ws + k.count_off) + which;
-    last = atomicAdd(count, 1u) + 1u == gridDim.x;
-    if (last) {
-      *count = 0u;
-      __threadfence_system(); /* what the other blocks stored is ordered before this block's signals */
-    }
+    last = loom_last_arrival(count, gridDim.x); /* what the other blocks stored: before this block's signals */
   }
   __syncthreads();
   return last;

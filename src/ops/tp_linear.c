@@ -347,6 +347,16 @@ static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
   return LOOM_SUCCESS;
 }
 
+/* What every rank's plan must have resolved alike (the agreement's hash). */
+static uint64_t tp_fingerprint(const loom_tp_state_t *st, uint32_t nsig) {
+  const loom_tp_desc_t *d = &st->desc;
+  const int64_t f[20] = {st->kind, d->m, d->n, d->k, d->ab_type, d->c_type, d->b_layout, d->has_bias,
+                         d->activation, d->world_size, st->transfer, st->gemm_engine, st->chunk_rows,
+                         st->comm_blocks, st->gemm_bm, st->gemm_cfg.bn, st->tiles_m, st->tiles_n,
+                         st->chunks_per_shard, nsig};
+  return loom__fnv64(LOOM_FNV64_INIT, f, sizeof f);
+}
+
 static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom__tp_kind_t kind, loom_plan_t *out) {
   const char *fn = kind == LOOM__TP_AG ? "loom_plan_ag_gemm" : kind == LOOM__TP_RS ? "loom_plan_gemm_rs" : "loom_plan_gemm_ar";
   if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
@@ -360,7 +370,9 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
       hooks_ok = path != LOOM__PATH_BASE;
   }
   loom_tp_transfer_t t = LOOM_TP_SEQUENTIAL;
-  LOOM_TRY(loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &t, comm->ws_all_reachable, hooks_ok));
+  const loom_result_t rc =
+      loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &t, comm->ws_all_reachable, hooks_ok);
+  if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
   /* a description that leaves every knob to loom takes the tuning cache's
    * choice (loom_ag_gemm_tune / loom_gemm_rs_tune / loom_gemm_ar_tune)
    * where it has one */
@@ -395,7 +407,8 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
                       fn);
 
   loom_tp_state_t *st = (loom_tp_state_t *)calloc(1, sizeof *st);
-  if (!st) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn);
+  if (!st)
+    return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn));
   st->kind = kind;
   st->desc = *desc;
   st->gemm = loom__tp_gemm_desc(desc);
@@ -446,8 +459,16 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
       nsig = (uint32_t)n64;
     }
   }
+  if (r != LOOM_SUCCESS) {
+    free(st);
+    return loom__comm_refuse(comm, fn, r);
+  }
   loom_plan_t plan = NULL;
-  if (r == LOOM_SUCCESS) r = loom__plan_create(comm, kind_op(kind), nsig, 0, &plan);
+  /* every rank resolved the same plan, before anything else collective */
+  r = loom__plan_create(comm, fn, kind_op(kind), nsig, 0, tp_fingerprint(st, nsig),
+                        "every rank must pass the same loom_tp_desc_t (m, n, k, dtypes, layout, bias, activation, "
+                        "world size, transfer and knobs) and see the same tuning cache (LOOM_TUNE_FILE)",
+                        &plan);
   if (r != LOOM_SUCCESS) {
     free(st);
     return r;

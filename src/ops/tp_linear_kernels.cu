@@ -287,8 +287,7 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
   if (threadIdx.x == 0) {
     __threadfence_system();
     uint32_t *count = (uint32_t *)(dc.ws + a.count_off);
-    if (atomicAdd(count, 1u) + 1u == (uint32_t)a.total_blocks) {
-      *count = 0u;
+    if (loom_last_arrival(count, (uint32_t)a.total_blocks)) {
       *claim = 0u;
       for (int p = 0; p < W; ++p)
         if (p != dc.rank) loom_signal_store_release(loom_signal_addr(&dc, p, a.done_off, (uint32_t)dc.rank), e);

@@ -125,13 +125,27 @@ static loom_result_t tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int k
     if (loom__gemm_validate_desc(fn, &g) == LOOM_SUCCESS && loom__gemm_path(&g, &path) == LOOM_SUCCESS)
       hooks_ok = path != LOOM__PATH_BASE;
   }
-  LOOM_TRY(loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &auto_t, comm->ws_all_reachable, hooks_ok));
+  /* a rank that refuses here answers the first candidate plan's agreement
+   * (loom__comm_refuse), so its peers do not wait in it */
+  const loom_result_t rc =
+      loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &auto_t, comm->ws_all_reachable, hooks_ok);
+  if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
   if (comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: a test comm without a GPU cannot time", fn);
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
+  const cudaError_t ce0 = cudaStreamIsCapturing(stream, &cs);
+  if (ce0 != cudaSuccess)
+    return loom__comm_refuse(comm, fn, loom__cuda_fail((int)ce0, "cudaStreamIsCapturing", __FILE__, __LINE__));
   if (cs != cudaStreamCaptureStatusNone)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: stream %p is capturing a graph; tuning launches and synchronizes",
-                      fn, (void *)stream);
+    return loom__comm_refuse(comm, fn,
+                             loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                                        "%s: stream %p is capturing a graph; tuning launches and synchronizes", fn,
+                                        (void *)stream));
+  {
+    const int64_t f[10] = {kind, desc->m, desc->n, desc->k, desc->ab_type, desc->c_type, desc->b_layout,
+                           desc->has_bias, desc->activation, desc->world_size};
+    LOOM_TRY(loom__comm_agree(comm, fn, loom__fnv64(LOOM_FNV64_INIT, f, sizeof f), 0,
+                              "every rank must tune the same loom_tp_desc_t"));
+  }
   const int W = comm->size;
   const int fused_ok = W > 1 && comm->ws_all_reachable && hooks_ok && W <= LOOM_TP_MAX_PEERS;
   const int64_t m = desc->m, n = desc->n, k = desc->k, S = loom_tp_shard_rows(m, W);

@@ -609,6 +609,25 @@ static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
     CHECK_RESULT(loom_plan_reduce_scatter(comm, &b, &p), LOOM_ERR_INVALID_ARGUMENT);
     CHECK_MSG("desc->world_size");
     CHECK(p == NULL);
+    if (W > 1) {
+      /* ranks that disagree: an error on every rank, not a hang or mixed
+       * protocols (another count on the last rank; a description only the
+       * last rank refuses; one-shot against two-shot); then plans as before */
+      const int last = ctx->rank == W - 1;
+      b = d, b.count = last ? 4096 + 256 : 4096;
+      CHECK_RESULT(loom_plan_allreduce(comm, &b, &p), LOOM_ERR_INVALID_ARGUMENT);
+      CHECK_MSG("descriptions differ");
+      b = d, b.cols = last ? 100 : 256;
+      CHECK_RESULT(loom_plan_all_gather(comm, &b, &p), LOOM_ERR_INVALID_ARGUMENT);
+      CHECK_MSG(last ? "desc->cols=100" : "another rank refused");
+      b = d, b.algo = ctx->rank == 0 ? LOOM_COLL_ONE_SHOT : LOOM_COLL_TWO_SHOT;
+      CHECK_RESULT(loom_plan_allreduce(comm, &b, &p), LOOM_ERR_INVALID_ARGUMENT);
+      CHECK_MSG("descriptions differ");
+      CHECK(p == NULL);
+      b = d;
+      LOOM_OK(loom_plan_reduce_scatter(comm, &b, &p));
+      CHECK_RESULT(loom_plan_destroy(p), LOOM_SUCCESS);
+    }
   }
 out:
   if (ar) CHECK_RESULT(loom_plan_destroy(ar), LOOM_SUCCESS);

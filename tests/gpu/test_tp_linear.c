@@ -558,6 +558,31 @@ static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
   }
   CHECK_RESULT(loom_gemm_rs(plan, a, b, c, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT); /* an AG plan */
   CHECK(strstr(loom_last_error(), "not a gemm_rs plan") != NULL);
+  {
+    /* ranks that disagree get an error on every rank, not a hang: another m
+     * on the last rank; then a description only the last rank refuses (n not
+     * a multiple of 8); then the comm makes plans as before */
+    loom_plan_t q = NULL;
+    loom_tp_desc_t e = d;
+    e.transfer = LOOM_TP_AUTO;
+    if (ctx->rank == ctx->size - 1) e.m = 264;
+    CHECK_RESULT(loom_plan_gemm_rs(comm, &e, &q), LOOM_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(loom_last_error(), "descriptions differ") != NULL);
+    CHECK(q == NULL);
+    e = d;
+    if (ctx->rank == ctx->size - 1) e.n = 12;
+    CHECK_RESULT(loom_plan_ag_gemm(comm, &e, &q), LOOM_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(loom_last_error(), ctx->rank == ctx->size - 1 ? "n=12" : "another rank refused") != NULL);
+    CHECK(q == NULL);
+    e = d;
+    e.transfer = ctx->rank == 0 ? LOOM_TP_SEQUENTIAL : LOOM_TP_SM_COPY; /* two transfers: two protocols */
+    CHECK_RESULT(loom_plan_ag_gemm(comm, &e, &q), LOOM_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(loom_last_error(), "descriptions differ") != NULL);
+    e = d;
+    e.transfer = LOOM_TP_AUTO;
+    LOOM_OK(loom_plan_gemm_rs(comm, &e, &q));
+    LOOM_OK(loom_plan_destroy(q));
+  }
 out:
   if (plan) CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
   cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(plain);

@@ -58,7 +58,7 @@ LOOM_TEST(plan_looks_up_its_tuning_key) {
   loom_comm_t c = NULL;
   loom_plan_t p = NULL;
   CHECK_RESULT(loom__comm_create_detached(0, 2, 1 << 20, &c), LOOM_SUCCESS);
-  CHECK_RESULT(loom__plan_create(c, "gemm", 0, 0, &p), LOOM_SUCCESS);
+  CHECK_RESULT(loom__plan_create(c, "test", "gemm", 0, 0, LOOM_FNV64_INIT, "", &p), LOOM_SUCCESS);
   char v[64];
   CHECK_EQ_INT(loom__plan_tuning(p, "gemm m8 n8 k8", v, sizeof v), 0);
   CHECK(!strcmp(p->tune_key, "gemm m8 n8 k8"));
