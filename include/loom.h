@@ -600,7 +600,9 @@ loom_result_t loom_plan_gemm_ar(loom_comm_t comm, const loom_tp_desc_t *desc, lo
  * LOOM_TP_AUTO, chunk_rows = comm_blocks = 0 and sequential_gemm
  * LOOM_TP_GEMM_AUTO take the recorded choice; the sequential paths are
  * candidates, so a tuned op is never slower than NCCL + cuBLASLt on the
- * shape it was tuned for. Takes tens of calls of the op. */
+ * shape it was tuned for. Takes tens of calls of the op. With LOOM_TUNE=1,
+ * a plan whose description leaves every knob to loom and that the cache
+ * lacks runs this first (plan creation then takes that long once). */
 loom_result_t loom_ag_gemm_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream);
 loom_result_t loom_gemm_rs_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream);
 /* The same for loom_gemm_ar: candidates the sequential path (cuBLASLt or

@@ -28,7 +28,9 @@
                         "loom_gemm_tune (empty: none)")                             \
   X(TUNE, INT, "0", "1: loom_gemm tunes a shape the tuning cache lacks at its first call "     \
                     "(as loom_gemm_tune: tens of launches, synchronizes the stream; inside a " \
-                    "graph capture the heuristic runs instead) and records it")                 \
+                    "graph capture the heuristic runs instead) and records it; plans of "       \
+                    "loom_ag_gemm, loom_gemm_rs and loom_gemm_ar that leave every knob to "     \
+                    "loom run loom_*_tune first for a description the cache lacks")              \
   X(GEMM_PATH, STR, "auto", "loom_gemm: auto (loom's sm90 kernel on compute capability 9.0, "  \
                             "its sm80 kernel on other GPUs >= 8.0, else cuBLASLt), sm80 "    \
                             "(the sm80 kernel on any GPU >= 8.0) or cublas (always cuBLASLt)") \

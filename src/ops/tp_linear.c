@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/handle.h"
 #include "core/log.h"
+#include "core/param.h"
 #include "core/plan.h"
 #include "core/tune.h"
 #include "gemm/gemm.h"
@@ -375,13 +376,20 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
   if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
   /* a description that leaves every knob to loom takes the tuning cache's
    * choice (loom_ag_gemm_tune / loom_gemm_rs_tune / loom_gemm_ar_tune)
-   * where it has one */
+   * where it has one; with LOOM_TUNE=1 the plan tunes a description the
+   * cache lacks first (collective: every rank's cache lacks it alike, or
+   * the tuner's agreement fails on every rank) */
   loom_tp_desc_t eff = *desc;
   int tuned = 0;
   if (desc->transfer == LOOM_TP_AUTO && desc->chunk_rows == 0 && desc->comm_blocks == 0 &&
       desc->sequential_gemm == LOOM_TP_GEMM_AUTO) {
     char key[LOOM_TUNE_KEY_BYTES], value[LOOM_TUNE_KEY_BYTES];
-    if (loom__tp_tune_key(kind, desc, comm->sm_count, key, sizeof key) && loom__tune_get(key, value, sizeof value)) {
+    const int keyed = loom__tp_tune_key(kind, desc, comm->sm_count, key, sizeof key);
+    if (keyed && !comm->detached && loom__param_TUNE() == 1 && !loom__tune_get(key, value, sizeof value)) {
+      LOOM_INFO("%s: LOOM_TUNE=1 and no tuned entry for \"%s\": tuning it now", fn, key);
+      LOOM_TRY(loom__tp_tune(comm, desc, kind, comm->stream));
+    }
+    if (keyed && loom__tune_get(key, value, sizeof value)) {
       loom_tp_transfer_t t2 = LOOM_TP_SEQUENTIAL;
       loom_tp_choice_t ch;
       if (loom__tp_tune_parse(value, &ch) == LOOM_SUCCESS) {

@@ -175,6 +175,11 @@ ncclDataType_t loom__tp_nccl_type(loom_dtype_t t);
 
 /* ---- tuning (tp_tune.c) ---- */
 
+/* loom_ag_gemm_tune / loom_gemm_rs_tune / loom_gemm_ar_tune (kind LOOM__TP_*):
+ * also what a plan runs with LOOM_TUNE=1 for an AUTO description the cache
+ * lacks. Collective; synchronizes `stream`. */
+loom_result_t loom__tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int kind, cudaStream_t stream);
+
 /* The tuning-cache key of (kind, desc) on GPUs of `sms` SMs; 0 if it does
  * not fit in size. */
 int loom__tp_tune_key(int kind, const loom_tp_desc_t *d, int sms, char *key, size_t size);

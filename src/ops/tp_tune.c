@@ -114,7 +114,7 @@ static loom_result_t time_candidate(loom_comm_t comm, const loom_tp_desc_t *d, i
   return LOOM_SUCCESS;
 }
 
-static loom_result_t tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int kind, cudaStream_t stream) {
+loom_result_t loom__tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int kind, cudaStream_t stream) {
   const char *fn = kind == LOOM__TP_AG ? "loom_ag_gemm_tune" : kind == LOOM__TP_RS ? "loom_gemm_rs_tune" : "loom_gemm_ar_tune";
   LOOM_TRY(loom__comm_check(comm, fn));
   loom_tp_transfer_t auto_t = LOOM_TP_SEQUENTIAL;
@@ -228,13 +228,13 @@ static loom_result_t tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int k
 }
 
 loom_result_t loom_ag_gemm_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
-  return tp_tune(comm, desc, LOOM__TP_AG, stream);
+  return loom__tp_tune(comm, desc, LOOM__TP_AG, stream);
 }
 
 loom_result_t loom_gemm_rs_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
-  return tp_tune(comm, desc, LOOM__TP_RS, stream);
+  return loom__tp_tune(comm, desc, LOOM__TP_RS, stream);
 }
 
 loom_result_t loom_gemm_ar_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
-  return tp_tune(comm, desc, LOOM__TP_AR, stream);
+  return loom__tp_tune(comm, desc, LOOM__TP_AR, stream);
 }

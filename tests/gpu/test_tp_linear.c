@@ -636,6 +636,57 @@ out:
   return loom_test_failures;
 }
 
+/* LOOM_TUNE=1: a plan of an AUTO description the cache lacks tunes it first
+ * (every rank), records the choice and takes it; the next plan of the same
+ * description finds the entry and computes the right result. */
+static int rank_tune_at_plan(loom_rank_ctx_t *ctx, void *arg) {
+  (void)arg;
+  const int W = ctx->size;
+  loom_comm_t comm = NULL;
+  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  loom__tune_clear();
+  for (int ag = 1; ag >= 0; --ag) {
+    const tp_case_t k = {ag, 640, 384, 256, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 2, 0, 0, 0, 0, 0};
+    loom_tp_desc_t d = LOOM_TP_DESC_INIT;
+    d.m = k.m, d.n = k.n, d.k = k.k, d.b_layout = k.lay, d.has_bias = 1, d.world_size = W;
+    char key[160], value[160];
+    int sms = 0, dev = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CHECK(loom__tp_tune_key(ag ? LOOM__TP_AG : LOOM__TP_RS, &d, sms, key, sizeof key));
+    CHECK(!loom__tune_get(key, value, sizeof value));
+    loom_plan_t p = NULL;
+    LOOM_OK(ag ? loom_plan_ag_gemm(comm, &d, &p) : loom_plan_gemm_rs(comm, &d, &p));
+    CHECK(loom__tune_get(key, value, sizeof value)); /* tuned by the plan */
+    loom_tp_choice_t ch;
+    CHECK_RESULT(loom__tp_tune_parse(value, &ch), LOOM_SUCCESS);
+    if (ctx->rank == 0) printf("  tuned at the first plan (%s): %s\n", ag ? "ag_gemm" : "gemm_rs", value);
+    loom_tp_plan_info_t info = LOOM_TP_PLAN_INFO_INIT;
+    LOOM_OK(loom_tp_plan_info(p, &info));
+    CHECK_EQ_INT(info.transfer, ch.transfer);
+    CHECK_EQ_INT(info.gemm, ch.transfer == LOOM_TP_SEQUENTIAL ? ch.gemm : LOOM_TP_GEMM_LOOM);
+    LOOM_OK(loom_plan_destroy(p));
+    (void)run_case(ctx, comm, &k); /* the entry again, checked against the reference */
+  }
+out:
+  if (comm) CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
+  return loom_test_failures;
+}
+
+LOOM_TEST(gpu_tp_loom_tune_tunes_at_the_first_plan_w1) {
+  if (!gpus(1)) return;
+  setenv("LOOM_TUNE", "1", 1);
+  CHECK_EQ_INT(loom_launch(1, LAUNCH_TIMEOUT_S, rank_tune_at_plan, NULL), 0);
+  unsetenv("LOOM_TUNE");
+}
+
+LOOM_TEST(gpu_tp_loom_tune_tunes_at_the_first_plan_w2) {
+  if (!gpus(2)) return;
+  setenv("LOOM_TUNE", "1", 1);
+  CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_tune_at_plan, NULL), 0);
+  unsetenv("LOOM_TUNE");
+}
+
 LOOM_TEST(gpu_tp_tune_records_a_choice_plans_take_it_w1) {
   if (gpus(1)) CHECK_EQ_INT(loom_launch(1, LAUNCH_TIMEOUT_S, rank_tune, NULL), 0);
 }
