@@ -46,14 +46,17 @@ bias presence and transfer, in the same order (the calls and the plans'
 creation are collective).
 
 Plans are cached in the comm (comm.cached_plan) per (op, m, n, k, dtypes,
-layout, bias, transfer, chunk_rows, comm_blocks); calls run on torch's
+layout, bias, transfer, chunk_rows, comm_blocks, sequential_gemm); calls run on torch's
 current stream of the comm's device (or `stream`: a torch.cuda.Stream or
 an int cudaStream_t); libloom's refusals are exceptions (errors.py).
 
 transfer: "auto" (libloom chooses: fused where every peer is load/store
 reachable, else sequential), "sequential" (NCCL collective, then the GEMM),
 "copy_engine" (AG only), "sm_copy" or "sm_atomic" (RS only: fp32 atomic
-additions, not deterministic); plan.info["transfer"] says which one
+additions, not deterministic). sequential_gemm: the GEMM of the
+sequential path, "auto" (cuBLASLt where it takes the dtypes, else
+loom_gemm; a tuned entry's choice), "loom" or "cublaslt";
+plan.info["transfer"] says which transfer
 a plan took, and plan.info["gemm"] which GEMM its calls run ("cublaslt":
 the sequential path where cuBLASLt takes the dtypes, unless a tuned entry
 chose loom_gemm; "loom": loom_gemm, or the fused transfers' kernels).
@@ -108,6 +111,19 @@ def _transfer(fn, transfer):
         raise InvalidArgumentError(f"{fn}: transfer={transfer!r}; expected one of "
                                    + ", ".join(repr(k) for k in TRANSFERS))
     return t
+
+
+SEQUENTIAL_GEMMS = {g.name.lower(): g for g in TpGemm}  # auto, loom, cublaslt
+
+
+def _seq_gemm(fn, sequential_gemm):
+    if isinstance(sequential_gemm, TpGemm):
+        return sequential_gemm
+    g = SEQUENTIAL_GEMMS.get(sequential_gemm.lower()) if isinstance(sequential_gemm, str) else None
+    if g is None:
+        raise InvalidArgumentError(f"{fn}: sequential_gemm={sequential_gemm!r}; expected one of "
+                                   + ", ".join(repr(k) for k in SEQUENTIAL_GEMMS))
+    return g
 
 
 def _layout(fn, layout):
@@ -185,10 +201,10 @@ class TpSpec:
     this rank is in (rows: (begin, end) of its own rows). Validated when
     made; .key is the comm plan-cache key."""
     __slots__ = ("op", "m", "n", "k", "ab", "c", "layout", "has_bias", "transfer", "chunk_rows", "comm_blocks",
-                 "activation", "world", "rank", "rows")
+                 "activation", "sequential_gemm", "world", "rank", "rows")
 
     def __init__(self, comm, op, m, n, k, ab, c, *, layout="nk", bias=False, transfer="auto", chunk_rows=0,
-                 comm_blocks=0, activation="none", fn=None):
+                 comm_blocks=0, activation="none", sequential_gemm="auto", fn=None):
         fn = fn or f"loom.TpPlan({op})"
         if op not in _OPS:
             raise InvalidArgumentError(f"{fn}: op={op!r}; expected 'ag_gemm', 'gemm_rs' or 'gemm_ar'")
@@ -203,6 +219,7 @@ class TpSpec:
         self.chunk_rows = _count(fn, "chunk_rows", chunk_rows, 0)
         self.comm_blocks = _count(fn, "comm_blocks", comm_blocks, 0)
         self.activation = _activation(fn, activation)
+        self.sequential_gemm = _seq_gemm(fn, sequential_gemm)
         if op == "gemm_rs" and self.activation != Activation.NONE:
             raise InvalidArgumentError(f"{fn}: activation={activation!r}: gemm_rs takes none (it would apply to "
                                        "each rank's partial sum)")
@@ -219,7 +236,8 @@ class TpSpec:
     @property
     def key(self):
         return ("tp", self.op, self.m, self.n, self.k, self.ab, self.c, self.layout, self.has_bias,
-                self.transfer.name.lower(), self.chunk_rows, self.comm_blocks, self.activation.name.lower())
+                self.transfer.name.lower(), self.chunk_rows, self.comm_blocks, self.activation.name.lower(),
+                self.sequential_gemm.name.lower())
 
     @property
     def out_shape(self):
@@ -243,7 +261,8 @@ class TpSpec:
         return TpDesc(m=self.m, n=self.n, k=self.k, ab_type=int(loom_dtype(self.ab, "", "")),
                       c_type=int(loom_dtype(self.c, "", "")), b_layout=int(_LAYOUTS[self.layout]),
                       has_bias=int(self.has_bias), world_size=self.world, transfer=int(self.transfer),
-                      chunk_rows=self.chunk_rows, comm_blocks=self.comm_blocks, activation=int(self.activation))
+                      chunk_rows=self.chunk_rows, comm_blocks=self.comm_blocks, activation=int(self.activation),
+                      sequential_gemm=int(self.sequential_gemm))
 
     def check(self, fn, comm, a, weight, bias, out, gathered=None, residual=None):
         """Checks a call's tensors against the spec (raises InvalidArgumentError naming the argument)."""
@@ -326,9 +345,10 @@ class TpPlan:
     holds). .rows: (begin, end) of the rows this rank owns."""
 
     def __init__(self, comm, op, m, n, k, ab, c, *, layout="nk", bias=False, transfer="auto", chunk_rows=0,
-                 comm_blocks=0, activation="none"):
+                 comm_blocks=0, activation="none", sequential_gemm="auto"):
         spec = TpSpec(comm, op, m, n, k, ab, c, layout=layout, bias=bias, transfer=transfer,
-                      chunk_rows=chunk_rows, comm_blocks=comm_blocks, activation=activation)
+                      chunk_rows=chunk_rows, comm_blocks=comm_blocks, activation=activation,
+                      sequential_gemm=sequential_gemm)
         self._init(comm, spec)
 
     @classmethod
@@ -514,17 +534,18 @@ def _activation(fn, activation):
 
 
 def _ag_spec(fn, comm, a_shard, weight, has_bias, m, layout, out_dtype, transfer, chunk_rows, comm_blocks,
-             activation="none"):
+             activation="none", sequential_gemm="auto"):
     layout, tr = _layout(fn, layout), _transfer(fn, transfer)
     ab, rows, k = _matrix(fn, "a_shard", a_shard, _AB, comm.device, rows_what="this rank's rows of A")
     n = _weight_nk(fn, weight, k, "a_shard", (rows, k), layout, ab, comm.device)
     m = _ag_m(fn, comm, rows, m)
     c = _out_dtype(fn, out_dtype, None, ab)
     return TpSpec(comm, "ag_gemm", m, n, k, ab, c, layout=layout, bias=has_bias, transfer=tr,
-                  chunk_rows=chunk_rows, comm_blocks=comm_blocks, activation=activation, fn=fn)
+                  chunk_rows=chunk_rows, comm_blocks=comm_blocks, activation=activation,
+                  sequential_gemm=sequential_gemm, fn=fn)
 
 
-def _rs_spec(fn, comm, a, weight, has_bias, layout, out_dtype, transfer, comm_blocks):
+def _rs_spec(fn, comm, a, weight, has_bias, layout, out_dtype, transfer, comm_blocks, sequential_gemm="auto"):
     layout, tr = _layout(fn, layout), _transfer(fn, transfer)
     ab, m, k = _matrix(fn, "a", a, _AB, comm.device, rows_what="m")
     n = _weight_nk(fn, weight, k, "a", (m, k), layout, ab, comm.device)
@@ -532,27 +553,28 @@ def _rs_spec(fn, comm, a, weight, has_bias, layout, out_dtype, transfer, comm_bl
         raise InvalidArgumentError(f"{fn}: a has shape {(m, k)}; expected m >= 1 rows")
     c = _out_dtype(fn, out_dtype, None, ab)
     return TpSpec(comm, "gemm_rs", m, n, k, ab, c, layout=layout, bias=has_bias, transfer=tr,
-                  comm_blocks=comm_blocks, fn=fn)
+                  comm_blocks=comm_blocks, sequential_gemm=sequential_gemm, fn=fn)
 
 
 def ag_gemm_plan(comm, a_shard, weight, *, bias=False, m=None, layout="nk", out_dtype=None, transfer="auto",
-                 chunk_rows=0, comm_blocks=0, activation="none"):
+                 chunk_rows=0, comm_blocks=0, activation="none", sequential_gemm="auto"):
     """The comm's cached ag_gemm plan for these operands (made on first use:
     collective). bias: whether calls pass one (True, or a tensor)."""
     spec = _ag_spec("loom.ag_gemm", comm, a_shard, weight, bias is not None and bias is not False, m, layout,
-                    out_dtype, transfer, chunk_rows, comm_blocks, activation)
+                    out_dtype, transfer, chunk_rows, comm_blocks, activation, sequential_gemm)
     return cached_plan(comm, spec)
 
 
-def gemm_rs_plan(comm, a, weight, *, bias=False, layout="nk", out_dtype=None, transfer="auto", comm_blocks=0):
+def gemm_rs_plan(comm, a, weight, *, bias=False, layout="nk", out_dtype=None, transfer="auto", comm_blocks=0,
+                 sequential_gemm="auto"):
     """The comm's cached gemm_rs plan for these operands (made on first use: collective)."""
     spec = _rs_spec("loom.gemm_rs", comm, a, weight, bias is not None and bias is not False, layout, out_dtype,
-                    transfer, comm_blocks)
+                    transfer, comm_blocks, sequential_gemm)
     return cached_plan(comm, spec)
 
 
 def ag_gemm(comm, a_shard, weight, bias=None, *, m=None, layout="nk", out=None, out_dtype=None, gathered=None,
-            transfer="auto", chunk_rows=0, comm_blocks=0, activation="none", stream=None):
+            transfer="auto", chunk_rows=0, comm_blocks=0, activation="none", sequential_gemm="auto", stream=None):
     """Column-parallel linear: out [m, n] = AllGather over ranks of a_shard
     [this rank's rows, k] @ weight^T ("nk": weight [n, k]; "kn": weight
     [k, n]: @ weight) (+ bias [n]). Collective. m: global rows (default:
@@ -570,14 +592,14 @@ def ag_gemm(comm, a_shard, weight, bias=None, *, m=None, layout="nk", out=None, 
                 break
     c = _out_dtype(fn, out_dtype, out, None)
     spec = _ag_spec(fn, comm, a_shard, weight, bias is not None, m, layout, c, transfer, chunk_rows, comm_blocks,
-                    activation)
+                    activation, sequential_gemm)
     spec.check(fn, comm, a_shard, weight, bias, out, gathered)
     return cached_plan(comm, spec).ag_gemm(a_shard, weight, bias, out=out, gathered=gathered, stream=stream,
                                            _checked=True)
 
 
 def gemm_rs(comm, a, weight, bias=None, *, layout="nk", out=None, out_dtype=None, transfer="auto", comm_blocks=0,
-            stream=None):
+            sequential_gemm="auto", stream=None):
     """Row-parallel linear: out [this rank's rows, n] = this rank's rows of
     the sum over ranks of a [m, k] @ weight^T ("nk": weight [n, k]; "kn":
     weight [k, n]) (+ bias [n], added once). Collective. Every tensor is
@@ -585,29 +607,32 @@ def gemm_rs(comm, a, weight, bias=None, *, layout="nk", out=None, out_dtype=None
     given)."""
     fn = "loom.gemm_rs"
     c = _out_dtype(fn, out_dtype, out, None)
-    spec = _rs_spec(fn, comm, a, weight, bias is not None, layout, c, transfer, comm_blocks)
+    spec = _rs_spec(fn, comm, a, weight, bias is not None, layout, c, transfer, comm_blocks, sequential_gemm)
     spec.check(fn, comm, a, weight, bias, out)
     return cached_plan(comm, spec).gemm_rs(a, weight, bias, out=out, stream=stream, _checked=True)
 
 
-def _ar_spec(fn, comm, a, weight, layout, out_dtype, transfer, comm_blocks):
+def _ar_spec(fn, comm, a, weight, layout, out_dtype, transfer, comm_blocks, sequential_gemm="auto"):
     layout, tr = _layout(fn, layout), _transfer(fn, transfer)
     ab, m, k = _matrix(fn, "a", a, _AB, comm.device, rows_what="m")
     n = _weight_nk(fn, weight, k, "a", (m, k), layout, ab, comm.device)
     if m < 1:
         raise InvalidArgumentError(f"{fn}: a has shape {(m, k)}; expected m >= 1 rows")
     c = _out_dtype(fn, out_dtype, None, ab)
-    return TpSpec(comm, "gemm_ar", m, n, k, ab, c, layout=layout, transfer=tr, comm_blocks=comm_blocks, fn=fn)
+    return TpSpec(comm, "gemm_ar", m, n, k, ab, c, layout=layout, transfer=tr, comm_blocks=comm_blocks,
+                  sequential_gemm=sequential_gemm, fn=fn)
 
 
-def gemm_ar_plan(comm, a, weight, *, layout="nk", out_dtype=None, transfer="auto", comm_blocks=0):
+def gemm_ar_plan(comm, a, weight, *, layout="nk", out_dtype=None, transfer="auto", comm_blocks=0,
+                 sequential_gemm="auto"):
     """The comm's cached gemm_ar plan for these operands (made on first use: collective)."""
-    spec = _ar_spec("loom.gemm_ar", comm, a, weight, layout, out_dtype, transfer, comm_blocks)
+    spec = _ar_spec("loom.gemm_ar", comm, a, weight, layout, out_dtype, transfer, comm_blocks, sequential_gemm)
     return cached_plan(comm, spec)
 
 
 def gemm_ar(comm, a, weight, bias=None, *, residual=None, dropout_p=0.0, seed=0, offset=0, scale=1.0,
-            activation="none", layout="nk", out=None, out_dtype=None, transfer="auto", comm_blocks=0, stream=None):
+            activation="none", layout="nk", out=None, out_dtype=None, transfer="auto", comm_blocks=0,
+            sequential_gemm="auto", stream=None):
     """Row-parallel linear with its AllReduce and pointwise work (CoCoNet
     5.4): out [m, n] = dropout(act(scale * sum over ranks of a [m, k] @
     weight^T ("nk": weight [n, k]; "kn": weight [k, n]) + bias [n]),
@@ -618,7 +643,7 @@ def gemm_ar(comm, a, weight, bias=None, *, residual=None, dropout_p=0.0, seed=0,
     is checked before the plan is made. Returns out."""
     fn = "loom.gemm_ar"
     c = _out_dtype(fn, out_dtype, out, None)
-    spec = _ar_spec(fn, comm, a, weight, layout, c, transfer, comm_blocks)
+    spec = _ar_spec(fn, comm, a, weight, layout, c, transfer, comm_blocks, sequential_gemm)
     spec.check(fn, comm, a, weight, bias, out, residual=residual)
     _epilogue(fn, bias, residual, dropout_p, seed, offset, scale, activation)  # checked before the plan too
     return cached_plan(comm, spec).gemm_ar(a, weight, bias, residual=residual, dropout_p=dropout_p, seed=seed,

@@ -296,7 +296,7 @@ def test_m_comes_from_m_gathered_out_or_the_shard_times_w():
 
 def _key(comm, **kw):
     base = dict(a_shard=T(4, 32), weight=T(16, 32), has_bias=True, m=None, layout="nk", out_dtype=None,
-                transfer="auto", chunk_rows=0, comm_blocks=0)
+                transfer="auto", chunk_rows=0, comm_blocks=0, activation="none", sequential_gemm="auto")
     base.update(kw)
     return tp._ag_spec("f", comm, base.pop("a_shard"), base.pop("weight"), *base.values()).key
 
@@ -304,7 +304,7 @@ def _key(comm, **kw):
 def test_plan_keys_tell_apart_everything_a_plan_is_made_for():
     comm = HostComm(rank=0, size=2)
     k0 = _key(comm)
-    assert k0 == ("tp", "ag_gemm", 8, 16, 32, "bfloat16", "bfloat16", "nk", True, "auto", 0, 0, "none")
+    assert k0 == ("tp", "ag_gemm", 8, 16, 32, "bfloat16", "bfloat16", "nk", True, "auto", 0, 0, "none", "auto")
     assert _key(comm) == k0 and _key(comm, transfer=TpTransfer.AUTO) == k0 and _key(comm, transfer="AUTO") == k0
     assert _key(comm, m=8) == k0  # m given or implied: one plan
     others = [
@@ -317,6 +317,7 @@ def test_plan_keys_tell_apart_everything_a_plan_is_made_for():
         _key(comm, has_bias=False),                                  # bias
         _key(comm, transfer="sequential"), _key(comm, transfer="copy_engine"), _key(comm, transfer="sm_copy"),
         _key(comm, chunk_rows=2), _key(comm, comm_blocks=4),
+        _key(comm, activation="relu"), _key(comm, sequential_gemm="loom"), _key(comm, sequential_gemm="cublaslt"),
     ]
     assert len(set(others + [k0])) == len(others) + 1, others
     rs = tp._rs_spec("f", comm, T(8, 32), T(16, 32), True, "nk", None, "auto", 0).key
@@ -394,6 +395,21 @@ def test_plan_objects_check_their_own_calls(lib):
         tp.TpSpec(comm, "gemm_rs", 7, 8, 32, "float32", "float32")
     with pytest.raises(loom.InvalidArgumentError, match="op='all_reduce'"):
         tp.TpSpec(comm, "all_reduce", 7, 8, 32, "bfloat16", "float32")
+
+
+def test_the_sequential_gemm_goes_into_the_description_and_the_plan_key():
+    comm = HostComm(rank=0, size=2)
+    auto = tp.TpSpec(comm, "gemm_rs", 7, 16, 32, "bfloat16", "bfloat16")
+    lt = tp.TpSpec(comm, "gemm_rs", 7, 16, 32, "bfloat16", "bfloat16", transfer="sequential",
+                   sequential_gemm="cuBLASLt")
+    assert auto.desc().sequential_gemm == int(tp.TpGemm.AUTO) == 0
+    assert lt.desc().sequential_gemm == int(tp.TpGemm.CUBLASLT) == 2
+    assert auto.key != lt.key and lt.key[-1] == "cublaslt"
+    assert tp.TpSpec(comm, "ag_gemm", 7, 16, 32, "bfloat16", "bfloat16",
+                     sequential_gemm=tp.TpGemm.LOOM).desc().sequential_gemm == 1
+    with pytest.raises(loom.InvalidArgumentError, match=r"sequential_gemm='cublas'; expected one of 'auto', 'loom', "
+                                                        r"'cublaslt'"):
+        tp.TpSpec(comm, "gemm_ar", 7, 16, 32, "bfloat16", "bfloat16", sequential_gemm="cublas")
 
 
 # ---- the calls, through a stub libloom ------------------------------------------------------

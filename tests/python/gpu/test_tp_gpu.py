@@ -306,6 +306,16 @@ def _gemm_ar(rank, world):
             err, bound = _rel(y, ref), (world + 1) * _eps(c) + 1e-6 * k
             assert err < bound, f"case {call}: relative error {err} (bound {bound})"
             worst = max(worst, err)
+        # the sequential path's GEMM engine, as asked, and the same result from both
+        a1, w1 = _rand(torch.Generator().manual_seed(9), 130, 64).bfloat16().to(dev), \
+            _rand(torch.Generator().manual_seed(10), 128, 64).bfloat16().to(dev)
+        ys = {}
+        for engine in ("loom", "cublaslt"):
+            plan = loom.tp.gemm_ar_plan(comm, a1, w1, transfer="sequential", sequential_gemm=engine)
+            assert plan.info["transfer"] == "sequential" and plan.info["gemm"] == engine, plan.info
+            ys[engine] = loom.gemm_ar(comm, a1, w1, transfer="sequential", sequential_gemm=engine).float()
+        torch.cuda.synchronize()
+        assert ((ys["loom"] - ys["cublaslt"]).abs().max() / ys["cublaslt"].abs().max()).item() < 4 * _eps(torch.bfloat16)
         # dropout: the mask is loom's (Philox of the element index), the same on both paths
         m, n, k, p = 256, 512, 128, 0.25
         gen = torch.Generator().manual_seed(777)
