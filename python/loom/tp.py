@@ -103,27 +103,25 @@ def shard_len(m, world, rank):
 
 # ---- argument normalisation -----------------------------------------------------
 
-def _transfer(fn, transfer):
-    if isinstance(transfer, TpTransfer):
-        return transfer
-    t = TRANSFERS.get(transfer.lower()) if isinstance(transfer, str) else None
-    if t is None:
-        raise InvalidArgumentError(f"{fn}: transfer={transfer!r}; expected one of "
-                                   + ", ".join(repr(k) for k in TRANSFERS))
-    return t
+def _choice(fn, arg, value, enum_type, table):
+    """value as a member of enum_type: a member, or its name in any case (table: name -> member)."""
+    if isinstance(value, enum_type):
+        return value
+    v = table.get(value.lower()) if isinstance(value, str) else None
+    if v is None:
+        raise InvalidArgumentError(f"{fn}: {arg}={value!r}; expected one of " + ", ".join(repr(k) for k in table))
+    return v
 
 
 SEQUENTIAL_GEMMS = {g.name.lower(): g for g in TpGemm}  # auto, loom, cublaslt
 
 
+def _transfer(fn, transfer):
+    return _choice(fn, "transfer", transfer, TpTransfer, TRANSFERS)
+
+
 def _seq_gemm(fn, sequential_gemm):
-    if isinstance(sequential_gemm, TpGemm):
-        return sequential_gemm
-    g = SEQUENTIAL_GEMMS.get(sequential_gemm.lower()) if isinstance(sequential_gemm, str) else None
-    if g is None:
-        raise InvalidArgumentError(f"{fn}: sequential_gemm={sequential_gemm!r}; expected one of "
-                                   + ", ".join(repr(k) for k in SEQUENTIAL_GEMMS))
-    return g
+    return _choice(fn, "sequential_gemm", sequential_gemm, TpGemm, SEQUENTIAL_GEMMS)
 
 
 def _layout(fn, layout):
