@@ -225,11 +225,13 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
   *out = NULL;
   LOOM_TRY(loom__comm_check(comm, fn));
-  LOOM_TRY(loom__emb_validate_desc(fn, desc, comm->size, comm->rank));
+  /* a rank that refuses answers the plan agreement, so its peers do not wait in it */
+  const loom_result_t rc = loom__emb_validate_desc(fn, desc, comm->size, comm->rank);
+  if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
   const int W = comm->size, r = comm->rank;
 
   loom_emb_state_t *st = (loom_emb_state_t *)calloc(1, sizeof *st);
-  if (!st) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn);
+  if (!st) return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn));
   st->desc = *desc;
   st->tables_per_rank = (int *)malloc((size_t)W * sizeof(int));
   st->table_base = (int *)malloc((size_t)(W + 1) * sizeof(int));
@@ -238,7 +240,7 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   st->rows = (int64_t *)malloc((size_t)t_total * sizeof(int64_t));
   if (!st->tables_per_rank || !st->table_base || !st->rows) {
     state_free(st);
-    return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn);
+    return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn));
   }
   memcpy(st->tables_per_rank, desc->tables_per_rank, (size_t)W * sizeof(int));
   memcpy(st->rows, desc->rows, (size_t)t_total * sizeof(int64_t));
@@ -264,26 +266,26 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
     int64_t value = 0;
     if (loom_emb_counts_check(&counts, &what, &value)) {
       state_free(st);
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+      return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                         "%s: %s = %lld exceeds the limit %lld (32-bit signal indices) for W=%d, T_total=%d, "
                         "global_batch=%lld, slice_samples=%d: use larger slices or fewer tables per plan",
                         fn, what, (long long)value, (long long)LOOM_EMB_MAX_SIGNALS, W, t_total,
-                        (long long)desc->global_batch, S);
+                        (long long)desc->global_batch, S));
     }
   }
   if (st->bwd == LOOM_EMB_BWD_SORTED && st->local_rows > LOOM_EMB_MAX_SORTED_ROWS) {
     const long long rows = (long long)st->local_rows;
     state_free(st);
-    return loom__fail(LOOM_ERR_UNSUPPORTED,
+    return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_UNSUPPORTED,
                       "%s: rank %d's %s tables hold %lld rows; the backward of fp16/bf16 tables sorts 32-bit row "
                       "numbers and takes at most %lld rows per rank",
-                      fn, r, loom__dtype_name(desc->table_type), rows, (long long)LOOM_EMB_MAX_SORTED_ROWS);
+                      fn, r, loom__dtype_name(desc->table_type), rows, (long long)LOOM_EMB_MAX_SORTED_ROWS));
   }
   if (loom_emb_sched_init(&st->sched, W, r, T, t_total, st->table_base[r], desc->global_batch, S, st->part,
                           desc->local_first) != 0) {
     state_free(st);
-    return loom__fail(LOOM_ERR_INTERNAL, "%s: schedule rejected W=%d T=%d B=%lld S=%d", fn, W, T,
-                      (long long)desc->global_batch, S);
+    return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_INTERNAL, "%s: schedule rejected W=%d T=%d B=%lld S=%d", fn, W, T,
+                      (long long)desc->global_batch, S));
   }
 
   /* path */
@@ -332,8 +334,18 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   st->counters_off = nsig; nsig += (uint32_t)counts.counters;
 
   loom_plan_t plan = NULL;
+  /* what every rank must have alike: the tables of every rank, the batch,
+   * the dtypes, the slicing and the path (not the local grid) */
+  uint64_t h = LOOM_FNV64_INIT;
+  if (res == LOOM_SUCCESS) {
+    const int64_t f[10] = {W, desc->dim, desc->global_batch, desc->pooling, desc->per_sample_weights,
+                           desc->table_type, desc->out_type, st->desc.slice_samples, desc->local_first, st->path};
+    h = loom__fnv64(h, f, sizeof f);
+    h = loom__fnv64(h, desc->tables_per_rank, (size_t)W * sizeof(int));
+    h = loom__fnv64(h, st->rows, (size_t)t_total * sizeof(int64_t));
+  }
   if (res == LOOM_SUCCESS)
-    res = loom__plan_create(comm, fn, "embedding_a2a", nsig, 0, LOOM_FNV64_INIT,
+    res = loom__plan_create(comm, fn, "embedding_a2a", nsig, 0, h,
                             "every rank must pass the same loom_embedding_desc_t (tables, dims, batch, dtypes, path)",
                             &plan);
   else
