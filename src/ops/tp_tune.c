@@ -140,12 +140,6 @@ loom_result_t loom__tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int ki
                              loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                                         "%s: stream %p is capturing a graph; tuning launches and synchronizes", fn,
                                         (void *)stream));
-  {
-    const int64_t f[10] = {kind, desc->m, desc->n, desc->k, desc->ab_type, desc->c_type, desc->b_layout,
-                           desc->has_bias, desc->activation, desc->world_size};
-    LOOM_TRY(loom__comm_agree(comm, fn, loom__fnv64(LOOM_FNV64_INIT, f, sizeof f), 0,
-                              "every rank must tune the same loom_tp_desc_t"));
-  }
   const int W = comm->size;
   const int fused_ok = W > 1 && comm->ws_all_reachable && hooks_ok && W <= LOOM_TP_MAX_PEERS;
   const int64_t m = desc->m, n = desc->n, k = desc->k, S = loom_tp_shard_rows(m, W);
@@ -155,8 +149,6 @@ loom_result_t loom__tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int ki
   void *a = NULL, *b = NULL, *c = NULL, *bias = NULL;
   float *dev_ms = NULL;
   loom_result_t r = LOOM_SUCCESS;
-  /* AR: out in symmetric memory (collective: every rank tunes) */
-  if (kind == LOOM__TP_AR) r = loom__comm_malloc(comm, c_bytes, &c);
   cudaError_t ce = cudaMalloc(&a, a_bytes);
   if (ce == cudaSuccess) ce = cudaMalloc(&b, (size_t)n * (size_t)k * ea);
   if (ce == cudaSuccess && kind != LOOM__TP_AR) ce = cudaMalloc(&c, c_bytes);
@@ -166,6 +158,19 @@ loom_result_t loom__tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int ki
   if (ce == cudaSuccess) ce = cudaMemsetAsync(b, 0x3c, (size_t)n * (size_t)k * ea, stream);
   if (ce == cudaSuccess) ce = cudaMemsetAsync(bias, 0x3c, (size_t)n * ec, stream);
   if (ce != cudaSuccess && r == LOOM_SUCCESS) r = loom__cuda_fail((int)ce, "tuning buffers", __FILE__, __LINE__);
+  /* every rank tunes the same description and has its buffers (or every
+   * rank learns that one has not) before the first candidate's plan */
+  {
+    const int64_t f[10] = {kind, desc->m, desc->n, desc->k, desc->ab_type, desc->c_type, desc->b_layout,
+                           desc->has_bias, desc->activation, desc->world_size};
+    char msg[768] = "";
+    if (r != LOOM_SUCCESS) snprintf(msg, sizeof msg, "%s", loom_last_error());
+    const loom_result_t ra = loom__comm_agree(comm, fn, loom__fnv64(LOOM_FNV64_INIT, f, sizeof f), r != LOOM_SUCCESS,
+                                              "every rank must tune the same loom_tp_desc_t");
+    r = r != LOOM_SUCCESS ? loom__fail(r, "%s", msg) : ra;
+  }
+  /* AR: out in symmetric memory (collective: every rank got here) */
+  if (kind == LOOM__TP_AR && r == LOOM_SUCCESS) r = loom__comm_malloc(comm, c_bytes, &c);
 
   /* candidates: (transfer, chunk_rows, comm_blocks, sequential GEMM) */
   int cand[16][4], nc = 0;
