@@ -280,9 +280,22 @@ uint64_t loom__fnv64(uint64_t h, const void *p, size_t n) {
   return h;
 }
 
+void loom__agree_words(uint64_t hash, int failed, uint64_t w[3]) {
+  w[0] = hash, w[1] = ~hash, w[2] = (uint64_t)(failed != 0);
+}
+
+int loom__agree_verdict(uint64_t hash, int failed, const uint64_t m[3]) {
+  if (failed) return LOOM_AGREE_SELF_FAILED;
+  if (m[2]) return LOOM_AGREE_OTHER_FAILED;
+  /* max(h) == h and max(~h) == ~h (i.e. min(h) == h) on this rank iff every rank's h is h */
+  if (m[0] != hash || ~m[1] != hash) return LOOM_AGREE_DIFFER;
+  return LOOM_AGREE_OK;
+}
+
 loom_result_t loom__comm_agree(loom_comm_t c, const char *fn, uint64_t hash, int failed, const char *differ) {
   if (c->detached || c->size == 1) return failed ? LOOM_ERR_INVALID_ARGUMENT : LOOM_SUCCESS;
-  uint64_t h[3] = {hash, ~hash, (uint64_t)(failed != 0)};
+  uint64_t h[3];
+  loom__agree_words(hash, failed, h);
   char what[160];
   snprintf(what, sizeof what, "the plan agreement of %s (ncclAllReduce)", fn);
   cudaError_t e = cudaMemcpyAsync(c->fence_words, h, sizeof h, cudaMemcpyHostToDevice, c->stream);
@@ -292,12 +305,14 @@ loom_result_t loom__comm_agree(loom_comm_t c, const char *fn, uint64_t hash, int
   e = cudaMemcpyAsync(h, c->fence_words, sizeof h, cudaMemcpyDeviceToHost, c->stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
   if (e != cudaSuccess) return loom__cuda_fail((int)e, what, __FILE__, __LINE__);
-  if (failed) return LOOM_ERR_INVALID_ARGUMENT; /* this rank's own message stands */
-  if (h[2])
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: another rank refused its arguments (see its error)", fn);
-  if (h[0] != hash || ~h[1] != hash)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: the ranks' descriptions differ: %s", fn, differ);
-  return LOOM_SUCCESS;
+  switch (loom__agree_verdict(hash, failed, h)) {
+    case LOOM_AGREE_SELF_FAILED: return LOOM_ERR_INVALID_ARGUMENT; /* this rank's own message stands */
+    case LOOM_AGREE_OTHER_FAILED:
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: another rank refused its arguments (see its error)", fn);
+    case LOOM_AGREE_DIFFER:
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: the ranks' descriptions differ: %s", fn, differ);
+    default: return LOOM_SUCCESS;
+  }
 }
 
 loom_dev_comm_t loom__comm_dev(loom_comm_t comm) {

@@ -121,6 +121,12 @@ loom_result_t loom__nccl_fence(loom_comm_t comm);
  * collective on a detached comm or at W = 1. Collective. */
 loom_result_t loom__comm_agree(loom_comm_t comm, const char *fn, uint64_t hash, int failed, const char *differ);
 
+/* The agreement's protocol as pure functions (host-tested at any W): a
+ * rank's words, and its verdict from the words all-reduced with max. */
+enum { LOOM_AGREE_OK = 0, LOOM_AGREE_SELF_FAILED = 1, LOOM_AGREE_OTHER_FAILED = 2, LOOM_AGREE_DIFFER = 3 };
+void loom__agree_words(uint64_t hash, int failed, uint64_t w[3]);
+int loom__agree_verdict(uint64_t hash, int failed, const uint64_t max_words[3]);
+
 /* A rank-local refusal r (its message set) before the agreement of a
  * collective creation: the other ranks wait in loom__comm_agree for this
  * rank's answer, so it is given (failed) before r is returned with its own

@@ -372,3 +372,46 @@ LOOM_TEST(failed_release_drops_the_entry_once_and_destroy_survives) {
   g_fail_release = 0;
   (void)q;
 }
+
+/* The plan agreement at W = 2..64, the all-reduce (max) done here: equal
+ * hashes agree on every rank; any rank with another hash (largest,
+ * smallest or in between) makes every rank see the difference; a rank that
+ * failed sees its own failure and every other rank "another rank failed". */
+LOOM_TEST(plan_agreement_verdicts_at_any_world_size) {
+  const int worlds[] = {2, 3, 4, 8, 16, 64};
+  uint64_t seed = 0x9e3779b97f4a7c15ull;
+  for (size_t wi = 0; wi < sizeof worlds / sizeof *worlds; ++wi) {
+    const int W = worlds[wi];
+    for (int trial = 0; trial < 40; ++trial) {
+      uint64_t h[64];
+      int failed[64];
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      const uint64_t base = seed;
+      for (int p = 0; p < W; ++p) h[p] = base, failed[p] = 0;
+      const int odd = trial % 4; /* 0: all equal; 1: one hash above; 2: one below; 3: one failed */
+      const int who = (int)((seed >> 33) % (uint64_t)W);
+      if (odd == 1) h[who] = base + 1 + (seed >> 40);
+      if (odd == 2) h[who] = base - 1 - (seed >> 40);
+      if (odd == 3) failed[who] = 1, h[who] = 0;
+      uint64_t m[3] = {0, 0, 0};
+      for (int p = 0; p < W; ++p) {
+        uint64_t w[3];
+        loom__agree_words(h[p], failed[p], w);
+        for (int i = 0; i < 3; ++i) m[i] = w[i] > m[i] ? w[i] : m[i];
+      }
+      for (int p = 0; p < W; ++p) {
+        const int v = loom__agree_verdict(h[p], failed[p], m);
+        const int want = odd == 0 ? LOOM_AGREE_OK
+                         : odd == 3 ? (p == who ? LOOM_AGREE_SELF_FAILED : LOOM_AGREE_OTHER_FAILED)
+                                    : LOOM_AGREE_DIFFER;
+        if (v != want) {
+          printf("    W=%d trial %d rank %d: verdict %d, expected %d\n", W, trial, p, v, want);
+          CHECK(0);
+          return;
+        }
+      }
+    }
+  }
+  CHECK(loom__fnv64(LOOM_FNV64_INIT, "a", 1) != loom__fnv64(LOOM_FNV64_INIT, "b", 1));
+  CHECK(loom__fnv64(LOOM_FNV64_INIT, "", 0) == LOOM_FNV64_INIT);
+}
