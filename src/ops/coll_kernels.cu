@@ -52,8 +52,10 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
     loom_coll_reduce_span(a, mb, ml, &rb, &rl);
     char *d0 = a.out, *d1 = NULL;
     int64_t o0 = 0, o1 = 0;
-    if (a.kind == LOOM__CK_ONE_SHOT && a.in_place) d0 = a.stg_own;
-    if (a.kind == LOOM__CK_TWO_SHOT) d1 = a.stg_own, o1 = mb;
+    /* staging only where peers read it (two-shot) or read `in` (one-shot in
+     * place); at W = 1 the result goes straight to out, in place or not */
+    if (a.kind == LOOM__CK_ONE_SHOT && a.in_place && W > 1) d0 = a.stg_own;
+    if (a.kind == LOOM__CK_TWO_SHOT && W > 1) d1 = a.stg_own, o1 = mb;
     if (a.kind == LOOM__CK_RS) o0 = mb;
     const int64_t nch = loom_coll_chunks(rl, a.chunk);
     for (int64_t q = blockIdx.x; q < nch; q += gridDim.x) {
@@ -114,7 +116,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
   /* 5. peers read this rank's `in` until they are done: the call completes after that */
   if (a.kind != LOOM__CK_TWO_SHOT) {
     if (!loom_coll_wait_all(dc, a.sig_off, LOOM_COLL_SIG_DONE, e, LOOM_SITE_COLL_DONE)) return;
-    if (a.kind == LOOM__CK_ONE_SHOT && a.in_place) {
+    if (a.kind == LOOM__CK_ONE_SHOT && a.in_place && W > 1) {
       const int64_t nch = loom_coll_chunks(a.count, a.chunk);
       for (int64_t q = blockIdx.x; q < nch; q += gridDim.x) {
         int64_t cb, cl;
