@@ -28,19 +28,17 @@ loom_result_t loom__plan_create(loom_comm_t comm, const char *fn, const char *op
   snprintf(who, sizeof who, "a %s plan", op);
   if (r == LOOM_SUCCESS) r = loom__ws_reserve(&comm->ws_alloc, bytes, LOOM_SLICE_ALIGN, who, &p->slice_offset);
   /* the agreement: the same plan, at the same slice, on every rank */
+  if (r != LOOM_SUCCESS) {
+    free(p);
+    return loom__comm_refuse(comm, fn, r);
+  }
   {
-    char msg[768] = "", why[640];
-    if (r != LOOM_SUCCESS) snprintf(msg, sizeof msg, "%s", loom_last_error());
-    const uint64_t f[3] = {(uint64_t)nsignals, (uint64_t)staging_bytes, p ? (uint64_t)p->slice_offset : 0};
-    uint64_t h = loom__fnv64(hash, op, strlen(op));
-    h = loom__fnv64(h, f, sizeof f);
+    char why[640];
+    const uint64_t f[3] = {(uint64_t)nsignals, (uint64_t)staging_bytes, (uint64_t)p->slice_offset};
+    const uint64_t h = loom__fnv64(loom__fnv64(hash, op, strlen(op)), f, sizeof f);
     snprintf(why, sizeof why, "%s; and every rank must make and destroy its plans in the same order (the plans' "
              "workspace slices differ otherwise)", differ && *differ ? differ : "the same description on every rank");
-    const loom_result_t ra = loom__comm_agree(comm, fn, h, r != LOOM_SUCCESS, why);
-    if (r != LOOM_SUCCESS) {
-      free(p);
-      return loom__fail(r, "%s", msg);
-    }
+    const loom_result_t ra = loom__comm_agree(comm, fn, h, 0, why);
     if (ra != LOOM_SUCCESS) {
       loom__ws_release(&comm->ws_alloc, p->slice_offset);
       free(p);

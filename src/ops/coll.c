@@ -192,9 +192,8 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
   const uint32_t nsig = LOOM_COLL_SIG_REDUCED + (uint32_t)(st->kk == LOOM__CK_TWO_SHOT ? st->nch : 0);
 
   /* every rank resolved the same plan, before anything else collective */
-  const int64_t f[16] = {kind, count, desc->dtype, desc->out_type, desc->cols, desc->norm, st->kk, st->unit,
-                         st->slice, st->blocks, st->chunk, st->nch, nsig, desc->world_size,
-                         (int64_t)st->smem, 0};
+  const int64_t f[15] = {kind, count, desc->dtype, desc->out_type, desc->cols, desc->norm, st->kk, st->unit,
+                         st->slice, st->blocks, st->chunk, st->nch, nsig, desc->world_size, (int64_t)st->smem};
   uint64_t h = loom__fnv64(LOOM_FNV64_INIT, f, sizeof f);
   h = loom__fnv64(h, &desc->norm_eps, sizeof desc->norm_eps);
   loom_plan_t plan = NULL;

@@ -163,11 +163,9 @@ loom_result_t loom__tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int ki
   {
     const int64_t f[10] = {kind, desc->m, desc->n, desc->k, desc->ab_type, desc->c_type, desc->b_layout,
                            desc->has_bias, desc->activation, desc->world_size};
-    char msg[768] = "";
-    if (r != LOOM_SUCCESS) snprintf(msg, sizeof msg, "%s", loom_last_error());
-    const loom_result_t ra = loom__comm_agree(comm, fn, loom__fnv64(LOOM_FNV64_INIT, f, sizeof f), r != LOOM_SUCCESS,
-                                              "every rank must tune the same loom_tp_desc_t");
-    r = r != LOOM_SUCCESS ? loom__fail(r, "%s", msg) : ra;
+    r = r != LOOM_SUCCESS ? loom__comm_refuse(comm, fn, r)
+                          : loom__comm_agree(comm, fn, loom__fnv64(LOOM_FNV64_INIT, f, sizeof f), 0,
+                                             "every rank must tune the same loom_tp_desc_t");
   }
   /* AR: out in symmetric memory (collective: every rank got here) */
   if (kind == LOOM__TP_AR && r == LOOM_SUCCESS) r = loom__comm_malloc(comm, c_bytes, &c);
