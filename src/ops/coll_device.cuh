@@ -84,10 +84,12 @@ static __device__ __forceinline__ void loom_coll_load8(const char *base, int64_t
   }
 }
 
-/* loom_coll_load8 of a dtype known at run time (uniform across the block). */
-static __device__ __forceinline__ void loom_coll_load8_rt(const char *base, int64_t i, int t, float *v) {
-  if (t == LOOM_FP32) loom_coll_load8<LOOM_FP32>(base, i, v);
-  else if (t == LOOM_BF16) loom_coll_load8<LOOM_BF16>(base, i, v);
+/* loom_coll_load8 of dtype T where T >= 0 (the branches fold away), else of
+ * the dtype t known at run time (uniform across the block). */
+template <int T>
+static __device__ __forceinline__ void loom_coll_load8_as(const char *base, int64_t i, int t, float *v) {
+  if (T == LOOM_FP32 || (T < 0 && t == LOOM_FP32)) loom_coll_load8<LOOM_FP32>(base, i, v);
+  else if (T == LOOM_BF16 || (T < 0 && t == LOOM_BF16)) loom_coll_load8<LOOM_BF16>(base, i, v);
   else loom_coll_load8<LOOM_FP16>(base, i, v);
 }
 
@@ -129,11 +131,15 @@ static __device__ __forceinline__ void loom_coll_store1(char *base, int64_t i, f
 }
 
 /* The pointwise epilogue on 8 consecutive elements starting at element i0
- * (pw.cols: the row length; the row advances across the 8 as needed), of
- * output dtype TO. The dropout decisions of an aligned i0 come from two
- * Philox calls (one per 4 elements) instead of eight; where the 8 elements
- * lie in one row at a multiple of 8 and the buffers are 16-byte aligned,
- * the bias and the residual (of pw.type) come in one vector load each. */
+ * (pw.cols: the row length; the row advances across the 8 as needed). The
+ * dropout decisions of an aligned i0 come from two Philox calls (one per 4
+ * elements) instead of eight; where the 8 elements lie in one row at a
+ * multiple of 8 and the buffers are 16-byte aligned, the bias and the
+ * residual (of pw.type) come in one vector load each. TP: pw.type where the
+ * caller knows it at compile time (the collectives: their output type;
+ * measured, the run-time dispatch cost the dropout variant ~8%), -1 where it
+ * does not (the tensor-parallel reduction, whose types are all run-time). */
+template <int TP>
 static __device__ __forceinline__ void loom_coll_pointwise8(const loom_pointwise_t &pw, int64_t i0, float *v) {
   int64_t col = i0 % pw.cols;
   int keep[8];
@@ -154,8 +160,8 @@ static __device__ __forceinline__ void loom_coll_pointwise8(const loom_pointwise
     float b[8], r[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) b[k] = 0.f, r[k] = 0.f;
-    if (pw.flags & LOOM_PW_BIAS) loom_coll_load8_rt((const char *)pw.bias, col, pw.type, b);
-    if (pw.flags & LOOM_PW_RESIDUAL) loom_coll_load8_rt((const char *)pw.residual, i0, pw.type, r);
+    if (pw.flags & LOOM_PW_BIAS) loom_coll_load8_as<TP>((const char *)pw.bias, col, pw.type, b);
+    if (pw.flags & LOOM_PW_RESIDUAL) loom_coll_load8_as<TP>((const char *)pw.residual, i0, pw.type, r);
 #pragma unroll
     for (int k = 0; k < 8; ++k) v[k] = loom_pointwise_apply_vals(pw, pw.flags, pw.act, v[k], b[k], keep[k], r[k]);
     return;
@@ -205,7 +211,7 @@ static __device__ void loom_coll_reduce_range(const char *const *src, int nsrc, 
 #pragma unroll
     for (int u = 0; u < LOOM_COLL_UNROLL; ++u) {
       if (v0 + (int64_t)u * blockDim.x >= nv) break;
-      if (pw.flags) loom_coll_pointwise8(pw, idx[u], acc[u]);
+      if (pw.flags) loom_coll_pointwise8<TO>(pw, idx[u], acc[u]);
       loom_coll_store8<TO>(dst0, idx[u] - off0, acc[u]);
       if (dst1) loom_coll_store8<TO>(dst1, idx[u] - off1, acc[u]);
     }
@@ -264,7 +270,7 @@ static __device__ void loom_coll_reduce_row(const char *const *src, int nsrc, in
 #pragma unroll
         for (int k = 0; k < 8; ++k) acc[k] += x[k];
       }
-      if (pw.flags) loom_coll_pointwise8(pw, b + v * 8, acc);
+      if (pw.flags) loom_coll_pointwise8<TO>(pw, b + v * 8, acc);
 #pragma unroll
       for (int k = 0; k < 8; ++k) xs[v * 8 + k] = acc[k], s1 += norm == LOOM_NORM_RMS ? acc[k] * acc[k] : acc[k];
     }

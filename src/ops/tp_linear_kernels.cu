@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
         const int64_t row = r0 + v / vec_per_row;
         /* the epilogue in fp32 (RS: + bias, the same fp32 addition as
          * before the epilogue existed), element index row x n + col */
-        if (a.pw.flags) loom_coll_pointwise8(a.pw, row * a.n + colv[u], acc[u]);
+        if (a.pw.flags) loom_coll_pointwise8<-1>(a.pw, row * a.n + colv[u], acc[u]);
         /* every destination; AR starts at this rank + 1 so that the
          * owners' stores spread over the links */
         for (int q = 0; q < a.nout; ++q) {
