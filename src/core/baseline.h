@@ -6,7 +6,10 @@
  * a cache of matmul descriptors and the chosen algorithm per shape
  * (loom_gemm_desc_t + device). The default choice is the heuristic's first
  * algorithm; loom__base_gemm_tune times the heuristic's top candidates on the
- * given buffers and caches the fastest (what benchmarks compare against).
+ * given buffers, caches the fastest (what benchmarks compare against) and
+ * records it in the tuning cache (core/tune.h: LOOM_TUNE_FILE where a tuner
+ * saves it), where entries made later for the same shape, alignments, GPU
+ * and cuBLASLt version find it.
  * Row-major loom layouts are mapped onto cuBLASLt's column-major view
  * (C^T = B^T A^T), so no data is transposed.
  *
@@ -37,8 +40,9 @@ loom_result_t loom__base_gemm(const loom_gemm_desc_t *d, const void *a, const vo
                               const void *bias, cudaStream_t stream);
 
 /* Times up to `candidates` heuristic algorithms on these buffers (`reps` runs
- * each, synchronizing `stream`), caches the fastest for this shape and
- * returns its time in ms (may be NULL). Not graph-capturable. */
+ * each, synchronizing `stream`; C holds the product afterwards), caches the
+ * fastest for this shape, records it in the tuning cache and returns its
+ * time in ms (may be NULL). Not graph-capturable. */
 loom_result_t loom__base_gemm_tune(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
                                    const void *bias, int candidates, int reps, cudaStream_t stream,
                                    float *best_ms);
@@ -52,6 +56,9 @@ void loom__base_gemm_release(void);
  * algorithm takes the epilogue. Set by the test-support library's hook
  * (src/testing/hooks.h); 0 in use. */
 extern int loom__base_gemm_no_bias_epilogue;
+
+/* How many cache entries took a recorded choice (tests; under the lock). */
+extern int loom__base_gemm_recorded_taken;
 
 loom_result_t loom__base_allgather(ncclComm_t nccl, const void *send, void *recv, size_t count_per_rank,
                                    loom_dtype_t dtype, cudaStream_t stream);

@@ -25,9 +25,21 @@
  * capture, so replays never share it either); a cache of entries
  * keyed by (device, desc, pointer alignment class), each holding the matmul
  * descriptor, the three matrix layouts and the chosen algorithm. The
- * heuristic's pick is used until loom__base_gemm_tune replaces it. Pointer
+ * heuristic's pick is used until loom__base_gemm_tune replaces it (or a
+ * choice that tuning recorded is found: below). Pointer
  * alignment (16..256 bytes) is part of the key because cuBLASLt's heuristic
  * assumes 256-byte operands unless told otherwise.
+ *
+ * Recorded choices: loom__base_gemm_tune puts the algorithm it picked into
+ * the tuning cache (core/tune.h; saved to LOOM_TUNE_FILE by the tuners that
+ * save), keyed by the cuBLASLt version, the GPU (compute capability, SM
+ * count), the shape, types, layout, bias handling and alignment classes; the
+ * value is the algorithm's words ("algo=<8 x 16 hex digits>": cuBLASLt
+ * documents cublasLtMatmulAlgo_t as serialisable for the same library
+ * version). An entry created later for the same key, in this process or one
+ * that loaded the same file, takes that algorithm once cublasLtMatmulAlgoCheck
+ * accepts it with this descriptor and workspace; a stale or refused one is
+ * ignored with a log line (the heuristic's pick stands).
  *
  * Thread safety: one mutex guards everything, held for the whole call
  * (lookup, bias pointer attribute, the asynchronous cublasLtMatmul launch).
@@ -41,9 +53,11 @@
 #include "log.h"
 #include "param.h"
 #include "scratch.h"
+#include "tune.h"
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,6 +139,7 @@ static loom_gemm_entry_t *loom__gemm_entries;
 /* Set only by the test-support library (loom__base_gemm_force_bias_fallback):
  * never use the bias epilogue. Read under loom__gemm_mu. */
 int loom__base_gemm_no_bias_epilogue;
+int loom__base_gemm_recorded_taken;
 
 static uint32_t loom__align_class(const void *p) {
   uintptr_t v = (uintptr_t)p;
@@ -255,8 +270,49 @@ static void loom__gemm_describe(const loom_gemm_desc_t *d, char *buf, size_t cap
            loom__dtype_name(d->c_type), d->b_layout == LOOM_B_KN ? "KN" : "NK", d->has_bias);
 }
 
-/* The cache entry for (device, d, alignments), created with the heuristic's
- * first algorithm. Lock held. */
+/* Tuning-cache key of e's recorded choice; 1 if it fit. */
+static int loom__gemm_choice_key(const loom_gemm_entry_t *e, char *key, size_t size) {
+  int sms = 0, major = 0, minor = 0;
+  (void)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, e->device);
+  (void)cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, e->device);
+  (void)cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, e->device);
+  const loom_gemm_desc_t *d = &e->d;
+  const int n = snprintf(key, size, "cublaslt v%zu sm%d%d %dsm m%lld n%lld k%lld %s->%s %s bias%d al%u,%u,%u,%u",
+                         cublasLtGetVersion(), major, minor, sms, (long long)d->m, (long long)d->n, (long long)d->k,
+                         loom__dtype_name(d->ab_type), loom__dtype_name(d->c_type),
+                         d->b_layout == LOOM_B_NK ? "nk" : "kn", d->has_bias ? (e->bias_epilogue ? 1 : 2) : 0,
+                         e->align[0], e->align[1], e->align[2], e->align[3]);
+  return n > 0 && (size_t)n < size;
+}
+
+/* e takes the recorded choice for its key, if there is one that cuBLASLt
+ * accepts. Lock held. */
+static void loom__gemm_take_recorded(loom_gemm_entry_t *e, cublasLtHandle_t h, size_t ws_bytes) {
+  char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
+  if (e->forced_fallback || !loom__gemm_choice_key(e, key, sizeof key) || !loom__tune_get(key, value, sizeof value))
+    return;
+  cublasLtMatmulAlgo_t algo;
+  if (!loom__tune_parse_words(value, "algo", algo.data, 8)) {
+    LOOM_INFO("baseline GEMM: tuning entry \"%s\" = \"%s\" is not \"algo=<128 hex digits>\"; ignored", key, value);
+    return;
+  }
+  cublasLtMatmulHeuristicResult_t chk;
+  memset(&chk, 0, sizeof chk);
+  const cublasStatus_t st = cublasLtMatmulAlgoCheck(h, e->op, e->lay_a, e->lay_b, e->lay_c, e->lay_c, &algo, &chk);
+  if (st != CUBLAS_STATUS_SUCCESS || chk.state != CUBLAS_STATUS_SUCCESS || chk.workspaceSize > ws_bytes) {
+    LOOM_INFO("baseline GEMM: the recorded algorithm for \"%s\" is refused (%s, workspace %zu of %zu bytes); "
+              "the heuristic's pick stands",
+              key, cublasLtGetStatusName(st != CUBLAS_STATUS_SUCCESS ? st : chk.state), chk.workspaceSize, ws_bytes);
+    return;
+  }
+  e->algo = algo;
+  e->algo_ws = chk.workspaceSize;
+  e->tuned = 1;
+  ++loom__base_gemm_recorded_taken;
+}
+
+/* The cache entry for (device, d, alignments), created with the recorded
+ * choice for its key or else the heuristic's first algorithm. Lock held. */
 static loom_result_t loom__gemm_lookup(int device, const loom_gemm_desc_t *d, const uint32_t align[4],
                                        cublasLtHandle_t h, size_t ws_bytes, loom_gemm_entry_t **out) {
   for (loom_gemm_entry_t *e = loom__gemm_entries; e; e = e->next)
@@ -311,6 +367,7 @@ static loom_result_t loom__gemm_lookup(int device, const loom_gemm_desc_t *d, co
   }
   e->algo = res[0].algo;
   e->algo_ws = res[0].workspaceSize;
+  loom__gemm_take_recorded(e, h, ws_bytes);
   e->next = loom__gemm_entries;
   loom__gemm_entries = e;
   *out = e;
@@ -453,6 +510,11 @@ static loom_result_t loom__gemm_tune_locked(const loom_gemm_desc_t *d, const voi
   e->algo_ws = res[best].workspaceSize;
   e->tuned = 1;
   if (best_ms) *best_ms = best_t;
+  /* recorded for entries made later (and for the tuning file) */
+  char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
+  if (!e->forced_fallback && loom__gemm_choice_key(e, key, sizeof key) &&
+      loom__tune_format_words("algo", e->algo.data, 8, value, sizeof value))
+    LOOM_TRY(loom__tune_put(key, value));
   return LOOM_SUCCESS;
 }
 

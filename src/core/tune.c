@@ -144,3 +144,31 @@ void loom__tune_forget_file(void) {
   loom__tune_env_read = 0;
   pthread_mutex_unlock(&loom__tune_lock);
 }
+
+int loom__tune_format_words(const char *name, const uint64_t *w, int n, char *out, size_t size) {
+  int used = snprintf(out, size, "%s=", name);
+  if (used < 0 || (size_t)used >= size) return 0;
+  for (int i = 0; i < n; ++i) {
+    const int k = snprintf(out + used, size - (size_t)used, "%016llx", (unsigned long long)w[i]);
+    if (k < 0 || (size_t)(used + k) >= size) return 0;
+    used += k;
+  }
+  return 1;
+}
+
+int loom__tune_parse_words(const char *text, const char *name, uint64_t *w, int n) {
+  const size_t nl = strlen(name);
+  if (!text || strncmp(text, name, nl) != 0 || text[nl] != '=') return 0;
+  const char *p = text + nl + 1;
+  if (strlen(p) != (size_t)n * 16) return 0;
+  for (int i = 0; i < n; ++i) {
+    uint64_t v = 0;
+    for (int j = 0; j < 16; ++j) {
+      const int c = (unsigned char)*p++;
+      if (!isxdigit(c)) return 0;
+      v = v << 4 | (uint64_t)(isdigit(c) ? c - '0' : tolower(c) - 'a' + 10);
+    }
+    w[i] = v;
+  }
+  return 1;
+}

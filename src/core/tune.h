@@ -16,6 +16,7 @@
 #define LOOM_CORE_TUNE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "loom.h"
 
 #ifdef __cplusplus
@@ -37,6 +38,13 @@ loom_result_t loom__tune_put(const char *key, const char *value);
 
 /* Writes every entry to `path`. */
 loom_result_t loom__tune_save(const char *path);
+
+/* Opaque words in a value: "<name>=" and n 64-bit words as 16 hex digits
+ * each (what a library's serialisable handle is, e.g. a cuBLASLt algorithm),
+ * and back. Format: 1 if it fit in out[size]. Parse: 1 if `text` is exactly
+ * that (name, '=', 16 x n lowercase or uppercase hex digits), else 0. */
+int loom__tune_format_words(const char *name, const uint64_t *w, int n, char *out, size_t size);
+int loom__tune_parse_words(const char *text, const char *name, uint64_t *w, int n);
 
 /* Forgets every entry (tests). */
 void loom__tune_clear(void);

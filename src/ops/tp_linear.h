@@ -85,6 +85,7 @@ extern "C" {
 #define LOOM_TP_MAX_PEERS 72    /* peers whose addresses travel as kernel arguments */
 #define LOOM_TP_THREADS 256     /* copy kernel */
 #define LOOM_TP_RS_THREADS 512  /* reduction kernel */
+#define LOOM_TP_TUNE_CUBLASLT_CANDIDATES 8 /* cuBLASLt algorithms the tuner times for the sequential path */
 
 typedef enum { LOOM__TP_AG = 0, LOOM__TP_RS = 1, LOOM__TP_AR = 2 } loom__tp_kind_t;
 
@@ -97,6 +98,9 @@ typedef struct loom_tp_state {
   loom_gemm_desc_t gemm;        /* the local GEMM of desc */
   loom_tp_transfer_t transfer;  /* resolved (never AUTO) */
   loom_tp_gemm_t gemm_engine;   /* resolved (never AUTO): the sequential path's GEMM; LOOM when fused */
+  int tune_base_gemm;           /* set by the tuner: the next sequential call times cuBLASLt's
+                                   candidates on its buffers (loom__base_gemm_tune, which records
+                                   the winner) instead of running the heuristic's pick */
   int rank, world;
   int64_t shard_rows;           /* S */
   int64_t my_begin, my_len;     /* this rank's shard */
@@ -152,8 +156,9 @@ int loom__tp_cublaslt_takes(loom_dtype_t ab, loom_dtype_t c);
 loom_tp_gemm_t loom__tp_resolve_gemm(const loom_tp_desc_t *d, loom_tp_transfer_t t);
 
 /* The sequential path's GEMM: C = A x B (+ bias) through the plan's engine
- * (arguments checked by the caller). */
-loom_result_t loom__tp_seq_gemm(const loom_tp_state_t *st, const loom_gemm_desc_t *g, const void *a, const void *b,
+ * (arguments checked by the caller); with st->tune_base_gemm set (cleared
+ * here), cuBLASLt's algorithm is timed first (synchronises the stream). */
+loom_result_t loom__tp_seq_gemm(loom_tp_state_t *st, const loom_gemm_desc_t *g, const void *a, const void *b,
                                 void *c, const void *bias, cudaStream_t stream);
 
 /* The local GEMM of a description. */

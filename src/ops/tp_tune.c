@@ -5,8 +5,9 @@
  * transfer LOOM_TP_AUTO (chunk_rows and comm_blocks 0) take.
  *
  * Candidates: the sequential path with cuBLASLt (where it takes the dtypes:
- * a tuned op is never slower than the baseline it replaces) and with
- * loom_gemm, and where the fused transfers can
+ * a tuned op is never slower than the baseline it replaces; cuBLASLt's
+ * algorithm itself timed among LOOM_TP_TUNE_CUBLASLT_CANDIDATES and recorded,
+ * core/baseline.h) and with loom_gemm, and where the fused transfers can
  * run, AG: the copy engine with 4, 8, 16 chunks per shard and whole shards,
  * the SM copy kernel on 4, 8, 16 blocks; RS: the reduction on 4, 8, 16
  * blocks and the plan's own choice, and the atomic reduction; AR: the
@@ -72,6 +73,12 @@ static loom_result_t time_candidate(loom_comm_t comm, const loom_tp_desc_t *d, i
                     : kind == LOOM__TP_RS ? loom_plan_gemm_rs(comm, d, &plan)
                                           : loom_plan_gemm_ar(comm, d, &plan);
   LOOM_TRY(r);
+  /* the sequential path with cuBLASLt: its first (warm-up) call times
+   * cuBLASLt's candidates and records the winner, which this plan's later
+   * calls and every later plan of the shape run (the bench's baseline is
+   * timed the same way) */
+  if (d->transfer == LOOM_TP_SEQUENTIAL && d->sequential_gemm == LOOM_TP_GEMM_CUBLASLT)
+    ((loom_tp_state_t *)plan->op_state)->tune_base_gemm = 1;
   cudaEvent_t e0 = NULL, e1 = NULL;
   cudaError_t ce = cudaEventCreate(&e0);
   if (ce == cudaSuccess) ce = cudaEventCreate(&e1);

@@ -40,6 +40,7 @@
 
 #include "../common/test.h"
 #include "core/baseline.h"
+#include "core/tune.h"
 #include "ref/ref.h"
 #include "support/launch.h"
 #include "testing/hooks.h"
@@ -259,6 +260,63 @@ static int rank_gemm_tune_graph_mixed(loom_rank_ctx_t *ctx, void *arg) {
       gemm_case(&d, &seed, 0, 0, s);  /* same shape and alignment: the tuned entry */
       gemm_case(&d, &seed, 0, 0, s2); /* a second stream: its own workspace */
     }
+    /* the choice is recorded: a fresh cache entry (another plan, another
+     * process with the same LOOM_TUNE_FILE) takes it, and computes right;
+     * a damaged record is ignored (the heuristic's pick) */
+    char path[] = "/tmp/loom-base-tune-XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    B_LOOM(loom__tune_save(path));
+    loom__tune_clear();
+    B_LOOM(loom__tune_load(path));
+    FILE *f = fopen(path, "r");
+    int records = 0;
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+      if (!strncmp(line, "cublaslt v", 10) && strstr(line, " m256 n512 k512 bf16->bf16 ") && strstr(line, " = algo=")) ++records;
+    if (f) fclose(f);
+    unlink(path);
+    CHECK_EQ_INT(records, 2); /* KN and NK */
+    loom__base_gemm_release();
+    loom__base_gemm_recorded_taken = 0;
+    gemm_case(&d, &seed, 0, 0, s); /* NK (the layout tuned last): a new entry */
+    CHECK_EQ_INT(loom__base_gemm_recorded_taken, 1);
+    gemm_case(&d, &seed, 16, 0, s); /* other alignments: nothing recorded for them */
+    CHECK_EQ_INT(loom__base_gemm_recorded_taken, 1);
+    loom__tune_clear();
+    B_LOOM(loom__base_gemm_tune(&d, a, b, c, bias, 8, 3, s, NULL));
+    loom__base_gemm_release();
+    char key[LOOM_TUNE_TEXT_BYTES] = "";
+    /* damage every recorded value: same keys, one word of garbage */
+    {
+      char p2[] = "/tmp/loom-base-tune-XXXXXX";
+      const int fd2 = mkstemp(p2);
+      CHECK(fd2 >= 0);
+      if (fd2 >= 0) close(fd2);
+      B_LOOM(loom__tune_save(p2));
+      FILE *in = fopen(p2, "r");
+      while (in && fgets(line, sizeof line, in))
+        if (!strncmp(line, "cublaslt v", 10)) {
+          char *eq = strstr(line, " = ");
+          if (eq && (size_t)(eq - line) < sizeof key) memcpy(key, line, (size_t)(eq - line)), key[eq - line] = 0;
+        }
+      if (in) fclose(in);
+      unlink(p2);
+    }
+    CHECK(key[0] != 0);
+    char junk[LOOM_TUNE_TEXT_BYTES];
+    const uint64_t ones[8] = {~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull};
+    CHECK(loom__tune_format_words("algo", ones, 8, junk, sizeof junk));
+    B_LOOM(loom__tune_put(key, junk));
+    loom__base_gemm_recorded_taken = 0;
+    gemm_case(&d, &seed, 0, 0, s); /* refused by cublasLtMatmulAlgoCheck: the heuristic's pick, still right */
+    CHECK_EQ_INT(loom__base_gemm_recorded_taken, 0);
+    B_LOOM(loom__tune_put(key, "algo=12"));
+    loom__base_gemm_release();
+    gemm_case(&d, &seed, 0, 0, s); /* malformed: ignored */
+    CHECK_EQ_INT(loom__base_gemm_recorded_taken, 0);
+    loom__tune_clear();
   }
   /* graph capture, epilogue bias and no bias */
   {

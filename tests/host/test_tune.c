@@ -53,6 +53,28 @@ LOOM_TEST(tune_file_round_trip_and_errors) {
   loom__tune_clear();
 }
 
+LOOM_TEST(tune_words_round_trip_and_refusals) {
+  const uint64_t w[8] = {0, 1, 0xffffffffffffffffull, 0x0123456789abcdefull, 42, 1ull << 63, 7, 0xdeadbeefull};
+  char v[LOOM_TUNE_TEXT_BYTES];
+  CHECK(loom__tune_format_words("algo", w, 8, v, sizeof v));
+  CHECK(strlen(v) == 5 + 8 * 16);
+  uint64_t back[8];
+  memset(back, 0x5a, sizeof back);
+  CHECK(loom__tune_parse_words(v, "algo", back, 8) && !memcmp(back, w, sizeof w));
+  /* the value survives the file format (trimmed text) */
+  CHECK_RESULT(loom__tune_put("cublaslt key", v), LOOM_SUCCESS);
+  char got[LOOM_TUNE_TEXT_BYTES];
+  CHECK(loom__tune_get("cublaslt key", got, sizeof got) && !strcmp(got, v));
+  loom__tune_clear();
+  CHECK(!loom__tune_format_words("algo", w, 8, v, 100)); /* does not fit */
+  CHECK(!loom__tune_parse_words("algo=12", "algo", back, 8));             /* too short */
+  CHECK(!loom__tune_parse_words("alg=0000000000000000", "algo", back, 1)); /* another name */
+  CHECK(!loom__tune_parse_words("algo=000000000000000g", "algo", back, 1)); /* not hex */
+  CHECK(!loom__tune_parse_words("algo=00000000000000000", "algo", back, 1)); /* one digit too many */
+  CHECK(!loom__tune_parse_words(NULL, "algo", back, 1));
+  CHECK(loom__tune_parse_words("algo=00000000000000FF", "algo", back, 1) && back[0] == 255);
+}
+
 LOOM_TEST(plan_looks_up_its_tuning_key) {
   loom__tune_clear();
   loom_comm_t c = NULL;
