@@ -20,6 +20,9 @@
  *                           memory in fp32
  *   loom_coll_copy_range    dst[i] = src[i] for i in [b, b + len) (a push or
  *                           pull: either side may be a peer's memory)
+ *   loom_copy16             its aligned part: 16-byte vectors, UNROLL loads in
+ *                           flight, L2 or streaming loads (also the AllGather +
+ *                           GEMM copy kernel's loop)
  * Buffers are addressed by element index i, each with its own base offset
  * (ptr + (i - off) elements), so a slice-sized buffer and a full-sized one
  * mix freely. Loads that may read memory written by another kernel or GPU
@@ -322,6 +325,25 @@ static __device__ void loom_coll_reduce_row(const char *const *src, int nsrc, in
 
 /* ---- copy --------------------------------------------------------------- */
 
+/* d[i] = s[i] for the nv 16-byte vectors i < nv, by the whole block, UNROLL
+ * loads in flight per thread. Loads through L2 (ld.global.cg: the data may
+ * have been written by another kernel or GPU during this kernel's life) or,
+ * with EVICT_FIRST, streaming (ld.global.cs: read once, written before the
+ * kernel began). */
+template <int UNROLL, bool EVICT_FIRST>
+static __device__ __forceinline__ void loom_copy16(int4 *d, const int4 *s, int64_t nv) {
+  const int64_t step = (int64_t)blockDim.x * UNROLL;
+  int64_t i = threadIdx.x;
+  for (; i + (UNROLL - 1) * (int64_t)blockDim.x < nv; i += step) {
+    int4 v[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) v[u] = EVICT_FIRST ? __ldcs(s + i + u * blockDim.x) : __ldcg(s + i + u * blockDim.x);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) d[i + u * blockDim.x] = v[u];
+  }
+  for (; i < nv; i += blockDim.x) d[i] = EVICT_FIRST ? __ldcs(s + i) : __ldcg(s + i);
+}
+
 /* dst[i - doff] = src[i - soff] for i in [b, b + len), elements of ES bytes:
  * 16-byte vectors where both sides are 16-byte aligned there, else element
  * by element. Whole block. */
@@ -334,18 +356,7 @@ static __device__ void loom_coll_copy_range(const char *src, int64_t soff, char 
   int64_t nv = 0;
   if ((((uintptr_t)s | (uintptr_t)d) & 15u) == 0) {
     nv = bytes / 16;
-    const int4 *s4 = (const int4 *)s;
-    int4 *d4 = (int4 *)d;
-    const int64_t step = (int64_t)blockDim.x * LOOM_COLL_UNROLL;
-    int64_t i = threadIdx.x;
-    for (; i + (LOOM_COLL_UNROLL - 1) * (int64_t)blockDim.x < nv; i += step) {
-      int4 v[LOOM_COLL_UNROLL];
-#pragma unroll
-      for (int u = 0; u < LOOM_COLL_UNROLL; ++u) v[u] = __ldcg(s4 + i + u * blockDim.x);
-#pragma unroll
-      for (int u = 0; u < LOOM_COLL_UNROLL; ++u) d4[i + u * blockDim.x] = v[u];
-    }
-    for (; i < nv; i += blockDim.x) d4[i] = __ldcg(s4 + i);
+    loom_copy16<LOOM_COLL_UNROLL, false>((int4 *)d, (const int4 *)s, nv);
   }
   for (int64_t k = nv * 16 / ES + threadIdx.x; k < len; k += blockDim.x) {
     if (ES == 4) ((uint32_t *)d)[k] = __ldcg((const unsigned int *)s + k);

@@ -71,23 +71,6 @@ extern "C" loom_result_t loom__tp_begin(loom_dev_comm_t dc, size_t epoch_off, si
   return LOOM_SUCCESS;
 }
 
-/* Copies `bytes` (a multiple of 16) from src to dst with the whole block. */
-static __device__ __forceinline__ void loom_tp_copy(char *dst, const char *src, int64_t bytes) {
-  const int64_t nv = bytes / 16;
-  const int4 *s = (const int4 *)src;
-  int4 *d = (int4 *)dst;
-  const int64_t step = (int64_t)blockDim.x * LOOM_TP_UNROLL;
-  int64_t i = threadIdx.x;
-  for (; i + (LOOM_TP_UNROLL - 1) * (int64_t)blockDim.x < nv; i += step) {
-    int4 v[LOOM_TP_UNROLL];
-#pragma unroll
-    for (int u = 0; u < LOOM_TP_UNROLL; ++u) v[u] = __ldcs(s + i + u * blockDim.x);
-#pragma unroll
-    for (int u = 0; u < LOOM_TP_UNROLL; ++u) d[i + u * blockDim.x] = v[u];
-  }
-  for (; i < nv; i += blockDim.x) d[i] = __ldcs(s + i);
-}
-
 /* Items: step-major (step 0: the local shard; step i >= 1: the push of step
  * i - 1 in loom_ag_push_dest's order), chunk-minor; block b takes items
  * b, b + grid, ... */
@@ -118,7 +101,9 @@ __global__ void __launch_bounds__(LOOM_TP_THREADS) loom_ag_copy_kernel(const __g
     int64_t r0, r1;
     loom_ag_chunk(a.m, W, r, a.chunk_rows, j, &r0, &r1);
     if (dest != r || a.copy_local)
-      loom_tp_copy(a.dst[dest] + r0 * row_bytes, a.a_shard + (r0 - begin) * row_bytes, (r1 - r0) * row_bytes);
+      /* the shard was written before this kernel: streaming loads (a multiple of 16 bytes, aligned) */
+      loom_copy16<LOOM_TP_UNROLL, true>((int4 *)(a.dst[dest] + r0 * row_bytes),
+                                        (const int4 *)(a.a_shard + (r0 - begin) * row_bytes), (r1 - r0) * row_bytes / 16);
     __threadfence_system();
     __syncthreads();
     if (threadIdx.x == 0)
