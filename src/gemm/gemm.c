@@ -48,6 +48,9 @@ loom_result_t loom__gemm_order(const loom_gemm_desc_t *d, const loom_gemm_hooks_
                       order->row_shift, order->tiles_m);
   if (order->kind == LOOM_TILE_ORDER_SCHEDULE && !order->schedule)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks order SCHEDULE with schedule=NULL");
+  if (hooks && (hooks->activation < LOOM_ACT_NONE || hooks->activation > LOOM_ACT_GELU_ERF))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks activation=%d: must be a loom_activation_t",
+                      hooks->activation);
   if (hooks && hooks->wait_signals && hooks->wait_rows_per_signal < 1)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks wait_rows_per_signal=%lld: must be >= 1",
                       (long long)hooks->wait_rows_per_signal);
@@ -152,10 +155,10 @@ loom_result_t loom__gemm_hooked(const loom_gemm_desc_t *d, const void *a, const 
   return loom__gemm_sm80(d, a, b, c, bias, cfg ? &c80 : NULL, hooks, stream);
 }
 
-loom_result_t loom__gemm_hooked_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg) {
+loom_result_t loom__gemm_hooked_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg, int activation) {
   loom__gemm_path_t path = LOOM__PATH_BASE;
   LOOM_TRY(loom__gemm_path(d, &path));
-  if (path == LOOM__PATH_SM90) return loom__gemm_sm90_preload(d, cfg);
+  if (path == LOOM__PATH_SM90) return loom__gemm_sm90_preload(d, cfg, activation);
   int dev = 0, major = 0;
   LOOM_CUDA(cudaGetDevice(&dev));
   LOOM_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));

@@ -211,14 +211,15 @@ loom_result_t loom__gemm_hooked(const loom_gemm_desc_t *d, const void *a, const 
                                 const loom_gemm_hooks_t *hooks, cudaStream_t stream);
 
 /* Loads the kernel that loom__gemm_hooked would launch for (d, cfg) with
- * hooks (and sets its shared-memory limit), without launching it. Fused ops
+ * hooks whose activation is `activation` (and sets its shared-memory
+ * limit), without launching it. Fused ops
  * call it when they make a plan: under CUDA's lazy loading (the default
  * since CUDA 12.2) a kernel is loaded at its first launch, and loading waits
  * for the kernels already running, so a hooked GEMM launched next to a
  * running kernel that waits for it (GEMM+RS's reduction) would deadlock
  * until the timeout on its first call. */
-loom_result_t loom__gemm_hooked_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg);
-loom_result_t loom__gemm_sm90_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg);
+loom_result_t loom__gemm_hooked_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg, int activation);
+loom_result_t loom__gemm_sm90_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg, int activation);
 loom_result_t loom__gemm_sm80_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg);
 
 #ifdef __cplusplus

@@ -64,7 +64,15 @@
  * waits in the producer (acquire, bounded, then fence.proxy.async so the TMA
  * sees the peer's data), row-routed store or atomic reduce in the epilogue,
  * and a per-tile release signal once both consumer warpgroups' stores are
- * visible (__threadfence_system, named barrier, st.release.sys).
+ * visible (__threadfence_system, named barrier, st.release.sys). The hooks'
+ * activation is a template argument too (ACT: one hooked kernel per
+ * activation). With the activation chosen per tile at run time instead,
+ * every hooked kernel carried all of the activations' unrolled epilogues
+ * (156,000 SASS instructions against the plain kernel's 4,000 at 128x224):
+ * its main loop was the same instruction for instruction, yet it ran 4%
+ * slower with the hooks idle (ncu: +4.5% SM active cycles), its rarely taken
+ * branches (the mbarrier retry loops, the epilogue) landing in code that no
+ * longer fits the SM's instruction caches (bench/NOTES.md, 2026-11-25).
  *
  * sm_90a only: the kernel bodies compile under LOOM_SM90A; the sm_80 PTX of
  * the library holds empty kernels that the host never launches
@@ -436,7 +444,7 @@ static __device__ __forceinline__ uint32_t loom_ticket(uint32_t *p) {
  * the hooked ones from registers (row routing, atomics, per-tile signals).
  * CL: blocks per cluster along m (1, or 2: the pair shares each B k-block,
  * each block loading half of it multicast to both). */
-template <int BM, int BN, int STAGES, int TYPE, int TB, bool HOOKS, bool SK, int CL>
+template <int BM, int BN, int STAGES, int TYPE, int TB, bool HOOKS, bool SK, int CL, int ACT>
 __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     loom_gemm_sm90_kernel(const __grid_constant__ CUtensorMap tma_a,
                           const __grid_constant__ CUtensorMap tma_b,
@@ -444,6 +452,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
                           const __grid_constant__ loom_sm90_args_t args) {
 #ifdef LOOM_SM90A
   static_assert(BM == 128 || (BM == 64 && CL == 1), "64-row tiles: no clusters");
+  static_assert(HOOKS || ACT == LOOM_ACT_NONE, "only hooked kernels apply an activation");
   constexpr int A_BYTES = LOOM_SM90_A_BYTES(BM);
   constexpr int B_BYTES = LOOM_SM90_B_BYTES(BN);
   constexpr int WN = BM == 128 ? BN : BN / 2; /* columns of a consumer warpgroup */
@@ -679,30 +688,17 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       const bool skip = HOOKS && __shfl_sync(0xffffffffu, *abort_flag, 0) != 0; /* warp-uniform (C7518) */
       if (tma_epi && finish && active && !skip) {
         const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
-        /* the activation is a template argument (epilogue.cuh says why): one
-         * branch per tile; plain kernels have none */
-        if (!HOOKS || args.hooks.activation == LOOM_ACT_NONE) {
-          if (args.c_type == LOOM_FP32)
-            loom_epi_tma<WN, 4, EPI_BUFS, LOOM_ACT_NONE>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type,
-                                                         args.bias, args.c, args.m, args.n, warp, lane, tid, cw);
-          else
-            loom_epi_tma<WN, 2, EPI_BUFS, LOOM_ACT_NONE>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type,
-                                                         args.bias, args.c, args.m, args.n, warp, lane, tid, cw);
-        } else if (HOOKS) {
-          LOOM_GEMM_ACT_DISPATCH(args.hooks.activation, {
-            if (args.c_type == LOOM_FP32)
-              loom_epi_tma<WN, 4, EPI_BUFS, A>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
-                                               args.m, args.n, warp, lane, tid, cw);
-            else
-              loom_epi_tma<WN, 2, EPI_BUFS, A>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
-                                               args.m, args.n, warp, lane, tid, cw);
-          });
-        }
+        /* the activation is the kernel's template argument (one instantiation
+         * per activation: the kernel holds only its own epilogue; the
+         * launcher says why) */
+        if (args.c_type == LOOM_FP32)
+          loom_epi_tma<WN, 4, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
+                                             args.m, args.n, warp, lane, tid, cw);
+        else
+          loom_epi_tma<WN, 2, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
+                                             args.m, args.n, warp, lane, tid, cw);
       } else if (!tma_epi && finish && active && !skip) {
-        if (!HOOKS || args.hooks.activation == LOOM_ACT_NONE)
-          loom_epi_regs<HOOKS, WN, LOOM_ACT_NONE>(acc, args, row0, col0, warp, lane);
-        else if (HOOKS)
-          LOOM_GEMM_ACT_DISPATCH(args.hooks.activation, (loom_epi_regs<HOOKS, WN, A>(acc, args, row0, col0, warp, lane)));
+        loom_epi_regs<HOOKS, WN, ACT>(acc, args, row0, col0, warp, lane);
       }
       if (HOOKS && (args.hooks.tile_signal || args.hooks.dst_signal) && finish) {
         /* both consumer warpgroups' stores of this tile (TMA stores: complete,
@@ -777,49 +773,71 @@ static size_t loom__sm90_smem(int bm, int bn, int hooks) {
 
 typedef void (*loom__sm90_kernel_t)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const loom_sm90_args_t);
 
+/* The instantiation of one (tile, types, schedule) for the hooks' activation
+ * `act` (plain kernels: none). */
+template <int BM, int BN, int S, int TYPE, int TB, bool HOOKS, bool SK, int CL>
+static loom__sm90_kernel_t loom__sm90_act(int act) {
+  if constexpr (HOOKS) {
+    switch (act) {
+      case LOOM_ACT_RELU: return loom_gemm_sm90_kernel<BM, BN, S, TYPE, TB, true, SK, CL, LOOM_ACT_RELU>;
+      case LOOM_ACT_GELU_TANH: return loom_gemm_sm90_kernel<BM, BN, S, TYPE, TB, true, SK, CL, LOOM_ACT_GELU_TANH>;
+      case LOOM_ACT_GELU_ERF: return loom_gemm_sm90_kernel<BM, BN, S, TYPE, TB, true, SK, CL, LOOM_ACT_GELU_ERF>;
+      default: break;
+    }
+  }
+  return loom_gemm_sm90_kernel<BM, BN, S, TYPE, TB, HOOKS, SK, CL, LOOM_ACT_NONE>;
+}
+
 template <int BM, int BN, int TYPE, int TB, bool HOOKS>
-static loom__sm90_kernel_t loom__sm90_pick3(int sk, int cl) {
+static loom__sm90_kernel_t loom__sm90_pick3(int sk, int cl, int act) {
   constexpr int S = LOOM_SM90_STAGES(BM, BN);
   /* 64-row tiles: plain GEMMs data-parallel or stream-K/split-K, hooked
    * GEMMs data-parallel; no clusters (the launcher never asks for them) */
   if constexpr (BM == 64) {
-    if (sk) return loom_gemm_sm90_kernel<64, BN, S, TYPE, TB, false, true, 1>;
-    return loom_gemm_sm90_kernel<64, BN, S, TYPE, TB, HOOKS, false, 1>;
+    if (sk) return loom__sm90_act<64, BN, S, TYPE, TB, false, true, 1>(act);
+    return loom__sm90_act<64, BN, S, TYPE, TB, HOOKS, false, 1>(act);
   } else {
     /* no stream-K with hooks (see the launcher): SK = !HOOKS; clusters for
      * data-parallel GEMMs (hooked ones that only wait: the launcher) */
-    if (sk) return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, HOOKS, !HOOKS, 1>;
+    if (sk) return loom__sm90_act<128, BN, S, TYPE, TB, HOOKS, !HOOKS, 1>(act);
     /* bn 192 / 224: no clusters (half of B is not whole boxes of [k, n]) */
     if constexpr (BN == 128 || BN == 256)
-      if (cl == 2) return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, HOOKS, false, 2>;
-    return loom_gemm_sm90_kernel<128, BN, S, TYPE, TB, HOOKS, false, 1>;
+      if (cl == 2) return loom__sm90_act<128, BN, S, TYPE, TB, HOOKS, false, 2>(act);
+    return loom__sm90_act<128, BN, S, TYPE, TB, HOOKS, false, 1>(act);
   }
 }
 
 template <int BM, int BN, bool HOOKS>
-static loom__sm90_kernel_t loom__sm90_pick2(int type, int tb, int sk, int cl) {
+static loom__sm90_kernel_t loom__sm90_pick2(int type, int tb, int sk, int cl, int act) {
   if (type == LOOM_BF16)
-    return tb ? loom__sm90_pick3<BM, BN, LOOM_BF16, 1, HOOKS>(sk, cl)
-              : loom__sm90_pick3<BM, BN, LOOM_BF16, 0, HOOKS>(sk, cl);
-  return tb ? loom__sm90_pick3<BM, BN, LOOM_FP16, 1, HOOKS>(sk, cl)
-            : loom__sm90_pick3<BM, BN, LOOM_FP16, 0, HOOKS>(sk, cl);
+    return tb ? loom__sm90_pick3<BM, BN, LOOM_BF16, 1, HOOKS>(sk, cl, act)
+              : loom__sm90_pick3<BM, BN, LOOM_BF16, 0, HOOKS>(sk, cl, act);
+  return tb ? loom__sm90_pick3<BM, BN, LOOM_FP16, 1, HOOKS>(sk, cl, act)
+            : loom__sm90_pick3<BM, BN, LOOM_FP16, 0, HOOKS>(sk, cl, act);
 }
 
 /* The kernel instantiation for a configuration (bm: 64 or 128; sk: any
- * stream-K tiles, never with hooks; cl: blocks per cluster). */
-static loom__sm90_kernel_t loom__sm90_pick(int bm, int bn, int type, int tb, int hooks, int sk, int cl) {
+ * stream-K tiles, never with hooks; cl: blocks per cluster; act: the
+ * hooks' activation, 0 without hooks). */
+static loom__sm90_kernel_t loom__sm90_pick(int bm, int bn, int type, int tb, int hooks, int sk, int cl, int act) {
   if (bm == 64) {
     if (bn == 256)
-      return hooks ? loom__sm90_pick2<64, 256, true>(type, tb, 0, 1) : loom__sm90_pick2<64, 256, false>(type, tb, sk, 1);
-    return hooks ? loom__sm90_pick2<64, 128, true>(type, tb, 0, 1) : loom__sm90_pick2<64, 128, false>(type, tb, sk, 1);
+      return hooks ? loom__sm90_pick2<64, 256, true>(type, tb, 0, 1, act)
+                   : loom__sm90_pick2<64, 256, false>(type, tb, sk, 1, 0);
+    return hooks ? loom__sm90_pick2<64, 128, true>(type, tb, 0, 1, act)
+                 : loom__sm90_pick2<64, 128, false>(type, tb, sk, 1, 0);
   }
   if (bn == 256)
-    return hooks ? loom__sm90_pick2<128, 256, true>(type, tb, sk, cl) : loom__sm90_pick2<128, 256, false>(type, tb, sk, cl);
+    return hooks ? loom__sm90_pick2<128, 256, true>(type, tb, sk, cl, act)
+                 : loom__sm90_pick2<128, 256, false>(type, tb, sk, cl, 0);
   if (bn == 192)
-    return hooks ? loom__sm90_pick2<128, 192, true>(type, tb, sk, 1) : loom__sm90_pick2<128, 192, false>(type, tb, sk, 1);
+    return hooks ? loom__sm90_pick2<128, 192, true>(type, tb, sk, 1, act)
+                 : loom__sm90_pick2<128, 192, false>(type, tb, sk, 1, 0);
   if (bn == 224)
-    return hooks ? loom__sm90_pick2<128, 224, true>(type, tb, sk, 1) : loom__sm90_pick2<128, 224, false>(type, tb, sk, 1);
-  return hooks ? loom__sm90_pick2<128, 128, true>(type, tb, sk, cl) : loom__sm90_pick2<128, 128, false>(type, tb, sk, cl);
+    return hooks ? loom__sm90_pick2<128, 224, true>(type, tb, sk, 1, act)
+                 : loom__sm90_pick2<128, 224, false>(type, tb, sk, 1, 0);
+  return hooks ? loom__sm90_pick2<128, 128, true>(type, tb, sk, cl, act)
+               : loom__sm90_pick2<128, 128, false>(type, tb, sk, cl, 0);
 }
 
 /* Launch configuration of `grid` blocks in clusters of 2 along x; `at`
@@ -870,7 +888,7 @@ extern "C" int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major
   int h = __atomic_load_n(&has_code, __ATOMIC_ACQUIRE);
   if (h < 0) {
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, (const void *)loom__sm90_pick(128, 256, LOOM_BF16, 0, 0, 0, 1)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, (const void *)loom__sm90_pick(128, 256, LOOM_BF16, 0, 0, 0, 1, 0)) != cudaSuccess) {
       (void)cudaGetLastError();
       return 0;
     }
@@ -987,7 +1005,8 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   const int cl = sk_tiles > 0 ? 1 : want_cl;
   const size_t smem = loom__sm90_smem(bm, conf.bn, hooks != NULL);
   loom__sm90_kernel_t kern =
-      loom__sm90_pick(bm, conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, hooks != NULL, sk_tiles > 0, cl);
+      loom__sm90_pick(bm, conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, hooks != NULL, sk_tiles > 0, cl,
+                      hooks ? hooks->activation : LOOM_ACT_NONE);
   LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   if (cl == 1) {
     kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, mc, args);
@@ -1011,7 +1030,8 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   return loom__scratch_done(stream, &scratch);
 }
 
-extern "C" loom_result_t loom__gemm_sm90_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg) {
+extern "C" loom_result_t loom__gemm_sm90_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg,
+                                                 int activation) {
   const int bm = cfg->bm == 64 ? 64 : 128;
   const int bn = cfg->bn;
   if (bn != 128 && bn != 192 && bn != 224 && bn != 256)
@@ -1019,7 +1039,7 @@ extern "C" loom_result_t loom__gemm_sm90_preload(const loom_gemm_desc_t *d, cons
   if (bm == 64 && bn != 128 && bn != 256)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bm=64 bn=%d: 64-row tiles are built for bn 128 or 256",
                       bn);
-  loom__sm90_kernel_t kern = loom__sm90_pick(bm, bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, 1, 0, 1);
+  loom__sm90_kernel_t kern = loom__sm90_pick(bm, bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, 1, 0, 1, activation);
   LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)loom__sm90_smem(bm, bn, 1)));
   cudaFuncAttributes fa;

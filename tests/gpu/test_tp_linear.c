@@ -327,6 +327,9 @@ static const tp_case_t g_ag[] = {
     {1, 1000, 384, 256, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_TANH, 0},
     {1, 999, 256, 512, FH, F32, KN, 1, SM, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_ERF, 0},
     {1, 130, 256, 128, BF, BF, NK, 0, SEQ, 0, 0, 2, 0, 0, 0, LOOM_ACT_RELU, 0},
+    /* every activation's hooked kernel (one instantiation each), 64-row tiles and a graph too */
+    {1, 300, 640, 256, FH, FH, NK, 1, CE, 0, 0, 2, 0, 0, 0, LOOM_ACT_RELU, 0},
+    {1, 64, 512, 256, BF, BF, KN, 1, CE, 0, 0, 3, 0, 0, 1, LOOM_ACT_GELU_ERF, 0},
     /* the sequential path through each GEMM engine, graph replays too */
     {1, 999, 384, 256, BF, BF, KN, 1, SEQ, 0, 0, 2, 0, 0, 0, 0, LOOM_TP_GEMM_LOOM},
     {1, 777, 256, 512, FH, F32, NK, 1, SEQ, 0, 0, 3, 1, 0, 1, 0, LOOM_TP_GEMM_CUBLASLT},
