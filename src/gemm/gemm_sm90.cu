@@ -470,7 +470,11 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
    * k-block earlier is one more stage of B on its way from memory */
   constexpr bool DRAIN = BM == 64;
   extern __shared__ uint8_t loom_smem_raw[];
-  uint8_t *smem = (uint8_t *)(((uintptr_t)loom_smem_raw + 1023) & ~(uintptr_t)1023);
+  /* 1024-aligned by pointer arithmetic on the __shared__ array (not through
+   * an integer cast of its generic address), so that the pointers derived
+   * from it (the abort flag, the stream-K ticket) stay in the shared state
+   * space: ld/st.shared instead of generic strong loads */
+  uint8_t *smem = loom_smem_raw + ((1024u - (loom_smem_u32(loom_smem_raw) & 1023u)) & 1023u);
   const uint32_t sa = loom_smem_u32(smem);
   const uint32_t sb = sa + STAGES * A_BYTES;
   const uint32_t sepi = sb + STAGES * B_BYTES;   /* 1024-aligned: 2 x EPI_BUFS buffers of 8 KiB */
