@@ -90,10 +90,11 @@ step() {
   if [ $lim -lt 10 ]; then
     fails=$((fails + 1)); note "$name: NOT RUN (LOOM_DEADLINE=$deadline s reached)"; return
   fi
+  local from=$(( $(wc -l < "$log" 2>/dev/null || echo 0) + 1 )) # this step's lines only (logs are shared)
   timeout -k 5 "$lim" "$@" >> "$log" 2>&1 || rc=$?
   [ $rc = 124 ] && echo "STEP TIMED OUT after $lim s" >> "$log"
   [ $rc != 0 ] && fails=$((fails + 1))
-  note "$name: rc=$rc, $(( $(date +%s) - t )) s  ($(grep -E 'passed|PASS|FAIL' "$log" | tail -1))"
+  note "$name: rc=$rc, $(( $(date +%s) - t )) s  ($(tail -n +"$from" "$log" | grep -E 'passed|PASS|FAIL|STEP TIMED OUT' | tail -1))"
 }
 
 cat "$out/machine.txt" > "$out/gpu-test.log"
