@@ -238,29 +238,6 @@ static __device__ __forceinline__ void loom_optim_adam1(const loom_optim_kargs_t
   p -= h.step_size * m / denom;
 }
 
-/* The 8 elements at element e (state index si) of a vectorised chunk: the
- * gradient summed over the sources and scaled (g), the parameter from the
- * fp32 master or the own copy (p), the moments (mm, vv). Returns 1 if a
- * gradient is not finite. */
-template <int PT, int GT>
-static __device__ __forceinline__ int loom_optim_gather8(const loom_optim_kargs_t &k, const loom_optim_hyper_t &h,
-                                                         char *const *src, const char *own, const float *ms,
-                                                         const float *m, const float *v, int64_t e, int si, float *g,
-                                                         float *p, float *mm, float *vv) {
-  loom_optim_sum_ranks8<GT>(src, k.nsrc, e, g);
-  if (ms) loom_optim_ld8f(ms + si, p);
-  else loom_optim_load8<PT>(own, e, p);
-  loom_optim_ld8f(m + si, mm);
-  loom_optim_ld8f(v + si, vv);
-  int bad = 0;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    g[j] *= h.inv;
-    bad |= !isfinite(g[j]);
-  }
-  return bad;
-}
-
 template <int PT, int GT>
 static __device__ void loom_optim_adam_chunk(const loom_optim_kargs_t &k, const loom_optim_hyper_t &h,
                                              const loom_optim_chunk_t &c, char *const *src, char *const *dst,
@@ -273,9 +250,17 @@ static __device__ void loom_optim_adam_chunk(const loom_optim_kargs_t &k, const 
   for (int i = (int)threadIdx.x; i < nvec; i += (int)blockDim.x) {
     const int64_t e = c.offset + (int64_t)i * 8;
     float g[8], p[8], mm[8], vv[8];
-    *bad |= loom_optim_gather8<PT, GT>(k, h, src, own, ms, m, v, e, i * 8, g, p, mm, vv);
+    loom_optim_sum_ranks8<GT>(src, k.nsrc, e, g);
+    if (ms) loom_optim_ld8f(ms + i * 8, p);
+    else loom_optim_load8<PT>(own, e, p);
+    loom_optim_ld8f(m + i * 8, mm);
+    loom_optim_ld8f(v + i * 8, vv);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) loom_optim_adam1(k, h, wd, g[j], p[j], mm[j], vv[j]);
+    for (int j = 0; j < 8; ++j) {
+      g[j] *= h.inv;
+      *bad |= !isfinite(g[j]);
+      loom_optim_adam1(k, h, wd, g[j], p[j], mm[j], vv[j]);
+    }
     loom_optim_st8f(m + i * 8, mm);
     loom_optim_st8f(v + i * 8, vv);
     if (ms) loom_optim_st8f(ms + i * 8, p);
@@ -363,9 +348,15 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) 
     for (int i = (int)threadIdx.x; i < nvec; i += (int)blockDim.x) {
       const int64_t el = c.offset + (int64_t)i * 8;
       float g[8], p[8], mm[8], vv[8];
-      bad |= loom_optim_gather8<PT, GT>(k, h, src, own, ms, m, v, el, i * 8, g, p, mm, vv);
+      loom_optim_sum_ranks8<GT>(src, k.nsrc, el, g);
+      if (ms) loom_optim_ld8f(ms + i * 8, p);
+      else loom_optim_load8<PT>(own, el, p);
+      loom_optim_ld8f(m + i * 8, mm);
+      loom_optim_ld8f(v + i * 8, vv);
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
+        g[j] *= h.inv;
+        bad |= !isfinite(g[j]);
         loom_optim_lamb_moments(k, wd, g[j], p[j], mm[j], vv[j]);
         const float u = loom_optim_lamb_u(k, h, wd, p[j], mm[j], vv[j]);
         w2 += p[j] * p[j];
