@@ -387,3 +387,36 @@ LOOM_TEST(gemm_cluster_steps_cover_every_tile_once) {
         }
   free(seen);
 }
+
+/* The launchers' order/hook check (loom__gemm_order): hooks whose
+ * activation is not a loom_activation_t are refused by name (the sm90
+ * launcher picks one kernel per activation), as are a rank shift past the
+ * tile rows and a wait granularity below one row. */
+LOOM_TEST(gemm_order_refuses_bad_hooks) {
+  const loom_gemm_desc_t d = LOOM_GEMM_DESC(300, 512, 256, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
+  loom_gemm_hooks_t h;
+  loom_tile_order_t o;
+  memset(&h, 0, sizeof h);
+  CHECK_RESULT(loom__gemm_order(&d, &h, 128, 128, 16, &o), LOOM_SUCCESS);
+  CHECK_EQ_INT(o.tiles_m, 3);
+  CHECK_EQ_INT(o.tiles_n, 4);
+  for (int act = LOOM_ACT_NONE; act <= LOOM_ACT_GELU_ERF; ++act) {
+    h.activation = act;
+    CHECK_RESULT(loom__gemm_order(&d, &h, 128, 128, 16, &o), LOOM_SUCCESS);
+  }
+  h.activation = 7;
+  CHECK_RESULT(loom__gemm_order(&d, &h, 128, 128, 16, &o), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("activation=7");
+  h.activation = -1;
+  CHECK_RESULT(loom__gemm_order(&d, &h, 128, 128, 16, &o), LOOM_ERR_INVALID_ARGUMENT);
+  h.activation = LOOM_ACT_NONE;
+  h.order.kind = LOOM_TILE_ORDER_RANK_SHIFTED, h.order.row_shift = 3; /* 3 tile rows: shifts 0..2 */
+  CHECK_RESULT(loom__gemm_order(&d, &h, 128, 128, 16, &o), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("row_shift=3");
+  h.order.row_shift = 2;
+  CHECK_RESULT(loom__gemm_order(&d, &h, 128, 128, 16, &o), LOOM_SUCCESS);
+  h.wait_signals = (uint32_t *)&h; /* any non-NULL pointer: only the check runs */
+  h.wait_rows_per_signal = 0;
+  CHECK_RESULT(loom__gemm_order(&d, &h, 128, 128, 16, &o), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("wait_rows_per_signal=0");
+}
