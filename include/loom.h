@@ -483,7 +483,11 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  *                deterministic: the order of the additions varies) (NVLink
  *                peers only)
  *   AUTO         SM_COPY for RS and COPY_ENGINE for AG where every peer is
- *                load/store reachable (one NVLink domain), else SEQUENTIAL.
+ *                load/store reachable (one NVLink domain), else SEQUENTIAL;
+ *                AG also SEQUENTIAL when a shard (ceil(m / W) rows) is
+ *                shorter than 64 rows, the smallest GEMM tile: every tile
+ *                would wait for another rank's rows, nothing could overlap.
+ *                A tuned description (loom_*_tune) takes the tuner's choice.
  *
  * Memory. AG: the gathered A lives in symmetric memory (peers store into
  * it): pass a_full from loom_malloc on the plan's comm ([m, k], this

@@ -178,9 +178,17 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
                       fn, d->comm_blocks, sm_count);
   loom_tp_transfer_t t = d->transfer;
   const int fused_possible = all_reachable && hooks_ok && comm_size <= LOOM_TP_MAX_PEERS;
-  if (t == LOOM_TP_AUTO)
-    t = comm_size > 1 && fused_possible ? (kind == LOOM__TP_AG ? LOOM_TP_COPY_ENGINE : LOOM_TP_SM_COPY)
-                                        : LOOM_TP_SEQUENTIAL;
+  if (t == LOOM_TP_AUTO) {
+    /* AG with shards of fewer rows than the hooked GEMMs' smallest tile:
+     * every tile row then holds rows of another rank, so no tile can run
+     * before remote data has arrived and the fused path can hide nothing
+     * (it only adds its protocol: 0.70-0.82 of NCCL + cuBLASLt at m = 64,
+     * W = 2, bench/NOTES.md); the sequential path is the baseline itself */
+    const int can_overlap = kind != LOOM__TP_AG || loom_tp_shard_rows(d->m, comm_size) >= LOOM_TP_MIN_TILE_ROWS;
+    t = comm_size > 1 && fused_possible && can_overlap
+            ? (kind == LOOM__TP_AG ? LOOM_TP_COPY_ENGINE : LOOM_TP_SM_COPY)
+            : LOOM_TP_SEQUENTIAL;
+  }
   if (t != LOOM_TP_SEQUENTIAL && !fused_possible)
     return loom__fail(LOOM_ERR_UNSUPPORTED,
                       "%s: desc->transfer=%s needs every peer load/store reachable (%s), loom's GEMM kernels "

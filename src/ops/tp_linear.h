@@ -85,6 +85,7 @@ extern "C" {
 #define LOOM_TP_MAX_PEERS 72    /* peers whose addresses travel as kernel arguments */
 #define LOOM_TP_THREADS 256     /* copy kernel */
 #define LOOM_TP_RS_THREADS 512  /* reduction kernel */
+#define LOOM_TP_MIN_TILE_ROWS 64 /* rows of the smallest hooked GEMM tile (sm90's 64-row tiles) */
 #define LOOM_TP_TUNE_CUBLASLT_CANDIDATES 8 /* cuBLASLt algorithms the tuner times for the sequential path */
 
 typedef enum { LOOM__TP_AG = 0, LOOM__TP_RS = 1, LOOM__TP_AR = 2 } loom__tp_kind_t;

@@ -217,6 +217,32 @@ LOOM_TEST(tp_rs_every_owned_tile_gets_w_partials_and_orders_are_permutations) {
         }
 }
 
+/* AUTO for AllGather+GEMM is sequential exactly where a shard is shorter
+ * than the smallest hooked tile (no tile row of own rows: nothing to
+ * overlap), at every world size; GEMM+ReduceScatter stays fused. */
+LOOM_TEST(tp_auto_is_sequential_where_no_tile_can_overlap) {
+  const int ws[] = {2, 3, 4, 8, 16, 64};
+  for (size_t i = 0; i < sizeof ws / sizeof ws[0]; ++i) {
+    const int W = ws[i];
+    const int64_t ms[] = {1, (int64_t)W, 64, 63 * (int64_t)W, 63 * (int64_t)W + 1, 64 * (int64_t)W, 64 * (int64_t)W + 1,
+                          8192};
+    for (size_t j = 0; j < sizeof ms / sizeof ms[0]; ++j) {
+      loom_tp_desc_t d = LOOM_TP_DESC_INIT;
+      d.m = ms[j], d.n = 256, d.k = 512, d.world_size = W;
+      loom_tp_transfer_t t = LOOM_TP_AUTO;
+      CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, W, 132, &d, &t, 1, 1), LOOM_SUCCESS);
+      const int64_t S = loom_tp_shard_rows(d.m, W);
+      CHECK_EQ_INT(t, S >= 64 ? LOOM_TP_COPY_ENGINE : LOOM_TP_SEQUENTIAL);
+      CHECK_EQ_INT(S >= 64, d.m > 63 * (int64_t)W); /* ceil(m / W) >= 64 */
+      CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, W, 132, &d, &t, 1, 1), LOOM_SUCCESS);
+      CHECK_EQ_INT(t, LOOM_TP_SM_COPY);
+      d.transfer = LOOM_TP_COPY_ENGINE; /* asked for: taken whatever m */
+      CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, W, 132, &d, &t, 1, 1), LOOM_SUCCESS);
+      CHECK_EQ_INT(t, LOOM_TP_COPY_ENGINE);
+    }
+  }
+}
+
 LOOM_TEST(tp_desc_checks_name_the_field) {
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.m = 1000, d.n = 256, d.k = 512, d.world_size = 2;
