@@ -230,6 +230,8 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
   const int W = comm->size, r = comm->rank;
 
+  /* this rank's own refusals below go through `refuse:` (the agreement's answer) */
+  loom_result_t res = LOOM_SUCCESS;
   loom_emb_state_t *st = (loom_emb_state_t *)calloc(1, sizeof *st);
   if (!st) return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn));
   st->desc = *desc;
@@ -239,8 +241,8 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   for (int p = 0; p < W; ++p) t_total += desc->tables_per_rank[p];
   st->rows = (int64_t *)malloc((size_t)t_total * sizeof(int64_t));
   if (!st->tables_per_rank || !st->table_base || !st->rows) {
-    state_free(st);
-    return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn));
+    res = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn);
+    goto refuse;
   }
   memcpy(st->tables_per_rank, desc->tables_per_rank, (size_t)W * sizeof(int));
   memcpy(st->rows, desc->rows, (size_t)t_total * sizeof(int64_t));
@@ -265,33 +267,32 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
     const char *what = NULL;
     int64_t value = 0;
     if (loom_emb_counts_check(&counts, &what, &value)) {
-      state_free(st);
-      return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                        "%s: %s = %lld exceeds the limit %lld (32-bit signal indices) for W=%d, T_total=%d, "
-                        "global_batch=%lld, slice_samples=%d: use larger slices or fewer tables per plan",
-                        fn, what, (long long)value, (long long)LOOM_EMB_MAX_SIGNALS, W, t_total,
-                        (long long)desc->global_batch, S));
+      res = loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                       "%s: %s = %lld exceeds the limit %lld (32-bit signal indices) for W=%d, T_total=%d, "
+                       "global_batch=%lld, slice_samples=%d: use larger slices or fewer tables per plan",
+                       fn, what, (long long)value, (long long)LOOM_EMB_MAX_SIGNALS, W, t_total,
+                       (long long)desc->global_batch, S);
+      goto refuse;
     }
   }
   if (st->bwd == LOOM_EMB_BWD_SORTED && st->local_rows > LOOM_EMB_MAX_SORTED_ROWS) {
-    const long long rows = (long long)st->local_rows;
-    state_free(st);
-    return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_UNSUPPORTED,
-                      "%s: rank %d's %s tables hold %lld rows; the backward of fp16/bf16 tables sorts 32-bit row "
-                      "numbers and takes at most %lld rows per rank",
-                      fn, r, loom__dtype_name(desc->table_type), rows, (long long)LOOM_EMB_MAX_SORTED_ROWS));
+    res = loom__fail(LOOM_ERR_UNSUPPORTED,
+                     "%s: rank %d's %s tables hold %lld rows; the backward of fp16/bf16 tables sorts 32-bit row "
+                     "numbers and takes at most %lld rows per rank",
+                     fn, r, loom__dtype_name(desc->table_type), (long long)st->local_rows,
+                     (long long)LOOM_EMB_MAX_SORTED_ROWS);
+    goto refuse;
   }
   if (loom_emb_sched_init(&st->sched, W, r, T, t_total, st->table_base[r], desc->global_batch, S, st->part,
                           desc->local_first) != 0) {
-    state_free(st);
-    return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_INTERNAL, "%s: schedule rejected W=%d T=%d B=%lld S=%d", fn, W, T,
-                      (long long)desc->global_batch, S));
+    res = loom__fail(LOOM_ERR_INTERNAL, "%s: schedule rejected W=%d T=%d B=%lld S=%d", fn, W, T,
+                     (long long)desc->global_batch, S);
+    goto refuse;
   }
 
   /* path */
   int all_lsa = comm->lsa_size == W;
   int gin = 0;
-  loom_result_t res = LOOM_SUCCESS;
   st->num_flags = (uint32_t)counts.flags;
   st->num_counters = loom_emb_num_counters(&st->sched);
   if (!all_lsa && desc->path != LOOM_EMB_PATH_STAGED && !comm->detached)
@@ -425,6 +426,10 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
             st->bwd == LOOM_EMB_BWD_SORTED ? "sorted" : "atomic", plan->ws_bytes, st->staging_bytes);
   *out = plan;
   return LOOM_SUCCESS;
+
+refuse: /* before the plan exists: the peers wait in its agreement for this rank's answer */
+  state_free(st);
+  return loom__comm_refuse(comm, fn, res);
 }
 
 static loom_result_t get_state(loom_plan_t plan, const char *fn, loom_emb_state_t **st) {
