@@ -66,13 +66,11 @@
  * and a per-tile release signal once both consumer warpgroups' stores are
  * visible (__threadfence_system, named barrier, st.release.sys). The hooks'
  * activation is a template argument too (ACT: one hooked kernel per
- * activation). With the activation chosen per tile at run time instead,
- * every hooked kernel carried all of the activations' unrolled epilogues
- * (156,000 SASS instructions against the plain kernel's 4,000 at 128x224):
- * its main loop was the same instruction for instruction, yet it ran 4%
- * slower with the hooks idle (ncu: +4.5% SM active cycles), its rarely taken
- * branches (the mbarrier retry loops, the epilogue) landing in code that no
- * longer fits the SM's instruction caches (bench/NOTES.md, 2026-11-25).
+ * activation): chosen per tile at run time, every hooked kernel carried all
+ * of the activations' unrolled epilogues (the 128x224 one 156,000 SASS lines
+ * against 13,000 now), and the file built in ~9 minutes instead of ~5. (That
+ * kernel's 4% gap to the plain one with the hooks idle was measured before
+ * and after: it did not come from its size; bench/NOTES.md, 2026-11-25.)
  *
  * sm_90a only: the kernel bodies compile under LOOM_SM90A; the sm_80 PTX of
  * the library holds empty kernels that the host never launches

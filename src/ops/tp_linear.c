@@ -508,7 +508,8 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
   /* every kernel a call launches is loaded now, not at its first launch
    * next to a running kernel that waits for it (lazy loading) */
   if (r == LOOM_SUCCESS) r = loom__tp_preload_kernels();
-  if (r == LOOM_SUCCESS && t != LOOM_TP_SEQUENTIAL) r = loom__gemm_hooked_preload(&st->gemm, &st->gemm_cfg, (int)st->desc.activation);
+  if (r == LOOM_SUCCESS && t != LOOM_TP_SEQUENTIAL)
+    r = loom__gemm_hooked_preload(&st->gemm, &st->gemm_cfg, (int)st->desc.activation);
   if (r != LOOM_SUCCESS) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", loom_last_error());
