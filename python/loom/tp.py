@@ -52,8 +52,8 @@ an int cudaStream_t); libloom's refusals are exceptions (errors.py).
 
 transfer: "auto" (libloom chooses: fused where every peer is load/store
 reachable, else sequential; ag_gemm also sequential where a shard has
-fewer than 64 rows, as nothing could overlap there), "sequential" (NCCL collective, then the GEMM),
-"copy_engine" (AG only), "sm_copy" or "sm_atomic" (RS only: fp32 atomic
+fewer than 64 rows, as nothing could overlap there), "sequential" (NCCL
+collective, then the GEMM), "copy_engine" (AG only), "sm_copy" or "sm_atomic" (RS only: fp32 atomic
 additions, not deterministic). sequential_gemm: the GEMM of the
 sequential path, "auto" (cuBLASLt where it takes the dtypes, else
 loom_gemm; a tuned entry's choice), "loom" or "cublaslt";

@@ -37,7 +37,8 @@ CASES = [
     ("ag", 301, 64, 128, torch.float16, torch.float32, "kn", False, "sequential", True),
     ("ag", 300, 256, 128, torch.bfloat16, torch.float32, "nk", True, "copy_engine", True),
     ("ag", 513, 128, 256, torch.bfloat16, torch.bfloat16, "kn", True, "sm_copy", "in_place"),
-    ("ag", 1, 64, 64, torch.bfloat16, torch.bfloat16, "nk", False, "copy_engine", True),  # W = 2: rank 1 owns no row (auto: sequential here)
+    # W = 2: rank 1 owns no row (the fused path asked for: "auto" is sequential at m = 1)
+    ("ag", 1, 64, 64, torch.bfloat16, torch.bfloat16, "nk", False, "copy_engine", True),
     ("rs", 256, 128, 64, torch.bfloat16, torch.bfloat16, "nk", True, "auto", False),
     ("rs", 301, 64, 128, torch.float16, torch.float32, "kn", True, "sequential", False),
     ("rs", 777, 256, 128, torch.bfloat16, torch.float32, "nk", False, "sm_copy", False),
