@@ -48,7 +48,9 @@ static loom_result_t ag_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
     if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclBroadcast (loom_ag_gemm, uneven shards)", __FILE__, __LINE__);
     if (n2 != ncclSuccess) return loom__nccl_fail((int)n2, "ncclGroupEnd (loom_ag_gemm)", __FILE__, __LINE__);
   }
+  loom__tp_trace_mark(st, "nccl", stream);
   LOOM_TRY(loom__tp_seq_gemm(st, g, dst, b, c, bias, stream));
+  loom__tp_trace_mark(st, "gemm", stream);
   if (st->desc.activation != LOOM_ACT_NONE)
     LOOM_TRY(loom__tp_activation(c, (size_t)g->m * (size_t)g->n, g->c_type, (int)st->desc.activation, stream));
   return LOOM_SUCCESS;
@@ -79,6 +81,7 @@ static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char 
   ca.copy_local = st->my_len > 0 && a_shard != dst + (size_t)st->my_begin * row;
 
   LOOM_TRY(loom__tp_begin(ca.dc, plan->epoch_offset, st->ready_off, (size_t)-1, stream));
+  loom__tp_trace_mark(st, "begin", stream);
   LOOM_TRY(loom__tp_fork(st, stream));
   /* the peers' shards on the side stream ... */
   const int64_t nch = loom_ag_shard_chunks(g->m, W, st->rank, st->chunk_rows);
@@ -86,19 +89,23 @@ static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char 
     if (st->transfer == LOOM_TP_SM_COPY) {
       ca.first_step = 1;
       LOOM_TRY(loom__ag_copy_kernel(&ca, st->comm_blocks, st->side));
+      loom__tp_trace_mark(st, "side.pushed", st->side);
     } else {
       /* copy engine: each peer in push order, chunk by chunk, each chunk then its signal */
       for (int step = 1; step < W; ++step) {
         const int dest = loom_ag_push_dest(st->rank, W, step - 1);
         LOOM_TRY(loom__ag_wait_ready(&ca, dest, st->side));
+        if (step == 1) loom__tp_trace_mark(st, "side.ready", st->side);
         for (int64_t j = 0; j < nch; ++j) {
           int64_t r0, r1;
           loom_ag_chunk(g->m, W, st->rank, st->chunk_rows, j, &r0, &r1);
           LOOM_CUDA(cudaMemcpyAsync(ca.dst[dest] + (size_t)r0 * row, a_shard + (size_t)(r0 - st->my_begin) * row,
                                     (size_t)(r1 - r0) * row, cudaMemcpyDeviceToDevice, st->side));
           LOOM_TRY(loom__ag_signal_chunks(&ca, dest, j, j + 1, st->side));
+          if (step == 1 && j == 0) loom__tp_trace_mark(st, "side.chunk0", st->side);
         }
       }
+      loom__tp_trace_mark(st, "side.pushed", st->side);
     }
   }
   /* ... and this rank's own on the user's stream, with every SM, before the
@@ -109,6 +116,7 @@ static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char 
       LOOM_CUDA(cudaMemcpyAsync(dst + (size_t)st->my_begin * row, a_shard, (size_t)st->my_len * row,
                                 cudaMemcpyDeviceToDevice, stream));
     LOOM_TRY(loom__ag_signal_chunks(&ca, st->rank, 0, nch, stream));
+    loom__tp_trace_mark(st, "own", stream);
   }
 
   loom_gemm_hooks_t h;
@@ -123,6 +131,7 @@ static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char 
   h.activation = (int)st->desc.activation;
   h.comm = ca.dc;
   loom_result_t r = loom__gemm_hooked(g, dst, b, c, bias, &st->gemm_cfg, &h, stream);
+  loom__tp_trace_mark(st, "gemm", stream);
   /* join even when the GEMM failed to launch: the side stream's work is queued */
   const loom_result_t rj = loom__tp_join(st, stream);
   LOOM_TRY(r);
@@ -135,6 +144,7 @@ loom_result_t loom_ag_gemm(loom_plan_t plan, const void *a_shard, const void *b,
   loom_tp_state_t *st;
   LOOM_TRY(loom__tp_state(plan, fn, LOOM__TP_AG, &st));
   LOOM_TRY(loom__comm_check(plan->comm, fn));
+  loom__tp_trace_start(st, stream);
   const loom_gemm_desc_t *g = &st->gemm;
   const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
   char *dst = a_full ? (char *)a_full : (char *)st->a_full_own;

@@ -65,6 +65,7 @@ loom_result_t loom_gemm_ar(loom_plan_t plan, const void *a, const void *b, void 
   loom_tp_state_t *st;
   LOOM_TRY(loom__tp_state(plan, fn, LOOM__TP_AR, &st));
   LOOM_TRY(loom__comm_check(plan->comm, fn));
+  loom__tp_trace_start(st, stream);
   const loom_gemm_desc_t *g = &st->gemm;
   const size_t es_c = loom_dtype_size(g->c_type), es_ab = loom_dtype_size(g->ab_type);
   const size_t out_bytes = (size_t)g->m * (size_t)g->n * es_c;

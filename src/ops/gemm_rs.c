@@ -47,6 +47,7 @@ static loom_result_t rs_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
   const int with_bias = g.has_bias && st->rank == 0;
   g.has_bias = with_bias;
   LOOM_TRY(loom__tp_seq_gemm(st, &g, a, b, st->partial, with_bias ? bias : NULL, stream));
+  loom__tp_trace_mark(st, "gemm", stream);
   if ((int64_t)W * st->shard_rows == g.m) {
     LOOM_NCCL(ncclReduceScatter(st->partial, c_shard, (size_t)st->shard_rows * (size_t)g.n, nt, ncclSum, comm->nccl,
                                 stream));
@@ -103,9 +104,11 @@ loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *
   ra->wait_gathered = 0; /* the side launch: only the tail waits */
 
   LOOM_TRY(loom__tp_begin(dc, plan->epoch_offset, (size_t)-1, st->done_off, stream));
+  loom__tp_trace_mark(st, "begin", stream);
   LOOM_TRY(loom__tp_fork(st, stream));
   /* launched even with no rows of its own: its last block tells the sources */
   LOOM_TRY(loom__rs_reduce_kernel(ra, st->comm_blocks, st->side));
+  loom__tp_trace_mark(st, "side.reduce", st->side);
 
   loom_gemm_hooks_t h;
   memset(&h, 0, sizeof h);
@@ -119,10 +122,12 @@ loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *
   h.comm = dc;
   g.has_bias = 0; /* added once, by the owner's reduction */
   loom_result_t r = loom__gemm_hooked(&g, a, b, st->partial, NULL, &st->gemm_cfg, &h, stream);
+  loom__tp_trace_mark(st, "gemm", stream);
   /* the tail: every SM sums what is left once the GEMM is done (AR: then
    * waits for the other owners' tiles of this rank's out) */
   ra->wait_gathered = ra->gath_off != (size_t)-1;
   if (r == LOOM_SUCCESS) r = loom__rs_reduce_kernel(ra, tail_blocks, stream);
+  loom__tp_trace_mark(st, "tail", stream);
   const loom_result_t rj = loom__tp_join(st, stream);
   LOOM_TRY(r);
   return rj;
@@ -149,6 +154,7 @@ loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void 
   loom_tp_state_t *st;
   LOOM_TRY(loom__tp_state(plan, fn, LOOM__TP_RS, &st));
   LOOM_TRY(loom__comm_check(plan->comm, fn));
+  loom__tp_trace_start(st, stream);
   const loom_gemm_desc_t *g = &st->gemm;
   const size_t es_c = loom_dtype_size(g->c_type), es_ab = loom_dtype_size(g->ab_type);
   /* A and B as loom_gemm checks them (the partial product as C) */

@@ -262,6 +262,7 @@ static void tp_destroy(loom_plan_t plan) {
   if (st->join) (void)cudaEventDestroy(st->join);
   if (st->done) (void)cudaEventDestroy(st->done);
   if (st->side) (void)cudaStreamDestroy(st->side);
+  loom__tp_trace_destroy(st);
   free(st);
   plan->op_state = NULL;
 }
@@ -580,6 +581,7 @@ loom_result_t loom__tp_done(loom_tp_state_t *st, cudaStream_t stream) {
   LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
   LOOM_CUDA(cudaEventRecordWithFlags(st->done, stream,
                                      cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
+  loom__tp_trace_end(st, loom__tp_kind_op((int)st->kind));
   return LOOM_SUCCESS;
 }
 
