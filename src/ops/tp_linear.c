@@ -458,9 +458,7 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
     st->gemm_cfg.grid = comm->sm_count - (st->comm_blocks > 0 ? st->comm_blocks : 1);
     if (kind == LOOM__TP_AG) {
       int64_t cr = desc->chunk_rows;
-      if (cr <= 0)
-        cr = t == LOOM_TP_SM_COPY ? loom_ceil_div(st->shard_rows, 2 * (int64_t)st->comm_blocks)
-                                  : loom_ceil_div(st->shard_rows, 4);
+      if (cr <= 0) cr = loom_ag_default_chunk_rows(st->shard_rows, st->gemm_bm, st->comm_blocks);
       if (cr < 1) cr = 1;
       if (cr > st->shard_rows) cr = st->shard_rows;
       st->chunk_rows = (int)cr;
@@ -581,7 +579,7 @@ loom_result_t loom__tp_done(loom_tp_state_t *st, cudaStream_t stream) {
   LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
   LOOM_CUDA(cudaEventRecordWithFlags(st->done, stream,
                                      cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
-  loom__tp_trace_end(st, loom__tp_kind_op((int)st->kind));
+  loom__tp_trace_end(st, stream);
   return LOOM_SUCCESS;
 }
 

@@ -93,16 +93,24 @@ typedef enum { LOOM__TP_AG = 0, LOOM__TP_RS = 1, LOOM__TP_AR = 2 } loom__tp_kind
 /* The op's name ("ag_gemm", "gemm_rs", "gemm_ar"): plans' op, tuning keys. */
 const char *loom__tp_kind_op(int kind);
 
-/* One call's stage timeline, kept only at LOOM_DEBUG=TRACE: an event and a
- * host time per stage (events on the user's or the side stream, one device,
- * so their distances are comparable), printed when the call has run. */
-#define LOOM_TP_TRACE_MAX 12
-typedef struct loom_tp_trace {
-  int on, n;
+/* The stage timelines of the last calls, kept only at LOOM_DEBUG=TRACE: per
+ * call an event and a host time per stage (events on the user's or the side
+ * stream, one device, so their distances are comparable). A call's line is
+ * logged once its events have completed, at a later call's entry or when the
+ * plan is destroyed, so tracing does not serialise consecutive calls. */
+#define LOOM_TP_TRACE_MAX 12  /* stages per call */
+#define LOOM_TP_TRACE_RING 16 /* calls in flight */
+typedef struct loom_tp_trace_call {
+  int n;
   cudaEvent_t ev[LOOM_TP_TRACE_MAX];
   const char *what[LOOM_TP_TRACE_MAX];
   double host_us[LOOM_TP_TRACE_MAX];  /* when the mark was issued, from the call's entry */
   double t0;                          /* the call's entry (host clock, us) */
+} loom_tp_trace_call_t;
+typedef struct loom_tp_trace {
+  int on;                   /* this call is traced */
+  int64_t calls, logged;    /* calls traced, lines logged */
+  loom_tp_trace_call_t ring[LOOM_TP_TRACE_RING];
 } loom_tp_trace_t;
 
 typedef struct loom_tp_state {
@@ -190,16 +198,17 @@ loom_result_t loom__tp_fork(loom_tp_state_t *st, cudaStream_t stream);
 loom_result_t loom__tp_join(loom_tp_state_t *st, cudaStream_t stream);
 loom_result_t loom__tp_done(loom_tp_state_t *st, cudaStream_t stream);
 
-/* Stage timeline of one call (tp_trace.c), a no-op unless LOOM_DEBUG=TRACE
- * and the stream is not being captured: start at the call's entry, a mark
- * per stage (an event on the stream that runs it), end after
- * loom__tp_done: waits for the call (the trace costs the overlap of
- * consecutive calls) and logs each stage's device time and host issue time
- * from the entry. Tracing never fails the call: an event that cannot be made
- * or recorded turns the trace off for the call. */
+/* Stage timeline of a call (tp_trace.c), a no-op unless LOOM_DEBUG=TRACE and
+ * the stream is not being captured: start at the call's entry (logs the
+ * earlier calls whose events have completed), a mark per stage (an event on
+ * the stream that runs it), end after loom__tp_done (the call's last mark;
+ * nothing waits). Destroy waits for and logs what is left. Each line gives
+ * each stage's device time and host issue time from the call's entry.
+ * Tracing never fails the call: an event that cannot be made or recorded
+ * turns the trace off for the call. */
 void loom__tp_trace_start(loom_tp_state_t *st, cudaStream_t stream);
 void loom__tp_trace_mark(loom_tp_state_t *st, const char *what, cudaStream_t stream);
-void loom__tp_trace_end(loom_tp_state_t *st, const char *fn);
+void loom__tp_trace_end(loom_tp_state_t *st, cudaStream_t stream);
 void loom__tp_trace_destroy(loom_tp_state_t *st);
 
 ncclDataType_t loom__tp_nccl_type(loom_dtype_t t);

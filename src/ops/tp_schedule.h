@@ -85,6 +85,19 @@ LOOM_HD int64_t loom_ag_chunks_per_shard(int64_t m, int32_t world, int64_t chunk
   return loom_ceil_div(S, c);
 }
 
+/* AG: the plan's chunk rows when the caller leaves them to it (chunk_rows
+ * 0), for shards of S rows and GEMM tiles of bm rows. SM copy (comm_blocks
+ * > 0): 2 chunks per copy block, all chunks in one launch. Copy engine: a
+ * quarter shard, but never less than a tile row (capped at the shard): each
+ * chunk costs a copy and a signal launch, and a chunk shorter than bm lets
+ * no tile start earlier, since a tile waits for all of its bm rows. */
+LOOM_HD int64_t loom_ag_default_chunk_rows(int64_t S, int32_t bm, int32_t comm_blocks) {
+  int64_t c = comm_blocks > 0 ? loom_ceil_div(S, 2 * (int64_t)comm_blocks) : loom_ceil_div(S, 4);
+  if (comm_blocks <= 0 && c < bm) c = bm;
+  if (c > S) c = S;
+  return c < 1 ? 1 : c;
+}
+
 /* AG: chunks of shard p that hold rows (the signals its sender sets). */
 LOOM_HD int64_t loom_ag_shard_chunks(int64_t m, int32_t world, int32_t p, int64_t chunk_rows) {
   const int64_t len = loom_tp_shard_len(m, world, p);

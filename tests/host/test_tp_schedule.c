@@ -243,6 +243,34 @@ LOOM_TEST(tp_auto_is_sequential_where_no_tile_can_overlap) {
   }
 }
 
+/* The plan's default AG chunk: within the shard; with the copy engine never
+ * shorter than a tile row (a shorter chunk lets no tile start earlier and
+ * costs a copy and a signal launch); more than one chunk per shard only
+ * where the shard holds more than one tile row. */
+LOOM_TEST(tp_ag_default_chunk_is_at_least_a_tile_row_with_the_copy_engine) {
+  const int64_t Ss[] = {1, 7, 32, 63, 64, 65, 128, 256, 300, 1024, 4096, 100000};
+  const int bms[] = {64, 128};
+  const int blocks[] = {0, 4, 16};
+  for (size_t i = 0; i < sizeof Ss / sizeof Ss[0]; ++i)
+    for (size_t b = 0; b < 2; ++b)
+      for (size_t k = 0; k < 3; ++k) {
+        const int64_t S = Ss[i];
+        const int64_t c = loom_ag_default_chunk_rows(S, bms[b], blocks[k]);
+        CHECK(c >= 1 && c <= S);
+        if (blocks[k] == 0) {
+          CHECK(c >= (S < bms[b] ? S : bms[b]));
+          CHECK_EQ_INT(loom_ceil_div(S, c) > 1, S > bms[b]);
+          CHECK(loom_ceil_div(S, c) <= 4);
+        } else {
+          CHECK(loom_ceil_div(S, c) <= 2 * (int64_t)blocks[k]);
+        }
+      }
+  /* m = 64 and 512 at W = 2 (S = 32, 256), 128-row tiles: 1 and 2 chunks */
+  CHECK_EQ_INT(loom_ag_default_chunk_rows(32, 128, 0), 32);
+  CHECK_EQ_INT(loom_ag_default_chunk_rows(256, 128, 0), 128);
+  CHECK_EQ_INT(loom_ag_default_chunk_rows(4096, 128, 0), 1024);
+}
+
 LOOM_TEST(tp_desc_checks_name_the_field) {
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.m = 1000, d.n = 256, d.k = 512, d.world_size = 2;
