@@ -226,6 +226,14 @@ static void loom__stats(const double *us, int n, loom_bench_time_t *out) {
   free(s);
 }
 
+/* loom__stats of the device times, and the median host issue time. */
+static void loom__stats_with_host(const double *us, const double *host, int n, loom_bench_time_t *out) {
+  loom_bench_time_t h;
+  loom__stats(host, n, &h);
+  loom__stats(us, n, out);
+  out->host_us = h.median_us;
+}
+
 /* Per-repetition times in us: us[j * reps + i] is repetition i of ops[j].
  * Each repetition runs ops 0 .. nops-1 back to back, one event between
  * consecutive runs; `iter` counts runs over all ops (input rotation). */
@@ -236,8 +244,16 @@ static void loom__stats(const double *us, int n, loom_bench_time_t *out) {
  * holds the wait for a rank that is behind (a local GEMM that ran longer
  * on one GPU would otherwise show up in the next collective op's time). */
 static loom_result_t loom__barrier_enqueue(ncclComm_t nccl, cudaStream_t stream);
+static double loom__now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
+}
+
+/* us[j reps + i]: device time of rep i of op j; host[j reps + i]: the host
+ * time its call took to return (to issue the op). */
 static loom_result_t loom__time_raw(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps, int nops,
-                                    loom_bench_op_fn *ops, void **args, double *us) {
+                                    loom_bench_op_fn *ops, void **args, double *us, double *host) {
   loom_result_t r = LOOM_SUCCESS;
   const int per = nccl ? 2 : 1; /* events per timed op */
   const int nev = reps * nops * per + 1;
@@ -265,7 +281,9 @@ static loom_result_t loom__time_raw(ncclComm_t nccl, cudaStream_t stream, int wa
       r = loom__cuda_fail((int)e, "cudaEventRecord", __FILE__, __LINE__);
       goto out;
     }
+    const double h0 = loom__now_us();
     r = ops[i % nops](args[i % nops], iter++, stream);
+    host[(i % nops) * reps + i / nops] = loom__now_us() - h0;
     if (r != LOOM_SUCCESS) goto out;
     if (nccl && (e = cudaEventRecord(ev[i * per + 1], stream)) != cudaSuccess) {
       r = loom__cuda_fail((int)e, "cudaEventRecord", __FILE__, __LINE__);
@@ -302,11 +320,12 @@ loom_result_t loom_bench_time_side_by_side(cudaStream_t stream, int warmup, int 
                       warmup, nops, (void *)ops, (void *)out);
   for (int j = 0; j < nops; ++j)
     if (!ops[j]) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time: ops[%d]=NULL", j);
-  double *us = (double *)calloc((size_t)reps * (size_t)nops, sizeof *us);
+  const size_t nt = (size_t)reps * (size_t)nops;
+  double *us = (double *)calloc(2 * nt, sizeof *us), *host = us + nt; /* device times, then host times */
   if (!us) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_time: host allocation failed");
-  loom_result_t r = loom__time_raw(NULL, stream, warmup, reps, nops, ops, args, us);
+  loom_result_t r = loom__time_raw(NULL, stream, warmup, reps, nops, ops, args, us, host);
   if (r == LOOM_SUCCESS)
-    for (int j = 0; j < nops; ++j) loom__stats(us + (size_t)j * reps, reps, &out[j]);
+    for (int j = 0; j < nops; ++j) loom__stats_with_host(us + (size_t)j * reps, host + (size_t)j * reps, reps, &out[j]);
   free(us);
   return r;
 }
@@ -367,7 +386,7 @@ loom_result_t loom_bench_time_ranks_side_by_side(ncclComm_t nccl, cudaStream_t s
   for (int j = 0; j < nops; ++j)
     if (!ops[j]) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time_ranks: ops[%d]=NULL", j);
   const size_t nt = (size_t)reps * (size_t)nops;
-  double *us = (double *)calloc(nt, sizeof *us);
+  double *us = (double *)calloc(2 * nt, sizeof *us), *host = us ? us + nt : NULL; /* device, then host times */
   float *f = (float *)calloc(nt, sizeof *f);
   void *dev = NULL;
   loom_result_t r = LOOM_SUCCESS;
@@ -376,7 +395,7 @@ loom_result_t loom_bench_time_ranks_side_by_side(ncclComm_t nccl, cudaStream_t s
     goto out;
   }
   r = loom_bench_barrier(nccl, stream);
-  if (r == LOOM_SUCCESS) r = loom__time_raw(nccl, stream, warmup, reps, nops, ops, args, us);
+  if (r == LOOM_SUCCESS) r = loom__time_raw(nccl, stream, warmup, reps, nops, ops, args, us, host);
   /* Every rank must reach the reduction, even one whose op failed: it
    * contributes +inf, so a failure anywhere shows on rank 0. */
   for (size_t i = 0; i < nt; ++i) f[i] = r == LOOM_SUCCESS ? (float)us[i] : INFINITY;
@@ -404,7 +423,8 @@ loom_result_t loom_bench_time_ranks_side_by_side(ncclComm_t nccl, cudaStream_t s
     if (isinf(us[0]))
       r = loom__fail(LOOM_ERR_INTERNAL, "loom_bench_time_ranks: the operation failed on another rank");
     else
-      for (int j = 0; j < nops; ++j) loom__stats(us + (size_t)j * reps, reps, &out[j]);
+      for (int j = 0; j < nops; ++j)
+        loom__stats_with_host(us + (size_t)j * reps, host + (size_t)j * reps, reps, &out[j]);
   }
 out:
   if (dev) cudaFree(dev);
@@ -497,7 +517,7 @@ loom_bench_row_t *loom_bench_add(loom_bench_table_t *t) {
   memset(r, 0, sizeof *r);
   r->world = 1;
   r->fused_us = r->gemm_us = r->comm_us = r->seq_us = NAN;
-  r->min_us = r->max_us = NAN;
+  r->min_us = r->max_us = r->host_us = NAN;
   r->busbw_factor = NAN;
   r->ect_us = r->seq_ect_us = r->overlap = r->tflops = r->algbw = r->busbw = NAN;
   r->before_us = r->peer_us = r->vs_before = r->vs_peer = NAN;
@@ -774,7 +794,7 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
             (long long)r->n, (long long)r->k, (long long)r->bytes, r->world);
     const struct { const char *k; double v; } nums[] = {
         {"fused_us", r->fused_us}, {"gemm_us", r->gemm_us}, {"comm_us", r->comm_us}, {"seq_us", r->seq_us},
-        {"min_us", r->min_us},     {"max_us", r->max_us},   {"ect_us", r->ect_us},   {"seq_ect_us", r->seq_ect_us},
+        {"min_us", r->min_us},     {"max_us", r->max_us},   {"host_us", r->host_us},   {"ect_us", r->ect_us},   {"seq_ect_us", r->seq_ect_us},
         {"overlap", r->overlap},   {"tflops", r->tflops},   {"algbw_gbs", r->algbw}, {"busbw_gbs", r->busbw},
         {"before_us", r->before_us}, {"before_over_now", r->vs_before}, {"peer_us", r->peer_us},
         {"peer_over_now", r->vs_peer}};

@@ -136,6 +136,8 @@ typedef loom_result_t (*loom_bench_op_fn)(void *arg, int iter, cudaStream_t stre
 
 typedef struct loom_bench_time {
   double median_us, min_us, max_us, mean_us;
+  double host_us;  /* median host time to issue one call of the op (this rank): where it
+                      exceeds what the GPU needs, the op's time is the host's */
   int reps;
 } loom_bench_time_t;
 
@@ -218,6 +220,7 @@ typedef struct loom_bench_row {
   int world;         /* ranks that ran it */
   double fused_us, gemm_us, comm_us, seq_us; /* medians; NAN: absent */
   double min_us, max_us;                     /* spread of the main time (NAN: unknown) */
+  double host_us;        /* median host time to issue the main op (NAN: not measured) */
   double flops;          /* per call, for TFLOP/s (0: none) */
   double busbw_factor;   /* busbw = algbw x factor; NAN (default): no algbw/busbw */
   int64_t wrong;         /* elements wrong in the check; -1: not checked */

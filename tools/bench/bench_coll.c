@@ -294,6 +294,7 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
         continue;
       }
       row->comm_us = tm[i].median_us, row->min_us = tm[i].min_us, row->max_us = tm[i].max_us;
+      row->host_us = tm[i].host_us;
       row->wrong = wrong[i];
       if (row->wrong > 0) failures++;
       if (op == OP_AR && v[i].kind == V_LOOM) {
@@ -313,8 +314,8 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
       else if (v[i].epi) snprintf(row->note, sizeof row->note, "dropout(x%s) + residual%s", ecols ? " + bias" : "",
                                   ecols ? ", rows of 1024" : "");
       loom_bench_row_finish(row);
-      printf("# %-14s %-13s %8s %10.1f us  busbw %7.1f GB/s  #wrong %lld\n", suite, row->impl, row->shape,
-             row->comm_us, row->busbw, (long long)row->wrong);
+      printf("# %-14s %-13s %8s %10.1f us  busbw %7.1f GB/s  #wrong %lld  host %.1f us\n", suite, row->impl,
+             row->shape, row->comm_us, row->busbw, (long long)row->wrong, row->host_us);
       fflush(stdout);
     }
   }

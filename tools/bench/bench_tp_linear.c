@@ -416,6 +416,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
       }
       row->fused_us = tm[V_FUSED0 + f].median_us;
       row->min_us = tm[V_FUSED0 + f].min_us, row->max_us = tm[V_FUSED0 + f].max_us;
+      row->host_us = tm[V_FUSED0 + f].host_us;
       row->gemm_us = fmin(tm[V_GEMM_LT].median_us, tm[V_GEMM_LOOM].median_us);
       row->comm_us = tm[V_NCCL].median_us;
       row->seq_us = tm[V_SEQ].median_us;
@@ -429,9 +430,9 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
                info[f].gemm_bn > 0 ? (r.cfg.cluster == 2 ? 2 : 1) : 0);
       loom_bench_row_finish(row);
       printf("# %s %-8s %-22s fused %9.1f  seq %9.1f  medium %9.1f  gemm %9.1f  nccl %8.1f us  overlap %6.2f  "
-             "speedup %5.2f\n",
+             "speedup %5.2f  host: fused %.1f seq %.1f us\n",
              row->op, row->impl, row->shape, row->fused_us, row->seq_us, tm[V_MEDIUM].median_us, row->gemm_us,
-             row->comm_us, row->overlap, row->seq_us / row->fused_us);
+             row->comm_us, row->overlap, row->seq_us / row->fused_us, row->host_us, tm[V_SEQ].host_us);
       fflush(stdout);
     }
   }
