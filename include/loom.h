@@ -485,9 +485,14 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  *   AUTO         SM_COPY for RS and COPY_ENGINE for AG where every peer is
  *                load/store reachable (one NVLink domain), else SEQUENTIAL;
  *                AG also SEQUENTIAL when a shard (ceil(m / W) rows) is
- *                shorter than 64 rows, the smallest GEMM tile: every tile
- *                would wait for another rank's rows, nothing could overlap.
- *                A tuned description (loom_*_tune) takes the tuner's choice.
+ *                shorter than 64 rows, the smallest GEMM tile (every tile
+ *                would wait for another rank's rows) or than the GPU's
+ *                ridge point (peak tensor FLOP/s over DRAM bytes/s, ~320
+ *                rows on H100: the other ranks' rows would read B from DRAM
+ *                again); RS also SEQUENTIAL when the GEMM's tiles fit one
+ *                wave of its grid (every tile would finish at the end, the
+ *                reduction could overlap nothing). A tuned description
+ *                (loom_*_tune) takes the tuner's choice.
  *
  * Memory. AG: the gathered A lives in symmetric memory (peers store into
  * it): pass a_full from loom_malloc on the plan's comm ([m, k], this

@@ -283,15 +283,22 @@ static int run_rank(int rank, int W, ncclUniqueId id) {
    * gradient (AG, W2 as [k, n] = [h, fl]), fc1's input gradient (RS, W1 as
    * [k, n] = [fl, h]) */
   loom_plan_t p_fc1, p_fc2, p_dh, p_dx;
+  /* the fused transfers by name: at this small size AUTO would take the
+   * sequential path (a 256-row shard is memory-bound on the weight, the
+   * GEMM+RS tiles fit one wave), and the example is here to run the fused ops */
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.world_size = W;
   d.m = m, d.n = fl, d.k = h, d.b_layout = LOOM_B_NK, d.has_bias = 1, d.activation = LOOM_ACT_GELU_TANH;
+  d.transfer = LOOM_TP_COPY_ENGINE;
   LK(loom_plan_ag_gemm(comm, &d, &p_fc1));
   d.m = m, d.n = h, d.k = fl, d.b_layout = LOOM_B_NK, d.has_bias = 1, d.activation = LOOM_ACT_NONE;
+  d.transfer = LOOM_TP_SM_COPY;
   LK(loom_plan_gemm_rs(comm, &d, &p_fc2));
   d.m = m, d.n = fl, d.k = h, d.b_layout = LOOM_B_KN, d.has_bias = 0;
+  d.transfer = LOOM_TP_COPY_ENGINE;
   LK(loom_plan_ag_gemm(comm, &d, &p_dh));
   d.m = m, d.n = h, d.k = fl, d.b_layout = LOOM_B_KN, d.has_bias = 0;
+  d.transfer = LOOM_TP_SM_COPY;
   LK(loom_plan_gemm_rs(comm, &d, &p_dx));
   loom_gemm_desc_t dz_desc = LOOM_GEMM_DESC(m, fl, h, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1);
   loom_tp_plan_info_t info = LOOM_TP_PLAN_INFO_INIT;

@@ -51,8 +51,10 @@ current stream of the comm's device (or `stream`: a torch.cuda.Stream or
 an int cudaStream_t); libloom's refusals are exceptions (errors.py).
 
 transfer: "auto" (libloom chooses: fused where every peer is load/store
-reachable, else sequential; ag_gemm also sequential where a shard has
-fewer than 64 rows, as nothing could overlap there), "sequential" (NCCL
+reachable, else sequential; also sequential where the fused path could
+hide nothing: ag_gemm where a shard has fewer rows than the smallest tile
+(64) or the GPU's ridge point (~320 rows on H100), gemm_rs where the GEMM's
+tiles fit one wave of SMs), "sequential" (NCCL
 collective, then the GEMM), "copy_engine" (AG only), "sm_copy" or "sm_atomic" (RS only: fp32 atomic
 additions, not deterministic). sequential_gemm: the GEMM of the
 sequential path, "auto" (cuBLASLt where it takes the dtypes, else

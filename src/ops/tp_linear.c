@@ -422,6 +422,26 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
       }
     }
   }
+  if (!tuned && desc->transfer == LOOM_TP_AUTO && t != LOOM_TP_SEQUENTIAL && !comm->detached) {
+    /* the shape-dependent half of AUTO (loom_tp_auto_fused): needs the
+     * fused GEMM's tiles and the GPU */
+    const loom_gemm_desc_t g = loom__tp_gemm_desc(desc);
+    loom__gemm_device_t dev;
+    loom_gemm_config_t cfg;
+    int bm = 0;
+    if (loom__gemm_device(&dev) == LOOM_SUCCESS &&
+        fused_gemm_config(&g, kind == LOOM__TP_AG, &cfg, &bm) == LOOM_SUCCESS) {
+      const int64_t tiles = loom_ceil_div(desc->m, bm) * loom_ceil_div(desc->n, cfg.bn);
+      const int64_t grid = comm->sm_count - loom_tp_comm_sms(tiles, comm->sm_count, 4, 16);
+      const double ridge = loom_tp_ridge_rows(dev.sms, (double)dev.clock_khz * 1e3, dev.cc_major, dev.dram_bps);
+      if (kind != LOOM__TP_AR &&
+          !loom_tp_auto_fused(kind == LOOM__TP_AG, loom_tp_shard_rows(desc->m, comm->size), tiles, grid, ridge)) {
+        LOOM_INFO("%s: m=%lld: the fused path could hide nothing here (%s): sequential", fn, (long long)desc->m,
+                  kind == LOOM__TP_AG ? "a shard's rows are memory-bound on B" : "the GEMM's tiles fit one wave");
+        t = LOOM_TP_SEQUENTIAL;
+      }
+    }
+  }
   desc = &eff;
   if (comm->detached)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the description is valid; a test comm without a GPU cannot hold a plan",

@@ -175,6 +175,36 @@ LOOM_HD uint32_t loom_ar_gathered_signal(int32_t o, int64_t tiles, int64_t t) {
   return (uint32_t)((int64_t)o * tiles + t);
 }
 
+/* LOOM_TP_AUTO beyond what the description alone decides: whether the fused
+ * path can hide any communication for this shape (else the plan takes the
+ * sequential path, which is the baseline itself). Measured mechanisms
+ * (bench/NOTES.md, 2x H100, 2026-11-25):
+ *  AG: the own shard's tile rows run first and the other ranks' tile rows
+ *      of the same B columns later; where a shard's band of S rows is
+ *      memory-bound on B (its arithmetic intensity, S FLOP per byte of B,
+ *      below the GPU's ridge `ridge_rows` = peak tensor FLOP/s / DRAM
+ *      bytes/s), the later rows read B from DRAM again, costing as much as
+ *      the transfer they hide (m = 256, W = 2: +1 B pass, 0.66-0.79 of the
+ *      sequential path). Fused only where S >= ridge_rows.
+ *  RS: the owners reduce tiles as they finish; where the GEMM's tiles fit
+ *      one wave of its grid, they all finish at the end and the whole
+ *      reduction runs after the GEMM (a tail launch plus the peer reads,
+ *      ~22 us at m = 64), hiding nothing. Fused only where tiles > grid.
+ * kind_ag: 1 AllGather+GEMM, 0 GEMM+ReduceScatter. */
+LOOM_HD int loom_tp_auto_fused(int kind_ag, int64_t shard_rows, int64_t tiles, int64_t grid, double ridge_rows) {
+  if (kind_ag) return (double)shard_rows >= ridge_rows;
+  return tiles > grid;
+}
+
+/* The GPU's ridge point for the rule above, in rows (FLOP per byte of B):
+ * dense fp16/bf16 tensor FLOP/s (sm_count x clock x FLOP per SM per clock:
+ * 4096 on compute capability 9.x, 2048 before) over DRAM bytes/s
+ * (H100 SXM: 132 x 1.98 GHz x 4096 / 3.35 TB/s ~ 320; H200: ~225). */
+LOOM_HD double loom_tp_ridge_rows(int32_t sms, double clock_hz, int32_t cc_major, double dram_bps) {
+  const double flops = (double)sms * clock_hz * (cc_major >= 9 ? 4096.0 : 2048.0);
+  return dram_bps > 0 ? flops / dram_bps : 0.0;
+}
+
 /* SMs for a concurrent communication kernel next to a persistent GEMM of
  * `tiles` tiles on `sms` SMs: the count b in [lo, hi] (lo >= 1, hi < sms)
  * whose GEMM grid sms - b needs the fewest waves (ceil(tiles / (sms - b))),

@@ -271,6 +271,39 @@ LOOM_TEST(tp_ag_default_chunk_is_at_least_a_tile_row_with_the_copy_engine) {
   CHECK_EQ_INT(loom_ag_default_chunk_rows(4096, 128, 0), 1024);
 }
 
+/* AUTO's shape rule: AG fused only where a shard's rows reach the GPU's
+ * ridge (H100-like: ~320 rows), RS only where the GEMM has more tiles than
+ * its grid; both monotone in m (once fused, fused for every larger m). */
+LOOM_TEST(tp_auto_shape_rule_is_the_ridge_for_ag_and_one_wave_for_rs) {
+  const double h100 = loom_tp_ridge_rows(132, 1.98e9, 9, 3.35e12), h200 = loom_tp_ridge_rows(132, 1.98e9, 9, 4.8e12);
+  CHECK(h100 > 300 && h100 < 340);
+  CHECK(h200 > 210 && h200 < 240);
+  CHECK(loom_tp_ridge_rows(108, 1.41e9, 8, 2.0e12) > 140 && loom_tp_ridge_rows(108, 1.41e9, 8, 2.0e12) < 170);
+  CHECK_EQ_INT(loom_tp_ridge_rows(132, 1.98e9, 9, 0.0) == 0.0, 1); /* unknown bandwidth: no rule */
+  const int ws[] = {2, 3, 4, 8, 16, 64};
+  for (size_t i = 0; i < sizeof ws / sizeof ws[0]; ++i) {
+    int was_ag = 0, was_rs = 0;
+    for (int64_t m = 1; m <= 65536; m = m * 3 / 2 + 1) {
+      const int64_t S = loom_tp_shard_rows(m, ws[i]);
+      const int ag = loom_tp_auto_fused(1, S, 0, 0, h100);
+      CHECK_EQ_INT(ag, S >= 320 ? 1 : S < 300 ? 0 : ag);
+      CHECK(!was_ag || ag);
+      was_ag = ag;
+      const int64_t tiles = loom_ceil_div(m, 128) * loom_ceil_div(8192, 128);
+      const int64_t grid = 132 - loom_tp_comm_sms(tiles, 132, 4, 16);
+      const int rs = loom_tp_auto_fused(0, S, tiles, grid, h100);
+      CHECK_EQ_INT(rs, tiles > grid);
+      CHECK(!was_rs || rs);
+      was_rs = rs;
+    }
+  }
+  /* the measured rows (W = 2, Llama-3-70B RS n = 8192 in 128-wide tiles): m = 64..256 one wave */
+  CHECK_EQ_INT(loom_tp_auto_fused(0, 128, 2 * 64, 128, h100), 0);
+  CHECK_EQ_INT(loom_tp_auto_fused(0, 256, 4 * 64, 128, h100), 1);
+  CHECK_EQ_INT(loom_tp_auto_fused(1, 256, 0, 0, h100), 0); /* AG m = 512 */
+  CHECK_EQ_INT(loom_tp_auto_fused(1, 512, 0, 0, h100), 1); /* AG m = 1024 */
+}
+
 LOOM_TEST(tp_desc_checks_name_the_field) {
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.m = 1000, d.n = 256, d.k = 512, d.world_size = 2;
