@@ -225,14 +225,14 @@ static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, int clusters, 
     } else {
       out.bm = 128;
       out.bn = h.bn == 128 || h.bn == 192 || h.bn == 224 || h.bn == 256 ? h.bn : 128;
-      out.group = h.group;
+      out.group = h.group > 0 ? h.group : 16; /* the sm90 kernel's default band */
       out.cluster = clusters && h.cluster == 2 && (out.bn == 128 || out.bn == 256) ? 2 : 0;
     }
   } else {
     const loom_gemm_config_t h = loom__gemm_sm80_heuristic(g, &dev);
     out.bm = 128;
     out.bn = h.bn == 256 ? 256 : 128;
-    out.group = h.group;
+    out.group = h.group > 0 ? h.group : 8; /* the sm80 kernel's default band */
   }
   *cfg = out;
   *bm = out.bm;
@@ -469,6 +469,9 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
      * one-thread signal kernels: one SM; SM_COPY: comm_blocks, by default
      * 4..16 chosen so that the GEMM needs no extra wave) */
     r = fused_gemm_config(&st->gemm, kind == LOOM__TP_AG, &st->gemm_cfg, &st->gemm_bm);
+    if (kind == LOOM__TP_AG) /* bands of the tile order inside one shard each */
+      st->gemm_cfg.group = loom_ag_band_rows(
+          st->shard_rows % st->gemm_bm == 0 ? st->shard_rows / st->gemm_bm : 0, st->gemm_cfg.group);
     st->tiles_m = (int)loom_ceil_div(m, st->gemm_bm);
     st->tiles_n = (int)loom_ceil_div(desc->n, st->gemm_cfg.bn);
     const int64_t tiles = (int64_t)st->tiles_m * st->tiles_n;

@@ -98,6 +98,23 @@ LOOM_HD int64_t loom_ag_default_chunk_rows(int64_t S, int32_t bm, int32_t comm_b
   return c < 1 ? 1 : c;
 }
 
+/* AG: the band height of the fused GEMM's tile order (GROUPED: the blocks
+ * run down a band of `group` tile rows, column by column) for shards of
+ * shard_tile_rows tile rows: the largest divisor of shard_tile_rows that is
+ * <= group, so that no band holds rows of two shards. A band mixing the own
+ * rows (ready at once) with rows that arrive later makes part of the first
+ * wave wait, and those blocks stay behind the blocks that share their B
+ * columns, which then read B from DRAM again (Llama AG m = 1024, W = 2:
+ * 8 tile rows in one band of 16, fused 0.87 of NCCL + cuBLASLt; bench/NOTES.md).
+ * shard_tile_rows < 1 (shards not a whole number of tile rows): group. */
+LOOM_HD int32_t loom_ag_band_rows(int64_t shard_tile_rows, int32_t group) {
+  if (group < 1) group = 1;
+  if (shard_tile_rows < 1) return group;
+  for (int32_t g = group; g > 1; --g)
+    if (shard_tile_rows % g == 0) return g;
+  return 1;
+}
+
 /* AG: chunks of shard p that hold rows (the signals its sender sets). */
 LOOM_HD int64_t loom_ag_shard_chunks(int64_t m, int32_t world, int32_t p, int64_t chunk_rows) {
   const int64_t len = loom_tp_shard_len(m, world, p);

@@ -304,6 +304,40 @@ LOOM_TEST(tp_auto_shape_rule_is_the_ridge_for_ag_and_one_wave_for_rs) {
   CHECK_EQ_INT(loom_tp_auto_fused(1, 512, 0, 0, h100), 1); /* AG m = 1024 */
 }
 
+/* AG bands: every band of the rank-shifted grouped order lies inside one
+ * shard (rows of one rank only) when the shards are whole tile rows. */
+LOOM_TEST(tp_ag_bands_never_mix_two_shards) {
+  const int ws[] = {2, 3, 4, 8, 16, 64};
+  const int groups[] = {1, 3, 8, 16};
+  for (size_t i = 0; i < sizeof ws / sizeof ws[0]; ++i)
+    for (int rows = 1; rows <= 40; rows += (rows < 10 ? 1 : 7))
+      for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; ++gi) {
+        const int W = ws[i];
+        const int g = loom_ag_band_rows(rows, groups[gi]);
+        CHECK(g >= 1 && g <= groups[gi] && rows % g == 0);
+        for (int h = g + 1; h <= groups[gi]; ++h) CHECK(rows % h != 0); /* the largest */
+        const int64_t m = (int64_t)W * rows * 128;
+        for (int rank = 0; rank < W && rank < 5; ++rank) {
+          loom_tile_order_t o;
+          memset(&o, 0, sizeof o);
+          o.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
+          o.tiles_m = (int32_t)(m / 128), o.tiles_n = 3, o.group = g;
+          o.row_shift = (int32_t)loom_tp_row_shift(m, W, rank, 128);
+          /* steps of one band: g x tiles_n consecutive steps; their tile rows' shards agree */
+          for (int32_t s0 = 0; s0 < o.tiles_m * o.tiles_n; s0 += g * o.tiles_n) {
+            const int32_t first = loom_tile_at(&o, s0) / o.tiles_n / rows;
+            for (int32_t s = s0; s < s0 + g * o.tiles_n; ++s) CHECK_EQ_INT(loom_tile_at(&o, s) / o.tiles_n / rows, first);
+          }
+          CHECK_EQ_INT(loom_tile_at(&o, 0) / o.tiles_n / rows, rank); /* the own shard first */
+        }
+      }
+  CHECK_EQ_INT(loom_ag_band_rows(0, 16), 16); /* uneven shards: unchanged */
+  CHECK_EQ_INT(loom_ag_band_rows(4, 16), 4);  /* Llama m = 1024, W = 2 */
+  CHECK_EQ_INT(loom_ag_band_rows(32, 16), 16);
+  CHECK_EQ_INT(loom_ag_band_rows(12, 16), 12);
+  CHECK_EQ_INT(loom_ag_band_rows(7, 4), 1);
+}
+
 LOOM_TEST(tp_desc_checks_name_the_field) {
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.m = 1000, d.n = 256, d.k = 512, d.world_size = 2;
