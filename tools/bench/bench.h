@@ -226,7 +226,7 @@ typedef struct loom_bench_row {
   int64_t wrong;         /* elements wrong in the check; -1: not checked */
   double before_us;      /* the main time of the same op built from the previous commit (NAN: not run) */
   double peer_us;        /* the main time of the outside baseline (PyTorch, ...; NAN: not run) */
-  char note[128];
+  char note[192];
   /* derived by loom_bench_row_finish (NAN where not derivable) */
   double ect_us, seq_ect_us, overlap, tflops, algbw, busbw;
   double vs_before, vs_peer; /* before_us / main time, peer_us / main time (> 1: faster now) */

@@ -27,6 +27,10 @@
  * NCCL baselines can treat it as one flat buffer. Small cases rotate among
  * several input sets (each with its own plans) so that L2 holds none.
  * Times are medians; speedup = (ar+update) / loom-auto.
+ * Peer (W >= 2, unless --peer none): bench/peers/optim_torch.py, run first,
+ * gives PyTorch's step on the same cases (all_reduce of the flat gradient +
+ * torch._fused_adamw_, or LAMB in torch._foreach_ ops; mixed precision with
+ * fp32 master weights): the peer column of the loom rows (> 1: loom faster).
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -52,6 +56,9 @@ typedef struct opt_args {
   int64_t only_size; /* 0: all cases */
   int only_list;     /* --list bert */
   int dtype;         /* -1 both, 0 fp32, 1 mixed */
+  int peer;          /* 0 with --peer none */
+  char peer_json[1200]; /* PyTorch's results (bench/peers/optim_torch.py; "" if not run) */
+  char peer_note[200];  /* why there is no peer column */
 } opt_args_t;
 
 static int opt_opt(void *ctx, int argc, char **argv, int *i) {
@@ -60,7 +67,8 @@ static int opt_opt(void *ctx, int argc, char **argv, int *i) {
   if (!strcmp(s, "--help")) {
     printf("  --size N             one single-tensor case of N elements only\n"
            "  --list bert          the BERT-large-like list only\n"
-           "  --dtype fp32|mixed   one precision only (default both)\n");
+           "  --dtype fp32|mixed   one precision only (default both)\n"
+           "  --peer none          skip PyTorch's step (bench/peers/optim_torch.py, run by default)\n");
     return 1;
   }
   const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
@@ -81,6 +89,15 @@ static int opt_opt(void *ctx, int argc, char **argv, int *i) {
       return -1;
     }
     a->only_list = 1;
+    *i += 1;
+    return 1;
+  }
+  if (!strcmp(s, "--peer")) {
+    if (!v || strcmp(v, "none")) {
+      fprintf(stderr, "loom-bench: --peer takes only \"none\", got \"%s\"\n", v ? v : "(nothing)");
+      return -1;
+    }
+    a->peer = 0;
     *i += 1;
     return 1;
   }
@@ -152,6 +169,21 @@ static loom_result_t opt_op(void *arg, int iter, cudaStream_t s) {
 
 /* The tensor sizes of a case: one tensor of `size`, or the BERT-large-like
  * list (size 0). */
+/* PyTorch's step time of a case ("2^24", "bert") and precision, NAN if absent. */
+static double peer_time(const opt_args_t *a, const char *name, int mixed) {
+  if (!a->peer_json[0]) return NAN;
+  char *buf = NULL;
+  const char *st[32], *en[32];
+  const int n = loom_bench_peer_rows(a->peer_json, &buf, st, en, 32);
+  double t = NAN;
+  for (int i = 0; i < n; ++i)
+    if (loom_bench_json_has(st[i], en[i], "case", name) &&
+        loom_bench_json_has(st[i], en[i], "dtype", mixed ? "bf16+fp32" : "fp32"))
+      t = loom_bench_json_num(st[i], en[i], "torch_us");
+  free(buf);
+  return t;
+}
+
 static int case_list(int64_t size, int64_t *n) {
   if (size > 0) {
     n[0] = size;
@@ -285,6 +317,12 @@ static int opt_case(opt_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaS
       row->min_us = tm[v].min_us, row->max_us = tm[v].max_us;
       row->comm_us = tm[V_NCCL_AR].median_us;
       row->seq_us = tm[V_AR_UPD].median_us;
+      {
+        char name[16];
+        if (size > 0) snprintf(name, sizeof name, "2^%d", (int)lround(log2((double)size)));
+        else snprintf(name, sizeof name, "bert");
+        row->peer_us = peer_time(a, name, mixed);
+      }
       snprintf(row->note, sizeof row->note, "rs+upd+ag %.1f upd %.1f; vs ar+upd %.2fx, vs rs+upd+ag %.2fx; %d sets, %lld chunks",
                tm[V_RS_UPD_AG].median_us, tm[V_UPD].median_us, tm[V_AR_UPD].median_us / tm[v].median_us,
                tm[V_RS_UPD_AG].median_us / tm[v].median_us, r.nsets, (long long)info.chunks);
@@ -328,6 +366,10 @@ static int opt_rank(loom_rank_ctx_t *ctx, void *arg) {
                         "communication); comm = NCCL all-reduce alone; time = median of the slowest rank");
     loom_bench_note(&t, "rs+upd+ag = NCCL reduce-scatter + the update of the rank's flat slice + NCCL all-gather; "
                         "weight decay 0.01, AdamW / LAMB adam_w_mode");
+    if (a->peer_json[0])
+      loom_bench_note(&t, "peer(us): PyTorch's step (bench/peers/optim_torch.py, this job): %.80s", a->peer_json);
+    else
+      loom_bench_note(&t, "%s", a->peer_note[0] ? a->peer_note : "PyTorch peer: no rows");
     char title[160];
     snprintf(title, sizeof title, "loom-bench %s: fused RS-Opt-AG / AR-Opt vs NCCL + update, world %d, median of %d reps",
              a->lamb ? "lamb" : "adam", ctx->size, a->o.reps);
@@ -352,10 +394,21 @@ static int opt_main(int lamb, int argc, char **argv) {
   memset(&a, 0, sizeof a);
   a.lamb = lamb;
   a.dtype = -1;
+  a.peer = 1;
   int rc = loom_bench_parse(&a.o, argc, argv, opt_opt, &a);
   if (rc != LOOM_BENCH_RUN) return rc;
   int world = loom_bench_world(&a.o, 0);
   if (world == 0) return 1;
+  if (a.peer && world >= 2 && !a.only_size && !a.only_list) {
+    char args[160];
+    snprintf(args, sizeof args, "--op %s --world %d --reps %d --warmup %d%s", lamb ? "lamb" : "adam", world, a.o.reps,
+             a.o.warmup, a.o.quick ? " --quick" : "");
+    (void)loom_bench_run_peer("bench/peers/optim_torch.py", args, lamb ? "lamb_torch" : "adam_torch", a.peer_json,
+                              sizeof a.peer_json, a.peer_note, sizeof a.peer_note);
+  } else {
+    snprintf(a.peer_note, sizeof a.peer_note, "PyTorch peer not run (%s)",
+             !a.peer ? "--peer none" : world < 2 ? "one rank" : "--size / --list");
+  }
   return loom_bench_launch(&a.o, world, opt_rank, &a) ? 1 : 0;
 }
 

@@ -423,11 +423,14 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
       row->wrong = wrong[f];
       row->peer_us = peer_time(a, mo->name, m);
       if (row->wrong > 0) failures++;
-      snprintf(row->note, sizeof row->note, "medium %.1f lt %.1f loom %.1f hook-idle %.1f same-cfg %.1f; S=%lld ch %d blk %d %dx%d g%d cl%d",
+      snprintf(row->note, sizeof row->note,
+               "medium %.1f lt %.1f loom %.1f hook-idle %.1f same-cfg %.1f; S=%lld ch %d blk %d %dx%d g%d cl%d; "
+               "held %.1f MiB",
                tm[V_MEDIUM].median_us, tm[V_GEMM_LT].median_us, tm[V_GEMM_LOOM].median_us, tm[V_HOOK_IDLE].median_us,
                tm[V_PLAIN_CFG].median_us, (long long)info[f].shard_rows,
                info[f].chunk_rows, info[f].comm_blocks, info[f].gemm_bm, info[f].gemm_bn, info[f].gemm_grid,
-               info[f].gemm_bn > 0 ? (r.cfg.cluster == 2 ? 2 : 1) : 0);
+               info[f].gemm_bn > 0 ? (r.cfg.cluster == 2 ? 2 : 1) : 0,
+               (double)(info[f].symmetric_bytes + info[f].device_bytes + info[f].workspace_bytes) / (1 << 20));
       loom_bench_row_finish(row);
       printf("# %s %-8s %-22s fused %9.1f  seq %9.1f  medium %9.1f  gemm %9.1f  nccl %8.1f us  overlap %6.2f  "
              "speedup %5.2f  host: fused %.1f seq %.1f us\n",

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""optim_torch.py - the PyTorch baseline of loom-bench adam and lamb.
+
+A data-parallel optimizer step as PyTorch runs it on W GPUs of one machine
+(torch.multiprocessing spawn, NCCL; no torchrun): the gradients of a list of
+tensors live in one flat buffer (as DDP's buckets), dist.all_reduce sums it
+in place (NCCL), then
+  adam: torch._fused_adam_ (AdamW: adamw=True) over the list, the gradients
+        divided by W through grad_scale (one multi-tensor kernel);
+  lamb: PyTorch has no fused LAMB: the update with torch._foreach_* ops
+        (Adam moments, AdamW decay, per-tensor norms of weights and update
+        by torch._foreach_norm, the trust ratio, the step), as a user of
+        torch without apex writes it.
+Precision: fp32 (fp32 parameters and gradients) or mixed (bf16 parameters
+and gradients all-reduced in bf16, fp32 master weights and moments: the
+gradients are cast to fp32, the fp32 step runs, the master weights are cast
+back to the bf16 parameters).
+Cases as loom-bench's: one tensor of 2^20, 2^24, 2^27 elements and the
+BERT-large-like list of 360 tensors (24 layers x 15 tensors, H = 1024).
+Hyper-parameters as loom-bench's: lr 1e-3, betas (0.9, 0.999), eps 1e-8,
+weight decay 0.01. Each repetition runs the variants one after the other
+after a barrier; the time of a repetition is the maximum over ranks; the
+median over --reps (peer_timing.py).
+Writes one JSON object (rows: op, case, dtype, elements, torch_us,
+allreduce_us, update_us) to --json and prints one line per case; loom-bench
+adam / lamb run it and read the JSON (the peer column). Exit status 2 when
+PyTorch or two GPUs are missing (nothing measured).
+Usage: python3 bench/peers/optim_torch.py --op adam|lamb [--world 2] [--reps 20] [--warmup 5]
+       [--quick] [--json FILE]
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_timing import interleaved_medians  # noqa: E402
+
+LR, BETA1, BETA2, EPS, WD = 1e-3, 0.9, 0.999, 1e-8, 0.01
+
+
+def case_sizes(case):
+    if case != "bert":
+        return [case]
+    H = 1024
+    layer = [H * H, H, H * H, H, H * H, H, H * H, H, H, H, 4 * H * H, 4 * H, 4 * H * H, H, H]
+    return layer * 24
+
+
+def lamb_step(torch, params, grads, m, v, step, inv_w):
+    """LAMB (adam_w_mode) with torch._foreach ops: one list-wide kernel per op."""
+    torch._foreach_mul_(grads, inv_w)
+    torch._foreach_mul_(m, BETA1)
+    torch._foreach_add_(m, grads, alpha=1 - BETA1)
+    torch._foreach_mul_(v, BETA2)
+    torch._foreach_addcmul_(v, grads, grads, value=1 - BETA2)
+    bc1, bc2 = 1 - BETA1 ** step, 1 - BETA2 ** step
+    upd = torch._foreach_div(m, bc1)
+    den = torch._foreach_div(v, bc2)
+    torch._foreach_sqrt_(den)
+    torch._foreach_add_(den, EPS)
+    torch._foreach_div_(upd, den)
+    torch._foreach_add_(upd, params, alpha=WD)
+    wn = torch.stack(torch._foreach_norm(params))
+    un = torch.stack(torch._foreach_norm(upd))
+    ratio = torch.where((wn > 0) & (un > 0), wn / un, torch.ones_like(wn))
+    torch._foreach_mul_(upd, list(torch.unbind(-LR * ratio)))
+    torch._foreach_add_(params, upd)
+
+
+def worker(rank, world, args, port, result_path):
+    import torch
+    import torch.distributed as dist
+
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            device_id=torch.device("cuda", rank))
+    cases = [1 << 20, 1 << 24] if args.quick else [1 << 20, 1 << 24, 1 << 27, "bert"]
+    g = torch.Generator(device="cuda").manual_seed(777 + rank)
+    results = []
+    for mixed in (False, True):
+        for case in cases:
+            sizes = case_sizes(case)
+            total = sum(sizes)
+            low = torch.bfloat16 if mixed else torch.float32
+            flat_g = torch.empty(total, device="cuda", dtype=low).uniform_(-1, 1, generator=g)
+            flat_p = torch.empty(total, device="cuda", dtype=low).uniform_(-1, 1, generator=g)
+            grads = list(torch.split(flat_g, sizes))
+            params = list(torch.split(flat_p, sizes))
+            master = [p.float() for p in params] if mixed else params
+            grads32 = [torch.empty_like(p) for p in master] if mixed else grads
+            m = [torch.zeros_like(p) for p in master]
+            v = [torch.zeros_like(p) for p in master]
+            steps = [torch.zeros((), device="cuda", dtype=torch.float32) for _ in master]
+            scale = torch.tensor(float(world), device="cuda", dtype=torch.float32)  # grads / W (AMP's unscale)
+            count = [0]
+
+            def update():
+                if mixed:
+                    torch._foreach_copy_(grads32, grads)
+                if args.op == "adam":
+                    torch._foreach_add_(steps, 1.0)
+                    torch._fused_adamw_(master, grads32, m, v, [], steps, amsgrad=False, lr=LR, beta1=BETA1,
+                                        beta2=BETA2, weight_decay=WD, eps=EPS, maximize=False, grad_scale=scale,
+                                        found_inf=None)
+                else:
+                    count[0] += 1
+                    lamb_step(torch, master, grads32, m, v, count[0], 1.0 / world)
+                if mixed:
+                    torch._foreach_copy_(params, master)
+
+            def step_fn():
+                dist.all_reduce(flat_g)
+                update()
+
+            def allreduce_fn():
+                dist.all_reduce(flat_g)
+
+            med = interleaved_medians(torch, dist, [step_fn, allreduce_fn, update], args.warmup, args.reps)
+            if rank == 0:
+                name = "bert" if case == "bert" else f"2^{int(case).bit_length() - 1}"
+                row = {"op": args.op, "case": name, "dtype": "bf16+fp32" if mixed else "fp32", "elements": total,
+                       "world": world, "torch_us": round(med[0], 1), "allreduce_us": round(med[1], 1),
+                       "update_us": round(med[2], 1)}
+                results.append(row)
+                print("optim_torch: " + json.dumps(row), flush=True)
+            del flat_g, flat_p, grads, params, master, grads32, m, v, steps
+            torch.cuda.empty_cache()
+    if rank == 0 and result_path:
+        what = "all_reduce + torch._fused_adamw_" if args.op == "adam" else "all_reduce + LAMB in torch._foreach_ ops"
+        doc = {"peer": what, "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "world": world,
+               "reps": args.reps, "warmup": args.warmup,
+               "timing": "interleaved per repetition, max over ranks, median", "rows": results}
+        tmp = result_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(tmp, result_path)
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--op", choices=["adam", "lamb"], required=True)
+    ap.add_argument("--world", type=int, default=0, help="ranks (0: every GPU, at most 8)")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", default="", help="write the results here")
+    args = ap.parse_args()
+    try:
+        import torch
+        import torch.multiprocessing as mp
+    except ImportError as e:
+        print(f"optim_torch.py: PyTorch is not importable ({e}): nothing measured", file=sys.stderr)
+        return 2
+    gpus = torch.cuda.device_count()
+    world = args.world or min(8, gpus)
+    if world < 2 or world > gpus:
+        print(f"optim_torch.py: {gpus} GPU(s), world {world}: the all-reduce needs 2 or more; nothing measured",
+              file=sys.stderr)
+        return 2
+    port = 29500 + os.getpid() % 1000
+    mp.spawn(worker, args=(world, args, port, args.json), nprocs=world, join=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
