@@ -22,7 +22,8 @@
                               "the op reports LOOM_ERR_TIMEOUT instead of hanging")           \
   X(WORKSPACE_BYTES, INT, "64M", "symmetric workspace per rank that plans carve up for "      \
                                  "signals and staging")                                       \
-  X(DEBUG, STR, "WARN", "log level: NONE, WARN, INFO or TRACE (to stderr)")                  \
+  X(DEBUG, STR, "WARN", "log level: NONE, WARN, INFO or TRACE (to stderr; TRACE also logs "  \
+                        "each tensor-parallel call's stage timeline)")                        \
   X(TUNE_FILE, STR, "", "file of tuned kernel configurations (key = value lines), read at "   \
                         "the first lookup (a plan or loom_gemm) and written back by "         \
                         "loom_gemm_tune (empty: none)")                             \
