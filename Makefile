@@ -152,6 +152,7 @@ $(BUILD)/header-check.ok: include/loom.h
 test: all
 	$(BUILD)/tests/loom-test-host
 	bash tests/check_exports.sh $(LIBSO) include/loom.h
+	bash tests/check_loom_tool.sh $(BUILD)/bin/loom
 	$(MAKE) --no-print-directory python-test
 
 # The Python binding's host tests (pytest, installed on first use if missing;

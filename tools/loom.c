@@ -23,10 +23,14 @@ static void loom_env_table(const loom_param_desc_t *t, size_t n) {
 
 static int loom_env(void) {
   size_t n = 0;
+  /* the table first, then its count: the order in which a call's arguments
+   * are evaluated is unspecified, so f(table(&n), n) may pass the old n */
+  const loom_param_desc_t *t = loom__param_table(&n);
   printf("%-32s %-16s %-14s %s\n", "setting", "value", "default", "meaning");
-  loom_env_table(loom__param_table(&n), n);
+  loom_env_table(t, n);
   printf("# tests, benchmarks and tools:\n");
-  loom_env_table(loom_tool_param_table(&n), n);
+  t = loom_tool_param_table(&n);
+  loom_env_table(t, n);
   return 0;
 }
 
