@@ -163,12 +163,18 @@ int loom_launch(int size, int timeout_s, loom_rank_fn fn, void *arg) {
   fflush(stdout);
   fflush(stderr);
   pid_t *pids = (pid_t *)calloc((size_t)size, sizeof(pid_t));
+  if (!pids) {
+    fprintf(stderr, "launch: host allocation of %d process ids failed\n", size);
+    munmap((void *)sh, sizeof *sh);
+    return 1;
+  }
   for (int r = 0; r < size; ++r) {
     pid_t pid = fork();
     if (pid < 0) {
       perror("fork");
       for (int q = 0; q < r; ++q) kill(pids[q], SIGKILL);
       free(pids);
+      munmap((void *)sh, sizeof *sh);
       return 1;
     }
     if (pid == 0) {
