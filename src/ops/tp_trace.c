@@ -68,13 +68,15 @@ void loom__tp_trace_start(loom_tp_state_t *st, cudaStream_t stream) {
   loom_tp_trace_t *t = &st->trace;
   t->on = 0;
   if (loom__log_level() < LOOM_LOG_TRACE) return;
-  /* the ring's slot for this call must be free: wait for its old call */
-  log_ready(st, t->calls - LOOM_TP_TRACE_RING + 1);
+  /* a captured call is not traced, and nothing here may query or wait for
+   * events while a capture is open (that would invalidate the capture) */
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
     (void)cudaGetLastError();
     return;
   }
+  /* the ring's slot for this call must be free: wait for its old call */
+  log_ready(st, t->calls - LOOM_TP_TRACE_RING + 1);
   loom_tp_trace_call_t *c = &t->ring[t->calls % LOOM_TP_TRACE_RING];
   for (int i = 0; i < LOOM_TP_TRACE_MAX; ++i)
     if (!c->ev[i] && cudaEventCreate(&c->ev[i]) != cudaSuccess) {
