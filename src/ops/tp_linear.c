@@ -362,6 +362,17 @@ static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
 }
 
 /* What every rank's plan must have resolved alike (the agreement's hash). */
+/* The shape-dependent half of LOOM_TP_AUTO (loom_tp_auto_fused), for a
+ * fused plan whose GEMM configuration st holds: AG needs the GPU's ridge
+ * point, RS the GEMM's tiles against its grid; AR always keeps the fused
+ * path. 1 (keep it) where the GPU's properties cannot be read. */
+static int auto_keeps_fused(const loom_tp_state_t *st, int kind, int64_t tiles) {
+  loom__gemm_device_t dev;
+  if (kind == LOOM__TP_AR || loom__gemm_device(&dev) != LOOM_SUCCESS) return 1;
+  const double ridge = loom_tp_ridge_rows(dev.sms, (double)dev.clock_khz * 1e3, dev.cc_major, dev.dram_bps);
+  return loom_tp_auto_fused(kind == LOOM__TP_AG, st->shard_rows, tiles, st->gemm_cfg.grid, ridge);
+}
+
 static uint64_t tp_fingerprint(const loom_tp_state_t *st, uint32_t nsig) {
   const loom_tp_desc_t *d = &st->desc;
   const int64_t f[20] = {st->kind, d->m, d->n, d->k, d->ab_type, d->c_type, d->b_layout, d->has_bias,
@@ -422,26 +433,6 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
       }
     }
   }
-  if (!tuned && desc->transfer == LOOM_TP_AUTO && t != LOOM_TP_SEQUENTIAL && !comm->detached) {
-    /* the shape-dependent half of AUTO (loom_tp_auto_fused): needs the
-     * fused GEMM's tiles and the GPU */
-    const loom_gemm_desc_t g = loom__tp_gemm_desc(desc);
-    loom__gemm_device_t dev;
-    loom_gemm_config_t cfg;
-    int bm = 0;
-    if (loom__gemm_device(&dev) == LOOM_SUCCESS &&
-        fused_gemm_config(&g, kind == LOOM__TP_AG, &cfg, &bm) == LOOM_SUCCESS) {
-      const int64_t tiles = loom_ceil_div(desc->m, bm) * loom_ceil_div(desc->n, cfg.bn);
-      const int64_t grid = comm->sm_count - loom_tp_comm_sms(tiles, comm->sm_count, 4, 16);
-      const double ridge = loom_tp_ridge_rows(dev.sms, (double)dev.clock_khz * 1e3, dev.cc_major, dev.dram_bps);
-      if (kind != LOOM__TP_AR &&
-          !loom_tp_auto_fused(kind == LOOM__TP_AG, loom_tp_shard_rows(desc->m, comm->size), tiles, grid, ridge)) {
-        LOOM_INFO("%s: m=%lld: the fused path could hide nothing here (%s): sequential", fn, (long long)desc->m,
-                  kind == LOOM__TP_AG ? "a shard's rows are memory-bound on B" : "the GEMM's tiles fit one wave");
-        t = LOOM_TP_SEQUENTIAL;
-      }
-    }
-  }
   desc = &eff;
   if (comm->detached)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the description is valid; a test comm without a GPU cannot hold a plan",
@@ -479,7 +470,15 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
                       : desc->comm_blocks > 0 ? desc->comm_blocks
                                               : loom_tp_comm_sms(tiles, comm->sm_count, 4, 16);
     st->gemm_cfg.grid = comm->sm_count - (st->comm_blocks > 0 ? st->comm_blocks : 1);
-    if (kind == LOOM__TP_AG) {
+    if (r == LOOM_SUCCESS && !tuned && desc->transfer == LOOM_TP_AUTO && !auto_keeps_fused(st, kind, tiles)) {
+      /* the shape-dependent half of AUTO: the fused path could hide nothing */
+      LOOM_INFO("%s: m=%lld: the fused path could hide nothing here (%s): sequential", fn, (long long)m,
+                kind == LOOM__TP_AG ? "a shard's rows are memory-bound on B" : "the GEMM's tiles fit one wave");
+      t = st->transfer = LOOM_TP_SEQUENTIAL;
+      st->gemm_engine = loom__tp_resolve_gemm(desc, t);
+      memset(&st->gemm_cfg, 0, sizeof st->gemm_cfg);
+      st->gemm_bm = st->tiles_m = st->tiles_n = st->comm_blocks = 0;
+    } else if (kind == LOOM__TP_AG) {
       int64_t cr = desc->chunk_rows;
       if (cr <= 0) cr = loom_ag_default_chunk_rows(st->shard_rows, st->gemm_bm, st->comm_blocks);
       if (cr < 1) cr = 1;
