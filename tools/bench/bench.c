@@ -888,6 +888,42 @@ int loom_bench_peer_rows(const char *path, char **buf, const char **starts, cons
   return n;
 }
 
+double loom_bench_peer_value(const char *path, const char *field, int nkeys, const char *const *keys,
+                             const char *const *vals) {
+  enum { CAP = 1024 };
+  if (!path || !path[0]) return NAN;
+  const char **st = (const char **)malloc(2 * CAP * sizeof *st), **en = st ? st + CAP : NULL;
+  if (!st) return NAN;
+  char *buf = NULL;
+  const int n = loom_bench_peer_rows(path, &buf, st, en, CAP);
+  double t = NAN;
+  for (int i = 0; i < n; ++i) {
+    int match = 1;
+    for (int j = 0; j < nkeys && match; ++j) {
+      char *end = NULL;
+      const long long v = strtoll(vals[j], &end, 10);
+      match = end != vals[j] && *end == 0 ? loom_bench_json_num(st[i], en[i], keys[j]) == (double)v
+                                          : loom_bench_json_has(st[i], en[i], keys[j], vals[j]);
+    }
+    if (match) t = loom_bench_json_num(st[i], en[i], field);
+  }
+  free(buf);
+  free(st);
+  return t;
+}
+
+int loom_bench_opt_peer(int argc, char **argv, int *i, int *peer) {
+  if (strcmp(argv[*i], "--peer")) return 0;
+  const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+  if (!v || strcmp(v, "none")) {
+    fprintf(stderr, "loom-bench: --peer takes only \"none\", got \"%s\"\n", v ? v : "(nothing)");
+    return -1;
+  }
+  *peer = 0;
+  *i += 1;
+  return 1;
+}
+
 double loom_bench_json_num(const char *s, const char *end, const char *key) {
   char pat[64];
   snprintf(pat, sizeof pat, "\"%s\":", key);

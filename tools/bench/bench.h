@@ -282,6 +282,18 @@ int loom_bench_run_peer(const char *script, const char *args, const char *name, 
  * Returns the row count, or -1 if the file is unreadable. */
 int loom_bench_peer_rows(const char *path, char **buf, const char **starts, const char **ends, int cap);
 
+/* The number `field` of the last row of the peer's JSON at `path` whose
+ * keys[j] match vals[j] for every j < nkeys (a value that is a whole number
+ * text compares with the row's number, any other as a string); NAN where
+ * path is "" or unreadable or no row matches. */
+double loom_bench_peer_value(const char *path, const char *field, int nkeys, const char *const *keys,
+                             const char *const *vals);
+
+/* An own-option parser's "--peer none" (the benchmarks whose outside
+ * baseline runs by default): 0 if argv[*i] is not "--peer"; 1 with *peer = 0
+ * and *i past the value; -1 with a message for any other value. */
+int loom_bench_opt_peer(int argc, char **argv, int *i, int *peer);
+
 /* The number after "key": in [s, end), NAN if absent. */
 double loom_bench_json_num(const char *s, const char *end, const char *key);
 

@@ -57,15 +57,10 @@ typedef struct coll_bench_args {
 
 /* PyTorch's time of `key` ("one_shot_us", ...) at `bytes` from the peer's JSON, NAN if absent. */
 static double peer_time(const coll_bench_args_t *a, int64_t bytes, const char *key) {
-  if (!a->peer_json[0]) return NAN;
-  char *buf = NULL;
-  const char *st[32], *en[32];
-  const int n = loom_bench_peer_rows(a->peer_json, &buf, st, en, 32);
-  double t = NAN;
-  for (int i = 0; i < n; ++i)
-    if ((int64_t)loom_bench_json_num(st[i], en[i], "bytes") == bytes) t = loom_bench_json_num(st[i], en[i], key);
-  free(buf);
-  return t;
+  char b[24];
+  snprintf(b, sizeof b, "%lld", (long long)bytes);
+  const char *keys[] = {"bytes"}, *vals[] = {b};
+  return loom_bench_peer_value(a->peer_json, key, 1, keys, vals);
 }
 
 typedef struct coll_var {
@@ -355,15 +350,8 @@ static int coll_opt(void *ctx, int argc, char **argv, int *i) {
            "  --peer none       allreduce: skip PyTorch's symmetric-memory AllReduce (bench/peers/coll_torch.py)\n");
     return 1;
   }
-  if (!strcmp(s, "--peer")) {
-    if (*i + 1 >= argc || strcmp(argv[*i + 1], "none")) {
-      fprintf(stderr, "loom-bench: --peer takes only \"none\"\n");
-      return -1;
-    }
-    a->peer = 0;
-    *i += 1;
-    return 1;
-  }
+  const int pr = loom_bench_opt_peer(argc, argv, i, &a->peer);
+  if (pr) return pr;
   if (!strcmp(s, "--max-bytes")) {
     int64_t v = 0;
     if (*i + 1 >= argc || loom__parse_int(argv[*i + 1], &v) != 0 || v < 4096) {

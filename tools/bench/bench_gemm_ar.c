@@ -84,15 +84,8 @@ static int ar_opt(void *ctx, int argc, char **argv, int *i) {
     *i += 1;
     return 1;
   }
-  if (!strcmp(s, "--peer")) {
-    if (!v || strcmp(v, "none")) {
-      fprintf(stderr, "loom-bench: --peer takes only \"none\", got \"%s\"\n", v ? v : "(nothing)");
-      return -1;
-    }
-    a->peer = 0;
-    *i += 1;
-    return 1;
-  }
+  const int pr = loom_bench_opt_peer(argc, argv, i, &a->peer);
+  if (pr) return pr;
   if (!strcmp(s, "--batch") || !strcmp(s, "--tp") || !strcmp(s, "--blocks")) {
     char *end = NULL;
     const long long x = v ? strtoll(v, &end, 10) : -1;
@@ -186,17 +179,10 @@ static int64_t count_far(const void *x, const void *y, size_t n, double tol) {
 
 /* The PyTorch peer's time of (layer, B), NAN if absent. */
 static double peer_time(const ar_args_t *a, int layer, int B) {
-  if (!a->peer_json[0]) return NAN;
-  char *buf = NULL;
-  const char *st[64], *en[64];
-  const int n = loom_bench_peer_rows(a->peer_json, &buf, st, en, 64);
-  double t = NAN;
-  for (int i = 0; i < n; ++i)
-    if (loom_bench_json_has(st[i], en[i], "layer", layer ? "attn" : "mlp") &&
-        (int)loom_bench_json_num(st[i], en[i], "B") == B)
-      t = loom_bench_json_num(st[i], en[i], "torch_us");
-  free(buf);
-  return t;
+  char bb[24];
+  snprintf(bb, sizeof bb, "%d", B);
+  const char *keys[] = {"layer", "B"}, *vals[] = {layer ? "attn" : "mlp", bb};
+  return loom_bench_peer_value(a->peer_json, "torch_us", 2, keys, vals);
 }
 
 static int ar_shape(ar_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s, loom_bench_table_t *t,

@@ -92,15 +92,8 @@ static int opt_opt(void *ctx, int argc, char **argv, int *i) {
     *i += 1;
     return 1;
   }
-  if (!strcmp(s, "--peer")) {
-    if (!v || strcmp(v, "none")) {
-      fprintf(stderr, "loom-bench: --peer takes only \"none\", got \"%s\"\n", v ? v : "(nothing)");
-      return -1;
-    }
-    a->peer = 0;
-    *i += 1;
-    return 1;
-  }
+  const int pr = loom_bench_opt_peer(argc, argv, i, &a->peer);
+  if (pr) return pr;
   if (!strcmp(s, "--dtype")) {
     if (!v || (strcmp(v, "fp32") && strcmp(v, "mixed"))) {
       fprintf(stderr, "loom-bench: --dtype needs fp32 or mixed, got \"%s\"\n", v ? v : "(nothing)");
@@ -171,17 +164,8 @@ static loom_result_t opt_op(void *arg, int iter, cudaStream_t s) {
  * list (size 0). */
 /* PyTorch's step time of a case ("2^24", "bert") and precision, NAN if absent. */
 static double peer_time(const opt_args_t *a, const char *name, int mixed) {
-  if (!a->peer_json[0]) return NAN;
-  char *buf = NULL;
-  const char *st[32], *en[32];
-  const int n = loom_bench_peer_rows(a->peer_json, &buf, st, en, 32);
-  double t = NAN;
-  for (int i = 0; i < n; ++i)
-    if (loom_bench_json_has(st[i], en[i], "case", name) &&
-        loom_bench_json_has(st[i], en[i], "dtype", mixed ? "bf16+fp32" : "fp32"))
-      t = loom_bench_json_num(st[i], en[i], "torch_us");
-  free(buf);
-  return t;
+  const char *keys[] = {"case", "dtype"}, *vals[] = {name, mixed ? "bf16+fp32" : "fp32"};
+  return loom_bench_peer_value(a->peer_json, "torch_us", 2, keys, vals);
 }
 
 static int case_list(int64_t size, int64_t *n) {

@@ -74,15 +74,8 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
     return 1;
   }
   if (!strcmp(s, "--tune")) return a->tune = 1, 1;
-  if (!strcmp(s, "--peer")) {
-    if (!v || strcmp(v, "none")) {
-      fprintf(stderr, "loom-bench: --peer takes only \"none\", got \"%s\"\n", v ? v : "(nothing)");
-      return -1;
-    }
-    a->peer = 0;
-    *i += 1;
-    return 1;
-  }
+  const int pr = loom_bench_opt_peer(argc, argv, i, &a->peer);
+  if (pr) return pr;
   if (!strcmp(s, "--tp")) {
     char *end = NULL;
     long long x = v ? strtoll(v, &end, 10) : 0;
@@ -264,17 +257,10 @@ static const tp_model_t g_models[2] = {{"gpt3-175b", 12288, 49152}, {"llama3-70b
 
 /* PyTorch async-TP's time of (op, model, m) from the peer's JSON, NAN if absent. */
 static double peer_time(const tp_args_t *a, const char *model, int64_t m) {
-  if (!a->peer_json[0]) return NAN;
-  char *buf = NULL;
-  const char *st[64], *en[64];
-  const int n = loom_bench_peer_rows(a->peer_json, &buf, st, en, 64);
-  double t = NAN;
-  for (int i = 0; i < n; ++i)
-    if (loom_bench_json_has(st[i], en[i], "op", a->ag ? "ag_gemm" : "gemm_rs") &&
-        loom_bench_json_has(st[i], en[i], "model", model) && (int64_t)loom_bench_json_num(st[i], en[i], "m") == m)
-      t = loom_bench_json_num(st[i], en[i], "async_tp_us");
-  free(buf);
-  return t;
+  char mb[24];
+  snprintf(mb, sizeof mb, "%lld", (long long)m);
+  const char *keys[] = {"op", "model", "m"}, *vals[] = {a->ag ? "ag_gemm" : "gemm_rs", model, mb};
+  return loom_bench_peer_value(a->peer_json, "async_tp_us", 3, keys, vals);
 }
 
 static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s, loom_bench_table_t *t,
