@@ -27,7 +27,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import interleaved_medians  # noqa: E402
+from peer_timing import TIMING, interleaved_medians, spawn_ranks, write_results  # noqa: E402
 
 
 def sizes(quick, max_bytes):
@@ -107,14 +107,9 @@ def worker(rank, world, args, port, result_path):
         del src, res, w, plain, sym
         torch.cuda.empty_cache()
     if rank == 0 and result_path:
-        doc = {"peer": "torch symm_mem all_reduce", "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-               "world": world, "reps": args.reps, "warmup": args.warmup,
-               "timing": "interleaved per repetition, max over ranks, median; two_shot, nccl and ar_rmsnorm "
-                         "reduce in place (inputs not restored, no copy timed)", "rows": results}
-        tmp = result_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1)
-        os.replace(tmp, result_path)
+        write_results(result_path, torch, args, world, "torch symm_mem all_reduce", results,
+                      timing=TIMING + "; two_shot, nccl and ar_rmsnorm reduce in place (inputs not restored, "
+                      "no copy timed)")
     dist.destroy_process_group()
 
 
@@ -126,23 +121,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--max-bytes", type=int, default=1 << 30)
     ap.add_argument("--json", default="", help="write the results here")
-    args = ap.parse_args()
-    try:
-        import torch
-        import torch.multiprocessing as mp
-        import torch.distributed._symmetric_memory  # noqa: F401
-    except ImportError as e:
-        print(f"coll_torch.py: PyTorch (with symmetric memory) is not importable ({e}): nothing measured",
-              file=sys.stderr)
-        return 2
-    gpus = torch.cuda.device_count()
-    world = args.world or min(8, gpus)
-    if world < 2 or world > gpus:
-        print(f"coll_torch.py: {gpus} GPU(s), world {world}: needs 2 or more; nothing measured", file=sys.stderr)
-        return 2
-    port = 29500 + os.getpid() % 1000
-    mp.spawn(worker, args=(world, args, port, args.json), nprocs=world, join=True)
-    return 0
+    return spawn_ranks("coll_torch.py", worker, ap.parse_args(), "the all-reduce",
+                       modules=("torch.distributed._symmetric_memory",))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import interleaved_medians  # noqa: E402
+from peer_timing import interleaved_medians, spawn_ranks, write_results  # noqa: E402
 
 SHAPES = [(1024, 64), (4096, 64), (4096, 128), (16384, 64)]
 
@@ -110,13 +110,7 @@ def worker(rank, world, args, port, result_path):
         del emb, idx, offsets, send, recv, pooled
         torch.cuda.empty_cache()
     if rank == 0 and result_path:
-        doc = {"peer": "torch", "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-               "world": world, "reps": args.reps, "warmup": args.warmup, "zipf": args.zipf,
-               "timing": "interleaved per repetition, max over ranks, median", "rows": results}
-        tmp = result_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1)
-        os.replace(tmp, result_path)
+        write_results(result_path, torch, args, world, "torch", results, zipf=args.zipf)
     dist.destroy_process_group()
 
 
@@ -132,21 +126,8 @@ def main():
     ap.add_argument("--shapes", default="", help="BxT,BxT,... (default: loom-bench's list)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", default="", help="write the results here")
-    args = ap.parse_args()
-    try:
-        import torch
-        import torch.multiprocessing as mp
-    except ImportError as e:
-        print(f"embedding_torch.py: PyTorch is not importable ({e}): nothing measured", file=sys.stderr)
-        return 2
-    gpus = torch.cuda.device_count()
-    world = args.world or min(2, gpus)
-    if world < 1 or world > gpus:
-        print(f"embedding_torch.py: {gpus} GPU(s), world {world}: nothing measured", file=sys.stderr)
-        return 2
-    port = 29500 + os.getpid() % 1000
-    mp.spawn(worker, args=(world, args, port, args.json), nprocs=world, join=True)
-    return 0
+    return spawn_ranks("embedding_torch.py", worker, ap.parse_args(), "the embedding", min_world=1,
+                       default_world=2)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import interleaved_medians  # noqa: E402
+from peer_timing import interleaved_medians, spawn_ranks, write_results  # noqa: E402
 
 H, SEQ = 3072, 1024
 BATCHES = [8, 16]
@@ -77,13 +77,7 @@ def worker(rank, world, args, port, result_path):
             del x, w, bias, res, part
             torch.cuda.empty_cache()
     if rank == 0 and result_path:
-        doc = {"peer": "torch matmul + all_reduce + dropout", "device": torch.cuda.get_device_name(0),
-               "torch": torch.__version__, "world": world, "reps": args.reps, "warmup": args.warmup,
-               "timing": "interleaved per repetition, max over ranks, median", "rows": results}
-        tmp = result_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1)
-        os.replace(tmp, result_path)
+        write_results(result_path, torch, args, world, "torch matmul + all_reduce + dropout", results)
     dist.destroy_process_group()
 
 
@@ -97,26 +91,14 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", default="", help="write the results here")
     args = ap.parse_args()
-    try:
-        import torch
-        import torch.multiprocessing as mp
-    except ImportError as e:
-        print(f"gemm_ar_torch.py: PyTorch is not importable ({e}): nothing measured", file=sys.stderr)
-        return 2
-    gpus = torch.cuda.device_count()
-    world = args.world or min(8, gpus)
-    if world < 2 or world > gpus:
-        print(f"gemm_ar_torch.py: {gpus} GPU(s), world {world}: the all-reduce needs 2 or more; nothing measured",
-              file=sys.stderr)
-        return 2
-    for layer in ([args.layer] if args.layer else LAYERS):
-        if LAYERS[layer] % world:
-            print(f"gemm_ar_torch.py: K={LAYERS[layer]} of the {layer} layer does not split {world} ways",
-                  file=sys.stderr)
-            return 2
-    port = 29500 + os.getpid() % 1000
-    mp.spawn(worker, args=(world, args, port, args.json), nprocs=world, join=True)
-    return 0
+
+    def check(world):
+        for layer in ([args.layer] if args.layer else LAYERS):
+            if LAYERS[layer] % world:
+                return f"K={LAYERS[layer]} of the {layer} layer does not split {world} ways"
+        return None
+
+    return spawn_ranks("gemm_ar_torch.py", worker, args, "the all-reduce", check=check)
 
 
 if __name__ == "__main__":

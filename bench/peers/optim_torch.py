@@ -34,7 +34,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import interleaved_medians  # noqa: E402
+from peer_timing import interleaved_medians, spawn_ranks, write_results  # noqa: E402
 
 LR, BETA1, BETA2, EPS, WD = 1e-3, 0.9, 0.999, 1e-8, 0.01
 
@@ -129,13 +129,7 @@ def worker(rank, world, args, port, result_path):
             torch.cuda.empty_cache()
     if rank == 0 and result_path:
         what = "all_reduce + torch._fused_adamw_" if args.op == "adam" else "all_reduce + LAMB in torch._foreach_ ops"
-        doc = {"peer": what, "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "world": world,
-               "reps": args.reps, "warmup": args.warmup,
-               "timing": "interleaved per repetition, max over ranks, median", "rows": results}
-        tmp = result_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1)
-        os.replace(tmp, result_path)
+        write_results(result_path, torch, args, world, what, results)
     dist.destroy_process_group()
 
 
@@ -147,22 +141,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", default="", help="write the results here")
-    args = ap.parse_args()
-    try:
-        import torch
-        import torch.multiprocessing as mp
-    except ImportError as e:
-        print(f"optim_torch.py: PyTorch is not importable ({e}): nothing measured", file=sys.stderr)
-        return 2
-    gpus = torch.cuda.device_count()
-    world = args.world or min(8, gpus)
-    if world < 2 or world > gpus:
-        print(f"optim_torch.py: {gpus} GPU(s), world {world}: the all-reduce needs 2 or more; nothing measured",
-              file=sys.stderr)
-        return 2
-    port = 29500 + os.getpid() % 1000
-    mp.spawn(worker, args=(world, args, port, args.json), nprocs=world, join=True)
-    return 0
+    return spawn_ranks("optim_torch.py", worker, ap.parse_args(), "the all-reduce")
 
 
 if __name__ == "__main__":

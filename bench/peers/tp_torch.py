@@ -26,7 +26,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import interleaved_medians  # noqa: E402
+from peer_timing import interleaved_medians, spawn_ranks, write_results  # noqa: E402
 
 MODELS = {"gpt3": ("gpt3-175b", 12288, 49152), "llama": ("llama3-70b", 8192, 28672)}
 MS = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
@@ -91,13 +91,7 @@ def worker(rank, world, args, port, result_path):
             del a, w, full, out
             torch.cuda.empty_cache()
     if rank == 0 and result_path:
-        doc = {"peer": "torch async-TP", "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-               "world": world, "reps": args.reps, "warmup": args.warmup,
-               "timing": "interleaved per repetition, max over ranks, median", "rows": results}
-        tmp = result_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1)
-        os.replace(tmp, result_path)
+        write_results(result_path, torch, args, world, "torch async-TP", results)
     dist.destroy_process_group()
 
 
@@ -111,24 +105,8 @@ def main():
     ap.add_argument("--m", type=int, default=0)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", default="", help="write the results here")
-    args = ap.parse_args()
-    try:
-        import torch
-        import torch.multiprocessing as mp
-        import torch.distributed._symmetric_memory  # noqa: F401
-    except ImportError as e:
-        print(f"tp_torch.py: PyTorch (with symmetric memory) is not importable ({e}): nothing measured",
-              file=sys.stderr)
-        return 2
-    gpus = torch.cuda.device_count()
-    world = args.world or min(8, gpus)
-    if world < 2 or world > gpus:
-        print(f"tp_torch.py: {gpus} GPU(s), world {world}: async-TP needs 2 or more; nothing measured",
-              file=sys.stderr)
-        return 2
-    port = 29500 + os.getpid() % 1000
-    mp.spawn(worker, args=(world, args, port, args.json), nprocs=world, join=True)
-    return 0
+    return spawn_ranks("tp_torch.py", worker, ap.parse_args(), "async-TP",
+                       modules=("torch.distributed._symmetric_memory",))
 
 
 if __name__ == "__main__":
