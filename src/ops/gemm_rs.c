@@ -99,7 +99,7 @@ loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *
   ra->bn = st->gemm_cfg.bn;
   ra->tiles_m = st->tiles_m;
   ra->tiles_n = st->tiles_n;
-  ra->group = st->gemm_cfg.group > 0 ? st->gemm_cfg.group : 16;
+  ra->group = st->gemm_cfg.group; /* the GEMM's band (fused_gemm_config always sets it) */
   ra->c_type = (int)g.c_type;
   ra->wait_gathered = 0; /* the side launch: only the tail waits */
 

@@ -208,7 +208,9 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
  * what hooked kernels run. `clusters`: the GEMM only waits (AllGather: it
  * stores plainly into C), so it may take the heuristic's 2x1 clusters (the
  * launcher keeps them where the tile order allows; GEMM+ReduceScatter's
- * routed stores and per-tile signals run without). */
+ * routed stores and per-tile signals run without). The band height (group)
+ * is always set, so the AG band rule and the RS reduction's tile order see
+ * the one the kernel runs. */
 static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, int clusters, loom_gemm_config_t *cfg, int *bm) {
   loom__gemm_device_t dev;
   LOOM_TRY(loom__gemm_device(&dev));
@@ -219,13 +221,13 @@ static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, int clusters, 
   if (path == LOOM__PATH_SM90) {
     const loom_gemm_config_t c = loom__gemm_choose(g, &dev, 1);
     const loom_gemm_config_t h = loom__gemm_sm90_heuristic(g, &dev);
+    out.group = h.group > 0 ? h.group : 16; /* the sm90 kernel's default band */
     if (c.bm == 16 || c.bm == 64 || h.bm == 64) {
       out.bm = 64;
       out.bn = h.bm == 64 && h.bn == 256 ? 256 : 128;
     } else {
       out.bm = 128;
       out.bn = h.bn == 128 || h.bn == 192 || h.bn == 224 || h.bn == 256 ? h.bn : 128;
-      out.group = h.group > 0 ? h.group : 16; /* the sm90 kernel's default band */
       out.cluster = clusters && h.cluster == 2 && (out.bn == 128 || out.bn == 256) ? 2 : 0;
     }
   } else {
