@@ -12,6 +12,8 @@
 #   LOOM_COMMIT        commit being tested (the device has no .git)
 #   LOOM_BENCH_SUITES  loom-bench suites, space-separated ("none" to skip; default all)
 #   LOOM_BENCH_ARGS    passed to every loom-bench suite, e.g. "--quick"
+#   LOOM_BENCH_ARGS_<suite>  passed to that suite only, after LOOM_BENCH_ARGS,
+#                      e.g. LOOM_BENCH_ARGS_allreduce="--max-bytes 4M"
 #   LOOM_BEFORE        a directory from bench/build_before.sh holding the previous
 #                      build's libloom.so.0: the embedding_a2a suite times it side by side
 #   LOOM_PREBUILT=1    use the carried build/ binaries as they are: no make on the device
@@ -114,7 +116,8 @@ if [ "$suites" != none ]; then
       extra="--before $LOOM_BEFORE/libloom.so.0"
       echo "before: $(cat "$LOOM_BEFORE/COMMIT" 2>/dev/null || echo unknown) ($LOOM_BEFORE/libloom.so.0)" >> "$out/machine.txt"
     fi
-    step "loom-bench $s" "$out/bench-$s.log" build/bin/loom-bench "$s" ${LOOM_BENCH_ARGS:-} $extra
+    own_var="LOOM_BENCH_ARGS_$s"
+    step "loom-bench $s" "$out/bench-$s.log" build/bin/loom-bench "$s" ${LOOM_BENCH_ARGS:-} ${!own_var:-} $extra
   done
 fi
 

@@ -664,8 +664,9 @@ loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void 
  *               arrived
  *   SEQUENTIAL  the GEMM (cuBLASLt or loom_gemm: desc.sequential_gemm) into
  *               the plan's partial, then loom_allreduce with the epilogue
- *   AUTO        SM_COPY when W > 1 (loom_gemm_ar_tune's choice where tuned),
- *               else SEQUENTIAL
+ *   AUTO        loom_gemm_ar_tune's choice where tuned, else SEQUENTIAL
+ *               (the fused path lost to it on every shape measured:
+ *               bench/NOTES.md)
  * Memory: a, b, bias and residual any device memory. out 16-byte aligned;
  * for a fused plan it must lie in memory from loom_malloc on the plan's
  * comm, at the same offset on every rank (peers store into it:
@@ -879,8 +880,16 @@ loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t s
  *             applies the epilogue to it, and the ranks fetch each other's
  *             reduced slices (ReduceScatter + AllGather in one kernel,
  *             pipelined by chunks: large messages)
- *   AUTO      ONE_SHOT up to LOOM_ALLREDUCE_ONE_SHOT_BYTES of input
- *             (count x dtype size; default 256 KiB), else TWO_SHOT.
+ *   LL        low-latency one-shot: each rank pushes its whole input,
+ *             each 4-byte word paired with a 4-byte flag (the call's epoch)
+ *             in one 8-byte store, into a buffer of every peer, and reduces
+ *             the words it receives as their flags arrive: one crossing of
+ *             the link per call, no handshake (the buffers alternate between
+ *             odd and even calls), at twice the bytes on the wire. Rows with
+ *             desc.norm need cols a multiple of 8.
+ *   AUTO      LL up to LOOM_ALLREDUCE_LL_BYTES of input (count x dtype
+ *             size) where LL applies, else ONE_SHOT up to
+ *             LOOM_ALLREDUCE_ONE_SHOT_BYTES (default 256 KiB), else TWO_SHOT.
  *
  * Memory: `in` must lie in memory from loom_malloc on the plan's comm, at
  * the same offset on every rank (peers load from it): otherwise
@@ -894,8 +903,9 @@ loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t s
  * loom_all_gather in == out + its slice begin on every rank (then out is
  * loom_malloc memory). Any other overlap of in and out is refused.
  * A two-shot plan holds a symmetric staging buffer of S elements, a one-shot
- * plan one of count elements (for in place); ReduceScatter and AllGather
- * plans none.
+ * plan one of count elements (for in place), an LL plan one of
+ * 4 (W-1) x count x dtype size bytes (two of W-1 slots of twice the input);
+ * ReduceScatter and AllGather plans none.
  *
  * Buffer contract: peers read this rank's `in` once this rank's call has
  * started on its stream, and the call completes (on `stream`) only once no
@@ -912,7 +922,8 @@ loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t s
 typedef enum loom_coll_algo {
   LOOM_COLL_AUTO = 0,
   LOOM_COLL_ONE_SHOT = 1,
-  LOOM_COLL_TWO_SHOT = 2
+  LOOM_COLL_TWO_SHOT = 2,
+  LOOM_COLL_LL = 3
 } loom_coll_algo_t;
 
 typedef enum loom_norm {
@@ -940,7 +951,7 @@ typedef struct loom_coll_desc {
 /* What a plan chose. */
 typedef struct loom_coll_plan_info {
   size_t struct_size;       /* sizeof(loom_coll_plan_info_t) */
-  loom_coll_algo_t algo;    /* loom_allreduce: ONE_SHOT or TWO_SHOT; others AUTO */
+  loom_coll_algo_t algo;    /* loom_allreduce: LL, ONE_SHOT or TWO_SHOT; others AUTO */
   int64_t slice_elems;      /* S: the largest slice */
   int64_t my_begin, my_len; /* this rank's slice */
   int64_t chunk_elems;      /* elements per chunk signal */

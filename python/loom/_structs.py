@@ -87,6 +87,7 @@ class CollAlgo(CEnum):
     AUTO = 0
     ONE_SHOT = 1
     TWO_SHOT = 2
+    LL = 3
 
 
 class Norm(CEnum):

@@ -36,6 +36,9 @@
                             "its sm80 kernel on other GPUs >= 8.0, else cuBLASLt), sm80 "    \
                             "(the sm80 kernel on any GPU >= 8.0) or cublas (always cuBLASLt)") \
   X(CUBLAS_WORKSPACE_BYTES, INT, "32M", "cuBLASLt workspace for the baseline GEMM")          \
+  X(ALLREDUCE_LL_BYTES, INT, "64K", "loom_allreduce with LOOM_COLL_AUTO: the low-latency "        \
+                                      "one-shot (inputs pushed with flags, one link crossing) up "  \
+                                      "to this many bytes of input (0: never)")                     \
   X(ALLREDUCE_ONE_SHOT_BYTES, INT, "256K", "loom_allreduce with LOOM_COLL_AUTO: one-shot (each "  \
                                             "rank reduces the whole vector) up to this many bytes "  \
                                             "of input, two-shot above")                                 \

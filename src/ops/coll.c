@@ -32,6 +32,7 @@ __attribute__((constructor)) static void loom__coll_wait_sites(void) {
   loom__wait_site_register(LOOM_SITE_COLL_ARRIVED, "collective: a peer's input readable (its call started)");
   loom__wait_site_register(LOOM_SITE_COLL_REDUCED, "AllReduce two-shot: a peer's reduced chunk");
   loom__wait_site_register(LOOM_SITE_COLL_DONE, "collective: a peer still reading this rank's buffers");
+  loom__wait_site_register(LOOM_SITE_COLL_LL, "AllReduce LL: a peer's pushed words (signal = the line)");
 }
 
 static const char *kind_op(int k) { return k == LOOM__COLL_AR ? "allreduce" : k == LOOM__COLL_RS ? "reduce_scatter" : "all_gather"; }
@@ -41,14 +42,15 @@ const char *loom__coll_algo_name(loom_coll_algo_t a) {
     case LOOM_COLL_AUTO: return "LOOM_COLL_AUTO";
     case LOOM_COLL_ONE_SHOT: return "LOOM_COLL_ONE_SHOT";
     case LOOM_COLL_TWO_SHOT: return "LOOM_COLL_TWO_SHOT";
+    case LOOM_COLL_LL: return "LOOM_COLL_LL";
   }
   return "unknown";
 }
 
 static int dtype_ok(loom_dtype_t t) { return t == LOOM_FP32 || t == LOOM_FP16 || t == LOOM_BF16; }
 
-loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int sm_count, size_t one_shot_max,
-                                    const loom_coll_desc_t *d, loom_coll_algo_t *algo) {
+loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int sm_count, size_t ll_max,
+                                    size_t one_shot_max, const loom_coll_desc_t *d, loom_coll_algo_t *algo) {
   if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL must point to a loom_coll_desc_t", fn);
   if (d->struct_size != sizeof(loom_coll_desc_t))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
@@ -96,9 +98,10 @@ loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->out_type=%d differs from desc->dtype=%d: an AllGather copies, it does not convert", fn,
                       (int)d->out_type, (int)d->dtype);
-  if (d->algo < LOOM_COLL_AUTO || d->algo > LOOM_COLL_TWO_SHOT)
+  if (d->algo < LOOM_COLL_AUTO || d->algo > LOOM_COLL_LL)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "%s: desc->algo=%d is unknown: must be LOOM_COLL_AUTO, _ONE_SHOT or _TWO_SHOT", fn, (int)d->algo);
+                      "%s: desc->algo=%d is unknown: must be LOOM_COLL_AUTO, _ONE_SHOT, _TWO_SHOT or _LL", fn,
+                      (int)d->algo);
   if (kind != LOOM__COLL_AR && d->algo != LOOM_COLL_AUTO)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->algo=%s applies to loom_plan_allreduce only (use LOOM_COLL_AUTO)",
                       fn, loom__coll_algo_name(d->algo));
@@ -107,11 +110,21 @@ loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int
                       "%s: desc->blocks=%d must be 0 (chosen by size) or 1 .. %d (the SMs: every block waits on peers, so "
                       "all must be resident)",
                       fn, d->blocks, sm_count);
+  /* LL: a row-wise norm's rows are whole groups of 8 (a block's rows are its own) */
+  const int ll_ok = d->norm == LOOM_NORM_NONE || d->cols % LOOM_COLL_VEC == 0;
+  if (d->algo == LOOM_COLL_LL && !ll_ok)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->algo=LOOM_COLL_LL with desc->norm=%d needs desc->cols a multiple of 8 (cols=%lld); "
+                      "use LOOM_COLL_ONE_SHOT or LOOM_COLL_AUTO",
+                      fn, (int)d->norm, (long long)d->cols);
   loom_coll_algo_t a = LOOM_COLL_AUTO;
   if (kind == LOOM__COLL_AR) {
+    const uint64_t bytes = (uint64_t)d->count * loom_dtype_size(d->dtype);
     a = d->algo;
     if (a == LOOM_COLL_AUTO)
-      a = (uint64_t)d->count * loom_dtype_size(d->dtype) <= (uint64_t)one_shot_max ? LOOM_COLL_ONE_SHOT : LOOM_COLL_TWO_SHOT;
+      a = ll_ok && bytes <= (uint64_t)ll_max         ? LOOM_COLL_LL
+          : bytes <= (uint64_t)one_shot_max ? LOOM_COLL_ONE_SHOT
+                                            : LOOM_COLL_TWO_SHOT;
   }
   *algo = a;
   return LOOM_SUCCESS;
@@ -149,8 +162,9 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
   *out = NULL;
   LOOM_TRY(loom__comm_check(comm, fn));
   const size_t threshold = (size_t)loom__param_ALLREDUCE_ONE_SHOT_BYTES();
+  const size_t ll_max = (size_t)loom__param_ALLREDUCE_LL_BYTES();
   loom_coll_algo_t algo = LOOM_COLL_AUTO;
-  const loom_result_t rc = loom__coll_check_desc(fn, kind, comm->size, comm->sm_count, threshold, desc, &algo);
+  const loom_result_t rc = loom__coll_check_desc(fn, kind, comm->size, comm->sm_count, ll_max, threshold, desc, &algo);
   if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
   if (!comm->detached && !comm->ws_all_reachable)
     return loom__comm_refuse(comm, fn,
@@ -172,6 +186,7 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
   st->kk = kind == LOOM__COLL_RS   ? LOOM__CK_RS
            : kind == LOOM__COLL_AG ? LOOM__CK_AG
            : algo == LOOM_COLL_ONE_SHOT ? LOOM__CK_ONE_SHOT
+           : algo == LOOM_COLL_LL       ? LOOM__CK_LL
                                         : LOOM__CK_TWO_SHOT;
   st->rank = comm->rank;
   st->world = comm->size;
@@ -185,7 +200,11 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
   /* the reduction's span per rank: the whole vector (one-shot) or a slice */
   const int64_t span = st->kk == LOOM__CK_ONE_SHOT ? count : st->slice;
   const size_t es_max = es_in > es_out ? es_in : es_out;
-  st->blocks = desc->blocks > 0 ? desc->blocks : loom_coll_grid((int64_t)((size_t)span * es_max), comm->sm_count);
+  st->blocks = desc->blocks > 0 ? desc->blocks
+               : st->kk == LOOM__CK_LL
+                   ? loom_coll_ll_grid(count, desc->norm != LOOM_NORM_NONE ? count / desc->cols : 0, LOOM_COLL_THREADS,
+                                       comm->sm_count)
+                   : loom_coll_grid((int64_t)((size_t)span * es_max), comm->sm_count);
   st->chunk = loom_coll_chunk_elems(span, st->unit, st->blocks, (int64_t)es_max, LOOM_COLL_CHUNK_BYTES);
   st->nch = loom_coll_chunks(st->slice, st->chunk);
   st->smem = desc->norm != LOOM_NORM_NONE ? (size_t)desc->cols * sizeof(float) : 0;
@@ -199,7 +218,7 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
   loom_plan_t plan = NULL;
   loom_result_t r = loom__plan_create(comm, fn, kind_op(kind), nsig, 0, h,
                                       "every rank must pass the same loom_coll_desc_t (count, dtypes, cols, norm, "
-                                      "algo, blocks) and the same LOOM_ALLREDUCE_ONE_SHOT_BYTES",
+                                      "algo, blocks) and the same LOOM_ALLREDUCE_LL_BYTES and LOOM_ALLREDUCE_ONE_SHOT_BYTES",
                                       &plan);
   if (r != LOOM_SUCCESS) {
     free(st);
@@ -208,11 +227,25 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
   plan->op_state = st;
   plan->destroy_op = coll_destroy;
   /* staging: two-shot, each rank's reduced slice (peers fetch it); one-shot,
-   * the result of an in-place call until the peers are done reading `in` */
+   * the result of an in-place call until the peers are done reading `in`;
+   * LL, the lines the peers push (coll_schedule.h) */
   if (st->kk == LOOM__CK_TWO_SHOT || st->kk == LOOM__CK_ONE_SHOT)
     st->staging_bytes = (size_t)(st->kk == LOOM__CK_TWO_SHOT ? st->slice : count) * es_out;
+  if (st->kk == LOOM__CK_LL) st->staging_bytes = (size_t)loom_coll_ll_bytes(count, (int64_t)es_in, W);
   if (st->staging_bytes) r = loom__comm_malloc(comm, st->staging_bytes, &st->staging);
-  if (r == LOOM_SUCCESS && st->kk == LOOM__CK_TWO_SHOT) {
+  if (st->kk == LOOM__CK_LL && W > 1) {
+    /* the lines' flags are epochs of this plan, which start again at 1: lines
+     * left by an earlier plan in the same memory must not pass for them, so
+     * every rank zeroes its buffer before any rank's first call pushes (the
+     * agreement below is the fence; it also tells every rank if one failed) */
+    if (r == LOOM_SUCCESS) {
+      cudaError_t e = cudaMemsetAsync(st->staging, 0, st->staging_bytes, comm->stream);
+      if (e != cudaSuccess) r = loom__cuda_fail((int)e, "zeroing the LL buffer", __FILE__, __LINE__);
+    }
+    const loom_result_t ra = loom__comm_agree(comm, fn, 0, r != LOOM_SUCCESS, "");
+    if (r == LOOM_SUCCESS) r = ra;
+  }
+  if (r == LOOM_SUCCESS && (st->kk == LOOM__CK_TWO_SHOT || (st->kk == LOOM__CK_LL && W > 1))) {
     char *peer[LOOM_COLL_MAX_PEERS];
     r = loom__peer_addresses(fn, "staging", comm, st->staging, st->staging_bytes, "the plan's own buffer", peer);
     for (int p = 0; r == LOOM_SUCCESS && p < W; ++p) st->stg_peer[p] = peer[p];
@@ -221,7 +254,7 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
     cudaError_t e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
     if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaEventCreateWithFlags", __FILE__, __LINE__);
   }
-  if (r == LOOM_SUCCESS) r = loom__coll_prepare((int)desc->dtype, (int)desc->out_type, st->smem);
+  if (r == LOOM_SUCCESS) r = loom__coll_prepare((int)desc->dtype, (int)desc->out_type, st->kk == LOOM__CK_LL, st->smem);
   if (r != LOOM_SUCCESS) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", loom_last_error());

@@ -68,6 +68,7 @@ extern "C" {
 #define LOOM_SITE_COLL_ARRIVED 96 /* a peer's input readable (its call started) */
 #define LOOM_SITE_COLL_REDUCED 97 /* a peer's reduced chunk (AllReduce two-shot) */
 #define LOOM_SITE_COLL_DONE 98    /* a peer still reading this rank's buffers */
+#define LOOM_SITE_COLL_LL 99      /* AllReduce LL: a peer's pushed words (flag = this call's epoch) */
 
 #define LOOM_COLL_MAX_PEERS 64    /* peers whose addresses travel as kernel arguments */
 #define LOOM_COLL_THREADS 512
@@ -86,7 +87,8 @@ typedef enum {
   LOOM__CK_ONE_SHOT = 0, /* AllReduce: every rank reduces the whole vector */
   LOOM__CK_TWO_SHOT = 1, /* AllReduce: reduce own slice, gather the others' */
   LOOM__CK_RS = 2,       /* ReduceScatter: reduce own slice */
-  LOOM__CK_AG = 3        /* AllGather */
+  LOOM__CK_AG = 3,       /* AllGather */
+  LOOM__CK_LL = 4        /* AllReduce LL: push with flags, reduce what arrives (coll_schedule.h) */
 } loom__coll_kernel_kind_t;
 
 typedef struct loom_coll_args {
@@ -106,8 +108,10 @@ typedef struct loom_coll_args {
                                     flat); residual rebased so that element i reads residual[i] */
   const char *src[LOOM_COLL_MAX_PEERS]; /* each rank's `in` as this rank addresses it (AR, RS:
                                     [count]; AG: the rank's slice) */
-  const char *stg[LOOM_COLL_MAX_PEERS]; /* two-shot: each rank's staging [S] (out_type) */
-  char *stg_own;                 /* this rank's staging (two-shot: its slice; one-shot in place: [count]) */
+  const char *stg[LOOM_COLL_MAX_PEERS]; /* two-shot: each rank's staging [S] (out_type); LL: each
+                                    rank's LL buffer (coll_schedule.h) */
+  char *stg_own;                 /* this rank's staging (two-shot: its slice; one-shot in place: [count];
+                                    LL: its LL buffer) */
   char *out;                     /* AR, AG: [count]; RS: this rank's slice (element i at i - begin) */
 } loom_coll_args_t;
 
@@ -130,20 +134,21 @@ typedef struct loom_coll_state {
 } loom_coll_state_t;
 
 /* Checks a description for an op of kind `kind` on a comm of comm_size ranks
- * (no GPU: host-tested) and resolves the AllReduce algorithm: AUTO takes
- * one-shot when count x dtype size <= one_shot_max, else two-shot.
+ * (no GPU: host-tested) and resolves the AllReduce algorithm: AUTO takes LL
+ * when count x dtype size <= ll_max and LL applies (no norm, or rows of a
+ * multiple of 8), else one-shot when it is <= one_shot_max, else two-shot.
  * LOOM_ERR_INVALID_ARGUMENT naming the field and its value. */
-loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int sm_count, size_t one_shot_max,
-                                    const loom_coll_desc_t *d, loom_coll_algo_t *algo);
+loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int sm_count, size_t ll_max,
+                                    size_t one_shot_max, const loom_coll_desc_t *d, loom_coll_algo_t *algo);
 
 const char *loom__coll_algo_name(loom_coll_algo_t a);
 
 /* Launches the kernel for (a->in_type, a->out_type). */
 loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks, size_t smem, cudaStream_t stream);
 
-/* Loads the kernel of (in_type, out_type) (lazy loading) and allows it
- * `smem` bytes of dynamic shared memory. */
-loom_result_t loom__coll_prepare(int in_type, int out_type, size_t smem);
+/* Loads the kernel of (in_type, out_type) (ll: the LL kernel) (lazy
+ * loading) and allows it `smem` bytes of dynamic shared memory. */
+loom_result_t loom__coll_prepare(int in_type, int out_type, int ll, size_t smem);
 
 #ifdef __cplusplus
 }

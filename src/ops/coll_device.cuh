@@ -68,15 +68,14 @@ static __device__ __forceinline__ void loom_coll_signal_own(const loom_dev_comm_
 
 /* ---- element access ----------------------------------------------------- */
 
-/* 8 elements i .. i+7 (i a multiple of 8) of a buffer of dtype T. */
+/* 8 elements of dtype T from their 8 x size bytes as 4-byte words w[0 ..
+ * 2 size - 1] (little-endian: element 2k of a 16-bit type is word k's low half). */
 template <int T>
-static __device__ __forceinline__ void loom_coll_load8(const char *base, int64_t i, float *v) {
+static __device__ __forceinline__ void loom_coll_unpack8(const uint32_t *w, float *v) {
   if (T == LOOM_FP32) {
-    const float4 x = __ldcg((const float4 *)(base + i * 4)), y = __ldcg((const float4 *)(base + i * 4 + 16));
-    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = __uint_as_float(w[k]);
   } else {
-    const uint4 u = __ldcg((const uint4 *)(base + i * 2));
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       float2 f;
@@ -85,6 +84,25 @@ static __device__ __forceinline__ void loom_coll_load8(const char *base, int64_t
       v[2 * k] = f.x, v[2 * k + 1] = f.y;
     }
   }
+}
+
+/* The words of elements i .. i+7 (i a multiple of 8) of a buffer of dtype T. */
+template <int T>
+static __device__ __forceinline__ void loom_coll_words8(const char *base, int64_t i, uint32_t *w) {
+  const uint4 x = __ldcg((const uint4 *)(base + i * (T == LOOM_FP32 ? 4 : 2)));
+  w[0] = x.x, w[1] = x.y, w[2] = x.z, w[3] = x.w;
+  if (T == LOOM_FP32) {
+    const uint4 y = __ldcg((const uint4 *)(base + i * 4 + 16));
+    w[4] = y.x, w[5] = y.y, w[6] = y.z, w[7] = y.w;
+  }
+}
+
+/* 8 elements i .. i+7 (i a multiple of 8) of a buffer of dtype T. */
+template <int T>
+static __device__ __forceinline__ void loom_coll_load8(const char *base, int64_t i, float *v) {
+  uint32_t w[8];
+  loom_coll_words8<T>(base, i, w);
+  loom_coll_unpack8<T>(w, v);
 }
 
 /* loom_coll_load8 of dtype T where T >= 0 (the branches fold away), else of
@@ -250,42 +268,16 @@ static __device__ __forceinline__ float loom_coll_block_sum(float v, float *red)
   return red[32];
 }
 
-/* Row `row` (cols elements, starting at element row x cols): x = pointwise(
- * sum over sources) kept in fp32 in xs[cols] (shared memory), then
+/* The row-wise norm of one row held in fp32 in xs[cols] (shared memory;
+ * s1: this thread's share of sum(x^2) (RMSNorm) or sum(x) (LayerNorm)):
  *   RMSNorm   y = x / sqrt(mean(x^2) + eps) * w
  *   LayerNorm y = (x - mean) / sqrt(var + eps) * w (+ nb)   (biased variance)
- * with w, nb [cols] of TO (nb may be NULL), stored like loom_coll_reduce_range.
- * Whole block. */
-template <int TI, int TO>
-static __device__ void loom_coll_reduce_row(const char *const *src, int nsrc, int64_t row, int64_t cols,
-                                            const loom_pointwise_t &pw, int norm, float eps, const void *w,
-                                            const void *nb, float *xs, float *red, char *dst0, int64_t off0,
-                                            char *dst1, int64_t off1) {
-  const int64_t b = row * cols;
-  const int vec = (b % LOOM_COLL_VEC) == 0 && (cols % LOOM_COLL_VEC) == 0 && ((b - off0) % LOOM_COLL_VEC) == 0 &&
-                  (!dst1 || ((b - off1) % LOOM_COLL_VEC) == 0);
-  float s1 = 0.f;
-  if (vec) {
-    for (int64_t v = threadIdx.x; v < cols / LOOM_COLL_VEC; v += blockDim.x) {
-      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, x[8];
-      for (int s = 0; s < nsrc; ++s) {
-        loom_coll_load8<TI>(src[s], b + v * 8, x);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) acc[k] += x[k];
-      }
-      if (pw.flags) loom_coll_pointwise8<TO>(pw, b + v * 8, acc);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) xs[v * 8 + k] = acc[k], s1 += norm == LOOM_NORM_RMS ? acc[k] * acc[k] : acc[k];
-    }
-  } else {
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      float acc = 0.f;
-      for (int s = 0; s < nsrc; ++s) acc += loom_coll_load1<TI>(src[s], b + c);
-      if (pw.flags) acc = loom_pointwise_apply(pw, pw.flags, pw.act, acc, row, c);
-      xs[c] = acc;
-      s1 += norm == LOOM_NORM_RMS ? acc * acc : acc;
-    }
-  }
+ * with w, nb [cols] of TO (nb may be NULL), stored at element b = row x cols
+ * on like loom_coll_reduce_range (vec: 8-element vectors). Whole block. */
+template <int TO>
+static __device__ void loom_coll_norm_row(const float *xs, float s1, int64_t b, int64_t cols, int norm, float eps,
+                                          const void *w, const void *nb, float *red, int vec, char *dst0, int64_t off0,
+                                          char *dst1, int64_t off1) {
   const float inv = 1.f / (float)cols;
   float mean = 0.f, rstd;
   if (norm == LOOM_NORM_RMS) {
@@ -321,6 +313,75 @@ static __device__ void loom_coll_reduce_row(const char *const *src, int nsrc, in
     }
   }
   __syncthreads(); /* xs is rewritten by the next row */
+}
+
+/* Row `row` (cols elements, starting at element row x cols): x = pointwise(
+ * sum over sources) kept in fp32 in xs[cols] (shared memory), then
+ * loom_coll_norm_row. Whole block. */
+template <int TI, int TO>
+static __device__ void loom_coll_reduce_row(const char *const *src, int nsrc, int64_t row, int64_t cols,
+                                            const loom_pointwise_t &pw, int norm, float eps, const void *w,
+                                            const void *nb, float *xs, float *red, char *dst0, int64_t off0,
+                                            char *dst1, int64_t off1) {
+  const int64_t b = row * cols;
+  const int vec = (b % LOOM_COLL_VEC) == 0 && (cols % LOOM_COLL_VEC) == 0 && ((b - off0) % LOOM_COLL_VEC) == 0 &&
+                  (!dst1 || ((b - off1) % LOOM_COLL_VEC) == 0);
+  float s1 = 0.f;
+  if (vec) {
+    for (int64_t v = threadIdx.x; v < cols / LOOM_COLL_VEC; v += blockDim.x) {
+      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, x[8];
+      for (int s = 0; s < nsrc; ++s) {
+        loom_coll_load8<TI>(src[s], b + v * 8, x);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) acc[k] += x[k];
+      }
+      if (pw.flags) loom_coll_pointwise8<TO>(pw, b + v * 8, acc);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) xs[v * 8 + k] = acc[k], s1 += norm == LOOM_NORM_RMS ? acc[k] * acc[k] : acc[k];
+    }
+  } else {
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      float acc = 0.f;
+      for (int s = 0; s < nsrc; ++s) acc += loom_coll_load1<TI>(src[s], b + c);
+      if (pw.flags) acc = loom_pointwise_apply(pw, pw.flags, pw.act, acc, row, c);
+      xs[c] = acc;
+      s1 += norm == LOOM_NORM_RMS ? acc * acc : acc;
+    }
+  }
+  loom_coll_norm_row<TO>(xs, s1, b, cols, norm, eps, w, nb, red, vec, dst0, off0, dst1, off1);
+}
+
+/* ---- LL lines ----------------------------------------------------------- */
+
+/* Two lines {word, flag} at p (16-byte aligned), each one 8-byte access. */
+static __device__ __forceinline__ void loom_ll_store2(uint64_t *p, uint32_t w0, uint32_t w1, uint32_t flag) {
+  const uint64_t a = ((uint64_t)flag << 32) | w0, b = ((uint64_t)flag << 32) | w1;
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+
+/* Polls the two lines at p until both flags are `flag`; their words to w.
+ * Bounded like loom_signal_wait (0 on expiry or when another wait of the
+ * comm expired; `peer`, `line` and `site` describe the wait). */
+static __device__ __forceinline__ int loom_ll_wait2(const loom_dev_comm_t &dc, const uint64_t *p, uint32_t flag,
+                                                    uint32_t *w, int peer, uint32_t line, uint32_t site) {
+  uint64_t a, b;
+  uint64_t t0 = 0;
+  for (uint32_t polls = 0;; ++polls) {
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+    if ((uint32_t)(a >> 32) == flag && (uint32_t)(b >> 32) == flag) break;
+    if (polls == 0) t0 = loom_globaltimer_ns();
+    else if ((polls & 63u) == 0u) {
+      if (*(volatile uint32_t *)dc.abort_flag) return 0;
+      const uint64_t waited = loom_globaltimer_ns() - t0;
+      if (waited > dc.timeout_ns) {
+        const uint32_t seen = (uint32_t)(a >> 32) != flag ? (uint32_t)(a >> 32) : (uint32_t)(b >> 32);
+        loom_signal_record_timeout(&dc, peer, line, flag, seen, site, waited);
+        return 0;
+      }
+    }
+  }
+  w[0] = (uint32_t)a, w[1] = (uint32_t)b;
+  return 1;
 }
 
 /* ---- copy --------------------------------------------------------------- */

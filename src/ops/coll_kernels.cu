@@ -1,10 +1,12 @@
 /*
- * coll_kernels.cu - the kernel of loom's collectives (loom_allreduce one-shot
- * and two-shot, loom_reduce_scatter, loom_all_gather): one kernel per call,
- * composed of the building blocks of coll_device.cuh in the steps that
- * coll.h lists (arrival, staging free, reduction with the epilogue, gather,
- * done, hand-back). Instantiated for every (input, output) dtype pair;
- * reached through loom__coll_launch. Any architecture >= sm_80.
+ * coll_kernels.cu - the kernels of loom's collectives: loom_coll_kernel
+ * (loom_allreduce one-shot and two-shot, loom_reduce_scatter,
+ * loom_all_gather; composed of the building blocks of coll_device.cuh in the
+ * steps that coll.h lists: arrival, staging free, reduction with the
+ * epilogue, gather, done, hand-back) and loom_coll_ll_kernel (loom_allreduce
+ * LL: push with flags, reduce as the lines arrive). One kernel per call,
+ * instantiated for every (input, output) dtype pair; reached through
+ * loom__coll_launch. Any architecture >= sm_80.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -128,11 +130,152 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
   }
 }
 
+/* ---- LL: push with flags, reduce what arrives (coll_schedule.h) ---------- */
+
+/* The 2 x size words of group g (elements 8g .. 8g+7) of `in` (count
+ * elements of TI; the missing elements of a short last group are zeros). */
+template <int TI>
+static __device__ __forceinline__ void loom_ll_group_words(const char *in, int64_t count, int64_t g, uint32_t *w) {
+  const int64_t i0 = g * LOOM_COLL_VEC;
+  if (i0 + LOOM_COLL_VEC <= count) {
+    loom_coll_words8<TI>(in, i0, w);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < 8; ++k) w[k] = 0u;
+  for (int64_t i = i0; i < count; ++i) {
+    const int k = (int)(i - i0);
+    if (TI == LOOM_FP32) w[k] = __ldcg((const unsigned int *)in + i);
+    else w[k >> 1] |= (uint32_t)__ldcg((const unsigned short *)in + i) << (16 * (k & 1));
+  }
+}
+
+/* Group g of this rank's input, pushed to every peer's slot (peers in
+ * rank-shifted order, so the ranks do not all write one peer first). */
+template <int TI>
+static __device__ __forceinline__ void loom_ll_push_group(const loom_coll_args_t &a, int64_t g, int64_t slot_lines,
+                                                          uint32_t e) {
+  constexpr int NL = TI == LOOM_FP32 ? 8 : 4; /* loom_coll_ll_group_lines */
+  const int W = a.dc.size, r = a.dc.rank;
+  uint32_t w[8];
+  loom_ll_group_words<TI>(a.src[r], a.count, g, w);
+  for (int i = 1; i < W; ++i) {
+    const int q = (r + i) % W;
+    uint64_t *d = (uint64_t *)a.stg[q] + loom_coll_ll_line0(e, loom_coll_ll_slot(r, q, W), W, slot_lines) + g * NL;
+#pragma unroll
+    for (int k = 0; k < NL; k += 2) loom_ll_store2(d + k, w[k], w[k + 1], e);
+  }
+}
+
+/* acc[0..7] = the sum over ranks s = 0 .. W-1 (in that order, fp32) of group
+ * g: this rank's from its input, the peers' from their lines in this rank's
+ * buffer once they carry the epoch. 0 if a wait expired. */
+template <int TI>
+static __device__ __forceinline__ int loom_ll_reduce_group(const loom_coll_args_t &a, int64_t g, int64_t slot_lines,
+                                                           uint32_t e, float *acc) {
+  constexpr int NL = TI == LOOM_FP32 ? 8 : 4;
+  const int W = a.dc.size, r = a.dc.rank;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) acc[k] = 0.f;
+  for (int s = 0; s < W; ++s) {
+    uint32_t w[8];
+    if (s == r) {
+      loom_ll_group_words<TI>(a.src[r], a.count, g, w);
+    } else {
+      const uint64_t *l =
+          (const uint64_t *)a.stg_own + loom_coll_ll_line0(e, loom_coll_ll_slot(s, r, W), W, slot_lines) + g * NL;
+#pragma unroll
+      for (int k = 0; k < NL; k += 2)
+        if (!loom_ll_wait2(a.dc, l + k, e, w + k, s, (uint32_t)(g * NL + k), LOOM_SITE_COLL_LL)) return 0;
+    }
+    float x[8];
+    loom_coll_unpack8<TI>(w, x);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) acc[k] += x[k];
+  }
+  return 1;
+}
+
+/* AllReduce LL: every thread pushes its groups (flat: group g of thread
+ * b x blockDim + t, strided by the grid; rows: block b's rows), then reduces
+ * them as the peers' lines arrive and applies the epilogue (rows: in shared
+ * memory, then the norm). Nothing waits on a peer except the lines
+ * themselves; the plan's epoch advances when the last block is done. */
+template <int TI, int TO>
+__global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_ll_kernel(const __grid_constant__ loom_coll_args_t a) {
+  extern __shared__ float loom_coll_xs[];
+  __shared__ float red[33];
+  const int W = a.dc.size;
+  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(a.dc.ws + a.epoch_off);
+  const uint32_t e = loom_epoch_begin(ep);
+  const int64_t groups = loom_ceil_div(a.count, LOOM_COLL_VEC);
+  const int64_t slot_lines = loom_coll_ll_slot_lines(a.count, TI == LOOM_FP32 ? 4 : 2);
+  const loom_pointwise_t &pw = a.pw;
+  int good = 1;
+  if (a.norm == LOOM_NORM_NONE) {
+    const int64_t g0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
+    if (W > 1)
+      for (int64_t g = g0; g < groups; g += step) loom_ll_push_group<TI>(a, g, slot_lines, e);
+    for (int64_t g = g0; g < groups; g += step) {
+      float acc[8];
+      if (!loom_ll_reduce_group<TI>(a, g, slot_lines, e, acc)) {
+        good = 0;
+        break;
+      }
+      const int64_t i0 = g * LOOM_COLL_VEC;
+      if (i0 + LOOM_COLL_VEC <= a.count) {
+        if (pw.flags) loom_coll_pointwise8<TO>(pw, i0, acc);
+        loom_coll_store8<TO>(a.out, i0, acc);
+      } else {
+        for (int64_t i = i0; i < a.count; ++i) {
+          float v = acc[i - i0];
+          if (pw.flags) {
+            const int64_t row = i / pw.cols;
+            v = loom_pointwise_apply(pw, pw.flags, pw.act, v, row, i - row * pw.cols);
+          }
+          loom_coll_store1<TO>(a.out, i, v);
+        }
+      }
+    }
+  } else {
+    /* rows of cols, a multiple of 8: a row's groups are its own */
+    const int64_t rows = a.count / a.cols, gpr = a.cols / LOOM_COLL_VEC;
+    if (W > 1)
+      for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
+        for (int64_t v = threadIdx.x; v < gpr; v += blockDim.x) loom_ll_push_group<TI>(a, row * gpr + v, slot_lines, e);
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+      float s1 = 0.f;
+      for (int64_t v = threadIdx.x; good && v < gpr; v += blockDim.x) {
+        float acc[8];
+        if (!loom_ll_reduce_group<TI>(a, row * gpr + v, slot_lines, e, acc)) {
+          good = 0;
+          break;
+        }
+        if (pw.flags) loom_coll_pointwise8<TO>(pw, row * a.cols + v * 8, acc);
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+          loom_coll_xs[v * 8 + k] = acc[k], s1 += a.norm == LOOM_NORM_RMS ? acc[k] * acc[k] : acc[k];
+      }
+      if (__syncthreads_or(!good)) {
+        good = 0;
+        break;
+      }
+      loom_coll_norm_row<TO>(loom_coll_xs, s1, row * a.cols, a.cols, a.norm, a.eps, a.norm_w, a.norm_b, red, 1,
+                             a.out, 0, NULL, 0);
+    }
+  }
+  /* the epoch advances only where every wait was met (as the other kernels) */
+  if (__syncthreads_and(good) && threadIdx.x == 0) {
+    __threadfence();
+    loom_epoch_block_done(ep, e);
+  }
+}
+
 typedef void (*loom_coll_kernel_fn)(loom_coll_args_t);
 
-static loom_coll_kernel_fn loom_coll_pick(int ti, int to) {
+static loom_coll_kernel_fn loom_coll_pick(int ti, int to, int ll) {
 #define LOOM_COLL_K(I, O) \
-  if (ti == I && to == O) return loom_coll_kernel<I, O>;
+  if (ti == I && to == O) return ll ? loom_coll_ll_kernel<I, O> : loom_coll_kernel<I, O>;
   LOOM_COLL_K(LOOM_FP32, LOOM_FP32)
   LOOM_COLL_K(LOOM_FP32, LOOM_FP16)
   LOOM_COLL_K(LOOM_FP32, LOOM_BF16)
@@ -147,15 +290,15 @@ static loom_coll_kernel_fn loom_coll_pick(int ti, int to) {
 }
 
 extern "C" loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks, size_t smem, cudaStream_t stream) {
-  loom_coll_kernel_fn k = loom_coll_pick(a->in_type, a->out_type);
+  loom_coll_kernel_fn k = loom_coll_pick(a->in_type, a->out_type, a->kind == LOOM__CK_LL);
   if (!k) return loom__fail(LOOM_ERR_INTERNAL, "collective kernel for dtypes %d -> %d missing", a->in_type, a->out_type);
   k<<<blocks, LOOM_COLL_THREADS, smem, stream>>>(*a);
   LOOM_CUDA_LAUNCHED("loom_coll_kernel");
   return LOOM_SUCCESS;
 }
 
-extern "C" loom_result_t loom__coll_prepare(int in_type, int out_type, size_t smem) {
-  loom_coll_kernel_fn k = loom_coll_pick(in_type, out_type);
+extern "C" loom_result_t loom__coll_prepare(int in_type, int out_type, int ll, size_t smem) {
+  loom_coll_kernel_fn k = loom_coll_pick(in_type, out_type, ll);
   if (!k) return loom__fail(LOOM_ERR_INTERNAL, "collective kernel for dtypes %d -> %d missing", in_type, out_type);
   cudaFuncAttributes fa;
   LOOM_CUDA(cudaFuncGetAttributes(&fa, (const void *)k));

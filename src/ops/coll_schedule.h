@@ -37,6 +37,19 @@
  *  - One-shot (each rank reduces the whole vector): rank r's item q is
  *    chunk (q + floor(r nch / W)) mod nch, so the ranks start in different
  *    parts of the vector.
+ *
+ * LL (AllReduce's low-latency one-shot). The vector is cut in groups of 8
+ * elements (the last may be short: its missing elements travel as zeros);
+ * a group's 8 x esize bytes travel as 2 x esize lines of 8 bytes, each line
+ * one 4-byte word of the input and a 4-byte flag (the call's epoch), stored
+ * and loaded as one 8-byte access, so a line whose flag is the epoch holds
+ * that call's word. Every rank's LL buffer holds 2 parities x (W-1) slots
+ * of ceil(count / 8) x 2 x esize lines: sender s writes into receiver q's
+ * slot (s - q - 1) mod W (for each q the W-1 senders fill slots 0..W-2
+ * once each) of parity epoch mod 2. Alternating parities is what lets a
+ * sender write without a handshake: the receiver's reads of the same
+ * parity two calls ago ended before it sent the words of the previous call,
+ * which this sender received before its own previous call could end.
  */
 #ifndef LOOM_OPS_COLL_SCHEDULE_H
 #define LOOM_OPS_COLL_SCHEDULE_H
@@ -105,6 +118,36 @@ LOOM_HD void loom_coll_gather_item(int64_t t, int64_t nch, int32_t *step, int64_
 LOOM_HD int64_t loom_coll_one_shot_chunk(int32_t r, int32_t world, int64_t nch, int64_t q) {
   const int64_t shift = nch > 0 ? (int64_t)r * nch / (world < 1 ? 1 : world) : 0;
   return nch > 0 ? (q + shift) % nch : 0;
+}
+
+/* LL: lines (8 bytes each) per group of 8 elements of esize bytes. */
+LOOM_HD int64_t loom_coll_ll_group_lines(int64_t esize) { return 2 * esize; }
+
+/* LL: lines of one slot (a sender's whole input). */
+LOOM_HD int64_t loom_coll_ll_slot_lines(int64_t count, int64_t esize) {
+  return loom_ceil_div(count, LOOM_COLL_VEC) * loom_coll_ll_group_lines(esize);
+}
+
+/* LL: the slot sender s writes in receiver q's buffer (s != q): 0 .. W-2. */
+LOOM_HD int32_t loom_coll_ll_slot(int32_t s, int32_t q, int32_t world) { return (s - q - 1 + 2 * world) % world; }
+
+/* LL: the first line of (parity, slot) in a buffer. */
+LOOM_HD int64_t loom_coll_ll_line0(uint32_t parity, int32_t slot, int32_t world, int64_t slot_lines) {
+  return ((int64_t)(parity & 1u) * (world - 1) + slot) * slot_lines;
+}
+
+/* LL: bytes of each rank's buffer (0 at W = 1: nothing is pushed). */
+LOOM_HD int64_t loom_coll_ll_bytes(int64_t count, int64_t esize, int32_t world) {
+  return world > 1 ? 2 * (int64_t)(world - 1) * loom_coll_ll_slot_lines(count, esize) * 8 : 0;
+}
+
+/* LL: blocks of `threads`: one group per thread (flat), or one block per
+ * row (rows > 0: a row-wise norm), at most max_blocks (every block
+ * resident: blocks wait on peers' blocks). */
+LOOM_HD int32_t loom_coll_ll_grid(int64_t count, int64_t rows, int32_t threads, int32_t max_blocks) {
+  int64_t g = rows > 0 ? rows : loom_ceil_div(loom_ceil_div(count, LOOM_COLL_VEC), threads < 1 ? 1 : threads);
+  if (g > max_blocks) g = max_blocks;
+  return g < 1 ? 1 : (int32_t)g;
 }
 
 /* Blocks for a phase that moves `bytes` per rank: one per 16 KiB (small

@@ -366,11 +366,13 @@ static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
 /* What every rank's plan must have resolved alike (the agreement's hash). */
 /* The shape-dependent half of LOOM_TP_AUTO (loom_tp_auto_fused), for a
  * fused plan whose GEMM configuration st holds: AG needs the GPU's ridge
- * point, RS the GEMM's tiles against its grid; AR always keeps the fused
- * path. 1 (keep it) where the GPU's properties cannot be read. */
+ * point, RS the GEMM's tiles against its grid; AR never keeps the fused
+ * path untuned (loom_tp_auto_fused says why). 1 (keep it) where the GPU's
+ * properties cannot be read. */
 static int auto_keeps_fused(const loom_tp_state_t *st, int kind, int64_t tiles) {
   loom__gemm_device_t dev;
-  if (kind == LOOM__TP_AR || loom__gemm_device(&dev) != LOOM_SUCCESS) return 1;
+  if (kind == LOOM__TP_AR) return loom_tp_auto_fused(-1, st->shard_rows, tiles, st->gemm_cfg.grid, 0.0);
+  if (loom__gemm_device(&dev) != LOOM_SUCCESS) return 1;
   const double ridge = loom_tp_ridge_rows(dev.sms, (double)dev.clock_khz * 1e3, dev.cc_major, dev.dram_bps);
   return loom_tp_auto_fused(kind == LOOM__TP_AG, st->shard_rows, tiles, st->gemm_cfg.grid, ridge);
 }
@@ -475,7 +477,9 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
     if (r == LOOM_SUCCESS && !tuned && desc->transfer == LOOM_TP_AUTO && !auto_keeps_fused(st, kind, tiles)) {
       /* the shape-dependent half of AUTO: the fused path could hide nothing */
       LOOM_INFO("%s: m=%lld: the fused path could hide nothing here (%s): sequential", fn, (long long)m,
-                kind == LOOM__TP_AG ? "a shard's rows are memory-bound on B" : "the GEMM's tiles fit one wave");
+                kind == LOOM__TP_AG   ? "a shard's rows are memory-bound on B"
+                : kind == LOOM__TP_RS ? "the GEMM's tiles fit one wave"
+                                      : "GEMM + loom_allreduce with the epilogue measured faster");
       t = st->transfer = LOOM_TP_SEQUENTIAL;
       st->gemm_engine = loom__tp_resolve_gemm(desc, t);
       memset(&st->gemm_cfg, 0, sizeof st->gemm_cfg);

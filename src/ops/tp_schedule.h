@@ -207,8 +207,15 @@ LOOM_HD uint32_t loom_ar_gathered_signal(int32_t o, int64_t tiles, int64_t t) {
  *      one wave of its grid, they all finish at the end and the whole
  *      reduction runs after the GEMM (a tail launch plus the peer reads,
  *      ~22 us at m = 64), hiding nothing. Fused only where tiles > grid.
- * kind_ag: 1 AllGather+GEMM, 0 GEMM+ReduceScatter. */
+ *  AR: the fused GEMM + AllReduce (the RS call with the reduced rows
+ *      stored into every rank's out) lost to the sequential GEMM +
+ *      loom_allreduce with the epilogue on every shape measured (CoCoNet's
+ *      four at W = 2: 0.86-0.91 of cuBLASLt + NCCL + pointwise where the
+ *      sequential path made 1.12-1.18; the held-out shapes in NOTES), so it
+ *      is never the untuned choice; loom_gemm_ar_tune times both.
+ * kind_ag: 1 AllGather+GEMM, 0 GEMM+ReduceScatter, -1 GEMM+AllReduce. */
 LOOM_HD int loom_tp_auto_fused(int kind_ag, int64_t shard_rows, int64_t tiles, int64_t grid, double ridge_rows) {
+  if (kind_ag < 0) return 0;
   if (kind_ag) return (double)shard_rows >= ridge_rows;
   return tiles > grid;
 }

@@ -1,6 +1,6 @@
 /*
- * test_coll.c - GPU tests of loom's collectives (loom_allreduce one-shot and
- * two-shot, loom_reduce_scatter, loom_all_gather) on W ranks (one process per
+ * test_coll.c - GPU tests of loom's collectives (loom_allreduce one-shot,
+ * two-shot and LL, loom_reduce_scatter, loom_all_gather) on W ranks (one process per
  * GPU; W = 1 runs the whole protocol on one GPU), against the CPU references
  * (src/ref/coll_ref.c, double precision):
  *  - every dtype pair, counts 1, odd, not divisible by W or by 8, large;
@@ -16,7 +16,7 @@
  *    in inside out);
  *  - CUDA-graph capture, replayed with new inputs;
  *  - hundreds of calls alternating four plans on one stream;
- *  - one-shot and two-shot give the same bits, and every rank the same;
+ *  - one-shot, two-shot and LL give the same bits, and every rank the same;
  *  - argument errors named; a peer that never calls: LOOM_ERR_TIMEOUT
  *    naming the wait.
  * Every rank generates every rank's inputs from the run's seed (so each can
@@ -204,7 +204,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const coll_case_t *k
            k->in_place ? " in place" : "", k->graph ? " graph" : "", (long long)info.slice_elems,
            (long long)info.chunk_elems, info.blocks);
   if (k->op == AR && k->algo != LOOM_COLL_AUTO) CHECK_EQ_INT(info.algo, k->algo);
-  if (k->op == AR) CHECK(info.algo == LOOM_COLL_ONE_SHOT || info.algo == LOOM_COLL_TWO_SHOT);
+  if (k->op == AR) CHECK(info.algo == LOOM_COLL_ONE_SHOT || info.algo == LOOM_COLL_TWO_SHOT || info.algo == LOOM_COLL_LL);
   CHECK(info.deterministic == 1);
   const int64_t mb = info.my_begin, ml = info.my_len;
   {
@@ -338,6 +338,7 @@ static void run_suite(int W, const coll_case_t *cases, int n) {
 #define A0 LOOM_COLL_AUTO
 #define A1 LOOM_COLL_ONE_SHOT
 #define A2 LOOM_COLL_TWO_SHOT
+#define LL LOOM_COLL_LL
 #define NN LOOM_NORM_NONE
 #define RMS LOOM_NORM_RMS
 #define LN LOOM_NORM_LAYER
@@ -399,6 +400,37 @@ static const coll_case_t g_rs_ag[] = {
     {AG, (1 << 20) + 5, 0, BF, BF, A0, 0, NN, 0, 0, 0, 1, 0},
 };
 
+/* AllReduce LL: sizes (a short last group, one element, groups spread over
+ * a capped grid), dtype pairs, every epilogue, norms over rows of a
+ * multiple of 8, in place, graphs; at least 3 calls each so that both
+ * parities of the buffer are used and reused (flags of call e - 2 stale) */
+static const coll_case_t g_ll[] = {
+    {AR, 1, 0, BF, BF, LL, 0, NN, 0, 0, 0, 3, 0},
+    {AR, 7, 0, FH, FH, LL, 0, NN, 0, 0, 0, 3, 0},
+    {AR, 13, 0, F32, BF, LL, 0, NN, 0, 0, 0, 3, 0},
+    {AR, 17, 0, BF, F32, LL, 0, NN, 0, 0, 0, 3, 0},
+    {AR, 1000, 0, BF, BF, A0, 0, NN, 0, 0, 0, 3, 0}, /* AUTO: LL at the default threshold */
+    {AR, 4099, 0, FH, F32, LL, 0, NN, 0, 0, 0, 3, 3},
+    {AR, 65537, 0, BF, BF, LL, 0, NN, 0, 0, 0, 3, 0},
+    {AR, 65537, 0, F32, F32, LL, 0, NN, 0, 0, 0, 3, 1}, /* one block: 16 groups per thread */
+    {AR, (1 << 20) + 3, 0, BF, BF, LL, 0, NN, 0, 0, 0, 3, 0}, /* more groups than threads */
+    {AR, 37 * 768, 768, BF, BF, LL, E_BIAS | E_DROP | E_RES, NN, 0, 0, 0, 3, 0},
+    {AR, 9 * 100, 100, F32, BF, LL, E_SCALE | E_BIAS | E_RELU | E_RES, NN, 0, 0, 0, 3, 0},
+    {AR, 37 * 768, 768, FH, F32, LL, E_SCALE | E_BIAS | E_GELU, NN, 0, 0, 0, 3, 0},
+    {AR, 100003, 0, FH, FH, LL, E_DROP, NN, 0, 0, 0, 3, 0},
+    {AR, 37 * 768, 768, BF, BF, LL, E_RES, RMS, 0, 0, 0, 3, 0},
+    {AR, 37 * 768, 768, FH, FH, LL, E_RES, LN, 1, 0, 0, 3, 0},
+    {AR, 11 * 104, 104, F32, BF, LL, E_BIAS | E_RES, LN, 0, 0, 0, 3, 0},
+    {AR, 2 * 32768, 32768, BF, BF, LL, E_RES, RMS, 0, 0, 0, 3, 0}, /* the largest row */
+    {AR, 300 * 8, 8, BF, BF, LL, E_RES, RMS, 0, 0, 0, 3, 4},       /* more rows than blocks */
+    {AR, 1000, 0, BF, BF, LL, 0, NN, 0, 1, 0, 3, 0},                /* in place */
+    {AR, 37 * 768, 768, BF, BF, LL, E_BIAS | E_RES, RMS, 0, 1, 0, 3, 0},
+    {AR, 65537, 0, FH, FH, LL, E_DROP, NN, 0, 1, 0, 3, 0},
+    {AR, 4099, 4099, BF, BF, LL, E_BIAS | E_DROP | E_RES, NN, 0, 0, 1, 5, 0}, /* graph replays: parities alternate */
+    {AR, 37 * 768, 768, BF, BF, LL, E_RES, RMS, 0, 0, 1, 5, 0},
+    {AR, 1000, 0, BF, BF, LL, 0, NN, 0, 1, 1, 5, 0},
+};
+
 static const coll_case_t g_in_place_graph[] = {
     {AR, 1000, 0, BF, BF, A1, 0, NN, 0, 1, 0, 3, 0},
     {AR, 65537, 0, FH, FH, A2, 0, NN, 0, 1, 0, 3, 0},
@@ -425,33 +457,38 @@ LOOM_TEST(gpu_coll_reduce_scatter_all_gather_w1) { run_suite(1, g_rs_ag, N(g_rs_
 LOOM_TEST(gpu_coll_reduce_scatter_all_gather_w2) { run_suite(2, g_rs_ag, N(g_rs_ag)); }
 LOOM_TEST(gpu_coll_in_place_and_graphs_w1) { run_suite(1, g_in_place_graph, N(g_in_place_graph)); }
 LOOM_TEST(gpu_coll_in_place_and_graphs_w2) { run_suite(2, g_in_place_graph, N(g_in_place_graph)); }
+LOOM_TEST(gpu_coll_ll_w1) { run_suite(1, g_ll, N(g_ll)); }
+LOOM_TEST(gpu_coll_ll_w2) { run_suite(2, g_ll, N(g_ll)); }
 
-/* Hundreds of calls of four plans alternating on one stream (AllReduce one-
- * and two-shot with epilogues, ReduceScatter, AllGather), inputs fixed, the
- * outputs checked every 100 calls: no drift in the epochs, no stale chunk. */
+/* Hundreds of calls of five plans alternating on one stream (AllReduce one-
+ * and two-shot with epilogues, ReduceScatter, AllGather, AllReduce LL),
+ * inputs fixed, the outputs checked every 100 calls: no drift in the epochs,
+ * no stale chunk or line. */
+#define NP 5
 static int rank_many(loom_rank_ctx_t *ctx, void *arg) {
   (void)arg;
   const int W = ctx->size, rank = ctx->rank;
   loom_comm_t comm = NULL;
-  loom_plan_t p[4] = {NULL, NULL, NULL, NULL};
+  loom_plan_t p[NP] = {NULL, NULL, NULL, NULL, NULL};
   cudaStream_t s = NULL;
-  const coll_case_t ks[4] = {
+  const coll_case_t ks[NP] = {
       {AR, 3001, 0, BF, BF, A1, 0, NN, 0, 0, 0, 1, 0},
       {AR, 200 * 512, 512, BF, BF, A2, E_BIAS | E_RES, RMS, 0, 0, 0, 1, 0},
       {RS, 70001, 0, FH, F32, A0, 0, NN, 0, 0, 0, 1, 0},
       {AG, 50003, 0, F32, F32, A0, 0, NN, 0, 0, 0, 1, 0},
+      {AR, 5003, 0, FH, FH, LL, 0, NN, 0, 0, 0, 1, 0},
   };
-  void *in[4] = {NULL}, *out[4] = {NULL}, *h[4] = {NULL};
+  void *in[NP] = {NULL}, *out[NP] = {NULL}, *h[NP] = {NULL};
   void *d_bias = NULL, *d_res = NULL, *d_nw = NULL;
-  coll_inputs_t x[4];
+  coll_inputs_t x[NP];
   memset(x, 0, sizeof x);
-  size_t obytes[4] = {0};
+  size_t obytes[NP] = {0};
   CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CUDA_OK(cudaMalloc(&d_bias, 512 * 2));
   CUDA_OK(cudaMalloc(&d_res, 200 * 512 * 2));
   CUDA_OK(cudaMalloc(&d_nw, 512 * 2));
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < NP; ++i) {
     const coll_case_t *k = &ks[i];
     loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
     d.count = k->count, d.cols = k->cols, d.dtype = k->in, d.out_type = k->out, d.norm = k->norm, d.algo = k->algo;
@@ -482,13 +519,14 @@ static int rank_many(loom_rank_ctx_t *ctx, void *arg) {
     }
   }
   for (int it = 0; it < 600; ++it) {
-    const int i = it % 4;
+    const int i = it % NP;
     loom_epilogue_t e = make_epi(&ks[1], 1000 + 1, d_bias, d_res);
     if (i == 0) LOOM_OK(loom_allreduce(p[0], in[0], out[0], NULL, NULL, NULL, s));
     if (i == 1) LOOM_OK(loom_allreduce(p[1], in[1], out[1], &e, d_nw, NULL, s));
     if (i == 2) LOOM_OK(loom_reduce_scatter(p[2], in[2], out[2], NULL, NULL, NULL, s));
     if (i == 3) LOOM_OK(loom_all_gather(p[3], in[3], out[3], s));
-    if (it % 100 == 99 || it >= 596) {
+    if (i == 4) LOOM_OK(loom_allreduce(p[4], in[4], out[4], NULL, NULL, NULL, s));
+    if (it % 100 == 99 || it >= 600 - NP) {
       CUDA_OK(cudaStreamSynchronize(s));
       LOOM_OK(loom_comm_get_async_error(comm));
       if (obytes[i]) CUDA_OK(cudaMemcpy(h[i], out[i], obytes[i], cudaMemcpyDeviceToHost));
@@ -499,7 +537,7 @@ static int rank_many(loom_rank_ctx_t *ctx, void *arg) {
   }
 out:
   if (s) cudaStreamSynchronize(s);
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < NP; ++i) {
     if (p[i]) CHECK_RESULT(loom_plan_destroy(p[i]), LOOM_SUCCESS);
     if (in[i]) CHECK_RESULT(loom_free(comm, in[i]), LOOM_SUCCESS);
     cudaFree(out[i]);
@@ -649,7 +687,8 @@ LOOM_TEST(gpu_coll_bad_arguments_are_named_w2) {
 /* Rank 1 never calls: rank 0's call gives up after the timeout, names the
  * wait, and the comm and plan can still be destroyed. arg: the algorithm. */
 static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
-  const int op = *(const int *)arg; /* 0 one-shot, 1 two-shot, 2 RS, 3 AG */
+  const int op = *(const int *)arg; /* 0 one-shot, 1 two-shot, 2 RS, 3 AG, 4 LL */
+  const int ar = op <= 1 || op == 4;
   loom_comm_t comm = NULL;
   loom_plan_t plan = NULL;
   cudaStream_t s = NULL;
@@ -659,8 +698,8 @@ static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
   CHECK_LOOM_OR(loom_comm_create(ctx->nccl, &cfg, &comm), return 1);
   loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
   d.count = 100000, d.world_size = ctx->size;
-  d.algo = op == 0 ? LOOM_COLL_ONE_SHOT : op == 1 ? LOOM_COLL_TWO_SHOT : LOOM_COLL_AUTO;
-  LOOM_OK(op <= 1 ? loom_plan_allreduce(comm, &d, &plan)
+  d.algo = op == 0 ? LOOM_COLL_ONE_SHOT : op == 1 ? LOOM_COLL_TWO_SHOT : op == 4 ? LOOM_COLL_LL : LOOM_COLL_AUTO;
+  LOOM_OK(ar ? loom_plan_allreduce(comm, &d, &plan)
           : op == 2 ? loom_plan_reduce_scatter(comm, &d, &plan)
                     : loom_plan_all_gather(comm, &d, &plan));
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -668,7 +707,7 @@ static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
   CUDA_OK(cudaMalloc(&out, 100000 * 2));
   CUDA_OK(cudaMemset(in, 0x3c, 100000 * 2));
   if (ctx->rank == 0) {
-    LOOM_OK(op <= 1 ? loom_allreduce(plan, in, out, NULL, NULL, NULL, s)
+    LOOM_OK(ar ? loom_allreduce(plan, in, out, NULL, NULL, NULL, s)
             : op == 2 ? loom_reduce_scatter(plan, in, out, NULL, NULL, NULL, s)
                       : loom_all_gather(plan, in, out, s));
     CUDA_OK(cudaStreamSynchronize(s)); /* returns: every wait is bounded */
@@ -677,7 +716,7 @@ static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
     CHECK(strstr(msg, "collective") != NULL || strstr(msg, "AllReduce") != NULL);
     printf("  rank 0: %s\n", msg);
     /* the comm stays in error: the next call says so */
-    CHECK_RESULT(op <= 1 ? loom_allreduce(plan, in, out, NULL, NULL, NULL, s)
+    CHECK_RESULT(ar ? loom_allreduce(plan, in, out, NULL, NULL, NULL, s)
                  : op == 2 ? loom_reduce_scatter(plan, in, out, NULL, NULL, NULL, s)
                            : loom_all_gather(plan, in, out, s),
                  LOOM_ERR_TIMEOUT);
@@ -695,13 +734,14 @@ out:
 }
 
 LOOM_TEST(gpu_coll_absent_peer_times_out_w2) {
-  static const int ops[4] = {0, 1, 2, 3};
-  for (int i = 0; i < 4 && loom_test_gpus(2); ++i) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent_peer, (void *)&ops[i]), 0);
+  static const int ops[5] = {0, 1, 2, 3, 4};
+  for (int i = 0; i < 5 && loom_test_gpus(2); ++i) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent_peer, (void *)&ops[i]), 0);
 }
 
-/* One-shot and two-shot give the same bits, on every rank: each element is
- * summed in rank order in fp32 by the same code and the epilogue runs once
- * on it (loom.h promises "the same bits on every rank, run and algorithm").
+/* One-shot, two-shot and LL (where it applies) give the same bits, on every
+ * rank: each element is summed in rank order in fp32 and the epilogue runs
+ * once on it (loom.h promises "the same bits on every rank, run and
+ * algorithm").
  * Every rank hashes its output; an NCCL min and max of the hashes agree. */
 static uint64_t fnv1a(const void *p, size_t n) {
   uint64_t h = 1469598103934665603ull;
@@ -728,7 +768,9 @@ static int rank_same_bits(loom_rank_ctx_t *ctx, void *arg) {
     const coll_case_t *k = &cs[c];
     const size_t ei = loom_dtype_size(k->in), eo = loom_dtype_size(k->out), ob = (size_t)k->count * eo;
     const int64_t cols = k->cols > 0 ? k->cols : 1;
-    loom_plan_t p1 = NULL, p2 = NULL;
+    loom_plan_t p1 = NULL, p2 = NULL, p3 = NULL;
+    const int use_ll = k->norm == NN || k->cols % 8 == 0;
+    void *o3 = NULL, *h3 = malloc(ob);
     void *in = NULL, *o1 = NULL, *o2 = NULL, *bias = NULL, *res = NULL, *nw = NULL, *nb = NULL;
     void *h1 = malloc(ob), *h2 = malloc(ob);
     coll_inputs_t x;
@@ -740,11 +782,14 @@ static int rank_same_bits(loom_rank_ctx_t *ctx, void *arg) {
     loom_result_t r = loom_plan_allreduce(comm, &d, &p1);
     d.algo = LOOM_COLL_TWO_SHOT;
     if (r == LOOM_SUCCESS) r = loom_plan_allreduce(comm, &d, &p2);
+    d.algo = LOOM_COLL_LL;
+    if (r == LOOM_SUCCESS && use_ll) r = loom_plan_allreduce(comm, &d, &p3);
     if (r == LOOM_SUCCESS) r = loom_malloc(comm, (size_t)k->count * ei, &in);
     CHECK_RESULT(r, LOOM_SUCCESS);
     int ok = r == LOOM_SUCCESS && cudaMalloc(&o1, ob) == cudaSuccess && cudaMalloc(&o2, ob) == cudaSuccess &&
              cudaMalloc(&bias, (size_t)cols * eo) == cudaSuccess && cudaMalloc(&res, ob) == cudaSuccess &&
-             cudaMalloc(&nw, (size_t)cols * eo) == cudaSuccess && cudaMalloc(&nb, (size_t)cols * eo) == cudaSuccess;
+             cudaMalloc(&nw, (size_t)cols * eo) == cudaSuccess && cudaMalloc(&nb, (size_t)cols * eo) == cudaSuccess &&
+             cudaMalloc(&o3, ob) == cudaSuccess && h1 && h2 && h3;
     ok = ok && cudaMemcpy(in, x.in[rank], (size_t)k->count * ei, cudaMemcpyHostToDevice) == cudaSuccess &&
          cudaMemcpy(bias, x.bias, (size_t)cols * eo, cudaMemcpyHostToDevice) == cudaSuccess &&
          cudaMemcpy(res, x.res, ob, cudaMemcpyHostToDevice) == cudaSuccess &&
@@ -756,12 +801,15 @@ static int rank_same_bits(loom_rank_ctx_t *ctx, void *arg) {
       const void *w = k->norm ? nw : NULL, *b = k->norm && k->norm_bias ? nb : NULL;
       CHECK_RESULT(loom_allreduce(p1, in, o1, &e, w, b, s), LOOM_SUCCESS);
       CHECK_RESULT(loom_allreduce(p2, in, o2, &e, w, b, s), LOOM_SUCCESS);
+      if (p3) CHECK_RESULT(loom_allreduce(p3, in, o3, &e, w, b, s), LOOM_SUCCESS);
       CHECK(cudaStreamSynchronize(s) == cudaSuccess);
       CHECK_RESULT(loom_comm_get_async_error(comm), LOOM_SUCCESS);
       CHECK(cudaMemcpy(h1, o1, ob, cudaMemcpyDeviceToHost) == cudaSuccess);
       CHECK(cudaMemcpy(h2, o2, ob, cudaMemcpyDeviceToHost) == cudaSuccess);
       if (memcmp(h1, h2, ob) != 0)
         loom_test_fail(__FILE__, __LINE__, "rank %d case %zu: one-shot and two-shot differ in their bits", rank, c);
+      if (p3 && (cudaMemcpy(h3, o3, ob, cudaMemcpyDeviceToHost) != cudaSuccess || memcmp(h1, h3, ob) != 0))
+        loom_test_fail(__FILE__, __LINE__, "rank %d case %zu: one-shot and LL differ in their bits", rank, c);
       const size_t bad = check_out(k, &x, h1, rank, W, 3);
       if (bad) loom_test_fail(__FILE__, __LINE__, "rank %d case %zu: %zu elements wrong", rank, c, bad);
       const uint64_t hh[2] = {fnv1a(h1, ob), fnv1a(h1, ob)};
@@ -776,7 +824,9 @@ static int rank_same_bits(loom_rank_ctx_t *ctx, void *arg) {
     if (s) cudaStreamSynchronize(s);
     if (p1) CHECK_RESULT(loom_plan_destroy(p1), LOOM_SUCCESS);
     if (p2) CHECK_RESULT(loom_plan_destroy(p2), LOOM_SUCCESS);
+    if (p3) CHECK_RESULT(loom_plan_destroy(p3), LOOM_SUCCESS);
     if (in) CHECK_RESULT(loom_free(comm, in), LOOM_SUCCESS);
+    cudaFree(o3), free(h3);
     cudaFree(o1), cudaFree(o2), cudaFree(bias), cudaFree(res), cudaFree(nw), cudaFree(nb);
     free(h1), free(h2);
     inputs_free(&x);

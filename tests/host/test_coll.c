@@ -217,32 +217,32 @@ LOOM_TEST(coll_desc_checks_name_the_field_and_auto_picks_by_size) {
   d.count = 1000, d.world_size = 2;
   loom_coll_algo_t a = LOOM_COLL_AUTO;
   const size_t th = 256 << 10;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_ONE_SHOT);
   d.count = (256 << 10) / 2; /* exactly the threshold: one-shot */
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_ONE_SHOT);
   d.count += 1;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_TWO_SHOT);
   d.algo = LOOM_COLL_ONE_SHOT;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_ONE_SHOT);
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_RS, 2, 132, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_RS, 2, 132, 0, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc->algo=LOOM_COLL_ONE_SHOT");
   d.algo = (loom_coll_algo_t)7;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc->algo=7");
   d.algo = LOOM_COLL_AUTO;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 4, 132, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 4, 132, 0, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc->world_size=2");
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, th, NULL, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, NULL, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc=NULL");
 #define BAD(field, value, text)                                                                    \
   do {                                                                                             \
     loom_coll_desc_t b = d;                                                                        \
     b.field = value;                                                                               \
-    CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, th, &b, &a), LOOM_ERR_INVALID_ARGUMENT); \
+    CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &b, &a), LOOM_ERR_INVALID_ARGUMENT); \
     CHECK_MSG(text);                                                                               \
   } while (0)
   BAD(struct_size, 8, "desc->struct_size=8");
@@ -258,22 +258,110 @@ LOOM_TEST(coll_desc_checks_name_the_field_and_auto_picks_by_size) {
   BAD(blocks, -1, "desc->blocks=-1");
 #undef BAD
   d.count = 4096, d.cols = 64, d.norm = LOOM_NORM_LAYER;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_SUCCESS);
   d.norm_eps = 0.f;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc->norm_eps=0");
   d.norm_eps = 1e-5f;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AG, 2, 132, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AG, 2, 132, 0, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("AllGather has no epilogue");
   d.count = 65536 * 2, d.cols = 65536;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc->cols=65536");
   d.norm = LOOM_NORM_NONE, d.out_type = LOOM_FP32;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, th, &d, &a), LOOM_SUCCESS);
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AG, 2, 132, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AG, 2, 132, 0, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc->out_type=0");
   d.world_size = 65;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 65, 132, th, &d, &a), LOOM_ERR_UNSUPPORTED);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 65, 132, 0, th, &d, &a), LOOM_ERR_UNSUPPORTED);
+}
+
+LOOM_TEST(coll_ll_slots_are_a_permutation_and_regions_tile_the_buffer) {
+  const int worlds[] = {2, 3, 4, 8, 16, 64};
+  const int64_t counts[] = {1, 7, 8, 9, 1000, 131072};
+  for (size_t wi = 0; wi < sizeof worlds / sizeof worlds[0]; ++wi) {
+    const int W = worlds[wi];
+    /* for each receiver, the W-1 senders take slots 0 .. W-2 once each */
+    for (int q = 0; q < W; ++q) {
+      uint64_t seen = 0;
+      for (int s = 0; s < W; ++s) {
+        if (s == q) continue;
+        const int slot = loom_coll_ll_slot(s, q, W);
+        CHECK(slot >= 0 && slot < W - 1);
+        CHECK((seen >> slot & 1u) == 0);
+        seen |= (uint64_t)1 << slot;
+      }
+      CHECK_EQ_INT(__builtin_popcountll(seen), W - 1);
+    }
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ++ci)
+      for (int64_t es = 2; es <= 4; es += 2) {
+        const int64_t n = counts[ci], sl = loom_coll_ll_slot_lines(n, es);
+        /* a slot carries every element's bytes: 8-byte lines of one 4-byte word */
+        CHECK(sl * 4 >= n * es && sl % loom_coll_ll_group_lines(es) == 0);
+        CHECK_EQ_INT(sl / loom_coll_ll_group_lines(es), (n + 7) / 8);
+        /* (parity, slot) regions are disjoint, adjacent, and fill the buffer */
+        int64_t next = 0;
+        for (uint32_t par = 0; par < 2; ++par)
+          for (int slot = 0; slot < W - 1; ++slot) {
+            CHECK_EQ_INT(loom_coll_ll_line0(par, slot, W, sl), next);
+            next += sl;
+          }
+        CHECK_EQ_INT(next * 8, loom_coll_ll_bytes(n, es, W));
+        /* epochs e and e + 2 share a parity, e + 1 does not */
+        CHECK_EQ_INT(loom_coll_ll_line0(5u, 0, W, sl), loom_coll_ll_line0(7u, 0, W, sl));
+        CHECK(loom_coll_ll_line0(5u, 0, W, sl) != loom_coll_ll_line0(6u, 0, W, sl));
+      }
+  }
+  CHECK_EQ_INT(loom_coll_ll_bytes(1000, 2, 1), 0);
+  /* one group per thread, at most the SMs; rows: a block per row */
+  CHECK_EQ_INT(loom_coll_ll_grid(1, 0, 512, 132), 1);
+  CHECK_EQ_INT(loom_coll_ll_grid(8 * 512, 0, 512, 132), 1);
+  CHECK_EQ_INT(loom_coll_ll_grid(8 * 512 + 1, 0, 512, 132), 2);
+  CHECK_EQ_INT(loom_coll_ll_grid((int64_t)1 << 30, 0, 512, 132), 132);
+  CHECK_EQ_INT(loom_coll_ll_grid(4096 * 16, 16, 512, 132), 16);
+  CHECK_EQ_INT(loom_coll_ll_grid(4096 * 1000, 1000, 512, 132), 132);
+}
+
+LOOM_TEST(coll_desc_auto_picks_ll_below_its_threshold_where_it_applies) {
+  loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
+  d.count = 1000, d.world_size = 2;
+  loom_coll_algo_t a = LOOM_COLL_AUTO;
+  const size_t ll = 64 << 10, th = 256 << 10;
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_EQ_INT(a, LOOM_COLL_LL);
+  d.count = (64 << 10) / 2; /* exactly the LL threshold */
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_EQ_INT(a, LOOM_COLL_LL);
+  d.count += 8;
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_EQ_INT(a, LOOM_COLL_ONE_SHOT);
+  d.dtype = LOOM_FP32, d.count = (64 << 10) / 4 + 1; /* bytes count the input's dtype */
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_EQ_INT(a, LOOM_COLL_ONE_SHOT);
+  /* a norm over rows that are not whole groups: AUTO passes LL over, LL forced is refused */
+  d.dtype = LOOM_BF16, d.count = 12 * 100, d.cols = 12, d.norm = LOOM_NORM_RMS;
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_EQ_INT(a, LOOM_COLL_ONE_SHOT);
+  d.algo = LOOM_COLL_LL;
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("desc->cols a multiple of 8 (cols=12)");
+  d.cols = 16, d.count = 16 * 100;
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_EQ_INT(a, LOOM_COLL_LL);
+  d.algo = LOOM_COLL_AUTO;
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_EQ_INT(a, LOOM_COLL_LL);
+  /* a flat vector of any count; LL forced past the threshold; threshold 0: never */
+  d.cols = 0, d.norm = LOOM_NORM_NONE, d.count = 1 << 24, d.algo = LOOM_COLL_LL;
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_EQ_INT(a, LOOM_COLL_LL);
+  d.count = 3, d.algo = LOOM_COLL_AUTO;
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_SUCCESS);
+  CHECK_EQ_INT(a, LOOM_COLL_ONE_SHOT);
+  d.algo = LOOM_COLL_LL;
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_RS, 2, 132, ll, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("desc->algo=LOOM_COLL_LL applies to loom_plan_allreduce only");
+  CHECK(strstr(loom__wait_site_name(LOOM_SITE_COLL_LL), "LL") != NULL);
 }
 
 LOOM_TEST(coll_plans_on_a_test_comm_check_then_refuse) {

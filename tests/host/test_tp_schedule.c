@@ -302,6 +302,9 @@ LOOM_TEST(tp_auto_shape_rule_is_the_ridge_for_ag_and_one_wave_for_rs) {
   CHECK_EQ_INT(loom_tp_auto_fused(0, 256, 4 * 64, 128, h100), 1);
   CHECK_EQ_INT(loom_tp_auto_fused(1, 256, 0, 0, h100), 0); /* AG m = 512 */
   CHECK_EQ_INT(loom_tp_auto_fused(1, 512, 0, 0, h100), 1); /* AG m = 1024 */
+  /* AR: never fused untuned, whatever the shape */
+  CHECK_EQ_INT(loom_tp_auto_fused(-1, 8192, 64 * 24, 120, h100), 0);
+  CHECK_EQ_INT(loom_tp_auto_fused(-1, 64, 1, 120, h100), 0);
 }
 
 /* AG bands: every band of the rank-shifted grouped order lies inside one

@@ -9,8 +9,10 @@
  *
  * allreduce rows, per size:
  *   nccl            ncclAllReduce (input in loom_malloc memory, output cudaMalloc)
- *   loom-auto       loom_allreduce as the plan chooses (LOOM_ALLREDUCE_ONE_SHOT_BYTES)
+ *   loom-auto       loom_allreduce as the plan chooses (LOOM_ALLREDUCE_LL_BYTES,
+ *                   LOOM_ALLREDUCE_ONE_SHOT_BYTES)
  *   loom-1shot      one-shot forced (up to 64 MiB)
+ *   loom-ll         LL (push with flags) forced (up to 4 MiB)
  *   loom-2shot      two-shot forced
  *   loom+epi        the plan's choice with CoCoNet's epilogue dropout(x + bias) +
  *                   residual (rows of 1024): its cost is this row vs loom-auto
@@ -212,6 +214,7 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
     ADD(V_LOOM, "loom-auto", LOOM_COLL_AUTO, 0, LOOM_NORM_NONE);
     if (op == OP_AR) {
       if (bytes <= (64 << 20)) ADD(V_LOOM, "loom-1shot", LOOM_COLL_ONE_SHOT, 0, LOOM_NORM_NONE);
+      if (bytes <= (4 << 20)) ADD(V_LOOM, "loom-ll", LOOM_COLL_LL, 0, LOOM_NORM_NONE);
       ADD(V_LOOM, "loom-2shot", LOOM_COLL_TWO_SHOT, 0, LOOM_NORM_NONE);
       ADD(V_LOOM, "loom+epi", LOOM_COLL_AUTO, ecols, LOOM_NORM_NONE);
       v[nv - 1].epi = &epi;
@@ -296,7 +299,7 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
         /* the peer column: PyTorch's symmetric-memory kernel of the same kind */
         const char *key = v[i].nw ? "ar_rmsnorm_us"
                           : v[i].epi ? NULL
-                          : !strcmp(v[i].impl, "loom-1shot") ? "one_shot_us"
+                          : !strcmp(v[i].impl, "loom-1shot") || !strcmp(v[i].impl, "loom-ll") ? "one_shot_us"
                           : !strcmp(v[i].impl, "loom-2shot") ? "two_shot_us"
                                                              : NULL;
         if (key) row->peer_us = peer_time(a, bytes, key);
