@@ -19,6 +19,9 @@
  *   nccl+rmsnorm    ncclAllReduce, then a separate residual + RMSNorm kernel
  *                   (rows of min(4096, count); tools/bench/bench_coll_kernels.cu)
  *   loom+rmsnorm    loom_allreduce with residual + RMSNorm fused
+ * AllReduce up to 1 MiB: every variant again as "<impl>/graph", the time per
+ * call of a CUDA graph of 16 calls (the device's latency without the host's
+ * issue time, which the plain rows include where the host is slower).
  * #wrong: every element of each loom output (the plain ones against NCCL's,
  * within bf16 rounding of the W-term sum; loom+rmsnorm against
  * nccl+rmsnorm); loom+epi is not checked here (tests/gpu/test_coll.c checks
@@ -100,6 +103,35 @@ static loom_result_t coll_var_run(void *arg, int iter, cudaStream_t s) {
       if (v->op == OP_RS) return loom_reduce_scatter(v->plan, v->in, v->out, NULL, NULL, NULL, s);
       return loom_all_gather(v->plan, v->in, v->out, s);
   }
+}
+
+/* AllReduce up to this size: each variant also timed per call inside a CUDA
+ * graph of COLL_GRAPH_CALLS calls (the device's latency, no host issue). */
+#define COLL_GRAPH_MAX_BYTES ((int64_t)1 << 20)
+#define COLL_GRAPH_CALLS 16
+#define COLL_GRAPH_REPS 100
+
+static loom_result_t graph_run(void *arg, int iter, cudaStream_t s) {
+  (void)iter;
+  LOOM_CUDA(cudaGraphLaunch((cudaGraphExec_t)arg, s));
+  return LOOM_SUCCESS;
+}
+
+/* COLL_GRAPH_CALLS calls of v captured on s into *exec (NULL on failure). */
+static loom_result_t capture_calls(coll_var_t *v, cudaStream_t s, cudaGraphExec_t *exec) {
+  *exec = NULL;
+  cudaGraph_t g = NULL;
+  LOOM_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  loom_result_t r = LOOM_SUCCESS;
+  for (int k = 0; k < COLL_GRAPH_CALLS && r == LOOM_SUCCESS; ++k) r = coll_var_run(v, k, s);
+  const cudaError_t e = cudaStreamEndCapture(s, &g);
+  if (r == LOOM_SUCCESS && e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaStreamEndCapture", __FILE__, __LINE__);
+  if (r == LOOM_SUCCESS) {
+    const cudaError_t e2 = cudaGraphInstantiate(exec, g, 0);
+    if (e2 != cudaSuccess) r = loom__cuda_fail((int)e2, "cudaGraphInstantiate", __FILE__, __LINE__);
+  }
+  if (g) (void)cudaGraphDestroy(g);
+  return r;
 }
 
 /* Elements of got that differ from want by more than rel x |want| + floor,
@@ -270,6 +302,29 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
         wrong[0] = 0;
       }
     }
+    /* small AllReduce: every variant again, per call inside a CUDA graph */
+    loom_bench_time_t tg[8];
+    int64_t graphed = 0;
+    if (!failed && op == OP_AR && bytes <= COLL_GRAPH_MAX_BYTES) {
+      cudaGraphExec_t ge[8] = {NULL};
+      loom_bench_op_fn gf[8];
+      void *ga[8];
+      loom_result_t rg = LOOM_SUCCESS;
+      for (int i = 0; i < nv && rg == LOOM_SUCCESS; ++i) rg = capture_calls(&v[i], s, &ge[i]);
+      int64_t gfail = rg != LOOM_SUCCESS;
+      if (gfail) fprintf(stderr, "rank %d: %s %lld bytes: graph capture: %s\n", ctx->rank, suite, (long long)bytes, loom_last_error());
+      if (loom_bench_sum_ranks(ctx->nccl, s, &gfail) == LOOM_SUCCESS && !gfail) {
+        for (int i = 0; i < nv; ++i) gf[i] = graph_run, ga[i] = ge[i];
+        const int greps = a->o.reps > COLL_GRAPH_REPS ? a->o.reps : COLL_GRAPH_REPS;
+        rg = loom_bench_time_ranks_side_by_side(ctx->nccl, s, a->o.warmup, greps, nv, gf, ga, tg);
+        if (rg == LOOM_SUCCESS) rg = loom_comm_get_async_error(comm);
+        graphed = rg == LOOM_SUCCESS;
+        if (!graphed) fprintf(stderr, "rank %d: %s %lld bytes (graphs): %s\n", ctx->rank, suite, (long long)bytes, loom_last_error());
+      }
+      (void)cudaStreamSynchronize(s);
+      for (int i = 0; i < nv; ++i)
+        if (ge[i]) (void)cudaGraphExecDestroy(ge[i]);
+    }
     for (int i = 0; i < nv; ++i)
       if (wrong[i] >= 0 && loom_bench_sum_ranks(ctx->nccl, s, &wrong[i]) != LOOM_SUCCESS) failed = 1;
     if (loom_bench_sum_ranks(ctx->nccl, s, &failed) != LOOM_SUCCESS) failed = 1;
@@ -314,6 +369,23 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
       loom_bench_row_finish(row);
       printf("# %-14s %-13s %8s %10.1f us  busbw %7.1f GB/s  #wrong %lld  host %.1f us\n", suite, row->impl,
              row->shape, row->comm_us, row->busbw, (long long)row->wrong, row->host_us);
+      fflush(stdout);
+    }
+    for (int i = 0; graphed && i < nv; ++i) {
+      loom_bench_row_t *row = loom_bench_add(&t);
+      if (!row) break;
+      snprintf(row->op, sizeof row->op, "%s", suite);
+      snprintf(row->impl, sizeof row->impl, "%s/graph", v[i].impl);
+      loom_bench_format_bytes(bytes, row->shape, sizeof row->shape);
+      snprintf(row->dtype, sizeof row->dtype, "bf16");
+      row->bytes = bytes;
+      row->world = W;
+      row->busbw_factor = 2.0 * (W - 1) / W;
+      row->comm_us = tg[i].median_us / COLL_GRAPH_CALLS;
+      row->min_us = tg[i].min_us / COLL_GRAPH_CALLS, row->max_us = tg[i].max_us / COLL_GRAPH_CALLS;
+      snprintf(row->note, sizeof row->note, "per call, in a CUDA graph of %d calls (no host issue time)", COLL_GRAPH_CALLS);
+      loom_bench_row_finish(row);
+      printf("# %-14s %-19s %8s %10.2f us per call in a graph\n", suite, row->impl, row->shape, row->comm_us);
       fflush(stdout);
     }
   }
