@@ -887,9 +887,11 @@ loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t s
  *             the link per call, no handshake (the buffers alternate between
  *             odd and even calls), at twice the bytes on the wire. Rows with
  *             desc.norm need cols a multiple of 8.
- *   AUTO      LL up to LOOM_ALLREDUCE_LL_BYTES of input (count x dtype
- *             size) where LL applies, else ONE_SHOT up to
- *             LOOM_ALLREDUCE_ONE_SHOT_BYTES (default 256 KiB), else TWO_SHOT.
+ *   AUTO      LL where it applies, up to LOOM_ALLREDUCE_LL_BYTES / (W-1)
+ *             of input (count x dtype size; default 1 MiB), else ONE_SHOT
+ *             up to LOOM_ALLREDUCE_ONE_SHOT_BYTES (default 64 MiB) while
+ *             its extra reads over TWO_SHOT's ((W-1)(W-2)/W x bytes) stay
+ *             under 2 MiB, else TWO_SHOT (measured at W = 2: NOTES).
  *
  * Memory: `in` must lie in memory from loom_malloc on the plan's comm, at
  * the same offset on every rank (peers load from it): otherwise

@@ -36,12 +36,14 @@
                             "its sm80 kernel on other GPUs >= 8.0, else cuBLASLt), sm80 "    \
                             "(the sm80 kernel on any GPU >= 8.0) or cublas (always cuBLASLt)") \
   X(CUBLAS_WORKSPACE_BYTES, INT, "32M", "cuBLASLt workspace for the baseline GEMM")          \
-  X(ALLREDUCE_LL_BYTES, INT, "64K", "loom_allreduce with LOOM_COLL_AUTO: the low-latency "        \
-                                      "one-shot (inputs pushed with flags, one link crossing) up "  \
-                                      "to this many bytes of input (0: never)")                     \
-  X(ALLREDUCE_ONE_SHOT_BYTES, INT, "256K", "loom_allreduce with LOOM_COLL_AUTO: one-shot (each "  \
-                                            "rank reduces the whole vector) up to this many bytes "  \
-                                            "of input, two-shot above")                                 \
+  X(ALLREDUCE_LL_BYTES, INT, "1M", "loom_allreduce with LOOM_COLL_AUTO: the low-latency "         \
+                                     "one-shot (inputs pushed with flags, one link crossing) up "   \
+                                     "to this many bytes of input at 2 ranks, this / (W-1) at W "   \
+                                     "(0: never)")                                                  \
+  X(ALLREDUCE_ONE_SHOT_BYTES, INT, "64M", "loom_allreduce with LOOM_COLL_AUTO: one-shot (each "   \
+                                           "rank reduces the whole vector) up to this many bytes "   \
+                                           "of input (and, at W > 2, while its extra reads over "    \
+                                           "the two-shot's stay under 2 MiB), two-shot above")      \
   X(LIBRARY, STR, "", "Python binding: libloom.so to load (a file, or the folder holding "    \
                       "it); empty: the build tree, then the installed prefix")               \
   X(NCCL_LIBRARY, STR, "", "Python binding: the NCCL library (file) to load for the whole "   \

@@ -121,10 +121,10 @@ loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int
   if (kind == LOOM__COLL_AR) {
     const uint64_t bytes = (uint64_t)d->count * loom_dtype_size(d->dtype);
     a = d->algo;
-    if (a == LOOM_COLL_AUTO)
-      a = ll_ok && bytes <= (uint64_t)ll_max         ? LOOM_COLL_LL
-          : bytes <= (uint64_t)one_shot_max ? LOOM_COLL_ONE_SHOT
-                                            : LOOM_COLL_TWO_SHOT;
+    if (a == LOOM_COLL_AUTO) {
+      const int pick = loom_coll_auto_algo((int64_t)bytes, comm_size, ll_ok, (int64_t)ll_max, (int64_t)one_shot_max);
+      a = pick == 1 ? LOOM_COLL_LL : pick == 2 ? LOOM_COLL_ONE_SHOT : LOOM_COLL_TWO_SHOT;
+    }
   }
   *algo = a;
   return LOOM_SUCCESS;
@@ -202,8 +202,8 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
   const size_t es_max = es_in > es_out ? es_in : es_out;
   st->blocks = desc->blocks > 0 ? desc->blocks
                : st->kk == LOOM__CK_LL
-                   ? loom_coll_ll_grid(count, desc->norm != LOOM_NORM_NONE ? count / desc->cols : 0, LOOM_COLL_THREADS,
-                                       comm->sm_count)
+                   ? loom_coll_ll_grid(count, desc->norm != LOOM_NORM_NONE ? count / desc->cols : 0,
+                                       loom_coll_ll_threads(desc->norm != LOOM_NORM_NONE), comm->sm_count)
                    : loom_coll_grid((int64_t)((size_t)span * es_max), comm->sm_count);
   st->chunk = loom_coll_chunk_elems(span, st->unit, st->blocks, (int64_t)es_max, LOOM_COLL_CHUNK_BYTES);
   st->nch = loom_coll_chunks(st->slice, st->chunk);

@@ -141,6 +141,12 @@ LOOM_HD int64_t loom_coll_ll_bytes(int64_t count, int64_t esize, int32_t world) 
   return world > 1 ? 2 * (int64_t)(world - 1) * loom_coll_ll_slot_lines(count, esize) * 8 : 0;
 }
 
+/* LL: threads per block: 128 for a flat vector (more, smaller blocks spread
+ * the pushes over more SMs), 512 for rows (a row's groups over one block). */
+#define LOOM_COLL_LL_FLAT_THREADS 128
+#define LOOM_COLL_LL_ROW_THREADS 512
+LOOM_HD int32_t loom_coll_ll_threads(int rows) { return rows ? LOOM_COLL_LL_ROW_THREADS : LOOM_COLL_LL_FLAT_THREADS; }
+
 /* LL: blocks of `threads`: one group per thread (flat), or one block per
  * row (rows > 0: a row-wise norm), at most max_blocks (every block
  * resident: blocks wait on peers' blocks). */
@@ -148,6 +154,28 @@ LOOM_HD int32_t loom_coll_ll_grid(int64_t count, int64_t rows, int32_t threads, 
   int64_t g = rows > 0 ? rows : loom_ceil_div(loom_ceil_div(count, LOOM_COLL_VEC), threads < 1 ? 1 : threads);
   if (g > max_blocks) g = max_blocks;
   return g < 1 ? 1 : (int32_t)g;
+}
+
+/* AllReduce AUTO, from the input's bytes on `world` ranks (the thresholds
+ * are LOOM_ALLREDUCE_LL_BYTES and LOOM_ALLREDUCE_ONE_SHOT_BYTES):
+ *  LL        where it applies (ll_ok) and bytes x (W-1) <= ll_max: LL
+ *            pushes 2 x bytes to each of W-1 peers, so its reach shrinks
+ *            with W (ll_max is its crossover at W = 2);
+ *  ONE_SHOT  where bytes <= one_shot_max and the one-shot's extra reads
+ *            over the two-shot's, (W-1) bytes - 2 (W-1)/W bytes =
+ *            (W-1)(W-2)/W x bytes, take at most LOOM_COLL_ONE_SHOT_EXTRA
+ *            (2 MiB: the two-shot's extra handshake, ~7 us, at ~300 GB/s).
+ *            At W = 2 both read the same bytes and the one-shot won at
+ *            every size measured (4 .. 64 MiB, 2x H100: bench/NOTES.md);
+ *  TWO_SHOT  otherwise.
+ * Returns 1 (LL), 2 (one-shot) or 3 (two-shot). */
+#define LOOM_COLL_ONE_SHOT_EXTRA ((int64_t)2 << 20)
+LOOM_HD int loom_coll_auto_algo(int64_t bytes, int32_t world, int ll_ok, int64_t ll_max, int64_t one_shot_max) {
+  const int64_t w = world < 1 ? 1 : world;
+  if (ll_ok && bytes <= ll_max / (w > 1 ? w - 1 : 1)) return 1;
+  const double extra = (double)(w - 1) * (double)(w - 2 > 0 ? w - 2 : 0) / (double)w * (double)bytes;
+  if (bytes <= one_shot_max && extra <= (double)LOOM_COLL_ONE_SHOT_EXTRA) return 2;
+  return 3;
 }
 
 /* Blocks for a phase that moves `bytes` per rank: one per 16 KiB (small

@@ -364,6 +364,41 @@ LOOM_TEST(coll_desc_auto_picks_ll_below_its_threshold_where_it_applies) {
   CHECK(strstr(loom__wait_site_name(LOOM_SITE_COLL_LL), "LL") != NULL);
 }
 
+LOOM_TEST(coll_auto_algo_shrinks_ll_and_one_shot_with_the_world) {
+  const int64_t ll = 1 << 20, one = 64 << 20, M = 1 << 20;
+  /* W = 2: LL to 1 MiB, one-shot to 64 MiB (same reads as two-shot) */
+  CHECK_EQ_INT(loom_coll_auto_algo(4096, 2, 1, ll, one), 1);
+  CHECK_EQ_INT(loom_coll_auto_algo(M, 2, 1, ll, one), 1);
+  CHECK_EQ_INT(loom_coll_auto_algo(M + 16, 2, 1, ll, one), 2);
+  CHECK_EQ_INT(loom_coll_auto_algo(M, 2, 0, ll, one), 2); /* LL does not apply */
+  CHECK_EQ_INT(loom_coll_auto_algo(64 * M, 2, 1, ll, one), 2);
+  CHECK_EQ_INT(loom_coll_auto_algo(64 * M + 16, 2, 1, ll, one), 3);
+  /* W = 4: LL to 1/3 MiB; one-shot while 3 x 2 / 4 x bytes <= 2 MiB (1.33 MiB) */
+  CHECK_EQ_INT(loom_coll_auto_algo(M / 3, 4, 1, ll, one), 1);
+  CHECK_EQ_INT(loom_coll_auto_algo(M / 3 + 16, 4, 1, ll, one), 2);
+  CHECK_EQ_INT(loom_coll_auto_algo(M * 4 / 3, 4, 1, ll, one), 2);
+  CHECK_EQ_INT(loom_coll_auto_algo(M * 4 / 3 + 16, 4, 1, ll, one), 3);
+  /* W = 8: LL to 1/7 MiB, one-shot to 8/42 x 2 MiB (~390 KiB) */
+  CHECK_EQ_INT(loom_coll_auto_algo(M / 7, 8, 1, ll, one), 1);
+  CHECK_EQ_INT(loom_coll_auto_algo(300 << 10, 8, 1, ll, one), 2);
+  CHECK_EQ_INT(loom_coll_auto_algo(400 << 10, 8, 1, ll, one), 3);
+  /* W = 1 (nothing crosses a link): LL's one kernel up to the threshold */
+  CHECK_EQ_INT(loom_coll_auto_algo(M, 1, 1, ll, one), 1);
+  /* monotone in the size at every world: LL, then one-shot, then two-shot */
+  const int worlds[] = {1, 2, 3, 4, 8, 16, 64};
+  for (size_t wi = 0; wi < sizeof worlds / sizeof worlds[0]; ++wi) {
+    int last = 1;
+    for (int64_t b = 16; b <= ((int64_t)1 << 31); b += b / 3 + 16) {
+      const int a = loom_coll_auto_algo(b, worlds[wi], 1, ll, one);
+      CHECK(a >= last);
+      last = a;
+    }
+    CHECK_EQ_INT(last, 3);
+  }
+  /* thresholds 0: never LL, never one-shot */
+  CHECK_EQ_INT(loom_coll_auto_algo(16, 2, 1, 0, 0), 3);
+}
+
 LOOM_TEST(coll_plans_on_a_test_comm_check_then_refuse) {
   loom_comm_t c = NULL;
   CHECK_RESULT(loom__comm_create_detached(1, 4, 1 << 20, &c), LOOM_SUCCESS);
