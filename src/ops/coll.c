@@ -202,8 +202,8 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
   const size_t es_max = es_in > es_out ? es_in : es_out;
   st->blocks = desc->blocks > 0 ? desc->blocks
                : st->kk == LOOM__CK_LL
-                   ? loom_coll_ll_grid(count, desc->norm != LOOM_NORM_NONE ? count / desc->cols : 0,
-                                       loom_coll_ll_threads(desc->norm != LOOM_NORM_NONE), comm->sm_count)
+                   ? loom_coll_ll_grid(count, desc->norm != LOOM_NORM_NONE ? count / desc->cols : 0, LOOM_COLL_THREADS,
+                                       comm->sm_count)
                    : loom_coll_grid((int64_t)((size_t)span * es_max), comm->sm_count);
   st->chunk = loom_coll_chunk_elems(span, st->unit, st->blocks, (int64_t)es_max, LOOM_COLL_CHUNK_BYTES);
   st->nch = loom_coll_chunks(st->slice, st->chunk);

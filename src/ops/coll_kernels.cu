@@ -292,8 +292,7 @@ static loom_coll_kernel_fn loom_coll_pick(int ti, int to, int ll) {
 extern "C" loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks, size_t smem, cudaStream_t stream) {
   loom_coll_kernel_fn k = loom_coll_pick(a->in_type, a->out_type, a->kind == LOOM__CK_LL);
   if (!k) return loom__fail(LOOM_ERR_INTERNAL, "collective kernel for dtypes %d -> %d missing", a->in_type, a->out_type);
-  const int threads = a->kind == LOOM__CK_LL ? loom_coll_ll_threads(a->norm != LOOM_NORM_NONE) : LOOM_COLL_THREADS;
-  k<<<blocks, threads, smem, stream>>>(*a);
+  k<<<blocks, LOOM_COLL_THREADS, smem, stream>>>(*a);
   LOOM_CUDA_LAUNCHED("loom_coll_kernel");
   return LOOM_SUCCESS;
 }

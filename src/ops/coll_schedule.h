@@ -141,12 +141,6 @@ LOOM_HD int64_t loom_coll_ll_bytes(int64_t count, int64_t esize, int32_t world) 
   return world > 1 ? 2 * (int64_t)(world - 1) * loom_coll_ll_slot_lines(count, esize) * 8 : 0;
 }
 
-/* LL: threads per block: 128 for a flat vector (more, smaller blocks spread
- * the pushes over more SMs), 512 for rows (a row's groups over one block). */
-#define LOOM_COLL_LL_FLAT_THREADS 128
-#define LOOM_COLL_LL_ROW_THREADS 512
-LOOM_HD int32_t loom_coll_ll_threads(int rows) { return rows ? LOOM_COLL_LL_ROW_THREADS : LOOM_COLL_LL_FLAT_THREADS; }
-
 /* LL: blocks of `threads`: one group per thread (flat), or one block per
  * row (rows > 0: a row-wise norm), at most max_blocks (every block
  * resident: blocks wait on peers' blocks). */
