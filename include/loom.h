@@ -887,6 +887,12 @@ loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t s
  *             the link per call, no handshake (the buffers alternate between
  *             odd and even calls), at twice the bytes on the wire. Rows with
  *             desc.norm need cols a multiple of 8.
+ *   PUSH      one-shot by stores: each rank stores its whole input into a
+ *             buffer of every peer in chunks, a flag after each (the buffers
+ *             alternate between odd and even calls, as LL's), and reduces
+ *             each chunk from its own memory once every peer's flag is set:
+ *             the input crosses the link once, as it is, and nothing is
+ *             read across it.
  *   AUTO      LL where it applies, up to LOOM_ALLREDUCE_LL_BYTES / (W-1)
  *             of input (count x dtype size; default 1 MiB), else ONE_SHOT
  *             up to LOOM_ALLREDUCE_ONE_SHOT_BYTES (default 64 MiB) while
@@ -906,8 +912,9 @@ loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t s
  * loom_malloc memory). Any other overlap of in and out is refused.
  * A two-shot plan holds a symmetric staging buffer of S elements, a one-shot
  * plan one of count elements (for in place), an LL plan one of
- * 4 (W-1) x count x dtype size bytes (two of W-1 slots of twice the input);
- * ReduceScatter and AllGather plans none.
+ * 4 (W-1) x count x dtype size bytes (two of W-1 slots of twice the input),
+ * a PUSH plan one of 2 (W-1) x count x dtype size bytes and a flag per
+ * chunk; ReduceScatter and AllGather plans none.
  *
  * Buffer contract: peers read this rank's `in` once this rank's call has
  * started on its stream, and the call completes (on `stream`) only once no
@@ -925,7 +932,8 @@ typedef enum loom_coll_algo {
   LOOM_COLL_AUTO = 0,
   LOOM_COLL_ONE_SHOT = 1,
   LOOM_COLL_TWO_SHOT = 2,
-  LOOM_COLL_LL = 3
+  LOOM_COLL_LL = 3,
+  LOOM_COLL_PUSH = 4
 } loom_coll_algo_t;
 
 typedef enum loom_norm {
@@ -953,7 +961,7 @@ typedef struct loom_coll_desc {
 /* What a plan chose. */
 typedef struct loom_coll_plan_info {
   size_t struct_size;       /* sizeof(loom_coll_plan_info_t) */
-  loom_coll_algo_t algo;    /* loom_allreduce: LL, ONE_SHOT or TWO_SHOT; others AUTO */
+  loom_coll_algo_t algo;    /* loom_allreduce: LL, PUSH, ONE_SHOT or TWO_SHOT; others AUTO */
   int64_t slice_elems;      /* S: the largest slice */
   int64_t my_begin, my_len; /* this rank's slice */
   int64_t chunk_elems;      /* elements per chunk signal */

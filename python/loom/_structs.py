@@ -88,6 +88,7 @@ class CollAlgo(CEnum):
     ONE_SHOT = 1
     TWO_SHOT = 2
     LL = 3
+    PUSH = 4
 
 
 class Norm(CEnum):

@@ -33,6 +33,7 @@ __attribute__((constructor)) static void loom__coll_wait_sites(void) {
   loom__wait_site_register(LOOM_SITE_COLL_REDUCED, "AllReduce two-shot: a peer's reduced chunk");
   loom__wait_site_register(LOOM_SITE_COLL_DONE, "collective: a peer still reading this rank's buffers");
   loom__wait_site_register(LOOM_SITE_COLL_LL, "AllReduce LL: a peer's pushed words (signal = the line)");
+  loom__wait_site_register(LOOM_SITE_COLL_PUSH, "AllReduce PUSH: a peer's chunk stored into this rank (signal = the chunk)");
 }
 
 static const char *kind_op(int k) { return k == LOOM__COLL_AR ? "allreduce" : k == LOOM__COLL_RS ? "reduce_scatter" : "all_gather"; }
@@ -43,6 +44,7 @@ const char *loom__coll_algo_name(loom_coll_algo_t a) {
     case LOOM_COLL_ONE_SHOT: return "LOOM_COLL_ONE_SHOT";
     case LOOM_COLL_TWO_SHOT: return "LOOM_COLL_TWO_SHOT";
     case LOOM_COLL_LL: return "LOOM_COLL_LL";
+    case LOOM_COLL_PUSH: return "LOOM_COLL_PUSH";
   }
   return "unknown";
 }
@@ -98,9 +100,9 @@ loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->out_type=%d differs from desc->dtype=%d: an AllGather copies, it does not convert", fn,
                       (int)d->out_type, (int)d->dtype);
-  if (d->algo < LOOM_COLL_AUTO || d->algo > LOOM_COLL_LL)
+  if (d->algo < LOOM_COLL_AUTO || d->algo > LOOM_COLL_PUSH)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "%s: desc->algo=%d is unknown: must be LOOM_COLL_AUTO, _ONE_SHOT, _TWO_SHOT or _LL", fn,
+                      "%s: desc->algo=%d is unknown: must be LOOM_COLL_AUTO, _ONE_SHOT, _TWO_SHOT, _LL or _PUSH", fn,
                       (int)d->algo);
   if (kind != LOOM__COLL_AR && d->algo != LOOM_COLL_AUTO)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->algo=%s applies to loom_plan_allreduce only (use LOOM_COLL_AUTO)",
@@ -187,6 +189,7 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
            : kind == LOOM__COLL_AG ? LOOM__CK_AG
            : algo == LOOM_COLL_ONE_SHOT ? LOOM__CK_ONE_SHOT
            : algo == LOOM_COLL_LL       ? LOOM__CK_LL
+           : algo == LOOM_COLL_PUSH     ? LOOM__CK_PUSH
                                         : LOOM__CK_TWO_SHOT;
   st->rank = comm->rank;
   st->world = comm->size;
@@ -198,7 +201,7 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
   st->slice = loom_coll_slice_elems(count, W, st->unit);
   loom_coll_slice(count, W, st->rank, st->unit, &st->my_begin, &st->my_len);
   /* the reduction's span per rank: the whole vector (one-shot) or a slice */
-  const int64_t span = st->kk == LOOM__CK_ONE_SHOT ? count : st->slice;
+  const int64_t span = st->kk == LOOM__CK_ONE_SHOT || st->kk == LOOM__CK_PUSH ? count : st->slice;
   const size_t es_max = es_in > es_out ? es_in : es_out;
   st->blocks = desc->blocks > 0 ? desc->blocks
                : st->kk == LOOM__CK_LL
@@ -232,20 +235,23 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
   if (st->kk == LOOM__CK_TWO_SHOT || st->kk == LOOM__CK_ONE_SHOT)
     st->staging_bytes = (size_t)(st->kk == LOOM__CK_TWO_SHOT ? st->slice : count) * es_out;
   if (st->kk == LOOM__CK_LL) st->staging_bytes = (size_t)loom_coll_ll_bytes(count, (int64_t)es_in, W);
+  if (st->kk == LOOM__CK_PUSH)
+    st->staging_bytes = (size_t)loom_coll_push_bytes(count, (int64_t)es_in, W, loom_coll_chunks(count, st->chunk));
+  const int pushed = (st->kk == LOOM__CK_LL || st->kk == LOOM__CK_PUSH) && W > 1;
   if (st->staging_bytes) r = loom__comm_malloc(comm, st->staging_bytes, &st->staging);
-  if (st->kk == LOOM__CK_LL && W > 1) {
-    /* the lines' flags are epochs of this plan, which start again at 1: lines
-     * left by an earlier plan in the same memory must not pass for them, so
+  if (pushed) {
+    /* the flags are epochs of this plan, which start again at 1: flags left
+     * by an earlier plan in the same memory must not pass for them, so
      * every rank zeroes its buffer before any rank's first call pushes (the
      * agreement below is the fence; it also tells every rank if one failed) */
     if (r == LOOM_SUCCESS) {
       cudaError_t e = cudaMemsetAsync(st->staging, 0, st->staging_bytes, comm->stream);
-      if (e != cudaSuccess) r = loom__cuda_fail((int)e, "zeroing the LL buffer", __FILE__, __LINE__);
+      if (e != cudaSuccess) r = loom__cuda_fail((int)e, "zeroing the LL / PUSH buffer", __FILE__, __LINE__);
     }
     const loom_result_t ra = loom__comm_agree(comm, fn, 0, r != LOOM_SUCCESS, "");
     if (r == LOOM_SUCCESS) r = ra;
   }
-  if (r == LOOM_SUCCESS && (st->kk == LOOM__CK_TWO_SHOT || (st->kk == LOOM__CK_LL && W > 1))) {
+  if (r == LOOM_SUCCESS && (st->kk == LOOM__CK_TWO_SHOT || pushed)) {
     char *peer[LOOM_COLL_MAX_PEERS];
     r = loom__peer_addresses(fn, "staging", comm, st->staging, st->staging_bytes, "the plan's own buffer", peer);
     for (int p = 0; r == LOOM_SUCCESS && p < W; ++p) st->stg_peer[p] = peer[p];
@@ -254,7 +260,7 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
     cudaError_t e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
     if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaEventCreateWithFlags", __FILE__, __LINE__);
   }
-  if (r == LOOM_SUCCESS) r = loom__coll_prepare((int)desc->dtype, (int)desc->out_type, st->kk == LOOM__CK_LL, st->smem);
+  if (r == LOOM_SUCCESS) r = loom__coll_prepare((int)desc->dtype, (int)desc->out_type, (int)st->kk, st->smem);
   if (r != LOOM_SUCCESS) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", loom_last_error());

@@ -69,6 +69,7 @@ extern "C" {
 #define LOOM_SITE_COLL_REDUCED 97 /* a peer's reduced chunk (AllReduce two-shot) */
 #define LOOM_SITE_COLL_DONE 98    /* a peer still reading this rank's buffers */
 #define LOOM_SITE_COLL_LL 99      /* AllReduce LL: a peer's pushed words (flag = this call's epoch) */
+#define LOOM_SITE_COLL_PUSH 100   /* AllReduce PUSH: a peer's chunk stored into this rank (its flag) */
 
 #define LOOM_COLL_MAX_PEERS 64    /* peers whose addresses travel as kernel arguments */
 #define LOOM_COLL_THREADS 512
@@ -88,7 +89,8 @@ typedef enum {
   LOOM__CK_TWO_SHOT = 1, /* AllReduce: reduce own slice, gather the others' */
   LOOM__CK_RS = 2,       /* ReduceScatter: reduce own slice */
   LOOM__CK_AG = 3,       /* AllGather */
-  LOOM__CK_LL = 4        /* AllReduce LL: push with flags, reduce what arrives (coll_schedule.h) */
+  LOOM__CK_LL = 4,       /* AllReduce LL: push with flags, reduce what arrives (coll_schedule.h) */
+  LOOM__CK_PUSH = 5      /* AllReduce PUSH: store chunks into the peers, a flag each (coll_schedule.h) */
 } loom__coll_kernel_kind_t;
 
 typedef struct loom_coll_args {
@@ -108,10 +110,10 @@ typedef struct loom_coll_args {
                                     flat); residual rebased so that element i reads residual[i] */
   const char *src[LOOM_COLL_MAX_PEERS]; /* each rank's `in` as this rank addresses it (AR, RS:
                                     [count]; AG: the rank's slice) */
-  const char *stg[LOOM_COLL_MAX_PEERS]; /* two-shot: each rank's staging [S] (out_type); LL: each
-                                    rank's LL buffer (coll_schedule.h) */
+  const char *stg[LOOM_COLL_MAX_PEERS]; /* two-shot: each rank's staging [S] (out_type); LL, PUSH:
+                                    each rank's buffer (coll_schedule.h) */
   char *stg_own;                 /* this rank's staging (two-shot: its slice; one-shot in place: [count];
-                                    LL: its LL buffer) */
+                                    LL, PUSH: its buffer) */
   char *out;                     /* AR, AG: [count]; RS: this rank's slice (element i at i - begin) */
 } loom_coll_args_t;
 
@@ -146,9 +148,10 @@ const char *loom__coll_algo_name(loom_coll_algo_t a);
 /* Launches the kernel for (a->in_type, a->out_type). */
 loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks, size_t smem, cudaStream_t stream);
 
-/* Loads the kernel of (in_type, out_type) (ll: the LL kernel) (lazy
- * loading) and allows it `smem` bytes of dynamic shared memory. */
-loom_result_t loom__coll_prepare(int in_type, int out_type, int ll, size_t smem);
+/* Loads the kernel of (in_type, out_type) for kernel kind `kind`
+ * (loom__coll_kernel_kind_t) (lazy loading) and allows it `smem` bytes of
+ * dynamic shared memory. */
+loom_result_t loom__coll_prepare(int in_type, int out_type, int kind, size_t smem);
 
 #ifdef __cplusplus
 }

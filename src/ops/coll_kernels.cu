@@ -3,8 +3,10 @@
  * (loom_allreduce one-shot and two-shot, loom_reduce_scatter,
  * loom_all_gather; composed of the building blocks of coll_device.cuh in the
  * steps that coll.h lists: arrival, staging free, reduction with the
- * epilogue, gather, done, hand-back) and loom_coll_ll_kernel (loom_allreduce
- * LL: push with flags, reduce as the lines arrive). One kernel per call,
+ * epilogue, gather, done, hand-back), loom_coll_ll_kernel (loom_allreduce
+ * LL: push with flags, reduce as the lines arrive) and loom_coll_push_kernel
+ * (loom_allreduce PUSH: store chunks into the peers, a flag each, reduce
+ * from local memory). One kernel per call,
  * instantiated for every (input, output) dtype pair; reached through
  * loom__coll_launch. Any architecture >= sm_80.
  */
@@ -161,7 +163,7 @@ static __device__ __forceinline__ void loom_ll_push_group(const loom_coll_args_t
   loom_ll_group_words<TI>(a.src[r], a.count, g, w);
   for (int i = 1; i < W; ++i) {
     const int q = (r + i) % W;
-    uint64_t *d = (uint64_t *)a.stg[q] + loom_coll_ll_line0(e, loom_coll_ll_slot(r, q, W), W, slot_lines) + g * NL;
+    uint64_t *d = (uint64_t *)a.stg[q] + loom_coll_ll_line0(e, loom_coll_push_slot(r, q, W), W, slot_lines) + g * NL;
 #pragma unroll
     for (int k = 0; k < NL; k += 2) loom_ll_store2(d + k, w[k], w[k + 1], e);
   }
@@ -183,7 +185,7 @@ static __device__ __forceinline__ int loom_ll_reduce_group(const loom_coll_args_
       loom_ll_group_words<TI>(a.src[r], a.count, g, w);
     } else {
       const uint64_t *l =
-          (const uint64_t *)a.stg_own + loom_coll_ll_line0(e, loom_coll_ll_slot(s, r, W), W, slot_lines) + g * NL;
+          (const uint64_t *)a.stg_own + loom_coll_ll_line0(e, loom_coll_push_slot(s, r, W), W, slot_lines) + g * NL;
 #pragma unroll
       for (int k = 0; k < NL; k += 2)
         if (!loom_ll_wait2(a.dc, l + k, e, w + k, s, (uint32_t)(g * NL + k), LOOM_SITE_COLL_LL)) return 0;
@@ -271,11 +273,85 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_ll_kernel(const _
   }
 }
 
+/* ---- PUSH: one-shot by stores (coll_schedule.h) --------------------------- */
+
+/* AllReduce PUSH: block b stores its chunks (b, b + G, ...) of this rank's
+ * input into every peer's slot, each chunk then flagged, then reduces the
+ * same chunks from its own memory (its input and the peers' slots) as their
+ * flags arrive, with the epilogue (rows: whole rows per chunk, normalised
+ * in shared memory). Nothing is read across the link; the plan's epoch
+ * advances when the last block is done. */
+template <int TI, int TO>
+__global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_push_kernel(const __grid_constant__ loom_coll_args_t a) {
+  extern __shared__ float loom_coll_xs[];
+  __shared__ float red[33];
+  __shared__ const char *src[LOOM_COLL_MAX_PEERS];
+  constexpr int ES = TI == LOOM_FP32 ? 4 : 2;
+  const loom_dev_comm_t &dc = a.dc;
+  const int W = dc.size, r = dc.rank;
+  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(dc.ws + a.epoch_off);
+  const uint32_t e = loom_epoch_begin(ep);
+  const int64_t slot_bytes = loom_coll_push_slot_bytes(a.count, ES), nch = loom_coll_chunks(a.count, a.chunk);
+  /* 1. this block's chunks into every peer, a flag after each */
+  for (int64_t q = blockIdx.x; W > 1 && q < nch; q += gridDim.x) {
+    int64_t cb, cl;
+    loom_coll_chunk(0, a.count, a.chunk, q, &cb, &cl);
+    for (int i = 1; i < W; ++i) {
+      const int p = (r + i) % W;
+      loom_coll_copy_range<ES>(a.src[r], 0, (char *)a.stg[p] + loom_coll_push_data_off(e, loom_coll_push_slot(r, p, W), W, slot_bytes),
+                               0, cb, cl);
+    }
+    __threadfence_system(); /* every thread's stores, before the flags */
+    __syncthreads();
+    for (int i = 1 + (int)threadIdx.x; i < W; i += (int)blockDim.x) {
+      const int p = (r + i) % W;
+      loom_signal_store_release(
+          (uint32_t *)(a.stg[p] + loom_coll_push_flag_off(e, loom_coll_push_slot(r, p, W), q, W, slot_bytes, nch)), e);
+    }
+  }
+  /* 2. the same chunks reduced from this rank's memory as the peers' flags arrive */
+  for (int s = (int)threadIdx.x; s < W; s += (int)blockDim.x)
+    src[s] = s == r ? a.src[r] : a.stg_own + loom_coll_push_data_off(e, loom_coll_push_slot(s, r, W), W, slot_bytes);
+  __syncthreads();
+  int good = 1;
+  for (int64_t q = blockIdx.x; q < nch; q += gridDim.x) {
+    int ok = 1;
+    for (int s = (int)threadIdx.x; s < W; s += (int)blockDim.x)
+      if (ok && s != r)
+        ok = loom_signal_wait(&dc,
+                              (const uint32_t *)(a.stg_own + loom_coll_push_flag_off(e, loom_coll_push_slot(s, r, W), q,
+                                                                                     W, slot_bytes, nch)),
+                              e, s, (uint32_t)q, LOOM_SITE_COLL_PUSH);
+    if (!__syncthreads_and(ok)) {
+      good = 0;
+      break;
+    }
+    int64_t cb, cl;
+    loom_coll_chunk(0, a.count, a.chunk, q, &cb, &cl);
+    if (a.norm != LOOM_NORM_NONE) {
+      for (int64_t row = cb / a.cols; row < (cb + cl) / a.cols; ++row)
+        loom_coll_reduce_row<TI, TO>(src, W, row, a.cols, a.pw, a.norm, a.eps, a.norm_w, a.norm_b, loom_coll_xs, red,
+                                     a.out, 0, NULL, 0);
+    } else {
+      loom_coll_reduce_range<TI, TO>(src, W, cb, cl, a.out, 0, NULL, 0, a.pw);
+    }
+  }
+  if (__syncthreads_and(good) && threadIdx.x == 0) {
+    __threadfence();
+    loom_epoch_block_done(ep, e);
+  }
+}
+
 typedef void (*loom_coll_kernel_fn)(loom_coll_args_t);
 
-static loom_coll_kernel_fn loom_coll_pick(int ti, int to, int ll) {
-#define LOOM_COLL_K(I, O) \
-  if (ti == I && to == O) return ll ? loom_coll_ll_kernel<I, O> : loom_coll_kernel<I, O>;
+/* kind: the kernel kind's loom__coll_kernel_kind_t (LL and PUSH have kernels
+ * of their own) */
+static loom_coll_kernel_fn loom_coll_pick(int ti, int to, int kind) {
+#define LOOM_COLL_K(I, O)                                             \
+  if (ti == I && to == O)                                             \
+    return kind == LOOM__CK_LL     ? loom_coll_ll_kernel<I, O>        \
+           : kind == LOOM__CK_PUSH ? loom_coll_push_kernel<I, O>      \
+                                   : loom_coll_kernel<I, O>;
   LOOM_COLL_K(LOOM_FP32, LOOM_FP32)
   LOOM_COLL_K(LOOM_FP32, LOOM_FP16)
   LOOM_COLL_K(LOOM_FP32, LOOM_BF16)
@@ -290,15 +366,15 @@ static loom_coll_kernel_fn loom_coll_pick(int ti, int to, int ll) {
 }
 
 extern "C" loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks, size_t smem, cudaStream_t stream) {
-  loom_coll_kernel_fn k = loom_coll_pick(a->in_type, a->out_type, a->kind == LOOM__CK_LL);
+  loom_coll_kernel_fn k = loom_coll_pick(a->in_type, a->out_type, a->kind);
   if (!k) return loom__fail(LOOM_ERR_INTERNAL, "collective kernel for dtypes %d -> %d missing", a->in_type, a->out_type);
   k<<<blocks, LOOM_COLL_THREADS, smem, stream>>>(*a);
   LOOM_CUDA_LAUNCHED("loom_coll_kernel");
   return LOOM_SUCCESS;
 }
 
-extern "C" loom_result_t loom__coll_prepare(int in_type, int out_type, int ll, size_t smem) {
-  loom_coll_kernel_fn k = loom_coll_pick(in_type, out_type, ll);
+extern "C" loom_result_t loom__coll_prepare(int in_type, int out_type, int kind, size_t smem) {
+  loom_coll_kernel_fn k = loom_coll_pick(in_type, out_type, kind);
   if (!k) return loom__fail(LOOM_ERR_INTERNAL, "collective kernel for dtypes %d -> %d missing", in_type, out_type);
   cudaFuncAttributes fa;
   LOOM_CUDA(cudaFuncGetAttributes(&fa, (const void *)k));

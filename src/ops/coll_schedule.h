@@ -128,8 +128,9 @@ LOOM_HD int64_t loom_coll_ll_slot_lines(int64_t count, int64_t esize) {
   return loom_ceil_div(count, LOOM_COLL_VEC) * loom_coll_ll_group_lines(esize);
 }
 
-/* LL: the slot sender s writes in receiver q's buffer (s != q): 0 .. W-2. */
-LOOM_HD int32_t loom_coll_ll_slot(int32_t s, int32_t q, int32_t world) { return (s - q - 1 + 2 * world) % world; }
+/* LL and PUSH: the slot sender s writes in receiver q's buffer (s != q):
+ * 0 .. W-2. */
+LOOM_HD int32_t loom_coll_push_slot(int32_t s, int32_t q, int32_t world) { return (s - q - 1 + 2 * world) % world; }
 
 /* LL: the first line of (parity, slot) in a buffer. */
 LOOM_HD int64_t loom_coll_ll_line0(uint32_t parity, int32_t slot, int32_t world, int64_t slot_lines) {
@@ -148,6 +149,33 @@ LOOM_HD int32_t loom_coll_ll_grid(int64_t count, int64_t rows, int32_t threads, 
   int64_t g = rows > 0 ? rows : loom_ceil_div(loom_ceil_div(count, LOOM_COLL_VEC), threads < 1 ? 1 : threads);
   if (g > max_blocks) g = max_blocks;
   return g < 1 ? 1 : (int32_t)g;
+}
+
+/* PUSH (AllReduce's one-shot by stores): the input travels as it is, in
+ * chunks of C elements; every rank's PUSH buffer holds 2 parities x (W-1)
+ * slots of the whole input (slot_bytes each, 256-byte aligned), then 2 x
+ * (W-1) x nch flag words. Sender s stores chunk j of its input into
+ * receiver q's slot loom_coll_push_slot(s, q, W) of parity epoch mod 2, then
+ * sets that slot's flag j to the epoch; q reduces chunk j from its own
+ * memory once every sender's flag j is set. The parity argument is LL's. */
+LOOM_HD int64_t loom_coll_push_slot_bytes(int64_t count, int64_t esize) { return loom_ceil_div(count * esize, 256) * 256; }
+
+/* PUSH: byte offset of (parity, slot)'s data in a buffer. */
+LOOM_HD int64_t loom_coll_push_data_off(uint32_t parity, int32_t slot, int32_t world, int64_t slot_bytes) {
+  return ((int64_t)(parity & 1u) * (world - 1) + slot) * slot_bytes;
+}
+
+/* PUSH: byte offset of (parity, slot)'s flag of chunk j. */
+LOOM_HD int64_t loom_coll_push_flag_off(uint32_t parity, int32_t slot, int64_t j, int32_t world, int64_t slot_bytes,
+                                        int64_t nch) {
+  return 2 * (int64_t)(world - 1) * slot_bytes + (((int64_t)(parity & 1u) * (world - 1) + slot) * nch + j) * 4;
+}
+
+/* PUSH: bytes of each rank's buffer (0 at W = 1). */
+LOOM_HD int64_t loom_coll_push_bytes(int64_t count, int64_t esize, int32_t world, int64_t nch) {
+  return world > 1 ? loom_coll_push_flag_off(0, 0, 2 * (world - 1) * nch, world, loom_coll_push_slot_bytes(count, esize),
+                                             nch)
+                   : 0;
 }
 
 /* AllReduce AUTO, from the input's bytes on `world` ranks (the thresholds

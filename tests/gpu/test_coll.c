@@ -1,6 +1,6 @@
 /*
  * test_coll.c - GPU tests of loom's collectives (loom_allreduce one-shot,
- * two-shot and LL, loom_reduce_scatter, loom_all_gather) on W ranks (one process per
+ * two-shot, LL and PUSH, loom_reduce_scatter, loom_all_gather) on W ranks (one process per
  * GPU; W = 1 runs the whole protocol on one GPU), against the CPU references
  * (src/ref/coll_ref.c, double precision):
  *  - every dtype pair, counts 1, odd, not divisible by W or by 8, large;
@@ -16,7 +16,7 @@
  *    in inside out);
  *  - CUDA-graph capture, replayed with new inputs;
  *  - hundreds of calls alternating four plans on one stream;
- *  - one-shot, two-shot and LL give the same bits, and every rank the same;
+ *  - one-shot, two-shot, LL and PUSH give the same bits, and every rank the same;
  *  - argument errors named; a peer that never calls: LOOM_ERR_TIMEOUT
  *    naming the wait.
  * Every rank generates every rank's inputs from the run's seed (so each can
@@ -204,7 +204,9 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const coll_case_t *k
            k->in_place ? " in place" : "", k->graph ? " graph" : "", (long long)info.slice_elems,
            (long long)info.chunk_elems, info.blocks);
   if (k->op == AR && k->algo != LOOM_COLL_AUTO) CHECK_EQ_INT(info.algo, k->algo);
-  if (k->op == AR) CHECK(info.algo == LOOM_COLL_ONE_SHOT || info.algo == LOOM_COLL_TWO_SHOT || info.algo == LOOM_COLL_LL);
+  if (k->op == AR)
+    CHECK(info.algo == LOOM_COLL_ONE_SHOT || info.algo == LOOM_COLL_TWO_SHOT || info.algo == LOOM_COLL_LL ||
+          info.algo == LOOM_COLL_PUSH);
   CHECK(info.deterministic == 1);
   const int64_t mb = info.my_begin, ml = info.my_len;
   {
@@ -339,6 +341,7 @@ static void run_suite(int W, const coll_case_t *cases, int n) {
 #define A1 LOOM_COLL_ONE_SHOT
 #define A2 LOOM_COLL_TWO_SHOT
 #define LL LOOM_COLL_LL
+#define PU LOOM_COLL_PUSH
 #define NN LOOM_NORM_NONE
 #define RMS LOOM_NORM_RMS
 #define LN LOOM_NORM_LAYER
@@ -431,6 +434,32 @@ static const coll_case_t g_ll[] = {
     {AR, 1000, 0, BF, BF, LL, 0, NN, 0, 1, 1, 5, 0},
 };
 
+/* AllReduce PUSH: the same, with rows of any length (a chunk is whole rows)
+ * and more chunks than blocks */
+static const coll_case_t g_push[] = {
+    {AR, 1, 0, BF, BF, PU, 0, NN, 0, 0, 0, 3, 0},
+    {AR, 7, 0, FH, FH, PU, 0, NN, 0, 0, 0, 3, 0},
+    {AR, 13, 0, F32, BF, PU, 0, NN, 0, 0, 0, 3, 0},
+    {AR, 17, 0, BF, F32, PU, 0, NN, 0, 0, 0, 3, 0},
+    {AR, 4099, 0, FH, F32, PU, 0, NN, 0, 0, 0, 3, 3},
+    {AR, 65537, 0, BF, BF, PU, 0, NN, 0, 0, 0, 3, 0},
+    {AR, 65537, 0, F32, F32, PU, 0, NN, 0, 0, 0, 3, 1}, /* one block: every chunk in turn */
+    {AR, (3 << 20) + 5, 0, BF, BF, PU, 0, NN, 0, 0, 0, 3, 4}, /* 256 KiB chunks, several per block */
+    {AR, 37 * 768, 768, BF, BF, PU, E_BIAS | E_DROP | E_RES, NN, 0, 0, 0, 3, 0},
+    {AR, 9 * 100, 100, F32, BF, PU, E_SCALE | E_BIAS | E_RELU | E_RES, NN, 0, 0, 0, 3, 0},
+    {AR, 100003, 0, FH, FH, PU, E_DROP, NN, 0, 0, 0, 3, 0},
+    {AR, 37 * 768, 768, BF, BF, PU, E_RES, RMS, 0, 0, 0, 3, 0},
+    {AR, 11 * 100, 100, F32, F32, PU, E_BIAS | E_RES, LN, 0, 0, 0, 3, 0}, /* rows not multiples of 8 */
+    {AR, 3 * 5, 5, BF, BF, PU, E_RES, LN, 1, 0, 0, 3, 0},
+    {AR, 64 * 8192, 8192, BF, BF, PU, E_RES, RMS, 0, 0, 0, 3, 0},
+    {AR, 1000, 0, BF, BF, PU, 0, NN, 0, 1, 0, 3, 0},                /* in place */
+    {AR, 37 * 768, 768, BF, BF, PU, E_BIAS | E_RES, RMS, 0, 1, 0, 3, 0},
+    {AR, 65537, 0, FH, FH, PU, E_DROP, NN, 0, 1, 0, 3, 0},
+    {AR, 4099, 4099, BF, BF, PU, E_BIAS | E_DROP | E_RES, NN, 0, 0, 1, 5, 0}, /* graph replays */
+    {AR, 37 * 768, 768, BF, BF, PU, E_RES, RMS, 0, 0, 1, 5, 0},
+    {AR, 1000, 0, BF, BF, PU, 0, NN, 0, 1, 1, 5, 0},
+};
+
 static const coll_case_t g_in_place_graph[] = {
     {AR, 1000, 0, BF, BF, A1, 0, NN, 0, 1, 0, 3, 0},
     {AR, 65537, 0, FH, FH, A2, 0, NN, 0, 1, 0, 3, 0},
@@ -459,17 +488,20 @@ LOOM_TEST(gpu_coll_in_place_and_graphs_w1) { run_suite(1, g_in_place_graph, N(g_
 LOOM_TEST(gpu_coll_in_place_and_graphs_w2) { run_suite(2, g_in_place_graph, N(g_in_place_graph)); }
 LOOM_TEST(gpu_coll_ll_w1) { run_suite(1, g_ll, N(g_ll)); }
 LOOM_TEST(gpu_coll_ll_w2) { run_suite(2, g_ll, N(g_ll)); }
+LOOM_TEST(gpu_coll_push_w1) { run_suite(1, g_push, N(g_push)); }
+LOOM_TEST(gpu_coll_push_w2) { run_suite(2, g_push, N(g_push)); }
 
-/* Hundreds of calls of five plans alternating on one stream (AllReduce one-
- * and two-shot with epilogues, ReduceScatter, AllGather, AllReduce LL),
+/* Hundreds of calls of six plans alternating on one stream (AllReduce one-
+ * and two-shot with epilogues, ReduceScatter, AllGather, AllReduce LL and
+ * PUSH),
  * inputs fixed, the outputs checked every 100 calls: no drift in the epochs,
  * no stale chunk or line. */
-#define NP 5
+#define NP 6
 static int rank_many(loom_rank_ctx_t *ctx, void *arg) {
   (void)arg;
   const int W = ctx->size, rank = ctx->rank;
   loom_comm_t comm = NULL;
-  loom_plan_t p[NP] = {NULL, NULL, NULL, NULL, NULL};
+  loom_plan_t p[NP] = {NULL, NULL, NULL, NULL, NULL, NULL};
   cudaStream_t s = NULL;
   const coll_case_t ks[NP] = {
       {AR, 3001, 0, BF, BF, A1, 0, NN, 0, 0, 0, 1, 0},
@@ -477,6 +509,7 @@ static int rank_many(loom_rank_ctx_t *ctx, void *arg) {
       {RS, 70001, 0, FH, F32, A0, 0, NN, 0, 0, 0, 1, 0},
       {AG, 50003, 0, F32, F32, A0, 0, NN, 0, 0, 0, 1, 0},
       {AR, 5003, 0, FH, FH, LL, 0, NN, 0, 0, 0, 1, 0},
+      {AR, 70003, 0, BF, F32, PU, 0, NN, 0, 0, 0, 1, 0},
   };
   void *in[NP] = {NULL}, *out[NP] = {NULL}, *h[NP] = {NULL};
   void *d_bias = NULL, *d_res = NULL, *d_nw = NULL;
@@ -526,6 +559,7 @@ static int rank_many(loom_rank_ctx_t *ctx, void *arg) {
     if (i == 2) LOOM_OK(loom_reduce_scatter(p[2], in[2], out[2], NULL, NULL, NULL, s));
     if (i == 3) LOOM_OK(loom_all_gather(p[3], in[3], out[3], s));
     if (i == 4) LOOM_OK(loom_allreduce(p[4], in[4], out[4], NULL, NULL, NULL, s));
+    if (i == 5) LOOM_OK(loom_allreduce(p[5], in[5], out[5], NULL, NULL, NULL, s));
     if (it % 100 == 99 || it >= 600 - NP) {
       CUDA_OK(cudaStreamSynchronize(s));
       LOOM_OK(loom_comm_get_async_error(comm));
@@ -687,8 +721,8 @@ LOOM_TEST(gpu_coll_bad_arguments_are_named_w2) {
 /* Rank 1 never calls: rank 0's call gives up after the timeout, names the
  * wait, and the comm and plan can still be destroyed. arg: the algorithm. */
 static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
-  const int op = *(const int *)arg; /* 0 one-shot, 1 two-shot, 2 RS, 3 AG, 4 LL */
-  const int ar = op <= 1 || op == 4;
+  const int op = *(const int *)arg; /* 0 one-shot, 1 two-shot, 2 RS, 3 AG, 4 LL, 5 PUSH */
+  const int ar = op <= 1 || op >= 4;
   loom_comm_t comm = NULL;
   loom_plan_t plan = NULL;
   cudaStream_t s = NULL;
@@ -698,7 +732,8 @@ static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
   CHECK_LOOM_OR(loom_comm_create(ctx->nccl, &cfg, &comm), return 1);
   loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
   d.count = 100000, d.world_size = ctx->size;
-  d.algo = op == 0 ? LOOM_COLL_ONE_SHOT : op == 1 ? LOOM_COLL_TWO_SHOT : op == 4 ? LOOM_COLL_LL : LOOM_COLL_AUTO;
+  d.algo = op == 0 ? LOOM_COLL_ONE_SHOT : op == 1 ? LOOM_COLL_TWO_SHOT : op == 4 ? LOOM_COLL_LL
+           : op == 5 ? LOOM_COLL_PUSH : LOOM_COLL_AUTO;
   LOOM_OK(ar ? loom_plan_allreduce(comm, &d, &plan)
           : op == 2 ? loom_plan_reduce_scatter(comm, &d, &plan)
                     : loom_plan_all_gather(comm, &d, &plan));
@@ -734,8 +769,8 @@ out:
 }
 
 LOOM_TEST(gpu_coll_absent_peer_times_out_w2) {
-  static const int ops[5] = {0, 1, 2, 3, 4};
-  for (int i = 0; i < 5 && loom_test_gpus(2); ++i) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent_peer, (void *)&ops[i]), 0);
+  static const int ops[6] = {0, 1, 2, 3, 4, 5};
+  for (int i = 0; i < 6 && loom_test_gpus(2); ++i) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent_peer, (void *)&ops[i]), 0);
 }
 
 /* One-shot, two-shot and LL (where it applies) give the same bits, on every
@@ -768,9 +803,9 @@ static int rank_same_bits(loom_rank_ctx_t *ctx, void *arg) {
     const coll_case_t *k = &cs[c];
     const size_t ei = loom_dtype_size(k->in), eo = loom_dtype_size(k->out), ob = (size_t)k->count * eo;
     const int64_t cols = k->cols > 0 ? k->cols : 1;
-    loom_plan_t p1 = NULL, p2 = NULL, p3 = NULL;
+    loom_plan_t p1 = NULL, p2 = NULL, p3 = NULL, p4 = NULL;
     const int use_ll = k->norm == NN || k->cols % 8 == 0;
-    void *o3 = NULL, *h3 = malloc(ob);
+    void *o3 = NULL, *h3 = malloc(ob), *o4 = NULL;
     void *in = NULL, *o1 = NULL, *o2 = NULL, *bias = NULL, *res = NULL, *nw = NULL, *nb = NULL;
     void *h1 = malloc(ob), *h2 = malloc(ob);
     coll_inputs_t x;
@@ -784,12 +819,14 @@ static int rank_same_bits(loom_rank_ctx_t *ctx, void *arg) {
     if (r == LOOM_SUCCESS) r = loom_plan_allreduce(comm, &d, &p2);
     d.algo = LOOM_COLL_LL;
     if (r == LOOM_SUCCESS && use_ll) r = loom_plan_allreduce(comm, &d, &p3);
+    d.algo = LOOM_COLL_PUSH;
+    if (r == LOOM_SUCCESS) r = loom_plan_allreduce(comm, &d, &p4);
     if (r == LOOM_SUCCESS) r = loom_malloc(comm, (size_t)k->count * ei, &in);
     CHECK_RESULT(r, LOOM_SUCCESS);
     int ok = r == LOOM_SUCCESS && cudaMalloc(&o1, ob) == cudaSuccess && cudaMalloc(&o2, ob) == cudaSuccess &&
              cudaMalloc(&bias, (size_t)cols * eo) == cudaSuccess && cudaMalloc(&res, ob) == cudaSuccess &&
              cudaMalloc(&nw, (size_t)cols * eo) == cudaSuccess && cudaMalloc(&nb, (size_t)cols * eo) == cudaSuccess &&
-             cudaMalloc(&o3, ob) == cudaSuccess && h1 && h2 && h3;
+             cudaMalloc(&o3, ob) == cudaSuccess && cudaMalloc(&o4, ob) == cudaSuccess && h1 && h2 && h3;
     ok = ok && cudaMemcpy(in, x.in[rank], (size_t)k->count * ei, cudaMemcpyHostToDevice) == cudaSuccess &&
          cudaMemcpy(bias, x.bias, (size_t)cols * eo, cudaMemcpyHostToDevice) == cudaSuccess &&
          cudaMemcpy(res, x.res, ob, cudaMemcpyHostToDevice) == cudaSuccess &&
@@ -802,6 +839,7 @@ static int rank_same_bits(loom_rank_ctx_t *ctx, void *arg) {
       CHECK_RESULT(loom_allreduce(p1, in, o1, &e, w, b, s), LOOM_SUCCESS);
       CHECK_RESULT(loom_allreduce(p2, in, o2, &e, w, b, s), LOOM_SUCCESS);
       if (p3) CHECK_RESULT(loom_allreduce(p3, in, o3, &e, w, b, s), LOOM_SUCCESS);
+      CHECK_RESULT(loom_allreduce(p4, in, o4, &e, w, b, s), LOOM_SUCCESS);
       CHECK(cudaStreamSynchronize(s) == cudaSuccess);
       CHECK_RESULT(loom_comm_get_async_error(comm), LOOM_SUCCESS);
       CHECK(cudaMemcpy(h1, o1, ob, cudaMemcpyDeviceToHost) == cudaSuccess);
@@ -810,6 +848,8 @@ static int rank_same_bits(loom_rank_ctx_t *ctx, void *arg) {
         loom_test_fail(__FILE__, __LINE__, "rank %d case %zu: one-shot and two-shot differ in their bits", rank, c);
       if (p3 && (cudaMemcpy(h3, o3, ob, cudaMemcpyDeviceToHost) != cudaSuccess || memcmp(h1, h3, ob) != 0))
         loom_test_fail(__FILE__, __LINE__, "rank %d case %zu: one-shot and LL differ in their bits", rank, c);
+      if (cudaMemcpy(h3, o4, ob, cudaMemcpyDeviceToHost) != cudaSuccess || memcmp(h1, h3, ob) != 0)
+        loom_test_fail(__FILE__, __LINE__, "rank %d case %zu: one-shot and PUSH differ in their bits", rank, c);
       const size_t bad = check_out(k, &x, h1, rank, W, 3);
       if (bad) loom_test_fail(__FILE__, __LINE__, "rank %d case %zu: %zu elements wrong", rank, c, bad);
       const uint64_t hh[2] = {fnv1a(h1, ob), fnv1a(h1, ob)};
@@ -825,8 +865,9 @@ static int rank_same_bits(loom_rank_ctx_t *ctx, void *arg) {
     if (p1) CHECK_RESULT(loom_plan_destroy(p1), LOOM_SUCCESS);
     if (p2) CHECK_RESULT(loom_plan_destroy(p2), LOOM_SUCCESS);
     if (p3) CHECK_RESULT(loom_plan_destroy(p3), LOOM_SUCCESS);
+    if (p4) CHECK_RESULT(loom_plan_destroy(p4), LOOM_SUCCESS);
     if (in) CHECK_RESULT(loom_free(comm, in), LOOM_SUCCESS);
-    cudaFree(o3), free(h3);
+    cudaFree(o3), cudaFree(o4), free(h3);
     cudaFree(o1), cudaFree(o2), cudaFree(bias), cudaFree(res), cudaFree(nw), cudaFree(nb);
     free(h1), free(h2);
     inputs_free(&x);

@@ -286,7 +286,7 @@ LOOM_TEST(coll_ll_slots_are_a_permutation_and_regions_tile_the_buffer) {
       uint64_t seen = 0;
       for (int s = 0; s < W; ++s) {
         if (s == q) continue;
-        const int slot = loom_coll_ll_slot(s, q, W);
+        const int slot = loom_coll_push_slot(s, q, W);
         CHECK(slot >= 0 && slot < W - 1);
         CHECK((seen >> slot & 1u) == 0);
         seen |= (uint64_t)1 << slot;
@@ -320,6 +320,35 @@ LOOM_TEST(coll_ll_slots_are_a_permutation_and_regions_tile_the_buffer) {
   CHECK_EQ_INT(loom_coll_ll_grid((int64_t)1 << 30, 0, 512, 132), 132);
   CHECK_EQ_INT(loom_coll_ll_grid(4096 * 16, 16, 512, 132), 16);
   CHECK_EQ_INT(loom_coll_ll_grid(4096 * 1000, 1000, 512, 132), 132);
+}
+
+LOOM_TEST(coll_push_regions_are_disjoint_aligned_and_inside_the_buffer) {
+  const int worlds[] = {2, 3, 4, 8, 16, 64};
+  const int64_t counts[] = {1, 7, 1000, 131073};
+  for (size_t wi = 0; wi < sizeof worlds / sizeof worlds[0]; ++wi)
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ++ci)
+      for (int64_t es = 2; es <= 4; es += 2) {
+        const int W = worlds[wi];
+        const int64_t n = counts[ci], sb = loom_coll_push_slot_bytes(n, es);
+        const int64_t nch = 1 + n / 5000, total = loom_coll_push_bytes(n, es, W, nch);
+        CHECK(sb >= n * es && sb % 256 == 0);
+        /* data: 2 (W-1) adjacent slots of sb bytes, then the flags, one word per chunk */
+        int64_t next = 0;
+        for (uint32_t par = 0; par < 2; ++par)
+          for (int slot = 0; slot < W - 1; ++slot) {
+            CHECK_EQ_INT(loom_coll_push_data_off(par, slot, W, sb), next);
+            next += sb;
+          }
+        for (uint32_t par = 0; par < 2; ++par)
+          for (int slot = 0; slot < W - 1; ++slot)
+            for (int64_t j = 0; j < nch; ++j) {
+              CHECK_EQ_INT(loom_coll_push_flag_off(par, slot, j, W, sb, nch), next);
+              next += 4;
+            }
+        CHECK_EQ_INT(next, total);
+        CHECK_EQ_INT(loom_coll_push_data_off(3u, 0, W, sb), loom_coll_push_data_off(1u, 0, W, sb));
+      }
+  CHECK_EQ_INT(loom_coll_push_bytes(1000, 2, 1, 1), 0);
 }
 
 LOOM_TEST(coll_desc_auto_picks_ll_below_its_threshold_where_it_applies) {
@@ -361,6 +390,15 @@ LOOM_TEST(coll_desc_auto_picks_ll_below_its_threshold_where_it_applies) {
   d.algo = LOOM_COLL_LL;
   CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_RS, 2, 132, ll, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc->algo=LOOM_COLL_LL applies to loom_plan_allreduce only");
+  /* PUSH: any rows (a chunk is whole rows), forced only */
+  d.algo = LOOM_COLL_PUSH, d.count = 12 * 100, d.cols = 12, d.norm = LOOM_NORM_RMS;
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_EQ_INT(a, LOOM_COLL_PUSH);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AG, 2, 132, ll, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  d.algo = (loom_coll_algo_t)5, d.norm = LOOM_NORM_NONE;
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("_LL or _PUSH");
+  CHECK(strstr(loom__wait_site_name(LOOM_SITE_COLL_PUSH), "PUSH") != NULL);
   CHECK(strstr(loom__wait_site_name(LOOM_SITE_COLL_LL), "LL") != NULL);
 }
 

@@ -13,6 +13,7 @@
  *                   LOOM_ALLREDUCE_ONE_SHOT_BYTES)
  *   loom-1shot      one-shot forced (up to 64 MiB)
  *   loom-ll         LL (push with flags) forced (up to 4 MiB)
+ *   loom-push       PUSH (one-shot by stores, a flag per chunk) forced (up to 64 MiB)
  *   loom-2shot      two-shot forced
  *   loom+epi        the plan's choice with CoCoNet's epilogue dropout(x + bias) +
  *                   residual (rows of 1024): its cost is this row vs loom-auto
@@ -44,6 +45,7 @@
 #include "ref/ref.h"
 
 #define COLL_SEED 0x636f6c6cull
+#define COLL_MAX_VARS 9 /* rows per size */
 
 int loom_bench_rmsnorm_residual(const void *x, const void *res, const void *w, void *y, int64_t rows, int64_t cols,
                                 float eps, cudaStream_t s);
@@ -182,7 +184,7 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
   loom_bench_table_t t;
   memset(&t, 0, sizeof t);
   int failures = 0;
-  void *in = NULL, *out[8] = {NULL}, *tmp = NULL, *res = NULL, *nw = NULL, *bias = NULL;
+  void *in = NULL, *out[COLL_MAX_VARS] = {NULL}, *tmp = NULL, *res = NULL, *nw = NULL, *bias = NULL;
   uint16_t *h_ref = NULL, *h_got = NULL;
   int64_t sizes[16];
   int nsizes = 0;
@@ -197,7 +199,7 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
   }
   int64_t bad = 0;
   if (loom_malloc(comm, (size_t)maxb, &in) != LOOM_SUCCESS) bad = 1;
-  for (int i = 0; i < 8 && !bad; ++i)
+  for (int i = 0; i < COLL_MAX_VARS && !bad; ++i)
     if (cudaMalloc(&out[i], (size_t)maxb) != cudaSuccess) bad = 1;
   if (!bad && op == OP_AR &&
       (cudaMalloc(&tmp, (size_t)maxb) != cudaSuccess || cudaMalloc(&res, (size_t)maxb) != cudaSuccess ||
@@ -225,7 +227,7 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
     const int64_t bytes = sizes[si];
     const size_t count = (size_t)bytes / 2;
     if (op != OP_AR && count % (size_t)(8 * W) != 0) continue;
-    coll_var_t v[8];
+    coll_var_t v[COLL_MAX_VARS];
     int nv = 0;
     memset(v, 0, sizeof v);
     loom_epilogue_t epi = LOOM_EPILOGUE_INIT;
@@ -247,6 +249,7 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
     if (op == OP_AR) {
       if (bytes <= (64 << 20)) ADD(V_LOOM, "loom-1shot", LOOM_COLL_ONE_SHOT, 0, LOOM_NORM_NONE);
       if (bytes <= (4 << 20)) ADD(V_LOOM, "loom-ll", LOOM_COLL_LL, 0, LOOM_NORM_NONE);
+      if (bytes <= (64 << 20)) ADD(V_LOOM, "loom-push", LOOM_COLL_PUSH, 0, LOOM_NORM_NONE);
       ADD(V_LOOM, "loom-2shot", LOOM_COLL_TWO_SHOT, 0, LOOM_NORM_NONE);
       ADD(V_LOOM, "loom+epi", LOOM_COLL_AUTO, ecols, LOOM_NORM_NONE);
       v[nv - 1].epi = &epi;
@@ -268,12 +271,12 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
       failures++;
       goto out;
     }
-    loom_bench_time_t tm[8];
-    loom_bench_op_fn fns[8];
-    void *args[8];
+    loom_bench_time_t tm[COLL_MAX_VARS];
+    loom_bench_op_fn fns[COLL_MAX_VARS];
+    void *args[COLL_MAX_VARS];
     for (int i = 0; i < nv; ++i) fns[i] = coll_var_run, args[i] = &v[i];
-    int64_t wrong[8];
-    for (int i = 0; i < 8; ++i) wrong[i] = -1;
+    int64_t wrong[COLL_MAX_VARS];
+    for (int i = 0; i < COLL_MAX_VARS; ++i) wrong[i] = -1;
     if (!failed) {
       r = loom_bench_time_ranks_side_by_side(ctx->nccl, s, a->o.warmup, a->o.reps, nv, fns, args, tm);
       if (r == LOOM_SUCCESS) r = loom_comm_get_async_error(comm);
@@ -303,12 +306,12 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
       }
     }
     /* small AllReduce: every variant again, per call inside a CUDA graph */
-    loom_bench_time_t tg[8];
+    loom_bench_time_t tg[COLL_MAX_VARS];
     int64_t graphed = 0;
     if (!failed && op == OP_AR && bytes <= COLL_GRAPH_MAX_BYTES) {
-      cudaGraphExec_t ge[8] = {NULL};
-      loom_bench_op_fn gf[8];
-      void *ga[8];
+      cudaGraphExec_t ge[COLL_MAX_VARS] = {NULL};
+      loom_bench_op_fn gf[COLL_MAX_VARS];
+      void *ga[COLL_MAX_VARS];
       loom_result_t rg = LOOM_SUCCESS;
       for (int i = 0; i < nv && rg == LOOM_SUCCESS; ++i) rg = capture_calls(&v[i], s, &ge[i]);
       int64_t gfail = rg != LOOM_SUCCESS;
@@ -354,7 +357,9 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
         /* the peer column: PyTorch's symmetric-memory kernel of the same kind */
         const char *key = v[i].nw ? "ar_rmsnorm_us"
                           : v[i].epi ? NULL
-                          : !strcmp(v[i].impl, "loom-1shot") || !strcmp(v[i].impl, "loom-ll") ? "one_shot_us"
+                          : !strcmp(v[i].impl, "loom-1shot") || !strcmp(v[i].impl, "loom-ll") ||
+                                    !strcmp(v[i].impl, "loom-push")
+                              ? "one_shot_us"
                           : !strcmp(v[i].impl, "loom-2shot") ? "two_shot_us"
                                                              : NULL;
         if (key) row->peer_us = peer_time(a, bytes, key);
@@ -408,7 +413,7 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
 out:
   if (s) cudaStreamSynchronize(s);
   if (in) (void)loom_free(comm, in);
-  for (int i = 0; i < 8; ++i) cudaFree(out[i]);
+  for (int i = 0; i < COLL_MAX_VARS; ++i) cudaFree(out[i]);
   cudaFree(tmp), cudaFree(res), cudaFree(nw), cudaFree(bias);
   free(h_ref), free(h_got);
   loom_bench_table_free(&t);
