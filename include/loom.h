@@ -894,10 +894,11 @@ loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t s
  *             the input crosses the link once, as it is, and nothing is
  *             read across it.
  *   AUTO      LL where it applies, up to LOOM_ALLREDUCE_LL_BYTES / (W-1)
- *             of input (count x dtype size; default 1 MiB), else ONE_SHOT
- *             up to LOOM_ALLREDUCE_ONE_SHOT_BYTES (default 64 MiB) while
- *             its extra reads over TWO_SHOT's ((W-1)(W-2)/W x bytes) stay
- *             under 2 MiB, else TWO_SHOT (measured at W = 2: NOTES).
+ *             of input (count x dtype size; default 1 MiB), else PUSH up
+ *             to LOOM_ALLREDUCE_PUSH_BYTES (16 MiB), else ONE_SHOT up to
+ *             LOOM_ALLREDUCE_ONE_SHOT_BYTES (64 MiB), these two while
+ *             their extra traffic over TWO_SHOT's ((W-1)(W-2)/W x bytes)
+ *             stays under 2 MiB, else TWO_SHOT (measured at W = 2: NOTES).
  *
  * Memory: `in` must lie in memory from loom_malloc on the plan's comm, at
  * the same offset on every rank (peers load from it): otherwise

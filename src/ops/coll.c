@@ -51,8 +51,9 @@ const char *loom__coll_algo_name(loom_coll_algo_t a) {
 
 static int dtype_ok(loom_dtype_t t) { return t == LOOM_FP32 || t == LOOM_FP16 || t == LOOM_BF16; }
 
-loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int sm_count, size_t ll_max,
-                                    size_t one_shot_max, const loom_coll_desc_t *d, loom_coll_algo_t *algo) {
+loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int sm_count,
+                                    const loom_coll_thresholds_t *th, const loom_coll_desc_t *d,
+                                    loom_coll_algo_t *algo) {
   if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL must point to a loom_coll_desc_t", fn);
   if (d->struct_size != sizeof(loom_coll_desc_t))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
@@ -124,8 +125,8 @@ loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int
     const uint64_t bytes = (uint64_t)d->count * loom_dtype_size(d->dtype);
     a = d->algo;
     if (a == LOOM_COLL_AUTO) {
-      const int pick = loom_coll_auto_algo((int64_t)bytes, comm_size, ll_ok, (int64_t)ll_max, (int64_t)one_shot_max);
-      a = pick == 1 ? LOOM_COLL_LL : pick == 2 ? LOOM_COLL_ONE_SHOT : LOOM_COLL_TWO_SHOT;
+      const int pick = loom_coll_auto_algo((int64_t)bytes, comm_size, ll_ok, th);
+      a = pick == 1 ? LOOM_COLL_LL : pick == 2 ? LOOM_COLL_PUSH : pick == 3 ? LOOM_COLL_ONE_SHOT : LOOM_COLL_TWO_SHOT;
     }
   }
   *algo = a;
@@ -164,9 +165,10 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
   *out = NULL;
   LOOM_TRY(loom__comm_check(comm, fn));
   const size_t threshold = (size_t)loom__param_ALLREDUCE_ONE_SHOT_BYTES();
-  const size_t ll_max = (size_t)loom__param_ALLREDUCE_LL_BYTES();
+  const loom_coll_thresholds_t th = {loom__param_ALLREDUCE_LL_BYTES(), loom__param_ALLREDUCE_PUSH_BYTES(),
+                                     (int64_t)threshold};
   loom_coll_algo_t algo = LOOM_COLL_AUTO;
-  const loom_result_t rc = loom__coll_check_desc(fn, kind, comm->size, comm->sm_count, ll_max, threshold, desc, &algo);
+  const loom_result_t rc = loom__coll_check_desc(fn, kind, comm->size, comm->sm_count, &th, desc, &algo);
   if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
   if (!comm->detached && !comm->ws_all_reachable)
     return loom__comm_refuse(comm, fn,
@@ -221,7 +223,7 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
   loom_plan_t plan = NULL;
   loom_result_t r = loom__plan_create(comm, fn, kind_op(kind), nsig, 0, h,
                                       "every rank must pass the same loom_coll_desc_t (count, dtypes, cols, norm, "
-                                      "algo, blocks) and the same LOOM_ALLREDUCE_LL_BYTES and LOOM_ALLREDUCE_ONE_SHOT_BYTES",
+                                      "algo, blocks) and the same LOOM_ALLREDUCE_LL_BYTES, _PUSH_BYTES and _ONE_SHOT_BYTES",
                                       &plan);
   if (r != LOOM_SUCCESS) {
     free(st);

@@ -59,6 +59,7 @@
 #include "loom.h"
 #include "core/pointwise.h"
 #include "core/signal.h"
+#include "ops/coll_schedule.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -136,12 +137,13 @@ typedef struct loom_coll_state {
 } loom_coll_state_t;
 
 /* Checks a description for an op of kind `kind` on a comm of comm_size ranks
- * (no GPU: host-tested) and resolves the AllReduce algorithm: AUTO takes LL
- * when count x dtype size <= ll_max and LL applies (no norm, or rows of a
- * multiple of 8), else one-shot when it is <= one_shot_max, else two-shot.
- * LOOM_ERR_INVALID_ARGUMENT naming the field and its value. */
-loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int sm_count, size_t ll_max,
-                                    size_t one_shot_max, const loom_coll_desc_t *d, loom_coll_algo_t *algo);
+ * (no GPU: host-tested) and resolves the AllReduce algorithm: AUTO as
+ * loom_coll_auto_algo says with the thresholds th (LL applies with no norm,
+ * or rows of a multiple of 8). LOOM_ERR_INVALID_ARGUMENT naming the field
+ * and its value. */
+loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int sm_count,
+                                    const loom_coll_thresholds_t *th, const loom_coll_desc_t *d,
+                                    loom_coll_algo_t *algo);
 
 const char *loom__coll_algo_name(loom_coll_algo_t a);
 

@@ -178,26 +178,36 @@ LOOM_HD int64_t loom_coll_push_bytes(int64_t count, int64_t esize, int32_t world
                    : 0;
 }
 
-/* AllReduce AUTO, from the input's bytes on `world` ranks (the thresholds
- * are LOOM_ALLREDUCE_LL_BYTES and LOOM_ALLREDUCE_ONE_SHOT_BYTES):
- *  LL        where it applies (ll_ok) and bytes x (W-1) <= ll_max: LL
- *            pushes 2 x bytes to each of W-1 peers, so its reach shrinks
- *            with W (ll_max is its crossover at W = 2);
- *  ONE_SHOT  where bytes <= one_shot_max and the one-shot's extra reads
- *            over the two-shot's, (W-1) bytes - 2 (W-1)/W bytes =
- *            (W-1)(W-2)/W x bytes, take at most LOOM_COLL_ONE_SHOT_EXTRA
- *            (2 MiB: the two-shot's extra handshake, ~7 us, at ~300 GB/s).
- *            At W = 2 both read the same bytes and the one-shot won at
- *            every size measured (4 .. 64 MiB, 2x H100: bench/NOTES.md);
+/* AllReduce AUTO's thresholds, in bytes of input (LOOM_ALLREDUCE_LL_BYTES,
+ * LOOM_ALLREDUCE_PUSH_BYTES, LOOM_ALLREDUCE_ONE_SHOT_BYTES; 0: never). */
+typedef struct loom_coll_thresholds {
+  int64_t ll, push, one_shot;
+} loom_coll_thresholds_t;
+
+/* AllReduce AUTO, from the input's bytes on `world` ranks:
+ *  LL        where it applies (ll_ok) and bytes x (W-1) <= t->ll: LL pushes
+ *            2 x bytes to each of W-1 peers, so its reach shrinks with W
+ *            (t->ll is its crossover at W = 2);
+ *  PUSH      where bytes <= t->push, and
+ *  ONE_SHOT  where bytes <= t->one_shot, each while its extra traffic over
+ *            the two-shot's, (W-1) bytes - 2 (W-1)/W bytes = (W-1)(W-2)/W x
+ *            bytes (both move the whole input to every peer), takes at most
+ *            LOOM_COLL_ONE_SHOT_EXTRA (2 MiB: the two-shot's extra
+ *            handshake, ~7 us, at ~300 GB/s). At W = 2 all three move the
+ *            bytes the two-shot moves; measured order on 2x H100
+ *            (bench/NOTES.md): LL to 1 MiB, PUSH at 4 (and 16) MiB, one-shot
+ *            at 64 MiB;
  *  TWO_SHOT  otherwise.
- * Returns 1 (LL), 2 (one-shot) or 3 (two-shot). */
+ * Returns 1 (LL), 2 (PUSH), 3 (one-shot) or 4 (two-shot). */
 #define LOOM_COLL_ONE_SHOT_EXTRA ((int64_t)2 << 20)
-LOOM_HD int loom_coll_auto_algo(int64_t bytes, int32_t world, int ll_ok, int64_t ll_max, int64_t one_shot_max) {
+LOOM_HD int loom_coll_auto_algo(int64_t bytes, int32_t world, int ll_ok, const loom_coll_thresholds_t *t) {
   const int64_t w = world < 1 ? 1 : world;
-  if (ll_ok && bytes <= ll_max / (w > 1 ? w - 1 : 1)) return 1;
+  if (ll_ok && bytes <= t->ll / (w > 1 ? w - 1 : 1)) return 1;
   const double extra = (double)(w - 1) * (double)(w - 2 > 0 ? w - 2 : 0) / (double)w * (double)bytes;
-  if (bytes <= one_shot_max && extra <= (double)LOOM_COLL_ONE_SHOT_EXTRA) return 2;
-  return 3;
+  const int whole = extra <= (double)LOOM_COLL_ONE_SHOT_EXTRA;
+  if (whole && bytes <= t->push) return 2;
+  if (whole && bytes <= t->one_shot) return 3;
+  return 4;
 }
 
 /* Blocks for a phase that moves `bytes` per rank: one per 16 KiB (small

@@ -360,7 +360,7 @@ static const coll_case_t g_sizes[] = {
     {AR, 65537, 0, BF, BF, A1, 0, NN, 0, 0, 0, 2, 0},
     {AR, 65537, 0, BF, BF, A2, 0, NN, 0, 0, 0, 2, 0},
     {AR, 65537, 0, F32, FH, A2, 0, NN, 0, 0, 0, 2, 1},  /* one block: every chunk in turn */
-    {AR, (1 << 20) + 3, 0, BF, BF, A0, 0, NN, 0, 0, 0, 2, 0}, /* AUTO: one-shot at W <= 2, many chunks */
+    {AR, (1 << 20) + 3, 0, BF, BF, A0, 0, NN, 0, 0, 0, 2, 0}, /* AUTO: PUSH at W <= 2, many chunks */
     {AR, (1 << 20) + 3, 0, F32, F32, A2, 0, NN, 0, 0, 0, 1, 0},
     {AR, 3 << 20, 0, FH, FH, A2, 0, NN, 0, 0, 0, 1, 0},
     {AR, 100003, 0, BF, BF, A1, 0, NN, 0, 0, 0, 1, 5},

@@ -216,33 +216,33 @@ LOOM_TEST(coll_desc_checks_name_the_field_and_auto_picks_by_size) {
   loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
   d.count = 1000, d.world_size = 2;
   loom_coll_algo_t a = LOOM_COLL_AUTO;
-  const size_t th = 256 << 10;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_SUCCESS);
+  const loom_coll_thresholds_t t0 = {0, 0, 256 << 10};
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &t0, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_ONE_SHOT);
   d.count = (256 << 10) / 2; /* exactly the threshold: one-shot */
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &t0, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_ONE_SHOT);
   d.count += 1;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &t0, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_TWO_SHOT);
   d.algo = LOOM_COLL_ONE_SHOT;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &t0, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_ONE_SHOT);
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_RS, 2, 132, 0, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_RS, 2, 132, &t0, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc->algo=LOOM_COLL_ONE_SHOT");
   d.algo = (loom_coll_algo_t)7;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &t0, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc->algo=7");
   d.algo = LOOM_COLL_AUTO;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 4, 132, 0, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 4, 132, &t0, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc->world_size=2");
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, NULL, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &t0, NULL, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc=NULL");
 #define BAD(field, value, text)                                                                    \
   do {                                                                                             \
     loom_coll_desc_t b = d;                                                                        \
     b.field = value;                                                                               \
-    CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &b, &a), LOOM_ERR_INVALID_ARGUMENT); \
+    CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &t0, &b, &a), LOOM_ERR_INVALID_ARGUMENT); \
     CHECK_MSG(text);                                                                               \
   } while (0)
   BAD(struct_size, 8, "desc->struct_size=8");
@@ -258,22 +258,22 @@ LOOM_TEST(coll_desc_checks_name_the_field_and_auto_picks_by_size) {
   BAD(blocks, -1, "desc->blocks=-1");
 #undef BAD
   d.count = 4096, d.cols = 64, d.norm = LOOM_NORM_LAYER;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &t0, &d, &a), LOOM_SUCCESS);
   d.norm_eps = 0.f;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &t0, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc->norm_eps=0");
   d.norm_eps = 1e-5f;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AG, 2, 132, 0, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AG, 2, 132, &t0, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("AllGather has no epilogue");
   d.count = 65536 * 2, d.cols = 65536;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &t0, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc->cols=65536");
   d.norm = LOOM_NORM_NONE, d.out_type = LOOM_FP32;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_SUCCESS);
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AG, 2, 132, 0, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &t0, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AG, 2, 132, &t0, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc->out_type=0");
   d.world_size = 65;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 65, 132, 0, th, &d, &a), LOOM_ERR_UNSUPPORTED);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 65, 132, &t0, &d, &a), LOOM_ERR_UNSUPPORTED);
 }
 
 LOOM_TEST(coll_ll_slots_are_a_permutation_and_regions_tile_the_buffer) {
@@ -355,86 +355,91 @@ LOOM_TEST(coll_desc_auto_picks_ll_below_its_threshold_where_it_applies) {
   loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
   d.count = 1000, d.world_size = 2;
   loom_coll_algo_t a = LOOM_COLL_AUTO;
-  const size_t ll = 64 << 10, th = 256 << 10;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  const loom_coll_thresholds_t tl = {64 << 10, 0, 256 << 10}, t0 = {0, 0, 256 << 10};
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &tl, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_LL);
   d.count = (64 << 10) / 2; /* exactly the LL threshold */
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &tl, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_LL);
   d.count += 8;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &tl, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_ONE_SHOT);
   d.dtype = LOOM_FP32, d.count = (64 << 10) / 4 + 1; /* bytes count the input's dtype */
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &tl, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_ONE_SHOT);
   /* a norm over rows that are not whole groups: AUTO passes LL over, LL forced is refused */
   d.dtype = LOOM_BF16, d.count = 12 * 100, d.cols = 12, d.norm = LOOM_NORM_RMS;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &tl, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_ONE_SHOT);
   d.algo = LOOM_COLL_LL;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &tl, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc->cols a multiple of 8 (cols=12)");
   d.cols = 16, d.count = 16 * 100;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &tl, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_LL);
   d.algo = LOOM_COLL_AUTO;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &tl, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_LL);
   /* a flat vector of any count; LL forced past the threshold; threshold 0: never */
   d.cols = 0, d.norm = LOOM_NORM_NONE, d.count = 1 << 24, d.algo = LOOM_COLL_LL;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &tl, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_LL);
   d.count = 3, d.algo = LOOM_COLL_AUTO;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, 0, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &t0, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_ONE_SHOT);
   d.algo = LOOM_COLL_LL;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_RS, 2, 132, ll, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_RS, 2, 132, &tl, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("desc->algo=LOOM_COLL_LL applies to loom_plan_allreduce only");
   /* PUSH: any rows (a chunk is whole rows), forced only */
   d.algo = LOOM_COLL_PUSH, d.count = 12 * 100, d.cols = 12, d.norm = LOOM_NORM_RMS;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_SUCCESS);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &tl, &d, &a), LOOM_SUCCESS);
   CHECK_EQ_INT(a, LOOM_COLL_PUSH);
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AG, 2, 132, ll, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AG, 2, 132, &tl, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   d.algo = (loom_coll_algo_t)5, d.norm = LOOM_NORM_NONE;
-  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, ll, th, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__coll_check_desc("f", LOOM__COLL_AR, 2, 132, &tl, &d, &a), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("_LL or _PUSH");
   CHECK(strstr(loom__wait_site_name(LOOM_SITE_COLL_PUSH), "PUSH") != NULL);
   CHECK(strstr(loom__wait_site_name(LOOM_SITE_COLL_LL), "LL") != NULL);
 }
 
-LOOM_TEST(coll_auto_algo_shrinks_ll_and_one_shot_with_the_world) {
-  const int64_t ll = 1 << 20, one = 64 << 20, M = 1 << 20;
-  /* W = 2: LL to 1 MiB, one-shot to 64 MiB (same reads as two-shot) */
-  CHECK_EQ_INT(loom_coll_auto_algo(4096, 2, 1, ll, one), 1);
-  CHECK_EQ_INT(loom_coll_auto_algo(M, 2, 1, ll, one), 1);
-  CHECK_EQ_INT(loom_coll_auto_algo(M + 16, 2, 1, ll, one), 2);
-  CHECK_EQ_INT(loom_coll_auto_algo(M, 2, 0, ll, one), 2); /* LL does not apply */
-  CHECK_EQ_INT(loom_coll_auto_algo(64 * M, 2, 1, ll, one), 2);
-  CHECK_EQ_INT(loom_coll_auto_algo(64 * M + 16, 2, 1, ll, one), 3);
-  /* W = 4: LL to 1/3 MiB; one-shot while 3 x 2 / 4 x bytes <= 2 MiB (1.33 MiB) */
-  CHECK_EQ_INT(loom_coll_auto_algo(M / 3, 4, 1, ll, one), 1);
-  CHECK_EQ_INT(loom_coll_auto_algo(M / 3 + 16, 4, 1, ll, one), 2);
-  CHECK_EQ_INT(loom_coll_auto_algo(M * 4 / 3, 4, 1, ll, one), 2);
-  CHECK_EQ_INT(loom_coll_auto_algo(M * 4 / 3 + 16, 4, 1, ll, one), 3);
-  /* W = 8: LL to 1/7 MiB, one-shot to 8/42 x 2 MiB (~390 KiB) */
-  CHECK_EQ_INT(loom_coll_auto_algo(M / 7, 8, 1, ll, one), 1);
-  CHECK_EQ_INT(loom_coll_auto_algo(300 << 10, 8, 1, ll, one), 2);
-  CHECK_EQ_INT(loom_coll_auto_algo(400 << 10, 8, 1, ll, one), 3);
+LOOM_TEST(coll_auto_algo_shrinks_ll_push_and_one_shot_with_the_world) {
+  const int64_t M = 1 << 20;
+  const loom_coll_thresholds_t t = {M, 16 * M, 64 * M}, np = {M, 0, 64 * M}, none = {0, 0, 0};
+  /* W = 2: LL to 1 MiB, PUSH to 16 MiB, one-shot to 64 MiB (all move the two-shot's bytes) */
+  CHECK_EQ_INT(loom_coll_auto_algo(4096, 2, 1, &t), 1);
+  CHECK_EQ_INT(loom_coll_auto_algo(M, 2, 1, &t), 1);
+  CHECK_EQ_INT(loom_coll_auto_algo(M + 16, 2, 1, &t), 2);
+  CHECK_EQ_INT(loom_coll_auto_algo(M, 2, 0, &t), 2); /* LL does not apply */
+  CHECK_EQ_INT(loom_coll_auto_algo(16 * M, 2, 1, &t), 2);
+  CHECK_EQ_INT(loom_coll_auto_algo(16 * M + 16, 2, 1, &t), 3);
+  CHECK_EQ_INT(loom_coll_auto_algo(64 * M, 2, 1, &t), 3);
+  CHECK_EQ_INT(loom_coll_auto_algo(64 * M + 16, 2, 1, &t), 4);
+  CHECK_EQ_INT(loom_coll_auto_algo(M + 16, 2, 1, &np), 3); /* PUSH off */
+  /* W = 4: LL to 1/3 MiB; PUSH while 3 x 2 / 4 x bytes <= 2 MiB (1.33 MiB) */
+  CHECK_EQ_INT(loom_coll_auto_algo(M / 3, 4, 1, &t), 1);
+  CHECK_EQ_INT(loom_coll_auto_algo(M / 3 + 16, 4, 1, &t), 2);
+  CHECK_EQ_INT(loom_coll_auto_algo(M * 4 / 3, 4, 1, &t), 2);
+  CHECK_EQ_INT(loom_coll_auto_algo(M * 4 / 3 + 16, 4, 1, &t), 4);
+  CHECK_EQ_INT(loom_coll_auto_algo(M * 4 / 3, 4, 1, &np), 3);
+  /* W = 8: LL to 1/7 MiB, then PUSH to 8/42 x 2 MiB (~390 KiB) */
+  CHECK_EQ_INT(loom_coll_auto_algo(M / 7, 8, 1, &t), 1);
+  CHECK_EQ_INT(loom_coll_auto_algo(300 << 10, 8, 1, &t), 2);
+  CHECK_EQ_INT(loom_coll_auto_algo(400 << 10, 8, 1, &t), 4);
   /* W = 1 (nothing crosses a link): LL's one kernel up to the threshold */
-  CHECK_EQ_INT(loom_coll_auto_algo(M, 1, 1, ll, one), 1);
-  /* monotone in the size at every world: LL, then one-shot, then two-shot */
+  CHECK_EQ_INT(loom_coll_auto_algo(M, 1, 1, &t), 1);
+  /* monotone in the size at every world: LL, PUSH, one-shot, two-shot */
   const int worlds[] = {1, 2, 3, 4, 8, 16, 64};
   for (size_t wi = 0; wi < sizeof worlds / sizeof worlds[0]; ++wi) {
     int last = 1;
     for (int64_t b = 16; b <= ((int64_t)1 << 31); b += b / 3 + 16) {
-      const int a = loom_coll_auto_algo(b, worlds[wi], 1, ll, one);
+      const int a = loom_coll_auto_algo(b, worlds[wi], 1, &t);
       CHECK(a >= last);
       last = a;
     }
-    CHECK_EQ_INT(last, 3);
+    CHECK_EQ_INT(last, 4);
   }
-  /* thresholds 0: never LL, never one-shot */
-  CHECK_EQ_INT(loom_coll_auto_algo(16, 2, 1, 0, 0), 3);
+  /* thresholds 0: never LL, PUSH or one-shot */
+  CHECK_EQ_INT(loom_coll_auto_algo(16, 2, 1, &none), 4);
 }
 
 LOOM_TEST(coll_plans_on_a_test_comm_check_then_refuse) {
