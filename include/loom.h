@@ -895,10 +895,13 @@ loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t s
  *             read across it.
  *   AUTO      LL where it applies, up to LOOM_ALLREDUCE_LL_BYTES / (W-1)
  *             of input (count x dtype size; default 1 MiB), else PUSH up
- *             to LOOM_ALLREDUCE_PUSH_BYTES (16 MiB), else ONE_SHOT up to
- *             LOOM_ALLREDUCE_ONE_SHOT_BYTES (64 MiB), these two while
+ *             to LOOM_ALLREDUCE_PUSH_BYTES (4 MiB), else ONE_SHOT up to
+ *             LOOM_ALLREDUCE_ONE_SHOT_BYTES (16 MiB), these two while
  *             their extra traffic over TWO_SHOT's ((W-1)(W-2)/W x bytes)
  *             stays under 2 MiB, else TWO_SHOT (measured at W = 2: NOTES).
+ *             LL, PUSH and ONE_SHOT apply the epilogue to every element on
+ *             every rank, TWO_SHOT to the rank's slice only: the defaults
+ *             are where they win with the epilogue as well as without.
  *
  * Memory: `in` must lie in memory from loom_malloc on the plan's comm, at
  * the same offset on every rank (peers load from it): otherwise

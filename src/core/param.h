@@ -40,11 +40,11 @@
                                      "one-shot (inputs pushed with flags, one link crossing) up "   \
                                      "to this many bytes of input at 2 ranks, this / (W-1) at W "   \
                                      "(0: never)")                                                  \
-  X(ALLREDUCE_PUSH_BYTES, INT, "16M", "loom_allreduce with LOOM_COLL_AUTO: the one-shot by "     \
+  X(ALLREDUCE_PUSH_BYTES, INT, "4M", "loom_allreduce with LOOM_COLL_AUTO: the one-shot by "     \
                                        "stores (a flag per chunk) above LL, up to this many bytes " \
                                        "of input (at W > 2 while its extra traffic over the "       \
                                        "two-shot's stays under 2 MiB; 0: never)")                    \
-  X(ALLREDUCE_ONE_SHOT_BYTES, INT, "64M", "loom_allreduce with LOOM_COLL_AUTO: one-shot (each "   \
+  X(ALLREDUCE_ONE_SHOT_BYTES, INT, "16M", "loom_allreduce with LOOM_COLL_AUTO: one-shot (each "   \
                                            "rank reduces the whole vector) up to this many bytes "   \
                                            "of input (and, at W > 2, while its extra reads over "    \
                                            "the two-shot's stay under 2 MiB), two-shot above")      \

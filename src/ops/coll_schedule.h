@@ -194,9 +194,10 @@ typedef struct loom_coll_thresholds {
  *            bytes (both move the whole input to every peer), takes at most
  *            LOOM_COLL_ONE_SHOT_EXTRA (2 MiB: the two-shot's extra
  *            handshake, ~7 us, at ~300 GB/s). At W = 2 all three move the
- *            bytes the two-shot moves; measured order on 2x H100
- *            (bench/NOTES.md): LL to 1 MiB, PUSH at 4 (and 16) MiB, one-shot
- *            at 64 MiB;
+ *            bytes the two-shot moves but apply the epilogue to the whole
+ *            vector (the two-shot: to the rank's slice); measured order on
+ *            2x H100 with and without the epilogue (bench/NOTES.md): LL to
+ *            1 MiB, PUSH at 4 MiB, one-shot at 16 MiB, two-shot above;
  *  TWO_SHOT  otherwise.
  * Returns 1 (LL), 2 (PUSH), 3 (one-shot) or 4 (two-shot). */
 #define LOOM_COLL_ONE_SHOT_EXTRA ((int64_t)2 << 20)
