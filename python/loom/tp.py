@@ -54,7 +54,9 @@ transfer: "auto" (libloom chooses: fused where every peer is load/store
 reachable, else sequential; also sequential where the fused path could
 hide nothing: ag_gemm where a shard has fewer rows than the smallest tile
 (64) or the GPU's ridge point (~320 rows on H100), gemm_rs where the GEMM's
-tiles fit one wave of SMs), "sequential" (NCCL
+tiles fit one wave of SMs, and gemm_ar unless loom_gemm_ar_tune recorded
+the fused path: it lost to the sequential one on every shape measured),
+"sequential" (NCCL
 collective, then the GEMM), "copy_engine" (AG only), "sm_copy" or "sm_atomic" (RS only: fp32 atomic
 additions, not deterministic). sequential_gemm: the GEMM of the
 sequential path, "auto" (cuBLASLt where it takes the dtypes, else
