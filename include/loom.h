@@ -901,7 +901,8 @@ loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t s
  *             stays under 2 MiB, else TWO_SHOT (measured at W = 2: NOTES).
  *             LL, PUSH and ONE_SHOT apply the epilogue to every element on
  *             every rank, TWO_SHOT to the rank's slice only: the defaults
- *             are where they win with the epilogue as well as without.
+ *             stop where that repetition starts to cost (at 16 MiB they
+ *             are 1% behind TWO_SHOT with an epilogue, 10% ahead without).
  *
  * Memory: `in` must lie in memory from loom_malloc on the plan's comm, at
  * the same offset on every rank (peers load from it): otherwise
