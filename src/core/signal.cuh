@@ -70,6 +70,22 @@ static __device__ __noinline__ void loom_signal_record_timeout(const loom_dev_co
   }
 }
 
+/* The bound of every poll loop: called after failed poll number `polls`
+ * (1, 2, ...; t0 = loom_globaltimer_ns() before the first), it checks every
+ * 64th time whether another wait of the comm expired or this one has waited
+ * longer than the comm's timeout (recording it: `peer`, `signal`,
+ * `expected`, `seen` and `site` describe the wait). 1: give up. */
+static __device__ __forceinline__ int loom_poll_expired(const loom_dev_comm_t *dc, uint32_t polls, uint64_t t0,
+                                                        int peer, uint32_t signal, uint32_t expected,
+                                                        uint32_t seen, uint32_t site) {
+  if ((polls & 63u) != 0u) return 0;
+  if (*(volatile uint32_t *)dc->abort_flag) return 1;
+  const uint64_t waited = loom_globaltimer_ns() - t0;
+  if (waited <= dc->timeout_ns) return 0;
+  loom_signal_record_timeout(dc, peer, signal, expected, seen, site, waited);
+  return 1;
+}
+
 /* Polls *addr until it reaches `expected` (wrap-safe). One thread calls it;
  * the rest of its block waits at a barrier after it. `peer`, `signal` and
  * `site` only describe the wait in the error record. */
@@ -82,14 +98,7 @@ static __device__ __forceinline__ int loom_signal_wait(const loom_dev_comm_t *dc
   for (uint32_t polls = 1;; ++polls) {
     seen = loom_signal_load_acquire(addr);
     if (loom_epoch_reached(seen, expected)) return 1;
-    if ((polls & 63u) == 0u) {
-      if (*(volatile uint32_t *)dc->abort_flag) return 0;
-      const uint64_t waited = loom_globaltimer_ns() - t0;
-      if (waited > dc->timeout_ns) {
-        loom_signal_record_timeout(dc, peer, signal, expected, seen, site, waited);
-        return 0;
-      }
-    }
+    if (loom_poll_expired(dc, polls, t0, peer, signal, expected, seen, site)) return 0;
   }
 }
 

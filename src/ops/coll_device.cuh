@@ -359,25 +359,24 @@ static __device__ __forceinline__ void loom_ll_store2(uint64_t *p, uint32_t w0, 
   asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
 }
 
+/* The two lines at p (one 16-byte load); 1 if both flags are `flag`. */
+static __device__ __forceinline__ int loom_ll_load2(const uint64_t *p, uint32_t flag, uint64_t *a, uint64_t *b) {
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(p) : "memory");
+  return (uint32_t)(*a >> 32) == flag && (uint32_t)(*b >> 32) == flag;
+}
+
 /* Polls the two lines at p until both flags are `flag`; their words to w.
- * Bounded like loom_signal_wait (0 on expiry or when another wait of the
- * comm expired; `peer`, `line` and `site` describe the wait). */
+ * Bounded like loom_signal_wait (loom_poll_expired: 0 on expiry or when
+ * another wait of the comm expired; `peer`, `line` and `site` describe the
+ * wait). */
 static __device__ __forceinline__ int loom_ll_wait2(const loom_dev_comm_t &dc, const uint64_t *p, uint32_t flag,
                                                     uint32_t *w, int peer, uint32_t line, uint32_t site) {
   uint64_t a, b;
-  uint64_t t0 = 0;
-  for (uint32_t polls = 0;; ++polls) {
-    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
-    if ((uint32_t)(a >> 32) == flag && (uint32_t)(b >> 32) == flag) break;
-    if (polls == 0) t0 = loom_globaltimer_ns();
-    else if ((polls & 63u) == 0u) {
-      if (*(volatile uint32_t *)dc.abort_flag) return 0;
-      const uint64_t waited = loom_globaltimer_ns() - t0;
-      if (waited > dc.timeout_ns) {
-        const uint32_t seen = (uint32_t)(a >> 32) != flag ? (uint32_t)(a >> 32) : (uint32_t)(b >> 32);
-        loom_signal_record_timeout(&dc, peer, line, flag, seen, site, waited);
-        return 0;
-      }
+  if (!loom_ll_load2(p, flag, &a, &b)) {
+    const uint64_t t0 = loom_globaltimer_ns();
+    for (uint32_t polls = 1; !loom_ll_load2(p, flag, &a, &b); ++polls) {
+      const uint32_t seen = (uint32_t)(a >> 32) != flag ? (uint32_t)(a >> 32) : (uint32_t)(b >> 32);
+      if (loom_poll_expired(&dc, polls, t0, peer, line, flag, seen, site)) return 0;
     }
   }
   w[0] = (uint32_t)a, w[1] = (uint32_t)b;

@@ -132,6 +132,15 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
   }
 }
 
+/* The end of a block of the LL and PUSH kernels: where every wait of the
+ * block was met, the last block of the grid publishes the epoch. */
+static __device__ __forceinline__ void loom_coll_block_end(loom_dev_epoch_t *ep, uint32_t e, int good) {
+  if (__syncthreads_and(good) && threadIdx.x == 0) {
+    __threadfence();
+    loom_epoch_block_done(ep, e);
+  }
+}
+
 /* ---- LL: push with flags, reduce what arrives (coll_schedule.h) ---------- */
 
 /* The 2 x size words of group g (elements 8g .. 8g+7) of `in` (count
@@ -266,11 +275,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_ll_kernel(const _
                              a.out, 0, NULL, 0);
     }
   }
-  /* the epoch advances only where every wait was met (as the other kernels) */
-  if (__syncthreads_and(good) && threadIdx.x == 0) {
-    __threadfence();
-    loom_epoch_block_done(ep, e);
-  }
+  loom_coll_block_end(ep, e, good); /* the epoch advances only where every wait was met */
 }
 
 /* ---- PUSH: one-shot by stores (coll_schedule.h) --------------------------- */
@@ -336,10 +341,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_push_kernel(const
       loom_coll_reduce_range<TI, TO>(src, W, cb, cl, a.out, 0, NULL, 0, a.pw);
     }
   }
-  if (__syncthreads_and(good) && threadIdx.x == 0) {
-    __threadfence();
-    loom_epoch_block_done(ep, e);
-  }
+  loom_coll_block_end(ep, e, good);
 }
 
 typedef void (*loom_coll_kernel_fn)(loom_coll_args_t);

@@ -51,14 +51,7 @@ static __device__ int emb_gin_wait(const loom_emb_kargs_t &a, ncclGin &gin, uint
   const uint64_t t0 = loom_globaltimer_ns();
   for (uint32_t polls = 1;; ++polls) {
     if (gin.readSignal((ncclGinSignal_t)i) >= target) return 1;
-    if ((polls & 63u) == 0u) {
-      if (*(volatile uint32_t *)a.dc.abort_flag) return 0;
-      const uint64_t waited = loom_globaltimer_ns() - t0;
-      if (waited > a.dc.timeout_ns) {
-        loom_signal_record_timeout(&a.dc, -1, i, epoch, 0, LOOM_SITE_EMB_SLICE_READY, waited);
-        return 0;
-      }
-    }
+    if (loom_poll_expired(&a.dc, polls, t0, -1, i, epoch, 0, LOOM_SITE_EMB_SLICE_READY)) return 0;
   }
 }
 
