@@ -21,13 +21,12 @@ missing (nothing measured).
 Usage: python3 bench/peers/coll_torch.py [--world 2] [--reps 20] [--warmup 5] [--quick] [--max-bytes N]
        [--json FILE]
 """
-import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import TIMING, interleaved_medians, spawn_ranks, write_results  # noqa: E402
+from peer_timing import TIMING, interleaved_medians, peer_arguments, spawn_ranks, write_results  # noqa: E402
 
 
 def sizes(quick, max_bytes):
@@ -114,13 +113,8 @@ def worker(rank, world, args, port, result_path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--world", type=int, default=0, help="ranks (0: every GPU, at most 8)")
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--quick", action="store_true")
+    ap = peer_arguments()
     ap.add_argument("--max-bytes", type=int, default=1 << 30)
-    ap.add_argument("--json", default="", help="write the results here")
     return spawn_ranks("coll_torch.py", worker, ap.parse_args(), "the all-reduce",
                        modules=("torch.distributed._symmetric_memory",))
 

@@ -19,14 +19,13 @@ prints one line per shape. loom-bench embedding_a2a runs it and reads the
 JSON. Exit status 2 when PyTorch or a GPU is missing (nothing measured).
 Usage: python3 bench/peers/embedding_torch.py [--world 2] [--reps 20] [--quick] [--json FILE]
 """
-import argparse
 import json
 import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import interleaved_medians, spawn_ranks, write_results  # noqa: E402
+from peer_timing import interleaved_medians, peer_arguments, spawn_ranks, write_results  # noqa: E402
 
 SHAPES = [(1024, 64), (4096, 64), (4096, 128), (16384, 64)]
 
@@ -115,17 +114,12 @@ def worker(rank, world, args, port, result_path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--world", type=int, default=0, help="ranks (0: min(2, GPUs))")
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=5)
+    ap = peer_arguments("ranks (0: min(2, GPUs))")
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--pooling", type=int, default=32)
     ap.add_argument("--rows", type=int, default=100000)
     ap.add_argument("--zipf", type=float, default=0.0, help="Zipf exponent of the indices (0: uniform)")
     ap.add_argument("--shapes", default="", help="BxT,BxT,... (default: loom-bench's list)")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", default="", help="write the results here")
     return spawn_ranks("embedding_torch.py", worker, ap.parse_args(), "the embedding", min_world=1,
                        default_world=2)
 

@@ -21,13 +21,12 @@ Exit status 2 when PyTorch or two GPUs are missing (nothing measured).
 Usage: python3 bench/peers/gemm_ar_torch.py [--world 2] [--reps 20] [--warmup 5] [--quick]
        [--batch B] [--layer mlp|attn] [--json FILE]
 """
-import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import interleaved_medians, spawn_ranks, write_results  # noqa: E402
+from peer_timing import interleaved_medians, peer_arguments, spawn_ranks, write_results  # noqa: E402
 
 H, SEQ = 3072, 1024
 BATCHES = [8, 16]
@@ -82,14 +81,9 @@ def worker(rank, world, args, port, result_path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--world", type=int, default=0, help="ranks (0: every GPU, at most 8)")
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=5)
+    ap = peer_arguments()
     ap.add_argument("--batch", type=int, default=0, help="one batch size B only")
     ap.add_argument("--layer", choices=list(LAYERS), default="")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", default="", help="write the results here")
     args = ap.parse_args()
 
     def check(world):

@@ -28,13 +28,12 @@ PyTorch or two GPUs are missing (nothing measured).
 Usage: python3 bench/peers/optim_torch.py --op adam|lamb [--world 2] [--reps 20] [--warmup 5]
        [--quick] [--json FILE]
 """
-import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import interleaved_medians, spawn_ranks, write_results  # noqa: E402
+from peer_timing import interleaved_medians, peer_arguments, spawn_ranks, write_results  # noqa: E402
 
 LR, BETA1, BETA2, EPS, WD = 1e-3, 0.9, 0.999, 1e-8, 0.01
 
@@ -134,13 +133,8 @@ def worker(rank, world, args, port, result_path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = peer_arguments()
     ap.add_argument("--op", choices=["adam", "lamb"], required=True)
-    ap.add_argument("--world", type=int, default=0, help="ranks (0: every GPU, at most 8)")
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", default="", help="write the results here")
     return spawn_ranks("optim_torch.py", worker, ap.parse_args(), "the all-reduce")
 
 

@@ -7,9 +7,11 @@ clocks and heat weigh on each alike) after a barrier that lines the ranks
 up; the time of a repetition is the maximum over ranks (an all-reduce);
 returns the median per operation, in microseconds.
 write_results(...): rank 0's JSON (the fields every peer writes, then its
-rows). spawn_ranks(...): a peer's main after its arguments (torch present,
-enough GPUs, one process per rank).
+rows). peer_arguments(...): the parser with the options every peer takes
+(--world, --reps, --warmup, --quick, --json). spawn_ranks(...): a peer's
+main after its arguments (torch present, enough GPUs, one process per rank).
 """
+import argparse
 import statistics
 
 
@@ -54,6 +56,18 @@ def write_results(path, torch, args, world, peer, rows, **extra):
     with open(tmp, "w") as f:
         json.dump(doc, f, indent=1)
     os.replace(tmp, path)
+
+
+def peer_arguments(world_help="ranks (0: every GPU, at most 8)"):
+    """An argument parser with the options every peer takes; each peer adds
+    its own (shapes, op) before parsing."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--world", type=int, default=0, help=world_help)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", default="", help="write the results here")
+    return ap
 
 
 def spawn_ranks(script, worker, args, purpose, min_world=2, default_world=8, modules=(), check=None):

@@ -20,13 +20,12 @@ Exit status 2 when PyTorch, its symmetric memory or a GPU is missing
 Usage: python3 bench/peers/tp_torch.py --op ag_gemm|gemm_rs [--world 2] [--reps 20] [--quick]
        [--model gpt3|llama] [--m M] [--json FILE]
 """
-import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import interleaved_medians, spawn_ranks, write_results  # noqa: E402
+from peer_timing import interleaved_medians, peer_arguments, spawn_ranks, write_results  # noqa: E402
 
 MODELS = {"gpt3": ("gpt3-175b", 12288, 49152), "llama": ("llama3-70b", 8192, 28672)}
 MS = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
@@ -96,15 +95,10 @@ def worker(rank, world, args, port, result_path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = peer_arguments()
     ap.add_argument("--op", choices=["ag_gemm", "gemm_rs"], required=True)
-    ap.add_argument("--world", type=int, default=0, help="ranks (0: every GPU, at most 8)")
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--model", choices=["gpt3", "llama"], default="")
     ap.add_argument("--m", type=int, default=0)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", default="", help="write the results here")
     return spawn_ranks("tp_torch.py", worker, ap.parse_args(), "async-TP",
                        modules=("torch.distributed._symmetric_memory",))
 

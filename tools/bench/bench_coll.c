@@ -161,6 +161,22 @@ static double rms_bf16(const uint16_t *x, size_t n) {
   return n ? sqrt(s / (double)n) : 0.0;
 }
 
+/* A new row of t for variant `impl` (+ suffix) at `bytes` on W ranks: op,
+ * shape, dtype and the nccl-tests busbw factor of op filled in. */
+static loom_bench_row_t *add_row(loom_bench_table_t *t, const char *suite, int op, const char *impl,
+                                 const char *suffix, int64_t bytes, int W) {
+  loom_bench_row_t *row = loom_bench_add(t);
+  if (!row) return NULL;
+  snprintf(row->op, sizeof row->op, "%s", suite);
+  snprintf(row->impl, sizeof row->impl, "%s%s", impl, suffix);
+  loom_bench_format_bytes(bytes, row->shape, sizeof row->shape);
+  snprintf(row->dtype, sizeof row->dtype, "bf16");
+  row->bytes = bytes;
+  row->world = W;
+  row->busbw_factor = op == OP_AR ? 2.0 * (W - 1) / W : (double)(W - 1) / W;
+  return row;
+}
+
 static loom_result_t make_plan(loom_comm_t comm, int op, size_t count, int64_t cols, loom_coll_algo_t algo,
                                loom_norm_t norm, loom_plan_t *p) {
   loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
@@ -335,15 +351,8 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
       if (v[i].plan) (void)loom_plan_destroy(v[i].plan);
     if (ctx->rank != 0) continue;
     for (int i = 0; i < nv; ++i) {
-      loom_bench_row_t *row = loom_bench_add(&t);
+      loom_bench_row_t *row = add_row(&t, suite, op, v[i].impl, "", bytes, W);
       if (!row) break;
-      snprintf(row->op, sizeof row->op, "%s", suite);
-      snprintf(row->impl, sizeof row->impl, "%s", v[i].impl);
-      loom_bench_format_bytes(bytes, row->shape, sizeof row->shape);
-      snprintf(row->dtype, sizeof row->dtype, "bf16");
-      row->bytes = bytes;
-      row->world = W;
-      row->busbw_factor = op == OP_AR ? 2.0 * (W - 1) / W : (double)(W - 1) / W;
       if (failed) {
         snprintf(row->note, sizeof row->note, "error on %lld rank(s)", (long long)failed);
         failures++;
@@ -377,15 +386,8 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
       fflush(stdout);
     }
     for (int i = 0; graphed && i < nv; ++i) {
-      loom_bench_row_t *row = loom_bench_add(&t);
+      loom_bench_row_t *row = add_row(&t, suite, op, v[i].impl, "/graph", bytes, W);
       if (!row) break;
-      snprintf(row->op, sizeof row->op, "%s", suite);
-      snprintf(row->impl, sizeof row->impl, "%s/graph", v[i].impl);
-      loom_bench_format_bytes(bytes, row->shape, sizeof row->shape);
-      snprintf(row->dtype, sizeof row->dtype, "bf16");
-      row->bytes = bytes;
-      row->world = W;
-      row->busbw_factor = 2.0 * (W - 1) / W;
       row->comm_us = tg[i].median_us / COLL_GRAPH_CALLS;
       row->min_us = tg[i].min_us / COLL_GRAPH_CALLS, row->max_us = tg[i].max_us / COLL_GRAPH_CALLS;
       snprintf(row->note, sizeof row->note, "per call, in a CUDA graph of %d calls (no host issue time)", COLL_GRAPH_CALLS);
