@@ -132,9 +132,15 @@ LOOM_HD int64_t loom_coll_ll_slot_lines(int64_t count, int64_t esize) {
  * 0 .. W-2. */
 LOOM_HD int32_t loom_coll_push_slot(int32_t s, int32_t q, int32_t world) { return (s - q - 1 + 2 * world) % world; }
 
+/* LL and PUSH: the index of (parity, slot) among a buffer's 2 (W-1)
+ * regions (parity-major). */
+LOOM_HD int64_t loom_coll_push_region(uint32_t parity, int32_t slot, int32_t world) {
+  return (int64_t)(parity & 1u) * (world - 1) + slot;
+}
+
 /* LL: the first line of (parity, slot) in a buffer. */
 LOOM_HD int64_t loom_coll_ll_line0(uint32_t parity, int32_t slot, int32_t world, int64_t slot_lines) {
-  return ((int64_t)(parity & 1u) * (world - 1) + slot) * slot_lines;
+  return loom_coll_push_region(parity, slot, world) * slot_lines;
 }
 
 /* LL: bytes of each rank's buffer (0 at W = 1: nothing is pushed). */
@@ -162,13 +168,13 @@ LOOM_HD int64_t loom_coll_push_slot_bytes(int64_t count, int64_t esize) { return
 
 /* PUSH: byte offset of (parity, slot)'s data in a buffer. */
 LOOM_HD int64_t loom_coll_push_data_off(uint32_t parity, int32_t slot, int32_t world, int64_t slot_bytes) {
-  return ((int64_t)(parity & 1u) * (world - 1) + slot) * slot_bytes;
+  return loom_coll_push_region(parity, slot, world) * slot_bytes;
 }
 
 /* PUSH: byte offset of (parity, slot)'s flag of chunk j. */
 LOOM_HD int64_t loom_coll_push_flag_off(uint32_t parity, int32_t slot, int64_t j, int32_t world, int64_t slot_bytes,
                                         int64_t nch) {
-  return 2 * (int64_t)(world - 1) * slot_bytes + (((int64_t)(parity & 1u) * (world - 1) + slot) * nch + j) * 4;
+  return 2 * (int64_t)(world - 1) * slot_bytes + (loom_coll_push_region(parity, slot, world) * nch + j) * 4;
 }
 
 /* PUSH: bytes of each rank's buffer (0 at W = 1). */
