@@ -428,7 +428,9 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
 /* Every call above checks, before it launches anything, that each pointer it
  * takes is memory the current GPU can reach with the bytes the call touches
  * (tables, offsets, indices, weights, out, pooled, grad_out, table_grad):
- * LOOM_ERR_INVALID_ARGUMENT names the argument otherwise. A plan whose 32-bit
+ * LOOM_ERR_INVALID_ARGUMENT names the argument otherwise. `out` and
+ * `grad_out` must be loom_malloc memory on every path, the staged one
+ * included (the path AUTO takes never changes what a call accepts). A plan whose 32-bit
  * signal counts (ready flags, completion counters) would overflow is refused
  * at creation, naming the count, its value and the limit. The calls are
  * graph-capturable. loom_plan_destroy waits for the plan's last call (an
@@ -493,6 +495,10 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  *                wave of its grid (every tile would finish at the end, the
  *                reduction could overlap nothing). A tuned description
  *                (loom_*_tune) takes the tuner's choice.
+ * What a call must pass follows from the description as written (its
+ * transfer as asked, AUTO included) and the arguments, never from the
+ * transfer AUTO resolved to: the same call is accepted or refused, and
+ * computes the same result, whatever AUTO chose.
  *
  * Memory. AG: the gathered A lives in symmetric memory (peers store into
  * it): pass a_full from loom_malloc on the plan's comm ([m, k], this
@@ -627,9 +633,11 @@ loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info);
  * where A_full is the row-wise concatenation of every rank's a_shard
  * ([shard rows, k], ab_type). c: [m, n] c_type, any device memory. a_full:
  * NULL, or loom_malloc memory [m, k] that receives the gathered A (see the
- * memory contract above). bias: [n] of c_type iff desc.has_bias. Every
- * pointer is checked before anything is launched (LOOM_ERR_INVALID_ARGUMENT
- * naming it). */
+ * memory contract above; on every transfer, the sequential one included).
+ * bias: [n] of c_type iff desc.has_bias. Every pointer is checked, with
+ * every byte the call touches inside its allocation, before anything is
+ * launched (LOOM_ERR_INVALID_ARGUMENT naming it); c must not overlap
+ * a_shard, b, bias or a_full. */
 loom_result_t loom_ag_gemm(loom_plan_t plan, const void *a_shard, const void *b, void *c, void *a_full,
                            const void *bias, cudaStream_t stream);
 
@@ -665,13 +673,12 @@ loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void 
  *   SEQUENTIAL  the GEMM (cuBLASLt or loom_gemm: desc.sequential_gemm) into
  *               the plan's partial, then loom_allreduce with the epilogue
  *   AUTO        loom_gemm_ar_tune's choice where tuned, else SEQUENTIAL
- *               (the fused path lost to it on every shape measured:
- *               bench/NOTES.md)
  * Memory: a, b, bias and residual any device memory. out 16-byte aligned;
- * for a fused plan it must lie in memory from loom_malloc on the plan's
- * comm, at the same offset on every rank (peers store into it:
- * LOOM_ERR_INVALID_ARGUMENT naming `out` otherwise); a sequential plan takes
- * any device memory. The plan holds in symmetric memory the partial product
+ * unless the plan was made with desc.transfer = LOOM_TP_SEQUENTIAL (AUTO
+ * included, whatever it resolves to) it must lie in memory from loom_malloc
+ * on the plan's comm, at the same offset on every rank (peers store into
+ * it when fused: LOOM_ERR_INVALID_ARGUMENT naming `out` otherwise); a plan
+ * made SEQUENTIAL takes any device memory. out must not overlap a or b. The plan holds in symmetric memory the partial product
  * (fused: W x S x n, sequential: m x n elements of c_type, plus its
  * loom_allreduce plan's staging) and its signals (loom_tp_plan_info).
  * Buffer contract (fused): peers store into this rank's out once this rank's
@@ -782,8 +789,10 @@ typedef struct loom_optim_args {
   const float *grad_scale;    /* device float, or NULL: gradients are divided by *grad_scale (loss scaling) */
   const float *found_inf;     /* device float, or NULL: when nonzero the call changes nothing (parameters,
                                  state, step; torch._fused_adam_'s found_inf) */
-  int *grad_nonfinite;        /* device int, or NULL: set to 1 when a reduced, scaled gradient element is
-                                 inf or NaN (never cleared by loom) */
+  int *grad_nonfinite;        /* device int, or NULL: set to 1 on every rank when any reduced, scaled
+                                 gradient element of the step, on any rank's slice, is inf or NaN (the
+                                 same value on every rank; never cleared by loom; a step skipped by
+                                 found_inf sets nothing) */
 } loom_optim_args_t;
 #define LOOM_OPTIM_ARGS_INIT { sizeof(loom_optim_args_t), NULL, NULL, NULL, NULL }
 
@@ -908,7 +917,9 @@ loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t s
  * the same offset on every rank (peers load from it): otherwise
  * LOOM_ERR_INVALID_ARGUMENT naming `in`. `out` may be any device memory of
  * this GPU (peers never touch it). in, out 16-byte aligned (except an
- * in-place AllGather's in, which is out + its slice begin). loom_all_gather:
+ * in-place AllGather's in, which is out + its slice begin, and an
+ * in-place ReduceScatter's out, which is in + its slice begin: any count
+ * and row width the out-of-place call takes works in place). loom_all_gather:
  * every rank's `in` at the same offset with room for the largest slice
  * (S elements), passed even where this rank's slice is empty (its offset
  * names the peers'). In place: loom_allreduce out == in (same dtype);

@@ -32,10 +32,12 @@ a torch Linear weight, the default; [k, n] with layout "kn").
            call's (bias [n], residual [m, n] of the output dtype, scale,
            activation, dropout_p with seed and offset: the mask of element
            row * n + col, as loom_allreduce draws it). A fused plan's peers
-           store into out, so out must be symmetric memory of the comm
-           (comm.empty, every rank the same buffer), or None: the plan's own
-           buffer (plan.output_buffer(), overwritten by the plan's next
-           call). Transfers: "auto", "sequential" (the GEMM, then
+           store into out, so unless the plan was made with
+           transfer="sequential" (whatever "auto" resolves to), out must be
+           symmetric memory of the comm (comm.empty, every rank the same
+           buffer), or None: the plan's own buffer (plan.output_buffer(),
+           overwritten by the plan's next call; a new tensor for a
+           "sequential" plan). Transfers: "auto", "sequential" (the GEMM, then
            loom_allreduce) or "sm_copy" (fused).
 
 a and the weight are bfloat16 or float16 (the same); the output (out_dtype,
@@ -482,7 +484,9 @@ class TpPlan:
         if not _checked:
             self.spec.check(fn, self.comm, a, weight, bias, out, residual=residual)
         epi = _epilogue(fn, bias, residual, dropout_p, seed, offset, scale, activation)
-        fused = self.info["transfer"] != "sequential"
+        # what the call needs of `out` follows the transfer asked for, never
+        # the one AUTO resolved to: the same call is accepted on every path
+        fused = self.spec.transfer.name.lower() != "sequential"
         if out is not None and fused:
             _check_symmetric(fn, self.comm, "out", out, self.spec.m * self.spec.n * ITEMSIZE[self.spec.c],
                              "their reduced rows")
@@ -640,9 +644,10 @@ def gemm_ar(comm, a, weight, bias=None, *, residual=None, dropout_p=0.0, seed=0,
     5.4): out [m, n] = dropout(act(scale * sum over ranks of a [m, k] @
     weight^T ("nk": weight [n, k]; "kn": weight [k, n]) + bias [n]),
     dropout_p, seed, offset) + residual [m, n], the same on every rank.
-    Collective. out: None (a fused plan's own symmetric buffer, overwritten
-    by its next call; a new tensor when sequential) or a [m, n] tensor
-    (symmetric memory from comm.empty when the plan is fused). Every tensor
+    Collective. out: None (the plan's own symmetric buffer, overwritten by
+    its next call; a new tensor when transfer="sequential") or a [m, n]
+    tensor (symmetric memory from comm.empty unless transfer="sequential",
+    whatever "auto" resolves to). Every tensor
     is checked before the plan is made. Returns out."""
     fn = "loom.gemm_ar"
     c = _out_dtype(fn, out_dtype, out, None)

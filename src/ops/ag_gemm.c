@@ -145,22 +145,9 @@ loom_result_t loom_ag_gemm(loom_plan_t plan, const void *a_shard, const void *b,
   LOOM_TRY(loom__tp_state(plan, fn, LOOM__TP_AG, &st));
   LOOM_TRY(loom__comm_check(plan->comm, fn));
   loom__tp_trace_start(st, stream);
-  const loom_gemm_desc_t *g = &st->gemm;
-  const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
   char *dst = a_full ? (char *)a_full : (char *)st->a_full_own;
-  /* the GEMM's arguments as loom_gemm checks them (A is the gathered buffer) */
-  LOOM_TRY(loom__gemm_check_args(fn, g, dst, b, c, bias));
-  if (st->my_len > 0) {
-    if (!a_shard) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: a_shard=NULL: this rank owns %lld rows", fn,
-                                    (long long)st->my_len);
-    if ((uintptr_t)a_shard % 16 != 0)
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: a_shard=%p is not 16-byte aligned", fn, a_shard);
-    LOOM_TRY(loom__check_device_ptr(fn, "a_shard", a_shard, (size_t)st->my_len * row));
-  }
-  if (a_full && st->transfer != LOOM_TP_SEQUENTIAL) {
-    char *peer[LOOM_TP_MAX_PEERS];
-    LOOM_TRY(loom__tp_peer_addresses(fn, "a_full", plan->comm, a_full, (size_t)g->m * row, peer));
-  }
+  const loom_tp_call_t call = {a_shard, b, c, a_full, bias, NULL};
+  LOOM_TRY(loom__tp_check_call(fn, LOOM__TP_AG, plan->comm, &st->desc, &call, NULL));
   (void)loom__plan_next_epoch(plan);
   if (st->transfer == LOOM_TP_SEQUENTIAL)
     LOOM_TRY(ag_sequential(plan, st, (const char *)a_shard, dst, b, c, bias, stream));

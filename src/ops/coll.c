@@ -318,13 +318,109 @@ static int overlaps(const void *a, size_t an, const void *b, size_t bn) {
   return an > 0 && bn > 0 && x < y + bn && y < x + an;
 }
 
-static loom_result_t check_aligned(const char *fn, const char *what, const void *p) {
-  if ((uintptr_t)p % 16 != 0)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%p is not 16-byte aligned", fn, what, p);
+/* The epilogue of an AllReduce / ReduceScatter call: the pointwise part
+ * and the row-wise norm, each pointer by name with the bytes it is read. */
+static loom_result_t check_epilogue(const char *fn, int kind, const loom_coll_desc_t *d,
+                                    int64_t my_begin, size_t out_elems, const loom_epilogue_t *epi,
+                                    const void *norm_w, const void *norm_b, loom_pointwise_t *pw) {
+  const size_t es_out = loom_dtype_size(d->out_type);
+  const int64_t pcols = d->cols > 0 ? d->cols : d->count;
+  LOOM_TRY(loom__pointwise_make(fn, epi, d->out_type, pcols, pw));
+  if ((pw->flags & LOOM_PW_BIAS) && d->cols == 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: epilogue->bias=%p needs rows: set desc->cols (the bias has cols elements)", fn, epi->bias);
+  if (pw->flags & LOOM_PW_BIAS)
+    LOOM_TRY(loom__check_device_ptr(fn, "epilogue->bias", epi->bias, (size_t)d->cols * es_out));
+  if (pw->flags & LOOM_PW_RESIDUAL) {
+    if (out_elems > 0) LOOM_TRY(loom__check_device_ptr(fn, "epilogue->residual", epi->residual, out_elems * es_out));
+    /* element i reads residual[i]: rebased for a slice-sized residual */
+    if (kind == LOOM__COLL_RS) pw->residual = (const char *)epi->residual - (ptrdiff_t)((size_t)my_begin * es_out);
+  }
+  if (d->norm == LOOM_NORM_NONE) {
+    if (norm_w || norm_b)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: norm_weight=%p / norm_bias=%p given but desc->norm is LOOM_NORM_NONE",
+                        fn, norm_w, norm_b);
+    return LOOM_SUCCESS;
+  }
+  if (!norm_w)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: norm_weight=NULL: desc->norm=%d needs [cols=%lld] weights", fn,
+                      (int)d->norm, (long long)d->cols);
+  LOOM_TRY(loom__check_device_ptr(fn, "norm_weight", norm_w, (size_t)d->cols * es_out));
+  if (norm_b && d->norm != LOOM_NORM_LAYER)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: norm_bias=%p: only LOOM_NORM_LAYER takes a bias", fn, norm_b);
+  if (norm_b) LOOM_TRY(loom__check_device_ptr(fn, "norm_bias", norm_b, (size_t)d->cols * es_out));
   return LOOM_SUCCESS;
 }
 
-/* The call: checks, the epilogue, the peers' addresses of `in`, the kernel. */
+/* in and out of a call: NULL, alignment, memory and its size, the symmetric
+ * `in`, and the one overlap each op allows (in place). */
+static loom_result_t check_in_out(const char *fn, int kind, loom_comm_t comm, const loom_coll_desc_t *d,
+                                  int64_t my_begin, int64_t my_len, int64_t slice, const void *in, void *out,
+                                  int *in_place) {
+  const size_t es_in = loom_dtype_size(d->dtype), es_out = loom_dtype_size(d->out_type);
+  const int64_t count = d->count;
+  const size_t in_elems = kind == LOOM__COLL_AG ? (size_t)my_len : (size_t)count;
+  const size_t out_elems = kind == LOOM__COLL_RS ? (size_t)my_len : (size_t)count;
+  const size_t in_bytes = in_elems * es_in, out_bytes = out_elems * es_out;
+  /* `in` is needed even where this rank's slice is empty (AllGather): its
+   * offset names every peer's `in` */
+  if (!in) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: in=NULL must point into loom_malloc memory", fn);
+  const char *in_c = (const char *)in, *out_c = (const char *)out;
+  const int same_type = d->dtype == d->out_type;
+  /* in place, each op its own way; the shifted one's pointer is aligned
+   * or not as its slice begin falls (the kernel addresses the other) */
+  const int ag_ip = kind == LOOM__COLL_AG && out && in_c == out_c + (size_t)my_begin * es_out;
+  const int rs_ip = kind == LOOM__COLL_RS && out && my_len > 0 && out_c == in_c + (size_t)my_begin * es_in && same_type;
+  const int ar_ip = kind == LOOM__COLL_AR && in == out && same_type;
+  *in_place = ag_ip || rs_ip || ar_ip;
+  if (!ag_ip && (uintptr_t)in % 16 != 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: in=%p is not 16-byte aligned", fn, in);
+  if (out_elems > 0) {
+    if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL (%zu elements on rank %d)", fn, out_elems, comm->rank);
+    const loom_buf_t o = {"out", out, out_bytes, rs_ip ? 0u : LOOM_BUF_ALIGN16, NULL};
+    LOOM_TRY(loom__check_buf(fn, comm, &o));
+  }
+  /* `in`: symmetric (peers load it); AllGather: every rank's slice at the
+   * same offset of its `in` (room for the largest slice), or, in place, at
+   * its begin in every rank's `out` (then out is symmetric) */
+  const loom_buf_t sym = ag_ip ? (loom_buf_t){"out", out, out_bytes, LOOM_BUF_SYMMETRIC,
+                                              "an in-place AllGather's peers load from it: allocate it with loom_malloc"}
+                               : (loom_buf_t){"in", in,
+                                              kind == LOOM__COLL_AG ? (size_t)(slice < count ? slice : count) * es_in
+                                                                    : in_bytes,
+                                              LOOM_BUF_SYMMETRIC,
+                                              "peers load from it: allocate it with loom_malloc (same offset on every "
+                                              "rank)"};
+  LOOM_TRY(loom__check_buf(fn, comm, &sym));
+  if (*in_place || !overlaps(in, in_bytes, out, out_bytes)) return LOOM_SUCCESS;
+  if (kind == LOOM__COLL_AR)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: in=%p and out=%p overlap without being equal (in place needs out == in and out_type == dtype)",
+                      fn, in, out);
+  if (kind == LOOM__COLL_RS)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: in=%p and out=%p overlap; in place needs out == in + this rank's slice begin (%lld elements) "
+                      "and out_type == dtype",
+                      fn, in, out, (long long)my_begin);
+  return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                    "%s: in=%p and out=%p overlap; in place needs in == out + this rank's slice begin (%lld elements)",
+                    fn, in, out, (long long)my_begin);
+}
+
+loom_result_t loom__coll_check_call(const char *fn, int kind, loom_comm_t comm, const loom_coll_desc_t *d,
+                                    const void *in, void *out, const loom_epilogue_t *epi, const void *norm_w,
+                                    const void *norm_b, int *in_place, loom_pointwise_t *pw) {
+  const int64_t unit = loom_coll_unit(d->cols), slice = loom_coll_slice_elems(d->count, comm->size, unit);
+  int64_t my_begin, my_len;
+  loom_coll_slice(d->count, comm->size, comm->rank, unit, &my_begin, &my_len);
+  LOOM_TRY(check_in_out(fn, kind, comm, d, my_begin, my_len, slice, in, out, in_place));
+  memset(pw, 0, sizeof *pw);
+  if (kind == LOOM__COLL_AG) return LOOM_SUCCESS;
+  const size_t out_elems = kind == LOOM__COLL_RS ? (size_t)my_len : (size_t)d->count;
+  return check_epilogue(fn, kind, d, my_begin, out_elems, epi, norm_w, norm_b, pw);
+}
+
+/* The call: checks, the peers' addresses of `in`, the kernel. */
 static loom_result_t coll_call(loom_plan_t plan, int kind, const char *fn, const void *in, void *out,
                                const loom_epilogue_t *epi, const void *norm_w, const void *norm_b, cudaStream_t stream) {
   loom_coll_state_t *st = NULL;
@@ -332,96 +428,18 @@ static loom_result_t coll_call(loom_plan_t plan, int kind, const char *fn, const
   LOOM_TRY(loom__comm_check(plan->comm, fn));
   loom_comm_t comm = plan->comm;
   const loom_coll_desc_t *d = &st->desc;
-  const size_t es_in = loom_dtype_size(d->dtype), es_out = loom_dtype_size(d->out_type);
-  const int64_t count = d->count;
-  /* sizes of in and out on this rank */
-  const size_t in_elems = kind == LOOM__COLL_AG ? (size_t)st->my_len : (size_t)count;
-  const size_t out_elems = kind == LOOM__COLL_RS ? (size_t)st->my_len : (size_t)count;
-  const size_t in_bytes = in_elems * es_in, out_bytes = out_elems * es_out;
-
+  const size_t es_out = loom_dtype_size(d->out_type);
   loom_coll_args_t a;
   memset(&a, 0, sizeof a);
-  int in_place = 0;
-  /* `in` is needed even where this rank's slice is empty (AllGather): its
-   * offset names every peer's `in` */
-  if (!in) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: in=NULL must point into loom_malloc memory", fn);
-  /* an in-place AllGather's `in` is out + this rank's slice begin, aligned
-   * or not: the kernel addresses `out` (vectors where the offsets allow) */
-  const int ag_in_place = kind == LOOM__COLL_AG && out && (const char *)in == (const char *)out + (size_t)st->my_begin * es_out;
-  if (!ag_in_place) LOOM_TRY(check_aligned(fn, "in", in));
-  if (out_elems > 0) {
-    if (!out)
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL (%zu elements on rank %d)", fn, out_elems, st->rank);
-    LOOM_TRY(check_aligned(fn, "out", out));
-    LOOM_TRY(loom__check_device_ptr(fn, "out", out, out_bytes));
-  }
-  /* `in`: every rank's copy, as this rank's kernel addresses it (symmetric
-   * memory). AllGather: every rank's slice, at the same offset of every
-   * rank's `in` (room for the largest slice), or, in place, at its begin in
-   * every rank's `out` (then out is symmetric) */
-  {
-    char *peer[LOOM_COLL_MAX_PEERS];
-    const char *why = "peers load from it: allocate it with loom_malloc (same offset on every rank)";
-    if (ag_in_place) {
-      in_place = 1;
-      LOOM_TRY(loom__peer_addresses(fn, "out", comm, out, out_bytes,
-                                    "an in-place AllGather's peers load from it: allocate it with loom_malloc", peer));
-      for (int p = 0; p < st->world; ++p) {
-        int64_t qb, ql;
-        loom_coll_slice(count, st->world, p, st->unit, &qb, &ql);
-        a.src[p] = peer[p] + (size_t)qb * es_out;
-      }
-    } else {
-      const size_t probe = kind == LOOM__COLL_AG ? (size_t)(st->slice < count ? st->slice : count) * es_in : in_bytes;
-      LOOM_TRY(loom__peer_addresses(fn, "in", comm, in, probe, why, peer));
-      for (int p = 0; p < st->world; ++p) a.src[p] = peer[p];
-    }
-  }
-  if (kind == LOOM__COLL_AR) {
-    if (in == out && d->dtype == d->out_type) in_place = 1;
-    else if (overlaps(in, in_bytes, out, out_bytes))
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                        "%s: in=%p and out=%p overlap without being equal (in place needs out == in and out_type == dtype)",
-                        fn, in, out);
-  } else if (kind == LOOM__COLL_RS) {
-    const char *own = in ? (const char *)in + (size_t)st->my_begin * es_in : NULL;
-    if (out_elems > 0 && (const char *)out == own && d->dtype == d->out_type) in_place = 1;
-    else if (overlaps(in, in_bytes, out, out_bytes))
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                        "%s: in=%p and out=%p overlap; in place needs out == in + this rank's slice begin (%lld elements) "
-                        "and out_type == dtype",
-                        fn, in, out, (long long)st->my_begin);
-  } else if (!in_place && overlaps(in, in_bytes, out, out_bytes)) {
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "%s: in=%p and out=%p overlap; in place needs in == out + this rank's slice begin (%lld elements)",
-                      fn, in, out, (long long)st->my_begin);
-  }
-  /* the epilogue */
-  if (kind != LOOM__COLL_AG) {
-    const int64_t pcols = d->cols > 0 ? d->cols : count;
-    LOOM_TRY(loom__pointwise_make(fn, epi, d->out_type, pcols, &a.pw));
-    if ((a.pw.flags & LOOM_PW_BIAS) && d->cols == 0)
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                        "%s: epilogue->bias=%p needs rows: set desc->cols (the bias has cols elements)", fn, epi->bias);
-    if (a.pw.flags & LOOM_PW_BIAS)
-      LOOM_TRY(loom__check_device_ptr(fn, "epilogue->bias", epi->bias, (size_t)d->cols * es_out));
-    if (a.pw.flags & LOOM_PW_RESIDUAL) {
-      if (out_elems > 0) LOOM_TRY(loom__check_device_ptr(fn, "epilogue->residual", epi->residual, out_bytes));
-      /* element i reads residual[i]: rebased for a slice-sized residual */
-      if (kind == LOOM__COLL_RS) a.pw.residual = (const char *)epi->residual - (ptrdiff_t)((size_t)st->my_begin * es_out);
-    }
-    if (d->norm != LOOM_NORM_NONE) {
-      if (!norm_w)
-        return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: norm_weight=NULL: desc->norm=%d needs [cols=%lld] weights", fn,
-                          (int)d->norm, (long long)d->cols);
-      LOOM_TRY(loom__check_device_ptr(fn, "norm_weight", norm_w, (size_t)d->cols * es_out));
-      if (norm_b && d->norm != LOOM_NORM_LAYER)
-        return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: norm_bias=%p: only LOOM_NORM_LAYER takes a bias", fn, norm_b);
-      if (norm_b) LOOM_TRY(loom__check_device_ptr(fn, "norm_bias", norm_b, (size_t)d->cols * es_out));
-    } else if (norm_w || norm_b) {
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: norm_weight=%p / norm_bias=%p given but desc->norm is LOOM_NORM_NONE",
-                        fn, norm_w, norm_b);
-    }
+  LOOM_TRY(loom__coll_check_call(fn, kind, comm, d, in, out, epi, norm_w, norm_b, &a.in_place, &a.pw));
+  /* every rank's `in` (AllGather in place: its slice of `out`) as this rank's kernel addresses it */
+  char *peer[LOOM_COLL_MAX_PEERS];
+  const int ag_ip = kind == LOOM__COLL_AG && a.in_place;
+  LOOM_TRY(loom__peer_addresses(fn, ag_ip ? "out" : "in", comm, ag_ip ? (const void *)out : in, 1, "", peer));
+  for (int p = 0; p < st->world; ++p) {
+    int64_t qb = 0, ql;
+    if (ag_ip) loom_coll_slice(d->count, st->world, p, st->unit, &qb, &ql);
+    a.src[p] = peer[p] + (size_t)qb * es_out;
   }
   a.dc = loom__comm_dev(comm);
   a.epoch_off = plan->epoch_offset;
@@ -429,19 +447,20 @@ static loom_result_t coll_call(loom_plan_t plan, int kind, const char *fn, const
   a.kind = (int)st->kk;
   a.in_type = (int)d->dtype;
   a.out_type = (int)d->out_type;
-  a.count = count;
+  a.count = d->count;
   a.cols = d->cols;
   a.unit = st->unit;
   a.chunk = st->chunk;
   a.nch = st->nch;
-  a.in_place = in_place;
   a.norm = (int)d->norm;
   a.eps = d->norm_eps;
   a.norm_w = norm_w;
   a.norm_b = norm_b;
   for (int p = 0; p < st->world; ++p) a.stg[p] = st->stg_peer[p];
   a.stg_own = (char *)st->staging;
-  a.out = (char *)out;
+  /* ReduceScatter in place: the kernel stores element i at in[i] (out is
+   * in + this rank's slice begin, aligned or not) */
+  a.out = kind == LOOM__COLL_RS && a.in_place ? (char *)in : (char *)out;
   (void)loom__plan_next_epoch(plan);
   LOOM_TRY(loom__coll_launch(&a, st->blocks, st->smem, stream));
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;

@@ -103,7 +103,8 @@ typedef struct loom_coll_args {
   int64_t cols;                  /* row length (0: flat) */
   int64_t unit, chunk, nch;      /* slicing unit, chunk elements, chunks per slice (max) */
   int in_place;                  /* one-shot: out == in (result goes through the staging buffer);
-                                    AllGather: in is out's own slice (nothing to copy) */
+                                    AllGather: in is out's own slice (nothing to copy);
+                                    ReduceScatter: out is in's own slice (out is `in`) */
   int norm;                      /* loom_norm_t: row-wise epilogue (rows of cols, in shared memory) */
   float eps;
   const void *norm_w, *norm_b;   /* [cols] of out_type; norm_b may be NULL */
@@ -115,7 +116,8 @@ typedef struct loom_coll_args {
                                     each rank's buffer (coll_schedule.h) */
   char *stg_own;                 /* this rank's staging (two-shot: its slice; one-shot in place: [count];
                                     LL, PUSH: its buffer) */
-  char *out;                     /* AR, AG: [count]; RS: this rank's slice (element i at i - begin) */
+  char *out;                     /* AR, AG: [count]; RS: this rank's slice (element i at i - begin),
+                                    in place: `in` itself (element i at i) */
 } loom_coll_args_t;
 
 /* The plan's state. */
@@ -146,6 +148,19 @@ loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int
                                     loom_coll_algo_t *algo);
 
 const char *loom__coll_algo_name(loom_coll_algo_t a);
+
+/* Checks one call of a plan of (checked) description d on comm from d and
+ * the arguments alone, never from the algorithm the plan resolved to, so
+ * the same call is refused or accepted whatever AUTO chose: in (symmetric),
+ * out (with the bytes written; the one overlap each op allows: in place),
+ * the epilogue's and the norm's pointers. *in_place: AllReduce out == in,
+ * ReduceScatter out == in + this rank's slice begin (aligned or not),
+ * AllGather in == out + its slice begin; *pw the epilogue with a
+ * ReduceScatter's residual rebased (element i reads residual[i]).
+ * Host-tested on detached comms under every algorithm. */
+loom_result_t loom__coll_check_call(const char *fn, int kind, loom_comm_t comm, const loom_coll_desc_t *d,
+                                    const void *in, void *out, const loom_epilogue_t *epi, const void *norm_w,
+                                    const void *norm_b, int *in_place, loom_pointwise_t *pw);
 
 /* Launches the kernel for (a->in_type, a->out_type). */
 loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks, size_t smem, cudaStream_t stream);

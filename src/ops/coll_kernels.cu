@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
      * place); at W = 1 the result goes straight to out, in place or not */
     if (a.kind == LOOM__CK_ONE_SHOT && a.in_place && W > 1) d0 = a.stg_own;
     if (a.kind == LOOM__CK_TWO_SHOT && W > 1) d1 = a.stg_own, o1 = mb;
-    if (a.kind == LOOM__CK_RS) o0 = mb;
+    if (a.kind == LOOM__CK_RS && !a.in_place) o0 = mb; /* in place: a.out is `in` itself */
     const int64_t nch = loom_coll_chunks(rl, a.chunk);
     for (int64_t q = blockIdx.x; q < nch; q += gridDim.x) {
       const int64_t j = a.kind == LOOM__CK_ONE_SHOT ? loom_coll_one_shot_chunk(r, W, nch, q) : q;

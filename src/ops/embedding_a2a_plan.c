@@ -649,7 +649,11 @@ loom_result_t loom_embedding_a2a(loom_plan_t plan, const void *tables, const int
   const size_t tsz = loom_dtype_size(st->desc.table_type), osz = loom_dtype_size(st->desc.out_type);
   const size_t out_bytes = (size_t)st->sched.local_batch * (size_t)st->sched.t_total * (size_t)st->desc.dim * osz;
   LOOM_TRY(check_input_ptrs(fn, st, "tables", tables, tsz, indices, offsets, num_indices, weights));
-  LOOM_TRY(loom__check_device_ptr(fn, "out", out, out_bytes));
+  /* symmetric on every path, staged included: what a call may pass never
+   * depends on the path the plan resolved to */
+  const loom_buf_t ob = {"out", out, out_bytes, LOOM_BUF_SYMMETRIC,
+                         "peers store into it on the fused paths, so it must be symmetric memory on every path"};
+  LOOM_TRY(loom__check_buf(fn, comm, &ob));
 
   if (st->path == LOOM_EMB_PATH_STAGED) {
     /* pool -> send [W][Bl][T*D]; send/recv; reorder into out */
@@ -707,7 +711,9 @@ loom_result_t loom_embedding_a2a_backward(loom_plan_t plan, const void *grad_out
   const size_t tsz = loom_dtype_size(st->desc.table_type), osz = loom_dtype_size(st->desc.out_type);
   const size_t g_bytes = (size_t)st->sched.local_batch * (size_t)st->sched.t_total * (size_t)st->desc.dim * osz;
   LOOM_TRY(check_input_ptrs(fn, st, "table_grad", table_grad, tsz, indices, offsets, num_indices, weights));
-  LOOM_TRY(loom__check_device_ptr(fn, "grad_out", grad_out, g_bytes));
+  const loom_buf_t gb = {"grad_out", grad_out, g_bytes, LOOM_BUF_SYMMETRIC,
+                         "peers load from it on the fused paths, so it must be symmetric memory on every path"};
+  LOOM_TRY(loom__check_buf(fn, comm, &gb));
   loom_emb_kargs_t a;
   fill_common(&a, plan, st, NULL, indices, offsets, num_indices, weights);
   a.table_grad = table_grad;

@@ -66,33 +66,14 @@ loom_result_t loom_gemm_ar(loom_plan_t plan, const void *a, const void *b, void 
   LOOM_TRY(loom__tp_state(plan, fn, LOOM__TP_AR, &st));
   LOOM_TRY(loom__comm_check(plan->comm, fn));
   loom__tp_trace_start(st, stream);
-  const loom_gemm_desc_t *g = &st->gemm;
-  const size_t es_c = loom_dtype_size(g->c_type), es_ab = loom_dtype_size(g->ab_type);
-  const size_t out_bytes = (size_t)g->m * (size_t)g->n * es_c;
-  /* A and B as loom_gemm checks them (the partial product as C) */
-  loom_gemm_desc_t chk = *g;
-  LOOM_TRY(loom__gemm_validate(fn, &chk, a, b, st->partial, NULL));
-  LOOM_TRY(loom__check_device_ptr(fn, "a", a, (size_t)g->m * (size_t)g->k * es_ab));
-  LOOM_TRY(loom__check_device_ptr(fn, "b", b, (size_t)g->k * (size_t)g->n * es_ab));
-  if (!out)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL must point to [m=%lld, n=%lld] of the output dtype", fn,
-                      (long long)g->m, (long long)g->n);
-  if ((uintptr_t)out % 16 != 0)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=%p is not 16-byte aligned", fn, out);
-  LOOM_TRY(loom__check_device_ptr(fn, "out", out, out_bytes));
+  loom_pointwise_t pw;
+  const loom_tp_call_t call = {a, b, out, NULL, NULL, epi};
+  LOOM_TRY(loom__tp_check_call(fn, LOOM__TP_AR, plan->comm, &st->desc, &call, &pw));
   const int fused = st->transfer != LOOM_TP_SEQUENTIAL;
   char *peer[LOOM_TP_MAX_PEERS];
-  if (fused) {
-    LOOM_TRY(loom__peer_addresses(fn, "out", plan->comm, out, out_bytes,
-                                  "a fused plan's peers store their reduced rows into it: allocate it with "
-                                  "loom_malloc (same offset on every rank), or make the plan with LOOM_TP_SEQUENTIAL",
-                                  peer));
-  }
-  /* the epilogue: checked field by field, its pointers by size */
-  loom_pointwise_t pw;
-  LOOM_TRY(loom__pointwise_make(fn, epi, g->c_type, g->n, &pw));
-  if (pw.flags & LOOM_PW_BIAS) LOOM_TRY(loom__check_device_ptr(fn, "epilogue->bias", pw.bias, (size_t)g->n * es_c));
-  if (pw.flags & LOOM_PW_RESIDUAL) LOOM_TRY(loom__check_device_ptr(fn, "epilogue->residual", pw.residual, out_bytes));
+  if (fused)
+    LOOM_TRY(loom__tp_peer_addresses(fn, "out", plan->comm, out,
+                                     (size_t)st->gemm.m * (size_t)st->gemm.n * loom_dtype_size(st->gemm.c_type), peer));
   (void)loom__plan_next_epoch(plan);
   if (fused)
     LOOM_TRY(ar_fused(plan, st, a, b, out, peer, &pw, stream));

@@ -155,22 +155,8 @@ loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void 
   LOOM_TRY(loom__tp_state(plan, fn, LOOM__TP_RS, &st));
   LOOM_TRY(loom__comm_check(plan->comm, fn));
   loom__tp_trace_start(st, stream);
-  const loom_gemm_desc_t *g = &st->gemm;
-  const size_t es_c = loom_dtype_size(g->c_type), es_ab = loom_dtype_size(g->ab_type);
-  /* A and B as loom_gemm checks them (the partial product as C) */
-  loom_gemm_desc_t chk = *g;
-  LOOM_TRY(loom__gemm_validate(fn, &chk, a, b, st->partial, bias));
-  LOOM_TRY(loom__check_device_ptr(fn, "a", a, (size_t)g->m * (size_t)g->k * es_ab));
-  LOOM_TRY(loom__check_device_ptr(fn, "b", b, (size_t)g->k * (size_t)g->n * es_ab));
-  if (bias) LOOM_TRY(loom__check_device_ptr(fn, "bias", bias, (size_t)g->n * es_c));
-  if (st->my_len > 0) {
-    if (!c_shard)
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: c_shard=NULL: this rank owns %lld rows", fn,
-                        (long long)st->my_len);
-    if ((uintptr_t)c_shard % 16 != 0)
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: c_shard=%p is not 16-byte aligned", fn, c_shard);
-    LOOM_TRY(loom__check_device_ptr(fn, "c_shard", c_shard, (size_t)st->my_len * (size_t)g->n * es_c));
-  }
+  const loom_tp_call_t call = {a, b, c_shard, NULL, bias, NULL};
+  LOOM_TRY(loom__tp_check_call(fn, LOOM__TP_RS, plan->comm, &st->desc, &call, NULL));
   (void)loom__plan_next_epoch(plan);
   if (st->transfer == LOOM_TP_SEQUENTIAL)
     LOOM_TRY(rs_sequential(plan, st, a, b, c_shard, bias, stream));

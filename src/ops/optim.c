@@ -308,9 +308,9 @@ loom_result_t loom__optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc, 
     }
   }
 
-  /* the plan: signals ready, done, phase [W] each, count [2]; LAMB's partials */
+  /* the plan: signals ready, done, phase, nonfinite [W] each, count [2]; LAMB's partials */
   {
-    const uint32_t nsig = (uint32_t)(3 * st->world + 2);
+    const uint32_t nsig = (uint32_t)(4 * st->world + 2);
     const size_t partial_bytes = lamb ? (size_t)st->gchunks * 2 * sizeof(float) : 0;
     r = loom__plan_create(comm, fn, lamb ? "lamb" : "adam", nsig, partial_bytes, LOOM_FNV64_INIT, "", &plan);
     if (r != LOOM_SUCCESS) goto fail;
@@ -358,7 +358,8 @@ loom_result_t loom__optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc, 
     k->ready_off = plan->signals_offset;
     k->done_off = k->ready_off + (size_t)st->world * sizeof(uint32_t);
     k->phase_off = k->done_off + (size_t)st->world * sizeof(uint32_t);
-    k->count_off = k->phase_off + (size_t)st->world * sizeof(uint32_t);
+    k->nonfinite_off = k->phase_off + (size_t)st->world * sizeof(uint32_t);
+    k->count_off = k->nonfinite_off + (size_t)st->world * sizeof(uint32_t);
     k->partial_off = plan->staging_offset;
     k->chunks = (const loom_optim_chunk_t *)(b + off[0]);
     k->nchunks = st->nchunks;

@@ -32,11 +32,16 @@
  * into this rank's parameters only after ready[r] >= e, i.e. after this
  * rank's work before the call (forward and backward) is done.
  * Signals only grow (epochs); the counters are reset by the last block.
+ * A non-finite gradient anywhere sets grad_nonfinite on every rank: a block
+ * that met one stores e into nonfinite[r] of every rank before the step's
+ * handshake that follows it (Adam: done; LAMB: phase), and the last block,
+ * once every rank's done[p] >= e, reads nonfinite[p] == e of every rank p
+ * (a store of an earlier step is an older epoch: nothing is cleared).
  *
  * Plan workspace slice (uint32 words, zeroed at creation): ready [W] |
- * done [W] | phase [W] | count [2] (finished blocks of the kernel that
- * ends a step and of LAMB's first kernel), then LAMB's partial table
- * (float2 [global chunks]).
+ * done [W] | phase [W] | nonfinite [W] | count [2] (finished blocks of the
+ * kernel that ends a step and of LAMB's first kernel), then LAMB's partial
+ * table (float2 [global chunks]).
  */
 #ifndef LOOM_OPS_OPTIM_H
 #define LOOM_OPS_OPTIM_H
@@ -72,7 +77,7 @@ typedef struct loom_optim_tensor_dev {
 /* Everything an optimizer kernel needs (a __grid_constant__ argument). */
 typedef struct loom_optim_kargs {
   loom_dev_comm_t dc;
-  size_t epoch_off, ready_off, done_off, phase_off, count_off, partial_off;
+  size_t epoch_off, ready_off, done_off, phase_off, nonfinite_off, count_off, partial_off;
   const loom_optim_chunk_t *chunks; /* this rank's [nchunks] */
   int64_t nchunks;
   const loom_optim_tensor_dev_t *tensors; /* [T] */
@@ -88,7 +93,7 @@ typedef struct loom_optim_kargs {
   float lr, beta1, beta2, eps, grad_div;
   int32_t decoupled, bias_correction, use_nvlamb;
   const float *lr_ptr, *grad_scale, *found_inf;
-  int *nonfinite;
+  int *nonfinite;           /* the caller's grad_nonfinite (or NULL) */
   int32_t *step;            /* device: steps taken */
 } loom_optim_kargs_t;
 

@@ -169,6 +169,30 @@ static __device__ int loom_optim_last_block(const loom_optim_kargs_t &k, int whi
   return last;
 }
 
+/* A block that met a non-finite gradient element (bad != 0) says so to
+ * every rank: nonfinite[rank] = e in each rank's workspace, before the
+ * step's next handshake (the last block's fence orders it first). Local
+ * plans (no handshake) set the caller's flag directly. */
+static __device__ void loom_optim_nonfinite_publish(const loom_optim_kargs_t &k, uint32_t e, int bad) {
+  if (!__syncthreads_or(bad) || !k.nonfinite) return;
+  if (!k.handshake) {
+    if (threadIdx.x == 0) atomicExch(k.nonfinite, 1);
+    return;
+  }
+  for (int p = (int)threadIdx.x; p < k.dc.size; p += (int)blockDim.x)
+    loom_signal_store_release(loom_signal_addr(&k.dc, p, k.nonfinite_off, (uint32_t)k.dc.rank), e);
+}
+
+/* After every rank's done of step e (last block): any rank's nonfinite[p]
+ * == e sets the caller's flag, so it means the same on every rank. */
+static __device__ void loom_optim_nonfinite_gather(const loom_optim_kargs_t &k, uint32_t e) {
+  if (!k.handshake || !k.nonfinite) return;
+  int any = 0;
+  for (int p = (int)threadIdx.x; p < k.dc.size; p += (int)blockDim.x)
+    any |= loom_signal_load_acquire((const uint32_t *)(k.dc.ws + k.nonfinite_off) + p) == e;
+  if (__syncthreads_or(any) && threadIdx.x == 0) atomicExch(k.nonfinite, 1);
+}
+
 /* The end of a step, in the last block: done[rank] = e into every rank,
  * wait for every rank's, then the step counter (unless skipped) and the
  * epoch. */
@@ -184,6 +208,7 @@ static __device__ void loom_optim_end(const loom_optim_kargs_t &k, uint32_t e, c
                              LOOM_SITE_OPTIM_DONE);
     ok = __syncthreads_and(ok);
   }
+  if (ok) loom_optim_nonfinite_gather(k, e);
   if (threadIdx.x == 0 && ok) {
     if (!h.skip) *(volatile int32_t *)k.step = h.step;
     __threadfence();
@@ -291,7 +316,7 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) 
     loom_optim_chunk_ptrs(k, c.tensor, loom_optim_sh);
     if (!h.skip) loom_optim_adam_chunk<PT, GT>(k, h, c, loom_optim_sh, loom_optim_sh + k.nsrc, &bad);
   }
-  if (bad && k.nonfinite) atomicExch(k.nonfinite, 1);
+  loom_optim_nonfinite_publish(k, e, bad);
   loom_optim_end(k, e, h);
 }
 
@@ -381,7 +406,7 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) 
     u2 = loom_optim_block_sum(u2);
     if (threadIdx.x == 0) partial[c.global] = make_float2(w2, u2);
   }
-  if (bad && k.nonfinite) atomicExch(k.nonfinite, 1);
+  loom_optim_nonfinite_publish(k, e, bad);
   /* the last block tells every rank that this rank's partials are complete */
   if (loom_optim_last_block(k, 1) && k.handshake)
     for (int p = (int)threadIdx.x; p < k.dc.size; p += (int)blockDim.x)

@@ -183,6 +183,25 @@ loom_tp_gemm_t loom__tp_resolve_gemm(const loom_tp_desc_t *d, loom_tp_transfer_t
 loom_result_t loom__tp_seq_gemm(loom_tp_state_t *st, const loom_gemm_desc_t *g, const void *a, const void *b,
                                 void *c, const void *bias, cudaStream_t stream);
 
+/* One call's arguments (NULL where the op takes none). */
+typedef struct loom_tp_call {
+  const void *a;              /* AG: a_shard [shard rows, k]; RS, AR: a [m, k] */
+  const void *b;              /* [k, n] or [n, k] */
+  void *c;                    /* AG: c [m, n]; RS: c_shard [shard rows, n]; AR: out [m, n] */
+  void *a_full;               /* AG: NULL or loom_malloc [m, k] */
+  const void *bias;           /* AG, RS: [n] of c_type iff desc.has_bias */
+  const loom_epilogue_t *epi; /* AR: NULL or the call's epilogue */
+} loom_tp_call_t;
+
+/* Checks one call of a plan of (checked) description d on comm from d and
+ * the arguments alone, never from the transfer the plan resolved to
+ * (tp_check.c): every pointer with the bytes the call touches, symmetric
+ * memory where a transfer d allows (AUTO: any) has peers reach it, outputs
+ * that alias inputs. AR: *pw is the call's epilogue. Host-tested on
+ * detached comms under every transfer. */
+loom_result_t loom__tp_check_call(const char *fn, int kind, loom_comm_t comm, const loom_tp_desc_t *d,
+                                  const loom_tp_call_t *c, loom_pointwise_t *pw);
+
 /* The local GEMM of a description. */
 loom_gemm_desc_t loom__tp_gemm_desc(const loom_tp_desc_t *d);
 

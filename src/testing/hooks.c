@@ -39,3 +39,5 @@ void loom__comm_set_mem_backend(loom_comm_t comm, const loom_mem_backend_t *back
 void loom__base_gemm_force_bias_fallback(int on) {
   __atomic_store_n(&loom__base_gemm_no_bias_epilogue, on ? 1 : 0, __ATOMIC_RELAXED);
 }
+
+void loom__ptr_check_set_oracle(loom_ptr_oracle_fn oracle) { loom__ptr_oracle = oracle; }

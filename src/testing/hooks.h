@@ -10,6 +10,8 @@
  *   loom__comm_set_mem_backend   where a comm's symmetric memory comes from
  *                                (a detached comm has none until a test gives
  *                                it one: host memory, failures injected)
+ *   loom__ptr_check_set_oracle   what pointer checks call device memory on a
+ *                                machine without a GPU (NULL: the driver)
  *   loom__base_gemm_force_bias_fallback
  *                                the cuBLASLt baseline adds the bias through C
  *                                instead of its bias epilogue
@@ -20,6 +22,7 @@
 #include <stddef.h>
 #include "loom.h"
 #include "core/comm.h"
+#include "core/ptr_check.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,6 +34,10 @@ loom_result_t loom__comm_create_detached(int rank, int size, size_t workspace_by
 void loom__comm_set_mem_backend(loom_comm_t comm, const loom_mem_backend_t *backend);
 
 void loom__base_gemm_force_bias_fallback(int on);
+
+/* oracle(p, &base, &size): 1 and the allocation holding p if p is device
+ * memory, 0 if not (core/ptr_check.h); NULL restores the driver. */
+void loom__ptr_check_set_oracle(loom_ptr_oracle_fn oracle);
 
 #ifdef __cplusplus
 }

@@ -477,6 +477,19 @@ static const coll_case_t g_in_place_graph[] = {
     {AR, 1000, 0, BF, BF, A1, 0, NN, 0, 1, 1, 3, 0},
 };
 
+/* ReduceScatter in place on rows of any width: a rank's slice begins at a
+ * row start that need not be 16-byte aligned (1000 x 8191 bf16 at W = 2:
+ * rank 1's out = in + 8,191,000 bytes); the call must take every count and
+ * row width the out-of-place call takes */
+static const coll_case_t g_rs_in_place_rows[] = {
+    {RS, 1000 * 8191, 8191, BF, BF, A0, 0, NN, 0, 1, 0, 2, 0},
+    {RS, 1000 * 8191, 8191, BF, BF, A0, E_BIAS | E_RES, RMS, 0, 1, 0, 2, 0},
+    {RS, 37 * 1001, 1001, F32, F32, A0, E_SCALE | E_DROP, NN, 0, 1, 0, 2, 0},
+    {RS, 33 * 77, 77, FH, FH, A0, E_RES, LN, 1, 1, 0, 2, 0},
+    {RS, 33 * 77, 77, FH, FH, A0, 0, NN, 0, 1, 1, 3, 0}, /* graph */
+    {RS, 8 * 1000 + 3, 0, BF, BF, A0, E_SCALE, NN, 0, 1, 0, 2, 0},
+};
+
 #define N(a) ((int)(sizeof a / sizeof *a))
 LOOM_TEST(gpu_coll_sizes_dtypes_w1) { run_suite(1, g_sizes, N(g_sizes)); }
 LOOM_TEST(gpu_coll_sizes_dtypes_w2) { run_suite(2, g_sizes, N(g_sizes)); }
@@ -486,6 +499,8 @@ LOOM_TEST(gpu_coll_reduce_scatter_all_gather_w1) { run_suite(1, g_rs_ag, N(g_rs_
 LOOM_TEST(gpu_coll_reduce_scatter_all_gather_w2) { run_suite(2, g_rs_ag, N(g_rs_ag)); }
 LOOM_TEST(gpu_coll_in_place_and_graphs_w1) { run_suite(1, g_in_place_graph, N(g_in_place_graph)); }
 LOOM_TEST(gpu_coll_in_place_and_graphs_w2) { run_suite(2, g_in_place_graph, N(g_in_place_graph)); }
+LOOM_TEST(gpu_coll_reduce_scatter_in_place_any_row_width_w1) { run_suite(1, g_rs_in_place_rows, N(g_rs_in_place_rows)); }
+LOOM_TEST(gpu_coll_reduce_scatter_in_place_any_row_width_w2) { run_suite(2, g_rs_in_place_rows, N(g_rs_in_place_rows)); }
 LOOM_TEST(gpu_coll_ll_w1) { run_suite(1, g_ll, N(g_ll)); }
 LOOM_TEST(gpu_coll_ll_w2) { run_suite(2, g_ll, N(g_ll)); }
 LOOM_TEST(gpu_coll_push_w1) { run_suite(1, g_push, N(g_push)); }

@@ -603,6 +603,22 @@ static int rank_errors(loom_rank_ctx_t *ctx, void *arg) {
                  "table_grad=", "the op reaches");
   expect_refused(loom_embedding_a2a_backward(hplan, grad, idx, off, n, NULL, 1.f, h_tab, st),
                  LOOM_ERR_INVALID_ARGUMENT, "table_grad=", "host memory");
+  /* out / grad_out outside loom_malloc memory: refused on every path, the
+   * staged one included (what a call accepts never depends on the path) */
+  {
+    loom_plan_t sp = NULL;
+    d.path = LOOM_EMB_PATH_STAGED;
+    LOOM_OK(loom_plan_embedding_a2a(comm, &d, &sp));
+    d.path = LOOM_EMB_PATH_AUTO;
+    loom_plan_t both[2] = {plan, sp};
+    for (int i = 0; i < 2; ++i) {
+      expect_refused(loom_embedding_a2a(both[i], tab, idx, off, n, NULL, big, st), LOOM_ERR_INVALID_ARGUMENT, "out=",
+                     "loom_malloc");
+      expect_refused(loom_embedding_a2a_backward(both[i], big, idx, off, n, NULL, 1.f, tg, st),
+                     LOOM_ERR_INVALID_ARGUMENT, "grad_out=", "loom_malloc");
+    }
+    LOOM_OK(loom_plan_destroy(sp));
+  }
   /* freed memory (checked before anything else is allocated) */
   CUDA_OK(cudaMalloc(&freed, (size_t)n * 8));
   CUDA_OK(cudaFree(freed));

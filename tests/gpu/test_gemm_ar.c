@@ -238,8 +238,10 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const ar_case_t *k) 
   CUDA_OK(cudaMalloc(&d_b, b_bytes));
   CUDA_OK(cudaMalloc(&d_bias, (size_t)k->n * ec));
   CUDA_OK(cudaMalloc(&d_res, out_bytes));
-  /* fused: peers store into out (symmetric, collective); sequential: any device memory */
-  if (info.transfer == LOOM_TP_SEQUENTIAL) {
+  /* a plan made SEQUENTIAL takes any device memory; any other (AUTO
+   * included, whatever it resolved to) symmetric memory: peers store into
+   * out when fused (collective) */
+  if (k->tr == LOOM_TP_SEQUENTIAL) {
     CUDA_OK(cudaMalloc(&d_out, out_bytes));
   } else {
     LOOM_OK(loom_malloc(comm, out_bytes, &d_out));

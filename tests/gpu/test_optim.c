@@ -17,7 +17,7 @@
  *  - a BERT-large-like list of 360 tensors (the shapes scaled down 8x);
  *  - CUDA-graph capture of one step, replayed with new gradients and lr;
  *  - found_inf skips a step (nothing changes, the step counter stays);
- *    grad_nonfinite reports an inf gradient;
+ *    grad_nonfinite reports an inf gradient on every rank;
  *  - argument errors (plain cudaMalloc gradients, host pointers, the wrong
  *    plan kind, descriptions that differ between ranks) each named;
  *  - a peer that never calls: LOOM_ERR_TIMEOUT naming the wait.
@@ -451,8 +451,19 @@ static int rank_skip(loom_rank_ctx_t *ctx, void *arg) {
     CUDA_OK(cudaMemcpy(&st, info.step, 4, cudaMemcpyDeviceToHost));
     CHECK_EQ_INT(st, 42);
     CUDA_OK(cudaMemcpy(&flag, dflag, 4, cudaMemcpyDeviceToHost));
-    /* the owner of element 999 sees it (RS: the rank whose slice holds it) */
-    if (loom_optim_owner(1000, W, 999) == ctx->rank) CHECK_EQ_INT(flag, 1);
+    /* every rank sees it, not only the owner of element 999's slice (a
+     * training loop that skips the step on the flag stays in step) */
+    CHECK_EQ_INT(flag, 1);
+    /* a finite step after it: no flag (the earlier step's mark is an older epoch) */
+    CUDA_OK(cudaMemset(dflag, 0, sizeof(int)));
+    if (ctx->rank == 0) {
+      const float fin = 0.5f;
+      CUDA_OK(cudaMemcpy(dg + 4 * 999, &fin, 4, cudaMemcpyHostToDevice));
+    }
+    LOOM_OK(lamb ? loom_lamb_step(plan, &a, s) : loom_adam_step(plan, &a, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaMemcpy(&flag, dflag, 4, cudaMemcpyDeviceToHost));
+    CHECK_EQ_INT(flag, 0);
     LOOM_OK(loom_plan_destroy(plan));
     plan = NULL;
   }

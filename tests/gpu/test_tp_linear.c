@@ -14,7 +14,8 @@
  *    leak;
  *  - a peer that never calls: LOOM_ERR_TIMEOUT naming the wait, and the
  *    process stays usable;
- *  - argument errors (a plain cudaMalloc pointer as a_full, NULL shards).
+ *  - argument errors (a plain cudaMalloc pointer as a_full, NULL shards),
+ *    and the same result code for the same arguments under every transfer.
  * Every rank generates every rank's inputs from the run's seed (so each can
  * compute its reference) and uploads its own.
  */
@@ -74,7 +75,8 @@ static uint64_t seed_for(int call, int what, int rank) {
 
 static const char *dt(loom_dtype_t t) { return t == LOOM_FP32 ? "fp32" : t == LOOM_FP16 ? "fp16" : "bf16"; }
 static const char *trn(loom_tp_transfer_t t) {
-  return t == LOOM_TP_SEQUENTIAL ? "seq" : t == LOOM_TP_COPY_ENGINE ? "ce" : t == LOOM_TP_SM_COPY ? "sm" : "auto";
+  return t == LOOM_TP_SEQUENTIAL ? "seq" : t == LOOM_TP_COPY_ENGINE ? "ce" : t == LOOM_TP_SM_COPY ? "sm"
+         : t == LOOM_TP_SM_ATOMIC ? "atomic" : "auto";
 }
 
 /* Host inputs of one call. AG: a = A_full [m, k] (every shard), b = this
@@ -595,6 +597,97 @@ out:
 
 LOOM_TEST(gpu_tp_bad_arguments_are_named_w2) {
   if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_bad_args, NULL), 0);
+}
+
+/* What a call accepts never depends on the path its plan resolved to: the
+ * same arguments under every transfer, AUTO included, give the same result
+ * code. m = 130 (AG AUTO: sequential, a shard of 65 rows). a_full the last
+ * 1 KiB of a loom_malloc buffer or plain cudaMalloc memory: refused on every
+ * path (the sequential path wrote 32 KiB past the buffer before); gemm_ar's
+ * out outside symmetric memory: refused unless the plan was made
+ * SEQUENTIAL; outputs that alias inputs: refused on every path. */
+#define PATH_M 130
+#define PATH_N 128
+#define PATH_K 128
+static loom_result_t path_call(int op, loom_plan_t plan, void *a, void *b, void *c, void *a_full, cudaStream_t s) {
+  if (op == 0) return loom_ag_gemm(plan, a, b, c, a_full, NULL, s);
+  if (op == 1) return loom_gemm_rs(plan, a, b, c, NULL, s);
+  return loom_gemm_ar(plan, a, b, c, NULL, s);
+}
+
+typedef struct path_row {
+  int op;             /* 0 AG, 1 RS, 2 AR */
+  const char *what;
+  int c_kind, afull_kind; /* buffer kinds below */
+  loom_result_t want_seq, want_other; /* plans made SEQUENTIAL / any other transfer */
+} path_row_t;
+enum { B_NONE, B_PLAIN, B_SYM, B_SYM_TAIL, B_ALIAS_A, B_PLAIN_TAIL };
+
+static int rank_path_checks(loom_rank_ctx_t *ctx, void *arg) {
+  (void)arg;
+  const size_t ab = (size_t)PATH_M * PATH_K * 2, cb = (size_t)PATH_M * PATH_N * 2;
+  loom_comm_t comm = NULL;
+  cudaStream_t s = NULL;
+  char *a = NULL, *b = NULL, *plain = NULL, *sym = NULL;
+  static const path_row_t rows[] = {
+      {0, "a_full past its loom_malloc buffer", B_PLAIN, B_SYM_TAIL, LOOM_ERR_INVALID_ARGUMENT, LOOM_ERR_INVALID_ARGUMENT},
+      {0, "a_full in cudaMalloc memory", B_PLAIN, B_PLAIN, LOOM_ERR_INVALID_ARGUMENT, LOOM_ERR_INVALID_ARGUMENT},
+      {0, "c aliasing a_full", B_SYM, B_SYM, LOOM_ERR_INVALID_ARGUMENT, LOOM_ERR_INVALID_ARGUMENT},
+      {0, "valid, a_full given", B_PLAIN, B_SYM, LOOM_SUCCESS, LOOM_SUCCESS},
+      {0, "valid, no a_full", B_PLAIN, B_NONE, LOOM_SUCCESS, LOOM_SUCCESS},
+      {1, "c_shard aliasing a", B_ALIAS_A, B_NONE, LOOM_ERR_INVALID_ARGUMENT, LOOM_ERR_INVALID_ARGUMENT},
+      {1, "c_shard past its allocation", B_PLAIN_TAIL, B_NONE, LOOM_ERR_INVALID_ARGUMENT, LOOM_ERR_INVALID_ARGUMENT},
+      {1, "valid", B_PLAIN, B_NONE, LOOM_SUCCESS, LOOM_SUCCESS},
+      {2, "out in cudaMalloc memory", B_PLAIN, B_NONE, LOOM_SUCCESS, LOOM_ERR_INVALID_ARGUMENT},
+      {2, "out past its loom_malloc buffer", B_SYM_TAIL, B_NONE, LOOM_ERR_INVALID_ARGUMENT, LOOM_ERR_INVALID_ARGUMENT},
+      {2, "out aliasing a", B_ALIAS_A, B_NONE, LOOM_ERR_INVALID_ARGUMENT, LOOM_ERR_INVALID_ARGUMENT},
+      {2, "valid", B_SYM, B_NONE, LOOM_SUCCESS, LOOM_SUCCESS},
+  };
+  static const loom_tp_transfer_t tr[3][5] = {
+      {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_COPY_ENGINE, LOOM_TP_SM_COPY, (loom_tp_transfer_t)-1},
+      {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_SM_COPY, LOOM_TP_SM_ATOMIC, (loom_tp_transfer_t)-1},
+      {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_SM_COPY, (loom_tp_transfer_t)-1, (loom_tp_transfer_t)-1}};
+  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaMalloc((void **)&a, ab));
+  CUDA_OK(cudaMalloc((void **)&b, (size_t)PATH_K * PATH_N * 2));
+  CUDA_OK(cudaMalloc((void **)&plain, ab > cb ? ab : cb));
+  LOOM_OK(loom_malloc(comm, ab > cb ? ab : cb, (void **)&sym));
+  CUDA_OK(cudaMemset(a, 0x3c, ab));
+  CUDA_OK(cudaMemset(b, 0x3c, (size_t)PATH_K * PATH_N * 2));
+  for (size_t i = 0; i < sizeof rows / sizeof *rows; ++i) {
+    const path_row_t *r = &rows[i];
+    const size_t big = ab > cb ? ab : cb;
+    char *bufs[6] = {NULL, plain, sym, sym + big - 1024, a, plain + big - 1024};
+    for (int t = 0; t < 5 && (int)tr[r->op][t] >= 0; ++t) {
+      loom_tp_desc_t d = LOOM_TP_DESC_INIT;
+      d.m = PATH_M, d.n = PATH_N, d.k = PATH_K, d.world_size = ctx->size, d.transfer = tr[r->op][t];
+      loom_plan_t plan = NULL;
+      LOOM_OK(r->op == 0 ? loom_plan_ag_gemm(comm, &d, &plan)
+              : r->op == 1 ? loom_plan_gemm_rs(comm, &d, &plan) : loom_plan_gemm_ar(comm, &d, &plan));
+      loom_tp_plan_info_t info = LOOM_TP_PLAN_INFO_INIT;
+      LOOM_OK(loom_tp_plan_info(plan, &info));
+      const loom_result_t want = d.transfer == LOOM_TP_SEQUENTIAL ? r->want_seq : r->want_other;
+      const loom_result_t got = path_call(r->op, plan, a, b, bufs[r->c_kind], bufs[r->afull_kind], s);
+      if (got != want)
+        loom_test_fail(__FILE__, __LINE__, "rank %d: %s, %s (resolved %s): result %d, expected %d (%s)", ctx->rank,
+                       r->what, trn(d.transfer), trn(info.transfer), (int)got, (int)want, loom_last_error());
+      CUDA_OK(cudaStreamSynchronize(s));
+      LOOM_OK(loom_comm_get_async_error(comm));
+      LOOM_OK(loom_plan_destroy(plan));
+    }
+  }
+out:
+  if (s) cudaStreamSynchronize(s);
+  if (sym) CHECK_RESULT(loom_free(comm, sym), LOOM_SUCCESS);
+  cudaFree(a), cudaFree(b), cudaFree(plain);
+  if (s) cudaStreamDestroy(s);
+  if (comm) CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
+  return loom_test_failures;
+}
+
+LOOM_TEST(gpu_tp_checks_do_not_depend_on_the_path_w2) {
+  if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_path_checks, NULL), 0);
 }
 
 /* loom_*_tune records a choice every rank agrees on, and an AUTO plan of

@@ -229,8 +229,9 @@ def test_gemm_ar_refuses_bad_arguments_by_name_before_any_plan(change, message):
 
 def test_gemm_ar_plans_out_and_epilogue(lib):
     """gemm_ar's spec, key and plan object: another op than gemm_rs on the
-    same numbers; a fused plan refuses an out outside symmetric memory and
-    otherwise uses its own symmetric buffer; the call reaches libloom with
+    same numbers; a plan not made sequential refuses an out outside
+    symmetric memory whatever its transfer resolved to, and otherwise uses
+    its own symmetric buffer; the call reaches libloom with
     the epilogue (which refuses the fake plan handle, naming it)."""
     comm = HostComm(rank=1, size=2)
     a, w = T(7, 32), T(16, 32)
@@ -254,10 +255,16 @@ def test_gemm_ar_plans_out_and_epilogue(lib):
         plan.gemm_ar(a, w, T(16, dtype="float32"), residual=T(7, 16, dtype="float32"), dropout_p=0.1, stream=0)
     own = plan.output_buffer()
     assert own is plan.output_buffer() and own.shape == (7, 16) and comm._allocs[own.data_ptr()].internal
-    # sequential: any tensor as out (libloom refuses the fake handle next)
+    # AUTO resolved to the sequential path: the same call is refused the same way
     plan.info = {"transfer": "sequential"}
-    with pytest.raises(loom.InvalidArgumentError, match="loom_gemm_ar: plan=0x4242 is not a live loom plan"):
+    with pytest.raises(loom.InvalidArgumentError, match=r"loom.gemm_ar: out \(at 0x7f0000000000, 448 bytes\) is not "
+                                                         r"symmetric memory of this comm"):
         plan.gemm_ar(a, w, out=T(7, 16, dtype="float32"), stream=0)
+    # a plan made sequential: any tensor as out (libloom refuses the fake handle next)
+    seq = _inject(comm, tp._ar_spec("f", comm, a, w, "nk", "float32", "sequential", 0), 0x4243)
+    seq.info = {"transfer": "sequential"}
+    with pytest.raises(loom.InvalidArgumentError, match="loom_gemm_ar: plan=0x4243 is not a live loom plan"):
+        seq.gemm_ar(a, w, out=T(7, 16, dtype="float32"), stream=0)
     with pytest.raises(loom.InvalidArgumentError, match="only gemm_ar plans have one"):
         tp.TpPlan.output_buffer(SimpleNamespace(spec=SimpleNamespace(op="gemm_rs")))
     assert tp._epilogue("f", None, None, 0.0, 0, 0, 1.0, "none") is None  # the identity: NULL
