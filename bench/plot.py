@@ -7,7 +7,9 @@ Draws PNG files next to the JSON (or in DIR), named <json stem>-<chart>.png:
   time-vs-m      rows with a GEMM shape (m > 0), one panel per (op, n, k,
                  layout, dtype): every measured time column (fused, gemm,
                  comm, seq, the PyTorch peer's) per implementation against
-                 m, so fused ops and their baselines share a panel
+                 m, so fused ops and their baselines share a panel (an
+                 AUTO row's time, auto_us, is one line per AUTO row kind,
+                 whichever path each point took)
   tflops         TFLOP/s of every row that has it
   time-vs-bytes  rows with a byte size and no GEMM shape (collectives), one
                  panel per op, time against bytes
@@ -22,8 +24,8 @@ import os
 import sys
 from collections import OrderedDict
 
-TIME_COLS = [("fused_us", "fused"), ("gemm_us", "GEMM"), ("comm_us", "comm"), ("seq_us", "sequential"),
-             ("peer_us", "PyTorch peer")]
+TIME_COLS = [("fused_us", "fused"), ("auto_us", "auto"), ("gemm_us", "GEMM"), ("comm_us", "comm"),
+             ("seq_us", "sequential"), ("peer_us", "PyTorch peer")]
 
 
 def num(v):
@@ -68,17 +70,21 @@ def coll_groups(rows):
 
 def series(rows, xkey):
     """{(impl, column label): [(x, y)]} for every time column present. The
-    fused column is per implementation; the baselines (GEMM, comm,
-    sequential, peer), which every row of one shape repeats, once."""
+    fused and auto columns are per implementation; the baselines (GEMM,
+    comm, sequential, peer), which every row of one shape repeats, once."""
     out = OrderedDict()
     for r in sorted(rows, key=lambda r: r.get(xkey) or 0):
         for col, label in TIME_COLS:
             y = num(r.get(col))
             if y is None:
                 continue
-            key = (r.get("impl", ""), label) if col == "fused_us" else ("", label)
+            own = col in ("fused_us", "auto_us")
+            impl = r.get("impl", "")
+            if col == "auto_us":  # one line per AUTO row kind, whichever path each m took
+                impl = impl.split(":")[0]
+            key = (impl, label) if own else ("", label)
             pts = out.setdefault(key, [])
-            if col == "fused_us" or all(x != r.get(xkey) for x, _ in pts):
+            if own or all(x != r.get(xkey) for x, _ in pts):
                 pts.append((r.get(xkey), y))
     return out
 

@@ -6,27 +6,36 @@ one_shot_all_reduce and two_shot_all_reduce_, on a tensor from
 symm_mem.empty + rendezvous), NCCL through dist.all_reduce, and the unfused
 AllReduce + residual + RMSNorm (dist.all_reduce, then
 torch.nn.functional.rms_norm(x + residual)), on W GPUs of one machine
-(torch.multiprocessing spawn, NCCL; no torchrun), bf16, sizes 4 KiB .. 1 GiB
-in steps of 4x (--quick: 4 KiB, 256 KiB, 16 MiB, 256 MiB), rows of
-min(4096, count) for the norm. Timed with CUDA events after --warmup
-rounds; each repetition runs the variants one after the other
-(interleaved), every rank lined up by a barrier first; the time of a
-repetition is the maximum over ranks; the median over --reps is reported
-(peer_timing.py). A variant PyTorch refuses (size, version) is null.
-Writes one JSON object (device, torch version, options, rows: op, bytes,
-one_shot_us, two_shot_us, nccl_us, ar_rmsnorm_us) to --json and prints one
-line per size. loom-bench allreduce runs it and reads the JSON (the peer
-column). Exit status 2 when PyTorch, its symmetric memory or 2 GPUs are
-missing (nothing measured).
+(torch.multiprocessing spawn, NCCL; no torchrun), bf16, rows of
+min(4096, count) for the norm.
+Sizes: --sizes B,B,... (bytes of each rank's buffer) is the list loom-bench
+passes, its rows' exact sizes; without it 4 KiB .. --max-bytes in steps of
+4x (--quick: 4 KiB, 256 KiB, 16 MiB, 256 MiB).
+Timing (peer_timing.py): per call, N calls in a CUDA graph where PyTorch
+lets the op be captured (NCCL's calls can: the communicator exists before
+capture), else call by call ("eager": with Python's host time, which at
+4 KiB is most of it); the variants interleaved in each repetition after a
+barrier; the slowest rank; median over --reps. A variant PyTorch refuses
+(size, version) gets a row with "us": null.
+Writes one JSON object (device, torch version, options, rows) to --json:
+one row per (size, variant), variant one_shot, two_shot, nccl or
+ar_rmsnorm, with the shape's fields (op, bytes, count, world, dtype; cols
+for ar_rmsnorm), us, timing and shape_keys, and prints one line per size.
+loom-bench allreduce runs it and pairs its rows with theirs by the
+complete shape. Exit status 2 when PyTorch, its symmetric memory or 2 GPUs
+are missing (nothing measured).
 Usage: python3 bench/peers/coll_torch.py [--world 2] [--reps 20] [--warmup 5] [--quick] [--max-bytes N]
-       [--json FILE]
+       [--sizes B,B,...] [--eager] [--json FILE]
 """
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import TIMING, interleaved_medians, peer_arguments, spawn_ranks, write_results  # noqa: E402
+from peer_timing import (NONE, TIMING, peer_arguments, spawn_ranks, time_variants, tuples,  # noqa: E402
+                         variant_rows, write_results)
+
+VARIANTS = ["one_shot", "two_shot", "nccl", "ar_rmsnorm"]
 
 
 def sizes(quick, max_bytes):
@@ -36,6 +45,37 @@ def sizes(quick, max_bytes):
             out.append(b)
         b *= 4
     return out
+
+
+def shape_fields(b, world):
+    """The complete shape of a size's rows, as loom-bench's allreduce rows name it."""
+    return {"op": "allreduce", "bytes": b, "count": b // 2, "world": world, "dtype": "bf16"}
+
+
+def rows_of(b, world, timed):
+    """The rows of one size: the norm variant's shape also has its rows' length."""
+    shape = shape_fields(b, world)
+    out = variant_rows(shape, VARIANTS[:3], timed[:3])
+    out += variant_rows(dict(shape, cols=min(4096, b // 2)), VARIANTS[3:], timed[3:])
+    return out
+
+
+def accepted(torch, dist, rank, b, fns):
+    """Which variants PyTorch runs at this size (every rank agrees)."""
+    ok = []
+    for name, fn in zip(VARIANTS, fns):
+        try:
+            fn()
+            torch.cuda.synchronize()
+            good = 1
+        except Exception as e:  # noqa: BLE001 (any refusal: size, version)
+            if rank == 0:
+                print(f"coll_torch: {name} at {b} bytes: {e}", file=sys.stderr, flush=True)
+            good = 0
+        t = torch.tensor([good], device="cuda")
+        dist.all_reduce(t, op=dist.ReduceOp.MIN)
+        ok.append(bool(t.item()))
+    return ok
 
 
 def worker(rank, world, args, port, result_path):
@@ -50,9 +90,10 @@ def worker(rank, world, args, port, result_path):
                             device_id=torch.device("cuda", rank))
     group = dist.group.WORLD
     symm_mem.enable_symm_mem_for_group(group.group_name)
+    log = (lambda s: print("coll_torch: " + s, file=sys.stderr, flush=True)) if rank == 0 else None
     g = torch.Generator(device="cuda").manual_seed(4321 + rank)
     results = []
-    for b in sizes(args.quick, args.max_bytes):
+    for (b,) in (args.sizes or [(x,) for x in sizes(args.quick, args.max_bytes)]):
         n = b // 2
         cols = min(4096, n)
         src = torch.empty(n, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1, generator=g)
@@ -80,29 +121,14 @@ def worker(rank, world, args, port, result_path):
             dist.all_reduce(plain)
             return torch.nn.functional.rms_norm(plain.view(n // cols, cols) + res, (cols,), w, 1e-5)
 
-        names = ["one_shot", "two_shot", "nccl", "ar_rmsnorm"]
         fns = [one_shot, two_shot, nccl, ar_rmsnorm]
-        ok = []
-        for name, fn in zip(names, fns):  # a variant PyTorch refuses is left out (every rank agrees)
-            try:
-                fn()
-                torch.cuda.synchronize()
-                good = 1
-            except Exception as e:  # noqa: BLE001 (any refusal: size, version)
-                if rank == 0:
-                    print(f"coll_torch: {name} at {b} bytes: {e}", file=sys.stderr, flush=True)
-                good = 0
-            t = torch.tensor([good], device="cuda")
-            dist.all_reduce(t, op=dist.ReduceOp.MIN)
-            ok.append(bool(t.item()))
-        med = interleaved_medians(torch, dist, [f for f, k in zip(fns, ok) if k], args.warmup, args.reps)
-        it = iter(med)
-        times = {name: (round(next(it), 1) if k else None) for name, k in zip(names, ok)}
+        ok = accepted(torch, dist, rank, b, fns)
+        names = [v for v, k in zip(VARIANTS, ok) if k]
+        it = iter(time_variants(torch, dist, [f for f, k in zip(fns, ok) if k], args, names, log))
+        timed = [next(it) if k else (None, NONE) for k in ok]
         if rank == 0:
-            row = {"op": "allreduce", "bytes": b, "world": world, "dtype": "bf16", "cols": cols}
-            row.update({f"{k}_us": v for k, v in times.items()})
-            results.append(row)
-            print("coll_torch: " + json.dumps(row), flush=True)
+            results += rows_of(b, world, timed)
+            print("coll_torch: " + json.dumps({"bytes": b, **{v: t for v, t in zip(VARIANTS, timed)}}), flush=True)
         del src, res, w, plain, sym
         torch.cuda.empty_cache()
     if rank == 0 and result_path:
@@ -114,7 +140,9 @@ def worker(rank, world, args, port, result_path):
 
 def main():
     ap = peer_arguments()
-    ap.add_argument("--max-bytes", type=int, default=1 << 30)
+    ap.add_argument("--max-bytes", type=int, default=1 << 30, help="default sizes: the largest")
+    ap.add_argument("--sizes", type=tuples(int), default=None,
+                    help="B,B,... the exact sizes in bytes to run (loom-bench passes its rows')")
     return spawn_ranks("coll_torch.py", worker, ap.parse_args(), "the all-reduce",
                        modules=("torch.distributed._symmetric_memory",))
 

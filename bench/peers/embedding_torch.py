@@ -3,21 +3,29 @@
 
 PyTorch EmbeddingBag pooling + all_to_all_single, as a DLRM runs it, on W
 GPUs of one machine (torch.multiprocessing spawn, NCCL; no torchrun).
-Per rank: T tables of `rows` x D fp32 held as one EmbeddingBag (indices
+Per rank: T tables of --rows x D fp32 held as one EmbeddingBag (indices
 shifted per table: one kernel for all tables, the faster of the two ways in
-ANCHORS.md), uniform (or --zipf) indices, fixed pooling L, global batch B.
-Timed with CUDA events after --warmup rounds; each repetition runs the three
-operations one after the other (interleaved, so that clocks and heat weigh on
-each alike), every rank lined up by a barrier first; the time of a
-repetition is the maximum over ranks; the median over --reps is reported:
+ANCHORS.md), uniform (or --zipf) indices, pooling L (--variable: bag
+lengths uniform in [0, 2L], as loom-bench's --variable), global batch B.
+Shapes: --shapes BxT,... is the list loom-bench passes (with its D, L,
+rows, indices and bags); without it loom-bench's defaults (--quick: the
+first two).
+Timing (peer_timing.py): per call, N calls in a CUDA graph where PyTorch
+lets the op be captured, else call by call ("eager"); the three operations
+interleaved in each repetition after a barrier; the slowest rank; median
+over --reps:
   pool : EmbeddingBag forward -> [T*B, D]
   a2a  : all_to_all_single of the pooled bytes (already in send layout)
   seq  : pool + permute into send layout [W, Bl, T*D] + all_to_all_single +
          permute into the interaction layout [Bl, W*T*D]
-Writes one JSON object (device, torch version, options, rows) to --json and
-prints one line per shape. loom-bench embedding_a2a runs it and reads the
-JSON. Exit status 2 when PyTorch or a GPU is missing (nothing measured).
-Usage: python3 bench/peers/embedding_torch.py [--world 2] [--reps 20] [--quick] [--json FILE]
+Writes one JSON object (device, torch version, options, rows) to --json:
+one row per (shape, variant) with the shape's fields (op, B, T, D, L,
+table_rows, world, dtype, bags, zipf), us, timing and shape_keys, and
+prints one line per shape. loom-bench embedding_a2a runs it and pairs its
+rows with these by the complete shape. Exit status 2 when PyTorch or a GPU
+is missing (nothing measured).
+Usage: python3 bench/peers/embedding_torch.py [--world 2] [--reps 20] [--quick] [--shapes BxT,...]
+       [--dim D] [--pooling L] [--rows R] [--zipf A] [--variable] [--eager] [--json FILE]
 """
 import json
 import math
@@ -25,17 +33,27 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import interleaved_medians, peer_arguments, spawn_ranks, write_results  # noqa: E402
+from peer_timing import peer_arguments, spawn_ranks, time_variants, tuples, variant_rows, write_results  # noqa: E402
 
 SHAPES = [(1024, 64), (4096, 64), (4096, 128), (16384, 64)]
+VARIANTS = ["pool", "a2a", "seq"]
 
 
-def parse_shapes(text):
-    out = []
-    for item in text.split(","):
-        b, t = item.lower().split("x")
-        out.append((int(b), int(t)))
-    return out
+def shape_fields(args, B, T, world):
+    """The complete shape of a row, as loom-bench's embedding_a2a rows name it."""
+    return {"op": "embedding_a2a", "B": B, "T": T, "D": args.dim, "L": args.pooling, "table_rows": args.rows,
+            "world": world, "dtype": "fp32", "bags": "variable" if args.variable else "fixed", "zipf": args.zipf}
+
+
+def bag_offsets(torch, count, L, variable, gen):
+    """Offsets of `count` bags of L indices (variable: lengths uniform in
+    [0, 2L]) and the number of indices."""
+    if variable:
+        lengths = torch.randint(0, 2 * L + 1, (count,), device="cuda", generator=gen)
+    else:
+        lengths = torch.full((count,), L, device="cuda", dtype=torch.int64)
+    ends = torch.cumsum(lengths, 0)
+    return ends - lengths, lengths, int(ends[-1].item())
 
 
 def zipf_indices(torch, rows, count, alpha, gen):
@@ -62,20 +80,21 @@ def worker(rank, world, args, port, result_path):
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             device_id=torch.device("cuda", rank))
     D, L, rows = args.dim, args.pooling, args.rows
-    shapes = parse_shapes(args.shapes) if args.shapes else (SHAPES[:2] if args.quick else SHAPES)
+    log = (lambda s: print("embedding_torch: " + s, file=sys.stderr, flush=True)) if rank == 0 else None
     results = []
-    for B, T in shapes:
+    for B, T in (args.shapes or (SHAPES[:2] if args.quick else SHAPES)):
         Bl = B // world
         g = torch.Generator(device="cuda").manual_seed(1000 + rank)
         emb = torch.nn.EmbeddingBag(T * rows, D, mode="sum").cuda()
         with torch.no_grad():
             emb.weight.uniform_(-1, 1, generator=g)
+        offsets, lengths, n = bag_offsets(torch, T * B, L, args.variable, g)
         if args.zipf > 0:
-            idx = zipf_indices(torch, rows, T * B * L, args.zipf, g).view(T, B * L)
+            idx = zipf_indices(torch, rows, n, args.zipf, g)
         else:
-            idx = torch.randint(0, rows, (T, B * L), device="cuda", generator=g)
-        idx = (idx + torch.arange(T, device="cuda").unsqueeze(1) * rows).reshape(-1)
-        offsets = torch.arange(0, T * B * L, L, device="cuda")
+            idx = torch.randint(0, rows, (n,), device="cuda", generator=g)
+        table = torch.repeat_interleave(torch.arange(T * B, device="cuda") // B, lengths)  # each index's table
+        idx = idx + table * rows
         send = torch.empty(world, Bl, T * D, device="cuda")
         recv = torch.empty_like(send)
 
@@ -97,16 +116,13 @@ def worker(rank, world, args, port, result_path):
             dist.all_to_all_single(r, s)
             return r.permute(1, 0, 2).reshape(Bl, world * T * D).contiguous()
 
-        ops = [pool, a2a, seq]
-        med = interleaved_medians(torch, dist, ops, args.warmup, args.reps)
+        timed = time_variants(torch, dist, [pool, a2a, seq], args, VARIANTS, log)
         if rank == 0:
-            rd = T * B * L * D * 4
-            row = {"B": B, "T": T, "D": D, "L": L, "world": world, "pool_us": round(med[0], 1),
-                   "a2a_us": round(med[1], 1), "seq_us": round(med[2], 1),
-                   "pool_GBps_rows": round(rd / (med[0] * 1e-6) / 1e9, 1)}
-            results.append(row)
-            print("embedding_torch: " + json.dumps(row), flush=True)
-        del emb, idx, offsets, send, recv, pooled
+            shape = shape_fields(args, B, T, world)
+            results += variant_rows(shape, VARIANTS, timed)
+            print("embedding_torch: " + json.dumps(dict(shape, **{v: t for v, t in zip(VARIANTS, timed)})),
+                  flush=True)
+        del emb, idx, offsets, lengths, table, send, recv, pooled
         torch.cuda.empty_cache()
     if rank == 0 and result_path:
         write_results(result_path, torch, args, world, "torch", results, zipf=args.zipf)
@@ -119,7 +135,9 @@ def main():
     ap.add_argument("--pooling", type=int, default=32)
     ap.add_argument("--rows", type=int, default=100000)
     ap.add_argument("--zipf", type=float, default=0.0, help="Zipf exponent of the indices (0: uniform)")
-    ap.add_argument("--shapes", default="", help="BxT,BxT,... (default: loom-bench's list)")
+    ap.add_argument("--variable", action="store_true", help="bag lengths uniform in [0, 2L] (default: all L)")
+    ap.add_argument("--shapes", type=tuples(int, int, sep="x"), default=None,
+                    help="BxT,BxT,... the exact shapes to run (default: loom-bench's list)")
     return spawn_ranks("embedding_torch.py", worker, ap.parse_args(), "the embedding", min_world=1,
                        default_world=2)
 

@@ -15,27 +15,67 @@ Precision: fp32 (fp32 parameters and gradients) or mixed (bf16 parameters
 and gradients all-reduced in bf16, fp32 master weights and moments: the
 gradients are cast to fp32, the fp32 step runs, the master weights are cast
 back to the bf16 parameters).
-Cases as loom-bench's: one tensor of 2^20, 2^24, 2^27 elements and the
-BERT-large-like list of 360 tensors (24 layers x 15 tensors, H = 1024).
+Cases: --cases N,N,bert (one tensor of N elements, or the BERT-large-like
+list of 360 tensors: 24 layers x 15 tensors, H = 1024) and --dtypes
+fp32,mixed are what loom-bench passes, its rows' exact cases; without
+them loom-bench's defaults (2^20, 2^24, 2^27, bert; --quick: 2^20, 2^24;
+both precisions).
 Hyper-parameters as loom-bench's: lr 1e-3, betas (0.9, 0.999), eps 1e-8,
-weight decay 0.01. Each repetition runs the variants one after the other
-after a barrier; the time of a repetition is the maximum over ranks; the
-median over --reps (peer_timing.py).
-Writes one JSON object (rows: op, case, dtype, elements, torch_us,
-allreduce_us, update_us) to --json and prints one line per case; loom-bench
-adam / lamb run it and read the JSON (the peer column). Exit status 2 when
-PyTorch or two GPUs are missing (nothing measured).
+weight decay 0.01.
+Timing (peer_timing.py): per call, N calls in a CUDA graph where PyTorch
+lets the step be captured, else call by call ("eager"); the variants
+interleaved in each repetition after a barrier; the slowest rank; median
+over --reps.
+Writes one JSON object (device, torch version, options, rows) to --json:
+one row per (case, variant), variant step (all_reduce + update), allreduce
+or update, with the shape's fields (op, elements, tensors, dtype, world),
+the case's name, us, timing and shape_keys, and prints one line per case;
+loom-bench adam / lamb run it and pair its rows with theirs by the
+complete shape. Exit status 2 when PyTorch or two GPUs are missing
+(nothing measured).
 Usage: python3 bench/peers/optim_torch.py --op adam|lamb [--world 2] [--reps 20] [--warmup 5]
-       [--quick] [--json FILE]
+       [--quick] [--cases N,N,bert] [--dtypes fp32,mixed] [--eager] [--json FILE]
 """
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import interleaved_medians, peer_arguments, spawn_ranks, write_results  # noqa: E402
+from peer_timing import peer_arguments, spawn_ranks, time_variants, tuples, variant_rows, write_results  # noqa: E402
 
 LR, BETA1, BETA2, EPS, WD = 1e-3, 0.9, 0.999, 1e-8, 0.01
+VARIANTS = ["step", "allreduce", "update"]
+
+
+def case_arg(text):
+    """A case of --cases: "bert" or a number of elements (> 0)."""
+    if text == "bert":
+        return text
+    n = int(text)
+    if n < 1:
+        raise ValueError("a case needs 1 or more elements")
+    return n
+
+
+def dtype_arg(text):
+    """A precision of --dtypes: fp32 or mixed."""
+    if text not in ("fp32", "mixed"):
+        raise ValueError("a precision is fp32 or mixed")
+    return text
+
+
+def case_name(case):
+    """As loom-bench's rows print it: "bert", "2^20", or the element count."""
+    if case == "bert":
+        return case
+    return f"2^{case.bit_length() - 1}" if case & (case - 1) == 0 else str(case)
+
+
+def shape_fields(op, case, mixed, world):
+    """The complete shape of a row, as loom-bench's adam / lamb rows name it."""
+    sizes = case_sizes(case)
+    return {"op": op, "elements": sum(sizes), "tensors": len(sizes), "dtype": "bf16+fp32" if mixed else "fp32",
+            "world": world}
 
 
 def case_sizes(case):
@@ -75,10 +115,13 @@ def worker(rank, world, args, port, result_path):
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             device_id=torch.device("cuda", rank))
-    cases = [1 << 20, 1 << 24] if args.quick else [1 << 20, 1 << 24, 1 << 27, "bert"]
+    cases = [c for (c,) in args.cases] if args.cases else (
+        [1 << 20, 1 << 24] if args.quick else [1 << 20, 1 << 24, 1 << 27, "bert"])
+    precisions = [d == "mixed" for (d,) in args.dtypes] if args.dtypes else [False, True]
+    log = (lambda s: print("optim_torch: " + s, file=sys.stderr, flush=True)) if rank == 0 else None
     g = torch.Generator(device="cuda").manual_seed(777 + rank)
     results = []
-    for mixed in (False, True):
+    for mixed in precisions:
         for case in cases:
             sizes = case_sizes(case)
             total = sum(sizes)
@@ -116,14 +159,15 @@ def worker(rank, world, args, port, result_path):
             def allreduce_fn():
                 dist.all_reduce(flat_g)
 
-            med = interleaved_medians(torch, dist, [step_fn, allreduce_fn, update], args.warmup, args.reps)
+            timed = time_variants(torch, dist, [step_fn, allreduce_fn, update], args, VARIANTS, log)
             if rank == 0:
-                name = "bert" if case == "bert" else f"2^{int(case).bit_length() - 1}"
-                row = {"op": args.op, "case": name, "dtype": "bf16+fp32" if mixed else "fp32", "elements": total,
-                       "world": world, "torch_us": round(med[0], 1), "allreduce_us": round(med[1], 1),
-                       "update_us": round(med[2], 1)}
-                results.append(row)
-                print("optim_torch: " + json.dumps(row), flush=True)
+                shape = shape_fields(args.op, case, mixed, world)
+                rows = variant_rows(shape, VARIANTS, timed)
+                for r in rows:
+                    r["case"] = case_name(case)  # a label, not part of the shape
+                results += rows
+                print("optim_torch: " + json.dumps(dict(shape, case=case_name(case),
+                                                        **{v: t for v, t in zip(VARIANTS, timed)})), flush=True)
             del flat_g, flat_p, grads, params, master, grads32, m, v, steps
             torch.cuda.empty_cache()
     if rank == 0 and result_path:
@@ -135,6 +179,10 @@ def worker(rank, world, args, port, result_path):
 def main():
     ap = peer_arguments()
     ap.add_argument("--op", choices=["adam", "lamb"], required=True)
+    ap.add_argument("--cases", type=tuples(case_arg), default=None,
+                    help="N,N,bert: the exact cases to run (loom-bench passes its rows')")
+    ap.add_argument("--dtypes", type=tuples(dtype_arg), default=None,
+                    help="fp32,mixed: the precisions to run (default both)")
     return spawn_ranks("optim_torch.py", worker, ap.parse_args(), "the all-reduce")
 
 

@@ -516,7 +516,7 @@ loom_bench_row_t *loom_bench_add(loom_bench_table_t *t) {
   t->rows[t->n++] = r;
   memset(r, 0, sizeof *r);
   r->world = 1;
-  r->fused_us = r->gemm_us = r->comm_us = r->seq_us = NAN;
+  r->fused_us = r->gemm_us = r->comm_us = r->seq_us = r->auto_us = NAN;
   r->min_us = r->max_us = r->host_us = NAN;
   r->busbw_factor = NAN;
   r->ect_us = r->seq_ect_us = r->overlap = r->tflops = r->algbw = r->busbw = NAN;
@@ -526,13 +526,14 @@ loom_bench_row_t *loom_bench_add(loom_bench_table_t *t) {
 }
 
 void loom_bench_row_finish(loom_bench_row_t *r) {
-  double main_us = !isnan(r->fused_us) ? r->fused_us
-                   : !isnan(r->seq_us) ? r->seq_us
-                   : !isnan(r->comm_us) ? r->comm_us
-                                        : r->gemm_us;
+  const double loom_us = !isnan(r->fused_us) ? r->fused_us : r->auto_us;
+  const double main_us = !isnan(loom_us) ? loom_us
+                         : !isnan(r->seq_us) ? r->seq_us
+                         : !isnan(r->comm_us) ? r->comm_us
+                                              : r->gemm_us;
   r->ect_us = r->seq_ect_us = r->overlap = r->tflops = r->algbw = r->busbw = NAN;
   if (!isnan(r->gemm_us)) {
-    if (!isnan(r->fused_us)) r->ect_us = r->fused_us - r->gemm_us;
+    if (!isnan(loom_us)) r->ect_us = loom_us - r->gemm_us;
     if (!isnan(r->seq_us)) r->seq_ect_us = r->seq_us - r->gemm_us;
     if (!isnan(r->ect_us) && !isnan(r->seq_ect_us) && r->seq_ect_us > 0.0)
       r->overlap = 1.0 - r->ect_us / r->seq_ect_us;
@@ -580,16 +581,17 @@ const char *loom_bench_dtype_name(loom_dtype_t t) {
 }
 
 /* Table columns: numeric ones are shown only if some row has a value. */
-enum { COL_FUSED, COL_GEMM, COL_COMM, COL_SEQ, COL_ECT, COL_SEQECT, COL_OVERLAP, COL_TFLOPS, COL_ALGBW,
+enum { COL_FUSED, COL_AUTO, COL_GEMM, COL_COMM, COL_SEQ, COL_ECT, COL_SEQECT, COL_OVERLAP, COL_TFLOPS, COL_ALGBW,
        COL_BUSBW, COL_BEFORE, COL_VS_BEFORE, COL_PEER, COL_VS_PEER, COL_NUM };
-static const char *const loom__col_head[COL_NUM] = {"fused(us)", "gemm(us)", "comm(us)", "seq(us)", "ECT(us)",
-                                                    "seqECT(us)", "overlap", "TFLOP/s", "algbw GB/s",
+static const char *const loom__col_head[COL_NUM] = {"fused(us)", "auto(us)", "gemm(us)", "comm(us)", "seq(us)",
+                                                    "ECT(us)", "seqECT(us)", "overlap", "TFLOP/s", "algbw GB/s",
                                                     "busbw GB/s", "before(us)", "before/now", "peer(us)",
                                                     "peer/now"};
 
 static double loom__col_value(const loom_bench_row_t *r, int c) {
   switch (c) {
     case COL_FUSED: return r->fused_us;
+    case COL_AUTO: return r->auto_us;
     case COL_GEMM: return r->gemm_us;
     case COL_COMM: return r->comm_us;
     case COL_SEQ: return r->seq_us;
@@ -623,7 +625,7 @@ void loom_bench_print(FILE *f, loom_bench_table_t *t, const char *title) {
     for (int c = 0; c < COL_NUM; ++c)
       if (!isnan(loom__col_value(t->rows[i], c))) show[c] = 1;
     if (t->rows[i]->wrong >= 0) show_wrong = 1;
-    if (t->rows[i]->note[0]) show_note = 1;
+    if (t->rows[i]->note[0] || t->rows[i]->peer_note[0]) show_note = 1;
   }
   int wop = loom__maxlen(t, offsetof(loom_bench_row_t, op), 2);
   int wimpl = loom__maxlen(t, offsetof(loom_bench_row_t, impl), 4);
@@ -652,7 +654,8 @@ void loom_bench_print(FILE *f, loom_bench_table_t *t, const char *title) {
       if (r->wrong >= 0) fprintf(f, "  %7lld", (long long)r->wrong);
       else fprintf(f, "  %7s", "-");
     }
-    if (show_note && r->note[0]) fprintf(f, "  %s", r->note);
+    if (show_note && (r->note[0] || r->peer_note[0]))
+      fprintf(f, "  %s%s%s", r->note, r->note[0] && r->peer_note[0] ? "; " : "", r->peer_note);
     fprintf(f, "\n");
   }
   for (int i = 0; i < t->nnotes; ++i) fprintf(f, "# %s\n", t->notes[i]);
@@ -793,17 +796,25 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
     fprintf(f, ", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"bytes\": %lld, \"world\": %d", (long long)r->m,
             (long long)r->n, (long long)r->k, (long long)r->bytes, r->world);
     const struct { const char *k; double v; } nums[] = {
-        {"fused_us", r->fused_us}, {"gemm_us", r->gemm_us}, {"comm_us", r->comm_us}, {"seq_us", r->seq_us},
-        {"min_us", r->min_us},     {"max_us", r->max_us},   {"host_us", r->host_us},   {"ect_us", r->ect_us},   {"seq_ect_us", r->seq_ect_us},
-        {"overlap", r->overlap},   {"tflops", r->tflops},   {"algbw_gbs", r->algbw}, {"busbw_gbs", r->busbw},
-        {"before_us", r->before_us}, {"before_over_now", r->vs_before}, {"peer_us", r->peer_us},
-        {"peer_over_now", r->vs_peer}};
+        {"fused_us", r->fused_us},   {"auto_us", r->auto_us},   {"gemm_us", r->gemm_us},
+        {"comm_us", r->comm_us},     {"seq_us", r->seq_us},     {"min_us", r->min_us},
+        {"max_us", r->max_us},       {"host_us", r->host_us},   {"ect_us", r->ect_us},
+        {"seq_ect_us", r->seq_ect_us}, {"overlap", r->overlap}, {"tflops", r->tflops},
+        {"algbw_gbs", r->algbw},     {"busbw_gbs", r->busbw},   {"before_us", r->before_us},
+        {"before_over_now", r->vs_before}, {"peer_us", r->peer_us}, {"peer_over_now", r->vs_peer}};
     for (size_t k = 0; k < sizeof nums / sizeof nums[0]; ++k) {
       fprintf(f, ", \"%s\": ", nums[k].k);
       loom__json_num(f, nums[k].v);
     }
     if (r->wrong >= 0) fprintf(f, ", \"wrong\": %lld", (long long)r->wrong);
     else fprintf(f, ", \"wrong\": null");
+    const struct { const char *k, *v; } strs[] = {
+        {"auto_path", r->auto_path}, {"peer_timing", r->peer_timing}, {"peer_note", r->peer_note}};
+    for (size_t k = 0; k < sizeof strs / sizeof strs[0]; ++k)
+      if (strs[k].v[0]) {
+        fprintf(f, ", \"%s\": ", strs[k].k);
+        loom__json_str(f, strs[k].v);
+      }
     fprintf(f, ", \"note\": ");
     loom__json_str(f, r->note);
     fputc('}', f);
@@ -840,15 +851,19 @@ int loom_bench_run_peer(const char *script, const char *args, const char *name, 
   struct tm tm;
   localtime_r(&now, &tm);
   strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-  char mk[1300], cmd[4096], path[1200];
+  char mk[1300], cmd[8192], path[1200];
   snprintf(mk, sizeof mk, "mkdir -p '%s'", dir);
   if (system(mk) != 0) {
     snprintf(note, note_cap, "peer not run: cannot create %s", dir);
     return 1;
   }
   snprintf(path, sizeof path, "%s/%s-%s.json", dir, name, stamp);
-  snprintf(cmd, sizeof cmd, "%s python3 '%s' %s --json '%s'",
-           system("command -v timeout >/dev/null 2>&1") == 0 ? "timeout 900" : "", script, args, path);
+  const int len = snprintf(cmd, sizeof cmd, "%s python3 '%s' %s --json '%s'",
+                           system("command -v timeout >/dev/null 2>&1") == 0 ? "timeout 900" : "", script, args, path);
+  if (len < 0 || len >= (int)sizeof cmd) {
+    snprintf(note, note_cap, "peer not run: its command line is over %zu bytes", sizeof cmd);
+    return 1;
+  }
   printf("# peer: %s\n", cmd);
   fflush(stdout);
   const int st = system(cmd);
@@ -862,54 +877,64 @@ int loom_bench_run_peer(const char *script, const char *args, const char *name, 
   return 1;
 }
 
-int loom_bench_peer_rows(const char *path, char **buf, const char **starts, const char **ends, int cap) {
-  *buf = NULL;
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  const size_t max = (size_t)1 << 20;
-  char *b = (char *)malloc(max);
-  if (!b) {
-    fclose(f);
+int loom_bench_appendf(char *buf, size_t cap, const char *fmt, ...) {
+  const size_t len = strlen(buf);
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = len < cap ? vsnprintf(buf + len, cap - len, fmt, ap) : -1;
+  va_end(ap);
+  if (n < 0 || (size_t)n >= cap - len) {
+    if (len < cap) buf[len] = 0;
     return -1;
   }
-  const size_t len = fread(b, 1, max - 1, f);
-  fclose(f);
-  b[len] = 0;
-  *buf = b;
-  const char *p = strstr(b, "\"rows\"");
-  if (!p) return -1;
-  int n = 0;
-  while (n < cap && (p = strchr(p, '{')) != NULL) {
-    const char *e = strchr(p, '}');
-    if (!e) break;
-    starts[n] = p, ends[n] = e, ++n;
-    p = e + 1;
-  }
-  return n;
+  return 0;
 }
 
-double loom_bench_peer_value(const char *path, const char *field, int nkeys, const char *const *keys,
-                             const char *const *vals) {
-  enum { CAP = 1024 };
-  if (!path || !path[0]) return NAN;
-  const char **st = (const char **)malloc(2 * CAP * sizeof *st), **en = st ? st + CAP : NULL;
-  if (!st) return NAN;
-  char *buf = NULL;
-  const int n = loom_bench_peer_rows(path, &buf, st, en, CAP);
-  double t = NAN;
-  for (int i = 0; i < n; ++i) {
-    int match = 1;
-    for (int j = 0; j < nkeys && match; ++j) {
-      char *end = NULL;
-      const long long v = strtoll(vals[j], &end, 10);
-      match = end != vals[j] && *end == 0 ? loom_bench_json_num(st[i], en[i], keys[j]) == (double)v
-                                          : loom_bench_json_has(st[i], en[i], keys[j], vals[j]);
-    }
-    if (match) t = loom_bench_json_num(st[i], en[i], field);
+int loom_bench_row_pair(loom_bench_row_t *r, const char *path, const char *variant, const loom_bench_shape_t *shape,
+                        int host_excluded) {
+  if (!path || !path[0]) return 0;
+  loom_bench_pair_t p;
+  loom_bench_pair_file(path, variant, shape, host_excluded, &p);
+  r->peer_us = p.us; /* NAN unless paired */
+  snprintf(r->peer_timing, sizeof r->peer_timing, "%s", p.paired ? p.timing : "");
+  if (p.paired) snprintf(r->peer_note, sizeof r->peer_note, "peer %.24s: %s", variant, p.timing);
+  else snprintf(r->peer_note, sizeof r->peer_note, "no peer %.24s: %.160s", variant, p.why);
+  return p.paired;
+}
+
+void loom_bench_row_auto(loom_bench_row_t *r, const char *path) {
+  snprintf(r->auto_path, sizeof r->auto_path, "%s", path);
+  const size_t len = strlen(r->impl);
+  snprintf(r->impl + len, sizeof r->impl - len, ":%s", path);
+}
+
+const char *loom_bench_tp_path(loom_tp_transfer_t t) {
+  switch (t) {
+    case LOOM_TP_SEQUENTIAL: return "sequential";
+    case LOOM_TP_COPY_ENGINE: return "copy-engine";
+    case LOOM_TP_SM_COPY: return "sm-copy";
+    case LOOM_TP_SM_ATOMIC: return "sm-atomic";
+    default: return "unresolved";
   }
-  free(buf);
-  free(st);
-  return t;
+}
+
+const char *loom_bench_coll_path(loom_coll_algo_t a) {
+  switch (a) {
+    case LOOM_COLL_ONE_SHOT: return "one-shot";
+    case LOOM_COLL_TWO_SHOT: return "two-shot";
+    case LOOM_COLL_LL: return "ll";
+    case LOOM_COLL_PUSH: return "push";
+    default: return "unresolved";
+  }
+}
+
+const char *loom_bench_emb_path(loom_embedding_path_t p) {
+  switch (p) {
+    case LOOM_EMB_PATH_ZERO_COPY: return "zero-copy";
+    case LOOM_EMB_PATH_GIN: return "gin";
+    case LOOM_EMB_PATH_STAGED: return "staged";
+    default: return "unresolved";
+  }
 }
 
 int loom_bench_opt_peer(int argc, char **argv, int *i, int *peer) {
@@ -922,26 +947,4 @@ int loom_bench_opt_peer(int argc, char **argv, int *i, int *peer) {
   *peer = 0;
   *i += 1;
   return 1;
-}
-
-double loom_bench_json_num(const char *s, const char *end, const char *key) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const size_t n = strlen(pat);
-  for (const char *p = s; p + n < end; ++p)
-    if (!memcmp(p, pat, n)) return strtod(p + n, NULL);
-  return NAN;
-}
-
-int loom_bench_json_has(const char *s, const char *end, const char *key, const char *value) {
-  char pat[160];
-  snprintf(pat, sizeof pat, "\"%s\": \"%s\"", key, value);
-  const size_t n = strlen(pat);
-  for (const char *p = s; p + n <= end; ++p)
-    if (!memcmp(p, pat, n)) return 1;
-  snprintf(pat, sizeof pat, "\"%s\":\"%s\"", key, value);
-  const size_t n2 = strlen(pat);
-  for (const char *p = s; p + n2 <= end; ++p)
-    if (!memcmp(p, pat, n2)) return 1;
-  return 0;
 }

@@ -34,14 +34,24 @@
  * where a column was not measured; loom_bench_row_finish derives ECT,
  * overlap efficiency, TFLOP/s, algbw and busbw from what is set:
  *   ECT(x)   = x - gemm_us (gemm_us: the best non-split GEMM of the shape)
- *   overlap  = 1 - ECT(fused) / ECT(seq)
+ *   overlap  = 1 - ECT(loom) / ECT(seq), loom = fused, else auto
  *   TFLOP/s  = flops / main time,   algbw = bytes / main time (GB/s),
  *   busbw    = algbw * busbw_factor (nccl-tests: AllReduce 2(n-1)/n,
  *              AllGather / ReduceScatter / AlltoAll (n-1)/n)
- * where main time = fused, else seq, else comm, else gemm; before_us and
- * peer_us (the previous build's and the outside baseline's time of the same
- * op) give the ratios vs_before = before / main and vs_peer = peer / main.
- * Columns absent in every row are left out of the table.
+ * where main time = fused, else auto, else seq, else comm, else gemm;
+ * before_us and peer_us (the previous build's and the outside baseline's
+ * time of the same op) give the ratios vs_before = before / main and
+ * vs_peer = peer / main. Columns absent in every row are left out of the
+ * table.
+ *
+ * A row says what ran. An AUTO plan's row (loom_bench_row_auto) names the
+ * path the plan resolved to, from the public plan-info call, in its label
+ * ("loom-auto:sequential") and in auto_path; its time is auto_us (JSON
+ * "auto_us"), never fused_us, whichever path ran (a collective's stays in
+ * comm_us, as every collective row's). A peer's time is taken
+ * only for the row's exact shape (loom_bench_row_pair, support/bench_pair.h:
+ * every shape field compared, both ways); otherwise there is no peer value
+ * and no ratio, and the row's note says which field differed.
  */
 #ifndef LOOM_TOOLS_BENCH_H
 #define LOOM_TOOLS_BENCH_H
@@ -54,6 +64,7 @@
 #include <nccl.h>
 
 #include "loom.h"
+#include "support/bench_pair.h"
 #include "support/launch.h"
 
 #ifdef __cplusplus
@@ -212,20 +223,25 @@ loom_result_t loom_bench_fill_random(void *dev, loom_dtype_t t, size_t n, uint64
 
 typedef struct loom_bench_row {
   char op[32];       /* "gemm", "allreduce", "ag_gemm", ... */
-  char impl[24];     /* what ran: "cublasLt", "nccl", "loom", ... */
+  char impl[40];     /* what ran: "cublasLt", "nccl", "loom", "loom-auto:sm-copy", ... */
   char shape[64];    /* as printed: "8192x24576x12288 NK", "64 MiB" */
   char dtype[16];    /* "bf16", "bf16->fp32", ... */
   int64_t m, n, k;   /* GEMM shape (0: none); plots use m as x */
   int64_t bytes;     /* bytes of the op's buffer (nccl-tests convention); plots' x */
   int world;         /* ranks that ran it */
   double fused_us, gemm_us, comm_us, seq_us; /* medians; NAN: absent */
+  double auto_us;        /* an AUTO plan's time, whichever path it took (NAN: not an AUTO row's) */
+  char auto_path[24];    /* the path AUTO resolved to ("sequential", "sm-copy", "ll", ...; "": not AUTO) */
   double min_us, max_us;                     /* spread of the main time (NAN: unknown) */
   double host_us;        /* median host time to issue the main op (NAN: not measured) */
   double flops;          /* per call, for TFLOP/s (0: none) */
   double busbw_factor;   /* busbw = algbw x factor; NAN (default): no algbw/busbw */
   int64_t wrong;         /* elements wrong in the check; -1: not checked */
   double before_us;      /* the main time of the same op built from the previous commit (NAN: not run) */
-  double peer_us;        /* the main time of the outside baseline (PyTorch, ...; NAN: not run) */
+  double peer_us;        /* the outside baseline's (PyTorch's) time of this exact shape (NAN: not run
+                            or not paired: loom_bench_row_pair) */
+  char peer_timing[64];  /* paired: how the peer was timed ("graph", "eager (includes Python host time)") */
+  char peer_note[200];   /* the pairing's outcome, printed after the note: the peer's timing, or why no value */
   char note[192];
   /* derived by loom_bench_row_finish (NAN where not derivable) */
   double ect_us, seq_ect_us, overlap, tflops, algbw, busbw;
@@ -273,32 +289,46 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
  * the parent process (call it before loom_bench_launch: the peer and the
  * ranks never share the GPUs), bounded by 900 s. 0 with the JSON's path in
  * json_path; else nonzero and note says why there is no peer column (not
- * found, no PyTorch or GPU (exit 2), timed out, under mpirun). */
+ * found, no PyTorch or GPU (exit 2), timed out, under mpirun, arguments too
+ * long). The suite passes its exact shapes in args (the peer runs those and
+ * nothing else). */
 int loom_bench_run_peer(const char *script, const char *args, const char *name, char *json_path, size_t json_cap,
                         char *note, size_t note_cap);
 
-/* The objects of the "rows" array of a peer's JSON (flat objects), read
- * into a buffer the caller frees: *starts[i], *ends[i] delimit row i.
- * Returns the row count, or -1 if the file is unreadable. */
-int loom_bench_peer_rows(const char *path, char **buf, const char **starts, const char **ends, int cap);
+/* Appends printf-style text to the NUL-terminated buf of cap bytes; -1
+ * (buf unchanged) where it does not fit. For a peer's argument list. */
+int loom_bench_appendf(char *buf, size_t cap, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
-/* The number `field` of the last row of the peer's JSON at `path` whose
- * keys[j] match vals[j] for every j < nkeys (a value that is a whole number
- * text compares with the row's number, any other as a string); NAN where
- * path is "" or unreadable or no row matches. */
-double loom_bench_peer_value(const char *path, const char *field, int nkeys, const char *const *keys,
-                             const char *const *vals);
+/* Pairs row r with the row of `variant` ("async_tp", "one_shot", ...) of
+ * the same complete shape in the peer's JSON at `path`
+ * (loom_bench_pair_file): r->peer_us is set only when every shape field
+ * agrees, both ways; r->peer_timing says how the peer was timed and
+ * r->peer_note what the table prints after the row's note ("peer async_tp:
+ * graph", or "no peer: peer ran n=14336, row has n=3584"). host_excluded:
+ * r's time excludes host issue time (per call in a CUDA graph): only a
+ * graph-timed peer pairs. Does nothing where path is "" (the peer did not
+ * run: the table's notes say why). Returns 1 when paired. */
+int loom_bench_row_pair(loom_bench_row_t *r, const char *path, const char *variant, const loom_bench_shape_t *shape,
+                        int host_excluded);
+
+/* Marks r as an AUTO plan's row: auto_path = path (what the plan resolved
+ * to, from its public plan-info call) and ":path" appended to r->impl.
+ * The suite puts the time in r->auto_us (or, for a collective, comm_us). */
+void loom_bench_row_auto(loom_bench_row_t *r, const char *path);
+
+/* Names of the paths a plan can take, for loom_bench_row_auto. */
+const char *loom_bench_tp_path(loom_tp_transfer_t t);       /* "sequential", "copy-engine", "sm-copy", "sm-atomic" */
+const char *loom_bench_coll_path(loom_coll_algo_t a);       /* "one-shot", "two-shot", "ll", "push" */
+const char *loom_bench_emb_path(loom_embedding_path_t p);   /* "zero-copy", "gin", "staged" */
 
 /* An own-option parser's "--peer none" (the benchmarks whose outside
  * baseline runs by default): 0 if argv[*i] is not "--peer"; 1 with *peer = 0
  * and *i past the value; -1 with a message for any other value. */
 int loom_bench_opt_peer(int argc, char **argv, int *i, int *peer);
-
-/* The number after "key": in [s, end), NAN if absent. */
-double loom_bench_json_num(const char *s, const char *end, const char *key);
-
-/* 1 if "key":"value" occurs in [s, end). */
-int loom_bench_json_has(const char *s, const char *end, const char *key, const char *value);
 
 /* "1 MiB", "256 MiB", "1 GiB", "1000 B". */
 void loom_bench_format_bytes(int64_t bytes, char *buf, size_t cap);

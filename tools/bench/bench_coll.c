@@ -10,7 +10,8 @@
  * allreduce rows, per size:
  *   nccl            ncclAllReduce (input in loom_malloc memory, output cudaMalloc)
  *   loom-auto       loom_allreduce as the plan chooses (LOOM_ALLREDUCE_LL_BYTES,
- *                   LOOM_ALLREDUCE_ONE_SHOT_BYTES)
+ *                   LOOM_ALLREDUCE_ONE_SHOT_BYTES); the row names the algorithm
+ *                   it resolved to (loom_coll_plan_info): "loom-auto:ll", ...
  *   loom-1shot      one-shot forced (up to 64 MiB)
  *   loom-ll         LL (push with flags) forced (up to 4 MiB)
  *   loom-push       PUSH (one-shot by stores, a flag per chunk) forced (up to 64 MiB)
@@ -29,8 +30,14 @@
  * it against the CPU reference).
  * reduce_scatter / all_gather rows: nccl, loom; AllGather bit for bit.
  * Peer (allreduce, W >= 2, unless --peer none): bench/peers/coll_torch.py, run
- * first, gives PyTorch's symm_mem one_shot / two_shot_all_reduce_ and
- * all_reduce + F.rms_norm times for the peer column (vs_peer > 1: loom faster).
+ * first on this run's exact sizes, gives PyTorch's symm_mem one_shot /
+ * two_shot_all_reduce_, dist.all_reduce and all_reduce + F.rms_norm times
+ * for the peer column (vs_peer > 1: loom faster), each per call in a CUDA
+ * graph where PyTorch lets it be captured: a row pairs with the peer's
+ * variant of its kind (nccl: nccl; one-shot, LL, PUSH: one_shot; two-shot:
+ * two_shot; AUTO: the kind it resolved to; +rmsnorm: ar_rmsnorm) at the
+ * same complete shape (op, bytes, count, world, dtype, cols for the norm);
+ * a /graph row (no host time) only with a graph-timed peer time.
  * JSON to bench/results/<suite>-<stamp>.json.
  */
 #define _GNU_SOURCE
@@ -62,18 +69,32 @@ typedef struct coll_bench_args {
   char peer_note[200];  /* why there is no peer column */
 } coll_bench_args_t;
 
-/* PyTorch's time of `key` ("one_shot_us", ...) at `bytes` from the peer's JSON, NAN if absent. */
-static double peer_time(const coll_bench_args_t *a, int64_t bytes, const char *key) {
-  char b[24];
-  snprintf(b, sizeof b, "%lld", (long long)bytes);
-  const char *keys[] = {"bytes"}, *vals[] = {b};
-  return loom_bench_peer_value(a->peer_json, key, 1, keys, vals);
+/* The complete shape of an AllReduce row, as coll_torch.py names its rows'
+ * (cols: the norm's row length; 0: none). */
+static void coll_pair_shape(int64_t bytes, int W, int64_t cols, loom_bench_shape_t *s) {
+  loom_bench_shape_init(s);
+  loom_bench_shape_str(s, "op", "allreduce");
+  loom_bench_shape_int(s, "bytes", bytes);
+  loom_bench_shape_int(s, "count", bytes / 2);
+  loom_bench_shape_int(s, "world", W);
+  loom_bench_shape_str(s, "dtype", "bf16");
+  if (cols > 0) loom_bench_shape_int(s, "cols", cols);
+}
+
+/* The sizes of the selection (4 KiB .. max_bytes by 4x; --quick: four). */
+static int coll_sizes(const coll_bench_args_t *a, int64_t sizes[16]) {
+  int n = 0;
+  for (int64_t b = 4096; b <= a->max_bytes && n < 16; b *= 4)
+    if (!a->o.quick || b == 4096 || b == (256 << 10) || b == (16 << 20) || b == (256 << 20)) sizes[n++] = b;
+  return n;
 }
 
 typedef struct coll_var {
   int kind;             /* V_* */
   int op;
   const char *impl;
+  const char *peer;     /* the peer's variant of the same kind (NULL: none) */
+  loom_coll_algo_t algo; /* as asked; LOOM_COLL_AUTO: the row names what the plan chose */
   loom_plan_t plan;
   ncclComm_t nccl;
   int world;
@@ -177,6 +198,18 @@ static loom_bench_row_t *add_row(loom_bench_table_t *t, const char *suite, int o
   return row;
 }
 
+/* Names the AUTO path of variant x's row (path NULL: not an AUTO plan)
+ * and pairs an AllReduce row with the peer's variant of the same kind at
+ * the row's complete shape; host_excluded: the row is per call in a graph. */
+static void coll_row_peer(const coll_bench_args_t *a, loom_bench_row_t *row, const coll_var_t *x, const char *path,
+                          int64_t bytes, int W, int host_excluded) {
+  if (path) loom_bench_row_auto(row, path);
+  if (x->op != OP_AR || !x->peer) return;
+  loom_bench_shape_t shape;
+  coll_pair_shape(bytes, W, x->nw ? x->cols : 0, &shape);
+  (void)loom_bench_row_pair(row, a->peer_json, x->peer, &shape, host_excluded);
+}
+
 static loom_result_t make_plan(loom_comm_t comm, int op, size_t count, int64_t cols, loom_coll_algo_t algo,
                                loom_norm_t norm, loom_plan_t *p) {
   loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
@@ -203,9 +236,7 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
   void *in = NULL, *out[COLL_MAX_VARS] = {NULL}, *tmp = NULL, *res = NULL, *nw = NULL, *bias = NULL;
   uint16_t *h_ref = NULL, *h_got = NULL;
   int64_t sizes[16];
-  int nsizes = 0;
-  for (int64_t b = 4096; b <= a->max_bytes; b *= 4)
-    if (!a->o.quick || b == 4096 || b == (256 << 10) || b == (16 << 20) || b == (256 << 20)) sizes[nsizes++] = b;
+  const int nsizes = coll_sizes(a, sizes);
   const int64_t maxb = sizes[nsizes - 1];
   if (cudaStreamCreate(&s) != cudaSuccess) return 1;
   loom_config_t cfg = LOOM_CONFIG_INIT;
@@ -252,26 +283,28 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
     epi.bias = ecols ? bias : NULL;
     epi.dropout_p = 0.1f, epi.dropout_seed = 7, epi.residual = res;
     loom_result_t r = LOOM_SUCCESS;
-#define ADD(K, IMPL, ALGO, COLS, NORM)                                                             \
+#define ADD(K, IMPL, ALGO, COLS, NORM, PEER)                                                       \
   do {                                                                                             \
     coll_var_t *x = &v[nv];                                                                        \
     x->kind = K, x->op = op, x->impl = IMPL, x->nccl = ctx->nccl, x->world = W, x->in = in;        \
+    x->peer = PEER, x->algo = ALGO;                                                                \
     x->out = out[nv], x->tmp = tmp, x->count = count, x->res = res, x->rows = (int64_t)count / ncols, x->cols = ncols; \
     if (K == V_LOOM && r == LOOM_SUCCESS) r = make_plan(comm, op, count, COLS, ALGO, NORM, &x->plan); \
     nv++;                                                                                          \
   } while (0)
-    ADD(V_NCCL, "nccl", LOOM_COLL_AUTO, 0, LOOM_NORM_NONE);
-    ADD(V_LOOM, "loom-auto", LOOM_COLL_AUTO, 0, LOOM_NORM_NONE);
+    /* the peer's variants: loom-auto's is set once its plan has chosen */
+    ADD(V_NCCL, "nccl", LOOM_COLL_AUTO, 0, LOOM_NORM_NONE, "nccl");
+    ADD(V_LOOM, op == OP_AR ? "loom-auto" : "loom", LOOM_COLL_AUTO, 0, LOOM_NORM_NONE, NULL); /* RS, AG: one way */
     if (op == OP_AR) {
-      if (bytes <= (64 << 20)) ADD(V_LOOM, "loom-1shot", LOOM_COLL_ONE_SHOT, 0, LOOM_NORM_NONE);
-      if (bytes <= (4 << 20)) ADD(V_LOOM, "loom-ll", LOOM_COLL_LL, 0, LOOM_NORM_NONE);
-      if (bytes <= (64 << 20)) ADD(V_LOOM, "loom-push", LOOM_COLL_PUSH, 0, LOOM_NORM_NONE);
-      ADD(V_LOOM, "loom-2shot", LOOM_COLL_TWO_SHOT, 0, LOOM_NORM_NONE);
-      ADD(V_LOOM, "loom+epi", LOOM_COLL_AUTO, ecols, LOOM_NORM_NONE);
+      if (bytes <= (64 << 20)) ADD(V_LOOM, "loom-1shot", LOOM_COLL_ONE_SHOT, 0, LOOM_NORM_NONE, "one_shot");
+      if (bytes <= (4 << 20)) ADD(V_LOOM, "loom-ll", LOOM_COLL_LL, 0, LOOM_NORM_NONE, "one_shot");
+      if (bytes <= (64 << 20)) ADD(V_LOOM, "loom-push", LOOM_COLL_PUSH, 0, LOOM_NORM_NONE, "one_shot");
+      ADD(V_LOOM, "loom-2shot", LOOM_COLL_TWO_SHOT, 0, LOOM_NORM_NONE, "two_shot");
+      ADD(V_LOOM, "loom+epi", LOOM_COLL_AUTO, ecols, LOOM_NORM_NONE, NULL);
       v[nv - 1].epi = &epi;
-      ADD(V_NCCL_NORM, "nccl+rmsnorm", LOOM_COLL_AUTO, 0, LOOM_NORM_NONE);
+      ADD(V_NCCL_NORM, "nccl+rmsnorm", LOOM_COLL_AUTO, 0, LOOM_NORM_NONE, "ar_rmsnorm");
       v[nv - 1].nw = nw;
-      ADD(V_LOOM, "loom+rmsnorm", LOOM_COLL_AUTO, ncols, LOOM_NORM_RMS);
+      ADD(V_LOOM, "loom+rmsnorm", LOOM_COLL_AUTO, ncols, LOOM_NORM_RMS, "ar_rmsnorm");
       v[nv - 1].nw = nw;
       {
         static loom_epilogue_t res_only;
@@ -281,6 +314,16 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
       }
     }
 #undef ADD
+    /* what each AUTO plan resolved to (rank 0 names it in the row) */
+    const char *path[COLL_MAX_VARS] = {NULL};
+    for (int i = 0; i < nv && r == LOOM_SUCCESS && op == OP_AR; ++i) {
+      if (v[i].kind != V_LOOM || v[i].algo != LOOM_COLL_AUTO || !v[i].plan) continue;
+      loom_coll_plan_info_t info = LOOM_COLL_PLAN_INFO_INIT;
+      r = loom_coll_plan_info(v[i].plan, &info);
+      path[i] = loom_bench_coll_path(info.algo);
+      if (!v[i].epi) /* loom-auto: the peer's kernel of the same kind */
+        v[i].peer = info.algo == LOOM_COLL_TWO_SHOT ? "two_shot" : "one_shot";
+    }
     int64_t failed = r != LOOM_SUCCESS;
     if (failed) fprintf(stderr, "rank %d: %s: %s\n", ctx->rank, suite, loom_last_error());
     if (loom_bench_sum_ranks(ctx->nccl, s, &failed) != LOOM_SUCCESS) {
@@ -362,21 +405,7 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
       row->host_us = tm[i].host_us;
       row->wrong = wrong[i];
       if (row->wrong > 0) failures++;
-      if (op == OP_AR && v[i].kind == V_LOOM) {
-        /* the peer column: PyTorch's symmetric-memory kernel of the same kind */
-        const char *key = v[i].nw ? "ar_rmsnorm_us"
-                          : v[i].epi ? NULL
-                          : !strcmp(v[i].impl, "loom-1shot") || !strcmp(v[i].impl, "loom-ll") ||
-                                    !strcmp(v[i].impl, "loom-push")
-                              ? "one_shot_us"
-                          : !strcmp(v[i].impl, "loom-2shot") ? "two_shot_us"
-                                                             : NULL;
-        if (key) row->peer_us = peer_time(a, bytes, key);
-        else if (!v[i].epi) {
-          const double p1 = peer_time(a, bytes, "one_shot_us"), p2 = peer_time(a, bytes, "two_shot_us");
-          row->peer_us = isnan(p1) ? p2 : isnan(p2) ? p1 : fmin(p1, p2); /* loom-auto vs torch's better one */
-        }
-      }
+      coll_row_peer(a, row, &v[i], path[i], bytes, W, 0);
       if (v[i].nw) snprintf(row->note, sizeof row->note, "residual + RMSNorm, rows of %lld", (long long)v[i].cols);
       else if (v[i].epi) snprintf(row->note, sizeof row->note, "dropout(x%s) + residual%s", ecols ? " + bias" : "",
                                   ecols ? ", rows of 1024" : "");
@@ -391,6 +420,7 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
       row->comm_us = tg[i].median_us / COLL_GRAPH_CALLS;
       row->min_us = tg[i].min_us / COLL_GRAPH_CALLS, row->max_us = tg[i].max_us / COLL_GRAPH_CALLS;
       snprintf(row->note, sizeof row->note, "per call, in a CUDA graph of %d calls (no host issue time)", COLL_GRAPH_CALLS);
+      coll_row_peer(a, row, &v[i], path[i], bytes, W, 1);
       loom_bench_row_finish(row);
       printf("# %-14s %-19s %8s %10.2f us per call in a graph\n", suite, row->impl, row->shape, row->comm_us);
       fflush(stdout);
@@ -401,9 +431,10 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
     snprintf(title, sizeof title, "loom-bench %s: loom vs NCCL, world %d, median of %d reps", suite, W, a->o.reps);
     if (W == 1) loom_bench_note(&t, "1 GPU: W=1 (no inter-GPU traffic; busbw is 0 by the nccl-tests formula)");
     if (op == OP_AR)
-      loom_bench_note(&t, "%s", a->peer_json[0] ? "peer: PyTorch symm_mem one_shot_all_reduce (vs loom-1shot), "
-                                                  "two_shot_all_reduce_ (vs loom-2shot), the better (vs loom-auto), "
-                                                  "all_reduce + F.rms_norm (vs loom+rmsnorm); bench/peers/coll_torch.py"
+      loom_bench_note(&t, "%s", a->peer_json[0] ? "peer: PyTorch symm_mem one_shot_all_reduce (vs loom-1shot, -ll, "
+                                                  "-push), two_shot_all_reduce_ (vs loom-2shot), the kind AUTO chose "
+                                                  "(vs loom-auto), dist.all_reduce (vs nccl), all_reduce + F.rms_norm "
+                                                  "(vs +rmsnorm); same shape only; bench/peers/coll_torch.py"
                                                 : a->peer_note);
     if (a->o.json) {
       char path[1200];
@@ -429,7 +460,8 @@ static int coll_opt(void *ctx, int argc, char **argv, int *i) {
   const char *s = argv[*i];
   if (!strcmp(s, "--help")) {
     printf("  --max-bytes SIZE  largest buffer, e.g. 256M (default 1G)\n"
-           "  --peer none       allreduce: skip PyTorch's symmetric-memory AllReduce (bench/peers/coll_torch.py)\n");
+           "  --peer none       allreduce: skip PyTorch's AllReduce peers (bench/peers/coll_torch.py, run by default\n"
+           "                    on this run's sizes; peer(us) only on rows of the same complete shape)\n");
     return 1;
   }
   const int pr = loom_bench_opt_peer(argc, argv, i, &a->peer);
@@ -447,6 +479,23 @@ static int coll_opt(void *ctx, int argc, char **argv, int *i) {
   return 0;
 }
 
+/* Runs coll_torch.py on this run's exact sizes (from the parent, before the ranks). */
+static void coll_peer(coll_bench_args_t *a, int world) {
+  if (a->op != OP_AR || !a->peer || world < 2) {
+    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch symm_mem AllReduce not run (%s)",
+             a->op != OP_AR ? "allreduce only" : a->peer ? "one rank" : "--peer none");
+    return;
+  }
+  char args[512];
+  int64_t sizes[16];
+  const int n = coll_sizes(a, sizes);
+  snprintf(args, sizeof args, "--world %d --reps %d --warmup %d --sizes ", world, a->o.reps, a->o.warmup);
+  for (int i = 0; i < n; ++i) /* at most 16 sizes of at most 19 digits: fits */
+    (void)loom_bench_appendf(args, sizeof args, "%s%lld", i ? "," : "", (long long)sizes[i]);
+  (void)loom_bench_run_peer("bench/peers/coll_torch.py", args, "allreduce_torch", a->peer_json, sizeof a->peer_json,
+                            a->peer_note, sizeof a->peer_note);
+}
+
 static int coll_main(int op, int argc, char **argv) {
   coll_bench_args_t a;
   memset(&a, 0, sizeof a);
@@ -457,16 +506,7 @@ static int coll_main(int op, int argc, char **argv) {
   if (rc != LOOM_BENCH_RUN) return rc;
   int world = loom_bench_world(&a.o, 0);
   if (world == 0) return 1;
-  if (op == OP_AR && a.peer && world >= 2) {
-    char args[256];
-    snprintf(args, sizeof args, "--world %d --reps %d --warmup %d --max-bytes %lld%s", world, a.o.reps, a.o.warmup,
-             (long long)a.max_bytes, a.o.quick ? " --quick" : "");
-    (void)loom_bench_run_peer("bench/peers/coll_torch.py", args, "allreduce_torch", a.peer_json, sizeof a.peer_json,
-                              a.peer_note, sizeof a.peer_note);
-  } else {
-    snprintf(a.peer_note, sizeof a.peer_note, "PyTorch symm_mem AllReduce not run (%s)",
-             op != OP_AR ? "allreduce only" : a.peer ? "one rank" : "--peer none");
-  }
+  coll_peer(&a, world);
   return loom_bench_launch(&a.o, world, coll_rank, &a) ? 1 : 0;
 }
 

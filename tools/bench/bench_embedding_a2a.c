@@ -27,11 +27,17 @@
  * Checks: fused == staged and now == before, word for word (same pooling
  * code and order); two sorted backwards from the same table_grad give the
  * same bits (deterministic). #wrong counts the words that differ.
- * PyTorch: the parent process runs bench/peers/embedding_torch.py (same
- * shapes, world, reps, indices) before the ranks start and rank 0 reads its
- * JSON: torch's sequential time is the peer(us) column of each shape, its
- * pooling alone that of the pooling row, and the ratios peer/now are
- * computed here. Absent PyTorch, the table says so.
+ * PyTorch: the parent process runs bench/peers/embedding_torch.py (this
+ * run's exact shapes, world, reps, D, L, rows, indices and bag lengths)
+ * before the ranks start and rank 0 pairs its rows by the complete shape
+ * (op, B, T, D, L, table_rows, world, dtype, bags, zipf): torch's
+ * sequential time is the peer(us) column of each shape, its pooling alone
+ * that of the pooling row, and the ratios peer/now are computed here; a row
+ * whose shape the peer did not run has no peer value and says why. Absent
+ * PyTorch, the table says so.
+ * The forward row and the slice-sweep and order rows run AUTO-path plans:
+ * each names the path its plan took (loom_embedding_a2a_plan_info), e.g.
+ * "loom-auto:zero-copy", and its time is auto(us).
  * HBM: the device-to-device copy bandwidth is measured at the start on every
  * rank (the least is used); pooling moves rows (T*B*L*D*4) + indices
  * (T*B*L*8) + pooled output (T*B*D*4) and is reported as a fraction of it.
@@ -86,7 +92,8 @@ static int emb_opt(void *ctx, int argc, char **argv, int *i) {
            "  --no-backward     skip the backward table\n"
            "  --no-sweep        skip the slice-size sweep and the remote-first comparison\n"
            "  --before LIB      also time the previous build (LIB: its libloom.so) side by side\n"
-           "  --peer SCRIPT     the PyTorch peer (default bench/peers/embedding_torch.py; none: skip)\n");
+           "  --peer SCRIPT     the PyTorch peer (default bench/peers/embedding_torch.py, run on this run's exact\n"
+           "                    shapes; peer(us) only on rows of the same complete shape; none: skip)\n");
     return 1;
   }
   if (!strcmp(s, "--variable")) return a->variable = 1, 1;
@@ -216,29 +223,31 @@ typedef struct emb_side {
 
 /* ---- the PyTorch peer -------------------------------------------------------- */
 
-typedef struct peer_row {
+typedef struct emb_shape {
   int64_t B;
   int T;
-  double pool_us, a2a_us, seq_us;
-} peer_row_t;
+} emb_shape_t;
 
-/* The rows of the peer's JSON; count or -1. */
-static int peer_read(const char *path, peer_row_t *rows, int cap) {
-  char *buf = NULL;
-  const char *st[64], *en[64];
-  const int k = loom_bench_peer_rows(path, &buf, st, en, cap < 64 ? cap : 64);
-  int n = 0;
-  for (int i = 0; i < k; ++i) {
-    peer_row_t r;
-    r.B = (int64_t)loom_bench_json_num(st[i], en[i], "B");
-    r.T = (int)loom_bench_json_num(st[i], en[i], "T");
-    r.pool_us = loom_bench_json_num(st[i], en[i], "pool_us");
-    r.a2a_us = loom_bench_json_num(st[i], en[i], "a2a_us");
-    r.seq_us = loom_bench_json_num(st[i], en[i], "seq_us");
-    if (r.B > 0 && r.T > 0) rows[n++] = r;
-  }
-  free(buf);
-  return k < 0 ? -1 : n;
+/* The shapes of the selection (--quick: the first two); returns the count. */
+static int emb_shapes(const emb_args_t *a, const emb_shape_t **list) {
+  static const emb_shape_t full[] = {{1024, 64}, {4096, 64}, {4096, 128}, {16384, 64}};
+  *list = full;
+  return a->o.quick ? 2 : 4;
+}
+
+/* The complete shape of a forward row, as embedding_torch.py names its rows'. */
+static void emb_pair_shape(const emb_args_t *a, emb_shape_t sh, int W, loom_bench_shape_t *s) {
+  loom_bench_shape_init(s);
+  loom_bench_shape_str(s, "op", "embedding_a2a");
+  loom_bench_shape_int(s, "B", sh.B);
+  loom_bench_shape_int(s, "T", sh.T);
+  loom_bench_shape_int(s, "D", a->dim);
+  loom_bench_shape_int(s, "L", a->pooling);
+  loom_bench_shape_int(s, "table_rows", a->rows);
+  loom_bench_shape_int(s, "world", W);
+  loom_bench_shape_str(s, "dtype", "fp32");
+  loom_bench_shape_str(s, "bags", a->variable ? "variable" : "fixed");
+  loom_bench_shape_num(s, "zipf", a->zipf);
 }
 
 /* Runs the peer script from the parent process (no CUDA here), before any
@@ -251,18 +260,18 @@ static void peer_run(emb_args_t *a, int world) {
     return;
   }
   char args[512];
-  snprintf(args, sizeof args, "--world %d --reps %d --warmup %d --dim %d --pooling %d --rows %lld --zipf %g%s", world,
-           a->o.reps, a->o.warmup, a->dim, a->pooling, (long long)a->rows, a->zipf, a->o.quick ? " --quick" : "");
+  const emb_shape_t *sh = NULL;
+  const int ns = emb_shapes(a, &sh);
+  snprintf(args, sizeof args,
+           "--world %d --reps %d --warmup %d --dim %d --pooling %d --rows %lld --zipf %.17g%s --shapes ", world,
+           a->o.reps, a->o.warmup, a->dim, a->pooling, (long long)a->rows, a->zipf, a->variable ? " --variable" : "");
+  for (int i = 0; i < ns; ++i) /* 4 shapes: fits */
+    (void)loom_bench_appendf(args, sizeof args, "%s%lldx%d", i ? "," : "", (long long)sh[i].B, sh[i].T);
   (void)loom_bench_run_peer(a->peer, args, "embedding_torch", a->peer_json, sizeof a->peer_json, a->peer_note,
                             sizeof a->peer_note);
 }
 
 /* ---- inputs and calls ------------------------------------------------------ */
-
-typedef struct emb_shape {
-  int64_t B;
-  int T;
-} emb_shape_t;
 
 /* One timed operation: which call, through which build, on what. */
 enum { OP_A2A, OP_POOL, OP_NCCL, OP_BWD };
@@ -396,16 +405,38 @@ typedef struct emb_run {
   emb_side_t now, before;     /* before.api NULL: no --before */
   cudaStream_t s;
   double copy_bps;            /* least over ranks */
-  peer_row_t peer[16];
-  int npeer;
   loom_bench_table_t *t;
   int failures;
 } emb_run_t;
 
-static const peer_row_t *peer_find(const emb_run_t *R, emb_shape_t sh) {
-  for (int i = 0; i < R->npeer; ++i)
-    if (R->peer[i].B == sh.B && R->peer[i].T == sh.T) return &R->peer[i];
-  return NULL;
+/* The path a plan of the AUTO path resolved to. */
+static const char *emb_path_of(loom_plan_t p) {
+  loom_embedding_plan_info_t info;
+  return loom_embedding_a2a_plan_info(p, &info) == LOOM_SUCCESS ? loom_bench_emb_path(info.path) : "unresolved";
+}
+
+/* Rank 0: the PyTorch peer's times of shape sh. r (loom's forward) pairs
+ * with torch's sequential path, q (loom's pooling) with its EmbeddingBag;
+ * where the sequential path paired, a "torch" row with its pooling, a2a and
+ * sequential times (each of the same shape, or NAN). */
+static void emb_peer(emb_run_t *R, emb_shape_t sh, loom_bench_row_t *r, loom_bench_row_t *q, double fused_us) {
+  const char *path = R->a->peer_json;
+  loom_bench_shape_t ps;
+  emb_pair_shape(R->a, sh, R->ctx->size, &ps);
+  (void)loom_bench_row_pair(q, path, "pool", &ps, 0);
+  if (!loom_bench_row_pair(r, path, "seq", &ps, 0)) return;
+  loom_bench_pair_t pool, a2a;
+  loom_bench_pair_file(path, "pool", &ps, 0, &pool);
+  loom_bench_pair_file(path, "a2a", &ps, 0, &a2a);
+  loom_bench_row_t *p = emb_row(R->t, "embedding_a2a", "torch", sh, LOOM_FP32, R->ctx->size);
+  p->gemm_us = pool.us;
+  p->comm_us = a2a.us;
+  p->seq_us = r->peer_us;
+  snprintf(p->note, sizeof p->note, "PyTorch peer, same job and shape, timed %s: torch seq / loom = %.2fx",
+           r->peer_timing, r->peer_us / fused_us);
+  loom_bench_row_finish(p);
+  printf("#   PyTorch (%s): pool %.1f us, a2a %.1f us, seq %.1f us: torch seq / loom %.2fx\n", r->peer_timing, pool.us,
+         a2a.us, r->peer_us, r->peer_us / fused_us);
 }
 
 static int run_forward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int64_t *rows) {
@@ -489,15 +520,15 @@ static int run_forward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int64
   char cfg[160];
   plan_summary(fused, LOOM_FP32, D, cfg, sizeof cfg);
   if (ctx->rank == 0) {
-    const peer_row_t *pr = peer_find(R, sh);
     const double bytes = (double)T * B * L * D * 4 + (double)T * B * L * 8 + (double)T * B * D * 4;
     const double pool_us = tm[idx_of[1]].median_us, fused_us = tm[idx_of[0]].median_us;
     const double pool_bps = bytes / (pool_us * 1e-6), fused_bps = bytes / (fused_us * 1e-6);
-    loom_bench_row_t *r = emb_row(R->t, "embedding_a2a", "loom", sh, LOOM_FP32, W);
+    loom_bench_row_t *r = emb_row(R->t, "embedding_a2a", "loom-auto", sh, LOOM_FP32, W);
+    loom_bench_row_auto(r, emb_path_of(fused)); /* what ran: staged is no fused path */
     r->m = sh.B;
     r->n = sh.T;
     r->bytes = (int64_t)out_bytes;
-    r->fused_us = fused_us;
+    r->auto_us = fused_us;
     r->gemm_us = pool_us;
     r->seq_us = tm[idx_of[2]].median_us;
     r->comm_us = W > 1 ? tm[idx_of[3]].median_us : NAN;
@@ -505,8 +536,7 @@ static int run_forward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int64
     r->max_us = tm[idx_of[0]].max_us;
     r->wrong = wrong;
     if (have_before) r->before_us = tm[idx_of[4]].median_us;
-    if (pr) r->peer_us = pr->seq_us; /* torch EmbeddingBag + all_to_all_single + permutes */
-    snprintf(r->note, sizeof r->note, "seq/fused %.2fx; %.0f%% of copy bw; peer = torch seq; %s%s",
+    snprintf(r->note, sizeof r->note, "seq/auto %.2fx; %.0f%% of copy bw; peer = torch seq; %s%s",
              r->seq_us / fused_us, 100.0 * fused_bps / R->copy_bps, have_before ? "before = previous build" : "",
              wrong_b > 0 ? " (before != now!)" : "");
     loom_bench_row_finish(r);
@@ -517,30 +547,19 @@ static int run_forward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int64
     q->min_us = tm[idx_of[1]].min_us;
     q->max_us = tm[idx_of[1]].max_us;
     if (have_before) q->before_us = tm[idx_of[5]].median_us;
-    if (pr) q->peer_us = pr->pool_us;
     q->wrong = wrong_b;
     snprintf(q->note, sizeof q->note, "%.0f GB/s = %.1f%% of copy bw %.0f GB/s; peer = torch EmbeddingBag",
              pool_bps / 1e9, 100.0 * pool_bps / R->copy_bps, R->copy_bps / 1e9);
     loom_bench_row_finish(q);
-    if (pr) {
-      loom_bench_row_t *p = emb_row(R->t, "embedding_a2a", "torch", sh, LOOM_FP32, W);
-      p->gemm_us = pr->pool_us;
-      p->comm_us = pr->a2a_us;
-      p->seq_us = pr->seq_us;
-      snprintf(p->note, sizeof p->note, "PyTorch peer, same job: torch seq / loom fused = %.2fx",
-               pr->seq_us / fused_us);
-      loom_bench_row_finish(p);
-    }
-    printf("# B=%lld T=%d: fused %.1f us, pool %.1f us (%.0f GB/s, %.1f%% of the copy bandwidth), nccl a2a %.1f us, "
-           "seq %.1f us, seq/fused %.2fx%s; plan: %s\n",
-           (long long)sh.B, sh.T, fused_us, pool_us, pool_bps / 1e9, 100.0 * pool_bps / R->copy_bps,
+    printf("# B=%lld T=%d: %s %.1f us, pool %.1f us (%.0f GB/s, %.1f%% of the copy bandwidth), nccl a2a %.1f us, "
+           "seq %.1f us, seq/auto %.2fx%s; plan: %s\n",
+           (long long)sh.B, sh.T, r->impl, fused_us, pool_us, pool_bps / 1e9, 100.0 * pool_bps / R->copy_bps,
            W > 1 ? r->comm_us : 0.0, r->seq_us, r->seq_us / fused_us, wrong ? ", OUTPUTS DIFFER" : "", cfg);
     if (have_before)
       printf("#   before (previous build): fused %.1f us (now/before %.3f), pool %.1f us (now/before %.3f), outputs %s\n",
              r->before_us, fused_us / r->before_us, q->before_us, pool_us / q->before_us,
              wrong_b == 0 ? "identical" : wrong_b < 0 ? "not compared" : "DIFFER");
-    if (pr) printf("#   PyTorch: pool %.1f us, a2a %.1f us, seq %.1f us: torch seq / loom fused %.2fx\n", pr->pool_us,
-                   pr->a2a_us, pr->seq_us, pr->seq_us / fused_us);
+    emb_peer(R, sh, r, q, fused_us); /* the torch row and line where the shapes pair */
     fflush(stdout);
   }
 
@@ -567,7 +586,8 @@ static int run_forward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int64
         char impl_[24];
         snprintf(impl_, sizeof impl_, "loom S=%d", Ss[k]);
         loom_bench_row_t *r = emb_row(R->t, "emb_a2a slice sweep", impl_, sh, LOOM_FP32, W);
-        r->fused_us = st[k].median_us;
+        loom_bench_row_auto(r, emb_path_of(ps[k]));
+        r->auto_us = st[k].median_us;
         r->min_us = st[k].min_us;
         r->max_us = st[k].max_us;
         loom_bench_row_finish(r);
@@ -595,7 +615,8 @@ static int run_forward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int64
       if (ctx->rank == 0) {
         loom_bench_row_t *r = emb_row(R->t, "emb_a2a order", lf ? "loom local-first" : "loom remote-first", sh,
                                       LOOM_FP32, W);
-        r->fused_us = mx / 1000.0;
+        loom_bench_row_auto(r, emb_path_of(po[lf]));
+        r->auto_us = mx / 1000.0;
         snprintf(r->note, sizeof r->note, "ranks' medians %.1f..%.1f us, skew %.1f us", mn / 1000.0, mx / 1000.0,
                  (mx - mn) / 1000.0);
         loom_bench_row_finish(r);
@@ -772,15 +793,8 @@ static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
   loom_bench_table_t t;
   memset(&t, 0, sizeof t);
   R.t = &t;
-  if (ctx->rank == 0 && a->peer_json[0]) {
-    R.npeer = peer_read(a->peer_json, R.peer, 16);
-    if (R.npeer < 0) {
-      snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer JSON %.100s unreadable: no peer columns", a->peer_json);
-      R.npeer = 0;
-    }
-  }
-  static const emb_shape_t full[] = {{1024, 64}, {4096, 64}, {4096, 128}, {16384, 64}};
-  const int nshapes = a->o.quick ? 2 : 4;
+  const emb_shape_t *full = NULL;
+  const int nshapes = emb_shapes(a, &full);
   if (ctx->rank == 0) {
     struct cudaDeviceProp p;
     int dev = 0;
@@ -812,7 +826,9 @@ static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
                         "(T*B*L*D*4) + indices (8 B each) + pooled (T*B*D*4)", R.copy_bps / 1e9);
     if (a->before) loom_bench_note(&t, "before(us): the previous build (%.120s), same process, interleaved", a->before);
     else loom_bench_note(&t, "before: not run (--before <previous build's libloom.so>)");
-    if (R.npeer > 0) loom_bench_note(&t, "peer(us): PyTorch (bench/peers/embedding_torch.py, this job): %.100s", a->peer_json);
+    if (a->peer_json[0])
+      loom_bench_note(&t, "peer(us): PyTorch of the row's exact shape, or none (the note says why; "
+                          "bench/peers/embedding_torch.py, this job): %.60s", a->peer_json);
     else loom_bench_note(&t, "%s", a->peer_note[0] ? a->peer_note : "PyTorch peer: no rows");
     char title[200];
     snprintf(title, sizeof title, "loom-bench embedding_a2a: D=%d L=%d rows=%lld fp32, world %d, median of %d reps",

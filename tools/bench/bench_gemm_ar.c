@@ -5,7 +5,9 @@
  * every variant back to back; the time of a repetition is that of the
  * slowest rank):
  *   loom-sm     loom_gemm_ar, fused (LOOM_TP_SM_COPY)
- *   loom-auto   loom_gemm_ar, the plan's own choice (tuned with --tune)
+ *   loom-auto   loom_gemm_ar, the plan's own choice (tuned with --tune); the
+ *               row names the transfer it resolved to (loom_tp_plan_info),
+ *               "loom-auto:sequential" or "loom-auto:sm-copy", its time auto(us)
  *   loom-seq    loom_gemm_ar, sequential: loom_gemm + loom_allreduce with
  *               the epilogue
  *   seq         the baseline: cuBLASLt (best of its heuristic's candidates)
@@ -23,7 +25,9 @@
  * row-parallel second MLP GEMM [m, 4H/T] x [4H/T, H] and attention output
  * GEMM [m, H/T] x [H/T, H]. --list prints them without a GPU. The PyTorch
  * peer (bench/peers/gemm_ar_torch.py: matmul + dist.all_reduce + dropout +
- * residual) runs at W >= 2 before the ranks start.
+ * residual) runs at W >= 2 before the ranks start, on this run's exact
+ * shapes (--shapes layer:B:m:n:k); its time pairs with the loom-seq row of
+ * the same complete shape (op, layer, B, m, n, k, world, dtype, epilogue).
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -57,6 +61,8 @@ typedef struct ar_args {
 } ar_args_t;
 
 static const char *g_layer_name[2] = {"mlp-fc2", "attn-out"};
+static const char *g_layer_peer[2] = {"mlp", "attn"}; /* the layer as gemm_ar_torch.py names it */
+#define AR_EPILOGUE "dropout(x+bias,p=0.1)+residual"   /* gemm_ar_torch.py's EPILOGUE: AR_P and the terms */
 static const int64_t g_layer_k[2] = {4 * AR_H, AR_H}; /* the layer's full K */
 
 static int ar_opt(void *ctx, int argc, char **argv, int *i) {
@@ -67,7 +73,8 @@ static int ar_opt(void *ctx, int argc, char **argv, int *i) {
            "  --batch B            one batch size only (default 8 and 16; --quick: 8)\n"
            "  --tp T               split the weights T ways (default: the world size)\n"
            "  --blocks N           desc.comm_blocks of the fused plan (default: the plan's)\n"
-           "  --peer none          skip the PyTorch peer (bench/peers/gemm_ar_torch.py, run by default)\n"
+           "  --peer none          skip the PyTorch peer (bench/peers/gemm_ar_torch.py, run by default on this\n"
+           "                       run's exact shapes; peer(us) on the loom-seq row of the same complete shape)\n"
            "  --tune               loom_gemm_ar_tune each shape first (the loom-auto row takes its choice)\n"
            "  --list               print the shapes, their FLOPs and bytes, then exit (no GPU needed)\n");
     return 1;
@@ -177,12 +184,18 @@ static int64_t count_far(const void *x, const void *y, size_t n, double tol) {
   return bad;
 }
 
-/* The PyTorch peer's time of (layer, B), NAN if absent. */
-static double peer_time(const ar_args_t *a, int layer, int B) {
-  char bb[24];
-  snprintf(bb, sizeof bb, "%d", B);
-  const char *keys[] = {"layer", "B"}, *vals[] = {layer ? "attn" : "mlp", bb};
-  return loom_bench_peer_value(a->peer_json, "torch_us", 2, keys, vals);
+/* The complete shape of a row, as gemm_ar_torch.py names its rows'. */
+static void ar_pair_shape(int layer, int B, int64_t m, int64_t n, int64_t k, int W, loom_bench_shape_t *s) {
+  loom_bench_shape_init(s);
+  loom_bench_shape_str(s, "op", "gemm_ar");
+  loom_bench_shape_str(s, "layer", g_layer_peer[layer]);
+  loom_bench_shape_int(s, "B", B);
+  loom_bench_shape_int(s, "m", m);
+  loom_bench_shape_int(s, "n", n);
+  loom_bench_shape_int(s, "k", k);
+  loom_bench_shape_int(s, "world", W);
+  loom_bench_shape_str(s, "dtype", "fp16");
+  loom_bench_shape_str(s, "epilogue", AR_EPILOGUE);
 }
 
 static int ar_shape(ar_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s, loom_bench_table_t *t,
@@ -296,13 +309,23 @@ static int ar_shape(ar_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
         failures++;
         continue;
       }
-      row->fused_us = tm[f].median_us;
+      const double t_us = tm[f].median_us;
+      if (f == V_AUTO) { /* what ran, from the plan: its time is no fused time where it was sequential */
+        row->auto_us = t_us;
+        loom_bench_row_auto(row, loom_bench_tp_path(info[f].transfer));
+      } else {
+        row->fused_us = t_us;
+      }
       row->min_us = tm[f].min_us, row->max_us = tm[f].max_us;
       row->gemm_us = fmin(tm[V_GEMM_LT].median_us, tm[V_GEMM_LOOM].median_us);
       row->comm_us = tm[V_NCCL].median_us;
       row->seq_us = tm[V_BASE].median_us;
       row->wrong = wrong[f];
-      if (f == V_LSEQ) row->peer_us = peer_time(a, layer, B);
+      if (f == V_LSEQ) {
+        loom_bench_shape_t ps;
+        ar_pair_shape(layer, B, m, n, k, W, &ps);
+        (void)loom_bench_row_pair(row, a->peer_json, "torch", &ps, 0);
+      }
       if (row->wrong > 0) failures++;
       snprintf(row->note, sizeof row->note,
                "%s; lt %.1f loom-gemm %.1f; base #wrong %lld; blk %d %dx%d g%d; sym %.1f MiB",
@@ -311,8 +334,7 @@ static int ar_shape(ar_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
                (double)info[f].symmetric_bytes / 1048576.0);
       loom_bench_row_finish(row);
       printf("# gemm_ar %-10s %-28s loom %9.1f  base %9.1f  gemm %9.1f  nccl %8.1f us  overlap %6.2f  speedup %5.2f\n",
-             row->impl, row->shape, row->fused_us, row->seq_us, row->gemm_us, row->comm_us, row->overlap,
-             row->seq_us / row->fused_us);
+             row->impl, row->shape, t_us, row->seq_us, row->gemm_us, row->comm_us, row->overlap, row->seq_us / t_us);
       fflush(stdout);
     }
   }
@@ -344,8 +366,8 @@ static int ar_rank(loom_rank_ctx_t *ctx, void *arg) {
     loom_bench_note(&t, "overlap = 1 - ECT(loom)/ECT(seq), ECT = time - gemm; #wrong: the row's output vs loom-seq's "
                         "(base #wrong in the note: the baseline's)");
     if (a->peer_json[0])
-      loom_bench_note(&t, "peer(us) on the loom-seq rows: PyTorch matmul + all_reduce + dropout (bench/peers/gemm_ar_torch.py): %.80s",
-                      a->peer_json);
+      loom_bench_note(&t, "peer(us) on the loom-seq rows of the same shape: PyTorch matmul + all_reduce + dropout "
+                          "(bench/peers/gemm_ar_torch.py): %.70s", a->peer_json);
     else
       loom_bench_note(&t, "%s", a->peer_note[0] ? a->peer_note : "PyTorch peer: no rows");
     char title[160];
@@ -388,6 +410,23 @@ static int ar_list(const ar_args_t *a, int T) {
   return 0;
 }
 
+/* Runs gemm_ar_torch.py on this run's exact shapes (from the parent, before the ranks). */
+static void ar_peer(ar_args_t *a, int world, int T) {
+  if (!a->peer || world < 2) {
+    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer not run (%s)", a->peer ? "one rank" : "--peer none");
+    return;
+  }
+  char args[512];
+  int layer[4], batch[4];
+  const int ns = ar_shapes(a, layer, batch);
+  snprintf(args, sizeof args, "--world %d --reps %d --warmup %d --shapes ", world, a->o.reps, a->o.warmup);
+  for (int i = 0; i < ns; ++i) /* 4 shapes: fits */
+    (void)loom_bench_appendf(args, sizeof args, "%s%s:%d:%lld:%d:%lld", i ? "," : "", g_layer_peer[layer[i]], batch[i],
+                             (long long)batch[i] * AR_S, AR_H, (long long)(g_layer_k[layer[i]] / T));
+  (void)loom_bench_run_peer("bench/peers/gemm_ar_torch.py", args, "gemm_ar_torch", a->peer_json, sizeof a->peer_json,
+                            a->peer_note, sizeof a->peer_note);
+}
+
 LOOM_BENCH(gemm_ar, "GEMM + AllReduce + dropout/bias/residual (CoCoNet 5.4): fused vs cuBLASLt + NCCL + pointwise") {
   ar_args_t a;
   memset(&a, 0, sizeof a);
@@ -405,15 +444,6 @@ LOOM_BENCH(gemm_ar, "GEMM + AllReduce + dropout/bias/residual (CoCoNet 5.4): fus
               (long long)g_layer_k[l], g_layer_name[l], T);
       return 2;
     }
-  if (a.peer && world >= 2) {
-    char args[256];
-    snprintf(args, sizeof args, "--world %d --reps %d --warmup %d%s%s", world, a.o.reps, a.o.warmup,
-             a.o.quick ? " --quick" : "", a.layer < 0 ? "" : a.layer ? " --layer attn" : " --layer mlp");
-    if (a.batch) snprintf(args + strlen(args), sizeof args - strlen(args), " --batch %d", a.batch);
-    (void)loom_bench_run_peer("bench/peers/gemm_ar_torch.py", args, "gemm_ar_torch", a.peer_json, sizeof a.peer_json,
-                              a.peer_note, sizeof a.peer_note);
-  } else {
-    snprintf(a.peer_note, sizeof a.peer_note, "PyTorch peer not run (%s)", a.peer ? "one rank" : "--peer none");
-  }
+  ar_peer(&a, world, T);
   return loom_bench_launch(&a.o, world, ar_rank, &a) ? 1 : 0;
 }

@@ -5,7 +5,9 @@
  * repetition is that of the slowest rank):
  *   loom-auto       loom_adam_step / loom_lamb_step, LOOM_OPTIM_AUTO (RS-Opt-AG
  *                   for tensors > 4096 elements, AR-Opt below), one kernel
- *                   (Adam) or three (LAMB) per step
+ *                   (Adam) or three (LAMB) per step; the row names the forms
+ *                   the plan chose (loom_optim_plan_info): "loom-auto:rs-opt-ag",
+ *                   ":ar-opt", or ":ar-opt A/T" (A of T tensors AR-Opt)
  *   loom-rs         the same, every tensor RS-Opt-AG
  *   loom-ar         the same, every tensor AR-Opt (each rank sums the whole
  *                   gradient through NVLink and updates everything)
@@ -27,10 +29,12 @@
  * NCCL baselines can treat it as one flat buffer. Small cases rotate among
  * several input sets (each with its own plans) so that L2 holds none.
  * Times are medians; speedup = (ar+update) / loom-auto.
- * Peer (W >= 2, unless --peer none): bench/peers/optim_torch.py, run first,
- * gives PyTorch's step on the same cases (all_reduce of the flat gradient +
- * torch._fused_adamw_, or LAMB in torch._foreach_ ops; mixed precision with
- * fp32 master weights): the peer column of the loom rows (> 1: loom faster).
+ * Peer (W >= 2, unless --peer none): bench/peers/optim_torch.py, run first
+ * on this run's exact cases (--cases, --dtypes), gives PyTorch's step
+ * (all_reduce of the flat gradient + torch._fused_adamw_, or LAMB in
+ * torch._foreach_ ops; mixed precision with fp32 master weights): the peer
+ * column of the loom rows of the same complete shape (op, elements,
+ * tensors, dtype, world) (> 1: loom faster).
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -68,7 +72,8 @@ static int opt_opt(void *ctx, int argc, char **argv, int *i) {
     printf("  --size N             one single-tensor case of N elements only\n"
            "  --list bert          the BERT-large-like list only\n"
            "  --dtype fp32|mixed   one precision only (default both)\n"
-           "  --peer none          skip PyTorch's step (bench/peers/optim_torch.py, run by default)\n");
+           "  --peer none          skip PyTorch's step (bench/peers/optim_torch.py, run by default on this run's\n"
+           "                       exact cases; peer(us) only on rows of the same complete shape)\n");
     return 1;
   }
   const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
@@ -160,14 +165,38 @@ static loom_result_t opt_op(void *arg, int iter, cudaStream_t s) {
   return loom__fail(LOOM_ERR_INTERNAL, "bench adam: variant %d", x->v);
 }
 
-/* The tensor sizes of a case: one tensor of `size`, or the BERT-large-like
- * list (size 0). */
-/* PyTorch's step time of a case ("2^24", "bert") and precision, NAN if absent. */
-static double peer_time(const opt_args_t *a, const char *name, int mixed) {
-  const char *keys[] = {"case", "dtype"}, *vals[] = {name, mixed ? "bf16+fp32" : "fp32"};
-  return loom_bench_peer_value(a->peer_json, "torch_us", 2, keys, vals);
+/* The complete shape of a row, as optim_torch.py names its rows'. */
+static void opt_pair_shape(int lamb, int64_t elements, int tensors, int mixed, int W, loom_bench_shape_t *s) {
+  loom_bench_shape_init(s);
+  loom_bench_shape_str(s, "op", lamb ? "lamb" : "adam");
+  loom_bench_shape_int(s, "elements", elements);
+  loom_bench_shape_int(s, "tensors", tensors);
+  loom_bench_shape_str(s, "dtype", mixed ? "bf16+fp32" : "fp32");
+  loom_bench_shape_int(s, "world", W);
 }
 
+/* The cases of the selection: sizes[i] elements of one tensor (0: the
+ * BERT-large-like list); returns the count. */
+static int opt_cases(const opt_args_t *a, int64_t sizes[4]) {
+  if (a->only_size || a->only_list) {
+    sizes[0] = a->only_list ? 0 : a->only_size;
+    return 1;
+  }
+  static const int64_t full[] = {(int64_t)1 << 20, (int64_t)1 << 24, (int64_t)1 << 27, 0};
+  const int n = a->o.quick ? 2 : 4;
+  memcpy(sizes, full, (size_t)n * sizeof *sizes);
+  return n;
+}
+
+/* The forms AUTO chose, for the loom-auto row's label. */
+static void opt_auto_path(const loom_optim_plan_info_t *info, char *buf, size_t cap) {
+  if (info->num_ar_tensors == 0) snprintf(buf, cap, "rs-opt-ag");
+  else if (info->num_ar_tensors == info->num_tensors) snprintf(buf, cap, "ar-opt");
+  else snprintf(buf, cap, "ar-opt %d/%d", info->num_ar_tensors, info->num_tensors);
+}
+
+/* The tensor sizes of a case: one tensor of `size`, or the BERT-large-like
+ * list (size 0). */
 static int case_list(int64_t size, int64_t *n) {
   if (size > 0) {
     n[0] = size;
@@ -280,13 +309,20 @@ static int opt_case(opt_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaS
   int failures = 0;
   if (ctx->rank == 0) {
     loom_optim_plan_info_t info = LOOM_OPTIM_PLAN_INFO_INIT;
-    if (r.set[0].loom[0]) (void)loom_optim_plan_info(r.set[0].loom[0], &info);
+    char auto_path[24] = "unresolved";
+    if (r.set[0].loom[0] && loom_optim_plan_info(r.set[0].loom[0], &info) == LOOM_SUCCESS)
+      opt_auto_path(&info, auto_path, sizeof auto_path);
+    loom_bench_shape_t ps;
+    opt_pair_shape(a->lamb, total, T, mixed, W, &ps);
     for (int v = V_LOOM_AUTO; v <= V_LOOM_AR; ++v) {
       loom_bench_row_t *row = loom_bench_add(t);
       if (!row) break;
       snprintf(row->op, sizeof row->op, "%s", a->lamb ? "lamb" : "adam");
       snprintf(row->impl, sizeof row->impl, "%s", g_vname[v]);
-      if (size > 0) snprintf(row->shape, sizeof row->shape, "2^%d", (int)lround(log2((double)size)));
+      if (size > 0 && (size & (size - 1)) == 0)
+        snprintf(row->shape, sizeof row->shape, "2^%d", (int)lround(log2((double)size)));
+      else if (size > 0)
+        snprintf(row->shape, sizeof row->shape, "%lld", (long long)size);
       else snprintf(row->shape, sizeof row->shape, "bert-large %d tensors", T);
       snprintf(row->dtype, sizeof row->dtype, "%s", mixed ? "bf16+fp32" : "fp32");
       row->m = total, row->world = W;
@@ -297,23 +333,23 @@ static int opt_case(opt_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaS
         failures++;
         continue;
       }
-      row->fused_us = tm[v].median_us;
+      if (v == V_LOOM_AUTO) { /* what ran, from the plan */
+        row->auto_us = tm[v].median_us;
+        loom_bench_row_auto(row, auto_path);
+      } else {
+        row->fused_us = tm[v].median_us;
+      }
       row->min_us = tm[v].min_us, row->max_us = tm[v].max_us;
       row->comm_us = tm[V_NCCL_AR].median_us;
       row->seq_us = tm[V_AR_UPD].median_us;
-      {
-        char name[16];
-        if (size > 0) snprintf(name, sizeof name, "2^%d", (int)lround(log2((double)size)));
-        else snprintf(name, sizeof name, "bert");
-        row->peer_us = peer_time(a, name, mixed);
-      }
+      (void)loom_bench_row_pair(row, a->peer_json, "step", &ps, 0);
       snprintf(row->note, sizeof row->note, "rs+upd+ag %.1f upd %.1f; vs ar+upd %.2fx, vs rs+upd+ag %.2fx; %d sets, %lld chunks",
                tm[V_RS_UPD_AG].median_us, tm[V_UPD].median_us, tm[V_AR_UPD].median_us / tm[v].median_us,
                tm[V_RS_UPD_AG].median_us / tm[v].median_us, r.nsets, (long long)info.chunks);
       loom_bench_row_finish(row);
       printf("# %s %-9s %-24s %-9s loom %9.1f  ar+upd %9.1f  rs+upd+ag %9.1f  nccl-ar %9.1f  upd %8.1f us  speedup %5.2f\n",
-             row->op, row->impl, row->shape, row->dtype, row->fused_us, row->seq_us, tm[V_RS_UPD_AG].median_us,
-             row->comm_us, tm[V_UPD].median_us, row->seq_us / row->fused_us);
+             row->op, row->impl, row->shape, row->dtype, tm[v].median_us, row->seq_us, tm[V_RS_UPD_AG].median_us,
+             row->comm_us, tm[V_UPD].median_us, row->seq_us / tm[v].median_us);
       fflush(stdout);
     }
   }
@@ -333,16 +369,10 @@ static int opt_rank(loom_rank_ctx_t *ctx, void *arg) {
   loom_bench_table_t t;
   memset(&t, 0, sizeof t);
   int failures = 0;
-  static const int64_t sizes_full[] = {(int64_t)1 << 20, (int64_t)1 << 24, (int64_t)1 << 27, 0};
-  static const int64_t sizes_quick[] = {(int64_t)1 << 20, (int64_t)1 << 24};
-  const int64_t *sizes = a->o.quick ? sizes_quick : sizes_full;
-  const int ns = a->o.quick ? 2 : 4;
+  int64_t sizes[4];
+  const int ns = opt_cases(a, sizes);
   for (int mixed = 0; mixed <= 1; ++mixed) {
     if (a->dtype >= 0 && a->dtype != mixed) continue;
-    if (a->only_size || a->only_list) {
-      failures += opt_case(a, ctx, comm, s, &t, a->only_list ? 0 : a->only_size, mixed);
-      continue;
-    }
     for (int i = 0; i < ns; ++i) failures += opt_case(a, ctx, comm, s, &t, sizes[i], mixed);
   }
   if (ctx->rank == 0) {
@@ -373,6 +403,26 @@ static int opt_rank(loom_rank_ctx_t *ctx, void *arg) {
   return failures ? 1 : 0;
 }
 
+/* Runs optim_torch.py on this run's exact cases (from the parent, before the ranks). */
+static void opt_peer(opt_args_t *a, int world) {
+  if (!a->peer || world < 2) {
+    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer not run (%s)", a->peer ? "one rank" : "--peer none");
+    return;
+  }
+  char args[320];
+  int64_t sizes[4];
+  const int ns = opt_cases(a, sizes);
+  snprintf(args, sizeof args, "--op %s --world %d --reps %d --warmup %d --dtypes %s --cases ",
+           a->lamb ? "lamb" : "adam", world, a->o.reps, a->o.warmup,
+           a->dtype < 0 ? "fp32,mixed" : a->dtype ? "mixed" : "fp32");
+  for (int i = 0; i < ns; ++i) { /* 4 cases: fits */
+    if (sizes[i]) (void)loom_bench_appendf(args, sizeof args, "%s%lld", i ? "," : "", (long long)sizes[i]);
+    else (void)loom_bench_appendf(args, sizeof args, "%sbert", i ? "," : "");
+  }
+  (void)loom_bench_run_peer("bench/peers/optim_torch.py", args, a->lamb ? "lamb_torch" : "adam_torch", a->peer_json,
+                            sizeof a->peer_json, a->peer_note, sizeof a->peer_note);
+}
+
 static int opt_main(int lamb, int argc, char **argv) {
   opt_args_t a;
   memset(&a, 0, sizeof a);
@@ -383,16 +433,7 @@ static int opt_main(int lamb, int argc, char **argv) {
   if (rc != LOOM_BENCH_RUN) return rc;
   int world = loom_bench_world(&a.o, 0);
   if (world == 0) return 1;
-  if (a.peer && world >= 2 && !a.only_size && !a.only_list) {
-    char args[160];
-    snprintf(args, sizeof args, "--op %s --world %d --reps %d --warmup %d%s", lamb ? "lamb" : "adam", world, a.o.reps,
-             a.o.warmup, a.o.quick ? " --quick" : "");
-    (void)loom_bench_run_peer("bench/peers/optim_torch.py", args, lamb ? "lamb_torch" : "adam_torch", a.peer_json,
-                              sizeof a.peer_json, a.peer_note, sizeof a.peer_note);
-  } else {
-    snprintf(a.peer_note, sizeof a.peer_note, "PyTorch peer not run (%s)",
-             !a.peer ? "--peer none" : world < 2 ? "one rank" : "--size / --list");
-  }
+  opt_peer(&a, world);
   return loom_bench_launch(&a.o, world, opt_rank, &a) ? 1 : 0;
 }
 

@@ -5,7 +5,9 @@
  * repetition is that of the slowest rank):
  *   loom fused      each fused transfer (AG: copy engine and SM copy; RS: SM
  *                   copy and SM atomic), and the plan's own choice (AUTO:
- *                   tuned with --tune), one row each
+ *                   tuned with --tune), one row each; the AUTO row names
+ *                   the transfer it resolved to (loom_tp_plan_info), e.g.
+ *                   "loom-auto:sequential", and its time is auto(us)
  *   gemm            cuBLASLt (best of its heuristic's candidates) and
  *                   loom_gemm on the local shape (m x n x k); the row's GEMM
  *                   time is the better of the two ("the limit")
@@ -19,6 +21,10 @@
  * 49152/W]; RS: [m, 49152/W] x [.., 12288]) and Llama-3-70B (AG: [m, 8192]
  * x [8192, 28672/W]; RS: [m, 28672/W] x [.., 8192]), m = 64 .. 8192.
  * Every fused output is checked against the sequential one (#wrong).
+ * Peer (W >= 2, unless --peer none): bench/peers/tp_torch.py, run first,
+ * given this run's exact shapes (--shapes model:m:n:k, n and k after the
+ * --tp split); its async-TP time pairs with every loom row of the same
+ * complete shape (op, model, m, n, k, world, dtype) and no other.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -59,8 +65,10 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
            "                       times the TP=2 shapes' GEMMs and the fused protocol on one GPU)\n"
            "  --blocks N           desc.comm_blocks of the fused plans (default: the plan's)\n"
            "  --chunk N            desc.chunk_rows of the fused plans (default: the plan's)\n"
-           "  --peer none          skip PyTorch async-TP (bench/peers/tp_torch.py, run by default)\n"
-           "  --tune               tune each shape first (loom_ag_gemm_tune / loom_gemm_rs_tune): the loom-auto row\n");
+           "  --peer none          skip PyTorch async-TP (bench/peers/tp_torch.py, run by default on this run's\n"
+           "                       exact shapes; peer(us) only on rows of the same complete shape)\n"
+           "  --tune               tune each shape first (loom_ag_gemm_tune / loom_gemm_rs_tune): the loom-auto row\n"
+           "                       (loom-tuned:<transfer>) takes its choice\n");
     return 1;
   }
   const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
@@ -255,12 +263,39 @@ typedef struct tp_model {
 
 static const tp_model_t g_models[2] = {{"gpt3-175b", 12288, 49152}, {"llama3-70b", 8192, 28672}};
 
-/* PyTorch async-TP's time of (op, model, m) from the peer's JSON, NAN if absent. */
-static double peer_time(const tp_args_t *a, const char *model, int64_t m) {
-  char mb[24];
-  snprintf(mb, sizeof mb, "%lld", (long long)m);
-  const char *keys[] = {"op", "model", "m"}, *vals[] = {a->ag ? "ag_gemm" : "gemm_rs", model, mb};
-  return loom_bench_peer_value(a->peer_json, "async_tp_us", 3, keys, vals);
+/* The local GEMM of (model, T): AG [m, hidden] x [hidden, ffn/T],
+ * RS [m, ffn/T] x [.., hidden]. */
+static void tp_dims(int ag, const tp_model_t *mo, int T, int64_t *n, int64_t *k) {
+  *n = ag ? mo->ffn / T : mo->hidden;
+  *k = ag ? mo->hidden : mo->ffn / T;
+}
+
+#define TP_MAX_SHAPES 16
+
+/* The selection's shapes in run order: model[i], m[i]; returns the count. */
+static int tp_list(const tp_args_t *a, const tp_model_t **model, int64_t *ms) {
+  static const int64_t ms_full[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192};
+  static const int64_t ms_quick[] = {64, 512, 2048, 8192};
+  const int64_t *list = a->only_m ? &a->only_m : a->o.quick ? ms_quick : ms_full;
+  const int nm = a->only_m ? 1 : a->o.quick ? 4 : 8;
+  int c = 0;
+  for (int mo = 0; mo < 2; ++mo) {
+    if (a->model >= 0 && a->model != mo) continue;
+    for (int i = 0; i < nm; ++i) model[c] = &g_models[mo], ms[c++] = list[i];
+  }
+  return c;
+}
+
+/* The complete shape of a row, as tp_torch.py names its rows'. */
+static void tp_pair_shape(int ag, const char *model, int64_t m, int64_t n, int64_t k, int W, loom_bench_shape_t *s) {
+  loom_bench_shape_init(s);
+  loom_bench_shape_str(s, "op", ag ? "ag_gemm" : "gemm_rs");
+  loom_bench_shape_str(s, "model", model);
+  loom_bench_shape_int(s, "m", m);
+  loom_bench_shape_int(s, "n", n);
+  loom_bench_shape_int(s, "k", k);
+  loom_bench_shape_int(s, "world", W);
+  loom_bench_shape_str(s, "dtype", "bf16");
 }
 
 static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s, loom_bench_table_t *t,
@@ -270,7 +305,8 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   memset(&r, 0, sizeof r);
   r.nccl = ctx->nccl, r.ag = a->ag, r.W = W;
   const int T = a->tp > 0 ? a->tp : W;
-  const int64_t n = a->ag ? mo->ffn / T : mo->hidden, k = a->ag ? mo->hidden : mo->ffn / T;
+  int64_t n = 0, k = 0;
+  tp_dims(a->ag, mo, T, &n, &k);
   r.d = (loom_gemm_desc_t)LOOM_GEMM_DESC(m, n, k, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
   r.S = loom_tp_shard_rows(m, W);
   int failures = 0, nf = 0;
@@ -400,14 +436,22 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
         failures++;
         continue;
       }
-      row->fused_us = tm[V_FUSED0 + f].median_us;
+      const double t_us = tm[V_FUSED0 + f].median_us;
+      if (fused_tr[f] == LOOM_TP_AUTO) { /* what ran, from the plan: no fused time where it was sequential */
+        row->auto_us = t_us;
+        loom_bench_row_auto(row, loom_bench_tp_path(info[f].transfer));
+      } else {
+        row->fused_us = t_us;
+      }
       row->min_us = tm[V_FUSED0 + f].min_us, row->max_us = tm[V_FUSED0 + f].max_us;
       row->host_us = tm[V_FUSED0 + f].host_us;
       row->gemm_us = fmin(tm[V_GEMM_LT].median_us, tm[V_GEMM_LOOM].median_us);
       row->comm_us = tm[V_NCCL].median_us;
       row->seq_us = tm[V_SEQ].median_us;
       row->wrong = wrong[f];
-      row->peer_us = peer_time(a, mo->name, m);
+      loom_bench_shape_t ps;
+      tp_pair_shape(a->ag, mo->name, m, n, k, W, &ps);
+      (void)loom_bench_row_pair(row, a->peer_json, "async_tp", &ps, 0);
       if (row->wrong > 0) failures++;
       snprintf(row->note, sizeof row->note,
                "medium %.1f lt %.1f loom %.1f hook-idle %.1f same-cfg %.1f; S=%lld ch %d blk %d %dx%d g%d cl%d; "
@@ -418,10 +462,10 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
                info[f].gemm_bn > 0 ? (r.cfg.cluster == 2 ? 2 : 1) : 0,
                (double)(info[f].symmetric_bytes + info[f].device_bytes + info[f].workspace_bytes) / (1 << 20));
       loom_bench_row_finish(row);
-      printf("# %s %-8s %-22s fused %9.1f  seq %9.1f  medium %9.1f  gemm %9.1f  nccl %8.1f us  overlap %6.2f  "
-             "speedup %5.2f  host: fused %.1f seq %.1f us\n",
-             row->op, row->impl, row->shape, row->fused_us, row->seq_us, tm[V_MEDIUM].median_us, row->gemm_us,
-             row->comm_us, row->overlap, row->seq_us / row->fused_us, row->host_us, tm[V_SEQ].host_us);
+      printf("# %s %-8s %-22s loom %9.1f  seq %9.1f  medium %9.1f  gemm %9.1f  nccl %8.1f us  overlap %6.2f  "
+             "speedup %5.2f  host: loom %.1f seq %.1f us\n",
+             row->op, row->impl, row->shape, t_us, row->seq_us, tm[V_MEDIUM].median_us, row->gemm_us,
+             row->comm_us, row->overlap, row->seq_us / t_us, row->host_us, tm[V_SEQ].host_us);
       fflush(stdout);
     }
   }
@@ -446,24 +490,17 @@ static int tp_rank(loom_rank_ctx_t *ctx, void *arg) {
   loom_bench_table_t t;
   memset(&t, 0, sizeof t);
   int failures = 0;
-  static const int64_t ms_full[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192};
-  static const int64_t ms_quick[] = {64, 512, 2048, 8192};
-  const int64_t *ms = a->o.quick ? ms_quick : ms_full;
-  const int nm = a->o.quick ? 4 : 8;
-  for (int mo = 0; mo < 2; ++mo) {
-    if (a->model >= 0 && a->model != mo) continue;
-    if (a->only_m) {
-      failures += tp_shape(a, ctx, comm, s, &t, &g_models[mo], a->only_m);
-      continue;
-    }
-    for (int i = 0; i < nm; ++i) failures += tp_shape(a, ctx, comm, s, &t, &g_models[mo], ms[i]);
-  }
+  const tp_model_t *model[TP_MAX_SHAPES];
+  int64_t ms[TP_MAX_SHAPES];
+  const int ns = tp_list(a, model, ms);
+  for (int i = 0; i < ns; ++i) failures += tp_shape(a, ctx, comm, s, &t, model[i], ms[i]);
   if (ctx->rank == 0) {
     loom_bench_note(&t, "B as a Linear weight [n, k], bf16; gemm = min(cuBLASLt best-of-candidates, loom_gemm) on the "
                         "local shape; seq = NCCL + cuBLASLt; time = median of the slowest rank");
     loom_bench_note(&t, "overlap = 1 - ECT(fused)/ECT(seq), ECT = time - gemm; #wrong: fused vs sequential output");
     if (a->peer_json[0])
-      loom_bench_note(&t, "peer(us): PyTorch async-TP (bench/peers/tp_torch.py, this job): %.100s", a->peer_json);
+      loom_bench_note(&t, "peer(us): PyTorch async-TP of the row's exact shape, or none (the note says why; "
+                          "bench/peers/tp_torch.py, this job): %.60s", a->peer_json);
     else
       loom_bench_note(&t, "%s", a->peer_note[0] ? a->peer_note : "PyTorch async-TP: no rows");
     char title[160];
@@ -485,6 +522,33 @@ static int tp_rank(loom_rank_ctx_t *ctx, void *arg) {
   return failures ? 1 : 0;
 }
 
+/* Runs tp_torch.py on this run's exact shapes (from the parent, before the ranks). */
+static void tp_peer(tp_args_t *a, int world) {
+  if (!a->peer || world < 2) {
+    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch async-TP not run (%s)", a->peer ? "one rank" : "--peer none");
+    return;
+  }
+  const tp_model_t *model[TP_MAX_SHAPES];
+  int64_t ms[TP_MAX_SHAPES];
+  const int ns = tp_list(a, model, ms), T = a->tp > 0 ? a->tp : world;
+  char args[2048];
+  snprintf(args, sizeof args, "--op %s --world %d --reps %d --warmup %d --shapes ", a->ag ? "ag_gemm" : "gemm_rs",
+           world, a->o.reps, a->o.warmup);
+  int bad = 0;
+  for (int i = 0; i < ns; ++i) {
+    int64_t n = 0, k = 0;
+    tp_dims(a->ag, model[i], T, &n, &k);
+    bad |= loom_bench_appendf(args, sizeof args, "%s%s:%lld:%lld:%lld", i ? "," : "", model[i]->name,
+                              (long long)ms[i], (long long)n, (long long)k);
+  }
+  if (bad) {
+    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch async-TP not run: its shape list is too long");
+    return;
+  }
+  (void)loom_bench_run_peer("bench/peers/tp_torch.py", args, a->ag ? "ag_gemm_torch" : "gemm_rs_torch", a->peer_json,
+                            sizeof a->peer_json, a->peer_note, sizeof a->peer_note);
+}
+
 static int tp_main(int ag, int argc, char **argv) {
   tp_args_t a;
   memset(&a, 0, sizeof a);
@@ -495,17 +559,7 @@ static int tp_main(int ag, int argc, char **argv) {
   if (rc != LOOM_BENCH_RUN) return rc;
   int world = loom_bench_world(&a.o, 0);
   if (world == 0) return 1;
-  if (a.peer && world >= 2) {
-    char args[256];
-    snprintf(args, sizeof args, "--op %s --world %d --reps %d --warmup %d%s%s%s", ag ? "ag_gemm" : "gemm_rs", world,
-             a.o.reps, a.o.warmup, a.o.quick ? " --quick" : "", a.model < 0 ? "" : a.model ? " --model llama" : " --model gpt3",
-             "");
-    if (a.only_m) snprintf(args + strlen(args), sizeof args - strlen(args), " --m %lld", (long long)a.only_m);
-    (void)loom_bench_run_peer("bench/peers/tp_torch.py", args, ag ? "ag_gemm_torch" : "gemm_rs_torch", a.peer_json,
-                              sizeof a.peer_json, a.peer_note, sizeof a.peer_note);
-  } else {
-    snprintf(a.peer_note, sizeof a.peer_note, "PyTorch async-TP not run (%s)", a.peer ? "one rank" : "--peer none");
-  }
+  tp_peer(&a, world);
   return loom_bench_launch(&a.o, world, tp_rank, &a) ? 1 : 0;
 }
 

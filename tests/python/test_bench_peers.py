@@ -1,0 +1,217 @@
+"""loom-bench's PyTorch peers (bench/peers), without a GPU or torch.
+
+What loom-bench relies on: a peer runs exactly the shapes loom-bench passes
+(--shapes / --sizes / --cases parse into those shapes and nothing else),
+each JSON row carries its complete shape and names it in shape_keys, and
+the timing rule of peer_timing.time_variants: N calls captured in one CUDA
+graph and timed per call where the op can be captured, call by call
+("eager", Python's host time included) where it cannot or where any rank
+could not, on a stand-in of torch that keeps a simulated device clock.
+The C side's pairing of these rows is tested in
+tests/host/test_bench_pairing.c.
+"""
+import argparse
+import contextlib
+import importlib
+import subprocess
+import sys
+import types
+
+import pytest
+from conftest import REPO
+
+PEERS = REPO / "bench" / "peers"
+sys.path.insert(0, str(PEERS))
+import peer_timing as pt  # noqa: E402
+
+
+def parsed(module, argv):
+    """The arguments a peer's main parses from argv (its ranks not spawned)."""
+    mod = importlib.import_module(module)
+    seen = {}
+
+    def no_spawn(script, worker, args, *a, **k):
+        seen["args"] = args
+        return 0
+
+    saved, mod.spawn_ranks = mod.spawn_ranks, no_spawn
+    saved_argv, sys.argv = sys.argv, [module] + argv
+    try:
+        assert mod.main() == 0
+    finally:
+        mod.spawn_ranks, sys.argv = saved, saved_argv
+    return mod, seen["args"]
+
+
+def test_tuples_parse_exactly_or_refuse():
+    parse = pt.tuples(str, int, int, int)
+    assert parse("llama3-70b:64:3584:8192,gpt3-175b:128:6144:12288") == [
+        ("llama3-70b", 64, 3584, 8192), ("gpt3-175b", 128, 6144, 12288)]
+    for bad in ("llama3-70b:64:3584", "llama3-70b:64:3584:8192:1", "llama3-70b:x:3584:8192"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(bad)
+    assert pt.tuples(int, int, sep="x")("4096x64") == [(4096, 64)]
+
+
+def test_tp_peer_runs_the_given_shapes_and_names_n():
+    mod, args = parsed("tp_torch", ["--op", "ag_gemm", "--world", "2", "--shapes", "llama3-70b:64:3584:8192"])
+    assert args.shapes == [("llama3-70b", 64, 3584, 8192)]
+    row = mod.shape_fields(args.op, *args.shapes[0], 2)
+    assert row == {"op": "ag_gemm", "model": "llama3-70b", "m": 64, "n": 3584, "k": 8192, "world": 2, "dtype": "bf16"}
+    # the defaults split the weights --tp ways, not world ways (the 14336-for-3584 mix-up)
+    _, args = parsed("tp_torch", ["--op", "ag_gemm", "--tp", "8", "--model", "llama", "--m", "64"])
+    assert mod.default_shapes(args, 2) == [("llama3-70b", 64, 28672 // 8, 8192)]
+    _, args = parsed("tp_torch", ["--op", "gemm_rs", "--model", "llama", "--m", "64"])
+    assert mod.default_shapes(args, 2) == [("llama3-70b", 64, 8192, 28672 // 2)]
+
+
+def test_every_peer_parses_loom_benchs_lists():
+    _, args = parsed("coll_torch", ["--sizes", "4096,16384"])
+    assert args.sizes == [(4096,), (16384,)]
+    _, args = parsed("gemm_ar_torch", ["--shapes", "mlp:8:8192:3072:3072"])
+    assert args.shapes == [("mlp", 8, 8192, 3072, 3072)]
+    _, args = parsed("embedding_torch", ["--shapes", "1024x64,4096x128", "--variable", "--zipf", "1.05"])
+    assert args.shapes == [(1024, 64), (4096, 128)] and args.variable and args.zipf == 1.05
+    mod, args = parsed("optim_torch", ["--op", "lamb", "--cases", "1048576,1000,bert", "--dtypes", "mixed"])
+    assert args.cases == [(1 << 20,), (1000,), ("bert",)] and args.dtypes == [("mixed",)]
+    assert [mod.case_name(c) for (c,) in args.cases] == ["2^20", "1000", "bert"]
+    with pytest.raises(SystemExit):
+        parsed("optim_torch", ["--op", "adam", "--dtypes", "fp16"])
+
+
+def test_rows_carry_their_complete_shape():
+    emb = importlib.import_module("embedding_torch")
+    ns = types.SimpleNamespace(dim=256, pooling=32, rows=100000, variable=True, zipf=1.05)
+    shapes = {
+        "tp": importlib.import_module("tp_torch").shape_fields("gemm_rs", "gpt3-175b", 512, 12288, 24576, 2),
+        "gemm_ar": importlib.import_module("gemm_ar_torch").shape_fields("attn", 8, 8192, 3072, 1536, 2),
+        "embedding": emb.shape_fields(ns, 4096, 64, 2),
+        "optim": importlib.import_module("optim_torch").shape_fields("adam", "bert", True, 2),
+    }
+    assert shapes["embedding"]["bags"] == "variable" and shapes["embedding"]["zipf"] == 1.05
+    assert shapes["optim"]["tensors"] == 360 and shapes["optim"]["dtype"] == "bf16+fp32"
+    for shape in shapes.values():
+        rows = pt.variant_rows(shape, ["a", "b"], [(12.345, pt.GRAPH), (None, pt.NONE)])
+        assert [r["variant"] for r in rows] == ["a", "b"]
+        for r in rows:
+            assert {k: r[k] for k in shape} == shape
+            assert r["shape_keys"].split(",") == list(shape)
+        assert rows[0]["us"] == 12.35 and rows[0]["timing"] == "graph"
+        assert rows[1]["us"] is None and rows[1]["timing"] == "none"
+    coll = importlib.import_module("coll_torch")
+    rows = coll.rows_of(4096, 2, [(1.0, pt.GRAPH)] * 4)
+    assert [r["variant"] for r in rows] == coll.VARIANTS
+    assert "cols" not in rows[0] and rows[3]["cols"] == 2048 and rows[3]["shape_keys"].endswith(",cols")
+    assert rows[0]["count"] == 2048
+
+
+class FakeTorch:
+    """torch, as far as time_variants uses it: a device clock that ops
+    advance, events that read it, CUDA graphs that record calls and replay
+    their device cost (no host cost), and all-reduces where another rank
+    may report a failed capture."""
+
+    def __init__(self):
+        self.clock, self.graph_now, self.other_rank_fails = 0.0, None, False
+        fake = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = None
+
+            def record(self):
+                self.t = fake.clock
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, other):
+                return (other.t - self.t) / 1000.0  # ms
+
+        class Graph:
+            def __init__(self):
+                self.calls = []
+
+            def replay(self):
+                for op in self.calls:
+                    op.device()
+
+        @contextlib.contextmanager
+        def graph(g, capture_error_mode="global"):
+            assert capture_error_mode == "thread_local"  # PyTorch's NCCL watchdog may go on
+            fake.graph_now = g
+            try:
+                yield
+            finally:
+                fake.graph_now = None
+
+        class Stream:
+            def wait_stream(self, s):
+                pass
+
+        class Tensor:
+            def __init__(self, v):
+                self.v = v
+
+            def item(self):
+                return self.v[0]
+
+            def tolist(self):
+                return self.v
+
+        def all_reduce(t, op=None):
+            if op == "min" and fake.other_rank_fails:
+                t.v = [0]
+
+        self.cuda = types.SimpleNamespace(Event=Event, CUDAGraph=Graph, graph=graph, Stream=Stream,
+                                          synchronize=lambda: None, current_stream=Stream,
+                                          stream=lambda s: contextlib.nullcontext())
+        self.tensor = lambda v, device=None, dtype=None: Tensor(v)
+        self.int32 = self.float64 = None
+        self.dist = types.SimpleNamespace(barrier=lambda: None, all_reduce=all_reduce,
+                                          ReduceOp=types.SimpleNamespace(MIN="min", MAX="max"))
+
+    def op(self, device_us, host_us, capturable=True):
+        """An operation of device_us on the GPU and host_us of Python per call."""
+        fake = self
+
+        def call():
+            if fake.graph_now is not None:
+                if not capturable:
+                    raise RuntimeError("operation not permitted when stream is capturing")
+                fake.graph_now.calls.append(call)
+                return
+            fake.clock += host_us  # eager: the GPU waits for the host between the events
+            call.device()
+
+        def device():
+            fake.clock += device_us
+        call.device = device
+        return call
+
+
+def test_graph_timing_excludes_host_time_and_falls_back_eagerly():
+    t = FakeTorch()
+    args = types.SimpleNamespace(eager=False, graph_calls=16, warmup=2, reps=5)
+    said = []
+    got = pt.time_variants(t, t.dist, [t.op(10, 40), t.op(7, 40, capturable=False)], args, ["nccl", "fused"],
+                           said.append)
+    assert got == [(10.0, pt.GRAPH), (47.0, pt.EAGER)]
+    assert len(said) == 1 and said[0].startswith("fused: not captured")
+    t.other_rank_fails = True  # every rank uses its graph, or none does
+    assert pt.time_variants(t, t.dist, [t.op(10, 40)], args, ["nccl"], said.append) == [(50.0, pt.EAGER)]
+    t.other_rank_fails = False
+    args.eager = True
+    assert pt.time_variants(t, t.dist, [t.op(10, 40)], args, ["nccl"], said.append) == [(50.0, pt.EAGER)]
+
+
+def test_a_peer_without_torch_says_so_and_exits_2():
+    try:
+        import torch  # noqa: F401
+        pytest.skip("torch is installed here: the no-torch exit is not reachable")
+    except ImportError:
+        pass
+    for argv in (["tp_torch.py", "--op", "ag_gemm", "--shapes", "llama3-70b:64:3584:8192"],
+                 ["coll_torch.py", "--sizes", "4096"], ["optim_torch.py", "--op", "adam", "--cases", "bert"]):
+        r = subprocess.run([sys.executable, str(PEERS / argv[0]), *argv[1:]], capture_output=True, text=True)
+        assert r.returncode == 2 and "needs torch" in r.stderr, (argv, r.returncode, r.stderr)
