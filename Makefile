@@ -50,17 +50,17 @@ NCCL_LINK := $(if $(wildcard $(NCCL_LIB)/libnccl.so),-lnccl,-l:libnccl.so.2)
 LDLIBS   := -L$(NCCL_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(NCCL_LIB):$(CUDA_HOME)/lib64 \
             $(NCCL_LINK) -lcublasLt -lcublas -lnvrtc -lcudart -lpthread -lm -ldl -lstdc++
 
-LIB_C    := $(sort $(wildcard src/core/*.c src/gemm/*.c src/ops/*.c src/lang/*.c))
-LIB_CU   := $(sort $(wildcard src/core/*.cu src/gemm/*.cu src/ops/*.cu src/lang/*.cu))
+LIB_C    := $(sort $(wildcard src/core/*.c src/baseline/*.c src/gemm/*.c src/ops/*/*.c src/lang/*.c))
+LIB_CU   := $(sort $(wildcard src/core/*.cu src/baseline/*.cu src/gemm/*.cu src/ops/*/*.cu src/lang/*.cu))
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C)) $(patsubst %.cu,$(BUILD)/obj/%.o,$(LIB_CU))
 # The test-support library: CPU references (src/ref), hooks into loom's
 # internals (src/testing) and what tests and tools share (support/: the
 # multi-process launcher, input generators). Tests, tools and dev programs
 # link it before libloom.a; it never goes into libloom.so.
 TS_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/ref/*.c src/testing/*.c support/*.c)))
-HOST_T   := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tests/host/*.c tests/common/*.c)))
-GPU_T    := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tests/gpu/*.c tests/common/*.c))) \
-            $(patsubst %.cu,$(BUILD)/obj/%.o,$(sort $(wildcard tests/gpu/*.cu)))
+HOST_T   := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tests/host/*.c tests/host/*/*.c tests/common/*.c)))
+GPU_T    := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tests/gpu/*.c tests/gpu/*/*.c tests/common/*.c))) \
+            $(patsubst %.cu,$(BUILD)/obj/%.o,$(sort $(wildcard tests/gpu/*.cu tests/gpu/*/*.cu)))
 BENCH    := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/bench/*.c))) \
             $(patsubst %.cu,$(BUILD)/obj/%.o,$(sort $(wildcard tools/bench/*.cu)))
 

@@ -45,7 +45,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/baseline.h"
+#include "baseline/baseline.h"
 #include "gemm/gemm.h"
 #include "gemm/gemm_heuristic.h"
 #include "gemm/gemm_shapes.h"

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "core/baseline.h"
+#include "baseline/baseline.h"
 #include "gemm/gemm.h"
 #include "gemm/gemm_heuristic.h"
 #include "loom.h"

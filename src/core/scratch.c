@@ -111,13 +111,3 @@ void loom__scratch_release_all(void) {
   if (have_cur) cudaSetDevice(cur);
   pthread_mutex_unlock(&loom__scratch_mu);
 }
-
-/* ---- loom_finalize ---------------------------------------------------------- */
-
-#include "baseline.h"
-
-loom_result_t loom_finalize(void) {
-  loom__scratch_release_all();
-  loom__base_gemm_release();
-  return LOOM_SUCCESS;
-}

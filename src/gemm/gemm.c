@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/baseline.h"
+#include "baseline/baseline.h"
 #include "core/scratch.h"
 #include "core/error.h"
 #include "core/param.h"

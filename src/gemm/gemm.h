@@ -11,7 +11,7 @@
  *   sm80   gemm_sm80.cu: cp.async pipeline -> ldmatrix -> mma.sync m16n8k16,
  *          one block per 128 x bn tile, tile order from tile_order.h; on
  *          compute capability 8.x, and on 9.x/10.x+ where sm90 does not apply.
- *   base   cuBLASLt (src/core/baseline_gemm.c) below compute capability 8.0
+ *   base   cuBLASLt (src/baseline/baseline_gemm.c) below compute capability 8.0
  *          or when LOOM_GEMM_PATH=cublas.
  * On either loom path, decode batches (m <= 64) may run the small-m kernel
  * (gemm_small_m.cu, config bm = 16), which streams the weight over every SM.

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/baseline.h"
+#include "baseline/baseline.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/param.h"

@@ -17,7 +17,7 @@
  *     transposed ldmatrix reads 8 consecutive k rows at one chunk c: chunk c
  *     of row r is stored at c ^ (r & 7) (the low 3 bits of the chunk index).
  *
- * Host tests (tests/host/test_gemm_sm80_layout.c) check that both maps are
+ * Host tests (tests/host/gemm/test_gemm_sm80_layout.c) check that both maps are
  * permutations of the tile's chunks and that every ldmatrix phase the
  * kernel issues is conflict-free.
  */

@@ -29,7 +29,7 @@
  * epilogue's buffers (2 warpgroups x bufs x 8 KiB; none in the hooked
  * kernels, which store from registers), then 2 x stages mbarriers, an abort
  * flag and a ticket (16 bytes), plus 1024 bytes of slack to align the start.
- * Host tests (tests/host/test_gemm_sm90_layout.c) check that every shape
+ * Host tests (tests/host/gemm/test_gemm_sm90_layout.c) check that every shape
  * fits the 227 KiB a block may opt into and that one more stage would not,
  * and that the warpgroups' parts partition the tile and the B stage.
  */

@@ -48,11 +48,7 @@
 
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define LOOM_HD static __host__ __device__ __forceinline__
-#else
-#define LOOM_HD static inline
-#endif
+#include "core/util.h" /* LOOM_HD, loom_ceil_div */
 
 #ifdef __cplusplus
 extern "C" {
@@ -72,9 +68,6 @@ typedef struct loom_tile_order {
   int32_t row_shift;        /* RANK_SHIFTED: tile row taken first, in [0, tiles_m) */
   const int32_t *schedule;  /* SCHEDULE: device (or host, in tests) array [tiles] */
 } loom_tile_order_t;
-
-/* ceil(a / b) for a >= 0, b > 0. */
-LOOM_HD int64_t loom_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Number of tiles of the order. */
 LOOM_HD int32_t loom_tile_count(const loom_tile_order_t *o) { return o->tiles_m * o->tiles_n; }

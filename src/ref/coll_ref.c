@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/coll_schedule.h"
+#include "ops/coll/coll_schedule.h"
 #include "ref/ref.h"
 
 void loom_ref_coll_reduce(const loom_coll_desc_t *d, const void *const *in, const loom_epilogue_t *epi,

@@ -5,7 +5,7 @@
 
 #include <stdlib.h>
 
-#include "core/baseline.h"
+#include "baseline/baseline.h"
 #include "core/error.h"
 #include "core/handle.h"
 #include "core/param.h"

@@ -1,8 +1,8 @@
 /* case_suite.c - see case_suite.h. */
 #include <stdio.h>
 
-#include "../common/test.h"
-#include "case_suite.h"
+#include "tests/common/test.h"
+#include "tests/gpu/case_suite.h"
 
 static int rank_suite(loom_rank_ctx_t *ctx, void *arg) {
   const loom_case_suite_t *su = (const loom_case_suite_t *)arg;

@@ -4,7 +4,7 @@
  * of one test never leaks into the next, a crash or hang fails one test). */
 #include <stdio.h>
 
-#include "../common/test.h"
+#include "tests/common/test.h"
 #include "support/launch.h"
 
 int main(int argc, char **argv) {

@@ -8,7 +8,7 @@ graph and timed per call where the op can be captured, call by call
 ("eager", Python's host time included) where it cannot or where any rank
 could not, on a stand-in of torch that keeps a simulated device clock.
 The C side's pairing of these rows is tested in
-tests/host/test_bench_pairing.c.
+tests/host/bench/test_bench_pairing.c.
 """
 import argparse
 import contextlib

@@ -34,7 +34,7 @@
 
 #include "bench.h"
 #include "gemm_inputs.h"
-#include "core/baseline.h"
+#include "baseline/baseline.h"
 #include "core/error.h"
 #include "ref/ref.h"
 

@@ -26,7 +26,7 @@
  * issue time, which the plain rows include where the host is slower).
  * #wrong: every element of each loom output (the plain ones against NCCL's,
  * within bf16 rounding of the W-term sum; loom+rmsnorm against
- * nccl+rmsnorm); loom+epi is not checked here (tests/gpu/test_coll.c checks
+ * nccl+rmsnorm); loom+epi is not checked here (tests/gpu/coll/test_coll.c checks
  * it against the CPU reference).
  * reduce_scatter / all_gather rows: nccl, loom; AllGather bit for bit.
  * Peer (allreduce, W >= 2, unless --peer none): bench/peers/coll_torch.py, run

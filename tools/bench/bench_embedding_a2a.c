@@ -64,9 +64,9 @@
 
 #include "bench.h"
 #include "support/dlrm_gen.h"
-#include "core/baseline.h"
+#include "baseline/baseline.h"
 #include "loom.h"
-#include "ops/embedding_a2a.h"
+#include "ops/embedding/embedding_a2a.h"
 
 typedef struct emb_args {
   loom_bench_opts_t o;

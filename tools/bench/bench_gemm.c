@@ -49,7 +49,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bench.h"
-#include "core/baseline.h"
+#include "baseline/baseline.h"
 #include "core/error.h"
 #include "gemm/gemm.h"
 #include "gemm/gemm_heuristic.h"
@@ -286,7 +286,7 @@ static loom_result_t gemm_default(const grun_t *g, const void *a, const void *b,
   const cudaDataType_t t = d->ab_type == LOOM_FP16 ? CUDA_R_16F : CUDA_R_16BF;
   const cudaDataType_t ct = d->c_type == LOOM_FP32 ? CUDA_R_32F : d->c_type == LOOM_FP16 ? CUDA_R_16F : CUDA_R_16BF;
   const float alpha = 1.0f, beta = 0.0f;
-  /* column-major view: C^T [n, m] = B^T A^T (as core/baseline_gemm.c) */
+  /* column-major view: C^T [n, m] = B^T A^T (as src/baseline/baseline_gemm.c) */
   const int nk = d->b_layout == LOOM_B_NK;
   if (cublasSetStream(g->h, s) != CUBLAS_STATUS_SUCCESS)
     return loom__fail(LOOM_ERR_CUDA, "loom-bench gemm: cublasSetStream failed");

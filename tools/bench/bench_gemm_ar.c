@@ -36,7 +36,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "core/baseline.h"
+#include "baseline/baseline.h"
 #include "core/error.h"
 #include "core/pointwise.h"
 #include "ref/ref.h"

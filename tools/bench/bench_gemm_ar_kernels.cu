@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "core/pointwise.h"
-#include "ops/coll_device.cuh"
+#include "ops/common/coll_device.cuh"
 
 template <int T>
 __global__ void __launch_bounds__(256) loom_bench_pointwise_kernel(const char *x, char *y, int64_t nvec,

@@ -44,7 +44,7 @@
 
 #include "bench.h"
 #include "core/error.h"
-#include "ops/optim.h"
+#include "ops/optim/optim.h"
 
 #define OPT_SEED 0x6f707469ull
 #define MAX_SETS 8

@@ -33,12 +33,12 @@
 #include <string.h>
 
 #include "bench.h"
-#include "core/baseline.h"
+#include "baseline/baseline.h"
 #include "core/error.h"
 #include "gemm/gemm.h"
 #include "core/plan.h"
-#include "ops/tp_linear.h"
-#include "ops/tp_schedule.h"
+#include "ops/tp/tp_linear.h"
+#include "ops/tp/tp_schedule.h"
 
 #define TP_SEED 0x74706c6eull
 

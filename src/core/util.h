@@ -1,0 +1,40 @@
+/*
+ * util.h - the small helpers every layer uses.
+ *
+ *   LOOM_HD            a function usable from host C and device code (the
+ *                      pure schedule headers: host-tested at any world size)
+ *   loom_ceil_div      ceil(a / b), host and device
+ *   loom__align256     a size rounded up to 256 bytes (device sub-allocations)
+ *   loom__dtype_known  LOOM_FP32, LOOM_FP16 or LOOM_BF16
+ */
+#ifndef LOOM_CORE_UTIL_H
+#define LOOM_CORE_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loom.h"
+
+#ifdef __CUDACC__
+#define LOOM_HD static __host__ __device__ __forceinline__
+#else
+#define LOOM_HD static inline
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ceil(a / b) for a >= 0, b > 0. */
+LOOM_HD int64_t loom_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* x rounded up to a multiple of 256. */
+static inline size_t loom__align256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+/* 1 for the element types loom's ops take (LOOM_FP32, LOOM_FP16, LOOM_BF16). */
+static inline int loom__dtype_known(loom_dtype_t t) { return t == LOOM_FP32 || t == LOOM_FP16 || t == LOOM_BF16; }
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_CORE_UTIL_H */

@@ -1,0 +1,484 @@
+/*
+ * coll.c - loom's collectives with a fused epilogue: plans
+ * (loom_plan_allreduce, loom_plan_reduce_scatter, loom_plan_all_gather), their
+ * info, and the calls (loom_allreduce, loom_reduce_scatter, loom_all_gather).
+ * The protocol is in coll.h, ownership and orders in coll_schedule.h, the
+ * kernel in coll_kernels.cu.
+ *
+ * A call: check the plan, the comm's error state and every pointer (each by
+ * name and value: `in` must be loom_malloc memory, the others device memory
+ * of this GPU of the sizes the call touches), turn the epilogue into the
+ * kernel's loom_pointwise_t, look up every rank's address of `in`, launch
+ * the one kernel, record the plan's `done` event.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/util.h"
+#include "core/handle.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/plan.h"
+#include "core/pointwise.h"
+#include "core/ptr_check.h"
+#include "ops/coll/coll.h"
+#include "ops/coll/coll_schedule.h"
+
+__attribute__((constructor)) static void loom__coll_wait_sites(void) {
+  loom__wait_site_register(LOOM_SITE_COLL_ARRIVED, "collective: a peer's input readable (its call started)");
+  loom__wait_site_register(LOOM_SITE_COLL_REDUCED, "AllReduce two-shot: a peer's reduced chunk");
+  loom__wait_site_register(LOOM_SITE_COLL_DONE, "collective: a peer still reading this rank's buffers");
+  loom__wait_site_register(LOOM_SITE_COLL_LL, "AllReduce LL: a peer's pushed words (signal = the line)");
+  loom__wait_site_register(LOOM_SITE_COLL_PUSH, "AllReduce PUSH: a peer's chunk stored into this rank (signal = the chunk)");
+}
+
+static const char *kind_op(int k) { return k == LOOM__COLL_AR ? "allreduce" : k == LOOM__COLL_RS ? "reduce_scatter" : "all_gather"; }
+
+const char *loom__coll_algo_name(loom_coll_algo_t a) {
+  switch (a) {
+    case LOOM_COLL_AUTO: return "LOOM_COLL_AUTO";
+    case LOOM_COLL_ONE_SHOT: return "LOOM_COLL_ONE_SHOT";
+    case LOOM_COLL_TWO_SHOT: return "LOOM_COLL_TWO_SHOT";
+    case LOOM_COLL_LL: return "LOOM_COLL_LL";
+    case LOOM_COLL_PUSH: return "LOOM_COLL_PUSH";
+  }
+  return "unknown";
+}
+
+loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int sm_count,
+                                    const loom_coll_thresholds_t *th, const loom_coll_desc_t *d,
+                                    loom_coll_algo_t *algo) {
+  if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL must point to a loom_coll_desc_t", fn);
+  if (d->struct_size != sizeof(loom_coll_desc_t))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->struct_size=%zu, expected %zu (initialise with LOOM_COLL_DESC_INIT; header and "
+                      "library differ?)",
+                      fn, d->struct_size, sizeof(loom_coll_desc_t));
+  if (d->world_size != comm_size)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->world_size=%d differs from the comm's size %d", fn,
+                      d->world_size, comm_size);
+  if (comm_size > LOOM_COLL_MAX_PEERS)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the comm has %d ranks; loom's collectives take at most %d", fn,
+                      comm_size, LOOM_COLL_MAX_PEERS);
+  if (d->count < 1) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->count=%lld must be >= 1", fn, (long long)d->count);
+  if (!loom__dtype_known(d->dtype))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->dtype=%d is unknown: must be LOOM_FP32, LOOM_FP16 or LOOM_BF16",
+                      fn, (int)d->dtype);
+  if (!loom__dtype_known(d->out_type))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->out_type=%d is unknown: must be LOOM_FP32, LOOM_FP16 or LOOM_BF16", fn, (int)d->out_type);
+  if ((uint64_t)d->count > ((uint64_t)1 << 40))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->count=%lld is above 2^40 elements", fn, (long long)d->count);
+  if (d->cols < 0 || (d->cols > 0 && d->count % d->cols != 0))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->cols=%lld must be 0 (a flat vector) or divide desc->count=%lld (rows of cols)", fn,
+                      (long long)d->cols, (long long)d->count);
+  if (d->norm < LOOM_NORM_NONE || d->norm > LOOM_NORM_LAYER)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->norm=%d is unknown: must be LOOM_NORM_NONE, LOOM_NORM_RMS or LOOM_NORM_LAYER", fn,
+                      (int)d->norm);
+  if (d->norm != LOOM_NORM_NONE) {
+    if (kind == LOOM__COLL_AG)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->norm=%d: an AllGather has no epilogue (LOOM_NORM_NONE)",
+                        fn, (int)d->norm);
+    if (d->cols == 0)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->norm=%d needs rows: set desc->cols (the row length)", fn,
+                        (int)d->norm);
+    if (d->cols > LOOM_COLL_MAX_COLS)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->cols=%lld: a row-wise norm takes rows of at most %d", fn,
+                        (long long)d->cols, LOOM_COLL_MAX_COLS);
+    if (!(d->norm_eps > 0.f) || !isfinite(d->norm_eps))
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->norm_eps=%g must be finite and > 0", fn,
+                        (double)d->norm_eps);
+  }
+  if (kind == LOOM__COLL_AG && d->out_type != d->dtype)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->out_type=%d differs from desc->dtype=%d: an AllGather copies, it does not convert", fn,
+                      (int)d->out_type, (int)d->dtype);
+  if (d->algo < LOOM_COLL_AUTO || d->algo > LOOM_COLL_PUSH)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->algo=%d is unknown: must be LOOM_COLL_AUTO, _ONE_SHOT, _TWO_SHOT, _LL or _PUSH", fn,
+                      (int)d->algo);
+  if (kind != LOOM__COLL_AR && d->algo != LOOM_COLL_AUTO)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->algo=%s applies to loom_plan_allreduce only (use LOOM_COLL_AUTO)",
+                      fn, loom__coll_algo_name(d->algo));
+  if (d->blocks < 0 || (sm_count > 0 && d->blocks > sm_count))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->blocks=%d must be 0 (chosen by size) or 1 .. %d (the SMs: every block waits on peers, so "
+                      "all must be resident)",
+                      fn, d->blocks, sm_count);
+  /* LL: a row-wise norm's rows are whole groups of 8 (a block's rows are its own) */
+  const int ll_ok = d->norm == LOOM_NORM_NONE || d->cols % LOOM_COLL_VEC == 0;
+  if (d->algo == LOOM_COLL_LL && !ll_ok)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->algo=LOOM_COLL_LL with desc->norm=%d needs desc->cols a multiple of 8 (cols=%lld); "
+                      "use LOOM_COLL_ONE_SHOT or LOOM_COLL_AUTO",
+                      fn, (int)d->norm, (long long)d->cols);
+  loom_coll_algo_t a = LOOM_COLL_AUTO;
+  if (kind == LOOM__COLL_AR) {
+    const uint64_t bytes = (uint64_t)d->count * loom_dtype_size(d->dtype);
+    a = d->algo;
+    if (a == LOOM_COLL_AUTO) {
+      const int pick = loom_coll_auto_algo((int64_t)bytes, comm_size, ll_ok, th);
+      a = pick == 1 ? LOOM_COLL_LL : pick == 2 ? LOOM_COLL_PUSH : pick == 3 ? LOOM_COLL_ONE_SHOT : LOOM_COLL_TWO_SHOT;
+    }
+  }
+  *algo = a;
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t coll_state(loom_plan_t plan, const char *fn, int kind, loom_coll_state_t **st) {
+  LOOM_TRY(loom__check_plan(plan, fn));
+  if (!plan->op_state || !plan->op || strcmp(plan->op, kind_op(kind)) != 0 || plan->destroy_op == NULL ||
+      ((loom_coll_state_t *)plan->op_state)->kind != (loom__coll_kind_t)kind)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a%s %s plan, not a%s %s plan", fn, (void *)plan,
+                      plan->op && plan->op[0] == 'a' ? "n" : "", plan->op ? plan->op : "(unknown)",
+                      kind == LOOM__COLL_RS ? "" : "n", kind_op(kind));
+  *st = (loom_coll_state_t *)plan->op_state;
+  return LOOM_SUCCESS;
+}
+
+static void coll_destroy(loom_plan_t plan) {
+  loom_coll_state_t *st = (loom_coll_state_t *)plan->op_state;
+  if (!st) return;
+  if (st->done) {
+    cudaError_t e = cudaEventSynchronize(st->done);
+    if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (%s): waiting for the last call: %s", plan->op, cudaGetErrorString(e));
+    (void)cudaEventDestroy(st->done);
+  }
+  if (st->staging) (void)loom__comm_free(plan->comm, st->staging);
+  free(st);
+  plan->op_state = NULL;
+}
+
+static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, int kind, loom_plan_t *out) {
+  const char *fn = kind == LOOM__COLL_AR ? "loom_plan_allreduce"
+                   : kind == LOOM__COLL_RS ? "loom_plan_reduce_scatter"
+                                           : "loom_plan_all_gather";
+  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
+  *out = NULL;
+  LOOM_TRY(loom__comm_check(comm, fn));
+  const size_t threshold = (size_t)loom__param_ALLREDUCE_ONE_SHOT_BYTES();
+  const loom_coll_thresholds_t th = {loom__param_ALLREDUCE_LL_BYTES(), loom__param_ALLREDUCE_PUSH_BYTES(),
+                                     (int64_t)threshold};
+  loom_coll_algo_t algo = LOOM_COLL_AUTO;
+  const loom_result_t rc = loom__coll_check_desc(fn, kind, comm->size, comm->sm_count, &th, desc, &algo);
+  if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
+  if (!comm->detached && !comm->ws_all_reachable)
+    return loom__comm_refuse(comm, fn,
+                             loom__fail(LOOM_ERR_UNSUPPORTED,
+                                        "%s: not every rank is load/store reachable from rank %d (loom's collectives "
+                                        "need one NVLink domain; use NCCL across nodes)",
+                                        fn, comm->rank));
+  if (comm->detached)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the description is valid; a test comm without a GPU cannot hold a plan",
+                      fn);
+
+  loom_coll_state_t *st = (loom_coll_state_t *)calloc(1, sizeof *st);
+  if (!st)
+    return loom__comm_refuse(comm, fn,
+                             loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn));
+  st->kind = (loom__coll_kind_t)kind;
+  st->desc = *desc;
+  st->algo = algo;
+  st->kk = kind == LOOM__COLL_RS   ? LOOM__CK_RS
+           : kind == LOOM__COLL_AG ? LOOM__CK_AG
+           : algo == LOOM_COLL_ONE_SHOT ? LOOM__CK_ONE_SHOT
+           : algo == LOOM_COLL_LL       ? LOOM__CK_LL
+           : algo == LOOM_COLL_PUSH     ? LOOM__CK_PUSH
+                                        : LOOM__CK_TWO_SHOT;
+  st->rank = comm->rank;
+  st->world = comm->size;
+  st->one_shot_max = threshold;
+  const int W = st->world;
+  const int64_t count = desc->count;
+  const size_t es_in = loom_dtype_size(desc->dtype), es_out = loom_dtype_size(desc->out_type);
+  st->unit = loom_coll_unit(desc->cols);
+  st->slice = loom_coll_slice_elems(count, W, st->unit);
+  loom_coll_slice(count, W, st->rank, st->unit, &st->my_begin, &st->my_len);
+  /* the reduction's span per rank: the whole vector (one-shot) or a slice */
+  const int64_t span = st->kk == LOOM__CK_ONE_SHOT || st->kk == LOOM__CK_PUSH ? count : st->slice;
+  const size_t es_max = es_in > es_out ? es_in : es_out;
+  st->blocks = desc->blocks > 0 ? desc->blocks
+               : st->kk == LOOM__CK_LL
+                   ? loom_coll_ll_grid(count, desc->norm != LOOM_NORM_NONE ? count / desc->cols : 0, LOOM_COLL_THREADS,
+                                       comm->sm_count)
+                   : loom_coll_grid((int64_t)((size_t)span * es_max), comm->sm_count);
+  st->chunk = loom_coll_chunk_elems(span, st->unit, st->blocks, (int64_t)es_max, LOOM_COLL_CHUNK_BYTES);
+  st->nch = loom_coll_chunks(st->slice, st->chunk);
+  st->smem = desc->norm != LOOM_NORM_NONE ? (size_t)desc->cols * sizeof(float) : 0;
+  const uint32_t nsig = LOOM_COLL_SIG_REDUCED + (uint32_t)(st->kk == LOOM__CK_TWO_SHOT ? st->nch : 0);
+
+  /* every rank resolved the same plan, before anything else collective */
+  const int64_t f[15] = {kind, count, desc->dtype, desc->out_type, desc->cols, desc->norm, st->kk, st->unit,
+                         st->slice, st->blocks, st->chunk, st->nch, nsig, desc->world_size, (int64_t)st->smem};
+  uint64_t h = loom__fnv64(LOOM_FNV64_INIT, f, sizeof f);
+  h = loom__fnv64(h, &desc->norm_eps, sizeof desc->norm_eps);
+  loom_plan_t plan = NULL;
+  loom_result_t r = loom__plan_create(comm, fn, kind_op(kind), nsig, 0, h,
+                                      "every rank must pass the same loom_coll_desc_t (count, dtypes, cols, norm, "
+                                      "algo, blocks) and the same LOOM_ALLREDUCE_LL_BYTES, _PUSH_BYTES and _ONE_SHOT_BYTES",
+                                      &plan);
+  if (r != LOOM_SUCCESS) {
+    free(st);
+    return r;
+  }
+  plan->op_state = st;
+  plan->destroy_op = coll_destroy;
+  /* staging: two-shot, each rank's reduced slice (peers fetch it); one-shot,
+   * the result of an in-place call until the peers are done reading `in`;
+   * LL, the lines the peers push (coll_schedule.h) */
+  if (st->kk == LOOM__CK_TWO_SHOT || st->kk == LOOM__CK_ONE_SHOT)
+    st->staging_bytes = (size_t)(st->kk == LOOM__CK_TWO_SHOT ? st->slice : count) * es_out;
+  if (st->kk == LOOM__CK_LL) st->staging_bytes = (size_t)loom_coll_ll_bytes(count, (int64_t)es_in, W);
+  if (st->kk == LOOM__CK_PUSH)
+    st->staging_bytes = (size_t)loom_coll_push_bytes(count, (int64_t)es_in, W, loom_coll_chunks(count, st->chunk));
+  const int pushed = (st->kk == LOOM__CK_LL || st->kk == LOOM__CK_PUSH) && W > 1;
+  if (st->staging_bytes) r = loom__comm_malloc(comm, st->staging_bytes, &st->staging);
+  if (pushed) {
+    /* the flags are epochs of this plan, which start again at 1: flags left
+     * by an earlier plan in the same memory must not pass for them, so
+     * every rank zeroes its buffer before any rank's first call pushes (the
+     * agreement below is the fence; it also tells every rank if one failed) */
+    if (r == LOOM_SUCCESS) {
+      cudaError_t e = cudaMemsetAsync(st->staging, 0, st->staging_bytes, comm->stream);
+      if (e != cudaSuccess) r = loom__cuda_fail((int)e, "zeroing the LL / PUSH buffer", __FILE__, __LINE__);
+    }
+    const loom_result_t ra = loom__comm_agree(comm, fn, 0, r != LOOM_SUCCESS, "");
+    if (r == LOOM_SUCCESS) r = ra;
+  }
+  if (r == LOOM_SUCCESS && (st->kk == LOOM__CK_TWO_SHOT || pushed)) {
+    char *peer[LOOM_COLL_MAX_PEERS];
+    r = loom__peer_addresses(fn, "staging", comm, st->staging, st->staging_bytes, "the plan's own buffer", peer);
+    for (int p = 0; r == LOOM_SUCCESS && p < W; ++p) st->stg_peer[p] = peer[p];
+  }
+  if (r == LOOM_SUCCESS) {
+    cudaError_t e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
+    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaEventCreateWithFlags", __FILE__, __LINE__);
+  }
+  if (r == LOOM_SUCCESS) r = loom__coll_prepare((int)desc->dtype, (int)desc->out_type, (int)st->kk, st->smem);
+  if (r != LOOM_SUCCESS) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", loom_last_error());
+    (void)loom_plan_destroy(plan);
+    return loom__fail(r, "%s", msg);
+  }
+  LOOM_INFO("%s: count=%lld cols=%lld W=%d: %s, S=%lld, chunk=%lld (%lld per slice), blocks=%d", fn, (long long)count,
+            (long long)desc->cols, W, kind == LOOM__COLL_AR ? loom__coll_algo_name(algo) : kind_op(kind),
+            (long long)st->slice, (long long)st->chunk, (long long)st->nch, st->blocks);
+  *out = plan;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_plan_allreduce(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out) {
+  return coll_plan(comm, desc, LOOM__COLL_AR, out);
+}
+loom_result_t loom_plan_reduce_scatter(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out) {
+  return coll_plan(comm, desc, LOOM__COLL_RS, out);
+}
+loom_result_t loom_plan_all_gather(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out) {
+  return coll_plan(comm, desc, LOOM__COLL_AG, out);
+}
+
+loom_result_t loom_coll_plan_info(loom_plan_t plan, loom_coll_plan_info_t *info) {
+  const char *fn = "loom_coll_plan_info";
+  LOOM_TRY(loom__check_plan(plan, fn));
+  if (!plan->op || (strcmp(plan->op, "allreduce") && strcmp(plan->op, "reduce_scatter") && strcmp(plan->op, "all_gather")) ||
+      !plan->op_state)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a %s plan, not a collective's", fn, (void *)plan,
+                      plan->op ? plan->op : "(unknown)");
+  if (!info) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: info=NULL", fn);
+  if (info->struct_size != sizeof *info)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: info->struct_size=%zu, expected %zu (initialise with LOOM_COLL_PLAN_INFO_INIT)", fn,
+                      info->struct_size, sizeof *info);
+  const loom_coll_state_t *st = (const loom_coll_state_t *)plan->op_state;
+  info->algo = st->algo;
+  info->slice_elems = st->slice;
+  info->my_begin = st->my_begin;
+  info->my_len = st->my_len;
+  info->chunk_elems = st->chunk;
+  info->blocks = st->blocks;
+  info->one_shot_max_bytes = st->one_shot_max;
+  info->deterministic = 1;
+  info->symmetric_bytes = st->staging_bytes;
+  info->workspace_bytes = plan->ws_bytes;
+  return LOOM_SUCCESS;
+}
+
+/* [a, a + an) and [b, b + bn) overlap. */
+static int overlaps(const void *a, size_t an, const void *b, size_t bn) {
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return an > 0 && bn > 0 && x < y + bn && y < x + an;
+}
+
+/* The epilogue of an AllReduce / ReduceScatter call: the pointwise part
+ * and the row-wise norm, each pointer by name with the bytes it is read. */
+static loom_result_t check_epilogue(const char *fn, int kind, const loom_coll_desc_t *d,
+                                    int64_t my_begin, size_t out_elems, const loom_epilogue_t *epi,
+                                    const void *norm_w, const void *norm_b, loom_pointwise_t *pw) {
+  const size_t es_out = loom_dtype_size(d->out_type);
+  const int64_t pcols = d->cols > 0 ? d->cols : d->count;
+  LOOM_TRY(loom__pointwise_make(fn, epi, d->out_type, pcols, pw));
+  if ((pw->flags & LOOM_PW_BIAS) && d->cols == 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: epilogue->bias=%p needs rows: set desc->cols (the bias has cols elements)", fn, epi->bias);
+  if (pw->flags & LOOM_PW_BIAS)
+    LOOM_TRY(loom__check_device_ptr(fn, "epilogue->bias", epi->bias, (size_t)d->cols * es_out));
+  if (pw->flags & LOOM_PW_RESIDUAL) {
+    if (out_elems > 0) LOOM_TRY(loom__check_device_ptr(fn, "epilogue->residual", epi->residual, out_elems * es_out));
+    /* element i reads residual[i]: rebased for a slice-sized residual */
+    if (kind == LOOM__COLL_RS) pw->residual = (const char *)epi->residual - (ptrdiff_t)((size_t)my_begin * es_out);
+  }
+  if (d->norm == LOOM_NORM_NONE) {
+    if (norm_w || norm_b)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: norm_weight=%p / norm_bias=%p given but desc->norm is LOOM_NORM_NONE",
+                        fn, norm_w, norm_b);
+    return LOOM_SUCCESS;
+  }
+  if (!norm_w)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: norm_weight=NULL: desc->norm=%d needs [cols=%lld] weights", fn,
+                      (int)d->norm, (long long)d->cols);
+  LOOM_TRY(loom__check_device_ptr(fn, "norm_weight", norm_w, (size_t)d->cols * es_out));
+  if (norm_b && d->norm != LOOM_NORM_LAYER)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: norm_bias=%p: only LOOM_NORM_LAYER takes a bias", fn, norm_b);
+  if (norm_b) LOOM_TRY(loom__check_device_ptr(fn, "norm_bias", norm_b, (size_t)d->cols * es_out));
+  return LOOM_SUCCESS;
+}
+
+/* in and out of a call: NULL, alignment, memory and its size, the symmetric
+ * `in`, and the one overlap each op allows (in place). */
+static loom_result_t check_in_out(const char *fn, int kind, loom_comm_t comm, const loom_coll_desc_t *d,
+                                  int64_t my_begin, int64_t my_len, int64_t slice, const void *in, void *out,
+                                  int *in_place) {
+  const size_t es_in = loom_dtype_size(d->dtype), es_out = loom_dtype_size(d->out_type);
+  const int64_t count = d->count;
+  const size_t in_elems = kind == LOOM__COLL_AG ? (size_t)my_len : (size_t)count;
+  const size_t out_elems = kind == LOOM__COLL_RS ? (size_t)my_len : (size_t)count;
+  const size_t in_bytes = in_elems * es_in, out_bytes = out_elems * es_out;
+  /* `in` is needed even where this rank's slice is empty (AllGather): its
+   * offset names every peer's `in` */
+  if (!in) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: in=NULL must point into loom_malloc memory", fn);
+  const char *in_c = (const char *)in, *out_c = (const char *)out;
+  const int same_type = d->dtype == d->out_type;
+  /* in place, each op its own way; the shifted one's pointer is aligned
+   * or not as its slice begin falls (the kernel addresses the other) */
+  const int ag_ip = kind == LOOM__COLL_AG && out && in_c == out_c + (size_t)my_begin * es_out;
+  const int rs_ip = kind == LOOM__COLL_RS && out && my_len > 0 && out_c == in_c + (size_t)my_begin * es_in && same_type;
+  const int ar_ip = kind == LOOM__COLL_AR && in == out && same_type;
+  *in_place = ag_ip || rs_ip || ar_ip;
+  if (!ag_ip && (uintptr_t)in % 16 != 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: in=%p is not 16-byte aligned", fn, in);
+  if (out_elems > 0) {
+    if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL (%zu elements on rank %d)", fn, out_elems, comm->rank);
+    const loom_buf_t o = {"out", out, out_bytes, rs_ip ? 0u : LOOM_BUF_ALIGN16, NULL};
+    LOOM_TRY(loom__check_buf(fn, comm, &o));
+  }
+  /* `in`: symmetric (peers load it); AllGather: every rank's slice at the
+   * same offset of its `in` (room for the largest slice), or, in place, at
+   * its begin in every rank's `out` (then out is symmetric) */
+  const loom_buf_t sym = ag_ip ? (loom_buf_t){"out", out, out_bytes, LOOM_BUF_SYMMETRIC,
+                                              "an in-place AllGather's peers load from it: allocate it with loom_malloc"}
+                               : (loom_buf_t){"in", in,
+                                              kind == LOOM__COLL_AG ? (size_t)(slice < count ? slice : count) * es_in
+                                                                    : in_bytes,
+                                              LOOM_BUF_SYMMETRIC,
+                                              "peers load from it: allocate it with loom_malloc (same offset on every "
+                                              "rank)"};
+  LOOM_TRY(loom__check_buf(fn, comm, &sym));
+  if (*in_place || !overlaps(in, in_bytes, out, out_bytes)) return LOOM_SUCCESS;
+  if (kind == LOOM__COLL_AR)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: in=%p and out=%p overlap without being equal (in place needs out == in and out_type == dtype)",
+                      fn, in, out);
+  if (kind == LOOM__COLL_RS)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: in=%p and out=%p overlap; in place needs out == in + this rank's slice begin (%lld elements) "
+                      "and out_type == dtype",
+                      fn, in, out, (long long)my_begin);
+  return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                    "%s: in=%p and out=%p overlap; in place needs in == out + this rank's slice begin (%lld elements)",
+                    fn, in, out, (long long)my_begin);
+}
+
+loom_result_t loom__coll_check_call(const char *fn, int kind, loom_comm_t comm, const loom_coll_desc_t *d,
+                                    const void *in, void *out, const loom_epilogue_t *epi, const void *norm_w,
+                                    const void *norm_b, int *in_place, loom_pointwise_t *pw) {
+  const int64_t unit = loom_coll_unit(d->cols), slice = loom_coll_slice_elems(d->count, comm->size, unit);
+  int64_t my_begin, my_len;
+  loom_coll_slice(d->count, comm->size, comm->rank, unit, &my_begin, &my_len);
+  LOOM_TRY(check_in_out(fn, kind, comm, d, my_begin, my_len, slice, in, out, in_place));
+  memset(pw, 0, sizeof *pw);
+  if (kind == LOOM__COLL_AG) return LOOM_SUCCESS;
+  const size_t out_elems = kind == LOOM__COLL_RS ? (size_t)my_len : (size_t)d->count;
+  return check_epilogue(fn, kind, d, my_begin, out_elems, epi, norm_w, norm_b, pw);
+}
+
+/* The call: checks, the peers' addresses of `in`, the kernel. */
+static loom_result_t coll_call(loom_plan_t plan, int kind, const char *fn, const void *in, void *out,
+                               const loom_epilogue_t *epi, const void *norm_w, const void *norm_b, cudaStream_t stream) {
+  loom_coll_state_t *st = NULL;
+  LOOM_TRY(coll_state(plan, fn, kind, &st));
+  LOOM_TRY(loom__comm_check(plan->comm, fn));
+  loom_comm_t comm = plan->comm;
+  const loom_coll_desc_t *d = &st->desc;
+  const size_t es_out = loom_dtype_size(d->out_type);
+  loom_coll_args_t a;
+  memset(&a, 0, sizeof a);
+  LOOM_TRY(loom__coll_check_call(fn, kind, comm, d, in, out, epi, norm_w, norm_b, &a.in_place, &a.pw));
+  /* every rank's `in` (AllGather in place: its slice of `out`) as this rank's kernel addresses it */
+  char *peer[LOOM_COLL_MAX_PEERS];
+  const int ag_ip = kind == LOOM__COLL_AG && a.in_place;
+  LOOM_TRY(loom__peer_addresses(fn, ag_ip ? "out" : "in", comm, ag_ip ? (const void *)out : in, 1, "", peer));
+  for (int p = 0; p < st->world; ++p) {
+    int64_t qb = 0, ql;
+    if (ag_ip) loom_coll_slice(d->count, st->world, p, st->unit, &qb, &ql);
+    a.src[p] = peer[p] + (size_t)qb * es_out;
+  }
+  a.dc = loom__comm_dev(comm);
+  a.epoch_off = plan->epoch_offset;
+  a.sig_off = plan->signals_offset;
+  a.kind = (int)st->kk;
+  a.in_type = (int)d->dtype;
+  a.out_type = (int)d->out_type;
+  a.count = d->count;
+  a.cols = d->cols;
+  a.unit = st->unit;
+  a.chunk = st->chunk;
+  a.nch = st->nch;
+  a.norm = (int)d->norm;
+  a.eps = d->norm_eps;
+  a.norm_w = norm_w;
+  a.norm_b = norm_b;
+  for (int p = 0; p < st->world; ++p) a.stg[p] = st->stg_peer[p];
+  a.stg_own = (char *)st->staging;
+  /* ReduceScatter in place: the kernel stores element i at in[i] (out is
+   * in + this rank's slice begin, aligned or not) */
+  a.out = kind == LOOM__COLL_RS && a.in_place ? (char *)in : (char *)out;
+  (void)loom__plan_next_epoch(plan);
+  LOOM_TRY(loom__coll_launch(&a, st->blocks, st->smem, stream));
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
+  LOOM_CUDA(cudaEventRecordWithFlags(st->done, stream,
+                                     cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_allreduce(loom_plan_t plan, const void *in, void *out, const loom_epilogue_t *epi,
+                             const void *norm_weight, const void *norm_bias, cudaStream_t stream) {
+  return coll_call(plan, LOOM__COLL_AR, "loom_allreduce", in, out, epi, norm_weight, norm_bias, stream);
+}
+
+loom_result_t loom_reduce_scatter(loom_plan_t plan, const void *in, void *out, const loom_epilogue_t *epi,
+                                  const void *norm_weight, const void *norm_bias, cudaStream_t stream) {
+  return coll_call(plan, LOOM__COLL_RS, "loom_reduce_scatter", in, out, epi, norm_weight, norm_bias, stream);
+}
+
+loom_result_t loom_all_gather(loom_plan_t plan, const void *in, void *out, cudaStream_t stream) {
+  return coll_call(plan, LOOM__COLL_AG, "loom_all_gather", in, out, NULL, NULL, NULL, stream);
+}

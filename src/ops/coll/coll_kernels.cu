@@ -1,0 +1,399 @@
+/*
+ * coll_kernels.cu - the kernels of loom's collectives: loom_coll_kernel
+ * (loom_allreduce one-shot and two-shot, loom_reduce_scatter,
+ * loom_all_gather; composed of the building blocks of coll_device.cuh in the
+ * steps that coll.h lists: arrival, staging free, reduction with the
+ * epilogue, gather, done, hand-back), loom_coll_ll_kernel (loom_allreduce
+ * LL: push with flags, reduce as the lines arrive) and loom_coll_push_kernel
+ * (loom_allreduce PUSH: store chunks into the peers, a flag each, reduce
+ * from local memory). One kernel per call,
+ * instantiated for every (input, output) dtype pair; reached through
+ * loom__coll_launch. Any architecture >= sm_80.
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "ops/coll/coll.h"
+#include "ops/common/coll_device.cuh"
+#include "ops/coll/coll_schedule.h"
+
+/* The chunks of the reduction step: the whole vector (one-shot) or this
+ * rank's slice; block b takes items b, b + G, ... */
+static __device__ __forceinline__ void loom_coll_reduce_span(const loom_coll_args_t &a, int64_t mb, int64_t ml,
+                                                             int64_t *rb, int64_t *rl) {
+  const int one = a.kind == LOOM__CK_ONE_SHOT;
+  *rb = one ? 0 : mb;
+  *rl = one ? a.count : ml;
+}
+
+template <int TI, int TO>
+__global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __grid_constant__ loom_coll_args_t a) {
+  extern __shared__ float loom_coll_xs[]; /* a row in fp32 (row-wise epilogue) */
+  __shared__ float red[33];
+  const loom_dev_comm_t &dc = a.dc;
+  const int W = dc.size, r = dc.rank;
+  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(dc.ws + a.epoch_off);
+  const uint32_t e = loom_epoch_begin(ep);
+  uint32_t *own = (uint32_t *)(dc.ws + a.sig_off);
+
+  /* 1. this rank's input is readable (the caller's writes to it are
+   *    performed first); every block says so, so no block depends on
+   *    another being scheduled */
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    loom_signal_store_release(own + LOOM_COLL_SIG_ARRIVED, e);
+  }
+  int64_t mb, ml;
+  loom_coll_slice(a.count, W, r, a.unit, &mb, &ml);
+
+  /* 2. reduction with the epilogue, once every rank's call has started (its
+   *    input is ready, and its previous call, the last reader of this rank's
+   *    staging, has completed) */
+  if (a.kind != LOOM__CK_AG) {
+    if (!loom_coll_wait_all(dc, a.sig_off, LOOM_COLL_SIG_ARRIVED, e, LOOM_SITE_COLL_ARRIVED)) return;
+    int64_t rb, rl;
+    loom_coll_reduce_span(a, mb, ml, &rb, &rl);
+    char *d0 = a.out, *d1 = NULL;
+    int64_t o0 = 0, o1 = 0;
+    /* staging only where peers read it (two-shot) or read `in` (one-shot in
+     * place); at W = 1 the result goes straight to out, in place or not */
+    if (a.kind == LOOM__CK_ONE_SHOT && a.in_place && W > 1) d0 = a.stg_own;
+    if (a.kind == LOOM__CK_TWO_SHOT && W > 1) d1 = a.stg_own, o1 = mb;
+    if (a.kind == LOOM__CK_RS && !a.in_place) o0 = mb; /* in place: a.out is `in` itself */
+    const int64_t nch = loom_coll_chunks(rl, a.chunk);
+    for (int64_t q = blockIdx.x; q < nch; q += gridDim.x) {
+      const int64_t j = a.kind == LOOM__CK_ONE_SHOT ? loom_coll_one_shot_chunk(r, W, nch, q) : q;
+      int64_t cb, cl;
+      loom_coll_chunk(rb, rl, a.chunk, j, &cb, &cl);
+      if (a.norm != LOOM_NORM_NONE) {
+        for (int64_t row = cb / a.cols; row < (cb + cl) / a.cols; ++row)
+          loom_coll_reduce_row<TI, TO>(a.src, W, row, a.cols, a.pw, a.norm, a.eps, a.norm_w, a.norm_b, loom_coll_xs,
+                                       red, d0, o0, d1, o1);
+      } else {
+        loom_coll_reduce_range<TI, TO>(a.src, W, cb, cl, d0, o0, d1, o1, a.pw);
+      }
+      if (a.kind == LOOM__CK_TWO_SHOT) loom_coll_signal_own(dc, a.sig_off, LOOM_COLL_SIG_REDUCED + (uint32_t)j, e);
+    }
+  }
+
+  /* 3. gather: the peers' slices, peer by peer in rank-shifted order */
+  if (a.kind == LOOM__CK_TWO_SHOT || a.kind == LOOM__CK_AG) {
+    const int steps = a.kind == LOOM__CK_AG ? W : W - 1;
+    const int64_t items = (int64_t)steps * a.nch;
+    for (int64_t t = blockIdx.x; t < items; t += gridDim.x) {
+      int32_t i;
+      int64_t j;
+      loom_coll_gather_item(t, a.nch, &i, &j);
+      const int q = loom_coll_peer_at(r, W, i);
+      int64_t qb, ql, cb, cl;
+      loom_coll_slice(a.count, W, q, a.unit, &qb, &ql);
+      loom_coll_chunk(qb, ql, a.chunk, j, &cb, &cl);
+      if (cl == 0) continue;
+      if (a.kind == LOOM__CK_AG) {
+        if (q == r) {
+          if (!a.in_place) loom_coll_copy_range<TO == LOOM_FP32 ? 4 : 2>(a.src[r], qb, a.out, 0, cb, cl);
+          continue;
+        }
+        if (!loom_coll_wait_one(dc, q, a.sig_off, LOOM_COLL_SIG_ARRIVED, e, LOOM_SITE_COLL_ARRIVED)) return;
+        loom_coll_copy_range<TO == LOOM_FP32 ? 4 : 2>(a.src[q], qb, a.out, 0, cb, cl);
+      } else {
+        if (!loom_coll_wait_one(dc, q, a.sig_off, LOOM_COLL_SIG_REDUCED + (uint32_t)j, e, LOOM_SITE_COLL_REDUCED))
+          return;
+        loom_coll_copy_range<TO == LOOM_FP32 ? 4 : 2>(a.stg[q], qb, a.out, 0, cb, cl);
+      }
+    }
+  }
+
+  /* 4. the last block: this rank is done reading every peer's buffers (and,
+   *    one-shot in place, its staging stores are performed) */
+  __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    if (loom_last_arrival(&ep->blocks_done, gridDim.x)) {
+      loom_signal_store_release(own + LOOM_COLL_SIG_DONE, e);
+      *(volatile uint32_t *)&ep->epoch = e;
+    }
+  }
+
+  /* 5. peers read this rank's `in` until they are done: the call completes after that */
+  if (a.kind != LOOM__CK_TWO_SHOT) {
+    if (!loom_coll_wait_all(dc, a.sig_off, LOOM_COLL_SIG_DONE, e, LOOM_SITE_COLL_DONE)) return;
+    if (a.kind == LOOM__CK_ONE_SHOT && a.in_place && W > 1) {
+      const int64_t nch = loom_coll_chunks(a.count, a.chunk);
+      for (int64_t q = blockIdx.x; q < nch; q += gridDim.x) {
+        int64_t cb, cl;
+        loom_coll_chunk(0, a.count, a.chunk, loom_coll_one_shot_chunk(r, W, nch, q), &cb, &cl);
+        /* this block's own stores of step 2: visible to it without a fence */
+        loom_coll_copy_range<TO == LOOM_FP32 ? 4 : 2>(a.stg_own, 0, a.out, 0, cb, cl);
+      }
+    }
+  }
+}
+
+/* The end of a block of the LL and PUSH kernels: where every wait of the
+ * block was met, the last block of the grid publishes the epoch. */
+static __device__ __forceinline__ void loom_coll_block_end(loom_dev_epoch_t *ep, uint32_t e, int good) {
+  if (__syncthreads_and(good) && threadIdx.x == 0) {
+    __threadfence();
+    loom_epoch_block_done(ep, e);
+  }
+}
+
+/* ---- LL: push with flags, reduce what arrives (coll_schedule.h) ---------- */
+
+/* The 2 x size words of group g (elements 8g .. 8g+7) of `in` (count
+ * elements of TI; the missing elements of a short last group are zeros). */
+template <int TI>
+static __device__ __forceinline__ void loom_ll_group_words(const char *in, int64_t count, int64_t g, uint32_t *w) {
+  const int64_t i0 = g * LOOM_COLL_VEC;
+  if (i0 + LOOM_COLL_VEC <= count) {
+    loom_coll_words8<TI>(in, i0, w);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < 8; ++k) w[k] = 0u;
+  for (int64_t i = i0; i < count; ++i) {
+    const int k = (int)(i - i0);
+    if (TI == LOOM_FP32) w[k] = __ldcg((const unsigned int *)in + i);
+    else w[k >> 1] |= (uint32_t)__ldcg((const unsigned short *)in + i) << (16 * (k & 1));
+  }
+}
+
+/* Group g of this rank's input, pushed to every peer's slot (peers in
+ * rank-shifted order, so the ranks do not all write one peer first). */
+template <int TI>
+static __device__ __forceinline__ void loom_ll_push_group(const loom_coll_args_t &a, int64_t g, int64_t slot_lines,
+                                                          uint32_t e) {
+  constexpr int NL = TI == LOOM_FP32 ? 8 : 4; /* loom_coll_ll_group_lines */
+  const int W = a.dc.size, r = a.dc.rank;
+  uint32_t w[8];
+  loom_ll_group_words<TI>(a.src[r], a.count, g, w);
+  for (int i = 1; i < W; ++i) {
+    const int q = (r + i) % W;
+    uint64_t *d = (uint64_t *)a.stg[q] + loom_coll_ll_line0(e, loom_coll_push_slot(r, q, W), W, slot_lines) + g * NL;
+#pragma unroll
+    for (int k = 0; k < NL; k += 2) loom_ll_store2(d + k, w[k], w[k + 1], e);
+  }
+}
+
+/* acc[0..7] = the sum over ranks s = 0 .. W-1 (in that order, fp32) of group
+ * g: this rank's from its input, the peers' from their lines in this rank's
+ * buffer once they carry the epoch. 0 if a wait expired. */
+template <int TI>
+static __device__ __forceinline__ int loom_ll_reduce_group(const loom_coll_args_t &a, int64_t g, int64_t slot_lines,
+                                                           uint32_t e, float *acc) {
+  constexpr int NL = TI == LOOM_FP32 ? 8 : 4;
+  const int W = a.dc.size, r = a.dc.rank;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) acc[k] = 0.f;
+  for (int s = 0; s < W; ++s) {
+    uint32_t w[8];
+    if (s == r) {
+      loom_ll_group_words<TI>(a.src[r], a.count, g, w);
+    } else {
+      const uint64_t *l =
+          (const uint64_t *)a.stg_own + loom_coll_ll_line0(e, loom_coll_push_slot(s, r, W), W, slot_lines) + g * NL;
+#pragma unroll
+      for (int k = 0; k < NL; k += 2)
+        if (!loom_ll_wait2(a.dc, l + k, e, w + k, s, (uint32_t)(g * NL + k), LOOM_SITE_COLL_LL)) return 0;
+    }
+    float x[8];
+    loom_coll_unpack8<TI>(w, x);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) acc[k] += x[k];
+  }
+  return 1;
+}
+
+/* AllReduce LL: every thread pushes its groups (flat: group g of thread
+ * b x blockDim + t, strided by the grid; rows: block b's rows), then reduces
+ * them as the peers' lines arrive and applies the epilogue (rows: in shared
+ * memory, then the norm). Nothing waits on a peer except the lines
+ * themselves; the plan's epoch advances when the last block is done. */
+template <int TI, int TO>
+__global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_ll_kernel(const __grid_constant__ loom_coll_args_t a) {
+  extern __shared__ float loom_coll_xs[];
+  __shared__ float red[33];
+  const int W = a.dc.size;
+  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(a.dc.ws + a.epoch_off);
+  const uint32_t e = loom_epoch_begin(ep);
+  const int64_t groups = loom_ceil_div(a.count, LOOM_COLL_VEC);
+  const int64_t slot_lines = loom_coll_ll_slot_lines(a.count, TI == LOOM_FP32 ? 4 : 2);
+  const loom_pointwise_t &pw = a.pw;
+  int good = 1;
+  if (a.norm == LOOM_NORM_NONE) {
+    const int64_t g0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
+    if (W > 1)
+      for (int64_t g = g0; g < groups; g += step) loom_ll_push_group<TI>(a, g, slot_lines, e);
+    for (int64_t g = g0; g < groups; g += step) {
+      float acc[8];
+      if (!loom_ll_reduce_group<TI>(a, g, slot_lines, e, acc)) {
+        good = 0;
+        break;
+      }
+      const int64_t i0 = g * LOOM_COLL_VEC;
+      if (i0 + LOOM_COLL_VEC <= a.count) {
+        if (pw.flags) loom_coll_pointwise8<TO>(pw, i0, acc);
+        loom_coll_store8<TO>(a.out, i0, acc);
+      } else {
+        for (int64_t i = i0; i < a.count; ++i) {
+          float v = acc[i - i0];
+          if (pw.flags) {
+            const int64_t row = i / pw.cols;
+            v = loom_pointwise_apply(pw, pw.flags, pw.act, v, row, i - row * pw.cols);
+          }
+          loom_coll_store1<TO>(a.out, i, v);
+        }
+      }
+    }
+  } else {
+    /* rows of cols, a multiple of 8: a row's groups are its own */
+    const int64_t rows = a.count / a.cols, gpr = a.cols / LOOM_COLL_VEC;
+    if (W > 1)
+      for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
+        for (int64_t v = threadIdx.x; v < gpr; v += blockDim.x) loom_ll_push_group<TI>(a, row * gpr + v, slot_lines, e);
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+      float s1 = 0.f;
+      for (int64_t v = threadIdx.x; good && v < gpr; v += blockDim.x) {
+        float acc[8];
+        if (!loom_ll_reduce_group<TI>(a, row * gpr + v, slot_lines, e, acc)) {
+          good = 0;
+          break;
+        }
+        if (pw.flags) loom_coll_pointwise8<TO>(pw, row * a.cols + v * 8, acc);
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+          loom_coll_xs[v * 8 + k] = acc[k], s1 += a.norm == LOOM_NORM_RMS ? acc[k] * acc[k] : acc[k];
+      }
+      if (__syncthreads_or(!good)) {
+        good = 0;
+        break;
+      }
+      loom_coll_norm_row<TO>(loom_coll_xs, s1, row * a.cols, a.cols, a.norm, a.eps, a.norm_w, a.norm_b, red, 1,
+                             a.out, 0, NULL, 0);
+    }
+  }
+  loom_coll_block_end(ep, e, good); /* the epoch advances only where every wait was met */
+}
+
+/* ---- PUSH: one-shot by stores (coll_schedule.h) --------------------------- */
+
+/* AllReduce PUSH: block b stores its chunks (b, b + G, ...) of this rank's
+ * input into every peer's slot, each chunk then flagged, then reduces the
+ * same chunks from its own memory (its input and the peers' slots) as their
+ * flags arrive, with the epilogue (rows: whole rows per chunk, normalised
+ * in shared memory). Nothing is read across the link; the plan's epoch
+ * advances when the last block is done. */
+template <int TI, int TO>
+__global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_push_kernel(const __grid_constant__ loom_coll_args_t a) {
+  extern __shared__ float loom_coll_xs[];
+  __shared__ float red[33];
+  __shared__ const char *src[LOOM_COLL_MAX_PEERS];
+  constexpr int ES = TI == LOOM_FP32 ? 4 : 2;
+  const loom_dev_comm_t &dc = a.dc;
+  const int W = dc.size, r = dc.rank;
+  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(dc.ws + a.epoch_off);
+  const uint32_t e = loom_epoch_begin(ep);
+  const int64_t slot_bytes = loom_coll_push_slot_bytes(a.count, ES), nch = loom_coll_chunks(a.count, a.chunk);
+  /* 1. this block's chunks into every peer, a flag after each */
+  for (int64_t q = blockIdx.x; W > 1 && q < nch; q += gridDim.x) {
+    int64_t cb, cl;
+    loom_coll_chunk(0, a.count, a.chunk, q, &cb, &cl);
+    for (int i = 1; i < W; ++i) {
+      const int p = (r + i) % W;
+      loom_coll_copy_range<ES>(a.src[r], 0, (char *)a.stg[p] + loom_coll_push_data_off(e, loom_coll_push_slot(r, p, W), W, slot_bytes),
+                               0, cb, cl);
+    }
+    __threadfence_system(); /* every thread's stores, before the flags */
+    __syncthreads();
+    for (int i = 1 + (int)threadIdx.x; i < W; i += (int)blockDim.x) {
+      const int p = (r + i) % W;
+      loom_signal_store_release(
+          (uint32_t *)(a.stg[p] + loom_coll_push_flag_off(e, loom_coll_push_slot(r, p, W), q, W, slot_bytes, nch)), e);
+    }
+  }
+  /* 2. the same chunks reduced from this rank's memory as the peers' flags arrive */
+  for (int s = (int)threadIdx.x; s < W; s += (int)blockDim.x)
+    src[s] = s == r ? a.src[r] : a.stg_own + loom_coll_push_data_off(e, loom_coll_push_slot(s, r, W), W, slot_bytes);
+  __syncthreads();
+  int good = 1;
+  for (int64_t q = blockIdx.x; q < nch; q += gridDim.x) {
+    int ok = 1;
+    for (int s = (int)threadIdx.x; s < W; s += (int)blockDim.x)
+      if (ok && s != r)
+        ok = loom_signal_wait(&dc,
+                              (const uint32_t *)(a.stg_own + loom_coll_push_flag_off(e, loom_coll_push_slot(s, r, W), q,
+                                                                                     W, slot_bytes, nch)),
+                              e, s, (uint32_t)q, LOOM_SITE_COLL_PUSH);
+    if (!__syncthreads_and(ok)) {
+      good = 0;
+      break;
+    }
+    int64_t cb, cl;
+    loom_coll_chunk(0, a.count, a.chunk, q, &cb, &cl);
+    if (a.norm != LOOM_NORM_NONE) {
+      for (int64_t row = cb / a.cols; row < (cb + cl) / a.cols; ++row)
+        loom_coll_reduce_row<TI, TO>(src, W, row, a.cols, a.pw, a.norm, a.eps, a.norm_w, a.norm_b, loom_coll_xs, red,
+                                     a.out, 0, NULL, 0);
+    } else {
+      loom_coll_reduce_range<TI, TO>(src, W, cb, cl, a.out, 0, NULL, 0, a.pw);
+    }
+  }
+  loom_coll_block_end(ep, e, good);
+}
+
+typedef void (*loom_coll_kernel_fn)(loom_coll_args_t);
+
+/* kind: the kernel kind's loom__coll_kernel_kind_t (LL and PUSH have kernels
+ * of their own) */
+static loom_coll_kernel_fn loom_coll_pick(int ti, int to, int kind) {
+#define LOOM_COLL_K(I, O)                                             \
+  if (ti == I && to == O)                                             \
+    return kind == LOOM__CK_LL     ? loom_coll_ll_kernel<I, O>        \
+           : kind == LOOM__CK_PUSH ? loom_coll_push_kernel<I, O>      \
+                                   : loom_coll_kernel<I, O>;
+  LOOM_COLL_K(LOOM_FP32, LOOM_FP32)
+  LOOM_COLL_K(LOOM_FP32, LOOM_FP16)
+  LOOM_COLL_K(LOOM_FP32, LOOM_BF16)
+  LOOM_COLL_K(LOOM_FP16, LOOM_FP32)
+  LOOM_COLL_K(LOOM_FP16, LOOM_FP16)
+  LOOM_COLL_K(LOOM_FP16, LOOM_BF16)
+  LOOM_COLL_K(LOOM_BF16, LOOM_FP32)
+  LOOM_COLL_K(LOOM_BF16, LOOM_FP16)
+  LOOM_COLL_K(LOOM_BF16, LOOM_BF16)
+#undef LOOM_COLL_K
+  return NULL;
+}
+
+extern "C" loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks, size_t smem, cudaStream_t stream) {
+  loom_coll_kernel_fn k = loom_coll_pick(a->in_type, a->out_type, a->kind);
+  if (!k) return loom__fail(LOOM_ERR_INTERNAL, "collective kernel for dtypes %d -> %d missing", a->in_type, a->out_type);
+  k<<<blocks, LOOM_COLL_THREADS, smem, stream>>>(*a);
+  LOOM_CUDA_LAUNCHED("loom_coll_kernel");
+  return LOOM_SUCCESS;
+}
+
+extern "C" loom_result_t loom__coll_prepare(int in_type, int out_type, int kind, size_t smem) {
+  loom_coll_kernel_fn k = loom_coll_pick(in_type, out_type, kind);
+  if (!k) return loom__fail(LOOM_ERR_INTERNAL, "collective kernel for dtypes %d -> %d missing", in_type, out_type);
+  cudaFuncAttributes fa;
+  LOOM_CUDA(cudaFuncGetAttributes(&fa, (const void *)k));
+  /* always the largest row any plan may use (a later plan with shorter rows
+   * must not lower the limit an earlier plan's launches need) */
+  if (smem > 48u * 1024u) {
+    int dev = 0, optin = 0;
+    LOOM_CUDA(cudaGetDevice(&dev));
+    LOOM_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if ((size_t)optin < smem)
+      return loom__fail(LOOM_ERR_UNSUPPORTED,
+                        "a row-wise norm over rows of %zu elements needs %zu bytes of shared memory per block; this "
+                        "GPU allows %d (shorter rows: desc->cols <= %d)",
+                        smem / sizeof(float), smem, optin, optin / (int)sizeof(float));
+    const int want = (int)(LOOM_COLL_MAX_COLS * sizeof(float));
+    LOOM_CUDA(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   want < optin ? want : optin));
+  }
+  return LOOM_SUCCESS;
+}

@@ -1,0 +1,504 @@
+/*
+ * optim.c - plans of the distributed optimizers (loom_plan_adam,
+ * loom_plan_lamb): the description checks, the chunk table, the peers'
+ * addresses of every tensor, the sharded state, the plan's info, and what
+ * both calls share. The calls are in adam.c and lamb.c; the protocol in
+ * optim.h; who updates what in optim_schedule.h.
+ *
+ * Plan creation is collective, and argument checks that depend on the rank
+ * (each rank's pointers) could fail on one rank only: every rank first
+ * checks its own arguments, then all ranks agree (one NCCL all-reduce of
+ * [layout hash, its complement, failed]) before anything collective is
+ * done, so a rank whose tensors are refused never leaves its peers waiting
+ * in a collective, and tensors laid out differently on two ranks (another
+ * offset, another allocation, other sizes or hyperparameters) are refused
+ * on every rank.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/util.h"
+#include "core/handle.h"
+#include "core/log.h"
+#include "core/plan.h"
+#include "core/ptr_check.h"
+#include "ops/optim/optim.h"
+#include "ops/optim/optim_schedule.h"
+
+__attribute__((constructor)) static void loom__optim_wait_sites(void) {
+  loom__wait_site_register(LOOM_SITE_OPTIM_READY, "optimizer step: a peer's gradients complete (its step started)");
+  loom__wait_site_register(LOOM_SITE_OPTIM_DONE,
+                           "optimizer step: a peer still reading this rank's gradients or storing its parameters");
+  loom__wait_site_register(LOOM_SITE_OPTIM_PHASE, "LAMB step: a peer's partial norms");
+}
+
+loom_result_t loom__optim_check_desc(const char *fn, int comm_size, const loom_optim_desc_t *d) {
+  if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL must point to a loom_optim_desc_t", fn);
+  if (d->struct_size != sizeof(loom_optim_desc_t))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->struct_size=%zu, expected %zu (initialise with LOOM_OPTIM_DESC_INIT; header and "
+                      "library differ?)",
+                      fn, d->struct_size, sizeof(loom_optim_desc_t));
+  if (d->world_size != comm_size)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->world_size=%d differs from the comm's size %d", fn,
+                      d->world_size, comm_size);
+  if (d->num_tensors < 1)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->num_tensors=%d must be >= 1", fn, d->num_tensors);
+  if (!d->params) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->params=NULL (an array of %d pointers)", fn, d->num_tensors);
+  if (!d->grads) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->grads=NULL (an array of %d pointers)", fn, d->num_tensors);
+  if (!d->numels) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->numels=NULL (an array of %d sizes)", fn, d->num_tensors);
+  int64_t total = 0;
+  for (int t = 0; t < d->num_tensors; ++t) {
+    if (d->numels[t] < 1)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->numels[%d]=%lld must be >= 1", fn, t,
+                        (long long)d->numels[t]);
+    if (d->numels[t] > ((int64_t)1 << 40))
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->numels[%d]=%lld is more than 2^40 elements", fn, t,
+                        (long long)d->numels[t]);
+    if (!d->params[t]) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->params[%d]=NULL", fn, t);
+    if (!d->grads[t]) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->grads[%d]=NULL", fn, t);
+    if (d->weight_decays && !(d->weight_decays[t] >= 0.0f))
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->weight_decays[%d]=%g must be >= 0", fn, t,
+                        (double)d->weight_decays[t]);
+    total += d->numels[t];
+  }
+  if (!loom__dtype_known(d->param_type))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->param_type=%d is not LOOM_FP32, LOOM_BF16 or LOOM_FP16", fn,
+                      (int)d->param_type);
+  if (!loom__dtype_known(d->grad_type))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->grad_type=%d is not LOOM_FP32, LOOM_BF16 or LOOM_FP16", fn,
+                      (int)d->grad_type);
+  if (d->form < LOOM_OPTIM_AUTO || d->form > LOOM_OPTIM_AR_OPT)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->form=%d is unknown: must be LOOM_OPTIM_AUTO, LOOM_OPTIM_RS_OPT_AG or LOOM_OPTIM_AR_OPT",
+                      fn, (int)d->form);
+  if (!(d->lr >= 0.0f)) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->lr=%g must be >= 0", fn, (double)d->lr);
+  if (!(d->beta1 >= 0.0f && d->beta1 < 1.0f))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->beta1=%g must be in [0, 1)", fn, (double)d->beta1);
+  if (!(d->beta2 >= 0.0f && d->beta2 < 1.0f))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->beta2=%g must be in [0, 1)", fn, (double)d->beta2);
+  if (!(d->eps > 0.0f)) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->eps=%g must be > 0", fn, (double)d->eps);
+  if (!(d->weight_decay >= 0.0f))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->weight_decay=%g must be >= 0", fn, (double)d->weight_decay);
+  if (d->decoupled_weight_decay != 0 && d->decoupled_weight_decay != 1)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->decoupled_weight_decay=%d must be 0 or 1", fn,
+                      d->decoupled_weight_decay);
+  if (d->bias_correction != 0 && d->bias_correction != 1)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->bias_correction=%d must be 0 or 1", fn, d->bias_correction);
+  if (d->average_grads != 0 && d->average_grads != 1)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->average_grads=%d must be 0 or 1", fn, d->average_grads);
+  if (d->use_nvlamb != 0 && d->use_nvlamb != 1)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->use_nvlamb=%d must be 0 or 1", fn, d->use_nvlamb);
+  if (d->chunk_elems < 0 || d->chunk_elems % LOOM_OPTIM_VEC != 0 || d->chunk_elems > (1 << 24))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->chunk_elems=%lld must be 0 (default %d) or a positive multiple of %d up to 2^24", fn,
+                      (long long)d->chunk_elems, LOOM_OPTIM_CHUNK_DEFAULT, LOOM_OPTIM_VEC);
+  /* the global chunk list is indexed by int32 */
+  const int64_t chunk = d->chunk_elems ? d->chunk_elems : LOOM_OPTIM_CHUNK_DEFAULT;
+  int64_t g = 0;
+  for (int t = 0; t < d->num_tensors; ++t)
+    g += loom_optim_tensor_global_chunks(d->numels[t], comm_size, loom_optim_tensor_is_ar((int)d->form, d->numels[t]),
+                                         chunk);
+  if (g > INT32_MAX / 2)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: %lld elements in %lld chunks of desc->chunk_elems=%lld are too many chunks: raise chunk_elems",
+                      fn, (long long)total, (long long)g, (long long)d->chunk_elems);
+  return LOOM_SUCCESS;
+}
+
+/* ---- plan state ---------------------------------------------------------- */
+
+static void optim_free(loom_optim_state_t *st) {
+  if (!st) return;
+  if (st->done) {
+    cudaError_t e = cudaEventSynchronize(st->done);
+    if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (optimizer): waiting for the last call: %s", cudaGetErrorString(e));
+    (void)cudaEventDestroy(st->done);
+  }
+  if (st->dev) (void)cudaFree(st->dev);
+  free(st->numel), free(st->ar), free(st->params), free(st->grads), free(st->wd), free(st->state_off);
+  free(st);
+}
+
+static void optim_destroy(loom_plan_t plan) {
+  optim_free((loom_optim_state_t *)plan->op_state);
+  plan->op_state = NULL;
+}
+
+loom_result_t loom__optim_state(loom_plan_t plan, const char *fn, int lamb, loom_optim_state_t **st) {
+  LOOM_TRY(loom__check_plan(plan, fn));
+  const int is_adam = plan->op && strcmp(plan->op, "adam") == 0, is_lamb = plan->op && strcmp(plan->op, "lamb") == 0;
+  if (!plan->op_state || !(is_adam || is_lamb) || (lamb >= 0 && lamb != is_lamb))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a%s %s plan, not a%s plan", fn, (void *)plan,
+                      plan->op && plan->op[0] == 'a' ? "n" : "", plan->op ? plan->op : "(unknown)",
+                      lamb < 0 ? "n adam or lamb" : lamb ? " lamb" : "n adam");
+  *st = (loom_optim_state_t *)plan->op_state;
+  return LOOM_SUCCESS;
+}
+
+/* FNV-1a over bytes. */
+/* Where p lies in the comm's allocation table: (index, offset); (-1, p) if
+ * not in it. */
+static void alloc_pos(loom_comm_t comm, const void *p, int64_t pos[2]) {
+  loom_alloc_t *a = comm->detached ? NULL : loom__find_alloc(comm, p, 1);
+  pos[0] = a ? (int64_t)(a - comm->allocs) : -1;
+  pos[1] = a ? (int64_t)((const char *)p - (const char *)a->ptr) : (int64_t)(uintptr_t)p;
+}
+
+/* Rank-local checks of every tensor's memory and the peers' addresses:
+ * grad_tab [T][nsrc], param_tab [T][npush]; vec[T]. */
+static loom_result_t tensor_tables(loom_comm_t comm, const char *fn, loom_optim_state_t *st, char **grad_tab,
+                                   char **param_tab, int *vec, uint64_t *hash) {
+  const int T = st->T, W = st->world, nsrc = st->k.nsrc, npush = st->k.npush;
+  const size_t ps = loom_dtype_size(st->desc.param_type), gs = loom_dtype_size(st->desc.grad_type);
+  char name[64];
+  for (int t = 0; t < T; ++t) {
+    const size_t pb = (size_t)st->numel[t] * ps, gb = (size_t)st->numel[t] * gs;
+    snprintf(name, sizeof name, "desc->params[%d]", t);
+    LOOM_TRY(loom__check_device_ptr(fn, name, st->params[t], pb));
+    snprintf(name, sizeof name, "desc->grads[%d]", t);
+    LOOM_TRY(loom__check_device_ptr(fn, name, st->grads[t], gb));
+    char **g = grad_tab + (size_t)t * nsrc, **p = param_tab + (size_t)t * npush;
+    if (st->local) {
+      g[0] = (char *)st->grads[t];
+      p[0] = (char *)st->params[t];
+    } else {
+      LOOM_TRY(loom__peer_addresses(fn, name, comm, st->grads[t], gb,
+                                    "every rank loads every rank's gradients, so they must be symmetric memory", g));
+      if (!st->ar[t]) {
+        snprintf(name, sizeof name, "desc->params[%d]", t);
+        LOOM_TRY(loom__peer_addresses(fn, name, comm, st->params[t], pb,
+                                      "its owners store the updated slices into every rank's parameters (an "
+                                      "RS-Opt-AG tensor), so they must be symmetric memory",
+                                      p));
+      } else {
+        for (int q = 0; q < W; ++q) p[q] = NULL;
+        p[st->rank] = (char *)st->params[t];
+      }
+    }
+    int v = 1;
+    for (int q = 0; q < nsrc; ++q) v &= (uintptr_t)g[q] % 16 == 0;
+    for (int q = 0; q < npush; ++q) v &= p[q] == NULL || (uintptr_t)p[q] % 16 == 0;
+    vec[t] = v;
+    int64_t pos[2];
+    alloc_pos(comm, st->grads[t], pos);
+    *hash = loom__fnv64(*hash, pos, sizeof pos);
+    if (!st->ar[t]) {
+      alloc_pos(comm, st->params[t], pos);
+      *hash = loom__fnv64(*hash, pos, sizeof pos);
+    }
+  }
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc, int lamb, int local, loom_plan_t *out) {
+  const char *fn = lamb ? "loom_plan_lamb" : "loom_plan_adam";
+  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
+  *out = NULL;
+  LOOM_TRY(loom__comm_check(comm, fn));
+  LOOM_TRY(loom__optim_check_desc(fn, comm->size, desc));
+  if (!local && !comm->ws_all_reachable && !comm->detached)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: every rank must be load/store reachable (one NVLink domain): peers' gradients are read "
+                      "and their parameters written through NVLink",
+                      fn);
+
+  loom_optim_state_t *st = (loom_optim_state_t *)calloc(1, sizeof *st);
+  if (!st) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn);
+  const int T = desc->num_tensors;
+  st->lamb = lamb;
+  st->local = local;
+  st->desc = *desc;
+  st->rank = comm->rank;
+  st->world = comm->size;
+  st->T = T;
+  st->chunk = desc->chunk_elems ? desc->chunk_elems : LOOM_OPTIM_CHUNK_DEFAULT;
+  st->numel = (int64_t *)calloc((size_t)T, sizeof(int64_t));
+  st->ar = (int *)calloc((size_t)T, sizeof(int));
+  st->params = (void **)calloc((size_t)T, sizeof(void *));
+  st->grads = (void **)calloc((size_t)T, sizeof(void *));
+  st->wd = (float *)calloc((size_t)T, sizeof(float));
+  st->state_off = (int64_t *)calloc((size_t)T, sizeof(int64_t));
+  /* the schedule's world: local plans update every tensor on their own */
+  const int32_t sw = local ? 1 : st->world, sr = local ? 0 : st->rank;
+  const int nsrc = sw, npush = sw;
+  char **grad_tab = (char **)calloc((size_t)T * (size_t)nsrc, sizeof(char *));
+  char **param_tab = (char **)calloc((size_t)T * (size_t)npush, sizeof(char *));
+  int *vec = (int *)calloc((size_t)T, sizeof(int));
+  loom_optim_chunk_t *chunks = NULL;
+  loom_optim_tensor_dev_t *tdev = NULL;
+  int32_t *gowner = NULL;
+  loom_plan_t plan = NULL;
+  loom_result_t r = LOOM_SUCCESS;
+  if (!st->numel || !st->ar || !st->params || !st->grads || !st->wd || !st->state_off || !grad_tab || !param_tab || !vec) {
+    r = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the tensor tables failed", fn);
+    goto fail;
+  }
+  st->k.nsrc = nsrc, st->k.npush = npush, st->k.self = sr;
+  for (int t = 0; t < T; ++t) {
+    st->numel[t] = desc->numels[t];
+    st->ar[t] = local ? 1 : loom_optim_tensor_is_ar((int)desc->form, desc->numels[t]);
+    st->nar += st->ar[t];
+    st->params[t] = desc->params[t];
+    st->grads[t] = desc->grads[t];
+    st->wd[t] = desc->weight_decays ? desc->weight_decays[t] : desc->weight_decay;
+  }
+  st->desc.params = st->params;
+  st->desc.grads = st->grads;
+  st->desc.numels = st->numel;
+  st->desc.weight_decays = st->wd;
+
+  /* every rank's own checks, then the agreement (collective) */
+  {
+    uint64_t hash = LOOM_FNV64_INIT;
+    const int32_t hdr[8] = {T, (int32_t)desc->param_type, (int32_t)desc->grad_type, (int32_t)desc->form, lamb,
+                            desc->decoupled_weight_decay * 4 + desc->bias_correction * 2 + desc->average_grads,
+                            desc->use_nvlamb, local};
+    const float hp[5] = {desc->lr, desc->beta1, desc->beta2, desc->eps, desc->weight_decay};
+    hash = loom__fnv64(hash, hdr, sizeof hdr);
+    hash = loom__fnv64(hash, hp, sizeof hp);
+    hash = loom__fnv64(hash, &st->chunk, sizeof st->chunk);
+    hash = loom__fnv64(hash, st->numel, (size_t)T * sizeof(int64_t));
+    hash = loom__fnv64(hash, st->wd, (size_t)T * sizeof(float));
+    loom_result_t mine = tensor_tables(comm, fn, st, grad_tab, param_tab, vec, &hash);
+    char msg[768] = "";
+    if (mine != LOOM_SUCCESS) snprintf(msg, sizeof msg, "%s", loom_last_error());
+    r = local ? mine
+              : loom__comm_agree(comm, fn, hash, mine != LOOM_SUCCESS,
+                                 "the same tensors (numels, dtypes, hyperparameters) must be given on every rank, each "
+                                 "gradient (and each RS-Opt-AG parameter) at the same offset of the same loom_malloc "
+                                 "allocation (allocate in the same order on every rank)");
+    if (mine != LOOM_SUCCESS) r = loom__fail(mine, "%s", msg);
+    if (r != LOOM_SUCCESS) goto fail;
+  }
+
+  /* the chunk table (this rank's) and the global owners (LAMB) */
+  st->nchunks = loom_optim_build_chunks(T, st->numel, st->ar, vec, sw, sr, st->chunk, NULL, st->state_off,
+                                        &st->state_elems);
+  for (int t = 0; t < T; ++t) st->gchunks += loom_optim_tensor_global_chunks(st->numel[t], sw, st->ar[t], st->chunk);
+  chunks = (loom_optim_chunk_t *)calloc((size_t)(st->nchunks > 0 ? st->nchunks : 1), sizeof *chunks);
+  tdev = (loom_optim_tensor_dev_t *)calloc((size_t)T, sizeof *tdev);
+  gowner = (int32_t *)calloc((size_t)st->gchunks, sizeof(int32_t));
+  if (!chunks || !tdev || !gowner) {
+    r = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the chunk table failed", fn);
+    goto fail;
+  }
+  (void)loom_optim_build_chunks(T, st->numel, st->ar, vec, sw, sr, st->chunk, chunks, NULL, NULL);
+  {
+    int64_t g = 0;
+    for (int t = 0; t < T; ++t) {
+      const int64_t gc = loom_optim_tensor_global_chunks(st->numel[t], sw, st->ar[t], st->chunk);
+      tdev[t].weight_decay = st->wd[t];
+      tdev[t].global_first = (int32_t)g;
+      tdev[t].global_count = (int32_t)gc;
+      for (int32_t q = 0; q < sw; ++q) {
+        const int64_t nq = st->ar[t] ? (q == 0 ? gc : 0) : loom_optim_rank_chunks(st->numel[t], sw, q, 0, st->chunk);
+        const int64_t first = loom_optim_global_index(st->numel[t], sw, q, st->ar[t], st->chunk, 0);
+        for (int64_t j = 0; j < nq; ++j) gowner[g + first + j] = st->ar[t] ? -1 : q;
+      }
+      g += gc;
+    }
+  }
+
+  /* the plan: signals ready, done, phase, nonfinite [W] each, count [2]; LAMB's partials */
+  {
+    const uint32_t nsig = (uint32_t)(4 * st->world + 2);
+    const size_t partial_bytes = lamb ? (size_t)st->gchunks * 2 * sizeof(float) : 0;
+    r = loom__plan_create(comm, fn, lamb ? "lamb" : "adam", nsig, partial_bytes, LOOM_FNV64_INIT, "", &plan);
+    if (r != LOOM_SUCCESS) goto fail;
+    plan->op_state = st;
+    plan->destroy_op = optim_destroy;
+  }
+  if (comm->detached) { /* host tests never get this far: a test comm has no GPU */
+    r = loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the description is valid; a test comm without a GPU cannot hold a plan", fn);
+    goto fail;
+  }
+
+  /* device memory: chunks | tensors | grad_tab | param_tab | gowner | norms | step | m | v | master */
+  {
+    const int need_master = desc->param_type != LOOM_FP32;
+    size_t off[10], o = 0;
+    const size_t sz[10] = {(size_t)st->nchunks * sizeof *chunks, (size_t)T * sizeof *tdev,
+                           (size_t)T * nsrc * sizeof(char *), (size_t)T * npush * sizeof(char *),
+                           (size_t)st->gchunks * sizeof(int32_t), (size_t)T * 2 * sizeof(float), sizeof(int32_t),
+                           (size_t)st->state_elems * sizeof(float), (size_t)st->state_elems * sizeof(float),
+                           need_master ? (size_t)st->state_elems * sizeof(float) : 0};
+    for (int i = 0; i < 10; ++i) {
+      off[i] = o;
+      o += loom__align256(sz[i] ? sz[i] : 1);
+    }
+    cudaError_t e = cudaMalloc(&st->dev, o);
+    if (e != cudaSuccess) {
+      r = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: cudaMalloc of %zu bytes (chunk table and optimizer state): %s", fn, o,
+                     cudaGetErrorString(e));
+      goto fail;
+    }
+    st->device_bytes = o;
+    char *b = (char *)st->dev;
+    const void *host[6] = {chunks, tdev, grad_tab, param_tab, gowner, NULL};
+    for (int i = 0; i < 5 && e == cudaSuccess; ++i)
+      if (sz[i]) e = cudaMemcpyAsync(b + off[i], host[i], sz[i], cudaMemcpyHostToDevice, comm->stream);
+    /* norms, step and the moments start at zero */
+    for (int i = 5; i < 9 && e == cudaSuccess; ++i) e = cudaMemsetAsync(b + off[i], 0, sz[i] ? sz[i] : 1, comm->stream);
+    if (e != cudaSuccess) {
+      r = loom__cuda_fail((int)e, "uploading the optimizer's tables", __FILE__, __LINE__);
+      goto fail;
+    }
+    loom_optim_kargs_t *k = &st->k;
+    k->dc = loom__comm_dev(comm);
+    k->epoch_off = plan->epoch_offset;
+    k->ready_off = plan->signals_offset;
+    k->done_off = k->ready_off + (size_t)st->world * sizeof(uint32_t);
+    k->phase_off = k->done_off + (size_t)st->world * sizeof(uint32_t);
+    k->nonfinite_off = k->phase_off + (size_t)st->world * sizeof(uint32_t);
+    k->count_off = k->nonfinite_off + (size_t)st->world * sizeof(uint32_t);
+    k->partial_off = plan->staging_offset;
+    k->chunks = (const loom_optim_chunk_t *)(b + off[0]);
+    k->nchunks = st->nchunks;
+    k->tensors = (const loom_optim_tensor_dev_t *)(b + off[1]);
+    k->num_tensors = T;
+    k->grad_ptrs = (char *const *)(b + off[2]);
+    k->param_ptrs = (char *const *)(b + off[3]);
+    k->gowner = (const int32_t *)(b + off[4]);
+    k->norms = (float *)(b + off[5]);
+    k->step = (int32_t *)(b + off[6]);
+    k->m = (float *)(b + off[7]);
+    k->v = (float *)(b + off[8]);
+    k->master = need_master ? (float *)(b + off[9]) : NULL;
+    k->handshake = !local;
+    k->ptype = (int32_t)desc->param_type;
+    k->gtype = (int32_t)desc->grad_type;
+    k->lr = desc->lr, k->beta1 = desc->beta1, k->beta2 = desc->beta2, k->eps = desc->eps;
+    k->grad_div = desc->average_grads ? (float)st->world : 1.0f;
+    k->decoupled = desc->decoupled_weight_decay;
+    k->bias_correction = desc->bias_correction;
+    k->use_nvlamb = desc->use_nvlamb;
+    /* the master weights: this rank's part of every tensor, read now */
+    if (need_master)
+      for (int t = 0; t < T && r == LOOM_SUCCESS; ++t) {
+        int64_t lo, hi;
+        loom_optim_rank_range(st->numel[t], sw, sr, st->ar[t], &lo, &hi);
+        r = loom__optim_load_master(k->master + st->state_off[t],
+                                    (const char *)st->params[t] + (size_t)lo * loom_dtype_size(desc->param_type),
+                                    hi - lo, (int)desc->param_type, comm->stream);
+      }
+    if (r == LOOM_SUCCESS) {
+      e = cudaStreamSynchronize(comm->stream);
+      if (e != cudaSuccess) r = loom__cuda_fail((int)e, "initialising the optimizer state", __FILE__, __LINE__);
+    }
+    if (r != LOOM_SUCCESS) goto fail;
+  }
+  {
+    const int64_t g = st->nchunks < (int64_t)comm->sm_count * LOOM_OPTIM_BLOCKS_PER_SM
+                          ? st->nchunks
+                          : (int64_t)comm->sm_count * LOOM_OPTIM_BLOCKS_PER_SM;
+    st->grid = g < 1 ? 1 : (int)g;
+  }
+  {
+    cudaError_t e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+      r = loom__cuda_fail((int)e, "cudaEventCreateWithFlags", __FILE__, __LINE__);
+      goto fail;
+    }
+  }
+  r = loom__optim_preload_kernels();
+  if (r != LOOM_SUCCESS) goto fail;
+  LOOM_INFO("%s: %d tensors (%d AR-Opt), W=%d%s, chunk %lld: %lld chunks here, %lld global, %lld state elements, grid %d",
+            fn, T, st->nar, st->world, local ? " (local)" : "", (long long)st->chunk, (long long)st->nchunks,
+            (long long)st->gchunks, (long long)st->state_elems, st->grid);
+  free(grad_tab), free(param_tab), free(vec), free(chunks), free(tdev), free(gowner);
+  *out = plan;
+  return LOOM_SUCCESS;
+
+fail:
+  free(grad_tab), free(param_tab), free(vec), free(chunks), free(tdev), free(gowner);
+  if (plan) {
+    char msg[768];
+    snprintf(msg, sizeof msg, "%s", loom_last_error());
+    (void)loom_plan_destroy(plan); /* frees st */
+    return loom__fail(r, "%s", msg);
+  }
+  optim_free(st);
+  return r;
+}
+
+loom_result_t loom_optim_plan_info(loom_plan_t plan, loom_optim_plan_info_t *info) {
+  loom_optim_state_t *st;
+  LOOM_TRY(loom__optim_state(plan, "loom_optim_plan_info", -1, &st));
+  if (!info) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_optim_plan_info: info=NULL");
+  if (info->struct_size != sizeof *info)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "loom_optim_plan_info: info->struct_size=%zu, expected %zu (initialise with "
+                      "LOOM_OPTIM_PLAN_INFO_INIT)",
+                      info->struct_size, sizeof *info);
+  info->num_tensors = st->T;
+  info->num_ar_tensors = st->nar;
+  info->chunk_elems = st->chunk;
+  info->chunks = st->nchunks;
+  info->global_chunks = st->gchunks;
+  info->state_elems = st->state_elems;
+  info->exp_avg = st->k.m;
+  info->exp_avg_sq = st->k.v;
+  info->master = st->k.master;
+  info->step = st->k.step;
+  info->kernels_per_step = st->lamb ? 3 : 1;
+  info->device_bytes = st->device_bytes;
+  info->workspace_bytes = plan->ws_bytes;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_optim_tensor_state(loom_plan_t plan, int tensor, int64_t *lo, int64_t *hi, int64_t *state_offset) {
+  const char *fn = "loom_optim_tensor_state";
+  loom_optim_state_t *st;
+  LOOM_TRY(loom__optim_state(plan, fn, -1, &st));
+  if (tensor < 0 || tensor >= st->T)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tensor=%d is not in [0, %d)", fn, tensor, st->T);
+  if (!lo || !hi || !state_offset)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: lo=%p, hi=%p, state_offset=%p: none may be NULL", fn, (void *)lo,
+                      (void *)hi, (void *)state_offset);
+  loom_optim_rank_range(st->numel[tensor], st->local ? 1 : st->world, st->local ? 0 : st->rank, st->ar[tensor], lo, hi);
+  *state_offset = st->state_off[tensor];
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t stream) {
+  const char *fn = "loom_optim_set_step";
+  loom_optim_state_t *st;
+  LOOM_TRY(loom__optim_state(plan, fn, -1, &st));
+  if (step < 0) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: step=%d must be >= 0", fn, (int)step);
+  return loom__optim_write_step(st->k.step, step, stream);
+}
+
+loom_result_t loom__optim_call_args(loom_optim_state_t *st, const char *fn, const loom_optim_args_t *args,
+                                    loom_optim_kargs_t *k) {
+  *k = st->k;
+  k->lr_ptr = NULL, k->grad_scale = NULL, k->found_inf = NULL, k->nonfinite = NULL;
+  if (!args) return LOOM_SUCCESS;
+  if (args->struct_size != sizeof *args)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: args->struct_size=%zu, expected %zu (initialise with LOOM_OPTIM_ARGS_INIT)", fn,
+                      args->struct_size, sizeof *args);
+  if (args->lr) LOOM_TRY(loom__check_device_ptr(fn, "args->lr", args->lr, sizeof(float)));
+  if (args->grad_scale) LOOM_TRY(loom__check_device_ptr(fn, "args->grad_scale", args->grad_scale, sizeof(float)));
+  if (args->found_inf) LOOM_TRY(loom__check_device_ptr(fn, "args->found_inf", args->found_inf, sizeof(float)));
+  if (args->grad_nonfinite)
+    LOOM_TRY(loom__check_device_ptr(fn, "args->grad_nonfinite", args->grad_nonfinite, sizeof(int)));
+  k->lr_ptr = args->lr;
+  k->grad_scale = args->grad_scale;
+  k->found_inf = args->found_inf;
+  k->nonfinite = args->grad_nonfinite;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__optim_done(loom_optim_state_t *st, cudaStream_t stream) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
+  LOOM_CUDA(cudaEventRecordWithFlags(st->done, stream,
+                                     cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
+  return LOOM_SUCCESS;
+}

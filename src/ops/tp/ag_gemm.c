@@ -1,0 +1,157 @@
+/*
+ * ag_gemm.c - loom_ag_gemm: C [m, n] = AllGather(A shards) [m, k] x B
+ * (+ bias), the column-parallel linear layer of sequence parallelism.
+ *
+ * Fused (tp_linear.h): the begin kernel tells the peers that this rank's
+ * gathered buffer is writable; on the side stream this rank's shard is
+ * pushed into every peer's buffer (in loom_ag_push_dest's order), chunk by
+ * chunk, each chunk followed by its signal: by the copy engine
+ * (cudaMemcpyAsync into the peer's window, then a one-thread signal kernel)
+ * or by a copy kernel on comm_blocks SMs. Meanwhile on the user's stream the
+ * own shard goes into place (unless it is there already) and the GEMM runs
+ * with its tiles in arrival order (own shard first, then ring order after
+ * this rank), each tile waiting only for the chunks of its rows.
+ * Sequential: NCCL all-gather (a broadcast per shard when the shards are
+ * uneven) into the gathered buffer, then the GEMM (cuBLASLt or loom_gemm,
+ * the plan's gemm engine).
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/plan.h"
+#include "core/ptr_check.h"
+#include "gemm/gemm.h"
+#include "ops/tp/tp_linear.h"
+#include "ops/tp/tp_schedule.h"
+
+static loom_result_t ag_sequential(loom_plan_t plan, loom_tp_state_t *st, const char *a_shard, char *dst,
+                                   const void *b, void *c, const void *bias, cudaStream_t stream) {
+  loom_comm_t comm = plan->comm;
+  const loom_gemm_desc_t *g = &st->gemm;
+  const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
+  const ncclDataType_t nt = loom__tp_nccl_type(g->ab_type);
+  const int W = st->world;
+  if ((int64_t)W * st->shard_rows == g->m) {
+    LOOM_NCCL(ncclAllGather(a_shard, dst, (size_t)st->shard_rows * (size_t)g->k, nt, comm->nccl, stream));
+  } else {
+    LOOM_NCCL(ncclGroupStart());
+    ncclResult_t n = ncclSuccess;
+    for (int p = 0; p < W && n == ncclSuccess; ++p) {
+      const int64_t len = loom_tp_shard_len(g->m, W, p), b0 = loom_tp_shard_begin(g->m, W, p);
+      if (len > 0)
+        n = ncclBroadcast(p == st->rank ? (const void *)a_shard : NULL, dst + (size_t)b0 * row,
+                          (size_t)len * (size_t)g->k, nt, p, comm->nccl, stream);
+    }
+    const ncclResult_t n2 = ncclGroupEnd();
+    if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclBroadcast (loom_ag_gemm, uneven shards)", __FILE__, __LINE__);
+    if (n2 != ncclSuccess) return loom__nccl_fail((int)n2, "ncclGroupEnd (loom_ag_gemm)", __FILE__, __LINE__);
+  }
+  loom__tp_trace_mark(st, "nccl", stream);
+  LOOM_TRY(loom__tp_seq_gemm(st, g, dst, b, c, bias, stream));
+  loom__tp_trace_mark(st, "gemm", stream);
+  if (st->desc.activation != LOOM_ACT_NONE)
+    LOOM_TRY(loom__tp_activation(c, (size_t)g->m * (size_t)g->n, g->c_type, (int)st->desc.activation, stream));
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char *a_shard, char *dst, const void *b,
+                              void *c, const void *bias, cudaStream_t stream) {
+  const char *fn = "loom_ag_gemm";
+  loom_comm_t comm = plan->comm;
+  const loom_gemm_desc_t *g = &st->gemm;
+  const size_t es = loom_dtype_size(g->ab_type);
+  const size_t row = (size_t)g->k * es;
+  const int W = st->world;
+
+  loom_ag_copy_args_t ca;
+  memset(&ca, 0, sizeof ca);
+  ca.dc = loom__comm_dev(comm);
+  ca.epoch_off = plan->epoch_offset;
+  ca.ready_off = st->ready_off;
+  ca.chunk_off = st->chunk_off;
+  ca.m = g->m;
+  ca.k = g->k;
+  ca.chunk_rows = st->chunk_rows;
+  ca.chunks_per_shard = st->chunks_per_shard;
+  ca.esize = (int)es;
+  ca.a_shard = a_shard;
+  LOOM_TRY(loom__tp_peer_addresses(fn, "a_full", comm, dst, (size_t)g->m * row, ca.dst));
+  ca.copy_local = st->my_len > 0 && a_shard != dst + (size_t)st->my_begin * row;
+
+  LOOM_TRY(loom__tp_begin(ca.dc, plan->epoch_offset, st->ready_off, (size_t)-1, stream));
+  loom__tp_trace_mark(st, "begin", stream);
+  LOOM_TRY(loom__tp_fork(st, stream));
+  /* the peers' shards on the side stream ... */
+  const int64_t nch = loom_ag_shard_chunks(g->m, W, st->rank, st->chunk_rows);
+  if (nch > 0 && W > 1) {
+    if (st->transfer == LOOM_TP_SM_COPY) {
+      ca.first_step = 1;
+      LOOM_TRY(loom__ag_copy_kernel(&ca, st->comm_blocks, st->side));
+      loom__tp_trace_mark(st, "side.pushed", st->side);
+    } else {
+      /* copy engine: each peer in push order, chunk by chunk, each chunk then its signal */
+      for (int step = 1; step < W; ++step) {
+        const int dest = loom_ag_push_dest(st->rank, W, step - 1);
+        LOOM_TRY(loom__ag_wait_ready(&ca, dest, st->side));
+        if (step == 1) loom__tp_trace_mark(st, "side.ready", st->side);
+        for (int64_t j = 0; j < nch; ++j) {
+          int64_t r0, r1;
+          loom_ag_chunk(g->m, W, st->rank, st->chunk_rows, j, &r0, &r1);
+          LOOM_CUDA(cudaMemcpyAsync(ca.dst[dest] + (size_t)r0 * row, a_shard + (size_t)(r0 - st->my_begin) * row,
+                                    (size_t)(r1 - r0) * row, cudaMemcpyDeviceToDevice, st->side));
+          LOOM_TRY(loom__ag_signal_chunks(&ca, dest, j, j + 1, st->side));
+          if (step == 1 && j == 0) loom__tp_trace_mark(st, "side.chunk0", st->side);
+        }
+      }
+      loom__tp_trace_mark(st, "side.pushed", st->side);
+    }
+  }
+  /* ... and this rank's own on the user's stream, with every SM, before the
+   * GEMM (a same-device copy runs as a kernel; the side stream would get
+   * only the SMs the GEMM leaves free) */
+  if (nch > 0) {
+    if (ca.copy_local)
+      LOOM_CUDA(cudaMemcpyAsync(dst + (size_t)st->my_begin * row, a_shard, (size_t)st->my_len * row,
+                                cudaMemcpyDeviceToDevice, stream));
+    LOOM_TRY(loom__ag_signal_chunks(&ca, st->rank, 0, nch, stream));
+    loom__tp_trace_mark(st, "own", stream);
+  }
+
+  loom_gemm_hooks_t h;
+  memset(&h, 0, sizeof h);
+  h.order.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
+  h.order.row_shift = loom_tp_row_shift(g->m, W, st->rank, st->gemm_bm);
+  h.epoch_word = (const uint32_t *)((const char *)comm->ws_ptr + plan->epoch_offset);
+  h.wait_signals = (const uint32_t *)((const char *)comm->ws_ptr + st->chunk_off);
+  h.wait_rows_per_signal = st->chunk_rows;
+  h.wait_rows_per_shard = st->shard_rows;
+  h.epilogue = LOOM_EPI_STORE;
+  h.activation = (int)st->desc.activation;
+  h.comm = ca.dc;
+  loom_result_t r = loom__gemm_hooked(g, dst, b, c, bias, &st->gemm_cfg, &h, stream);
+  loom__tp_trace_mark(st, "gemm", stream);
+  /* join even when the GEMM failed to launch: the side stream's work is queued */
+  const loom_result_t rj = loom__tp_join(st, stream);
+  LOOM_TRY(r);
+  return rj;
+}
+
+loom_result_t loom_ag_gemm(loom_plan_t plan, const void *a_shard, const void *b, void *c, void *a_full,
+                           const void *bias, cudaStream_t stream) {
+  const char *fn = "loom_ag_gemm";
+  loom_tp_state_t *st;
+  LOOM_TRY(loom__tp_state(plan, fn, LOOM__TP_AG, &st));
+  LOOM_TRY(loom__comm_check(plan->comm, fn));
+  loom__tp_trace_start(st, stream);
+  char *dst = a_full ? (char *)a_full : (char *)st->a_full_own;
+  const loom_tp_call_t call = {a_shard, b, c, a_full, bias, NULL};
+  LOOM_TRY(loom__tp_check_call(fn, LOOM__TP_AG, plan->comm, &st->desc, &call, NULL));
+  (void)loom__plan_next_epoch(plan);
+  if (st->transfer == LOOM_TP_SEQUENTIAL)
+    LOOM_TRY(ag_sequential(plan, st, (const char *)a_shard, dst, b, c, bias, stream));
+  else
+    LOOM_TRY(ag_fused(plan, st, (const char *)a_shard, dst, b, c, bias, stream));
+  return loom__tp_done(st, stream);
+}

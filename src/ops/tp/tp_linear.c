@@ -1,0 +1,616 @@
+/*
+ * tp_linear.c - plans of the tensor-parallel ops (loom_plan_ag_gemm,
+ * loom_plan_gemm_rs, loom_plan_gemm_ar), their info, teardown, and what the
+ * calls share: the state lookup, the fork/join around the side stream, the
+ * peers' addresses of a symmetric buffer. The calls are in ag_gemm.c,
+ * gemm_rs.c and gemm_ar.c; the protocol in tp_linear.h.
+ *
+ * A GEMM+AllReduce plan is a GEMM+ReduceScatter plan (the same partial
+ * buffer, tile and done signals, GEMM configuration) plus W x tiles
+ * "gathered" signals in its workspace slice; sequential, it holds a
+ * loom_malloc partial [m, n] and a loom_allreduce plan of it instead.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "baseline/baseline.h"
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/handle.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/plan.h"
+#include "core/tune.h"
+#include "gemm/gemm.h"
+#include "gemm/gemm_heuristic.h"
+#include "ops/tp/tp_linear.h"
+#include "ops/tp/tp_schedule.h"
+
+__attribute__((constructor)) static void loom__tp_wait_sites(void) {
+  loom__wait_site_register(LOOM_SITE_AG_READY, "AllGather+GEMM: peer's gathered buffer writable (its call started)");
+  loom__wait_site_register(LOOM_SITE_RS_TILE, "GEMM+ReduceScatter: a peer's partial tile");
+  loom__wait_site_register(LOOM_SITE_RS_DONE, "GEMM+ReduceScatter: a peer still reading this rank's previous partial");
+  loom__wait_site_register(LOOM_SITE_AR_GATHERED, "GEMM+AllReduce: a peer's reduced tile of this rank's out");
+}
+
+const char *loom__tp_kind_op(int k) { return k == LOOM__TP_AG ? "ag_gemm" : k == LOOM__TP_RS ? "gemm_rs" : "gemm_ar"; }
+
+static const char *kind_op(loom__tp_kind_t k) { return loom__tp_kind_op((int)k); }
+
+const char *loom__tp_gemm_name(loom_tp_gemm_t g) {
+  return g == LOOM_TP_GEMM_LOOM ? "loom" : g == LOOM_TP_GEMM_CUBLASLT ? "cuBLASLt" : "auto";
+}
+
+int loom__tp_cublaslt_takes(loom_dtype_t ab, loom_dtype_t c) { return c == ab || c == LOOM_FP32; }
+
+loom_tp_gemm_t loom__tp_resolve_gemm(const loom_tp_desc_t *d, loom_tp_transfer_t t) {
+  if (t != LOOM_TP_SEQUENTIAL) return LOOM_TP_GEMM_LOOM;
+  if (d->sequential_gemm != LOOM_TP_GEMM_AUTO) return d->sequential_gemm;
+  return loom__tp_cublaslt_takes(d->ab_type, d->c_type) ? LOOM_TP_GEMM_CUBLASLT : LOOM_TP_GEMM_LOOM;
+}
+
+loom_result_t loom__tp_seq_gemm(loom_tp_state_t *st, const loom_gemm_desc_t *g, const void *a, const void *b,
+                                void *c, const void *bias, cudaStream_t stream) {
+  if (st->gemm_engine == LOOM_TP_GEMM_CUBLASLT && st->tune_base_gemm) {
+    st->tune_base_gemm = 0; /* the winner is recorded for this shape and these alignments; C is computed */
+    return loom__base_gemm_tune(g, a, b, c, bias, LOOM_TP_TUNE_CUBLASLT_CANDIDATES, 3, stream, NULL);
+  }
+  if (st->gemm_engine == LOOM_TP_GEMM_CUBLASLT) return loom__base_gemm(g, a, b, c, bias, stream);
+  return loom_gemm(g, a, b, c, bias, stream);
+}
+
+const char *loom__tp_transfer_name(loom_tp_transfer_t t) {
+  switch (t) {
+    case LOOM_TP_AUTO: return "LOOM_TP_AUTO";
+    case LOOM_TP_SEQUENTIAL: return "LOOM_TP_SEQUENTIAL";
+    case LOOM_TP_COPY_ENGINE: return "LOOM_TP_COPY_ENGINE";
+    case LOOM_TP_SM_COPY: return "LOOM_TP_SM_COPY";
+    case LOOM_TP_SM_ATOMIC: return "LOOM_TP_SM_ATOMIC";
+  }
+  return "unknown";
+}
+
+loom_gemm_desc_t loom__tp_gemm_desc(const loom_tp_desc_t *d) {
+  loom_gemm_desc_t g = LOOM_GEMM_DESC(d->m, d->n, d->k, d->ab_type, d->c_type, d->b_layout, d->has_bias);
+  return g;
+}
+
+loom_result_t loom__tp_state(loom_plan_t plan, const char *fn, int kind, loom_tp_state_t **st) {
+  LOOM_TRY(loom__check_plan(plan, fn));
+  const int is_ag = plan->op && strcmp(plan->op, "ag_gemm") == 0, is_rs = plan->op && strcmp(plan->op, "gemm_rs") == 0,
+            is_ar = plan->op && strcmp(plan->op, "gemm_ar") == 0;
+  const int have = is_ag ? LOOM__TP_AG : is_rs ? LOOM__TP_RS : LOOM__TP_AR;
+  if (!plan->op_state || !(is_ag || is_rs || is_ar) || (kind >= 0 && kind != have))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a %s plan, not a%s plan", fn, (void *)plan,
+                      plan->op ? plan->op : "(unknown)",
+                      kind < 0                ? "n ag_gemm, gemm_rs or gemm_ar"
+                      : kind == LOOM__TP_AG   ? "n ag_gemm"
+                      : kind == LOOM__TP_RS   ? " gemm_rs"
+                                              : " gemm_ar");
+  *st = (loom_tp_state_t *)plan->op_state;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int sm_count, const loom_tp_desc_t *d,
+                                  loom_tp_transfer_t *resolved, int all_reachable, int hooks_ok) {
+  if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL must point to a loom_tp_desc_t", fn);
+  if (d->struct_size != sizeof(loom_tp_desc_t))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->struct_size=%zu, expected %zu (initialise with LOOM_TP_DESC_INIT; header and "
+                      "library differ?)",
+                      fn, d->struct_size, sizeof(loom_tp_desc_t));
+  if (d->world_size != comm_size)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->world_size=%d differs from the comm's size %d", fn,
+                      d->world_size, comm_size);
+  char gfn[96];
+  snprintf(gfn, sizeof gfn, "%s: desc", fn);
+  const loom_gemm_desc_t g = loom__tp_gemm_desc(d);
+  LOOM_TRY(loom__gemm_validate_desc(gfn, &g));
+  if (d->activation < LOOM_ACT_NONE || d->activation > LOOM_ACT_GELU_ERF)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->activation=%d is unknown: must be LOOM_ACT_NONE, _RELU, _GELU_TANH or _GELU_ERF", fn,
+                      (int)d->activation);
+  if (kind == LOOM__TP_RS && d->activation != LOOM_ACT_NONE)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->activation=%d: GEMM+ReduceScatter takes no activation (it would apply to each "
+                      "rank's partial sum): must be LOOM_ACT_NONE",
+                      fn, (int)d->activation);
+  if (kind == LOOM__TP_AR && d->activation != LOOM_ACT_NONE)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->activation=%d: GEMM+AllReduce takes its activation from the call's epilogue "
+                      "(loom_epilogue_t.activation, applied to the sum over ranks): must be LOOM_ACT_NONE",
+                      fn, (int)d->activation);
+  if (kind == LOOM__TP_AR && d->has_bias)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->has_bias=%d: GEMM+AllReduce takes its bias from the call's epilogue "
+                      "(loom_epilogue_t.bias, added once to the sum over ranks): must be 0",
+                      fn, d->has_bias);
+  if (d->transfer < LOOM_TP_AUTO || d->transfer > LOOM_TP_SM_ATOMIC)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->transfer=%d is unknown: must be LOOM_TP_AUTO, _SEQUENTIAL, _COPY_ENGINE, _SM_COPY or "
+                      "_SM_ATOMIC",
+                      fn, (int)d->transfer);
+  if (kind == LOOM__TP_AG && d->transfer == LOOM_TP_SM_ATOMIC)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->transfer=LOOM_TP_SM_ATOMIC is a GEMM+ReduceScatter reduction: AllGather+GEMM takes "
+                      "LOOM_TP_COPY_ENGINE, LOOM_TP_SM_COPY, LOOM_TP_SEQUENTIAL or LOOM_TP_AUTO",
+                      fn);
+  if (kind == LOOM__TP_RS && d->transfer == LOOM_TP_COPY_ENGINE)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->transfer=LOOM_TP_COPY_ENGINE is not offered for GEMM+ReduceScatter (the "
+                      "partials are reduced by SMs): use LOOM_TP_SM_COPY, LOOM_TP_SEQUENTIAL or LOOM_TP_AUTO",
+                      fn);
+  if (kind == LOOM__TP_AR && d->transfer == LOOM_TP_COPY_ENGINE)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->transfer=LOOM_TP_COPY_ENGINE is not offered for GEMM+AllReduce (the partials "
+                      "are reduced, and the epilogue applied, by SMs): use LOOM_TP_SM_COPY, LOOM_TP_SEQUENTIAL or "
+                      "LOOM_TP_AUTO",
+                      fn);
+  if (kind == LOOM__TP_AR && d->transfer == LOOM_TP_SM_ATOMIC)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->transfer=LOOM_TP_SM_ATOMIC is not offered for GEMM+AllReduce (the epilogue "
+                      "needs each sum complete before it runs, and the fused sum is deterministic): use "
+                      "LOOM_TP_SM_COPY, LOOM_TP_SEQUENTIAL or LOOM_TP_AUTO",
+                      fn);
+  if (kind == LOOM__TP_AR && !all_reachable)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: not every rank is load/store reachable (GEMM+AllReduce, fused or sequential through "
+                      "loom_allreduce, needs one NVLink domain): use loom_gemm and ncclAllReduce across nodes",
+                      fn);
+  if (d->sequential_gemm < LOOM_TP_GEMM_AUTO || d->sequential_gemm > LOOM_TP_GEMM_CUBLASLT)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->sequential_gemm=%d is unknown: must be LOOM_TP_GEMM_AUTO, _LOOM or _CUBLASLT", fn,
+                      (int)d->sequential_gemm);
+  if (d->sequential_gemm == LOOM_TP_GEMM_CUBLASLT && !loom__tp_cublaslt_takes(d->ab_type, d->c_type))
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: desc->sequential_gemm=LOOM_TP_GEMM_CUBLASLT: cuBLASLt has no GEMM of %s inputs with %s "
+                      "output: use LOOM_TP_GEMM_LOOM or LOOM_TP_GEMM_AUTO",
+                      fn, loom__dtype_name(d->ab_type), loom__dtype_name(d->c_type));
+  if (d->chunk_rows < 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->chunk_rows=%d must be >= 0 (0: chosen by the plan)", fn,
+                      d->chunk_rows);
+  if (d->comm_blocks < 0 || (sm_count > 0 && d->comm_blocks >= sm_count))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->comm_blocks=%d must be in [0, %d) (0: chosen by the plan; the GEMM keeps the "
+                      "other SMs)",
+                      fn, d->comm_blocks, sm_count);
+  loom_tp_transfer_t t = d->transfer;
+  const int fused_possible = all_reachable && hooks_ok && comm_size <= LOOM_TP_MAX_PEERS;
+  if (t == LOOM_TP_AUTO) {
+    /* AG with shards of fewer rows than the hooked GEMMs' smallest tile:
+     * every tile row then holds rows of another rank, so no tile can run
+     * before remote data has arrived and the fused path can hide nothing
+     * (it only adds its protocol: 0.70-0.82 of NCCL + cuBLASLt at m = 64,
+     * W = 2, bench/NOTES.md); the sequential path is the baseline itself */
+    const int can_overlap = kind != LOOM__TP_AG || loom_tp_shard_rows(d->m, comm_size) >= LOOM_TP_MIN_TILE_ROWS;
+    t = comm_size > 1 && fused_possible && can_overlap
+            ? (kind == LOOM__TP_AG ? LOOM_TP_COPY_ENGINE : LOOM_TP_SM_COPY)
+            : LOOM_TP_SEQUENTIAL;
+  }
+  if (t != LOOM_TP_SEQUENTIAL && !fused_possible)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: desc->transfer=%s needs every peer load/store reachable (%s), loom's GEMM kernels "
+                      "(compute capability >= 8.0: %s) and at most %d ranks (%d): use LOOM_TP_SEQUENTIAL",
+                      fn, loom__tp_transfer_name(t), all_reachable ? "yes" : "no", hooks_ok ? "yes" : "no",
+                      LOOM_TP_MAX_PEERS, comm_size);
+  *resolved = t;
+  return LOOM_SUCCESS;
+}
+
+/* The plan's fused GEMM configuration: the path's heuristic for the local
+ * GEMM, as a data-parallel GEMM (what hooked kernels run): on sm90 128-row
+ * tiles, or the 64-row decode tiles where the heuristic picks 64-row or
+ * small-m tiles (m <= 64); sm80 runs 128-row tiles. *bm: the rows of its
+ * tiles. The grid is set by the caller. */
+/* The fused GEMM's configuration: the plain heuristic's tile, bounded to
+ * what hooked kernels run. `clusters`: the GEMM only waits (AllGather: it
+ * stores plainly into C), so it may take the heuristic's 2x1 clusters (the
+ * launcher keeps them where the tile order allows; GEMM+ReduceScatter's
+ * routed stores and per-tile signals run without). The band height (group)
+ * is always set, so the AG band rule and the RS reduction's tile order see
+ * the one the kernel runs. */
+static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, int clusters, loom_gemm_config_t *cfg, int *bm) {
+  loom__gemm_device_t dev;
+  LOOM_TRY(loom__gemm_device(&dev));
+  loom__gemm_path_t path = LOOM__PATH_BASE;
+  LOOM_TRY(loom__gemm_path(g, &path));
+  loom_gemm_config_t out;
+  memset(&out, 0, sizeof out);
+  if (path == LOOM__PATH_SM90) {
+    const loom_gemm_config_t c = loom__gemm_choose(g, &dev, 1);
+    const loom_gemm_config_t h = loom__gemm_sm90_heuristic(g, &dev);
+    out.group = h.group > 0 ? h.group : 16; /* the sm90 kernel's default band */
+    if (c.bm == 16 || c.bm == 64 || h.bm == 64) {
+      out.bm = 64;
+      out.bn = h.bm == 64 && h.bn == 256 ? 256 : 128;
+    } else {
+      out.bm = 128;
+      out.bn = h.bn == 128 || h.bn == 192 || h.bn == 224 || h.bn == 256 ? h.bn : 128;
+      out.cluster = clusters && h.cluster == 2 && (out.bn == 128 || out.bn == 256) ? 2 : 0;
+    }
+  } else {
+    const loom_gemm_config_t h = loom__gemm_sm80_heuristic(g, &dev);
+    out.bm = 128;
+    out.bn = h.bn == 256 ? 256 : 128;
+    out.group = h.group > 0 ? h.group : 8; /* the sm80 kernel's default band */
+  }
+  *cfg = out;
+  *bm = out.bm;
+  return LOOM_SUCCESS;
+}
+
+static void tp_destroy(loom_plan_t plan) {
+  loom_tp_state_t *st = (loom_tp_state_t *)plan->op_state;
+  if (!st) return;
+  loom_comm_t comm = plan->comm;
+  if (st->done) {
+    cudaError_t e = cudaEventSynchronize(st->done);
+    if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (%s): waiting for the last call: %s", plan->op, cudaGetErrorString(e));
+  }
+  if (st->a_full_own) {
+    if (st->a_full_own_sym) (void)loom__comm_free(comm, st->a_full_own);
+    else (void)cudaFree(st->a_full_own);
+  }
+  if (st->partial) {
+    if (st->partial_sym) (void)loom__comm_free(comm, st->partial);
+    else (void)cudaFree(st->partial);
+  }
+  if (st->ar_plan) (void)loom_plan_destroy(st->ar_plan);
+  if (st->d_dst_signal) (void)cudaFree(st->d_dst_signal);
+  if (st->d_row_dst) (void)cudaFree(st->d_row_dst);
+  if (st->fork) (void)cudaEventDestroy(st->fork);
+  if (st->join) (void)cudaEventDestroy(st->join);
+  if (st->done) (void)cudaEventDestroy(st->done);
+  if (st->side) (void)cudaStreamDestroy(st->side);
+  loom__tp_trace_destroy(st);
+  free(st);
+  plan->op_state = NULL;
+}
+
+loom_result_t loom__tp_peer_addresses(const char *fn, const char *what, loom_comm_t comm, const void *p, size_t bytes,
+                                      char **peer) {
+  return loom__peer_addresses(fn, what, comm, p, bytes,
+                              "peers store into it, so it must be symmetric memory (or pass NULL to use the plan's "
+                              "own buffer)",
+                              peer);
+}
+
+/* RS fused: the owners' signal arrays for this source's tiles, as this
+ * rank addresses them, in a device array the GEMM's hooks read. */
+static loom_result_t rs_tables(loom_plan_t plan, loom_tp_state_t *st) {
+  loom_comm_t comm = plan->comm;
+  const int W = st->world;
+  char *ws[LOOM_TP_MAX_PEERS];
+  LOOM_TRY(loom__tp_peer_addresses("loom_plan_gemm_rs", "workspace", comm, comm->ws_ptr, comm->ws_bytes, ws));
+  uint32_t *sigs[LOOM_TP_MAX_PEERS];
+  const size_t tiles = (size_t)st->tiles_m * (size_t)st->tiles_n;
+  for (int p = 0; p < W; ++p) sigs[p] = (uint32_t *)(ws[p] + st->tile_off) + (size_t)st->rank * tiles;
+  if (st->transfer == LOOM_TP_SM_ATOMIC) {
+    /* every source adds into the owners' accumulators */
+    char *acc[LOOM_TP_MAX_PEERS];
+    LOOM_TRY(loom__tp_peer_addresses("loom_plan_gemm_rs", "accumulator", comm, st->partial,
+                                     (size_t)st->shard_rows * (size_t)st->gemm.n * sizeof(float), acc));
+    LOOM_CUDA(cudaMalloc((void **)&st->d_row_dst, (size_t)W * sizeof(void *)));
+    st->device_bytes += (size_t)W * sizeof(void *);
+    LOOM_CUDA(cudaMemcpyAsync(st->d_row_dst, acc, (size_t)W * sizeof(void *), cudaMemcpyHostToDevice, comm->stream));
+  }
+  LOOM_CUDA(cudaMalloc((void **)&st->d_dst_signal, (size_t)W * sizeof(uint32_t *)));
+  st->device_bytes += (size_t)W * sizeof(uint32_t *);
+  LOOM_CUDA(cudaMemcpyAsync(st->d_dst_signal, sigs, (size_t)W * sizeof(uint32_t *), cudaMemcpyHostToDevice, comm->stream));
+  LOOM_CUDA(cudaStreamSynchronize(comm->stream));
+  return LOOM_SUCCESS;
+}
+
+/* Everything a plan holds beyond its slice, for its resolved transfer. */
+static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
+  loom_comm_t comm = plan->comm;
+  const loom_gemm_desc_t *g = &st->gemm;
+  const size_t es_ab = loom_dtype_size(g->ab_type), es_c = loom_dtype_size(g->c_type);
+  const size_t Wrows = (size_t)st->world * (size_t)st->shard_rows; /* >= m: room for W equal shards */
+  LOOM_CUDA(cudaStreamCreateWithFlags(&st->side, cudaStreamNonBlocking));
+  LOOM_CUDA(cudaEventCreateWithFlags(&st->fork, cudaEventDisableTiming));
+  LOOM_CUDA(cudaEventCreateWithFlags(&st->join, cudaEventDisableTiming));
+  LOOM_CUDA(cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming));
+  if (st->kind == LOOM__TP_AG) {
+    const size_t bytes = Wrows * (size_t)g->k * es_ab;
+    if (st->transfer == LOOM_TP_SEQUENTIAL) {
+      LOOM_CUDA(cudaMalloc(&st->a_full_own, bytes));
+      st->device_bytes += bytes;
+    } else {
+      LOOM_TRY(loom__comm_malloc(comm, bytes, &st->a_full_own));
+      st->a_full_own_sym = 1;
+      st->symmetric_bytes += bytes;
+    }
+  } else if (st->kind == LOOM__TP_AR && st->transfer == LOOM_TP_SEQUENTIAL) {
+    /* loom_gemm's product, loom_allreduce's input (symmetric: peers load it) */
+    const size_t bytes = (size_t)g->m * (size_t)g->n * es_c;
+    LOOM_TRY(loom__comm_malloc(comm, bytes, &st->partial));
+    st->partial_sym = 1;
+    st->symmetric_bytes += bytes;
+    loom_coll_desc_t cd = LOOM_COLL_DESC_INIT;
+    cd.count = g->m * g->n;
+    cd.cols = g->n; /* element row x n + col: the fused path's epilogue index */
+    cd.dtype = cd.out_type = g->c_type;
+    cd.world_size = st->world;
+    LOOM_TRY(loom_plan_allreduce(comm, &cd, &st->ar_plan));
+    loom_coll_plan_info_t ci = LOOM_COLL_PLAN_INFO_INIT;
+    LOOM_TRY(loom_coll_plan_info(st->ar_plan, &ci));
+    st->symmetric_bytes += ci.symmetric_bytes;
+  } else if (st->transfer == LOOM_TP_SEQUENTIAL) {
+    const size_t bytes = Wrows * (size_t)g->n * es_c;
+    LOOM_CUDA(cudaMalloc(&st->partial, bytes));
+    st->device_bytes += bytes;
+  } else if (st->transfer == LOOM_TP_SM_ATOMIC) {
+    /* the owner's fp32 accumulator of its S rows, zero between calls (the
+     * reduction zeroes each tile after reading it) */
+    const size_t bytes = (size_t)st->shard_rows * (size_t)g->n * sizeof(float);
+    LOOM_TRY(loom__comm_malloc(comm, bytes, &st->partial));
+    st->partial_sym = 1;
+    st->symmetric_bytes += bytes;
+    LOOM_CUDA(cudaMemsetAsync(st->partial, 0, bytes, comm->stream));
+    LOOM_CUDA(cudaStreamSynchronize(comm->stream));
+    LOOM_TRY(rs_tables(plan, st));
+    LOOM_TRY(loom__nccl_fence(comm)); /* every accumulator is zero before any peer adds */
+  } else {
+    const size_t bytes = Wrows * (size_t)g->n * es_c;
+    LOOM_TRY(loom__comm_malloc(comm, bytes, &st->partial));
+    st->partial_sym = 1;
+    st->symmetric_bytes += bytes;
+    LOOM_TRY(rs_tables(plan, st));
+  }
+  return LOOM_SUCCESS;
+}
+
+/* What every rank's plan must have resolved alike (the agreement's hash). */
+/* The shape-dependent half of LOOM_TP_AUTO (loom_tp_auto_fused), for a
+ * fused plan whose GEMM configuration st holds: AG needs the GPU's ridge
+ * point, RS the GEMM's tiles against its grid; AR never keeps the fused
+ * path untuned (loom_tp_auto_fused says why). 1 (keep it) where the GPU's
+ * properties cannot be read. */
+static int auto_keeps_fused(const loom_tp_state_t *st, int kind, int64_t tiles) {
+  loom__gemm_device_t dev;
+  if (kind == LOOM__TP_AR) return loom_tp_auto_fused(-1, st->shard_rows, tiles, st->gemm_cfg.grid, 0.0);
+  if (loom__gemm_device(&dev) != LOOM_SUCCESS) return 1;
+  const double ridge = loom_tp_ridge_rows(dev.sms, (double)dev.clock_khz * 1e3, dev.cc_major, dev.dram_bps);
+  return loom_tp_auto_fused(kind == LOOM__TP_AG, st->shard_rows, tiles, st->gemm_cfg.grid, ridge);
+}
+
+static uint64_t tp_fingerprint(const loom_tp_state_t *st, uint32_t nsig) {
+  const loom_tp_desc_t *d = &st->desc;
+  const int64_t f[20] = {st->kind, d->m, d->n, d->k, d->ab_type, d->c_type, d->b_layout, d->has_bias,
+                         d->activation, d->world_size, st->transfer, st->gemm_engine, st->chunk_rows,
+                         st->comm_blocks, st->gemm_bm, st->gemm_cfg.bn, st->tiles_m, st->tiles_n,
+                         st->chunks_per_shard, nsig};
+  return loom__fnv64(LOOM_FNV64_INIT, f, sizeof f);
+}
+
+static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom__tp_kind_t kind, loom_plan_t *out) {
+  const char *fn = kind == LOOM__TP_AG ? "loom_plan_ag_gemm" : kind == LOOM__TP_RS ? "loom_plan_gemm_rs" : "loom_plan_gemm_ar";
+  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
+  *out = NULL;
+  LOOM_TRY(loom__comm_check(comm, fn));
+  int hooks_ok = 0;
+  if (!comm->detached && desc && desc->struct_size == sizeof *desc) {
+    loom__gemm_path_t path = LOOM__PATH_BASE;
+    const loom_gemm_desc_t g = loom__tp_gemm_desc(desc);
+    if (loom__gemm_validate_desc(fn, &g) == LOOM_SUCCESS && loom__gemm_path(&g, &path) == LOOM_SUCCESS)
+      hooks_ok = path != LOOM__PATH_BASE;
+  }
+  loom_tp_transfer_t t = LOOM_TP_SEQUENTIAL;
+  const loom_result_t rc =
+      loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &t, comm->ws_all_reachable, hooks_ok);
+  if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
+  /* a description that leaves every knob to loom takes the tuning cache's
+   * choice (loom_ag_gemm_tune / loom_gemm_rs_tune / loom_gemm_ar_tune)
+   * where it has one; with LOOM_TUNE=1 the plan tunes a description the
+   * cache lacks first (collective: every rank's cache lacks it alike, or
+   * the tuner's agreement fails on every rank) */
+  loom_tp_desc_t eff = *desc;
+  int tuned = 0;
+  if (desc->transfer == LOOM_TP_AUTO && desc->chunk_rows == 0 && desc->comm_blocks == 0 &&
+      desc->sequential_gemm == LOOM_TP_GEMM_AUTO) {
+    char key[LOOM_TUNE_KEY_BYTES], value[LOOM_TUNE_KEY_BYTES];
+    const int keyed = loom__tp_tune_key(kind, desc, comm->sm_count, key, sizeof key);
+    if (keyed && !comm->detached && loom__param_TUNE() == 1 && !loom__tune_get(key, value, sizeof value)) {
+      LOOM_INFO("%s: LOOM_TUNE=1 and no tuned entry for \"%s\": tuning it now", fn, key);
+      LOOM_TRY(loom__tp_tune(comm, desc, kind, comm->stream));
+    }
+    if (keyed && loom__tune_get(key, value, sizeof value)) {
+      loom_tp_transfer_t t2 = LOOM_TP_SEQUENTIAL;
+      loom_tp_choice_t ch;
+      if (loom__tp_tune_parse(value, &ch) == LOOM_SUCCESS) {
+        eff.transfer = ch.transfer, eff.chunk_rows = ch.chunk_rows, eff.comm_blocks = ch.comm_blocks;
+        eff.sequential_gemm = ch.gemm;
+        if (loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, &eff, &t2, comm->ws_all_reachable, hooks_ok) ==
+            LOOM_SUCCESS) {
+          t = t2;
+          tuned = 1;
+        } else {
+          LOOM_WARN("%s: tuned entry \"%s\" = \"%s\" does not apply here (%s): the heuristic's choice", fn, key, value,
+                    loom_last_error());
+          eff = *desc;
+        }
+      } else {
+        LOOM_WARN("%s: %s", fn, loom_last_error());
+      }
+    }
+  }
+  desc = &eff;
+  if (comm->detached)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the description is valid; a test comm without a GPU cannot hold a plan",
+                      fn);
+
+  loom_tp_state_t *st = (loom_tp_state_t *)calloc(1, sizeof *st);
+  if (!st)
+    return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn));
+  st->kind = kind;
+  st->desc = *desc;
+  st->gemm = loom__tp_gemm_desc(desc);
+  st->transfer = t;
+  st->gemm_engine = loom__tp_resolve_gemm(desc, t);
+  st->rank = comm->rank;
+  st->world = comm->size;
+  const int64_t m = desc->m;
+  st->shard_rows = loom_tp_shard_rows(m, st->world);
+  st->my_begin = loom_tp_shard_begin(m, st->world, st->rank);
+  st->my_len = loom_tp_shard_len(m, st->world, st->rank);
+  loom_result_t r = LOOM_SUCCESS;
+  uint32_t nsig = 0;
+  if (t != LOOM_TP_SEQUENTIAL) {
+    /* the GEMM's persistent blocks wait for signals that other kernels set:
+     * those kernels need SMs the GEMM leaves free (the copy engine's
+     * one-thread signal kernels: one SM; SM_COPY: comm_blocks, by default
+     * 4..16 chosen so that the GEMM needs no extra wave) */
+    r = fused_gemm_config(&st->gemm, kind == LOOM__TP_AG, &st->gemm_cfg, &st->gemm_bm);
+    if (kind == LOOM__TP_AG) /* bands of the tile order inside one shard each */
+      st->gemm_cfg.group = loom_ag_band_rows(
+          st->shard_rows % st->gemm_bm == 0 ? st->shard_rows / st->gemm_bm : 0, st->gemm_cfg.group);
+    st->tiles_m = (int)loom_ceil_div(m, st->gemm_bm);
+    st->tiles_n = (int)loom_ceil_div(desc->n, st->gemm_cfg.bn);
+    const int64_t tiles = (int64_t)st->tiles_m * st->tiles_n;
+    st->comm_blocks = t != LOOM_TP_SM_COPY && t != LOOM_TP_SM_ATOMIC ? 0
+                      : desc->comm_blocks > 0 ? desc->comm_blocks
+                                              : loom_tp_comm_sms(tiles, comm->sm_count, 4, 16);
+    st->gemm_cfg.grid = comm->sm_count - (st->comm_blocks > 0 ? st->comm_blocks : 1);
+    if (r == LOOM_SUCCESS && !tuned && desc->transfer == LOOM_TP_AUTO && !auto_keeps_fused(st, kind, tiles)) {
+      /* the shape-dependent half of AUTO: the fused path could hide nothing */
+      LOOM_INFO("%s: m=%lld: the fused path could hide nothing here (%s): sequential", fn, (long long)m,
+                kind == LOOM__TP_AG   ? "a shard's rows are memory-bound on B"
+                : kind == LOOM__TP_RS ? "the GEMM's tiles fit one wave"
+                                      : "GEMM + loom_allreduce with the epilogue measured faster");
+      t = st->transfer = LOOM_TP_SEQUENTIAL;
+      st->gemm_engine = loom__tp_resolve_gemm(desc, t);
+      memset(&st->gemm_cfg, 0, sizeof st->gemm_cfg);
+      st->gemm_bm = st->tiles_m = st->tiles_n = st->comm_blocks = 0;
+    } else if (kind == LOOM__TP_AG) {
+      int64_t cr = desc->chunk_rows;
+      if (cr <= 0) cr = loom_ag_default_chunk_rows(st->shard_rows, st->gemm_bm, st->comm_blocks);
+      if (cr < 1) cr = 1;
+      if (cr > st->shard_rows) cr = st->shard_rows;
+      st->chunk_rows = (int)cr;
+      st->chunks_per_shard = loom_ag_chunks_per_shard(m, st->world, cr);
+      const int64_t n64 = (int64_t)st->world + (int64_t)st->world * st->chunks_per_shard;
+      if (n64 > (int64_t)UINT32_MAX / 8)
+        r = loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %lld chunk signals are too many: raise desc->chunk_rows=%d", fn,
+                       (long long)n64, desc->chunk_rows);
+      nsig = (uint32_t)n64;
+    } else {
+      /* tile signals, done, count; AR: the gathered signals too */
+      const int64_t per = (int64_t)st->world * st->tiles_m * st->tiles_n;
+      const int64_t n64 = per + st->world + 2 + (kind == LOOM__TP_AR ? per : 0);
+      if (n64 > (int64_t)UINT32_MAX / 8)
+        r = loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %lld tile signals are too many (m=%lld, n=%lld)", fn,
+                       (long long)n64, (long long)m, (long long)desc->n);
+      nsig = (uint32_t)n64;
+    }
+  }
+  if (r != LOOM_SUCCESS) {
+    free(st);
+    return loom__comm_refuse(comm, fn, r);
+  }
+  loom_plan_t plan = NULL;
+  /* every rank resolved the same plan, before anything else collective */
+  r = loom__plan_create(comm, fn, kind_op(kind), nsig, 0, tp_fingerprint(st, nsig),
+                        "every rank must pass the same loom_tp_desc_t (m, n, k, dtypes, layout, bias, activation, "
+                        "world size, transfer and knobs) and see the same tuning cache (LOOM_TUNE_FILE)",
+                        &plan);
+  if (r != LOOM_SUCCESS) {
+    free(st);
+    return r;
+  }
+  plan->op_state = st;
+  plan->destroy_op = tp_destroy;
+  if (kind == LOOM__TP_AG) {
+    st->ready_off = plan->signals_offset;
+    st->chunk_off = plan->signals_offset + (size_t)st->world * sizeof(uint32_t);
+  } else {
+    st->tile_off = plan->signals_offset;
+    st->done_off = st->tile_off + (size_t)st->world * (size_t)st->tiles_m * (size_t)st->tiles_n * sizeof(uint32_t);
+    st->count_off = st->done_off + (size_t)st->world * sizeof(uint32_t);
+    st->gath_off = kind == LOOM__TP_AR ? st->count_off + 2 * sizeof(uint32_t) : (size_t)-1;
+  }
+  r = tp_alloc(plan, st);
+  /* every kernel a call launches is loaded now, not at its first launch
+   * next to a running kernel that waits for it (lazy loading) */
+  if (r == LOOM_SUCCESS) r = loom__tp_preload_kernels();
+  if (r == LOOM_SUCCESS && t != LOOM_TP_SEQUENTIAL)
+    r = loom__gemm_hooked_preload(&st->gemm, &st->gemm_cfg, (int)st->desc.activation);
+  if (r != LOOM_SUCCESS) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", loom_last_error());
+    (void)loom_plan_destroy(plan);
+    return loom__fail(r, "%s", msg);
+  }
+  LOOM_INFO("%s: m=%lld n=%lld k=%lld W=%d: %s%s, GEMM %s, S=%lld, chunk_rows=%d, comm_blocks=%d, tile %dx%d", fn,
+            (long long)m, (long long)desc->n, (long long)desc->k, st->world, loom__tp_transfer_name(t),
+            tuned ? " (tuned)" : "", loom__tp_gemm_name(st->gemm_engine), (long long)st->shard_rows, st->chunk_rows,
+            st->comm_blocks, st->gemm_bm, st->gemm_cfg.bn);
+  *out = plan;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_plan_ag_gemm(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out) {
+  return tp_plan(comm, desc, LOOM__TP_AG, out);
+}
+
+loom_result_t loom_plan_gemm_rs(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out) {
+  return tp_plan(comm, desc, LOOM__TP_RS, out);
+}
+
+loom_result_t loom_plan_gemm_ar(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out) {
+  return tp_plan(comm, desc, LOOM__TP_AR, out);
+}
+
+loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info) {
+  loom_tp_state_t *st;
+  LOOM_TRY(loom__tp_state(plan, "loom_tp_plan_info", -1, &st));
+  if (!info) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_tp_plan_info: info=NULL");
+  if (info->struct_size != sizeof *info)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "loom_tp_plan_info: info->struct_size=%zu, expected %zu (initialise with LOOM_TP_PLAN_INFO_INIT)",
+                      info->struct_size, sizeof *info);
+  const int fused = st->transfer != LOOM_TP_SEQUENTIAL;
+  info->transfer = st->transfer;
+  info->shard_rows = st->shard_rows;
+  info->chunk_rows = st->chunk_rows;
+  info->comm_blocks = st->comm_blocks;
+  info->gemm_bm = fused ? st->gemm_bm : 0;
+  info->gemm_bn = fused ? st->gemm_cfg.bn : 0;
+  info->gemm_grid = fused ? st->gemm_cfg.grid : 0;
+  /* AG: every element is one product, whatever the transfer; RS: the fused
+   * sum runs in rank order, NCCL's order is its own; AR: fused or through
+   * loom_allreduce, fp32 sums in rank order */
+  info->deterministic = st->kind == LOOM__TP_AG || st->kind == LOOM__TP_AR || (fused && st->transfer != LOOM_TP_SM_ATOMIC);
+  info->symmetric_bytes = st->symmetric_bytes;
+  info->device_bytes = st->device_bytes;
+  info->workspace_bytes = plan->ws_bytes + (st->ar_plan ? st->ar_plan->ws_bytes : 0);
+  info->gemm = st->gemm_engine;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__tp_fork(loom_tp_state_t *st, cudaStream_t stream) {
+  LOOM_CUDA(cudaEventRecord(st->fork, stream));
+  LOOM_CUDA(cudaStreamWaitEvent(st->side, st->fork, 0));
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__tp_join(loom_tp_state_t *st, cudaStream_t stream) {
+  LOOM_CUDA(cudaEventRecord(st->join, st->side));
+  LOOM_CUDA(cudaStreamWaitEvent(stream, st->join, 0));
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__tp_done(loom_tp_state_t *st, cudaStream_t stream) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
+  LOOM_CUDA(cudaEventRecordWithFlags(st->done, stream,
+                                     cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
+  loom__tp_trace_end(st, stream);
+  return LOOM_SUCCESS;
+}
+
+ncclDataType_t loom__tp_nccl_type(loom_dtype_t t) {
+  return t == LOOM_FP32 ? ncclFloat32 : t == LOOM_BF16 ? ncclBfloat16 : ncclFloat16;
+}

@@ -1,0 +1,63 @@
+/*
+ * test_ref.c - host tests of the CPU reference (src/ref).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "tests/common/test.h"
+#include "ref/ref.h"
+
+LOOM_TEST(ref_bf16_round_trip_and_rounding) {
+  CHECK(loom_ref_bf16_to_float(loom_ref_float_to_bf16(1.0f)) == 1.0f);
+  CHECK(loom_ref_bf16_to_float(loom_ref_float_to_bf16(-2.5f)) == -2.5f);
+  /* 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even gives 1 */
+  CHECK(loom_ref_bf16_to_float(loom_ref_float_to_bf16(1.0f + 1.0f / 256)) == 1.0f);
+  CHECK(loom_ref_bf16_to_float(loom_ref_float_to_bf16(1.0f + 3.0f / 256)) == 1.0f + 4.0f / 256);
+  CHECK(isnan(loom_ref_bf16_to_float(loom_ref_float_to_bf16(NAN))));
+}
+
+LOOM_TEST(ref_fp16_round_trip_and_rounding) {
+  const float exact[] = {0.0f, 1.0f, -1.0f, 0.5f, 65504.0f, 6.103515625e-05f, 5.960464477539063e-08f, -3.140625f};
+  for (size_t i = 0; i < sizeof exact / sizeof exact[0]; ++i)
+    CHECK(loom_ref_fp16_to_float(loom_ref_float_to_fp16(exact[i])) == exact[i]);
+  CHECK(loom_ref_fp16_to_float(loom_ref_float_to_fp16(1.0f + 1.0f / 2048)) == 1.0f); /* tie to even */
+  CHECK(loom_ref_fp16_to_float(loom_ref_float_to_fp16(1.0f + 3.0f / 2048)) == 1.0f + 2.0f / 1024);
+  CHECK(isinf(loom_ref_fp16_to_float(loom_ref_float_to_fp16(1e6f))));
+  CHECK(loom_ref_float_to_fp16(1.0f) == 0x3c00);
+  CHECK(loom_ref_float_to_fp16(-2.0f) == 0xc000);
+}
+
+LOOM_TEST(ref_random_fill_is_nonzero_and_seeded) {
+  float a[1000], b[1000], c[1000];
+  loom_ref_fill_random(LOOM_FP32, a, 1000, 7, 1.0);
+  loom_ref_fill_random(LOOM_FP32, b, 1000, 7, 1.0);
+  loom_ref_fill_random(LOOM_FP32, c, 1000, 8, 1.0);
+  int same = 1, differ = 0, zeros = 0;
+  double mean = 0;
+  for (int i = 0; i < 1000; ++i) {
+    same &= a[i] == b[i];
+    differ += a[i] != c[i];
+    zeros += a[i] == 0.0f;
+    CHECK(a[i] >= -1.0f && a[i] < 1.0f);
+    mean += a[i];
+  }
+  CHECK(same);
+  CHECK(differ > 990);
+  CHECK_EQ_INT(zeros, 0);
+  CHECK(fabs(mean / 1000) < 0.1);
+}
+
+LOOM_TEST(ref_gemm_element_both_layouts) {
+  /* A [2,3], B [3,2] (KN) and its transpose (NK) give the same C */
+  float a[6] = {1, 2, 3, 4, 5, 6}, bkn[6] = {1, 0, 0, 1, 1, 1}, bnk[6] = {1, 0, 1, 0, 1, 1}, bias[2] = {0.5f, -1};
+  loom_gemm_desc_t d = LOOM_GEMM_DESC(2, 2, 3, LOOM_FP32, LOOM_FP32, LOOM_B_KN, 1);
+  double c00 = loom_ref_gemm_element(&d, a, bkn, bias, 0, 0), c11 = loom_ref_gemm_element(&d, a, bkn, bias, 1, 1);
+  CHECK(c00 == 1 + 3 + 0.5 && c11 == 5 + 6 - 1);
+  d.b_layout = LOOM_B_NK;
+  CHECK(loom_ref_gemm_element(&d, a, bnk, bias, 0, 0) == c00);
+  CHECK(loom_ref_gemm_element(&d, a, bnk, bias, 1, 1) == c11);
+  double x[2] = {1.0, 2.0}, r[2] = {1.0, 2.0}, y[2] = {1.0, NAN};
+  CHECK(loom_ref_rel_error(x, r, 2) == 0.0);
+  CHECK(isnan(loom_ref_rel_error(y, r, 2)));
+}
