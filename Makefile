@@ -153,6 +153,7 @@ test: all
 	$(BUILD)/tests/loom-test-host
 	bash tests/check_exports.sh $(LIBSO) include/loom.h
 	bash tests/check_loom_tool.sh $(BUILD)/bin/loom
+	python3 tests/check_layers.py --src src --obj $(BUILD)/obj/src --header include/loom.h
 	$(MAKE) --no-print-directory python-test
 
 # The Python binding's host tests (pytest, installed on first use if missing;

@@ -56,12 +56,12 @@
 
 #include <stdint.h>
 #include "core/util.h" /* LOOM_HD, loom_ceil_div */
+#include "ops/common/vector.h" /* LOOM_COLL_VEC */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define LOOM_COLL_VEC 8 /* elements per vector access (16 B of bf16/fp16, 32 B of fp32) */
 
 /* The unit of a description: cols (rows) or LOOM_COLL_VEC (flat). */
 LOOM_HD int64_t loom_coll_unit(int64_t cols) { return cols > 0 ? cols : LOOM_COLL_VEC; }

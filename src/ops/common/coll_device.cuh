@@ -38,7 +38,7 @@
 
 #include "core/pointwise.h"
 #include "core/signal.cuh"
-#include "ops/coll/coll_schedule.h"
+#include "ops/common/vector.h"
 
 #define LOOM_COLL_UNROLL 4 /* vectors of 8 per thread in flight per source */
 
