@@ -6,7 +6,7 @@
  * overlap).
  *
  * Fused (LOOM_TP_SM_COPY; protocol in tp_linear.h): the GEMM+ReduceScatter
- * call (loom__rs_fused, gemm_rs.c) with the AllReduce's second half folded
+ * call (loom__rs_fused, rs_engine.c) with the AllReduce's second half folded
  * into the owners' reduction. Every rank's GEMM computes its partial
  * product of all m rows into its own symmetric partial buffer, peers' rows
  * first, and signals each tile to the owner(s) of its rows. Rank o owns the

@@ -321,7 +321,7 @@ typedef struct loom_rs_reduce_args {
 
 loom_result_t loom__rs_reduce_kernel(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream);
 
-/* The fused GEMM + reduction of loom_gemm_rs and loom_gemm_ar (gemm_rs.c):
+/* The fused GEMM + reduction of loom_gemm_rs and loom_gemm_ar (rs_engine.c):
  * begin kernel (waits for the peers' done of the previous call), the side
  * launch of the reduction, the hooked GEMM into the plan's partial buffer,
  * the tail launch, the join. `ra` carries the caller's outputs (dst, nout,

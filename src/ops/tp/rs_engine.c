@@ -1,0 +1,85 @@
+/*
+ * rs_engine.c - the fused GEMM + reduce-scatter engine (loom__rs_fused) of
+ * loom_gemm_rs (gemm_rs.c) and loom_gemm_ar (gemm_ar.c): begin kernel (it
+ * waits for the peers' done of the previous call), the side launch of the
+ * reduction, the hooked GEMM into the plan's partial buffer with a signal
+ * per tile to the owners of its rows, the tail launch of the reduction on
+ * every SM, the join. The caller gives the reduction its outputs: c_shard
+ * and the bias (RS), or every rank's out, the call's epilogue and the
+ * gathered signals (AR). Protocol: tp_linear.h.
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/plan.h"
+#include "gemm/gemm.h"
+#include "ops/tp/tp_linear.h"
+#include "ops/tp/tp_schedule.h"
+
+loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b,
+                             loom_rs_reduce_args_t *ra, cudaStream_t stream) {
+  loom_comm_t comm = plan->comm;
+  loom_gemm_desc_t g = st->gemm;
+  const int W = st->world;
+  const loom_dev_comm_t dc = loom__comm_dev(comm);
+  const char *fn = st->kind == LOOM__TP_AR ? "loom_gemm_ar" : "loom_gemm_rs";
+
+  const int atomic = st->transfer == LOOM_TP_SM_ATOMIC;
+  if (atomic) {
+    ra->src[0] = (const char *)st->partial;
+    ra->nsrc = 1, ra->src_type = LOOM_FP32, ra->src_row_base = st->my_begin, ra->zero_src = 1;
+  } else {
+    LOOM_TRY(loom__tp_peer_addresses(fn, "partial", comm, st->partial,
+                                     (size_t)g.m * (size_t)g.n * loom_dtype_size(g.c_type), (char **)ra->src));
+    ra->nsrc = W, ra->src_type = (int)g.c_type, ra->src_row_base = 0, ra->zero_src = 0;
+  }
+  ra->dc = dc;
+  ra->epoch_off = plan->epoch_offset;
+  ra->tile_off = st->tile_off;
+  ra->done_off = st->done_off;
+  ra->count_off = st->count_off;
+  const int tail_blocks = comm->sm_count;
+  ra->total_blocks = st->comm_blocks + tail_blocks;
+  ra->m = g.m;
+  ra->n = g.n;
+  ra->row0 = st->my_begin;
+  ra->rows = st->my_len;
+  ra->bm = st->gemm_bm;
+  ra->bn = st->gemm_cfg.bn;
+  ra->tiles_m = st->tiles_m;
+  ra->tiles_n = st->tiles_n;
+  ra->group = st->gemm_cfg.group; /* the GEMM's band (fused_gemm_config always sets it) */
+  ra->c_type = (int)g.c_type;
+  ra->wait_gathered = 0; /* the side launch: only the tail waits */
+
+  LOOM_TRY(loom__tp_begin(dc, plan->epoch_offset, (size_t)-1, st->done_off, stream));
+  loom__tp_trace_mark(st, "begin", stream);
+  LOOM_TRY(loom__tp_fork(st, stream));
+  /* launched even with no rows of its own: its last block tells the sources */
+  LOOM_TRY(loom__rs_reduce_kernel(ra, st->comm_blocks, st->side));
+  loom__tp_trace_mark(st, "side.reduce", st->side);
+
+  loom_gemm_hooks_t h;
+  memset(&h, 0, sizeof h);
+  h.order.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
+  h.order.row_shift = loom_tp_row_shift(g.m, W, st->rank + 1, st->gemm_bm);
+  h.epoch_word = (const uint32_t *)((const char *)comm->ws_ptr + plan->epoch_offset);
+  h.epilogue = atomic ? LOOM_EPI_REDUCE : LOOM_EPI_STORE;
+  h.rows_per_dst = st->shard_rows;
+  h.dst_signal = st->d_dst_signal;
+  if (atomic) h.row_dst = st->d_row_dst, h.dst_fp32 = 1; /* red.global.add.f32 into the owners */
+  h.comm = dc;
+  g.has_bias = 0; /* added once, by the owner's reduction */
+  loom_result_t r = loom__gemm_hooked(&g, a, b, st->partial, NULL, &st->gemm_cfg, &h, stream);
+  loom__tp_trace_mark(st, "gemm", stream);
+  /* the tail: every SM sums what is left once the GEMM is done (AR: then
+   * waits for the other owners' tiles of this rank's out) */
+  ra->wait_gathered = ra->gath_off != (size_t)-1;
+  if (r == LOOM_SUCCESS) r = loom__rs_reduce_kernel(ra, tail_blocks, stream);
+  loom__tp_trace_mark(st, "tail", stream);
+  const loom_result_t rj = loom__tp_join(st, stream);
+  LOOM_TRY(r);
+  return rj;
+}
