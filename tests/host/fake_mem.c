@@ -57,6 +57,8 @@ loom_comm_t fake_comm_create(int rank, int size) {
 }
 
 void fake_comm_destroy(loom_comm_t c) {
+  while (c->nallocs > 0 && c->allocs[c->nallocs - 1].ptr != c->ws_ptr)
+    CHECK_RESULT(loom_free(c, c->allocs[c->nallocs - 1].ptr), LOOM_SUCCESS);
   CHECK_RESULT(loom_comm_destroy(c), LOOM_SUCCESS);
   loom__ptr_check_set_oracle(NULL);
   dev_free_all();
