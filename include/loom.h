@@ -907,7 +907,7 @@ loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t s
  *             to LOOM_ALLREDUCE_PUSH_BYTES (4 MiB), else ONE_SHOT up to
  *             LOOM_ALLREDUCE_ONE_SHOT_BYTES (16 MiB), these two while
  *             their extra traffic over TWO_SHOT's ((W-1)(W-2)/W x bytes)
- *             stays under 2 MiB, else TWO_SHOT (measured at W = 2: NOTES).
+ *             stays under 2 MiB, else TWO_SHOT (docs/perf/coll.md, "AUTO's tiers").
  *             LL, PUSH and ONE_SHOT apply the epilogue to every element on
  *             every rank, TWO_SHOT to the rank's slice only: the defaults
  *             stop where that repetition starts to cost (at 16 MiB they

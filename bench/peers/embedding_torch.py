@@ -5,7 +5,7 @@ PyTorch EmbeddingBag pooling + all_to_all_single, as a DLRM runs it, on W
 GPUs of one machine (torch.multiprocessing spawn, NCCL; no torchrun).
 Per rank: T tables of --rows x D fp32 held as one EmbeddingBag (indices
 shifted per table: one kernel for all tables, the faster of the two ways in
-ANCHORS.md), uniform (or --zipf) indices, pooling L (--variable: bag
+the project's anchor measurements), uniform (or --zipf) indices, pooling L (--variable: bag
 lengths uniform in [0, 2L], as loom-bench's --variable), global batch B.
 Shapes: --shapes BxT,... is the list loom-bench passes (with its D, L,
 rows, indices and bags); without it loom-bench's defaults (--quick: the

@@ -2,7 +2,7 @@
  * pool_loops.cu - the embedding pooling's row loops, measured side by side
  * (one GPU, pooling alone). The production kernels use one loop, FLAT
  * (src/ops/embedding/embedding_a2a.cuh); the others live here, with the benchmark and
- * the CPU check that chose it (bench/NOTES.md, "Row loops"):
+ * the CPU check that chose it (docs/perf/embedding.md, "Row loops"):
  *   FLAT     per group of U rows every slot loads (a dead slot reads row 0 of
  *            its table), the FMAs of live slots are kept: one wave of U x NV
  *            loads per group (production)

@@ -27,7 +27,7 @@
  * element (bad = out of bound or NaN).
  *
  * Output: one line per (shape, configuration) in the log; at the end, the
- * summary the decisions need (bench/NOTES.md says which): per band, the
+ * summary the decisions need (docs/perf/gemm.md, "What the dev bench decides"): per band, the
  * geomean of cuBLASLt time / loom time for the model's pick, the best
  * small-m split, the best decode-variant configuration, the best of all;
  * the weight stream's fraction of the copy bandwidth; per kernel, how the

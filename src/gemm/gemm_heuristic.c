@@ -26,9 +26,9 @@
  *
  * Constants (LOOM__M_*): the tensor rates are the hardware's per clock and
  * SM (wgmma dense bf16/fp16: 4096 FLOP; mma.sync on Hopper: 2400, measured
- * 628 TFLOP/s on 132 SMs, bench/NOTES.md); the efficiencies, latency and
+ * 628 TFLOP/s on 132 SMs, docs/perf/gemm.md, "mma.sync ceiling on Hopper"); the efficiencies, latency and
  * bandwidth fractions are fitted to the measurements of the fitting half of
- * the shape set (gemm_shapes.h; bench/NOTES.md says which runs), never to
+ * the shape set (gemm_shapes.h; docs/perf/gemm.md, "The model's constants: which runs"), never to
  * the held-out half.
  */
 #include <math.h>
@@ -50,8 +50,8 @@
 #define LOOM__M_EFF_SMALLM 0.50       /* small-m kernel's mma.sync (never binding below m = 64) */
 #define LOOM__M_CLUSTER 1.01          /* 2x1 clusters: half the L2->SM traffic of B (neutral to +2%) */
 /* Of the peak DRAM bandwidth, what each kernel's weight stream reached:
- * the sm90 decode variant 3.4-3.75 TB/s of H200's 4.8 (bench/NOTES.md
- * (5)), the sm80 kernel ~2.4 at best; the small-m kernel is built to reach
+ * the sm90 decode variant 3.4-3.75 TB/s of H200's 4.8 (docs/perf/gemm.md,
+ * "Decode variant: measured"), the sm80 kernel ~2.4 at best; the small-m kernel is built to reach
  * cuBLASLt's 4.1-4.2 (prediction, to be measured). */
 #define LOOM__M_BW_SM90 0.75
 #define LOOM__M_BW_SM80 0.60
@@ -275,7 +275,7 @@ double loom__gemm_predict_us(const loom_gemm_desc_t *d, const loom__gemm_device_
 /* The small-m kernel's split count: double it while the units (128-column
  * tiles x k ranges) are fewer than the SMs and each k range keeps at least
  * LOOM__SMALLM_MIN_K; no more than the kernel takes (each warp's share of a
- * unit at least 4 chunks). Measured on H100 (bench/NOTES.md, the fitting
+ * unit at least 4 chunks). Measured on H100 (docs/perf/gemm.md, "Small-m split count", the fitting
  * half, m <= 16): within 0.95 of the best measured split (geomean), where
  * the model's argmin of splits reached 0.87 (its latency and overlap terms
  * for many short units were off by up to 3x). */

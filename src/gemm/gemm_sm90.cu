@@ -70,7 +70,7 @@
  * of the activations' unrolled epilogues (the 128x224 one 156,000 SASS lines
  * against 13,000 now), and the file built in ~9 minutes instead of ~5. (That
  * kernel's 4% gap to the plain one with the hooks idle was measured before
- * and after: it did not come from its size; bench/NOTES.md, 2026-11-25.)
+ * and after: it did not come from its size; docs/perf/gemm.md, "Hooked kernel: the 128x224 gap".)
  *
  * sm_90a only: the kernel bodies compile under LOOM_SM90A; the sm_80 PTX of
  * the library holds empty kernels that the host never launches

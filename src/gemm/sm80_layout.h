@@ -77,7 +77,7 @@ LOOM_HD uint32_t loom_sm80_smem_bytes(int32_t bn) { return LOOM_SM80_STAGES * lo
 
 /* Relative speeds of the two widths (one SM, main loop), estimated before
  * the first measurement and kept because the picks they give matched the
- * better width on most shapes (bench/NOTES.md, sm80; a refit is pending):
+ * better width on most shapes (docs/perf/gemm.md, "sm80 tile width"; a refit is pending):
  * LOOM_SM80_R128x2 two 128 x 128 blocks side by side vs one 128 x 256,
  * LOOM_SM80_R128x1 one 128 x 128 block alone. */
 #define LOOM_SM80_R128x2 0.90

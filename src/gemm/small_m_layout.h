@@ -69,7 +69,7 @@ extern "C" {
  *   LOOM_SMALLM_PIPE_REGS2 (2): bursts of 2 chunks, the next burst's loads
  *     issued before this one's math (double-buffered registers), so a warp
  *     always has 1-2 chunks on the way.
- * Measured on H100 (bench/NOTES.md, 2026-11-24): REGS2 4-7% faster than
+ * Measured on H100 (docs/perf/gemm.md, "Small-m kernel: the weight stream"): REGS2 4-7% faster than
  * REGS at m <= 16; cp.async rings in shared memory (1 or 2 chunks a stage,
  * 80-128 KiB a block in flight) were 5-15% slower than REGS, dropped. */
 #define LOOM_SMALLM_PIPE_REGS 1

@@ -1,6 +1,6 @@
 /*
  * bench_baseline.c - `loom-bench baseline`: what loom's fused ops must beat,
- * measured again on this machine (ANCHORS.md's figures are leads only).
+ * measured again on this machine (the project's anchor measurements are leads only).
  *
  * GEMM (rank 0's GPU alone; the other ranks wait in a barrier): cuBLASLt
  * through loom__base_gemm, bf16 inputs and output, fp32 accumulation, both

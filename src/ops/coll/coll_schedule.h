@@ -202,7 +202,7 @@ typedef struct loom_coll_thresholds {
  *            handshake, ~7 us, at ~300 GB/s). At W = 2 all three move the
  *            bytes the two-shot moves but apply the epilogue to the whole
  *            vector (the two-shot: to the rank's slice); measured order on
- *            2x H100 with and without the epilogue (bench/NOTES.md): LL to
+ *            2x H100 with and without the epilogue (docs/perf/coll.md, "AUTO's tiers"): LL to
  *            1 MiB, PUSH at 4 MiB, one-shot at 16 MiB, two-shot above;
  *  TWO_SHOT  otherwise.
  * Returns 1 (LL), 2 (PUSH), 3 (one-shot) or 4 (two-shot). */

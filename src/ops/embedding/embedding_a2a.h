@@ -51,9 +51,9 @@ extern "C" {
 
 #define LOOM_EMB_MAX_LSA 72      /* peers whose output addresses travel as kernel arguments */
 #define LOOM_EMB_THREADS 256     /* threads per block: 8 warps */
-#define LOOM_EMB_DEFAULT_SLICE 128 /* samples per slice; fused time flat within 1.6% for S = 8..512 (bench/NOTES.md) */
+#define LOOM_EMB_DEFAULT_SLICE 128 /* samples per slice; fused time flat within 1.6% for S = 8..512 (docs/perf/embedding.md, "Slice size") */
 /* Bags (samples) per task: a warp pools one task of `part` bags at a time,
- * 1..32. Fused time within 0.3% for 4..16, 7% slower at 1 (bench/NOTES.md). */
+ * 1..32. Fused time within 0.3% for 4..16, 7% slower at 1 (docs/perf/embedding.md, "Task size (bags per warp task)"). */
 #define LOOM_EMB_DEFAULT_PART 4
 #define LOOM_EMB_UNROLL 8        /* 16-byte row chunks in flight per lane (16 spills under the register cap) */
 

@@ -183,7 +183,7 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
      * every tile row then holds rows of another rank, so no tile can run
      * before remote data has arrived and the fused path can hide nothing
      * (it only adds its protocol: 0.70-0.82 of NCCL + cuBLASLt at m = 64,
-     * W = 2, bench/NOTES.md); the sequential path is the baseline itself */
+     * W = 2, docs/perf/tp.md, "Shards shorter than a tile"); the sequential path is the baseline itself */
     const int can_overlap = kind != LOOM__TP_AG || loom_tp_shard_rows(d->m, comm_size) >= LOOM_TP_MIN_TILE_ROWS;
     t = comm_size > 1 && fused_possible && can_overlap
             ? (kind == LOOM__TP_AG ? LOOM_TP_COPY_ENGINE : LOOM_TP_SM_COPY)

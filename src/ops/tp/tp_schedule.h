@@ -105,7 +105,7 @@ LOOM_HD int64_t loom_ag_default_chunk_rows(int64_t S, int32_t bm, int32_t comm_b
  * rows (ready at once) with rows that arrive later makes part of the first
  * wave wait, and those blocks stay behind the blocks that share their B
  * columns, which then read B from DRAM again (Llama AG m = 1024, W = 2:
- * 8 tile rows in one band of 16, fused 0.87 of NCCL + cuBLASLt; bench/NOTES.md).
+ * 8 tile rows in one band of 16, fused 0.87 of NCCL + cuBLASLt; docs/perf/tp.md, "Tile bands inside one shard").
  * shard_tile_rows < 1 (shards not a whole number of tile rows): group. */
 LOOM_HD int32_t loom_ag_band_rows(int64_t shard_tile_rows, int32_t group) {
   if (group < 1) group = 1;
@@ -195,7 +195,7 @@ LOOM_HD uint32_t loom_ar_gathered_signal(int32_t o, int64_t tiles, int64_t t) {
 /* LOOM_TP_AUTO beyond what the description alone decides: whether the fused
  * path can hide any communication for this shape (else the plan takes the
  * sequential path, which is the baseline itself). Measured mechanisms
- * (bench/NOTES.md, 2x H100, 2026-11-25):
+ * (docs/perf/tp.md, "AUTO: when the fused path is taken"; 2x H100, 2026-11-25):
  *  AG: the own shard's tile rows run first and the other ranks' tile rows
  *      of the same B columns later; where a shard's band of S rows is
  *      memory-bound on B (its arithmetic intensity, S FLOP per byte of B,
@@ -211,7 +211,7 @@ LOOM_HD uint32_t loom_ar_gathered_signal(int32_t o, int64_t tiles, int64_t t) {
  *      stored into every rank's out) lost to the sequential GEMM +
  *      loom_allreduce with the epilogue on every shape measured (CoCoNet's
  *      four at W = 2: 0.86-0.91 of cuBLASLt + NCCL + pointwise where the
- *      sequential path made 1.12-1.18; the held-out shapes in NOTES), so it
+ *      sequential path made 1.12-1.18; the held-out shapes in docs/perf/tp.md, "GEMM+AllReduce at W = 2"), so it
  *      is never the untuned choice; loom_gemm_ar_tune times both.
  * kind_ag: 1 AllGather+GEMM, 0 GEMM+ReduceScatter, -1 GEMM+AllReduce. */
 LOOM_HD int loom_tp_auto_fused(int kind_ag, int64_t shard_rows, int64_t tiles, int64_t grid, double ridge_rows) {

@@ -13,7 +13,7 @@
  *     the k-loop of the last partial wave, and wherever it splits, its pick
  *     is predicted to beat whole tiles by the margin;
  *   - the choices measured on H200 for the TP=2 families of the fitting
- *     half (bench/NOTES.md) stay as they were;
+ *     half (docs/perf/gemm.md, "Choices pinned from the TP=2 measurements") stay as they were;
  *   - the sm80 rule takes the device's own blocks per SM.
  * Runs on any machine.
  */
@@ -166,7 +166,7 @@ LOOM_TEST(gemm_heuristic_splits_the_last_partial_wave) {
 }
 
 LOOM_TEST(gemm_heuristic_keeps_the_measured_tp2_choices) {
-  /* H200, the TP=2 families measured in bench/NOTES.md (3)-(6) at
+  /* H200, the TP=2 families measured in docs/perf/gemm.md, "Choices pinned from the TP=2 measurements", at
    * 0.98-1.10 of cuBLASLt: Flux AG, Flux RS, Llama-3-70B up and down */
   const loom__gemm_device_t dev = loom__gemm_device_model(132, 1);
   const struct { int64_t m, n, k; int bn, cluster; } want[] = {

@@ -44,7 +44,7 @@ LOOM_TEST(gemm_sm90_layout_shapes_fit_and_pipelines_are_full) {
     /* stages start 1024-aligned (128B swizzle atoms) */
     CHECK(LOOM_SM90_A_BYTES(bm) % 1024 == 0 && LOOM_SM90_B_BYTES(bn) % 1024 == 0);
   }
-  /* the shapes of bench/NOTES.md: 225 KiB at bm 128, 4 / 6 stages */
+  /* the shapes of docs/perf/gemm.md, "sm90 kernel: structure and resources": 225 KiB at bm 128, 4 / 6 stages */
   CHECK_EQ_INT(LOOM_SM90_STAGES(128, 256), 4);
   CHECK_EQ_INT(LOOM_SM90_STAGES(128, 128), 6);
   CHECK_EQ_INT(LOOM_SM90_STAGES(128, 192), 4);
