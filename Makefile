@@ -6,6 +6,10 @@
 #   make bench        the main benchmark job on the GPUs present
 #   make install PREFIX=/usr/local
 #
+# The version is in VERSION alone (MAJOR.MINOR.PATCH): loom.pc and the Python
+# package take it from there; include/loom.h's LOOM_VERSION_* must equal it
+# (header-check, part of every build, says so otherwise).
+#
 # Switches: DEBUG=1 (-O0 -g, device -lineinfo), VERBOSE=1 (ptxas resource
 # report: registers, shared memory, spills), LOOM_ARCH="-gencode ..." (default
 # sm_90a machine code plus sm_80 PTX), CUDA_HOME, NCCL_HOME.
@@ -16,6 +20,7 @@ CC        ?= gcc
 PREFIX    ?= /usr/local
 BUILD     ?= build
 LOOM_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=compute_80
+VERSION   := $(strip $(shell cat VERSION))
 
 # NCCL: NCCL_HOME if given, else the system's (/usr/include, as on the GPU
 # machines), else the one inside the CUDA toolkit.
@@ -142,11 +147,23 @@ $(BUILD)/examples/%: examples/%.cu $(LIBSO)
 	$(NVCC) -std=c++17 -O2 $(LOOM_ARCH) -Werror all-warnings -Iinclude -I$(NCCL_INC) -o $@ $< \
 	  -L$(BUILD)/lib -Xlinker -rpath,$(abspath $(BUILD)/lib) -lloom $(subst -Wl$(comma),-Xlinker ,$(LDLIBS))
 
-# The public header is plain C11 and warning-free.
+# loom.pc from loom.pc.in: the install prefix, the version, and CUDA and NCCL
+# linked as this Makefile links them (NCCL_LINK).
+LOOM_PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+                  -e 's|@CUDA_LIB@|$(CUDA_HOME)/lib64|g' -e 's|@CUDA_INC@|$(CUDA_HOME)/include|g' \
+                  -e 's|@NCCL_LIB@|$(NCCL_LIB)|g' -e 's|@NCCL_INC@|$(NCCL_INC)|g' -e 's|@NCCL_LINK@|$(NCCL_LINK)|g'
+
+# The public header is plain C11 and warning-free, and every place that
+# states the version agrees with VERSION (tests/check_version.sh): loom.h's
+# LOOM_VERSION_*, the Python package's, and loom.pc as make install writes it
+# ($(BUILD)/loom.pc, for PREFIX).
 header-check: $(BUILD)/header-check.ok
-$(BUILD)/header-check.ok: include/loom.h
+$(BUILD)/header-check.ok: include/loom.h VERSION loom.pc.in python/pyproject.toml $(wildcard python/loom/VERSION) \
+                          tests/check_version.sh Makefile
 	@mkdir -p $(BUILD)
 	printf '#include "loom.h"\nint main(void){return 0;}\n' | $(CC) -std=c11 -Wall -Wextra -Werror -pedantic -Iinclude -I$(NCCL_INC) -I$(CUDA_HOME)/include -x c - -fsyntax-only
+	$(LOOM_PC_SED) loom.pc.in > $(BUILD)/loom.pc
+	sh tests/check_version.sh $(BUILD)/loom.pc '$(NCCL_LINK)'
 	@touch $@
 
 test: all
@@ -175,8 +192,7 @@ install: all
 	ln -sf libloom.so.0 $(DESTDIR)$(PREFIX)/lib/libloom.so
 	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@CUDA_LIB@|$(CUDA_HOME)/lib64|g' -e 's|@CUDA_INC@|$(CUDA_HOME)/include|g' \
-	    -e 's|@NCCL_LIB@|$(NCCL_LIB)|g' -e 's|@NCCL_INC@|$(NCCL_INC)|g' loom.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom.pc
+	$(LOOM_PC_SED) loom.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom.pc
 
 clean:
 	rm -rf $(BUILD)

@@ -33,9 +33,27 @@ from ._structs import (CollDesc, CollPlanInfo, CommInfo, Config, EmbeddingDesc, 
                        NcclInfo, OptimArgs, OptimDesc, OptimPlanInfo, TpDesc, TpPlanInfo)
 from .errors import LibraryNotFoundError, NcclMismatchError, make_error
 
-# The libloom version this binding is written for (LOOM_VERSION_* in loom.h);
-# a library of another major.minor is refused.
-BINDING_VERSION = (0, 1, 0)
+
+def _read_version():
+    """The repository's VERSION file (MAJOR.MINOR.PATCH) as a tuple: the
+    package's VERSION (a link to it in the tree, a copy in a wheel), else the
+    tree's own (a package whose link was lost in a copy)."""
+    for f in (Path(__file__).with_name("VERSION"), Path(__file__).resolve().parents[2] / "VERSION"):
+        try:
+            text = f.read_text().strip()
+        except OSError:
+            continue
+        parts = text.split(".")
+        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+            raise ImportError(f"loom: {f} holds {text!r}; expected MAJOR.MINOR.PATCH")
+        return tuple(int(p) for p in parts)
+    raise ImportError(f"loom: no VERSION file beside {__file__} or in the loom tree above it")
+
+
+# The libloom version this binding is written for: the repository's VERSION,
+# which LOOM_VERSION_* in loom.h must equal (make's header-check); a library
+# of another major.minor is refused.
+BINDING_VERSION = _read_version()
 
 _P = ctypes.POINTER
 _r = ctypes.c_int  # loom_result_t

@@ -29,15 +29,23 @@ def test_every_function_of_the_header_has_a_prototype_with_its_argument_count():
     assert not wrong, f"argument counts (loom.h, binding) differ: {wrong}"
 
 
-def test_binding_header_library_and_package_versions_agree(lib):
+def test_binding_header_library_and_package_versions_agree_with_VERSION(lib):
+    """VERSION is the one place the version is written; make's header-check
+    (tests/check_version.sh) checks loom.h and loom.pc against it too."""
+    want = tuple(int(x) for x in (REPO / "VERSION").read_text().strip().split("."))
     text = (REPO / "include" / "loom.h").read_text()
     hv = tuple(int(re.search(rf"#define LOOM_VERSION_{p} (\d+)", text).group(1)) for p in ("MAJOR", "MINOR", "PATCH"))
-    assert _lib.BINDING_VERSION == hv
-    assert _lib.version() == hv
+    assert hv == want, f"include/loom.h's LOOM_VERSION_* say {hv}, VERSION says {want}"
+    assert _lib.BINDING_VERSION == want
+    assert _lib.version() == want  # the library built from this tree
+    # the package's version: pyproject.toml reads loom/VERSION, the link to VERSION
     pyproject = (REPO / "python" / "pyproject.toml").read_text()
-    assert re.search(r'^version = "(.*)"', pyproject, re.M).group(1) == ".".join(map(str, hv))
+    assert re.search(r'^dynamic = \["version"\]', pyproject, re.M)
+    assert re.search(r'^version = \{ *file = "loom/VERSION" *\}', pyproject, re.M)
+    assert not re.search(r'^version *= *"', pyproject, re.M), "pyproject.toml states a version of its own"
+    assert (REPO / "python" / "loom" / "VERSION").read_text() == (REPO / "VERSION").read_text()
     import loom
-    assert loom.__version__ == ".".join(map(str, hv))
+    assert loom.__version__ == ".".join(map(str, want))
 
 
 def test_loads_the_library_it_was_pointed_at(lib):
