@@ -54,10 +54,12 @@ LIB_C    := $(sort $(wildcard src/core/*.c src/baseline/*.c src/gemm/*.c src/ops
 LIB_CU   := $(sort $(wildcard src/core/*.cu src/baseline/*.cu src/gemm/*.cu src/ops/*/*.cu src/lang/*.cu))
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C)) $(patsubst %.cu,$(BUILD)/obj/%.o,$(LIB_CU))
 # The test-support library: CPU references (src/ref), hooks into loom's
-# internals (src/testing) and what tests and tools share (support/: the
-# multi-process launcher, input generators). Tests, tools and dev programs
-# link it before libloom.a; it never goes into libloom.so.
-TS_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/ref/*.c src/testing/*.c support/*.c)))
+# internals (src/testing: hooks.h for tests, bench_api.h, the one internal
+# header the benchmarks include) and what tests and tools share (support/:
+# the multi-process launcher, input generators). Tests, tools and dev
+# programs link it before libloom.a; it never goes into libloom.so.
+TS_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/ref/*.c src/testing/*.c support/*.c))) \
+            $(patsubst %.cu,$(BUILD)/obj/%.o,$(sort $(wildcard src/testing/*.cu)))
 HOST_T   := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tests/host/*.c tests/host/*/*.c tests/common/*.c)))
 GPU_T    := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tests/gpu/*.c tests/gpu/*/*.c tests/common/*.c))) \
             $(patsubst %.cu,$(BUILD)/obj/%.o,$(sort $(wildcard tests/gpu/*.cu tests/gpu/*/*.cu)))
