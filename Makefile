@@ -3,8 +3,9 @@
 #   make              libloom.so, libloom.a, tools, tests        (build/)
 #   make test         everything, then the host test suites, C and Python (no GPU needed)
 #   make gpu-test     the GPU test suite (needs GPUs; 2 for the peer tests)
-#   make bench        the main benchmark job on the GPUs present
-#   make install PREFIX=/usr/local
+#   make bench        the main benchmark job on the GPUs present (without a GPU it
+#                     says so and stops before building anything)
+#   make install PREFIX=/usr/local   (loom-bench's PyTorch peers in share/loom/peers)
 #
 # Switches: DEBUG=1 (-O0 -g, device -lineinfo), VERBOSE=1 (ptxas resource
 # report: registers, shared memory, spills), LOOM_ARCH="-gencode ..." (default
@@ -166,16 +167,27 @@ python-test: $(LIBSO)
 gpu-test: all
 	$(BUILD)/tests/loom-test-gpu
 
-bench: all
+# An NVIDIA GPU to run on: nvidia-smi lists one and CUDA_VISIBLE_DEVICES
+# does not hide them all. `make bench` checks first, so that a machine
+# without a GPU is told so at once instead of after the whole build.
+HAVE_GPU = nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && case "$${CUDA_VISIBLE_DEVICES-all}" in ''|-1) false;; esac
+NO_GPU   = loom: make bench needs an NVIDIA GPU and finds none (nvidia-smi -L lists none, or \
+           CUDA_VISIBLE_DEVICES hides them): nothing was built; make and make test need no GPU
+
+bench:
+	@$(HAVE_GPU) || { echo "$(NO_GPU)" >&2; exit 1; }
+	@$(MAKE) --no-print-directory all
 	$(BUILD)/bin/loom-bench all
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
+	  $(DESTDIR)$(PREFIX)/share/loom/peers
 	install -m 644 include/loom.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(LIBSO).0 $(DESTDIR)$(PREFIX)/lib/libloom.so.0
 	ln -sf libloom.so.0 $(DESTDIR)$(PREFIX)/lib/libloom.so
 	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 bench/peers/*.py $(DESTDIR)$(PREFIX)/share/loom/peers/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@CUDA_LIB@|$(CUDA_HOME)/lib64|g' -e 's|@CUDA_INC@|$(CUDA_HOME)/include|g' \
 	    -e 's|@NCCL_LIB@|$(NCCL_LIB)|g' -e 's|@NCCL_INC@|$(NCCL_INC)|g' loom.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom.pc
 

@@ -1,8 +1,14 @@
 """The parts of the binding's tools, examples and GPU tests that can be
 checked without a GPU: every file compiles, the benchmark's C loop builds
-and calls what it is given, the NCCL probe's verdicts."""
+and calls what it is given, the NCCL probe's verdicts; and of loom-bench:
+what it includes of loom, where it finds its peers, and that `make bench`
+without a GPU stops before building anything."""
 import ctypes
+import os
 import py_compile
+import re
+import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +97,108 @@ def test_loom_bench_gemm_ar_lists_its_shapes_without_a_gpu():
     assert r.returncode == 0, r.stdout + r.stderr
     rows = [line.split()[:5] for line in r.stdout.splitlines() if line.startswith(("mlp-fc2", "attn-out"))]
     assert rows == [["attn-out", "16", "16384", "3072", "768"]], r.stdout
+
+
+def _loom_bench():
+    from conftest import libloom_path
+    exe = Path(libloom_path()).resolve().parent.parent / "bin" / "loom-bench"
+    if not exe.exists():
+        pytest.skip(f"{exe} not built")
+    return exe
+
+
+def test_loom_bench_uses_the_public_api_and_bench_api_only():
+    """tools/bench includes loom.h, src/testing/bench_api.h (the one internal
+    header for benchmarks), the test-support library's own headers (ref/,
+    support/) and its own; it names no loom__ internal and reads no plan
+    state."""
+    allowed = {"loom.h", "testing/bench_api.h", "ref/ref.h", "bench.h", "gemm_inputs.h"}
+    files = sorted((REPO / "tools" / "bench").glob("*.[ch]")) + sorted((REPO / "tools" / "bench").glob("*.cu"))
+    assert files
+    for f in files:
+        text = f.read_text()
+        for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M):
+            assert inc in allowed or inc.startswith("support/"), f"{f.name} includes {inc}"
+        internal = sorted(set(re.findall(r"\bloom__\w+", text)))
+        assert not internal, f"{f.name} names loom internals: {internal}"
+        assert "op_state" not in text, f"{f.name} reads a plan's state"
+
+
+def _make_bench(tmp_path, nvidia_smi, env_extra=None):
+    """`make bench` with a fake nvidia-smi (its shell body), building into a
+    fresh folder with compilers that fail at once."""
+    make = shutil.which("make")
+    if not make:
+        pytest.skip("no make")
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    smi = fake / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + nvidia_smi + "\n")
+    smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
+    build = tmp_path / "build"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "MFLAGS")) and k != "CUDA_VISIBLE_DEVICES"}
+    env["PATH"] = f"{fake}:/usr/bin:/bin"
+    env.update(env_extra or {})
+    r = subprocess.run([make, "-C", str(REPO), "bench", f"BUILD={build}", "CC=false", "NVCC=/bin/false"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    return r, build
+
+
+NO_GPU = "make bench needs an NVIDIA GPU"
+
+
+@pytest.mark.parametrize("smi, env", [
+    ('echo "No devices were found"; exit 6', None),                     # no GPU
+    ('echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"', {"CUDA_VISIBLE_DEVICES": ""}),  # hidden
+    ('echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"', {"CUDA_VISIBLE_DEVICES": "-1"}),
+], ids=["none", "hidden-empty", "hidden-minus-one"])
+def test_make_bench_without_a_gpu_says_so_and_builds_nothing(tmp_path, smi, env):
+    r, build = _make_bench(tmp_path, smi, env)
+    assert r.returncode != 0
+    assert NO_GPU in r.stderr, r.stdout + r.stderr
+    assert not build.exists(), "make bench built something before finding there is no GPU"
+    assert "false" not in r.stdout, r.stdout  # no compiler was called
+
+
+def test_make_bench_with_a_gpu_goes_on_to_build(tmp_path):
+    """The check lets a machine with a GPU through (here the build then fails
+    at once: the compilers are `false`)."""
+    r, _ = _make_bench(tmp_path, 'echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"')
+    assert NO_GPU not in r.stderr, r.stderr
+    assert r.returncode != 0
+
+
+def _peers_line(exe, cwd, env_extra=None):
+    env = {"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""}
+    env.update(env_extra or {})
+    r = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60, cwd=cwd, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r"^PyTorch peers: from (\S+) ", r.stdout, re.M)
+    assert m, r.stdout
+    return m.group(1)
+
+
+def test_loom_bench_finds_its_peers_installed_in_the_source_tree_or_where_told(tmp_path):
+    exe = _loom_bench()
+    # the source tree: ./bench/peers from its root
+    assert _peers_line(exe, REPO) == "bench/peers"
+    # installed: <prefix>/bin/loom-bench finds <prefix>/share/loom/peers, wherever it runs from
+    prefix = tmp_path / "prefix"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "share" / "loom" / "peers").mkdir(parents=True)
+    shutil.copy2(exe, prefix / "bin" / "loom-bench")
+    found = _peers_line(prefix / "bin" / "loom-bench", tmp_path)
+    assert Path(found).resolve() == (prefix / "share" / "loom" / "peers").resolve()
+    # LOOM_BENCH_PEERS wins
+    assert _peers_line(prefix / "bin" / "loom-bench", tmp_path, {"LOOM_BENCH_PEERS": "/some/peers"}) == "/some/peers"
+
+
+def test_loom_bench_writes_to_loom_results_unless_told():
+    exe = _loom_bench()
+    r = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})
+    assert "./loom-results" in r.stdout and "--results DIR" in r.stdout, r.stdout
+    assert "bench/results" not in r.stdout
+    r = subprocess.run([str(exe), "gemm_ar", "--list", "--results", "/tmp/x"], capture_output=True, text=True,
+                       timeout=60, env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})
+    assert r.returncode == 0, r.stdout + r.stderr

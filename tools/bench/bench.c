@@ -19,6 +19,7 @@
 #include "testing/bench_api.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -95,6 +96,9 @@ static int bench_opt_int(const char *opt, const char *text, int lo, int hi, int 
   return 0;
 }
 
+/* --results DIR of this process (NULL: not given). */
+static const char *bench_results_opt;
+
 int loom_bench_parse_common(loom_bench_opts_t *o, int argc, char **argv, int *i) {
   const char *a = argv[*i];
   const char *val = *i + 1 < argc ? argv[*i + 1] : NULL;
@@ -106,6 +110,15 @@ int loom_bench_parse_common(loom_bench_opts_t *o, int argc, char **argv, int *i)
   }
   if (!strcmp(a, "--no-json")) return o->json = 0, 1;
   if (!strcmp(a, "--no-check")) return o->check = 0, 1;
+  if (!strcmp(a, "--results")) {
+    if (!val || !*val) {
+      fprintf(stderr, "loom-bench: --results needs a directory\n");
+      return -1;
+    }
+    bench_results_opt = val;
+    *i += 1;
+    return 1;
+  }
   struct { const char *name; int lo, hi; int *dst, *set; } ints[] = {
       {"--warmup", 0, 100000, &o->warmup, &o->warmup_set},
       {"--reps", 1, 100000, &o->reps, &o->reps_set},
@@ -130,8 +143,9 @@ void loom_bench_usage_common(FILE *f) {
           "  --world N      ranks (one process per GPU; default: every GPU present)\n"
           "  --timeout S    kill every rank after S seconds (default 1800)\n"
           "  --no-check     skip the result checks (#wrong shows \"-\")\n"
-          "  --no-json      print the table only; else JSON goes to $LOOM_BENCH_RESULTS_DIR\n"
-          "                 (default bench/results)\n");
+          "  --results DIR  where the JSON (this run's and its PyTorch peers') goes (default\n"
+          "                 $LOOM_BENCH_RESULTS_DIR, else ./loom-results, created when needed)\n"
+          "  --no-json      print the table only (the peers still write theirs)\n");
 }
 
 int loom_bench_parse(loom_bench_opts_t *o, int argc, char **argv, loom_bench_opt_fn own, void *ctx) {
@@ -190,8 +204,19 @@ int loom_bench_world(const loom_bench_opts_t *o, int want) {
   return w;
 }
 
+void loom_bench_env_defaults(void) {
+  static int done;
+  if (done) return;
+  done = 1;
+  if (!getenv("NCCL_NVLS_ENABLE")) {
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+    fprintf(stderr, "loom-bench: NCCL_NVLS_ENABLE is unset: setting it to 0 for this run (loom never uses NVLink "
+                    "multicast; set it yourself to choose)\n");
+  }
+}
+
 int loom_bench_launch(const loom_bench_opts_t *o, int world, loom_rank_fn fn, void *arg) {
-  setenv("NCCL_NVLS_ENABLE", "0", 1); /* NVLink multicast stays off, always */
+  loom_bench_env_defaults();
   fflush(stdout);
   fflush(stderr);
   int rc = loom_launch(world, o->timeout_s, fn, arg);
@@ -707,8 +732,9 @@ static void bench_command_line(const char *cmd, char *buf, size_t cap) {
 }
 
 const char *loom_bench_results_dir(void) {
+  if (bench_results_opt) return bench_results_opt;
   const char *dir = loom_tool_param("BENCH_RESULTS_DIR");
-  return dir && *dir ? dir : "bench/results";
+  return dir && *dir ? dir : "loom-results";
 }
 
 int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_bench_opts_t *o, int world,
@@ -834,16 +860,53 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
 
 /* ---- outside baselines ---------------------------------------------------- */
 
-int loom_bench_run_peer(const char *script, const char *args, const char *name, char *json_path, size_t json_cap,
+/* A directory that exists. */
+static int bench_is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+const char *loom_bench_peers_dir(void) {
+  static char dir[PATH_MAX];
+  if (dir[0]) return dir;
+  const char *env = loom_tool_param("BENCH_PEERS");
+  if (env && *env) {
+    snprintf(dir, sizeof dir, "%s", env);
+    return dir;
+  }
+  /* installed: <prefix>/bin/loom-bench next to <prefix>/share/loom/peers */
+  char exe[1024];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) {
+      *slash = 0;
+      char cand[PATH_MAX], real[PATH_MAX];
+      if (snprintf(cand, sizeof cand, "%s/../share/loom/peers", exe) < (int)sizeof cand && bench_is_dir(cand)) {
+        snprintf(dir, sizeof dir, "%s", realpath(cand, real) ? real : cand);
+        return dir;
+      }
+    }
+  }
+  snprintf(dir, sizeof dir, "bench/peers"); /* the source tree, from its root */
+  return dir;
+}
+
+int loom_bench_run_peer(const char *peer, const char *args, const char *name, char *json_path, size_t json_cap,
                         char *note, size_t note_cap) {
   json_path[0] = 0;
+  char script[PATH_MAX];
+  if (strchr(peer, '/')) snprintf(script, sizeof script, "%s", peer);
+  else snprintf(script, sizeof script, "%s/%s", loom_bench_peers_dir(), peer);
   int mrank = 0, msize = 0;
   if (loom_launch_under_mpi(&mrank, &msize)) {
     snprintf(note, note_cap, "peer not run under mpirun: run %s separately", script);
     return 1;
   }
   if (access(script, R_OK) != 0) {
-    snprintf(note, note_cap, "peer not run: %s not found (run from the repository root)", script);
+    snprintf(note, note_cap, "peer not run: %.100s not found (set LOOM_BENCH_PEERS, or run from the source tree's root)",
+             script);
     return 1;
   }
   const char *dir = loom_bench_results_dir();

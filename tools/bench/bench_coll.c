@@ -38,7 +38,7 @@
  * two_shot; AUTO: the kind it resolved to; +rmsnorm: ar_rmsnorm) at the
  * same complete shape (op, bytes, count, world, dtype, cols for the norm);
  * a /graph row (no host time) only with a graph-timed peer time.
- * JSON to bench/results/<suite>-<stamp>.json.
+ * JSON to <results dir>/<suite>-<stamp>.json (loom_bench_write_json).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -510,7 +510,7 @@ static void coll_peer(coll_bench_args_t *a, int world) {
   snprintf(args, sizeof args, "--world %d --reps %d --warmup %d --sizes ", world, a->o.reps, a->o.warmup);
   for (int i = 0; i < n; ++i) /* at most 16 sizes of at most 19 digits: fits */
     (void)loom_bench_appendf(args, sizeof args, "%s%lld", i ? "," : "", (long long)sizes[i]);
-  (void)loom_bench_run_peer("bench/peers/coll_torch.py", args, "allreduce_torch", a->peer_json, sizeof a->peer_json,
+  (void)loom_bench_run_peer("coll_torch.py", args, "allreduce_torch", a->peer_json, sizeof a->peer_json,
                             a->peer_note, sizeof a->peer_note);
 }
 

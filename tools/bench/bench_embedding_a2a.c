@@ -91,8 +91,9 @@ static int emb_opt(void *ctx, int argc, char **argv, int *i) {
            "  --no-backward     skip the backward table\n"
            "  --no-sweep        skip the slice-size sweep and the remote-first comparison\n"
            "  --before LIB      also time the previous build (LIB: its libloom.so) side by side\n"
-           "  --peer SCRIPT     the PyTorch peer (default bench/peers/embedding_torch.py, run on this run's exact\n"
-           "                    shapes; peer(us) only on rows of the same complete shape; none: skip)\n");
+           "  --peer SCRIPT     the PyTorch peer (default embedding_torch.py of the peers' folder: bench/peers,\n"
+           "                    installed share/loom/peers or $LOOM_BENCH_PEERS; run on this run's exact shapes;\n"
+           "                    peer(us) only on rows of the same complete shape; none: skip)\n");
     return 1;
   }
   if (!strcmp(s, "--variable")) return a->variable = 1, 1;
@@ -856,7 +857,7 @@ LOOM_BENCH(embedding_a2a, "fused embedding-bag + All-to-All vs pooling, NCCL All
   a.sweep = 1;
   a.backward = 1;
   a.bwd_zipf = 1.05;
-  a.peer = "bench/peers/embedding_torch.py";
+  a.peer = "embedding_torch.py"; /* in loom_bench_peers_dir() */
   int rc = loom_bench_parse(&a.o, argc, argv, emb_opt, &a);
   if (rc != LOOM_BENCH_RUN) return rc;
   int world = loom_bench_world(&a.o, 0);

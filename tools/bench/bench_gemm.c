@@ -34,7 +34,7 @@
  * Per half and per band (m <= 64, 65..512, >= 1000): geometric mean and
  * minimum of both ratios, the HBM fraction at m <= 64, and the targets:
  * m >= 1000 none below 0.95 of cuBLASLt; m <= 512 each >= 0.95 of cuBLASLt
- * or >= 85% of the copy bandwidth. JSON: bench/results (loom_bench_write_json).
+ * or >= 85% of the copy bandwidth. JSON: the results dir (loom_bench_write_json).
  */
 #define _GNU_SOURCE /* RTLD_DEEPBIND */
 #include <dlfcn.h>

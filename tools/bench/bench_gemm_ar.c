@@ -417,7 +417,7 @@ static void ar_peer(ar_args_t *a, int world, int T) {
   for (int i = 0; i < ns; ++i) /* 4 shapes: fits */
     (void)loom_bench_appendf(args, sizeof args, "%s%s:%d:%lld:%d:%lld", i ? "," : "", g_layer_peer[layer[i]], batch[i],
                              (long long)batch[i] * AR_S, AR_H, (long long)(g_layer_k[layer[i]] / T));
-  (void)loom_bench_run_peer("bench/peers/gemm_ar_torch.py", args, "gemm_ar_torch", a->peer_json, sizeof a->peer_json,
+  (void)loom_bench_run_peer("gemm_ar_torch.py", args, "gemm_ar_torch", a->peer_json, sizeof a->peer_json,
                             a->peer_note, sizeof a->peer_note);
 }
 

@@ -421,7 +421,7 @@ static void opt_peer(opt_args_t *a, int world) {
     if (sizes[i]) (void)loom_bench_appendf(args, sizeof args, "%s%lld", i ? "," : "", (long long)sizes[i]);
     else (void)loom_bench_appendf(args, sizeof args, "%sbert", i ? "," : "");
   }
-  (void)loom_bench_run_peer("bench/peers/optim_torch.py", args, a->lamb ? "lamb_torch" : "adam_torch", a->peer_json,
+  (void)loom_bench_run_peer("optim_torch.py", args, a->lamb ? "lamb_torch" : "adam_torch", a->peer_json,
                             sizeof a->peer_json, a->peer_note, sizeof a->peer_note);
 }
 

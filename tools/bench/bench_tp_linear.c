@@ -550,7 +550,7 @@ static void tp_peer(tp_args_t *a, int world) {
     snprintf(a->peer_note, sizeof a->peer_note, "PyTorch async-TP not run: its shape list is too long");
     return;
   }
-  (void)loom_bench_run_peer("bench/peers/tp_torch.py", args, a->ag ? "ag_gemm_torch" : "gemm_rs_torch", a->peer_json,
+  (void)loom_bench_run_peer("tp_torch.py", args, a->ag ? "ag_gemm_torch" : "gemm_rs_torch", a->peer_json,
                             sizeof a->peer_json, a->peer_note, sizeof a->peer_note);
 }
 

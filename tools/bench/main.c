@@ -9,8 +9,15 @@
  * Suites register themselves (LOOM_BENCH in bench.h), so adding one never
  * touches this file. This process stays CUDA-free: it counts GPUs in a
  * short-lived child (loom_launch_gpu_count) and every suite runs its GPU
- * work in children of its own, so that forking stays legal. NVLink
- * multicast is kept off for every NCCL communicator (NCCL_NVLS_ENABLE=0).
+ * work in children of its own, so that forking stays legal. Where the
+ * caller left NCCL_NVLS_ENABLE unset, the suites run with it 0 (loom never
+ * uses NVLink multicast) and a line on stderr says so; a value the caller
+ * set is kept (loom_bench_env_defaults).
+ *
+ * Files: JSON goes to --results DIR, else $LOOM_BENCH_RESULTS_DIR, else
+ * ./loom-results; the PyTorch peers come from $LOOM_BENCH_PEERS, else
+ * <prefix>/share/loom/peers beside an installed loom-bench, else
+ * ./bench/peers (the source tree).
  *
  * Exit codes: 0 all ran and every check passed; 1 a failure or no GPU;
  * 2 bad usage.
@@ -32,8 +39,12 @@ static void bench_usage(FILE *f) {
   fprintf(f, "\nsuites:\n");
   for (int i = 0; i < loom_bench_count(); ++i) fprintf(f, "  %-16s %s\n", loom_bench_name(i), loom_bench_help(i));
   fprintf(f,
-          "\nResults: a table on stdout and JSON in $LOOM_BENCH_RESULTS_DIR (default bench/results);\n"
-          "LOOM_COMMIT names the commit in the JSON (else git rev-parse --short HEAD).\n");
+          "\nResults: a table on stdout and JSON in --results DIR, else $LOOM_BENCH_RESULTS_DIR, else\n"
+          "./loom-results (created); LOOM_COMMIT names the commit in the JSON (else git rev-parse --short HEAD).\n"
+          "PyTorch peers: from %s ($LOOM_BENCH_PEERS, else <prefix>/share/loom/peers beside an\n"
+          "installed loom-bench, else ./bench/peers).\n"
+          "NCCL_NVLS_ENABLE: 0 where unset (said on stderr); a value you set is kept.\n",
+          loom_bench_peers_dir());
 }
 
 static int bench_wants_help(int argc, char **argv) {
@@ -73,7 +84,6 @@ static int bench_run_suite(int idx, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-  setenv("NCCL_NVLS_ENABLE", "0", 1); /* never NVLink multicast (shared machines) */
   if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
     bench_usage(stdout);
     return argc < 2 ? 2 : 0;
@@ -89,6 +99,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     if (!bench_have_gpu()) return 1;
+    loom_bench_env_defaults();
     int worst = 0;
     for (int i = 0; i < loom_bench_count(); ++i) {
       printf("\n===== loom-bench %s: %s =====\n", loom_bench_name(i), loom_bench_help(i));
@@ -104,6 +115,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "loom-bench: no suite called \"%s\" (loom-bench list shows them)\n", cmd);
     return 2;
   }
-  if (!bench_wants_help(argc - 1, argv + 1) && !bench_wants_list(argc - 1, argv + 1) && !bench_have_gpu()) return 1;
+  if (!bench_wants_help(argc - 1, argv + 1) && !bench_wants_list(argc - 1, argv + 1)) {
+    if (!bench_have_gpu()) return 1;
+    loom_bench_env_defaults();
+  }
   return bench_run_suite(idx, argc - 1, argv + 1);
 }
