@@ -202,3 +202,67 @@ def test_loom_bench_writes_to_loom_results_unless_told():
     r = subprocess.run([str(exe), "gemm_ar", "--list", "--results", "/tmp/x"], capture_output=True, text=True,
                        timeout=60, env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _fake_device_tree(tmp_path):
+    """bench/device.sh in a tree of fake binaries and a fake nvidia-smi (2 GPUs)."""
+    root = tmp_path / "tree"
+    for d in ("bench", "build/tests", "build/bin", "build/dev/gemm", "build/lib", "fake"):
+        (root / d).mkdir(parents=True)
+    shutil.copy2(REPO / "bench" / "device.sh", root / "bench" / "device.sh")
+    scripts = {
+        "build/tests/loom-test-gpu": 'echo "filter $*"; echo "3 passed, 0 failed, 0 skipped"',
+        "build/bin/loom-bench": 'echo "suite $* NVLS=$NCCL_NVLS_ENABLE"',
+        "build/dev/gemm/bench_gemm_dev": 'echo "dev $* REPS=$REPS"',
+        "fake/nvidia-smi": 'case "$*" in *-L*) echo "GPU 0: fake"; echo "GPU 1: fake";; '
+                           '*"-l 1"*) echo "t, 0, 1980, 2619, 300.0, 40";; *) echo "0, fake";; esac',
+        "fake/python3": 'echo "python3 $*"',
+    }
+    for rel, body in scripts.items():
+        p = root / rel
+        p.write_text("#!/bin/sh\n" + body + "\n")
+        p.chmod(p.stat().st_mode | stat.S_IXUSR)
+    (root / "build" / "lib" / "libloom.so").write_text("")
+    return root
+
+
+def _device(root, args, env_extra):
+    if not shutil.which("bash"):
+        pytest.skip("no bash")
+    env = {"PATH": f"{root / 'fake'}:/usr/bin:/bin", "LOOM_PREBUILT": "1", "LOOM_COMMIT": "abc",
+           "TMPDIR": str(root)}
+    env.update(env_extra)
+    r = subprocess.run(["bash", str(root / "bench" / "device.sh"), *args], capture_output=True, text=True,
+                       timeout=120, env=env, cwd=root)
+    steps = r.stdout[r.stdout.index("=== steps ==="):] if "=== steps ===" in r.stdout else ""
+    return r, steps
+
+
+def test_device_script_runs_what_it_is_told_with_no_limit_of_its_own(tmp_path):
+    root = _fake_device_tree(tmp_path)
+    r, steps = _device(root, ["gpu_tp,!gemm"], {"LOOM_BENCH_SUITES": "ag_gemm allreduce", "NCCL_NVLS_ENABLE": "1",
+                                                "OUT": str(tmp_path / "out")})
+    assert r.returncode == 0, r.stdout + r.stderr
+    for line in ("gpu tests gpu_tp: rc=0", "gpu tests !gemm: rc=0", "loom-bench ag_gemm: rc=0",
+                 "loom-bench allreduce: rc=0"):
+        assert line in steps, steps
+    assert "NOT RUN" not in steps and "TIMED OUT" not in r.stdout
+    assert "NCCL_NVLS_ENABLE=1 (the caller's)" in r.stdout and "suite ag_gemm NVLS=1" in r.stdout
+    assert (tmp_path / "out" / "results.tgz").is_file() and (tmp_path / "out" / "summary.txt").is_file()
+
+
+def test_device_script_presets_and_opt_in_deadline(tmp_path):
+    root = _fake_device_tree(tmp_path)
+    r, steps = _device(root, [], {"LOOM_PRESET": "gemm"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "gpu tests gemm: rc=0" in steps and "dev bench gemm all: rc=0" in steps and "loom-bench gemm: rc=0" in steps
+    assert "NCCL_NVLS_ENABLE unset: 0 for this run" in r.stdout and "suite gemm --quick NVLS=0" in r.stdout
+    r, steps = _device(root, [], {"LOOM_PRESET": "python"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "gpu tests" not in steps and "loom-bench" not in steps
+    assert "pytest tests/python/gpu: rc=0" in steps
+    assert "torchrun examples/python/dlrm_embedding.py --steps 5: rc=0" in steps
+    assert "python python/tools/nccl_probe.py --timeout 45: rc=0" in steps
+    # a deadline only where asked for: none left, nothing runs
+    r, steps = _device(root, ["gemm"], {"LOOM_BENCH_SUITES": "none", "LOOM_DEADLINE": "5"})
+    assert r.returncode != 0 and "gpu tests gemm: NOT RUN (LOOM_DEADLINE=5 s reached)" in steps, r.stdout
