@@ -3,8 +3,9 @@
 #   make              libloom.so, libloom.a, tools, tests        (build/)
 #   make test         everything, then the host test suites, C and Python (no GPU needed)
 #   make gpu-test     the GPU test suite (needs GPUs; 2 for the peer tests)
-#   make bench        the main benchmark job on the GPUs present
-#   make install PREFIX=/usr/local
+#   make bench        the main benchmark job on the GPUs present (without a GPU it
+#                     says so and stops before building anything)
+#   make install PREFIX=/usr/local   (loom-bench's PyTorch peers in share/loom/peers)
 #
 # The version is in VERSION alone (MAJOR.MINOR.PATCH): loom.pc and the Python
 # package take it from there; include/loom.h's LOOM_VERSION_* must equal it
@@ -59,10 +60,12 @@ LIB_C    := $(sort $(wildcard src/core/*.c src/baseline/*.c src/gemm/*.c src/ops
 LIB_CU   := $(sort $(wildcard src/core/*.cu src/baseline/*.cu src/gemm/*.cu src/ops/*/*.cu src/lang/*.cu))
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C)) $(patsubst %.cu,$(BUILD)/obj/%.o,$(LIB_CU))
 # The test-support library: CPU references (src/ref), hooks into loom's
-# internals (src/testing) and what tests and tools share (support/: the
-# multi-process launcher, input generators). Tests, tools and dev programs
-# link it before libloom.a; it never goes into libloom.so.
-TS_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/ref/*.c src/testing/*.c support/*.c)))
+# internals (src/testing: hooks.h for tests, bench_api.h, the one internal
+# header the benchmarks include) and what tests and tools share (support/:
+# the multi-process launcher, input generators). Tests, tools and dev
+# programs link it before libloom.a; it never goes into libloom.so.
+TS_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/ref/*.c src/testing/*.c support/*.c))) \
+            $(patsubst %.cu,$(BUILD)/obj/%.o,$(sort $(wildcard src/testing/*.cu)))
 HOST_T   := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tests/host/*.c tests/host/*/*.c tests/common/*.c)))
 GPU_T    := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tests/gpu/*.c tests/gpu/*/*.c tests/common/*.c))) \
             $(patsubst %.cu,$(BUILD)/obj/%.o,$(sort $(wildcard tests/gpu/*.cu tests/gpu/*/*.cu)))
@@ -182,16 +185,27 @@ python-test: $(LIBSO)
 gpu-test: all
 	$(BUILD)/tests/loom-test-gpu
 
-bench: all
+# An NVIDIA GPU to run on: nvidia-smi lists one and CUDA_VISIBLE_DEVICES
+# does not hide them all. `make bench` checks first, so that a machine
+# without a GPU is told so at once instead of after the whole build.
+HAVE_GPU = nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && case "$${CUDA_VISIBLE_DEVICES-all}" in ''|-1) false;; esac
+NO_GPU   = loom: make bench needs an NVIDIA GPU and finds none (nvidia-smi -L lists none, or \
+           CUDA_VISIBLE_DEVICES hides them): nothing was built; make and make test need no GPU
+
+bench:
+	@$(HAVE_GPU) || { echo "$(NO_GPU)" >&2; exit 1; }
+	@$(MAKE) --no-print-directory all
 	$(BUILD)/bin/loom-bench all
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
+	  $(DESTDIR)$(PREFIX)/share/loom/peers
 	install -m 644 include/loom.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(LIBSO).0 $(DESTDIR)$(PREFIX)/lib/libloom.so.0
 	ln -sf libloom.so.0 $(DESTDIR)$(PREFIX)/lib/libloom.so
 	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 bench/peers/*.py $(DESTDIR)$(PREFIX)/share/loom/peers/
 	$(LOOM_PC_SED) loom.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/loom.pc
 
 clean:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""plot.py - charts from a loom-bench JSON file (bench/results/<suite>-<date>.json).
+"""plot.py - charts from a loom-bench JSON file (<results dir>/<suite>-<date>.json: ./loom-results by default).
 
     python3 bench/plot.py bench/results/baseline-20261122-101500.json [--out DIR]
 
@@ -187,7 +187,7 @@ def draw(data, out_dir, stem, plt):
 
 def main(argv):
     ap = argparse.ArgumentParser(description="Charts (PNG) from a loom-bench JSON results file.")
-    ap.add_argument("json", help="a file written by loom-bench (bench/results/<suite>-<date>.json)")
+    ap.add_argument("json", help="a file written by loom-bench (<results dir>/<suite>-<date>.json)")
     ap.add_argument("--out", help="directory for the PNG files (default: next to the JSON)")
     args = ap.parse_args(argv)
     try:

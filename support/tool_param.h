@@ -9,11 +9,12 @@
 #include <stddef.h>
 #include "core/param.h"
 
-#define LOOM_TOOL_PARAMS(X)                                                                        \
-  X(BENCH_RESULTS_DIR, STR, "bench/results", "where loom-bench writes its JSON")                  \
-  X(COMMIT, STR, "", "the commit recorded in benchmark JSON where there is no .git (device runs)") \
-  X(TEST_SEED, STR, "", "repeat a test run's random inputs (the seed it printed); empty: fresh")   \
-  X(TEST_TIMEOUT_S, STR, "900", "limit per GPU test process, in seconds")                          \
+#define LOOM_TOOL_PARAMS(X)                                                                                   \
+  X(BENCH_RESULTS_DIR, STR, "loom-results", "where loom-bench writes its JSON (--results overrides)")         \
+  X(BENCH_PEERS, STR, "", "loom-bench's PyTorch peers; empty: <prefix>/share/loom/peers, else ./bench/peers") \
+  X(COMMIT, STR, "", "the commit recorded in benchmark JSON where there is no .git (device runs)")            \
+  X(TEST_SEED, STR, "", "repeat a test run's random inputs (the seed it printed); empty: fresh")              \
+  X(TEST_TIMEOUT_S, STR, "900", "limit per GPU test process, in seconds")                                     \
   X(LAUNCH_JOB, STR, "", "names the job whose ranks meet under mpirun (see support/launch.h)")
 
 #ifdef __cplusplus

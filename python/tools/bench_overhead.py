@@ -22,7 +22,7 @@ overhead of the binding = its host time per call minus the C loop's.
 Every implementation's output is checked against torch (fp32) once.
 
 Prints a table and writes loom-bench's JSON format (suite
-"python_overhead") to $LOOM_BENCH_RESULTS_DIR (else bench/results).
+"python_overhead") to $LOOM_BENCH_RESULTS_DIR (else ./loom-results, as loom-bench).
 
     python3 python/tools/bench_overhead.py [--calls 200] [--reps 20] [--shapes 16x1024x1024,...]
 """
@@ -222,7 +222,7 @@ def write_json(rows, notes, args):
         "options": {"quick": 0, "warmup": args.warmup, "reps": args.reps, "check": 1, "calls": args.calls},
         "time_unit": "us", "notes": notes, "rows": rows,
     }
-    d = Path(os.environ.get("LOOM_BENCH_RESULTS_DIR") or REPO / "bench" / "results")
+    d = Path(os.environ.get("LOOM_BENCH_RESULTS_DIR") or "loom-results")
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"python_overhead-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(doc, indent=2))

@@ -33,7 +33,7 @@ Scenarios:
 Every rank of every scenario runs in its own process with a deadline, so
 a crash or a hang is reported as such. Prints a table and one JSON object
 per scenario, and writes them all to <results>/nccl_probe-<stamp>.json
-($LOOM_BENCH_RESULTS_DIR, else bench/results).
+($LOOM_BENCH_RESULTS_DIR, else ./loom-results, as loom-bench).
 
 Exit status 0 when every scenario that loom allowed (no NcclMismatchError)
 gave right answers and none crashed or hung, excluding check-off, which
@@ -318,7 +318,7 @@ def main():
            "scenarios": results}
     path = None
     if not args.no_json:
-        d = Path(os.environ.get("LOOM_BENCH_RESULTS_DIR") or REPO / "bench" / "results")
+        d = Path(os.environ.get("LOOM_BENCH_RESULTS_DIR") or "loom-results")
         d.mkdir(parents=True, exist_ok=True)
         path = d / f"nccl_probe-{time.strftime('%Y%m%d-%H%M%S')}.json"
     for name in wanted:

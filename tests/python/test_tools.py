@@ -1,8 +1,14 @@
 """The parts of the binding's tools, examples and GPU tests that can be
 checked without a GPU: every file compiles, the benchmark's C loop builds
-and calls what it is given, the NCCL probe's verdicts."""
+and calls what it is given, the NCCL probe's verdicts; and of loom-bench:
+what it includes of loom, where it finds its peers, and that `make bench`
+without a GPU stops before building anything."""
 import ctypes
+import os
 import py_compile
+import re
+import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +97,172 @@ def test_loom_bench_gemm_ar_lists_its_shapes_without_a_gpu():
     assert r.returncode == 0, r.stdout + r.stderr
     rows = [line.split()[:5] for line in r.stdout.splitlines() if line.startswith(("mlp-fc2", "attn-out"))]
     assert rows == [["attn-out", "16", "16384", "3072", "768"]], r.stdout
+
+
+def _loom_bench():
+    from conftest import libloom_path
+    exe = Path(libloom_path()).resolve().parent.parent / "bin" / "loom-bench"
+    if not exe.exists():
+        pytest.skip(f"{exe} not built")
+    return exe
+
+
+def test_loom_bench_uses_the_public_api_and_bench_api_only():
+    """tools/bench includes loom.h, src/testing/bench_api.h (the one internal
+    header for benchmarks), the test-support library's own headers (ref/,
+    support/) and its own; it names no loom__ internal and reads no plan
+    state."""
+    allowed = {"loom.h", "testing/bench_api.h", "ref/ref.h", "bench.h", "gemm_inputs.h"}
+    files = sorted((REPO / "tools" / "bench").glob("*.[ch]")) + sorted((REPO / "tools" / "bench").glob("*.cu"))
+    assert files
+    for f in files:
+        text = f.read_text()
+        for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M):
+            assert inc in allowed or inc.startswith("support/"), f"{f.name} includes {inc}"
+        internal = sorted(set(re.findall(r"\bloom__\w+", text)))
+        assert not internal, f"{f.name} names loom internals: {internal}"
+        assert "op_state" not in text, f"{f.name} reads a plan's state"
+
+
+def _make_bench(tmp_path, nvidia_smi, env_extra=None):
+    """`make bench` with a fake nvidia-smi (its shell body), building into a
+    fresh folder with compilers that fail at once."""
+    make = shutil.which("make")
+    if not make:
+        pytest.skip("no make")
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    smi = fake / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + nvidia_smi + "\n")
+    smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
+    build = tmp_path / "build"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "MFLAGS")) and k != "CUDA_VISIBLE_DEVICES"}
+    env["PATH"] = f"{fake}:/usr/bin:/bin"
+    env.update(env_extra or {})
+    r = subprocess.run([make, "-C", str(REPO), "bench", f"BUILD={build}", "CC=false", "NVCC=/bin/false"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    return r, build
+
+
+NO_GPU = "make bench needs an NVIDIA GPU"
+
+
+@pytest.mark.parametrize("smi, env", [
+    ('echo "No devices were found"; exit 6', None),                     # no GPU
+    ('echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"', {"CUDA_VISIBLE_DEVICES": ""}),  # hidden
+    ('echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"', {"CUDA_VISIBLE_DEVICES": "-1"}),
+], ids=["none", "hidden-empty", "hidden-minus-one"])
+def test_make_bench_without_a_gpu_says_so_and_builds_nothing(tmp_path, smi, env):
+    r, build = _make_bench(tmp_path, smi, env)
+    assert r.returncode != 0
+    assert NO_GPU in r.stderr, r.stdout + r.stderr
+    assert not build.exists(), "make bench built something before finding there is no GPU"
+    assert "false" not in r.stdout, r.stdout  # no compiler was called
+
+
+def test_make_bench_with_a_gpu_goes_on_to_build(tmp_path):
+    """The check lets a machine with a GPU through (here the build then fails
+    at once: the compilers are `false`)."""
+    r, _ = _make_bench(tmp_path, 'echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"')
+    assert NO_GPU not in r.stderr, r.stderr
+    assert r.returncode != 0
+
+
+def _peers_line(exe, cwd, env_extra=None):
+    env = {"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""}
+    env.update(env_extra or {})
+    r = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60, cwd=cwd, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r"^PyTorch peers: from (\S+) ", r.stdout, re.M)
+    assert m, r.stdout
+    return m.group(1)
+
+
+def test_loom_bench_finds_its_peers_installed_in_the_source_tree_or_where_told(tmp_path):
+    exe = _loom_bench()
+    # the source tree: ./bench/peers from its root
+    assert _peers_line(exe, REPO) == "bench/peers"
+    # installed: <prefix>/bin/loom-bench finds <prefix>/share/loom/peers, wherever it runs from
+    prefix = tmp_path / "prefix"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "share" / "loom" / "peers").mkdir(parents=True)
+    shutil.copy2(exe, prefix / "bin" / "loom-bench")
+    found = _peers_line(prefix / "bin" / "loom-bench", tmp_path)
+    assert Path(found).resolve() == (prefix / "share" / "loom" / "peers").resolve()
+    # LOOM_BENCH_PEERS wins
+    assert _peers_line(prefix / "bin" / "loom-bench", tmp_path, {"LOOM_BENCH_PEERS": "/some/peers"}) == "/some/peers"
+
+
+def test_loom_bench_writes_to_loom_results_unless_told():
+    exe = _loom_bench()
+    r = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})
+    assert "./loom-results" in r.stdout and "--results DIR" in r.stdout, r.stdout
+    assert "bench/results" not in r.stdout
+    r = subprocess.run([str(exe), "gemm_ar", "--list", "--results", "/tmp/x"], capture_output=True, text=True,
+                       timeout=60, env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _fake_device_tree(tmp_path):
+    """bench/device.sh in a tree of fake binaries and a fake nvidia-smi (2 GPUs)."""
+    root = tmp_path / "tree"
+    for d in ("bench", "build/tests", "build/bin", "build/dev/gemm", "build/lib", "fake"):
+        (root / d).mkdir(parents=True)
+    shutil.copy2(REPO / "bench" / "device.sh", root / "bench" / "device.sh")
+    scripts = {
+        "build/tests/loom-test-gpu": 'echo "filter $*"; echo "3 passed, 0 failed, 0 skipped"',
+        "build/bin/loom-bench": 'echo "suite $* NVLS=$NCCL_NVLS_ENABLE"',
+        "build/dev/gemm/bench_gemm_dev": 'echo "dev $* REPS=$REPS"',
+        "fake/nvidia-smi": 'case "$*" in *-L*) echo "GPU 0: fake"; echo "GPU 1: fake";; '
+                           '*"-l 1"*) echo "t, 0, 1980, 2619, 300.0, 40";; *) echo "0, fake";; esac',
+        "fake/python3": 'echo "python3 $*"',
+    }
+    for rel, body in scripts.items():
+        p = root / rel
+        p.write_text("#!/bin/sh\n" + body + "\n")
+        p.chmod(p.stat().st_mode | stat.S_IXUSR)
+    (root / "build" / "lib" / "libloom.so").write_text("")
+    return root
+
+
+def _device(root, args, env_extra):
+    if not shutil.which("bash"):
+        pytest.skip("no bash")
+    env = {"PATH": f"{root / 'fake'}:/usr/bin:/bin", "LOOM_PREBUILT": "1", "LOOM_COMMIT": "abc",
+           "TMPDIR": str(root)}
+    env.update(env_extra)
+    r = subprocess.run(["bash", str(root / "bench" / "device.sh"), *args], capture_output=True, text=True,
+                       timeout=120, env=env, cwd=root)
+    steps = r.stdout[r.stdout.index("=== steps ==="):] if "=== steps ===" in r.stdout else ""
+    return r, steps
+
+
+def test_device_script_runs_what_it_is_told_with_no_limit_of_its_own(tmp_path):
+    root = _fake_device_tree(tmp_path)
+    r, steps = _device(root, ["gpu_tp,!gemm"], {"LOOM_BENCH_SUITES": "ag_gemm allreduce", "NCCL_NVLS_ENABLE": "1",
+                                                "OUT": str(tmp_path / "out")})
+    assert r.returncode == 0, r.stdout + r.stderr
+    for line in ("gpu tests gpu_tp: rc=0", "gpu tests !gemm: rc=0", "loom-bench ag_gemm: rc=0",
+                 "loom-bench allreduce: rc=0"):
+        assert line in steps, steps
+    assert "NOT RUN" not in steps and "TIMED OUT" not in r.stdout
+    assert "NCCL_NVLS_ENABLE=1 (the caller's)" in r.stdout and "suite ag_gemm NVLS=1" in r.stdout
+    assert (tmp_path / "out" / "results.tgz").is_file() and (tmp_path / "out" / "summary.txt").is_file()
+
+
+def test_device_script_presets_and_opt_in_deadline(tmp_path):
+    root = _fake_device_tree(tmp_path)
+    r, steps = _device(root, [], {"LOOM_PRESET": "gemm"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "gpu tests gemm: rc=0" in steps and "dev bench gemm all: rc=0" in steps and "loom-bench gemm: rc=0" in steps
+    assert "NCCL_NVLS_ENABLE unset: 0 for this run" in r.stdout and "suite gemm --quick NVLS=0" in r.stdout
+    r, steps = _device(root, [], {"LOOM_PRESET": "python"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "gpu tests" not in steps and "loom-bench" not in steps
+    assert "pytest tests/python/gpu: rc=0" in steps
+    assert "torchrun examples/python/dlrm_embedding.py --steps 5: rc=0" in steps
+    assert "python python/tools/nccl_probe.py --timeout 45: rc=0" in steps
+    # a deadline only where asked for: none left, nothing runs
+    r, steps = _device(root, ["gemm"], {"LOOM_BENCH_SUITES": "none", "LOOM_DEADLINE": "5"})
+    assert r.returncode != 0 and "gpu tests gemm: NOT RUN (LOOM_DEADLINE=5 s reached)" in steps, r.stdout

@@ -16,8 +16,10 @@
 #define _GNU_SOURCE
 #include "support/tool_param.h"
 #include "bench.h"
+#include "testing/bench_api.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -27,48 +29,46 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/error.h"
-#include "core/param.h"
 #include "ref/ref.h"
 
 /* ---- registry ------------------------------------------------------------- */
 
 #define LOOM_BENCH_MAX_SUITES 64
-static struct { const char *name, *help; loom_bench_fn fn; } loom__suites[LOOM_BENCH_MAX_SUITES];
-static int loom__nsuites, loom__suites_sorted;
+static struct { const char *name, *help; loom_bench_fn fn; } bench_suites[LOOM_BENCH_MAX_SUITES];
+static int bench_nsuites, bench_suites_sorted;
 
 void loom_bench_register(const char *name, const char *help, loom_bench_fn fn) {
-  if (loom__nsuites == LOOM_BENCH_MAX_SUITES) {
+  if (bench_nsuites == LOOM_BENCH_MAX_SUITES) {
     fprintf(stderr, "loom-bench: too many suites (at most %d); raise LOOM_BENCH_MAX_SUITES\n",
             LOOM_BENCH_MAX_SUITES);
     exit(2);
   }
-  loom__suites[loom__nsuites].name = name;
-  loom__suites[loom__nsuites].help = help;
-  loom__suites[loom__nsuites].fn = fn;
-  loom__nsuites++;
-  loom__suites_sorted = 0;
+  bench_suites[bench_nsuites].name = name;
+  bench_suites[bench_nsuites].help = help;
+  bench_suites[bench_nsuites].fn = fn;
+  bench_nsuites++;
+  bench_suites_sorted = 0;
 }
 
-static int loom__suite_cmp(const void *a, const void *b) {
+static int bench_suite_cmp(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static void loom__sort_suites(void) {
-  if (loom__suites_sorted) return;
-  qsort(loom__suites, (size_t)loom__nsuites, sizeof loom__suites[0], loom__suite_cmp);
-  loom__suites_sorted = 1;
+static void bench_sort_suites(void) {
+  if (bench_suites_sorted) return;
+  qsort(bench_suites, (size_t)bench_nsuites, sizeof bench_suites[0], bench_suite_cmp);
+  bench_suites_sorted = 1;
 }
 
-int loom_bench_count(void) { return loom__nsuites; }
-const char *loom_bench_name(int i) { loom__sort_suites(); return loom__suites[i].name; }
-const char *loom_bench_help(int i) { loom__sort_suites(); return loom__suites[i].help; }
-loom_bench_fn loom_bench_suite(int i) { loom__sort_suites(); return loom__suites[i].fn; }
+int loom_bench_count(void) { return bench_nsuites; }
+const char *loom_bench_name(int i) { bench_sort_suites(); return bench_suites[i].name; }
+const char *loom_bench_help(int i) { bench_sort_suites(); return bench_suites[i].help; }
+loom_bench_fn loom_bench_suite(int i) { bench_sort_suites(); return bench_suites[i].fn; }
 
 int loom_bench_find(const char *name) {
-  loom__sort_suites();
-  for (int i = 0; i < loom__nsuites; ++i)
-    if (!strcmp(loom__suites[i].name, name)) return i;
+  bench_sort_suites();
+  for (int i = 0; i < bench_nsuites; ++i)
+    if (!strcmp(bench_suites[i].name, name)) return i;
   return -1;
 }
 
@@ -83,7 +83,7 @@ void loom_bench_opts_default(loom_bench_opts_t *o) {
   o->check = 1;
 }
 
-static int loom__opt_int(const char *opt, const char *text, int lo, int hi, int *out) {
+static int bench_opt_int(const char *opt, const char *text, int lo, int hi, int *out) {
   char *end = NULL;
   errno = 0;
   long v = text ? strtol(text, &end, 10) : 0;
@@ -96,6 +96,9 @@ static int loom__opt_int(const char *opt, const char *text, int lo, int hi, int 
   return 0;
 }
 
+/* --results DIR of this process (NULL: not given). */
+static const char *bench_results_opt;
+
 int loom_bench_parse_common(loom_bench_opts_t *o, int argc, char **argv, int *i) {
   const char *a = argv[*i];
   const char *val = *i + 1 < argc ? argv[*i + 1] : NULL;
@@ -107,6 +110,15 @@ int loom_bench_parse_common(loom_bench_opts_t *o, int argc, char **argv, int *i)
   }
   if (!strcmp(a, "--no-json")) return o->json = 0, 1;
   if (!strcmp(a, "--no-check")) return o->check = 0, 1;
+  if (!strcmp(a, "--results")) {
+    if (!val || !*val) {
+      fprintf(stderr, "loom-bench: --results needs a directory\n");
+      return -1;
+    }
+    bench_results_opt = val;
+    *i += 1;
+    return 1;
+  }
   struct { const char *name; int lo, hi; int *dst, *set; } ints[] = {
       {"--warmup", 0, 100000, &o->warmup, &o->warmup_set},
       {"--reps", 1, 100000, &o->reps, &o->reps_set},
@@ -114,7 +126,7 @@ int loom_bench_parse_common(loom_bench_opts_t *o, int argc, char **argv, int *i)
       {"--timeout", 1, 7 * 24 * 3600, &o->timeout_s, NULL}};
   for (size_t k = 0; k < sizeof ints / sizeof ints[0]; ++k)
     if (!strcmp(a, ints[k].name)) {
-      if (loom__opt_int(a, val, ints[k].lo, ints[k].hi, ints[k].dst)) return -1;
+      if (bench_opt_int(a, val, ints[k].lo, ints[k].hi, ints[k].dst)) return -1;
       if (ints[k].set) *ints[k].set = 1;
       *i += 1;
       return 1;
@@ -131,8 +143,9 @@ void loom_bench_usage_common(FILE *f) {
           "  --world N      ranks (one process per GPU; default: every GPU present)\n"
           "  --timeout S    kill every rank after S seconds (default 1800)\n"
           "  --no-check     skip the result checks (#wrong shows \"-\")\n"
-          "  --no-json      print the table only; else JSON goes to $LOOM_BENCH_RESULTS_DIR\n"
-          "                 (default bench/results)\n");
+          "  --results DIR  where the JSON (this run's and its PyTorch peers') goes (default\n"
+          "                 $LOOM_BENCH_RESULTS_DIR, else ./loom-results, created when needed)\n"
+          "  --no-json      print the table only (the peers still write theirs)\n");
 }
 
 int loom_bench_parse(loom_bench_opts_t *o, int argc, char **argv, loom_bench_opt_fn own, void *ctx) {
@@ -191,8 +204,19 @@ int loom_bench_world(const loom_bench_opts_t *o, int want) {
   return w;
 }
 
+void loom_bench_env_defaults(void) {
+  static int done;
+  if (done) return;
+  done = 1;
+  if (!getenv("NCCL_NVLS_ENABLE")) {
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+    fprintf(stderr, "loom-bench: NCCL_NVLS_ENABLE is unset: setting it to 0 for this run (loom never uses NVLink "
+                    "multicast; set it yourself to choose)\n");
+  }
+}
+
 int loom_bench_launch(const loom_bench_opts_t *o, int world, loom_rank_fn fn, void *arg) {
-  setenv("NCCL_NVLS_ENABLE", "0", 1); /* NVLink multicast stays off, always */
+  loom_bench_env_defaults();
   fflush(stdout);
   fflush(stderr);
   int rc = loom_launch(world, o->timeout_s, fn, arg);
@@ -202,12 +226,12 @@ int loom_bench_launch(const loom_bench_opts_t *o, int world, loom_rank_fn fn, vo
 
 /* ---- timing --------------------------------------------------------------- */
 
-static int loom__dcmp(const void *a, const void *b) {
+static int bench_dcmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
 
-static void loom__stats(const double *us, int n, loom_bench_time_t *out) {
+static void bench_stats(const double *us, int n, loom_bench_time_t *out) {
   double *s = (double *)malloc((size_t)n * sizeof *s);
   double sum = 0.0;
   memset(out, 0, sizeof *out);
@@ -218,7 +242,7 @@ static void loom__stats(const double *us, int n, loom_bench_time_t *out) {
     return;
   }
   for (int i = 0; i < n; ++i) s[i] = us[i], sum += us[i];
-  qsort(s, (size_t)n, sizeof *s, loom__dcmp);
+  qsort(s, (size_t)n, sizeof *s, bench_dcmp);
   out->min_us = s[0];
   out->max_us = s[n - 1];
   out->median_us = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
@@ -226,11 +250,11 @@ static void loom__stats(const double *us, int n, loom_bench_time_t *out) {
   free(s);
 }
 
-/* loom__stats of the device times, and the median host issue time. */
-static void loom__stats_with_host(const double *us, const double *host, int n, loom_bench_time_t *out) {
+/* bench_stats of the device times, and the median host issue time. */
+static void bench_stats_with_host(const double *us, const double *host, int n, loom_bench_time_t *out) {
   loom_bench_time_t h;
-  loom__stats(host, n, &h);
-  loom__stats(us, n, out);
+  bench_stats(host, n, &h);
+  bench_stats(us, n, out);
   out->host_us = h.median_us;
 }
 
@@ -243,8 +267,8 @@ static void loom__stats_with_host(const double *us, const double *host, int n, l
  * timed op and a start and a stop event around it, so that no op's time
  * holds the wait for a rank that is behind (a local GEMM that ran longer
  * on one GPU would otherwise show up in the next collective op's time). */
-static loom_result_t loom__barrier_enqueue(ncclComm_t nccl, cudaStream_t stream);
-static double loom__now_us(void) {
+static loom_result_t bench_barrier_enqueue(ncclComm_t nccl, cudaStream_t stream);
+static double bench_now_us(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
@@ -252,18 +276,18 @@ static double loom__now_us(void) {
 
 /* us[j reps + i]: device time of rep i of op j; host[j reps + i]: the host
  * time its call took to return (to issue the op). */
-static loom_result_t loom__time_raw(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps, int nops,
-                                    loom_bench_op_fn *ops, void **args, double *us, double *host) {
+static loom_result_t bench_time_raw(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps, int nops,
+                                     loom_bench_op_fn *ops, void **args, double *us, double *host) {
   loom_result_t r = LOOM_SUCCESS;
   const int per = nccl ? 2 : 1; /* events per timed op */
   const int nev = reps * nops * per + 1;
   cudaEvent_t *ev = (cudaEvent_t *)calloc((size_t)nev, sizeof *ev);
-  if (!ev) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_time: host allocation failed");
+  if (!ev) return loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_time: host allocation failed");
   int made = 0;
   for (; made < nev; ++made) {
     cudaError_t e = cudaEventCreate(&ev[made]);
     if (e != cudaSuccess) {
-      r = loom__cuda_fail((int)e, "cudaEventCreate", __FILE__, __LINE__);
+      r = loom_bench_cuda_fail((int)e, "cudaEventCreate", __FILE__, __LINE__);
       goto out;
     }
   }
@@ -273,20 +297,20 @@ static loom_result_t loom__time_raw(ncclComm_t nccl, cudaStream_t stream, int wa
   if (r != LOOM_SUCCESS) goto out;
   for (int i = 0; i < reps * nops; ++i) {
     if (nccl) {
-      r = loom__barrier_enqueue(nccl, stream);
+      r = bench_barrier_enqueue(nccl, stream);
       if (r != LOOM_SUCCESS) goto out;
     }
     cudaError_t e = cudaEventRecord(ev[i * per], stream);
     if (e != cudaSuccess) {
-      r = loom__cuda_fail((int)e, "cudaEventRecord", __FILE__, __LINE__);
+      r = loom_bench_cuda_fail((int)e, "cudaEventRecord", __FILE__, __LINE__);
       goto out;
     }
-    const double h0 = loom__now_us();
+    const double h0 = bench_now_us();
     r = ops[i % nops](args[i % nops], iter++, stream);
-    host[(i % nops) * reps + i / nops] = loom__now_us() - h0;
+    host[(i % nops) * reps + i / nops] = bench_now_us() - h0;
     if (r != LOOM_SUCCESS) goto out;
     if (nccl && (e = cudaEventRecord(ev[i * per + 1], stream)) != cudaSuccess) {
-      r = loom__cuda_fail((int)e, "cudaEventRecord", __FILE__, __LINE__);
+      r = loom_bench_cuda_fail((int)e, "cudaEventRecord", __FILE__, __LINE__);
       goto out;
     }
   }
@@ -294,7 +318,7 @@ static loom_result_t loom__time_raw(ncclComm_t nccl, cudaStream_t stream, int wa
     cudaError_t e = cudaEventRecord(ev[nev - 1], stream);
     if (e == cudaSuccess) e = cudaEventSynchronize(ev[nev - 1]);
     if (e != cudaSuccess) {
-      r = loom__cuda_fail((int)e, "cudaEventSynchronize (after the timed repetitions)", __FILE__, __LINE__);
+      r = loom_bench_cuda_fail((int)e, "cudaEventSynchronize (after the timed repetitions)", __FILE__, __LINE__);
       goto out;
     }
   }
@@ -302,7 +326,7 @@ static loom_result_t loom__time_raw(ncclComm_t nccl, cudaStream_t stream, int wa
     float ms = 0.0f;
     cudaError_t e = cudaEventElapsedTime(&ms, ev[i * per], ev[i * per + 1]);
     if (e != cudaSuccess) {
-      r = loom__cuda_fail((int)e, "cudaEventElapsedTime", __FILE__, __LINE__);
+      r = loom_bench_cuda_fail((int)e, "cudaEventElapsedTime", __FILE__, __LINE__);
       goto out;
     }
     us[(i % nops) * reps + i / nops] = 1e3 * (double)ms;
@@ -316,16 +340,16 @@ out:
 loom_result_t loom_bench_time_side_by_side(cudaStream_t stream, int warmup, int reps, int nops,
                                            loom_bench_op_fn *ops, void **args, loom_bench_time_t *out) {
   if (reps < 1 || warmup < 0 || nops < 1 || !ops || !args || !out)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time: reps=%d warmup=%d nops=%d ops=%p out=%p", reps,
-                      warmup, nops, (void *)ops, (void *)out);
+    return loom_bench_fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time: reps=%d warmup=%d nops=%d ops=%p out=%p", reps,
+                           warmup, nops, (void *)ops, (void *)out);
   for (int j = 0; j < nops; ++j)
-    if (!ops[j]) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time: ops[%d]=NULL", j);
+    if (!ops[j]) return loom_bench_fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time: ops[%d]=NULL", j);
   const size_t nt = (size_t)reps * (size_t)nops;
   double *us = (double *)calloc(2 * nt, sizeof *us), *host = us + nt; /* device times, then host times */
-  if (!us) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_time: host allocation failed");
-  loom_result_t r = loom__time_raw(NULL, stream, warmup, reps, nops, ops, args, us, host);
+  if (!us) return loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_time: host allocation failed");
+  loom_result_t r = bench_time_raw(NULL, stream, warmup, reps, nops, ops, args, us, host);
   if (r == LOOM_SUCCESS)
-    for (int j = 0; j < nops; ++j) loom__stats_with_host(us + (size_t)j * reps, host + (size_t)j * reps, reps, &out[j]);
+    for (int j = 0; j < nops; ++j) bench_stats_with_host(us + (size_t)j * reps, host + (size_t)j * reps, reps, &out[j]);
   free(us);
   return r;
 }
@@ -336,43 +360,43 @@ loom_result_t loom_bench_time(cudaStream_t stream, int warmup, int reps, loom_be
 }
 
 /* A small device scratch buffer of this process (one device per rank). */
-static void *loom__scratch;
-static loom_result_t loom__get_scratch(void **p) {
-  if (!loom__scratch) LOOM_CUDA(cudaMalloc(&loom__scratch, 256));
-  *p = loom__scratch;
+static void *bench_scratch;
+static loom_result_t bench_get_scratch(void **p) {
+  if (!bench_scratch) LOOM_BENCH_CUDA(cudaMalloc(&bench_scratch, 256));
+  *p = bench_scratch;
   return LOOM_SUCCESS;
 }
 
 /* Waits for `stream` without spinning a core. */
-static loom_result_t loom__poll_stream(cudaStream_t stream, const char *what) {
+static loom_result_t bench_poll_stream(cudaStream_t stream, const char *what) {
   for (;;) {
     cudaError_t e = cudaStreamQuery(stream);
     if (e == cudaSuccess) return LOOM_SUCCESS;
-    if (e != cudaErrorNotReady) return loom__cuda_fail((int)e, what, __FILE__, __LINE__);
+    if (e != cudaErrorNotReady) return loom_bench_cuda_fail((int)e, what, __FILE__, __LINE__);
     usleep(200);
   }
 }
 
 /* A barrier on the stream (not waited for by the host). */
-static loom_result_t loom__barrier_enqueue(ncclComm_t nccl, cudaStream_t stream) {
+static loom_result_t bench_barrier_enqueue(ncclComm_t nccl, cudaStream_t stream) {
   void *s = NULL;
-  LOOM_TRY(loom__get_scratch(&s));
-  LOOM_NCCL(ncclAllReduce(s, s, 1, ncclFloat32, ncclSum, nccl, stream));
+  LOOM_BENCH_TRY(bench_get_scratch(&s));
+  LOOM_BENCH_NCCL(ncclAllReduce(s, s, 1, ncclFloat32, ncclSum, nccl, stream));
   return LOOM_SUCCESS;
 }
 
 loom_result_t loom_bench_barrier(ncclComm_t nccl, cudaStream_t stream) {
-  LOOM_TRY(loom__barrier_enqueue(nccl, stream));
-  return loom__poll_stream(stream, "cudaStreamQuery (loom_bench_barrier)");
+  LOOM_BENCH_TRY(bench_barrier_enqueue(nccl, stream));
+  return bench_poll_stream(stream, "cudaStreamQuery (loom_bench_barrier)");
 }
 
 loom_result_t loom_bench_reduce_ranks(ncclComm_t nccl, cudaStream_t stream, int64_t *value, ncclRedOp_t op) {
   void *s = NULL;
-  LOOM_TRY(loom__get_scratch(&s));
-  LOOM_CUDA(cudaMemcpyAsync(s, value, sizeof *value, cudaMemcpyHostToDevice, stream));
-  LOOM_NCCL(ncclAllReduce(s, s, 1, ncclInt64, op, nccl, stream));
-  LOOM_CUDA(cudaMemcpyAsync(value, s, sizeof *value, cudaMemcpyDeviceToHost, stream));
-  return loom__poll_stream(stream, "cudaStreamQuery (loom_bench_reduce_ranks)");
+  LOOM_BENCH_TRY(bench_get_scratch(&s));
+  LOOM_BENCH_CUDA(cudaMemcpyAsync(s, value, sizeof *value, cudaMemcpyHostToDevice, stream));
+  LOOM_BENCH_NCCL(ncclAllReduce(s, s, 1, ncclInt64, op, nccl, stream));
+  LOOM_BENCH_CUDA(cudaMemcpyAsync(value, s, sizeof *value, cudaMemcpyDeviceToHost, stream));
+  return bench_poll_stream(stream, "cudaStreamQuery (loom_bench_reduce_ranks)");
 }
 
 loom_result_t loom_bench_sum_ranks(ncclComm_t nccl, cudaStream_t stream, int64_t *value) {
@@ -382,49 +406,50 @@ loom_result_t loom_bench_sum_ranks(ncclComm_t nccl, cudaStream_t stream, int64_t
 loom_result_t loom_bench_time_ranks_side_by_side(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps, int nops,
                                                  loom_bench_op_fn *ops, void **args, loom_bench_time_t *out) {
   if (reps < 1 || warmup < 0 || nops < 1 || !ops || !args || !out)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time_ranks: reps=%d warmup=%d nops=%d", reps, warmup, nops);
+    return loom_bench_fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time_ranks: reps=%d warmup=%d nops=%d", reps, warmup,
+                           nops);
   for (int j = 0; j < nops; ++j)
-    if (!ops[j]) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time_ranks: ops[%d]=NULL", j);
+    if (!ops[j]) return loom_bench_fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_time_ranks: ops[%d]=NULL", j);
   const size_t nt = (size_t)reps * (size_t)nops;
   double *us = (double *)calloc(2 * nt, sizeof *us), *host = us ? us + nt : NULL; /* device, then host times */
   float *f = (float *)calloc(nt, sizeof *f);
   void *dev = NULL;
   loom_result_t r = LOOM_SUCCESS;
   if (!us || !f) {
-    r = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_time_ranks: host allocation failed");
+    r = loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_time_ranks: host allocation failed");
     goto out;
   }
   r = loom_bench_barrier(nccl, stream);
-  if (r == LOOM_SUCCESS) r = loom__time_raw(nccl, stream, warmup, reps, nops, ops, args, us, host);
+  if (r == LOOM_SUCCESS) r = bench_time_raw(nccl, stream, warmup, reps, nops, ops, args, us, host);
   /* Every rank must reach the reduction, even one whose op failed: it
    * contributes +inf, so a failure anywhere shows on rank 0. */
   for (size_t i = 0; i < nt; ++i) f[i] = r == LOOM_SUCCESS ? (float)us[i] : INFINITY;
   {
     loom_result_t r2 = LOOM_SUCCESS;
     cudaError_t e = cudaMalloc(&dev, nt * sizeof *f);
-    if (e != cudaSuccess) r2 = loom__cuda_fail((int)e, "cudaMalloc (loom_bench_time_ranks)", __FILE__, __LINE__);
+    if (e != cudaSuccess) r2 = loom_bench_cuda_fail((int)e, "cudaMalloc (loom_bench_time_ranks)", __FILE__, __LINE__);
     if (r2 == LOOM_SUCCESS) {
       e = cudaMemcpyAsync(dev, f, nt * sizeof *f, cudaMemcpyHostToDevice, stream);
-      if (e != cudaSuccess) r2 = loom__cuda_fail((int)e, "cudaMemcpyAsync", __FILE__, __LINE__);
+      if (e != cudaSuccess) r2 = loom_bench_cuda_fail((int)e, "cudaMemcpyAsync", __FILE__, __LINE__);
     }
     if (r2 == LOOM_SUCCESS) {
       ncclResult_t n = ncclAllReduce(dev, dev, nt, ncclFloat32, ncclMax, nccl, stream);
-      if (n != ncclSuccess) r2 = loom__nccl_fail((int)n, "ncclAllReduce (max of the times)", __FILE__, __LINE__);
+      if (n != ncclSuccess) r2 = loom_bench_nccl_fail((int)n, "ncclAllReduce (max of the times)", __FILE__, __LINE__);
     }
     if (r2 == LOOM_SUCCESS) {
       e = cudaMemcpyAsync(f, dev, nt * sizeof *f, cudaMemcpyDeviceToHost, stream);
-      if (e != cudaSuccess) r2 = loom__cuda_fail((int)e, "cudaMemcpyAsync", __FILE__, __LINE__);
+      if (e != cudaSuccess) r2 = loom_bench_cuda_fail((int)e, "cudaMemcpyAsync", __FILE__, __LINE__);
     }
-    if (r2 == LOOM_SUCCESS) r2 = loom__poll_stream(stream, "cudaStreamQuery (loom_bench_time_ranks)");
+    if (r2 == LOOM_SUCCESS) r2 = bench_poll_stream(stream, "cudaStreamQuery (loom_bench_time_ranks)");
     if (r == LOOM_SUCCESS) r = r2;
   }
   if (r == LOOM_SUCCESS) {
     for (size_t i = 0; i < nt; ++i) us[i] = f[i];
     if (isinf(us[0]))
-      r = loom__fail(LOOM_ERR_INTERNAL, "loom_bench_time_ranks: the operation failed on another rank");
+      r = loom_bench_fail(LOOM_ERR_INTERNAL, "loom_bench_time_ranks: the operation failed on another rank");
     else
       for (int j = 0; j < nops; ++j)
-        loom__stats_with_host(us + (size_t)j * reps, host + (size_t)j * reps, reps, &out[j]);
+        bench_stats_with_host(us + (size_t)j * reps, host + (size_t)j * reps, reps, &out[j]);
   }
 out:
   if (dev) cudaFree(dev);
@@ -479,25 +504,26 @@ int loom_bench_rotation(size_t bytes_per_set, size_t budget_bytes) {
 
 loom_result_t loom_bench_fill_random(void *dev, loom_dtype_t t, size_t n, uint64_t seed, double scale) {
   size_t es = loom_dtype_size(t);
-  if (!es) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_fill_random: dtype=%d is unknown", (int)t);
+  if (!es) return loom_bench_fail(LOOM_ERR_INVALID_ARGUMENT, "loom_bench_fill_random: dtype=%d is unknown", (int)t);
   if (n == 0) return LOOM_SUCCESS;
   size_t period = loom_bench_fill_period(n);
   void *host = malloc(period * es);
-  if (!host) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_fill_random: host allocation of %zu bytes", period * es);
+  if (!host)
+    return loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_fill_random: host allocation of %zu bytes", period * es);
   loom_ref_fill_random(t, host, period, seed, scale);
   cudaError_t e = cudaMemcpy(dev, host, period * es, cudaMemcpyHostToDevice);
   free(host);
-  if (e != cudaSuccess) return loom__cuda_fail((int)e, "cudaMemcpy (loom_bench_fill_random)", __FILE__, __LINE__);
+  if (e != cudaSuccess) return loom_bench_cuda_fail((int)e, "cudaMemcpy (loom_bench_fill_random)", __FILE__, __LINE__);
   char *base = (char *)dev;
   for (size_t done = period; done < n;) { /* done stays a multiple of period */
     size_t cnt = done < n - done ? done : n - done;
-    LOOM_CUDA(cudaMemcpy(base + done * es, base, cnt * es, cudaMemcpyDeviceToDevice));
+    LOOM_BENCH_CUDA(cudaMemcpy(base + done * es, base, cnt * es, cudaMemcpyDeviceToDevice));
     done += cnt;
   }
   /* Device-to-device cudaMemcpy (and the last DMA of a pageable upload) may
    * still run when the call returns, and a non-blocking stream would not wait
    * for them: finish here, so the data is in place for any stream. */
-  LOOM_CUDA(cudaDeviceSynchronize());
+  LOOM_BENCH_CUDA(cudaDeviceSynchronize());
   return LOOM_SUCCESS;
 }
 
@@ -583,12 +609,12 @@ const char *loom_bench_dtype_name(loom_dtype_t t) {
 /* Table columns: numeric ones are shown only if some row has a value. */
 enum { COL_FUSED, COL_AUTO, COL_GEMM, COL_COMM, COL_SEQ, COL_ECT, COL_SEQECT, COL_OVERLAP, COL_TFLOPS, COL_ALGBW,
        COL_BUSBW, COL_BEFORE, COL_VS_BEFORE, COL_PEER, COL_VS_PEER, COL_NUM };
-static const char *const loom__col_head[COL_NUM] = {"fused(us)", "auto(us)", "gemm(us)", "comm(us)", "seq(us)",
+static const char *const bench_col_head[COL_NUM] = {"fused(us)", "auto(us)", "gemm(us)", "comm(us)", "seq(us)",
                                                     "ECT(us)", "seqECT(us)", "overlap", "TFLOP/s", "algbw GB/s",
                                                     "busbw GB/s", "before(us)", "before/now", "peer(us)",
                                                     "peer/now"};
 
-static double loom__col_value(const loom_bench_row_t *r, int c) {
+static double bench_col_value(const loom_bench_row_t *r, int c) {
   switch (c) {
     case COL_FUSED: return r->fused_us;
     case COL_AUTO: return r->auto_us;
@@ -609,7 +635,7 @@ static double loom__col_value(const loom_bench_row_t *r, int c) {
   return NAN;
 }
 
-static int loom__maxlen(const loom_bench_table_t *t, size_t off, int minw) {
+static int bench_maxlen(const loom_bench_table_t *t, size_t off, int minw) {
   int w = minw;
   for (int i = 0; i < t->n; ++i) {
     int l = (int)strlen((const char *)t->rows[i] + off);
@@ -623,18 +649,18 @@ void loom_bench_print(FILE *f, loom_bench_table_t *t, const char *title) {
   for (int i = 0; i < t->n; ++i) {
     loom_bench_row_finish(t->rows[i]);
     for (int c = 0; c < COL_NUM; ++c)
-      if (!isnan(loom__col_value(t->rows[i], c))) show[c] = 1;
+      if (!isnan(bench_col_value(t->rows[i], c))) show[c] = 1;
     if (t->rows[i]->wrong >= 0) show_wrong = 1;
     if (t->rows[i]->note[0] || t->rows[i]->peer_note[0]) show_note = 1;
   }
-  int wop = loom__maxlen(t, offsetof(loom_bench_row_t, op), 2);
-  int wimpl = loom__maxlen(t, offsetof(loom_bench_row_t, impl), 4);
-  int wshape = loom__maxlen(t, offsetof(loom_bench_row_t, shape), 5);
-  int wdt = loom__maxlen(t, offsetof(loom_bench_row_t, dtype), 5);
+  int wop = bench_maxlen(t, offsetof(loom_bench_row_t, op), 2);
+  int wimpl = bench_maxlen(t, offsetof(loom_bench_row_t, impl), 4);
+  int wshape = bench_maxlen(t, offsetof(loom_bench_row_t, shape), 5);
+  int wdt = bench_maxlen(t, offsetof(loom_bench_row_t, dtype), 5);
   if (title) fprintf(f, "#\n# %s\n#\n", title);
   fprintf(f, "# %-*s  %-*s  %-*s  %-*s", wop, "op", wimpl, "impl", wshape, "shape", wdt, "dtype");
   for (int c = 0; c < COL_NUM; ++c)
-    if (show[c]) fprintf(f, "  %10s", loom__col_head[c]);
+    if (show[c]) fprintf(f, "  %10s", bench_col_head[c]);
   if (show_wrong) fprintf(f, "  %7s", "#wrong");
   if (show_note) fprintf(f, "  note");
   fprintf(f, "\n");
@@ -643,7 +669,7 @@ void loom_bench_print(FILE *f, loom_bench_table_t *t, const char *title) {
     fprintf(f, "  %-*s  %-*s  %-*s  %-*s", wop, r->op, wimpl, r->impl, wshape, r->shape, wdt, r->dtype);
     for (int c = 0; c < COL_NUM; ++c) {
       if (!show[c]) continue;
-      double v = loom__col_value(r, c);
+      double v = bench_col_value(r, c);
       if (isnan(v)) fprintf(f, "  %10s", "-");
       else if (c == COL_OVERLAP) fprintf(f, "  %9.1f%%", 100.0 * v);
       else if (c == COL_VS_BEFORE || c == COL_VS_PEER) fprintf(f, "  %9.3fx", v);
@@ -664,7 +690,7 @@ void loom_bench_print(FILE *f, loom_bench_table_t *t, const char *title) {
 
 /* ---- JSON ----------------------------------------------------------------- */
 
-static void loom__json_str(FILE *f, const char *s) {
+static void bench_json_str(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s; ++s) {
     unsigned char ch = (unsigned char)*s;
@@ -676,12 +702,12 @@ static void loom__json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-static void loom__json_num(FILE *f, double v) {
+static void bench_json_num(FILE *f, double v) {
   if (isnan(v) || isinf(v)) fputs("null", f);
   else fprintf(f, "%.6g", v);
 }
 
-static int loom__mkdir_p(const char *path) {
+static int bench_mkdir_p(const char *path) {
   char buf[1024];
   if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
   for (char *p = buf + 1; *p; ++p)
@@ -695,7 +721,7 @@ static int loom__mkdir_p(const char *path) {
 }
 
 /* First line of a command's output into buf ("" if it failed). */
-static void loom__command_line(const char *cmd, char *buf, size_t cap) {
+static void bench_command_line(const char *cmd, char *buf, size_t cap) {
   buf[0] = 0;
   FILE *p = popen(cmd, "r");
   if (!p) return;
@@ -706,14 +732,15 @@ static void loom__command_line(const char *cmd, char *buf, size_t cap) {
 }
 
 const char *loom_bench_results_dir(void) {
+  if (bench_results_opt) return bench_results_opt;
   const char *dir = loom_tool_param("BENCH_RESULTS_DIR");
-  return dir && *dir ? dir : "bench/results";
+  return dir && *dir ? dir : "loom-results";
 }
 
 int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_bench_opts_t *o, int world,
                           char *path_out, size_t path_cap) {
   const char *dir = loom_bench_results_dir();
-  if (loom__mkdir_p(dir) != 0) {
+  if (bench_mkdir_p(dir) != 0) {
     fprintf(stderr, "loom-bench: cannot create %s: %s\n", dir, strerror(errno));
     return -1;
   }
@@ -731,11 +758,11 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
   const char *env_commit = loom_tool_param("COMMIT");
   if (env_commit && *env_commit) snprintf(commit, sizeof commit, "%s", env_commit);
   else {
-    loom__command_line("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
+    bench_command_line("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
     if (!commit[0]) snprintf(commit, sizeof commit, "unknown");
     else {
       char st[8];
-      loom__command_line("git status --porcelain --untracked-files=no 2>/dev/null | head -n 1", st, sizeof st);
+      bench_command_line("git status --porcelain --untracked-files=no 2>/dev/null | head -n 1", st, sizeof st);
       snprintf(dirty, sizeof dirty, "%s", st[0] ? "true" : "false");
     }
   }
@@ -760,15 +787,15 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
     return -1;
   }
   fprintf(f, "{\n  \"suite\": ");
-  loom__json_str(f, suite);
+  bench_json_str(f, suite);
   fprintf(f, ",\n  \"device\": ");
-  loom__json_str(f, devname);
+  bench_json_str(f, devname);
   fprintf(f, ",\n  \"compute_capability\": \"%d.%d\",\n  \"sm_count\": %d,\n  \"gpus\": %d,\n  \"world\": %d,\n",
           ccmaj, ccmin, sms, gpus, world);
   fprintf(f, "  \"date\": ");
-  loom__json_str(f, date);
+  bench_json_str(f, date);
   fprintf(f, ",\n  \"commit\": ");
-  loom__json_str(f, commit);
+  bench_json_str(f, commit);
   if (dirty[0]) fprintf(f, ",\n  \"dirty\": %s", dirty);
   fprintf(f, ",\n  \"nccl_version\": \"%d.%d.%d\",\n  \"cuda_runtime\": %d,\n  \"cuda_driver\": %d,\n",
           nccl / 10000, (nccl / 100) % 100, nccl % 100, rt, drv);
@@ -779,20 +806,20 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
   fprintf(f, "  \"time_unit\": \"us\",\n  \"notes\": [");
   for (int i = 0; i < t->nnotes; ++i) {
     fprintf(f, "%s\n    ", i ? "," : "");
-    loom__json_str(f, t->notes[i]);
+    bench_json_str(f, t->notes[i]);
   }
   fprintf(f, "%s],\n  \"rows\": [", t->nnotes ? "\n  " : "");
   for (int i = 0; i < t->n; ++i) {
     loom_bench_row_t *r = t->rows[i];
     loom_bench_row_finish(r);
     fprintf(f, "%s\n    {\"op\": ", i ? "," : "");
-    loom__json_str(f, r->op);
+    bench_json_str(f, r->op);
     fprintf(f, ", \"impl\": ");
-    loom__json_str(f, r->impl);
+    bench_json_str(f, r->impl);
     fprintf(f, ", \"shape\": ");
-    loom__json_str(f, r->shape);
+    bench_json_str(f, r->shape);
     fprintf(f, ", \"dtype\": ");
-    loom__json_str(f, r->dtype);
+    bench_json_str(f, r->dtype);
     fprintf(f, ", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"bytes\": %lld, \"world\": %d", (long long)r->m,
             (long long)r->n, (long long)r->k, (long long)r->bytes, r->world);
     const struct { const char *k; double v; } nums[] = {
@@ -804,7 +831,7 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
         {"before_over_now", r->vs_before}, {"peer_us", r->peer_us}, {"peer_over_now", r->vs_peer}};
     for (size_t k = 0; k < sizeof nums / sizeof nums[0]; ++k) {
       fprintf(f, ", \"%s\": ", nums[k].k);
-      loom__json_num(f, nums[k].v);
+      bench_json_num(f, nums[k].v);
     }
     if (r->wrong >= 0) fprintf(f, ", \"wrong\": %lld", (long long)r->wrong);
     else fprintf(f, ", \"wrong\": null");
@@ -813,10 +840,10 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
     for (size_t k = 0; k < sizeof strs / sizeof strs[0]; ++k)
       if (strs[k].v[0]) {
         fprintf(f, ", \"%s\": ", strs[k].k);
-        loom__json_str(f, strs[k].v);
+        bench_json_str(f, strs[k].v);
       }
     fprintf(f, ", \"note\": ");
-    loom__json_str(f, r->note);
+    bench_json_str(f, r->note);
     fputc('}', f);
   }
   fprintf(f, "%s]\n}\n", t->n ? "\n  " : "");
@@ -833,16 +860,53 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
 
 /* ---- outside baselines ---------------------------------------------------- */
 
-int loom_bench_run_peer(const char *script, const char *args, const char *name, char *json_path, size_t json_cap,
+/* A directory that exists. */
+static int bench_is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+const char *loom_bench_peers_dir(void) {
+  static char dir[PATH_MAX];
+  if (dir[0]) return dir;
+  const char *env = loom_tool_param("BENCH_PEERS");
+  if (env && *env) {
+    snprintf(dir, sizeof dir, "%s", env);
+    return dir;
+  }
+  /* installed: <prefix>/bin/loom-bench next to <prefix>/share/loom/peers */
+  char exe[1024];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) {
+      *slash = 0;
+      char cand[PATH_MAX], real[PATH_MAX];
+      if (snprintf(cand, sizeof cand, "%s/../share/loom/peers", exe) < (int)sizeof cand && bench_is_dir(cand)) {
+        snprintf(dir, sizeof dir, "%s", realpath(cand, real) ? real : cand);
+        return dir;
+      }
+    }
+  }
+  snprintf(dir, sizeof dir, "bench/peers"); /* the source tree, from its root */
+  return dir;
+}
+
+int loom_bench_run_peer(const char *peer, const char *args, const char *name, char *json_path, size_t json_cap,
                         char *note, size_t note_cap) {
   json_path[0] = 0;
+  char script[PATH_MAX];
+  if (strchr(peer, '/')) snprintf(script, sizeof script, "%s", peer);
+  else snprintf(script, sizeof script, "%s/%s", loom_bench_peers_dir(), peer);
   int mrank = 0, msize = 0;
   if (loom_launch_under_mpi(&mrank, &msize)) {
     snprintf(note, note_cap, "peer not run under mpirun: run %s separately", script);
     return 1;
   }
   if (access(script, R_OK) != 0) {
-    snprintf(note, note_cap, "peer not run: %s not found (run from the repository root)", script);
+    snprintf(note, note_cap, "peer not run: %.100s not found (set LOOM_BENCH_PEERS, or run from the source tree's root)",
+             script);
     return 1;
   }
   const char *dir = loom_bench_results_dir();

@@ -135,9 +135,14 @@ void loom_bench_usage_common(FILE *f);
  * (more ranks than GPUs, none at all). Never initialises CUDA. */
 int loom_bench_world(const loom_bench_opts_t *o, int want);
 
-/* loom_launch(world, o->timeout_s, fn, arg) with NCCL_NVLS_ENABLE=0 kept;
- * returns 0 when every rank returned 0. */
+/* loom_bench_env_defaults(), then loom_launch(world, o->timeout_s, fn,
+ * arg); returns 0 when every rank returned 0. */
 int loom_bench_launch(const loom_bench_opts_t *o, int world, loom_rank_fn fn, void *arg);
+
+/* NCCL_NVLS_ENABLE=0 where the caller left it unset (loom never uses NVLink
+ * multicast), saying so in one line on stderr; a value the caller set is
+ * kept. Once per process; before the ranks and the peers start. */
+void loom_bench_env_defaults(void);
 
 /* ---- timing -------------------------------------------------------------- */
 
@@ -272,10 +277,11 @@ void loom_bench_table_free(loom_bench_table_t *t);
 /* nccl-tests-like table; calls loom_bench_row_finish on every row. */
 void loom_bench_print(FILE *f, loom_bench_table_t *t, const char *title);
 
-/* Where results go: $LOOM_BENCH_RESULTS_DIR, else bench/results. */
+/* Where results go: --results DIR, else $LOOM_BENCH_RESULTS_DIR, else
+ * loom-results (relative to the current directory). */
 const char *loom_bench_results_dir(void);
 
-/* Writes $LOOM_BENCH_RESULTS_DIR/<suite>-<YYYYmmdd-HHMMSS>.json (directory
+/* Writes <results dir>/<suite>-<YYYYmmdd-HHMMSS>.json (directory
  * created) with device name (current device), GPUs present, world, date,
  * commit (LOOM_COMMIT, else `git rev-parse --short HEAD`, else "unknown"),
  * NCCL and CUDA versions, options, notes and rows. Call on rank 0 inside a
@@ -285,14 +291,21 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
 
 /* ---- outside baselines (bench/peers) ------------------------------------ */
 
+/* The folder of the PyTorch peers: $LOOM_BENCH_PEERS, else
+ * <prefix>/share/loom/peers next to an installed loom-bench (<prefix>/bin,
+ * found through /proc/self/exe; make install puts them there), else
+ * bench/peers (the source tree, run from its root). */
+const char *loom_bench_peers_dir(void);
+
 /* Runs `python3 script args --json <results dir>/<name>-<stamp>.json` from
  * the parent process (call it before loom_bench_launch: the peer and the
- * ranks never share the GPUs), bounded by 900 s. 0 with the JSON's path in
- * json_path; else nonzero and note says why there is no peer column (not
- * found, no PyTorch or GPU (exit 2), timed out, under mpirun, arguments too
- * long). The suite passes its exact shapes in args (the peer runs those and
- * nothing else). */
-int loom_bench_run_peer(const char *script, const char *args, const char *name, char *json_path, size_t json_cap,
+ * ranks never share the GPUs), bounded by 900 s; script is `peer` in
+ * loom_bench_peers_dir() ("tp_torch.py"), or `peer` itself where it names a
+ * path (holds a '/'). 0 with the JSON's path in json_path; else nonzero and
+ * note says why there is no peer column (not found, no PyTorch or GPU
+ * (exit 2), timed out, under mpirun, arguments too long). The suite passes
+ * its exact shapes in args (the peer runs those and nothing else). */
+int loom_bench_run_peer(const char *peer, const char *args, const char *name, char *json_path, size_t json_cap,
                         char *note, size_t note_cap);
 
 /* Appends printf-style text to the NUL-terminated buf of cap bytes; -1

@@ -3,18 +3,18 @@
  * measured again on this machine (the project's anchor measurements are leads only).
  *
  * GEMM (rank 0's GPU alone; the other ranks wait in a barrier): cuBLASLt
- * through loom__base_gemm, bf16 inputs and output, fp32 accumulation, both
+ * through loom_bench_base_gemm, bf16 inputs and output, fp32 accumulation, both
  * B layouts, on 4096^3, 8192^3 and the Flux GPT-3 MLP shapes at TP=2
  * (m in {64, 1024, 8192}; [m, 12288] x [12288, 24576] as after the
  * AllGather, [m, 24576] x [24576, 12288] as before the ReduceScatter). For
  * each shape the heuristic's top candidates are timed and the fastest kept
- * (loom__base_gemm_tune); then the median of the timed repetitions, inputs
+ * (loom_bench_base_gemm_tune); then the median of the timed repetitions, inputs
  * rotated among enough sets to exceed 4x L2. 64 (16 with --quick) sampled
  * outputs are checked against the fp64 CPU reference (#wrong).
  *
  * Collectives (every rank, one process per GPU): NCCL AllGather,
  * ReduceScatter, AllReduce and AlltoAll (ncclSend/Recv in a group) through
- * the loom__base_* wrappers, bf16, out of place, cudaMalloc buffers, sizes
+ * the loom_bench_base_* wrappers, bf16, out of place, cudaMalloc buffers, sizes
  * 1 MiB .. 1 GiB in steps of 4x (1, 16, 256 MiB with --quick). Bytes follow
  * nccl-tests: AllReduce each rank's buffer, AllGather the gathered output,
  * ReduceScatter the input, AlltoAll each rank's send buffer. A repetition's
@@ -33,9 +33,8 @@
 #include <string.h>
 
 #include "bench.h"
+#include "testing/bench_api.h"
 #include "gemm_inputs.h"
-#include "baseline/baseline.h"
-#include "core/error.h"
 #include "ref/ref.h"
 
 #define BASE_SEED 0x6c6f6f6dull /* fixed: runs are comparable */
@@ -89,7 +88,7 @@ typedef struct gemm_run {
 static loom_result_t gemm_op(void *arg, int iter, cudaStream_t s) {
   gemm_run_t *g = (gemm_run_t *)arg;
   const loom_bench_gemm_set_t *x = &g->in->sets[iter % g->in->nsets];
-  return loom__base_gemm(&g->d, x->a, x->b, x->c, NULL, s);
+  return loom_bench_base_gemm(&g->d, x->a, x->b, x->c, NULL, s);
 }
 
 /* One GEMM shape, both layouts: rows into t. Returns failures. */
@@ -106,7 +105,7 @@ static int gemm_shape(baseline_args_t *a, cudaStream_t s, loom_bench_table_t *t,
     g.in = &in;
     loom_bench_row_t *row = loom_bench_add(t);
     if (!row) {
-      r = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "table row: host allocation failed");
+      r = loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "table row: host allocation failed");
       break;
     }
     snprintf(row->op, sizeof row->op, "gemm");
@@ -117,8 +116,8 @@ static int gemm_shape(baseline_args_t *a, cudaStream_t s, loom_bench_table_t *t,
     row->m = m, row->n = n, row->k = k;
     row->flops = 2.0 * (double)m * (double)n * (double)k;
     float tuned_ms = 0.0f;
-    loom_result_t lr = loom__base_gemm_tune(&g.d, in.sets[0].a, in.sets[0].b, in.sets[0].c, NULL, a->candidates,
-                                            a->o.quick ? 2 : 5, s, &tuned_ms);
+    loom_result_t lr = loom_bench_base_gemm_tune(&g.d, in.sets[0].a, in.sets[0].b, in.sets[0].c, NULL, a->candidates,
+                                                 a->o.quick ? 2 : 5, s, &tuned_ms);
     loom_bench_time_t tm;
     if (lr == LOOM_SUCCESS) lr = loom_bench_time(s, a->o.warmup, a->o.reps, gemm_op, &g, &tm);
     if (lr != LOOM_SUCCESS) {
@@ -184,12 +183,12 @@ static loom_result_t coll_op(void *arg, int iter, cudaStream_t s) {
   (void)iter;
   coll_run_t *c = (coll_run_t *)arg;
   switch (c->kind) {
-    case C_AG: return loom__base_allgather(c->nccl, c->send, c->recv, c->count, LOOM_BF16, s);
-    case C_RS: return loom__base_reducescatter(c->nccl, c->send, c->recv, c->count, LOOM_BF16, s);
-    case C_AR: return loom__base_allreduce(c->nccl, c->send, c->recv, c->count, LOOM_BF16, s);
-    case C_A2A: return loom__base_alltoall(c->nccl, c->send, c->recv, c->count, LOOM_BF16, s);
+    case C_AG: return loom_bench_base_allgather(c->nccl, c->send, c->recv, c->count, LOOM_BF16, s);
+    case C_RS: return loom_bench_base_reducescatter(c->nccl, c->send, c->recv, c->count, LOOM_BF16, s);
+    case C_AR: return loom_bench_base_allreduce(c->nccl, c->send, c->recv, c->count, LOOM_BF16, s);
+    case C_A2A: return loom_bench_base_alltoall(c->nccl, c->send, c->recv, c->count, LOOM_BF16, s);
   }
-  return loom__fail(LOOM_ERR_INTERNAL, "coll_op: kind %d", c->kind);
+  return loom_bench_fail(LOOM_ERR_INTERNAL, "coll_op: kind %d", c->kind);
 }
 
 typedef struct coll_ref {
@@ -322,14 +321,14 @@ static int coll_part(loom_rank_ctx_t *ctx, baseline_args_t *a, cudaStream_t s, l
       loom_bench_time_t tm;
       loom_result_t r = LOOM_SUCCESS;
       cudaError_t e = cudaMemsetAsync(recv, 0xFF, out_elems * es, s); /* poison: bf16 NaN */
-      if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaMemsetAsync", __FILE__, __LINE__);
+      if (e != cudaSuccess) r = loom_bench_cuda_fail((int)e, "cudaMemsetAsync", __FILE__, __LINE__);
       /* every rank enters the timing (it lines ranks up and reduces a failure to all) */
       loom_result_t rt = loom_bench_time_ranks(ctx->nccl, s, a->o.warmup, a->o.reps, coll_op, &c, &tm);
       if (r == LOOM_SUCCESS) r = rt;
       int64_t wrong = -1;
       if (r == LOOM_SUCCESS && a->o.check) {
         e = cudaMemcpy(host, recv, out_elems * es, cudaMemcpyDeviceToHost);
-        if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaMemcpy (check)", __FILE__, __LINE__);
+        if (e != cudaSuccess) r = loom_bench_cuda_fail((int)e, "cudaMemcpy (check)", __FILE__, __LINE__);
         else wrong = coll_count_wrong(&ref, kind, ctx->rank, c.count, host);
       }
       int64_t failed = r != LOOM_SUCCESS;
@@ -414,7 +413,7 @@ static int baseline_rank(loom_rank_ctx_t *ctx, void *arg) {
     if (failures) printf("# %d failure(s): see the messages above, the #wrong and note columns\n", failures);
   }
   loom_bench_table_free(&t);
-  loom__base_gemm_release();
+  loom_bench_base_gemm_release();
   cudaStreamDestroy(s);
   return failures ? 1 : 0;
 }

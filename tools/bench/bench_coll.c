@@ -38,17 +38,17 @@
  * two_shot; AUTO: the kind it resolved to; +rmsnorm: ar_rmsnorm) at the
  * same complete shape (op, bytes, count, world, dtype, cols for the norm);
  * a /graph row (no host time) only with a graph-timed peer time.
- * JSON to bench/results/<suite>-<stamp>.json.
+ * JSON to <results dir>/<suite>-<stamp>.json (loom_bench_write_json).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
-#include "core/error.h"
-#include "core/param.h"
+#include "testing/bench_api.h"
 #include "ref/ref.h"
 
 #define COLL_SEED 0x636f6c6cull
@@ -112,14 +112,15 @@ static loom_result_t coll_var_run(void *arg, int iter, cudaStream_t s) {
   const size_t per = v->count / (size_t)v->world;
   switch (v->kind) {
     case V_NCCL:
-      if (v->op == OP_AR) LOOM_NCCL(ncclAllReduce(v->in, v->out, v->count, ncclBfloat16, ncclSum, v->nccl, s));
-      else if (v->op == OP_RS) LOOM_NCCL(ncclReduceScatter(v->in, v->out, per, ncclBfloat16, ncclSum, v->nccl, s));
-      else LOOM_NCCL(ncclAllGather(v->in, v->out, per, ncclBfloat16, v->nccl, s));
+      if (v->op == OP_AR) LOOM_BENCH_NCCL(ncclAllReduce(v->in, v->out, v->count, ncclBfloat16, ncclSum, v->nccl, s));
+      else if (v->op == OP_RS)
+        LOOM_BENCH_NCCL(ncclReduceScatter(v->in, v->out, per, ncclBfloat16, ncclSum, v->nccl, s));
+      else LOOM_BENCH_NCCL(ncclAllGather(v->in, v->out, per, ncclBfloat16, v->nccl, s));
       return LOOM_SUCCESS;
     case V_NCCL_NORM:
-      LOOM_NCCL(ncclAllReduce(v->in, v->tmp, v->count, ncclBfloat16, ncclSum, v->nccl, s));
+      LOOM_BENCH_NCCL(ncclAllReduce(v->in, v->tmp, v->count, ncclBfloat16, ncclSum, v->nccl, s));
       if (loom_bench_rmsnorm_residual(v->tmp, v->res, v->nw, v->out, v->rows, v->cols, 1e-5f, s) != 0)
-        return loom__fail(LOOM_ERR_CUDA, "the RMSNorm kernel failed to launch");
+        return loom_bench_fail(LOOM_ERR_CUDA, "the RMSNorm kernel failed to launch");
       return LOOM_SUCCESS;
     default:
       if (v->op == OP_AR) return loom_allreduce(v->plan, v->in, v->out, v->epi, v->nw, NULL, s);
@@ -136,7 +137,7 @@ static loom_result_t coll_var_run(void *arg, int iter, cudaStream_t s) {
 
 static loom_result_t graph_run(void *arg, int iter, cudaStream_t s) {
   (void)iter;
-  LOOM_CUDA(cudaGraphLaunch((cudaGraphExec_t)arg, s));
+  LOOM_BENCH_CUDA(cudaGraphLaunch((cudaGraphExec_t)arg, s));
   return LOOM_SUCCESS;
 }
 
@@ -144,14 +145,15 @@ static loom_result_t graph_run(void *arg, int iter, cudaStream_t s) {
 static loom_result_t capture_calls(coll_var_t *v, cudaStream_t s, cudaGraphExec_t *exec) {
   *exec = NULL;
   cudaGraph_t g = NULL;
-  LOOM_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  LOOM_BENCH_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   loom_result_t r = LOOM_SUCCESS;
   for (int k = 0; k < COLL_GRAPH_CALLS && r == LOOM_SUCCESS; ++k) r = coll_var_run(v, k, s);
   const cudaError_t e = cudaStreamEndCapture(s, &g);
-  if (r == LOOM_SUCCESS && e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaStreamEndCapture", __FILE__, __LINE__);
+  if (r == LOOM_SUCCESS && e != cudaSuccess)
+    r = loom_bench_cuda_fail((int)e, "cudaStreamEndCapture", __FILE__, __LINE__);
   if (r == LOOM_SUCCESS) {
     const cudaError_t e2 = cudaGraphInstantiate(exec, g, 0);
-    if (e2 != cudaSuccess) r = loom__cuda_fail((int)e2, "cudaGraphInstantiate", __FILE__, __LINE__);
+    if (e2 != cudaSuccess) r = loom_bench_cuda_fail((int)e2, "cudaGraphInstantiate", __FILE__, __LINE__);
   }
   if (g) (void)cudaGraphDestroy(g);
   return r;
@@ -216,7 +218,7 @@ static loom_result_t make_plan(loom_comm_t comm, int op, size_t count, int64_t c
   d.count = (int64_t)count, d.cols = cols, d.algo = algo, d.norm = norm;
   int W = 0;
   loom_comm_info_t info;
-  LOOM_TRY(loom_comm_get_info(comm, &info));
+  LOOM_BENCH_TRY(loom_comm_get_info(comm, &info));
   W = info.size;
   d.world_size = W;
   return op == OP_AR ? loom_plan_allreduce(comm, &d, p)
@@ -455,6 +457,22 @@ out:
   return failures ? 1 : 0;
 }
 
+/* A size: digits, then K, M or G (binary) or nothing; 0 or -1. */
+static int coll_parse_size(const char *text, int64_t *out) {
+  if (!text || !*text) return -1;
+  errno = 0;
+  char *end = NULL;
+  const long long v = strtoll(text, &end, 10);
+  if (errno || end == text) return -1;
+  long long mul = 1;
+  if (*end == 'K' || *end == 'k') mul = 1LL << 10, end++;
+  else if (*end == 'M' || *end == 'm') mul = 1LL << 20, end++;
+  else if (*end == 'G' || *end == 'g') mul = 1LL << 30, end++;
+  if (*end != '\0' || v < 0 || (mul > 1 && v > (long long)(INT64_MAX / mul))) return -1;
+  *out = (int64_t)(v * mul);
+  return 0;
+}
+
 static int coll_opt(void *ctx, int argc, char **argv, int *i) {
   coll_bench_args_t *a = (coll_bench_args_t *)ctx;
   const char *s = argv[*i];
@@ -468,7 +486,7 @@ static int coll_opt(void *ctx, int argc, char **argv, int *i) {
   if (pr) return pr;
   if (!strcmp(s, "--max-bytes")) {
     int64_t v = 0;
-    if (*i + 1 >= argc || loom__parse_int(argv[*i + 1], &v) != 0 || v < 4096) {
+    if (*i + 1 >= argc || coll_parse_size(argv[*i + 1], &v) != 0 || v < 4096) {
       fprintf(stderr, "loom-bench: --max-bytes needs a size >= 4096\n");
       return -1;
     }
@@ -492,7 +510,7 @@ static void coll_peer(coll_bench_args_t *a, int world) {
   snprintf(args, sizeof args, "--world %d --reps %d --warmup %d --sizes ", world, a->o.reps, a->o.warmup);
   for (int i = 0; i < n; ++i) /* at most 16 sizes of at most 19 digits: fits */
     (void)loom_bench_appendf(args, sizeof args, "%s%lld", i ? "," : "", (long long)sizes[i]);
-  (void)loom_bench_run_peer("bench/peers/coll_torch.py", args, "allreduce_torch", a->peer_json, sizeof a->peer_json,
+  (void)loom_bench_run_peer("coll_torch.py", args, "allreduce_torch", a->peer_json, sizeof a->peer_json,
                             a->peer_note, sizeof a->peer_note);
 }
 

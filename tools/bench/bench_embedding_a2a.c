@@ -63,10 +63,9 @@
 #include <cuda_runtime.h>
 
 #include "bench.h"
+#include "testing/bench_api.h"
 #include "support/dlrm_gen.h"
-#include "baseline/baseline.h"
 #include "loom.h"
-#include "ops/embedding/embedding_a2a.h"
 
 typedef struct emb_args {
   loom_bench_opts_t o;
@@ -92,8 +91,9 @@ static int emb_opt(void *ctx, int argc, char **argv, int *i) {
            "  --no-backward     skip the backward table\n"
            "  --no-sweep        skip the slice-size sweep and the remote-first comparison\n"
            "  --before LIB      also time the previous build (LIB: its libloom.so) side by side\n"
-           "  --peer SCRIPT     the PyTorch peer (default bench/peers/embedding_torch.py, run on this run's exact\n"
-           "                    shapes; peer(us) only on rows of the same complete shape; none: skip)\n");
+           "  --peer SCRIPT     the PyTorch peer (default embedding_torch.py of the peers' folder: bench/peers,\n"
+           "                    installed share/loom/peers or $LOOM_BENCH_PEERS; run on this run's exact shapes;\n"
+           "                    peer(us) only on rows of the same complete shape; none: skip)\n");
     return 1;
   }
   if (!strcmp(s, "--variable")) return a->variable = 1, 1;
@@ -296,7 +296,7 @@ static loom_result_t emb_op(void *arg, int iter, cudaStream_t s) {
     case OP_A2A: return c->api->a2a(c->plan, c->tables, c->idx, c->off, c->n, NULL, c->out, s);
     case OP_POOL: return c->api->pool(c->plan, c->tables, c->idx, c->off, c->n, NULL, c->out, s);
     case OP_BWD: return c->api->backward(c->plan, c->out, c->idx, c->off, c->n, NULL, 1e-3f, c->tg, s);
-    default: return loom__base_alltoall(c->nccl, c->send, c->recv, c->per_peer, LOOM_FP32, s);
+    default: return loom_bench_base_alltoall(c->nccl, c->send, c->recv, c->per_peer, LOOM_FP32, s);
   }
 }
 
@@ -386,8 +386,8 @@ static int64_t words_differ(const void *x, const void *y, size_t bytes) {
 static void plan_summary(loom_plan_t p, loom_dtype_t tt, int dim, char *buf, size_t cap) {
   loom_embedding_plan_info_t info;
   int part = 0, regs = 0, spill = 0;
-  if (loom_embedding_a2a_plan_info(p, &info) != LOOM_SUCCESS || loom__emb_get_part(p, &part) != LOOM_SUCCESS ||
-      loom__emb_kernel_regs(tt, tt, dim, 0, &regs, &spill) != LOOM_SUCCESS) {
+  if (loom_embedding_a2a_plan_info(p, &info) != LOOM_SUCCESS || loom_bench_emb_part(p, &part) != LOOM_SUCCESS ||
+      loom_bench_emb_kernel_regs(tt, tt, dim, &regs, &spill) != LOOM_SUCCESS) {
     snprintf(buf, cap, "plan info unavailable: %s", loom_last_error());
     return;
   }
@@ -672,7 +672,7 @@ static int run_backward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int6
   loom_embedding_desc_t d = emb_desc(a, W, tpr, rows, sh, 0, 0, LOOM_EMB_PATH_AUTO, LOOM_FP32);
   TRY(loom_plan_embedding_a2a(R->now.comm, &d, &p32));
   TRY(loom_plan_embedding_a2a(R->now.comm, &d, &p32s));
-  TRY(loom__emb_set_backward(p32s, LOOM_EMB_BWD_SORTED));
+  TRY(loom_bench_emb_backward_sorted(p32s));
   loom_embedding_desc_t d16 = emb_desc(a, W, tpr, rows, sh, 0, 0, LOOM_EMB_PATH_AUTO, LOOM_BF16);
   TRY(loom_plan_embedding_a2a(R->now.comm, &d16, &p16));
   if (have_before) {
@@ -715,7 +715,7 @@ static int run_backward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int6
     R->failures += diff != 0;
   }
   if (ctx->rank == 0) {
-    const size_t scratch = loom__emb_sorted_scratch_bytes(in.n, D);
+    const size_t scratch = loom_bench_emb_sorted_scratch_bytes(in.n, D);
     static const char *const impl[3] = {"loom atomic", "loom sorted", "loom sorted"};
     static const loom_dtype_t dt[3] = {LOOM_FP32, LOOM_FP32, LOOM_BF16};
     for (int i = 0; i < 3; ++i) {
@@ -857,7 +857,7 @@ LOOM_BENCH(embedding_a2a, "fused embedding-bag + All-to-All vs pooling, NCCL All
   a.sweep = 1;
   a.backward = 1;
   a.bwd_zipf = 1.05;
-  a.peer = "bench/peers/embedding_torch.py";
+  a.peer = "embedding_torch.py"; /* in loom_bench_peers_dir() */
   int rc = loom_bench_parse(&a.o, argc, argv, emb_opt, &a);
   if (rc != LOOM_BENCH_RUN) return rc;
   int world = loom_bench_world(&a.o, 0);

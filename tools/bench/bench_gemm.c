@@ -6,7 +6,7 @@
  *
  * Baselines, each timed in the same repetitions as loom:
  *   cublasLt   cuBLASLt, the fastest of its heuristic's top candidates
- *              (loom__base_gemm_tune), bias in its epilogue;
+ *              (loom_bench_base_gemm_tune), bias in its epilogue;
  *   default    cublasGemmEx with CUBLAS_GEMM_DEFAULT and fp32 compute, what
  *              torch.matmul calls. It has no bias: for a bias GEMM its time
  *              is the product alone (a lower bound of matmul + bias).
@@ -34,7 +34,7 @@
  * Per half and per band (m <= 64, 65..512, >= 1000): geometric mean and
  * minimum of both ratios, the HBM fraction at m <= 64, and the targets:
  * m >= 1000 none below 0.95 of cuBLASLt; m <= 512 each >= 0.95 of cuBLASLt
- * or >= 85% of the copy bandwidth. JSON: bench/results (loom_bench_write_json).
+ * or >= 85% of the copy bandwidth. JSON: the results dir (loom_bench_write_json).
  */
 #define _GNU_SOURCE /* RTLD_DEEPBIND */
 #include <dlfcn.h>
@@ -49,11 +49,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bench.h"
-#include "baseline/baseline.h"
-#include "core/error.h"
-#include "gemm/gemm.h"
-#include "gemm/gemm_heuristic.h"
-#include "gemm/gemm_shapes.h"
+#include "testing/bench_api.h"
 #include "ref/ref.h"
 
 #define GEMM_SEED 0x6a09e667f3bcc909ull
@@ -169,10 +165,10 @@ static void wbufs_free(wbufs_t *w) {
  * uploaded and tiled. */
 static loom_result_t fill_tiled(void *dev, loom_dtype_t t, size_t n, const void *p, size_t pn) {
   const size_t es = loom_dtype_size(t);
-  LOOM_CUDA(cudaMemcpy(dev, p, pn * es, cudaMemcpyHostToDevice));
+  LOOM_BENCH_CUDA(cudaMemcpy(dev, p, pn * es, cudaMemcpyHostToDevice));
   for (size_t done = pn; done < n;) {
     const size_t cnt = done < n - done ? done : n - done;
-    LOOM_CUDA(cudaMemcpy((char *)dev + done * es, dev, cnt * es, cudaMemcpyDeviceToDevice));
+    LOOM_BENCH_CUDA(cudaMemcpy((char *)dev + done * es, dev, cnt * es, cudaMemcpyDeviceToDevice));
     done += cnt;
   }
   return LOOM_SUCCESS;
@@ -195,24 +191,24 @@ static loom_result_t wbufs_alloc(wbufs_t *w, loom_dtype_t t, int64_t max_m, int6
   w->pa = loom_bench_fill_period(ea), w->pb = loom_bench_fill_period(eb);
   w->ha = malloc(w->pa * es), w->hb = malloc(w->pb * es), w->hbias = malloc((size_t)n * es);
   if (!w->a || !w->b || !w->ha || !w->hb || !w->hbias)
-    return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom-bench gemm: host allocation failed");
+    return loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "loom-bench gemm: host allocation failed");
   loom_ref_fill_random(t, w->ha, w->pa, seed + 1, 1.0);
   loom_ref_fill_random(t, w->hb, w->pb, seed + 2, 1.0);
   loom_ref_fill_random(t, w->hbias, (size_t)n, seed + 3, 1.0);
   for (int i = 0; i < w->na; ++i) {
-    LOOM_CUDA(cudaMalloc(&w->a[i], ea * es));
-    if (i == 0) LOOM_TRY(fill_tiled(w->a[0], t, ea, w->ha, w->pa));
-    else LOOM_CUDA(cudaMemcpy(w->a[i], w->a[0], ea * es, cudaMemcpyDeviceToDevice));
+    LOOM_BENCH_CUDA(cudaMalloc(&w->a[i], ea * es));
+    if (i == 0) LOOM_BENCH_TRY(fill_tiled(w->a[0], t, ea, w->ha, w->pa));
+    else LOOM_BENCH_CUDA(cudaMemcpy(w->a[i], w->a[0], ea * es, cudaMemcpyDeviceToDevice));
   }
   for (int i = 0; i < w->nb; ++i) {
-    LOOM_CUDA(cudaMalloc(&w->b[i], eb * es));
-    if (i == 0) LOOM_TRY(fill_tiled(w->b[0], t, eb, w->hb, w->pb));
-    else LOOM_CUDA(cudaMemcpy(w->b[i], w->b[0], eb * es, cudaMemcpyDeviceToDevice));
+    LOOM_BENCH_CUDA(cudaMalloc(&w->b[i], eb * es));
+    if (i == 0) LOOM_BENCH_TRY(fill_tiled(w->b[0], t, eb, w->hb, w->pb));
+    else LOOM_BENCH_CUDA(cudaMemcpy(w->b[i], w->b[0], eb * es, cudaMemcpyDeviceToDevice));
   }
-  LOOM_CUDA(cudaMalloc(&w->c, c_bytes));
-  LOOM_CUDA(cudaMalloc(&w->bias, (size_t)n * es));
-  LOOM_CUDA(cudaMemcpy(w->bias, w->hbias, (size_t)n * es, cudaMemcpyHostToDevice));
-  LOOM_CUDA(cudaDeviceSynchronize());
+  LOOM_BENCH_CUDA(cudaMalloc(&w->c, c_bytes));
+  LOOM_BENCH_CUDA(cudaMalloc(&w->bias, (size_t)n * es));
+  LOOM_BENCH_CUDA(cudaMemcpy(w->bias, w->hbias, (size_t)n * es, cudaMemcpyHostToDevice));
+  LOOM_BENCH_CUDA(cudaDeviceSynchronize());
   return LOOM_SUCCESS;
 }
 
@@ -289,13 +285,13 @@ static loom_result_t gemm_default(const grun_t *g, const void *a, const void *b,
   /* column-major view: C^T [n, m] = B^T A^T (as src/baseline/baseline_gemm.c) */
   const int nk = d->b_layout == LOOM_B_NK;
   if (cublasSetStream(g->h, s) != CUBLAS_STATUS_SUCCESS)
-    return loom__fail(LOOM_ERR_CUDA, "loom-bench gemm: cublasSetStream failed");
+    return loom_bench_fail(LOOM_ERR_CUDA, "loom-bench gemm: cublasSetStream failed");
   const cublasStatus_t st =
       cublasGemmEx(g->h, nk ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, (int)d->n, (int)d->m, (int)d->k, &alpha, b, t,
                    nk ? (int)d->k : (int)d->n, a, t, (int)d->k, &beta, c, ct, (int)d->n, CUBLAS_COMPUTE_32F,
                    CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS)
-    return loom__fail(LOOM_ERR_CUDA, "loom-bench gemm: cublasGemmEx failed: status %d", (int)st);
+    return loom_bench_fail(LOOM_ERR_CUDA, "loom-bench gemm: cublasGemmEx failed: status %d", (int)st);
   return LOOM_SUCCESS;
 }
 
@@ -305,9 +301,9 @@ static loom_result_t grun_op(void *arg, int iter, cudaStream_t s) {
   void *c = g->w->c;
   const void *bias = g->d.has_bias ? g->w->bias : NULL;
   switch (g->impl) {
-    case IMPL_LT: return loom__base_gemm(&g->d, a, b, c, bias, s);
+    case IMPL_LT: return loom_bench_base_gemm(&g->d, a, b, c, bias, s);
     case IMPL_DEFAULT: return gemm_default(g, a, b, c, s);
-    case IMPL_SM80: return loom__gemm_sm80(&g->d, a, b, c, bias, NULL, NULL, s);
+    case IMPL_SM80: return loom_bench_gemm_sm80(&g->d, a, b, c, bias, NULL, s);
     case IMPL_BEFORE: return g_before_gemm(&g->d, a, b, c, bias, s);
     default: return loom_gemm(&g->d, a, b, c, bias, s);
   }
@@ -375,25 +371,7 @@ typedef struct run_state {
   band_t bands[2][3];
   double hbm_bps;
   int gemms, failures;
-  loom__gemm_device_t dev;
 } run_state_t;
-
-/* The configuration loom_gemm takes for d ("tuned ..." or "model ..."). */
-static void loom_config_text(run_state_t *st, const loom_gemm_desc_t *d, char *out, size_t size) {
-  loom__gemm_path_t path = LOOM__PATH_BASE;
-  if (loom__gemm_path(d, &path) != LOOM_SUCCESS || path == LOOM__PATH_BASE) {
-    snprintf(out, size, "cuBLASLt path");
-    return;
-  }
-  const int sm90 = path == LOOM__PATH_SM90;
-  int tuned = 0;
-  loom_gemm_config_t c;
-  if (loom__gemm_tuned_config(d, sm90 ? "sm90" : "sm80", st->dev.sms, &c, &tuned) != LOOM_SUCCESS || !tuned)
-    c = loom__gemm_choose(d, &st->dev, sm90);
-  char v[80];
-  loom__gemm_config_format(&c, v, sizeof v);
-  snprintf(out, size, "%s%s %s", sm90 ? "" : "sm80 ", tuned ? "tuned" : "model", v);
-}
 
 /* One GEMM: rows, timing side by side, check, summary. */
 static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, int64_t m) {
@@ -404,7 +382,7 @@ static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, i
            d.b_layout == LOOM_B_NK ? "NK" : "KN", d.has_bias ? "+b" : "");
   snprintf(label, sizeof label, "%s %s/%s/tp%d", x->held_out ? "H" : "F", loom_gemm_families[x->family].name,
            x->layer, x->tp);
-  loom_config_text(st, &d, cfg, sizeof cfg);
+  loom_bench_gemm_config_text(&d, cfg, sizeof cfg);
   /* positions: cuBLASLt, cublasGemmEx default, loom, then the sm80 kernel
    * and the previous build where asked for */
   int order[NIMPL] = {IMPL_LT, IMPL_DEFAULT, IMPL_LOOM, 0, 0}, nimpl = 3, p_sm80 = -1, p_before = -1;
@@ -433,10 +411,10 @@ static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, i
   loom_bench_time_t tm[NIMPL];
   double us[NIMPL] = {NAN, NAN, NAN, NAN, NAN};
   if (!a->check_only) {
-    r = loom__base_gemm_tune(&d, w->a[0], w->b[0], w->c, d.has_bias ? w->bias : NULL, a->candidates,
-                             a->o.quick ? 2 : 3, st->s, NULL);
+    r = loom_bench_base_gemm_tune(&d, w->a[0], w->b[0], w->c, d.has_bias ? w->bias : NULL, a->candidates,
+                                  a->o.quick ? 2 : 3, st->s, NULL);
     if (r == LOOM_SUCCESS && a->tune) r = loom_gemm_tune(&d, w->a[0], w->b[0], w->c, d.has_bias ? w->bias : NULL, st->s);
-    if (r == LOOM_SUCCESS && a->tune) loom_config_text(st, &d, cfg, sizeof cfg);
+    if (r == LOOM_SUCCESS && a->tune) loom_bench_gemm_config_text(&d, cfg, sizeof cfg);
     loom_bench_op_fn ops[NIMPL] = {grun_op, grun_op, grun_op, grun_op, grun_op};
     void *args[NIMPL] = {&g[0], &g[1], &g[2], &g[3], &g[4]};
     if (r == LOOM_SUCCESS) r = loom_bench_time_side_by_side(st->s, a->o.warmup, a->o.reps, nimpl, ops, args, tm);
@@ -532,7 +510,7 @@ static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
   memset(&st, 0, sizeof st);
   st.a = a;
   if (cudaStreamCreateWithFlags(&st.s, cudaStreamNonBlocking) != cudaSuccess ||
-      cublasCreate(&st.h) != CUBLAS_STATUS_SUCCESS || loom__gemm_device(&st.dev) != LOOM_SUCCESS) {
+      cublasCreate(&st.h) != CUBLAS_STATUS_SUCCESS) {
     fprintf(stderr, "loom-bench gemm: setup failed: %s\n", loom_last_error());
     return 1;
   }
@@ -568,7 +546,7 @@ static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
       for (int j = 0; j < nm; ++j) gemm_one(&st, &w[i], &b, ms[j]);
     }
     wbufs_free(&b);
-    loom__base_gemm_release(); /* cuBLASLt's per-shape cache */
+    loom_bench_base_gemm_release(); /* cuBLASLt's per-shape cache */
   }
   loom_bench_note(&st.t, "copy bandwidth %.0f GB/s (device-to-device, read + write); HBM %% = weight bytes / loom time / it",
                   st.hbm_bps / 1e9);

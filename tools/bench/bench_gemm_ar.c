@@ -12,7 +12,7 @@
  *               the epilogue
  *   seq         the baseline: cuBLASLt (best of its heuristic's candidates)
  *               + NCCL all-reduce + one pointwise kernel (the same mask:
- *               bench_gemm_ar_kernels.cu)
+ *               src/testing/bench_pointwise.cu)
  *   gemm        cuBLASLt and loom_gemm on the local shape (the row's GEMM
  *               time is the better of the two)
  *   nccl        ncclAllReduce of the [m, n] fp16 output alone
@@ -36,18 +36,13 @@
 #include <string.h>
 
 #include "bench.h"
-#include "baseline/baseline.h"
-#include "core/error.h"
-#include "core/pointwise.h"
+#include "testing/bench_api.h"
 #include "ref/ref.h"
 
 #define AR_SEED 0x67656d61ull
 #define AR_H 3072
 #define AR_S 1024
 #define AR_P 0.1f
-
-/* bench_gemm_ar_kernels.cu */
-int loom_bench_pointwise(const void *x, void *y, int64_t count, int t, const loom_pointwise_t *pw, cudaStream_t s);
 
 typedef struct ar_args {
   loom_bench_opts_t o;
@@ -134,7 +129,7 @@ typedef struct ar_run {
   void *a, *b, *bias, *res, *out_sym, *out_seq, *part, *out_base, *ar_buf;
   loom_plan_t plans[NLOOM];
   loom_epilogue_t epi;
-  loom_pointwise_t pw;
+  loom_bench_pointwise_t pw;
 } ar_run_t;
 
 typedef struct ar_var {
@@ -152,15 +147,13 @@ static loom_result_t ar_op(void *arg, int iter, cudaStream_t s) {
     case V_AUTO: return loom_gemm_ar(r->plans[x->v], r->a, r->b, r->out_sym, &r->epi, s);
     case V_LSEQ: return loom_gemm_ar(r->plans[V_LSEQ], r->a, r->b, r->out_seq, &r->epi, s);
     case V_BASE: {
-      LOOM_TRY(loom__base_gemm(&r->d, r->a, r->b, r->part, NULL, s));
-      LOOM_TRY(loom__base_allreduce(r->nccl, r->part, r->part, mn, LOOM_FP16, s));
-      const int e = loom_bench_pointwise(r->part, r->out_base, (int64_t)mn, LOOM_FP16, &r->pw, s);
-      if (e) return loom__cuda_fail(e, "loom_bench_pointwise", __FILE__, __LINE__);
-      return LOOM_SUCCESS;
+      LOOM_BENCH_TRY(loom_bench_base_gemm(&r->d, r->a, r->b, r->part, NULL, s));
+      LOOM_BENCH_TRY(loom_bench_base_allreduce(r->nccl, r->part, r->part, mn, LOOM_FP16, s));
+      return loom_bench_pointwise_run(&r->pw, r->part, r->out_base, (int64_t)mn, s);
     }
-    case V_GEMM_LT: return loom__base_gemm(&r->d, r->a, r->b, r->part, NULL, s);
+    case V_GEMM_LT: return loom_bench_base_gemm(&r->d, r->a, r->b, r->part, NULL, s);
     case V_GEMM_LOOM: return loom_gemm(&r->d, r->a, r->b, r->part, NULL, s);
-    default: return loom__base_allreduce(r->nccl, r->ar_buf, r->ar_buf, mn, LOOM_FP16, s);
+    default: return loom_bench_base_allreduce(r->nccl, r->ar_buf, r->ar_buf, mn, LOOM_FP16, s);
   }
 }
 
@@ -219,7 +212,8 @@ static int ar_shape(ar_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   if (e == cudaSuccess) e = cudaMalloc(&r.part, mn * es);
   if (e == cudaSuccess) e = cudaMalloc(&r.out_base, mn * es);
   if (e == cudaSuccess) e = cudaMalloc(&r.ar_buf, mn * es);
-  if (e != cudaSuccess && rr == LOOM_SUCCESS) rr = loom__cuda_fail((int)e, "cudaMalloc (bench buffers)", __FILE__, __LINE__);
+  if (e != cudaSuccess && rr == LOOM_SUCCESS)
+    rr = loom_bench_cuda_fail((int)e, "cudaMalloc (bench buffers)", __FILE__, __LINE__);
   if (rr == LOOM_SUCCESS) rr = loom_bench_fill_random(r.a, LOOM_FP16, (size_t)m * (size_t)k, AR_SEED + (uint64_t)ctx->rank, 1.0);
   if (rr == LOOM_SUCCESS) rr = loom_bench_fill_random(r.b, LOOM_FP16, (size_t)k * (size_t)n, AR_SEED + 100 + (uint64_t)ctx->rank, 1.0);
   /* bias and residual: the same on every rank */
@@ -229,7 +223,7 @@ static int ar_shape(ar_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   r.epi = (loom_epilogue_t)LOOM_EPILOGUE_INIT;
   r.epi.bias = r.bias, r.epi.residual = r.res;
   r.epi.dropout_p = AR_P, r.epi.dropout_seed = AR_SEED;
-  if (rr == LOOM_SUCCESS) rr = loom__pointwise_make("loom-bench gemm_ar", &r.epi, LOOM_FP16, n, &r.pw);
+  if (rr == LOOM_SUCCESS) rr = loom_bench_pointwise_make(&r.epi, LOOM_FP16, n, &r.pw);
   /* plans are collective: every rank makes every plan whatever happened */
   const loom_tp_transfer_t tr[NLOOM] = {LOOM_TP_SM_COPY, LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL};
   loom_tp_plan_info_t info[NLOOM];
@@ -249,7 +243,7 @@ static int ar_shape(ar_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   }
   if (rr == LOOM_SUCCESS) {
     float ms = 0;
-    rr = loom__base_gemm_tune(&r.d, r.a, r.b, r.part, NULL, a->o.quick ? 4 : 8, 3, s, &ms);
+    rr = loom_bench_base_gemm_tune(&r.d, r.a, r.b, r.part, NULL, a->o.quick ? 4 : 8, 3, s, &ms);
   }
   int64_t failed = rr != LOOM_SUCCESS;
   if (failed) fprintf(stderr, "rank %d: %s B=%d: %s\n", ctx->rank, g_layer_name[layer], B, loom_last_error());
@@ -266,20 +260,20 @@ static int ar_shape(ar_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
     if (rr == LOOM_SUCCESS && a->o.check) {
       uint16_t *ref = (uint16_t *)malloc(mn * es), *got = (uint16_t *)malloc(mn * es);
       ar_var_t sv = {&r, V_LSEQ};
-      if (cudaMemsetAsync(r.out_seq, 0xff, mn * es, s) != cudaSuccess) rr = loom__fail(LOOM_ERR_CUDA, "poison");
+      if (cudaMemsetAsync(r.out_seq, 0xff, mn * es, s) != cudaSuccess) rr = loom_bench_fail(LOOM_ERR_CUDA, "poison");
       if (rr == LOOM_SUCCESS) rr = ar_op(&sv, 0, s);
       if (rr == LOOM_SUCCESS && cudaMemcpyAsync(ref, r.out_seq, mn * es, cudaMemcpyDeviceToHost, s) != cudaSuccess)
-        rr = loom__fail(LOOM_ERR_CUDA, "check copy");
+        rr = loom_bench_fail(LOOM_ERR_CUDA, "check copy");
       const int checked[NLOOM + 1] = {V_FUSED, V_AUTO, V_LSEQ, V_BASE};
       for (int f = 0; f < NLOOM + 1 && rr == LOOM_SUCCESS; ++f) {
         const int v = checked[f];
         void *out = v == V_LSEQ ? r.out_seq : v == V_BASE ? r.out_base : r.out_sym;
-        if (cudaMemsetAsync(out, 0xff, mn * es, s) != cudaSuccess) rr = loom__fail(LOOM_ERR_CUDA, "poison");
+        if (cudaMemsetAsync(out, 0xff, mn * es, s) != cudaSuccess) rr = loom_bench_fail(LOOM_ERR_CUDA, "poison");
         ar_var_t fv = {&r, v};
         if (rr == LOOM_SUCCESS) rr = ar_op(&fv, 0, s);
         if (rr == LOOM_SUCCESS && cudaMemcpyAsync(got, out, mn * es, cudaMemcpyDeviceToHost, s) != cudaSuccess)
-          rr = loom__fail(LOOM_ERR_CUDA, "check copy");
-        if (rr == LOOM_SUCCESS && cudaStreamSynchronize(s) != cudaSuccess) rr = loom__fail(LOOM_ERR_CUDA, "sync");
+          rr = loom_bench_fail(LOOM_ERR_CUDA, "check copy");
+        if (rr == LOOM_SUCCESS && cudaStreamSynchronize(s) != cudaSuccess) rr = loom_bench_fail(LOOM_ERR_CUDA, "sync");
         if (rr == LOOM_SUCCESS) rr = loom_comm_get_async_error(comm);
         if (rr == LOOM_SUCCESS) wrong[f] = count_far(got, ref, mn, 1.0 / 64);
       }
@@ -343,7 +337,7 @@ static int ar_shape(ar_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   if (r.out_sym) (void)loom_free(comm, r.out_sym);
   cudaFree(r.a), cudaFree(r.b), cudaFree(r.bias), cudaFree(r.res), cudaFree(r.out_seq), cudaFree(r.part);
   cudaFree(r.out_base), cudaFree(r.ar_buf);
-  loom__base_gemm_release();
+  loom_bench_base_gemm_release();
   return failures;
 }
 
@@ -423,7 +417,7 @@ static void ar_peer(ar_args_t *a, int world, int T) {
   for (int i = 0; i < ns; ++i) /* 4 shapes: fits */
     (void)loom_bench_appendf(args, sizeof args, "%s%s:%d:%lld:%d:%lld", i ? "," : "", g_layer_peer[layer[i]], batch[i],
                              (long long)batch[i] * AR_S, AR_H, (long long)(g_layer_k[layer[i]] / T));
-  (void)loom_bench_run_peer("bench/peers/gemm_ar_torch.py", args, "gemm_ar_torch", a->peer_json, sizeof a->peer_json,
+  (void)loom_bench_run_peer("gemm_ar_torch.py", args, "gemm_ar_torch", a->peer_json, sizeof a->peer_json,
                             a->peer_note, sizeof a->peer_note);
 }
 

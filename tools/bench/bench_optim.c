@@ -43,8 +43,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "core/error.h"
-#include "ops/optim/optim.h"
+#include "testing/bench_api.h"
 
 #define OPT_SEED 0x6f707469ull
 #define MAX_SETS 8
@@ -116,8 +115,8 @@ typedef struct opt_set {
   char *params, *grads;   /* loom_malloc: [flat] */
   char *gred, *gslice;    /* cudaMalloc: the all-reduced gradient [flat], this rank's reduced slice [flat / W] */
   loom_plan_t loom[3];    /* AUTO, RS, AR */
-  loom_plan_t upd;        /* local: the update of the list from gred */
-  loom_plan_t upd_slice;  /* local: the update of this rank's flat slice from gslice */
+  loom_plan_t upd;        /* update only (loom_bench_optim_update_plan): the list from gred */
+  loom_plan_t upd_slice;  /* update only: this rank's flat slice from gslice */
 } opt_set_t;
 
 typedef struct opt_run {
@@ -150,19 +149,20 @@ static loom_result_t opt_op(void *arg, int iter, cudaStream_t s) {
     case V_LOOM_RS:
     case V_LOOM_AR: return step(r, st->loom[x->v - V_LOOM_AUTO], s);
     case V_NCCL_AR:
-      LOOM_NCCL(ncclAllReduce(st->grads, st->gred, (size_t)r->flat, nccl_type(r->gt), ncclSum, r->nccl, s));
+      LOOM_BENCH_NCCL(ncclAllReduce(st->grads, st->gred, (size_t)r->flat, nccl_type(r->gt), ncclSum, r->nccl, s));
       return LOOM_SUCCESS;
     case V_AR_UPD:
-      LOOM_NCCL(ncclAllReduce(st->grads, st->gred, (size_t)r->flat, nccl_type(r->gt), ncclSum, r->nccl, s));
+      LOOM_BENCH_NCCL(ncclAllReduce(st->grads, st->gred, (size_t)r->flat, nccl_type(r->gt), ncclSum, r->nccl, s));
       return step(r, st->upd, s);
     case V_RS_UPD_AG:
-      LOOM_NCCL(ncclReduceScatter(st->grads, st->gslice, slice, nccl_type(r->gt), ncclSum, r->nccl, s));
-      LOOM_TRY(step(r, st->upd_slice, s));
-      LOOM_NCCL(ncclAllGather(st->params + (size_t)r->rank * slice * ps, st->params, slice, nccl_type(r->pt), r->nccl, s));
+      LOOM_BENCH_NCCL(ncclReduceScatter(st->grads, st->gslice, slice, nccl_type(r->gt), ncclSum, r->nccl, s));
+      LOOM_BENCH_TRY(step(r, st->upd_slice, s));
+      LOOM_BENCH_NCCL(
+          ncclAllGather(st->params + (size_t)r->rank * slice * ps, st->params, slice, nccl_type(r->pt), r->nccl, s));
       return LOOM_SUCCESS;
     case V_UPD: return step(r, st->upd, s);
   }
-  return loom__fail(LOOM_ERR_INTERNAL, "bench adam: variant %d", x->v);
+  return loom_bench_fail(LOOM_ERR_INTERNAL, "bench adam: variant %d", x->v);
 }
 
 /* The complete shape of a row, as optim_torch.py names its rows'. */
@@ -257,7 +257,7 @@ static int opt_case(opt_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaS
     if (rr == LOOM_SUCCESS) rr = loom_malloc(comm, (size_t)r.flat * gs, (void **)&st->grads);
     if (rr == LOOM_SUCCESS && (cudaMalloc((void **)&st->gred, (size_t)r.flat * gs) != cudaSuccess ||
                                cudaMalloc((void **)&st->gslice, (size_t)(r.flat / W) * gs) != cudaSuccess))
-      rr = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "bench: cudaMalloc of the reduced gradients");
+      rr = loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "bench: cudaMalloc of the reduced gradients");
     /* the same parameters on every rank, other gradients on each */
     if (rr == LOOM_SUCCESS) rr = loom_bench_fill_random(st->params, r.pt, (size_t)r.flat, OPT_SEED + (uint64_t)si, 1.0);
     if (rr == LOOM_SUCCESS)
@@ -276,17 +276,19 @@ static int opt_case(opt_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaS
     static const loom_optim_form_t forms[3] = {LOOM_OPTIM_AUTO, LOOM_OPTIM_RS_OPT_AG, LOOM_OPTIM_AR_OPT};
     for (int j = 0; j < 3; ++j) {
       d.form = forms[j];
-      loom_result_t pr = rr == LOOM_SUCCESS ? loom__optim_plan(comm, &d, a->lamb, 0, &st->loom[j]) : rr;
+      loom_result_t pr = rr;
+      if (rr == LOOM_SUCCESS)
+        pr = a->lamb ? loom_plan_lamb(comm, &d, &st->loom[j]) : loom_plan_adam(comm, &d, &st->loom[j]);
       if (rr == LOOM_SUCCESS) rr = pr;
     }
     d.grads = greds, d.form = LOOM_OPTIM_AR_OPT;
-    if (rr == LOOM_SUCCESS) rr = loom__optim_plan(comm, &d, a->lamb, 1, &st->upd);
+    if (rr == LOOM_SUCCESS) rr = loom_bench_optim_update_plan(comm, &d, a->lamb, &st->upd);
     {
       const int64_t ns = r.flat / W;
       void *pp = st->params + (size_t)ctx->rank * (size_t)ns * ps, *gp = st->gslice;
       loom_optim_desc_t ds = d;
       ds.num_tensors = 1, ds.params = &pp, ds.grads = &gp, ds.numels = &ns;
-      if (rr == LOOM_SUCCESS) rr = loom__optim_plan(comm, &ds, a->lamb, 1, &st->upd_slice);
+      if (rr == LOOM_SUCCESS) rr = loom_bench_optim_update_plan(comm, &ds, a->lamb, &st->upd_slice);
     }
   }
   int64_t failed = rr != LOOM_SUCCESS;
@@ -300,7 +302,7 @@ static int opt_case(opt_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaS
   if (!failed) {
     for (int v = 0; v < V_COUNT; ++v) vars[v].r = &r, vars[v].v = v, ops[v] = opt_op, args[v] = &vars[v];
     rr = loom_bench_time_ranks_side_by_side(ctx->nccl, s, a->o.warmup, a->o.reps, V_COUNT, ops, args, tm);
-    if (rr == LOOM_SUCCESS && cudaStreamSynchronize(s) != cudaSuccess) rr = loom__fail(LOOM_ERR_CUDA, "sync");
+    if (rr == LOOM_SUCCESS && cudaStreamSynchronize(s) != cudaSuccess) rr = loom_bench_fail(LOOM_ERR_CUDA, "sync");
     if (rr == LOOM_SUCCESS) rr = loom_comm_get_async_error(comm);
     failed = rr != LOOM_SUCCESS;
     if (failed) fprintf(stderr, "rank %d: %s: %s\n", ctx->rank, a->lamb ? "lamb" : "adam", loom_last_error());
@@ -419,7 +421,7 @@ static void opt_peer(opt_args_t *a, int world) {
     if (sizes[i]) (void)loom_bench_appendf(args, sizeof args, "%s%lld", i ? "," : "", (long long)sizes[i]);
     else (void)loom_bench_appendf(args, sizeof args, "%sbert", i ? "," : "");
   }
-  (void)loom_bench_run_peer("bench/peers/optim_torch.py", args, a->lamb ? "lamb_torch" : "adam_torch", a->peer_json,
+  (void)loom_bench_run_peer("optim_torch.py", args, a->lamb ? "lamb_torch" : "adam_torch", a->peer_json,
                             sizeof a->peer_json, a->peer_note, sizeof a->peer_note);
 }
 

@@ -33,14 +33,18 @@
 #include <string.h>
 
 #include "bench.h"
-#include "baseline/baseline.h"
-#include "core/error.h"
-#include "gemm/gemm.h"
-#include "core/plan.h"
-#include "ops/tp/tp_linear.h"
-#include "ops/tp/tp_schedule.h"
+#include "testing/bench_api.h"
 
 #define TP_SEED 0x74706c6eull
+
+/* Shards as include/loom.h states them: S = ceil(m / W) rows; rank p owns
+ * rows [min(m, p S), min(m, (p+1) S)). */
+static int64_t tp_shard_rows(int64_t m, int W) { return (m + W - 1) / W; }
+static int64_t tp_shard_len(int64_t m, int W, int p) {
+  const int64_t S = tp_shard_rows(m, W), b = (int64_t)p * S < m ? (int64_t)p * S : m;
+  const int64_t e = (int64_t)(p + 1) * S < m ? (int64_t)(p + 1) * S : m;
+  return e - b;
+}
 
 typedef struct tp_args {
   loom_bench_opts_t o;
@@ -131,7 +135,8 @@ typedef struct tp_run {
   int64_t S;
   void *a, *a_full, *b, *c, *c_shard, *partial;
   loom_plan_t plans[MAX_FUSED];
-  loom_gemm_config_t cfg; /* the first fused plan's GEMM configuration */
+  loom_bench_gemm_config_t cfg; /* the first fused plan's GEMM configuration */
+  int cluster;            /* its blocks per cluster */
   int rank;
   cudaStream_t cs;        /* medium-grained: the communication stream */
   cudaEvent_t ev[65];     /* medium-grained: [0] start, [1 + i] chunk i moved */
@@ -142,10 +147,10 @@ typedef struct tp_var {
   int v;
 } tp_var_t;
 
-#define EV(call)                                                                   \
-  do {                                                                             \
-    cudaError_t e_ = (call);                                                       \
-    if (e_ != cudaSuccess) return loom__cuda_fail((int)e_, #call, __FILE__, __LINE__); \
+#define EV(call)                                                                              \
+  do {                                                                                        \
+    cudaError_t e_ = (call);                                                                  \
+    if (e_ != cudaSuccess) return loom_bench_cuda_fail((int)e_, #call, __FILE__, __LINE__);   \
   } while (0)
 
 /* The medium-grained decomposition (as TransformerEngine overlaps its
@@ -164,29 +169,29 @@ static loom_result_t tp_medium(tp_run_t *r, cudaStream_t s) {
   EV(cudaStreamWaitEvent(r->cs, r->ev[0], 0));
   if (r->ag) {
     const size_t row = (size_t)r->d.k * es, crow = (size_t)r->d.n * es;
-    LOOM_TRY(loom__base_gemm(&d, r->a, r->b, (char *)r->c + (size_t)rank * S * crow, NULL, s));
+    LOOM_BENCH_TRY(loom_bench_base_gemm(&d, r->a, r->b, (char *)r->c + (size_t)rank * S * crow, NULL, s));
     for (int i = 1; i < W; ++i) {
       const int to = (rank - i + W) % W, from = (rank + i) % W;
-      LOOM_NCCL(ncclGroupStart());
-      LOOM_NCCL(ncclSend(r->a, S * (size_t)r->d.k, ncclBfloat16, to, r->nccl, r->cs));
-      LOOM_NCCL(ncclRecv((char *)r->a_full + (size_t)from * S * row, S * (size_t)r->d.k, ncclBfloat16, from, r->nccl,
-                         r->cs));
-      LOOM_NCCL(ncclGroupEnd());
+      LOOM_BENCH_NCCL(ncclGroupStart());
+      LOOM_BENCH_NCCL(ncclSend(r->a, S * (size_t)r->d.k, ncclBfloat16, to, r->nccl, r->cs));
+      LOOM_BENCH_NCCL(ncclRecv((char *)r->a_full + (size_t)from * S * row, S * (size_t)r->d.k, ncclBfloat16, from,
+                               r->nccl, r->cs));
+      LOOM_BENCH_NCCL(ncclGroupEnd());
       EV(cudaEventRecord(r->ev[i], r->cs));
       EV(cudaStreamWaitEvent(s, r->ev[i], 0));
-      LOOM_TRY(loom__base_gemm(&d, (char *)r->a_full + (size_t)from * S * row, r->b,
-                               (char *)r->c + (size_t)from * S * crow, NULL, s));
+      LOOM_BENCH_TRY(loom_bench_base_gemm(&d, (char *)r->a_full + (size_t)from * S * row, r->b,
+                                          (char *)r->c + (size_t)from * S * crow, NULL, s));
     }
     return LOOM_SUCCESS;
   }
   const size_t arow = (size_t)r->d.k * es, crow = (size_t)r->d.n * es;
   for (int p = 0; p < W; ++p) {
-    LOOM_TRY(loom__base_gemm(&d, (char *)r->a + (size_t)p * S * arow, r->b, (char *)r->partial + (size_t)p * S * crow,
-                             NULL, s));
+    LOOM_BENCH_TRY(loom_bench_base_gemm(&d, (char *)r->a + (size_t)p * S * arow, r->b,
+                                        (char *)r->partial + (size_t)p * S * crow, NULL, s));
     EV(cudaEventRecord(r->ev[1 + p], s));
     EV(cudaStreamWaitEvent(r->cs, r->ev[1 + p], 0));
-    LOOM_NCCL(ncclReduce((char *)r->partial + (size_t)p * S * crow, r->c_shard, S * (size_t)r->d.n, ncclBfloat16,
-                         ncclSum, p, r->nccl, r->cs));
+    LOOM_BENCH_NCCL(ncclReduce((char *)r->partial + (size_t)p * S * crow, r->c_shard, S * (size_t)r->d.n,
+                               ncclBfloat16, ncclSum, p, r->nccl, r->cs));
   }
   EV(cudaEventRecord(r->ev[W + 1 < 65 ? W + 1 : 64], r->cs));
   EV(cudaStreamWaitEvent(s, r->ev[W + 1 < 65 ? W + 1 : 64], 0));
@@ -200,27 +205,27 @@ static loom_result_t tp_op(void *arg, int iter, cudaStream_t s) {
   const size_t es = 2;
   switch (x->v) {
     case V_GEMM_LT:
-      return loom__base_gemm(&r->d, r->ag ? r->a_full : r->a, r->b, r->ag ? r->c : r->partial, NULL, s);
+      return loom_bench_base_gemm(&r->d, r->ag ? r->a_full : r->a, r->b, r->ag ? r->c : r->partial, NULL, s);
     case V_GEMM_LOOM:
       return loom_gemm(&r->d, r->ag ? r->a_full : r->a, r->b, r->ag ? r->c : r->partial, NULL, s);
     case V_NCCL:
-      if (r->ag) return loom__base_allgather(r->nccl, r->a, r->a_full, (size_t)(r->S * r->d.k), LOOM_BF16, s);
-      return loom__base_reducescatter(r->nccl, r->partial, r->c_shard, (size_t)(r->S * r->d.n), LOOM_BF16, s);
+      if (r->ag) return loom_bench_base_allgather(r->nccl, r->a, r->a_full, (size_t)(r->S * r->d.k), LOOM_BF16, s);
+      return loom_bench_base_reducescatter(r->nccl, r->partial, r->c_shard, (size_t)(r->S * r->d.n), LOOM_BF16, s);
     case V_SEQ:
       if (r->ag) {
-        LOOM_TRY(loom__base_allgather(r->nccl, r->a, r->a_full, (size_t)(r->S * r->d.k), LOOM_BF16, s));
-        return loom__base_gemm(&r->d, r->a_full, r->b, r->c, NULL, s);
+        LOOM_BENCH_TRY(loom_bench_base_allgather(r->nccl, r->a, r->a_full, (size_t)(r->S * r->d.k), LOOM_BF16, s));
+        return loom_bench_base_gemm(&r->d, r->a_full, r->b, r->c, NULL, s);
       }
-      LOOM_TRY(loom__base_gemm(&r->d, r->a, r->b, r->partial, NULL, s));
-      return loom__base_reducescatter(r->nccl, r->partial, r->c_shard, (size_t)(r->S * r->d.n), LOOM_BF16, s);
-    case V_MEDIUM: return r->W * r->S == r->d.m ? tp_medium(r, s) : loom__fail(LOOM_ERR_UNSUPPORTED, "medium-grained: uneven shards");
-    case V_HOOK_IDLE: { /* the fused GEMM's kernel and configuration, hooks idle */
-      loom_gemm_hooks_t h;
-      memset(&h, 0, sizeof h);
-      return loom__gemm_hooked(&r->d, r->ag ? r->a_full : r->a, r->b, r->ag ? r->c : r->partial, NULL, &r->cfg, &h, s);
-    }
+      LOOM_BENCH_TRY(loom_bench_base_gemm(&r->d, r->a, r->b, r->partial, NULL, s));
+      return loom_bench_base_reducescatter(r->nccl, r->partial, r->c_shard, (size_t)(r->S * r->d.n), LOOM_BF16, s);
+    case V_MEDIUM:
+      return r->W * r->S == r->d.m ? tp_medium(r, s)
+                                   : loom_bench_fail(LOOM_ERR_UNSUPPORTED, "medium-grained: uneven shards");
+    case V_HOOK_IDLE: /* the fused GEMM's kernel and configuration, hooks idle */
+      return loom_bench_gemm_hooks_idle(&r->d, r->ag ? r->a_full : r->a, r->b, r->ag ? r->c : r->partial, NULL, &r->cfg,
+                                        s);
     case V_PLAIN_CFG: /* the same configuration without hooks (plain kernel: TMA-store epilogue) */
-      return loom__gemm_sm90(&r->d, r->ag ? r->a_full : r->a, r->b, r->ag ? r->c : r->partial, NULL, &r->cfg, NULL, s);
+      return loom_bench_gemm_sm90(&r->d, r->ag ? r->a_full : r->a, r->b, r->ag ? r->c : r->partial, NULL, &r->cfg, s);
     default: {
       loom_plan_t p = r->plans[x->v - V_FUSED0];
       (void)es;
@@ -308,7 +313,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   int64_t n = 0, k = 0;
   tp_dims(a->ag, mo, T, &n, &k);
   r.d = (loom_gemm_desc_t)LOOM_GEMM_DESC(m, n, k, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
-  r.S = loom_tp_shard_rows(m, W);
+  r.S = tp_shard_rows(m, W);
   int failures = 0, nf = 0;
   loom_tp_transfer_t fused_tr[MAX_FUSED];
   if (a->ag) fused_tr[nf++] = LOOM_TP_COPY_ENGINE;
@@ -329,7 +334,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
     if (e == cudaSuccess) e = cudaMalloc(&r.c_shard, (size_t)r.S * (size_t)n * 2);
   }
   if (e == cudaSuccess) e = cudaMalloc(&r.b, (size_t)n * (size_t)k * 2);
-  if (e != cudaSuccess) rr = loom__cuda_fail((int)e, "cudaMalloc (bench inputs)", __FILE__, __LINE__);
+  if (e != cudaSuccess) rr = loom_bench_cuda_fail((int)e, "cudaMalloc (bench inputs)", __FILE__, __LINE__);
   if (rr == LOOM_SUCCESS)
     rr = loom_bench_fill_random(r.a, LOOM_BF16, a->ag ? (size_t)r.S * (size_t)k : (size_t)m * (size_t)k,
                                 TP_SEED + (uint64_t)ctx->rank, 1.0);
@@ -352,27 +357,27 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   r.rank = ctx->rank;
   const int medium = W <= 63 && (int64_t)W * r.S == m;
   if (rr == LOOM_SUCCESS && cudaStreamCreateWithFlags(&r.cs, cudaStreamNonBlocking) != cudaSuccess)
-    rr = loom__fail(LOOM_ERR_CUDA, "cudaStreamCreate (medium-grained)");
+    rr = loom_bench_fail(LOOM_ERR_CUDA, "cudaStreamCreate (medium-grained)");
   for (int i = 0; i < 65 && rr == LOOM_SUCCESS; ++i)
     if (cudaEventCreateWithFlags(&r.ev[i], cudaEventDisableTiming) != cudaSuccess)
-      rr = loom__fail(LOOM_ERR_CUDA, "cudaEventCreate (medium-grained)");
+      rr = loom_bench_fail(LOOM_ERR_CUDA, "cudaEventCreate (medium-grained)");
   if (rr == LOOM_SUCCESS && medium) {
     loom_gemm_desc_t dc = r.d;
     dc.m = r.S;
     float ms = 0;
-    rr = loom__base_gemm_tune(&dc, a->ag ? r.a : r.a, r.b, a->ag ? r.c : r.partial, NULL, a->o.quick ? 4 : 8, 3, s, &ms);
+    rr = loom_bench_base_gemm_tune(&dc, a->ag ? r.a : r.a, r.b, a->ag ? r.c : r.partial, NULL, a->o.quick ? 4 : 8, 3, s,
+                                   &ms);
   }
   /* the first fused plan's GEMM configuration, as its calls launch it
    * (tile, grid, group, clusters: the plan's state, not only plan info) */
-  memset(&r.cfg, 0, sizeof r.cfg);
-  if (r.plans[0] && r.plans[0]->op_state && info[0].gemm_bn > 0) {
-    r.cfg = ((const loom_tp_state_t *)r.plans[0]->op_state)->gemm_cfg;
-  } else {
-    r.cfg.bn = 128, r.cfg.bm = 128;
-  }
+  r.cluster = 0;
+  if (!(r.plans[0] && info[0].gemm_bn > 0 &&
+        loom_bench_tp_gemm_config(r.plans[0], &r.cfg, &r.cluster) == LOOM_SUCCESS))
+    r.cfg = loom_bench_gemm_config_tile(128, 128), r.cluster = 0;
   if (rr == LOOM_SUCCESS) {
     float ms = 0;
-    rr = loom__base_gemm_tune(&r.d, a->ag ? r.a_full : r.a, r.b, a->ag ? r.c : r.partial, NULL, a->o.quick ? 4 : 8, 3, s, &ms);
+    rr = loom_bench_base_gemm_tune(&r.d, a->ag ? r.a_full : r.a, r.b, a->ag ? r.c : r.partial, NULL, a->o.quick ? 4 : 8,
+                                   3, s, &ms);
   }
   int64_t failed = rr != LOOM_SUCCESS;
   if (failed) fprintf(stderr, "rank %d: %s m=%lld: %s\n", ctx->rank, mo->name, (long long)m, loom_last_error());
@@ -388,20 +393,20 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
     rr = loom_bench_time_ranks_side_by_side(ctx->nccl, s, a->o.warmup, a->o.reps, nv, ops, args, tm);
     /* check: each fused output against the sequential one */
     if (rr == LOOM_SUCCESS && a->o.check) {
-      const size_t out_n = a->ag ? (size_t)m * (size_t)n : (size_t)loom_tp_shard_len(m, W, ctx->rank) * (size_t)n;
+      const size_t out_n = a->ag ? (size_t)m * (size_t)n : (size_t)tp_shard_len(m, W, ctx->rank) * (size_t)n;
       uint16_t *ref = (uint16_t *)malloc(out_n * 2 + 2), *got = (uint16_t *)malloc(out_n * 2 + 2);
       void *out = a->ag ? r.c : r.c_shard;
       tp_var_t seqv = {&r, V_SEQ};
       rr = tp_op(&seqv, 0, s);
       if (rr == LOOM_SUCCESS && cudaMemcpyAsync(ref, out, out_n * 2, cudaMemcpyDeviceToHost, s) != cudaSuccess)
-        rr = loom__fail(LOOM_ERR_CUDA, "check copy");
+        rr = loom_bench_fail(LOOM_ERR_CUDA, "check copy");
       for (int f = 0; f < nf && rr == LOOM_SUCCESS; ++f) {
-        if (cudaMemsetAsync(out, 0xff, out_n * 2, s) != cudaSuccess) rr = loom__fail(LOOM_ERR_CUDA, "poison");
+        if (cudaMemsetAsync(out, 0xff, out_n * 2, s) != cudaSuccess) rr = loom_bench_fail(LOOM_ERR_CUDA, "poison");
         tp_var_t fv = {&r, V_FUSED0 + f};
         if (rr == LOOM_SUCCESS) rr = tp_op(&fv, 0, s);
         if (rr == LOOM_SUCCESS && cudaMemcpyAsync(got, out, out_n * 2, cudaMemcpyDeviceToHost, s) != cudaSuccess)
-          rr = loom__fail(LOOM_ERR_CUDA, "check copy");
-        if (rr == LOOM_SUCCESS && cudaStreamSynchronize(s) != cudaSuccess) rr = loom__fail(LOOM_ERR_CUDA, "sync");
+          rr = loom_bench_fail(LOOM_ERR_CUDA, "check copy");
+        if (rr == LOOM_SUCCESS && cudaStreamSynchronize(s) != cudaSuccess) rr = loom_bench_fail(LOOM_ERR_CUDA, "sync");
         if (rr == LOOM_SUCCESS) rr = loom_comm_get_async_error(comm);
         /* bf16: both round once (AG); RS partials are rounded, then summed: 2^-7 relative */
         if (rr == LOOM_SUCCESS) wrong[f] = count_far(got, ref, out_n, 1.0 / 64);
@@ -459,7 +464,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
                tm[V_MEDIUM].median_us, tm[V_GEMM_LT].median_us, tm[V_GEMM_LOOM].median_us, tm[V_HOOK_IDLE].median_us,
                tm[V_PLAIN_CFG].median_us, (long long)info[f].shard_rows,
                info[f].chunk_rows, info[f].comm_blocks, info[f].gemm_bm, info[f].gemm_bn, info[f].gemm_grid,
-               info[f].gemm_bn > 0 ? (r.cfg.cluster == 2 ? 2 : 1) : 0,
+               info[f].gemm_bn > 0 ? (r.cluster == 2 ? 2 : 1) : 0,
                (double)(info[f].symmetric_bytes + info[f].device_bytes + info[f].workspace_bytes) / (1 << 20));
       loom_bench_row_finish(row);
       printf("# %s %-8s %-22s loom %9.1f  seq %9.1f  medium %9.1f  gemm %9.1f  nccl %8.1f us  overlap %6.2f  "
@@ -475,7 +480,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   for (int i = 0; i < 65; ++i)
     if (r.ev[i]) cudaEventDestroy(r.ev[i]);
   if (r.cs) cudaStreamDestroy(r.cs);
-  loom__base_gemm_release();
+  loom_bench_base_gemm_release();
   return failures;
 }
 
@@ -545,7 +550,7 @@ static void tp_peer(tp_args_t *a, int world) {
     snprintf(a->peer_note, sizeof a->peer_note, "PyTorch async-TP not run: its shape list is too long");
     return;
   }
-  (void)loom_bench_run_peer("bench/peers/tp_torch.py", args, a->ag ? "ag_gemm_torch" : "gemm_rs_torch", a->peer_json,
+  (void)loom_bench_run_peer("tp_torch.py", args, a->ag ? "ag_gemm_torch" : "gemm_rs_torch", a->peer_json,
                             sizeof a->peer_json, a->peer_note, sizeof a->peer_note);
 }
 

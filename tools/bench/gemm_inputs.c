@@ -10,10 +10,10 @@
 #include <cuda_runtime_api.h>
 
 #include "bench.h"
-#include "core/error.h"
+#include "testing/bench_api.h"
 #include "ref/ref.h"
 
-static uint64_t loom__set_seed(uint64_t seed, int set, int which) {
+static uint64_t bench_set_seed(uint64_t seed, int set, int which) {
   return seed + 1000u * (uint64_t)set + (uint64_t)which;
 }
 
@@ -42,15 +42,15 @@ loom_result_t loom_bench_gemm_inputs_alloc(loom_bench_gemm_inputs_t *in, const l
   if (budget > budget_cap) budget = budget_cap;
   in->nsets = loom_bench_rotation(bytes_a + bytes_b + bytes_c, budget);
   in->sets = (loom_bench_gemm_set_t *)calloc((size_t)in->nsets, sizeof *in->sets);
-  if (!in->sets) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "GEMM input sets: host allocation failed");
+  if (!in->sets) return loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "GEMM input sets: host allocation failed");
   loom_result_t r = LOOM_SUCCESS;
   for (int i = 0; i < in->nsets && r == LOOM_SUCCESS; ++i) {
     cudaError_t e = cudaMalloc(&in->sets[i].a, bytes_a);
     if (e == cudaSuccess) e = cudaMalloc(&in->sets[i].b, bytes_b);
     if (e == cudaSuccess) e = cudaMalloc(&in->sets[i].c, bytes_c);
-    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaMalloc (GEMM inputs)", __FILE__, __LINE__);
-    if (r == LOOM_SUCCESS) r = loom_bench_fill_random(in->sets[i].a, d->ab_type, na, loom__set_seed(seed, i, 0), 1.0);
-    if (r == LOOM_SUCCESS) r = loom_bench_fill_random(in->sets[i].b, d->ab_type, nb, loom__set_seed(seed, i, 1), 1.0);
+    if (e != cudaSuccess) r = loom_bench_cuda_fail((int)e, "cudaMalloc (GEMM inputs)", __FILE__, __LINE__);
+    if (r == LOOM_SUCCESS) r = loom_bench_fill_random(in->sets[i].a, d->ab_type, na, bench_set_seed(seed, i, 0), 1.0);
+    if (r == LOOM_SUCCESS) r = loom_bench_fill_random(in->sets[i].b, d->ab_type, nb, bench_set_seed(seed, i, 1), 1.0);
   }
   if (r != LOOM_SUCCESS) loom_bench_gemm_inputs_free(in);
   return r;
@@ -63,8 +63,8 @@ int64_t loom_bench_gemm_check(const loom_bench_gemm_inputs_t *in, const loom_gem
   char *arow = (char *)malloc((size_t)d->k * es_ab), *bcol = (char *)malloc((size_t)d->k * es_ab);
   int64_t wrong = -1;
   if (!ha || !hb || !arow || !bcol) goto out;
-  loom_ref_fill_random(d->ab_type, ha, pa, loom__set_seed(in->seed, si, 0), 1.0);
-  loom_ref_fill_random(d->ab_type, hb, pb, loom__set_seed(in->seed, si, 1), 1.0);
+  loom_ref_fill_random(d->ab_type, ha, pa, bench_set_seed(in->seed, si, 0), 1.0);
+  loom_ref_fill_random(d->ab_type, hb, pb, bench_set_seed(in->seed, si, 1), 1.0);
   const double rtol = d->c_type == LOOM_BF16 ? 1.0 / 128 : d->c_type == LOOM_FP16 ? 1.0 / 1024 : 1e-5;
   wrong = 0;
   uint64_t z = 0x9e3779b97f4a7c15ull;

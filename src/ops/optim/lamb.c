@@ -11,7 +11,7 @@
 #include "ops/optim/optim.h"
 
 loom_result_t loom_plan_lamb(loom_comm_t comm, const loom_optim_desc_t *desc, loom_plan_t *out) {
-  return loom__optim_plan(comm, desc, 1, 0, out);
+  return loom__optim_plan(comm, desc, 1, out);
 }
 
 loom_result_t loom_lamb_step(loom_plan_t plan, const loom_optim_args_t *args, cudaStream_t stream) {

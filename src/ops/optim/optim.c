@@ -196,7 +196,8 @@ static loom_result_t tensor_tables(loom_comm_t comm, const char *fn, loom_optim_
   return LOOM_SUCCESS;
 }
 
-loom_result_t loom__optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc, int lamb, int local, loom_plan_t *out) {
+static loom_result_t optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc, int lamb, int local,
+                                loom_plan_t *out) {
   const char *fn = lamb ? "loom_plan_lamb" : "loom_plan_adam";
   if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
   *out = NULL;
@@ -425,6 +426,14 @@ fail:
   }
   optim_free(st);
   return r;
+}
+
+loom_result_t loom__optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc, int lamb, loom_plan_t *out) {
+  return optim_plan(comm, desc, lamb, 0, out);
+}
+
+loom_result_t loom__optim_update_plan(loom_comm_t comm, const loom_optim_desc_t *desc, int lamb, loom_plan_t *out) {
+  return optim_plan(comm, desc, lamb, 1, out);
 }
 
 loom_result_t loom_optim_plan_info(loom_plan_t plan, loom_optim_plan_info_t *info) {

@@ -99,7 +99,7 @@ typedef struct loom_optim_kargs {
 
 typedef struct loom_optim_state {
   int lamb;                 /* 0 Adam, 1 LAMB */
-  int local;                /* 1: no communication (benchmark baselines: the update after NCCL) */
+  int local;                /* 1: no communication (loom__optim_update_plan) */
   loom_optim_desc_t desc;   /* its arrays point at the copies below */
   int rank, world, T, nar;
   int64_t chunk;
@@ -123,11 +123,16 @@ typedef struct loom_optim_state {
  * value; fn names the caller. */
 loom_result_t loom__optim_check_desc(const char *fn, int comm_size, const loom_optim_desc_t *d);
 
-/* Creates an Adam (lamb 0) or LAMB (lamb 1) plan; local 1: no
- * communication (each rank's own gradient, nothing symmetric needed; the
- * benchmark's update after NCCL's collectives). */
-loom_result_t loom__optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc, int lamb, int local,
-                               loom_plan_t *out);
+/* Creates an Adam (lamb 0) or LAMB (lamb 1) plan (loom_plan_adam,
+ * loom_plan_lamb). */
+loom_result_t loom__optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc, int lamb, loom_plan_t *out);
+
+/* The same plan with no communication (state->local): every tensor AR-Opt
+ * from this rank's own gradient (any device memory), no signals; the
+ * update kernel alone. No caller in the library: the benchmarks' "NCCL,
+ * then update" baseline reaches it through the test-support library
+ * (src/testing/bench_api.h, loom_bench_optim_update_plan). */
+loom_result_t loom__optim_update_plan(loom_comm_t comm, const loom_optim_desc_t *desc, int lamb, loom_plan_t *out);
 
 /* The state of an optimizer plan; lamb -1: either kind. */
 loom_result_t loom__optim_state(loom_plan_t plan, const char *fn, int lamb, loom_optim_state_t **st);
