@@ -371,10 +371,10 @@ static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
  * properties cannot be read. */
 static int auto_keeps_fused(const loom_tp_state_t *st, int kind, int64_t tiles) {
   loom__gemm_device_t dev;
-  if (kind == LOOM__TP_AR) return loom_tp_auto_fused(-1, st->shard_rows, tiles, st->gemm_cfg.grid, 0.0);
+  if (kind == LOOM__TP_AR) return loom_tp_auto_fused(kind, st->shard_rows, tiles, st->gemm_cfg.grid, 0.0);
   if (loom__gemm_device(&dev) != LOOM_SUCCESS) return 1;
   const double ridge = loom_tp_ridge_rows(dev.sms, (double)dev.clock_khz * 1e3, dev.cc_major, dev.dram_bps);
-  return loom_tp_auto_fused(kind == LOOM__TP_AG, st->shard_rows, tiles, st->gemm_cfg.grid, ridge);
+  return loom_tp_auto_fused(kind, st->shard_rows, tiles, st->gemm_cfg.grid, ridge);
 }
 
 static uint64_t tp_fingerprint(const loom_tp_state_t *st, uint32_t nsig) {
@@ -386,62 +386,13 @@ static uint64_t tp_fingerprint(const loom_tp_state_t *st, uint32_t nsig) {
   return loom__fnv64(LOOM_FNV64_INIT, f, sizeof f);
 }
 
-static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom__tp_kind_t kind, loom_plan_t *out) {
-  const char *fn = kind == LOOM__TP_AG ? "loom_plan_ag_gemm" : kind == LOOM__TP_RS ? "loom_plan_gemm_rs" : "loom_plan_gemm_ar";
-  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
-  *out = NULL;
-  LOOM_TRY(loom__comm_check(comm, fn));
-  int hooks_ok = 0;
-  if (!comm->detached && desc && desc->struct_size == sizeof *desc) {
-    loom__gemm_path_t path = LOOM__PATH_BASE;
-    const loom_gemm_desc_t g = loom__tp_gemm_desc(desc);
-    if (loom__gemm_validate_desc(fn, &g) == LOOM_SUCCESS && loom__gemm_path(&g, &path) == LOOM_SUCCESS)
-      hooks_ok = path != LOOM__PATH_BASE;
-  }
-  loom_tp_transfer_t t = LOOM_TP_SEQUENTIAL;
-  const loom_result_t rc =
-      loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &t, comm->ws_all_reachable, hooks_ok);
-  if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
-  /* a description that leaves every knob to loom takes the tuning cache's
-   * choice (loom_ag_gemm_tune / loom_gemm_rs_tune / loom_gemm_ar_tune)
-   * where it has one; with LOOM_TUNE=1 the plan tunes a description the
-   * cache lacks first (collective: every rank's cache lacks it alike, or
-   * the tuner's agreement fails on every rank) */
-  loom_tp_desc_t eff = *desc;
-  int tuned = 0;
-  if (desc->transfer == LOOM_TP_AUTO && desc->chunk_rows == 0 && desc->comm_blocks == 0 &&
-      desc->sequential_gemm == LOOM_TP_GEMM_AUTO) {
-    char key[LOOM_TUNE_KEY_BYTES], value[LOOM_TUNE_KEY_BYTES];
-    const int keyed = loom__tp_tune_key(kind, desc, comm->sm_count, key, sizeof key);
-    if (keyed && !comm->detached && loom__param_TUNE() == 1 && !loom__tune_get(key, value, sizeof value)) {
-      LOOM_INFO("%s: LOOM_TUNE=1 and no tuned entry for \"%s\": tuning it now", fn, key);
-      LOOM_TRY(loom__tp_tune(comm, desc, kind, comm->stream));
-    }
-    if (keyed && loom__tune_get(key, value, sizeof value)) {
-      loom_tp_transfer_t t2 = LOOM_TP_SEQUENTIAL;
-      loom_tp_choice_t ch;
-      if (loom__tp_tune_parse(value, &ch) == LOOM_SUCCESS) {
-        eff.transfer = ch.transfer, eff.chunk_rows = ch.chunk_rows, eff.comm_blocks = ch.comm_blocks;
-        eff.sequential_gemm = ch.gemm;
-        if (loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, &eff, &t2, comm->ws_all_reachable, hooks_ok) ==
-            LOOM_SUCCESS) {
-          t = t2;
-          tuned = 1;
-        } else {
-          LOOM_WARN("%s: tuned entry \"%s\" = \"%s\" does not apply here (%s): the heuristic's choice", fn, key, value,
-                    loom_last_error());
-          eff = *desc;
-        }
-      } else {
-        LOOM_WARN("%s: %s", fn, loom_last_error());
-      }
-    }
-  }
-  desc = &eff;
+/* The plan of a checked description with its resolved transfer t: state,
+ * agreement, workspace, memory, kernels. */
+static loom_result_t tp_make(const char *fn, loom_comm_t comm, const loom_tp_desc_t *desc, loom__tp_kind_t kind,
+                             loom_tp_transfer_t t, int tuned, loom_plan_t *out) {
   if (comm->detached)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the description is valid; a test comm without a GPU cannot hold a plan",
                       fn);
-
   loom_tp_state_t *st = (loom_tp_state_t *)calloc(1, sizeof *st);
   if (!st)
     return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn));
@@ -549,6 +500,87 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
             st->comm_blocks, st->gemm_bm, st->gemm_cfg.bn);
   *out = plan;
   return LOOM_SUCCESS;
+}
+
+/* 1 where the GEMM engine can carry the fused paths' hooks for desc's GEMM. */
+static int tp_hooks_ok(const char *fn, loom_comm_t comm, const loom_tp_desc_t *desc) {
+  if (comm->detached || !desc || desc->struct_size != sizeof *desc) return 0;
+  loom__gemm_path_t path = LOOM__PATH_BASE;
+  const loom_gemm_desc_t g = loom__tp_gemm_desc(desc);
+  return loom__gemm_validate_desc(fn, &g) == LOOM_SUCCESS && loom__gemm_path(&g, &path) == LOOM_SUCCESS &&
+         path != LOOM__PATH_BASE;
+}
+
+/* 1 for a description that leaves every knob to loom (the tuning cache's key). */
+static int tp_leaves_all_to_loom(const loom_tp_desc_t *d) {
+  return d->transfer == LOOM_TP_AUTO && d->chunk_rows == 0 && d->comm_blocks == 0 &&
+         d->sequential_gemm == LOOM_TP_GEMM_AUTO;
+}
+
+/* What a checked description runs: *eff = desc with the tuning cache's
+ * choice where it has one for a description that leaves every knob to loom
+ * (*tuned = 1), and *t its resolved transfer. Never tunes. */
+static void tp_take_tuned(const char *fn, loom_comm_t comm, loom__tp_kind_t kind, int hooks_ok, loom_tp_desc_t *eff,
+                          loom_tp_transfer_t *t, int *tuned) {
+  char key[LOOM_TUNE_KEY_BYTES], value[LOOM_TUNE_KEY_BYTES];
+  *tuned = 0;
+  if (!tp_leaves_all_to_loom(eff) || !loom__tp_tune_key(kind, eff, comm->sm_count, key, sizeof key) ||
+      !loom__tune_get(key, value, sizeof value))
+    return;
+  loom_tp_choice_t ch;
+  if (loom__tp_tune_parse(value, &ch) != LOOM_SUCCESS) {
+    LOOM_WARN("%s: %s", fn, loom_last_error());
+    return;
+  }
+  loom_tp_desc_t e = *eff;
+  e.transfer = ch.transfer, e.chunk_rows = ch.chunk_rows, e.comm_blocks = ch.comm_blocks, e.sequential_gemm = ch.gemm;
+  loom_tp_transfer_t t2 = LOOM_TP_SEQUENTIAL;
+  if (loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, &e, &t2, comm->ws_all_reachable, hooks_ok) !=
+      LOOM_SUCCESS) {
+    LOOM_WARN("%s: tuned entry \"%s\" = \"%s\" does not apply here (%s): the heuristic's choice", fn, key, value,
+              loom_last_error());
+    return;
+  }
+  *eff = e, *t = t2, *tuned = 1;
+}
+
+/* The public entry points: check, tune first where LOOM_TUNE=1 asks for a
+ * description the cache lacks (collective: every rank's cache lacks it
+ * alike, or the tuner's agreement fails on every rank; the tuner makes
+ * plans of named transfers through loom__tp_plan_make, never through here),
+ * resolve, make. */
+static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom__tp_kind_t kind, loom_plan_t *out) {
+  const char *fn = kind == LOOM__TP_AG ? "loom_plan_ag_gemm" : kind == LOOM__TP_RS ? "loom_plan_gemm_rs" : "loom_plan_gemm_ar";
+  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
+  *out = NULL;
+  LOOM_TRY(loom__comm_check(comm, fn));
+  const int hooks_ok = tp_hooks_ok(fn, comm, desc);
+  loom_tp_transfer_t t = LOOM_TP_SEQUENTIAL;
+  const loom_result_t rc =
+      loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &t, comm->ws_all_reachable, hooks_ok);
+  if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
+  char key[LOOM_TUNE_KEY_BYTES], value[LOOM_TUNE_KEY_BYTES];
+  if (tp_leaves_all_to_loom(desc) && !comm->detached && loom__param_TUNE() == 1 &&
+      loom__tp_tune_key(kind, desc, comm->sm_count, key, sizeof key) && !loom__tune_get(key, value, sizeof value)) {
+    LOOM_INFO("%s: LOOM_TUNE=1 and no tuned entry for \"%s\": tuning it now", fn, key);
+    LOOM_TRY(loom__tp_tune(comm, desc, kind, comm->stream));
+  }
+  loom_tp_desc_t eff = *desc;
+  int tuned = 0;
+  tp_take_tuned(fn, comm, kind, hooks_ok, &eff, &t, &tuned);
+  return tp_make(fn, comm, &eff, kind, t, tuned, out);
+}
+
+loom_result_t loom__tp_plan_make(loom_comm_t comm, const loom_tp_desc_t *desc, int kind, loom_plan_t *out) {
+  const char *fn = kind == LOOM__TP_AG ? "loom_plan_ag_gemm" : kind == LOOM__TP_RS ? "loom_plan_gemm_rs" : "loom_plan_gemm_ar";
+  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
+  *out = NULL;
+  LOOM_TRY(loom__comm_check(comm, fn));
+  loom_tp_transfer_t t = LOOM_TP_SEQUENTIAL;
+  const loom_result_t rc = loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &t, comm->ws_all_reachable,
+                                               tp_hooks_ok(fn, comm, desc));
+  if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
+  return tp_make(fn, comm, desc, (loom__tp_kind_t)kind, t, 0, out);
 }
 
 loom_result_t loom_plan_ag_gemm(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out) {

@@ -71,6 +71,7 @@
 #include "core/pointwise.h"
 #include "core/signal.h"
 #include "gemm/gemm.h"
+#include "ops/tp/tp_schedule.h" /* loom__tp_kind_t */
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,7 +89,6 @@ extern "C" {
 #define LOOM_TP_MIN_TILE_ROWS 64 /* rows of the smallest hooked GEMM tile (sm90's 64-row tiles) */
 #define LOOM_TP_TUNE_CUBLASLT_CANDIDATES 8 /* cuBLASLt algorithms the tuner times for the sequential path */
 
-typedef enum { LOOM__TP_AG = 0, LOOM__TP_RS = 1, LOOM__TP_AR = 2 } loom__tp_kind_t;
 
 /* The op's name ("ag_gemm", "gemm_rs", "gemm_ar"): plans' op, tuning keys. */
 const char *loom__tp_kind_op(int kind);
@@ -231,6 +231,12 @@ void loom__tp_trace_end(loom_tp_state_t *st, cudaStream_t stream);
 void loom__tp_trace_destroy(loom_tp_state_t *st);
 
 ncclDataType_t loom__tp_nccl_type(loom_dtype_t t);
+
+/* A plan of the description as given (tp_linear.c): checked and resolved
+ * by the heuristic alone, no tuning cache, never tuning; kind LOOM__TP_*.
+ * The tuner's candidates (each a named transfer) are made through this,
+ * so tuning never reaches plan creation's own tuning step. Collective. */
+loom_result_t loom__tp_plan_make(loom_comm_t comm, const loom_tp_desc_t *desc, int kind, loom_plan_t *out);
 
 /* ---- tuning (tp_tune.c) ---- */
 

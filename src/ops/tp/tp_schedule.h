@@ -51,6 +51,9 @@
 extern "C" {
 #endif
 
+/* The three tensor-parallel ops. */
+typedef enum { LOOM__TP_AG = 0, LOOM__TP_RS = 1, LOOM__TP_AR = 2 } loom__tp_kind_t;
+
 /* S: rows per shard (>= 1 when m >= 1). */
 LOOM_HD int64_t loom_tp_shard_rows(int64_t m, int32_t world) { return loom_ceil_div(m, world < 1 ? 1 : world); }
 
@@ -213,10 +216,11 @@ LOOM_HD uint32_t loom_ar_gathered_signal(int32_t o, int64_t tiles, int64_t t) {
  *      four at W = 2: 0.86-0.91 of cuBLASLt + NCCL + pointwise where the
  *      sequential path made 1.12-1.18; the held-out shapes in docs/perf/tp.md, "GEMM+AllReduce at W = 2"), so it
  *      is never the untuned choice; loom_gemm_ar_tune times both.
- * kind_ag: 1 AllGather+GEMM, 0 GEMM+ReduceScatter, -1 GEMM+AllReduce. */
-LOOM_HD int loom_tp_auto_fused(int kind_ag, int64_t shard_rows, int64_t tiles, int64_t grid, double ridge_rows) {
-  if (kind_ag < 0) return 0;
-  if (kind_ag) return (double)shard_rows >= ridge_rows;
+ */
+LOOM_HD int loom_tp_auto_fused(loom__tp_kind_t kind, int64_t shard_rows, int64_t tiles, int64_t grid,
+                               double ridge_rows) {
+  if (kind == LOOM__TP_AR) return 0;
+  if (kind == LOOM__TP_AG) return (double)shard_rows >= ridge_rows;
   return tiles > grid;
 }
 

@@ -69,9 +69,7 @@ loom_result_t loom__tp_tune_parse(const char *text, loom_tp_choice_t *out) {
 static loom_result_t time_candidate(loom_comm_t comm, const loom_tp_desc_t *d, int kind, void *a, void *b, void *c,
                                     void *bias, cudaStream_t stream, float *dev_ms, float *ms) {
   loom_plan_t plan = NULL;
-  loom_result_t r = kind == LOOM__TP_AG   ? loom_plan_ag_gemm(comm, d, &plan)
-                    : kind == LOOM__TP_RS ? loom_plan_gemm_rs(comm, d, &plan)
-                                          : loom_plan_gemm_ar(comm, d, &plan);
+  loom_result_t r = loom__tp_plan_make(comm, d, kind, &plan);
   LOOM_TRY(r);
   /* the sequential path with cuBLASLt: its first (warm-up) call times
    * cuBLASLt's candidates and records the winner, which this plan's later
@@ -178,11 +176,12 @@ loom_result_t loom__tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int ki
   if (kind == LOOM__TP_AR && r == LOOM_SUCCESS) r = loom__comm_malloc(comm, c_bytes, &c);
 
   /* candidates: (transfer, chunk_rows, comm_blocks, sequential GEMM) */
-  int cand[16][4], nc = 0;
+  loom_tp_choice_t cand[16];
+  int nc = 0;
   memset(cand, 0, sizeof cand);
   if (loom__tp_cublaslt_takes(desc->ab_type, desc->c_type))
-    cand[nc][0] = LOOM_TP_SEQUENTIAL, cand[nc][3] = LOOM_TP_GEMM_CUBLASLT, ++nc;
-  cand[nc][0] = LOOM_TP_SEQUENTIAL, cand[nc][3] = LOOM_TP_GEMM_LOOM, ++nc;
+    cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SEQUENTIAL, .gemm = LOOM_TP_GEMM_CUBLASLT};
+  cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SEQUENTIAL, .gemm = LOOM_TP_GEMM_LOOM};
   if (fused_ok) {
     if (kind == LOOM__TP_AG) {
       const int64_t per[4] = {1, 4, 8, 16};
@@ -190,27 +189,27 @@ loom_result_t loom__tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int ki
         int64_t cr = loom_ceil_div(S, per[i]);
         if (cr < 1) cr = 1;
         int dup = 0;
-        for (int j = 0; j < nc; ++j) dup |= cand[j][0] == LOOM_TP_COPY_ENGINE && cand[j][1] == (int)cr;
-        if (!dup) cand[nc][0] = LOOM_TP_COPY_ENGINE, cand[nc][1] = (int)cr, ++nc;
+        for (int j = 0; j < nc; ++j) dup |= cand[j].transfer == LOOM_TP_COPY_ENGINE && cand[j].chunk_rows == (int)cr;
+        if (!dup) cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_COPY_ENGINE, .chunk_rows = (int)cr};
       }
     }
     const int blocks[4] = {0, 4, 8, 16};
     for (int i = kind == LOOM__TP_AG ? 1 : 0; i < 4; ++i)
       if (blocks[i] < comm->sm_count)
-        cand[nc][0] = LOOM_TP_SM_COPY, cand[nc][2] = blocks[i], ++nc;
-    if (kind == LOOM__TP_RS) cand[nc][0] = LOOM_TP_SM_ATOMIC, ++nc;
+        cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SM_COPY, .comm_blocks = blocks[i]};
+    if (kind == LOOM__TP_RS) cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SM_ATOMIC};
   }
   int best = -1;
   float best_ms = 0.f;
   for (int i = 0; i < nc && r == LOOM_SUCCESS; ++i) {
     loom_tp_desc_t d = *desc;
-    d.transfer = (loom_tp_transfer_t)cand[i][0], d.chunk_rows = cand[i][1], d.comm_blocks = cand[i][2];
-    d.sequential_gemm = (loom_tp_gemm_t)cand[i][3];
+    d.transfer = cand[i].transfer, d.chunk_rows = cand[i].chunk_rows, d.comm_blocks = cand[i].comm_blocks;
+    d.sequential_gemm = cand[i].gemm;
     float ms = 0.f;
     r = time_candidate(comm, &d, kind, a, b, c, bias, stream, dev_ms, &ms);
     if (r == LOOM_SUCCESS) {
-      LOOM_INFO("%s: transfer %d chunk %d blocks %d gemm %d: %.4f ms", fn, cand[i][0], cand[i][1], cand[i][2],
-                cand[i][3], ms);
+      LOOM_INFO("%s: transfer %d chunk %d blocks %d gemm %d: %.4f ms", fn, (int)cand[i].transfer, cand[i].chunk_rows,
+                cand[i].comm_blocks, (int)cand[i].gemm, ms);
       if (best < 0 || ms < best_ms) best = i, best_ms = ms;
     }
   }
@@ -227,8 +226,7 @@ loom_result_t loom__tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int ki
   char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
   if (!loom__tp_tune_key(kind, desc, comm->sm_count, key, sizeof key))
     return loom__fail(LOOM_ERR_INTERNAL, "%s: tuning key too long", fn);
-  const loom_tp_choice_t won = {(loom_tp_transfer_t)cand[best][0], cand[best][1], cand[best][2],
-                                 (loom_tp_gemm_t)cand[best][3]};
+  const loom_tp_choice_t won = cand[best];
   loom__tp_tune_format(&won, value, sizeof value);
   LOOM_TRY(loom__tune_put(key, value));
   LOOM_INFO("%s: %s = %s (%.4f ms)", fn, key, value, best_ms);

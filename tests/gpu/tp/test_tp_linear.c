@@ -308,54 +308,53 @@ static void run_suite(int W, const tp_case_t *cases, int n) {
 #define SM LOOM_TP_SM_COPY
 #define AT LOOM_TP_SM_ATOMIC
 
-/* ag, m, n, k, ab, ct, lay, bias, transfer, chunk_rows, blocks, calls, user_a_full, in_place, graph */
 static const tp_case_t g_ag[] = {
-    {1, 512, 256, 384, BF, BF, NK, 0, CE, 0, 0, 2, 0, 0, 0, 0, 0},
-    {1, 512, 256, 384, BF, BF, NK, 0, SM, 0, 0, 2, 0, 0, 0, 0, 0},
-    {1, 512, 256, 384, BF, BF, NK, 0, SEQ, 0, 0, 2, 0, 0, 0, 0, 0},
-    {1, 999, 384, 256, BF, F32, KN, 1, CE, 0, 0, 2, 0, 0, 0, 0, 0},   /* odd m, uneven shards */
-    {1, 999, 384, 256, FH, FH, NK, 1, SM, 7, 5, 2, 0, 0, 0, 0, 0},    /* odd chunks, few blocks */
-    {1, 999, 384, 256, FH, BF, KN, 0, SEQ, 0, 0, 1, 0, 0, 0, 0, 0},
-    {1, 1, 128, 64, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, 0, 0},       /* m < W: an empty shard */
-    {1, 3, 136, 72, BF, FH, NK, 0, SM, 0, 0, 2, 0, 0, 0, 0, 0},
-    {1, 3, 136, 72, BF, BF, NK, 1, SEQ, 0, 0, 1, 0, 0, 0, 0, 0},
-    {1, 64, 1024, 512, BF, BF, NK, 1, CE, 0, 0, 2, 1, 0, 0, 0, 0},    /* decode m, gathered A returned */
-    {1, 64, 1024, 512, BF, BF, NK, 1, SM, 1, 0, 2, 1, 1, 0, 0, 0},    /* shard in place, 1-row chunks */
-    {1, 1000, 512, 1024, BF, BF, KN, 0, SM, 64, 16, 2, 1, 0, 0, 0, 0},
-    {1, 2048, 768, 512, BF, BF, NK, 1, CE, 128, 0, 2, 1, 1, 0, 0, 0},
-    {1, 777, 256, 512, BF, BF, NK, 1, CE, 0, 0, 3, 0, 0, 1, 0, 0},    /* graph replays */
-    {1, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 3, 1, 0, 1, 0, 0},
+    {.ag = 1, .m = 512, .n = 256, .k = 384, .ab = BF, .ct = BF, .lay = NK, .tr = CE, .calls = 2},
+    {.ag = 1, .m = 512, .n = 256, .k = 384, .ab = BF, .ct = BF, .lay = NK, .tr = SM, .calls = 2},
+    {.ag = 1, .m = 512, .n = 256, .k = 384, .ab = BF, .ct = BF, .lay = NK, .tr = SEQ, .calls = 2},
+    {.ag = 1, .m = 999, .n = 384, .k = 256, .ab = BF, .ct = F32, .lay = KN, .bias = 1, .tr = CE, .calls = 2},   /* odd m, uneven shards */
+    {.ag = 1, .m = 999, .n = 384, .k = 256, .ab = FH, .ct = FH, .lay = NK, .bias = 1, .tr = SM, .chunk_rows = 7, .blocks = 5, .calls = 2},    /* odd chunks, few blocks */
+    {.ag = 1, .m = 999, .n = 384, .k = 256, .ab = FH, .ct = BF, .lay = KN, .tr = SEQ, .calls = 1},
+    {.ag = 1, .m = 1, .n = 128, .k = 64, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = CE, .calls = 2},       /* m < W: an empty shard */
+    {.ag = 1, .m = 3, .n = 136, .k = 72, .ab = BF, .ct = FH, .lay = NK, .tr = SM, .calls = 2},
+    {.ag = 1, .m = 3, .n = 136, .k = 72, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SEQ, .calls = 1},
+    {.ag = 1, .m = 64, .n = 1024, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = CE, .calls = 2, .user_a_full = 1},    /* decode m, gathered A returned */
+    {.ag = 1, .m = 64, .n = 1024, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SM, .chunk_rows = 1, .calls = 2, .user_a_full = 1, .in_place = 1},    /* shard in place, 1-row chunks */
+    {.ag = 1, .m = 1000, .n = 512, .k = 1024, .ab = BF, .ct = BF, .lay = KN, .tr = SM, .chunk_rows = 64, .blocks = 16, .calls = 2, .user_a_full = 1},
+    {.ag = 1, .m = 2048, .n = 768, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = CE, .chunk_rows = 128, .calls = 2, .user_a_full = 1, .in_place = 1},
+    {.ag = 1, .m = 777, .n = 256, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = CE, .calls = 3, .graph = 1},    /* graph replays */
+    {.ag = 1, .m = 777, .n = 256, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SM, .calls = 3, .user_a_full = 1, .graph = 1},
     /* fc1 + bias + activation in one call (the TP MLP's first layer) */
-    {1, 1000, 384, 256, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_TANH, 0},
-    {1, 999, 256, 512, FH, F32, KN, 1, SM, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_ERF, 0},
-    {1, 130, 256, 128, BF, BF, NK, 0, SEQ, 0, 0, 2, 0, 0, 0, LOOM_ACT_RELU, 0},
+    {.ag = 1, .m = 1000, .n = 384, .k = 256, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = CE, .calls = 2, .act = LOOM_ACT_GELU_TANH},
+    {.ag = 1, .m = 999, .n = 256, .k = 512, .ab = FH, .ct = F32, .lay = KN, .bias = 1, .tr = SM, .calls = 2, .act = LOOM_ACT_GELU_ERF},
+    {.ag = 1, .m = 130, .n = 256, .k = 128, .ab = BF, .ct = BF, .lay = NK, .tr = SEQ, .calls = 2, .act = LOOM_ACT_RELU},
     /* every activation's hooked kernel (one instantiation each), 64-row tiles and a graph too */
-    {1, 300, 640, 256, FH, FH, NK, 1, CE, 0, 0, 2, 0, 0, 0, LOOM_ACT_RELU, 0},
-    {1, 64, 512, 256, BF, BF, KN, 1, CE, 0, 0, 3, 0, 0, 1, LOOM_ACT_GELU_ERF, 0},
+    {.ag = 1, .m = 300, .n = 640, .k = 256, .ab = FH, .ct = FH, .lay = NK, .bias = 1, .tr = CE, .calls = 2, .act = LOOM_ACT_RELU},
+    {.ag = 1, .m = 64, .n = 512, .k = 256, .ab = BF, .ct = BF, .lay = KN, .bias = 1, .tr = CE, .calls = 3, .graph = 1, .act = LOOM_ACT_GELU_ERF},
     /* the sequential path through each GEMM engine, graph replays too */
-    {1, 999, 384, 256, BF, BF, KN, 1, SEQ, 0, 0, 2, 0, 0, 0, 0, LOOM_TP_GEMM_LOOM},
-    {1, 777, 256, 512, FH, F32, NK, 1, SEQ, 0, 0, 3, 1, 0, 1, 0, LOOM_TP_GEMM_CUBLASLT},
+    {.ag = 1, .m = 999, .n = 384, .k = 256, .ab = BF, .ct = BF, .lay = KN, .bias = 1, .tr = SEQ, .calls = 2, .gemm = LOOM_TP_GEMM_LOOM},
+    {.ag = 1, .m = 777, .n = 256, .k = 512, .ab = FH, .ct = F32, .lay = NK, .bias = 1, .tr = SEQ, .calls = 3, .user_a_full = 1, .graph = 1, .gemm = LOOM_TP_GEMM_CUBLASLT},
 };
 
 /* ag = 0: GEMM + ReduceScatter */
 static const tp_case_t g_rs[] = {
-    {0, 512, 256, 384, BF, BF, NK, 0, SM, 0, 0, 2, 0, 0, 0, 0, 0},
-    {0, 512, 256, 384, BF, BF, NK, 0, SEQ, 0, 0, 2, 0, 0, 0, 0, 0},
-    {0, 999, 384, 256, BF, F32, KN, 1, SM, 0, 4, 2, 0, 0, 0, 0, 0},   /* odd m, uneven shards */
-    {0, 999, 384, 256, FH, FH, NK, 1, SEQ, 0, 0, 1, 0, 0, 0, 0, 0},
-    {0, 1, 128, 64, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0, 0, 0},       /* m < W: an empty shard */
-    {0, 3, 136, 72, FH, BF, KN, 1, SEQ, 0, 0, 1, 0, 0, 0, 0, 0},
-    {0, 64, 1024, 512, BF, BF, NK, 1, SM, 0, 0, 3, 0, 0, 0, 0, 0},    /* decode m */
-    {0, 200, 520, 264, FH, F32, NK, 0, SM, 0, 1, 2, 0, 0, 0, 0, 0},   /* tiles across shards, one reducer block */
-    {0, 2048, 768, 512, BF, BF, KN, 1, SM, 0, 16, 2, 0, 0, 0, 0, 0},
-    {0, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 4, 0, 0, 1, 0, 0},    /* graph replays */
+    {.ag = 0, .m = 512, .n = 256, .k = 384, .ab = BF, .ct = BF, .lay = NK, .tr = SM, .calls = 2},
+    {.ag = 0, .m = 512, .n = 256, .k = 384, .ab = BF, .ct = BF, .lay = NK, .tr = SEQ, .calls = 2},
+    {.ag = 0, .m = 999, .n = 384, .k = 256, .ab = BF, .ct = F32, .lay = KN, .bias = 1, .tr = SM, .blocks = 4, .calls = 2},   /* odd m, uneven shards */
+    {.ag = 0, .m = 999, .n = 384, .k = 256, .ab = FH, .ct = FH, .lay = NK, .bias = 1, .tr = SEQ, .calls = 1},
+    {.ag = 0, .m = 1, .n = 128, .k = 64, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SM, .calls = 2},       /* m < W: an empty shard */
+    {.ag = 0, .m = 3, .n = 136, .k = 72, .ab = FH, .ct = BF, .lay = KN, .bias = 1, .tr = SEQ, .calls = 1},
+    {.ag = 0, .m = 64, .n = 1024, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SM, .calls = 3},    /* decode m */
+    {.ag = 0, .m = 200, .n = 520, .k = 264, .ab = FH, .ct = F32, .lay = NK, .tr = SM, .blocks = 1, .calls = 2},   /* tiles across shards, one reducer block */
+    {.ag = 0, .m = 2048, .n = 768, .k = 512, .ab = BF, .ct = BF, .lay = KN, .bias = 1, .tr = SM, .blocks = 16, .calls = 2},
+    {.ag = 0, .m = 777, .n = 256, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SM, .calls = 4, .graph = 1},    /* graph replays */
     /* the atomic reduction: fp32 additions into the owner's accumulator */
-    {0, 999, 384, 256, BF, BF, NK, 1, AT, 0, 0, 3, 0, 0, 0, 0, 0},
-    {0, 1, 128, 64, FH, F32, KN, 1, AT, 0, 0, 2, 0, 0, 0, 0, 0},
-    {0, 64, 1024, 512, BF, BF, NK, 0, AT, 0, 6, 2, 0, 0, 1, 0, 0},
+    {.ag = 0, .m = 999, .n = 384, .k = 256, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = AT, .calls = 3},
+    {.ag = 0, .m = 1, .n = 128, .k = 64, .ab = FH, .ct = F32, .lay = KN, .bias = 1, .tr = AT, .calls = 2},
+    {.ag = 0, .m = 64, .n = 1024, .k = 512, .ab = BF, .ct = BF, .lay = NK, .tr = AT, .blocks = 6, .calls = 2, .graph = 1},
     /* the sequential path through each GEMM engine, graph replays too */
-    {0, 999, 384, 256, BF, BF, KN, 1, SEQ, 0, 0, 2, 0, 0, 0, 0, LOOM_TP_GEMM_LOOM},
-    {0, 777, 256, 512, BF, F32, NK, 1, SEQ, 0, 0, 3, 0, 0, 1, 0, LOOM_TP_GEMM_CUBLASLT},
+    {.ag = 0, .m = 999, .n = 384, .k = 256, .ab = BF, .ct = BF, .lay = KN, .bias = 1, .tr = SEQ, .calls = 2, .gemm = LOOM_TP_GEMM_LOOM},
+    {.ag = 0, .m = 777, .n = 256, .k = 512, .ab = BF, .ct = F32, .lay = NK, .bias = 1, .tr = SEQ, .calls = 3, .graph = 1, .gemm = LOOM_TP_GEMM_CUBLASLT},
 };
 
 LOOM_TEST(gpu_tp_ag_gemm_matches_reference_w2) {
@@ -371,30 +370,30 @@ LOOM_TEST(gpu_tp_ops_on_one_rank) {
    * whole protocol (begin, local copy and signals, hooked GEMM waits and
    * per-destination signals, the reduction) on one GPU */
   static const tp_case_t one[] = {
-      {1, 300, 256, 128, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0, 0},
-      {0, 300, 256, 128, BF, F32, KN, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0, 0},
-      {1, 300, 256, 128, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, 0, 0},
-      {1, 513, 384, 256, FH, F32, KN, 0, SM, 33, 3, 2, 0, 0, 0, 0, 0},
-      {1, 640, 256, 512, BF, BF, NK, 1, SM, 0, 0, 3, 1, 1, 1, 0, 0},
-      {1, 1000, 512, 256, BF, BF, NK, 0, CE, 100, 0, 3, 1, 0, 1, 0, 0},
-      {0, 300, 256, 128, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0, 0, 0},
-      {0, 1000, 520, 264, FH, F32, KN, 1, SM, 0, 2, 2, 0, 0, 0, 0, 0},
-      {0, 777, 256, 512, BF, BF, NK, 1, SM, 0, 0, 4, 0, 0, 1, 0, 0},
-      {0, 777, 256, 512, BF, F32, NK, 1, AT, 0, 0, 3, 0, 0, 1, 0, 0},
-      {0, 300, 520, 264, FH, FH, KN, 0, AT, 0, 4, 2, 0, 0, 0, 0, 0},
-      {1, 500, 256, 256, BF, BF, NK, 1, CE, 0, 0, 2, 0, 0, 0, LOOM_ACT_GELU_TANH, 0},
+      {.ag = 1, .m = 300, .n = 256, .k = 128, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = LOOM_TP_AUTO, .calls = 1},
+      {.ag = 0, .m = 300, .n = 256, .k = 128, .ab = BF, .ct = F32, .lay = KN, .bias = 1, .tr = LOOM_TP_AUTO, .calls = 1},
+      {.ag = 1, .m = 300, .n = 256, .k = 128, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = CE, .calls = 2},
+      {.ag = 1, .m = 513, .n = 384, .k = 256, .ab = FH, .ct = F32, .lay = KN, .tr = SM, .chunk_rows = 33, .blocks = 3, .calls = 2},
+      {.ag = 1, .m = 640, .n = 256, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SM, .calls = 3, .user_a_full = 1, .in_place = 1, .graph = 1},
+      {.ag = 1, .m = 1000, .n = 512, .k = 256, .ab = BF, .ct = BF, .lay = NK, .tr = CE, .chunk_rows = 100, .calls = 3, .user_a_full = 1, .graph = 1},
+      {.ag = 0, .m = 300, .n = 256, .k = 128, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SM, .calls = 2},
+      {.ag = 0, .m = 1000, .n = 520, .k = 264, .ab = FH, .ct = F32, .lay = KN, .bias = 1, .tr = SM, .blocks = 2, .calls = 2},
+      {.ag = 0, .m = 777, .n = 256, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SM, .calls = 4, .graph = 1},
+      {.ag = 0, .m = 777, .n = 256, .k = 512, .ab = BF, .ct = F32, .lay = NK, .bias = 1, .tr = AT, .calls = 3, .graph = 1},
+      {.ag = 0, .m = 300, .n = 520, .k = 264, .ab = FH, .ct = FH, .lay = KN, .tr = AT, .blocks = 4, .calls = 2},
+      {.ag = 1, .m = 500, .n = 256, .k = 256, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = CE, .calls = 2, .act = LOOM_ACT_GELU_TANH},
       /* decode m: 64-row tiles in the hooked kernels */
-      {1, 64, 1024, 512, BF, BF, NK, 1, CE, 0, 0, 2, 1, 0, 0, 0, 0},
-      {1, 37, 512, 1024, FH, F32, KN, 0, SM, 5, 0, 2, 0, 0, 0, LOOM_ACT_GELU_TANH, 0},
-      {0, 48, 1024, 512, BF, BF, NK, 1, SM, 0, 0, 2, 0, 0, 0, 0, 0},
-      {0, 64, 512, 1024, FH, F32, KN, 0, SM, 0, 0, 2, 0, 0, 1, 0, 0},
-      {1, 500, 256, 256, BF, F32, KN, 1, SEQ, 0, 0, 1, 0, 0, 0, LOOM_ACT_GELU_ERF, 0},
+      {.ag = 1, .m = 64, .n = 1024, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = CE, .calls = 2, .user_a_full = 1},
+      {.ag = 1, .m = 37, .n = 512, .k = 1024, .ab = FH, .ct = F32, .lay = KN, .tr = SM, .chunk_rows = 5, .calls = 2, .act = LOOM_ACT_GELU_TANH},
+      {.ag = 0, .m = 48, .n = 1024, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SM, .calls = 2},
+      {.ag = 0, .m = 64, .n = 512, .k = 1024, .ab = FH, .ct = F32, .lay = KN, .tr = SM, .calls = 2, .graph = 1},
+      {.ag = 1, .m = 500, .n = 256, .k = 256, .ab = BF, .ct = F32, .lay = KN, .bias = 1, .tr = SEQ, .calls = 1, .act = LOOM_ACT_GELU_ERF},
       /* the sequential path through each GEMM engine (AUTO: cuBLASLt where it takes the dtypes) */
-      {1, 300, 256, 128, BF, BF, NK, 1, SEQ, 0, 0, 2, 0, 0, 0, 0, LOOM_TP_GEMM_LOOM},
-      {1, 300, 256, 128, FH, FH, KN, 1, SEQ, 0, 0, 3, 1, 0, 1, 0, LOOM_TP_GEMM_CUBLASLT},
-      {0, 513, 384, 256, BF, BF, NK, 1, SEQ, 0, 0, 2, 0, 0, 0, 0, LOOM_TP_GEMM_LOOM},
-      {0, 513, 384, 256, FH, F32, KN, 1, SEQ, 0, 0, 3, 0, 0, 1, 0, LOOM_TP_GEMM_CUBLASLT},
-      {0, 64, 1024, 512, BF, FH, NK, 1, SEQ, 0, 0, 2, 0, 0, 0, 0, LOOM_TP_GEMM_AUTO},
+      {.ag = 1, .m = 300, .n = 256, .k = 128, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SEQ, .calls = 2, .gemm = LOOM_TP_GEMM_LOOM},
+      {.ag = 1, .m = 300, .n = 256, .k = 128, .ab = FH, .ct = FH, .lay = KN, .bias = 1, .tr = SEQ, .calls = 3, .user_a_full = 1, .graph = 1, .gemm = LOOM_TP_GEMM_CUBLASLT},
+      {.ag = 0, .m = 513, .n = 384, .k = 256, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SEQ, .calls = 2, .gemm = LOOM_TP_GEMM_LOOM},
+      {.ag = 0, .m = 513, .n = 384, .k = 256, .ab = FH, .ct = F32, .lay = KN, .bias = 1, .tr = SEQ, .calls = 3, .graph = 1, .gemm = LOOM_TP_GEMM_CUBLASLT},
+      {.ag = 0, .m = 64, .n = 1024, .k = 512, .ab = BF, .ct = FH, .lay = NK, .bias = 1, .tr = SEQ, .calls = 2, .gemm = LOOM_TP_GEMM_AUTO},
   };
   if (gpus(1)) run_suite(1, one, (int)(sizeof one / sizeof *one));
 }

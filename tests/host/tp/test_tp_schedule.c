@@ -285,26 +285,26 @@ LOOM_TEST(tp_auto_shape_rule_is_the_ridge_for_ag_and_one_wave_for_rs) {
     int was_ag = 0, was_rs = 0;
     for (int64_t m = 1; m <= 65536; m = m * 3 / 2 + 1) {
       const int64_t S = loom_tp_shard_rows(m, ws[i]);
-      const int ag = loom_tp_auto_fused(1, S, 0, 0, h100);
+      const int ag = loom_tp_auto_fused(LOOM__TP_AG, S, 0, 0, h100);
       CHECK_EQ_INT(ag, S >= 320 ? 1 : S < 300 ? 0 : ag);
       CHECK(!was_ag || ag);
       was_ag = ag;
       const int64_t tiles = loom_ceil_div(m, 128) * loom_ceil_div(8192, 128);
       const int64_t grid = 132 - loom_tp_comm_sms(tiles, 132, 4, 16);
-      const int rs = loom_tp_auto_fused(0, S, tiles, grid, h100);
+      const int rs = loom_tp_auto_fused(LOOM__TP_RS, S, tiles, grid, h100);
       CHECK_EQ_INT(rs, tiles > grid);
       CHECK(!was_rs || rs);
       was_rs = rs;
     }
   }
   /* the measured rows (W = 2, Llama-3-70B RS n = 8192 in 128-wide tiles): m = 64..256 one wave */
-  CHECK_EQ_INT(loom_tp_auto_fused(0, 128, 2 * 64, 128, h100), 0);
-  CHECK_EQ_INT(loom_tp_auto_fused(0, 256, 4 * 64, 128, h100), 1);
-  CHECK_EQ_INT(loom_tp_auto_fused(1, 256, 0, 0, h100), 0); /* AG m = 512 */
-  CHECK_EQ_INT(loom_tp_auto_fused(1, 512, 0, 0, h100), 1); /* AG m = 1024 */
+  CHECK_EQ_INT(loom_tp_auto_fused(LOOM__TP_RS, 128, 2 * 64, 128, h100), 0);
+  CHECK_EQ_INT(loom_tp_auto_fused(LOOM__TP_RS, 256, 4 * 64, 128, h100), 1);
+  CHECK_EQ_INT(loom_tp_auto_fused(LOOM__TP_AG, 256, 0, 0, h100), 0); /* AG m = 512 */
+  CHECK_EQ_INT(loom_tp_auto_fused(LOOM__TP_AG, 512, 0, 0, h100), 1); /* AG m = 1024 */
   /* AR: never fused untuned, whatever the shape */
-  CHECK_EQ_INT(loom_tp_auto_fused(-1, 8192, 64 * 24, 120, h100), 0);
-  CHECK_EQ_INT(loom_tp_auto_fused(-1, 64, 1, 120, h100), 0);
+  CHECK_EQ_INT(loom_tp_auto_fused(LOOM__TP_AR, 8192, 64 * 24, 120, h100), 0);
+  CHECK_EQ_INT(loom_tp_auto_fused(LOOM__TP_AR, 64, 1, 120, h100), 0);
 }
 
 /* AG bands: every band of the rank-shifted grouped order lies inside one
