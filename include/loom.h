@@ -17,7 +17,8 @@
  *    LOOM_ERR_INVALID_ARGUMENT naming it;
  *  - handles are opaque; functions marked "collective" must be called by
  *    every rank of the communicator, in the same order;
- *  - arithmetic is fp32; fp16 / bf16 results are rounded to nearest even.
+ *  - arithmetic is fp32 (the compiler may fuse a multiply and an add into
+ *    one rounding); fp16 / bf16 results are rounded to nearest even.
  *
  * Threads. A comm and the plans made on it are used by one thread at a time
  * (as an NCCL communicator): calls on one comm from two threads at once must
