@@ -7,21 +7,26 @@
  * from NCCL symmetric windows, and loom adds signals with timeouts, plans and
  * fused operations on top.
  *
- * Conventions (as NCCL's own header):
+ * Conventions:
  *  - every function returns loom_result_t; nothing in the library exits;
  *  - on failure loom_last_error() says what went wrong, naming the argument
  *    and its value; the message is thread-local;
+ *  - calls check their arguments before they launch anything: a pointer
+ *    must be device memory the current GPU can reach over every byte the
+ *    call touches (not host, freed or another GPU's memory), else
+ *    LOOM_ERR_INVALID_ARGUMENT naming it;
  *  - handles are opaque; functions marked "collective" must be called by
  *    every rank of the communicator, in the same order;
- *  - operations are stream-ordered and may be captured in CUDA graphs.
+ *  - arithmetic is fp32 (the compiler may fuse a multiply and an add into
+ *    one rounding); fp16 / bf16 results are rounded to nearest even.
  *
  * Threads. A comm and the plans made on it are used by one thread at a time
  * (as an NCCL communicator): calls on one comm from two threads at once must
  * be serialised by the caller. Different comms may be used from different
- * threads at once. loom_gemm, loom_gemm_tune,
- * the tuning cache (LOOM_TUNE_FILE), loom_finalize and everything that takes
- * no comm may be called from any thread at any time. Settings (LOOM_*) are
- * read once per process, except the paths and names re-read where noted.
+ * threads at once. loom_gemm, loom_gemm_tune, the tuning cache
+ * (LOOM_TUNE_FILE), loom_finalize and everything that takes no comm may be
+ * called from any thread at any time. Settings (LOOM_*) are read once per
+ * process, except the paths and names re-read where noted.
  *
  * Streams and graphs. Every op queues its work on the stream it is given
  * and returns without waiting for the GPU (setup calls such as
@@ -38,6 +43,16 @@
  *  - destroy a plan or comm only after the work of its calls has completed
  *    (synchronise the streams you used) and once no graph that captured its
  *    calls will be launched again.
+ *
+ * Symmetric buffers. An argument documented as "loom_malloc memory" is read
+ * or written by peers: it must come from loom_malloc on the plan's comm, at
+ * the same offset on every rank (else LOOM_ERR_INVALID_ARGUMENT naming it).
+ * Peers access it from the time this rank's call starts on its stream (work
+ * queued before the call on that stream is done first) until the call
+ * completes on that stream; do not touch it on other streams in between.
+ * Every device-side wait is bounded by the comm's timeout: a peer that never
+ * calls makes the call give up, never hang (LOOM_ERR_TIMEOUT naming the
+ * wait, from loom_comm_get_async_error or the next call).
  *
  * Plain C11: this header compiles with gcc -std=c11 -Wall -Werror.
  */
@@ -102,11 +117,12 @@ typedef struct loom_nccl_info {
 loom_result_t loom_get_nccl_info(loom_nccl_info_t *info);
 
 /* Frees what loom keeps between calls for the whole process: GEMM scratch
- * per (device, stream) and cuBLASLt handles and cached algorithms. Call it
- * when no loom work queued outside a CUDA graph is still in flight (graphs
- * that captured loom calls own their scratch and stay valid); loom stays
- * usable after it and re-creates what it needs. Comms and plans are not touched (destroy them yourself). Any
- * thread; synchronizes the devices that held scratch (cudaFree). */
+ * per (device, stream), cuBLASLt handles and cached algorithms. Call it when
+ * no loom work queued outside a CUDA graph is still in flight (graphs that
+ * captured loom calls own their scratch and stay valid); loom stays usable
+ * after it and re-creates what it needs. Comms and plans are not touched
+ * (destroy them yourself). Any thread; synchronizes the devices that held
+ * scratch (cudaFree). */
 loom_result_t loom_finalize(void);
 
 /* ---- types -------------------------------------------------------------- */
@@ -165,10 +181,10 @@ loom_result_t loom_comm_destroy(loom_comm_t comm);
 /* Fills *info. */
 loom_result_t loom_comm_get_info(loom_comm_t comm, loom_comm_info_t *info);
 
-/* LOOM_SUCCESS, or the error a kernel of this comm recorded (today:
- * LOOM_ERR_TIMEOUT, with rank, peer, signal and values in loom_last_error()).
- * Once a device-side wait has expired the comm stays in error: every later
- * call on it returns that error; destroy it and create a new one. */
+/* LOOM_SUCCESS, or the error a kernel of this comm recorded (LOOM_ERR_TIMEOUT,
+ * with rank, peer, signal and values in loom_last_error()). Once a
+ * device-side wait has expired the comm stays in error: every later call on
+ * it returns that error; destroy it and create a new one. */
 loom_result_t loom_comm_get_async_error(loom_comm_t comm);
 
 /* ---- symmetric memory --------------------------------------------------- */
@@ -189,30 +205,50 @@ loom_result_t loom_peer_ptr(loom_comm_t comm, const void *ptr, int peer, void **
 
 /* ---- plans -------------------------------------------------------------- */
 
+/* A loom_plan_* call (collective, the same description on every rank but
+ * its pointers) checks a description, each field by name and value, chooses
+ * how the calls run and reserves what they need (signals in the comm's
+ * workspace, buffers). The ranks then compare what they resolved: ranks
+ * given different descriptions or settings, or creating plans in different
+ * orders, all get LOOM_ERR_INVALID_ARGUMENT ("the ranks' descriptions
+ * differ"), never mismatched protocols. */
+
 /* Collective. Releases a plan of any operation and its workspace. */
 loom_result_t loom_plan_destroy(loom_plan_t plan);
 
-/* ---- pointwise epilogue (shared by the GEMM, the fused ops and the
- *      collectives) ------------------------------------------------------- */
+/* ---- pointwise epilogue (GEMM + AllReduce and the collectives) ---------- */
 
 typedef enum loom_activation {
   LOOM_ACT_NONE = 0,
-  LOOM_ACT_RELU = 1,
+  LOOM_ACT_RELU = 1,      /* max(v, 0) */
   LOOM_ACT_GELU_TANH = 2, /* 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))) (PyTorch approximate="tanh") */
   LOOM_ACT_GELU_ERF = 3   /* 0.5 v (1 + erf(v / sqrt(2))) (PyTorch's default GeLU) */
 } loom_activation_t;
 
-/* Pointwise work applied once to each element y[row, col] (cols columns)
- * of an operation's output x, in fp32, in this order, then rounded once to
- * the output dtype:
- *   v = scale * x + bias[col]            bias: [cols] of the output dtype, or NULL
+/* Pointwise work applied once to each element of an operation's output,
+ * element i = row * cols + col of an output of cols columns, x its fp32
+ * result (accumulator or sum over ranks), in this order, in fp32:
+ *   v = scale * x
+ *   v = v + bias[col]                     bias: [cols] of the output dtype, or NULL
  *   v = activation(v)
- *   v = dropout(v)                        dropout_p in [0, 1): kept elements are
- *                                         scaled by 1 / (1 - dropout_p)
- *   y = v + residual[row * cols + col]    residual: like the output, or NULL
- * The dropout mask is a function of (seed, offset, row * cols + col) alone
- * (loom_dropout_keep in core/pointwise.h: Philox4x32-10), so every op, rank
- * split and tile order draws the same mask, and the CPU reference too.
+ *   v = keep(i) ? v * (1 / (1 - p)) : 0   p = dropout_p in [0, 1); 1 / (1 - p) in fp32;
+ *                                         no mask at all when p = 0
+ *   v = v + residual[i]                   residual: like the output, or NULL
+ *   y = v rounded once to the output dtype
+ * scale must be finite (LOOM_ERR_INVALID_ARGUMENT otherwise, as for an
+ * unknown activation or p outside [0, 1)).
+ * Dropout mask: with Philox4x32-10 (Salmon et al., SC'11; Random123's
+ * rounds: multipliers 0xD2511F53, 0xCD9E8D57, key bumps 0x9E3779B9,
+ * 0xBB67AE85, ten rounds),
+ *   q       = dropout_offset + floor(i / 4)                     (mod 2^64)
+ *   w[0..3] = Philox4x32-10(counter = {q mod 2^32, q >> 32, 0, 0},
+ *                           key = {seed mod 2^32, seed >> 32})
+ *   keep(i) = w[i mod 4] >= floor(p * 2^32)    (unsigned 32-bit compare)
+ * so 4 consecutive elements share one counter, P(keep) = 1 - p up to 2^-32,
+ * and the mask depends on (seed, offset, i) alone: every op, algorithm,
+ * rank count and tile order draws the same mask. A call over N elements
+ * uses counters [offset, offset + ceil(N / 4)): advance dropout_offset by
+ * at least that between calls for an independent mask.
  * Initialise with LOOM_EPILOGUE_INIT (the identity). */
 typedef struct loom_epilogue {
   size_t struct_size;          /* sizeof(loom_epilogue_t) */
@@ -221,7 +257,7 @@ typedef struct loom_epilogue {
   loom_activation_t activation;
   float dropout_p;
   uint64_t dropout_seed;
-  uint64_t dropout_offset;     /* advance by the element count between calls for fresh masks */
+  uint64_t dropout_offset;     /* Philox counter base (see above) */
   const void *residual;
 } loom_epilogue_t;
 #define LOOM_EPILOGUE_INIT { sizeof(loom_epilogue_t), 1.0f, NULL, LOOM_ACT_NONE, 0.0f, 0, 0, NULL }
@@ -250,52 +286,37 @@ typedef struct loom_gemm_desc {
 
 /* ---- GEMM ------------------------------------------------------------- */
 
-/* C [m, n] = A [m, k] x B (+ bias [n]) on `stream` (current device).
- *  - A: [m, k] row-major, d->ab_type (LOOM_BF16 or LOOM_FP16);
- *  - B: [k, n] row-major (LOOM_B_KN) or [n, k] row-major (LOOM_B_NK, a
- *    PyTorch Linear weight: C = A B^T), d->ab_type;
- *  - C: [m, n] row-major, d->c_type (LOOM_BF16, LOOM_FP16 or LOOM_FP32);
- *    fp32 accumulation, rounded once to c_type;
- *  - bias: [n] of c_type when d->has_bias, else NULL.
- * m >= 1 (any); n and k multiples of 8; A, B, C, bias 16-byte aligned;
- * A, B, C and bias device memory the current GPU can reach over the bytes
- * the GEMM touches (not host, freed or another GPU's memory); otherwise
- * LOOM_ERR_INVALID_ARGUMENT naming the argument and its value, before
- * anything is launched. No comm needed. Stream-ordered, asynchronous and
- * CUDA-graph capturable; may be called from any thread. On compute
- * capability 9.0 loom's own kernel runs (TMA + wgmma, persistent); on other
- * GPUs >= 8.0 its portable kernel (cp.async + mma.sync); decode batches
- * (m <= 64) may run a weight-streaming kernel on either; below 8.0 the call
- * goes to cuBLASLt (LOOM_GEMM_PATH chooses). The configuration of a shape
- * comes from the tuning cache (loom_gemm_tune), else from a model of the
- * kernels; with LOOM_TUNE=1 the first call of a shape the cache lacks tunes
- * it (synchronizing `stream`; not inside a graph capture). */
+/* C [m, n] = A [m, k] x B (+ bias [n]) as *desc describes, on `stream`
+ * (current device): fp32 accumulation, rounded once to c_type. bias: [n] of
+ * c_type when has_bias, else NULL. m, n, k in [1, 2^31 - 1]; n and k
+ * multiples of 8; a, b, c, bias 16-byte aligned; c must not overlap a, b or
+ * bias (LOOM_ERR_INVALID_ARGUMENT otherwise). No comm needed; any thread.
+ * Runs loom's own kernels on compute capability >= 8.0 and cuBLASLt below
+ * (LOOM_GEMM_PATH overrides). A shape's kernel configuration comes from the
+ * tuning cache (loom_gemm_tune), else from a model of the kernels; with
+ * LOOM_TUNE=1 the first call of a shape the cache lacks tunes it
+ * (synchronizing `stream`; inside a graph capture the model is used). */
 loom_result_t loom_gemm(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c,
                         const void *bias, cudaStream_t stream);
 
 /* Tunes loom_gemm for this description on the current GPU: times loom's
- * candidate kernel configurations (tile width, cluster, split-K) on the
- * given buffers (C is overwritten), and records the fastest in the tuning
- * cache, which later loom_gemm calls with the same description on the same
- * kind of GPU use instead of the heuristic; when LOOM_TUNE_FILE is set the
- * cache is written back to that file (and read from it at the next start).
- * Same arguments and checks as loom_gemm. Synchronizes `stream` (takes tens
- * of launches); not allowed while `stream` captures a graph
- * (LOOM_ERR_INVALID_ARGUMENT). Where loom_gemm runs cuBLASLt there is nothing
- * to tune: LOOM_SUCCESS, no entry. */
+ * candidate kernel configurations on the given buffers (C is overwritten)
+ * and records the fastest in the tuning cache, which later loom_gemm calls
+ * with the same description on the same kind of GPU use; when
+ * LOOM_TUNE_FILE is set the cache is written back to that file (and read
+ * from it at the next start). Same arguments and checks as loom_gemm.
+ * Synchronizes `stream`; not allowed while `stream` captures a graph
+ * (LOOM_ERR_INVALID_ARGUMENT). Where loom_gemm runs cuBLASLt there is
+ * nothing to tune: LOOM_SUCCESS, no entry. */
 loom_result_t loom_gemm_tune(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c,
                              const void *bias, cudaStream_t stream);
 
-/* ---- end GEMM ----------------------------------------------------------- */
-
 /* ==== Embedding-bag + All-to-All (DLRM) ================================== */
 /*
- * A DLRM shards its embedding tables table-wise over the ranks (model
- * parallel); the pooled vectors must then be shuffled so that each rank holds
- * its share of the batch for every table (data parallel). loom_embedding_a2a
- * pools and shuffles in one persistent kernel: the pooled vector of each bag
- * is stored straight into the destination rank's output (NVLink peers: no
- * staging copy), slice by slice, with a ready flag per slice.
+ * Tables sharded table-wise over the ranks are pooled and the pooled vectors
+ * shuffled so that each rank holds its share of the batch for every table,
+ * in one kernel: each pooled vector is stored straight into the destination
+ * rank's output, slice by slice, with a ready flag per slice.
  *
  * Shapes (W ranks, T_p tables on rank p, T_total = sum T_p, global batch B,
  * local batch Bl = B / W, dim D; rank r's T = T_r):
@@ -308,8 +329,12 @@ loom_result_t loom_gemm_tune(const loom_gemm_desc_t *desc, const void *a, const 
  *   weights  [num_indices] fp32, optional per-sample weights (sum only)
  *   out      [Bl, T_total*D] out_type on every rank: row i is global sample
  *            rank*Bl + i; columns [g*D, (g+1)*D) hold global table g, tables
- *            numbered rank-major (rank 0's tables first), the layout DLRM's
- *            interaction layer takes.
+ *            numbered rank-major (rank 0's tables first).
+ * Pooling: out(b, t) = sum over i in bag (t, b) of w_i * tables[row i]
+ * (w_i = 1 without weights; / bag length for LOOM_POOL_MEAN), in fp32,
+ * rounded once to out_type.
+ * Alignment: tables, table_grad, out, pooled, grad_out 16 bytes; offsets,
+ * indices 8; weights 4 (LOOM_ERR_INVALID_ARGUMENT otherwise).
  */
 
 typedef enum loom_pooling {
@@ -317,33 +342,34 @@ typedef enum loom_pooling {
   LOOM_POOL_MEAN = 1 /* sum / bag length; an empty bag gives zeros */
 } loom_pooling_t;
 
+/* ZERO_COPY needs every rank load/store reachable (else
+ * LOOM_ERR_UNSUPPORTED). GIN (other nodes by ncclGin puts) is not enabled in
+ * this version: LOOM_ERR_UNSUPPORTED where some rank is not load/store
+ * reachable, ZERO_COPY where every rank is. */
 typedef enum loom_embedding_path {
-  LOOM_EMB_PATH_AUTO = 0,      /* zero-copy where every peer is load/store reachable, else GIN
-                                  if NCCL offers it, else staged */
-  LOOM_EMB_PATH_ZERO_COPY = 1, /* fused kernel, pooled rows stored into peers' outputs (one node) */
-  LOOM_EMB_PATH_GIN = 2,       /* fused kernel; other nodes by ncclGin put + a signal per slice */
-  LOOM_EMB_PATH_STAGED = 3     /* pooling kernel into staging, NCCL send/recv, local reorder
-                                  (the sequential path; the fallback) */
+  LOOM_EMB_PATH_AUTO = 0,      /* ZERO_COPY where every rank is load/store reachable, else STAGED */
+  LOOM_EMB_PATH_ZERO_COPY = 1, /* fused: pooled rows stored into peers' outputs (one NVLink domain) */
+  LOOM_EMB_PATH_GIN = 2,
+  LOOM_EMB_PATH_STAGED = 3     /* pooling into staging, NCCL send/recv, local reorder (any topology) */
 } loom_embedding_path_t;
 
 typedef struct loom_embedding_desc {
   size_t struct_size;           /* sizeof(loom_embedding_desc_t) */
   int world_size;               /* W: must equal the comm's size */
-  const int *tables_per_rank;   /* [W]: T_p >= 0 tables owned by rank p; T_total >= 1 */
+  const int *tables_per_rank;   /* [W]: T_p >= 0 tables owned by rank p; T_total in 1..2^20 */
   const int64_t *rows;          /* [T_total]: rows of each table (>= 1), rank-major order */
   int dim;                      /* D: multiple of 8, 8..1024 */
-  int64_t global_batch;         /* B: multiple of W */
+  int64_t global_batch;         /* B: multiple of W, at most 2^31 */
   loom_pooling_t pooling;
   int per_sample_weights;       /* 1: calls pass weights (LOOM_POOL_SUM only, as PyTorch) */
   loom_dtype_t table_type;      /* fp32, fp16 or bf16 */
   loom_dtype_t out_type;        /* fp32, fp16 or bf16 (accumulation is fp32) */
-  int slice_samples;            /* S: samples per slice (the unit of a ready flag); 0: 128 */
-  int local_first;              /* 0 (default): remote-first task order; 1: local slices first
-                                   (for measurements only) */
-  loom_embedding_path_t path;   /* LOOM_EMB_PATH_AUTO unless forcing one (tests, benchmarks) */
+  int slice_samples;            /* S: samples per slice (the unit of a ready flag), 1..2^24; 0: 128 */
+  int local_first;              /* 0 (default): remote-first task order; 1: local slices first */
+  loom_embedding_path_t path;   /* LOOM_EMB_PATH_AUTO unless forcing one */
   int grid_blocks;              /* persistent blocks; 0: SM count x resident blocks per SM */
   int check_indices_sync;       /* 1: every call synchronizes its stream and reports an index
-                                   error at once (debugging; slow) */
+                                   error at once (debugging) */
 } loom_embedding_desc_t;
 #define LOOM_EMBEDDING_DESC_INIT                                                           \
   { sizeof(loom_embedding_desc_t), 0, NULL, NULL, 0, 0, LOOM_POOL_SUM, 0, LOOM_FP32,       \
@@ -362,9 +388,12 @@ typedef struct loom_embedding_plan_info {
   size_t staging_bytes;         /* other device memory (0 on the zero-copy path) */
 } loom_embedding_plan_info_t;
 
-/* Collective (same desc on every rank). Validates the description (each
- * argument by name and value), chooses the path, reserves the flags and
- * counters in the comm's workspace. Destroy with loom_plan_destroy. */
+/* Collective. Chooses the path and reserves the flags and counters in the
+ * comm's workspace; a plan whose 32-bit signal counts would overflow is
+ * refused, naming the count, its value and the limit. A rank that refuses
+ * its description makes the others fail ("another rank refused its
+ * arguments"). loom_plan_destroy waits for the plan's last call (graph
+ * replays included), not for the device. */
 loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_desc_t *desc,
                                       loom_plan_t *out);
 
@@ -372,42 +401,31 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
 loom_result_t loom_embedding_a2a_plan_info(loom_plan_t plan, loom_embedding_plan_info_t *info);
 
 /* Collective, stream-ordered. Pools this rank's tables over the global batch
- * and delivers the pooled vectors into every rank's `out` (shapes above).
- * `out` must lie in memory from loom_malloc on the plan's comm (peers store
- * into it), at the same offset on every rank. When the op completes on
- * `stream`, this rank's `out` is complete.
- * Buffer contract: peers start storing into this rank's `out` once this
- * rank's call has started on its stream (each call announces "ready to
- * receive" first), so whatever the caller queued on `stream` before the call
- * (reading the previous output) is finished first; the caller must not
- * touch `out` on other streams while a call runs.
+ * and delivers the pooled vectors into every rank's `out` (shapes above;
+ * loom_malloc memory on every path, the staged one included). When the call
+ * completes on `stream`, this rank's `out` is complete.
  * Index errors: an index outside [0, rows) or a bad offset is skipped (it
  * contributes nothing; no wild read) and recorded on the device; the next
- * loom_embedding_a2a / _backward on this plan, or loom_embedding_a2a_check,
- * returns LOOM_ERR_INVALID_ARGUMENT naming the table, position and value
- * (at once when desc.check_indices_sync is set). A peer that never calls
- * makes this call's kernel give up after the comm's timeout:
- * LOOM_ERR_TIMEOUT from loom_comm_get_async_error or the next call. */
+ * loom_embedding_a2a / _backward / _pool on this plan, or
+ * loom_embedding_a2a_check, returns LOOM_ERR_INVALID_ARGUMENT naming the
+ * table, position and value (at once when desc.check_indices_sync is set). */
 loom_result_t loom_embedding_a2a(loom_plan_t plan, const void *tables, const int64_t *indices,
                                  const int64_t *offsets, int64_t num_indices, const float *weights,
                                  void *out, cudaStream_t stream);
 
-/* Collective, stream-ordered: the backward op. grad_out has the shape and
- * dtype of `out` (and must lie in loom_malloc memory, same offset on every
- * rank: peers load from it). For every bag (t, b) of this rank and every
- * index i in it: table_grad[row of i] += scale * w_i * grad(b, t) (/ length
- * for mean). table_grad has the shape and dtype of `tables` (a gradient
- * buffer, or the tables themselves with scale = -lr for plain SGD).
- * Accumulation: fp32 tables take fp32 atomic adds (duplicate rows are fine;
- * the order of additions is not fixed). fp16/bf16 tables are never added to
- * in their own precision: the positions are sorted by row, each row's
- * contributions summed in fp32 in a fixed order and added to table_grad
- * once, so the result is within one rounding of the exact sum and the same
- * on every run; per call this takes 32 bytes of device memory per index,
- * 8 D bytes per 256 indices and the radix sort's temporary storage, stream-
- * ordered from the plan's own pool (kept for the next call, released with
- * the plan), and at most 2^32 - 1 indices per call and 2^32 - 2 rows per
- * rank. grad_out may be reused once this call completes on `stream`. */
+/* Collective, stream-ordered: the backward op. grad_out: shape and dtype of
+ * `out` (loom_malloc memory); table_grad: shape and dtype of `tables` (a
+ * gradient buffer, or the tables with scale = -lr for plain SGD). For every
+ * bag (t, b) of this rank and every index i in it:
+ *   table_grad[row of i] += scale * w_i * grad_out(b, t)   (/ length for mean)
+ * fp32 tables: fp32 atomic adds, in no fixed order. fp16/bf16 tables: each
+ * row's contributions summed in fp32 in a fixed order and added once
+ * (within one rounding of the exact sum, the same on every run); per call
+ * this takes 32 bytes of device memory per index, 8 D bytes per 256 indices
+ * and a radix sort's temporary storage from the plan's own stream-ordered
+ * pool (kept until the plan is destroyed), and allows at most 2^32 - 1
+ * indices (else LOOM_ERR_UNSUPPORTED) and 2^32 - 2 rows per rank (else
+ * LOOM_ERR_UNSUPPORTED at plan creation). */
 loom_result_t loom_embedding_a2a_backward(loom_plan_t plan, const void *grad_out,
                                           const int64_t *indices, const int64_t *offsets,
                                           int64_t num_indices, const float *weights, float scale,
@@ -425,99 +443,61 @@ loom_result_t loom_embedding_pool(loom_plan_t plan, const void *tables, const in
  * running. */
 loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
 
-/* Every call above checks, before it launches anything, that each pointer it
- * takes is memory the current GPU can reach with the bytes the call touches
- * (tables, offsets, indices, weights, out, pooled, grad_out, table_grad):
- * LOOM_ERR_INVALID_ARGUMENT names the argument otherwise. `out` and
- * `grad_out` must be loom_malloc memory on every path, the staged one
- * included (the path AUTO takes never changes what a call accepts). A plan whose 32-bit
- * signal counts (ready flags, completion counters) would overflow is refused
- * at creation, naming the count, its value and the limit. The calls are
- * graph-capturable. loom_plan_destroy waits for the plan's last call (an
- * event the calls record, graph replays included), not for the device. */
-
-/* ==== end of Embedding-bag + All-to-All ================================== */
-
-/* ==== Tensor-parallel linear layers (Flux, CoCoNet 5.4) ================= */
+/* ==== Tensor-parallel linear layers ===================================== */
 /*
- * The forward and backward of a sequence-parallel linear layer on W ranks,
- * each with communication fused into the GEMM:
+ * Linear layers on W ranks with the communication fused into the GEMM:
  *   loom_ag_gemm  (column-parallel)  C [m, n] = AllGather(A shards) [m, k] x B
  *   loom_gemm_rs  (row-parallel)     C shard = ReduceScatter over ranks of A [m, k] x B
- * and the row-parallel layer of plain tensor parallelism (no sequence
- * parallelism) with CoCoNet's pointwise work after its AllReduce:
  *   loom_gemm_ar  (row-parallel)     out [m, n] = epilogue(AllReduce over ranks of A [m, k] x B)
- *                                    on every rank (loom_gemm_ar below)
- * Shapes are global in m (the tokens of all ranks); n and k are this rank's
- * (its weight shard: AG's B is [k, n] or [n, k] with n = N / W; RS's A and B
- * carry k = K / W). The description's GEMM fields are the local GEMM's
- * (as in loom_gemm_desc_t): m rows, this rank's n and k, dtypes, B layout,
- * bias.
+ * m is global (the tokens of all ranks); n and k are this rank's (AG: n =
+ * N / W; RS, AR: k = K / W), as in loom_gemm_desc_t, with its checks.
  *
- * Shards: rows are cut into W shards of S = ceil(m / W) rows; rank p owns rows
- * [min(m, p S), min(m, (p+1) S)). When W divides m the shards are equal
- * (Megatron's sequence parallelism); when not, the last shards are shorter
- * and may be empty (m = 5, W = 4: 2, 2, 1, 0 rows): such m work, they are
- * not refused. A rank whose shard is empty passes NULL (or any pointer) for
- * its shard argument.
+ * Shards: W shards of S = ceil(m / W) rows; rank p owns rows
+ * [min(m, p S), min(m, (p+1) S)), so the last shards may be short or empty
+ * (m = 5, W = 4: 2, 2, 1, 0 rows). A rank whose shard is empty passes any
+ * pointer (NULL included) for its shard argument.
  *
  * Transfers (desc.transfer; loom_tp_plan_info says what a plan chose):
- *   SEQUENTIAL   NCCL collective and the GEMM one after the other
- *                (cuBLASLt or loom_gemm: desc.sequential_gemm; the
- *                baseline; any topology; the fallback)
- *   COPY_ENGINE  AG: each rank pushes its shard into the peers' gathered
- *                buffers with cudaMemcpyAsync on a second stream, chunk by
- *                chunk, each chunk followed by a signal; the GEMM's tiles
- *                wait for the rows they need (NVLink peers only)
+ *   SEQUENTIAL   the NCCL collective, then the GEMM (desc.sequential_gemm)
+ *   COPY_ENGINE  AG: each rank's shard pushed into the peers' gathered A by
+ *                cudaMemcpyAsync on a second stream, a signal per chunk; the
+ *                GEMM's tiles wait for the rows they need
  *   SM_COPY      AG: the same pushes by comm_blocks blocks of a concurrent
- *                kernel; RS: each rank's GEMM stores its partial product in
- *                its own buffer and signals every finished tile to the
- *                owner of its rows; comm_blocks blocks on the owner read
- *                the W partials of each tile through NVLink as they are
- *                signalled and sum them in fp32 in rank order
- *                (deterministic: the same bits on every run); after the
- *                GEMM the same reduction runs on every SM for the tiles
- *                not reached yet (NVLink peers only)
- *   SM_ATOMIC    RS only: the GEMM's epilogue adds each partial tile into
- *                its owner's fp32 accumulator through NVLink
- *                (red.global.add.f32) and signals it; comm_blocks blocks on
- *                the owner round each finished tile once into c_shard (not
- *                deterministic: the order of the additions varies) (NVLink
- *                peers only)
- *   AUTO         SM_COPY for RS and COPY_ENGINE for AG where every peer is
- *                load/store reachable (one NVLink domain), else SEQUENTIAL;
- *                AG also SEQUENTIAL when a shard (ceil(m / W) rows) is
- *                shorter than 64 rows, the smallest GEMM tile (every tile
- *                would wait for another rank's rows) or than the GPU's
- *                ridge point (peak tensor FLOP/s over DRAM bytes/s, ~320
- *                rows on H100: the other ranks' rows would read B from DRAM
- *                again); RS also SEQUENTIAL when the GEMM's tiles fit one
- *                wave of its grid (every tile would finish at the end, the
- *                reduction could overlap nothing). A tuned description
- *                (loom_*_tune) takes the tuner's choice.
- * What a call must pass follows from the description as written (its
- * transfer as asked, AUTO included) and the arguments, never from the
- * transfer AUTO resolved to: the same call is accepted or refused, and
- * computes the same result, whatever AUTO chose.
+ *                kernel; RS: the owner of each output tile reads the W
+ *                ranks' partial tiles through NVLink as they are signalled
+ *                and sums them in fp32 in rank order (deterministic)
+ *   SM_ATOMIC    RS only: each rank adds its partial tiles into the owner's
+ *                fp32 accumulator (red.global.add.f32); the owner rounds each
+ *                finished tile once into c_shard (not deterministic)
+ *   AUTO         SM_COPY for RS and COPY_ENGINE for AG where the fused
+ *                transfers can run, else SEQUENTIAL; AG also SEQUENTIAL when
+ *                a shard (ceil(m / W) rows) is shorter than 64 rows (the
+ *                smallest GEMM tile) or than the GPU's ridge point (dense
+ *                fp16/bf16 tensor FLOP/s over DRAM bytes/s, from its SM
+ *                count, clock and memory bandwidth); RS also SEQUENTIAL when
+ *                the GEMM's tiles fit one wave of its grid. A tuned
+ *                description (loom_*_tune) takes the tuner's choice.
+ * The fused transfers need every rank load/store reachable (one NVLink
+ * domain), loom's own GEMM kernels for the description (where loom_gemm
+ * would not run cuBLASLt) and at most 72 ranks (LOOM_ERR_UNSUPPORTED
+ * otherwise); SEQUENTIAL runs anywhere. What a call must pass follows from the
+ * description as written (its transfer as asked, AUTO included) and the
+ * arguments, never from the transfer AUTO resolved to: the same call is
+ * accepted or refused, and computes the same values up to the rounding
+ * each transfer states, whatever AUTO chose.
  *
  * Memory. AG: the gathered A lives in symmetric memory (peers store into
- * it): pass a_full from loom_malloc on the plan's comm ([m, k], this
- * rank's copy) to receive it, or NULL to use the plan's own buffer. a_shard
- * may be any device memory; when it is a_full's own rows (a_full + rank's
- * first row x k), nothing is copied for the local shard. RS: a, b, c_shard
- * and bias may be any device memory (the plan holds, in symmetric memory,
- * the partial product that peers read: W x S x n elements of the output
- * dtype (SM_COPY), or the fp32 accumulator peers add into: S x n (SM_ATOMIC)).
+ * it): pass a_full (loom_malloc memory, [m, k], this rank's copy) to
+ * receive it, or NULL to use the plan's own buffer. a_shard may be any
+ * device memory; when it is a_full's own rows (a_full + rank's first row x
+ * k), nothing is copied for the local shard. RS: a, b, c_shard and bias may
+ * be any device memory (the plan holds, in symmetric memory, the partial
+ * product that peers read: W x S x n elements of the output dtype
+ * (SM_COPY), or the fp32 accumulator peers add into: S x n (SM_ATOMIC)).
  * SMs: a fused call's GEMM leaves SMs to the kernels it waits for (one for
  * the copy engine's signal kernels, comm_blocks for SM_COPY / SM_ATOMIC);
  * kernels of other streams that occupy those SMs for longer than the comm's
  * timeout make the call give up with LOOM_ERR_TIMEOUT, never hang.
- * Buffer contract (AG): peers store into this rank's a_full once this
- * rank's call has started on its stream, so work queued before the call
- * that reads a_full is finished first; do not touch a_full on other streams
- * while a call runs. A peer that never calls makes the waiting ranks' calls
- * give up after the comm's timeout (LOOM_ERR_TIMEOUT from the next call or
- * loom_comm_get_async_error).
  */
 
 typedef enum loom_tp_transfer {
@@ -529,12 +509,10 @@ typedef enum loom_tp_transfer {
 } loom_tp_transfer_t;
 
 /* The GEMM of the sequential path (transfer LOOM_TP_SEQUENTIAL; the fused
- * transfers always run loom's hooked kernels).
- *   AUTO      a tuned entry's choice (loom_*_tune times both) where the
- *             description leaves every knob to loom and the cache has one;
- *             else cuBLASLt where it takes the dtypes (C of A's type or
- *             fp32), loom_gemm otherwise: untuned, the sequential path is
- *             the baseline itself (NCCL + cuBLASLt)
+ * transfers always run loom's own kernels).
+ *   AUTO      a tuned entry's choice where the description leaves every
+ *             knob to loom and the cache has one; else cuBLASLt where it
+ *             takes the dtypes (C of A's type or fp32), loom_gemm otherwise
  *   LOOM      loom_gemm (its own tuning cache and LOOM_GEMM_PATH apply)
  *   CUBLASLT  cuBLASLt (LOOM_ERR_UNSUPPORTED for bf16 -> fp16 and
  *             fp16 -> bf16, which it does not take) */
@@ -552,14 +530,16 @@ typedef struct loom_tp_desc {
   loom_dtype_t c_type;       /* C (and bias): LOOM_BF16, LOOM_FP16 or LOOM_FP32 */
   loom_layout_t b_layout;
   int has_bias;
-  loom_activation_t activation; /* AG: applied to C after the bias, in the GEMM's epilogue (a
-                                   column-parallel fc1 + GeLU in one call); RS: LOOM_ACT_NONE */
+  loom_activation_t activation; /* AG: applied to C after the bias, in the GEMM's epilogue;
+                                   RS: LOOM_ACT_NONE */
   int world_size;            /* W: must equal the comm's size */
   loom_tp_transfer_t transfer;
-  int chunk_rows;            /* AG: rows per transfer chunk (one signal each); 0: chosen by the plan */
+  int chunk_rows;            /* AG: rows per transfer chunk (one signal each), >= 0; 0: chosen by
+                                the plan */
   int comm_blocks;           /* SM_COPY / SM_ATOMIC: blocks given to the copies (AG) or the
-                                reduction (RS) next to the GEMM; 0: chosen by the plan (the most
-                                SMs, 4..16, that cost the GEMM no extra wave) */
+                                reduction (RS) next to the GEMM, < SM count; 0: chosen by the plan
+                                (the most blocks, 4..16, that leave the GEMM's number of waves
+                                unchanged) */
   loom_tp_gemm_t sequential_gemm; /* the sequential path's GEMM (see loom_tp_gemm_t) */
 } loom_tp_desc_t;
 #define LOOM_TP_DESC_INIT \
@@ -580,49 +560,40 @@ typedef struct loom_tp_plan_info {
   size_t device_bytes;       /* other device memory it holds */
   size_t workspace_bytes;    /* of the comm's symmetric workspace (signals) */
   loom_tp_gemm_t gemm;       /* the GEMM the calls run: LOOM_TP_GEMM_LOOM (loom_gemm, or the
-                                fused transfers' hooked kernel) or LOOM_TP_GEMM_CUBLASLT */
+                                fused transfers' own kernel) or LOOM_TP_GEMM_CUBLASLT */
 } loom_tp_plan_info_t;
 #define LOOM_TP_PLAN_INFO_INIT \
   { sizeof(loom_tp_plan_info_t), LOOM_TP_AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, LOOM_TP_GEMM_AUTO }
 
-/* Collective (same desc on every rank). Validates the description (each
- * field by name and value; the GEMM fields as loom_gemm does), chooses the
- * transfer, allocates what the plan holds. Destroy with loom_plan_destroy.
- * The ranks then compare what they resolved (one all-reduce): ranks given
- * different descriptions, or seeing different tuning caches, all get
- * LOOM_ERR_INVALID_ARGUMENT ("the ranks' descriptions differ"), and a rank
- * that refuses its description makes the others' calls fail with "another
- * rank refused its arguments": never a hang or mismatched protocols. */
+/* Collective. Checks the description (the GEMM fields as loom_gemm does),
+ * chooses the transfer, allocates what the plan holds. Ranks seeing
+ * different tuning caches count as differing; a rank that refuses its
+ * description makes the others fail ("another rank refused its
+ * arguments"). */
 loom_result_t loom_plan_ag_gemm(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out);
 loom_result_t loom_plan_gemm_rs(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out);
-/* GEMM + AllReduce (loom_gemm_ar): desc.has_bias must be 0 and desc.activation
- * LOOM_ACT_NONE (the bias and the activation come through the call's
- * epilogue, applied to the sum: LOOM_ERR_INVALID_ARGUMENT naming the field
- * otherwise); transfer SEQUENTIAL, SM_COPY or AUTO (COPY_ENGINE and
- * SM_ATOMIC are refused by name). Every rank must be load/store reachable
- * (LOOM_ERR_UNSUPPORTED otherwise; across nodes use loom_gemm +
+/* GEMM + AllReduce (loom_gemm_ar), as above, with: desc.has_bias 0 and
+ * desc.activation LOOM_ACT_NONE (the bias and the activation come through
+ * the call's epilogue, applied to the sum; LOOM_ERR_INVALID_ARGUMENT naming
+ * the field otherwise); transfer SEQUENTIAL, SM_COPY or AUTO (COPY_ENGINE
+ * and SM_ATOMIC are refused by name). Every rank must be load/store
+ * reachable (LOOM_ERR_UNSUPPORTED otherwise; across nodes use loom_gemm +
  * ncclAllReduce). */
 loom_result_t loom_plan_gemm_ar(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out);
 
-/* Collective (same desc on every rank), synchronizes `stream` (not while
- * it captures a graph). Times the op's knobs for this description on this
- * comm with inputs of its own (the sequential path; the copy engine with
- * 1, 4, 8, 16 chunks per shard; the SM copy / reduction on 4, 8, 16 blocks;
- * the atomic reduction; the sequential path with cuBLASLt and with
- * loom_gemm) and records the fastest (max over ranks, so every rank picks
- * the same) in the tuning cache (written to LOOM_TUNE_FILE by rank 0 when
- * set). Plans made afterwards from a description with transfer
- * LOOM_TP_AUTO, chunk_rows = comm_blocks = 0 and sequential_gemm
- * LOOM_TP_GEMM_AUTO take the recorded choice; the sequential paths are
- * candidates, so a tuned op is never slower than NCCL + cuBLASLt on the
- * shape it was tuned for. Takes tens of calls of the op. With LOOM_TUNE=1,
- * a plan whose description leaves every knob to loom and that the cache
- * lacks runs this first (plan creation then takes that long once). */
+/* Collective (same desc on every rank); synchronizes `stream` (not while it
+ * captures a graph). Times the op's transfers and knobs for this
+ * description on this comm with inputs of its own (the sequential path
+ * with cuBLASLt and with loom_gemm among them) and records the fastest (max
+ * over ranks, so every rank picks the same) in the tuning cache (written to
+ * LOOM_TUNE_FILE by rank 0 when set). Plans made afterwards from a
+ * description with transfer LOOM_TP_AUTO, chunk_rows = comm_blocks = 0 and
+ * sequential_gemm LOOM_TP_GEMM_AUTO take the recorded choice. With
+ * LOOM_TUNE=1, creating such a plan for a description the cache lacks runs
+ * this first. */
 loom_result_t loom_ag_gemm_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream);
 loom_result_t loom_gemm_rs_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream);
-/* The same for loom_gemm_ar: candidates the sequential path (cuBLASLt or
- * loom_gemm, then loom_allreduce) and the fused reduction on 4, 8, 16 blocks and the
- * plan's own count (times without an epilogue). */
+/* The same for loom_gemm_ar (timed without an epilogue). */
 loom_result_t loom_gemm_ar_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream);
 
 /* Fills *info (plans of loom_plan_ag_gemm, loom_plan_gemm_rs and
@@ -631,121 +602,112 @@ loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info);
 
 /* Collective, stream-ordered. C [m, n] = act(A_full [m, k] x B (+ bias [n])),
  * where A_full is the row-wise concatenation of every rank's a_shard
- * ([shard rows, k], ab_type). c: [m, n] c_type, any device memory. a_full:
- * NULL, or loom_malloc memory [m, k] that receives the gathered A (see the
- * memory contract above; on every transfer, the sequential one included).
- * bias: [n] of c_type iff desc.has_bias. Every pointer is checked, with
- * every byte the call touches inside its allocation, before anything is
- * launched (LOOM_ERR_INVALID_ARGUMENT naming it); c must not overlap
- * a_shard, b, bias or a_full. */
+ * ([shard rows, k], ab_type); fp32 accumulation. The fused transfers add
+ * the bias and apply the activation in fp32 and round once to c_type;
+ * SEQUENTIAL rounds the GEMM's result to c_type and applies the activation
+ * to that (a second rounding). c: [m, n] c_type, any device memory. a_full:
+ * NULL, or loom_malloc memory [m, k] that receives the gathered A (on every
+ * transfer, the sequential one included). bias: [n] of c_type iff
+ * desc.has_bias. c must not overlap a_shard, b, bias or a_full. */
 loom_result_t loom_ag_gemm(loom_plan_t plan, const void *a_shard, const void *b, void *c, void *a_full,
                            const void *bias, cudaStream_t stream);
 
 /* Collective, stream-ordered. c_shard [shard rows, n] (c_type) = this rank's
  * shard of the rows of sum over ranks of (A [m, k] x B) (+ bias [n], added
- * once). Accumulation in fp32: SM_COPY rounds each rank's partial to c_type
- * once and sums the partials in fp32 in rank order (deterministic);
- * SM_ATOMIC adds the fp32 partials in whatever order they arrive and rounds
- * once (not deterministic); SEQUENTIAL is NCCL's reduce-scatter in c_type. */
+ * once). SM_COPY rounds each rank's partial to c_type once and sums the
+ * partials in fp32 in rank order (deterministic); SM_ATOMIC adds the fp32
+ * partials in whatever order they arrive and rounds once (not
+ * deterministic); SEQUENTIAL is NCCL's reduce-scatter in c_type. */
 loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void *c_shard, const void *bias,
                            cudaStream_t stream);
 
-/* Collective, stream-ordered (CoCoNet 5.4, GEMM + AllReduce overlap).
+/* Collective, stream-ordered.
  *   out [m, n] (c_type) = epi(sum over ranks of A [m, k] x B), on every rank
  * with the same bits: A this rank's [m, k] (all m rows, its K slice), B its
  * [k, n] / [n, k] slice. epi: NULL (none) or a loom_epilogue_t applied once
- * to each fp32 sum at (row, col) before the one rounding: scale, bias [n],
- * activation, dropout (mask of element row x n + col: the same as
- * loom_allreduce's with cols = n, on every rank), residual [m, n]; bias and
- * residual of c_type, any device memory of this GPU, read on the rank that
- * reduces the row (pass the same values on every rank). E.g. Megatron's
- * row-parallel layer with dropout(AR(x W) + b) + r in one call.
+ * to each fp32 sum at element row x n + col (cols = n: the same dropout mask
+ * as loom_allreduce's with cols = n), bias [n] and residual [m, n] of c_type,
+ * any device memory of this GPU, read on the rank that reduces the row (pass
+ * the same values on every rank). E.g. dropout(AR(x W) + b) + r in one call.
  * Accumulation: each rank's partial rounded once to c_type, the partials
  * summed in fp32 in rank order 0..W-1, the epilogue in fp32, one rounding:
  * deterministic for every transfer (loom_tp_plan_info.deterministic = 1).
  * Transfers:
- *   SM_COPY     fused: the GEMM+ReduceScatter fused call (rows owned in
- *               shards as above); each owner applies the epilogue to its
- *               rows and stores them into every rank's out through NVLink,
- *               tile by tile as the partials arrive, then signals the tile;
- *               the call ends on each rank once every row of its out has
- *               arrived
- *   SEQUENTIAL  the GEMM (cuBLASLt or loom_gemm: desc.sequential_gemm) into
- *               the plan's partial, then loom_allreduce with the epilogue
+ *   SM_COPY     fused: the GEMM + ReduceScatter call (rows owned in shards
+ *               as above); each owner applies the epilogue to its rows and
+ *               stores them into every rank's out, tile by tile as the
+ *               partials arrive; the call completes on each rank once every
+ *               row of its out has arrived
+ *   SEQUENTIAL  the GEMM (desc.sequential_gemm) into the plan's partial,
+ *               then loom_allreduce with the epilogue
  *   AUTO        loom_gemm_ar_tune's choice where tuned, else SEQUENTIAL
- * Memory: a, b, bias and residual any device memory. out 16-byte aligned;
- * unless the plan was made with desc.transfer = LOOM_TP_SEQUENTIAL (AUTO
- * included, whatever it resolves to) it must lie in memory from loom_malloc
- * on the plan's comm, at the same offset on every rank (peers store into
- * it when fused: LOOM_ERR_INVALID_ARGUMENT naming `out` otherwise); a plan
- * made SEQUENTIAL takes any device memory. out must not overlap a or b. The plan holds in symmetric memory the partial product
- * (fused: W x S x n, sequential: m x n elements of c_type, plus its
- * loom_allreduce plan's staging) and its signals (loom_tp_plan_info).
- * Buffer contract (fused): peers store into this rank's out once this rank's
- * call has started on its stream (its GEMM's first tiles), so work queued on
- * `stream` before the call that reads out is finished first; the call
- * completes on `stream` only once every peer's rows are in out, so reading
- * out after the call on `stream` sees the whole result; do not touch out on
- * other streams while a call runs. A peer that never calls makes the call
- * give up after the comm's timeout (LOOM_ERR_TIMEOUT from the next call or
- * loom_comm_get_async_error, naming the wait). Graph-capturable (every
- * replay is a new call, which the peers must replay as often). */
+ * Memory: a, b, bias and residual any device memory. out 16-byte aligned,
+ * not overlapping a or b; loom_malloc memory unless the plan was made with
+ * desc.transfer = LOOM_TP_SEQUENTIAL (AUTO included, whatever it resolves
+ * to: LOOM_ERR_INVALID_ARGUMENT naming `out`). The plan holds in symmetric
+ * memory the partial product (fused: W x S x n, sequential: m x n elements
+ * of c_type, plus its loom_allreduce plan's staging) and its signals. */
 loom_result_t loom_gemm_ar(loom_plan_t plan, const void *a, const void *b, void *out, const loom_epilogue_t *epi,
                            cudaStream_t stream);
 
-/* ==== end of tensor-parallel linear layers ============================== */
-
-/* ==== Distributed optimizers: Adam and LAMB (CoCoNet 4, 5.2, 6.1) ======== */
+/* ==== Distributed optimizers: Adam and LAMB ============================= */
 /*
- * One data-parallel optimizer step over a list of parameter tensors and
- * their gradients (any sizes, each its own buffer: nothing is copied into a
- * flat buffer), with the gradient's all-reduce fused into the update:
- *
- *   RS-Opt-AG  each rank sums its slice of every gradient over all ranks
- *              (loads from the peers' gradients through NVLink, fp32, in
- *              rank order: the same bits on every run), updates that slice
- *              with the optimizer state it alone holds (sharded: 1/W of
- *              the state per rank), and stores the new parameters of its
- *              slice into every rank's parameter tensor. Adam: one kernel.
- *   AR-Opt     each rank sums the whole gradient over all ranks and updates
- *              the whole tensor itself (replicated state, no stores into
- *              peers): for small tensors.
- * LOOM_OPTIM_AUTO takes AR-Opt for tensors of at most 4096 elements and
- * RS-Opt-AG for the rest, in the same kernels. LAMB needs each tensor's
- * norms of the parameters and of the update over all slices: three kernels
- * (moments and per-chunk partial norms; the norms, summed in one fixed
- * order from every rank's partials; the update).
- *
+ * One data-parallel optimizer step over a list of tensors (any sizes, each
+ * its own buffer), the gradient's all-reduce fused into the update. Each
+ * tensor takes one of two forms:
+ *   RS-Opt-AG  each rank sums its slice of the gradient over the ranks,
+ *              updates it with the state it alone holds (1/W of the state)
+ *              and stores the new parameters of the slice into every rank
+ *   AR-Opt     each rank sums the whole gradient and updates the whole
+ *              tensor (replicated state, no stores into peers)
  * Slices: tensor t of n elements is cut into W slices of
  * S = roundup(ceil(n / W), 8) elements; rank p owns [p S, (p+1) S) clipped
  * to n (tensors of fewer than 8 W elements live on the first ranks).
  *
  * Precision: parameters and gradients fp32, bf16 or fp16 (any pair). With
- * bf16/fp16 parameters the plan keeps fp32 master weights (initialised from
- * the parameters when the plan is created) and the parameters are their
- * rounding; fp32 parameters are their own master. exp_avg and exp_avg_sq
- * are fp32. All arithmetic is fp32.
+ * bf16/fp16 parameters the plan keeps fp32 master weights (read from the
+ * parameters when the plan is created) and the parameters are their
+ * rounding; fp32 parameters are their own master. exp_avg (m) and
+ * exp_avg_sq (v) are fp32.
+ *
+ * The step, per element, in fp32 (s = steps taken + 1; wd the tensor's
+ * weight decay; p the fp32 master or fp32 parameter; lr = *args->lr or
+ * desc.lr):
+ *   g   = (sum over ranks r = 0..W-1, in that order, of grad_r) * c,
+ *         c = fp32(1 / (D * grad_scale)), D = W if average_grads else 1,
+ *         grad_scale = *args->grad_scale or 1
+ *   bc1 = 1 - beta1^s, bc2 = 1 - beta2^s   (both 1 if bias_correction = 0;
+ *         in double, as are lr / bc1 and sqrt(bc2), each rounded to fp32)
+ *   Adam:  if wd != 0: p = p - lr wd p (decoupled) or g = g + wd p (L2)
+ *          m = beta1 m + (1 - beta1) g
+ *          v = beta2 v + (1 - beta2) g^2
+ *          p = p - (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps)
+ *   LAMB:  if L2: g = g + wd p
+ *          m, v as Adam
+ *          u = (m / bc1) / (sqrt(v / bc2) + eps)    (+ wd p if decoupled)
+ *          p = p - r u,  r = lr (||p|| / ||u||) if (use_nvlamb or wd != 0)
+ *                        and ||p|| != 0 and ||u|| != 0, else r = lr
+ *          ||p||, ||u||: L2 norms over the whole tensor (every rank's slice),
+ *          of p before the step (the fp32 master, or the fp32 parameter)
+ *          and of u, summed in a fixed order (the same on every run)
+ * then every rank's parameter = p rounded to param_type. No gradient
+ * clipping, no trust-ratio clipping.
  *
  * Memory (checked at plan creation, LOOM_ERR_INVALID_ARGUMENT naming the
  * tensor): gradients of every tensor and parameters of RS-Opt-AG tensors
- * must lie in memory from loom_malloc on the plan's comm (peers load the
- * gradients and store the parameters), at the same offset of the same
- * allocation on every rank (allocate in the same order everywhere; a
- * layout that differs between ranks is refused); AR-Opt parameters may be
- * any device memory. The plan records the pointers: every call updates
- * those tensors. 16-byte-aligned tensors take vector loads; others work,
- * slower.
+ * are loom_malloc memory (peers load the gradients and store the
+ * parameters), at the same offset of the same allocation on every rank
+ * (allocate in the same order everywhere); AR-Opt parameters may be any
+ * device memory. Any alignment. The plan records the pointers: every step
+ * updates those tensors. Every rank must be load/store reachable
+ * (LOOM_ERR_UNSUPPORTED otherwise).
  *
- * Calls. A step is collective and stream-ordered. A rank's call starts by
- * telling its peers that its gradients are complete and its parameters free
- * (everything queued before it on `stream` is done); it returns (on the
- * stream) only when every peer has finished reading its gradients and
- * storing into its parameters, so the caller may overwrite the gradients
- * and read the parameters right after it, on that stream. Every wait is
- * bounded by the comm's timeout (LOOM_ERR_TIMEOUT, naming the wait).
- * CUDA graphs: a captured step is replayed as a new step (the step counter
- * lives on the device and advances on every replay); lr, grad scale and
- * the skip flag may be device scalars the caller changes between replays.
+ * A step completes on `stream` only once every peer has finished reading
+ * this rank's gradients and storing into its parameters: overwrite the
+ * gradients and read the parameters after it on that stream. A captured
+ * step is replayed as a new step (the step counter lives on the device);
+ * lr, grad scale and found_inf may be device scalars changed between
+ * replays.
  */
 
 typedef enum loom_optim_form {
@@ -769,13 +731,14 @@ typedef struct loom_optim_desc {
   loom_optim_form_t form;
   float lr;                   /* used when a call passes no device lr */
   float beta1, beta2, eps;
-  float weight_decay;         /* for every tensor, unless weight_decays is given */
-  const float *weight_decays; /* host array [T] or NULL (BERT: 0 for biases and LayerNorm) */
-  int decoupled_weight_decay; /* 1: AdamW (p -= lr wd p) / LAMB adam_w_mode; 0: L2 (g += wd p) */
-  int bias_correction;        /* 1: divide the moments by 1 - beta^step */
+  float weight_decay;         /* >= 0, for every tensor, unless weight_decays is given */
+  const float *weight_decays; /* host array [T] (each >= 0) or NULL */
+  int decoupled_weight_decay; /* 1: AdamW (p -= lr wd p) / LAMB adam_w_mode (u += wd p);
+                                 0: L2 (g += wd p) */
+  int bias_correction;        /* 1: bc1, bc2 as above; 0: bc1 = bc2 = 1 */
   int average_grads;          /* 1: the gradient is the mean over ranks (DDP); 0: the sum */
   int use_nvlamb;             /* LAMB: the trust ratio also for tensors with weight decay 0 */
-  int64_t chunk_elems;        /* elements per work chunk, a multiple of 8; 0: 4096 */
+  int64_t chunk_elems;        /* elements per work chunk, a multiple of 8 up to 2^24; 0: 4096 */
 } loom_optim_desc_t;
 #define LOOM_OPTIM_DESC_INIT                                                                            \
   { sizeof(loom_optim_desc_t), 0, 0, NULL, NULL, NULL, LOOM_FP32, LOOM_FP32, LOOM_OPTIM_AUTO, 1e-3f, 0.9f, \
@@ -786,13 +749,15 @@ typedef struct loom_optim_desc {
 typedef struct loom_optim_args {
   size_t struct_size;         /* sizeof(loom_optim_args_t) */
   const float *lr;            /* device float, or NULL: desc.lr */
-  const float *grad_scale;    /* device float, or NULL: gradients are divided by *grad_scale (loss scaling) */
-  const float *found_inf;     /* device float, or NULL: when nonzero the call changes nothing (parameters,
-                                 state, step; torch._fused_adam_'s found_inf) */
-  int *grad_nonfinite;        /* device int, or NULL: set to 1 on every rank when any reduced, scaled
-                                 gradient element of the step, on any rank's slice, is inf or NaN (the
-                                 same value on every rank; never cleared by loom; a step skipped by
-                                 found_inf sets nothing) */
+  const float *grad_scale;    /* device float, or NULL (1): the loss scale the gradients are divided by */
+  const float *found_inf;     /* device float, or NULL: when nonzero the step is skipped: parameters,
+                                 state and step counter stay as they are (torch._fused_adam_'s
+                                 found_inf) */
+  int *grad_nonfinite;        /* device int, or NULL: set to 1 on every rank when any g of the step
+                                 (the summed, unscaled gradient before weight decay), on any rank's
+                                 slice, is inf or NaN; left as it is otherwise (loom never clears it).
+                                 It only reports: the step is applied all the same. A step skipped
+                                 by found_inf sets nothing. */
 } loom_optim_args_t;
 #define LOOM_OPTIM_ARGS_INIT { sizeof(loom_optim_args_t), NULL, NULL, NULL, NULL }
 
@@ -816,11 +781,9 @@ typedef struct loom_optim_plan_info {
 } loom_optim_plan_info_t;
 #define LOOM_OPTIM_PLAN_INFO_INIT { sizeof(loom_optim_plan_info_t), 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, 0, 0, 0 }
 
-/* Collective (same description on every rank but the pointers). Checks the
- * description (each field by name and value, every tensor's memory),
- * builds the chunk table, allocates the state (zero moments, step 0, the
- * master weights read from the parameters now). Destroy with
- * loom_plan_destroy. */
+/* Collective. Checks the description and every tensor's memory, builds the
+ * chunk table, allocates the state (zero moments, step 0, the master
+ * weights read from the parameters at this call). */
 loom_result_t loom_plan_adam(loom_comm_t comm, const loom_optim_desc_t *desc, loom_plan_t *out);
 loom_result_t loom_plan_lamb(loom_comm_t comm, const loom_optim_desc_t *desc, loom_plan_t *out);
 
@@ -842,16 +805,12 @@ loom_result_t loom_optim_tensor_state(loom_plan_t plan, int tensor, int64_t *lo,
  * (resuming from a checkpoint). */
 loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t stream);
 
-/* ==== end of distributed optimizers ===================================== */
-
-/* ==== Collectives with a fused epilogue (CoCoNet's FusedAllReduce) ======= */
+/* ==== Collectives with a fused epilogue ================================= */
 /*
- * loom's own AllReduce, ReduceScatter and AllGather over symmetric memory
- * (NVLink loads and stores through LSA pointers), with the pointwise
- * epilogue (loom_epilogue_t) or a row-wise norm applied once per element
- * between the reduction and the gather, so that
- *     out = LayerNorm(dropout(AllReduce(x) + bias) + residual)
- * is one call and one kernel.
+ * AllReduce, ReduceScatter and AllGather over symmetric memory, with the
+ * pointwise epilogue and a row-wise norm applied between the reduction and
+ * the gather: out = LayerNorm(dropout(AllReduce(x) + bias) + residual) in
+ * one call.
  *
  *   loom_allreduce       out [count] = epilogue(sum over ranks of in [count])
  *   loom_reduce_scatter  out [my slice] = epilogue(sum over ranks of in [count]),
@@ -860,88 +819,76 @@ loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t s
  *
  * Slices: the vector is cut in units of 8 elements (flat, desc.cols = 0) or
  * of whole rows (desc.cols > 0: count = rows x cols), and rank p owns
- * [min(count, p S), min(count, (p+1) S)) with S = ceil(units / W) units
- * (loom_coll_plan_info gives this rank's). Any count works (1 element, not
- * divisible by W or by 8): the last slices are shorter or empty (count = 1,
- * W = 2: rank 1 owns nothing; its loom_reduce_scatter `out` may be NULL).
+ * [min(count, p S), min(count, (p+1) S)) with S = ceil(ceil(count / unit) /
+ * W) units (loom_coll_plan_info gives this rank's: my_begin, my_len). Any
+ * count works: the last slices are shorter or empty (count = 1, W = 2:
+ * rank 1 owns nothing).
  *
  * Arithmetic: every element is summed over the ranks in fp32 in rank order
  * 0..W-1 (the same bits on every rank, run and algorithm), the epilogue
- * runs in fp32, and the result is rounded once to desc.out_type.
+ * and the norm run in fp32, and the result is rounded once to
+ * desc.out_type.
  *
  * Epilogue (loom_allreduce, loom_reduce_scatter; NULL: none): as
  * loom_epilogue_t says, at element i = row x cols + col of the full vector
- * (bias [cols] needs desc.cols > 0; the dropout mask is a function of
- * (seed, offset, i), the same on every rank and for every algorithm);
- * residual has out's shape: [count] for loom_allreduce, this rank's slice
- * for loom_reduce_scatter. bias and residual are of out_type. With desc.norm
- * the pointwise result of each row is then normalised:
- *   LOOM_NORM_RMS    y = x / sqrt(mean(x^2) + eps) * norm_weight
- *   LOOM_NORM_LAYER  y = (x - mean) / sqrt(var + eps) * norm_weight (+ norm_bias)
- * (norm_weight, norm_bias [cols] of out_type; cols <= 32768): residual add +
- * RMSNorm after a tensor-parallel AllReduce in one call. The slices are whole
- * rows, so each rank normalises its own rows before the gather.
+ * (flat: i is the position; bias [cols] needs desc.cols > 0); residual has
+ * out's shape: [count] for loom_allreduce, this rank's slice for
+ * loom_reduce_scatter. bias and residual are of out_type. With desc.norm
+ * each row x of the pointwise result (fp32, not rounded; n = cols) is then
+ * normalised:
+ *   LOOM_NORM_RMS    y = x * rsqrt(sum(x^2) / n + eps) * w
+ *   LOOM_NORM_LAYER  mean = sum(x) / n,  var = sum((x - mean)^2) / n (biased)
+ *                    y = (x - mean) * rsqrt(var + eps) * w (+ b)
+ * (/ n as a multiplication by fp32(1 / n); rsqrt the GPU's rsqrtf; w, b =
+ * norm_weight, norm_bias [cols] of out_type; eps = desc.norm_eps), and y is
+ * rounded once to out_type. The slices are whole rows, so each rank
+ * normalises its own rows before the gather.
  *
  * Algorithms (loom_allreduce; loom_coll_plan_info says which):
- *   ONE_SHOT  each rank reads every rank's whole input and reduces the whole
- *             vector itself (fewest steps: small messages)
- *   TWO_SHOT  each rank reduces its slice (reading the peers' inputs),
- *             applies the epilogue to it, and the ranks fetch each other's
- *             reduced slices (ReduceScatter + AllGather in one kernel,
- *             pipelined by chunks: large messages)
- *   LL        low-latency one-shot: each rank pushes its whole input,
- *             each 4-byte word paired with a 4-byte flag (the call's epoch)
- *             in one 8-byte store, into a buffer of every peer, and reduces
- *             the words it receives as their flags arrive: one crossing of
- *             the link per call, no handshake (the buffers alternate between
- *             odd and even calls), at twice the bytes on the wire. Rows with
- *             desc.norm need cols a multiple of 8.
- *   PUSH      one-shot by stores: each rank stores its whole input into a
- *             buffer of every peer in chunks, a flag after each (the buffers
- *             alternate between odd and even calls, as LL's), and reduces
- *             each chunk from its own memory once every peer's flag is set:
- *             the input crosses the link once, as it is, and nothing is
- *             read across it.
+ *   ONE_SHOT  each rank loads every rank's whole input and reduces all of it
+ *   TWO_SHOT  each rank reduces its slice and applies the epilogue to it,
+ *             then the ranks load each other's results (one kernel)
+ *   LL        each rank stores its whole input into every peer's buffer,
+ *             each 4-byte word with a 4-byte flag (the call's epoch) in one
+ *             8-byte store, and reduces the words as their flags arrive;
+ *             with desc.norm, cols must be a multiple of 8
+ *   PUSH      each rank stores its whole input into every peer's buffer in
+ *             chunks, a flag after each, and reduces each chunk from its own
+ *             memory once every peer's flag is set
  *   AUTO      LL where it applies, up to LOOM_ALLREDUCE_LL_BYTES / (W-1)
- *             of input (count x dtype size; default 1 MiB), else PUSH up
- *             to LOOM_ALLREDUCE_PUSH_BYTES (4 MiB), else ONE_SHOT up to
- *             LOOM_ALLREDUCE_ONE_SHOT_BYTES (16 MiB), these two while
- *             their extra traffic over TWO_SHOT's ((W-1)(W-2)/W x bytes)
- *             stays under 2 MiB, else TWO_SHOT (docs/perf/coll.md, "AUTO's tiers").
+ *             bytes of input (count x dtype size; default 1 MiB), else PUSH
+ *             up to LOOM_ALLREDUCE_PUSH_BYTES (default 4 MiB), else
+ *             ONE_SHOT up to LOOM_ALLREDUCE_ONE_SHOT_BYTES (default 16 MiB),
+ *             these two only while (W-1)(W-2)/W x bytes stays at most 2 MiB,
+ *             else TWO_SHOT.
  *             LL, PUSH and ONE_SHOT apply the epilogue to every element on
- *             every rank, TWO_SHOT to the rank's slice only: the defaults
- *             stop where that repetition starts to cost (at 16 MiB they
- *             are 1% behind TWO_SHOT with an epilogue, 10% ahead without).
+ *             every rank, TWO_SHOT to the rank's slice only.
  *
- * Memory: `in` must lie in memory from loom_malloc on the plan's comm, at
- * the same offset on every rank (peers load from it): otherwise
- * LOOM_ERR_INVALID_ARGUMENT naming `in`. `out` may be any device memory of
- * this GPU (peers never touch it). in, out 16-byte aligned (except an
- * in-place AllGather's in, which is out + its slice begin, and an
- * in-place ReduceScatter's out, which is in + its slice begin: any count
- * and row width the out-of-place call takes works in place). loom_all_gather:
- * every rank's `in` at the same offset with room for the largest slice
- * (S elements), passed even where this rank's slice is empty (its offset
- * names the peers'). In place: loom_allreduce out == in (same dtype);
- * loom_reduce_scatter out == in + this rank's slice begin (same dtype);
- * loom_all_gather in == out + its slice begin on every rank (then out is
- * loom_malloc memory). Any other overlap of in and out is refused.
- * A two-shot plan holds a symmetric staging buffer of S elements, a one-shot
- * plan one of count elements (for in place), an LL plan one of
+ * Memory: `in` is loom_malloc memory (peers load from it); `out` may be any
+ * device memory of this GPU (peers never touch it). in and out 16-byte
+ * aligned, except where in place says otherwise. loom_all_gather: every
+ * rank's `in` with room for the largest slice (S elements), passed even
+ * where this rank's slice is empty (its offset names the peers').
+ * In place (any count and row width the out-of-place call takes):
+ *   loom_allreduce       out == in, out_type == dtype
+ *   loom_reduce_scatter  out == in + my_begin (elements), out_type == dtype,
+ *                        my_len > 0; out needs no alignment
+ *   loom_all_gather      in == out + my_begin on every rank (my_len may be
+ *                        0); in needs no alignment; out is then loom_malloc
+ *                        memory at the same offset on every rank
+ * Any other overlap of in and out is refused. A ReduceScatter rank whose
+ * slice is empty (my_len = 0) has no output: its `out` is neither checked
+ * nor touched (NULL or any pointer).
+ * A two-shot plan holds a symmetric staging buffer of S elements, a
+ * one-shot plan one of count elements (for in place), an LL plan one of
  * 4 (W-1) x count x dtype size bytes (two of W-1 slots of twice the input),
  * a PUSH plan one of 2 (W-1) x count x dtype size bytes and a flag per
  * chunk; ReduceScatter and AllGather plans none.
  *
- * Buffer contract: peers read this rank's `in` once this rank's call has
- * started on its stream, and the call completes (on `stream`) only once no
- * peer reads it any more: reuse `in` and `out` after the call like after an
- * NCCL call. Stream-ordered, CUDA-graph capturable (the epoch comes from the
- * device: every replay is a new call, which the peers must replay as
- * often). Every device-side wait is bounded: a peer that never calls makes
- * the call give up after the comm's timeout (LOOM_ERR_TIMEOUT from the next
- * call or loom_comm_get_async_error, naming the wait). Every rank of the
- * comm must be load/store reachable (one NVLink domain; else
- * LOOM_ERR_UNSUPPORTED at plan creation), at most 64 ranks.
+ * After the call completes on `stream`, `in` and `out` may be reused as
+ * after an NCCL call. Every rank of the comm must be load/store reachable
+ * (one NVLink domain), at most 64 ranks (else LOOM_ERR_UNSUPPORTED at plan
+ * creation).
  */
 
 typedef enum loom_coll_algo {
@@ -960,13 +907,14 @@ typedef enum loom_norm {
 
 typedef struct loom_coll_desc {
   size_t struct_size;     /* sizeof(loom_coll_desc_t) */
-  int64_t count;          /* elements of the full vector (>= 1) */
+  int64_t count;          /* elements of the full vector, 1..2^40 */
   loom_dtype_t dtype;     /* in */
   loom_dtype_t out_type;  /* out (and bias, residual, norm weight/bias); loom_all_gather: = dtype */
   int64_t cols;           /* 0: a flat vector; > 0: rows of cols (count a multiple): slices are whole
                              rows; needed for a bias and for desc.norm */
-  loom_norm_t norm;       /* row-wise epilogue after the pointwise one (not loom_all_gather) */
-  float norm_eps;         /* > 0 */
+  loom_norm_t norm;       /* row-wise norm after the pointwise epilogue (not loom_all_gather);
+                             cols <= 32768 */
+  float norm_eps;         /* finite and > 0 */
   loom_coll_algo_t algo;  /* loom_allreduce only (others: LOOM_COLL_AUTO) */
   int world_size;         /* must equal the comm's size */
   int blocks;             /* blocks of the kernel (1 .. SMs); 0: chosen by size */
@@ -989,12 +937,11 @@ typedef struct loom_coll_plan_info {
 } loom_coll_plan_info_t;
 #define LOOM_COLL_PLAN_INFO_INIT { sizeof(loom_coll_plan_info_t), LOOM_COLL_AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
-/* Collective (same desc on every rank). Validates the description (each
- * field by name and value), chooses the algorithm, allocates the staging
- * buffer and signals. Destroy with loom_plan_destroy (waits for the plan's
- * last call). Ranks that disagree (different descriptions or
- * LOOM_ALLREDUCE_ONE_SHOT_BYTES), or one rank refusing its description,
- * give LOOM_ERR_INVALID_ARGUMENT on every rank, as for loom_plan_ag_gemm. */
+/* Collective. Chooses the algorithm, allocates the staging buffer and
+ * signals. Ranks whose LOOM_ALLREDUCE_* settings resolve different
+ * algorithms count as differing; a rank that refuses its description makes
+ * the others fail ("another rank refused its arguments"). loom_plan_destroy
+ * waits for the plan's last call. */
 loom_result_t loom_plan_allreduce(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out);
 loom_result_t loom_plan_reduce_scatter(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out);
 loom_result_t loom_plan_all_gather(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out);
@@ -1009,16 +956,14 @@ loom_result_t loom_allreduce(loom_plan_t plan, const void *in, void *out, const 
                              const void *norm_weight, const void *norm_bias, cudaStream_t stream);
 
 /* Collective, stream-ordered. in [count] dtype (loom_malloc memory), out
- * this rank's slice [my_len] out_type (NULL allowed when it is empty);
- * epilogue and norm as loom_allreduce (residual: [my_len]). */
+ * this rank's slice [my_len] out_type (any pointer, NULL included, when
+ * my_len = 0); epilogue and norm as loom_allreduce (residual: [my_len]). */
 loom_result_t loom_reduce_scatter(loom_plan_t plan, const void *in, void *out, const loom_epilogue_t *epi,
                                   const void *norm_weight, const void *norm_bias, cudaStream_t stream);
 
 /* Collective, stream-ordered. in this rank's slice [my_len] dtype
  * (loom_malloc memory, room for S elements; never NULL), out [count] dtype. */
 loom_result_t loom_all_gather(loom_plan_t plan, const void *in, void *out, cudaStream_t stream);
-
-/* ==== end of collectives ================================================= */
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop
