@@ -202,15 +202,20 @@ static loom_result_t optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc,
   if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
   *out = NULL;
   LOOM_TRY(loom__comm_check(comm, fn));
-  LOOM_TRY(loom__optim_check_desc(fn, comm->size, desc));
-  if (!local && !comm->ws_all_reachable && !comm->detached)
-    return loom__fail(LOOM_ERR_UNSUPPORTED,
-                      "%s: every rank must be load/store reachable (one NVLink domain): peers' gradients are read "
-                      "and their parameters written through NVLink",
-                      fn);
+  /* a rank that refuses before the agreement below still answers it
+   * (loom__comm_refuse), so the ranks that accepted do not wait in it */
+  int agreed = local;
+  loom_result_t rc = loom__optim_check_desc(fn, comm->size, desc);
+  if (rc == LOOM_SUCCESS && !local && !comm->ws_all_reachable && !comm->detached)
+    rc = loom__fail(LOOM_ERR_UNSUPPORTED,
+                    "%s: every rank must be load/store reachable (one NVLink domain): peers' gradients are read "
+                    "and their parameters written through NVLink",
+                    fn);
+  if (rc != LOOM_SUCCESS) return agreed ? rc : loom__comm_refuse(comm, fn, rc);
 
   loom_optim_state_t *st = (loom_optim_state_t *)calloc(1, sizeof *st);
-  if (!st) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn);
+  if (!st)
+    return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn));
   const int T = desc->num_tensors;
   st->lamb = lamb;
   st->local = local;
@@ -274,6 +279,7 @@ static loom_result_t optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc,
                                  "the same tensors (numels, dtypes, hyperparameters) must be given on every rank, each "
                                  "gradient (and each RS-Opt-AG parameter) at the same offset of the same loom_malloc "
                                  "allocation (allocate in the same order on every rank)");
+    agreed = 1;
     if (mine != LOOM_SUCCESS) r = loom__fail(mine, "%s", msg);
     if (r != LOOM_SUCCESS) goto fail;
   }
@@ -417,6 +423,7 @@ static loom_result_t optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc,
   return LOOM_SUCCESS;
 
 fail:
+  if (!agreed) r = loom__comm_refuse(comm, fn, r); /* failed before the agreement: answer it */
   free(grad_tab), free(param_tab), free(vec), free(chunks), free(tdev), free(gowner);
   if (plan) {
     char msg[768];
