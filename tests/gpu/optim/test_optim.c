@@ -572,6 +572,15 @@ static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
     grads[1] = sym + (rank == 1 ? 2048 + 256 : 2048);
     CHECK_RESULT(loom_plan_adam(comm, &d, &plan), LOOM_ERR_INVALID_ARGUMENT);
     CHECK_MSG("descriptions differ");
+    grads[1] = sym + 2048;
+    /* a description only one rank refuses (its own check, before the
+     * agreement): every rank fails, none waits for the refusing one */
+    d.beta1 = rank == 1 ? 1.5f : 0.9f;
+    CHECK_RESULT(loom_plan_adam(comm, &d, &plan), LOOM_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(rank == 1 ? "beta1" : "another rank refused");
+    CHECK_RESULT(loom_plan_lamb(comm, &d, &plan), LOOM_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(rank == 1 ? "beta1" : "another rank refused");
+    d.beta1 = 0.9f;
   }
 out:
   if (plan) CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
