@@ -509,13 +509,18 @@ static loom_result_t check_inputs(const char *fn, loom_emb_state_t *st, const ch
 
 /* Device checks of the inputs common to the calls: each pointer the call
  * reads is device memory of this GPU with the bytes the call reaches. */
-static loom_result_t check_input_ptrs(const char *fn, loom_emb_state_t *st, const char *tab_name, const void *tables,
-                                      size_t tab_elem, const int64_t *indices, const int64_t *offsets,
-                                      int64_t num_indices, const float *weights) {
+static loom_result_t check_input_ptrs(const char *fn, loom_plan_t plan, loom_emb_state_t *st, const char *tab_name,
+                                      const void *tables, size_t tab_elem, const int64_t *indices,
+                                      const int64_t *offsets, int64_t num_indices, const float *weights) {
   const int T = st->sched.t_local;
   if (T > 0) {
-    LOOM_TRY(loom__check_device_ptr(fn, tab_name, tables, (size_t)st->local_rows * (size_t)st->desc.dim * tab_elem));
-    LOOM_TRY(loom__check_device_ptr(fn, "offsets", offsets, ((size_t)T * (size_t)st->sched.batch + 1) * sizeof(int64_t)));
+    /* the tables (or table_grad, which the backward writes) through the one
+     * bounds check: inside its allocation, and inside its loom_malloc
+     * allocation where it lies in one */
+    const loom_buf_t b[2] = {
+        {tab_name, tables, (size_t)st->local_rows * (size_t)st->desc.dim * tab_elem, 0, NULL},
+        {"offsets", offsets, ((size_t)T * (size_t)st->sched.batch + 1) * sizeof(int64_t), 0, NULL}};
+    LOOM_TRY(loom__check_bufs(fn, plan->comm, b, 2));
   }
   if (num_indices > 0) {
     LOOM_TRY(loom__check_device_ptr(fn, "indices", indices, (size_t)num_indices * sizeof(int64_t)));
@@ -621,9 +626,10 @@ loom_result_t loom_embedding_pool(loom_plan_t plan, const void *tables, const in
   if ((uintptr_t)pooled & 15) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: pooled=%p must be 16-byte aligned", fn, pooled);
   if (plan->comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: test comm without a GPU", fn);
   const size_t tsz = loom_dtype_size(st->desc.table_type), osz = loom_dtype_size(st->desc.out_type);
-  LOOM_TRY(check_input_ptrs(fn, st, "tables", tables, tsz, indices, offsets, num_indices, weights));
-  LOOM_TRY(loom__check_device_ptr(fn, "pooled", pooled,
-                                  (size_t)st->sched.batch * (size_t)st->sched.t_local * (size_t)st->desc.dim * osz));
+  LOOM_TRY(check_input_ptrs(fn, plan, st, "tables", tables, tsz, indices, offsets, num_indices, weights));
+  const loom_buf_t pb = {"pooled", pooled,
+                         (size_t)st->sched.batch * (size_t)st->sched.t_local * (size_t)st->desc.dim * osz, 0, NULL};
+  LOOM_TRY(loom__check_buf(fn, plan->comm, &pb));
   if (st->sched.t_local == 0) return LOOM_SUCCESS;
   loom_emb_kargs_t a;
   fill_common(&a, plan, st, tables, indices, offsets, num_indices, weights);
@@ -647,7 +653,7 @@ loom_result_t loom_embedding_a2a(loom_plan_t plan, const void *tables, const int
   if (comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: test comm without a GPU", fn);
   const size_t tsz = loom_dtype_size(st->desc.table_type), osz = loom_dtype_size(st->desc.out_type);
   const size_t out_bytes = (size_t)st->sched.local_batch * (size_t)st->sched.t_total * (size_t)st->desc.dim * osz;
-  LOOM_TRY(check_input_ptrs(fn, st, "tables", tables, tsz, indices, offsets, num_indices, weights));
+  LOOM_TRY(check_input_ptrs(fn, plan, st, "tables", tables, tsz, indices, offsets, num_indices, weights));
   /* symmetric on every path, staged included: what a call may pass never
    * depends on the path the plan resolved to */
   const loom_buf_t ob = {"out", out, out_bytes, LOOM_BUF_SYMMETRIC,
@@ -709,7 +715,7 @@ loom_result_t loom_embedding_a2a_backward(loom_plan_t plan, const void *grad_out
   if (comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: test comm without a GPU", fn);
   const size_t tsz = loom_dtype_size(st->desc.table_type), osz = loom_dtype_size(st->desc.out_type);
   const size_t g_bytes = (size_t)st->sched.local_batch * (size_t)st->sched.t_total * (size_t)st->desc.dim * osz;
-  LOOM_TRY(check_input_ptrs(fn, st, "table_grad", table_grad, tsz, indices, offsets, num_indices, weights));
+  LOOM_TRY(check_input_ptrs(fn, plan, st, "table_grad", table_grad, tsz, indices, offsets, num_indices, weights));
   const loom_buf_t gb = {"grad_out", grad_out, g_bytes, LOOM_BUF_SYMMETRIC,
                          "peers load from it on the fused paths, so it must be symmetric memory on every path"};
   LOOM_TRY(loom__check_buf(fn, comm, &gb));
