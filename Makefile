@@ -1,7 +1,8 @@
 # loom - build, test, benchmark.
 #
 #   make              libloom.so, libloom.a, tools, tests        (build/)
-#   make test         everything, then the host test suites, C and Python (no GPU needed)
+#   make test         everything, then the host test suites, C and Python (no GPU needed),
+#                     then how long it took (make -j$(nproc) test: every core; .ci/run)
 #   make gpu-test     the GPU test suite (needs GPUs; 2 for the peer tests)
 #   make bench        the main benchmark job on the GPUs present
 #   make install PREFIX=/usr/local
