@@ -1,7 +1,8 @@
 # loom - build, test, benchmark.
 #
 #   make              libloom.so, libloom.a, tools, tests        (build/)
-#   make test         everything, then the host test suites, C and Python (no GPU needed)
+#   make test         everything, then the host test suites, C and Python (no GPU needed),
+#                     then how long it took (make -j$(nproc) test: every core; .ci/run)
 #   make gpu-test     the GPU test suite (needs GPUs; 2 for the peer tests)
 #   make bench        the main benchmark job on the GPUs present (without a GPU it
 #                     says so and stops before building anything)
@@ -57,8 +58,17 @@ LDLIBS   := -L$(NCCL_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(NCCL_LIB):$(CUDA_HOM
             $(NCCL_LINK) -lcublasLt -lcublas -lnvrtc -lcudart -lpthread -lm -ldl -lstdc++
 
 LIB_C    := $(sort $(wildcard src/core/*.c src/baseline/*.c src/gemm/*.c src/ops/*/*.c src/lang/*.c))
-LIB_CU   := $(sort $(wildcard src/core/*.cu src/baseline/*.cu src/gemm/*.cu src/ops/*/*.cu src/lang/*.cu))
-LIB_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C)) $(patsubst %.cu,$(BUILD)/obj/%.o,$(LIB_CU))
+# The slowest translation units (ptxas, mostly: the GEMM kernels' groups of
+# instantiations, src/gemm/gemm_sm80.cuh and gemm_sm90.cuh, and the
+# collectives' kernels) come first, the slowest first, so that make -j starts
+# them before the quick ones and none is left compiling alone at the end.
+SLOW_CU  := $(foreach p,src/gemm/gemm_sm80_ src/ops/coll/coll_kernels src/gemm/gemm_sm90_128x256_ \
+              src/gemm/gemm_sm90_128x224_ src/gemm/gemm_sm90_128x128_ src/gemm/gemm_sm90_128x192_ \
+              src/ops/embedding/embedding_a2a src/gemm/gemm_sm90_64x256_ src/ops/optim/optim_kernels \
+              src/gemm/gemm_small_m src/gemm/gemm_sm90_64x128_,$(sort $(wildcard $(p)*.cu)))
+LIB_CU   := $(SLOW_CU) $(filter-out $(SLOW_CU),$(sort $(wildcard src/core/*.cu src/baseline/*.cu src/gemm/*.cu \
+              src/ops/*/*.cu src/lang/*.cu)))
+LIB_OBJ  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(LIB_CU)) $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C))
 # The test-support library: CPU references (src/ref), hooks into loom's
 # internals (src/testing: hooks.h for tests, bench_api.h, the one internal
 # header the benchmarks include) and what tests and tools share (support/:
@@ -169,12 +179,16 @@ $(BUILD)/header-check.ok: include/loom.h VERSION loom.pc.in python/pyproject.tom
 	sh tests/check_version.sh $(BUILD)/loom.pc '$(NCCL_LINK)'
 	@touch $@
 
+# `make test` ends by saying how long it took, build and tests, counted from
+# when make read this file (LOOM_T0).
+LOOM_T0 := $(shell date +%s)
 test: all
 	$(BUILD)/tests/loom-test-host
 	bash tests/check_exports.sh $(LIBSO) include/loom.h
 	bash tests/check_loom_tool.sh $(BUILD)/bin/loom
 	python3 tests/check_layers.py --src src --obj $(BUILD)/obj/src --header include/loom.h
 	$(MAKE) --no-print-directory python-test
+	@t=$$(( $$(date +%s) - $(LOOM_T0) )); printf 'loom: make test took %d min %02d s (build and tests)\n' $$((t / 60)) $$((t % 60))
 
 # The Python binding's host tests (pytest, installed on first use if missing;
 # no GPU, no torch needed): tests/python/run_host.sh.
