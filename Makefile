@@ -58,8 +58,17 @@ LDLIBS   := -L$(NCCL_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(NCCL_LIB):$(CUDA_HOM
             $(NCCL_LINK) -lcublasLt -lcublas -lnvrtc -lcudart -lpthread -lm -ldl -lstdc++
 
 LIB_C    := $(sort $(wildcard src/core/*.c src/baseline/*.c src/gemm/*.c src/ops/*/*.c src/lang/*.c))
-LIB_CU   := $(sort $(wildcard src/core/*.cu src/baseline/*.cu src/gemm/*.cu src/ops/*/*.cu src/lang/*.cu))
-LIB_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C)) $(patsubst %.cu,$(BUILD)/obj/%.o,$(LIB_CU))
+# The slowest translation units (ptxas, mostly: the GEMM kernels' groups of
+# instantiations, src/gemm/gemm_sm80.cuh and gemm_sm90.cuh, and the
+# collectives' kernels) come first, the slowest first, so that make -j starts
+# them before the quick ones and none is left compiling alone at the end.
+SLOW_CU  := $(foreach p,src/gemm/gemm_sm80_ src/ops/coll/coll_kernels src/gemm/gemm_sm90_128x256_ \
+              src/gemm/gemm_sm90_128x224_ src/gemm/gemm_sm90_128x128_ src/gemm/gemm_sm90_128x192_ \
+              src/ops/embedding/embedding_a2a src/gemm/gemm_sm90_64x256_ src/ops/optim/optim_kernels \
+              src/gemm/gemm_small_m src/gemm/gemm_sm90_64x128_,$(sort $(wildcard $(p)*.cu)))
+LIB_CU   := $(SLOW_CU) $(filter-out $(SLOW_CU),$(sort $(wildcard src/core/*.cu src/baseline/*.cu src/gemm/*.cu \
+              src/ops/*/*.cu src/lang/*.cu)))
+LIB_OBJ  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(LIB_CU)) $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C))
 # The test-support library: CPU references (src/ref), hooks into loom's
 # internals (src/testing: hooks.h for tests, bench_api.h, the one internal
 # header the benchmarks include) and what tests and tools share (support/:

@@ -1,6 +1,6 @@
 /*
  * epilogue.cuh - the output element helpers both GEMM kernels use when they
- * store C straight from registers (gemm_sm80.cu; gemm_sm90.cu's hooked
+ * store C straight from registers (gemm_sm80.cuh; gemm_sm90.cuh's hooked
  * kernels): a pair of adjacent outputs stored or atomically added
  * (red.global.add: f32, bf16x2, f16x2), and one C/bias element read as float.
  * Any architecture >= sm_80.
@@ -51,7 +51,7 @@ static __device__ __forceinline__ void loom_gemm_store2(void *base, int64_t off,
  * instructions and its epilogue's executed instructions were spread over
  * 260 KB of code). The sm80 kernel dispatches on the runtime value once per
  * tile (LOOM_GEMM_ACT_DISPATCH); the hooked sm90 kernels are instantiated
- * per activation (gemm_sm90.cu). */
+ * per activation (gemm_sm90.cuh). */
 template <int ACT>
 static __device__ __forceinline__ void loom_gemm_act2(float *v0, float *v1) {
   if (ACT != LOOM_ACT_NONE) {

@@ -5,14 +5,19 @@
  * loom_gemm (gemm.c) validates (gemm_validate.c), picks a path and a
  * configuration (a tuned one, or the model's: gemm_heuristic.h), and calls a
  * launcher. Paths:
- *   sm90   gemm_sm90.cu: TMA -> mbarrier pipeline -> wgmma, one producer
+ *   sm90   gemm_sm90.cuh: TMA -> mbarrier pipeline -> wgmma, one producer
  *          warpgroup and two consumer warpgroups (setmaxnreg), persistent
  *          grid sized from the SM count, tile order from tile_order.h.
- *   sm80   gemm_sm80.cu: cp.async pipeline -> ldmatrix -> mma.sync m16n8k16,
+ *   sm80   gemm_sm80.cuh: cp.async pipeline -> ldmatrix -> mma.sync m16n8k16,
  *          one block per 128 x bn tile, tile order from tile_order.h; on
  *          compute capability 8.x, and on 9.x/10.x+ where sm90 does not apply.
  *   base   cuBLASLt (src/baseline/baseline_gemm.c) below compute capability 8.0
  *          or when LOOM_GEMM_PATH=cublas.
+ * The sm90 and sm80 kernel templates are instantiated in several translation
+ * units each (gemm_sm90_<bm>x<bn>_<type>.cu, gemm_sm80_<type>.cu: a group of
+ * configurations each, so that a parallel build compiles them side by side);
+ * the path's launcher (gemm_sm90.cu, gemm_sm80.cu) finds a configuration's
+ * kernel in its table of groups.
  * On either loom path, decode batches (m <= 64) may run the small-m kernel
  * (gemm_small_m.cu, config bm = 16), which streams the weight over every SM.
  * LOOM_GEMM_PATH=sm80 forces the sm80 path on any GPU >= 8.0 (tests,
@@ -221,6 +226,15 @@ loom_result_t loom__gemm_hooked(const loom_gemm_desc_t *d, const void *a, const 
 loom_result_t loom__gemm_hooked_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg, int activation);
 loom_result_t loom__gemm_sm90_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg, int activation);
 loom_result_t loom__gemm_sm80_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg);
+
+/* The kernel (its host-side function) that the sm90 launcher runs for a
+ * configuration: bm 64 or 128, bn (bm 64: 128 or 256; else 128, 192, 224
+ * or 256), A/B type, tb 1 for B [k, n], hooks, sk any stream-K / split-K
+ * tiles (plain GEMMs), cl blocks per cluster, act the hooks' activation;
+ * likewise the sm80 launcher's (split: split-K). Through the launchers'
+ * tables of instantiation groups; no GPU needed (host tests). */
+const void *loom__gemm_sm90_kernel(int bm, int bn, int type, int tb, int hooks, int sk, int cl, int act);
+const void *loom__gemm_sm80_kernel(int bn, int type, int tb, int hooks, int split);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /*
  * sm80_layout.h - the pure functions of the portable sm80 GEMM path
- * (gemm_sm80.cu), usable from host C (tests) and device code: where a 16-byte
+ * (gemm_sm80.cuh), usable from host C (tests) and device code: where a 16-byte
  * chunk of a tile lives in shared memory, and which tile width to run.
  *
  * Shared-memory tiles are arrays of 16-byte chunks (8 bf16/fp16 elements).

@@ -1,6 +1,6 @@
 /*
  * sm90_layout.h - the pure functions of the sm90 GEMM kernel's shapes
- * (gemm_sm90.cu), usable from host C (tests, the launcher) and device code:
+ * (gemm_sm90.cuh), usable from host C (tests, the launcher) and device code:
  * pipeline depth and shared-memory footprint per tile shape, and which part
  * of a block's tile each consumer warpgroup computes.
  *
