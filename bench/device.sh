@@ -30,6 +30,11 @@
 #                      e.g. LOOM_BENCH_ARGS_allreduce="--max-bytes 4M"
 #   LOOM_BEFORE        a directory from bench/build_before.sh holding the previous
 #                      build's libloom.so.0: the embedding_a2a suite times it side by side
+#   LOOM_BEFORE_BENCH  a directory holding a previous build's loom-bench (bin/loom-bench,
+#                      and COMMIT): every suite runs in both builds, one after the other
+#                      (the order alternating from suite to suite), the previous one's
+#                      JSON in before/; bench/compare_builds.py prints them row by row
+#                      (compare_builds.txt). Its PyTorch peers are not run.
 #   LOOM_DEV_GEMM      run build/dev/gemm/bench_gemm_dev on this set (all, decode, ...;
 #                      its JSON is bench_dev.json); LOOM_DEV_REPS its REPS (default 10)
 #   LOOM_EXAMPLES=0    skip examples/tp_mlp (run on every GPU when built or carried)
@@ -70,6 +75,7 @@ here=$(pwd)
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$here/$1" ;; esac; }
 [ -n "${LOOM_CARRY_TAR:-}" ] && LOOM_CARRY_TAR=$(abs "$LOOM_CARRY_TAR")
 [ -n "${LOOM_BEFORE:-}" ] && LOOM_BEFORE=$(abs "$LOOM_BEFORE")
+[ -n "${LOOM_BEFORE_BENCH:-}" ] && LOOM_BEFORE_BENCH=$(abs "$LOOM_BEFORE_BENCH")
 [ -n "${OUT:-}" ] && OUT=$(abs "$OUT")
 cd "$(dirname "$0")/.." || exit 1
 
@@ -235,6 +241,19 @@ if [ -n "${LOOM_DEV_GEMM:-}" ]; then
     build/dev/gemm/bench_gemm_dev "$LOOM_DEV_GEMM" "$out/bench_dev.json"
 fi
 
+# One suite of the previous build (LOOM_BEFORE_BENCH), from its own directory
+# (so that it finds no PyTorch peers), its JSON in $out/before.
+bench_before() {
+  if [ ! -d "$out/before" ]; then
+    mkdir -p "$out/before"
+    echo "before: $(cat "$LOOM_BEFORE_BENCH/COMMIT" 2>/dev/null || echo unknown) ($LOOM_BEFORE_BENCH/bin/loom-bench)" \
+      >> "$out/machine.txt"
+  fi
+  step "loom-bench $1 (before)" "$(lim_of BENCH)" "$out/bench-$1.before.log" \
+    env -C "$LOOM_BEFORE_BENCH" LOOM_BENCH_RESULTS_DIR="$out/before" LOOM_BENCH_PEERS=/nonexistent \
+    "$LOOM_BEFORE_BENCH/bin/loom-bench" "$1" ${LOOM_BENCH_ARGS:-} $2
+}
+
 if [ "$suites" != none ]; then
   export LOOM_BENCH_RESULTS_DIR="$out"
   for s in $suites; do
@@ -245,9 +264,16 @@ if [ "$suites" != none ]; then
       echo "before: $(cat "$LOOM_BEFORE/COMMIT" 2>/dev/null || echo unknown) ($LOOM_BEFORE/libloom.so.0)" >> "$out/machine.txt"
     fi
     own_var="LOOM_BENCH_ARGS_$s"
+    now_first=$(( ${now_first:-1} ^ 1 ))
+    [ -n "${LOOM_BEFORE_BENCH:-}" ] && [ "$now_first" = 0 ] && bench_before "$s" "${!own_var:-}"
     step "loom-bench $s" "$(lim_of BENCH)" "$out/bench-$s.log" \
       build/bin/loom-bench "$s" ${LOOM_BENCH_ARGS:-} ${!own_var:-} $extra
+    [ -n "${LOOM_BEFORE_BENCH:-}" ] && [ "$now_first" = 1 ] && bench_before "$s" "${!own_var:-}"
   done
+  if [ -n "${LOOM_BEFORE_BENCH:-}" ]; then
+    python3 bench/compare_builds.py "$out/before" "$out" --json "$out/compare_builds.json" \
+      > "$out/compare_builds.txt" 2>&1
+  fi
 fi
 
 # charts of every suite's JSON (needs matplotlib)
@@ -302,6 +328,10 @@ done < <(split_cmds "${LOOM_PYTHON:-}")
       tail -"${LOOM_BENCH_TAIL:-12}" "$out/bench-$s.log"
       [ "$s" = gemm ] && grep -E "MISS" "$out/bench-$s.log" | cut -c1-170 | head -12
     done
+    if [ -f "$out/compare_builds.txt" ]; then
+      echo "=== previous build against this one (compare_builds.txt, summary) ==="
+      sed -n '/^suite *rows/,$p' "$out/compare_builds.txt"
+    fi
   fi
   if [ -f "$out/python-nccl_probe.log" ]; then
     echo "=== NCCL probe (summary) ==="

@@ -46,13 +46,21 @@ static loom_result_t loom__coll_world(const char *fn, ncclComm_t nccl, size_t co
   return LOOM_SUCCESS;
 }
 
+/* Both checks: world NULL for a collective whose count is the whole buffer
+ * (AllReduce); else the per-rank count's ranks and overflow check too. */
+static loom_result_t loom__coll_prepare(const char *fn, ncclComm_t nccl, const void *send, const void *recv,
+                                        size_t count, loom_dtype_t dtype, ncclDataType_t *nt, int *world) {
+  LOOM_TRY(loom__coll_check(fn, nccl, send, recv, count, dtype, nt));
+  if (world) LOOM_TRY(loom__coll_world(fn, nccl, count, dtype, world));
+  return LOOM_SUCCESS;
+}
+
 loom_result_t loom__base_allgather(ncclComm_t nccl, const void *send, void *recv, size_t count_per_rank,
                                    loom_dtype_t dtype, cudaStream_t stream) {
   const char *fn = "loom__base_allgather";
   ncclDataType_t nt;
   int world = 0;
-  LOOM_TRY(loom__coll_check(fn, nccl, send, recv, count_per_rank, dtype, &nt));
-  LOOM_TRY(loom__coll_world(fn, nccl, count_per_rank, dtype, &world));
+  LOOM_TRY(loom__coll_prepare(fn, nccl, send, recv, count_per_rank, dtype, &nt, &world));
   LOOM_NCCL(ncclAllGather(send, recv, count_per_rank, nt, nccl, stream));
   return LOOM_SUCCESS;
 }
@@ -62,8 +70,7 @@ loom_result_t loom__base_reducescatter(ncclComm_t nccl, const void *send, void *
   const char *fn = "loom__base_reducescatter";
   ncclDataType_t nt;
   int world = 0;
-  LOOM_TRY(loom__coll_check(fn, nccl, send, recv, count_per_rank, dtype, &nt));
-  LOOM_TRY(loom__coll_world(fn, nccl, count_per_rank, dtype, &world));
+  LOOM_TRY(loom__coll_prepare(fn, nccl, send, recv, count_per_rank, dtype, &nt, &world));
   LOOM_NCCL(ncclReduceScatter(send, recv, count_per_rank, nt, ncclSum, nccl, stream));
   return LOOM_SUCCESS;
 }
@@ -71,7 +78,7 @@ loom_result_t loom__base_reducescatter(ncclComm_t nccl, const void *send, void *
 loom_result_t loom__base_allreduce(ncclComm_t nccl, const void *send, void *recv, size_t count,
                                    loom_dtype_t dtype, cudaStream_t stream) {
   ncclDataType_t nt;
-  LOOM_TRY(loom__coll_check("loom__base_allreduce", nccl, send, recv, count, dtype, &nt));
+  LOOM_TRY(loom__coll_prepare("loom__base_allreduce", nccl, send, recv, count, dtype, &nt, NULL));
   LOOM_NCCL(ncclAllReduce(send, recv, count, nt, ncclSum, nccl, stream));
   return LOOM_SUCCESS;
 }
@@ -81,8 +88,7 @@ loom_result_t loom__base_alltoall(ncclComm_t nccl, const void *send, void *recv,
   const char *fn = "loom__base_alltoall";
   ncclDataType_t nt;
   int world = 0;
-  LOOM_TRY(loom__coll_check(fn, nccl, send, recv, count_per_peer, dtype, &nt));
-  LOOM_TRY(loom__coll_world(fn, nccl, count_per_peer, dtype, &world));
+  LOOM_TRY(loom__coll_prepare(fn, nccl, send, recv, count_per_peer, dtype, &nt, &world));
   if (count_per_peer == 0) return LOOM_SUCCESS;
   const size_t block = count_per_peer * loom_dtype_size(dtype), total = block * (size_t)world;
   const uintptr_t s = (uintptr_t)send, r = (uintptr_t)recv;

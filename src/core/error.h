@@ -13,6 +13,7 @@
 #define LOOM_CORE_ERROR_H
 
 #include "loom.h"
+#include "core/check_macros.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,25 +43,9 @@ const char *loom__dtype_name(loom_dtype_t t);
 }
 #endif
 
-#define LOOM_TRY(call)                     \
-  do {                                     \
-    loom_result_t loom__r = (call);        \
-    if (loom__r != LOOM_SUCCESS) return loom__r; \
-  } while (0)
-
-#define LOOM_CUDA(call)                                                        \
-  do {                                                                         \
-    cudaError_t loom__e = (call);                                              \
-    if (loom__e != cudaSuccess)                                                \
-      return loom__cuda_fail((int)loom__e, #call, __FILE__, __LINE__);         \
-  } while (0)
-
-#define LOOM_NCCL(call)                                                        \
-  do {                                                                         \
-    ncclResult_t loom__n = (call);                                             \
-    if (loom__n != ncclSuccess)                                                \
-      return loom__nccl_fail((int)loom__n, #call, __FILE__, __LINE__);         \
-  } while (0)
+#define LOOM_TRY(call) LOOM_CHECK_RESULT(call)
+#define LOOM_CUDA(call) LOOM_CHECK_CUDA_WITH(loom__cuda_fail, call)
+#define LOOM_NCCL(call) LOOM_CHECK_NCCL_WITH(loom__nccl_fail, call)
 
 /* After a kernel launch: launch-configuration errors and earlier faults. */
 #define LOOM_CUDA_LAUNCHED(what) LOOM_CUDA(cudaGetLastError())

@@ -16,6 +16,7 @@
 #include "gemm/gemm.h"
 #include "core/pointwise.h"
 #include "core/signal.cuh"
+#include "core/vec8.cuh"
 
 /* Stores (or, reduce != 0, atomically adds) outputs v0, v1 at element
  * offsets off, off + 1 of a C buffer of dtype ct (LOOM_FP32, LOOM_BF16 or
@@ -83,29 +84,6 @@ static __device__ __forceinline__ void loom_gemm_act2(float *v0, float *v1) {
       } break;                                                     \
     }                                                              \
   } while (0)
-
-/* Stores 8 outputs (elements off .. off + 7, off a multiple of 8) rounded
- * once to ct, as 16- (or two) byte vectors. */
-static __device__ __forceinline__ void loom_gemm_store8(void *c, int64_t off, int ct, const float *v) {
-  if (ct == LOOM_FP32) {
-    float4 *p = (float4 *)((float *)c + off);
-    p[0] = make_float4(v[0], v[1], v[2], v[3]);
-    p[1] = make_float4(v[4], v[5], v[6], v[7]);
-  } else {
-    uint32_t w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (ct == LOOM_BF16) {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-        w[i] = *(const uint32_t *)&h;
-      } else {
-        const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
-        w[i] = *(const uint32_t *)&h;
-      }
-    }
-    *(uint4 *)((uint16_t *)c + off) = make_uint4(w[0], w[1], w[2], w[3]);
-  }
-}
 
 /* Element i of a C-typed buffer (C or bias) as float. */
 static __device__ __forceinline__ float loom_gemm_load_c(const void *base, int64_t i, int ct) {

@@ -85,3 +85,18 @@ loom_result_t loom__gemm_device(loom__gemm_device_t *out) {
   *out = slot->dev;
   return LOOM_SUCCESS;
 }
+
+int loom__gemm_code_versions(int *cache, const void *fn, int *ptx, int *bin) {
+  int v = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+  if (v < 0) {
+    struct cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, fn) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0; /* not cached: a later call asks again */
+    }
+    v = fa.ptxVersion * 1000 + fa.binaryVersion;
+    __atomic_store_n(cache, v, __ATOMIC_RELEASE);
+  }
+  *ptx = v / 1000, *bin = v % 1000;
+  return 1;
+}

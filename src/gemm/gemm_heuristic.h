@@ -94,6 +94,13 @@ loom_result_t loom__gemm_small_m(const loom_gemm_desc_t *d, const void *a, const
  * can load; its blocks per SM for mt tiles of 16 rows on the current device
  * (occupancy). The device-record reader asks once per device. */
 int loom__gemm_small_m_has_code(void);
+
+/* The PTX and machine-code versions (x10: 90 for 9.0) of kernel fn as this
+ * process loaded it (*ptx, *bin), read once into *cache (a static int of the
+ * caller's, -1 at first); every thread that asks first computes the same
+ * answer (atomics: no torn or unordered reads). 0 where the query fails (no
+ * code for this GPU; not cached), else 1. */
+int loom__gemm_code_versions(int *cache, const void *fn, int *ptx, int *bin);
 loom_result_t loom__gemm_small_m_occupancy(int mt, int *blocks);
 
 /* loom_gemm_tune on checked arguments (loom_gemm with LOOM_TUNE=1 calls it

@@ -37,18 +37,10 @@ extern "C" int loom__gemm_sm80_supported(const loom_gemm_desc_t *d, int cc_major
   if (d->ab_type != LOOM_BF16 && d->ab_type != LOOM_FP16) return 0;
   if (d->m > INT32_MAX / 2 || d->n > INT32_MAX / 2 || d->k > INT32_MAX / 2) return 0;
   /* the loaded binary must carry code for this device (SASS or PTX >= 8.0) */
-  static int has_code = -1;
-  int h = __atomic_load_n(&has_code, __ATOMIC_ACQUIRE);
-  if (h < 0) {
-    cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, (const void *)loom__sm80_pick(128, LOOM_BF16, 0, 0, 0)) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;
-    }
-    h = fa.ptxVersion >= 80 || fa.binaryVersion >= 80;
-    __atomic_store_n(&has_code, h, __ATOMIC_RELEASE);
-  }
-  return h;
+  static int cache = -1;
+  int ptx = 0, bin = 0;
+  if (!loom__gemm_code_versions(&cache, (const void *)loom__sm80_pick(128, LOOM_BF16, 0, 0, 0), &ptx, &bin)) return 0;
+  return ptx >= 80 || bin >= 80;
 }
 
 extern "C" loom_result_t loom__gemm_sm80(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,

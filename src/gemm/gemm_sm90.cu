@@ -156,21 +156,12 @@ extern "C" int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major
   if (cc_major != 9 || cc_minor != 0) return 0;
   if (d->ab_type != LOOM_BF16 && d->ab_type != LOOM_FP16) return 0;
   if (d->m > INT32_MAX / 2 || d->n > INT32_MAX / 2 || d->k > INT32_MAX / 2) return 0;
-  /* the library must carry sm_90a code for the kernels (not only sm_80 PTX);
-   * every thread that asks first computes the same answer (atomics: no
-   * torn or unordered reads) */
-  static int has_code = -1;
-  int h = __atomic_load_n(&has_code, __ATOMIC_ACQUIRE);
-  if (h < 0) {
-    cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, (const void *)loom__sm90_pick(128, 256, LOOM_BF16, 0, 0, 0, 1, 0)) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;
-    }
-    h = fa.ptxVersion >= 90 && fa.binaryVersion == 90;
-    __atomic_store_n(&has_code, h, __ATOMIC_RELEASE);
-  }
-  return h;
+  /* the library must carry sm_90a code for the kernels (not only sm_80 PTX) */
+  static int cache = -1;
+  int ptx = 0, bin = 0;
+  if (!loom__gemm_code_versions(&cache, (const void *)loom__sm90_pick(128, 256, LOOM_BF16, 0, 0, 0, 1, 0), &ptx, &bin))
+    return 0;
+  return ptx >= 90 && bin == 90;
 }
 
 extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,

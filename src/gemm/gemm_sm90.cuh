@@ -262,20 +262,20 @@ static __device__ __forceinline__ void loom_fence_regs(float *d) {
 template <int N, int TYPE, int TB>
 static __device__ __forceinline__ void loom_wgmma_step(float *acc, uint64_t da, uint64_t db, int scale_d) {
   if (N == 256) {
-    if (TYPE == LOOM_BF16) loom_wgmma_m64n256k16_bf16<TB>(acc, da, db, scale_d);
-    else loom_wgmma_m64n256k16_f16<TB>(acc, da, db, scale_d);
+    if (TYPE == LOOM_BF16) loom__wgmma_m64n256k16_bf16<TB>(acc, da, db, scale_d);
+    else loom__wgmma_m64n256k16_f16<TB>(acc, da, db, scale_d);
   } else if (N == 224) {
-    if (TYPE == LOOM_BF16) loom_wgmma_m64n224k16_bf16<TB>(acc, da, db, scale_d);
-    else loom_wgmma_m64n224k16_f16<TB>(acc, da, db, scale_d);
+    if (TYPE == LOOM_BF16) loom__wgmma_m64n224k16_bf16<TB>(acc, da, db, scale_d);
+    else loom__wgmma_m64n224k16_f16<TB>(acc, da, db, scale_d);
   } else if (N == 192) {
-    if (TYPE == LOOM_BF16) loom_wgmma_m64n192k16_bf16<TB>(acc, da, db, scale_d);
-    else loom_wgmma_m64n192k16_f16<TB>(acc, da, db, scale_d);
+    if (TYPE == LOOM_BF16) loom__wgmma_m64n192k16_bf16<TB>(acc, da, db, scale_d);
+    else loom__wgmma_m64n192k16_f16<TB>(acc, da, db, scale_d);
   } else if (N == 64) {
-    if (TYPE == LOOM_BF16) loom_wgmma_m64n64k16_bf16<TB>(acc, da, db, scale_d);
-    else loom_wgmma_m64n64k16_f16<TB>(acc, da, db, scale_d);
+    if (TYPE == LOOM_BF16) loom__wgmma_m64n64k16_bf16<TB>(acc, da, db, scale_d);
+    else loom__wgmma_m64n64k16_f16<TB>(acc, da, db, scale_d);
   } else {
-    if (TYPE == LOOM_BF16) loom_wgmma_m64n128k16_bf16<TB>(acc, da, db, scale_d);
-    else loom_wgmma_m64n128k16_f16<TB>(acc, da, db, scale_d);
+    if (TYPE == LOOM_BF16) loom__wgmma_m64n128k16_bf16<TB>(acc, da, db, scale_d);
+    else loom__wgmma_m64n128k16_f16<TB>(acc, da, db, scale_d);
   }
 }
 

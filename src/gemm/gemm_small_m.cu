@@ -347,7 +347,7 @@ __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
       }
     }
     loom_smallm_bias8(args.bias, n, args.c_type, v);
-    loom_gemm_store8(args.c, (int64_t)row * N + n, args.c_type, v);
+    loom__store8_as(args.c, (int64_t)row * N + n, args.c_type, v);
   }
   if (w.splits > 1 && threadIdx.x == 0) args.tickets[ntile] = 0; /* ready for the next launch */
 #endif /* LOOM_SMALLM_DEVICE */
@@ -380,12 +380,11 @@ static loom__smallm_kernel_t loom__smallm_pick(int mt, int tb, int type, int pip
 }
 
 extern "C" int loom__gemm_small_m_has_code(void) {
-  cudaFuncAttributes fa;
-  if (cudaFuncGetAttributes(&fa, (const void *)loom__smallm_pick(1, 0, LOOM_BF16, LOOM_SMALLM_PIPE_DEFAULT)) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return fa.ptxVersion >= 80 || fa.binaryVersion >= 80;
+  static int cache = -1;
+  int ptx = 0, bin = 0;
+  const void *fn = (const void *)loom__smallm_pick(1, 0, LOOM_BF16, LOOM_SMALLM_PIPE_DEFAULT);
+  if (!loom__gemm_code_versions(&cache, fn, &ptx, &bin)) return 0;
+  return ptx >= 80 || bin >= 80;
 }
 
 extern "C" loom_result_t loom__gemm_small_m_occupancy(int mt, int *blocks) {

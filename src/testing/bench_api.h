@@ -42,6 +42,7 @@
 #include <nccl.h>
 
 #include "loom.h"
+#include "core/check_macros.h"
 #include "gemm/gemm_shapes.h"
 
 #ifdef __cplusplus
@@ -66,25 +67,9 @@ loom_result_t loom_bench_fail(loom_result_t code, const char *fmt, ...)
 loom_result_t loom_bench_cuda_fail(int err, const char *what, const char *file, int line);
 loom_result_t loom_bench_nccl_fail(int err, const char *what, const char *file, int line);
 
-#define LOOM_BENCH_TRY(call)                          \
-  do {                                                \
-    loom_result_t lb_r_ = (call);                     \
-    if (lb_r_ != LOOM_SUCCESS) return lb_r_;          \
-  } while (0)
-
-#define LOOM_BENCH_CUDA(call)                                                  \
-  do {                                                                         \
-    cudaError_t lb_e_ = (call);                                                \
-    if (lb_e_ != cudaSuccess)                                                  \
-      return loom_bench_cuda_fail((int)lb_e_, #call, __FILE__, __LINE__);      \
-  } while (0)
-
-#define LOOM_BENCH_NCCL(call)                                                  \
-  do {                                                                         \
-    ncclResult_t lb_n_ = (call);                                               \
-    if (lb_n_ != ncclSuccess)                                                  \
-      return loom_bench_nccl_fail((int)lb_n_, #call, __FILE__, __LINE__);      \
-  } while (0)
+#define LOOM_BENCH_TRY(call) LOOM_CHECK_RESULT(call)
+#define LOOM_BENCH_CUDA(call) LOOM_CHECK_CUDA_WITH(loom_bench_cuda_fail, call)
+#define LOOM_BENCH_NCCL(call) LOOM_CHECK_NCCL_WITH(loom_bench_nccl_fail, call)
 
 /* ---- the sequential baselines (src/baseline) ----------------------------- */
 /* A fused op is measured against NCCL + cuBLASLt as loom's own SEQUENTIAL

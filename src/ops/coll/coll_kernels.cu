@@ -149,7 +149,7 @@ template <int TI>
 static __device__ __forceinline__ void loom_ll_group_words(const char *in, int64_t count, int64_t g, uint32_t *w) {
   const int64_t i0 = g * LOOM_COLL_VEC;
   if (i0 + LOOM_COLL_VEC <= count) {
-    loom_coll_words8<TI>(in, i0, w);
+    loom__words8<TI>(in, i0, w);
     return;
   }
 #pragma unroll
@@ -200,7 +200,7 @@ static __device__ __forceinline__ int loom_ll_reduce_group(const loom_coll_args_
         if (!loom_ll_wait2(a.dc, l + k, e, w + k, s, (uint32_t)(g * NL + k), LOOM_SITE_COLL_LL)) return 0;
     }
     float x[8];
-    loom_coll_unpack8<TI>(w, x);
+    loom__unpack8<TI>(w, x);
 #pragma unroll
     for (int k = 0; k < 8; ++k) acc[k] += x[k];
   }
@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_ll_kernel(const _
       const int64_t i0 = g * LOOM_COLL_VEC;
       if (i0 + LOOM_COLL_VEC <= a.count) {
         if (pw.flags) loom_coll_pointwise8<TO>(pw, i0, acc);
-        loom_coll_store8<TO>(a.out, i0, acc);
+        loom__store8<TO>(a.out, i0, acc);
       } else {
         for (int64_t i = i0; i < a.count; ++i) {
           float v = acc[i - i0];
@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_ll_kernel(const _
             const int64_t row = i / pw.cols;
             v = loom_pointwise_apply(pw, pw.flags, pw.act, v, row, i - row * pw.cols);
           }
-          loom_coll_store1<TO>(a.out, i, v);
+          loom__store1<TO>(a.out, i, v);
         }
       }
     }

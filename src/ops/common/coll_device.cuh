@@ -38,6 +38,7 @@
 
 #include "core/pointwise.h"
 #include "core/signal.cuh"
+#include "core/vec8.cuh"
 #include "ops/common/vector.h"
 
 #define LOOM_COLL_UNROLL 4 /* vectors of 8 per thread in flight per source */
@@ -66,90 +67,7 @@ static __device__ __forceinline__ void loom_coll_signal_own(const loom_dev_comm_
   if (threadIdx.x == 0) loom_signal_store_release((uint32_t *)(dc.ws + off) + idx, e);
 }
 
-/* ---- element access ----------------------------------------------------- */
-
-/* 8 elements of dtype T from their 8 x size bytes as 4-byte words w[0 ..
- * 2 size - 1] (little-endian: element 2k of a 16-bit type is word k's low half). */
-template <int T>
-static __device__ __forceinline__ void loom_coll_unpack8(const uint32_t *w, float *v) {
-  if (T == LOOM_FP32) {
-#pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = __uint_as_float(w[k]);
-  } else {
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      float2 f;
-      if (T == LOOM_BF16) f = __bfloat1622float2(*(const __nv_bfloat162 *)&w[k]);
-      else f = __half22float2(*(const __half2 *)&w[k]);
-      v[2 * k] = f.x, v[2 * k + 1] = f.y;
-    }
-  }
-}
-
-/* The words of elements i .. i+7 (i a multiple of 8) of a buffer of dtype T. */
-template <int T>
-static __device__ __forceinline__ void loom_coll_words8(const char *base, int64_t i, uint32_t *w) {
-  const uint4 x = __ldcg((const uint4 *)(base + i * (T == LOOM_FP32 ? 4 : 2)));
-  w[0] = x.x, w[1] = x.y, w[2] = x.z, w[3] = x.w;
-  if (T == LOOM_FP32) {
-    const uint4 y = __ldcg((const uint4 *)(base + i * 4 + 16));
-    w[4] = y.x, w[5] = y.y, w[6] = y.z, w[7] = y.w;
-  }
-}
-
-/* 8 elements i .. i+7 (i a multiple of 8) of a buffer of dtype T. */
-template <int T>
-static __device__ __forceinline__ void loom_coll_load8(const char *base, int64_t i, float *v) {
-  uint32_t w[8];
-  loom_coll_words8<T>(base, i, w);
-  loom_coll_unpack8<T>(w, v);
-}
-
-/* loom_coll_load8 of dtype T where T >= 0 (the branches fold away), else of
- * the dtype t known at run time (uniform across the block). */
-template <int T>
-static __device__ __forceinline__ void loom_coll_load8_as(const char *base, int64_t i, int t, float *v) {
-  if (T == LOOM_FP32 || (T < 0 && t == LOOM_FP32)) loom_coll_load8<LOOM_FP32>(base, i, v);
-  else if (T == LOOM_BF16 || (T < 0 && t == LOOM_BF16)) loom_coll_load8<LOOM_BF16>(base, i, v);
-  else loom_coll_load8<LOOM_FP16>(base, i, v);
-}
-
-template <int T>
-static __device__ __forceinline__ float loom_coll_load1(const char *base, int64_t i) {
-  if (T == LOOM_FP32) return __ldcg((const float *)base + i);
-  const unsigned short u = __ldcg((const unsigned short *)base + i);
-  if (T == LOOM_BF16) return __bfloat162float(__ushort_as_bfloat16(u));
-  return __half2float(__ushort_as_half(u));
-}
-
-template <int T>
-static __device__ __forceinline__ void loom_coll_store8(char *base, int64_t i, const float *v) {
-  if (T == LOOM_FP32) {
-    float4 *p = (float4 *)(base + i * 4);
-    p[0] = make_float4(v[0], v[1], v[2], v[3]);
-    p[1] = make_float4(v[4], v[5], v[6], v[7]);
-  } else {
-    uint32_t w[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      if (T == LOOM_BF16) {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
-        w[k] = *(const uint32_t *)&h;
-      } else {
-        const __half2 h = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
-        w[k] = *(const uint32_t *)&h;
-      }
-    }
-    *(uint4 *)(base + i * 2) = make_uint4(w[0], w[1], w[2], w[3]);
-  }
-}
-
-template <int T>
-static __device__ __forceinline__ void loom_coll_store1(char *base, int64_t i, float v) {
-  if (T == LOOM_FP32) ((float *)base)[i] = v;
-  else if (T == LOOM_BF16) ((__nv_bfloat16 *)base)[i] = __float2bfloat16_rn(v);
-  else ((__half *)base)[i] = __float2half_rn(v);
-}
+/* ---- the pointwise epilogue (element access: core/vec8.cuh) -------------- */
 
 /* The pointwise epilogue on 8 consecutive elements starting at element i0
  * (pw.cols: the row length; the row advances across the 8 as needed). The
@@ -181,8 +99,8 @@ static __device__ __forceinline__ void loom_coll_pointwise8(const loom_pointwise
     float b[8], r[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) b[k] = 0.f, r[k] = 0.f;
-    if (pw.flags & LOOM_PW_BIAS) loom_coll_load8_as<TP>((const char *)pw.bias, col, pw.type, b);
-    if (pw.flags & LOOM_PW_RESIDUAL) loom_coll_load8_as<TP>((const char *)pw.residual, i0, pw.type, r);
+    if (pw.flags & LOOM_PW_BIAS) loom__load8_as<TP>((const char *)pw.bias, col, pw.type, b);
+    if (pw.flags & LOOM_PW_RESIDUAL) loom__load8_as<TP>((const char *)pw.residual, i0, pw.type, r);
 #pragma unroll
     for (int k = 0; k < 8; ++k) v[k] = loom_pointwise_apply_vals(pw, pw.flags, pw.act, v[k], b[k], keep[k], r[k]);
     return;
@@ -223,7 +141,7 @@ static __device__ void loom_coll_reduce_range(const char *const *src, int nsrc, 
     for (int s = 0; s < nsrc; ++s) {
       float x[LOOM_COLL_UNROLL][8];
 #pragma unroll
-      for (int u = 0; u < LOOM_COLL_UNROLL; ++u) loom_coll_load8<TI>(src[s], idx[u], x[u]);
+      for (int u = 0; u < LOOM_COLL_UNROLL; ++u) loom__load8<TI>(src[s], idx[u], x[u]);
 #pragma unroll
       for (int u = 0; u < LOOM_COLL_UNROLL; ++u)
 #pragma unroll
@@ -233,19 +151,19 @@ static __device__ void loom_coll_reduce_range(const char *const *src, int nsrc, 
     for (int u = 0; u < LOOM_COLL_UNROLL; ++u) {
       if (v0 + (int64_t)u * blockDim.x >= nv) break;
       if (pw.flags) loom_coll_pointwise8<TO>(pw, idx[u], acc[u]);
-      loom_coll_store8<TO>(dst0, idx[u] - off0, acc[u]);
-      if (dst1) loom_coll_store8<TO>(dst1, idx[u] - off1, acc[u]);
+      loom__store8<TO>(dst0, idx[u] - off0, acc[u]);
+      if (dst1) loom__store8<TO>(dst1, idx[u] - off1, acc[u]);
     }
   }
   for (int64_t i = b + nv * LOOM_COLL_VEC + threadIdx.x; i < b + len; i += blockDim.x) {
     float acc = 0.f;
-    for (int s = 0; s < nsrc; ++s) acc += loom_coll_load1<TI>(src[s], i);
+    for (int s = 0; s < nsrc; ++s) acc += loom__load1<TI>(src[s], i);
     if (pw.flags) {
       const int64_t row = i / pw.cols;
       acc = loom_pointwise_apply(pw, pw.flags, pw.act, acc, row, i - row * pw.cols);
     }
-    loom_coll_store1<TO>(dst0, i - off0, acc);
-    if (dst1) loom_coll_store1<TO>(dst1, i - off1, acc);
+    loom__store1<TO>(dst0, i - off0, acc);
+    if (dst1) loom__store1<TO>(dst1, i - off1, acc);
   }
 }
 
@@ -301,15 +219,15 @@ static __device__ void loom_coll_norm_row(const float *xs, float s1, int64_t b, 
         y[k] = (xs[c] - mean) * rstd * loom_pw_load(w, c, TO);
         if (nb) y[k] += loom_pw_load(nb, c, TO);
       }
-      loom_coll_store8<TO>(dst0, b + v * 8 - off0, y);
-      if (dst1) loom_coll_store8<TO>(dst1, b + v * 8 - off1, y);
+      loom__store8<TO>(dst0, b + v * 8 - off0, y);
+      if (dst1) loom__store8<TO>(dst1, b + v * 8 - off1, y);
     }
   } else {
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
       float y = (xs[c] - mean) * rstd * loom_pw_load(w, c, TO);
       if (nb) y += loom_pw_load(nb, c, TO);
-      loom_coll_store1<TO>(dst0, b + c - off0, y);
-      if (dst1) loom_coll_store1<TO>(dst1, b + c - off1, y);
+      loom__store1<TO>(dst0, b + c - off0, y);
+      if (dst1) loom__store1<TO>(dst1, b + c - off1, y);
     }
   }
   __syncthreads(); /* xs is rewritten by the next row */
@@ -331,7 +249,7 @@ static __device__ void loom_coll_reduce_row(const char *const *src, int nsrc, in
     for (int64_t v = threadIdx.x; v < cols / LOOM_COLL_VEC; v += blockDim.x) {
       float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, x[8];
       for (int s = 0; s < nsrc; ++s) {
-        loom_coll_load8<TI>(src[s], b + v * 8, x);
+        loom__load8<TI>(src[s], b + v * 8, x);
 #pragma unroll
         for (int k = 0; k < 8; ++k) acc[k] += x[k];
       }
@@ -342,7 +260,7 @@ static __device__ void loom_coll_reduce_row(const char *const *src, int nsrc, in
   } else {
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
       float acc = 0.f;
-      for (int s = 0; s < nsrc; ++s) acc += loom_coll_load1<TI>(src[s], b + c);
+      for (int s = 0; s < nsrc; ++s) acc += loom__load1<TI>(src[s], b + c);
       if (pw.flags) acc = loom_pointwise_apply(pw, pw.flags, pw.act, acc, row, c);
       xs[c] = acc;
       s1 += norm == LOOM_NORM_RMS ? acc * acc : acc;

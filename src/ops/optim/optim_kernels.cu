@@ -31,61 +31,8 @@
 
 #include "core/error.h"
 #include "core/signal.cuh"
-#include "gemm/epilogue.cuh"
+#include "core/vec8.cuh"
 #include "ops/optim/optim.h"
-
-/* ---- element access, by compile-time dtype ------------------------------ */
-
-/* 8 elements [e, e + 8) of a DT buffer as floats (L2-coherent loads: the
- * data may come from a peer, written by kernels this one did not see). */
-template <int DT>
-static __device__ __forceinline__ void loom_optim_load8(const char *base, int64_t e, float v[8]) {
-  if (DT == LOOM_FP32) {
-    const float4 *p = (const float4 *)((const float *)base + e);
-    const float4 a = __ldcg(p), b = __ldcg(p + 1);
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-  } else {
-    const uint4 u = __ldcg((const uint4 *)((const uint16_t *)base + e));
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float2 f;
-      if (DT == LOOM_BF16) f = __bfloat1622float2(*(const __nv_bfloat162 *)&w[i]);
-      else f = __half22float2(*(const __half2 *)&w[i]);
-      v[2 * i] = f.x, v[2 * i + 1] = f.y;
-    }
-  }
-}
-
-template <int DT>
-static __device__ __forceinline__ float loom_optim_load1(const char *base, int64_t e) {
-  if (DT == LOOM_FP32) return __ldcg((const float *)base + e);
-  const unsigned short u = __ldcg((const unsigned short *)base + e);
-  if (DT == LOOM_BF16) return __bfloat162float(__ushort_as_bfloat16(u));
-  return __half2float(__ushort_as_half(u));
-}
-
-template <int DT>
-static __device__ __forceinline__ void loom_optim_store8(char *base, int64_t e, const float v[8]) {
-  loom_gemm_store8(base, e, DT, v); /* DT a constant: the dtype branches fold */
-}
-
-template <int DT>
-static __device__ __forceinline__ void loom_optim_store1(char *base, int64_t e, float v) {
-  if (DT == LOOM_FP32) ((float *)base)[e] = v;
-  else if (DT == LOOM_BF16) ((__nv_bfloat16 *)base)[e] = __float2bfloat16_rn(v);
-  else ((__half *)base)[e] = __float2half_rn(v);
-}
-
-static __device__ __forceinline__ void loom_optim_ld8f(const float *p, float v[8]) {
-  const float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
-  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-
-static __device__ __forceinline__ void loom_optim_st8f(float *p, const float v[8]) {
-  ((float4 *)p)[0] = make_float4(v[0], v[1], v[2], v[3]);
-  ((float4 *)p)[1] = make_float4(v[4], v[5], v[6], v[7]);
-}
 
 /* ---- the reduction over ranks (the piece the collectives will replace) -- */
 
@@ -93,11 +40,11 @@ static __device__ __forceinline__ void loom_optim_st8f(float *p, const float v[8
  * i < 8 (src[p]: rank p's gradient as this rank addresses it). */
 template <int GT>
 static __device__ __forceinline__ void loom_optim_sum_ranks8(char *const *src, int nsrc, int64_t e, float v[8]) {
-  loom_optim_load8<GT>(src[0], e, v);
+  loom__load8<GT>(src[0], e, v);
 #pragma unroll 4
   for (int p = 1; p < nsrc; ++p) {
     float x[8];
-    loom_optim_load8<GT>(src[p], e, x);
+    loom__load8<GT>(src[p], e, x);
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] += x[i];
   }
@@ -105,9 +52,9 @@ static __device__ __forceinline__ void loom_optim_sum_ranks8(char *const *src, i
 
 template <int GT>
 static __device__ __forceinline__ float loom_optim_sum_ranks1(char *const *src, int nsrc, int64_t e) {
-  float v = loom_optim_load1<GT>(src[0], e);
+  float v = loom__load1<GT>(src[0], e);
 #pragma unroll 4
-  for (int p = 1; p < nsrc; ++p) v += loom_optim_load1<GT>(src[p], e);
+  for (int p = 1; p < nsrc; ++p) v += loom__load1<GT>(src[p], e);
   return v;
 }
 
@@ -232,23 +179,51 @@ template <int PT>
 static __device__ __forceinline__ void loom_optim_put8(char *const *dst, int npush, int self, int push, int64_t e,
                                                        const float p[8]) {
   if (!push) {
-    loom_optim_store8<PT>(dst[self], e, p);
+    loom__store8<PT>(dst[self], e, p);
     return;
   }
-  for (int d = 0; d < npush; ++d) loom_optim_store8<PT>(dst[d], e, p);
+  for (int d = 0; d < npush; ++d) loom__store8<PT>(dst[d], e, p);
 }
 
 template <int PT>
 static __device__ __forceinline__ void loom_optim_put1(char *const *dst, int npush, int self, int push, int64_t e,
                                                        float p) {
   if (!push) {
-    loom_optim_store1<PT>(dst[self], e, p);
+    loom__store1<PT>(dst[self], e, p);
     return;
   }
-  for (int d = 0; d < npush; ++d) loom_optim_store1<PT>(dst[d], e, p);
+  for (int d = 0; d < npush; ++d) loom__store1<PT>(dst[d], e, p);
 }
 
 /* ---- Adam ------------------------------------------------------------------- */
+
+/* The scaled gradients of elements e .. e + 7: summed over the sources,
+ * times h.inv. Returns 1 where one is not finite. */
+template <int GT>
+static __device__ __forceinline__ int loom_optim_grad8(const loom_optim_kargs_t &k, const loom_optim_hyper_t &h,
+                                                       char *const *src, int64_t e, float *g) {
+  loom_optim_sum_ranks8<GT>(src, k.nsrc, e, g);
+  int bad = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    g[j] *= h.inv;
+    bad |= !isfinite(g[j]);
+  }
+  return bad;
+}
+
+/* The state of the chunk's i-th vector (elements e .. e + 7): the
+ * parameters (the fp32 master copy ms where there is one, else the PT
+ * parameters own) and the moments. */
+template <int PT>
+static __device__ __forceinline__ void loom_optim_state8(const float *ms, const char *own, const float *m,
+                                                         const float *v, int i, int64_t e, float *p, float *mm,
+                                                         float *vv) {
+  if (ms) loom__ld8f(ms + i * 8, p);
+  else loom__load8<PT>(own, e, p);
+  loom__ld8f(m + i * 8, mm);
+  loom__ld8f(v + i * 8, vv);
+}
 
 /* One element (PyTorch's fused AdamW / Adam math, fp32). */
 static __device__ __forceinline__ void loom_optim_adam1(const loom_optim_kargs_t &k, const loom_optim_hyper_t &h,
@@ -275,27 +250,20 @@ static __device__ void loom_optim_adam_chunk(const loom_optim_kargs_t &k, const 
   for (int i = (int)threadIdx.x; i < nvec; i += (int)blockDim.x) {
     const int64_t e = c.offset + (int64_t)i * 8;
     float g[8], p[8], mm[8], vv[8];
-    loom_optim_sum_ranks8<GT>(src, k.nsrc, e, g);
-    if (ms) loom_optim_ld8f(ms + i * 8, p);
-    else loom_optim_load8<PT>(own, e, p);
-    loom_optim_ld8f(m + i * 8, mm);
-    loom_optim_ld8f(v + i * 8, vv);
+    *bad |= loom_optim_grad8<GT>(k, h, src, e, g);
+    loom_optim_state8<PT>(ms, own, m, v, i, e, p, mm, vv);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      g[j] *= h.inv;
-      *bad |= !isfinite(g[j]);
-      loom_optim_adam1(k, h, wd, g[j], p[j], mm[j], vv[j]);
-    }
-    loom_optim_st8f(m + i * 8, mm);
-    loom_optim_st8f(v + i * 8, vv);
-    if (ms) loom_optim_st8f(ms + i * 8, p);
+    for (int j = 0; j < 8; ++j) loom_optim_adam1(k, h, wd, g[j], p[j], mm[j], vv[j]);
+    loom__st8f(m + i * 8, mm);
+    loom__st8f(v + i * 8, vv);
+    if (ms) loom__st8f(ms + i * 8, p);
     loom_optim_put8<PT>(dst, k.npush, k.self, push, e, p);
   }
   for (int i = nvec * 8 + (int)threadIdx.x; i < c.len; i += (int)blockDim.x) {
     const int64_t e = c.offset + i;
     float g = loom_optim_sum_ranks1<GT>(src, k.nsrc, e) * h.inv;
     *bad |= !isfinite(g);
-    float p = ms ? ms[i] : loom_optim_load1<PT>(own, e), mm = m[i], vv = v[i];
+    float p = ms ? ms[i] : loom__load1<PT>(own, e), mm = m[i], vv = v[i];
     loom_optim_adam1(k, h, wd, g, p, mm, vv);
     m[i] = mm, v[i] = vv;
     if (ms) ms[i] = p;
@@ -373,28 +341,23 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) 
     for (int i = (int)threadIdx.x; i < nvec; i += (int)blockDim.x) {
       const int64_t el = c.offset + (int64_t)i * 8;
       float g[8], p[8], mm[8], vv[8];
-      loom_optim_sum_ranks8<GT>(src, k.nsrc, el, g);
-      if (ms) loom_optim_ld8f(ms + i * 8, p);
-      else loom_optim_load8<PT>(own, el, p);
-      loom_optim_ld8f(m + i * 8, mm);
-      loom_optim_ld8f(v + i * 8, vv);
+      bad |= loom_optim_grad8<GT>(k, h, src, el, g);
+      loom_optim_state8<PT>(ms, own, m, v, i, el, p, mm, vv);
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        g[j] *= h.inv;
-        bad |= !isfinite(g[j]);
         loom_optim_lamb_moments(k, wd, g[j], p[j], mm[j], vv[j]);
         const float u = loom_optim_lamb_u(k, h, wd, p[j], mm[j], vv[j]);
         w2 += p[j] * p[j];
         u2 += u * u;
       }
-      loom_optim_st8f(m + i * 8, mm);
-      loom_optim_st8f(v + i * 8, vv);
+      loom__st8f(m + i * 8, mm);
+      loom__st8f(v + i * 8, vv);
     }
     for (int i = nvec * 8 + (int)threadIdx.x; i < c.len; i += (int)blockDim.x) {
       const int64_t el = c.offset + i;
       const float g = loom_optim_sum_ranks1<GT>(src, k.nsrc, el) * h.inv;
       bad |= !isfinite(g);
-      const float p = ms ? ms[i] : loom_optim_load1<PT>(own, el);
+      const float p = ms ? ms[i] : loom__load1<PT>(own, el);
       float mm = m[i], vv = v[i];
       loom_optim_lamb_moments(k, wd, g, p, mm, vv);
       const float u = loom_optim_lamb_u(k, h, wd, p, mm, vv);
@@ -469,18 +432,15 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) 
     for (int i = (int)threadIdx.x; i < nvec; i += (int)blockDim.x) {
       const int64_t el = c.offset + (int64_t)i * 8;
       float p[8], mm[8], vv[8];
-      if (ms) loom_optim_ld8f(ms + i * 8, p);
-      else loom_optim_load8<PT>(own, el, p);
-      loom_optim_ld8f(m + i * 8, mm);
-      loom_optim_ld8f(v + i * 8, vv);
+      loom_optim_state8<PT>(ms, own, m, v, i, el, p, mm, vv);
 #pragma unroll
       for (int j = 0; j < 8; ++j) p[j] -= ratio * loom_optim_lamb_u(k, h, wd, p[j], mm[j], vv[j]);
-      if (ms) loom_optim_st8f(ms + i * 8, p);
+      if (ms) loom__st8f(ms + i * 8, p);
       loom_optim_put8<PT>(dst, k.npush, k.self, push, el, p);
     }
     for (int i = nvec * 8 + (int)threadIdx.x; i < c.len; i += (int)blockDim.x) {
       const int64_t el = c.offset + i;
-      float p = ms ? ms[i] : loom_optim_load1<PT>(own, el);
+      float p = ms ? ms[i] : loom__load1<PT>(own, el);
       p -= ratio * loom_optim_lamb_u(k, h, wd, p, m[i], v[i]);
       if (ms) ms[i] = p;
       loom_optim_put1<PT>(dst, k.npush, k.self, push, el, p);
@@ -529,7 +489,7 @@ extern "C" loom_result_t loom__optim_lamb_launch(const loom_optim_kargs_t *k, in
 template <int PT>
 __global__ void loom_optim_load_master_kernel(float *master, const char *param, int64_t n) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    master[i] = loom_optim_load1<PT>(param, i);
+    master[i] = loom__load1<PT>(param, i);
 }
 
 extern "C" loom_result_t loom__optim_load_master(float *master, const void *param, int64_t n, int pt,

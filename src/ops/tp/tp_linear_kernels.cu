@@ -31,7 +31,7 @@
 #include "core/error.h"
 #include "core/pointwise.h"
 #include "core/signal.cuh"
-#include "gemm/epilogue.cuh"
+#include "core/vec8.cuh"
 #include "ops/common/coll_device.cuh"
 #include "ops/tp/tp_linear.h"
 #include "ops/tp/tp_schedule.h"
@@ -146,27 +146,6 @@ extern "C" loom_result_t loom__ag_signal_chunks(const loom_ag_copy_args_t *a, in
   return LOOM_SUCCESS;
 }
 
-/* 8 consecutive elements of a c_type buffer as floats (L2-coherent loads). */
-static __device__ __forceinline__ void loom_tp_load8(const char *p, int ct, float *v) {
-  if (ct == LOOM_FP32) {
-    const float4 x = __ldcg((const float4 *)p), y = __ldcg((const float4 *)(p + 16));
-    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
-  } else {
-    const uint4 u = __ldcg((const uint4 *)p);
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (ct == LOOM_BF16) {
-        const float2 f = __bfloat1622float2(*(const __nv_bfloat162 *)&w[i]);
-        v[2 * i] = f.x, v[2 * i + 1] = f.y;
-      } else {
-        const float2 f = __half22float2(*(const __half2 *)&w[i]);
-        v[2 * i] = f.x, v[2 * i + 1] = f.y;
-      }
-    }
-  }
-}
-
 __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(const __grid_constant__ loom_rs_reduce_args_t a) {
   __shared__ int ok;
   const loom_dev_comm_t &dc = a.dc;
@@ -228,7 +207,7 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
       for (int s = 0; s < a.nsrc; ++s) {
         float x[LOOM_TP_RS_UNROLL][8];
 #pragma unroll
-        for (int u = 0; u < LOOM_TP_RS_UNROLL; ++u) loom_tp_load8(a.src[s] + off[u], a.src_type, x[u]);
+        for (int u = 0; u < LOOM_TP_RS_UNROLL; ++u) loom__load8_as<-1>(a.src[s] + off[u], 0, a.src_type, x[u]);
 #pragma unroll
         for (int u = 0; u < LOOM_TP_RS_UNROLL; ++u)
 #pragma unroll
@@ -247,11 +226,11 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
         for (int q = 0; q < a.nout; ++q) {
           int d = dc.rank + 1 + q;
           while (d >= a.nout) d -= a.nout;
-          loom_gemm_store8(a.dst[d], (row - a.dst_row_base) * a.n + colv[u], a.c_type, acc[u]);
+          loom__store8_as(a.dst[d], (row - a.dst_row_base) * a.n + colv[u], a.c_type, acc[u]);
         }
         if (a.zero_src) { /* ready for the next call's additions */
           const float z[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-          loom_gemm_store8((void *)a.src[0], (int64_t)(off[u] / (size_t)ses), a.src_type, z);
+          loom__store8_as((void *)a.src[0], (int64_t)(off[u] / (size_t)ses), a.src_type, z);
         }
       }
     }

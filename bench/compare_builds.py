@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""compare_builds.py - the same loom-bench suites of two builds, row by row.
+
+    python3 bench/compare_builds.py BEFORE_DIR NOW_DIR [--json OUT.json]
+
+BEFORE_DIR and NOW_DIR hold the JSON that loom-bench wrote for the same
+suites and arguments, run one after the other on one machine in one job
+(bench/device.sh with LOOM_BEFORE_BENCH does that). Rows are matched by
+(op, what ran, shape, dtype, bytes); "what ran" is the impl name up to a
+':' (a loom-auto row names the path it resolved to after it, and the two
+builds may resolve differently: the table shows both). For each matched
+row: the main time (median) of each build and now/before (< 1: faster
+now). Rows whose impl is not loom's (cuBLASLt, NCCL, sequential) are the
+noise floor: they run the same code in both builds, so their spread is how
+far apart two runs of unchanged code land. The summary, per suite: the
+geometric mean and the extremes of now/before over loom's rows and over the
+others.
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+
+
+def rows_of(directory):
+    """{suite: {key: row}} from every loom-bench JSON in directory."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(doc, dict) or "rows" not in doc or "suite" not in doc:
+            continue
+        suite = out.setdefault(doc["suite"], {})
+        for r in doc["rows"]:
+            key = (r.get("op"), r.get("impl", "").split(":")[0], r.get("shape"), r.get("dtype"), r.get("bytes"))
+            suite[key] = r
+    return out
+
+
+def is_loom(impl):
+    return impl.startswith("loom")
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def compare(before, now):
+    """The matched rows and the per-suite summary."""
+    table, summary = [], []
+    for suite in sorted(set(before) & set(now)):
+        ratios = {True: [], False: []}
+        for key in sorted(set(before[suite]) & set(now[suite]), key=str):
+            b, n = before[suite][key], now[suite][key]
+            tb, tn = b.get("fused_us"), n.get("fused_us")
+            if not isinstance(tb, (int, float)) or not isinstance(tn, (int, float)) or tb <= 0 or tn <= 0:
+                continue
+            ratio = tn / tb
+            table.append({"suite": suite, "op": key[0], "impl_before": b["impl"], "impl_now": n["impl"],
+                          "shape": key[2], "dtype": key[3], "before_us": tb, "now_us": tn, "now_over_before": ratio})
+            ratios[is_loom(key[1])].append(ratio)
+        for mine in (True, False):
+            xs = ratios[mine]
+            if xs:
+                summary.append({"suite": suite, "rows": "loom" if mine else "baselines", "n": len(xs),
+                                "geomean": geomean(xs), "min": min(xs), "max": max(xs)})
+    return table, summary
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("before")
+    ap.add_argument("now")
+    ap.add_argument("--json", help="also write the table and the summary here")
+    a = ap.parse_args()
+    table, summary = compare(rows_of(a.before), rows_of(a.now))
+    if not table:
+        print("compare_builds: no rows matched between %s and %s" % (a.before, a.now))
+        return 1
+    print("%-14s %-26s %-26s %-34s %12s %12s %10s" % ("suite", "impl (before)", "impl (now)", "shape", "before(us)",
+                                                      "now(us)", "now/before"))
+    for t in table:
+        print("%-14s %-26s %-26s %-34s %12.1f %12.1f %10.3f" % (t["suite"], t["impl_before"][:26], t["impl_now"][:26],
+                                                               (t["shape"] or "")[:34], t["before_us"], t["now_us"],
+                                                               t["now_over_before"]))
+    print("\n%-14s %-10s %5s %10s %8s %8s   (now/before: < 1 faster now)" % ("suite", "rows", "n", "geomean", "min",
+                                                                          "max"))
+    for s in summary:
+        print("%-14s %-10s %5d %10.3f %8.3f %8.3f" % (s["suite"], s["rows"], s["n"], s["geomean"], s["min"], s["max"]))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rows": table, "summary": summary}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
