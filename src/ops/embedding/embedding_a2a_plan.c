@@ -573,11 +573,9 @@ static loom_result_t peer_addresses(const char *fn, const char *what, loom_comm_
  * the stream is being captured, so that replays record it too), then the
  * optional synchronous index check. */
 static loom_result_t after_call(const char *fn, loom_plan_t plan, loom_emb_state_t *st, cudaStream_t stream) {
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
-  LOOM_CUDA(cudaEventRecordWithFlags(st->done, stream,
-                                     cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
-  if (!st->desc.check_indices_sync || cs == cudaStreamCaptureStatusActive) return LOOM_SUCCESS;
+  int capturing = 0;
+  LOOM_TRY(loom__plan_done_record(st->done, stream, &capturing));
+  if (!st->desc.check_indices_sync || capturing) return LOOM_SUCCESS;
   LOOM_CUDA(cudaStreamSynchronize(stream));
   LOOM_TRY(loom__comm_check(plan->comm, fn));
   return loom_embedding_a2a_check(plan);

@@ -245,10 +245,7 @@ static void tp_destroy(loom_plan_t plan) {
   loom_tp_state_t *st = (loom_tp_state_t *)plan->op_state;
   if (!st) return;
   loom_comm_t comm = plan->comm;
-  if (st->done) {
-    cudaError_t e = cudaEventSynchronize(st->done);
-    if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (%s): waiting for the last call: %s", plan->op, cudaGetErrorString(e));
-  }
+  loom__plan_done_release(st->done, plan->op); /* the last call's kernels may still use what follows */
   if (st->a_full_own) {
     if (st->a_full_own_sym) (void)loom__comm_free(comm, st->a_full_own);
     else (void)cudaFree(st->a_full_own);
@@ -262,7 +259,6 @@ static void tp_destroy(loom_plan_t plan) {
   if (st->d_row_dst) (void)cudaFree(st->d_row_dst);
   if (st->fork) (void)cudaEventDestroy(st->fork);
   if (st->join) (void)cudaEventDestroy(st->join);
-  if (st->done) (void)cudaEventDestroy(st->done);
   if (st->side) (void)cudaStreamDestroy(st->side);
   loom__tp_trace_destroy(st);
   free(st);
@@ -635,10 +631,7 @@ loom_result_t loom__tp_join(loom_tp_state_t *st, cudaStream_t stream) {
 }
 
 loom_result_t loom__tp_done(loom_tp_state_t *st, cudaStream_t stream) {
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
-  LOOM_CUDA(cudaEventRecordWithFlags(st->done, stream,
-                                     cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
+  LOOM_TRY(loom__plan_done_record(st->done, stream, NULL));
   loom__tp_trace_end(st, stream);
   return LOOM_SUCCESS;
 }
