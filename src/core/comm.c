@@ -218,7 +218,12 @@ loom_result_t loom_comm_destroy(loom_comm_t comm) {
 loom_result_t loom_comm_get_info(loom_comm_t comm, loom_comm_info_t *info) {
   LOOM_TRY(loom__check_comm(comm, "loom_comm_get_info"));
   if (!info) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_comm_get_info: info=NULL");
+  if (info->struct_size != sizeof *info)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "loom_comm_get_info: info->struct_size=%zu, expected %zu (initialise with LOOM_COMM_INFO_INIT)",
+                      info->struct_size, sizeof *info);
   memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
   info->rank = comm->rank;
   info->size = comm->size;
   info->lsa_rank = comm->lsa_rank;
