@@ -297,6 +297,15 @@ static void tp_destroy(loom_plan_t plan) {
   plan->op_state = NULL;
 }
 
+void loom__tp_hooks_base(loom_plan_t plan, const loom_tp_state_t *st, int shift_rank, loom_dev_comm_t dc,
+                         loom_gemm_hooks_t *h) {
+  memset(h, 0, sizeof *h);
+  h->order.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
+  h->order.row_shift = loom_tp_row_shift(st->gemm.m, st->world, shift_rank, st->gemm_bm);
+  h->epoch_word = (const uint32_t *)((const char *)plan->comm->ws_ptr + plan->epoch_offset);
+  h->comm = dc;
+}
+
 loom_result_t loom__tp_peer_addresses(const char *fn, const char *what, loom_comm_t comm, const void *p, size_t bytes,
                                       char **peer) {
   return loom__peer_addresses(fn, what, comm, p, bytes,
