@@ -43,7 +43,7 @@ int main(void) {
   }
   loom_comm_t comm;
   CHECK(loom_comm_create(nccl, NULL, &comm));          /* collective */
-  loom_comm_info_t info;
+  loom_comm_info_t info = LOOM_COMM_INFO_INIT;
   CHECK(loom_comm_get_info(comm, &info));
   void *buf, *peer_buf;
   CHECK(loom_malloc(comm, 64 << 20, &buf));            /* collective: symmetric memory */

@@ -150,6 +150,7 @@ typedef struct loom_config {
 
 /* What loom read about its rank and GPU at loom_comm_create. */
 typedef struct loom_comm_info {
+  size_t struct_size;      /* sizeof(loom_comm_info_t) */
   int rank, size;          /* in the NCCL communicator */
   int lsa_rank, lsa_size;  /* in the load/store-accessible team (the NVLink domain) */
   int device;              /* CUDA device ordinal */
@@ -161,6 +162,7 @@ typedef struct loom_comm_info {
   int timeout_ms;          /* device-side wait bound */
   int nccl_version;        /* NCCL_VERSION_CODE of the loaded NCCL */
 } loom_comm_info_t;
+#define LOOM_COMM_INFO_INIT { sizeof(loom_comm_info_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* ---- communicator ------------------------------------------------------- */
 
@@ -178,7 +180,8 @@ loom_result_t loom_comm_create(ncclComm_t nccl, const loom_config_t *cfg, loom_c
  * whole device). Works on a comm that has reported LOOM_ERR_TIMEOUT. */
 loom_result_t loom_comm_destroy(loom_comm_t comm);
 
-/* Fills *info. */
+/* Fills *info (initialise it with LOOM_COMM_INFO_INIT: a struct_size that
+ * is not sizeof(loom_comm_info_t) is LOOM_ERR_INVALID_ARGUMENT). */
 loom_result_t loom_comm_get_info(loom_comm_t comm, loom_comm_info_t *info);
 
 /* LOOM_SUCCESS, or the error a kernel of this comm recorded (LOOM_ERR_TIMEOUT,
@@ -342,10 +345,9 @@ typedef enum loom_pooling {
   LOOM_POOL_MEAN = 1 /* sum / bag length; an empty bag gives zeros */
 } loom_pooling_t;
 
-/* ZERO_COPY needs every rank load/store reachable (else
- * LOOM_ERR_UNSUPPORTED). GIN (other nodes by ncclGin puts) is not enabled in
- * this version: LOOM_ERR_UNSUPPORTED where some rank is not load/store
- * reachable, ZERO_COPY where every rank is. */
+/* The path a plan chose (loom_embedding_plan_info_t.path): ZERO_COPY where
+ * every rank is load/store reachable, else STAGED. GIN (other nodes by
+ * ncclGin puts) is not enabled in this version. */
 typedef enum loom_embedding_path {
   LOOM_EMB_PATH_AUTO = 0,      /* ZERO_COPY where every rank is load/store reachable, else STAGED */
   LOOM_EMB_PATH_ZERO_COPY = 1, /* fused: pooled rows stored into peers' outputs (one NVLink domain) */
@@ -365,18 +367,17 @@ typedef struct loom_embedding_desc {
   loom_dtype_t table_type;      /* fp32, fp16 or bf16 */
   loom_dtype_t out_type;        /* fp32, fp16 or bf16 (accumulation is fp32) */
   int slice_samples;            /* S: samples per slice (the unit of a ready flag), 1..2^24; 0: 128 */
-  int local_first;              /* 0 (default): remote-first task order; 1: local slices first */
-  loom_embedding_path_t path;   /* LOOM_EMB_PATH_AUTO unless forcing one */
   int grid_blocks;              /* persistent blocks; 0: SM count x resident blocks per SM */
   int check_indices_sync;       /* 1: every call synchronizes its stream and reports an index
                                    error at once (debugging) */
 } loom_embedding_desc_t;
 #define LOOM_EMBEDDING_DESC_INIT                                                           \
   { sizeof(loom_embedding_desc_t), 0, NULL, NULL, 0, 0, LOOM_POOL_SUM, 0, LOOM_FP32,       \
-    LOOM_FP32, 0, 0, LOOM_EMB_PATH_AUTO, 0, 0 }
+    LOOM_FP32, 0, 0, 0 }
 
 /* What a plan chose and what it holds. */
 typedef struct loom_embedding_plan_info {
+  size_t struct_size;           /* sizeof(loom_embedding_plan_info_t) */
   loom_embedding_path_t path;   /* the path calls take */
   int slice_samples;            /* S */
   int slices_per_rank;          /* ceil(Bl / S): slices of one table for one destination */
@@ -387,6 +388,8 @@ typedef struct loom_embedding_plan_info {
   size_t workspace_bytes;       /* symmetric workspace (flags, counters) of the plan */
   size_t staging_bytes;         /* other device memory (0 on the zero-copy path) */
 } loom_embedding_plan_info_t;
+#define LOOM_EMBEDDING_PLAN_INFO_INIT \
+  { sizeof(loom_embedding_plan_info_t), LOOM_EMB_PATH_AUTO, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Collective. Chooses the path and reserves the flags and counters in the
  * comm's workspace; a plan whose 32-bit signal counts would overflow is
@@ -397,7 +400,9 @@ typedef struct loom_embedding_plan_info {
 loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_desc_t *desc,
                                       loom_plan_t *out);
 
-/* Fills *info (plan of loom_plan_embedding_a2a only). */
+/* Fills *info (plan of loom_plan_embedding_a2a only; initialise it with
+ * LOOM_EMBEDDING_PLAN_INFO_INIT: a struct_size that is not
+ * sizeof(loom_embedding_plan_info_t) is LOOM_ERR_INVALID_ARGUMENT). */
 loom_result_t loom_embedding_a2a_plan_info(loom_plan_t plan, loom_embedding_plan_info_t *info);
 
 /* Collective, stream-ordered. Pools this rank's tables over the global batch

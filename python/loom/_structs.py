@@ -137,8 +137,8 @@ class Config(CStruct):
 
 
 class CommInfo(CStruct):
-    _c_name_ = "loom_comm_info_t"
-    _fields_ = [("rank", c_int), ("size", c_int), ("lsa_rank", c_int), ("lsa_size", c_int),
+    _c_name_, _c_init_ = "loom_comm_info_t", "LOOM_COMM_INFO_INIT"
+    _fields_ = [("struct_size", c_size_t), ("rank", c_int), ("size", c_int), ("lsa_rank", c_int), ("lsa_size", c_int),
                 ("device", c_int), ("sm_count", c_int), ("cc_major", c_int), ("cc_minor", c_int),
                 ("l2_bytes", c_size_t), ("workspace_bytes", c_size_t), ("workspace_free", c_size_t),
                 ("timeout_ms", c_int), ("nccl_version", c_int)]
@@ -164,15 +164,13 @@ class EmbeddingDesc(CStruct):
     _fields_ = [("struct_size", c_size_t), ("world_size", c_int), ("tables_per_rank", ctypes.POINTER(c_int)),
                 ("rows", ctypes.POINTER(c_int64)), ("dim", c_int), ("global_batch", c_int64),
                 ("pooling", c_int), ("per_sample_weights", c_int), ("table_type", c_int), ("out_type", c_int),
-                ("slice_samples", c_int), ("local_first", c_int), ("path", c_int), ("grid_blocks", c_int),
-                ("check_indices_sync", c_int)]
-    _defaults_ = {"pooling": int(Pooling.SUM), "table_type": int(DType.FP32), "out_type": int(DType.FP32),
-                  "path": int(EmbeddingPath.AUTO)}
+                ("slice_samples", c_int), ("grid_blocks", c_int), ("check_indices_sync", c_int)]
+    _defaults_ = {"pooling": int(Pooling.SUM), "table_type": int(DType.FP32), "out_type": int(DType.FP32)}
 
 
 class EmbeddingPlanInfo(CStruct):
-    _c_name_ = "loom_embedding_plan_info_t"
-    _fields_ = [("path", c_int), ("slice_samples", c_int), ("slices_per_rank", c_int), ("tasks", c_int64),
+    _c_name_, _c_init_ = "loom_embedding_plan_info_t", "LOOM_EMBEDDING_PLAN_INFO_INIT"
+    _fields_ = [("struct_size", c_size_t), ("path", c_int), ("slice_samples", c_int), ("slices_per_rank", c_int), ("tasks", c_int64),
                 ("grid_blocks", c_int), ("num_flags", c_uint32), ("num_counters", c_uint32),
                 ("workspace_bytes", c_size_t), ("staging_bytes", c_size_t)]
 

@@ -137,7 +137,6 @@ def linear(x, weight, bias=None, *, out_dtype=None, stream=None):
 # ---- embedding-bag + All-to-All ---------------------------------------------
 
 _POOLING = {"sum": Pooling.SUM, "mean": Pooling.MEAN}
-_PATHS = {p.name.lower(): p for p in EmbeddingPath}
 
 
 def _torch_stream(stream, device):
@@ -166,7 +165,7 @@ class EmbeddingA2A:
 
     def __init__(self, comm, tables_per_rank, rows, dim, global_batch, *, pooling="sum",
                  per_sample_weights=False, table_dtype="float32", out_dtype="float32", slice_samples=0,
-                 path="auto", grid_blocks=0, check_indices_sync=False, local_first=False):
+                 grid_blocks=0, check_indices_sync=False):
         fn = "loom.EmbeddingA2A"
         tpr = [int(t) for t in tables_per_rank]
         if len(tpr) != comm.size:
@@ -174,8 +173,6 @@ class EmbeddingA2A:
         T, t_total, bl, table_rows = embedding_shapes(fn, tpr, rows, dim, int(global_batch), comm.rank)
         if pooling not in _POOLING:
             raise InvalidArgumentError(f"{fn}: pooling={pooling!r}; expected 'sum' or 'mean'")
-        if path not in _PATHS:
-            raise InvalidArgumentError(f"{fn}: path={path!r}; expected one of {', '.join(_PATHS)}")
         self.comm = comm
         self.tables_per_rank, self.rows = tuple(tpr), tuple(int(r) for r in rows)
         self.dim, self.global_batch = int(dim), int(global_batch)
@@ -190,8 +187,8 @@ class EmbeddingA2A:
         self._desc = EmbeddingDesc(
             world_size=comm.size, tables_per_rank=self._tpr_c, rows=self._rows_c, dim=self.dim,
             global_batch=self.global_batch, pooling=int(_POOLING[pooling]), per_sample_weights=int(self.weighted),
-            table_type=int(tt), out_type=int(ot), slice_samples=int(slice_samples), local_first=int(local_first),
-            path=int(_PATHS[path]), grid_blocks=int(grid_blocks), check_indices_sync=int(check_indices_sync))
+            table_type=int(tt), out_type=int(ot), slice_samples=int(slice_samples), grid_blocks=int(grid_blocks),
+            check_indices_sync=int(check_indices_sync))
         self._plan = None
         self._out = None
         self._grad = None

@@ -100,6 +100,95 @@ static void loom__comm_teardown(loom_comm_t c) {
   free(c);
 }
 
+/* Rank, size and device of the NCCL comm; the current device must be its. */
+static loom_result_t comm_identify(loom_comm_t c, ncclComm_t nccl) {
+  int nccl_dev = -1;
+  ncclResult_t n = ncclCommCount(nccl, &c->size);
+  if (n == ncclSuccess) n = ncclCommUserRank(nccl, &c->rank);
+  if (n == ncclSuccess) n = ncclCommCuDevice(nccl, &nccl_dev);
+  if (n != ncclSuccess) return loom__nccl_fail((int)n, "reading rank, size and device of the NCCL comm", __FILE__, __LINE__);
+  cudaError_t e = cudaGetDevice(&c->device);
+  if (e != cudaSuccess) return loom__cuda_fail((int)e, "cudaGetDevice", __FILE__, __LINE__);
+  if (c->device != nccl_dev)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "loom_comm_create: the current CUDA device is %d but the NCCL comm is on "
+                      "device %d; call cudaSetDevice(%d) first",
+                      c->device, nccl_dev, nccl_dev);
+  return LOOM_SUCCESS;
+}
+
+/* The GPU's properties loom reads (compute capability >= 8.0). */
+static loom_result_t comm_device_props(loom_comm_t c) {
+  struct cudaDeviceProp prop;
+  cudaError_t e = cudaGetDeviceProperties(&prop, c->device);
+  if (e != cudaSuccess) return loom__cuda_fail((int)e, "cudaGetDeviceProperties", __FILE__, __LINE__);
+  c->sm_count = prop.multiProcessorCount;
+  c->cc_major = prop.major;
+  c->cc_minor = prop.minor;
+  c->l2_bytes = (size_t)prop.l2CacheSize;
+  if (prop.major < 8)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "GPU %d (%s) has compute capability %d.%d; loom needs >= 8.0",
+                      c->device, prop.name, prop.major, prop.minor);
+  return LOOM_SUCCESS;
+}
+
+/* The host-mapped error record, the abort flag, the comm's stream and its
+ * fence words. */
+static loom_result_t comm_error_record(loom_comm_t c) {
+  cudaError_t e = cudaHostAlloc((void **)&c->err_host, sizeof(loom_error_record_t), cudaHostAllocMapped);
+  if (e == cudaSuccess) {
+    memset(c->err_host, 0, sizeof *c->err_host);
+    e = cudaHostGetDevicePointer((void **)&c->err_dev, c->err_host, 0);
+  }
+  if (e == cudaSuccess) e = cudaMalloc((void **)&c->abort_flag, sizeof(uint32_t));
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = cudaMalloc((void **)&c->fence_words, 3 * sizeof(uint64_t));
+  if (e == cudaSuccess) e = cudaMemsetAsync(c->abort_flag, 0, sizeof(uint32_t), c->stream);
+  if (e != cudaSuccess) return loom__cuda_fail((int)e, "allocating the error record", __FILE__, __LINE__);
+  return LOOM_SUCCESS;
+}
+
+/* The symmetric workspace (collective): allocated, zeroed, every peer's
+ * address copied to the device; whether every peer is reachable. */
+static loom_result_t comm_workspace(loom_comm_t c) {
+  void *ws = NULL;
+  LOOM_TRY(loom__comm_malloc(c, c->ws_bytes, &ws));
+  c->ws_ptr = ws;
+  /* (the allocation table may move later: copy what is needed now) */
+  void *const *peers = loom__find_alloc(c, ws, 1)->peer_ptrs;
+  c->ws_all_reachable = 1;
+  for (int p = 0; p < c->size; ++p) c->ws_all_reachable &= peers[p] != NULL;
+  cudaError_t e = cudaMemsetAsync(ws, 0, c->ws_bytes, c->stream);
+  if (e == cudaSuccess) e = cudaMalloc((void **)&c->ws_peer_dev, (size_t)c->size * sizeof(char *));
+  if (e == cudaSuccess)
+    e = cudaMemcpyAsync(c->ws_peer_dev, peers, (size_t)c->size * sizeof(char *), cudaMemcpyHostToDevice, c->stream);
+  /* (peers is host memory that outlives this call only until the table
+   * grows: wait here, on the comm's own stream only) */
+  if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+  if (e != cudaSuccess) return loom__cuda_fail((int)e, "initialising the workspace", __FILE__, __LINE__);
+  return LOOM_SUCCESS;
+}
+
+/* Every step after the comm's fields are set, in order; the first failure
+ * skips the rest (the collective ones included, on every rank that fails
+ * at the same step). */
+static loom_result_t comm_init(loom_comm_t c, ncclComm_t nccl) {
+  LOOM_TRY(comm_identify(c, nccl));
+  LOOM_TRY(comm_device_props(c));
+  LOOM_TRY(loom__lsa_team(nccl, &c->lsa_rank, &c->lsa_size));
+  /* A one-rank comm has no peers: it needs neither NCCL's device comm nor
+   * windows (NCCL 2.28 refuses ncclDevCommCreate on one rank), and its
+   * symmetric memory is plain device memory (memory.c). */
+  if (c->size > 1) LOOM_TRY(loom__devcomm_create(nccl, &c->devcomm));
+  LOOM_TRY(comm_error_record(c));
+  LOOM_TRY(loom__comm_reserve_own(c));
+  LOOM_TRY(comm_workspace(c));
+  /* Every rank's workspace is zeroed before any rank's kernel signals into
+   * it: an NCCL all-reduce after the (synchronized) memset is the fence. */
+  LOOM_TRY(loom__nccl_fence(c));
+  return loom__handle_add(c, LOOM_HANDLE_COMM);
+}
+
 loom_result_t loom_comm_create(ncclComm_t nccl, const loom_config_t *cfg, loom_comm_t *out) {
   if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_comm_create: out=NULL");
   *out = NULL;
@@ -107,11 +196,9 @@ loom_result_t loom_comm_create(ncclComm_t nccl, const loom_config_t *cfg, loom_c
   size_t ws_bytes;
   int timeout_ms;
   LOOM_TRY(loom__resolve_config(cfg, &ws_bytes, &timeout_ms));
-
   int version = 0;
   LOOM_NCCL(ncclGetVersion(&version));
   LOOM_TRY(loom__check_nccl_version(version));
-
   loom_comm_t c = (loom_comm_t)calloc(1, sizeof *c);
   if (!c) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of a comm failed");
   c->nccl = nccl;
@@ -119,78 +206,7 @@ loom_result_t loom_comm_create(ncclComm_t nccl, const loom_config_t *cfg, loom_c
   c->nccl_version = version;
   c->timeout_ms = timeout_ms;
   c->ws_bytes = (ws_bytes + LOOM_WS_ALIGN - 1) / LOOM_WS_ALIGN * LOOM_WS_ALIGN;
-
-  loom_result_t r = LOOM_SUCCESS;
-#define LOOM_STEP(call) do { if (r == LOOM_SUCCESS) r = (call); } while (0)
-  int nccl_dev = -1;
-  ncclResult_t n = ncclCommCount(nccl, &c->size);
-  if (n == ncclSuccess) n = ncclCommUserRank(nccl, &c->rank);
-  if (n == ncclSuccess) n = ncclCommCuDevice(nccl, &nccl_dev);
-  if (n != ncclSuccess) r = loom__nccl_fail((int)n, "reading rank, size and device of the NCCL comm", __FILE__, __LINE__);
-  if (r == LOOM_SUCCESS) {
-    cudaError_t e = cudaGetDevice(&c->device);
-    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaGetDevice", __FILE__, __LINE__);
-    else if (c->device != nccl_dev)
-      r = loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                     "loom_comm_create: the current CUDA device is %d but the NCCL comm is on "
-                     "device %d; call cudaSetDevice(%d) first",
-                     c->device, nccl_dev, nccl_dev);
-  }
-  if (r == LOOM_SUCCESS) {
-    struct cudaDeviceProp prop;
-    cudaError_t e = cudaGetDeviceProperties(&prop, c->device);
-    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaGetDeviceProperties", __FILE__, __LINE__);
-    else {
-      c->sm_count = prop.multiProcessorCount;
-      c->cc_major = prop.major;
-      c->cc_minor = prop.minor;
-      c->l2_bytes = (size_t)prop.l2CacheSize;
-      if (prop.major < 8)
-        r = loom__fail(LOOM_ERR_UNSUPPORTED, "GPU %d (%s) has compute capability %d.%d; loom needs >= 8.0",
-                       c->device, prop.name, prop.major, prop.minor);
-    }
-  }
-  LOOM_STEP(loom__lsa_team(nccl, &c->lsa_rank, &c->lsa_size));
-  /* A one-rank comm has no peers: it needs neither NCCL's device comm nor
-   * windows (NCCL 2.28 refuses ncclDevCommCreate on one rank), and its
-   * symmetric memory is plain device memory (memory.c). */
-  if (c->size > 1) LOOM_STEP(loom__devcomm_create(nccl, &c->devcomm));
-  if (r == LOOM_SUCCESS) {
-    cudaError_t e = cudaHostAlloc((void **)&c->err_host, sizeof(loom_error_record_t), cudaHostAllocMapped);
-    if (e == cudaSuccess) {
-      memset(c->err_host, 0, sizeof *c->err_host);
-      e = cudaHostGetDevicePointer((void **)&c->err_dev, c->err_host, 0);
-    }
-    if (e == cudaSuccess) e = cudaMalloc((void **)&c->abort_flag, sizeof(uint32_t));
-    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&c->fence_words, 3 * sizeof(uint64_t));
-    if (e == cudaSuccess) e = cudaMemsetAsync(c->abort_flag, 0, sizeof(uint32_t), c->stream);
-    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "allocating the error record", __FILE__, __LINE__);
-  }
-  LOOM_STEP(loom__comm_reserve_own(c));
-  void *ws = NULL;
-  LOOM_STEP(loom__comm_malloc(c, c->ws_bytes, &ws));
-  if (r == LOOM_SUCCESS) {
-    c->ws_ptr = ws;
-    /* (the allocation table may move later: copy what is needed now) */
-    void *const *peers = loom__find_alloc(c, ws, 1)->peer_ptrs;
-    c->ws_all_reachable = 1;
-    for (int p = 0; p < c->size; ++p) c->ws_all_reachable &= peers[p] != NULL;
-    cudaError_t e = cudaMemsetAsync(ws, 0, c->ws_bytes, c->stream);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&c->ws_peer_dev, (size_t)c->size * sizeof(char *));
-    if (e == cudaSuccess)
-      e = cudaMemcpyAsync(c->ws_peer_dev, peers, (size_t)c->size * sizeof(char *), cudaMemcpyHostToDevice,
-                          c->stream);
-    /* (peers is host memory that outlives this call only until the table
-     * grows: wait here, on the comm's own stream only) */
-    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
-    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "initialising the workspace", __FILE__, __LINE__);
-  }
-  /* Every rank's workspace is zeroed before any rank's kernel signals into
-   * it: an NCCL all-reduce after the (synchronized) memset is the fence. */
-  LOOM_STEP(loom__nccl_fence(c));
-  LOOM_STEP(loom__handle_add(c, LOOM_HANDLE_COMM));
-#undef LOOM_STEP
+  const loom_result_t r = comm_init(c, nccl);
   if (r != LOOM_SUCCESS) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", loom_last_error());
@@ -218,7 +234,12 @@ loom_result_t loom_comm_destroy(loom_comm_t comm) {
 loom_result_t loom_comm_get_info(loom_comm_t comm, loom_comm_info_t *info) {
   LOOM_TRY(loom__check_comm(comm, "loom_comm_get_info"));
   if (!info) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_comm_get_info: info=NULL");
+  if (info->struct_size != sizeof *info)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "loom_comm_get_info: info->struct_size=%zu, expected %zu (initialise with LOOM_COMM_INFO_INIT)",
+                      info->struct_size, sizeof *info);
   memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
   info->rank = comm->rank;
   info->size = comm->size;
   info->lsa_rank = comm->lsa_rank;

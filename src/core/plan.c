@@ -93,3 +93,57 @@ loom_result_t loom_plan_destroy(loom_plan_t plan) {
   free(plan);
   return r;
 }
+
+loom_result_t loom__plan_begin(loom_comm_t comm, const char *fn, loom_plan_t *out) {
+  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
+  *out = NULL;
+  return loom__comm_check(comm, fn);
+}
+
+loom_result_t loom__plan_detached(const char *fn) {
+  return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the description is valid; a test comm without a GPU cannot hold a plan",
+                    fn);
+}
+
+void *loom__plan_state_alloc(loom_comm_t comm, const char *fn, size_t bytes, loom_result_t *r) {
+  void *st = calloc(1, bytes);
+  *r = LOOM_SUCCESS;
+  if (!st)
+    *r = loom__comm_refuse(comm, fn,
+                           loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn));
+  return st;
+}
+
+loom_result_t loom__plan_abandon(loom_plan_t plan, loom_result_t r) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", loom_last_error());
+  (void)loom_plan_destroy(plan);
+  return loom__fail(r, "%s", msg);
+}
+
+loom_result_t loom__plan_done_create(cudaEvent_t *done) {
+  cudaError_t e = cudaEventCreateWithFlags(done, cudaEventDisableTiming);
+  return e == cudaSuccess ? LOOM_SUCCESS : loom__cuda_fail((int)e, "cudaEventCreateWithFlags", __FILE__, __LINE__);
+}
+
+loom_result_t loom__plan_done_record(cudaEvent_t done, cudaStream_t stream, int *capturing) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  cudaError_t e = cudaStreamIsCapturing(stream, &cs);
+  if (e != cudaSuccess) return loom__cuda_fail((int)e, "cudaStreamIsCapturing(stream, &cs)", __FILE__, __LINE__);
+  if (capturing) *capturing = cs == cudaStreamCaptureStatusActive;
+  e = cudaEventRecordWithFlags(done, stream,
+                               cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault);
+  if (e != cudaSuccess)
+    return loom__cuda_fail((int)e,
+                           "cudaEventRecordWithFlags(st->done, stream, cs == cudaStreamCaptureStatusActive ? "
+                           "cudaEventRecordExternal : cudaEventRecordDefault)",
+                           __FILE__, __LINE__);
+  return LOOM_SUCCESS;
+}
+
+void loom__plan_done_release(cudaEvent_t done, const char *who) {
+  if (!done) return;
+  cudaError_t e = cudaEventSynchronize(done);
+  if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (%s): waiting for the last call: %s", who, cudaGetErrorString(e));
+  (void)cudaEventDestroy(done);
+}

@@ -63,6 +63,36 @@ loom_result_t loom__plan_create(loom_comm_t comm, const char *fn, const char *op
  * 1 and the value in value[size] if tuned, 0 (use the heuristic) if not. */
 int loom__plan_tuning(loom_plan_t plan, const char *key, char *value, size_t size);
 
+/* The steps every op's plan creation shares. */
+
+/* The entry's first step: out checked (`fn`: out=NULL) and cleared, the
+ * comm checked. Not collective: a failure here is the caller's misuse on
+ * this rank, before any agreement. */
+loom_result_t loom__plan_begin(loom_comm_t comm, const char *fn, loom_plan_t *out);
+
+/* LOOM_ERR_UNSUPPORTED for a valid description on a test comm without a
+ * GPU (host tests stop there). */
+loom_result_t loom__plan_detached(const char *fn);
+
+/* The op's zeroed state of `bytes`; NULL (LOOM_ERR_OUT_OF_MEMORY in *r,
+ * the plan agreement answered through loom__comm_refuse) on failure. */
+void *loom__plan_state_alloc(loom_comm_t comm, const char *fn, size_t bytes, loom_result_t *r);
+
+/* A plan that failed after loom__plan_create: destroys it (its op state
+ * too) and returns r with the failure's message kept. */
+loom_result_t loom__plan_abandon(loom_plan_t plan, loom_result_t r);
+
+/* The plan's `done` event (recorded by every call, waited for by destroy). */
+loom_result_t loom__plan_done_create(cudaEvent_t *done);
+
+/* Records `done` on stream (inside a capture as an event node, so graph
+ * replays record it too); *capturing (where not NULL): whether it was. */
+loom_result_t loom__plan_done_record(cudaEvent_t done, cudaStream_t stream, int *capturing);
+
+/* Waits for the plan's last call (its `done`) and destroys the event; a
+ * failure is a warning naming `who` (destroy goes on). */
+void loom__plan_done_release(cudaEvent_t done, const char *who);
+
 /* The epoch of the next call (and advances the counter). */
 uint32_t loom__plan_next_epoch(loom_plan_t plan);
 

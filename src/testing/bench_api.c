@@ -158,6 +158,12 @@ loom_result_t loom_bench_optim_update_plan(loom_comm_t comm, const loom_optim_de
 
 /* ---- embedding ----------------------------------------------------------- */
 
+loom_result_t loom_bench_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_desc_t *desc, int local_first,
+                                            loom_embedding_path_t path, loom_plan_t *out) {
+  const loom__emb_plan_opts_t opts = {local_first, path};
+  return loom__plan_embedding_a2a_opts(comm, desc, &opts, out);
+}
+
 loom_result_t loom_bench_emb_part(loom_plan_t plan, int *part) { return loom__emb_get_part(plan, part); }
 
 loom_result_t loom_bench_emb_kernel_regs(loom_dtype_t table_type, loom_dtype_t out_type, int dim, int *regs,

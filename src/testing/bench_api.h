@@ -25,7 +25,8 @@
  *                time into its GEMM and the rest
  *   optimizers   loom_bench_optim_update_plan: the update without the
  *                gradients' communication (the "NCCL, then update" baseline)
- *   embedding    loom_bench_emb_*: the plan's work cut, kernel registers,
+ *   embedding    loom_bench_plan_embedding_a2a (forced path and task
+ *                order), loom_bench_emb_*: the plan's work cut, kernel registers,
  *                the sorted backward on fp32 tables, its scratch size
  *   pointwise    loom_bench_pointwise_*: a loom_epilogue_t as one separate
  *                elementwise kernel (the unfused baseline of GEMM+AllReduce)
@@ -166,6 +167,12 @@ loom_result_t loom_bench_optim_update_plan(loom_comm_t comm, const loom_optim_de
                                            loom_plan_t *out);
 
 /* ---- embedding-bag + All-to-All ------------------------------------------ */
+
+/* loom_plan_embedding_a2a with the task order and the path forced (the
+ * public description has neither: they exist for measurements): the
+ * local-first rows and the staged path where AUTO takes zero-copy. */
+loom_result_t loom_bench_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_desc_t *desc, int local_first,
+                                            loom_embedding_path_t path, loom_plan_t *out);
 
 /* Bags per task of a plan's forward kernel (its work cut, 1..32), for the
  * table's configuration column. */

@@ -217,7 +217,7 @@ static loom_result_t make_plan(loom_comm_t comm, int op, size_t count, int64_t c
   loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
   d.count = (int64_t)count, d.cols = cols, d.algo = algo, d.norm = norm;
   int W = 0;
-  loom_comm_info_t info;
+  loom_comm_info_t info = LOOM_COMM_INFO_INIT;
   LOOM_BENCH_TRY(loom_comm_get_info(comm, &info));
   W = info.size;
   d.world_size = W;

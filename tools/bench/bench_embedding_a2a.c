@@ -190,6 +190,35 @@ static int api_before(emb_api_t *a, const char *path) {
   return 0;
 }
 
+/* The description as builds made it before local_first and path left it
+ * (they followed slice_samples): a --before library of such a build refuses
+ * the current layout by its struct_size, on every rank alike. */
+typedef struct emb_desc_legacy {
+  size_t struct_size;
+  int world_size;
+  const int *tables_per_rank;
+  const int64_t *rows;
+  int dim;
+  int64_t global_batch;
+  loom_pooling_t pooling;
+  int per_sample_weights;
+  loom_dtype_t table_type, out_type;
+  int slice_samples, local_first;
+  loom_embedding_path_t path;
+  int grid_blocks, check_indices_sync;
+} emb_desc_legacy_t;
+
+/* api's plan of d (AUTO path, remote-first), in the layout its build takes. */
+static loom_result_t api_plan(const emb_api_t *api, loom_comm_t comm, const loom_embedding_desc_t *d,
+                              loom_plan_t *out) {
+  const loom_result_t r = api->plan(comm, d, out);
+  if (r != LOOM_ERR_INVALID_ARGUMENT || !strstr(api->last_error(), "desc->struct_size=")) return r;
+  const emb_desc_legacy_t l = {sizeof l, d->world_size, d->tables_per_rank, d->rows, d->dim, d->global_batch,
+                               d->pooling, d->per_sample_weights, d->table_type, d->out_type, d->slice_samples, 0,
+                               LOOM_EMB_PATH_AUTO, d->grid_blocks, d->check_indices_sync};
+  return api->plan(comm, (const loom_embedding_desc_t *)(const void *)&l, out);
+}
+
 /* A build and its comm. */
 typedef struct emb_side {
   const emb_api_t *api;
@@ -352,7 +381,7 @@ static void csr_free(emb_csr_t *c) {
 }
 
 static loom_embedding_desc_t emb_desc(const emb_args_t *a, int W, const int *tpr, const int64_t *rows, emb_shape_t sh,
-                                      int S, int local_first, loom_embedding_path_t path, loom_dtype_t tt) {
+                                      int S, loom_dtype_t tt) {
   loom_embedding_desc_t d = LOOM_EMBEDDING_DESC_INIT;
   d.world_size = W;
   d.tables_per_rank = tpr;
@@ -360,8 +389,6 @@ static loom_embedding_desc_t emb_desc(const emb_args_t *a, int W, const int *tpr
   d.dim = a->dim;
   d.global_batch = sh.B;
   d.slice_samples = S;
-  d.local_first = local_first;
-  d.path = path;
   d.table_type = tt;
   d.out_type = tt;
   return d;
@@ -384,7 +411,7 @@ static int64_t words_differ(const void *x, const void *y, size_t bytes) {
 
 /* The configuration a plan runs (plan info and kernel registers), for the table. */
 static void plan_summary(loom_plan_t p, loom_dtype_t tt, int dim, char *buf, size_t cap) {
-  loom_embedding_plan_info_t info;
+  loom_embedding_plan_info_t info = LOOM_EMBEDDING_PLAN_INFO_INIT;
   int part = 0, regs = 0, spill = 0;
   if (loom_embedding_a2a_plan_info(p, &info) != LOOM_SUCCESS || loom_bench_emb_part(p, &part) != LOOM_SUCCESS ||
       loom_bench_emb_kernel_regs(tt, tt, dim, &regs, &spill) != LOOM_SUCCESS) {
@@ -411,7 +438,7 @@ typedef struct emb_run {
 
 /* The path a plan of the AUTO path resolved to. */
 static const char *emb_path_of(loom_plan_t p) {
-  loom_embedding_plan_info_t info;
+  loom_embedding_plan_info_t info = LOOM_EMBEDDING_PLAN_INFO_INIT;
   return loom_embedding_a2a_plan_info(p, &info) == LOOM_SUCCESS ? loom_bench_emb_path(info.path) : "unresolved";
 }
 
@@ -459,13 +486,11 @@ static int run_forward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int64
   CTRY(cudaMalloc(&send, pool_bytes));
   CTRY(cudaMalloc(&recv, pool_bytes));
   loom_plan_t fused = NULL, staged = NULL, fused_b = NULL;
-  loom_embedding_desc_t d = emb_desc(a, W, tpr, rows, sh, 0, 0, LOOM_EMB_PATH_AUTO, LOOM_FP32);
+  loom_embedding_desc_t d = emb_desc(a, W, tpr, rows, sh, 0, LOOM_FP32);
   TRY(loom_plan_embedding_a2a(R->now.comm, &d, &fused));
-  d.path = LOOM_EMB_PATH_STAGED;
-  TRY(loom_plan_embedding_a2a(R->now.comm, &d, &staged));
+  TRY(loom_bench_plan_embedding_a2a(R->now.comm, &d, 0, LOOM_EMB_PATH_STAGED, &staged));
   if (have_before) {
-    d.path = LOOM_EMB_PATH_AUTO;
-    TRY_API(&R->before, R->before.api->plan(R->before.comm, &d, &fused_b));
+    TRY_API(&R->before, api_plan(R->before.api, R->before.comm, &d, &fused_b));
     TRY_API(&R->before, R->before.api->mem_alloc(R->before.comm, out_bytes, &out_b));
     CTRY(cudaMalloc(&pooled_b, pool_bytes));
   }
@@ -573,7 +598,7 @@ static int run_forward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int64
     void *sargs[NS];
     loom_bench_time_t st[NS];
     for (int k = 0; k < NS; ++k) {
-      loom_embedding_desc_t ds = emb_desc(a, W, tpr, rows, sh, Ss[k], 0, LOOM_EMB_PATH_AUTO, LOOM_FP32);
+      loom_embedding_desc_t ds = emb_desc(a, W, tpr, rows, sh, Ss[k], LOOM_FP32);
       TRY(loom_plan_embedding_a2a(R->now.comm, &ds, &ps[k]));
       cs[k] = base;
       cs[k].plan = ps[k];
@@ -601,8 +626,8 @@ static int run_forward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int64
     void *oargs[2] = {&co[0], &co[1]};
     loom_bench_time_t ot[2];
     for (int lf = 0; lf < 2; ++lf) {
-      loom_embedding_desc_t ds = emb_desc(a, W, tpr, rows, sh, 0, lf, LOOM_EMB_PATH_AUTO, LOOM_FP32);
-      TRY(loom_plan_embedding_a2a(R->now.comm, &ds, &po[lf]));
+      loom_embedding_desc_t ds = emb_desc(a, W, tpr, rows, sh, 0, LOOM_FP32);
+      TRY(loom_bench_plan_embedding_a2a(R->now.comm, &ds, lf, LOOM_EMB_PATH_AUTO, &po[lf]));
       co[lf] = base;
       co[lf].plan = po[lf];
     }
@@ -669,15 +694,15 @@ static int run_backward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int6
   TRY(loom_bench_fill_random(g32, LOOM_FP32, gout, 557 + (uint64_t)ctx->rank, 1.0));
   TRY(loom_bench_fill_random(g16, LOOM_BF16, gout, 558 + (uint64_t)ctx->rank, 1.0));
   loom_plan_t p32 = NULL, p32s = NULL, p16 = NULL, b32 = NULL, b16 = NULL;
-  loom_embedding_desc_t d = emb_desc(a, W, tpr, rows, sh, 0, 0, LOOM_EMB_PATH_AUTO, LOOM_FP32);
+  loom_embedding_desc_t d = emb_desc(a, W, tpr, rows, sh, 0, LOOM_FP32);
   TRY(loom_plan_embedding_a2a(R->now.comm, &d, &p32));
   TRY(loom_plan_embedding_a2a(R->now.comm, &d, &p32s));
   TRY(loom_bench_emb_backward_sorted(p32s));
-  loom_embedding_desc_t d16 = emb_desc(a, W, tpr, rows, sh, 0, 0, LOOM_EMB_PATH_AUTO, LOOM_BF16);
+  loom_embedding_desc_t d16 = emb_desc(a, W, tpr, rows, sh, 0, LOOM_BF16);
   TRY(loom_plan_embedding_a2a(R->now.comm, &d16, &p16));
   if (have_before) {
-    TRY_API(&R->before, R->before.api->plan(R->before.comm, &d, &b32));
-    TRY_API(&R->before, R->before.api->plan(R->before.comm, &d16, &b16));
+    TRY_API(&R->before, api_plan(R->before.api, R->before.comm, &d, &b32));
+    TRY_API(&R->before, api_plan(R->before.api, R->before.comm, &d16, &b16));
     TRY_API(&R->before, R->before.api->mem_alloc(R->before.comm, gout * 4, &g32b));
     TRY_API(&R->before, R->before.api->mem_alloc(R->before.comm, gout * 2, &g16b));
     CTRY(cudaMemcpyAsync(g32b, g32, gout * 4, cudaMemcpyDeviceToDevice, R->s));

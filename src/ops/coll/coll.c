@@ -50,9 +50,8 @@ const char *loom__coll_algo_name(loom_coll_algo_t a) {
   return "unknown";
 }
 
-loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int sm_count,
-                                    const loom_coll_thresholds_t *th, const loom_coll_desc_t *d,
-                                    loom_coll_algo_t *algo) {
+/* The description's own fields: size, shape, dtypes. */
+static loom_result_t coll_check_shape(const char *fn, int comm_size, const loom_coll_desc_t *d) {
   if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL must point to a loom_coll_desc_t", fn);
   if (d->struct_size != sizeof(loom_coll_desc_t))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
@@ -78,6 +77,11 @@ loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->cols=%lld must be 0 (a flat vector) or divide desc->count=%lld (rows of cols)", fn,
                       (long long)d->cols, (long long)d->count);
+  return LOOM_SUCCESS;
+}
+
+/* The row-wise norm epilogue's fields. */
+static loom_result_t coll_check_norm(const char *fn, int kind, const loom_coll_desc_t *d) {
   if (d->norm < LOOM_NORM_NONE || d->norm > LOOM_NORM_LAYER)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->norm=%d is unknown: must be LOOM_NORM_NONE, LOOM_NORM_RMS or LOOM_NORM_LAYER", fn,
@@ -96,6 +100,14 @@ loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int
       return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->norm_eps=%g must be finite and > 0", fn,
                         (double)d->norm_eps);
   }
+  return LOOM_SUCCESS;
+}
+
+/* LL: a row-wise norm's rows are whole groups of 8 (a block's rows are its own). */
+static int coll_ll_ok(const loom_coll_desc_t *d) { return d->norm == LOOM_NORM_NONE || d->cols % LOOM_COLL_VEC == 0; }
+
+/* The algorithm and the grid asked for. */
+static loom_result_t coll_check_algo(const char *fn, int kind, int sm_count, const loom_coll_desc_t *d) {
   if (kind == LOOM__COLL_AG && d->out_type != d->dtype)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->out_type=%d differs from desc->dtype=%d: an AllGather copies, it does not convert", fn,
@@ -112,19 +124,26 @@ loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int
                       "%s: desc->blocks=%d must be 0 (chosen by size) or 1 .. %d (the SMs: every block waits on peers, so "
                       "all must be resident)",
                       fn, d->blocks, sm_count);
-  /* LL: a row-wise norm's rows are whole groups of 8 (a block's rows are its own) */
-  const int ll_ok = d->norm == LOOM_NORM_NONE || d->cols % LOOM_COLL_VEC == 0;
-  if (d->algo == LOOM_COLL_LL && !ll_ok)
+  if (d->algo == LOOM_COLL_LL && !coll_ll_ok(d))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->algo=LOOM_COLL_LL with desc->norm=%d needs desc->cols a multiple of 8 (cols=%lld); "
                       "use LOOM_COLL_ONE_SHOT or LOOM_COLL_AUTO",
                       fn, (int)d->norm, (long long)d->cols);
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int sm_count,
+                                    const loom_coll_thresholds_t *th, const loom_coll_desc_t *d,
+                                    loom_coll_algo_t *algo) {
+  LOOM_TRY(coll_check_shape(fn, comm_size, d));
+  LOOM_TRY(coll_check_norm(fn, kind, d));
+  LOOM_TRY(coll_check_algo(fn, kind, sm_count, d));
   loom_coll_algo_t a = LOOM_COLL_AUTO;
   if (kind == LOOM__COLL_AR) {
     const uint64_t bytes = (uint64_t)d->count * loom_dtype_size(d->dtype);
     a = d->algo;
     if (a == LOOM_COLL_AUTO) {
-      const int pick = loom_coll_auto_algo((int64_t)bytes, comm_size, ll_ok, th);
+      const int pick = loom_coll_auto_algo((int64_t)bytes, comm_size, coll_ll_ok(d), th);
       a = pick == 1 ? LOOM_COLL_LL : pick == 2 ? LOOM_COLL_PUSH : pick == 3 ? LOOM_COLL_ONE_SHOT : LOOM_COLL_TWO_SHOT;
     }
   }
@@ -146,55 +165,45 @@ static loom_result_t coll_state(loom_plan_t plan, const char *fn, int kind, loom
 static void coll_destroy(loom_plan_t plan) {
   loom_coll_state_t *st = (loom_coll_state_t *)plan->op_state;
   if (!st) return;
-  if (st->done) {
-    cudaError_t e = cudaEventSynchronize(st->done);
-    if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (%s): waiting for the last call: %s", plan->op, cudaGetErrorString(e));
-    (void)cudaEventDestroy(st->done);
-  }
+  loom__plan_done_release(st->done, plan->op);
   if (st->staging) (void)loom__comm_free(plan->comm, st->staging);
   free(st);
   plan->op_state = NULL;
 }
 
-static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, int kind, loom_plan_t *out) {
-  const char *fn = kind == LOOM__COLL_AR ? "loom_plan_allreduce"
-                   : kind == LOOM__COLL_RS ? "loom_plan_reduce_scatter"
-                                           : "loom_plan_all_gather";
-  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
-  *out = NULL;
-  LOOM_TRY(loom__comm_check(comm, fn));
-  const size_t threshold = (size_t)loom__param_ALLREDUCE_ONE_SHOT_BYTES();
-  const loom_coll_thresholds_t th = {loom__param_ALLREDUCE_LL_BYTES(), loom__param_ALLREDUCE_PUSH_BYTES(),
-                                     (int64_t)threshold};
-  loom_coll_algo_t algo = LOOM_COLL_AUTO;
-  const loom_result_t rc = loom__coll_check_desc(fn, kind, comm->size, comm->sm_count, &th, desc, &algo);
-  if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
-  if (!comm->detached && !comm->ws_all_reachable)
-    return loom__comm_refuse(comm, fn,
-                             loom__fail(LOOM_ERR_UNSUPPORTED,
-                                        "%s: not every rank is load/store reachable from rank %d (loom's collectives "
-                                        "need one NVLink domain; use NCCL across nodes)",
-                                        fn, comm->rank));
-  if (comm->detached)
-    return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the description is valid; a test comm without a GPU cannot hold a plan",
-                      fn);
+static const char *coll_plan_fn(int kind) {
+  return kind == LOOM__COLL_AR ? "loom_plan_allreduce"
+         : kind == LOOM__COLL_RS ? "loom_plan_reduce_scatter"
+                                 : "loom_plan_all_gather";
+}
 
-  loom_coll_state_t *st = (loom_coll_state_t *)calloc(1, sizeof *st);
-  if (!st)
-    return loom__comm_refuse(comm, fn,
-                             loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn));
-  st->kind = (loom__coll_kind_t)kind;
-  st->desc = *desc;
-  st->algo = algo;
+/* Validate: the description (its algorithm resolved from the AllReduce
+ * thresholds) and one NVLink domain. */
+static loom_result_t coll_validate(loom_comm_t comm, const char *fn, int kind, const loom_coll_desc_t *desc,
+                                   size_t one_shot_max, loom_coll_algo_t *algo) {
+  const loom_coll_thresholds_t th = {loom__param_ALLREDUCE_LL_BYTES(), loom__param_ALLREDUCE_PUSH_BYTES(),
+                                     (int64_t)one_shot_max};
+  LOOM_TRY(loom__coll_check_desc(fn, kind, comm->size, comm->sm_count, &th, desc, algo));
+  if (!comm->detached && !comm->ws_all_reachable)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: not every rank is load/store reachable from rank %d (loom's collectives need one NVLink "
+                      "domain; use NCCL across nodes)",
+                      fn, comm->rank);
+  return LOOM_SUCCESS;
+}
+
+/* Resolve and lay out: the kernel variant, slices, grid, chunks, shared
+ * memory; the signal words it needs. */
+static uint32_t coll_layout(loom_comm_t comm, loom_coll_state_t *st) {
+  const loom_coll_desc_t *desc = &st->desc;
+  const int kind = (int)st->kind;
+  const loom_coll_algo_t algo = st->algo;
   st->kk = kind == LOOM__COLL_RS   ? LOOM__CK_RS
            : kind == LOOM__COLL_AG ? LOOM__CK_AG
            : algo == LOOM_COLL_ONE_SHOT ? LOOM__CK_ONE_SHOT
            : algo == LOOM_COLL_LL       ? LOOM__CK_LL
            : algo == LOOM_COLL_PUSH     ? LOOM__CK_PUSH
                                         : LOOM__CK_TWO_SHOT;
-  st->rank = comm->rank;
-  st->world = comm->size;
-  st->one_shot_max = threshold;
   const int W = st->world;
   const int64_t count = desc->count;
   const size_t es_in = loom_dtype_size(desc->dtype), es_out = loom_dtype_size(desc->out_type);
@@ -212,33 +221,33 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
   st->chunk = loom_coll_chunk_elems(span, st->unit, st->blocks, (int64_t)es_max, LOOM_COLL_CHUNK_BYTES);
   st->nch = loom_coll_chunks(st->slice, st->chunk);
   st->smem = desc->norm != LOOM_NORM_NONE ? (size_t)desc->cols * sizeof(float) : 0;
-  const uint32_t nsig = LOOM_COLL_SIG_REDUCED + (uint32_t)(st->kk == LOOM__CK_TWO_SHOT ? st->nch : 0);
+  return LOOM_COLL_SIG_REDUCED + (uint32_t)(st->kk == LOOM__CK_TWO_SHOT ? st->nch : 0);
+}
 
-  /* every rank resolved the same plan, before anything else collective */
-  const int64_t f[15] = {kind, count, desc->dtype, desc->out_type, desc->cols, desc->norm, st->kk, st->unit,
+/* What every rank must have resolved alike (the plan agreement's hash). */
+static uint64_t coll_fingerprint(const loom_coll_state_t *st, uint32_t nsig) {
+  const loom_coll_desc_t *desc = &st->desc;
+  const int64_t f[15] = {st->kind, desc->count, desc->dtype, desc->out_type, desc->cols, desc->norm, st->kk, st->unit,
                          st->slice, st->blocks, st->chunk, st->nch, nsig, desc->world_size, (int64_t)st->smem};
   uint64_t h = loom__fnv64(LOOM_FNV64_INIT, f, sizeof f);
-  h = loom__fnv64(h, &desc->norm_eps, sizeof desc->norm_eps);
-  loom_plan_t plan = NULL;
-  loom_result_t r = loom__plan_create(comm, fn, kind_op(kind), nsig, 0, h,
-                                      "every rank must pass the same loom_coll_desc_t (count, dtypes, cols, norm, "
-                                      "algo, blocks) and the same LOOM_ALLREDUCE_LL_BYTES, _PUSH_BYTES and _ONE_SHOT_BYTES",
-                                      &plan);
-  if (r != LOOM_SUCCESS) {
-    free(st);
-    return r;
-  }
-  plan->op_state = st;
-  plan->destroy_op = coll_destroy;
-  /* staging: two-shot, each rank's reduced slice (peers fetch it); one-shot,
-   * the result of an in-place call until the peers are done reading `in`;
-   * LL, the lines the peers push (coll_schedule.h) */
+  return loom__fnv64(h, &desc->norm_eps, sizeof desc->norm_eps);
+}
+
+/* Allocate the staging: two-shot, each rank's reduced slice (peers fetch
+ * it); one-shot, the result of an in-place call until the peers are done
+ * reading `in`; LL, the lines the peers push (coll_schedule.h). Collective
+ * where peers push into it (every rank answers the agreement). */
+static loom_result_t coll_staging(loom_comm_t comm, const char *fn, loom_coll_state_t *st) {
+  const int W = st->world;
+  const int64_t count = st->desc.count;
+  const size_t es_in = loom_dtype_size(st->desc.dtype), es_out = loom_dtype_size(st->desc.out_type);
   if (st->kk == LOOM__CK_TWO_SHOT || st->kk == LOOM__CK_ONE_SHOT)
     st->staging_bytes = (size_t)(st->kk == LOOM__CK_TWO_SHOT ? st->slice : count) * es_out;
   if (st->kk == LOOM__CK_LL) st->staging_bytes = (size_t)loom_coll_ll_bytes(count, (int64_t)es_in, W);
   if (st->kk == LOOM__CK_PUSH)
     st->staging_bytes = (size_t)loom_coll_push_bytes(count, (int64_t)es_in, W, loom_coll_chunks(count, st->chunk));
   const int pushed = (st->kk == LOOM__CK_LL || st->kk == LOOM__CK_PUSH) && W > 1;
+  loom_result_t r = LOOM_SUCCESS;
   if (st->staging_bytes) r = loom__comm_malloc(comm, st->staging_bytes, &st->staging);
   if (pushed) {
     /* the flags are epochs of this plan, which start again at 1: flags left
@@ -257,20 +266,46 @@ static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, i
     r = loom__peer_addresses(fn, "staging", comm, st->staging, st->staging_bytes, "the plan's own buffer", peer);
     for (int p = 0; r == LOOM_SUCCESS && p < W; ++p) st->stg_peer[p] = peer[p];
   }
-  if (r == LOOM_SUCCESS) {
-    cudaError_t e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
-    if (e != cudaSuccess) r = loom__cuda_fail((int)e, "cudaEventCreateWithFlags", __FILE__, __LINE__);
-  }
-  if (r == LOOM_SUCCESS) r = loom__coll_prepare((int)desc->dtype, (int)desc->out_type, (int)st->kk, st->smem);
+  return r;
+}
+
+static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, int kind, loom_plan_t *out) {
+  const char *fn = coll_plan_fn(kind);
+  LOOM_TRY(loom__plan_begin(comm, fn, out));
+  const size_t threshold = (size_t)loom__param_ALLREDUCE_ONE_SHOT_BYTES();
+  loom_coll_algo_t algo = LOOM_COLL_AUTO;
+  loom_result_t r = coll_validate(comm, fn, kind, desc, threshold, &algo);
+  if (r != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, r);
+  if (comm->detached) return loom__plan_detached(fn);
+  loom_coll_state_t *st = (loom_coll_state_t *)loom__plan_state_alloc(comm, fn, sizeof *st, &r);
+  if (!st) return r;
+  st->kind = (loom__coll_kind_t)kind;
+  st->desc = *desc;
+  st->algo = algo;
+  st->rank = comm->rank;
+  st->world = comm->size;
+  st->one_shot_max = threshold;
+  const uint32_t nsig = coll_layout(comm, st);
+  /* every rank resolved the same plan, before anything else collective */
+  loom_plan_t plan = NULL;
+  r = loom__plan_create(comm, fn, kind_op(kind), nsig, 0, coll_fingerprint(st, nsig),
+                        "every rank must pass the same loom_coll_desc_t (count, dtypes, cols, norm, "
+                        "algo, blocks) and the same LOOM_ALLREDUCE_LL_BYTES, _PUSH_BYTES and _ONE_SHOT_BYTES",
+                        &plan);
   if (r != LOOM_SUCCESS) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", loom_last_error());
-    (void)loom_plan_destroy(plan);
-    return loom__fail(r, "%s", msg);
+    free(st);
+    return r;
   }
-  LOOM_INFO("%s: count=%lld cols=%lld W=%d: %s, S=%lld, chunk=%lld (%lld per slice), blocks=%d", fn, (long long)count,
-            (long long)desc->cols, W, kind == LOOM__COLL_AR ? loom__coll_algo_name(algo) : kind_op(kind),
-            (long long)st->slice, (long long)st->chunk, (long long)st->nch, st->blocks);
+  plan->op_state = st;
+  plan->destroy_op = coll_destroy;
+  r = coll_staging(comm, fn, st);
+  if (r == LOOM_SUCCESS) r = loom__plan_done_create(&st->done);
+  if (r == LOOM_SUCCESS) r = loom__coll_prepare((int)desc->dtype, (int)desc->out_type, (int)st->kk, st->smem);
+  if (r != LOOM_SUCCESS) return loom__plan_abandon(plan, r);
+  LOOM_INFO("%s: count=%lld cols=%lld W=%d: %s, S=%lld, chunk=%lld (%lld per slice), blocks=%d", fn,
+            (long long)desc->count, (long long)desc->cols, st->world,
+            kind == LOOM__COLL_AR ? loom__coll_algo_name(algo) : kind_op(kind), (long long)st->slice,
+            (long long)st->chunk, (long long)st->nch, st->blocks);
   *out = plan;
   return LOOM_SUCCESS;
 }
@@ -462,11 +497,7 @@ static loom_result_t coll_call(loom_plan_t plan, int kind, const char *fn, const
   a.out = kind == LOOM__COLL_RS && a.in_place ? (char *)in : (char *)out;
   (void)loom__plan_next_epoch(plan);
   LOOM_TRY(loom__coll_launch(&a, st->blocks, st->smem, stream));
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
-  LOOM_CUDA(cudaEventRecordWithFlags(st->done, stream,
-                                     cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
-  return LOOM_SUCCESS;
+  return loom__plan_done_record(st->done, stream, NULL);
 }
 
 loom_result_t loom_allreduce(loom_plan_t plan, const void *in, void *out, const loom_epilogue_t *epi,

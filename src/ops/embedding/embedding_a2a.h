@@ -97,8 +97,18 @@ typedef struct loom_emb_kargs {
 #define LOOM_EMB_BWD_ATOMIC 0    /* fp32 atomics per index (fp32 tables) */
 #define LOOM_EMB_BWD_SORTED 1    /* sorted by row, fp32 sums, one rounding (fp16/bf16 tables) */
 
+/* What tests and benchmarks may set beyond the public description
+ * (loom__plan_embedding_a2a_opts; loom_plan_embedding_a2a takes the
+ * defaults, LOOM__EMB_PLAN_OPTS_INIT). */
+typedef struct loom__emb_plan_opts {
+  int local_first;               /* 0 (default): remote-first task order; 1: local slices first */
+  loom_embedding_path_t path;    /* LOOM_EMB_PATH_AUTO unless forcing one */
+} loom__emb_plan_opts_t;
+#define LOOM__EMB_PLAN_OPTS_INIT { 0, LOOM_EMB_PATH_AUTO }
+
 typedef struct loom_emb_state {
   loom_embedding_desc_t desc;    /* copy; array fields point at the copies below */
+  loom__emb_plan_opts_t opts;    /* as the plan was asked */
   int *tables_per_rank;          /* [W] */
   int64_t *rows;                 /* [T_total] */
   int *table_base;               /* [W+1] */
@@ -123,6 +133,15 @@ typedef struct loom_emb_state {
 /* Pure checks of a description for a comm of `size` ranks, `rank`; the
  * message names fn, the field and its value. No GPU. */
 loom_result_t loom__emb_validate_desc(const char *fn, const loom_embedding_desc_t *d, int size, int rank);
+
+/* Pure checks of the options for a comm of `size` ranks (opts may not be
+ * NULL); the message names fn, the field and its value. No GPU. */
+loom_result_t loom__emb_check_opts(const char *fn, const loom__emb_plan_opts_t *o, int size);
+
+/* loom_plan_embedding_a2a with the options tests and benchmarks set
+ * (opts NULL: the defaults). */
+loom_result_t loom__plan_embedding_a2a_opts(loom_comm_t comm, const loom_embedding_desc_t *desc,
+                                            const loom__emb_plan_opts_t *opts, loom_plan_t *out);
 
 /* Kernel launchers (embedding_a2a.cu). */
 loom_result_t loom__emb_launch_forward(const loom_emb_kargs_t *a, loom_dtype_t tt, loom_dtype_t ot, int grid,

@@ -47,8 +47,8 @@ __attribute__((constructor)) static void loom__emb_wait_sites(void) {
 
 static const char *pool_name(int p) { return p == LOOM_POOL_SUM ? "sum" : p == LOOM_POOL_MEAN ? "mean" : "?"; }
 
-loom_result_t loom__emb_validate_desc(const char *fn, const loom_embedding_desc_t *d, int size, int rank) {
-  (void)rank;
+/* The description's header and its tables. */
+static loom_result_t emb_check_tables(const char *fn, const loom_embedding_desc_t *d, int size) {
   if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL", fn);
   if (d->struct_size != sizeof(loom_embedding_desc_t))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
@@ -73,6 +73,11 @@ loom_result_t loom__emb_validate_desc(const char *fn, const loom_embedding_desc_
     if (d->rows[g] < 1)
       return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->rows[%lld]=%lld must be >= 1", fn, (long long)g,
                         (long long)d->rows[g]);
+  return LOOM_SUCCESS;
+}
+
+/* The batch, pooling, dtypes, slicing and grid, and the tables' bytes. */
+static loom_result_t emb_check_batch(const char *fn, const loom_embedding_desc_t *d, int size) {
   if (d->dim < 8 || d->dim > 1024 || d->dim % 8 != 0)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->dim=%d must be a multiple of 8 in 8..1024", fn,
                       d->dim);
@@ -102,11 +107,6 @@ loom_result_t loom__emb_validate_desc(const char *fn, const loom_embedding_desc_
   if (d->slice_samples < 0 || d->slice_samples > (1 << 24))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->slice_samples=%d must be 0 (default) or 1..2^24",
                       fn, d->slice_samples);
-  if (d->local_first != 0 && d->local_first != 1)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->local_first=%d must be 0 or 1", fn, d->local_first);
-  if ((int)d->path < 0 || (int)d->path > 3)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->path=%d is not a loom_embedding_path_t", fn,
-                      (int)d->path);
   if (d->grid_blocks < 0)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->grid_blocks=%d must be >= 0", fn, d->grid_blocks);
   const int64_t max_rows = ((int64_t)1 << 62) / ((int64_t)d->dim * 4);
@@ -121,7 +121,23 @@ loom_result_t loom__emb_validate_desc(const char *fn, const loom_embedding_desc_
   if (d->check_indices_sync != 0 && d->check_indices_sync != 1)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->check_indices_sync=%d must be 0 or 1", fn,
                       d->check_indices_sync);
-  if (size > LOOM_EMB_MAX_LSA && (d->path == LOOM_EMB_PATH_ZERO_COPY))
+  return LOOM_SUCCESS;
+}
+
+
+loom_result_t loom__emb_validate_desc(const char *fn, const loom_embedding_desc_t *d, int size, int rank) {
+  (void)rank;
+  LOOM_TRY(emb_check_tables(fn, d, size));
+  return emb_check_batch(fn, d, size);
+}
+
+loom_result_t loom__emb_check_opts(const char *fn, const loom__emb_plan_opts_t *o, int size) {
+  if (o->local_first != 0 && o->local_first != 1)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: opts->local_first=%d must be 0 or 1", fn, o->local_first);
+  if ((int)o->path < 0 || (int)o->path > 3)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: opts->path=%d is not a loom_embedding_path_t", fn,
+                      (int)o->path);
+  if (size > LOOM_EMB_MAX_LSA && (o->path == LOOM_EMB_PATH_ZERO_COPY))
     return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the zero-copy path handles at most %d ranks, the comm has %d",
                       fn, LOOM_EMB_MAX_LSA, size);
   return LOOM_SUCCESS;
@@ -219,30 +235,17 @@ static loom_result_t make_pool(loom_comm_t comm, loom_emb_state_t *st) {
   return LOOM_SUCCESS;
 }
 
-loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_desc_t *desc, loom_plan_t *out) {
-  const char *fn = "loom_plan_embedding_a2a";
-  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
-  *out = NULL;
-  LOOM_TRY(loom__comm_check(comm, fn));
-  /* a rank that refuses answers the plan agreement, so its peers do not wait in it */
-  const loom_result_t rc = loom__emb_validate_desc(fn, desc, comm->size, comm->rank);
-  if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
-  const int W = comm->size, r = comm->rank;
-
-  /* this rank's own refusals below go through `refuse:` (the agreement's answer) */
-  loom_result_t res = LOOM_SUCCESS;
-  loom_emb_state_t *st = (loom_emb_state_t *)calloc(1, sizeof *st);
-  if (!st) return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn));
-  st->desc = *desc;
+/* Resolve: the state's own copies of the tables, this rank's tables and
+ * rows, the slice size, the bags per task and the backward. */
+static loom_result_t emb_resolve(const char *fn, loom_emb_state_t *st, int W, int r) {
+  const loom_embedding_desc_t *desc = &st->desc;
   st->tables_per_rank = (int *)malloc((size_t)W * sizeof(int));
   st->table_base = (int *)malloc((size_t)(W + 1) * sizeof(int));
   int t_total = 0;
   for (int p = 0; p < W; ++p) t_total += desc->tables_per_rank[p];
   st->rows = (int64_t *)malloc((size_t)t_total * sizeof(int64_t));
-  if (!st->tables_per_rank || !st->table_base || !st->rows) {
-    res = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn);
-    goto refuse;
-  }
+  if (!st->tables_per_rank || !st->table_base || !st->rows)
+    return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn);
   memcpy(st->tables_per_rank, desc->tables_per_rank, (size_t)W * sizeof(int));
   memcpy(st->rows, desc->rows, (size_t)t_total * sizeof(int64_t));
   st->desc.tables_per_rank = st->tables_per_rank;
@@ -252,78 +255,86 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   const int T = st->tables_per_rank[r];
   for (int t = 0; t < T; ++t) st->local_rows += st->rows[st->table_base[r] + t];
   int S = desc->slice_samples ? desc->slice_samples : LOOM_EMB_DEFAULT_SLICE;
-  int64_t Bl = desc->global_batch / W;
+  const int64_t Bl = desc->global_batch / W;
   if (S > Bl) S = (int)Bl;
   st->desc.slice_samples = S;
   st->part = LOOM_EMB_DEFAULT_PART;
   st->bwd = desc->table_type == LOOM_FP32 ? LOOM_EMB_BWD_ATOMIC : LOOM_EMB_BWD_SORTED;
+  return LOOM_SUCCESS;
+}
 
-  /* every signal word is indexed with 32 bits: bound the counts first */
+/* Every signal word is indexed with 32 bits: the counts bounded, the
+ * sorted backward's rows bounded, then this rank's schedule. */
+static loom_result_t emb_schedule(const char *fn, loom_emb_state_t *st, int W, int r, loom_emb_counts_t *counts) {
+  const loom_embedding_desc_t *desc = &st->desc;
+  const int t_total = st->table_base[W], T = st->tables_per_rank[r], S = desc->slice_samples;
   int t_max = 0;
   for (int p = 0; p < W; ++p) t_max = st->tables_per_rank[p] > t_max ? st->tables_per_rank[p] : t_max;
-  const loom_emb_counts_t counts = loom_emb_plan_counts(W, t_total, t_max, Bl, S);
-  {
-    const char *what = NULL;
-    int64_t value = 0;
-    if (loom_emb_counts_check(&counts, &what, &value)) {
-      res = loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                       "%s: %s = %lld exceeds the limit %lld (32-bit signal indices) for W=%d, T_total=%d, "
-                       "global_batch=%lld, slice_samples=%d: use larger slices or fewer tables per plan",
-                       fn, what, (long long)value, (long long)LOOM_EMB_MAX_SIGNALS, W, t_total,
-                       (long long)desc->global_batch, S);
-      goto refuse;
-    }
-  }
-  if (st->bwd == LOOM_EMB_BWD_SORTED && st->local_rows > LOOM_EMB_MAX_SORTED_ROWS) {
-    res = loom__fail(LOOM_ERR_UNSUPPORTED,
-                     "%s: rank %d's %s tables hold %lld rows; the backward of fp16/bf16 tables sorts 32-bit row "
-                     "numbers and takes at most %lld rows per rank",
-                     fn, r, loom__dtype_name(desc->table_type), (long long)st->local_rows,
-                     (long long)LOOM_EMB_MAX_SORTED_ROWS);
-    goto refuse;
-  }
+  *counts = loom_emb_plan_counts(W, t_total, t_max, desc->global_batch / W, S);
+  const char *what = NULL;
+  int64_t value = 0;
+  if (loom_emb_counts_check(counts, &what, &value))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: %s = %lld exceeds the limit %lld (32-bit signal indices) for W=%d, T_total=%d, "
+                      "global_batch=%lld, slice_samples=%d: use larger slices or fewer tables per plan",
+                      fn, what, (long long)value, (long long)LOOM_EMB_MAX_SIGNALS, W, t_total,
+                      (long long)desc->global_batch, S);
+  if (st->bwd == LOOM_EMB_BWD_SORTED && st->local_rows > LOOM_EMB_MAX_SORTED_ROWS)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: rank %d's %s tables hold %lld rows; the backward of fp16/bf16 tables sorts 32-bit row "
+                      "numbers and takes at most %lld rows per rank",
+                      fn, r, loom__dtype_name(desc->table_type), (long long)st->local_rows,
+                      (long long)LOOM_EMB_MAX_SORTED_ROWS);
   if (loom_emb_sched_init(&st->sched, W, r, T, t_total, st->table_base[r], desc->global_batch, S, st->part,
-                          desc->local_first) != 0) {
-    res = loom__fail(LOOM_ERR_INTERNAL, "%s: schedule rejected W=%d T=%d B=%lld S=%d", fn, W, T,
-                     (long long)desc->global_batch, S);
-    goto refuse;
-  }
+                          st->opts.local_first) != 0)
+    return loom__fail(LOOM_ERR_INTERNAL, "%s: schedule rejected W=%d T=%d B=%lld S=%d", fn, W, T,
+                      (long long)desc->global_batch, S);
+  return LOOM_SUCCESS;
+}
 
-  /* path */
-  int all_lsa = comm->lsa_size == W;
+/* The GIN path compiles and its bookkeeping is host-tested, but it has
+ * never run (no multi-node machine): only an explicit request gets it
+ * refused; auto falls back to the staged path, which is correct. */
+static loom_result_t emb_gin_fallback(const char *fn, int asked, int *path) {
+  if (asked == LOOM_EMB_PATH_GIN)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: NCCL offers GIN here but loom's GIN embedding path is not enabled yet (compiled, "
+                      "never run on a multi-node machine); use LOOM_EMB_PATH_AUTO or LOOM_EMB_PATH_STAGED", fn);
+  LOOM_WARN_ONCE("loom_embedding_a2a: NCCL offers GIN but loom's GIN path is not enabled yet: using "
+                 "pooling into staging + NCCL send/recv (correct, not fused)");
+  *path = LOOM_EMB_PATH_STAGED;
+  return LOOM_SUCCESS;
+}
+
+/* Resolve the path: zero-copy where every rank is load/store reachable,
+ * GIN where NCCL offers it (not enabled yet), else staged. */
+static loom_result_t emb_choose(loom_comm_t comm, const char *fn, loom_emb_state_t *st, const loom_emb_counts_t *counts) {
+  const int W = comm->size, asked = (int)st->opts.path;
+  const int all_lsa = comm->lsa_size == W;
   int gin = 0;
-  st->num_flags = (uint32_t)counts.flags;
+  st->num_flags = (uint32_t)counts->flags;
   st->num_counters = loom_emb_num_counters(&st->sched);
-  if (!all_lsa && desc->path != LOOM_EMB_PATH_STAGED && !comm->detached)
-    res = loom__emb_gin_probe(comm->nccl, (int)counts.flags, &gin, &st->gin_devcomm);
-  int path = loom_emb_choose_path((int)desc->path, all_lsa, gin);
-  if (res == LOOM_SUCCESS && path < 0)
-    res = loom__fail(LOOM_ERR_UNSUPPORTED,
-                     "%s: desc->path=%s cannot run here: %d of %d ranks are load/store reachable and NCCL "
-                     "%s GIN", fn, path_name((int)desc->path), comm->lsa_size, W, gin ? "offers" : "does not offer");
-  if (res == LOOM_SUCCESS && path == LOOM_EMB_PATH_GIN) {
-    /* The GIN kernel compiles and its bookkeeping is host-tested, but it has
-     * never run (no multi-node machine): only an explicit request gets it
-     * refused; auto falls back to the staged path, which is correct. */
-    if (desc->path == LOOM_EMB_PATH_GIN)
-      res = loom__fail(LOOM_ERR_UNSUPPORTED,
-                       "%s: NCCL offers GIN here but loom's GIN embedding path is not enabled yet (compiled, "
-                       "never run on a multi-node machine); use LOOM_EMB_PATH_AUTO or LOOM_EMB_PATH_STAGED", fn);
-    else {
-      LOOM_WARN_ONCE("loom_embedding_a2a: NCCL offers GIN but loom's GIN path is not enabled yet: using "
-                     "pooling into staging + NCCL send/recv (correct, not fused)");
-      path = LOOM_EMB_PATH_STAGED;
-    }
-  }
-  if (res == LOOM_SUCCESS && path == LOOM_EMB_PATH_STAGED && desc->path != LOOM_EMB_PATH_STAGED)
+  if (!all_lsa && asked != LOOM_EMB_PATH_STAGED && !comm->detached)
+    LOOM_TRY(loom__emb_gin_probe(comm->nccl, (int)counts->flags, &gin, &st->gin_devcomm));
+  int path = loom_emb_choose_path(asked, all_lsa, gin);
+  if (path < 0)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: desc->path=%s cannot run here: %d of %d ranks are load/store reachable and NCCL "
+                      "%s GIN", fn, path_name(asked), comm->lsa_size, W, gin ? "offers" : "does not offer");
+  if (path == LOOM_EMB_PATH_GIN) LOOM_TRY(emb_gin_fallback(fn, asked, &path));
+  if (path == LOOM_EMB_PATH_STAGED && asked != LOOM_EMB_PATH_STAGED)
     LOOM_WARN_ONCE("loom_embedding_a2a: %d of %d ranks are load/store reachable and NCCL offers no GIN: "
                    "falling back to pooling into staging + NCCL send/recv (correct, not fused)",
                    comm->lsa_size, W);
   st->path = path;
+  return LOOM_SUCCESS;
+}
 
-  /* workspace layout (signal words): identical on every rank, so words that
-   * peers address come first and the counters (local use only) are sized
-   * for the rank with the most tables (counts.words <= LOOM_EMB_MAX_SIGNALS) */
+/* Lay out the signal words (identical on every rank, so words that peers
+ * address come first and the counters, local use only, are sized for the
+ * rank with the most tables: counts.words <= LOOM_EMB_MAX_SIGNALS); word
+ * indices until the plan's slice exists. */
+static uint32_t emb_layout(loom_emb_state_t *st, int W, const loom_emb_counts_t *counts) {
   uint32_t nsig = 0;
   st->flags_off = 0; nsig += st->num_flags;
   st->ready_off = nsig; nsig += (uint32_t)W;
@@ -331,32 +342,41 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   st->gdone_off = nsig; nsig += (uint32_t)W;
   st->bcount_off = nsig; nsig += (uint32_t)W;
   st->fetch_off = nsig; nsig += 4;
-  st->counters_off = nsig; nsig += (uint32_t)counts.counters;
+  st->counters_off = nsig; nsig += (uint32_t)counts->counters;
+  return nsig;
+}
 
-  loom_plan_t plan = NULL;
-  /* what every rank must have alike: the tables of every rank, the batch,
-   * the dtypes, the slicing and the path (not the local grid) */
-  uint64_t h = LOOM_FNV64_INIT;
-  if (res == LOOM_SUCCESS) {
-    const int64_t f[10] = {W, desc->dim, desc->global_batch, desc->pooling, desc->per_sample_weights,
-                           desc->table_type, desc->out_type, st->desc.slice_samples, desc->local_first, st->path};
-    h = loom__fnv64(h, f, sizeof f);
-    h = loom__fnv64(h, desc->tables_per_rank, (size_t)W * sizeof(int));
-    h = loom__fnv64(h, st->rows, (size_t)t_total * sizeof(int64_t));
-  }
-  if (res == LOOM_SUCCESS)
-    res = loom__plan_create(comm, fn, "embedding_a2a", nsig, 0, h,
-                            "every rank must pass the same loom_embedding_desc_t (tables, dims, batch, dtypes, path)",
-                            &plan);
-  else
-    res = loom__comm_refuse(comm, fn, res); /* the other ranks wait in the agreement for this answer */
-  if (res != LOOM_SUCCESS) {
-    if (st->gin_devcomm && !comm->detached) loom__emb_gin_release(comm->nccl, st->gin_devcomm);
-    state_free(st);
-    return res;
-  }
-  /* byte offsets in the comm workspace */
-  size_t base = plan->signals_offset;
+/* What every rank must have alike: the tables of every rank, the batch,
+ * the dtypes, the slicing and the path (not the local grid). */
+static uint64_t emb_fingerprint(const loom_emb_state_t *st, int W) {
+  const loom_embedding_desc_t *desc = &st->desc;
+  const int64_t f[10] = {W, desc->dim, desc->global_batch, desc->pooling, desc->per_sample_weights,
+                         desc->table_type, desc->out_type, desc->slice_samples, st->opts.local_first, st->path};
+  uint64_t h = loom__fnv64(LOOM_FNV64_INIT, f, sizeof f);
+  h = loom__fnv64(h, st->tables_per_rank, (size_t)W * sizeof(int));
+  return loom__fnv64(h, st->rows, (size_t)st->table_base[W] * sizeof(int64_t));
+}
+
+/* Up to the agreement: resolve, schedule, path, layout; a refusal here
+ * answers the agreement (the other ranks wait in it for this answer). */
+static loom_result_t emb_make(loom_comm_t comm, const char *fn, loom_emb_state_t *st, loom_plan_t *plan) {
+  const int W = comm->size, r = comm->rank;
+  loom_emb_counts_t counts;
+  loom_result_t res = emb_resolve(fn, st, W, r);
+  if (res == LOOM_SUCCESS) res = emb_schedule(fn, st, W, r, &counts);
+  if (res == LOOM_SUCCESS) res = emb_choose(comm, fn, st, &counts);
+  if (res != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, res);
+  const uint32_t nsig = emb_layout(st, W, &counts);
+  return loom__plan_create(comm, fn, "embedding_a2a", nsig, 0, emb_fingerprint(st, W),
+                           "every rank must pass the same loom_embedding_desc_t (tables, dims, batch, dtypes, path)",
+                           plan);
+}
+
+/* The signal words' byte offsets in the comm workspace, the plan's name. */
+static void emb_attach(loom_plan_t plan, loom_emb_state_t *st) {
+  const loom_embedding_desc_t *desc = &st->desc;
+  const int W = plan->comm->size, r = plan->comm->rank;
+  const size_t base = plan->signals_offset;
   st->flags_off = base + st->flags_off * 4;
   st->counters_off = base + st->counters_off * 4;
   st->ready_off = base + st->ready_off * 4;
@@ -366,69 +386,103 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
   st->fetch_off = base + st->fetch_off * 4;
   plan->op_state = st;
   plan->destroy_op = emb_destroy;
-  snprintf(plan->tune_key, sizeof plan->tune_key, "emb_a2a W%d T%d/%d D%d B%lld S%d %s>%s %s", W, T, t_total,
-           desc->dim, (long long)desc->global_batch, S, loom__dtype_name(desc->table_type), loom__dtype_name(desc->out_type),
-           pool_name(desc->pooling));
+  snprintf(plan->tune_key, sizeof plan->tune_key, "emb_a2a W%d T%d/%d D%d B%lld S%d %s>%s %s", W,
+           st->tables_per_rank[r], st->table_base[W], desc->dim, (long long)desc->global_batch, desc->slice_samples,
+           loom__dtype_name(desc->table_type), loom__dtype_name(desc->out_type), pool_name(desc->pooling));
+}
 
+/* Allocate: the device copies of this rank's table shapes, the host-mapped
+ * index-error record, the done event. */
+static loom_result_t emb_device_tables(const char *fn, loom_emb_state_t *st, int W, int r) {
+  const int T = st->tables_per_rank[r];
+  int64_t *h_off = (int64_t *)malloc((size_t)(T ? T : 1) * sizeof(int64_t));
+  if (!h_off) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn);
+  int64_t acc = 0;
+  for (int t = 0; t < T; ++t) { h_off[t] = acc; acc += st->rows[st->table_base[r] + t]; }
+  const size_t n = (size_t)(T ? T : 1) * sizeof(int64_t);
+  cudaError_t e = cudaMalloc((void **)&st->d_row_off, n);
+  if (e == cudaSuccess) e = cudaMalloc((void **)&st->d_rows, n);
+  if (e == cudaSuccess) e = cudaMalloc((void **)&st->d_table_base, (size_t)(W + 1) * sizeof(int));
+  if (e == cudaSuccess && T) e = cudaMemcpy(st->d_row_off, h_off, (size_t)T * sizeof(int64_t), cudaMemcpyHostToDevice);
+  if (e == cudaSuccess && T)
+    e = cudaMemcpy(st->d_rows, st->rows + st->table_base[r], (size_t)T * sizeof(int64_t), cudaMemcpyHostToDevice);
+  if (e == cudaSuccess)
+    e = cudaMemcpy(st->d_table_base, st->table_base, (size_t)(W + 1) * sizeof(int), cudaMemcpyHostToDevice);
+  if (e == cudaSuccess) e = cudaHostAlloc((void **)&st->err_host, sizeof(loom_emb_err_t), cudaHostAllocMapped);
+  if (e == cudaSuccess) {
+    memset(st->err_host, 0, sizeof *st->err_host);
+    e = cudaHostGetDevicePointer((void **)&st->err_dev, st->err_host, 0);
+  }
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
+  free(h_off);
+  if (e != cudaSuccess) return loom__cuda_fail((int)e, "embedding plan: device tables", __FILE__, __LINE__);
+  return LOOM_SUCCESS;
+}
+
+/* Allocate the staged path's send and receive buffers. */
+static loom_result_t emb_staging(loom_emb_state_t *st, int W, int r) {
+  const loom_embedding_desc_t *desc = &st->desc;
+  const size_t osz = loom_dtype_size(desc->out_type), T = (size_t)st->tables_per_rank[r];
+  const size_t send = (size_t)desc->global_batch * T * (size_t)desc->dim * osz;
+  const size_t recv = (size_t)(desc->global_batch / W) * (size_t)st->table_base[W] * (size_t)desc->dim * osz;
+  cudaError_t e = cudaMalloc(&st->send_buf, send ? send : 16);
+  if (e == cudaSuccess) e = cudaMalloc(&st->recv_buf, recv);
+  st->staging_bytes = send + recv;
+  if (e != cudaSuccess) return loom__cuda_fail((int)e, "embedding plan: staging buffers", __FILE__, __LINE__);
+  return LOOM_SUCCESS;
+}
+
+/* Everything beyond the slice: device tables, the sorted backward's pool,
+ * the grid, the staging (a test comm without a GPU holds none of it). */
+static loom_result_t emb_fill(loom_plan_t plan, const char *fn, loom_emb_state_t *st) {
+  loom_comm_t comm = plan->comm;
   if (comm->detached) {
-    st->grid = desc->grid_blocks ? desc->grid_blocks : 132;
+    st->grid = st->desc.grid_blocks ? st->desc.grid_blocks : 132;
     st->blocks_per_sm = 1;
-    *out = plan;
     return LOOM_SUCCESS;
   }
+  LOOM_TRY(emb_device_tables(fn, st, comm->size, comm->rank));
+  if (st->bwd == LOOM_EMB_BWD_SORTED) LOOM_TRY(make_pool(comm, st));
+  LOOM_TRY(size_grid(plan, st));
+  if (st->path == LOOM_EMB_PATH_STAGED) LOOM_TRY(emb_staging(st, comm->size, comm->rank));
+  return LOOM_SUCCESS;
+}
 
-  /* device-side shapes, error record, event, pool, grid, staging */
-  size_t osz = loom_dtype_size(desc->out_type);
-  int64_t *h_off = (int64_t *)malloc((size_t)(T ? T : 1) * sizeof(int64_t));
-  if (!h_off) res = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn);
-  int64_t acc = 0;
-  for (int t = 0; t < T && h_off; ++t) { h_off[t] = acc; acc += st->rows[st->table_base[r] + t]; }
-  cudaError_t e = cudaSuccess;
-  if (res == LOOM_SUCCESS) {
-    size_t n = (size_t)(T ? T : 1) * sizeof(int64_t);
-    e = cudaMalloc((void **)&st->d_row_off, n);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&st->d_rows, n);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&st->d_table_base, (size_t)(W + 1) * sizeof(int));
-    if (e == cudaSuccess && T) e = cudaMemcpy(st->d_row_off, h_off, (size_t)T * sizeof(int64_t), cudaMemcpyHostToDevice);
-    if (e == cudaSuccess && T)
-      e = cudaMemcpy(st->d_rows, st->rows + st->table_base[r], (size_t)T * sizeof(int64_t), cudaMemcpyHostToDevice);
-    if (e == cudaSuccess)
-      e = cudaMemcpy(st->d_table_base, st->table_base, (size_t)(W + 1) * sizeof(int), cudaMemcpyHostToDevice);
-    if (e == cudaSuccess) e = cudaHostAlloc((void **)&st->err_host, sizeof(loom_emb_err_t), cudaHostAllocMapped);
-    if (e == cudaSuccess) {
-      memset(st->err_host, 0, sizeof *st->err_host);
-      e = cudaHostGetDevicePointer((void **)&st->err_dev, st->err_host, 0);
-    }
-    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
-    if (e != cudaSuccess) res = loom__cuda_fail((int)e, "embedding plan: device tables", __FILE__, __LINE__);
-  }
-  free(h_off);
-  if (res == LOOM_SUCCESS && st->bwd == LOOM_EMB_BWD_SORTED) res = make_pool(comm, st);
-  if (res == LOOM_SUCCESS) res = size_grid(plan, st);
-  if (res == LOOM_SUCCESS && st->path == LOOM_EMB_PATH_STAGED) {
-    size_t send = (size_t)desc->global_batch * (size_t)T * (size_t)desc->dim * osz;
-    size_t recv = (size_t)Bl * (size_t)t_total * (size_t)desc->dim * osz;
-    e = cudaMalloc(&st->send_buf, send ? send : 16);
-    if (e == cudaSuccess) e = cudaMalloc(&st->recv_buf, recv);
-    if (e != cudaSuccess) res = loom__cuda_fail((int)e, "embedding plan: staging buffers", __FILE__, __LINE__);
-    st->staging_bytes = send + recv;
-  }
+loom_result_t loom__plan_embedding_a2a_opts(loom_comm_t comm, const loom_embedding_desc_t *desc,
+                                            const loom__emb_plan_opts_t *opts, loom_plan_t *out) {
+  const char *fn = "loom_plan_embedding_a2a";
+  const loom__emb_plan_opts_t defaults = LOOM__EMB_PLAN_OPTS_INIT;
+  if (!opts) opts = &defaults;
+  LOOM_TRY(loom__plan_begin(comm, fn, out));
+  /* a rank that refuses answers the plan agreement, so its peers do not wait in it */
+  loom_result_t res = loom__emb_validate_desc(fn, desc, comm->size, comm->rank);
+  if (res == LOOM_SUCCESS) res = loom__emb_check_opts(fn, opts, comm->size);
+  if (res != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, res);
+  loom_emb_state_t *st = (loom_emb_state_t *)calloc(1, sizeof *st);
+  if (!st) return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn));
+  st->desc = *desc;
+  st->opts = *opts;
+  loom_plan_t plan = NULL;
+  res = emb_make(comm, fn, st, &plan);
   if (res != LOOM_SUCCESS) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", loom_last_error());
-    loom_plan_destroy(plan);
-    return loom__fail(res, "%s", msg);
+    if (st->gin_devcomm && !comm->detached) loom__emb_gin_release(comm->nccl, st->gin_devcomm);
+    state_free(st);
+    return res;
   }
+  emb_attach(plan, st);
+  res = emb_fill(plan, fn, st);
+  if (res != LOOM_SUCCESS) return loom__plan_abandon(plan, res);
   LOOM_INFO("embedding_a2a plan rank %d: path %s, T %d/%d, D %d, B %lld, S %d, P %d, %u flags, %u counters, grid %d "
-            "(%d/SM), backward %s, workspace %zu B, staging %zu B", r, path_name(st->path), T, t_total, desc->dim,
-            (long long)desc->global_batch, S, st->part, st->num_flags, st->num_counters, st->grid, st->blocks_per_sm,
+            "(%d/SM), backward %s, workspace %zu B, staging %zu B", comm->rank, path_name(st->path),
+            st->tables_per_rank[comm->rank], st->table_base[comm->size], desc->dim, (long long)desc->global_batch,
+            st->desc.slice_samples, st->part, st->num_flags, st->num_counters, st->grid, st->blocks_per_sm,
             st->bwd == LOOM_EMB_BWD_SORTED ? "sorted" : "atomic", plan->ws_bytes, st->staging_bytes);
   *out = plan;
   return LOOM_SUCCESS;
+}
 
-refuse: /* before the plan exists: the peers wait in its agreement for this rank's answer */
-  state_free(st);
-  return loom__comm_refuse(comm, fn, res);
+loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_desc_t *desc, loom_plan_t *out) {
+  return loom__plan_embedding_a2a_opts(comm, desc, NULL, out);
 }
 
 static loom_result_t get_state(loom_plan_t plan, const char *fn, loom_emb_state_t **st) {
@@ -444,7 +498,13 @@ loom_result_t loom_embedding_a2a_plan_info(loom_plan_t plan, loom_embedding_plan
   loom_emb_state_t *st;
   LOOM_TRY(get_state(plan, "loom_embedding_a2a_plan_info", &st));
   if (!info) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_embedding_a2a_plan_info: info=NULL");
+  if (info->struct_size != sizeof *info)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "loom_embedding_a2a_plan_info: info->struct_size=%zu, expected %zu (initialise with "
+                      "LOOM_EMBEDDING_PLAN_INFO_INIT)",
+                      info->struct_size, sizeof *info);
   memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
   info->path = (loom_embedding_path_t)st->path;
   info->slice_samples = st->sched.slice;
   info->slices_per_rank = st->sched.nsl;
@@ -573,11 +633,9 @@ static loom_result_t peer_addresses(const char *fn, const char *what, loom_comm_
  * the stream is being captured, so that replays record it too), then the
  * optional synchronous index check. */
 static loom_result_t after_call(const char *fn, loom_plan_t plan, loom_emb_state_t *st, cudaStream_t stream) {
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
-  LOOM_CUDA(cudaEventRecordWithFlags(st->done, stream,
-                                     cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
-  if (!st->desc.check_indices_sync || cs == cudaStreamCaptureStatusActive) return LOOM_SUCCESS;
+  int capturing = 0;
+  LOOM_TRY(loom__plan_done_record(st->done, stream, &capturing));
+  if (!st->desc.check_indices_sync || capturing) return LOOM_SUCCESS;
   LOOM_CUDA(cudaStreamSynchronize(stream));
   LOOM_TRY(loom__comm_check(plan->comm, fn));
   return loom_embedding_a2a_check(plan);

@@ -37,7 +37,8 @@ __attribute__((constructor)) static void loom__optim_wait_sites(void) {
   loom__wait_site_register(LOOM_SITE_OPTIM_PHASE, "LAMB step: a peer's partial norms");
 }
 
-loom_result_t loom__optim_check_desc(const char *fn, int comm_size, const loom_optim_desc_t *d) {
+/* The tensors: their count, arrays, sizes, pointers, weight decays. */
+static loom_result_t optim_check_tensors(const char *fn, int comm_size, const loom_optim_desc_t *d) {
   if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL must point to a loom_optim_desc_t", fn);
   if (d->struct_size != sizeof(loom_optim_desc_t))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
@@ -52,7 +53,6 @@ loom_result_t loom__optim_check_desc(const char *fn, int comm_size, const loom_o
   if (!d->params) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->params=NULL (an array of %d pointers)", fn, d->num_tensors);
   if (!d->grads) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->grads=NULL (an array of %d pointers)", fn, d->num_tensors);
   if (!d->numels) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->numels=NULL (an array of %d sizes)", fn, d->num_tensors);
-  int64_t total = 0;
   for (int t = 0; t < d->num_tensors; ++t) {
     if (d->numels[t] < 1)
       return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->numels[%d]=%lld must be >= 1", fn, t,
@@ -65,8 +65,12 @@ loom_result_t loom__optim_check_desc(const char *fn, int comm_size, const loom_o
     if (d->weight_decays && !(d->weight_decays[t] >= 0.0f))
       return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->weight_decays[%d]=%g must be >= 0", fn, t,
                         (double)d->weight_decays[t]);
-    total += d->numels[t];
   }
+  return LOOM_SUCCESS;
+}
+
+/* The dtypes, the form and the hyperparameters. */
+static loom_result_t optim_check_hyper(const char *fn, const loom_optim_desc_t *d) {
   if (!loom__dtype_known(d->param_type))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->param_type=%d is not LOOM_FP32, LOOM_BF16 or LOOM_FP16", fn,
                       (int)d->param_type);
@@ -94,16 +98,22 @@ loom_result_t loom__optim_check_desc(const char *fn, int comm_size, const loom_o
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->average_grads=%d must be 0 or 1", fn, d->average_grads);
   if (d->use_nvlamb != 0 && d->use_nvlamb != 1)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->use_nvlamb=%d must be 0 or 1", fn, d->use_nvlamb);
+  return LOOM_SUCCESS;
+}
+
+/* The chunk size, and the chunk count it gives (the global chunk list is indexed by int32). */
+static loom_result_t optim_check_chunks(const char *fn, int comm_size, const loom_optim_desc_t *d) {
   if (d->chunk_elems < 0 || d->chunk_elems % LOOM_OPTIM_VEC != 0 || d->chunk_elems > (1 << 24))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->chunk_elems=%lld must be 0 (default %d) or a positive multiple of %d up to 2^24", fn,
                       (long long)d->chunk_elems, LOOM_OPTIM_CHUNK_DEFAULT, LOOM_OPTIM_VEC);
-  /* the global chunk list is indexed by int32 */
   const int64_t chunk = d->chunk_elems ? d->chunk_elems : LOOM_OPTIM_CHUNK_DEFAULT;
-  int64_t g = 0;
-  for (int t = 0; t < d->num_tensors; ++t)
+  int64_t g = 0, total = 0;
+  for (int t = 0; t < d->num_tensors; ++t) {
+    total += d->numels[t];
     g += loom_optim_tensor_global_chunks(d->numels[t], comm_size, loom_optim_tensor_is_ar((int)d->form, d->numels[t]),
                                          chunk);
+  }
   if (g > INT32_MAX / 2)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: %lld elements in %lld chunks of desc->chunk_elems=%lld are too many chunks: raise chunk_elems",
@@ -111,15 +121,17 @@ loom_result_t loom__optim_check_desc(const char *fn, int comm_size, const loom_o
   return LOOM_SUCCESS;
 }
 
+loom_result_t loom__optim_check_desc(const char *fn, int comm_size, const loom_optim_desc_t *d) {
+  LOOM_TRY(optim_check_tensors(fn, comm_size, d));
+  LOOM_TRY(optim_check_hyper(fn, d));
+  return optim_check_chunks(fn, comm_size, d);
+}
+
 /* ---- plan state ---------------------------------------------------------- */
 
 static void optim_free(loom_optim_state_t *st) {
   if (!st) return;
-  if (st->done) {
-    cudaError_t e = cudaEventSynchronize(st->done);
-    if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (optimizer): waiting for the last call: %s", cudaGetErrorString(e));
-    (void)cudaEventDestroy(st->done);
-  }
+  loom__plan_done_release(st->done, "optimizer");
   if (st->dev) (void)cudaFree(st->dev);
   free(st->numel), free(st->ar), free(st->params), free(st->grads), free(st->wd), free(st->state_off);
   free(st);
@@ -196,33 +208,42 @@ static loom_result_t tensor_tables(loom_comm_t comm, const char *fn, loom_optim_
   return LOOM_SUCCESS;
 }
 
-static loom_result_t optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc, int lamb, int local,
-                                loom_plan_t *out) {
-  const char *fn = lamb ? "loom_plan_lamb" : "loom_plan_adam";
-  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
-  *out = NULL;
-  LOOM_TRY(loom__comm_check(comm, fn));
-  /* a rank that refuses before the agreement below still answers it
-   * (loom__comm_refuse), so the ranks that accepted do not wait in it */
-  int agreed = local;
-  loom_result_t rc = loom__optim_check_desc(fn, comm->size, desc);
-  if (rc == LOOM_SUCCESS && !local && !comm->ws_all_reachable && !comm->detached)
-    rc = loom__fail(LOOM_ERR_UNSUPPORTED,
-                    "%s: every rank must be load/store reachable (one NVLink domain): peers' gradients are read "
-                    "and their parameters written through NVLink",
-                    fn);
-  if (rc != LOOM_SUCCESS) return agreed ? rc : loom__comm_refuse(comm, fn, rc);
+/* The host tables plan creation builds and uploads (freed when it ends):
+ * the peers' addresses grad_tab [T][nsrc] and param_tab [T][npush], which
+ * tensors vectorise, this rank's chunks, the tensors' device records and
+ * the owners of the global chunks (LAMB). */
+typedef struct {
+  char **grad_tab, **param_tab;
+  int *vec;
+  loom_optim_chunk_t *chunks;
+  loom_optim_tensor_dev_t *tdev;
+  int32_t *gowner;
+} optim_host_t;
 
-  loom_optim_state_t *st = (loom_optim_state_t *)calloc(1, sizeof *st);
-  if (!st)
-    return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn));
+static void optim_host_free(optim_host_t *h) {
+  free(h->grad_tab), free(h->param_tab), free(h->vec), free(h->chunks), free(h->tdev), free(h->gowner);
+}
+
+/* The schedule's world and rank: local plans update every tensor on their own. */
+static int32_t sched_world(const loom_optim_state_t *st) { return st->local ? 1 : st->world; }
+static int32_t sched_rank(const loom_optim_state_t *st) { return st->local ? 0 : st->rank; }
+
+/* Validate: the description, and (distributed) one NVLink domain. */
+static loom_result_t optim_validate(loom_comm_t comm, const char *fn, const loom_optim_desc_t *desc, int local) {
+  LOOM_TRY(loom__optim_check_desc(fn, comm->size, desc));
+  if (!local && !comm->ws_all_reachable && !comm->detached)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: every rank must be load/store reachable (one NVLink domain): peers' gradients are read "
+                      "and their parameters written through NVLink",
+                      fn);
+  return LOOM_SUCCESS;
+}
+
+/* Resolve: the state's own copy of every tensor's numel, pointers and
+ * weight decay, which tensors are AR-Opt; the host tables allocated. */
+static loom_result_t optim_resolve(loom_optim_state_t *st, const char *fn, const loom_optim_desc_t *desc,
+                                   optim_host_t *h) {
   const int T = desc->num_tensors;
-  st->lamb = lamb;
-  st->local = local;
-  st->desc = *desc;
-  st->rank = comm->rank;
-  st->world = comm->size;
-  st->T = T;
   st->chunk = desc->chunk_elems ? desc->chunk_elems : LOOM_OPTIM_CHUNK_DEFAULT;
   st->numel = (int64_t *)calloc((size_t)T, sizeof(int64_t));
   st->ar = (int *)calloc((size_t)T, sizeof(int));
@@ -230,25 +251,17 @@ static loom_result_t optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc,
   st->grads = (void **)calloc((size_t)T, sizeof(void *));
   st->wd = (float *)calloc((size_t)T, sizeof(float));
   st->state_off = (int64_t *)calloc((size_t)T, sizeof(int64_t));
-  /* the schedule's world: local plans update every tensor on their own */
-  const int32_t sw = local ? 1 : st->world, sr = local ? 0 : st->rank;
-  const int nsrc = sw, npush = sw;
-  char **grad_tab = (char **)calloc((size_t)T * (size_t)nsrc, sizeof(char *));
-  char **param_tab = (char **)calloc((size_t)T * (size_t)npush, sizeof(char *));
-  int *vec = (int *)calloc((size_t)T, sizeof(int));
-  loom_optim_chunk_t *chunks = NULL;
-  loom_optim_tensor_dev_t *tdev = NULL;
-  int32_t *gowner = NULL;
-  loom_plan_t plan = NULL;
-  loom_result_t r = LOOM_SUCCESS;
-  if (!st->numel || !st->ar || !st->params || !st->grads || !st->wd || !st->state_off || !grad_tab || !param_tab || !vec) {
-    r = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the tensor tables failed", fn);
-    goto fail;
-  }
-  st->k.nsrc = nsrc, st->k.npush = npush, st->k.self = sr;
+  const int nsrc = sched_world(st), npush = sched_world(st);
+  h->grad_tab = (char **)calloc((size_t)T * (size_t)nsrc, sizeof(char *));
+  h->param_tab = (char **)calloc((size_t)T * (size_t)npush, sizeof(char *));
+  h->vec = (int *)calloc((size_t)T, sizeof(int));
+  if (!st->numel || !st->ar || !st->params || !st->grads || !st->wd || !st->state_off || !h->grad_tab ||
+      !h->param_tab || !h->vec)
+    return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the tensor tables failed", fn);
+  st->k.nsrc = nsrc, st->k.npush = npush, st->k.self = sched_rank(st);
   for (int t = 0; t < T; ++t) {
     st->numel[t] = desc->numels[t];
-    st->ar[t] = local ? 1 : loom_optim_tensor_is_ar((int)desc->form, desc->numels[t]);
+    st->ar[t] = st->local ? 1 : loom_optim_tensor_is_ar((int)desc->form, desc->numels[t]);
     st->nar += st->ar[t];
     st->params[t] = desc->params[t];
     st->grads[t] = desc->grads[t];
@@ -258,181 +271,226 @@ static loom_result_t optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc,
   st->desc.grads = st->grads;
   st->desc.numels = st->numel;
   st->desc.weight_decays = st->wd;
+  return LOOM_SUCCESS;
+}
 
-  /* every rank's own checks, then the agreement (collective) */
-  {
-    uint64_t hash = LOOM_FNV64_INIT;
-    const int32_t hdr[8] = {T, (int32_t)desc->param_type, (int32_t)desc->grad_type, (int32_t)desc->form, lamb,
-                            desc->decoupled_weight_decay * 4 + desc->bias_correction * 2 + desc->average_grads,
-                            desc->use_nvlamb, local};
-    const float hp[5] = {desc->lr, desc->beta1, desc->beta2, desc->eps, desc->weight_decay};
-    hash = loom__fnv64(hash, hdr, sizeof hdr);
-    hash = loom__fnv64(hash, hp, sizeof hp);
-    hash = loom__fnv64(hash, &st->chunk, sizeof st->chunk);
-    hash = loom__fnv64(hash, st->numel, (size_t)T * sizeof(int64_t));
-    hash = loom__fnv64(hash, st->wd, (size_t)T * sizeof(float));
-    loom_result_t mine = tensor_tables(comm, fn, st, grad_tab, param_tab, vec, &hash);
-    char msg[768] = "";
-    if (mine != LOOM_SUCCESS) snprintf(msg, sizeof msg, "%s", loom_last_error());
-    r = local ? mine
-              : loom__comm_agree(comm, fn, hash, mine != LOOM_SUCCESS,
-                                 "the same tensors (numels, dtypes, hyperparameters) must be given on every rank, each "
-                                 "gradient (and each RS-Opt-AG parameter) at the same offset of the same loom_malloc "
-                                 "allocation (allocate in the same order on every rank)");
-    agreed = 1;
-    if (mine != LOOM_SUCCESS) r = loom__fail(mine, "%s", msg);
-    if (r != LOOM_SUCCESS) goto fail;
-  }
+/* Every rank's own checks of its tensors, then (distributed) the agreement
+ * on what must match: collective, answered by every rank. */
+static loom_result_t optim_agree(loom_comm_t comm, const char *fn, loom_optim_state_t *st, optim_host_t *h) {
+  const loom_optim_desc_t *desc = &st->desc;
+  const int T = st->T;
+  uint64_t hash = LOOM_FNV64_INIT;
+  const int32_t hdr[8] = {T, (int32_t)desc->param_type, (int32_t)desc->grad_type, (int32_t)desc->form, st->lamb,
+                          desc->decoupled_weight_decay * 4 + desc->bias_correction * 2 + desc->average_grads,
+                          desc->use_nvlamb, st->local};
+  const float hp[5] = {desc->lr, desc->beta1, desc->beta2, desc->eps, desc->weight_decay};
+  hash = loom__fnv64(hash, hdr, sizeof hdr);
+  hash = loom__fnv64(hash, hp, sizeof hp);
+  hash = loom__fnv64(hash, &st->chunk, sizeof st->chunk);
+  hash = loom__fnv64(hash, st->numel, (size_t)T * sizeof(int64_t));
+  hash = loom__fnv64(hash, st->wd, (size_t)T * sizeof(float));
+  loom_result_t mine = tensor_tables(comm, fn, st, h->grad_tab, h->param_tab, h->vec, &hash);
+  char msg[768] = "";
+  if (mine != LOOM_SUCCESS) snprintf(msg, sizeof msg, "%s", loom_last_error());
+  loom_result_t r = st->local ? mine
+                              : loom__comm_agree(comm, fn, hash, mine != LOOM_SUCCESS,
+                                                 "the same tensors (numels, dtypes, hyperparameters) must be given on "
+                                                 "every rank, each gradient (and each RS-Opt-AG parameter) at the same "
+                                                 "offset of the same loom_malloc allocation (allocate in the same "
+                                                 "order on every rank)");
+  if (mine != LOOM_SUCCESS) r = loom__fail(mine, "%s", msg);
+  return r;
+}
 
-  /* the chunk table (this rank's) and the global owners (LAMB) */
-  st->nchunks = loom_optim_build_chunks(T, st->numel, st->ar, vec, sw, sr, st->chunk, NULL, st->state_off,
+/* Lay out: the chunk table (this rank's), the tensors' device records and
+ * the global chunks' owners (LAMB). */
+static loom_result_t optim_layout(const char *fn, loom_optim_state_t *st, optim_host_t *h) {
+  const int T = st->T;
+  const int32_t sw = sched_world(st), sr = sched_rank(st);
+  st->nchunks = loom_optim_build_chunks(T, st->numel, st->ar, h->vec, sw, sr, st->chunk, NULL, st->state_off,
                                         &st->state_elems);
   for (int t = 0; t < T; ++t) st->gchunks += loom_optim_tensor_global_chunks(st->numel[t], sw, st->ar[t], st->chunk);
-  chunks = (loom_optim_chunk_t *)calloc((size_t)(st->nchunks > 0 ? st->nchunks : 1), sizeof *chunks);
-  tdev = (loom_optim_tensor_dev_t *)calloc((size_t)T, sizeof *tdev);
-  gowner = (int32_t *)calloc((size_t)st->gchunks, sizeof(int32_t));
-  if (!chunks || !tdev || !gowner) {
-    r = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the chunk table failed", fn);
-    goto fail;
-  }
-  (void)loom_optim_build_chunks(T, st->numel, st->ar, vec, sw, sr, st->chunk, chunks, NULL, NULL);
-  {
-    int64_t g = 0;
-    for (int t = 0; t < T; ++t) {
-      const int64_t gc = loom_optim_tensor_global_chunks(st->numel[t], sw, st->ar[t], st->chunk);
-      tdev[t].weight_decay = st->wd[t];
-      tdev[t].global_first = (int32_t)g;
-      tdev[t].global_count = (int32_t)gc;
-      for (int32_t q = 0; q < sw; ++q) {
-        const int64_t nq = st->ar[t] ? (q == 0 ? gc : 0) : loom_optim_rank_chunks(st->numel[t], sw, q, 0, st->chunk);
-        const int64_t first = loom_optim_global_index(st->numel[t], sw, q, st->ar[t], st->chunk, 0);
-        for (int64_t j = 0; j < nq; ++j) gowner[g + first + j] = st->ar[t] ? -1 : q;
-      }
-      g += gc;
+  h->chunks = (loom_optim_chunk_t *)calloc((size_t)(st->nchunks > 0 ? st->nchunks : 1), sizeof *h->chunks);
+  h->tdev = (loom_optim_tensor_dev_t *)calloc((size_t)T, sizeof *h->tdev);
+  h->gowner = (int32_t *)calloc((size_t)st->gchunks, sizeof(int32_t));
+  if (!h->chunks || !h->tdev || !h->gowner)
+    return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the chunk table failed", fn);
+  (void)loom_optim_build_chunks(T, st->numel, st->ar, h->vec, sw, sr, st->chunk, h->chunks, NULL, NULL);
+  int64_t g = 0;
+  for (int t = 0; t < T; ++t) {
+    const int64_t gc = loom_optim_tensor_global_chunks(st->numel[t], sw, st->ar[t], st->chunk);
+    h->tdev[t].weight_decay = st->wd[t];
+    h->tdev[t].global_first = (int32_t)g;
+    h->tdev[t].global_count = (int32_t)gc;
+    for (int32_t q = 0; q < sw; ++q) {
+      const int64_t nq = st->ar[t] ? (q == 0 ? gc : 0) : loom_optim_rank_chunks(st->numel[t], sw, q, 0, st->chunk);
+      const int64_t first = loom_optim_global_index(st->numel[t], sw, q, st->ar[t], st->chunk, 0);
+      for (int64_t j = 0; j < nq; ++j) h->gowner[g + first + j] = st->ar[t] ? -1 : q;
     }
+    g += gc;
   }
+  return LOOM_SUCCESS;
+}
 
+/* The device memory's parts, in order: chunks | tensors | grad_tab |
+ * param_tab | gowner | norms | step | m | v | master. */
+enum { OPT_CHUNKS, OPT_TENSORS, OPT_GRAD_TAB, OPT_PARAM_TAB, OPT_GOWNER, OPT_NORMS, OPT_STEP, OPT_M, OPT_V,
+       OPT_MASTER, OPT_PARTS };
+
+static void optim_device_sizes(const loom_optim_state_t *st, size_t sz[OPT_PARTS]) {
+  const int T = st->T;
+  const size_t state = (size_t)st->state_elems * sizeof(float);
+  sz[OPT_CHUNKS] = (size_t)st->nchunks * sizeof(loom_optim_chunk_t);
+  sz[OPT_TENSORS] = (size_t)T * sizeof(loom_optim_tensor_dev_t);
+  sz[OPT_GRAD_TAB] = (size_t)T * st->k.nsrc * sizeof(char *);
+  sz[OPT_PARAM_TAB] = (size_t)T * st->k.npush * sizeof(char *);
+  sz[OPT_GOWNER] = (size_t)st->gchunks * sizeof(int32_t);
+  sz[OPT_NORMS] = (size_t)T * 2 * sizeof(float);
+  sz[OPT_STEP] = sizeof(int32_t);
+  sz[OPT_M] = state;
+  sz[OPT_V] = state;
+  sz[OPT_MASTER] = st->desc.param_type != LOOM_FP32 ? state : 0;
+}
+
+/* Allocate: one cudaMalloc for every part (256-aligned), the host tables
+ * uploaded, norms, step and the moments zeroed; *b, off[]: where. */
+static loom_result_t optim_device_alloc(loom_comm_t comm, const char *fn, loom_optim_state_t *st,
+                                        const optim_host_t *h, size_t off[OPT_PARTS]) {
+  size_t sz[OPT_PARTS], o = 0;
+  optim_device_sizes(st, sz);
+  for (int i = 0; i < OPT_PARTS; ++i) {
+    off[i] = o;
+    o += loom__align256(sz[i] ? sz[i] : 1);
+  }
+  cudaError_t e = cudaMalloc(&st->dev, o);
+  if (e != cudaSuccess)
+    return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: cudaMalloc of %zu bytes (chunk table and optimizer state): %s", fn,
+                      o, cudaGetErrorString(e));
+  st->device_bytes = o;
+  char *b = (char *)st->dev;
+  const void *host[OPT_NORMS] = {h->chunks, h->tdev, h->grad_tab, h->param_tab, h->gowner};
+  for (int i = 0; i < OPT_NORMS && e == cudaSuccess; ++i)
+    if (sz[i]) e = cudaMemcpyAsync(b + off[i], host[i], sz[i], cudaMemcpyHostToDevice, comm->stream);
+  /* norms, step and the moments start at zero */
+  for (int i = OPT_NORMS; i < OPT_MASTER && e == cudaSuccess; ++i)
+    e = cudaMemsetAsync(b + off[i], 0, sz[i] ? sz[i] : 1, comm->stream);
+  if (e != cudaSuccess) return loom__cuda_fail((int)e, "uploading the optimizer's tables", __FILE__, __LINE__);
+  return LOOM_SUCCESS;
+}
+
+/* The kernels' arguments: the plan's signal words and the device parts. */
+static void optim_kargs(loom_comm_t comm, loom_plan_t plan, loom_optim_state_t *st, const size_t off[OPT_PARTS]) {
+  const loom_optim_desc_t *desc = &st->desc;
+  char *b = (char *)st->dev;
+  loom_optim_kargs_t *k = &st->k;
+  k->dc = loom__comm_dev(comm);
+  k->epoch_off = plan->epoch_offset;
+  k->ready_off = plan->signals_offset;
+  k->done_off = k->ready_off + (size_t)st->world * sizeof(uint32_t);
+  k->phase_off = k->done_off + (size_t)st->world * sizeof(uint32_t);
+  k->nonfinite_off = k->phase_off + (size_t)st->world * sizeof(uint32_t);
+  k->count_off = k->nonfinite_off + (size_t)st->world * sizeof(uint32_t);
+  k->partial_off = plan->staging_offset;
+  k->chunks = (const loom_optim_chunk_t *)(b + off[OPT_CHUNKS]);
+  k->nchunks = st->nchunks;
+  k->tensors = (const loom_optim_tensor_dev_t *)(b + off[OPT_TENSORS]);
+  k->num_tensors = st->T;
+  k->grad_ptrs = (char *const *)(b + off[OPT_GRAD_TAB]);
+  k->param_ptrs = (char *const *)(b + off[OPT_PARAM_TAB]);
+  k->gowner = (const int32_t *)(b + off[OPT_GOWNER]);
+  k->norms = (float *)(b + off[OPT_NORMS]);
+  k->step = (int32_t *)(b + off[OPT_STEP]);
+  k->m = (float *)(b + off[OPT_M]);
+  k->v = (float *)(b + off[OPT_V]);
+  k->master = desc->param_type != LOOM_FP32 ? (float *)(b + off[OPT_MASTER]) : NULL;
+  k->handshake = !st->local;
+  k->ptype = (int32_t)desc->param_type;
+  k->gtype = (int32_t)desc->grad_type;
+  k->lr = desc->lr, k->beta1 = desc->beta1, k->beta2 = desc->beta2, k->eps = desc->eps;
+  k->grad_div = desc->average_grads ? (float)st->world : 1.0f;
+  k->decoupled = desc->decoupled_weight_decay;
+  k->bias_correction = desc->bias_correction;
+  k->use_nvlamb = desc->use_nvlamb;
+}
+
+/* Preload: the master weights (this rank's part of every tensor, read now),
+ * the grid, the done event, the kernels. */
+static loom_result_t optim_preload(loom_comm_t comm, loom_optim_state_t *st) {
+  const loom_optim_kargs_t *k = &st->k;
+  loom_result_t r = LOOM_SUCCESS;
+  if (k->master)
+    for (int t = 0; t < st->T && r == LOOM_SUCCESS; ++t) {
+      int64_t lo, hi;
+      loom_optim_rank_range(st->numel[t], sched_world(st), sched_rank(st), st->ar[t], &lo, &hi);
+      r = loom__optim_load_master(k->master + st->state_off[t],
+                                  (const char *)st->params[t] + (size_t)lo * loom_dtype_size(st->desc.param_type),
+                                  hi - lo, (int)st->desc.param_type, comm->stream);
+    }
+  LOOM_TRY(r);
+  cudaError_t e = cudaStreamSynchronize(comm->stream);
+  if (e != cudaSuccess) return loom__cuda_fail((int)e, "initialising the optimizer state", __FILE__, __LINE__);
+  const int64_t cap = (int64_t)comm->sm_count * LOOM_OPTIM_BLOCKS_PER_SM;
+  const int64_t g = st->nchunks < cap ? st->nchunks : cap;
+  st->grid = g < 1 ? 1 : (int)g;
+  LOOM_TRY(loom__plan_done_create(&st->done));
+  return loom__optim_preload_kernels();
+}
+
+/* Everything after the plan exists: device memory, arguments, preload. */
+static loom_result_t optim_fill(loom_comm_t comm, const char *fn, loom_plan_t plan, loom_optim_state_t *st,
+                                const optim_host_t *h) {
+  if (comm->detached) return loom__plan_detached(fn); /* host tests stop here: a test comm has no GPU */
+  size_t off[OPT_PARTS];
+  LOOM_TRY(optim_device_alloc(comm, fn, st, h, off));
+  optim_kargs(comm, plan, st, off);
+  return optim_preload(comm, st);
+}
+
+/* Up to the plan's slice: resolve, the agreement (answered by every rank,
+ * refused or not), the layout, the slice. *st stays the caller's to free
+ * until *plan holds it. */
+static loom_result_t optim_make(loom_comm_t comm, const char *fn, loom_optim_state_t *st, optim_host_t *h,
+                                loom_plan_t *plan) {
+  loom_result_t r = optim_resolve(st, fn, &st->desc, h);
+  if (r != LOOM_SUCCESS) return st->local ? r : loom__comm_refuse(comm, fn, r);
+  LOOM_TRY(optim_agree(comm, fn, st, h));
+  LOOM_TRY(optim_layout(fn, st, h));
   /* the plan: signals ready, done, phase, nonfinite [W] each, count [2]; LAMB's partials */
-  {
-    const uint32_t nsig = (uint32_t)(4 * st->world + 2);
-    const size_t partial_bytes = lamb ? (size_t)st->gchunks * 2 * sizeof(float) : 0;
-    r = loom__plan_create(comm, fn, lamb ? "lamb" : "adam", nsig, partial_bytes, LOOM_FNV64_INIT, "", &plan);
-    if (r != LOOM_SUCCESS) goto fail;
-    plan->op_state = st;
-    plan->destroy_op = optim_destroy;
-  }
-  if (comm->detached) { /* host tests never get this far: a test comm has no GPU */
-    r = loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the description is valid; a test comm without a GPU cannot hold a plan", fn);
-    goto fail;
-  }
+  const uint32_t nsig = (uint32_t)(4 * st->world + 2);
+  const size_t partial_bytes = st->lamb ? (size_t)st->gchunks * 2 * sizeof(float) : 0;
+  LOOM_TRY(loom__plan_create(comm, fn, st->lamb ? "lamb" : "adam", nsig, partial_bytes, LOOM_FNV64_INIT, "", plan));
+  (*plan)->op_state = st;
+  (*plan)->destroy_op = optim_destroy;
+  return LOOM_SUCCESS;
+}
 
-  /* device memory: chunks | tensors | grad_tab | param_tab | gowner | norms | step | m | v | master */
-  {
-    const int need_master = desc->param_type != LOOM_FP32;
-    size_t off[10], o = 0;
-    const size_t sz[10] = {(size_t)st->nchunks * sizeof *chunks, (size_t)T * sizeof *tdev,
-                           (size_t)T * nsrc * sizeof(char *), (size_t)T * npush * sizeof(char *),
-                           (size_t)st->gchunks * sizeof(int32_t), (size_t)T * 2 * sizeof(float), sizeof(int32_t),
-                           (size_t)st->state_elems * sizeof(float), (size_t)st->state_elems * sizeof(float),
-                           need_master ? (size_t)st->state_elems * sizeof(float) : 0};
-    for (int i = 0; i < 10; ++i) {
-      off[i] = o;
-      o += loom__align256(sz[i] ? sz[i] : 1);
-    }
-    cudaError_t e = cudaMalloc(&st->dev, o);
-    if (e != cudaSuccess) {
-      r = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: cudaMalloc of %zu bytes (chunk table and optimizer state): %s", fn, o,
-                     cudaGetErrorString(e));
-      goto fail;
-    }
-    st->device_bytes = o;
-    char *b = (char *)st->dev;
-    const void *host[6] = {chunks, tdev, grad_tab, param_tab, gowner, NULL};
-    for (int i = 0; i < 5 && e == cudaSuccess; ++i)
-      if (sz[i]) e = cudaMemcpyAsync(b + off[i], host[i], sz[i], cudaMemcpyHostToDevice, comm->stream);
-    /* norms, step and the moments start at zero */
-    for (int i = 5; i < 9 && e == cudaSuccess; ++i) e = cudaMemsetAsync(b + off[i], 0, sz[i] ? sz[i] : 1, comm->stream);
-    if (e != cudaSuccess) {
-      r = loom__cuda_fail((int)e, "uploading the optimizer's tables", __FILE__, __LINE__);
-      goto fail;
-    }
-    loom_optim_kargs_t *k = &st->k;
-    k->dc = loom__comm_dev(comm);
-    k->epoch_off = plan->epoch_offset;
-    k->ready_off = plan->signals_offset;
-    k->done_off = k->ready_off + (size_t)st->world * sizeof(uint32_t);
-    k->phase_off = k->done_off + (size_t)st->world * sizeof(uint32_t);
-    k->nonfinite_off = k->phase_off + (size_t)st->world * sizeof(uint32_t);
-    k->count_off = k->nonfinite_off + (size_t)st->world * sizeof(uint32_t);
-    k->partial_off = plan->staging_offset;
-    k->chunks = (const loom_optim_chunk_t *)(b + off[0]);
-    k->nchunks = st->nchunks;
-    k->tensors = (const loom_optim_tensor_dev_t *)(b + off[1]);
-    k->num_tensors = T;
-    k->grad_ptrs = (char *const *)(b + off[2]);
-    k->param_ptrs = (char *const *)(b + off[3]);
-    k->gowner = (const int32_t *)(b + off[4]);
-    k->norms = (float *)(b + off[5]);
-    k->step = (int32_t *)(b + off[6]);
-    k->m = (float *)(b + off[7]);
-    k->v = (float *)(b + off[8]);
-    k->master = need_master ? (float *)(b + off[9]) : NULL;
-    k->handshake = !local;
-    k->ptype = (int32_t)desc->param_type;
-    k->gtype = (int32_t)desc->grad_type;
-    k->lr = desc->lr, k->beta1 = desc->beta1, k->beta2 = desc->beta2, k->eps = desc->eps;
-    k->grad_div = desc->average_grads ? (float)st->world : 1.0f;
-    k->decoupled = desc->decoupled_weight_decay;
-    k->bias_correction = desc->bias_correction;
-    k->use_nvlamb = desc->use_nvlamb;
-    /* the master weights: this rank's part of every tensor, read now */
-    if (need_master)
-      for (int t = 0; t < T && r == LOOM_SUCCESS; ++t) {
-        int64_t lo, hi;
-        loom_optim_rank_range(st->numel[t], sw, sr, st->ar[t], &lo, &hi);
-        r = loom__optim_load_master(k->master + st->state_off[t],
-                                    (const char *)st->params[t] + (size_t)lo * loom_dtype_size(desc->param_type),
-                                    hi - lo, (int)desc->param_type, comm->stream);
-      }
-    if (r == LOOM_SUCCESS) {
-      e = cudaStreamSynchronize(comm->stream);
-      if (e != cudaSuccess) r = loom__cuda_fail((int)e, "initialising the optimizer state", __FILE__, __LINE__);
-    }
-    if (r != LOOM_SUCCESS) goto fail;
+static loom_result_t optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc, int lamb, int local,
+                                loom_plan_t *out) {
+  const char *fn = lamb ? "loom_plan_lamb" : "loom_plan_adam";
+  LOOM_TRY(loom__plan_begin(comm, fn, out));
+  /* a rank that refuses before the agreement still answers it
+   * (loom__comm_refuse), so the ranks that accepted do not wait in it */
+  loom_result_t r = optim_validate(comm, fn, desc, local);
+  if (r != LOOM_SUCCESS) return local ? r : loom__comm_refuse(comm, fn, r);
+  loom_optim_state_t *st = (loom_optim_state_t *)loom__plan_state_alloc(comm, fn, sizeof *st, &r);
+  if (!st) return r;
+  st->lamb = lamb, st->local = local, st->desc = *desc;
+  st->rank = comm->rank, st->world = comm->size, st->T = desc->num_tensors;
+  optim_host_t h = {0};
+  loom_plan_t plan = NULL;
+  r = optim_make(comm, fn, st, &h, &plan);
+  if (r == LOOM_SUCCESS) r = optim_fill(comm, fn, plan, st, &h);
+  optim_host_free(&h);
+  if (r != LOOM_SUCCESS) {
+    if (plan) return loom__plan_abandon(plan, r); /* frees st */
+    optim_free(st);
+    return r;
   }
-  {
-    const int64_t g = st->nchunks < (int64_t)comm->sm_count * LOOM_OPTIM_BLOCKS_PER_SM
-                          ? st->nchunks
-                          : (int64_t)comm->sm_count * LOOM_OPTIM_BLOCKS_PER_SM;
-    st->grid = g < 1 ? 1 : (int)g;
-  }
-  {
-    cudaError_t e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
-    if (e != cudaSuccess) {
-      r = loom__cuda_fail((int)e, "cudaEventCreateWithFlags", __FILE__, __LINE__);
-      goto fail;
-    }
-  }
-  r = loom__optim_preload_kernels();
-  if (r != LOOM_SUCCESS) goto fail;
   LOOM_INFO("%s: %d tensors (%d AR-Opt), W=%d%s, chunk %lld: %lld chunks here, %lld global, %lld state elements, grid %d",
-            fn, T, st->nar, st->world, local ? " (local)" : "", (long long)st->chunk, (long long)st->nchunks,
+            fn, st->T, st->nar, st->world, local ? " (local)" : "", (long long)st->chunk, (long long)st->nchunks,
             (long long)st->gchunks, (long long)st->state_elems, st->grid);
-  free(grad_tab), free(param_tab), free(vec), free(chunks), free(tdev), free(gowner);
   *out = plan;
   return LOOM_SUCCESS;
-
-fail:
-  if (!agreed) r = loom__comm_refuse(comm, fn, r); /* failed before the agreement: answer it */
-  free(grad_tab), free(param_tab), free(vec), free(chunks), free(tdev), free(gowner);
-  if (plan) {
-    char msg[768];
-    snprintf(msg, sizeof msg, "%s", loom_last_error());
-    (void)loom_plan_destroy(plan); /* frees st */
-    return loom__fail(r, "%s", msg);
-  }
-  optim_free(st);
-  return r;
 }
 
 loom_result_t loom__optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc, int lamb, loom_plan_t *out) {
@@ -512,9 +570,5 @@ loom_result_t loom__optim_call_args(loom_optim_state_t *st, const char *fn, cons
 }
 
 loom_result_t loom__optim_done(loom_optim_state_t *st, cudaStream_t stream) {
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
-  LOOM_CUDA(cudaEventRecordWithFlags(st->done, stream,
-                                     cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
-  return LOOM_SUCCESS;
+  return loom__plan_done_record(st->done, stream, NULL);
 }

@@ -56,81 +56,97 @@ static loom_result_t ag_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
   return LOOM_SUCCESS;
 }
 
+/* The copy kernels' arguments: signals, shapes, this rank's shard and every
+ * rank's address of the gathered buffer. */
+static loom_result_t ag_copy_args(loom_plan_t plan, const loom_tp_state_t *st, const char *a_shard, char *dst,
+                                  loom_ag_copy_args_t *ca) {
+  const loom_gemm_desc_t *g = &st->gemm;
+  const size_t es = loom_dtype_size(g->ab_type), row = (size_t)g->k * es;
+  memset(ca, 0, sizeof *ca);
+  ca->dc = loom__comm_dev(plan->comm);
+  ca->epoch_off = plan->epoch_offset;
+  ca->ready_off = st->ready_off;
+  ca->chunk_off = st->chunk_off;
+  ca->m = g->m;
+  ca->k = g->k;
+  ca->chunk_rows = st->chunk_rows;
+  ca->chunks_per_shard = st->chunks_per_shard;
+  ca->esize = (int)es;
+  ca->a_shard = a_shard;
+  LOOM_TRY(loom__tp_peer_addresses("loom_ag_gemm", "a_full", plan->comm, dst, (size_t)g->m * row, ca->dst));
+  ca->copy_local = st->my_len > 0 && a_shard != dst + (size_t)st->my_begin * row;
+  return LOOM_SUCCESS;
+}
+
+/* The copy engine's pushes: each peer in push order, chunk by chunk, each
+ * chunk then its signal (side stream). */
+static loom_result_t ag_push_copy_engine(loom_tp_state_t *st, loom_ag_copy_args_t *ca, const char *a_shard,
+                                         int64_t nch) {
+  const loom_gemm_desc_t *g = &st->gemm;
+  const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
+  const int W = st->world;
+  for (int step = 1; step < W; ++step) {
+    const int dest = loom_ag_push_dest(st->rank, W, step - 1);
+    LOOM_TRY(loom__ag_wait_ready(ca, dest, st->side));
+    if (step == 1) loom__tp_trace_mark(st, "side.ready", st->side);
+    for (int64_t j = 0; j < nch; ++j) {
+      int64_t r0, r1;
+      loom_ag_chunk(g->m, W, st->rank, st->chunk_rows, j, &r0, &r1);
+      LOOM_CUDA(cudaMemcpyAsync(ca->dst[dest] + (size_t)r0 * row, a_shard + (size_t)(r0 - st->my_begin) * row,
+                                (size_t)(r1 - r0) * row, cudaMemcpyDeviceToDevice, st->side));
+      LOOM_TRY(loom__ag_signal_chunks(ca, dest, j, j + 1, st->side));
+      if (step == 1 && j == 0) loom__tp_trace_mark(st, "side.chunk0", st->side);
+    }
+  }
+  loom__tp_trace_mark(st, "side.pushed", st->side);
+  return LOOM_SUCCESS;
+}
+
+/* This rank's shard into every peer (side stream), then into its own
+ * gathered buffer on the user's stream, with every SM, before the GEMM (a
+ * same-device copy runs as a kernel; the side stream would get only the
+ * SMs the GEMM leaves free). */
+static loom_result_t ag_push(loom_tp_state_t *st, loom_ag_copy_args_t *ca, const char *a_shard, char *dst,
+                             cudaStream_t stream) {
+  const loom_gemm_desc_t *g = &st->gemm;
+  const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
+  const int64_t nch = loom_ag_shard_chunks(g->m, st->world, st->rank, st->chunk_rows);
+  if (nch > 0 && st->world > 1) {
+    if (st->transfer == LOOM_TP_SM_COPY) {
+      ca->first_step = 1;
+      LOOM_TRY(loom__ag_copy_kernel(ca, st->comm_blocks, st->side));
+      loom__tp_trace_mark(st, "side.pushed", st->side);
+    } else {
+      LOOM_TRY(ag_push_copy_engine(st, ca, a_shard, nch));
+    }
+  }
+  if (nch > 0) {
+    if (ca->copy_local)
+      LOOM_CUDA(cudaMemcpyAsync(dst + (size_t)st->my_begin * row, a_shard, (size_t)st->my_len * row,
+                                cudaMemcpyDeviceToDevice, stream));
+    LOOM_TRY(loom__ag_signal_chunks(ca, st->rank, 0, nch, stream));
+    loom__tp_trace_mark(st, "own", stream);
+  }
+  return LOOM_SUCCESS;
+}
+
 static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char *a_shard, char *dst, const void *b,
                               void *c, const void *bias, cudaStream_t stream) {
-  const char *fn = "loom_ag_gemm";
   loom_comm_t comm = plan->comm;
-  const loom_gemm_desc_t *g = &st->gemm;
-  const size_t es = loom_dtype_size(g->ab_type);
-  const size_t row = (size_t)g->k * es;
-  const int W = st->world;
-
   loom_ag_copy_args_t ca;
-  memset(&ca, 0, sizeof ca);
-  ca.dc = loom__comm_dev(comm);
-  ca.epoch_off = plan->epoch_offset;
-  ca.ready_off = st->ready_off;
-  ca.chunk_off = st->chunk_off;
-  ca.m = g->m;
-  ca.k = g->k;
-  ca.chunk_rows = st->chunk_rows;
-  ca.chunks_per_shard = st->chunks_per_shard;
-  ca.esize = (int)es;
-  ca.a_shard = a_shard;
-  LOOM_TRY(loom__tp_peer_addresses(fn, "a_full", comm, dst, (size_t)g->m * row, ca.dst));
-  ca.copy_local = st->my_len > 0 && a_shard != dst + (size_t)st->my_begin * row;
-
+  LOOM_TRY(ag_copy_args(plan, st, a_shard, dst, &ca));
   LOOM_TRY(loom__tp_begin(ca.dc, plan->epoch_offset, st->ready_off, (size_t)-1, stream));
   loom__tp_trace_mark(st, "begin", stream);
   LOOM_TRY(loom__tp_fork(st, stream));
-  /* the peers' shards on the side stream ... */
-  const int64_t nch = loom_ag_shard_chunks(g->m, W, st->rank, st->chunk_rows);
-  if (nch > 0 && W > 1) {
-    if (st->transfer == LOOM_TP_SM_COPY) {
-      ca.first_step = 1;
-      LOOM_TRY(loom__ag_copy_kernel(&ca, st->comm_blocks, st->side));
-      loom__tp_trace_mark(st, "side.pushed", st->side);
-    } else {
-      /* copy engine: each peer in push order, chunk by chunk, each chunk then its signal */
-      for (int step = 1; step < W; ++step) {
-        const int dest = loom_ag_push_dest(st->rank, W, step - 1);
-        LOOM_TRY(loom__ag_wait_ready(&ca, dest, st->side));
-        if (step == 1) loom__tp_trace_mark(st, "side.ready", st->side);
-        for (int64_t j = 0; j < nch; ++j) {
-          int64_t r0, r1;
-          loom_ag_chunk(g->m, W, st->rank, st->chunk_rows, j, &r0, &r1);
-          LOOM_CUDA(cudaMemcpyAsync(ca.dst[dest] + (size_t)r0 * row, a_shard + (size_t)(r0 - st->my_begin) * row,
-                                    (size_t)(r1 - r0) * row, cudaMemcpyDeviceToDevice, st->side));
-          LOOM_TRY(loom__ag_signal_chunks(&ca, dest, j, j + 1, st->side));
-          if (step == 1 && j == 0) loom__tp_trace_mark(st, "side.chunk0", st->side);
-        }
-      }
-      loom__tp_trace_mark(st, "side.pushed", st->side);
-    }
-  }
-  /* ... and this rank's own on the user's stream, with every SM, before the
-   * GEMM (a same-device copy runs as a kernel; the side stream would get
-   * only the SMs the GEMM leaves free) */
-  if (nch > 0) {
-    if (ca.copy_local)
-      LOOM_CUDA(cudaMemcpyAsync(dst + (size_t)st->my_begin * row, a_shard, (size_t)st->my_len * row,
-                                cudaMemcpyDeviceToDevice, stream));
-    LOOM_TRY(loom__ag_signal_chunks(&ca, st->rank, 0, nch, stream));
-    loom__tp_trace_mark(st, "own", stream);
-  }
-
+  LOOM_TRY(ag_push(st, &ca, a_shard, dst, stream));
   loom_gemm_hooks_t h;
-  memset(&h, 0, sizeof h);
-  h.order.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
-  h.order.row_shift = loom_tp_row_shift(g->m, W, st->rank, st->gemm_bm);
-  h.epoch_word = (const uint32_t *)((const char *)comm->ws_ptr + plan->epoch_offset);
+  loom__tp_hooks_base(plan, st, st->rank, ca.dc, &h);
   h.wait_signals = (const uint32_t *)((const char *)comm->ws_ptr + st->chunk_off);
   h.wait_rows_per_signal = st->chunk_rows;
   h.wait_rows_per_shard = st->shard_rows;
   h.epilogue = LOOM_EPI_STORE;
   h.activation = (int)st->desc.activation;
-  h.comm = ca.dc;
-  loom_result_t r = loom__gemm_hooked(g, dst, b, c, bias, &st->gemm_cfg, &h, stream);
+  loom_result_t r = loom__gemm_hooked(&st->gemm, dst, b, c, bias, &st->gemm_cfg, &h, stream);
   loom__tp_trace_mark(st, "gemm", stream);
   /* join even when the GEMM failed to launch: the side stream's work is queued */
   const loom_result_t rj = loom__tp_join(st, stream);

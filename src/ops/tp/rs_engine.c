@@ -18,32 +18,29 @@
 #include "ops/tp/tp_linear.h"
 #include "ops/tp/tp_schedule.h"
 
-loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b,
-                             loom_rs_reduce_args_t *ra, cudaStream_t stream) {
+/* The reduction kernel's arguments: its sources (SM_ATOMIC, this rank's
+ * fp32 accumulator; else every rank's partial), signals and tiles. */
+static loom_result_t rs_reduce_args(loom_plan_t plan, loom_tp_state_t *st, loom_dev_comm_t dc,
+                                    loom_rs_reduce_args_t *ra) {
   loom_comm_t comm = plan->comm;
-  loom_gemm_desc_t g = st->gemm;
-  const int W = st->world;
-  const loom_dev_comm_t dc = loom__comm_dev(comm);
+  const loom_gemm_desc_t *g = &st->gemm;
   const char *fn = st->kind == LOOM__TP_AR ? "loom_gemm_ar" : "loom_gemm_rs";
-
-  const int atomic = st->transfer == LOOM_TP_SM_ATOMIC;
-  if (atomic) {
+  if (st->transfer == LOOM_TP_SM_ATOMIC) {
     ra->src[0] = (const char *)st->partial;
     ra->nsrc = 1, ra->src_type = LOOM_FP32, ra->src_row_base = st->my_begin, ra->zero_src = 1;
   } else {
     LOOM_TRY(loom__tp_peer_addresses(fn, "partial", comm, st->partial,
-                                     (size_t)g.m * (size_t)g.n * loom_dtype_size(g.c_type), (char **)ra->src));
-    ra->nsrc = W, ra->src_type = (int)g.c_type, ra->src_row_base = 0, ra->zero_src = 0;
+                                     (size_t)g->m * (size_t)g->n * loom_dtype_size(g->c_type), (char **)ra->src));
+    ra->nsrc = st->world, ra->src_type = (int)g->c_type, ra->src_row_base = 0, ra->zero_src = 0;
   }
   ra->dc = dc;
   ra->epoch_off = plan->epoch_offset;
   ra->tile_off = st->tile_off;
   ra->done_off = st->done_off;
   ra->count_off = st->count_off;
-  const int tail_blocks = comm->sm_count;
-  ra->total_blocks = st->comm_blocks + tail_blocks;
-  ra->m = g.m;
-  ra->n = g.n;
+  ra->total_blocks = st->comm_blocks + comm->sm_count; /* the side launch and the tail */
+  ra->m = g->m;
+  ra->n = g->n;
   ra->row0 = st->my_begin;
   ra->rows = st->my_len;
   ra->bm = st->gemm_bm;
@@ -51,8 +48,18 @@ loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *
   ra->tiles_m = st->tiles_m;
   ra->tiles_n = st->tiles_n;
   ra->group = st->gemm_cfg.group; /* the GEMM's band (fused_gemm_config always sets it) */
-  ra->c_type = (int)g.c_type;
+  ra->c_type = (int)g->c_type;
   ra->wait_gathered = 0; /* the side launch: only the tail waits */
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b,
+                             loom_rs_reduce_args_t *ra, cudaStream_t stream) {
+  loom_comm_t comm = plan->comm;
+  loom_gemm_desc_t g = st->gemm;
+  const loom_dev_comm_t dc = loom__comm_dev(comm);
+  const int atomic = st->transfer == LOOM_TP_SM_ATOMIC;
+  LOOM_TRY(rs_reduce_args(plan, st, dc, ra));
 
   LOOM_TRY(loom__tp_begin(dc, plan->epoch_offset, (size_t)-1, st->done_off, stream));
   loom__tp_trace_mark(st, "begin", stream);
@@ -62,22 +69,18 @@ loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *
   loom__tp_trace_mark(st, "side.reduce", st->side);
 
   loom_gemm_hooks_t h;
-  memset(&h, 0, sizeof h);
-  h.order.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
-  h.order.row_shift = loom_tp_row_shift(g.m, W, st->rank + 1, st->gemm_bm);
-  h.epoch_word = (const uint32_t *)((const char *)comm->ws_ptr + plan->epoch_offset);
+  loom__tp_hooks_base(plan, st, st->rank + 1, dc, &h);
   h.epilogue = atomic ? LOOM_EPI_REDUCE : LOOM_EPI_STORE;
   h.rows_per_dst = st->shard_rows;
   h.dst_signal = st->d_dst_signal;
   if (atomic) h.row_dst = st->d_row_dst, h.dst_fp32 = 1; /* red.global.add.f32 into the owners */
-  h.comm = dc;
   g.has_bias = 0; /* added once, by the owner's reduction */
   loom_result_t r = loom__gemm_hooked(&g, a, b, st->partial, NULL, &st->gemm_cfg, &h, stream);
   loom__tp_trace_mark(st, "gemm", stream);
   /* the tail: every SM sums what is left once the GEMM is done (AR: then
    * waits for the other owners' tiles of this rank's out) */
   ra->wait_gathered = ra->gath_off != (size_t)-1;
-  if (r == LOOM_SUCCESS) r = loom__rs_reduce_kernel(ra, tail_blocks, stream);
+  if (r == LOOM_SUCCESS) r = loom__rs_reduce_kernel(ra, comm->sm_count, stream);
   loom__tp_trace_mark(st, "tail", stream);
   const loom_result_t rj = loom__tp_join(st, stream);
   LOOM_TRY(r);

@@ -93,8 +93,8 @@ loom_result_t loom__tp_state(loom_plan_t plan, const char *fn, int kind, loom_tp
   return LOOM_SUCCESS;
 }
 
-loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int sm_count, const loom_tp_desc_t *d,
-                                  loom_tp_transfer_t *resolved, int all_reachable, int hooks_ok) {
+/* The description's header and its GEMM. */
+static loom_result_t tp_check_gemm(const char *fn, int comm_size, const loom_tp_desc_t *d) {
   if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL must point to a loom_tp_desc_t", fn);
   if (d->struct_size != sizeof(loom_tp_desc_t))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
@@ -108,6 +108,11 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
   snprintf(gfn, sizeof gfn, "%s: desc", fn);
   const loom_gemm_desc_t g = loom__tp_gemm_desc(d);
   LOOM_TRY(loom__gemm_validate_desc(gfn, &g));
+  return LOOM_SUCCESS;
+}
+
+/* The activation and bias each op takes in its description. */
+static loom_result_t tp_check_epilogue(const char *fn, int kind, const loom_tp_desc_t *d) {
   if (d->activation < LOOM_ACT_NONE || d->activation > LOOM_ACT_GELU_ERF)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->activation=%d is unknown: must be LOOM_ACT_NONE, _RELU, _GELU_TANH or _GELU_ERF", fn,
@@ -127,6 +132,11 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
                       "%s: desc->has_bias=%d: GEMM+AllReduce takes its bias from the call's epilogue "
                       "(loom_epilogue_t.bias, added once to the sum over ranks): must be 0",
                       fn, d->has_bias);
+  return LOOM_SUCCESS;
+}
+
+/* The transfers each op offers. */
+static loom_result_t tp_check_transfer(const char *fn, int kind, const loom_tp_desc_t *d, int all_reachable) {
   if (d->transfer < LOOM_TP_AUTO || d->transfer > LOOM_TP_SM_ATOMIC)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->transfer=%d is unknown: must be LOOM_TP_AUTO, _SEQUENTIAL, _COPY_ENGINE, _SM_COPY or "
@@ -159,6 +169,11 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
                       "%s: not every rank is load/store reachable (GEMM+AllReduce, fused or sequential through "
                       "loom_allreduce, needs one NVLink domain): use loom_gemm and ncclAllReduce across nodes",
                       fn);
+  return LOOM_SUCCESS;
+}
+
+/* The knobs: the sequential GEMM, chunk rows, communication blocks. */
+static loom_result_t tp_check_knobs(const char *fn, int sm_count, const loom_tp_desc_t *d) {
   if (d->sequential_gemm < LOOM_TP_GEMM_AUTO || d->sequential_gemm > LOOM_TP_GEMM_CUBLASLT)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->sequential_gemm=%d is unknown: must be LOOM_TP_GEMM_AUTO, _LOOM or _CUBLASLT", fn,
@@ -176,6 +191,13 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
                       "%s: desc->comm_blocks=%d must be in [0, %d) (0: chosen by the plan; the GEMM keeps the "
                       "other SMs)",
                       fn, d->comm_blocks, sm_count);
+  return LOOM_SUCCESS;
+}
+
+/* Resolves AUTO's shape-independent half, and refuses a fused transfer
+ * this comm and GEMM cannot carry. */
+static loom_result_t tp_resolve_transfer(const char *fn, int kind, int comm_size, const loom_tp_desc_t *d,
+                                         loom_tp_transfer_t *resolved, int all_reachable, int hooks_ok) {
   loom_tp_transfer_t t = d->transfer;
   const int fused_possible = all_reachable && hooks_ok && comm_size <= LOOM_TP_MAX_PEERS;
   if (t == LOOM_TP_AUTO) {
@@ -197,6 +219,16 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
                       LOOM_TP_MAX_PEERS, comm_size);
   *resolved = t;
   return LOOM_SUCCESS;
+}
+
+
+loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int sm_count, const loom_tp_desc_t *d,
+                                  loom_tp_transfer_t *resolved, int all_reachable, int hooks_ok) {
+  LOOM_TRY(tp_check_gemm(fn, comm_size, d));
+  LOOM_TRY(tp_check_epilogue(fn, kind, d));
+  LOOM_TRY(tp_check_transfer(fn, kind, d, all_reachable));
+  LOOM_TRY(tp_check_knobs(fn, sm_count, d));
+  return tp_resolve_transfer(fn, kind, comm_size, d, resolved, all_reachable, hooks_ok);
 }
 
 /* The plan's fused GEMM configuration: the path's heuristic for the local
@@ -245,10 +277,7 @@ static void tp_destroy(loom_plan_t plan) {
   loom_tp_state_t *st = (loom_tp_state_t *)plan->op_state;
   if (!st) return;
   loom_comm_t comm = plan->comm;
-  if (st->done) {
-    cudaError_t e = cudaEventSynchronize(st->done);
-    if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (%s): waiting for the last call: %s", plan->op, cudaGetErrorString(e));
-  }
+  loom__plan_done_release(st->done, plan->op); /* the last call's kernels may still use what follows */
   if (st->a_full_own) {
     if (st->a_full_own_sym) (void)loom__comm_free(comm, st->a_full_own);
     else (void)cudaFree(st->a_full_own);
@@ -262,11 +291,19 @@ static void tp_destroy(loom_plan_t plan) {
   if (st->d_row_dst) (void)cudaFree(st->d_row_dst);
   if (st->fork) (void)cudaEventDestroy(st->fork);
   if (st->join) (void)cudaEventDestroy(st->join);
-  if (st->done) (void)cudaEventDestroy(st->done);
   if (st->side) (void)cudaStreamDestroy(st->side);
   loom__tp_trace_destroy(st);
   free(st);
   plan->op_state = NULL;
+}
+
+void loom__tp_hooks_base(loom_plan_t plan, const loom_tp_state_t *st, int shift_rank, loom_dev_comm_t dc,
+                         loom_gemm_hooks_t *h) {
+  memset(h, 0, sizeof *h);
+  h->order.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
+  h->order.row_shift = loom_tp_row_shift(st->gemm.m, st->world, shift_rank, st->gemm_bm);
+  h->epoch_word = (const uint32_t *)((const char *)plan->comm->ws_ptr + plan->epoch_offset);
+  h->comm = dc;
 }
 
 loom_result_t loom__tp_peer_addresses(const char *fn, const char *what, loom_comm_t comm, const void *p, size_t bytes,
@@ -386,16 +423,9 @@ static uint64_t tp_fingerprint(const loom_tp_state_t *st, uint32_t nsig) {
   return loom__fnv64(LOOM_FNV64_INIT, f, sizeof f);
 }
 
-/* The plan of a checked description with its resolved transfer t: state,
- * agreement, workspace, memory, kernels. */
-static loom_result_t tp_make(const char *fn, loom_comm_t comm, const loom_tp_desc_t *desc, loom__tp_kind_t kind,
-                             loom_tp_transfer_t t, int tuned, loom_plan_t *out) {
-  if (comm->detached)
-    return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: the description is valid; a test comm without a GPU cannot hold a plan",
-                      fn);
-  loom_tp_state_t *st = (loom_tp_state_t *)calloc(1, sizeof *st);
-  if (!st)
-    return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the plan state failed", fn));
+/* Resolve: the state of a checked description with its resolved transfer. */
+static void tp_resolve(loom_comm_t comm, loom_tp_state_t *st, const loom_tp_desc_t *desc, loom__tp_kind_t kind,
+                       loom_tp_transfer_t t) {
   st->kind = kind;
   st->desc = *desc;
   st->gemm = loom__tp_gemm_desc(desc);
@@ -403,60 +433,124 @@ static loom_result_t tp_make(const char *fn, loom_comm_t comm, const loom_tp_des
   st->gemm_engine = loom__tp_resolve_gemm(desc, t);
   st->rank = comm->rank;
   st->world = comm->size;
-  const int64_t m = desc->m;
-  st->shard_rows = loom_tp_shard_rows(m, st->world);
-  st->my_begin = loom_tp_shard_begin(m, st->world, st->rank);
-  st->my_len = loom_tp_shard_len(m, st->world, st->rank);
-  loom_result_t r = LOOM_SUCCESS;
-  uint32_t nsig = 0;
-  if (t != LOOM_TP_SEQUENTIAL) {
-    /* the GEMM's persistent blocks wait for signals that other kernels set:
-     * those kernels need SMs the GEMM leaves free (the copy engine's
-     * one-thread signal kernels: one SM; SM_COPY: comm_blocks, by default
-     * 4..16 chosen so that the GEMM needs no extra wave) */
-    r = fused_gemm_config(&st->gemm, kind == LOOM__TP_AG, &st->gemm_cfg, &st->gemm_bm);
-    if (kind == LOOM__TP_AG) /* bands of the tile order inside one shard each */
-      st->gemm_cfg.group = loom_ag_band_rows(
-          st->shard_rows % st->gemm_bm == 0 ? st->shard_rows / st->gemm_bm : 0, st->gemm_cfg.group);
-    st->tiles_m = (int)loom_ceil_div(m, st->gemm_bm);
-    st->tiles_n = (int)loom_ceil_div(desc->n, st->gemm_cfg.bn);
-    const int64_t tiles = (int64_t)st->tiles_m * st->tiles_n;
-    st->comm_blocks = t != LOOM_TP_SM_COPY && t != LOOM_TP_SM_ATOMIC ? 0
-                      : desc->comm_blocks > 0 ? desc->comm_blocks
-                                              : loom_tp_comm_sms(tiles, comm->sm_count, 4, 16);
-    st->gemm_cfg.grid = comm->sm_count - (st->comm_blocks > 0 ? st->comm_blocks : 1);
-    if (r == LOOM_SUCCESS && !tuned && desc->transfer == LOOM_TP_AUTO && !auto_keeps_fused(st, kind, tiles)) {
-      /* the shape-dependent half of AUTO: the fused path could hide nothing */
-      LOOM_INFO("%s: m=%lld: the fused path could hide nothing here (%s): sequential", fn, (long long)m,
-                kind == LOOM__TP_AG   ? "a shard's rows are memory-bound on B"
-                : kind == LOOM__TP_RS ? "the GEMM's tiles fit one wave"
-                                      : "GEMM + loom_allreduce with the epilogue measured faster");
-      t = st->transfer = LOOM_TP_SEQUENTIAL;
-      st->gemm_engine = loom__tp_resolve_gemm(desc, t);
-      memset(&st->gemm_cfg, 0, sizeof st->gemm_cfg);
-      st->gemm_bm = st->tiles_m = st->tiles_n = st->comm_blocks = 0;
-    } else if (kind == LOOM__TP_AG) {
-      int64_t cr = desc->chunk_rows;
-      if (cr <= 0) cr = loom_ag_default_chunk_rows(st->shard_rows, st->gemm_bm, st->comm_blocks);
-      if (cr < 1) cr = 1;
-      if (cr > st->shard_rows) cr = st->shard_rows;
-      st->chunk_rows = (int)cr;
-      st->chunks_per_shard = loom_ag_chunks_per_shard(m, st->world, cr);
-      const int64_t n64 = (int64_t)st->world + (int64_t)st->world * st->chunks_per_shard;
-      if (n64 > (int64_t)UINT32_MAX / 8)
-        r = loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %lld chunk signals are too many: raise desc->chunk_rows=%d", fn,
-                       (long long)n64, desc->chunk_rows);
-      nsig = (uint32_t)n64;
-    } else {
-      /* tile signals, done, count; AR: the gathered signals too */
-      const int64_t per = (int64_t)st->world * st->tiles_m * st->tiles_n;
-      const int64_t n64 = per + st->world + 2 + (kind == LOOM__TP_AR ? per : 0);
-      if (n64 > (int64_t)UINT32_MAX / 8)
-        r = loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %lld tile signals are too many (m=%lld, n=%lld)", fn,
-                       (long long)n64, (long long)m, (long long)desc->n);
-      nsig = (uint32_t)n64;
-    }
+  st->shard_rows = loom_tp_shard_rows(desc->m, st->world);
+  st->my_begin = loom_tp_shard_begin(desc->m, st->world, st->rank);
+  st->my_len = loom_tp_shard_len(desc->m, st->world, st->rank);
+}
+
+/* The fused GEMM: its configuration, tiles, and the SMs it leaves to the
+ * kernels whose signals its persistent blocks wait for (the copy engine's
+ * one-thread signal kernels: one SM; SM_COPY: comm_blocks, by default 4..16
+ * chosen so that the GEMM needs no extra wave). */
+static loom_result_t tp_fused_gemm(loom_comm_t comm, loom_tp_state_t *st) {
+  LOOM_TRY(fused_gemm_config(&st->gemm, st->kind == LOOM__TP_AG, &st->gemm_cfg, &st->gemm_bm));
+  if (st->kind == LOOM__TP_AG) /* bands of the tile order inside one shard each */
+    st->gemm_cfg.group = loom_ag_band_rows(
+        st->shard_rows % st->gemm_bm == 0 ? st->shard_rows / st->gemm_bm : 0, st->gemm_cfg.group);
+  st->tiles_m = (int)loom_ceil_div(st->desc.m, st->gemm_bm);
+  st->tiles_n = (int)loom_ceil_div(st->desc.n, st->gemm_cfg.bn);
+  const int64_t tiles = (int64_t)st->tiles_m * st->tiles_n;
+  const loom_tp_transfer_t t = st->transfer;
+  st->comm_blocks = t != LOOM_TP_SM_COPY && t != LOOM_TP_SM_ATOMIC ? 0
+                    : st->desc.comm_blocks > 0 ? st->desc.comm_blocks
+                                               : loom_tp_comm_sms(tiles, comm->sm_count, 4, 16);
+  st->gemm_cfg.grid = comm->sm_count - (st->comm_blocks > 0 ? st->comm_blocks : 1);
+  return LOOM_SUCCESS;
+}
+
+/* The shape-dependent half of AUTO: the fused path could hide nothing
+ * here, so the plan is sequential. */
+static void tp_demote(const char *fn, loom_tp_state_t *st) {
+  const loom__tp_kind_t kind = st->kind;
+  LOOM_INFO("%s: m=%lld: the fused path could hide nothing here (%s): sequential", fn, (long long)st->desc.m,
+            kind == LOOM__TP_AG   ? "a shard's rows are memory-bound on B"
+            : kind == LOOM__TP_RS ? "the GEMM's tiles fit one wave"
+                                  : "GEMM + loom_allreduce with the epilogue measured faster");
+  st->transfer = LOOM_TP_SEQUENTIAL;
+  st->gemm_engine = loom__tp_resolve_gemm(&st->desc, st->transfer);
+  memset(&st->gemm_cfg, 0, sizeof st->gemm_cfg);
+  st->gemm_bm = st->tiles_m = st->tiles_n = st->comm_blocks = 0;
+}
+
+/* Lay out the fused plan's signal words: AG, ready [W] and the chunks'
+ * [W x chunks per shard]; RS/AR, tile signals, done, count, and AR's
+ * gathered signals. */
+static loom_result_t tp_signals(const char *fn, loom_tp_state_t *st, uint32_t *nsig) {
+  const loom_tp_desc_t *desc = &st->desc;
+  int64_t n64;
+  if (st->kind == LOOM__TP_AG) {
+    int64_t cr = desc->chunk_rows;
+    if (cr <= 0) cr = loom_ag_default_chunk_rows(st->shard_rows, st->gemm_bm, st->comm_blocks);
+    if (cr < 1) cr = 1;
+    if (cr > st->shard_rows) cr = st->shard_rows;
+    st->chunk_rows = (int)cr;
+    st->chunks_per_shard = loom_ag_chunks_per_shard(desc->m, st->world, cr);
+    n64 = (int64_t)st->world + (int64_t)st->world * st->chunks_per_shard;
+    *nsig = (uint32_t)n64;
+    if (n64 > (int64_t)UINT32_MAX / 8)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %lld chunk signals are too many: raise desc->chunk_rows=%d",
+                        fn, (long long)n64, desc->chunk_rows);
+    return LOOM_SUCCESS;
   }
+  const int64_t per = (int64_t)st->world * st->tiles_m * st->tiles_n;
+  n64 = per + st->world + 2 + (st->kind == LOOM__TP_AR ? per : 0);
+  *nsig = (uint32_t)n64;
+  if (n64 > (int64_t)UINT32_MAX / 8)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %lld tile signals are too many (m=%lld, n=%lld)", fn,
+                      (long long)n64, (long long)desc->m, (long long)desc->n);
+  return LOOM_SUCCESS;
+}
+
+/* Resolve the fused path's GEMM (or fall back to sequential: AUTO,
+ * untuned, where fusing could hide nothing) and lay out its signals. */
+static loom_result_t tp_fused_layout(const char *fn, loom_comm_t comm, loom_tp_state_t *st, int tuned,
+                                     uint32_t *nsig) {
+  *nsig = 0;
+  if (st->transfer == LOOM_TP_SEQUENTIAL) return LOOM_SUCCESS;
+  LOOM_TRY(tp_fused_gemm(comm, st));
+  const int64_t tiles = (int64_t)st->tiles_m * st->tiles_n;
+  if (!tuned && st->desc.transfer == LOOM_TP_AUTO && !auto_keeps_fused(st, st->kind, tiles)) {
+    tp_demote(fn, st);
+    return LOOM_SUCCESS;
+  }
+  return tp_signals(fn, st, nsig);
+}
+
+/* The byte offsets of the signal words in the plan's slice. */
+static void tp_signal_offsets(loom_plan_t plan, loom_tp_state_t *st) {
+  if (st->kind == LOOM__TP_AG) {
+    st->ready_off = plan->signals_offset;
+    st->chunk_off = plan->signals_offset + (size_t)st->world * sizeof(uint32_t);
+    return;
+  }
+  st->tile_off = plan->signals_offset;
+  st->done_off = st->tile_off + (size_t)st->world * (size_t)st->tiles_m * (size_t)st->tiles_n * sizeof(uint32_t);
+  st->count_off = st->done_off + (size_t)st->world * sizeof(uint32_t);
+  st->gath_off = st->kind == LOOM__TP_AR ? st->count_off + 2 * sizeof(uint32_t) : (size_t)-1;
+}
+
+/* Allocate and preload: everything beyond the slice, then every kernel a
+ * call launches, loaded now, not at its first launch next to a running
+ * kernel that waits for it (lazy loading). */
+static loom_result_t tp_fill(loom_plan_t plan, loom_tp_state_t *st) {
+  LOOM_TRY(tp_alloc(plan, st));
+  LOOM_TRY(loom__tp_preload_kernels());
+  if (st->transfer != LOOM_TP_SEQUENTIAL)
+    LOOM_TRY(loom__gemm_hooked_preload(&st->gemm, &st->gemm_cfg, (int)st->desc.activation));
+  return LOOM_SUCCESS;
+}
+
+/* The plan of a checked description with its resolved transfer t: state,
+ * agreement, workspace, memory, kernels. */
+static loom_result_t tp_make(const char *fn, loom_comm_t comm, const loom_tp_desc_t *desc, loom__tp_kind_t kind,
+                             loom_tp_transfer_t t, int tuned, loom_plan_t *out) {
+  if (comm->detached) return loom__plan_detached(fn);
+  loom_result_t r;
+  loom_tp_state_t *st = (loom_tp_state_t *)loom__plan_state_alloc(comm, fn, sizeof *st, &r);
+  if (!st) return r;
+  tp_resolve(comm, st, desc, kind, t);
+  uint32_t nsig = 0;
+  r = tp_fused_layout(fn, comm, st, tuned, &nsig);
   if (r != LOOM_SUCCESS) {
     free(st);
     return loom__comm_refuse(comm, fn, r);
@@ -473,33 +567,19 @@ static loom_result_t tp_make(const char *fn, loom_comm_t comm, const loom_tp_des
   }
   plan->op_state = st;
   plan->destroy_op = tp_destroy;
-  if (kind == LOOM__TP_AG) {
-    st->ready_off = plan->signals_offset;
-    st->chunk_off = plan->signals_offset + (size_t)st->world * sizeof(uint32_t);
-  } else {
-    st->tile_off = plan->signals_offset;
-    st->done_off = st->tile_off + (size_t)st->world * (size_t)st->tiles_m * (size_t)st->tiles_n * sizeof(uint32_t);
-    st->count_off = st->done_off + (size_t)st->world * sizeof(uint32_t);
-    st->gath_off = kind == LOOM__TP_AR ? st->count_off + 2 * sizeof(uint32_t) : (size_t)-1;
-  }
-  r = tp_alloc(plan, st);
-  /* every kernel a call launches is loaded now, not at its first launch
-   * next to a running kernel that waits for it (lazy loading) */
-  if (r == LOOM_SUCCESS) r = loom__tp_preload_kernels();
-  if (r == LOOM_SUCCESS && t != LOOM_TP_SEQUENTIAL)
-    r = loom__gemm_hooked_preload(&st->gemm, &st->gemm_cfg, (int)st->desc.activation);
-  if (r != LOOM_SUCCESS) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", loom_last_error());
-    (void)loom_plan_destroy(plan);
-    return loom__fail(r, "%s", msg);
-  }
+  tp_signal_offsets(plan, st);
+  r = tp_fill(plan, st);
+  if (r != LOOM_SUCCESS) return loom__plan_abandon(plan, r);
   LOOM_INFO("%s: m=%lld n=%lld k=%lld W=%d: %s%s, GEMM %s, S=%lld, chunk_rows=%d, comm_blocks=%d, tile %dx%d", fn,
-            (long long)m, (long long)desc->n, (long long)desc->k, st->world, loom__tp_transfer_name(t),
-            tuned ? " (tuned)" : "", loom__tp_gemm_name(st->gemm_engine), (long long)st->shard_rows, st->chunk_rows,
-            st->comm_blocks, st->gemm_bm, st->gemm_cfg.bn);
+            (long long)desc->m, (long long)desc->n, (long long)desc->k, st->world,
+            loom__tp_transfer_name(st->transfer), tuned ? " (tuned)" : "", loom__tp_gemm_name(st->gemm_engine),
+            (long long)st->shard_rows, st->chunk_rows, st->comm_blocks, st->gemm_bm, st->gemm_cfg.bn);
   *out = plan;
   return LOOM_SUCCESS;
+}
+
+static const char *tp_plan_fn(int kind) {
+  return kind == LOOM__TP_AG ? "loom_plan_ag_gemm" : kind == LOOM__TP_RS ? "loom_plan_gemm_rs" : "loom_plan_gemm_ar";
 }
 
 /* 1 where the GEMM engine can carry the fused paths' hooks for desc's GEMM. */
@@ -550,10 +630,8 @@ static void tp_take_tuned(const char *fn, loom_comm_t comm, loom__tp_kind_t kind
  * plans of named transfers through loom__tp_plan_make, never through here),
  * resolve, make. */
 static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom__tp_kind_t kind, loom_plan_t *out) {
-  const char *fn = kind == LOOM__TP_AG ? "loom_plan_ag_gemm" : kind == LOOM__TP_RS ? "loom_plan_gemm_rs" : "loom_plan_gemm_ar";
-  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
-  *out = NULL;
-  LOOM_TRY(loom__comm_check(comm, fn));
+  const char *fn = tp_plan_fn(kind);
+  LOOM_TRY(loom__plan_begin(comm, fn, out));
   const int hooks_ok = tp_hooks_ok(fn, comm, desc);
   loom_tp_transfer_t t = LOOM_TP_SEQUENTIAL;
   const loom_result_t rc =
@@ -572,10 +650,8 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
 }
 
 loom_result_t loom__tp_plan_make(loom_comm_t comm, const loom_tp_desc_t *desc, int kind, loom_plan_t *out) {
-  const char *fn = kind == LOOM__TP_AG ? "loom_plan_ag_gemm" : kind == LOOM__TP_RS ? "loom_plan_gemm_rs" : "loom_plan_gemm_ar";
-  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
-  *out = NULL;
-  LOOM_TRY(loom__comm_check(comm, fn));
+  const char *fn = tp_plan_fn(kind);
+  LOOM_TRY(loom__plan_begin(comm, fn, out));
   loom_tp_transfer_t t = LOOM_TP_SEQUENTIAL;
   const loom_result_t rc = loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &t, comm->ws_all_reachable,
                                                tp_hooks_ok(fn, comm, desc));
@@ -635,10 +711,7 @@ loom_result_t loom__tp_join(loom_tp_state_t *st, cudaStream_t stream) {
 }
 
 loom_result_t loom__tp_done(loom_tp_state_t *st, cudaStream_t stream) {
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  LOOM_CUDA(cudaStreamIsCapturing(stream, &cs));
-  LOOM_CUDA(cudaEventRecordWithFlags(st->done, stream,
-                                     cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
+  LOOM_TRY(loom__plan_done_record(st->done, stream, NULL));
   loom__tp_trace_end(st, stream);
   return LOOM_SUCCESS;
 }

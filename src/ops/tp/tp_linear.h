@@ -208,6 +208,11 @@ loom_gemm_desc_t loom__tp_gemm_desc(const loom_tp_desc_t *d);
 /* Each rank's copy of the symmetric buffer at p ([p, p + bytes) inside one
  * loom_malloc allocation), as this rank addresses it; `what` names the
  * argument in the error. */
+/* The hooks every fused call's GEMM starts from: tiles in rank-shifted
+ * order starting at shift_rank's rows, the plan's epoch word, the comm. */
+void loom__tp_hooks_base(loom_plan_t plan, const loom_tp_state_t *st, int shift_rank, loom_dev_comm_t dc,
+                         loom_gemm_hooks_t *h);
+
 loom_result_t loom__tp_peer_addresses(const char *fn, const char *what, loom_comm_t comm, const void *p,
                                       size_t bytes, char **peer);
 

@@ -119,120 +119,162 @@ static loom_result_t time_candidate(loom_comm_t comm, const loom_tp_desc_t *d, i
   return LOOM_SUCCESS;
 }
 
+/* The buffers candidates run on: a, b, c (AR: symmetric, made after the
+ * agreement), bias, and the device word of the all-reduced time. */
+typedef struct {
+  void *a, *b, *c, *bias;
+  float *dev_ms;
+  size_t c_bytes;
+} tune_bufs_t;
+
+/* 1 where the GEMM engine can carry the fused paths' hooks for desc's GEMM. */
+static int tune_hooks_ok(const char *fn, const loom_tp_desc_t *desc) {
+  if (!desc || desc->struct_size != sizeof *desc) return 0;
+  loom__gemm_path_t path = LOOM__PATH_BASE;
+  const loom_gemm_desc_t g = loom__tp_gemm_desc(desc);
+  if (loom__gemm_validate_desc(fn, &g) != LOOM_SUCCESS || loom__gemm_path(&g, &path) != LOOM_SUCCESS) return 0;
+  return path != LOOM__PATH_BASE;
+}
+
+/* Tuning launches and synchronizes: never inside a capture. */
+static loom_result_t tune_stream_ok(const char *fn, cudaStream_t stream) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  const cudaError_t ce0 = cudaStreamIsCapturing(stream, &cs);
+  if (ce0 != cudaSuccess) return loom__cuda_fail((int)ce0, "cudaStreamIsCapturing", __FILE__, __LINE__);
+  if (cs != cudaStreamCaptureStatusNone)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: stream %p is capturing a graph; tuning launches and synchronizes",
+                      fn, (void *)stream);
+  return LOOM_SUCCESS;
+}
+
+/* This rank's buffers (AR's out excepted), filled with 0x3c bytes. */
+static loom_result_t tune_alloc(const loom_tp_desc_t *desc, int kind, int W, cudaStream_t stream, tune_bufs_t *t) {
+  const int64_t m = desc->m, n = desc->n, k = desc->k, S = loom_tp_shard_rows(m, W);
+  const size_t ea = loom_dtype_size(desc->ab_type), ec = loom_dtype_size(desc->c_type);
+  const size_t a_bytes = (size_t)(kind == LOOM__TP_AG ? S : m) * (size_t)k * ea;
+  t->c_bytes = (size_t)(kind == LOOM__TP_RS ? S : m) * (size_t)n * ec;
+  cudaError_t ce = cudaMalloc(&t->a, a_bytes);
+  if (ce == cudaSuccess) ce = cudaMalloc(&t->b, (size_t)n * (size_t)k * ea);
+  if (ce == cudaSuccess && kind != LOOM__TP_AR) ce = cudaMalloc(&t->c, t->c_bytes);
+  if (ce == cudaSuccess) ce = cudaMalloc(&t->bias, (size_t)n * ec);
+  if (ce == cudaSuccess) ce = cudaMalloc((void **)&t->dev_ms, sizeof(float));
+  if (ce == cudaSuccess) ce = cudaMemsetAsync(t->a, 0x3c, a_bytes, stream);
+  if (ce == cudaSuccess) ce = cudaMemsetAsync(t->b, 0x3c, (size_t)n * (size_t)k * ea, stream);
+  if (ce == cudaSuccess) ce = cudaMemsetAsync(t->bias, 0x3c, (size_t)n * ec, stream);
+  if (ce != cudaSuccess) return loom__cuda_fail((int)ce, "tuning buffers", __FILE__, __LINE__);
+  return LOOM_SUCCESS;
+}
+
+/* Frees the buffers; r, or AR's loom_free failure where r succeeded. */
+static loom_result_t tune_free(loom_comm_t comm, int kind, tune_bufs_t *t, loom_result_t r) {
+  cudaFree(t->a), cudaFree(t->b), cudaFree(t->bias), cudaFree(t->dev_ms);
+  if (kind != LOOM__TP_AR) {
+    cudaFree(t->c);
+    return r;
+  }
+  if (t->c) {
+    const loom_result_t rf = loom__comm_free(comm, t->c);
+    if (r == LOOM_SUCCESS) r = rf;
+  }
+  return r;
+}
+
+/* The candidates: (transfer, chunk_rows, comm_blocks, sequential GEMM). */
+static int tune_candidates(const loom_tp_desc_t *desc, int kind, int W, int fused_ok, int sm_count,
+                           loom_tp_choice_t cand[16]) {
+  const int64_t S = loom_tp_shard_rows(desc->m, W);
+  int nc = 0;
+  memset(cand, 0, 16 * sizeof *cand);
+  if (loom__tp_cublaslt_takes(desc->ab_type, desc->c_type))
+    cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SEQUENTIAL, .gemm = LOOM_TP_GEMM_CUBLASLT};
+  cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SEQUENTIAL, .gemm = LOOM_TP_GEMM_LOOM};
+  if (!fused_ok) return nc;
+  if (kind == LOOM__TP_AG) {
+    const int64_t per[4] = {1, 4, 8, 16};
+    for (int i = 0; i < 4; ++i) {
+      int64_t cr = loom_ceil_div(S, per[i]);
+      if (cr < 1) cr = 1;
+      int dup = 0;
+      for (int j = 0; j < nc; ++j) dup |= cand[j].transfer == LOOM_TP_COPY_ENGINE && cand[j].chunk_rows == (int)cr;
+      if (!dup) cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_COPY_ENGINE, .chunk_rows = (int)cr};
+    }
+  }
+  const int blocks[4] = {0, 4, 8, 16};
+  for (int i = kind == LOOM__TP_AG ? 1 : 0; i < 4; ++i)
+    if (blocks[i] < sm_count) cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SM_COPY, .comm_blocks = blocks[i]};
+  if (kind == LOOM__TP_RS) cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SM_ATOMIC};
+  return nc;
+}
+
+/* Times every candidate (collective: each is a plan and its calls);
+ * *best: the fastest (max over ranks). */
+static loom_result_t tune_run(loom_comm_t comm, const char *fn, const loom_tp_desc_t *desc, int kind,
+                              const loom_tp_choice_t *cand, int nc, const tune_bufs_t *t, cudaStream_t stream,
+                              int *best, float *best_ms) {
+  loom_result_t r = LOOM_SUCCESS;
+  *best = -1;
+  for (int i = 0; i < nc && r == LOOM_SUCCESS; ++i) {
+    loom_tp_desc_t d = *desc;
+    d.transfer = cand[i].transfer, d.chunk_rows = cand[i].chunk_rows, d.comm_blocks = cand[i].comm_blocks;
+    d.sequential_gemm = cand[i].gemm;
+    float ms = 0.f;
+    r = time_candidate(comm, &d, kind, t->a, t->b, t->c, t->bias, stream, t->dev_ms, &ms);
+    if (r == LOOM_SUCCESS) {
+      LOOM_INFO("%s: transfer %d chunk %d blocks %d gemm %d: %.4f ms", fn, (int)cand[i].transfer, cand[i].chunk_rows,
+                cand[i].comm_blocks, (int)cand[i].gemm, ms);
+      if (*best < 0 || ms < *best_ms) *best = i, *best_ms = ms;
+    }
+  }
+  return r;
+}
+
+/* The winner into the tuning cache (and rank 0's LOOM_TUNE_FILE). */
+static loom_result_t tune_record(loom_comm_t comm, const char *fn, const loom_tp_desc_t *desc, int kind,
+                                 const loom_tp_choice_t *won, float best_ms) {
+  char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
+  if (!loom__tp_tune_key(kind, desc, comm->sm_count, key, sizeof key))
+    return loom__fail(LOOM_ERR_INTERNAL, "%s: tuning key too long", fn);
+  loom__tp_tune_format(won, value, sizeof value);
+  LOOM_TRY(loom__tune_put(key, value));
+  LOOM_INFO("%s: %s = %s (%.4f ms)", fn, key, value, best_ms);
+  const char *file = loom__param_TUNE_FILE();
+  if (file && *file && comm->rank == 0) LOOM_TRY(loom__tune_save(file));
+  return LOOM_SUCCESS;
+}
+
 loom_result_t loom__tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int kind, cudaStream_t stream) {
   const char *fn = kind == LOOM__TP_AG ? "loom_ag_gemm_tune" : kind == LOOM__TP_RS ? "loom_gemm_rs_tune" : "loom_gemm_ar_tune";
   LOOM_TRY(loom__comm_check(comm, fn));
   loom_tp_transfer_t auto_t = LOOM_TP_SEQUENTIAL;
-  int hooks_ok = 0;
-  if (desc && desc->struct_size == sizeof *desc) {
-    loom__gemm_path_t path = LOOM__PATH_BASE;
-    const loom_gemm_desc_t g = loom__tp_gemm_desc(desc);
-    if (loom__gemm_validate_desc(fn, &g) == LOOM_SUCCESS && loom__gemm_path(&g, &path) == LOOM_SUCCESS)
-      hooks_ok = path != LOOM__PATH_BASE;
-  }
+  const int hooks_ok = tune_hooks_ok(fn, desc);
   /* a rank that refuses here answers the first candidate plan's agreement
    * (loom__comm_refuse), so its peers do not wait in it */
   const loom_result_t rc =
       loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &auto_t, comm->ws_all_reachable, hooks_ok);
   if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
   if (comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: a test comm without a GPU cannot time", fn);
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  const cudaError_t ce0 = cudaStreamIsCapturing(stream, &cs);
-  if (ce0 != cudaSuccess)
-    return loom__comm_refuse(comm, fn, loom__cuda_fail((int)ce0, "cudaStreamIsCapturing", __FILE__, __LINE__));
-  if (cs != cudaStreamCaptureStatusNone)
-    return loom__comm_refuse(comm, fn,
-                             loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                                        "%s: stream %p is capturing a graph; tuning launches and synchronizes", fn,
-                                        (void *)stream));
+  const loom_result_t rs = tune_stream_ok(fn, stream);
+  if (rs != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rs);
   const int W = comm->size;
   const int fused_ok = W > 1 && comm->ws_all_reachable && hooks_ok && W <= LOOM_TP_MAX_PEERS;
-  const int64_t m = desc->m, n = desc->n, k = desc->k, S = loom_tp_shard_rows(m, W);
-  const size_t ea = loom_dtype_size(desc->ab_type), ec = loom_dtype_size(desc->c_type);
-  const size_t a_bytes = (size_t)(kind == LOOM__TP_AG ? S : m) * (size_t)k * ea;
-  const size_t c_bytes = (size_t)(kind == LOOM__TP_RS ? S : m) * (size_t)n * ec;
-  void *a = NULL, *b = NULL, *c = NULL, *bias = NULL;
-  float *dev_ms = NULL;
-  loom_result_t r = LOOM_SUCCESS;
-  cudaError_t ce = cudaMalloc(&a, a_bytes);
-  if (ce == cudaSuccess) ce = cudaMalloc(&b, (size_t)n * (size_t)k * ea);
-  if (ce == cudaSuccess && kind != LOOM__TP_AR) ce = cudaMalloc(&c, c_bytes);
-  if (ce == cudaSuccess) ce = cudaMalloc(&bias, (size_t)n * ec);
-  if (ce == cudaSuccess) ce = cudaMalloc((void **)&dev_ms, sizeof(float));
-  if (ce == cudaSuccess) ce = cudaMemsetAsync(a, 0x3c, a_bytes, stream);
-  if (ce == cudaSuccess) ce = cudaMemsetAsync(b, 0x3c, (size_t)n * (size_t)k * ea, stream);
-  if (ce == cudaSuccess) ce = cudaMemsetAsync(bias, 0x3c, (size_t)n * ec, stream);
-  if (ce != cudaSuccess && r == LOOM_SUCCESS) r = loom__cuda_fail((int)ce, "tuning buffers", __FILE__, __LINE__);
+  tune_bufs_t t = {0};
+  loom_result_t r = tune_alloc(desc, kind, W, stream, &t);
   /* every rank tunes the same description and has its buffers (or every
    * rank learns that one has not) before the first candidate's plan */
-  {
-    const int64_t f[10] = {kind, desc->m, desc->n, desc->k, desc->ab_type, desc->c_type, desc->b_layout,
-                           desc->has_bias, desc->activation, desc->world_size};
-    r = r != LOOM_SUCCESS ? loom__comm_refuse(comm, fn, r)
-                          : loom__comm_agree(comm, fn, loom__fnv64(LOOM_FNV64_INIT, f, sizeof f), 0,
-                                             "every rank must tune the same loom_tp_desc_t");
-  }
+  const int64_t f[10] = {kind, desc->m, desc->n, desc->k, desc->ab_type, desc->c_type, desc->b_layout,
+                         desc->has_bias, desc->activation, desc->world_size};
+  r = r != LOOM_SUCCESS ? loom__comm_refuse(comm, fn, r)
+                        : loom__comm_agree(comm, fn, loom__fnv64(LOOM_FNV64_INIT, f, sizeof f), 0,
+                                           "every rank must tune the same loom_tp_desc_t");
   /* AR: out in symmetric memory (collective: every rank got here) */
-  if (kind == LOOM__TP_AR && r == LOOM_SUCCESS) r = loom__comm_malloc(comm, c_bytes, &c);
-
-  /* candidates: (transfer, chunk_rows, comm_blocks, sequential GEMM) */
+  if (kind == LOOM__TP_AR && r == LOOM_SUCCESS) r = loom__comm_malloc(comm, t.c_bytes, &t.c);
   loom_tp_choice_t cand[16];
-  int nc = 0;
-  memset(cand, 0, sizeof cand);
-  if (loom__tp_cublaslt_takes(desc->ab_type, desc->c_type))
-    cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SEQUENTIAL, .gemm = LOOM_TP_GEMM_CUBLASLT};
-  cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SEQUENTIAL, .gemm = LOOM_TP_GEMM_LOOM};
-  if (fused_ok) {
-    if (kind == LOOM__TP_AG) {
-      const int64_t per[4] = {1, 4, 8, 16};
-      for (int i = 0; i < 4; ++i) {
-        int64_t cr = loom_ceil_div(S, per[i]);
-        if (cr < 1) cr = 1;
-        int dup = 0;
-        for (int j = 0; j < nc; ++j) dup |= cand[j].transfer == LOOM_TP_COPY_ENGINE && cand[j].chunk_rows == (int)cr;
-        if (!dup) cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_COPY_ENGINE, .chunk_rows = (int)cr};
-      }
-    }
-    const int blocks[4] = {0, 4, 8, 16};
-    for (int i = kind == LOOM__TP_AG ? 1 : 0; i < 4; ++i)
-      if (blocks[i] < comm->sm_count)
-        cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SM_COPY, .comm_blocks = blocks[i]};
-    if (kind == LOOM__TP_RS) cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SM_ATOMIC};
-  }
+  const int nc = tune_candidates(desc, kind, W, fused_ok, comm->sm_count, cand);
   int best = -1;
   float best_ms = 0.f;
-  for (int i = 0; i < nc && r == LOOM_SUCCESS; ++i) {
-    loom_tp_desc_t d = *desc;
-    d.transfer = cand[i].transfer, d.chunk_rows = cand[i].chunk_rows, d.comm_blocks = cand[i].comm_blocks;
-    d.sequential_gemm = cand[i].gemm;
-    float ms = 0.f;
-    r = time_candidate(comm, &d, kind, a, b, c, bias, stream, dev_ms, &ms);
-    if (r == LOOM_SUCCESS) {
-      LOOM_INFO("%s: transfer %d chunk %d blocks %d gemm %d: %.4f ms", fn, (int)cand[i].transfer, cand[i].chunk_rows,
-                cand[i].comm_blocks, (int)cand[i].gemm, ms);
-      if (best < 0 || ms < best_ms) best = i, best_ms = ms;
-    }
-  }
-  cudaFree(a), cudaFree(b), cudaFree(bias), cudaFree(dev_ms);
-  if (kind == LOOM__TP_AR) {
-    if (c) {
-      const loom_result_t rf = loom__comm_free(comm, c);
-      if (r == LOOM_SUCCESS) r = rf;
-    }
-  } else {
-    cudaFree(c);
-  }
-  LOOM_TRY(r);
-  char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
-  if (!loom__tp_tune_key(kind, desc, comm->sm_count, key, sizeof key))
-    return loom__fail(LOOM_ERR_INTERNAL, "%s: tuning key too long", fn);
-  const loom_tp_choice_t won = cand[best];
-  loom__tp_tune_format(&won, value, sizeof value);
-  LOOM_TRY(loom__tune_put(key, value));
-  LOOM_INFO("%s: %s = %s (%.4f ms)", fn, key, value, best_ms);
-  const char *file = loom__param_TUNE_FILE();
-  if (file && *file && comm->rank == 0) LOOM_TRY(loom__tune_save(file));
-  return LOOM_SUCCESS;
+  if (r == LOOM_SUCCESS) r = tune_run(comm, fn, desc, kind, cand, nc, &t, stream, &best, &best_ms);
+  LOOM_TRY(tune_free(comm, kind, &t, r));
+  return tune_record(comm, fn, desc, kind, &cand[best], best_ms);
 }
 
 loom_result_t loom_ag_gemm_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {

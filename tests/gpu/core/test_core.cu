@@ -150,7 +150,7 @@ static uint32_t *random_words(size_t n, int rank) {
 static int rank_comm_info(loom_rank_ctx_t *ctx, void *arg) {
   loom_comm_t c = make_comm(ctx, 0, 0);
   if (!c) return 1;
-  loom_comm_info_t info;
+  loom_comm_info_t info = LOOM_COMM_INFO_INIT;
   LOOM_OK(loom_comm_get_info(c, &info));
   struct cudaDeviceProp prop;
   CUDA_OK(cudaGetDeviceProperties(&prop, ctx->device));

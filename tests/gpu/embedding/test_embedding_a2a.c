@@ -141,9 +141,10 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
   d.table_type = k->tt;
   d.out_type = k->ot;
   d.slice_samples = k->S;
-  d.path = k->path;
+  loom__emb_plan_opts_t opts = LOOM__EMB_PLAN_OPTS_INIT;
+  opts.path = k->path;
   loom_plan_t plan = NULL;
-  LOOM_OK(loom_plan_embedding_a2a(comm, &d, &plan));
+  LOOM_OK(loom__plan_embedding_a2a_opts(comm, &d, &opts, &plan));
   if (k->part) LOOM_OK(loom__emb_set_part(plan, k->part));
   if (k->sorted) LOOM_OK(loom__emb_set_backward(plan, LOOM_EMB_BWD_SORTED));
   int part = 0;
@@ -152,7 +153,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
   cudaGraph_t graph = NULL, bgraph = NULL;
   cudaGraphExec_t gexec = NULL, bgexec = NULL;
   uint32_t epoch0 = 0;
-  loom_embedding_plan_info_t info;
+  loom_embedding_plan_info_t info = LOOM_EMBEDDING_PLAN_INFO_INIT;
   LOOM_OK(loom_embedding_a2a_plan_info(plan, &info));
   if (k->path == LOOM_EMB_PATH_AUTO) CHECK_EQ_INT(info.staging_bytes, 0); /* zero-copy: no staging */
 
@@ -607,9 +608,8 @@ static int rank_errors(loom_rank_ctx_t *ctx, void *arg) {
    * staged one included (what a call accepts never depends on the path) */
   {
     loom_plan_t sp = NULL;
-    d.path = LOOM_EMB_PATH_STAGED;
-    LOOM_OK(loom_plan_embedding_a2a(comm, &d, &sp));
-    d.path = LOOM_EMB_PATH_AUTO;
+    const loom__emb_plan_opts_t staged = {0, LOOM_EMB_PATH_STAGED};
+    LOOM_OK(loom__plan_embedding_a2a_opts(comm, &d, &staged, &sp));
     loom_plan_t both[2] = {plan, sp};
     for (int i = 0; i < 2; ++i) {
       expect_refused(loom_embedding_a2a(both[i], tab, idx, off, n, NULL, big, st), LOOM_ERR_INVALID_ARGUMENT, "out=",

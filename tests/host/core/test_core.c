@@ -94,7 +94,7 @@ LOOM_TEST(nccl_older_than_2_28_is_unsupported) {
 }
 
 LOOM_TEST(null_comm_is_rejected_everywhere) {
-  loom_comm_info_t info;
+  loom_comm_info_t info = LOOM_COMM_INFO_INIT;
   void *p = NULL;
   CHECK_RESULT(loom_comm_get_info(NULL, &info), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("comm=NULL");
@@ -130,11 +130,15 @@ LOOM_TEST(comm_create_checks_its_arguments) {
 LOOM_TEST(double_destroy_is_an_error_not_a_crash) {
   loom_comm_t c = NULL;
   CHECK_RESULT(loom__comm_create_detached(0, 2, 1 << 20, &c), LOOM_SUCCESS);
-  loom_comm_info_t info;
+  loom_comm_info_t info = LOOM_COMM_INFO_INIT;
   CHECK_RESULT(loom_comm_get_info(c, &info), LOOM_SUCCESS);
   CHECK_EQ_INT(info.size, 2);
   CHECK_RESULT(loom_comm_get_info(c, NULL), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("info=NULL");
+  info.struct_size = 3;
+  CHECK_RESULT(loom_comm_get_info(c, &info), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("info->struct_size=3");
+  info.struct_size = sizeof info;
   CHECK_RESULT(loom_comm_destroy(c), LOOM_SUCCESS);
   CHECK_RESULT(loom_comm_destroy(c), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("is not a live loom comm");
@@ -198,7 +202,7 @@ LOOM_TEST(workspace_request_larger_than_configured) {
   CHECK_RESULT(loom__plan_create(c, "test", "b", 0, 700 << 10, LOOM_FNV64_INIT, "", &q), LOOM_ERR_OUT_OF_MEMORY);
   CHECK_RESULT(loom_plan_destroy(p), LOOM_SUCCESS);
   CHECK_RESULT(loom__plan_create(c, "test", "b", 0, 700 << 10, LOOM_FNV64_INIT, "", &q), LOOM_SUCCESS);
-  loom_comm_info_t info;
+  loom_comm_info_t info = LOOM_COMM_INFO_INIT;
   CHECK_RESULT(loom_comm_get_info(c, &info), LOOM_SUCCESS);
   CHECK(info.workspace_free < info.workspace_bytes - (700 << 10));
   CHECK_RESULT(loom_plan_destroy(q), LOOM_SUCCESS);

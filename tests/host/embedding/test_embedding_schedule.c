@@ -522,8 +522,6 @@ LOOM_TEST(emb_plan_checks_every_argument) {
   BAD(table_type, (loom_dtype_t)9, "desc->table_type=9");
   BAD(out_type, (loom_dtype_t)-1, "desc->out_type=-1");
   BAD(slice_samples, -4, "desc->slice_samples=-4");
-  BAD(local_first, 2, "desc->local_first=2");
-  BAD(path, (loom_embedding_path_t)8, "desc->path=8");
   BAD(grid_blocks, -1, "desc->grid_blocks=-1");
   BAD(per_sample_weights, 3, "desc->per_sample_weights=3");
   d = good_desc();
@@ -550,7 +548,7 @@ LOOM_TEST(emb_plan_checks_every_argument) {
   d.slice_samples = 16;
   CHECK_RESULT(loom_plan_embedding_a2a(c, &d, &p), LOOM_SUCCESS);
   if (p) {
-    loom_embedding_plan_info_t info;
+    loom_embedding_plan_info_t info = LOOM_EMBEDDING_PLAN_INFO_INIT;
     CHECK_RESULT(loom_embedding_a2a_plan_info(p, &info), LOOM_SUCCESS);
     CHECK_EQ_INT(info.path, LOOM_EMB_PATH_ZERO_COPY);
     CHECK_EQ_INT(info.slice_samples, 16);
@@ -558,6 +556,10 @@ LOOM_TEST(emb_plan_checks_every_argument) {
     CHECK_EQ_INT(info.num_flags, 6 * 4);        /* T_total x slices */
     CHECK_EQ_INT(info.num_counters, 1 * 4 * 4); /* rank 1: T=1 x W x slices */
     CHECK_EQ_INT(info.staging_bytes, 0);
+    info.struct_size = 3;
+    CHECK_RESULT(loom_embedding_a2a_plan_info(p, &info), LOOM_ERR_INVALID_ARGUMENT);
+    CHECK_MSG("info->struct_size=3");
+    info.struct_size = sizeof info;
     CHECK(info.workspace_bytes >= (size_t)(24 + 16 + 4 * 4 + 4) * 4 && info.workspace_bytes <= 4096);
     CHECK_EQ_INT(info.tasks, 4 * 4 * 1 * ((16 + LOOM_EMB_DEFAULT_PART - 1) / LOOM_EMB_DEFAULT_PART)); /* W x slices x T x parts */
     int64_t off[65];
@@ -596,6 +598,43 @@ LOOM_TEST(emb_plan_checks_every_argument) {
   CHECK_RESULT(loom_comm_destroy(c), LOOM_SUCCESS);
 }
 
+/* The internal entry's options (task order, forced path): each checked by
+ * name and value, the defaults those of loom_plan_embedding_a2a. */
+LOOM_TEST(emb_plan_opts_are_checked) {
+  loom_comm_t c = NULL;
+  CHECK_RESULT(loom__comm_create_detached(1, 4, 1 << 20, &c), LOOM_SUCCESS);
+  if (!c) return;
+  loom_plan_t p = NULL;
+  const loom_embedding_desc_t d = good_desc();
+  loom__emb_plan_opts_t o = LOOM__EMB_PLAN_OPTS_INIT;
+  o.local_first = 2;
+  CHECK_RESULT(loom__plan_embedding_a2a_opts(c, &d, &o, &p), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("opts->local_first=2");
+  CHECK(p == NULL);
+  o.local_first = 0;
+  o.path = (loom_embedding_path_t)8;
+  CHECK_RESULT(loom__plan_embedding_a2a_opts(c, &d, &o, &p), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("opts->path=8");
+  CHECK(p == NULL);
+  o.path = LOOM_EMB_PATH_STAGED;
+  o.local_first = 1;
+  CHECK_RESULT(loom__plan_embedding_a2a_opts(c, &d, &o, &p), LOOM_SUCCESS);
+  if (p) {
+    loom_embedding_plan_info_t info = LOOM_EMBEDDING_PLAN_INFO_INIT;
+    CHECK_RESULT(loom_embedding_a2a_plan_info(p, &info), LOOM_SUCCESS);
+    CHECK_EQ_INT(info.path, LOOM_EMB_PATH_STAGED);
+    CHECK_RESULT(loom_plan_destroy(p), LOOM_SUCCESS);
+  }
+  CHECK_RESULT(loom__plan_embedding_a2a_opts(c, &d, NULL, &p), LOOM_SUCCESS);
+  if (p) {
+    loom_embedding_plan_info_t info = LOOM_EMBEDDING_PLAN_INFO_INIT;
+    CHECK_RESULT(loom_embedding_a2a_plan_info(p, &info), LOOM_SUCCESS);
+    CHECK_EQ_INT(info.path, LOOM_EMB_PATH_ZERO_COPY);
+    CHECK_RESULT(loom_plan_destroy(p), LOOM_SUCCESS);
+  }
+  CHECK_RESULT(loom_comm_destroy(c), LOOM_SUCCESS);
+}
+
 /* The test hooks that re-cut a plan's work or choose its backward, on a
  * test comm: flags and counters do not depend on the part; tasks do. */
 LOOM_TEST(emb_part_and_backward_hooks) {
@@ -607,7 +646,7 @@ LOOM_TEST(emb_part_and_backward_hooks) {
   d.slice_samples = 16;
   CHECK_RESULT(loom_plan_embedding_a2a(c, &d, &p), LOOM_SUCCESS);
   if (p) {
-    loom_embedding_plan_info_t a, b;
+    loom_embedding_plan_info_t a = LOOM_EMBEDDING_PLAN_INFO_INIT, b = LOOM_EMBEDDING_PLAN_INFO_INIT;
     int part = 0;
     CHECK_RESULT(loom__emb_get_part(p, &part), LOOM_SUCCESS);
     CHECK_EQ_INT(part, LOOM_EMB_DEFAULT_PART);
