@@ -319,7 +319,7 @@ static loom_result_t emb_choose(loom_comm_t comm, const char *fn, loom_emb_state
   int path = loom_emb_choose_path(asked, all_lsa, gin);
   if (path < 0)
     return loom__fail(LOOM_ERR_UNSUPPORTED,
-                      "%s: desc->path=%s cannot run here: %d of %d ranks are load/store reachable and NCCL "
+                      "%s: path %s cannot run here: %d of %d ranks are load/store reachable and NCCL "
                       "%s GIN", fn, path_name(asked), comm->lsa_size, W, gin ? "offers" : "does not offer");
   if (path == LOOM_EMB_PATH_GIN) LOOM_TRY(emb_gin_fallback(fn, asked, &path));
   if (path == LOOM_EMB_PATH_STAGED && asked != LOOM_EMB_PATH_STAGED)
@@ -622,10 +622,10 @@ static loom_result_t peer_addresses(const char *fn, const char *what, loom_comm_
                                     char **peer) {
   return loom__peer_addresses(fn, what, comm, p, bytes,
                               strcmp(what, "out") == 0
-                                  ? "peers store into it directly, so it must be symmetric memory (or use "
-                                    "desc.path=LOOM_EMB_PATH_STAGED)"
-                                  : "peers load from it directly, so it must be symmetric memory (or use "
-                                    "desc.path=LOOM_EMB_PATH_STAGED)",
+                                  ? "peers store into it directly, so it must be symmetric memory "
+                                    "(loom_malloc)"
+                                  : "peers load from it directly, so it must be symmetric memory "
+                                    "(loom_malloc)",
                               peer);
 }
 
