@@ -136,10 +136,10 @@ __device__ __forceinline__ void dev_pool_bagwise(const loom_emb_kargs_t &a, cons
 template <typename TT, int NV, int UR, typename ROWS, int BAGWISE, int MINB>
 __global__ void __launch_bounds__(LOOM_EMB_THREADS, MINB) dev_pool_kernel(const __grid_constant__ loom_emb_kargs_t a) {
   const int lane = threadIdx.x & 31, D = a.dim;
-  const int64_t ntasks = loom_emb_num_tasks(&a.s), stride = (int64_t)a.s.t_local * D;
+  const int64_t ntasks = loom__emb_num_tasks(&a.s), stride = (int64_t)a.s.t_local * D;
   const int64_t nwarps = (int64_t)gridDim.x * (blockDim.x >> 5);
   for (int64_t k = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); k < ntasks; k += nwarps) {
-    const loom_emb_task_t tk = loom_emb_task_decode(&a.s, k);
+    const loom_emb_task_t tk = loom__emb_task_decode(&a.s, k);
     float *dst0 = reinterpret_cast<float *>(a.peer[0]) + (int64_t)tk.table * D;
     if (BAGWISE) dev_pool_bagwise<TT, NV, UR>(a, tk, lane, dst0, stride);
     else emb_pool_bags<TT, float, NV, UR, ROWS>(a, tk, lane, dst0, 0, stride);
@@ -241,7 +241,7 @@ int main(int argc, char **argv) {
   /* pooling alone on one rank: W = 1, one slice of the whole batch, 4 bags per task */
   loom_emb_kargs_t a;
   memset(&a, 0, sizeof a);
-  if (loom_emb_sched_init(&a.s, 1, 0, T, T, 0, B, B > 0x7fffffff ? 0x7fffffff : (int)B, LOOM_EMB_DEFAULT_PART, 0)) {
+  if (loom__emb_sched_init(&a.s, 1, 0, T, T, 0, B, B > 0x7fffffff ? 0x7fffffff : (int)B, LOOM_EMB_DEFAULT_PART, 0)) {
     fprintf(stderr, "pool_loops: schedule rejected\n");
     return 2;
   }

@@ -143,10 +143,10 @@ int main(int argc, char **argv) {
   const char *json = NULL;
   std::vector<shape_t> shapes;
   loom_gemm_weight_t w[256];
-  const int nw = loom_gemm_weights(0, w, 256); /* fitting half only */
+  const int nw = loom__gemm_weights(0, w, 256); /* fitting half only */
   const int all = !strcmp(set, "all");
   auto add = [&](const char *st, const loom_gemm_weight_t *x, int64_t m) {
-    const loom_gemm_desc_t d = loom_gemm_shape_variant(m, x->n, x->k);
+    const loom_gemm_desc_t d = loom__gemm_shape_variant(m, x->n, x->k);
     shapes.push_back({st, loom_gemm_families[x->family].name, x->layer, m, x->n, x->k, d.b_layout == LOOM_B_KN});
   };
   if (!strcmp(set, "shape")) {

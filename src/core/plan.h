@@ -11,7 +11,7 @@
  *
  * Slice layout, 256-aligned: [loom_dev_epoch_t (this rank's call counter,
  * used by this rank's kernels only) | signals: nsignals x uint32 | staging].
- * Kernels take their epoch from the device counter (loom_epoch_begin), so
+ * Kernels take their epoch from the device counter (loom__epoch_begin), so
  * calls captured in a CUDA graph advance it on every replay; `epoch` below
  * is the host's count of calls, for host-driven signals (copy engine).
  */

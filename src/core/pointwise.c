@@ -36,7 +36,7 @@ loom_result_t loom__pointwise_make(const char *fn, const loom_epilogue_t *epi, l
   if (epi->dropout_p > 0.f) {
     pw->flags |= LOOM_PW_DROPOUT;
     pw->keep_scale = 1.f / (1.f - epi->dropout_p);
-    pw->drop_threshold = loom_dropout_threshold(epi->dropout_p);
+    pw->drop_threshold = loom__dropout_threshold(epi->dropout_p);
     pw->seed = epi->dropout_seed;
     pw->offset = epi->dropout_offset;
   }

@@ -54,23 +54,23 @@ __attribute__((constructor)) static void loom__core_wait_sites(void) {
 __global__ void loom__barrier_kernel(loom_dev_comm_t dc, size_t barrier_offset) {
   loom_dev_epoch_t *counter = (loom_dev_epoch_t *)(dc.ws + barrier_offset);
   const size_t slots_offset = barrier_offset + sizeof(loom_dev_epoch_t);
-  const uint32_t epoch = loom_epoch_begin(counter);
+  const uint32_t epoch = loom__epoch_begin(counter);
   /* Stores of earlier kernels on the stream (to peers too) are performed
    * before the slots announce them. */
   __threadfence_system();
   for (int p = threadIdx.x; p < dc.size; p += blockDim.x)
-    loom_signal_store_release(loom_signal_addr(&dc, p, slots_offset, (uint32_t)dc.rank), epoch);
+    loom__signal_store_release(loom_signal_addr(&dc, p, slots_offset, (uint32_t)dc.rank), epoch);
   for (int p = threadIdx.x; p < dc.size; p += blockDim.x) {
     uint32_t *mine = (uint32_t *)(dc.ws + slots_offset) + p;
-    if (!loom_signal_wait(&dc, mine, epoch, p, (uint32_t)p, LOOM_SITE_BARRIER)) break;
+    if (!loom__signal_wait(&dc, mine, epoch, p, (uint32_t)p, LOOM_SITE_BARRIER)) break;
   }
   __syncthreads();
-  if (threadIdx.x == 0) loom_epoch_block_done(counter, epoch);
+  if (threadIdx.x == 0) loom__epoch_block_done(counter, epoch);
 }
 
 __global__ void loom__stream_wait_kernel(loom_dev_comm_t dc, const uint32_t *addr, uint32_t expected,
                                          int peer, uint32_t signal, uint32_t site) {
-  loom_signal_wait(&dc, addr, expected, peer, signal, site);
+  loom__signal_wait(&dc, addr, expected, peer, signal, site);
 }
 
 extern "C" loom_result_t loom__comm_barrier(loom_comm_t comm, cudaStream_t stream) {

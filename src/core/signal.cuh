@@ -1,11 +1,11 @@
 /*
  * signal.cuh - device side of signals (see signal.h for the protocol).
  *
- *   loom_signal_store_release(addr, v)  data stores before it are visible to
+ *   loom__signal_store_release(addr, v)  data stores before it are visible to
  *                                       any GPU that acquires v (system scope)
- *   loom_signal_add_release(addr, v)    the same, as an atomic add (counters)
- *   loom_signal_load_acquire(addr)      a poll; never cached (.nc/__ldg) loads
- *   loom_signal_wait(dc, addr, ...)     poll until >= expected, bounded by the
+ *   loom__signal_add_release(addr, v)    the same, as an atomic add (counters)
+ *   loom__signal_load_acquire(addr)      a poll; never cached (.nc/__ldg) loads
+ *   loom__signal_wait(dc, addr, ...)     poll until >= expected, bounded by the
  *                                       comm's timeout; returns 0 on expiry
  *                                       (or when another wait of the comm
  *                                       expired) after recording who waited
@@ -18,21 +18,21 @@
 #include <stdint.h>
 #include "signal.h"
 
-static __device__ __forceinline__ void loom_signal_store_release(uint32_t *addr, uint32_t v) {
+static __device__ __forceinline__ void loom__signal_store_release(uint32_t *addr, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(addr), "r"(v) : "memory");
 }
 
-static __device__ __forceinline__ void loom_signal_add_release(uint32_t *addr, uint32_t v) {
+static __device__ __forceinline__ void loom__signal_add_release(uint32_t *addr, uint32_t v) {
   asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(addr), "r"(v) : "memory");
 }
 
-static __device__ __forceinline__ uint32_t loom_signal_load_acquire(const uint32_t *addr) {
+static __device__ __forceinline__ uint32_t loom__signal_load_acquire(const uint32_t *addr) {
   uint32_t v;
   asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(addr) : "memory");
   return v;
 }
 
-static __device__ __forceinline__ uint64_t loom_globaltimer_ns(void) {
+static __device__ __forceinline__ uint64_t loom__globaltimer_ns(void) {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
@@ -41,10 +41,10 @@ static __device__ __forceinline__ uint64_t loom_globaltimer_ns(void) {
 /* An error record written once by whoever fails first (loom_error_record_t
  * here, loom_emb_err_t in the embedding op): claim it (1 for the winner),
  * fill its fields, then publish it (the host reads `valid` last). */
-static __device__ __forceinline__ int loom_record_claim(uint32_t *claimed) {
+static __device__ __forceinline__ int loom__record_claim(uint32_t *claimed) {
   return atomicCAS((unsigned int *)claimed, 0u, 1u) == 0u;
 }
-static __device__ __forceinline__ void loom_record_publish(uint32_t *valid) {
+static __device__ __forceinline__ void loom__record_publish(uint32_t *valid) {
   __threadfence_system();
   *(volatile uint32_t *)valid = 1u;
   __threadfence_system();
@@ -52,12 +52,12 @@ static __device__ __forceinline__ void loom_record_publish(uint32_t *valid) {
 
 /* Records the expiry (first expiring wait of the comm only) and raises the
  * abort flag. Kept out of line: it is the cold path. */
-static __device__ __noinline__ void loom_signal_record_timeout(const loom_dev_comm_t *dc, int peer,
+static __device__ __noinline__ void loom__signal_record_timeout(const loom_dev_comm_t *dc, int peer,
                                                                uint32_t signal, uint32_t expected,
                                                                uint32_t seen, uint32_t site,
                                                                uint64_t waited_ns) {
   atomicExch(dc->abort_flag, 1u);
-  if (loom_record_claim(&dc->err->claimed)) {
+  if (loom__record_claim(&dc->err->claimed)) {
     volatile loom_error_record_t *r = dc->err;
     r->rank = dc->rank;
     r->peer = peer;
@@ -66,44 +66,44 @@ static __device__ __noinline__ void loom_signal_record_timeout(const loom_dev_co
     r->seen = seen;
     r->site = site;
     r->waited_ns = waited_ns;
-    loom_record_publish(&dc->err->valid);
+    loom__record_publish(&dc->err->valid);
   }
 }
 
 /* The bound of every poll loop: called after failed poll number `polls`
- * (1, 2, ...; t0 = loom_globaltimer_ns() before the first), it checks every
+ * (1, 2, ...; t0 = loom__globaltimer_ns() before the first), it checks every
  * 64th time whether another wait of the comm expired or this one has waited
  * longer than the comm's timeout (recording it: `peer`, `signal`,
  * `expected`, `seen` and `site` describe the wait). 1: give up. */
-static __device__ __forceinline__ int loom_poll_expired(const loom_dev_comm_t *dc, uint32_t polls, uint64_t t0,
+static __device__ __forceinline__ int loom__poll_expired(const loom_dev_comm_t *dc, uint32_t polls, uint64_t t0,
                                                         int peer, uint32_t signal, uint32_t expected,
                                                         uint32_t seen, uint32_t site) {
   if ((polls & 63u) != 0u) return 0;
   if (*(volatile uint32_t *)dc->abort_flag) return 1;
-  const uint64_t waited = loom_globaltimer_ns() - t0;
+  const uint64_t waited = loom__globaltimer_ns() - t0;
   if (waited <= dc->timeout_ns) return 0;
-  loom_signal_record_timeout(dc, peer, signal, expected, seen, site, waited);
+  loom__signal_record_timeout(dc, peer, signal, expected, seen, site, waited);
   return 1;
 }
 
 /* Polls *addr until it reaches `expected` (wrap-safe). One thread calls it;
  * the rest of its block waits at a barrier after it. `peer`, `signal` and
  * `site` only describe the wait in the error record. */
-static __device__ __forceinline__ int loom_signal_wait(const loom_dev_comm_t *dc, const uint32_t *addr,
+static __device__ __forceinline__ int loom__signal_wait(const loom_dev_comm_t *dc, const uint32_t *addr,
                                                        uint32_t expected, int peer, uint32_t signal,
                                                        uint32_t site) {
-  uint32_t seen = loom_signal_load_acquire(addr);
-  if (loom_epoch_reached(seen, expected)) return 1;
-  const uint64_t t0 = loom_globaltimer_ns();
+  uint32_t seen = loom__signal_load_acquire(addr);
+  if (loom__epoch_reached(seen, expected)) return 1;
+  const uint64_t t0 = loom__globaltimer_ns();
   for (uint32_t polls = 1;; ++polls) {
-    seen = loom_signal_load_acquire(addr);
-    if (loom_epoch_reached(seen, expected)) return 1;
-    if (loom_poll_expired(dc, polls, t0, peer, signal, expected, seen, site)) return 0;
+    seen = loom__signal_load_acquire(addr);
+    if (loom__epoch_reached(seen, expected)) return 1;
+    if (loom__poll_expired(dc, polls, t0, peer, signal, expected, seen, site)) return 0;
   }
 }
 
 /* The epoch of the call this kernel runs (see loom_dev_epoch_t). */
-static __device__ __forceinline__ uint32_t loom_epoch_begin(const loom_dev_epoch_t *e) {
+static __device__ __forceinline__ uint32_t loom__epoch_begin(const loom_dev_epoch_t *e) {
   return *(const volatile uint32_t *)&e->epoch + 1u;
 }
 
@@ -113,7 +113,7 @@ static __device__ __forceinline__ uint32_t loom_epoch_begin(const loom_dev_epoch
  * the next launch) and fences again, so that every counted share's effects
  * are ordered before what it does next (typically the release store of a
  * signal: the acquire half of the hand-off); 0 in the others. */
-static __device__ __forceinline__ int loom_last_arrival(uint32_t *count, uint32_t n) {
+static __device__ __forceinline__ int loom__last_arrival(uint32_t *count, uint32_t n) {
   if (atomicAdd(count, 1u) + 1u != n) return 0;
   *count = 0u;
   __threadfence_system();
@@ -122,8 +122,8 @@ static __device__ __forceinline__ int loom_last_arrival(uint32_t *count, uint32_
 
 /* One thread per block, after the block's last use of the epoch: the last
  * block of the grid publishes `epoch` as completed. */
-static __device__ __forceinline__ void loom_epoch_block_done(loom_dev_epoch_t *e, uint32_t epoch) {
-  if (loom_last_arrival(&e->blocks_done, gridDim.x * gridDim.y * gridDim.z)) *(volatile uint32_t *)&e->epoch = epoch;
+static __device__ __forceinline__ void loom__epoch_block_done(loom_dev_epoch_t *e, uint32_t epoch) {
+  if (loom__last_arrival(&e->blocks_done, gridDim.x * gridDim.y * gridDim.z)) *(volatile uint32_t *)&e->epoch = epoch;
 }
 
 /* Address of signal word `index` of an array at byte `offset` in rank

@@ -86,8 +86,8 @@ typedef struct loom_dev_comm {
 /* The call counter of a plan (or of the comm's barrier) in device memory,
  * so that epochs advance on the GPU and a CUDA graph that captured a call
  * gets a new epoch on every replay. A kernel reads epoch+1 when it starts
- * (loom_epoch_begin); every block reports when it is done with it
- * (loom_epoch_block_done) and the last block publishes the new epoch and
+ * (loom__epoch_begin); every block reports when it is done with it
+ * (loom__epoch_block_done) and the last block publishes the new epoch and
  * resets the block count, before the next kernel on the stream starts. */
 typedef struct loom_dev_epoch {
   uint32_t epoch;       /* calls completed */
@@ -100,7 +100,7 @@ static inline
 #ifdef __CUDACC__
 __host__ __device__
 #endif
-int loom_epoch_reached(uint32_t seen, uint32_t expected) {
+int loom__epoch_reached(uint32_t seen, uint32_t expected) {
   return (int32_t)(seen - expected) >= 0;
 }
 

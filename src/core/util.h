@@ -3,7 +3,7 @@
  *
  *   LOOM_HD            a function usable from host C and device code (the
  *                      pure schedule headers: host-tested at any world size)
- *   loom_ceil_div      ceil(a / b), host and device
+ *   loom__ceil_div      ceil(a / b), host and device
  *   loom__align256     a size rounded up to 256 bytes (device sub-allocations)
  *   loom__dtype_known  LOOM_FP32, LOOM_FP16 or LOOM_BF16
  */
@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 /* ceil(a / b) for a >= 0, b > 0. */
-LOOM_HD int64_t loom_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+LOOM_HD int64_t loom__ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* x rounded up to a multiple of 256. */
 static inline size_t loom__align256(size_t x) { return (x + 255) & ~(size_t)255; }

@@ -21,7 +21,7 @@
 /* Stores (or, reduce != 0, atomically adds) outputs v0, v1 at element
  * offsets off, off + 1 of a C buffer of dtype ct (LOOM_FP32, LOOM_BF16 or
  * LOOM_FP16); off is even, so the pair is 4/8-byte aligned. */
-static __device__ __forceinline__ void loom_gemm_store2(void *base, int64_t off, int ct, float v0, float v1,
+static __device__ __forceinline__ void loom__gemm_store2(void *base, int64_t off, int ct, float v0, float v1,
                                                         int reduce) {
   if (ct == LOOM_FP32) {
     float *p = (float *)base + off;
@@ -54,10 +54,10 @@ static __device__ __forceinline__ void loom_gemm_store2(void *base, int64_t off,
  * tile (LOOM_GEMM_ACT_DISPATCH); the hooked sm90 kernels are instantiated
  * per activation (gemm_sm90.cuh). */
 template <int ACT>
-static __device__ __forceinline__ void loom_gemm_act2(float *v0, float *v1) {
+static __device__ __forceinline__ void loom__gemm_act2(float *v0, float *v1) {
   if (ACT != LOOM_ACT_NONE) {
-    *v0 = loom_activation_f32(ACT, *v0);
-    *v1 = loom_activation_f32(ACT, *v1);
+    *v0 = loom__activation_f32(ACT, *v0);
+    *v1 = loom__activation_f32(ACT, *v1);
   }
 }
 
@@ -86,24 +86,24 @@ static __device__ __forceinline__ void loom_gemm_act2(float *v0, float *v1) {
   } while (0)
 
 /* Element i of a C-typed buffer (C or bias) as float. */
-static __device__ __forceinline__ float loom_gemm_load_c(const void *base, int64_t i, int ct) {
+static __device__ __forceinline__ float loom__gemm_load_c(const void *base, int64_t i, int ct) {
   if (ct == LOOM_FP32) return ((const float *)base)[i];
   if (ct == LOOM_BF16) return __bfloat162float(((const __nv_bfloat16 *)base)[i]);
   return __half2float(((const __half *)base)[i]);
 }
 
 /* The bias of columns col, col + 1 (0 without bias). */
-static __device__ __forceinline__ void loom_gemm_bias2(const void *bias, int64_t col, int ct, float *b0, float *b1) {
+static __device__ __forceinline__ void loom__gemm_bias2(const void *bias, int64_t col, int ct, float *b0, float *b1) {
   *b0 = 0.f, *b1 = 0.f;
   if (bias) {
-    *b0 = loom_gemm_load_c(bias, col, ct);
-    *b1 = loom_gemm_load_c(bias, col + 1, ct);
+    *b0 = loom__gemm_load_c(bias, col, ct);
+    *b1 = loom__gemm_load_c(bias, col + 1, ct);
   }
 }
 
 /* Where output row `row` of an m-row C goes: C itself, or with HOOKS and a
  * row routing table, row_dst[row / rows_per_dst] (rows_per_dst 0: all rows
- * in entry 0), moved by parity_off bytes (loom_gemm_parity_off); *r is the
+ * in entry 0), moved by parity_off bytes (loom__gemm_parity_off); *r is the
  * row within that buffer. */
 template <bool HOOKS>
 static __device__ __forceinline__ void *loom_gemm_row_dst(void *c, const loom_gemm_hooks_t &h, int32_t m, int row,
@@ -116,7 +116,7 @@ static __device__ __forceinline__ void *loom_gemm_row_dst(void *c, const loom_ge
 }
 
 /* The epoch base of a hooked launch: *epoch_word (0 without one). */
-static __device__ __forceinline__ uint32_t loom_gemm_hook_epoch(const loom_gemm_hooks_t &h) {
+static __device__ __forceinline__ uint32_t loom__gemm_hook_epoch(const loom_gemm_hooks_t &h) {
   return h.epoch_word ? *(const volatile uint32_t *)h.epoch_word : 0u;
 }
 
@@ -124,13 +124,13 @@ static __device__ __forceinline__ uint32_t loom_gemm_hook_epoch(const loom_gemm_
  * [tm bm, tm bm + bm) reaches the wait epoch. 0 when a wait expired (or
  * another wait of the comm did): the caller stores nothing and signals
  * nothing. */
-static __device__ __forceinline__ int loom_gemm_hook_wait(const loom_gemm_hooks_t &h, int32_t m, int tm, int bm) {
-  const uint32_t want = loom_gemm_hook_epoch(h) + h.wait_epoch;
+static __device__ __forceinline__ int loom__gemm_hook_wait(const loom_gemm_hooks_t &h, int32_t m, int tm, int bm) {
+  const uint32_t want = loom__gemm_hook_epoch(h) + h.wait_epoch;
   int64_t r1 = (int64_t)tm * bm + bm;
   if (r1 > m) r1 = m;
   for (int64_t row = (int64_t)tm * bm, end = 0; row < r1; row = end) {
-    const int32_t j = loom_tile_wait_chunk(row, m, h.wait_rows_per_shard, h.wait_rows_per_signal, &end);
-    if (!loom_signal_wait(&h.comm, h.wait_signals + j, want, -1, (uint32_t)j, LOOM_SITE_GEMM_PROLOGUE)) return 0;
+    const int32_t j = loom__tile_wait_chunk(row, m, h.wait_rows_per_shard, h.wait_rows_per_signal, &end);
+    if (!loom__signal_wait(&h.comm, h.wait_signals + j, want, -1, (uint32_t)j, LOOM_SITE_GEMM_PROLOGUE)) return 0;
   }
   return 1;
 }
@@ -138,28 +138,28 @@ static __device__ __forceinline__ int loom_gemm_hook_wait(const loom_gemm_hooks_
 /* The tile's release signal (one thread, after every thread's stores of
  * tile t in tile row tm are fenced system-wide): tile_signal[t], or
  * dst_signal[d][t] for every destination d of the tile's rows. */
-static __device__ __forceinline__ void loom_gemm_hook_signal(const loom_gemm_hooks_t &h, int32_t m, int tm, int bm,
+static __device__ __forceinline__ void loom__gemm_hook_signal(const loom_gemm_hooks_t &h, int32_t m, int tm, int bm,
                                                              int32_t t) {
-  const uint32_t v = loom_gemm_hook_epoch(h) + h.signal_epoch;
+  const uint32_t v = loom__gemm_hook_epoch(h) + h.signal_epoch;
   if (h.dst_signal) {
     int32_t d0, d1;
-    loom_tile_dst_range(tm, bm, m, h.rows_per_dst, &d0, &d1);
-    for (int32_t d = d0; d <= d1; ++d) loom_signal_store_release(h.dst_signal[d] + t, v);
+    loom__tile_dst_range(tm, bm, m, h.rows_per_dst, &d0, &d1);
+    for (int32_t d = d0; d <= d1; ++d) loom__signal_store_release(h.dst_signal[d] + t, v);
   } else if (h.tile_signal) {
-    loom_signal_store_release(h.tile_signal + t, v);
+    loom__signal_store_release(h.tile_signal + t, v);
   }
 }
 
 /* Byte offset of this call's destination buffers (dst_parity_bytes). */
 template <bool HOOKS>
-static __device__ __forceinline__ int64_t loom_gemm_parity_off(const loom_gemm_hooks_t &h) {
+static __device__ __forceinline__ int64_t loom__gemm_parity_off(const loom_gemm_hooks_t &h) {
   if (!HOOKS || !h.dst_parity_bytes) return 0;
-  return (int64_t)((loom_gemm_hook_epoch(h) + h.signal_epoch) & 1u) * h.dst_parity_bytes;
+  return (int64_t)((loom__gemm_hook_epoch(h) + h.signal_epoch) & 1u) * h.dst_parity_bytes;
 }
 
 /* The dtype stores of row_dst rows take: fp32 partials when dst_fp32. */
 template <bool HOOKS>
-static __device__ __forceinline__ int loom_gemm_store_type(const loom_gemm_hooks_t &h, int ct) {
+static __device__ __forceinline__ int loom__gemm_store_type(const loom_gemm_hooks_t &h, int ct) {
   return HOOKS && h.row_dst && h.dst_fp32 ? (int)LOOM_FP32 : ct;
 }
 

@@ -40,8 +40,8 @@ loom_result_t loom__gemm_order(const loom_gemm_desc_t *d, const loom_gemm_hooks_
   memset(order, 0, sizeof *order);
   if (hooks) *order = hooks->order;
   else order->kind = LOOM_TILE_ORDER_GROUPED;
-  order->tiles_m = (int32_t)loom_ceil_div(d->m, bm);
-  order->tiles_n = (int32_t)loom_ceil_div(d->n, bn);
+  order->tiles_m = (int32_t)loom__ceil_div(d->m, bm);
+  order->tiles_n = (int32_t)loom__ceil_div(d->n, bn);
   order->group = group;
   if (order->kind == LOOM_TILE_ORDER_RANK_SHIFTED && (order->row_shift < 0 || order->row_shift >= order->tiles_m))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: hooks row_shift=%d: must be in [0, %d)",

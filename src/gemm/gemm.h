@@ -27,7 +27,7 @@
  * kernel (both paths), so a plain GEMM pays nothing for them:
  *   order      which tile a block takes next (tile_order.h)
  *   wait       before loading the A rows of tile row tm, the producer polls
- *              the signals of those rows (loom_tile_wait_chunk: chunks of
+ *              the signals of those rows (loom__tile_wait_chunk: chunks of
  *              rows, restarting at every shard) until each reaches the wait
  *              epoch (acquire, bounded by comm.timeout_ns;
  *              expiry records the wait in comm.err, the kernel stops
@@ -110,7 +110,7 @@ typedef struct loom_gemm_hooks {
   uint32_t wait_epoch;
   int64_t wait_rows_per_signal;  /* rows of A each signal covers */
   int64_t wait_rows_per_shard;   /* signals restart at every shard of this many rows
-                                  * (loom_tile_wait_chunk); 0: one shard */
+                                  * (loom__tile_wait_chunk); 0: one shard */
   /* epilogue */
   int epilogue;                  /* loom_gemm_epilogue_t */
   int activation;                /* loom_activation_t applied after the bias, before the store */
@@ -124,7 +124,7 @@ typedef struct loom_gemm_hooks {
   uint32_t *tile_signal;         /* device array [tiles] (may be a peer's LSA pointer) */
   uint32_t *const *dst_signal;   /* device array [ndst] of signal arrays [tiles], one per
                                   * destination of rows_per_dst rows: a tile signals every
-                                  * destination its rows belong to (loom_tile_dst_range), whether
+                                  * destination its rows belong to (loom__tile_dst_range), whether
                                   * or not row_dst routes them; replaces tile_signal when set */
   uint32_t signal_epoch;
   /* bounds the prologue wait and receives its expiry record */
@@ -233,8 +233,8 @@ loom_result_t loom__gemm_sm80_preload(const loom_gemm_desc_t *d, const loom_gemm
  * tiles (plain GEMMs), cl blocks per cluster, act the hooks' activation;
  * likewise the sm80 launcher's (split: split-K). Through the launchers'
  * tables of instantiation groups; no GPU needed (host tests). */
-const void *loom__gemm_sm90_kernel(int bm, int bn, int type, int tb, int hooks, int sk, int cl, int act);
-const void *loom__gemm_sm80_kernel(int bn, int type, int tb, int hooks, int split);
+const void *loom__gemm_sm90_kernel_for(int bm, int bn, int type, int tb, int hooks, int sk, int cl, int act);
+const void *loom__gemm_sm80_kernel_for(int bn, int type, int tb, int hooks, int split);
 
 #ifdef __cplusplus
 }

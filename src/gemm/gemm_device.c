@@ -58,7 +58,7 @@ static loom_result_t loom__gemm_device_read(int index, loom__gemm_device_t *d) {
   /* two 128 x 128 sm80 blocks per SM: 2 x (pipeline + 1 KiB reserved) of
    * shared memory and 2 x 256 threads x 128 registers */
   d->sm80_blocks_128 =
-      smem_sm >= 2 * ((int)loom_sm80_smem_bytes(128) + 1024) && regs_sm >= 2 * LOOM_SM80_THREADS * 128 ? 2 : 1;
+      smem_sm >= 2 * ((int)loom__sm80_smem_bytes(128) + 1024) && regs_sm >= 2 * LOOM_SM80_THREADS * 128 ? 2 : 1;
   for (int i = 0; i < 3; ++i) {
     d->small_m_blocks[i] = 1;
     if (d->sm80) LOOM_TRY(loom__gemm_small_m_occupancy(1 << i, &d->small_m_blocks[i]));

@@ -90,7 +90,7 @@ loom__gemm_device_t loom__gemm_device_model(int sms, int sm90) {
 
 double loom__gemm_wave_fill(int64_t tiles, int sm_count) {
   if (sm_count < 1) sm_count = 1;
-  const int64_t waves = loom_ceil_div(tiles, sm_count);
+  const int64_t waves = loom__ceil_div(tiles, sm_count);
   return waves > 0 ? (double)tiles / (double)(waves * sm_count) : 0.0;
 }
 
@@ -99,7 +99,7 @@ int loom__gemm_split_count(int64_t tiles, int64_t kblocks, int sm_count) {
   int best = 1;
   double best_cost = 1e300;
   for (int s = 1; s <= 16 && (s == 1 || kblocks / s >= LOOM__SK_MIN_KBLOCKS); ++s) {
-    const double waves = (double)loom_ceil_div(tiles * s, sm_count);
+    const double waves = (double)loom__ceil_div(tiles * s, sm_count);
     const double cost = waves / s * (1.0 + 0.02 * (s - 1));
     if (cost < best_cost - 1e-9) {
       best_cost = cost;
@@ -140,7 +140,7 @@ static double loom__wave_bytes(const loom__kmodel_t *km, int64_t a, double k_u, 
   int64_t rows = km->group < km->tiles_m ? km->group : km->tiles_m;
   if (rows > a) rows = a;
   if (rows < 1) rows = 1;
-  const int64_t cols = loom_ceil_div(a, rows);
+  const int64_t cols = loom__ceil_div(a, rows);
   double b_cols = (double)cols * km->bn, a_rows = (double)rows * km->bm;
   if (!split && b_cols > (double)km->n) b_cols = (double)km->n;
   if (a_rows > (double)km->m) a_rows = (double)km->m;
@@ -186,9 +186,9 @@ static double loom__sm90_us(const loom_gemm_desc_t *d, const loom__gemm_device_t
   km.m = d->m, km.n = d->n, km.k = d->k;
   km.bm = c->bm == 64 ? 64 : 128;
   km.bn = c->bn;
-  km.tiles_m = loom_ceil_div(d->m, km.bm), km.tiles_n = loom_ceil_div(d->n, km.bn);
+  km.tiles_m = loom__ceil_div(d->m, km.bm), km.tiles_n = loom__ceil_div(d->n, km.bn);
   const int64_t tiles = km.tiles_m * km.tiles_n;
-  km.kblocks = loom_ceil_div(d->k, LOOM_SM90_BK), km.kblock_k = LOOM_SM90_BK;
+  km.kblocks = loom__ceil_div(d->k, LOOM_SM90_BK), km.kblock_k = LOOM_SM90_BK;
   km.slots_per_sm = 1, km.persistent = 1;
   km.group = c->group > 0 ? c->group : 16;
   km.es_c = (int)loom_dtype_size(d->c_type);
@@ -215,9 +215,9 @@ static double loom__sm80_us(const loom_gemm_desc_t *d, const loom__gemm_device_t
   memset(&km, 0, sizeof km);
   km.m = d->m, km.n = d->n, km.k = d->k;
   km.bm = LOOM_SM80_BM, km.bn = c->bn == 256 ? 256 : 128;
-  km.tiles_m = loom_ceil_div(d->m, km.bm), km.tiles_n = loom_ceil_div(d->n, km.bn);
+  km.tiles_m = loom__ceil_div(d->m, km.bm), km.tiles_n = loom__ceil_div(d->n, km.bn);
   const int64_t tiles = km.tiles_m * km.tiles_n;
-  km.kblocks = loom_ceil_div(d->k, LOOM_SM80_BK), km.kblock_k = LOOM_SM80_BK;
+  km.kblocks = loom__ceil_div(d->k, LOOM_SM80_BK), km.kblock_k = LOOM_SM80_BK;
   km.slots_per_sm = km.bn == 128 ? (dev->sm80_blocks_128 > 1 ? 2 : 1) : 1;
   km.group = c->group > 0 ? c->group : 8;
   km.es_c = (int)loom_dtype_size(d->c_type);
@@ -236,8 +236,8 @@ static double loom__sm80_us(const loom_gemm_desc_t *d, const loom__gemm_device_t
 }
 
 static double loom__small_m_us(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev, const loom_gemm_config_t *c) {
-  const int mt = loom_smallm_mt(d->m);
-  const loom_smallm_work_t w = loom_smallm_work(d->n, d->k, c->sk_splits, d->b_layout == LOOM_B_KN);
+  const int mt = loom__smallm_mt(d->m);
+  const loom_smallm_work_t w = loom__smallm_work(d->n, d->k, c->sk_splits, d->b_layout == LOOM_B_KN);
   loom__kmodel_t km;
   memset(&km, 0, sizeof km);
   km.m = d->m, km.n = d->n, km.k = d->k;
@@ -284,7 +284,7 @@ loom_gemm_config_t loom__gemm_small_m_heuristic(const loom_gemm_desc_t *d, const
   loom_gemm_config_t best;
   memset(&best, 0, sizeof best);
   best.bm = 16;
-  const int64_t tiles = loom_ceil_div(d->n, LOOM_SMALLM_BN), chunks = loom_ceil_div(d->k, LOOM_SMALLM_KC);
+  const int64_t tiles = loom__ceil_div(d->n, LOOM_SMALLM_BN), chunks = loom__ceil_div(d->k, LOOM_SMALLM_KC);
   const int sms = dev->sms > 0 ? dev->sms : 1;
   int s = 1;
   while (tiles * s < sms && d->k / (2 * s) >= LOOM__SMALLM_MIN_K && 2 * s <= LOOM_SMALLM_MAX_SPLITS &&
@@ -298,7 +298,7 @@ int loom__gemm_candidates(const loom_gemm_desc_t *d, const loom__gemm_device_t *
                           int max) {
   int n = 0;
   const int sms = dev->sms > 0 ? dev->sms : 1;
-  const int64_t kblocks = loom_ceil_div(d->k, 64);
+  const int64_t kblocks = loom__ceil_div(d->k, 64);
 #define PUSH(...)                                                    \
   do {                                                               \
     const loom_gemm_config_t c_ = {__VA_ARGS__};                     \
@@ -309,7 +309,7 @@ int loom__gemm_candidates(const loom_gemm_desc_t *d, const loom__gemm_device_t *
   if (!sm90) {
     /* the sm80 kernel: both widths, the fitted split-K of 128-wide tiles */
     for (int bn = 128; bn <= 256; bn *= 2) PUSH(bn, 0, 0, 0, 0, 0, 0, 0, 0);
-    const int32_t s = loom_sm80_pick_splits(d->m, d->n, d->k, sms, dev->sm80_blocks_128);
+    const int32_t s = loom__sm80_pick_splits(d->m, d->n, d->k, sms, dev->sm80_blocks_128);
     if (s > 1) PUSH(128, 0, 0, 0, -1, 0, s, 0, 0);
   } else {
     if (d->m > 64) {
@@ -317,11 +317,11 @@ int loom__gemm_candidates(const loom_gemm_desc_t *d, const loom__gemm_device_t *
        * two tile rows and the width is whole boxes), split-K of all tiles
        * where they are under two waves, and of the last partial wave where
        * the k-loop is long */
-      const int64_t tiles_m = loom_ceil_div(d->m, 128);
+      const int64_t tiles_m = loom__ceil_div(d->m, 128);
       const int bns[4] = {256, 224, 192, 128};
       for (int i = 0; i < 4; ++i) {
         const int bn = bns[i];
-        const int64_t tiles = tiles_m * loom_ceil_div(d->n, bn);
+        const int64_t tiles = tiles_m * loom__ceil_div(d->n, bn);
         PUSH(bn, 0, 16, 0, 0, 0, 0, tiles_m >= 2 && (bn == 128 || bn == 256) ? 2 : 0, 0);
         if (tiles_m >= 2 && (bn == 128 || bn == 256)) PUSH(bn, 0, 16, 0, 0, 0, 0, 0, 0);
         if (tiles < 2 * (int64_t)sms) {
@@ -339,7 +339,7 @@ int loom__gemm_candidates(const loom_gemm_desc_t *d, const loom__gemm_device_t *
     if (d->m <= 128) {
       /* the decode variant (64-row tiles, deeper B pipelines) */
       for (int bn = 256; bn >= 128; bn /= 2) {
-        const int64_t tiles = loom_ceil_div(d->m, 64) * loom_ceil_div(d->n, bn);
+        const int64_t tiles = loom__ceil_div(d->m, 64) * loom__ceil_div(d->n, bn);
         PUSH(bn, 0, 16, 0, 0, 0, 0, 0, 64);
         if (tiles < 2 * (int64_t)sms) {
           const int s = loom__gemm_split_count(tiles, kblocks, sms);
@@ -398,10 +398,10 @@ loom_gemm_config_t loom__gemm_sm80_heuristic(const loom_gemm_desc_t *d, const lo
   loom_gemm_config_t c;
   memset(&c, 0, sizeof c);
   const int sms = dev->sms > 0 ? dev->sms : 1;
-  c.bn = loom_sm80_pick_bn(d->m, d->n, sms, dev->sm80_blocks_128);
+  c.bn = loom__sm80_pick_bn(d->m, d->n, sms, dev->sm80_blocks_128);
   c.stages = LOOM_SM80_STAGES;
   c.group = 8;
-  const int32_t s = loom_sm80_pick_splits(d->m, d->n, d->k, sms, dev->sm80_blocks_128);
+  const int32_t s = loom__sm80_pick_splits(d->m, d->n, d->k, sms, dev->sm80_blocks_128);
   if (s > 1) c.bn = 128, c.sk_tiles = -1, c.sk_splits = s;
   return c;
 }

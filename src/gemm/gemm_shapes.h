@@ -32,7 +32,7 @@
  * bias: per GEMM the variant is drawn deterministically from a hash
  * (splitmix64) of the shape: ab_type (bf16 or fp16, C of the same type) from
  * (n, k), so every m of one weight shares its inputs; B layout and bias from
- * (m, n, k). loom_gemm_shape_variant says which.
+ * (m, n, k). loom__gemm_shape_variant says which.
  */
 #ifndef LOOM_GEMM_SHAPES_H
 #define LOOM_GEMM_SHAPES_H
@@ -97,7 +97,7 @@ typedef struct loom_gemm_weight {
 
 /* The layers of family f at tensor-parallel size tp: up to `max` weights
  * into out (n and k multiples of 8 only); returns how many. */
-static inline int loom_gemm_family_layers(int f, int tp, loom_gemm_weight_t *out, int max) {
+static inline int loom__gemm_family_layers(int f, int tp, loom_gemm_weight_t *out, int max) {
   const loom_gemm_family_t *F = &loom_gemm_families[f];
   int c = 0;
 #define LOOM__W(name, nn, kk)                                                                            \
@@ -142,13 +142,13 @@ static const int loom_gemm_shape_tps[] = {1, 2, 4, 8};
  * names it and gives its half. half: 0 the fitting half, 1 the held-out
  * half, -1 both. Up to `max` into out (NULL: count only); returns how many
  * there are. */
-static inline int loom_gemm_weights(int half, loom_gemm_weight_t *out, int max) {
+static inline int loom__gemm_weights(int half, loom_gemm_weight_t *out, int max) {
   loom_gemm_weight_t all[LOOM_GEMM_NFAMILIES * 4 * 12];
   int na = 0, nout = 0;
   for (int f = 0; f < LOOM_GEMM_NFAMILIES; ++f)
     for (int t = 0; t < 4; ++t) {
       loom_gemm_weight_t w[12];
-      const int nw = loom_gemm_family_layers(f, loom_gemm_shape_tps[t], w, 12);
+      const int nw = loom__gemm_family_layers(f, loom_gemm_shape_tps[t], w, 12);
       for (int i = 0; i < nw; ++i) {
         int dup = 0;
         for (int j = 0; j < na && !dup; ++j) dup = all[j].n == w[i].n && all[j].k == w[i].k;
@@ -163,7 +163,7 @@ static inline int loom_gemm_weights(int half, loom_gemm_weight_t *out, int max) 
 }
 
 /* splitmix64: the hash behind every deterministic draw of the set. */
-static inline uint64_t loom_gemm_shape_hash(uint64_t x) {
+static inline uint64_t loom__gemm_shape_hash(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
@@ -172,9 +172,9 @@ static inline uint64_t loom_gemm_shape_hash(uint64_t x) {
 
 /* The variant of GEMM (m, n, k) that the set runs: the description (C of
  * the input type). */
-static inline loom_gemm_desc_t loom_gemm_shape_variant(int64_t m, int64_t n, int64_t k) {
-  const uint64_t hw = loom_gemm_shape_hash(((uint64_t)n << 32) ^ (uint64_t)k);
-  const uint64_t hm = loom_gemm_shape_hash(hw ^ (uint64_t)m * 0x2545f4914f6cdd1dull);
+static inline loom_gemm_desc_t loom__gemm_shape_variant(int64_t m, int64_t n, int64_t k) {
+  const uint64_t hw = loom__gemm_shape_hash(((uint64_t)n << 32) ^ (uint64_t)k);
+  const uint64_t hm = loom__gemm_shape_hash(hw ^ (uint64_t)m * 0x2545f4914f6cdd1dull);
   const loom_dtype_t t = (hw >> 17) & 1 ? LOOM_FP16 : LOOM_BF16;
   const loom_gemm_desc_t d =
       LOOM_GEMM_DESC(m, n, k, t, t, (hm >> 11) & 1 ? LOOM_B_KN : LOOM_B_NK, (int)((hm >> 23) & 1));

@@ -27,7 +27,7 @@ static loom__sm80_kernel_t loom__sm80_pick(int bn, int type, int tb, int hooks, 
                            : LOOM_SM80_GROUP_FN(fp16)(bn, tb, hooks, split);
 }
 
-extern "C" const void *loom__gemm_sm80_kernel(int bn, int type, int tb, int hooks, int split) {
+extern "C" const void *loom__gemm_sm80_kernel_for(int bn, int type, int tb, int hooks, int split) {
   return (const void *)loom__sm80_pick(bn, type, tb, hooks, split);
 }
 
@@ -64,8 +64,8 @@ extern "C" loom_result_t loom__gemm_sm80(const loom_gemm_desc_t *d, const void *
                       conf.sk_tiles, conf.sk_blocks, conf.sk_splits);
   /* a GPU with less shared memory per block (e.g. sm_86/89: 99 KiB) may not
    * fit 256-wide tiles: fall back to 128 unless the caller insisted */
-  if ((int)loom_sm80_smem_bytes(conf.bn) > optin && conf.bn == 256 && !cfg) conf.bn = 128;
-  const int smem = (int)loom_sm80_smem_bytes(conf.bn);
+  if ((int)loom__sm80_smem_bytes(conf.bn) > optin && conf.bn == 256 && !cfg) conf.bn = 128;
+  const int smem = (int)loom__sm80_smem_bytes(conf.bn);
   if (smem > optin)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_gemm (sm80): bn=%d needs %d bytes of shared memory per block; "
                       "this GPU allows %d", conf.bn, smem, optin);
@@ -76,7 +76,7 @@ extern "C" loom_result_t loom__gemm_sm80(const loom_gemm_desc_t *d, const void *
   args.bias = d->has_bias ? bias : NULL;
   args.m = (int32_t)d->m, args.n = (int32_t)d->n, args.k = (int32_t)d->k;
   args.c_type = (int32_t)d->c_type;
-  args.kblocks = (int32_t)loom_ceil_div(d->k, LOOM_SM80_BK);
+  args.kblocks = (int32_t)loom__ceil_div(d->k, LOOM_SM80_BK);
   if (hooks) args.hooks = *hooks;
   LOOM_TRY(loom__gemm_order(d, hooks, LOOM_SM80_BM, conf.bn, conf.group > 0 ? conf.group : 8, &args.order));
   const int64_t tiles = (int64_t)args.order.tiles_m * args.order.tiles_n;
@@ -111,7 +111,7 @@ extern "C" loom_result_t loom__gemm_sm80(const loom_gemm_desc_t *d, const void *
       loom__sm80_pick(conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, hooks != NULL, splits > 1);
   LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   kern<<<(unsigned)blocks, LOOM_SM80_THREADS, (size_t)smem, stream>>>(args);
-  LOOM_CUDA_LAUNCHED("loom_gemm_sm80_kernel");
+  LOOM_CUDA_LAUNCHED("loom__gemm_sm80_kernel");
   return loom__scratch_done(stream, &scratch);
 }
 

@@ -98,29 +98,29 @@ typedef struct loom_sm80_args {
 
 #ifdef LOOM_SM80_DEVICE
 
-static __device__ __forceinline__ uint32_t loom_sm80_smem_u32(const void *p) {
+static __device__ __forceinline__ uint32_t loom__sm80_smem_u32(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
 }
 
 /* 16-byte global -> shared copy; zero-fills the chunk when !pred. */
-static __device__ __forceinline__ void loom_cp_async16(uint32_t dst, const void *src, bool pred) {
+static __device__ __forceinline__ void loom__cp_async16(uint32_t dst, const void *src, bool pred) {
   const int bytes = pred ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
 }
-static __device__ __forceinline__ void loom_cp_async_commit(void) {
+static __device__ __forceinline__ void loom__cp_async_commit(void) {
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
 template <int N>
-static __device__ __forceinline__ void loom_cp_async_wait(void) {
+static __device__ __forceinline__ void loom__cp_async_wait(void) {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-static __device__ __forceinline__ void loom_ldmatrix_x4(uint32_t *r, uint32_t addr) {
+static __device__ __forceinline__ void loom__ldmatrix_x4(uint32_t *r, uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
-static __device__ __forceinline__ void loom_ldmatrix_x4_trans(uint32_t *r, uint32_t addr) {
+static __device__ __forceinline__ void loom__ldmatrix_x4_trans(uint32_t *r, uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
@@ -128,7 +128,7 @@ static __device__ __forceinline__ void loom_ldmatrix_x4_trans(uint32_t *r, uint3
 
 /* d += a (m16 x k16, row) x b (k16 x n8, col), fp32 accumulate. */
 template <int TYPE>
-static __device__ __forceinline__ void loom_mma16816(float *d, const uint32_t *a, const uint32_t *b) {
+static __device__ __forceinline__ void loom__mma16816(float *d, const uint32_t *a, const uint32_t *b) {
   if (TYPE == LOOM_BF16)
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -146,7 +146,7 @@ static __device__ __forceinline__ void loom_mma16816(float *d, const uint32_t *a
 /* Issues the cp.async copies of k-block kb into stage buffers sa (A) and sb
  * (B), zero-filling everything outside the matrices. */
 template <int BN, int TB>
-static __device__ __forceinline__ void loom_sm80_load_stage(const loom_sm80_args_t &p, uint32_t sa, uint32_t sb,
+static __device__ __forceinline__ void loom__sm80_load_stage(const loom_sm80_args_t &p, uint32_t sa, uint32_t sb,
                                                             int row0, int col0, int kb) {
   const int tid = threadIdx.x;
   const int k0 = kb * LOOM_SM80_BK;
@@ -158,7 +158,7 @@ static __device__ __forceinline__ void loom_sm80_load_stage(const loom_sm80_args
     const int row = row0 + r, kc = k0 + c * 8;
     const bool ok = row < p.m && kc < p.k;
     const uint16_t *src = ok ? A + (int64_t)row * p.k + kc : A;
-    loom_cp_async16(sa + loom_sm80_off_kmajor(r, c), src, ok);
+    loom__cp_async16(sa + loom__sm80_off_kmajor(r, c), src, ok);
   }
   if (TB == 0) {
     /* B [n, k]: BN rows x 4 chunks */
@@ -168,7 +168,7 @@ static __device__ __forceinline__ void loom_sm80_load_stage(const loom_sm80_args
       const int col = col0 + r, kc = k0 + c * 8;
       const bool ok = col < p.n && kc < p.k;
       const uint16_t *src = ok ? B + (int64_t)col * p.k + kc : B;
-      loom_cp_async16(sb + loom_sm80_off_kmajor(r, c), src, ok);
+      loom__cp_async16(sb + loom__sm80_off_kmajor(r, c), src, ok);
     }
   } else {
     /* B [k, n]: 32 k rows x BN/8 chunks */
@@ -179,7 +179,7 @@ static __device__ __forceinline__ void loom_sm80_load_stage(const loom_sm80_args
       const int kr = k0 + r, col = col0 + c * 8;
       const bool ok = kr < p.k && col < p.n;
       const uint16_t *src = ok ? B + (int64_t)kr * p.n + col : B;
-      loom_cp_async16(sb + loom_sm80_off_nmajor(r, c, BN), src, ok);
+      loom__cp_async16(sb + loom__sm80_off_nmajor(r, c, BN), src, ok);
     }
   }
 }
@@ -191,17 +191,17 @@ static __device__ __forceinline__ void loom_sm80_load_stage(const loom_sm80_args
  * further m16 / n16 block of a K-major tile is + 1024; for B [k, n] n16 pair
  * j is ob ^ (32 j) and kk adds 32 BN. */
 template <int MI, int NI, int BN, int TB>
-static __device__ __forceinline__ void loom_sm80_load_frags(uint32_t (*af)[4], uint32_t (*bf)[2], uint32_t sa,
+static __device__ __forceinline__ void loom__sm80_load_frags(uint32_t (*af)[4], uint32_t (*bf)[2], uint32_t sa,
                                                             uint32_t oa, uint32_t ob, int kk) {
   const uint32_t sb = sa + LOOM_SM80_BM * LOOM_SM80_BK * 2;
   const uint32_t oak = oa ^ (uint32_t)(kk << 5);
 #pragma unroll
-  for (int i = 0; i < MI; ++i) loom_ldmatrix_x4(af[i], sa + oak + i * 1024);
+  for (int i = 0; i < MI; ++i) loom__ldmatrix_x4(af[i], sa + oak + i * 1024);
 #pragma unroll
   for (int j = 0; j < NI / 2; ++j) {
     uint32_t r[4];
-    if (TB == 0) loom_ldmatrix_x4(r, sb + (ob ^ (uint32_t)(kk << 5)) + j * 1024);
-    else loom_ldmatrix_x4_trans(r, sb + (ob ^ (uint32_t)(j << 5)) + kk * 32 * BN);
+    if (TB == 0) loom__ldmatrix_x4(r, sb + (ob ^ (uint32_t)(kk << 5)) + j * 1024);
+    else loom__ldmatrix_x4_trans(r, sb + (ob ^ (uint32_t)(j << 5)) + kk * 32 * BN);
     bf[2 * j][0] = r[0], bf[2 * j][1] = r[1], bf[2 * j + 1][0] = r[2], bf[2 * j + 1][1] = r[3];
   }
 }
@@ -213,13 +213,13 @@ static __device__ __forceinline__ void loom_sm80_load_frags(uint32_t (*af)[4], u
  * rounded to the store type), masked at m and n, to the row's destination
  * (loom_gemm_row_dst); wrow0 / wcol0: the warp's first row and column. */
 template <int MI, int NI, bool HOOKS, int ACT>
-static __device__ __forceinline__ void loom_sm80_epi(const float (&acc)[MI][NI][4], const loom_sm80_args_t &args,
+static __device__ __forceinline__ void loom__sm80_epi(const float (&acc)[MI][NI][4], const loom_sm80_args_t &args,
                                                      int32_t wrow0, int32_t wcol0, int lane) {
   const int ct = args.c_type;
   int reduce = 0;
   if (HOOKS) reduce = args.hooks.epilogue == LOOM_EPI_REDUCE;
-  const int st = loom_gemm_store_type<HOOKS>(args.hooks, ct);
-  const int64_t poff = loom_gemm_parity_off<HOOKS>(args.hooks);
+  const int st = loom__gemm_store_type<HOOKS>(args.hooks, ct);
+  const int64_t poff = loom__gemm_parity_off<HOOKS>(args.hooks);
   const int rbase = wrow0 + lane / 4;
   const int cbase = wcol0 + (lane % 4) * 2;
 #pragma unroll
@@ -227,7 +227,7 @@ static __device__ __forceinline__ void loom_sm80_epi(const float (&acc)[MI][NI][
     const int col = cbase + j * 8;
     if (col < args.n) {
       float b0, b1;
-      loom_gemm_bias2(args.bias, col, ct, &b0, &b1);
+      loom__gemm_bias2(args.bias, col, ct, &b0, &b1);
 #pragma unroll
       for (int i = 0; i < MI; ++i)
 #pragma unroll
@@ -237,8 +237,8 @@ static __device__ __forceinline__ void loom_sm80_epi(const float (&acc)[MI][NI][
             int64_t r;
             void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff);
             float v0 = acc[i][j][2 * h] + b0, v1 = acc[i][j][2 * h + 1] + b1;
-            loom_gemm_act2<ACT>(&v0, &v1);
-            loom_gemm_store2(base, r * args.n + col, st, v0, v1, reduce);
+            loom__gemm_act2<ACT>(&v0, &v1);
+            loom__gemm_store2(base, r * args.n + col, st, v0, v1, reduce);
           }
         }
     }
@@ -247,7 +247,7 @@ static __device__ __forceinline__ void loom_sm80_epi(const float (&acc)[MI][NI][
 
 template <int BN, int TYPE, int TB, bool HOOKS, bool SPLIT>
 __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
-    loom_gemm_sm80_kernel(const __grid_constant__ loom_sm80_args_t args) {
+    loom__gemm_sm80_kernel(const __grid_constant__ loom_sm80_args_t args) {
 #ifdef LOOM_SM80_DEVICE
   constexpr int A_BYTES = LOOM_SM80_BM * LOOM_SM80_BK * 2;
   constexpr int STAGE = A_BYTES + BN * LOOM_SM80_BK * 2;
@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
   extern __shared__ __align__(128) uint8_t loom_sm80_smem[];
   __shared__ int abort_block;
   __shared__ uint32_t ticket;
-  const uint32_t s0 = loom_sm80_smem_u32(loom_sm80_smem);
+  const uint32_t s0 = loom__sm80_smem_u32(loom_sm80_smem);
 
   /* this block's step and k-blocks [kbeg, kend): the whole tile, or (SPLIT)
    * unit blockIdx.x of the split-K decomposition */
@@ -265,17 +265,17 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
   loom_segment_t sg;
   if (SPLIT) {
     /* read again after the main loop, so its fields hold no registers there */
-    loom_work_segment(&args.work, (int32_t)blockIdx.x, 0, &sg);
+    loom__work_segment(&args.work, (int32_t)blockIdx.x, 0, &sg);
     step = sg.step, kbeg = sg.k0, kend = sg.k1;
   }
-  const int t = loom_tile_at(&args.order, step);
+  const int t = loom__tile_at(&args.order, step);
   int tm, tn;
-  loom_tile_coords(&args.order, t, &tm, &tn);
+  loom__tile_coords(&args.order, t, &tm, &tn);
   const int row0 = tm * LOOM_SM80_BM, col0 = tn * BN;
 
   if (HOOKS && args.hooks.wait_signals) {
     if (threadIdx.x == 0) {
-      abort_block = !loom_gemm_hook_wait(args.hooks, args.m, tm, LOOM_SM80_BM);
+      abort_block = !loom__gemm_hook_wait(args.hooks, args.m, tm, LOOM_SM80_BM);
     }
     __syncthreads();
     if (abort_block) return; /* expired: nothing stored, no signal */
@@ -296,21 +296,21 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
 #pragma unroll
   for (int s = 0; s < LOOM_SM80_STAGES - 1; ++s) {
     if (s < kblocks)
-      loom_sm80_load_stage<BN, TB>(args, s0 + s * STAGE, s0 + s * STAGE + A_BYTES, row0, col0, kbeg + s);
-    loom_cp_async_commit();
+      loom__sm80_load_stage<BN, TB>(args, s0 + s * STAGE, s0 + s * STAGE + A_BYTES, row0, col0, kbeg + s);
+    loom__cp_async_commit();
   }
 
   /* per-lane ldmatrix offsets at kk = 0 (sm80_layout.h), hoisted out of
    * the loop; the rest follow by the identities the host tests check */
-  const uint32_t oa = loom_sm80_frag_a(lane, wm * 64, 0);
-  const uint32_t ob = TB ? loom_sm80_frag_bkn(lane, wn * WN, 0, BN) : loom_sm80_frag_bnk(lane, wn * WN, 0);
+  const uint32_t oa = loom__sm80_frag_a(lane, wm * 64, 0);
+  const uint32_t ob = TB ? loom__sm80_frag_bkn(lane, wn * WN, 0, BN) : loom__sm80_frag_bnk(lane, wn * WN, 0);
 
   /* fragments, double-buffered: those of the next k16 step (the next
    * k-block's first, across the barrier) load while this step's mma run */
   uint32_t af[2][MI][4], bf[2][NI][2];
-  loom_cp_async_wait<LOOM_SM80_STAGES - 2>(); /* k-block 0 landed */
+  loom__cp_async_wait<LOOM_SM80_STAGES - 2>(); /* k-block 0 landed */
   __syncthreads();
-  loom_sm80_load_frags<MI, NI, BN, TB>(af[0], bf[0], s0, oa, ob, 0);
+  loom__sm80_load_frags<MI, NI, BN, TB>(af[0], bf[0], s0, oa, ob, 0);
   for (int kb = 0; kb < kblocks; ++kb) {
     const uint32_t sa = s0 + (kb % LOOM_SM80_STAGES) * STAGE;
 #pragma unroll
@@ -321,30 +321,30 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
         const int nk = kb + LOOM_SM80_STAGES - 1;
         const int ns = nk % LOOM_SM80_STAGES;
         if (nk < kblocks)
-          loom_sm80_load_stage<BN, TB>(args, s0 + ns * STAGE, s0 + ns * STAGE + A_BYTES, row0, col0, kbeg + nk);
-        loom_cp_async_commit();
+          loom__sm80_load_stage<BN, TB>(args, s0 + ns * STAGE, s0 + ns * STAGE + A_BYTES, row0, col0, kbeg + nk);
+        loom__cp_async_commit();
       }
       if (kk + 1 < LOOM_SM80_BK / 16) {
-        loom_sm80_load_frags<MI, NI, BN, TB>(af[(kk + 1) & 1], bf[(kk + 1) & 1], sa, oa, ob, kk + 1);
+        loom__sm80_load_frags<MI, NI, BN, TB>(af[(kk + 1) & 1], bf[(kk + 1) & 1], sa, oa, ob, kk + 1);
       } else if (kb + 1 < kblocks) {
         /* k-block kb+1 landed, and every warp is past its last read of
          * k-block kb's stage (its fragments are in registers) */
-        loom_cp_async_wait<LOOM_SM80_STAGES - 2>();
+        loom__cp_async_wait<LOOM_SM80_STAGES - 2>();
         __syncthreads();
-        loom_sm80_load_frags<MI, NI, BN, TB>(af[(kk + 1) & 1], bf[(kk + 1) & 1],
+        loom__sm80_load_frags<MI, NI, BN, TB>(af[(kk + 1) & 1], bf[(kk + 1) & 1],
                                              s0 + ((kb + 1) % LOOM_SM80_STAGES) * STAGE, oa, ob, 0);
       }
 #pragma unroll
       for (int i = 0; i < MI; ++i)
 #pragma unroll
-        for (int j = 0; j < NI; ++j) loom_mma16816<TYPE>(acc[i][j], af[kk & 1][i], bf[kk & 1][j]);
+        for (int j = 0; j < NI; ++j) loom__mma16816<TYPE>(acc[i][j], af[kk & 1][i], bf[kk & 1][j]);
     }
   }
-  loom_cp_async_wait<0>();
+  loom__cp_async_wait<0>();
 
   /* ---- split-K: a tile's units write fp32 partials; the last to arrive
    * sums them in k order (the same bits whoever is last) and stores ---- */
-  if (SPLIT) loom_work_segment(&args.work, (int32_t)blockIdx.x, 0, &sg);
+  if (SPLIT) loom__work_segment(&args.work, (int32_t)blockIdx.x, 0, &sg);
   /* a warp whose 64 rows all lie beyond m has nothing to keep */
   const bool wactive = row0 + wm * 64 < args.m;
   if (SPLIT && sg.sk) {
@@ -390,15 +390,15 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
   /* ---- epilogue: registers -> global (the activation a template
    * argument: epilogue.cuh says why) ---- */
   if (!HOOKS || args.hooks.activation == LOOM_ACT_NONE)
-    loom_sm80_epi<MI, NI, HOOKS, LOOM_ACT_NONE>(acc, args, row0 + wm * 64, col0 + wn * WN, lane);
+    loom__sm80_epi<MI, NI, HOOKS, LOOM_ACT_NONE>(acc, args, row0 + wm * 64, col0 + wn * WN, lane);
   else if (HOOKS)
-    LOOM_GEMM_ACT_DISPATCH(args.hooks.activation, (loom_sm80_epi<MI, NI, HOOKS, A>(acc, args, row0 + wm * 64,
+    LOOM_GEMM_ACT_DISPATCH(args.hooks.activation, (loom__sm80_epi<MI, NI, HOOKS, A>(acc, args, row0 + wm * 64,
                                                                                    col0 + wn * WN, lane)));
   if (HOOKS && (args.hooks.tile_signal || args.hooks.dst_signal)) {
     /* every thread's stores of this tile, then one release */
     __threadfence_system();
     __syncthreads();
-    if (threadIdx.x == 0) loom_gemm_hook_signal(args.hooks, args.m, tm, LOOM_SM80_BM, t);
+    if (threadIdx.x == 0) loom__gemm_hook_signal(args.hooks, args.m, tm, LOOM_SM80_BM, t);
   }
 #endif /* LOOM_SM80_DEVICE */
 }
@@ -409,7 +409,7 @@ typedef void (*loom__sm80_kernel_t)(const loom_sm80_args_t);
 
 template <int BN, int TYPE, bool HOOKS, bool SPLIT>
 static loom__sm80_kernel_t loom__sm80_pick2(int tb) {
-  return tb ? loom_gemm_sm80_kernel<BN, TYPE, 1, HOOKS, SPLIT> : loom_gemm_sm80_kernel<BN, TYPE, 0, HOOKS, SPLIT>;
+  return tb ? loom__gemm_sm80_kernel<BN, TYPE, 1, HOOKS, SPLIT> : loom__gemm_sm80_kernel<BN, TYPE, 0, HOOKS, SPLIT>;
 }
 
 /* The kernel of a configuration of group TYPE (bn 256, else 128; tb 1 for

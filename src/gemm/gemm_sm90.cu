@@ -66,7 +66,7 @@ static loom_result_t loom__tensor_map(CUtensorMap *map, const void *ptr, loom_dt
 
 static size_t loom__sm90_smem(int bm, int bn, int hooks) {
   (void)hooks; /* hooked kernels hold the TMA epilogue's buffers too */
-  return loom_sm90_smem_bytes(bm, bn, LOOM_SM90_STAGES(bm, bn), LOOM_SM90_EPI_BUFS(bm, bn), 0);
+  return loom__sm90_smem_bytes(bm, bn, LOOM_SM90_STAGES(bm, bn), LOOM_SM90_EPI_BUFS(bm, bn), 0);
 }
 
 /* The instantiation groups (gemm_sm90_<bm>x<bn>_<type>.cu): every tile the
@@ -111,7 +111,7 @@ static loom__sm90_kernel_t loom__sm90_pick(int bm, int bn, int type, int tb, int
   return NULL;
 }
 
-extern "C" const void *loom__gemm_sm90_kernel(int bm, int bn, int type, int tb, int hooks, int sk, int cl, int act) {
+extern "C" const void *loom__gemm_sm90_kernel_for(int bm, int bn, int type, int tb, int hooks, int sk, int cl, int act) {
   return (const void *)loom__sm90_pick(bm, bn, type, tb, hooks, sk, cl, act);
 }
 
@@ -208,7 +208,7 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
    * waits for its own rows; stores plain into c, no tile signals) and their
    * tile order keeps its meaning over pairs of tile rows */
   const int hooks_cl = !hooks || (args.epi_tma && !hooks->tile_signal && !hooks->dst_signal &&
-                                  loom_cluster_order_fits(&args.order, 2));
+                                  loom__cluster_order_fits(&args.order, 2));
   const int want_cl = conf.cluster == 2 && hooks_cl && bm == 128 && (conf.bn == 128 || conf.bn == 256) &&
                               conf.sk_tiles == 0 && args.order.tiles_m >= 2
                           ? 2
@@ -226,7 +226,7 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
                               64, "C"));
 
   const int tiles = args.order.tiles_m * args.order.tiles_n;
-  const int kblocks = (int)loom_ceil_div(d->k, LOOM_SM90_BK);
+  const int kblocks = (int)loom__ceil_div(d->k, LOOM_SM90_BK);
   const int cap = conf.grid > 0 ? conf.grid : sms;
   if (conf.sk_tiles < -1 || conf.sk_blocks < 0)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config sk_tiles=%d sk_blocks=%d: must be >= -1 and >= 0",
@@ -278,7 +278,7 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
     kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, mc, args);
   } else {
     /* steps of 2 tiles stacked along m: the order runs over tile-row pairs */
-    args.order = loom_cluster_order(args.order, 2);
+    args.order = loom__cluster_order(args.order, 2);
     const int steps = args.order.tiles_m * args.order.tiles_n;
     int max_cl = 0;
     LOOM_TRY(loom__sm90_max_clusters(kern, conf.bn, smem, &max_cl));
@@ -292,7 +292,7 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
     const cudaLaunchConfig_t lc = loom__sm90_cluster_launch(2 * ncl, smem, stream, &at);
     LOOM_CUDA(cudaLaunchKernelEx(&lc, kern, ma, mb, mc, args));
   }
-  LOOM_CUDA_LAUNCHED("loom_gemm_sm90_kernel");
+  LOOM_CUDA_LAUNCHED("loom__gemm_sm90_kernel");
   return loom__scratch_done(stream, &scratch);
 }
 

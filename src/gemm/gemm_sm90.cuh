@@ -17,7 +17,7 @@
  *                64 x 128-byte chunks into shared memory (two 8 KiB buffers
  *                per warpgroup, 128B swizzle) and one thread stores each
  *                chunk with TMA (clipped at m and n), so the global writes
- *                drain during the next tile's main loop (loom_epi_tma).
+ *                drain during the next tile's main loop (loom__epi_tma).
  *                The hooked kernels store from registers instead (masked).
  *                setmaxnreg.inc to 232 registers.
  * Shared memory: STAGES x (A 16 KiB + B BN*128 B), 1024-aligned (the 128B
@@ -130,25 +130,25 @@ typedef struct loom_sm90_args {
 /* ---- device helpers (sm_90a) ------------------------------------------- */
 #ifdef LOOM_SM90A
 
-static __device__ __forceinline__ uint32_t loom_smem_u32(const void *p) {
+static __device__ __forceinline__ uint32_t loom__smem_u32(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
 }
 
-static __device__ __forceinline__ void loom_mbar_init(uint32_t bar, uint32_t count) {
+static __device__ __forceinline__ void loom__mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
 
-static __device__ __forceinline__ void loom_mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+static __device__ __forceinline__ void loom__mbar_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
                : "memory");
 }
 
-static __device__ __forceinline__ void loom_mbar_arrive(uint32_t bar) {
+static __device__ __forceinline__ void loom__mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
 /* Waits until the barrier's phase with this parity has completed. */
-static __device__ __forceinline__ void loom_mbar_wait(uint32_t bar, uint32_t parity) {
+static __device__ __forceinline__ void loom__mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done;
   do {
     asm volatile(
@@ -162,7 +162,7 @@ static __device__ __forceinline__ void loom_mbar_wait(uint32_t bar, uint32_t par
 }
 
 /* This block's rank in its thread-block cluster. */
-static __device__ __forceinline__ uint32_t loom_cluster_rank(void) {
+static __device__ __forceinline__ uint32_t loom__cluster_rank(void) {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
@@ -170,32 +170,32 @@ static __device__ __forceinline__ uint32_t loom_cluster_rank(void) {
 
 /* Every thread of every block of the cluster (release / acquire); called
  * by whole warps (.aligned: the compiler then knows they are converged). */
-static __device__ __forceinline__ void loom_cluster_sync(void) {
+static __device__ __forceinline__ void loom__cluster_sync(void) {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
 /* The shared::cluster address of offset `addr` in block `rank`'s shared
  * memory. */
-static __device__ __forceinline__ uint32_t loom_cluster_addr(uint32_t addr, uint32_t rank) {
+static __device__ __forceinline__ uint32_t loom__cluster_addr(uint32_t addr, uint32_t rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
   return remote;
 }
 
 /* Arrives on an mbarrier of another block of the cluster (a
- * loom_cluster_addr address). Default semantics (release at CTA scope): the
+ * loom__cluster_addr address). Default semantics (release at CTA scope): the
  * arrival only says "my wgmma reads of this stage are complete", which
  * wgmma.wait_group already ordered; .release.cluster made every consumer
  * warp wait on a memory barrier per k-block (ncu, 4096^3: 423k cycles vs
  * 290k). */
-static __device__ __forceinline__ void loom_mbar_arrive_remote(uint32_t remote) {
+static __device__ __forceinline__ void loom__mbar_arrive_remote(uint32_t remote) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 
 /* 2-D TMA load multicast to the blocks of `mask` in the cluster: the box
  * lands at offset dst of each one's shared memory and completes its bytes on
  * each one's barrier at offset bar. */
-static __device__ __forceinline__ void loom_tma_load_2d_mc(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+static __device__ __forceinline__ void loom__tma_load_2d_mc(uint32_t dst, const CUtensorMap *map, uint32_t bar,
                                                            int32_t c0, int32_t c1, uint16_t mask) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
@@ -206,7 +206,7 @@ static __device__ __forceinline__ void loom_tma_load_2d_mc(uint32_t dst, const C
 
 /* 2-D TMA load of one box at coordinates (c0 innermost, c1) into dst,
  * completing `bytes` on barrier bar. */
-static __device__ __forceinline__ void loom_tma_load_2d(uint32_t dst, const CUtensorMap *map,
+static __device__ __forceinline__ void loom__tma_load_2d(uint32_t dst, const CUtensorMap *map,
                                                         uint32_t bar, int32_t c0, int32_t c1) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
@@ -216,51 +216,51 @@ static __device__ __forceinline__ void loom_tma_load_2d(uint32_t dst, const CUte
 
 /* 2-D TMA store of one box from shared memory at coordinates (c0, c1), in
  * this thread's bulk group (rows/columns outside the tensor are not written). */
-static __device__ __forceinline__ void loom_tma_store_2d(const CUtensorMap *map, uint32_t src, int32_t c0, int32_t c1) {
+static __device__ __forceinline__ void loom__tma_store_2d(const CUtensorMap *map, uint32_t src, int32_t c0, int32_t c1) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
                ::"l"((uint64_t)map), "r"(src), "r"(c0), "r"(c1)
                : "memory");
 }
-static __device__ __forceinline__ void loom_bulk_commit(void) {
+static __device__ __forceinline__ void loom__bulk_commit(void) {
   asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 }
 /* Until at most N of this thread's bulk groups still read shared memory. */
 template <int N>
-static __device__ __forceinline__ void loom_bulk_wait_read(void) {
+static __device__ __forceinline__ void loom__bulk_wait_read(void) {
   asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
 }
 /* Until all of this thread's bulk groups have completed (writes done). */
-static __device__ __forceinline__ void loom_bulk_wait_all(void) {
+static __device__ __forceinline__ void loom__bulk_wait_all(void) {
   asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
 /* Shared-memory matrix descriptor, 128-byte swizzle. */
-static __device__ __forceinline__ uint64_t loom_wgmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+static __device__ __forceinline__ uint64_t loom__wgmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
          ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
 }
 
-static __device__ __forceinline__ void loom_wgmma_fence(void) {
+static __device__ __forceinline__ void loom__wgmma_fence(void) {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 }
-static __device__ __forceinline__ void loom_wgmma_commit(void) {
+static __device__ __forceinline__ void loom__wgmma_commit(void) {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
 template <int N>
-static __device__ __forceinline__ void loom_wgmma_wait(void) {
+static __device__ __forceinline__ void loom__wgmma_wait(void) {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
 /* Keeps the compiler from moving accumulator reads across a wgmma wait. */
 template <int NR>
-static __device__ __forceinline__ void loom_fence_regs(float *d) {
+static __device__ __forceinline__ void loom__fence_regs(float *d) {
 #pragma unroll
   for (int i = 0; i < NR; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 /* One k16 step of the warpgroup's 64 x N tile (N: 64, 128, 256). */
 template <int N, int TYPE, int TB>
-static __device__ __forceinline__ void loom_wgmma_step(float *acc, uint64_t da, uint64_t db, int scale_d) {
+static __device__ __forceinline__ void loom__wgmma_step(float *acc, uint64_t da, uint64_t db, int scale_d) {
   if (N == 256) {
     if (TYPE == LOOM_BF16) loom__wgmma_m64n256k16_bf16<TB>(acc, da, db, scale_d);
     else loom__wgmma_m64n256k16_f16<TB>(acc, da, db, scale_d);
@@ -281,7 +281,7 @@ static __device__ __forceinline__ void loom_wgmma_step(float *acc, uint64_t da, 
 
 /* Named barrier of one consumer warpgroup (ids 3, 4; 1 and 2 are the
  * 256-thread consumer barriers). */
-static __device__ __forceinline__ void loom_wg_sync(int cw) {
+static __device__ __forceinline__ void loom__wg_sync(int cw) {
   asm volatile("bar.sync %0, 128;" ::"r"(3 + cw) : "memory");
 }
 
@@ -301,7 +301,7 @@ static __device__ __forceinline__ void loom_wg_sync(int cw) {
  * Fragment layout (wgmma m64nWN): acc[4 j + 2 h + e] is row
  * 16 warp + lane / 4 + 8 h, column 8 j + 2 (lane % 4) + e. */
 template <int WN, int ES, int NBUF, int ACT>
-static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUtensorMap *map, uint32_t bufs,
+static __device__ __forceinline__ void loom__epi_tma(const float *acc, const CUtensorMap *map, uint32_t bufs,
                                                     uint32_t &seq, int32_t row0, int32_t col0, int ct,
                                                     const void *bias, void *c, int32_t m, int32_t n, int warp,
                                                     int lane, int tid, int cw) {
@@ -313,19 +313,19 @@ static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUte
 #pragma unroll
   for (int ch = 0; ch < NCH; ++ch) {
     const uint32_t buf = bufs + (NBUF == 2 ? (seq & 1u) * (uint32_t)LOOM_SM90_EPI_BUF : 0u);
-    if (tid == 0) loom_bulk_wait_read<NBUF - 1>();
-    loom_wg_sync(cw);
+    if (tid == 0) loom__bulk_wait_read<NBUF - 1>();
+    loom__wg_sync(cw);
 #pragma unroll
     for (int jj = 0; jj < JPC; ++jj) {
       const int j = ch * JPC + jj;
       const int col = col0 + j * 8 + (lane % 4) * 2;
       float b0, b1;
-      loom_gemm_bias2(col < n ? bias : NULL, col, ct, &b0, &b1);
+      loom__gemm_bias2(col < n ? bias : NULL, col, ct, &b0, &b1);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = r0 + h * 8;
         float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
-        loom_gemm_act2<ACT>(&v0, &v1);
+        loom__gemm_act2<ACT>(&v0, &v1);
         if (ES == 4) {
           const uint32_t u = (uint32_t)(jj * 2 + (lane % 4) / 2);
           const uint32_t addr = buf + r * 128 + ((u ^ (uint32_t)(r & 7)) << 4) + (lane % 2) * 8;
@@ -346,10 +346,10 @@ static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUte
     }
     /* the generic-proxy writes above are read next by the TMA (async proxy) */
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    loom_wg_sync(cw);
+    loom__wg_sync(cw);
     if (tid == 0) {
-      loom_tma_store_2d(map, buf, col0 + ch * CPC, row0);
-      loom_bulk_commit();
+      loom__tma_store_2d(map, buf, col0 + ch * CPC, row0);
+      loom__bulk_commit();
     }
     ++seq;
   }
@@ -359,14 +359,14 @@ static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUte
       const int col = col0 + j * 8 + (lane % 4) * 2;
       if (col < n) {
         float b0, b1;
-        loom_gemm_bias2(bias, col, ct, &b0, &b1);
+        loom__gemm_bias2(bias, col, ct, &b0, &b1);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = row0 + r0 + h * 8;
           if (row < m) {
             float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
-            loom_gemm_act2<ACT>(&v0, &v1);
-            loom_gemm_store2(c, (int64_t)row * n + col, ct, v0, v1, 0);
+            loom__gemm_act2<ACT>(&v0, &v1);
+            loom__gemm_store2(c, (int64_t)row * n + col, ct, v0, v1, 0);
           }
         }
       }
@@ -379,21 +379,21 @@ static __device__ __forceinline__ void loom_epi_tma(const float *acc, const CUte
  * pairs, masked at m and n, to the row's destination (loom_gemm_row_dst).
  * ACT: the activation, a compile-time constant (epilogue.cuh). */
 template <bool HOOKS, int WN, int ACT>
-static __device__ __forceinline__ void loom_epi_regs(const float *acc, const loom_sm90_args_t &args, int32_t row0,
+static __device__ __forceinline__ void loom__epi_regs(const float *acc, const loom_sm90_args_t &args, int32_t row0,
                                                      int32_t col0, int warp, int lane) {
   const int ct = args.c_type;
   const int rbase = row0 + warp * 16 + lane / 4;
   const int cbase = col0 + (lane % 4) * 2;
   int reduce = 0;
   if (HOOKS) reduce = args.hooks.epilogue == LOOM_EPI_REDUCE;
-  const int st = loom_gemm_store_type<HOOKS>(args.hooks, ct);
-  const int64_t poff = loom_gemm_parity_off<HOOKS>(args.hooks);
+  const int st = loom__gemm_store_type<HOOKS>(args.hooks, ct);
+  const int64_t poff = loom__gemm_parity_off<HOOKS>(args.hooks);
 #pragma unroll
   for (int j = 0; j < WN / 8; ++j) {
     const int col = cbase + j * 8;
     if (col < args.n) {
       float b0, b1;
-      loom_gemm_bias2(args.bias, col, ct, &b0, &b1);
+      loom__gemm_bias2(args.bias, col, ct, &b0, &b1);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = rbase + h * 8;
@@ -401,8 +401,8 @@ static __device__ __forceinline__ void loom_epi_regs(const float *acc, const loo
           int64_t r;
           void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff);
           float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
-          loom_gemm_act2<ACT>(&v0, &v1);
-          loom_gemm_store2(base, r * args.n + col, st, v0, v1, reduce);
+          loom__gemm_act2<ACT>(&v0, &v1);
+          loom__gemm_store2(base, r * args.n + col, st, v0, v1, reduce);
         }
       }
     }
@@ -411,20 +411,20 @@ static __device__ __forceinline__ void loom_epi_regs(const float *acc, const loo
 
 /* A consumer warp is done with stage s: tell this block's producer and, in a
  * pair, the peer's producer (it multicasts into this block's stage too).
- * empty_peer: the peer's empty barriers (loom_cluster_addr, computed once:
+ * empty_peer: the peer's empty barriers (loom__cluster_addr, computed once:
  * mapa inside the main loop makes ptxas serialise the wgmma, C7518). */
 template <int CL>
-static __device__ __forceinline__ void loom_sm90_release(uint32_t empty, uint32_t empty_peer, int s) {
-  loom_mbar_arrive(empty + 8 * s);
-  if (CL > 1) loom_mbar_arrive_remote(empty_peer + 8 * s);
+static __device__ __forceinline__ void loom__sm90_release(uint32_t empty, uint32_t empty_peer, int s) {
+  loom__mbar_arrive(empty + 8 * s);
+  if (CL > 1) loom__mbar_arrive_remote(empty_peer + 8 * s);
 }
 
 /* Segment i of this block (tile_order.h). Without stream-K (SK false) the
  * plain persistent walk over whole tiles (or, with clusters of CL blocks,
  * over steps of CL tiles stacked along m), which the compiler sees whole. */
 template <bool SK, int CL>
-static __device__ __forceinline__ int loom_sm90_segment(const loom_work_t *w, int i, loom_segment_t *sg) {
-  if (SK) return loom_work_segment(w, (int32_t)blockIdx.x, i, sg);
+static __device__ __forceinline__ int loom__sm90_segment(const loom_work_t *w, int i, loom_segment_t *sg) {
+  if (SK) return loom__work_segment(w, (int32_t)blockIdx.x, i, sg);
   /* clusters of CL blocks walk the steps together (a step = CL tiles) */
   sg->step = (int32_t)blockIdx.x / CL + i * ((int32_t)gridDim.x / CL);
   sg->k0 = 0, sg->k1 = w->kblocks;
@@ -434,7 +434,7 @@ static __device__ __forceinline__ int loom_sm90_segment(const loom_work_t *w, in
 
 /* Takes a stream-K ticket: the number of contributors before this one
  * (acq_rel at gpu scope, after this block's partial stores and fence). */
-static __device__ __forceinline__ uint32_t loom_ticket(uint32_t *p) {
+static __device__ __forceinline__ uint32_t loom__ticket(uint32_t *p) {
   uint32_t old;
   asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(p) : "memory");
   return old;
@@ -447,13 +447,13 @@ static __device__ __forceinline__ uint32_t loom_ticket(uint32_t *p) {
 /* BM: tile rows, 128 (the consumer warpgroups split the rows) or 64 (the
  * decode variant: they split the columns, sm90_layout.h); TYPE:
  * loom_dtype_t of A and B; TB: 0 B [n,k] (K-major), 1 B [k,n] (MN-major).
- * The plain kernels store C through shared memory and TMA (loom_epi_tma);
+ * The plain kernels store C through shared memory and TMA (loom__epi_tma);
  * the hooked ones from registers (row routing, atomics, per-tile signals).
  * CL: blocks per cluster along m (1, or 2: the pair shares each B k-block,
  * each block loading half of it multicast to both). */
 template <int BM, int BN, int STAGES, int TYPE, int TB, bool HOOKS, bool SK, int CL, int ACT>
 __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
-    loom_gemm_sm90_kernel(const __grid_constant__ CUtensorMap tma_a,
+    loom__gemm_sm90_kernel(const __grid_constant__ CUtensorMap tma_a,
                           const __grid_constant__ CUtensorMap tma_b,
                           const __grid_constant__ CUtensorMap tma_c,
                           const __grid_constant__ loom_sm90_args_t args) {
@@ -481,8 +481,8 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
    * an integer cast of its generic address), so that the pointers derived
    * from it (the abort flag, the stream-K ticket) stay in the shared state
    * space: ld/st.shared instead of generic strong loads */
-  uint8_t *smem = loom_smem_raw + ((1024u - (loom_smem_u32(loom_smem_raw) & 1023u)) & 1023u);
-  const uint32_t sa = loom_smem_u32(smem);
+  uint8_t *smem = loom_smem_raw + ((1024u - (loom__smem_u32(loom_smem_raw) & 1023u)) & 1023u);
+  const uint32_t sa = loom__smem_u32(smem);
   const uint32_t sb = sa + STAGES * A_BYTES;
   const uint32_t sepi = sb + STAGES * B_BYTES;   /* 1024-aligned: 2 x EPI_BUFS buffers of 8 KiB */
   const uint32_t full = sepi + EPI_BYTES;        /* STAGES mbarriers of 8 bytes */
@@ -496,20 +496,20 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
   const int tid = threadIdx.x % 128;
   /* warp-uniform in the compiler's eyes too (tm and `active` depend on it;
    * ptxas C7518 otherwise) */
-  const uint32_t crank = CL > 1 ? __shfl_sync(0xffffffffu, loom_cluster_rank(), 0) : 0;
+  const uint32_t crank = CL > 1 ? __shfl_sync(0xffffffffu, loom__cluster_rank(), 0) : 0;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      loom_mbar_init(full + 8 * s, 1);
+      loom__mbar_init(full + 8 * s, 1);
       /* lane 0 of each of the 8 consumer warps of every block of the
        * cluster: a stage is refilled (partly by the peer's multicast) only
        * when all of them are done with it */
-      loom_mbar_init(empty + 8 * s, 8 * CL);
+      loom__mbar_init(empty + 8 * s, 8 * CL);
     }
     *abort_flag = 0;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  if (CL > 1) loom_cluster_sync(); /* the peer's barriers exist before anything targets them */
+  if (CL > 1) loom__cluster_sync(); /* the peer's barriers exist before anything targets them */
   __syncthreads();                  /* (and tells the compiler the block is converged) */
 
   if (wg == 0) {
@@ -522,14 +522,14 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       uint32_t phase = 0;
       int aborted = 0;
       loom_segment_t sg;
-      for (int i = 0; loom_sm90_segment<SK, CL>(&args.work, i, &sg); ++i) {
-        const int t = loom_tile_at(&args.order, sg.step);
+      for (int i = 0; loom__sm90_segment<SK, CL>(&args.work, i, &sg); ++i) {
+        const int t = loom__tile_at(&args.order, sg.step);
         int tm, tn;
-        loom_cluster_coords(&args.order, t, (int32_t)crank, CL, &tm, &tn);
+        loom__cluster_coords(&args.order, t, (int32_t)crank, CL, &tm, &tn);
         /* a cluster's last tile row may lie past m (odd tile rows): no A */
         const bool has_a = CL == 1 || tm * BM < args.m;
         if (HOOKS && args.hooks.wait_signals && !aborted) {
-          if (!loom_gemm_hook_wait(args.hooks, args.m, tm, BM)) {
+          if (!loom__gemm_hook_wait(args.hooks, args.m, tm, BM)) {
             aborted = 1;
             *abort_flag = 1;
           }
@@ -538,36 +538,36 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         }
         for (int kb = sg.k0; kb < sg.k1; ++kb) {
           const uint32_t fb = full + 8 * stage;
-          loom_mbar_wait(empty + 8 * stage, phase ^ 1);
+          loom__mbar_wait(empty + 8 * stage, phase ^ 1);
           if (HOOKS && aborted && CL == 1) {
             /* no data: consumers run on and skip their stores. (In a pair
              * the loads go on, stale A and all: the peer's stage needs this
              * block's half of B, and the stores are skipped anyway.) */
-            loom_mbar_arrive(fb);
+            loom__mbar_arrive(fb);
           } else {
-            loom_mbar_expect_tx(fb, has_a ? STAGE_TX : B_TX);
+            loom__mbar_expect_tx(fb, has_a ? STAGE_TX : B_TX);
             if (has_a)
-              loom_tma_load_2d(sa + stage * A_BYTES, &tma_a, fb, kb * LOOM_SM90_BK, tm * BM);
+              loom__tma_load_2d(sa + stage * A_BYTES, &tma_a, fb, kb * LOOM_SM90_BK, tm * BM);
             const uint32_t dst = sb + stage * B_BYTES;
             if (CL == 1) {
               if (TB == 0) {
-                loom_tma_load_2d(dst, &tma_b, fb, kb * LOOM_SM90_BK, tn * BN);
+                loom__tma_load_2d(dst, &tma_b, fb, kb * LOOM_SM90_BK, tn * BN);
               } else {
 #pragma unroll
                 for (int j = 0; j < (BN + 63) / 64; ++j)
-                  loom_tma_load_2d(dst + j * 8192, &tma_b, fb, tn * BN + j * 64, kb * LOOM_SM90_BK);
+                  loom__tma_load_2d(dst + j * 8192, &tma_b, fb, tn * BN + j * 64, kb * LOOM_SM90_BK);
               }
             } else {
               /* this block's half of B, to both blocks of the pair */
               const uint16_t mask = (uint16_t)((1u << CL) - 1u);
               if (TB == 0) {
-                loom_tma_load_2d_mc(dst + crank * (BN / 2) * 128, &tma_b, fb, kb * LOOM_SM90_BK,
+                loom__tma_load_2d_mc(dst + crank * (BN / 2) * 128, &tma_b, fb, kb * LOOM_SM90_BK,
                                     tn * BN + (int)crank * (BN / 2), mask);
               } else {
 #pragma unroll
                 for (int j = 0; j < BN / 128; ++j) {
                   const int jj = (int)crank * (BN / 128) + j;
-                  loom_tma_load_2d_mc(dst + jj * 8192, &tma_b, fb, tn * BN + jj * 64, kb * LOOM_SM90_BK, mask);
+                  loom__tma_load_2d_mc(dst + jj * 8192, &tma_b, fb, tn * BN + jj * 64, kb * LOOM_SM90_BK, mask);
                 }
               }
             }
@@ -586,46 +586,46 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     /* this warpgroup's rows / columns of the tile and where they sit in a
      * stage (BM 128: rows [64 cw, 64 cw + 64); BM 64: columns [cw WN,
      * (cw + 1) WN)); compile-time but for cw */
-    const loom_sm90_wg_part_t part = loom_sm90_wg_part(BM, BN, TB, cw);
+    const loom_sm90_wg_part_t part = loom__sm90_wg_part(BM, BN, TB, cw);
     const int warp = __shfl_sync(0xffffffffu, tid / 32, 0), lane = tid % 32;
     float acc[WN / 2];
     int stage = 0;
     uint32_t phase = 0;
     uint32_t epi_seq = 0; /* chunks stored so far (TMA epilogue buffer parity) */
-    const uint32_t empty_peer = CL > 1 ? loom_cluster_addr(empty, crank ^ 1u) : 0;
+    const uint32_t empty_peer = CL > 1 ? loom__cluster_addr(empty, crank ^ 1u) : 0;
     if (tma_epi && tid == 0) asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)&tma_c) : "memory");
     loom_segment_t sg;
-    for (int i = 0; loom_sm90_segment<SK, CL>(&args.work, i, &sg); ++i) {
-      const int t = loom_tile_at(&args.order, sg.step);
+    for (int i = 0; loom__sm90_segment<SK, CL>(&args.work, i, &sg); ++i) {
+      const int t = loom__tile_at(&args.order, sg.step);
       int tm, tn;
-      loom_cluster_coords(&args.order, t, (int32_t)crank, CL, &tm, &tn);
+      loom__cluster_coords(&args.order, t, (int32_t)crank, CL, &tm, &tn);
       const int row0 = tm * BM + part.row;
       const int col0 = tn * BN + part.col;
       const bool active = row0 < args.m; /* all 64 rows out of range: skip the math */
       int prev = 0;
       for (int kb = sg.k0; kb < sg.k1; ++kb) {
-        loom_mbar_wait(full + 8 * stage, phase);
+        loom__mbar_wait(full + 8 * stage, phase);
         if (active) {
-          loom_wgmma_fence();
+          loom__wgmma_fence();
           const uint32_t a0 = sa + stage * A_BYTES + part.a_off;
           const uint32_t b0 = sb + stage * B_BYTES + part.b_off;
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) {
-            const uint64_t da = loom_wgmma_desc(a0 + kk * 32, 16, 1024);
-            const uint64_t db = TB == 0 ? loom_wgmma_desc(b0 + kk * 32, 16, 1024)
-                                        : loom_wgmma_desc(b0 + kk * 2048, 8192, 1024);
-            loom_wgmma_step<WN, TYPE, TB>(acc, da, db, (kb != sg.k0) | (kk != 0));
+            const uint64_t da = loom__wgmma_desc(a0 + kk * 32, 16, 1024);
+            const uint64_t db = TB == 0 ? loom__wgmma_desc(b0 + kk * 32, 16, 1024)
+                                        : loom__wgmma_desc(b0 + kk * 2048, 8192, 1024);
+            loom__wgmma_step<WN, TYPE, TB>(acc, da, db, (kb != sg.k0) | (kk != 0));
           }
-          loom_wgmma_commit();
+          loom__wgmma_commit();
           if (DRAIN) {
-            loom_wgmma_wait<0>();
-            if (lane == 0) loom_sm90_release<CL>(empty, empty_peer, stage);
+            loom__wgmma_wait<0>();
+            if (lane == 0) loom__sm90_release<CL>(empty, empty_peer, stage);
           } else {
-            loom_wgmma_wait<1>();
-            if (kb > sg.k0 && lane == 0) loom_sm90_release<CL>(empty, empty_peer, prev);
+            loom__wgmma_wait<1>();
+            if (kb > sg.k0 && lane == 0) loom__sm90_release<CL>(empty, empty_peer, prev);
           }
         } else if (lane == 0) {
-          loom_sm90_release<CL>(empty, empty_peer, stage);
+          loom__sm90_release<CL>(empty, empty_peer, stage);
         }
         prev = stage;
         if (++stage == STAGES) {
@@ -634,16 +634,16 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         }
       }
       if (active) {
-        if (!DRAIN) loom_wgmma_wait<0>();
-        loom_fence_regs<WN / 2>(acc);
-        if (!DRAIN && lane == 0) loom_sm90_release<CL>(empty, empty_peer, prev);
+        if (!DRAIN) loom__wgmma_wait<0>();
+        loom__fence_regs<WN / 2>(acc);
+        if (!DRAIN && lane == 0) loom__sm90_release<CL>(empty, empty_peer, prev);
       }
 
       /* ---- stream-K: a shared tile is finished by its last contributor ---- */
       bool finish = true;
       /* the segment again, so that its fields need no registers across the
        * main loop (register pressure next to 128 accumulators) */
-      if (SK) loom_sm90_segment<SK, CL>(&args.work, i, &sg);
+      if (SK) loom__sm90_segment<SK, CL>(&args.work, i, &sg);
       if (SK && sg.sk) {
         /* this block's partial -> its slot (each thread its own fragment,
          * 16-byte stores, 2 KiB contiguous per warpgroup and store; a slot
@@ -657,7 +657,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         }
         __threadfence();
         asm volatile("bar.sync 2, 256;" ::: "memory");
-        if (threadIdx.x == 128) *ticket = loom_ticket(args.sk_count + sg.sk_tile);
+        if (threadIdx.x == 128) *ticket = loom__ticket(args.sk_count + sg.sk_tile);
         asm volatile("bar.sync 2, 256;" ::: "memory");
         /* warp-uniform in the compiler's eyes (ptxas C7518, as for wg) */
         finish = __shfl_sync(0xffffffffu, (int)(*ticket == (uint32_t)(sg.nseg - 1)), 0) != 0;
@@ -703,31 +703,31 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
          * per activation: the kernel holds only its own epilogue; the
          * launcher says why) */
         if (args.c_type == LOOM_FP32)
-          loom_epi_tma<WN, 4, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
+          loom__epi_tma<WN, 4, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
                                              args.m, args.n, warp, lane, tid, cw);
         else
-          loom_epi_tma<WN, 2, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
+          loom__epi_tma<WN, 2, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
                                              args.m, args.n, warp, lane, tid, cw);
       } else if (!tma_epi && finish && active && !skip) {
-        loom_epi_regs<HOOKS, WN, ACT>(acc, args, row0, col0, warp, lane);
+        loom__epi_regs<HOOKS, WN, ACT>(acc, args, row0, col0, warp, lane);
       }
       if (HOOKS && (args.hooks.tile_signal || args.hooks.dst_signal) && finish) {
         /* both consumer warpgroups' stores of this tile (TMA stores: complete,
          * then ordered with the generic proxy), then one release */
         if (tma_epi && tid == 0) {
-          loom_bulk_wait_all();
+          loom__bulk_wait_all();
           asm volatile("fence.proxy.async.global;" ::: "memory");
         }
         __threadfence_system();
         asm volatile("bar.sync 1, 256;" ::: "memory");
-        if (threadIdx.x == 128 && !(*abort_flag)) loom_gemm_hook_signal(args.hooks, args.m, tm, BM, t);
+        if (threadIdx.x == 128 && !(*abort_flag)) loom__gemm_hook_signal(args.hooks, args.m, tm, BM, t);
       }
     }
     /* the shared-memory buffers must outlive the TMA stores that read them */
-    if (tma_epi && tid == 0) loom_bulk_wait_all();
+    if (tma_epi && tid == 0) loom__bulk_wait_all();
   }
   /* no block leaves while its peer may still arrive on its barriers */
-  if (CL > 1) loom_cluster_sync();
+  if (CL > 1) loom__cluster_sync();
 #endif /* LOOM_SM90A */
 }
 
@@ -741,13 +741,13 @@ template <int BM, int BN, int S, int TYPE, int TB, bool HOOKS, bool SK, int CL>
 static loom__sm90_kernel_t loom__sm90_act(int act) {
   if constexpr (HOOKS) {
     switch (act) {
-      case LOOM_ACT_RELU: return loom_gemm_sm90_kernel<BM, BN, S, TYPE, TB, true, SK, CL, LOOM_ACT_RELU>;
-      case LOOM_ACT_GELU_TANH: return loom_gemm_sm90_kernel<BM, BN, S, TYPE, TB, true, SK, CL, LOOM_ACT_GELU_TANH>;
-      case LOOM_ACT_GELU_ERF: return loom_gemm_sm90_kernel<BM, BN, S, TYPE, TB, true, SK, CL, LOOM_ACT_GELU_ERF>;
+      case LOOM_ACT_RELU: return loom__gemm_sm90_kernel<BM, BN, S, TYPE, TB, true, SK, CL, LOOM_ACT_RELU>;
+      case LOOM_ACT_GELU_TANH: return loom__gemm_sm90_kernel<BM, BN, S, TYPE, TB, true, SK, CL, LOOM_ACT_GELU_TANH>;
+      case LOOM_ACT_GELU_ERF: return loom__gemm_sm90_kernel<BM, BN, S, TYPE, TB, true, SK, CL, LOOM_ACT_GELU_ERF>;
       default: break;
     }
   }
-  return loom_gemm_sm90_kernel<BM, BN, S, TYPE, TB, HOOKS, SK, CL, LOOM_ACT_NONE>;
+  return loom__gemm_sm90_kernel<BM, BN, S, TYPE, TB, HOOKS, SK, CL, LOOM_ACT_NONE>;
 }
 
 template <int BM, int BN, int TYPE, int TB, bool HOOKS>

@@ -88,13 +88,13 @@ static __device__ __forceinline__ uint4 loom_ld16(const void *p, bool pred) {
   return v;
 }
 
-static __device__ __forceinline__ uint32_t loom_u4(const uint4 &v, int i) {
+static __device__ __forceinline__ uint32_t loom__u4(const uint4 &v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
 /* Transposes an 8 x 8 matrix of 16-bit elements held one 4-byte pair per
  * lane (lane 4 g + t: row g, columns 2 t, 2 t + 1). */
-static __device__ __forceinline__ uint32_t loom_movmatrix_trans(uint32_t x) {
+static __device__ __forceinline__ uint32_t loom__movmatrix_trans(uint32_t x) {
   uint32_t y;
   asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
   return y;
@@ -102,7 +102,7 @@ static __device__ __forceinline__ uint32_t loom_movmatrix_trans(uint32_t x) {
 
 /* d += A (16 x 16) B (16 x 8), fp32 accumulate. */
 template <int TYPE>
-static __device__ __forceinline__ void loom_mma16816(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+static __device__ __forceinline__ void loom__mma16816(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                                      uint32_t b0, uint32_t b1) {
   if (TYPE == LOOM_BF16)
     asm volatile(
@@ -119,7 +119,7 @@ static __device__ __forceinline__ void loom_mma16816(float *d, uint32_t a0, uint
 }
 
 /* Adds 8 bias values (c_type) to v. */
-static __device__ __forceinline__ void loom_smallm_bias8(const void *bias, int64_t col, int ct, float *v) {
+static __device__ __forceinline__ void loom__smallm_bias8(const void *bias, int64_t col, int ct, float *v) {
   if (!bias) return;
   if (ct == LOOM_FP32) {
     const float4 b0 = ((const float4 *)((const float *)bias + col))[0];
@@ -130,7 +130,7 @@ static __device__ __forceinline__ void loom_smallm_bias8(const void *bias, int64
     const uint4 raw = *(const uint4 *)((const uint16_t *)bias + col);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const uint32_t w = loom_u4(raw, i);
+      const uint32_t w = loom__u4(raw, i);
       float lo, hi;
       if (ct == LOOM_BF16) {
         lo = __uint_as_float(w << 16), hi = __uint_as_float(w & 0xffff0000u);
@@ -156,7 +156,7 @@ static __device__ __forceinline__ const uint16_t *loom_smallm_b_src(const uint16
     return B + (*ok ? (int64_t)n * K + kk : 0);
   }
   /* x = 2 s + h: row k0 + kn_row(g, s, h), columns nb + 8 t .. + 7 */
-  const int kk = k0 + loom_smallm_kn_row(g, x >> 1, x & 1), n = nb + 8 * t;
+  const int kk = k0 + loom__smallm_kn_row(g, x >> 1, x & 1), n = nb + 8 * t;
   *ok = live && kk < K && n < N;
   return B + (*ok ? (int64_t)kk * N + n : 0);
 }
@@ -164,7 +164,7 @@ static __device__ __forceinline__ const uint16_t *loom_smallm_b_src(const uint16
 /* acc += the warp's A rows x chunk c of its weight columns (bv: this lane's
  * 4 x 16 bytes of the chunk, as loom_smallm_b_src placed them). */
 template <int MT, int TB, int TYPE>
-static __device__ __forceinline__ void loom_smallm_chunk_math(float (&acc)[MT][4][4], const uint4 (&bv)[4],
+static __device__ __forceinline__ void loom__smallm_chunk_math(float (&acc)[MT][4][4], const uint4 (&bv)[4],
                                                               const uint16_t *A, int M, int K, int c, int g, int t) {
   const int k0 = c * LOOM_SMALLM_KC + 8 * t;
   /* B [k, n]: transposes, so that lane (g, t) holds column g's pairs of
@@ -175,7 +175,7 @@ static __device__ __forceinline__ void loom_smallm_chunk_math(float (&acc)[MT][4
 #pragma unroll
     for (int x = 0; x < 4; ++x)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) bt[x][q] = loom_movmatrix_trans(loom_u4(bv[x], q));
+      for (int q = 0; q < 4; ++q) bt[x][q] = loom__movmatrix_trans(loom__u4(bv[x], q));
   }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -185,14 +185,14 @@ static __device__ __forceinline__ void loom_smallm_chunk_math(float (&acc)[MT][4
     const uint4 a1 = loom_ld16<false>(A + (r1 < M && kin ? (int64_t)r1 * K + k0 : 0), r1 < M && kin);
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
-      const uint32_t fa0 = loom_u4(a0, 2 * s), fa1 = loom_u4(a1, 2 * s);
-      const uint32_t fa2 = loom_u4(a0, 2 * s + 1), fa3 = loom_u4(a1, 2 * s + 1);
+      const uint32_t fa0 = loom__u4(a0, 2 * s), fa1 = loom__u4(a1, 2 * s);
+      const uint32_t fa2 = loom__u4(a0, 2 * s + 1), fa3 = loom__u4(a1, 2 * s + 1);
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
         if (TB == 0)
-          loom_mma16816<TYPE>(acc[mt][x], fa0, fa1, fa2, fa3, loom_u4(bv[x], 2 * s), loom_u4(bv[x], 2 * s + 1));
+          loom__mma16816<TYPE>(acc[mt][x], fa0, fa1, fa2, fa3, loom__u4(bv[x], 2 * s), loom__u4(bv[x], 2 * s + 1));
         else
-          loom_mma16816<TYPE>(acc[mt][x], fa0, fa1, fa2, fa3, bt[2 * s][x], bt[2 * s + 1][x]);
+          loom__mma16816<TYPE>(acc[mt][x], fa0, fa1, fa2, fa3, bt[2 * s][x], bt[2 * s + 1][x]);
       }
     }
   }
@@ -202,7 +202,7 @@ static __device__ __forceinline__ void loom_smallm_chunk_math(float (&acc)[MT][4
 
 template <int MT, int TB, int TYPE, int PIPE>
 __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
-    loom_gemm_small_m_kernel(const __grid_constant__ loom_smallm_args_t args) {
+    loom__gemm_small_m_kernel(const __grid_constant__ loom_smallm_args_t args) {
 #ifdef LOOM_SMALLM_DEVICE
   constexpr int WN = LOOM_SMALLM_WN, WK = LOOM_SMALLM_WK, BN = LOOM_SMALLM_BN;
   constexpr int ROWS = 16 * MT;
@@ -213,10 +213,10 @@ __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
   const int wn = warp % WN, wk = warp / WN;
   const loom_smallm_work_t &w = args.work;
   int32_t ntile, split;
-  loom_smallm_unit(&w, blockIdx.x, &ntile, &split);
+  loom__smallm_unit(&w, blockIdx.x, &ntile, &split);
   int32_t s0, s1, c0, c1;
-  loom_smallm_range(0, w.chunks, split, w.splits, &s0, &s1);
-  loom_smallm_range(s0, s1, wk, WK, &c0, &c1);
+  loom__smallm_range(0, w.chunks, split, w.splits, &s0, &s1);
+  loom__smallm_range(s0, s1, wk, WK, &c0, &c1);
   const int M = args.m, N = args.n, K = args.k;
   const int nb = ntile * BN + wn * 32; /* the warp's first column */
   const uint16_t *A = (const uint16_t *)args.a;
@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         if (c + u >= c1) break; /* warp-uniform */
-        loom_smallm_chunk_math<MT, TB, TYPE>(acc, cur[u], A, M, K, c + u, g, t);
+        loom__smallm_chunk_math<MT, TB, TYPE>(acc, cur[u], A, M, K, c + u, g, t);
       }
 #pragma unroll
       for (int u = 0; u < 2; ++u)
@@ -277,7 +277,7 @@ __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         if (c + u >= c1) break; /* warp-uniform */
-        loom_smallm_chunk_math<MT, TB, TYPE>(acc, bv[u], A, M, K, c + u, g, t);
+        loom__smallm_chunk_math<MT, TB, TYPE>(acc, bv[u], A, M, K, c + u, g, t);
       }
     }
   }
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = 16 * mt + g + 8 * h;
-        const int col = wn * 32 + loom_smallm_col(TB, x, t, 0);
+        const int col = wn * 32 + loom__smallm_col(TB, x, t, 0);
         *(float2 *)&red[((size_t)wk * ROWS + row) * BN + col] = make_float2(acc[mt][x][2 * h], acc[mt][x][2 * h + 1]);
       }
   __syncthreads();
@@ -346,7 +346,7 @@ __global__ void __launch_bounds__(LOOM_SMALLM_THREADS, MT == 4 ? 1 : 2)
         v[4] += p1.x, v[5] += p1.y, v[6] += p1.z, v[7] += p1.w;
       }
     }
-    loom_smallm_bias8(args.bias, n, args.c_type, v);
+    loom__smallm_bias8(args.bias, n, args.c_type, v);
     loom__store8_as(args.c, (int64_t)row * N + n, args.c_type, v);
   }
   if (w.splits > 1 && threadIdx.x == 0) args.tickets[ntile] = 0; /* ready for the next launch */
@@ -360,8 +360,8 @@ typedef void (*loom__smallm_kernel_t)(const loom_smallm_args_t);
 template <int MT, int PIPE>
 static loom__smallm_kernel_t loom__smallm_pick3(int tb, int type) {
   if (type == LOOM_BF16)
-    return tb ? loom_gemm_small_m_kernel<MT, 1, LOOM_BF16, PIPE> : loom_gemm_small_m_kernel<MT, 0, LOOM_BF16, PIPE>;
-  return tb ? loom_gemm_small_m_kernel<MT, 1, LOOM_FP16, PIPE> : loom_gemm_small_m_kernel<MT, 0, LOOM_FP16, PIPE>;
+    return tb ? loom__gemm_small_m_kernel<MT, 1, LOOM_BF16, PIPE> : loom__gemm_small_m_kernel<MT, 0, LOOM_BF16, PIPE>;
+  return tb ? loom__gemm_small_m_kernel<MT, 1, LOOM_FP16, PIPE> : loom__gemm_small_m_kernel<MT, 0, LOOM_FP16, PIPE>;
 }
 
 template <int MT>
@@ -389,7 +389,7 @@ extern "C" int loom__gemm_small_m_has_code(void) {
 
 extern "C" loom_result_t loom__gemm_small_m_occupancy(int mt, int *blocks) {
   const loom__smallm_kernel_t kern = loom__smallm_pick(mt, 0, LOOM_BF16, LOOM_SMALLM_PIPE_DEFAULT);
-  const size_t smem = loom_smallm_smem_bytes(mt);
+  const size_t smem = loom__smallm_smem_bytes(mt);
   if (smem > 48 * 1024)
     LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   int n = 0;
@@ -422,27 +422,27 @@ extern "C" loom_result_t loom__gemm_small_m(const loom_gemm_desc_t *d, const voi
                       "stages 0..2 (how the weight is loaded, 0 the default: small_m_layout.h), splits 0..%d (cluster, "
                       "sk_blocks 0)",
                       conf.stages, conf.cluster, conf.sk_blocks, conf.sk_splits, LOOM_SMALLM_MAX_SPLITS);
-  const int mt = loom_smallm_mt(d->m);
+  const int mt = loom__smallm_mt(d->m);
   loom_smallm_args_t args;
   memset(&args, 0, sizeof args);
   args.a = a, args.b = b, args.c = c;
   args.bias = d->has_bias ? bias : NULL;
   args.m = (int32_t)d->m, args.n = (int32_t)d->n, args.k = (int32_t)d->k;
   args.c_type = (int32_t)d->c_type;
-  args.work = loom_smallm_work(d->n, d->k, conf.sk_splits, tb);
+  args.work = loom__smallm_work(d->n, d->k, conf.sk_splits, tb);
   loom_scratch_t scratch = {NULL, NULL, 0, 0};
   if (args.work.splits > 1) {
-    const size_t slots = (size_t)loom_smallm_units(&args.work);
+    const size_t slots = (size_t)loom__smallm_units(&args.work);
     LOOM_TRY(loom__gemm_sk_workspace(stream, (size_t)args.work.ntiles * 4,
                                      slots * (size_t)d->m * (size_t)LOOM_SMALLM_BN * 4, &args.tickets, &args.ws, &scratch));
   }
   const int pipe = LOOM_SMALLM_PIPE_OF(conf.stages);
   const loom__smallm_kernel_t kern = loom__smallm_pick(mt, tb, (int)d->ab_type, pipe);
-  const size_t smem = loom_smallm_smem_bytes(mt);
+  const size_t smem = loom__smallm_smem_bytes(mt);
   if (smem > 48 * 1024)
     LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  const int64_t units = loom_smallm_units(&args.work);
+  const int64_t units = loom__smallm_units(&args.work);
   kern<<<(unsigned)units, LOOM_SMALLM_THREADS, smem, stream>>>(args);
-  LOOM_CUDA_LAUNCHED("loom_gemm_small_m_kernel");
+  LOOM_CUDA_LAUNCHED("loom__gemm_small_m_kernel");
   return loom__scratch_done(stream, &scratch);
 }

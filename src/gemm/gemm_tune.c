@@ -121,7 +121,7 @@ loom_result_t loom__gemm_tuned_config(const loom_gemm_desc_t *d, const char *pat
 static int loom__gemm_tune_list(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev, int sm90,
                                 const loom_gemm_config_t *pick, loom_gemm_config_t *out, int max) {
   int n = loom__gemm_candidates(d, dev, sm90, out, max);
-  if (sm90 && pick->bm != 16 && loom_ceil_div(d->m, pick->bm == 64 ? 64 : 128) >= 8)
+  if (sm90 && pick->bm != 16 && loom__ceil_div(d->m, pick->bm == 64 ? 64 : 128) >= 8)
     for (int g = 8; g <= 32 && n < max; g *= 4) {
       out[n] = *pick;
       out[n++].group = g;

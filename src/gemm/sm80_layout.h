@@ -37,12 +37,12 @@ extern "C" {
 #define LOOM_SM80_THREADS 256 /* 8 warps: 2 along m (64 rows each) x 4 along n (bn / 4 columns each) */
 
 /* Byte offset of chunk c (0..3) of row r in a K-major [rows][32] tile. */
-LOOM_HD uint32_t loom_sm80_off_kmajor(int32_t r, int32_t c) {
+LOOM_HD uint32_t loom__sm80_off_kmajor(int32_t r, int32_t c) {
   return (uint32_t)r * 64u + ((uint32_t)(c ^ ((r >> 1) & 3)) << 4);
 }
 
 /* Byte offset of chunk c (0..bn/8-1) of k row r in an N-major [32][bn] tile. */
-LOOM_HD uint32_t loom_sm80_off_nmajor(int32_t r, int32_t c, int32_t bn) {
+LOOM_HD uint32_t loom__sm80_off_nmajor(int32_t r, int32_t c, int32_t bn) {
   return (uint32_t)r * (uint32_t)(bn * 2) + ((uint32_t)(c ^ (r & 7)) << 4);
 }
 
@@ -59,21 +59,21 @@ LOOM_HD uint32_t loom_sm80_off_nmajor(int32_t r, int32_t c, int32_t bn) {
  *             (k 8-15, n 8-15); n0 a multiple of 16.
  * Rows 16 further down a K-major tile are exactly 1024 bytes further (the
  * swizzle has period 8 rows), which the kernel uses to hoist the lane terms. */
-LOOM_HD uint32_t loom_sm80_frag_a(int32_t lane, int32_t r0, int32_t kk) {
-  return loom_sm80_off_kmajor(r0 + (lane & 15), kk * 2 + (lane >> 4));
+LOOM_HD uint32_t loom__sm80_frag_a(int32_t lane, int32_t r0, int32_t kk) {
+  return loom__sm80_off_kmajor(r0 + (lane & 15), kk * 2 + (lane >> 4));
 }
-LOOM_HD uint32_t loom_sm80_frag_bnk(int32_t lane, int32_t n0, int32_t kk) {
-  return loom_sm80_off_kmajor(n0 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1));
+LOOM_HD uint32_t loom__sm80_frag_bnk(int32_t lane, int32_t n0, int32_t kk) {
+  return loom__sm80_off_kmajor(n0 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1));
 }
-LOOM_HD uint32_t loom_sm80_frag_bkn(int32_t lane, int32_t n0, int32_t kk, int32_t bn) {
-  return loom_sm80_off_nmajor(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), n0 / 8 + (lane >> 4), bn);
+LOOM_HD uint32_t loom__sm80_frag_bkn(int32_t lane, int32_t n0, int32_t kk, int32_t bn) {
+  return loom__sm80_off_nmajor(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), n0 / 8 + (lane >> 4), bn);
 }
 
 /* Bytes of one pipeline stage (A tile + B tile) and of the whole pipeline. */
-LOOM_HD uint32_t loom_sm80_stage_bytes(int32_t bn) {
+LOOM_HD uint32_t loom__sm80_stage_bytes(int32_t bn) {
   return (uint32_t)(LOOM_SM80_BM * LOOM_SM80_BK * 2 + bn * LOOM_SM80_BK * 2);
 }
-LOOM_HD uint32_t loom_sm80_smem_bytes(int32_t bn) { return LOOM_SM80_STAGES * loom_sm80_stage_bytes(bn); }
+LOOM_HD uint32_t loom__sm80_smem_bytes(int32_t bn) { return LOOM_SM80_STAGES * loom__sm80_stage_bytes(bn); }
 
 /* Relative speeds of the two widths (one SM, main loop), estimated before
  * the first measurement and kept because the picks they give matched the
@@ -91,15 +91,15 @@ LOOM_HD uint32_t loom_sm80_smem_bytes(int32_t bn) { return LOOM_SM80_STAGES * lo
  * blocks_128 / R128x2 per wave of sm_count x blocks_128 tiles when the wave
  * puts two blocks on some SM, else 1 / R128x1. The cheaper width wins; ties
  * go to 256. Returns 128 or 256. */
-LOOM_HD int32_t loom_sm80_pick_bn(int64_t m, int64_t n, int32_t sm_count, int32_t blocks_128) {
+LOOM_HD int32_t loom__sm80_pick_bn(int64_t m, int64_t n, int32_t sm_count, int32_t blocks_128) {
   if (sm_count < 1) sm_count = 1;
   if (blocks_128 < 1) blocks_128 = 1;
   if (blocks_128 > 2) blocks_128 = 2;
-  const int64_t tm = loom_ceil_div(m, LOOM_SM80_BM);
-  const int64_t t256 = tm * loom_ceil_div(n, 256), t128 = tm * loom_ceil_div(n, 128);
-  const double time256 = 2.0 * (double)loom_ceil_div(t256, sm_count);
+  const int64_t tm = loom__ceil_div(m, LOOM_SM80_BM);
+  const int64_t t256 = tm * loom__ceil_div(n, 256), t128 = tm * loom__ceil_div(n, 128);
+  const double time256 = 2.0 * (double)loom__ceil_div(t256, sm_count);
   const int64_t slots = (int64_t)sm_count * blocks_128;
-  const int64_t waves = loom_ceil_div(t128, slots);
+  const int64_t waves = loom__ceil_div(t128, slots);
   const int64_t last = t128 - (waves - 1) * slots; /* blocks of the last wave */
   const double full = blocks_128 == 2 ? 2.0 / LOOM_SM80_R128x2 : 1.0 / LOOM_SM80_R128x1;
   const double time128 = (double)(waves - 1) * full + (last > sm_count ? full : 1.0 / LOOM_SM80_R128x1);
@@ -112,10 +112,10 @@ LOOM_HD int32_t loom_sm80_pick_bn(int64_t m, int64_t n, int32_t sm_count, int32_
  * too few blocks to keep the weight streaming from every SM); then as many
  * splits as fit the slots in one wave, at most 16, each at least 512 deep
  * in k (pipeline fill and the partials' round trip amortised). */
-LOOM_HD int32_t loom_sm80_pick_splits(int64_t m, int64_t n, int64_t k, int32_t sm_count, int32_t blocks_128) {
+LOOM_HD int32_t loom__sm80_pick_splits(int64_t m, int64_t n, int64_t k, int32_t sm_count, int32_t blocks_128) {
   if (sm_count < 1) sm_count = 1;
   if (blocks_128 < 1) blocks_128 = 1;
-  const int64_t tiles = loom_ceil_div(m, LOOM_SM80_BM) * loom_ceil_div(n, 128);
+  const int64_t tiles = loom__ceil_div(m, LOOM_SM80_BM) * loom__ceil_div(n, 128);
   const int64_t slots = (int64_t)sm_count * blocks_128;
   if (tiles < 1 || 2 * tiles > slots) return 1;
   int64_t s = slots / tiles;

@@ -65,7 +65,7 @@ extern "C" {
 #define LOOM_SM90_EPI_BYTES(bm, bn, hooks) ((hooks) ? 0 : 2 * LOOM_SM90_EPI_BUFS(bm, bn) * LOOM_SM90_EPI_BUF)
 
 /* Dynamic shared memory of a block with `stages` stages of bm x bn. */
-LOOM_HD size_t loom_sm90_smem_bytes(int32_t bm, int32_t bn, int32_t stages, int32_t bufs, int hooks) {
+LOOM_HD size_t loom__sm90_smem_bytes(int32_t bm, int32_t bn, int32_t stages, int32_t bufs, int hooks) {
   return (size_t)stages * (size_t)(LOOM_SM90_A_BYTES(bm) + LOOM_SM90_B_BYTES(bn)) +
          (hooks ? 0 : (size_t)2 * (size_t)bufs * LOOM_SM90_EPI_BUF) + (size_t)stages * 16 + 16 + 1024;
 }
@@ -75,12 +75,12 @@ LOOM_HD size_t loom_sm90_smem_bytes(int32_t bm, int32_t bn, int32_t stages, int3
  * at byte a_off of the A stage and its B columns at byte b_off of the B
  * stage (tb 0: B [n, k] staged K-major, 128 bytes per column; tb 1: B [k, n]
  * staged as 64-column boxes of 8 KiB). */
-typedef struct loom_sm90_wg_part {
+typedef struct loom__sm90_wg_part {
   int32_t row, col, cols;
   uint32_t a_off, b_off;
 } loom_sm90_wg_part_t;
 
-LOOM_HD loom_sm90_wg_part_t loom_sm90_wg_part(int32_t bm, int32_t bn, int32_t tb, int32_t cw) {
+LOOM_HD loom_sm90_wg_part_t loom__sm90_wg_part(int32_t bm, int32_t bn, int32_t tb, int32_t cw) {
   loom_sm90_wg_part_t p;
   if (bm == 128) { /* rows split, every column */
     p.row = 64 * cw, p.col = 0, p.cols = bn;

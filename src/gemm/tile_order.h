@@ -5,7 +5,7 @@
  * Output C [m, n] is cut into tiles of bm x bn; tiles_m = ceil(m / bm),
  * tiles_n = ceil(n / bn), tile id t = tm * tiles_n + tn. A persistent grid of
  * `grid` blocks walks "steps": block b takes steps b, b + grid, b + 2 grid, ...
- * (loom_tile_step), and an order maps a step to a tile id:
+ * (loom__tile_step), and an order maps a step to a tile id:
  *
  *   GROUPED       L2-friendly: steps run down a band of `group` tile rows
  *                 (column by column inside the band) before moving on, so the
@@ -48,7 +48,7 @@
 
 #include <stdint.h>
 
-#include "core/util.h" /* LOOM_HD, loom_ceil_div */
+#include "core/util.h" /* LOOM_HD, loom__ceil_div */
 
 #ifdef __cplusplus
 extern "C" {
@@ -70,12 +70,12 @@ typedef struct loom_tile_order {
 } loom_tile_order_t;
 
 /* Number of tiles of the order. */
-LOOM_HD int32_t loom_tile_count(const loom_tile_order_t *o) { return o->tiles_m * o->tiles_n; }
+LOOM_HD int32_t loom__tile_count(const loom_tile_order_t *o) { return o->tiles_m * o->tiles_n; }
 
 /* Tile id of step s (0 <= s < tiles) in GROUPED order on a rows x cols grid
  * of tiles: bands of `group` rows, column-major inside a band (the last band
  * may be shorter). */
-LOOM_HD int32_t loom_tile_grouped(int32_t s, int32_t rows, int32_t cols, int32_t group) {
+LOOM_HD int32_t loom__tile_grouped(int32_t s, int32_t rows, int32_t cols, int32_t group) {
   if (group < 1) group = 1;
   if (group > rows) group = rows;
   const int32_t per_band = group * cols;
@@ -90,9 +90,9 @@ LOOM_HD int32_t loom_tile_grouped(int32_t s, int32_t rows, int32_t cols, int32_t
 }
 
 /* Tile id of step s (0 <= s < tiles) for order o. */
-LOOM_HD int32_t loom_tile_at(const loom_tile_order_t *o, int32_t s) {
+LOOM_HD int32_t loom__tile_at(const loom_tile_order_t *o, int32_t s) {
   if (o->kind == LOOM_TILE_ORDER_SCHEDULE) return o->schedule[s];
-  const int32_t t = loom_tile_grouped(s, o->tiles_m, o->tiles_n, o->group);
+  const int32_t t = loom__tile_grouped(s, o->tiles_m, o->tiles_n, o->group);
   if (o->kind == LOOM_TILE_ORDER_RANK_SHIFTED) {
     int32_t tm = t / o->tiles_n + o->row_shift;
     if (tm >= o->tiles_m) tm -= o->tiles_m;
@@ -102,19 +102,19 @@ LOOM_HD int32_t loom_tile_at(const loom_tile_order_t *o, int32_t s) {
 }
 
 /* Tile row and column of tile id t. */
-LOOM_HD void loom_tile_coords(const loom_tile_order_t *o, int32_t t, int32_t *tm, int32_t *tn) {
+LOOM_HD void loom__tile_coords(const loom_tile_order_t *o, int32_t t, int32_t *tm, int32_t *tn) {
   *tm = t / o->tiles_n;
   *tn = t - (t / o->tiles_n) * o->tiles_n;
 }
 
 /* Clusters of cl blocks stacked along m (cl 1: plain tiles): the order runs
- * over steps of cl tile rows. loom_cluster_order makes that order from a
+ * over steps of cl tile rows. loom__cluster_order makes that order from a
  * GROUPED or RANK_SHIFTED tile order (tiles_m, group and row_shift in tile
  * rows): tile rows and band height divided by cl (rounded up / down, at
  * least 1), the row shift divided by cl (rounded down: a shift that cl
- * divides starts the order at the same tile row; loom_cluster_order_fits
+ * divides starts the order at the same tile row; loom__cluster_order_fits
  * says whether it does). Not for SCHEDULE orders. */
-LOOM_HD loom_tile_order_t loom_cluster_order(loom_tile_order_t o, int32_t cl) {
+LOOM_HD loom_tile_order_t loom__cluster_order(loom_tile_order_t o, int32_t cl) {
   o.tiles_m = (o.tiles_m + cl - 1) / cl;
   o.group = o.group > cl ? o.group / cl : 1;
   o.row_shift = o.kind == LOOM_TILE_ORDER_RANK_SHIFTED ? o.row_shift / cl : 0;
@@ -123,7 +123,7 @@ LOOM_HD loom_tile_order_t loom_cluster_order(loom_tile_order_t o, int32_t cl) {
 
 /* The order keeps its meaning in steps of cl tile rows: GROUPED, or
  * RANK_SHIFTED with a row shift that cl divides. */
-LOOM_HD int loom_cluster_order_fits(const loom_tile_order_t *o, int32_t cl) {
+LOOM_HD int loom__cluster_order_fits(const loom_tile_order_t *o, int32_t cl) {
   return o->kind == LOOM_TILE_ORDER_GROUPED || (o->kind == LOOM_TILE_ORDER_RANK_SHIFTED && o->row_shift % cl == 0);
 }
 
@@ -131,21 +131,21 @@ LOOM_HD int loom_cluster_order_fits(const loom_tile_order_t *o, int32_t cl) {
  * cluster takes the step whose order entry (in the cluster order o) is t. At
  * the bottom edge tm may be past the last tile row (odd tile rows): that
  * block loads no A and stores nothing. */
-LOOM_HD void loom_cluster_coords(const loom_tile_order_t *o, int32_t t, int32_t rank, int32_t cl, int32_t *tm,
+LOOM_HD void loom__cluster_coords(const loom_tile_order_t *o, int32_t t, int32_t rank, int32_t cl, int32_t *tm,
                                  int32_t *tn) {
-  loom_tile_coords(o, t, tm, tn);
+  loom__tile_coords(o, t, tm, tn);
   *tm = *tm * cl + rank;
 }
 
 /* Persistent grid: the step that block b takes at its iteration i, or -1
  * once the block has no more work. */
-LOOM_HD int32_t loom_tile_step(int32_t tiles, int32_t grid, int32_t b, int32_t i) {
+LOOM_HD int32_t loom__tile_step(int32_t tiles, int32_t grid, int32_t b, int32_t i) {
   const int64_t s = (int64_t)b + (int64_t)i * grid;
   return s < tiles ? (int32_t)s : -1;
 }
 
 /* Blocks of a persistent grid: min(tiles, blocks_per_sm * sm_count), >= 1. */
-LOOM_HD int32_t loom_tile_grid(int32_t tiles, int32_t sm_count, int32_t blocks_per_sm) {
+LOOM_HD int32_t loom__tile_grid(int32_t tiles, int32_t sm_count, int32_t blocks_per_sm) {
   int64_t g = (int64_t)sm_count * (blocks_per_sm < 1 ? 1 : blocks_per_sm);
   if (g > tiles) g = tiles;
   return g < 1 ? 1 : (int32_t)g;
@@ -156,12 +156,12 @@ LOOM_HD int32_t loom_tile_grid(int32_t tiles, int32_t sm_count, int32_t blocks_p
  * [r m / world, (r+1) m / world)), for tiles of bm rows. Flux's AG+GEMM uses
  * first_rank = rank (local rows first); a ring that starts after the local
  * rank uses rank + 1. */
-LOOM_HD int32_t loom_tile_rank_shift(int64_t m, int32_t bm, int32_t world, int32_t first_rank) {
+LOOM_HD int32_t loom__tile_rank_shift(int64_t m, int32_t bm, int32_t world, int32_t first_rank) {
   if (world < 1) return 0;
   first_rank %= world;
   if (first_rank < 0) first_rank += world;
   const int64_t row = (int64_t)first_rank * m / world;
-  const int64_t tiles_m = loom_ceil_div(m, bm);
+  const int64_t tiles_m = loom__ceil_div(m, bm);
   int64_t tm = row / bm;
   if (tm >= tiles_m) tm = 0;
   return (int32_t)tm;
@@ -170,7 +170,7 @@ LOOM_HD int32_t loom_tile_rank_shift(int64_t m, int32_t bm, int32_t world, int32
 /* Signals a tile's prologue waits for when signal j covers rows
  * [j rows_per_signal, (j+1) rows_per_signal): the first and last index
  * (inclusive) touched by tile row tm of bm rows, clipped to m. */
-LOOM_HD void loom_tile_wait_range(int32_t tm, int32_t bm, int64_t m, int64_t rows_per_signal,
+LOOM_HD void loom__tile_wait_range(int32_t tm, int32_t bm, int64_t m, int64_t rows_per_signal,
                                   int32_t *first, int32_t *last) {
   const int64_t r0 = (int64_t)tm * bm;
   int64_t r1 = r0 + bm;
@@ -186,8 +186,8 @@ LOOM_HD void loom_tile_wait_range(int32_t tm, int32_t bm, int64_t m, int64_t row
  * the signal of `row` and sets *end to the first row after its chunk (clipped
  * to m), so that a tile's rows [r0, r1) wait on the signals met by
  * row = r0, *end, ... while row < r1. With rows_per_shard 0 this is
- * loom_tile_wait_range's numbering. */
-LOOM_HD int32_t loom_tile_wait_chunk(int64_t row, int64_t m, int64_t rows_per_shard, int64_t rows_per_signal,
+ * loom__tile_wait_range's numbering. */
+LOOM_HD int32_t loom__tile_wait_chunk(int64_t row, int64_t m, int64_t rows_per_shard, int64_t rows_per_signal,
                                      int64_t *end) {
   const int64_t S = rows_per_shard > 0 ? rows_per_shard : m;
   const int64_t c = rows_per_signal > 0 ? rows_per_signal : S;
@@ -197,12 +197,12 @@ LOOM_HD int32_t loom_tile_wait_chunk(int64_t row, int64_t m, int64_t rows_per_sh
   if (e > (p + 1) * S) e = (p + 1) * S;
   if (e > m) e = m;
   *end = e;
-  return (int32_t)(p * loom_ceil_div(S, c) + j);
+  return (int32_t)(p * loom__ceil_div(S, c) + j);
 }
 
 /* Destinations of a tile whose rows [tm bm, min(tm bm + bm, m)) are routed
  * by rows_per_dst (0: one destination): the first and last (inclusive). */
-LOOM_HD void loom_tile_dst_range(int32_t tm, int32_t bm, int64_t m, int64_t rows_per_dst, int32_t *first,
+LOOM_HD void loom__tile_dst_range(int32_t tm, int32_t bm, int64_t m, int64_t rows_per_dst, int32_t *first,
                                  int32_t *last) {
   const int64_t r0 = (int64_t)tm * bm;
   int64_t r1 = r0 + bm;
@@ -239,34 +239,34 @@ typedef struct loom_segment {
 } loom_segment_t;
 
 /* Stream-K iterations T = (tiles - dp_tiles) x kblocks. */
-LOOM_HD int64_t loom_work_sk_iters(const loom_work_t *w) {
+LOOM_HD int64_t loom__work_sk_iters(const loom_work_t *w) {
   return (int64_t)(w->tiles - w->dp_tiles) * (int64_t)w->kblocks;
 }
 
 /* First stream-K iteration of block b (b in [0, sk_blocks]). */
-LOOM_HD int64_t loom_work_sk_start(const loom_work_t *w, int32_t b) {
-  return (int64_t)b * loom_work_sk_iters(w) / (int64_t)w->sk_blocks;
+LOOM_HD int64_t loom__work_sk_start(const loom_work_t *w, int32_t b) {
+  return (int64_t)b * loom__work_sk_iters(w) / (int64_t)w->sk_blocks;
 }
 
 /* The block whose stream-K range holds iteration i (0 <= i < T): the
  * largest b with floor(b T / S) <= i. */
-LOOM_HD int32_t loom_work_sk_block_of(const loom_work_t *w, int64_t i) {
-  const int64_t T = loom_work_sk_iters(w);
+LOOM_HD int32_t loom__work_sk_block_of(const loom_work_t *w, int64_t i) {
+  const int64_t T = loom__work_sk_iters(w);
   return (int32_t)(((i + 1) * (int64_t)w->sk_blocks - 1) / T);
 }
 
 /* Data-parallel tiles of block b. */
-LOOM_HD int32_t loom_work_dp_count(const loom_work_t *w, int32_t b) {
+LOOM_HD int32_t loom__work_dp_count(const loom_work_t *w, int32_t b) {
   return w->dp_tiles > b ? (w->dp_tiles - b + w->grid - 1) / w->grid : 0;
 }
 
 /* Stream-K: workspace slot (of 128 x bn fp32) that block b uses for sk tile
  * j. Slots of different (tile, block) pairs differ; all are
  * < sk_blocks + sk_tiles - 1. */
-LOOM_HD int32_t loom_work_slot(int32_t b, int32_t sk_tile) { return b + sk_tile; }
+LOOM_HD int32_t loom__work_slot(int32_t b, int32_t sk_tile) { return b + sk_tile; }
 
 /* Workspace slots a launch needs (0 without shared tiles). */
-LOOM_HD int64_t loom_work_slots(const loom_work_t *w) {
+LOOM_HD int64_t loom__work_slots(const loom_work_t *w) {
   const int64_t sk_tiles = w->tiles - w->dp_tiles;
   if (sk_tiles <= 0) return 0;
   return w->splits > 0 ? sk_tiles * w->splits : (int64_t)w->sk_blocks + sk_tiles - 1;
@@ -274,8 +274,8 @@ LOOM_HD int64_t loom_work_slots(const loom_work_t *w) {
 
 /* Segment i (0, 1, ...) of block b: 1 and *seg filled, or 0 when the block
  * has no more work. Segments come in step order. */
-LOOM_HD int loom_work_segment(const loom_work_t *w, int32_t b, int32_t i, loom_segment_t *seg) {
-  const int32_t ndp = loom_work_dp_count(w, b);
+LOOM_HD int loom__work_segment(const loom_work_t *w, int32_t b, int32_t i, loom_segment_t *seg) {
+  const int32_t ndp = loom__work_dp_count(w, b);
   seg->sk = 0, seg->sk_tile = -1, seg->first = b, seg->last = b;
   seg->nseg = 1, seg->slot = -1, seg->slot0 = -1, seg->slot_step = 0;
   if (i < ndp) {
@@ -300,20 +300,20 @@ LOOM_HD int loom_work_segment(const loom_work_t *w, int32_t b, int32_t i, loom_s
   }
   if (b >= w->sk_blocks) return 0;
   const int64_t K = w->kblocks;
-  const int64_t lo = loom_work_sk_start(w, b), hi = loom_work_sk_start(w, b + 1);
+  const int64_t lo = loom__work_sk_start(w, b), hi = loom__work_sk_start(w, b + 1);
   const int64_t j = lo / K + (i - ndp); /* sk tile of this segment */
   const int64_t t0 = j * K;             /* its first iteration */
   if (t0 >= hi) return 0;
   const int64_t a = lo > t0 ? lo : t0, e = hi < t0 + K ? hi : t0 + K;
   seg->step = w->dp_tiles + (int32_t)j;
   seg->k0 = (int32_t)(a - t0), seg->k1 = (int32_t)(e - t0);
-  seg->first = loom_work_sk_block_of(w, t0);
-  seg->last = loom_work_sk_block_of(w, t0 + K - 1);
+  seg->first = loom__work_sk_block_of(w, t0);
+  seg->last = loom__work_sk_block_of(w, t0 + K - 1);
   seg->sk_tile = (int32_t)j;
   seg->sk = seg->first != seg->last;
   seg->nseg = seg->last - seg->first + 1;
-  seg->slot = loom_work_slot(b, (int32_t)j);
-  seg->slot0 = loom_work_slot(seg->first, (int32_t)j), seg->slot_step = 1;
+  seg->slot = loom__work_slot(b, (int32_t)j);
+  seg->slot0 = loom__work_slot(seg->first, (int32_t)j), seg->slot_step = 1;
   return 1;
 }
 

@@ -40,10 +40,10 @@ void loom_ref_coll_reduce(const loom_coll_desc_t *d, const void *const *in, cons
 
 void loom_ref_coll_all_gather(const loom_coll_desc_t *d, const void *const *slices, void *out) {
   const size_t es = loom_dtype_size(d->dtype);
-  const int64_t unit = loom_coll_unit(d->cols);
+  const int64_t unit = loom__coll_unit(d->cols);
   for (int p = 0; p < d->world_size; ++p) {
     int64_t b, len;
-    loom_coll_slice(d->count, d->world_size, p, unit, &b, &len);
+    loom__coll_slice(d->count, d->world_size, p, unit, &b, &len);
     if (len > 0) memcpy((char *)out + (size_t)b * es, slices[p], (size_t)len * es);
   }
 }

@@ -10,7 +10,7 @@
  *                            of each row. AllReduce's output on every rank;
  *                            ReduceScatter's is its slice of it (the residual
  *                            given here is the full-length one).
- *   loom_ref_coll_all_gather the ranks' slices (loom_coll_slice ownership)
+ *   loom_ref_coll_all_gather the ranks' slices (loom__coll_slice ownership)
  *                            side by side: exact bytes.
  *   loom_ref_gemm_ar         GEMM + AllReduce (loom_gemm_ar): y[row, col] =
  *                            epilogue(sum over ranks of A_p x B_p), each
@@ -38,7 +38,7 @@ extern "C" {
 void loom_ref_coll_reduce(const loom_coll_desc_t *d, const void *const *in, const loom_epilogue_t *epi,
                           const void *norm_w, const void *norm_b, double *out);
 
-/* slices[p]: rank p's slice (its loom_coll_slice length) of d->dtype; out:
+/* slices[p]: rank p's slice (its loom__coll_slice length) of d->dtype; out:
  * [count] of d->dtype (bytes copied). */
 void loom_ref_coll_all_gather(const loom_coll_desc_t *d, const void *const *slices, void *out);
 

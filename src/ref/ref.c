@@ -122,7 +122,7 @@ double loom_ref_epilogue(const loom_epilogue_t *epi, loom_dtype_t out_type, int6
   }
   const uint64_t i = (uint64_t)row * (uint64_t)cols + (uint64_t)col;
   if (epi->dropout_p > 0.f)
-    v = loom_dropout_keep(epi->dropout_seed, epi->dropout_offset, i, loom_dropout_threshold(epi->dropout_p))
+    v = loom__dropout_keep(epi->dropout_seed, epi->dropout_offset, i, loom__dropout_threshold(epi->dropout_p))
             ? v / (1.0 - (double)epi->dropout_p)
             : 0.0;
   if (epi->residual) v += loom_ref_load(out_type, epi->residual, (size_t)i);

@@ -39,7 +39,7 @@ double loom_ref_gemm_element(const loom_gemm_desc_t *d, const void *a, const voi
 /* The pointwise epilogue (loom.h, loom_epilogue_t; NULL: identity) applied
  * in double to x at (row, col) of an output of `cols` columns of dtype
  * out_type (bias and residual read as that dtype). The dropout mask is the
- * one every kernel draws (core/pointwise.h: loom_dropout_keep). */
+ * one every kernel draws (core/pointwise.h: loom__dropout_keep). */
 double loom_ref_epilogue(const loom_epilogue_t *epi, loom_dtype_t out_type, int64_t cols, double x, int64_t row,
                          int64_t col);
 

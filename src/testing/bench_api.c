@@ -87,6 +87,12 @@ loom_result_t loom_bench_base_alltoall(ncclComm_t nccl, const void *send, void *
 
 /* ---- GEMM engine --------------------------------------------------------- */
 
+int loom_bench_gemm_weights(int half, loom_gemm_weight_t *out, int max) { return loom__gemm_weights(half, out, max); }
+
+loom_gemm_desc_t loom_bench_gemm_shape_variant(int64_t m, int64_t n, int64_t k) {
+  return loom__gemm_shape_variant(m, n, k);
+}
+
 void loom_bench_gemm_config_text(const loom_gemm_desc_t *d, char *out, size_t size) {
   loom__gemm_path_t path = LOOM__PATH_BASE;
   if (loom__gemm_path(d, &path) != LOOM_SUCCESS || path == LOOM__PATH_BASE) {

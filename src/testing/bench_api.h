@@ -30,8 +30,9 @@
  *                the sorted backward on fp32 tables, its scratch size
  *   pointwise    loom_bench_pointwise_*: a loom_epilogue_t as one separate
  *                elementwise kernel (the unfused baseline of GEMM+AllReduce)
- * and the shape set loom's GEMM is measured on (src/gemm/gemm_shapes.h,
- * header-only data, included below).
+ * and the shape set loom's GEMM is measured on (src/gemm/gemm_shapes.h: its
+ * tables and types, included below; its functions through
+ * loom_bench_gemm_weights / loom_bench_gemm_shape_variant).
  */
 #ifndef LOOM_TESTING_BENCH_API_H
 #define LOOM_TESTING_BENCH_API_H
@@ -109,6 +110,13 @@ loom_result_t loom_bench_base_alltoall(ncclComm_t nccl, const void *send, void *
                                        loom_dtype_t dtype, cudaStream_t stream);
 
 /* ---- the GEMM engine ----------------------------------------------------- */
+
+/* The shape set (gemm/gemm_shapes.h): every distinct weight of one half
+ * (0 fitting, 1 held out, -1 both) into out[max] (NULL: count only), and
+ * how many there are; the description of the GEMM of m rows on weight
+ * [k, n] as the set measures it (its dtype and layout variant by shape). */
+int loom_bench_gemm_weights(int half, loom_gemm_weight_t *out, int max);
+loom_gemm_desc_t loom_bench_gemm_shape_variant(int64_t m, int64_t n, int64_t k);
 
 /* One kernel configuration of the GEMM engine (tile, stages, band, grid,
  * split, cluster), opaque here: what a fused op's GEMM launches with, to be

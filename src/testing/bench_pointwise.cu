@@ -21,7 +21,7 @@ __global__ void __launch_bounds__(256) loom_bench_pointwise_kernel(const char *x
   for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < nvec; v += (int64_t)gridDim.x * blockDim.x) {
     float f[8];
     loom__load8<T>(x, v * 8, f);
-    loom_coll_pointwise8<T>(pw, v * 8, f);
+    loom__coll_pointwise8<T>(pw, v * 8, f);
     loom__store8<T>(y, v * 8, f);
   }
 }

@@ -101,7 +101,7 @@ static const int64_t quick_ms[] = {1, 8, 64, 512, 1000, 4096};
 /* The weights of the selection (up to max) and, per weight, its m values. */
 static int select_weights(const gemm_args_t *a, loom_gemm_weight_t *w, int max) {
   loom_gemm_weight_t all[256];
-  const int n = loom_gemm_weights(a->half, all, 256);
+  const int n = loom_bench_gemm_weights(a->half, all, 256);
   int c = 0;
   for (int i = 0; i < n && c < max; ++i)
     if (!a->o.quick || i % 5 == 0) w[c++] = all[i];
@@ -132,7 +132,7 @@ static void list_selection(const gemm_args_t *a) {
   for (int i = 0; i < nw; ++i) {
     printf("%-16s %-8s TP=%d %-8s n=%6lld k=%6lld %s\n", loom_gemm_families[w[i].family].name, w[i].layer, w[i].tp,
            w[i].held_out ? "held-out" : "fitting", (long long)w[i].n, (long long)w[i].k,
-           loom_gemm_shape_variant(1, w[i].n, w[i].k).ab_type == LOOM_FP16 ? "fp16" : "bf16");
+           loom_bench_gemm_shape_variant(1, w[i].n, w[i].k).ab_type == LOOM_FP16 ? "fp16" : "bf16");
     total += 0.05; /* inputs: host random fill and uploads */
     for (int j = 0; j < nm; ++j, ++gemms) total += launches * est_gemm_s(ms[j], w[i].n, w[i].k) + 0.004;
   }
@@ -376,7 +376,7 @@ typedef struct run_state {
 /* One GEMM: rows, timing side by side, check, summary. */
 static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, int64_t m) {
   gemm_args_t *a = st->a;
-  const loom_gemm_desc_t d = loom_gemm_shape_variant(m, x->n, x->k);
+  const loom_gemm_desc_t d = loom_bench_gemm_shape_variant(m, x->n, x->k);
   char shape[64], label[48], cfg[96];
   snprintf(shape, sizeof shape, "%lldx%lldx%lld %s%s", (long long)m, (long long)x->n, (long long)x->k,
            d.b_layout == LOOM_B_NK ? "NK" : "KN", d.has_bias ? "+b" : "");
@@ -536,7 +536,7 @@ static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
   const int nm = select_ms(a, &ms);
   for (int i = 0; i < nw; ++i) {
     wbufs_t b;
-    const loom_dtype_t t = loom_gemm_shape_variant(1, w[i].n, w[i].k).ab_type;
+    const loom_dtype_t t = loom_bench_gemm_shape_variant(1, w[i].n, w[i].k).ab_type;
     loom_result_t r = wbufs_alloc(&b, t, ms[nm - 1], w[i].n, w[i].k, GEMM_SEED + 7919u * (uint64_t)i);
     if (r != LOOM_SUCCESS) {
       fprintf(stderr, "loom-bench gemm: inputs of n=%lld k=%lld: %s\n", (long long)w[i].n, (long long)w[i].k,

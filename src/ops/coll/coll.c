@@ -143,7 +143,7 @@ loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int
     const uint64_t bytes = (uint64_t)d->count * loom_dtype_size(d->dtype);
     a = d->algo;
     if (a == LOOM_COLL_AUTO) {
-      const int pick = loom_coll_auto_algo((int64_t)bytes, comm_size, coll_ll_ok(d), th);
+      const int pick = loom__coll_auto_algo((int64_t)bytes, comm_size, coll_ll_ok(d), th);
       a = pick == 1 ? LOOM_COLL_LL : pick == 2 ? LOOM_COLL_PUSH : pick == 3 ? LOOM_COLL_ONE_SHOT : LOOM_COLL_TWO_SHOT;
     }
   }
@@ -207,19 +207,19 @@ static uint32_t coll_layout(loom_comm_t comm, loom_coll_state_t *st) {
   const int W = st->world;
   const int64_t count = desc->count;
   const size_t es_in = loom_dtype_size(desc->dtype), es_out = loom_dtype_size(desc->out_type);
-  st->unit = loom_coll_unit(desc->cols);
-  st->slice = loom_coll_slice_elems(count, W, st->unit);
-  loom_coll_slice(count, W, st->rank, st->unit, &st->my_begin, &st->my_len);
+  st->unit = loom__coll_unit(desc->cols);
+  st->slice = loom__coll_slice_elems(count, W, st->unit);
+  loom__coll_slice(count, W, st->rank, st->unit, &st->my_begin, &st->my_len);
   /* the reduction's span per rank: the whole vector (one-shot) or a slice */
   const int64_t span = st->kk == LOOM__CK_ONE_SHOT || st->kk == LOOM__CK_PUSH ? count : st->slice;
   const size_t es_max = es_in > es_out ? es_in : es_out;
   st->blocks = desc->blocks > 0 ? desc->blocks
                : st->kk == LOOM__CK_LL
-                   ? loom_coll_ll_grid(count, desc->norm != LOOM_NORM_NONE ? count / desc->cols : 0, LOOM_COLL_THREADS,
+                   ? loom__coll_ll_grid(count, desc->norm != LOOM_NORM_NONE ? count / desc->cols : 0, LOOM_COLL_THREADS,
                                        comm->sm_count)
-                   : loom_coll_grid((int64_t)((size_t)span * es_max), comm->sm_count);
-  st->chunk = loom_coll_chunk_elems(span, st->unit, st->blocks, (int64_t)es_max, LOOM_COLL_CHUNK_BYTES);
-  st->nch = loom_coll_chunks(st->slice, st->chunk);
+                   : loom__coll_grid((int64_t)((size_t)span * es_max), comm->sm_count);
+  st->chunk = loom__coll_chunk_elems(span, st->unit, st->blocks, (int64_t)es_max, LOOM_COLL_CHUNK_BYTES);
+  st->nch = loom__coll_chunks(st->slice, st->chunk);
   st->smem = desc->norm != LOOM_NORM_NONE ? (size_t)desc->cols * sizeof(float) : 0;
   return LOOM_COLL_SIG_REDUCED + (uint32_t)(st->kk == LOOM__CK_TWO_SHOT ? st->nch : 0);
 }
@@ -243,9 +243,9 @@ static loom_result_t coll_staging(loom_comm_t comm, const char *fn, loom_coll_st
   const size_t es_in = loom_dtype_size(st->desc.dtype), es_out = loom_dtype_size(st->desc.out_type);
   if (st->kk == LOOM__CK_TWO_SHOT || st->kk == LOOM__CK_ONE_SHOT)
     st->staging_bytes = (size_t)(st->kk == LOOM__CK_TWO_SHOT ? st->slice : count) * es_out;
-  if (st->kk == LOOM__CK_LL) st->staging_bytes = (size_t)loom_coll_ll_bytes(count, (int64_t)es_in, W);
+  if (st->kk == LOOM__CK_LL) st->staging_bytes = (size_t)loom__coll_ll_bytes(count, (int64_t)es_in, W);
   if (st->kk == LOOM__CK_PUSH)
-    st->staging_bytes = (size_t)loom_coll_push_bytes(count, (int64_t)es_in, W, loom_coll_chunks(count, st->chunk));
+    st->staging_bytes = (size_t)loom__coll_push_bytes(count, (int64_t)es_in, W, loom__coll_chunks(count, st->chunk));
   const int pushed = (st->kk == LOOM__CK_LL || st->kk == LOOM__CK_PUSH) && W > 1;
   loom_result_t r = LOOM_SUCCESS;
   if (st->staging_bytes) r = loom__comm_malloc(comm, st->staging_bytes, &st->staging);
@@ -444,9 +444,9 @@ static loom_result_t check_in_out(const char *fn, int kind, loom_comm_t comm, co
 loom_result_t loom__coll_check_call(const char *fn, int kind, loom_comm_t comm, const loom_coll_desc_t *d,
                                     const void *in, void *out, const loom_epilogue_t *epi, const void *norm_w,
                                     const void *norm_b, int *in_place, loom_pointwise_t *pw) {
-  const int64_t unit = loom_coll_unit(d->cols), slice = loom_coll_slice_elems(d->count, comm->size, unit);
+  const int64_t unit = loom__coll_unit(d->cols), slice = loom__coll_slice_elems(d->count, comm->size, unit);
   int64_t my_begin, my_len;
-  loom_coll_slice(d->count, comm->size, comm->rank, unit, &my_begin, &my_len);
+  loom__coll_slice(d->count, comm->size, comm->rank, unit, &my_begin, &my_len);
   LOOM_TRY(check_in_out(fn, kind, comm, d, my_begin, my_len, slice, in, out, in_place));
   memset(pw, 0, sizeof *pw);
   if (kind == LOOM__COLL_AG) return LOOM_SUCCESS;
@@ -472,7 +472,7 @@ static loom_result_t coll_call(loom_plan_t plan, int kind, const char *fn, const
   LOOM_TRY(loom__peer_addresses(fn, ag_ip ? "out" : "in", comm, ag_ip ? (const void *)out : in, 1, "", peer));
   for (int p = 0; p < st->world; ++p) {
     int64_t qb = 0, ql;
-    if (ag_ip) loom_coll_slice(d->count, st->world, p, st->unit, &qb, &ql);
+    if (ag_ip) loom__coll_slice(d->count, st->world, p, st->unit, &qb, &ql);
     a.src[p] = peer[p] + (size_t)qb * es_out;
   }
   a.dc = loom__comm_dev(comm);

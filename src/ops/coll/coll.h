@@ -28,7 +28,7 @@
  *     or row-wise with the norm), rounded once; two-shot stores into `out`
  *     and the staging buffer and sets reduced[j]
  *  3. gather (AllReduce two-shot, AllGather): per item (peer q in
- *     loom_coll_peer_at's order, chunk j): wait reduced[j] of q (two-shot)
+ *     loom__coll_peer_at's order, chunk j): wait reduced[j] of q (two-shot)
  *     or arrived of q (AllGather), copy q's chunk from its staging / its
  *     `in` into r's `out` (NVLink loads)
  *  4. the last block: done = e, and the device epoch counter = e
@@ -140,7 +140,7 @@ typedef struct loom_coll_state {
 
 /* Checks a description for an op of kind `kind` on a comm of comm_size ranks
  * (no GPU: host-tested) and resolves the AllReduce algorithm: AUTO as
- * loom_coll_auto_algo says with the thresholds th (LL applies with no norm,
+ * loom__coll_auto_algo says with the thresholds th (LL applies with no norm,
  * or rows of a multiple of 8). LOOM_ERR_INVALID_ARGUMENT naming the field
  * and its value. */
 loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int sm_count,

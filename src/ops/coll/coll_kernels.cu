@@ -1,10 +1,10 @@
 /*
- * coll_kernels.cu - the kernels of loom's collectives: loom_coll_kernel
+ * coll_kernels.cu - the kernels of loom's collectives: loom__coll_kernel
  * (loom_allreduce one-shot and two-shot, loom_reduce_scatter,
  * loom_all_gather; composed of the building blocks of coll_device.cuh in the
  * steps that coll.h lists: arrival, staging free, reduction with the
- * epilogue, gather, done, hand-back), loom_coll_ll_kernel (loom_allreduce
- * LL: push with flags, reduce as the lines arrive) and loom_coll_push_kernel
+ * epilogue, gather, done, hand-back), loom__coll_ll_kernel (loom_allreduce
+ * LL: push with flags, reduce as the lines arrive) and loom__coll_push_kernel
  * (loom_allreduce PUSH: store chunks into the peers, a flag each, reduce
  * from local memory). One kernel per call,
  * instantiated for every (input, output) dtype pair; reached through
@@ -20,7 +20,7 @@
 
 /* The chunks of the reduction step: the whole vector (one-shot) or this
  * rank's slice; block b takes items b, b + G, ... */
-static __device__ __forceinline__ void loom_coll_reduce_span(const loom_coll_args_t &a, int64_t mb, int64_t ml,
+static __device__ __forceinline__ void loom__coll_reduce_span(const loom_coll_args_t &a, int64_t mb, int64_t ml,
                                                              int64_t *rb, int64_t *rl) {
   const int one = a.kind == LOOM__CK_ONE_SHOT;
   *rb = one ? 0 : mb;
@@ -28,13 +28,13 @@ static __device__ __forceinline__ void loom_coll_reduce_span(const loom_coll_arg
 }
 
 template <int TI, int TO>
-__global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __grid_constant__ loom_coll_args_t a) {
+__global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_kernel(const __grid_constant__ loom_coll_args_t a) {
   extern __shared__ float loom_coll_xs[]; /* a row in fp32 (row-wise epilogue) */
   __shared__ float red[33];
   const loom_dev_comm_t &dc = a.dc;
   const int W = dc.size, r = dc.rank;
   loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(dc.ws + a.epoch_off);
-  const uint32_t e = loom_epoch_begin(ep);
+  const uint32_t e = loom__epoch_begin(ep);
   uint32_t *own = (uint32_t *)(dc.ws + a.sig_off);
 
   /* 1. this rank's input is readable (the caller's writes to it are
@@ -42,18 +42,18 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
    *    another being scheduled */
   if (threadIdx.x == 0) {
     __threadfence_system();
-    loom_signal_store_release(own + LOOM_COLL_SIG_ARRIVED, e);
+    loom__signal_store_release(own + LOOM_COLL_SIG_ARRIVED, e);
   }
   int64_t mb, ml;
-  loom_coll_slice(a.count, W, r, a.unit, &mb, &ml);
+  loom__coll_slice(a.count, W, r, a.unit, &mb, &ml);
 
   /* 2. reduction with the epilogue, once every rank's call has started (its
    *    input is ready, and its previous call, the last reader of this rank's
    *    staging, has completed) */
   if (a.kind != LOOM__CK_AG) {
-    if (!loom_coll_wait_all(dc, a.sig_off, LOOM_COLL_SIG_ARRIVED, e, LOOM_SITE_COLL_ARRIVED)) return;
+    if (!loom__coll_wait_all(dc, a.sig_off, LOOM_COLL_SIG_ARRIVED, e, LOOM_SITE_COLL_ARRIVED)) return;
     int64_t rb, rl;
-    loom_coll_reduce_span(a, mb, ml, &rb, &rl);
+    loom__coll_reduce_span(a, mb, ml, &rb, &rl);
     char *d0 = a.out, *d1 = NULL;
     int64_t o0 = 0, o1 = 0;
     /* staging only where peers read it (two-shot) or read `in` (one-shot in
@@ -61,19 +61,19 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
     if (a.kind == LOOM__CK_ONE_SHOT && a.in_place && W > 1) d0 = a.stg_own;
     if (a.kind == LOOM__CK_TWO_SHOT && W > 1) d1 = a.stg_own, o1 = mb;
     if (a.kind == LOOM__CK_RS && !a.in_place) o0 = mb; /* in place: a.out is `in` itself */
-    const int64_t nch = loom_coll_chunks(rl, a.chunk);
+    const int64_t nch = loom__coll_chunks(rl, a.chunk);
     for (int64_t q = blockIdx.x; q < nch; q += gridDim.x) {
-      const int64_t j = a.kind == LOOM__CK_ONE_SHOT ? loom_coll_one_shot_chunk(r, W, nch, q) : q;
+      const int64_t j = a.kind == LOOM__CK_ONE_SHOT ? loom__coll_one_shot_chunk(r, W, nch, q) : q;
       int64_t cb, cl;
-      loom_coll_chunk(rb, rl, a.chunk, j, &cb, &cl);
+      loom__coll_chunk(rb, rl, a.chunk, j, &cb, &cl);
       if (a.norm != LOOM_NORM_NONE) {
         for (int64_t row = cb / a.cols; row < (cb + cl) / a.cols; ++row)
-          loom_coll_reduce_row<TI, TO>(a.src, W, row, a.cols, a.pw, a.norm, a.eps, a.norm_w, a.norm_b, loom_coll_xs,
+          loom__coll_reduce_row<TI, TO>(a.src, W, row, a.cols, a.pw, a.norm, a.eps, a.norm_w, a.norm_b, loom_coll_xs,
                                        red, d0, o0, d1, o1);
       } else {
-        loom_coll_reduce_range<TI, TO>(a.src, W, cb, cl, d0, o0, d1, o1, a.pw);
+        loom__coll_reduce_range<TI, TO>(a.src, W, cb, cl, d0, o0, d1, o1, a.pw);
       }
-      if (a.kind == LOOM__CK_TWO_SHOT) loom_coll_signal_own(dc, a.sig_off, LOOM_COLL_SIG_REDUCED + (uint32_t)j, e);
+      if (a.kind == LOOM__CK_TWO_SHOT) loom__coll_signal_own(dc, a.sig_off, LOOM_COLL_SIG_REDUCED + (uint32_t)j, e);
     }
   }
 
@@ -84,23 +84,23 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
     for (int64_t t = blockIdx.x; t < items; t += gridDim.x) {
       int32_t i;
       int64_t j;
-      loom_coll_gather_item(t, a.nch, &i, &j);
-      const int q = loom_coll_peer_at(r, W, i);
+      loom__coll_gather_item(t, a.nch, &i, &j);
+      const int q = loom__coll_peer_at(r, W, i);
       int64_t qb, ql, cb, cl;
-      loom_coll_slice(a.count, W, q, a.unit, &qb, &ql);
-      loom_coll_chunk(qb, ql, a.chunk, j, &cb, &cl);
+      loom__coll_slice(a.count, W, q, a.unit, &qb, &ql);
+      loom__coll_chunk(qb, ql, a.chunk, j, &cb, &cl);
       if (cl == 0) continue;
       if (a.kind == LOOM__CK_AG) {
         if (q == r) {
-          if (!a.in_place) loom_coll_copy_range<TO == LOOM_FP32 ? 4 : 2>(a.src[r], qb, a.out, 0, cb, cl);
+          if (!a.in_place) loom__coll_copy_range<TO == LOOM_FP32 ? 4 : 2>(a.src[r], qb, a.out, 0, cb, cl);
           continue;
         }
-        if (!loom_coll_wait_one(dc, q, a.sig_off, LOOM_COLL_SIG_ARRIVED, e, LOOM_SITE_COLL_ARRIVED)) return;
-        loom_coll_copy_range<TO == LOOM_FP32 ? 4 : 2>(a.src[q], qb, a.out, 0, cb, cl);
+        if (!loom__coll_wait_one(dc, q, a.sig_off, LOOM_COLL_SIG_ARRIVED, e, LOOM_SITE_COLL_ARRIVED)) return;
+        loom__coll_copy_range<TO == LOOM_FP32 ? 4 : 2>(a.src[q], qb, a.out, 0, cb, cl);
       } else {
-        if (!loom_coll_wait_one(dc, q, a.sig_off, LOOM_COLL_SIG_REDUCED + (uint32_t)j, e, LOOM_SITE_COLL_REDUCED))
+        if (!loom__coll_wait_one(dc, q, a.sig_off, LOOM_COLL_SIG_REDUCED + (uint32_t)j, e, LOOM_SITE_COLL_REDUCED))
           return;
-        loom_coll_copy_range<TO == LOOM_FP32 ? 4 : 2>(a.stg[q], qb, a.out, 0, cb, cl);
+        loom__coll_copy_range<TO == LOOM_FP32 ? 4 : 2>(a.stg[q], qb, a.out, 0, cb, cl);
       }
     }
   }
@@ -111,22 +111,22 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence_system();
-    if (loom_last_arrival(&ep->blocks_done, gridDim.x)) {
-      loom_signal_store_release(own + LOOM_COLL_SIG_DONE, e);
+    if (loom__last_arrival(&ep->blocks_done, gridDim.x)) {
+      loom__signal_store_release(own + LOOM_COLL_SIG_DONE, e);
       *(volatile uint32_t *)&ep->epoch = e;
     }
   }
 
   /* 5. peers read this rank's `in` until they are done: the call completes after that */
   if (a.kind != LOOM__CK_TWO_SHOT) {
-    if (!loom_coll_wait_all(dc, a.sig_off, LOOM_COLL_SIG_DONE, e, LOOM_SITE_COLL_DONE)) return;
+    if (!loom__coll_wait_all(dc, a.sig_off, LOOM_COLL_SIG_DONE, e, LOOM_SITE_COLL_DONE)) return;
     if (a.kind == LOOM__CK_ONE_SHOT && a.in_place && W > 1) {
-      const int64_t nch = loom_coll_chunks(a.count, a.chunk);
+      const int64_t nch = loom__coll_chunks(a.count, a.chunk);
       for (int64_t q = blockIdx.x; q < nch; q += gridDim.x) {
         int64_t cb, cl;
-        loom_coll_chunk(0, a.count, a.chunk, loom_coll_one_shot_chunk(r, W, nch, q), &cb, &cl);
+        loom__coll_chunk(0, a.count, a.chunk, loom__coll_one_shot_chunk(r, W, nch, q), &cb, &cl);
         /* this block's own stores of step 2: visible to it without a fence */
-        loom_coll_copy_range<TO == LOOM_FP32 ? 4 : 2>(a.stg_own, 0, a.out, 0, cb, cl);
+        loom__coll_copy_range<TO == LOOM_FP32 ? 4 : 2>(a.stg_own, 0, a.out, 0, cb, cl);
       }
     }
   }
@@ -134,10 +134,10 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_kernel(const __gr
 
 /* The end of a block of the LL and PUSH kernels: where every wait of the
  * block was met, the last block of the grid publishes the epoch. */
-static __device__ __forceinline__ void loom_coll_block_end(loom_dev_epoch_t *ep, uint32_t e, int good) {
+static __device__ __forceinline__ void loom__coll_block_end(loom_dev_epoch_t *ep, uint32_t e, int good) {
   if (__syncthreads_and(good) && threadIdx.x == 0) {
     __threadfence();
-    loom_epoch_block_done(ep, e);
+    loom__epoch_block_done(ep, e);
   }
 }
 
@@ -146,7 +146,7 @@ static __device__ __forceinline__ void loom_coll_block_end(loom_dev_epoch_t *ep,
 /* The 2 x size words of group g (elements 8g .. 8g+7) of `in` (count
  * elements of TI; the missing elements of a short last group are zeros). */
 template <int TI>
-static __device__ __forceinline__ void loom_ll_group_words(const char *in, int64_t count, int64_t g, uint32_t *w) {
+static __device__ __forceinline__ void loom__ll_group_words(const char *in, int64_t count, int64_t g, uint32_t *w) {
   const int64_t i0 = g * LOOM_COLL_VEC;
   if (i0 + LOOM_COLL_VEC <= count) {
     loom__words8<TI>(in, i0, w);
@@ -164,17 +164,17 @@ static __device__ __forceinline__ void loom_ll_group_words(const char *in, int64
 /* Group g of this rank's input, pushed to every peer's slot (peers in
  * rank-shifted order, so the ranks do not all write one peer first). */
 template <int TI>
-static __device__ __forceinline__ void loom_ll_push_group(const loom_coll_args_t &a, int64_t g, int64_t slot_lines,
+static __device__ __forceinline__ void loom__ll_push_group(const loom_coll_args_t &a, int64_t g, int64_t slot_lines,
                                                           uint32_t e) {
-  constexpr int NL = TI == LOOM_FP32 ? 8 : 4; /* loom_coll_ll_group_lines */
+  constexpr int NL = TI == LOOM_FP32 ? 8 : 4; /* loom__coll_ll_group_lines */
   const int W = a.dc.size, r = a.dc.rank;
   uint32_t w[8];
-  loom_ll_group_words<TI>(a.src[r], a.count, g, w);
+  loom__ll_group_words<TI>(a.src[r], a.count, g, w);
   for (int i = 1; i < W; ++i) {
     const int q = (r + i) % W;
-    uint64_t *d = (uint64_t *)a.stg[q] + loom_coll_ll_line0(e, loom_coll_push_slot(r, q, W), W, slot_lines) + g * NL;
+    uint64_t *d = (uint64_t *)a.stg[q] + loom__coll_ll_line0(e, loom__coll_push_slot(r, q, W), W, slot_lines) + g * NL;
 #pragma unroll
-    for (int k = 0; k < NL; k += 2) loom_ll_store2(d + k, w[k], w[k + 1], e);
+    for (int k = 0; k < NL; k += 2) loom__ll_store2(d + k, w[k], w[k + 1], e);
   }
 }
 
@@ -182,7 +182,7 @@ static __device__ __forceinline__ void loom_ll_push_group(const loom_coll_args_t
  * g: this rank's from its input, the peers' from their lines in this rank's
  * buffer once they carry the epoch. 0 if a wait expired. */
 template <int TI>
-static __device__ __forceinline__ int loom_ll_reduce_group(const loom_coll_args_t &a, int64_t g, int64_t slot_lines,
+static __device__ __forceinline__ int loom__ll_reduce_group(const loom_coll_args_t &a, int64_t g, int64_t slot_lines,
                                                            uint32_t e, float *acc) {
   constexpr int NL = TI == LOOM_FP32 ? 8 : 4;
   const int W = a.dc.size, r = a.dc.rank;
@@ -191,13 +191,13 @@ static __device__ __forceinline__ int loom_ll_reduce_group(const loom_coll_args_
   for (int s = 0; s < W; ++s) {
     uint32_t w[8];
     if (s == r) {
-      loom_ll_group_words<TI>(a.src[r], a.count, g, w);
+      loom__ll_group_words<TI>(a.src[r], a.count, g, w);
     } else {
       const uint64_t *l =
-          (const uint64_t *)a.stg_own + loom_coll_ll_line0(e, loom_coll_push_slot(s, r, W), W, slot_lines) + g * NL;
+          (const uint64_t *)a.stg_own + loom__coll_ll_line0(e, loom__coll_push_slot(s, r, W), W, slot_lines) + g * NL;
 #pragma unroll
       for (int k = 0; k < NL; k += 2)
-        if (!loom_ll_wait2(a.dc, l + k, e, w + k, s, (uint32_t)(g * NL + k), LOOM_SITE_COLL_LL)) return 0;
+        if (!loom__ll_wait2(a.dc, l + k, e, w + k, s, (uint32_t)(g * NL + k), LOOM_SITE_COLL_LL)) return 0;
     }
     float x[8];
     loom__unpack8<TI>(w, x);
@@ -213,36 +213,36 @@ static __device__ __forceinline__ int loom_ll_reduce_group(const loom_coll_args_
  * memory, then the norm). Nothing waits on a peer except the lines
  * themselves; the plan's epoch advances when the last block is done. */
 template <int TI, int TO>
-__global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_ll_kernel(const __grid_constant__ loom_coll_args_t a) {
+__global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_ll_kernel(const __grid_constant__ loom_coll_args_t a) {
   extern __shared__ float loom_coll_xs[];
   __shared__ float red[33];
   const int W = a.dc.size;
   loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(a.dc.ws + a.epoch_off);
-  const uint32_t e = loom_epoch_begin(ep);
-  const int64_t groups = loom_ceil_div(a.count, LOOM_COLL_VEC);
-  const int64_t slot_lines = loom_coll_ll_slot_lines(a.count, TI == LOOM_FP32 ? 4 : 2);
+  const uint32_t e = loom__epoch_begin(ep);
+  const int64_t groups = loom__ceil_div(a.count, LOOM_COLL_VEC);
+  const int64_t slot_lines = loom__coll_ll_slot_lines(a.count, TI == LOOM_FP32 ? 4 : 2);
   const loom_pointwise_t &pw = a.pw;
   int good = 1;
   if (a.norm == LOOM_NORM_NONE) {
     const int64_t g0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
     if (W > 1)
-      for (int64_t g = g0; g < groups; g += step) loom_ll_push_group<TI>(a, g, slot_lines, e);
+      for (int64_t g = g0; g < groups; g += step) loom__ll_push_group<TI>(a, g, slot_lines, e);
     for (int64_t g = g0; g < groups; g += step) {
       float acc[8];
-      if (!loom_ll_reduce_group<TI>(a, g, slot_lines, e, acc)) {
+      if (!loom__ll_reduce_group<TI>(a, g, slot_lines, e, acc)) {
         good = 0;
         break;
       }
       const int64_t i0 = g * LOOM_COLL_VEC;
       if (i0 + LOOM_COLL_VEC <= a.count) {
-        if (pw.flags) loom_coll_pointwise8<TO>(pw, i0, acc);
+        if (pw.flags) loom__coll_pointwise8<TO>(pw, i0, acc);
         loom__store8<TO>(a.out, i0, acc);
       } else {
         for (int64_t i = i0; i < a.count; ++i) {
           float v = acc[i - i0];
           if (pw.flags) {
             const int64_t row = i / pw.cols;
-            v = loom_pointwise_apply(pw, pw.flags, pw.act, v, row, i - row * pw.cols);
+            v = loom__pointwise_apply(pw, pw.flags, pw.act, v, row, i - row * pw.cols);
           }
           loom__store1<TO>(a.out, i, v);
         }
@@ -253,16 +253,16 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_ll_kernel(const _
     const int64_t rows = a.count / a.cols, gpr = a.cols / LOOM_COLL_VEC;
     if (W > 1)
       for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
-        for (int64_t v = threadIdx.x; v < gpr; v += blockDim.x) loom_ll_push_group<TI>(a, row * gpr + v, slot_lines, e);
+        for (int64_t v = threadIdx.x; v < gpr; v += blockDim.x) loom__ll_push_group<TI>(a, row * gpr + v, slot_lines, e);
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
       float s1 = 0.f;
       for (int64_t v = threadIdx.x; good && v < gpr; v += blockDim.x) {
         float acc[8];
-        if (!loom_ll_reduce_group<TI>(a, row * gpr + v, slot_lines, e, acc)) {
+        if (!loom__ll_reduce_group<TI>(a, row * gpr + v, slot_lines, e, acc)) {
           good = 0;
           break;
         }
-        if (pw.flags) loom_coll_pointwise8<TO>(pw, row * a.cols + v * 8, acc);
+        if (pw.flags) loom__coll_pointwise8<TO>(pw, row * a.cols + v * 8, acc);
 #pragma unroll
         for (int k = 0; k < 8; ++k)
           loom_coll_xs[v * 8 + k] = acc[k], s1 += a.norm == LOOM_NORM_RMS ? acc[k] * acc[k] : acc[k];
@@ -271,11 +271,11 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_ll_kernel(const _
         good = 0;
         break;
       }
-      loom_coll_norm_row<TO>(loom_coll_xs, s1, row * a.cols, a.cols, a.norm, a.eps, a.norm_w, a.norm_b, red, 1,
+      loom__coll_norm_row<TO>(loom_coll_xs, s1, row * a.cols, a.cols, a.norm, a.eps, a.norm_w, a.norm_b, red, 1,
                              a.out, 0, NULL, 0);
     }
   }
-  loom_coll_block_end(ep, e, good); /* the epoch advances only where every wait was met */
+  loom__coll_block_end(ep, e, good); /* the epoch advances only where every wait was met */
 }
 
 /* ---- PUSH: one-shot by stores (coll_schedule.h) --------------------------- */
@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_ll_kernel(const _
  * in shared memory). Nothing is read across the link; the plan's epoch
  * advances when the last block is done. */
 template <int TI, int TO>
-__global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_push_kernel(const __grid_constant__ loom_coll_args_t a) {
+__global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_push_kernel(const __grid_constant__ loom_coll_args_t a) {
   extern __shared__ float loom_coll_xs[];
   __shared__ float red[33];
   __shared__ const char *src[LOOM_COLL_MAX_PEERS];
@@ -295,36 +295,36 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_push_kernel(const
   const loom_dev_comm_t &dc = a.dc;
   const int W = dc.size, r = dc.rank;
   loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(dc.ws + a.epoch_off);
-  const uint32_t e = loom_epoch_begin(ep);
-  const int64_t slot_bytes = loom_coll_push_slot_bytes(a.count, ES), nch = loom_coll_chunks(a.count, a.chunk);
+  const uint32_t e = loom__epoch_begin(ep);
+  const int64_t slot_bytes = loom__coll_push_slot_bytes(a.count, ES), nch = loom__coll_chunks(a.count, a.chunk);
   /* 1. this block's chunks into every peer, a flag after each */
   for (int64_t q = blockIdx.x; W > 1 && q < nch; q += gridDim.x) {
     int64_t cb, cl;
-    loom_coll_chunk(0, a.count, a.chunk, q, &cb, &cl);
+    loom__coll_chunk(0, a.count, a.chunk, q, &cb, &cl);
     for (int i = 1; i < W; ++i) {
       const int p = (r + i) % W;
-      loom_coll_copy_range<ES>(a.src[r], 0, (char *)a.stg[p] + loom_coll_push_data_off(e, loom_coll_push_slot(r, p, W), W, slot_bytes),
+      loom__coll_copy_range<ES>(a.src[r], 0, (char *)a.stg[p] + loom__coll_push_data_off(e, loom__coll_push_slot(r, p, W), W, slot_bytes),
                                0, cb, cl);
     }
     __threadfence_system(); /* every thread's stores, before the flags */
     __syncthreads();
     for (int i = 1 + (int)threadIdx.x; i < W; i += (int)blockDim.x) {
       const int p = (r + i) % W;
-      loom_signal_store_release(
-          (uint32_t *)(a.stg[p] + loom_coll_push_flag_off(e, loom_coll_push_slot(r, p, W), q, W, slot_bytes, nch)), e);
+      loom__signal_store_release(
+          (uint32_t *)(a.stg[p] + loom__coll_push_flag_off(e, loom__coll_push_slot(r, p, W), q, W, slot_bytes, nch)), e);
     }
   }
   /* 2. the same chunks reduced from this rank's memory as the peers' flags arrive */
   for (int s = (int)threadIdx.x; s < W; s += (int)blockDim.x)
-    src[s] = s == r ? a.src[r] : a.stg_own + loom_coll_push_data_off(e, loom_coll_push_slot(s, r, W), W, slot_bytes);
+    src[s] = s == r ? a.src[r] : a.stg_own + loom__coll_push_data_off(e, loom__coll_push_slot(s, r, W), W, slot_bytes);
   __syncthreads();
   int good = 1;
   for (int64_t q = blockIdx.x; q < nch; q += gridDim.x) {
     int ok = 1;
     for (int s = (int)threadIdx.x; s < W; s += (int)blockDim.x)
       if (ok && s != r)
-        ok = loom_signal_wait(&dc,
-                              (const uint32_t *)(a.stg_own + loom_coll_push_flag_off(e, loom_coll_push_slot(s, r, W), q,
+        ok = loom__signal_wait(&dc,
+                              (const uint32_t *)(a.stg_own + loom__coll_push_flag_off(e, loom__coll_push_slot(s, r, W), q,
                                                                                      W, slot_bytes, nch)),
                               e, s, (uint32_t)q, LOOM_SITE_COLL_PUSH);
     if (!__syncthreads_and(ok)) {
@@ -332,16 +332,16 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom_coll_push_kernel(const
       break;
     }
     int64_t cb, cl;
-    loom_coll_chunk(0, a.count, a.chunk, q, &cb, &cl);
+    loom__coll_chunk(0, a.count, a.chunk, q, &cb, &cl);
     if (a.norm != LOOM_NORM_NONE) {
       for (int64_t row = cb / a.cols; row < (cb + cl) / a.cols; ++row)
-        loom_coll_reduce_row<TI, TO>(src, W, row, a.cols, a.pw, a.norm, a.eps, a.norm_w, a.norm_b, loom_coll_xs, red,
+        loom__coll_reduce_row<TI, TO>(src, W, row, a.cols, a.pw, a.norm, a.eps, a.norm_w, a.norm_b, loom_coll_xs, red,
                                      a.out, 0, NULL, 0);
     } else {
-      loom_coll_reduce_range<TI, TO>(src, W, cb, cl, a.out, 0, NULL, 0, a.pw);
+      loom__coll_reduce_range<TI, TO>(src, W, cb, cl, a.out, 0, NULL, 0, a.pw);
     }
   }
-  loom_coll_block_end(ep, e, good);
+  loom__coll_block_end(ep, e, good);
 }
 
 typedef void (*loom_coll_kernel_fn)(loom_coll_args_t);
@@ -351,9 +351,9 @@ typedef void (*loom_coll_kernel_fn)(loom_coll_args_t);
 static loom_coll_kernel_fn loom_coll_pick(int ti, int to, int kind) {
 #define LOOM_COLL_K(I, O)                                             \
   if (ti == I && to == O)                                             \
-    return kind == LOOM__CK_LL     ? loom_coll_ll_kernel<I, O>        \
-           : kind == LOOM__CK_PUSH ? loom_coll_push_kernel<I, O>      \
-                                   : loom_coll_kernel<I, O>;
+    return kind == LOOM__CK_LL     ? loom__coll_ll_kernel<I, O>        \
+           : kind == LOOM__CK_PUSH ? loom__coll_push_kernel<I, O>      \
+                                   : loom__coll_kernel<I, O>;
   LOOM_COLL_K(LOOM_FP32, LOOM_FP32)
   LOOM_COLL_K(LOOM_FP32, LOOM_FP16)
   LOOM_COLL_K(LOOM_FP32, LOOM_BF16)
@@ -371,7 +371,7 @@ extern "C" loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks
   loom_coll_kernel_fn k = loom_coll_pick(a->in_type, a->out_type, a->kind);
   if (!k) return loom__fail(LOOM_ERR_INTERNAL, "collective kernel for dtypes %d -> %d missing", a->in_type, a->out_type);
   k<<<blocks, LOOM_COLL_THREADS, smem, stream>>>(*a);
-  LOOM_CUDA_LAUNCHED("loom_coll_kernel");
+  LOOM_CUDA_LAUNCHED("loom__coll_kernel");
   return LOOM_SUCCESS;
 }
 

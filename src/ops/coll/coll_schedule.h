@@ -55,7 +55,7 @@
 #define LOOM_OPS_COLL_SCHEDULE_H
 
 #include <stdint.h>
-#include "core/util.h" /* LOOM_HD, loom_ceil_div */
+#include "core/util.h" /* LOOM_HD, loom__ceil_div */
 #include "ops/common/vector.h" /* LOOM_COLL_VEC */
 
 #ifdef __cplusplus
@@ -64,17 +64,17 @@ extern "C" {
 
 
 /* The unit of a description: cols (rows) or LOOM_COLL_VEC (flat). */
-LOOM_HD int64_t loom_coll_unit(int64_t cols) { return cols > 0 ? cols : LOOM_COLL_VEC; }
+LOOM_HD int64_t loom__coll_unit(int64_t cols) { return cols > 0 ? cols : LOOM_COLL_VEC; }
 
 /* S: elements per slice (a multiple of unit; >= unit when count >= 1). */
-LOOM_HD int64_t loom_coll_slice_elems(int64_t count, int32_t world, int64_t unit) {
-  const int64_t units = loom_ceil_div(count, unit);
-  return loom_ceil_div(units, world < 1 ? 1 : world) * unit;
+LOOM_HD int64_t loom__coll_slice_elems(int64_t count, int32_t world, int64_t unit) {
+  const int64_t units = loom__ceil_div(count, unit);
+  return loom__ceil_div(units, world < 1 ? 1 : world) * unit;
 }
 
 /* Rank p's slice [*begin, *begin + *len) (len 0: an empty slice at the end). */
-LOOM_HD void loom_coll_slice(int64_t count, int32_t world, int32_t p, int64_t unit, int64_t *begin, int64_t *len) {
-  const int64_t S = loom_coll_slice_elems(count, world, unit);
+LOOM_HD void loom__coll_slice(int64_t count, int32_t world, int32_t p, int64_t unit, int64_t *begin, int64_t *len) {
+  const int64_t S = loom__coll_slice_elems(count, world, unit);
   int64_t b = (int64_t)p * S, e = b + S;
   if (b > count) b = count;
   if (e > count) e = count;
@@ -83,10 +83,10 @@ LOOM_HD void loom_coll_slice(int64_t count, int32_t world, int32_t p, int64_t un
 }
 
 /* Chunks of at most C elements in a slice of len elements. */
-LOOM_HD int64_t loom_coll_chunks(int64_t len, int64_t chunk) { return len > 0 ? loom_ceil_div(len, chunk) : 0; }
+LOOM_HD int64_t loom__coll_chunks(int64_t len, int64_t chunk) { return len > 0 ? loom__ceil_div(len, chunk) : 0; }
 
 /* Chunk j of the slice [begin, begin + len): [*cb, *cb + *cl) (cl 0 past its end). */
-LOOM_HD void loom_coll_chunk(int64_t begin, int64_t len, int64_t chunk, int64_t j, int64_t *cb, int64_t *cl) {
+LOOM_HD void loom__coll_chunk(int64_t begin, int64_t len, int64_t chunk, int64_t j, int64_t *cb, int64_t *cl) {
   int64_t s = j * chunk, e = s + chunk;
   if (s > len) s = len;
   if (e > len) e = len;
@@ -98,61 +98,61 @@ LOOM_HD void loom_coll_chunk(int64_t begin, int64_t len, int64_t chunk, int64_t 
  * one chunk per block per slice, at most max_bytes / esize elements (so that
  * large slices are pipelined: a peer fetches chunk j while later chunks are
  * still being reduced), a multiple of unit, at least one unit. */
-LOOM_HD int64_t loom_coll_chunk_elems(int64_t S, int64_t unit, int32_t grid, int64_t esize, int64_t max_bytes) {
-  int64_t c = loom_ceil_div(loom_ceil_div(S > 0 ? S : 1, grid < 1 ? 1 : grid), unit) * unit;
+LOOM_HD int64_t loom__coll_chunk_elems(int64_t S, int64_t unit, int32_t grid, int64_t esize, int64_t max_bytes) {
+  int64_t c = loom__ceil_div(loom__ceil_div(S > 0 ? S : 1, grid < 1 ? 1 : grid), unit) * unit;
   int64_t cap = max_bytes / (esize > 0 ? esize : 1) / unit * unit;
   if (cap < unit) cap = unit;
   return c < cap ? c : cap;
 }
 
 /* The peer rank r fetches from at gather step i (0 <= i < W; i = W-1 is r). */
-LOOM_HD int32_t loom_coll_peer_at(int32_t r, int32_t world, int32_t i) { return (r + 1 + i) % world; }
+LOOM_HD int32_t loom__coll_peer_at(int32_t r, int32_t world, int32_t i) { return (r + 1 + i) % world; }
 
 /* Gather item t (step-major over `nch` chunks per peer): the step and chunk. */
-LOOM_HD void loom_coll_gather_item(int64_t t, int64_t nch, int32_t *step, int64_t *j) {
+LOOM_HD void loom__coll_gather_item(int64_t t, int64_t nch, int32_t *step, int64_t *j) {
   *step = (int32_t)(t / nch);
   *j = t - (int64_t)*step * nch;
 }
 
 /* One-shot: the chunk rank r reduces as its item q (a rotation by r nch / W). */
-LOOM_HD int64_t loom_coll_one_shot_chunk(int32_t r, int32_t world, int64_t nch, int64_t q) {
+LOOM_HD int64_t loom__coll_one_shot_chunk(int32_t r, int32_t world, int64_t nch, int64_t q) {
   const int64_t shift = nch > 0 ? (int64_t)r * nch / (world < 1 ? 1 : world) : 0;
   return nch > 0 ? (q + shift) % nch : 0;
 }
 
 /* LL: lines (8 bytes each) per group of 8 elements of esize bytes. */
-LOOM_HD int64_t loom_coll_ll_group_lines(int64_t esize) { return 2 * esize; }
+LOOM_HD int64_t loom__coll_ll_group_lines(int64_t esize) { return 2 * esize; }
 
 /* LL: lines of one slot (a sender's whole input). */
-LOOM_HD int64_t loom_coll_ll_slot_lines(int64_t count, int64_t esize) {
-  return loom_ceil_div(count, LOOM_COLL_VEC) * loom_coll_ll_group_lines(esize);
+LOOM_HD int64_t loom__coll_ll_slot_lines(int64_t count, int64_t esize) {
+  return loom__ceil_div(count, LOOM_COLL_VEC) * loom__coll_ll_group_lines(esize);
 }
 
 /* LL and PUSH: the slot sender s writes in receiver q's buffer (s != q):
  * 0 .. W-2. */
-LOOM_HD int32_t loom_coll_push_slot(int32_t s, int32_t q, int32_t world) { return (s - q - 1 + 2 * world) % world; }
+LOOM_HD int32_t loom__coll_push_slot(int32_t s, int32_t q, int32_t world) { return (s - q - 1 + 2 * world) % world; }
 
 /* LL and PUSH: the index of (parity, slot) among a buffer's 2 (W-1)
  * regions (parity-major). */
-LOOM_HD int64_t loom_coll_push_region(uint32_t parity, int32_t slot, int32_t world) {
+LOOM_HD int64_t loom__coll_push_region(uint32_t parity, int32_t slot, int32_t world) {
   return (int64_t)(parity & 1u) * (world - 1) + slot;
 }
 
 /* LL: the first line of (parity, slot) in a buffer. */
-LOOM_HD int64_t loom_coll_ll_line0(uint32_t parity, int32_t slot, int32_t world, int64_t slot_lines) {
-  return loom_coll_push_region(parity, slot, world) * slot_lines;
+LOOM_HD int64_t loom__coll_ll_line0(uint32_t parity, int32_t slot, int32_t world, int64_t slot_lines) {
+  return loom__coll_push_region(parity, slot, world) * slot_lines;
 }
 
 /* LL: bytes of each rank's buffer (0 at W = 1: nothing is pushed). */
-LOOM_HD int64_t loom_coll_ll_bytes(int64_t count, int64_t esize, int32_t world) {
-  return world > 1 ? 2 * (int64_t)(world - 1) * loom_coll_ll_slot_lines(count, esize) * 8 : 0;
+LOOM_HD int64_t loom__coll_ll_bytes(int64_t count, int64_t esize, int32_t world) {
+  return world > 1 ? 2 * (int64_t)(world - 1) * loom__coll_ll_slot_lines(count, esize) * 8 : 0;
 }
 
 /* LL: blocks of `threads`: one group per thread (flat), or one block per
  * row (rows > 0: a row-wise norm), at most max_blocks (every block
  * resident: blocks wait on peers' blocks). */
-LOOM_HD int32_t loom_coll_ll_grid(int64_t count, int64_t rows, int32_t threads, int32_t max_blocks) {
-  int64_t g = rows > 0 ? rows : loom_ceil_div(loom_ceil_div(count, LOOM_COLL_VEC), threads < 1 ? 1 : threads);
+LOOM_HD int32_t loom__coll_ll_grid(int64_t count, int64_t rows, int32_t threads, int32_t max_blocks) {
+  int64_t g = rows > 0 ? rows : loom__ceil_div(loom__ceil_div(count, LOOM_COLL_VEC), threads < 1 ? 1 : threads);
   if (g > max_blocks) g = max_blocks;
   return g < 1 ? 1 : (int32_t)g;
 }
@@ -161,25 +161,25 @@ LOOM_HD int32_t loom_coll_ll_grid(int64_t count, int64_t rows, int32_t threads, 
  * chunks of C elements; every rank's PUSH buffer holds 2 parities x (W-1)
  * slots of the whole input (slot_bytes each, 256-byte aligned), then 2 x
  * (W-1) x nch flag words. Sender s stores chunk j of its input into
- * receiver q's slot loom_coll_push_slot(s, q, W) of parity epoch mod 2, then
+ * receiver q's slot loom__coll_push_slot(s, q, W) of parity epoch mod 2, then
  * sets that slot's flag j to the epoch; q reduces chunk j from its own
  * memory once every sender's flag j is set. The parity argument is LL's. */
-LOOM_HD int64_t loom_coll_push_slot_bytes(int64_t count, int64_t esize) { return loom_ceil_div(count * esize, 256) * 256; }
+LOOM_HD int64_t loom__coll_push_slot_bytes(int64_t count, int64_t esize) { return loom__ceil_div(count * esize, 256) * 256; }
 
 /* PUSH: byte offset of (parity, slot)'s data in a buffer. */
-LOOM_HD int64_t loom_coll_push_data_off(uint32_t parity, int32_t slot, int32_t world, int64_t slot_bytes) {
-  return loom_coll_push_region(parity, slot, world) * slot_bytes;
+LOOM_HD int64_t loom__coll_push_data_off(uint32_t parity, int32_t slot, int32_t world, int64_t slot_bytes) {
+  return loom__coll_push_region(parity, slot, world) * slot_bytes;
 }
 
 /* PUSH: byte offset of (parity, slot)'s flag of chunk j. */
-LOOM_HD int64_t loom_coll_push_flag_off(uint32_t parity, int32_t slot, int64_t j, int32_t world, int64_t slot_bytes,
+LOOM_HD int64_t loom__coll_push_flag_off(uint32_t parity, int32_t slot, int64_t j, int32_t world, int64_t slot_bytes,
                                         int64_t nch) {
-  return 2 * (int64_t)(world - 1) * slot_bytes + (loom_coll_push_region(parity, slot, world) * nch + j) * 4;
+  return 2 * (int64_t)(world - 1) * slot_bytes + (loom__coll_push_region(parity, slot, world) * nch + j) * 4;
 }
 
 /* PUSH: bytes of each rank's buffer (0 at W = 1). */
-LOOM_HD int64_t loom_coll_push_bytes(int64_t count, int64_t esize, int32_t world, int64_t nch) {
-  return world > 1 ? loom_coll_push_flag_off(0, 0, 2 * (world - 1) * nch, world, loom_coll_push_slot_bytes(count, esize),
+LOOM_HD int64_t loom__coll_push_bytes(int64_t count, int64_t esize, int32_t world, int64_t nch) {
+  return world > 1 ? loom__coll_push_flag_off(0, 0, 2 * (world - 1) * nch, world, loom__coll_push_slot_bytes(count, esize),
                                              nch)
                    : 0;
 }
@@ -207,7 +207,7 @@ typedef struct loom_coll_thresholds {
  *  TWO_SHOT  otherwise.
  * Returns 1 (LL), 2 (PUSH), 3 (one-shot) or 4 (two-shot). */
 #define LOOM_COLL_ONE_SHOT_EXTRA ((int64_t)2 << 20)
-LOOM_HD int loom_coll_auto_algo(int64_t bytes, int32_t world, int ll_ok, const loom_coll_thresholds_t *t) {
+LOOM_HD int loom__coll_auto_algo(int64_t bytes, int32_t world, int ll_ok, const loom_coll_thresholds_t *t) {
   const int64_t w = world < 1 ? 1 : world;
   if (ll_ok && bytes <= t->ll / (w > 1 ? w - 1 : 1)) return 1;
   const double extra = (double)(w - 1) * (double)(w - 2 > 0 ? w - 2 : 0) / (double)w * (double)bytes;
@@ -221,8 +221,8 @@ LOOM_HD int loom_coll_auto_algo(int64_t bytes, int32_t world, int ll_ok, const l
  * messages are latency-bound: more SMs keep more peer loads in flight), at
  * least 1, at most max_blocks (the SM count: every block resident, since
  * blocks wait on peers). */
-LOOM_HD int32_t loom_coll_grid(int64_t bytes, int32_t max_blocks) {
-  int64_t g = loom_ceil_div(bytes > 0 ? bytes : 1, (int64_t)16 << 10);
+LOOM_HD int32_t loom__coll_grid(int64_t bytes, int32_t max_blocks) {
+  int64_t g = loom__ceil_div(bytes > 0 ? bytes : 1, (int64_t)16 << 10);
   if (g > max_blocks) g = max_blocks;
   return g < 1 ? 1 : (int32_t)g;
 }

@@ -5,22 +5,22 @@
  * generated code). Each is a block-wide step; dtypes are compile-time
  * constants (template <int T>, T a loom_dtype_t), everything else runtime.
  *
- *   loom_coll_wait_all      every rank's signal word reached e (thread p
+ *   loom__coll_wait_all      every rank's signal word reached e (thread p
  *                           polls rank p; bounded); 0 if a wait expired
- *   loom_coll_wait_one      one rank's word reached e (bounded)
- *   loom_coll_signal_own    after the block's stores: this rank's word = e
+ *   loom__coll_wait_one      one rank's word reached e (bounded)
+ *   loom__coll_signal_own    after the block's stores: this rank's word = e
  *                           (system fence, release store)
- *   loom_coll_reduce_range  y[i] = epilogue(sum over sources s = 0..n-1 of
+ *   loom__coll_reduce_range  y[i] = epilogue(sum over sources s = 0..n-1 of
  *                           src[s][i]) for i in [b, b + len): fp32, in
  *                           source (rank) order, 8-element vectors where
  *                           aligned, rounded once into one or two outputs
- *   loom_coll_reduce_row    the same for one row of `cols` elements, then a
+ *   loom__coll_reduce_row    the same for one row of `cols` elements, then a
  *                           row-wise epilogue: RMSNorm or LayerNorm (weight,
  *                           optional bias, eps) over the row held in shared
  *                           memory in fp32
- *   loom_coll_copy_range    dst[i] = src[i] for i in [b, b + len) (a push or
+ *   loom__coll_copy_range    dst[i] = src[i] for i in [b, b + len) (a push or
  *                           pull: either side may be a peer's memory)
- *   loom_copy16             its aligned part: 16-byte vectors, UNROLL loads in
+ *   loom__copy16             its aligned part: 16-byte vectors, UNROLL loads in
  *                           flight, L2 or streaming loads (also the AllGather +
  *                           GEMM copy kernel's loop)
  * Buffers are addressed by element index i, each with its own base offset
@@ -45,26 +45,26 @@
 
 /* ---- signals ------------------------------------------------------------ */
 
-static __device__ __forceinline__ int loom_coll_wait_all(const loom_dev_comm_t &dc, size_t off, uint32_t idx,
+static __device__ __forceinline__ int loom__coll_wait_all(const loom_dev_comm_t &dc, size_t off, uint32_t idx,
                                                          uint32_t e, uint32_t site) {
   int good = 1;
   for (int p = (int)threadIdx.x; p < dc.size; p += (int)blockDim.x)
-    if (good && !loom_signal_wait(&dc, loom_signal_addr(&dc, p, off, idx), e, p, idx, site)) good = 0;
+    if (good && !loom__signal_wait(&dc, loom_signal_addr(&dc, p, off, idx), e, p, idx, site)) good = 0;
   return __syncthreads_and(good);
 }
 
-static __device__ __forceinline__ int loom_coll_wait_one(const loom_dev_comm_t &dc, int rank, size_t off,
+static __device__ __forceinline__ int loom__coll_wait_one(const loom_dev_comm_t &dc, int rank, size_t off,
                                                          uint32_t idx, uint32_t e, uint32_t site) {
   int good = 1;
-  if (threadIdx.x == 0) good = loom_signal_wait(&dc, loom_signal_addr(&dc, rank, off, idx), e, rank, idx, site);
+  if (threadIdx.x == 0) good = loom__signal_wait(&dc, loom_signal_addr(&dc, rank, off, idx), e, rank, idx, site);
   return __syncthreads_and(good);
 }
 
-static __device__ __forceinline__ void loom_coll_signal_own(const loom_dev_comm_t &dc, size_t off, uint32_t idx,
+static __device__ __forceinline__ void loom__coll_signal_own(const loom_dev_comm_t &dc, size_t off, uint32_t idx,
                                                             uint32_t e) {
   __threadfence_system(); /* every thread's stores, before the flag (as the tp copy kernel) */
   __syncthreads();
-  if (threadIdx.x == 0) loom_signal_store_release((uint32_t *)(dc.ws + off) + idx, e);
+  if (threadIdx.x == 0) loom__signal_store_release((uint32_t *)(dc.ws + off) + idx, e);
 }
 
 /* ---- the pointwise epilogue (element access: core/vec8.cuh) -------------- */
@@ -79,18 +79,18 @@ static __device__ __forceinline__ void loom_coll_signal_own(const loom_dev_comm_
  * measured, the run-time dispatch cost the dropout variant ~8%), -1 where it
  * does not (the tensor-parallel reduction, whose types are all run-time). */
 template <int TP>
-static __device__ __forceinline__ void loom_coll_pointwise8(const loom_pointwise_t &pw, int64_t i0, float *v) {
+static __device__ __forceinline__ void loom__coll_pointwise8(const loom_pointwise_t &pw, int64_t i0, float *v) {
   int64_t col = i0 % pw.cols;
   int keep[8];
 #pragma unroll
   for (int k = 0; k < 8; ++k) keep[k] = 1;
   if (pw.flags & LOOM_PW_DROPOUT) {
     if ((i0 & 3) == 0) {
-      loom_dropout_keep4(pw.seed, pw.offset, (uint64_t)i0, pw.drop_threshold, keep);
-      loom_dropout_keep4(pw.seed, pw.offset, (uint64_t)i0 + 4, pw.drop_threshold, keep + 4);
+      loom__dropout_keep4(pw.seed, pw.offset, (uint64_t)i0, pw.drop_threshold, keep);
+      loom__dropout_keep4(pw.seed, pw.offset, (uint64_t)i0 + 4, pw.drop_threshold, keep + 4);
     } else {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) keep[k] = loom_dropout_keep(pw.seed, pw.offset, (uint64_t)(i0 + k), pw.drop_threshold);
+      for (int k = 0; k < 8; ++k) keep[k] = loom__dropout_keep(pw.seed, pw.offset, (uint64_t)(i0 + k), pw.drop_threshold);
     }
   }
   const int vec = (i0 & 7) == 0 && (col & 7) == 0 && col + 8 <= pw.cols &&
@@ -102,12 +102,12 @@ static __device__ __forceinline__ void loom_coll_pointwise8(const loom_pointwise
     if (pw.flags & LOOM_PW_BIAS) loom__load8_as<TP>((const char *)pw.bias, col, pw.type, b);
     if (pw.flags & LOOM_PW_RESIDUAL) loom__load8_as<TP>((const char *)pw.residual, i0, pw.type, r);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = loom_pointwise_apply_vals(pw, pw.flags, pw.act, v[k], b[k], keep[k], r[k]);
+    for (int k = 0; k < 8; ++k) v[k] = loom__pointwise_apply_vals(pw, pw.flags, pw.act, v[k], b[k], keep[k], r[k]);
     return;
   }
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
-    v[k] = loom_pointwise_apply_kept(pw, pw.flags, pw.act, v[k], col, (uint64_t)(i0 + k), keep[k]);
+    v[k] = loom__pointwise_apply_kept(pw, pw.flags, pw.act, v[k], col, (uint64_t)(i0 + k), keep[k]);
     if (++col == pw.cols) col = 0;
   }
 }
@@ -119,7 +119,7 @@ static __device__ __forceinline__ void loom_coll_pointwise8(const loom_pointwise
  * at dst1[i - off1]. Vectors of 8 where b and b - off are multiples of 8 (the
  * buffers are 16-byte aligned), the rest element by element. Whole block. */
 template <int TI, int TO>
-static __device__ void loom_coll_reduce_range(const char *const *src, int nsrc, int64_t b, int64_t len,
+static __device__ void loom__coll_reduce_range(const char *const *src, int nsrc, int64_t b, int64_t len,
                                               char *dst0, int64_t off0, char *dst1, int64_t off1,
                                               const loom_pointwise_t &pw) {
   /* vectors where the element and both destinations' positions are multiples of 8 */
@@ -150,7 +150,7 @@ static __device__ void loom_coll_reduce_range(const char *const *src, int nsrc, 
 #pragma unroll
     for (int u = 0; u < LOOM_COLL_UNROLL; ++u) {
       if (v0 + (int64_t)u * blockDim.x >= nv) break;
-      if (pw.flags) loom_coll_pointwise8<TO>(pw, idx[u], acc[u]);
+      if (pw.flags) loom__coll_pointwise8<TO>(pw, idx[u], acc[u]);
       loom__store8<TO>(dst0, idx[u] - off0, acc[u]);
       if (dst1) loom__store8<TO>(dst1, idx[u] - off1, acc[u]);
     }
@@ -160,7 +160,7 @@ static __device__ void loom_coll_reduce_range(const char *const *src, int nsrc, 
     for (int s = 0; s < nsrc; ++s) acc += loom__load1<TI>(src[s], i);
     if (pw.flags) {
       const int64_t row = i / pw.cols;
-      acc = loom_pointwise_apply(pw, pw.flags, pw.act, acc, row, i - row * pw.cols);
+      acc = loom__pointwise_apply(pw, pw.flags, pw.act, acc, row, i - row * pw.cols);
     }
     loom__store1<TO>(dst0, i - off0, acc);
     if (dst1) loom__store1<TO>(dst1, i - off1, acc);
@@ -169,7 +169,7 @@ static __device__ void loom_coll_reduce_range(const char *const *src, int nsrc, 
 
 /* Sum of v over the block; red: 33 floats of shared memory. Every thread
  * gets the result. */
-static __device__ __forceinline__ float loom_coll_block_sum(float v, float *red) {
+static __device__ __forceinline__ float loom__coll_block_sum(float v, float *red) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, nw = ((int)blockDim.x + 31) / 32;
@@ -191,41 +191,41 @@ static __device__ __forceinline__ float loom_coll_block_sum(float v, float *red)
  *   RMSNorm   y = x / sqrt(mean(x^2) + eps) * w
  *   LayerNorm y = (x - mean) / sqrt(var + eps) * w (+ nb)   (biased variance)
  * with w, nb [cols] of TO (nb may be NULL), stored at element b = row x cols
- * on like loom_coll_reduce_range (vec: 8-element vectors). Whole block. */
+ * on like loom__coll_reduce_range (vec: 8-element vectors). Whole block. */
 template <int TO>
-static __device__ void loom_coll_norm_row(const float *xs, float s1, int64_t b, int64_t cols, int norm, float eps,
+static __device__ void loom__coll_norm_row(const float *xs, float s1, int64_t b, int64_t cols, int norm, float eps,
                                           const void *w, const void *nb, float *red, int vec, char *dst0, int64_t off0,
                                           char *dst1, int64_t off1) {
   const float inv = 1.f / (float)cols;
   float mean = 0.f, rstd;
   if (norm == LOOM_NORM_RMS) {
-    rstd = rsqrtf(loom_coll_block_sum(s1, red) * inv + eps);
+    rstd = rsqrtf(loom__coll_block_sum(s1, red) * inv + eps);
   } else {
-    mean = loom_coll_block_sum(s1, red) * inv;
+    mean = loom__coll_block_sum(s1, red) * inv;
     float s2 = 0.f;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
       const float d = xs[c] - mean;
       s2 += d * d;
     }
-    rstd = rsqrtf(loom_coll_block_sum(s2, red) * inv + eps);
+    rstd = rsqrtf(loom__coll_block_sum(s2, red) * inv + eps);
   }
-  /* every thread's xs stores are visible: loom_coll_block_sum synchronised */
+  /* every thread's xs stores are visible: loom__coll_block_sum synchronised */
   if (vec) {
     for (int64_t v = threadIdx.x; v < cols / LOOM_COLL_VEC; v += blockDim.x) {
       float y[8];
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
         const int64_t c = v * 8 + k;
-        y[k] = (xs[c] - mean) * rstd * loom_pw_load(w, c, TO);
-        if (nb) y[k] += loom_pw_load(nb, c, TO);
+        y[k] = (xs[c] - mean) * rstd * loom__pw_load(w, c, TO);
+        if (nb) y[k] += loom__pw_load(nb, c, TO);
       }
       loom__store8<TO>(dst0, b + v * 8 - off0, y);
       if (dst1) loom__store8<TO>(dst1, b + v * 8 - off1, y);
     }
   } else {
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      float y = (xs[c] - mean) * rstd * loom_pw_load(w, c, TO);
-      if (nb) y += loom_pw_load(nb, c, TO);
+      float y = (xs[c] - mean) * rstd * loom__pw_load(w, c, TO);
+      if (nb) y += loom__pw_load(nb, c, TO);
       loom__store1<TO>(dst0, b + c - off0, y);
       if (dst1) loom__store1<TO>(dst1, b + c - off1, y);
     }
@@ -235,9 +235,9 @@ static __device__ void loom_coll_norm_row(const float *xs, float s1, int64_t b, 
 
 /* Row `row` (cols elements, starting at element row x cols): x = pointwise(
  * sum over sources) kept in fp32 in xs[cols] (shared memory), then
- * loom_coll_norm_row. Whole block. */
+ * loom__coll_norm_row. Whole block. */
 template <int TI, int TO>
-static __device__ void loom_coll_reduce_row(const char *const *src, int nsrc, int64_t row, int64_t cols,
+static __device__ void loom__coll_reduce_row(const char *const *src, int nsrc, int64_t row, int64_t cols,
                                             const loom_pointwise_t &pw, int norm, float eps, const void *w,
                                             const void *nb, float *xs, float *red, char *dst0, int64_t off0,
                                             char *dst1, int64_t off1) {
@@ -253,7 +253,7 @@ static __device__ void loom_coll_reduce_row(const char *const *src, int nsrc, in
 #pragma unroll
         for (int k = 0; k < 8; ++k) acc[k] += x[k];
       }
-      if (pw.flags) loom_coll_pointwise8<TO>(pw, b + v * 8, acc);
+      if (pw.flags) loom__coll_pointwise8<TO>(pw, b + v * 8, acc);
 #pragma unroll
       for (int k = 0; k < 8; ++k) xs[v * 8 + k] = acc[k], s1 += norm == LOOM_NORM_RMS ? acc[k] * acc[k] : acc[k];
     }
@@ -261,40 +261,40 @@ static __device__ void loom_coll_reduce_row(const char *const *src, int nsrc, in
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
       float acc = 0.f;
       for (int s = 0; s < nsrc; ++s) acc += loom__load1<TI>(src[s], b + c);
-      if (pw.flags) acc = loom_pointwise_apply(pw, pw.flags, pw.act, acc, row, c);
+      if (pw.flags) acc = loom__pointwise_apply(pw, pw.flags, pw.act, acc, row, c);
       xs[c] = acc;
       s1 += norm == LOOM_NORM_RMS ? acc * acc : acc;
     }
   }
-  loom_coll_norm_row<TO>(xs, s1, b, cols, norm, eps, w, nb, red, vec, dst0, off0, dst1, off1);
+  loom__coll_norm_row<TO>(xs, s1, b, cols, norm, eps, w, nb, red, vec, dst0, off0, dst1, off1);
 }
 
 /* ---- LL lines ----------------------------------------------------------- */
 
 /* Two lines {word, flag} at p (16-byte aligned), each one 8-byte access. */
-static __device__ __forceinline__ void loom_ll_store2(uint64_t *p, uint32_t w0, uint32_t w1, uint32_t flag) {
+static __device__ __forceinline__ void loom__ll_store2(uint64_t *p, uint32_t w0, uint32_t w1, uint32_t flag) {
   const uint64_t a = ((uint64_t)flag << 32) | w0, b = ((uint64_t)flag << 32) | w1;
   asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
 }
 
 /* The two lines at p (one 16-byte load); 1 if both flags are `flag`. */
-static __device__ __forceinline__ int loom_ll_load2(const uint64_t *p, uint32_t flag, uint64_t *a, uint64_t *b) {
+static __device__ __forceinline__ int loom__ll_load2(const uint64_t *p, uint32_t flag, uint64_t *a, uint64_t *b) {
   asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(p) : "memory");
   return (uint32_t)(*a >> 32) == flag && (uint32_t)(*b >> 32) == flag;
 }
 
 /* Polls the two lines at p until both flags are `flag`; their words to w.
- * Bounded like loom_signal_wait (loom_poll_expired: 0 on expiry or when
+ * Bounded like loom__signal_wait (loom__poll_expired: 0 on expiry or when
  * another wait of the comm expired; `peer`, `line` and `site` describe the
  * wait). */
-static __device__ __forceinline__ int loom_ll_wait2(const loom_dev_comm_t &dc, const uint64_t *p, uint32_t flag,
+static __device__ __forceinline__ int loom__ll_wait2(const loom_dev_comm_t &dc, const uint64_t *p, uint32_t flag,
                                                     uint32_t *w, int peer, uint32_t line, uint32_t site) {
   uint64_t a, b;
-  if (!loom_ll_load2(p, flag, &a, &b)) {
-    const uint64_t t0 = loom_globaltimer_ns();
-    for (uint32_t polls = 1; !loom_ll_load2(p, flag, &a, &b); ++polls) {
+  if (!loom__ll_load2(p, flag, &a, &b)) {
+    const uint64_t t0 = loom__globaltimer_ns();
+    for (uint32_t polls = 1; !loom__ll_load2(p, flag, &a, &b); ++polls) {
       const uint32_t seen = (uint32_t)(a >> 32) != flag ? (uint32_t)(a >> 32) : (uint32_t)(b >> 32);
-      if (loom_poll_expired(&dc, polls, t0, peer, line, flag, seen, site)) return 0;
+      if (loom__poll_expired(&dc, polls, t0, peer, line, flag, seen, site)) return 0;
     }
   }
   w[0] = (uint32_t)a, w[1] = (uint32_t)b;
@@ -309,7 +309,7 @@ static __device__ __forceinline__ int loom_ll_wait2(const loom_dev_comm_t &dc, c
  * with EVICT_FIRST, streaming (ld.global.cs: read once, written before the
  * kernel began). */
 template <int UNROLL, bool EVICT_FIRST>
-static __device__ __forceinline__ void loom_copy16(int4 *d, const int4 *s, int64_t nv) {
+static __device__ __forceinline__ void loom__copy16(int4 *d, const int4 *s, int64_t nv) {
   const int64_t step = (int64_t)blockDim.x * UNROLL;
   int64_t i = threadIdx.x;
   for (; i + (UNROLL - 1) * (int64_t)blockDim.x < nv; i += step) {
@@ -326,7 +326,7 @@ static __device__ __forceinline__ void loom_copy16(int4 *d, const int4 *s, int64
  * 16-byte vectors where both sides are 16-byte aligned there, else element
  * by element. Whole block. */
 template <int ES>
-static __device__ void loom_coll_copy_range(const char *src, int64_t soff, char *dst, int64_t doff, int64_t b,
+static __device__ void loom__coll_copy_range(const char *src, int64_t soff, char *dst, int64_t doff, int64_t b,
                                             int64_t len) {
   const char *s = src + (b - soff) * ES;
   char *d = dst + (b - doff) * ES;
@@ -334,7 +334,7 @@ static __device__ void loom_coll_copy_range(const char *src, int64_t soff, char 
   int64_t nv = 0;
   if ((((uintptr_t)s | (uintptr_t)d) & 15u) == 0) {
     nv = bytes / 16;
-    loom_copy16<LOOM_COLL_UNROLL, false>((int4 *)d, (const int4 *)s, nv);
+    loom__copy16<LOOM_COLL_UNROLL, false>((int4 *)d, (const int4 *)s, nv);
   }
   for (int64_t k = nv * 16 / ES + threadIdx.x; k < len; k += blockDim.x) {
     if (ES == 4) ((uint32_t *)d)[k] = __ldcg((const unsigned int *)s + k);

@@ -51,15 +51,15 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS)
   const int lane = threadIdx.x & 31;
   const int D = a.dim;
   const int comm = !a.pool_only;
-  const int64_t ntasks = loom_emb_num_tasks(&s);
+  const int64_t ntasks = loom__emb_num_tasks(&s);
   uint32_t *misc = (uint32_t *)(a.dc.ws + a.fetch_off);
-  const uint32_t epoch = comm ? loom_epoch_begin((const loom_dev_epoch_t *)(a.dc.ws + a.epoch_off)) : 0u;
+  const uint32_t epoch = comm ? loom__epoch_begin((const loom_dev_epoch_t *)(a.dc.ws + a.epoch_off)) : 0u;
 
   if (threadIdx.x == 0) s_abort = 0;
   for (int p = threadIdx.x; p < LOOM_EMB_MAX_LSA; p += blockDim.x) s_ready[p] = (p == s.rank);
   if (comm && blockIdx.x == 0)
     for (int p = threadIdx.x; p < s.world; p += blockDim.x)
-      loom_signal_store_release(loom_signal_addr(&a.dc, p, a.ready_off, (uint32_t)s.rank), epoch);
+      loom__signal_store_release(loom_signal_addr(&a.dc, p, a.ready_off, (uint32_t)s.rank), epoch);
   __syncthreads();
 
   emb_fetch_t f = emb_fetch_init(comm ? misc : nullptr, comm ? (const uint32_t *)(a.dc.ws + a.ready_off) : nullptr,
@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS)
   for (;;) {
     const int64_t k = emb_next_task(a, f, ntasks, s_task, s_ready, &s_abort);
     if (k < 0 || k >= ntasks) break;
-    const loom_emb_task_t tk = loom_emb_task_decode(&s, k);
+    const loom_emb_task_t tk = loom__emb_task_decode(&s, k);
     const int t = tk.table;
     /* pooling alone: out [B, T*D] here; fused: q's out [Bl, T_total*D] (one
      * inlined copy of the bag loop for both) */
@@ -79,20 +79,20 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS)
     __syncwarp();
     if (comm && lane == 0) {
       __threadfence_system(); /* the warp's stores (to q) before the count */
-      uint32_t *ctr = (uint32_t *)(a.dc.ws + a.counters_off) + loom_emb_counter_index(&s, t, tk.dest, tk.slice);
-      if (loom_last_arrival(ctr, loom_emb_counter_target(&s))) /* every counted warp's stores before the flag */
-        loom_signal_store_release(
-            loom_signal_addr(&a.dc, tk.dest, a.flags_off, loom_emb_flag_index(&s, s.table_base, t, tk.slice)), epoch);
+      uint32_t *ctr = (uint32_t *)(a.dc.ws + a.counters_off) + loom__emb_counter_index(&s, t, tk.dest, tk.slice);
+      if (loom__last_arrival(ctr, loom__emb_counter_target(&s))) /* every counted warp's stores before the flag */
+        loom__signal_store_release(
+            loom_signal_addr(&a.dc, tk.dest, a.flags_off, loom__emb_flag_index(&s, s.table_base, t, tk.slice)), epoch);
     }
   }
   if (!__syncthreads_and(!s_abort)) return;
   if (!comm) return;
   /* this block's share of the incoming flags */
   int ok = 1;
-  const uint32_t nf = loom_emb_num_flags(&s);
+  const uint32_t nf = loom__emb_num_flags(&s);
   const uint32_t *flags = (const uint32_t *)(a.dc.ws + a.flags_off);
   for (uint32_t i = blockIdx.x + gridDim.x * threadIdx.x; i < nf; i += gridDim.x * blockDim.x)
-    if (!loom_signal_wait(&a.dc, flags + i, epoch, -1, i, LOOM_SITE_EMB_SLICE_READY)) { ok = 0; break; }
+    if (!loom__signal_wait(&a.dc, flags + i, epoch, -1, i, LOOM_SITE_EMB_SLICE_READY)) { ok = 0; break; }
   if (!__syncthreads_and(ok)) return;
   if (threadIdx.x == 0) emb_block_done(a, epoch, 0);
 }
@@ -115,18 +115,18 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS)
   const int lane = threadIdx.x & 31;
   const int D = a.dim;
   const int comm = !a.pool_only;
-  const int64_t ntasks = loom_emb_num_tasks(&s), per_dest = loom_emb_tasks_per_dest(&s);
+  const int64_t ntasks = loom__emb_num_tasks(&s), per_dest = loom__emb_tasks_per_dest(&s);
   uint32_t *misc = (uint32_t *)(a.dc.ws + a.fetch_off);
-  const uint32_t epoch = comm ? loom_epoch_begin((const loom_dev_epoch_t *)(a.dc.ws + a.epoch_off)) : 0u;
+  const uint32_t epoch = comm ? loom__epoch_begin((const loom_dev_epoch_t *)(a.dc.ws + a.epoch_off)) : 0u;
 
   if (threadIdx.x == 0) s_abort = 0;
   for (int p = threadIdx.x; p < LOOM_EMB_MAX_LSA; p += blockDim.x) s_ready[p] = (p == s.rank);
   if (comm && blockIdx.x == 0) {
     __threadfence_system();
     for (int p = threadIdx.x; p < s.world; p += blockDim.x) {
-      loom_signal_store_release(loom_signal_addr(&a.dc, p, a.gready_off, (uint32_t)s.rank), epoch);
+      loom__signal_store_release(loom_signal_addr(&a.dc, p, a.gready_off, (uint32_t)s.rank), epoch);
       if (per_dest == 0) /* nothing to read from anyone: done at once */
-        loom_signal_store_release(loom_signal_addr(&a.dc, p, a.gdone_off, (uint32_t)s.rank), epoch);
+        loom__signal_store_release(loom_signal_addr(&a.dc, p, a.gdone_off, (uint32_t)s.rank), epoch);
     }
   }
   __syncthreads();
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS)
   for (;;) {
     const int64_t k = emb_next_task(a, f, ntasks, s_task, s_ready, &s_abort);
     if (k < 0 || k >= ntasks) break;
-    const loom_emb_task_t tk = loom_emb_task_decode(&s, k);
+    const loom_emb_task_t tk = loom__emb_task_decode(&s, k);
     const int t = tk.table;
     if (!comm)
       emb_scatter_bags<OT, NV>(a, tk, lane, reinterpret_cast<const OT *>(a.peer[0]) + (int64_t)t * D, 0,
@@ -149,8 +149,8 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS)
     if (comm && lane == 0) {
       __threadfence_system(); /* loads from q are done (their values were used) */
       uint32_t *cnt = (uint32_t *)(a.dc.ws + a.bcount_off) + tk.dest;
-      if (loom_last_arrival(cnt, (uint32_t)per_dest))
-        loom_signal_store_release(loom_signal_addr(&a.dc, tk.dest, a.gdone_off, (uint32_t)s.rank), epoch);
+      if (loom__last_arrival(cnt, (uint32_t)per_dest))
+        loom__signal_store_release(loom_signal_addr(&a.dc, tk.dest, a.gdone_off, (uint32_t)s.rank), epoch);
     }
   }
   if (!__syncthreads_and(!s_abort)) return;

@@ -124,7 +124,7 @@ static inline int emb_chunks_per_lane(loom_dtype_t tt, int dim) {
 
 static __device__ __noinline__ void emb_record(loom_emb_err_t *e, uint32_t kind, int table, int64_t sample,
                                                int64_t position, int64_t value, int64_t limit) {
-  if (*(volatile uint32_t *)&e->claimed || !loom_record_claim(&e->claimed)) return;
+  if (*(volatile uint32_t *)&e->claimed || !loom__record_claim(&e->claimed)) return;
   volatile loom_emb_err_t *r = e;
   r->kind = kind;
   r->table = table;
@@ -132,7 +132,7 @@ static __device__ __noinline__ void emb_record(loom_emb_err_t *e, uint32_t kind,
   r->position = position;
   r->value = value;
   r->limit = limit;
-  loom_record_publish(&e->valid);
+  loom__record_publish(&e->valid);
 }
 
 /* ---- the task loop --------------------------------------------------------
@@ -182,9 +182,9 @@ static __device__ __forceinline__ int64_t emb_next_task(const loom_emb_kargs_t &
     int64_t k = f.pref >= 0 ? f.pref : emb_claim(f);
     f.pref = k < ntasks ? emb_claim(f) : -1;
     if (k < ntasks && f.ready) {
-      const int q = loom_emb_task_decode(&a.s, k).dest;
+      const int q = loom__emb_task_decode(&a.s, k).dest;
       if (!s_ready[q]) {
-        if (loom_signal_wait(&a.dc, f.ready + q, f.epoch, q, f.sig0 + (uint32_t)q, f.site)) s_ready[q] = 1;
+        if (loom__signal_wait(&a.dc, f.ready + q, f.epoch, q, f.sig0 + (uint32_t)q, f.site)) s_ready[q] = 1;
         else *s_abort = 1;
       }
     }
@@ -466,7 +466,7 @@ static __device__ __forceinline__ void emb_block_done(const loom_emb_kargs_t &a,
     misc[2] = 0u;
     __threadfence();
   }
-  if (epoch) loom_epoch_block_done((loom_dev_epoch_t *)(a.dc.ws + a.epoch_off), epoch);
+  if (epoch) loom__epoch_block_done((loom_dev_epoch_t *)(a.dc.ws + a.epoch_off), epoch);
 }
 
 /* Signal index of word `off` (a byte offset in the workspace) for error
@@ -487,7 +487,7 @@ static __device__ __forceinline__ int emb_wait_peers(const loom_emb_kargs_t &a, 
   const int first = all ? (int)threadIdx.x : (int)(blockIdx.x + gridDim.x * threadIdx.x);
   const int step = all ? (int)blockDim.x : (int)(gridDim.x * blockDim.x);
   for (int p = first; p < a.s.world; p += step)
-    if (!loom_signal_wait(&a.dc, words + p, epoch, p, sig0 + (uint32_t)p, site)) { ok = 0; break; }
+    if (!loom__signal_wait(&a.dc, words + p, epoch, p, sig0 + (uint32_t)p, site)) { ok = 0; break; }
   return __syncthreads_and(ok);
 }
 

@@ -23,7 +23,7 @@
  *                             done (local; each reset by the last block)
  *   counters  [max_p T_p x W x nsl]  forward slice completion counters (local)
  * Epochs come from the plan's device call counter (loom_dev_epoch_t at
- * plan->epoch_offset, loom_epoch_begin), so calls captured in a CUDA graph
+ * plan->epoch_offset, loom__epoch_begin), so calls captured in a CUDA graph
  * get a new epoch on every replay; the counters above are reset to 0 by the
  * last task or block that uses them in a call, never by the host. A call of
  * several kernels (the sorted backward) reads its epoch in each and only its

@@ -46,12 +46,12 @@ typedef struct loom_emb_gin_args {
  * bounded by the comm's timeout. 0 on expiry or abort. */
 static __device__ int emb_gin_wait(const loom_emb_kargs_t &a, ncclGin &gin, uint32_t i, uint32_t epoch) {
   uint64_t *shadow = gin.getSignalShadowPtr((ncclGinSignal_t)i);
-  const uint64_t target = loom_emb_gin_signal_target(*shadow);
+  const uint64_t target = loom__emb_gin_signal_target(*shadow);
   *shadow = target;
-  const uint64_t t0 = loom_globaltimer_ns();
+  const uint64_t t0 = loom__globaltimer_ns();
   for (uint32_t polls = 1;; ++polls) {
     if (gin.readSignal((ncclGinSignal_t)i) >= target) return 1;
-    if (loom_poll_expired(&a.dc, polls, t0, -1, i, epoch, 0, LOOM_SITE_EMB_SLICE_READY)) return 0;
+    if (loom__poll_expired(&a.dc, polls, t0, -1, i, epoch, 0, LOOM_SITE_EMB_SLICE_READY)) return 0;
   }
 }
 
@@ -65,9 +65,9 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS)
   const loom_emb_sched_t &s = a.s;
   const int lane = threadIdx.x & 31;
   const int D = a.dim;
-  const int64_t ntasks = loom_emb_num_tasks(&s);
+  const int64_t ntasks = loom__emb_num_tasks(&s);
   uint32_t *misc = (uint32_t *)(a.dc.ws + a.fetch_off);
-  const uint32_t epoch = loom_epoch_begin((const loom_dev_epoch_t *)(a.dc.ws + a.epoch_off));
+  const uint32_t epoch = loom__epoch_begin((const loom_dev_epoch_t *)(a.dc.ws + a.epoch_off));
   ncclGin gin(dcomm, 0);
   const ncclTeam world = ncclTeamWorld(dcomm);
   if (threadIdx.x == 0) s_abort = 0;
@@ -78,14 +78,14 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS)
     s_ready[p] = p == s.rank || p >= s.world || a.dc.peer_ws[p] == nullptr;
   if (blockIdx.x == 0)
     for (int p = threadIdx.x; p < s.world; p += blockDim.x)
-      if (a.dc.peer_ws[p]) loom_signal_store_release(loom_signal_addr(&a.dc, p, a.ready_off, (uint32_t)s.rank), epoch);
+      if (a.dc.peer_ws[p]) loom__signal_store_release(loom_signal_addr(&a.dc, p, a.ready_off, (uint32_t)s.rank), epoch);
   __syncthreads();
   emb_fetch_t f = emb_fetch_init(misc, (const uint32_t *)(a.dc.ws + a.ready_off), emb_sig_index(a, a.ready_off),
                                  LOOM_SITE_EMB_OUT_READY, epoch);
   for (;;) {
     const int64_t k = emb_next_task(a, f, ntasks, s_task, s_ready, &s_abort);
     if (k < 0 || k >= ntasks) break;
-    const loom_emb_task_t tk = loom_emb_task_decode(&s, k);
+    const loom_emb_task_t tk = loom__emb_task_decode(&s, k);
     const int t = tk.table;
     const bool lsa = a.peer[tk.dest] != nullptr;
     const int64_t row0 = (int64_t)tk.dest * s.local_batch;
@@ -95,19 +95,19 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS)
           (int64_t)s.t_total * D);
     else
       emb_pool_bags<TT, OT, NV, LOOM_EMB_UNROLL, EMB_ROWS_FLAT>(
-          a, tk, lane, reinterpret_cast<OT *>(g.stage) + loom_emb_gin_stage_offset(&s, tk.dest, t, row0, D), row0, D);
+          a, tk, lane, reinterpret_cast<OT *>(g.stage) + loom__emb_gin_stage_offset(&s, tk.dest, t, row0, D), row0, D);
     __syncwarp();
     if (lane == 0) {
       __threadfence_system();
-      uint32_t *ctr = (uint32_t *)(a.dc.ws + a.counters_off) + loom_emb_counter_index(&s, t, tk.dest, tk.slice);
-      if (loom_last_arrival(ctr, loom_emb_counter_target(&s))) {
-        const uint32_t fi = loom_emb_flag_index(&s, s.table_base, t, tk.slice);
+      uint32_t *ctr = (uint32_t *)(a.dc.ws + a.counters_off) + loom__emb_counter_index(&s, t, tk.dest, tk.slice);
+      if (loom__last_arrival(ctr, loom__emb_counter_target(&s))) {
+        const uint32_t fi = loom__emb_flag_index(&s, s.table_base, t, tk.slice);
         if (lsa) {
-          loom_signal_store_release(loom_signal_addr(&a.dc, tk.dest, a.flags_off, fi), epoch);
+          loom__signal_store_release(loom_signal_addr(&a.dc, tk.dest, a.flags_off, fi), epoch);
         } else {
-          const int rows = loom_emb_slice_rows(&s, tk.slice);
+          const int rows = loom__emb_slice_rows(&s, tk.slice);
           for (int i = 0; i < rows; ++i) {
-            const loom_emb_gin_put_t pt = loom_emb_gin_put(&s, tk.dest, t, tk.slice, i, D, sizeof(OT), g.out_win_off);
+            const loom_emb_gin_put_t pt = loom__emb_gin_put(&s, tk.dest, t, tk.slice, i, D, sizeof(OT), g.out_win_off);
             if (i + 1 < rows) gin.put(world, tk.dest, g.out_win, pt.dst, g.stage_win, pt.src, pt.bytes);
             else gin.put(world, tk.dest, g.out_win, pt.dst, g.stage_win, pt.src, pt.bytes, ncclGin_SignalAdd{(ncclGinSignal_t)fi, 1});
           }
@@ -116,14 +116,14 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS)
     }
   }
   if (!__syncthreads_and(!s_abort)) return;
-  /* incoming: each flag is set by one source rank (loom_emb_flag_source):
+  /* incoming: each flag is set by one source rank (loom__emb_flag_source):
    * an NVLink source stores it, a network source adds to its GIN signal */
-  const uint32_t nf = loom_emb_num_flags(&s);
+  const uint32_t nf = loom__emb_num_flags(&s);
   const uint32_t *flags = (const uint32_t *)(a.dc.ws + a.flags_off);
   int ok = 1;
   for (uint32_t i = blockIdx.x + gridDim.x * threadIdx.x; ok && i < nf; i += gridDim.x * blockDim.x) {
-    const int src = loom_emb_flag_source(a.table_base, s.world, s.nsl, i);
-    if (a.dc.peer_ws[src]) ok = loom_signal_wait(&a.dc, flags + i, epoch, src, i, LOOM_SITE_EMB_SLICE_READY);
+    const int src = loom__emb_flag_source(a.table_base, s.world, s.nsl, i);
+    if (a.dc.peer_ws[src]) ok = loom__signal_wait(&a.dc, flags + i, epoch, src, i, LOOM_SITE_EMB_SLICE_READY);
     else ok = emb_gin_wait(a, gin, i, epoch);
   }
   if (!__syncthreads_and(ok)) return;

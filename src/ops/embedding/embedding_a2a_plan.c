@@ -112,7 +112,7 @@ static loom_result_t emb_check_batch(const char *fn, const loom_embedding_desc_t
   const int64_t max_rows = ((int64_t)1 << 62) / ((int64_t)d->dim * 4);
   for (int p = 0, g = 0; p < size; ++p) {
     int64_t sum = 0;
-    for (int t = 0; t < d->tables_per_rank[p]; ++t, ++g) sum = loom_emb_add_sat(sum, d->rows[g]);
+    for (int t = 0; t < d->tables_per_rank[p]; ++t, ++g) sum = loom__emb_add_sat(sum, d->rows[g]);
     if (sum > max_rows)
       return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                         "%s: desc->rows: rank %d's tables hold %lld rows of dim %d, more than %lld (2^62 bytes of "
@@ -270,10 +270,10 @@ static loom_result_t emb_schedule(const char *fn, loom_emb_state_t *st, int W, i
   const int t_total = st->table_base[W], T = st->tables_per_rank[r], S = desc->slice_samples;
   int t_max = 0;
   for (int p = 0; p < W; ++p) t_max = st->tables_per_rank[p] > t_max ? st->tables_per_rank[p] : t_max;
-  *counts = loom_emb_plan_counts(W, t_total, t_max, desc->global_batch / W, S);
+  *counts = loom__emb_plan_counts(W, t_total, t_max, desc->global_batch / W, S);
   const char *what = NULL;
   int64_t value = 0;
-  if (loom_emb_counts_check(counts, &what, &value))
+  if (loom__emb_counts_check(counts, &what, &value))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: %s = %lld exceeds the limit %lld (32-bit signal indices) for W=%d, T_total=%d, "
                       "global_batch=%lld, slice_samples=%d: use larger slices or fewer tables per plan",
@@ -285,7 +285,7 @@ static loom_result_t emb_schedule(const char *fn, loom_emb_state_t *st, int W, i
                       "numbers and takes at most %lld rows per rank",
                       fn, r, loom__dtype_name(desc->table_type), (long long)st->local_rows,
                       (long long)LOOM_EMB_MAX_SORTED_ROWS);
-  if (loom_emb_sched_init(&st->sched, W, r, T, t_total, st->table_base[r], desc->global_batch, S, st->part,
+  if (loom__emb_sched_init(&st->sched, W, r, T, t_total, st->table_base[r], desc->global_batch, S, st->part,
                           st->opts.local_first) != 0)
     return loom__fail(LOOM_ERR_INTERNAL, "%s: schedule rejected W=%d T=%d B=%lld S=%d", fn, W, T,
                       (long long)desc->global_batch, S);
@@ -313,10 +313,10 @@ static loom_result_t emb_choose(loom_comm_t comm, const char *fn, loom_emb_state
   const int all_lsa = comm->lsa_size == W;
   int gin = 0;
   st->num_flags = (uint32_t)counts->flags;
-  st->num_counters = loom_emb_num_counters(&st->sched);
+  st->num_counters = loom__emb_num_counters(&st->sched);
   if (!all_lsa && asked != LOOM_EMB_PATH_STAGED && !comm->detached)
     LOOM_TRY(loom__emb_gin_probe(comm->nccl, (int)counts->flags, &gin, &st->gin_devcomm));
-  int path = loom_emb_choose_path(asked, all_lsa, gin);
+  int path = loom__emb_choose_path(asked, all_lsa, gin);
   if (path < 0)
     return loom__fail(LOOM_ERR_UNSUPPORTED,
                       "%s: path %s cannot run here: %d of %d ranks are load/store reachable and NCCL "
@@ -508,7 +508,7 @@ loom_result_t loom_embedding_a2a_plan_info(loom_plan_t plan, loom_embedding_plan
   info->path = (loom_embedding_path_t)st->path;
   info->slice_samples = st->sched.slice;
   info->slices_per_rank = st->sched.nsl;
-  info->tasks = loom_emb_num_tasks(&st->sched);
+  info->tasks = loom__emb_num_tasks(&st->sched);
   info->grid_blocks = st->grid;
   info->num_flags = st->num_flags;
   info->num_counters = st->num_counters;
@@ -814,7 +814,7 @@ loom_result_t loom__emb_set_part(loom_plan_t plan, int part) {
   if (part < 1 || part > 32)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: part=%d must be in 1..32 (bags a warp pools per task)", fn, part);
   loom_emb_sched_t s = st->sched;
-  if (loom_emb_sched_init(&s, s.world, s.rank, s.t_local, s.t_total, s.table_base, s.batch, s.slice, part,
+  if (loom__emb_sched_init(&s, s.world, s.rank, s.t_local, s.t_total, s.table_base, s.batch, s.slice, part,
                           s.local_first) != 0)
     return loom__fail(LOOM_ERR_INTERNAL, "%s: schedule rejected part=%d", fn, part);
   /* the previous call's counters and fetch words are back at 0 once it ended */

@@ -61,10 +61,10 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS) loom__emb_bwd_keys_kernel(co
   const int lane = threadIdx.x & 31, D = a.dim;
   const int comm = !a.pool_only;
   if (comm && blockIdx.x == 0) {
-    const uint32_t epoch = loom_epoch_begin((const loom_dev_epoch_t *)(a.dc.ws + a.epoch_off));
+    const uint32_t epoch = loom__epoch_begin((const loom_dev_epoch_t *)(a.dc.ws + a.epoch_off));
     __threadfence_system();
     for (int p = threadIdx.x; p < s.world; p += blockDim.x)
-      loom_signal_store_release(loom_signal_addr(&a.dc, p, a.gready_off, (uint32_t)s.rank), epoch);
+      loom__signal_store_release(loom_signal_addr(&a.dc, p, a.gready_off, (uint32_t)s.rank), epoch);
   }
   const int64_t nbags = (int64_t)s.t_local * s.batch;
   const int64_t nwarps = (int64_t)gridDim.x * (blockDim.x >> 5);
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS) loom__emb_bwd_keys_kernel(co
     const int64_t rows_t = a.rows[t], roff = a.row_off[t];
     emb_meta_t m;
     m.q = comm ? (int32_t)(b / s.local_batch) : 0;
-    m.goff = comm ? loom_emb_out_offset(&s, s.table_base, t, b, D) : b * (int64_t)s.t_local * D + (int64_t)t * D;
+    m.goff = comm ? loom__emb_out_offset(&s, s.table_base, t, b, D) : b * (int64_t)s.t_local * D + (int64_t)t * D;
     const float sc = a.scale * (a.pooling == LOOM_POOL_MEAN ? 1.f / (float)(hi - lo) : 1.f);
     for (int64_t p = lo + lane; p < hi; p += 32) {
       const int64_t ix = a.indices[p];
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS) loom__emb_bwd_keys_kernel(co
 
 /* ---- runs -------------------------------------------------------------------- */
 
-/* Adds a run's fp32 sum where loom_emb_piece_dest says: table_grad row `key`
+/* Adds a run's fp32 sum where loom__emb_piece_dest says: table_grad row `key`
  * (one rounding to TT) or one of chunk c's partials. */
 template <typename TT, int NV>
 __device__ __forceinline__ void emb_run_put(const emb_sorted_t &so, TT *tg, int dest, uint32_t key, int64_t c,
@@ -134,13 +134,13 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, 2)
   constexpr int U = LOOM_EMB_UNROLL / (NV * W16) >= 1 ? LOOM_EMB_UNROLL / (NV * W16) : 1;
   const int lane = threadIdx.x & 31, D = a.dim, nvec = D / VE;
   const int comm = !a.pool_only;
-  const uint32_t epoch = comm ? loom_epoch_begin((const loom_dev_epoch_t *)(a.dc.ws + a.epoch_off)) : 0u;
+  const uint32_t epoch = comm ? loom__epoch_begin((const loom_dev_epoch_t *)(a.dc.ws + a.epoch_off)) : 0u;
   /* every peer's grad_out is readable (its backward started) */
   if (comm && !emb_wait_peers(a, a.gready_off, epoch, LOOM_SITE_EMB_GRAD_READY, 1)) return;
   TT *tg = reinterpret_cast<TT *>(a.table_grad);
   const int64_t nwarps = (int64_t)gridDim.x * (blockDim.x >> 5);
   for (int64_t c = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); c < so.nchunks; c += nwarps) {
-    const loom_emb_chunk_t ch = loom_emb_chunk_info(so.keys, so.n, c, so.rows);
+    const loom_emb_chunk_t ch = loom__emb_chunk_info(so.keys, so.n, c, so.rows);
     if (!ch.valid) continue; /* unused positions only (they sort last) */
     float acc[NV][VE];
 #pragma unroll
@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, 2)
           const float cf = __shfl_sync(EMB_FULL_MASK, md.coef, src & 31);
           if (src < nv) {
             if (k != cur) { /* the run of `cur` ends here, not at the chunk's end */
-              emb_run_put<TT, NV>(so, tg, loom_emb_piece_dest(&ch, first, 0), cur, c, acc, D, nvec, lane);
+              emb_run_put<TT, NV>(so, tg, loom__emb_piece_dest(&ch, first, 0), cur, c, acc, D, nvec, lane);
               first = 0;
               cur = k;
 #pragma unroll
@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, 2)
       }
       if (nv < nb) break; /* the rest of the chunk holds unused positions */
     }
-    emb_run_put<TT, NV>(so, tg, loom_emb_piece_dest(&ch, first, 1), cur, c, acc, D, nvec, lane);
+    emb_run_put<TT, NV>(so, tg, loom__emb_piece_dest(&ch, first, 1), cur, c, acc, D, nvec, lane);
   }
   if (!comm) return;
   /* the last block done: every peer's grad_out read by this rank */
@@ -209,9 +209,9 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, 2)
   if (threadIdx.x == 0) {
     uint32_t *misc = (uint32_t *)(a.dc.ws + a.fetch_off);
     __threadfence_system(); /* this block's loads from peers are done (their values were used) */
-    if (loom_last_arrival(misc + 3, gridDim.x)) {
+    if (loom__last_arrival(misc + 3, gridDim.x)) {
       for (int p = 0; p < a.s.world; ++p)
-        loom_signal_store_release(loom_signal_addr(&a.dc, p, a.gdone_off, (uint32_t)a.s.rank), epoch);
+        loom__signal_store_release(loom_signal_addr(&a.dc, p, a.gdone_off, (uint32_t)a.s.rank), epoch);
     }
   }
 }
@@ -225,14 +225,14 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS)
   constexpr int R = 32 / (NV * VE) >= 1 ? 32 / (NV * VE) : 1; /* partial rows in flight: 32 floats per lane */
   const int lane = threadIdx.x & 31, D = a.dim, nvec = D / VE;
   const int comm = !a.pool_only;
-  const uint32_t epoch = comm ? loom_epoch_begin((const loom_dev_epoch_t *)(a.dc.ws + a.epoch_off)) : 0u;
+  const uint32_t epoch = comm ? loom__epoch_begin((const loom_dev_epoch_t *)(a.dc.ws + a.epoch_off)) : 0u;
   TT *tg = reinterpret_cast<TT *>(a.table_grad);
   const int64_t nwarps = (int64_t)gridDim.x * (blockDim.x >> 5);
   for (int64_t c = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); c < so.nchunks; c += nwarps) {
-    const loom_emb_chunk_t ch = loom_emb_chunk_info(so.keys, so.n, c, so.rows);
-    if (!loom_emb_chunk_has_head(&ch)) continue;
+    const loom_emb_chunk_t ch = loom__emb_chunk_info(so.keys, so.n, c, so.rows);
+    if (!loom__emb_chunk_has_head(&ch)) continue;
     const uint32_t key = so.keys[ch.i1 - 1];
-    const int64_t last = loom_emb_run_last_chunk(so.keys, so.n, c, key);
+    const int64_t last = loom__emb_run_last_chunk(so.keys, so.n, c, key);
     float acc[NV][VE];
     const float *head = so.partial + (c * 2 + 1) * (int64_t)D;
 #pragma unroll
@@ -315,7 +315,7 @@ static emb_sorted_kernel_t heads_kernel(loom_dtype_t tt, int dim) {
 static size_t sorted_layout(int64_t n, int dim, size_t temp, size_t off[7]) {
   const size_t nn = (size_t)n;
   const size_t sizes[7] = {nn * 4, nn * 4, nn * 4, nn * 4, nn * sizeof(emb_meta_t),
-                           (size_t)loom_emb_run_chunks(n) * 2 * (size_t)dim * sizeof(float), temp};
+                           (size_t)loom__emb_run_chunks(n) * 2 * (size_t)dim * sizeof(float), temp};
   size_t at = 0;
   for (int i = 0; i < 7; ++i) {
     off[i] = at;
@@ -355,7 +355,7 @@ extern "C" loom_result_t loom__emb_launch_backward_sorted(const loom_emb_kargs_t
   if (n > LOOM_EMB_MAX_SORTED_INDICES || a->total_rows > LOOM_EMB_MAX_SORTED_ROWS || a->total_rows < 0)
     return loom__fail(LOOM_ERR_INTERNAL, "loom__emb_launch_backward_sorted: n=%lld rows=%lld past the 32-bit keys",
                       (long long)n, (long long)a->total_rows);
-  const int bits = loom_emb_key_bits(a->total_rows);
+  const int bits = loom__emb_key_bits(a->total_rows);
   size_t temp = 0, off[7];
   {
     cudaError_t e = sort_temp_bytes(n, bits, &temp);
@@ -371,7 +371,7 @@ extern "C" loom_result_t loom__emb_launch_backward_sorted(const loom_emb_kargs_t
   so.meta = (emb_meta_t *)(base + off[4]);
   so.partial = (float *)(base + off[5]);
   so.n = n;
-  so.nchunks = loom_emb_run_chunks(n);
+  so.nchunks = loom__emb_run_chunks(n);
   so.rows = a->total_rows;
   loom_result_t r = LOOM_SUCCESS;
   cudaError_t e = cudaSuccess;

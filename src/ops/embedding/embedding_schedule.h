@@ -27,7 +27,7 @@
  *  - exit waits: block b of G waits on flags i with i % G == b (a partition).
  *
  * Counts: every signal word, counter and flag index is 32-bit; a plan whose
- * counts pass LOOM_EMB_MAX_SIGNALS is refused (loom_emb_plan_counts).
+ * counts pass LOOM_EMB_MAX_SIGNALS is refused (loom__emb_plan_counts).
  *
  * Sorted backward (fp16/bf16 tables): the positions' table rows are sorted,
  * cut into chunks of LOOM_EMB_RUN_CHUNK positions, and each run of equal
@@ -73,7 +73,7 @@ typedef struct loom_emb_task {
 /* Fills s; returns 0, or -1 if the numbers are inconsistent (W < 1, rank
  * outside, B not a multiple of W, S or P < 1, more than 2^31 - 1 slices).
  * P is clamped to S. */
-LOOM_HD int loom_emb_sched_init(loom_emb_sched_t *s, int world, int rank, int t_local, int t_total,
+LOOM_HD int loom__emb_sched_init(loom_emb_sched_t *s, int world, int rank, int t_local, int t_total,
                                     int table_base, int64_t batch, int slice, int part, int local_first) {
   if (world < 1 || rank < 0 || rank >= world || t_local < 0 || t_total < t_local || batch < world ||
       batch % world != 0 || slice < 1 || part < 1 || table_base < 0 || table_base + t_local > t_total ||
@@ -95,33 +95,33 @@ LOOM_HD int loom_emb_sched_init(loom_emb_sched_t *s, int world, int rank, int t_
 }
 
 /* Tasks of one call on this rank: W * nsl * T * parts. */
-LOOM_HD int64_t loom_emb_num_tasks(const loom_emb_sched_t *s) {
+LOOM_HD int64_t loom__emb_num_tasks(const loom_emb_sched_t *s) {
   return (int64_t)s->world * s->nsl * s->t_local * s->parts;
 }
 
 /* Tasks whose output goes to one destination: nsl * T * parts. */
-LOOM_HD int64_t loom_emb_tasks_per_dest(const loom_emb_sched_t *s) {
+LOOM_HD int64_t loom__emb_tasks_per_dest(const loom_emb_sched_t *s) {
   return (int64_t)s->nsl * s->t_local * s->parts;
 }
 
 /* Destination of the i-th destination group in this rank's order. */
-LOOM_HD int loom_emb_dest_at(const loom_emb_sched_t *s, int i) {
+LOOM_HD int loom__emb_dest_at(const loom_emb_sched_t *s, int i) {
   return s->local_first ? (s->rank + i) % s->world : (s->rank + 1 + i) % s->world;
 }
 
 /* Position of destination q in this rank's order (inverse of dest_at). */
-LOOM_HD int loom_emb_dest_pos(const loom_emb_sched_t *s, int q) {
+LOOM_HD int loom__emb_dest_pos(const loom_emb_sched_t *s, int q) {
   return s->local_first ? (q - s->rank + s->world) % s->world : (q - s->rank - 1 + 2 * s->world) % s->world;
 }
 
 /* Task k (0 <= k < num_tasks) of this rank. */
-LOOM_HD loom_emb_task_t loom_emb_task_decode(const loom_emb_sched_t *s, int64_t k) {
+LOOM_HD loom_emb_task_t loom__emb_task_decode(const loom_emb_sched_t *s, int64_t k) {
   loom_emb_task_t t;
-  int64_t per_dest = loom_emb_tasks_per_dest(s);
+  int64_t per_dest = loom__emb_tasks_per_dest(s);
   int di = (int)(k / per_dest);
   int64_t rem = k - (int64_t)di * per_dest;
   int64_t per_slice = (int64_t)s->t_local * s->parts;
-  t.dest = loom_emb_dest_at(s, di);
+  t.dest = loom__emb_dest_at(s, di);
   t.slice = (int)(rem / per_slice);
   rem -= (int64_t)t.slice * per_slice;
   t.table = (int)(rem / s->parts);
@@ -138,10 +138,10 @@ LOOM_HD loom_emb_task_t loom_emb_task_decode(const loom_emb_sched_t *s, int64_t 
 }
 
 /* Completion counter of (local table t, destination q, slice j) on this rank. */
-LOOM_HD uint32_t loom_emb_counter_index(const loom_emb_sched_t *s, int t, int q, int j) {
+LOOM_HD uint32_t loom__emb_counter_index(const loom_emb_sched_t *s, int t, int q, int j) {
   return ((uint32_t)t * (uint32_t)s->world + (uint32_t)q) * (uint32_t)s->nsl + (uint32_t)j;
 }
-LOOM_HD uint32_t loom_emb_num_counters(const loom_emb_sched_t *s) {
+LOOM_HD uint32_t loom__emb_num_counters(const loom_emb_sched_t *s) {
   return (uint32_t)s->t_local * (uint32_t)s->world * (uint32_t)s->nsl;
 }
 
@@ -149,14 +149,14 @@ LOOM_HD uint32_t loom_emb_num_counters(const loom_emb_sched_t *s) {
  * the last of its slice; it resets the counter to 0 for the next call (no
  * other task of this call touches it again, and the next call starts after
  * this kernel ends on the stream). */
-LOOM_HD uint32_t loom_emb_counter_target(const loom_emb_sched_t *s) { return (uint32_t)s->parts; }
+LOOM_HD uint32_t loom__emb_counter_target(const loom_emb_sched_t *s) { return (uint32_t)s->parts; }
 
 /* Ready flag on the receiving rank for (source rank's table_base, its local
  * table t, slice j). num_flags = T_total * nsl. */
-LOOM_HD uint32_t loom_emb_flag_index(const loom_emb_sched_t *s, int src_table_base, int t, int j) {
+LOOM_HD uint32_t loom__emb_flag_index(const loom_emb_sched_t *s, int src_table_base, int t, int j) {
   return (uint32_t)(src_table_base + t) * (uint32_t)s->nsl + (uint32_t)j;
 }
-LOOM_HD uint32_t loom_emb_num_flags(const loom_emb_sched_t *s) {
+LOOM_HD uint32_t loom__emb_num_flags(const loom_emb_sched_t *s) {
   return (uint32_t)s->t_total * (uint32_t)s->nsl;
 }
 
@@ -176,26 +176,26 @@ typedef struct loom_emb_counts {
 } loom_emb_counts_t;
 
 /* a * b for a, b >= 0, saturated at INT64_MAX. */
-LOOM_HD int64_t loom_emb_mul_sat(int64_t a, int64_t b) {
+LOOM_HD int64_t loom__emb_mul_sat(int64_t a, int64_t b) {
   if (a == 0 || b == 0) return 0;
   return a > INT64_MAX / b ? INT64_MAX : a * b;
 }
-LOOM_HD int64_t loom_emb_add_sat(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+LOOM_HD int64_t loom__emb_add_sat(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
 
 /* The counts of a plan for W ranks, T_total tables, the most tables on one
  * rank t_max, local batch Bl and slice S (all >= 1 but t_max, T >= 0). */
-LOOM_HD loom_emb_counts_t loom_emb_plan_counts(int world, int t_total, int t_max, int64_t local_batch, int slice) {
+LOOM_HD loom_emb_counts_t loom__emb_plan_counts(int world, int t_total, int t_max, int64_t local_batch, int slice) {
   loom_emb_counts_t c;
   c.nsl = (local_batch + slice - 1) / slice;
-  c.flags = loom_emb_mul_sat(t_total, c.nsl);
-  c.counters = loom_emb_mul_sat(loom_emb_mul_sat(t_max, world), c.nsl);
-  c.words = loom_emb_add_sat(loom_emb_add_sat(c.flags, c.counters), 4 * (int64_t)world + 4);
+  c.flags = loom__emb_mul_sat(t_total, c.nsl);
+  c.counters = loom__emb_mul_sat(loom__emb_mul_sat(t_max, world), c.nsl);
+  c.words = loom__emb_add_sat(loom__emb_add_sat(c.flags, c.counters), 4 * (int64_t)world + 4);
   return c;
 }
 
 /* The first count over LOOM_EMB_MAX_SIGNALS: 0 none, 1 nsl, 2 flags, 3
  * counters, 4 words; its name for a message in *what, its value in *value. */
-LOOM_HD int loom_emb_counts_check(const loom_emb_counts_t *c, const char **what, int64_t *value) {
+LOOM_HD int loom__emb_counts_check(const loom_emb_counts_t *c, const char **what, int64_t *value) {
   int which = 0;
   int64_t v = 0;
   const char *name = "";
@@ -210,7 +210,7 @@ LOOM_HD int loom_emb_counts_check(const loom_emb_counts_t *c, const char **what,
 }
 
 /* The block (of `grid`) that waits on incoming flag i before exiting. */
-LOOM_HD int loom_emb_flag_waiter(uint32_t i, int grid) { return (int)(i % (uint32_t)grid); }
+LOOM_HD int loom__emb_flag_waiter(uint32_t i, int grid) { return (int)(i % (uint32_t)grid); }
 
 /* Dynamic task fetch: every block fetches from a counter that starts the
  * call at 0 until it gets an index >= num_tasks; the last block to finish
@@ -219,7 +219,7 @@ LOOM_HD int loom_emb_flag_waiter(uint32_t i, int grid) { return (int)(i % (uint3
 /* Output element offset (in elements of out_type) of sample `b` (global),
  * local table t of source rank with `src_table_base`, in the destination's
  * output [Bl, T_total*D]. */
-LOOM_HD int64_t loom_emb_out_offset(const loom_emb_sched_t *s, int src_table_base, int t, int64_t b,
+LOOM_HD int64_t loom__emb_out_offset(const loom_emb_sched_t *s, int src_table_base, int t, int64_t b,
                                         int dim) {
   int64_t row = b % s->local_batch;
   return row * (int64_t)s->t_total * dim + (int64_t)(src_table_base + t) * dim;
@@ -235,34 +235,34 @@ LOOM_HD int64_t loom_emb_out_offset(const loom_emb_sched_t *s, int src_table_bas
  * and waits until the signal reaches it. */
 
 /* Staging element offset of sample b's row for (q, t). */
-LOOM_HD int64_t loom_emb_gin_stage_offset(const loom_emb_sched_t *s, int q, int t, int64_t b, int dim) {
+LOOM_HD int64_t loom__emb_gin_stage_offset(const loom_emb_sched_t *s, int q, int t, int64_t b, int dim) {
   return (((int64_t)q * s->t_local + t) * s->local_batch + (b % s->local_batch)) * dim;
 }
 /* Staging elements per rank: W * T * Bl * D (only slices to other nodes are
  * staged, but the layout keeps a place for every destination). */
-LOOM_HD int64_t loom_emb_gin_stage_elems(const loom_emb_sched_t *s, int dim) {
+LOOM_HD int64_t loom__emb_gin_stage_elems(const loom_emb_sched_t *s, int dim) {
   return (int64_t)s->world * s->t_local * s->local_batch * dim;
 }
 /* Puts of slice j (its sample rows) and the signal value it leaves. */
-LOOM_HD int loom_emb_slice_rows(const loom_emb_sched_t *s, int j) {
+LOOM_HD int loom__emb_slice_rows(const loom_emb_sched_t *s, int j) {
   int64_t r = s->local_batch - (int64_t)j * s->slice;
   return (int)(r < s->slice ? r : s->slice);
 }
-LOOM_HD uint64_t loom_emb_gin_signal_target(uint64_t shadow_before) { return shadow_before + 1u; }
+LOOM_HD uint64_t loom__emb_gin_signal_target(uint64_t shadow_before) { return shadow_before + 1u; }
 
-/* Put i (0 <= i < loom_emb_slice_rows(j)) of slice j of local table t for
+/* Put i (0 <= i < loom__emb_slice_rows(j)) of slice j of local table t for
  * rank q: sample row i of the slice, from this rank's staging window to q's
  * output window (`out_win_off`: where q's out starts in it), in bytes, for
  * `elem`-byte elements. */
-typedef struct loom_emb_gin_put {
+typedef struct loom__emb_gin_put {
   uint64_t dst, src, bytes;
 } loom_emb_gin_put_t;
-LOOM_HD loom_emb_gin_put_t loom_emb_gin_put(const loom_emb_sched_t *s, int q, int t, int j, int i, int dim,
+LOOM_HD loom_emb_gin_put_t loom__emb_gin_put(const loom_emb_sched_t *s, int q, int t, int j, int i, int dim,
                                                 uint64_t elem, uint64_t out_win_off) {
   loom_emb_gin_put_t p;
   const int64_t b = (int64_t)q * s->local_batch + (int64_t)j * s->slice + i;
-  p.dst = out_win_off + (uint64_t)loom_emb_out_offset(s, s->table_base, t, b, dim) * elem;
-  p.src = (uint64_t)loom_emb_gin_stage_offset(s, q, t, b, dim) * elem;
+  p.dst = out_win_off + (uint64_t)loom__emb_out_offset(s, s->table_base, t, b, dim) * elem;
+  p.src = (uint64_t)loom__emb_gin_stage_offset(s, q, t, b, dim) * elem;
   p.bytes = (uint64_t)dim * elem;
   return p;
 }
@@ -270,7 +270,7 @@ LOOM_HD loom_emb_gin_put_t loom_emb_gin_put(const loom_emb_sched_t *s, int q, in
 /* The rank that sets incoming flag i (it owns global table i / nsl):
  * table_base [W+1] as in the plan (rank p owns tables [table_base[p],
  * table_base[p+1])). Binary search. */
-LOOM_HD int loom_emb_flag_source(const int *table_base, int world, int nsl, uint32_t i) {
+LOOM_HD int loom__emb_flag_source(const int *table_base, int world, int nsl, uint32_t i) {
   const int g = (int)(i / (uint32_t)nsl);
   int lo = 0, hi = world - 1;
   while (lo < hi) { /* the last p with table_base[p] <= g */
@@ -312,11 +312,11 @@ LOOM_HD int loom_emb_flag_source(const int *table_base, int world, int nsl, uint
 #define LOOM_EMB_PIECE_FIRST 1 /* the chunk's FIRST partial */
 #define LOOM_EMB_PIECE_LAST 2  /* the chunk's LAST partial (a run's head piece) */
 
-LOOM_HD int64_t loom_emb_run_chunks(int64_t n) { return (n + LOOM_EMB_RUN_CHUNK - 1) / LOOM_EMB_RUN_CHUNK; }
+LOOM_HD int64_t loom__emb_run_chunks(int64_t n) { return (n + LOOM_EMB_RUN_CHUNK - 1) / LOOM_EMB_RUN_CHUNK; }
 
 /* Bits the sort compares: enough for every row and LOOM_EMB_NO_ROW's low
  * bits to stay above them (2^bits > rows). */
-LOOM_HD int loom_emb_key_bits(int64_t rows) {
+LOOM_HD int loom__emb_key_bits(int64_t rows) {
   int b = 1;
   while (b < 32 && ((int64_t)1 << b) <= rows) ++b;
   return b;
@@ -331,7 +331,7 @@ typedef struct loom_emb_chunk {
 } loom_emb_chunk_t;
 
 /* Chunk c of n sorted keys (rows: the rank's table rows). */
-LOOM_HD loom_emb_chunk_t loom_emb_chunk_info(const uint32_t *keys, int64_t n, int64_t c, int64_t rows) {
+LOOM_HD loom_emb_chunk_t loom__emb_chunk_info(const uint32_t *keys, int64_t n, int64_t c, int64_t rows) {
   loom_emb_chunk_t ch;
   ch.i0 = c * LOOM_EMB_RUN_CHUNK;
   ch.i1 = ch.i0 + LOOM_EMB_RUN_CHUNK < n ? ch.i0 + LOOM_EMB_RUN_CHUNK : n;
@@ -345,22 +345,22 @@ LOOM_HD loom_emb_chunk_t loom_emb_chunk_info(const uint32_t *keys, int64_t n, in
 
 /* Where a run's sum goes: first_run / last_run say whether it is the
  * chunk's first / last run of rows. */
-LOOM_HD int loom_emb_piece_dest(const loom_emb_chunk_t *ch, int first_run, int last_run) {
+LOOM_HD int loom__emb_piece_dest(const loom_emb_chunk_t *ch, int first_run, int last_run) {
   if (first_run && ch->head_open) return LOOM_EMB_PIECE_FIRST;
   if (last_run && ch->tail_open) return LOOM_EMB_PIECE_LAST;
   return LOOM_EMB_PIECE_WRITE;
 }
 
 /* 1 if the chunk holds the head piece of a run that goes on past it. */
-LOOM_HD int loom_emb_chunk_has_head(const loom_emb_chunk_t *ch) {
+LOOM_HD int loom__emb_chunk_has_head(const loom_emb_chunk_t *ch) {
   return ch->tail_open && !(ch->head_open && ch->single);
 }
 
 /* The last chunk a run reaches, for a run whose head piece is in chunk c
- * (loom_emb_chunk_has_head) with key `key`: the last chunk c2 > c whose
+ * (loom__emb_chunk_has_head) with key `key`: the last chunk c2 > c whose
  * first position holds key (binary search; chunk c + 1 does). */
-LOOM_HD int64_t loom_emb_run_last_chunk(const uint32_t *keys, int64_t n, int64_t c, uint32_t key) {
-  int64_t lo = c + 1, hi = loom_emb_run_chunks(n) - 1;
+LOOM_HD int64_t loom__emb_run_last_chunk(const uint32_t *keys, int64_t n, int64_t c, uint32_t key) {
+  int64_t lo = c + 1, hi = loom__emb_run_chunks(n) - 1;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
     if (keys[mid * LOOM_EMB_RUN_CHUNK] == key) lo = mid;
@@ -375,7 +375,7 @@ LOOM_HD int64_t loom_emb_run_last_chunk(const uint32_t *keys, int64_t n, int64_t
  * requested: 0 auto. Returns -1 (with nothing chosen) if the request cannot
  * be met: zero-copy needs every rank load/store reachable, GIN needs NCCL's
  * GIN (or every rank reachable, which needs no network). */
-LOOM_HD int loom_emb_choose_path(int requested, int all_lsa, int gin_supported) {
+LOOM_HD int loom__emb_choose_path(int requested, int all_lsa, int gin_supported) {
   switch (requested) {
     case 0: return all_lsa ? 1 : gin_supported ? 2 : 3;
     case 1: return all_lsa ? 1 : -1;

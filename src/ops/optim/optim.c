@@ -111,7 +111,7 @@ static loom_result_t optim_check_chunks(const char *fn, int comm_size, const loo
   int64_t g = 0, total = 0;
   for (int t = 0; t < d->num_tensors; ++t) {
     total += d->numels[t];
-    g += loom_optim_tensor_global_chunks(d->numels[t], comm_size, loom_optim_tensor_is_ar((int)d->form, d->numels[t]),
+    g += loom__optim_tensor_global_chunks(d->numels[t], comm_size, loom__optim_tensor_is_ar((int)d->form, d->numels[t]),
                                          chunk);
   }
   if (g > INT32_MAX / 2)
@@ -261,7 +261,7 @@ static loom_result_t optim_resolve(loom_optim_state_t *st, const char *fn, const
   st->k.nsrc = nsrc, st->k.npush = npush, st->k.self = sched_rank(st);
   for (int t = 0; t < T; ++t) {
     st->numel[t] = desc->numels[t];
-    st->ar[t] = st->local ? 1 : loom_optim_tensor_is_ar((int)desc->form, desc->numels[t]);
+    st->ar[t] = st->local ? 1 : loom__optim_tensor_is_ar((int)desc->form, desc->numels[t]);
     st->nar += st->ar[t];
     st->params[t] = desc->params[t];
     st->grads[t] = desc->grads[t];
@@ -307,24 +307,24 @@ static loom_result_t optim_agree(loom_comm_t comm, const char *fn, loom_optim_st
 static loom_result_t optim_layout(const char *fn, loom_optim_state_t *st, optim_host_t *h) {
   const int T = st->T;
   const int32_t sw = sched_world(st), sr = sched_rank(st);
-  st->nchunks = loom_optim_build_chunks(T, st->numel, st->ar, h->vec, sw, sr, st->chunk, NULL, st->state_off,
+  st->nchunks = loom__optim_build_chunks(T, st->numel, st->ar, h->vec, sw, sr, st->chunk, NULL, st->state_off,
                                         &st->state_elems);
-  for (int t = 0; t < T; ++t) st->gchunks += loom_optim_tensor_global_chunks(st->numel[t], sw, st->ar[t], st->chunk);
+  for (int t = 0; t < T; ++t) st->gchunks += loom__optim_tensor_global_chunks(st->numel[t], sw, st->ar[t], st->chunk);
   h->chunks = (loom_optim_chunk_t *)calloc((size_t)(st->nchunks > 0 ? st->nchunks : 1), sizeof *h->chunks);
   h->tdev = (loom_optim_tensor_dev_t *)calloc((size_t)T, sizeof *h->tdev);
   h->gowner = (int32_t *)calloc((size_t)st->gchunks, sizeof(int32_t));
   if (!h->chunks || !h->tdev || !h->gowner)
     return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the chunk table failed", fn);
-  (void)loom_optim_build_chunks(T, st->numel, st->ar, h->vec, sw, sr, st->chunk, h->chunks, NULL, NULL);
+  (void)loom__optim_build_chunks(T, st->numel, st->ar, h->vec, sw, sr, st->chunk, h->chunks, NULL, NULL);
   int64_t g = 0;
   for (int t = 0; t < T; ++t) {
-    const int64_t gc = loom_optim_tensor_global_chunks(st->numel[t], sw, st->ar[t], st->chunk);
+    const int64_t gc = loom__optim_tensor_global_chunks(st->numel[t], sw, st->ar[t], st->chunk);
     h->tdev[t].weight_decay = st->wd[t];
     h->tdev[t].global_first = (int32_t)g;
     h->tdev[t].global_count = (int32_t)gc;
     for (int32_t q = 0; q < sw; ++q) {
-      const int64_t nq = st->ar[t] ? (q == 0 ? gc : 0) : loom_optim_rank_chunks(st->numel[t], sw, q, 0, st->chunk);
-      const int64_t first = loom_optim_global_index(st->numel[t], sw, q, st->ar[t], st->chunk, 0);
+      const int64_t nq = st->ar[t] ? (q == 0 ? gc : 0) : loom__optim_rank_chunks(st->numel[t], sw, q, 0, st->chunk);
+      const int64_t first = loom__optim_global_index(st->numel[t], sw, q, st->ar[t], st->chunk, 0);
       for (int64_t j = 0; j < nq; ++j) h->gowner[g + first + j] = st->ar[t] ? -1 : q;
     }
     g += gc;
@@ -421,7 +421,7 @@ static loom_result_t optim_preload(loom_comm_t comm, loom_optim_state_t *st) {
   if (k->master)
     for (int t = 0; t < st->T && r == LOOM_SUCCESS; ++t) {
       int64_t lo, hi;
-      loom_optim_rank_range(st->numel[t], sched_world(st), sched_rank(st), st->ar[t], &lo, &hi);
+      loom__optim_rank_range(st->numel[t], sched_world(st), sched_rank(st), st->ar[t], &lo, &hi);
       r = loom__optim_load_master(k->master + st->state_off[t],
                                   (const char *)st->params[t] + (size_t)lo * loom_dtype_size(st->desc.param_type),
                                   hi - lo, (int)st->desc.param_type, comm->stream);
@@ -535,7 +535,7 @@ loom_result_t loom_optim_tensor_state(loom_plan_t plan, int tensor, int64_t *lo,
   if (!lo || !hi || !state_offset)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: lo=%p, hi=%p, state_offset=%p: none may be NULL", fn, (void *)lo,
                       (void *)hi, (void *)state_offset);
-  loom_optim_rank_range(st->numel[tensor], st->local ? 1 : st->world, st->local ? 0 : st->rank, st->ar[tensor], lo, hi);
+  loom__optim_rank_range(st->numel[tensor], st->local ? 1 : st->world, st->local ? 0 : st->rank, st->ar[tensor], lo, hi);
   *state_offset = st->state_off[tensor];
   return LOOM_SUCCESS;
 }

@@ -2,16 +2,16 @@
  * optim_kernels.cu - the kernels of the distributed optimizers (protocol in
  * optim.h, who updates what in optim_schedule.h):
  *
- *   loom_optim_adam_kernel<PT, GT>   the whole Adam step (RS-Opt-AG and
+ *   loom__optim_adam_kernel<PT, GT>   the whole Adam step (RS-Opt-AG and
  *                                    AR-Opt chunks alike): ready handshake,
  *                                    per chunk: sum over ranks, update,
  *                                    stores into every rank's parameters;
  *                                    the done handshake in the last block
- *   loom_optim_lamb1_kernel<PT, GT>  LAMB (1): sums, moments, the chunk's
+ *   loom__optim_lamb1_kernel<PT, GT>  LAMB (1): sums, moments, the chunk's
  *                                    partial norms
- *   loom_optim_lamb_norms_kernel     LAMB (2): per-tensor norms from every
+ *   loom__optim_lamb_norms_kernel     LAMB (2): per-tensor norms from every
  *                                    rank's partials, in global order
- *   loom_optim_lamb2_kernel<PT>      LAMB (3): trust ratio, update, stores,
+ *   loom__optim_lamb2_kernel<PT>      LAMB (3): trust ratio, update, stores,
  *                                    done handshake
  * PT, GT: the parameter and gradient dtypes (loom_dtype_t), compile-time.
  * Chunks of 16-byte-aligned tensors move 8 elements per load (a tensor's
@@ -19,7 +19,7 @@
  * by element. All arithmetic is fp32. Any architecture >= sm_80.
  *
  * The sum over ranks is one small device function,
- * loom_optim_sum_ranks8 / loom_optim_sum_ranks1: "this slice of the
+ * loom__optim_sum_ranks8 / loom__optim_sum_ranks1: "this slice of the
  * gradient summed over the ranks in rank order in fp32", so that it can be
  * replaced by the collectives' shared building block.
  */
@@ -39,7 +39,7 @@
 /* v[i] = sum over p = 0 .. nsrc-1, in rank order, of src[p][e + i], in fp32,
  * i < 8 (src[p]: rank p's gradient as this rank addresses it). */
 template <int GT>
-static __device__ __forceinline__ void loom_optim_sum_ranks8(char *const *src, int nsrc, int64_t e, float v[8]) {
+static __device__ __forceinline__ void loom__optim_sum_ranks8(char *const *src, int nsrc, int64_t e, float v[8]) {
   loom__load8<GT>(src[0], e, v);
 #pragma unroll 4
   for (int p = 1; p < nsrc; ++p) {
@@ -51,7 +51,7 @@ static __device__ __forceinline__ void loom_optim_sum_ranks8(char *const *src, i
 }
 
 template <int GT>
-static __device__ __forceinline__ float loom_optim_sum_ranks1(char *const *src, int nsrc, int64_t e) {
+static __device__ __forceinline__ float loom__optim_sum_ranks1(char *const *src, int nsrc, int64_t e) {
   float v = loom__load1<GT>(src[0], e);
 #pragma unroll 4
   for (int p = 1; p < nsrc; ++p) v += loom__load1<GT>(src[p], e);
@@ -68,7 +68,7 @@ typedef struct loom_optim_hyper {
 } loom_optim_hyper_t;
 
 /* Thread 0 reads the device scalars; the block waits at a barrier after it. */
-static __device__ void loom_optim_hyper_make(const loom_optim_kargs_t &k, loom_optim_hyper_t *h) {
+static __device__ void loom__optim_hyper_make(const loom_optim_kargs_t &k, loom_optim_hyper_t *h) {
   const int32_t s = *(const volatile int32_t *)k.step + 1;
   const float lr = k.lr_ptr ? *k.lr_ptr : k.lr;
   const double scale = k.grad_scale ? (double)*k.grad_scale : 1.0;
@@ -89,28 +89,28 @@ static __device__ void loom_optim_hyper_make(const loom_optim_kargs_t &k, loom_o
 /* Block 0 tells every rank that this rank's step has started; every block
  * waits until every rank's has. 0: a wait expired (the block must return).
  * Ends with a barrier of the block either way. */
-static __device__ int loom_optim_begin(const loom_optim_kargs_t &k, uint32_t e) {
+static __device__ int loom__optim_begin(const loom_optim_kargs_t &k, uint32_t e) {
   if (!k.handshake) return __syncthreads_and(1);
   const loom_dev_comm_t &dc = k.dc;
   if (blockIdx.x == 0)
     for (int p = (int)threadIdx.x; p < dc.size; p += (int)blockDim.x)
-      loom_signal_store_release(loom_signal_addr(&dc, p, k.ready_off, (uint32_t)dc.rank), e);
+      loom__signal_store_release(loom_signal_addr(&dc, p, k.ready_off, (uint32_t)dc.rank), e);
   int ok = 1;
   for (int p = (int)threadIdx.x; p < dc.size; p += (int)blockDim.x)
-    ok &= loom_signal_wait(&dc, (const uint32_t *)(dc.ws + k.ready_off) + p, e, p, (uint32_t)p, LOOM_SITE_OPTIM_READY);
+    ok &= loom__signal_wait(&dc, (const uint32_t *)(dc.ws + k.ready_off) + p, e, p, (uint32_t)p, LOOM_SITE_OPTIM_READY);
   return __syncthreads_and(ok);
 }
 
 /* 1 in every thread of the last block of the grid to get here (counter
  * count_off[which], reset by that block). Blocks' stores before it are
  * visible system-wide first. */
-static __device__ int loom_optim_last_block(const loom_optim_kargs_t &k, int which) {
+static __device__ int loom__optim_last_block(const loom_optim_kargs_t &k, int which) {
   __shared__ int last;
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence_system();
     uint32_t *count = (uint32_t *)(k.dc.ws + k.count_off) + which;
-    last = loom_last_arrival(count, gridDim.x); /* what the other blocks stored: before this block's signals */
+    last = loom__last_arrival(count, gridDim.x); /* what the other blocks stored: before this block's signals */
   }
   __syncthreads();
   return last;
@@ -120,42 +120,42 @@ static __device__ int loom_optim_last_block(const loom_optim_kargs_t &k, int whi
  * every rank: nonfinite[rank] = e in each rank's workspace, before the
  * step's next handshake (the last block's fence orders it first). Local
  * plans (no handshake) set the caller's flag directly. */
-static __device__ void loom_optim_nonfinite_publish(const loom_optim_kargs_t &k, uint32_t e, int bad) {
+static __device__ void loom__optim_nonfinite_publish(const loom_optim_kargs_t &k, uint32_t e, int bad) {
   if (!__syncthreads_or(bad) || !k.nonfinite) return;
   if (!k.handshake) {
     if (threadIdx.x == 0) atomicExch(k.nonfinite, 1);
     return;
   }
   for (int p = (int)threadIdx.x; p < k.dc.size; p += (int)blockDim.x)
-    loom_signal_store_release(loom_signal_addr(&k.dc, p, k.nonfinite_off, (uint32_t)k.dc.rank), e);
+    loom__signal_store_release(loom_signal_addr(&k.dc, p, k.nonfinite_off, (uint32_t)k.dc.rank), e);
 }
 
 /* After every rank's done of step e (last block): any rank's nonfinite[p]
  * == e sets the caller's flag, so it means the same on every rank. */
-static __device__ void loom_optim_nonfinite_gather(const loom_optim_kargs_t &k, uint32_t e) {
+static __device__ void loom__optim_nonfinite_gather(const loom_optim_kargs_t &k, uint32_t e) {
   if (!k.handshake || !k.nonfinite) return;
   int any = 0;
   for (int p = (int)threadIdx.x; p < k.dc.size; p += (int)blockDim.x)
-    any |= loom_signal_load_acquire((const uint32_t *)(k.dc.ws + k.nonfinite_off) + p) == e;
+    any |= loom__signal_load_acquire((const uint32_t *)(k.dc.ws + k.nonfinite_off) + p) == e;
   if (__syncthreads_or(any) && threadIdx.x == 0) atomicExch(k.nonfinite, 1);
 }
 
 /* The end of a step, in the last block: done[rank] = e into every rank,
  * wait for every rank's, then the step counter (unless skipped) and the
  * epoch. */
-static __device__ void loom_optim_end(const loom_optim_kargs_t &k, uint32_t e, const loom_optim_hyper_t &h) {
-  if (!loom_optim_last_block(k, 0)) return;
+static __device__ void loom__optim_end(const loom_optim_kargs_t &k, uint32_t e, const loom_optim_hyper_t &h) {
+  if (!loom__optim_last_block(k, 0)) return;
   const loom_dev_comm_t &dc = k.dc;
   int ok = 1;
   if (k.handshake) {
     for (int p = (int)threadIdx.x; p < dc.size; p += (int)blockDim.x)
-      loom_signal_store_release(loom_signal_addr(&dc, p, k.done_off, (uint32_t)dc.rank), e);
+      loom__signal_store_release(loom_signal_addr(&dc, p, k.done_off, (uint32_t)dc.rank), e);
     for (int p = (int)threadIdx.x; p < dc.size; p += (int)blockDim.x)
-      ok &= loom_signal_wait(&dc, (const uint32_t *)(dc.ws + k.done_off) + p, e, p, (uint32_t)(dc.size + p),
+      ok &= loom__signal_wait(&dc, (const uint32_t *)(dc.ws + k.done_off) + p, e, p, (uint32_t)(dc.size + p),
                              LOOM_SITE_OPTIM_DONE);
     ok = __syncthreads_and(ok);
   }
-  if (ok) loom_optim_nonfinite_gather(k, e);
+  if (ok) loom__optim_nonfinite_gather(k, e);
   if (threadIdx.x == 0 && ok) {
     if (!h.skip) *(volatile int32_t *)k.step = h.step;
     __threadfence();
@@ -166,7 +166,7 @@ static __device__ void loom_optim_end(const loom_optim_kargs_t &k, uint32_t e, c
 
 /* The chunk's pointer tables into shared memory: src[nsrc] (every rank's
  * gradient) and dst[npush] (every rank's parameter). */
-static __device__ __forceinline__ void loom_optim_chunk_ptrs(const loom_optim_kargs_t &k, int32_t t, char **sh) {
+static __device__ __forceinline__ void loom__optim_chunk_ptrs(const loom_optim_kargs_t &k, int32_t t, char **sh) {
   __syncthreads(); /* the previous chunk is done with them */
   for (int i = (int)threadIdx.x; i < k.nsrc + k.npush; i += (int)blockDim.x)
     sh[i] = i < k.nsrc ? k.grad_ptrs[(size_t)t * k.nsrc + i] : k.param_ptrs[(size_t)t * k.npush + (i - k.nsrc)];
@@ -176,7 +176,7 @@ static __device__ __forceinline__ void loom_optim_chunk_ptrs(const loom_optim_ka
 /* Stores the new parameters of one vector / element into every rank's copy
  * (RS chunk) or this rank's (AR chunk). */
 template <int PT>
-static __device__ __forceinline__ void loom_optim_put8(char *const *dst, int npush, int self, int push, int64_t e,
+static __device__ __forceinline__ void loom__optim_put8(char *const *dst, int npush, int self, int push, int64_t e,
                                                        const float p[8]) {
   if (!push) {
     loom__store8<PT>(dst[self], e, p);
@@ -186,7 +186,7 @@ static __device__ __forceinline__ void loom_optim_put8(char *const *dst, int npu
 }
 
 template <int PT>
-static __device__ __forceinline__ void loom_optim_put1(char *const *dst, int npush, int self, int push, int64_t e,
+static __device__ __forceinline__ void loom__optim_put1(char *const *dst, int npush, int self, int push, int64_t e,
                                                        float p) {
   if (!push) {
     loom__store1<PT>(dst[self], e, p);
@@ -200,9 +200,9 @@ static __device__ __forceinline__ void loom_optim_put1(char *const *dst, int npu
 /* The scaled gradients of elements e .. e + 7: summed over the sources,
  * times h.inv. Returns 1 where one is not finite. */
 template <int GT>
-static __device__ __forceinline__ int loom_optim_grad8(const loom_optim_kargs_t &k, const loom_optim_hyper_t &h,
+static __device__ __forceinline__ int loom__optim_grad8(const loom_optim_kargs_t &k, const loom_optim_hyper_t &h,
                                                        char *const *src, int64_t e, float *g) {
-  loom_optim_sum_ranks8<GT>(src, k.nsrc, e, g);
+  loom__optim_sum_ranks8<GT>(src, k.nsrc, e, g);
   int bad = 0;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
@@ -216,7 +216,7 @@ static __device__ __forceinline__ int loom_optim_grad8(const loom_optim_kargs_t 
  * parameters (the fp32 master copy ms where there is one, else the PT
  * parameters own) and the moments. */
 template <int PT>
-static __device__ __forceinline__ void loom_optim_state8(const float *ms, const char *own, const float *m,
+static __device__ __forceinline__ void loom__optim_state8(const float *ms, const char *own, const float *m,
                                                          const float *v, int i, int64_t e, float *p, float *mm,
                                                          float *vv) {
   if (ms) loom__ld8f(ms + i * 8, p);
@@ -226,7 +226,7 @@ static __device__ __forceinline__ void loom_optim_state8(const float *ms, const 
 }
 
 /* One element (PyTorch's fused AdamW / Adam math, fp32). */
-static __device__ __forceinline__ void loom_optim_adam1(const loom_optim_kargs_t &k, const loom_optim_hyper_t &h,
+static __device__ __forceinline__ void loom__optim_adam1(const loom_optim_kargs_t &k, const loom_optim_hyper_t &h,
                                                         float wd, float g, float &p, float &m, float &v) {
   if (wd != 0.0f) {
     if (k.decoupled) p -= h.lr * wd * p;
@@ -239,7 +239,7 @@ static __device__ __forceinline__ void loom_optim_adam1(const loom_optim_kargs_t
 }
 
 template <int PT, int GT>
-static __device__ void loom_optim_adam_chunk(const loom_optim_kargs_t &k, const loom_optim_hyper_t &h,
+static __device__ void loom__optim_adam_chunk(const loom_optim_kargs_t &k, const loom_optim_hyper_t &h,
                                              const loom_optim_chunk_t &c, char *const *src, char *const *dst,
                                              int *bad) {
   const float wd = k.tensors[c.tensor].weight_decay;
@@ -250,55 +250,55 @@ static __device__ void loom_optim_adam_chunk(const loom_optim_kargs_t &k, const 
   for (int i = (int)threadIdx.x; i < nvec; i += (int)blockDim.x) {
     const int64_t e = c.offset + (int64_t)i * 8;
     float g[8], p[8], mm[8], vv[8];
-    *bad |= loom_optim_grad8<GT>(k, h, src, e, g);
-    loom_optim_state8<PT>(ms, own, m, v, i, e, p, mm, vv);
+    *bad |= loom__optim_grad8<GT>(k, h, src, e, g);
+    loom__optim_state8<PT>(ms, own, m, v, i, e, p, mm, vv);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) loom_optim_adam1(k, h, wd, g[j], p[j], mm[j], vv[j]);
+    for (int j = 0; j < 8; ++j) loom__optim_adam1(k, h, wd, g[j], p[j], mm[j], vv[j]);
     loom__st8f(m + i * 8, mm);
     loom__st8f(v + i * 8, vv);
     if (ms) loom__st8f(ms + i * 8, p);
-    loom_optim_put8<PT>(dst, k.npush, k.self, push, e, p);
+    loom__optim_put8<PT>(dst, k.npush, k.self, push, e, p);
   }
   for (int i = nvec * 8 + (int)threadIdx.x; i < c.len; i += (int)blockDim.x) {
     const int64_t e = c.offset + i;
-    float g = loom_optim_sum_ranks1<GT>(src, k.nsrc, e) * h.inv;
+    float g = loom__optim_sum_ranks1<GT>(src, k.nsrc, e) * h.inv;
     *bad |= !isfinite(g);
     float p = ms ? ms[i] : loom__load1<PT>(own, e), mm = m[i], vv = v[i];
-    loom_optim_adam1(k, h, wd, g, p, mm, vv);
+    loom__optim_adam1(k, h, wd, g, p, mm, vv);
     m[i] = mm, v[i] = vv;
     if (ms) ms[i] = p;
-    loom_optim_put1<PT>(dst, k.npush, k.self, push, e, p);
+    loom__optim_put1<PT>(dst, k.npush, k.self, push, e, p);
   }
 }
 
 template <int PT, int GT>
-__global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) loom_optim_adam_kernel(const __grid_constant__ loom_optim_kargs_t k) {
+__global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) loom__optim_adam_kernel(const __grid_constant__ loom_optim_kargs_t k) {
   extern __shared__ char *loom_optim_sh[];
   __shared__ loom_optim_hyper_t h;
-  const uint32_t e = loom_epoch_begin((const loom_dev_epoch_t *)(k.dc.ws + k.epoch_off));
-  if (threadIdx.x == 0) loom_optim_hyper_make(k, &h);
-  if (!loom_optim_begin(k, e)) return; /* (its barrier publishes h) */
+  const uint32_t e = loom__epoch_begin((const loom_dev_epoch_t *)(k.dc.ws + k.epoch_off));
+  if (threadIdx.x == 0) loom__optim_hyper_make(k, &h);
+  if (!loom__optim_begin(k, e)) return; /* (its barrier publishes h) */
   int bad = 0;
   for (int64_t q = blockIdx.x; q < k.nchunks; q += gridDim.x) {
     const loom_optim_chunk_t c = k.chunks[q];
-    loom_optim_chunk_ptrs(k, c.tensor, loom_optim_sh);
-    if (!h.skip) loom_optim_adam_chunk<PT, GT>(k, h, c, loom_optim_sh, loom_optim_sh + k.nsrc, &bad);
+    loom__optim_chunk_ptrs(k, c.tensor, loom_optim_sh);
+    if (!h.skip) loom__optim_adam_chunk<PT, GT>(k, h, c, loom_optim_sh, loom_optim_sh + k.nsrc, &bad);
   }
-  loom_optim_nonfinite_publish(k, e, bad);
-  loom_optim_end(k, e, h);
+  loom__optim_nonfinite_publish(k, e, bad);
+  loom__optim_end(k, e, h);
 }
 
 /* ---- LAMB ------------------------------------------------------------------- */
 
 /* u of one element from the updated moments (apex FusedLAMB stage 1). */
-static __device__ __forceinline__ float loom_optim_lamb_u(const loom_optim_kargs_t &k, const loom_optim_hyper_t &h,
+static __device__ __forceinline__ float loom__optim_lamb_u(const loom_optim_kargs_t &k, const loom_optim_hyper_t &h,
                                                           float wd, float p, float m, float v) {
   float u = (m / h.bc1) / (sqrtf(v / h.bc2) + k.eps);
   if (k.decoupled) u += wd * p;
   return u;
 }
 
-static __device__ __forceinline__ void loom_optim_lamb_moments(const loom_optim_kargs_t &k, float wd, float g, float p,
+static __device__ __forceinline__ void loom__optim_lamb_moments(const loom_optim_kargs_t &k, float wd, float g, float p,
                                                                float &m, float &v) {
   if (!k.decoupled) g += wd * p;
   m = k.beta1 * m + (1.0f - k.beta1) * g;
@@ -307,7 +307,7 @@ static __device__ __forceinline__ void loom_optim_lamb_moments(const loom_optim_
 
 /* Sum of x over the block, in a fixed order (the same bits every run);
  * every thread gets it. */
-static __device__ float loom_optim_block_sum(float x) {
+static __device__ float loom__optim_block_sum(float x) {
   __shared__ float part[LOOM_OPTIM_THREADS / 32];
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
@@ -320,17 +320,17 @@ static __device__ float loom_optim_block_sum(float x) {
 }
 
 template <int PT, int GT>
-__global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) loom_optim_lamb1_kernel(const __grid_constant__ loom_optim_kargs_t k) {
+__global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) loom__optim_lamb1_kernel(const __grid_constant__ loom_optim_kargs_t k) {
   extern __shared__ char *loom_optim_sh[];
   __shared__ loom_optim_hyper_t h;
-  const uint32_t e = loom_epoch_begin((const loom_dev_epoch_t *)(k.dc.ws + k.epoch_off));
-  if (threadIdx.x == 0) loom_optim_hyper_make(k, &h);
-  if (!loom_optim_begin(k, e)) return;
+  const uint32_t e = loom__epoch_begin((const loom_dev_epoch_t *)(k.dc.ws + k.epoch_off));
+  if (threadIdx.x == 0) loom__optim_hyper_make(k, &h);
+  if (!loom__optim_begin(k, e)) return;
   int bad = 0;
   float2 *partial = (float2 *)(k.dc.ws + k.partial_off);
   for (int64_t q = blockIdx.x; q < k.nchunks; q += gridDim.x) {
     const loom_optim_chunk_t c = k.chunks[q];
-    loom_optim_chunk_ptrs(k, c.tensor, loom_optim_sh);
+    loom__optim_chunk_ptrs(k, c.tensor, loom_optim_sh);
     if (h.skip) continue;
     char *const *src = loom_optim_sh;
     const char *own = loom_optim_sh[k.nsrc + k.self];
@@ -341,12 +341,12 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) 
     for (int i = (int)threadIdx.x; i < nvec; i += (int)blockDim.x) {
       const int64_t el = c.offset + (int64_t)i * 8;
       float g[8], p[8], mm[8], vv[8];
-      bad |= loom_optim_grad8<GT>(k, h, src, el, g);
-      loom_optim_state8<PT>(ms, own, m, v, i, el, p, mm, vv);
+      bad |= loom__optim_grad8<GT>(k, h, src, el, g);
+      loom__optim_state8<PT>(ms, own, m, v, i, el, p, mm, vv);
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        loom_optim_lamb_moments(k, wd, g[j], p[j], mm[j], vv[j]);
-        const float u = loom_optim_lamb_u(k, h, wd, p[j], mm[j], vv[j]);
+        loom__optim_lamb_moments(k, wd, g[j], p[j], mm[j], vv[j]);
+        const float u = loom__optim_lamb_u(k, h, wd, p[j], mm[j], vv[j]);
         w2 += p[j] * p[j];
         u2 += u * u;
       }
@@ -355,34 +355,34 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) 
     }
     for (int i = nvec * 8 + (int)threadIdx.x; i < c.len; i += (int)blockDim.x) {
       const int64_t el = c.offset + i;
-      const float g = loom_optim_sum_ranks1<GT>(src, k.nsrc, el) * h.inv;
+      const float g = loom__optim_sum_ranks1<GT>(src, k.nsrc, el) * h.inv;
       bad |= !isfinite(g);
       const float p = ms ? ms[i] : loom__load1<PT>(own, el);
       float mm = m[i], vv = v[i];
-      loom_optim_lamb_moments(k, wd, g, p, mm, vv);
-      const float u = loom_optim_lamb_u(k, h, wd, p, mm, vv);
+      loom__optim_lamb_moments(k, wd, g, p, mm, vv);
+      const float u = loom__optim_lamb_u(k, h, wd, p, mm, vv);
       w2 += p * p;
       u2 += u * u;
       m[i] = mm, v[i] = vv;
     }
-    w2 = loom_optim_block_sum(w2);
-    u2 = loom_optim_block_sum(u2);
+    w2 = loom__optim_block_sum(w2);
+    u2 = loom__optim_block_sum(u2);
     if (threadIdx.x == 0) partial[c.global] = make_float2(w2, u2);
   }
-  loom_optim_nonfinite_publish(k, e, bad);
+  loom__optim_nonfinite_publish(k, e, bad);
   /* the last block tells every rank that this rank's partials are complete */
-  if (loom_optim_last_block(k, 1) && k.handshake)
+  if (loom__optim_last_block(k, 1) && k.handshake)
     for (int p = (int)threadIdx.x; p < k.dc.size; p += (int)blockDim.x)
-      loom_signal_store_release(loom_signal_addr(&k.dc, p, k.phase_off, (uint32_t)k.dc.rank), e);
+      loom__signal_store_release(loom_signal_addr(&k.dc, p, k.phase_off, (uint32_t)k.dc.rank), e);
 }
 
-__global__ void __launch_bounds__(LOOM_OPTIM_THREADS) loom_optim_lamb_norms_kernel(const __grid_constant__ loom_optim_kargs_t k) {
+__global__ void __launch_bounds__(LOOM_OPTIM_THREADS) loom__optim_lamb_norms_kernel(const __grid_constant__ loom_optim_kargs_t k) {
   const loom_dev_comm_t &dc = k.dc;
-  const uint32_t e = loom_epoch_begin((const loom_dev_epoch_t *)(dc.ws + k.epoch_off));
+  const uint32_t e = loom__epoch_begin((const loom_dev_epoch_t *)(dc.ws + k.epoch_off));
   if (k.handshake) {
     int ok = 1;
     for (int p = (int)threadIdx.x; p < dc.size; p += (int)blockDim.x)
-      ok &= loom_signal_wait(&dc, (const uint32_t *)(dc.ws + k.phase_off) + p, e, p, (uint32_t)(2 * dc.size + p),
+      ok &= loom__signal_wait(&dc, (const uint32_t *)(dc.ws + k.phase_off) + p, e, p, (uint32_t)(2 * dc.size + p),
                              LOOM_SITE_OPTIM_PHASE);
     if (!__syncthreads_and(ok)) return;
   }
@@ -396,8 +396,8 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS) loom_optim_lamb_norms_kern
       w2 += x.x;
       u2 += x.y;
     }
-    w2 = loom_optim_block_sum(w2);
-    u2 = loom_optim_block_sum(u2);
+    w2 = loom__optim_block_sum(w2);
+    u2 = loom__optim_block_sum(u2);
     if (threadIdx.x == 0) {
       k.norms[2 * t] = sqrtf(w2);
       k.norms[2 * t + 1] = sqrtf(u2);
@@ -406,19 +406,19 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS) loom_optim_lamb_norms_kern
 }
 
 template <int PT>
-__global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) loom_optim_lamb2_kernel(const __grid_constant__ loom_optim_kargs_t k) {
+__global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) loom__optim_lamb2_kernel(const __grid_constant__ loom_optim_kargs_t k) {
   extern __shared__ char *loom_optim_sh[];
   __shared__ loom_optim_hyper_t h;
-  const uint32_t e = loom_epoch_begin((const loom_dev_epoch_t *)(k.dc.ws + k.epoch_off));
+  const uint32_t e = loom__epoch_begin((const loom_dev_epoch_t *)(k.dc.ws + k.epoch_off));
   if (threadIdx.x == 0) {
-    loom_optim_hyper_make(k, &h);
+    loom__optim_hyper_make(k, &h);
     /* a wait of (1) or (2) expired: the norms are not there, update nothing */
     if (*(volatile uint32_t *)k.dc.abort_flag) h.skip = 1;
   }
   __syncthreads();
   for (int64_t q = blockIdx.x; q < k.nchunks; q += gridDim.x) {
     const loom_optim_chunk_t c = k.chunks[q];
-    loom_optim_chunk_ptrs(k, c.tensor, loom_optim_sh);
+    loom__optim_chunk_ptrs(k, c.tensor, loom_optim_sh);
     if (h.skip) continue;
     char *const *dst = loom_optim_sh + k.nsrc;
     const char *own = dst[k.self];
@@ -432,21 +432,21 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) 
     for (int i = (int)threadIdx.x; i < nvec; i += (int)blockDim.x) {
       const int64_t el = c.offset + (int64_t)i * 8;
       float p[8], mm[8], vv[8];
-      loom_optim_state8<PT>(ms, own, m, v, i, el, p, mm, vv);
+      loom__optim_state8<PT>(ms, own, m, v, i, el, p, mm, vv);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) p[j] -= ratio * loom_optim_lamb_u(k, h, wd, p[j], mm[j], vv[j]);
+      for (int j = 0; j < 8; ++j) p[j] -= ratio * loom__optim_lamb_u(k, h, wd, p[j], mm[j], vv[j]);
       if (ms) loom__st8f(ms + i * 8, p);
-      loom_optim_put8<PT>(dst, k.npush, k.self, push, el, p);
+      loom__optim_put8<PT>(dst, k.npush, k.self, push, el, p);
     }
     for (int i = nvec * 8 + (int)threadIdx.x; i < c.len; i += (int)blockDim.x) {
       const int64_t el = c.offset + i;
       float p = ms ? ms[i] : loom__load1<PT>(own, el);
-      p -= ratio * loom_optim_lamb_u(k, h, wd, p, m[i], v[i]);
+      p -= ratio * loom__optim_lamb_u(k, h, wd, p, m[i], v[i]);
       if (ms) ms[i] = p;
-      loom_optim_put1<PT>(dst, k.npush, k.self, push, el, p);
+      loom__optim_put1<PT>(dst, k.npush, k.self, push, el, p);
     }
   }
-  loom_optim_end(k, e, h);
+  loom__optim_end(k, e, h);
 }
 
 /* ---- launchers ---------------------------------------------------------------- */
@@ -464,30 +464,30 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) 
     else KERNEL<LOOM_FP16, LOOM_FP16><<<__VA_ARGS__>>>(*k);                                   \
   } while (0)
 
-static size_t loom_optim_smem(const loom_optim_kargs_t *k) { return (size_t)(k->nsrc + k->npush) * sizeof(char *); }
+static size_t loom__optim_smem(const loom_optim_kargs_t *k) { return (size_t)(k->nsrc + k->npush) * sizeof(char *); }
 
 extern "C" loom_result_t loom__optim_adam_launch(const loom_optim_kargs_t *k, int grid, cudaStream_t stream) {
-  LOOM_OPTIM_DISPATCH(loom_optim_adam_kernel, k->ptype, k->gtype, grid, LOOM_OPTIM_THREADS, loom_optim_smem(k), stream);
-  LOOM_CUDA_LAUNCHED("loom_optim_adam_kernel");
+  LOOM_OPTIM_DISPATCH(loom__optim_adam_kernel, k->ptype, k->gtype, grid, LOOM_OPTIM_THREADS, loom__optim_smem(k), stream);
+  LOOM_CUDA_LAUNCHED("loom__optim_adam_kernel");
   return LOOM_SUCCESS;
 }
 
 extern "C" loom_result_t loom__optim_lamb_launch(const loom_optim_kargs_t *k, int grid, cudaStream_t stream) {
-  LOOM_OPTIM_DISPATCH(loom_optim_lamb1_kernel, k->ptype, k->gtype, grid, LOOM_OPTIM_THREADS, loom_optim_smem(k), stream);
-  LOOM_CUDA_LAUNCHED("loom_optim_lamb1_kernel");
+  LOOM_OPTIM_DISPATCH(loom__optim_lamb1_kernel, k->ptype, k->gtype, grid, LOOM_OPTIM_THREADS, loom__optim_smem(k), stream);
+  LOOM_CUDA_LAUNCHED("loom__optim_lamb1_kernel");
   const int tgrid = k->num_tensors < 1024 ? k->num_tensors : 1024;
-  loom_optim_lamb_norms_kernel<<<tgrid, LOOM_OPTIM_THREADS, 0, stream>>>(*k);
-  LOOM_CUDA_LAUNCHED("loom_optim_lamb_norms_kernel");
-  const size_t sm = loom_optim_smem(k);
-  if (k->ptype == LOOM_FP32) loom_optim_lamb2_kernel<LOOM_FP32><<<grid, LOOM_OPTIM_THREADS, sm, stream>>>(*k);
-  else if (k->ptype == LOOM_BF16) loom_optim_lamb2_kernel<LOOM_BF16><<<grid, LOOM_OPTIM_THREADS, sm, stream>>>(*k);
-  else loom_optim_lamb2_kernel<LOOM_FP16><<<grid, LOOM_OPTIM_THREADS, sm, stream>>>(*k);
-  LOOM_CUDA_LAUNCHED("loom_optim_lamb2_kernel");
+  loom__optim_lamb_norms_kernel<<<tgrid, LOOM_OPTIM_THREADS, 0, stream>>>(*k);
+  LOOM_CUDA_LAUNCHED("loom__optim_lamb_norms_kernel");
+  const size_t sm = loom__optim_smem(k);
+  if (k->ptype == LOOM_FP32) loom__optim_lamb2_kernel<LOOM_FP32><<<grid, LOOM_OPTIM_THREADS, sm, stream>>>(*k);
+  else if (k->ptype == LOOM_BF16) loom__optim_lamb2_kernel<LOOM_BF16><<<grid, LOOM_OPTIM_THREADS, sm, stream>>>(*k);
+  else loom__optim_lamb2_kernel<LOOM_FP16><<<grid, LOOM_OPTIM_THREADS, sm, stream>>>(*k);
+  LOOM_CUDA_LAUNCHED("loom__optim_lamb2_kernel");
   return LOOM_SUCCESS;
 }
 
 template <int PT>
-__global__ void loom_optim_load_master_kernel(float *master, const char *param, int64_t n) {
+__global__ void loom__optim_load_master_kernel(float *master, const char *param, int64_t n) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     master[i] = loom__load1<PT>(param, i);
 }
@@ -497,18 +497,18 @@ extern "C" loom_result_t loom__optim_load_master(float *master, const void *para
   if (n <= 0) return LOOM_SUCCESS;
   int64_t blocks = (n + 255) / 256;
   if (blocks > 4096) blocks = 4096;
-  if (pt == LOOM_BF16) loom_optim_load_master_kernel<LOOM_BF16><<<(unsigned)blocks, 256, 0, stream>>>(master, (const char *)param, n);
-  else if (pt == LOOM_FP16) loom_optim_load_master_kernel<LOOM_FP16><<<(unsigned)blocks, 256, 0, stream>>>(master, (const char *)param, n);
-  else loom_optim_load_master_kernel<LOOM_FP32><<<(unsigned)blocks, 256, 0, stream>>>(master, (const char *)param, n);
-  LOOM_CUDA_LAUNCHED("loom_optim_load_master_kernel");
+  if (pt == LOOM_BF16) loom__optim_load_master_kernel<LOOM_BF16><<<(unsigned)blocks, 256, 0, stream>>>(master, (const char *)param, n);
+  else if (pt == LOOM_FP16) loom__optim_load_master_kernel<LOOM_FP16><<<(unsigned)blocks, 256, 0, stream>>>(master, (const char *)param, n);
+  else loom__optim_load_master_kernel<LOOM_FP32><<<(unsigned)blocks, 256, 0, stream>>>(master, (const char *)param, n);
+  LOOM_CUDA_LAUNCHED("loom__optim_load_master_kernel");
   return LOOM_SUCCESS;
 }
 
-__global__ void loom_optim_write_step_kernel(int32_t *step, int32_t value) { *step = value; }
+__global__ void loom__optim_write_step_kernel(int32_t *step, int32_t value) { *step = value; }
 
 extern "C" loom_result_t loom__optim_write_step(int32_t *step, int32_t value, cudaStream_t stream) {
-  loom_optim_write_step_kernel<<<1, 1, 0, stream>>>(step, value);
-  LOOM_CUDA_LAUNCHED("loom_optim_write_step_kernel");
+  loom__optim_write_step_kernel<<<1, 1, 0, stream>>>(step, value);
+  LOOM_CUDA_LAUNCHED("loom__optim_write_step_kernel");
   return LOOM_SUCCESS;
 }
 
@@ -520,13 +520,13 @@ extern "C" loom_result_t loom__optim_write_step(int32_t *step, int32_t value, cu
       (const void *)KERNEL<LOOM_FP16, LOOM_FP16>
 
 extern "C" loom_result_t loom__optim_preload_kernels(void) {
-  const void *fns[] = {LOOM_OPTIM_FNS(loom_optim_adam_kernel),
-                       LOOM_OPTIM_FNS(loom_optim_lamb1_kernel),
-                       (const void *)loom_optim_lamb_norms_kernel,
-                       (const void *)loom_optim_lamb2_kernel<LOOM_FP32>,
-                       (const void *)loom_optim_lamb2_kernel<LOOM_BF16>,
-                       (const void *)loom_optim_lamb2_kernel<LOOM_FP16>,
-                       (const void *)loom_optim_write_step_kernel};
+  const void *fns[] = {LOOM_OPTIM_FNS(loom__optim_adam_kernel),
+                       LOOM_OPTIM_FNS(loom__optim_lamb1_kernel),
+                       (const void *)loom__optim_lamb_norms_kernel,
+                       (const void *)loom__optim_lamb2_kernel<LOOM_FP32>,
+                       (const void *)loom__optim_lamb2_kernel<LOOM_BF16>,
+                       (const void *)loom__optim_lamb2_kernel<LOOM_FP16>,
+                       (const void *)loom__optim_write_step_kernel};
   for (size_t i = 0; i < sizeof fns / sizeof *fns; ++i) {
     cudaFuncAttributes fa;
     LOOM_CUDA(cudaFuncGetAttributes(&fa, fns[i]));

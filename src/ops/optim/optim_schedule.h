@@ -46,7 +46,7 @@
 #define LOOM_OPS_OPTIM_SCHEDULE_H
 
 #include <stdint.h>
-#include "core/util.h" /* LOOM_HD, loom_ceil_div */
+#include "core/util.h" /* LOOM_HD, loom__ceil_div */
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,16 +69,16 @@ typedef struct loom_optim_chunk {
 #define LOOM_OPTIM_CHUNK_PUSH 1u /* RS: the new parameters go into every rank's copy */
 #define LOOM_OPTIM_CHUNK_VEC 2u  /* the tensor's pointers (every rank's) are 16-byte aligned */
 
-LOOM_HD int64_t loom_optim_round_vec(int64_t n) { return loom_ceil_div(n, LOOM_OPTIM_VEC) * LOOM_OPTIM_VEC; }
+LOOM_HD int64_t loom__optim_round_vec(int64_t n) { return loom__ceil_div(n, LOOM_OPTIM_VEC) * LOOM_OPTIM_VEC; }
 
 /* S: elements per slice of an RS tensor of n elements on W ranks. */
-LOOM_HD int64_t loom_optim_slice_elems(int64_t n, int32_t world) {
-  return loom_optim_round_vec(loom_ceil_div(n, world < 1 ? 1 : world));
+LOOM_HD int64_t loom__optim_slice_elems(int64_t n, int32_t world) {
+  return loom__optim_round_vec(loom__ceil_div(n, world < 1 ? 1 : world));
 }
 
 /* Rank p's slice [*lo, *hi) of an RS tensor (empty: *lo == *hi == n). */
-LOOM_HD void loom_optim_slice(int64_t n, int32_t world, int32_t p, int64_t *lo, int64_t *hi) {
-  const int64_t S = loom_optim_slice_elems(n, world);
+LOOM_HD void loom__optim_slice(int64_t n, int32_t world, int32_t p, int64_t *lo, int64_t *hi) {
+  const int64_t S = loom__optim_slice_elems(n, world);
   int64_t a = (int64_t)p * S, b = a + S;
   if (a > n) a = n;
   if (b > n) b = n;
@@ -87,63 +87,63 @@ LOOM_HD void loom_optim_slice(int64_t n, int32_t world, int32_t p, int64_t *lo, 
 }
 
 /* The owner of element e of an RS tensor. */
-LOOM_HD int32_t loom_optim_owner(int64_t n, int32_t world, int64_t e) {
-  return (int32_t)(e / loom_optim_slice_elems(n, world));
+LOOM_HD int32_t loom__optim_owner(int64_t n, int32_t world, int64_t e) {
+  return (int32_t)(e / loom__optim_slice_elems(n, world));
 }
 
 /* The range rank p updates: its slice (RS) or the whole tensor (AR). */
-LOOM_HD void loom_optim_rank_range(int64_t n, int32_t world, int32_t p, int ar, int64_t *lo, int64_t *hi) {
+LOOM_HD void loom__optim_rank_range(int64_t n, int32_t world, int32_t p, int ar, int64_t *lo, int64_t *hi) {
   if (ar) {
     *lo = 0;
     *hi = n;
   } else {
-    loom_optim_slice(n, world, p, lo, hi);
+    loom__optim_slice(n, world, p, lo, hi);
   }
 }
 
 /* Chunks of rank p in one tensor. */
-LOOM_HD int64_t loom_optim_rank_chunks(int64_t n, int32_t world, int32_t p, int ar, int64_t chunk) {
+LOOM_HD int64_t loom__optim_rank_chunks(int64_t n, int32_t world, int32_t p, int ar, int64_t chunk) {
   int64_t lo, hi;
-  loom_optim_rank_range(n, world, p, ar, &lo, &hi);
-  return loom_ceil_div(hi - lo, chunk);
+  loom__optim_rank_range(n, world, p, ar, &lo, &hi);
+  return loom__ceil_div(hi - lo, chunk);
 }
 
 /* Chunks of a tensor in the global list. */
-LOOM_HD int64_t loom_optim_tensor_global_chunks(int64_t n, int32_t world, int ar, int64_t chunk) {
-  if (ar) return loom_ceil_div(n, chunk);
+LOOM_HD int64_t loom__optim_tensor_global_chunks(int64_t n, int32_t world, int ar, int64_t chunk) {
+  if (ar) return loom__ceil_div(n, chunk);
   int64_t total = 0;
-  for (int32_t p = 0; p < world; ++p) total += loom_optim_rank_chunks(n, world, p, 0, chunk);
+  for (int32_t p = 0; p < world; ++p) total += loom__optim_rank_chunks(n, world, p, 0, chunk);
   return total;
 }
 
 /* Index, in the tensor's global list, of chunk j of rank p. */
-LOOM_HD int64_t loom_optim_global_index(int64_t n, int32_t world, int32_t p, int ar, int64_t chunk, int64_t j) {
+LOOM_HD int64_t loom__optim_global_index(int64_t n, int32_t world, int32_t p, int ar, int64_t chunk, int64_t j) {
   if (ar) return j;
   /* every slice before p is full (S elements) unless the tensor ended */
   int64_t before = 0;
-  for (int32_t q = 0; q < p; ++q) before += loom_optim_rank_chunks(n, world, q, 0, chunk);
+  for (int32_t q = 0; q < p; ++q) before += loom__optim_rank_chunks(n, world, q, 0, chunk);
   return before + j;
 }
 
 /* The chunk of rank p (its index j in that rank's list of the tensor) that
  * updates element e, or -1 if rank p does not update e. */
-LOOM_HD int64_t loom_optim_chunk_of(int64_t n, int32_t world, int32_t p, int ar, int64_t chunk, int64_t e) {
+LOOM_HD int64_t loom__optim_chunk_of(int64_t n, int32_t world, int32_t p, int ar, int64_t chunk, int64_t e) {
   int64_t lo, hi;
-  loom_optim_rank_range(n, world, p, ar, &lo, &hi);
+  loom__optim_rank_range(n, world, p, ar, &lo, &hi);
   if (e < lo || e >= hi) return -1;
   return (e - lo) / chunk;
 }
 
 /* This rank's state elements of one tensor (rounded up to a vector). */
-LOOM_HD int64_t loom_optim_rank_state(int64_t n, int32_t world, int32_t p, int ar) {
+LOOM_HD int64_t loom__optim_rank_state(int64_t n, int32_t world, int32_t p, int ar) {
   int64_t lo, hi;
-  loom_optim_rank_range(n, world, p, ar, &lo, &hi);
-  return loom_optim_round_vec(hi - lo);
+  loom__optim_rank_range(n, world, p, ar, &lo, &hi);
+  return loom__optim_round_vec(hi - lo);
 }
 
 /* The form of a tensor: 1 AR, 0 RS. form: 0 auto, 1 RS everywhere, 2 AR
  * everywhere (loom_optim_form_t). */
-LOOM_HD int loom_optim_tensor_is_ar(int form, int64_t n) {
+LOOM_HD int loom__optim_tensor_is_ar(int form, int64_t n) {
   return form == 2 || (form == 0 && n <= LOOM_OPTIM_AR_AUTO_MAX);
 }
 
@@ -151,16 +151,16 @@ LOOM_HD int loom_optim_tensor_is_ar(int form, int64_t n) {
  * into out[] when out is not NULL; returns the count. vec[T] (or NULL: 0)
  * sets LOOM_OPTIM_CHUNK_VEC. state_off[T] (or NULL) receives where each
  * tensor's part of the state starts, *state_elems (or NULL) the total. */
-LOOM_HD int64_t loom_optim_build_chunks(int32_t T, const int64_t *numel, const int *ar, const int *vec,
+LOOM_HD int64_t loom__optim_build_chunks(int32_t T, const int64_t *numel, const int *ar, const int *vec,
                                         int32_t world, int32_t p, int64_t chunk, loom_optim_chunk_t *out,
                                         int64_t *state_off, int64_t *state_elems) {
   int64_t count = 0, state = 0, global = 0;
   for (int32_t t = 0; t < T; ++t) {
     const int64_t n = numel[t];
     int64_t lo, hi;
-    loom_optim_rank_range(n, world, p, ar[t], &lo, &hi);
-    const int64_t nch = loom_ceil_div(hi - lo, chunk);
-    const int64_t g0 = global + loom_optim_global_index(n, world, p, ar[t], chunk, 0);
+    loom__optim_rank_range(n, world, p, ar[t], &lo, &hi);
+    const int64_t nch = loom__ceil_div(hi - lo, chunk);
+    const int64_t g0 = global + loom__optim_global_index(n, world, p, ar[t], chunk, 0);
     if (state_off) state_off[t] = state;
     for (int64_t j = 0; j < nch; ++j, ++count) {
       if (!out) continue;
@@ -173,8 +173,8 @@ LOOM_HD int64_t loom_optim_build_chunks(int32_t T, const int64_t *numel, const i
       c.flags = (ar[t] ? 0 : (int32_t)LOOM_OPTIM_CHUNK_PUSH) | (vec && vec[t] ? (int32_t)LOOM_OPTIM_CHUNK_VEC : 0);
       out[count] = c;
     }
-    state += loom_optim_round_vec(hi - lo);
-    global += loom_optim_tensor_global_chunks(n, world, ar[t], chunk);
+    state += loom__optim_round_vec(hi - lo);
+    global += loom__optim_tensor_global_chunks(n, world, ar[t], chunk);
   }
   if (state_elems) *state_elems = state;
   return count;

@@ -4,7 +4,7 @@
  *
  * Fused (tp_linear.h): the begin kernel tells the peers that this rank's
  * gathered buffer is writable; on the side stream this rank's shard is
- * pushed into every peer's buffer (in loom_ag_push_dest's order), chunk by
+ * pushed into every peer's buffer (in loom__ag_push_dest's order), chunk by
  * chunk, each chunk followed by its signal: by the copy engine
  * (cudaMemcpyAsync into the peer's window, then a one-thread signal kernel)
  * or by a copy kernel on comm_blocks SMs. Meanwhile on the user's stream the
@@ -39,7 +39,7 @@ static loom_result_t ag_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
     LOOM_NCCL(ncclGroupStart());
     ncclResult_t n = ncclSuccess;
     for (int p = 0; p < W && n == ncclSuccess; ++p) {
-      const int64_t len = loom_tp_shard_len(g->m, W, p), b0 = loom_tp_shard_begin(g->m, W, p);
+      const int64_t len = loom__tp_shard_len(g->m, W, p), b0 = loom__tp_shard_begin(g->m, W, p);
       if (len > 0)
         n = ncclBroadcast(p == st->rank ? (const void *)a_shard : NULL, dst + (size_t)b0 * row,
                           (size_t)len * (size_t)g->k, nt, p, comm->nccl, stream);
@@ -86,12 +86,12 @@ static loom_result_t ag_push_copy_engine(loom_tp_state_t *st, loom_ag_copy_args_
   const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
   const int W = st->world;
   for (int step = 1; step < W; ++step) {
-    const int dest = loom_ag_push_dest(st->rank, W, step - 1);
+    const int dest = loom__ag_push_dest(st->rank, W, step - 1);
     LOOM_TRY(loom__ag_wait_ready(ca, dest, st->side));
     if (step == 1) loom__tp_trace_mark(st, "side.ready", st->side);
     for (int64_t j = 0; j < nch; ++j) {
       int64_t r0, r1;
-      loom_ag_chunk(g->m, W, st->rank, st->chunk_rows, j, &r0, &r1);
+      loom__ag_chunk(g->m, W, st->rank, st->chunk_rows, j, &r0, &r1);
       LOOM_CUDA(cudaMemcpyAsync(ca->dst[dest] + (size_t)r0 * row, a_shard + (size_t)(r0 - st->my_begin) * row,
                                 (size_t)(r1 - r0) * row, cudaMemcpyDeviceToDevice, st->side));
       LOOM_TRY(loom__ag_signal_chunks(ca, dest, j, j + 1, st->side));
@@ -110,11 +110,11 @@ static loom_result_t ag_push(loom_tp_state_t *st, loom_ag_copy_args_t *ca, const
                              cudaStream_t stream) {
   const loom_gemm_desc_t *g = &st->gemm;
   const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
-  const int64_t nch = loom_ag_shard_chunks(g->m, st->world, st->rank, st->chunk_rows);
+  const int64_t nch = loom__ag_shard_chunks(g->m, st->world, st->rank, st->chunk_rows);
   if (nch > 0 && st->world > 1) {
     if (st->transfer == LOOM_TP_SM_COPY) {
       ca->first_step = 1;
-      LOOM_TRY(loom__ag_copy_kernel(ca, st->comm_blocks, st->side));
+      LOOM_TRY(loom__ag_copy_launch(ca, st->comm_blocks, st->side));
       loom__tp_trace_mark(st, "side.pushed", st->side);
     } else {
       LOOM_TRY(ag_push_copy_engine(st, ca, a_shard, nch));

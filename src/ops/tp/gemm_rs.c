@@ -54,7 +54,7 @@ static loom_result_t rs_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
   LOOM_NCCL(ncclGroupStart());
   ncclResult_t n = ncclSuccess;
   for (int p = 0; p < W && n == ncclSuccess; ++p) {
-    const int64_t len = loom_tp_shard_len(g.m, W, p), b0 = loom_tp_shard_begin(g.m, W, p);
+    const int64_t len = loom__tp_shard_len(g.m, W, p), b0 = loom__tp_shard_begin(g.m, W, p);
     if (len > 0)
       n = ncclReduce((const char *)st->partial + (size_t)b0 * row, p == st->rank ? c_shard : NULL,
                      (size_t)len * (size_t)g.n, nt, ncclSum, p, comm->nccl, stream);

@@ -65,7 +65,7 @@ loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *
   loom__tp_trace_mark(st, "begin", stream);
   LOOM_TRY(loom__tp_fork(st, stream));
   /* launched even with no rows of its own: its last block tells the sources */
-  LOOM_TRY(loom__rs_reduce_kernel(ra, st->comm_blocks, st->side));
+  LOOM_TRY(loom__rs_reduce_launch(ra, st->comm_blocks, st->side));
   loom__tp_trace_mark(st, "side.reduce", st->side);
 
   loom_gemm_hooks_t h;
@@ -80,7 +80,7 @@ loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *
   /* the tail: every SM sums what is left once the GEMM is done (AR: then
    * waits for the other owners' tiles of this rank's out) */
   ra->wait_gathered = ra->gath_off != (size_t)-1;
-  if (r == LOOM_SUCCESS) r = loom__rs_reduce_kernel(ra, comm->sm_count, stream);
+  if (r == LOOM_SUCCESS) r = loom__rs_reduce_launch(ra, comm->sm_count, stream);
   loom__tp_trace_mark(st, "tail", stream);
   const loom_result_t rj = loom__tp_join(st, stream);
   LOOM_TRY(r);

@@ -51,7 +51,7 @@ static loom_result_t check_bias_given(const char *fn, const loom_tp_desc_t *d, c
 /* AG: a_shard [my rows, k], b, c [m, n], a_full (optional, symmetric), bias. */
 static loom_result_t check_ag(const char *fn, loom_comm_t comm, const loom_tp_desc_t *d, const loom_tp_call_t *c) {
   const size_t es_ab = loom_dtype_size(d->ab_type), es_c = loom_dtype_size(d->c_type);
-  const int64_t mine = loom_tp_shard_len(d->m, comm->size, comm->rank);
+  const int64_t mine = loom__tp_shard_len(d->m, comm->size, comm->rank);
   if (mine > 0 && !c->a)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: a_shard=NULL: this rank owns %lld rows", fn, (long long)mine);
   LOOM_TRY(check_bias_given(fn, d, c->bias));
@@ -72,7 +72,7 @@ static loom_result_t check_ag(const char *fn, loom_comm_t comm, const loom_tp_de
 /* RS: a [m, k], b, c_shard [my rows, n], bias. */
 static loom_result_t check_rs(const char *fn, loom_comm_t comm, const loom_tp_desc_t *d, const loom_tp_call_t *c) {
   const size_t es_ab = loom_dtype_size(d->ab_type), es_c = loom_dtype_size(d->c_type);
-  const int64_t mine = loom_tp_shard_len(d->m, comm->size, comm->rank);
+  const int64_t mine = loom__tp_shard_len(d->m, comm->size, comm->rank);
   if (mine > 0 && !c->c)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: c_shard=NULL: this rank owns %lld rows", fn, (long long)mine);
   LOOM_TRY(check_bias_given(fn, d, c->bias));

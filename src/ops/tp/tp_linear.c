@@ -206,7 +206,7 @@ static loom_result_t tp_resolve_transfer(const char *fn, int kind, int comm_size
      * before remote data has arrived and the fused path can hide nothing
      * (it only adds its protocol: 0.70-0.82 of NCCL + cuBLASLt at m = 64,
      * W = 2, docs/perf/tp.md, "Shards shorter than a tile"); the sequential path is the baseline itself */
-    const int can_overlap = kind != LOOM__TP_AG || loom_tp_shard_rows(d->m, comm_size) >= LOOM_TP_MIN_TILE_ROWS;
+    const int can_overlap = kind != LOOM__TP_AG || loom__tp_shard_rows(d->m, comm_size) >= LOOM_TP_MIN_TILE_ROWS;
     t = comm_size > 1 && fused_possible && can_overlap
             ? (kind == LOOM__TP_AG ? LOOM_TP_COPY_ENGINE : LOOM_TP_SM_COPY)
             : LOOM_TP_SEQUENTIAL;
@@ -301,7 +301,7 @@ void loom__tp_hooks_base(loom_plan_t plan, const loom_tp_state_t *st, int shift_
                          loom_gemm_hooks_t *h) {
   memset(h, 0, sizeof *h);
   h->order.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
-  h->order.row_shift = loom_tp_row_shift(st->gemm.m, st->world, shift_rank, st->gemm_bm);
+  h->order.row_shift = loom__tp_row_shift(st->gemm.m, st->world, shift_rank, st->gemm_bm);
   h->epoch_word = (const uint32_t *)((const char *)plan->comm->ws_ptr + plan->epoch_offset);
   h->comm = dc;
 }
@@ -401,17 +401,17 @@ static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
 }
 
 /* What every rank's plan must have resolved alike (the agreement's hash). */
-/* The shape-dependent half of LOOM_TP_AUTO (loom_tp_auto_fused), for a
+/* The shape-dependent half of LOOM_TP_AUTO (loom__tp_auto_fused), for a
  * fused plan whose GEMM configuration st holds: AG needs the GPU's ridge
  * point, RS the GEMM's tiles against its grid; AR never keeps the fused
- * path untuned (loom_tp_auto_fused says why). 1 (keep it) where the GPU's
+ * path untuned (loom__tp_auto_fused says why). 1 (keep it) where the GPU's
  * properties cannot be read. */
 static int auto_keeps_fused(const loom_tp_state_t *st, int kind, int64_t tiles) {
   loom__gemm_device_t dev;
-  if (kind == LOOM__TP_AR) return loom_tp_auto_fused(kind, st->shard_rows, tiles, st->gemm_cfg.grid, 0.0);
+  if (kind == LOOM__TP_AR) return loom__tp_auto_fused(kind, st->shard_rows, tiles, st->gemm_cfg.grid, 0.0);
   if (loom__gemm_device(&dev) != LOOM_SUCCESS) return 1;
-  const double ridge = loom_tp_ridge_rows(dev.sms, (double)dev.clock_khz * 1e3, dev.cc_major, dev.dram_bps);
-  return loom_tp_auto_fused(kind, st->shard_rows, tiles, st->gemm_cfg.grid, ridge);
+  const double ridge = loom__tp_ridge_rows(dev.sms, (double)dev.clock_khz * 1e3, dev.cc_major, dev.dram_bps);
+  return loom__tp_auto_fused(kind, st->shard_rows, tiles, st->gemm_cfg.grid, ridge);
 }
 
 static uint64_t tp_fingerprint(const loom_tp_state_t *st, uint32_t nsig) {
@@ -433,9 +433,9 @@ static void tp_resolve(loom_comm_t comm, loom_tp_state_t *st, const loom_tp_desc
   st->gemm_engine = loom__tp_resolve_gemm(desc, t);
   st->rank = comm->rank;
   st->world = comm->size;
-  st->shard_rows = loom_tp_shard_rows(desc->m, st->world);
-  st->my_begin = loom_tp_shard_begin(desc->m, st->world, st->rank);
-  st->my_len = loom_tp_shard_len(desc->m, st->world, st->rank);
+  st->shard_rows = loom__tp_shard_rows(desc->m, st->world);
+  st->my_begin = loom__tp_shard_begin(desc->m, st->world, st->rank);
+  st->my_len = loom__tp_shard_len(desc->m, st->world, st->rank);
 }
 
 /* The fused GEMM: its configuration, tiles, and the SMs it leaves to the
@@ -445,15 +445,15 @@ static void tp_resolve(loom_comm_t comm, loom_tp_state_t *st, const loom_tp_desc
 static loom_result_t tp_fused_gemm(loom_comm_t comm, loom_tp_state_t *st) {
   LOOM_TRY(fused_gemm_config(&st->gemm, st->kind == LOOM__TP_AG, &st->gemm_cfg, &st->gemm_bm));
   if (st->kind == LOOM__TP_AG) /* bands of the tile order inside one shard each */
-    st->gemm_cfg.group = loom_ag_band_rows(
+    st->gemm_cfg.group = loom__ag_band_rows(
         st->shard_rows % st->gemm_bm == 0 ? st->shard_rows / st->gemm_bm : 0, st->gemm_cfg.group);
-  st->tiles_m = (int)loom_ceil_div(st->desc.m, st->gemm_bm);
-  st->tiles_n = (int)loom_ceil_div(st->desc.n, st->gemm_cfg.bn);
+  st->tiles_m = (int)loom__ceil_div(st->desc.m, st->gemm_bm);
+  st->tiles_n = (int)loom__ceil_div(st->desc.n, st->gemm_cfg.bn);
   const int64_t tiles = (int64_t)st->tiles_m * st->tiles_n;
   const loom_tp_transfer_t t = st->transfer;
   st->comm_blocks = t != LOOM_TP_SM_COPY && t != LOOM_TP_SM_ATOMIC ? 0
                     : st->desc.comm_blocks > 0 ? st->desc.comm_blocks
-                                               : loom_tp_comm_sms(tiles, comm->sm_count, 4, 16);
+                                               : loom__tp_comm_sms(tiles, comm->sm_count, 4, 16);
   st->gemm_cfg.grid = comm->sm_count - (st->comm_blocks > 0 ? st->comm_blocks : 1);
   return LOOM_SUCCESS;
 }
@@ -480,11 +480,11 @@ static loom_result_t tp_signals(const char *fn, loom_tp_state_t *st, uint32_t *n
   int64_t n64;
   if (st->kind == LOOM__TP_AG) {
     int64_t cr = desc->chunk_rows;
-    if (cr <= 0) cr = loom_ag_default_chunk_rows(st->shard_rows, st->gemm_bm, st->comm_blocks);
+    if (cr <= 0) cr = loom__ag_default_chunk_rows(st->shard_rows, st->gemm_bm, st->comm_blocks);
     if (cr < 1) cr = 1;
     if (cr > st->shard_rows) cr = st->shard_rows;
     st->chunk_rows = (int)cr;
-    st->chunks_per_shard = loom_ag_chunks_per_shard(desc->m, st->world, cr);
+    st->chunks_per_shard = loom__ag_chunks_per_shard(desc->m, st->world, cr);
     n64 = (int64_t)st->world + (int64_t)st->world * st->chunks_per_shard;
     *nsig = (uint32_t)n64;
     if (n64 > (int64_t)UINT32_MAX / 8)

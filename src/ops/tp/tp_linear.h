@@ -30,7 +30,7 @@
  * the peers' addresses of the caller's symmetric `out`), after which the
  * block sets gathered[rank x tiles + t] = e on every peer. The tail
  * launch's blocks, once they have claimed everything, wait for the gathered
- * signals of every other owner's tiles (loom_ar_tile_owners), so `out` is
+ * signals of every other owner's tiles (loom__ar_tile_owners), so `out` is
  * complete on this rank when its stream passes the call.
  * Every kernel of the call reads e from the device counter, so a call
  * captured in a CUDA graph gets a new epoch on every replay.
@@ -290,7 +290,7 @@ typedef struct loom_ag_copy_args {
 /* SM copy engine: `blocks` blocks push this rank's shard chunk by chunk in
  * the push order (steps first_step .. W-1; step 0 is the own rows), each
  * chunk then its signal. */
-loom_result_t loom__ag_copy_kernel(const loom_ag_copy_args_t *a, int blocks, cudaStream_t stream);
+loom_result_t loom__ag_copy_launch(const loom_ag_copy_args_t *a, int blocks, cudaStream_t stream);
 
 /* Copy engine: waits (bounded) for peer `dest`'s ready word (dest != rank),
  * as a stream-ordered one-thread kernel. */
@@ -330,7 +330,7 @@ typedef struct loom_rs_reduce_args {
                                    gathered signals of the call */
 } loom_rs_reduce_args_t;
 
-loom_result_t loom__rs_reduce_kernel(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream);
+loom_result_t loom__rs_reduce_launch(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream);
 
 /* The fused GEMM + reduction of loom_gemm_rs and loom_gemm_ar (rs_engine.c):
  * begin kernel (waits for the peers' done of the previous call), the side

@@ -2,15 +2,15 @@
  * tp_linear_kernels.cu - the kernels of the tensor-parallel ops (protocol and
  * invariants in tp_linear.h, row ownership and orders in tp_schedule.h):
  *
- *   loom_tp_begin_kernel     one warp: publishes the call's epoch; AG: tells
+ *   loom__tp_begin_kernel     one warp: publishes the call's epoch; AG: tells
  *                            every peer that this rank's a_full is writable
- *   loom_ag_copy_kernel      `blocks` blocks push this rank's shard into every
+ *   loom__ag_copy_kernel      `blocks` blocks push this rank's shard into every
  *                            rank's a_full, chunk by chunk (16-byte vectors,
  *                            LOOM_TP_UNROLL loads in flight per thread), each
  *                            chunk followed by its release signal
- *   loom_ag_wait_kernel /
- *   loom_ag_signal_kernel    one thread each, around the copy engine's copies
- *   loom_rs_reduce_kernel    the owner's side of GEMM + ReduceScatter and
+ *   loom__ag_wait_kernel /
+ *   loom__ag_signal_kernel    one thread each, around the copy engine's copies
+ *   loom__rs_reduce_kernel    the owner's side of GEMM + ReduceScatter and
  *                            GEMM + AllReduce: for each of its output tiles,
  *                            waits for the W partials' signals, reads them
  *                            from the sources' buffers (NVLink loads), sums
@@ -39,12 +39,12 @@
 #define LOOM_TP_UNROLL 8    /* 16-byte loads in flight per thread in the copy loop */
 #define LOOM_TP_RS_UNROLL 4 /* vectors of 8 outputs per thread at a time in the reduction */
 
-static __device__ __forceinline__ uint32_t loom_tp_epoch(const loom_dev_comm_t &dc, size_t epoch_off) {
+static __device__ __forceinline__ uint32_t loom__tp_epoch(const loom_dev_comm_t &dc, size_t epoch_off) {
   const loom_dev_epoch_t *ep = (const loom_dev_epoch_t *)(dc.ws + epoch_off);
   return *(const volatile uint32_t *)&ep->epoch;
 }
 
-__global__ void loom_tp_begin_kernel(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, size_t done_off) {
+__global__ void loom__tp_begin_kernel(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, size_t done_off) {
   loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(dc.ws + epoch_off);
   const uint32_t e = *(volatile uint32_t *)&ep->epoch + 1u;
   if (done_off != (size_t)-1) {
@@ -52,7 +52,7 @@ __global__ void loom_tp_begin_kernel(loom_dev_comm_t dc, size_t epoch_off, size_
     for (int p = (int)threadIdx.x; p < dc.size; p += (int)blockDim.x)
       if (p != dc.rank) {
         const uint32_t *w = (const uint32_t *)(dc.ws + done_off) + p;
-        (void)loom_signal_wait(&dc, w, e - 1u, p, (uint32_t)p, LOOM_SITE_RS_DONE);
+        (void)loom__signal_wait(&dc, w, e - 1u, p, (uint32_t)p, LOOM_SITE_RS_DONE);
       }
     /* on expiry the GEMM still runs (the comm is in error; its result is not used) */
   }
@@ -60,100 +60,100 @@ __global__ void loom_tp_begin_kernel(loom_dev_comm_t dc, size_t epoch_off, size_
   if (threadIdx.x == 0) *(volatile uint32_t *)&ep->epoch = e;
   if (ready_off != (size_t)-1) {
     for (int p = (int)threadIdx.x; p < dc.size; p += (int)blockDim.x)
-      if (p != dc.rank) loom_signal_store_release(loom_signal_addr(&dc, p, ready_off, (uint32_t)dc.rank), e);
+      if (p != dc.rank) loom__signal_store_release(loom_signal_addr(&dc, p, ready_off, (uint32_t)dc.rank), e);
   }
 }
 
 extern "C" loom_result_t loom__tp_begin(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, size_t done_off,
                                         cudaStream_t stream) {
-  loom_tp_begin_kernel<<<1, 32, 0, stream>>>(dc, epoch_off, ready_off, done_off);
-  LOOM_CUDA_LAUNCHED("loom_tp_begin_kernel");
+  loom__tp_begin_kernel<<<1, 32, 0, stream>>>(dc, epoch_off, ready_off, done_off);
+  LOOM_CUDA_LAUNCHED("loom__tp_begin_kernel");
   return LOOM_SUCCESS;
 }
 
 /* Items: step-major (step 0: the local shard; step i >= 1: the push of step
- * i - 1 in loom_ag_push_dest's order), chunk-minor; block b takes items
+ * i - 1 in loom__ag_push_dest's order), chunk-minor; block b takes items
  * b, b + grid, ... */
-__global__ void __launch_bounds__(LOOM_TP_THREADS) loom_ag_copy_kernel(const __grid_constant__ loom_ag_copy_args_t a) {
+__global__ void __launch_bounds__(LOOM_TP_THREADS) loom__ag_copy_kernel(const __grid_constant__ loom_ag_copy_args_t a) {
   __shared__ int ok;
   const loom_dev_comm_t &dc = a.dc;
   const int W = dc.size, r = dc.rank;
-  const uint32_t e = loom_tp_epoch(dc, a.epoch_off);
-  const int64_t nch = loom_ag_shard_chunks(a.m, W, r, a.chunk_rows);
-  const int64_t begin = loom_tp_shard_begin(a.m, W, r);
+  const uint32_t e = loom__tp_epoch(dc, a.epoch_off);
+  const int64_t nch = loom__ag_shard_chunks(a.m, W, r, a.chunk_rows);
+  const int64_t begin = loom__tp_shard_begin(a.m, W, r);
   const int64_t row_bytes = a.k * a.esize;
   int last_dest = -1;
   for (int64_t q = blockIdx.x; q < (int64_t)(W - a.first_step) * nch; q += gridDim.x) {
     int32_t step;
     int64_t j;
-    loom_ag_copy_item(q, nch, a.first_step, &step, &j);
-    const int dest = step == 0 ? r : loom_ag_push_dest(r, W, step - 1);
+    loom__ag_copy_item(q, nch, a.first_step, &step, &j);
+    const int dest = step == 0 ? r : loom__ag_push_dest(r, W, step - 1);
     if (dest != r && dest != last_dest) {
       /* the peer's call has started: its a_full is free */
       if (threadIdx.x == 0) {
         const uint32_t *w = (const uint32_t *)(dc.ws + a.ready_off) + dest;
-        ok = loom_signal_wait(&dc, w, e, dest, (uint32_t)dest, LOOM_SITE_AG_READY);
+        ok = loom__signal_wait(&dc, w, e, dest, (uint32_t)dest, LOOM_SITE_AG_READY);
       }
       __syncthreads();
       if (!ok) return;
       last_dest = dest;
     }
     int64_t r0, r1;
-    loom_ag_chunk(a.m, W, r, a.chunk_rows, j, &r0, &r1);
+    loom__ag_chunk(a.m, W, r, a.chunk_rows, j, &r0, &r1);
     if (dest != r || a.copy_local)
       /* the shard was written before this kernel: streaming loads (a multiple of 16 bytes, aligned) */
-      loom_copy16<LOOM_TP_UNROLL, true>((int4 *)(a.dst[dest] + r0 * row_bytes),
+      loom__copy16<LOOM_TP_UNROLL, true>((int4 *)(a.dst[dest] + r0 * row_bytes),
                                         (const int4 *)(a.a_shard + (r0 - begin) * row_bytes), (r1 - r0) * row_bytes / 16);
     __threadfence_system();
     __syncthreads();
     if (threadIdx.x == 0)
-      loom_signal_store_release(loom_signal_addr(&dc, dest, a.chunk_off, (uint32_t)(r * a.chunks_per_shard + j)), e);
+      loom__signal_store_release(loom_signal_addr(&dc, dest, a.chunk_off, (uint32_t)(r * a.chunks_per_shard + j)), e);
   }
 }
 
-extern "C" loom_result_t loom__ag_copy_kernel(const loom_ag_copy_args_t *a, int blocks, cudaStream_t stream) {
-  loom_ag_copy_kernel<<<blocks, LOOM_TP_THREADS, 0, stream>>>(*a);
-  LOOM_CUDA_LAUNCHED("loom_ag_copy_kernel");
+extern "C" loom_result_t loom__ag_copy_launch(const loom_ag_copy_args_t *a, int blocks, cudaStream_t stream) {
+  loom__ag_copy_kernel<<<blocks, LOOM_TP_THREADS, 0, stream>>>(*a);
+  LOOM_CUDA_LAUNCHED("loom__ag_copy_kernel");
   return LOOM_SUCCESS;
 }
 
-__global__ void loom_ag_wait_kernel(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, int dest) {
-  const uint32_t e = loom_tp_epoch(dc, epoch_off);
+__global__ void loom__ag_wait_kernel(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, int dest) {
+  const uint32_t e = loom__tp_epoch(dc, epoch_off);
   const uint32_t *w = (const uint32_t *)(dc.ws + ready_off) + dest;
-  (void)loom_signal_wait(&dc, w, e, dest, (uint32_t)dest, LOOM_SITE_AG_READY);
+  (void)loom__signal_wait(&dc, w, e, dest, (uint32_t)dest, LOOM_SITE_AG_READY);
 }
 
 extern "C" loom_result_t loom__ag_wait_ready(const loom_ag_copy_args_t *a, int dest, cudaStream_t stream) {
-  loom_ag_wait_kernel<<<1, 1, 0, stream>>>(a->dc, a->epoch_off, a->ready_off, dest);
-  LOOM_CUDA_LAUNCHED("loom_ag_wait_kernel");
+  loom__ag_wait_kernel<<<1, 1, 0, stream>>>(a->dc, a->epoch_off, a->ready_off, dest);
+  LOOM_CUDA_LAUNCHED("loom__ag_wait_kernel");
   return LOOM_SUCCESS;
 }
 
-__global__ void loom_ag_signal_kernel(loom_dev_comm_t dc, size_t epoch_off, size_t chunk_off, int dest, uint32_t first,
+__global__ void loom__ag_signal_kernel(loom_dev_comm_t dc, size_t epoch_off, size_t chunk_off, int dest, uint32_t first,
                                       uint32_t count) {
-  const uint32_t e = loom_tp_epoch(dc, epoch_off);
+  const uint32_t e = loom__tp_epoch(dc, epoch_off);
   if (*(volatile uint32_t *)dc.abort_flag) return; /* a wait expired: the copies may not have been allowed */
   for (uint32_t i = threadIdx.x; i < count; i += blockDim.x)
-    loom_signal_store_release(loom_signal_addr(&dc, dest, chunk_off, first + i), e);
+    loom__signal_store_release(loom_signal_addr(&dc, dest, chunk_off, first + i), e);
 }
 
 extern "C" loom_result_t loom__ag_signal_chunks(const loom_ag_copy_args_t *a, int dest, int64_t j0, int64_t j1,
                                                 cudaStream_t stream) {
   if (j1 <= j0) return LOOM_SUCCESS;
   const uint32_t first = (uint32_t)(a->dc.rank * a->chunks_per_shard + j0);
-  loom_ag_signal_kernel<<<1, 32, 0, stream>>>(a->dc, a->epoch_off, a->chunk_off, dest, first, (uint32_t)(j1 - j0));
-  LOOM_CUDA_LAUNCHED("loom_ag_signal_kernel");
+  loom__ag_signal_kernel<<<1, 32, 0, stream>>>(a->dc, a->epoch_off, a->chunk_off, dest, first, (uint32_t)(j1 - j0));
+  LOOM_CUDA_LAUNCHED("loom__ag_signal_kernel");
   return LOOM_SUCCESS;
 }
 
-__global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(const __grid_constant__ loom_rs_reduce_args_t a) {
+__global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom__rs_reduce_kernel(const __grid_constant__ loom_rs_reduce_args_t a) {
   __shared__ int ok;
   const loom_dev_comm_t &dc = a.dc;
   const int W = dc.size;
-  const uint32_t e = loom_tp_epoch(dc, a.epoch_off);
+  const uint32_t e = loom__tp_epoch(dc, a.epoch_off);
   const int ses = a.src_type == LOOM_FP32 ? 4 : 2;
   int32_t t0, t1;
-  loom_rs_owner_tile_rows(a.m, W, dc.rank, a.bm, &t0, &t1);
+  loom__rs_owner_tile_rows(a.m, W, dc.rank, a.bm, &t0, &t1);
   const int64_t items = a.rows > 0 ? (int64_t)(t1 - t0 + 1) * a.tiles_n : 0;
   const int64_t tiles = (int64_t)a.tiles_m * a.tiles_n;
   __shared__ uint32_t claimed;
@@ -167,21 +167,21 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
     __syncthreads(); /* every thread has read it before it is claimed again */
     if (q >= items) break;
     /* the GEMMs' grouped order over the owner's tile rows */
-    const int32_t tg = loom_tile_grouped((int32_t)q, t1 - t0 + 1, a.tiles_n, a.group);
+    const int32_t tg = loom__tile_grouped((int32_t)q, t1 - t0 + 1, a.tiles_n, a.group);
     const int tm = t0 + tg / a.tiles_n, tn = tg % a.tiles_n;
     const int64_t t = (int64_t)tm * a.tiles_n + tn;
     if (threadIdx.x == 0) {
       int good = 1;
       for (int s = 0; s < W && good; ++s) {
         const uint32_t *w = (const uint32_t *)(dc.ws + a.tile_off) + (size_t)s * tiles + t;
-        good = loom_signal_wait(&dc, w, e, s, (uint32_t)((size_t)s * tiles + t), LOOM_SITE_RS_TILE);
+        good = loom__signal_wait(&dc, w, e, s, (uint32_t)((size_t)s * tiles + t), LOOM_SITE_RS_TILE);
       }
       ok = good;
     }
     __syncthreads();
     if (!ok) return; /* expired: done is never told, the peers' next calls time out too */
     int64_t r0, r1;
-    loom_rs_tile_rows(a.m, W, dc.rank, a.bm, tm, &r0, &r1);
+    loom__rs_tile_rows(a.m, W, dc.rank, a.bm, tm, &r0, &r1);
     const int64_t c0 = (int64_t)tn * a.bn;
     int64_t c1 = c0 + a.bn;
     if (c1 > a.n) c1 = a.n;
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
         const int64_t row = r0 + v / vec_per_row;
         /* the epilogue in fp32 (RS: + bias, the same fp32 addition as
          * before the epilogue existed), element index row x n + col */
-        if (a.pw.flags) loom_coll_pointwise8<-1>(a.pw, row * a.n + colv[u], acc[u]);
+        if (a.pw.flags) loom__coll_pointwise8<-1>(a.pw, row * a.n + colv[u], acc[u]);
         /* every destination; AR starts at this rank + 1 so that the
          * owners' stores spread over the links */
         for (int q = 0; q < a.nout; ++q) {
@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
       __syncthreads();
       for (int p = (int)threadIdx.x; p < W; p += (int)blockDim.x)
         if (p != dc.rank)
-          loom_signal_store_release(loom_signal_addr(&dc, p, a.gath_off, loom_ar_gathered_signal(dc.rank, tiles, t)),
+          loom__signal_store_release(loom_signal_addr(&dc, p, a.gath_off, loom__ar_gathered_signal(dc.rank, tiles, t)),
                                     e);
     }
     __syncthreads(); /* `ok` is rewritten for the next tile */
@@ -251,10 +251,10 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
   if (threadIdx.x == 0) {
     __threadfence_system();
     uint32_t *count = (uint32_t *)(dc.ws + a.count_off);
-    if (loom_last_arrival(count, (uint32_t)a.total_blocks)) {
+    if (loom__last_arrival(count, (uint32_t)a.total_blocks)) {
       *claim = 0u;
       for (int p = 0; p < W; ++p)
-        if (p != dc.rank) loom_signal_store_release(loom_signal_addr(&dc, p, a.done_off, (uint32_t)dc.rank), e);
+        if (p != dc.rank) loom__signal_store_release(loom_signal_addr(&dc, p, a.done_off, (uint32_t)dc.rank), e);
     }
   }
   if (!a.wait_gathered) return;
@@ -264,33 +264,33 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom_rs_reduce_kernel(cons
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < tiles; t += stride) {
     int32_t p0, p1;
-    loom_ar_tile_owners(a.m, W, a.bm, (int32_t)(t / a.tiles_n), &p0, &p1);
+    loom__ar_tile_owners(a.m, W, a.bm, (int32_t)(t / a.tiles_n), &p0, &p1);
     for (int32_t o = p0; o <= p1; ++o) {
       if (o == dc.rank) continue;
-      const uint32_t sig = loom_ar_gathered_signal(o, tiles, t);
-      if (!loom_signal_wait(&dc, (const uint32_t *)(dc.ws + a.gath_off) + sig, e, o, sig, LOOM_SITE_AR_GATHERED))
+      const uint32_t sig = loom__ar_gathered_signal(o, tiles, t);
+      if (!loom__signal_wait(&dc, (const uint32_t *)(dc.ws + a.gath_off) + sig, e, o, sig, LOOM_SITE_AR_GATHERED))
         return;
     }
   }
 }
 
-extern "C" loom_result_t loom__rs_reduce_kernel(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream) {
-  loom_rs_reduce_kernel<<<blocks, LOOM_TP_RS_THREADS, 0, stream>>>(*a);
-  LOOM_CUDA_LAUNCHED("loom_rs_reduce_kernel");
+extern "C" loom_result_t loom__rs_reduce_launch(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream) {
+  loom__rs_reduce_kernel<<<blocks, LOOM_TP_RS_THREADS, 0, stream>>>(*a);
+  LOOM_CUDA_LAUNCHED("loom__rs_reduce_kernel");
   return LOOM_SUCCESS;
 }
 
-__global__ void loom_tp_activation_kernel(void *x, size_t n, int t, int act) {
+__global__ void loom__tp_activation_kernel(void *x, size_t n, int t, int act) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
     if (t == LOOM_FP32) {
       float *p = (float *)x + i;
-      *p = loom_activation_f32(act, *p);
+      *p = loom__activation_f32(act, *p);
     } else if (t == LOOM_BF16) {
       __nv_bfloat16 *p = (__nv_bfloat16 *)x + i;
-      *p = __float2bfloat16_rn(loom_activation_f32(act, __bfloat162float(*p)));
+      *p = __float2bfloat16_rn(loom__activation_f32(act, __bfloat162float(*p)));
     } else {
       __half *p = (__half *)x + i;
-      *p = __float2half_rn(loom_activation_f32(act, __half2float(*p)));
+      *p = __float2half_rn(loom__activation_f32(act, __half2float(*p)));
     }
   }
 }
@@ -299,15 +299,15 @@ extern "C" loom_result_t loom__tp_activation(void *x, size_t n, loom_dtype_t t, 
   if (n == 0) return LOOM_SUCCESS;
   size_t blocks = (n + 255) / 256;
   if (blocks > 4096) blocks = 4096;
-  loom_tp_activation_kernel<<<(unsigned)blocks, 256, 0, stream>>>(x, n, (int)t, act);
-  LOOM_CUDA_LAUNCHED("loom_tp_activation_kernel");
+  loom__tp_activation_kernel<<<(unsigned)blocks, 256, 0, stream>>>(x, n, (int)t, act);
+  LOOM_CUDA_LAUNCHED("loom__tp_activation_kernel");
   return LOOM_SUCCESS;
 }
 
 extern "C" loom_result_t loom__tp_preload_kernels(void) {
-  const void *fns[] = {(const void *)loom_tp_begin_kernel, (const void *)loom_ag_copy_kernel,
-                       (const void *)loom_ag_wait_kernel,  (const void *)loom_ag_signal_kernel,
-                       (const void *)loom_rs_reduce_kernel, (const void *)loom_tp_activation_kernel};
+  const void *fns[] = {(const void *)loom__tp_begin_kernel, (const void *)loom__ag_copy_kernel,
+                       (const void *)loom__ag_wait_kernel,  (const void *)loom__ag_signal_kernel,
+                       (const void *)loom__rs_reduce_kernel, (const void *)loom__tp_activation_kernel};
   for (size_t i = 0; i < sizeof fns / sizeof *fns; ++i) {
     cudaFuncAttributes fa;
     LOOM_CUDA(cudaFuncGetAttributes(&fa, fns[i]));

@@ -17,7 +17,7 @@
  * d's shards arrive in ring order starting after d, its own shard being in
  * place first. Each shard is cut into chunks of c rows (ceil(S / c) per
  * shard, the last one shorter), one signal per chunk:
- * signal(p, j) = p ceil(S / c) + j, which is loom_tile_wait_chunk's
+ * signal(p, j) = p ceil(S / c) + j, which is loom__tile_wait_chunk's
  * numbering (gemm/tile_order.h) with rows_per_shard S, rows_per_signal c.
  * The GEMM's tile rows run in the same order (RANK_SHIFTED, starting at the
  * tile row of d's shard), so no tile waits on rows that arrive last while
@@ -36,8 +36,8 @@
  * the peers', NVLink stores) and sets the tile's "gathered" signal on every
  * peer: signal o x tiles + t on rank d says "owner o's rows of tile t are in
  * d's output". The owners of a tile row are the destinations the GEMM
- * signals its partial to (loom_ar_tile_owners = loom_tile_dst_range), each
- * delivering its own rows of the tile (loom_rs_tile_rows), so every output
+ * signals its partial to (loom__ar_tile_owners = loom__tile_dst_range), each
+ * delivering its own rows of the tile (loom__rs_tile_rows), so every output
  * row arrives on every rank exactly once; rank d waits, for every tile, for
  * the gathered signal of each owner but itself.
  */
@@ -55,37 +55,37 @@ extern "C" {
 typedef enum { LOOM__TP_AG = 0, LOOM__TP_RS = 1, LOOM__TP_AR = 2 } loom__tp_kind_t;
 
 /* S: rows per shard (>= 1 when m >= 1). */
-LOOM_HD int64_t loom_tp_shard_rows(int64_t m, int32_t world) { return loom_ceil_div(m, world < 1 ? 1 : world); }
+LOOM_HD int64_t loom__tp_shard_rows(int64_t m, int32_t world) { return loom__ceil_div(m, world < 1 ? 1 : world); }
 
 /* First row of shard p. */
-LOOM_HD int64_t loom_tp_shard_begin(int64_t m, int32_t world, int32_t p) {
-  const int64_t b = (int64_t)p * loom_tp_shard_rows(m, world);
+LOOM_HD int64_t loom__tp_shard_begin(int64_t m, int32_t world, int32_t p) {
+  const int64_t b = (int64_t)p * loom__tp_shard_rows(m, world);
   return b < m ? b : m;
 }
 
 /* Rows of shard p (0 for an empty shard). */
-LOOM_HD int64_t loom_tp_shard_len(int64_t m, int32_t world, int32_t p) {
-  const int64_t S = loom_tp_shard_rows(m, world);
+LOOM_HD int64_t loom__tp_shard_len(int64_t m, int32_t world, int32_t p) {
+  const int64_t S = loom__tp_shard_rows(m, world);
   int64_t e = (int64_t)(p + 1) * S;
   if (e > m) e = m;
-  const int64_t b = loom_tp_shard_begin(m, world, p);
+  const int64_t b = loom__tp_shard_begin(m, world, p);
   return e > b ? e - b : 0;
 }
 
 /* AG: the rank that rank r pushes its shard to at step i (0 <= i < W-1). */
-LOOM_HD int32_t loom_ag_push_dest(int32_t r, int32_t world, int32_t i) {
+LOOM_HD int32_t loom__ag_push_dest(int32_t r, int32_t world, int32_t i) {
   int32_t d = (r - 1 - i) % world;
   return d < 0 ? d + world : d;
 }
 
 /* AG: whose shard rank d receives at step i (0 <= i < W-1). */
-LOOM_HD int32_t loom_ag_arrival_src(int32_t d, int32_t world, int32_t i) { return (d + 1 + i) % world; }
+LOOM_HD int32_t loom__ag_arrival_src(int32_t d, int32_t world, int32_t i) { return (d + 1 + i) % world; }
 
 /* AG: chunks per shard for chunks of c rows (>= 1). */
-LOOM_HD int64_t loom_ag_chunks_per_shard(int64_t m, int32_t world, int64_t chunk_rows) {
-  const int64_t S = loom_tp_shard_rows(m, world);
+LOOM_HD int64_t loom__ag_chunks_per_shard(int64_t m, int32_t world, int64_t chunk_rows) {
+  const int64_t S = loom__tp_shard_rows(m, world);
   const int64_t c = chunk_rows > 0 ? chunk_rows : S;
-  return loom_ceil_div(S, c);
+  return loom__ceil_div(S, c);
 }
 
 /* AG: the plan's chunk rows when the caller leaves them to it (chunk_rows
@@ -94,8 +94,8 @@ LOOM_HD int64_t loom_ag_chunks_per_shard(int64_t m, int32_t world, int64_t chunk
  * quarter shard, but never less than a tile row (capped at the shard): each
  * chunk costs a copy and a signal launch, and a chunk shorter than bm lets
  * no tile start earlier, since a tile waits for all of its bm rows. */
-LOOM_HD int64_t loom_ag_default_chunk_rows(int64_t S, int32_t bm, int32_t comm_blocks) {
-  int64_t c = comm_blocks > 0 ? loom_ceil_div(S, 2 * (int64_t)comm_blocks) : loom_ceil_div(S, 4);
+LOOM_HD int64_t loom__ag_default_chunk_rows(int64_t S, int32_t bm, int32_t comm_blocks) {
+  int64_t c = comm_blocks > 0 ? loom__ceil_div(S, 2 * (int64_t)comm_blocks) : loom__ceil_div(S, 4);
   if (comm_blocks <= 0 && c < bm) c = bm;
   if (c > S) c = S;
   return c < 1 ? 1 : c;
@@ -110,7 +110,7 @@ LOOM_HD int64_t loom_ag_default_chunk_rows(int64_t S, int32_t bm, int32_t comm_b
  * columns, which then read B from DRAM again (Llama AG m = 1024, W = 2:
  * 8 tile rows in one band of 16, fused 0.87 of NCCL + cuBLASLt; docs/perf/tp.md, "Tile bands inside one shard").
  * shard_tile_rows < 1 (shards not a whole number of tile rows): group. */
-LOOM_HD int32_t loom_ag_band_rows(int64_t shard_tile_rows, int32_t group) {
+LOOM_HD int32_t loom__ag_band_rows(int64_t shard_tile_rows, int32_t group) {
   if (group < 1) group = 1;
   if (shard_tile_rows < 1) return group;
   for (int32_t g = group; g > 1; --g)
@@ -119,27 +119,27 @@ LOOM_HD int32_t loom_ag_band_rows(int64_t shard_tile_rows, int32_t group) {
 }
 
 /* AG: chunks of shard p that hold rows (the signals its sender sets). */
-LOOM_HD int64_t loom_ag_shard_chunks(int64_t m, int32_t world, int32_t p, int64_t chunk_rows) {
-  const int64_t len = loom_tp_shard_len(m, world, p);
-  const int64_t c = chunk_rows > 0 ? chunk_rows : loom_tp_shard_rows(m, world);
-  return loom_ceil_div(len, c);
+LOOM_HD int64_t loom__ag_shard_chunks(int64_t m, int32_t world, int32_t p, int64_t chunk_rows) {
+  const int64_t len = loom__tp_shard_len(m, world, p);
+  const int64_t c = chunk_rows > 0 ? chunk_rows : loom__tp_shard_rows(m, world);
+  return loom__ceil_div(len, c);
 }
 
 /* AG copy kernel: item q (0 <= q < (W - first_step) x nch) is push step
  * *step = first_step + q / nch (step 0: the own rows, step i >= 1: the push
- * to loom_ag_push_dest(r, W, i - 1)) and chunk *j = q mod nch of this rank's
+ * to loom__ag_push_dest(r, W, i - 1)) and chunk *j = q mod nch of this rank's
  * shard: step-major, so that every block finishes one destination before
  * the next. Every (step, chunk) pair is exactly one item. */
-LOOM_HD void loom_ag_copy_item(int64_t q, int64_t nch, int32_t first_step, int32_t *step, int64_t *j) {
+LOOM_HD void loom__ag_copy_item(int64_t q, int64_t nch, int32_t first_step, int32_t *step, int64_t *j) {
   *step = first_step + (int32_t)(q / nch);
   *j = q % nch;
 }
 
 /* AG: rows [*r0, *r1) of chunk j of shard p (empty past the shard's end). */
-LOOM_HD void loom_ag_chunk(int64_t m, int32_t world, int32_t p, int64_t chunk_rows, int64_t j, int64_t *r0,
+LOOM_HD void loom__ag_chunk(int64_t m, int32_t world, int32_t p, int64_t chunk_rows, int64_t j, int64_t *r0,
                            int64_t *r1) {
-  const int64_t b = loom_tp_shard_begin(m, world, p), len = loom_tp_shard_len(m, world, p);
-  const int64_t c = chunk_rows > 0 ? chunk_rows : loom_tp_shard_rows(m, world);
+  const int64_t b = loom__tp_shard_begin(m, world, p), len = loom__tp_shard_len(m, world, p);
+  const int64_t c = chunk_rows > 0 ? chunk_rows : loom__tp_shard_rows(m, world);
   int64_t s = j * c, e = s + c;
   if (s > len) s = len;
   if (e > len) e = len;
@@ -150,18 +150,18 @@ LOOM_HD void loom_ag_chunk(int64_t m, int32_t world, int32_t p, int64_t chunk_ro
 /* The tile row at which the rows of shard p start, for tiles of bm rows (0
  * for an empty shard at the end). RANK_SHIFTED's row_shift: AG uses p = r
  * (own shard first), RS uses p = r + 1 (peers first). */
-LOOM_HD int32_t loom_tp_row_shift(int64_t m, int32_t world, int32_t p, int32_t bm) {
+LOOM_HD int32_t loom__tp_row_shift(int64_t m, int32_t world, int32_t p, int32_t bm) {
   p %= world;
   if (p < 0) p += world;
-  const int64_t tiles_m = loom_ceil_div(m, bm);
-  int64_t tm = loom_tp_shard_begin(m, world, p) / bm;
+  const int64_t tiles_m = loom__ceil_div(m, bm);
+  int64_t tm = loom__tp_shard_begin(m, world, p) / bm;
   return (int32_t)(tm < tiles_m ? tm : 0);
 }
 
 /* RS: the tile rows [*t0, *t1] (inclusive) that hold rows of shard p, for
  * tiles of bm rows; *t1 < *t0 when the shard is empty. */
-LOOM_HD void loom_rs_owner_tile_rows(int64_t m, int32_t world, int32_t p, int32_t bm, int32_t *t0, int32_t *t1) {
-  const int64_t b = loom_tp_shard_begin(m, world, p), len = loom_tp_shard_len(m, world, p);
+LOOM_HD void loom__rs_owner_tile_rows(int64_t m, int32_t world, int32_t p, int32_t bm, int32_t *t0, int32_t *t1) {
+  const int64_t b = loom__tp_shard_begin(m, world, p), len = loom__tp_shard_len(m, world, p);
   if (len <= 0) {
     *t0 = 0, *t1 = -1;
     return;
@@ -172,9 +172,9 @@ LOOM_HD void loom_rs_owner_tile_rows(int64_t m, int32_t world, int32_t p, int32_
 
 /* RS / AR: the rows [*r0, *r1) of tile row tm that owner p sums (its shard's
  * rows of the tile; empty, *r1 <= *r0, when it owns none of them). */
-LOOM_HD void loom_rs_tile_rows(int64_t m, int32_t world, int32_t p, int32_t bm, int32_t tm, int64_t *r0,
+LOOM_HD void loom__rs_tile_rows(int64_t m, int32_t world, int32_t p, int32_t bm, int32_t tm, int64_t *r0,
                                int64_t *r1) {
-  const int64_t b = loom_tp_shard_begin(m, world, p), e = b + loom_tp_shard_len(m, world, p);
+  const int64_t b = loom__tp_shard_begin(m, world, p), e = b + loom__tp_shard_len(m, world, p);
   int64_t s = (int64_t)tm * bm, t = s + bm;
   if (s < b) s = b;
   if (t > e) t = e;
@@ -185,13 +185,13 @@ LOOM_HD void loom_rs_tile_rows(int64_t m, int32_t world, int32_t p, int32_t bm, 
 /* AR: the owners [*p0, *p1] (inclusive) of the rows of tile row tm, for
  * tiles of bm rows (every one owns at least one of them): whose gathered
  * signal of each tile of that row a rank waits for (its own excepted). */
-LOOM_HD void loom_ar_tile_owners(int64_t m, int32_t world, int32_t bm, int32_t tm, int32_t *p0, int32_t *p1) {
-  loom_tile_dst_range(tm, bm, m, loom_tp_shard_rows(m, world), p0, p1);
+LOOM_HD void loom__ar_tile_owners(int64_t m, int32_t world, int32_t bm, int32_t tm, int32_t *p0, int32_t *p1) {
+  loom__tile_dst_range(tm, bm, m, loom__tp_shard_rows(m, world), p0, p1);
 }
 
 /* AR: the index of owner o's gathered signal of tile t (of `tiles`) in a
  * rank's signal array. */
-LOOM_HD uint32_t loom_ar_gathered_signal(int32_t o, int64_t tiles, int64_t t) {
+LOOM_HD uint32_t loom__ar_gathered_signal(int32_t o, int64_t tiles, int64_t t) {
   return (uint32_t)((int64_t)o * tiles + t);
 }
 
@@ -217,7 +217,7 @@ LOOM_HD uint32_t loom_ar_gathered_signal(int32_t o, int64_t tiles, int64_t t) {
  *      sequential path made 1.12-1.18; the held-out shapes in docs/perf/tp.md, "GEMM+AllReduce at W = 2"), so it
  *      is never the untuned choice; loom_gemm_ar_tune times both.
  */
-LOOM_HD int loom_tp_auto_fused(loom__tp_kind_t kind, int64_t shard_rows, int64_t tiles, int64_t grid,
+LOOM_HD int loom__tp_auto_fused(loom__tp_kind_t kind, int64_t shard_rows, int64_t tiles, int64_t grid,
                                double ridge_rows) {
   if (kind == LOOM__TP_AR) return 0;
   if (kind == LOOM__TP_AG) return (double)shard_rows >= ridge_rows;
@@ -228,7 +228,7 @@ LOOM_HD int loom_tp_auto_fused(loom__tp_kind_t kind, int64_t shard_rows, int64_t
  * dense fp16/bf16 tensor FLOP/s (sm_count x clock x FLOP per SM per clock:
  * 4096 on compute capability 9.x, 2048 before) over DRAM bytes/s
  * (H100 SXM: 132 x 1.98 GHz x 4096 / 3.35 TB/s ~ 320; H200: ~225). */
-LOOM_HD double loom_tp_ridge_rows(int32_t sms, double clock_hz, int32_t cc_major, double dram_bps) {
+LOOM_HD double loom__tp_ridge_rows(int32_t sms, double clock_hz, int32_t cc_major, double dram_bps) {
   const double flops = (double)sms * clock_hz * (cc_major >= 9 ? 4096.0 : 2048.0);
   return dram_bps > 0 ? flops / dram_bps : 0.0;
 }
@@ -238,14 +238,14 @@ LOOM_HD double loom_tp_ridge_rows(int32_t sms, double clock_hz, int32_t cc_major
  * whose GEMM grid sms - b needs the fewest waves (ceil(tiles / (sms - b))),
  * the largest such b on a tie: as many SMs for communication as the GEMM
  * can give without an extra wave. */
-LOOM_HD int32_t loom_tp_comm_sms(int64_t tiles, int32_t sms, int32_t lo, int32_t hi) {
+LOOM_HD int32_t loom__tp_comm_sms(int64_t tiles, int32_t sms, int32_t lo, int32_t hi) {
   if (hi > sms - 1) hi = sms - 1;
   if (lo < 1) lo = 1;
   if (hi < lo) return lo < sms ? lo : sms - 1;
   int32_t best = lo;
-  int64_t best_w = loom_ceil_div(tiles, sms - lo);
+  int64_t best_w = loom__ceil_div(tiles, sms - lo);
   for (int32_t b = lo + 1; b <= hi; ++b) {
-    const int64_t w = loom_ceil_div(tiles, sms - b);
+    const int64_t w = loom__ceil_div(tiles, sms - b);
     if (w <= best_w) best = b, best_w = w;
   }
   return best;

@@ -149,7 +149,7 @@ static loom_result_t tune_stream_ok(const char *fn, cudaStream_t stream) {
 
 /* This rank's buffers (AR's out excepted), filled with 0x3c bytes. */
 static loom_result_t tune_alloc(const loom_tp_desc_t *desc, int kind, int W, cudaStream_t stream, tune_bufs_t *t) {
-  const int64_t m = desc->m, n = desc->n, k = desc->k, S = loom_tp_shard_rows(m, W);
+  const int64_t m = desc->m, n = desc->n, k = desc->k, S = loom__tp_shard_rows(m, W);
   const size_t ea = loom_dtype_size(desc->ab_type), ec = loom_dtype_size(desc->c_type);
   const size_t a_bytes = (size_t)(kind == LOOM__TP_AG ? S : m) * (size_t)k * ea;
   t->c_bytes = (size_t)(kind == LOOM__TP_RS ? S : m) * (size_t)n * ec;
@@ -182,7 +182,7 @@ static loom_result_t tune_free(loom_comm_t comm, int kind, tune_bufs_t *t, loom_
 /* The candidates: (transfer, chunk_rows, comm_blocks, sequential GEMM). */
 static int tune_candidates(const loom_tp_desc_t *desc, int kind, int W, int fused_ok, int sm_count,
                            loom_tp_choice_t cand[16]) {
-  const int64_t S = loom_tp_shard_rows(desc->m, W);
+  const int64_t S = loom__tp_shard_rows(desc->m, W);
   int nc = 0;
   memset(cand, 0, 16 * sizeof *cand);
   if (loom__tp_cublaslt_takes(desc->ab_type, desc->c_type))
@@ -192,7 +192,7 @@ static int tune_candidates(const loom_tp_desc_t *desc, int kind, int W, int fuse
   if (kind == LOOM__TP_AG) {
     const int64_t per[4] = {1, 4, 8, 16};
     for (int i = 0; i < 4; ++i) {
-      int64_t cr = loom_ceil_div(S, per[i]);
+      int64_t cr = loom__ceil_div(S, per[i]);
       if (cr < 1) cr = 1;
       int dup = 0;
       for (int j = 0; j < nc; ++j) dup |= cand[j].transfer == LOOM_TP_COPY_ENGINE && cand[j].chunk_rows == (int)cr;

@@ -6,7 +6,7 @@
  *  - every dtype pair, counts 1, odd, not divisible by W or by 8, large;
  *    flat and in rows (cols aligned to 8 or not);
  *  - every epilogue: scale, bias over rows, ReLU/GeLU, dropout (the mask
- *    checked bit for bit against loom_dropout_keep: dropped elements exactly
+ *    checked bit for bit against loom__dropout_keep: dropped elements exactly
  *    0), residual, output cast; RMSNorm and LayerNorm (with and without
  *    bias) after a residual add;
  *  - fresh random inputs (never zero) on every call, outputs poisoned (NaN
@@ -128,9 +128,9 @@ static loom_epilogue_t make_epi(const coll_case_t *k, int call, const void *d_bi
 static size_t check_out(const coll_case_t *k, const coll_inputs_t *x, const void *got, int rank, int W, int call) {
   loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
   d.count = k->count, d.cols = k->cols, d.dtype = k->in, d.out_type = k->out, d.norm = k->norm, d.world_size = W;
-  const int64_t unit = loom_coll_unit(k->cols);
+  const int64_t unit = loom__coll_unit(k->cols);
   int64_t mb, ml;
-  loom_coll_slice(k->count, W, rank, unit, &mb, &ml);
+  loom__coll_slice(k->count, W, rank, unit, &mb, &ml);
   size_t bad = 0;
   if (k->op == AG) {
     const size_t es = loom_dtype_size(k->in);
@@ -150,7 +150,7 @@ static size_t check_out(const coll_case_t *k, const coll_inputs_t *x, const void
   loom_ref_coll_reduce(&d, (const void *const *)x->in, k->epi ? &e : NULL, x->nw, k->norm_bias ? x->nb : NULL, ref);
   const int64_t b = k->op == RS ? mb : 0, n = k->op == RS ? ml : k->count;
   const double eo = eps_of(k->out);
-  const uint32_t th = loom_dropout_threshold(e.dropout_p);
+  const uint32_t th = loom__dropout_threshold(e.dropout_p);
   for (int64_t t = 0; t < n; ++t) {
     const int64_t i = b + t;
     const double r = ref[i], g = loom_ref_load(k->out, got, (size_t)t);
@@ -159,7 +159,7 @@ static size_t check_out(const coll_case_t *k, const coll_inputs_t *x, const void
     int wrong = !(fabs(g - r) <= bound);
     if ((k->epi & E_DROP) && !(k->epi & E_RES) && !k->norm) {
       /* the mask bit for bit: dropped elements are exactly 0, kept ones are not */
-      const int keep = loom_dropout_keep(e.dropout_seed, e.dropout_offset, (uint64_t)i, th);
+      const int keep = loom__dropout_keep(e.dropout_seed, e.dropout_offset, (uint64_t)i, th);
       if (!keep && g != 0.0) wrong = 1;
       if (keep && g == 0.0 && fabs(r) > 1e-3) wrong = 1;
     }
@@ -211,7 +211,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const coll_case_t *k
   const int64_t mb = info.my_begin, ml = info.my_len;
   {
     int64_t b2, l2;
-    loom_coll_slice(k->count, W, rank, loom_coll_unit(k->cols), &b2, &l2);
+    loom__coll_slice(k->count, W, rank, loom__coll_unit(k->cols), &b2, &l2);
     CHECK_EQ_INT(mb, b2);
     CHECK_EQ_INT(ml, l2);
   }

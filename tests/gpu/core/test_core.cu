@@ -88,11 +88,11 @@ __global__ void pingpong_kernel(loom_dev_comm_t dc, size_t sig_offset, int peer,
   for (int i = 1; i <= iters; ++i) {
     uint32_t e = base + (uint32_t)i;
     if (initiator) {
-      loom_signal_store_release(theirs, e);
-      if (!loom_signal_wait(&dc, mine, e, peer, 0, LOOM_SITE_TEST_PINGPONG)) return;
+      loom__signal_store_release(theirs, e);
+      if (!loom__signal_wait(&dc, mine, e, peer, 0, LOOM_SITE_TEST_PINGPONG)) return;
     } else {
-      if (!loom_signal_wait(&dc, mine, e, peer, 0, LOOM_SITE_TEST_PINGPONG)) return;
-      loom_signal_store_release(theirs, e);
+      if (!loom__signal_wait(&dc, mine, e, peer, 0, LOOM_SITE_TEST_PINGPONG)) return;
+      loom__signal_store_release(theirs, e);
     }
   }
   *ok = 1;
@@ -104,7 +104,7 @@ __global__ void wait_then_check_kernel(loom_dev_comm_t dc, const uint32_t *sig, 
                                        const uint32_t *data, const uint32_t *expect, size_t n,
                                        unsigned long long *wrong, int *ok) {
   __shared__ int reached;
-  if (threadIdx.x == 0) reached = loom_signal_wait(&dc, sig, epoch, peer, 0, LOOM_SITE_TEST);
+  if (threadIdx.x == 0) reached = loom__signal_wait(&dc, sig, epoch, peer, 0, LOOM_SITE_TEST);
   __syncthreads();
   if (!reached) return;
   unsigned long long local = 0;
@@ -119,7 +119,7 @@ __global__ void wait_then_check_kernel(loom_dev_comm_t dc, const uint32_t *sig, 
 
 /* Every block's thread 0 waits on a word nobody sets. */
 __global__ void wait_forever_kernel(loom_dev_comm_t dc, const uint32_t *sig) {
-  if (threadIdx.x == 0) loom_signal_wait(&dc, sig, 1, -1, blockIdx.x, LOOM_SITE_TEST);
+  if (threadIdx.x == 0) loom__signal_wait(&dc, sig, 1, -1, blockIdx.x, LOOM_SITE_TEST);
 }
 
 /* ---- helpers ----------------------------------------------------------- */
@@ -488,8 +488,8 @@ LOOM_TEST(gpu_device_barrier_orders_peer_stores) {
 __global__ void round_put_kernel(uint32_t *round, uint32_t *peer_word, int slow) {
   uint32_t r = ++*round;
   if (slow) {
-    uint64_t t0 = loom_globaltimer_ns();
-    while (loom_globaltimer_ns() - t0 < 50000) {
+    uint64_t t0 = loom__globaltimer_ns();
+    while (loom__globaltimer_ns() - t0 < 50000) {
     }
   }
   asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(peer_word), "r"(r) : "memory");

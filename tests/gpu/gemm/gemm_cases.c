@@ -312,7 +312,7 @@ void gemm_hooks_row_routed_store_and_reduce_case(void) {
       loom_gemm_hooks_t h;
       memset(&h, 0, sizeof h);
       h.order.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
-      h.order.row_shift = loom_tile_rank_shift(d.m, 128, 2, 1);
+      h.order.row_shift = loom__tile_rank_shift(d.m, 128, 2, 1);
       if (mode == 0) {
         /* rows [0, 500) -> dc, rows [500, 1000) -> a separate buffer */
         CUDA_OK(cudaMalloc(&half_d, (size_t)rp * (size_t)d.n * cs_));

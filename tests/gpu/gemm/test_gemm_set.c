@@ -52,16 +52,16 @@ static loom_result_t launch_sm80(const loom_gemm_desc_t *d, const void *a, const
  * n k <= 48 M, m n <= 64 M), on path sm90 (1) or sm80 (0). */
 static void set_sample(int count, int sm90) {
   loom_gemm_weight_t w[256];
-  const int nw = loom_gemm_weights(-1, w, 256);
+  const int nw = loom__gemm_weights(-1, w, 256);
   loom__gemm_device_t dev;
   CHECK_RESULT(loom__gemm_device(&dev), LOOM_SUCCESS);
   int done = 0, ok = 0;
   for (int tries = 0; done < count && tries < 1000; ++tries) {
-    const uint64_t r = loom_gemm_shape_hash(next_seed());
+    const uint64_t r = loom__gemm_shape_hash(next_seed());
     const loom_gemm_weight_t *x = &w[r % (uint64_t)nw];
     const int64_t m = loom_gemm_shape_ms[(r >> 20) % LOOM_GEMM_SHAPE_NMS];
     if (x->n * x->k > (int64_t)48 << 20 || m * x->n > (int64_t)64 << 20) continue;
-    const loom_gemm_desc_t d = loom_gemm_shape_variant(m, x->n, x->k);
+    const loom_gemm_desc_t d = loom__gemm_shape_variant(m, x->n, x->k);
     printf("    %s %s TP=%d (%s half):\n", loom_gemm_families[x->family].name, x->layer, x->tp,
            x->held_out ? "held-out" : "fitting");
     ok += gemm_run_case(&d, NULL, NULL, 1); /* loom_gemm: the model's pick */

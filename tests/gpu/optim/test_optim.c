@@ -272,7 +272,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const optim_case_t *
       int64_t lo, hi, so;
       LOOM_OK(loom_optim_tensor_state(plan, t, &lo, &hi, &so));
       int64_t elo, ehi;
-      loom_optim_rank_range(n[t], W, rank, loom_optim_tensor_is_ar((int)k->form, n[t]), &elo, &ehi);
+      loom__optim_rank_range(n[t], W, rank, loom__optim_tensor_is_ar((int)k->form, n[t]), &elo, &ehi);
       CHECK_EQ_INT(lo, elo);
       CHECK_EQ_INT(hi, ehi);
       for (int64_t i = lo; i < hi; ++i) got[i - lo] = hm[so + i - lo];

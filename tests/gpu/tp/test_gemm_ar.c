@@ -7,7 +7,7 @@
  *    (64-row tiles), tiles spanning two shards; both B layouts; bf16 / fp16
  *    in; bf16 / fp16 / fp32 out;
  *  - every epilogue piece alone and together: scale, bias, ReLU / GeLU,
- *    dropout (the mask checked bit for bit against loom_dropout_keep:
+ *    dropout (the mask checked bit for bit against loom__dropout_keep:
  *    dropped elements are exactly the residual, or 0 without one), residual;
  *  - the fused transfer (SM_COPY, other reduction block counts) and the
  *    sequential one (loom_gemm + loom_allreduce, out in plain cudaMalloc
@@ -143,7 +143,7 @@ static size_t check_out(const ar_case_t *k, const ar_inputs_t *in, const loom_ep
   /* the epilogue scales an error by at most |scale| x max|act'| (1.13) x 1 / (1 - p) */
   const double grow = (e->scale < 0 ? -e->scale : e->scale) * (e->activation != LOOM_ACT_NONE ? 1.2 : 1.0) /
                       (1.0 - (double)e->dropout_p);
-  const uint32_t th = loom_dropout_threshold(e->dropout_p);
+  const uint32_t th = loom__dropout_threshold(e->dropout_p);
   size_t bad = 0;
   for (size_t i = 0; i < mn; ++i) {
     const double r = ref[i], g = loom_ref_load(k->ct, got, i);
@@ -151,7 +151,7 @@ static size_t check_out(const ar_case_t *k, const ar_inputs_t *in, const loom_ep
     int wrong = !(fabs(g - r) <= bound);
     if (e->dropout_p > 0.f) {
       /* the mask bit for bit: a dropped element is exactly the residual (or 0) */
-      const int keep = loom_dropout_keep(e->dropout_seed, e->dropout_offset, (uint64_t)i, th);
+      const int keep = loom__dropout_keep(e->dropout_seed, e->dropout_offset, (uint64_t)i, th);
       const double dropped = e->residual ? loom_ref_load(k->ct, e->residual, i) : 0.0;
       if (!keep && g != dropped) wrong = 1;
     }
@@ -671,7 +671,7 @@ static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
     CHECK_EQ_INT(info.deterministic, 1);
     CHECK(info.comm_blocks > 0 && info.gemm_bm > 0 && info.gemm_grid > 0);
     /* the partial product, W x S rows of n */
-    CHECK(info.symmetric_bytes >= (size_t)W * (size_t)loom_tp_shard_rows(256, W) * 128 * 2);
+    CHECK(info.symmetric_bytes >= (size_t)W * (size_t)loom__tp_shard_rows(256, W) * 128 * 2);
     LOOM_OK(loom_tp_plan_info(seq, &info));
     CHECK_EQ_INT(info.transfer, LOOM_TP_SEQUENTIAL);
     CHECK_EQ_INT(info.deterministic, 1);

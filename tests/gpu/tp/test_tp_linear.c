@@ -112,8 +112,8 @@ static void inputs_make(tp_inputs_t *in, const tp_case_t *k, int rank, int W, in
 static size_t check_out(const tp_case_t *k, const tp_inputs_t *in, const void *got, int rank, int W) {
   loom_gemm_desc_t d = LOOM_GEMM_DESC(k->m, k->n, k->k, k->ab, k->ct, k->lay, 0);
   const double eo = eps_of(k->ct) + ((double)k->k / 16.0) * 0x1p-24, ea = 1e-5 * sqrt((double)k->k) + 1e-6;
-  const int64_t r0 = k->ag ? 0 : loom_tp_shard_begin(k->m, W, rank);
-  const int64_t rows = k->ag ? k->m : loom_tp_shard_len(k->m, W, rank);
+  const int64_t r0 = k->ag ? 0 : loom__tp_shard_begin(k->m, W, rank);
+  const int64_t rows = k->ag ? k->m : loom__tp_shard_len(k->m, W, rank);
   size_t bad = 0;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t c = 0; c < k->n; ++c) {
@@ -151,8 +151,8 @@ static size_t check_out(const tp_case_t *k, const tp_inputs_t *in, const void *g
 static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const tp_case_t *k) {
   const int W = ctx->size, rank = ctx->rank;
   const size_t ea = loom_dtype_size(k->ab), ec = loom_dtype_size(k->ct);
-  const int64_t S = loom_tp_shard_rows(k->m, W), my0 = loom_tp_shard_begin(k->m, W, rank),
-                mylen = loom_tp_shard_len(k->m, W, rank);
+  const int64_t S = loom__tp_shard_rows(k->m, W), my0 = loom__tp_shard_begin(k->m, W, rank),
+                mylen = loom__tp_shard_len(k->m, W, rank);
   loom_plan_t plan = NULL;
   cudaStream_t s = NULL;
   cudaGraph_t graph = NULL;
@@ -425,8 +425,8 @@ static int rank_back_to_back(loom_rank_ctx_t *ctx, void *arg) {
   }
   inputs_make(&i1, &ka, rank, W, 0);
   inputs_make(&i2, &kr, rank, W, 0);
-  const int64_t S1 = loom_tp_shard_rows(ka.m, W), b1r = loom_tp_shard_begin(ka.m, W, rank),
-                l1 = loom_tp_shard_len(ka.m, W, rank), l2 = loom_tp_shard_len(kr.m, W, rank);
+  const int64_t S1 = loom__tp_shard_rows(ka.m, W), b1r = loom__tp_shard_begin(ka.m, W, rank),
+                l1 = loom__tp_shard_len(ka.m, W, rank), l2 = loom__tp_shard_len(kr.m, W, rank);
   CUDA_OK(cudaMalloc(&a1, (size_t)(S1 * ka.k) * 2));
   CUDA_OK(cudaMalloc(&b1, (size_t)(ka.k * ka.n) * 2));
   CUDA_OK(cudaMalloc(&c1, (size_t)(ka.m * ka.n) * 2));

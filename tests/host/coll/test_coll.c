@@ -41,12 +41,12 @@ LOOM_TEST(coll_slices_own_every_element_once_on_unit_boundaries) {
         const int64_t cols = colss[ki];
         const int64_t count = cols > 0 ? counts[ci] * cols : counts[ci];
         if (count > 4000000) continue;
-        const int64_t unit = loom_coll_unit(cols), S = loom_coll_slice_elems(count, W, unit);
+        const int64_t unit = loom__coll_unit(cols), S = loom__coll_slice_elems(count, W, unit);
         CHECK(S % unit == 0 && S >= unit);
         int64_t next = 0, owned = 0;
         for (int32_t p = 0; p < W; ++p) {
           int64_t b, len;
-          loom_coll_slice(count, W, p, unit, &b, &len);
+          loom__coll_slice(count, W, p, unit, &b, &len);
           CHECK(len >= 0 && len <= S);
           CHECK_EQ_INT(b, next); /* in rank order, no gap, no overlap */
           if (len > 0) CHECK(b % unit == 0);
@@ -60,9 +60,9 @@ LOOM_TEST(coll_slices_own_every_element_once_on_unit_boundaries) {
         CHECK_EQ_INT(owned, count);
         /* the first rank always owns something; slices are balanced to a unit */
         int64_t b0, l0;
-        loom_coll_slice(count, W, 0, unit, &b0, &l0);
+        loom__coll_slice(count, W, 0, unit, &b0, &l0);
         CHECK(l0 > 0);
-        CHECK(S - unit < loom_ceil_div(count, W));
+        CHECK(S - unit < loom__ceil_div(count, W));
       }
 }
 
@@ -74,21 +74,21 @@ LOOM_TEST(coll_chunks_partition_each_slice) {
         for (size_t gi = 0; gi < sizeof grids / sizeof *grids; ++gi) {
           const int32_t W = worlds[wi];
           const int64_t cols = colss[ki], count = cols > 0 ? counts[ci] * cols : counts[ci];
-          const int64_t unit = loom_coll_unit(cols), S = loom_coll_slice_elems(count, W, unit);
+          const int64_t unit = loom__coll_unit(cols), S = loom__coll_slice_elems(count, W, unit);
           for (int64_t maxb = 64; maxb <= ((int64_t)256 << 10); maxb *= 64) {
-            const int64_t C = loom_coll_chunk_elems(S, unit, grids[gi], 2, maxb);
+            const int64_t C = loom__coll_chunk_elems(S, unit, grids[gi], 2, maxb);
             CHECK(C % unit == 0 && C >= unit);
             CHECK(C * 2 <= maxb || C == unit);
-            const int64_t nch = loom_coll_chunks(S, C);
+            const int64_t nch = loom__coll_chunks(S, C);
             for (int32_t p = 0; p < W; ++p) {
               int64_t b, len;
-              loom_coll_slice(count, W, p, unit, &b, &len);
-              const int64_t n = loom_coll_chunks(len, C);
+              loom__coll_slice(count, W, p, unit, &b, &len);
+              const int64_t n = loom__coll_chunks(len, C);
               CHECK(n <= nch);
               int64_t next = b;
               for (int64_t j = 0; j < nch; ++j) {
                 int64_t cb, cl;
-                loom_coll_chunk(b, len, C, j, &cb, &cl);
+                loom__coll_chunk(b, len, C, j, &cb, &cl);
                 if (j < n) {
                   CHECK(cl > 0);
                   CHECK_EQ_INT(cb, next);
@@ -111,7 +111,7 @@ LOOM_TEST(coll_gather_steps_are_permutations_and_visit_every_peer_once) {
     for (int32_t i = 0; i < W; ++i) {
       memset(seen, 0, sizeof(int) * (size_t)W);
       for (int32_t r = 0; r < W; ++r) {
-        const int32_t q = loom_coll_peer_at(r, W, i);
+        const int32_t q = loom__coll_peer_at(r, W, i);
         CHECK(q >= 0 && q < W);
         CHECK((q == r) == (i == W - 1)); /* peers first, itself last */
         seen[q]++;
@@ -120,7 +120,7 @@ LOOM_TEST(coll_gather_steps_are_permutations_and_visit_every_peer_once) {
     }
     for (int32_t r = 0; r < W; ++r) {
       memset(seen, 0, sizeof(int) * (size_t)W);
-      for (int32_t i = 0; i < W; ++i) seen[loom_coll_peer_at(r, W, i)]++;
+      for (int32_t i = 0; i < W; ++i) seen[loom__coll_peer_at(r, W, i)]++;
       for (int32_t q = 0; q < W; ++q) CHECK_EQ_INT(seen[q], 1);
     }
     free(seen);
@@ -139,14 +139,14 @@ LOOM_TEST(coll_gather_items_fetch_every_chunk_once_and_wait_on_set_signals) {
           const int32_t W = worlds[wi], G = grids[gi];
           const int64_t cols = colss[ki], count = cols > 0 ? counts[ci] * cols : counts[ci];
           if (count > 200000) continue;
-          const int64_t unit = loom_coll_unit(cols), S = loom_coll_slice_elems(count, W, unit);
-          const int64_t C = loom_coll_chunk_elems(S, unit, G, 2, (int64_t)4 << 10), nch = loom_coll_chunks(S, C);
+          const int64_t unit = loom__coll_unit(cols), S = loom__coll_slice_elems(count, W, unit);
+          const int64_t C = loom__coll_chunk_elems(S, unit, G, 2, (int64_t)4 << 10), nch = loom__coll_chunks(S, C);
           /* set[q * nch + j]: owner q's reduction sets reduced[j] */
           char *set = (char *)calloc((size_t)(W * nch), 1);
           for (int32_t q = 0; q < W; ++q) {
             int64_t b, len;
-            loom_coll_slice(count, W, q, unit, &b, &len);
-            const int64_t n = loom_coll_chunks(len, C);
+            loom__coll_slice(count, W, q, unit, &b, &len);
+            const int64_t n = loom__coll_chunks(len, C);
             for (int32_t blk = 0; blk < G; ++blk)
               for (int64_t it = blk; it < n; it += G) set[q * nch + it] = 1;
           }
@@ -154,18 +154,18 @@ LOOM_TEST(coll_gather_items_fetch_every_chunk_once_and_wait_on_set_signals) {
           for (int32_t r = 0; r < W && W <= 16; ++r) {
             memset(hits, 0, sizeof(int) * (size_t)count);
             int64_t mb, ml;
-            loom_coll_slice(count, W, r, unit, &mb, &ml);
+            loom__coll_slice(count, W, r, unit, &mb, &ml);
             for (int64_t i = mb; i < mb + ml; ++i) hits[i]++; /* the reduction writes its own slice */
             for (int32_t blk = 0; blk < G; ++blk)
               for (int64_t t = blk; t < (int64_t)(W - 1) * nch; t += G) {
                 int32_t step;
                 int64_t j, qb, ql, cb, cl;
-                loom_coll_gather_item(t, nch, &step, &j);
+                loom__coll_gather_item(t, nch, &step, &j);
                 CHECK(step >= 0 && step < W - 1 && j >= 0 && j < nch);
-                const int32_t q = loom_coll_peer_at(r, W, step);
+                const int32_t q = loom__coll_peer_at(r, W, step);
                 CHECK(q != r);
-                loom_coll_slice(count, W, q, unit, &qb, &ql);
-                loom_coll_chunk(qb, ql, C, j, &cb, &cl);
+                loom__coll_slice(count, W, q, unit, &qb, &ql);
+                loom__coll_chunk(qb, ql, C, j, &cb, &cl);
                 if (cl == 0) continue;
                 CHECK(set[q * nch + j]); /* the wait is on a signal its owner sets */
                 for (int64_t i = cb; i < cb + cl; ++i) hits[i]++;
@@ -192,24 +192,24 @@ LOOM_TEST(coll_one_shot_orders_are_permutations_starting_apart) {
       for (int32_t r = 0; r < W; ++r) {
         memset(seen, 0, (size_t)nch);
         for (int64_t q = 0; q < nch; ++q) {
-          const int64_t j = loom_coll_one_shot_chunk(r, W, nch, q);
+          const int64_t j = loom__coll_one_shot_chunk(r, W, nch, q);
           CHECK(j >= 0 && j < nch && !seen[j]);
           seen[j] = 1;
         }
         /* rank r starts at r nch / W: distinct starts when there are enough chunks */
-        if (nch >= W && r > 0) CHECK(loom_coll_one_shot_chunk(r, W, nch, 0) != loom_coll_one_shot_chunk(r - 1, W, nch, 0));
+        if (nch >= W && r > 0) CHECK(loom__coll_one_shot_chunk(r, W, nch, 0) != loom__coll_one_shot_chunk(r - 1, W, nch, 0));
       }
       free(seen);
     }
 }
 
 LOOM_TEST(coll_grid_is_bounded_by_the_sms) {
-  CHECK_EQ_INT(loom_coll_grid(1, 132), 1);
-  CHECK_EQ_INT(loom_coll_grid(16 << 10, 132), 1);
-  CHECK_EQ_INT(loom_coll_grid((16 << 10) + 1, 132), 2);
-  CHECK_EQ_INT(loom_coll_grid(256 << 10, 132), 16);
-  CHECK_EQ_INT(loom_coll_grid((int64_t)1 << 30, 132), 132);
-  CHECK_EQ_INT(loom_coll_grid((int64_t)1 << 30, 1), 1);
+  CHECK_EQ_INT(loom__coll_grid(1, 132), 1);
+  CHECK_EQ_INT(loom__coll_grid(16 << 10, 132), 1);
+  CHECK_EQ_INT(loom__coll_grid((16 << 10) + 1, 132), 2);
+  CHECK_EQ_INT(loom__coll_grid(256 << 10, 132), 16);
+  CHECK_EQ_INT(loom__coll_grid((int64_t)1 << 30, 132), 132);
+  CHECK_EQ_INT(loom__coll_grid((int64_t)1 << 30, 1), 1);
 }
 
 LOOM_TEST(coll_desc_checks_name_the_field_and_auto_picks_by_size) {
@@ -286,7 +286,7 @@ LOOM_TEST(coll_ll_slots_are_a_permutation_and_regions_tile_the_buffer) {
       uint64_t seen = 0;
       for (int s = 0; s < W; ++s) {
         if (s == q) continue;
-        const int slot = loom_coll_push_slot(s, q, W);
+        const int slot = loom__coll_push_slot(s, q, W);
         CHECK(slot >= 0 && slot < W - 1);
         CHECK((seen >> slot & 1u) == 0);
         seen |= (uint64_t)1 << slot;
@@ -295,31 +295,31 @@ LOOM_TEST(coll_ll_slots_are_a_permutation_and_regions_tile_the_buffer) {
     }
     for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ++ci)
       for (int64_t es = 2; es <= 4; es += 2) {
-        const int64_t n = counts[ci], sl = loom_coll_ll_slot_lines(n, es);
+        const int64_t n = counts[ci], sl = loom__coll_ll_slot_lines(n, es);
         /* a slot carries every element's bytes: 8-byte lines of one 4-byte word */
-        CHECK(sl * 4 >= n * es && sl % loom_coll_ll_group_lines(es) == 0);
-        CHECK_EQ_INT(sl / loom_coll_ll_group_lines(es), (n + 7) / 8);
+        CHECK(sl * 4 >= n * es && sl % loom__coll_ll_group_lines(es) == 0);
+        CHECK_EQ_INT(sl / loom__coll_ll_group_lines(es), (n + 7) / 8);
         /* (parity, slot) regions are disjoint, adjacent, and fill the buffer */
         int64_t next = 0;
         for (uint32_t par = 0; par < 2; ++par)
           for (int slot = 0; slot < W - 1; ++slot) {
-            CHECK_EQ_INT(loom_coll_ll_line0(par, slot, W, sl), next);
+            CHECK_EQ_INT(loom__coll_ll_line0(par, slot, W, sl), next);
             next += sl;
           }
-        CHECK_EQ_INT(next * 8, loom_coll_ll_bytes(n, es, W));
+        CHECK_EQ_INT(next * 8, loom__coll_ll_bytes(n, es, W));
         /* epochs e and e + 2 share a parity, e + 1 does not */
-        CHECK_EQ_INT(loom_coll_ll_line0(5u, 0, W, sl), loom_coll_ll_line0(7u, 0, W, sl));
-        CHECK(loom_coll_ll_line0(5u, 0, W, sl) != loom_coll_ll_line0(6u, 0, W, sl));
+        CHECK_EQ_INT(loom__coll_ll_line0(5u, 0, W, sl), loom__coll_ll_line0(7u, 0, W, sl));
+        CHECK(loom__coll_ll_line0(5u, 0, W, sl) != loom__coll_ll_line0(6u, 0, W, sl));
       }
   }
-  CHECK_EQ_INT(loom_coll_ll_bytes(1000, 2, 1), 0);
+  CHECK_EQ_INT(loom__coll_ll_bytes(1000, 2, 1), 0);
   /* one group per thread, at most the SMs; rows: a block per row */
-  CHECK_EQ_INT(loom_coll_ll_grid(1, 0, 512, 132), 1);
-  CHECK_EQ_INT(loom_coll_ll_grid(8 * 512, 0, 512, 132), 1);
-  CHECK_EQ_INT(loom_coll_ll_grid(8 * 512 + 1, 0, 512, 132), 2);
-  CHECK_EQ_INT(loom_coll_ll_grid((int64_t)1 << 30, 0, 512, 132), 132);
-  CHECK_EQ_INT(loom_coll_ll_grid(4096 * 16, 16, 512, 132), 16);
-  CHECK_EQ_INT(loom_coll_ll_grid(4096 * 1000, 1000, 512, 132), 132);
+  CHECK_EQ_INT(loom__coll_ll_grid(1, 0, 512, 132), 1);
+  CHECK_EQ_INT(loom__coll_ll_grid(8 * 512, 0, 512, 132), 1);
+  CHECK_EQ_INT(loom__coll_ll_grid(8 * 512 + 1, 0, 512, 132), 2);
+  CHECK_EQ_INT(loom__coll_ll_grid((int64_t)1 << 30, 0, 512, 132), 132);
+  CHECK_EQ_INT(loom__coll_ll_grid(4096 * 16, 16, 512, 132), 16);
+  CHECK_EQ_INT(loom__coll_ll_grid(4096 * 1000, 1000, 512, 132), 132);
 }
 
 LOOM_TEST(coll_push_regions_are_disjoint_aligned_and_inside_the_buffer) {
@@ -329,26 +329,26 @@ LOOM_TEST(coll_push_regions_are_disjoint_aligned_and_inside_the_buffer) {
     for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ++ci)
       for (int64_t es = 2; es <= 4; es += 2) {
         const int W = worlds[wi];
-        const int64_t n = counts[ci], sb = loom_coll_push_slot_bytes(n, es);
-        const int64_t nch = 1 + n / 5000, total = loom_coll_push_bytes(n, es, W, nch);
+        const int64_t n = counts[ci], sb = loom__coll_push_slot_bytes(n, es);
+        const int64_t nch = 1 + n / 5000, total = loom__coll_push_bytes(n, es, W, nch);
         CHECK(sb >= n * es && sb % 256 == 0);
         /* data: 2 (W-1) adjacent slots of sb bytes, then the flags, one word per chunk */
         int64_t next = 0;
         for (uint32_t par = 0; par < 2; ++par)
           for (int slot = 0; slot < W - 1; ++slot) {
-            CHECK_EQ_INT(loom_coll_push_data_off(par, slot, W, sb), next);
+            CHECK_EQ_INT(loom__coll_push_data_off(par, slot, W, sb), next);
             next += sb;
           }
         for (uint32_t par = 0; par < 2; ++par)
           for (int slot = 0; slot < W - 1; ++slot)
             for (int64_t j = 0; j < nch; ++j) {
-              CHECK_EQ_INT(loom_coll_push_flag_off(par, slot, j, W, sb, nch), next);
+              CHECK_EQ_INT(loom__coll_push_flag_off(par, slot, j, W, sb, nch), next);
               next += 4;
             }
         CHECK_EQ_INT(next, total);
-        CHECK_EQ_INT(loom_coll_push_data_off(3u, 0, W, sb), loom_coll_push_data_off(1u, 0, W, sb));
+        CHECK_EQ_INT(loom__coll_push_data_off(3u, 0, W, sb), loom__coll_push_data_off(1u, 0, W, sb));
       }
-  CHECK_EQ_INT(loom_coll_push_bytes(1000, 2, 1, 1), 0);
+  CHECK_EQ_INT(loom__coll_push_bytes(1000, 2, 1, 1), 0);
 }
 
 LOOM_TEST(coll_desc_auto_picks_ll_below_its_threshold_where_it_applies) {
@@ -406,40 +406,40 @@ LOOM_TEST(coll_auto_algo_shrinks_ll_push_and_one_shot_with_the_world) {
   const int64_t M = 1 << 20;
   const loom_coll_thresholds_t t = {M, 16 * M, 64 * M}, np = {M, 0, 64 * M}, none = {0, 0, 0};
   /* W = 2: LL to 1 MiB, PUSH to 16 MiB, one-shot to 64 MiB (all move the two-shot's bytes) */
-  CHECK_EQ_INT(loom_coll_auto_algo(4096, 2, 1, &t), 1);
-  CHECK_EQ_INT(loom_coll_auto_algo(M, 2, 1, &t), 1);
-  CHECK_EQ_INT(loom_coll_auto_algo(M + 16, 2, 1, &t), 2);
-  CHECK_EQ_INT(loom_coll_auto_algo(M, 2, 0, &t), 2); /* LL does not apply */
-  CHECK_EQ_INT(loom_coll_auto_algo(16 * M, 2, 1, &t), 2);
-  CHECK_EQ_INT(loom_coll_auto_algo(16 * M + 16, 2, 1, &t), 3);
-  CHECK_EQ_INT(loom_coll_auto_algo(64 * M, 2, 1, &t), 3);
-  CHECK_EQ_INT(loom_coll_auto_algo(64 * M + 16, 2, 1, &t), 4);
-  CHECK_EQ_INT(loom_coll_auto_algo(M + 16, 2, 1, &np), 3); /* PUSH off */
+  CHECK_EQ_INT(loom__coll_auto_algo(4096, 2, 1, &t), 1);
+  CHECK_EQ_INT(loom__coll_auto_algo(M, 2, 1, &t), 1);
+  CHECK_EQ_INT(loom__coll_auto_algo(M + 16, 2, 1, &t), 2);
+  CHECK_EQ_INT(loom__coll_auto_algo(M, 2, 0, &t), 2); /* LL does not apply */
+  CHECK_EQ_INT(loom__coll_auto_algo(16 * M, 2, 1, &t), 2);
+  CHECK_EQ_INT(loom__coll_auto_algo(16 * M + 16, 2, 1, &t), 3);
+  CHECK_EQ_INT(loom__coll_auto_algo(64 * M, 2, 1, &t), 3);
+  CHECK_EQ_INT(loom__coll_auto_algo(64 * M + 16, 2, 1, &t), 4);
+  CHECK_EQ_INT(loom__coll_auto_algo(M + 16, 2, 1, &np), 3); /* PUSH off */
   /* W = 4: LL to 1/3 MiB; PUSH while 3 x 2 / 4 x bytes <= 2 MiB (1.33 MiB) */
-  CHECK_EQ_INT(loom_coll_auto_algo(M / 3, 4, 1, &t), 1);
-  CHECK_EQ_INT(loom_coll_auto_algo(M / 3 + 16, 4, 1, &t), 2);
-  CHECK_EQ_INT(loom_coll_auto_algo(M * 4 / 3, 4, 1, &t), 2);
-  CHECK_EQ_INT(loom_coll_auto_algo(M * 4 / 3 + 16, 4, 1, &t), 4);
-  CHECK_EQ_INT(loom_coll_auto_algo(M * 4 / 3, 4, 1, &np), 3);
+  CHECK_EQ_INT(loom__coll_auto_algo(M / 3, 4, 1, &t), 1);
+  CHECK_EQ_INT(loom__coll_auto_algo(M / 3 + 16, 4, 1, &t), 2);
+  CHECK_EQ_INT(loom__coll_auto_algo(M * 4 / 3, 4, 1, &t), 2);
+  CHECK_EQ_INT(loom__coll_auto_algo(M * 4 / 3 + 16, 4, 1, &t), 4);
+  CHECK_EQ_INT(loom__coll_auto_algo(M * 4 / 3, 4, 1, &np), 3);
   /* W = 8: LL to 1/7 MiB, then PUSH to 8/42 x 2 MiB (~390 KiB) */
-  CHECK_EQ_INT(loom_coll_auto_algo(M / 7, 8, 1, &t), 1);
-  CHECK_EQ_INT(loom_coll_auto_algo(300 << 10, 8, 1, &t), 2);
-  CHECK_EQ_INT(loom_coll_auto_algo(400 << 10, 8, 1, &t), 4);
+  CHECK_EQ_INT(loom__coll_auto_algo(M / 7, 8, 1, &t), 1);
+  CHECK_EQ_INT(loom__coll_auto_algo(300 << 10, 8, 1, &t), 2);
+  CHECK_EQ_INT(loom__coll_auto_algo(400 << 10, 8, 1, &t), 4);
   /* W = 1 (nothing crosses a link): LL's one kernel up to the threshold */
-  CHECK_EQ_INT(loom_coll_auto_algo(M, 1, 1, &t), 1);
+  CHECK_EQ_INT(loom__coll_auto_algo(M, 1, 1, &t), 1);
   /* monotone in the size at every world: LL, PUSH, one-shot, two-shot */
   const int worlds[] = {1, 2, 3, 4, 8, 16, 64};
   for (size_t wi = 0; wi < sizeof worlds / sizeof worlds[0]; ++wi) {
     int last = 1;
     for (int64_t b = 16; b <= ((int64_t)1 << 31); b += b / 3 + 16) {
-      const int a = loom_coll_auto_algo(b, worlds[wi], 1, &t);
+      const int a = loom__coll_auto_algo(b, worlds[wi], 1, &t);
       CHECK(a >= last);
       last = a;
     }
     CHECK_EQ_INT(last, 4);
   }
   /* thresholds 0: never LL, PUSH or one-shot */
-  CHECK_EQ_INT(loom_coll_auto_algo(16, 2, 1, &none), 4);
+  CHECK_EQ_INT(loom__coll_auto_algo(16, 2, 1, &none), 4);
 }
 
 LOOM_TEST(coll_plans_on_a_test_comm_check_then_refuse) {
@@ -498,9 +498,9 @@ LOOM_TEST(coll_ref_dropout_mask_is_the_kernels) {
   double *y = (double *)malloc((size_t)n * sizeof(double));
   loom_ref_coll_reduce(&d, in, &e, NULL, NULL, y);
   int64_t kept = 0;
-  const uint32_t th = loom_dropout_threshold(0.25f);
+  const uint32_t th = loom__dropout_threshold(0.25f);
   for (int64_t i = 0; i < n; ++i) {
-    const int keep = loom_dropout_keep(e.dropout_seed, e.dropout_offset, (uint64_t)i, th);
+    const int keep = loom__dropout_keep(e.dropout_seed, e.dropout_offset, (uint64_t)i, th);
     kept += keep;
     CHECK(keep ? fabs(y[i] - x[i] / 0.75) < 1e-9 : y[i] == 0.0);
   }
@@ -554,7 +554,7 @@ LOOM_TEST(coll_ref_all_gather_places_each_slice_exactly) {
       const void *sl[64];
       for (int32_t p = 0; p < W; ++p) {
         int64_t b, len;
-        loom_coll_slice(count, W, p, LOOM_COLL_VEC, &b, &len);
+        loom__coll_slice(count, W, p, LOOM_COLL_VEC, &b, &len);
         sl[p] = full + b;
       }
       memset(got, 0, (size_t)count * 2);

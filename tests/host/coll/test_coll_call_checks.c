@@ -64,7 +64,7 @@ static loom_result_t coll_check(loom_comm_t c, bufs_t *x, const coll_row_t *r, l
   d.count = r->count, d.cols = r->cols, d.dtype = r->in_t, d.out_type = r->out_t, d.world_size = c->size;
   d.algo = r->op == LOOM__COLL_AR ? algo : LOOM_COLL_AUTO;
   int64_t b, l;
-  loom_coll_slice(d.count, c->size, c->rank, loom_coll_unit(d.cols), &b, &l);
+  loom__coll_slice(d.count, c->size, c->rank, loom__coll_unit(d.cols), &b, &l);
   /* in place: RS out = in + begin; AG in = out + begin */
   const int plus_is_out = r->out == X_SYM_PLUS;
   const char *base = x->at[plus_is_out ? r->in : r->out];
@@ -86,7 +86,7 @@ static void coll_rows_at(int rank, int size) {
     for (size_t a = 0; a < sizeof g_algos / sizeof *g_algos; ++a) {
       if (r->op != LOOM__COLL_AR && a > 0) break;
       int64_t b, l;
-      loom_coll_slice(r->count, size, rank, loom_coll_unit(r->cols), &b, &l);
+      loom__coll_slice(r->count, size, rank, loom__coll_unit(r->cols), &b, &l);
       const loom_result_t want = r->out_only && r->op == LOOM__COLL_RS && l == 0 ? OK : r->want;
       const loom_result_t got = coll_check(c, &x, r, g_algos[a]);
       if (got != want)

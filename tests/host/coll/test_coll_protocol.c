@@ -2,7 +2,7 @@
  * test_coll_protocol.c - the collectives' signal protocol (src/ops/coll/coll.h)
  * played on the host: W ranks x G blocks as actors, each running the steps
  * of its kernel (coll_kernels.cu: arrival, the arrival wait, reduction chunks
- * with their signals, gather items in loom_coll_peer_at order, the last
+ * with their signals, gather items in loom__coll_peer_at order, the last
  * block's done, the hand-back wait, the one-shot in-place write-back) over
  * many calls, with the caller rewriting `in` between calls, under random
  * interleavings (every step atomic; the kernels' fences make their effects
@@ -65,17 +65,17 @@ static int build(const sim_t *s, int r, int blk, uint32_t e, step_t *st, int cap
   } while (0)
   const int W = s->W;
   int64_t mb, ml;
-  loom_coll_slice(s->count, W, r, s->unit, &mb, &ml);
+  loom__coll_slice(s->count, W, r, s->unit, &mb, &ml);
   PUSH(S_ARRIVE, 0, 0, 0, 0, e);
   if (s->kind != K_AG) {
     if (s->mutate != 1) PUSH(S_WAIT_ALL, 0, 0, 0, 0, e);
     const int one = s->kind == K_ONE;
     const int64_t rb = one ? 0 : mb, rl = one ? s->count : ml;
-    const int64_t nch = loom_coll_chunks(rl, s->chunk);
+    const int64_t nch = loom__coll_chunks(rl, s->chunk);
     for (int64_t q = blk; q < nch; q += s->G) {
-      const int64_t j = one ? loom_coll_one_shot_chunk(r, W, nch, q) : q;
+      const int64_t j = one ? loom__coll_one_shot_chunk(r, W, nch, q) : q;
       int64_t cb, cl;
-      loom_coll_chunk(rb, rl, s->chunk, j, &cb, &cl);
+      loom__coll_chunk(rb, rl, s->chunk, j, &cb, &cl);
       PUSH(S_REDUCE, 0, 0, cb, cb + cl, e);
       if (s->kind == K_TWO) PUSH(S_SIGNAL, 0, (int)j, 0, 0, e);
     }
@@ -85,10 +85,10 @@ static int build(const sim_t *s, int r, int blk, uint32_t e, step_t *st, int cap
     for (int64_t t = blk; t < (int64_t)steps * s->nch; t += s->G) {
       int32_t i;
       int64_t j, qb, ql, cb, cl;
-      loom_coll_gather_item(t, s->nch, &i, &j);
-      const int q = loom_coll_peer_at(r, W, i);
-      loom_coll_slice(s->count, W, q, s->unit, &qb, &ql);
-      loom_coll_chunk(qb, ql, s->chunk, j, &cb, &cl);
+      loom__coll_gather_item(t, s->nch, &i, &j);
+      const int q = loom__coll_peer_at(r, W, i);
+      loom__coll_slice(s->count, W, q, s->unit, &qb, &ql);
+      loom__coll_chunk(qb, ql, s->chunk, j, &cb, &cl);
       if (cl == 0) continue;
       if (s->kind == K_AG && q == r) {
         if (!s->in_place) PUSH(S_OWN_COPY, r, 0, cb, cb + cl, e);
@@ -102,10 +102,10 @@ static int build(const sim_t *s, int r, int blk, uint32_t e, step_t *st, int cap
   if (s->kind != K_TWO) {
     if (s->mutate != 2) PUSH(S_WAIT_ALL, 0, 1, 0, 0, e);
     if (s->kind == K_ONE && s->in_place) {
-      const int64_t nch = loom_coll_chunks(s->count, s->chunk);
+      const int64_t nch = loom__coll_chunks(s->count, s->chunk);
       for (int64_t q = blk; q < nch; q += s->G) {
         int64_t cb, cl;
-        loom_coll_chunk(0, s->count, s->chunk, loom_coll_one_shot_chunk(r, W, nch, q), &cb, &cl);
+        loom__coll_chunk(0, s->count, s->chunk, loom__coll_one_shot_chunk(r, W, nch, q), &cb, &cl);
         PUSH(S_WRITEBACK, 0, 0, cb, cb + cl, e);
       }
     }
@@ -134,7 +134,7 @@ static int run_step(sim_t *s, int r, const step_t *st) {
   const int c = (int)st->e, W = s->W;
   const int64_t N = s->count;
   int64_t mb, ml;
-  loom_coll_slice(N, W, r, s->unit, &mb, &ml);
+  loom__coll_slice(N, W, r, s->unit, &mb, &ml);
   switch (st->kind) {
     case S_ARRIVE: s->arrived[r] = st->e; return 1;
     case S_SIGNAL: s->reduced[(int64_t)r * s->nch + st->idx] = st->e; return 1;
@@ -154,7 +154,7 @@ static int run_step(sim_t *s, int r, const step_t *st) {
       return 1;
     case S_GATHER: {
       int64_t qb, ql;
-      loom_coll_slice(N, W, st->q, s->unit, &qb, &ql);
+      loom__coll_slice(N, W, st->q, s->unit, &qb, &ql);
       for (int64_t i = st->a; i < st->b; ++i) {
         if (s->kind == K_TWO && s->stg_ver[(int64_t)st->q * N + (i - qb)] != -c) return 0;
         if (s->kind == K_AG && s->in_ver[(int64_t)st->q * N + i] != c) return 0;
@@ -196,9 +196,9 @@ static int play(int W, int G, int kind, int in_place, int64_t count, int64_t uni
   memset(&s, 0, sizeof s);
   s.mutate = mutate;
   s.W = W, s.G = G, s.kind = kind, s.in_place = in_place, s.calls = 4, s.count = count, s.unit = unit;
-  s.S = loom_coll_slice_elems(count, W, unit);
+  s.S = loom__coll_slice_elems(count, W, unit);
   s.chunk = chunk;
-  s.nch = loom_coll_chunks(s.S, chunk);
+  s.nch = loom__coll_chunks(s.S, chunk);
   s.arrived = (uint32_t *)calloc((size_t)W, 4);
   s.done = (uint32_t *)calloc((size_t)W, 4);
   s.reduced = (uint32_t *)calloc((size_t)(W * (s.nch + 1)), 4);
@@ -219,7 +219,7 @@ static int play(int W, int G, int kind, int in_place, int64_t count, int64_t uni
     call[r]++;                                                                                     \
     if (call[r] <= s.calls) {                                                                      \
       int64_t b_, l_;                                                                              \
-      loom_coll_slice(count, W, r, unit, &b_, &l_);                                                \
+      loom__coll_slice(count, W, r, unit, &b_, &l_);                                                \
       for (int64_t i = 0; i < count; ++i)                                                          \
         if (kind != K_AG || (i >= b_ && i < b_ + l_)) s.in_ver[(int64_t)(r) * count + i] = call[r]; \
       for (int g = 0; g < G; ++g) {                                                                \
@@ -257,7 +257,7 @@ static int play(int W, int G, int kind, int in_place, int64_t count, int64_t uni
     for (int g = 0; g < G; ++g) all &= pc[r * G + g] >= len[r * G + g];
     if (all) {
       int64_t mb, ml;
-      loom_coll_slice(count, W, r, unit, &mb, &ml);
+      loom__coll_slice(count, W, r, unit, &mb, &ml);
       for (int64_t i = 0; i < count && rc == 0; ++i) {
         const int mine = kind == K_RS ? (i >= mb && i < mb + ml) : 1;
         const int want = mine && !(kind == K_AG && in_place && i >= mb && i < mb + ml) ? 1 : 0;

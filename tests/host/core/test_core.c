@@ -252,13 +252,13 @@ LOOM_TEST(workspace_allocator_random) {
 }
 
 LOOM_TEST(epochs_compare_wrap_safe) {
-  CHECK(loom_epoch_reached(5, 5));
-  CHECK(loom_epoch_reached(6, 5));
-  CHECK(!loom_epoch_reached(4, 5));
-  CHECK(loom_epoch_reached(0u, 0xffffffffu));  /* wrapped past */
-  CHECK(loom_epoch_reached(3u, 0xfffffffeu));
-  CHECK(!loom_epoch_reached(0xfffffffeu, 3u));
-  CHECK(!loom_epoch_reached(0u, 1u));
+  CHECK(loom__epoch_reached(5, 5));
+  CHECK(loom__epoch_reached(6, 5));
+  CHECK(!loom__epoch_reached(4, 5));
+  CHECK(loom__epoch_reached(0u, 0xffffffffu));  /* wrapped past */
+  CHECK(loom__epoch_reached(3u, 0xfffffffeu));
+  CHECK(!loom__epoch_reached(0xfffffffeu, 3u));
+  CHECK(!loom__epoch_reached(0u, 1u));
 }
 
 /* The comm barrier's protocol (signal.cu) for W = 1..64 under random
@@ -286,7 +286,7 @@ LOOM_TEST(barrier_protocol_many_world_sizes) {
         continue;
       }
       int ok = 1;
-      for (int p = 0; p < w; ++p) ok &= loom_epoch_reached(slot[r * w + p], e);
+      for (int p = 0; p < w; ++p) ok &= loom__epoch_reached(slot[r * w + p], e);
       if (!ok) continue;
       CHECK_EQ_INT(entered[e], w); /* leaving e: everyone entered e */
       epoch[r]++;

@@ -23,7 +23,7 @@ LOOM_TEST(philox4x32_10_known_answers) {
                                {0xd16cfe09u, 0x94fdcceBu, 0x5001e420u, 0x24126ea1u}};
   for (int t = 0; t < 3; ++t) {
     uint32_t out[4];
-    loom_philox4x32_10(ctr[t], key[t], out);
+    loom__philox4x32_10(ctr[t], key[t], out);
     for (int w = 0; w < 4; ++w)
       if (out[w] != want[t][w]) loom_test_fail(__FILE__, __LINE__, "vector %d word %d: %08x != %08x", t, w, out[w], want[t][w]);
   }
@@ -32,21 +32,21 @@ LOOM_TEST(philox4x32_10_known_answers) {
 LOOM_TEST(dropout_mask_keeps_one_minus_p_and_depends_on_seed_and_offset_only) {
   const float ps[] = {0.1f, 0.5f, 0.9f};
   for (int j = 0; j < 3; ++j) {
-    const uint32_t th = loom_dropout_threshold(ps[j]);
+    const uint32_t th = loom__dropout_threshold(ps[j]);
     const int n = 1 << 20;
     int kept = 0;
-    for (int i = 0; i < n; ++i) kept += loom_dropout_keep(1234, 77, (uint64_t)i, th);
+    for (int i = 0; i < n; ++i) kept += loom__dropout_keep(1234, 77, (uint64_t)i, th);
     const double frac = (double)kept / n, sd = sqrt(ps[j] * (1 - ps[j]) / n);
     CHECK(fabs(frac - (1 - ps[j])) < 6 * sd);
   }
-  CHECK_EQ_INT(loom_dropout_threshold(0.f), 0);
+  CHECK_EQ_INT(loom__dropout_threshold(0.f), 0);
   /* offset q shifts the stream by 4 q elements: a rank or tile that starts
    * at element 4q with offset 0 draws what offset q draws at element 0 */
-  const uint32_t th = loom_dropout_threshold(0.3f);
+  const uint32_t th = loom__dropout_threshold(0.3f);
   int same = 1, differs = 0;
   for (uint64_t i = 0; i < 4096; ++i) {
-    same &= loom_dropout_keep(9, 5, i, th) == loom_dropout_keep(9, 0, i + 20, th);
-    differs |= loom_dropout_keep(9, 0, i, th) != loom_dropout_keep(10, 0, i, th);
+    same &= loom__dropout_keep(9, 5, i, th) == loom__dropout_keep(9, 0, i + 20, th);
+    differs |= loom__dropout_keep(9, 0, i, th) != loom__dropout_keep(10, 0, i, th);
   }
   CHECK(same);
   CHECK(differs);
@@ -54,14 +54,14 @@ LOOM_TEST(dropout_mask_keeps_one_minus_p_and_depends_on_seed_and_offset_only) {
 
 /* One Philox call for 4 aligned elements gives each element's own decision. */
 LOOM_TEST(dropout_keep4_equals_four_single_decisions) {
-  const uint32_t th[3] = {loom_dropout_threshold(0.1f), loom_dropout_threshold(0.5f), loom_dropout_threshold(0.9f)};
+  const uint32_t th[3] = {loom__dropout_threshold(0.1f), loom__dropout_threshold(0.5f), loom__dropout_threshold(0.9f)};
   uint64_t x = 0x9E3779B97F4A7C15ull;
   for (int t = 0; t < 3000; ++t) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     const uint64_t i4 = (x % (1ull << 40)) & ~3ull, seed = x * 31u, offset = (x >> 20) % 100000;
     int keep[4];
-    loom_dropout_keep4(seed, offset, i4, th[t % 3], keep);
-    for (int j = 0; j < 4; ++j) CHECK(keep[j] == loom_dropout_keep(seed, offset, i4 + (uint64_t)j, th[t % 3]));
+    loom__dropout_keep4(seed, offset, i4, th[t % 3], keep);
+    for (int j = 0; j < 4; ++j) CHECK(keep[j] == loom__dropout_keep(seed, offset, i4 + (uint64_t)j, th[t % 3]));
   }
 }
 
@@ -110,10 +110,10 @@ LOOM_TEST(reference_epilogue_order_of_steps) {
   e.activation = LOOM_ACT_GELU_ERF;
   e.bias = NULL, e.residual = NULL, e.scale = 1.f;
   CHECK(fabs(loom_ref_epilogue(&e, LOOM_FP32, 4, 1.0, 0, 0) - 0.8413447460685429) < 1e-12);
-  CHECK(fabs((double)loom_activation_f32(LOOM_ACT_GELU_ERF, 1.f) - 0.8413447460685429) < 1e-6);
+  CHECK(fabs((double)loom__activation_f32(LOOM_ACT_GELU_ERF, 1.f) - 0.8413447460685429) < 1e-6);
   e.activation = LOOM_ACT_GELU_TANH;
   CHECK(fabs(loom_ref_epilogue(&e, LOOM_FP32, 4, 1.0, 0, 0) - 0.8411919906082768) < 1e-12);
-  CHECK(fabs((double)loom_activation_f32(LOOM_ACT_GELU_TANH, 1.f) - 0.8411919906082768) < 1e-6);
+  CHECK(fabs((double)loom__activation_f32(LOOM_ACT_GELU_TANH, 1.f) - 0.8411919906082768) < 1e-6);
   /* dropout: kept elements scaled by 1 / (1 - p), dropped ones 0 */
   e.activation = LOOM_ACT_NONE;
   e.dropout_p = 0.5f;

@@ -56,45 +56,45 @@ static int check_config(int W, int pattern, int64_t B, int S, int P, int grid, i
   uint8_t *written = (uint8_t *)calloc((size_t)W * (size_t)Bl * (size_t)T_total, 1);
   loom_emb_sched_t s0;
   memset(&s0, 0, sizeof s0);
-  CHECK_EQ_INT(loom_emb_sched_init(&s0, W, 0, tpr[0], T_total, 0, B, S, P, local_first), 0);
-  const uint32_t nf = loom_emb_num_flags(&s0);
+  CHECK_EQ_INT(loom__emb_sched_init(&s0, W, 0, tpr[0], T_total, 0, B, S, P, local_first), 0);
+  const uint32_t nf = loom__emb_num_flags(&s0);
   uint8_t *flag_sets = (uint8_t *)calloc((size_t)W * nf, 1);
   for (int r = 0; r < W; ++r) {
     loom_emb_sched_t s;
     memset(&s, 0, sizeof s);
-    if (loom_emb_sched_init(&s, W, r, tpr[r], T_total, base[r], B, S, P, local_first) != 0) {
+    if (loom__emb_sched_init(&s, W, r, tpr[r], T_total, base[r], B, S, P, local_first) != 0) {
       CHECK(!"sched_init failed");
       continue;
     }
-    CHECK_EQ_INT(loom_emb_num_flags(&s), nf);
-    const int64_t nt = loom_emb_num_tasks(&s);
-    const uint32_t nc = loom_emb_num_counters(&s);
+    CHECK_EQ_INT(loom__emb_num_flags(&s), nf);
+    const int64_t nt = loom__emb_num_tasks(&s);
+    const uint32_t nc = loom__emb_num_counters(&s);
     uint32_t *ctr = (uint32_t *)calloc(nc ? nc : 1, sizeof(uint32_t));
     int seen_local = 0;
     /* simulated dynamic fetch: blocks take turns; each gets k in order */
     for (int64_t k = 0; k < nt; ++k) {
-      loom_emb_task_t tk = loom_emb_task_decode(&s, k);
+      loom_emb_task_t tk = loom__emb_task_decode(&s, k);
       if (k == 0) CHECK_EQ_INT(tk.dest, local_first ? r : (r + 1) % W);
       CHECK(tk.dest >= 0 && tk.dest < W && tk.table >= 0 && tk.table < s.t_local);
       CHECK(tk.slice >= 0 && tk.slice < s.nsl && tk.part >= 0 && tk.part < s.parts);
-      CHECK_EQ_INT(loom_emb_dest_pos(&s, tk.dest), loom_emb_dest_pos(&s, loom_emb_dest_at(&s, loom_emb_dest_pos(&s, tk.dest))));
+      CHECK_EQ_INT(loom__emb_dest_pos(&s, tk.dest), loom__emb_dest_pos(&s, loom__emb_dest_at(&s, loom__emb_dest_pos(&s, tk.dest))));
       if (tk.dest == r) seen_local = 1;
       else if (!local_first && seen_local) { CHECK(!"remote task after a local one"); break; }
-      if (local_first && tk.dest == r) CHECK(k < loom_emb_tasks_per_dest(&s));
+      if (local_first && tk.dest == r) CHECK(k < loom__emb_tasks_per_dest(&s));
       for (int i = 0; i < tk.count; ++i) {
         int64_t b = tk.sample0 + i;
         int64_t row = b - (int64_t)tk.dest * Bl;
         if (!(row >= 0 && row < Bl)) { CHECK(!"sample outside the destination's batch"); break; }
         if (!(row >= (int64_t)tk.slice * S && row < (int64_t)(tk.slice + 1) * S)) { CHECK(!"sample outside its slice"); break; }
-        int64_t off = loom_emb_out_offset(&s, s.table_base, tk.table, b, 8);
+        int64_t off = loom__emb_out_offset(&s, s.table_base, tk.table, b, 8);
         CHECK_EQ_INT(off, (row * T_total + s.table_base + tk.table) * 8);
         written[((size_t)tk.dest * (size_t)Bl + (size_t)row) * (size_t)T_total + (size_t)(s.table_base + tk.table)]++;
       }
-      uint32_t ci = loom_emb_counter_index(&s, tk.table, tk.dest, tk.slice);
+      uint32_t ci = loom__emb_counter_index(&s, tk.table, tk.dest, tk.slice);
       if (ci >= nc) { CHECK(!"counter index out of range"); break; }
-      if (++ctr[ci] == loom_emb_counter_target(&s)) {
+      if (++ctr[ci] == loom__emb_counter_target(&s)) {
         ctr[ci] = 0; /* the last task resets it */
-        uint32_t fi = loom_emb_flag_index(&s, s.table_base, tk.table, tk.slice);
+        uint32_t fi = loom__emb_flag_index(&s, s.table_base, tk.table, tk.slice);
         if (fi >= nf) { CHECK(!"flag index out of range"); break; }
         flag_sets[(size_t)tk.dest * nf + fi]++;
       }
@@ -113,7 +113,7 @@ static int check_config(int W, int pattern, int64_t B, int S, int P, int grid, i
   for (int blk = 0; blk < grid; ++blk)
     for (int x = 0; x < LOOM_EMB_THREADS; ++x)
       for (uint32_t i = (uint32_t)blk + (uint32_t)grid * (uint32_t)x; i < nf; i += (uint32_t)grid * LOOM_EMB_THREADS) {
-        CHECK_EQ_INT(loom_emb_flag_waiter(i, grid), blk);
+        CHECK_EQ_INT(loom__emb_flag_waiter(i, grid), blk);
         waited[i]++;
       }
   size_t bad_waits = 0;
@@ -157,15 +157,15 @@ LOOM_TEST(emb_schedule_world_of_one_and_bad_numbers) {
   CHECK_EQ_INT(check_config(1, 1, 64, 16, 8, 3, 0), 0);
   loom_emb_sched_t s;
   memset(&s, 0, sizeof s);
-  CHECK_EQ_INT(loom_emb_sched_init(&s, 2, 0, 1, 2, 0, 3, 8, 8, 0), -1);  /* B not a multiple of W */
-  CHECK_EQ_INT(loom_emb_sched_init(&s, 2, 2, 1, 2, 0, 4, 8, 8, 0), -1);  /* rank outside */
-  CHECK_EQ_INT(loom_emb_sched_init(&s, 2, 0, 1, 2, 0, 4, 0, 8, 0), -1);  /* S = 0 */
-  CHECK_EQ_INT(loom_emb_sched_init(&s, 2, 1, 2, 2, 1, 4, 8, 8, 0), -1);  /* tables past T_total */
-  CHECK_EQ_INT(loom_emb_sched_init(&s, 1, 0, 1, 1, 0, (int64_t)1 << 31, 1, 1, 0), -1); /* 2^31 slices */
-  CHECK_EQ_INT(loom_emb_sched_init(&s, 2, 0, 1, 2, 0, 4096, 32, 8, 0), 0);
+  CHECK_EQ_INT(loom__emb_sched_init(&s, 2, 0, 1, 2, 0, 3, 8, 8, 0), -1);  /* B not a multiple of W */
+  CHECK_EQ_INT(loom__emb_sched_init(&s, 2, 2, 1, 2, 0, 4, 8, 8, 0), -1);  /* rank outside */
+  CHECK_EQ_INT(loom__emb_sched_init(&s, 2, 0, 1, 2, 0, 4, 0, 8, 0), -1);  /* S = 0 */
+  CHECK_EQ_INT(loom__emb_sched_init(&s, 2, 1, 2, 2, 1, 4, 8, 8, 0), -1);  /* tables past T_total */
+  CHECK_EQ_INT(loom__emb_sched_init(&s, 1, 0, 1, 1, 0, (int64_t)1 << 31, 1, 1, 0), -1); /* 2^31 slices */
+  CHECK_EQ_INT(loom__emb_sched_init(&s, 2, 0, 1, 2, 0, 4096, 32, 8, 0), 0);
   CHECK_EQ_INT(s.nsl, 64);
   CHECK_EQ_INT(s.parts, 4);
-  CHECK_EQ_INT(loom_emb_num_tasks(&s), 2 * 64 * 1 * 4);
+  CHECK_EQ_INT(loom__emb_num_tasks(&s), 2 * 64 * 1 * 4);
 }
 
 /* GIN bookkeeping: staging places unique and inside the staging size; the
@@ -177,23 +177,23 @@ LOOM_TEST(emb_gin_bookkeeping) {
     int64_t B = (int64_t)W * 45;
     loom_emb_sched_t s;
     memset(&s, 0, sizeof s);
-    CHECK_EQ_INT(loom_emb_sched_init(&s, W, W - 1, T, T * W, T * (W - 1), B, 16, 8, 0), 0);
-    int64_t n = loom_emb_gin_stage_elems(&s, D);
+    CHECK_EQ_INT(loom__emb_sched_init(&s, W, W - 1, T, T * W, T * (W - 1), B, 16, 8, 0), 0);
+    int64_t n = loom__emb_gin_stage_elems(&s, D);
     uint8_t *used = (uint8_t *)calloc((size_t)(n / D), 1);
     for (int q = 0; q < W; ++q)
       for (int t = 0; t < T; ++t) {
         int64_t rows = 0;
         for (int j = 0; j < s.nsl; ++j) {
-          int nr = loom_emb_slice_rows(&s, j);
+          int nr = loom__emb_slice_rows(&s, j);
           CHECK(nr >= 1 && nr <= 16);
           rows += nr;
           for (int i = 0; i < nr; ++i) {
             int64_t b = (int64_t)q * s.local_batch + (int64_t)j * 16 + i;
-            int64_t off = loom_emb_gin_stage_offset(&s, q, t, b, D);
+            int64_t off = loom__emb_gin_stage_offset(&s, q, t, b, D);
             CHECK(off >= 0 && off + D <= n && off % D == 0);
             used[off / D]++;
           }
-          CHECK(loom_emb_flag_index(&s, s.table_base, t, j) < loom_emb_num_flags(&s));
+          CHECK(loom__emb_flag_index(&s, s.table_base, t, j) < loom__emb_num_flags(&s));
         }
         CHECK_EQ_INT(rows, s.local_batch);
       }
@@ -202,8 +202,8 @@ LOOM_TEST(emb_gin_bookkeeping) {
     CHECK_EQ_INT(bad, 0);
     free(used);
   }
-  CHECK_EQ_INT(loom_emb_gin_signal_target(0), 1);
-  CHECK_EQ_INT(loom_emb_gin_signal_target(41), 42);
+  CHECK_EQ_INT(loom__emb_gin_signal_target(0), 1);
+  CHECK_EQ_INT(loom__emb_gin_signal_target(41), 42);
 }
 
 /* GIN puts: for every destination, the puts of every source rank's slices
@@ -229,14 +229,14 @@ LOOM_TEST(emb_gin_puts_and_flag_sources_w2_to_64) {
     for (int r = 0; r < W; ++r) {
       loom_emb_sched_t s;
       memset(&s, 0, sizeof s);
-      CHECK_EQ_INT(loom_emb_sched_init(&s, W, r, tpr[r], T_total, base[r], B, 8, 4, 0), 0);
-      const int64_t stage_bytes = loom_emb_gin_stage_elems(&s, D) * (int64_t)elem;
+      CHECK_EQ_INT(loom__emb_sched_init(&s, W, r, tpr[r], T_total, base[r], B, 8, 4, 0), 0);
+      const int64_t stage_bytes = loom__emb_gin_stage_elems(&s, D) * (int64_t)elem;
       uint8_t *staged = (uint8_t *)calloc((size_t)(stage_bytes / (D * (int64_t)elem)) + 1, 1);
       for (int q = 0; q < W; ++q)
         for (int t = 0; t < tpr[r]; ++t)
           for (int j = 0; j < s.nsl; ++j)
-            for (int i = 0; i < loom_emb_slice_rows(&s, j); ++i) {
-              const loom_emb_gin_put_t pt = loom_emb_gin_put(&s, q, t, j, i, D, elem, win_off);
+            for (int i = 0; i < loom__emb_slice_rows(&s, j); ++i) {
+              const loom_emb_gin_put_t pt = loom__emb_gin_put(&s, q, t, j, i, D, elem, win_off);
               CHECK_EQ_INT(pt.bytes, D * elem);
               const uint64_t o = pt.dst - win_off;
               if (pt.dst < win_off || o % (D * elem) != 0 || o / (D * elem) >= out_rows) { ++bad; continue; }
@@ -252,7 +252,7 @@ LOOM_TEST(emb_gin_puts_and_flag_sources_w2_to_64) {
       /* the flags this rank sets on a destination name this rank as their source */
       for (int t = 0; t < tpr[r]; ++t)
         for (int j = 0; j < s.nsl; ++j)
-          bad += loom_emb_flag_source(base, W, s.nsl, loom_emb_flag_index(&s, base[r], t, j)) != r;
+          bad += loom__emb_flag_source(base, W, s.nsl, loom__emb_flag_index(&s, base[r], t, j)) != r;
     }
     for (size_t k = 0; k < (size_t)W * out_rows; ++k) bad += cell[k] != 1;
     CHECK_EQ_INT(bad, 0);
@@ -286,42 +286,42 @@ LOOM_TEST(emb_plan_counts_and_bounds_w2_to_64) {
     const int W = Ws[wi];
     /* small: exact values, no bound hit; the kernels' own counts agree */
     const int T_total = 5 * W, t_max = 7;
-    loom_emb_counts_t c = loom_emb_plan_counts(W, T_total, t_max, 1000, 128);
+    loom_emb_counts_t c = loom__emb_plan_counts(W, T_total, t_max, 1000, 128);
     CHECK_EQ_INT(c.nsl, 8);
     CHECK_EQ_INT(c.flags, (int64_t)T_total * 8);
     CHECK_EQ_INT(c.counters, (int64_t)t_max * W * 8);
     CHECK_EQ_INT(c.words, c.flags + c.counters + 4 * W + 4);
-    CHECK_EQ_INT(loom_emb_counts_check(&c, NULL, NULL), 0);
+    CHECK_EQ_INT(loom__emb_counts_check(&c, NULL, NULL), 0);
     loom_emb_sched_t s;
     memset(&s, 0, sizeof s);
-    CHECK_EQ_INT(loom_emb_sched_init(&s, W, 0, t_max, T_total, 0, 1000 * (int64_t)W, 128, 4, 0), 0);
-    CHECK_EQ_INT(loom_emb_num_flags(&s), c.flags);
-    CHECK_EQ_INT(loom_emb_num_counters(&s), (int64_t)t_max * W * 8);
+    CHECK_EQ_INT(loom__emb_sched_init(&s, W, 0, t_max, T_total, 0, 1000 * (int64_t)W, 128, 4, 0), 0);
+    CHECK_EQ_INT(loom__emb_num_flags(&s), c.flags);
+    CHECK_EQ_INT(loom__emb_num_counters(&s), (int64_t)t_max * W * 8);
     /* flags past the limit: one slice per sample of a 2^31 batch */
     const char *what = NULL;
     int64_t v = 0;
-    c = loom_emb_plan_counts(W, T_total, t_max, ((int64_t)1 << 31) / W, 1);
-    CHECK_EQ_INT(loom_emb_counts_check(&c, &what, &v), 2);
+    c = loom__emb_plan_counts(W, T_total, t_max, ((int64_t)1 << 31) / W, 1);
+    CHECK_EQ_INT(loom__emb_counts_check(&c, &what, &v), 2);
     CHECK(what && strstr(what, "slice ready flags"));
     CHECK_EQ_INT(v, (int64_t)T_total * (((int64_t)1 << 31) / W));
     /* counters past it while the flags fit: one rank owns every table */
     const int64_t nsl = LOOM_EMB_MAX_SIGNALS / W + 1; /* x W: over; x 1 table: under */
-    c = loom_emb_plan_counts(W, 1, 1, nsl, 1);
-    CHECK_EQ_INT(loom_emb_counts_check(&c, &what, &v), 3);
+    c = loom__emb_plan_counts(W, 1, 1, nsl, 1);
+    CHECK_EQ_INT(loom__emb_counts_check(&c, &what, &v), 3);
     CHECK_EQ_INT(v, (int64_t)W * nsl);
     /* words past it while flags and counters fit */
     const int64_t half = LOOM_EMB_MAX_SIGNALS / 2 - 8;
-    c = loom_emb_plan_counts(1, 1, 1, half, 1);
-    c.words = loom_emb_add_sat(c.words, LOOM_EMB_MAX_SIGNALS); /* as if W were huge */
-    CHECK_EQ_INT(loom_emb_counts_check(&c, &what, &v), 4);
+    c = loom__emb_plan_counts(1, 1, 1, half, 1);
+    c.words = loom__emb_add_sat(c.words, LOOM_EMB_MAX_SIGNALS); /* as if W were huge */
+    CHECK_EQ_INT(loom__emb_counts_check(&c, &what, &v), 4);
     CHECK(what && strstr(what, "signal words"));
     /* saturation instead of wrap */
-    c = loom_emb_plan_counts(W, 1 << 20, 1 << 20, (int64_t)1 << 31, 1);
+    c = loom__emb_plan_counts(W, 1 << 20, 1 << 20, (int64_t)1 << 31, 1);
     CHECK(c.counters == INT64_MAX || c.counters == (int64_t)(1 << 20) * W * ((int64_t)1 << 31));
     CHECK(c.counters > LOOM_EMB_MAX_SIGNALS && c.words > LOOM_EMB_MAX_SIGNALS);
   }
-  CHECK_EQ_INT(loom_emb_mul_sat(INT64_MAX / 2, 3), INT64_MAX);
-  CHECK_EQ_INT(loom_emb_add_sat(INT64_MAX - 1, 5), INT64_MAX);
+  CHECK_EQ_INT(loom__emb_mul_sat(INT64_MAX / 2, 3), INT64_MAX);
+  CHECK_EQ_INT(loom__emb_add_sat(INT64_MAX - 1, 5), INT64_MAX);
 }
 
 /* The plan refuses a description whose counts pass the limit, naming the
@@ -365,7 +365,7 @@ LOOM_TEST(emb_plan_refuses_counts_past_32_bits) {
  * Checks every row present is written exactly once with its exact sum, no
  * other row is written, and every partial is written once and read once. */
 static size_t check_runs(const uint32_t *keys, int64_t n, int64_t rows) {
-  const int64_t nch = loom_emb_run_chunks(n);
+  const int64_t nch = loom__emb_run_chunks(n);
   int64_t *sum = (int64_t *)calloc((size_t)rows, sizeof(int64_t)), *want = (int64_t *)calloc((size_t)rows, sizeof(int64_t));
   int *writes = (int *)calloc((size_t)rows, sizeof(int));
   int64_t *part = (int64_t *)calloc((size_t)nch * 2, sizeof(int64_t));
@@ -374,7 +374,7 @@ static size_t check_runs(const uint32_t *keys, int64_t n, int64_t rows) {
   for (int64_t i = 0; i < n; ++i)
     if ((int64_t)keys[i] < rows) want[keys[i]] += i + 1;
   for (int64_t c = 0; c < nch; ++c) { /* runs kernel */
-    const loom_emb_chunk_t ch = loom_emb_chunk_info(keys, n, c, rows);
+    const loom_emb_chunk_t ch = loom__emb_chunk_info(keys, n, c, rows);
     if (!ch.valid) continue;
     uint32_t cur = keys[ch.i0];
     int64_t acc = 0;
@@ -382,7 +382,7 @@ static size_t check_runs(const uint32_t *keys, int64_t n, int64_t rows) {
     int64_t i = ch.i0;
     for (; i < ch.i1 && (int64_t)keys[i] < rows; ++i) {
       if (keys[i] != cur) {
-        const int dest = loom_emb_piece_dest(&ch, first, 0);
+        const int dest = loom__emb_piece_dest(&ch, first, 0);
         if (dest == LOOM_EMB_PIECE_WRITE) sum[cur] += acc, writes[cur]++;
         else if (dest == LOOM_EMB_PIECE_FIRST) part[c * 2] = acc, pw[c * 2]++;
         else ++bad; /* a run ending inside the chunk is never its last */
@@ -392,15 +392,15 @@ static size_t check_runs(const uint32_t *keys, int64_t n, int64_t rows) {
       }
       acc += i + 1;
     }
-    const int dest = loom_emb_piece_dest(&ch, first, 1);
+    const int dest = loom__emb_piece_dest(&ch, first, 1);
     if (dest == LOOM_EMB_PIECE_WRITE) sum[cur] += acc, writes[cur]++;
     else part[c * 2 + (dest == LOOM_EMB_PIECE_LAST)] = acc, pw[c * 2 + (dest == LOOM_EMB_PIECE_LAST)]++;
   }
   for (int64_t c = 0; c < nch; ++c) { /* heads kernel */
-    const loom_emb_chunk_t ch = loom_emb_chunk_info(keys, n, c, rows);
-    if (!loom_emb_chunk_has_head(&ch)) continue;
+    const loom_emb_chunk_t ch = loom__emb_chunk_info(keys, n, c, rows);
+    if (!loom__emb_chunk_has_head(&ch)) continue;
     const uint32_t key = keys[ch.i1 - 1];
-    const int64_t last = loom_emb_run_last_chunk(keys, n, c, key);
+    const int64_t last = loom__emb_run_last_chunk(keys, n, c, key);
     if (last <= c || last >= nch) { ++bad; continue; }
     int64_t acc = part[c * 2 + 1];
     pr[c * 2 + 1]++;
@@ -468,7 +468,7 @@ LOOM_TEST(emb_sorted_runs_each_row_written_once) {
   /* the sort's key bits keep LOOM_EMB_NO_ROW above every row */
   static const int64_t rs[] = {1, 2, 3, 4, 255, 256, 100000, (int64_t)1 << 31, LOOM_EMB_MAX_SORTED_ROWS};
   for (size_t i = 0; i < sizeof rs / sizeof *rs; ++i) {
-    const int b = loom_emb_key_bits(rs[i]);
+    const int b = loom__emb_key_bits(rs[i]);
     CHECK(b >= 1 && b <= 32);
     const uint64_t mask = b == 32 ? 0xffffffffull : ((1ull << b) - 1);
     CHECK((uint64_t)(rs[i] - 1) < mask);          /* the largest row sorts before NO_ROW's low bits */
@@ -480,16 +480,16 @@ LOOM_TEST(emb_sorted_runs_each_row_written_once) {
 
 LOOM_TEST(emb_path_choice) {
   /* auto */
-  CHECK_EQ_INT(loom_emb_choose_path(0, 1, 0), 1);
-  CHECK_EQ_INT(loom_emb_choose_path(0, 1, 1), 1);
-  CHECK_EQ_INT(loom_emb_choose_path(0, 0, 1), 2);
-  CHECK_EQ_INT(loom_emb_choose_path(0, 0, 0), 3);
+  CHECK_EQ_INT(loom__emb_choose_path(0, 1, 0), 1);
+  CHECK_EQ_INT(loom__emb_choose_path(0, 1, 1), 1);
+  CHECK_EQ_INT(loom__emb_choose_path(0, 0, 1), 2);
+  CHECK_EQ_INT(loom__emb_choose_path(0, 0, 0), 3);
   /* forced */
-  CHECK_EQ_INT(loom_emb_choose_path(1, 0, 1), -1);
-  CHECK_EQ_INT(loom_emb_choose_path(2, 0, 0), -1);
-  CHECK_EQ_INT(loom_emb_choose_path(2, 1, 0), 1);
-  CHECK_EQ_INT(loom_emb_choose_path(3, 1, 1), 3);
-  CHECK_EQ_INT(loom_emb_choose_path(7, 1, 1), -1);
+  CHECK_EQ_INT(loom__emb_choose_path(1, 0, 1), -1);
+  CHECK_EQ_INT(loom__emb_choose_path(2, 0, 0), -1);
+  CHECK_EQ_INT(loom__emb_choose_path(2, 1, 0), 1);
+  CHECK_EQ_INT(loom__emb_choose_path(3, 1, 1), 3);
+  CHECK_EQ_INT(loom__emb_choose_path(7, 1, 1), -1);
 }
 
 LOOM_TEST(emb_plan_checks_every_argument) {

@@ -44,7 +44,7 @@ static int cfg_valid(const loom_gemm_config_t *c, const loom_gemm_desc_t *d, int
 
 LOOM_TEST(gemm_heuristic_candidates_and_predictions_over_the_shape_set) {
   loom_gemm_weight_t w[256];
-  const int nw = loom_gemm_weights(-1, w, 256);
+  const int nw = loom__gemm_weights(-1, w, 256);
   CHECK(nw > 100 && nw < 256);
   const int sms_list[] = {2, 3, 8, 16, 64, 132};
   long checked = 0, bad_valid = 0, bad_floor = 0, bad_pick = 0, dups = 0;
@@ -55,7 +55,7 @@ LOOM_TEST(gemm_heuristic_candidates_and_predictions_over_the_shape_set) {
       for (int i = 0; i < nw; ++i)
         for (int j = 0; j < LOOM_GEMM_SHAPE_NMS; ++j) {
           if (si < 5 && (i + j) % 7) continue; /* small GPUs: a sample */
-          const loom_gemm_desc_t d = loom_gemm_shape_variant(loom_gemm_shape_ms[j], w[i].n, w[i].k);
+          const loom_gemm_desc_t d = loom__gemm_shape_variant(loom_gemm_shape_ms[j], w[i].n, w[i].k);
           loom_gemm_config_t c[64];
           const int n = loom__gemm_candidates(&d, &dev, sm90, c, 64);
           CHECK(n >= 1 && n < 64);
@@ -98,11 +98,11 @@ LOOM_TEST(gemm_heuristic_decode_runs_the_small_m_kernel) {
   const loom__gemm_device_t dev = loom__gemm_device_model(132, 1);
   const int64_t ms[] = {1, 2, 4, 8, 16};
   loom_gemm_weight_t w[256];
-  const int nw = loom_gemm_weights(0, w, 256); /* the fitting half */
+  const int nw = loom__gemm_weights(0, w, 256); /* the fitting half */
   int small = 0, total = 0;
   for (int i = 0; i < nw; ++i)
     for (int j = 0; j < 5; ++j) {
-      const loom_gemm_desc_t d = loom_gemm_shape_variant(ms[j], w[i].n, w[i].k);
+      const loom_gemm_desc_t d = loom__gemm_shape_variant(ms[j], w[i].n, w[i].k);
       const double wbytes = (double)d.n * d.k * 2;
       const loom_gemm_config_t c = loom__gemm_choose(&d, &dev, 1);
       /* the small-m kernel exactly where the weight is under 128 MB */
@@ -114,7 +114,7 @@ LOOM_TEST(gemm_heuristic_decode_runs_the_small_m_kernel) {
       const loom_gemm_config_t h = loom__gemm_small_m_heuristic(&d, &dev);
       const int s = h.sk_splits > 1 ? h.sk_splits : 1;
       const int64_t tiles = (d.n + LOOM_SMALLM_BN - 1) / LOOM_SMALLM_BN;
-      const loom_smallm_work_t sw = loom_smallm_work(d.n, d.k, h.sk_splits, d.b_layout == LOOM_B_KN);
+      const loom_smallm_work_t sw = loom__smallm_work(d.n, d.k, h.sk_splits, d.b_layout == LOOM_B_KN);
       CHECK(h.bm == 16);
       CHECK(sw.splits == 1 || sw.chunks / sw.splits >= 4 * LOOM_SMALLM_WK);
       CHECK(s == 1 || d.k / s >= 256);
@@ -147,11 +147,11 @@ LOOM_TEST(gemm_heuristic_splits_the_last_partial_wave) {
   /* everywhere the model splits a 128-row kernel, it predicts a win of at
    * least the margin over its best whole-tile candidate */
   loom_gemm_weight_t w[256];
-  const int nw = loom_gemm_weights(0, w, 256);
+  const int nw = loom__gemm_weights(0, w, 256);
   int splits = 0;
   for (int i = 0; i < nw; ++i)
     for (int j = 0; j < LOOM_GEMM_SHAPE_NMS; ++j) {
-      const loom_gemm_desc_t e = loom_gemm_shape_variant(loom_gemm_shape_ms[j], w[i].n, w[i].k);
+      const loom_gemm_desc_t e = loom__gemm_shape_variant(loom_gemm_shape_ms[j], w[i].n, w[i].k);
       const loom_gemm_config_t p = loom__gemm_choose(&e, &dev, 1);
       if (p.bm != 0 || p.sk_tiles == 0) continue;
       ++splits;
@@ -197,14 +197,14 @@ LOOM_TEST(gemm_heuristic_sm80_rule_takes_the_device_block_count) {
   one.sm80_blocks_128 = 1;
   int differ = 0;
   loom_gemm_weight_t w[256];
-  const int nw = loom_gemm_weights(0, w, 256);
+  const int nw = loom__gemm_weights(0, w, 256);
   for (int i = 0; i < nw; ++i)
     for (int j = 7; j < LOOM_GEMM_SHAPE_NMS; ++j) {
       const loom_gemm_desc_t d = LOOM_GEMM_DESC(loom_gemm_shape_ms[j], w[i].n, w[i].k, LOOM_BF16, LOOM_BF16,
                                                 LOOM_B_NK, 0);
       const loom_gemm_config_t a = loom__gemm_sm80_heuristic(&d, &two), b = loom__gemm_sm80_heuristic(&d, &one);
-      CHECK(a.bn == loom_sm80_pick_bn(d.m, d.n, 132, 2) || a.sk_splits > 1);
-      CHECK(b.bn == loom_sm80_pick_bn(d.m, d.n, 132, 1) || b.sk_splits > 1);
+      CHECK(a.bn == loom__sm80_pick_bn(d.m, d.n, 132, 2) || a.sk_splits > 1);
+      CHECK(b.bn == loom__sm80_pick_bn(d.m, d.n, 132, 1) || b.sk_splits > 1);
       differ += a.bn != b.bn || a.sk_splits != b.sk_splits;
     }
   CHECK(differ > 0);

@@ -48,13 +48,13 @@ LOOM_TEST(gemm_kernels_sm90_table) {
           for (int sk = 0; sk <= 1; ++sk)
             for (int cl = 1; cl <= 2; ++cl)
               for (int act = LOOM_ACT_NONE; act <= LOOM_ACT_GELU_ERF; ++act) {
-                const void *k = loom__gemm_sm90_kernel(bm, bn, types[ty], tb, hooks, sk, cl, act);
+                const void *k = loom__gemm_sm90_kernel_for(bm, bn, types[ty], tb, hooks, sk, cl, act);
                 CHECK(k != NULL);
                 all[n++] = mine[nm++] = k;
                 /* folded together by the launcher */
-                if (hooks) CHECK(k == loom__gemm_sm90_kernel(bm, bn, types[ty], tb, 1, 0, sk ? 1 : cl, act));
-                else CHECK(k == loom__gemm_sm90_kernel(bm, bn, types[ty], tb, 0, sk, cl, LOOM_ACT_NONE));
-                if (bm == 64 || bn == 192 || bn == 224) CHECK(k == loom__gemm_sm90_kernel(bm, bn, types[ty], tb, hooks, sk, 1, act));
+                if (hooks) CHECK(k == loom__gemm_sm90_kernel_for(bm, bn, types[ty], tb, 1, 0, sk ? 1 : cl, act));
+                else CHECK(k == loom__gemm_sm90_kernel_for(bm, bn, types[ty], tb, 0, sk, cl, LOOM_ACT_NONE));
+                if (bm == 64 || bn == 192 || bn == 224) CHECK(k == loom__gemm_sm90_kernel_for(bm, bn, types[ty], tb, hooks, sk, 1, act));
               }
         /* per tile, type and layout: plain data-parallel, stream-K, cluster
          * (bm 128 x bn 128 / 256); hooked per activation, cluster likewise */
@@ -63,7 +63,7 @@ LOOM_TEST(gemm_kernels_sm90_table) {
       }
   CHECK_EQ_INT(count_distinct(all, n), 184);
   /* the odd values the launcher normalises (validated before it) */
-  CHECK(loom__gemm_sm90_kernel(128, 256, LOOM_BF16, 7, 0, 0, 1, 0) == loom__gemm_sm90_kernel(128, 256, LOOM_BF16, 1, 0, 0, 1, 0));
+  CHECK(loom__gemm_sm90_kernel_for(128, 256, LOOM_BF16, 7, 0, 0, 1, 0) == loom__gemm_sm90_kernel_for(128, 256, LOOM_BF16, 1, 0, 0, 1, 0));
 }
 
 LOOM_TEST(gemm_kernels_sm80_table) {
@@ -76,11 +76,11 @@ LOOM_TEST(gemm_kernels_sm80_table) {
         for (int hooks = 0; hooks <= 1; ++hooks)
           for (int split = 0; split <= 1; ++split) {
             const int bn = b ? 256 : 128;
-            const void *k = loom__gemm_sm80_kernel(bn, types[ty], tb, hooks, split);
+            const void *k = loom__gemm_sm80_kernel_for(bn, types[ty], tb, hooks, split);
             CHECK(k != NULL);
             all[n++] = k;
             /* split-K: plain 128-wide tiles only */
-            if (hooks || bn == 256) CHECK(k == loom__gemm_sm80_kernel(bn, types[ty], tb, hooks, 0));
+            if (hooks || bn == 256) CHECK(k == loom__gemm_sm80_kernel_for(bn, types[ty], tb, hooks, 0));
           }
   CHECK_EQ_INT(count_distinct(all, n), 20);
 }

@@ -19,18 +19,18 @@
 /* Visits every tile through a persistent grid of `grid` blocks; checks each
  * tile is seen exactly once and steps are handed out in range. */
 static int visit_all(const loom_tile_order_t *o, int32_t grid, int *seen) {
-  const int32_t tiles = loom_tile_count(o);
+  const int32_t tiles = loom__tile_count(o);
   memset(seen, 0, sizeof(int) * (size_t)tiles);
   int ok = 1;
   for (int32_t b = 0; b < grid; ++b) {
     for (int32_t i = 0;; ++i) {
-      const int32_t s = loom_tile_step(tiles, grid, b, i);
+      const int32_t s = loom__tile_step(tiles, grid, b, i);
       if (s < 0) break;
       if (s >= tiles) { ok = 0; break; }
-      const int32_t t = loom_tile_at(o, s);
+      const int32_t t = loom__tile_at(o, s);
       if (t < 0 || t >= tiles) { ok = 0; continue; }
       int32_t tm, tn;
-      loom_tile_coords(o, t, &tm, &tn);
+      loom__tile_coords(o, t, &tm, &tn);
       if (tm < 0 || tm >= o->tiles_m || tn < 0 || tn >= o->tiles_n) ok = 0;
       seen[t]++;
     }
@@ -53,12 +53,12 @@ LOOM_TEST(gemm_schedule_grouped_visits_every_tile_once) {
       for (size_t c = 0; c < sizeof bms / sizeof bms[0]; ++c)
         for (size_t d = 0; d < sizeof bns / sizeof bns[0]; ++d)
           for (size_t e = 0; e < sizeof groups / sizeof groups[0]; ++e) {
-            loom_tile_order_t o = {(int32_t)loom_ceil_div(ms[a], bms[c]),
-                                   (int32_t)loom_ceil_div(ns[b], bns[d]), LOOM_TILE_ORDER_GROUPED,
+            loom_tile_order_t o = {(int32_t)loom__ceil_div(ms[a], bms[c]),
+                                   (int32_t)loom__ceil_div(ns[b], bns[d]), LOOM_TILE_ORDER_GROUPED,
                                    groups[e], 0, NULL};
-            if ((size_t)loom_tile_count(&o) > 64u * 96u * 4u) continue;
+            if ((size_t)loom__tile_count(&o) > 64u * 96u * 4u) continue;
             for (size_t f = 0; f < sizeof grids / sizeof grids[0]; ++f) {
-              const int32_t g = loom_tile_grid(loom_tile_count(&o), grids[f], 1);
+              const int32_t g = loom__tile_grid(loom__tile_count(&o), grids[f], 1);
               combos++;
               if (!visit_all(&o, g, seen)) {
                 if (bad++ < 5)
@@ -78,18 +78,18 @@ LOOM_TEST(gemm_schedule_grouped_stays_in_band) {
   const int32_t rows = 13, cols = 7, group = 4;
   int32_t prev_band = 0;
   for (int32_t s = 0; s < rows * cols; ++s) {
-    const int32_t t = loom_tile_grouped(s, rows, cols, group);
+    const int32_t t = loom__tile_grouped(s, rows, cols, group);
     const int32_t tm = t / cols, band = tm / group;
     CHECK(band >= prev_band);
     CHECK(s / (group * cols) == band);
     prev_band = band;
   }
   /* inside a full band, column-major: step 1 is the next row, same column */
-  CHECK_EQ_INT(loom_tile_grouped(0, rows, cols, group), 0);
-  CHECK_EQ_INT(loom_tile_grouped(1, rows, cols, group), cols);
-  CHECK_EQ_INT(loom_tile_grouped(group, rows, cols, group), 1);
+  CHECK_EQ_INT(loom__tile_grouped(0, rows, cols, group), 0);
+  CHECK_EQ_INT(loom__tile_grouped(1, rows, cols, group), cols);
+  CHECK_EQ_INT(loom__tile_grouped(group, rows, cols, group), 1);
   /* group 1 is plain row-major */
-  for (int32_t s = 0; s < rows * cols; ++s) CHECK_EQ_INT(loom_tile_grouped(s, rows, cols, 1), s);
+  for (int32_t s = 0; s < rows * cols; ++s) CHECK_EQ_INT(loom__tile_grouped(s, rows, cols, 1), s);
 }
 
 LOOM_TEST(gemm_schedule_rank_shifted_is_permutation_starting_at_rank) {
@@ -103,17 +103,17 @@ LOOM_TEST(gemm_schedule_rank_shifted_is_permutation_starting_at_rank) {
       for (size_t c = 0; c < sizeof bms / sizeof bms[0]; ++c) {
         const int32_t world = worlds[w];
         const int64_t m = m_locals[a] * world;
-        const int32_t tiles_m = (int32_t)loom_ceil_div(m, bms[c]);
+        const int32_t tiles_m = (int32_t)loom__ceil_div(m, bms[c]);
         if ((int64_t)tiles_m * 5 > (1 << 20)) continue;
         for (int32_t rank = 0; rank < world; ++rank) {
-          const int32_t shift = loom_tile_rank_shift(m, bms[c], world, rank + 1);
+          const int32_t shift = loom__tile_rank_shift(m, bms[c], world, rank + 1);
           loom_tile_order_t o = {tiles_m, 5, LOOM_TILE_ORDER_RANK_SHIFTED, 8, shift, NULL};
           combos++;
           if (shift < 0 || shift >= tiles_m) bad++;
-          if (!visit_all(&o, loom_tile_grid(loom_tile_count(&o), 132, 1), seen)) bad++;
+          if (!visit_all(&o, loom__tile_grid(loom__tile_count(&o), 132, 1), seen)) bad++;
           /* step 0 starts in the tile row holding rank+1's first row */
           int32_t tm, tn;
-          loom_tile_coords(&o, loom_tile_at(&o, 0), &tm, &tn);
+          loom__tile_coords(&o, loom__tile_at(&o, 0), &tm, &tn);
           const int64_t first_row = (int64_t)((rank + 1) % world) * m / world;
           if (!(tm * (int64_t)bms[c] <= first_row && first_row < (tm + 1) * (int64_t)bms[c])) {
             if (bad++ < 5)
@@ -127,9 +127,9 @@ LOOM_TEST(gemm_schedule_rank_shifted_is_permutation_starting_at_rank) {
   CHECK(combos > 200);
   CHECK_EQ_INT(bad, 0);
   /* world 2, m 8192, bm 128: rank 0 taking rank 1's rows first starts at row block 32 */
-  CHECK_EQ_INT(loom_tile_rank_shift(8192, 128, 2, 1), 32);
-  CHECK_EQ_INT(loom_tile_rank_shift(8192, 128, 2, 2), 0);
-  CHECK_EQ_INT(loom_tile_rank_shift(8192, 128, 2, -1), 32);
+  CHECK_EQ_INT(loom__tile_rank_shift(8192, 128, 2, 1), 32);
+  CHECK_EQ_INT(loom__tile_rank_shift(8192, 128, 2, 2), 0);
+  CHECK_EQ_INT(loom__tile_rank_shift(8192, 128, 2, -1), 32);
 }
 
 LOOM_TEST(gemm_schedule_explicit_table) {
@@ -140,20 +140,20 @@ LOOM_TEST(gemm_schedule_explicit_table) {
   loom_tile_order_t o = {TM, TN, LOOM_TILE_ORDER_SCHEDULE, 1, 0, table};
   int seen[TM * TN];
   CHECK(visit_all(&o, 4, seen));
-  for (int32_t s = 0; s < TM * TN; ++s) CHECK_EQ_INT(loom_tile_at(&o, s), TM * TN - 1 - s);
+  for (int32_t s = 0; s < TM * TN; ++s) CHECK_EQ_INT(loom__tile_at(&o, s), TM * TN - 1 - s);
 }
 
 LOOM_TEST(gemm_schedule_grid_and_steps) {
-  CHECK_EQ_INT(loom_tile_grid(1, 132, 1), 1);
-  CHECK_EQ_INT(loom_tile_grid(96, 132, 1), 96);
-  CHECK_EQ_INT(loom_tile_grid(768, 132, 1), 132);
-  CHECK_EQ_INT(loom_tile_grid(768, 132, 2), 264);
-  CHECK_EQ_INT(loom_tile_grid(0, 132, 1), 1);
-  CHECK_EQ_INT(loom_tile_step(10, 4, 1, 0), 1);
-  CHECK_EQ_INT(loom_tile_step(10, 4, 1, 2), 9);
-  CHECK_EQ_INT(loom_tile_step(10, 4, 2, 2), -1);
-  CHECK_EQ_INT(loom_ceil_div(3001, 128), 24);
-  CHECK_EQ_INT(loom_ceil_div(128, 128), 1);
+  CHECK_EQ_INT(loom__tile_grid(1, 132, 1), 1);
+  CHECK_EQ_INT(loom__tile_grid(96, 132, 1), 96);
+  CHECK_EQ_INT(loom__tile_grid(768, 132, 1), 132);
+  CHECK_EQ_INT(loom__tile_grid(768, 132, 2), 264);
+  CHECK_EQ_INT(loom__tile_grid(0, 132, 1), 1);
+  CHECK_EQ_INT(loom__tile_step(10, 4, 1, 0), 1);
+  CHECK_EQ_INT(loom__tile_step(10, 4, 1, 2), 9);
+  CHECK_EQ_INT(loom__tile_step(10, 4, 2, 2), -1);
+  CHECK_EQ_INT(loom__ceil_div(3001, 128), 24);
+  CHECK_EQ_INT(loom__ceil_div(128, 128), 1);
 }
 
 LOOM_TEST(gemm_schedule_wait_ranges_cover_rows) {
@@ -165,10 +165,10 @@ LOOM_TEST(gemm_schedule_wait_ranges_cover_rows) {
   for (size_t a = 0; a < 5; ++a)
     for (size_t b = 0; b < 5; ++b)
       for (size_t c = 0; c < 2; ++c) {
-        const int32_t tiles_m = (int32_t)loom_ceil_div(ms[a], bms[c]);
+        const int32_t tiles_m = (int32_t)loom__ceil_div(ms[a], bms[c]);
         for (int32_t tm = 0; tm < tiles_m; ++tm) {
           int32_t first, last;
-          loom_tile_wait_range(tm, bms[c], ms[a], rps[b], &first, &last);
+          loom__tile_wait_range(tm, bms[c], ms[a], rps[b], &first, &last);
           const int64_t r0 = (int64_t)tm * bms[c];
           int64_t r1 = r0 + bms[c];
           if (r1 > ms[a]) r1 = ms[a];
@@ -185,18 +185,18 @@ LOOM_TEST(gemm_schedule_wait_ranges_cover_rows) {
  * computed exactly once, segments are non-empty and in step order, shared
  * tiles have exactly nseg contributors whose slots are slot0 + c slot_step
  * (c = 0 .. nseg-1 in k order, all slots distinct and below
- * loom_work_slots), every segment of a tile agrees on nseg/slot0/slot_step,
+ * loom__work_slots), every segment of a tile agrees on nseg/slot0/slot_step,
  * whole-tile segments cover the whole k range; stream-K: [first, last] are
  * the contributors and ranges differ by at most one iteration. Returns the
  * number of violations (prints the first few). */
 enum { WMAX_TILES = 300, WMAX_SEG = 300 };
 static int check_work(const loom_work_t *w, uint8_t *cover, int32_t *contrib, uint8_t *slot_used, int32_t *kstart) {
   const int32_t K = w->kblocks, sk_tiles = w->tiles - w->dp_tiles;
-  const int64_t T = loom_work_sk_iters(w);
+  const int64_t T = loom__work_sk_iters(w);
   memset(cover, 0, (size_t)w->tiles * (size_t)K);
   memset(contrib, 0, sizeof(int32_t) * WMAX_TILES * 4);
   int32_t *tnseg = contrib + WMAX_TILES, *tslot0 = contrib + 2 * WMAX_TILES, *tstep = contrib + 3 * WMAX_TILES;
-  const int64_t nslots = loom_work_slots(w);
+  const int64_t nslots = loom__work_slots(w);
   memset(slot_used, 0, (size_t)(nslots > 0 ? nslots : 1));
   for (int x = 0; x < WMAX_TILES * WMAX_SEG; ++x) kstart[x] = -1;
   int bad = 0;
@@ -206,7 +206,7 @@ static int check_work(const loom_work_t *w, uint8_t *cover, int32_t *contrib, ui
     loom_segment_t sg;
     int32_t prev_step = -1;
     int64_t sk_it = 0;
-    for (int32_t i = 0; loom_work_segment(w, b, i, &sg); ++i) {
+    for (int32_t i = 0; loom__work_segment(w, b, i, &sg); ++i) {
       if (i > 100000) { WBAD("block %d: endless segments", b); break; }
       if (w->splits == 0 && (sg.step <= prev_step)) WBAD("block %d seg %d: step %d after %d", b, i, sg.step, prev_step);
       if (sg.step < 0 || sg.step >= w->tiles) { WBAD("block %d seg %d: step %d", b, i, sg.step); continue; }
@@ -303,40 +303,40 @@ LOOM_TEST(gemm_schedule_split_k_aligned_example) {
    * 0 1 2, split 1: tiles 0 1 2); block 1 takes units 1 and 5 */
   loom_work_t w = {3, 10, 4, 0, 0, 2};
   loom_segment_t s;
-  CHECK_EQ_INT(loom_work_slots(&w), 6);
-  CHECK(loom_work_segment(&w, 1, 0, &s));
+  CHECK_EQ_INT(loom__work_slots(&w), 6);
+  CHECK(loom__work_segment(&w, 1, 0, &s));
   CHECK(s.step == 1 && s.k0 == 0 && s.k1 == 5 && s.sk && s.nseg == 2 && s.slot == 1 && s.slot0 == 1 && s.slot_step == 3);
-  CHECK(loom_work_segment(&w, 1, 1, &s));
+  CHECK(loom__work_segment(&w, 1, 1, &s));
   CHECK(s.step == 2 && s.k0 == 5 && s.k1 == 10 && s.slot == 5 && s.slot0 == 2);
-  CHECK(!loom_work_segment(&w, 1, 2, &s));
-  CHECK(loom_work_segment(&w, 3, 0, &s) && s.step == 0 && s.k0 == 5 && s.slot == 3);
-  CHECK(!loom_work_segment(&w, 3, 1, &s));
+  CHECK(!loom__work_segment(&w, 1, 2, &s));
+  CHECK(loom__work_segment(&w, 3, 0, &s) && s.step == 0 && s.k0 == 5 && s.slot == 3);
+  CHECK(!loom__work_segment(&w, 3, 1, &s));
   /* one split: whole tiles, no fixup */
   loom_work_t w1 = {3, 10, 4, 0, 0, 1};
-  CHECK(loom_work_segment(&w1, 2, 0, &s) && s.step == 2 && !s.sk && s.k0 == 0 && s.k1 == 10);
+  CHECK(loom__work_segment(&w1, 2, 0, &s) && s.step == 2 && !s.sk && s.k0 == 0 && s.k1 == 10);
 }
 
 LOOM_TEST(gemm_schedule_stream_k_example) {
   /* 2 tiles of 3 k-blocks over 4 blocks: T = 6, ranges [0,1) [1,3) [3,4) [4,6) */
   loom_work_t w = {2, 3, 4, 0, 4, 0};
   loom_segment_t s;
-  CHECK(loom_work_segment(&w, 0, 0, &s));
+  CHECK(loom__work_segment(&w, 0, 0, &s));
   CHECK(s.step == 0 && s.k0 == 0 && s.k1 == 1 && s.sk && s.first == 0 && s.last == 1);
-  CHECK(!loom_work_segment(&w, 0, 1, &s));
-  CHECK(loom_work_segment(&w, 1, 0, &s));
+  CHECK(!loom__work_segment(&w, 0, 1, &s));
+  CHECK(loom__work_segment(&w, 1, 0, &s));
   CHECK(s.step == 0 && s.k0 == 1 && s.k1 == 3 && s.sk);
-  CHECK(!loom_work_segment(&w, 1, 1, &s));
-  CHECK(loom_work_segment(&w, 2, 0, &s));
+  CHECK(!loom__work_segment(&w, 1, 1, &s));
+  CHECK(loom__work_segment(&w, 2, 0, &s));
   CHECK(s.step == 1 && s.k0 == 0 && s.k1 == 1 && s.first == 2 && s.last == 3);
-  CHECK(loom_work_segment(&w, 3, 0, &s));
+  CHECK(loom__work_segment(&w, 3, 0, &s));
   CHECK(s.step == 1 && s.k0 == 1 && s.k1 == 3 && s.sk_tile == 1);
-  CHECK_EQ_INT(loom_work_slot(3, 1), 4);
+  CHECK_EQ_INT(loom__work_slot(3, 1), 4);
   /* one data-parallel tile per block first, then the stream-K steps */
   loom_work_t w2 = {10, 4, 4, 8, 4, 0};
-  CHECK(loom_work_segment(&w2, 1, 0, &s) && s.step == 1 && !s.sk);
-  CHECK(loom_work_segment(&w2, 1, 1, &s) && s.step == 5 && !s.sk);
-  CHECK(loom_work_segment(&w2, 1, 2, &s) && s.step == 8 && s.k0 == 2 && s.k1 == 4 && s.sk);
-  CHECK(!loom_work_segment(&w2, 1, 3, &s));
+  CHECK(loom__work_segment(&w2, 1, 0, &s) && s.step == 1 && !s.sk);
+  CHECK(loom__work_segment(&w2, 1, 1, &s) && s.step == 5 && !s.sk);
+  CHECK(loom__work_segment(&w2, 1, 2, &s) && s.step == 8 && s.k0 == 2 && s.k1 == 4 && s.sk);
+  CHECK(!loom__work_segment(&w2, 1, 3, &s));
 }
 
 /* 2x1 clusters: the cluster-step order and the per-rank coordinates cover
@@ -356,25 +356,25 @@ LOOM_TEST(gemm_cluster_steps_cover_every_tile_once) {
           memset(&o, 0, sizeof o);
           o.kind = shift < 0 ? LOOM_TILE_ORDER_GROUPED : LOOM_TILE_ORDER_RANK_SHIFTED;
           o.tiles_m = tiles_m, o.tiles_n = tiles_n, o.group = group, o.row_shift = shift < 0 ? 0 : shift;
-          const loom_tile_order_t co = loom_cluster_order(o, 2);
-          CHECK_EQ_INT(loom_cluster_order_fits(&o, 2), shift < 0 || shift % 2 == 0);
+          const loom_tile_order_t co = loom__cluster_order(o, 2);
+          CHECK_EQ_INT(loom__cluster_order_fits(&o, 2), shift < 0 || shift % 2 == 0);
           if (shift >= 0 && shift % 2 == 0) { /* the first step: the shifted row, as without clusters */
             int32_t tm, tn;
-            loom_cluster_coords(&co, loom_tile_at(&co, 0), 0, 2, &tm, &tn);
-            CHECK_EQ_INT(tm, loom_tile_at(&o, 0) / tiles_n);
+            loom__cluster_coords(&co, loom__tile_at(&co, 0), 0, 2, &tm, &tn);
+            CHECK_EQ_INT(tm, loom__tile_at(&o, 0) / tiles_n);
           }
           CHECK(co.tiles_m == (tiles_m + 1) / 2 && co.group >= 1);
-          const int32_t steps = loom_tile_count(&co);
+          const int32_t steps = loom__tile_count(&co);
           memset(seen, 0, sizeof(int) * (size_t)(tiles_m * tiles_n));
           int idle = 0, bad = 0;
           for (int32_t c = 0; c < ncl; ++c)
             for (int32_t i = 0;; ++i) {
-              const int32_t s = loom_tile_step(steps, ncl, c, i);
+              const int32_t s = loom__tile_step(steps, ncl, c, i);
               if (s < 0) break;
-              const int32_t t = loom_tile_at(&co, s);
+              const int32_t t = loom__tile_at(&co, s);
               for (int32_t r = 0; r < 2; ++r) {
                 int32_t tm, tn;
-                loom_cluster_coords(&co, t, r, 2, &tm, &tn);
+                loom__cluster_coords(&co, t, r, 2, &tm, &tn);
                 if (tm >= tiles_m) idle++;
                 else if (tm < 0 || tn < 0 || tn >= tiles_n) bad++;
                 else seen[tm * tiles_n + tn]++;

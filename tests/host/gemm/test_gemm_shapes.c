@@ -29,12 +29,12 @@ LOOM_TEST(gemm_shapes_table_and_halves) {
   CHECK(fams[0] == 6 && fams[1] == 6);
   CHECK(moe[0] >= 2 && moe[1] >= 2);
   loom_gemm_weight_t fit[256], held[256], all[512];
-  const int nf = loom_gemm_weights(0, fit, 256), nh = loom_gemm_weights(1, held, 256);
-  const int na = loom_gemm_weights(-1, all, 512);
+  const int nf = loom__gemm_weights(0, fit, 256), nh = loom__gemm_weights(1, held, 256);
+  const int na = loom__gemm_weights(-1, all, 512);
   printf("    %d weights: %d fitting, %d held out\n", na, nf, nh);
   CHECK(na == nf + nh);
   CHECK(nf >= 60 && nh >= 40);
-  CHECK_EQ_INT(loom_gemm_weights(0, NULL, 0), nf);
+  CHECK_EQ_INT(loom__gemm_weights(0, NULL, 0), nf);
   for (int i = 0; i < na; ++i) {
     CHECK(all[i].n % 8 == 0 && all[i].k % 8 == 0 && all[i].n > 0 && all[i].k > 0);
     CHECK(loom_gemm_families[all[i].family].held_out == all[i].held_out);
@@ -50,7 +50,7 @@ LOOM_TEST(gemm_shapes_table_and_halves) {
   /* a layer of a held-out family that a fitting family has is not held out:
    * Qwen2.5-72B's attention equals Llama-3-70B's */
   loom_gemm_weight_t q[16];
-  const int nq = loom_gemm_family_layers(8, 1, q, 16);
+  const int nq = loom__gemm_family_layers(8, 1, q, 16);
   CHECK(!strcmp(loom_gemm_families[8].name, "Qwen2.5-72B") && nq == 4);
   for (int i = 0; i < nh; ++i) CHECK(!(held[i].n == q[0].n && held[i].k == q[0].k));
   CHECK_EQ_INT(LOOM_GEMM_SHAPE_NMS, 15);
@@ -59,13 +59,13 @@ LOOM_TEST(gemm_shapes_table_and_halves) {
 LOOM_TEST(gemm_shapes_variants_are_deterministic_and_spread) {
   for (int half = 0; half <= 1; ++half) {
     loom_gemm_weight_t w[256];
-    const int nw = loom_gemm_weights(half, w, 256);
+    const int nw = loom__gemm_weights(half, w, 256);
     int combos[8] = {0};
     for (int i = 0; i < nw; ++i) {
       loom_dtype_t t0 = LOOM_FP32;
       for (int j = 0; j < LOOM_GEMM_SHAPE_NMS; ++j) {
-        const loom_gemm_desc_t d = loom_gemm_shape_variant(loom_gemm_shape_ms[j], w[i].n, w[i].k);
-        const loom_gemm_desc_t e = loom_gemm_shape_variant(loom_gemm_shape_ms[j], w[i].n, w[i].k);
+        const loom_gemm_desc_t d = loom__gemm_shape_variant(loom_gemm_shape_ms[j], w[i].n, w[i].k);
+        const loom_gemm_desc_t e = loom__gemm_shape_variant(loom_gemm_shape_ms[j], w[i].n, w[i].k);
         CHECK(!memcmp(&d, &e, sizeof d));
         CHECK(d.m == loom_gemm_shape_ms[j] && d.n == w[i].n && d.k == w[i].k && d.c_type == d.ab_type);
         CHECK(d.struct_size == sizeof(loom_gemm_desc_t));

@@ -64,7 +64,7 @@ LOOM_TEST(gemm_sm80_swizzle_is_permutation) {
   int ok = 1;
   for (int r = 0; r < 256; ++r)
     for (int c = 0; c < 4; ++c) {
-      const uint32_t o = loom_sm80_off_kmajor(r, c);
+      const uint32_t o = loom__sm80_off_kmajor(r, c);
       ok &= o % 16 == 0 && o / 16 < 1024;
       if (o / 16 < 1024) seen[o / 16]++;
     }
@@ -75,15 +75,15 @@ LOOM_TEST(gemm_sm80_swizzle_is_permutation) {
     const int chunks = 32 * bn / 8;
     for (int r = 0; r < 32; ++r)
       for (int c = 0; c < bn / 8; ++c) {
-        const uint32_t o = loom_sm80_off_nmajor(r, c, bn);
+        const uint32_t o = loom__sm80_off_nmajor(r, c, bn);
         ok &= o % 16 == 0 && (int)(o / 16) < chunks;
         if ((int)(o / 16) < chunks) seen[o / 16]++;
       }
     for (int i = 0; i < chunks; ++i) ok &= seen[i] == 1;
     CHECK(ok);
   }
-  CHECK_EQ_INT(loom_sm80_stage_bytes(256), 128 * 64 + 256 * 64);
-  CHECK_EQ_INT(loom_sm80_smem_bytes(128), 4 * 16384);
+  CHECK_EQ_INT(loom__sm80_stage_bytes(256), 128 * 64 + 256 * 64);
+  CHECK_EQ_INT(loom__sm80_smem_bytes(128), 4 * 16384);
 }
 
 /* Fills a stage's A tile [128][32] and B tile with tags through the same
@@ -92,13 +92,13 @@ static void fill_tiles(uint8_t *sa, uint8_t *sb, int bn, int tb) {
   for (int r = 0; r < 128; ++r)
     for (int k = 0; k < 32; ++k) {
       const uint16_t v = tag(r, k);
-      memcpy(sa + loom_sm80_off_kmajor(r, k / 8) + 2 * (k % 8), &v, 2);
+      memcpy(sa + loom__sm80_off_kmajor(r, k / 8) + 2 * (k % 8), &v, 2);
     }
   for (int n = 0; n < bn; ++n)
     for (int k = 0; k < 32; ++k) {
       const uint16_t v = tag(k, n); /* B element (k, n) */
-      const uint32_t o = tb ? loom_sm80_off_nmajor(k, n / 8, bn) + 2 * (n % 8)
-                            : loom_sm80_off_kmajor(n, k / 8) + 2 * (k % 8);
+      const uint32_t o = tb ? loom__sm80_off_nmajor(k, n / 8, bn) + 2 * (n % 8)
+                            : loom__sm80_off_kmajor(n, k / 8) + 2 * (k % 8);
       memcpy(sb + o, &v, 2);
     }
 }
@@ -119,8 +119,8 @@ LOOM_TEST(gemm_sm80_fragments_match_mma_layout) {
           /* A: 4 m16 blocks */
           for (int i = 0; i < 4; ++i) {
             for (int l = 0; l < 32; ++l) {
-              addrs[l] = loom_sm80_frag_a(l, wm * 64 + i * 16, kk);
-              bad_hoist += addrs[l] != (loom_sm80_frag_a(l, wm * 64, 0) ^ (uint32_t)(kk << 5)) + 1024u * (uint32_t)i;
+              addrs[l] = loom__sm80_frag_a(l, wm * 64 + i * 16, kk);
+              bad_hoist += addrs[l] != (loom__sm80_frag_a(l, wm * 64, 0) ^ (uint32_t)(kk << 5)) + 1024u * (uint32_t)i;
             }
             conflicts += !conflict_free(addrs);
             ldmatrix_x4(sa, addrs, 0, fr);
@@ -139,12 +139,12 @@ LOOM_TEST(gemm_sm80_fragments_match_mma_layout) {
             const int n0 = wn * wn_cols + j * 16;
             for (int l = 0; l < 32; ++l) {
               if (tb) {
-                addrs[l] = loom_sm80_frag_bkn(l, n0, kk, bn);
-                bad_hoist += addrs[l] != (loom_sm80_frag_bkn(l, wn * wn_cols, 0, bn) ^ (uint32_t)(j << 5)) +
+                addrs[l] = loom__sm80_frag_bkn(l, n0, kk, bn);
+                bad_hoist += addrs[l] != (loom__sm80_frag_bkn(l, wn * wn_cols, 0, bn) ^ (uint32_t)(j << 5)) +
                                              (uint32_t)(kk * 32 * bn);
               } else {
-                addrs[l] = loom_sm80_frag_bnk(l, n0, kk);
-                bad_hoist += addrs[l] != (loom_sm80_frag_bnk(l, wn * wn_cols, 0) ^ (uint32_t)(kk << 5)) + 1024u * (uint32_t)j;
+                addrs[l] = loom__sm80_frag_bnk(l, n0, kk);
+                bad_hoist += addrs[l] != (loom__sm80_frag_bnk(l, wn * wn_cols, 0) ^ (uint32_t)(kk << 5)) + 1024u * (uint32_t)j;
               }
             }
             conflicts += !conflict_free(addrs);
@@ -171,38 +171,38 @@ LOOM_TEST(gemm_sm80_fragments_match_mma_layout) {
 
 LOOM_TEST(gemm_sm80_pick_bn) {
   /* large: both widths fill their waves; 256 wins the tie (0.9 on 128) */
-  CHECK_EQ_INT(loom_sm80_pick_bn(8192, 8192, 132, 2), 256);
+  CHECK_EQ_INT(loom__sm80_pick_bn(8192, 8192, 132, 2), 256);
   /* results are always 128 or 256, for many shapes */
   int ok = 1;
   for (int64_t m = 1; m <= 9000; m = m * 3 + 1)
     for (int64_t n = 8; n <= 30000; n = n * 2 + 8) {
-      const int32_t b = loom_sm80_pick_bn(m, n, 132, 2);
+      const int32_t b = loom__sm80_pick_bn(m, n, 132, 2);
       ok &= b == 128 || b == 256;
-      ok &= loom_sm80_pick_bn(m, n, 108, 1) == 128 || loom_sm80_pick_bn(m, n, 108, 1) == 256;
+      ok &= loom__sm80_pick_bn(m, n, 108, 1) == 128 || loom__sm80_pick_bn(m, n, 108, 1) == 256;
     }
   CHECK(ok);
   /* n <= 128: one 128-wide tile column does the same work as a half-empty
    * 256-wide one, in the same waves: 128 (no padded columns) must not lose */
-  CHECK_EQ_INT(loom_sm80_pick_bn(4096, 128, 132, 2), 128);
+  CHECK_EQ_INT(loom__sm80_pick_bn(4096, 128, 132, 2), 128);
 }
 
 LOOM_TEST(gemm_sm80_pick_splits) {
   /* decode batches with few tiles split; every tile count x splits fits the
    * block slots of one wave; nothing splits where the tiles fill the GPU */
-  CHECK_EQ_INT(loom_sm80_pick_splits(64, 8192, 14336, 132, 2), 4);   /* 64 tiles, 264 slots */
-  CHECK_EQ_INT(loom_sm80_pick_splits(64, 14336, 8192, 132, 2), 2);   /* 112 tiles */
-  CHECK_EQ_INT(loom_sm80_pick_splits(64, 24576, 12288, 132, 2), 1);  /* 192 tiles > half the slots */
-  CHECK_EQ_INT(loom_sm80_pick_splits(4096, 4096, 4096, 132, 2), 1);
-  CHECK_EQ_INT(loom_sm80_pick_splits(1, 128, 1 << 20, 132, 2), 16);  /* capped at 16 */
-  CHECK_EQ_INT(loom_sm80_pick_splits(1, 128, 1024, 132, 2), 2);      /* >= 512 deep each */
-  CHECK_EQ_INT(loom_sm80_pick_splits(1, 128, 1000, 132, 2), 1);
+  CHECK_EQ_INT(loom__sm80_pick_splits(64, 8192, 14336, 132, 2), 4);   /* 64 tiles, 264 slots */
+  CHECK_EQ_INT(loom__sm80_pick_splits(64, 14336, 8192, 132, 2), 2);   /* 112 tiles */
+  CHECK_EQ_INT(loom__sm80_pick_splits(64, 24576, 12288, 132, 2), 1);  /* 192 tiles > half the slots */
+  CHECK_EQ_INT(loom__sm80_pick_splits(4096, 4096, 4096, 132, 2), 1);
+  CHECK_EQ_INT(loom__sm80_pick_splits(1, 128, 1 << 20, 132, 2), 16);  /* capped at 16 */
+  CHECK_EQ_INT(loom__sm80_pick_splits(1, 128, 1024, 132, 2), 2);      /* >= 512 deep each */
+  CHECK_EQ_INT(loom__sm80_pick_splits(1, 128, 1000, 132, 2), 1);
   int ok = 1;
   for (int64_t m = 1; m <= 5000; m = m * 2 + 3)
     for (int64_t n = 8; n <= 40000; n = n * 3 + 8)
       for (int64_t k = 8; k <= 70000; k = k * 5 + 8)
         for (int sms = 1; sms <= 200; sms += 37) {
-          const int32_t s = loom_sm80_pick_splits(m, n, k, sms, 2);
-          const int64_t tiles = loom_ceil_div(m, 128) * loom_ceil_div(n, 128);
+          const int32_t s = loom__sm80_pick_splits(m, n, k, sms, 2);
+          const int64_t tiles = loom__ceil_div(m, 128) * loom__ceil_div(n, 128);
           ok &= s >= 1 && s <= 16;
           if (s > 1) ok &= tiles * s <= 2 * (int64_t)sms && k / s >= 512;
         }

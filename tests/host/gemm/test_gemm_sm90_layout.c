@@ -31,16 +31,16 @@ LOOM_TEST(gemm_sm90_layout_shapes_fit_and_pipelines_are_full) {
     CHECK(bufs == 1 || bufs == 2);
     for (int hooks = 0; hooks <= 1; ++hooks) {
       if (bm == 64 && hooks) continue; /* the decode variant has no hooked kernels */
-      const size_t bytes = loom_sm90_smem_bytes(bm, bn, st, bufs, hooks);
+      const size_t bytes = loom__sm90_smem_bytes(bm, bn, st, bufs, hooks);
       CHECK(bytes <= LOOM_SM90_SMEM_MAX);
       /* the plain kernel (epilogue buffers) sets the depth: one more stage
        * must not fit there */
-      if (!hooks) CHECK(loom_sm90_smem_bytes(bm, bn, st + 1, bufs, 0) > LOOM_SM90_SMEM_MAX);
+      if (!hooks) CHECK(loom__sm90_smem_bytes(bm, bn, st + 1, bufs, 0) > LOOM_SM90_SMEM_MAX);
       /* the epilogue's bytes are the buffers the kernel addresses */
       CHECK_EQ_INT(LOOM_SM90_EPI_BYTES(bm, bn, hooks), hooks ? 0 : 2 * bufs * LOOM_SM90_EPI_BUF);
     }
     /* one buffer per warpgroup only where two would cost a stage */
-    if (bufs == 1) CHECK(loom_sm90_smem_bytes(bm, bn, st, 2, 0) > LOOM_SM90_SMEM_MAX);
+    if (bufs == 1) CHECK(loom__sm90_smem_bytes(bm, bn, st, 2, 0) > LOOM_SM90_SMEM_MAX);
     /* stages start 1024-aligned (128B swizzle atoms) */
     CHECK(LOOM_SM90_A_BYTES(bm) % 1024 == 0 && LOOM_SM90_B_BYTES(bn) % 1024 == 0);
   }
@@ -54,7 +54,7 @@ LOOM_TEST(gemm_sm90_layout_shapes_fit_and_pipelines_are_full) {
   CHECK_EQ_INT(LOOM_SM90_B_TX(224, 1), 4 * 8192);
   CHECK_EQ_INT(LOOM_SM90_B_TX(224, 0), 224 * 128);
   CHECK(LOOM_SM90_B_TX(256, 0) == LOOM_SM90_B_BYTES(256) && LOOM_SM90_B_TX(192, 1) == LOOM_SM90_B_BYTES(192));
-  CHECK(loom_sm90_smem_bytes(128, 256, 4, 2, 0) / 1024 == 225);
+  CHECK(loom__sm90_smem_bytes(128, 256, 4, 2, 0) / 1024 == 225);
   /* the decode variant: more B in flight per SM than 128-row tiles of the
    * same width (stages x B stage) */
   for (int bn = 128; bn <= 256; bn *= 2)
@@ -73,7 +73,7 @@ LOOM_TEST(gemm_sm90_layout_warpgroup_parts_partition_tile_and_stage) {
       memset(b_seen, 0, sizeof b_seen);
       const int a_bytes = LOOM_SM90_A_BYTES(bm), b_bytes = LOOM_SM90_B_BYTES(bn);
       for (int cw = 0; cw < 2; ++cw) {
-        const loom_sm90_wg_part_t p = loom_sm90_wg_part(bm, bn, tb, cw);
+        const loom_sm90_wg_part_t p = loom__sm90_wg_part(bm, bn, tb, cw);
         /* a wgmma m64nN: N in {64, 128, 192, 256}, rows 64 */
         CHECK(p.cols == 64 || p.cols == 128 || p.cols == 192 || p.cols == 224 || p.cols == 256);
         CHECK(p.row >= 0 && p.row + 64 <= bm && p.col >= 0 && p.col + p.cols <= bn);

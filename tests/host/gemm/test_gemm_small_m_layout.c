@@ -28,17 +28,17 @@ LOOM_TEST(gemm_small_m_units_and_ranges_partition_the_work) {
     for (size_t b = 0; b < sizeof ks / sizeof ks[0]; ++b)
       for (size_t c = 0; c < sizeof splits / sizeof splits[0]; ++c)
         for (int tb = 0; tb <= 1; ++tb) {
-          const loom_smallm_work_t w = loom_smallm_work(ns[a], ks[b], splits[c], tb);
-          CHECK(w.ntiles == loom_ceil_div(ns[a], LOOM_SMALLM_BN));
-          CHECK(w.chunks == loom_ceil_div(ks[b], LOOM_SMALLM_KC));
+          const loom_smallm_work_t w = loom__smallm_work(ns[a], ks[b], splits[c], tb);
+          CHECK(w.ntiles == loom__ceil_div(ns[a], LOOM_SMALLM_BN));
+          CHECK(w.chunks == loom__ceil_div(ks[b], LOOM_SMALLM_KC));
           CHECK(w.splits >= 1 && w.splits <= w.chunks && w.splits <= LOOM_SMALLM_MAX_SPLITS);
-          const int64_t units = loom_smallm_units(&w);
+          const int64_t units = loom__smallm_units(&w);
           CHECK(units == (int64_t)w.ntiles * w.splits);
           /* every (n-tile, split) once */
           char *seen = (char *)calloc((size_t)units, 1);
           for (int64_t u = 0; u < units; ++u) {
             int32_t nt = -1, sp = -1;
-            loom_smallm_unit(&w, u, &nt, &sp);
+            loom__smallm_unit(&w, u, &nt, &sp);
             CHECK(nt >= 0 && nt < w.ntiles && sp >= 0 && sp < w.splits);
             if (nt >= 0 && nt < w.ntiles && sp >= 0 && sp < w.splits) seen[(int64_t)nt * w.splits + sp]++;
           }
@@ -48,12 +48,12 @@ LOOM_TEST(gemm_small_m_units_and_ranges_partition_the_work) {
           int32_t next = 0;
           for (int32_t sp = 0; sp < w.splits; ++sp) {
             int32_t s0, s1;
-            loom_smallm_range(0, w.chunks, sp, w.splits, &s0, &s1);
+            loom__smallm_range(0, w.chunks, sp, w.splits, &s0, &s1);
             CHECK(s0 == next && s1 > s0);
             int32_t wnext = s0;
             for (int32_t wk = 0; wk < LOOM_SMALLM_WK; ++wk) {
               int32_t c0, c1;
-              loom_smallm_range(s0, s1, wk, LOOM_SMALLM_WK, &c0, &c1);
+              loom__smallm_range(s0, s1, wk, LOOM_SMALLM_WK, &c0, &c1);
               CHECK(c0 == wnext && c1 >= c0);
               wnext = c1;
             }
@@ -66,21 +66,21 @@ LOOM_TEST(gemm_small_m_units_and_ranges_partition_the_work) {
   CHECK(combos == 6 * 7 * 8 * 2);
   /* B [n, k]: the blocks of one n-tile are consecutive; B [k, n]: one
    * split's blocks cover the n-tiles side by side */
-  loom_smallm_work_t w = loom_smallm_work(1024, 4096, 4, 0);
+  loom_smallm_work_t w = loom__smallm_work(1024, 4096, 4, 0);
   int32_t nt, sp;
-  loom_smallm_unit(&w, 5, &nt, &sp);
+  loom__smallm_unit(&w, 5, &nt, &sp);
   CHECK(nt == 1 && sp == 1);
-  w = loom_smallm_work(1024, 4096, 4, 1);
-  loom_smallm_unit(&w, 5, &nt, &sp);
+  w = loom__smallm_work(1024, 4096, 4, 1);
+  loom__smallm_unit(&w, 5, &nt, &sp);
   CHECK(nt == 5 && sp == 0);
   /* shared memory: the k-warps' tiles + ticket, within the default 48 KiB
    * up to 32 rows */
-  CHECK(loom_smallm_smem_bytes(1) <= 48 * 1024 && loom_smallm_smem_bytes(2) <= 48 * 1024);
-  CHECK(loom_smallm_smem_bytes(4) <= 227 * 1024);
+  CHECK(loom__smallm_smem_bytes(1) <= 48 * 1024 && loom__smallm_smem_bytes(2) <= 48 * 1024);
+  CHECK(loom__smallm_smem_bytes(4) <= 227 * 1024);
   CHECK(LOOM_SMALLM_PIPE_OF(0) == LOOM_SMALLM_PIPE_DEFAULT &&
         LOOM_SMALLM_PIPE_OF(LOOM_SMALLM_PIPE_REGS) == LOOM_SMALLM_PIPE_REGS);
-  CHECK(loom_smallm_mt(1) == 1 && loom_smallm_mt(16) == 1 && loom_smallm_mt(17) == 2 && loom_smallm_mt(33) == 4 &&
-        loom_smallm_mt(64) == 4);
+  CHECK(loom__smallm_mt(1) == 1 && loom__smallm_mt(16) == 1 && loom__smallm_mt(17) == 2 && loom__smallm_mt(33) == 4 &&
+        loom__smallm_mt(64) == 4);
 }
 
 LOOM_TEST(gemm_small_m_k_maps_are_permutations) {
@@ -90,7 +90,7 @@ LOOM_TEST(gemm_small_m_k_maps_are_permutations) {
     for (int s = 0; s < 2; ++s)
       for (int h = 0; h < 2; ++h)
         for (int e = 0; e < 2; ++e) {
-          const int32_t p = loom_smallm_phys_k(t, s, h, e);
+          const int32_t p = loom__smallm_phys_k(t, s, h, e);
           CHECK(p >= 0 && p < 32);
           if (p >= 0 && p < 32) seen[p]++;
           /* a thread's 8 physical k are consecutive: one 16-byte load */
@@ -101,7 +101,7 @@ LOOM_TEST(gemm_small_m_k_maps_are_permutations) {
   for (int g = 0; g < 8; ++g)
     for (int s = 0; s < 2; ++s)
       for (int h = 0; h < 2; ++h) {
-        const int32_t r = loom_smallm_kn_row(g, s, h);
+        const int32_t r = loom__smallm_kn_row(g, s, h);
         CHECK(r >= 0 && r < 32);
         if (r >= 0 && r < 32) seen[r]++;
       }
@@ -159,7 +159,7 @@ static void emu_chunk(int tb, int A[16][32], int Bnk[32][32], int64_t C[16][32])
           br[lane][x][q].lo = Bnk[8 * x + g][8 * t + 2 * q];
           br[lane][x][q].hi = Bnk[8 * x + g][8 * t + 2 * q + 1];
         } else { /* weight row k = kn_row(g, s, h), columns 8 t + 2 q .. */
-          const int k = loom_smallm_kn_row(g, x >> 1, x & 1);
+          const int k = loom__smallm_kn_row(g, x >> 1, x & 1);
           br[lane][x][q].lo = Bnk[8 * t + 2 * q][k];
           br[lane][x][q].hi = Bnk[8 * t + 2 * q + 1][k];
         }
@@ -190,7 +190,7 @@ static void emu_chunk(int tb, int A[16][32], int Bnk[32][32], int64_t C[16][32])
     for (int lane = 0; lane < 32; ++lane) {
       const int g = lane >> 2, t = lane & 3;
       for (int h = 0; h < 2; ++h)
-        for (int e = 0; e < 2; ++e) C[g + 8 * h][loom_smallm_col(tb, grp, t, e)] += D[g + 8 * h][2 * t + e];
+        for (int e = 0; e < 2; ++e) C[g + 8 * h][loom__smallm_col(tb, grp, t, e)] += D[g + 8 * h][2 * t + e];
     }
   }
 }

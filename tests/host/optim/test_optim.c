@@ -37,9 +37,9 @@ static void check_schedule(int32_t W, int64_t C, int form) {
   int64_t gfirst[NSIZES + 1];
   gfirst[0] = 0;
   for (int t = 0; t < T; ++t) {
-    ar[t] = loom_optim_tensor_is_ar(form, sizes[t]);
+    ar[t] = loom__optim_tensor_is_ar(form, sizes[t]);
     vec[t] = t % 2;
-    gfirst[t + 1] = gfirst[t] + loom_optim_tensor_global_chunks(sizes[t], W, ar[t], C);
+    gfirst[t + 1] = gfirst[t] + loom__optim_tensor_global_chunks(sizes[t], W, ar[t], C);
   }
   const int64_t G = gfirst[T];
   /* per element: how many ranks update it */
@@ -51,9 +51,9 @@ static void check_schedule(int32_t W, int64_t C, int form) {
   int *ghits = (int *)calloc((size_t)G, sizeof(int));
   for (int32_t p = 0; p < W; ++p) {
     int64_t state_off[NSIZES], state_elems = 0;
-    const int64_t n = loom_optim_build_chunks(T, sizes, ar, vec, W, p, C, NULL, state_off, &state_elems);
+    const int64_t n = loom__optim_build_chunks(T, sizes, ar, vec, W, p, C, NULL, state_off, &state_elems);
     loom_optim_chunk_t *ch = (loom_optim_chunk_t *)calloc((size_t)(n > 0 ? n : 1), sizeof *ch);
-    CHECK_EQ_INT(loom_optim_build_chunks(T, sizes, ar, vec, W, p, C, ch, NULL, NULL), n);
+    CHECK_EQ_INT(loom__optim_build_chunks(T, sizes, ar, vec, W, p, C, ch, NULL, NULL), n);
     int64_t expect_state = 0, first_of_tensor = 0;
     int prev_t = -1;
     for (int64_t q = 0; q < n; ++q) {
@@ -63,7 +63,7 @@ static void check_schedule(int32_t W, int64_t C, int form) {
       if (t != prev_t) first_of_tensor = q;
       prev_t = t;
       int64_t lo, hi;
-      loom_optim_rank_range(sizes[t], W, p, ar[t], &lo, &hi);
+      loom__optim_rank_range(sizes[t], W, p, ar[t], &lo, &hi);
       CHECK(c.len >= 1 && c.len <= C);
       CHECK(c.offset >= lo && c.offset + c.len <= hi);
       CHECK_EQ_INT(c.offset % LOOM_OPTIM_VEC, 0);
@@ -76,24 +76,24 @@ static void check_schedule(int32_t W, int64_t C, int form) {
       if (c.len < C) CHECK_EQ_INT(c.offset + c.len, hi);
       /* global index: in the tensor's list, at the position the schedule says */
       CHECK(c.global >= gfirst[t] && c.global < gfirst[t + 1]);
-      CHECK_EQ_INT(c.global, gfirst[t] + loom_optim_global_index(sizes[t], W, p, ar[t], C, q - first_of_tensor));
+      CHECK_EQ_INT(c.global, gfirst[t] + loom__optim_global_index(sizes[t], W, p, ar[t], C, q - first_of_tensor));
       if (ar[t]) CHECK_EQ_INT(c.global, gfirst[t] + (q - first_of_tensor));
       if (c.global >= 0 && c.global < G) ghits[c.global]++;
       for (int64_t e = c.offset; e < c.offset + c.len; ++e) {
         hits[base[t] + e]++;
         /* lookups */
-        CHECK_EQ_INT(loom_optim_chunk_of(sizes[t], W, p, ar[t], C, e), q - first_of_tensor);
-        if (!ar[t]) CHECK_EQ_INT(loom_optim_owner(sizes[t], W, e), p);
+        CHECK_EQ_INT(loom__optim_chunk_of(sizes[t], W, p, ar[t], C, e), q - first_of_tensor);
+        if (!ar[t]) CHECK_EQ_INT(loom__optim_owner(sizes[t], W, e), p);
       }
     }
     /* state: every tensor's part, rounded up to a vector, in order */
     for (int t = 0; t < T; ++t) {
       CHECK_EQ_INT(state_off[t], expect_state);
       int64_t lo, hi;
-      loom_optim_rank_range(sizes[t], W, p, ar[t], &lo, &hi);
-      CHECK_EQ_INT(loom_optim_rank_chunks(sizes[t], W, p, ar[t], C), loom_ceil_div(hi - lo, C));
-      CHECK_EQ_INT(loom_optim_rank_state(sizes[t], W, p, ar[t]), loom_optim_round_vec(hi - lo));
-      expect_state += loom_optim_round_vec(hi - lo);
+      loom__optim_rank_range(sizes[t], W, p, ar[t], &lo, &hi);
+      CHECK_EQ_INT(loom__optim_rank_chunks(sizes[t], W, p, ar[t], C), loom__ceil_div(hi - lo, C));
+      CHECK_EQ_INT(loom__optim_rank_state(sizes[t], W, p, ar[t]), loom__optim_round_vec(hi - lo));
+      expect_state += loom__optim_round_vec(hi - lo);
     }
     CHECK_EQ_INT(state_elems, expect_state);
     free(ch);
@@ -116,10 +116,10 @@ static void check_schedule(int32_t W, int64_t C, int form) {
     int64_t next = 0;
     for (int32_t p = 0; p < W; ++p) {
       int64_t lo, hi;
-      loom_optim_slice(sizes[t], W, p, &lo, &hi);
+      loom__optim_slice(sizes[t], W, p, &lo, &hi);
       CHECK_EQ_INT(lo, next);
-      CHECK(hi - lo <= loom_optim_slice_elems(sizes[t], W));
-      if (hi < sizes[t]) CHECK_EQ_INT(hi - lo, loom_optim_slice_elems(sizes[t], W));
+      CHECK(hi - lo <= loom__optim_slice_elems(sizes[t], W));
+      if (hi < sizes[t]) CHECK_EQ_INT(hi - lo, loom__optim_slice_elems(sizes[t], W));
       next = hi;
     }
     CHECK_EQ_INT(next, sizes[t]);
@@ -137,24 +137,24 @@ LOOM_TEST(optim_schedule_every_element_once_any_world) {
 LOOM_TEST(optim_schedule_small_tensors_live_on_the_first_ranks) {
   /* 1 element on 64 ranks: rank 0 owns it, every other slice is empty */
   int64_t lo, hi;
-  loom_optim_slice(1, 64, 0, &lo, &hi);
+  loom__optim_slice(1, 64, 0, &lo, &hi);
   CHECK_EQ_INT(lo, 0);
   CHECK_EQ_INT(hi, 1);
   for (int p = 1; p < 64; ++p) {
-    loom_optim_slice(1, 64, p, &lo, &hi);
+    loom__optim_slice(1, 64, p, &lo, &hi);
     CHECK_EQ_INT(hi - lo, 0);
-    CHECK_EQ_INT(loom_optim_rank_chunks(1, 64, p, 0, 4096), 0);
+    CHECK_EQ_INT(loom__optim_rank_chunks(1, 64, p, 0, 4096), 0);
   }
   /* 17 elements on 2 ranks: slices of 16 and 1 */
-  CHECK_EQ_INT(loom_optim_slice_elems(17, 2), 16);
-  loom_optim_slice(17, 2, 1, &lo, &hi);
+  CHECK_EQ_INT(loom__optim_slice_elems(17, 2), 16);
+  loom__optim_slice(17, 2, 1, &lo, &hi);
   CHECK_EQ_INT(lo, 16);
   CHECK_EQ_INT(hi, 17);
   /* the automatic form: AR up to 4096 elements */
-  CHECK(loom_optim_tensor_is_ar(LOOM_OPTIM_AUTO, 4096));
-  CHECK(!loom_optim_tensor_is_ar(LOOM_OPTIM_AUTO, 4097));
-  CHECK(!loom_optim_tensor_is_ar(LOOM_OPTIM_RS_OPT_AG, 1));
-  CHECK(loom_optim_tensor_is_ar(LOOM_OPTIM_AR_OPT, 1 << 30));
+  CHECK(loom__optim_tensor_is_ar(LOOM_OPTIM_AUTO, 4096));
+  CHECK(!loom__optim_tensor_is_ar(LOOM_OPTIM_AUTO, 4097));
+  CHECK(!loom__optim_tensor_is_ar(LOOM_OPTIM_RS_OPT_AG, 1));
+  CHECK(loom__optim_tensor_is_ar(LOOM_OPTIM_AR_OPT, 1 << 30));
 }
 
 LOOM_TEST(optim_schedule_bert_large_list) {
@@ -174,18 +174,18 @@ LOOM_TEST(optim_schedule_bert_large_list) {
   for (int W = 1; W <= 64; W *= 2) {
     int64_t rs_total = 0, ar_total = 0, state_sum = 0, chunks = 0;
     for (int t = 0; t < T; ++t) {
-      ar[t] = loom_optim_tensor_is_ar(LOOM_OPTIM_AUTO, n[t]);
+      ar[t] = loom__optim_tensor_is_ar(LOOM_OPTIM_AUTO, n[t]);
       if (ar[t]) ar_total += n[t];
       else rs_total += n[t];
     }
     for (int p = 0; p < W; ++p) {
       int64_t se = 0;
-      chunks += loom_optim_build_chunks(T, n, ar, NULL, W, p, 4096, NULL, NULL, &se);
+      chunks += loom__optim_build_chunks(T, n, ar, NULL, W, p, 4096, NULL, NULL, &se);
       state_sum += se;
     }
     CHECK(state_sum >= rs_total + (int64_t)W * ar_total);
     CHECK(state_sum <= rs_total + (int64_t)W * ar_total + (int64_t)W * T * LOOM_OPTIM_VEC);
-    CHECK(chunks >= loom_ceil_div(rs_total, 4096));
+    CHECK(chunks >= loom__ceil_div(rs_total, 4096));
   }
 }
 

@@ -42,7 +42,7 @@ LOOM_TEST(optim_plan_checks_follow_the_form_and_auto_follows_its_rule) {
       /* plain gradients: refused under every form */
       CHECK_RESULT(optim_plan(c, forms[f], x.at[X_SYM], x.at[X_DEV], n), BAD);
       /* plain parameters: as the form that applies to this tensor says */
-      const int ar = loom_optim_tensor_is_ar((int)forms[f], n);
+      const int ar = loom__optim_tensor_is_ar((int)forms[f], n);
       CHECK_RESULT(optim_plan(c, forms[f], x.at[X_DEV], x.at[X_SYM2], n), ar ? valid : BAD);
     }
   }

@@ -7,10 +7,10 @@
  *  - AG: every step of the push order is a permutation, the arrival order is
  *    its inverse, every row is delivered to every rank exactly once (own rows
  *    in place or by the local copy), every chunk signal a GEMM tile waits for
- *    (loom_tile_wait_chunk, as the kernels walk it) is one its sender sets,
+ *    (loom__tile_wait_chunk, as the kernels walk it) is one its sender sets,
  *    and the waits of a tile cover exactly its rows;
  *  - RS: every output tile row of an owner receives W partials (one per
- *    source, each routed by loom_tile_dst_range), the owner's reduction
+ *    source, each routed by loom__tile_dst_range), the owner's reduction
  *    waits only on tiles some source signals to it, and the rank-shifted
  *    orders are permutations starting at the shard of rank + 1;
  *  - AR: every output row of every tile is reduced by exactly one owner and
@@ -34,10 +34,10 @@ LOOM_TEST(tp_shards_partition_the_rows_in_rank_order) {
   for (size_t wi = 0; wi < sizeof worlds / sizeof *worlds; ++wi)
     for (size_t mi = 0; mi < sizeof ms / sizeof *ms; ++mi) {
       const int32_t W = worlds[wi];
-      const int64_t m = ms[mi], S = loom_tp_shard_rows(m, W);
+      const int64_t m = ms[mi], S = loom__tp_shard_rows(m, W);
       int64_t next = 0;
       for (int32_t p = 0; p < W; ++p) {
-        const int64_t b = loom_tp_shard_begin(m, W, p), len = loom_tp_shard_len(m, W, p);
+        const int64_t b = loom__tp_shard_begin(m, W, p), len = loom__tp_shard_len(m, W, p);
         CHECK(len >= 0 && len <= S);
         if (len > 0) CHECK_EQ_INT(b, next);
         next = b + len;
@@ -54,16 +54,16 @@ LOOM_TEST(tp_ag_push_steps_are_permutations_and_arrivals_their_inverse) {
     for (int32_t i = 0; i + 1 < W; ++i) {
       memset(recv, 0, sizeof(int) * (size_t)W);
       for (int32_t r = 0; r < W; ++r) {
-        const int32_t d = loom_ag_push_dest(r, W, i);
+        const int32_t d = loom__ag_push_dest(r, W, i);
         CHECK(d >= 0 && d < W && d != r);
         recv[d]++;
-        CHECK_EQ_INT(loom_ag_arrival_src(d, W, i), r);
+        CHECK_EQ_INT(loom__ag_arrival_src(d, W, i), r);
       }
       for (int32_t d = 0; d < W; ++d) CHECK_EQ_INT(recv[d], 1);
     }
     /* rank d hears from d+1, d+2, ... in that order: ring order after d */
     for (int32_t d = 0; d < W; ++d)
-      for (int32_t i = 0; i + 1 < W; ++i) CHECK_EQ_INT(loom_ag_arrival_src(d, W, i), (d + 1 + i) % W);
+      for (int32_t i = 0; i + 1 < W; ++i) CHECK_EQ_INT(loom__ag_arrival_src(d, W, i), (d + 1 + i) % W);
     free(recv);
   }
 }
@@ -74,36 +74,36 @@ LOOM_TEST(tp_ag_every_row_arrives_once_and_every_wait_is_on_a_set_signal) {
     for (size_t mi = 0; mi < sizeof ms / sizeof *ms; ++mi)
       for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks; ++ci) {
         const int32_t W = worlds[wi];
-        const int64_t m = ms[mi], S = loom_tp_shard_rows(m, W);
+        const int64_t m = ms[mi], S = loom__tp_shard_rows(m, W);
         int64_t cr = chunks[ci] > 0 ? chunks[ci] : S;
         if (cr > S) cr = S;
-        const int64_t cps = loom_ag_chunks_per_shard(m, W, cr);
+        const int64_t cps = loom__ag_chunks_per_shard(m, W, cr);
         /* the signals set on any receiving rank: chunk j of shard p, j < shard chunks */
         char *set = (char *)calloc((size_t)(W * cps), 1);
         int *hits = (int *)calloc((size_t)m, sizeof(int));
         for (int32_t p = 0; p < W; ++p) {
-          const int64_t nch = loom_ag_shard_chunks(m, W, p, cr);
+          const int64_t nch = loom__ag_shard_chunks(m, W, p, cr);
           CHECK(nch <= cps);
           for (int64_t j = 0; j < nch; ++j) {
             int64_t r0, r1;
-            loom_ag_chunk(m, W, p, cr, j, &r0, &r1);
+            loom__ag_chunk(m, W, p, cr, j, &r0, &r1);
             CHECK(r0 < r1);
             for (int64_t r = r0; r < r1; ++r) hits[r]++;
             set[p * cps + j] = 1;
             /* the kernels' numbering of the chunk's rows is this signal */
             int64_t end = 0;
-            CHECK_EQ_INT(loom_tile_wait_chunk(r0, m, S, cr, &end), p * cps + j);
+            CHECK_EQ_INT(loom__tile_wait_chunk(r0, m, S, cr, &end), p * cps + j);
             CHECK_EQ_INT(end, r1);
           }
         }
         for (int64_t r = 0; r < m; ++r) CHECK_EQ_INT(hits[r], 1);
         /* a tile's waits (as the GEMM walks them) are set signals, and cover its rows */
-        for (int32_t tm = 0; tm < loom_ceil_div(m, 128); ++tm) {
+        for (int32_t tm = 0; tm < loom__ceil_div(m, 128); ++tm) {
           int64_t r1 = (int64_t)tm * 128 + 128;
           if (r1 > m) r1 = m;
           int64_t covered = 0, prev = -1;
           for (int64_t row = (int64_t)tm * 128, end = 0; row < r1; row = end) {
-            const int32_t j = loom_tile_wait_chunk(row, m, S, cr, &end);
+            const int32_t j = loom__tile_wait_chunk(row, m, S, cr, &end);
             CHECK(j >= 0 && j < W * cps && set[j]);
             CHECK(j > prev);
             CHECK(end > row);
@@ -117,7 +117,7 @@ LOOM_TEST(tp_ag_every_row_arrives_once_and_every_wait_is_on_a_set_signal) {
       }
 }
 
-/* The AG copy kernel's items (loom_ag_copy_item, as the kernel walks them):
+/* The AG copy kernel's items (loom__ag_copy_item, as the kernel walks them):
  * with first_step 0 or 1, every (step, chunk) pair is one item, chunks stay
  * inside the shard, and each destination gets each of the rank's rows once.
  * (Before this function existed the kernel computed the chunk as
@@ -130,27 +130,27 @@ LOOM_TEST(tp_ag_copy_kernel_items_cover_every_step_and_chunk_once) {
       for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks; ++ci)
         for (int32_t first = 0; first <= 1; ++first) {
           const int32_t W = worlds[wi];
-          const int64_t m = ms[mi], S = loom_tp_shard_rows(m, W);
+          const int64_t m = ms[mi], S = loom__tp_shard_rows(m, W);
           int64_t cr = chunks[ci] > 0 ? chunks[ci] : S;
           if (cr > S) cr = S;
           for (int32_t r = 0; r < W; r += (W > 8 ? 7 : 1)) {
-            const int64_t nch = loom_ag_shard_chunks(m, W, r, cr);
+            const int64_t nch = loom__ag_shard_chunks(m, W, r, cr);
             if (nch == 0) continue;
-            const int64_t items = (int64_t)(W - first) * nch, len = loom_tp_shard_len(m, W, r);
+            const int64_t items = (int64_t)(W - first) * nch, len = loom__tp_shard_len(m, W, r);
             char *seen = (char *)calloc((size_t)(W * nch), 1);
             int64_t *rows_to = (int64_t *)calloc((size_t)W, sizeof(int64_t));
             for (int64_t q = 0; q < items; ++q) {
               int32_t step;
               int64_t j;
-              loom_ag_copy_item(q, nch, first, &step, &j);
+              loom__ag_copy_item(q, nch, first, &step, &j);
               CHECK(step >= first && step < W);
               CHECK(j >= 0 && j < nch);
               CHECK(!seen[step * nch + j]);
               seen[step * nch + j] = 1;
-              const int32_t dest = step == 0 ? r : loom_ag_push_dest(r, W, step - 1);
+              const int32_t dest = step == 0 ? r : loom__ag_push_dest(r, W, step - 1);
               int64_t r0, r1;
-              loom_ag_chunk(m, W, r, cr, j, &r0, &r1);
-              CHECK(r0 >= loom_tp_shard_begin(m, W, r) && r1 <= loom_tp_shard_begin(m, W, r) + len && r0 < r1);
+              loom__ag_chunk(m, W, r, cr, j, &r0, &r1);
+              CHECK(r0 >= loom__tp_shard_begin(m, W, r) && r1 <= loom__tp_shard_begin(m, W, r) + len && r0 < r1);
               rows_to[dest] += r1 - r0;
             }
             for (int32_t d = 0; d < W; ++d)
@@ -169,33 +169,33 @@ LOOM_TEST(tp_rs_every_owned_tile_gets_w_partials_and_orders_are_permutations) {
       for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ++ni)
         for (size_t bi = 0; bi < 2; ++bi) {
           const int32_t W = worlds[wi];
-          const int64_t m = ms[mi], n = ns[ni], S = loom_tp_shard_rows(m, W);
+          const int64_t m = ms[mi], n = ns[ni], S = loom__tp_shard_rows(m, W);
           const int32_t bn = bns[bi];
           loom_tile_order_t o;
           memset(&o, 0, sizeof o);
-          o.tiles_m = (int32_t)loom_ceil_div(m, bm);
-          o.tiles_n = (int32_t)loom_ceil_div(n, bn);
+          o.tiles_m = (int32_t)loom__ceil_div(m, bm);
+          o.tiles_n = (int32_t)loom__ceil_div(n, bn);
           o.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
           o.group = 4;
-          const int32_t tiles = loom_tile_count(&o);
+          const int32_t tiles = loom__tile_count(&o);
           /* signals[owner][src][tile]: how often source src signals tile t to owner */
           int *sig = (int *)calloc((size_t)W * (size_t)W * (size_t)tiles, sizeof(int));
           char *seen = (char *)malloc((size_t)tiles);
           for (int32_t src = 0; src < W; ++src) {
-            o.row_shift = loom_tp_row_shift(m, W, src + 1, bm);
+            o.row_shift = loom__tp_row_shift(m, W, src + 1, bm);
             CHECK(o.row_shift >= 0 && o.row_shift < o.tiles_m);
             memset(seen, 0, (size_t)tiles);
             for (int32_t s = 0; s < tiles; ++s) {
-              const int32_t t = loom_tile_at(&o, s);
+              const int32_t t = loom__tile_at(&o, s);
               CHECK(t >= 0 && t < tiles && !seen[t]);
               seen[t] = 1;
-              if (s == 0 && loom_tp_shard_len(m, W, (src + 1) % W) > 0) /* peers' rows first */
-                CHECK_EQ_INT(t / o.tiles_n, loom_tp_shard_begin(m, W, (src + 1) % W) / bm);
+              if (s == 0 && loom__tp_shard_len(m, W, (src + 1) % W) > 0) /* peers' rows first */
+                CHECK_EQ_INT(t / o.tiles_n, loom__tp_shard_begin(m, W, (src + 1) % W) / bm);
               int32_t d0, d1, tm = t / o.tiles_n;
-              loom_tile_dst_range(tm, bm, m, S, &d0, &d1);
+              loom__tile_dst_range(tm, bm, m, S, &d0, &d1);
               CHECK(d0 >= 0 && d1 < W && d0 <= d1);
               for (int32_t d = d0; d <= d1; ++d) {
-                CHECK(loom_tp_shard_len(m, W, d) > 0); /* a tile only goes to owners of rows */
+                CHECK(loom__tp_shard_len(m, W, d) > 0); /* a tile only goes to owners of rows */
                 sig[((size_t)d * W + src) * tiles + t]++;
               }
             }
@@ -203,8 +203,8 @@ LOOM_TEST(tp_rs_every_owned_tile_gets_w_partials_and_orders_are_permutations) {
           /* each owner's reduction waits for every source on each of its tiles */
           for (int32_t p = 0; p < W; ++p) {
             int32_t t0, t1;
-            loom_rs_owner_tile_rows(m, W, p, bm, &t0, &t1);
-            if (loom_tp_shard_len(m, W, p) == 0) CHECK(t1 < t0);
+            loom__rs_owner_tile_rows(m, W, p, bm, &t0, &t1);
+            if (loom__tp_shard_len(m, W, p) == 0) CHECK(t1 < t0);
             for (int32_t tm = 0; tm < o.tiles_m; ++tm)
               for (int32_t tn = 0; tn < o.tiles_n; ++tn)
                 for (int32_t src = 0; src < W; ++src) {
@@ -231,7 +231,7 @@ LOOM_TEST(tp_auto_is_sequential_where_no_tile_can_overlap) {
       d.m = ms[j], d.n = 256, d.k = 512, d.world_size = W;
       loom_tp_transfer_t t = LOOM_TP_AUTO;
       CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, W, 132, &d, &t, 1, 1), LOOM_SUCCESS);
-      const int64_t S = loom_tp_shard_rows(d.m, W);
+      const int64_t S = loom__tp_shard_rows(d.m, W);
       CHECK_EQ_INT(t, S >= 64 ? LOOM_TP_COPY_ENGINE : LOOM_TP_SEQUENTIAL);
       CHECK_EQ_INT(S >= 64, d.m > 63 * (int64_t)W); /* ceil(m / W) >= 64 */
       CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, W, 132, &d, &t, 1, 1), LOOM_SUCCESS);
@@ -255,56 +255,56 @@ LOOM_TEST(tp_ag_default_chunk_is_at_least_a_tile_row_with_the_copy_engine) {
     for (size_t b = 0; b < 2; ++b)
       for (size_t k = 0; k < 3; ++k) {
         const int64_t S = Ss[i];
-        const int64_t c = loom_ag_default_chunk_rows(S, bms[b], blocks[k]);
+        const int64_t c = loom__ag_default_chunk_rows(S, bms[b], blocks[k]);
         CHECK(c >= 1 && c <= S);
         if (blocks[k] == 0) {
           CHECK(c >= (S < bms[b] ? S : bms[b]));
-          CHECK_EQ_INT(loom_ceil_div(S, c) > 1, S > bms[b]);
-          CHECK(loom_ceil_div(S, c) <= 4);
+          CHECK_EQ_INT(loom__ceil_div(S, c) > 1, S > bms[b]);
+          CHECK(loom__ceil_div(S, c) <= 4);
         } else {
-          CHECK(loom_ceil_div(S, c) <= 2 * (int64_t)blocks[k]);
+          CHECK(loom__ceil_div(S, c) <= 2 * (int64_t)blocks[k]);
         }
       }
   /* m = 64 and 512 at W = 2 (S = 32, 256), 128-row tiles: 1 and 2 chunks */
-  CHECK_EQ_INT(loom_ag_default_chunk_rows(32, 128, 0), 32);
-  CHECK_EQ_INT(loom_ag_default_chunk_rows(256, 128, 0), 128);
-  CHECK_EQ_INT(loom_ag_default_chunk_rows(4096, 128, 0), 1024);
+  CHECK_EQ_INT(loom__ag_default_chunk_rows(32, 128, 0), 32);
+  CHECK_EQ_INT(loom__ag_default_chunk_rows(256, 128, 0), 128);
+  CHECK_EQ_INT(loom__ag_default_chunk_rows(4096, 128, 0), 1024);
 }
 
 /* AUTO's shape rule: AG fused only where a shard's rows reach the GPU's
  * ridge (H100-like: ~320 rows), RS only where the GEMM has more tiles than
  * its grid; both monotone in m (once fused, fused for every larger m). */
 LOOM_TEST(tp_auto_shape_rule_is_the_ridge_for_ag_and_one_wave_for_rs) {
-  const double h100 = loom_tp_ridge_rows(132, 1.98e9, 9, 3.35e12), h200 = loom_tp_ridge_rows(132, 1.98e9, 9, 4.8e12);
+  const double h100 = loom__tp_ridge_rows(132, 1.98e9, 9, 3.35e12), h200 = loom__tp_ridge_rows(132, 1.98e9, 9, 4.8e12);
   CHECK(h100 > 300 && h100 < 340);
   CHECK(h200 > 210 && h200 < 240);
-  CHECK(loom_tp_ridge_rows(108, 1.41e9, 8, 2.0e12) > 140 && loom_tp_ridge_rows(108, 1.41e9, 8, 2.0e12) < 170);
-  CHECK_EQ_INT(loom_tp_ridge_rows(132, 1.98e9, 9, 0.0) == 0.0, 1); /* unknown bandwidth: no rule */
+  CHECK(loom__tp_ridge_rows(108, 1.41e9, 8, 2.0e12) > 140 && loom__tp_ridge_rows(108, 1.41e9, 8, 2.0e12) < 170);
+  CHECK_EQ_INT(loom__tp_ridge_rows(132, 1.98e9, 9, 0.0) == 0.0, 1); /* unknown bandwidth: no rule */
   const int ws[] = {2, 3, 4, 8, 16, 64};
   for (size_t i = 0; i < sizeof ws / sizeof ws[0]; ++i) {
     int was_ag = 0, was_rs = 0;
     for (int64_t m = 1; m <= 65536; m = m * 3 / 2 + 1) {
-      const int64_t S = loom_tp_shard_rows(m, ws[i]);
-      const int ag = loom_tp_auto_fused(LOOM__TP_AG, S, 0, 0, h100);
+      const int64_t S = loom__tp_shard_rows(m, ws[i]);
+      const int ag = loom__tp_auto_fused(LOOM__TP_AG, S, 0, 0, h100);
       CHECK_EQ_INT(ag, S >= 320 ? 1 : S < 300 ? 0 : ag);
       CHECK(!was_ag || ag);
       was_ag = ag;
-      const int64_t tiles = loom_ceil_div(m, 128) * loom_ceil_div(8192, 128);
-      const int64_t grid = 132 - loom_tp_comm_sms(tiles, 132, 4, 16);
-      const int rs = loom_tp_auto_fused(LOOM__TP_RS, S, tiles, grid, h100);
+      const int64_t tiles = loom__ceil_div(m, 128) * loom__ceil_div(8192, 128);
+      const int64_t grid = 132 - loom__tp_comm_sms(tiles, 132, 4, 16);
+      const int rs = loom__tp_auto_fused(LOOM__TP_RS, S, tiles, grid, h100);
       CHECK_EQ_INT(rs, tiles > grid);
       CHECK(!was_rs || rs);
       was_rs = rs;
     }
   }
   /* the measured rows (W = 2, Llama-3-70B RS n = 8192 in 128-wide tiles): m = 64..256 one wave */
-  CHECK_EQ_INT(loom_tp_auto_fused(LOOM__TP_RS, 128, 2 * 64, 128, h100), 0);
-  CHECK_EQ_INT(loom_tp_auto_fused(LOOM__TP_RS, 256, 4 * 64, 128, h100), 1);
-  CHECK_EQ_INT(loom_tp_auto_fused(LOOM__TP_AG, 256, 0, 0, h100), 0); /* AG m = 512 */
-  CHECK_EQ_INT(loom_tp_auto_fused(LOOM__TP_AG, 512, 0, 0, h100), 1); /* AG m = 1024 */
+  CHECK_EQ_INT(loom__tp_auto_fused(LOOM__TP_RS, 128, 2 * 64, 128, h100), 0);
+  CHECK_EQ_INT(loom__tp_auto_fused(LOOM__TP_RS, 256, 4 * 64, 128, h100), 1);
+  CHECK_EQ_INT(loom__tp_auto_fused(LOOM__TP_AG, 256, 0, 0, h100), 0); /* AG m = 512 */
+  CHECK_EQ_INT(loom__tp_auto_fused(LOOM__TP_AG, 512, 0, 0, h100), 1); /* AG m = 1024 */
   /* AR: never fused untuned, whatever the shape */
-  CHECK_EQ_INT(loom_tp_auto_fused(LOOM__TP_AR, 8192, 64 * 24, 120, h100), 0);
-  CHECK_EQ_INT(loom_tp_auto_fused(LOOM__TP_AR, 64, 1, 120, h100), 0);
+  CHECK_EQ_INT(loom__tp_auto_fused(LOOM__TP_AR, 8192, 64 * 24, 120, h100), 0);
+  CHECK_EQ_INT(loom__tp_auto_fused(LOOM__TP_AR, 64, 1, 120, h100), 0);
 }
 
 /* AG bands: every band of the rank-shifted grouped order lies inside one
@@ -316,7 +316,7 @@ LOOM_TEST(tp_ag_bands_never_mix_two_shards) {
     for (int rows = 1; rows <= 40; rows += (rows < 10 ? 1 : 7))
       for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; ++gi) {
         const int W = ws[i];
-        const int g = loom_ag_band_rows(rows, groups[gi]);
+        const int g = loom__ag_band_rows(rows, groups[gi]);
         CHECK(g >= 1 && g <= groups[gi] && rows % g == 0);
         for (int h = g + 1; h <= groups[gi]; ++h) CHECK(rows % h != 0); /* the largest */
         const int64_t m = (int64_t)W * rows * 128;
@@ -325,20 +325,20 @@ LOOM_TEST(tp_ag_bands_never_mix_two_shards) {
           memset(&o, 0, sizeof o);
           o.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
           o.tiles_m = (int32_t)(m / 128), o.tiles_n = 3, o.group = g;
-          o.row_shift = (int32_t)loom_tp_row_shift(m, W, rank, 128);
+          o.row_shift = (int32_t)loom__tp_row_shift(m, W, rank, 128);
           /* steps of one band: g x tiles_n consecutive steps; their tile rows' shards agree */
           for (int32_t s0 = 0; s0 < o.tiles_m * o.tiles_n; s0 += g * o.tiles_n) {
-            const int32_t first = loom_tile_at(&o, s0) / o.tiles_n / rows;
-            for (int32_t s = s0; s < s0 + g * o.tiles_n; ++s) CHECK_EQ_INT(loom_tile_at(&o, s) / o.tiles_n / rows, first);
+            const int32_t first = loom__tile_at(&o, s0) / o.tiles_n / rows;
+            for (int32_t s = s0; s < s0 + g * o.tiles_n; ++s) CHECK_EQ_INT(loom__tile_at(&o, s) / o.tiles_n / rows, first);
           }
-          CHECK_EQ_INT(loom_tile_at(&o, 0) / o.tiles_n / rows, rank); /* the own shard first */
+          CHECK_EQ_INT(loom__tile_at(&o, 0) / o.tiles_n / rows, rank); /* the own shard first */
         }
       }
-  CHECK_EQ_INT(loom_ag_band_rows(0, 16), 16); /* uneven shards: unchanged */
-  CHECK_EQ_INT(loom_ag_band_rows(4, 16), 4);  /* Llama m = 1024, W = 2 */
-  CHECK_EQ_INT(loom_ag_band_rows(32, 16), 16);
-  CHECK_EQ_INT(loom_ag_band_rows(12, 16), 12);
-  CHECK_EQ_INT(loom_ag_band_rows(7, 4), 1);
+  CHECK_EQ_INT(loom__ag_band_rows(0, 16), 16); /* uneven shards: unchanged */
+  CHECK_EQ_INT(loom__ag_band_rows(4, 16), 4);  /* Llama m = 1024, W = 2 */
+  CHECK_EQ_INT(loom__ag_band_rows(32, 16), 16);
+  CHECK_EQ_INT(loom__ag_band_rows(12, 16), 12);
+  CHECK_EQ_INT(loom__ag_band_rows(7, 4), 1);
 }
 
 LOOM_TEST(tp_desc_checks_name_the_field) {
@@ -396,17 +396,17 @@ LOOM_TEST(tp_desc_checks_name_the_field) {
 
 LOOM_TEST(tp_comm_sms_gives_the_gemm_no_extra_wave) {
   /* 512 tiles on 132 SMs: 128 blocks run 4 waves, fewer run 5: 4 SMs for communication */
-  CHECK_EQ_INT(loom_tp_comm_sms(512, 132, 4, 16), 4);
+  CHECK_EQ_INT(loom__tp_comm_sms(512, 132, 4, 16), 4);
   /* 896 tiles: 7 waves from 128 blocks (896 / 128) up to 131: the most SMs that keep 7 */
-  CHECK_EQ_INT(loom_tp_comm_sms(896, 132, 4, 16), 4);
+  CHECK_EQ_INT(loom__tp_comm_sms(896, 132, 4, 16), 4);
   /* few tiles: the GEMM needs one wave whatever it gets: the most SMs */
-  CHECK_EQ_INT(loom_tp_comm_sms(40, 132, 4, 16), 16);
+  CHECK_EQ_INT(loom__tp_comm_sms(40, 132, 4, 16), 16);
   for (int64_t tiles = 1; tiles < 5000; tiles += 37)
     for (int32_t sms = 20; sms <= 148; sms += 16) {
-      const int32_t b = loom_tp_comm_sms(tiles, sms, 4, 16);
+      const int32_t b = loom__tp_comm_sms(tiles, sms, 4, 16);
       CHECK(b >= 4 && b <= 16 && b < sms);
       /* no other choice in range needs fewer waves */
-      for (int32_t o = 4; o <= 16 && o < sms; ++o) CHECK(loom_ceil_div(tiles, sms - b) <= loom_ceil_div(tiles, sms - o));
+      for (int32_t o = 4; o <= 16 && o < sms; ++o) CHECK(loom__ceil_div(tiles, sms - b) <= loom__ceil_div(tiles, sms - o));
     }
 }
 
@@ -502,7 +502,7 @@ LOOM_TEST(tp_ar_every_row_reaches_every_rank_once_and_every_gathered_wait_is_set
         for (size_t ni = 0; ni < 2; ++ni) {
           const int32_t W = worlds[wi], bm = bms[bi], tiles_n = tns[ni];
           const int64_t m = ms[mi];
-          const int32_t tiles_m = (int32_t)loom_ceil_div(m, bm);
+          const int32_t tiles_m = (int32_t)loom__ceil_div(m, bm);
           const int64_t tiles = (int64_t)tiles_m * tiles_n, nsig = (int64_t)W * tiles;
           /* set[d][sig]: how often a gathered signal is set on rank d;
            * hits[d][row][tn]: how often row `row` of column tile tn lands in d's out */
@@ -511,22 +511,22 @@ LOOM_TEST(tp_ar_every_row_reaches_every_rank_once_and_every_gathered_wait_is_set
           char *owns = (char *)calloc((size_t)W * (size_t)tiles_m, 1);
           for (int32_t o = 0; o < W; ++o) {
             int32_t t0, t1;
-            loom_rs_owner_tile_rows(m, W, o, bm, &t0, &t1);
-            if (loom_tp_shard_len(m, W, o) == 0) {
+            loom__rs_owner_tile_rows(m, W, o, bm, &t0, &t1);
+            if (loom__tp_shard_len(m, W, o) == 0) {
               CHECK(t1 < t0);
               continue;
             }
             for (int32_t tm = t0; tm <= t1; ++tm) {
               owns[(size_t)o * tiles_m + tm] = 1;
               int64_t r0, r1;
-              loom_rs_tile_rows(m, W, o, bm, tm, &r0, &r1);
+              loom__rs_tile_rows(m, W, o, bm, tm, &r0, &r1);
               CHECK(r1 > r0 && r0 >= (int64_t)tm * bm && r1 <= (int64_t)(tm + 1) * bm && r1 <= m);
               for (int32_t tn = 0; tn < tiles_n; ++tn) {
                 const int64_t t = (int64_t)tm * tiles_n + tn;
                 for (int32_t d = 0; d < W; ++d) {
                   for (int64_t row = r0; row < r1; ++row) hits[((size_t)d * m + row) * tiles_n + tn]++;
                   if (d == o) continue;
-                  const uint32_t sig = loom_ar_gathered_signal(o, tiles, t);
+                  const uint32_t sig = loom__ar_gathered_signal(o, tiles, t);
                   CHECK((int64_t)sig < nsig);
                   set[(size_t)d * nsig + sig]++;
                 }
@@ -545,13 +545,13 @@ LOOM_TEST(tp_ar_every_row_reaches_every_rank_once_and_every_gathered_wait_is_set
             for (int64_t t = 0; t < tiles; ++t) {
               const int32_t tm = (int32_t)(t / tiles_n);
               int32_t p0, p1;
-              loom_ar_tile_owners(m, W, bm, tm, &p0, &p1);
+              loom__ar_tile_owners(m, W, bm, tm, &p0, &p1);
               CHECK(p0 >= 0 && p1 < W && p0 <= p1);
               for (int32_t o = 0; o < W; ++o) CHECK_EQ_INT(o >= p0 && o <= p1, owns[(size_t)o * tiles_m + tm]);
               for (int32_t o = p0; o <= p1; ++o) {
                 if (o == d) continue;
                 ++waited;
-                CHECK_EQ_INT(set[(size_t)d * nsig + loom_ar_gathered_signal(o, tiles, t)], 1);
+                CHECK_EQ_INT(set[(size_t)d * nsig + loom__ar_gathered_signal(o, tiles, t)], 1);
               }
             }
             for (int64_t sg = 0; sg < nsig; ++sg) {

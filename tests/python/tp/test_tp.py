@@ -64,12 +64,12 @@ def T(*shape, dtype="bfloat16", device=("cuda", 0), contiguous=True, ptr=0x7f000
 # ---- rows -----------------------------------------------------------------------
 
 def test_shard_rows_match_the_library(tmp_path):
-    """loom.tp.shard_range against loom_tp_shard_begin / _len (the functions
+    """loom.tp.shard_range against loom__tp_shard_begin / _len (the functions
     libloom's plans use) for every rank of many (m, W), uneven and empty
     shards included."""
     cases = [(m, w) for w in (1, 2, 3, 4, 7, 8, 64) for m in (1, 2, 3, 5, 7, 8, 63, 64, 65, 300, 1000, 4097)]
-    body = "\n".join(f"  for (int p = 0; p < {w}; ++p) printf(\"%lld %lld\\n\", (long long)loom_tp_shard_begin({m}, "
-                     f"{w}, p), (long long)loom_tp_shard_len({m}, {w}, p));" for m, w in cases)
+    body = "\n".join(f"  for (int p = 0; p < {w}; ++p) printf(\"%lld %lld\\n\", (long long)loom__tp_shard_begin({m}, "
+                     f"{w}, p), (long long)loom__tp_shard_len({m}, {w}, p));" for m, w in cases)
     exe = compile_c(tmp_path, "shards", f"""
         #include <stdio.h>
         #include "ops/tp/tp_schedule.h"
