@@ -9,7 +9,8 @@ suites and arguments, run one after the other on one machine in one job
 (op, what ran, shape, dtype, bytes); "what ran" is the impl name up to a
 ':' (a loom-auto row names the path it resolved to after it, and the two
 builds may resolve differently: the table shows both). For each matched
-row: the main time (median) of each build and now/before (< 1: faster
+row: the main time (median; fused_us, else comm_us, gemm_us, seq_us: the
+first the row has) of each build and now/before (< 1: faster
 now). Rows whose impl is not loom's (cuBLASLt, NCCL, sequential) are the
 noise floor: they run the same code in both builds, so their spread is how
 far apart two runs of unchanged code land. The summary, per suite: the
@@ -42,6 +43,19 @@ def rows_of(directory):
     return out
 
 
+TIME_KEYS = ("fused_us", "comm_us", "gemm_us", "seq_us")
+
+
+def main_time(r):
+    """A row's main time: the first of TIME_KEYS it has (a fused op's time, a
+    collective's, a GEMM's, a sequential baseline's)."""
+    for k in TIME_KEYS:
+        v = r.get(k)
+        if isinstance(v, (int, float)) and v > 0:
+            return v
+    return None
+
+
 def is_loom(impl):
     return impl.startswith("loom")
 
@@ -57,8 +71,8 @@ def compare(before, now):
         ratios = {True: [], False: []}
         for key in sorted(set(before[suite]) & set(now[suite]), key=str):
             b, n = before[suite][key], now[suite][key]
-            tb, tn = b.get("fused_us"), n.get("fused_us")
-            if not isinstance(tb, (int, float)) or not isinstance(tn, (int, float)) or tb <= 0 or tn <= 0:
+            tb, tn = main_time(b), main_time(n)
+            if tb is None or tn is None:
                 continue
             ratio = tn / tb
             table.append({"suite": suite, "op": key[0], "impl_before": b["impl"], "impl_now": n["impl"],

@@ -481,7 +481,7 @@ static int run_forward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int64
   TRY(loom_bench_fill_random(tables, LOOM_FP32, tab, 1234 + (uint64_t)ctx->rank, 1.0));
   if (csr_make(ctx, a, sh, rows, a->zipf, 77, &in)) return 1;
   TRY_API(&R->now, R->now.api->mem_alloc(R->now.comm, out_bytes, &out));
-  CTRY(cudaMalloc(&out2, out_bytes));
+  TRY_API(&R->now, R->now.api->mem_alloc(R->now.comm, out_bytes, &out2)); /* symmetric on every path */
   CTRY(cudaMalloc(&pooled, pool_bytes));
   CTRY(cudaMalloc(&send, pool_bytes));
   CTRY(cudaMalloc(&recv, pool_bytes));
@@ -658,7 +658,7 @@ static int run_forward(emb_run_t *R, emb_shape_t sh, const int *tpr, const int64
     CTRY(cudaFree(pooled_b));
   }
   TRY(loom_free(R->now.comm, out));
-  CTRY(cudaFree(out2));
+  TRY(loom_free(R->now.comm, out2));
   CTRY(cudaFree(pooled));
   CTRY(cudaFree(send));
   CTRY(cudaFree(recv));
