@@ -9,7 +9,7 @@ suites and arguments, run one after the other on one machine in one job
 (op, what ran, shape, dtype, bytes); "what ran" is the impl name up to a
 ':' (a loom-auto row names the path it resolved to after it, and the two
 builds may resolve differently: the table shows both). For each matched
-row: the main time (median; fused_us, else comm_us, gemm_us, seq_us: the
+row: the main time (median; fused_us, else auto_us, comm_us, gemm_us, seq_us: the
 first the row has) of each build and now/before (< 1: faster
 now). Rows whose impl is not loom's (cuBLASLt, NCCL, sequential) are the
 noise floor: they run the same code in both builds, so their spread is how
@@ -43,7 +43,7 @@ def rows_of(directory):
     return out
 
 
-TIME_KEYS = ("fused_us", "comm_us", "gemm_us", "seq_us")
+TIME_KEYS = ("fused_us", "auto_us", "comm_us", "gemm_us", "seq_us")
 
 
 def main_time(r):

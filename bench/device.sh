@@ -23,7 +23,8 @@
 #                                suites; the NCCL probe, pytest tests/python/gpu,
 #                                examples/python/dlrm_embedding.py --steps 5
 #                                under torchrun, the binding's call overhead
-#   LOOM_COMMIT        commit being tested (default: git rev-parse, else unknown)
+#   LOOM_COMMIT        commit being tested (default: the carried build's COMMIT file,
+#                      else git rev-parse, else unknown)
 #   LOOM_BENCH_SUITES  loom-bench suites, space-separated ("none" to skip; default all)
 #   LOOM_BENCH_ARGS    passed to every loom-bench suite, e.g. "--quick"
 #   LOOM_BENCH_ARGS_<suite>  passed to that suite only, after LOOM_BENCH_ARGS,
@@ -109,7 +110,13 @@ done
 export PYTHONUNBUFFERED=1
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/loom-out.XXXXXX") || exit 1
-commit=${LOOM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+# the commit the binaries come from: a carried build's (pack_build.sh writes it
+# beside the archive; the machine's checkout may not carry git's metadata),
+# else the checkout's
+carried_commit=""
+[ -n "${LOOM_CARRY_TAR:-}" ] && [ -f "$(dirname "$LOOM_CARRY_TAR")/COMMIT" ] &&
+  carried_commit=$(cat "$(dirname "$LOOM_CARRY_TAR")/COMMIT")
+commit=${LOOM_COMMIT:-${carried_commit:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}}
 export LOOM_COMMIT=$commit
 start=$(date +%s)
 deadline=${LOOM_DEADLINE:-}
