@@ -134,6 +134,7 @@ typedef struct loom__stmt {
   char lhs[LOOM__LANG_ARGS][LOOM__LANG_NAME];
   char args[LOOM__LANG_ARGS][LOOM__LANG_NAME];
   int line, col;
+  int api; /* 1: given alone (loom_prog_transform): its place is "<statement>:line:col" */
 } loom__stmt_t;
 
 typedef struct loom__sched {

@@ -273,7 +273,6 @@ static loom_result_t infer_norm(loom__prog_t *p, int id) {
                  x->dims[x->rank - 1].sym[0] ? x->dims[x->rank - 1].sym : "last dimension");
     LOOM_TRY(join_group(p, id, nd->in[k], &t.lay.group));
   }
-  if (nd->value <= 0) nd->value = nd->op == LOOM__OP_RMSNORM ? 1e-6 : 1e-5;
   nd->ty = t;
   return LOOM_SUCCESS;
 }
@@ -312,7 +311,8 @@ static loom_result_t infer_comm(loom__prog_t *p, int id) {
       break;
     case LOOM__OP_BROADCAST:
       LOOM_TRY(need(p, id, k == LOOM__LAY_ROOT || k == LOOM__LAY_LOCAL, "Root(r) or Local"));
-      if (k == LOOM__LAY_ROOT) nd->root = x->lay.arg;
+      if (k == LOOM__LAY_ROOT && nd->root != x->lay.arg)
+        return err(p, id, "operand is Root(%d) but the root is %d; they must agree", x->lay.arg, nd->root);
       t.lay.kind = LOOM__LAY_REPLICATED;
       break;
     case LOOM__OP_ALLTOALL:

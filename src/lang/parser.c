@@ -255,9 +255,14 @@ static loom_result_t parse_call_attrs(parser_t *ps, int op, const char *fname, l
   } else if (op == LOOM__OP_CAST) {
     LOOM_TRY(expect(ps, ",", "`,` and the dtype to cast to"));
     LOOM_TRY(parse_dtype(ps, &nd->dtype));
-  } else if ((op == LOOM__OP_RMSNORM || op == LOOM__OP_LAYERNORM) && is_punct(ps, ",")) {
-    loom__lex_next(&ps->lx);
-    LOOM_TRY(take_number(ps, &nd->value, "epsilon (a number > 0)"));
+  } else if (op == LOOM__OP_RMSNORM || op == LOOM__OP_LAYERNORM) {
+    nd->value = op == LOOM__OP_RMSNORM ? 1e-6 : 1e-5;
+    if (is_punct(ps, ",")) {
+      loom__lex_next(&ps->lx);
+      LOOM_TRY(take_number(ps, &nd->value, "epsilon (a number > 0)"));
+      if (!(nd->value > 0)) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s:%d:%d: %s epsilon %g; expected a number > 0",
+                                              ps->lx.file, nd->line, nd->col, fname, nd->value);
+    }
   } else if ((op == LOOM__OP_REDUCE || op == LOOM__OP_BROADCAST) && is_punct(ps, ",")) {
     loom__lex_next(&ps->lx);
     LOOM_TRY(take_int(ps, 0, 1 << 20, &nd->root, "the root rank (an integer >= 0)"));

@@ -135,6 +135,7 @@ loom_result_t loom_prog_op(loom_prog_t prog, const char *op, const int *inputs, 
   nd->value = tmp.value, nd->seed = tmp.seed, nd->dim = tmp.dim, nd->root = tmp.root, nd->redop = tmp.redop;
   nd->send_off = tmp.send_off;
   if (o == LOOM__OP_CAST) nd->dtype = tmp.dtype;
+  if ((o == LOOM__OP_RMSNORM || o == LOOM__OP_LAYERNORM) && nd->value == 0) nd->value = o == LOOM__OP_RMSNORM ? 1e-6 : 1e-5;
   if (o != LOOM__OP_UPDATE) return LOOM_SUCCESS;
   loom_result_t r = loom__lang_bind_update(prog, *id);
   if (r != LOOM_SUCCESS) nd->removed = 1;

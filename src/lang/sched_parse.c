@@ -81,6 +81,7 @@ loom_result_t loom__lang_parse_stmt(const char *text, loom__stmt_t *st) {
     loom__lex_init(&lx, buf, "<statement>");
   }
   r = loom__lang_parse_stmt_lx(&lx, st);
+  st->api = 1;
   if (r == LOOM_SUCCESS && lx.tok.kind != LOOM__T_EOF)
     r = loom__lex_error(&lx, &lx.tok, "the end of the statement (one statement per call)");
   return r;

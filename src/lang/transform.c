@@ -477,7 +477,7 @@ loom_result_t loom__lang_apply(loom__prog_t *p, const loom__stmt_t *st) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", loom_last_error());
     loom__lang_free(copy);
-    return loom__fail(r, "%s:%d:%d: %s", p->file, st->line, st->col, msg);
+    return loom__fail(r, "%s:%d:%d: %s", st->api ? "<statement>" : p->file, st->line, st->col, msg);
   }
   /* the program takes the transformed graph; on failure it stays as it was */
   loom__prog_t tmp = *p;
