@@ -58,7 +58,7 @@ static loom_result_t dim_size(const loom__binding_t *b, const loom__dim_t *d, in
       *n = b->val[i];
       return LOOM_SUCCESS;
     }
-  return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "size `%s` is not bound (give it: --bind %s=N)", d->sym, d->sym);
+  return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "size `%s` is not bound (give it: --bind %s=SIZE)", d->sym, d->sym);
 }
 
 /* ---- setup ------------------------------------------------------------------------ */

@@ -165,11 +165,10 @@ static loom_result_t run_matmul(loom__interp_t *in, int id, int r) {
   double *o;
   LOOM_TRY(alloc_val(in, id, r, lo.count, &o));
   const double *A = val(in, nd->in[0], r), *B = val(in, nd->in[1], r);
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      double acc = 0;
-      for (int64_t k = 0; k < K; ++k) acc += A[i * K + k] * B[k * N + j];
-      o[i * N + j] = acc;
+  for (int64_t i = 0; i < M; ++i) /* k outer, j inner: each element still sums k = 0, 1, ... in order */
+    for (int64_t k = 0; k < K; ++k) {
+      const double a = A[i * K + k];
+      for (int64_t j = 0; j < N; ++j) o[i * N + j] += a * B[k * N + j];
     }
   return LOOM_SUCCESS;
 }

@@ -136,3 +136,57 @@ LOOM_TEST(lang_interp_dropout_uses_the_kernels_philox_mask) {
   CHECK(kept > 16 && kept < 48);
   loom_prog_destroy(p);
 }
+
+/* Every schedule `loom schedules` lists (the search of explore.c, bounded) computes the same results. */
+LOOM_TEST(lang_every_explored_schedule_computes_the_unscheduled_results) {
+  int total = 0;
+  for (size_t e = 0; e < sizeof k_examples / sizeof k_examples[0]; ++e) {
+    loom_prog_t p = lang_load_example(k_examples[e].name);
+    CHECK(p != NULL);
+    if (!p) continue;
+    loom__found_t found;
+    CHECK_RESULT(loom__lang_explore(p, 6, 150, &found), LOOM_SUCCESS);
+    CHECK(found.n >= 10); /* the search reaches schedules */
+    for (int s = 0; s < found.n; ++s) {
+      loom_prog_t q = prefix(p, &found.scheds[s], found.scheds[s].n);
+      if (!q) continue;
+      char what[160];
+      snprintf(what, sizeof what, "%s, explored schedule %d (%d statements, first %s)", k_examples[e].name, s,
+               found.scheds[s].n, found.scheds[s].stmts[0].fn);
+      same_at_every_world(p, q, k_examples[e].bind, what);
+      total++;
+      loom_prog_destroy(q);
+    }
+    loom__lang_found_free(&found);
+    loom_prog_destroy(p);
+  }
+  printf("    %d explored schedules, each at W = 1, 2, 3, 4, 8\n", total);
+}
+
+/* The search merges duplicates and reaches the paper's best schedules' shape. */
+LOOM_TEST(lang_explore_reaches_the_fused_allreduce_once) {
+  loom_prog_t p = lang_load_example("model_parallel");
+  CHECK(p != NULL);
+  if (!p) return;
+  loom__found_t found;
+  CHECK_RESULT(loom__lang_explore(p, 6, 400, &found), LOOM_SUCCESS);
+  int fused_ar = 0;
+  for (int s = 0; s < found.n; ++s) {
+    loom_prog_t q = prefix(p, &found.scheds[s], found.scheds[s].n);
+    if (!q) continue;
+    int has = 0;
+    for (int g = 0; g < q->ngroups; ++g) has |= q->groups[g].kind == LOOM__GK_FUSED_AR;
+    for (int t = 0; t < s; ++t) { /* no two listed schedules make the same program */
+      loom_prog_t r = prefix(p, &found.scheds[t], found.scheds[t].n);
+      int eq = 0;
+      if (r) loom_prog_equal(q, r, &eq);
+      CHECK(!eq);
+      loom_prog_destroy(r);
+    }
+    fused_ar += has;
+    loom_prog_destroy(q);
+  }
+  CHECK(fused_ar >= 1);
+  loom__lang_found_free(&found);
+  loom_prog_destroy(p);
+}
