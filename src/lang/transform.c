@@ -86,7 +86,9 @@ loom_result_t loom__lang_split(loom__prog_t *p, int id, int policy, const char *
                       loom__lang_label(p, ar, b, sizeof b));
   const int x = a->in[0], redop = a->redop;
   int first, second;
-  const char *an = loom__lang_anonymous(a) ? "sum" : a->name;
+  char an[LOOM__LANG_NAME]; /* a copy: adding nodes moves the node array */
+  snprintf(an, sizeof an, "%s", loom__lang_anonymous(a) ? "sum" : a->name);
+  a = NULL;
   snprintf(base, sizeof base, "%s_%.40s", policy == POL_RB ? "red" : "rs", an);
   LOOM_TRY(new_node(p, policy == POL_RB ? LOOM__OP_REDUCE : LOOM__OP_REDUCESCATTER, x, ar, n1, base, &first));
   p->nodes[first].redop = redop;
@@ -102,21 +104,24 @@ loom_result_t loom__lang_split(loom__prog_t *p, int id, int policy, const char *
 typedef struct ro {
   int comm, src, d;   /* the gather, what it gathers, the slice dimension (Root: the root) */
   int bcast;
-  char *in;           /* the computation's nodes */
+  char *in;           /* the computation's nodes (ids below n_in: nodes added later are not members) */
   const char *kname;
+  int n_in;
 } ro_t;
+
+static int member(const ro_t *r, int id) { return id < r->n_in && r->in[id]; }
 
 static loom_result_t ro_check_members(const loom__prog_t *p, const ro_t *r) {
   char b[96], c[96];
   for (int i = 0; i < p->n; ++i) {
-    if (!r->in[i]) continue;
+    if (!member(r, i)) continue;
     const loom__node_t *nd = &p->nodes[i];
     if (loom__lang_op_info(nd->op)->cls != LOOM__CLS_POINTWISE && nd->op != LOOM__OP_SEND && nd->op != LOOM__OP_CONST)
       return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "reorder: %s is %s, not pointwise", loom__lang_label(p, i, b, sizeof b),
                         loom__lang_op_info(nd->op)->name);
     for (int k = 0; k < nd->nin; ++k) {
       const int a = nd->in[k];
-      if (r->in[a] || a == r->comm || (nd->op == LOOM__OP_UPDATE && k == 0)) continue;
+      if (member(r, a) || a == r->comm || (nd->op == LOOM__OP_UPDATE && k == 0)) continue;
       if (p->nodes[a].ty.lay.kind == LOOM__LAY_LOCAL)
         return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "reorder: %s, an operand of %s, is Local; a computation on slices takes Replicated or Sliced operands",
                           loom__lang_label(p, a, b, sizeof b), loom__lang_label(p, i, c, sizeof c));
@@ -139,7 +144,7 @@ static loom_result_t ro_check_comm(const loom__prog_t *p, ro_t *r) {
   const int nu = loom__lang_users(p, r->comm, users, 256);
   if (nu == 0) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "reorder: nothing uses %s", loom__lang_label(p, r->comm, b, sizeof b));
   for (int i = 0; i < nu && i < 256; ++i) {
-    if (r->in[users[i]]) continue;
+    if (member(r, users[i])) continue;
     const int pw = loom__lang_op_info(p->nodes[users[i]].op)->cls == LOOM__CLS_POINTWISE;
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "reorder: %s is also used by %s, %s",
                       loom__lang_label(p, r->comm, b, sizeof b), loom__lang_label(p, users[i], c, sizeof c),
@@ -154,7 +159,7 @@ static loom_result_t ro_check_shapes(const loom__prog_t *p, const ro_t *r, const
   const loom__type_t *ct = &p->nodes[r->comm].ty;
   for (int i = 0; i < n; ++i) {
     const int id = order[i];
-    if (!r->in[id]) continue;
+    if (!member(r, id)) continue;
     for (int k = 0; k < p->nodes[id].nin; ++k)
       if (p->nodes[id].in[k] == r->comm || dep[p->nodes[id].in[k]]) dep[id] = 1;
     if (!dep[id]) continue;
@@ -170,13 +175,13 @@ static loom_result_t ro_check_shapes(const loom__prog_t *p, const ro_t *r, const
 
 /* Replicated operands of the gathered shape become Slice(x, d) (AllGather) inside the computation. */
 static loom_result_t ro_slice_operands(loom__prog_t *p, ro_t *r, int n0, int kern) {
-  const loom__type_t *ct = &p->nodes[r->comm].ty;
+  const loom__type_t comm_ty = p->nodes[r->comm].ty, *ct = &comm_ty; /* a copy: adding nodes moves the array */
   for (int i = 0; i < n0; ++i) {
-    if (!r->in[i] || p->nodes[i].removed) continue;
+    if (!member(r, i) || p->nodes[i].removed) continue;
     for (int k = p->nodes[i].op == LOOM__OP_UPDATE ? 1 : 0; k < p->nodes[i].nin; ++k) {
       const int a = p->nodes[i].in[k];
       const loom__type_t *t = &p->nodes[a].ty;
-      if (r->in[a] || a == r->comm || t->lay.kind != LOOM__LAY_REPLICATED || t->rank != ct->rank || r->bcast) continue;
+      if (member(r, a) || a == r->comm || t->lay.kind != LOOM__LAY_REPLICATED || t->rank != ct->rank || r->bcast) continue;
       if (t->dims[r->d].sym[0] == 0 && t->dims[r->d].n == 1) continue; /* broadcast along the slices */
       int s;
       LOOM_TRY(loom__lang_add(p, LOOM__OP_SLICE, &a, 1, p->nodes[i].line, p->nodes[i].col, &s));
@@ -191,7 +196,7 @@ static loom_result_t ro_slice_operands(loom__prog_t *p, ro_t *r, int n0, int ker
 static int ro_hands_on(const loom__prog_t *p, const ro_t *r, int id) {
   if (loom__lang_is_result(p, id)) return 1;
   for (int i = 0; i < p->n; ++i) {
-    if (p->nodes[i].removed || r->in[i]) continue;
+    if (p->nodes[i].removed || member(r, i)) continue;
     for (int k = 0; k < p->nodes[i].nin; ++k)
       if (p->nodes[i].in[k] == id && !(p->nodes[i].op == LOOM__OP_UPDATE && k == 0)) return 1;
   }
@@ -202,13 +207,13 @@ static int ro_hands_on(const loom__prog_t *p, const ro_t *r, int id) {
 static int ro_outputs(const loom__prog_t *p, const ro_t *r, const int *order, int n, int *outs) {
   int k = 0;
   for (int i = 0; i < p->nexec_out; ++i)
-    if (r->in[p->exec_out[i]]) {
+    if (member(r, p->exec_out[i])) {
       int dup = 0;
       for (int j = 0; j < k; ++j) dup |= outs[j] == p->exec_out[i];
       if (!dup) outs[k++] = p->exec_out[i];
     }
   for (int i = 0; i < n; ++i) {
-    if (!r->in[order[i]] || !ro_hands_on(p, r, order[i])) continue;
+    if (!member(r, order[i]) || !ro_hands_on(p, r, order[i])) continue;
     int dup = 0;
     for (int j = 0; j < k; ++j) dup |= outs[j] == order[i];
     if (!dup) outs[k++] = order[i];
@@ -219,7 +224,7 @@ static int ro_outputs(const loom__prog_t *p, const ro_t *r, const int *order, in
 /* Uses of `from` outside the computation (operands, Execute, states) become `to`. */
 static void ro_redirect(loom__prog_t *p, const ro_t *r, int from, int to) {
   for (int i = 0; i < p->n; ++i) {
-    if (p->nodes[i].removed || r->in[i] || i == to) continue;
+    if (p->nodes[i].removed || member(r, i) || i == to) continue;
     for (int k = 0; k < p->nodes[i].nin; ++k)
       if (p->nodes[i].in[k] == from && !(p->nodes[i].op == LOOM__OP_UPDATE && k == 0)) p->nodes[i].in[k] = to;
   }
@@ -269,7 +274,7 @@ loom_result_t loom__lang_reorder(loom__prog_t *p, int ag, const int *members, in
                                  int nnames, const char *kname) {
   LOOM_TRY(loom__lang_infer(p));
   char b[96];
-  ro_t r = {ag, -1, 0, p->nodes[ag].op == LOOM__OP_BROADCAST, NULL, kname};
+  ro_t r = {ag, -1, 0, p->nodes[ag].op == LOOM__OP_BROADCAST, NULL, kname, p->n};
   if (p->nodes[ag].op != LOOM__OP_ALLGATHER && !r.bcast)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "reorder: %s is %s; reorder moves an AllGather or a Broadcast",
                       loom__lang_label(p, ag, b, sizeof b), loom__lang_op_info(p->nodes[ag].op)->name);
