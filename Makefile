@@ -126,7 +126,7 @@ $(LIBSO): $(LIB_OBJ)
 	$(CC) -shared -o $@.0 $^ $(LDLIBS) -Wl,-soname,libloom.so.0
 	ln -sf libloom.so.0 $@
 
-$(BUILD)/bin/loom: $(BUILD)/obj/tools/loom.o $(LIBTS) $(LIBA)
+$(BUILD)/bin/loom: $(BUILD)/obj/tools/loom.o $(BUILD)/obj/tools/loom_lang.o $(LIBTS) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS)
 

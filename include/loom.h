@@ -970,6 +970,115 @@ loom_result_t loom_reduce_scatter(loom_plan_t plan, const void *in, void *out, c
  * (loom_malloc memory, room for S elements; never NULL), out [count] dtype. */
 loom_result_t loom_all_gather(loom_plan_t plan, const void *in, void *out, cudaStream_t stream);
 
+/* ==== The loom language: programs over distributed tensors ============== */
+/*
+ * A program (CoCoNet's language, docs/language.md) says what a distributed
+ * layer computes: tensors with a dtype, a symbolic shape and a layout
+ * (Sliced(d), Replicated, Local, Root(r)) in WORLD or in a pipeline group,
+ * and operations on them (MatMul, collectives, Send, pointwise functions,
+ * norms, Update of state). Transformations (split, reorder, fuse, fuseComm,
+ * overlap, asSlice, dead) turn it into schedules that compute the same
+ * results. Programs come from .loom text (loom_prog_parse) or from the
+ * builder calls below; both make the same graph. Everything here runs on
+ * the host: no GPU, no comm. A program is used by one thread at a time.
+ */
+typedef struct loom_prog *loom_prog_t;
+
+/* A tensor's layout (loom_prog_tensor). */
+typedef enum loom_prog_layout {
+  LOOM_PROG_SLICED = 0,     /* equal slices along dimension `arg`, rank q holds slice q */
+  LOOM_PROG_REPLICATED = 1, /* the same value on every rank of the group */
+  LOOM_PROG_LOCAL = 2,      /* the same shape, a different value on every rank */
+  LOOM_PROG_ROOT = 3        /* on rank `arg` of the group only (a Reduce's result) */
+} loom_prog_layout_t;
+#define LOOM_PROG_WORLD (-1) /* group: every rank; i >= 0: pipeline stage GROUP(i) */
+
+/* An operation's attributes; each op reads the ones it takes (docs/language.md). */
+typedef struct loom_prog_attr {
+  size_t struct_size; /* sizeof(loom_prog_attr_t) */
+  double value;       /* Dropout: p in [0, 1); RMSNorm / LayerNorm: eps (0: the default) */
+  uint64_t seed;      /* Dropout */
+  int dim;            /* AllToAll, Slice: the dimension of the result's slices */
+  int root;           /* Reduce, Broadcast */
+  int reduce;         /* AllReduce, ReduceScatter, Reduce: 0 "+", 1 "max", 2 "min" */
+  loom_dtype_t dtype; /* Cast: the dtype to cast to */
+  int group_offset;   /* Send: GROUP + group_offset (>= 1) */
+} loom_prog_attr_t;
+#define LOOM_PROG_ATTR_INIT { sizeof(loom_prog_attr_t), 0.0, 0, 0, 0, 0, LOOM_FP32, 1 }
+
+/* Parses .loom text (`file` names it in messages; NULL: "<text>") into a
+ * new program. A parse error is LOOM_ERR_INVALID_ARGUMENT with
+ * "file:line:column: found X; expected Y". Types are not checked here
+ * (loom_prog_check). Destroy *out with loom_prog_destroy. */
+loom_result_t loom_prog_parse(const char *text, const char *file, loom_prog_t *out);
+
+/* An empty program for the builder calls below. */
+loom_result_t loom_prog_create(loom_prog_t *out);
+
+/* Frees a program (NULL: nothing). */
+loom_result_t loom_prog_destroy(loom_prog_t prog);
+
+/* Declares an input tensor: shape as text ("B, S, H": symbols and positive
+ * integers, "" for a scalar), layout and arg (the dimension of Sliced, the
+ * rank of Root), group LOOM_PROG_WORLD or a stage i >= 0. *id: its value id. */
+loom_result_t loom_prog_tensor(loom_prog_t prog, const char *name, loom_dtype_t dtype, const char *shape,
+                               loom_prog_layout_t layout, int arg, int group, int *id);
+
+/* A constant (Replicated, fits any group). */
+loom_result_t loom_prog_const(loom_prog_t prog, double value, int *id);
+
+/* Appends operation `op` (the .loom spelling: "MatMul", "AllReduce", "+",
+ * "<", "Dropout", "Update", "Send", ...) on the values `inputs`; attr NULL:
+ * LOOM_PROG_ATTR_INIT. *id: the result's value id (anonymous until named).
+ * An unknown op, a wrong operand count or id is LOOM_ERR_INVALID_ARGUMENT. */
+loom_result_t loom_prog_op(loom_prog_t prog, const char *op, const int *inputs, int ninputs, const loom_prog_attr_t *attr,
+                           int *id);
+
+/* Names value id (a Var); a name already used is LOOM_ERR_INVALID_ARGUMENT. */
+loom_result_t loom_prog_name(loom_prog_t prog, int id, const char *name);
+
+/* The program's Execute: its name, its input tensors and its outputs. */
+loom_result_t loom_prog_execute(loom_prog_t prog, const char *name, const int *inputs, int ninputs, const int *outputs,
+                                int noutputs);
+
+/* Infers every value's dtype, shape and layout; the first error names its
+ * place and what was expected ("AllGather: operand `x` is Replicated;
+ * AllGather needs Sliced(d)"). */
+loom_result_t loom_prog_check(loom_prog_t prog);
+
+/* The program as .loom text (typed: with each Var's type as a comment) into
+ * buf (cap bytes, NUL-terminated; *len: the length without the NUL, also
+ * when it does not fit: then LOOM_ERR_INVALID_ARGUMENT and buf holds as
+ * much as fits). buf may be NULL with cap 0 to ask for the length. */
+loom_result_t loom_prog_print(loom_prog_t prog, int typed, char *buf, size_t cap, size_t *len);
+
+/* *equal = 1 if the two programs are the same graph (names, operations,
+ * attributes, layouts, Execute, states, kernels), else 0. */
+loom_result_t loom_prog_equal(loom_prog_t a, loom_prog_t b, int *equal);
+
+/* Applies one transformation statement ("(rs, ag) = split(sum,
+ * AllReduceSplitRSAG)") to prog. One that does not apply is
+ * LOOM_ERR_INVALID_ARGUMENT saying why, and prog is unchanged. */
+loom_result_t loom_prog_transform(loom_prog_t prog, const char *statement);
+
+/* A copy of prog with its `Schedule name { ... }` section applied (NULL or
+ * "": none, a plain copy). */
+loom_result_t loom_prog_schedule(loom_prog_t prog, const char *name, loom_prog_t *out);
+
+/* Runs prog on the CPU with `world` simulated ranks per group (1..64),
+ * sizes bound by `bind` ("B=8,S=16"), inputs drawn from `seed`, and copies
+ * the logical value of output `output` (Execute's name for it, "#i" for its
+ * i-th output, or a state tensor's name) into values (cap elements; Local
+ * values: `world` copies back to back); *count: its element count. */
+loom_result_t loom_prog_interp(loom_prog_t prog, int world, const char *bind, uint64_t seed, const char *output,
+                               double *values, size_t cap, size_t *count);
+
+/* Runs both programs as loom_prog_interp does and sets *max_diff to the
+ * largest |x - y| / max(1, |x|) over their outputs and states (0: bit-exact).
+ * Programs whose results differ in number or shape are LOOM_ERR_INVALID_ARGUMENT. */
+loom_result_t loom_prog_interp_compare(loom_prog_t a, loom_prog_t b, int world, const char *bind, uint64_t seed,
+                                       double *max_diff);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # check_loom_tool.sh - the `loom` command runs on a machine without a GPU:
 # `loom env` lists every setting of both tables (src/core/param.h and
-# support/tool_param.h, each row once) and exits 0; `loom version` exits 0.
+# support/tool_param.h, each row once) and exits 0; `loom version` exits 0;
+# the language's subcommands: `loom check` types every examples/lang program,
+# `loom schedules` and `loom interp` run on one, each has --help, and a
+# program with an error exits 1 naming file:line:column.
 # Usage: bash tests/check_loom_tool.sh build/bin/loom
 set -u
 tool=$(realpath "${1:?usage: check_loom_tool.sh LOOM_BINARY}")
@@ -18,5 +21,21 @@ rows=$(printf '%s\n' "$out" | grep -c '^LOOM_')
 decl=$(grep -hoE '^ *X\([A-Z0-9_]+,' src/core/param.h support/tool_param.h | wc -l)
 [ "$rows" = "$decl" ] || { echo "check_loom_tool: 'loom env' lists $rows settings, $decl are declared"; fail=1; }
 "$tool" version > /dev/null || { echo "check_loom_tool: '$tool version' failed"; fail=1; }
-[ $fail = 0 ] && echo "check_loom_tool: loom env lists the $decl settings, loom version runs"
+for f in examples/lang/*.loom; do
+  "$tool" check "$f" > /dev/null || { echo "check_loom_tool: 'loom check $f' failed"; fail=1; }
+done
+for c in check schedules interp; do
+  "$tool" $c --help | grep -q "^usage: loom $c" || { echo "check_loom_tool: 'loom $c --help' prints no usage"; fail=1; }
+done
+"$tool" schedules examples/lang/model_parallel.loom --bind B=8,S=1024,H=3072 | grep -q "^#1 " ||
+  { echo "check_loom_tool: 'loom schedules' lists no schedule"; fail=1; }
+"$tool" interp examples/lang/adam.loom --world 4 --bind N=64 --schedule best | grep -q "(bit-exact)" ||
+  { echo "check_loom_tool: 'loom interp --schedule best' does not match the unscheduled program"; fail=1; }
+bad=$(mktemp)
+printf 'Tensor x(FP32, [N], Replicated);\nVar y = AllGather(x);\nExecute f({x}, {y});\n' > "$bad"
+msg=$("$tool" check "$bad" 2>&1); rc=$?
+rm -f "$bad"
+[ $rc = 1 ] && printf '%s' "$msg" | grep -q ':2:9: AllGather: operand `x` is Replicated; AllGather needs Sliced(d)' ||
+  { echo "check_loom_tool: 'loom check' of an ill-typed program: exit $rc, '$msg'"; fail=1; }
+[ $fail = 0 ] && echo "check_loom_tool: loom env lists the $decl settings, loom version runs, loom check/schedules/interp work"
 exit $fail

@@ -3,6 +3,7 @@
  *
  *   loom env       every LOOM_* setting: name, value in force, default, meaning
  *   loom version   library and NCCL versions
+ *   loom check | schedules | interp   the language (tools/loom_lang.c)
  */
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "loom.h"
 #include "core/param.h"
 #include "support/tool_param.h"
+#include "tools/loom_lang.h"
 
 static void loom_env_table(const loom_param_desc_t *t, size_t n) {
   for (size_t i = 0; i < n; ++i) {
@@ -47,8 +49,12 @@ int main(int argc, char **argv) {
   const char *cmd = argc > 1 ? argv[1] : "help";
   if (!strcmp(cmd, "env")) return loom_env();
   if (!strcmp(cmd, "version")) return loom_version();
-  printf("usage: loom env | version\n"
-         "  env      list every LOOM_* setting with its value, default and meaning\n"
-         "  version  library and NCCL versions\n");
+  if (!strcmp(cmd, "check") || !strcmp(cmd, "schedules") || !strcmp(cmd, "interp")) return loom_lang_main(argc - 1, argv + 1);
+  printf("usage: loom env | version | check | schedules | interp\n"
+         "  env        list every LOOM_* setting with its value, default and meaning\n"
+         "  version    library and NCCL versions\n"
+         "  check      parse a .loom program, infer its types, print it typed (loom check --help)\n"
+         "  schedules  the schedules the transformations reach, with a cost estimate\n"
+         "  interp     run a program on the CPU with W simulated ranks\n");
   return strcmp(cmd, "help") && strcmp(cmd, "--help") ? 2 : 0;
 }

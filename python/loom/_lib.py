@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import _procmaps
 from ._structs import (CollDesc, CollPlanInfo, CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, Epilogue, GemmDesc,
-                       NcclInfo, OptimArgs, OptimDesc, OptimPlanInfo, TpDesc, TpPlanInfo)
+                       NcclInfo, OptimArgs, OptimDesc, OptimPlanInfo, ProgAttr, TpDesc, TpPlanInfo)
 from .errors import LibraryNotFoundError, NcclMismatchError, make_error
 
 
@@ -58,6 +58,7 @@ BINDING_VERSION = _read_version()
 _P = ctypes.POINTER
 _r = ctypes.c_int  # loom_result_t
 _vp, _i, _i64, _f, _sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float, ctypes.c_size_t
+_s, _d = ctypes.c_char_p, ctypes.c_double
 
 # name -> (restype, argtypes), in loom.h's order. tests/python/test_library.py
 # checks that every function loom.h declares is here with its argument count.
@@ -120,6 +121,22 @@ PROTOTYPES = {
     "loom_reduce_scatter": (_r, [_vp, _vp, _vp, _vp, _vp, _vp, _vp]),
     # plan, in, out, stream
     "loom_all_gather": (_r, [_vp, _vp, _vp, _vp]),
+    # the language (lang.py)
+    "loom_prog_parse": (_r, [_s, _s, _P(_vp)]),
+    "loom_prog_create": (_r, [_P(_vp)]),
+    "loom_prog_destroy": (_r, [_vp]),
+    "loom_prog_tensor": (_r, [_vp, _s, _i, _s, _i, _i, _i, _P(_i)]),
+    "loom_prog_const": (_r, [_vp, _d, _P(_i)]),
+    "loom_prog_op": (_r, [_vp, _s, _P(_i), _i, _P(ProgAttr), _P(_i)]),
+    "loom_prog_name": (_r, [_vp, _i, _s]),
+    "loom_prog_execute": (_r, [_vp, _s, _P(_i), _i, _P(_i), _i]),
+    "loom_prog_check": (_r, [_vp]),
+    "loom_prog_print": (_r, [_vp, _i, _s, _sz, _P(_sz)]),
+    "loom_prog_equal": (_r, [_vp, _vp, _P(_i)]),
+    "loom_prog_transform": (_r, [_vp, _s]),
+    "loom_prog_schedule": (_r, [_vp, _s, _P(_vp)]),
+    "loom_prog_interp": (_r, [_vp, _i, _s, ctypes.c_uint64, _s, _P(_d), _sz, _P(_sz)]),
+    "loom_prog_interp_compare": (_r, [_vp, _vp, _i, _s, ctypes.c_uint64, _P(_d)]),
 }
 
 _lock = threading.Lock()

@@ -12,6 +12,7 @@ import enum
 
 c_int, c_int64, c_uint32, c_uint64 = ctypes.c_int, ctypes.c_int64, ctypes.c_uint32, ctypes.c_uint64
 c_size_t, c_float, c_void_p = ctypes.c_size_t, ctypes.c_float, ctypes.c_void_p
+c_double = ctypes.c_double
 
 
 class CEnum(enum.IntEnum):
@@ -97,7 +98,14 @@ class Norm(CEnum):
     LAYER = 2
 
 
-C_PREFIX = {Result: "LOOM_", DType: "LOOM_", Activation: "LOOM_ACT_", Layout: "LOOM_B_", Pooling: "LOOM_POOL_",
+class ProgLayout(CEnum):
+    SLICED = 0
+    REPLICATED = 1
+    LOCAL = 2
+    ROOT = 3
+
+
+C_PREFIX = {ProgLayout: "LOOM_PROG_", Result: "LOOM_", DType: "LOOM_", Activation: "LOOM_ACT_", Layout: "LOOM_B_", Pooling: "LOOM_POOL_",
             EmbeddingPath: "LOOM_EMB_PATH_", TpTransfer: "LOOM_TP_", TpGemm: "LOOM_TP_GEMM_", OptimForm: "LOOM_OPTIM_", CollAlgo: "LOOM_COLL_",
             Norm: "LOOM_NORM_"}
 ENUMS = tuple(C_PREFIX)
@@ -245,5 +253,12 @@ class CollPlanInfo(CStruct):
     _defaults_ = {"algo": int(CollAlgo.AUTO)}
 
 
-STRUCTS = (Config, CommInfo, Epilogue, GemmDesc, EmbeddingDesc, EmbeddingPlanInfo, NcclInfo, TpDesc, TpPlanInfo,
+class ProgAttr(CStruct):
+    _c_name_, _c_init_ = "loom_prog_attr_t", "LOOM_PROG_ATTR_INIT"
+    _fields_ = [("struct_size", c_size_t), ("value", c_double), ("seed", c_uint64), ("dim", c_int), ("root", c_int),
+                ("reduce", c_int), ("dtype", c_int), ("group_offset", c_int)]
+    _defaults_ = {"group_offset": 1}
+
+
+STRUCTS = (ProgAttr, Config, CommInfo, Epilogue, GemmDesc, EmbeddingDesc, EmbeddingPlanInfo, NcclInfo, TpDesc, TpPlanInfo,
            OptimDesc, OptimArgs, OptimPlanInfo, CollDesc, CollPlanInfo)

@@ -1,0 +1,266 @@
+/*
+ * loom_lang.c - the language's subcommands of the loom command:
+ *
+ *   loom check PROG.loom [--schedule NAME]
+ *       parse, infer, print the typed program (scheduled by NAME if given)
+ *   loom schedules PROG.loom [--world W] [--bind B=8,...] [--depth D] [--max N]
+ *       the program's own Schedule sections and every schedule the
+ *       transformations reach in D steps (duplicates merged), each with its
+ *       statements, its units and a cost estimate, cheapest first
+ *   loom interp PROG.loom --world W --bind B=8,... [--schedule NAME] [--seed S]
+ *       run on the CPU with W simulated ranks per group; print each output
+ *       and state (count, sum, first values); with --schedule, also the
+ *       largest difference from the unscheduled program
+ *
+ * Errors (parse, type, refused transformation) print loom's message and exit 1;
+ * bad usage exits 2.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loom.h"
+#include "lang/interp_ops.h"
+#include "lang/lang.h"
+#include "tools/loom_lang.h"
+
+typedef struct opts {
+  const char *file, *schedule, *bind;
+  int world, depth, max;
+  unsigned long long seed;
+} opts_t;
+
+static int usage(const char *cmd, int code) {
+  FILE *f = code ? stderr : stdout;
+  if (!strcmp(cmd, "check"))
+    fprintf(f, "usage: loom check PROG.loom [--schedule NAME]\n"
+               "  parse the program, infer every value's dtype, shape and layout, print it typed;\n"
+               "  with --schedule, apply the program's `Schedule NAME { ... }` first\n");
+  else if (!strcmp(cmd, "schedules"))
+    fprintf(f, "usage: loom schedules PROG.loom [--world W] [--bind S=N,...] [--depth D] [--max N]\n"
+               "  list the program's Schedule sections and every schedule split, reorder, fuse, fuseComm,\n"
+               "  overlap, asSlice and dead reach in D steps (default 6, at most N = 200 programs), duplicates\n"
+               "  merged, cheapest first by a simple cost model (W ranks, default 8; unbound sizes: 1024)\n");
+  else
+    fprintf(f, "usage: loom interp PROG.loom --world W --bind S=N,... [--schedule NAME] [--seed S]\n"
+               "  run the program on the CPU with W simulated ranks per group, sizes bound by --bind;\n"
+               "  print every output and state; with --schedule, run the schedule too and print the\n"
+               "  largest difference from the unscheduled program\n");
+  return code;
+}
+
+static int parse_opts(int argc, char **argv, opts_t *o) {
+  memset(o, 0, sizeof *o);
+  o->world = 8, o->depth = 6, o->max = 200, o->seed = 1, o->bind = "";
+  for (int i = 1; i < argc; ++i) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
+    if (a[0] != '-') {
+      if (o->file) return -1;
+      o->file = a;
+      continue;
+    }
+    if (!v) return -1;
+    if (!strcmp(a, "--schedule")) o->schedule = v;
+    else if (!strcmp(a, "--bind")) o->bind = v;
+    else if (!strcmp(a, "--world")) o->world = atoi(v);
+    else if (!strcmp(a, "--depth")) o->depth = atoi(v);
+    else if (!strcmp(a, "--max")) o->max = atoi(v);
+    else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
+    else return -1;
+    i++;
+  }
+  return o->file && o->world >= 1 && o->depth >= 0 && o->max >= 1 ? 0 : -1;
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t n = 0, cap = 4096;
+  char *s = malloc(cap);
+  for (size_t got; s && (got = fread(s + n, 1, cap - n - 1, f)) > 0;) {
+    n += got;
+    if (n + 1 == cap) {
+      char *q = realloc(s, cap *= 2);
+      if (!q) free(s);
+      s = q;
+    }
+  }
+  fclose(f);
+  if (s) s[n] = 0;
+  return s;
+}
+
+static int fail(void) {
+  fprintf(stderr, "loom: %s\n", loom_last_error());
+  return 1;
+}
+
+/* The program of o->file, scheduled by o->schedule if given (NULL on error, message printed). */
+static loom_prog_t load(const opts_t *o, loom_prog_t *plain) {
+  char *text = read_file(o->file);
+  if (!text) {
+    fprintf(stderr, "loom: cannot read %s\n", o->file);
+    return NULL;
+  }
+  loom_prog_t p = NULL, q = NULL;
+  if (loom_prog_parse(text, o->file, &p) != LOOM_SUCCESS || loom_prog_check(p) != LOOM_SUCCESS ||
+      loom_prog_schedule(p, o->schedule, &q) != LOOM_SUCCESS)
+    fail();
+  free(text);
+  if (plain) *plain = p; else loom_prog_destroy(p);
+  return q;
+}
+
+static int cmd_check(const opts_t *o) {
+  loom_prog_t q = load(o, NULL);
+  if (!q) return 1;
+  loom__buf_t b = {0};
+  const loom_result_t r = loom__lang_print(q, 1, &b);
+  if (r == LOOM_SUCCESS) fputs(b.s, stdout);
+  free(b.s);
+  loom_prog_destroy(q);
+  return r == LOOM_SUCCESS ? 0 : fail();
+}
+
+static void print_value(const loom__value_t *v) {
+  double sum = 0;
+  const int64_t n = v->count * v->ranks;
+  for (int64_t i = 0; i < n; ++i) sum += v->v[i];
+  printf("%-12s %s%lld elements%s  sum %.10g  first:", v->name, v->is_state ? "state, " : "", (long long)v->count,
+         v->local ? " per rank (Local)" : "", sum);
+  for (int64_t i = 0; i < n && i < 4; ++i) printf(" %.6g", v->v[i]);
+  printf("\n");
+}
+
+static int cmd_interp(const opts_t *o) {
+  loom_prog_t plain = NULL, q = load(o, &plain);
+  if (!q) return loom_prog_destroy(plain), 1;
+  loom__binding_t b;
+  loom__results_t res;
+  int rc = 0;
+  if (loom__lang_parse_bind(o->bind, &b) != LOOM_SUCCESS || loom__lang_interp(q, o->world, &b, o->seed, &res) != LOOM_SUCCESS) {
+    rc = fail();
+  } else {
+    printf("%s at %d ranks per group%s%s\n", q->name, o->world, o->schedule ? ", schedule " : "", o->schedule ? o->schedule : "");
+    for (int i = 0; i < res.n; ++i) print_value(&res.vals[i]);
+    loom__lang_results_free(&res);
+    double diff = 0;
+    if (o->schedule && loom_prog_interp_compare(plain, q, o->world, o->bind, o->seed, &diff) != LOOM_SUCCESS) rc = fail();
+    else if (o->schedule) printf("largest difference from the unscheduled program: %g%s\n", diff, diff == 0 ? " (bit-exact)" : "");
+  }
+  loom_prog_destroy(q);
+  loom_prog_destroy(plain);
+  return rc;
+}
+
+typedef struct row {
+  const loom__sched_t *s;
+  int own;
+  loom__cost_t cost;
+  char *units;
+} row_t;
+
+static int by_time(const void *a, const void *b) {
+  const row_t *x = a, *y = b;
+  return x->cost.time_us < y->cost.time_us ? -1 : x->cost.time_us > y->cost.time_us;
+}
+
+static const char *kind_name(int k) {
+  static const char *n[] = {"kernel", "FusedAllReduce", "FusedReduceScatter", "FusedAllGather", "FusedAllReduceEpilogue", "stage"};
+  return k >= 0 && k <= 5 ? n[k] : "?";
+}
+
+/* The units the schedule runs, in order: "stage ov(…)", "kernel k", "AllReduce sum", ... */
+static char *units_of(loom__prog_t *q) {
+  loom__buf_t b = {0};
+  int *order = malloc(sizeof(int) * (size_t)(q->n + 1)), n = 0, last = -2;
+  if (order && loom__lang_unit_order(q, order, &n) == LOOM_SUCCESS)
+    for (int i = 0; i < n; ++i) {
+      const loom__node_t *nd = &q->nodes[order[i]];
+      if (loom__lang_op_info(nd->op)->cls == LOOM__CLS_LEAF) continue;
+      const int g = nd->stage >= 0 ? nd->stage : nd->coll >= 0 ? nd->coll : nd->kern;
+      if (g >= 0 && g == last) continue;
+      last = g;
+      if (g >= 0)
+        loom__buf_printf(&b, "%s%s %s", b.len ? ", " : "", kind_name(q->groups[g].kind), q->groups[g].name);
+      else
+        loom__buf_printf(&b, "%s%s %s", b.len ? ", " : "", loom__lang_op_info(nd->op)->name, nd->name[0] ? nd->name : "");
+    }
+  free(order);
+  return b.s;
+}
+
+static int cost_row(const loom_prog_t p, const opts_t *o, const loom__binding_t *bind, row_t *row) {
+  loom__prog_t *q;
+  if (loom__lang_clone(p, &q) != LOOM_SUCCESS) return -1;
+  for (int i = 0; i < row->s->n; ++i)
+    if (loom__lang_apply(q, &row->s->stmts[i]) != LOOM_SUCCESS) {
+      loom__lang_free(q);
+      return -1;
+    }
+  const int r = loom__lang_cost(q, o->world, bind, &row->cost) == LOOM_SUCCESS ? 0 : -1;
+  row->units = units_of(q);
+  loom__lang_free(q);
+  return r;
+}
+
+static void print_row(const row_t *r, int rank) {
+  printf("#%d %s%s: %.2f us  (%.3g FLOP, %.3g HBM bytes, %.3g link bytes, %d units)\n", rank, r->s->name,
+         r->own ? " (the program's)" : "", r->cost.time_us, r->cost.flops, r->cost.hbm_bytes, r->cost.link_bytes,
+         r->cost.kernels);
+  for (int i = 0; i < r->s->n; ++i) {
+    const loom__stmt_t *st = &r->s->stmts[i];
+    printf("    ");
+    if (st->nlhs) {
+      printf(st->nlhs > 1 ? "(" : "");
+      for (int k = 0; k < st->nlhs; ++k) printf("%s%s", k ? ", " : "", st->lhs[k]);
+      printf(st->nlhs > 1 ? ") = " : " = ");
+    }
+    printf("%s(", st->fn);
+    for (int k = 0; k < st->nargs; ++k) printf("%s%s", k ? ", " : "", st->args[k]);
+    printf(");\n");
+  }
+  printf("    runs: %s\n", r->units ? r->units : "");
+}
+
+static int cmd_schedules(const opts_t *o) {
+  loom_prog_t p = load(o, NULL), plain = NULL;
+  if (!p) return 1;
+  (void)plain;
+  loom__binding_t bind;
+  loom__found_t found;
+  if (loom__lang_parse_bind(o->bind, &bind) != LOOM_SUCCESS || loom__lang_explore(p, o->depth, o->max, &found) != LOOM_SUCCESS) {
+    loom_prog_destroy(p);
+    return fail();
+  }
+  static const loom__sched_t none = {"unscheduled", 0, 0, NULL};
+  const int total = 1 + p->nsched + found.n;
+  row_t *rows = calloc((size_t)total, sizeof *rows);
+  int n = 0;
+  for (int i = 0; rows && i < total; ++i) {
+    rows[n].s = i == 0 ? &none : i <= p->nsched ? &p->scheds[i - 1] : &found.scheds[i - 1 - p->nsched];
+    rows[n].own = i > 0 && i <= p->nsched;
+    if (cost_row(p, o, &bind, &rows[n]) == 0) n++;
+    else free(rows[n].units);
+  }
+  if (rows) qsort(rows, (size_t)n, sizeof *rows, by_time);
+  printf("%s: %d schedules (%d of the program, %d reached in %d steps), W = %d, cheapest first\n", o->file, n,
+         p->nsched, found.n, o->depth, o->world);
+  for (int i = 0; i < n; ++i) print_row(&rows[i], i + 1), free(rows[i].units);
+  free(rows);
+  loom__lang_found_free(&found);
+  loom_prog_destroy(p);
+  return 0;
+}
+
+int loom_lang_main(int argc, char **argv) {
+  const char *cmd = argv[0];
+  opts_t o;
+  const int r = parse_opts(argc, argv, &o);
+  if (r == 1) return usage(cmd, 0);
+  if (r < 0) return usage(cmd, 2);
+  if (!strcmp(cmd, "check")) return cmd_check(&o);
+  if (!strcmp(cmd, "schedules")) return cmd_schedules(&o);
+  return cmd_interp(&o);
+}
