@@ -10,7 +10,7 @@
  * stage's nodes together), so a schedule whose groups cannot run fails here.
  * Collectives reduce in rank order 0..W-1, so AllReduce and ReduceScatter +
  * AllGather agree bit for bit. Dropout keeps element i (its index in the
- * whole tensor, wherever it is computed) by loom_dropout_keep (seed, offset
+ * whole tensor, wherever it is computed) by loom__dropout_keep (seed, offset
  * 0): the mask of loom's kernels. Inputs: uniform in [0.25, 1.25) from a
  * generator keyed by (seed, tensor name[, rank for Local]), so two programs
  * over the same tensors see the same values whatever their layouts.

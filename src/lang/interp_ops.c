@@ -111,8 +111,8 @@ static double pw_apply(const loom__node_t *nd, const double *a, int64_t gflat) {
     case LOOM__OP_SILU: return a[0] / (1.0 + exp(-a[0]));
     case LOOM__OP_CAST: return loom__interp_round(a[0], nd->dtype);
     case LOOM__OP_DROPOUT: {
-      const uint32_t thr = loom_dropout_threshold((float)nd->value);
-      return loom_dropout_keep(nd->seed, 0, (uint64_t)gflat, thr) ? a[0] * (1.0 / (1.0 - nd->value)) : 0.0;
+      const uint32_t thr = loom__dropout_threshold((float)nd->value);
+      return loom__dropout_keep(nd->seed, 0, (uint64_t)gflat, thr) ? a[0] * (1.0 / (1.0 - nd->value)) : 0.0;
     }
     case LOOM__OP_UPDATE: return a[1];
     case LOOM__OP_SLICE: return a[0];

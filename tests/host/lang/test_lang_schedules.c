@@ -117,7 +117,7 @@ LOOM_TEST(lang_interp_comparison_sees_a_changed_program) {
   loom_prog_destroy(p);
 }
 
-/* The dropout mask is loom's kernels' (core/pointwise.h): element i kept iff loom_dropout_keep. */
+/* The dropout mask is loom's kernels' (core/pointwise.h): element i kept iff loom__dropout_keep. */
 LOOM_TEST(lang_interp_dropout_uses_the_kernels_philox_mask) {
   loom_prog_t p = NULL;
   CHECK_RESULT(loom_prog_parse("Tensor x(FP32, [N], Sliced(0));\nVar y = Dropout(x, 0.5, 77) * 0 + Dropout(1 + x * 0, 0.5, 77);\n"
@@ -129,7 +129,7 @@ LOOM_TEST(lang_interp_dropout_uses_the_kernels_philox_mask) {
   CHECK_EQ_INT(n, 64);
   int kept = 0;
   for (int i = 0; i < 64; ++i) { /* the index in the whole tensor, whichever rank's slice holds it */
-    const int keep = loom_dropout_keep(77, 0, (uint64_t)i, loom_dropout_threshold(0.5f));
+    const int keep = loom__dropout_keep(77, 0, (uint64_t)i, loom__dropout_threshold(0.5f));
     kept += keep;
     CHECK(v[i] == (keep ? 2.0 : 0.0));
   }
