@@ -89,6 +89,10 @@ loom_result_t loom_bench_base_alltoall(ncclComm_t nccl, const void *send, void *
 
 int loom_bench_gemm_weights(int half, loom_gemm_weight_t *out, int max) { return loom__gemm_weights(half, out, max); }
 
+int loom_bench_gemm_family_layers(int f, int tp, loom_gemm_weight_t *out, int max) {
+  return loom__gemm_family_layers(f, tp, out, max);
+}
+
 loom_gemm_desc_t loom_bench_gemm_shape_variant(int64_t m, int64_t n, int64_t k) {
   return loom__gemm_shape_variant(m, n, k);
 }

@@ -116,6 +116,10 @@ loom_result_t loom_bench_base_alltoall(ncclComm_t nccl, const void *send, void *
  * how many there are; the description of the GEMM of m rows on weight
  * [k, n] as the set measures it (its dtype and layout variant by shape). */
 int loom_bench_gemm_weights(int half, loom_gemm_weight_t *out, int max);
+/* The layers of family f (loom_gemm_families[f]) at tensor-parallel size
+ * tp, their per-rank weights (n and k multiples of 8 only), up to max into
+ * out; how many there are. */
+int loom_bench_gemm_family_layers(int f, int tp, loom_gemm_weight_t *out, int max);
 loom_gemm_desc_t loom_bench_gemm_shape_variant(int64_t m, int64_t n, int64_t k);
 
 /* One kernel configuration of the GEMM engine (tile, stages, band, grid,

@@ -19,7 +19,12 @@
  * overlap = 1 - ECT(fused) / ECT(seq). Shapes (B as a PyTorch Linear
  * weight, bf16, TP = W): Flux's GPT-3 175B (AG: [m, 12288] x [12288,
  * 49152/W]; RS: [m, 49152/W] x [.., 12288]) and Llama-3-70B (AG: [m, 8192]
- * x [8192, 28672/W]; RS: [m, 28672/W] x [.., 8192]), m = 64 .. 8192.
+ * x [8192, 28672/W]; RS: [m, 28672/W] x [.., 8192]), m = 64 .. 8192; or,
+ * with --set fitting|held-out|all, the tensor-parallel layers of the GEMM
+ * shape set's families at TP 2, 4 and 8 (support/tp_cases.h; --sample N
+ * keeps N of them, spread evenly): rows "<family>/<layer> tp<T> m=<m> F|H"
+ * (F: the fitting half, H: held out), the shapes a model of the paths is
+ * fitted on and checked on.
  * Every fused output is checked against the sequential one (#wrong).
  * Peer (W >= 2, unless --peer none): bench/peers/tp_torch.py, run first,
  * given this run's exact shapes (--shapes model:m:n:k, n and k after the
@@ -34,6 +39,7 @@
 
 #include "bench.h"
 #include "testing/bench_api.h"
+#include "support/tp_cases.h"
 
 #define TP_SEED 0x74706c6eull
 
@@ -49,10 +55,8 @@ static int64_t tp_shard_len(int64_t m, int W, int p) {
 typedef struct tp_args {
   loom_bench_opts_t o;
   int ag;               /* 1: ag_gemm, 0: gemm_rs */
-  int model;            /* -1 all, 0 gpt3, 1 llama */
-  int64_t only_m;       /* 0: the list */
+  loom_tp_case_sel_t sel; /* the shapes (support/tp_cases.h): --set, --model, --tp, --m, --sample, --quick */
   int blocks, chunk;    /* desc.comm_blocks, desc.chunk_rows (0: the plan's) */
-  int tp;               /* --tp T: the weight split of the shapes (0: the world size) */
   int peer;             /* 0 with --peer none */
   int tune;             /* --tune: loom_*_tune before the plans (the loom-auto row takes its choice) */
   char peer_json[1200]; /* the PyTorch peer's results ("" if not run) */
@@ -63,7 +67,11 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
   tp_args_t *a = (tp_args_t *)ctx;
   const char *s = argv[*i];
   if (!strcmp(s, "--help")) {
-    printf("  --model gpt3|llama   one model's shapes (default both)\n"
+    printf("  --set S              models (default: GPT-3 175B and Llama-3-70B), or the tensor-parallel layers of\n"
+           "                       the GEMM shape set's families: fitting, held-out or all (TP 2, 4 and 8 unless\n"
+           "                       --tp; rows name family/layer, TP and the half: support/tp_cases.h)\n"
+           "  --sample N           at most N of the selected shapes, spread evenly over the list\n"
+           "  --model gpt3|llama   one model's shapes (--set models; default both)\n"
            "  --m M                one m only\n"
            "  --tp T               split the weights T ways (default: the world size; --world 1 --tp 2\n"
            "                       times the TP=2 shapes' GEMMs and the fused protocol on one GPU)\n"
@@ -81,7 +89,7 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
       fprintf(stderr, "loom-bench: --model needs gpt3 or llama, got \"%s\"\n", v ? v : "(nothing)");
       return -1;
     }
-    a->model = strcmp(v, "gpt3") ? 1 : 0;
+    a->sel.model = strcmp(v, "gpt3") ? 1 : 0;
     *i += 1;
     return 1;
   }
@@ -95,7 +103,7 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
       fprintf(stderr, "loom-bench: --tp needs an integer in 1..64, got \"%s\"\n", v ? v : "(nothing)");
       return -1;
     }
-    a->tp = (int)x;
+    a->sel.tp = (int)x;
     *i += 1;
     return 1;
   }
@@ -118,7 +126,28 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
       fprintf(stderr, "loom-bench: --m needs a positive integer, got \"%s\"\n", v ? v : "(nothing)");
       return -1;
     }
-    a->only_m = x;
+    a->sel.only_m = x;
+    *i += 1;
+    return 1;
+  }
+  if (!strcmp(s, "--set")) {
+    const int set = loom_tp_set_parse(v);
+    if (set < 0) {
+      fprintf(stderr, "loom-bench: --set needs models, fitting, held-out or all, got \"%s\"\n", v ? v : "(nothing)");
+      return -1;
+    }
+    a->sel.set = (loom_tp_set_t)set;
+    *i += 1;
+    return 1;
+  }
+  if (!strcmp(s, "--sample")) {
+    char *end = NULL;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || !end || *end || x < 1 || x > 100000) {
+      fprintf(stderr, "loom-bench: --sample needs an integer in 1..100000, got \"%s\"\n", v ? v : "(nothing)");
+      return -1;
+    }
+    a->sel.sample = (int)x;
     *i += 1;
     return 1;
   }
@@ -261,32 +290,18 @@ static int64_t count_far(const uint16_t *x, const uint16_t *y, size_t n, double 
   return bad;
 }
 
-typedef struct tp_model {
-  const char *name;
-  int64_t hidden, ffn; /* AG: [m, hidden] x [hidden, ffn/W]; RS: [m, ffn/W] x [.., hidden] */
-} tp_model_t;
+#define TP_MAX_SHAPES 4096 /* more than any selection (support/tp_cases.c) */
 
-static const tp_model_t g_models[2] = {{"gpt3-175b", 12288, 49152}, {"llama3-70b", 8192, 28672}};
-
-/* The local GEMM of (model, T): AG [m, hidden] x [hidden, ffn/T],
- * RS [m, ffn/T] x [.., hidden]. */
-static void tp_dims(int ag, const tp_model_t *mo, int T, int64_t *n, int64_t *k) {
-  *n = ag ? mo->ffn / T : mo->hidden;
-  *k = ag ? mo->hidden : mo->ffn / T;
-}
-
-#define TP_MAX_SHAPES 16
-
-/* The selection's shapes in run order: model[i], m[i]; returns the count. */
-static int tp_list(const tp_args_t *a, const tp_model_t **model, int64_t *ms) {
-  static const int64_t ms_full[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192};
-  static const int64_t ms_quick[] = {64, 512, 2048, 8192};
-  const int64_t *list = a->only_m ? &a->only_m : a->o.quick ? ms_quick : ms_full;
-  const int nm = a->only_m ? 1 : a->o.quick ? 4 : 8;
-  int c = 0;
-  for (int mo = 0; mo < 2; ++mo) {
-    if (a->model >= 0 && a->model != mo) continue;
-    for (int i = 0; i < nm; ++i) model[c] = &g_models[mo], ms[c++] = list[i];
+/* The selection's cases for a run of `world` ranks into a new array (free
+ * it), their count in *n; NULL if the selection fails. */
+static loom_tp_case_t *tp_list(const tp_args_t *a, int world, int *n) {
+  loom_tp_case_sel_t sel = a->sel;
+  sel.ag = a->ag, sel.world = world, sel.quick = a->o.quick;
+  loom_tp_case_t *c = (loom_tp_case_t *)malloc(sizeof *c * TP_MAX_SHAPES);
+  *n = c ? loom_tp_cases(&sel, c, TP_MAX_SHAPES) : -1;
+  if (*n < 0 || *n > TP_MAX_SHAPES) {
+    free(c);
+    return NULL;
   }
   return c;
 }
@@ -304,14 +319,13 @@ static void tp_pair_shape(int ag, const char *model, int64_t m, int64_t n, int64
 }
 
 static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s, loom_bench_table_t *t,
-                    const tp_model_t *mo, int64_t m) {
+                    const loom_tp_case_t *cs) {
   const int W = ctx->size;
   tp_run_t r;
   memset(&r, 0, sizeof r);
   r.nccl = ctx->nccl, r.ag = a->ag, r.W = W;
-  const int T = a->tp > 0 ? a->tp : W;
-  int64_t n = 0, k = 0;
-  tp_dims(a->ag, mo, T, &n, &k);
+  const int T = cs->tp;
+  const int64_t m = cs->m, n = cs->n, k = cs->k;
   r.d = (loom_gemm_desc_t)LOOM_GEMM_DESC(m, n, k, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
   r.S = tp_shard_rows(m, W);
   int failures = 0, nf = 0;
@@ -380,7 +394,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
                                    3, s, &ms);
   }
   int64_t failed = rr != LOOM_SUCCESS;
-  if (failed) fprintf(stderr, "rank %d: %s m=%lld: %s\n", ctx->rank, mo->name, (long long)m, loom_last_error());
+  if (failed) fprintf(stderr, "rank %d: %s m=%lld: %s\n", ctx->rank, cs->model, (long long)m, loom_last_error());
   if (loom_bench_sum_ranks(ctx->nccl, s, &failed) != LOOM_SUCCESS) failed = 1;
   const int nv = V_FUSED0 + nf;
   loom_bench_time_t tm[V_FUSED0 + MAX_FUSED];
@@ -414,7 +428,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
       free(ref), free(got);
     }
     failed = rr != LOOM_SUCCESS;
-    if (failed) fprintf(stderr, "rank %d: %s m=%lld: %s\n", ctx->rank, mo->name, (long long)m, loom_last_error());
+    if (failed) fprintf(stderr, "rank %d: %s m=%lld: %s\n", ctx->rank, cs->model, (long long)m, loom_last_error());
     if (loom_bench_sum_ranks(ctx->nccl, s, &failed) != LOOM_SUCCESS) failed = 1;
     for (int f = 0; f < nf && !failed; ++f)
       if (loom_bench_sum_ranks(ctx->nccl, s, &wrong[f]) != LOOM_SUCCESS) failed = 1;
@@ -430,7 +444,8 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
                : fused_tr[f] == LOOM_TP_SM_ATOMIC ? "at"
                : a->tune                          ? "tuned"
                                                   : "auto");
-      snprintf(row->shape, sizeof row->shape, "%s tp%d m=%lld", mo->name, T, (long long)m);
+      snprintf(row->shape, sizeof row->shape, "%s tp%d m=%lld%s", cs->model, T, (long long)m,
+               cs->held_out == 1 ? " H" : cs->held_out == 0 ? " F" : "");
       snprintf(row->dtype, sizeof row->dtype, "bf16");
       row->m = m, row->n = n, row->k = k, row->world = W;
       row->bytes = (int64_t)(a->ag ? (size_t)m * (size_t)k * 2 : (size_t)m * (size_t)n * 2);
@@ -455,7 +470,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
       row->seq_us = tm[V_SEQ].median_us;
       row->wrong = wrong[f];
       loom_bench_shape_t ps;
-      tp_pair_shape(a->ag, mo->name, m, n, k, W, &ps);
+      tp_pair_shape(a->ag, cs->model, m, n, k, W, &ps);
       (void)loom_bench_row_pair(row, a->peer_json, "async_tp", &ps, 0);
       if (row->wrong > 0) failures++;
       snprintf(row->note, sizeof row->note,
@@ -495,10 +510,14 @@ static int tp_rank(loom_rank_ctx_t *ctx, void *arg) {
   loom_bench_table_t t;
   memset(&t, 0, sizeof t);
   int failures = 0;
-  const tp_model_t *model[TP_MAX_SHAPES];
-  int64_t ms[TP_MAX_SHAPES];
-  const int ns = tp_list(a, model, ms);
-  for (int i = 0; i < ns; ++i) failures += tp_shape(a, ctx, comm, s, &t, model[i], ms[i]);
+  int ns = 0;
+  loom_tp_case_t *cases = tp_list(a, ctx->size, &ns);
+  if (!cases) {
+    fprintf(stderr, "rank %d: the shape selection failed\n", ctx->rank);
+    failures++;
+  }
+  for (int i = 0; cases && i < ns; ++i) failures += tp_shape(a, ctx, comm, s, &t, &cases[i]);
+  free(cases);
   if (ctx->rank == 0) {
     loom_bench_note(&t, "B as a Linear weight [n, k], bf16; gemm = min(cuBLASLt best-of-candidates, loom_gemm) on the "
                         "local shape; seq = NCCL + cuBLASLt; time = median of the slowest rank");
@@ -533,19 +552,20 @@ static void tp_peer(tp_args_t *a, int world) {
     snprintf(a->peer_note, sizeof a->peer_note, "PyTorch async-TP not run (%s)", a->peer ? "one rank" : "--peer none");
     return;
   }
-  const tp_model_t *model[TP_MAX_SHAPES];
-  int64_t ms[TP_MAX_SHAPES];
-  const int ns = tp_list(a, model, ms), T = a->tp > 0 ? a->tp : world;
+  int ns = 0;
+  loom_tp_case_t *cases = tp_list(a, world, &ns);
+  if (!cases) {
+    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch async-TP not run: the shape selection failed");
+    return;
+  }
   char args[2048];
   snprintf(args, sizeof args, "--op %s --world %d --reps %d --warmup %d --shapes ", a->ag ? "ag_gemm" : "gemm_rs",
            world, a->o.reps, a->o.warmup);
   int bad = 0;
-  for (int i = 0; i < ns; ++i) {
-    int64_t n = 0, k = 0;
-    tp_dims(a->ag, model[i], T, &n, &k);
-    bad |= loom_bench_appendf(args, sizeof args, "%s%s:%lld:%lld:%lld", i ? "," : "", model[i]->name,
-                              (long long)ms[i], (long long)n, (long long)k);
-  }
+  for (int i = 0; i < ns; ++i)
+    bad |= loom_bench_appendf(args, sizeof args, "%s%s:%lld:%lld:%lld", i ? "," : "", cases[i].model,
+                              (long long)cases[i].m, (long long)cases[i].n, (long long)cases[i].k);
+  free(cases);
   if (bad) {
     snprintf(a->peer_note, sizeof a->peer_note, "PyTorch async-TP not run: its shape list is too long");
     return;
@@ -558,7 +578,7 @@ static int tp_main(int ag, int argc, char **argv) {
   tp_args_t a;
   memset(&a, 0, sizeof a);
   a.ag = ag;
-  a.model = -1;
+  a.sel.model = -1;
   a.peer = 1;
   int rc = loom_bench_parse(&a.o, argc, argv, tp_opt, &a);
   if (rc != LOOM_BENCH_RUN) return rc;
