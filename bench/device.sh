@@ -19,6 +19,10 @@
 #                                benchmark on every set (LOOM_DEV_GEMM=all),
 #                                loom-bench gemm --quick, no examples
 #                                (CUDA_VISIBLE_DEVICES=0 for one GPU)
+#                        tp-auto AUTO of ag_gemm / gemm_rs on shapes it was not fitted
+#                                to: --set $LOOM_TP_SET (held-out) --sample
+#                                $LOOM_TP_SAMPLE (60) [--tp $LOOM_TP_SPLIT] --quick,
+#                                then bench/tp_auto_check.py's table
 #                        python  the Python binding: no C GPU tests and no
 #                                suites; the NCCL probe, pytest tests/python/gpu,
 #                                examples/python/dlrm_embedding.py --steps 5
@@ -94,7 +98,17 @@ case "${LOOM_PRESET:-}" in
     : "${LOOM_TORCHRUN=examples/python/dlrm_embedding.py --steps 5;}"
     : "${LOOM_PYTHON=python/tools/nccl_probe.py --timeout 45; python/tools/bench_overhead.py}"
     ;;
-  *) echo "device.sh: LOOM_PRESET=$LOOM_PRESET is unknown (gemm or python)"; exit 2 ;;
+  tp-auto)
+    # AUTO of AllGather + GEMM and GEMM + ReduceScatter on held-out shapes:
+    # LOOM_TP_SET (held-out), LOOM_TP_SAMPLE shapes (60) at --tp LOOM_TP_SPLIT
+    # (the shape set's own TP 2, 4, 8 when empty); bench/tp_auto_check.py after
+    filters=${1:-none}
+    tp_args="--quick --peer none --set ${LOOM_TP_SET:-held-out} --sample ${LOOM_TP_SAMPLE:-60}"
+    [ -n "${LOOM_TP_SPLIT:-}" ] && tp_args="$tp_args --tp $LOOM_TP_SPLIT"
+    : "${LOOM_BENCH_SUITES:=ag_gemm gemm_rs}" "${LOOM_EXAMPLES:=0}" "${LOOM_PYTEST=}"
+    : "${LOOM_BENCH_ARGS_ag_gemm=$tp_args}" "${LOOM_BENCH_ARGS_gemm_rs=$tp_args}"
+    ;;
+  *) echo "device.sh: LOOM_PRESET=$LOOM_PRESET is unknown (gemm, python or tp-auto)"; exit 2 ;;
 esac
 
 # NVLink multicast stays off unless the caller chose otherwise
@@ -335,6 +349,10 @@ done < <(split_cmds "${LOOM_PYTHON:-}")
       tail -"${LOOM_BENCH_TAIL:-12}" "$out/bench-$s.log"
       [ "$s" = gemm ] && grep -E "MISS" "$out/bench-$s.log" | cut -c1-170 | head -12
     done
+    if [ "${LOOM_PRESET:-}" = tp-auto ] && ls "$out"/ag_gemm-*.json "$out"/gemm_rs-*.json > /dev/null 2>&1; then
+      echo "=== AUTO on the selected shapes (bench/tp_auto_check.py) ==="
+      python3 bench/tp_auto_check.py "$out"/ag_gemm-*.json "$out"/gemm_rs-*.json 2>&1 | head -40
+    fi
     if [ -f "$out/compare_builds.txt" ]; then
       echo "=== previous build against this one (compare_builds.txt, summary) ==="
       sed -n '/^suite *rows/,$p' "$out/compare_builds.txt"
