@@ -10,6 +10,7 @@ mkdir -p build/carry
 files="build/bin/loom-bench build/tests/loom-test-gpu build/lib/libloom.so.0 build/lib/libloom.so"
 [ -x build/examples/tp_mlp/tp_mlp ] && files="$files build/examples/tp_mlp/tp_mlp"
 [ -x build/dev/gemm/bench_gemm_dev ] && files="$files build/dev/gemm/bench_gemm_dev" # LOOM_DEV_GEMM / LOOM_PRESET=gemm
+[ -x build/dev/tp/bulk_reduce_probe ] && files="$files build/dev/tp/bulk_reduce_probe" # bulk reductions into a peer
 for f in $files; do [ -e "$f" ] || { echo "pack_build: $f missing: run make first" >&2; exit 1; }; done
 git rev-parse --short HEAD > build/carry/COMMIT 2>/dev/null || echo unknown > build/carry/COMMIT
 tar -cf - $files | xz -T0 -6 > build/carry/build.tar.xz
