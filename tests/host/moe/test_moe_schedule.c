@@ -477,3 +477,134 @@ LOOM_TEST(moe_schedule_description_limits) {
   CHECK_EQ_INT(loom__moe_worst_recv_rows(64, 32, 8, 100, 0), 0 + 6400); /* half the ranks own one */
   CHECK_EQ_INT(loom__moe_worst_recv_rows(4, 8, 1, 0, 0), 0);
 }
+
+/* ---- the reference's layer: through the layout == directly per token ---------- */
+
+/* x rows and expert weights of one layer; m points into them. */
+typedef struct layer {
+  loom_ref_moe_t m;
+  double **x, *wg, *wu, *wd;
+} layer_t;
+
+static double *random_doubles(size_t n, double scale) {
+  double *v = (double *)malloc((n ? n : 1) * sizeof(double));
+  for (size_t i = 0; i < n; ++i) v[i] = scale * (2.0 * rng_unit() - 1.0);
+  return v;
+}
+
+static void layer_make(layer_t *L, const routing_t *r, int H, int F, int64_t cap) {
+  L->m = model_of(r, cap);
+  L->m.hidden = H, L->m.ffn = F;
+  L->x = (double **)calloc((size_t)r->W, sizeof(double *));
+  for (int p = 0; p < r->W; ++p) L->x[p] = random_doubles((size_t)(r->T[p] * H), 1.0);
+  L->wg = random_doubles((size_t)r->E * H * F, 0.5);
+  L->wu = random_doubles((size_t)r->E * H * F, 0.5);
+  L->wd = random_doubles((size_t)r->E * F * H, 0.5);
+  L->m.x = (const double *const *)L->x;
+  L->m.w_gate = L->wg, L->m.w_up = L->wu, L->m.w_down = L->wd;
+}
+
+static void layer_free(layer_t *L) {
+  for (int p = 0; p < L->m.world; ++p) free(L->x[p]);
+  free(L->x);
+  free(L->wg);
+  free(L->wu);
+  free(L->wd);
+}
+
+static double **rank_buffers(const int64_t *rows, int W, int H) {
+  double **b = (double **)calloc((size_t)W, sizeof(double *));
+  for (int p = 0; p < W; ++p) b[p] = (double *)calloc((size_t)(rows[p] * H) + 1, sizeof(double));
+  return b;
+}
+static void rank_buffers_free(double **b, int W) {
+  for (int p = 0; p < W; ++p) free(b[p]);
+  free(b);
+}
+
+/* Dispatch alone: every received row is its origin token's row, bit for bit. */
+static void check_dispatched_rows(const layer_t *L, const loom_ref_moe_recv_t *rv) {
+  const loom_ref_moe_t *m = &L->m;
+  const int W = m->world, H = m->hidden;
+  int64_t bad = 0;
+  for (int p = 0; p < W; ++p)
+    for (int64_t i = 0; i < rv->total[p]; ++i) {
+      int l, s;
+      int64_t pos;
+      loom__moe_recv_locate(rv->off[p], loom__moe_experts_on(m->experts, W, p), W, i, &l, &s, &pos);
+      const int64_t t = loom__moe_origin_token(rv->origin[p][i], m->topk);
+      bad += t >= m->tokens[s] ||
+             memcmp(rv->rows[p] + (size_t)i * H, m->x[s] + (size_t)t * H, (size_t)H * sizeof(double)) != 0;
+    }
+  CHECK_EQ_INT(bad, 0);
+}
+
+/* One layer: direct vs dispatch -> experts -> combine; returns failed checks. */
+static int check_layer(const routing_t *r, int H, int F, int64_t cap) {
+  const int fails0 = loom_test_failures, W = r->W;
+  layer_t L;
+  layer_make(&L, r, H, F, cap);
+  double **direct = rank_buffers(r->T, W, H), **combined = rank_buffers(r->T, W, H);
+  loom_ref_moe_recv_t rv;
+  CHECK_EQ_INT(loom_ref_moe_layer_direct(&L.m, direct), 0);
+  CHECK_EQ_INT(loom_ref_moe_dispatch(&L.m, &rv), 0);
+  check_dispatched_rows(&L, &rv);
+  double **y = rank_buffers(rv.total, W, H);
+  CHECK_EQ_INT(loom_ref_moe_experts(&L.m, &rv, y), 0);
+  CHECK_EQ_INT(loom_ref_moe_combine(&L.m, &rv, (const double *const *)y, combined), 0);
+  int64_t differ = 0, nonzero = 0;
+  for (int p = 0; p < W; ++p)
+    for (int64_t i = 0; i < r->T[p] * H; ++i) {
+      differ += memcmp(&direct[p][i], &combined[p][i], sizeof(double)) != 0; /* bit for bit */
+      nonzero += direct[p][i] != 0.0;
+    }
+  CHECK_EQ_INT(differ, 0);
+  int64_t kept_rows = 0, tokens = 0;
+  for (int p = 0; p < W; ++p) kept_rows += rv.total[p], tokens += r->T[p];
+  if (kept_rows > 0) CHECK(nonzero > 0); /* the layer computed something */
+  CHECK(kept_rows <= tokens * r->k);
+  rank_buffers_free(y, W);
+  loom_ref_moe_recv_free(&L.m, &rv);
+  rank_buffers_free(direct, W);
+  rank_buffers_free(combined, W);
+  layer_free(&L);
+  return loom_test_failures - fails0;
+}
+
+LOOM_TEST(moe_ref_layer_through_layout_equals_direct_w2_to_64) {
+  int configs = 0;
+  for (int wi = 0; wi < NWORLDS; ++wi)
+    for (int mode = 0; mode < NMODES; ++mode)
+      for (int ki = 0; ki < 3; ++ki) {
+        const int W = g_worlds[wi], k = ki == 0 ? 1 : ki == 1 ? 2 : 8;
+        const int E = W + 3 > k ? W + 3 : k, tp = (mode + ki) % 4;
+        routing_t r;
+        if (routing_make(&r, W, E, k, mode, tp, W >= 16 ? 6 : 19, (uint64_t)(W * 1000 + mode * 10 + ki))) continue;
+        const int64_t caps[] = {0, 2};
+        for (int ci = 0; ci < 2; ++ci) {
+          if (check_layer(&r, 5, 7, caps[ci])) {
+            printf("    failing: W=%d E=%d k=%d mode=%s tokens=%d cap=%lld\n", W, E, k, g_mode_names[mode], tp,
+                   (long long)caps[ci]);
+            routing_free(&r);
+            return;
+          }
+          ++configs;
+        }
+        routing_free(&r);
+      }
+  printf("    %d layers checked bit for bit\n", configs);
+}
+
+/* Experts owning no rows at all, whole ranks idle, and E < W (ranks with no
+ * expert): the layer still matches, and a world of one is the plain layer. */
+LOOM_TEST(moe_ref_layer_idle_ranks_and_world_of_one) {
+  routing_t r;
+  CHECK_EQ_INT(routing_make(&r, 8, 3, 2, MODE_SAME_K, 1, 11, 5), 0); /* 5 of 8 ranks own no expert */
+  CHECK_EQ_INT(check_layer(&r, 4, 3, 0), 0);
+  routing_free(&r);
+  CHECK_EQ_INT(routing_make(&r, 1, 6, 3, MODE_ZIPF, 0, 17, 6), 0);
+  CHECK_EQ_INT(check_layer(&r, 6, 10, 0), 0);
+  CHECK_EQ_INT(check_layer(&r, 6, 10, 4), 0);
+  CHECK_EQ_INT(check_layout(&r, 0), 0);
+  routing_free(&r);
+}
