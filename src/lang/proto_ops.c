@@ -1,0 +1,189 @@
+/*
+ * proto_ops.c - the hand-written ops' protocols in the form of protocol.h,
+ * each as its kernels run it (the headers named below say why each signal
+ * is there). Regions are per rank shards (region q: the rows or elements
+ * rank q owns); one block per rank (a rank's list is the order its
+ * kernel's blocks and streams all respect); the caller's accesses open and
+ * close each call: it writes the inputs before the call and reads the
+ * results after it.
+ *
+ *   coll (src/ops/coll/coll.h): arrived = e (the input is readable), the
+ *     reads of every rank's input (one-shot: every chunk, rank-shifted;
+ *     two-shot and ReduceScatter: the own slice), two-shot's staging and
+ *     reduced[j] signals and gather in loom__coll_peer_at order, done = e
+ *     and the hand-back wait for every peer's done.
+ *   tp (src/ops/tp/tp_linear.h, tp_schedule.h): GEMM + ReduceScatter: the
+ *     begin kernel's wait for every peer's done of the previous call, the
+ *     partial tiles in RANK_SHIFTED order (shard r + 1 first), each then
+ *     signalled to its owner, the owner's waits for the W sources, its reads
+ *     of their partials, done[owner] = e into every source. GEMM + AllReduce
+ *     adds the owners' stores into every rank's out and the gathered
+ *     signals. AllGather + GEMM: ready = e into every peer, pushes in ring
+ *     order after the destination's ready, chunk signals, the GEMM's waits.
+ *     In these the reduction runs on a side stream beside the GEMM; the
+ *     list is one order of both (the GEMM's stores, then the reduction), so
+ *     the reduction's wait on the rank's own tile signal is program order
+ *     here and is left out.
+ *   optim (src/ops/optim/optim.h): ready = e into every rank, the waits,
+ *     the sums of the own chunk over every rank's gradients, the stores of
+ *     the updated chunk into every rank's parameters, done = e into every
+ *     rank and the waits for every peer's done; LAMB adds the partial
+ *     norms' table and the phase handshake between its kernels.
+ */
+#include "lang/protocol.h"
+
+static void loom__proto_one_shot(loom__proto_t *p, int r) {
+  const int W = p->W, in = loom__proto_buf(p, "in"), out = loom__proto_buf(p, "out");
+  const int arrived = loom__proto_sig(p, "arrived"), done = loom__proto_sig(p, "done");
+  loom__proto_write(p, r, r, in, 0, W); /* the caller's input */
+  loom__proto_set(p, r, r, arrived, 0, 0);
+  loom__proto_wait_peers(p, r, arrived, 0, 0);
+  for (int q = 0; q < W; ++q) { /* chunks, rank-shifted start */
+    const int j = (r + q) % W;
+    for (int s = 0; s < W; ++s) loom__proto_read(p, r, s, in, j, j + 1);
+    loom__proto_write(p, r, r, out, j, j + 1);
+  }
+  loom__proto_set(p, r, r, done, 0, 0);
+  loom__proto_wait_peers(p, r, done, 0, 0); /* the hand-back of `in` */
+  loom__proto_read(p, r, r, out, 0, W);     /* the caller's use of the result */
+}
+
+static void loom__proto_two_shot(loom__proto_t *p, int r) {
+  const int W = p->W, in = loom__proto_buf(p, "in"), out = loom__proto_buf(p, "out"), stg = loom__proto_buf(p, "staging");
+  const int arrived = loom__proto_sig(p, "arrived"), reduced = loom__proto_sig(p, "reduced");
+  loom__proto_write(p, r, r, in, 0, W);
+  loom__proto_set(p, r, r, arrived, 0, 0);
+  loom__proto_wait_peers(p, r, arrived, 0, 0);
+  for (int s = 0; s < W; ++s) loom__proto_read(p, r, s, in, r, r + 1);
+  loom__proto_write(p, r, r, out, r, r + 1);
+  loom__proto_write(p, r, r, stg, 0, 1);
+  loom__proto_set(p, r, r, reduced, 0, 0);
+  for (int i = 0; i < W - 1; ++i) { /* loom__coll_peer_at order */
+    const int q = (r + 1 + i) % W;
+    loom__proto_wait(p, r, q, reduced, 0, 0);
+    loom__proto_read(p, r, q, stg, 0, 1);
+    loom__proto_write(p, r, r, out, q, q + 1);
+  }
+  loom__proto_read(p, r, r, out, 0, W);
+}
+
+static void loom__proto_rs(loom__proto_t *p, int r) {
+  const int W = p->W, in = loom__proto_buf(p, "in"), out = loom__proto_buf(p, "out");
+  const int arrived = loom__proto_sig(p, "arrived"), done = loom__proto_sig(p, "done");
+  loom__proto_write(p, r, r, in, 0, W);
+  loom__proto_set(p, r, r, arrived, 0, 0);
+  loom__proto_wait_peers(p, r, arrived, 0, 0);
+  for (int s = 0; s < W; ++s) loom__proto_read(p, r, s, in, r, r + 1);
+  loom__proto_write(p, r, r, out, 0, 1);
+  loom__proto_set(p, r, r, done, 0, 0);
+  loom__proto_wait_peers(p, r, done, 0, 0);
+  loom__proto_read(p, r, r, out, 0, 1);
+}
+
+static void loom__proto_ag(loom__proto_t *p, int r) {
+  const int W = p->W, in = loom__proto_buf(p, "in"), out = loom__proto_buf(p, "out");
+  const int arrived = loom__proto_sig(p, "arrived"), done = loom__proto_sig(p, "done");
+  loom__proto_write(p, r, r, in, 0, 1);
+  loom__proto_set(p, r, r, arrived, 0, 0);
+  for (int i = 0; i < W; ++i) {
+    const int q = (r + 1 + i) % W;
+    if (q != r) loom__proto_wait(p, r, q, arrived, 0, 0);
+    loom__proto_read(p, r, q, in, 0, 1); /* q == r: the own copy */
+    loom__proto_write(p, r, r, out, q, q + 1);
+  }
+  loom__proto_set(p, r, r, done, 0, 0);
+  loom__proto_wait_peers(p, r, done, 0, 0);
+  loom__proto_read(p, r, r, out, 0, W);
+}
+
+/* GEMM + ReduceScatter (ar = 0) or + AllReduce (ar = 1). */
+static void loom__proto_gemm_rs(loom__proto_t *p, int r, int ar) {
+  const int W = p->W, part = loom__proto_buf(p, "partial"), out = loom__proto_buf(p, "out");
+  const int tile = loom__proto_sig(p, "tile"), done = loom__proto_sig(p, "done");
+  for (int i = 0; i < W - 1; ++i) /* begin: the peers finished reading the previous partial */
+    loom__proto_wait(p, r, r, done, (r + 1 + i) % W, -1);
+  for (int i = 0; i < W; ++i) { /* GEMM tiles, RANK_SHIFTED: shard r + 1 first */
+    const int t = (r + 1 + i) % W;
+    loom__proto_write(p, r, r, part, t, t + 1);
+    if (t != r) loom__proto_set(p, r, t, tile, r, 0);
+  }
+  for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, tile, (r + 1 + i) % W, 0);
+  for (int s = 0; s < W; ++s) loom__proto_read(p, r, s, part, r, r + 1);
+  if (!ar) {
+    loom__proto_write(p, r, r, out, 0, 1);
+  } else {
+    const int gathered = loom__proto_sig(p, "gathered");
+    for (int q = 0; q < W; ++q) loom__proto_write(p, r, (r + 1 + q) % W, out, r, r + 1);
+    for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, gathered, r, 0);
+  }
+  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, done, r, 0);
+  if (ar) {
+    const int gathered = loom__proto_sig(p, "gathered");
+    for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, gathered, (r + 1 + i) % W, 0);
+  }
+  loom__proto_read(p, r, r, out, 0, ar ? W : 1);
+}
+
+static void loom__proto_ag_gemm(loom__proto_t *p, int r) {
+  const int W = p->W, afull = loom__proto_buf(p, "a_full"), out = loom__proto_buf(p, "out");
+  const int ready = loom__proto_sig(p, "ready"), chunk = loom__proto_sig(p, "chunk");
+  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, ready, r, 0); /* begin */
+  loom__proto_write(p, r, r, afull, r, r + 1); /* the own shard in place */
+  for (int i = 0; i < W - 1; ++i) { /* step i: to rank r - 1 - i */
+    const int d = ((r - 1 - i) % W + W) % W;
+    loom__proto_wait(p, r, r, ready, d, 0);
+    loom__proto_write(p, r, d, afull, r, r + 1);
+    loom__proto_set(p, r, d, chunk, r, 0);
+  }
+  for (int i = 0; i < W; ++i) { /* GEMM tile rows from the own shard on */
+    const int q = (r + i) % W;
+    if (q != r) loom__proto_wait(p, r, r, chunk, q, 0);
+    loom__proto_read(p, r, r, afull, q, q + 1);
+  }
+  loom__proto_write(p, r, r, out, 0, 1);
+  loom__proto_read(p, r, r, out, 0, 1);
+}
+
+/* RS-Opt-AG: Adam (lamb = 0) or LAMB (lamb = 1). */
+static void loom__proto_optim(loom__proto_t *p, int r, int lamb) {
+  const int W = p->W, grad = loom__proto_buf(p, "grad"), param = loom__proto_buf(p, "param");
+  const int ready = loom__proto_sig(p, "ready"), done = loom__proto_sig(p, "done");
+  loom__proto_write(p, r, r, grad, 0, W); /* the backward pass */
+  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, ready, r, 0);
+  for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, ready, (r + 1 + i) % W, 0);
+  for (int s = 0; s < W; ++s) loom__proto_read(p, r, s, grad, r, r + 1);
+  if (lamb) {
+    const int part = loom__proto_buf(p, "partial"), phase = loom__proto_sig(p, "phase");
+    loom__proto_write(p, r, r, part, 0, 1);
+    for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, phase, r, 0);
+    for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, phase, (r + 1 + i) % W, 0);
+    for (int s = 0; s < W; ++s) loom__proto_read(p, r, s, part, 0, 1); /* norms in global order */
+  }
+  for (int q = 0; q < W; ++q) loom__proto_write(p, r, (r + 1 + q) % W, param, r, r + 1);
+  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, done, r, 0);
+  for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, done, (r + 1 + i) % W, 0);
+  loom__proto_read(p, r, r, param, 0, W); /* the next forward pass */
+}
+
+const char *loom__proto_op_name(int op) {
+  static const char *names[] = {"allreduce_one_shot", "allreduce_two_shot", "reduce_scatter", "all_gather",
+                                "gemm_rs",            "gemm_ar",            "ag_gemm",        "optim_adam",
+                                "optim_lamb"};
+  return op >= 0 && op < LOOM__PROTO_OPS_COUNT ? names[op] : "?";
+}
+
+void loom__proto_op(int op, int W, loom__proto_t *p) {
+  loom__proto_init(p, loom__proto_op_name(op), W);
+  for (int r = 0; r < W; ++r) switch (op) {
+      case LOOM__PROTO_AR_ONE_SHOT: loom__proto_one_shot(p, r); break;
+      case LOOM__PROTO_AR_TWO_SHOT: loom__proto_two_shot(p, r); break;
+      case LOOM__PROTO_RS: loom__proto_rs(p, r); break;
+      case LOOM__PROTO_AG: loom__proto_ag(p, r); break;
+      case LOOM__PROTO_GEMM_RS: loom__proto_gemm_rs(p, r, 0); break;
+      case LOOM__PROTO_GEMM_AR: loom__proto_gemm_rs(p, r, 1); break;
+      case LOOM__PROTO_AG_GEMM: loom__proto_ag_gemm(p, r); break;
+      case LOOM__PROTO_OPTIM_ADAM: loom__proto_optim(p, r, 0); break;
+      case LOOM__PROTO_OPTIM_LAMB: loom__proto_optim(p, r, 1); break;
+      default: p->overflow = 1; break;
+    }
+}
