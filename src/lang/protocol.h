@@ -155,4 +155,19 @@ typedef enum {
 const char *loom__proto_op_name(int op);
 void loom__proto_op(int op, int W, loom__proto_t *p);
 
+/* ---- proto_lower.c ---------------------------------------------------------- */
+/* One unit of a scheduled program that talks to other ranks, and its protocol. */
+typedef struct loom__proto_unit {
+  char unit[64]; /* the stage's, fused collective's or operation's name (and the path) */
+  loom__proto_t proto;
+} loom__proto_unit_t;
+struct loom_prog;
+/* The language's protocols for the collectives no hand-written op has:
+ * op is LOOM__OP_REDUCE, _BROADCAST, _ALLTOALL or _SEND (lang.h; Send: a
+ * pair of ranks whatever W). */
+void loom__proto_template(int op, int W, loom__proto_t *p);
+/* The protocols of p's units at W ranks per group (2..LOOM__PROTO_MAXW), in
+ * topological order; LOOM_ERR_INVALID_ARGUMENT if more than cap. */
+loom_result_t loom__lang_lower(struct loom_prog *p, int W, loom__proto_unit_t *out, int cap, int *n);
+
 #endif /* LOOM_LANG_PROTOCOL_H */

@@ -15,7 +15,9 @@
 #include <string.h>
 
 #include "tests/common/test.h"
+#include "lang/lang.h"
 #include "lang/protocol.h"
+#include "tests/host/lang/lang_test_util.h"
 
 static int loom__t_check(const loom__proto_t *p, loom__proto_report_t *rep) {
   if (loom__proto_check(p, 2, rep) != LOOM_SUCCESS) {
@@ -85,9 +87,13 @@ LOOM_TEST(lang_protocol_checker_semantics) {
 LOOM_TEST(lang_protocol_hand_written_ops_pass) {
   static loom__proto_t p;
   static loom__proto_report_t rep;
-  for (int op = 0; op < LOOM__PROTO_OPS_COUNT; ++op)
+  const int templates[] = {LOOM__OP_REDUCE, LOOM__OP_BROADCAST, LOOM__OP_ALLTOALL, LOOM__OP_SEND};
+  for (int op = 0; op < LOOM__PROTO_OPS_COUNT + 4; ++op)
     for (int W = 2; W <= 3; ++W) {
-      loom__proto_op(op, W, &p);
+      if (op < LOOM__PROTO_OPS_COUNT)
+        loom__proto_op(op, W, &p);
+      else
+        loom__proto_template(templates[op - LOOM__PROTO_OPS_COUNT], W, &p);
       if (loom__t_check(&p, &rep) != LOOM__PV_NONE)
         loom_test_fail(__FILE__, __LINE__, "%s W=%d:\n%s", p.name, W, rep.text);
       printf("    %-20s W=%d: %lld states, %lld transitions, no violation\n", p.name, W, (long long)rep.states,
@@ -163,6 +169,15 @@ LOOM_TEST(lang_protocol_mutations_every_wait_and_handshake_caught) {
       printf("\n");
       tried += t, caught += c, redundant += red;
     }
+  const int templates[] = {LOOM__OP_REDUCE, LOOM__OP_BROADCAST, LOOM__OP_ALLTOALL, LOOM__OP_SEND};
+  for (size_t i = 0; i < sizeof templates / sizeof *templates; ++i)
+    for (int W = 2; W <= 3; ++W) {
+      loom__proto_template(templates[i], W, &p);
+      int t = 0, c = 0, red = 0;
+      loom__t_mutate(&p, &t, &c, &red);
+      printf("    %-20s W=%d: %d of %d mutations caught (the language's template)\n", p.name, W, c, t);
+      tried += t, caught += c, redundant += red;
+    }
   printf("    all ops: %d of %d mutations caught; %d mutations of redundant handshakes harmless\n", caught, tried,
          redundant);
   CHECK(tried > 0);
@@ -178,4 +193,84 @@ LOOM_TEST(lang_protocol_counterexample_trace) {
   CHECK_EQ_INT(loom__t_check(&m, &rep), LOOM__PV_OVERWRITE);
   CHECK(strstr(rep.text, "not ordered with:") != NULL);
   printf("%s", rep.text);
+}
+
+/* Every example's schedules (and the unscheduled programs, and the
+ * schedules the search reaches in two statements) lowered to protocols:
+ * each unit passes at W = 2 and 3 over two calls. */
+static void loom__t_lower_check(loom_prog_t q, const char *what, int *units) {
+  static loom__proto_unit_t u[16];
+  static loom__proto_report_t rep;
+  for (int W = 2; W <= 3; ++W) {
+    int n = 0;
+    CHECK_RESULT(loom__lang_lower(q, W, u, 16, &n), LOOM_SUCCESS);
+    for (int i = 0; i < n; ++i) {
+      *units += 1;
+      if (loom__t_check(&u[i].proto, &rep) != LOOM__PV_NONE)
+        loom_test_fail(__FILE__, __LINE__, "%s W=%d unit %s:\n%s", what, W, u[i].unit, rep.text);
+    }
+  }
+}
+
+LOOM_TEST(lang_protocol_schedules_lowered_pass) {
+  const char *names[] = {"model_parallel", "adam", "lamb", "pipeline", "llama_tp"};
+  int units = 0, scheds = 0;
+  for (size_t e = 0; e < sizeof names / sizeof *names; ++e) {
+    loom_prog_t p = lang_load_example(names[e]);
+    CHECK(p != NULL);
+    if (!p) continue;
+    for (int s = -1; s < p->nsched; ++s) {
+      loom_prog_t q = NULL;
+      CHECK_RESULT(loom_prog_schedule(p, s < 0 ? "" : p->scheds[s].name, &q), LOOM_SUCCESS);
+      if (!q) continue;
+      char what[128];
+      snprintf(what, sizeof what, "%s schedule %s", names[e], s < 0 ? "(none)" : p->scheds[s].name);
+      loom__t_lower_check(q, what, &units);
+      scheds++;
+      loom_prog_destroy(q);
+    }
+    loom__found_t f;
+    memset(&f, 0, sizeof f);
+    CHECK_RESULT(loom__lang_explore(p, 2, 64, &f), LOOM_SUCCESS);
+    for (int i = 0; i < f.n; ++i) {
+      loom__prog_t *q = NULL;
+      CHECK_RESULT(loom__lang_clone(p, &q), LOOM_SUCCESS);
+      loom_result_t r = LOOM_SUCCESS;
+      for (int k = 0; q && k < f.scheds[i].n && r == LOOM_SUCCESS; ++k) r = loom__lang_apply(q, &f.scheds[i].stmts[k]);
+      if (q && r == LOOM_SUCCESS && loom__lang_infer(q) == LOOM_SUCCESS) {
+        loom__t_lower_check(q, names[e], &units);
+        scheds++;
+      }
+      loom__lang_free(q);
+    }
+    loom__lang_found_free(&f);
+    loom_prog_destroy(p);
+  }
+  printf("    %d schedules, %d lowered units checked, no violation\n", scheds, units);
+  CHECK(units > 0);
+}
+
+/* The units the examples' best schedules lower to: the stages take the tp
+ * ops' protocols, the fused collectives the collectives'. */
+LOOM_TEST(lang_protocol_lowering_units) {
+  static loom__proto_unit_t u[16];
+  const struct { const char *example, *unit, *proto; } want[] = {
+      {"llama_tp", "agGemm", "ag_gemm"},
+      {"llama_tp", "gemmRs", "gemm_rs"},
+      {"model_parallel", "layerWithAR", "gemm_ar"},
+      {"pipeline", "", "Send"},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof *want; ++i) {
+    loom_prog_t p = lang_load_example(want[i].example), q = NULL;
+    CHECK(p != NULL);
+    if (!p) continue;
+    CHECK_RESULT(loom_prog_schedule(p, "best", &q), LOOM_SUCCESS);
+    int n = 0, found = 0;
+    if (q) CHECK_RESULT(loom__lang_lower(q, 3, u, 16, &n), LOOM_SUCCESS);
+    for (int k = 0; k < n; ++k)
+      found |= strncmp(u[k].unit, want[i].unit, strlen(want[i].unit)) == 0 && !strcmp(u[k].proto.name, want[i].proto);
+    if (!found) loom_test_fail(__FILE__, __LINE__, "%s best: no unit %s lowered to %s", want[i].example, want[i].unit, want[i].proto);
+    if (q) loom_prog_destroy(q);
+    loom_prog_destroy(p);
+  }
 }
