@@ -7,7 +7,11 @@
  * close each call: it writes the inputs before the call and reads the
  * results after it.
  *
- *   coll (src/ops/coll/coll.h): arrived = e (the input is readable), the
+ *   coll (src/ops/coll/coll.h), out of place and in place (coll.c's
+ *     check_in_out: AllReduce out == in, ReduceScatter out = the own slice
+ *     of in, AllGather in = the own slice of out; one-shot in place reduces
+ *     into the staging buffer and copies it back after the hand-back
+ *     wait): arrived = e (the input is readable), the
  *     reads of every rank's input (one-shot: every chunk, rank-shifted;
  *     two-shot and ReduceScatter: the own slice), two-shot's staging and
  *     reduced[j] signals and gather in loom__coll_peer_at order, done = e
@@ -32,8 +36,11 @@
  */
 #include "lang/protocol.h"
 
-static void loom__proto_one_shot(loom__proto_t *p, int r) {
-  const int W = p->W, in = loom__proto_buf(p, "in"), out = loom__proto_buf(p, "out");
+/* ip: in place (out is in): the reduction goes to the staging buffer and is
+ * copied into `in` after the hand-back wait (no peer reads it then). */
+static void loom__proto_one_shot(loom__proto_t *p, int r, int ip) {
+  const int W = p->W, in = loom__proto_buf(p, "in"), out = ip ? in : loom__proto_buf(p, "out");
+  const int stg = ip ? loom__proto_buf(p, "staging") : out;
   const int arrived = loom__proto_sig(p, "arrived"), done = loom__proto_sig(p, "done");
   loom__proto_write(p, r, r, in, 0, W); /* the caller's input */
   loom__proto_set(p, r, r, arrived, 0, 0);
@@ -41,15 +48,18 @@ static void loom__proto_one_shot(loom__proto_t *p, int r) {
   for (int q = 0; q < W; ++q) { /* chunks, rank-shifted start */
     const int j = (r + q) % W;
     for (int s = 0; s < W; ++s) loom__proto_read(p, r, s, in, j, j + 1);
-    loom__proto_write(p, r, r, out, j, j + 1);
+    loom__proto_write(p, r, r, stg, j, j + 1);
   }
   loom__proto_set(p, r, r, done, 0, 0);
   loom__proto_wait_peers(p, r, done, 0, 0); /* the hand-back of `in` */
+  if (ip) loom__proto_read(p, r, r, stg, 0, W), loom__proto_write(p, r, r, out, 0, W);
   loom__proto_read(p, r, r, out, 0, W);     /* the caller's use of the result */
 }
 
-static void loom__proto_two_shot(loom__proto_t *p, int r) {
-  const int W = p->W, in = loom__proto_buf(p, "in"), out = loom__proto_buf(p, "out"), stg = loom__proto_buf(p, "staging");
+/* ip: in place (out is in: the own slice and the gathered ones land in `in`). */
+static void loom__proto_two_shot(loom__proto_t *p, int r, int ip) {
+  const int W = p->W, in = loom__proto_buf(p, "in"), out = ip ? in : loom__proto_buf(p, "out");
+  const int stg = loom__proto_buf(p, "staging");
   const int arrived = loom__proto_sig(p, "arrived"), reduced = loom__proto_sig(p, "reduced");
   loom__proto_write(p, r, r, in, 0, W);
   loom__proto_set(p, r, r, arrived, 0, 0);
@@ -67,28 +77,33 @@ static void loom__proto_two_shot(loom__proto_t *p, int r) {
   loom__proto_read(p, r, r, out, 0, W);
 }
 
-static void loom__proto_rs(loom__proto_t *p, int r) {
-  const int W = p->W, in = loom__proto_buf(p, "in"), out = loom__proto_buf(p, "out");
+/* ip: in place (out is the own slice of in). */
+static void loom__proto_rs(loom__proto_t *p, int r, int ip) {
+  const int W = p->W, in = loom__proto_buf(p, "in"), out = ip ? in : loom__proto_buf(p, "out");
   const int arrived = loom__proto_sig(p, "arrived"), done = loom__proto_sig(p, "done");
+  const int o = ip ? r : 0;
   loom__proto_write(p, r, r, in, 0, W);
   loom__proto_set(p, r, r, arrived, 0, 0);
   loom__proto_wait_peers(p, r, arrived, 0, 0);
   for (int s = 0; s < W; ++s) loom__proto_read(p, r, s, in, r, r + 1);
-  loom__proto_write(p, r, r, out, 0, 1);
+  loom__proto_write(p, r, r, out, o, o + 1);
   loom__proto_set(p, r, r, done, 0, 0);
   loom__proto_wait_peers(p, r, done, 0, 0);
-  loom__proto_read(p, r, r, out, 0, 1);
+  loom__proto_read(p, r, r, out, o, o + 1);
 }
 
-static void loom__proto_ag(loom__proto_t *p, int r) {
-  const int W = p->W, in = loom__proto_buf(p, "in"), out = loom__proto_buf(p, "out");
+/* ip: in place (in is the own slice of out: nothing to copy for it). */
+static void loom__proto_ag(loom__proto_t *p, int r, int ip) {
+  const int W = p->W, out = loom__proto_buf(p, "out"), in = ip ? out : loom__proto_buf(p, "in");
   const int arrived = loom__proto_sig(p, "arrived"), done = loom__proto_sig(p, "done");
-  loom__proto_write(p, r, r, in, 0, 1);
+  const int o = ip ? r : 0; /* the slice's region in `in` */
+  loom__proto_write(p, r, r, in, o, o + 1);
   loom__proto_set(p, r, r, arrived, 0, 0);
   for (int i = 0; i < W; ++i) {
-    const int q = (r + 1 + i) % W;
+    const int q = (r + 1 + i) % W, oq = ip ? q : 0;
+    if (q == r && ip) continue;
     if (q != r) loom__proto_wait(p, r, q, arrived, 0, 0);
-    loom__proto_read(p, r, q, in, 0, 1); /* q == r: the own copy */
+    loom__proto_read(p, r, q, in, oq, oq + 1); /* q == r: the own copy */
     loom__proto_write(p, r, r, out, q, q + 1);
   }
   loom__proto_set(p, r, r, done, 0, 0);
@@ -167,18 +182,23 @@ static void loom__proto_optim(loom__proto_t *p, int r, int lamb) {
 
 const char *loom__proto_op_name(int op) {
   static const char *names[] = {"allreduce_one_shot", "allreduce_two_shot", "reduce_scatter", "all_gather",
-                                "gemm_rs",            "gemm_ar",            "ag_gemm",        "optim_adam",
-                                "optim_lamb"};
+                                "gemm_rs", "gemm_ar", "ag_gemm", "optim_adam", "optim_lamb",
+                                "allreduce_one_shot_ip", "allreduce_two_shot_ip", "reduce_scatter_ip",
+                                "all_gather_ip"};
   return op >= 0 && op < LOOM__PROTO_OPS_COUNT ? names[op] : "?";
 }
 
 void loom__proto_op(int op, int W, loom__proto_t *p) {
   loom__proto_init(p, loom__proto_op_name(op), W);
   for (int r = 0; r < W; ++r) switch (op) {
-      case LOOM__PROTO_AR_ONE_SHOT: loom__proto_one_shot(p, r); break;
-      case LOOM__PROTO_AR_TWO_SHOT: loom__proto_two_shot(p, r); break;
-      case LOOM__PROTO_RS: loom__proto_rs(p, r); break;
-      case LOOM__PROTO_AG: loom__proto_ag(p, r); break;
+      case LOOM__PROTO_AR_ONE_SHOT: loom__proto_one_shot(p, r, 0); break;
+      case LOOM__PROTO_AR_TWO_SHOT: loom__proto_two_shot(p, r, 0); break;
+      case LOOM__PROTO_RS: loom__proto_rs(p, r, 0); break;
+      case LOOM__PROTO_AG: loom__proto_ag(p, r, 0); break;
+      case LOOM__PROTO_AR_ONE_SHOT_IP: loom__proto_one_shot(p, r, 1); break;
+      case LOOM__PROTO_AR_TWO_SHOT_IP: loom__proto_two_shot(p, r, 1); break;
+      case LOOM__PROTO_RS_IP: loom__proto_rs(p, r, 1); break;
+      case LOOM__PROTO_AG_IP: loom__proto_ag(p, r, 1); break;
       case LOOM__PROTO_GEMM_RS: loom__proto_gemm_rs(p, r, 0); break;
       case LOOM__PROTO_GEMM_AR: loom__proto_gemm_rs(p, r, 1); break;
       case LOOM__PROTO_AG_GEMM: loom__proto_ag_gemm(p, r); break;

@@ -150,6 +150,10 @@ typedef enum {
   LOOM__PROTO_AG_GEMM,         /* tp: AllGather (push) + GEMM */
   LOOM__PROTO_OPTIM_ADAM,      /* optim: RS-Opt-AG, Adam (ready, done) */
   LOOM__PROTO_OPTIM_LAMB,      /* optim: RS-Opt-AG, LAMB (ready, phase, done) */
+  LOOM__PROTO_AR_ONE_SHOT_IP,  /* the four collectives in place */
+  LOOM__PROTO_AR_TWO_SHOT_IP,
+  LOOM__PROTO_RS_IP,
+  LOOM__PROTO_AG_IP,
   LOOM__PROTO_OPS_COUNT
 } loom__proto_op_t;
 const char *loom__proto_op_name(int op);
