@@ -17,6 +17,17 @@ void loom__proto_init(loom__proto_t *p, const char *name, int W) {
   snprintf(p->name, sizeof p->name, "%s", name);
   p->W = W;
   if (W < 1 || W > LOOM__PROTO_MAXW) p->overflow = 1;
+  p->nact = p->overflow ? 0 : W;
+  for (int r = 0; r < p->nact; ++r) p->rank_of[r] = r;
+}
+
+int loom__proto_actor(loom__proto_t *p, int rank) {
+  if (p->nact >= LOOM__PROTO_MAXACT || rank < 0 || rank >= p->W) {
+    p->overflow = 1;
+    return 0;
+  }
+  p->rank_of[p->nact] = rank;
+  return p->nact++;
 }
 
 static int loom__proto_name(char (*names)[LOOM__PROTO_NAME], int *n, const char *name, int *overflow) {
@@ -34,7 +45,7 @@ int loom__proto_buf(loom__proto_t *p, const char *name) { return loom__proto_nam
 int loom__proto_sig(loom__proto_t *p, const char *name) { return loom__proto_name(p->sig, &p->nsig, name, &p->overflow); }
 
 static void loom__proto_push(loom__proto_t *p, int r, int kind, int owner, int obj, int lo, int hi, int delta) {
-  if (r < 0 || r >= p->W || owner < 0 || owner >= p->W || p->n[r] >= LOOM__PROTO_MAXSTEPS || lo < 0 || hi < lo ||
+  if (r < 0 || r >= p->nact || owner < 0 || owner >= p->W || p->n[r] >= LOOM__PROTO_MAXSTEPS || lo < 0 || hi < lo ||
       hi > INT16_MAX) {
     p->overflow = 1;
     return;
@@ -57,7 +68,8 @@ void loom__proto_wait(loom__proto_t *p, int r, int owner, int sig, int slot, int
   loom__proto_push(p, r, LOOM__PS_WAIT, owner, sig, slot, slot + 1, delta);
 }
 void loom__proto_wait_peers(loom__proto_t *p, int r, int sig, int slot, int delta) {
-  for (int i = 0; i < p->W - 1; ++i) loom__proto_wait(p, r, (r + 1 + i) % p->W, sig, slot, delta);
+  const int rank = r >= 0 && r < p->nact ? p->rank_of[r] : 0;
+  for (int i = 0; i < p->W - 1; ++i) loom__proto_wait(p, r, (rank + 1 + i) % p->W, sig, slot, delta);
 }
 
 void loom__proto_step_str(const loom__proto_t *p, const loom__pstep_t *s, int call, char *out, int cap) {
@@ -73,14 +85,14 @@ void loom__proto_step_str(const loom__proto_t *p, const loom__pstep_t *s, int ca
 
 void loom__proto_drop_step(const loom__proto_t *p, int r, int i, loom__proto_t *out) {
   *out = *p;
-  if (r < 0 || r >= p->W || i < 0 || i >= p->n[r]) return;
+  if (r < 0 || r >= p->nact || i < 0 || i >= p->n[r]) return;
   memmove(&out->steps[r][i], &out->steps[r][i + 1], sizeof(loom__pstep_t) * (size_t)(p->n[r] - i - 1));
   out->n[r]--;
 }
 
 void loom__proto_drop_sig(const loom__proto_t *p, int sig, loom__proto_t *out) {
   *out = *p;
-  for (int r = 0; r < p->W; ++r) {
+  for (int r = 0; r < p->nact; ++r) {
     int n = 0;
     for (int i = 0; i < p->n[r]; ++i) {
       const loom__pstep_t *s = &p->steps[r][i];

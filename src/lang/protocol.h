@@ -2,8 +2,9 @@
  * protocol.h - protocols as data, and the model checker that proves them
  * free of deadlocks and races over every interleaving of their ranks.
  *
- * The form. A protocol is, per rank r of W, the ordered list of steps that
- * rank r runs in one call (the caller's accesses before and after the
+ * The form. A protocol is, per rank r of W, the ordered lists of steps that
+ * rank r's actors run in one call (one actor per rank, or more: a side
+ * stream beside the main one) (the caller's accesses before and after the
  * kernel included: the caller writes `in` before the call, reads `out`
  * after it). Each step is one of
  *   WRITE buf@q [lo, hi)   rank r stores into regions lo..hi-1 of buffer
@@ -19,31 +20,35 @@
  * never blocks. Buffers and signals are named (loom__proto_buf/_sig).
  *
  * Semantics (what the checker assumes and what "ordered before" means).
- *  - Every step is atomic; a run is an interleaving of the ranks' lists
- *    (rank r runs call 1's steps, then call 2's, ...). A WAIT can run only
- *    when its slot holds >= its value; the other steps can always run.
- *  - Every signal slot has one writer (one rank SETs it) and its values
- *    never decrease in that rank's order (epochs only grow); the checker
+ *  - Every step is atomic; a run is an interleaving of the actors' lists
+ *    (an actor runs call 1's steps, then call 2's, ...). A WAIT can run
+ *    only when its slot holds >= its value; the other steps can always
+ *    run, except that a rank's actors start call c + 1 only after all of
+ *    them finished call c (a call is a kernel, or a fork and join of
+ *    streams, on the caller's stream).
+ *  - Every signal slot has one writer (one actor SETs it) and its values
+ *    never decrease in that actor's order (epochs only grow); the checker
  *    reports a protocol that breaks either.
  *  - Ordered before (happens-before, hb) is the smallest transitive
- *    relation containing program order within a rank (across calls too:
- *    the next call starts after the previous one ended on the rank's
- *    stream) and, for each WAIT sig[slot] >= v, the edge from the FIRST
+ *    relation containing program order within an actor (across calls
+ *    too), the call boundary of a rank (every actor's last step of call c
+ *    before every actor's first step of call c + 1) and, for each WAIT
+ *    sig[slot] >= v, the edge from the FIRST
  *    SET of that slot (in its writer's order) whose value is >= v. The
  *    waiter may read any value >= v, written by that SET or a later one;
  *    release/acquire gives it at least the first one's history, so hb is
  *    what every run guarantees, whatever value the poll saw. hb does not
  *    depend on the interleaving.
  *  - Two accesses conflict when they touch overlapping regions of the same
- *    buffer of the same rank, come from different ranks, and one writes.
+ *    buffer of the same rank, come from different actors, and one writes.
  *
  * The checker (loom__proto_check) runs `calls` consecutive calls (two cover
  * buffer reuse across calls) and explores every interleaving: a state is
- * the vector of the ranks' positions (signal values follow from it), the
- * visited states are a set, and it proves, or prints a counterexample for:
+ * the vector of the actors' positions (signal values follow from it), the
+ * visited states a hash set, and it proves, or prints a counterexample for:
  *  - no deadlock: in every reachable state some rank can move, until every
- *    rank finished every call (so every wait is eventually satisfied: a
- *    rank blocked forever is a deadlock once the others ran out);
+ *    actor finished every call (so every wait is eventually satisfied: an
+ *    actor blocked forever is a deadlock once the others ran out);
  *  - no read before publish: a READ of call c sees, in every region, the
  *    data of a WRITE of call c that is ordered before it (not a stale
  *    call's, not none);
@@ -51,13 +56,12 @@
  *    are ordered (a WRITE of call c+1 after every peer's READ of call c of
  *    the region, a READ after the WRITE it needs, WRITEs one after another).
  * A violation is reported with its trace: the steps, rank by rank, from
- * the start to the one that breaks the property. What it does not prove:
+ * the start to the one that breaks the property (a shortest such run). What it does not prove:
  * anything about more than `calls` calls or other world sizes than the one
  * built (the tests use W = 2 and 3, two calls); the data computed; the
  * memory model below the step (fences, the proxies of TMA and the copy
- * engine are taken to give the release/acquire above); actors inside one
- * rank (blocks, side streams) are one ordered list, so a protocol must be
- * written in an order that the rank's actors all respect.
+ * engine are taken to give the release/acquire above); that the lists
+ * agree with the kernels' code (they are written from the kernels' design).
  *
  *   protocol.c     building protocols (buffers, signals, steps, mutations)
  *   proto_check.c  the model checker
@@ -72,6 +76,7 @@
 #include "loom.h"
 
 #define LOOM__PROTO_MAXW 4      /* ranks */
+#define LOOM__PROTO_MAXACT 8    /* actors (lists of steps), all ranks together */
 #define LOOM__PROTO_MAXSTEPS 96 /* steps of one rank in one call */
 #define LOOM__PROTO_MAXOBJ 8    /* buffers, signals */
 #define LOOM__PROTO_MAXCALLS 3
@@ -90,16 +95,22 @@ typedef struct loom__pstep {
 typedef struct loom__proto {
   char name[LOOM__PROTO_NAME];
   int W;
+  int nact;                        /* actors: W at first (actor r is rank r), more by loom__proto_actor */
+  int rank_of[LOOM__PROTO_MAXACT];
   int nbuf, nsig;
   char buf[LOOM__PROTO_MAXOBJ][LOOM__PROTO_NAME];
   char sig[LOOM__PROTO_MAXOBJ][LOOM__PROTO_NAME];
-  int n[LOOM__PROTO_MAXW];
-  loom__pstep_t steps[LOOM__PROTO_MAXW][LOOM__PROTO_MAXSTEPS];
+  int n[LOOM__PROTO_MAXACT];
+  loom__pstep_t steps[LOOM__PROTO_MAXACT][LOOM__PROTO_MAXSTEPS];
   int overflow; /* a step or name did not fit: loom__proto_check refuses it */
 } loom__proto_t;
 
 /* ---- protocol.c ------------------------------------------------------------- */
+/* W ranks, one actor each (actor r runs on rank r). The step functions take
+ * an actor `r` and the rank `owner` whose memory the step touches. */
 void loom__proto_init(loom__proto_t *p, const char *name, int W);
+/* A further actor on `rank` (a side stream, another block): its id. */
+int loom__proto_actor(loom__proto_t *p, int rank);
 /* The id of buffer / signal `name` (added on first use). */
 int loom__proto_buf(loom__proto_t *p, const char *name);
 int loom__proto_sig(loom__proto_t *p, const char *name);
@@ -107,7 +118,8 @@ void loom__proto_write(loom__proto_t *p, int r, int owner, int buf, int lo, int 
 void loom__proto_read(loom__proto_t *p, int r, int owner, int buf, int lo, int hi);
 void loom__proto_set(loom__proto_t *p, int r, int owner, int sig, int slot, int delta);
 void loom__proto_wait(loom__proto_t *p, int r, int owner, int sig, int slot, int delta);
-/* Rank r waits for slot `slot` of `sig` in every peer's memory (not its own). */
+/* Actor r waits for slot `slot` of `sig` in every peer's memory (the ranks
+ * but r's own, from r's rank + 1 on). */
 void loom__proto_wait_peers(loom__proto_t *p, int r, int sig, int slot, int delta);
 /* "WAIT arrived@1[0] >= c" */
 void loom__proto_step_str(const loom__proto_t *p, const loom__pstep_t *s, int call, char *out, int cap);

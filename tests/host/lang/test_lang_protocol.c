@@ -141,7 +141,7 @@ static void loom__t_mutant(const loom__proto_t *p, const loom__proto_t *m, int s
 static void loom__t_mutate(const loom__proto_t *p, int *tried, int *caught, int *redundant) {
   static loom__proto_t m;
   char what[160], st[96];
-  for (int r = 0; r < p->W; ++r)
+  for (int r = 0; r < p->nact; ++r)
     for (int i = 0; i < p->n[r]; ++i) {
       if (p->steps[r][i].kind != LOOM__PS_WAIT) continue;
       loom__proto_drop_step(p, r, i, &m);
