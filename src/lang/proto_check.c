@@ -80,7 +80,7 @@ static loom_result_t loom__pchk_unroll(loom__pchk_t *c) {
     }
     c->len[r] = p->n[r] * c->calls;
     c->ev[r] = (loom__pev_t *)calloc((size_t)c->len[r] + 1, sizeof(loom__pev_t));
-    c->clk[r] = (int *)malloc(sizeof(int) * ((size_t)c->len[r] * (size_t)p->W + 1));
+    c->clk[r] = (int *)malloc(sizeof(int) * ((size_t)c->len[r] * (size_t)c->W + 1));
     if (!c->ev[r] || !c->clk[r]) return LOOM_ERR_OUT_OF_MEMORY;
     for (int k = 0; k < c->len[r]; ++k) {
       c->ev[r][k].s = p->steps[r][k % p->n[r]];
@@ -135,7 +135,7 @@ static void loom__pchk_match(loom__pchk_t *c) {
  * else the call c - 1 that every actor of r's rank must have finished. */
 static int loom__pchk_boundary(const loom__pchk_t *c, int r, int k) {
   const int n = c->p->n[r];
-  return n > 0 && k > 0 && k % n == 0 ? k / n : -1;
+  return c->p->call_barrier && n > 0 && k > 0 && k % n == 0 ? k / n : -1;
 }
 
 /* Joins clock ck with the clock of actor q's event i. */

@@ -24,10 +24,9 @@
  *     adds the owners' stores into every rank's out and the gathered
  *     signals. AllGather + GEMM: ready = e into every peer, pushes in ring
  *     order after the destination's ready, chunk signals, the GEMM's waits.
- *     In these the reduction runs on a side stream beside the GEMM; the
- *     list is one order of both (the GEMM's stores, then the reduction), so
- *     the reduction's wait on the rank's own tile signal is program order
- *     here and is left out.
+ *     The side stream is a second actor of the rank, forked after the begin
+ *     kernel and joined before the call ends (fork / join: local signals);
+ *     the RS tail's share of the reduction is drawn on the side stream.
  *   optim (src/ops/optim/optim.h): ready = e into every rank, the waits,
  *     the sums of the own chunk over every rank's gradients, the stores of
  *     the updated chunk into every rank's parameters, done = e into every
@@ -111,52 +110,67 @@ static void loom__proto_ag(loom__proto_t *p, int r, int ip) {
   loom__proto_read(p, r, r, out, 0, W);
 }
 
-/* GEMM + ReduceScatter (ar = 0) or + AllReduce (ar = 1). */
+/* GEMM + ReduceScatter (ar = 0) or + AllReduce (ar = 1): the user's stream
+ * (actor r: begin, GEMM, the AR tail's gathered waits, join) and the side
+ * stream (actor x: the reduction, done, and for AR the stores into every
+ * rank's out and the gathered signals), forked and joined by events. */
 static void loom__proto_gemm_rs(loom__proto_t *p, int r, int ar) {
   const int W = p->W, part = loom__proto_buf(p, "partial"), out = loom__proto_buf(p, "out");
   const int tile = loom__proto_sig(p, "tile"), done = loom__proto_sig(p, "done");
+  const int fork = loom__proto_sig(p, "fork"), join = loom__proto_sig(p, "join");
+  const int gathered = ar ? loom__proto_sig(p, "gathered") : 0, x = loom__proto_actor(p, r);
   for (int i = 0; i < W - 1; ++i) /* begin: the peers finished reading the previous partial */
     loom__proto_wait(p, r, r, done, (r + 1 + i) % W, -1);
+  loom__proto_set(p, r, r, fork, 0, 0);
   for (int i = 0; i < W; ++i) { /* GEMM tiles, RANK_SHIFTED: shard r + 1 first */
     const int t = (r + 1 + i) % W;
     loom__proto_write(p, r, r, part, t, t + 1);
-    if (t != r) loom__proto_set(p, r, t, tile, r, 0);
+    loom__proto_set(p, r, t, tile, r, 0);
   }
-  for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, tile, (r + 1 + i) % W, 0);
-  for (int s = 0; s < W; ++s) loom__proto_read(p, r, s, part, r, r + 1);
-  if (!ar) {
-    loom__proto_write(p, r, r, out, 0, 1);
-  } else {
-    const int gathered = loom__proto_sig(p, "gathered");
-    for (int q = 0; q < W; ++q) loom__proto_write(p, r, (r + 1 + q) % W, out, r, r + 1);
-    for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, gathered, r, 0);
-  }
-  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, done, r, 0);
-  if (ar) {
-    const int gathered = loom__proto_sig(p, "gathered");
-    for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, gathered, (r + 1 + i) % W, 0);
-  }
-  loom__proto_read(p, r, r, out, 0, ar ? W : 1);
+  for (int i = 0; ar && i < W - 1; ++i) loom__proto_wait(p, r, r, gathered, (r + 1 + i) % W, 0);
+  loom__proto_wait(p, r, r, join, 0, 0);
+  loom__proto_read(p, r, r, out, 0, ar ? W : 1); /* the caller's use of the result */
+  /* the side stream */
+  loom__proto_wait(p, x, r, fork, 0, 0);
+  for (int s = 0; s < W; ++s) loom__proto_wait(p, x, r, tile, s, 0);
+  for (int s = 0; s < W; ++s) loom__proto_read(p, x, s, part, r, r + 1);
+  for (int q = 0; q < (ar ? W : 1); ++q) loom__proto_write(p, x, (r + q) % W, out, ar ? r : 0, ar ? r + 1 : 1);
+  for (int i = 0; ar && i < W - 1; ++i) loom__proto_set(p, x, (r + 1 + i) % W, gathered, r, 0);
+  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, x, (r + 1 + i) % W, done, r, 0);
+  loom__proto_set(p, x, r, join, 0, 0);
 }
 
+/* AllGather + GEMM: the user's stream (actor r: the caller's shard, begin,
+ * the own shard into place, the GEMM's waits and reads, join) and the side
+ * stream (actor x: the pushes into the peers after their ready, chunk
+ * signals). */
 static void loom__proto_ag_gemm(loom__proto_t *p, int r) {
-  const int W = p->W, afull = loom__proto_buf(p, "a_full"), out = loom__proto_buf(p, "out");
-  const int ready = loom__proto_sig(p, "ready"), chunk = loom__proto_sig(p, "chunk");
+  const int W = p->W, shard = loom__proto_buf(p, "a_shard"), afull = loom__proto_buf(p, "a_full");
+  const int out = loom__proto_buf(p, "out"), ready = loom__proto_sig(p, "ready"), chunk = loom__proto_sig(p, "chunk");
+  const int fork = loom__proto_sig(p, "fork"), join = loom__proto_sig(p, "join"), x = loom__proto_actor(p, r);
+  loom__proto_write(p, r, r, shard, 0, 1); /* the caller's input */
   for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, ready, r, 0); /* begin */
-  loom__proto_write(p, r, r, afull, r, r + 1); /* the own shard in place */
-  for (int i = 0; i < W - 1; ++i) { /* step i: to rank r - 1 - i */
-    const int d = ((r - 1 - i) % W + W) % W;
-    loom__proto_wait(p, r, r, ready, d, 0);
-    loom__proto_write(p, r, d, afull, r, r + 1);
-    loom__proto_set(p, r, d, chunk, r, 0);
-  }
+  loom__proto_set(p, r, r, fork, 0, 0);
+  loom__proto_read(p, r, r, shard, 0, 1);
+  loom__proto_write(p, r, r, afull, r, r + 1); /* the own shard into place */
   for (int i = 0; i < W; ++i) { /* GEMM tile rows from the own shard on */
     const int q = (r + i) % W;
     if (q != r) loom__proto_wait(p, r, r, chunk, q, 0);
     loom__proto_read(p, r, r, afull, q, q + 1);
   }
   loom__proto_write(p, r, r, out, 0, 1);
+  loom__proto_wait(p, r, r, join, 0, 0);
   loom__proto_read(p, r, r, out, 0, 1);
+  /* the side stream: step i to rank r - 1 - i */
+  loom__proto_wait(p, x, r, fork, 0, 0);
+  for (int i = 0; i < W - 1; ++i) {
+    const int d = ((r - 1 - i) % W + W) % W;
+    loom__proto_wait(p, x, r, ready, d, 0);
+    loom__proto_read(p, x, r, shard, 0, 1);
+    loom__proto_write(p, x, d, afull, r, r + 1);
+    loom__proto_set(p, x, d, chunk, r, 0);
+  }
+  loom__proto_set(p, x, r, join, 0, 0);
 }
 
 /* RS-Opt-AG: Adam (lamb = 0) or LAMB (lamb = 1). */

@@ -23,16 +23,19 @@
  *  - Every step is atomic; a run is an interleaving of the actors' lists
  *    (an actor runs call 1's steps, then call 2's, ...). A WAIT can run
  *    only when its slot holds >= its value; the other steps can always
- *    run, except that a rank's actors start call c + 1 only after all of
- *    them finished call c (a call is a kernel, or a fork and join of
- *    streams, on the caller's stream).
+ *    run, except that with `call_barrier` a rank's actors start call c + 1
+ *    only after all of them finished call c (the blocks of one kernel);
+ *    without it (the default) only signals order a rank's actors: streams
+ *    are forked and joined through local signals (an event record and
+ *    wait is a SET and a WAIT).
  *  - Every signal slot has one writer (one actor SETs it) and its values
  *    never decrease in that actor's order (epochs only grow); the checker
  *    reports a protocol that breaks either.
  *  - Ordered before (happens-before, hb) is the smallest transitive
  *    relation containing program order within an actor (across calls
- *    too), the call boundary of a rank (every actor's last step of call c
- *    before every actor's first step of call c + 1) and, for each WAIT
+ *    too), with `call_barrier` the call boundary of a rank (every actor's
+ *    last step of call c before every actor's first step of call c + 1)
+ *    and, for each WAIT
  *    sig[slot] >= v, the edge from the FIRST
  *    SET of that slot (in its writer's order) whose value is >= v. The
  *    waiter may read any value >= v, written by that SET or a later one;
@@ -97,6 +100,8 @@ typedef struct loom__proto {
   int W;
   int nact;                        /* actors: W at first (actor r is rank r), more by loom__proto_actor */
   int rank_of[LOOM__PROTO_MAXACT];
+  int call_barrier;                /* 1: a rank's actors meet at each call boundary (the blocks of one
+                                    * kernel); 0: only the signals order them (fork / join of streams) */
   int nbuf, nsig;
   char buf[LOOM__PROTO_MAXOBJ][LOOM__PROTO_NAME];
   char sig[LOOM__PROTO_MAXOBJ][LOOM__PROTO_NAME];
