@@ -27,6 +27,11 @@
  *     The side stream is a second actor of the rank, forked after the begin
  *     kernel and joined before the call ends (fork / join: local signals);
  *     the RS tail's share of the reduction is drawn on the side stream.
+ *   embedding (src/ops/embedding/embedding_a2a.h, embedding_a2a.cu): the
+ *     forward's ready[me] into every peer, pushes of pooled slices into the
+ *     destinations' out with the slices' flags, the exit waits on incoming
+ *     flags; the atomic backward's gready, pulls of grad_out, gdone and the
+ *     wait for every peer's gdone (one slice per source and destination).
  *   optim (src/ops/optim/optim.h): ready = e into every rank, the waits,
  *     the sums of the own chunk over every rank's gradients, the stores of
  *     the updated chunk into every rank's parameters, done = e into every
@@ -173,6 +178,44 @@ static void loom__proto_ag_gemm(loom__proto_t *p, int r) {
   loom__proto_set(p, x, r, join, 0, 0);
 }
 
+/* Embedding-bag + All-to-All, forward: ready[me] into every peer, the
+ * pooled slices pushed into each destination's out (remote first, after
+ * its ready), each slice's flag set on the destination, then the exit
+ * waits for every incoming flag. One slice per (source, destination). */
+static void loom__proto_emb_fwd(loom__proto_t *p, int r) {
+  const int W = p->W, out = loom__proto_buf(p, "out");
+  const int ready = loom__proto_sig(p, "ready"), flag = loom__proto_sig(p, "flag");
+  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, ready, r, 0);
+  for (int i = 0; i < W; ++i) { /* remote first: r + 1, ..., r */
+    const int q = (r + 1 + i) % W;
+    if (q != r) loom__proto_wait(p, r, r, ready, q, 0);
+    loom__proto_write(p, r, q, out, r, r + 1);
+    if (q != r) loom__proto_set(p, r, q, flag, r, 0);
+  }
+  for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, flag, (r + 1 + i) % W, 0);
+  loom__proto_read(p, r, r, out, 0, W); /* the caller's use of the output */
+}
+
+/* Embedding-bag + All-to-All, atomic backward: gready into every peer, the
+ * gradient rows pulled from each source's grad_out after its gready, gdone
+ * into the source after the last task for it, the wait for every peer's
+ * gdone before the kernel ends (grad_out is then the caller's again). */
+static void loom__proto_emb_bwd(loom__proto_t *p, int r) {
+  const int W = p->W, gout = loom__proto_buf(p, "grad_out"), tgrad = loom__proto_buf(p, "table_grad");
+  const int gready = loom__proto_sig(p, "gready"), gdone = loom__proto_sig(p, "gdone");
+  loom__proto_write(p, r, r, gout, 0, W); /* the caller's gradient (region q: for q's tables) */
+  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, gready, r, 0);
+  for (int i = 0; i < W; ++i) {
+    const int q = (r + 1 + i) % W;
+    if (q != r) loom__proto_wait(p, r, r, gready, q, 0);
+    loom__proto_read(p, r, q, gout, r, r + 1);
+    loom__proto_write(p, r, r, tgrad, 0, 1);
+    if (q != r) loom__proto_set(p, r, q, gdone, r, 0);
+  }
+  for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, gdone, (r + 1 + i) % W, 0);
+  loom__proto_read(p, r, r, tgrad, 0, 1);
+}
+
 /* RS-Opt-AG: Adam (lamb = 0) or LAMB (lamb = 1). */
 static void loom__proto_optim(loom__proto_t *p, int r, int lamb) {
   const int W = p->W, grad = loom__proto_buf(p, "grad"), param = loom__proto_buf(p, "param");
@@ -198,7 +241,7 @@ const char *loom__proto_op_name(int op) {
   static const char *names[] = {"allreduce_one_shot", "allreduce_two_shot", "reduce_scatter", "all_gather",
                                 "gemm_rs", "gemm_ar", "ag_gemm", "optim_adam", "optim_lamb",
                                 "allreduce_one_shot_ip", "allreduce_two_shot_ip", "reduce_scatter_ip",
-                                "all_gather_ip"};
+                                "all_gather_ip", "embedding_fwd", "embedding_bwd"};
   return op >= 0 && op < LOOM__PROTO_OPS_COUNT ? names[op] : "?";
 }
 
@@ -213,6 +256,8 @@ void loom__proto_op(int op, int W, loom__proto_t *p) {
       case LOOM__PROTO_AR_TWO_SHOT_IP: loom__proto_two_shot(p, r, 1); break;
       case LOOM__PROTO_RS_IP: loom__proto_rs(p, r, 1); break;
       case LOOM__PROTO_AG_IP: loom__proto_ag(p, r, 1); break;
+      case LOOM__PROTO_EMB_FWD: loom__proto_emb_fwd(p, r); break;
+      case LOOM__PROTO_EMB_BWD: loom__proto_emb_bwd(p, r); break;
       case LOOM__PROTO_GEMM_RS: loom__proto_gemm_rs(p, r, 0); break;
       case LOOM__PROTO_GEMM_AR: loom__proto_gemm_rs(p, r, 1); break;
       case LOOM__PROTO_AG_GEMM: loom__proto_ag_gemm(p, r); break;

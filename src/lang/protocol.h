@@ -68,7 +68,7 @@
  *
  *   protocol.c     building protocols (buffers, signals, steps, mutations)
  *   proto_check.c  the model checker
- *   proto_ops.c    the hand-written ops' protocols (coll, tp, optim)
+ *   proto_ops.c    the hand-written ops' protocols (coll, tp, embedding, optim)
  *   proto_lower.c  the language's fused collectives lowered to protocols
  */
 #ifndef LOOM_LANG_PROTOCOL_H
@@ -171,6 +171,8 @@ typedef enum {
   LOOM__PROTO_AR_TWO_SHOT_IP,
   LOOM__PROTO_RS_IP,
   LOOM__PROTO_AG_IP,
+  LOOM__PROTO_EMB_FWD,         /* embedding: embedding-bag + All-to-All forward (ready, slice flags) */
+  LOOM__PROTO_EMB_BWD,         /* embedding: the atomic backward (gready, gdone) */
   LOOM__PROTO_OPS_COUNT
 } loom__proto_op_t;
 const char *loom__proto_op_name(int op);
