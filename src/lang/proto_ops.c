@@ -39,6 +39,8 @@
  *     norms' table and the phase handshake between its kernels.
  */
 #include "lang/protocol.h"
+#include "ops/coll/coll_schedule.h" /* the orders: loom__coll_peer_at, loom__coll_one_shot_chunk */
+#include "ops/tp/tp_schedule.h"     /* loom__ag_push_dest, loom__ag_arrival_src */
 
 /* ip: in place (out is in): the reduction goes to the staging buffer and is
  * copied into `in` after the hand-back wait (no peer reads it then). */
@@ -50,7 +52,7 @@ static void loom__proto_one_shot(loom__proto_t *p, int r, int ip) {
   loom__proto_set(p, r, r, arrived, 0, 0);
   loom__proto_wait_peers(p, r, arrived, 0, 0);
   for (int q = 0; q < W; ++q) { /* chunks, rank-shifted start */
-    const int j = (r + q) % W;
+    const int j = (int)loom__coll_one_shot_chunk(r, W, W, q);
     for (int s = 0; s < W; ++s) loom__proto_read(p, r, s, in, j, j + 1);
     loom__proto_write(p, r, r, stg, j, j + 1);
   }
@@ -72,8 +74,8 @@ static void loom__proto_two_shot(loom__proto_t *p, int r, int ip) {
   loom__proto_write(p, r, r, out, r, r + 1);
   loom__proto_write(p, r, r, stg, 0, 1);
   loom__proto_set(p, r, r, reduced, 0, 0);
-  for (int i = 0; i < W - 1; ++i) { /* loom__coll_peer_at order */
-    const int q = (r + 1 + i) % W;
+  for (int i = 0; i < W - 1; ++i) {
+    const int q = loom__coll_peer_at(r, W, i);
     loom__proto_wait(p, r, q, reduced, 0, 0);
     loom__proto_read(p, r, q, stg, 0, 1);
     loom__proto_write(p, r, r, out, q, q + 1);
@@ -104,7 +106,7 @@ static void loom__proto_ag(loom__proto_t *p, int r, int ip) {
   loom__proto_write(p, r, r, in, o, o + 1);
   loom__proto_set(p, r, r, arrived, 0, 0);
   for (int i = 0; i < W; ++i) {
-    const int q = (r + 1 + i) % W, oq = ip ? q : 0;
+    const int q = loom__coll_peer_at(r, W, i), oq = ip ? q : 0;
     if (q == r && ip) continue;
     if (q != r) loom__proto_wait(p, r, q, arrived, 0, 0);
     loom__proto_read(p, r, q, in, oq, oq + 1); /* q == r: the own copy */
@@ -158,8 +160,8 @@ static void loom__proto_ag_gemm(loom__proto_t *p, int r) {
   loom__proto_set(p, r, r, fork, 0, 0);
   loom__proto_read(p, r, r, shard, 0, 1);
   loom__proto_write(p, r, r, afull, r, r + 1); /* the own shard into place */
-  for (int i = 0; i < W; ++i) { /* GEMM tile rows from the own shard on */
-    const int q = (r + i) % W;
+  for (int i = -1; i < W - 1; ++i) { /* GEMM tile rows: the own shard, then in arrival order */
+    const int q = i < 0 ? r : loom__ag_arrival_src(r, W, i);
     if (q != r) loom__proto_wait(p, r, r, chunk, q, 0);
     loom__proto_read(p, r, r, afull, q, q + 1);
   }
@@ -169,7 +171,7 @@ static void loom__proto_ag_gemm(loom__proto_t *p, int r) {
   /* the side stream: step i to rank r - 1 - i */
   loom__proto_wait(p, x, r, fork, 0, 0);
   for (int i = 0; i < W - 1; ++i) {
-    const int d = ((r - 1 - i) % W + W) % W;
+    const int d = loom__ag_push_dest(r, W, i);
     loom__proto_wait(p, x, r, ready, d, 0);
     loom__proto_read(p, x, r, shard, 0, 1);
     loom__proto_write(p, x, d, afull, r, r + 1);

@@ -4,7 +4,7 @@
  *  - the checker's semantics on small protocols: a deadlock, a read before
  *    publish, an overwrite before consumed, the "first SET >= v" rule of
  *    waits, a slot with two writers;
- *  - every hand-written op's protocol (coll, tp, optim) passes at W = 2 and 3
+ *  - every hand-written op's protocol (coll, tp, embedding, optim) passes at W = 2 and 3
  *    over two calls;
  *  - the mutation test: every WAIT step of every rank dropped in turn, and
  *    every signal's whole handshake (its SETs and WAITs) dropped in turn,
