@@ -3,7 +3,8 @@
 # `loom env` lists every setting of both tables (src/core/param.h and
 # support/tool_param.h, each row once) and exits 0; `loom version` exits 0;
 # the language's subcommands: `loom check` types every examples/lang program,
-# `loom schedules` and `loom interp` run on one, each has --help, and a
+# `loom check --protocols` proves a schedule's protocols, `loom schedules`
+# and `loom interp` run on one, each has --help, and a
 # program with an error exits 1 naming file:line:column.
 # Usage: bash tests/check_loom_tool.sh build/bin/loom
 set -u
@@ -31,11 +32,13 @@ done
   { echo "check_loom_tool: 'loom schedules' lists no schedule"; fail=1; }
 "$tool" interp examples/lang/adam.loom --world 4 --bind N=64 --schedule best | grep -q "(bit-exact)" ||
   { echo "check_loom_tool: 'loom interp --schedule best' does not match the unscheduled program"; fail=1; }
+"$tool" check examples/lang/llama_tp.loom --schedule best --protocols | grep -q "gemmRs .*gemm_rs .*no deadlock, no race" ||
+  { echo "check_loom_tool: 'loom check --protocols' does not prove the llama_tp schedule's gemm_rs stage"; fail=1; }
 bad=$(mktemp)
 printf 'Tensor x(FP32, [N], Replicated);\nVar y = AllGather(x);\nExecute f({x}, {y});\n' > "$bad"
 msg=$("$tool" check "$bad" 2>&1); rc=$?
 rm -f "$bad"
 [ $rc = 1 ] && printf '%s' "$msg" | grep -q ':2:9: AllGather: operand `x` is Replicated; AllGather needs Sliced(d)' ||
   { echo "check_loom_tool: 'loom check' of an ill-typed program: exit $rc, '$msg'"; fail=1; }
-[ $fail = 0 ] && echo "check_loom_tool: loom env lists the $decl settings, loom version runs, loom check/schedules/interp work"
+[ $fail = 0 ] && echo "check_loom_tool: loom env lists the $decl settings, loom version runs, loom check (--protocols)/schedules/interp work"
 exit $fail

@@ -22,6 +22,8 @@
  *   group.c         fuse, fuseComm, overlap (kernels and stages)
  *   explore.c       the schedules the transformations reach, with a cost
  *   prog_api.c      the public loom_prog_* functions
+ *   protocol.c, proto_check.c, proto_ops.c, proto_lower.c
+ *                   protocols as data and their model checker (protocol.h)
  *
  * Layouts are CoCoNet's (paper 003, section 2.1) plus Root(r) (the result of
  * Reduce: meaningful on rank r of the group only). Groups: WORLD, or

@@ -1,0 +1,282 @@
+/*
+ * test_lang_protocol.c - the protocol model checker (src/lang/protocol.h).
+ *
+ *  - the checker's semantics on small protocols: a deadlock, a read before
+ *    publish, an overwrite before consumed, the "first SET >= v" rule of
+ *    waits, a slot with two writers;
+ *  - every hand-written op's protocol (coll, tp, embedding, optim) passes at W = 2 and 3
+ *    over two calls;
+ *  - the mutation test: every WAIT step of every rank dropped in turn, and
+ *    every signal's whole handshake (its SETs and WAITs) dropped in turn,
+ *    is caught by the checker (the test fails if one goes unnoticed);
+ *  - the language's schedules lowered to protocols pass (proto_lower.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "tests/common/test.h"
+#include "lang/lang.h"
+#include "lang/protocol.h"
+#include "tests/host/lang/lang_test_util.h"
+
+static int loom__t_check(const loom__proto_t *p, loom__proto_report_t *rep) {
+  if (loom__proto_check(p, 2, rep) != LOOM_SUCCESS) {
+    loom_test_fail(__FILE__, __LINE__, "%s: the checker refused the protocol", p->name);
+    return -1;
+  }
+  return rep->violation;
+}
+
+/* Rank 0 writes d and sets s; rank 1 waits on s and reads d (and, with
+ * consumed, says so, and rank 0 waits for that before its next write). */
+static void loom__t_pair(loom__proto_t *p, int wait, int consumed) {
+  loom__proto_init(p, "pair", 2);
+  const int d = loom__proto_buf(p, "d"), s = loom__proto_sig(p, "s"), k = loom__proto_sig(p, "consumed");
+  if (consumed) loom__proto_wait(p, 0, 0, k, 0, -1);
+  loom__proto_write(p, 0, 0, d, 0, 1);
+  loom__proto_set(p, 0, 0, s, 0, 0);
+  if (wait) loom__proto_wait(p, 1, 0, s, 0, 0);
+  loom__proto_read(p, 1, 0, d, 0, 1);
+  if (consumed) loom__proto_set(p, 1, 0, k, 0, 0);
+}
+
+LOOM_TEST(lang_protocol_checker_semantics) {
+  static loom__proto_t p;
+  static loom__proto_report_t rep;
+  loom__t_pair(&p, 1, 1);
+  CHECK_EQ_INT(loom__t_check(&p, &rep), LOOM__PV_NONE);
+  CHECK(rep.states > 1);
+  loom__t_pair(&p, 0, 1);
+  CHECK(loom__t_check(&p, &rep) == LOOM__PV_STALE_READ || rep.violation == LOOM__PV_RACE_READ);
+  CHECK(strstr(rep.text, "==> rank 1") != NULL);
+  loom__t_pair(&p, 1, 0);
+  CHECK_EQ_INT(loom__t_check(&p, &rep), LOOM__PV_OVERWRITE);
+  /* a deadlock: each waits for the other's signal before setting its own */
+  loom__proto_init(&p, "cross", 2);
+  const int s = loom__proto_sig(&p, "s");
+  for (int r = 0; r < 2; ++r) loom__proto_wait(&p, r, 1 - r, s, 0, 0), loom__proto_set(&p, r, r, s, 0, 0);
+  CHECK_EQ_INT(loom__t_check(&p, &rep), LOOM__PV_DEADLOCK);
+  CHECK(strstr(rep.text, "blocked: rank 0") != NULL && strstr(rep.text, "blocked: rank 1") != NULL);
+  /* a wait for >= c is ordered after the first SET that reaches c only:
+   * the writer sets c, writes, sets c + 1; a read after a wait for c races
+   * (one call), a read after a wait for c + 1 does not */
+  for (int later = 0; later < 2; ++later) {
+    loom__proto_init(&p, "first-set", 2);
+    const int d = loom__proto_buf(&p, "d"), f = loom__proto_sig(&p, "f");
+    loom__proto_set(&p, 0, 0, f, 0, 0);
+    loom__proto_write(&p, 0, 0, d, 0, 1);
+    loom__proto_set(&p, 0, 0, f, 0, 1);
+    loom__proto_wait(&p, 1, 0, f, 0, later);
+    loom__proto_read(&p, 1, 0, d, 0, 1);
+    CHECK_RESULT(loom__proto_check(&p, 1, &rep), LOOM_SUCCESS);
+    if (later)
+      CHECK_EQ_INT(rep.violation, LOOM__PV_NONE);
+    else
+      CHECK(rep.violation == LOOM__PV_STALE_READ || rep.violation == LOOM__PV_RACE_READ);
+  }
+  /* two writers of one slot */
+  loom__proto_init(&p, "two-writers", 2);
+  const int s2 = loom__proto_sig(&p, "s");
+  for (int r = 0; r < 2; ++r) loom__proto_set(&p, r, 0, s2, 0, 0);
+  CHECK_EQ_INT(loom__t_check(&p, &rep), LOOM__PV_SIGNAL);
+  /* a malformed protocol is refused */
+  loom__proto_init(&p, "bad", LOOM__PROTO_MAXW + 1);
+  CHECK_RESULT(loom__proto_check(&p, 2, &rep), LOOM_ERR_INVALID_ARGUMENT);
+}
+
+LOOM_TEST(lang_protocol_hand_written_ops_pass) {
+  static loom__proto_t p;
+  static loom__proto_report_t rep;
+  const int templates[] = {LOOM__OP_REDUCE, LOOM__OP_BROADCAST, LOOM__OP_ALLTOALL, LOOM__OP_SEND};
+  for (int op = 0; op < LOOM__PROTO_OPS_COUNT + 4; ++op)
+    for (int W = 2; W <= 3; ++W) {
+      if (op < LOOM__PROTO_OPS_COUNT)
+        loom__proto_op(op, W, &p);
+      else
+        loom__proto_template(templates[op - LOOM__PROTO_OPS_COUNT], W, &p);
+      if (loom__t_check(&p, &rep) != LOOM__PV_NONE)
+        loom_test_fail(__FILE__, __LINE__, "%s W=%d:\n%s", p.name, W, rep.text);
+      printf("    %-20s W=%d: %lld states, %lld transitions, no violation\n", p.name, W, (long long)rep.states,
+             (long long)rep.transitions);
+    }
+}
+
+/* Handshakes that the checker proves redundant in an op (no mutation of
+ * them breaks anything); the test fails if one of them turns out needed,
+ * or if any other mutation goes unnoticed. */
+static const struct { const char *op, *sig, *why; } loom__t_redundant[] = {
+    {"gemm_ar", "done",
+     "an owner sets a tile's gathered signal after reading the sources' partial rows of it, and every source waits "
+     "for every other owner's gathered signals before its call ends, so the next call's GEMM cannot overwrite a "
+     "partial still being read without the begin kernel's done wait"},
+    {"gemm_rs", "fork",
+     "the side stream's reduction touches nothing before its waits for every source's tile signal, the own "
+     "rank's included, which the user's stream sets after the fork; in the kernels the fork also orders the "
+     "reduction's read of the call's epoch from the counter the begin kernel publishes, which the model does not "
+     "represent (its epochs are given)"},
+    {"gemm_ar", "fork", "as gemm_rs's fork"},
+};
+
+static int loom__t_is_redundant(const loom__proto_t *p, int sig) {
+  for (size_t i = 0; i < sizeof loom__t_redundant / sizeof *loom__t_redundant; ++i)
+    if (strcmp(p->name, loom__t_redundant[i].op) == 0 && strcmp(p->sig[sig], loom__t_redundant[i].sig) == 0) return 1;
+  return 0;
+}
+
+/* One mutation m of p, of signal sig's handshake: counted as caught, as a
+ * redundant handshake's (then it must go unnoticed), or a failure. */
+static void loom__t_mutant(const loom__proto_t *p, const loom__proto_t *m, int sig, const char *what, int *tried,
+                           int *caught, int *redundant) {
+  static loom__proto_report_t rep;
+  const int v = loom__t_check(m, &rep), red = loom__t_is_redundant(p, sig);
+  if (red) {
+    ++*redundant;
+    if (v != LOOM__PV_NONE)
+      loom_test_fail(__FILE__, __LINE__, "%s W=%d: %s, listed as redundant, is needed:\n%s", p->name, p->W, what,
+                     rep.text);
+    return;
+  }
+  ++*tried;
+  if (v != LOOM__PV_NONE)
+    ++*caught;
+  else
+    loom_test_fail(__FILE__, __LINE__, "%s W=%d: %s: no violation", p->name, p->W, what);
+}
+
+/* Every WAIT of every rank dropped in turn, then every signal's handshake. */
+static void loom__t_mutate(const loom__proto_t *p, int *tried, int *caught, int *redundant) {
+  static loom__proto_t m;
+  char what[160], st[96];
+  for (int r = 0; r < p->nact; ++r)
+    for (int i = 0; i < p->n[r]; ++i) {
+      if (p->steps[r][i].kind != LOOM__PS_WAIT) continue;
+      loom__proto_drop_step(p, r, i, &m);
+      loom__proto_step_str(p, &p->steps[r][i], 1, st, sizeof st);
+      snprintf(what, sizeof what, "without actor %d's (rank %d) step %d (%s)", r, p->rank_of[r], i, st);
+      loom__t_mutant(p, &m, p->steps[r][i].obj, what, tried, caught, redundant);
+    }
+  for (int s = 0; s < p->nsig; ++s) {
+    loom__proto_drop_sig(p, s, &m);
+    snprintf(what, sizeof what, "without the %s handshake", p->sig[s]);
+    loom__t_mutant(p, &m, s, what, tried, caught, redundant);
+  }
+}
+
+LOOM_TEST(lang_protocol_mutations_every_wait_and_handshake_caught) {
+  static loom__proto_t p;
+  int tried = 0, caught = 0, redundant = 0;
+  for (int op = 0; op < LOOM__PROTO_OPS_COUNT; ++op)
+    for (int W = 2; W <= 3; ++W) {
+      loom__proto_op(op, W, &p);
+      int t = 0, c = 0, red = 0;
+      loom__t_mutate(&p, &t, &c, &red);
+      printf("    %-20s W=%d: %d of %d mutations caught", p.name, W, c, t);
+      if (red) printf(" (%d more of a handshake proven redundant)", red);
+      printf("\n");
+      tried += t, caught += c, redundant += red;
+    }
+  const int templates[] = {LOOM__OP_REDUCE, LOOM__OP_BROADCAST, LOOM__OP_ALLTOALL, LOOM__OP_SEND};
+  for (size_t i = 0; i < sizeof templates / sizeof *templates; ++i)
+    for (int W = 2; W <= 3; ++W) {
+      loom__proto_template(templates[i], W, &p);
+      int t = 0, c = 0, red = 0;
+      loom__t_mutate(&p, &t, &c, &red);
+      printf("    %-20s W=%d: %d of %d mutations caught (the language's template)\n", p.name, W, c, t);
+      tried += t, caught += c, redundant += red;
+    }
+  printf("    all ops: %d of %d mutations caught; %d mutations of redundant handshakes harmless\n", caught, tried,
+         redundant);
+  CHECK(tried > 0);
+  CHECK_EQ_INT(caught, tried);
+}
+
+/* One counterexample as the checker prints it (for the docs and for eyes). */
+LOOM_TEST(lang_protocol_counterexample_trace) {
+  static loom__proto_t p, m;
+  static loom__proto_report_t rep;
+  loom__proto_op(LOOM__PROTO_RS, 2, &p);
+  loom__proto_drop_sig(&p, loom__proto_sig(&p, "done"), &m);
+  CHECK_EQ_INT(loom__t_check(&m, &rep), LOOM__PV_OVERWRITE);
+  CHECK(strstr(rep.text, "not ordered with:") != NULL);
+  printf("%s", rep.text);
+}
+
+/* Every example's schedules (and the unscheduled programs, and the
+ * schedules the search reaches in two statements) lowered to protocols:
+ * each unit passes at W = 2 and 3 over two calls. */
+static void loom__t_lower_check(loom_prog_t q, const char *what, int *units) {
+  static loom__proto_unit_t u[16];
+  static loom__proto_report_t rep;
+  for (int W = 2; W <= 3; ++W) {
+    int n = 0;
+    CHECK_RESULT(loom__lang_lower(q, W, u, 16, &n), LOOM_SUCCESS);
+    for (int i = 0; i < n; ++i) {
+      *units += 1;
+      if (loom__t_check(&u[i].proto, &rep) != LOOM__PV_NONE)
+        loom_test_fail(__FILE__, __LINE__, "%s W=%d unit %s:\n%s", what, W, u[i].unit, rep.text);
+    }
+  }
+}
+
+LOOM_TEST(lang_protocol_schedules_lowered_pass) {
+  const char *names[] = {"model_parallel", "adam", "lamb", "pipeline", "llama_tp"};
+  int units = 0, scheds = 0;
+  for (size_t e = 0; e < sizeof names / sizeof *names; ++e) {
+    loom_prog_t p = lang_load_example(names[e]);
+    CHECK(p != NULL);
+    if (!p) continue;
+    for (int s = -1; s < p->nsched; ++s) {
+      loom_prog_t q = NULL;
+      CHECK_RESULT(loom_prog_schedule(p, s < 0 ? "" : p->scheds[s].name, &q), LOOM_SUCCESS);
+      if (!q) continue;
+      char what[128];
+      snprintf(what, sizeof what, "%s schedule %s", names[e], s < 0 ? "(none)" : p->scheds[s].name);
+      loom__t_lower_check(q, what, &units);
+      scheds++;
+      loom_prog_destroy(q);
+    }
+    loom__found_t f;
+    memset(&f, 0, sizeof f);
+    CHECK_RESULT(loom__lang_explore(p, 2, 64, &f), LOOM_SUCCESS);
+    for (int i = 0; i < f.n; ++i) {
+      loom__prog_t *q = NULL;
+      CHECK_RESULT(loom__lang_clone(p, &q), LOOM_SUCCESS);
+      loom_result_t r = LOOM_SUCCESS;
+      for (int k = 0; q && k < f.scheds[i].n && r == LOOM_SUCCESS; ++k) r = loom__lang_apply(q, &f.scheds[i].stmts[k]);
+      if (q && r == LOOM_SUCCESS && loom__lang_infer(q) == LOOM_SUCCESS) {
+        loom__t_lower_check(q, names[e], &units);
+        scheds++;
+      }
+      loom__lang_free(q);
+    }
+    loom__lang_found_free(&f);
+    loom_prog_destroy(p);
+  }
+  printf("    %d schedules, %d lowered units checked, no violation\n", scheds, units);
+  CHECK(units > 0);
+}
+
+/* The units the examples' best schedules lower to: the stages take the tp
+ * ops' protocols, the fused collectives the collectives'. */
+LOOM_TEST(lang_protocol_lowering_units) {
+  static loom__proto_unit_t u[16];
+  const struct { const char *example, *unit, *proto; } want[] = {
+      {"llama_tp", "agGemm", "ag_gemm"},
+      {"llama_tp", "gemmRs", "gemm_rs"},
+      {"model_parallel", "layerWithAR", "gemm_ar"},
+      {"pipeline", "", "Send"},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof *want; ++i) {
+    loom_prog_t p = lang_load_example(want[i].example), q = NULL;
+    CHECK(p != NULL);
+    if (!p) continue;
+    CHECK_RESULT(loom_prog_schedule(p, "best", &q), LOOM_SUCCESS);
+    int n = 0, found = 0;
+    if (q) CHECK_RESULT(loom__lang_lower(q, 3, u, 16, &n), LOOM_SUCCESS);
+    for (int k = 0; k < n; ++k)
+      found |= strncmp(u[k].unit, want[i].unit, strlen(want[i].unit)) == 0 && !strcmp(u[k].proto.name, want[i].proto);
+    if (!found) loom_test_fail(__FILE__, __LINE__, "%s best: no unit %s lowered to %s", want[i].example, want[i].unit, want[i].proto);
+    if (q) loom_prog_destroy(q);
+    loom_prog_destroy(p);
+  }
+}
