@@ -42,18 +42,29 @@
 #include "ops/coll/coll_schedule.h" /* the orders: loom__coll_peer_at, loom__coll_one_shot_chunk */
 #include "ops/tp/tp_schedule.h"     /* loom__ag_push_dest, loom__ag_arrival_src */
 
+/* Every collective's start: the caller writes its input, the rank says it
+ * arrived and waits for every peer's arrival (their inputs are readable). */
+static void loom__proto_arrive(loom__proto_t *p, int r, int in, int arrived) {
+  loom__proto_write(p, r, r, in, 0, p->W); /* the caller's input */
+  loom__proto_set(p, r, r, arrived, 0, 0);
+  loom__proto_wait_peers(p, r, arrived, 0, 0);
+}
+
+/* Slice j of every rank's input, read by rank r (a reduction's sources). */
+static void loom__proto_read_slice(loom__proto_t *p, int r, int in, int j) {
+  for (int s = 0; s < p->W; ++s) loom__proto_read(p, r, s, in, j, j + 1);
+}
+
 /* ip: in place (out is in): the reduction goes to the staging buffer and is
  * copied into `in` after the hand-back wait (no peer reads it then). */
 static void loom__proto_one_shot(loom__proto_t *p, int r, int ip) {
   const int W = p->W, in = loom__proto_buf(p, "in"), out = ip ? in : loom__proto_buf(p, "out");
   const int stg = ip ? loom__proto_buf(p, "staging") : out;
   const int arrived = loom__proto_sig(p, "arrived"), done = loom__proto_sig(p, "done");
-  loom__proto_write(p, r, r, in, 0, W); /* the caller's input */
-  loom__proto_set(p, r, r, arrived, 0, 0);
-  loom__proto_wait_peers(p, r, arrived, 0, 0);
+  loom__proto_arrive(p, r, in, arrived);
   for (int q = 0; q < W; ++q) { /* chunks, rank-shifted start */
     const int j = (int)loom__coll_one_shot_chunk(r, W, W, q);
-    for (int s = 0; s < W; ++s) loom__proto_read(p, r, s, in, j, j + 1);
+    loom__proto_read_slice(p, r, in, j);
     loom__proto_write(p, r, r, stg, j, j + 1);
   }
   loom__proto_set(p, r, r, done, 0, 0);
@@ -67,10 +78,8 @@ static void loom__proto_two_shot(loom__proto_t *p, int r, int ip) {
   const int W = p->W, in = loom__proto_buf(p, "in"), out = ip ? in : loom__proto_buf(p, "out");
   const int stg = loom__proto_buf(p, "staging");
   const int arrived = loom__proto_sig(p, "arrived"), reduced = loom__proto_sig(p, "reduced");
-  loom__proto_write(p, r, r, in, 0, W);
-  loom__proto_set(p, r, r, arrived, 0, 0);
-  loom__proto_wait_peers(p, r, arrived, 0, 0);
-  for (int s = 0; s < W; ++s) loom__proto_read(p, r, s, in, r, r + 1);
+  loom__proto_arrive(p, r, in, arrived);
+  loom__proto_read_slice(p, r, in, r);
   loom__proto_write(p, r, r, out, r, r + 1);
   loom__proto_write(p, r, r, stg, 0, 1);
   loom__proto_set(p, r, r, reduced, 0, 0);
@@ -85,13 +94,11 @@ static void loom__proto_two_shot(loom__proto_t *p, int r, int ip) {
 
 /* ip: in place (out is the own slice of in). */
 static void loom__proto_rs(loom__proto_t *p, int r, int ip) {
-  const int W = p->W, in = loom__proto_buf(p, "in"), out = ip ? in : loom__proto_buf(p, "out");
+  const int in = loom__proto_buf(p, "in"), out = ip ? in : loom__proto_buf(p, "out");
   const int arrived = loom__proto_sig(p, "arrived"), done = loom__proto_sig(p, "done");
   const int o = ip ? r : 0;
-  loom__proto_write(p, r, r, in, 0, W);
-  loom__proto_set(p, r, r, arrived, 0, 0);
-  loom__proto_wait_peers(p, r, arrived, 0, 0);
-  for (int s = 0; s < W; ++s) loom__proto_read(p, r, s, in, r, r + 1);
+  loom__proto_arrive(p, r, in, arrived);
+  loom__proto_read_slice(p, r, in, r);
   loom__proto_write(p, r, r, out, o, o + 1);
   loom__proto_set(p, r, r, done, 0, 0);
   loom__proto_wait_peers(p, r, done, 0, 0);
