@@ -133,8 +133,10 @@ static void loom__proto_gemm_rs(loom__proto_t *p, int r, int ar) {
   const int tile = loom__proto_sig(p, "tile"), done = loom__proto_sig(p, "done");
   const int fork = loom__proto_sig(p, "fork"), join = loom__proto_sig(p, "join");
   const int gathered = ar ? loom__proto_sig(p, "gathered") : 0, x = loom__proto_actor(p, r);
+  const int epoch = loom__proto_buf(p, "epoch"); /* the call's epoch, published by the begin kernel */
   for (int i = 0; i < W - 1; ++i) /* begin: the peers finished reading the previous partial */
     loom__proto_wait(p, r, r, done, (r + 1 + i) % W, -1);
+  loom__proto_write(p, r, r, epoch, 0, 1);
   loom__proto_set(p, r, r, fork, 0, 0);
   for (int i = 0; i < W; ++i) { /* GEMM tiles, RANK_SHIFTED: shard r + 1 first */
     const int t = (r + 1 + i) % W;
@@ -144,8 +146,9 @@ static void loom__proto_gemm_rs(loom__proto_t *p, int r, int ar) {
   for (int i = 0; ar && i < W - 1; ++i) loom__proto_wait(p, r, r, gathered, (r + 1 + i) % W, 0);
   loom__proto_wait(p, r, r, join, 0, 0);
   loom__proto_read(p, r, r, out, 0, ar ? W : 1); /* the caller's use of the result */
-  /* the side stream */
+  /* the side stream: the reduction reads the call's epoch (its waits' targets) */
   loom__proto_wait(p, x, r, fork, 0, 0);
+  loom__proto_read(p, x, r, epoch, 0, 1);
   for (int s = 0; s < W; ++s) loom__proto_wait(p, x, r, tile, s, 0);
   for (int s = 0; s < W; ++s) loom__proto_read(p, x, s, part, r, r + 1);
   for (int q = 0; q < (ar ? W : 1); ++q) loom__proto_write(p, x, (r + q) % W, out, ar ? r : 0, ar ? r + 1 : 1);

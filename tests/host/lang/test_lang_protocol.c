@@ -109,12 +109,6 @@ static const struct { const char *op, *sig, *why; } loom__t_redundant[] = {
      "an owner sets a tile's gathered signal after reading the sources' partial rows of it, and every source waits "
      "for every other owner's gathered signals before its call ends, so the next call's GEMM cannot overwrite a "
      "partial still being read without the begin kernel's done wait"},
-    {"gemm_rs", "fork",
-     "the side stream's reduction touches nothing before its waits for every source's tile signal, the own "
-     "rank's included, which the user's stream sets after the fork; in the kernels the fork also orders the "
-     "reduction's read of the call's epoch from the counter the begin kernel publishes, which the model does not "
-     "represent (its epochs are given)"},
-    {"gemm_ar", "fork", "as gemm_rs's fork"},
 };
 
 static int loom__t_is_redundant(const loom__proto_t *p, int sig) {
