@@ -294,72 +294,87 @@ loom_gemm_config_t loom__gemm_small_m_heuristic(const loom_gemm_desc_t *d, const
   return best;
 }
 
+/* A list of candidates being built: each configuration once, in the order
+ * first pushed, at most max. */
+typedef struct gemm_cand_list {
+  loom_gemm_config_t *out;
+  int n, max;
+} gemm_cand_list_t;
+
+static void cand_push(gemm_cand_list_t *l, loom_gemm_config_t c) {
+  for (int i = 0; i < l->n; ++i)
+    if (!memcmp(&l->out[i], &c, sizeof c)) return;
+  if (l->n < l->max) l->out[l->n++] = c;
+}
+
+/* The sm80 kernel: both widths, the fitted split-K of 128-wide tiles. */
+static void cand_sm80(gemm_cand_list_t *l, const loom_gemm_desc_t *d, const loom__gemm_device_t *dev, int sms) {
+  for (int bn = 128; bn <= 256; bn *= 2) cand_push(l, (loom_gemm_config_t){bn, 0, 0, 0, 0, 0, 0, 0, 0});
+  const int32_t s = loom__sm80_pick_splits(d->m, d->n, d->k, sms, dev->sm80_blocks_128);
+  if (s > 1) cand_push(l, (loom_gemm_config_t){128, 0, 0, 0, -1, 0, s, 0, 0});
+}
+
+/* 128-row tiles of width bn: whole tiles (clusters where there are two
+ * tile rows and the width is whole boxes), split-K of all tiles where they
+ * are under two waves, and of the last partial wave where the k-loop is
+ * long. */
+static void cand_sm90_tile128(gemm_cand_list_t *l, const loom_gemm_desc_t *d, int bn, int sms, int64_t kblocks) {
+  const int64_t tiles_m = loom__ceil_div(d->m, 128);
+  const int64_t tiles = tiles_m * loom__ceil_div(d->n, bn);
+  const int whole_boxes = tiles_m >= 2 && (bn == 128 || bn == 256);
+  cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, 0, 0, 0, whole_boxes ? 2 : 0, 0});
+  if (whole_boxes) cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, 0, 0, 0, 0, 0});
+  if (tiles < 2 * (int64_t)sms) {
+    const int s = loom__gemm_split_count(tiles, kblocks, sms);
+    if (s > 1) cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, -1, 0, s, 0, 0});
+  }
+  const int64_t tail = tiles % sms;
+  if (tiles > sms && tail > 0 && kblocks >= 2 * LOOM__SK_MIN_KBLOCKS)
+    for (int s = 2; s <= 4; ++s)
+      if (tail * s <= sms && kblocks / s >= LOOM__SK_MIN_KBLOCKS)
+        cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, (int)tail, 0, s, 0, 0});
+  if (tiles >= 2 * (int64_t)sms && kblocks >= 4 * LOOM__SK_MIN_KBLOCKS)
+    cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, -1, 0, 2, 0, 0});
+}
+
+/* The decode variant (64-row tiles, deeper B pipelines). */
+static void cand_sm90_decode(gemm_cand_list_t *l, const loom_gemm_desc_t *d, int sms, int64_t kblocks) {
+  for (int bn = 256; bn >= 128; bn /= 2) {
+    const int64_t tiles = loom__ceil_div(d->m, 64) * loom__ceil_div(d->n, bn);
+    cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, 0, 0, 0, 0, 64});
+    if (tiles < 2 * (int64_t)sms) {
+      const int s = loom__gemm_split_count(tiles, kblocks, sms);
+      if (s > 1) cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, -1, 0, s, 0, 64});
+    }
+    if (d->m <= 64 && tiles < (int64_t)sms) cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, -1, 0, 0, 0, 64});
+  }
+}
+
+/* The small-m kernel: the heuristic's split count, half and twice it. */
+static void cand_small_m(gemm_cand_list_t *l, const loom_gemm_desc_t *d, const loom__gemm_device_t *dev) {
+  const loom_gemm_config_t h = loom__gemm_small_m_heuristic(d, dev);
+  const int s = h.sk_splits > 1 ? h.sk_splits : 1;
+  const int ss[3] = {s, s / 2, 2 * s};
+  for (int i = 0; i < 3; ++i)
+    if (ss[i] >= 1 && ss[i] <= LOOM_SMALLM_MAX_SPLITS)
+      cand_push(l, (loom_gemm_config_t){0, 0, 0, 0, ss[i] > 1 ? -1 : 0, 0, ss[i] > 1 ? ss[i] : 0, 0, 16});
+}
+
 int loom__gemm_candidates(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev, int sm90, loom_gemm_config_t *out,
                           int max) {
-  int n = 0;
+  gemm_cand_list_t l = {out, 0, max};
   const int sms = dev->sms > 0 ? dev->sms : 1;
   const int64_t kblocks = loom__ceil_div(d->k, 64);
-#define PUSH(...)                                                    \
-  do {                                                               \
-    const loom_gemm_config_t c_ = {__VA_ARGS__};                     \
-    int dup_ = 0;                                                    \
-    for (int i_ = 0; i_ < n && !dup_; ++i_) dup_ = !memcmp(&out[i_], &c_, sizeof c_); \
-    if (!dup_ && n < max) out[n++] = c_;                             \
-  } while (0)
   if (!sm90) {
-    /* the sm80 kernel: both widths, the fitted split-K of 128-wide tiles */
-    for (int bn = 128; bn <= 256; bn *= 2) PUSH(bn, 0, 0, 0, 0, 0, 0, 0, 0);
-    const int32_t s = loom__sm80_pick_splits(d->m, d->n, d->k, sms, dev->sm80_blocks_128);
-    if (s > 1) PUSH(128, 0, 0, 0, -1, 0, s, 0, 0);
+    cand_sm80(&l, d, dev, sms);
   } else {
-    if (d->m > 64) {
-      /* 128-row tiles: every width, whole tiles (clusters where there are
-       * two tile rows and the width is whole boxes), split-K of all tiles
-       * where they are under two waves, and of the last partial wave where
-       * the k-loop is long */
-      const int64_t tiles_m = loom__ceil_div(d->m, 128);
-      const int bns[4] = {256, 224, 192, 128};
-      for (int i = 0; i < 4; ++i) {
-        const int bn = bns[i];
-        const int64_t tiles = tiles_m * loom__ceil_div(d->n, bn);
-        PUSH(bn, 0, 16, 0, 0, 0, 0, tiles_m >= 2 && (bn == 128 || bn == 256) ? 2 : 0, 0);
-        if (tiles_m >= 2 && (bn == 128 || bn == 256)) PUSH(bn, 0, 16, 0, 0, 0, 0, 0, 0);
-        if (tiles < 2 * (int64_t)sms) {
-          const int s = loom__gemm_split_count(tiles, kblocks, sms);
-          if (s > 1) PUSH(bn, 0, 16, 0, -1, 0, s, 0, 0);
-        }
-        const int64_t tail = tiles % sms;
-        if (tiles > sms && tail > 0 && kblocks >= 2 * LOOM__SK_MIN_KBLOCKS)
-          for (int s = 2; s <= 4; ++s)
-            if (tail * s <= sms && kblocks / s >= LOOM__SK_MIN_KBLOCKS) PUSH(bn, 0, 16, 0, (int)tail, 0, s, 0, 0);
-        if (tiles >= 2 * (int64_t)sms && kblocks >= 4 * LOOM__SK_MIN_KBLOCKS)
-          PUSH(bn, 0, 16, 0, -1, 0, 2, 0, 0);
-      }
-    }
-    if (d->m <= 128) {
-      /* the decode variant (64-row tiles, deeper B pipelines) */
-      for (int bn = 256; bn >= 128; bn /= 2) {
-        const int64_t tiles = loom__ceil_div(d->m, 64) * loom__ceil_div(d->n, bn);
-        PUSH(bn, 0, 16, 0, 0, 0, 0, 0, 64);
-        if (tiles < 2 * (int64_t)sms) {
-          const int s = loom__gemm_split_count(tiles, kblocks, sms);
-          if (s > 1) PUSH(bn, 0, 16, 0, -1, 0, s, 0, 64);
-        }
-        if (d->m <= 64 && tiles < (int64_t)sms) PUSH(bn, 0, 16, 0, -1, 0, 0, 0, 64);
-      }
-    }
+    static const int bns[4] = {256, 224, 192, 128};
+    if (d->m > 64)
+      for (int i = 0; i < 4; ++i) cand_sm90_tile128(&l, d, bns[i], sms, kblocks);
+    if (d->m <= 128) cand_sm90_decode(&l, d, sms, kblocks);
   }
-  if (d->m <= LOOM_SMALLM_MAX_M) {
-    /* the small-m kernel: the heuristic's split count, half and twice it */
-    const loom_gemm_config_t h = loom__gemm_small_m_heuristic(d, dev);
-    const int s = h.sk_splits > 1 ? h.sk_splits : 1;
-    const int ss[3] = {s, s / 2, 2 * s};
-    for (int i = 0; i < 3; ++i)
-      if (ss[i] >= 1 && ss[i] <= LOOM_SMALLM_MAX_SPLITS)
-        PUSH(0, 0, 0, 0, ss[i] > 1 ? -1 : 0, 0, ss[i] > 1 ? ss[i] : 0, 0, 16);
-  }
-#undef PUSH
-  return n;
+  if (d->m <= LOOM_SMALLM_MAX_M) cand_small_m(&l, d, dev);
+  return l.n;
 }
 
 /* Split-K and stream-K of the tile kernels must win by the model by this
