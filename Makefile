@@ -93,7 +93,11 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c)
 DEVBINS  := $(patsubst dev/%.cu,$(BUILD)/dev/%,$(wildcard dev/*/*.cu))
 TESTS    := $(BUILD)/tests/loom-test-host $(BUILD)/tests/loom-test-gpu
 
-.SECONDARY: # keep intermediate objects (dev programs)
+# Keep the dev programs' objects (intermediates of the pattern rule that
+# links them). Only those: a bare .SECONDARY would make every target
+# secondary, and a new source file older than an existing binary would then
+# never be compiled into it.
+.SECONDARY: $(patsubst dev/%.cu,$(BUILD)/obj/dev/%.o,$(wildcard dev/*/*.cu))
 .PHONY: all test python-test gpu-test bench install clean check-env header-check
 all: check-env $(LIBSO) $(LIBA) $(BINS) $(TESTS) $(EXAMPLES) $(DEVBINS) header-check
 
