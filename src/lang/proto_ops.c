@@ -15,7 +15,11 @@
  *     reads of every rank's input (one-shot: every chunk, rank-shifted;
  *     two-shot and ReduceScatter: the own slice), two-shot's staging and
  *     reduced[j] signals and gather in loom__coll_peer_at order, done = e
- *     and the hand-back wait for every peer's done.
+ *     and the hand-back wait for every peer's done. AllReduce LL and PUSH
+ *     (coll_schedule.h, coll_kernels.cu): the input stored into every
+ *     peer's slot of the call's parity with its flags (LL: in the lines),
+ *     the reduction from the own memory as the flags arrive; one list is
+ *     two calls (the two parities).
  *   tp (src/ops/tp/tp_linear.h, tp_schedule.h): GEMM + ReduceScatter: the
  *     begin kernel's wait for every peer's done of the previous call, the
  *     partial tiles in RANK_SHIFTED order (shard r + 1 first), each then
@@ -122,6 +126,63 @@ static void loom__proto_ag(loom__proto_t *p, int r, int ip) {
   loom__proto_set(p, r, r, done, 0, 0);
   loom__proto_wait_peers(p, r, done, 0, 0);
   loom__proto_read(p, r, r, out, 0, W);
+}
+
+/* AllReduce LL (ll = 1) or PUSH (ll = 0), one kernel call of epoch e:
+ * rank r stores its input into every peer q's slot loom__coll_push_slot(r,
+ * q, W) of parity e mod 2 (peers rank-shifted, r + 1 first), then reduces
+ * from its own memory: its input and each sender's slot once that slot's
+ * flag holds e. No arrival, no done: the only signals are the flags (a flag
+ * slot per (parity, slot), one writer each). LL: a line is {word, flag} in
+ * one 8-byte store, modelled as the WRITE of the slot and the SET of its
+ * flag right after it (the split is a superset of the atomic store's runs),
+ * and the reader's 8-byte load that finds the flag as the WAIT for it and
+ * the READ of the slot, sender by sender in rank order. PUSH: the chunk is
+ * copied into every peer, then (after a system fence) every peer's flag
+ * set; the reader waits for every sender's flag, then reads all sources.
+ * Abstracted: the lines and chunks of a slot are one region (every line and
+ * chunk has its own flag, they behave alike), the LL poll's `== e` is a
+ * WAIT `>= e` (a sender cannot reach e + 2 on a parity before this reader
+ * pushed its words of e + 1), the blocks of the grid are one. */
+/* LL and PUSH: the region (and flag slot) of sender s in receiver q's
+ * buffer, parity `parity` (coll_schedule.h's index of (parity, slot)). */
+static int loom__proto_box(int W, int parity, int s, int q) {
+  return (int)loom__coll_push_region((uint32_t)parity, loom__coll_push_slot(s, q, W), W);
+}
+
+static void loom__proto_push_call(loom__proto_t *p, int r, int ll, int parity) {
+  const int W = p->W, in = loom__proto_buf(p, "in"), out = loom__proto_buf(p, "out");
+  const int box = loom__proto_buf(p, ll ? "ll" : "push"), flag = loom__proto_sig(p, ll ? "line" : "flag");
+  loom__proto_write(p, r, r, in, 0, 1); /* the caller's input */
+  loom__proto_read(p, r, r, in, 0, 1);
+  for (int i = 1; i < W; ++i) { /* PUSH: the stores into every peer, then the flags */
+    const int q = (r + i) % W, k = loom__proto_box(W, parity, r, q);
+    loom__proto_write(p, r, q, box, k, k + 1);
+    if (ll) loom__proto_set(p, r, q, flag, k, 0);
+  }
+  for (int i = 1; !ll && i < W; ++i) loom__proto_set(p, r, (r + i) % W, flag, loom__proto_box(W, parity, r, (r + i) % W), 0);
+  for (int s = 0; !ll && s < W; ++s)
+    if (s != r) loom__proto_wait(p, r, r, flag, loom__proto_box(W, parity, s, r), 0);
+  for (int s = 0; s < W; ++s) { /* the sum in rank order: the own input, the senders' slots */
+    const int k = loom__proto_box(W, parity, s, r);
+    if (s != r && ll) loom__proto_wait(p, r, r, flag, k, 0);
+    if (s == r) loom__proto_read(p, r, r, in, 0, 1);
+    else loom__proto_read(p, r, r, box, k, k + 1);
+  }
+  loom__proto_write(p, r, r, out, 0, 1);
+  loom__proto_read(p, r, r, out, 0, 1); /* the caller's use of the result */
+}
+
+/* AllReduce LL / PUSH: what protects a slot's reuse is the parity, so one
+ * list is two kernel calls, epochs 2c - 1 (parity 1) and 2c (parity 0) of
+ * the checker's call c, and each parity's flags hold c; the checker's two
+ * calls are four kernel calls, the third rewriting the first one's slots.
+ * The "consumed" handshake is the reverse direction's flags: sender s
+ * writes q's slots of call e + 2 after its call e + 1 waited for q's words
+ * of e + 1, which q pushed after its reads of call e. */
+static void loom__proto_push(loom__proto_t *p, int r, int ll) {
+  loom__proto_push_call(p, r, ll, 1);
+  loom__proto_push_call(p, r, ll, 0);
 }
 
 /* GEMM + ReduceScatter (ar = 0) or + AllReduce (ar = 1): the user's stream
@@ -253,7 +314,8 @@ const char *loom__proto_op_name(int op) {
   static const char *names[] = {"allreduce_one_shot", "allreduce_two_shot", "reduce_scatter", "all_gather",
                                 "gemm_rs", "gemm_ar", "ag_gemm", "optim_adam", "optim_lamb",
                                 "allreduce_one_shot_ip", "allreduce_two_shot_ip", "reduce_scatter_ip",
-                                "all_gather_ip", "embedding_fwd", "embedding_bwd"};
+                                "all_gather_ip", "embedding_fwd", "embedding_bwd", "allreduce_ll",
+                                "allreduce_push"};
   return op >= 0 && op < LOOM__PROTO_OPS_COUNT ? names[op] : "?";
 }
 
@@ -275,6 +337,8 @@ void loom__proto_op(int op, int W, loom__proto_t *p) {
       case LOOM__PROTO_AG_GEMM: loom__proto_ag_gemm(p, r); break;
       case LOOM__PROTO_OPTIM_ADAM: loom__proto_optim(p, r, 0); break;
       case LOOM__PROTO_OPTIM_LAMB: loom__proto_optim(p, r, 1); break;
+      case LOOM__PROTO_AR_LL: loom__proto_push(p, r, 1); break;
+      case LOOM__PROTO_AR_PUSH: loom__proto_push(p, r, 0); break;
       default: p->overflow = 1; break;
     }
 }

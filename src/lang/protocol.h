@@ -173,6 +173,8 @@ typedef enum {
   LOOM__PROTO_AG_IP,
   LOOM__PROTO_EMB_FWD,         /* embedding: embedding-bag + All-to-All forward (ready, slice flags) */
   LOOM__PROTO_EMB_BWD,         /* embedding: the atomic backward (gready, gdone) */
+  LOOM__PROTO_AR_LL,           /* coll: AllReduce LL (lines with their flag, two parities) */
+  LOOM__PROTO_AR_PUSH,         /* coll: AllReduce PUSH (chunks stored into the peers, a flag each, two parities) */
   LOOM__PROTO_OPS_COUNT
 } loom__proto_op_t;
 const char *loom__proto_op_name(int op);

@@ -184,6 +184,32 @@ LOOM_TEST(lang_protocol_mutations_every_wait_and_handshake_caught) {
   CHECK_EQ_INT(caught, tried);
 }
 
+/* LL and PUSH: the two parities are their consumed handshake. Folded into
+ * one set of slots (every call writes the same regions and flag slots), a
+ * sender's next call overwrites a slot its receiver may still read (the
+ * checker reports the write or the read, whichever the shortest run puts
+ * second). */
+LOOM_TEST(lang_protocol_ll_push_parity_needed) {
+  static loom__proto_t p;
+  static loom__proto_report_t rep;
+  const int ops[] = {LOOM__PROTO_AR_LL, LOOM__PROTO_AR_PUSH};
+  for (int o = 0; o < 2; ++o)
+    for (int W = 2; W <= 3; ++W) {
+      loom__proto_op(ops[o], W, &p);
+      const int box = loom__proto_buf(&p, o == 0 ? "ll" : "push"), flag = loom__proto_sig(&p, o == 0 ? "line" : "flag");
+      for (int r = 0; r < p.nact; ++r)
+        for (int i = 0; i < p.n[r]; ++i) {
+          loom__pstep_t *st = &p.steps[r][i];
+          const int isbuf = st->kind == LOOM__PS_WRITE || st->kind == LOOM__PS_READ;
+          if (st->obj != (isbuf ? box : flag)) continue;
+          st->lo = (int16_t)(st->lo % (W - 1)), st->hi = (int16_t)(st->lo + 1);
+        }
+      const int v = loom__t_check(&p, &rep); /* the next call's write, seen before or after the read */
+      CHECK(v == LOOM__PV_OVERWRITE || v == LOOM__PV_RACE_READ);
+      if (o == 0 && W == 2) printf("%s", rep.text);
+    }
+}
+
 /* One counterexample as the checker prints it (for the docs and for eyes). */
 LOOM_TEST(lang_protocol_counterexample_trace) {
   static loom__proto_t p, m;
