@@ -35,7 +35,9 @@
  *     forward's ready[me] into every peer, pushes of pooled slices into the
  *     destinations' out with the slices' flags, the exit waits on incoming
  *     flags; the atomic backward's gready, pulls of grad_out, gdone and the
- *     wait for every peer's gdone (one slice per source and destination).
+ *     wait for every peer's gdone (one slice per source and destination);
+ *     the sorted backward's gready, every pull after every peer's gready,
+ *     one gdone after the last, the heads, the waits for every gdone.
  *   optim (src/ops/optim/optim.h): ready = e into every rank, the waits,
  *     the sums of the own chunk over every rank's gradients, the stores of
  *     the updated chunk into every rank's parameters, done = e into every
@@ -289,6 +291,35 @@ static void loom__proto_emb_bwd(loom__proto_t *p, int r) {
   loom__proto_read(p, r, r, tgrad, 0, 1);
 }
 
+/* Embedding-bag + All-to-All, sorted backward (embedding_a2a_sorted.cu):
+ * four kernels on the stream, in this rank's one list. keys: block 0 says
+ * gready into every peer first, the keys and meta into the call's scratch;
+ * sort; runs: every block waits for every peer's gready, the runs read the
+ * gradient rows from every rank's grad_out (in the sorted rows' order, one
+ * READ per source here), add the runs inside a chunk to table_grad and
+ * leave the partials, and the last block says gdone into every peer;
+ * heads: the partials summed into table_grad, then the waits for every
+ * peer's gdone (grad_out is the caller's again). The kernel also sets and
+ * polls the own slot of gready and gdone: program order, left out. */
+static void loom__proto_emb_bwd_sorted(loom__proto_t *p, int r) {
+  const int W = p->W, gout = loom__proto_buf(p, "grad_out"), tgrad = loom__proto_buf(p, "table_grad");
+  const int keys = loom__proto_buf(p, "keys"), part = loom__proto_buf(p, "partial");
+  const int gready = loom__proto_sig(p, "gready"), gdone = loom__proto_sig(p, "gdone");
+  loom__proto_write(p, r, r, gout, 0, W); /* the caller's gradient (region q: for q's tables) */
+  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, gready, r, 0); /* keys */
+  loom__proto_write(p, r, r, keys, 0, 1);
+  loom__proto_read(p, r, r, keys, 0, 1); /* sort, and the runs' keys */
+  for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, gready, (r + 1 + i) % W, 0); /* runs */
+  for (int q = 0; q < W; ++q) loom__proto_read(p, r, q, gout, r, r + 1);
+  loom__proto_write(p, r, r, tgrad, 0, 1);
+  loom__proto_write(p, r, r, part, 0, 1);
+  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, gdone, r, 0);
+  loom__proto_read(p, r, r, part, 0, 1); /* heads */
+  loom__proto_write(p, r, r, tgrad, 0, 1);
+  for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, gdone, (r + 1 + i) % W, 0);
+  loom__proto_read(p, r, r, tgrad, 0, 1); /* the optimizer's use of the gradient */
+}
+
 /* RS-Opt-AG: Adam (lamb = 0) or LAMB (lamb = 1). */
 static void loom__proto_optim(loom__proto_t *p, int r, int lamb) {
   const int W = p->W, grad = loom__proto_buf(p, "grad"), param = loom__proto_buf(p, "param");
@@ -315,7 +346,7 @@ const char *loom__proto_op_name(int op) {
                                 "gemm_rs", "gemm_ar", "ag_gemm", "optim_adam", "optim_lamb",
                                 "allreduce_one_shot_ip", "allreduce_two_shot_ip", "reduce_scatter_ip",
                                 "all_gather_ip", "embedding_fwd", "embedding_bwd", "allreduce_ll",
-                                "allreduce_push"};
+                                "allreduce_push", "embedding_bwd_sorted"};
   return op >= 0 && op < LOOM__PROTO_OPS_COUNT ? names[op] : "?";
 }
 
@@ -339,6 +370,7 @@ void loom__proto_op(int op, int W, loom__proto_t *p) {
       case LOOM__PROTO_OPTIM_LAMB: loom__proto_optim(p, r, 1); break;
       case LOOM__PROTO_AR_LL: loom__proto_push(p, r, 1); break;
       case LOOM__PROTO_AR_PUSH: loom__proto_push(p, r, 0); break;
+      case LOOM__PROTO_EMB_BWD_SORTED: loom__proto_emb_bwd_sorted(p, r); break;
       default: p->overflow = 1; break;
     }
 }

@@ -175,6 +175,7 @@ typedef enum {
   LOOM__PROTO_EMB_BWD,         /* embedding: the atomic backward (gready, gdone) */
   LOOM__PROTO_AR_LL,           /* coll: AllReduce LL (lines with their flag, two parities) */
   LOOM__PROTO_AR_PUSH,         /* coll: AllReduce PUSH (chunks stored into the peers, a flag each, two parities) */
+  LOOM__PROTO_EMB_BWD_SORTED,  /* embedding: the sorted backward (gready, gdone; keys, sort, runs, heads) */
   LOOM__PROTO_OPS_COUNT
 } loom__proto_op_t;
 const char *loom__proto_op_name(int op);
