@@ -320,6 +320,37 @@ static void loom__proto_emb_bwd_sorted(loom__proto_t *p, int r) {
   loom__proto_read(p, r, r, tgrad, 0, 1); /* the optimizer's use of the gradient */
 }
 
+/* Embedding-bag + All-to-All forward, GIN path (embedding_a2a_gin.cu):
+ * the zero-copy forward towards the NVLink ranks (ready, pushes, flags);
+ * a slice for a network rank is pooled into the own staging window, then
+ * put into the destination's out with SignalAdd on its flag (modelled as
+ * the put's READ of the staging, its WRITE into out and the SET: the NIC's
+ * asynchrony is not). The kernel says ready to the NVLink ranks only;
+ * ready_all = 1 is the variant that says it to (and waits for) every rank.
+ * Nodes: ranks 0 .. W-2 share one, rank W-1 is alone (W = 2: two nodes). */
+static void loom__proto_emb_gin_rank(loom__proto_t *p, int r, int ready_all) {
+  const int W = p->W, out = loom__proto_buf(p, "out"), stage = loom__proto_buf(p, "stage");
+  const int ready = loom__proto_sig(p, "ready"), flag = loom__proto_sig(p, "flag");
+  for (int i = 0; i < W - 1; ++i) {
+    const int q = (r + 1 + i) % W;
+    if (ready_all || (q == W - 1) == (r == W - 1)) loom__proto_set(p, r, q, ready, r, 0);
+  }
+  for (int i = 0; i < W; ++i) { /* remote first: r + 1, ..., r */
+    const int q = (r + 1 + i) % W, lsa = (q == W - 1) == (r == W - 1);
+    if (q != r && (lsa || ready_all)) loom__proto_wait(p, r, r, ready, q, 0);
+    if (!lsa) loom__proto_write(p, r, r, stage, q, q + 1), loom__proto_read(p, r, r, stage, q, q + 1);
+    loom__proto_write(p, r, q, out, r, r + 1);
+    if (q != r) loom__proto_set(p, r, q, flag, r, 0);
+  }
+  for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, flag, (r + 1 + i) % W, 0);
+  loom__proto_read(p, r, r, out, 0, W); /* the caller's use of the output */
+}
+
+void loom__proto_emb_gin(int W, int ready_all, loom__proto_t *p) {
+  loom__proto_init(p, ready_all ? "embedding_fwd_gin_ready" : "embedding_fwd_gin", W);
+  for (int r = 0; r < W; ++r) loom__proto_emb_gin_rank(p, r, ready_all);
+}
+
 /* RS-Opt-AG: Adam (lamb = 0) or LAMB (lamb = 1). */
 static void loom__proto_optim(loom__proto_t *p, int r, int lamb) {
   const int W = p->W, grad = loom__proto_buf(p, "grad"), param = loom__proto_buf(p, "param");

@@ -180,6 +180,11 @@ typedef enum {
 } loom__proto_op_t;
 const char *loom__proto_op_name(int op);
 void loom__proto_op(int op, int W, loom__proto_t *p);
+/* The embedding forward's GIN path (compiled, never run; the plan refuses
+ * it): ready_all 0 as its kernel is written (ready to the NVLink ranks
+ * only: the checker finds a put overwriting a network rank's out that its
+ * caller may still read), 1 with ready to and from every rank. */
+void loom__proto_emb_gin(int W, int ready_all, loom__proto_t *p);
 
 /* ---- proto_lower.c ---------------------------------------------------------- */
 /* One unit of a scheduled program that talks to other ranks, and its protocol. */

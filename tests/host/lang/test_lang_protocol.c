@@ -210,6 +210,28 @@ LOOM_TEST(lang_protocol_ll_push_parity_needed) {
     }
 }
 
+/* The embedding forward's GIN path as its kernel is written: no ready from
+ * a network rank, so a put of the next call may land in its out before its
+ * caller read this call's. With ready to and from every rank it passes and
+ * every wait and handshake matters. */
+LOOM_TEST(lang_protocol_embedding_gin) {
+  static loom__proto_t p;
+  static loom__proto_report_t rep;
+  for (int W = 2; W <= 3; ++W) {
+    loom__proto_emb_gin(W, 0, &p);
+    const int v = loom__t_check(&p, &rep);
+    CHECK(v == LOOM__PV_OVERWRITE || v == LOOM__PV_RACE_READ);
+    CHECK(strstr(rep.text, "out@") != NULL);
+    if (W == 2) printf("%s", rep.text);
+    loom__proto_emb_gin(W, 1, &p);
+    if (loom__t_check(&p, &rep) != LOOM__PV_NONE) loom_test_fail(__FILE__, __LINE__, "%s W=%d:\n%s", p.name, W, rep.text);
+    int t = 0, c = 0, red = 0;
+    loom__t_mutate(&p, &t, &c, &red);
+    printf("    %-20s W=%d: %lld states, %d of %d mutations caught\n", p.name, W, (long long)rep.states, c, t);
+    CHECK(t > 0 && c == t && red == 0);
+  }
+}
+
 /* One counterexample as the checker prints it (for the docs and for eyes). */
 LOOM_TEST(lang_protocol_counterexample_trace) {
   static loom__proto_t p, m;
