@@ -37,7 +37,9 @@
  *     flags; the atomic backward's gready, pulls of grad_out, gdone and the
  *     wait for every peer's gdone (one slice per source and destination);
  *     the sorted backward's gready, every pull after every peer's gready,
- *     one gdone after the last, the heads, the waits for every gdone.
+ *     one gdone after the last, the heads, the waits for every gdone;
+ *     the GIN forward (loom__proto_emb_gin: staging and puts towards the
+ *     ranks of other nodes; fails as its kernel is written).
  *   optim (src/ops/optim/optim.h): ready = e into every rank, the waits,
  *     the sums of the own chunk over every rank's gradients, the stores of
  *     the updated chunk into every rank's parameters, done = e into every

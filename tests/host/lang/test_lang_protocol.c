@@ -9,6 +9,10 @@
  *  - the mutation test: every WAIT step of every rank dropped in turn, and
  *    every signal's whole handshake (its SETs and WAITs) dropped in turn,
  *    is caught by the checker (the test fails if one goes unnoticed);
+ *  - LL and PUSH need their two parities (folded into one, the checker
+ *    finds the next call's write racing a read);
+ *  - the embedding's GIN forward fails as its kernel is written (no ready
+ *    from network ranks) and passes with ready to and from every rank;
  *  - the language's schedules lowered to protocols pass (proto_lower.c).
  */
 #include <stdio.h>
