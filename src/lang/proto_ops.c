@@ -15,7 +15,11 @@
  *     reads of every rank's input (one-shot: every chunk, rank-shifted;
  *     two-shot and ReduceScatter: the own slice), two-shot's staging and
  *     reduced[j] signals and gather in loom__coll_peer_at order, done = e
- *     and the hand-back wait for every peer's done.
+ *     and the hand-back wait for every peer's done. AllReduce LL and PUSH
+ *     (coll_schedule.h, coll_kernels.cu): the input stored into every
+ *     peer's slot of the call's parity with its flags (LL: in the lines),
+ *     the reduction from the own memory as the flags arrive; one list is
+ *     two calls (the two parities).
  *   tp (src/ops/tp/tp_linear.h, tp_schedule.h): GEMM + ReduceScatter: the
  *     begin kernel's wait for every peer's done of the previous call, the
  *     partial tiles in RANK_SHIFTED order (shard r + 1 first), each then
@@ -31,7 +35,11 @@
  *     forward's ready[me] into every peer, pushes of pooled slices into the
  *     destinations' out with the slices' flags, the exit waits on incoming
  *     flags; the atomic backward's gready, pulls of grad_out, gdone and the
- *     wait for every peer's gdone (one slice per source and destination).
+ *     wait for every peer's gdone (one slice per source and destination);
+ *     the sorted backward's gready, every pull after every peer's gready,
+ *     one gdone after the last, the heads, the waits for every gdone;
+ *     the GIN forward (loom__proto_emb_gin: staging and puts towards the
+ *     ranks of other nodes; fails as its kernel is written).
  *   optim (src/ops/optim/optim.h): ready = e into every rank, the waits,
  *     the sums of the own chunk over every rank's gradients, the stores of
  *     the updated chunk into every rank's parameters, done = e into every
@@ -122,6 +130,63 @@ static void loom__proto_ag(loom__proto_t *p, int r, int ip) {
   loom__proto_set(p, r, r, done, 0, 0);
   loom__proto_wait_peers(p, r, done, 0, 0);
   loom__proto_read(p, r, r, out, 0, W);
+}
+
+/* AllReduce LL (ll = 1) or PUSH (ll = 0), one kernel call of epoch e:
+ * rank r stores its input into every peer q's slot loom__coll_push_slot(r,
+ * q, W) of parity e mod 2 (peers rank-shifted, r + 1 first), then reduces
+ * from its own memory: its input and each sender's slot once that slot's
+ * flag holds e. No arrival, no done: the only signals are the flags (a flag
+ * slot per (parity, slot), one writer each). LL: a line is {word, flag} in
+ * one 8-byte store, modelled as the WRITE of the slot and the SET of its
+ * flag right after it (the split is a superset of the atomic store's runs),
+ * and the reader's 8-byte load that finds the flag as the WAIT for it and
+ * the READ of the slot, sender by sender in rank order. PUSH: the chunk is
+ * copied into every peer, then (after a system fence) every peer's flag
+ * set; the reader waits for every sender's flag, then reads all sources.
+ * Abstracted: the lines and chunks of a slot are one region (every line and
+ * chunk has its own flag, they behave alike), the LL poll's `== e` is a
+ * WAIT `>= e` (a sender cannot reach e + 2 on a parity before this reader
+ * pushed its words of e + 1), the blocks of the grid are one. */
+/* LL and PUSH: the region (and flag slot) of sender s in receiver q's
+ * buffer, parity `parity` (coll_schedule.h's index of (parity, slot)). */
+static int loom__proto_box(int W, int parity, int s, int q) {
+  return (int)loom__coll_push_region((uint32_t)parity, loom__coll_push_slot(s, q, W), W);
+}
+
+static void loom__proto_push_call(loom__proto_t *p, int r, int ll, int parity) {
+  const int W = p->W, in = loom__proto_buf(p, "in"), out = loom__proto_buf(p, "out");
+  const int box = loom__proto_buf(p, ll ? "ll" : "push"), flag = loom__proto_sig(p, ll ? "line" : "flag");
+  loom__proto_write(p, r, r, in, 0, 1); /* the caller's input */
+  loom__proto_read(p, r, r, in, 0, 1);
+  for (int i = 1; i < W; ++i) { /* PUSH: the stores into every peer, then the flags */
+    const int q = (r + i) % W, k = loom__proto_box(W, parity, r, q);
+    loom__proto_write(p, r, q, box, k, k + 1);
+    if (ll) loom__proto_set(p, r, q, flag, k, 0);
+  }
+  for (int i = 1; !ll && i < W; ++i) loom__proto_set(p, r, (r + i) % W, flag, loom__proto_box(W, parity, r, (r + i) % W), 0);
+  for (int s = 0; !ll && s < W; ++s)
+    if (s != r) loom__proto_wait(p, r, r, flag, loom__proto_box(W, parity, s, r), 0);
+  for (int s = 0; s < W; ++s) { /* the sum in rank order: the own input, the senders' slots */
+    const int k = loom__proto_box(W, parity, s, r);
+    if (s != r && ll) loom__proto_wait(p, r, r, flag, k, 0);
+    if (s == r) loom__proto_read(p, r, r, in, 0, 1);
+    else loom__proto_read(p, r, r, box, k, k + 1);
+  }
+  loom__proto_write(p, r, r, out, 0, 1);
+  loom__proto_read(p, r, r, out, 0, 1); /* the caller's use of the result */
+}
+
+/* AllReduce LL / PUSH: what protects a slot's reuse is the parity, so one
+ * list is two kernel calls, epochs 2c - 1 (parity 1) and 2c (parity 0) of
+ * the checker's call c, and each parity's flags hold c; the checker's two
+ * calls are four kernel calls, the third rewriting the first one's slots.
+ * The "consumed" handshake is the reverse direction's flags: sender s
+ * writes q's slots of call e + 2 after its call e + 1 waited for q's words
+ * of e + 1, which q pushed after its reads of call e. */
+static void loom__proto_push(loom__proto_t *p, int r, int ll) {
+  loom__proto_push_call(p, r, ll, 1);
+  loom__proto_push_call(p, r, ll, 0);
 }
 
 /* GEMM + ReduceScatter (ar = 0) or + AllReduce (ar = 1): the user's stream
@@ -228,6 +293,66 @@ static void loom__proto_emb_bwd(loom__proto_t *p, int r) {
   loom__proto_read(p, r, r, tgrad, 0, 1);
 }
 
+/* Embedding-bag + All-to-All, sorted backward (embedding_a2a_sorted.cu):
+ * four kernels on the stream, in this rank's one list. keys: block 0 says
+ * gready into every peer first, the keys and meta into the call's scratch;
+ * sort; runs: every block waits for every peer's gready, the runs read the
+ * gradient rows from every rank's grad_out (in the sorted rows' order, one
+ * READ per source here), add the runs inside a chunk to table_grad and
+ * leave the partials, and the last block says gdone into every peer;
+ * heads: the partials summed into table_grad, then the waits for every
+ * peer's gdone (grad_out is the caller's again). The kernel also sets and
+ * polls the own slot of gready and gdone: program order, left out. */
+static void loom__proto_emb_bwd_sorted(loom__proto_t *p, int r) {
+  const int W = p->W, gout = loom__proto_buf(p, "grad_out"), tgrad = loom__proto_buf(p, "table_grad");
+  const int keys = loom__proto_buf(p, "keys"), part = loom__proto_buf(p, "partial");
+  const int gready = loom__proto_sig(p, "gready"), gdone = loom__proto_sig(p, "gdone");
+  loom__proto_write(p, r, r, gout, 0, W); /* the caller's gradient (region q: for q's tables) */
+  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, gready, r, 0); /* keys */
+  loom__proto_write(p, r, r, keys, 0, 1);
+  loom__proto_read(p, r, r, keys, 0, 1); /* sort, and the runs' keys */
+  for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, gready, (r + 1 + i) % W, 0); /* runs */
+  for (int q = 0; q < W; ++q) loom__proto_read(p, r, q, gout, r, r + 1);
+  loom__proto_write(p, r, r, tgrad, 0, 1);
+  loom__proto_write(p, r, r, part, 0, 1);
+  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, gdone, r, 0);
+  loom__proto_read(p, r, r, part, 0, 1); /* heads */
+  loom__proto_write(p, r, r, tgrad, 0, 1);
+  for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, gdone, (r + 1 + i) % W, 0);
+  loom__proto_read(p, r, r, tgrad, 0, 1); /* the optimizer's use of the gradient */
+}
+
+/* Embedding-bag + All-to-All forward, GIN path (embedding_a2a_gin.cu):
+ * the zero-copy forward towards the NVLink ranks (ready, pushes, flags);
+ * a slice for a network rank is pooled into the own staging window, then
+ * put into the destination's out with SignalAdd on its flag (modelled as
+ * the put's READ of the staging, its WRITE into out and the SET: the NIC's
+ * asynchrony is not). The kernel says ready to the NVLink ranks only;
+ * ready_all = 1 is the variant that says it to (and waits for) every rank.
+ * Nodes: ranks 0 .. W-2 share one, rank W-1 is alone (W = 2: two nodes). */
+static void loom__proto_emb_gin_rank(loom__proto_t *p, int r, int ready_all) {
+  const int W = p->W, out = loom__proto_buf(p, "out"), stage = loom__proto_buf(p, "stage");
+  const int ready = loom__proto_sig(p, "ready"), flag = loom__proto_sig(p, "flag");
+  for (int i = 0; i < W - 1; ++i) {
+    const int q = (r + 1 + i) % W;
+    if (ready_all || (q == W - 1) == (r == W - 1)) loom__proto_set(p, r, q, ready, r, 0);
+  }
+  for (int i = 0; i < W; ++i) { /* remote first: r + 1, ..., r */
+    const int q = (r + 1 + i) % W, lsa = (q == W - 1) == (r == W - 1);
+    if (q != r && (lsa || ready_all)) loom__proto_wait(p, r, r, ready, q, 0);
+    if (!lsa) loom__proto_write(p, r, r, stage, q, q + 1), loom__proto_read(p, r, r, stage, q, q + 1);
+    loom__proto_write(p, r, q, out, r, r + 1);
+    if (q != r) loom__proto_set(p, r, q, flag, r, 0);
+  }
+  for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, flag, (r + 1 + i) % W, 0);
+  loom__proto_read(p, r, r, out, 0, W); /* the caller's use of the output */
+}
+
+void loom__proto_emb_gin(int W, int ready_all, loom__proto_t *p) {
+  loom__proto_init(p, ready_all ? "embedding_fwd_gin_ready" : "embedding_fwd_gin", W);
+  for (int r = 0; r < W; ++r) loom__proto_emb_gin_rank(p, r, ready_all);
+}
+
 /* RS-Opt-AG: Adam (lamb = 0) or LAMB (lamb = 1). */
 static void loom__proto_optim(loom__proto_t *p, int r, int lamb) {
   const int W = p->W, grad = loom__proto_buf(p, "grad"), param = loom__proto_buf(p, "param");
@@ -253,7 +378,8 @@ const char *loom__proto_op_name(int op) {
   static const char *names[] = {"allreduce_one_shot", "allreduce_two_shot", "reduce_scatter", "all_gather",
                                 "gemm_rs", "gemm_ar", "ag_gemm", "optim_adam", "optim_lamb",
                                 "allreduce_one_shot_ip", "allreduce_two_shot_ip", "reduce_scatter_ip",
-                                "all_gather_ip", "embedding_fwd", "embedding_bwd"};
+                                "all_gather_ip", "embedding_fwd", "embedding_bwd", "allreduce_ll",
+                                "allreduce_push", "embedding_bwd_sorted"};
   return op >= 0 && op < LOOM__PROTO_OPS_COUNT ? names[op] : "?";
 }
 
@@ -275,6 +401,9 @@ void loom__proto_op(int op, int W, loom__proto_t *p) {
       case LOOM__PROTO_AG_GEMM: loom__proto_ag_gemm(p, r); break;
       case LOOM__PROTO_OPTIM_ADAM: loom__proto_optim(p, r, 0); break;
       case LOOM__PROTO_OPTIM_LAMB: loom__proto_optim(p, r, 1); break;
+      case LOOM__PROTO_AR_LL: loom__proto_push(p, r, 1); break;
+      case LOOM__PROTO_AR_PUSH: loom__proto_push(p, r, 0); break;
+      case LOOM__PROTO_EMB_BWD_SORTED: loom__proto_emb_bwd_sorted(p, r); break;
       default: p->overflow = 1; break;
     }
 }

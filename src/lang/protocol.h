@@ -173,10 +173,18 @@ typedef enum {
   LOOM__PROTO_AG_IP,
   LOOM__PROTO_EMB_FWD,         /* embedding: embedding-bag + All-to-All forward (ready, slice flags) */
   LOOM__PROTO_EMB_BWD,         /* embedding: the atomic backward (gready, gdone) */
+  LOOM__PROTO_AR_LL,           /* coll: AllReduce LL (lines with their flag, two parities) */
+  LOOM__PROTO_AR_PUSH,         /* coll: AllReduce PUSH (chunks stored into the peers, a flag each, two parities) */
+  LOOM__PROTO_EMB_BWD_SORTED,  /* embedding: the sorted backward (gready, gdone; keys, sort, runs, heads) */
   LOOM__PROTO_OPS_COUNT
 } loom__proto_op_t;
 const char *loom__proto_op_name(int op);
 void loom__proto_op(int op, int W, loom__proto_t *p);
+/* The embedding forward's GIN path (compiled, never run; the plan refuses
+ * it): ready_all 0 as its kernel is written (ready to the NVLink ranks
+ * only: the checker finds a put overwriting a network rank's out that its
+ * caller may still read), 1 with ready to and from every rank. */
+void loom__proto_emb_gin(int W, int ready_all, loom__proto_t *p);
 
 /* ---- proto_lower.c ---------------------------------------------------------- */
 /* One unit of a scheduled program that talks to other ranks, and its protocol. */

@@ -9,6 +9,10 @@
  *  - the mutation test: every WAIT step of every rank dropped in turn, and
  *    every signal's whole handshake (its SETs and WAITs) dropped in turn,
  *    is caught by the checker (the test fails if one goes unnoticed);
+ *  - LL and PUSH need their two parities (folded into one, the checker
+ *    finds the next call's write racing a read);
+ *  - the embedding's GIN forward fails as its kernel is written (no ready
+ *    from network ranks) and passes with ready to and from every rank;
  *  - the language's schedules lowered to protocols pass (proto_lower.c).
  */
 #include <stdio.h>
@@ -182,6 +186,54 @@ LOOM_TEST(lang_protocol_mutations_every_wait_and_handshake_caught) {
          redundant);
   CHECK(tried > 0);
   CHECK_EQ_INT(caught, tried);
+}
+
+/* LL and PUSH: the two parities are their consumed handshake. Folded into
+ * one set of slots (every call writes the same regions and flag slots), a
+ * sender's next call overwrites a slot its receiver may still read (the
+ * checker reports the write or the read, whichever the shortest run puts
+ * second). */
+LOOM_TEST(lang_protocol_ll_push_parity_needed) {
+  static loom__proto_t p;
+  static loom__proto_report_t rep;
+  const int ops[] = {LOOM__PROTO_AR_LL, LOOM__PROTO_AR_PUSH};
+  for (int o = 0; o < 2; ++o)
+    for (int W = 2; W <= 3; ++W) {
+      loom__proto_op(ops[o], W, &p);
+      const int box = loom__proto_buf(&p, o == 0 ? "ll" : "push"), flag = loom__proto_sig(&p, o == 0 ? "line" : "flag");
+      for (int r = 0; r < p.nact; ++r)
+        for (int i = 0; i < p.n[r]; ++i) {
+          loom__pstep_t *st = &p.steps[r][i];
+          const int isbuf = st->kind == LOOM__PS_WRITE || st->kind == LOOM__PS_READ;
+          if (st->obj != (isbuf ? box : flag)) continue;
+          st->lo = (int16_t)(st->lo % (W - 1)), st->hi = (int16_t)(st->lo + 1);
+        }
+      const int v = loom__t_check(&p, &rep); /* the next call's write, seen before or after the read */
+      CHECK(v == LOOM__PV_OVERWRITE || v == LOOM__PV_RACE_READ);
+      if (o == 0 && W == 2) printf("%s", rep.text);
+    }
+}
+
+/* The embedding forward's GIN path as its kernel is written: no ready from
+ * a network rank, so a put of the next call may land in its out before its
+ * caller read this call's. With ready to and from every rank it passes and
+ * every wait and handshake matters. */
+LOOM_TEST(lang_protocol_embedding_gin) {
+  static loom__proto_t p;
+  static loom__proto_report_t rep;
+  for (int W = 2; W <= 3; ++W) {
+    loom__proto_emb_gin(W, 0, &p);
+    const int v = loom__t_check(&p, &rep);
+    CHECK(v == LOOM__PV_OVERWRITE || v == LOOM__PV_RACE_READ);
+    CHECK(strstr(rep.text, "out@") != NULL);
+    if (W == 2) printf("%s", rep.text);
+    loom__proto_emb_gin(W, 1, &p);
+    if (loom__t_check(&p, &rep) != LOOM__PV_NONE) loom_test_fail(__FILE__, __LINE__, "%s W=%d:\n%s", p.name, W, rep.text);
+    int t = 0, c = 0, red = 0;
+    loom__t_mutate(&p, &t, &c, &red);
+    printf("    %-20s W=%d: %lld states, %d of %d mutations caught\n", p.name, W, (long long)rep.states, c, t);
+    CHECK(t > 0 && c == t && red == 0);
+  }
 }
 
 /* One counterexample as the checker prints it (for the docs and for eyes). */
