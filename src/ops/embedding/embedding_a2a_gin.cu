@@ -71,9 +71,12 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS)
   ncclGin gin(dcomm, 0);
   const ncclTeam world = ncclTeamWorld(dcomm);
   if (threadIdx.x == 0) s_abort = 0;
-  /* ready handshake with the NVLink ranks only (a network rank's output is
-   * written by puts, ordered after its earlier work by its own call, as on
-   * the staged path) */
+  /* ready handshake with the NVLink ranks only. KNOWN GAP (why plans refuse
+   * this path today): a network rank's output gets no ready handshake, so a
+   * put of the next call can land before that rank's caller has read this
+   * call's output (src/lang's protocol checker: lang_protocol_embedding_gin
+   * shows the run; ready to and from every rank removes it, and the puts
+   * must also complete locally before the staging window is rewritten) */
   for (int p = threadIdx.x; p < LOOM_EMB_MAX_LSA; p += blockDim.x)
     s_ready[p] = p == s.rank || p >= s.world || a.dc.peer_ws[p] == nullptr;
   if (blockIdx.x == 0)
