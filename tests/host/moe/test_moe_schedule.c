@@ -357,6 +357,11 @@ LOOM_TEST(moe_schedule_send_order_remote_first) {
   }
 }
 
+/* The configuration a failed check ran, for the log. */
+static void report_failing(int W, int E, int k, int mode, int tokens, int64_t cap) {
+  printf("    failing: W=%d E=%d k=%d mode=%s tokens=%d cap=%lld\n", W, E, k, g_mode_names[mode], tokens, (long long)cap);
+}
+
 /* Experts to try at world W (uneven, fewer than W, several per rank). */
 static int experts_at(int W, int i) {
   const int Es[] = {W, 4 * W, W + 3, W > 2 ? W / 2 : 1, 1};
@@ -379,8 +384,7 @@ LOOM_TEST(moe_schedule_every_row_once_w2_to_64) {
             const int64_t caps[] = {0, 1, 3, (int64_t)max * W * k / E + 1};
             for (int ci = 0; ci < 4; ++ci) {
               if (check_layout(&r, caps[ci])) {
-                printf("    failing: W=%d E=%d k=%d mode=%s tokens=%d cap=%lld\n", W, E, k, g_mode_names[mode], tp,
-                       (long long)caps[ci]);
+                report_failing(W, E, k, mode, tp, caps[ci]);
                 routing_free(&r);
                 return;
               }
@@ -583,8 +587,7 @@ LOOM_TEST(moe_ref_layer_through_layout_equals_direct_w2_to_64) {
         const int64_t caps[] = {0, 2};
         for (int ci = 0; ci < 2; ++ci) {
           if (check_layer(&r, 5, 7, caps[ci])) {
-            printf("    failing: W=%d E=%d k=%d mode=%s tokens=%d cap=%lld\n", W, E, k, g_mode_names[mode], tp,
-                   (long long)caps[ci]);
+            report_failing(W, E, k, mode, tp, caps[ci]);
             routing_free(&r);
             return;
           }
