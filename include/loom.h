@@ -474,7 +474,16 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  *   SM_ATOMIC    RS only: each rank adds its partial tiles into the owner's
  *                fp32 accumulator (red.global.add.f32); the owner rounds each
  *                finished tile once into c_shard (not deterministic)
- *   AUTO         SM_COPY for RS and COPY_ENGINE for AG where the fused
+ *   BULK_REDUCE  RS only: each rank's GEMM epilogue adds its output tiles,
+ *                rounded to the output dtype, into the owner's sum buffer
+ *                with the tensor memory accelerator (bulk reductions over
+ *                NVLink, no kernel beside the GEMM, every SM computing);
+ *                the owner then adds the bias and rounds into c_shard.
+ *                Rounds once per add (deterministic at W = 2, not above);
+ *                needs compute capability 9.0 (loom's sm90 kernels) and m
+ *                = W equal shards of a multiple of 64 rows
+ *   AUTO         SM_COPY for RS (BULK_REDUCE where its shape and GPU
+ *                rules hold) and COPY_ENGINE for AG where the fused
  *                transfers can run, else SEQUENTIAL; AG also SEQUENTIAL when
  *                a shard (ceil(m / W) rows) is shorter than 64 rows (the
  *                smallest GEMM tile) or than the GPU's ridge point (dense
@@ -498,7 +507,8 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  * k), nothing is copied for the local shard. RS: a, b, c_shard and bias may
  * be any device memory (the plan holds, in symmetric memory, the partial
  * product that peers read: W x S x n elements of the output dtype
- * (SM_COPY), or the fp32 accumulator peers add into: S x n (SM_ATOMIC)).
+ * (SM_COPY), or the accumulator peers add into: S x n fp32 (SM_ATOMIC) or
+ * of the output dtype (BULK_REDUCE)).
  * SMs: a fused call's GEMM leaves SMs to the kernels it waits for (one for
  * the copy engine's signal kernels, comm_blocks for SM_COPY / SM_ATOMIC);
  * kernels of other streams that occupy those SMs for longer than the comm's
@@ -510,7 +520,8 @@ typedef enum loom_tp_transfer {
   LOOM_TP_SEQUENTIAL = 1,
   LOOM_TP_COPY_ENGINE = 2,
   LOOM_TP_SM_COPY = 3,
-  LOOM_TP_SM_ATOMIC = 4
+  LOOM_TP_SM_ATOMIC = 4,
+  LOOM_TP_BULK_REDUCE = 5
 } loom_tp_transfer_t;
 
 /* The GEMM of the sequential path (transfer LOOM_TP_SEQUENTIAL; the fused

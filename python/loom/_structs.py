@@ -70,6 +70,7 @@ class TpTransfer(CEnum):
     COPY_ENGINE = 2
     SM_COPY = 3
     SM_ATOMIC = 4
+    BULK_REDUCE = 5
 
 
 class TpGemm(CEnum):

@@ -59,8 +59,9 @@ hide nothing: ag_gemm where a shard has fewer rows than the smallest tile
 tiles fit one wave of SMs, and gemm_ar unless loom_gemm_ar_tune recorded
 the fused path: it lost to the sequential one on every shape measured),
 "sequential" (NCCL
-collective, then the GEMM), "copy_engine" (AG only), "sm_copy" or "sm_atomic" (RS only: fp32 atomic
-additions, not deterministic). sequential_gemm: the GEMM of the
+collective, then the GEMM), "copy_engine" (AG only), "sm_copy", "sm_atomic" (RS only: fp32 atomic
+additions, not deterministic) or "bulk_reduce" (RS only: the GEMM's epilogue adds its tiles into
+the owners with the tensor memory accelerator; Hopper, m = W equal shards of a multiple of 64 rows). sequential_gemm: the GEMM of the
 sequential path, "auto" (cuBLASLt where it takes the dtypes, else
 loom_gemm; a tuned entry's choice), "loom" or "cublaslt";
 plan.info["transfer"] says which transfer

@@ -149,6 +149,11 @@ loom_result_t loom__gemm_hooked(const loom_gemm_desc_t *d, const void *a, const 
     return loom__fail(LOOM_ERR_UNSUPPORTED,
                       "loom_gemm: GEMM hooks need a loom kernel (compute capability >= 8.0); this GPU is %d.%d",
                       dev.cc_major, dev.cc_minor);
+  if (hooks && hooks->epilogue == LOOM_EPI_BULK_ADD)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "loom_gemm: the bulk-add epilogue needs the sm90 kernels (tensor memory accelerator); this "
+                      "GEMM runs the sm80 path (GPU %d.%d%s)",
+                      dev.cc_major, dev.cc_minor, force80 ? ", LOOM_GEMM_PATH=sm80" : "");
   /* of an sm90 configuration only the tile width and band height apply */
   loom_gemm_config_t c80 = {0, 0, 0, 0, 0, 0, 0, 0, 0};
   if (cfg) c80.bn = cfg->bn == 256 ? 256 : 128, c80.group = cfg->group; /* sm80: 128 or 256 */

@@ -94,8 +94,13 @@ typedef struct loom_gemm_config {
 
 typedef enum loom_gemm_epilogue {
   LOOM_EPI_STORE = 0,
-  LOOM_EPI_REDUCE = 1
+  LOOM_EPI_REDUCE = 1,
+  LOOM_EPI_BULK_ADD = 2 /* sm90: the TMA epilogue's chunks added (cp.reduce.async.bulk.tensor .add,
+                         * in c_type) into dst_maps[row / rows_per_dst] at row % rows_per_dst */
 } loom_gemm_epilogue_t;
+
+/* Bytes of one tensor map of dst_maps (CUtensorMap: 128 bytes, 64-byte aligned). */
+#define LOOM_GEMM_EPI_MAP_BYTES 128
 
 typedef struct loom_gemm_hooks {
   /* tile order: kind, row_shift, schedule (tiles_m/n, group filled by the launcher) */
@@ -120,6 +125,10 @@ typedef struct loom_gemm_hooks {
                                   * epoch) store at row_dst[d] + dst_parity_bytes (0: one buffer) */
   int dst_fp32;                  /* 1: rows routed through row_dst are stored (or added) as fp32
                                   * partials whatever c_type (REDUCE: red.global.add.f32) */
+  const void *dst_maps;          /* BULK_ADD: device array [ndst] of LOOM_GEMM_EPI_MAP_BYTES tensor
+                                  * maps (loom__gemm_epi_map), each over [rows_per_dst, n] c_type;
+                                  * rows_per_dst a multiple of 64 (a 64-row epilogue chunk then has
+                                  * one destination) */
   /* per-tile signal after the tile is visible (both NULL: none) */
   uint32_t *tile_signal;         /* device array [tiles] (may be a peer's LSA pointer) */
   uint32_t *const *dst_signal;   /* device array [ndst] of signal arrays [tiles], one per
@@ -226,6 +235,12 @@ loom_result_t loom__gemm_hooked(const loom_gemm_desc_t *d, const void *a, const 
 loom_result_t loom__gemm_hooked_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg, int activation);
 loom_result_t loom__gemm_sm90_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg, int activation);
 loom_result_t loom__gemm_sm80_preload(const loom_gemm_desc_t *d, const loom_gemm_config_t *cfg);
+
+/* The tensor map (LOOM_GEMM_EPI_MAP_BYTES at map) of a destination of the
+ * BULK_ADD epilogue: [rows, n] row-major c_type at base (any address this
+ * GPU can write, a peer's LSA pointer included), boxes of the epilogue's
+ * chunks (64 rows x 128 bytes, 128-byte swizzle). */
+loom_result_t loom__gemm_epi_map(void *map, const void *base, loom_dtype_t c_type, int64_t rows, int64_t n);
 
 /* The kernel (its host-side function) that the sm90 launcher runs for a
  * configuration: bm 64 or 128, bn (bm 64: 128 or 256; else 128, 192, 224

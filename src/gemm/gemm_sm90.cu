@@ -64,6 +64,16 @@ static loom_result_t loom__tensor_map(CUtensorMap *map, const void *ptr, loom_dt
   return LOOM_SUCCESS;
 }
 
+extern "C" loom_result_t loom__gemm_epi_map(void *map, const void *base, loom_dtype_t c_type, int64_t rows,
+                                            int64_t n) {
+  static_assert(sizeof(CUtensorMap) == LOOM_GEMM_EPI_MAP_BYTES, "LOOM_GEMM_EPI_MAP_BYTES is a CUtensorMap");
+  if (rows <= 0 || n <= 0 || (n * (c_type == LOOM_FP32 ? 4 : 2)) % 16 != 0 || ((uintptr_t)base & 15u) != 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: epilogue map of [%lld, %lld] at %p: rows and n must be "
+                      "positive, rows 16-byte multiples, the base 16-byte aligned", (long long)rows, (long long)n, base);
+  return loom__tensor_map((CUtensorMap *)map, base, c_type, (uint64_t)n, (uint64_t)rows, c_type == LOOM_FP32 ? 32 : 64,
+                          64, "bulk-add destination");
+}
+
 static size_t loom__sm90_smem(int bm, int bn, int hooks) {
   (void)hooks; /* hooked kernels hold the TMA epilogue's buffers too */
   return loom__sm90_smem_bytes(bm, bn, LOOM_SM90_STAGES(bm, bn), LOOM_SM90_EPI_BUFS(bm, bn), 0);
@@ -196,6 +206,18 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   /* hooked GEMMs that store plainly into c take the plain kernel's TMA-store
    * epilogue; routed or reducing stores go from registers */
   args.epi_tma = !hooks || (!hooks->row_dst && hooks->epilogue == LOOM_EPI_STORE);
+  if (hooks && hooks->epilogue == LOOM_EPI_BULK_ADD) {
+    if (!hooks->dst_maps || hooks->rows_per_dst <= 0 || hooks->rows_per_dst % 64 != 0 || hooks->row_dst)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                        "loom_gemm: bulk-add hooks need dst_maps, rows_per_dst a positive multiple of 64 (%lld) and "
+                        "no row_dst",
+                        (long long)hooks->rows_per_dst);
+    if (conf.bn == 224 && d->c_type != LOOM_FP32)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                        "loom_gemm: bulk-add hooks with bn=224: its last 32 columns are stored from registers, which "
+                        "cannot add into a destination map; take bn 192 or 256");
+    args.epi_tma = 2; /* the TMA epilogue, adding into the destinations' maps */
+  }
   LOOM_TRY(loom__gemm_order(d, hooks, bm, conf.bn, conf.group > 0 ? conf.group : 16, &args.order));
   if (conf.cluster < 0 || conf.cluster > 2)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config cluster=%d: must be 0, 1 or 2", conf.cluster);

@@ -63,6 +63,9 @@
  * Hooks (gemm.h) live in a second instantiation (HOOKS = true): prologue
  * waits in the producer (acquire, bounded, then fence.proxy.async so the TMA
  * sees the peer's data), row-routed store or atomic reduce in the epilogue,
+ * or the TMA epilogue's chunks added into other buffers (bulk reductions
+ * through a table of tensor maps, LOOM_EPI_BULK_ADD: GEMM+ReduceScatter's
+ * pushes into the owners, with no register stores and no side kernel),
  * and a per-tile release signal once both consumer warpgroups' stores are
  * visible (__threadfence_system, named barrier, st.release.sys). The hooks'
  * activation is a template argument too (ACT: one hooked kernel per
@@ -123,7 +126,8 @@ typedef struct loom_sm90_args {
   uint32_t *sk_count;       /* stream-K tickets [sk tiles], 0 between launches */
   loom_gemm_hooks_t hooks;  /* read only by the HOOKS instantiation */
   int32_t epi_tma;          /* HOOKS: 1 = the TMA-store epilogue into c (no row routing, no
-                             * reduction), tile signals after the stores complete; 0 = stores
+                             * reduction), tile signals after the stores complete; 2 = the same
+                             * chunks added into hooks.dst_maps (LOOM_EPI_BULK_ADD); 0 = stores
                              * from registers. Plain kernels always store with TMA. */
 } loom_sm90_args_t;
 
@@ -221,6 +225,14 @@ static __device__ __forceinline__ void loom__tma_store_2d(const CUtensorMap *map
                ::"l"((uint64_t)map), "r"(src), "r"(c0), "r"(c1)
                : "memory");
 }
+/* The same box added element-wise into the tensor (bulk reduction in the
+ * map's dtype, one rounding per add; rows/columns outside it untouched).
+ * The map may sit in global memory (a table of destinations). */
+static __device__ __forceinline__ void loom__tma_add_2d(const CUtensorMap *map, uint32_t src, int32_t c0, int32_t c1) {
+  asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];"
+               ::"l"((uint64_t)map), "r"(src), "r"(c0), "r"(c1)
+               : "memory");
+}
 static __device__ __forceinline__ void loom__bulk_commit(void) {
   asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 }
@@ -299,12 +311,17 @@ static __device__ __forceinline__ void loom__wg_sync(int cw) {
  * chunks and 32 columns) stores the tail columns from registers (masked at
  * m and n): a whole chunk there would overwrite the next tile's columns.
  * Fragment layout (wgmma m64nWN): acc[4 j + 2 h + e] is row
- * 16 warp + lane / 4 + 8 h, column 8 j + 2 (lane % 4) + e. */
+ * 16 warp + lane / 4 + 8 h, column 8 j + 2 (lane % 4) + e.
+ * adds (the BULK_ADD hooks: a table of maps, rpd rows each): each chunk is
+ * added into adds[row0 / rpd] at row row0 % rpd instead of stored through
+ * map (rpd a multiple of 64, so a chunk has one destination; the launcher
+ * refuses the register-stored tail columns there). */
 template <int WN, int ES, int NBUF, int ACT>
 static __device__ __forceinline__ void loom__epi_tma(const float *acc, const CUtensorMap *map, uint32_t bufs,
                                                     uint32_t &seq, int32_t row0, int32_t col0, int ct,
                                                     const void *bias, void *c, int32_t m, int32_t n, int warp,
-                                                    int lane, int tid, int cw) {
+                                                    int lane, int tid, int cw, const CUtensorMap *adds,
+                                                    int32_t rpd) {
   constexpr int CPC = 128 / ES; /* columns per chunk */
   constexpr int NCH = WN / CPC;
   constexpr int JPC = CPC / 8;  /* 8-column fragment groups per chunk */
@@ -348,7 +365,12 @@ static __device__ __forceinline__ void loom__epi_tma(const float *acc, const CUt
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     loom__wg_sync(cw);
     if (tid == 0) {
-      loom__tma_store_2d(map, buf, col0 + ch * CPC, row0);
+      if (adds) {
+        const int32_t d = row0 / rpd;
+        loom__tma_add_2d(adds + d, buf, col0 + ch * CPC, row0 - d * rpd);
+      } else {
+        loom__tma_store_2d(map, buf, col0 + ch * CPC, row0);
+      }
       loom__bulk_commit();
     }
     ++seq;
@@ -699,15 +721,17 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       const bool skip = HOOKS && __shfl_sync(0xffffffffu, *abort_flag, 0) != 0; /* warp-uniform (C7518) */
       if (tma_epi && finish && active && !skip) {
         const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
+        const CUtensorMap *adds = HOOKS && args.epi_tma == 2 ? (const CUtensorMap *)args.hooks.dst_maps : NULL;
+        const int32_t rpd = HOOKS ? (int32_t)args.hooks.rows_per_dst : 0;
         /* the activation is the kernel's template argument (one instantiation
          * per activation: the kernel holds only its own epilogue; the
          * launcher says why) */
         if (args.c_type == LOOM_FP32)
           loom__epi_tma<WN, 4, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
-                                             args.m, args.n, warp, lane, tid, cw);
+                                             args.m, args.n, warp, lane, tid, cw, adds, rpd);
         else
           loom__epi_tma<WN, 2, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
-                                             args.m, args.n, warp, lane, tid, cw);
+                                             args.m, args.n, warp, lane, tid, cw, adds, rpd);
       } else if (!tma_epi && finish && active && !skip) {
         loom__epi_regs<HOOKS, WN, ACT>(acc, args, row0, col0, warp, lane);
       }

@@ -978,6 +978,7 @@ const char *loom_bench_tp_path(loom_tp_transfer_t t) {
     case LOOM_TP_COPY_ENGINE: return "copy-engine";
     case LOOM_TP_SM_COPY: return "sm-copy";
     case LOOM_TP_SM_ATOMIC: return "sm-atomic";
+    case LOOM_TP_BULK_REDUCE: return "bulk-reduce";
     default: return "unresolved";
   }
 }

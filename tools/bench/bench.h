@@ -334,7 +334,7 @@ int loom_bench_row_pair(loom_bench_row_t *r, const char *path, const char *varia
 void loom_bench_row_auto(loom_bench_row_t *r, const char *path);
 
 /* Names of the paths a plan can take, for loom_bench_row_auto. */
-const char *loom_bench_tp_path(loom_tp_transfer_t t);       /* "sequential", "copy-engine", "sm-copy", "sm-atomic" */
+const char *loom_bench_tp_path(loom_tp_transfer_t t);       /* "sequential", "copy-engine", "sm-copy", "sm-atomic", "bulk-reduce" */
 const char *loom_bench_coll_path(loom_coll_algo_t a);       /* "one-shot", "two-shot", "ll", "push" */
 const char *loom_bench_emb_path(loom_embedding_path_t p);   /* "zero-copy", "gin", "staged" */
 

@@ -46,6 +46,17 @@
 /* Shards as include/loom.h states them: S = ceil(m / W) rows; rank p owns
  * rows [min(m, p S), min(m, (p+1) S)). */
 static int64_t tp_shard_rows(int64_t m, int W) { return (m + W - 1) / W; }
+
+/* LOOM_TP_BULK_REDUCE's rule (loom.h): compute capability 9.0 and m = W
+ * equal shards of a multiple of 64 rows. */
+static int bulk_runs(int64_t m, int W) {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return 0;
+  return major == 9 && minor == 0 && m % W == 0 && (m / W) % 64 == 0;
+}
 static int64_t tp_shard_len(int64_t m, int W, int p) {
   const int64_t S = tp_shard_rows(m, W), b = (int64_t)p * S < m ? (int64_t)p * S : m;
   const int64_t e = (int64_t)(p + 1) * S < m ? (int64_t)(p + 1) * S : m;
@@ -155,7 +166,7 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
 }
 
 enum { V_GEMM_LT, V_GEMM_LOOM, V_NCCL, V_SEQ, V_MEDIUM, V_PLAIN_CFG, V_HOOK_IDLE, V_FUSED0 };
-#define MAX_FUSED 3
+#define MAX_FUSED 4
 
 typedef struct tp_run {
   ncclComm_t nccl;
@@ -333,6 +344,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   if (a->ag) fused_tr[nf++] = LOOM_TP_COPY_ENGINE;
   fused_tr[nf++] = LOOM_TP_SM_COPY;
   if (!a->ag) fused_tr[nf++] = LOOM_TP_SM_ATOMIC;
+  if (!a->ag && bulk_runs(m, W)) fused_tr[nf++] = LOOM_TP_BULK_REDUCE;
   fused_tr[nf++] = LOOM_TP_AUTO; /* the plan's own choice: tuned with --tune, else the heuristic */
   loom_tp_plan_info_t info[MAX_FUSED];
   loom_result_t rr = LOOM_SUCCESS;
@@ -442,6 +454,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
                fused_tr[f] == LOOM_TP_COPY_ENGINE ? "ce"
                : fused_tr[f] == LOOM_TP_SM_COPY   ? "sm"
                : fused_tr[f] == LOOM_TP_SM_ATOMIC ? "at"
+               : fused_tr[f] == LOOM_TP_BULK_REDUCE ? "bk"
                : a->tune                          ? "tuned"
                                                   : "auto");
       snprintf(row->shape, sizeof row->shape, "%s tp%d m=%lld%s", cs->model, T, (long long)m,

@@ -6,7 +6,9 @@
  * per tile to the owners of its rows, the tail launch of the reduction on
  * every SM, the join. The caller gives the reduction its outputs: c_shard
  * and the bias (RS), or every rank's out, the call's epilogue and the
- * gathered signals (AR). Protocol: tp_linear.h.
+ * gathered signals (AR). Protocol: tp_linear.h. BULK_REDUCE (RS) runs on
+ * the caller's stream alone: begin, the GEMM adding into the owners, the
+ * owner's pass (rs_bulk).
  */
 #include <stddef.h>
 #include <string.h>
@@ -25,9 +27,10 @@ static loom_result_t rs_reduce_args(loom_plan_t plan, loom_tp_state_t *st, loom_
   loom_comm_t comm = plan->comm;
   const loom_gemm_desc_t *g = &st->gemm;
   const char *fn = st->kind == LOOM__TP_AR ? "loom_gemm_ar" : "loom_gemm_rs";
-  if (st->transfer == LOOM_TP_SM_ATOMIC) {
+  if (st->transfer == LOOM_TP_SM_ATOMIC || st->transfer == LOOM_TP_BULK_REDUCE) {
     ra->src[0] = (const char *)st->partial;
-    ra->nsrc = 1, ra->src_type = LOOM_FP32, ra->src_row_base = st->my_begin, ra->zero_src = 1;
+    ra->nsrc = 1, ra->src_row_base = st->my_begin, ra->zero_src = 1;
+    ra->src_type = st->transfer == LOOM_TP_SM_ATOMIC ? LOOM_FP32 : (int)g->c_type;
   } else {
     LOOM_TRY(loom__tp_peer_addresses(fn, "partial", comm, st->partial,
                                      (size_t)g->m * (size_t)g->n * loom_dtype_size(g->c_type), (char **)ra->src));
@@ -38,7 +41,9 @@ static loom_result_t rs_reduce_args(loom_plan_t plan, loom_tp_state_t *st, loom_
   ra->tile_off = st->tile_off;
   ra->done_off = st->done_off;
   ra->count_off = st->count_off;
-  ra->total_blocks = st->comm_blocks + comm->sm_count; /* the side launch and the tail */
+  ra->wait_pushed = st->transfer == LOOM_TP_BULK_REDUCE;
+  /* the side launch and the tail (BULK_REDUCE: the tail alone) */
+  ra->total_blocks = (ra->wait_pushed ? 0 : st->comm_blocks) + comm->sm_count;
   ra->m = g->m;
   ra->n = g->n;
   ra->row0 = st->my_begin;
@@ -53,6 +58,29 @@ static loom_result_t rs_reduce_args(loom_plan_t plan, loom_tp_state_t *st, loom_
   return LOOM_SUCCESS;
 }
 
+/* BULK_REDUCE on one stream: the begin kernel, the GEMM whose epilogue adds
+ * each output chunk into its owner's sum buffer (bulk reductions, peers'
+ * rows first), then every SM tells the peers, waits for theirs, and rounds
+ * this rank's sum (+ bias) into its outputs, zeroing the sum buffer. */
+static loom_result_t rs_bulk(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b,
+                             loom_rs_reduce_args_t *ra, loom_dev_comm_t dc, cudaStream_t stream) {
+  loom_gemm_desc_t g = st->gemm;
+  LOOM_TRY(loom__tp_begin(dc, plan->epoch_offset, (size_t)-1, st->done_off, stream));
+  loom__tp_trace_mark(st, "begin", stream);
+  loom_gemm_hooks_t h;
+  loom__tp_hooks_base(plan, st, st->rank + 1, dc, &h);
+  h.epilogue = LOOM_EPI_BULK_ADD;
+  h.rows_per_dst = st->shard_rows;
+  h.dst_maps = st->d_maps;
+  g.has_bias = 0; /* added once, by the owner */
+  LOOM_TRY(loom__gemm_hooked(&g, a, b, st->partial, NULL, &st->gemm_cfg, &h, stream));
+  loom__tp_trace_mark(st, "gemm", stream);
+  ra->wait_gathered = ra->gath_off != (size_t)-1;
+  LOOM_TRY(loom__rs_reduce_launch(ra, plan->comm->sm_count, stream));
+  loom__tp_trace_mark(st, "tail", stream);
+  return LOOM_SUCCESS;
+}
+
 loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b,
                              loom_rs_reduce_args_t *ra, cudaStream_t stream) {
   loom_comm_t comm = plan->comm;
@@ -60,6 +88,7 @@ loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *
   const loom_dev_comm_t dc = loom__comm_dev(comm);
   const int atomic = st->transfer == LOOM_TP_SM_ATOMIC;
   LOOM_TRY(rs_reduce_args(plan, st, dc, ra));
+  if (st->transfer == LOOM_TP_BULK_REDUCE) return rs_bulk(plan, st, a, b, ra, dc, stream);
 
   LOOM_TRY(loom__tp_begin(dc, plan->epoch_offset, (size_t)-1, st->done_off, stream));
   loom__tp_trace_mark(st, "begin", stream);

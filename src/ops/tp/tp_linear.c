@@ -33,6 +33,8 @@ __attribute__((constructor)) static void loom__tp_wait_sites(void) {
   loom__wait_site_register(LOOM_SITE_RS_TILE, "GEMM+ReduceScatter: a peer's partial tile");
   loom__wait_site_register(LOOM_SITE_RS_DONE, "GEMM+ReduceScatter: a peer still reading this rank's previous partial");
   loom__wait_site_register(LOOM_SITE_AR_GATHERED, "GEMM+AllReduce: a peer's reduced tile of this rank's out");
+  loom__wait_site_register(LOOM_SITE_RS_PUSHED,
+                           "GEMM+ReduceScatter (bulk reduce): a peer's partial tiles added into this rank's sum");
 }
 
 const char *loom__tp_kind_op(int k) { return k == LOOM__TP_AG ? "ag_gemm" : k == LOOM__TP_RS ? "gemm_rs" : "gemm_ar"; }
@@ -68,6 +70,7 @@ const char *loom__tp_transfer_name(loom_tp_transfer_t t) {
     case LOOM_TP_COPY_ENGINE: return "LOOM_TP_COPY_ENGINE";
     case LOOM_TP_SM_COPY: return "LOOM_TP_SM_COPY";
     case LOOM_TP_SM_ATOMIC: return "LOOM_TP_SM_ATOMIC";
+    case LOOM_TP_BULK_REDUCE: return "LOOM_TP_BULK_REDUCE";
   }
   return "unknown";
 }
@@ -137,11 +140,22 @@ static loom_result_t tp_check_epilogue(const char *fn, int kind, const loom_tp_d
 
 /* The transfers each op offers. */
 static loom_result_t tp_check_transfer(const char *fn, int kind, const loom_tp_desc_t *d, int all_reachable) {
-  if (d->transfer < LOOM_TP_AUTO || d->transfer > LOOM_TP_SM_ATOMIC)
+  if (d->transfer < LOOM_TP_AUTO || d->transfer > LOOM_TP_BULK_REDUCE)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "%s: desc->transfer=%d is unknown: must be LOOM_TP_AUTO, _SEQUENTIAL, _COPY_ENGINE, _SM_COPY or "
-                      "_SM_ATOMIC",
+                      "%s: desc->transfer=%d is unknown: must be LOOM_TP_AUTO, _SEQUENTIAL, _COPY_ENGINE, _SM_COPY, "
+                      "_SM_ATOMIC or _BULK_REDUCE",
                       fn, (int)d->transfer);
+  if (kind != LOOM__TP_RS && d->transfer == LOOM_TP_BULK_REDUCE)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->transfer=LOOM_TP_BULK_REDUCE is a GEMM+ReduceScatter transfer (bulk reductions "
+                      "into the owners' rows): use LOOM_TP_SM_COPY, LOOM_TP_SEQUENTIAL or LOOM_TP_AUTO",
+                      fn);
+  if (d->transfer == LOOM_TP_BULK_REDUCE && !loom__tp_bulk_shape_ok(d->m, d->world_size))
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: desc->transfer=LOOM_TP_BULK_REDUCE needs m=%lld to be world_size=%d equal shards of a "
+                      "multiple of %d rows (the epilogue's chunks each add into one owner): use LOOM_TP_SM_COPY or "
+                      "LOOM_TP_SEQUENTIAL",
+                      fn, (long long)d->m, d->world_size, LOOM_TP_BULK_ROWS);
   if (kind == LOOM__TP_AG && d->transfer == LOOM_TP_SM_ATOMIC)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->transfer=LOOM_TP_SM_ATOMIC is a GEMM+ReduceScatter reduction: AllGather+GEMM takes "
@@ -207,9 +221,12 @@ static loom_result_t tp_resolve_transfer(const char *fn, int kind, int comm_size
      * (it only adds its protocol: 0.70-0.82 of NCCL + cuBLASLt at m = 64,
      * W = 2, docs/perf/tp.md, "Shards shorter than a tile"); the sequential path is the baseline itself */
     const int can_overlap = kind != LOOM__TP_AG || loom__tp_shard_rows(d->m, comm_size) >= LOOM_TP_MIN_TILE_ROWS;
-    t = comm_size > 1 && fused_possible && can_overlap
-            ? (kind == LOOM__TP_AG ? LOOM_TP_COPY_ENGINE : LOOM_TP_SM_COPY)
-            : LOOM_TP_SEQUENTIAL;
+    /* RS: the bulk reduction where its shape rule holds (the plan falls
+     * back to SM_COPY where the GEMM cannot run it: not sm90) */
+    const loom_tp_transfer_t rs = kind == LOOM__TP_RS && loom__tp_bulk_shape_ok(d->m, comm_size) ? LOOM_TP_BULK_REDUCE
+                                                                                                 : LOOM_TP_SM_COPY;
+    t = comm_size > 1 && fused_possible && can_overlap ? (kind == LOOM__TP_AG ? LOOM_TP_COPY_ENGINE : rs)
+                                                       : LOOM_TP_SEQUENTIAL;
   }
   if (t != LOOM_TP_SEQUENTIAL && !fused_possible)
     return loom__fail(LOOM_ERR_UNSUPPORTED,
@@ -273,6 +290,23 @@ static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, int clusters, 
   return LOOM_SUCCESS;
 }
 
+/* BULK_REDUCE's GEMM: the sm90 kernels (the tensor memory accelerator adds
+ * the epilogue's chunks), tiles whose every column leaves through it (bn
+ * 224 stores its last 32 16-bit columns from registers: 192 instead). */
+static int bulk_gemm_runs(const loom_gemm_desc_t *g) {
+  loom__gemm_path_t path = LOOM__PATH_BASE;
+  return loom__gemm_path(g, &path) == LOOM_SUCCESS && path == LOOM__PATH_SM90;
+}
+
+static loom_result_t bulk_gemm_config(const loom_gemm_desc_t *g, loom_gemm_config_t *cfg) {
+  if (!bulk_gemm_runs(g))
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "loom_plan_gemm_rs: desc->transfer=LOOM_TP_BULK_REDUCE needs loom's sm90 GEMM kernels (compute "
+                      "capability 9.0, sm_90a code, LOOM_GEMM_PATH unset): use LOOM_TP_SM_COPY or LOOM_TP_SEQUENTIAL");
+  if (cfg->bn == 224 && g->c_type != LOOM_FP32) cfg->bn = 192;
+  return LOOM_SUCCESS;
+}
+
 static void tp_destroy(loom_plan_t plan) {
   loom_tp_state_t *st = (loom_tp_state_t *)plan->op_state;
   if (!st) return;
@@ -289,6 +323,7 @@ static void tp_destroy(loom_plan_t plan) {
   if (st->ar_plan) (void)loom_plan_destroy(st->ar_plan);
   if (st->d_dst_signal) (void)cudaFree(st->d_dst_signal);
   if (st->d_row_dst) (void)cudaFree(st->d_row_dst);
+  if (st->d_maps) (void)cudaFree(st->d_maps);
   if (st->fork) (void)cudaEventDestroy(st->fork);
   if (st->join) (void)cudaEventDestroy(st->join);
   if (st->side) (void)cudaStreamDestroy(st->side);
@@ -314,6 +349,31 @@ loom_result_t loom__tp_peer_addresses(const char *fn, const char *what, loom_com
                               peer);
 }
 
+/* BULK_REDUCE: the tensor maps of every owner's sum buffer [S, n] (as this
+ * rank addresses it), in a device table the GEMM's epilogue reads. */
+static loom_result_t bulk_maps(loom_plan_t plan, loom_tp_state_t *st) {
+  loom_comm_t comm = plan->comm;
+  const int W = st->world;
+  const loom_gemm_desc_t *g = &st->gemm;
+  char *sum[LOOM_TP_MAX_PEERS];
+  LOOM_TRY(loom__tp_peer_addresses("loom_plan_gemm_rs", "sum buffer", comm, st->partial,
+                                   (size_t)st->shard_rows * (size_t)g->n * loom_dtype_size(g->c_type), sum));
+  uint8_t *maps = (uint8_t *)malloc((size_t)W * LOOM_GEMM_EPI_MAP_BYTES);
+  if (!maps) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_plan_gemm_rs: %d tensor maps", W);
+  loom_result_t r = LOOM_SUCCESS;
+  for (int p = 0; p < W && r == LOOM_SUCCESS; ++p)
+    r = loom__gemm_epi_map(maps + (size_t)p * LOOM_GEMM_EPI_MAP_BYTES, sum[p], g->c_type, st->shard_rows, g->n);
+  cudaError_t e = r == LOOM_SUCCESS ? cudaMalloc(&st->d_maps, (size_t)W * LOOM_GEMM_EPI_MAP_BYTES) : cudaSuccess;
+  if (r == LOOM_SUCCESS && e == cudaSuccess) {
+    st->device_bytes += (size_t)W * LOOM_GEMM_EPI_MAP_BYTES;
+    e = cudaMemcpy(st->d_maps, maps, (size_t)W * LOOM_GEMM_EPI_MAP_BYTES, cudaMemcpyHostToDevice);
+  }
+  free(maps);
+  LOOM_TRY(r);
+  LOOM_CUDA(e);
+  return LOOM_SUCCESS;
+}
+
 /* RS fused: the owners' signal arrays for this source's tiles, as this
  * rank addresses them, in a device array the GEMM's hooks read. */
 static loom_result_t rs_tables(loom_plan_t plan, loom_tp_state_t *st) {
@@ -333,6 +393,7 @@ static loom_result_t rs_tables(loom_plan_t plan, loom_tp_state_t *st) {
     st->device_bytes += (size_t)W * sizeof(void *);
     LOOM_CUDA(cudaMemcpyAsync(st->d_row_dst, acc, (size_t)W * sizeof(void *), cudaMemcpyHostToDevice, comm->stream));
   }
+  if (st->transfer == LOOM_TP_BULK_REDUCE) LOOM_TRY(bulk_maps(plan, st));
   LOOM_CUDA(cudaMalloc((void **)&st->d_dst_signal, (size_t)W * sizeof(uint32_t *)));
   st->device_bytes += (size_t)W * sizeof(uint32_t *);
   LOOM_CUDA(cudaMemcpyAsync(st->d_dst_signal, sigs, (size_t)W * sizeof(uint32_t *), cudaMemcpyHostToDevice, comm->stream));
@@ -379,10 +440,12 @@ static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
     const size_t bytes = Wrows * (size_t)g->n * es_c;
     LOOM_CUDA(cudaMalloc(&st->partial, bytes));
     st->device_bytes += bytes;
-  } else if (st->transfer == LOOM_TP_SM_ATOMIC) {
-    /* the owner's fp32 accumulator of its S rows, zero between calls (the
-     * reduction zeroes each tile after reading it) */
-    const size_t bytes = (size_t)st->shard_rows * (size_t)g->n * sizeof(float);
+  } else if (st->transfer == LOOM_TP_SM_ATOMIC || st->transfer == LOOM_TP_BULK_REDUCE) {
+    /* the owner's accumulator of its S rows (SM_ATOMIC fp32, BULK_REDUCE
+     * the output dtype), zero between calls (the owner zeroes what it has
+     * read) */
+    const size_t bytes = (size_t)st->shard_rows * (size_t)g->n *
+                         (st->transfer == LOOM_TP_SM_ATOMIC ? sizeof(float) : es_c);
     LOOM_TRY(loom__comm_malloc(comm, bytes, &st->partial));
     st->partial_sym = 1;
     st->symmetric_bytes += bytes;
@@ -443,7 +506,11 @@ static void tp_resolve(loom_comm_t comm, loom_tp_state_t *st, const loom_tp_desc
  * one-thread signal kernels: one SM; SM_COPY: comm_blocks, by default 4..16
  * chosen so that the GEMM needs no extra wave). */
 static loom_result_t tp_fused_gemm(loom_comm_t comm, loom_tp_state_t *st) {
-  LOOM_TRY(fused_gemm_config(&st->gemm, st->kind == LOOM__TP_AG, &st->gemm_cfg, &st->gemm_bm));
+  if (st->transfer == LOOM_TP_BULK_REDUCE && st->desc.transfer == LOOM_TP_AUTO && !bulk_gemm_runs(&st->gemm))
+    st->transfer = LOOM_TP_SM_COPY; /* AUTO's choice where the sm90 GEMM does not run */
+  const int bulk = st->transfer == LOOM_TP_BULK_REDUCE;
+  LOOM_TRY(fused_gemm_config(&st->gemm, st->kind == LOOM__TP_AG || bulk, &st->gemm_cfg, &st->gemm_bm));
+  if (bulk) LOOM_TRY(bulk_gemm_config(&st->gemm, &st->gemm_cfg));
   if (st->kind == LOOM__TP_AG) /* bands of the tile order inside one shard each */
     st->gemm_cfg.group = loom__ag_band_rows(
         st->shard_rows % st->gemm_bm == 0 ? st->shard_rows / st->gemm_bm : 0, st->gemm_cfg.group);
@@ -454,7 +521,8 @@ static loom_result_t tp_fused_gemm(loom_comm_t comm, loom_tp_state_t *st) {
   st->comm_blocks = t != LOOM_TP_SM_COPY && t != LOOM_TP_SM_ATOMIC ? 0
                     : st->desc.comm_blocks > 0 ? st->desc.comm_blocks
                                                : loom__tp_comm_sms(tiles, comm->sm_count, 4, 16);
-  st->gemm_cfg.grid = comm->sm_count - (st->comm_blocks > 0 ? st->comm_blocks : 1);
+  /* BULK_REDUCE waits for nothing: the GEMM keeps every SM */
+  st->gemm_cfg.grid = comm->sm_count - (st->comm_blocks > 0 ? st->comm_blocks : bulk ? 0 : 1);
   return LOOM_SUCCESS;
 }
 
@@ -492,7 +560,8 @@ static loom_result_t tp_signals(const char *fn, loom_tp_state_t *st, uint32_t *n
                         fn, (long long)n64, desc->chunk_rows);
     return LOOM_SUCCESS;
   }
-  const int64_t per = (int64_t)st->world * st->tiles_m * st->tiles_n;
+  /* BULK_REDUCE: one "pushed" word per source instead of its tile signals */
+  const int64_t per = st->transfer == LOOM_TP_BULK_REDUCE ? st->world : (int64_t)st->world * st->tiles_m * st->tiles_n;
   n64 = per + st->world + 2 + (st->kind == LOOM__TP_AR ? per : 0);
   *nsig = (uint32_t)n64;
   if (n64 > (int64_t)UINT32_MAX / 8)
@@ -524,7 +593,9 @@ static void tp_signal_offsets(loom_plan_t plan, loom_tp_state_t *st) {
     return;
   }
   st->tile_off = plan->signals_offset;
-  st->done_off = st->tile_off + (size_t)st->world * (size_t)st->tiles_m * (size_t)st->tiles_n * sizeof(uint32_t);
+  const size_t per = st->transfer == LOOM_TP_BULK_REDUCE ? (size_t)st->world
+                                                          : (size_t)st->world * (size_t)st->tiles_m * (size_t)st->tiles_n;
+  st->done_off = st->tile_off + per * sizeof(uint32_t);
   st->count_off = st->done_off + (size_t)st->world * sizeof(uint32_t);
   st->gath_off = st->kind == LOOM__TP_AR ? st->count_off + 2 * sizeof(uint32_t) : (size_t)-1;
 }
@@ -690,7 +761,10 @@ loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info) {
   /* AG: every element is one product, whatever the transfer; RS: the fused
    * sum runs in rank order, NCCL's order is its own; AR: fused or through
    * loom_allreduce, fp32 sums in rank order */
-  info->deterministic = st->kind == LOOM__TP_AG || st->kind == LOOM__TP_AR || (fused && st->transfer != LOOM_TP_SM_ATOMIC);
+  /* BULK_REDUCE: W - 1 adds in arrival order (at W = 2 one add, the same bits) */
+  info->deterministic = st->kind == LOOM__TP_AG || st->kind == LOOM__TP_AR ||
+                        (fused && st->transfer != LOOM_TP_SM_ATOMIC &&
+                         (st->transfer != LOOM_TP_BULK_REDUCE || st->world <= 2));
   info->symmetric_bytes = st->symmetric_bytes;
   info->device_bytes = st->device_bytes;
   info->workspace_bytes = plan->ws_bytes + (st->ar_plan ? st->ar_plan->ws_bytes : 0);

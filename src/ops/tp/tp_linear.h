@@ -82,6 +82,7 @@ extern "C" {
 #define LOOM_SITE_RS_TILE 81    /* a partial tile from a peer (reduction) */
 #define LOOM_SITE_RS_DONE 82    /* a peer still reading this rank's previous partial */
 #define LOOM_SITE_AR_GATHERED 83 /* a peer's reduced tile delivered into this rank's out */
+#define LOOM_SITE_RS_PUSHED 84  /* BULK_REDUCE: a peer's adds into this rank's sum buffer complete */
 
 #define LOOM_TP_MAX_PEERS 72    /* peers whose addresses travel as kernel arguments */
 #define LOOM_TP_THREADS 256     /* copy kernel */
@@ -144,6 +145,8 @@ typedef struct loom_tp_state {
   uint32_t **d_dst_signal;      /* RS fused: device [W] owner signal arrays for this source */
   void **d_row_dst;             /* RS SM_ATOMIC: device [W] the owners' fp32 accumulators [S, n]
                                    (partial holds this rank's) */
+  void *d_maps;                 /* RS BULK_REDUCE: device [W] tensor maps of the owners' sum
+                                   buffers [S, n] c_type (partial holds this rank's) */
   loom_plan_t ar_plan;           /* AR sequential: the loom_allreduce plan of [m x n] c_type (cols n) */
   size_t symmetric_bytes, device_bytes;
   cudaStream_t side;
@@ -328,6 +331,10 @@ typedef struct loom_rs_reduce_args {
                                    stores); (size_t)-1: none (RS) */
   int wait_gathered;            /* AR tail launch: its blocks end after every other owner's
                                    gathered signals of the call */
+  int wait_pushed;              /* BULK_REDUCE (one launch, after this rank's GEMM): tile_off
+                                   holds W "pushed" words instead of tile signals; each block
+                                   first tells every peer this rank's adds are complete, then
+                                   waits for every peer's word once instead of per tile */
 } loom_rs_reduce_args_t;
 
 loom_result_t loom__rs_reduce_launch(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream);

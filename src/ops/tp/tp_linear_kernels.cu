@@ -20,7 +20,11 @@
  *                            tile's gathered signal on every peer); then
  *                            tells the sources their buffers are free; AR's
  *                            tail launch then waits for the other owners'
- *                            tiles of this rank's out
+ *                            tiles of this rank's out; BULK_REDUCE: one
+ *                            launch after the GEMM whose epilogue added into
+ *                            the owners' sum buffers: waits once for every
+ *                            peer's "pushed" word, then rounds the sum (+
+ *                            bias) into c_shard and zeroes what it read
  * Any architecture >= sm_80 (no tensor cores here).
  */
 #include <cuda_runtime.h>
@@ -146,6 +150,31 @@ extern "C" loom_result_t loom__ag_signal_chunks(const loom_ag_copy_args_t *a, in
   return LOOM_SUCCESS;
 }
 
+/* BULK_REDUCE, at the start of every block of the one launch after this
+ * rank's GEMM (whose bulk adds into the owners are complete: the kernel
+ * boundary): tell every peer (its "pushed" word of this rank, a release
+ * after a system fence), then wait for every peer's word. Every block tells
+ * (the same value, idempotent) so that none waits on a block not yet
+ * resident. 0 when a wait expired. */
+static __device__ int loom__rs_pushed(const loom_rs_reduce_args_t &a, uint32_t e) {
+  __shared__ int ok;
+  const loom_dev_comm_t &dc = a.dc;
+  if ((int)threadIdx.x < dc.size && (int)threadIdx.x != dc.rank) {
+    __threadfence_system();
+    loom__signal_store_release(loom_signal_addr(&dc, (int)threadIdx.x, a.tile_off, (uint32_t)dc.rank), e);
+  }
+  if (threadIdx.x == 0) {
+    int good = 1;
+    for (int s = 0; s < dc.size && good; ++s)
+      if (s != dc.rank)
+        good = loom__signal_wait(&dc, (const uint32_t *)(dc.ws + a.tile_off) + s, e, s, (uint32_t)s,
+                                 LOOM_SITE_RS_PUSHED);
+    ok = good;
+  }
+  __syncthreads();
+  return ok;
+}
+
 __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom__rs_reduce_kernel(const __grid_constant__ loom_rs_reduce_args_t a) {
   __shared__ int ok;
   const loom_dev_comm_t &dc = a.dc;
@@ -158,6 +187,7 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom__rs_reduce_kernel(con
   const int64_t tiles = (int64_t)a.tiles_m * a.tiles_n;
   __shared__ uint32_t claimed;
   uint32_t *claim = (uint32_t *)(dc.ws + a.count_off) + 1;
+  if (a.wait_pushed && !loom__rs_pushed(a, e)) return; /* expired: done is never told */
   for (;;) {
     /* tiles are claimed one by one (a counter), so that the tail launch
      * after the GEMM takes what the side launch has not reached */
@@ -171,8 +201,8 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom__rs_reduce_kernel(con
     const int tm = t0 + tg / a.tiles_n, tn = tg % a.tiles_n;
     const int64_t t = (int64_t)tm * a.tiles_n + tn;
     if (threadIdx.x == 0) {
-      int good = 1;
-      for (int s = 0; s < W && good; ++s) {
+      int good = 1; /* BULK_REDUCE: every peer's adds were waited for once, above */
+      for (int s = 0; s < W && good && !a.wait_pushed; ++s) {
         const uint32_t *w = (const uint32_t *)(dc.ws + a.tile_off) + (size_t)s * tiles + t;
         good = loom__signal_wait(&dc, w, e, s, (uint32_t)((size_t)s * tiles + t), LOOM_SITE_RS_TILE);
       }

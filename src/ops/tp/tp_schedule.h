@@ -57,6 +57,14 @@ typedef enum { LOOM__TP_AG = 0, LOOM__TP_RS = 1, LOOM__TP_AR = 2 } loom__tp_kind
 /* S: rows per shard (>= 1 when m >= 1). */
 LOOM_HD int64_t loom__tp_shard_rows(int64_t m, int32_t world) { return loom__ceil_div(m, world < 1 ? 1 : world); }
 
+/* BULK_REDUCE's shapes: W equal shards of a multiple of LOOM_TP_BULK_ROWS
+ * rows (the GEMM epilogue's chunks are 64 rows, each added into one owner). */
+#define LOOM_TP_BULK_ROWS 64
+LOOM_HD int loom__tp_bulk_shape_ok(int64_t m, int32_t world) {
+  const int64_t s = loom__tp_shard_rows(m, world);
+  return world >= 1 && m > 0 && s * world == m && s % LOOM_TP_BULK_ROWS == 0;
+}
+
 /* First row of shard p. */
 LOOM_HD int64_t loom__tp_shard_begin(int64_t m, int32_t world, int32_t p) {
   const int64_t b = (int64_t)p * loom__tp_shard_rows(m, world);

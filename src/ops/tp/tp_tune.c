@@ -55,10 +55,10 @@ loom_result_t loom__tp_tune_parse(const char *text, loom_tp_choice_t *out) {
   int ok = text && sscanf(text, "transfer=%d chunk=%d blocks=%d%n", &tt, &c, &b, &used) == 3;
   if (ok && text[used] != 0) /* the GEMM engine (entries of older files have none: AUTO) */
     ok = sscanf(text + used, " gemm=%d%n", &g, &used2) == 1 && text[used + used2] == 0;
-  if (!ok || tt < LOOM_TP_SEQUENTIAL || tt > LOOM_TP_SM_ATOMIC || c < 0 || b < 0 || g < LOOM_TP_GEMM_AUTO ||
+  if (!ok || tt < LOOM_TP_SEQUENTIAL || tt > LOOM_TP_BULK_REDUCE || c < 0 || b < 0 || g < LOOM_TP_GEMM_AUTO ||
       g > LOOM_TP_GEMM_CUBLASLT)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "tuning entry \"%s\": expected \"transfer=<1..4> chunk=<rows >= 0> blocks=<n >= 0> "
+                      "tuning entry \"%s\": expected \"transfer=<1..5> chunk=<rows >= 0> blocks=<n >= 0> "
                       "[gemm=<0..2>]\"",
                       text ? text : "(null)");
   out->transfer = (loom_tp_transfer_t)tt, out->chunk_rows = c, out->comm_blocks = b, out->gemm = (loom_tp_gemm_t)g;
@@ -179,6 +179,13 @@ static loom_result_t tune_free(loom_comm_t comm, int kind, tune_bufs_t *t, loom_
   return r;
 }
 
+/* 1 where a BULK_REDUCE plan can be made for desc (its shape, the sm90 GEMM). */
+static int tune_bulk_ok(const loom_tp_desc_t *desc, int W) {
+  loom__gemm_path_t path = LOOM__PATH_BASE;
+  const loom_gemm_desc_t g = loom__tp_gemm_desc(desc);
+  return loom__tp_bulk_shape_ok(desc->m, W) && loom__gemm_path(&g, &path) == LOOM_SUCCESS && path == LOOM__PATH_SM90;
+}
+
 /* The candidates: (transfer, chunk_rows, comm_blocks, sequential GEMM). */
 static int tune_candidates(const loom_tp_desc_t *desc, int kind, int W, int fused_ok, int sm_count,
                            loom_tp_choice_t cand[16]) {
@@ -203,6 +210,7 @@ static int tune_candidates(const loom_tp_desc_t *desc, int kind, int W, int fuse
   for (int i = kind == LOOM__TP_AG ? 1 : 0; i < 4; ++i)
     if (blocks[i] < sm_count) cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SM_COPY, .comm_blocks = blocks[i]};
   if (kind == LOOM__TP_RS) cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SM_ATOMIC};
+  if (kind == LOOM__TP_RS && tune_bulk_ok(desc, W)) cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_BULK_REDUCE};
   return nc;
 }
 

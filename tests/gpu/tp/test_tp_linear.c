@@ -76,7 +76,7 @@ static uint64_t seed_for(int call, int what, int rank) {
 static const char *dt(loom_dtype_t t) { return t == LOOM_FP32 ? "fp32" : t == LOOM_FP16 ? "fp16" : "bf16"; }
 static const char *trn(loom_tp_transfer_t t) {
   return t == LOOM_TP_SEQUENTIAL ? "seq" : t == LOOM_TP_COPY_ENGINE ? "ce" : t == LOOM_TP_SM_COPY ? "sm"
-         : t == LOOM_TP_SM_ATOMIC ? "atomic" : "auto";
+         : t == LOOM_TP_SM_ATOMIC ? "atomic" : t == LOOM_TP_BULK_REDUCE ? "bulk" : "auto";
 }
 
 /* Host inputs of one call. AG: a = A_full [m, k] (every shard), b = this
@@ -307,6 +307,7 @@ static void run_suite(int W, const tp_case_t *cases, int n) {
 #define CE LOOM_TP_COPY_ENGINE
 #define SM LOOM_TP_SM_COPY
 #define AT LOOM_TP_SM_ATOMIC
+#define BK LOOM_TP_BULK_REDUCE
 
 static const tp_case_t g_ag[] = {
     {.ag = 1, .m = 512, .n = 256, .k = 384, .ab = BF, .ct = BF, .lay = NK, .tr = CE, .calls = 2},
@@ -352,6 +353,12 @@ static const tp_case_t g_rs[] = {
     {.ag = 0, .m = 999, .n = 384, .k = 256, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = AT, .calls = 3},
     {.ag = 0, .m = 1, .n = 128, .k = 64, .ab = FH, .ct = F32, .lay = KN, .bias = 1, .tr = AT, .calls = 2},
     {.ag = 0, .m = 64, .n = 1024, .k = 512, .ab = BF, .ct = BF, .lay = NK, .tr = AT, .blocks = 6, .calls = 2, .graph = 1},
+    /* bulk reductions from the GEMM's epilogue into the owners (sm90; shards of 64-row multiples) */
+    {.ag = 0, .m = 512, .n = 256, .k = 384, .ab = BF, .ct = BF, .lay = NK, .tr = BK, .calls = 3},
+    {.ag = 0, .m = 1024, .n = 520, .k = 264, .ab = FH, .ct = F32, .lay = KN, .bias = 1, .tr = BK, .calls = 2},   /* fp32 adds, partial tiles in n */
+    {.ag = 0, .m = 384, .n = 448, .k = 256, .ab = FH, .ct = FH, .lay = NK, .bias = 1, .tr = BK, .calls = 2},
+    {.ag = 0, .m = 128, .n = 1024, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = BK, .calls = 4, .graph = 1},  /* 64-row shards, graph replays */
+    {.ag = 0, .m = 2048, .n = 1536, .k = 256, .ab = BF, .ct = BF, .lay = KN, .bias = 1, .tr = BK, .calls = 3},   /* more tiles than SMs */
     /* the sequential path through each GEMM engine, graph replays too */
     {.ag = 0, .m = 999, .n = 384, .k = 256, .ab = BF, .ct = BF, .lay = KN, .bias = 1, .tr = SEQ, .calls = 2, .gemm = LOOM_TP_GEMM_LOOM},
     {.ag = 0, .m = 777, .n = 256, .k = 512, .ab = BF, .ct = F32, .lay = NK, .bias = 1, .tr = SEQ, .calls = 3, .graph = 1, .gemm = LOOM_TP_GEMM_CUBLASLT},
@@ -377,6 +384,7 @@ LOOM_TEST(gpu_tp_ops_on_one_rank) {
       {.ag = 1, .m = 640, .n = 256, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SM, .calls = 3, .user_a_full = 1, .in_place = 1, .graph = 1},
       {.ag = 1, .m = 1000, .n = 512, .k = 256, .ab = BF, .ct = BF, .lay = NK, .tr = CE, .chunk_rows = 100, .calls = 3, .user_a_full = 1, .graph = 1},
       {.ag = 0, .m = 300, .n = 256, .k = 128, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SM, .calls = 2},
+      {.ag = 0, .m = 320, .n = 256, .k = 128, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = BK, .calls = 3},
       {.ag = 0, .m = 1000, .n = 520, .k = 264, .ab = FH, .ct = F32, .lay = KN, .bias = 1, .tr = SM, .blocks = 2, .calls = 2},
       {.ag = 0, .m = 777, .n = 256, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SM, .calls = 4, .graph = 1},
       {.ag = 0, .m = 777, .n = 256, .k = 512, .ab = BF, .ct = F32, .lay = NK, .bias = 1, .tr = AT, .calls = 3, .graph = 1},
@@ -483,7 +491,7 @@ LOOM_TEST(gpu_tp_thousand_calls_alternating_ops_no_drift_no_leak_w2) {
  * names the wait, and its process stays usable (plans and comm destroyed,
  * a plain loom_gemm still runs). */
 static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
-  const int rs = arg != NULL;
+  const int rs = arg != NULL, bulk = rs && *(const int *)arg == 2;
   loom_comm_t comm = NULL;
   loom_plan_t plan = NULL;
   cudaStream_t s = NULL;
@@ -493,7 +501,7 @@ static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
   CHECK_LOOM_OR(loom_comm_create(ctx->nccl, &cfg, &comm), return 1);
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.m = 512, d.n = 256, d.k = 256, d.b_layout = NK, d.world_size = ctx->size;
-  d.transfer = rs ? LOOM_TP_SM_COPY : LOOM_TP_COPY_ENGINE;
+  d.transfer = bulk ? LOOM_TP_BULK_REDUCE : rs ? LOOM_TP_SM_COPY : LOOM_TP_COPY_ENGINE;
   LOOM_OK(rs ? loom_plan_gemm_rs(comm, &d, &plan) : loom_plan_ag_gemm(comm, &d, &plan));
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CUDA_OK(cudaMalloc(&a, 512 * 256 * 2));
@@ -506,7 +514,7 @@ static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
     CUDA_OK(cudaStreamSynchronize(s)); /* returns: every wait is bounded */
     CHECK_RESULT(loom_comm_get_async_error(comm), LOOM_ERR_TIMEOUT);
     const char *msg = loom_last_error();
-    CHECK(strstr(msg, rs ? "partial tile" : "GEMM prologue") != NULL || strstr(msg, "writable") != NULL);
+    CHECK(strstr(msg, bulk ? "sum" : rs ? "partial tile" : "GEMM prologue") != NULL || strstr(msg, "writable") != NULL);
     printf("  rank 0: %s\n", msg);
     CHECK_RESULT(rs ? loom_gemm_rs(plan, a, b, c, NULL, s) : loom_ag_gemm(plan, a, b, c, NULL, NULL, s),
                  LOOM_ERR_TIMEOUT);
@@ -535,6 +543,11 @@ LOOM_TEST(gpu_tp_ag_gemm_absent_peer_times_out_w2) {
 LOOM_TEST(gpu_tp_gemm_rs_absent_peer_times_out_w2) {
   static int one = 1;
   if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent_peer, &one), 0);
+}
+
+LOOM_TEST(gpu_tp_gemm_rs_bulk_absent_peer_times_out_w2) {
+  static int two = 2;
+  if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent_peer, &two), 0);
 }
 
 /* Argument errors are named before anything is launched. */

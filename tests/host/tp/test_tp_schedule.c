@@ -235,7 +235,9 @@ LOOM_TEST(tp_auto_is_sequential_where_no_tile_can_overlap) {
       CHECK_EQ_INT(t, S >= 64 ? LOOM_TP_COPY_ENGINE : LOOM_TP_SEQUENTIAL);
       CHECK_EQ_INT(S >= 64, d.m > 63 * (int64_t)W); /* ceil(m / W) >= 64 */
       CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, W, 132, &d, &t, 1, 1), LOOM_SUCCESS);
-      CHECK_EQ_INT(t, LOOM_TP_SM_COPY);
+      /* the bulk reduction where its shape rule holds (the plan falls back where the GPU cannot) */
+      CHECK_EQ_INT(t, loom__tp_bulk_shape_ok(d.m, W) ? LOOM_TP_BULK_REDUCE : LOOM_TP_SM_COPY);
+      CHECK_EQ_INT(t == LOOM_TP_BULK_REDUCE, d.m == 64 * (int64_t)W || (d.m == 8192 && 8192 % W == 0));
       d.transfer = LOOM_TP_COPY_ENGINE; /* asked for: taken whatever m */
       CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, W, 132, &d, &t, 1, 1), LOOM_SUCCESS);
       CHECK_EQ_INT(t, LOOM_TP_COPY_ENGINE);
@@ -341,6 +343,18 @@ LOOM_TEST(tp_ag_bands_never_mix_two_shards) {
   CHECK_EQ_INT(loom__ag_band_rows(7, 4), 1);
 }
 
+LOOM_TEST(tp_bulk_shapes_are_equal_shards_of_64_row_multiples) {
+  for (int32_t W = 1; W <= 72; ++W)
+    for (int64_t m = 1; m <= 4096; ++m) {
+      const int64_t S = loom__tp_shard_rows(m, W);
+      const int ok = m % W == 0 && (m / W) % 64 == 0;
+      CHECK_EQ_INT(loom__tp_bulk_shape_ok(m, W), ok);
+      /* what the GEMM's epilogue relies on: every 64-row chunk has one owner, inside its shard */
+      if (ok)
+        for (int64_t r = 0; r < m; r += 64) CHECK_EQ_INT((r + 63) / S, r / S);
+    }
+}
+
 LOOM_TEST(tp_desc_checks_name_the_field) {
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.m = 1000, d.n = 256, d.k = 512, d.world_size = 2;
@@ -363,6 +377,17 @@ LOOM_TEST(tp_desc_checks_name_the_field) {
   CHECK_EQ_INT(t, LOOM_TP_SM_ATOMIC);
   CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
   CHECK(strstr(loom_last_error(), "LOOM_TP_SM_ATOMIC") != NULL);
+  /* the bulk reduction: RS only, W equal shards of 64-row multiples (m = 1000 at W = 2: 500 rows) */
+  d.transfer = LOOM_TP_BULK_REDUCE;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, 2, 132, &d, &t, 1, 1), LOOM_ERR_UNSUPPORTED);
+  CHECK(strstr(loom_last_error(), "m=1000") != NULL && strstr(loom_last_error(), "64 rows") != NULL);
+  d.m = 1024;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, 2, 132, &d, &t, 1, 1), LOOM_SUCCESS);
+  CHECK_EQ_INT(t, LOOM_TP_BULK_REDUCE);
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "transfer=LOOM_TP_BULK_REDUCE") != NULL);
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, 2, 132, &d, &t, 0, 1), LOOM_ERR_UNSUPPORTED); /* not reachable */
+  d.m = 1000;
   d.transfer = (loom_tp_transfer_t)9;
   CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 2, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
   CHECK(strstr(loom_last_error(), "transfer=9") != NULL);
@@ -450,7 +475,7 @@ LOOM_TEST(tp_tune_key_and_value_round_trip) {
   CHECK_RESULT(loom__tp_tune_parse("transfer=1 chunk=0 blocks=0", &ch), LOOM_SUCCESS);
   CHECK_EQ_INT(ch.transfer, LOOM_TP_SEQUENTIAL);
   CHECK_EQ_INT(ch.gemm, LOOM_TP_GEMM_AUTO);
-  const char *bad[] = {"transfer=0 chunk=1 blocks=0", "transfer=5 chunk=1 blocks=0", "transfer=2 chunk=-1 blocks=0",
+  const char *bad[] = {"transfer=0 chunk=1 blocks=0", "transfer=6 chunk=1 blocks=0", "transfer=2 chunk=-1 blocks=0",
                        "transfer=2 chunk=1", "transfer=2 chunk=1 blocks=0 x", "transfer=1 chunk=0 blocks=0 gemm=3",
                        "transfer=1 chunk=0 blocks=0 gemm=-1", "transfer=1 chunk=0 blocks=0 gemm=1 x",
                        "transfer=1 chunk=0 blocks=0 gemm=", "bn=128", ""};
