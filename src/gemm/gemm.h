@@ -129,6 +129,9 @@ typedef struct loom_gemm_hooks {
                                   * maps (loom__gemm_epi_map), each over [rows_per_dst, n] c_type;
                                   * rows_per_dst a multiple of 64 (a 64-row epilogue chunk then has
                                   * one destination) */
+  int epi_xbufs;                 /* BULK_ADD (sm90): 1 = the pipeline gives its last stage to the
+                                  * epilogue as more buffers, so that adds draining at the link's
+                                  * pace hold up the next tile less (one stage fewer in flight) */
   /* per-tile signal after the tile is visible (both NULL: none) */
   uint32_t *tile_signal;         /* device array [tiles] (may be a peer's LSA pointer) */
   uint32_t *const *dst_signal;   /* device array [ndst] of signal arrays [tiles], one per

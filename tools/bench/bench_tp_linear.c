@@ -413,7 +413,8 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   tp_var_t vars[V_FUSED0 + MAX_FUSED];
   loom_bench_op_fn ops[V_FUSED0 + MAX_FUSED];
   void *args[V_FUSED0 + MAX_FUSED];
-  int64_t wrong[MAX_FUSED] = {-1, -1, -1};
+  int64_t wrong[MAX_FUSED];
+  for (int f = 0; f < MAX_FUSED; ++f) wrong[f] = -1;
   if (!failed) {
     for (int v = 0; v < nv; ++v) vars[v].r = &r, vars[v].v = v, ops[v] = tp_op, args[v] = &vars[v];
     rr = loom_bench_time_ranks_side_by_side(ctx->nccl, s, a->o.warmup, a->o.reps, nv, ops, args, tm);

@@ -15,6 +15,7 @@
 
 #include "core/comm.h"
 #include "core/error.h"
+#include "core/param.h"
 #include "core/plan.h"
 #include "gemm/gemm.h"
 #include "ops/tp/tp_linear.h"
@@ -72,6 +73,9 @@ static loom_result_t rs_bulk(loom_plan_t plan, loom_tp_state_t *st, const void *
   h.epilogue = LOOM_EPI_BULK_ADD;
   h.rows_per_dst = st->shard_rows;
   h.dst_maps = st->d_maps;
+  h.epi_xbufs = loom__param_TP_BULK_EPI_BUFS() != 0;
+  if (strcmp(loom__param_TP_BULK_ORDER(), "shifted") != 0) /* striped: the owners interleaved */
+    h.order.kind = LOOM_TILE_ORDER_SCHEDULE, h.order.schedule = st->d_schedule;
   g.has_bias = 0; /* added once, by the owner */
   LOOM_TRY(loom__gemm_hooked(&g, a, b, st->partial, NULL, &st->gemm_cfg, &h, stream));
   loom__tp_trace_mark(st, "gemm", stream);

@@ -324,6 +324,7 @@ static void tp_destroy(loom_plan_t plan) {
   if (st->d_dst_signal) (void)cudaFree(st->d_dst_signal);
   if (st->d_row_dst) (void)cudaFree(st->d_row_dst);
   if (st->d_maps) (void)cudaFree(st->d_maps);
+  if (st->d_schedule) (void)cudaFree(st->d_schedule);
   if (st->fork) (void)cudaEventDestroy(st->fork);
   if (st->join) (void)cudaEventDestroy(st->join);
   if (st->side) (void)cudaStreamDestroy(st->side);
@@ -349,6 +350,22 @@ loom_result_t loom__tp_peer_addresses(const char *fn, const char *what, loom_com
                               peer);
 }
 
+/* BULK_REDUCE: the GEMM's striped tile order, in device memory. */
+static loom_result_t bulk_schedule(loom_tp_state_t *st) {
+  const size_t tiles = (size_t)st->tiles_m * (size_t)st->tiles_n;
+  int32_t *order = (int32_t *)malloc(tiles * sizeof(int32_t));
+  if (!order) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_plan_gemm_rs: a tile order of %zu tiles", tiles);
+  loom__rs_striped_order(st->gemm.m, st->world, st->rank, st->gemm_bm, st->tiles_n, st->gemm_cfg.group, order);
+  cudaError_t e = cudaMalloc((void **)&st->d_schedule, tiles * sizeof(int32_t));
+  if (e == cudaSuccess) {
+    st->device_bytes += tiles * sizeof(int32_t);
+    e = cudaMemcpy(st->d_schedule, order, tiles * sizeof(int32_t), cudaMemcpyHostToDevice);
+  }
+  free(order);
+  LOOM_CUDA(e);
+  return LOOM_SUCCESS;
+}
+
 /* BULK_REDUCE: the tensor maps of every owner's sum buffer [S, n] (as this
  * rank addresses it), in a device table the GEMM's epilogue reads. */
 static loom_result_t bulk_maps(loom_plan_t plan, loom_tp_state_t *st) {
@@ -371,7 +388,7 @@ static loom_result_t bulk_maps(loom_plan_t plan, loom_tp_state_t *st) {
   free(maps);
   LOOM_TRY(r);
   LOOM_CUDA(e);
-  return LOOM_SUCCESS;
+  return bulk_schedule(st);
 }
 
 /* RS fused: the owners' signal arrays for this source's tiles, as this

@@ -147,6 +147,8 @@ typedef struct loom_tp_state {
                                    (partial holds this rank's) */
   void *d_maps;                 /* RS BULK_REDUCE: device [W] tensor maps of the owners' sum
                                    buffers [S, n] c_type (partial holds this rank's) */
+  int32_t *d_schedule;          /* RS BULK_REDUCE: device [tiles] the GEMM's striped tile order
+                                   (loom__rs_striped_order) */
   loom_plan_t ar_plan;           /* AR sequential: the loom_allreduce plan of [m x n] c_type (cols n) */
   size_t symmetric_bytes, device_bytes;
   cudaStream_t side;

@@ -178,6 +178,38 @@ LOOM_HD void loom__rs_owner_tile_rows(int64_t m, int32_t world, int32_t p, int32
   *t1 = (int32_t)((b + len - 1) / bm);
 }
 
+/* BULK_REDUCE's tile order (a SCHEDULE table, out[tiles_m x tiles_n]):
+ * the owners' tiles interleaved one by one, rank + 1, rank + 2, ..., rank
+ * (its own last in each round), each owner's own in the grouped order over
+ * its tile rows (a tile row belongs to the owner of its first row). Blocks
+ * running at once then add into every owner, W - 1 of W tiles over the
+ * links, instead of all of a wave into one peer (the rank-shifted order at
+ * W = 2 sent every byte in the GEMM's first half); the same columns come
+ * round for every owner, so B stays shared in L2. A permutation of
+ * [0, tiles) (host-tested). */
+LOOM_HD void loom__rs_striped_order(int64_t m, int32_t world, int32_t rank, int32_t bm, int32_t tiles_n, int32_t group,
+                                   int32_t *out) {
+  const int32_t tiles_m = (int32_t)loom__ceil_div(m, bm);
+  const int64_t S = loom__tp_shard_rows(m, world);
+  int32_t s = 0;
+  for (int32_t round = 0;; ++round) {
+    int any = 0;
+    for (int32_t j = 1; j <= world; ++j) {
+      const int32_t o = (rank + j) % world;
+      /* owner o's tile rows [a, b): those whose first row is in its shard */
+      const int32_t a = (int32_t)loom__ceil_div(o * S, bm);
+      int32_t b = (int32_t)loom__ceil_div((int64_t)(o + 1) * S, bm);
+      if (o == world - 1 || b > tiles_m) b = tiles_m;
+      const int32_t rows = b > a ? b - a : 0;
+      if (round >= rows * tiles_n) continue;
+      const int32_t tg = loom__tile_grouped(round, rows, tiles_n, group);
+      out[s++] = (a + tg / tiles_n) * tiles_n + tg % tiles_n;
+      any = 1;
+    }
+    if (!any) return;
+  }
+}
+
 /* RS / AR: the rows [*r0, *r1) of tile row tm that owner p sums (its shard's
  * rows of the tile; empty, *r1 <= *r0, when it owns none of them). */
 LOOM_HD void loom__rs_tile_rows(int64_t m, int32_t world, int32_t p, int32_t bm, int32_t tm, int64_t *r0,

@@ -355,6 +355,37 @@ LOOM_TEST(tp_bulk_shapes_are_equal_shards_of_64_row_multiples) {
     }
 }
 
+/* The bulk reduction's striped order: a permutation at any world size;
+ * with equal shards of whole tile rows, every round of W steps adds into
+ * every owner once, in the order rank + 1, ..., rank. */
+LOOM_TEST(tp_rs_striped_order_is_a_permutation_that_takes_owners_in_turn) {
+  static int32_t order[64 * 40];
+  static unsigned char seen[64 * 40];
+  const int32_t ws[] = {1, 2, 3, 4, 8, 16, 64};
+  const int64_t ms[] = {64, 128, 320, 1024, 1000, 4096};
+  for (size_t wi = 0; wi < sizeof ws / sizeof *ws; ++wi)
+    for (size_t mi = 0; mi < sizeof ms / sizeof *ms; ++mi)
+      for (int32_t bm = 64; bm <= 128; bm += 64)
+        for (int32_t tn = 1; tn <= 40; tn += 13) {
+          const int32_t W = ws[wi];
+          const int64_t m = ms[mi];
+          const int32_t tm = (int32_t)loom__ceil_div(m, bm), tiles = tm * tn;
+          if (tiles > 64 * 40) continue;
+          for (int32_t r = 0; r < W; r += W > 4 ? W / 4 : 1) {
+            memset(seen, 0, sizeof seen);
+            loom__rs_striped_order(m, W, r, bm, tn, 4, order);
+            for (int32_t s = 0; s < tiles; ++s) {
+              CHECK(order[s] >= 0 && order[s] < tiles && !seen[order[s]]);
+              if (order[s] >= 0 && order[s] < tiles) seen[order[s]] = 1;
+            }
+            const int64_t S = loom__tp_shard_rows(m, W);
+            if (!loom__tp_bulk_shape_ok(m, W) || S % bm != 0) continue;
+            for (int32_t s = 0; s < tiles; ++s) /* owner of step s: rank + 1 + s mod W */
+              CHECK_EQ_INT((int32_t)((int64_t)(order[s] / tn) * bm / S), (r + 1 + s % W) % W);
+          }
+        }
+}
+
 LOOM_TEST(tp_desc_checks_name_the_field) {
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.m = 1000, d.n = 256, d.k = 512, d.world_size = 2;
