@@ -489,7 +489,10 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  *                smallest GEMM tile) or than the GPU's ridge point (dense
  *                fp16/bf16 tensor FLOP/s over DRAM bytes/s, from its SM
  *                count, clock and memory bandwidth); RS also SEQUENTIAL when
- *                the GEMM's tiles fit one wave of its grid. A tuned
+ *                the GEMM's tiles fit one wave of its grid, and from
+ *                BULK_REDUCE under 1.5 waves of tiles or where the last
+ *                wave's waste outweighs the communication it would hide
+ *                (a model of FLOP/s over NVLink bytes/s). A tuned
  *                description (loom_*_tune) takes the tuner's choice.
  * The fused transfers need every rank load/store reachable (one NVLink
  * domain), loom's own GEMM kernels for the description (where loom_gemm

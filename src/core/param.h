@@ -39,9 +39,6 @@
   X(TP_BULK_ORDER, STR, "striped", "loom_gemm_rs with LOOM_TP_BULK_REDUCE: the GEMM's tile "  \
                                    "order, striped (the owners' tiles interleaved) or shifted " \
                                    "(every peer's rows, then this rank's)")                   \
-  X(TP_BULK_EPI_BUFS, INT, "1", "loom_gemm_rs with LOOM_TP_BULK_REDUCE: 1 = the GEMM gives "   \
-                                "its last pipeline stage to the epilogue's buffers (adds "     \
-                                "drain at the link's pace), 0 = it keeps every stage")         \
   X(ALLREDUCE_LL_BYTES, INT, "1M", "loom_allreduce with LOOM_COLL_AUTO: the low-latency "         \
                                      "one-shot (inputs pushed with flags, one link crossing) up "   \
                                      "to this many bytes of input at 2 ranks, this / (W-1) at W "   \

@@ -129,9 +129,6 @@ typedef struct loom_gemm_hooks {
                                   * maps (loom__gemm_epi_map), each over [rows_per_dst, n] c_type;
                                   * rows_per_dst a multiple of 64 (a 64-row epilogue chunk then has
                                   * one destination) */
-  int epi_xbufs;                 /* BULK_ADD (sm90): 1 = the pipeline gives its last stage to the
-                                  * epilogue as more buffers, so that adds draining at the link's
-                                  * pace hold up the next tile less (one stage fewer in flight) */
   /* per-tile signal after the tile is visible (both NULL: none) */
   uint32_t *tile_signal;         /* device array [tiles] (may be a peer's LSA pointer) */
   uint32_t *const *dst_signal;   /* device array [ndst] of signal arrays [tiles], one per
@@ -149,6 +146,11 @@ typedef struct loom_gemm_hooks {
  * naming `fn`, the argument and the value. No GPU (gemm_validate.c). */
 loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, const void *a, const void *b,
                                   const void *c, const void *bias);
+/* As loom__gemm_validate for a GEMM that writes no C of its own (the
+ * BULK_ADD hooks: its outputs are the destinations' maps): the
+ * description, a, b and the bias. */
+loom_result_t loom__gemm_validate_no_c(const char *fn, const loom_gemm_desc_t *d, const void *a, const void *b,
+                                       const void *bias);
 
 /* The description part of loom__gemm_validate alone (plans of fused ops
  * check their GEMM before they have pointers). */

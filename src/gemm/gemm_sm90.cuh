@@ -241,19 +241,6 @@ template <int N>
 static __device__ __forceinline__ void loom__bulk_wait_read(void) {
   asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
 }
-/* wait_read with a run-time count (0..7). */
-static __device__ __forceinline__ void loom__bulk_wait_read_n(int n) {
-  switch (n) {
-    case 0: loom__bulk_wait_read<0>(); break;
-    case 1: loom__bulk_wait_read<1>(); break;
-    case 2: loom__bulk_wait_read<2>(); break;
-    case 3: loom__bulk_wait_read<3>(); break;
-    case 4: loom__bulk_wait_read<4>(); break;
-    case 5: loom__bulk_wait_read<5>(); break;
-    case 6: loom__bulk_wait_read<6>(); break;
-    default: loom__bulk_wait_read<7>(); break;
-  }
-}
 /* Until all of this thread's bulk groups have completed (writes done). */
 static __device__ __forceinline__ void loom__bulk_wait_all(void) {
   asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
@@ -310,21 +297,6 @@ static __device__ __forceinline__ void loom__wg_sync(int cw) {
   asm volatile("bar.sync %0, 128;" ::"r"(3 + cw) : "memory");
 }
 
-/* More epilogue buffers for a warpgroup (hooked kernels adding into other
- * GPUs, whose chunks leave at the link's pace): n buffers of the pipeline
- * stage given up (xa: its A part, na buffers of it; then xbase: its B
- * part), starting at buffer `first` of that stage. n = 0: none. */
-typedef struct loom_sm90_xbufs {
-  int n, first, na;
-  uint32_t xa, xb;
-} loom_sm90_xbufs_t;
-
-static __device__ __forceinline__ uint32_t loom__sm90_xbuf(const loom_sm90_xbufs_t &x, uint32_t i) {
-  const uint32_t j = (uint32_t)x.first + i;
-  return j < (uint32_t)x.na ? x.xa + j * (uint32_t)LOOM_SM90_EPI_BUF
-                            : x.xb + (j - (uint32_t)x.na) * (uint32_t)LOOM_SM90_EPI_BUF;
-}
-
 /* Epilogue through shared memory (plain stores): the warpgroup's 64 x WN
  * accumulators (+ bias) go out in chunks of 64 rows x 128 bytes (64 bf16/fp16
  * or 32 fp32 columns). Each chunk is written into one of the warpgroup's
@@ -344,12 +316,12 @@ static __device__ __forceinline__ uint32_t loom__sm90_xbuf(const loom_sm90_xbufs
  * added into adds[row0 / rpd] at row row0 % rpd instead of stored through
  * map (rpd a multiple of 64, so a chunk has one destination; the launcher
  * refuses the register-stored tail columns there). */
-template <int WN, int ES, int NBUF, int ACT, bool XB>
+template <int WN, int ES, int NBUF, int ACT>
 static __device__ __forceinline__ void loom__epi_tma(const float *acc, const CUtensorMap *map, uint32_t bufs,
                                                     uint32_t &seq, int32_t row0, int32_t col0, int ct,
                                                     const void *bias, void *c, int32_t m, int32_t n, int warp,
                                                     int lane, int tid, int cw, const CUtensorMap *adds,
-                                                    int32_t rpd, const loom_sm90_xbufs_t &xb) {
+                                                    int32_t rpd) {
   constexpr int CPC = 128 / ES; /* columns per chunk */
   constexpr int NCH = WN / CPC;
   constexpr int JPC = CPC / 8;  /* 8-column fragment groups per chunk */
@@ -357,18 +329,8 @@ static __device__ __forceinline__ void loom__epi_tma(const float *acc, const CUt
   const int r0 = warp * 16 + lane / 4;
 #pragma unroll
   for (int ch = 0; ch < NCH; ++ch) {
-    uint32_t buf = bufs + (NBUF == 2 ? (seq & 1u) * (uint32_t)LOOM_SM90_EPI_BUF : 0u);
-    if constexpr (XB) {
-      if (xb.n > 0) { /* NBUF + xb.n buffers in turn */
-        const uint32_t slot = seq % (uint32_t)(NBUF + xb.n);
-        buf = slot < (uint32_t)NBUF ? bufs + slot * (uint32_t)LOOM_SM90_EPI_BUF : loom__sm90_xbuf(xb, slot - NBUF);
-        if (tid == 0) loom__bulk_wait_read_n(NBUF + xb.n - 1);
-      } else if (tid == 0) {
-        loom__bulk_wait_read<NBUF - 1>();
-      }
-    } else if (tid == 0) {
-      loom__bulk_wait_read<NBUF - 1>();
-    }
+    const uint32_t buf = bufs + (NBUF == 2 ? (seq & 1u) * (uint32_t)LOOM_SM90_EPI_BUF : 0u);
+    if (tid == 0) loom__bulk_wait_read<NBUF - 1>();
     loom__wg_sync(cw);
 #pragma unroll
     for (int jj = 0; jj < JPC; ++jj) {
@@ -530,12 +492,6 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
   constexpr uint32_t STAGE_TX = A_BYTES + B_TX;
   const bool tma_epi = !HOOKS || args.epi_tma != 0;
   constexpr int EPI_BUFS = LOOM_SM90_EPI_BUFS(BM, BN);
-  /* bulk adds into other GPUs with hooks.epi_xbufs: the pipeline runs one
-   * stage short and the epilogue takes that stage's shared memory as more
-   * buffers, so a wave's adds drain at the link's pace while the next
-   * tile's main loop runs (uniform: a kernel argument) */
-  const bool xbufs = HOOKS && args.epi_tma == 2 && args.hooks.epi_xbufs != 0;
-  const int nst = xbufs ? STAGES - 1 : STAGES;
   constexpr int EPI_BYTES = LOOM_SM90_EPI_BYTES(BM, BN, 0); /* hooked kernels may store with TMA too */
   /* 64-row tiles: a consumer waits for each k-block's wgmma before freeing
    * its stage (instead of keeping one group in flight): the math of a
@@ -638,7 +594,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
               }
             }
           }
-          if (++stage == nst) {
+          if (++stage == STAGES) {
             stage = 0;
             phase ^= 1;
           }
@@ -694,7 +650,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
           loom__sm90_release<CL>(empty, empty_peer, stage);
         }
         prev = stage;
-        if (++stage == nst) {
+        if (++stage == STAGES) {
           stage = 0;
           phase ^= 1;
         }
@@ -767,19 +723,15 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
         const CUtensorMap *adds = HOOKS && args.epi_tma == 2 ? (const CUtensorMap *)args.hooks.dst_maps : NULL;
         const int32_t rpd = HOOKS ? (int32_t)args.hooks.rows_per_dst : 0;
-        /* the last stage's A and B parts as 8 KiB buffers, half to each warpgroup */
-        constexpr int XNA = A_BYTES / LOOM_SM90_EPI_BUF, XN = XNA + B_BYTES / LOOM_SM90_EPI_BUF;
-        loom_sm90_xbufs_t xb = {0, 0, XNA, sa + (STAGES - 1) * A_BYTES, sb + (STAGES - 1) * B_BYTES};
-        if (xbufs) xb.n = XN / 2, xb.first = cw * (XN / 2);
         /* the activation is the kernel's template argument (one instantiation
          * per activation: the kernel holds only its own epilogue; the
          * launcher says why) */
         if (args.c_type == LOOM_FP32)
-          loom__epi_tma<WN, 4, EPI_BUFS, ACT, HOOKS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
-                                             args.m, args.n, warp, lane, tid, cw, adds, rpd, xb);
+          loom__epi_tma<WN, 4, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
+                                             args.m, args.n, warp, lane, tid, cw, adds, rpd);
         else
-          loom__epi_tma<WN, 2, EPI_BUFS, ACT, HOOKS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
-                                             args.m, args.n, warp, lane, tid, cw, adds, rpd, xb);
+          loom__epi_tma<WN, 2, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
+                                             args.m, args.n, warp, lane, tid, cw, adds, rpd);
       } else if (!tma_epi && finish && active && !skip) {
         loom__epi_regs<HOOKS, WN, ACT>(acc, args, row0, col0, warp, lane);
       }

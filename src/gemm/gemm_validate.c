@@ -81,12 +81,12 @@ loom_result_t loom__gemm_validate_desc(const char *fn, const loom_gemm_desc_t *d
   return LOOM_SUCCESS;
 }
 
-loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, const void *a,
-                                  const void *b, const void *c, const void *bias) {
-  if (!fn) fn = "loom_gemm";
+/* The description, a, b and the bias (everything but C). */
+static loom_result_t validate_inputs(const char *fn, const loom_gemm_desc_t *d, const void *a, const void *b,
+                                     const void *bias) {
   LOOM_TRY(loom__gemm_validate_desc(fn, d));
-  const struct { const char *name; const void *p; } ptrs[3] = {{"a", a}, {"b", b}, {"c", c}};
-  for (int i = 0; i < 3; ++i) {
+  const struct { const char *name; const void *p; } ptrs[2] = {{"a", a}, {"b", b}};
+  for (int i = 0; i < 2; ++i) {
     if (!ptrs[i].p)
       return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=NULL must be a device pointer", fn,
                         ptrs[i].name);
@@ -102,6 +102,21 @@ loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, con
                       "%s: bias=%p given while has_bias=0 (set has_bias=1 or pass NULL)", fn, bias);
   if (bias && (uintptr_t)bias % 16 != 0)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: bias=%p is not 16-byte aligned", fn, bias);
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__gemm_validate_no_c(const char *fn, const loom_gemm_desc_t *d, const void *a, const void *b,
+                                       const void *bias) {
+  return validate_inputs(fn ? fn : "loom_gemm", d, a, b, bias);
+}
+
+loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, const void *a,
+                                  const void *b, const void *c, const void *bias) {
+  if (!fn) fn = "loom_gemm";
+  LOOM_TRY(validate_inputs(fn, d, a, b, bias));
+  if (!c) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: c=NULL must be a device pointer", fn);
+  if ((uintptr_t)c % 16 != 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: c=%p is not 16-byte aligned", fn, c);
 
   const int64_t es_ab = (int64_t)loom_dtype_size(d->ab_type), es_c = (int64_t)loom_dtype_size(d->c_type);
   const size_t a_bytes = (size_t)(d->m * d->k * es_ab), b_bytes = (size_t)(d->k * d->n * es_ab);

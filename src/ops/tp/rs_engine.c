@@ -73,7 +73,6 @@ static loom_result_t rs_bulk(loom_plan_t plan, loom_tp_state_t *st, const void *
   h.epilogue = LOOM_EPI_BULK_ADD;
   h.rows_per_dst = st->shard_rows;
   h.dst_maps = st->d_maps;
-  h.epi_xbufs = loom__param_TP_BULK_EPI_BUFS() != 0;
   if (strcmp(loom__param_TP_BULK_ORDER(), "shifted") != 0) /* striped: the owners interleaved */
     h.order.kind = LOOM_TILE_ORDER_SCHEDULE, h.order.schedule = st->d_schedule;
   g.has_bias = 0; /* added once, by the owner */

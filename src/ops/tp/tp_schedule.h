@@ -264,6 +264,36 @@ LOOM_HD int loom__tp_auto_fused(loom__tp_kind_t kind, int64_t shard_rows, int64_
   return tiles > grid;
 }
 
+/* The shape-dependent half of AUTO for BULK_REDUCE: 1 where the bulk
+ * reduction is predicted to beat the sequential path. Its hooked GEMM runs
+ * data-parallel waves of `tiles` tiles over `grid` blocks, w = tiles / grid
+ * (the baseline's GEMM evens its last wave: stream-K); what fusing saves
+ * is a share of the communication time, which over the GEMM time is
+ * c = (FLOP/s over link bytes/s) x (W - 1) / W x es / k (es: bytes per
+ * output element). Fused where w >= 1.5 (below, every shape measured lost:
+ * a wave's tiles finish together and their adds then wait on the link)
+ * and the last wave's waste q = ceil(w) / w - 1 stays under c / 3.5. The
+ * two constants were fitted on the fitting half of the TP shape set at
+ * W = 2 on H200 and checked on the held-out half (docs/perf/tp.md,
+ * "AUTO for the bulk reduction"). */
+LOOM_HD int loom__tp_bulk_pays(int64_t tiles, int64_t grid, int64_t k, int32_t world, int32_t es,
+                              double flop_per_link_byte) {
+  if (grid < 1 || k < 1 || world < 2) return 0;
+  const double w = (double)tiles / (double)grid;
+  if (w < 1.5) return 0;
+  const double q = (double)loom__ceil_div(tiles, grid) / w - 1.0;
+  const double c = flop_per_link_byte * (double)(world - 1) / (double)world * (double)es / (double)k;
+  return 3.5 * q <= c;
+}
+
+/* The GPU's FLOP per byte of one NVLink direction, for the rule above:
+ * dense fp16/bf16 tensor FLOP/s (as loom__tp_ridge_rows) over
+ * LOOM_TP_LINK_BPS (H100 / H200: 132 x 1.98 GHz x 4096 / 450 GB/s ~ 2400). */
+#define LOOM_TP_LINK_BPS 450e9 /* NVLink 4, one direction: 18 links x 25 GB/s */
+LOOM_HD double loom__tp_flop_per_link_byte(int32_t sms, double clock_hz, int32_t cc_major) {
+  return (double)sms * clock_hz * (cc_major >= 9 ? 4096.0 : 2048.0) / LOOM_TP_LINK_BPS;
+}
+
 /* The GPU's ridge point for the rule above, in rows (FLOP per byte of B):
  * dense fp16/bf16 tensor FLOP/s (sm_count x clock x FLOP per SM per clock:
  * 4096 on compute capability 9.x, 2048 before) over DRAM bytes/s

@@ -386,6 +386,31 @@ LOOM_TEST(tp_rs_striped_order_is_a_permutation_that_takes_owners_in_turn) {
         }
 }
 
+/* AUTO's bulk-reduction rule: never under 1.5 waves or at one rank; more
+ * communication per FLOP (smaller k, fp32 outputs, more ranks) never turns
+ * a fused choice sequential; and the fitting half's measured shapes on
+ * H200 (W = 2, bf16) come out as they were fitted. */
+LOOM_TEST(tp_bulk_rule_waves_waste_and_communication) {
+  const double r = loom__tp_flop_per_link_byte(132, 1.98e9, 9);
+  CHECK(r > 2300 && r < 2450);
+  CHECK_EQ_INT(loom__tp_bulk_pays(132, 132, 512, 2, 2, r), 0);  /* one wave */
+  CHECK_EQ_INT(loom__tp_bulk_pays(196, 132, 512, 2, 2, r), 0);  /* 1.48 waves */
+  CHECK_EQ_INT(loom__tp_bulk_pays(1024, 132, 512, 1, 2, r), 0); /* one rank */
+  for (int64_t tiles = 1; tiles < 5000; tiles += 7)
+    for (int64_t k = 64; k <= 65536; k *= 2)
+      if (loom__tp_bulk_pays(tiles, 132, k, 2, 2, r)) {
+        CHECK_EQ_INT(loom__tp_bulk_pays(tiles, 132, k / 2, 2, 2, r), 1);
+        CHECK_EQ_INT(loom__tp_bulk_pays(tiles, 132, k, 2, 4, r), 1);
+        CHECK_EQ_INT(loom__tp_bulk_pays(tiles, 132, k, 8, 2, r), 1);
+      }
+  /* fitting-half rows (tiles of the plan's tile, k per rank): seq / bulk measured */
+  CHECK_EQ_INT(loom__tp_bulk_pays(608, 132, 8192, 2, 2, r), 0); /* DeepSeek-V3 o TP2 m=2048: 0.95 */
+  CHECK_EQ_INT(loom__tp_bulk_pays(768, 132, 1536, 2, 2, r), 1); /* GPT-3 o TP8 m=2048: 1.28 */
+  CHECK_EQ_INT(loom__tp_bulk_pays(256, 132, 6144, 2, 2, r), 1); /* GPT-3 o TP2 m=512: 1.03 */
+  CHECK_EQ_INT(loom__tp_bulk_pays(152, 132, 4608, 2, 2, r), 0); /* DeepSeek-V3 fc2 TP4 m=512: 0.75 */
+  CHECK_EQ_INT(loom__tp_bulk_pays(512, 132, 2048, 2, 2, r), 1); /* Llama-3-70B o TP4 m=2048: 1.22 */
+}
+
 LOOM_TEST(tp_desc_checks_name_the_field) {
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.m = 1000, d.n = 256, d.k = 512, d.world_size = 2;
