@@ -550,6 +550,67 @@ LOOM_TEST(gpu_tp_gemm_rs_bulk_absent_peer_times_out_w2) {
   if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent_peer, &two), 0);
 }
 
+/* BULK_REDUCE soak: 1000 calls back to back (no host sync between them),
+ * each into its own output slot. A peer's adds of call i + 1 landing before
+ * the owner's pass of call i has read and zeroed its sum buffer would show
+ * in a slot: slot 0 is checked against the reference, and at W = 2 (one
+ * add per element: the same bits every call) every other slot must equal
+ * it bit for bit; above, each slot against the reference. */
+static int rank_bulk_soak(loom_rank_ctx_t *ctx, void *arg) {
+  (void)arg;
+  enum { CALLS = 1000 };
+  const tp_case_t k = {.ag = 0, .m = 512, .n = 512, .k = 256, .ab = LOOM_BF16, .ct = LOOM_BF16, .lay = LOOM_B_NK,
+                       .bias = 1, .tr = LOOM_TP_BULK_REDUCE, .calls = 1};
+  const int W = ctx->size, rank = ctx->rank;
+  const int64_t mylen = loom__tp_shard_len(k.m, W, rank);
+  const size_t slot = (size_t)mylen * (size_t)k.n * 2;
+  loom_comm_t comm = NULL;
+  loom_plan_t plan = NULL;
+  cudaStream_t s = NULL;
+  char *d_a = NULL, *d_b = NULL, *d_bias = NULL, *d_c = NULL, *h_c = NULL;
+  tp_inputs_t in;
+  inputs_make(&in, &k, rank, W, 0);
+  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), goto out);
+  loom_tp_desc_t d = LOOM_TP_DESC_INIT;
+  d.m = k.m, d.n = k.n, d.k = k.k, d.has_bias = 1, d.world_size = W, d.transfer = LOOM_TP_BULK_REDUCE;
+  LOOM_OK(loom_plan_gemm_rs(comm, &d, &plan));
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaMalloc((void **)&d_a, (size_t)(k.m * k.k) * 2));
+  CUDA_OK(cudaMalloc((void **)&d_b, (size_t)(k.k * k.n) * 2));
+  CUDA_OK(cudaMalloc((void **)&d_bias, (size_t)k.n * 2));
+  CUDA_OK(cudaMalloc((void **)&d_c, slot * CALLS));
+  CUDA_OK(cudaMemcpy(d_a, in.a[rank], (size_t)(k.m * k.k) * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_b, in.b[rank], (size_t)(k.k * k.n) * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_bias, in.bias, (size_t)k.n * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(d_c, 0xff, slot * CALLS)); /* poison: NaN where a call wrote nothing */
+  for (int i = 0; i < CALLS; ++i) LOOM_OK(loom_gemm_rs(plan, d_a, d_b, d_c + (size_t)i * slot, d_bias, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  CHECK_RESULT(loom_comm_get_async_error(comm), LOOM_SUCCESS);
+  h_c = (char *)malloc(slot * CALLS);
+  CUDA_OK(cudaMemcpy(h_c, d_c, slot * CALLS, cudaMemcpyDeviceToHost));
+  size_t bad = check_out(&k, &in, h_c, rank, W), differ = 0;
+  for (int i = 1; i < CALLS; ++i) {
+    if (W == 2) differ += memcmp(h_c, h_c + (size_t)i * slot, slot) != 0;
+    else bad += check_out(&k, &in, h_c + (size_t)i * slot, rank, W);
+  }
+  if (rank == 0) printf("  %d calls back to back: %zu elements out of bound, %zu slots differing from the first\n",
+                        CALLS, bad, differ);
+  CHECK(bad == 0 && differ == 0);
+out:
+  if (s) cudaStreamSynchronize(s);
+  if (plan) CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
+  if (comm) CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
+  cudaFree(d_a), cudaFree(d_b), cudaFree(d_bias), cudaFree(d_c);
+  if (s) cudaStreamDestroy(s);
+  free(h_c);
+  inputs_free(&in);
+  return loom_test_failures;
+}
+
+LOOM_TEST(gpu_tp_gemm_rs_bulk_soak_1000_calls_w2) {
+  if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_bulk_soak, NULL), 0);
+}
+
 /* Argument errors are named before anything is launched. */
 static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
   (void)arg;
