@@ -572,7 +572,8 @@ static int rank_bulk_soak(loom_rank_ctx_t *ctx, void *arg) {
   inputs_make(&in, &k, rank, W, 0);
   CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), goto out);
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
-  d.m = k.m, d.n = k.n, d.k = k.k, d.has_bias = 1, d.world_size = W, d.transfer = LOOM_TP_BULK_REDUCE;
+  d.m = k.m, d.n = k.n, d.k = k.k, d.ab_type = k.ab, d.c_type = k.ct, d.b_layout = k.lay;
+  d.has_bias = 1, d.world_size = W, d.transfer = LOOM_TP_BULK_REDUCE;
   LOOM_OK(loom_plan_gemm_rs(comm, &d, &plan));
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CUDA_OK(cudaMalloc((void **)&d_a, (size_t)(k.m * k.k) * 2));
