@@ -42,9 +42,8 @@ static loom_result_t rs_reduce_args(loom_plan_t plan, loom_tp_state_t *st, loom_
   ra->tile_off = st->tile_off;
   ra->done_off = st->done_off;
   ra->count_off = st->count_off;
-  ra->wait_pushed = st->transfer == LOOM_TP_BULK_REDUCE;
-  /* the side launch and the tail (BULK_REDUCE: the tail alone) */
-  ra->total_blocks = (ra->wait_pushed ? 0 : st->comm_blocks) + comm->sm_count;
+  /* the side launch and the tail (BULK_REDUCE: the owner pass alone) */
+  ra->total_blocks = (st->transfer == LOOM_TP_BULK_REDUCE ? 0 : st->comm_blocks) + comm->sm_count;
   ra->m = g->m;
   ra->n = g->n;
   ra->row0 = st->my_begin;
@@ -78,8 +77,7 @@ static loom_result_t rs_bulk(loom_plan_t plan, loom_tp_state_t *st, const void *
   g.has_bias = 0; /* added once, by the owner */
   LOOM_TRY(loom__gemm_hooked(&g, a, b, st->partial, NULL, &st->gemm_cfg, &h, stream));
   loom__tp_trace_mark(st, "gemm", stream);
-  ra->wait_gathered = ra->gath_off != (size_t)-1;
-  LOOM_TRY(loom__rs_reduce_launch(ra, plan->comm->sm_count, stream));
+  LOOM_TRY(loom__rs_bulk_pass_launch(ra, plan->comm->sm_count, stream));
   loom__tp_trace_mark(st, "tail", stream);
   return LOOM_SUCCESS;
 }

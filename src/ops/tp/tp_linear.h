@@ -333,13 +333,14 @@ typedef struct loom_rs_reduce_args {
                                    stores); (size_t)-1: none (RS) */
   int wait_gathered;            /* AR tail launch: its blocks end after every other owner's
                                    gathered signals of the call */
-  int wait_pushed;              /* BULK_REDUCE (one launch, after this rank's GEMM): tile_off
-                                   holds W "pushed" words instead of tile signals; each block
-                                   first tells every peer this rank's adds are complete, then
-                                   waits for every peer's word once instead of per tile */
 } loom_rs_reduce_args_t;
 
 loom_result_t loom__rs_reduce_launch(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream);
+/* BULK_REDUCE's owner pass (a's src[0] the sum buffer, dst[0], rows,
+ * row0, pw, done words; tile_off holds the W "pushed" words instead of tile
+ * signals: each block first tells every peer this rank's adds are
+ * complete, then waits once for every peer's): blocks = a->total_blocks. */
+loom_result_t loom__rs_bulk_pass_launch(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream);
 
 /* The fused GEMM + reduction of loom_gemm_rs and loom_gemm_ar (rs_engine.c):
  * begin kernel (waits for the peers' done of the previous call), the side
