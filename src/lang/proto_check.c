@@ -74,7 +74,7 @@ static loom_result_t loom__pchk_unroll(loom__pchk_t *c) {
   for (int r = 0; r < p->nact; ++r) {
     for (int i = 0; i < p->n[r]; ++i) {
       const loom__pstep_t *s = &p->steps[r][i];
-      const int isbuf = s->kind == LOOM__PS_WRITE || s->kind == LOOM__PS_READ;
+      const int isbuf = s->kind == LOOM__PS_WRITE || s->kind == LOOM__PS_READ || s->kind == LOOM__PS_ADD;
       if (s->obj < 0 || s->obj >= (isbuf ? p->nbuf : p->nsig) || (!isbuf && s->lo >= LOOM__PROTO_MAXSLOT))
         return LOOM_ERR_INVALID_ARGUMENT;
     }
@@ -191,7 +191,12 @@ static int loom__pchk_overlap(const loom__pstep_t *a, const loom__pstep_t *b) {
   return a->owner == b->owner && a->obj == b->obj && a->lo < b->hi && b->lo < a->hi;
 }
 
-static int loom__pchk_access(const loom__pstep_t *s) { return s->kind == LOOM__PS_WRITE || s->kind == LOOM__PS_READ; }
+static int loom__pchk_access(const loom__pstep_t *s) {
+  return s->kind == LOOM__PS_WRITE || s->kind == LOOM__PS_READ || s->kind == LOOM__PS_ADD;
+}
+
+/* A step that changes the data: WRITE or ADD. */
+static int loom__pchk_writes(const loom__pstep_t *s) { return s->kind == LOOM__PS_WRITE || s->kind == LOOM__PS_ADD; }
 
 /* The violation rank r's event k makes in state pc (0: none); *op, *oi: the other event. */
 static int loom__pchk_move(const loom__pchk_t *c, const int *pc, int r, int k, int *op, int *oi) {
@@ -203,9 +208,12 @@ static int loom__pchk_move(const loom__pchk_t *c, const int *pc, int r, int k, i
       const loom__pev_t *a = &c->ev[q][i];
       if (!loom__pchk_access(&a->s) || !loom__pchk_overlap(&a->s, &b->s)) continue;
       if (a->s.kind == LOOM__PS_READ && b->s.kind == LOOM__PS_READ) continue;
+      /* additions of the same call commute; of different calls, the reads
+       * and the zeroing WRITE between them must order them */
+      if (a->s.kind == LOOM__PS_ADD && b->s.kind == LOOM__PS_ADD && a->call == b->call) continue;
       if (loom__pchk_hb(c, q, i, r, k)) continue;
       *op = q, *oi = i;
-      if (a->s.kind == LOOM__PS_WRITE && b->s.kind == LOOM__PS_WRITE) return LOOM__PV_RACE_WRITE;
+      if (loom__pchk_writes(&a->s) && loom__pchk_writes(&b->s)) return LOOM__PV_RACE_WRITE;
       /* a read of call c against a write of a later call: the next call
        * overwrites what a peer may still read; else the read may come
        * before the write that publishes its data */
@@ -219,7 +227,7 @@ static int loom__pchk_move(const loom__pchk_t *c, const int *pc, int r, int k, i
     for (int q = 0; q < c->W; ++q)
       for (int i = 0; i < (q == r ? k : pc[q]); ++i) {
         const loom__pstep_t *a = &c->ev[q][i].s;
-        if (a->kind != LOOM__PS_WRITE || a->owner != b->s.owner || a->obj != b->s.obj || g < a->lo || g >= a->hi) continue;
+        if (!loom__pchk_writes(a) || a->owner != b->s.owner || a->obj != b->s.obj || g < a->lo || g >= a->hi) continue;
         if (lq < 0 || loom__pchk_hb(c, lq, li, q, i)) lq = q, li = i;
       }
     if (lq < 0 || c->ev[lq][li].call != b->call) {

@@ -31,6 +31,13 @@
  *     The side stream is a second actor of the rank, forked after the begin
  *     kernel and joined before the call ends (fork / join: local signals);
  *     the RS tail's share of the reduction is drawn on the side stream.
+ *     GEMM + ReduceScatter by bulk adds (LOOM_TP_BULK_REDUCE, rs_engine.c's
+ *     rs_bulk, one stream): the begin kernel's done waits, the GEMM's ADDs
+ *     into every owner's sum buffer (striped: peers first, its own last),
+ *     the owner pass's pushed = e into every peer and its waits for every
+ *     peer's pushed, its READ of its sum, the WRITEs of out and of the
+ *     zeroed sum, done = e into every peer. The sum buffer is zero before
+ *     the first call (plan creation, not a step).
  *   embedding (src/ops/embedding/embedding_a2a.h, embedding_a2a.cu): the
  *     forward's ready[me] into every peer, pushes of pooled slices into the
  *     destinations' out with the slices' flags, the exit waits on incoming
@@ -222,6 +229,26 @@ static void loom__proto_gemm_rs(loom__proto_t *p, int r, int ar) {
   loom__proto_set(p, x, r, join, 0, 0);
 }
 
+/* GEMM + ReduceScatter by bulk adds: one stream per rank (begin, the
+ * GEMM adding into the owners, the owner pass). */
+static void loom__proto_gemm_rs_bulk(loom__proto_t *p, int r) {
+  const int W = p->W, sum = loom__proto_buf(p, "sum"), out = loom__proto_buf(p, "out");
+  const int pushed = loom__proto_sig(p, "pushed"), done = loom__proto_sig(p, "done");
+  const int epoch = loom__proto_buf(p, "epoch");
+  for (int i = 0; i < W - 1; ++i) /* begin: the peers' passes of the previous call zeroed their sums */
+    loom__proto_wait(p, r, r, done, (r + 1 + i) % W, -1);
+  loom__proto_write(p, r, r, epoch, 0, 1);
+  for (int i = 0; i < W; ++i) loom__proto_add(p, r, (r + 1 + i) % W, sum, 0, 1); /* the GEMM's tiles */
+  loom__proto_read(p, r, r, epoch, 0, 1); /* the owner pass: the call's epoch, its waits' targets */
+  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, pushed, r, 0);
+  for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, pushed, (r + 1 + i) % W, 0);
+  loom__proto_read(p, r, r, sum, 0, 1);
+  loom__proto_write(p, r, r, out, 0, 1);
+  loom__proto_write(p, r, r, sum, 0, 1); /* zeroed for the next call's adds */
+  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, done, r, 0);
+  loom__proto_read(p, r, r, out, 0, 1); /* the caller's use of the result */
+}
+
 /* AllGather + GEMM: the user's stream (actor r: the caller's shard, begin,
  * the own shard into place, the GEMM's waits and reads, join) and the side
  * stream (actor x: the pushes into the peers after their ready, chunk
@@ -379,7 +406,7 @@ const char *loom__proto_op_name(int op) {
                                 "gemm_rs", "gemm_ar", "ag_gemm", "optim_adam", "optim_lamb",
                                 "allreduce_one_shot_ip", "allreduce_two_shot_ip", "reduce_scatter_ip",
                                 "all_gather_ip", "embedding_fwd", "embedding_bwd", "allreduce_ll",
-                                "allreduce_push", "embedding_bwd_sorted"};
+                                "allreduce_push", "embedding_bwd_sorted", "gemm_rs_bulk"};
   return op >= 0 && op < LOOM__PROTO_OPS_COUNT ? names[op] : "?";
 }
 
@@ -404,6 +431,7 @@ void loom__proto_op(int op, int W, loom__proto_t *p) {
       case LOOM__PROTO_AR_LL: loom__proto_push(p, r, 1); break;
       case LOOM__PROTO_AR_PUSH: loom__proto_push(p, r, 0); break;
       case LOOM__PROTO_EMB_BWD_SORTED: loom__proto_emb_bwd_sorted(p, r); break;
+      case LOOM__PROTO_GEMM_RS_BULK: loom__proto_gemm_rs_bulk(p, r); break;
       default: p->overflow = 1; break;
     }
 }

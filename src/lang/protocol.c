@@ -61,6 +61,10 @@ void loom__proto_write(loom__proto_t *p, int r, int owner, int buf, int lo, int 
 void loom__proto_read(loom__proto_t *p, int r, int owner, int buf, int lo, int hi) {
   loom__proto_push(p, r, LOOM__PS_READ, owner, buf, lo, hi, 0);
 }
+
+void loom__proto_add(loom__proto_t *p, int r, int owner, int buf, int lo, int hi) {
+  loom__proto_push(p, r, LOOM__PS_ADD, owner, buf, lo, hi, 0);
+}
 void loom__proto_set(loom__proto_t *p, int r, int owner, int sig, int slot, int delta) {
   loom__proto_push(p, r, LOOM__PS_SET, owner, sig, slot, slot + 1, delta);
 }
@@ -73,8 +77,8 @@ void loom__proto_wait_peers(loom__proto_t *p, int r, int sig, int slot, int delt
 }
 
 void loom__proto_step_str(const loom__proto_t *p, const loom__pstep_t *s, int call, char *out, int cap) {
-  static const char *kinds[] = {"WRITE", "READ", "SET", "WAIT"};
-  const int isbuf = s->kind == LOOM__PS_WRITE || s->kind == LOOM__PS_READ;
+  static const char *kinds[] = {"WRITE", "READ", "SET", "WAIT", "ADD"};
+  const int isbuf = s->kind == LOOM__PS_WRITE || s->kind == LOOM__PS_READ || s->kind == LOOM__PS_ADD;
   const char *name = isbuf ? p->buf[s->obj] : p->sig[s->obj];
   if (isbuf)
     snprintf(out, (size_t)cap, "%s %s@%d[%d..%d)", kinds[s->kind], name, s->owner, s->lo, s->hi);

@@ -10,6 +10,9 @@
  *   WRITE buf@q [lo, hi)   rank r stores into regions lo..hi-1 of buffer
  *                          `buf` in rank q's memory (q == r: its own)
  *   READ  buf@q [lo, hi)   rank r loads them
+ *   ADD   buf@q [lo, hi)   rank r adds into them (a reduction in memory:
+ *                          ADDs commute with one another; against READs
+ *                          and WRITEs they are writes)
  *   SET   sig@q[slot] = c + d   rank r stores the epoch value c + d into
  *                          slot `slot` of signal `sig` in rank q's memory
  *   WAIT  sig@q[slot] >= c + d  rank r spins until that slot holds at
@@ -85,7 +88,7 @@
 #define LOOM__PROTO_MAXCALLS 3
 #define LOOM__PROTO_NAME 32
 
-typedef enum { LOOM__PS_WRITE = 0, LOOM__PS_READ, LOOM__PS_SET, LOOM__PS_WAIT } loom__ps_kind_t;
+typedef enum { LOOM__PS_WRITE = 0, LOOM__PS_READ, LOOM__PS_SET, LOOM__PS_WAIT, LOOM__PS_ADD } loom__ps_kind_t;
 
 typedef struct loom__pstep {
   int8_t kind;   /* loom__ps_kind_t */
@@ -121,6 +124,7 @@ int loom__proto_buf(loom__proto_t *p, const char *name);
 int loom__proto_sig(loom__proto_t *p, const char *name);
 void loom__proto_write(loom__proto_t *p, int r, int owner, int buf, int lo, int hi);
 void loom__proto_read(loom__proto_t *p, int r, int owner, int buf, int lo, int hi);
+void loom__proto_add(loom__proto_t *p, int r, int owner, int buf, int lo, int hi);
 void loom__proto_set(loom__proto_t *p, int r, int owner, int sig, int slot, int delta);
 void loom__proto_wait(loom__proto_t *p, int r, int owner, int sig, int slot, int delta);
 /* Actor r waits for slot `slot` of `sig` in every peer's memory (the ranks
@@ -176,6 +180,7 @@ typedef enum {
   LOOM__PROTO_AR_LL,           /* coll: AllReduce LL (lines with their flag, two parities) */
   LOOM__PROTO_AR_PUSH,         /* coll: AllReduce PUSH (chunks stored into the peers, a flag each, two parities) */
   LOOM__PROTO_EMB_BWD_SORTED,  /* embedding: the sorted backward (gready, gdone; keys, sort, runs, heads) */
+  LOOM__PROTO_GEMM_RS_BULK,    /* tp: GEMM + ReduceScatter by bulk adds into the owners (pushed, done) */
   LOOM__PROTO_OPS_COUNT
 } loom__proto_op_t;
 const char *loom__proto_op_name(int op);

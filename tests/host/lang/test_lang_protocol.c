@@ -78,6 +78,24 @@ LOOM_TEST(lang_protocol_checker_semantics) {
     else
       CHECK(rep.violation == LOOM__PV_STALE_READ || rep.violation == LOOM__PV_RACE_READ);
   }
+  /* additions: two ranks ADD into rank 0's region (unordered between them:
+   * they commute), rank 0 reads after rank 1's signal; without that wait
+   * the read races the peer's addition; a WRITE instead of rank 1's ADD
+   * races rank 0's own ADD */
+  for (int variant = 0; variant < 3; ++variant) {
+    loom__proto_init(&p, "adds", 2);
+    const int d = loom__proto_buf(&p, "d"), f = loom__proto_sig(&p, "f");
+    loom__proto_add(&p, 0, 0, d, 0, 1);
+    if (variant == 2) loom__proto_write(&p, 1, 0, d, 0, 1);
+    else loom__proto_add(&p, 1, 0, d, 0, 1);
+    loom__proto_set(&p, 1, 0, f, 0, 0);
+    if (variant != 1) loom__proto_wait(&p, 0, 0, f, 0, 0);
+    loom__proto_read(&p, 0, 0, d, 0, 1);
+    CHECK_RESULT(loom__proto_check(&p, 1, &rep), LOOM_SUCCESS);
+    if (variant == 0) CHECK_EQ_INT(rep.violation, LOOM__PV_NONE);
+    if (variant == 1) CHECK(rep.violation == LOOM__PV_RACE_READ || rep.violation == LOOM__PV_STALE_READ);
+    if (variant == 2) CHECK_EQ_INT(rep.violation, LOOM__PV_RACE_WRITE);
+  }
   /* two writers of one slot */
   loom__proto_init(&p, "two-writers", 2);
   const int s2 = loom__proto_sig(&p, "s");
