@@ -488,7 +488,11 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  *                a shard (ceil(m / W) rows) is shorter than 64 rows (the
  *                smallest GEMM tile) or than the GPU's ridge point (dense
  *                fp16/bf16 tensor FLOP/s over DRAM bytes/s, from its SM
- *                count, clock and memory bandwidth); RS also SEQUENTIAL when
+ *                count, clock and memory bandwidth), and where the
+ *                communication it would hide cannot pay back its fixed
+ *                cost (k < 2048, or shards under 1024 rows, or more
+ *                communication per FLOP than a model of FLOP/s over
+ *                NVLink bytes/s allows); RS also SEQUENTIAL when
  *                the GEMM's tiles fit one wave of its grid, and from
  *                BULK_REDUCE under 1.5 waves of tiles or where the last
  *                wave's waste outweighs the communication it would hide

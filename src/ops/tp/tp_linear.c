@@ -490,9 +490,14 @@ static int auto_keeps_fused(const loom_tp_state_t *st, int kind, int64_t tiles) 
   loom__gemm_device_t dev;
   if (kind == LOOM__TP_AR) return loom__tp_auto_fused(kind, st->shard_rows, tiles, st->gemm_cfg.grid, 0.0);
   if (loom__gemm_device(&dev) != LOOM_SUCCESS) return 1;
+  const double fpb = loom__tp_flop_per_link_byte(dev.sms, (double)dev.clock_khz * 1e3, dev.cc_major);
   if (st->transfer == LOOM_TP_BULK_REDUCE)
     return loom__tp_bulk_pays(tiles, st->gemm_cfg.grid, st->desc.k, st->world, (int32_t)loom_dtype_size(st->gemm.c_type),
-                              loom__tp_flop_per_link_byte(dev.sms, (double)dev.clock_khz * 1e3, dev.cc_major));
+                              fpb);
+  if (kind == LOOM__TP_AG &&
+      !loom__tp_ag_pays(st->shard_rows, st->desc.n, st->desc.k, st->world,
+                        (int32_t)loom_dtype_size(st->gemm.ab_type), fpb))
+    return 0;
   const double ridge = loom__tp_ridge_rows(dev.sms, (double)dev.clock_khz * 1e3, dev.cc_major, dev.dram_bps);
   return loom__tp_auto_fused(kind, st->shard_rows, tiles, st->gemm_cfg.grid, ridge);
 }
@@ -551,7 +556,8 @@ static loom_result_t tp_fused_gemm(loom_comm_t comm, loom_tp_state_t *st) {
 static void tp_demote(const char *fn, loom_tp_state_t *st) {
   const loom__tp_kind_t kind = st->kind;
   LOOM_INFO("%s: m=%lld: the fused path could hide nothing here (%s): sequential", fn, (long long)st->desc.m,
-            kind == LOOM__TP_AG   ? "a shard's rows are memory-bound on B"
+            kind == LOOM__TP_AG   ? "a shard's rows are memory-bound on B, or too few to pay back the fixed cost against "
+                                    "the communication hidden"
             : kind == LOOM__TP_RS && st->transfer == LOOM_TP_BULK_REDUCE
                 ? "under 1.5 waves of tiles, or a last wave's waste above the communication it would hide"
             : kind == LOOM__TP_RS ? "the GEMM's tiles fit one wave"

@@ -286,7 +286,27 @@ LOOM_HD int loom__tp_bulk_pays(int64_t tiles, int64_t grid, int64_t k, int32_t w
   return 3.5 * q <= c;
 }
 
-/* The GPU's FLOP per byte of one NVLink direction, for the rule above:
+/* The shape-dependent half of AUTO for AllGather + GEMM's fused path (the
+ * copy engine), on top of the ridge rule: 1 where it is predicted to beat
+ * the sequential path. Its fixed cost (dependent launches on the side
+ * stream, ~40 us at W = 2) and the hooked GEMM's waves against the
+ * baseline's must be paid back by the communication it hides, which over
+ * the GEMM time is c = (FLOP/s over link bytes/s) x (W - 1) / W x es /
+ * (2 n) (es: bytes per A element). Fused where k >= 2048 and either the
+ * shard has >= 1024 rows and c <= 0.2, or >= 4096 rows and c <= 0.5. The
+ * constants were fitted on the fitting half of the TP shape set at W = 2
+ * on H200 (every fitting shape the rule fuses ran >= 1.00 of sequential;
+ * the rule it replaced fused 27 of 65 m > 64 shapes that lost) and read
+ * against the held-out half of the same run (docs/perf/tp.md, "AUTO for
+ * AllGather + GEMM"). */
+LOOM_HD int loom__tp_ag_pays(int64_t shard_rows, int64_t n, int64_t k, int32_t world, int32_t es,
+                            double flop_per_link_byte) {
+  if (world < 2 || n < 1 || k < 2048) return 0;
+  const double c = flop_per_link_byte * (double)(world - 1) / (double)world * (double)es / (2.0 * (double)n);
+  return (shard_rows >= 1024 && c <= 0.2) || (shard_rows >= 4096 && c <= 0.5);
+}
+
+/* The GPU's FLOP per byte of one NVLink direction, for the rules above:
  * dense fp16/bf16 tensor FLOP/s (as loom__tp_ridge_rows) over
  * LOOM_TP_LINK_BPS (H100 / H200: 132 x 1.98 GHz x 4096 / 450 GB/s ~ 2400). */
 #define LOOM_TP_LINK_BPS 450e9 /* NVLink 4, one direction: 18 links x 25 GB/s */

@@ -411,6 +411,28 @@ LOOM_TEST(tp_bulk_rule_waves_waste_and_communication) {
   CHECK_EQ_INT(loom__tp_bulk_pays(512, 132, 2048, 2, 2, r), 1); /* Llama-3-70B o TP4 m=2048: 1.22 */
 }
 
+/* AUTO's AllGather + GEMM rule: never at one rank, k < 2048 or shards under
+ * 1024 rows; more communication per FLOP (fewer columns n, fp32 inputs)
+ * never turns a sequential choice fused; the fitting half's rows (W = 2,
+ * bf16, H200) come out as fitted. */
+LOOM_TEST(tp_ag_rule_shard_rows_k_and_communication) {
+  const double r = loom__tp_flop_per_link_byte(132, 1.98e9, 9);
+  CHECK_EQ_INT(loom__tp_ag_pays(4096, 4096, 8192, 1, 2, r), 0);
+  CHECK_EQ_INT(loom__tp_ag_pays(4096, 16384, 1536, 2, 2, r), 0); /* k < 2048 */
+  CHECK_EQ_INT(loom__tp_ag_pays(512, 65536, 8192, 2, 2, r), 0);  /* 512-row shards */
+  for (int64_t S = 256; S <= 16384; S *= 2)
+    for (int64_t n = 256; n <= 65536; n *= 2)
+      if (!loom__tp_ag_pays(S, n, 4096, 2, 2, r)) {
+        CHECK_EQ_INT(loom__tp_ag_pays(S, n / 2, 4096, 2, 2, r), 0);
+        CHECK_EQ_INT(loom__tp_ag_pays(S, n, 4096, 2, 4, r), 0);
+      }
+  CHECK_EQ_INT(loom__tp_ag_pays(1024, 9216, 12288, 2, 2, r), 1); /* GPT-3 qkv TP4 m=2048: 1.12 */
+  CHECK_EQ_INT(loom__tp_ag_pays(1024, 2048, 4608, 2, 2, r), 0);  /* Gemma-2-27B qkv TP4 m=2048: 0.79 */
+  CHECK_EQ_INT(loom__tp_ag_pays(4096, 5120, 8192, 2, 2, r), 1);  /* Llama-3-70B qkv TP2 m=8192: 1.24 */
+  CHECK_EQ_INT(loom__tp_ag_pays(4096, 2048, 6144, 2, 2, r), 0);  /* Mixtral-8x22B qkv TP4 m=8192: 1.55, given up */
+  CHECK_EQ_INT(loom__tp_ag_pays(256, 18432, 12288, 2, 2, r), 0); /* GPT-3 qkv TP2 m=512: 1.00 */
+}
+
 LOOM_TEST(tp_desc_checks_name_the_field) {
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.m = 1000, d.n = 256, d.k = 512, d.world_size = 2;
