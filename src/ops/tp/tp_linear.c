@@ -293,13 +293,13 @@ static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, int clusters, 
 /* BULK_REDUCE's GEMM: the sm90 kernels (the tensor memory accelerator adds
  * the epilogue's chunks), tiles whose every column leaves through it (bn
  * 224 stores its last 32 16-bit columns from registers: 192 instead). */
-static int bulk_gemm_runs(const loom_gemm_desc_t *g) {
+int loom__tp_bulk_gemm_runs(const loom_gemm_desc_t *g) {
   loom__gemm_path_t path = LOOM__PATH_BASE;
   return loom__gemm_path(g, &path) == LOOM_SUCCESS && path == LOOM__PATH_SM90;
 }
 
 static loom_result_t bulk_gemm_config(const loom_gemm_desc_t *g, loom_gemm_config_t *cfg) {
-  if (!bulk_gemm_runs(g))
+  if (!loom__tp_bulk_gemm_runs(g))
     return loom__fail(LOOM_ERR_UNSUPPORTED,
                       "loom_plan_gemm_rs: desc->transfer=LOOM_TP_BULK_REDUCE needs loom's sm90 GEMM kernels (compute "
                       "capability 9.0, sm_90a code, LOOM_GEMM_PATH unset): use LOOM_TP_SM_COPY or LOOM_TP_SEQUENTIAL");
@@ -388,7 +388,7 @@ static loom_result_t bulk_maps(loom_plan_t plan, loom_tp_state_t *st) {
   free(maps);
   LOOM_TRY(r);
   LOOM_CUDA(e);
-  return bulk_schedule(st);
+  return LOOM_SUCCESS;
 }
 
 /* RS fused: the owners' signal arrays for this source's tiles, as this
@@ -410,7 +410,10 @@ static loom_result_t rs_tables(loom_plan_t plan, loom_tp_state_t *st) {
     st->device_bytes += (size_t)W * sizeof(void *);
     LOOM_CUDA(cudaMemcpyAsync(st->d_row_dst, acc, (size_t)W * sizeof(void *), cudaMemcpyHostToDevice, comm->stream));
   }
-  if (st->transfer == LOOM_TP_BULK_REDUCE) LOOM_TRY(bulk_maps(plan, st));
+  if (st->transfer == LOOM_TP_BULK_REDUCE) {
+    LOOM_TRY(bulk_maps(plan, st));
+    LOOM_TRY(bulk_schedule(st));
+  }
   LOOM_CUDA(cudaMalloc((void **)&st->d_dst_signal, (size_t)W * sizeof(uint32_t *)));
   st->device_bytes += (size_t)W * sizeof(uint32_t *);
   LOOM_CUDA(cudaMemcpyAsync(st->d_dst_signal, sigs, (size_t)W * sizeof(uint32_t *), cudaMemcpyHostToDevice, comm->stream));
@@ -531,7 +534,7 @@ static void tp_resolve(loom_comm_t comm, loom_tp_state_t *st, const loom_tp_desc
  * one-thread signal kernels: one SM; SM_COPY: comm_blocks, by default 4..16
  * chosen so that the GEMM needs no extra wave). */
 static loom_result_t tp_fused_gemm(loom_comm_t comm, loom_tp_state_t *st) {
-  if (st->transfer == LOOM_TP_BULK_REDUCE && st->desc.transfer == LOOM_TP_AUTO && !bulk_gemm_runs(&st->gemm))
+  if (st->transfer == LOOM_TP_BULK_REDUCE && st->desc.transfer == LOOM_TP_AUTO && !loom__tp_bulk_gemm_runs(&st->gemm))
     st->transfer = LOOM_TP_SM_COPY; /* AUTO's choice where the sm90 GEMM does not run */
   const int bulk = st->transfer == LOOM_TP_BULK_REDUCE;
   LOOM_TRY(fused_gemm_config(&st->gemm, st->kind == LOOM__TP_AG || bulk, &st->gemm_cfg, &st->gemm_bm));
@@ -568,6 +571,13 @@ static void tp_demote(const char *fn, loom_tp_state_t *st) {
   st->gemm_bm = st->tiles_m = st->tiles_n = st->comm_blocks = 0;
 }
 
+/* RS / AR: the words at tile_off: a signal per source and tile, or for
+ * BULK_REDUCE one "pushed" word per source. */
+static size_t tile_signal_words(const loom_tp_state_t *st) {
+  return st->transfer == LOOM_TP_BULK_REDUCE ? (size_t)st->world
+                                             : (size_t)st->world * (size_t)st->tiles_m * (size_t)st->tiles_n;
+}
+
 /* Lay out the fused plan's signal words: AG, ready [W] and the chunks'
  * [W x chunks per shard]; RS/AR, tile signals, done, count, and AR's
  * gathered signals. */
@@ -588,8 +598,7 @@ static loom_result_t tp_signals(const char *fn, loom_tp_state_t *st, uint32_t *n
                         fn, (long long)n64, desc->chunk_rows);
     return LOOM_SUCCESS;
   }
-  /* BULK_REDUCE: one "pushed" word per source instead of its tile signals */
-  const int64_t per = st->transfer == LOOM_TP_BULK_REDUCE ? st->world : (int64_t)st->world * st->tiles_m * st->tiles_n;
+  const int64_t per = (int64_t)tile_signal_words(st);
   n64 = per + st->world + 2 + (st->kind == LOOM__TP_AR ? per : 0);
   *nsig = (uint32_t)n64;
   if (n64 > (int64_t)UINT32_MAX / 8)
@@ -621,9 +630,7 @@ static void tp_signal_offsets(loom_plan_t plan, loom_tp_state_t *st) {
     return;
   }
   st->tile_off = plan->signals_offset;
-  const size_t per = st->transfer == LOOM_TP_BULK_REDUCE ? (size_t)st->world
-                                                          : (size_t)st->world * (size_t)st->tiles_m * (size_t)st->tiles_n;
-  st->done_off = st->tile_off + per * sizeof(uint32_t);
+  st->done_off = st->tile_off + tile_signal_words(st) * sizeof(uint32_t);
   st->count_off = st->done_off + (size_t)st->world * sizeof(uint32_t);
   st->gath_off = st->kind == LOOM__TP_AR ? st->count_off + 2 * sizeof(uint32_t) : (size_t)-1;
 }

@@ -336,6 +336,10 @@ typedef struct loom_rs_reduce_args {
 } loom_rs_reduce_args_t;
 
 loom_result_t loom__rs_reduce_launch(const loom_rs_reduce_args_t *a, int blocks, cudaStream_t stream);
+
+/* 1 where g runs on loom's sm90 kernels, whose TMA epilogue BULK_REDUCE's
+ * adds need (plans fall back or refuse elsewhere; the tuner skips it). */
+int loom__tp_bulk_gemm_runs(const loom_gemm_desc_t *g);
 /* BULK_REDUCE's owner pass (a's src[0] the sum buffer, dst[0], rows,
  * row0, pw, done words; tile_off holds the W "pushed" words instead of tile
  * signals: each block first tells every peer this rank's adds are

@@ -181,9 +181,8 @@ static loom_result_t tune_free(loom_comm_t comm, int kind, tune_bufs_t *t, loom_
 
 /* 1 where a BULK_REDUCE plan can be made for desc (its shape, the sm90 GEMM). */
 static int tune_bulk_ok(const loom_tp_desc_t *desc, int W) {
-  loom__gemm_path_t path = LOOM__PATH_BASE;
   const loom_gemm_desc_t g = loom__tp_gemm_desc(desc);
-  return loom__tp_bulk_shape_ok(desc->m, W) && loom__gemm_path(&g, &path) == LOOM_SUCCESS && path == LOOM__PATH_SM90;
+  return loom__tp_bulk_shape_ok(desc->m, W) && loom__tp_bulk_gemm_runs(&g);
 }
 
 /* The candidates: (transfer, chunk_rows, comm_blocks, sequential GEMM). */
