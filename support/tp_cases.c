@@ -33,6 +33,13 @@ static int tp_layer_of_op(const char *name, int ag) {
   return 0;
 }
 
+/* 1 if "<family>/<layer>" starts with the selection's layer ("": every layer). */
+static int tp_layer_selected(const loom_tp_case_sel_t *s, const char *model) {
+  size_t len = 0;
+  while (len < sizeof s->layer && s->layer[len]) ++len;
+  return strncmp(model, s->layer, len) == 0;
+}
+
 /* Appends (model, m, n, k, tp, held_out) unless an equal (m, n, k, tp) is there. */
 static void tp_add(loom_tp_case_t *all, int *n_all, const char *model, int64_t m, int64_t n, int64_t k, int tp,
                    int held_out) {
@@ -77,6 +84,7 @@ static void tp_families(const loom_tp_case_sel_t *s, loom_tp_case_t *all, int *n
         if (!tp_layer_of_op(w[l].layer, s->ag)) continue;
         char model[48];
         snprintf(model, sizeof model, "%s/%s", loom_gemm_families[f].name, w[l].layer);
+        if (!tp_layer_selected(s, model)) continue;
         for (int i = 0; i < nm; ++i) tp_add(all, n_all, model, ms[i], w[l].n, w[l].k, T, ho);
       }
     }

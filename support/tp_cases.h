@@ -52,6 +52,8 @@ typedef struct loom_tp_case_sel {
   int quick;        /* m in {64, 512, 2048, 8192}; else 64 .. 8192 by powers of 2 */
   int64_t only_m;   /* > 0: this m only */
   int sample;       /* > 0: at most this many cases, spread evenly over the selection, in its order */
+  char layer[48];   /* families only: "" every layer, else the layers whose "<family>/<layer>" starts
+                     * with it ("Falcon-180B/o", "Qwen3-30B-A3B") */
 } loom_tp_case_sel_t;
 
 /* The selection's cases in run order (families in table order, then TP,

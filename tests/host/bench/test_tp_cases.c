@@ -105,3 +105,19 @@ LOOM_TEST(tp_cases_bad_selections_are_refused) {
   CHECK_EQ_INT(loom_tp_set_parse("heldout"), -1);
   CHECK_EQ_INT(loom_tp_set_parse(NULL), -1);
 }
+
+LOOM_TEST(tp_cases_layer_filter_keeps_only_its_layers) {
+  loom_tp_case_sel_t s = sel_of(0, LOOM_TP_SET_ALL);
+  snprintf(s.layer, sizeof s.layer, "%s", "Falcon-180B/o");
+  const int n = loom_tp_cases(&s, g_c, MAXC);
+  CHECK(n > 0);
+  for (int i = 0; i < n; ++i) CHECK(!strncmp(g_c[i].model, "Falcon-180B/o", 13));
+  snprintf(s.layer, sizeof s.layer, "%s", "Falcon-180B"); /* a family: its o and ffn_down */
+  const int nf = loom_tp_cases(&s, g_d, MAXC);
+  CHECK(nf > n);
+  int down = 0;
+  for (int i = 0; i < nf; ++i) down += !strcmp(g_d[i].model, "Falcon-180B/ffn_down");
+  CHECK(down > 0);
+  snprintf(s.layer, sizeof s.layer, "%s", "No-such-model");
+  CHECK_EQ_INT(loom_tp_cases(&s, g_c, MAXC), 0);
+}
