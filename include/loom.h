@@ -828,6 +828,79 @@ loom_result_t loom_optim_tensor_state(loom_plan_t plan, int tensor, int64_t *lo,
  * (resuming from a checkpoint). */
 loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t stream);
 
+/* ==== Mixture of experts: dispatch and combine ========================== */
+/*
+ * Expert parallelism: E experts split over the W ranks (rank p owns the
+ * experts [begin(p), begin(p) + n(p)), n(p) = floor(E/W) + (p < E mod W),
+ * the first E mod W ranks one more). Each rank's router picked, for each of
+ * its tokens, k distinct experts (ids [tokens, k] int32) and k weights.
+ *   dispatch  every (token, j) row goes straight into the receive buffer of
+ *             its expert's rank (symmetric memory owned by the plan),
+ *             grouped by local expert, inside an expert by source rank,
+ *             inside a source in token order; the counts travel on the
+ *             device (no host synchronisation: graph-capturable), and
+ *             info.expert_offsets [n + 1] (device int64) says where each
+ *             local expert's rows are after the call
+ *   combine   the experts' outputs (any device buffer in the receive
+ *             layout of the last dispatch) go back to their tokens' ranks,
+ *             which compute out[t] = sum over j of w[t][j] y_j in increasing
+ *             j, fp32, each product rounded once, then rounded to the dtype
+ *             (the same bits on every run)
+ * Dropless by default (the receive buffer holds the worst case: W T_max
+ * min(k, ceil(E/W)) rows); with capacity C > 0 each expert keeps the C rows
+ * of lowest global token index (ranks in order, then tokens) and the
+ * dropped (t, j) are left out of the combine (no renormalisation).
+ * A routing entry outside [0, E) or repeated within its token is left out
+ * like a dropped row and reported by the next call of the plan
+ * (LOOM_ERR_INVALID_ARGUMENT naming the entry). Rows of H elements of
+ * `dtype` (bf16, fp16, fp32), H x element size a multiple of 16 bytes; x and
+ * y 16-byte aligned. Every rank must be load/store reachable. Every rank
+ * calls a plan's dispatches and combines in the same order; a combine
+ * returns the rows of the plan's last dispatch (combine may follow it more
+ * than once: each is a fresh combine of new expert outputs).
+ */
+typedef struct loom_moe_desc {
+  size_t struct_size;     /* sizeof(loom_moe_desc_t) */
+  int hidden;             /* H, elements per row */
+  int experts;            /* E (1..65536) */
+  int topk;               /* k (1..min(8, E)) */
+  int64_t max_tokens;     /* T_max: the most tokens one rank passes to a dispatch */
+  int64_t capacity;       /* rows kept per expert; 0 dropless */
+  loom_dtype_t dtype;     /* rows: LOOM_BF16, LOOM_FP16 or LOOM_FP32 */
+} loom_moe_desc_t;
+#define LOOM_MOE_DESC_INIT { sizeof(loom_moe_desc_t), 0, 0, 0, 0, 0, LOOM_BF16 }
+
+typedef struct loom_moe_plan_info {
+  size_t struct_size;      /* sizeof(loom_moe_plan_info_t) */
+  int local_experts;       /* n(rank) */
+  int first_expert;        /* begin(rank) */
+  int64_t max_recv_rows;   /* R: rows the receive buffer holds */
+  void *recv;              /* [R, H] the receive buffer (after a dispatch: rows [0, expert_offsets[n])) */
+  const int64_t *expert_offsets; /* device [n + 1]: local expert l's rows are [off[l], off[l+1]) */
+  size_t symmetric_bytes;  /* loom_malloc'd by the plan */
+  size_t device_bytes;     /* cudaMalloc'd by the plan */
+} loom_moe_plan_info_t;
+#define LOOM_MOE_PLAN_INFO_INIT { sizeof(loom_moe_plan_info_t), 0, 0, 0, NULL, NULL, 0, 0 }
+
+/* Collective: a dispatch / combine plan for this description. */
+loom_result_t loom_plan_moe(loom_comm_t comm, const loom_moe_desc_t *desc, loom_plan_t *out);
+
+/* The plan's buffers and layout (host call, no synchronisation). */
+loom_result_t loom_moe_plan_info(loom_plan_t plan, loom_moe_plan_info_t *info);
+
+/* Collective, stream-ordered: x [tokens, H], ids [tokens, k] (device),
+ * 0 <= tokens <= max_tokens (may differ per rank). Complete on `stream`
+ * once every rank's rows for this rank's experts are in its receive
+ * buffer. */
+loom_result_t loom_moe_dispatch(loom_plan_t plan, const void *x, const int32_t *ids, int64_t tokens,
+                                cudaStream_t stream);
+
+/* Collective, stream-ordered: y [expert_offsets[n], H] in the receive
+ * layout (may be info.recv), weights [tokens, k] fp32 of the last
+ * dispatch's tokens, out [tokens, H] (any device memory, not aliasing y). */
+loom_result_t loom_moe_combine(loom_plan_t plan, const void *y, const float *weights, void *out,
+                               cudaStream_t stream);
+
 /* ==== Collectives with a fused epilogue ================================= */
 /*
  * AllReduce, ReduceScatter and AllGather over symmetric memory, with the

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import _procmaps
 from ._structs import (CollDesc, CollPlanInfo, CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, Epilogue, GemmDesc,
-                       NcclInfo, OptimArgs, OptimDesc, OptimPlanInfo, ProgAttr, TpDesc, TpPlanInfo)
+                       MoeDesc, MoePlanInfo, NcclInfo, OptimArgs, OptimDesc, OptimPlanInfo, ProgAttr, TpDesc, TpPlanInfo)
 from .errors import LibraryNotFoundError, NcclMismatchError, make_error
 
 
@@ -108,6 +108,12 @@ PROTOTYPES = {
     "loom_adam_step": (_r, [_vp, _P(OptimArgs), _vp]),
     "loom_lamb_step": (_r, [_vp, _P(OptimArgs), _vp]),
     "loom_optim_plan_info": (_r, [_vp, _P(OptimPlanInfo)]),
+    "loom_plan_moe": (_r, [_vp, _P(MoeDesc), _P(_vp)]),
+    "loom_moe_plan_info": (_r, [_vp, _P(MoePlanInfo)]),
+    # plan, x, ids, tokens, stream
+    "loom_moe_dispatch": (_r, [_vp, _vp, _vp, _i64, _vp]),
+    # plan, y, weights, out, stream
+    "loom_moe_combine": (_r, [_vp, _vp, _vp, _vp, _vp]),
     # plan, tensor, lo, hi, state_offset
     "loom_optim_tensor_state": (_r, [_vp, _i, _P(_i64), _P(_i64), _P(_i64)]),
     # plan, step, stream

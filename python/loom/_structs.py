@@ -238,6 +238,20 @@ class OptimPlanInfo(CStruct):
                 ("kernels_per_step", c_int), ("device_bytes", c_size_t), ("workspace_bytes", c_size_t)]
 
 
+class MoeDesc(CStruct):
+    _c_name_, _c_init_ = "loom_moe_desc_t", "LOOM_MOE_DESC_INIT"
+    _fields_ = [("struct_size", c_size_t), ("hidden", c_int), ("experts", c_int), ("topk", c_int),
+                ("max_tokens", c_int64), ("capacity", c_int64), ("dtype", c_int)]
+    _defaults_ = {"dtype": int(DType.BF16)}
+
+
+class MoePlanInfo(CStruct):
+    _c_name_, _c_init_ = "loom_moe_plan_info_t", "LOOM_MOE_PLAN_INFO_INIT"
+    _fields_ = [("struct_size", c_size_t), ("local_experts", c_int), ("first_expert", c_int),
+                ("max_recv_rows", c_int64), ("recv", c_void_p), ("expert_offsets", c_void_p),
+                ("symmetric_bytes", c_size_t), ("device_bytes", c_size_t)]
+
+
 class CollDesc(CStruct):
     _c_name_, _c_init_ = "loom_coll_desc_t", "LOOM_COLL_DESC_INIT"
     _fields_ = [("struct_size", c_size_t), ("count", c_int64), ("dtype", c_int), ("out_type", c_int), ("cols", c_int64),

@@ -15,6 +15,7 @@
 #include "gemm/gemm.h"
 #include "gemm/gemm_heuristic.h"
 #include "ops/embedding/embedding_a2a.h"
+#include "ops/moe/moe_schedule.h"
 #include "ops/optim/optim.h"
 #include "ops/tp/tp_linear.h"
 
@@ -206,3 +207,5 @@ loom_result_t loom_bench_pointwise_run(const loom_bench_pointwise_t *pw, const v
   if (e) return loom__cuda_fail(e, "loom_bench_pointwise_run", __FILE__, __LINE__);
   return LOOM_SUCCESS;
 }
+
+int loom_bench_moe_expert_rank(int experts, int world, int e) { return loom__moe_expert_rank(experts, world, e); }

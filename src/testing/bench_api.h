@@ -109,6 +109,11 @@ loom_result_t loom_bench_base_allreduce(ncclComm_t nccl, const void *send, void 
 loom_result_t loom_bench_base_alltoall(ncclComm_t nccl, const void *send, void *recv, size_t count_per_peer,
                                        loom_dtype_t dtype, cudaStream_t stream);
 
+/* ---- mixture of experts -------------------------------------------------- */
+
+/* The rank that owns expert e of E at W ranks (loom.h's split). */
+int loom_bench_moe_expert_rank(int experts, int world, int e);
+
 /* ---- the GEMM engine ----------------------------------------------------- */
 
 /* The shape set (gemm/gemm_shapes.h): every distinct weight of one half

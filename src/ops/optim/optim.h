@@ -58,7 +58,7 @@ extern "C" {
 #endif
 
 /* Wait sites of the optimizers (core/signal.h: fused ops 80..127; the
- * tensor-parallel ops take 80..95). */
+ * tensor-parallel ops take 80..87, the MoE ops 88..95). */
 #define LOOM_SITE_OPTIM_READY 112 /* a peer's gradients complete (its step started) */
 #define LOOM_SITE_OPTIM_DONE 113  /* a peer still reading this rank's gradients / storing parameters */
 #define LOOM_SITE_OPTIM_PHASE 114 /* LAMB: a peer's partial norms */

@@ -77,7 +77,7 @@
 extern "C" {
 #endif
 
-/* Wait sites of the tensor-parallel ops (core/signal.h: ids 80..95). */
+/* Wait sites of the tensor-parallel ops (core/signal.h: ids 80..87; the MoE ops take 88..95). */
 #define LOOM_SITE_AG_READY 80   /* a peer's a_full writable (its call started) */
 #define LOOM_SITE_RS_TILE 81    /* a partial tile from a peer (reduction) */
 #define LOOM_SITE_RS_DONE 82    /* a peer still reading this rank's previous partial */

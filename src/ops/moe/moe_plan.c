@@ -1,0 +1,297 @@
+/*
+ * moe_plan.c - the host side of the mixture-of-experts dispatch and combine
+ * (loom_plan_moe, loom_moe_dispatch, loom_moe_combine): the description's
+ * checks, the plan's buffers, the calls. The steps and signals: moe.h; the
+ * layout: moe_schedule.h; the kernels: moe_kernels.cu.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/handle.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/plan.h"
+#include "core/ptr_check.h"
+#include "core/util.h"
+#include "ops/moe/moe.h"
+
+__attribute__((constructor)) static void loom__moe_wait_sites(void) {
+  loom__wait_site_register(LOOM_SITE_MOE_COUNTS, "MoE dispatch: a rank's expert counts (its dispatch started)");
+  loom__wait_site_register(LOOM_SITE_MOE_DELIVERED, "MoE dispatch: a source's rows in this rank's receive buffer");
+  loom__wait_site_register(LOOM_SITE_MOE_COMB_READY, "MoE combine: a rank's combine buffer writable (its combine started)");
+  loom__wait_site_register(LOOM_SITE_MOE_COMB_DONE, "MoE combine: an expert rank's outputs in this rank's combine buffer");
+}
+
+loom_result_t loom__moe_check_desc(const char *fn, int comm_size, const loom_moe_desc_t *d) {
+  if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL", fn);
+  if (d->struct_size != sizeof *d)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->struct_size=%zu, expected %zu (initialise with LOOM_MOE_DESC_INIT)",
+                      fn, d->struct_size, sizeof *d);
+  if (d->dtype != LOOM_BF16 && d->dtype != LOOM_FP16 && d->dtype != LOOM_FP32)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc->dtype=%d must be LOOM_BF16, LOOM_FP16 or LOOM_FP32", fn,
+                      (int)d->dtype);
+  const int64_t es = (int64_t)loom_dtype_size(d->dtype);
+  if (d->hidden < 1 || ((int64_t)d->hidden * es) % 16 != 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->hidden=%d must be positive with rows of a multiple of 16 bytes (%lld-byte elements)",
+                      fn, d->hidden, (long long)es);
+  const char *what = "";
+  int64_t value = 0;
+  const int bad = loom__moe_desc_check(comm_size, d->experts, d->topk, d->max_tokens, d->capacity, &what, &value);
+  if (bad) {
+    static const char *const field[7] = {"", "comm size", "desc->experts", "desc->topk", "desc->max_tokens",
+                                         "desc->capacity", "desc->max_tokens"};
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=%lld is outside the %s", fn, field[bad], (long long)value,
+                      what);
+  }
+  return LOOM_SUCCESS;
+}
+
+/* ---- plan state ---------------------------------------------------------- */
+
+static void moe_free(loom_comm_t comm, loom_moe_state_t *st) {
+  if (!st) return;
+  loom__plan_done_release(st->done, "moe");
+  if (st->recv) (void)loom__comm_free(comm, st->recv);
+  if (st->origin) (void)loom__comm_free(comm, st->origin);
+  if (st->combine) (void)loom__comm_free(comm, st->combine);
+  if (st->counts) (void)loom__comm_free(comm, st->counts);
+  if (st->dev) (void)cudaFree(st->dev);
+  if (st->err) (void)cudaFreeHost(st->err);
+  free(st);
+}
+
+static void moe_destroy(loom_plan_t plan) {
+  moe_free(plan->comm, (loom_moe_state_t *)plan->op_state);
+  plan->op_state = NULL;
+}
+
+static loom_result_t moe_state(loom_plan_t plan, const char *fn, loom_moe_state_t **st) {
+  LOOM_TRY(loom__check_plan(plan, fn));
+  if (!plan->op_state || !plan->op || strcmp(plan->op, "moe") != 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a %s plan, not an moe plan", fn, (void *)plan,
+                      plan->op ? plan->op : "(unknown)");
+  *st = (loom_moe_state_t *)plan->op_state;
+  return LOOM_SUCCESS;
+}
+
+/* The four symmetric buffers and every rank's address of each. */
+static loom_result_t moe_symmetric(loom_comm_t comm, const char *fn, loom_moe_state_t *st, char **peers) {
+  const loom_moe_desc_t *d = &st->desc;
+  const int W = st->world;
+  const size_t es = loom_dtype_size(d->dtype);
+  const size_t bytes[4] = {(size_t)st->max_recv * (size_t)d->hidden * es, (size_t)st->max_recv * sizeof(int32_t) * 2,
+                           (size_t)d->max_tokens * (size_t)d->topk * (size_t)d->hidden * es,
+                           (size_t)W * (size_t)d->experts * sizeof(int32_t)};
+  void **bufs[4] = {&st->recv, &st->origin, &st->combine, &st->counts};
+  static const char *const names[4] = {"receive buffer", "origins", "combine buffer", "counts table"};
+  for (int b = 0; b < 4; ++b) {
+    const size_t n = bytes[b] > 0 ? bytes[b] : 256;
+    LOOM_TRY(loom__comm_malloc(comm, n, bufs[b]));
+    st->symmetric_bytes += n;
+    LOOM_TRY(loom__peer_addresses(fn, names[b], comm, *bufs[b], n, "the plan's own buffer", peers + (size_t)b * W));
+  }
+  return LOOM_SUCCESS;
+}
+
+/* Sizes of the local device arrays, in the order they are carved. */
+enum { MOE_HIST, MOE_KEPT, MOE_BASE, MOE_SLOT, MOE_OFF, MOE_SCAN, MOE_PEERS, MOE_COUNT, MOE_PARTS };
+
+static loom_result_t moe_device(loom_moe_state_t *st, char *const *peers) {
+  const loom_moe_desc_t *d = &st->desc;
+  const int W = st->world;
+  const size_t sizes[MOE_PARTS] = {(size_t)LOOM_MOE_CHUNKS_MAX * (size_t)d->experts * sizeof(int32_t),
+                                   (size_t)W * (size_t)d->experts * sizeof(int32_t),
+                                   (size_t)d->experts * sizeof(int64_t),
+                                   (size_t)(d->max_tokens * d->topk + 1) * sizeof(int64_t),
+                                   (size_t)(st->n_local + 1) * sizeof(int64_t),
+                                   (size_t)(d->experts + 1) * sizeof(int64_t),
+                                   4 * (size_t)W * sizeof(char *),
+                                   sizeof(uint32_t)};
+  size_t off[MOE_PARTS], total = 0;
+  for (int p = 0; p < MOE_PARTS; ++p) off[p] = total, total += (sizes[p] + 255) / 256 * 256;
+  LOOM_CUDA(cudaMalloc(&st->dev, total));
+  st->device_bytes = total;
+  LOOM_CUDA(cudaMemset(st->dev, 0, total));
+  char *base = (char *)st->dev;
+  LOOM_CUDA(cudaMemcpy(base + off[MOE_PEERS], peers, sizes[MOE_PEERS], cudaMemcpyHostToDevice));
+  loom_moe_kargs_t *k = &st->k;
+  k->hist = (int32_t *)(base + off[MOE_HIST]);
+  k->kept = (int32_t *)(base + off[MOE_KEPT]);
+  k->base = (int64_t *)(base + off[MOE_BASE]);
+  k->slot = (int64_t *)(base + off[MOE_SLOT]);
+  k->expert_off = (int64_t *)(base + off[MOE_OFF]);
+  k->scan = (int64_t *)(base + off[MOE_SCAN]);
+  char **pt = (char **)(base + off[MOE_PEERS]);
+  k->recv = pt, k->origin = (int2 *const *)(pt + W), k->combine = pt + 2 * W, k->counts = (int32_t *const *)(pt + 3 * W);
+  k->count = (uint32_t *)(base + off[MOE_COUNT]);
+  LOOM_CUDA(cudaHostAlloc((void **)&st->err, sizeof *st->err, cudaHostAllocMapped));
+  memset(st->err, 0, sizeof *st->err);
+  LOOM_CUDA(cudaHostGetDevicePointer((void **)&k->err, st->err, 0));
+  return LOOM_SUCCESS;
+}
+
+static void moe_kargs(loom_plan_t plan, loom_moe_state_t *st) {
+  const loom_moe_desc_t *d = &st->desc;
+  loom_moe_kargs_t *k = &st->k;
+  k->dc = loom__comm_dev(plan->comm);
+  k->epoch_off = plan->epoch_offset;
+  const size_t w = (size_t)st->world * sizeof(uint32_t);
+  k->counts_ready_off = plan->signals_offset;
+  k->delivered_off = plan->signals_offset + w;
+  k->comb_ready_off = plan->signals_offset + 2 * w;
+  k->comb_done_off = plan->signals_offset + 3 * w;
+  k->world = st->world, k->experts = d->experts, k->topk = d->topk, k->hidden = d->hidden;
+  k->es = (int)loom_dtype_size(d->dtype), k->dtype = (int)d->dtype;
+  k->capacity = d->capacity;
+}
+
+/* The plan's buffers, arrays and kernels (every rank, after the agreement). */
+static loom_result_t moe_fill(loom_comm_t comm, const char *fn, loom_plan_t plan, loom_moe_state_t *st) {
+  if (comm->detached) return loom__plan_detached(fn);
+  char **peers = (char **)calloc((size_t)4 * st->world, sizeof(char *));
+  if (!peers) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: a table of %d peer addresses", fn, 4 * st->world);
+  loom_result_t r = moe_symmetric(comm, fn, st, peers);
+  if (r == LOOM_SUCCESS) r = moe_device(st, peers);
+  free(peers);
+  LOOM_TRY(r);
+  LOOM_TRY(loom__plan_done_create(&st->done));
+  moe_kargs(plan, st);
+  LOOM_TRY(loom__moe_preload_kernels());
+  return loom__nccl_fence(comm); /* every rank's buffers exist before any peer stores into them */
+}
+
+loom_result_t loom_plan_moe(loom_comm_t comm, const loom_moe_desc_t *desc, loom_plan_t *out) {
+  const char *fn = "loom_plan_moe";
+  LOOM_TRY(loom__plan_begin(comm, fn, out));
+  loom_result_t r = loom__moe_check_desc(fn, comm->size, desc);
+  if (r == LOOM_SUCCESS && !comm->detached && !comm->ws_all_reachable)
+    r = loom__fail(LOOM_ERR_UNSUPPORTED,
+                   "%s: every rank must be load/store reachable (one NVLink domain): rows are stored into the "
+                   "experts' ranks through NVLink",
+                   fn);
+  if (r != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, r);
+  loom_moe_state_t *st = (loom_moe_state_t *)loom__plan_state_alloc(comm, fn, sizeof *st, &r);
+  if (!st) return r;
+  st->desc = *desc, st->rank = comm->rank, st->world = comm->size;
+  st->n_local = loom__moe_experts_on(desc->experts, comm->size, comm->rank);
+  st->first_local = loom__moe_expert_begin(desc->experts, comm->size, comm->rank);
+  st->max_recv = loom__moe_worst_recv_rows(comm->size, desc->experts, desc->topk, desc->max_tokens, desc->capacity);
+  uint64_t h = LOOM_FNV64_INIT;
+  const int64_t fields[6] = {desc->hidden, desc->experts, desc->topk, desc->max_tokens, desc->capacity, desc->dtype};
+  h = loom__fnv64(h, fields, sizeof fields);
+  loom_plan_t plan = NULL;
+  r = loom__plan_create(comm, fn, "moe", (uint32_t)(4 * comm->size), 0, h,
+                        "hidden, experts, topk, max_tokens, capacity and dtype", &plan);
+  if (r != LOOM_SUCCESS) {
+    moe_free(comm, st);
+    return r;
+  }
+  plan->op_state = st;
+  plan->destroy_op = moe_destroy;
+  r = moe_fill(comm, fn, plan, st);
+  if (r != LOOM_SUCCESS) return loom__plan_abandon(plan, r);
+  LOOM_INFO("%s: W=%d, %d experts (%d here, from %d), top-%d, H=%d, T_max=%lld, capacity %lld: receive buffer of %lld "
+            "rows, %zu symmetric bytes",
+            fn, st->world, desc->experts, st->n_local, st->first_local, desc->topk, desc->hidden,
+            (long long)desc->max_tokens, (long long)desc->capacity, (long long)st->max_recv, st->symmetric_bytes);
+  *out = plan;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_moe_plan_info(loom_plan_t plan, loom_moe_plan_info_t *info) {
+  const char *fn = "loom_moe_plan_info";
+  loom_moe_state_t *st;
+  LOOM_TRY(moe_state(plan, fn, &st));
+  if (!info) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: info=NULL", fn);
+  if (info->struct_size != sizeof *info)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: info->struct_size=%zu, expected %zu (initialise with LOOM_MOE_PLAN_INFO_INIT)", fn,
+                      info->struct_size, sizeof *info);
+  info->local_experts = st->n_local;
+  info->first_expert = st->first_local;
+  info->max_recv_rows = st->max_recv;
+  info->recv = st->recv;
+  info->expert_offsets = st->k.expert_off;
+  info->symmetric_bytes = st->symmetric_bytes;
+  info->device_bytes = st->device_bytes;
+  return LOOM_SUCCESS;
+}
+
+/* A bad routing entry a kernel recorded: the error of this call (the
+ * record is cleared, so the next one can be told). */
+static loom_result_t moe_reported(loom_moe_state_t *st, const char *fn) {
+  volatile loom_moe_err_t *rec = st->err;
+  if (!rec->valid) return LOOM_SUCCESS;
+  const loom_moe_err_t e = *(const loom_moe_err_t *)st->err;
+  memset(st->err, 0, sizeof *st->err);
+  return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                    "%s: an earlier dispatch's ids[%lld] (token %lld, j %lld) = %d %s: that row was left out", fn,
+                    (long long)e.entry, (long long)(e.entry / st->desc.topk), (long long)(e.entry % st->desc.topk),
+                    (int)e.value,
+                    e.kind == 1 ? "is not an expert (outside [0, experts))" : "repeats an earlier expert of its token");
+}
+
+/* What every call checks first. */
+static loom_result_t moe_enter(loom_plan_t plan, const char *fn, loom_moe_state_t **st) {
+  LOOM_TRY(moe_state(plan, fn, st));
+  LOOM_TRY(loom__comm_check(plan->comm, fn));
+  return moe_reported(*st, fn);
+}
+
+loom_result_t loom_moe_dispatch(loom_plan_t plan, const void *x, const int32_t *ids, int64_t tokens,
+                                cudaStream_t stream) {
+  const char *fn = "loom_moe_dispatch";
+  loom_moe_state_t *st;
+  LOOM_TRY(moe_enter(plan, fn, &st));
+  const loom_moe_desc_t *d = &st->desc;
+  if (tokens < 0 || tokens > d->max_tokens)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tokens=%lld is outside [0, desc->max_tokens=%lld]", fn,
+                      (long long)tokens, (long long)d->max_tokens);
+  const size_t row = (size_t)d->hidden * loom_dtype_size(d->dtype);
+  if (tokens > 0) {
+    const loom_buf_t in[2] = {{"x", x, (size_t)tokens * row, LOOM_BUF_ALIGN16, NULL},
+                              {"ids", ids, (size_t)tokens * (size_t)d->topk * sizeof(int32_t), 0, NULL}};
+    LOOM_TRY(loom__check_bufs(fn, plan->comm, in, 2));
+  }
+  loom_moe_kargs_t k = st->k;
+  k.x = (const char *)x, k.ids = ids, k.tokens = tokens;
+  const int64_t n = tokens * d->topk;
+  int64_t nch = (n + 63) / 64; /* chunks of >= 64 entries: 2 warp steps each at decode sizes */
+  if (nch > LOOM_MOE_CHUNKS_MAX) nch = LOOM_MOE_CHUNKS_MAX;
+  if (nch < 1) nch = 1;
+  k.nchunks = (int)nch;
+  k.chunk = n > 0 ? (n + nch - 1) / nch : 1;
+  (void)loom__plan_next_epoch(plan);
+  LOOM_TRY(loom__moe_dispatch_launch(&k, stream));
+  st->tokens = tokens, st->dispatched = 1;
+  return loom__plan_done_record(st->done, stream, NULL);
+}
+
+loom_result_t loom_moe_combine(loom_plan_t plan, const void *y, const float *weights, void *out,
+                               cudaStream_t stream) {
+  const char *fn = "loom_moe_combine";
+  loom_moe_state_t *st;
+  LOOM_TRY(moe_enter(plan, fn, &st));
+  if (!st->dispatched)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p has not dispatched yet: a combine returns the rows of "
+                      "the last dispatch", fn, (void *)plan);
+  const loom_moe_desc_t *d = &st->desc;
+  const size_t row = (size_t)d->hidden * loom_dtype_size(d->dtype);
+  /* y's rows are as many as this rank received, known on the device only:
+   * its first row is checked here, the rest is the caller's (the
+   * receive buffer's size bounds it) */
+  const loom_buf_t bufs[3] = {{"y", y, row, LOOM_BUF_ALIGN16, NULL},
+                              {"weights", weights, (size_t)st->tokens * (size_t)d->topk * sizeof(float),
+                               st->tokens > 0 ? 0 : LOOM_BUF_OPTIONAL, NULL},
+                              {"out", out, (size_t)st->tokens * row, st->tokens > 0 ? LOOM_BUF_ALIGN16 : LOOM_BUF_OPTIONAL,
+                               NULL}};
+  LOOM_TRY(loom__check_bufs(fn, plan->comm, bufs, 3));
+  loom_moe_kargs_t k = st->k;
+  k.y = (const char *)y, k.weights = weights, k.out = (char *)out, k.tokens = st->tokens;
+  (void)loom__plan_next_epoch(plan);
+  LOOM_TRY(loom__moe_combine_launch(&k, st->max_recv, stream));
+  return loom__plan_done_record(st->done, stream, NULL);
+}

@@ -1,0 +1,67 @@
+/*
+ * test_moe_plan_checks.c - what loom_plan_moe refuses, by field name and
+ * value, and that a valid description passes every check (on a detached
+ * comm: tests/host/fake_mem.h, which then ends in LOOM_ERR_UNSUPPORTED,
+ * "cannot hold a plan"); the MoE wait sites are named.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "tests/common/test.h"
+#include "tests/host/fake_mem.h"
+#include "core/signal.h"
+#include "ops/moe/moe.h"
+
+static loom_moe_desc_t good_desc(void) {
+  loom_moe_desc_t d = LOOM_MOE_DESC_INIT;
+  d.hidden = 4096, d.experts = 8, d.topk = 2, d.max_tokens = 4096;
+  return d;
+}
+
+static loom_result_t plan_of(loom_comm_t c, const loom_moe_desc_t *d) {
+  loom_plan_t plan = NULL;
+  return loom_plan_moe(c, d, &plan);
+}
+
+LOOM_TEST(moe_plan_checks_name_each_field) {
+  loom_comm_t c = fake_comm_create(0, 2);
+  loom_moe_desc_t d = good_desc();
+  CHECK_RESULT(plan_of(c, &d), LOOM_ERR_UNSUPPORTED); /* every check passed */
+  CHECK_RESULT(plan_of(c, NULL), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("desc=NULL");
+#define BAD_FIELD(set, text)                                   \
+  do {                                                         \
+    loom_moe_desc_t b = good_desc();                           \
+    set;                                                       \
+    CHECK_RESULT(plan_of(c, &b), LOOM_ERR_INVALID_ARGUMENT);   \
+    CHECK_MSG(text);                                           \
+  } while (0)
+  BAD_FIELD(b.struct_size = 8, "desc->struct_size=8");
+  BAD_FIELD(b.dtype = (loom_dtype_t)7, "desc->dtype=7");
+  BAD_FIELD(b.hidden = 0, "desc->hidden=0");
+  BAD_FIELD(b.hidden = 4, "desc->hidden=4"); /* 8 bytes a row: not a multiple of 16 */
+  BAD_FIELD(b.experts = 0, "desc->experts=0");
+  BAD_FIELD(b.topk = 0, "desc->topk=0");
+  BAD_FIELD(b.topk = 9, "desc->topk=9");
+  BAD_FIELD((b.experts = 2, b.topk = 3), "desc->topk=3");
+  BAD_FIELD(b.max_tokens = -1, "desc->max_tokens=-1");
+  BAD_FIELD(b.capacity = -5, "desc->capacity=-5");
+  BAD_FIELD((b.max_tokens = (int64_t)1 << 27, b.topk = 8, b.experts = 64), "worst-case rows");
+#undef BAD_FIELD
+  /* fp32 rows of 4 elements are 16 bytes: fine; a capacity bounds the buffer */
+  d = good_desc();
+  d.dtype = LOOM_FP32, d.hidden = 4;
+  CHECK_RESULT(plan_of(c, &d), LOOM_ERR_UNSUPPORTED);
+  d = good_desc();
+  d.max_tokens = (int64_t)1 << 27, d.topk = 8, d.experts = 64, d.capacity = 1000;
+  CHECK_RESULT(plan_of(c, &d), LOOM_ERR_UNSUPPORTED);
+  fake_comm_destroy(c);
+}
+
+LOOM_TEST(moe_wait_sites_are_named) {
+  CHECK(strstr(loom__wait_site_name(LOOM_SITE_MOE_COUNTS), "MoE dispatch") != NULL);
+  CHECK(strstr(loom__wait_site_name(LOOM_SITE_MOE_DELIVERED), "MoE dispatch") != NULL);
+  CHECK(strstr(loom__wait_site_name(LOOM_SITE_MOE_COMB_READY), "MoE combine") != NULL);
+  CHECK(strstr(loom__wait_site_name(LOOM_SITE_MOE_COMB_DONE), "MoE combine") != NULL);
+  CHECK_EQ_INT(loom__wait_site_clashes(), 0);
+}

@@ -1,0 +1,333 @@
+/*
+ * bench_moe.c - loom-bench moe: the mixture-of-experts dispatch and combine
+ * (loom_moe_dispatch, loom_moe_combine) against NCCL's all-to-all of the
+ * same rows, side by side in one run on every rank (each repetition runs
+ * every variant; the time of a repetition is the slowest rank's; medians).
+ *   loom-dispatch   loom_moe_dispatch: the routing in, every row stored
+ *                   into its expert's rank, grouped by expert; counts on
+ *                   the device
+ *   loom-combine    loom_moe_combine of expert outputs in the receive
+ *                   layout: rows back to their tokens, the k-way weighted
+ *                   sums
+ *   nccl-a2av       ncclSend/ncclRecv of the same rows per rank pair, the
+ *                   counts known on the host and the rows already sorted by
+ *                   destination (a lower bound of the sequential path: no
+ *                   count exchange, no permutation, no weighted sum)
+ *   nccl-a2av+counts  what a sequential layer must do first: the counts
+ *                   exchanged (ncclAllGather), copied to the host and
+ *                   waited for, then the all-to-all (all_to_all_single
+ *                   with split sizes)
+ * Shapes (bf16): Mixtral-8x7B (H 4096, 8 experts, top-2), Qwen3-30B-A3B
+ * (2048, 128, top-8), DeepSeek-V3 (7168, 256, top-8); tokens per rank 128
+ * (decode) and 4096 (prefill); uniform and Zipf(1.2) routing (--quick:
+ * uniform only). Bytes per row: H x 2. algbw = the rows the busiest rank
+ * sends to other ranks, in bytes, over the time (dispatch and combine move
+ * the same rows, in opposite directions).
+ * Correctness is the GPU tests' (tests/gpu/moe): here #wrong is "-".
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "bench.h"
+#include "support/moe_routing.h"
+#include "testing/bench_api.h"
+
+#define MOE_SEED 0x6d6f65ull
+#define MOE_MAXW 8
+
+typedef struct moe_model {
+  const char *name;
+  int hidden, experts, topk;
+} moe_model_t;
+
+static const moe_model_t g_models[] = {
+    {"Mixtral-8x7B", 4096, 8, 2},
+    {"Qwen3-30B-A3B", 2048, 128, 8},
+    {"DeepSeek-V3", 7168, 256, 8},
+};
+static const int64_t g_tokens[] = {128, 4096};
+
+typedef struct moe_args {
+  loom_bench_opts_t o;
+  int model;    /* -1 all */
+  int64_t tokens; /* 0 both */
+} moe_args_t;
+
+static int moe_opt(void *ctx, int argc, char **argv, int *i) {
+  moe_args_t *a = (moe_args_t *)ctx;
+  const char *s = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+  if (!strcmp(s, "--help")) {
+    printf("  --model NAME         Mixtral-8x7B, Qwen3-30B-A3B or DeepSeek-V3 (default all)\n"
+           "  --tokens T           tokens per rank (default 128 and 4096)\n");
+    return 1;
+  }
+  if (!strcmp(s, "--model")) {
+    a->model = -2;
+    for (int m = 0; v && m < (int)(sizeof g_models / sizeof *g_models); ++m)
+      if (!strcmp(v, g_models[m].name)) a->model = m;
+    if (a->model < 0) {
+      fprintf(stderr, "loom-bench moe: --model needs Mixtral-8x7B, Qwen3-30B-A3B or DeepSeek-V3, got \"%s\"\n",
+              v ? v : "(nothing)");
+      return -1;
+    }
+    *i += 1;
+    return 1;
+  }
+  if (!strcmp(s, "--tokens")) {
+    char *end = NULL;
+    const long long x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || !end || *end || x < 1 || x > (1 << 20)) {
+      fprintf(stderr, "loom-bench moe: --tokens needs an integer in 1..1048576, got \"%s\"\n", v ? v : "(nothing)");
+      return -1;
+    }
+    a->tokens = x;
+    *i += 1;
+    return 1;
+  }
+  return 0;
+}
+
+enum { V_DISPATCH, V_COMBINE, V_A2A, V_A2A_COUNTS, V_COUNT };
+static const char *const g_vname[V_COUNT] = {"loom-dispatch", "loom-combine", "nccl-a2av", "nccl-a2av+counts"};
+
+typedef struct moe_run {
+  loom_plan_t plan;
+  loom_moe_plan_info_t info;
+  ncclComm_t nccl;
+  int W, rank;
+  int64_t T, row;                 /* tokens here, bytes per row */
+  void *x, *y, *out, *send, *recv;
+  int32_t *ids, *counts_dev, *counts_all;
+  float *w;
+  int64_t sendc[MOE_MAXW], recvc[MOE_MAXW]; /* rows to / from each rank */
+  int32_t *counts_host;           /* [W E] pinned */
+  int experts;
+} moe_run_t;
+
+typedef struct moe_var {
+  moe_run_t *r;
+  int v;
+} moe_var_t;
+
+/* The rows of every (source, destination) pair; sorted send offsets. */
+static loom_result_t a2av(moe_run_t *r, cudaStream_t s) {
+  LOOM_BENCH_NCCL(ncclGroupStart());
+  int64_t so = 0, ro = 0;
+  for (int p = 0; p < r->W; ++p) {
+    if (r->sendc[p]) LOOM_BENCH_NCCL(ncclSend((char *)r->send + so * r->row, (size_t)(r->sendc[p] * r->row / 2), ncclBfloat16, p, r->nccl, s));
+    if (r->recvc[p]) LOOM_BENCH_NCCL(ncclRecv((char *)r->recv + ro * r->row, (size_t)(r->recvc[p] * r->row / 2), ncclBfloat16, p, r->nccl, s));
+    so += r->sendc[p], ro += r->recvc[p];
+  }
+  LOOM_BENCH_NCCL(ncclGroupEnd());
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t moe_op(void *arg, int iter, cudaStream_t s) {
+  (void)iter;
+  const moe_var_t *x = (const moe_var_t *)arg;
+  moe_run_t *r = x->r;
+  switch (x->v) {
+    case V_DISPATCH: return loom_moe_dispatch(r->plan, r->x, r->ids, r->T, s);
+    case V_COMBINE: return loom_moe_combine(r->plan, r->y, r->w, r->out, s);
+    case V_A2A: return a2av(r, s);
+    default:
+      LOOM_BENCH_NCCL(ncclAllGather(r->counts_dev, r->counts_all, (size_t)r->experts, ncclInt32, r->nccl, s));
+      if (cudaMemcpyAsync(r->counts_host, r->counts_all, (size_t)r->W * r->experts * sizeof(int32_t),
+                          cudaMemcpyDeviceToHost, s) != cudaSuccess ||
+          cudaStreamSynchronize(s) != cudaSuccess)
+        return loom_bench_fail(LOOM_ERR_CUDA, "the counts' copy to the host");
+      return a2av(r, s);
+  }
+}
+
+/* Every rank's routing (the same on every rank: the seed), the rows per
+ * rank pair, this rank's counts. 0, or -1 out of memory. */
+static int moe_routing(const moe_model_t *mm, int64_t T, loom_route_kind_t kind, int W, int me, int32_t *ids_me,
+                       float *w_me, int64_t pair[MOE_MAXW][MOE_MAXW], int32_t *counts_me) {
+  int32_t *ids = (int32_t *)malloc((size_t)T * mm->topk * sizeof(int32_t));
+  if (!ids) return -1;
+  memset(pair, 0, sizeof(int64_t) * MOE_MAXW * MOE_MAXW);
+  for (int r = 0; r < W; ++r) {
+    if (loom_route_make(kind, MOE_SEED, r, 0, T, mm->experts, mm->topk, 1.2, ids, r == me ? w_me : NULL)) {
+      free(ids);
+      return -1;
+    }
+    if (r == me) memcpy(ids_me, ids, (size_t)T * mm->topk * sizeof(int32_t));
+    for (int64_t i = 0; i < T * mm->topk; ++i) pair[r][loom_bench_moe_expert_rank(mm->experts, W, ids[i])]++;
+    if (r == me) {
+      memset(counts_me, 0, (size_t)mm->experts * sizeof(int32_t));
+      for (int64_t i = 0; i < T * mm->topk; ++i) counts_me[ids[i]]++;
+    }
+  }
+  free(ids);
+  return 0;
+}
+
+static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s, loom_bench_table_t *t,
+                     const moe_model_t *mm, int64_t T, loom_route_kind_t kind) {
+  const int W = ctx->size, me = ctx->rank;
+  moe_run_t r;
+  memset(&r, 0, sizeof r);
+  r.nccl = ctx->nccl, r.W = W, r.rank = me, r.T = T, r.row = (int64_t)mm->hidden * 2, r.experts = mm->experts;
+  int64_t pair[MOE_MAXW][MOE_MAXW];
+  int32_t *ids = (int32_t *)malloc((size_t)T * mm->topk * sizeof(int32_t));
+  float *w = (float *)malloc((size_t)T * mm->topk * sizeof(float));
+  int32_t *counts = (int32_t *)malloc((size_t)mm->experts * sizeof(int32_t));
+  loom_result_t rr = ids && w && counts && moe_routing(mm, T, kind, W, me, ids, w, pair, counts) == 0
+                         ? LOOM_SUCCESS
+                         : loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "routing");
+  int64_t send_total = 0, recv_total = 0, busiest = 0;
+  for (int p = 0; p < W; ++p) {
+    r.sendc[p] = pair[me][p], r.recvc[p] = pair[p][me];
+    send_total += r.sendc[p], recv_total += r.recvc[p];
+  }
+  for (int q = 0; q < W; ++q) {
+    int64_t off = 0;
+    for (int p = 0; p < W; ++p) off += p == q ? 0 : pair[q][p];
+    if (off > busiest) busiest = off;
+  }
+  loom_moe_desc_t d = LOOM_MOE_DESC_INIT;
+  d.hidden = mm->hidden, d.experts = mm->experts, d.topk = mm->topk, d.max_tokens = T;
+  loom_result_t pr = loom_plan_moe(comm, &d, &r.plan); /* collective: every rank, whatever happened */
+  if (rr == LOOM_SUCCESS) rr = pr;
+  r.info = (loom_moe_plan_info_t)LOOM_MOE_PLAN_INFO_INIT;
+  if (rr == LOOM_SUCCESS) rr = loom_moe_plan_info(r.plan, &r.info);
+  cudaError_t e = cudaSuccess;
+  if (rr == LOOM_SUCCESS) {
+    e = cudaMalloc(&r.x, (size_t)(T * r.row));
+    if (e == cudaSuccess) e = cudaMalloc(&r.y, (size_t)(r.info.max_recv_rows * r.row));
+    if (e == cudaSuccess) e = cudaMalloc(&r.out, (size_t)(T * r.row));
+    if (e == cudaSuccess) e = cudaMalloc(&r.send, (size_t)((send_total + 1) * r.row));
+    if (e == cudaSuccess) e = cudaMalloc(&r.recv, (size_t)((recv_total + 1) * r.row));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&r.ids, (size_t)T * mm->topk * sizeof(int32_t));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&r.w, (size_t)T * mm->topk * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&r.counts_dev, (size_t)mm->experts * sizeof(int32_t));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&r.counts_all, (size_t)W * mm->experts * sizeof(int32_t));
+    if (e == cudaSuccess) e = cudaMallocHost((void **)&r.counts_host, (size_t)W * mm->experts * sizeof(int32_t));
+    if (e == cudaSuccess) e = cudaMemcpy(r.ids, ids, (size_t)T * mm->topk * sizeof(int32_t), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(r.w, w, (size_t)T * mm->topk * sizeof(float), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(r.counts_dev, counts, (size_t)mm->experts * sizeof(int32_t), cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) rr = loom_bench_cuda_fail((int)e, "bench buffers", __FILE__, __LINE__);
+  }
+  if (rr == LOOM_SUCCESS) rr = loom_bench_fill_random(r.x, LOOM_BF16, (size_t)(T * mm->hidden), MOE_SEED + me, 1.0);
+  if (rr == LOOM_SUCCESS)
+    rr = loom_bench_fill_random(r.y, LOOM_BF16, (size_t)(r.info.max_recv_rows * mm->hidden), MOE_SEED + 7 + me, 1.0);
+  if (rr == LOOM_SUCCESS) rr = loom_moe_dispatch(r.plan, r.x, r.ids, T, s); /* combine needs a dispatch */
+  if (rr == LOOM_SUCCESS) { /* the rows loom received are the ones the all-to-all's counts expect */
+    int64_t got = -1;
+    e = cudaMemcpyAsync(&got, r.info.expert_offsets + r.info.local_experts, sizeof got, cudaMemcpyDeviceToHost, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) rr = loom_bench_cuda_fail((int)e, "expert_offsets", __FILE__, __LINE__);
+    else if (got != recv_total)
+      rr = loom_bench_fail(LOOM_ERR_INTERNAL, "rank %d received %lld rows, the routing says %lld", me, (long long)got,
+                           (long long)recv_total);
+  }
+  loom_bench_time_t tm[V_COUNT];
+  memset(tm, 0, sizeof tm);
+  int64_t failed = rr != LOOM_SUCCESS;
+  if (failed) fprintf(stderr, "rank %d: moe %s T=%lld: %s\n", me, mm->name, (long long)T, loom_last_error());
+  if (loom_bench_sum_ranks(ctx->nccl, s, &failed) != LOOM_SUCCESS) failed = 1;
+  if (!failed) {
+    moe_var_t vars[V_COUNT];
+    loom_bench_op_fn ops[V_COUNT];
+    void *args[V_COUNT];
+    for (int v = 0; v < V_COUNT; ++v) vars[v].r = &r, vars[v].v = v, ops[v] = moe_op, args[v] = &vars[v];
+    rr = loom_bench_time_ranks_side_by_side(ctx->nccl, s, a->o.warmup, a->o.reps, V_COUNT, ops, args, tm);
+    if (rr == LOOM_SUCCESS) rr = loom_comm_get_async_error(comm);
+    failed = rr != LOOM_SUCCESS;
+    if (failed) fprintf(stderr, "rank %d: moe %s T=%lld: %s\n", me, mm->name, (long long)T, loom_last_error());
+  }
+  if (me == 0 && !failed)
+    for (int v = 0; v < V_COUNT; ++v) {
+      loom_bench_row_t *row = loom_bench_add(t);
+      if (!row) break;
+      snprintf(row->op, sizeof row->op, "moe");
+      snprintf(row->impl, sizeof row->impl, "%s", g_vname[v]);
+      snprintf(row->shape, sizeof row->shape, "%s T=%lld %s", mm->name, (long long)T,
+               kind == LOOM_ROUTE_ZIPF ? "zipf" : "uniform");
+      snprintf(row->dtype, sizeof row->dtype, "bf16");
+      row->m = T, row->n = mm->hidden, row->k = mm->topk;
+      row->world = W;
+      row->bytes = busiest * r.row;
+      row->busbw_factor = 1.0;
+      row->fused_us = tm[v].median_us, row->min_us = tm[v].min_us, row->max_us = tm[v].max_us;
+      row->host_us = tm[v].host_us;
+      row->comm_us = tm[V_A2A].median_us;
+      snprintf(row->note, sizeof row->note, "E %d top-%d H %d; busiest rank sends %lld rows off-rank; vs nccl-a2av %.2fx",
+               mm->experts, mm->topk, mm->hidden, (long long)busiest, tm[V_A2A].median_us / tm[v].median_us);
+    }
+  if (me == 0 && !failed) {
+    printf("# moe %-36s dispatch %8.1f  combine %8.1f  nccl-a2av %8.1f  +counts %8.1f us\n", t->rows[t->n - 1]->shape,
+           tm[V_DISPATCH].median_us, tm[V_COMBINE].median_us, tm[V_A2A].median_us, tm[V_A2A_COUNTS].median_us);
+    fflush(stdout);
+  }
+  if (r.plan) (void)loom_plan_destroy(r.plan);
+  cudaFree(r.x), cudaFree(r.y), cudaFree(r.out), cudaFree(r.send), cudaFree(r.recv), cudaFree(r.ids), cudaFree(r.w);
+  cudaFree(r.counts_dev), cudaFree(r.counts_all);
+  if (r.counts_host) cudaFreeHost(r.counts_host);
+  free(ids), free(w), free(counts);
+  return failed ? 1 : 0;
+}
+
+static int moe_rank(loom_rank_ctx_t *ctx, void *arg) {
+  moe_args_t *a = (moe_args_t *)arg;
+  if (ctx->size > MOE_MAXW) {
+    fprintf(stderr, "loom-bench moe: at most %d ranks\n", MOE_MAXW);
+    return 1;
+  }
+  cudaStream_t s = NULL;
+  loom_comm_t comm = NULL;
+  if (cudaStreamCreate(&s) != cudaSuccess || loom_comm_create(ctx->nccl, NULL, &comm) != LOOM_SUCCESS) {
+    fprintf(stderr, "rank %d: setup failed: %s\n", ctx->rank, loom_last_error());
+    return 1;
+  }
+  loom_bench_table_t t;
+  memset(&t, 0, sizeof t);
+  int failures = 0;
+  for (int m = 0; m < (int)(sizeof g_models / sizeof *g_models); ++m) {
+    if (a->model >= 0 && a->model != m) continue;
+    for (int ti = 0; ti < 2; ++ti) {
+      const int64_t T = a->tokens ? a->tokens : g_tokens[ti];
+      if (a->tokens && ti) break;
+      for (int k = 0; k < (a->o.quick ? 1 : 2); ++k)
+        failures += moe_shape(a, ctx, comm, s, &t, &g_models[m], T, k ? LOOM_ROUTE_ZIPF : LOOM_ROUTE_UNIFORM);
+    }
+  }
+  if (ctx->rank == 0) {
+    loom_bench_note(&t, "bf16 rows; time = median of the slowest rank; algbw = the busiest rank's off-rank rows x H x 2 "
+                        "/ time; comm(us) = nccl-a2av");
+    loom_bench_note(&t, "nccl-a2av: counts known on the host, rows pre-sorted by destination (a lower bound of the "
+                        "sequential path); +counts: ncclAllGather of the counts, copy to the host, wait, then it");
+    char title[160];
+    snprintf(title, sizeof title, "loom-bench moe: dispatch and combine vs NCCL all-to-all, world %d, median of %d reps",
+             ctx->size, a->o.reps);
+    if (a->o.json) {
+      char path[1200];
+      if (loom_bench_write_json("moe", &t, &a->o, ctx->size, path, sizeof path) == 0) loom_bench_note(&t, "JSON: %s", path);
+      else failures++;
+    }
+    loom_bench_print(stdout, &t, title);
+    if (failures) printf("# %d failure(s): see the messages above\n", failures);
+  }
+  loom_bench_table_free(&t);
+  (void)loom_comm_destroy(comm);
+  cudaStreamDestroy(s);
+  return failures ? 1 : 0;
+}
+
+LOOM_BENCH(moe, "MoE dispatch and combine (expert parallelism) vs NCCL all-to-all: Mixtral, Qwen3-MoE, DeepSeek-V3 "
+                "shapes, decode and prefill, uniform and Zipf routing") {
+  moe_args_t a;
+  memset(&a, 0, sizeof a);
+  a.model = -1;
+  int rc = loom_bench_parse(&a.o, argc, argv, moe_opt, &a);
+  if (rc != LOOM_BENCH_RUN) return rc;
+  const int world = loom_bench_world(&a.o, 0);
+  if (world == 0) return 1;
+  return loom_bench_launch(&a.o, world, moe_rank, &a) ? 1 : 0;
+}
