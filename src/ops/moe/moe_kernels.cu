@@ -241,6 +241,18 @@ __global__ void __launch_bounds__(32) loom__moe_wait_kernel(const __grid_constan
   if (threadIdx.x == 0) loom__epoch_block_done((loom_dev_epoch_t *)(a.dc.ws + a.epoch_off), e);
 }
 
+/* Blocks for `items` of work, `per_block` per block: as many as the work
+ * needs, at most per_sm per SM (grid-stride loops do the rest), at least 1. */
+static loom_result_t moe_grid(int64_t items, int64_t per_block, int per_sm, unsigned *blocks) {
+  int dev = 0, sms = 132;
+  LOOM_CUDA(cudaGetDevice(&dev));
+  LOOM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  int64_t b = (items + per_block - 1) / per_block;
+  if (b > (int64_t)per_sm * sms) b = (int64_t)per_sm * sms;
+  *blocks = b < 1 ? 1u : (unsigned)b;
+  return LOOM_SUCCESS;
+}
+
 extern "C" loom_result_t loom__moe_dispatch_launch(const loom_moe_kargs_t *k, cudaStream_t stream) {
   const int64_t n = k->tokens * k->topk;
   loom__moe_count_kernel<<<k->nchunks, LOOM_MOE_THREADS, 0, stream>>>(*k);
@@ -251,14 +263,9 @@ extern "C" loom_result_t loom__moe_dispatch_launch(const loom_moe_kargs_t *k, cu
   LOOM_CUDA_LAUNCHED("loom__moe_layout_kernel");
   loom__moe_slots_kernel<<<k->nchunks, 32, 0, stream>>>(*k);
   LOOM_CUDA_LAUNCHED("loom__moe_slots_kernel");
-  int dev = 0, sms = 132;
-  LOOM_CUDA(cudaGetDevice(&dev));
-  LOOM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const int64_t warps_per_block = LOOM_MOE_THREADS / 32;
-  int64_t blocks = (n + warps_per_block - 1) / warps_per_block;
-  if (blocks > 2 * (int64_t)sms) blocks = 2 * (int64_t)sms;
-  if (blocks < 1) blocks = 1;
-  loom__moe_send_kernel<<<(unsigned)blocks, LOOM_MOE_THREADS, 0, stream>>>(*k);
+  unsigned blocks = 1;
+  LOOM_TRY(moe_grid(n, LOOM_MOE_THREADS / 32, 2, &blocks)); /* a warp per row */
+  loom__moe_send_kernel<<<blocks, LOOM_MOE_THREADS, 0, stream>>>(*k);
   LOOM_CUDA_LAUNCHED("loom__moe_send_kernel");
   loom__moe_wait_kernel<<<1, 32, 0, stream>>>(*k);
   LOOM_CUDA_LAUNCHED("loom__moe_wait_kernel");
@@ -316,20 +323,12 @@ __global__ void __launch_bounds__(LOOM_MOE_THREADS) loom__moe_comb_reduce_kernel
 }
 
 extern "C" loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int64_t max_recv, cudaStream_t stream) {
-  int dev = 0, sms = 132;
-  LOOM_CUDA(cudaGetDevice(&dev));
-  LOOM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const int64_t warps_per_block = LOOM_MOE_THREADS / 32;
-  int64_t blocks = (max_recv + warps_per_block - 1) / warps_per_block;
-  if (blocks > 2 * (int64_t)sms) blocks = 2 * (int64_t)sms;
-  if (blocks < 1) blocks = 1;
-  loom__moe_comb_send_kernel<<<(unsigned)blocks, LOOM_MOE_THREADS, 0, stream>>>(*k);
+  unsigned blocks = 1, rb = 1;
+  LOOM_TRY(moe_grid(max_recv, LOOM_MOE_THREADS / 32, 2, &blocks)); /* a warp per received row */
+  loom__moe_comb_send_kernel<<<blocks, LOOM_MOE_THREADS, 0, stream>>>(*k);
   LOOM_CUDA_LAUNCHED("loom__moe_comb_send_kernel");
-  const int64_t nv = k->tokens * (k->hidden / 8);
-  int64_t rb = (nv + LOOM_MOE_THREADS - 1) / LOOM_MOE_THREADS;
-  if (rb > 4 * (int64_t)sms) rb = 4 * (int64_t)sms;
-  if (rb < 1) rb = 1;
-  loom__moe_comb_reduce_kernel<<<(unsigned)rb, LOOM_MOE_THREADS, 0, stream>>>(*k);
+  LOOM_TRY(moe_grid(k->tokens * (k->hidden / 8), LOOM_MOE_THREADS, 4, &rb)); /* a thread per 8 elements */
+  loom__moe_comb_reduce_kernel<<<rb, LOOM_MOE_THREADS, 0, stream>>>(*k);
   LOOM_CUDA_LAUNCHED("loom__moe_comb_reduce_kernel");
   return LOOM_SUCCESS;
 }
