@@ -52,6 +52,16 @@
  *     the updated chunk into every rank's parameters, done = e into every
  *     rank and the waits for every peer's done; LAMB adds the partial
  *     norms' table and the phase handshake between its kernels.
+ *   moe (src/ops/moe/moe.h): one list is a dispatch and two combines of
+ *     its rows (the API allows any number): the counts into every rank's
+ *     table and counts_ready, the waits for every peer's counts, the rows
+ *     and origins into every owner's receive buffer, delivered, the waits;
+ *     the caller's expert GEMMs read the rows and write the outputs; each
+ *     combine's comb_ready into every rank and the waits, the outputs into
+ *     every source's combine buffer, comb_done, the waits, the reduction.
+ *     The two combines of a call are two epochs: their signals are two
+ *     slots (a later epoch's set only delays a wait, so separate slots
+ *     order no less than the kernels' one word per rank does).
  */
 #include "lang/protocol.h"
 #include "ops/coll/coll_schedule.h" /* the orders: loom__coll_peer_at, loom__coll_one_shot_chunk */
@@ -401,12 +411,48 @@ static void loom__proto_optim(loom__proto_t *p, int r, int lamb) {
   loom__proto_read(p, r, r, param, 0, W); /* the next forward pass */
 }
 
+/* MoE dispatch, then two combines (moe.h). One stream per rank; waits
+ * and signals towards the peers only (a rank's own are in program order). */
+static void loom__proto_moe(loom__proto_t *p, int r) {
+  const int W = p->W, x = loom__proto_buf(p, "x"), counts = loom__proto_buf(p, "counts");
+  const int recv = loom__proto_buf(p, "recv"), origin = loom__proto_buf(p, "origin"), y = loom__proto_buf(p, "y");
+  const int comb = loom__proto_buf(p, "combine"), out = loom__proto_buf(p, "out");
+  const int ready = loom__proto_sig(p, "counts_ready"), delivered = loom__proto_sig(p, "delivered");
+  const int cready = loom__proto_sig(p, "comb_ready"), cdone = loom__proto_sig(p, "comb_done");
+  loom__proto_write(p, r, r, x, 0, 1); /* the caller's rows and routing */
+  for (int i = 0; i < W; ++i) loom__proto_write(p, r, (r + 1 + i) % W, counts, r, r + 1); /* publish */
+  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, ready, r, 0);
+  for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, ready, (r + 1 + i) % W, 0); /* layout */
+  loom__proto_read(p, r, r, counts, 0, W);
+  loom__proto_read(p, r, r, x, 0, 1); /* send: rows and origins into every owner */
+  for (int i = 0; i < W; ++i) {
+    loom__proto_write(p, r, (r + 1 + i) % W, recv, r, r + 1);
+    loom__proto_write(p, r, (r + 1 + i) % W, origin, r, r + 1);
+  }
+  for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, delivered, r, 0);
+  for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, delivered, (r + 1 + i) % W, 0);
+  loom__proto_read(p, r, r, recv, 0, W); /* the caller's expert GEMMs */
+  for (int c = 0; c < 2; ++c) {
+    loom__proto_write(p, r, r, y, 0, 1); /* their outputs */
+    for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, cready, c * W + r, 0);
+    for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, cready, c * W + (r + 1 + i) % W, 0);
+    loom__proto_read(p, r, r, origin, 0, W);
+    loom__proto_read(p, r, r, y, 0, 1);
+    for (int i = 0; i < W; ++i) loom__proto_write(p, r, (r + 1 + i) % W, comb, r, r + 1);
+    for (int i = 0; i < W - 1; ++i) loom__proto_set(p, r, (r + 1 + i) % W, cdone, c * W + r, 0);
+    for (int i = 0; i < W - 1; ++i) loom__proto_wait(p, r, r, cdone, c * W + (r + 1 + i) % W, 0); /* reduce */
+    loom__proto_read(p, r, r, comb, 0, W);
+    loom__proto_write(p, r, r, out, 0, 1);
+    loom__proto_read(p, r, r, out, 0, 1); /* the caller's use of the output */
+  }
+}
+
 const char *loom__proto_op_name(int op) {
   static const char *names[] = {"allreduce_one_shot", "allreduce_two_shot", "reduce_scatter", "all_gather",
                                 "gemm_rs", "gemm_ar", "ag_gemm", "optim_adam", "optim_lamb",
                                 "allreduce_one_shot_ip", "allreduce_two_shot_ip", "reduce_scatter_ip",
                                 "all_gather_ip", "embedding_fwd", "embedding_bwd", "allreduce_ll",
-                                "allreduce_push", "embedding_bwd_sorted", "gemm_rs_bulk"};
+                                "allreduce_push", "embedding_bwd_sorted", "gemm_rs_bulk", "moe"};
   return op >= 0 && op < LOOM__PROTO_OPS_COUNT ? names[op] : "?";
 }
 
@@ -432,6 +478,7 @@ void loom__proto_op(int op, int W, loom__proto_t *p) {
       case LOOM__PROTO_AR_PUSH: loom__proto_push(p, r, 0); break;
       case LOOM__PROTO_EMB_BWD_SORTED: loom__proto_emb_bwd_sorted(p, r); break;
       case LOOM__PROTO_GEMM_RS_BULK: loom__proto_gemm_rs_bulk(p, r); break;
+      case LOOM__PROTO_MOE: loom__proto_moe(p, r); break;
       default: p->overflow = 1; break;
     }
 }
