@@ -212,6 +212,33 @@ def test_a_peer_without_torch_says_so_and_exits_2():
     except ImportError:
         pass
     for argv in (["tp_torch.py", "--op", "ag_gemm", "--shapes", "llama3-70b:64:3584:8192"],
-                 ["coll_torch.py", "--sizes", "4096"], ["optim_torch.py", "--op", "adam", "--cases", "bert"]):
+                 ["coll_torch.py", "--sizes", "4096"], ["optim_torch.py", "--op", "adam", "--cases", "bert"],
+                 ["moe_torch.py", "--shapes", "Mixtral-8x7B:4096:8:2:128:uniform"]):
         r = subprocess.run([sys.executable, str(PEERS / argv[0]), *argv[1:]], capture_output=True, text=True)
         assert r.returncode == 2 and "needs torch" in r.stderr, (argv, r.returncode, r.stderr)
+
+
+def test_moe_peer_parses_its_shapes_and_routes_as_loom_bench(tmp_path):
+    """moe_torch.py runs loom-bench's exact shapes and draws the same expert
+    ids as support/moe_routing.h (built here from the header with cc): both
+    sides move the same rows."""
+    _, args = parsed("moe_torch", ["--shapes", "Mixtral-8x7B:4096:8:2:128:uniform,DeepSeek-V3:7168:256:8:4096:zipf"])
+    assert args.shapes == [("Mixtral-8x7B", 4096, 8, 2, 128, "uniform"), ("DeepSeek-V3", 7168, 256, 8, 4096, "zipf")]
+    src = tmp_path / "route.c"
+    src.write_text('#include <stdio.h>\n#include <stdlib.h>\n#include "support/moe_routing.h"\n'
+                   "int main(int c, char **v) {\n"
+                   "  int kind = atoi(v[1]), rank = atoi(v[2]), T = atoi(v[3]), E = atoi(v[4]), k = atoi(v[5]);\n"
+                   "  int32_t *ids = malloc(sizeof *ids * T * k); float *w = malloc(sizeof *w * T * k);\n"
+                   "  if (loom_route_make((loom_route_kind_t)kind, 0x6d6f65ull, rank, 0, T, E, k, 1.2, ids, w)) return 1;\n"
+                   '  for (int i = 0; i < T * k; ++i) printf("%d ", ids[i]);\n  return 0;\n}\n')
+    exe = tmp_path / "route"
+    r = subprocess.run(["cc", "-O1", f"-I{REPO}", "-o", str(exe), str(src), "-lm"], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"no C compiler to build the C side: {r.stderr[:200]}")
+    mod = importlib.import_module("moe_torch")
+    for kind, name in ((0, "uniform"), (1, "zipf"), (2, "skew")):
+        for rank, T, E, k in ((0, 50, 8, 2), (1, 40, 128, 8), (1, 33, 256, 8)):
+            out = subprocess.run([str(exe), str(kind), str(rank), str(T), str(E), str(k)], capture_output=True,
+                                 text=True, check=True).stdout
+            assert [int(x) for x in out.split()] == mod.route_ids(name, mod.MOE_SEED, rank, 0, T, E, k), (name, rank)
+    assert [mod.expert_rank(6, 4, e) for e in range(6)] == [0, 0, 1, 1, 2, 3]

@@ -24,6 +24,12 @@
  * sends to other ranks, in bytes, over the time (dispatch and combine move
  * the same rows, in opposite directions).
  * Correctness is the GPU tests' (tests/gpu/moe): here #wrong is "-".
+ * Peer (W >= 2, unless --peer none): bench/peers/moe_torch.py, run first on
+ * this run's exact shapes and routings, gives PyTorch's dispatch and combine
+ * (argsort + index_select + all_to_all_single with split sizes through the
+ * host, and back with the weighted sum; timed call by call, Python's host
+ * time included): the peer column of the loom-dispatch / loom-combine rows
+ * of the same complete shape.
  */
 #include <math.h>
 #include <stdint.h>
@@ -56,6 +62,9 @@ typedef struct moe_args {
   loom_bench_opts_t o;
   int model;    /* -1 all */
   int64_t tokens; /* 0 both */
+  int peer;     /* 0 with --peer none */
+  char peer_json[1200]; /* PyTorch's results (bench/peers/moe_torch.py; "" if not run) */
+  char peer_note[200];  /* why there is no peer column */
 } moe_args_t;
 
 static int moe_opt(void *ctx, int argc, char **argv, int *i) {
@@ -63,9 +72,13 @@ static int moe_opt(void *ctx, int argc, char **argv, int *i) {
   const char *s = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
   if (!strcmp(s, "--help")) {
     printf("  --model NAME         Mixtral-8x7B, Qwen3-30B-A3B or DeepSeek-V3 (default all)\n"
-           "  --tokens T           tokens per rank (default 128 and 4096)\n");
+           "  --tokens T           tokens per rank (default 128 and 4096)\n"
+           "  --peer none          skip PyTorch's dispatch and combine (bench/peers/moe_torch.py, run by default on\n"
+           "                       this run's exact shapes; timed call by call: Python's host time included)\n");
     return 1;
   }
+  const int pr = loom_bench_opt_peer(argc, argv, i, &a->peer);
+  if (pr) return pr;
   if (!strcmp(s, "--model")) {
     a->model = -2;
     for (int m = 0; v && m < (int)(sizeof g_models / sizeof *g_models); ++m)
@@ -143,6 +156,22 @@ static loom_result_t moe_op(void *arg, int iter, cudaStream_t s) {
         return loom_bench_fail(LOOM_ERR_CUDA, "the counts' copy to the host");
       return a2av(r, s);
   }
+}
+
+static const char *route_name(loom_route_kind_t k) { return k == LOOM_ROUTE_ZIPF ? "zipf" : "uniform"; }
+
+/* The complete shape of a row, as moe_torch.py names it. */
+static void moe_pair_shape(const moe_model_t *mm, int64_t T, loom_route_kind_t kind, int W, loom_bench_shape_t *s) {
+  loom_bench_shape_init(s);
+  loom_bench_shape_str(s, "op", "moe");
+  loom_bench_shape_str(s, "model", mm->name);
+  loom_bench_shape_int(s, "tokens", T);
+  loom_bench_shape_str(s, "routing", route_name(kind));
+  loom_bench_shape_int(s, "hidden", mm->hidden);
+  loom_bench_shape_int(s, "experts", mm->experts);
+  loom_bench_shape_int(s, "topk", mm->topk);
+  loom_bench_shape_int(s, "world", W);
+  loom_bench_shape_str(s, "dtype", "bf16");
 }
 
 /* Every rank's routing (the same on every rank: the seed), the rows per
@@ -248,8 +277,7 @@ static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cuda
       if (!row) break;
       snprintf(row->op, sizeof row->op, "moe");
       snprintf(row->impl, sizeof row->impl, "%s", g_vname[v]);
-      snprintf(row->shape, sizeof row->shape, "%s T=%lld %s", mm->name, (long long)T,
-               kind == LOOM_ROUTE_ZIPF ? "zipf" : "uniform");
+      snprintf(row->shape, sizeof row->shape, "%s T=%lld %s", mm->name, (long long)T, route_name(kind));
       snprintf(row->dtype, sizeof row->dtype, "bf16");
       row->m = T, row->n = mm->hidden, row->k = mm->topk;
       row->world = W;
@@ -260,6 +288,11 @@ static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cuda
       row->comm_us = tm[V_A2A].median_us;
       snprintf(row->note, sizeof row->note, "E %d top-%d H %d; busiest rank sends %lld rows off-rank; vs nccl-a2av %.2fx",
                mm->experts, mm->topk, mm->hidden, (long long)busiest, tm[V_A2A].median_us / tm[v].median_us);
+      if (v == V_DISPATCH || v == V_COMBINE) {
+        loom_bench_shape_t ps;
+        moe_pair_shape(mm, T, kind, W, &ps);
+        (void)loom_bench_row_pair(row, a->peer_json, v == V_DISPATCH ? "dispatch" : "combine", &ps, 0);
+      }
     }
   if (me == 0 && !failed) {
     printf("# moe %-36s dispatch %8.1f  combine %8.1f  nccl-a2av %8.1f  +counts %8.1f us\n", t->rows[t->n - 1]->shape,
@@ -272,6 +305,26 @@ static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cuda
   if (r.counts_host) cudaFreeHost(r.counts_host);
   free(ids), free(w), free(counts);
   return failed ? 1 : 0;
+}
+
+/* The run's shapes in order: (model, tokens, routing) into out[max]; the count. */
+typedef struct moe_shape_sel {
+  int model;
+  int64_t T;
+  loom_route_kind_t kind;
+} moe_shape_sel_t;
+
+static int moe_shapes(const moe_args_t *a, moe_shape_sel_t *out, int max) {
+  int n = 0;
+  for (int m = 0; m < (int)(sizeof g_models / sizeof *g_models); ++m) {
+    if (a->model >= 0 && a->model != m) continue;
+    for (int ti = 0; ti < 2; ++ti) {
+      if (a->tokens && ti) break;
+      for (int k = 0; k < (a->o.quick ? 1 : 2) && n < max; ++k)
+        out[n++] = (moe_shape_sel_t){m, a->tokens ? a->tokens : g_tokens[ti], k ? LOOM_ROUTE_ZIPF : LOOM_ROUTE_UNIFORM};
+    }
+  }
+  return n;
 }
 
 static int moe_rank(loom_rank_ctx_t *ctx, void *arg) {
@@ -289,20 +342,19 @@ static int moe_rank(loom_rank_ctx_t *ctx, void *arg) {
   loom_bench_table_t t;
   memset(&t, 0, sizeof t);
   int failures = 0;
-  for (int m = 0; m < (int)(sizeof g_models / sizeof *g_models); ++m) {
-    if (a->model >= 0 && a->model != m) continue;
-    for (int ti = 0; ti < 2; ++ti) {
-      const int64_t T = a->tokens ? a->tokens : g_tokens[ti];
-      if (a->tokens && ti) break;
-      for (int k = 0; k < (a->o.quick ? 1 : 2); ++k)
-        failures += moe_shape(a, ctx, comm, s, &t, &g_models[m], T, k ? LOOM_ROUTE_ZIPF : LOOM_ROUTE_UNIFORM);
-    }
-  }
+  moe_shape_sel_t sel[16];
+  const int ns = moe_shapes(a, sel, 16);
+  for (int i = 0; i < ns; ++i) failures += moe_shape(a, ctx, comm, s, &t, &g_models[sel[i].model], sel[i].T, sel[i].kind);
   if (ctx->rank == 0) {
     loom_bench_note(&t, "bf16 rows; time = median of the slowest rank; algbw = the busiest rank's off-rank rows x H x 2 "
                         "/ time; comm(us) = nccl-a2av");
     loom_bench_note(&t, "nccl-a2av: counts known on the host, rows pre-sorted by destination (a lower bound of the "
                         "sequential path); +counts: ncclAllGather of the counts, copy to the host, wait, then it");
+    if (a->peer_json[0])
+      loom_bench_note(&t, "peer(us): PyTorch's dispatch / combine (bench/peers/moe_torch.py: argsort, index_select, "
+                          "all_to_all_single with host split sizes; eager): %.60s", a->peer_json);
+    else
+      loom_bench_note(&t, "%s", a->peer_note[0] ? a->peer_note : "PyTorch peer: no rows");
     char title[160];
     snprintf(title, sizeof title, "loom-bench moe: dispatch and combine vs NCCL all-to-all, world %d, median of %d reps",
              ctx->size, a->o.reps);
@@ -320,14 +372,35 @@ static int moe_rank(loom_rank_ctx_t *ctx, void *arg) {
   return failures ? 1 : 0;
 }
 
+/* Runs moe_torch.py on this run's exact shapes (from the parent, before the ranks). */
+static void moe_peer(moe_args_t *a, int world) {
+  if (!a->peer || world < 2) {
+    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer not run (%s)", a->peer ? "one rank" : "--peer none");
+    return;
+  }
+  char args[1024];
+  moe_shape_sel_t sel[16];
+  const int ns = moe_shapes(a, sel, 16);
+  snprintf(args, sizeof args, "--eager --world %d --reps %d --warmup %d --shapes ", world, a->o.reps, a->o.warmup);
+  for (int i = 0; i < ns; ++i) {
+    const moe_model_t *mm = &g_models[sel[i].model];
+    (void)loom_bench_appendf(args, sizeof args, "%s%s:%d:%d:%d:%lld:%s", i ? "," : "", mm->name, mm->hidden,
+                             mm->experts, mm->topk, (long long)sel[i].T, route_name(sel[i].kind));
+  }
+  (void)loom_bench_run_peer("moe_torch.py", args, "moe_torch", a->peer_json, sizeof a->peer_json, a->peer_note,
+                            sizeof a->peer_note);
+}
+
 LOOM_BENCH(moe, "MoE dispatch and combine (expert parallelism) vs NCCL all-to-all: Mixtral, Qwen3-MoE, DeepSeek-V3 "
                 "shapes, decode and prefill, uniform and Zipf routing") {
   moe_args_t a;
   memset(&a, 0, sizeof a);
   a.model = -1;
+  a.peer = 1;
   int rc = loom_bench_parse(&a.o, argc, argv, moe_opt, &a);
   if (rc != LOOM_BENCH_RUN) return rc;
   const int world = loom_bench_world(&a.o, 0);
   if (world == 0) return 1;
+  moe_peer(&a, world);
   return loom_bench_launch(&a.o, world, moe_rank, &a) ? 1 : 0;
 }

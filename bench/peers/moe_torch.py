@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""moe_torch.py - the PyTorch baseline of loom-bench moe.
+
+Expert-parallel dispatch and combine as a PyTorch layer runs them (the
+"all-to-all token dispatcher" of Megatron-style MoE layers) on W GPUs of one
+machine (torch.multiprocessing spawn, NCCL; no torchrun):
+  dispatch  the (token, j) rows sorted by destination rank (a stable argsort
+            of the owners of their experts, index_select), the counts per
+            rank exchanged (all_to_all_single) and copied to the host (the
+            split sizes), the rows and their expert ids exchanged
+            (all_to_all_single with splits), then sorted by local expert
+            (a stable argsort, index_select): the grouped GEMM's input
+  combine   the expert outputs back to the received order (index_copy), the
+            reverse all_to_all_single, back to (token, j) order, times the
+            router weights and summed over j
+Routing: the same synthetic router outputs as loom-bench's (the generator of
+support/moe_routing.h, rewritten here: same seed, same ids), so both move
+the same rows. Experts split over the ranks as loom does (the first E mod W
+ranks one more).
+Shapes: --shapes name:H:E:k:T:route,... (route uniform or zipf) are what
+loom-bench passes, its rows' exact shapes. bf16 rows.
+Timing (peer_timing.py): the split sizes go through the host, so neither
+call can be captured in a CUDA graph: loom-bench passes --eager (each call
+timed from Python: the times include Python's host time).
+Writes one JSON object (device, torch version, options, rows) to --json: one
+row per (shape, variant), variants dispatch and combine, with the shape's
+fields (op, model, tokens, routing, hidden, experts, topk, world, dtype).
+Exit status 2 when PyTorch or two GPUs are missing (nothing measured).
+Usage: python3 bench/peers/moe_torch.py --shapes Mixtral-8x7B:4096:8:2:4096:uniform [--world 2] [--reps 20]
+       [--warmup 5] [--eager] [--json FILE]
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_timing import peer_arguments, spawn_ranks, time_variants, tuples, variant_rows, write_results  # noqa: E402
+
+MOE_SEED = 0x6D6F65  # loom-bench moe's
+MASK = (1 << 64) - 1
+VARIANTS = ["dispatch", "combine"]
+ZIPF_S = 1.2
+
+
+def route_mix(x):
+    """support/moe_routing.h: loom_route_mix (splitmix64's finaliser)."""
+    x = (x + 0x9E3779B97F4A7C15) & MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
+    return x ^ (x >> 31)
+
+
+def route_ids(kind, seed, rank, rnd, T, E, k, s=ZIPF_S):
+    """support/moe_routing.h: loom_route_make's ids, [T * k] (its weights are
+    drawn from the same stream and do not change the ids)."""
+    cdf = None
+    if kind == "zipf":
+        acc, cdf = 0.0, []
+        for e in range(E):
+            acc += float(e + 1) ** (-s)
+            cdf.append(acc)
+        cdf = [c / acc for c in cdf]
+    ids = []
+    for t in range(T):
+        st = route_mix(seed ^ (rank << 44) ^ (rnd << 32) ^ t)
+        mine = []
+        for j in range(k):
+            e = j
+            if kind != "skew":
+                while True:
+                    st = route_mix(st)
+                    if kind == "uniform":
+                        e = st % E
+                    else:
+                        u = (st >> 11) * 2.0 ** -53
+                        lo, hi = 0, E - 1
+                        while lo < hi:
+                            mid = (lo + hi) // 2
+                            if cdf[mid] < u:
+                                lo = mid + 1
+                            else:
+                                hi = mid
+                        e = lo
+                    if e not in mine:
+                        break
+            mine.append(e)
+            st = route_mix(st)  # the weight's draw
+        ids += mine
+    return ids
+
+
+def expert_rank(E, W, e):
+    """The owner of expert e (loom.h's split)."""
+    base, extra = E // W, E % W
+    big = extra * (base + 1)
+    return e // (base + 1) if e < big else extra + (e - big) // base
+
+
+def shape_arg():
+    return tuples(str, int, int, int, int, str)
+
+
+def worker(rank, world, args, port, result_path):
+    import torch
+    import torch.distributed as dist
+
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            device_id=torch.device("cuda", rank))
+    log = (lambda s: print("moe_torch: " + s, file=sys.stderr, flush=True)) if rank == 0 else None
+    g = torch.Generator(device="cuda").manual_seed(1234 + rank)
+    results = []
+    for name, H, E, k, T, route in args.shapes:
+        ids = torch.tensor(route_ids(route, MOE_SEED, rank, 0, T, E, k), device="cuda", dtype=torch.int64)
+        owner_of = torch.tensor([expert_rank(E, world, e) for e in range(E)], device="cuda", dtype=torch.int64)
+        first = torch.tensor([min(e for e in range(E) if expert_rank(E, world, e) == p) if p < min(E, world) else E
+                              for p in range(world)], device="cuda", dtype=torch.int64)
+        x = torch.empty(T, H, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1, generator=g)
+        w = torch.rand(T, k, device="cuda", dtype=torch.float32, generator=g)
+        state = {}
+
+        def dispatch():
+            flat = ids.view(-1)
+            dest = owner_of[flat]
+            order = torch.argsort(dest, stable=True)
+            rows = x.index_select(0, order // k)
+            send_counts = torch.bincount(dest, minlength=world)
+            recv_counts = torch.empty_like(send_counts)
+            dist.all_to_all_single(recv_counts, send_counts)
+            sc, rc = send_counts.tolist(), recv_counts.tolist()  # the split sizes, on the host
+            recv = rows.new_empty(sum(rc), H)
+            dist.all_to_all_single(recv, rows, rc, sc)
+            recv_e = flat.new_empty(sum(rc))
+            dist.all_to_all_single(recv_e, flat[order], rc, sc)
+            by_expert = torch.argsort(recv_e - first[rank], stable=True)
+            state.update(order=order, sc=sc, rc=rc, by_expert=by_expert)
+            return recv.index_select(0, by_expert)
+
+        def combine():
+            y = state["y"]
+            back = torch.empty_like(y)
+            back.index_copy_(0, state["by_expert"], y)
+            mine = back.new_empty(sum(state["sc"]), H)
+            dist.all_to_all_single(mine, back, state["sc"], state["rc"])
+            rows = torch.empty_like(mine)
+            rows.index_copy_(0, state["order"], mine)
+            return (rows.view(T, k, H).float() * w.unsqueeze(-1)).sum(1).to(torch.bfloat16)
+
+        state["y"] = dispatch().clone()  # the expert outputs' stand-in: the rows themselves
+        timed = time_variants(torch, dist, [dispatch, combine], args, VARIANTS, log)
+        if rank == 0:
+            shape = {"op": "moe", "model": name, "tokens": T, "routing": route, "hidden": H, "experts": E,
+                     "topk": k, "world": world, "dtype": "bf16"}
+            results += variant_rows(shape, VARIANTS, timed)
+            print("moe_torch: " + json.dumps(dict(shape, **{v: t for v, t in zip(VARIANTS, timed)})), flush=True)
+        del x, w, ids, state
+        torch.cuda.empty_cache()
+    if rank == 0 and result_path:
+        write_results(result_path, torch, args, world,
+                      "argsort + index_select + all_to_all_single (split sizes via the host) dispatch; reverse + "
+                      "weighted sum combine", results)
+    dist.destroy_process_group()
+
+
+def main():
+    ap = peer_arguments()
+    ap.add_argument("--shapes", type=shape_arg(), required=True,
+                    help="name:H:E:k:T:route,... (route uniform|zipf|skew): the exact shapes to run")
+    return spawn_ranks("moe_torch.py", worker, ap.parse_args(), "the all-to-all")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
