@@ -11,8 +11,10 @@ machine (torch.multiprocessing spawn, NCCL; no torchrun):
             (all_to_all_single with splits), then sorted by local expert
             (a stable argsort, index_select): the grouped GEMM's input
   combine   the expert outputs back to the received order (index_copy), the
-            reverse all_to_all_single, back to (token, j) order, times the
-            router weights and summed over j
+            reverse all_to_all_single, back to (token, j) order, and the
+            weighted sum over j as one batched GEMM (torch.bmm of the [T, 1, k]
+            weights and the [T, k, H] rows: fp32 accumulation, no fp32 copy of
+            the rows)
 Routing: the same synthetic router outputs as loom-bench's (the generator of
 support/moe_routing.h, rewritten here: same seed, same ids), so both move
 the same rows. Experts split over the ranks as loom does (the first E mod W
@@ -118,6 +120,7 @@ def worker(rank, world, args, port, result_path):
                               for p in range(world)], device="cuda", dtype=torch.int64)
         x = torch.empty(T, H, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1, generator=g)
         w = torch.rand(T, k, device="cuda", dtype=torch.float32, generator=g)
+        wb = w.to(torch.bfloat16)  # the weighted sum as one batched GEMM (fp32 accumulation)
         state = {}
 
         def dispatch():
@@ -145,7 +148,7 @@ def worker(rank, world, args, port, result_path):
             dist.all_to_all_single(mine, back, state["sc"], state["rc"])
             rows = torch.empty_like(mine)
             rows.index_copy_(0, state["order"], mine)
-            return (rows.view(T, k, H).float() * w.unsqueeze(-1)).sum(1).to(torch.bfloat16)
+            return torch.bmm(wb.unsqueeze(1), rows.view(T, k, H)).squeeze(1)  # [T, 1, k] x [T, k, H]
 
         state["y"] = dispatch().clone()  # the expert outputs' stand-in: the rows themselves
         timed = time_variants(torch, dist, [dispatch, combine], args, VARIANTS, log)
@@ -154,7 +157,7 @@ def worker(rank, world, args, port, result_path):
                      "topk": k, "world": world, "dtype": "bf16"}
             results += variant_rows(shape, VARIANTS, timed)
             print("moe_torch: " + json.dumps(dict(shape, **{v: t for v, t in zip(VARIANTS, timed)})), flush=True)
-        del x, w, ids, state
+        del x, w, wb, ids, state
         torch.cuda.empty_cache()
     if rank == 0 and result_path:
         write_results(result_path, torch, args, world,
