@@ -15,7 +15,9 @@
   X(COMMIT, STR, "", "the commit recorded in benchmark JSON where there is no .git (device runs)")            \
   X(TEST_SEED, STR, "", "repeat a test run's random inputs (the seed it printed); empty: fresh")              \
   X(TEST_TIMEOUT_S, STR, "900", "limit per GPU test process, in seconds")                                     \
-  X(LAUNCH_JOB, STR, "", "names the job whose ranks meet under mpirun (see support/launch.h)")
+  X(LAUNCH_JOB, STR, "", "names the job whose ranks meet under mpirun (see support/launch.h)")                \
+  X(WHEEL_LIBRARY, STR, "", "pip wheel ./python: the libloom.so.0 to ship (none: no library); empty: make builds it") \
+  X(WHEEL_JOBS, STR, "", "pip wheel ./python: make -j for libloom; empty: the CPUs present")
 
 #ifdef __cplusplus
 extern "C" {

@@ -3,9 +3,11 @@
 Where libloom comes from, in this order (the first that exists is loaded;
 LOOM_LIBRARY, when set, is the only place looked at):
   1. $LOOM_LIBRARY: the file, or the folder holding libloom.so;
-  2. the build tree this package sits in: <repo>/build/lib/libloom.so
+  2. the package's own copy, loom/lib/libloom.so.0, which a wheel built
+     from the tree carries (python/setup.py);
+  3. the build tree this package sits in: <repo>/build/lib/libloom.so
      (python/loom/ -> <repo>), as after `make`;
-  3. an installed prefix: <sys.prefix>/lib, /usr/local/lib, then whatever
+  4. an installed prefix: <sys.prefix>/lib, /usr/local/lib, then whatever
      the dynamic loader finds for libloom.so.0 (LD_LIBRARY_PATH, ld.so.cache),
      as after `make install PREFIX=...`.
 
@@ -164,7 +166,8 @@ def candidates():
         if p.is_dir():
             return [("LOOM_LIBRARY", str(p / "libloom.so"))]
         return [("LOOM_LIBRARY", str(p))]
-    out = [("build tree", str(repo_root() / "build" / "lib" / "libloom.so"))]
+    out = [("package", str(Path(__file__).resolve().parent / "lib" / "libloom.so.0")),
+           ("build tree", str(repo_root() / "build" / "lib" / "libloom.so"))]
     for prefix in dict.fromkeys([sys.prefix, "/usr/local"]):
         out.append(("installed", str(Path(prefix) / "lib" / "libloom.so.0")))
     out.append(("loader search path", "libloom.so.0"))

@@ -129,7 +129,8 @@ def test_search_order_without_LOOM_LIBRARY(monkeypatch):
     import sys
     monkeypatch.delenv("LOOM_LIBRARY", raising=False)
     c = _lib.candidates()
-    assert c[0] == ("build tree", str(REPO / "build" / "lib" / "libloom.so"))
+    assert c[0] == ("package", str(REPO / "python" / "loom" / "lib" / "libloom.so.0"))  # a wheel's own copy
+    assert c[1] == ("build tree", str(REPO / "build" / "lib" / "libloom.so"))
     assert ("installed", f"{sys.prefix}/lib/libloom.so.0") in c and ("installed", "/usr/local/lib/libloom.so.0") in c
     assert c[-1] == ("loader search path", "libloom.so.0")  # LD_LIBRARY_PATH, ld.so.cache
 
