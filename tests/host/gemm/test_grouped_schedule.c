@@ -1,0 +1,83 @@
+/*
+ * test_grouped_schedule.c - the grouped GEMM's steps (gemm/grouped_schedule.h)
+ * cover every (group, tile row, tile column) of every group exactly once,
+ * each row of each group in exactly one tile row, never a group without
+ * rows, at 1..256 groups with rows 0, 1, bm - 1, bm, bm + 1 and random,
+ * several tile widths and bands.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/common/test.h"
+#include "gemm/grouped_schedule.h"
+
+#define MAXG 256
+
+static uint64_t next(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* One configuration: every step located, every tile seen once. */
+static void check_config(const int64_t *rows, int G, int bm, int tiles_n, int band) {
+  static int64_t off[MAXG + 1], prefix[MAXG + 1];
+  off[0] = 0;
+  for (int g = 0; g < G; ++g) off[g + 1] = off[g] + rows[g];
+  const int64_t total = loom__grouped_prefix(off, G, bm, tiles_n, prefix);
+  int64_t want = 0;
+  for (int g = 0; g < G; ++g) want += (rows[g] + bm - 1) / bm * tiles_n;
+  CHECK_EQ_INT(total, want);
+  /* seen[row][tn]: each row of A and each tile column exactly once */
+  const int64_t R = off[G];
+  unsigned char *seen = (unsigned char *)calloc((size_t)(R > 0 ? R : 1) * (size_t)tiles_n, 1);
+  CHECK(seen != NULL);
+  if (!seen) return;
+  int bad = 0;
+  for (int64_t t = 0; t < total; ++t) {
+    int g = -1, tn = -1;
+    int64_t row0 = -1, n = -1;
+    loom__grouped_tile_at(off, prefix, G, bm, tiles_n, band, t, &g, &row0, &n, &tn);
+    bad += g < 0 || g >= G || rows[g] == 0;                           /* a group with rows */
+    bad += n < 1 || n > bm || row0 < off[g] || row0 + n > off[g + 1]; /* inside its group */
+    bad += (row0 - off[g]) % bm != 0 || tn < 0 || tn >= tiles_n;
+    if (bad) break;
+    for (int64_t r = row0; r < row0 + n; ++r) seen[r * tiles_n + tn]++;
+  }
+  for (int64_t i = 0; i < R * tiles_n && !bad; ++i) bad += seen[i] != 1;
+  if (bad) loom_test_fail(__FILE__, __LINE__, "G=%d bm=%d tiles_n=%d band=%d: a tile missed, repeated or misplaced", G,
+                          bm, tiles_n, band);
+  free(seen);
+}
+
+LOOM_TEST(grouped_schedule_covers_every_tile_once) {
+  static int64_t rows[MAXG];
+  uint64_t s = 0x6772706eull;
+  const int Gs[] = {1, 2, 3, 8, 17, 64, 128, 256};
+  const int bms[] = {64, 128};
+  const int tns[] = {1, 3, 16};
+  const int bands[] = {1, 4, 8};
+  int configs = 0;
+  for (size_t gi = 0; gi < sizeof Gs / sizeof *Gs; ++gi)
+    for (size_t bi = 0; bi < 2; ++bi)
+      for (size_t ti = 0; ti < 3; ++ti)
+        for (size_t ba = 0; ba < 3; ++ba)
+          for (int pattern = 0; pattern < 3; ++pattern) {
+            const int G = Gs[gi], bm = bms[bi];
+            for (int g = 0; g < G; ++g) {
+              const int64_t edge[5] = {0, 1, bm - 1, bm, bm + 1};
+              rows[g] = pattern == 0 ? edge[g % 5]
+                        : pattern == 1 ? (int64_t)(next(&s) % (uint64_t)(3 * bm))
+                                       : (g % 7 == 3 ? (int64_t)(next(&s) % 2000) : 0); /* mostly empty: skew */
+            }
+            check_config(rows, G, bm, tns[ti], bands[ba]);
+            ++configs;
+          }
+  /* every group empty: no tiles at all */
+  memset(rows, 0, sizeof rows);
+  static int64_t off[MAXG + 1], prefix[MAXG + 1];
+  CHECK_EQ_INT(loom__grouped_prefix(off, 5, 128, 4, prefix), 0);
+  printf("    %d configurations checked\n", configs);
+}
