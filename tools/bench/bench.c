@@ -1013,3 +1013,15 @@ int loom_bench_opt_peer(int argc, char **argv, int *i, int *peer) {
   *i += 1;
   return 1;
 }
+
+int loom_bench_finish(const char *suite, loom_bench_table_t *t, const loom_bench_opts_t *o, int world,
+                      const char *title, int failures) {
+  if (o->json) {
+    char path[1200];
+    if (loom_bench_write_json(suite, t, o, world, path, sizeof path) == 0) loom_bench_note(t, "JSON: %s", path);
+    else failures++;
+  }
+  loom_bench_print(stdout, t, title);
+  if (failures) printf("# %d failure(s): see the messages above, the #wrong and note columns\n", failures);
+  return failures;
+}

@@ -289,6 +289,13 @@ const char *loom_bench_results_dir(void);
 int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_bench_opts_t *o, int world,
                           char *path_out, size_t path_cap);
 
+/* The end of a suite on rank 0: its JSON written to the results folder
+ * (unless --no-json; the path noted under the table; a JSON that could not
+ * be written is one more failure), the table printed under `title`, and a
+ * line counting the failures where there were any. Returns the failures. */
+int loom_bench_finish(const char *suite, loom_bench_table_t *t, const loom_bench_opts_t *o, int world,
+                      const char *title, int failures);
+
 /* ---- outside baselines (bench/peers) ------------------------------------ */
 
 /* The folder of the PyTorch peers: $LOOM_BENCH_PEERS, else

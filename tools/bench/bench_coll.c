@@ -438,12 +438,7 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
                                                   "(vs loom-auto), dist.all_reduce (vs nccl), all_reduce + F.rms_norm "
                                                   "(vs +rmsnorm); same shape only; bench/peers/coll_torch.py"
                                                 : a->peer_note);
-    if (a->o.json) {
-      char path[1200];
-      if (loom_bench_write_json(suite, &t, &a->o, W, path, sizeof path) == 0) loom_bench_note(&t, "JSON: %s", path);
-      else failures++;
-    }
-    loom_bench_print(stdout, &t, title);
+    failures = loom_bench_finish(suite, &t, &a->o, W, title, failures);
   }
 out:
   if (s) cudaStreamSynchronize(s);

@@ -858,12 +858,7 @@ static int emb_rank(loom_rank_ctx_t *ctx, void *arg) {
     char title[200];
     snprintf(title, sizeof title, "loom-bench embedding_a2a: D=%d L=%d rows=%lld fp32, world %d, median of %d reps",
              a->dim, a->pooling, (long long)a->rows, W, a->o.reps);
-    if (a->o.json) {
-      char path[1200];
-      if (loom_bench_write_json("embedding_a2a", &t, &a->o, W, path, sizeof path) == 0)
-        loom_bench_note(&t, "JSON: %s", path);
-    }
-    loom_bench_print(stdout, &t, title);
+    R.failures = loom_bench_finish("embedding_a2a", &t, &a->o, W, title, R.failures);
   }
   loom_bench_table_free(&t);
   if (R.before.api) TRY_API(&R.before, R.before.api->comm_destroy(R.before.comm));

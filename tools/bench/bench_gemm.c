@@ -559,14 +559,8 @@ static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
   char title[160];
   snprintf(title, sizeof title, "loom-bench gemm: loom vs cuBLAS on the shape set (%s), median of %d reps",
            a->half < 0 ? "both halves" : a->half ? "held-out half" : "fitting half", a->o.reps);
-  if (a->o.json) {
-    char path[1200];
-    if (loom_bench_write_json("gemm", &st.t, &a->o, 1, path, sizeof path) == 0) loom_bench_note(&st.t, "JSON: %s", path);
-    else st.failures++;
-  }
-  loom_bench_print(stdout, &st.t, title);
-  printf("# %d GEMMs\n", st.gemms);
-  if (st.failures) printf("# %d failure(s): see the messages above, the #wrong and note columns\n", st.failures);
+  loom_bench_note(&st.t, "%d GEMMs", st.gemms);
+  st.failures = loom_bench_finish("gemm", &st.t, &a->o, 1, title, st.failures);
   loom_bench_table_free(&st.t);
   loom_finalize();
   cublasDestroy(st.h);

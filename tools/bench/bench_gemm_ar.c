@@ -367,15 +367,7 @@ static int ar_rank(loom_rank_ctx_t *ctx, void *arg) {
     char title[160];
     snprintf(title, sizeof title, "loom-bench gemm_ar: fused vs cuBLASLt + NCCL + pointwise, world %d, median of %d reps",
              ctx->size, a->o.reps);
-    if (a->o.json) {
-      char path[1200];
-      if (loom_bench_write_json("gemm_ar", &t, &a->o, ctx->size, path, sizeof path) == 0)
-        loom_bench_note(&t, "JSON: %s", path);
-      else
-        failures++;
-    }
-    loom_bench_print(stdout, &t, title);
-    if (failures) printf("# %d failure(s): see the messages above, the #wrong and note columns\n", failures);
+    failures = loom_bench_finish("gemm_ar", &t, &a->o, ctx->size, title, failures);
   }
   loom_bench_table_free(&t);
   (void)loom_comm_destroy(comm);

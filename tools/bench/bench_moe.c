@@ -358,13 +358,7 @@ static int moe_rank(loom_rank_ctx_t *ctx, void *arg) {
     char title[160];
     snprintf(title, sizeof title, "loom-bench moe: dispatch and combine vs NCCL all-to-all, world %d, median of %d reps",
              ctx->size, a->o.reps);
-    if (a->o.json) {
-      char path[1200];
-      if (loom_bench_write_json("moe", &t, &a->o, ctx->size, path, sizeof path) == 0) loom_bench_note(&t, "JSON: %s", path);
-      else failures++;
-    }
-    loom_bench_print(stdout, &t, title);
-    if (failures) printf("# %d failure(s): see the messages above\n", failures);
+    failures = loom_bench_finish("moe", &t, &a->o, ctx->size, title, failures);
   }
   loom_bench_table_free(&t);
   (void)loom_comm_destroy(comm);
