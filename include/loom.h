@@ -897,7 +897,8 @@ loom_result_t loom_moe_dispatch(loom_plan_t plan, const void *x, const int32_t *
 
 /* Collective, stream-ordered: y [expert_offsets[n], H] in the receive
  * layout (may be info.recv), weights [tokens, k] fp32 of the last
- * dispatch's tokens, out [tokens, H] (any device memory, not aliasing y). */
+ * dispatch's tokens, out [tokens, H] (any device memory; it may overlap y:
+ * y is read into the sources' buffers before out is written). */
 loom_result_t loom_moe_combine(loom_plan_t plan, const void *y, const float *weights, void *out,
                                cudaStream_t stream);
 
