@@ -75,6 +75,33 @@ def test_probe_verdicts():
     assert v(_res(_rank(ok), _rank([], exit=-11, crash=-11, output_tail=""))).startswith("CRASH (exit -11)")
 
 
+def test_loom_bench_moe_lists_its_shapes_and_floors_without_a_gpu():
+    """`loom-bench moe --list` prints every shape with the rows the busiest
+    rank sends off-rank under the benchmark's routing and the time they need
+    on the link, without touching CUDA."""
+    from conftest import libloom_path
+    exe = Path(libloom_path()).resolve().parent.parent / "bin" / "loom-bench"
+    if not exe.exists():
+        pytest.skip(f"{exe} not built")
+    r = subprocess.run([str(exe), "moe", "--list"], capture_output=True, text=True, timeout=60,
+                       env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [line.split() for line in r.stdout.splitlines() if line.startswith(("Mixtral", "Qwen3", "DeepSeek"))]
+    assert len(rows) == 12  # 3 models x 128 / 4096 tokens x uniform / Zipf
+    # name, T=, routing, H, E, top, rows off, MiB, floor us
+    ds = [x for x in rows if x[0] == "DeepSeek-V3" and x[1] == "T=4096" and x[2] == "uniform"][0]
+    assert ds[3:6] == ["7168", "256", "8"]
+    off = int(ds[6])
+    assert 4096 * 8 // 2 * 0.9 < off < 4096 * 8 // 2 * 1.1  # uniform: about half of each rank's rows leave it
+    assert float(ds[7]) == pytest.approx(off * 7168 * 2 / 1048576, rel=1e-3)
+    assert float(ds[8]) == pytest.approx(off * 7168 * 2 / 360e3, rel=1e-3)
+    r = subprocess.run([str(exe), "moe", "--list", "--world", "4", "--model", "Mixtral-8x7B", "--tokens", "64"],
+                       capture_output=True, text=True, timeout=60, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [line.split() for line in r.stdout.splitlines() if line.startswith("Mixtral")]
+    assert [x[:3] for x in rows] == [["Mixtral-8x7B", "T=64", "uniform"], ["Mixtral-8x7B", "T=64", "zipf"]]
+
+
 def test_loom_bench_gemm_ar_lists_its_shapes_without_a_gpu():
     """`loom-bench gemm_ar --list` prints CoCoNet's shapes and their floors
     and exits 0 without touching CUDA (the binary next to the library under

@@ -63,6 +63,7 @@ typedef struct moe_args {
   int model;    /* -1 all */
   int64_t tokens; /* 0 both */
   int peer;     /* 0 with --peer none */
+  int list;     /* --list: the shapes and their floors, no GPU */
   char peer_json[1200]; /* PyTorch's results (bench/peers/moe_torch.py; "" if not run) */
   char peer_note[200];  /* why there is no peer column */
 } moe_args_t;
@@ -74,9 +75,12 @@ static int moe_opt(void *ctx, int argc, char **argv, int *i) {
     printf("  --model NAME         Mixtral-8x7B, Qwen3-30B-A3B or DeepSeek-V3 (default all)\n"
            "  --tokens T           tokens per rank (default 128 and 4096)\n"
            "  --peer none          skip PyTorch's dispatch and combine (bench/peers/moe_torch.py, run by default on\n"
-           "                       this run's exact shapes; timed call by call: Python's host time included)\n");
+           "                       this run's exact shapes; timed call by call: Python's host time included)\n"
+           "  --list               print the shapes, the rows each rank sends off-rank and their floors (--world W,\n"
+           "                       default 2), then exit (no GPU needed)\n");
     return 1;
   }
+  if (!strcmp(s, "--list")) return a->list = 1, 1;
   const int pr = loom_bench_opt_peer(argc, argv, i, &a->peer);
   if (pr) return pr;
   if (!strcmp(s, "--model")) {
@@ -366,6 +370,49 @@ static int moe_rank(loom_rank_ctx_t *ctx, void *arg) {
   return failures ? 1 : 0;
 }
 
+/* One-way NVLink of kernel stores, the floors' link (docs/perf/core.md,
+ * "Ceilings the floors use": 359-364 GB/s on 2x H200). */
+#define MOE_LINK_GBS 360.0
+
+/* --list: every shape, the busiest rank's off-rank rows and bytes under
+ * this run's routing, and the time they need at MOE_LINK_GBS; no GPU. */
+static int moe_list(const moe_args_t *a, int W) {
+  if (W > MOE_MAXW) {
+    fprintf(stderr, "loom-bench moe: at most %d ranks\n", MOE_MAXW);
+    return 2;
+  }
+  moe_shape_sel_t sel[16];
+  const int ns = moe_shapes(a, sel, 16);
+  printf("loom-bench moe: bf16 rows, world %d; floor = the busiest rank's off-rank bytes at %.0f GB/s one way\n", W,
+         MOE_LINK_GBS);
+  printf("%-36s %7s %5s %5s %12s %10s %10s\n", "shape", "H", "E", "top", "rows off", "MiB", "floor us");
+  for (int i = 0; i < ns; ++i) {
+    const moe_model_t *mm = &g_models[sel[i].model];
+    const int64_t T = sel[i].T;
+    int64_t pair[MOE_MAXW][MOE_MAXW];
+    int32_t *ids = (int32_t *)malloc((size_t)T * mm->topk * sizeof(int32_t));
+    int32_t *counts = (int32_t *)malloc((size_t)mm->experts * sizeof(int32_t));
+    const int ok = ids && counts && moe_routing(mm, T, sel[i].kind, W, 0, ids, NULL, pair, counts) == 0;
+    free(ids), free(counts);
+    if (!ok) {
+      fprintf(stderr, "loom-bench moe: out of host memory\n");
+      return 1;
+    }
+    int64_t busiest = 0;
+    for (int q = 0; q < W; ++q) {
+      int64_t off = 0;
+      for (int p = 0; p < W; ++p) off += p == q ? 0 : pair[q][p];
+      if (off > busiest) busiest = off;
+    }
+    const double bytes = (double)busiest * mm->hidden * 2;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%s T=%lld %s", mm->name, (long long)T, route_name(sel[i].kind));
+    printf("%-36s %7d %5d %5d %12lld %10.1f %10.1f\n", shape, mm->hidden, mm->experts, mm->topk, (long long)busiest,
+           bytes / 1048576.0, bytes / (MOE_LINK_GBS * 1e3));
+  }
+  return 0;
+}
+
 /* Runs moe_torch.py on this run's exact shapes (from the parent, before the ranks). */
 static void moe_peer(moe_args_t *a, int world) {
   if (!a->peer || world < 2) {
@@ -393,6 +440,7 @@ LOOM_BENCH(moe, "MoE dispatch and combine (expert parallelism) vs NCCL all-to-al
   a.peer = 1;
   int rc = loom_bench_parse(&a.o, argc, argv, moe_opt, &a);
   if (rc != LOOM_BENCH_RUN) return rc;
+  if (a.list) return moe_list(&a, a.o.world > 0 ? a.o.world : 2);
   const int world = loom_bench_world(&a.o, 0);
   if (world == 0) return 1;
   moe_peer(&a, world);
