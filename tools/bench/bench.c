@@ -1025,3 +1025,24 @@ int loom_bench_finish(const char *suite, loom_bench_table_t *t, const loom_bench
   if (failures) printf("# %d failure(s): see the messages above, the #wrong and note columns\n", failures);
   return failures;
 }
+
+int loom_bench_rank_open(const loom_rank_ctx_t *ctx, cudaStream_t *s, loom_comm_t *comm) {
+  *s = NULL, *comm = NULL;
+  if (cudaStreamCreate(s) != cudaSuccess) {
+    fprintf(stderr, "rank %d: setup failed: cudaStreamCreate: %s\n", ctx->rank, cudaGetErrorString(cudaGetLastError()));
+    *s = NULL;
+    return 1;
+  }
+  if (loom_comm_create(ctx->nccl, NULL, comm) != LOOM_SUCCESS) {
+    fprintf(stderr, "rank %d: setup failed: %s\n", ctx->rank, loom_last_error());
+    cudaStreamDestroy(*s);
+    *s = NULL, *comm = NULL;
+    return 1;
+  }
+  return 0;
+}
+
+void loom_bench_rank_close(cudaStream_t s, loom_comm_t comm) {
+  if (comm) (void)loom_comm_destroy(comm);
+  if (s) cudaStreamDestroy(s);
+}

@@ -289,6 +289,12 @@ const char *loom_bench_results_dir(void);
 int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_bench_opts_t *o, int world,
                           char *path_out, size_t path_cap);
 
+/* A rank's stream and loom comm on its NCCL communicator (default
+ * configuration): 0, or 1 after printing why (nothing is left open). */
+int loom_bench_rank_open(const loom_rank_ctx_t *ctx, cudaStream_t *s, loom_comm_t *comm);
+/* Closes what loom_bench_rank_open opened. */
+void loom_bench_rank_close(cudaStream_t s, loom_comm_t comm);
+
 /* The end of a suite on rank 0: its JSON written to the results folder
  * (unless --no-json; the path noted under the table; a JSON that could not
  * be written is one more failure), the table printed under `title`, and a

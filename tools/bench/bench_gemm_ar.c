@@ -345,10 +345,7 @@ static int ar_rank(loom_rank_ctx_t *ctx, void *arg) {
   ar_args_t *a = (ar_args_t *)arg;
   cudaStream_t s = NULL;
   loom_comm_t comm = NULL;
-  if (cudaStreamCreate(&s) != cudaSuccess || loom_comm_create(ctx->nccl, NULL, &comm) != LOOM_SUCCESS) {
-    fprintf(stderr, "rank %d: setup failed: %s\n", ctx->rank, loom_last_error());
-    return 1;
-  }
+  if (loom_bench_rank_open(ctx, &s, &comm)) return 1;
   loom_bench_table_t t;
   memset(&t, 0, sizeof t);
   int failures = 0, layer[4], batch[4];
@@ -370,8 +367,7 @@ static int ar_rank(loom_rank_ctx_t *ctx, void *arg) {
     failures = loom_bench_finish("gemm_ar", &t, &a->o, ctx->size, title, failures);
   }
   loom_bench_table_free(&t);
-  (void)loom_comm_destroy(comm);
-  cudaStreamDestroy(s);
+  loom_bench_rank_close(s, comm);
   return failures ? 1 : 0;
 }
 

@@ -339,10 +339,7 @@ static int moe_rank(loom_rank_ctx_t *ctx, void *arg) {
   }
   cudaStream_t s = NULL;
   loom_comm_t comm = NULL;
-  if (cudaStreamCreate(&s) != cudaSuccess || loom_comm_create(ctx->nccl, NULL, &comm) != LOOM_SUCCESS) {
-    fprintf(stderr, "rank %d: setup failed: %s\n", ctx->rank, loom_last_error());
-    return 1;
-  }
+  if (loom_bench_rank_open(ctx, &s, &comm)) return 1;
   loom_bench_table_t t;
   memset(&t, 0, sizeof t);
   int failures = 0;
@@ -365,8 +362,7 @@ static int moe_rank(loom_rank_ctx_t *ctx, void *arg) {
     failures = loom_bench_finish("moe", &t, &a->o, ctx->size, title, failures);
   }
   loom_bench_table_free(&t);
-  (void)loom_comm_destroy(comm);
-  cudaStreamDestroy(s);
+  loom_bench_rank_close(s, comm);
   return failures ? 1 : 0;
 }
 
