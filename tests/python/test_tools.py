@@ -79,10 +79,7 @@ def test_loom_bench_moe_lists_its_shapes_and_floors_without_a_gpu():
     """`loom-bench moe --list` prints every shape with the rows the busiest
     rank sends off-rank under the benchmark's routing and the time they need
     on the link, without touching CUDA."""
-    from conftest import libloom_path
-    exe = Path(libloom_path()).resolve().parent.parent / "bin" / "loom-bench"
-    if not exe.exists():
-        pytest.skip(f"{exe} not built")
+    exe = _loom_bench()
     r = subprocess.run([str(exe), "moe", "--list"], capture_output=True, text=True, timeout=60,
                        env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stdout + r.stderr
@@ -106,10 +103,7 @@ def test_loom_bench_gemm_ar_lists_its_shapes_without_a_gpu():
     """`loom-bench gemm_ar --list` prints CoCoNet's shapes and their floors
     and exits 0 without touching CUDA (the binary next to the library under
     test; skipped where it was not built)."""
-    from conftest import libloom_path
-    exe = Path(libloom_path()).resolve().parent.parent / "bin" / "loom-bench"
-    if not exe.exists():
-        pytest.skip(f"{exe} not built")
+    exe = _loom_bench()
     r = subprocess.run([str(exe), "gemm_ar", "--list"], capture_output=True, text=True, timeout=60,
                        env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stdout + r.stderr
