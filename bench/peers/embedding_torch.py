@@ -33,7 +33,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import peer_arguments, spawn_ranks, time_variants, tuples, variant_rows, write_results  # noqa: E402
+from peer_timing import (join_ranks, peer_arguments, spawn_ranks, time_variants, tuples,  # noqa: E402
+                         variant_rows, write_results)
 
 SHAPES = [(1024, 64), (4096, 64), (4096, 128), (16384, 64)]
 VARIANTS = ["pool", "a2a", "seq"]
@@ -75,10 +76,7 @@ def worker(rank, world, args, port, result_path):
     import torch
     import torch.distributed as dist
 
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            device_id=torch.device("cuda", rank))
+    join_ranks(torch, dist, rank, world, port)
     D, L, rows = args.dim, args.pooling, args.rows
     log = (lambda s: print("embedding_torch: " + s, file=sys.stderr, flush=True)) if rank == 0 else None
     results = []

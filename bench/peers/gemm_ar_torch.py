@@ -32,7 +32,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import peer_arguments, spawn_ranks, time_variants, tuples, variant_rows, write_results  # noqa: E402
+from peer_timing import (join_ranks, peer_arguments, spawn_ranks, time_variants, tuples,  # noqa: E402
+                         variant_rows, write_results)
 
 H, SEQ = 3072, 1024
 BATCHES = [8, 16]
@@ -61,10 +62,7 @@ def worker(rank, world, args, port, result_path):
     import torch.distributed as dist
     import torch.nn.functional as F
 
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            device_id=torch.device("cuda", rank))
+    join_ranks(torch, dist, rank, world, port)
     log = (lambda s: print("gemm_ar_torch: " + s, file=sys.stderr, flush=True)) if rank == 0 else None
     g = torch.Generator(device="cuda").manual_seed(4321 + rank)
     results = []

@@ -36,7 +36,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import peer_arguments, spawn_ranks, time_variants, tuples, variant_rows, write_results  # noqa: E402
+from peer_timing import (join_ranks, peer_arguments, spawn_ranks, time_variants, tuples,  # noqa: E402
+                         variant_rows, write_results)
 
 MOE_SEED = 0x6D6F65  # loom-bench moe's
 MASK = (1 << 64) - 1
@@ -106,10 +107,7 @@ def worker(rank, world, args, port, result_path):
     import torch
     import torch.distributed as dist
 
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            device_id=torch.device("cuda", rank))
+    join_ranks(torch, dist, rank, world, port)
     log = (lambda s: print("moe_torch: " + s, file=sys.stderr, flush=True)) if rank == 0 else None
     g = torch.Generator(device="cuda").manual_seed(1234 + rank)
     results = []

@@ -41,7 +41,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import peer_arguments, spawn_ranks, time_variants, tuples, variant_rows, write_results  # noqa: E402
+from peer_timing import (join_ranks, peer_arguments, spawn_ranks, time_variants, tuples,  # noqa: E402
+                         variant_rows, write_results)
 
 LR, BETA1, BETA2, EPS, WD = 1e-3, 0.9, 0.999, 1e-8, 0.01
 VARIANTS = ["step", "allreduce", "update"]
@@ -111,10 +112,7 @@ def worker(rank, world, args, port, result_path):
     import torch
     import torch.distributed as dist
 
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            device_id=torch.device("cuda", rank))
+    join_ranks(torch, dist, rank, world, port)
     cases = [c for (c,) in args.cases] if args.cases else (
         [1 << 20, 1 << 24] if args.quick else [1 << 20, 1 << 24, 1 << 27, "bert"])
     precisions = [d == "mixed" for (d,) in args.dtypes] if args.dtypes else [False, True]

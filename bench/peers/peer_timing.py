@@ -25,6 +25,9 @@ weigh on each alike) after a barrier that lines the ranks up; the time of a
 repetition is the maximum over ranks (an all-reduce); returns the median
 per operation, in microseconds.
 
+Ranks. join_ranks(torch, dist, rank, world, port): a spawned rank's GPU and
+its NCCL process group (NVLink multicast off, as loom runs).
+
 Rows. variant_rows(shape, names, timed): one JSON row per variant, the
 shape's fields first, then "variant", "us" (per call; null where the
 variant gave no time), "timing" and "shape_keys". write_results(...): rank
@@ -47,6 +50,17 @@ NONE = "none"  # a variant PyTorch refused at this shape: no time
 TIMING = ("per row: graph = the time per call of --graph-calls calls captured in one CUDA graph (no Python "
           "host time), eager = each call timed from Python (includes its host time); repetitions interleaved, "
           "max over ranks, median")
+
+
+def join_ranks(torch, dist, rank, world, port):
+    """Rank `rank` of a peer: its GPU, NVLink multicast off (NCCL's NVLS and
+    symm_mem's, as loom's runs), the NCCL process group on localhost:port."""
+    import os
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            device_id=torch.device("cuda", rank))
 
 
 def tuples(*convs, sep=":"):

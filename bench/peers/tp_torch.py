@@ -34,7 +34,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_timing import peer_arguments, spawn_ranks, time_variants, tuples, variant_rows, write_results  # noqa: E402
+from peer_timing import (join_ranks, peer_arguments, spawn_ranks, time_variants, tuples,  # noqa: E402
+                         variant_rows, write_results)
 
 MODELS = {"gpt3": ("gpt3-175b", 12288, 49152), "llama": ("llama3-70b", 8192, 28672)}
 MS = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
@@ -84,11 +85,7 @@ def worker(rank, world, args, port, result_path):
     import torch.distributed as dist
     import torch.distributed._symmetric_memory as symm_mem
 
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            device_id=torch.device("cuda", rank))
+    join_ranks(torch, dist, rank, world, port)
     group = dist.group.WORLD
     symm_mem.enable_symm_mem_for_group(group.group_name)
     log = (lambda s: print("tp_torch: " + s, file=sys.stderr, flush=True)) if rank == 0 else None
