@@ -28,6 +28,19 @@ extern "C" {
 /* ceil(a / b) for a >= 0, b > 0. */
 LOOM_HD int64_t loom__ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* The last i in [0, n) with a[i] <= x, for a non-decreasing a[0..n) with
+ * a[0] <= x (a table of first positions: the entry holding x; entries that
+ * hold nothing share their start with the next one). Binary search. */
+LOOM_HD int64_t loom__last_at_most(const int64_t *a, int64_t n, int64_t x) {
+  int64_t lo = 0, hi = n - 1;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (a[mid] <= x) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 /* x rounded up to a multiple of 256. */
 static inline size_t loom__align256(size_t x) { return (x + 255) & ~(size_t)255; }
 

@@ -27,7 +27,7 @@
 
 #include <stdint.h>
 
-#include "core/util.h"        /* LOOM_HD */
+#include "core/util.h"        /* LOOM_HD, loom__last_at_most */
 #include "gemm/tile_order.h"  /* loom__tile_grouped */
 
 #ifdef __cplusplus
@@ -51,13 +51,7 @@ LOOM_HD int64_t loom__grouped_prefix(const int64_t *off, int G, int bm, int tile
  * and a tile of its own (groups without tiles share their prefix with the
  * next one). */
 LOOM_HD int loom__grouped_group_of(const int64_t *prefix, int G, int64_t t) {
-  int lo = 0, hi = G - 1;
-  while (lo < hi) { /* the last g with prefix[g] <= t */
-    const int mid = lo + (hi - lo + 1) / 2;
-    if (prefix[mid] <= t) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
+  return (int)loom__last_at_most(prefix, G, t);
 }
 
 /* Step t of the grouped GEMM: its group *g, first row *row0 (an index into

@@ -74,7 +74,7 @@
 
 #include <stdint.h>
 
-#include "core/util.h" /* LOOM_HD */
+#include "core/util.h" /* LOOM_HD, loom__last_at_most */
 
 #ifdef __cplusplus
 extern "C" {
@@ -227,12 +227,7 @@ LOOM_HD int64_t loom__moe_recv_offsets(const int32_t *kept, int world, int exper
  * does, so the last one is the non-empty region holding row). */
 LOOM_HD void loom__moe_recv_locate(const int64_t *off, int n, int world, int64_t row, int *l, int *s,
                                    int64_t *m) {
-  int64_t lo = 0, hi = (int64_t)n * world - 1;
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo + 1) / 2;
-    if (off[mid] <= row) lo = mid;
-    else hi = mid - 1;
-  }
+  const int64_t lo = loom__last_at_most(off, (int64_t)n * world, row);
   *l = (int)(lo / world);
   *s = (int)(lo % world);
   *m = row - off[lo];
