@@ -65,7 +65,7 @@ LIB_C    := $(sort $(wildcard src/core/*.c src/baseline/*.c src/gemm/*.c src/ops
 SLOW_CU  := $(foreach p,src/gemm/gemm_sm80_ src/ops/coll/coll_kernels src/gemm/gemm_sm90_128x256_ \
               src/gemm/gemm_sm90_128x224_ src/gemm/gemm_sm90_128x128_ src/gemm/gemm_sm90_128x192_ \
               src/ops/embedding/embedding_a2a src/gemm/gemm_sm90_64x256_ src/ops/optim/optim_kernels \
-              src/gemm/gemm_small_m src/gemm/gemm_sm90_64x128_,$(sort $(wildcard $(p)*.cu)))
+              src/gemm/gemm_small_m src/gemm/gemm_sm90_64x128_ src/gemm/gemm_sm90_grouped_,$(sort $(wildcard $(p)*.cu)))
 LIB_CU   := $(SLOW_CU) $(filter-out $(SLOW_CU),$(sort $(wildcard src/core/*.cu src/baseline/*.cu src/gemm/*.cu \
               src/ops/*/*.cu src/lang/*.cu)))
 LIB_OBJ  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(LIB_CU)) $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C))

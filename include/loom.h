@@ -314,6 +314,46 @@ loom_result_t loom_gemm(const loom_gemm_desc_t *desc, const void *a, const void 
 loom_result_t loom_gemm_tune(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c,
                              const void *bias, cudaStream_t stream);
 
+/* ---- grouped GEMM ----------------------------------------------------- */
+/*
+ * G GEMMs over one stacked A and C whose split into groups is known only on
+ * the device (a mixture-of-experts layer: the rows a dispatch delivered,
+ * grouped by local expert; loom_moe_plan_info's expert_offsets):
+ *   for g in [0, G):  C[off[g] : off[g+1]] = A[off[g] : off[g+1]] x B_g (+ bias_g)
+ * fp32 accumulation, rounded once to c_type. A [max_rows, k] ab_type, C
+ * [max_rows, n] c_type, B stacked [G, n, k] (LOOM_B_NK) or [G, k, n]
+ * (LOOM_B_KN), bias [G, n] c_type when has_bias. offsets: device int64
+ * [G + 1], non-decreasing, within [0, max_rows]; read by the kernel only (no
+ * host synchronisation: graph-capturable, the row counts may change from
+ * call to call); a group without rows costs nothing. C's rows outside
+ * [off[0], off[G]) are not written. An offsets table that is not
+ * non-decreasing or leaves [0, max_rows] is clamped into it (nothing is
+ * read or written outside A and C; rows of overlapping groups get
+ * unspecified values). rows_hint: the rows expected in total (0: unknown,
+ * max_rows assumed): it picks the tile shape, nothing else. G in [1,
+ * LOOM_GROUPED_GEMM_MAX_GROUPS]; n and k multiples of 8; a, b, c, bias
+ * 16-byte aligned, offsets 8-byte aligned; c must not overlap a, b or bias
+ * (LOOM_ERR_INVALID_ARGUMENT naming the argument). Runs loom's Hopper
+ * kernel (compute capability 9.0 with the library's sm_90a code;
+ * LOOM_ERR_UNSUPPORTED elsewhere). No comm needed; any thread.
+ */
+#define LOOM_GROUPED_GEMM_MAX_GROUPS 256
+typedef struct loom_grouped_gemm_desc {
+  size_t struct_size;     /* sizeof(loom_grouped_gemm_desc_t) */
+  int groups;             /* G */
+  int64_t max_rows;       /* rows of A and C */
+  int64_t n, k;
+  int64_t rows_hint;      /* expected off[G] - off[0]; 0 unknown */
+  loom_dtype_t ab_type;   /* A and B: LOOM_BF16 or LOOM_FP16 */
+  loom_dtype_t c_type;    /* C (and bias): LOOM_BF16, LOOM_FP16 or LOOM_FP32 */
+  loom_layout_t b_layout; /* LOOM_B_NK: B [G, n, k]; LOOM_B_KN: B [G, k, n] */
+  int has_bias;           /* 1: add bias [G, n] row g to group g */
+} loom_grouped_gemm_desc_t;
+#define LOOM_GROUPED_GEMM_DESC_INIT { sizeof(loom_grouped_gemm_desc_t), 0, 0, 0, 0, 0, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0 }
+
+loom_result_t loom_gemm_grouped(const loom_grouped_gemm_desc_t *desc, const void *a, const void *b, void *c,
+                                const void *bias, const int64_t *offsets, cudaStream_t stream);
+
 /* ==== Embedding-bag + All-to-All (DLRM) ================================== */
 /*
  * Tables sharded table-wise over the ranks are pooled and the pooled vectors

@@ -30,16 +30,21 @@ LOOM_HD int64_t loom__ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* The last i in [0, n) with a[i] <= x, for a non-decreasing a[0..n) with
  * a[0] <= x (a table of first positions: the entry holding x; entries that
- * hold nothing share their start with the next one). Binary search. */
-LOOM_HD int64_t loom__last_at_most(const int64_t *a, int64_t n, int64_t x) {
-  int64_t lo = 0, hi = n - 1;
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo + 1) / 2;
-    if (a[mid] <= x) lo = mid;
-    else hi = mid - 1;
+ * hold nothing share their start with the next one). Binary search; one
+ * body for the int64 tables (the MoE receive layout) and the int32 ones
+ * (the grouped GEMM's tile prefix, in shared memory). */
+#define LOOM__LAST_AT_MOST(NAME, T)                       \
+  LOOM_HD int64_t NAME(const T *a, int64_t n, T x) {      \
+    int64_t lo = 0, hi = n - 1;                           \
+    while (lo < hi) {                                     \
+      const int64_t mid = lo + (hi - lo + 1) / 2;         \
+      if (a[mid] <= x) lo = mid;                          \
+      else hi = mid - 1;                                  \
+    }                                                     \
+    return lo;                                            \
   }
-  return lo;
-}
+LOOM__LAST_AT_MOST(loom__last_at_most, int64_t)
+LOOM__LAST_AT_MOST(loom__last_at_most_i32, int32_t)
 
 /* x rounded up to a multiple of 256. */
 static inline size_t loom__align256(size_t x) { return (x + 255) & ~(size_t)255; }

@@ -247,6 +247,30 @@ loom_result_t loom__gemm_sm80_preload(const loom_gemm_desc_t *d, const loom_gemm
  * chunks (64 rows x 128 bytes, 128-byte swizzle). */
 loom_result_t loom__gemm_epi_map(void *map, const void *base, loom_dtype_t c_type, int64_t rows, int64_t n);
 
+/* A TMA tensor map (a CUtensorMap at out) of a row-major [depth, outer,
+ * inner] tensor of dtype t (depth 0: 2-D [outer, inner]) with boxes of [1,
+ * box_outer, box_inner], 128-byte swizzle, zero fill out of bounds. */
+loom_result_t loom__gemm_tensor_map(void *out, const void *ptr, loom_dtype_t t, uint64_t inner, uint64_t outer,
+                                    uint64_t depth, uint32_t box_inner, uint32_t box_outer, const char *what);
+
+/* ---- grouped GEMM (gemm_grouped.c, gemm_grouped_sm90.cu) ---- */
+
+/* Checks a grouped GEMM's description and pointers' values (no GPU;
+ * host-tested): LOOM_ERR_INVALID_ARGUMENT naming `fn`, the argument and the
+ * value. */
+loom_result_t loom__grouped_validate(const char *fn, const loom_grouped_gemm_desc_t *d, const void *a, const void *b,
+                                     const void *c, const void *bias, const int64_t *offsets);
+
+/* Launches a validated grouped GEMM with the sm90 kernel (cfg NULL: the
+ * model's; the device must run it: loom__gemm_sm90_supported). */
+loom_result_t loom__gemm_grouped_sm90(const loom_grouped_gemm_desc_t *d, const void *a, const void *b, void *c,
+                                      const void *bias, const int64_t *offsets, const loom_gemm_config_t *cfg,
+                                      cudaStream_t stream);
+
+/* The grouped kernel of a configuration (bm 64 / 128, bn 128 / 256, type, tb
+ * 1 for B [k, n]); NULL for one that is not built. No GPU needed. */
+const void *loom__gemm_grouped_kernel_for(int bm, int bn, int type, int tb);
+
 /* The kernel (its host-side function) that the sm90 launcher runs for a
  * configuration: bm 64 or 128, bn (bm 64: 128 or 256; else 128, 192, 224
  * or 256), A/B type, tb 1 for B [k, n], hooks, sk any stream-K / split-K

@@ -438,3 +438,17 @@ loom_gemm_config_t loom__gemm_choose(const loom_gemm_desc_t *d, const loom__gemm
   if (sm90) return loom__argmin(d, dev, 1, 0);
   return loom__gemm_sm80_heuristic(d, dev);
 }
+
+loom_gemm_config_t loom__grouped_sm90_config(const loom_grouped_gemm_desc_t *d, int sms) {
+  loom_gemm_config_t c;
+  memset(&c, 0, sizeof c);
+  const int64_t rows = d->rows_hint > 0 && d->rows_hint < d->max_rows ? d->rows_hint : d->max_rows;
+  const int64_t groups = d->groups < rows ? d->groups : rows; /* at most `rows` groups have rows */
+  const int64_t per_group = rows / (groups > 0 ? groups : 1);
+  c.bm = per_group <= 64 ? 64 : 128;
+  const int64_t tiles256 = (groups > 0 ? groups : 1) * loom__ceil_div(per_group > 0 ? per_group : 1, c.bm) *
+                           loom__ceil_div(d->n, 256);
+  c.bn = tiles256 >= sms ? 256 : 128;
+  c.group = 16;
+  return c;
+}

@@ -67,6 +67,13 @@ loom_gemm_config_t loom__gemm_choose(const loom_gemm_desc_t *d, const loom__gemm
 /* The path's own kernel only (never bm 16): what its launcher runs when
  * called without a configuration (hooked GEMMs take bn and group of it). */
 loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev);
+
+/* The tile of a grouped GEMM on the sm90 kernel (pure; host-tested): bm 64
+ * where the groups average at most 64 rows (rows_hint, else max_rows, over
+ * the groups), else 128; bn 256 where that still gives every one of `sms`
+ * SMs a tile, else 128. */
+loom_gemm_config_t loom__grouped_sm90_config(const loom_grouped_gemm_desc_t *d, int sms);
+
 loom_gemm_config_t loom__gemm_sm80_heuristic(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev);
 
 /* The small-m kernel's configuration for d (bm 16; its split count). */

@@ -40,28 +40,38 @@ static loom_result_t loom__get_encode(PFN_cuTensorMapEncodeTiled_v12000 *out) {
   return LOOM_SUCCESS;
 }
 
-/* A 2-D row-major tensor [outer, inner] of dtype t (bf16, fp16 or fp32),
- * boxes of [box_outer, box_inner], 128-byte swizzle, out-of-bounds zero
- * fill on loads (and clipping on stores). */
-static loom_result_t loom__tensor_map(CUtensorMap *map, const void *ptr, loom_dtype_t t, uint64_t inner,
-                                      uint64_t outer, uint32_t box_inner, uint32_t box_outer, const char *what) {
+/* A row-major tensor [depth, outer, inner] of dtype t (bf16, fp16 or fp32;
+ * depth 0: 2-D [outer, inner]), boxes of [1, box_outer, box_inner], 128-byte
+ * swizzle, out-of-bounds zero fill on loads (and clipping on stores). */
+extern "C" loom_result_t loom__gemm_tensor_map(void *out, const void *ptr, loom_dtype_t t, uint64_t inner,
+                                               uint64_t outer, uint64_t depth, uint32_t box_inner,
+                                               uint32_t box_outer, const char *what) {
+  CUtensorMap *map = (CUtensorMap *)out;
   PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
   LOOM_TRY(loom__get_encode(&encode));
   const uint64_t es = t == LOOM_FP32 ? 4 : 2;
-  cuuint64_t dims[2] = {inner, outer};
-  cuuint64_t strides[1] = {inner * es};
-  cuuint32_t box[2] = {box_inner, box_outer};
-  cuuint32_t estr[2] = {1, 1};
+  const cuuint32_t rank = depth > 0 ? 3 : 2;
+  cuuint64_t dims[3] = {inner, outer, depth};
+  cuuint64_t strides[2] = {inner * es, inner * outer * es};
+  cuuint32_t box[3] = {box_inner, box_outer, 1};
+  cuuint32_t estr[3] = {1, 1, 1};
   const CUtensorMapDataType dt = t == LOOM_FP32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                  : t == LOOM_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  CUresult r = encode(map, dt, 2, (void *)ptr, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  CUresult r = encode(map, dt, rank, (void *)ptr, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
-    return loom__fail(LOOM_ERR_CUDA, "loom_gemm: cuTensorMapEncodeTiled(%s [%llu, %llu], box [%u, %u]) failed: %d",
-                      what, (unsigned long long)outer, (unsigned long long)inner, box_outer, box_inner, (int)r);
+    return loom__fail(LOOM_ERR_CUDA,
+                      "loom_gemm: cuTensorMapEncodeTiled(%s [%llu, %llu, %llu], box [%u, %u]) failed: %d", what,
+                      (unsigned long long)depth, (unsigned long long)outer, (unsigned long long)inner, box_outer,
+                      box_inner, (int)r);
   return LOOM_SUCCESS;
+}
+
+static loom_result_t loom__tensor_map(CUtensorMap *map, const void *ptr, loom_dtype_t t, uint64_t inner,
+                                      uint64_t outer, uint32_t box_inner, uint32_t box_outer, const char *what) {
+  return loom__gemm_tensor_map(map, ptr, t, inner, outer, 0, box_inner, box_outer, what);
 }
 
 extern "C" loom_result_t loom__gemm_epi_map(void *map, const void *base, loom_dtype_t c_type, int64_t rows,

@@ -101,6 +101,7 @@
 #include "core/signal.cuh"
 #include "gemm/epilogue.cuh"
 #include "gemm/gemm.h"
+#include "gemm/grouped_schedule.h"
 #include "gemm/sm90_layout.h"
 #include "gemm/tile_order.h"
 
@@ -129,6 +130,14 @@ typedef struct loom_sm90_args {
                              * reduction), tile signals after the stores complete; 2 = the same
                              * chunks added into hooks.dst_maps (LOOM_EPI_BULK_ADD); 0 = stores
                              * from registers. Plain kernels always store with TMA. */
+  /* grouped GEMMs (the GR instantiation; m is R, the rows of A and C):
+   * group g multiplies rows [off[g], off[g + 1]) of A by B_g (the third
+   * coordinate of B's map) into the same rows of C, + bias [G, n] row g
+   * (grouped_schedule.h: bounds, tile steps; order.tiles_n is the tile
+   * columns) */
+  const int64_t *group_off; /* device [groups + 1] */
+  int32_t groups;
+  int32_t group_band;       /* GROUPED band height inside a group, tile rows */
 } loom_sm90_args_t;
 
 /* ---- device helpers (sm_90a) ------------------------------------------- */
@@ -215,6 +224,16 @@ static __device__ __forceinline__ void loom__tma_load_2d(uint32_t dst, const CUt
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
       ::"r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+/* 3-D TMA load (c2: the group of a grouped GEMM's stacked B; a box one deep
+ * lands as the 2-D box would). */
+static __device__ __forceinline__ void loom__tma_load_3d(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                                        int32_t c0, int32_t c1, int32_t c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];"
+      ::"r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
 
@@ -398,11 +417,13 @@ static __device__ __forceinline__ void loom__epi_tma(const float *acc, const CUt
 
 /* The epilogue from registers (hooked kernels that route rows, reduce, or
  * cannot store with TMA): each thread stores its bf16x2 / half2 / float2
- * pairs, masked at m and n, to the row's destination (loom_gemm_row_dst).
+ * pairs, masked at m_end (m, or a grouped GEMM's group end) and n, to the
+ * row's destination (loom_gemm_row_dst); bias: args.bias or its group's row.
  * ACT: the activation, a compile-time constant (epilogue.cuh). */
 template <bool HOOKS, int WN, int ACT>
 static __device__ __forceinline__ void loom__epi_regs(const float *acc, const loom_sm90_args_t &args, int32_t row0,
-                                                     int32_t col0, int warp, int lane) {
+                                                     int32_t col0, int32_t m_end, const void *bias, int warp,
+                                                     int lane) {
   const int ct = args.c_type;
   const int rbase = row0 + warp * 16 + lane / 4;
   const int cbase = col0 + (lane % 4) * 2;
@@ -415,11 +436,11 @@ static __device__ __forceinline__ void loom__epi_regs(const float *acc, const lo
     const int col = cbase + j * 8;
     if (col < args.n) {
       float b0, b1;
-      loom__gemm_bias2(args.bias, col, ct, &b0, &b1);
+      loom__gemm_bias2(bias, col, ct, &b0, &b1);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = rbase + h * 8;
-        if (row < args.m) {
+        if (row < m_end) {
           int64_t r;
           void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff);
           float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
@@ -445,13 +466,77 @@ static __device__ __forceinline__ void loom__sm90_release(uint32_t empty, uint32
  * plain persistent walk over whole tiles (or, with clusters of CL blocks,
  * over steps of CL tiles stacked along m), which the compiler sees whole. */
 template <bool SK, int CL>
-static __device__ __forceinline__ int loom__sm90_segment(const loom_work_t *w, int i, loom_segment_t *sg) {
+static __device__ __forceinline__ int loom__sm90_segment(const loom_work_t *w, int i, loom_segment_t *sg,
+                                                        int32_t tiles) {
   if (SK) return loom__work_segment(w, (int32_t)blockIdx.x, i, sg);
   /* clusters of CL blocks walk the steps together (a step = CL tiles) */
   sg->step = (int32_t)blockIdx.x / CL + i * ((int32_t)gridDim.x / CL);
   sg->k0 = 0, sg->k1 = w->kblocks;
   sg->sk = 0, sg->sk_tile = -1, sg->first = sg->last = (int32_t)blockIdx.x;
-  return sg->step < w->tiles;
+  return sg->step < tiles;
+}
+
+/* Where step `step` puts a block (or, with clusters, this block of the
+ * pair): tile row tm and column tn, tile id t (hooks' signals), its first
+ * row `row` and the end of its rows `end` (m; a grouped GEMM's tile: its
+ * group's end) and the group g (0 without GR). */
+typedef struct loom__sm90_tile {
+  int32_t t, tm, tn, row, end, g;
+} loom__sm90_tile_t;
+
+/* UNIFORM: the caller is a whole warp (consumers): the grouped tile's
+ * fields go through a shuffle so that ptxas sees them warp-uniform (C7518:
+ * it serialises the wgmma otherwise); the producer's single thread must not
+ * shuffle. */
+template <bool GR, int BM, int CL, bool UNIFORM>
+static __device__ __forceinline__ loom__sm90_tile_t loom__sm90_tile(const loom_sm90_args_t &args, int32_t step,
+                                                                     uint32_t crank, const int32_t *prefix) {
+  loom__sm90_tile_t tl;
+  if constexpr (GR) {
+    int g, tn;
+    int64_t row0, rows;
+    loom__grouped_tile_at(args.group_off, prefix, args.groups, args.m, BM, args.order.tiles_n, args.group_band, step,
+                          &g, &row0, &rows, &tn);
+    tl.t = step, tl.tm = 0, tl.tn = tn, tl.g = g;
+    tl.row = (int32_t)row0, tl.end = (int32_t)(row0 + rows);
+    if (UNIFORM) {
+      tl.tn = __shfl_sync(0xffffffffu, tl.tn, 0);
+      tl.g = __shfl_sync(0xffffffffu, tl.g, 0);
+      tl.row = __shfl_sync(0xffffffffu, tl.row, 0);
+      tl.end = __shfl_sync(0xffffffffu, tl.end, 0);
+    }
+  } else {
+    tl.t = loom__tile_at(&args.order, step);
+    loom__cluster_coords(&args.order, tl.t, (int32_t)crank, CL, &tl.tm, &tl.tn);
+    tl.row = tl.tm * BM, tl.end = args.m, tl.g = 0;
+  }
+  return tl;
+}
+
+/* A grouped GEMM's tile prefix (grouped_schedule.h, loom__grouped_prefix)
+ * into prefix[0..G] (shared memory), by one warp: 32 groups at a time, a
+ * shuffle scan of their tile counts. */
+static __device__ __forceinline__ void loom__grouped_prefix_warp(const loom_sm90_args_t &args, int bm,
+                                                                 int32_t *prefix, int lane) {
+  int32_t carry = 0;
+  for (int base = 0; base < args.groups; base += 32) {
+    const int g = base + lane;
+    int32_t v = 0;
+    if (g < args.groups) {
+      int64_t lo, hi;
+      loom__grouped_bounds(args.group_off, g, args.m, &lo, &hi);
+      v = loom__grouped_tiles(hi - lo, bm, args.order.tiles_n);
+    }
+    int32_t x = v; /* inclusive scan over the warp */
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      const int32_t y = __shfl_up_sync(0xffffffffu, x, d);
+      if (lane >= d) x += y;
+    }
+    if (g < args.groups) prefix[g] = carry + x - v;
+    carry += __shfl_sync(0xffffffffu, x, 31);
+  }
+  if (lane == 0) prefix[args.groups] = carry;
 }
 
 /* Takes a stream-K ticket: the number of contributors before this one
@@ -473,7 +558,7 @@ static __device__ __forceinline__ uint32_t loom__ticket(uint32_t *p) {
  * the hooked ones from registers (row routing, atomics, per-tile signals).
  * CL: blocks per cluster along m (1, or 2: the pair shares each B k-block,
  * each block loading half of it multicast to both). */
-template <int BM, int BN, int STAGES, int TYPE, int TB, bool HOOKS, bool SK, int CL, int ACT>
+template <int BM, int BN, int STAGES, int TYPE, int TB, bool HOOKS, bool SK, int CL, int ACT, bool GR = false>
 __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     loom__gemm_sm90_kernel(const __grid_constant__ CUtensorMap tma_a,
                           const __grid_constant__ CUtensorMap tma_b,
@@ -482,6 +567,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
 #ifdef LOOM_SM90A
   static_assert(BM == 128 || (BM == 64 && CL == 1), "64-row tiles: no clusters");
   static_assert(HOOKS || ACT == LOOM_ACT_NONE, "only hooked kernels apply an activation");
+  static_assert(!GR || (!HOOKS && !SK && CL == 1), "grouped GEMMs: plain, data-parallel, no clusters");
   constexpr int A_BYTES = LOOM_SM90_A_BYTES(BM);
   constexpr int B_BYTES = LOOM_SM90_B_BYTES(BN);
   constexpr int WN = BM == 128 ? BN : BN / 2; /* columns of a consumer warpgroup */
@@ -511,6 +597,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
   const uint32_t empty = full + STAGES * 8;
   volatile int *abort_flag = (volatile int *)(smem + STAGES * (A_BYTES + B_BYTES) + EPI_BYTES + STAGES * 16);
   volatile uint32_t *ticket = (volatile uint32_t *)(abort_flag + 1); /* stream-K ticket, broadcast */
+  int32_t *gprefix = (int32_t *)(smem + STAGES * (A_BYTES + B_BYTES) + EPI_BYTES + STAGES * 16 + 8); /* GR: [G + 1] */
 
   /* warp-uniform in the compiler's eyes (a shuffle), so that branches on it
    * do not serialize the wgmma (ptxas C7518) */
@@ -531,8 +618,10 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     *abort_flag = 0;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
+  if (GR && threadIdx.x >= 32 && threadIdx.x < 64) loom__grouped_prefix_warp(args, BM, gprefix, (int)threadIdx.x - 32);
   if (CL > 1) loom__cluster_sync(); /* the peer's barriers exist before anything targets them */
-  __syncthreads();                  /* (and tells the compiler the block is converged) */
+  __syncthreads();                  /* (and tells the compiler the block is converged; GR: the prefix is written) */
+  const int32_t tiles = GR ? gprefix[args.groups] : args.work.tiles;
 
   if (wg == 0) {
     /* ---- producer ---- */
@@ -544,14 +633,13 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       uint32_t phase = 0;
       int aborted = 0;
       loom_segment_t sg;
-      for (int i = 0; loom__sm90_segment<SK, CL>(&args.work, i, &sg); ++i) {
-        const int t = loom__tile_at(&args.order, sg.step);
-        int tm, tn;
-        loom__cluster_coords(&args.order, t, (int32_t)crank, CL, &tm, &tn);
+      for (int i = 0; loom__sm90_segment<SK, CL>(&args.work, i, &sg, tiles); ++i) {
+        const loom__sm90_tile_t tl = loom__sm90_tile<GR, BM, CL, false>(args, sg.step, crank, gprefix);
+        const int tn = tl.tn;
         /* a cluster's last tile row may lie past m (odd tile rows): no A */
-        const bool has_a = CL == 1 || tm * BM < args.m;
+        const bool has_a = CL == 1 || tl.row < args.m;
         if (HOOKS && args.hooks.wait_signals && !aborted) {
-          if (!loom__gemm_hook_wait(args.hooks, args.m, tm, BM)) {
+          if (!loom__gemm_hook_wait(args.hooks, args.m, tl.tm, BM)) {
             aborted = 1;
             *abort_flag = 1;
           }
@@ -569,9 +657,18 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
           } else {
             loom__mbar_expect_tx(fb, has_a ? STAGE_TX : B_TX);
             if (has_a)
-              loom__tma_load_2d(sa + stage * A_BYTES, &tma_a, fb, kb * LOOM_SM90_BK, tm * BM);
+              loom__tma_load_2d(sa + stage * A_BYTES, &tma_a, fb, kb * LOOM_SM90_BK, tl.row);
             const uint32_t dst = sb + stage * B_BYTES;
-            if (CL == 1) {
+            if (GR) {
+              /* B_g: the group is B's third coordinate */
+              if (TB == 0) {
+                loom__tma_load_3d(dst, &tma_b, fb, kb * LOOM_SM90_BK, tn * BN, tl.g);
+              } else {
+#pragma unroll
+                for (int j = 0; j < (BN + 63) / 64; ++j)
+                  loom__tma_load_3d(dst + j * 8192, &tma_b, fb, tn * BN + j * 64, kb * LOOM_SM90_BK, tl.g);
+              }
+            } else if (CL == 1) {
               if (TB == 0) {
                 loom__tma_load_2d(dst, &tma_b, fb, kb * LOOM_SM90_BK, tn * BN);
               } else {
@@ -617,13 +714,11 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     const uint32_t empty_peer = CL > 1 ? loom__cluster_addr(empty, crank ^ 1u) : 0;
     if (tma_epi && tid == 0) asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)&tma_c) : "memory");
     loom_segment_t sg;
-    for (int i = 0; loom__sm90_segment<SK, CL>(&args.work, i, &sg); ++i) {
-      const int t = loom__tile_at(&args.order, sg.step);
-      int tm, tn;
-      loom__cluster_coords(&args.order, t, (int32_t)crank, CL, &tm, &tn);
-      const int row0 = tm * BM + part.row;
-      const int col0 = tn * BN + part.col;
-      const bool active = row0 < args.m; /* all 64 rows out of range: skip the math */
+    for (int i = 0; loom__sm90_segment<SK, CL>(&args.work, i, &sg, tiles); ++i) {
+      const loom__sm90_tile_t tl = loom__sm90_tile<GR, BM, CL, true>(args, sg.step, crank, gprefix);
+      const int row0 = tl.row + part.row;
+      const int col0 = tl.tn * BN + part.col;
+      const bool active = row0 < tl.end; /* all 64 rows out of range: skip the math */
       int prev = 0;
       for (int kb = sg.k0; kb < sg.k1; ++kb) {
         loom__mbar_wait(full + 8 * stage, phase);
@@ -665,7 +760,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       bool finish = true;
       /* the segment again, so that its fields need no registers across the
        * main loop (register pressure next to 128 accumulators) */
-      if (SK) loom__sm90_segment<SK, CL>(&args.work, i, &sg);
+      if (SK) loom__sm90_segment<SK, CL>(&args.work, i, &sg, tiles);
       if (SK && sg.sk) {
         /* this block's partial -> its slot (each thread its own fragment,
          * 16-byte stores, 2 KiB contiguous per warpgroup and store; a slot
@@ -719,7 +814,13 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
 
       /* ---- epilogue: registers -> global ---- */
       const bool skip = HOOKS && __shfl_sync(0xffffffffu, *abort_flag, 0) != 0; /* warp-uniform (C7518) */
-      if (tma_epi && finish && active && !skip) {
+      /* a grouped GEMM's short last tile row stores from registers, masked
+       * at its group's end: a TMA box would overwrite the next group's rows */
+      const bool whole = !GR || row0 + 64 <= tl.end;
+      const void *bias = GR && args.bias ? (const void *)((const char *)args.bias +
+                                                          (size_t)tl.g * (size_t)args.n * (args.c_type == LOOM_FP32 ? 4u : 2u))
+                                         : args.bias;
+      if (tma_epi && finish && active && !skip && whole) {
         const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
         const CUtensorMap *adds = HOOKS && args.epi_tma == 2 ? (const CUtensorMap *)args.hooks.dst_maps : NULL;
         const int32_t rpd = HOOKS ? (int32_t)args.hooks.rows_per_dst : 0;
@@ -727,13 +828,13 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
          * per activation: the kernel holds only its own epilogue; the
          * launcher says why) */
         if (args.c_type == LOOM_FP32)
-          loom__epi_tma<WN, 4, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
-                                             args.m, args.n, warp, lane, tid, cw, adds, rpd);
+          loom__epi_tma<WN, 4, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
+                                             tl.end, args.n, warp, lane, tid, cw, adds, rpd);
         else
-          loom__epi_tma<WN, 2, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, args.bias, args.c,
-                                             args.m, args.n, warp, lane, tid, cw, adds, rpd);
-      } else if (!tma_epi && finish && active && !skip) {
-        loom__epi_regs<HOOKS, WN, ACT>(acc, args, row0, col0, warp, lane);
+          loom__epi_tma<WN, 2, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
+                                             tl.end, args.n, warp, lane, tid, cw, adds, rpd);
+      } else if ((!tma_epi || !whole) && finish && active && !skip) {
+        loom__epi_regs<HOOKS, WN, ACT>(acc, args, row0, col0, tl.end, bias, warp, lane);
       }
       if (HOOKS && (args.hooks.tile_signal || args.hooks.dst_signal) && finish) {
         /* both consumer warpgroups' stores of this tile (TMA stores: complete,
@@ -744,7 +845,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         }
         __threadfence_system();
         asm volatile("bar.sync 1, 256;" ::: "memory");
-        if (threadIdx.x == 128 && !(*abort_flag)) loom__gemm_hook_signal(args.hooks, args.m, tm, BM, t);
+        if (threadIdx.x == 128 && !(*abort_flag)) loom__gemm_hook_signal(args.hooks, args.m, tl.tm, BM, tl.t);
       }
     }
     /* the shared-memory buffers must outlive the TMA stores that read them */
@@ -827,5 +928,25 @@ static loom__sm90_kernel_t loom__sm90_group(int tb, int hooks, int sk, int cl, i
   LOOM_SM90_GROUP_DECL(BM, BN, T) {                                             \
     return loom__sm90_group<BM, BN, LOOM_SM90_TYPE_##T>(tb, hooks, sk, cl, act); \
   }
+
+/* The grouped GEMMs (GR: plain, data-parallel, no clusters): tiles 64 or
+ * 128 x 128 or 256, B [G, n, k] or [G, k, n]; one translation unit per A/B
+ * type, gemm_sm90_grouped_<type>.cu (LOOM_SM90_GROUPED), whose function the
+ * grouped launcher (gemm_grouped_sm90.cu) asks for a configuration's kernel. */
+template <int BM, int BN, int TYPE>
+static loom__sm90_kernel_t loom__sm90_grouped_tb(int tb) {
+  constexpr int S = LOOM_SM90_STAGES(BM, BN);
+  if (tb) return loom__gemm_sm90_kernel<BM, BN, S, TYPE, 1, false, false, 1, LOOM_ACT_NONE, true>;
+  return loom__gemm_sm90_kernel<BM, BN, S, TYPE, 0, false, false, 1, LOOM_ACT_NONE, true>;
+}
+template <int TYPE>
+static loom__sm90_kernel_t loom__sm90_grouped(int bm, int bn, int tb) {
+  if (bm == 64) return bn == 256 ? loom__sm90_grouped_tb<64, 256, TYPE>(tb) : loom__sm90_grouped_tb<64, 128, TYPE>(tb);
+  return bn == 256 ? loom__sm90_grouped_tb<128, 256, TYPE>(tb) : loom__sm90_grouped_tb<128, 128, TYPE>(tb);
+}
+#define LOOM_SM90_GROUPED_FN(T) loom__sm90_grouped_kernels_##T
+#define LOOM_SM90_GROUPED_DECL(T) loom__sm90_kernel_t LOOM_SM90_GROUPED_FN(T)(int bm, int bn, int tb)
+#define LOOM_SM90_GROUPED(T) \
+  LOOM_SM90_GROUPED_DECL(T) { return loom__sm90_grouped<LOOM_SM90_TYPE_##T>(bm, bn, tb); }
 
 #endif /* LOOM_GEMM_SM90_CUH */

@@ -19,55 +19,77 @@
  * prefix[G]; each step is located by a binary search over prefix[] (G + 1
  * entries: one block computes the prefix in shared memory at its start).
  *
- * Limits: rows per group and the total are int64; a tile index is int64
- * (the total can pass 2^31 only with more than 2^31 / tiles_n tile rows).
+ * Bounds. Group g's rows are off[g] and off[g + 1] clamped into [0, R]
+ * (R: rows of A and C) with the end no lower than the start
+ * (loom__grouped_bounds): a table that is not non-decreasing or runs past R
+ * (a caller's mistake) cannot place a tile outside A and C; the rows of
+ * groups that overlap are then written twice (unspecified values), never
+ * out of bounds.
+ *
+ * Limits: the tile prefix is int32 (it lives in the kernel's shared memory:
+ * 4 (G + 1) bytes); the launcher keeps the worst case G ceil(R / bm) tiles_n
+ * (every group clamped to all of [0, R)) below 2^31.
  */
 #ifndef LOOM_GEMM_GROUPED_SCHEDULE_H
 #define LOOM_GEMM_GROUPED_SCHEDULE_H
 
 #include <stdint.h>
 
-#include "core/util.h"        /* LOOM_HD, loom__last_at_most */
+#include "core/util.h"        /* LOOM_HD, loom__last_at_most_i32 */
 #include "gemm/tile_order.h"  /* loom__tile_grouped */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* Rows [*lo, *hi) of group g: off[g], off[g + 1] clamped into [0, R], hi >= lo. */
+LOOM_HD void loom__grouped_bounds(const int64_t *off, int g, int64_t R, int64_t *lo, int64_t *hi) {
+  int64_t a = off[g], b = off[g + 1];
+  a = a < 0 ? 0 : a > R ? R : a;
+  b = b < a ? a : b > R ? R : b;
+  *lo = a, *hi = b;
+}
+
+/* Tiles of a group of `rows` rows. */
+LOOM_HD int32_t loom__grouped_tiles(int64_t rows, int bm, int tiles_n) {
+  return (int32_t)((rows + bm - 1) / bm) * tiles_n;
+}
+
 /* prefix[g] (G + 1 entries) = the first tile of group g; returns the total
- * tiles (prefix[G]). off: [G + 1] rows, non-decreasing. */
-LOOM_HD int64_t loom__grouped_prefix(const int64_t *off, int G, int bm, int tiles_n, int64_t *prefix) {
-  int64_t at = 0;
+ * tiles (prefix[G]). off: [G + 1] rows; R: rows of A and C. */
+LOOM_HD int32_t loom__grouped_prefix(const int64_t *off, int G, int64_t R, int bm, int tiles_n, int32_t *prefix) {
+  int32_t at = 0;
   for (int g = 0; g < G; ++g) {
+    int64_t lo, hi;
+    loom__grouped_bounds(off, g, R, &lo, &hi);
     prefix[g] = at;
-    const int64_t rows = off[g + 1] - off[g];
-    at += (rows + bm - 1) / bm * tiles_n;
+    at += loom__grouped_tiles(hi - lo, bm, tiles_n);
   }
   prefix[G] = at;
   return at;
 }
 
 /* The group of tile t (0 <= t < prefix[G]): the last g with prefix[g] <= t
- * and a tile of its own (groups without tiles share their prefix with the
- * next one). */
-LOOM_HD int loom__grouped_group_of(const int64_t *prefix, int G, int64_t t) {
-  return (int)loom__last_at_most(prefix, G, t);
+ * (groups without tiles share their prefix with the next one). */
+LOOM_HD int loom__grouped_group_of(const int32_t *prefix, int G, int32_t t) {
+  return (int)loom__last_at_most_i32(prefix, G, t);
 }
 
 /* Step t of the grouped GEMM: its group *g, first row *row0 (an index into
  * A's and C's rows), rows *rows (<= bm: a group's last tile row is short)
  * and tile column *tn. band: GROUPED band height in tile rows. */
-LOOM_HD void loom__grouped_tile_at(const int64_t *off, const int64_t *prefix, int G, int bm, int tiles_n, int band,
-                                   int64_t t, int *g, int64_t *row0, int64_t *rows, int *tn) {
+LOOM_HD void loom__grouped_tile_at(const int64_t *off, const int32_t *prefix, int G, int64_t R, int bm, int tiles_n,
+                                   int band, int32_t t, int *g, int64_t *row0, int64_t *rows, int *tn) {
   const int gg = loom__grouped_group_of(prefix, G, t);
-  const int64_t group_rows = off[gg + 1] - off[gg];
-  const int32_t tiles_m = (int32_t)((group_rows + bm - 1) / bm);
-  const int32_t id = loom__tile_grouped((int32_t)(t - prefix[gg]), tiles_m, tiles_n, band);
+  int64_t lo, hi;
+  loom__grouped_bounds(off, gg, R, &lo, &hi);
+  const int32_t tiles_m = (int32_t)((hi - lo + bm - 1) / bm);
+  const int32_t id = loom__tile_grouped(t - prefix[gg], tiles_m, tiles_n, band);
   const int32_t tm = id / tiles_n;
   *g = gg;
   *tn = id - tm * tiles_n;
-  *row0 = off[gg] + (int64_t)tm * bm;
-  const int64_t left = off[gg + 1] - *row0;
+  *row0 = lo + (int64_t)tm * bm;
+  const int64_t left = hi - *row0;
   *rows = left < bm ? left : bm;
 }
 

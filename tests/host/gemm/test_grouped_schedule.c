@@ -3,7 +3,8 @@
  * cover every (group, tile row, tile column) of every group exactly once,
  * each row of each group in exactly one tile row, never a group without
  * rows, at 1..256 groups with rows 0, 1, bm - 1, bm, bm + 1 and random,
- * several tile widths and bands.
+ * several tile widths and bands; a malformed table (decreasing, negative,
+ * past R) never places a tile outside [0, R).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,10 +24,11 @@ static uint64_t next(uint64_t *s) {
 
 /* One configuration: every step located, every tile seen once. */
 static void check_config(const int64_t *rows, int G, int bm, int tiles_n, int band) {
-  static int64_t off[MAXG + 1], prefix[MAXG + 1];
+  static int64_t off[MAXG + 1];
+  static int32_t prefix[MAXG + 1];
   off[0] = 0;
   for (int g = 0; g < G; ++g) off[g + 1] = off[g] + rows[g];
-  const int64_t total = loom__grouped_prefix(off, G, bm, tiles_n, prefix);
+  const int64_t total = loom__grouped_prefix(off, G, off[G], bm, tiles_n, prefix);
   int64_t want = 0;
   for (int g = 0; g < G; ++g) want += (rows[g] + bm - 1) / bm * tiles_n;
   CHECK_EQ_INT(total, want);
@@ -39,7 +41,7 @@ static void check_config(const int64_t *rows, int G, int bm, int tiles_n, int ba
   for (int64_t t = 0; t < total; ++t) {
     int g = -1, tn = -1;
     int64_t row0 = -1, n = -1;
-    loom__grouped_tile_at(off, prefix, G, bm, tiles_n, band, t, &g, &row0, &n, &tn);
+    loom__grouped_tile_at(off, prefix, G, off[G], bm, tiles_n, band, (int32_t)t, &g, &row0, &n, &tn);
     bad += g < 0 || g >= G || rows[g] == 0;                           /* a group with rows */
     bad += n < 1 || n > bm || row0 < off[g] || row0 + n > off[g + 1]; /* inside its group */
     bad += (row0 - off[g]) % bm != 0 || tn < 0 || tn >= tiles_n;
@@ -77,7 +79,34 @@ LOOM_TEST(grouped_schedule_covers_every_tile_once) {
           }
   /* every group empty: no tiles at all */
   memset(rows, 0, sizeof rows);
-  static int64_t off[MAXG + 1], prefix[MAXG + 1];
-  CHECK_EQ_INT(loom__grouped_prefix(off, 5, 128, 4, prefix), 0);
+  static int64_t off[MAXG + 1];
+  static int32_t prefix[MAXG + 1];
+  CHECK_EQ_INT(loom__grouped_prefix(off, 5, 0, 128, 4, prefix), 0);
   printf("    %d configurations checked\n", configs);
+}
+
+/* A table that is not non-decreasing, starts below 0 or runs past R: every
+ * tile's rows stay inside [0, R) and inside its group's clamped bounds. */
+LOOM_TEST(grouped_schedule_clamps_a_malformed_table) {
+  uint64_t s = 0x636c616dull;
+  static int64_t off[MAXG + 1];
+  static int32_t prefix[MAXG + 1];
+  for (int rep = 0; rep < 200; ++rep) {
+    const int G = 1 + (int)(next(&s) % MAXG);
+    const int64_t R = (int64_t)(next(&s) % 5000);
+    for (int g = 0; g <= G; ++g) off[g] = (int64_t)(next(&s) % 12000) - 3000;
+    const int bm = rep % 2 ? 64 : 128, tiles_n = 1 + rep % 5;
+    const int32_t total = loom__grouped_prefix(off, G, R, bm, tiles_n, prefix);
+    CHECK(total >= 0 && total <= G * ((R + bm - 1) / bm) * tiles_n); /* the launcher's bound */
+    int bad = 0;
+    for (int32_t t = 0; t < total && !bad; ++t) {
+      int g, tn;
+      int64_t row0, n, lo, hi;
+      loom__grouped_tile_at(off, prefix, G, R, bm, tiles_n, 4, t, &g, &row0, &n, &tn);
+      loom__grouped_bounds(off, g, R, &lo, &hi);
+      bad += row0 < 0 || n < 1 || row0 + n > R || row0 < lo || row0 + n > hi || tn < 0 || tn >= tiles_n;
+    }
+    if (bad) loom_test_fail(__FILE__, __LINE__, "rep %d G=%d R=%lld: a tile outside [0, R) or its group", rep, G,
+                            (long long)R);
+  }
 }

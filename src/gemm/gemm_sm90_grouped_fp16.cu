@@ -1,0 +1,5 @@
+/* gemm_sm90_grouped_fp16.cu - the sm90 grouped GEMM kernels with fp16 A and B
+ * (gemm_sm90.cuh: LOOM_SM90_GROUPED; launcher: gemm_grouped_sm90.cu). */
+#include "gemm/gemm_sm90.cuh"
+
+LOOM_SM90_GROUPED(fp16)
