@@ -907,8 +907,11 @@ typedef struct loom_moe_desc {
   int64_t max_tokens;     /* T_max: the most tokens one rank passes to a dispatch */
   int64_t capacity;       /* rows kept per expert; 0 dropless */
   loom_dtype_t dtype;     /* rows: LOOM_BF16, LOOM_FP16 or LOOM_FP32 */
+  int ffn;                /* F, the experts' hidden size, for loom_moe_mlp (0: dispatch and
+                           * combine only); > 0 needs dtype bf16 or fp16, H and F multiples
+                           * of 8, and loom's Hopper GEMM (compute capability 9.0) */
 } loom_moe_desc_t;
-#define LOOM_MOE_DESC_INIT { sizeof(loom_moe_desc_t), 0, 0, 0, 0, 0, LOOM_BF16 }
+#define LOOM_MOE_DESC_INIT { sizeof(loom_moe_desc_t), 0, 0, 0, 0, 0, LOOM_BF16, 0 }
 
 typedef struct loom_moe_plan_info {
   size_t struct_size;      /* sizeof(loom_moe_plan_info_t) */
@@ -941,6 +944,23 @@ loom_result_t loom_moe_dispatch(loom_plan_t plan, const void *x, const int32_t *
  * y is read into the sources' buffers before out is written). */
 loom_result_t loom_moe_combine(loom_plan_t plan, const void *y, const float *weights, void *out,
                                cudaStream_t stream);
+
+/* Collective, stream-ordered: the whole expert MLP layer of a plan made
+ * with desc->ffn = F > 0, as one call:
+ *   dispatch  loom_moe_dispatch(x, ids, tokens)
+ *   gate/up   act [rows, 2F] = recv_l x gate_up_l^T per local expert l
+ *             (loom_gemm_grouped over expert_offsets)
+ *   SwiGLU    h = silu(act[:, :F]) x act[:, F:] (fp32, rounded once)
+ *   down      y [rows, H] = h_l x down_l^T, into the receive buffer
+ *   combine   loom_moe_combine(y, weights, out)
+ * gate_up [n, 2F, H] and down [n, H, F] (dtype, n = local_experts, the
+ * rank's experts first_expert.. in order, each as nn.Linear stores its
+ * weight: [out, in]); rows [0, F) of gate_up_l are the gate's, [F, 2F) the
+ * up projection's. act, h and y are rounded to dtype. out [tokens, H]. A
+ * rank without experts passes NULL weights. The plan holds act and h
+ * (worst-case rows: loom_moe_plan_info's device_bytes). */
+loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights, int64_t tokens,
+                           const void *gate_up, const void *down, void *out, cudaStream_t stream);
 
 /* ==== Collectives with a fused epilogue ================================= */
 /*

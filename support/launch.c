@@ -31,15 +31,16 @@ static double loom__now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-int loom_launch_gpu_count(void) {
+/* f() evaluated in a short-lived child (the parent stays CUDA-free); 0 if
+ * the child could not tell. */
+static int loom__in_child(int (*f)(void)) {
   int fd[2];
   if (pipe(fd) != 0) return 0;
   pid_t pid = fork();
   if (pid < 0) return 0;
   if (pid == 0) {
     close(fd[0]);
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    const int n = f();
     if (write(fd[1], &n, sizeof n) != (ssize_t)sizeof n) _exit(1);
     _exit(0);
   }
@@ -51,6 +52,22 @@ int loom_launch_gpu_count(void) {
   waitpid(pid, &st, 0);
   return n;
 }
+
+static int loom__count(void) {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+static int loom__cc(void) {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess)
+    return 0;
+  return major * 10 + minor;
+}
+
+int loom_launch_gpu_count(void) { return loom__in_child(loom__count); }
+int loom_launch_gpu_cc(void) { return loom__in_child(loom__cc); }
 
 int loom_launch_under_mpi(int *rank, int *size) {
   static const char *pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},

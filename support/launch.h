@@ -39,6 +39,10 @@ typedef int (*loom_rank_fn)(loom_rank_ctx_t *ctx, void *arg);
  * stays CUDA-free and can still fork. 0 where there is none (or no driver). */
 int loom_launch_gpu_count(void);
 
+/* Device 0's compute capability as major * 10 + minor (90: Hopper), read
+ * the same way (a short-lived child); 0 where there is no GPU. */
+int loom_launch_gpu_cc(void);
+
 /* 1 when this process was started by mpirun/srun (and so is one rank). */
 int loom_launch_under_mpi(int *rank, int *size);
 

@@ -32,7 +32,8 @@ from pathlib import Path
 
 from . import _procmaps
 from ._structs import (CollDesc, CollPlanInfo, CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, Epilogue, GemmDesc,
-                       MoeDesc, MoePlanInfo, NcclInfo, OptimArgs, OptimDesc, OptimPlanInfo, ProgAttr, TpDesc, TpPlanInfo)
+                       GroupedGemmDesc, MoeDesc, MoePlanInfo, NcclInfo, OptimArgs, OptimDesc, OptimPlanInfo, ProgAttr,
+                       TpDesc, TpPlanInfo)
 from .errors import LibraryNotFoundError, NcclMismatchError, make_error
 
 
@@ -82,6 +83,8 @@ PROTOTYPES = {
     # desc, a, b, c, bias, stream
     "loom_gemm": (_r, [_P(GemmDesc), _vp, _vp, _vp, _vp, _vp]),
     "loom_gemm_tune": (_r, [_P(GemmDesc), _vp, _vp, _vp, _vp, _vp]),
+    # desc, a, b, c, bias, offsets, stream
+    "loom_gemm_grouped": (_r, [_P(GroupedGemmDesc), _vp, _vp, _vp, _vp, _vp, _vp]),
     "loom_plan_embedding_a2a": (_r, [_vp, _P(EmbeddingDesc), _P(_vp)]),
     "loom_embedding_a2a_plan_info": (_r, [_vp, _P(EmbeddingPlanInfo)]),
     # plan, tables, indices, offsets, num_indices, weights, out, stream
@@ -116,6 +119,8 @@ PROTOTYPES = {
     "loom_moe_dispatch": (_r, [_vp, _vp, _vp, _i64, _vp]),
     # plan, y, weights, out, stream
     "loom_moe_combine": (_r, [_vp, _vp, _vp, _vp, _vp]),
+    # plan, x, ids, weights, tokens, gate_up, down, out, stream
+    "loom_moe_mlp": (_r, [_vp, _vp, _vp, _vp, _i64, _vp, _vp, _vp, _vp]),
     # plan, tensor, lo, hi, state_offset
     "loom_optim_tensor_state": (_r, [_vp, _i, _P(_i64), _P(_i64), _P(_i64)]),
     # plan, step, stream

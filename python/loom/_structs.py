@@ -168,6 +168,14 @@ class GemmDesc(CStruct):
     _defaults_ = {"ab_type": int(DType.BF16), "c_type": int(DType.BF16), "b_layout": int(Layout.KN)}
 
 
+class GroupedGemmDesc(CStruct):
+    _c_name_, _c_init_ = "loom_grouped_gemm_desc_t", "LOOM_GROUPED_GEMM_DESC_INIT"
+    _fields_ = [("struct_size", c_size_t), ("groups", c_int), ("max_rows", c_int64), ("n", c_int64),
+                ("k", c_int64), ("rows_hint", c_int64), ("ab_type", c_int), ("c_type", c_int),
+                ("b_layout", c_int), ("has_bias", c_int)]
+    _defaults_ = {"ab_type": int(DType.BF16), "c_type": int(DType.BF16), "b_layout": int(Layout.NK)}
+
+
 class EmbeddingDesc(CStruct):
     _c_name_, _c_init_ = "loom_embedding_desc_t", "LOOM_EMBEDDING_DESC_INIT"
     _fields_ = [("struct_size", c_size_t), ("world_size", c_int), ("tables_per_rank", ctypes.POINTER(c_int)),
@@ -241,7 +249,7 @@ class OptimPlanInfo(CStruct):
 class MoeDesc(CStruct):
     _c_name_, _c_init_ = "loom_moe_desc_t", "LOOM_MOE_DESC_INIT"
     _fields_ = [("struct_size", c_size_t), ("hidden", c_int), ("experts", c_int), ("topk", c_int),
-                ("max_tokens", c_int64), ("capacity", c_int64), ("dtype", c_int)]
+                ("max_tokens", c_int64), ("capacity", c_int64), ("dtype", c_int), ("ffn", c_int)]
     _defaults_ = {"dtype": int(DType.BF16)}
 
 

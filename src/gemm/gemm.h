@@ -260,6 +260,9 @@ loom_result_t loom__gemm_tensor_map(void *out, const void *ptr, loom_dtype_t t, 
  * value. */
 loom_result_t loom__grouped_validate(const char *fn, const loom_grouped_gemm_desc_t *d, const void *a, const void *b,
                                      const void *c, const void *bias, const int64_t *offsets);
+/* The description part alone (callers that check their shapes before they
+ * have pointers). */
+loom_result_t loom__grouped_validate_desc(const char *fn, const loom_grouped_gemm_desc_t *d);
 
 /* Launches a validated grouped GEMM with the sm90 kernel (cfg NULL: the
  * model's; the device must run it: loom__gemm_sm90_supported). */

@@ -33,7 +33,7 @@ static loom__grouped_bytes_t loom__grouped_bytes(const loom_grouped_gemm_desc_t 
 
 /* The description: the plain GEMM's checks of (max_rows, n, k, types,
  * layout, bias flag), then the groups. */
-static loom_result_t loom__grouped_validate_desc(const char *fn, const loom_grouped_gemm_desc_t *d) {
+loom_result_t loom__grouped_validate_desc(const char *fn, const loom_grouped_gemm_desc_t *d) {
   if (!d) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL must point to a loom_grouped_gemm_desc_t", fn);
   if (d->struct_size != sizeof(loom_grouped_gemm_desc_t))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,

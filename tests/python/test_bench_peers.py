@@ -223,7 +223,10 @@ def test_moe_peer_parses_its_shapes_and_routes_as_loom_bench(tmp_path):
     ids as support/moe_routing.h (built here from the header with cc): both
     sides move the same rows."""
     _, args = parsed("moe_torch", ["--shapes", "Mixtral-8x7B:4096:8:2:128:uniform,DeepSeek-V3:7168:256:8:4096:zipf"])
-    assert args.shapes == [("Mixtral-8x7B", 4096, 8, 2, 128, "uniform"), ("DeepSeek-V3", 7168, 256, 8, 4096, "zipf")]
+    assert args.shapes == [("Mixtral-8x7B", 4096, 8, 2, 128, "uniform", 0),
+                           ("DeepSeek-V3", 7168, 256, 8, 4096, "zipf", 0)]
+    _, args = parsed("moe_torch", ["--layer", "--shapes", "Qwen3-30B-A3B:2048:128:8:128:zipf:768"])
+    assert args.layer and args.shapes == [("Qwen3-30B-A3B", 2048, 128, 8, 128, "zipf", 768)]
     src = tmp_path / "route.c"
     src.write_text('#include <stdio.h>\n#include <stdlib.h>\n#include "support/moe_routing.h"\n'
                    "int main(int c, char **v) {\n"

@@ -40,33 +40,8 @@
 #include <cuda_runtime.h>
 
 #include "bench.h"
-#include "support/moe_routing.h"
+#include "moe_models.h"
 #include "testing/bench_api.h"
-
-#define MOE_SEED 0x6d6f65ull
-#define MOE_MAXW 8
-
-typedef struct moe_model {
-  const char *name;
-  int hidden, experts, topk;
-} moe_model_t;
-
-static const moe_model_t g_models[] = {
-    {"Mixtral-8x7B", 4096, 8, 2},
-    {"Qwen3-30B-A3B", 2048, 128, 8},
-    {"DeepSeek-V3", 7168, 256, 8},
-};
-static const int64_t g_tokens[] = {128, 4096};
-
-typedef struct moe_args {
-  loom_bench_opts_t o;
-  int model;    /* -1 all */
-  int64_t tokens; /* 0 both */
-  int peer;     /* 0 with --peer none */
-  int list;     /* --list: the shapes and their floors, no GPU */
-  char peer_json[1200]; /* PyTorch's results (bench/peers/moe_torch.py; "" if not run) */
-  char peer_note[200];  /* why there is no peer column */
-} moe_args_t;
 
 static int moe_opt(void *ctx, int argc, char **argv, int *i) {
   moe_args_t *a = (moe_args_t *)ctx;
@@ -76,17 +51,20 @@ static int moe_opt(void *ctx, int argc, char **argv, int *i) {
            "  --tokens T           tokens per rank (default 128 and 4096)\n"
            "  --peer none          skip PyTorch's dispatch and combine (bench/peers/moe_torch.py, run by default on\n"
            "                       this run's exact shapes; timed call by call: Python's host time included)\n"
+           "  --layer              the whole expert MLP layer (loom_moe_mlp) instead: loom's unfused sequence, its\n"
+           "                       grouped GEMMs alone, dispatch + combine alone, PyTorch's layer as the peer\n"
            "  --list               print the shapes, the rows each rank sends off-rank and their floors (--world W,\n"
            "                       default 2), then exit (no GPU needed)\n");
     return 1;
   }
   if (!strcmp(s, "--list")) return a->list = 1, 1;
+  if (!strcmp(s, "--layer")) return a->layer = 1, 1;
   const int pr = loom_bench_opt_peer(argc, argv, i, &a->peer);
   if (pr) return pr;
   if (!strcmp(s, "--model")) {
     a->model = -2;
-    for (int m = 0; v && m < (int)(sizeof g_models / sizeof *g_models); ++m)
-      if (!strcmp(v, g_models[m].name)) a->model = m;
+    for (int m = 0; v && m < g_moe_model_count; ++m)
+      if (!strcmp(v, g_moe_models[m].name)) a->model = m;
     if (a->model < 0) {
       fprintf(stderr, "loom-bench moe: --model needs Mixtral-8x7B, Qwen3-30B-A3B or DeepSeek-V3, got \"%s\"\n",
               v ? v : "(nothing)");
@@ -160,45 +138,6 @@ static loom_result_t moe_op(void *arg, int iter, cudaStream_t s) {
         return loom_bench_fail(LOOM_ERR_CUDA, "the counts' copy to the host");
       return a2av(r, s);
   }
-}
-
-static const char *route_name(loom_route_kind_t k) { return k == LOOM_ROUTE_ZIPF ? "zipf" : "uniform"; }
-
-/* The complete shape of a row, as moe_torch.py names it. */
-static void moe_pair_shape(const moe_model_t *mm, int64_t T, loom_route_kind_t kind, int W, loom_bench_shape_t *s) {
-  loom_bench_shape_init(s);
-  loom_bench_shape_str(s, "op", "moe");
-  loom_bench_shape_str(s, "model", mm->name);
-  loom_bench_shape_int(s, "tokens", T);
-  loom_bench_shape_str(s, "routing", route_name(kind));
-  loom_bench_shape_int(s, "hidden", mm->hidden);
-  loom_bench_shape_int(s, "experts", mm->experts);
-  loom_bench_shape_int(s, "topk", mm->topk);
-  loom_bench_shape_int(s, "world", W);
-  loom_bench_shape_str(s, "dtype", "bf16");
-}
-
-/* Every rank's routing (the same on every rank: the seed), the rows per
- * rank pair, this rank's counts. 0, or -1 out of memory. */
-static int moe_routing(const moe_model_t *mm, int64_t T, loom_route_kind_t kind, int W, int me, int32_t *ids_me,
-                       float *w_me, int64_t pair[MOE_MAXW][MOE_MAXW], int32_t *counts_me) {
-  int32_t *ids = (int32_t *)malloc((size_t)T * mm->topk * sizeof(int32_t));
-  if (!ids) return -1;
-  memset(pair, 0, sizeof(int64_t) * MOE_MAXW * MOE_MAXW);
-  for (int r = 0; r < W; ++r) {
-    if (loom_route_make(kind, MOE_SEED, r, 0, T, mm->experts, mm->topk, 1.2, ids, r == me ? w_me : NULL)) {
-      free(ids);
-      return -1;
-    }
-    if (r == me) memcpy(ids_me, ids, (size_t)T * mm->topk * sizeof(int32_t));
-    for (int64_t i = 0; i < T * mm->topk; ++i) pair[r][loom_bench_moe_expert_rank(mm->experts, W, ids[i])]++;
-    if (r == me) {
-      memset(counts_me, 0, (size_t)mm->experts * sizeof(int32_t));
-      for (int64_t i = 0; i < T * mm->topk; ++i) counts_me[ids[i]]++;
-    }
-  }
-  free(ids);
-  return 0;
 }
 
 static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s, loom_bench_table_t *t,
@@ -281,7 +220,7 @@ static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cuda
       if (!row) break;
       snprintf(row->op, sizeof row->op, "moe");
       snprintf(row->impl, sizeof row->impl, "%s", g_vname[v]);
-      snprintf(row->shape, sizeof row->shape, "%s T=%lld %s", mm->name, (long long)T, route_name(kind));
+      snprintf(row->shape, sizeof row->shape, "%s T=%lld %s", mm->name, (long long)T, moe_route_name(kind));
       snprintf(row->dtype, sizeof row->dtype, "bf16");
       row->m = T, row->n = mm->hidden, row->k = mm->topk;
       row->world = W;
@@ -294,7 +233,7 @@ static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cuda
                mm->experts, mm->topk, mm->hidden, (long long)busiest, tm[V_A2A].median_us / tm[v].median_us);
       if (v == V_DISPATCH || v == V_COMBINE) {
         loom_bench_shape_t ps;
-        moe_pair_shape(mm, T, kind, W, &ps);
+        moe_pair_shape(mm, T, kind, W, 0, &ps);
         (void)loom_bench_row_pair(row, a->peer_json, v == V_DISPATCH ? "dispatch" : "combine", &ps, 0);
       }
     }
@@ -312,20 +251,14 @@ static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cuda
 }
 
 /* The run's shapes in order: (model, tokens, routing) into out[max]; the count. */
-typedef struct moe_shape_sel {
-  int model;
-  int64_t T;
-  loom_route_kind_t kind;
-} moe_shape_sel_t;
-
 static int moe_shapes(const moe_args_t *a, moe_shape_sel_t *out, int max) {
   int n = 0;
-  for (int m = 0; m < (int)(sizeof g_models / sizeof *g_models); ++m) {
+  for (int m = 0; m < g_moe_model_count; ++m) {
     if (a->model >= 0 && a->model != m) continue;
     for (int ti = 0; ti < 2; ++ti) {
       if (a->tokens && ti) break;
       for (int k = 0; k < (a->o.quick ? 1 : 2) && n < max; ++k)
-        out[n++] = (moe_shape_sel_t){m, a->tokens ? a->tokens : g_tokens[ti], k ? LOOM_ROUTE_ZIPF : LOOM_ROUTE_UNIFORM};
+        out[n++] = (moe_shape_sel_t){m, a->tokens ? a->tokens : g_moe_tokens[ti], k ? LOOM_ROUTE_ZIPF : LOOM_ROUTE_UNIFORM};
     }
   }
   return n;
@@ -345,8 +278,12 @@ static int moe_rank(loom_rank_ctx_t *ctx, void *arg) {
   int failures = 0;
   moe_shape_sel_t sel[16];
   const int ns = moe_shapes(a, sel, 16);
-  for (int i = 0; i < ns; ++i) failures += moe_shape(a, ctx, comm, s, &t, &g_models[sel[i].model], sel[i].T, sel[i].kind);
-  if (ctx->rank == 0) {
+  for (int i = 0; i < ns; ++i)
+    failures += (a->layer ? moe_layer_shape : moe_shape)(a, ctx, comm, s, &t, &g_moe_models[sel[i].model], sel[i].T,
+                                                         sel[i].kind);
+  if (ctx->rank == 0 && a->layer) {
+    failures = moe_layer_finish(a, &t, ctx->size, failures);
+  } else if (ctx->rank == 0) {
     loom_bench_note(&t, "bf16 rows; time = median of the slowest rank; algbw = the busiest rank's off-rank rows x H x 2 "
                         "/ time; comm(us) = nccl-a2av");
     loom_bench_note(&t, "nccl-a2av: counts known on the host, rows pre-sorted by destination (a lower bound of the "
@@ -383,7 +320,7 @@ static int moe_list(const moe_args_t *a, int W) {
          MOE_LINK_GBS);
   printf("%-36s %7s %5s %5s %12s %10s %10s\n", "shape", "H", "E", "top", "rows off", "MiB", "floor us");
   for (int i = 0; i < ns; ++i) {
-    const moe_model_t *mm = &g_models[sel[i].model];
+    const moe_model_t *mm = &g_moe_models[sel[i].model];
     const int64_t T = sel[i].T;
     int64_t pair[MOE_MAXW][MOE_MAXW];
     int32_t *ids = (int32_t *)malloc((size_t)T * mm->topk * sizeof(int32_t));
@@ -402,7 +339,7 @@ static int moe_list(const moe_args_t *a, int W) {
     }
     const double bytes = (double)busiest * mm->hidden * 2;
     char shape[64];
-    snprintf(shape, sizeof shape, "%s T=%lld %s", mm->name, (long long)T, route_name(sel[i].kind));
+    snprintf(shape, sizeof shape, "%s T=%lld %s", mm->name, (long long)T, moe_route_name(sel[i].kind));
     printf("%-36s %7d %5d %5d %12lld %10.1f %10.1f\n", shape, mm->hidden, mm->experts, mm->topk, (long long)busiest,
            bytes / 1048576.0, bytes / (MOE_LINK_GBS * 1e3));
   }
@@ -418,11 +355,13 @@ static void moe_peer(moe_args_t *a, int world) {
   char args[1024];
   moe_shape_sel_t sel[16];
   const int ns = moe_shapes(a, sel, 16);
-  snprintf(args, sizeof args, "--eager --world %d --reps %d --warmup %d --shapes ", world, a->o.reps, a->o.warmup);
+  snprintf(args, sizeof args, "--eager --world %d --reps %d --warmup %d %s--shapes ", world, a->o.reps, a->o.warmup,
+           a->layer ? "--layer " : "");
   for (int i = 0; i < ns; ++i) {
-    const moe_model_t *mm = &g_models[sel[i].model];
+    const moe_model_t *mm = &g_moe_models[sel[i].model];
     (void)loom_bench_appendf(args, sizeof args, "%s%s:%d:%d:%d:%lld:%s", i ? "," : "", mm->name, mm->hidden,
-                             mm->experts, mm->topk, (long long)sel[i].T, route_name(sel[i].kind));
+                             mm->experts, mm->topk, (long long)sel[i].T, moe_route_name(sel[i].kind));
+    if (a->layer) (void)loom_bench_appendf(args, sizeof args, ":%d", mm->ffn);
   }
   (void)loom_bench_run_peer("moe_torch.py", args, "moe_torch", a->peer_json, sizeof a->peer_json, a->peer_note,
                             sizeof a->peer_note);

@@ -40,6 +40,11 @@ loom_result_t loom__moe_check_desc(const char *fn, int comm_size, const loom_moe
   const char *what = "";
   int64_t value = 0;
   const int bad = loom__moe_desc_check(comm_size, d->experts, d->topk, d->max_tokens, d->capacity, &what, &value);
+  if (d->ffn < 0 || (d->ffn > 0 && (d->ffn % 8 != 0 || d->hidden % 8 != 0 || d->dtype == LOOM_FP32)))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->ffn=%d: 0 (no MLP) or a positive multiple of 8 with desc->hidden=%d a multiple of 8 "
+                      "and dtype bf16 or fp16 (the experts' GEMMs)",
+                      fn, d->ffn, d->hidden);
   if (bad) {
     static const char *const field[7] = {"", "comm size", "desc->experts", "desc->topk", "desc->max_tokens",
                                          "desc->capacity", "desc->max_tokens"};
@@ -59,6 +64,8 @@ static void moe_free(loom_comm_t comm, loom_moe_state_t *st) {
   if (st->combine) (void)loom__comm_free(comm, st->combine);
   if (st->counts) (void)loom__comm_free(comm, st->counts);
   if (st->dev) (void)cudaFree(st->dev);
+  if (st->act) (void)cudaFree(st->act);
+  if (st->h) (void)cudaFree(st->h);
   if (st->err) (void)cudaFreeHost(st->err);
   free(st);
 }
@@ -158,6 +165,7 @@ static loom_result_t moe_fill(loom_comm_t comm, const char *fn, loom_plan_t plan
   free(peers);
   LOOM_TRY(r);
   LOOM_TRY(loom__plan_done_create(&st->done));
+  if (st->desc.ffn > 0 && st->n_local > 0) LOOM_TRY(loom__moe_mlp_buffers(fn, st));
   moe_kargs(plan, st);
   LOOM_TRY(loom__moe_preload_kernels());
   return loom__nccl_fence(comm); /* every rank's buffers exist before any peer stores into them */
@@ -180,11 +188,12 @@ loom_result_t loom_plan_moe(loom_comm_t comm, const loom_moe_desc_t *desc, loom_
   st->first_local = loom__moe_expert_begin(desc->experts, comm->size, comm->rank);
   st->max_recv = loom__moe_worst_recv_rows(comm->size, desc->experts, desc->topk, desc->max_tokens, desc->capacity);
   uint64_t h = LOOM_FNV64_INIT;
-  const int64_t fields[6] = {desc->hidden, desc->experts, desc->topk, desc->max_tokens, desc->capacity, desc->dtype};
+  const int64_t fields[7] = {desc->hidden, desc->experts, desc->topk, desc->max_tokens, desc->capacity, desc->dtype,
+                             desc->ffn};
   h = loom__fnv64(h, fields, sizeof fields);
   loom_plan_t plan = NULL;
   r = loom__plan_create(comm, fn, "moe", (uint32_t)(4 * comm->size), 0, h,
-                        "hidden, experts, topk, max_tokens, capacity and dtype", &plan);
+                        "hidden, experts, topk, max_tokens, capacity, dtype and ffn", &plan);
   if (r != LOOM_SUCCESS) {
     moe_free(comm, st);
     return r;
@@ -234,8 +243,7 @@ static loom_result_t moe_reported(loom_moe_state_t *st, const char *fn) {
                     e.kind == 1 ? "is not an expert (outside [0, experts))" : "repeats an earlier expert of its token");
 }
 
-/* What every call checks first. */
-static loom_result_t moe_enter(loom_plan_t plan, const char *fn, loom_moe_state_t **st) {
+loom_result_t loom__moe_enter(loom_plan_t plan, const char *fn, loom_moe_state_t **st) {
   LOOM_TRY(moe_state(plan, fn, st));
   LOOM_TRY(loom__comm_check(plan->comm, fn));
   return moe_reported(*st, fn);
@@ -245,7 +253,7 @@ loom_result_t loom_moe_dispatch(loom_plan_t plan, const void *x, const int32_t *
                                 cudaStream_t stream) {
   const char *fn = "loom_moe_dispatch";
   loom_moe_state_t *st;
-  LOOM_TRY(moe_enter(plan, fn, &st));
+  LOOM_TRY(loom__moe_enter(plan, fn, &st));
   const loom_moe_desc_t *d = &st->desc;
   if (tokens < 0 || tokens > d->max_tokens)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tokens=%lld is outside [0, desc->max_tokens=%lld]", fn,
@@ -274,7 +282,7 @@ loom_result_t loom_moe_combine(loom_plan_t plan, const void *y, const float *wei
                                cudaStream_t stream) {
   const char *fn = "loom_moe_combine";
   loom_moe_state_t *st;
-  LOOM_TRY(moe_enter(plan, fn, &st));
+  LOOM_TRY(loom__moe_enter(plan, fn, &st));
   if (!st->dispatched)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p has not dispatched yet: a combine returns the rows of "
                       "the last dispatch", fn, (void *)plan);

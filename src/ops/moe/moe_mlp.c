@@ -1,0 +1,96 @@
+/*
+ * moe_mlp.c - loom_moe_mlp: the expert MLP layer as loom's unfused
+ * sequence, each step a launch on the caller's stream and none of them
+ * waiting for the host (graph-capturable):
+ *   1 loom_moe_dispatch                 rows into the receive buffer, grouped by
+ *                                       local expert; expert_offsets on the device
+ *   2 grouped GEMM (gate/up)            act [R, 2F] = recv_l x gate_up_l^T
+ *   3 SwiGLU                            h [R, F] = silu(act[:, :F]) x act[:, F:]
+ *   4 grouped GEMM (down)               y = h_l x down_l^T into the receive buffer
+ *   5 loom_moe_combine(y = recv)        rows back, weighted sums
+ * Steps 2-4 read the rows' count from expert_offsets on the device (the
+ * grouped GEMM's tile prefix, the SwiGLU's grid-stride bound), so only the
+ * rows that arrived are computed; a rank without experts runs 1 and 5.
+ * act and h are the plan's (worst-case rows R, allocated with the plan).
+ */
+#include <string.h>
+
+#include "core/error.h"
+#include "core/plan.h"
+#include "core/ptr_check.h"
+#include "gemm/gemm.h"
+#include "gemm/gemm_heuristic.h"
+#include "ops/moe/moe.h"
+
+/* The grouped GEMM of one expert projection over the plan's receive layout:
+ * C [R, n] = A [R, k] x B_l^T for each local expert l. */
+static loom_grouped_gemm_desc_t moe_gemm_desc(const loom_moe_state_t *st, int64_t n, int64_t k, int64_t rows_hint) {
+  loom_grouped_gemm_desc_t g = LOOM_GROUPED_GEMM_DESC_INIT;
+  g.groups = st->n_local, g.max_rows = st->max_recv, g.n = n, g.k = k, g.rows_hint = rows_hint;
+  g.ab_type = g.c_type = st->desc.dtype, g.b_layout = LOOM_B_NK;
+  return g;
+}
+
+loom_result_t loom__moe_mlp_buffers(const char *fn, loom_moe_state_t *st) {
+  const loom_moe_desc_t *d = &st->desc;
+  const int64_t F = d->ffn, H = d->hidden;
+  loom__gemm_device_t dev;
+  LOOM_TRY(loom__gemm_device(&dev));
+  const loom_gemm_desc_t e = LOOM_GEMM_DESC(st->max_recv, 2 * F, H, d->dtype, d->dtype, LOOM_B_NK, 0);
+  if (!dev.sm90 || !loom__gemm_sm90_supported(&e, dev.cc_major, dev.cc_minor))
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: desc->ffn=%d: the experts' grouped GEMMs run loom's Hopper kernel (compute capability 9.0 "
+                      "with the library's sm_90a code); this GPU is %d.%d",
+                      fn, d->ffn, dev.cc_major, dev.cc_minor);
+  /* the shapes the calls will run, checked once */
+  const loom_grouped_gemm_desc_t g1 = moe_gemm_desc(st, 2 * F, H, 0), g2 = moe_gemm_desc(st, H, F, 0);
+  LOOM_TRY(loom__grouped_validate_desc(fn, &g1));
+  LOOM_TRY(loom__grouped_validate_desc(fn, &g2));
+  /* loaded now, not at a first launch behind a dispatch that waits for
+   * the peers (CUDA's lazy loading waits for running kernels) */
+  for (int bm = 64; bm <= 128; bm += 64)
+    for (int bn = 128; bn <= 256; bn += 128) {
+      struct cudaFuncAttributes fa;
+      LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__gemm_grouped_kernel_for(bm, bn, (int)d->dtype, 0)));
+    }
+  const size_t es = loom_dtype_size(d->dtype);
+  const size_t act = (size_t)st->max_recv * (size_t)(2 * F) * es, h = (size_t)st->max_recv * (size_t)F * es;
+  LOOM_CUDA(cudaMalloc(&st->act, act > 0 ? act : 256));
+  LOOM_CUDA(cudaMalloc(&st->h, h > 0 ? h : 256));
+  st->device_bytes += act + h;
+  return LOOM_SUCCESS;
+}
+
+/* Steps 2-4 on the rows dispatched into the receive buffer. */
+static loom_result_t moe_experts(loom_moe_state_t *st, const void *gate_up, const void *down, int64_t tokens,
+                                 cudaStream_t stream) {
+  const loom_moe_desc_t *d = &st->desc;
+  const int64_t F = d->ffn, H = d->hidden;
+  const int64_t *off = st->k.expert_off;
+  const int64_t hint = tokens * d->topk; /* this rank's rows, as many as it receives at uniform routing */
+  const loom_grouped_gemm_desc_t g1 = moe_gemm_desc(st, 2 * F, H, hint), g2 = moe_gemm_desc(st, H, F, hint);
+  LOOM_TRY(loom__gemm_grouped_sm90(&g1, st->recv, gate_up, st->act, NULL, off, NULL, stream));
+  LOOM_TRY(loom__moe_swiglu_launch(st->act, st->h, F, off + st->n_local, st->max_recv, (int)d->dtype, stream));
+  return loom__gemm_grouped_sm90(&g2, st->h, down, st->recv, NULL, off, NULL, stream);
+}
+
+loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights, int64_t tokens,
+                           const void *gate_up, const void *down, void *out, cudaStream_t stream) {
+  const char *fn = "loom_moe_mlp";
+  loom_moe_state_t *st;
+  LOOM_TRY(loom__moe_enter(plan, fn, &st));
+  const loom_moe_desc_t *d = &st->desc;
+  if (d->ffn <= 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: plan=%p was made with desc->ffn=0: set ffn (the experts' hidden size) to run the MLP", fn,
+                      (void *)plan);
+  const size_t es = loom_dtype_size(d->dtype);
+  const size_t per = (size_t)d->hidden * (size_t)d->ffn * es; /* one expert's projection */
+  const unsigned need = st->n_local > 0 ? LOOM_BUF_ALIGN16 : LOOM_BUF_OPTIONAL;
+  const loom_buf_t w[2] = {{"gate_up", gate_up, 2 * per * (size_t)st->n_local, need, NULL},
+                           {"down", down, per * (size_t)st->n_local, need, NULL}};
+  LOOM_TRY(loom__check_bufs(fn, plan->comm, w, 2));
+  LOOM_TRY(loom_moe_dispatch(plan, x, ids, tokens, stream));
+  if (st->n_local > 0) LOOM_TRY(moe_experts(st, gate_up, down, tokens, stream));
+  return loom_moe_combine(plan, st->recv, weights, out, stream);
+}

@@ -1,0 +1,343 @@
+/*
+ * test_moe_mlp.c - GPU tests of the whole expert MLP layer (loom_moe_mlp:
+ * dispatch, grouped gate/up GEMM, SwiGLU, grouped down GEMM, combine) on W
+ * ranks against the CPU reference's layer computed per token in double
+ * (loom_ref_moe_layer_direct: no schedule, drops counted in global order).
+ *  - routings: uniform, Zipf, every token to the same experts (one rank
+ *    receives everything), one expert (ranks that own none), top-1 to top-8,
+ *    a rank without tokens, token counts that divide nothing, a capacity;
+ *    bf16 and fp16; several rounds per plan with fresh routings and rows;
+ *  - bound per element: 0.03 of the row's rms + 1/128 of the value (act, h
+ *    and y are rounded to the dtype between the steps; a wrong expert, a
+ *    lost row or a wrong weight errs by O(rms));
+ *  - a CUDA graph of one call, replayed with alternating routings: each
+ *    replay bit-identical to the eager call of its routing.
+ * Weights: every rank draws every expert's (the case's seed) and uploads
+ * its own experts in loom's layout ([out, in] per expert, gate rows first).
+ * Tests of the layer skip without loom's sm90 GEMM.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "tests/common/test.h"
+#include "tests/gpu/case_suite.h"
+#include "ops/moe/moe_schedule.h"
+#include "ref/moe_ref.h"
+#include "ref/ref.h"
+#include "support/launch.h"
+#include "support/moe_routing.h"
+
+#define LAUNCH_TIMEOUT_S 300
+#define CUDA_OK(call) CHECK_CUDA_OR(call, goto out)
+#define LOOM_OK(call) CHECK_LOOM_OR(call, goto out)
+#define MAXW 8
+
+typedef struct mlp_case {
+  int experts, topk, hidden, ffn;
+  int64_t tokens;   /* rank r has tokens - 29 r (at least 0) */
+  int64_t capacity;
+  loom_dtype_t dtype;
+  loom_route_kind_t route;
+  int rounds;
+  int empty_rank;   /* 1: the last rank passes no tokens */
+} mlp_case_t;
+
+/* Every expert's weights in double (the reference's [E, H, F] / [E, F, H])
+ * and this rank's experts in loom's layout and dtype. */
+typedef struct mlp_weights {
+  double *wg, *wu, *wd;
+  void *gate_up, *down; /* host, [n, 2F, H] and [n, H, F] */
+  size_t gu_bytes, d_bytes;
+} mlp_weights_t;
+
+static void weights_free(mlp_weights_t *w) {
+  free(w->wg), free(w->wu), free(w->wd), free(w->gate_up), free(w->down);
+  memset(w, 0, sizeof *w);
+}
+
+/* The weights of every expert, rounded to the dtype; first..first+n in loom's layout. */
+static int weights_make(const mlp_case_t *c, int first, int n, mlp_weights_t *w) {
+  const size_t E = (size_t)c->experts, H = (size_t)c->hidden, F = (size_t)c->ffn, es = loom_dtype_size(c->dtype);
+  memset(w, 0, sizeof *w);
+  w->wg = (double *)malloc(E * H * F * sizeof(double)), w->wu = (double *)malloc(E * H * F * sizeof(double));
+  w->wd = (double *)malloc(E * F * H * sizeof(double));
+  w->gu_bytes = (size_t)n * 2 * F * H * es, w->d_bytes = (size_t)n * H * F * es;
+  w->gate_up = malloc(w->gu_bytes + 16), w->down = malloc(w->d_bytes + 16);
+  void *tmp = malloc(E * H * F * es);
+  if (!w->wg || !w->wu || !w->wd || !w->gate_up || !w->down || !tmp) {
+    free(tmp);
+    return -1;
+  }
+  double *dst[3] = {w->wg, w->wu, w->wd};
+  const double scale[3] = {1.0 / sqrt((double)H), 1.0 / sqrt((double)H), 1.0 / sqrt((double)F)};
+  for (int m = 0; m < 3; ++m) {
+    loom_ref_fill_random(c->dtype, tmp, E * H * F, loom_route_mix(loom_test_seed() ^ (0x77ull << (8 * m))) | 1u,
+                         scale[m]);
+    for (size_t i = 0; i < E * H * F; ++i) dst[m][i] = loom_ref_load(c->dtype, tmp, i);
+  }
+  free(tmp);
+  for (int l = 0; l < n; ++l) {
+    const size_t e = (size_t)(first + l);
+    for (size_t f = 0; f < F; ++f)
+      for (size_t h = 0; h < H; ++h) {
+        const size_t gu = (size_t)l * 2 * F * H;
+        loom_ref_store(c->dtype, w->gate_up, gu + f * H + h, w->wg[e * H * F + h * F + f]);
+        loom_ref_store(c->dtype, w->gate_up, gu + (F + f) * H + h, w->wu[e * H * F + h * F + f]);
+        loom_ref_store(c->dtype, w->down, (size_t)l * H * F + h * F + f, w->wd[e * F * H + f * H + h]);
+      }
+  }
+  return 0;
+}
+
+typedef struct mlp_inputs {
+  int64_t T[MAXW];
+  void *x[MAXW];
+  double *xd[MAXW], *wd[MAXW], *out[MAXW];
+  int32_t *ids[MAXW];
+  float *w[MAXW];
+} mlp_inputs_t;
+
+static void inputs_free(mlp_inputs_t *in, int W) {
+  for (int r = 0; r < W; ++r)
+    free(in->x[r]), free(in->xd[r]), free(in->wd[r]), free(in->out[r]), free(in->ids[r]), free(in->w[r]);
+  memset(in, 0, sizeof *in);
+}
+
+/* Every rank's rows and routing for `round`, and the reference layer's outputs. */
+static int inputs_make(const mlp_case_t *c, int W, int round, const mlp_weights_t *wt, mlp_inputs_t *in) {
+  memset(in, 0, sizeof *in);
+  const size_t es = loom_dtype_size(c->dtype), H = (size_t)c->hidden, K = (size_t)c->topk;
+  for (int r = 0; r < W; ++r) {
+    int64_t T = c->empty_rank && r == W - 1 ? 0 : c->tokens - 29 * r;
+    in->T[r] = T = T > 0 ? T : 0;
+    in->x[r] = malloc((size_t)T * H * es + 16), in->xd[r] = (double *)malloc((size_t)T * H * sizeof(double) + 8);
+    in->out[r] = (double *)malloc((size_t)T * H * sizeof(double) + 8);
+    in->ids[r] = (int32_t *)malloc((size_t)T * K * sizeof(int32_t) + 4);
+    in->w[r] = (float *)malloc((size_t)T * K * sizeof(float) + 4), in->wd[r] = (double *)malloc((size_t)T * K * 8 + 8);
+    if (!in->x[r] || !in->xd[r] || !in->out[r] || !in->ids[r] || !in->w[r] || !in->wd[r]) return -1;
+    loom_ref_fill_random(c->dtype, in->x[r], (size_t)T * H,
+                         loom_route_mix(loom_test_seed() + 977 * (uint64_t)round + (uint64_t)r + 5) | 1u, 1.0);
+    for (size_t i = 0; i < (size_t)T * H; ++i) in->xd[r][i] = loom_ref_load(c->dtype, in->x[r], i);
+    if (loom_route_make(c->route, loom_test_seed() ^ 0x6d6c70ull, r, round, T, c->experts, c->topk, 1.2, in->ids[r],
+                        in->w[r]))
+      return -1;
+    for (size_t i = 0; i < (size_t)T * K; ++i) in->wd[r][i] = in->w[r][i];
+  }
+  const loom_ref_moe_t m = {W, c->experts, c->topk, c->hidden, c->ffn, c->capacity, in->T,
+                            (const double *const *)in->xd, (const int32_t *const *)in->ids,
+                            (const double *const *)in->wd, wt->wg, wt->wu, wt->wd};
+  return loom_ref_moe_layer_direct(&m, in->out);
+}
+
+/* Elements of out [T, H] (dtype) outside the bound around want. */
+static int64_t count_far(const mlp_case_t *c, const void *out, const double *want, int64_t T, int me, int round) {
+  const int H = c->hidden;
+  int64_t far = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    double ss = 0;
+    for (int h = 0; h < H; ++h) ss += want[t * H + h] * want[t * H + h];
+    const double rms = sqrt(ss / H);
+    for (int h = 0; h < H; ++h) {
+      const double got = loom_ref_load(c->dtype, out, (size_t)(t * H + h)), w = want[t * H + h];
+      if (!(fabs(got - w) <= 0.03 * rms + fabs(w) / 128)) {
+        if (far < 3)
+          fprintf(stderr, "rank %d round %d: out[%lld][%d] = %g, reference %g (row rms %g)\n", me, round, (long long)t,
+                  h, got, w, rms);
+        ++far;
+      }
+    }
+  }
+  return far;
+}
+
+typedef struct mlp_dev {
+  void *x, *out, *gate_up, *down;
+  int32_t *ids;
+  float *w;
+} mlp_dev_t;
+
+static loom_result_t upload(const mlp_case_t *c, const mlp_inputs_t *in, int me, const mlp_dev_t *d, cudaStream_t s) {
+  const size_t T = (size_t)in->T[me], K = (size_t)c->topk, row = (size_t)c->hidden * loom_dtype_size(c->dtype);
+  if (cudaMemcpyAsync(d->x, in->x[me], T * row, cudaMemcpyHostToDevice, s) != cudaSuccess ||
+      cudaMemcpyAsync(d->ids, in->ids[me], T * K * sizeof(int32_t), cudaMemcpyHostToDevice, s) != cudaSuccess ||
+      cudaMemcpyAsync(d->w, in->w[me], T * K * sizeof(float), cudaMemcpyHostToDevice, s) != cudaSuccess ||
+      cudaMemsetAsync(d->out, 0xff, T * row + 16, s) != cudaSuccess)
+    return LOOM_ERR_CUDA;
+  return LOOM_SUCCESS;
+}
+
+static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const mlp_case_t *c) {
+  const int fails0 = loom_test_failures, W = ctx->size, me = ctx->rank;
+  const size_t row = (size_t)c->hidden * loom_dtype_size(c->dtype), tmax = (size_t)c->tokens;
+  loom_plan_t plan = NULL;
+  cudaStream_t s = NULL;
+  mlp_dev_t dv;
+  memset(&dv, 0, sizeof dv);
+  mlp_weights_t wt;
+  memset(&wt, 0, sizeof wt);
+  mlp_inputs_t in;
+  memset(&in, 0, sizeof in);
+  void *hout = malloc(tmax * row + 16);
+  CHECK(W <= MAXW && hout);
+  loom_moe_desc_t d = LOOM_MOE_DESC_INIT;
+  d.hidden = c->hidden, d.experts = c->experts, d.topk = c->topk, d.max_tokens = c->tokens;
+  d.capacity = c->capacity, d.dtype = c->dtype, d.ffn = c->ffn;
+  LOOM_OK(loom_plan_moe(comm, &d, &plan));
+  loom_moe_plan_info_t info = LOOM_MOE_PLAN_INFO_INIT;
+  LOOM_OK(loom_moe_plan_info(plan, &info));
+  CHECK(weights_make(c, info.first_expert, info.local_experts, &wt) == 0);
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaMalloc(&dv.x, tmax * row + 16));
+  CUDA_OK(cudaMalloc(&dv.out, tmax * row + 16));
+  CUDA_OK(cudaMalloc((void **)&dv.ids, tmax * c->topk * sizeof(int32_t) + 4));
+  CUDA_OK(cudaMalloc((void **)&dv.w, tmax * c->topk * sizeof(float) + 4));
+  if (info.local_experts > 0) {
+    CUDA_OK(cudaMalloc(&dv.gate_up, wt.gu_bytes));
+    CUDA_OK(cudaMalloc(&dv.down, wt.d_bytes));
+    CUDA_OK(cudaMemcpy(dv.gate_up, wt.gate_up, wt.gu_bytes, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dv.down, wt.down, wt.d_bytes, cudaMemcpyHostToDevice));
+  }
+  for (int round = 0; round < c->rounds && loom_test_failures == fails0; ++round) {
+    CHECK(inputs_make(c, W, round, &wt, &in) == 0);
+    const int64_t T = in.T[me];
+    LOOM_OK(upload(c, &in, me, &dv, s));
+    LOOM_OK(loom_moe_mlp(plan, dv.x, dv.ids, dv.w, T, dv.gate_up, dv.down, dv.out, s));
+    CUDA_OK(cudaMemcpyAsync(hout, dv.out, (size_t)T * row, cudaMemcpyDeviceToHost, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    CHECK_EQ_INT(count_far(c, hout, in.out[me], T, me, round), 0);
+    inputs_free(&in, W);
+  }
+  LOOM_OK(loom_comm_get_async_error(comm));
+out:
+  inputs_free(&in, W);
+  if (s) cudaStreamSynchronize(s);
+  if (plan) CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
+  cudaFree(dv.x), cudaFree(dv.out), cudaFree(dv.ids), cudaFree(dv.w), cudaFree(dv.gate_up), cudaFree(dv.down);
+  if (s) cudaStreamDestroy(s);
+  weights_free(&wt);
+  free(hout);
+  return loom_test_failures != fails0;
+}
+
+static int run_case_v(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *k) {
+  return run_case(ctx, comm, (const mlp_case_t *)k);
+}
+
+#define N(a) ((int)(sizeof a / sizeof *a))
+
+/* experts, topk, hidden, ffn, tokens, capacity, dtype, route, rounds, empty_rank */
+static const mlp_case_t g_cases[] = {
+    {8, 2, 256, 512, 300, 0, LOOM_BF16, LOOM_ROUTE_UNIFORM, 2, 0},  /* Mixtral-like, scaled down */
+    {32, 8, 128, 192, 133, 0, LOOM_BF16, LOOM_ROUTE_ZIPF, 2, 0},    /* top-8, hot experts and empty ones */
+    {8, 4, 128, 128, 190, 0, LOOM_BF16, LOOM_ROUTE_SKEW, 2, 0},     /* every token to experts 0..3 */
+    {1, 1, 64, 64, 100, 0, LOOM_BF16, LOOM_ROUTE_UNIFORM, 2, 0},    /* one expert: other ranks own none */
+    {16, 1, 128, 256, 129, 0, LOOM_FP16, LOOM_ROUTE_UNIFORM, 2, 1}, /* fp16, top-1, a rank without tokens */
+    {8, 2, 128, 256, 300, 50, LOOM_BF16, LOOM_ROUTE_UNIFORM, 2, 0}, /* capacity 50: rows dropped */
+};
+
+/* Checked in a child (the parent forks the ranks and stays CUDA-free). */
+static int sm90_gemm_or_skip(void) {
+  if (loom_launch_gpu_cc() == 90) return 1;
+  loom_test_skip("the expert GEMMs need loom's sm90 kernel (compute capability 9.0)");
+  return 0;
+}
+
+static void run_suite(int W) {
+  const loom_case_suite_t su = {g_cases, sizeof *g_cases, N(g_cases), 30000, run_case_v};
+  loom_case_suite_run(W, LAUNCH_TIMEOUT_S, &su);
+}
+
+LOOM_TEST(gpu_moe_mlp_matches_reference_w1) {
+  if (loom_test_gpus(1) && sm90_gemm_or_skip()) run_suite(1);
+}
+LOOM_TEST(gpu_moe_mlp_matches_reference_w2) {
+  if (loom_test_gpus(2) && sm90_gemm_or_skip()) run_suite(2);
+}
+
+/* One call captured in a graph, replayed 40 times alternating two routings
+ * (inputs copied in before each replay): each replay bit-identical to the
+ * eager call of its routing. */
+#define GRAPH_ROUTES 2
+static int run_graph(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *unused) {
+  (void)unused;
+  const mlp_case_t c = {16, 4, 128, 256, 200, 0, LOOM_BF16, LOOM_ROUTE_ZIPF, GRAPH_ROUTES, 0};
+  const int fails0 = loom_test_failures, W = ctx->size, me = ctx->rank;
+  const size_t row = (size_t)c.hidden * 2;
+  loom_plan_t plan = NULL;
+  cudaStream_t s = NULL;
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  mlp_dev_t dv;
+  memset(&dv, 0, sizeof dv);
+  mlp_weights_t wt;
+  memset(&wt, 0, sizeof wt);
+  mlp_inputs_t in[GRAPH_ROUTES];
+  memset(in, 0, sizeof in);
+  void *eager[GRAPH_ROUTES] = {NULL, NULL}, *got = malloc((size_t)c.tokens * row);
+  loom_moe_desc_t d = LOOM_MOE_DESC_INIT;
+  d.hidden = c.hidden, d.experts = c.experts, d.topk = c.topk, d.max_tokens = c.tokens, d.ffn = c.ffn;
+  LOOM_OK(loom_plan_moe(comm, &d, &plan));
+  loom_moe_plan_info_t info = LOOM_MOE_PLAN_INFO_INIT;
+  LOOM_OK(loom_moe_plan_info(plan, &info));
+  CHECK(weights_make(&c, info.first_expert, info.local_experts, &wt) == 0 && got);
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaMalloc(&dv.x, (size_t)c.tokens * row + 16));
+  CUDA_OK(cudaMalloc(&dv.out, (size_t)c.tokens * row + 16));
+  CUDA_OK(cudaMalloc((void **)&dv.ids, (size_t)c.tokens * c.topk * 4));
+  CUDA_OK(cudaMalloc((void **)&dv.w, (size_t)c.tokens * c.topk * 4));
+  CUDA_OK(cudaMalloc(&dv.gate_up, wt.gu_bytes));
+  CUDA_OK(cudaMalloc(&dv.down, wt.d_bytes));
+  CUDA_OK(cudaMemcpy(dv.gate_up, wt.gate_up, wt.gu_bytes, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dv.down, wt.down, wt.d_bytes, cudaMemcpyHostToDevice));
+  for (int q = 0; q < GRAPH_ROUTES; ++q) {
+    CHECK(inputs_make(&c, W, q, &wt, &in[q]) == 0 && (eager[q] = malloc((size_t)c.tokens * row)) != NULL);
+    if (!eager[q]) goto out;
+    LOOM_OK(upload(&c, &in[q], me, &dv, s));
+    LOOM_OK(loom_moe_mlp(plan, dv.x, dv.ids, dv.w, in[q].T[me], dv.gate_up, dv.down, dv.out, s));
+    CUDA_OK(cudaMemcpyAsync(eager[q], dv.out, (size_t)in[q].T[me] * row, cudaMemcpyDeviceToHost, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    CHECK_EQ_INT(count_far(&c, eager[q], in[q].out[me], in[q].T[me], me, q), 0);
+  }
+  /* both routings have the same token count: one captured call serves both */
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  {
+    const loom_result_t r = loom_moe_mlp(plan, dv.x, dv.ids, dv.w, in[0].T[me], dv.gate_up, dv.down, dv.out, s);
+    CUDA_OK(cudaStreamEndCapture(s, &graph));
+    LOOM_OK(r);
+  }
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  int64_t differ = 0;
+  for (int i = 0; i < 40; ++i) {
+    const int q = i % GRAPH_ROUTES;
+    LOOM_OK(upload(&c, &in[q], me, &dv, s));
+    CUDA_OK(cudaGraphLaunch(exec, s));
+    CUDA_OK(cudaMemcpyAsync(got, dv.out, (size_t)in[q].T[me] * row, cudaMemcpyDeviceToHost, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    differ += memcmp(got, eager[q], (size_t)in[q].T[me] * row) != 0;
+  }
+  CHECK_EQ_INT(differ, 0);
+  LOOM_OK(loom_comm_get_async_error(comm));
+out:
+  if (s) cudaStreamSynchronize(s);
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  if (plan) CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
+  cudaFree(dv.x), cudaFree(dv.out), cudaFree(dv.ids), cudaFree(dv.w), cudaFree(dv.gate_up), cudaFree(dv.down);
+  if (s) cudaStreamDestroy(s);
+  for (int q = 0; q < GRAPH_ROUTES; ++q) inputs_free(&in[q], W), free(eager[q]);
+  weights_free(&wt);
+  free(got);
+  return loom_test_failures != fails0;
+}
+
+LOOM_TEST(gpu_moe_mlp_graph_replays_w2) {
+  static const int one = 0;
+  const loom_case_suite_t su = {&one, sizeof one, 1, 30000, run_graph};
+  if (loom_test_gpus(2) && sm90_gemm_or_skip()) loom_case_suite_run(2, LAUNCH_TIMEOUT_S, &su);
+}

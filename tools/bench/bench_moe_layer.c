@@ -1,0 +1,221 @@
+/*
+ * bench_moe_layer.c - loom-bench moe --layer: the whole expert MLP layer
+ * (dispatch, gate/up grouped GEMM, SwiGLU, down grouped GEMM, combine) side
+ * by side in one run on every rank (each repetition runs every variant; a
+ * repetition's time is the slowest rank's; medians):
+ *   loom-mlp               loom_moe_mlp: loom's unfused sequence, one call
+ *   loom-grouped-gemms     its two grouped GEMMs alone (loom_gemm_grouped on
+ *                          the rows already dispatched: no communication, no
+ *                          SwiGLU): the compute part
+ *   loom-dispatch+combine  loom_moe_dispatch + loom_moe_combine alone: the
+ *                          communication part
+ *   grouped-<bm>x<bn>      the two grouped GEMMs with each of the four tiles
+ *                          forced (which tile the model should pick)
+ * The peer (bench/peers/moe_torch.py --layer, the same shapes and routings):
+ * PyTorch's layer (its dispatch, torch._grouped_mm, silu x up,
+ * torch._grouped_mm, its combine) on the loom-mlp row and its two grouped
+ * GEMMs + SwiGLU on the loom-grouped-gemms row. Weights random (bf16,
+ * scaled 1 / sqrt(fan-in)), every rank its own experts; the experts' row
+ * counts come from the routing. GEMM TFLOP/s count 6 x rows x H x F per
+ * rank (the rows this rank received).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "bench.h"
+#include "moe_models.h"
+#include "testing/bench_api.h"
+
+#define LAYER_TRY(call)                  \
+  do {                                   \
+    const loom_result_t r_ = (call);     \
+    if (r_ != LOOM_SUCCESS) return r_;   \
+  } while (0)
+
+enum { L_MLP, L_GEMMS, L_COMM, L_TILE0, L_COUNT = L_TILE0 + 4 };
+static const char *const g_lname[L_COUNT] = {"loom-mlp",         "loom-grouped-gemms", "loom-dispatch+combine",
+                                             "grouped-64x128",   "grouped-64x256",     "grouped-128x128",
+                                             "grouped-128x256"};
+static const int g_tile[4][2] = {{64, 128}, {64, 256}, {128, 128}, {128, 256}};
+
+typedef struct layer_run {
+  loom_plan_t plan;
+  loom_moe_plan_info_t info;
+  int64_t T;
+  int H, F, topk;
+  int bm, bn; /* the tile the model picked for the gate/up GEMM */
+  void *x, *out, *gate_up, *down, *act, *y;
+  int32_t *ids;
+  float *w;
+} layer_run_t;
+
+typedef struct layer_var {
+  layer_run_t *r;
+  int v;
+} layer_var_t;
+
+/* One grouped GEMM of the experts over the receive layout: C [R, n] = A x
+ * B_l^T, with the tile bm x bn (0, 0: the model's, as loom_moe_mlp runs it). */
+static loom_result_t layer_gemm(layer_run_t *r, int64_t n, int64_t k, const void *a, const void *b, void *c, int bm,
+                                int bn, cudaStream_t s) {
+  loom_grouped_gemm_desc_t g = LOOM_GROUPED_GEMM_DESC_INIT;
+  g.groups = r->info.local_experts, g.max_rows = r->info.max_recv_rows, g.n = n, g.k = k;
+  g.rows_hint = r->T * r->topk; /* as loom_moe_mlp's */
+  return loom_bench_gemm_grouped_tile(&g, a, b, c, r->info.expert_offsets, bm, bn, bm || n != 2 * r->F ? NULL : &r->bm,
+                                      bm || n != 2 * r->F ? NULL : &r->bn, s);
+}
+
+static loom_result_t layer_op(void *arg, int iter, cudaStream_t s) {
+  (void)iter;
+  const layer_var_t *x = (const layer_var_t *)arg;
+  layer_run_t *r = x->r;
+  if (x->v == L_MLP) return loom_moe_mlp(r->plan, r->x, r->ids, r->w, r->T, r->gate_up, r->down, r->out, s);
+  if (x->v == L_COMM) {
+    LAYER_TRY(loom_moe_dispatch(r->plan, r->x, r->ids, r->T, s));
+    return loom_moe_combine(r->plan, r->info.recv, r->w, r->out, s);
+  }
+  if (r->info.local_experts == 0) return LOOM_SUCCESS;
+  const int bm = x->v >= L_TILE0 ? g_tile[x->v - L_TILE0][0] : 0, bn = x->v >= L_TILE0 ? g_tile[x->v - L_TILE0][1] : 0;
+  LAYER_TRY(layer_gemm(r, 2 * (int64_t)r->F, r->H, r->info.recv, r->gate_up, r->act, bm, bn, s));
+  return layer_gemm(r, r->H, r->F, r->act, r->down, r->y, bm, bn, s); /* act's first F columns as h: same FLOPs */
+}
+
+/* The plan and every buffer, inputs random; the rows this rank receives
+ * checked against the routing's count. */
+static loom_result_t layer_setup(layer_run_t *r, loom_comm_t comm, const moe_model_t *mm, const int32_t *ids,
+                                 const float *w, int64_t recv_total, int me, cudaStream_t s) {
+  loom_moe_desc_t d = LOOM_MOE_DESC_INIT;
+  d.hidden = mm->hidden, d.experts = mm->experts, d.topk = mm->topk, d.max_tokens = r->T, d.ffn = mm->ffn;
+  loom_result_t rr = loom_plan_moe(comm, &d, &r->plan); /* collective: every rank, whatever happened before */
+  r->info = (loom_moe_plan_info_t)LOOM_MOE_PLAN_INFO_INIT;
+  LAYER_TRY(rr);
+  LAYER_TRY(loom_moe_plan_info(r->plan, &r->info));
+  const size_t H = (size_t)mm->hidden, F = (size_t)mm->ffn, n = (size_t)r->info.local_experts, T = (size_t)r->T;
+  const size_t R = (size_t)r->info.max_recv_rows, K = (size_t)mm->topk;
+  const size_t bytes[8] = {T * H * 2, T * H * 2, n * 2 * F * H * 2 + 16, n * H * F * 2 + 16, R * 2 * F * 2 + 16,
+                           R * H * 2 + 16, T * K * 4 + 4, T * K * 4 + 4};
+  void **ptr[8] = {&r->x, &r->out, &r->gate_up, &r->down, &r->act, &r->y, (void **)&r->ids, (void **)&r->w};
+  for (int i = 0; i < 8; ++i) {
+    const cudaError_t e = cudaMalloc(ptr[i], bytes[i] > 0 ? bytes[i] : 16);
+    if (e != cudaSuccess) return loom_bench_cuda_fail((int)e, "layer buffers", __FILE__, __LINE__);
+  }
+  if (cudaMemcpy(r->ids, ids, T * K * 4, cudaMemcpyHostToDevice) != cudaSuccess ||
+      cudaMemcpy(r->w, w, T * K * 4, cudaMemcpyHostToDevice) != cudaSuccess)
+    return loom_bench_fail(LOOM_ERR_CUDA, "routing upload");
+  LAYER_TRY(loom_bench_fill_random(r->x, LOOM_BF16, T * H, MOE_SEED + (uint64_t)me, 1.0));
+  LAYER_TRY(loom_bench_fill_random(r->gate_up, LOOM_BF16, n * 2 * F * H, MOE_SEED + 11 + (uint64_t)me,
+                                        1.0 / sqrt((double)H)));
+  LAYER_TRY(loom_bench_fill_random(r->down, LOOM_BF16, n * H * F, MOE_SEED + 13 + (uint64_t)me,
+                                        1.0 / sqrt((double)F)));
+  LAYER_TRY(loom_moe_mlp(r->plan, r->x, r->ids, r->w, r->T, r->gate_up, r->down, r->out, s));
+  int64_t got = -1;
+  cudaError_t e = cudaMemcpyAsync(&got, r->info.expert_offsets + r->info.local_experts, sizeof got,
+                                  cudaMemcpyDeviceToHost, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  if (e != cudaSuccess) return loom_bench_cuda_fail((int)e, "expert_offsets", __FILE__, __LINE__);
+  if (r->info.local_experts > 0 && got != recv_total)
+    return loom_bench_fail(LOOM_ERR_INTERNAL, "rank %d received %lld rows, the routing says %lld", me, (long long)got,
+                           (long long)recv_total);
+  return LOOM_SUCCESS;
+}
+
+static void layer_free(layer_run_t *r) {
+  if (r->plan) (void)loom_plan_destroy(r->plan);
+  cudaFree(r->x), cudaFree(r->out), cudaFree(r->gate_up), cudaFree(r->down), cudaFree(r->act), cudaFree(r->y);
+  cudaFree(r->ids), cudaFree(r->w);
+}
+
+/* Rank 0's rows of one shape. */
+static void layer_rows(const moe_args_t *a, loom_bench_table_t *t, const moe_model_t *mm, int64_t T,
+                       loom_route_kind_t kind, int W, int64_t rows_here, const layer_run_t *r,
+                       const loom_bench_time_t *tm) {
+  const double gemm_flops = 6.0 * (double)rows_here * mm->hidden * mm->ffn;
+  for (int v = 0; v < L_COUNT; ++v) {
+    loom_bench_row_t *row = loom_bench_add(t);
+    if (!row) return;
+    snprintf(row->op, sizeof row->op, "moe_layer");
+    snprintf(row->impl, sizeof row->impl, "%s", g_lname[v]);
+    snprintf(row->shape, sizeof row->shape, "%s T=%lld %s", mm->name, (long long)T, moe_route_name(kind));
+    snprintf(row->dtype, sizeof row->dtype, "bf16");
+    row->m = T, row->n = mm->hidden, row->k = mm->ffn;
+    row->world = W;
+    row->fused_us = tm[v].median_us, row->min_us = tm[v].min_us, row->max_us = tm[v].max_us;
+    row->host_us = tm[v].host_us;
+    row->comm_us = tm[L_COMM].median_us;
+    snprintf(row->note, sizeof row->note,
+             "E %d top-%d H %d F %d; rank 0 computes %lld rows (GEMMs %.0f TFLOP/s at this row's time); model tile "
+             "%dx%d; mlp / (gemms + comm) %.2f",
+             mm->experts, mm->topk, mm->hidden, mm->ffn, (long long)rows_here, gemm_flops / (tm[v].median_us * 1e6),
+             r->bm, r->bn, tm[L_MLP].median_us / (tm[L_GEMMS].median_us + tm[L_COMM].median_us));
+    if (v == L_MLP || v == L_GEMMS) {
+      loom_bench_shape_t ps;
+      moe_pair_shape(mm, T, kind, W, 1, &ps);
+      (void)loom_bench_row_pair(row, a->peer_json, v == L_MLP ? "layer" : "experts", &ps, 0);
+    }
+  }
+  printf("# moe layer %-30s mlp %9.1f  gemms %9.1f (%dx%d)  dispatch+combine %8.1f  tiles 64x128 %.1f 64x256 %.1f "
+         "128x128 %.1f 128x256 %.1f us\n",
+         t->rows[t->n - 1]->shape, tm[L_MLP].median_us, tm[L_GEMMS].median_us, r->bm, r->bn, tm[L_COMM].median_us,
+         tm[L_TILE0].median_us, tm[L_TILE0 + 1].median_us, tm[L_TILE0 + 2].median_us, tm[L_TILE0 + 3].median_us);
+  fflush(stdout);
+}
+
+int moe_layer_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s, loom_bench_table_t *t,
+                    const moe_model_t *mm, int64_t T, loom_route_kind_t kind) {
+  const int W = ctx->size, me = ctx->rank;
+  layer_run_t r;
+  memset(&r, 0, sizeof r);
+  r.T = T, r.H = mm->hidden, r.F = mm->ffn, r.topk = mm->topk;
+  int64_t pair[MOE_MAXW][MOE_MAXW];
+  int32_t *ids = (int32_t *)malloc((size_t)T * mm->topk * sizeof(int32_t));
+  float *w = (float *)malloc((size_t)T * mm->topk * sizeof(float));
+  int32_t *counts = (int32_t *)malloc((size_t)mm->experts * sizeof(int32_t));
+  loom_result_t rr = ids && w && counts && moe_routing(mm, T, kind, W, me, ids, w, pair, counts) == 0
+                         ? LOOM_SUCCESS
+                         : loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "routing");
+  int64_t recv_total = 0, rows0 = 0;
+  for (int p = 0; p < W; ++p) recv_total += pair[p][me], rows0 += pair[p][0];
+  const loom_result_t sr = layer_setup(&r, comm, mm, ids, w, recv_total, me, s); /* collective plan inside */
+  if (rr == LOOM_SUCCESS) rr = sr;
+  loom_bench_time_t tm[L_COUNT];
+  memset(tm, 0, sizeof tm);
+  int64_t failed = rr != LOOM_SUCCESS;
+  if (failed) fprintf(stderr, "rank %d: moe layer %s T=%lld: %s\n", me, mm->name, (long long)T, loom_last_error());
+  if (loom_bench_sum_ranks(ctx->nccl, s, &failed) != LOOM_SUCCESS) failed = 1;
+  if (!failed) {
+    layer_var_t vars[L_COUNT];
+    loom_bench_op_fn ops[L_COUNT];
+    void *args[L_COUNT];
+    for (int v = 0; v < L_COUNT; ++v) vars[v].r = &r, vars[v].v = v, ops[v] = layer_op, args[v] = &vars[v];
+    rr = loom_bench_time_ranks_side_by_side(ctx->nccl, s, a->o.warmup, a->o.reps, L_COUNT, ops, args, tm);
+    if (rr == LOOM_SUCCESS) rr = loom_comm_get_async_error(comm);
+    failed = rr != LOOM_SUCCESS;
+    if (failed) fprintf(stderr, "rank %d: moe layer %s T=%lld: %s\n", me, mm->name, (long long)T, loom_last_error());
+  }
+  if (me == 0 && !failed) layer_rows(a, t, mm, T, kind, W, rows0, &r, tm);
+  layer_free(&r);
+  free(ids), free(w), free(counts);
+  return failed ? 1 : 0;
+}
+
+int moe_layer_finish(const moe_args_t *a, loom_bench_table_t *t, int world, int failures) {
+  loom_bench_note(t, "bf16; time = median of the slowest rank; comm(us) = loom-dispatch+combine; loom-mlp = "
+                     "loom_moe_mlp (dispatch, grouped GEMM, SwiGLU, grouped GEMM, combine: loom's unfused sequence)");
+  loom_bench_note(t, "loom-grouped-gemms: the two grouped GEMMs alone on the dispatched rows (no SwiGLU, no "
+                     "communication); TFLOP/s = 6 x rows x H x F of rank 0 over the row's time");
+  if (a->peer_json[0])
+    loom_bench_note(t, "peer(us): PyTorch's layer on loom-mlp, its grouped GEMMs + SwiGLU on loom-grouped-gemms "
+                       "(bench/peers/moe_torch.py --layer: all_to_all_single with host split sizes, "
+                       "torch._grouped_mm; eager): %.60s", a->peer_json);
+  else
+    loom_bench_note(t, "%s", a->peer_note[0] ? a->peer_note : "PyTorch peer: no rows");
+  char title[160];
+  snprintf(title, sizeof title, "loom-bench moe --layer: the expert MLP layer, world %d, median of %d reps", world,
+           a->o.reps);
+  return loom_bench_finish("moe_layer", t, &a->o, world, title, failures);
+}
