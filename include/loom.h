@@ -948,17 +948,17 @@ loom_result_t loom_moe_combine(loom_plan_t plan, const void *y, const float *wei
 /* Collective, stream-ordered: the whole expert MLP layer of a plan made
  * with desc->ffn = F > 0, as one call:
  *   dispatch  loom_moe_dispatch(x, ids, tokens)
- *   gate/up   act [rows, 2F] = recv_l x gate_up_l^T per local expert l
- *             (loom_gemm_grouped over expert_offsets)
- *   SwiGLU    h = silu(act[:, :F]) x act[:, F:] (fp32, rounded once)
+ *   gate/up   h [rows, F] = silu(recv_l Wgate_l^T) x (recv_l Wup_l^T) per
+ *             local expert l: a grouped GEMM over expert_offsets whose
+ *             epilogue applies SwiGLU (fp32, rounded once)
  *   down      y [rows, H] = h_l x down_l^T, into the receive buffer
  *   combine   loom_moe_combine(y, weights, out)
  * gate_up [n, 2F, H] and down [n, H, F] (dtype, n = local_experts, the
  * rank's experts first_expert.. in order, each as nn.Linear stores its
  * weight: [out, in]); rows [0, F) of gate_up_l are the gate's, [F, 2F) the
- * up projection's. act, h and y are rounded to dtype. out [tokens, H]. A
- * rank without experts passes NULL weights. The plan holds act and h
- * (worst-case rows: loom_moe_plan_info's device_bytes). */
+ * up projection's. h and y are rounded to dtype. out [tokens, H]. A rank
+ * without experts passes NULL weights. The plan holds h (worst-case rows:
+ * loom_moe_plan_info's device_bytes). */
 loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights, int64_t tokens,
                            const void *gate_up, const void *down, void *out, cudaStream_t stream);
 

@@ -265,10 +265,15 @@ loom_result_t loom__grouped_validate(const char *fn, const loom_grouped_gemm_des
 loom_result_t loom__grouped_validate_desc(const char *fn, const loom_grouped_gemm_desc_t *d);
 
 /* Launches a validated grouped GEMM with the sm90 kernel (cfg NULL: the
- * model's; the device must run it: loom__gemm_sm90_supported). */
+ * model's; the device must run it: loom__gemm_sm90_supported). glu 1: the
+ * SwiGLU epilogue (an expert's gate and up projections in one GEMM): B_g
+ * [n, k] holds the gate's rows then the up projection's, C is [max_rows,
+ * n / 2] = silu(A Bgate^T) x (A Bup^T), rounded once; needs B [G, n, k],
+ * no bias, C of A's type, n / 2 a multiple of 8; the tile is bm x 256
+ * (LOOM_ERR_INVALID_ARGUMENT otherwise). */
 loom_result_t loom__gemm_grouped_sm90(const loom_grouped_gemm_desc_t *d, const void *a, const void *b, void *c,
                                       const void *bias, const int64_t *offsets, const loom_gemm_config_t *cfg,
-                                      cudaStream_t stream);
+                                      int glu, cudaStream_t stream);
 
 /* The grouped kernel of a configuration (bm 64 / 128, bn 128 / 256, type, tb
  * 1 for B [k, n]); NULL for one that is not built. No GPU needed. */

@@ -118,5 +118,5 @@ loom_result_t loom_gemm_grouped(const loom_grouped_gemm_desc_t *desc, const void
                       "%s: the grouped GEMM runs loom's Hopper kernel (compute capability 9.0, library built with "
                       "sm_90a code); this GPU is %d.%d",
                       fn, dev.cc_major, dev.cc_minor);
-  return loom__gemm_grouped_sm90(desc, a, b, c, bias, offsets, NULL, stream);
+  return loom__gemm_grouped_sm90(desc, a, b, c, bias, offsets, NULL, 0, stream);
 }

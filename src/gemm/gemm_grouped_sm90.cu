@@ -34,24 +34,33 @@ extern "C" const void *loom__gemm_grouped_kernel_for(int bm, int bn, int type, i
   return NULL;
 }
 
-/* The kernel's three tensor maps: A [R, k], B stacked per group, C [R, n]. */
+/* The kernel's three tensor maps: A [R, k], B stacked per group, C [R, n]
+ * (glu: B loaded as 64-row boxes, C [R, n / 2]). */
 static loom_result_t loom__grouped_maps(const loom_grouped_gemm_desc_t *d, const void *a, const void *b, void *c,
-                                        int bm, int bn, CUtensorMap *ma, CUtensorMap *mb, CUtensorMap *mc) {
+                                        int bm, int bn, int glu, CUtensorMap *ma, CUtensorMap *mb, CUtensorMap *mc) {
   const uint64_t R = (uint64_t)d->max_rows, n = (uint64_t)d->n, k = (uint64_t)d->k, G = (uint64_t)d->groups;
   LOOM_TRY(loom__gemm_tensor_map(ma, a, d->ab_type, k, R, 0, LOOM_SM90_BK, (uint32_t)bm, "A"));
   if (d->b_layout == LOOM_B_NK)
-    LOOM_TRY(loom__gemm_tensor_map(mb, b, d->ab_type, k, n, G, LOOM_SM90_BK, (uint32_t)bn, "B [G, n, k]"));
+    LOOM_TRY(loom__gemm_tensor_map(mb, b, d->ab_type, k, n, G, LOOM_SM90_BK, glu ? 64u : (uint32_t)bn, "B [G, n, k]"));
   else
     LOOM_TRY(loom__gemm_tensor_map(mb, b, d->ab_type, n, k, G, 64, LOOM_SM90_BK, "B [G, k, n]"));
-  return loom__gemm_tensor_map(mc, c, d->c_type, n, R, 0, d->c_type == LOOM_FP32 ? 32 : 64, 64, "C");
+  return loom__gemm_tensor_map(mc, c, d->c_type, glu ? n / 2 : n, R, 0, d->c_type == LOOM_FP32 ? 32 : 64, 64, "C");
 }
 
 extern "C" loom_result_t loom__gemm_grouped_sm90(const loom_grouped_gemm_desc_t *d, const void *a, const void *b,
                                                  void *c, const void *bias, const int64_t *offsets,
-                                                 const loom_gemm_config_t *cfg, cudaStream_t stream) {
+                                                 const loom_gemm_config_t *cfg, int glu, cudaStream_t stream) {
   loom__gemm_device_t dev;
   LOOM_TRY(loom__gemm_device(&dev));
-  const loom_gemm_config_t conf = cfg ? *cfg : loom__grouped_sm90_config(d, dev.sms);
+  loom_gemm_config_t conf = cfg ? *cfg : loom__grouped_sm90_config(d, dev.sms);
+  if (glu) {
+    if (d->b_layout != LOOM_B_NK || d->has_bias || d->c_type != d->ab_type || d->n % 16 != 0)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                        "loom_gemm_grouped: the SwiGLU epilogue needs B [G, n, k], no bias, C of A's type and n=%lld "
+                        "a multiple of 16",
+                        (long long)d->n);
+    conf.bn = 256; /* the pairing of gate and up columns is laid out for 256-wide tiles */
+  }
   const int bm = conf.bm == 64 ? 64 : 128;
   if ((conf.bm != 0 && conf.bm != 64 && conf.bm != 128) || (conf.bn != 128 && conf.bn != 256))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
@@ -74,6 +83,7 @@ extern "C" loom_result_t loom__gemm_grouped_sm90(const loom_grouped_gemm_desc_t 
   args.groups = d->groups;
   args.group_band = args.order.group;
   args.work.kblocks = (int32_t)loom__ceil_div(d->k, LOOM_SM90_BK);
+  args.glu = glu != 0;
 
   /* the most tiles a valid table can make: every row in one tile row of
    * its own group plus one short tile row per group */
@@ -85,7 +95,7 @@ extern "C" loom_result_t loom__gemm_grouped_sm90(const loom_grouped_gemm_desc_t 
   args.work.dp_tiles = args.work.tiles;
 
   CUtensorMap ma, mb, mc;
-  LOOM_TRY(loom__grouped_maps(d, a, b, c, bm, conf.bn, &ma, &mb, &mc));
+  LOOM_TRY(loom__grouped_maps(d, a, b, c, bm, conf.bn, glu, &ma, &mb, &mc));
   typedef void (*kernel_t)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const loom_sm90_args_t);
   const kernel_t kern = (kernel_t)loom__gemm_grouped_kernel_for(bm, conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN);
   if (!kern)

@@ -138,6 +138,9 @@ typedef struct loom_sm90_args {
   const int64_t *group_off; /* device [groups + 1] */
   int32_t groups;
   int32_t group_band;       /* GROUPED band height inside a group, tile rows */
+  int32_t glu;              /* GR, bn 256, B [G, n, k]: the SwiGLU epilogue. B_g's rows [0, n/2) are the
+                             * gate's, [n/2, n) the up projection's; C [m, n/2] = silu(A Bgate^T) x
+                             * (A Bup^T), fp32, rounded once (loom__glu_pairs) */
 } loom_sm90_args_t;
 
 /* ---- device helpers (sm_90a) ------------------------------------------- */
@@ -417,13 +420,14 @@ static __device__ __forceinline__ void loom__epi_tma(const float *acc, const CUt
 
 /* The epilogue from registers (hooked kernels that route rows, reduce, or
  * cannot store with TMA): each thread stores its bf16x2 / half2 / float2
- * pairs, masked at m_end (m, or a grouped GEMM's group end) and n, to the
- * row's destination (loom_gemm_row_dst); bias: args.bias or its group's row.
+ * pairs, masked at m_end (m, or a grouped GEMM's group end) and n (args.n,
+ * or the SwiGLU epilogue's n / 2: also C's row length), to the row's
+ * destination (loom_gemm_row_dst); bias: args.bias or its group's row.
  * ACT: the activation, a compile-time constant (epilogue.cuh). */
 template <bool HOOKS, int WN, int ACT>
 static __device__ __forceinline__ void loom__epi_regs(const float *acc, const loom_sm90_args_t &args, int32_t row0,
-                                                     int32_t col0, int32_t m_end, const void *bias, int warp,
-                                                     int lane) {
+                                                     int32_t col0, int32_t m_end, int32_t n, const void *bias,
+                                                     int warp, int lane) {
   const int ct = args.c_type;
   const int rbase = row0 + warp * 16 + lane / 4;
   const int cbase = col0 + (lane % 4) * 2;
@@ -434,7 +438,7 @@ static __device__ __forceinline__ void loom__epi_regs(const float *acc, const lo
 #pragma unroll
   for (int j = 0; j < WN / 8; ++j) {
     const int col = cbase + j * 8;
-    if (col < args.n) {
+    if (col < n) {
       float b0, b1;
       loom__gemm_bias2(bias, col, ct, &b0, &b1);
 #pragma unroll
@@ -445,7 +449,7 @@ static __device__ __forceinline__ void loom__epi_regs(const float *acc, const lo
           void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff);
           float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
           loom__gemm_act2<ACT>(&v0, &v1);
-          loom__gemm_store2(base, r * args.n + col, st, v0, v1, reduce);
+          loom__gemm_store2(base, r * n + col, st, v0, v1, reduce);
         }
       }
     }
@@ -545,6 +549,39 @@ static __device__ __forceinline__ uint32_t loom__ticket(uint32_t *p) {
   uint32_t old;
   asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(p) : "memory");
   return old;
+}
+
+/* The SwiGLU epilogue's pairing, in place: a warpgroup's WN columns hold,
+ * per 128, 64 gate columns then the 64 up columns of the same outputs
+ * (the producer loads B_g's rows so: loom__glu_load_b), i.e. fragment
+ * groups j in [16q, 16q + 8) gate and j + 8 up. Output group 8q + jj =
+ * silu(gate) x up: acc's first WN/4 x ... entries then hold a WN/2-wide
+ * tile in the same fragment layout (output column 64q + 8jj + ...). Each
+ * write lands on an entry already read (8q + jj <= 16q + jj). */
+template <int WN>
+static __device__ __forceinline__ void loom__glu_pairs(float *acc) {
+#pragma unroll
+  for (int q = 0; q < WN / 128; ++q)
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float g = acc[(16 * q + jj) * 4 + r], u = acc[(16 * q + 8 + jj) * 4 + r];
+        acc[(8 * q + jj) * 4 + r] = g / (1.0f + __expf(-g)) * u;
+      }
+}
+
+/* The SwiGLU epilogue's B stage (bn 256, B [G, n, k]): four boxes of 64
+ * rows, gate rows [128 tn + 64 b, +64) at stage rows 128 b and up rows
+ * n/2 + the same at 128 b + 64, for b = 0, 1: each consumer's 128-column
+ * halves then pair gate and up of the same outputs (loom__glu_pairs). */
+static __device__ __forceinline__ void loom__glu_load_b(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                                        int32_t kb, int32_t tn, int32_t half, int32_t g) {
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+    loom__tma_load_3d(dst + (2 * b) * 8192, map, bar, kb * LOOM_SM90_BK, tn * 128 + 64 * b, g);
+    loom__tma_load_3d(dst + (2 * b + 1) * 8192, map, bar, kb * LOOM_SM90_BK, half + tn * 128 + 64 * b, g);
+  }
 }
 
 #endif /* LOOM_SM90A */
@@ -659,7 +696,9 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
             if (has_a)
               loom__tma_load_2d(sa + stage * A_BYTES, &tma_a, fb, kb * LOOM_SM90_BK, tl.row);
             const uint32_t dst = sb + stage * B_BYTES;
-            if (GR) {
+            if (GR && TB == 0 && BN == 256 && args.glu) {
+              loom__glu_load_b(dst, &tma_b, fb, kb, tn, args.n / 2, tl.g);
+            } else if (GR) {
               /* B_g: the group is B's third coordinate */
               if (TB == 0) {
                 loom__tma_load_3d(dst, &tma_b, fb, kb * LOOM_SM90_BK, tn * BN, tl.g);
@@ -820,6 +859,20 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       const void *bias = GR && args.bias ? (const void *)((const char *)args.bias +
                                                           (size_t)tl.g * (size_t)args.n * (args.c_type == LOOM_FP32 ? 4u : 2u))
                                          : args.bias;
+      if constexpr (GR && TB == 0 && BN == 256) {
+        if (args.glu) {
+          /* SwiGLU: a tile of bn/2 output columns, C [m, n/2] */
+          loom__glu_pairs<WN>(acc);
+          const int32_t ocol = tl.tn * (BN / 2) + part.col / 2, on = args.n / 2;
+          const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
+          if (active && whole)
+            loom__epi_tma<WN / 2, 2, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, ocol, args.c_type, NULL,
+                                                   args.c, tl.end, on, warp, lane, tid, cw, NULL, 0);
+          else if (active)
+            loom__epi_regs<false, WN / 2, ACT>(acc, args, row0, ocol, tl.end, on, NULL, warp, lane);
+          continue;
+        }
+      }
       if (tma_epi && finish && active && !skip && whole) {
         const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
         const CUtensorMap *adds = HOOKS && args.epi_tma == 2 ? (const CUtensorMap *)args.hooks.dst_maps : NULL;
@@ -834,7 +887,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
           loom__epi_tma<WN, 2, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
                                              tl.end, args.n, warp, lane, tid, cw, adds, rpd);
       } else if ((!tma_epi || !whole) && finish && active && !skip) {
-        loom__epi_regs<HOOKS, WN, ACT>(acc, args, row0, col0, tl.end, bias, warp, lane);
+        loom__epi_regs<HOOKS, WN, ACT>(acc, args, row0, col0, tl.end, args.n, bias, warp, lane);
       }
       if (HOOKS && (args.hooks.tile_signal || args.hooks.dst_signal) && finish) {
         /* both consumer warpgroups' stores of this tile (TMA stores: complete,

@@ -211,14 +211,15 @@ loom_result_t loom_bench_pointwise_run(const loom_bench_pointwise_t *pw, const v
 int loom_bench_moe_expert_rank(int experts, int world, int e) { return loom__moe_expert_rank(experts, world, e); }
 
 loom_result_t loom_bench_gemm_grouped_tile(const loom_grouped_gemm_desc_t *d, const void *a, const void *b, void *c,
-                                           const int64_t *offsets, int bm, int bn, int *bm_out, int *bn_out,
-                                           cudaStream_t stream) {
+                                           const int64_t *offsets, int bm, int bn, int glu, int *bm_out,
+                                           int *bn_out, cudaStream_t stream) {
   LOOM_TRY(loom__grouped_validate("loom_bench_gemm_grouped_tile", d, a, b, c, NULL, offsets));
   loom__gemm_device_t dev;
   LOOM_TRY(loom__gemm_device(&dev));
   loom_gemm_config_t cfg = loom__grouped_sm90_config(d, dev.sms);
   if (bm || bn) cfg.bm = bm, cfg.bn = bn;
+  if (glu) cfg.bn = 256;
   if (bm_out) *bm_out = cfg.bm;
   if (bn_out) *bn_out = cfg.bn;
-  return loom__gemm_grouped_sm90(d, a, b, c, NULL, offsets, &cfg, stream);
+  return loom__gemm_grouped_sm90(d, a, b, c, NULL, offsets, &cfg, glu, stream);
 }

@@ -116,10 +116,11 @@ int loom_bench_moe_expert_rank(int experts, int world, int e);
 
 /* loom_gemm_grouped's kernel with the tile bm x bn forced (bm 64 or 128, bn
  * 128 or 256; 0, 0: the model's), the arguments as loom_gemm_grouped
- * takes them (checked the same way); *bm_out, *bn_out (may be NULL): the
- * tile that ran. */
+ * takes them (checked the same way); glu 1: the SwiGLU epilogue
+ * loom_moe_mlp's gate/up GEMM runs (C [rows, n / 2], bn 256); *bm_out,
+ * *bn_out (may be NULL): the tile that ran. */
 loom_result_t loom_bench_gemm_grouped_tile(const loom_grouped_gemm_desc_t *d, const void *a, const void *b, void *c,
-                                           const int64_t *offsets, int bm, int bn, int *bm_out, int *bn_out,
+                                           const int64_t *offsets, int bm, int bn, int glu, int *bm_out, int *bn_out,
                                            cudaStream_t stream);
 
 /* ---- the GEMM engine ----------------------------------------------------- */

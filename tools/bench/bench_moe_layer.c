@@ -4,13 +4,15 @@
  * by side in one run on every rank (each repetition runs every variant; a
  * repetition's time is the slowest rank's; medians):
  *   loom-mlp               loom_moe_mlp: loom's unfused sequence, one call
- *   loom-grouped-gemms     its two grouped GEMMs alone (loom_gemm_grouped on
- *                          the rows already dispatched: no communication, no
- *                          SwiGLU): the compute part
+ *   loom-grouped-gemms     its two grouped GEMMs alone (the gate/up one with
+ *                          its SwiGLU epilogue, on the rows already
+ *                          dispatched: no communication): the compute part
  *   loom-dispatch+combine  loom_moe_dispatch + loom_moe_combine alone: the
  *                          communication part
- *   grouped-<bm>x<bn>      the two grouped GEMMs with each of the four tiles
- *                          forced (which tile the model should pick)
+ *   grouped-<bm>x<bn>      the two grouped GEMMs, plain (the gate/up one
+ *                          without its SwiGLU: 2F outputs), with each of the
+ *                          four tiles forced (which tile the model should
+ *                          pick)
  * The peer (bench/peers/moe_torch.py --layer, the same shapes and routings):
  * PyTorch's layer (its dispatch, torch._grouped_mm, silu x up,
  * torch._grouped_mm, its combine) on the loom-mlp row and its two grouped
@@ -62,12 +64,12 @@ typedef struct layer_var {
 /* One grouped GEMM of the experts over the receive layout: C [R, n] = A x
  * B_l^T, with the tile bm x bn (0, 0: the model's, as loom_moe_mlp runs it). */
 static loom_result_t layer_gemm(layer_run_t *r, int64_t n, int64_t k, const void *a, const void *b, void *c, int bm,
-                                int bn, cudaStream_t s) {
+                                int bn, int glu, cudaStream_t s) {
   loom_grouped_gemm_desc_t g = LOOM_GROUPED_GEMM_DESC_INIT;
   g.groups = r->info.local_experts, g.max_rows = r->info.max_recv_rows, g.n = n, g.k = k;
   g.rows_hint = r->T * r->topk; /* as loom_moe_mlp's */
-  return loom_bench_gemm_grouped_tile(&g, a, b, c, r->info.expert_offsets, bm, bn, bm || n != 2 * r->F ? NULL : &r->bm,
-                                      bm || n != 2 * r->F ? NULL : &r->bn, s);
+  return loom_bench_gemm_grouped_tile(&g, a, b, c, r->info.expert_offsets, bm, bn, glu,
+                                      bm || n != 2 * r->F ? NULL : &r->bm, bm || n != 2 * r->F ? NULL : &r->bn, s);
 }
 
 static loom_result_t layer_op(void *arg, int iter, cudaStream_t s) {
@@ -80,9 +82,12 @@ static loom_result_t layer_op(void *arg, int iter, cudaStream_t s) {
     return loom_moe_combine(r->plan, r->info.recv, r->w, r->out, s);
   }
   if (r->info.local_experts == 0) return LOOM_SUCCESS;
-  const int bm = x->v >= L_TILE0 ? g_tile[x->v - L_TILE0][0] : 0, bn = x->v >= L_TILE0 ? g_tile[x->v - L_TILE0][1] : 0;
-  LAYER_TRY(layer_gemm(r, 2 * (int64_t)r->F, r->H, r->info.recv, r->gate_up, r->act, bm, bn, s));
-  return layer_gemm(r, r->H, r->F, r->act, r->down, r->y, bm, bn, s); /* act's first F columns as h: same FLOPs */
+  /* loom-grouped-gemms: what loom_moe_mlp runs (the SwiGLU epilogue, then
+   * the down GEMM); the forced tiles: both plain (act's data read as h: the
+   * same FLOPs) */
+  const int tile = x->v >= L_TILE0, bm = tile ? g_tile[x->v - L_TILE0][0] : 0, bn = tile ? g_tile[x->v - L_TILE0][1] : 0;
+  LAYER_TRY(layer_gemm(r, 2 * (int64_t)r->F, r->H, r->info.recv, r->gate_up, r->act, bm, bn, !tile, s));
+  return layer_gemm(r, r->H, r->F, r->act, r->down, r->y, bm, bn, 0, s);
 }
 
 /* The plan and every buffer, inputs random; the rows this rank receives
@@ -206,8 +211,9 @@ int moe_layer_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaS
 int moe_layer_finish(const moe_args_t *a, loom_bench_table_t *t, int world, int failures) {
   loom_bench_note(t, "bf16; time = median of the slowest rank; comm(us) = loom-dispatch+combine; loom-mlp = "
                      "loom_moe_mlp (dispatch, grouped GEMM, SwiGLU, grouped GEMM, combine: loom's unfused sequence)");
-  loom_bench_note(t, "loom-grouped-gemms: the two grouped GEMMs alone on the dispatched rows (no SwiGLU, no "
-                     "communication); TFLOP/s = 6 x rows x H x F of rank 0 over the row's time");
+  loom_bench_note(t, "loom-grouped-gemms: loom_moe_mlp's two grouped GEMMs alone on the dispatched rows (the SwiGLU "
+                     "epilogue's, the down projection's; no communication); grouped-BMxBN: both plain with that tile; "
+                     "TFLOP/s = 6 x rows x H x F of rank 0 over the row's time");
   if (a->peer_json[0])
     loom_bench_note(t, "peer(us): PyTorch's layer on loom-mlp, its grouped GEMMs + SwiGLU on loom-grouped-gemms "
                        "(bench/peers/moe_torch.py --layer: all_to_all_single with host split sizes, "

@@ -110,7 +110,7 @@ typedef struct loom_moe_state {
   loom_moe_kargs_t k;                /* all but the per-call fields */
   void *recv, *origin, *combine, *counts; /* this rank's symmetric buffers */
   void *dev;                         /* one cudaMalloc: hist, kept, base, slot, expert_off, peer tables, counter */
-  void *act, *h;                     /* loom_moe_mlp (desc.ffn > 0): [R, 2F] gate/up outputs, [R, F] SwiGLU */
+  void *h;                           /* loom_moe_mlp (desc.ffn > 0): [R, F] the experts' SwiGLU outputs */
   loom_moe_err_t *err;               /* host-mapped (cudaHostAlloc) */
   size_t symmetric_bytes, device_bytes;
   cudaEvent_t done;
@@ -127,8 +127,8 @@ loom_result_t loom__moe_enter(loom_plan_t plan, const char *fn, loom_moe_state_t
 
 /* ---- the expert MLP (moe_mlp.c) ---- */
 
-/* The plan's act [R, 2F] and h [R, F] (desc.ffn > 0, local experts > 0),
- * after the checks that the grouped GEMMs can run here. */
+/* The plan's h [R, F] (desc.ffn > 0, local experts > 0), after the checks
+ * that the grouped GEMMs can run here. */
 loom_result_t loom__moe_mlp_buffers(const char *fn, loom_moe_state_t *st);
 
 /* ---- kernels (moe_kernels.cu) ---- */
@@ -136,11 +136,6 @@ loom_result_t loom__moe_mlp_buffers(const char *fn, loom_moe_state_t *st);
 loom_result_t loom__moe_dispatch_launch(const loom_moe_kargs_t *k, cudaStream_t stream);
 loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int64_t max_recv, cudaStream_t stream);
 loom_result_t loom__moe_preload_kernels(void);
-/* h [rows, F] = silu(act[:, :F]) x act[:, F:] for act [rows, 2F] (dtype,
- * F a multiple of 8), rows = *rows_dev (device: the receive layout's
- * total), at most max_rows. */
-loom_result_t loom__moe_swiglu_launch(const void *act, void *h, int64_t ffn, const int64_t *rows_dev, int64_t max_rows,
-                                      int dtype, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -333,40 +333,6 @@ extern "C" loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int
   return LOOM_SUCCESS;
 }
 
-/* ---- SwiGLU between the experts' GEMMs (loom_moe_mlp) ---- */
-
-/* h [rows, F] = silu(g) x u for act [rows, 2F] = [g | u], rows = *rows_dev
- * (the receive layout's total, on the device); a thread per 8 elements,
- * grid-stride (the grid is sized for the worst case, the loop for the
- * rows that arrived). fp32, one rounding. */
-__global__ void __launch_bounds__(LOOM_MOE_THREADS)
-    loom__moe_swiglu_kernel(const char *act, char *h, int64_t ffn, const int64_t *rows_dev, int64_t max_rows,
-                            int dtype) {
-  int64_t rows = *rows_dev;
-  rows = rows < 0 ? 0 : rows > max_rows ? max_rows : rows;
-  const int64_t vpr = ffn / 8, nv = rows * vpr;
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < nv; v += stride) {
-    const int64_t r = v / vpr, c = (v % vpr) * 8;
-    float g[8], u[8];
-    loom__load8_as<-1>(act, r * 2 * ffn + c, dtype, g);
-    loom__load8_as<-1>(act, r * 2 * ffn + ffn + c, dtype, u);
-#pragma unroll
-    for (int q = 0; q < 8; ++q) g[q] = g[q] / (1.0f + __expf(-g[q])) * u[q];
-    loom__store8_as(h, r * ffn + c, dtype, g);
-  }
-}
-
-extern "C" loom_result_t loom__moe_swiglu_launch(const void *act, void *h, int64_t ffn, const int64_t *rows_dev,
-                                                 int64_t max_rows, int dtype, cudaStream_t stream) {
-  unsigned blocks = 1;
-  LOOM_TRY(moe_grid(max_rows * (ffn / 8), LOOM_MOE_THREADS, 4, &blocks));
-  loom__moe_swiglu_kernel<<<blocks, LOOM_MOE_THREADS, 0, stream>>>((const char *)act, (char *)h, ffn, rows_dev,
-                                                                   max_rows, dtype);
-  LOOM_CUDA_LAUNCHED("loom__moe_swiglu_kernel");
-  return LOOM_SUCCESS;
-}
-
 extern "C" loom_result_t loom__moe_preload_kernels(void) {
   cudaFuncAttributes fa;
   LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__moe_count_kernel));
@@ -377,6 +343,5 @@ extern "C" loom_result_t loom__moe_preload_kernels(void) {
   LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__moe_wait_kernel));
   LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__moe_comb_send_kernel));
   LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__moe_comb_reduce_kernel));
-  LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__moe_swiglu_kernel));
   return LOOM_SUCCESS;
 }

@@ -4,14 +4,15 @@
  * waiting for the host (graph-capturable):
  *   1 loom_moe_dispatch                 rows into the receive buffer, grouped by
  *                                       local expert; expert_offsets on the device
- *   2 grouped GEMM (gate/up)            act [R, 2F] = recv_l x gate_up_l^T
- *   3 SwiGLU                            h [R, F] = silu(act[:, :F]) x act[:, F:]
- *   4 grouped GEMM (down)               y = h_l x down_l^T into the receive buffer
- *   5 loom_moe_combine(y = recv)        rows back, weighted sums
- * Steps 2-4 read the rows' count from expert_offsets on the device (the
- * grouped GEMM's tile prefix, the SwiGLU's grid-stride bound), so only the
- * rows that arrived are computed; a rank without experts runs 1 and 5.
- * act and h are the plan's (worst-case rows R, allocated with the plan).
+ *   2 grouped GEMM, SwiGLU epilogue     h [R, F] = silu(recv_l Wgate_l^T) x (recv_l Wup_l^T):
+ *                                       both projections in one tile (gate_up_l's rows
+ *                                       [0, F) and [F, 2F) side by side), fp32, rounded once
+ *   3 grouped GEMM (down)               y = h_l x down_l^T into the receive buffer
+ *   4 loom_moe_combine(y = recv)        rows back, weighted sums
+ * Steps 2-3 read the rows' count from expert_offsets on the device (the
+ * grouped GEMM's tile prefix), so only the rows that arrived are computed;
+ * a rank without experts runs 1 and 4. h is the plan's (worst-case rows R,
+ * allocated with the plan).
  */
 #include <string.h>
 
@@ -53,15 +54,13 @@ loom_result_t loom__moe_mlp_buffers(const char *fn, loom_moe_state_t *st) {
       struct cudaFuncAttributes fa;
       LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__gemm_grouped_kernel_for(bm, bn, (int)d->dtype, 0)));
     }
-  const size_t es = loom_dtype_size(d->dtype);
-  const size_t act = (size_t)st->max_recv * (size_t)(2 * F) * es, h = (size_t)st->max_recv * (size_t)F * es;
-  LOOM_CUDA(cudaMalloc(&st->act, act > 0 ? act : 256));
+  const size_t h = (size_t)st->max_recv * (size_t)F * loom_dtype_size(d->dtype);
   LOOM_CUDA(cudaMalloc(&st->h, h > 0 ? h : 256));
-  st->device_bytes += act + h;
+  st->device_bytes += h;
   return LOOM_SUCCESS;
 }
 
-/* Steps 2-4 on the rows dispatched into the receive buffer. */
+/* Steps 2-3 on the rows dispatched into the receive buffer. */
 static loom_result_t moe_experts(loom_moe_state_t *st, const void *gate_up, const void *down, int64_t tokens,
                                  cudaStream_t stream) {
   const loom_moe_desc_t *d = &st->desc;
@@ -69,9 +68,8 @@ static loom_result_t moe_experts(loom_moe_state_t *st, const void *gate_up, cons
   const int64_t *off = st->k.expert_off;
   const int64_t hint = tokens * d->topk; /* this rank's rows, as many as it receives at uniform routing */
   const loom_grouped_gemm_desc_t g1 = moe_gemm_desc(st, 2 * F, H, hint), g2 = moe_gemm_desc(st, H, F, hint);
-  LOOM_TRY(loom__gemm_grouped_sm90(&g1, st->recv, gate_up, st->act, NULL, off, NULL, stream));
-  LOOM_TRY(loom__moe_swiglu_launch(st->act, st->h, F, off + st->n_local, st->max_recv, (int)d->dtype, stream));
-  return loom__gemm_grouped_sm90(&g2, st->h, down, st->recv, NULL, off, NULL, stream);
+  LOOM_TRY(loom__gemm_grouped_sm90(&g1, st->recv, gate_up, st->h, NULL, off, NULL, 1, stream));
+  return loom__gemm_grouped_sm90(&g2, st->h, down, st->recv, NULL, off, NULL, 0, stream);
 }
 
 loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights, int64_t tokens,

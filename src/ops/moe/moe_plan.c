@@ -64,7 +64,6 @@ static void moe_free(loom_comm_t comm, loom_moe_state_t *st) {
   if (st->combine) (void)loom__comm_free(comm, st->combine);
   if (st->counts) (void)loom__comm_free(comm, st->counts);
   if (st->dev) (void)cudaFree(st->dev);
-  if (st->act) (void)cudaFree(st->act);
   if (st->h) (void)cudaFree(st->h);
   if (st->err) (void)cudaFreeHost(st->err);
   free(st);

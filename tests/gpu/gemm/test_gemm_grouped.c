@@ -13,7 +13,10 @@
  * four tiles forced, both B layouts, bf16 / fp16 in, bf16 / fp16 / fp32
  * out; a graph captured once and replayed after the offsets changed on the
  * device (the counts are read by the kernel); a malformed table (decreasing,
- * past max_rows) runs without touching the guard; 256 groups.
+ * past max_rows) runs without touching the guard; 256 groups; the SwiGLU
+ * epilogue (loom_moe_mlp's gate/up GEMM: C [rows, n/2] = silu(A Bgate^T) x
+ * (A Bup^T)) at both tile heights against fp64, bound (1/128) |ref| +
+ * 1e-3 sqrt(k) (|silu(g)| + |u|).
  */
 #include <math.h>
 #include <stdint.h>
@@ -182,7 +185,7 @@ static int run_case(int G, int p, int64_t first, int64_t n, int64_t k, loom_dtyp
     CHECK(!"grouped case buffers");
     goto out;
   }
-  if (cfg) LOOM_OK(loom__gemm_grouped_sm90(&d, g.da, g.db, g.dc, g.dbias, g.doff, cfg, 0));
+  if (cfg) LOOM_OK(loom__gemm_grouped_sm90(&d, g.da, g.db, g.dc, g.dbias, g.doff, cfg, 0, 0));
   else LOOM_OK(loom_gemm_grouped(&d, g.da, g.db, g.dc, g.dbias, g.doff, 0));
   CUDA_OK(cudaDeviceSynchronize());
   bad = gc_check(&g, &rel);
@@ -284,4 +287,71 @@ LOOM_TEST(gemm_grouped_malformed_offsets_stay_inside) {
   CHECK(written == 0);
 out:
   gc_free(&g);
+}
+
+/* The SwiGLU epilogue: C [R, n/2] of rows [off[0], off[G]) against fp64,
+ * other rows (and the guard) still poison. */
+static size_t glu_check(grouped_case_t *g) {
+  const int64_t R = g->d.max_rows, n = g->d.n, F = n / 2, k = g->d.k;
+  if (cudaMemcpy(g->hc, g->dc, g->c_bytes, cudaMemcpyDeviceToHost) != cudaSuccess) return (size_t)-1;
+  size_t bad = 0;
+  for (int64_t r = 0; r < R + GUARD_ROWS; ++r) {
+    int grp = -1;
+    for (int q = 0; q < g->d.groups; ++q)
+      if (r >= g->off[q] && r < g->off[q + 1]) grp = q;
+    for (int64_t c = 0; c < F; ++c) {
+      const double x = loom_ref_load(g->d.c_type, g->hc, (size_t)r * (size_t)F + (size_t)c);
+      if (grp < 0) {
+        bad += !isnan(x);
+        continue;
+      }
+      double gs = 0, us = 0;
+      const double *arow = g->a + (size_t)r * (size_t)k;
+      for (int64_t kk = 0; kk < k; ++kk) gs += arow[kk] * b_at(g, grp, kk, c), us += arow[kk] * b_at(g, grp, kk, F + c);
+      const double silu = gs / (1.0 + exp(-gs)), ref = silu * us;
+      if (!(fabs(x - ref) <= eps_out(g->d.c_type) * fabs(ref) + 1e-3 * sqrt((double)k) * (fabs(silu) + fabs(us)))) {
+        if (bad < 3) fprintf(stderr, "    glu row %lld col %lld: %.6g vs %.6g\n", (long long)r, (long long)c, x, ref);
+        ++bad;
+      }
+    }
+  }
+  return bad;
+}
+
+LOOM_TEST(gemm_grouped_swiglu_epilogue) {
+  if (!gemm_kernel_or_skip(0)) return;
+  uint64_t s = loom_test_seed() ^ 0x676c75ull;
+  const struct { int G, p, bm; int64_t n, k; loom_dtype_t t; } cs[] = {
+      {8, 0, 128, 528, 200, LOOM_BF16}, {8, 1, 64, 272, 136, LOOM_BF16}, {17, 3, 128, 256, 72, LOOM_FP16},
+      {5, 2, 64, 1040, 96, LOOM_FP16}};
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; ++i) {
+    int64_t off[18];
+    const int64_t end = draw_offsets(off, cs[i].G, cs[i].p, 1, &s);
+    loom_grouped_gemm_desc_t d = LOOM_GROUPED_GEMM_DESC_INIT;
+    d.groups = cs[i].G, d.max_rows = end + 9, d.n = cs[i].n, d.k = cs[i].k, d.ab_type = d.c_type = cs[i].t;
+    d.b_layout = LOOM_B_NK;
+    const loom_gemm_config_t cfg = {.bn = 256, .bm = cs[i].bm};
+    grouped_case_t g;
+    size_t bad = 0;
+    if (!gc_init(&g, &d, off)) {
+      CHECK(!"swiglu case buffers");
+      gc_free(&g);
+      return;
+    }
+    LOOM_OK(loom__gemm_grouped_sm90(&d, g.da, g.db, g.dc, NULL, g.doff, &cfg, 1, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    bad = glu_check(&g);
+    printf("    swiglu G=%2d pattern %d rows [1, %lld) n=%lld (%lld out) k=%lld %s tile %dx256: %zu bad\n", cs[i].G,
+           cs[i].p, (long long)end, (long long)d.n, (long long)(d.n / 2), (long long)d.k, dt_name(cs[i].t), cs[i].bm,
+           bad);
+    CHECK(bad == 0);
+  out:
+    gc_free(&g);
+  }
+  /* refused where it cannot apply */
+  loom_grouped_gemm_desc_t d = LOOM_GROUPED_GEMM_DESC_INIT;
+  d.groups = 1, d.max_rows = 64, d.n = 264, d.k = 64, d.b_layout = LOOM_B_KN;
+  CHECK_RESULT(loom__gemm_grouped_sm90(&d, (void *)16, (void *)16, (void *)16, NULL, (const int64_t *)16, NULL, 1, 0),
+               LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("SwiGLU");
 }
