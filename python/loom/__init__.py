@@ -15,6 +15,8 @@ for (nccl.py).
     y = loom.ag_gemm(comm, x_shard, w)                  # AllGather(x shards) @ w^T, fused (column-parallel)
     z = loom.gemm_rs(comm, h, w2)                       # this rank's rows of sum over ranks of h @ w2^T
     fc1 = loom.nn.ColumnParallelLinear(comm, 1024, 4096)  # sequence-parallel layers with autograd
+    moe = loom.MoE(comm, hidden, experts, topk, max_tokens, ffn=ffn)  # expert parallelism (forward)
+    out = moe.mlp(x, ids, weights, gate_up, down)       # dispatch, experts' MLP, combine
 
 Errors are exceptions carrying loom's result code and message (errors.py).
 `import loom` loads neither libloom nor torch; the first call does.
@@ -25,6 +27,7 @@ from ._structs import Activation, DType, EmbeddingPath, Layout, Pooling, Result,
 from .comm import Comm
 from .errors import (CudaError, InternalError, InvalidArgumentError, LibraryNotFoundError, LoomError, NcclError,
                      NcclMismatchError, OutOfMemoryError, UnsupportedError, WaitTimeoutError)
+from .moe import MoE
 from .ops import EmbeddingA2A, embedding_a2a, embedding_a2a_backward, embedding_plan, gemm, gemm_tune, linear
 from .tp import TpPlan, ag_gemm, ag_gemm_plan, gemm_ar, gemm_ar_plan, gemm_rs, gemm_rs_plan, shard_range
 
@@ -44,7 +47,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'loom' has no attribute {name!r}")
 
 
-__all__ = ["Comm", "gemm", "gemm_tune", "linear", "EmbeddingA2A", "embedding_a2a", "embedding_a2a_backward",
+__all__ = ["Comm", "MoE", "gemm", "gemm_tune", "linear", "EmbeddingA2A", "embedding_a2a", "embedding_a2a_backward",
            "embedding_plan", "ag_gemm", "gemm_rs", "gemm_ar", "ag_gemm_plan", "gemm_rs_plan", "gemm_ar_plan", "TpPlan",
            "shard_range",
            "version", "library_path", "nccl_report", "errors", "LoomError",

@@ -67,13 +67,7 @@ extern "C" loom_result_t loom__gemm_grouped_sm90(const loom_grouped_gemm_desc_t 
                       "loom_gemm_grouped: config bm=%d bn=%d: grouped tiles are bm 64 or 128, bn 128 or 256", conf.bm,
                       conf.bn);
   loom_sm90_args_t args;
-  memset(&args, 0, sizeof args);
-  args.m = (int32_t)d->max_rows;
-  args.n = (int32_t)d->n;
-  args.k = (int32_t)d->k;
-  args.c_type = (int32_t)d->c_type;
-  args.c = c;
-  args.bias = d->has_bias ? bias : NULL;
+  loom__sm90_args_base(&args, d->max_rows, d->n, d->k, (int)d->c_type, c, d->has_bias ? bias : NULL);
   args.epi_tma = 1;
   args.order.kind = LOOM_TILE_ORDER_GROUPED;
   args.order.tiles_n = (int32_t)loom__ceil_div(d->n, conf.bn);

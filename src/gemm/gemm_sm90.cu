@@ -205,13 +205,7 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
                       conf.stages, bm, conf.bn, stages);
 
   loom_sm90_args_t args;
-  memset(&args, 0, sizeof args);
-  args.m = (int32_t)d->m;
-  args.n = (int32_t)d->n;
-  args.k = (int32_t)d->k;
-  args.c_type = (int32_t)d->c_type;
-  args.c = c;
-  args.bias = d->has_bias ? bias : NULL;
+  loom__sm90_args_base(&args, d->m, d->n, d->k, (int)d->c_type, c, d->has_bias ? bias : NULL);
   if (hooks) args.hooks = *hooks;
   /* hooked GEMMs that store plainly into c take the plain kernel's TMA-store
    * epilogue; routed or reducing stores go from registers */

@@ -143,6 +143,15 @@ typedef struct loom_sm90_args {
                              * (A Bup^T), fp32, rounded once (loom__glu_pairs) */
 } loom_sm90_args_t;
 
+/* The fields every launch sets (the rest zero): C [m, n] of c_type at c,
+ * bias [n] (or NULL), k. */
+static inline void loom__sm90_args_base(loom_sm90_args_t *a, int64_t m, int64_t n, int64_t k, int c_type, void *c,
+                                        const void *bias) {
+  memset(a, 0, sizeof *a);
+  a->m = (int32_t)m, a->n = (int32_t)n, a->k = (int32_t)k;
+  a->c_type = (int32_t)c_type, a->c = c, a->bias = bias;
+}
+
 /* ---- device helpers (sm_90a) ------------------------------------------- */
 #ifdef LOOM_SM90A
 

@@ -199,21 +199,11 @@ static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cuda
       rr = loom_bench_fail(LOOM_ERR_INTERNAL, "rank %d received %lld rows, the routing says %lld", me, (long long)got,
                            (long long)recv_total);
   }
+  moe_var_t vars[V_COUNT];
+  void *args[V_COUNT];
+  for (int v = 0; v < V_COUNT; ++v) vars[v].r = &r, vars[v].v = v, args[v] = &vars[v];
   loom_bench_time_t tm[V_COUNT];
-  memset(tm, 0, sizeof tm);
-  int64_t failed = rr != LOOM_SUCCESS;
-  if (failed) fprintf(stderr, "rank %d: moe %s T=%lld: %s\n", me, mm->name, (long long)T, loom_last_error());
-  if (loom_bench_sum_ranks(ctx->nccl, s, &failed) != LOOM_SUCCESS) failed = 1;
-  if (!failed) {
-    moe_var_t vars[V_COUNT];
-    loom_bench_op_fn ops[V_COUNT];
-    void *args[V_COUNT];
-    for (int v = 0; v < V_COUNT; ++v) vars[v].r = &r, vars[v].v = v, ops[v] = moe_op, args[v] = &vars[v];
-    rr = loom_bench_time_ranks_side_by_side(ctx->nccl, s, a->o.warmup, a->o.reps, V_COUNT, ops, args, tm);
-    if (rr == LOOM_SUCCESS) rr = loom_comm_get_async_error(comm);
-    failed = rr != LOOM_SUCCESS;
-    if (failed) fprintf(stderr, "rank %d: moe %s T=%lld: %s\n", me, mm->name, (long long)T, loom_last_error());
-  }
+  const int failed = moe_time_side_by_side(ctx, comm, s, a, rr, "moe", mm, T, V_COUNT, moe_op, args, tm);
   if (me == 0 && !failed)
     for (int v = 0; v < V_COUNT; ++v) {
       loom_bench_row_t *row = loom_bench_add(t);

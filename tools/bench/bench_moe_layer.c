@@ -187,21 +187,11 @@ int moe_layer_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaS
   for (int p = 0; p < W; ++p) recv_total += pair[p][me], rows0 += pair[p][0];
   const loom_result_t sr = layer_setup(&r, comm, mm, ids, w, recv_total, me, s); /* collective plan inside */
   if (rr == LOOM_SUCCESS) rr = sr;
+  layer_var_t vars[L_COUNT];
+  void *args[L_COUNT];
+  for (int v = 0; v < L_COUNT; ++v) vars[v].r = &r, vars[v].v = v, args[v] = &vars[v];
   loom_bench_time_t tm[L_COUNT];
-  memset(tm, 0, sizeof tm);
-  int64_t failed = rr != LOOM_SUCCESS;
-  if (failed) fprintf(stderr, "rank %d: moe layer %s T=%lld: %s\n", me, mm->name, (long long)T, loom_last_error());
-  if (loom_bench_sum_ranks(ctx->nccl, s, &failed) != LOOM_SUCCESS) failed = 1;
-  if (!failed) {
-    layer_var_t vars[L_COUNT];
-    loom_bench_op_fn ops[L_COUNT];
-    void *args[L_COUNT];
-    for (int v = 0; v < L_COUNT; ++v) vars[v].r = &r, vars[v].v = v, ops[v] = layer_op, args[v] = &vars[v];
-    rr = loom_bench_time_ranks_side_by_side(ctx->nccl, s, a->o.warmup, a->o.reps, L_COUNT, ops, args, tm);
-    if (rr == LOOM_SUCCESS) rr = loom_comm_get_async_error(comm);
-    failed = rr != LOOM_SUCCESS;
-    if (failed) fprintf(stderr, "rank %d: moe layer %s T=%lld: %s\n", me, mm->name, (long long)T, loom_last_error());
-  }
+  const int failed = moe_time_side_by_side(ctx, comm, s, a, rr, "moe layer", mm, T, L_COUNT, layer_op, args, tm);
   if (me == 0 && !failed) layer_rows(a, t, mm, T, kind, W, rows0, &r, tm);
   layer_free(&r);
   free(ids), free(w), free(counts);

@@ -1,6 +1,7 @@
 /*
  * moe_models.c - the MoE suites' shapes and routings (moe_models.h).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,4 +52,21 @@ void moe_pair_shape(const moe_model_t *mm, int64_t T, loom_route_kind_t kind, in
   if (with_ffn) loom_bench_shape_int(s, "ffn", mm->ffn);
   loom_bench_shape_int(s, "world", W);
   loom_bench_shape_str(s, "dtype", "bf16");
+}
+
+int moe_time_side_by_side(loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s, const moe_args_t *a,
+                          loom_result_t rr, const char *label, const moe_model_t *mm, int64_t T, int n,
+                          loom_bench_op_fn op, void *const *args, loom_bench_time_t *tm) {
+  memset(tm, 0, sizeof *tm * (size_t)n);
+  int64_t failed = rr != LOOM_SUCCESS;
+  if (failed) fprintf(stderr, "rank %d: %s %s T=%lld: %s\n", ctx->rank, label, mm->name, (long long)T, loom_last_error());
+  if (loom_bench_sum_ranks(ctx->nccl, s, &failed) != LOOM_SUCCESS) failed = 1;
+  if (failed || n > 16) return 1;
+  loom_bench_op_fn ops[16];
+  for (int v = 0; v < n; ++v) ops[v] = op;
+  rr = loom_bench_time_ranks_side_by_side(ctx->nccl, s, a->o.warmup, a->o.reps, n, ops, (void **)args, tm);
+  if (rr == LOOM_SUCCESS) rr = loom_comm_get_async_error(comm);
+  if (rr != LOOM_SUCCESS)
+    fprintf(stderr, "rank %d: %s %s T=%lld: %s\n", ctx->rank, label, mm->name, (long long)T, loom_last_error());
+  return rr != LOOM_SUCCESS;
 }

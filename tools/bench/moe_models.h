@@ -57,6 +57,14 @@ typedef struct moe_shape_sel {
   loom_route_kind_t kind;
 } moe_shape_sel_t;
 
+/* Every rank: rr (this rank's setup) summed over the ranks, then, if all
+ * succeeded, the n variants op(args[v]) timed side by side (tm[n]), the
+ * comm's async error checked; a failure printed with `label`. 1 if any
+ * rank failed. */
+int moe_time_side_by_side(loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s, const moe_args_t *a,
+                          loom_result_t rr, const char *label, const moe_model_t *mm, int64_t T, int n,
+                          loom_bench_op_fn op, void *const *args, loom_bench_time_t *tm);
+
 /* --layer (bench_moe_layer.c): one shape's rows on every rank, 0 or 1
  * failed; rank 0's notes, title and results. */
 int moe_layer_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s, loom_bench_table_t *t,

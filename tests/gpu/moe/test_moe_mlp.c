@@ -172,55 +172,78 @@ static loom_result_t upload(const mlp_case_t *c, const mlp_inputs_t *in, int me,
   return LOOM_SUCCESS;
 }
 
-static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const mlp_case_t *c) {
-  const int fails0 = loom_test_failures, W = ctx->size, me = ctx->rank;
-  const size_t row = (size_t)c->hidden * loom_dtype_size(c->dtype), tmax = (size_t)c->tokens;
-  loom_plan_t plan = NULL;
-  cudaStream_t s = NULL;
-  mlp_dev_t dv;
-  memset(&dv, 0, sizeof dv);
+/* Everything a case runs on: the plan (desc from c), its info, a stream,
+ * the weights (host) and the device buffers for up to c->tokens tokens. */
+typedef struct mlp_env {
+  loom_plan_t plan;
+  loom_moe_plan_info_t info;
+  cudaStream_t s;
   mlp_weights_t wt;
-  memset(&wt, 0, sizeof wt);
-  mlp_inputs_t in;
-  memset(&in, 0, sizeof in);
-  void *hout = malloc(tmax * row + 16);
-  CHECK(W <= MAXW && hout);
+  mlp_dev_t dv;
+} mlp_env_t;
+
+static void mlp_close(mlp_env_t *e) {
+  if (e->s) cudaStreamSynchronize(e->s);
+  if (e->plan) CHECK_RESULT(loom_plan_destroy(e->plan), LOOM_SUCCESS);
+  cudaFree(e->dv.x), cudaFree(e->dv.out), cudaFree(e->dv.ids), cudaFree(e->dv.w), cudaFree(e->dv.gate_up);
+  cudaFree(e->dv.down);
+  if (e->s) cudaStreamDestroy(e->s);
+  weights_free(&e->wt);
+  memset(e, 0, sizeof *e);
+}
+
+/* 0, or -1 after a failed check (mlp_close cleans up either way). */
+static int mlp_open(loom_comm_t comm, const mlp_case_t *c, mlp_env_t *e) {
+  memset(e, 0, sizeof *e);
+  const size_t row = (size_t)c->hidden * loom_dtype_size(c->dtype), tmax = (size_t)c->tokens;
   loom_moe_desc_t d = LOOM_MOE_DESC_INIT;
   d.hidden = c->hidden, d.experts = c->experts, d.topk = c->topk, d.max_tokens = c->tokens;
   d.capacity = c->capacity, d.dtype = c->dtype, d.ffn = c->ffn;
-  LOOM_OK(loom_plan_moe(comm, &d, &plan));
-  loom_moe_plan_info_t info = LOOM_MOE_PLAN_INFO_INIT;
-  LOOM_OK(loom_moe_plan_info(plan, &info));
-  CHECK(weights_make(c, info.first_expert, info.local_experts, &wt) == 0);
-  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  CUDA_OK(cudaMalloc(&dv.x, tmax * row + 16));
-  CUDA_OK(cudaMalloc(&dv.out, tmax * row + 16));
-  CUDA_OK(cudaMalloc((void **)&dv.ids, tmax * c->topk * sizeof(int32_t) + 4));
-  CUDA_OK(cudaMalloc((void **)&dv.w, tmax * c->topk * sizeof(float) + 4));
-  if (info.local_experts > 0) {
-    CUDA_OK(cudaMalloc(&dv.gate_up, wt.gu_bytes));
-    CUDA_OK(cudaMalloc(&dv.down, wt.d_bytes));
-    CUDA_OK(cudaMemcpy(dv.gate_up, wt.gate_up, wt.gu_bytes, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dv.down, wt.down, wt.d_bytes, cudaMemcpyHostToDevice));
+  mlp_dev_t *dv = &e->dv;
+  CHECK_LOOM_OR(loom_plan_moe(comm, &d, &e->plan), return -1);
+  e->info = (loom_moe_plan_info_t)LOOM_MOE_PLAN_INFO_INIT;
+  CHECK_LOOM_OR(loom_moe_plan_info(e->plan, &e->info), return -1);
+  CHECK_CUDA_OR(cudaStreamCreateWithFlags(&e->s, cudaStreamNonBlocking), return -1);
+  if (weights_make(c, e->info.first_expert, e->info.local_experts, &e->wt) != 0) {
+    CHECK(!"weights: out of host memory");
+    return -1;
   }
+  CHECK_CUDA_OR(cudaMalloc(&dv->x, tmax * row + 16), return -1);
+  CHECK_CUDA_OR(cudaMalloc(&dv->out, tmax * row + 16), return -1);
+  CHECK_CUDA_OR(cudaMalloc((void **)&dv->ids, tmax * c->topk * sizeof(int32_t) + 4), return -1);
+  CHECK_CUDA_OR(cudaMalloc((void **)&dv->w, tmax * c->topk * sizeof(float) + 4), return -1);
+  if (e->info.local_experts == 0) return 0;
+  CHECK_CUDA_OR(cudaMalloc(&dv->gate_up, e->wt.gu_bytes), return -1);
+  CHECK_CUDA_OR(cudaMalloc(&dv->down, e->wt.d_bytes), return -1);
+  CHECK_CUDA_OR(cudaMemcpy(dv->gate_up, e->wt.gate_up, e->wt.gu_bytes, cudaMemcpyHostToDevice), return -1);
+  CHECK_CUDA_OR(cudaMemcpy(dv->down, e->wt.down, e->wt.d_bytes, cudaMemcpyHostToDevice), return -1);
+  return 0;
+}
+
+static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const mlp_case_t *c) {
+  const int fails0 = loom_test_failures, W = ctx->size, me = ctx->rank;
+  const size_t row = (size_t)c->hidden * loom_dtype_size(c->dtype);
+  mlp_env_t e;
+  memset(&e, 0, sizeof e);
+  mlp_inputs_t in;
+  memset(&in, 0, sizeof in);
+  void *hout = malloc((size_t)c->tokens * row + 16);
+  CHECK(W <= MAXW && hout);
+  if (!hout || mlp_open(comm, c, &e) != 0) goto out;
   for (int round = 0; round < c->rounds && loom_test_failures == fails0; ++round) {
-    CHECK(inputs_make(c, W, round, &wt, &in) == 0);
+    CHECK(inputs_make(c, W, round, &e.wt, &in) == 0);
     const int64_t T = in.T[me];
-    LOOM_OK(upload(c, &in, me, &dv, s));
-    LOOM_OK(loom_moe_mlp(plan, dv.x, dv.ids, dv.w, T, dv.gate_up, dv.down, dv.out, s));
-    CUDA_OK(cudaMemcpyAsync(hout, dv.out, (size_t)T * row, cudaMemcpyDeviceToHost, s));
-    CUDA_OK(cudaStreamSynchronize(s));
+    LOOM_OK(upload(c, &in, me, &e.dv, e.s));
+    LOOM_OK(loom_moe_mlp(e.plan, e.dv.x, e.dv.ids, e.dv.w, T, e.dv.gate_up, e.dv.down, e.dv.out, e.s));
+    CUDA_OK(cudaMemcpyAsync(hout, e.dv.out, (size_t)T * row, cudaMemcpyDeviceToHost, e.s));
+    CUDA_OK(cudaStreamSynchronize(e.s));
     CHECK_EQ_INT(count_far(c, hout, in.out[me], T, me, round), 0);
     inputs_free(&in, W);
   }
   LOOM_OK(loom_comm_get_async_error(comm));
 out:
   inputs_free(&in, W);
-  if (s) cudaStreamSynchronize(s);
-  if (plan) CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
-  cudaFree(dv.x), cudaFree(dv.out), cudaFree(dv.ids), cudaFree(dv.w), cudaFree(dv.gate_up), cudaFree(dv.down);
-  if (s) cudaStreamDestroy(s);
-  weights_free(&wt);
+  mlp_close(&e);
   free(hout);
   return loom_test_failures != fails0;
 }
@@ -269,69 +292,51 @@ static int run_graph(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *unused)
   const mlp_case_t c = {16, 4, 128, 256, 200, 0, LOOM_BF16, LOOM_ROUTE_ZIPF, GRAPH_ROUTES, 0};
   const int fails0 = loom_test_failures, W = ctx->size, me = ctx->rank;
   const size_t row = (size_t)c.hidden * 2;
-  loom_plan_t plan = NULL;
-  cudaStream_t s = NULL;
   cudaGraph_t graph = NULL;
   cudaGraphExec_t exec = NULL;
-  mlp_dev_t dv;
-  memset(&dv, 0, sizeof dv);
-  mlp_weights_t wt;
-  memset(&wt, 0, sizeof wt);
+  mlp_env_t e;
+  memset(&e, 0, sizeof e);
   mlp_inputs_t in[GRAPH_ROUTES];
   memset(in, 0, sizeof in);
   void *eager[GRAPH_ROUTES] = {NULL, NULL}, *got = malloc((size_t)c.tokens * row);
-  loom_moe_desc_t d = LOOM_MOE_DESC_INIT;
-  d.hidden = c.hidden, d.experts = c.experts, d.topk = c.topk, d.max_tokens = c.tokens, d.ffn = c.ffn;
-  LOOM_OK(loom_plan_moe(comm, &d, &plan));
-  loom_moe_plan_info_t info = LOOM_MOE_PLAN_INFO_INIT;
-  LOOM_OK(loom_moe_plan_info(plan, &info));
-  CHECK(weights_make(&c, info.first_expert, info.local_experts, &wt) == 0 && got);
-  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  CUDA_OK(cudaMalloc(&dv.x, (size_t)c.tokens * row + 16));
-  CUDA_OK(cudaMalloc(&dv.out, (size_t)c.tokens * row + 16));
-  CUDA_OK(cudaMalloc((void **)&dv.ids, (size_t)c.tokens * c.topk * 4));
-  CUDA_OK(cudaMalloc((void **)&dv.w, (size_t)c.tokens * c.topk * 4));
-  CUDA_OK(cudaMalloc(&dv.gate_up, wt.gu_bytes));
-  CUDA_OK(cudaMalloc(&dv.down, wt.d_bytes));
-  CUDA_OK(cudaMemcpy(dv.gate_up, wt.gate_up, wt.gu_bytes, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(dv.down, wt.down, wt.d_bytes, cudaMemcpyHostToDevice));
+  CHECK(got != NULL);
+  if (!got || mlp_open(comm, &c, &e) != 0) goto out;
+  const mlp_dev_t *dv = &e.dv;
   for (int q = 0; q < GRAPH_ROUTES; ++q) {
-    CHECK(inputs_make(&c, W, q, &wt, &in[q]) == 0 && (eager[q] = malloc((size_t)c.tokens * row)) != NULL);
+    CHECK(inputs_make(&c, W, q, &e.wt, &in[q]) == 0 && (eager[q] = malloc((size_t)c.tokens * row)) != NULL);
     if (!eager[q]) goto out;
-    LOOM_OK(upload(&c, &in[q], me, &dv, s));
-    LOOM_OK(loom_moe_mlp(plan, dv.x, dv.ids, dv.w, in[q].T[me], dv.gate_up, dv.down, dv.out, s));
-    CUDA_OK(cudaMemcpyAsync(eager[q], dv.out, (size_t)in[q].T[me] * row, cudaMemcpyDeviceToHost, s));
-    CUDA_OK(cudaStreamSynchronize(s));
+    LOOM_OK(upload(&c, &in[q], me, dv, e.s));
+    LOOM_OK(loom_moe_mlp(e.plan, dv->x, dv->ids, dv->w, in[q].T[me], dv->gate_up, dv->down, dv->out, e.s));
+    CUDA_OK(cudaMemcpyAsync(eager[q], dv->out, (size_t)in[q].T[me] * row, cudaMemcpyDeviceToHost, e.s));
+    CUDA_OK(cudaStreamSynchronize(e.s));
     CHECK_EQ_INT(count_far(&c, eager[q], in[q].out[me], in[q].T[me], me, q), 0);
   }
   /* both routings have the same token count: one captured call serves both */
-  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  CUDA_OK(cudaStreamBeginCapture(e.s, cudaStreamCaptureModeThreadLocal));
   {
-    const loom_result_t r = loom_moe_mlp(plan, dv.x, dv.ids, dv.w, in[0].T[me], dv.gate_up, dv.down, dv.out, s);
-    CUDA_OK(cudaStreamEndCapture(s, &graph));
+    const loom_result_t r =
+        loom_moe_mlp(e.plan, dv->x, dv->ids, dv->w, in[0].T[me], dv->gate_up, dv->down, dv->out, e.s);
+    CUDA_OK(cudaStreamEndCapture(e.s, &graph));
     LOOM_OK(r);
   }
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   int64_t differ = 0;
   for (int i = 0; i < 40; ++i) {
     const int q = i % GRAPH_ROUTES;
-    LOOM_OK(upload(&c, &in[q], me, &dv, s));
-    CUDA_OK(cudaGraphLaunch(exec, s));
-    CUDA_OK(cudaMemcpyAsync(got, dv.out, (size_t)in[q].T[me] * row, cudaMemcpyDeviceToHost, s));
-    CUDA_OK(cudaStreamSynchronize(s));
+    LOOM_OK(upload(&c, &in[q], me, dv, e.s));
+    CUDA_OK(cudaGraphLaunch(exec, e.s));
+    CUDA_OK(cudaMemcpyAsync(got, dv->out, (size_t)in[q].T[me] * row, cudaMemcpyDeviceToHost, e.s));
+    CUDA_OK(cudaStreamSynchronize(e.s));
     differ += memcmp(got, eager[q], (size_t)in[q].T[me] * row) != 0;
   }
   CHECK_EQ_INT(differ, 0);
   LOOM_OK(loom_comm_get_async_error(comm));
 out:
-  if (s) cudaStreamSynchronize(s);
+  if (e.s) cudaStreamSynchronize(e.s);
   if (exec) cudaGraphExecDestroy(exec);
   if (graph) cudaGraphDestroy(graph);
-  if (plan) CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
-  cudaFree(dv.x), cudaFree(dv.out), cudaFree(dv.ids), cudaFree(dv.w), cudaFree(dv.gate_up), cudaFree(dv.down);
-  if (s) cudaStreamDestroy(s);
+  mlp_close(&e);
   for (int q = 0; q < GRAPH_ROUTES; ++q) inputs_free(&in[q], W), free(eager[q]);
-  weights_free(&wt);
   free(got);
   return loom_test_failures != fails0;
 }
