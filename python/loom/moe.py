@@ -27,13 +27,14 @@ import ctypes
 
 from . import _lib, _torch
 from ._checks import check_tensor, dtype_name, loom_dtype, shape_of
+from ._plan import PlanHandle
 from ._structs import MoeDesc, MoePlanInfo
 from .errors import InvalidArgumentError
 
 _ROW_DTYPES = ("bfloat16", "float16", "float32")
 
 
-class MoE:
+class MoE(PlanHandle):
     """A dispatch / combine plan (and, with ffn > 0, the expert MLP) on comm."""
 
     def __init__(self, comm, hidden, experts, topk, max_tokens, *, ffn=0, capacity=0, dtype="bfloat16"):
@@ -58,16 +59,6 @@ class MoE:
         self.local_experts, self.first_expert = self.info["local_experts"], self.info["first_expert"]
         self._tokens = None  # of the last dispatch
         self._views = None
-
-    @property
-    def closed(self):
-        return self._plan is None
-
-    @property
-    def handle(self):
-        if self._plan is None:
-            raise InvalidArgumentError("loom.MoE: the plan is closed")
-        return self._plan
 
     def _buffers(self):
         """The receive buffer [R, H] and the expert offsets as tensors (made once)."""
@@ -163,13 +154,8 @@ class MoE:
 
     def close(self):
         """Collective: destroys the plan (the tensors dispatch returned die with it)."""
-        if self._plan is None:
-            return
-        p = self._plan
-        self.comm._bounded(lambda: _lib.call("loom_plan_destroy", ctypes.c_void_p(p)), "loom_plan_destroy")
-        self._plan = None
+        self._destroy_plan()
         self._views = None
-        self.comm._unregister_plan(self)
 
     def __enter__(self):
         return self

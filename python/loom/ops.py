@@ -32,6 +32,7 @@ import sys
 from . import _lib, _torch
 from ._checks import (check_same_device, check_tensor, dtype_name, embedding_shapes, gemm_shapes, loom_dtype,
                       shape_of)
+from ._plan import PlanHandle
 from ._structs import DType, EmbeddingDesc, EmbeddingPath, EmbeddingPlanInfo, GemmDesc, Layout, Pooling
 from .errors import InvalidArgumentError
 
@@ -149,7 +150,7 @@ def _torch_stream(stream, device):
     return stream
 
 
-class EmbeddingA2A:
+class EmbeddingA2A(PlanHandle):
     """A plan of the fused embedding-bag + All-to-All (loom_plan_embedding_a2a).
 
     W ranks; rank p owns tables_per_rank[p] tables (T on this rank); rows:
@@ -201,16 +202,6 @@ class EmbeddingA2A:
         _lib.call("loom_embedding_a2a_plan_info", ctypes.c_void_p(self._plan), ctypes.byref(pi))
         self.info = pi.as_dict()
         self.info["path"] = EmbeddingPath(self.info["path"]).name.lower()
-
-    @property
-    def closed(self):
-        return self._plan is None
-
-    @property
-    def handle(self):
-        if self._plan is None:
-            raise InvalidArgumentError("loom.EmbeddingA2A: the plan is closed")
-        return self._plan
 
     @property
     def out_shape(self):
@@ -343,12 +334,8 @@ class EmbeddingA2A:
 
     def close(self):
         """Collective: destroys the plan and frees its buffers."""
-        if self._plan is None:
+        if not self._destroy_plan():
             return
-        p = self._plan
-        self.comm._bounded(lambda: _lib.call("loom_plan_destroy", ctypes.c_void_p(p)), "loom_plan_destroy")
-        self._plan = None
-        self.comm._unregister_plan(self)
         for buf in (self._out, self._grad):
             if buf is not None:
                 self.comm._free_alloc(self.comm._alloc_of(buf, "loom.EmbeddingA2A.close"))

@@ -79,6 +79,7 @@ from . import _lib, _torch
 from ._checks import ITEMSIZE, check_tensor, dtype_name, loom_dtype, shape_of
 from ._structs import Epilogue
 from ._structs import Activation, Layout, TpDesc, TpGemm, TpPlanInfo, TpTransfer  # noqa: F401 (TpTransfer: loom.tp.TpTransfer)
+from ._plan import PlanHandle
 from .errors import InvalidArgumentError
 from .ops import _run_on_device
 
@@ -339,7 +340,7 @@ def _epilogue(fn, bias, residual, dropout_p, seed, offset, scale, activation):
                     residual=residual.data_ptr() if residual is not None else None)
 
 
-class TpPlan:
+class TpPlan(PlanHandle):
     """A plan of loom_plan_ag_gemm (op "ag_gemm") or loom_plan_gemm_rs
     ("gemm_rs") for one TpSpec (its fields are the plan's attributes).
     Creation is collective (same arguments on every rank), and so is
@@ -393,15 +394,8 @@ class TpPlan:
             return getattr(self.__dict__["spec"], name)
         raise AttributeError(name)
 
-    @property
-    def closed(self):
-        return self._plan is None
-
-    @property
-    def handle(self):
-        if self._plan is None:
-            raise InvalidArgumentError(f"loom.TpPlan({self.spec.op}): the plan is closed")
-        return self._plan
+    def _plan_label(self):
+        return f"loom.TpPlan({self.spec.op})"
 
     def gathered_buffer(self):
         """ag_gemm plans: a symmetric [m, k] tensor (ab dtype) of the plan,
@@ -506,12 +500,8 @@ class TpPlan:
 
     def close(self):
         """Collective: destroys the plan and frees its gathered / output buffer."""
-        if self._plan is None:
+        if not self._destroy_plan():
             return
-        p = self._plan
-        self.comm._bounded(lambda: _lib.call("loom_plan_destroy", ctypes.c_void_p(p)), "loom_plan_destroy")
-        self._plan = None
-        self.comm._unregister_plan(self)
         if self._gathered is not None:
             self.comm._free_alloc(self.comm._alloc_of(self._gathered, "loom.TpPlan.close"))
             self._gathered = None
