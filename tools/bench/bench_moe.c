@@ -146,13 +146,9 @@ static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cuda
   moe_run_t r;
   memset(&r, 0, sizeof r);
   r.nccl = ctx->nccl, r.W = W, r.rank = me, r.T = T, r.row = (int64_t)mm->hidden * 2, r.experts = mm->experts;
-  int64_t pair[MOE_MAXW][MOE_MAXW];
-  int32_t *ids = (int32_t *)malloc((size_t)T * mm->topk * sizeof(int32_t));
-  float *w = (float *)malloc((size_t)T * mm->topk * sizeof(float));
-  int32_t *counts = (int32_t *)malloc((size_t)mm->experts * sizeof(int32_t));
-  loom_result_t rr = ids && w && counts && moe_routing(mm, T, kind, W, me, ids, w, pair, counts) == 0
-                         ? LOOM_SUCCESS
-                         : loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "routing");
+  moe_route_t rt;
+  loom_result_t rr = moe_route_draw(mm, T, kind, W, me, &rt);
+  const int64_t(*pair)[MOE_MAXW] = rt.pair;
   int64_t send_total = 0, recv_total = 0, busiest = 0;
   for (int p = 0; p < W; ++p) {
     r.sendc[p] = pair[me][p], r.recvc[p] = pair[p][me];
@@ -181,9 +177,10 @@ static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cuda
     if (e == cudaSuccess) e = cudaMalloc((void **)&r.counts_dev, (size_t)mm->experts * sizeof(int32_t));
     if (e == cudaSuccess) e = cudaMalloc((void **)&r.counts_all, (size_t)W * mm->experts * sizeof(int32_t));
     if (e == cudaSuccess) e = cudaMallocHost((void **)&r.counts_host, (size_t)W * mm->experts * sizeof(int32_t));
-    if (e == cudaSuccess) e = cudaMemcpy(r.ids, ids, (size_t)T * mm->topk * sizeof(int32_t), cudaMemcpyHostToDevice);
-    if (e == cudaSuccess) e = cudaMemcpy(r.w, w, (size_t)T * mm->topk * sizeof(float), cudaMemcpyHostToDevice);
-    if (e == cudaSuccess) e = cudaMemcpy(r.counts_dev, counts, (size_t)mm->experts * sizeof(int32_t), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(r.ids, rt.ids, (size_t)T * mm->topk * sizeof(int32_t), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(r.w, rt.w, (size_t)T * mm->topk * sizeof(float), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+      e = cudaMemcpy(r.counts_dev, rt.counts, (size_t)mm->experts * sizeof(int32_t), cudaMemcpyHostToDevice);
     if (e != cudaSuccess) rr = loom_bench_cuda_fail((int)e, "bench buffers", __FILE__, __LINE__);
   }
   if (rr == LOOM_SUCCESS) rr = loom_bench_fill_random(r.x, LOOM_BF16, (size_t)(T * mm->hidden), MOE_SEED + me, 1.0);
@@ -206,14 +203,9 @@ static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cuda
   const int failed = moe_time_side_by_side(ctx, comm, s, a, rr, "moe", mm, T, V_COUNT, moe_op, args, tm);
   if (me == 0 && !failed)
     for (int v = 0; v < V_COUNT; ++v) {
-      loom_bench_row_t *row = loom_bench_add(t);
+      loom_bench_row_t *row = moe_row(t, "moe", g_vname[v], mm, T, kind, W);
       if (!row) break;
-      snprintf(row->op, sizeof row->op, "moe");
-      snprintf(row->impl, sizeof row->impl, "%s", g_vname[v]);
-      snprintf(row->shape, sizeof row->shape, "%s T=%lld %s", mm->name, (long long)T, moe_route_name(kind));
-      snprintf(row->dtype, sizeof row->dtype, "bf16");
-      row->m = T, row->n = mm->hidden, row->k = mm->topk;
-      row->world = W;
+      row->k = mm->topk;
       row->bytes = busiest * r.row;
       row->busbw_factor = 1.0;
       row->fused_us = tm[v].median_us, row->min_us = tm[v].min_us, row->max_us = tm[v].max_us;
@@ -236,7 +228,7 @@ static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cuda
   cudaFree(r.x), cudaFree(r.y), cudaFree(r.out), cudaFree(r.send), cudaFree(r.recv), cudaFree(r.ids), cudaFree(r.w);
   cudaFree(r.counts_dev), cudaFree(r.counts_all);
   if (r.counts_host) cudaFreeHost(r.counts_host);
-  free(ids), free(w), free(counts);
+  moe_route_free(&rt);
   return failed ? 1 : 0;
 }
 
@@ -312,11 +304,10 @@ static int moe_list(const moe_args_t *a, int W) {
   for (int i = 0; i < ns; ++i) {
     const moe_model_t *mm = &g_moe_models[sel[i].model];
     const int64_t T = sel[i].T;
-    int64_t pair[MOE_MAXW][MOE_MAXW];
-    int32_t *ids = (int32_t *)malloc((size_t)T * mm->topk * sizeof(int32_t));
-    int32_t *counts = (int32_t *)malloc((size_t)mm->experts * sizeof(int32_t));
-    const int ok = ids && counts && moe_routing(mm, T, sel[i].kind, W, 0, ids, NULL, pair, counts) == 0;
-    free(ids), free(counts);
+    moe_route_t rt;
+    const int ok = moe_route_draw(mm, T, sel[i].kind, W, 0, &rt) == LOOM_SUCCESS;
+    moe_route_free(&rt);
+    const int64_t(*pair)[MOE_MAXW] = rt.pair;
     if (!ok) {
       fprintf(stderr, "loom-bench moe: out of host memory\n");
       return 1;

@@ -100,6 +100,7 @@ static loom_result_t layer_setup(layer_run_t *r, loom_comm_t comm, const moe_mod
   r->info = (loom_moe_plan_info_t)LOOM_MOE_PLAN_INFO_INIT;
   LAYER_TRY(rr);
   LAYER_TRY(loom_moe_plan_info(r->plan, &r->info));
+  if (!ids || !w) return loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "routing"); /* moe_route_draw failed */
   const size_t H = (size_t)mm->hidden, F = (size_t)mm->ffn, n = (size_t)r->info.local_experts, T = (size_t)r->T;
   const size_t R = (size_t)r->info.max_recv_rows, K = (size_t)mm->topk;
   const size_t bytes[8] = {T * H * 2, T * H * 2, n * 2 * F * H * 2 + 16, n * H * F * 2 + 16, R * 2 * F * 2 + 16,
@@ -141,14 +142,9 @@ static void layer_rows(const moe_args_t *a, loom_bench_table_t *t, const moe_mod
                        const loom_bench_time_t *tm) {
   const double gemm_flops = 6.0 * (double)rows_here * mm->hidden * mm->ffn;
   for (int v = 0; v < L_COUNT; ++v) {
-    loom_bench_row_t *row = loom_bench_add(t);
+    loom_bench_row_t *row = moe_row(t, "moe_layer", g_lname[v], mm, T, kind, W);
     if (!row) return;
-    snprintf(row->op, sizeof row->op, "moe_layer");
-    snprintf(row->impl, sizeof row->impl, "%s", g_lname[v]);
-    snprintf(row->shape, sizeof row->shape, "%s T=%lld %s", mm->name, (long long)T, moe_route_name(kind));
-    snprintf(row->dtype, sizeof row->dtype, "bf16");
-    row->m = T, row->n = mm->hidden, row->k = mm->ffn;
-    row->world = W;
+    row->k = mm->ffn;
     row->fused_us = tm[v].median_us, row->min_us = tm[v].min_us, row->max_us = tm[v].max_us;
     row->host_us = tm[v].host_us;
     row->comm_us = tm[L_COMM].median_us;
@@ -176,16 +172,11 @@ int moe_layer_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaS
   layer_run_t r;
   memset(&r, 0, sizeof r);
   r.T = T, r.H = mm->hidden, r.F = mm->ffn, r.topk = mm->topk;
-  int64_t pair[MOE_MAXW][MOE_MAXW];
-  int32_t *ids = (int32_t *)malloc((size_t)T * mm->topk * sizeof(int32_t));
-  float *w = (float *)malloc((size_t)T * mm->topk * sizeof(float));
-  int32_t *counts = (int32_t *)malloc((size_t)mm->experts * sizeof(int32_t));
-  loom_result_t rr = ids && w && counts && moe_routing(mm, T, kind, W, me, ids, w, pair, counts) == 0
-                         ? LOOM_SUCCESS
-                         : loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "routing");
+  moe_route_t rt;
+  loom_result_t rr = moe_route_draw(mm, T, kind, W, me, &rt);
   int64_t recv_total = 0, rows0 = 0;
-  for (int p = 0; p < W; ++p) recv_total += pair[p][me], rows0 += pair[p][0];
-  const loom_result_t sr = layer_setup(&r, comm, mm, ids, w, recv_total, me, s); /* collective plan inside */
+  for (int p = 0; p < W; ++p) recv_total += rt.pair[p][me], rows0 += rt.pair[p][0];
+  const loom_result_t sr = layer_setup(&r, comm, mm, rt.ids, rt.w, recv_total, me, s); /* collective plan inside */
   if (rr == LOOM_SUCCESS) rr = sr;
   layer_var_t vars[L_COUNT];
   void *args[L_COUNT];
@@ -194,7 +185,7 @@ int moe_layer_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaS
   const int failed = moe_time_side_by_side(ctx, comm, s, a, rr, "moe layer", mm, T, L_COUNT, layer_op, args, tm);
   if (me == 0 && !failed) layer_rows(a, t, mm, T, kind, W, rows0, &r, tm);
   layer_free(&r);
-  free(ids), free(w), free(counts);
+  moe_route_free(&rt);
   return failed ? 1 : 0;
 }
 

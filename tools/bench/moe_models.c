@@ -18,25 +18,31 @@ const int64_t g_moe_tokens[2] = {128, 4096};
 
 const char *moe_route_name(loom_route_kind_t k) { return k == LOOM_ROUTE_ZIPF ? "zipf" : "uniform"; }
 
-int moe_routing(const moe_model_t *mm, int64_t T, loom_route_kind_t kind, int W, int me, int32_t *ids_me,
-                float *w_me, int64_t pair[MOE_MAXW][MOE_MAXW], int32_t *counts_me) {
-  int32_t *ids = (int32_t *)malloc((size_t)T * mm->topk * sizeof(int32_t) + 4);
-  if (!ids) return -1;
-  memset(pair, 0, sizeof(int64_t) * MOE_MAXW * MOE_MAXW);
-  for (int r = 0; r < W; ++r) {
-    if (loom_route_make(kind, MOE_SEED, r, 0, T, mm->experts, mm->topk, 1.2, ids, r == me ? w_me : NULL)) {
-      free(ids);
-      return -1;
+loom_result_t moe_route_draw(const moe_model_t *mm, int64_t T, loom_route_kind_t kind, int W, int me, moe_route_t *rt) {
+  memset(rt, 0, sizeof *rt);
+  const size_t entries = (size_t)T * (size_t)mm->topk;
+  int32_t *ids = (int32_t *)malloc(entries * sizeof(int32_t) + 4);
+  rt->ids = (int32_t *)malloc(entries * sizeof(int32_t) + 4);
+  rt->w = (float *)malloc(entries * sizeof(float) + 4);
+  rt->counts = (int32_t *)calloc((size_t)mm->experts, sizeof(int32_t));
+  int bad = !ids || !rt->ids || !rt->w || !rt->counts;
+  for (int r = 0; r < W && !bad; ++r) {
+    bad = loom_route_make(kind, MOE_SEED, r, 0, T, mm->experts, mm->topk, 1.2, ids, r == me ? rt->w : NULL) != 0;
+    for (size_t i = 0; i < entries && !bad; ++i) {
+      rt->pair[r][loom_bench_moe_expert_rank(mm->experts, W, ids[i])]++;
+      if (r == me) rt->counts[ids[i]]++;
     }
-    if (r == me) memcpy(ids_me, ids, (size_t)T * mm->topk * sizeof(int32_t));
-    for (int64_t i = 0; i < T * mm->topk; ++i) pair[r][loom_bench_moe_expert_rank(mm->experts, W, ids[i])]++;
-    if (r == me) {
-      memset(counts_me, 0, (size_t)mm->experts * sizeof(int32_t));
-      for (int64_t i = 0; i < T * mm->topk; ++i) counts_me[ids[i]]++;
-    }
+    if (r == me && !bad) memcpy(rt->ids, ids, entries * sizeof(int32_t));
   }
   free(ids);
-  return 0;
+  if (!bad) return LOOM_SUCCESS;
+  moe_route_free(rt);
+  return loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "routing of %lld tokens", (long long)T);
+}
+
+void moe_route_free(moe_route_t *rt) {
+  free(rt->ids), free(rt->w), free(rt->counts);
+  rt->ids = NULL, rt->w = NULL, rt->counts = NULL;
 }
 
 void moe_pair_shape(const moe_model_t *mm, int64_t T, loom_route_kind_t kind, int W, int with_ffn,
@@ -69,4 +75,17 @@ int moe_time_side_by_side(loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s
   if (rr != LOOM_SUCCESS)
     fprintf(stderr, "rank %d: %s %s T=%lld: %s\n", ctx->rank, label, mm->name, (long long)T, loom_last_error());
   return rr != LOOM_SUCCESS;
+}
+
+loom_bench_row_t *moe_row(loom_bench_table_t *t, const char *op, const char *impl, const moe_model_t *mm, int64_t T,
+                          loom_route_kind_t kind, int W) {
+  loom_bench_row_t *row = loom_bench_add(t);
+  if (!row) return NULL;
+  snprintf(row->op, sizeof row->op, "%s", op);
+  snprintf(row->impl, sizeof row->impl, "%s", impl);
+  snprintf(row->shape, sizeof row->shape, "%s T=%lld %s", mm->name, (long long)T, moe_route_name(kind));
+  snprintf(row->dtype, sizeof row->dtype, "bf16");
+  row->m = T, row->n = mm->hidden;
+  row->world = W;
+  return row;
 }

@@ -28,11 +28,20 @@ extern const int64_t g_moe_tokens[2];
 
 const char *moe_route_name(loom_route_kind_t k);
 
-/* Every rank's routing: this rank's ids [T, k] and weights (w_me may be
- * NULL), the rows of every (source, destination) rank pair, and this rank's
- * rows per expert (counts_me [E]). 0, or -1 out of memory. */
-int moe_routing(const moe_model_t *mm, int64_t T, loom_route_kind_t kind, int W, int me, int32_t *ids_me,
-                float *w_me, int64_t pair[MOE_MAXW][MOE_MAXW], int32_t *counts_me);
+/* Every rank's routing, drawn by every rank (support/moe_routing.h: the
+ * seed makes them agree): this rank's ids [T, k] and weights [T, k], its
+ * rows per expert counts [E], and the rows of every (source, destination)
+ * rank pair. */
+typedef struct moe_route {
+  int32_t *ids;
+  float *w;
+  int32_t *counts;
+  int64_t pair[MOE_MAXW][MOE_MAXW];
+} moe_route_t;
+/* Success, or LOOM_ERR_OUT_OF_MEMORY with the arrays NULL; moe_route_free
+ * either way. */
+loom_result_t moe_route_draw(const moe_model_t *mm, int64_t T, loom_route_kind_t kind, int W, int me, moe_route_t *rt);
+void moe_route_free(moe_route_t *rt);
 
 /* The complete shape of a row, as moe_torch.py names it (with_ffn: the
  * layer's rows, which carry the experts' hidden size too). */
@@ -56,6 +65,11 @@ typedef struct moe_shape_sel {
   int64_t T;
   loom_route_kind_t kind;
 } moe_shape_sel_t;
+
+/* A new row of t for variant impl of the shape (op, impl, shape, dtype
+ * bf16, m = T, n = H, world); NULL when the table is full. */
+loom_bench_row_t *moe_row(loom_bench_table_t *t, const char *op, const char *impl, const moe_model_t *mm, int64_t T,
+                          loom_route_kind_t kind, int W);
 
 /* Every rank: rr (this rank's setup) summed over the ranks, then, if all
  * succeeded, the n variants op(args[v]) timed side by side (tm[n]), the
