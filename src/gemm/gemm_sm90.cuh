@@ -564,9 +564,10 @@ static __device__ __forceinline__ uint32_t loom__ticket(uint32_t *p) {
  * per 128, 64 gate columns then the 64 up columns of the same outputs
  * (the producer loads B_g's rows so: loom__glu_load_b), i.e. fragment
  * groups j in [16q, 16q + 8) gate and j + 8 up. Output group 8q + jj =
- * silu(gate) x up: acc's first WN/4 x ... entries then hold a WN/2-wide
- * tile in the same fragment layout (output column 64q + 8jj + ...). Each
- * write lands on an entry already read (8q + jj <= 16q + jj). */
+ * silu(gate) x up: acc's first WN/4 floats (the first WN/16 groups of 4)
+ * then hold a WN/2-wide tile in the same fragment layout (output column
+ * 64q + 8jj + 2 (lane % 4) + e). Each write lands on an entry already read
+ * (8q + jj <= 16q + jj). */
 template <int WN>
 static __device__ __forceinline__ void loom__glu_pairs(float *acc) {
 #pragma unroll
