@@ -88,6 +88,14 @@ loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, 
   const loom_buf_t w[2] = {{"gate_up", gate_up, 2 * per * (size_t)st->n_local, need, NULL},
                            {"down", down, per * (size_t)st->n_local, need, NULL}};
   LOOM_TRY(loom__check_bufs(fn, plan->comm, w, 2));
+  if (tokens > 0 && tokens <= d->max_tokens) {
+    /* the combine's arguments too, before the dispatch starts the peers
+     * (a refusal after it would leave them waiting until the timeout);
+     * x, ids and tokens are the dispatch's own first checks */
+    const loom_buf_t io[2] = {{"weights", weights, (size_t)tokens * (size_t)d->topk * sizeof(float), 0, NULL},
+                              {"out", out, (size_t)tokens * (size_t)d->hidden * es, LOOM_BUF_ALIGN16, NULL}};
+    LOOM_TRY(loom__check_bufs(fn, plan->comm, io, 2));
+  }
   LOOM_TRY(loom_moe_dispatch(plan, x, ids, tokens, stream));
   if (st->n_local > 0) LOOM_TRY(moe_experts(st, gate_up, down, tokens, stream));
   return loom_moe_combine(plan, st->recv, weights, out, stream);
