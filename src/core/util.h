@@ -46,6 +46,13 @@ LOOM_HD int64_t loom__ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 LOOM__LAST_AT_MOST(loom__last_at_most, int64_t)
 LOOM__LAST_AT_MOST(loom__last_at_most_i32, int32_t)
 
+/* 1 if the byte ranges [p, p + pb) and [q, q + qb) overlap (argument
+ * checks: an output must not alias an input). */
+static inline int loom__ranges_overlap(const void *p, size_t pb, const void *q, size_t qb) {
+  const uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
+  return a < b + qb && b < a + pb;
+}
+
 /* x rounded up to a multiple of 256. */
 static inline size_t loom__align256(size_t x) { return (x + 255) & ~(size_t)255; }
 

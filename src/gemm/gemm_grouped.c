@@ -9,13 +9,9 @@
 
 #include "core/error.h"
 #include "core/ptr_check.h"
+#include "core/util.h"
 #include "gemm/gemm.h"
 #include "gemm/gemm_heuristic.h"
-
-static int loom__grouped_overlap(const void *p, size_t pb, const void *q, size_t qb) {
-  const uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
-  return a < b + qb && b < a + pb;
-}
 
 /* Bytes of A, B (all groups), C and the bias (all groups); validated
  * descriptions only (every product below 2^62). */
@@ -93,7 +89,7 @@ loom_result_t loom__grouped_validate(const char *fn, const loom_grouped_gemm_des
   const struct { const char *name; const void *p; size_t bytes; } other[3] = {
       {"a", a, s.a}, {"b", b, s.b}, {"bias", bias, s.bias}};
   for (int i = 0; i < 3; ++i)
-    if (other[i].p && loom__grouped_overlap(c, s.c, other[i].p, other[i].bytes))
+    if (other[i].p && loom__ranges_overlap(c, s.c, other[i].p, other[i].bytes))
       return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: c=%p overlaps %s=%p: C must not alias it", fn, c,
                         other[i].name, other[i].p);
   return LOOM_SUCCESS;

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/ptr_check.h"
+#include "core/util.h"
 #include "gemm/gemm.h"
 
 static const char *loom__dtype_enum_name(loom_dtype_t t) {
@@ -25,11 +26,6 @@ static const char *loom__dtype_enum_name(loom_dtype_t t) {
 
 /* Upper bound on one GEMM dimension (kernels index with 32-bit ints). */
 #define LOOM_GEMM_MAX_DIM INT64_C(2147483647)
-
-static int loom__ranges_overlap(const void *p, size_t pb, const void *q, size_t qb) {
-  uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
-  return a < b + qb && b < a + pb;
-}
 
 loom_result_t loom__gemm_validate_desc(const char *fn, const loom_gemm_desc_t *d) {
   if (!fn) fn = "loom_gemm";
