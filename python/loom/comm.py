@@ -13,10 +13,18 @@ that library against the headers libloom was built with and the ranks
 exchange the verdicts through the group, so a mismatch on any rank raises
 NcclMismatchError on every rank (no rank is left waiting in a collective);
 then rank 0's ncclUniqueId is broadcast through the group and every rank
-calls ncclCommInitRank. use_torch_comm=True wraps the process group's own
-NCCL comm instead (no second comm), which is only possible when PyTorch's
-calls reach the same NCCL file as libloom's. from_nccl_comm wraps any
-ncclComm_t address made with libloom's NCCL.
+calls ncclCommInitRank. By default (use_torch_comm=None) loom runs on the
+process group's own NCCL comm instead wherever it can: PyTorch's calls
+reach the same NCCL file as libloom's, and the group's backend hands out
+its ncclComm_t (the ranks agree first, so all or none do); where it cannot,
+loom makes its second comm and says why once per process (a warning).
+use_torch_comm=True insists on the group's comm (an error where it cannot),
+False always makes a second one. from_nccl_comm wraps any ncclComm_t
+address made with libloom's NCCL.
+
+Names. Every comm has a process-wide name (comm.name, "loom0", "loom1",
+...), which the registered torch ops (library.py) take in place of the
+object; Comm.named(name) finds the live comm.
 
 Collective host calls (comm creation, loom_malloc, loom_free, plan
 creation, destruction) run with a deadline (timeout_s, nccl.run_bounded):
@@ -31,7 +39,9 @@ buffer that no tensor uses any more on any rank (the ranks agree through an
 NCCL all-reduce); close() frees everything left.
 """
 import ctypes
+import itertools
 import os
+import warnings
 import weakref
 
 from . import _lib, _procmaps, _torch, nccl
@@ -81,6 +91,19 @@ def _broadcast_bytes(payload, nbytes, group, device):
     return bytes(buf.cpu().tolist())
 
 
+_LIVE = weakref.WeakValueDictionary()  # name -> Comm, while it is open
+_NAMES = itertools.count()
+_SAID_SECOND_COMM = []  # the reason, once said
+
+
+def _second_comm_note(reason):
+    """Says once per process why loom makes its own NCCL comm."""
+    if not _SAID_SECOND_COMM:
+        _SAID_SECOND_COMM.append(reason)
+        warnings.warn(f"loom.Comm.from_process_group: loom makes a second NCCL communicator: {reason}",
+                      stacklevel=3)
+
+
 class _Alloc:
     __slots__ = ("ptr", "nbytes", "seq", "holders", "internal", "__weakref__")
 
@@ -92,8 +115,32 @@ class _Alloc:
         return any(h() is not None for h in self.holders)
 
 
+def _group_comm(group, device, mine):
+    """(the group's ncclComm_t address, None) where loom can run on it, else
+    (None, why not)."""
+    torch = _torch.torch()
+    tn = nccl.torch_nccl()
+    if not (tn and tn.path and mine.path and _procmaps.same_file(tn.path, mine.path)):
+        return None, (f"PyTorch's NCCL calls reach {tn.path if tn and tn.path else '(unknown)'} and libloom's "
+                      f"{mine.path}: a comm is only usable by the NCCL library that made it (load one NCCL in "
+                      f"both, python/README.md)")
+    try:
+        backend = group._get_backend(torch.device("cuda", device))
+    except Exception as e:
+        return None, f"the group has no NCCL backend on cuda:{device} ({e})"
+    get_ptr = getattr(backend, "_comm_ptr", None) or getattr(backend, "comm_ptr", None)
+    if get_ptr is None:
+        return None, f"torch {torch.__version__}'s {type(backend).__name__} does not expose its ncclComm_t"
+    address = get_ptr()
+    if not address:
+        return None, ("the process group has no NCCL comm yet (pass device_id= to init_process_group, or run "
+                      "one collective first)")
+    return int(address), None
+
+
 class Comm:
     """A loom communicator (loom_comm_t) on one CUDA device."""
+    name = None  # "loom<n>" once made (the registered ops' handle on it)
 
     def __init__(self, nccl_comm, *, workspace_bytes=0, timeout_ms=0, timeout_s=300.0, owns_nccl=False,
                  _checked=False):
@@ -120,58 +167,67 @@ class Comm:
                                         ctypes.byref(out)), "loom_comm_create")
         self._handle = out.value
         self.info = self._info()
+        self.name = f"loom{next(_NAMES)}"
+        _LIVE[self.name] = self
+
+    @classmethod
+    def named(cls, name):
+        """The open comm called `name` (comm.name)."""
+        c = _LIVE.get(name) if isinstance(name, str) else None
+        if c is None or c._handle is None:
+            raise InvalidArgumentError(f"loom.Comm.named: no open loom comm is called {name!r} (comm.name of a "
+                                       f"loom.Comm; open: {sorted(_LIVE.keys())})")
+        return c
 
     # ---- construction -----------------------------------------------------
 
     @classmethod
-    def from_process_group(cls, group=None, *, use_torch_comm=False, workspace_bytes=0, timeout_ms=0,
+    def from_process_group(cls, group=None, *, use_torch_comm=None, workspace_bytes=0, timeout_ms=0,
                            timeout_s=300.0):
         """Collective over `group` (default: the world). Every rank must
-        have selected its GPU (torch.cuda.set_device) before."""
+        have selected its GPU (torch.cuda.set_device) before. use_torch_comm:
+        None (the group's NCCL comm where loom can run on it, else a second
+        comm, said once), True (the group's, or an error) or False (a second
+        comm)."""
         torch = _torch.torch()
         import torch.distributed as dist
+        fn = "loom.Comm.from_process_group"
         if not dist.is_initialized():
-            raise InvalidArgumentError("loom.Comm.from_process_group: torch.distributed is not initialized "
+            raise InvalidArgumentError(f"{fn}: torch.distributed is not initialized "
                                        "(call torch.distributed.init_process_group first)")
+        if use_torch_comm not in (None, True, False):
+            raise InvalidArgumentError(f"{fn}: use_torch_comm={use_torch_comm!r}; expected None, True or False")
         group = group or dist.group.WORLD
         rank, size = dist.get_rank(group), dist.get_world_size(group)
         device = torch.cuda.current_device()
 
-        # 1. every rank's NCCL verdict, exchanged, so that all raise together
-        problem = None
+        # 1. every rank's NCCL verdict and whether it can run on the group's
+        #    comm, exchanged, so that all raise together and all or none wrap it
+        problem, torch_comm, why_not = None, None, None
         try:
             mine = nccl.loom_nccl()
             mode = os.environ.get("LOOM_NCCL_CHECK", "") or "minor"
             problem = nccl.compatibility_problem(mine, mode, nccl.torch_nccl())
-            if use_torch_comm and not problem:
-                tn = nccl.torch_nccl()
-                if not (tn and tn.path and mine.path and _procmaps.same_file(tn.path, mine.path)):
-                    problem = (f"use_torch_comm=True needs PyTorch and libloom on one NCCL library, but "
-                               f"libloom's calls reach {mine.path} and PyTorch's "
-                               f"{tn.path if tn else '(unknown)'}: use use_torch_comm=False (loom makes "
-                               f"its own NCCL comm)")
+            if use_torch_comm is not False and not problem:
+                torch_comm, why_not = _group_comm(group, device, mine)
+                if use_torch_comm and why_not:
+                    problem = f"use_torch_comm=True: {why_not}"
         except Exception as e:  # the library itself failed to load or answer
             problem = f"{type(e).__name__}: {e}"
-        verdicts = _all_gather_bytes((problem or "").encode(), group, size, device)
-        bad = [(r, p.decode(errors="replace")) for r, p in enumerate(verdicts) if p]
+        verdict = problem or ("" if torch_comm else "-" + (why_not or "use_torch_comm=False"))
+        verdicts = [v.decode(errors="replace") for v in _all_gather_bytes(verdict.encode(), group, size, device)]
+        bad = [(r, v) for r, v in enumerate(verdicts) if v and not v.startswith("-")]
         if bad:
             text = "; ".join(f"rank {r}: {p}" for r, p in bad)
-            raise NcclMismatchError(f"loom.Comm.from_process_group: {text}")
+            raise NcclMismatchError(f"{fn}: {text}")
 
         # 2. the NCCL comm loom runs on
-        if use_torch_comm:
-            backend = group._get_backend(torch.device("cuda", device))
-            get_ptr = getattr(backend, "_comm_ptr", None) or getattr(backend, "comm_ptr", None)
-            if get_ptr is None:
-                raise UnsupportedError(f"loom.Comm.from_process_group: torch {torch.__version__}'s "
-                                       f"{type(backend).__name__} does not expose its ncclComm_t (_comm_ptr)")
-            address = get_ptr()
-            if not address:
-                raise InvalidArgumentError("loom.Comm.from_process_group: the process group has no NCCL comm "
-                                           "yet (pass device_id= to init_process_group, or run one collective "
-                                           "first)")
-            return cls(address, workspace_bytes=workspace_bytes, timeout_ms=timeout_ms, timeout_s=timeout_s,
+        if not any(verdicts):
+            return cls(torch_comm, workspace_bytes=workspace_bytes, timeout_ms=timeout_ms, timeout_s=timeout_s,
                        owns_nccl=False, _checked=True)
+        if use_torch_comm is None:
+            r, v = next((r, v) for r, v in enumerate(verdicts) if v)
+            _second_comm_note(f"rank {r} cannot run on the process group's: {v[1:]}")
         uid = _broadcast_bytes(nccl.get_unique_id() if rank == 0 else b"", nccl.UNIQUE_ID_BYTES, group, device)
         address = nccl.comm_init_rank(size, uid, rank, device, timeout_s)
         try:
@@ -394,6 +450,7 @@ class Comm:
         h = self._handle
         self._bounded(lambda: _lib.call("loom_comm_destroy", ctypes.c_void_p(h)), "loom_comm_destroy")
         self._handle = None
+        _LIVE.pop(self.name, None)
         self._allocs.clear()
         if self._owns_nccl:
             nccl.comm_destroy(self._nccl, self.device, self.timeout_s)
@@ -407,6 +464,7 @@ class Comm:
         if self._handle is None:
             return
         self._handle = None
+        _LIVE.pop(self.name, None)
         self._plans.clear()
         self._plan_cache.clear()
         self._allocs.clear()

@@ -37,13 +37,18 @@ version, so a backward that needs an overwritten input raises "modified by
 an inplace operation" (run forward, backward, forward, backward, or make
 the layer with copy_gathered=True to keep a copy per forward).
 
-importing this module imports torch.
+Under torch.compile the layers call the registered ops instead
+(torch.ops.loom.ag_gemm / gemm_rs, library.py), which the compiler traces
+without a graph break; the column-parallel op then keeps a copy of the
+gathered input for the weight gradient rather than the layer's buffer.
+
+importing this module imports torch (and registers torch.ops.loom.*).
 """
 import math
 
 import torch
 
-from . import ops, tp
+from . import functional, ops, tp
 from ._checks import dtype_name, embedding_shapes
 from .errors import InvalidArgumentError
 
@@ -318,6 +323,13 @@ class _TpLinear(torch.nn.Module):
         x = _cast(x, self.compute_dtype)
         return x.reshape(-1, features).contiguous()
 
+    def _compute_params(self):
+        """(weight in compute_dtype, bias in the output dtype, output dtype):
+        what the compiled path hands the registered op (autograd casts the
+        gradients back)."""
+        od = self.out_dtype if self.out_dtype is not None else self.compute_dtype
+        return _cast(self.weight, self.compute_dtype), _cast(self.bias, od), od
+
     @classmethod
     def from_linear(cls, comm, linear, **kwargs):
         """This rank's shard of a full torch.nn.Linear (its dtype unless dtype= is given)."""
@@ -391,6 +403,12 @@ class ColumnParallelLinear(_TpLinear):
         lead = tuple(x.shape[:-1]) if isinstance(x, torch.Tensor) else ()
         x2 = self._input(fn, x, self.in_features)
         mm = x2.shape[0] * self.comm.size if m is None else int(m)
+        if torch.compiler.is_compiling():  # the registered op, which torch.compile traces
+            w, b, od = self._compute_params()
+            y = functional.ag_gemm(x2, w, self.comm, b, out_dtype=od, transfer=self.transfer, m=mm,
+                                   chunk_rows=self.chunk_rows, comm_blocks=self.comm_blocks,
+                                   backward_transfer=self.backward_transfer)
+            return y.view(lead[0] * self.comm.size, *lead[1:], self.local_out) if nd else y
         opt = TpOptions(m=mm, out_dtype=self.out_dtype, transfer=self.transfer,
                         backward_transfer=self.backward_transfer, chunk_rows=self.chunk_rows,
                         comm_blocks=self.comm_blocks,
@@ -450,6 +468,11 @@ class RowParallelLinear(_TpLinear):
                                        f"needs its first (the sequence) a multiple of the world size "
                                        f"{self.comm.size}; pass it 2-D for uneven shards")
         x2 = self._input(fn, x, self.local_in)
+        if torch.compiler.is_compiling():  # the registered op, which torch.compile traces
+            w, b, od = self._compute_params()
+            y = functional.gemm_rs(x2, w, self.comm, b, out_dtype=od, transfer=self.transfer,
+                                   comm_blocks=self.comm_blocks, backward_transfer=self.backward_transfer)
+            return y.view(lead[0] // self.comm.size, *lead[1:], self.out_features) if nd else y
         opt = TpOptions(out_dtype=self.out_dtype, transfer=self.transfer, backward_transfer=self.backward_transfer,
                         comm_blocks=self.comm_blocks)
         y = RowParallelLinearFunction.apply(x2, self.weight, self.bias, self.comm, opt)

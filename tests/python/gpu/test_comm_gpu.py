@@ -1,6 +1,8 @@
 """loom.Comm on 2 ranks: bootstrap from torch.distributed, symmetric memory
 as torch tensors (peers' stores seen as plain tensors), freeing, the
 device-side timeout as an exception."""
+import warnings
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -112,18 +114,30 @@ def _torch_comm(rank, world):
         address = (getattr(backend, "_comm_ptr", None) or backend.comm_ptr)()
         with loom.Comm.from_nccl_comm(address) as comm:
             assert comm.nccl_comm == address and (comm.rank, comm.size) == (rank, world)
+        with loom.Comm.from_process_group() as comm:  # the default takes the group's comm
+            assert comm.nccl_comm == address and not comm._owns_nccl
         x = torch.ones(4, device="cuda")
         dist.all_reduce(x)  # torch's comm still works
         assert x[0].item() == world
         return "shared"
-    with pytest.raises(loom.NcclMismatchError, match="use_torch_comm=True needs PyTorch and libloom on one NCCL"):
+    with pytest.raises(loom.NcclMismatchError, match="use_torch_comm=True: PyTorch's NCCL calls reach"):
         loom.Comm.from_process_group(use_torch_comm=True)
-    return "refused"
+    import loom.comm as lc
+    lc._SAID_SECOND_COMM.clear()
+    with pytest.warns(UserWarning, match="loom makes a second NCCL communicator: rank 0 cannot run on the "
+                                         "process group's: PyTorch's NCCL calls reach"):
+        with loom.Comm.from_process_group() as comm:  # the default: a second comm, said once
+            assert comm._owns_nccl
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loom.Comm.from_process_group().close()  # not said again
+    return "refused, second comm said once"
 
 
 def test_loom_on_the_process_group_own_nccl_comm():
-    """Shares torch's ncclComm_t when both use one NCCL file, else refuses
-    with NcclMismatchError (no crash either way)."""
+    """Shares torch's ncclComm_t when both use one NCCL file (by default too),
+    else use_torch_comm=True refuses with NcclMismatchError and the default
+    makes a second comm, saying why once (no crash either way)."""
     print(run_ranks(_torch_comm, 2))
 
 

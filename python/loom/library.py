@@ -1,0 +1,427 @@
+"""library.py - loom's ops as torch.library custom ops (namespace "loom"):
+torch.compile traces them through their fake implementations, autograd
+differentiates them through their registered backward, CUDA graphs capture
+them (no host synchronisation once a shape's plan exists).
+
+    torch.ops.loom.ag_gemm(x, weight, bias, comm, *, layout, out_dtype, transfer, m, keep_gathered)
+        -> (y, gathered)     y [m, ..., n] = AllGather(x shards) @ weight^T (+ bias): column-parallel
+    torch.ops.loom.gemm_rs(x, weight, bias, comm, *, layout, out_dtype, transfer)
+        -> y [this rank's rows, ..., n] of ReduceScatter(x @ weight^T) (+ bias once): row-parallel
+    torch.ops.loom.gemm_ar(x, weight, bias, residual, comm, *, scale, activation, dropout_p, seed, offset,
+                           layout, out_dtype, transfer)
+        -> y [x's rows, n] = dropout(act(scale AllReduce(x @ weight^T) + bias)) + residual
+    torch.ops.loom.all_reduce(x, bias, residual, norm_weight, norm_bias, comm, *, norm, eps, scale,
+                              activation, dropout_p, seed, offset, out_dtype)
+        -> y [x's shape] = norm(dropout(act(scale sum over ranks of x + bias)) + residual)
+    torch.ops.loom.reduce_scatter(same arguments) -> this rank's slice of the same
+    torch.ops.loom.all_gather(x, comm, *, size) -> the ranks' slices side by side
+
+`comm` is the name of an open loom.Comm (comm.name): a string, which
+torch.compile keeps in the graph as a constant (the way torch's own
+collectives take a group name). loom.functional wraps each op with a Comm
+argument and the usual defaults. Shapes, dtypes and options are those of
+tp.py and coll.py (whose plans, cached per shape in the comm, the ops run);
+x may have any number of leading dimensions where the math allows:
+
+  ag_gemm   x [s, ..., k] this rank's rows -> y [W s, ..., n]; 2-D x may
+            give m (uneven shards). gathered: [m, ..., k], the gathered x,
+            when keep_gathered (a copy of the plan's symmetric buffer:
+            autograd keeps it for the weight gradient), else [0].
+  gemm_rs   x [s, ..., k], s a multiple of W -> y [s / W, ..., n]; 2-D x:
+            any m, y [this rank's shard rows, n].
+  gemm_ar   x [..., k] -> y [..., n]; residual y's shape. A fused plan
+            writes its symmetric buffer; the op returns a copy of it.
+
+Gradients (every backward is itself made of these ops, so compiled
+backward graphs hold loom's kernels too):
+  ag_gemm   dx = gemm_rs(dy, weight^T), d weight = dy^T gathered (the
+            kept copy, else gathered again with all_gather), d bias = sum dy
+  gemm_rs   dx, dy_full = ag_gemm(dy, weight^T, keep_gathered), d weight =
+            dy_full^T x, d bias = sum dy_full
+  gemm_ar   Megatron's row-parallel layer: the output and everything after
+            it are the same on every rank (one loss), so dx = scale dy
+            weight, d weight = scale dy^T x, d bias = d residual sum / dy
+            with no collective
+  all_reduce, reduce_scatter, all_gather: the collectives' own adjoints
+            (every rank's output feeds its own part of the loss, as in
+            torch.distributed.nn): all_reduce <- all_reduce (x scale),
+            reduce_scatter <- all_gather (x scale), all_gather <-
+            reduce_scatter; d bias / d residual as above.
+There is no gradient through an activation, dropout or norm fused into
+gemm_ar or a collective (the op raises UnsupportedError when asked for
+one): apply those in torch when training through them.
+
+Importing this module imports torch and registers the ops (loom.functional
+and loom.nn import it).
+"""
+from typing import Optional
+
+import torch
+
+from . import coll, tp
+from .comm import Comm
+from .errors import InvalidArgumentError, UnsupportedError
+
+Tensor = torch.Tensor
+_SWAP = {"nk": "kn", "kn": "nk"}  # the weight's layout in the transposed product of a backward
+
+
+# ---- shapes (shared by the real and the fake implementations) --------------------
+
+def _comm(name):
+    return Comm.named(name)
+
+
+def _feature(fn, x, arg="x"):
+    """k of x [..., k] (x of 2+ dimensions)."""
+    if not isinstance(x, Tensor) or x.dim() < 2:
+        got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+        raise InvalidArgumentError(f"{fn}: {arg} has shape {got}; expected [rows, k] or [sequence, ..., k]")
+    return int(x.shape[-1])
+
+
+def _weight_n(fn, weight, layout):
+    if not isinstance(weight, Tensor) or weight.dim() != 2:
+        raise InvalidArgumentError(f"{fn}: weight must be a 2-D tensor")
+    if layout not in _SWAP:
+        raise InvalidArgumentError(f"{fn}: layout={layout!r}; expected 'nk' or 'kn'")
+    return int(weight.shape[0] if layout == "nk" else weight.shape[1])
+
+
+def _ag_shapes(fn, c, x, weight, layout, m):
+    """(y shape, gathered shape, m) of ag_gemm."""
+    k, n = _feature(fn, x), _weight_n(fn, weight, layout)
+    if m is not None and x.dim() != 2:
+        raise InvalidArgumentError(f"{fn}: m= is for 2-D x (uneven shards); x has shape {tuple(x.shape)}")
+    lead = tuple(x.shape[:-1])
+    if m is None:
+        first = (lead[0] * c.size,)
+        m = first[0] * _prod(lead[1:])
+    else:
+        first = (int(m),)
+    return first + lead[1:] + (n,), first + lead[1:] + (k,), m
+
+
+def _rs_shape(fn, c, x, weight, layout):
+    _feature(fn, x)
+    n = _weight_n(fn, weight, layout)
+    lead = tuple(x.shape[:-1])
+    if x.dim() > 2:
+        if lead[0] % c.size:
+            raise InvalidArgumentError(f"{fn}: x has shape {tuple(x.shape)}: an input of more than 2 dimensions "
+                                       f"needs its first (the sequence) a multiple of the world size {c.size}; "
+                                       f"pass it 2-D for uneven shards")
+        return (lead[0] // c.size,) + lead[1:] + (n,)
+    return (tp.shard_len(lead[0], c.size, c.rank), n)
+
+
+def _prod(xs):
+    p = 1
+    for v in xs:
+        p *= v
+    return p
+
+
+def _out_dtype(x, out_dtype):
+    return x.dtype if out_dtype is None else out_dtype
+
+
+def _rows(x):
+    return x.reshape(-1, x.shape[-1]).contiguous()
+
+
+# ---- ag_gemm ---------------------------------------------------------------------
+
+@torch.library.custom_op("loom::ag_gemm", mutates_args=())
+def ag_gemm(x: Tensor, weight: Tensor, bias: Optional[Tensor], comm: str, *, layout: str = "nk",
+            out_dtype: Optional[torch.dtype] = None, transfer: str = "auto", m: Optional[int] = None,
+            keep_gathered: bool = False, chunk_rows: int = 0, comm_blocks: int = 0,
+            backward_transfer: str = "auto") -> tuple[Tensor, Tensor]:
+    fn = "loom::ag_gemm"
+    c = _comm(comm)
+    y_shape, g_shape, mm = _ag_shapes(fn, c, x, weight, layout, m)
+    x2 = _rows(x)
+    spec = tp._ag_spec(fn, c, x2, weight, bias is not None, mm, layout, _out_dtype(x, out_dtype), transfer,
+                       chunk_rows, comm_blocks)
+    spec.check(fn, c, x2, weight, bias, None)
+    plan = tp.cached_plan(c, spec)
+    buf = plan.gathered_buffer() if keep_gathered else None
+    y = plan.ag_gemm(x2, weight, bias, gathered=buf, _checked=True)
+    gathered = buf.clone().view(g_shape) if keep_gathered else x.new_empty((0,))
+    return y.view(y_shape), gathered
+
+
+@ag_gemm.register_fake
+def _(x, weight, bias, comm, *, layout="nk", out_dtype=None, transfer="auto", m=None, keep_gathered=False,
+      chunk_rows=0, comm_blocks=0, backward_transfer="auto"):
+    y_shape, g_shape, _ = _ag_shapes("loom::ag_gemm", _comm(comm), x, weight, layout, m)
+    return (x.new_empty(y_shape, dtype=_out_dtype(x, out_dtype)),
+            x.new_empty(g_shape) if keep_gathered else x.new_empty((0,)))
+
+
+def _ag_gemm_setup(ctx, inputs, keyword_only_inputs, output):
+    kw = keyword_only_inputs
+    x, weight, bias, comm = inputs
+    ctx.comm, ctx.layout, ctx.x_shape = comm, kw["layout"], tuple(x.shape)
+    ctx.backward_transfer = kw["backward_transfer"]
+    ctx.b_dtype = bias.dtype if bias is not None else None
+    kept = kw["keep_gathered"]
+    ctx.kept = kept
+    ctx.save_for_backward(weight, output[1] if kept else x)
+
+
+def _ag_gemm_backward(ctx, gy, _g_gathered):
+    weight, saved = ctx.saved_tensors
+    need_x, need_w, need_b = ctx.needs_input_grad[:3]
+    g = _rows(gy).to(weight.dtype)
+    gx = gw = gb = None
+    if need_x:  # collective: every rank needs it or none
+        gx = torch.ops.loom.gemm_rs(g, weight, None, ctx.comm, layout=_SWAP[ctx.layout],
+                                    transfer=ctx.backward_transfer).view(ctx.x_shape)
+    if need_w:
+        if ctx.kept:
+            x_full = _rows(saved)
+        else:
+            x2 = _rows(saved)
+            x_full = torch.ops.loom.all_gather(x2, ctx.comm, size=int(g.shape[0]))
+        gw = weight_grad(g, x_full, ctx.layout, weight.dtype)
+    if need_b:
+        gb = _rows(gy).sum(0, dtype=torch.float32).to(ctx.b_dtype)
+    return gx, gw, gb, None
+
+
+ag_gemm.register_autograd(_ag_gemm_backward, setup_context=_ag_gemm_setup)
+
+
+def weight_grad(g, a, layout, dtype):
+    """The gradient of a weight of `layout` in y = a @ op(weight): g [rows,
+    n], a [rows, k] -> [n, k] ("nk") or [k, n] ("kn"), computed in dtype."""
+    g, a = g.to(dtype), a.to(dtype)
+    return g.t() @ a if layout == "nk" else a.t() @ g
+
+
+# ---- gemm_rs ---------------------------------------------------------------------
+
+@torch.library.custom_op("loom::gemm_rs", mutates_args=())
+def gemm_rs(x: Tensor, weight: Tensor, bias: Optional[Tensor], comm: str, *, layout: str = "nk",
+            out_dtype: Optional[torch.dtype] = None, transfer: str = "auto", comm_blocks: int = 0,
+            backward_transfer: str = "auto") -> Tensor:
+    fn = "loom::gemm_rs"
+    c = _comm(comm)
+    y_shape = _rs_shape(fn, c, x, weight, layout)
+    x2 = _rows(x)
+    spec = tp._rs_spec(fn, c, x2, weight, bias is not None, layout, _out_dtype(x, out_dtype), transfer,
+                       comm_blocks)
+    spec.check(fn, c, x2, weight, bias, None)
+    return tp.cached_plan(c, spec).gemm_rs(x2, weight, bias, _checked=True).view(y_shape)
+
+
+@gemm_rs.register_fake
+def _(x, weight, bias, comm, *, layout="nk", out_dtype=None, transfer="auto", comm_blocks=0,
+      backward_transfer="auto"):
+    return x.new_empty(_rs_shape("loom::gemm_rs", _comm(comm), x, weight, layout), dtype=_out_dtype(x, out_dtype))
+
+
+def _gemm_rs_setup(ctx, inputs, keyword_only_inputs, output):
+    kw = keyword_only_inputs
+    x, weight, bias, comm = inputs
+    ctx.comm, ctx.layout, ctx.x_dtype = comm, kw["layout"], x.dtype
+    ctx.backward_transfer = kw["backward_transfer"]
+    ctx.b_dtype = bias.dtype if bias is not None else None
+    ctx.save_for_backward(x, weight)
+
+
+def _gemm_rs_backward(ctx, gy):
+    x, weight = ctx.saved_tensors
+    need_x, need_w, need_b = ctx.needs_input_grad[:3]
+    g = _rows(gy).to(weight.dtype)
+    x2 = _rows(x)
+    gx_full, gy_full = torch.ops.loom.ag_gemm(g, weight, None, ctx.comm, layout=_SWAP[ctx.layout],
+                                              out_dtype=ctx.x_dtype, m=int(x2.shape[0]),
+                                              keep_gathered=bool(need_w or need_b),
+                                              transfer=ctx.backward_transfer)
+    gw = weight_grad(gy_full, x2, ctx.layout, weight.dtype) if need_w else None
+    gb = gy_full.sum(0, dtype=torch.float32).to(ctx.b_dtype) if need_b else None
+    return (gx_full.view(x.shape) if need_x else None), gw, gb, None
+
+
+gemm_rs.register_autograd(_gemm_rs_backward, setup_context=_gemm_rs_setup)
+
+
+# ---- gemm_ar ---------------------------------------------------------------------
+
+def _pointwise_only(fn, activation, dropout_p, norm="none"):
+    """Refuses a gradient through the fused nonlinear steps."""
+    fused = [w for w, on in (("activation=" + repr(activation), activation != "none"),
+                             (f"dropout_p={dropout_p}", dropout_p != 0.0), ("norm=" + repr(norm), norm != "none"))
+             if on]
+    if fused:
+        raise UnsupportedError(f"{fn}: no gradient through the fused {', '.join(fused)}: apply it in torch when "
+                               f"training through it (loom's epilogue keeps no mask or pre-activation)")
+
+
+@torch.library.custom_op("loom::gemm_ar", mutates_args=())
+def gemm_ar(x: Tensor, weight: Tensor, bias: Optional[Tensor], residual: Optional[Tensor], comm: str, *,
+            scale: float = 1.0, activation: str = "none", dropout_p: float = 0.0, seed: int = 0, offset: int = 0,
+            layout: str = "nk", out_dtype: Optional[torch.dtype] = None, transfer: str = "auto",
+            comm_blocks: int = 0) -> Tensor:
+    fn = "loom::gemm_ar"
+    c = _comm(comm)
+    k, n = _feature(fn, x), _weight_n(fn, weight, layout)
+    y_shape = tuple(x.shape[:-1]) + (n,)
+    x2 = _rows(x)
+    res = residual.reshape(-1, n) if residual is not None and tuple(residual.shape) == y_shape else residual
+    y = tp.gemm_ar(c, x2, weight, bias, residual=res, dropout_p=dropout_p, seed=seed, offset=offset, scale=scale,
+                   activation=activation, layout=layout, out_dtype=_out_dtype(x, out_dtype), transfer=transfer,
+                   comm_blocks=comm_blocks)
+    if c.owns(y):  # a fused plan's own buffer: its next call overwrites it
+        y = y.clone()
+    return y.view(y_shape)
+
+
+@gemm_ar.register_fake
+def _(x, weight, bias, residual, comm, *, scale=1.0, activation="none", dropout_p=0.0, seed=0, offset=0,
+      layout="nk", out_dtype=None, transfer="auto", comm_blocks=0):
+    n = _weight_n("loom::gemm_ar", weight, layout)
+    return x.new_empty(tuple(x.shape[:-1]) + (n,), dtype=_out_dtype(x, out_dtype))
+
+
+def _gemm_ar_setup(ctx, inputs, keyword_only_inputs, output):
+    kw = keyword_only_inputs
+    x, weight, bias, residual, comm = inputs
+    ctx.layout, ctx.scale = kw["layout"], kw["scale"]
+    ctx.act, ctx.p = kw["activation"], kw["dropout_p"]
+    ctx.b_dtype = bias.dtype if bias is not None else None
+    ctx.r_dtype = residual.dtype if residual is not None else None
+    ctx.save_for_backward(x, weight)
+
+
+def _gemm_ar_backward(ctx, gy):
+    _pointwise_only("loom::gemm_ar backward", ctx.act, ctx.p)
+    x, weight = ctx.saved_tensors
+    need_x, need_w, need_b, need_r = ctx.needs_input_grad[:4]
+    g = _rows(gy)
+    gx = gw = gb = gr = None
+    if need_x:
+        gw_t = weight if ctx.layout == "nk" else weight.t()  # y = x @ op(weight): dx = dy @ op(weight)^T
+        gx = ((g.to(weight.dtype) @ gw_t) * ctx.scale).to(x.dtype).view(x.shape)
+    if need_w:
+        gw = weight_grad(g * ctx.scale, _rows(x), ctx.layout, weight.dtype)
+    if need_b:
+        gb = g.sum(0, dtype=torch.float32).to(ctx.b_dtype)
+    if need_r:
+        gr = gy.to(ctx.r_dtype)
+    return gx, gw, gb, gr, None
+
+
+gemm_ar.register_autograd(_gemm_ar_backward, setup_context=_gemm_ar_setup)
+
+
+# ---- collectives -----------------------------------------------------------------
+
+def _coll_epilogue_kw(kw):
+    return dict(norm=kw["norm"], eps=kw["eps"], scale=kw["scale"], activation=kw["activation"],
+                dropout_p=kw["dropout_p"], seed=kw["seed"], offset=kw["offset"], out_dtype=kw["out_dtype"])
+
+
+@torch.library.custom_op("loom::all_reduce", mutates_args=())
+def all_reduce(x: Tensor, bias: Optional[Tensor], residual: Optional[Tensor], norm_weight: Optional[Tensor],
+               norm_bias: Optional[Tensor], comm: str, *, norm: str = "none", eps: float = 1e-5, scale: float = 1.0,
+               activation: str = "none", dropout_p: float = 0.0, seed: int = 0, offset: int = 0,
+               out_dtype: Optional[torch.dtype] = None) -> Tensor:
+    return coll.all_reduce(_comm(comm), x.contiguous(), bias=bias, residual=residual, norm=norm,
+                           norm_weight=norm_weight, norm_bias=norm_bias, eps=eps, scale=scale, activation=activation,
+                           dropout_p=dropout_p, seed=seed, offset=offset, out_dtype=out_dtype)
+
+
+@all_reduce.register_fake
+def _(x, bias, residual, norm_weight, norm_bias, comm, **kw):
+    return x.new_empty(x.shape, dtype=_out_dtype(x, kw.get("out_dtype")))
+
+
+@torch.library.custom_op("loom::reduce_scatter", mutates_args=())
+def reduce_scatter(x: Tensor, bias: Optional[Tensor], residual: Optional[Tensor], norm_weight: Optional[Tensor],
+                   norm_bias: Optional[Tensor], comm: str, *, norm: str = "none", eps: float = 1e-5,
+                   scale: float = 1.0, activation: str = "none", dropout_p: float = 0.0, seed: int = 0,
+                   offset: int = 0, out_dtype: Optional[torch.dtype] = None) -> Tensor:
+    return coll.reduce_scatter(_comm(comm), x.contiguous(), bias=bias, residual=residual, norm=norm,
+                               norm_weight=norm_weight, norm_bias=norm_bias, eps=eps, scale=scale,
+                               activation=activation, dropout_p=dropout_p, seed=seed, offset=offset,
+                               out_dtype=out_dtype)
+
+
+@reduce_scatter.register_fake
+def _(x, bias, residual, norm_weight, norm_bias, comm, **kw):
+    c = _comm(comm)
+    return x.new_empty(coll.slice_shape(x.shape, c.size, c.rank), dtype=_out_dtype(x, kw.get("out_dtype")))
+
+
+@torch.library.custom_op("loom::all_gather", mutates_args=())
+def all_gather(x: Tensor, comm: str, *, size: Optional[int] = None) -> Tensor:
+    return coll.all_gather(_comm(comm), x.contiguous(), size=size)
+
+
+@all_gather.register_fake
+def _(x, comm, *, size=None):
+    c = _comm(comm)
+    return x.new_empty(coll.gathered_shape(x.shape, c.size, c.rank, size, "loom::all_gather"))
+
+
+def _coll_setup(ctx, inputs, keyword_only_inputs, output):
+    kw = keyword_only_inputs
+    x, bias, residual = inputs[:3]
+    ctx.comm = inputs[5]
+    ctx.kw = kw
+    ctx.x_shape, ctx.x_dtype = tuple(x.shape), x.dtype
+    ctx.b_dtype = bias.dtype if bias is not None else None
+    ctx.r_dtype = residual.dtype if residual is not None else None
+
+
+def _epilogue_grads(ctx, gy):
+    """d bias (summed over the rows of gy) and d residual of a collective."""
+    need_b, need_r = ctx.needs_input_grad[1:3]
+    cols = coll.layout_of(ctx.x_shape)[1]  # a bias needs rows: cols > 0
+    gb = gy.reshape(-1, cols).sum(0, dtype=torch.float32).to(ctx.b_dtype) if need_b else None
+    gr = gy.to(ctx.r_dtype) if need_r else None
+    return gb, gr
+
+
+def _all_reduce_backward(ctx, gy):
+    kw = ctx.kw
+    _pointwise_only("loom::all_reduce backward", kw["activation"], kw["dropout_p"], kw["norm"])
+    gx = None
+    if ctx.needs_input_grad[0]:  # collective
+        gx = torch.ops.loom.all_reduce(gy.contiguous(), None, None, None, None, ctx.comm, scale=kw["scale"],
+                                       out_dtype=ctx.x_dtype)
+    gb, gr = _epilogue_grads(ctx, gy)
+    return gx, gb, gr, None, None, None
+
+
+def _reduce_scatter_backward(ctx, gy):
+    kw = ctx.kw
+    _pointwise_only("loom::reduce_scatter backward", kw["activation"], kw["dropout_p"], kw["norm"])
+    gx = None
+    if ctx.needs_input_grad[0]:  # collective
+        size = ctx.x_shape[0]
+        gx = torch.ops.loom.all_gather(gy.contiguous(), ctx.comm, size=size)
+        gx = (gx * kw["scale"] if kw["scale"] != 1.0 else gx).to(ctx.x_dtype)
+    gb, gr = _epilogue_grads(ctx, gy)
+    return gx, gb, gr, None, None, None
+
+
+all_reduce.register_autograd(_all_reduce_backward, setup_context=_coll_setup)
+reduce_scatter.register_autograd(_reduce_scatter_backward, setup_context=_coll_setup)
+
+
+def _all_gather_setup(ctx, inputs, keyword_only_inputs, output):
+    ctx.comm = inputs[1]
+
+
+def _all_gather_backward(ctx, gy):
+    gx = torch.ops.loom.reduce_scatter(gy.contiguous(), None, None, None, None, ctx.comm)
+    return gx, None
+
+
+all_gather.register_autograd(_all_gather_backward, setup_context=_all_gather_setup)
+
+OPS = ("ag_gemm", "gemm_rs", "gemm_ar", "all_reduce", "reduce_scatter", "all_gather")

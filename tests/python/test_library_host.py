@@ -1,0 +1,161 @@
+"""The registered ops (torch.ops.loom.*, library.py) without a GPU: their
+schemas, their fake implementations' shapes, the autograd formulas' shapes
+and the ops they call, and torch.compile(fullgraph=True) tracing a
+sequence-parallel block of loom.nn layers into forward and backward graphs
+that hold loom's ops, all on meta tensors over a stand-in comm (the real
+ops run in tests/python/gpu/test_library_gpu.py). Skipped, saying so, where
+torch is not installed."""
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed: the registered ops' host tests are skipped")
+
+import loom  # noqa: E402
+import loom.comm as lcomm  # noqa: E402
+import loom.functional as LF  # noqa: E402
+import loom.nn as lnn  # noqa: E402
+from loom import library  # noqa: E402
+
+BF16 = torch.bfloat16
+
+
+class StandInComm:
+    """What the fake implementations and the compiled path read of a comm."""
+
+    def __init__(self, size, rank):
+        self.size, self.rank, self.device, self._handle = size, rank, 0, 1
+        self.name = f"standin{size}_{rank}"
+        lcomm._LIVE[self.name] = self
+
+
+def _meta(*shape, dtype=BF16, grad=False):
+    return torch.randn(*shape, device="meta", dtype=dtype, requires_grad=grad)
+
+
+def test_every_op_is_registered_tensors_first_comm_after():
+    for name in library.OPS:
+        schema = getattr(torch.ops.loom, name).default._schema
+        args = [a for a in schema.arguments if not a.kwarg_only]
+        kinds = [str(a.type) for a in args]
+        assert kinds[-1] == "str" and args[-1].name == "comm", (name, kinds)
+        assert all(k in ("Tensor", "Optional[Tensor]") for k in kinds[:-1]), (name, kinds)
+        assert all(a.kwarg_only for a in schema.arguments[len(args):])
+
+
+@pytest.mark.parametrize("world,rank", [(2, 0), (2, 1), (3, 2), (8, 5)])
+def test_fake_shapes_follow_the_sharding(world, rank):
+    c = StandInComm(world, rank)
+    x = _meta(4, 3, 64)
+    y, g = torch.ops.loom.ag_gemm(x, _meta(32, 64), None, c.name, keep_gathered=True)
+    assert (y.shape, g.shape) == ((4 * world, 3, 32), (4 * world, 3, 64))
+    y, g = torch.ops.loom.ag_gemm(x, _meta(64, 48), None, c.name, layout="kn", out_dtype=torch.float32)
+    assert (y.shape, y.dtype, g.shape) == ((4 * world, 3, 48), torch.float32, (0,))
+    m = 5 * world - 3  # uneven 2-D shards: rank's share of m rows
+    rows = library.tp.shard_len(m, world, rank)
+    y, _ = torch.ops.loom.ag_gemm(_meta(rows, 64), _meta(16, 64), None, c.name, m=m)
+    assert y.shape == (m, 16)
+    assert torch.ops.loom.gemm_rs(_meta(2 * world, 5, 64), _meta(24, 64), None, c.name).shape == (2, 5, 24)
+    assert torch.ops.loom.gemm_rs(_meta(m, 64), _meta(24, 64), None, c.name).shape == (rows, 24)
+    assert torch.ops.loom.gemm_ar(x, _meta(40, 64), None, None, c.name).shape == (4, 3, 40)
+    t = _meta(m, 4, 8, dtype=torch.float32)
+    assert torch.ops.loom.all_reduce(t, None, None, None, None, c.name, out_dtype=BF16).dtype == BF16
+    assert torch.ops.loom.reduce_scatter(t, None, None, None, None, c.name).shape == (rows, 4, 8)
+    assert torch.ops.loom.all_gather(_meta(rows, 4, 8), c.name, size=m).shape == (m, 4, 8)
+
+
+def test_gradients_have_the_inputs_shapes():
+    c = StandInComm(2, 1)
+    x, w1, b1, w2, b2 = _meta(4, 2, 64, grad=True), _meta(96, 64, grad=True), _meta(96, grad=True), \
+        _meta(64, 96, grad=True), _meta(64, grad=True)
+    z = LF.gemm_rs(torch.nn.functional.gelu(LF.ag_gemm(x, w1, c, b1)), w2, c, b2)
+    assert z.shape == x.shape
+    z.float().sum().backward()
+    for t in (x, w1, b1, w2, b2):
+        assert t.grad is not None and t.grad.shape == t.shape and t.grad.dtype == t.dtype
+    # the weight gradient without the kept copy: gathered again in the backward
+    w1.grad = None
+    LF.ag_gemm(x, w1, c, keep_gathered=False).float().sum().backward()
+    assert w1.grad.shape == w1.shape
+    r, w, b = _meta(4, 2, 32, grad=True), _meta(32, 64, grad=True), _meta(32, grad=True)
+    LF.gemm_ar(x, w, c, b, residual=r, scale=0.5).float().sum().backward()
+    assert r.grad.shape == r.shape and b.grad.shape == b.shape
+    t, tb, tr = _meta(5, 16, grad=True), _meta(16, grad=True), _meta(3, 16, grad=True)
+    s = LF.reduce_scatter(t, c, bias=tb, residual=_meta(2, 16), scale=2.0)
+    LF.all_gather(s, c, size=5).sum().backward()
+    assert t.grad.shape == t.shape and tb.grad.shape == tb.shape
+    LF.all_reduce(tr, c).sum().backward()
+    assert tr.grad.shape == tr.shape
+
+
+def test_no_gradient_through_fused_nonlinear_steps():
+    c = StandInComm(2, 0)
+    x, w = _meta(8, 64, grad=True), _meta(32, 64)
+    with pytest.raises(loom.UnsupportedError, match=r"loom.functional.gemm_ar: no gradient through the fused "
+                                                    r"activation='gelu_tanh'"):
+        LF.gemm_ar(x, w, c, activation="gelu_tanh")
+    with pytest.raises(loom.UnsupportedError, match=r"all_reduce: no gradient through the fused dropout_p=0.1, "
+                                                    r"norm='rms'"):
+        LF.all_reduce(x, c, norm="rms", norm_weight=_meta(64), dropout_p=0.1)
+    with torch.no_grad():  # inference may fuse them
+        assert LF.gemm_ar(x, w, c, activation="gelu_tanh", dropout_p=0.1).shape == (8, 32)
+    # the raw op with a gradient asked for later: the backward refuses
+    y = torch.ops.loom.gemm_ar(x, w, None, None, c.name, activation="relu")
+    with pytest.raises(loom.UnsupportedError, match="loom::gemm_ar backward: no gradient through the fused "
+                                                    "activation='relu'"):
+        y.sum().backward()
+
+
+def test_unknown_comm_is_named():
+    with pytest.raises(loom.InvalidArgumentError, match="no open loom comm is called 'nobody'"):
+        torch.ops.loom.all_gather(_meta(4, 8), "nobody")
+
+
+def _recording_backend(graphs):
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def record(kind):
+        def compiler(gm, example_inputs):
+            graphs.append((kind, [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]))
+            return make_boxed_func(gm.forward)
+        return compiler
+
+    return aot_autograd(fw_compiler=record("forward"), bw_compiler=record("backward"))
+
+
+class Block(torch.nn.Module):
+    """A Llama-style block, sequence parallel: x [s / W, b, h]."""
+
+    def __init__(self, comm, h, heads, f):
+        super().__init__()
+        self.heads = heads // comm.size
+        self.norm1, self.norm2 = torch.nn.RMSNorm(h, device="meta"), torch.nn.RMSNorm(h, device="meta")
+        self.qkv = lnn.ColumnParallelLinear(comm, h, 3 * h, bias=False, device="meta")
+        self.o = lnn.RowParallelLinear(comm, h, h, bias=False, device="meta")
+        self.up = lnn.ColumnParallelLinear(comm, h, f, device="meta")
+        self.down = lnn.RowParallelLinear(comm, f, h, device="meta")
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)  # [s, b, h / W] each
+        s, b = q.shape[:2]
+        q, k, v = (t.reshape(s, b, self.heads, -1).permute(1, 2, 0, 3) for t in (q, k, v))
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o(a.permute(2, 0, 1, 3).reshape(s, b, -1))
+        return x + self.down(torch.nn.functional.silu(self.up(self.norm2(x))))
+
+
+def test_compile_traces_a_block_whole_into_loom_ops():
+    c = StandInComm(2, 0)
+    block = Block(c, 64, 4, 128).to(BF16)
+    graphs = []
+    compiled = torch.compile(block, fullgraph=True, backend=_recording_backend(graphs))
+    x = _meta(8, 2, 64, grad=True)
+    y = compiled(x)
+    assert y.shape == x.shape
+    y.float().sum().backward()
+    assert x.grad.shape == x.shape and block.qkv.weight.grad.shape == block.qkv.weight.shape
+    ops = {kind: targets for kind, targets in graphs}
+    assert set(ops) == {"forward", "backward"}, [k for k, _ in graphs]  # one graph each: no break
+    fw, bw = ops["forward"], ops["backward"]
+    assert fw.count("loom.ag_gemm.default") == 2 and fw.count("loom.gemm_rs.default") == 2, fw
+    # backward: column-parallel dx = gemm_rs, row-parallel dx = ag_gemm
+    assert bw.count("loom.gemm_rs.default") == 2 and bw.count("loom.ag_gemm.default") == 2, bw
