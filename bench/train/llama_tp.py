@@ -19,14 +19,19 @@ Variants (each its own copy of the model, run one after the other):
                     AllGather+GEMM), w1/w3 as one, wo and w2 row-parallel
                     (GEMM+ReduceScatter); norms and attention in torch
   loom-compiled     the same under torch.compile (the registered ops)
+  loom-sequential   loom's layers on their sequential path (NCCL collective,
+                    then cuBLASLt), eager: what the fusion itself gains
   torch-tp          DTensor tensor parallelism with sequence parallelism
                     (torchtitan's plan: ColwiseParallel / RowwiseParallel
                     with Shard(1) outputs, SequenceParallel norms), eager
   torch-async-tp    the same under torch.compile with
                     torch._inductor.config._micro_pipeline_tp = True
   limit             the loom model with its collectives replaced by local
-                    copies of this rank's rows (no communication: the
-                    floor no tensor-parallel implementation can beat), eager
+                    writes of the rows they would write (this rank's rows
+                    copied into a zeroed [S, ...] tensor; a slice for the
+                    reduce-scatter), the GEMMs torch's (cuBLAS): no
+                    communication, the floor no tensor-parallel
+                    implementation can beat, eager
   limit-compiled    the same compiled
 Time per step: forward, backward and optimizer step between CUDA events,
 the maximum over ranks, median over the steps after --warmup. Losses of
@@ -57,8 +62,12 @@ def _args(argv=None):
     ap.add_argument("--warmup", type=int, default=10, help="steps not timed (compilation included)")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--world", type=int, default=2)
-    ap.add_argument("--variants", default="loom,loom-compiled,torch-tp,torch-async-tp,limit,limit-compiled")
+    ap.add_argument("--variants", default="loom,loom-compiled,loom-sequential,torch-tp,torch-async-tp,limit,"
+                                          "limit-compiled")
     ap.add_argument("--json", default="")
+    ap.add_argument("--profile", type=int, default=0,
+                    help="N > 0: after each variant, N more steps under torch.profiler; rank 0 prints the "
+                         "kernels taking the most GPU time per step")
     return ap.parse_args(argv)
 
 
@@ -89,26 +98,29 @@ def _attention(torch, q, k, v, heads, batch_first):
     return o.permute(2, 0, 1, 3).reshape(s, b, -1)
 
 
-def _loom_model(torch, loom, comm, a, weights, dev, local=False):
-    """The loom model (seq-first [S / W, 1, H]); local=True: the limit."""
+def _loom_model(torch, loom, comm, a, weights, dev, local=False, transfer="auto"):
+    """The loom model (seq-first [S / W, 1, H]); local=True: the limit;
+    transfer: the layers' (forward and backward)."""
     nn = torch.nn
     W, p = comm.size, comm.rank
     H, F = a.hidden, a.ffn
     hs, fs = slice(p * H // W, (p + 1) * H // W), slice(p * F // W, (p + 1) * F // W)
 
     class LocalGather(torch.autograd.Function):
-        """[S / W, ...] -> [S, ...] with only this rank's rows written (no communication)."""
+        """[S / W, ...] -> [S, ...] holding this rank's rows, zeros elsewhere
+        (the rows a gather writes, written locally: no communication)."""
 
         @staticmethod
-        def forward(ctx, x, buf):
-            buf[p * x.shape[0]:(p + 1) * x.shape[0]].copy_(x)
-            ctx.rows = x.shape[0]
-            ctx.mark_dirty(buf)
-            return buf
+        def forward(ctx, x):
+            n = x.shape[0]
+            out = x.new_zeros((n * W,) + tuple(x.shape[1:]))
+            out[p * n:(p + 1) * n] = x
+            ctx.rows = n
+            return out
 
         @staticmethod
         def backward(ctx, g):
-            return g[p * ctx.rows:(p + 1) * ctx.rows], None
+            return g[p * ctx.rows:(p + 1) * ctx.rows]
 
     class LocalScatter(torch.autograd.Function):
         """[S, ...] -> this rank's rows (no reduction, no communication)."""
@@ -131,15 +143,15 @@ def _loom_model(torch, loom, comm, a, weights, dev, local=False):
             super().__init__()
             if local:
                 self.weight = nn.Parameter(w.to(dev, torch.bfloat16))
-                self.buf = torch.zeros(a.seq, 1, H, device=dev, dtype=torch.bfloat16)
             else:
-                self.lin = loom.nn.ColumnParallelLinear(comm, H, w.shape[0] * W, bias=False, dtype=torch.bfloat16)
+                self.lin = loom.nn.ColumnParallelLinear(comm, H, w.shape[0] * W, bias=False, dtype=torch.bfloat16,
+                                                        transfer=transfer, backward_transfer=transfer)
                 with torch.no_grad():
                     self.lin.weight.copy_(w)
 
         def forward(self, x):
             if local:
-                return nn.functional.linear(LocalGather.apply(x, self.buf), self.weight)
+                return nn.functional.linear(LocalGather.apply(x), self.weight)
             return self.lin(x)
 
     class Row(nn.Module):
@@ -148,7 +160,8 @@ def _loom_model(torch, loom, comm, a, weights, dev, local=False):
             if local:
                 self.weight = nn.Parameter(w.to(dev, torch.bfloat16))
             else:
-                self.lin = loom.nn.RowParallelLinear(comm, w.shape[1] * W, H, bias=False, dtype=torch.bfloat16)
+                self.lin = loom.nn.RowParallelLinear(comm, w.shape[1] * W, H, bias=False, dtype=torch.bfloat16,
+                                                     transfer=transfer, backward_transfer=transfer)
                 with torch.no_grad():
                     self.lin.weight.copy_(w)
 
@@ -280,6 +293,23 @@ def _run_variant(torch, dist, a, model, batch_first, rank, world, dev):
     return losses, timed[len(timed) // 2]
 
 
+def _profile(torch, dist, a, model, batch_first, rank, world, dev, name):
+    """a.profile more steps under torch.profiler: the top GPU kernels per step (rank 0 prints)."""
+    from torch.profiler import ProfilerActivity, profile
+    b = argparse.Namespace(**vars(a))
+    b.steps, b.warmup = a.profile, 0
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        _run_variant(torch, dist, b, model, batch_first, rank, world, dev)
+    if rank != 0:
+        return
+    rows = sorted(((e.key, e.device_time_total / a.profile / 1000.0, e.count // a.profile)
+                   for e in prof.key_averages()), key=lambda r: -r[1])
+    total = sum(r[1] for r in rows)
+    print(f"profile {name}: GPU kernel time {total:.2f} ms per step; the largest:")
+    for key, ms, n in rows[:12]:
+        print(f"  {ms:7.2f} ms  x{n:<4d} {key[:110]}")
+
+
 def _rank(rank, world, port, argv, q):
     try:
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -310,16 +340,20 @@ def _rank(rank, world, port, argv, q):
                 model = _torch_tp_model(torch, a, weights, dev, mesh)
                 batch_first = True
             else:
-                model = _loom_model(torch, loom, comm, a, weights, dev, local=v.startswith("limit"))
+                model = _loom_model(torch, loom, comm, a, weights, dev, local=v.startswith("limit"),
+                                    transfer="sequential" if v == "loom-sequential" else "auto")
                 batch_first = False
             run = torch.compile(model) if v.endswith("compiled") or v == "torch-async-tp" else model
             try:
                 losses, ms = _run_variant(torch, dist, a, run, batch_first, rank, world, dev)
                 results[v] = dict(ms=ms, losses=losses, wall_s=time.time() - t0)
+                if a.profile:
+                    _profile(torch, dist, a, run, batch_first, rank, world, dev, v)
             except Exception as e:  # noqa: BLE001  (a variant that fails is reported, the others still run)
                 results[v] = dict(error=f"{type(e).__name__}: {e}".splitlines()[0][:400])
                 traceback.print_exc()
             del model, run
+            comm.free_unused()  # the loom layers' gathered-input buffers
             torch.cuda.empty_cache()
             if rank == 0:
                 r = results[v]
