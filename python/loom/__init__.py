@@ -15,6 +15,8 @@ for (nccl.py).
     y = loom.ag_gemm(comm, x_shard, w)                  # AllGather(x shards) @ w^T, fused (column-parallel)
     z = loom.gemm_rs(comm, h, w2)                       # this rank's rows of sum over ranks of h @ w2^T
     fc1 = loom.nn.ColumnParallelLinear(comm, 1024, 4096)  # sequence-parallel layers with autograd
+    import loom.functional as LF                        # torch.ops.loom.*: torch.compile, autograd, CUDA graphs
+    h = LF.ag_gemm(x_shard, w, comm)                    # [s / W, ..., k] -> [s, ..., n]
     moe = loom.MoE(comm, hidden, experts, topk, max_tokens, ffn=ffn)  # expert parallelism (forward)
     out = moe.mlp(x, ids, weights, gate_up, down)       # dispatch, experts' MLP, combine
 
@@ -41,7 +43,7 @@ def nccl_report():
 
 
 def __getattr__(name):
-    if name == "nn":  # imports torch: only when asked for
+    if name in ("nn", "functional", "library", "coll"):  # nn, functional, library import torch: only when asked for
         import importlib
         return importlib.import_module(".nn", __name__)
     raise AttributeError(f"module 'loom' has no attribute {name!r}")
