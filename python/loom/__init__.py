@@ -45,7 +45,7 @@ def nccl_report():
 def __getattr__(name):
     if name in ("nn", "functional", "library", "coll"):  # nn, functional, library import torch: only when asked for
         import importlib
-        return importlib.import_module(".nn", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'loom' has no attribute {name!r}")
 
 

@@ -48,7 +48,17 @@ import math
 
 import torch
 
-from . import functional, ops, tp
+from . import ops, tp
+
+try:  # the registered ops (torch.library.custom_op: torch >= 2.5); older torch runs the layers eager only
+    from . import functional
+except (AttributeError, ImportError, TypeError):
+    functional = None
+
+
+def _compiling():
+    """True while torch.compile traces (the layers then call the registered ops)."""
+    return functional is not None and torch.compiler.is_compiling()
 from ._checks import dtype_name, embedding_shapes
 from .errors import InvalidArgumentError
 
@@ -403,7 +413,7 @@ class ColumnParallelLinear(_TpLinear):
         lead = tuple(x.shape[:-1]) if isinstance(x, torch.Tensor) else ()
         x2 = self._input(fn, x, self.in_features)
         mm = x2.shape[0] * self.comm.size if m is None else int(m)
-        if torch.compiler.is_compiling():  # the registered op, which torch.compile traces
+        if _compiling():  # the registered op, which torch.compile traces
             w, b, od = self._compute_params()
             y = functional.ag_gemm(x2, w, self.comm, b, out_dtype=od, transfer=self.transfer, m=mm,
                                    chunk_rows=self.chunk_rows, comm_blocks=self.comm_blocks,
@@ -468,7 +478,7 @@ class RowParallelLinear(_TpLinear):
                                        f"needs its first (the sequence) a multiple of the world size "
                                        f"{self.comm.size}; pass it 2-D for uneven shards")
         x2 = self._input(fn, x, self.local_in)
-        if torch.compiler.is_compiling():  # the registered op, which torch.compile traces
+        if _compiling():  # the registered op, which torch.compile traces
             w, b, od = self._compute_params()
             y = functional.gemm_rs(x2, w, self.comm, b, out_dtype=od, transfer=self.transfer,
                                    comm_blocks=self.comm_blocks, backward_transfer=self.backward_transfer)
