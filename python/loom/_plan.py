@@ -25,6 +25,27 @@ class PlanHandle:
             raise InvalidArgumentError(f"{self._plan_label()}: the plan is closed")
         return self._plan
 
+    def _create(self, make, desc, info_call, info_type):
+        """Collective: makes the plan (`make`(comm, &desc, &plan)), registers
+        it with self.comm and returns its info (`info_call` into an
+        `info_type`) as a dict without struct_size; a failing info call
+        closes the plan again."""
+        comm = self.comm
+        plan = ctypes.c_void_p()
+        comm._bounded(lambda: _lib.call(make, ctypes.c_void_p(comm.handle), ctypes.byref(desc), ctypes.byref(plan)),
+                      make)
+        self._plan = plan.value
+        comm._register_plan(self)
+        try:
+            pi = info_type()
+            _lib.call(info_call, ctypes.c_void_p(self._plan), ctypes.byref(pi))
+        except BaseException:
+            self.close()
+            raise
+        info = pi.as_dict()
+        del info["struct_size"]
+        return info
+
     def _destroy_plan(self):
         """Collective: loom_plan_destroy and unregistering from the comm;
         False when the plan was already closed."""

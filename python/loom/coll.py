@@ -164,20 +164,7 @@ class CollPlan(PlanHandle):
         self._plan = None
         self._input = None
         self._desc = spec.desc()
-        make = _OPS[spec.op][0]
-        plan = ctypes.c_void_p()
-        comm._bounded(lambda: _lib.call(make, ctypes.c_void_p(comm.handle), ctypes.byref(self._desc),
-                                        ctypes.byref(plan)), make)
-        self._plan = plan.value
-        comm._register_plan(self)
-        try:
-            pi = CollPlanInfo()
-            _lib.call("loom_coll_plan_info", ctypes.c_void_p(self._plan), ctypes.byref(pi))
-        except BaseException:
-            self.close()
-            raise
-        info = pi.as_dict()
-        del info["struct_size"]
+        info = self._create(_OPS[spec.op][0], self._desc, "loom_coll_plan_info", CollPlanInfo)
         info["algo"] = CollAlgo(info["algo"]).name.lower()
         info["deterministic"] = bool(info["deterministic"])
         self.info = info

@@ -47,7 +47,7 @@ import weakref
 from . import _lib, _procmaps, _torch, nccl
 from ._checks import ITEMSIZE, dtype_name, numel
 from ._structs import CommInfo, Config
-from .errors import InvalidArgumentError, NcclMismatchError, UnsupportedError
+from .errors import InvalidArgumentError, NcclMismatchError
 
 
 # Bytes through a torch.distributed group with tensor collectives (torch's

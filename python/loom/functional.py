@@ -18,7 +18,6 @@ with the same shapes in the same order, forward and backward.
 import torch
 
 from . import library  # noqa: F401  (registers torch.ops.loom.*)
-from .errors import UnsupportedError
 
 _ops = torch.ops.loom
 

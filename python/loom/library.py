@@ -267,7 +267,8 @@ def gemm_ar(x: Tensor, weight: Tensor, bias: Optional[Tensor], residual: Optiona
             comm_blocks: int = 0) -> Tensor:
     fn = "loom::gemm_ar"
     c = _comm(comm)
-    k, n = _feature(fn, x), _weight_n(fn, weight, layout)
+    _feature(fn, x)
+    n = _weight_n(fn, weight, layout)
     y_shape = tuple(x.shape[:-1]) + (n,)
     x2 = _rows(x)
     res = residual.reshape(-1, n) if residual is not None and tuple(residual.shape) == y_shape else residual

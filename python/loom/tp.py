@@ -370,20 +370,7 @@ class TpPlan(PlanHandle):
         self._gathered = None
         self._out = None
         self._desc = spec.desc()
-        make = _OPS[spec.op][0]
-        plan = ctypes.c_void_p()
-        comm._bounded(lambda: _lib.call(make, ctypes.c_void_p(comm.handle), ctypes.byref(self._desc),
-                                        ctypes.byref(plan)), make)
-        self._plan = plan.value
-        comm._register_plan(self)
-        try:
-            pi = TpPlanInfo()
-            _lib.call("loom_tp_plan_info", ctypes.c_void_p(self._plan), ctypes.byref(pi))
-        except BaseException:
-            self.close()
-            raise
-        info = pi.as_dict()
-        del info["struct_size"]
+        info = self._create(_OPS[spec.op][0], self._desc, "loom_tp_plan_info", TpPlanInfo)
         info["transfer"] = TpTransfer(info["transfer"]).name.lower()
         info["gemm"] = TpGemm(info["gemm"]).name.lower()  # "loom" or "cublaslt": the GEMM the calls run
         info["deterministic"] = bool(info["deterministic"])

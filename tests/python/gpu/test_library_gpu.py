@@ -7,7 +7,6 @@ mode="reduce-overhead" (CUDA graph replays with fresh inputs), all equal
 within bf16 tolerance."""
 import pytest
 import torch
-import torch.distributed as dist
 from dist_harness import run_ranks
 
 import loom
