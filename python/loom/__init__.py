@@ -17,6 +17,7 @@ for (nccl.py).
     fc1 = loom.nn.ColumnParallelLinear(comm, 1024, 4096)  # sequence-parallel layers with autograd
     import loom.functional as LF                        # torch.ops.loom.*: torch.compile, autograd, CUDA graphs
     h = LF.ag_gemm(x_shard, w, comm)                    # [s / W, ..., k] -> [s, ..., n]
+    opt = loom.optim.AdamW(model.parameters(), comm)    # data parallel: the gradients' all-reduce in the step
     moe = loom.MoE(comm, hidden, experts, topk, max_tokens, ffn=ffn)  # expert parallelism (forward)
     out = moe.mlp(x, ids, weights, gate_up, down)       # dispatch, experts' MLP, combine
 
@@ -43,15 +44,18 @@ def nccl_report():
 
 
 def __getattr__(name):
-    if name in ("nn", "functional", "library", "coll"):  # nn, functional, library import torch: only when asked for
+    if name in ("nn", "functional", "library", "coll", "optim", "distributed"):  # most import torch: only when asked
         import importlib
         return importlib.import_module("." + name, __name__)
+    if name == "parallelize":  # imports torch
+        from .parallel import parallelize
+        return parallelize
     raise AttributeError(f"module 'loom' has no attribute {name!r}")
 
 
 __all__ = ["Comm", "MoE", "gemm", "gemm_tune", "linear", "EmbeddingA2A", "embedding_a2a", "embedding_a2a_backward",
            "embedding_plan", "ag_gemm", "gemm_rs", "gemm_ar", "ag_gemm_plan", "gemm_rs_plan", "gemm_ar_plan", "TpPlan",
-           "shard_range",
+           "shard_range", "parallelize",
            "version", "library_path", "nccl_report", "errors", "LoomError",
            "InvalidArgumentError", "UnsupportedError", "NcclMismatchError", "CudaError", "NcclError",
            "OutOfMemoryError", "WaitTimeoutError", "InternalError", "LibraryNotFoundError", "DType", "Layout",

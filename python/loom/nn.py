@@ -287,6 +287,13 @@ def row_parallel_linear(comm, x, weight, bias=None, **options):
     return RowParallelLinearFunction.apply(x, weight, bias, comm, TpOptions(**options))
 
 
+def _sequence_dim(fn, d):
+    if d not in (0, 1):
+        raise InvalidArgumentError(f"{fn}: sequence_dim={d!r}; expected 0 (x is [s, ..., features], Megatron's "
+                                   f"layout) or 1 (x is [b, s, ..., features], batch first)")
+    return d
+
+
 def _no_copy_engine(fn, arg, transfer, which):
     if tp._transfer(fn, transfer) == tp.TpTransfer.COPY_ENGINE:
         raise InvalidArgumentError(f"{fn}: {arg}='copy_engine': the {which} of this layer is a GEMM+ReduceScatter, "
@@ -324,6 +331,15 @@ class _TpLinear(torch.nn.Module):
             self.weight.uniform_(-bound, bound)
             if self.bias is not None:
                 self.bias.uniform_(-bound, bound)
+
+    def forward(self, x, *args, **kwargs):
+        """The layer on x (see the class); with sequence_dim=1, x is
+        batch-first [b, s, ..., features] and the sequence (dim 1) is what the
+        ranks split: the layer runs on x.transpose(0, 1) (a copy when b > 1)
+        and returns its output transposed back (contiguous: a copy when b > 1)."""
+        if self.sequence_dim == 1 and isinstance(x, torch.Tensor) and x.dim() > 2:
+            return self._forward(x.transpose(0, 1), *args, **kwargs).transpose(0, 1).contiguous()
+        return self._forward(x, *args, **kwargs)
 
     def _input(self, fn, x, features):
         if not isinstance(x, torch.Tensor) or x.dim() < 2 or x.shape[-1] != features:
@@ -369,7 +385,7 @@ class ColumnParallelLinear(_TpLinear):
 
     def __init__(self, comm, in_features, out_features, bias=True, *, dtype=None, compute_dtype=torch.bfloat16,
                  out_dtype=None, device=None, transfer="auto", backward_transfer="auto", chunk_rows=0,
-                 comm_blocks=0, copy_gathered=False):
+                 comm_blocks=0, copy_gathered=False, sequence_dim=0):
         fn = "loom.nn.ColumnParallelLinear"
         if int(out_features) % comm.size:
             raise InvalidArgumentError(f"{fn}: out_features={out_features} is not a multiple of the world size "
@@ -379,6 +395,7 @@ class ColumnParallelLinear(_TpLinear):
                          bias, dtype, compute_dtype, out_dtype, device, transfer, backward_transfer, comm_blocks)
         self.chunk_rows = chunk_rows
         self.copy_gathered = bool(copy_gathered)
+        self.sequence_dim = _sequence_dim(fn, sequence_dim)
         self._gathered = None
         TpOptions(transfer=transfer, backward_transfer=backward_transfer, chunk_rows=chunk_rows,
                   comm_blocks=comm_blocks)  # refuses bad options now rather than at the first forward
@@ -405,7 +422,7 @@ class ColumnParallelLinear(_TpLinear):
             buf, self._gathered = self._gathered, None
             self.comm.free(buf)
 
-    def forward(self, x, m=None):
+    def _forward(self, x, m=None):
         fn = "loom.nn.ColumnParallelLinear"
         nd = isinstance(x, torch.Tensor) and x.dim() > 2
         if nd and m is not None:
@@ -457,7 +474,8 @@ class RowParallelLinear(_TpLinear):
     gradient is complete on every rank). Dtypes as ColumnParallelLinear."""
 
     def __init__(self, comm, in_features, out_features, bias=True, *, dtype=None, compute_dtype=torch.bfloat16,
-                 out_dtype=None, device=None, transfer="auto", backward_transfer="auto", comm_blocks=0):
+                 out_dtype=None, device=None, transfer="auto", backward_transfer="auto", comm_blocks=0,
+                 sequence_dim=0):
         fn = "loom.nn.RowParallelLinear"
         if int(in_features) % comm.size:
             raise InvalidArgumentError(f"{fn}: in_features={in_features} is not a multiple of the world size "
@@ -468,8 +486,9 @@ class RowParallelLinear(_TpLinear):
                          backward_transfer, comm_blocks)
         TpOptions(transfer=transfer, backward_transfer=backward_transfer, comm_blocks=comm_blocks)
         _no_copy_engine(fn, "transfer", transfer, "forward")
+        self.sequence_dim = _sequence_dim(fn, sequence_dim)
 
-    def forward(self, x):
+    def _forward(self, x):
         fn = "loom.nn.RowParallelLinear"
         nd = isinstance(x, torch.Tensor) and x.dim() > 2
         lead = tuple(x.shape[:-1]) if isinstance(x, torch.Tensor) else ()

@@ -159,3 +159,98 @@ def test_compile_traces_a_block_whole_into_loom_ops():
     assert fw.count("loom.ag_gemm.default") == 2 and fw.count("loom.gemm_rs.default") == 2, fw
     # backward: column-parallel dx = gemm_rs, row-parallel dx = ag_gemm
     assert bw.count("loom.gemm_rs.default") == 2 and bw.count("loom.ag_gemm.default") == 2, bw
+
+
+class _Attention(torch.nn.Module):
+    """Batch first, -1 heads; the sequence length from its input (as HF and
+    torchtitan read it) or from the projections (what fused_gather needs)."""
+
+    def __init__(self, h, heads, names, length_from_input=True):
+        super().__init__()
+        self.names, self.head_dim, self.from_input = names, h // heads, length_from_input
+        for n in names:
+            setattr(self, n, torch.nn.Linear(h, h, bias=False, device="meta", dtype=BF16))
+
+    def forward(self, x):
+        q, k, v = (getattr(self, n)(x) for n in self.names[:3])
+        b, s = x.shape[:2] if self.from_input else q.shape[:2]
+        q, k, v = (t.view(b, s, -1, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return getattr(self, self.names[3])(a.transpose(1, 2).reshape(b, s, -1))
+
+
+class _Mlp(torch.nn.Module):
+    def __init__(self, h, f, names):
+        super().__init__()
+        self.names = names
+        gate, up, down = names
+        setattr(self, gate, torch.nn.Linear(h, f, bias=False, device="meta", dtype=BF16))
+        setattr(self, up, torch.nn.Linear(h, f, bias=False, device="meta", dtype=BF16))
+        setattr(self, down, torch.nn.Linear(f, h, bias=False, device="meta", dtype=BF16))
+
+    def forward(self, x):
+        gate, up, down = (getattr(self, n) for n in self.names)
+        return down(torch.nn.functional.silu(gate(x)) * up(x))
+
+
+class _Layer(torch.nn.Module):
+    def __init__(self, h, heads, f, hf, length_from_input=True):
+        super().__init__()
+        self.self_attn = _Attention(h, heads, ("q_proj", "k_proj", "v_proj", "o_proj") if hf else
+                                    ("wq", "wk", "wv", "wo"), length_from_input)
+        self.mlp = _Mlp(h, f, ("gate_proj", "up_proj", "down_proj") if hf else ("w1", "w3", "w2"))
+        self.norm = torch.nn.RMSNorm(h, device="meta", dtype=BF16)
+
+    def forward(self, x):
+        x = x + self.self_attn(self.norm(x))
+        return x + self.mlp(self.norm(x))
+
+
+@pytest.mark.parametrize("hf,fused", [(True, False), (False, False), (False, True)])
+def test_parallelize_swaps_the_llama_projections(hf, fused):
+    c = StandInComm(2, 1)
+    model = torch.nn.Sequential(*[_Layer(64, 4, 96, hf, length_from_input=not fused) for _ in range(2)])
+    loom.parallelize(model, c, fused_gather=fused, device="meta")
+    assert len(model.loom_parallelized) == 14
+    kinds = [type(m).__name__ for n, m in model.named_modules() if n in model.loom_parallelized]
+    assert kinds.count("RowParallelLinear") == 4  # o / down per layer
+    assert kinds.count("ColumnParallelLinear" if fused else "Linear") == 10  # q, k, v, gate, up per layer
+    q = model[0].self_attn.q_proj if hf else model[0].self_attn.wq
+    down = model[1].mlp.down_proj if hf else model[1].mlp.w2
+    assert tuple(q.weight.shape) == (32, 64) and tuple(down.weight.shape) == (64, 48)
+    assert down.sequence_dim == 1
+    graphs = []
+    compiled = torch.compile(model, fullgraph=True, backend=_recording_backend(graphs))
+    x = _meta(2, 8, 64, grad=True)  # [b, s / W, h]
+    y = compiled(x)
+    assert y.shape == x.shape
+    y.float().sum().backward()
+    assert x.grad.shape == x.shape and q.weight.grad.shape == q.weight.shape
+    fw, bw = dict(graphs)["forward"], dict(graphs)["backward"]
+    assert fw.count("loom.gemm_rs.default") == 4 and bw.count("loom.ag_gemm.default") == 4
+    if fused:
+        assert fw.count("loom.ag_gemm.default") == 10 and "loom.all_gather.default" not in fw
+    else:  # one gather per attention and MLP, reduce-scattered back in the backward
+        assert fw.count("loom.all_gather.default") == 4 and "loom.ag_gemm.default" not in fw
+        assert bw.count("loom.reduce_scatter.default") == 4
+
+
+def test_parallelize_refusals():
+    c = StandInComm(2, 0)
+    with pytest.raises(loom.InvalidArgumentError, match="no nn.Linear of the model matches the plan"):
+        loom.parallelize(torch.nn.Sequential(torch.nn.Linear(8, 8, device="meta")), c)
+    with pytest.raises(loom.InvalidArgumentError, match=r"plan\['0'\]='diagonal'"):
+        loom.parallelize(torch.nn.Sequential(torch.nn.Linear(8, 8, device="meta")), c, {"0": "diagonal"})
+    with pytest.raises(loom.InvalidArgumentError, match="is a direct child of the model: its input is gathered"):
+        loom.parallelize(torch.nn.Sequential(torch.nn.Linear(8, 8, device="meta")), c, {"0": "colwise"},
+                         device="meta")
+    with pytest.raises(loom.InvalidArgumentError, match="0 has 7 output features, not a multiple of the world "
+                                                        "size 2"):
+        loom.parallelize(torch.nn.Sequential(torch.nn.Linear(8, 7, device="meta")), c, {"0": "colwise"},
+                         device="meta")
+    with pytest.raises(loom.InvalidArgumentError, match="plan names '1', a ReLU, not an nn.Linear"):
+        loom.parallelize(torch.nn.Sequential(torch.nn.Linear(8, 8, device="meta"), torch.nn.ReLU()), c,
+                         {"1": "rowwise"})
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16, device="meta"), torch.nn.Linear(16, 8, device="meta"))
+    loom.parallelize(m, c, {"0": "colwise", "1": "rowwise"}, sequence_dim=0, fused_gather=True, device="meta")
+    assert type(m[0]).__name__ == "ColumnParallelLinear" and m[1].sequence_dim == 0
