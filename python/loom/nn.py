@@ -287,6 +287,18 @@ def row_parallel_linear(comm, x, weight, bias=None, **options):
     return RowParallelLinearFunction.apply(x, weight, bias, comm, TpOptions(**options))
 
 
+class _ContiguousGrad(torch.autograd.Function):
+    """Identity; the gradient made contiguous on its way back."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.contiguous()
+
+
 def _sequence_dim(fn, d):
     if d not in (0, 1):
         raise InvalidArgumentError(f"{fn}: sequence_dim={d!r}; expected 0 (x is [s, ..., features], Megatron's "
@@ -336,8 +348,12 @@ class _TpLinear(torch.nn.Module):
         """The layer on x (see the class); with sequence_dim=1, x is
         batch-first [b, s, ..., features] and the sequence (dim 1) is what the
         ranks split: the layer runs on x.transpose(0, 1) (a copy when b > 1)
-        and returns its output transposed back (contiguous: a copy when b > 1)."""
+        and returns its output transposed back (contiguous: a copy when b > 1);
+        the gradient it hands back for x is contiguous too (not the
+        transposed view autograd would give: attention kernels upstream
+        mishandled those strides, measured: cuDNN's SDPA backward)."""
         if self.sequence_dim == 1 and isinstance(x, torch.Tensor) and x.dim() > 2:
+            x = _ContiguousGrad.apply(x)
             return self._forward(x.transpose(0, 1), *args, **kwargs).transpose(0, 1).contiguous()
         return self._forward(x, *args, **kwargs)
 

@@ -75,10 +75,10 @@ class _LoomOptimizer(torch.optim.Optimizer):
         self._params = [p for g in self.param_groups for p in g["params"]]
         self._check_params(fn)
         g0 = self.param_groups[0]
-        for g in self.param_groups[1:]:
+        for gi, g in enumerate(self.param_groups[1:], 1):
             for key in ("lr", "betas", "eps"):
                 if g[key] != g0[key]:
-                    raise InvalidArgumentError(f"{fn}: param group {self.param_groups.index(g)} has {key}="
+                    raise InvalidArgumentError(f"{fn}: param group {gi} has {key}="
                                                f"{g[key]!r}, group 0 {g0[key]!r}: loom's plan takes one {key} "
                                                f"(weight_decay may differ per group)")
         self._flatten(comm)
