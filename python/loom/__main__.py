@@ -4,7 +4,11 @@ Prints the binding's and libloom's versions, the libloom file, the GPUs
 torch sees (name, compute capability, SMs), and what
 loom.nccl_report() finds (the NCCL libloom's calls reach, PyTorch's if
 torch is importable and --torch is given, and whether they match), then the
-verdict of the check a communicator makes. Exit status 1 on a mismatch.
+verdict of the check a communicator makes, which communicator
+Comm.from_process_group would run on, whether torch has loom's registered
+ops, and, with a GPU, symmetric memory tried for real: a one-rank loom comm
+on GPU 0 allocates a symmetric buffer, writes and reads it. Exit status 1
+on a mismatch or a failed symmetric-memory check.
 
     python3 -m loom [--torch]     (--torch: import torch first, as a training script does)
 """
@@ -39,10 +43,68 @@ def main(argv):
     try:
         nccl.check()
         print("NCCL check: ok")
-        return 0
     except loom.NcclMismatchError as e:
         print(f"NCCL check: {e}")
         return 1
+    print("communicator: " + communicator(loom.nccl_report()))
+    print("registered ops: " + registered_ops())
+    ok, line = symmetric_memory()
+    print("symmetric memory: " + line)
+    return 0 if ok else 1
+
+
+def communicator(report):
+    """Which NCCL comm Comm.from_process_group would run on."""
+    if report["torch_path"] is None:
+        return "(torch not imported: run with --torch to see whether loom can share PyTorch's comm)"
+    if report["same_library"]:
+        return ("the process group's own where its backend hands out its ncclComm_t (PyTorch and libloom call "
+                "one NCCL library)")
+    return (f"a second one made by loom (PyTorch's NCCL is {report['torch_path']}, libloom's "
+            f"{report['loom_path']}; said once as a warning)")
+
+
+def registered_ops():
+    """torch.ops.loom.* as torch sees them, or why not."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return "torch is not installed"
+    try:
+        from loom import library
+    except Exception as e:  # an older torch: no torch.library.custom_op
+        return f"unavailable ({type(e).__name__}: {e})"
+    import torch
+    names = [n for n in library.OPS if hasattr(torch.ops.loom, n)]
+    return f"torch.ops.loom.{{{', '.join(names)}}} (torch {torch.__version__})"
+
+
+def symmetric_memory():
+    """(ok, line): a one-rank loom comm on GPU 0 allocates, writes and reads a symmetric buffer."""
+    try:
+        import torch
+    except ImportError:
+        return True, "not tried (torch is not installed)"
+    if not torch.cuda.is_available():
+        return True, "not tried (no GPU visible)"
+    import loom
+    from loom import nccl
+    torch.cuda.set_device(0)
+    address = None
+    try:
+        address = nccl.comm_init_rank(1, nccl.get_unique_id(), 0, 0, 60.0)
+        with loom.Comm(address, timeout_s=60.0, owns_nccl=True, _checked=True) as comm:
+            address = None  # the comm owns it now
+            t = comm.empty((1024,), torch.float32)
+            t.copy_(torch.arange(1024, dtype=torch.float32, device="cuda:0"))
+            ok = bool((t.cpu() == torch.arange(1024, dtype=torch.float32)).all())
+            comm.free(t)
+        return ok, "ok (a one-rank comm on GPU 0: loom_malloc, write, read, loom_free)" if ok else \
+            "FAILED: the buffer did not read back what was written"
+    except Exception as e:
+        if address:
+            nccl.comm_abort(address)
+        return False, f"FAILED: {type(e).__name__}: {e}"
 
 
 if __name__ == "__main__":

@@ -288,3 +288,16 @@ def test_device_script_presets_and_opt_in_deadline(tmp_path):
     # a deadline only where asked for: none left, nothing runs
     r, steps = _device(root, ["gemm"], {"LOOM_BENCH_SUITES": "none", "LOOM_DEADLINE": "5"})
     assert r.returncode != 0 and "gpu tests gemm: NOT RUN (LOOM_DEADLINE=5 s reached)" in steps, r.stdout
+
+
+def test_python_m_loom_self_check_says_every_part():
+    """python -m loom: versions, NCCL, the communicator, the registered ops
+    and symmetric memory, each on its line (here: no GPU, so the memory
+    check says it was not tried, and the run succeeds)."""
+    from conftest import libloom_path
+    env = dict(os.environ, LOOM_LIBRARY=str(libloom_path()), PYTHONPATH=str(REPO / "python"))
+    r = subprocess.run([sys.executable, "-m", "loom"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for line in ("loom binding ", "NCCL check: ok", "communicator: ", "registered ops: ", "symmetric memory: "):
+        assert line in r.stdout, (line, r.stdout)
+    assert "symmetric memory: not tried" in r.stdout  # the host has no GPU
