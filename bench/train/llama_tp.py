@@ -21,6 +21,12 @@ Variants (each its own copy of the model, run one after the other):
   loom-compiled     the same under torch.compile (the registered ops)
   loom-sequential   loom's layers on their sequential path (NCCL collective,
                     then cuBLASLt), eager: what the fusion itself gains
+  loom-parallelize  PyTorch's plain model (separate q, k, v, w1, w3) split
+                    by loom.parallelize: the attention's and the MLP's input
+                    gathered once (loom's all_gather), projections local,
+                    wo and w2 GEMM+ReduceScatter fused; eager
+  loom-parallelize-fused   the same with fused_gather=True: every
+                    column-parallel projection gathers in its GEMM
   torch-tp          DTensor tensor parallelism with sequence parallelism
                     (torchtitan's plan: ColwiseParallel / RowwiseParallel
                     with Shard(1) outputs, SequenceParallel norms), eager
@@ -62,8 +68,8 @@ def _args(argv=None):
     ap.add_argument("--warmup", type=int, default=10, help="steps not timed (compilation included)")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--world", type=int, default=2)
-    ap.add_argument("--variants", default="loom,loom-compiled,loom-sequential,torch-tp,torch-async-tp,limit,"
-                                          "limit-compiled")
+    ap.add_argument("--variants", default="loom,loom-compiled,loom-sequential,loom-parallelize,"
+                                          "loom-parallelize-fused,torch-tp,torch-async-tp,limit,limit-compiled")
     ap.add_argument("--json", default="")
     ap.add_argument("--profile", type=int, default=0,
                     help="N > 0: after each variant, N more steps under torch.profiler; rank 0 prints the "
@@ -190,13 +196,10 @@ def _loom_model(torch, loom, comm, a, weights, dev, local=False, transfer="auto"
     return nn.Sequential(*[Block(w) for w in weights])
 
 
-def _torch_tp_model(torch, a, weights, dev, mesh):
-    """The same model in plain torch modules (batch-first [1, S, H]),
-    parallelized with DTensor the way torchtitan does."""
+def _plain_model(torch, a, weights, dev):
+    """The same model in plain torch modules, full weights (batch-first
+    [1, S, H]; torchtitan's module names)."""
     nn = torch.nn
-    from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
-                                                   SequenceParallel, parallelize_module)
     H, F = a.hidden, a.ffn
 
     class Attention(nn.Module):
@@ -237,7 +240,17 @@ def _torch_tp_model(torch, a, weights, dev, mesh):
                 getattr(b.attention, name).weight.copy_(w[name])
             for name in ("w1", "w2", "w3"):
                 getattr(b.feed_forward, name).weight.copy_(w[name])
-        b = b.to(dev, torch.bfloat16)
+        blocks.append(b.to(dev, torch.bfloat16))
+    return nn.Sequential(*blocks)
+
+
+def _torch_tp_model(torch, a, weights, dev, mesh):
+    """The plain model parallelized with DTensor the way torchtitan does."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                                   SequenceParallel, parallelize_module)
+    model = _plain_model(torch, a, weights, dev)
+    for b in model:
         parallelize_module(b, mesh, {
             "attention_norm": SequenceParallel(),
             "attention": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
@@ -248,8 +261,7 @@ def _torch_tp_model(torch, a, weights, dev, mesh):
             "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
             "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
         })
-        blocks.append(b)
-    return nn.Sequential(*blocks)
+    return model
 
 
 # ---- one variant -------------------------------------------------------------
@@ -330,7 +342,11 @@ def _rank(rank, world, port, argv, q):
         for v in a.variants.split(","):
             torch.cuda.synchronize()
             t0 = time.time()
-            if v.startswith("torch"):
+            if v.startswith("loom-parallelize"):  # the plain model split by loom.parallelize
+                model = loom.parallelize(_plain_model(torch, a, weights, dev), comm,
+                                         fused_gather=v.endswith("fused"))
+                batch_first = True
+            elif v.startswith("torch"):
                 if v == "torch-async-tp":
                     import torch._inductor.config as ic
                     ic._micro_pipeline_tp = True
