@@ -95,3 +95,14 @@ def all_gather(x, comm, *, size=None):
     """The ranks' slices side by side: x this rank's slice, the whole's
     first dimension `size` (None: x's times W)."""
     return _ops.all_gather(x, _name(comm), size=size)
+
+
+def embedding_a2a(weight, indices, offsets, comm, *, tables_per_rank, rows, global_batch, pooling="sum",
+                  per_sample_weights=None, out_dtype=None):
+    """The fused embedding-bag + All-to-All (loom.EmbeddingA2A's layout):
+    this rank's stacked tables `weight` pooled over the global batch, every
+    rank's share returned, [B / W, T_total * D], a new tensor; the tables'
+    gradient through loom's backward. per_sample_weights get no gradient."""
+    return _ops.embedding_a2a(weight, indices, offsets, per_sample_weights, _name(comm),
+                              tables_per_rank=[int(t) for t in tables_per_rank], rows=[int(r) for r in rows],
+                              global_batch=int(global_batch), pooling=pooling, out_dtype=out_dtype)

@@ -15,6 +15,10 @@ them (no host synchronisation once a shape's plan exists).
         -> y [x's shape] = norm(dropout(act(scale sum over ranks of x + bias)) + residual)
     torch.ops.loom.reduce_scatter(same arguments) -> this rank's slice of the same
     torch.ops.loom.all_gather(x, comm, *, size) -> the ranks' slices side by side
+    torch.ops.loom.embedding_a2a(weight, indices, offsets, per_sample_weights, comm, *, tables_per_rank,
+                                 rows, global_batch, pooling, out_dtype)
+        -> [B / W, T_total D]: the fused embedding-bag + All-to-All (ops.EmbeddingA2A); backward:
+           torch.ops.loom.embedding_a2a_backward -> this rank's table gradient
 
 `comm` is the name of an open loom.Comm (comm.name): a string, which
 torch.compile keeps in the graph as a constant (the way torch's own
@@ -425,4 +429,70 @@ def _all_gather_backward(ctx, gy):
 
 all_gather.register_autograd(_all_gather_backward, setup_context=_all_gather_setup)
 
-OPS = ("ag_gemm", "gemm_rs", "gemm_ar", "all_reduce", "reduce_scatter", "all_gather")
+# ---- embedding-bag + All-to-All ----------------------------------------------------
+
+def _embedding_out_shape(fn, c, weight, tables_per_rank, rows, global_batch):
+    from ._checks import embedding_shapes
+    _, t_total, bl, _ = embedding_shapes(fn, tables_per_rank, rows, int(weight.shape[-1]), int(global_batch), c.rank)
+    return (bl, t_total * int(weight.shape[-1]))
+
+
+@torch.library.custom_op("loom::embedding_a2a", mutates_args=())
+def embedding_a2a(weight: Tensor, indices: Tensor, offsets: Tensor, per_sample_weights: Optional[Tensor], comm: str,
+                  *, tables_per_rank: list[int], rows: list[int], global_batch: int, pooling: str = "sum",
+                  out_dtype: Optional[torch.dtype] = None) -> Tensor:
+    from . import ops
+    out = ops.embedding_a2a(_comm(comm), weight, indices, offsets, tables_per_rank=tables_per_rank, rows=rows,
+                            global_batch=global_batch, pooling=pooling, per_sample_weights=per_sample_weights,
+                            out_dtype=out_dtype)
+    return out.clone()  # the plan's symmetric buffer: its next call overwrites it
+
+
+@embedding_a2a.register_fake
+def _(weight, indices, offsets, per_sample_weights, comm, *, tables_per_rank, rows, global_batch, pooling="sum",
+      out_dtype=None):
+    shape = _embedding_out_shape("loom::embedding_a2a", _comm(comm), weight, tables_per_rank, rows, global_batch)
+    return weight.new_empty(shape, dtype=_out_dtype(weight, out_dtype))
+
+
+@torch.library.custom_op("loom::embedding_a2a_backward", mutates_args=())
+def embedding_a2a_backward(grad_out: Tensor, indices: Tensor, offsets: Tensor, per_sample_weights: Optional[Tensor],
+                           comm: str, *, tables_per_rank: list[int], rows: list[int], global_batch: int, dim: int,
+                           table_rows: int, table_dtype: torch.dtype, pooling: str = "sum") -> Tensor:
+    from . import ops
+    return ops.embedding_a2a_backward(_comm(comm), grad_out.contiguous(), indices, offsets,
+                                      tables_per_rank=tables_per_rank, rows=rows, global_batch=global_batch, dim=dim,
+                                      table_dtype=table_dtype, pooling=pooling, per_sample_weights=per_sample_weights)
+
+
+@embedding_a2a_backward.register_fake
+def _(grad_out, indices, offsets, per_sample_weights, comm, *, tables_per_rank, rows, global_batch, dim, table_rows,
+      table_dtype, pooling="sum"):
+    return grad_out.new_empty((table_rows, dim), dtype=table_dtype)
+
+
+def _embedding_setup(ctx, inputs, keyword_only_inputs, output):
+    weight, indices, offsets, psw, comm = inputs
+    ctx.kw = dict(keyword_only_inputs)
+    ctx.comm, ctx.table_rows, ctx.dim, ctx.table_dtype = comm, int(weight.shape[0]), int(weight.shape[1]), weight.dtype
+    ctx.save_for_backward(indices, offsets, psw)
+
+
+def _embedding_backward(ctx, grad_out):
+    indices, offsets, psw = ctx.saved_tensors
+    if ctx.needs_input_grad[3]:
+        raise UnsupportedError("loom::embedding_a2a backward: no gradient for per_sample_weights (pass them "
+                               "detached)")
+    kw = ctx.kw
+    gw = torch.ops.loom.embedding_a2a_backward(grad_out, indices, offsets, psw, ctx.comm,
+                                               tables_per_rank=kw["tables_per_rank"], rows=kw["rows"],
+                                               global_batch=kw["global_batch"], dim=ctx.dim,
+                                               table_rows=ctx.table_rows, table_dtype=ctx.table_dtype,
+                                               pooling=kw["pooling"])
+    return gw, None, None, None, None
+
+
+embedding_a2a.register_autograd(_embedding_backward, setup_context=_embedding_setup)
+
+OPS = ("ag_gemm", "gemm_rs", "gemm_ar", "all_reduce", "reduce_scatter", "all_gather", "embedding_a2a",
+       "embedding_a2a_backward")

@@ -254,3 +254,24 @@ def test_parallelize_refusals():
     m = torch.nn.Sequential(torch.nn.Linear(8, 16, device="meta"), torch.nn.Linear(16, 8, device="meta"))
     loom.parallelize(m, c, {"0": "colwise", "1": "rowwise"}, sequence_dim=0, fused_gather=True, device="meta")
     assert type(m[0]).__name__ == "ColumnParallelLinear" and m[1].sequence_dim == 0
+
+
+def test_embedding_a2a_registered_with_its_backward():
+    c = StandInComm(2, 1)
+    tpr, rows, B, D = [2, 1], [10, 20, 30], 8, 16  # rank 1 holds table 2 (30 rows)
+    w = _meta(30, D, dtype=torch.float32, grad=True)
+    idx = torch.empty(12, dtype=torch.int64, device="meta")
+    off = torch.empty(1 * B + 1, dtype=torch.int64, device="meta")
+    graphs = []
+
+    def f(w):
+        return LF.embedding_a2a(w, idx, off, c, tables_per_rank=tpr, rows=rows, global_batch=B)
+
+    y = torch.compile(f, fullgraph=True, backend=_recording_backend(graphs))(w)
+    assert y.shape == (B // 2, 3 * D) and y.dtype == torch.float32
+    y.sum().backward()
+    assert w.grad.shape == w.shape
+    assert "loom.embedding_a2a.default" in dict(graphs)["forward"]
+    assert "loom.embedding_a2a_backward.default" in dict(graphs)["backward"]
+    with pytest.raises(loom.InvalidArgumentError, match="global_batch=7 must be a positive multiple"):
+        LF.embedding_a2a(w, idx, off, c, tables_per_rank=tpr, rows=rows, global_batch=7)
