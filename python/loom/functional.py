@@ -106,3 +106,12 @@ def embedding_a2a(weight, indices, offsets, comm, *, tables_per_rank, rows, glob
     return _ops.embedding_a2a(weight, indices, offsets, per_sample_weights, _name(comm),
                               tables_per_rank=[int(t) for t in tables_per_rank], rows=[int(r) for r in rows],
                               global_batch=int(global_batch), pooling=pooling, out_dtype=out_dtype)
+
+
+def moe_mlp(x, ids, weights, gate_up, down, comm, *, experts, max_tokens, capacity=0):
+    """The expert-parallel MoE layer (loom.MoE.mlp's shapes): x [tokens, H],
+    ids [tokens, k] int32, weights [tokens, k] float32, this rank's experts'
+    gate_up [E_local, 2F, H] and down [E_local, H, F]; returns [tokens, H].
+    Forward only (UnsupportedError from its backward)."""
+    return _ops.moe_mlp(x, ids, weights, gate_up, down, _name(comm), experts=int(experts),
+                        max_tokens=int(max_tokens), capacity=int(capacity))

@@ -19,6 +19,8 @@ them (no host synchronisation once a shape's plan exists).
                                  rows, global_batch, pooling, out_dtype)
         -> [B / W, T_total D]: the fused embedding-bag + All-to-All (ops.EmbeddingA2A); backward:
            torch.ops.loom.embedding_a2a_backward -> this rank's table gradient
+    torch.ops.loom.moe_mlp(x, ids, weights, gate_up, down, comm, *, experts, max_tokens, capacity)
+        -> [tokens, H]: the expert-parallel MoE layer (moe.py), forward only
 
 `comm` is the name of an open loom.Comm (comm.name): a string, which
 torch.compile keeps in the graph as a constant (the way torch's own
@@ -494,5 +496,35 @@ def _embedding_backward(ctx, grad_out):
 
 embedding_a2a.register_autograd(_embedding_backward, setup_context=_embedding_setup)
 
+# ---- mixture of experts -------------------------------------------------------------
+
+@torch.library.custom_op("loom::moe_mlp", mutates_args=())
+def moe_mlp(x: Tensor, ids: Tensor, weights: Tensor, gate_up: Tensor, down: Tensor, comm: str, *, experts: int,
+            max_tokens: int, capacity: int = 0) -> Tensor:
+    from .moe import MoE
+    c = _comm(comm)
+    hidden, topk, ffn = int(x.shape[-1]), int(ids.shape[-1]), int(down.shape[-1])
+    key = ("moe", hidden, int(experts), topk, int(max_tokens), ffn, int(capacity), str(x.dtype))
+    plan = c.cached_plan(key, lambda: MoE(c, hidden, experts, topk, max_tokens, ffn=ffn, capacity=capacity,
+                                          dtype=x.dtype))
+    return plan.mlp(x, ids, weights, gate_up, down)
+
+
+@moe_mlp.register_fake
+def _(x, ids, weights, gate_up, down, comm, *, experts, max_tokens, capacity=0):
+    return x.new_empty(x.shape)
+
+
+def _moe_setup(ctx, inputs, keyword_only_inputs, output):
+    pass
+
+
+def _moe_backward(ctx, grad_out):
+    raise UnsupportedError("loom::moe_mlp: no backward (loom's MoE layer is forward only: its weight gradients "
+                           "need a grouped GEMM over the rows that is not built); train the experts in torch")
+
+
+moe_mlp.register_autograd(_moe_backward, setup_context=_moe_setup)
+
 OPS = ("ag_gemm", "gemm_rs", "gemm_ar", "all_reduce", "reduce_scatter", "all_gather", "embedding_a2a",
-       "embedding_a2a_backward")
+       "embedding_a2a_backward", "moe_mlp")

@@ -275,3 +275,20 @@ def test_embedding_a2a_registered_with_its_backward():
     assert "loom.embedding_a2a_backward.default" in dict(graphs)["backward"]
     with pytest.raises(loom.InvalidArgumentError, match="global_batch=7 must be a positive multiple"):
         LF.embedding_a2a(w, idx, off, c, tables_per_rank=tpr, rows=rows, global_batch=7)
+
+
+def test_moe_mlp_registered_forward_only():
+    c = StandInComm(2, 0)
+    x = _meta(24, 64, grad=True)
+    ids = torch.empty(24, 2, dtype=torch.int32, device="meta")
+    w = torch.empty(24, 2, dtype=torch.float32, device="meta")
+    gu, dn = _meta(4, 256, 64), _meta(4, 64, 128)
+    graphs = []
+    f = torch.compile(lambda x: LF.moe_mlp(x, ids, w, gu, dn, c, experts=8, max_tokens=64), fullgraph=True,
+                      backend=_recording_backend(graphs))
+    with torch.no_grad():
+        y = f(x)
+    assert y.shape == x.shape and "loom.moe_mlp.default" in dict(graphs)["forward"]
+    y = LF.moe_mlp(x, ids, w, gu, dn, c, experts=8, max_tokens=64)
+    with pytest.raises(loom.UnsupportedError, match="loom::moe_mlp: no backward"):
+        y.float().sum().backward()

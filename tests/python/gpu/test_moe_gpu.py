@@ -77,3 +77,29 @@ def _mlp_and_steps(rank, world):
 def test_moe_mlp_dispatch_combine_match_torch():
     errs = run_ranks(_mlp_and_steps, 2, timeout=240)
     print("relative errors (mlp, dispatch+combine) per rank:", errs)
+
+
+def _registered_op(rank, world):
+    import loom.functional as LF
+    dev = f"cuda:{rank}"
+    xs, ids, ws, wg, wu, wd = _problem(world)
+    x, i, w = xs[rank].to(dev), ids[rank].to(dev), ws[rank].to(dev)
+    with loom.Comm.from_process_group() as comm:
+        with loom.MoE(comm, H, E, K, TMAX, ffn=FFN) as moe:
+            n, f0 = moe.local_experts, moe.first_expert
+            gate_up = torch.cat([wg[f0:f0 + n], wu[f0:f0 + n]], dim=1).to(dev).contiguous()
+            down = wd[f0:f0 + n].to(dev).contiguous()
+            want = moe.mlp(x, i, w, gate_up, down)
+            got = LF.moe_mlp(x, i, w, gate_up, down, comm, experts=E, max_tokens=TMAX)
+            compiled = torch.compile(lambda x: LF.moe_mlp(x, i, w, gate_up, down, comm, experts=E, max_tokens=TMAX),
+                                     fullgraph=True)
+            with torch.no_grad():
+                got_c = compiled(x)
+            torch.cuda.synchronize()
+            assert torch.equal(got, want) and torch.equal(got_c, want)
+            torch.library.opcheck(torch.ops.loom.moe_mlp.default, (x, i, w, gate_up, down, comm.name),
+                                  {"experts": E, "max_tokens": TMAX}, test_utils=("test_schema", "test_faketensor"))
+
+
+def test_moe_mlp_registered_op_matches_the_plan():
+    run_ranks(_registered_op, 2, timeout=300)
