@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# wheel_check.sh - one device call: the Python package as a user gets it.
+# A fresh virtual environment (seeing the machine's torch: the device has
+# no network), pip install of ./python shipping the libloom just built
+# (LOOM_WHEEL_LIBRARY: no second build), then, from outside the tree,
+# `python -m loom --torch` and the README's PyTorch quick start under
+# torchrun on 2 GPUs. From the repository root, after bench/pack_build.sh;
+# the log under $OUT.
+set -u
+tar xJf build/carry/build.tar.xz
+export NCCL_NVLS_ENABLE=0
+log=${OUT:-/tmp}/wheel_check.log
+venv=$(mktemp -d)/venv
+{
+  echo "date: $(date -u '+%F %T') UTC  commit: $(cat build/carry/COMMIT 2>/dev/null)"
+  nvidia-smi --query-gpu=name --format=csv,noheader | head -2
+  python3 -m venv --system-site-packages "$venv" && echo "venv: $venv"
+  LOOM_WHEEL_LIBRARY=$PWD/build/lib/libloom.so.0 "$venv/bin/pip" install --no-deps --no-build-isolation -q ./python \
+    && echo "pip install ./python: ok"
+  "$venv/bin/pip" show loom-fused | head -3
+  awk '/^## Quick start: PyTorch/{f=1} f && /^```python/{c=1; next} c && /^```/{exit} c' README.md > /tmp/quickstart.py
+  echo "--- the README's PyTorch quick start ($(wc -l < /tmp/quickstart.py) lines)"
+  cd /tmp
+  "$venv/bin/python" -c "import loom, sys; print('loom from', loom.__file__); print('library', loom.library_path())"
+  "$venv/bin/python" -m loom --torch; echo "python -m loom: exit $?"
+  timeout 300 "$venv/bin/torchrun" --nproc_per_node=2 /tmp/quickstart.py; echo "quick start: exit $?"
+} > "$log" 2>&1
+grep -E "ok|exit|loom from|library|symmetric memory|registered ops|communicator|Error" "$log" | head -20
