@@ -23,6 +23,6 @@ venv=$(mktemp -d)/venv
   cd /tmp
   "$venv/bin/python" -c "import loom, sys; print('loom from', loom.__file__); print('library', loom.library_path())"
   "$venv/bin/python" -m loom --torch; echo "python -m loom: exit $?"
-  timeout 300 "$venv/bin/torchrun" --nproc_per_node=2 /tmp/quickstart.py; echo "quick start: exit $?"
+  timeout 300 "$venv/bin/python" -m torch.distributed.run --nproc_per_node=2 /tmp/quickstart.py; echo "quick start: exit $?"
 } > "$log" 2>&1
 grep -E "ok|exit|loom from|library|symmetric memory|registered ops|communicator|Error" "$log" | head -20
