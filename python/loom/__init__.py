@@ -31,7 +31,8 @@ from .comm import Comm
 from .errors import (CudaError, InternalError, InvalidArgumentError, LibraryNotFoundError, LoomError, NcclError,
                      NcclMismatchError, OutOfMemoryError, UnsupportedError, WaitTimeoutError)
 from .moe import MoE
-from .ops import EmbeddingA2A, embedding_a2a, embedding_a2a_backward, embedding_plan, gemm, gemm_tune, linear
+from .ops import (EmbeddingA2A, embedding_a2a, embedding_a2a_backward, embedding_plan, gemm, gemm_grouped,
+                  gemm_tune, linear)
 from .tp import TpPlan, ag_gemm, ag_gemm_plan, gemm_ar, gemm_ar_plan, gemm_rs, gemm_rs_plan, shard_range
 
 __version__ = ".".join(map(str, BINDING_VERSION))
@@ -53,7 +54,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'loom' has no attribute {name!r}")
 
 
-__all__ = ["Comm", "MoE", "gemm", "gemm_tune", "linear", "EmbeddingA2A", "embedding_a2a", "embedding_a2a_backward",
+__all__ = ["Comm", "MoE", "gemm", "gemm_grouped", "gemm_tune", "linear", "EmbeddingA2A", "embedding_a2a", "embedding_a2a_backward",
            "embedding_plan", "ag_gemm", "gemm_rs", "gemm_ar", "ag_gemm_plan", "gemm_rs_plan", "gemm_ar_plan", "TpPlan",
            "shard_range", "parallelize",
            "version", "library_path", "nccl_report", "errors", "LoomError",

@@ -539,3 +539,169 @@ class RowParallelLinear(_TpLinear):
         return (f"in_features={self.in_features} ({self.local_in} on rank {self.comm.rank} of {self.comm.size}), "
                 f"out_features={self.out_features}, bias={self.bias is not None}, "
                 f"compute_dtype={self.compute_dtype}, transfer={self.transfer!r}")
+
+
+# ---- mixture of experts (expert parallelism) ------------------------------------
+
+_MOE_SMALL = 16  # fp32 columns of the rows that carry each token's router weights and ids (k <= 8)
+
+
+def _slot_experts(off, rows, n):
+    """The local expert of each receive-buffer row (n for rows past the last
+    expert's), from the offsets on the device: no host synchronisation."""
+    slots = torch.arange(rows, device=off.device)
+    return torch.searchsorted(off[1:], slots, right=True).clamp_max(max(n - 1, 0))
+
+
+class MoEFunction(torch.autograd.Function):
+    """out = the expert-parallel SwiGLU MoE layer on x (see MoE). Forward:
+    dispatch, grouped gate/up GEMM, SwiGLU, grouped down GEMM, combine.
+    Backward (the adjoints): the output gradient dispatched to the experts
+    (a second plan, so the forward's receive buffer survives), scaled per
+    row by its router weight (carried to the experts by a 16-column fp32
+    dispatch of each token's weights and ids), the down and gate/up GEMMs'
+    input gradients as grouped GEMMs with the weights read in the other
+    layout, the SwiGLU derivative, dx = combine of the rows' gradients with
+    unit weights, the router weights' gradient <dOut[t], y_(t,j)> combined
+    back through the small plan, and the experts' weight gradients one GEMM
+    per local expert (the one host synchronisation: the row counts).
+    apply(x, weights, gate_up, down, ids, layer)."""
+
+    @staticmethod
+    def forward(ctx, x, weights, gate_up, down, ids, layer):
+        F_, n = layer.ffn, layer.local_experts
+        xr, off = layer._fwd.dispatch(x, ids)
+        torch.autograd.graph.increment_version(xr)  # a later forward overwrites it: stale backwards refuse
+        if n > 0:
+            gu = ops.gemm_grouped(xr, gate_up, off)                         # [R, 2F]
+            h = torch.nn.functional.silu(gu[:, :F_]) * gu[:, F_:]           # [R, F]
+            yr = ops.gemm_grouped(h, down, off)                             # [R, H]
+        else:
+            gu = h = yr = xr[:0]
+        out = layer._fwd.combine(yr if n > 0 else xr, weights)
+        ctx.layer = layer
+        ctx.save_for_backward(weights, gate_up, down, ids, xr, off, gu, h, yr)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        weights, gate_up, down, ids, xr, off, gu, h, yr = ctx.saved_tensors
+        layer = ctx.layer
+        F_, n, k = layer.ffn, layer.local_experts, ids.shape[1]
+        T = ids.shape[0]
+        dor, _ = layer._bwd.dispatch(dout.to(layer.dtype).contiguous(), ids)   # dOut[t] at every row (t, j)
+        small = torch.zeros(T, _MOE_SMALL, dtype=torch.float32, device=dout.device)
+        small[:, :k] = weights
+        small[:, 8:8 + k] = ids.float()
+        sr, _ = layer._small.dispatch(small, ids)                             # [R, 16]: the row's token's weights, ids
+        R = dor.shape[0]
+        expert = (layer.first_expert + _slot_experts(off, R, n)).float()
+        match = (sr[:, 8:8 + k] == expert[:, None]).float()                   # [R, k]: which j the row is
+        w_row = (sr[:, :k] * match).sum(1, keepdim=True)
+        dyr = (dor.float() * w_row).to(layer.dtype)                           # d y_(t,j) = w_tj dOut[t]
+        ones = torch.ones_like(weights)
+        if n > 0:
+            dh = ops.gemm_grouped(dyr, down, off, layout="kn").float()       # [R, F]
+            g, u = gu[:, :F_].float(), gu[:, F_:].float()
+            sg = torch.sigmoid(g)
+            dgu = torch.cat([dh * u * sg * (1 + g * (1 - sg)), dh * g * sg], dim=1).to(layer.dtype)
+            dxr = ops.gemm_grouped(dgu, gate_up, off, layout="kn")            # [R, H]
+            dw_row = (dor.float() * yr.float()).sum(1, keepdim=True)
+        else:
+            dxr, dw_row = dor, torch.zeros(R, 1, device=dout.device)
+        dx = layer._bwd.combine(dxr, ones) if ctx.needs_input_grad[0] else None
+        dw = None
+        if ctx.needs_input_grad[1]:
+            rows = torch.zeros(R, _MOE_SMALL, dtype=torch.float32, device=dout.device)
+            rows[:, :k] = match * dw_row
+            dw = layer._small.combine(rows, ones)[:, :k].contiguous()
+        dgate_up = ddown = None
+        if n > 0 and (ctx.needs_input_grad[2] or ctx.needs_input_grad[3]):
+            bounds = off.tolist()  # the row counts: one host synchronisation
+            dgate_up, ddown = torch.zeros_like(gate_up), torch.zeros_like(down)
+            for e in range(n):
+                a, b = bounds[e], bounds[e + 1]
+                if b > a:
+                    ddown[e] = (dyr[a:b].t() @ h[a:b]).to(down.dtype)                 # [H, F]
+                    dgate_up[e] = (dgu[a:b].t() @ xr[a:b]).to(gate_up.dtype)          # [2F, H]
+        return dx, dw, dgate_up, ddown, None, None
+
+
+class MoE(torch.nn.Module):
+    """An expert-parallel SwiGLU mixture-of-experts layer that trains:
+    E experts split over the W ranks (loom.MoE's split: this rank owns
+    experts first_expert .. first_expert + local_experts - 1), each
+    y = W_down (silu(W_gate x) * W_up x). forward(x [tokens, H], ids
+    [tokens, k] int32, weights [tokens, k] float32) -> [tokens, H] =
+    sum over j of weights[t, j] expert_{ids[t, j]}(x[t]); gradients for x,
+    the router weights and this rank's experts' weights (the router itself
+    is the caller's). Collective to build and to call (every rank, the
+    same order; tokens may differ per rank, at most max_tokens).
+
+    gate_up [local_experts, 2F, H] (each expert's gate then up projection,
+    nn.Linear's [out, in] layout) and down [local_experts, H, F]: this
+    rank's experts (load_full takes them from all experts' weights).
+    dtype bf16 or fp16. The layer holds three dispatch plans (symmetric
+    receive buffers of the worst case W max_tokens min(k, ceil(E / W))
+    rows): the forward's, the backward's, and a 16-column one for the
+    router weights. The forward's received rows are kept for the backward
+    without a copy: a second forward before the backward makes autograd
+    refuse that backward ("modified by an inplace operation"). capacity: as
+    loom.MoE (0: dropless)."""
+
+    def __init__(self, comm, hidden, ffn, experts, topk, max_tokens, *, capacity=0, dtype=torch.bfloat16,
+                 device=None):
+        super().__init__()
+        from .moe import MoE as Plan
+        fn = "loom.nn.MoE"
+        if dtype_name(dtype) not in _COMPUTE:
+            raise InvalidArgumentError(f"{fn}: dtype={dtype}; expected torch.bfloat16 or torch.float16")
+        if not 1 <= int(topk) <= 8:
+            raise InvalidArgumentError(f"{fn}: topk={topk} must be in [1, 8]")
+        self.comm, self.hidden, self.ffn = comm, int(hidden), int(ffn)
+        self.experts, self.topk, self.max_tokens = int(experts), int(topk), int(max_tokens)
+        self.dtype = getattr(torch, dtype_name(dtype))
+        self._fwd = Plan(comm, hidden, experts, topk, max_tokens, capacity=capacity, dtype=dtype)
+        self._bwd = Plan(comm, hidden, experts, topk, max_tokens, capacity=capacity, dtype=dtype)
+        self._small = Plan(comm, _MOE_SMALL, experts, topk, max_tokens, capacity=capacity, dtype="float32")
+        self.local_experts, self.first_expert = self._fwd.local_experts, self._fwd.first_expert
+        device = f"cuda:{comm.device}" if device is None else device
+        n, H, F_ = self.local_experts, self.hidden, self.ffn
+        self.gate_up = torch.nn.Parameter(torch.empty(n, 2 * F_, H, dtype=self.dtype, device=device))
+        self.down = torch.nn.Parameter(torch.empty(n, H, F_, dtype=self.dtype, device=device))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """nn.Linear's initialisation of each expert's projections (this
+        rank's experts from torch's generator here: seed ranks differently,
+        or use load_full)."""
+        with torch.no_grad():
+            self.gate_up.uniform_(-1 / math.sqrt(self.hidden), 1 / math.sqrt(self.hidden))
+            self.down.uniform_(-1 / math.sqrt(self.ffn), 1 / math.sqrt(self.ffn))
+
+    def load_full(self, gate, up, down):
+        """This rank's experts from all experts' weights: gate, up [E, F, H],
+        down [E, H, F]."""
+        f, n = self.first_expert, self.local_experts
+        with torch.no_grad():
+            self.gate_up.copy_(torch.cat([gate[f:f + n], up[f:f + n]], dim=1))
+            self.down.copy_(down[f:f + n])
+        return self
+
+    def forward(self, x, ids, weights):
+        fn = "loom.nn.MoE"
+        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.hidden:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise InvalidArgumentError(f"{fn}: x has shape {got}; expected [tokens, hidden={self.hidden}]")
+        x = _cast(x, self.dtype).contiguous()
+        return MoEFunction.apply(x, weights.float().contiguous(), self.gate_up, self.down,
+                                 ids.to(torch.int32).contiguous(), self)
+
+    def close(self):
+        """Collective: destroys the layer's plans."""
+        for p in (self._fwd, self._bwd, self._small):
+            p.close()
+
+    def extra_repr(self):
+        return (f"hidden={self.hidden}, ffn={self.ffn}, experts={self.experts} ({self.local_experts} here from "
+                f"{self.first_expert}), topk={self.topk}, max_tokens={self.max_tokens}, dtype={self.dtype}")

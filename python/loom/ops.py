@@ -9,6 +9,7 @@ when libloom refuses. Ops are asynchronous like torch's.
   gemm(a, b, bias, layout="kn"|"nk")     C = A B (+ bias) / A B^T (+ bias)
   linear(x, weight, bias)                x [..., k] @ weight[n, k]^T (+ bias), like F.linear
   gemm_tune(...)                         records the fastest configuration for a shape
+  gemm_grouped(a, b, offsets)            G GEMMs over the row groups of one stacked A (offsets on the GPU)
   EmbeddingA2A(comm, ...)                a plan of the fused embedding-bag + All-to-All
   embedding_a2a(comm, tables, ...)       the same through a per-shape plan cache
   embedding_a2a_backward(comm, ...)      its backward (table gradients)
@@ -33,7 +34,7 @@ from . import _lib, _torch
 from ._checks import (check_same_device, check_tensor, dtype_name, embedding_shapes, gemm_shapes, loom_dtype,
                       shape_of)
 from ._plan import PlanHandle
-from ._structs import DType, EmbeddingDesc, EmbeddingPath, EmbeddingPlanInfo, GemmDesc, Layout, Pooling
+from ._structs import DType, EmbeddingDesc, EmbeddingPath, EmbeddingPlanInfo, GemmDesc, GroupedGemmDesc, Layout, Pooling
 from .errors import InvalidArgumentError
 
 _LAYOUTS = {"kn": Layout.KN, "nk": Layout.NK}
@@ -138,6 +139,51 @@ def linear(x, weight, bias=None, *, out_dtype=None, stream=None):
 # ---- embedding-bag + All-to-All ---------------------------------------------
 
 _POOLING = {"sum": Pooling.SUM, "mean": Pooling.MEAN}
+
+
+def gemm_grouped(a, b, offsets, *, layout="nk", bias=None, out=None, out_dtype=None, rows_hint=0, stream=None):
+    """G GEMMs over one stacked A (loom_gemm_grouped): rows [offsets[g],
+    offsets[g+1]) of a [R, k] times b[g] ("nk": b [G, n, k], C = A B^T,
+    nn.Linear weights; "kn": b [G, k, n]) (+ bias [G, n]) into the same rows
+    of out [R, n]. offsets: [G + 1] int64 on the GPU, read by the kernel only
+    (no host synchronisation: graph-capturable). Rows of out outside
+    [offsets[0], offsets[G]) are not written (a new out: uninitialised
+    there). a, b bf16 or fp16; out bf16, fp16 or fp32 (default a's)."""
+    fn = "loom.gemm_grouped"
+    ab = check_tensor(fn, "a", a, dtypes=_AB)
+    dev = a.device.index
+    sa, sb = shape_of(a), shape_of(b)
+    if len(sa) != 2:
+        raise InvalidArgumentError(f"{fn}: a has shape {sa}; expected [rows, k]")
+    if layout not in _LAYOUTS:
+        raise InvalidArgumentError(f"{fn}: layout={layout!r}; expected 'nk' (b [G, n, k]) or 'kn' (b [G, k, n])")
+    check_tensor(fn, "b", b, dtypes=(ab,), device=dev, why="must match a")
+    if len(sb) != 3 or sb[2 if layout == "nk" else 1] != sa[1]:
+        raise InvalidArgumentError(f"{fn}: b has shape {sb}; expected [G, n, k={sa[1]}] (layout 'nk') or "
+                                   f"[G, k={sa[1]}, n] (layout 'kn') for a {sa}")
+    G, k = sb[0], sa[1]
+    n = sb[1] if layout == "nk" else sb[2]
+    check_tensor(fn, "offsets", offsets, dtypes=("int64",), shape=(G + 1,), device=dev, why="[G + 1] int64")
+    c = dtype_name(out_dtype) if out_dtype is not None else (dtype_name(out.dtype) if out is not None else ab)
+    loom_dtype(c, fn, "out dtype", _C)
+    if out is not None:
+        check_tensor(fn, "out", out, dtypes=(c,), shape=(sa[0], n), device=dev, why="[rows of a, n]")
+    if bias is not None:
+        check_tensor(fn, "bias", bias, dtypes=(c,), shape=(G, n), device=dev, why="[G, n] of the output dtype")
+    desc = GroupedGemmDesc(groups=G, max_rows=sa[0], n=n, k=k, rows_hint=int(rows_hint),
+                           ab_type=int(loom_dtype(ab, fn, "a.dtype", _AB)), c_type=int(loom_dtype(c, fn, "out", _C)),
+                           b_layout=int(_LAYOUTS[layout]), has_bias=int(bias is not None))
+
+    def run():
+        o = out
+        if o is None:
+            torch = _torch.torch()
+            o = torch.empty((sa[0], n), dtype=getattr(torch, c), device=a.device)
+        _lib.call("loom_gemm_grouped", ctypes.byref(desc), a.data_ptr(), b.data_ptr(), o.data_ptr(),
+                  bias.data_ptr() if bias is not None else None, offsets.data_ptr(), _torch.stream_handle(stream, dev))
+        return o
+
+    return _run_on_device(dev, run, a)
 
 
 def _torch_stream(stream, device):

@@ -292,3 +292,23 @@ def test_moe_mlp_registered_forward_only():
     y = LF.moe_mlp(x, ids, w, gu, dn, c, experts=8, max_tokens=64)
     with pytest.raises(loom.UnsupportedError, match="loom::moe_mlp: no backward"):
         y.float().sum().backward()
+
+
+def test_gemm_grouped_refusals_name_the_argument():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        a = torch.empty(100, 64, device="cuda", dtype=BF16)
+        b = torch.empty(4, 32, 64, device="cuda", dtype=BF16)
+        off = torch.empty(5, device="cuda", dtype=torch.int64)
+        with pytest.raises(loom.InvalidArgumentError, match=r"b has shape \(4, 32, 64\); expected \[G, n, k=32\]"):
+            loom.gemm_grouped(torch.empty(100, 32, device="cuda", dtype=BF16), b, off)
+        with pytest.raises(loom.InvalidArgumentError, match=r"offsets has shape \(4,\); expected \(5,\)"):
+            loom.gemm_grouped(a, b, off[:4])
+        with pytest.raises(loom.InvalidArgumentError, match="offsets has dtype torch.int32"):
+            loom.gemm_grouped(a, b, off.int())
+        with pytest.raises(loom.InvalidArgumentError, match="layout='tn'"):
+            loom.gemm_grouped(a, b, off, layout="tn")
+        with pytest.raises(loom.InvalidArgumentError, match="b has dtype torch.float16"):
+            loom.gemm_grouped(a, b.half(), off)
+        with pytest.raises(loom.InvalidArgumentError, match=r"bias has shape \(32,\); expected \(4, 32\)"):
+            loom.gemm_grouped(a, b, off, bias=torch.empty(32, device="cuda", dtype=BF16))

@@ -1,7 +1,9 @@
 """loom.MoE on 2 ranks: the whole expert MLP layer (mlp) against the same
 layer per token in float64, dispatch + combine of the received rows
 themselves against sum_j w_j x_t, the received row counts against the
-routing, bad arguments refused by name. Every rank draws every rank's
+routing, bad arguments refused by name; the registered op; loom.nn.MoE's
+forward and every gradient (x, router weights, experts) against float64
+autograd. Every rank draws every rank's
 inputs and every expert's weights from one seed (tokens per rank differ)."""
 import pytest
 import torch
@@ -103,3 +105,59 @@ def _registered_op(rank, world):
 
 def test_moe_mlp_registered_op_matches_the_plan():
     run_ranks(_registered_op, 2, timeout=300)
+
+
+def _layer_ref_autograd(x, ids, w, wg, wu, wd):
+    """The layer in float64 with autograd, expert by expert."""
+    out = torch.zeros(x.shape[0], H, dtype=torch.float64)
+    for e in range(E):
+        t, j = (ids == e).nonzero(as_tuple=True)
+        if t.numel():
+            h = F.silu(x[t] @ wg[e].t()) * (x[t] @ wu[e].t())
+            out = out.index_add(0, t, w[t, j].unsqueeze(1) * (h @ wd[e].t()))
+    return out
+
+
+def _nn_moe_trains(rank, world):
+    dev = f"cuda:{rank}"
+    xs, ids, ws, wg, wu, wd = _problem(world)
+    gys = [torch.randn(t.shape[0], H, generator=torch.Generator().manual_seed(9 + r)) for r, t in enumerate(xs)]
+    # the reference: every rank's tokens through every expert, float64, one loss summed over ranks
+    ref = [t.double().requires_grad_() for t in (wg, wu, wd)]
+    refx = [t.double().requires_grad_() for t in xs]
+    refw = [t.double().requires_grad_() for t in ws]
+    loss = sum((_layer_ref_autograd(refx[r], ids[r], refw[r], *ref) * gys[r].double()).sum() for r in range(world))
+    loss.backward()
+    with loom.Comm.from_process_group() as comm:
+        layer = loom.nn.MoE(comm, H, FFN, E, K, TMAX).load_full(wg.to(dev), wu.to(dev), wd.to(dev))
+        x = xs[rank].to(dev).requires_grad_()
+        w = ws[rank].to(dev).requires_grad_()
+        for step in range(2):  # twice: the plans' buffers reused, the same answer
+            x.grad = w.grad = layer.gate_up.grad = layer.down.grad = None
+            out = layer(x, ids[rank].to(dev), w)
+            (out.float() * gys[rank].to(dev)).sum().backward()
+        torch.cuda.synchronize()
+        f, n = layer.first_expert, layer.local_experts
+        worst = {
+            "out": _rel(out, _layer_ref_autograd(xs[rank].double(), ids[rank], ws[rank].double(),
+                                                 wg.double(), wu.double(), wd.double())),
+            "dx": _rel(x.grad, refx[rank].grad), "dweights": _rel(w.grad, refw[rank].grad),
+            "dgate": _rel(layer.gate_up.grad[:, :FFN], ref[0].grad[f:f + n]),
+            "dup": _rel(layer.gate_up.grad[:, FFN:], ref[1].grad[f:f + n]),
+            "ddown": _rel(layer.down.grad, ref[2].grad[f:f + n]),
+        }
+        # a second forward before the backward: the kept rows are stale, autograd refuses
+        o1 = layer(x, ids[rank].to(dev), w)
+        layer(x, ids[rank].to(dev), w)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            o1.float().sum().backward()
+        layer.close()
+        comm.check()
+    bad = {k: v for k, v in worst.items() if v > 3e-2}
+    assert not bad, f"relative differences over 3e-2: {bad}"
+    return worst
+
+
+def test_nn_moe_forward_and_gradients_match_float64():
+    for r, w in enumerate(run_ranks(_nn_moe_trains, 2, timeout=300)):
+        print(f"rank {r}:", {k: f"{v:.1e}" for k, v in w.items()})
