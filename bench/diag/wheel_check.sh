@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # wheel_check.sh - one device call: the Python package as a user gets it.
-# A fresh virtual environment (seeing the machine's torch: the device has
-# no network), pip install of ./python shipping the libloom just built
+# A fresh virtual environment (seeing the machine's torch through a .pth
+# file: the device has no network), pip install of ./python shipping the libloom just built
 # (LOOM_WHEEL_LIBRARY: no second build), then, from outside the tree,
 # `python -m loom --torch` and the README's PyTorch quick start under
 # torchrun on 2 GPUs. From the repository root, after bench/pack_build.sh;
@@ -15,6 +15,10 @@ venv=$(mktemp -d)/venv
   echo "date: $(date -u '+%F %T') UTC  commit: $(cat build/carry/COMMIT 2>/dev/null)"
   nvidia-smi --query-gpu=name --format=csv,noheader | head -2
   python3 -m venv --system-site-packages "$venv" && echo "venv: $venv"
+  # the machine's python3 may itself be a virtual environment holding torch: let the new one see its packages
+  parent=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  mine=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  echo "$parent" > "$mine/machine-packages.pth" && echo "sees: $parent"
   LOOM_WHEEL_LIBRARY=$PWD/build/lib/libloom.so.0 "$venv/bin/pip" install --no-deps --no-build-isolation -q ./python \
     && echo "pip install ./python: ok"
   "$venv/bin/pip" show loom-fused | head -3
