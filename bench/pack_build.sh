@@ -15,3 +15,10 @@ for f in $files; do [ -e "$f" ] || { echo "pack_build: $f missing: run make firs
 git rev-parse --short HEAD > build/carry/COMMIT 2>/dev/null || echo unknown > build/carry/COMMIT
 tar -cf - $files | xz -T0 -6 > build/carry/build.tar.xz
 ls -la build/carry/build.tar.xz
+# LOOM_PACK_WHEEL=1: also the Python package as a wheel shipping this libloom (~12 MB; built here, where
+# PyPI is reachable for its build requirements; bench/diag/wheel_check.sh installs it on the device)
+if [ "${LOOM_PACK_WHEEL:-0}" = 1 ]; then
+  rm -f build/carry/*.whl
+  LOOM_WHEEL_LIBRARY=$PWD/build/lib/libloom.so.0 python3 -m pip wheel --no-deps -q -w build/carry ./python
+  ls -la build/carry/*.whl
+fi
