@@ -13,6 +13,7 @@ import loom  # noqa: E402
 import loom.comm as lcomm  # noqa: E402
 import loom.functional as LF  # noqa: E402
 import loom.nn as lnn  # noqa: E402
+from llama_layer import Layer  # noqa: E402
 from loom import library  # noqa: E402
 
 BF16 = torch.bfloat16
@@ -161,55 +162,11 @@ def test_compile_traces_a_block_whole_into_loom_ops():
     assert bw.count("loom.gemm_rs.default") == 2 and bw.count("loom.ag_gemm.default") == 2, bw
 
 
-class _Attention(torch.nn.Module):
-    """Batch first, -1 heads; the sequence length from its input (as HF and
-    torchtitan read it) or from the projections (what fused_gather needs)."""
-
-    def __init__(self, h, heads, names, length_from_input=True):
-        super().__init__()
-        self.names, self.head_dim, self.from_input = names, h // heads, length_from_input
-        for n in names:
-            setattr(self, n, torch.nn.Linear(h, h, bias=False, device="meta", dtype=BF16))
-
-    def forward(self, x):
-        q, k, v = (getattr(self, n)(x) for n in self.names[:3])
-        b, s = x.shape[:2] if self.from_input else q.shape[:2]
-        q, k, v = (t.view(b, s, -1, self.head_dim).transpose(1, 2) for t in (q, k, v))
-        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return getattr(self, self.names[3])(a.transpose(1, 2).reshape(b, s, -1))
-
-
-class _Mlp(torch.nn.Module):
-    def __init__(self, h, f, names):
-        super().__init__()
-        self.names = names
-        gate, up, down = names
-        setattr(self, gate, torch.nn.Linear(h, f, bias=False, device="meta", dtype=BF16))
-        setattr(self, up, torch.nn.Linear(h, f, bias=False, device="meta", dtype=BF16))
-        setattr(self, down, torch.nn.Linear(f, h, bias=False, device="meta", dtype=BF16))
-
-    def forward(self, x):
-        gate, up, down = (getattr(self, n) for n in self.names)
-        return down(torch.nn.functional.silu(gate(x)) * up(x))
-
-
-class _Layer(torch.nn.Module):
-    def __init__(self, h, heads, f, hf, length_from_input=True):
-        super().__init__()
-        self.self_attn = _Attention(h, heads, ("q_proj", "k_proj", "v_proj", "o_proj") if hf else
-                                    ("wq", "wk", "wv", "wo"), length_from_input)
-        self.mlp = _Mlp(h, f, ("gate_proj", "up_proj", "down_proj") if hf else ("w1", "w3", "w2"))
-        self.norm = torch.nn.RMSNorm(h, device="meta", dtype=BF16)
-
-    def forward(self, x):
-        x = x + self.self_attn(self.norm(x))
-        return x + self.mlp(self.norm(x))
-
-
 @pytest.mark.parametrize("hf,fused", [(True, False), (False, False), (False, True)])
 def test_parallelize_swaps_the_llama_projections(hf, fused):
     c = StandInComm(2, 1)
-    model = torch.nn.Sequential(*[_Layer(64, 4, 96, hf, length_from_input=not fused) for _ in range(2)])
+    model = torch.nn.Sequential(*[Layer(64, 4, 96, hf, length_from_input=not fused, device="meta", dtype=BF16)
+                                  for _ in range(2)])
     loom.parallelize(model, c, fused_gather=fused, device="meta")
     assert len(model.loom_parallelized) == 14
     kinds = [type(m).__name__ for n, m in model.named_modules() if n in model.loom_parallelized]

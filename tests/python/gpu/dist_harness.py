@@ -82,3 +82,17 @@ def run_ranks(fn, world=2, *args, timeout=120):
             problems.append(f"rank {r} failed:\n{got[r][1]}")
     assert not problems, "\n".join(problems)
     return [got[r][1] for r in range(world)]
+
+
+def within(worst, tol):
+    """worst (name -> largest relative difference), once every entry is at
+    most tol (an AssertionError naming those that are not)."""
+    bad = {k: v for k, v in worst.items() if v > tol}
+    assert not bad, f"relative differences over {tol}: {bad}"
+    return worst
+
+
+def print_ranks(results):
+    """Each rank's dict of relative differences, one line per rank."""
+    for r, w in enumerate(results):
+        print(f"rank {r}:", {k: f"{v:.1e}" for k, v in w.items()})
