@@ -69,7 +69,6 @@ from .comm import Comm
 from .errors import InvalidArgumentError, UnsupportedError
 
 Tensor = torch.Tensor
-_SWAP = {"nk": "kn", "kn": "nk"}  # the weight's layout in the transposed product of a backward
 
 
 # ---- shapes (shared by the real and the fake implementations) --------------------
@@ -89,7 +88,7 @@ def _feature(fn, x, arg="x"):
 def _weight_n(fn, weight, layout):
     if not isinstance(weight, Tensor) or weight.dim() != 2:
         raise InvalidArgumentError(f"{fn}: weight must be a 2-D tensor")
-    if layout not in _SWAP:
+    if layout not in tp.SWAP_LAYOUT:
         raise InvalidArgumentError(f"{fn}: layout={layout!r}; expected 'nk' or 'kn'")
     return int(weight.shape[0] if layout == "nk" else weight.shape[1])
 
@@ -182,7 +181,7 @@ def _ag_gemm_backward(ctx, gy, _g_gathered):
     g = _rows(gy).to(weight.dtype)
     gx = gw = gb = None
     if need_x:  # collective: every rank needs it or none
-        gx = torch.ops.loom.gemm_rs(g, weight, None, ctx.comm, layout=_SWAP[ctx.layout],
+        gx = torch.ops.loom.gemm_rs(g, weight, None, ctx.comm, layout=tp.SWAP_LAYOUT[ctx.layout],
                                     transfer=ctx.backward_transfer).view(ctx.x_shape)
     if need_w:
         if ctx.kept:
@@ -190,20 +189,13 @@ def _ag_gemm_backward(ctx, gy, _g_gathered):
         else:
             x2 = _rows(saved)
             x_full = torch.ops.loom.all_gather(x2, ctx.comm, size=int(g.shape[0]))
-        gw = weight_grad(g, x_full, ctx.layout, weight.dtype)
+        gw = tp.weight_grad(g, x_full, ctx.layout, weight.dtype)
     if need_b:
         gb = _rows(gy).sum(0, dtype=torch.float32).to(ctx.b_dtype)
     return gx, gw, gb, None
 
 
 ag_gemm.register_autograd(_ag_gemm_backward, setup_context=_ag_gemm_setup)
-
-
-def weight_grad(g, a, layout, dtype):
-    """The gradient of a weight of `layout` in y = a @ op(weight): g [rows,
-    n], a [rows, k] -> [n, k] ("nk") or [k, n] ("kn"), computed in dtype."""
-    g, a = g.to(dtype), a.to(dtype)
-    return g.t() @ a if layout == "nk" else a.t() @ g
 
 
 # ---- gemm_rs ---------------------------------------------------------------------
@@ -242,11 +234,11 @@ def _gemm_rs_backward(ctx, gy):
     need_x, need_w, need_b = ctx.needs_input_grad[:3]
     g = _rows(gy).to(weight.dtype)
     x2 = _rows(x)
-    gx_full, gy_full = torch.ops.loom.ag_gemm(g, weight, None, ctx.comm, layout=_SWAP[ctx.layout],
+    gx_full, gy_full = torch.ops.loom.ag_gemm(g, weight, None, ctx.comm, layout=tp.SWAP_LAYOUT[ctx.layout],
                                               out_dtype=ctx.x_dtype, m=int(x2.shape[0]),
                                               keep_gathered=bool(need_w or need_b),
                                               transfer=ctx.backward_transfer)
-    gw = weight_grad(gy_full, x2, ctx.layout, weight.dtype) if need_w else None
+    gw = tp.weight_grad(gy_full, x2, ctx.layout, weight.dtype) if need_w else None
     gb = gy_full.sum(0, dtype=torch.float32).to(ctx.b_dtype) if need_b else None
     return (gx_full.view(x.shape) if need_x else None), gw, gb, None
 
@@ -313,7 +305,7 @@ def _gemm_ar_backward(ctx, gy):
         gw_t = weight if ctx.layout == "nk" else weight.t()  # y = x @ op(weight): dx = dy @ op(weight)^T
         gx = ((g.to(weight.dtype) @ gw_t) * ctx.scale).to(x.dtype).view(x.shape)
     if need_w:
-        gw = weight_grad(g * ctx.scale, _rows(x), ctx.layout, weight.dtype)
+        gw = tp.weight_grad(g * ctx.scale, _rows(x), ctx.layout, weight.dtype)
     if need_b:
         gb = g.sum(0, dtype=torch.float32).to(ctx.b_dtype)
     if need_r:

@@ -130,7 +130,6 @@ class ShardedEmbeddingBag(torch.nn.Module):
 
 # ---- tensor-parallel linear layers (sequence parallelism) ---------------------
 
-_SWAP = {"nk": "kn", "kn": "nk"}  # the weight's layout in the transposed product of a backward
 _COMPUTE = ("bfloat16", "float16")
 
 
@@ -178,13 +177,6 @@ def _out_dtype(opt, x):
     return getattr(torch, opt.out_dtype) if opt.out_dtype is not None else x.dtype
 
 
-def _weight_grad(g, a, layout, dtype):
-    """The gradient of a weight of `layout` in y = a @ op(weight): g [rows, n],
-    a [rows, k] -> [n, k] ("nk") or [k, n] ("kn"), computed in `dtype`."""
-    g, a = g.to(dtype), a.to(dtype)
-    return g.t() @ a if layout == "nk" else a.t() @ g
-
-
 class ColumnParallelLinearFunction(torch.autograd.Function):
     """y [m, n] = AllGather(x shards) @ weight^T (+ bias): x [this rank's
     rows, k] (bf16/fp16), weight this rank's [n, k] (TpOptions.layout "nk";
@@ -224,11 +216,11 @@ class ColumnParallelLinearFunction(torch.autograd.Function):
         gx = gw = gb = None
         if ctx.needs_input_grad[0]:  # collective: every rank needs it or none
             ga = _cast(g, w.dtype)
-            plan = tp.gemm_rs_plan(ctx.comm, ga, w, layout=_SWAP[opt.layout], out_dtype=ctx.x_dtype,
+            plan = tp.gemm_rs_plan(ctx.comm, ga, w, layout=tp.SWAP_LAYOUT[opt.layout], out_dtype=ctx.x_dtype,
                                    transfer=opt.backward_transfer)
             gx = plan.gemm_rs(ga, w)
         if ctx.needs_input_grad[1]:
-            gw = _weight_grad(g, x_full, opt.layout, ctx.w_dtype)
+            gw = tp.weight_grad(g, x_full, opt.layout, ctx.w_dtype)
         if ctx.needs_input_grad[2]:
             gb = g.sum(0, dtype=torch.float32).to(ctx.b_dtype)
         return gx, gw, gb, None, None
@@ -264,11 +256,11 @@ class RowParallelLinearFunction(torch.autograd.Function):
         x, w = ctx.saved_tensors
         opt = ctx.opt
         ga = _cast(gy, w.dtype).contiguous()
-        plan = tp.ag_gemm_plan(ctx.comm, ga, w, m=x.shape[0], layout=_SWAP[opt.layout], out_dtype=x.dtype,
+        plan = tp.ag_gemm_plan(ctx.comm, ga, w, m=x.shape[0], layout=tp.SWAP_LAYOUT[opt.layout], out_dtype=x.dtype,
                                transfer=opt.backward_transfer)
         gy_full = plan.gathered_buffer()  # read below, on this stream, before the plan's next call writes it
         gx = plan.ag_gemm(ga, w, gathered=gy_full)
-        gw = _weight_grad(gy_full, x, opt.layout, ctx.w_dtype) if ctx.needs_input_grad[1] else None
+        gw = tp.weight_grad(gy_full, x, opt.layout, ctx.w_dtype) if ctx.needs_input_grad[1] else None
         gb = gy_full.sum(0, dtype=torch.float32).to(ctx.b_dtype) if ctx.needs_input_grad[2] else None
         return (gx if ctx.needs_input_grad[0] else None), gw, gb, None, None
 

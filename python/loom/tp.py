@@ -110,6 +110,18 @@ def shard_len(m, world, rank):
     return e - b
 
 
+# ---- the backward's products (torch tensors; no torch import needed) ---------------
+
+SWAP_LAYOUT = {"nk": "kn", "kn": "nk"}  # the weight's layout in the transposed product of a backward
+
+
+def weight_grad(g, a, layout, dtype):
+    """The gradient of a weight of `layout` in y = a @ op(weight): g [rows,
+    n], a [rows, k] -> [n, k] ("nk") or [k, n] ("kn"), computed in dtype."""
+    g, a = g.to(dtype), a.to(dtype)
+    return g.t() @ a if layout == "nk" else a.t() @ g
+
+
 # ---- argument normalisation -----------------------------------------------------
 
 def _choice(fn, arg, value, enum_type, table):
