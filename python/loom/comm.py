@@ -447,6 +447,10 @@ class Comm:
             p.close()
         self._plans.clear()
         self._plan_cache.clear()
+        # what is left (comm.empty tensors, loom.nn layers' buffers) was allocated collectively, so every rank
+        # holds the same allocations: free them in allocation order rather than leave them to loom_comm_destroy
+        for a in sorted(self._allocs.values(), key=lambda a: a.seq):
+            self._free_alloc(a)
         h = self._handle
         self._bounded(lambda: _lib.call("loom_comm_destroy", ctypes.c_void_p(h)), "loom_comm_destroy")
         self._handle = None

@@ -423,8 +423,7 @@ class ColumnParallelLinear(_TpLinear):
     def free_buffers(self):
         """Collective: frees this layer's gathered-input buffer (comm.free;
         no backward of an earlier forward may be pending); the next forward
-        allocates a new one. comm.close() frees it too, with libloom's
-        warning about memory that was never loom_free'd. Buffers the layer
+        allocates a new one. comm.close() frees it too. Buffers the layer
         outgrew are left to comm.free_unused()."""
         if self._gathered is not None:
             buf, self._gathered = self._gathered, None

@@ -238,7 +238,10 @@ def _embedding(rank, world):
         gw = loom.embedding_a2a_backward(comm, gy, x["indices"], x["offsets"], dim=D, table_dtype=torch.float32,
                                          **kw)
         torch.cuda.synchronize()
-        assert torch.equal(y, want) and torch.equal(w.grad, gw)
+        assert torch.equal(y, want)
+        # fp32 tables: the backward adds with fp32 atomics in no fixed order (loom.h), so the gradient matches to
+        # rounding, not bit for bit
+        torch.testing.assert_close(w.grad, gw, rtol=1e-5, atol=1e-5)
         torch.library.opcheck(torch.ops.loom.embedding_a2a.default,
                               (x["tables"].clone().requires_grad_(), x["indices"], x["offsets"], None, comm.name), kw)
         compiled = torch.compile(lambda t: LF.embedding_a2a(t, x["indices"], x["offsets"], comm, **kw),
@@ -246,7 +249,7 @@ def _embedding(rank, world):
         w.grad = None
         (compiled(w) * gy).sum().backward()
         torch.cuda.synchronize()
-        assert torch.equal(w.grad, gw)
+        torch.testing.assert_close(w.grad, gw, rtol=1e-5, atol=1e-5)
         comm.check()
 
 

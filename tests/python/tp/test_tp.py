@@ -533,6 +533,7 @@ step("rs_empty_shard", lambda: tp.gemm_rs(HostComm(rank=3, size=4, handle=0xC0FF
 step("refused1", lambda: tp.ag_gemm(comm, T(499, 32), w, m=999, out=T(999, 16), stream=0))
 step("refused2", lambda: tp.ag_gemm(comm, T(499, 32), w, m=999, out=T(999, 16), stream=0))
 out["cached"] = sorted(str(k) for k in comm._plan_cache)
+out["left_allocs"] = [a.ptr for a in sorted(comm._allocs.values(), key=lambda a: a.seq)]
 step("close", lambda: comm.close())
 out["freed"] = comm.freed
 out["warnings"] = [f"{w.category.__name__}: {w.message}" for w in seen]
@@ -621,7 +622,9 @@ def test_closing_the_comm_destroys_every_plan_first(stub_run):
     assert stub_run["close"]["result"] == "ok"
     assert sorted(log[:-1]) == ["loom_plan_destroy plan=1", "loom_plan_destroy plan=2", "loom_plan_destroy plan=3"]
     assert log[-1] == "loom_comm_destroy comm=0xc0ffee"
-    assert stub_run["freed"] == []  # no plan had a gathered buffer
+    # no plan had a gathered buffer; the caller's symmetric tensors are freed, in allocation order (the same
+    # collective order on every rank), before the comm
+    assert stub_run["left_allocs"] and stub_run["freed"] == stub_run["left_allocs"]
 
 
 
