@@ -530,9 +530,9 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  *                fp16/bf16 tensor FLOP/s over DRAM bytes/s, from its SM
  *                count, clock and memory bandwidth), and where the
  *                communication it would hide cannot pay back its fixed
- *                cost (k < 2048, or shards under 1024 rows, or more
- *                communication per FLOP than a model of FLOP/s over
- *                NVLink bytes/s allows); RS also SEQUENTIAL when
+ *                cost (k < 2048, or shards under 1024 rows, or a GEMM
+ *                shorter than 60 us by a model of the GPU's tensor
+ *                FLOP/s); RS also SEQUENTIAL when
  *                the GEMM's tiles fit one wave of its grid, and from
  *                BULK_REDUCE under 1.5 waves of tiles or where the last
  *                wave's waste outweighs the communication it would hide

@@ -21,6 +21,9 @@ Variants (each its own copy of the model, run one after the other):
   loom-compiled     the same under torch.compile (the registered ops)
   loom-sequential   loom's layers on their sequential path (NCCL collective,
                     then cuBLASLt), eager: what the fusion itself gains
+  loom-ag-copy-engine, loom-ag-sm-copy   loom with every AllGather+GEMM
+                    (forward and backward) on that fused transfer, whatever
+                    AUTO would choose: what AUTO's choice costs or saves
   loom-parallelize  PyTorch's plain model (separate q, k, v, w1, w3) split
                     by loom.parallelize: the attention's and the MLP's input
                     gathered once (loom's all_gather), projections local,
@@ -104,9 +107,14 @@ def _attention(torch, q, k, v, heads, batch_first):
     return o.permute(2, 0, 1, 3).reshape(s, b, -1)
 
 
-def _loom_model(torch, loom, comm, a, weights, dev, local=False, transfer="auto"):
+AG_FORCED = {"loom-ag-copy-engine": "copy_engine", "loom-ag-sm-copy": "sm_copy"}
+
+
+def _loom_model(torch, loom, comm, a, weights, dev, local=False, transfer="auto", ag_transfer=None):
     """The loom model (seq-first [S / W, 1, H]); local=True: the limit;
-    transfer: the layers' (forward and backward)."""
+    transfer: the layers' (forward and backward); ag_transfer: the
+    AllGather+GEMMs' instead (column layers' forward, row layers' backward)."""
+    ag = ag_transfer or transfer
     nn = torch.nn
     W, p = comm.size, comm.rank
     H, F = a.hidden, a.ffn
@@ -151,7 +159,7 @@ def _loom_model(torch, loom, comm, a, weights, dev, local=False, transfer="auto"
                 self.weight = nn.Parameter(w.to(dev, torch.bfloat16))
             else:
                 self.lin = loom.nn.ColumnParallelLinear(comm, H, w.shape[0] * W, bias=False, dtype=torch.bfloat16,
-                                                        transfer=transfer, backward_transfer=transfer)
+                                                        transfer=ag, backward_transfer=transfer)
                 with torch.no_grad():
                     self.lin.weight.copy_(w)
 
@@ -167,7 +175,7 @@ def _loom_model(torch, loom, comm, a, weights, dev, local=False, transfer="auto"
                 self.weight = nn.Parameter(w.to(dev, torch.bfloat16))
             else:
                 self.lin = loom.nn.RowParallelLinear(comm, w.shape[1] * W, H, bias=False, dtype=torch.bfloat16,
-                                                     transfer=transfer, backward_transfer=transfer)
+                                                     transfer=transfer, backward_transfer=ag)
                 with torch.no_grad():
                     self.lin.weight.copy_(w)
 
@@ -357,7 +365,8 @@ def _rank(rank, world, port, argv, q):
                 batch_first = True
             else:
                 model = _loom_model(torch, loom, comm, a, weights, dev, local=v.startswith("limit"),
-                                    transfer="sequential" if v == "loom-sequential" else "auto")
+                                    transfer="sequential" if v == "loom-sequential" else "auto",
+                                    ag_transfer=AG_FORCED.get(v))
                 batch_first = False
             run = torch.compile(model) if v.endswith("compiled") or v == "torch-async-tp" else model
             try:

@@ -289,38 +289,40 @@ LOOM_HD int loom__tp_bulk_pays(int64_t tiles, int64_t grid, int64_t k, int32_t w
 /* The shape-dependent half of AUTO for AllGather + GEMM's fused path (the
  * copy engine), on top of the ridge rule: 1 where it is predicted to beat
  * the sequential path. Its fixed cost (dependent launches on the side
- * stream, ~40 us at W = 2) and the hooked GEMM's waves against the
- * baseline's must be paid back by the communication it hides, which over
- * the GEMM time is c = (FLOP/s over link bytes/s) x (W - 1) / W x es /
- * (2 n) (es: bytes per A element). Fused where k >= 2048 and either the
- * shard has >= 1024 rows and c <= 0.2, or >= 4096 rows and c <= 0.5. The
- * constants were fitted on the fitting half of the TP shape set at W = 2
- * on H200 (every fitting shape the rule fuses ran >= 1.00 of sequential;
- * the rule it replaced fused 27 of 65 m > 64 shapes that lost) and read
- * against the held-out half of the same run (docs/perf/tp.md, "AUTO for
- * AllGather + GEMM"). */
-LOOM_HD int loom__tp_ag_pays(int64_t shard_rows, int64_t n, int64_t k, int32_t world, int32_t es,
-                            double flop_per_link_byte) {
-  if (world < 2 || n < 1 || k < 2048) return 0;
-  const double c = flop_per_link_byte * (double)(world - 1) / (double)world * (double)es / (2.0 * (double)n);
-  return (shard_rows >= 1024 && c <= 0.2) || (shard_rows >= 4096 && c <= 0.5);
+ * stream, ~40 us at W = 2) must be paid back by the communication it
+ * hides, and the hooked GEMM hides it behind the shard it already holds:
+ * what decides is how long the GEMM runs. Fused where k >= 2048, the shard
+ * has >= 1024 rows and the GEMM ([m, k] x [k, n], dense tensor FLOP/s
+ * `flops`, as loom__tp_tensor_flops) lasts at least LOOM_TP_AG_MIN_GEMM_S
+ * by that model. The constant was chosen on the fitting half of the TP
+ * shape set (W = 2, H200 and H100 runs) and read on the held-out half
+ * (docs/perf/tp.md, "AUTO for AllGather + GEMM: the GEMM's length");
+ * the rule it replaced (communication per FLOP under a bound) gave up the
+ * largest winners, short GEMMs with much to gather. */
+#define LOOM_TP_AG_MIN_GEMM_S 60e-6
+LOOM_HD int loom__tp_ag_pays(int64_t shard_rows, int64_t m, int64_t n, int64_t k, int32_t world, double flops) {
+  if (world < 2 || n < 1 || k < 2048 || shard_rows < 1024 || !(flops > 0)) return 0;
+  return 2.0 * (double)m * (double)n * (double)k / flops >= LOOM_TP_AG_MIN_GEMM_S;
 }
 
-/* The GPU's FLOP per byte of one NVLink direction, for the rules above:
- * dense fp16/bf16 tensor FLOP/s (as loom__tp_ridge_rows) over
- * LOOM_TP_LINK_BPS (H100 / H200: 132 x 1.98 GHz x 4096 / 450 GB/s ~ 2400). */
+/* Dense fp16/bf16 tensor FLOP/s: sm_count x clock x FLOP per SM per clock
+ * (4096 on compute capability 9.x, 2048 before). */
+LOOM_HD double loom__tp_tensor_flops(int32_t sms, double clock_hz, int32_t cc_major) {
+  return (double)sms * clock_hz * (cc_major >= 9 ? 4096.0 : 2048.0);
+}
+
+/* The GPU's FLOP per byte of one NVLink direction, for the bulk rule:
+ * loom__tp_tensor_flops over LOOM_TP_LINK_BPS (H100 / H200: 132 x 1.98 GHz
+ * x 4096 / 450 GB/s ~ 2400). */
 #define LOOM_TP_LINK_BPS 450e9 /* NVLink 4, one direction: 18 links x 25 GB/s */
 LOOM_HD double loom__tp_flop_per_link_byte(int32_t sms, double clock_hz, int32_t cc_major) {
-  return (double)sms * clock_hz * (cc_major >= 9 ? 4096.0 : 2048.0) / LOOM_TP_LINK_BPS;
+  return loom__tp_tensor_flops(sms, clock_hz, cc_major) / LOOM_TP_LINK_BPS;
 }
 
-/* The GPU's ridge point for the rule above, in rows (FLOP per byte of B):
- * dense fp16/bf16 tensor FLOP/s (sm_count x clock x FLOP per SM per clock:
- * 4096 on compute capability 9.x, 2048 before) over DRAM bytes/s
- * (H100 SXM: 132 x 1.98 GHz x 4096 / 3.35 TB/s ~ 320; H200: ~225). */
+/* The GPU's ridge point for loom__tp_auto_fused's AG rule, in rows (FLOP
+ * per byte of B): loom__tp_tensor_flops over DRAM bytes/s (H100 SXM: 132 x 1.98 GHz x 4096 / 3.35 TB/s ~ 320; H200: ~225). */
 LOOM_HD double loom__tp_ridge_rows(int32_t sms, double clock_hz, int32_t cc_major, double dram_bps) {
-  const double flops = (double)sms * clock_hz * (cc_major >= 9 ? 4096.0 : 2048.0);
-  return dram_bps > 0 ? flops / dram_bps : 0.0;
+  return dram_bps > 0 ? loom__tp_tensor_flops(sms, clock_hz, cc_major) / dram_bps : 0.0;
 }
 
 /* SMs for a concurrent communication kernel next to a persistent GEMM of
