@@ -21,6 +21,11 @@ them (no host synchronisation once a shape's plan exists).
            torch.ops.loom.embedding_a2a_backward -> this rank's table gradient
     torch.ops.loom.moe_mlp(x, ids, weights, gate_up, down, comm, *, experts, max_tokens, capacity)
         -> [tokens, H]: the expert-parallel MoE layer (moe.py), forward only
+    torch.ops.loom.optimizer_step(params, grads, lr, comm, *, optimizer) -> None
+        one step of a loom.optim optimizer (named by optimizer.name) over its
+        flat parameter and gradient buffers, lr a device float [1]; mutates
+        params (and the plan's own state). loom.optim's step() calls it, so a
+        compiled or CUDA-graph-captured training step holds the update too
 
 `comm` is the name of an open loom.Comm (comm.name): a string, which
 torch.compile keeps in the graph as a constant (the way torch's own
@@ -518,5 +523,18 @@ def _moe_backward(ctx, grad_out):
 
 moe_mlp.register_autograd(_moe_backward, setup_context=_moe_setup)
 
+# ---- optimizer step ------------------------------------------------------------------
+
+@torch.library.custom_op("loom::optimizer_step", mutates_args=("params",))
+def optimizer_step(params: Tensor, grads: Tensor, lr: Tensor, comm: str, *, optimizer: str) -> None:
+    from .optim import optimizer_named
+    optimizer_named(optimizer, comm).run_step(params, grads, lr)
+
+
+@optimizer_step.register_fake
+def _(params, grads, lr, comm, *, optimizer):
+    return None
+
+
 OPS = ("ag_gemm", "gemm_rs", "gemm_ar", "all_reduce", "reduce_scatter", "all_gather", "embedding_a2a",
-       "embedding_a2a_backward", "moe_mlp")
+       "embedding_a2a_backward", "moe_mlp", "optimizer_step")

@@ -35,16 +35,33 @@ same shapes on the same number of ranks (ZeRO-1's checkpoint form).
 No AMP GradScaler hooks: scale the loss yourself.
 """
 import ctypes
+import itertools
+import weakref
 
 import torch
 
-from . import _lib, _torch
+from . import _lib, _torch, library  # noqa: F401  (library registers torch.ops.loom.optimizer_step)
 from ._checks import dtype_name, loom_dtype
 from ._plan import PlanHandle
 from ._structs import OptimArgs, OptimDesc, OptimForm, OptimPlanInfo
 from .errors import InvalidArgumentError
 
 _FORMS = {"auto": OptimForm.AUTO, "rs_opt_ag": OptimForm.RS_OPT_AG, "ar_opt": OptimForm.AR_OPT}
+_LIVE = weakref.WeakValueDictionary()  # name -> optimizer, while it is open (torch.ops.loom.optimizer_step)
+_NAMES = itertools.count()
+
+
+def optimizer_named(name, comm_name=None):
+    """The open loom.optim optimizer called `name` (its .name), on the comm
+    called comm_name when given."""
+    opt = _LIVE.get(name) if isinstance(name, str) else None
+    if opt is None:
+        raise InvalidArgumentError(f"loom::optimizer_step: optimizer={name!r} is not an open loom.optim optimizer "
+                                   f"(open: {sorted(_LIVE.keys())})")
+    if comm_name is not None and opt.comm.name != comm_name:
+        raise InvalidArgumentError(f"loom::optimizer_step: comm={comm_name!r}; optimizer {name!r} runs on "
+                                   f"{opt.comm.name!r}")
+    return opt
 
 
 class _OptimPlan(PlanHandle):
@@ -65,7 +82,8 @@ class _LoomOptimizer(torch.optim.Optimizer):
                  average_grads=True, form="auto", use_nvlamb=False, chunk_elems=0):
         fn = f"loom.optim.{type(self).__name__}"
         self._fn = fn
-        super().__init__(params, dict(lr=float(lr), betas=tuple(betas), eps=float(eps),
+        lr = lr if isinstance(lr, torch.Tensor) else float(lr)  # a device tensor: changed without recompiling
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=float(eps),
                                       weight_decay=float(weight_decay)))
         if not isinstance(form, str) or form.lower() not in _FORMS:
             raise InvalidArgumentError(f"{fn}: form={form!r}; expected one of {sorted(_FORMS)}")
@@ -88,6 +106,8 @@ class _LoomOptimizer(torch.optim.Optimizer):
         self._plan = _OptimPlan(comm, f"loom_plan_{self._kind}", self._desc_arrays[0])
         self._lr = torch.empty(1, dtype=torch.float32, device=f"cuda:{comm.device}")
         self._args = OptimArgs(lr=self._lr.data_ptr())
+        self.name = f"loom_optim{next(_NAMES)}"
+        _LIVE[self.name] = self
 
     # ---- construction ---------------------------------------------------------
 
@@ -139,7 +159,7 @@ class _LoomOptimizer(torch.optim.Optimizer):
         wds = (ctypes.c_float * T)(*[g["weight_decay"] for g in self.param_groups for _ in g["params"]])
         dt = int(loom_dtype(self._dtype, self._fn, "dtype"))
         desc = OptimDesc(world_size=self.comm.size, num_tensors=T, params=params, grads=grads, numels=numels,
-                         param_type=dt, grad_type=dt, form=int(_FORMS[form.lower()]), lr=g0["lr"],
+                         param_type=dt, grad_type=dt, form=int(_FORMS[form.lower()]), lr=float(g0["lr"]),
                          beta1=g0["betas"][0], beta2=g0["betas"][1], eps=g0["eps"], weight_decay=0.0,
                          weight_decays=wds, decoupled_weight_decay=int(bool(decoupled)),
                          bias_correction=int(bool(bias_correction)), average_grads=int(bool(average_grads)),
@@ -150,13 +170,14 @@ class _LoomOptimizer(torch.optim.Optimizer):
 
     def _gather_grads(self):
         """Every parameter's gradient in the symmetric buffer (a missing one:
-        zero; one something replaced: copied in)."""
+        zero; one something replaced: copied in). By identity, which
+        torch.compile traces: autograd accumulates into the .grad it finds."""
         with torch.no_grad():
             for p, view in zip(self._params, self._grad_views):
                 g = p.grad
                 if g is None:
                     view.zero_()
-                elif g.data_ptr() != view.data_ptr():
+                elif g is not view:
                     view.copy_(g)
                 else:
                     continue
@@ -164,21 +185,37 @@ class _LoomOptimizer(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        """One step over every parameter (collective). Returns closure()'s loss."""
+        """One step over every parameter (collective): torch.ops.loom.optimizer_step,
+        so torch.compile traces it and CUDA graphs capture it. lr may be a
+        float or a device tensor (no recompilation when it changes). Returns
+        closure()'s loss."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
         lr = self.param_groups[0]["lr"]
-        if any(g["lr"] != lr for g in self.param_groups):
-            raise InvalidArgumentError(f"{self._fn}: the param groups' lr differ ({[g['lr'] for g in self.param_groups]}): "
-                                       f"loom's plan takes one lr")
+        for g in self.param_groups[1:]:
+            if g["lr"] is not lr and g["lr"] != lr:
+                raise InvalidArgumentError(f"{self._fn}: the param groups' lr differ "
+                                           f"({[g['lr'] for g in self.param_groups]}): loom's plan takes one lr")
         self._gather_grads()
-        self._lr.fill_(float(lr))
-        dev = self.comm.device
-        _lib.call(f"loom_{self._kind}_step", ctypes.c_void_p(self._plan.handle), ctypes.byref(self._args),
-                  _torch.current_stream(dev))
+        if isinstance(lr, torch.Tensor):
+            self._lr.copy_(lr.reshape(1))
+        else:
+            self._lr.fill_(float(lr))
+        torch.ops.loom.optimizer_step(self._param_buf, self._grad_buf, self._lr, self.comm.name, optimizer=self.name)
         return loss
+
+    def run_step(self, params, grads, lr):
+        """What torch.ops.loom.optimizer_step runs: the plan's step on torch's
+        current stream, reading lr [1] on the device."""
+        if params.data_ptr() != self._param_buf.data_ptr() or grads.data_ptr() != self._grad_buf.data_ptr():
+            raise InvalidArgumentError(f"{self._fn}: loom::optimizer_step takes this optimizer's own flat buffers "
+                                       f"(call optimizer.step())")
+        if lr.data_ptr() != self._lr.data_ptr():
+            self._lr.copy_(lr.reshape(1))
+        _lib.call(f"loom_{self._kind}_step", ctypes.c_void_p(self._plan.handle), ctypes.byref(self._args),
+                  _torch.current_stream(self.comm.device))
 
     def zero_grad(self, set_to_none=True):
         """Zeroes the gradients in place (they stay in loom's symmetric
@@ -263,6 +300,7 @@ class _LoomOptimizer(torch.optim.Optimizer):
     def close(self):
         """Collective: destroys the plan (the parameters stay in the comm's
         symmetric memory until comm.close() / free_unused())."""
+        _LIVE.pop(self.name, None)
         self._plan.close()
 
     def __repr__(self):

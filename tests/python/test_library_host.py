@@ -269,3 +269,66 @@ def test_gemm_grouped_refusals_name_the_argument():
             loom.gemm_grouped(a, b.half(), off)
         with pytest.raises(loom.InvalidArgumentError, match=r"bias has shape \(32,\); expected \(4, 32\)"):
             loom.gemm_grouped(a, b, off, bias=torch.empty(32, device="cuda", dtype=BF16))
+
+
+class _HostBuffers(StandInComm):
+    """A stand-in comm whose symmetric memory is plain CPU tensors."""
+
+    def empty(self, shape, dtype):
+        return torch.empty(shape, dtype=dtype)
+
+    def zeros(self, shape, dtype):
+        return torch.zeros(shape, dtype=dtype)
+
+
+class _RecordingAdamW(loom.optim.AdamW):
+    """loom.optim.AdamW without a GPU: its own flattening and step(), the
+    plan's step replaced by a record of what loom::optimizer_step passed."""
+
+    def __init__(self, params, comm, lr):
+        torch.optim.Optimizer.__init__(self, params, dict(lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0))
+        self._fn, self.comm, self.calls = "test", comm, []
+        self._params = [p for g in self.param_groups for p in g["params"]]
+        self._dtype = self._params[0].dtype
+        self._flatten(comm)
+        self._lr = torch.empty(1)
+        self.name = f"recording{id(self)}"
+        loom.optim._LIVE[self.name] = self
+
+    def run_step(self, params, grads, lr):
+        self.calls.append((params.data_ptr() == self._param_buf.data_ptr(), grads.sum().item(), lr.item()))
+
+
+def test_optimizer_step_is_one_registered_op_that_compile_traces():
+    schema = torch.ops.loom.optimizer_step.default._schema
+    assert [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write] == ["params"]
+    assert not schema.returns
+    comm = _HostBuffers(2, 0)
+    params = [torch.nn.Parameter(torch.randn(5, 3)), torch.nn.Parameter(torch.randn(7))]
+    lr = torch.tensor(0.01)
+    opt = _RecordingAdamW(params, comm, lr)
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    step = torch.compile(opt.step, backend=backend, fullgraph=True)
+    for s in (1, 2, 3):
+        lr.fill_(0.01 * s)  # a device lr: no recompilation
+        for p in params:
+            p.grad.fill_(float(s))
+        if s == 3:  # a replaced .grad (a new object: one recompilation) is copied into the optimizer's buffer
+            params[1].grad = torch.full((7,), 3.0)
+        step()
+        assert len(graphs) == (1 if s < 3 else 2)
+    for gm in graphs:
+        targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+        assert any(t in (torch.ops.loom.optimizer_step, torch.ops.loom.optimizer_step.default) for t in targets)
+    assert opt.calls == [(True, 22.0, pytest.approx(0.01)), (True, 44.0, pytest.approx(0.02)),
+                         (True, 66.0, pytest.approx(0.03))]
+    assert params[1].grad.data_ptr() == opt._grad_buf.data_ptr() + 15 * 4
+    with pytest.raises(loom.InvalidArgumentError, match="optimizer='nobody' is not an open loom.optim optimizer"):
+        torch.ops.loom.optimizer_step(opt._param_buf, opt._grad_buf, lr, comm.name, optimizer="nobody")
+    with pytest.raises(loom.InvalidArgumentError, match="comm='elsewhere'"):
+        torch.ops.loom.optimizer_step(opt._param_buf, opt._grad_buf, lr, "elsewhere", optimizer=opt.name)

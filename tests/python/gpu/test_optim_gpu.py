@@ -4,7 +4,9 @@ rank's gradients from a seed, the reference applies them averaged; fp32
 and bf16 parameters, tensors sliced over the ranks and small replicated
 ones, per-group weight decay, an lr changed between steps, gradients that
 autograd replaced, the state dict saved and loaded (the resumed run equal
-bit for bit), and refusals by name."""
+bit for bit), and refusals by name. The step as a registered op: eager,
+torch.compile(fullgraph=True) and a captured CUDA graph take the same
+steps bit for bit, with lr a device tensor changed between them."""
 import math
 
 import pytest
@@ -142,3 +144,42 @@ def _refusals(rank, world):
 @pytest.mark.parametrize("world", WORLDS)
 def test_refusals_name_the_argument(world):
     run_ranks(_refusals, world)
+
+
+def _compiled_and_captured(rank, world):
+    dev = f"cuda:{rank}"
+    with loom.Comm.from_process_group() as comm:
+        g0 = torch.Generator().manual_seed(11)
+        init = [torch.randn(*s, generator=g0) for s in SHAPES]
+        runs = {}
+        for mode in ("eager", "compiled", "graph"):
+            params = [torch.nn.Parameter(t.to(dev)) for t in init]
+            lr = torch.tensor(1e-2, device=dev)  # a device scalar: a scheduler changes it without recompiling
+            opt = loom.optim.AdamW(params, comm, lr=lr, weight_decay=0.1)
+            if mode == "graph":  # the step captured once (a captured step replays as a new step), then replayed
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    opt.step()
+                step = graph.replay
+            else:
+                step = opt.step if mode == "eager" else torch.compile(opt.step, fullgraph=True)
+            for s in range(1, 5):
+                lr.fill_(1e-2 if s < 3 else 3e-3)
+                for p, g in zip(params, _grads(s, rank)):
+                    p.grad.copy_(g.to(dev, torch.float32))
+                step()
+            torch.cuda.synchronize()
+            runs[mode] = [p.detach().clone() for p in params]
+            assert int(float(opt.state_dict()["state"][0]["step"])) == 4, mode
+            opt.close()
+        moved = max(float((a - t.to(dev)).abs().max()) for a, t in zip(runs["eager"], init))
+        assert moved > 1e-4, "the steps changed nothing"
+        for mode in ("compiled", "graph"):
+            for i, (a, b) in enumerate(zip(runs["eager"], runs[mode])):
+                assert torch.equal(a, b), f"{mode}: parameter {i} differs from the eager steps"
+        comm.check()
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_compiled_and_captured_steps_match_eager(world):
+    run_ranks(_compiled_and_captured, world, timeout=300)
