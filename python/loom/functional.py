@@ -112,6 +112,13 @@ def moe_mlp(x, ids, weights, gate_up, down, comm, *, experts, max_tokens, capaci
     """The expert-parallel MoE layer (loom.MoE.mlp's shapes): x [tokens, H],
     ids [tokens, k] int32, weights [tokens, k] float32, this rank's experts'
     gate_up [E_local, 2F, H] and down [E_local, H, F]; returns [tokens, H].
-    Forward only (UnsupportedError from its backward)."""
+    Forward only (UnsupportedError from its backward; loom.nn.MoE trains)."""
     return _ops.moe_mlp(x, ids, weights, gate_up, down, _name(comm), experts=int(experts),
                         max_tokens=int(max_tokens), capacity=int(capacity))
+
+
+def moe_layer(x, ids, weights, gate_up, down, comm, *, layer):
+    """A loom.nn.MoE layer's forward with autograd (the layer named `layer`,
+    its .name, holds the plans): [tokens, H]. What the layer runs while
+    torch.compile traces it; differentiable in x, weights, gate_up, down."""
+    return _ops.moe_layer(x, ids, weights, gate_up, down, _name(comm), layer=layer)[0]

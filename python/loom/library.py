@@ -20,7 +20,13 @@ them (no host synchronisation once a shape's plan exists).
         -> [B / W, T_total D]: the fused embedding-bag + All-to-All (ops.EmbeddingA2A); backward:
            torch.ops.loom.embedding_a2a_backward -> this rank's table gradient
     torch.ops.loom.moe_mlp(x, ids, weights, gate_up, down, comm, *, experts, max_tokens, capacity)
-        -> [tokens, H]: the expert-parallel MoE layer (moe.py), forward only
+        -> [tokens, H]: the expert-parallel MoE layer's plan (moe.py), forward only
+    torch.ops.loom.moe_layer(x, ids, weights, gate_up, down, comm, *, layer)
+        -> (out, xr, off, gu, h, yr): a loom.nn.MoE layer's forward (the layer,
+           named by layer.name, holds the plans) with what its backward
+           needs; backward: torch.ops.loom.moe_layer_backward -> (dx,
+           d weights, d gate_up, d down) (nn.moe_backward; one host
+           synchronisation for the experts' row counts)
     torch.ops.loom.optimizer_step(params, grads, lr, comm, *, optimizer) -> None
         one step of a loom.optim optimizer (named by optimizer.name) over its
         flat parameter and gradient buffers, lr a device float [1]; mutates
@@ -517,11 +523,67 @@ def _moe_setup(ctx, inputs, keyword_only_inputs, output):
 
 
 def _moe_backward(ctx, grad_out):
-    raise UnsupportedError("loom::moe_mlp: no backward (loom's MoE layer is forward only: its weight gradients "
-                           "need a grouped GEMM over the rows that is not built); train the experts in torch")
+    raise UnsupportedError("loom::moe_mlp: no backward (it is the plan's forward alone); train with "
+                           "loom.nn.MoE, whose forward is loom::moe_layer with a registered backward")
 
 
 moe_mlp.register_autograd(_moe_backward, setup_context=_moe_setup)
+
+# ---- the MoE layer that trains (loom.nn.MoE under torch.compile) ---------------------
+
+def _moe_saved_shapes(layer, tokens):
+    """Shapes of moe_layer's outputs: out, xr, off, gu, h, yr."""
+    R, H, F_, n = layer._fwd.info["max_recv_rows"], layer.hidden, layer.ffn, layer.local_experts
+    r = R if n > 0 else 0
+    return (tokens, H), (R, H), (n + 1,), (r, 2 * F_), (r, F_), (r, H)
+
+
+@torch.library.custom_op("loom::moe_layer", mutates_args=())
+def moe_layer(x: Tensor, ids: Tensor, weights: Tensor, gate_up: Tensor, down: Tensor, comm: str, *,
+              layer: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    from .nn import moe_forward, moe_layer_named
+    out, (xr, off, gu, h, yr) = moe_forward(moe_layer_named(layer, comm), x, weights, gate_up, down, ids)
+    return out, xr.clone(), off.clone(), gu, h, yr  # copies of the plan's buffers: its next forward overwrites them
+
+
+@moe_layer.register_fake
+def _(x, ids, weights, gate_up, down, comm, *, layer):
+    from .nn import moe_layer_named
+    shapes = _moe_saved_shapes(moe_layer_named(layer, comm), int(x.shape[0]))
+    return tuple(x.new_empty(s, dtype=torch.int64 if i == 2 else x.dtype) for i, s in enumerate(shapes))
+
+
+@torch.library.custom_op("loom::moe_layer_backward", mutates_args=())
+def moe_layer_backward(grad_out: Tensor, weights: Tensor, gate_up: Tensor, down: Tensor, ids: Tensor, xr: Tensor,
+                       off: Tensor, gu: Tensor, h: Tensor, yr: Tensor, comm: str, *,
+                       layer: str) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    from .nn import moe_backward, moe_layer_named
+    return moe_backward(moe_layer_named(layer, comm), grad_out, weights, gate_up, down, ids, xr, off, gu, h, yr)
+
+
+@moe_layer_backward.register_fake
+def _(grad_out, weights, gate_up, down, ids, xr, off, gu, h, yr, comm, *, layer):
+    from .nn import moe_layer_named
+    L = moe_layer_named(layer, comm)
+    return (grad_out.new_empty((int(ids.shape[0]), L.hidden), dtype=L.dtype), torch.empty_like(weights),
+            torch.empty_like(gate_up), torch.empty_like(down))
+
+
+def _moe_layer_setup(ctx, inputs, keyword_only_inputs, output):
+    x, ids, weights, gate_up, down, comm = inputs
+    ctx.comm, ctx.layer = comm, keyword_only_inputs["layer"]
+    ctx.save_for_backward(weights, gate_up, down, ids, *output[1:])
+
+
+def _moe_layer_backward(ctx, grad_out, *grads_of_saved):
+    """The saved outputs (xr .. yr) carry no gradient of their own."""
+    dx, dw, dgate_up, ddown = torch.ops.loom.moe_layer_backward(grad_out, *ctx.saved_tensors, ctx.comm,
+                                                               layer=ctx.layer)
+    return dx, None, dw, dgate_up, ddown, None
+
+
+moe_layer.register_autograd(_moe_layer_backward, setup_context=_moe_layer_setup)
+
 
 # ---- optimizer step ------------------------------------------------------------------
 
@@ -537,4 +599,4 @@ def _(params, grads, lr, comm, *, optimizer):
 
 
 OPS = ("ag_gemm", "gemm_rs", "gemm_ar", "all_reduce", "reduce_scatter", "all_gather", "embedding_a2a",
-       "embedding_a2a_backward", "moe_mlp", "optimizer_step")
+       "embedding_a2a_backward", "moe_mlp", "moe_layer", "moe_layer_backward", "optimizer_step")

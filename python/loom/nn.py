@@ -44,7 +44,9 @@ gathered input for the weight gradient rather than the layer's buffer.
 
 importing this module imports torch (and registers torch.ops.loom.*).
 """
+import itertools
 import math
+import weakref
 
 import torch
 
@@ -535,6 +537,20 @@ class RowParallelLinear(_TpLinear):
 # ---- mixture of experts (expert parallelism) ------------------------------------
 
 _MOE_SMALL = 16  # fp32 columns of the rows that carry each token's router weights and ids (k <= 8)
+_MOE_LIVE = weakref.WeakValueDictionary()  # name -> open MoE layer (loom::moe_layer)
+_MOE_NAMES = itertools.count()
+
+
+def moe_layer_named(name, comm_name=None):
+    """The open loom.nn.MoE layer called `name` (its .name), on the comm
+    called comm_name when given."""
+    layer = _MOE_LIVE.get(name) if isinstance(name, str) else None
+    if layer is None:
+        raise InvalidArgumentError(f"loom::moe_layer: layer={name!r} is not an open loom.nn.MoE "
+                                   f"(open: {sorted(_MOE_LIVE.keys())})")
+    if comm_name is not None and layer.comm.name != comm_name:
+        raise InvalidArgumentError(f"loom::moe_layer: comm={comm_name!r}; layer {name!r} runs on {layer.comm.name!r}")
+    return layer
 
 
 def _slot_experts(off, rows, n):
@@ -542,6 +558,68 @@ def _slot_experts(off, rows, n):
     expert's), from the offsets on the device: no host synchronisation."""
     slots = torch.arange(rows, device=off.device)
     return torch.searchsorted(off[1:], slots, right=True).clamp_max(max(n - 1, 0))
+
+
+def moe_forward(layer, x, weights, gate_up, down, ids):
+    """The MoE layer's forward (see MoEFunction): (out [tokens, H], saved),
+    saved = (xr, off, gu, h, yr) for moe_backward. xr and off are views of
+    the forward plan's buffers (the next forward overwrites them); gu, h, yr
+    are new tensors ([0, ...] on a rank without experts)."""
+    F_, n = layer.ffn, layer.local_experts
+    xr, off = layer._fwd.dispatch(x, ids)
+    if n > 0:
+        gu = ops.gemm_grouped(xr, gate_up, off)                         # [R, 2F]
+        h = torch.nn.functional.silu(gu[:, :F_]) * gu[:, F_:]           # [R, F]
+        yr = ops.gemm_grouped(h, down, off)                             # [R, H]
+    else:
+        gu, h, yr = xr.new_empty((0, 2 * F_)), xr.new_empty((0, F_)), xr.new_empty((0, layer.hidden))
+    return layer._fwd.combine(yr if n > 0 else xr, weights), (xr, off, gu, h, yr)
+
+
+def moe_backward(layer, dout, weights, gate_up, down, ids, xr, off, gu, h, yr, need=(True, True, True)):
+    """The MoE layer's backward (see MoEFunction) from moe_forward's saved
+    tensors: (dx, d weights, d gate_up, d down); need = (dx, d weights,
+    the experts' weight gradients): None where not needed (every rank must
+    ask for the same: dx and d weights are collective)."""
+    F_, n, k = layer.ffn, layer.local_experts, ids.shape[1]
+    T = ids.shape[0]
+    dor, _ = layer._bwd.dispatch(dout.to(layer.dtype).contiguous(), ids)   # dOut[t] at every row (t, j)
+    small = torch.zeros(T, _MOE_SMALL, dtype=torch.float32, device=dout.device)
+    small[:, :k] = weights
+    small[:, 8:8 + k] = ids.float()
+    sr, _ = layer._small.dispatch(small, ids)                             # [R, 16]: the row's token's weights, ids
+    R = dor.shape[0]
+    expert = (layer.first_expert + _slot_experts(off, R, n)).float()
+    match = (sr[:, 8:8 + k] == expert[:, None]).float()                   # [R, k]: which j the row is
+    w_row = (sr[:, :k] * match).sum(1, keepdim=True)
+    dyr = (dor.float() * w_row).to(layer.dtype)                           # d y_(t,j) = w_tj dOut[t]
+    ones = torch.ones_like(weights)
+    if n > 0:
+        dh = ops.gemm_grouped(dyr, down, off, layout="kn").float()       # [R, F]
+        g, u = gu[:, :F_].float(), gu[:, F_:].float()
+        sg = torch.sigmoid(g)
+        dgu = torch.cat([dh * u * sg * (1 + g * (1 - sg)), dh * g * sg], dim=1).to(layer.dtype)
+        dxr = ops.gemm_grouped(dgu, gate_up, off, layout="kn")            # [R, H]
+        dw_row = (dor.float() * yr.float()).sum(1, keepdim=True)
+    else:
+        dxr, dw_row = dor, torch.zeros(R, 1, device=dout.device)
+    dx = layer._bwd.combine(dxr, ones) if need[0] else None
+    dw = None
+    if need[1]:
+        rows = torch.zeros(R, _MOE_SMALL, dtype=torch.float32, device=dout.device)
+        rows[:, :k] = match * dw_row
+        dw = layer._small.combine(rows, ones)[:, :k].contiguous()
+    dgate_up = ddown = None
+    if need[2]:
+        dgate_up, ddown = torch.zeros_like(gate_up), torch.zeros_like(down)
+        if n > 0:
+            bounds = off.tolist()  # the row counts: one host synchronisation
+            for e in range(n):
+                a, b = bounds[e], bounds[e + 1]
+                if b > a:
+                    ddown[e] = (dyr[a:b].t() @ h[a:b]).to(down.dtype)                 # [H, F]
+                    dgate_up[e] = (dgu[a:b].t() @ xr[a:b]).to(gate_up.dtype)          # [2F, H]
+    return dx, dw, dgate_up, ddown
 
 
 class MoEFunction(torch.autograd.Function):
@@ -556,65 +634,23 @@ class MoEFunction(torch.autograd.Function):
     unit weights, the router weights' gradient <dOut[t], y_(t,j)> combined
     back through the small plan, and the experts' weight gradients one GEMM
     per local expert (the one host synchronisation: the row counts).
-    apply(x, weights, gate_up, down, ids, layer)."""
+    apply(x, weights, gate_up, down, ids, layer). Under torch.compile the
+    layer runs the same two steps as registered ops (loom::moe_layer,
+    loom::moe_layer_backward) instead."""
 
     @staticmethod
     def forward(ctx, x, weights, gate_up, down, ids, layer):
-        F_, n = layer.ffn, layer.local_experts
-        xr, off = layer._fwd.dispatch(x, ids)
-        torch.autograd.graph.increment_version(xr)  # a later forward overwrites it: stale backwards refuse
-        if n > 0:
-            gu = ops.gemm_grouped(xr, gate_up, off)                         # [R, 2F]
-            h = torch.nn.functional.silu(gu[:, :F_]) * gu[:, F_:]           # [R, F]
-            yr = ops.gemm_grouped(h, down, off)                             # [R, H]
-        else:
-            gu = h = yr = xr[:0]
-        out = layer._fwd.combine(yr if n > 0 else xr, weights)
+        out, saved = moe_forward(layer, x, weights, gate_up, down, ids)
+        torch.autograd.graph.increment_version(saved[0])  # a later forward overwrites it: stale backwards refuse
         ctx.layer = layer
-        ctx.save_for_backward(weights, gate_up, down, ids, xr, off, gu, h, yr)
+        ctx.save_for_backward(weights, gate_up, down, ids, *saved)
         return out
 
     @staticmethod
     def backward(ctx, dout):
-        weights, gate_up, down, ids, xr, off, gu, h, yr = ctx.saved_tensors
-        layer = ctx.layer
-        F_, n, k = layer.ffn, layer.local_experts, ids.shape[1]
-        T = ids.shape[0]
-        dor, _ = layer._bwd.dispatch(dout.to(layer.dtype).contiguous(), ids)   # dOut[t] at every row (t, j)
-        small = torch.zeros(T, _MOE_SMALL, dtype=torch.float32, device=dout.device)
-        small[:, :k] = weights
-        small[:, 8:8 + k] = ids.float()
-        sr, _ = layer._small.dispatch(small, ids)                             # [R, 16]: the row's token's weights, ids
-        R = dor.shape[0]
-        expert = (layer.first_expert + _slot_experts(off, R, n)).float()
-        match = (sr[:, 8:8 + k] == expert[:, None]).float()                   # [R, k]: which j the row is
-        w_row = (sr[:, :k] * match).sum(1, keepdim=True)
-        dyr = (dor.float() * w_row).to(layer.dtype)                           # d y_(t,j) = w_tj dOut[t]
-        ones = torch.ones_like(weights)
-        if n > 0:
-            dh = ops.gemm_grouped(dyr, down, off, layout="kn").float()       # [R, F]
-            g, u = gu[:, :F_].float(), gu[:, F_:].float()
-            sg = torch.sigmoid(g)
-            dgu = torch.cat([dh * u * sg * (1 + g * (1 - sg)), dh * g * sg], dim=1).to(layer.dtype)
-            dxr = ops.gemm_grouped(dgu, gate_up, off, layout="kn")            # [R, H]
-            dw_row = (dor.float() * yr.float()).sum(1, keepdim=True)
-        else:
-            dxr, dw_row = dor, torch.zeros(R, 1, device=dout.device)
-        dx = layer._bwd.combine(dxr, ones) if ctx.needs_input_grad[0] else None
-        dw = None
-        if ctx.needs_input_grad[1]:
-            rows = torch.zeros(R, _MOE_SMALL, dtype=torch.float32, device=dout.device)
-            rows[:, :k] = match * dw_row
-            dw = layer._small.combine(rows, ones)[:, :k].contiguous()
-        dgate_up = ddown = None
-        if n > 0 and (ctx.needs_input_grad[2] or ctx.needs_input_grad[3]):
-            bounds = off.tolist()  # the row counts: one host synchronisation
-            dgate_up, ddown = torch.zeros_like(gate_up), torch.zeros_like(down)
-            for e in range(n):
-                a, b = bounds[e], bounds[e + 1]
-                if b > a:
-                    ddown[e] = (dyr[a:b].t() @ h[a:b]).to(down.dtype)                 # [H, F]
-                    dgate_up[e] = (dgu[a:b].t() @ xr[a:b]).to(gate_up.dtype)          # [2F, H]
+        need = ctx.needs_input_grad
+        dx, dw, dgate_up, ddown = moe_backward(ctx.layer, dout, *ctx.saved_tensors,
+                                               need=(need[0], need[1], need[2] or need[3]))
         return dx, dw, dgate_up, ddown, None, None
 
 
@@ -656,6 +692,8 @@ class MoE(torch.nn.Module):
         self._bwd = Plan(comm, hidden, experts, topk, max_tokens, capacity=capacity, dtype=dtype)
         self._small = Plan(comm, _MOE_SMALL, experts, topk, max_tokens, capacity=capacity, dtype="float32")
         self.local_experts, self.first_expert = self._fwd.local_experts, self._fwd.first_expert
+        self.name = f"loom_moe{next(_MOE_NAMES)}"  # how the registered ops name the layer (its plans)
+        _MOE_LIVE[self.name] = self
         device = f"cuda:{comm.device}" if device is None else device
         n, H, F_ = self.local_experts, self.hidden, self.ffn
         self.gate_up = torch.nn.Parameter(torch.empty(n, 2 * F_, H, dtype=self.dtype, device=device))
@@ -684,12 +722,15 @@ class MoE(torch.nn.Module):
         if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.hidden:
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise InvalidArgumentError(f"{fn}: x has shape {got}; expected [tokens, hidden={self.hidden}]")
-        x = _cast(x, self.dtype).contiguous()
-        return MoEFunction.apply(x, weights.float().contiguous(), self.gate_up, self.down,
-                                 ids.to(torch.int32).contiguous(), self)
+        x, weights = _cast(x, self.dtype).contiguous(), weights.float().contiguous()
+        ids = ids.to(torch.int32).contiguous()
+        if _compiling():
+            return functional.moe_layer(x, ids, weights, self.gate_up, self.down, self.comm, layer=self.name)
+        return MoEFunction.apply(x, weights, self.gate_up, self.down, ids, self)
 
     def close(self):
         """Collective: destroys the layer's plans."""
+        _MOE_LIVE.pop(self.name, None)
         for p in (self._fwd, self._bwd, self._small):
             p.close()
 

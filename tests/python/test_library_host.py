@@ -247,7 +247,7 @@ def test_moe_mlp_registered_forward_only():
         y = f(x)
     assert y.shape == x.shape and "loom.moe_mlp.default" in dict(graphs)["forward"]
     y = LF.moe_mlp(x, ids, w, gu, dn, c, experts=8, max_tokens=64)
-    with pytest.raises(loom.UnsupportedError, match="loom::moe_mlp: no backward"):
+    with pytest.raises(loom.UnsupportedError, match="loom::moe_mlp: no backward .* loom.nn.MoE"):
         y.float().sum().backward()
 
 
@@ -332,3 +332,42 @@ def test_optimizer_step_is_one_registered_op_that_compile_traces():
         torch.ops.loom.optimizer_step(opt._param_buf, opt._grad_buf, lr, comm.name, optimizer="nobody")
     with pytest.raises(loom.InvalidArgumentError, match="comm='elsewhere'"):
         torch.ops.loom.optimizer_step(opt._param_buf, opt._grad_buf, lr, "elsewhere", optimizer=opt.name)
+
+
+class _StandInMoE(lnn.MoE):
+    """loom.nn.MoE without its plans: what the registered ops' fake
+    implementations and the compiled forward read of a layer."""
+
+    def __init__(self, comm, hidden, ffn, local_experts, recv_rows):
+        torch.nn.Module.__init__(self)
+        self.comm, self.hidden, self.ffn, self.dtype = comm, hidden, ffn, BF16
+        self.local_experts, self.first_expert = local_experts, 0
+        self._fwd = type("Plan", (), {"info": {"max_recv_rows": recv_rows}})()
+        self.gate_up = torch.nn.Parameter(_meta(local_experts, 2 * ffn, hidden))
+        self.down = torch.nn.Parameter(_meta(local_experts, hidden, ffn))
+        self.name = f"standin_moe{id(self)}"
+        lnn._MOE_LIVE[self.name] = self
+
+
+@pytest.mark.parametrize("local_experts", [4, 0])
+def test_moe_layer_compiles_forward_and_backward_into_loom_ops(local_experts):
+    c = StandInComm(2, 1)
+    layer = _StandInMoE(c, 64, 96, local_experts, recv_rows=80)
+    x = _meta(24, 64, grad=True)
+    ids = torch.empty(24, 2, dtype=torch.int32, device="meta")
+    w = torch.empty(24, 2, dtype=torch.float32, device="meta", requires_grad=True)
+    out = torch.ops.loom.moe_layer(x, ids, w, layer.gate_up, layer.down, c.name, layer=layer.name)
+    r = 80 if local_experts else 0
+    assert [tuple(t.shape) for t in out] == [(24, 64), (80, 64), (local_experts + 1,), (r, 192), (r, 96), (r, 64)]
+    assert out[2].dtype == torch.int64
+    graphs = []
+    y = torch.compile(layer, fullgraph=True, backend=_recording_backend(graphs))(x, ids, w)
+    assert y.shape == (24, 64) and y.dtype == BF16
+    y.float().sum().backward()
+    for t in (x, w, layer.gate_up, layer.down):
+        assert t.grad is not None and t.grad.shape == t.shape and t.grad.dtype == t.dtype
+    ops = dict(graphs)
+    assert set(ops) == {"forward", "backward"}, list(ops)  # one graph each: no break
+    assert "loom.moe_layer.default" in ops["forward"] and "loom.moe_layer_backward.default" in ops["backward"]
+    with pytest.raises(loom.InvalidArgumentError, match="layer='gone' is not an open loom.nn.MoE"):
+        torch.ops.loom.moe_layer(x, ids, w, layer.gate_up, layer.down, c.name, layer="gone")

@@ -3,7 +3,7 @@ layer per token in float64, dispatch + combine of the received rows
 themselves against sum_j w_j x_t, the received row counts against the
 routing, bad arguments refused by name; the registered op; loom.nn.MoE's
 forward and every gradient (x, router weights, experts) against float64
-autograd. Every rank draws every rank's
+autograd, and the same under torch.compile(fullgraph=True) equal to eager. Every rank draws every rank's
 inputs and every expert's weights from one seed (tokens per rank differ)."""
 import pytest
 import torch
@@ -150,6 +150,15 @@ def _nn_moe_trains(rank, world):
             "dup": _rel(layer.gate_up.grad[:, FFN:], ref[1].grad[f:f + n]),
             "ddown": _rel(layer.down.grad, ref[2].grad[f:f + n]),
         }
+        # the same layer under torch.compile (loom::moe_layer and its registered backward): eager's bits
+        eager = [t.detach().clone() for t in (out, x.grad, w.grad, layer.gate_up.grad, layer.down.grad)]
+        x.grad = w.grad = layer.gate_up.grad = layer.down.grad = None
+        outc = torch.compile(layer, fullgraph=True)(x, ids[rank].to(dev), w)
+        (outc.float() * gys[rank].to(dev)).sum().backward()
+        torch.cuda.synchronize()
+        got = (outc, x.grad, w.grad, layer.gate_up.grad, layer.down.grad)
+        for name, a, b in zip(("out", "dx", "dweights", "dgate_up", "ddown"), eager, got):
+            assert torch.equal(a, b), f"compiled {name} differs from eager"
         # a second forward before the backward: the kept rows are stale, autograd refuses
         o1 = layer(x, ids[rank].to(dev), w)
         layer(x, ids[rank].to(dev), w)
