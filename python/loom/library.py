@@ -31,7 +31,11 @@ them (no host synchronisation once a shape's plan exists).
         one step of a loom.optim optimizer (named by optimizer.name) over its
         flat parameter and gradient buffers, lr a device float [1]; mutates
         params (and the plan's own state). loom.optim's step() calls it, so a
-        compiled or CUDA-graph-captured training step holds the update too
+        compiled or CUDA-graph-captured training step holds the update too.
+        Bound to its optimizer's buffers and state (each call is a new
+        step), so torch.library.opcheck, which calls an op on copies and
+        twice, does not apply; its GPU test compares eager, compiled and
+        captured steps instead
 
 `comm` is the name of an open loom.Comm (comm.name): a string, which
 torch.compile keeps in the graph as a constant (the way torch's own

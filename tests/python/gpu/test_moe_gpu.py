@@ -159,6 +159,13 @@ def _nn_moe_trains(rank, world):
         got = (outc, x.grad, w.grad, layer.gate_up.grad, layer.down.grad)
         for name, a, b in zip(("out", "dx", "dweights", "dgate_up", "ddown"), eager, got):
             assert torch.equal(a, b), f"compiled {name} differs from eager"
+        args = (x.detach(), ids[rank].to(dev), w.detach(), layer.gate_up.detach(), layer.down.detach(), comm.name)
+        torch.library.opcheck(torch.ops.loom.moe_layer.default, args, {"layer": layer.name},
+                              test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))
+        saved = torch.ops.loom.moe_layer(*args, layer=layer.name)
+        torch.library.opcheck(torch.ops.loom.moe_layer_backward.default,
+                              (gys[rank].to(dev, torch.bfloat16), args[2], args[3], args[4], args[1], *saved[1:],
+                               comm.name), {"layer": layer.name}, test_utils=("test_schema", "test_faketensor"))
         # a second forward before the backward: the kept rows are stale, autograd refuses
         o1 = layer(x, ids[rank].to(dev), w)
         layer(x, ids[rank].to(dev), w)
