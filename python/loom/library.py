@@ -545,15 +545,15 @@ def _moe_saved_shapes(layer, tokens):
 @torch.library.custom_op("loom::moe_layer", mutates_args=())
 def moe_layer(x: Tensor, ids: Tensor, weights: Tensor, gate_up: Tensor, down: Tensor, comm: str, *,
               layer: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    from .nn import moe_forward, moe_layer_named
-    out, (xr, off, gu, h, yr) = moe_forward(moe_layer_named(layer, comm), x, weights, gate_up, down, ids)
+    from .nn import MOE_LAYERS, moe_forward
+    out, (xr, off, gu, h, yr) = moe_forward(MOE_LAYERS.get(layer, comm), x, weights, gate_up, down, ids)
     return out, xr.clone(), off.clone(), gu, h, yr  # copies of the plan's buffers: its next forward overwrites them
 
 
 @moe_layer.register_fake
 def _(x, ids, weights, gate_up, down, comm, *, layer):
-    from .nn import moe_layer_named
-    shapes = _moe_saved_shapes(moe_layer_named(layer, comm), int(x.shape[0]))
+    from .nn import MOE_LAYERS
+    shapes = _moe_saved_shapes(MOE_LAYERS.get(layer, comm), int(x.shape[0]))
     return tuple(x.new_empty(s, dtype=torch.int64 if i == 2 else x.dtype) for i, s in enumerate(shapes))
 
 
@@ -561,14 +561,14 @@ def _(x, ids, weights, gate_up, down, comm, *, layer):
 def moe_layer_backward(grad_out: Tensor, weights: Tensor, gate_up: Tensor, down: Tensor, ids: Tensor, xr: Tensor,
                        off: Tensor, gu: Tensor, h: Tensor, yr: Tensor, comm: str, *,
                        layer: str) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    from .nn import moe_backward, moe_layer_named
-    return moe_backward(moe_layer_named(layer, comm), grad_out, weights, gate_up, down, ids, xr, off, gu, h, yr)
+    from .nn import MOE_LAYERS, moe_backward
+    return moe_backward(MOE_LAYERS.get(layer, comm), grad_out, weights, gate_up, down, ids, xr, off, gu, h, yr)
 
 
 @moe_layer_backward.register_fake
 def _(grad_out, weights, gate_up, down, ids, xr, off, gu, h, yr, comm, *, layer):
-    from .nn import moe_layer_named
-    L = moe_layer_named(layer, comm)
+    from .nn import MOE_LAYERS
+    L = MOE_LAYERS.get(layer, comm)
     return (grad_out.new_empty((int(ids.shape[0]), L.hidden), dtype=L.dtype), torch.empty_like(weights),
             torch.empty_like(gate_up), torch.empty_like(down))
 
@@ -593,8 +593,8 @@ moe_layer.register_autograd(_moe_layer_backward, setup_context=_moe_layer_setup)
 
 @torch.library.custom_op("loom::optimizer_step", mutates_args=("params",))
 def optimizer_step(params: Tensor, grads: Tensor, lr: Tensor, comm: str, *, optimizer: str) -> None:
-    from .optim import optimizer_named
-    optimizer_named(optimizer, comm).run_step(params, grads, lr)
+    from .optim import OPTIMIZERS
+    OPTIMIZERS.get(optimizer, comm).run_step(params, grads, lr)
 
 
 @optimizer_step.register_fake

@@ -44,9 +44,7 @@ gathered input for the weight gradient rather than the layer's buffer.
 
 importing this module imports torch (and registers torch.ops.loom.*).
 """
-import itertools
 import math
-import weakref
 
 import torch
 
@@ -62,6 +60,7 @@ def _compiling():
     """True while torch.compile traces (the layers then call the registered ops)."""
     return functional is not None and torch.compiler.is_compiling()
 from ._checks import dtype_name, embedding_shapes
+from ._names import Names
 from .errors import InvalidArgumentError
 
 
@@ -537,20 +536,7 @@ class RowParallelLinear(_TpLinear):
 # ---- mixture of experts (expert parallelism) ------------------------------------
 
 _MOE_SMALL = 16  # fp32 columns of the rows that carry each token's router weights and ids (k <= 8)
-_MOE_LIVE = weakref.WeakValueDictionary()  # name -> open MoE layer (loom::moe_layer)
-_MOE_NAMES = itertools.count()
-
-
-def moe_layer_named(name, comm_name=None):
-    """The open loom.nn.MoE layer called `name` (its .name), on the comm
-    called comm_name when given."""
-    layer = _MOE_LIVE.get(name) if isinstance(name, str) else None
-    if layer is None:
-        raise InvalidArgumentError(f"loom::moe_layer: layer={name!r} is not an open loom.nn.MoE "
-                                   f"(open: {sorted(_MOE_LIVE.keys())})")
-    if comm_name is not None and layer.comm.name != comm_name:
-        raise InvalidArgumentError(f"loom::moe_layer: comm={comm_name!r}; layer {name!r} runs on {layer.comm.name!r}")
-    return layer
+MOE_LAYERS = Names("loom_moe", "loom.nn.MoE", "loom::moe_layer", "layer")  # by .name (the registered ops)
 
 
 def _slot_experts(off, rows, n):
@@ -692,8 +678,7 @@ class MoE(torch.nn.Module):
         self._bwd = Plan(comm, hidden, experts, topk, max_tokens, capacity=capacity, dtype=dtype)
         self._small = Plan(comm, _MOE_SMALL, experts, topk, max_tokens, capacity=capacity, dtype="float32")
         self.local_experts, self.first_expert = self._fwd.local_experts, self._fwd.first_expert
-        self.name = f"loom_moe{next(_MOE_NAMES)}"  # how the registered ops name the layer (its plans)
-        _MOE_LIVE[self.name] = self
+        self.name = MOE_LAYERS.add(self)  # how the registered ops name the layer (its plans)
         device = f"cuda:{comm.device}" if device is None else device
         n, H, F_ = self.local_experts, self.hidden, self.ffn
         self.gate_up = torch.nn.Parameter(torch.empty(n, 2 * F_, H, dtype=self.dtype, device=device))
@@ -730,7 +715,7 @@ class MoE(torch.nn.Module):
 
     def close(self):
         """Collective: destroys the layer's plans."""
-        _MOE_LIVE.pop(self.name, None)
+        MOE_LAYERS.drop(self.name)
         for p in (self._fwd, self._bwd, self._small):
             p.close()
 

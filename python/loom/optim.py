@@ -35,33 +35,18 @@ same shapes on the same number of ranks (ZeRO-1's checkpoint form).
 No AMP GradScaler hooks: scale the loss yourself.
 """
 import ctypes
-import itertools
-import weakref
 
 import torch
 
 from . import _lib, _torch, library  # noqa: F401  (library registers torch.ops.loom.optimizer_step)
 from ._checks import dtype_name, loom_dtype
+from ._names import Names
 from ._plan import PlanHandle
 from ._structs import OptimArgs, OptimDesc, OptimForm, OptimPlanInfo
 from .errors import InvalidArgumentError
 
 _FORMS = {"auto": OptimForm.AUTO, "rs_opt_ag": OptimForm.RS_OPT_AG, "ar_opt": OptimForm.AR_OPT}
-_LIVE = weakref.WeakValueDictionary()  # name -> optimizer, while it is open (torch.ops.loom.optimizer_step)
-_NAMES = itertools.count()
-
-
-def optimizer_named(name, comm_name=None):
-    """The open loom.optim optimizer called `name` (its .name), on the comm
-    called comm_name when given."""
-    opt = _LIVE.get(name) if isinstance(name, str) else None
-    if opt is None:
-        raise InvalidArgumentError(f"loom::optimizer_step: optimizer={name!r} is not an open loom.optim optimizer "
-                                   f"(open: {sorted(_LIVE.keys())})")
-    if comm_name is not None and opt.comm.name != comm_name:
-        raise InvalidArgumentError(f"loom::optimizer_step: comm={comm_name!r}; optimizer {name!r} runs on "
-                                   f"{opt.comm.name!r}")
-    return opt
+OPTIMIZERS = Names("loom_optim", "loom.optim optimizer", "loom::optimizer_step", "optimizer")  # by .name
 
 
 class _OptimPlan(PlanHandle):
@@ -106,8 +91,7 @@ class _LoomOptimizer(torch.optim.Optimizer):
         self._plan = _OptimPlan(comm, f"loom_plan_{self._kind}", self._desc_arrays[0])
         self._lr = torch.empty(1, dtype=torch.float32, device=f"cuda:{comm.device}")
         self._args = OptimArgs(lr=self._lr.data_ptr())
-        self.name = f"loom_optim{next(_NAMES)}"
-        _LIVE[self.name] = self
+        self.name = OPTIMIZERS.add(self)
 
     # ---- construction ---------------------------------------------------------
 
@@ -300,7 +284,7 @@ class _LoomOptimizer(torch.optim.Optimizer):
     def close(self):
         """Collective: destroys the plan (the parameters stay in the comm's
         symmetric memory until comm.close() / free_unused())."""
-        _LIVE.pop(self.name, None)
+        OPTIMIZERS.drop(self.name)
         self._plan.close()
 
     def __repr__(self):

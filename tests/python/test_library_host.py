@@ -292,8 +292,7 @@ class _RecordingAdamW(loom.optim.AdamW):
         self._dtype = self._params[0].dtype
         self._flatten(comm)
         self._lr = torch.empty(1)
-        self.name = f"recording{id(self)}"
-        loom.optim._LIVE[self.name] = self
+        self.name = loom.optim.OPTIMIZERS.add(self)
 
     def run_step(self, params, grads, lr):
         self.calls.append((params.data_ptr() == self._param_buf.data_ptr(), grads.sum().item(), lr.item()))
@@ -345,8 +344,7 @@ class _StandInMoE(lnn.MoE):
         self._fwd = type("Plan", (), {"info": {"max_recv_rows": recv_rows}})()
         self.gate_up = torch.nn.Parameter(_meta(local_experts, 2 * ffn, hidden))
         self.down = torch.nn.Parameter(_meta(local_experts, hidden, ffn))
-        self.name = f"standin_moe{id(self)}"
-        lnn._MOE_LIVE[self.name] = self
+        self.name = lnn.MOE_LAYERS.add(self)
 
 
 @pytest.mark.parametrize("local_experts", [4, 0])
