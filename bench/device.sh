@@ -46,8 +46,9 @@
 #   LOOM_PYTEST        pytest arguments for the Python GPU tests ("" skips them),
 #                      e.g. "tests/python/gpu/test_tp_gpu.py"
 #   LOOM_TORCHRUN      Python scripts run with torchrun ("" skips): space-separated
-#                      scripts, or "script args; script args" (';'-separated, each
-#                      with its arguments), e.g. "examples/python/tp_mlp.py"
+#                      scripts, or "script args; script args" (;-separated, each
+#                      with its arguments; one command with arguments needs no ';'),
+#                      e.g. "examples/python/tp_mlp.py"
 #   LOOM_TORCHRUN_NPROC  processes per torchrun (default: every GPU present)
 #   LOOM_PYTHON        Python scripts run with python3, "script args; script args",
 #                      e.g. "python/tools/nccl_probe.py --timeout 45"
@@ -240,10 +241,17 @@ step() {
 # the limit of a kind of step: LOOM_STEP_TIMEOUT_<KIND>, else LOOM_STEP_TIMEOUT, else none
 lim_of() { local v=LOOM_STEP_TIMEOUT_$1; echo "${!v:-${LOOM_STEP_TIMEOUT:-}}"; }
 # "a b c" (space-separated scripts) or "a x; b y" (';'-separated command lines)
+# LOOM_TORCHRUN / LOOM_PYTHON, one command per line: ';'-separated commands
+# with their arguments, else space-separated scripts, unless a word is not
+# a script (an option, a value): then the whole value is one command.
 split_cmds() {
   case "$1" in
     *';'*) tr ';' '\n' <<< "$1" | sed -e 's/^ *//' -e 's/ *$//' | grep -v '^$' ;;
-    *) tr -s ' ' '\n' <<< "$1" | grep -v '^$' ;;
+    *) if tr -s ' ' '\n' <<< "$1" | grep -v '^$' | grep -qv '\.py$'; then
+         sed -e 's/^ *//' -e 's/ *$//' <<< "$1"
+       else
+         tr -s ' ' '\n' <<< "$1" | grep -v '^$'
+       fi ;;
   esac
 }
 
