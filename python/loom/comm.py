@@ -381,11 +381,7 @@ class Comm:
             return 0
         flags = torch.tensor([0 if a.in_use() else 1 for a in allocs], dtype=torch.int32,
                              device=f"cuda:{self.device}")
-        lib = nccl.library()
-        stream = torch.cuda.current_stream(self.device)
-        # ncclInt32 = 2, ncclMin = 3
-        r = lib.ncclAllReduce(flags.data_ptr(), flags.data_ptr(), len(allocs), 2, 3, self._nccl, stream.cuda_stream)
-        nccl._nccl_check(r, "ncclAllReduce (free_unused)", self._nccl)
+        stream = self._all_reduce_(flags, "min", "free_unused")
         done = torch.cuda.Event()
         done.record(stream)
         self._bounded(done.synchronize, "ncclAllReduce (free_unused)")  # a peer that never calls: no hang
@@ -396,6 +392,21 @@ class Comm:
                 self._free_alloc(a)
                 n += 1
         return n
+
+    _NCCL_TYPES = {"int32": 2, "float32": 7}
+    _NCCL_OPS = {"sum": 0, "max": 2, "min": 3}
+
+    def _all_reduce_(self, t, op, what):
+        """Collective: NCCL's all-reduce of t (contiguous int32 / float32 on
+        this comm's GPU) in place, enqueued on torch's current stream of the
+        GPU (no host synchronisation); returns that stream. what: the
+        caller, for the error."""
+        torch = _torch.torch()
+        stream = torch.cuda.current_stream(self.device)
+        r = nccl.library().ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), self._NCCL_TYPES[dtype_name(t.dtype)],
+                                         self._NCCL_OPS[op], self._nccl, stream.cuda_stream)
+        nccl._nccl_check(r, f"ncclAllReduce ({what})", self._nccl)
+        return stream
 
     def peer_ptr(self, ptr, peer):
         """Address under which this GPU reaches peer's copy of the symmetric

@@ -27,9 +27,11 @@ them (no host synchronisation once a shape's plan exists).
            needs; backward: torch.ops.loom.moe_layer_backward -> (dx,
            d weights, d gate_up, d down) (nn.moe_backward; one host
            synchronisation for the experts' row counts)
-    torch.ops.loom.optimizer_step(params, grads, lr, comm, *, optimizer) -> None
+    torch.ops.loom.optimizer_step(params, grads, lr, grad_scale, found_inf, comm, *, optimizer) -> None
         one step of a loom.optim optimizer (named by optimizer.name) over its
-        flat parameter and gradient buffers, lr a device float [1]; mutates
+        flat parameter and gradient buffers, lr a device float [1],
+        grad_scale (the loss scale to divide by) and found_inf (nonzero:
+        skip) optional device floats, as a GradScaler hands them; mutates
         params (and the plan's own state). loom.optim's step() calls it, so a
         compiled or CUDA-graph-captured training step holds the update too.
         Bound to its optimizer's buffers and state (each call is a new
@@ -592,13 +594,14 @@ moe_layer.register_autograd(_moe_layer_backward, setup_context=_moe_layer_setup)
 # ---- optimizer step ------------------------------------------------------------------
 
 @torch.library.custom_op("loom::optimizer_step", mutates_args=("params",))
-def optimizer_step(params: Tensor, grads: Tensor, lr: Tensor, comm: str, *, optimizer: str) -> None:
+def optimizer_step(params: Tensor, grads: Tensor, lr: Tensor, grad_scale: Optional[Tensor],
+                   found_inf: Optional[Tensor], comm: str, *, optimizer: str) -> None:
     from .optim import OPTIMIZERS
-    OPTIMIZERS.get(optimizer, comm).run_step(params, grads, lr)
+    OPTIMIZERS.get(optimizer, comm).run_step(params, grads, lr, grad_scale, found_inf)
 
 
 @optimizer_step.register_fake
-def _(params, grads, lr, comm, *, optimizer):
+def _(params, grads, lr, grad_scale, found_inf, comm, *, optimizer):
     return None
 
 

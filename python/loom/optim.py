@@ -32,7 +32,11 @@ device), weight_decay per group. state_dict() holds this rank's shard of
 the state (per parameter: its slice [lo, hi), exp_avg, exp_avg_sq and the
 fp32 master of the slice, step) and loads back into an optimizer over the
 same shapes on the same number of ranks (ZeRO-1's checkpoint form).
-No AMP GradScaler hooks: scale the loss yourself.
+Mixed precision: loom.optim.GradScaler (torch.amp.GradScaler whose
+found_inf is agreed over the ranks) with these optimizers divides the
+gradients by its scale inside the step and skips a step whose gradient has
+an inf or NaN on any rank, on every rank; torch's own GradScaler is refused
+(its check sees this rank's gradients alone).
 """
 import ctypes
 
@@ -43,7 +47,7 @@ from ._checks import dtype_name, loom_dtype
 from ._names import Names
 from ._plan import PlanHandle
 from ._structs import OptimArgs, OptimDesc, OptimForm, OptimPlanInfo
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, UnsupportedError
 
 _FORMS = {"auto": OptimForm.AUTO, "rs_opt_ag": OptimForm.RS_OPT_AG, "ar_opt": OptimForm.AR_OPT}
 OPTIMIZERS = Names("loom_optim", "loom.optim optimizer", "loom::optimizer_step", "optimizer")  # by .name
@@ -89,8 +93,10 @@ class _LoomOptimizer(torch.optim.Optimizer):
                                            chunk_elems)
         torch.cuda.current_stream(comm.device).synchronize()  # the plan reads the master weights now
         self._plan = _OptimPlan(comm, f"loom_plan_{self._kind}", self._desc_arrays[0])
-        self._lr = torch.empty(1, dtype=torch.float32, device=f"cuda:{comm.device}")
+        dev = f"cuda:{comm.device}"
+        self._lr, self._scale, self._found = (torch.empty(1, dtype=torch.float32, device=dev) for _ in range(3))
         self._args = OptimArgs(lr=self._lr.data_ptr())
+        self._found_inf_agreed = False  # set by loom.optim.GradScaler, whose found_inf the ranks agree on
         self.name = OPTIMIZERS.add(self)
 
     # ---- construction ---------------------------------------------------------
@@ -167,12 +173,16 @@ class _LoomOptimizer(torch.optim.Optimizer):
                     continue
                 p.grad = view
 
+    _step_supports_amp_scaling = True  # GradScaler hands step() grad_scale and found_inf (loom.optim.GradScaler)
+
     @torch.no_grad()
     def step(self, closure=None):
         """One step over every parameter (collective): torch.ops.loom.optimizer_step,
         so torch.compile traces it and CUDA graphs capture it. lr may be a
-        float or a device tensor (no recompilation when it changes). Returns
-        closure()'s loss."""
+        float or a device tensor (no recompilation when it changes). Under
+        loom.optim.GradScaler, the gradients are divided by its scale inside
+        the step and a step with an inf or NaN gradient on any rank is
+        skipped on every rank. Returns closure()'s loss."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -187,17 +197,28 @@ class _LoomOptimizer(torch.optim.Optimizer):
             self._lr.copy_(lr.reshape(1))
         else:
             self._lr.fill_(float(lr))
-        torch.ops.loom.optimizer_step(self._param_buf, self._grad_buf, self._lr, self.comm.name, optimizer=self.name)
+        grad_scale, found_inf = getattr(self, "grad_scale", None), getattr(self, "found_inf", None)  # GradScaler's
+        if found_inf is not None and not self._found_inf_agreed:
+            raise UnsupportedError(f"{self._fn}: a GradScaler's found_inf is this rank's alone (loom reduces the "
+                                   f"gradients inside the step, after the scaler checks them): use "
+                                   f"loom.optim.GradScaler, which makes the ranks agree")
+        torch.ops.loom.optimizer_step(self._param_buf, self._grad_buf, self._lr, grad_scale, found_inf,
+                                      self.comm.name, optimizer=self.name)
         return loss
 
-    def run_step(self, params, grads, lr):
+    def run_step(self, params, grads, lr, grad_scale=None, found_inf=None):
         """What torch.ops.loom.optimizer_step runs: the plan's step on torch's
-        current stream, reading lr [1] on the device."""
+        current stream, reading lr [1], the loss scale the gradients are
+        divided by and found_inf (nonzero: skip the step) on the device."""
         if params.data_ptr() != self._param_buf.data_ptr() or grads.data_ptr() != self._grad_buf.data_ptr():
             raise InvalidArgumentError(f"{self._fn}: loom::optimizer_step takes this optimizer's own flat buffers "
                                        f"(call optimizer.step())")
         if lr.data_ptr() != self._lr.data_ptr():
             self._lr.copy_(lr.reshape(1))
+        for t, mine, field in ((grad_scale, self._scale, "grad_scale"), (found_inf, self._found, "found_inf")):
+            if t is not None:
+                mine.copy_(t.reshape(1))
+            setattr(self._args, field, mine.data_ptr() if t is not None else None)
         _lib.call(f"loom_{self._kind}_step", ctypes.c_void_p(self._plan.handle), ctypes.byref(self._args),
                   _torch.current_stream(self.comm.device))
 
@@ -320,3 +341,23 @@ class LAMB(_LoomOptimizer):
                  use_nvlamb=False, **options):
         super().__init__(params, comm, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, decoupled=decoupled,
                          use_nvlamb=use_nvlamb, **options)
+
+
+class GradScaler(torch.amp.GradScaler):
+    """torch.amp.GradScaler for loom.optim's optimizers: loom sums the
+    gradients over the ranks inside the step, after the scaler has checked
+    each rank's own for inf and NaN, so this scaler makes the ranks agree
+    (a max over the optimizer's comm of its found_inf, on the device)
+    wherever torch's checks them: the step is skipped, and the scale backs
+    off, on every rank alike. Use it as torch's: scaler.scale(loss).backward();
+    scaler.step(opt); scaler.update(). Collective in step() and unscale_().
+    Other optimizers pass through unchanged."""
+
+    def _unscale_grads_(self, optimizer, inv_scale, found_inf, allow_fp16):
+        per_device = super()._unscale_grads_(optimizer, inv_scale, found_inf, allow_fp16)
+        comm = getattr(optimizer, "comm", None)
+        if isinstance(optimizer, _LoomOptimizer) and comm is not None:
+            for t in per_device.values():
+                comm._all_reduce_(t, "max", "loom.optim.GradScaler found_inf")
+            optimizer._found_inf_agreed = True
+        return per_device

@@ -291,11 +291,12 @@ class _RecordingAdamW(loom.optim.AdamW):
         self._params = [p for g in self.param_groups for p in g["params"]]
         self._dtype = self._params[0].dtype
         self._flatten(comm)
-        self._lr = torch.empty(1)
+        self._lr, self._found_inf_agreed = torch.empty(1), False
         self.name = loom.optim.OPTIMIZERS.add(self)
 
-    def run_step(self, params, grads, lr):
-        self.calls.append((params.data_ptr() == self._param_buf.data_ptr(), grads.sum().item(), lr.item()))
+    def run_step(self, params, grads, lr, grad_scale=None, found_inf=None):
+        call = (params.data_ptr() == self._param_buf.data_ptr(), grads.sum().item(), lr.item())
+        self.calls.append(call if grad_scale is None else call + (grad_scale.item(), found_inf.item()))
 
 
 def test_optimizer_step_is_one_registered_op_that_compile_traces():
@@ -328,9 +329,9 @@ def test_optimizer_step_is_one_registered_op_that_compile_traces():
                          (True, 66.0, pytest.approx(0.03))]
     assert params[1].grad.data_ptr() == opt._grad_buf.data_ptr() + 15 * 4
     with pytest.raises(loom.InvalidArgumentError, match="optimizer='nobody' is not an open loom.optim optimizer"):
-        torch.ops.loom.optimizer_step(opt._param_buf, opt._grad_buf, lr, comm.name, optimizer="nobody")
+        torch.ops.loom.optimizer_step(opt._param_buf, opt._grad_buf, lr, None, None, comm.name, optimizer="nobody")
     with pytest.raises(loom.InvalidArgumentError, match="comm='elsewhere'"):
-        torch.ops.loom.optimizer_step(opt._param_buf, opt._grad_buf, lr, "elsewhere", optimizer=opt.name)
+        torch.ops.loom.optimizer_step(opt._param_buf, opt._grad_buf, lr, None, None, "elsewhere", optimizer=opt.name)
 
 
 class _StandInMoE(lnn.MoE):
@@ -369,3 +370,31 @@ def test_moe_layer_compiles_forward_and_backward_into_loom_ops(local_experts):
     assert "loom.moe_layer.default" in ops["forward"] and "loom.moe_layer_backward.default" in ops["backward"]
     with pytest.raises(loom.InvalidArgumentError, match="layer='gone' is not an open loom.nn.MoE"):
         torch.ops.loom.moe_layer(x, ids, w, layer.gate_up, layer.down, c.name, layer="gone")
+
+
+def test_grad_scaler_makes_the_ranks_agree_on_found_inf():
+    comm = _HostBuffers(2, 0)
+    peer = iter([0.0, 1.0, 0.0])  # what the other rank found at each check: an inf at the second step
+
+    def all_reduce_(t, op, what):
+        assert op == "max" and "GradScaler" in what
+        t.copy_(torch.maximum(t, torch.full_like(t, next(peer))))
+    comm._all_reduce_ = all_reduce_
+    p = torch.nn.Parameter(torch.ones(4))
+    opt = _RecordingAdamW([p], comm, 0.01)
+    scaler = loom.optim.GradScaler("cpu", init_scale=1024.0, growth_interval=1000)
+    for _ in range(3):
+        scaler.scale((p * p).sum()).backward()  # this rank's gradient: 2 p, finite
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+    # (buffer is this optimizer's, grad sum 4 x 2 x scale, lr, scale, agreed found_inf): the second step skipped
+    assert [c[3:] for c in opt.calls] == [(1024.0, 0.0), (1024.0, 1.0), (512.0, 0.0)]
+    assert [c[1] for c in opt.calls] == [8192.0, 8192.0, 4096.0]
+    assert scaler.get_scale() == 512.0  # backed off on this rank too, as on the one that found the inf
+    q = torch.nn.Parameter(torch.ones(4))
+    other = _RecordingAdamW([q], comm, 0.01)
+    with pytest.raises(loom.UnsupportedError, match="use loom.optim.GradScaler"):
+        torch_scaler = torch.amp.GradScaler("cpu")
+        torch_scaler.scale((q * q).sum()).backward()
+        torch_scaler.step(other)

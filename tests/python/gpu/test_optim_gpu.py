@@ -6,7 +6,9 @@ ones, per-group weight decay, an lr changed between steps, gradients that
 autograd replaced, the state dict saved and loaded (the resumed run equal
 bit for bit), and refusals by name. The step as a registered op: eager,
 torch.compile(fullgraph=True) and a captured CUDA graph take the same
-steps bit for bit, with lr a device tensor changed between them."""
+steps bit for bit, with lr a device tensor changed between them.
+loom.optim.GradScaler: the gradients divided by its scale in the step, and
+an inf on one rank's gradient skips the step on every rank."""
 import math
 
 import pytest
@@ -183,3 +185,42 @@ def _compiled_and_captured(rank, world):
 @pytest.mark.parametrize("world", WORLDS)
 def test_compiled_and_captured_steps_match_eager(world):
     run_ranks(_compiled_and_captured, world, timeout=300)
+
+
+def _grad_scaler(rank, world):
+    dev = f"cuda:{rank}"
+    with loom.Comm.from_process_group() as comm:
+        g0 = torch.Generator().manual_seed(3)
+        init = [torch.randn(*s, generator=g0, dtype=torch.float64) for s in SHAPES]
+        params = [torch.nn.Parameter(t.to(dev, torch.float32)) for t in init]
+        opt = loom.optim.AdamW(params, comm, lr=1e-2, weight_decay=0.1)
+        scaler = loom.optim.GradScaler(init_scale=2.0 ** 10, growth_interval=1000)
+        ref, state, taken, worst = [t.clone() for t in init], {}, 0, 0.0
+        for s in range(1, 5):
+            grads = _grads(s, rank)
+            if s == 2 and rank == world - 1:
+                grads[1][0] = float("inf")  # one rank's gradient: every rank must skip
+            loss = sum((p * g.to(dev, torch.float32)).sum() for p, g in zip(params, grads))  # d loss / d p = g
+            before = [p.detach().clone() for p in params]
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+            torch.cuda.synchronize()
+            if s == 2:
+                assert all(torch.equal(a, p.detach()) for a, p in zip(before, params)), "the step was not skipped"
+                assert scaler.get_scale() == 2.0 ** 9
+                continue
+            taken += 1
+            ref = _reference("adamw", ref, [_grads(s, r) for r in range(world)], 1e-2, [0.1] * len(SHAPES),
+                             state=state, step=taken)
+            for p, r in zip(params, ref):
+                worst = max(worst, ((p.detach().double().cpu() - r).abs().max() / r.abs().max()).item())
+        assert worst < 1e-5, f"largest relative difference {worst:.2e}"
+        opt.close()
+        comm.check()
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_grad_scaler_divides_by_the_scale_and_skips_on_every_rank(world):
+    run_ranks(_grad_scaler, world, timeout=240)
