@@ -13,6 +13,9 @@
   X(BENCH_RESULTS_DIR, STR, "loom-results", "where loom-bench writes its JSON (--results overrides)")         \
   X(BENCH_PEERS, STR, "", "loom-bench's PyTorch peers; empty: <prefix>/share/loom/peers, else ./bench/peers") \
   X(COMMIT, STR, "", "the commit recorded in benchmark JSON where there is no .git (device runs)")            \
+  X(BENCH_HOLD, STR, "1", "loom-bench with several ranks: 1 holds the GPU before each timed op's barrier until " \
+                          "the host has issued the op (times are the GPU's); 0 does not (host issue time and " \
+                          "its skew between ranks count, as before this setting)")                        \
   X(TEST_SEED, STR, "", "repeat a test run's random inputs (the seed it printed); empty: fresh")              \
   X(TEST_TIMEOUT_S, STR, "900", "limit per GPU test process, in seconds")                                     \
   X(LAUNCH_JOB, STR, "", "names the job whose ranks meet under mpirun (see support/launch.h)")                \

@@ -102,6 +102,56 @@ static __device__ __forceinline__ int loom__signal_wait(const loom_dev_comm_t *d
   }
 }
 
+/* A barrier of every block of a grid whose blocks are all resident at once
+ * (a cooperative launch: without it a block could wait for one that never
+ * starts). bar[0] counts arrivals, bar[1] is the generation; both zeroed
+ * once and reused by every launch. Every thread of every block calls it.
+ * Orders each block's memory operations before it with every block's after
+ * it (device scope). 1 when every block arrived; 0 when another wait of the
+ * comm expired (its abort flag), or this one waited twice the comm's
+ * timeout (recorded at `site`: the blocks wait only for each other, and
+ * every wait of theirs is bounded by the timeout, so that means a bug). */
+static __device__ int loom__grid_barrier(const loom_dev_comm_t *dc, uint32_t *bar, uint32_t site) {
+  __shared__ int ok;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    volatile uint32_t *gen = bar + 1;
+    const uint32_t g = *gen; /* read before arriving: the last arrival moves it only after this one's */
+    int good = 1;
+    __threadfence();
+    if (atomicAdd(bar, 1u) + 1u == gridDim.x * gridDim.y * gridDim.z) {
+      *(volatile uint32_t *)bar = 0u; /* before the generation moves: the next barrier counts from zero */
+      __threadfence();
+      atomicExch(bar + 1, g + 1u);
+    } else {
+      const uint64_t t0 = loom__globaltimer_ns();
+      for (uint32_t polls = 1; *gen == g; ++polls) {
+        if ((polls & 63u) != 0u) continue;
+        if (*(volatile uint32_t *)dc->abort_flag) {
+          good = 0;
+          break;
+        }
+        const uint64_t waited = loom__globaltimer_ns() - t0;
+        if (waited > 2u * dc->timeout_ns) {
+          loom__signal_record_timeout(dc, -1, 0u, g + 1u, *gen, site, waited);
+          good = 0;
+          break;
+        }
+      }
+    }
+    __threadfence();
+    ok = good;
+  }
+  __syncthreads();
+  return ok;
+}
+
+/* The last block of a call publishes its epoch (the call's other blocks
+ * are done with it: they counted in before this block got here). */
+static __device__ __forceinline__ void loom__epoch_publish(loom_dev_epoch_t *e, uint32_t epoch) {
+  *(volatile uint32_t *)&e->epoch = epoch;
+}
+
 /* The epoch of the call this kernel runs (see loom_dev_epoch_t). */
 static __device__ __forceinline__ uint32_t loom__epoch_begin(const loom_dev_epoch_t *e) {
   return *(const volatile uint32_t *)&e->epoch + 1u;

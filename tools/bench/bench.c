@@ -275,7 +275,10 @@ static double bench_now_us(void) {
 }
 
 /* us[j reps + i]: device time of rep i of op j; host[j reps + i]: the host
- * time its call took to return (to issue the op). */
+ * time its call took to return (to issue the op). With several ranks the GPU
+ * is held before each barrier (bench.h, loom_bench_time_ranks) for the first
+ * BENCH_HOLD_OPS ops of a side-by-side set. */
+#define BENCH_HOLD_OPS 64
 static loom_result_t bench_time_raw(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps, int nops,
                                      loom_bench_op_fn *ops, void **args, double *us, double *host) {
   loom_result_t r = LOOM_SUCCESS;
@@ -292,12 +295,28 @@ static loom_result_t bench_time_raw(ncclComm_t nccl, cudaStream_t stream, int wa
     }
   }
   int iter = 0;
+  /* several ranks: each op's hold before its barrier, from its host time in the warm-up */
+  double hold[BENCH_HOLD_OPS] = {0};
   for (int i = 0; i < warmup && r == LOOM_SUCCESS; ++i)
-    for (int j = 0; j < nops && r == LOOM_SUCCESS; ++j) r = ops[j](args[j], iter++, stream);
+    for (int j = 0; j < nops && r == LOOM_SUCCESS; ++j) {
+      const double h0 = bench_now_us();
+      r = ops[j](args[j], iter++, stream);
+      if (j < BENCH_HOLD_OPS) {
+        const double h = bench_now_us() - h0;
+        if (h > hold[j]) hold[j] = h; /* the warm-up's slowest issue */
+      }
+    }
   if (r != LOOM_SUCCESS) goto out;
+  const int holding = strcmp(loom_tool_param("BENCH_HOLD"), "0") != 0;
+  for (int j = 0; j < nops && j < BENCH_HOLD_OPS; ++j) {
+    hold[j] = holding ? 1.5 * hold[j] + 10.0 : 0.0;
+    if (hold[j] > 2000.0) hold[j] = 2000.0;
+  }
   for (int i = 0; i < reps * nops; ++i) {
     if (nccl) {
-      r = bench_barrier_enqueue(nccl, stream);
+      const int j = i % nops;
+      if (warmup > 0 && j < BENCH_HOLD_OPS) r = loom_bench_hold(stream, hold[j]);
+      if (r == LOOM_SUCCESS) r = bench_barrier_enqueue(nccl, stream);
       if (r != LOOM_SUCCESS) goto out;
     }
     cudaError_t e = cudaEventRecord(ev[i * per], stream);

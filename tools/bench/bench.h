@@ -176,7 +176,12 @@ loom_result_t loom_bench_time_side_by_side(cudaStream_t stream, int warmup, int 
  * before every timed op (an NCCL all-reduce of one element on the stream,
  * outside the op's start and stop events: no op's time holds another
  * rank's lag), then the per-repetition times are max-reduced over ranks and
- * the statistics taken on those. */
+ * the statistics taken on those. Before each barrier the GPU is held
+ * (loom_bench_hold) for 1.5x the op's median host time in the warm-up plus
+ * 10 us (at most 2 ms), so the op is queued when the barrier ends: the time
+ * is the GPU's, with every rank starting together, not the host's issue
+ * time or its skew between ranks (host_us reports the issue time).
+ * LOOM_BENCH_HOLD=0: no hold (support/tool_param.h). */
 loom_result_t loom_bench_time_ranks(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps,
                                     loom_bench_op_fn op, void *arg, loom_bench_time_t *out);
 
@@ -191,6 +196,15 @@ loom_result_t loom_bench_time_ranks_side_by_side(ncclComm_t nccl, cudaStream_t s
  * read + written per second of a 256 MiB cudaMemcpyAsync on `stream`, best
  * of 8 after a warm-up. NAN if it could not be measured (never a guess). */
 double loom_bench_copy_bandwidth(cudaStream_t stream);
+
+/* Copies `bytes` (a multiple of 16; both ends 16-byte aligned) from src
+ * to dst by 16-byte kernel stores from every SM: with dst a peer's memory
+ * (loom_peer_ptr), the link's one-way store rate (bench_kernels.cu). */
+loom_result_t loom_bench_link_copy(void *dst, const void *src, size_t bytes, cudaStream_t stream);
+
+/* Queues a kernel on `stream` that occupies the GPU for `us` microseconds
+ * (one thread; nothing for us <= 0): bench_kernels.cu. */
+loom_result_t loom_bench_hold(cudaStream_t stream, double us);
 
 /* Collective: *value becomes the sum over ranks. */
 loom_result_t loom_bench_sum_ranks(ncclComm_t nccl, cudaStream_t stream, int64_t *value);

@@ -17,6 +17,11 @@
  *                   exchanged (ncclAllGather), copied to the host and
  *                   waited for, then the all-to-all (all_to_all_single
  *                   with split sizes)
+ *   link-stores     the link itself: the same rows, already sorted by
+ *                   destination, copied into the destinations' loom_malloc
+ *                   memory by 16-byte kernel stores (bench_link.cu), every
+ *                   rank at once; no routing, no signals. The dispatch's and
+ *                   combine's rows note their time against it.
  * Shapes (bf16): Mixtral-8x7B (H 4096, 8 experts, top-2), Qwen3-30B-A3B
  * (2048, 128, top-8), DeepSeek-V3 (7168, 256, top-8); tokens per rank 128
  * (decode) and 4096 (prefill); uniform and Zipf(1.2) routing (--quick:
@@ -87,8 +92,9 @@ static int moe_opt(void *ctx, int argc, char **argv, int *i) {
   return 0;
 }
 
-enum { V_DISPATCH, V_COMBINE, V_A2A, V_A2A_COUNTS, V_COUNT };
-static const char *const g_vname[V_COUNT] = {"loom-dispatch", "loom-combine", "nccl-a2av", "nccl-a2av+counts"};
+enum { V_DISPATCH, V_COMBINE, V_A2A, V_A2A_COUNTS, V_LINK, V_COUNT };
+static const char *const g_vname[V_COUNT] = {"loom-dispatch", "loom-combine", "nccl-a2av", "nccl-a2av+counts",
+                                             "link-stores"};
 
 typedef struct moe_run {
   loom_plan_t plan;
@@ -102,6 +108,8 @@ typedef struct moe_run {
   int64_t sendc[MOE_MAXW], recvc[MOE_MAXW]; /* rows to / from each rank */
   int32_t *counts_host;           /* [W E] pinned */
   int experts;
+  void *link;                     /* loom_malloc: [most rows any rank receives from the others, H] */
+  char *link_dst[MOE_MAXW];       /* link-stores: where this rank's rows for each peer start there */
 } moe_run_t;
 
 typedef struct moe_var {
@@ -122,6 +130,41 @@ static loom_result_t a2av(moe_run_t *r, cudaStream_t s) {
   return LOOM_SUCCESS;
 }
 
+/* link-stores: this rank's off-rank rows (send, sorted by destination)
+ * into each peer's link buffer, after the rows of the lower sources. */
+static loom_result_t link_stores(moe_run_t *r, cudaStream_t s) {
+  int64_t so = 0;
+  for (int p = 0; p < r->W; ++p) {
+    if (p != r->rank && r->sendc[p])
+      LOOM_BENCH_TRY(loom_bench_link_copy(r->link_dst[p], (char *)r->send + so * r->row, (size_t)(r->sendc[p] * r->row), s));
+    so += r->sendc[p];
+  }
+  return LOOM_SUCCESS;
+}
+
+/* The link buffer (collective: every rank calls, whatever happened before;
+ * the same size everywhere) and this rank's destinations in the peers'. */
+static loom_result_t link_setup(moe_run_t *r, loom_comm_t comm, const int64_t (*pair)[MOE_MAXW], loom_result_t rr) {
+  int64_t most = 0;
+  for (int q = 0; q < r->W; ++q) {
+    int64_t in = 0;
+    for (int p = 0; p < r->W; ++p) in += p == q ? 0 : pair[p][q];
+    if (in > most) most = in;
+  }
+  const loom_result_t mr = loom_malloc(comm, (size_t)((most + 1) * r->row), &r->link);
+  if (rr != LOOM_SUCCESS) return rr;
+  LOOM_BENCH_TRY(mr);
+  for (int p = 0; p < r->W; ++p) {
+    if (p == r->rank) continue;
+    int64_t before = 0; /* rows of the sources below this rank in p's buffer */
+    for (int q = 0; q < r->rank; ++q) before += q == p ? 0 : pair[q][p];
+    void *pp = NULL;
+    LOOM_BENCH_TRY(loom_peer_ptr(comm, r->link, p, &pp));
+    r->link_dst[p] = (char *)pp + before * r->row;
+  }
+  return LOOM_SUCCESS;
+}
+
 static loom_result_t moe_op(void *arg, int iter, cudaStream_t s) {
   (void)iter;
   const moe_var_t *x = (const moe_var_t *)arg;
@@ -130,6 +173,7 @@ static loom_result_t moe_op(void *arg, int iter, cudaStream_t s) {
     case V_DISPATCH: return loom_moe_dispatch(r->plan, r->x, r->ids, r->T, s);
     case V_COMBINE: return loom_moe_combine(r->plan, r->y, r->w, r->out, s);
     case V_A2A: return a2av(r, s);
+    case V_LINK: return link_stores(r, s);
     default:
       LOOM_BENCH_NCCL(ncclAllGather(r->counts_dev, r->counts_all, (size_t)r->experts, ncclInt32, r->nccl, s));
       if (cudaMemcpyAsync(r->counts_host, r->counts_all, (size_t)r->W * r->experts * sizeof(int32_t),
@@ -196,6 +240,7 @@ static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cuda
       rr = loom_bench_fail(LOOM_ERR_INTERNAL, "rank %d received %lld rows, the routing says %lld", me, (long long)got,
                            (long long)recv_total);
   }
+  rr = link_setup(&r, comm, pair, rr);
   moe_var_t vars[V_COUNT];
   void *args[V_COUNT];
   for (int v = 0; v < V_COUNT; ++v) vars[v].r = &r, vars[v].v = v, args[v] = &vars[v];
@@ -211,8 +256,12 @@ static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cuda
       row->fused_us = tm[v].median_us, row->min_us = tm[v].min_us, row->max_us = tm[v].max_us;
       row->host_us = tm[v].host_us;
       row->comm_us = tm[V_A2A].median_us;
-      snprintf(row->note, sizeof row->note, "E %d top-%d H %d; busiest rank sends %lld rows off-rank; vs nccl-a2av %.2fx",
-               mm->experts, mm->topk, mm->hidden, (long long)busiest, tm[V_A2A].median_us / tm[v].median_us);
+      snprintf(row->note, sizeof row->note,
+               "E %d top-%d H %d; busiest rank sends %lld rows off-rank; vs nccl-a2av %.2fx; link-stores %.1f us "
+               "(%.0f GB/s), this row at %.2f of the link's rate",
+               mm->experts, mm->topk, mm->hidden, (long long)busiest, tm[V_A2A].median_us / tm[v].median_us,
+               tm[V_LINK].median_us, busiest * r.row / tm[V_LINK].median_us / 1e3,
+               tm[V_LINK].median_us / tm[v].median_us);
       if (v == V_DISPATCH || v == V_COMBINE) {
         loom_bench_shape_t ps;
         moe_pair_shape(mm, T, kind, W, 0, &ps);
@@ -220,11 +269,13 @@ static int moe_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cuda
       }
     }
   if (me == 0 && !failed) {
-    printf("# moe %-36s dispatch %8.1f  combine %8.1f  nccl-a2av %8.1f  +counts %8.1f us\n", t->rows[t->n - 1]->shape,
-           tm[V_DISPATCH].median_us, tm[V_COMBINE].median_us, tm[V_A2A].median_us, tm[V_A2A_COUNTS].median_us);
+    printf("# moe %-36s dispatch %8.1f  combine %8.1f  nccl-a2av %8.1f  +counts %8.1f  link %8.1f us\n",
+           t->rows[t->n - 1]->shape, tm[V_DISPATCH].median_us, tm[V_COMBINE].median_us, tm[V_A2A].median_us,
+           tm[V_A2A_COUNTS].median_us, tm[V_LINK].median_us);
     fflush(stdout);
   }
   if (r.plan) (void)loom_plan_destroy(r.plan);
+  if (r.link) (void)loom_free(comm, r.link);
   cudaFree(r.x), cudaFree(r.y), cudaFree(r.out), cudaFree(r.send), cudaFree(r.recv), cudaFree(r.ids), cudaFree(r.w);
   cudaFree(r.counts_dev), cudaFree(r.counts_all);
   if (r.counts_host) cudaFreeHost(r.counts_host);

@@ -5,41 +5,46 @@
  * sends which rows where: moe_schedule.h (the layout's document).
  *
  * A dispatch on rank r, call epoch e (every call of the plan, dispatch or
- * combine, takes the next epoch; ranks call in the same order):
+ * combine, takes the next epoch; ranks call in the same order) is one
+ * cooperative launch whose steps are phases between grid barriers:
  *   1 count    per chunk of the routing's N = tokens x k entries, the rows
  *              per expert (atomics into hist[chunk][E]); bad entries (an id
  *              outside [0, E) or repeated in its token) are recorded and
  *              left out of everything after
- *   2 publish  one block: hist turned into per-chunk exclusive bases,
- *              counts[r][e] stored into every rank's counts table, then
- *              counts_ready[r] = e into every rank (release)
- *   3 layout   one block: waits for counts_ready[s] >= e of every rank s
- *              (every rank has entered this call: its previous use of its
+ *   -- barrier
+ *   2 publish  block 0: hist turned into per-chunk exclusive bases,
+ *              counts[r][x] stored into every rank's counts table, each
+ *              word with the call's epoch beside the count (one 64-bit
+ *              store: the data is its own signal, no fence)
+ *   3 layout   block 0: waits for every word of its table to carry epoch
+ *              e (every rank has entered this call: its previous use of its
  *              receive buffer is over), the kept matrix (capacity), this
  *              source's bases into the owners' buffers and this rank's
  *              expert offsets (the grouped GEMM's groups)
+ *   -- barrier
  *   4 slots    per chunk, one warp in entry order: each entry's position
  *              among this source's rows of its expert, its receive row or
  *              -1 (dropped); hist's row zeroed for the next call
+ *   -- barrier
  *   5 send     a warp per entry: the token row stored into its owner's
  *              receive buffer, its origin {source, t k + j} beside it; the
  *              last block tells every rank delivered[r] = e (release)
- *   6 wait     one block: delivered[s] >= e of every rank s; publishes the
+ *   6 wait     that block: delivered[s] >= e of every rank s; publishes the
  *              epoch
- * A combine (epoch e): every block stores comb_ready[r] = e into every rank
- * and waits for every rank's (the source's combine buffer is free: its last
- * combine's reduction is over), then a warp per received row stores the
- * expert output row into its source's combine buffer at its origin slot;
- * the last block tells comb_done[r] = e; the reduce kernel waits for every
- * comb_done and sums each token's kept k contributions with the router
- * weights in j order (fp32, each product rounded once), then publishes the
- * epoch.
+ * A combine (epoch e, one cooperative launch): every block stores
+ * comb_ready[r] = e into every rank and waits for every rank's (the
+ * source's combine buffer is free: its last combine's reduction is over),
+ * then a warp per received row stores the expert output row into its
+ * source's combine buffer at its origin slot; the last block tells
+ * comb_done[r] = e; every block waits for every comb_done and sums each
+ * token's kept k contributions with the router weights in j order (fp32,
+ * each product rounded once); the last block done publishes the epoch.
  *
  * Plan workspace slice (uint32 signal words, zeroed at creation):
- *   counts_ready [W] | delivered [W] | comb_ready [W] | comb_done [W]
+ *   delivered [W] | comb_ready [W] | comb_done [W]
  * Symmetric buffers (loom_malloc'd by the plan, same sizes everywhere):
  *   recv [R, H] rows, origin [R] int2 {source, slot}, combine [T_max k, H],
- *   counts [W, E] int32; R = loom__moe_worst_recv_rows.
+ *   counts [W, E] uint64 {epoch, rows}; R = loom__moe_worst_recv_rows.
  */
 #ifndef LOOM_OPS_MOE_H
 #define LOOM_OPS_MOE_H
@@ -57,13 +62,15 @@ extern "C" {
 
 /* Wait sites of the MoE ops (core/signal.h: fused ops 80..127; the
  * tensor-parallel ops take 80..87, the MoE ops 88..95). */
-#define LOOM_SITE_MOE_COUNTS 88     /* a rank's expert counts (its dispatch started) */
+#define LOOM_SITE_MOE_COUNTS 88     /* a rank's expert counts (its dispatch started): peer = source, signal = expert */
 #define LOOM_SITE_MOE_DELIVERED 89  /* a source's rows in this rank's receive buffer */
 #define LOOM_SITE_MOE_COMB_READY 90 /* a source's combine buffer writable (its combine started) */
 #define LOOM_SITE_MOE_COMB_DONE 91  /* an owner's expert outputs in this rank's combine buffer */
+#define LOOM_SITE_MOE_GRID 92       /* the blocks of this rank's own dispatch (a grid barrier) */
 
 #define LOOM_MOE_THREADS 256
-#define LOOM_MOE_CHUNKS_MAX 64 /* routing chunks counted apart (kernels 1 and 4) */
+#define LOOM_MOE_CHUNKS_MAX 64 /* routing chunks counted apart (steps 1 and 4) */
+#define LOOM_MOE_STAMPS 12     /* phase stamps per kernel (LOOM_DEBUG=TRACE) */
 
 /* What the kernels record about a bad routing entry (host-mapped, first wins). */
 typedef struct loom_moe_err {
@@ -77,7 +84,7 @@ typedef struct loom_moe_err {
 typedef struct loom_moe_kargs {
   loom_dev_comm_t dc;
   size_t epoch_off;                 /* the plan's loom_dev_epoch_t */
-  size_t counts_ready_off, delivered_off, comb_ready_off, comb_done_off; /* signal arrays */
+  size_t delivered_off, comb_ready_off, comb_done_off; /* signal arrays */
   int world, experts, topk, hidden, es; /* es: bytes per element */
   int dtype;                        /* loom_dtype_t of the rows */
   int64_t capacity, tokens, chunk;  /* chunk: entries per routing chunk */
@@ -85,7 +92,7 @@ typedef struct loom_moe_kargs {
   const int32_t *ids;               /* [tokens, k] */
   const char *x;                    /* [tokens, H] */
   int32_t *hist;                    /* [nchunks, E] local */
-  int32_t *const *counts;           /* [W] every rank's counts table [W, E] */
+  unsigned long long *const *counts; /* [W] every rank's counts table [W, E]: {epoch << 32 | rows} */
   int32_t *kept;                    /* [W, E] local */
   int64_t *base;                    /* [E] local: this source's first receive row per expert */
   int64_t *slot;                    /* [T_max k] local: each entry's receive row, -1 dropped / bad */
@@ -98,8 +105,17 @@ typedef struct loom_moe_kargs {
   const float *weights;             /* combine: [tokens, k] */
   char *out;                        /* combine: [tokens, H] */
   uint32_t *count;                  /* local block counter (last arrival) */
+  uint32_t *bar;                    /* local [2]: the dispatch's grid barrier (arrivals, generation) */
   loom_moe_err_t *err;              /* host-mapped */
+  unsigned long long *stamps;       /* host-mapped [2][LOOM_MOE_STAMPS] at LOOM_DEBUG=TRACE, else NULL: the
+                                       %globaltimer at each phase of the last dispatch (row 0) and combine (row 1) */
 } loom_moe_kargs_t;
+
+/* What a cooperative launch of the MoE kernels may use on the plan's GPU. */
+typedef struct loom_moe_grid {
+  int sms;                        /* multiprocessors */
+  int dispatch_blocks, comb_blocks; /* blocks of each kernel the GPU holds at once */
+} loom_moe_grid_t;
 
 typedef struct loom_moe_state {
   loom_moe_desc_t desc;
@@ -108,10 +124,12 @@ typedef struct loom_moe_state {
   int64_t tokens;                    /* of the last dispatch (combine uses its routing) */
   int dispatched;                    /* a dispatch has run (combine needs one) */
   loom_moe_kargs_t k;                /* all but the per-call fields */
+  loom_moe_grid_t grid;              /* the launches' bounds */
   void *recv, *origin, *combine, *counts; /* this rank's symmetric buffers */
   void *dev;                         /* one cudaMalloc: hist, kept, base, slot, expert_off, peer tables, counter */
   void *h;                           /* loom_moe_mlp (desc.ffn > 0): [R, F] the experts' SwiGLU outputs */
   loom_moe_err_t *err;               /* host-mapped (cudaHostAlloc) */
+  unsigned long long *stamps;        /* host-mapped phase stamps (LOOM_DEBUG=TRACE), else NULL */
   size_t symmetric_bytes, device_bytes;
   cudaEvent_t done;
 } loom_moe_state_t;
@@ -133,9 +151,14 @@ loom_result_t loom__moe_mlp_buffers(const char *fn, loom_moe_state_t *st);
 
 /* ---- kernels (moe_kernels.cu) ---- */
 
-loom_result_t loom__moe_dispatch_launch(const loom_moe_kargs_t *k, cudaStream_t stream);
-loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int64_t max_recv, cudaStream_t stream);
-loom_result_t loom__moe_preload_kernels(void);
+/* One launch each (cooperative, within g's bounds). */
+loom_result_t loom__moe_dispatch_launch(const loom_moe_kargs_t *k, const loom_moe_grid_t *g, cudaStream_t stream);
+loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int64_t max_recv, const loom_moe_grid_t *g,
+                                       cudaStream_t stream);
+/* The GPU's bounds for those launches (and the kernels loaded, before a
+ * first call waits behind a peer); LOOM_ERR_UNSUPPORTED without cooperative
+ * launches. */
+loom_result_t loom__moe_grid_limits(loom_moe_grid_t *g);
 
 #ifdef __cplusplus
 }

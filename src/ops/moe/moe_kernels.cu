@@ -6,9 +6,15 @@
  * (es bytes per element, H es a multiple of 16: rows move as 16-byte
  * vectors), ids [tokens, k] int32, weights [tokens, k] fp32, the combine
  * buffers [T_max k, H], out [tokens, H].
- * Dispatch: 6 launches (count, publish, layout, slots, send, wait), all but
- * send and count one block: the routing is small next to the rows. Combine:
- * 2 launches (send, reduce). Any sm_80+.
+ * One launch each. Dispatch: one kernel whose steps (count, publish,
+ * layout, slots, send, wait) are phases between grid barriers; combine: one
+ * kernel (send, then every block waits for every owner and reduces). Both
+ * are cooperative launches (every block resident at once: blocks wait for
+ * each other), sized to the work and to what the GPU holds. At decode sizes
+ * a call's time was its launches and their gaps (six launches, ~25 us of
+ * host time); the routing is small next to the rows, so the phases that
+ * only read it run on one block (publish, layout) or one warp per chunk.
+ * Any sm_80+.
  */
 #include <cuda_runtime.h>
 
@@ -24,6 +30,17 @@ static __device__ __forceinline__ uint32_t moe_epoch(const loom_moe_kargs_t &a) 
 
 static __device__ __forceinline__ int moe_aborted(const loom_moe_kargs_t &a) {
   return *(volatile uint32_t *)a.dc.abort_flag != 0u;
+}
+
+/* Phase stamp i of kernel row `row` (0 dispatch, 1 combine) by thread 0 of
+ * the calling block, at LOOM_DEBUG=TRACE only (moe_plan.c logs them: what
+ * each index means is its table there). */
+static __device__ __forceinline__ void moe_stamp(const loom_moe_kargs_t &a, int row, int i) {
+  if (a.stamps && threadIdx.x == 0) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    a.stamps[row * LOOM_MOE_STAMPS + i] = t;
+  }
 }
 
 /* Records a bad routing entry (the first one of the call wins). */
@@ -43,15 +60,6 @@ static __device__ __forceinline__ uint32_t moe_bad_entry(const loom_moe_kargs_t 
   return 0u;
 }
 
-/* Every thread's stores of this block before the barrier, then one release
- * store of `v` into word `index` of the array at `off` on every rank. */
-static __device__ __forceinline__ void moe_tell_all(const loom_moe_kargs_t &a, size_t off, uint32_t index, uint32_t v) {
-  __threadfence_system();
-  __syncthreads();
-  for (int p = (int)threadIdx.x; p < a.world; p += (int)blockDim.x)
-    loom__signal_store_release(loom_signal_addr(&a.dc, p, off, index), v);
-}
-
 /* Thread 0 waits for word s of the array at `off` (this rank's) to reach e
  * for every rank s; 1 for every thread of the block when all did. */
 static __device__ int moe_wait_all(const loom_moe_kargs_t &a, size_t off, uint32_t e, uint32_t site) {
@@ -66,78 +74,111 @@ static __device__ int moe_wait_all(const loom_moe_kargs_t &a, size_t off, uint32
   return ok;
 }
 
-/* Copies one row of `bytes` (a multiple of 16, both ends 16-byte aligned)
- * with the lanes of a warp. */
-static __device__ __forceinline__ void moe_copy_row(char *dst, const char *src, int64_t bytes, int lane) {
-  const uint4 *s = (const uint4 *)src;
-  uint4 *d = (uint4 *)dst;
-  const int64_t n = bytes / 16;
-  int64_t q = lane;
-  for (; q + 96 < n; q += 128) { /* four loads in flight per lane before the stores */
-    const uint4 v0 = __ldcg(s + q), v1 = __ldcg(s + q + 32), v2 = __ldcg(s + q + 64), v3 = __ldcg(s + q + 96);
-    d[q] = v0, d[q + 32] = v1, d[q + 64] = v2, d[q + 96] = v3;
-  }
-  for (; q < n; q += 32) d[q] = __ldcg(s + q);
-}
-
-/* 1: rows per expert of each routing chunk. */
-__global__ void __launch_bounds__(LOOM_MOE_THREADS) loom__moe_count_kernel(const __grid_constant__ loom_moe_kargs_t a) {
+/* 1 count: rows per expert of each routing chunk (a block per chunk). */
+static __device__ void moe_count(const loom_moe_kargs_t &a) {
   const int64_t n = a.tokens * a.topk;
-  const int64_t i0 = (int64_t)blockIdx.x * a.chunk;
-  const int64_t i1 = i0 + a.chunk < n ? i0 + a.chunk : n;
-  int32_t *h = a.hist + (int64_t)blockIdx.x * a.experts;
-  for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
-    const uint32_t bad = moe_bad_entry(a, i);
-    if (bad) {
-      moe_record_bad(a.err, bad, i, a.ids[i]);
-      a.slot[i] = -1;
-      continue;
+  for (int c = (int)blockIdx.x; c < a.nchunks; c += (int)gridDim.x) {
+    const int64_t i0 = (int64_t)c * a.chunk;
+    const int64_t i1 = i0 + a.chunk < n ? i0 + a.chunk : n;
+    int32_t *h = a.hist + (int64_t)c * a.experts;
+    for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
+      const uint32_t bad = moe_bad_entry(a, i);
+      if (bad) {
+        moe_record_bad(a.err, bad, i, a.ids[i]);
+        a.slot[i] = -1;
+        continue;
+      }
+      a.slot[i] = 0; /* a good entry: the slots phase finds its row */
+      atomicAdd(&h[a.ids[i]], 1);
     }
-    a.slot[i] = 0; /* a good entry: kernel 4 finds its row */
-    atomicAdd(&h[a.ids[i]], 1);
   }
 }
 
-/* 2: the chunks' counts into exclusive bases, this source's counts into
- * every rank's table, then counts_ready. */
-__global__ void __launch_bounds__(LOOM_MOE_THREADS) loom__moe_publish_kernel(const __grid_constant__ loom_moe_kargs_t a) {
-  const uint32_t e = moe_epoch(a);
+/* A counts-table word: the rows of one (source, expert) and the epoch of
+ * the call that counted them, one 64-bit store (single-copy atomic), so a
+ * reader that sees this call's epoch sees this call's count: no fence and
+ * no separate signal. */
+static __device__ __forceinline__ unsigned long long moe_count_word(uint32_t epoch, int32_t rows) {
+  return ((unsigned long long)epoch << 32) | (uint32_t)rows;
+}
+
+/* 2 publish (one block): the chunks' counts into exclusive bases (the
+ * loads of 8 chunks in flight before their stores), this source's counts
+ * into every rank's table, stamped with the epoch. */
+static __device__ void moe_publish(const loom_moe_kargs_t &a, uint32_t e) {
   const int r = a.dc.rank;
   for (int x = (int)threadIdx.x; x < a.experts; x += (int)blockDim.x) {
     int32_t running = 0;
-    for (int g = 0; g < a.nchunks; ++g) {
-      int32_t *h = a.hist + (int64_t)g * a.experts + x;
-      const int32_t v = *h;
-      *h = running;
-      running += v;
+    for (int g0 = 0; g0 < a.nchunks; g0 += 8) {
+      int32_t v[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) v[q] = g0 + q < a.nchunks ? a.hist[(int64_t)(g0 + q) * a.experts + x] : 0;
+#pragma unroll
+      for (int q = 0; q < 8; ++q)
+        if (g0 + q < a.nchunks) {
+          a.hist[(int64_t)(g0 + q) * a.experts + x] = running;
+          running += v[q];
+        }
     }
-    for (int p = 0; p < a.world; ++p) a.counts[p][(int64_t)r * a.experts + x] = running;
+    const unsigned long long w = moe_count_word(e, running);
+    for (int p = 0; p < a.world; ++p)
+      asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(a.counts[p] + (int64_t)r * a.experts + x), "l"(w)
+                   : "memory");
   }
-  moe_tell_all(a, a.counts_ready_off, (uint32_t)r, e);
+}
+
+/* Block 0 waits for every word of this rank's counts table to carry epoch
+ * e (every rank has entered this call: its previous use of its receive
+ * buffer is over). 1 when all did; 0 when a wait expired (recorded: the
+ * source as the peer, the expert as the signal). */
+static __device__ int moe_wait_counts(const loom_moe_kargs_t &a, uint32_t e) {
+  __shared__ int failed;
+  if (threadIdx.x == 0) failed = 0;
+  __syncthreads();
+  const unsigned long long *tab = a.counts[a.dc.rank];
+  const int n = a.world * a.experts;
+  for (int i = (int)threadIdx.x; i < n; i += (int)blockDim.x) {
+    unsigned long long w;
+    asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(w) : "l"(tab + i) : "memory");
+    if (loom__epoch_reached((uint32_t)(w >> 32), e)) continue;
+    const uint64_t t0 = loom__globaltimer_ns();
+    for (uint32_t polls = 1;; ++polls) {
+      asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(w) : "l"(tab + i) : "memory");
+      if (loom__epoch_reached((uint32_t)(w >> 32), e)) break;
+      if (*(volatile int *)&failed ||
+          loom__poll_expired(&a.dc, polls, t0, i / a.experts, (uint32_t)(i % a.experts), e, (uint32_t)(w >> 32),
+                             LOOM_SITE_MOE_COUNTS)) {
+        failed = 1;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  return !failed;
 }
 
 /* Exclusive prefix sums of v[0 .. n) in place, v[n] = the total; one
- * block of LOOM_MOE_THREADS threads, each a contiguous range. */
+ * block of LOOM_MOE_THREADS threads, each a contiguous range: each
+ * thread's sum, a shuffle scan per warp, the warps' totals added. */
 static __device__ void moe_block_scan(int64_t *v, int n) {
-  __shared__ int64_t part[LOOM_MOE_THREADS];
+  __shared__ int64_t warp_total[LOOM_MOE_THREADS / 32];
   const int per = (n + (int)blockDim.x - 1) / (int)blockDim.x;
   const int lo = (int)threadIdx.x * per, hi = lo + per < n ? lo + per : n;
+  const int lane = (int)(threadIdx.x % 32), warp = (int)(threadIdx.x / 32);
   int64_t sum = 0;
   for (int x = lo; x < hi; ++x) sum += v[x];
-  part[threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.x == 0) { /* blockDim.x partial sums: a few hundred shared-memory adds */
-    int64_t run = 0;
-    for (int q = 0; q < (int)blockDim.x; ++q) {
-      const int64_t c = part[q];
-      part[q] = run;
-      run += c;
-    }
-    v[n] = run;
+  int64_t inc = sum; /* inclusive over the warp's threads */
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int64_t y = __shfl_up_sync(0xffffffffu, inc, d);
+    if (lane >= d) inc += y;
   }
+  if (lane == 31) warp_total[warp] = inc;
   __syncthreads();
-  int64_t run = part[threadIdx.x];
-  for (int x = lo; x < hi; ++x) {
+  int64_t run = inc - sum;
+  for (int q = 0; q < warp; ++q) run += warp_total[q];
+  if (threadIdx.x == blockDim.x - 1) v[n] = run + sum;
+  for (int x = lo; x < hi; ++x) { /* this thread's own range only: no other thread reads it */
     const int64_t c = v[x];
     v[x] = run;
     run += c;
@@ -145,20 +186,20 @@ static __device__ void moe_block_scan(int64_t *v, int n) {
   __syncthreads();
 }
 
-/* 3: every rank's counts; the kept matrix, this source's bases, this
- * rank's receive groups. rows(e) are scanned over all experts (P), and an
- * owner's running total is P[e] - P[begin(owner)] (moe_schedule.h:
- * loom__moe_source_bases, loom__moe_recv_offsets). */
-__global__ void __launch_bounds__(LOOM_MOE_THREADS) loom__moe_layout_kernel(const __grid_constant__ loom_moe_kargs_t a) {
-  const uint32_t e = moe_epoch(a);
-  if (!moe_wait_all(a, a.counts_ready_off, e, LOOM_SITE_MOE_COUNTS)) return;
+/* 3 layout (one block): every rank's counts; the kept matrix, this
+ * source's bases, this rank's receive groups. rows(e) are scanned over all
+ * experts (P), and an owner's running total is P[e] - P[begin(owner)]
+ * (moe_schedule.h: loom__moe_source_bases, loom__moe_recv_offsets). 0 when
+ * the wait for the counts expired. */
+static __device__ int moe_layout(const loom_moe_kargs_t &a, uint32_t e) {
+  if (!moe_wait_counts(a, e)) return 0;
   const int W = a.world, E = a.experts, r = a.dc.rank;
-  const int32_t *counts = a.counts[r]; /* this rank's table: [W, E] */
+  const unsigned long long *counts = a.counts[r]; /* this rank's table: [W, E] */
   int64_t *P = a.scan;                  /* [E + 1] */
   for (int x = (int)threadIdx.x; x < E; x += (int)blockDim.x) {
     int64_t before = 0, rows = 0, mine_before = 0;
     for (int s = 0; s < W; ++s) {
-      const int64_t c = __ldcg(counts + (int64_t)s * E + x);
+      const int64_t c = (int32_t)(uint32_t)__ldcg(counts + (int64_t)s * E + x);
       int64_t k = c;
       if (a.capacity > 0) {
         k = a.capacity - before;
@@ -181,126 +222,203 @@ __global__ void __launch_bounds__(LOOM_MOE_THREADS) loom__moe_layout_kernel(cons
     if (x >= e0 && x < e0 + nl) a.expert_off[x - e0] = P[x] - P[e0];
   }
   if (threadIdx.x == 0) a.expert_off[nl] = P[e0 + nl] - P[e0];
+  return 1;
 }
 
-/* 4: each good entry's receive row (token order within a chunk, chunks in
- * order), -1 where the capacity drops it; hist's row zeroed after. One warp
- * per chunk. */
-__global__ void __launch_bounds__(32) loom__moe_slots_kernel(const __grid_constant__ loom_moe_kargs_t a) {
-  if (moe_aborted(a)) return;
-  const int lane = (int)threadIdx.x, r = a.dc.rank;
-  const int64_t n = a.tokens * a.topk;
-  const int64_t i0 = (int64_t)blockIdx.x * a.chunk;
-  const int64_t i1 = i0 + a.chunk < n ? i0 + a.chunk : n;
-  int32_t *h = a.hist + (int64_t)blockIdx.x * a.experts;
-  const int32_t *kept_r = a.kept + (int64_t)r * a.experts;
-  for (int64_t b = i0; b < i1; b += 32) {
-    const int64_t i = b + lane;
-    const int live = i < i1 && a.slot[i] == 0;
-    const int32_t x = live ? a.ids[i] : -1 - lane; /* unique keys for the lanes without a row */
-    const unsigned group = __match_any_sync(0xffffffffu, x);
-    const int before = __popc(group & ((1u << lane) - 1u));
-    const int32_t cursor = live ? h[x] : 0;
-    __syncwarp();
-    if (live) {
-      const int64_t m = (int64_t)cursor + before;
-      a.slot[i] = m < kept_r[x] ? a.base[x] + m : -1;
-      if (before == __popc(group) - 1) h[x] = cursor + __popc(group);
-    }
-    __syncwarp();
-  }
-  for (int x = lane; x < a.experts; x += 32) h[x] = 0; /* the next call counts from zero */
-}
-
-/* 5: the rows into their owners' receive buffers, origins beside them;
- * the last block tells every rank. A warp per entry. */
-__global__ void __launch_bounds__(LOOM_MOE_THREADS) loom__moe_send_kernel(const __grid_constant__ loom_moe_kargs_t a) {
-  const uint32_t e = moe_epoch(a);
-  if (moe_aborted(a)) return;
+/* 4 slots: each good entry's receive row (token order within a chunk,
+ * chunks in order), -1 where the capacity drops it; hist's row zeroed
+ * after. One warp per chunk, in entry order. */
+static __device__ void moe_slots(const loom_moe_kargs_t &a) {
   const int lane = (int)(threadIdx.x % 32), r = a.dc.rank;
-  const int64_t row_bytes = (int64_t)a.hidden * a.es, n = a.tokens * a.topk;
-  const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
-  for (int64_t i = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; i < n; i += warps) {
-    const int64_t s = a.slot[i];
-    if (s < 0) continue;
-    const int p = loom__moe_expert_rank(a.experts, a.world, a.ids[i]);
-    moe_copy_row(a.recv[p] + s * row_bytes, a.x + (i / a.topk) * row_bytes, row_bytes, lane);
-    if (lane == 0) a.origin[p][s] = make_int2(r, (int)i);
+  const int64_t n = a.tokens * a.topk;
+  const int32_t *kept_r = a.kept + (int64_t)r * a.experts;
+  const int warps = (int)(gridDim.x * (blockDim.x / 32));
+  for (int c = (int)(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32); c < a.nchunks; c += warps) {
+    const int64_t i0 = (int64_t)c * a.chunk;
+    const int64_t i1 = i0 + a.chunk < n ? i0 + a.chunk : n;
+    int32_t *h = a.hist + (int64_t)c * a.experts;
+    for (int64_t b = i0; b < i1; b += 32) {
+      const int64_t i = b + lane;
+      const int live = i < i1 && a.slot[i] == 0;
+      const int32_t x = live ? a.ids[i] : -1 - lane; /* unique keys for the lanes without a row */
+      const unsigned group = __match_any_sync(0xffffffffu, x);
+      const int before = __popc(group & ((1u << lane) - 1u));
+      const int32_t cursor = live ? h[x] : 0;
+      __syncwarp();
+      if (live) {
+        const int64_t m = (int64_t)cursor + before;
+        a.slot[i] = m < kept_r[x] ? a.base[x] + m : -1;
+        if (before == __popc(group) - 1) h[x] = cursor + __popc(group);
+      }
+      __syncwarp();
+    }
+    for (int x = lane; x < a.experts; x += 32) h[x] = 0; /* the next call counts from zero */
   }
+}
+
+/* Rows as 16-byte vectors spread over every thread of the grid (not a warp
+ * per row: at decode sizes there are fewer rows than warps), MOE_VEC_BATCH
+ * vectors of each thread loaded before they are stored. f.row(i, first,
+ * &src): row i's destination (NULL: skip it) and source; first is set for
+ * the thread that copies the row's vector 0 (the dispatch stores the
+ * row's origin there). (Measured: the lookups of a batch in a pass of
+ * their own, before any store, and 2, 8, 16 or 64 vectors per thread were
+ * no faster at decode sizes and up to 3% slower at prefill: docs/perf/moe.md.) */
+#define MOE_VEC_BATCH 4
+template <class Rows>
+static __device__ __forceinline__ void moe_copy_rows(int64_t rows, int64_t vpr, const Rows &f) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x, total = rows * vpr;
+  for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < total; v += MOE_VEC_BATCH * stride) {
+    uint4 val[MOE_VEC_BATCH];
+    uint4 *dst[MOE_VEC_BATCH];
+#pragma unroll
+    for (int q = 0; q < MOE_VEC_BATCH; ++q) {
+      const int64_t w = v + q * stride;
+      dst[q] = NULL;
+      if (w < total) {
+        const int64_t i = w / vpr, c = w - i * vpr;
+        const uint4 *src;
+        dst[q] = f.row(i, c == 0, &src);
+        if (dst[q]) dst[q] += c, val[q] = __ldcg(src + c);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < MOE_VEC_BATCH; ++q)
+      if (dst[q]) *dst[q] = val[q];
+  }
+}
+
+/* Dispatch's rows: entry i's token row into its owner's receive row, the
+ * origin {source, i} beside it; dropped and bad entries skipped. */
+struct moe_dispatch_rows {
+  const loom_moe_kargs_t &a;
+  int64_t row_bytes;
+  __device__ uint4 *row(int64_t i, int first, const uint4 **src) const {
+    const int64_t s = a.slot[i];
+    if (s < 0) return NULL;
+    const int p = loom__moe_expert_rank(a.experts, a.world, a.ids[i]);
+    if (first) a.origin[p][s] = make_int2(a.dc.rank, (int)i);
+    *src = (const uint4 *)(a.x + (i / a.topk) * row_bytes);
+    return (uint4 *)(a.recv[p] + s * row_bytes);
+  }
+};
+
+/* Combine's rows: received row i's expert output into its source's
+ * combine buffer at its origin slot. */
+struct moe_combine_rows {
+  const loom_moe_kargs_t &a;
+  int64_t row_bytes;
+  __device__ uint4 *row(int64_t i, int first, const uint4 **src) const {
+    (void)first;
+    const int2 o = __ldcg(a.origin[a.dc.rank] + i); /* stored by the sources during the dispatch */
+    *src = (const uint4 *)(a.y + i * row_bytes);
+    return (uint4 *)(a.combine[o.x] + (int64_t)o.y * row_bytes);
+  }
+};
+
+/* Every thread's stores of this block, then the last block of the grid to
+ * get here tells word `index` of the array at `off` on every rank. 1 in
+ * that block (every thread), 0 in the others. */
+static __device__ int moe_last_tells(const loom_moe_kargs_t &a, size_t off, uint32_t e) {
+  __shared__ int last;
   __threadfence_system();
   __syncthreads();
-  if (threadIdx.x == 0 && loom__last_arrival(a.count, gridDim.x))
-    for (int p = 0; p < a.world; ++p)
-      loom__signal_store_release(loom_signal_addr(&a.dc, p, a.delivered_off, (uint32_t)r), e);
+  if (threadIdx.x == 0) {
+    last = loom__last_arrival(a.count, gridDim.x);
+    if (last)
+      for (int p = 0; p < a.world; ++p)
+        loom__signal_store_release(loom_signal_addr(&a.dc, p, off, (uint32_t)a.dc.rank), e);
+  }
+  __syncthreads();
+  return last;
 }
 
-/* 6: every source's rows are here; the call is complete. */
-__global__ void __launch_bounds__(32) loom__moe_wait_kernel(const __grid_constant__ loom_moe_kargs_t a) {
+/* 5 send: the rows into their owners' receive buffers, origins beside
+ * them; the last block to finish tells every rank (delivered). 1 in that
+ * block, 0 in the others. */
+static __device__ int moe_send(const loom_moe_kargs_t &a, uint32_t e) {
+  const int64_t row_bytes = (int64_t)a.hidden * a.es;
+  moe_copy_rows(a.tokens * a.topk, row_bytes / 16, moe_dispatch_rows{a, row_bytes});
+  return moe_last_tells(a, a.delivered_off, e);
+}
+
+/* The dispatch: the steps of moe.h as phases of one cooperative launch.
+ * Publish and layout run on block 0 while the others wait at the second
+ * barrier; 6 wait: the block that sent last waits for every source's rows
+ * and publishes the epoch (the call is complete). */
+__global__ void __launch_bounds__(LOOM_MOE_THREADS) loom__moe_dispatch_kernel(const __grid_constant__ loom_moe_kargs_t a) {
   const uint32_t e = moe_epoch(a);
+  const int b0 = blockIdx.x == 0;
+  if (b0) moe_stamp(a, 0, 0);
+  if (moe_aborted(a)) return; /* a wait of the comm expired: its calls stop (a barrier exits on it too) */
+  moe_count(a);
+  if (b0) moe_stamp(a, 0, 1);
+  if (!loom__grid_barrier(&a.dc, a.bar, LOOM_SITE_MOE_GRID)) return;
+  if (b0) {
+    moe_stamp(a, 0, 2);
+    moe_publish(a, e);
+    moe_stamp(a, 0, 3);
+    (void)moe_layout(a, e); /* an expired wait raised the abort flag: every block stops below */
+    moe_stamp(a, 0, 4);
+  }
+  if (!loom__grid_barrier(&a.dc, a.bar, LOOM_SITE_MOE_GRID) || moe_aborted(a)) return;
+  if (b0) moe_stamp(a, 0, 5);
+  moe_slots(a);
+  if (!loom__grid_barrier(&a.dc, a.bar, LOOM_SITE_MOE_GRID)) return;
+  if (b0) moe_stamp(a, 0, 6);
+  const int last = moe_send(a, e);
+  if (b0) moe_stamp(a, 0, 7);
+  if (!last) return;
+  moe_stamp(a, 0, 8);
   if (!moe_wait_all(a, a.delivered_off, e, LOOM_SITE_MOE_DELIVERED)) return;
-  if (threadIdx.x == 0) loom__epoch_block_done((loom_dev_epoch_t *)(a.dc.ws + a.epoch_off), e);
+  moe_stamp(a, 0, 9);
+  if (threadIdx.x == 0) loom__epoch_publish((loom_dev_epoch_t *)(a.dc.ws + a.epoch_off), e);
 }
 
 /* Blocks for `items` of work, `per_block` per block: as many as the work
- * needs, at most per_sm per SM (grid-stride loops do the rest), at least 1. */
-static loom_result_t moe_grid(int64_t items, int64_t per_block, int per_sm, unsigned *blocks) {
-  int dev = 0, sms = 132;
-  LOOM_CUDA(cudaGetDevice(&dev));
-  LOOM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+ * needs, at most per_sm per SM (grid-stride loops do the rest) and at most
+ * `resident` (a cooperative launch), at least 1. */
+static unsigned moe_grid(int64_t items, int64_t per_block, int per_sm, int sms, int resident) {
   int64_t b = (items + per_block - 1) / per_block;
   if (b > (int64_t)per_sm * sms) b = (int64_t)per_sm * sms;
-  *blocks = b < 1 ? 1u : (unsigned)b;
+  if (b > resident) b = resident;
+  return b < 1 ? 1u : (unsigned)b;
+}
+
+/* One cooperative launch of `kernel` over `blocks` blocks of LOOM_MOE_THREADS. */
+static loom_result_t moe_launch(void (*kernel)(const loom_moe_kargs_t), const char *name, unsigned blocks,
+                                const loom_moe_kargs_t *k, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.gridDim = dim3(blocks), cfg.blockDim = dim3(LOOM_MOE_THREADS), cfg.dynamicSmemBytes = 0, cfg.stream = stream;
+  cfg.attrs = attr, cfg.numAttrs = 1;
+  LOOM_CUDA(cudaLaunchKernelEx(&cfg, kernel, *k));
+  LOOM_CUDA_LAUNCHED(name);
   return LOOM_SUCCESS;
 }
 
-extern "C" loom_result_t loom__moe_dispatch_launch(const loom_moe_kargs_t *k, cudaStream_t stream) {
-  const int64_t n = k->tokens * k->topk;
-  loom__moe_count_kernel<<<k->nchunks, LOOM_MOE_THREADS, 0, stream>>>(*k);
-  LOOM_CUDA_LAUNCHED("loom__moe_count_kernel");
-  loom__moe_publish_kernel<<<1, LOOM_MOE_THREADS, 0, stream>>>(*k);
-  LOOM_CUDA_LAUNCHED("loom__moe_publish_kernel");
-  loom__moe_layout_kernel<<<1, LOOM_MOE_THREADS, 0, stream>>>(*k);
-  LOOM_CUDA_LAUNCHED("loom__moe_layout_kernel");
-  loom__moe_slots_kernel<<<k->nchunks, 32, 0, stream>>>(*k);
-  LOOM_CUDA_LAUNCHED("loom__moe_slots_kernel");
-  unsigned blocks = 1;
-  LOOM_TRY(moe_grid(n, LOOM_MOE_THREADS / 32, 2, &blocks)); /* a warp per row */
-  loom__moe_send_kernel<<<blocks, LOOM_MOE_THREADS, 0, stream>>>(*k);
-  LOOM_CUDA_LAUNCHED("loom__moe_send_kernel");
-  loom__moe_wait_kernel<<<1, 32, 0, stream>>>(*k);
-  LOOM_CUDA_LAUNCHED("loom__moe_wait_kernel");
-  return LOOM_SUCCESS;
+extern "C" loom_result_t loom__moe_dispatch_launch(const loom_moe_kargs_t *k, const loom_moe_grid_t *g,
+                                                   cudaStream_t stream) {
+  /* MOE_VEC_BATCH vectors per thread (send); at least a block per routing chunk (count) */
+  const int64_t vectors = k->tokens * k->topk * ((int64_t)k->hidden * k->es / 16);
+  unsigned blocks = moe_grid(vectors, LOOM_MOE_THREADS * MOE_VEC_BATCH, 2, g->sms, g->dispatch_blocks);
+  if (blocks < (unsigned)k->nchunks) blocks = moe_grid(k->nchunks, 1, 2, g->sms, g->dispatch_blocks);
+  return moe_launch(loom__moe_dispatch_kernel, "loom__moe_dispatch_kernel", blocks, k, stream);
 }
 
-/* Combine 1: every rank's combine buffer is free; each received row's
- * expert output into its source's buffer at its origin slot; the last block
- * tells every rank. A warp per received row. */
-__global__ void __launch_bounds__(LOOM_MOE_THREADS) loom__moe_comb_send_kernel(const __grid_constant__ loom_moe_kargs_t a) {
-  const uint32_t e = moe_epoch(a);
-  const int r = a.dc.rank;
-  for (int p = (int)threadIdx.x; p < a.world; p += (int)blockDim.x)
-    loom__signal_store_release(loom_signal_addr(&a.dc, p, a.comb_ready_off, (uint32_t)r), e);
-  if (!moe_wait_all(a, a.comb_ready_off, e, LOOM_SITE_MOE_COMB_READY)) return;
-  const int lane = (int)(threadIdx.x % 32);
-  const int nl = loom__moe_experts_on(a.experts, a.world, r);
-  const int64_t total = a.expert_off[nl], row_bytes = (int64_t)a.hidden * a.es;
-  const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
-  for (int64_t i = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; i < total; i += warps) {
-    const int2 o = __ldcg(a.origin[r] + i); /* stored by the sources during the dispatch */
-    moe_copy_row(a.combine[o.x] + (int64_t)o.y * row_bytes, a.y + i * row_bytes, row_bytes, lane);
-  }
-  __threadfence_system();
-  __syncthreads();
-  if (threadIdx.x == 0 && loom__last_arrival(a.count, gridDim.x))
-    for (int p = 0; p < a.world; ++p)
-      loom__signal_store_release(loom_signal_addr(&a.dc, p, a.comb_done_off, (uint32_t)r), e);
+/* Combine's send: each received row's expert output into its source's
+ * combine buffer at its origin slot. */
+static __device__ void moe_comb_send(const loom_moe_kargs_t &a) {
+  const int nl = loom__moe_experts_on(a.experts, a.world, a.dc.rank);
+  const int64_t row_bytes = (int64_t)a.hidden * a.es;
+  moe_copy_rows(a.expert_off[nl], row_bytes / 16, moe_combine_rows{a, row_bytes});
 }
 
-/* Combine 2: out[t] = sum over kept j (ascending) of w[t][j] y_j, fp32,
- * each product rounded once. A thread per 8 elements of a token. */
-__global__ void __launch_bounds__(LOOM_MOE_THREADS) loom__moe_comb_reduce_kernel(const __grid_constant__ loom_moe_kargs_t a) {
-  const uint32_t e = moe_epoch(a);
-  if (!moe_wait_all(a, a.comb_done_off, e, LOOM_SITE_MOE_COMB_DONE)) return;
+/* Combine's reduce: out[t] = sum over kept j (ascending) of w[t][j] y_j,
+ * fp32, each product rounded once; a thread per 8 elements of a token. */
+static __device__ void moe_comb_reduce(const loom_moe_kargs_t &a) {
   const int r = a.dc.rank, K = a.topk;
   const int64_t vpr = a.hidden / 8, nv = a.tokens * vpr;
   const char *cb = a.combine[r];
@@ -318,30 +436,55 @@ __global__ void __launch_bounds__(LOOM_MOE_THREADS) loom__moe_comb_reduce_kernel
     }
     loom__store8_as(a.out, t * a.hidden + c, a.dtype, acc);
   }
+}
+
+/* The combine: every rank's combine buffer is free (its last reduction is
+ * over); each received row's expert output into its source's buffer at
+ * its origin slot, a warp per row; the last block tells every rank; then
+ * every block waits for every owner and sums out[t] = sum over kept j
+ * (ascending) of w[t][j] y_j, fp32, each product rounded once, a thread per
+ * 8 elements of a token. */
+__global__ void __launch_bounds__(LOOM_MOE_THREADS, 4) loom__moe_combine_kernel(const __grid_constant__ loom_moe_kargs_t a) {
+  const uint32_t e = moe_epoch(a);
+  const int r = a.dc.rank, b0 = blockIdx.x == 0;
+  if (b0) moe_stamp(a, 1, 0);
+  for (int p = (int)threadIdx.x; p < a.world; p += (int)blockDim.x)
+    loom__signal_store_release(loom_signal_addr(&a.dc, p, a.comb_ready_off, (uint32_t)r), e);
+  if (!moe_wait_all(a, a.comb_ready_off, e, LOOM_SITE_MOE_COMB_READY)) return;
+  if (b0) moe_stamp(a, 1, 1);
+  moe_comb_send(a);
+  if (b0) moe_stamp(a, 1, 2);
+  if (moe_last_tells(a, a.comb_done_off, e)) moe_stamp(a, 1, 3);
+  if (!moe_wait_all(a, a.comb_done_off, e, LOOM_SITE_MOE_COMB_DONE)) return;
+  if (b0) moe_stamp(a, 1, 4);
+  moe_comb_reduce(a);
+  if (b0) moe_stamp(a, 1, 5);
   __syncthreads();
   if (threadIdx.x == 0) loom__epoch_block_done((loom_dev_epoch_t *)(a.dc.ws + a.epoch_off), e);
 }
 
-extern "C" loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int64_t max_recv, cudaStream_t stream) {
-  unsigned blocks = 1, rb = 1;
-  LOOM_TRY(moe_grid(max_recv, LOOM_MOE_THREADS / 32, 2, &blocks)); /* a warp per received row */
-  loom__moe_comb_send_kernel<<<blocks, LOOM_MOE_THREADS, 0, stream>>>(*k);
-  LOOM_CUDA_LAUNCHED("loom__moe_comb_send_kernel");
-  LOOM_TRY(moe_grid(k->tokens * (k->hidden / 8), LOOM_MOE_THREADS, 4, &rb)); /* a thread per 8 elements */
-  loom__moe_comb_reduce_kernel<<<rb, LOOM_MOE_THREADS, 0, stream>>>(*k);
-  LOOM_CUDA_LAUNCHED("loom__moe_comb_reduce_kernel");
-  return LOOM_SUCCESS;
+extern "C" loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int64_t max_recv, const loom_moe_grid_t *g,
+                                                  cudaStream_t stream) {
+  /* MOE_VEC_BATCH vectors per thread (send), a thread per 8 elements (reduce) */
+  const int64_t vectors = max_recv * ((int64_t)k->hidden * k->es / 16);
+  const unsigned sb = moe_grid(vectors, LOOM_MOE_THREADS * MOE_VEC_BATCH, 2, g->sms, g->comb_blocks);
+  const unsigned rb = moe_grid(k->tokens * (k->hidden / 8), LOOM_MOE_THREADS, 4, g->sms, g->comb_blocks);
+  return moe_launch(loom__moe_combine_kernel, "loom__moe_combine_kernel", sb > rb ? sb : rb, k, stream);
 }
 
-extern "C" loom_result_t loom__moe_preload_kernels(void) {
-  cudaFuncAttributes fa;
-  LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__moe_count_kernel));
-  LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__moe_publish_kernel));
-  LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__moe_layout_kernel));
-  LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__moe_slots_kernel));
-  LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__moe_send_kernel));
-  LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__moe_wait_kernel));
-  LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__moe_comb_send_kernel));
-  LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__moe_comb_reduce_kernel));
+extern "C" loom_result_t loom__moe_grid_limits(loom_moe_grid_t *g) {
+  int dev = 0, coop = 0, per_sm_d = 0, per_sm_c = 0;
+  LOOM_CUDA(cudaGetDevice(&dev));
+  LOOM_CUDA(cudaDeviceGetAttribute(&g->sms, cudaDevAttrMultiProcessorCount, dev));
+  LOOM_CUDA(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
+  if (!coop)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "the MoE kernels need cooperative launches, which device %d does not support",
+                      dev);
+  LOOM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_d, loom__moe_dispatch_kernel, LOOM_MOE_THREADS, 0));
+  LOOM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_c, loom__moe_combine_kernel, LOOM_MOE_THREADS, 0));
+  g->dispatch_blocks = per_sm_d * g->sms, g->comb_blocks = per_sm_c * g->sms;
+  if (g->dispatch_blocks < 1 || g->comb_blocks < 1)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "the MoE kernels fit no block of %d threads on device %d", LOOM_MOE_THREADS,
+                      dev);
   return LOOM_SUCCESS;
 }

@@ -22,6 +22,7 @@ __attribute__((constructor)) static void loom__moe_wait_sites(void) {
   loom__wait_site_register(LOOM_SITE_MOE_DELIVERED, "MoE dispatch: a source's rows in this rank's receive buffer");
   loom__wait_site_register(LOOM_SITE_MOE_COMB_READY, "MoE combine: a rank's combine buffer writable (its combine started)");
   loom__wait_site_register(LOOM_SITE_MOE_COMB_DONE, "MoE combine: an expert rank's outputs in this rank's combine buffer");
+  loom__wait_site_register(LOOM_SITE_MOE_GRID, "MoE dispatch: the blocks of this rank's own kernel (a grid barrier)");
 }
 
 loom_result_t loom__moe_check_desc(const char *fn, int comm_size, const loom_moe_desc_t *d) {
@@ -56,8 +57,33 @@ loom_result_t loom__moe_check_desc(const char *fn, int comm_size, const loom_moe
 
 /* ---- plan state ---------------------------------------------------------- */
 
+/* LOOM_DEBUG=TRACE: the last dispatch's and combine's phases, in us from
+ * each kernel's start (block 0's, except the last block's stamps), as the
+ * kernels stamped them (moe_kernels.cu, moe_stamp). */
+static void moe_log_stamps(const loom_moe_state_t *st) {
+  static const char *const what[2][LOOM_MOE_STAMPS] = {
+      {"start", "counted", "barrier1", "published", "counts-in+layout", "barrier2", "slots+barrier3", "sent(block0)",
+       "sent(last)", "delivered"},
+      {"start", "ready", "sent(block0)", "sent(last)", "done-in", "reduced(block0)"}};
+  const volatile unsigned long long *t = st->stamps;
+  for (int k = 0; k < 2; ++k) {
+    char line[512];
+    int len = snprintf(line, sizeof line, "moe %s rank %d (last call), us from the start:", k ? "combine" : "dispatch",
+                       st->rank);
+    for (int i = 1; i < LOOM_MOE_STAMPS && what[k][i] && len > 0 && (size_t)len < sizeof line; ++i)
+      len += snprintf(line + len, sizeof line - (size_t)len, " %s %.1f", what[k][i],
+                      t[k * LOOM_MOE_STAMPS + i] ? (double)(long long)(t[k * LOOM_MOE_STAMPS + i] - t[k * LOOM_MOE_STAMPS]) * 1e-3 : -1.0);
+    LOOM_TRACE("%s", line);
+  }
+}
+
 static void moe_free(loom_comm_t comm, loom_moe_state_t *st) {
   if (!st) return;
+  if (st->stamps) {
+    (void)cudaDeviceSynchronize(); /* the last calls' stamps */
+    moe_log_stamps(st);
+    (void)cudaFreeHost(st->stamps);
+  }
   loom__plan_done_release(st->done, "moe");
   if (st->recv) (void)loom__comm_free(comm, st->recv);
   if (st->origin) (void)loom__comm_free(comm, st->origin);
@@ -90,13 +116,15 @@ static loom_result_t moe_symmetric(loom_comm_t comm, const char *fn, loom_moe_st
   const size_t es = loom_dtype_size(d->dtype);
   const size_t bytes[4] = {(size_t)st->max_recv * (size_t)d->hidden * es, (size_t)st->max_recv * sizeof(int32_t) * 2,
                            (size_t)d->max_tokens * (size_t)d->topk * (size_t)d->hidden * es,
-                           (size_t)W * (size_t)d->experts * sizeof(int32_t)};
+                           (size_t)W * (size_t)d->experts * sizeof(unsigned long long)};
   void **bufs[4] = {&st->recv, &st->origin, &st->combine, &st->counts};
   static const char *const names[4] = {"receive buffer", "origins", "combine buffer", "counts table"};
   for (int b = 0; b < 4; ++b) {
     const size_t n = bytes[b] > 0 ? bytes[b] : 256;
     LOOM_TRY(loom__comm_malloc(comm, n, bufs[b]));
     st->symmetric_bytes += n;
+    /* epoch 0 in every word: no call has counted yet (on the comm's stream: the fence after orders it) */
+    if (b == 3) LOOM_CUDA(cudaMemsetAsync(*bufs[b], 0, n, comm->stream));
     LOOM_TRY(loom__peer_addresses(fn, names[b], comm, *bufs[b], n, "the plan's own buffer", peers + (size_t)b * W));
   }
   return LOOM_SUCCESS;
@@ -105,7 +133,7 @@ static loom_result_t moe_symmetric(loom_comm_t comm, const char *fn, loom_moe_st
 /* Sizes of the local device arrays, in the order they are carved. */
 enum { MOE_HIST, MOE_KEPT, MOE_BASE, MOE_SLOT, MOE_OFF, MOE_SCAN, MOE_PEERS, MOE_COUNT, MOE_PARTS };
 
-static loom_result_t moe_device(loom_moe_state_t *st, char *const *peers) {
+static loom_result_t moe_device(loom_comm_t comm, loom_moe_state_t *st, char *const *peers) {
   const loom_moe_desc_t *d = &st->desc;
   const int W = st->world;
   const size_t sizes[MOE_PARTS] = {(size_t)LOOM_MOE_CHUNKS_MAX * (size_t)d->experts * sizeof(int32_t),
@@ -115,14 +143,14 @@ static loom_result_t moe_device(loom_moe_state_t *st, char *const *peers) {
                                    (size_t)(st->n_local + 1) * sizeof(int64_t),
                                    (size_t)(d->experts + 1) * sizeof(int64_t),
                                    4 * (size_t)W * sizeof(char *),
-                                   sizeof(uint32_t)};
+                                   3 * sizeof(uint32_t)};
   size_t off[MOE_PARTS], total = 0;
   for (int p = 0; p < MOE_PARTS; ++p) off[p] = total, total += (sizes[p] + 255) / 256 * 256;
   LOOM_CUDA(cudaMalloc(&st->dev, total));
   st->device_bytes = total;
-  LOOM_CUDA(cudaMemset(st->dev, 0, total));
+  LOOM_CUDA(cudaMemsetAsync(st->dev, 0, total, comm->stream)); /* before the plan's fence (its stream) */
   char *base = (char *)st->dev;
-  LOOM_CUDA(cudaMemcpy(base + off[MOE_PEERS], peers, sizes[MOE_PEERS], cudaMemcpyHostToDevice));
+  LOOM_CUDA(cudaMemcpyAsync(base + off[MOE_PEERS], peers, sizes[MOE_PEERS], cudaMemcpyHostToDevice, comm->stream));
   loom_moe_kargs_t *k = &st->k;
   k->hist = (int32_t *)(base + off[MOE_HIST]);
   k->kept = (int32_t *)(base + off[MOE_KEPT]);
@@ -131,11 +159,19 @@ static loom_result_t moe_device(loom_moe_state_t *st, char *const *peers) {
   k->expert_off = (int64_t *)(base + off[MOE_OFF]);
   k->scan = (int64_t *)(base + off[MOE_SCAN]);
   char **pt = (char **)(base + off[MOE_PEERS]);
-  k->recv = pt, k->origin = (int2 *const *)(pt + W), k->combine = pt + 2 * W, k->counts = (int32_t *const *)(pt + 3 * W);
+  k->recv = pt, k->origin = (int2 *const *)(pt + W), k->combine = pt + 2 * W, k->counts = (unsigned long long *const *)(pt + 3 * W);
   k->count = (uint32_t *)(base + off[MOE_COUNT]);
+  k->bar = k->count + 1;
   LOOM_CUDA(cudaHostAlloc((void **)&st->err, sizeof *st->err, cudaHostAllocMapped));
   memset(st->err, 0, sizeof *st->err);
   LOOM_CUDA(cudaHostGetDevicePointer((void **)&k->err, st->err, 0));
+  k->stamps = NULL;
+  if (loom__log_level() >= LOOM_LOG_TRACE) {
+    const size_t n = 2 * LOOM_MOE_STAMPS * sizeof(unsigned long long);
+    LOOM_CUDA(cudaHostAlloc((void **)&st->stamps, n, cudaHostAllocMapped));
+    memset(st->stamps, 0, n);
+    LOOM_CUDA(cudaHostGetDevicePointer((void **)&k->stamps, st->stamps, 0));
+  }
   return LOOM_SUCCESS;
 }
 
@@ -145,10 +181,9 @@ static void moe_kargs(loom_plan_t plan, loom_moe_state_t *st) {
   k->dc = loom__comm_dev(plan->comm);
   k->epoch_off = plan->epoch_offset;
   const size_t w = (size_t)st->world * sizeof(uint32_t);
-  k->counts_ready_off = plan->signals_offset;
-  k->delivered_off = plan->signals_offset + w;
-  k->comb_ready_off = plan->signals_offset + 2 * w;
-  k->comb_done_off = plan->signals_offset + 3 * w;
+  k->delivered_off = plan->signals_offset;
+  k->comb_ready_off = plan->signals_offset + w;
+  k->comb_done_off = plan->signals_offset + 2 * w;
   k->world = st->world, k->experts = d->experts, k->topk = d->topk, k->hidden = d->hidden;
   k->es = (int)loom_dtype_size(d->dtype), k->dtype = (int)d->dtype;
   k->capacity = d->capacity;
@@ -160,13 +195,13 @@ static loom_result_t moe_fill(loom_comm_t comm, const char *fn, loom_plan_t plan
   char **peers = (char **)calloc((size_t)4 * st->world, sizeof(char *));
   if (!peers) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: a table of %d peer addresses", fn, 4 * st->world);
   loom_result_t r = moe_symmetric(comm, fn, st, peers);
-  if (r == LOOM_SUCCESS) r = moe_device(st, peers);
+  if (r == LOOM_SUCCESS) r = moe_device(comm, st, peers);
   free(peers);
   LOOM_TRY(r);
   LOOM_TRY(loom__plan_done_create(&st->done));
   if (st->desc.ffn > 0 && st->n_local > 0) LOOM_TRY(loom__moe_mlp_buffers(fn, st));
   moe_kargs(plan, st);
-  LOOM_TRY(loom__moe_preload_kernels());
+  LOOM_TRY(loom__moe_grid_limits(&st->grid));
   return loom__nccl_fence(comm); /* every rank's buffers exist before any peer stores into them */
 }
 
@@ -191,7 +226,7 @@ loom_result_t loom_plan_moe(loom_comm_t comm, const loom_moe_desc_t *desc, loom_
                              desc->ffn};
   h = loom__fnv64(h, fields, sizeof fields);
   loom_plan_t plan = NULL;
-  r = loom__plan_create(comm, fn, "moe", (uint32_t)(4 * comm->size), 0, h,
+  r = loom__plan_create(comm, fn, "moe", (uint32_t)(3 * comm->size), 0, h,
                         "hidden, experts, topk, max_tokens, capacity, dtype and ffn", &plan);
   if (r != LOOM_SUCCESS) {
     moe_free(comm, st);
@@ -272,7 +307,7 @@ loom_result_t loom_moe_dispatch(loom_plan_t plan, const void *x, const int32_t *
   k.nchunks = (int)nch;
   k.chunk = n > 0 ? (n + nch - 1) / nch : 1;
   (void)loom__plan_next_epoch(plan);
-  LOOM_TRY(loom__moe_dispatch_launch(&k, stream));
+  LOOM_TRY(loom__moe_dispatch_launch(&k, &st->grid, stream));
   st->tokens = tokens, st->dispatched = 1;
   return loom__plan_done_record(st->done, stream, NULL);
 }
@@ -299,6 +334,6 @@ loom_result_t loom_moe_combine(loom_plan_t plan, const void *y, const float *wei
   loom_moe_kargs_t k = st->k;
   k.y = (const char *)y, k.weights = weights, k.out = (char *)out, k.tokens = st->tokens;
   (void)loom__plan_next_epoch(plan);
-  LOOM_TRY(loom__moe_combine_launch(&k, st->max_recv, stream));
+  LOOM_TRY(loom__moe_combine_launch(&k, st->max_recv, &st->grid, stream));
   return loom__plan_done_record(st->done, stream, NULL);
 }

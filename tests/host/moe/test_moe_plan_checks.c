@@ -63,5 +63,6 @@ LOOM_TEST(moe_wait_sites_are_named) {
   CHECK(strstr(loom__wait_site_name(LOOM_SITE_MOE_DELIVERED), "MoE dispatch") != NULL);
   CHECK(strstr(loom__wait_site_name(LOOM_SITE_MOE_COMB_READY), "MoE combine") != NULL);
   CHECK(strstr(loom__wait_site_name(LOOM_SITE_MOE_COMB_DONE), "MoE combine") != NULL);
+  CHECK(strstr(loom__wait_site_name(LOOM_SITE_MOE_GRID), "grid barrier") != NULL);
   CHECK_EQ_INT(loom__wait_site_clashes(), 0);
 }
