@@ -74,6 +74,20 @@ static __device__ int moe_wait_all(const loom_moe_kargs_t &a, size_t off, uint32
   return ok;
 }
 
+/* Copies one row of `bytes` (a multiple of 16, both ends 16-byte aligned)
+ * with the lanes of a warp, four 16-byte loads per lane in flight. */
+static __device__ __forceinline__ void moe_copy_row(char *dst, const char *src, int64_t bytes, int lane) {
+  const uint4 *s = (const uint4 *)src;
+  uint4 *d = (uint4 *)dst;
+  const int64_t n = bytes / 16;
+  int64_t q = lane;
+  for (; q + 96 < n; q += 128) {
+    const uint4 v0 = __ldcg(s + q), v1 = __ldcg(s + q + 32), v2 = __ldcg(s + q + 64), v3 = __ldcg(s + q + 96);
+    d[q] = v0, d[q + 32] = v1, d[q + 64] = v2, d[q + 96] = v3;
+  }
+  for (; q < n; q += 32) d[q] = __ldcg(s + q);
+}
+
 /* 1 count: rows per expert of each routing chunk (a block per chunk). */
 static __device__ void moe_count(const loom_moe_kargs_t &a) {
   const int64_t n = a.tokens * a.topk;
@@ -256,8 +270,9 @@ static __device__ void moe_slots(const loom_moe_kargs_t &a) {
   }
 }
 
-/* Rows as 16-byte vectors spread over every thread of the grid (not a warp
- * per row: at decode sizes there are fewer rows than warps), MOE_VEC_BATCH
+/* The dispatch's rows as 16-byte vectors spread over every thread of the
+ * grid (not a warp per row: at decode sizes there are fewer rows than
+ * warps), MOE_VEC_BATCH
  * vectors of each thread loaded before they are stored. f.row(i, first,
  * &src): row i's destination (NULL: skip it) and source; first is set for
  * the thread that copies the row's vector 0 (the dispatch stores the
@@ -300,19 +315,6 @@ struct moe_dispatch_rows {
     if (first) a.origin[p][s] = make_int2(a.dc.rank, (int)i);
     *src = (const uint4 *)(a.x + (i / a.topk) * row_bytes);
     return (uint4 *)(a.recv[p] + s * row_bytes);
-  }
-};
-
-/* Combine's rows: received row i's expert output into its source's
- * combine buffer at its origin slot. */
-struct moe_combine_rows {
-  const loom_moe_kargs_t &a;
-  int64_t row_bytes;
-  __device__ uint4 *row(int64_t i, int first, const uint4 **src) const {
-    (void)first;
-    const int2 o = __ldcg(a.origin[a.dc.rank] + i); /* stored by the sources during the dispatch */
-    *src = (const uint4 *)(a.y + i * row_bytes);
-    return (uint4 *)(a.combine[o.x] + (int64_t)o.y * row_bytes);
   }
 };
 
@@ -409,11 +411,18 @@ extern "C" loom_result_t loom__moe_dispatch_launch(const loom_moe_kargs_t *k, co
 }
 
 /* Combine's send: each received row's expert output into its source's
- * combine buffer at its origin slot. */
+ * combine buffer at its origin slot, a warp per row. (The dispatch's
+ * copy over the whole grid was 1-2% slower here at prefill sizes and no
+ * faster at decode: docs/perf/moe.md.) */
 static __device__ void moe_comb_send(const loom_moe_kargs_t &a) {
-  const int nl = loom__moe_experts_on(a.experts, a.world, a.dc.rank);
-  const int64_t row_bytes = (int64_t)a.hidden * a.es;
-  moe_copy_rows(a.expert_off[nl], row_bytes / 16, moe_combine_rows{a, row_bytes});
+  const int lane = (int)(threadIdx.x % 32), r = a.dc.rank;
+  const int nl = loom__moe_experts_on(a.experts, a.world, r);
+  const int64_t total = a.expert_off[nl], row_bytes = (int64_t)a.hidden * a.es;
+  const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+  for (int64_t i = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; i < total; i += warps) {
+    const int2 o = __ldcg(a.origin[r] + i); /* stored by the sources during the dispatch */
+    moe_copy_row(a.combine[o.x] + (int64_t)o.y * row_bytes, a.y + i * row_bytes, row_bytes, lane);
+  }
 }
 
 /* Combine's reduce: out[t] = sum over kept j (ascending) of w[t][j] y_j,
@@ -465,9 +474,8 @@ __global__ void __launch_bounds__(LOOM_MOE_THREADS, 4) loom__moe_combine_kernel(
 
 extern "C" loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int64_t max_recv, const loom_moe_grid_t *g,
                                                   cudaStream_t stream) {
-  /* MOE_VEC_BATCH vectors per thread (send), a thread per 8 elements (reduce) */
-  const int64_t vectors = max_recv * ((int64_t)k->hidden * k->es / 16);
-  const unsigned sb = moe_grid(vectors, LOOM_MOE_THREADS * MOE_VEC_BATCH, 2, g->sms, g->comb_blocks);
+  /* a warp per received row (send), a thread per 8 elements (reduce) */
+  const unsigned sb = moe_grid(max_recv, LOOM_MOE_THREADS / 32, 2, g->sms, g->comb_blocks);
   const unsigned rb = moe_grid(k->tokens * (k->hidden / 8), LOOM_MOE_THREADS, 4, g->sms, g->comb_blocks);
   return moe_launch(loom__moe_combine_kernel, "loom__moe_combine_kernel", sb > rb ? sb : rb, k, stream);
 }
