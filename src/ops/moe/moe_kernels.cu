@@ -10,11 +10,10 @@
  * layout, slots, send, wait) are phases between grid barriers; combine: one
  * kernel (send, then every block waits for every owner and reduces). Both
  * are cooperative launches (every block resident at once: blocks wait for
- * each other), sized to the work and to what the GPU holds. At decode sizes
- * a call's time was its launches and their gaps (six launches, ~25 us of
- * host time); the routing is small next to the rows, so the phases that
- * only read it run on one block (publish, layout) or one warp per chunk.
- * Any sm_80+.
+ * each other), sized to the work and to what the GPU holds (until 9f7b797
+ * they were six and two launches; docs/perf/moe.md, "One launch each").
+ * The routing is small next to the rows, so the phases that only read it
+ * run on one block (publish, layout) or one warp per chunk. Any sm_80+.
  */
 #include <cuda_runtime.h>
 
@@ -270,19 +269,28 @@ static __device__ void moe_slots(const loom_moe_kargs_t &a) {
   }
 }
 
-/* The dispatch's rows as 16-byte vectors spread over every thread of the
- * grid (not a warp per row: at decode sizes there are fewer rows than
- * warps), MOE_VEC_BATCH
- * vectors of each thread loaded before they are stored. f.row(i, first,
- * &src): row i's destination (NULL: skip it) and source; first is set for
- * the thread that copies the row's vector 0 (the dispatch stores the
- * row's origin there). (Measured: the lookups of a batch in a pass of
- * their own, before any store, and 2, 8, 16 or 64 vectors per thread were
- * no faster at decode sizes and up to 3% slower at prefill: docs/perf/moe.md.) */
+/* Row i of the dispatch: its owner's receive row (NULL for a dropped or
+ * bad entry) and its token row in *src; `first`: also store the row's
+ * origin {source, i} beside it. */
+static __device__ __forceinline__ uint4 *moe_dispatch_row(const loom_moe_kargs_t &a, int64_t row_bytes, int64_t i,
+                                                          int first, const uint4 **src) {
+  const int64_t s = a.slot[i];
+  if (s < 0) return NULL;
+  const int p = loom__moe_expert_rank(a.experts, a.world, a.ids[i]);
+  if (first) a.origin[p][s] = make_int2(a.dc.rank, (int)i);
+  *src = (const uint4 *)(a.x + (i / a.topk) * row_bytes);
+  return (uint4 *)(a.recv[p] + s * row_bytes);
+}
+
+/* The dispatch's n rows as 16-byte vectors spread over every thread of the
+ * grid (where there are fewer rows than warps), MOE_VEC_BATCH vectors of
+ * each thread loaded before they are stored. (Measured: the lookups of a
+ * batch in a pass of their own before any store, and 2, 8, 16 or 64
+ * vectors per thread, were no faster at decode sizes and up to 3% slower
+ * at prefill: docs/perf/moe.md.) */
 #define MOE_VEC_BATCH 4
-template <class Rows>
-static __device__ __forceinline__ void moe_copy_rows(int64_t rows, int64_t vpr, const Rows &f) {
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x, total = rows * vpr;
+static __device__ __forceinline__ void moe_copy_rows_spread(const loom_moe_kargs_t &a, int64_t n, int64_t row_bytes) {
+  const int64_t vpr = row_bytes / 16, stride = (int64_t)gridDim.x * blockDim.x, total = n * vpr;
   for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < total; v += MOE_VEC_BATCH * stride) {
     uint4 val[MOE_VEC_BATCH];
     uint4 *dst[MOE_VEC_BATCH];
@@ -293,7 +301,7 @@ static __device__ __forceinline__ void moe_copy_rows(int64_t rows, int64_t vpr, 
       if (w < total) {
         const int64_t i = w / vpr, c = w - i * vpr;
         const uint4 *src;
-        dst[q] = f.row(i, c == 0, &src);
+        dst[q] = moe_dispatch_row(a, row_bytes, i, c == 0, &src);
         if (dst[q]) dst[q] += c, val[q] = __ldcg(src + c);
       }
     }
@@ -303,24 +311,9 @@ static __device__ __forceinline__ void moe_copy_rows(int64_t rows, int64_t vpr, 
   }
 }
 
-/* Dispatch's rows: entry i's token row into its owner's receive row, the
- * origin {source, i} beside it; dropped and bad entries skipped. */
-struct moe_dispatch_rows {
-  const loom_moe_kargs_t &a;
-  int64_t row_bytes;
-  __device__ uint4 *row(int64_t i, int first, const uint4 **src) const {
-    const int64_t s = a.slot[i];
-    if (s < 0) return NULL;
-    const int p = loom__moe_expert_rank(a.experts, a.world, a.ids[i]);
-    if (first) a.origin[p][s] = make_int2(a.dc.rank, (int)i);
-    *src = (const uint4 *)(a.x + (i / a.topk) * row_bytes);
-    return (uint4 *)(a.recv[p] + s * row_bytes);
-  }
-};
-
 /* Every thread's stores of this block, then the last block of the grid to
- * get here tells word `index` of the array at `off` on every rank. 1 in
- * that block (every thread), 0 in the others. */
+ * get here stores e into this rank's word of the signal array at `off` on
+ * every rank. 1 in that block (every thread), 0 in the others. */
 static __device__ int moe_last_tells(const loom_moe_kargs_t &a, size_t off, uint32_t e) {
   __shared__ int last;
   __threadfence_system();
@@ -341,14 +334,13 @@ static __device__ int moe_last_tells(const loom_moe_kargs_t &a, size_t off, uint
 static __device__ int moe_send(const loom_moe_kargs_t &a, uint32_t e) {
   const int64_t row_bytes = (int64_t)a.hidden * a.es, n = a.tokens * a.topk;
   const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
-  const moe_dispatch_rows rows{a, row_bytes};
   if (n < warps) { /* fewer rows than warps (decode sizes): every thread of the grid */
-    moe_copy_rows(n, row_bytes / 16, rows);
+    moe_copy_rows_spread(a, n, row_bytes);
   } else { /* a warp per row (prefill sizes: 1-3% faster there than the grid-wide copy) */
     const int lane = (int)(threadIdx.x % 32);
     for (int64_t i = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; i < n; i += warps) {
       const uint4 *src;
-      char *dst = (char *)rows.row(i, lane == 0, &src);
+      char *dst = (char *)moe_dispatch_row(a, row_bytes, i, lane == 0, &src);
       if (dst) moe_copy_row(dst, (const char *)src, row_bytes, lane);
     }
   }
