@@ -910,8 +910,18 @@ typedef struct loom_moe_desc {
   int ffn;                /* F, the experts' hidden size, for loom_moe_mlp (0: dispatch and
                            * combine only); > 0 needs dtype bf16 or fp16, H and F multiples
                            * of 8, and loom's Hopper GEMM (compute capability 9.0) */
+  int mlp_path;           /* loom_moe_mlp_path_t: how loom_moe_mlp runs (may differ per rank) */
 } loom_moe_desc_t;
-#define LOOM_MOE_DESC_INIT { sizeof(loom_moe_desc_t), 0, 0, 0, 0, 0, LOOM_BF16, 0 }
+#define LOOM_MOE_DESC_INIT { sizeof(loom_moe_desc_t), 0, 0, 0, 0, 0, LOOM_BF16, 0, 0 }
+
+/* How loom_moe_mlp runs its combine. Every form computes the same bits;
+ * ranks may differ (each call's choice is its rank's own). */
+typedef enum loom_moe_mlp_path {
+  LOOM_MOE_MLP_AUTO = 0,    /* per call: the tuned form for the call's tokens (loom_moe_mlp_tune), else fused */
+  LOOM_MOE_MLP_FUSED = 1,   /* the down GEMM's epilogue stores each row into its token's rank; the
+                             * combine kernel only signals and reduces */
+  LOOM_MOE_MLP_UNFUSED = 2  /* the down GEMM into the receive buffer, then loom_moe_combine */
+} loom_moe_mlp_path_t;
 
 typedef struct loom_moe_plan_info {
   size_t struct_size;      /* sizeof(loom_moe_plan_info_t) */
@@ -953,6 +963,8 @@ loom_result_t loom_moe_combine(loom_plan_t plan, const void *y, const float *wei
  *             epilogue applies SwiGLU (fp32, rounded once)
  *   down      y [rows, H] = h_l x down_l^T, into the receive buffer
  *   combine   loom_moe_combine(y, weights, out)
+ * or fused (loom_moe_mlp_path): the down GEMM's epilogue stores each row
+ * of y straight into its token's rank, and the combine only reduces.
  * gate_up [n, 2F, H] and down [n, H, F] (dtype, n = local_experts, the
  * rank's experts first_expert.. in order, each as nn.Linear stores its
  * weight: [out, in]); rows [0, F) of gate_up_l are the gate's, [F, 2F) the
@@ -961,6 +973,23 @@ loom_result_t loom_moe_combine(loom_plan_t plan, const void *y, const float *wei
  * loom_moe_plan_info's device_bytes). */
 loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights, int64_t tokens,
                            const void *gate_up, const void *down, void *out, cudaStream_t stream);
+
+/* The form (LOOM_MOE_MLP_FUSED or LOOM_MOE_MLP_UNFUSED) a loom_moe_mlp
+ * call of `tokens` runs on this rank: desc->mlp_path, or where that is
+ * AUTO, the tuning cache's entry for this plan's shape and the tokens'
+ * bucket (the next power of two), else fused. Host call. */
+loom_result_t loom_moe_mlp_path(loom_plan_t plan, int64_t tokens, loom_moe_mlp_path_t *path);
+
+/* Collective, synchronizes `stream` (not while it captures a graph): times
+ * loom_moe_mlp in both forms on these arguments (2 warm-up and 5 timed
+ * calls each, the time the largest over the ranks, so every rank picks the
+ * same) and records the faster for this shape and the tokens' bucket in
+ * the tuning cache, which AUTO calls then run (LOOM_TUNE_FILE: written
+ * back by rank 0). Same arguments and checks as loom_moe_mlp; out holds
+ * the layer's output afterwards. */
+loom_result_t loom_moe_mlp_tune(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights,
+                                int64_t tokens, const void *gate_up, const void *down, void *out,
+                                cudaStream_t stream);
 
 /* ==== Collectives with a fused epilogue ================================= */
 /*

@@ -355,3 +355,25 @@ loom_result_t loom__comm_refuse(loom_comm_t c, const char *fn, loom_result_t r) 
   (void)loom__comm_agree(c, fn, 0, 1, "");
   return loom__fail(r, "%s", msg);
 }
+
+loom_result_t loom__comm_max_ms(loom_comm_t comm, float ms, float *dev_word, cudaStream_t stream, float *out) {
+  cudaError_t ce = cudaMemcpyAsync(dev_word, &ms, sizeof ms, cudaMemcpyHostToDevice, stream);
+  if (ce != cudaSuccess) return loom__cuda_fail((int)ce, "cudaMemcpyAsync (tuning)", __FILE__, __LINE__);
+  const ncclResult_t nr = ncclAllReduce(dev_word, dev_word, 1, ncclFloat32, ncclMax, comm->nccl, stream);
+  if (nr != ncclSuccess) return loom__nccl_fail((int)nr, "ncclAllReduce (tuning)", __FILE__, __LINE__);
+  if ((ce = cudaMemcpyAsync(out, dev_word, sizeof *out, cudaMemcpyDeviceToHost, stream)) != cudaSuccess)
+    return loom__cuda_fail((int)ce, "cudaMemcpyAsync (tuning)", __FILE__, __LINE__);
+  if ((ce = cudaStreamSynchronize(stream)) != cudaSuccess)
+    return loom__cuda_fail((int)ce, "cudaStreamSynchronize (tuning)", __FILE__, __LINE__);
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__stream_not_capturing(const char *fn, cudaStream_t stream) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  const cudaError_t ce = cudaStreamIsCapturing(stream, &cs);
+  if (ce != cudaSuccess) return loom__cuda_fail((int)ce, "cudaStreamIsCapturing", __FILE__, __LINE__);
+  if (cs != cudaStreamCaptureStatusNone)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: stream %p is capturing a graph; tuning launches and synchronizes",
+                      fn, (void *)stream);
+  return LOOM_SUCCESS;
+}

@@ -149,6 +149,16 @@ loom_alloc_t *loom__find_alloc(loom_comm_t comm, const void *ptr, size_t bytes);
 loom_result_t loom__peer_addresses(const char *fn, const char *what, loom_comm_t comm, const void *p, size_t bytes,
                                    const char *why, char **peer);
 
+/* Collective (tuners): *out = the largest of every rank's `ms` (a failed
+ * rank passes 1e30f: every rank enters, failed or not, so none waits for
+ * it), through an NCCL all-reduce of dev_word (a device float) on
+ * `stream`, which it synchronizes. */
+loom_result_t loom__comm_max_ms(loom_comm_t comm, float ms, float *dev_word, cudaStream_t stream, float *out);
+
+/* LOOM_ERR_INVALID_ARGUMENT naming fn where `stream` is capturing a graph
+ * (a tuner launches and synchronizes). */
+loom_result_t loom__stream_not_capturing(const char *fn, cudaStream_t stream);
+
 /* Kernel argument describing this comm. */
 loom_dev_comm_t loom__comm_dev(loom_comm_t comm);
 

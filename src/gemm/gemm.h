@@ -275,6 +275,19 @@ loom_result_t loom__gemm_grouped_sm90(const loom_grouped_gemm_desc_t *d, const v
                                       const void *bias, const int64_t *offsets, const loom_gemm_config_t *cfg,
                                       int glu, cudaStream_t stream);
 
+/* loom__gemm_grouped_sm90 (no SwiGLU, no bias) whose epilogue scatters the
+ * product's rows instead of storing them into c: row r goes to row o.y of
+ * dst[o.x], o = origin[r], a device int2 {source, row} per row of A
+ * (written before the launch, e.g. by the peers during a dispatch); dst a
+ * device array of row bases (may be peers' LSA pointers), each holding rows
+ * of n c_type elements. The rows are plain stores, complete when the
+ * kernel is: a reader on another GPU needs a signal sent after it (a
+ * release in a later kernel of the stream). c: the C map's base (not
+ * written). LOOM_ERR_INVALID_ARGUMENT without the tables or with a bias. */
+loom_result_t loom__gemm_grouped_sm90_scatter(const loom_grouped_gemm_desc_t *d, const void *a, const void *b, void *c,
+                                              const int64_t *offsets, const loom_gemm_config_t *cfg,
+                                              const void *origin, char *const *dst, cudaStream_t stream);
+
 /* The grouped kernel of a configuration (bm 64 / 128, bn 128 / 256, type, tb
  * 1 for B [k, n]); NULL for one that is not built. No GPU needed. */
 const void *loom__gemm_grouped_kernel_for(int bm, int bn, int type, int tb);

@@ -11,6 +11,9 @@
  *   grid     persistent, SM count (or fewer where even the worst case has
  *            fewer tiles): the tile count is known only on the device
  *   shared   the plain kernel's, plus the tile prefix (LOOM_SM90_GROUPED_BYTES)
+ *   epilogue plain (TMA stores into C), SwiGLU (glu), or scatter: each row
+ *            to the row of another buffer its origin names (a combine in
+ *            the epilogue; loom__epi_scatter)
  * The offsets are never read here: no synchronisation, graph-capturable.
  */
 #include <cuda.h>
@@ -47,9 +50,11 @@ static loom_result_t loom__grouped_maps(const loom_grouped_gemm_desc_t *d, const
   return loom__gemm_tensor_map(mc, c, d->c_type, glu ? n / 2 : n, R, 0, d->c_type == LOOM_FP32 ? 32 : 64, 64, "C");
 }
 
-extern "C" loom_result_t loom__gemm_grouped_sm90(const loom_grouped_gemm_desc_t *d, const void *a, const void *b,
-                                                 void *c, const void *bias, const int64_t *offsets,
-                                                 const loom_gemm_config_t *cfg, int glu, cudaStream_t stream) {
+/* Either epilogue of a launch: glu (SwiGLU), or rows scattered to
+ * origin/dst (both NULL: stored into c). */
+static loom_result_t grouped_launch(const loom_grouped_gemm_desc_t *d, const void *a, const void *b, void *c,
+                                    const void *bias, const int64_t *offsets, const loom_gemm_config_t *cfg, int glu,
+                                    const void *origin, char *const *dst, cudaStream_t stream) {
   loom__gemm_device_t dev;
   LOOM_TRY(loom__gemm_device(&dev));
   loom_gemm_config_t conf = cfg ? *cfg : loom__grouped_sm90_config(d, dev.sms);
@@ -78,6 +83,8 @@ extern "C" loom_result_t loom__gemm_grouped_sm90(const loom_grouped_gemm_desc_t 
   args.group_band = args.order.group;
   args.work.kblocks = (int32_t)loom__ceil_div(d->k, LOOM_SM90_BK);
   args.glu = glu != 0;
+  args.scatter_origin = (const int2 *)origin;
+  args.scatter_dst = dst;
 
   /* the most tiles a valid table can make: every row in one tile row of
    * its own group plus one short tile row per group */
@@ -102,4 +109,22 @@ extern "C" loom_result_t loom__gemm_grouped_sm90(const loom_grouped_gemm_desc_t 
   kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, mc, args);
   LOOM_CUDA_LAUNCHED("loom__gemm_sm90_kernel (grouped)");
   return LOOM_SUCCESS;
+}
+
+extern "C" loom_result_t loom__gemm_grouped_sm90(const loom_grouped_gemm_desc_t *d, const void *a, const void *b,
+                                                 void *c, const void *bias, const int64_t *offsets,
+                                                 const loom_gemm_config_t *cfg, int glu, cudaStream_t stream) {
+  return grouped_launch(d, a, b, c, bias, offsets, cfg, glu, NULL, NULL, stream);
+}
+
+extern "C" loom_result_t loom__gemm_grouped_sm90_scatter(const loom_grouped_gemm_desc_t *d, const void *a,
+                                                         const void *b, void *c, const int64_t *offsets,
+                                                         const loom_gemm_config_t *cfg, const void *origin,
+                                                         char *const *dst, cudaStream_t stream) {
+  if (!origin || !dst || d->has_bias)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "loom_gemm_grouped (scatter): origin=%p dst=%p has_bias=%d: the scatter epilogue needs both "
+                      "tables and no bias",
+                      origin, (const void *)dst, d->has_bias);
+  return grouped_launch(d, a, b, c, NULL, offsets, cfg, 0, origin, dst, stream);
 }

@@ -141,6 +141,12 @@ typedef struct loom_sm90_args {
   int32_t glu;              /* GR, bn 256, B [G, n, k]: the SwiGLU epilogue. B_g's rows [0, n/2) are the
                              * gate's, [n/2, n) the up projection's; C [m, n/2] = silu(A Bgate^T) x
                              * (A Bup^T), fp32, rounded once (loom__glu_pairs) */
+  /* GR, the scatter epilogue (a mixture of experts' combine in its down
+   * GEMM): row r of the product goes to row o.y of scatter_dst[o.x], o =
+   * scatter_origin[r] = {source, row}, instead of row r of c; rows of n
+   * c_type elements there too (loom__epi_scatter). NULL: none. */
+  const int2 *scatter_origin;     /* [m] */
+  char *const *scatter_dst;       /* [sources] row bases (may be peers' LSA pointers) */
 } loom_sm90_args_t;
 
 /* The fields every launch sets (the rest zero): C [m, n] of c_type at c,
@@ -328,6 +334,45 @@ static __device__ __forceinline__ void loom__wg_sync(int cw) {
   asm volatile("bar.sync %0, 128;" ::"r"(3 + cw) : "memory");
 }
 
+/* Chunk ch of a warpgroup's accumulators (+ bias, activation, converted to
+ * the chunk's ES-byte elements) into the 8 KiB epilogue buffer `buf`: 64
+ * rows x 128 bytes, 16-byte unit u of row r at unit u ^ (r % 8) (the TMA's
+ * 128-byte swizzle). r0: this thread's first fragment row (16 warp + lane
+ * / 4); JPC: 8-column fragment groups per chunk. */
+template <int ES, int JPC, int ACT>
+static __device__ __forceinline__ void loom__epi_chunk(const float *acc, uint32_t buf, int ch, int32_t col0, int ct,
+                                                      const void *bias, int32_t n, int lane, int r0) {
+#pragma unroll
+  for (int jj = 0; jj < JPC; ++jj) {
+    const int j = ch * JPC + jj;
+    const int col = col0 + j * 8 + (lane % 4) * 2;
+    float b0, b1;
+    loom__gemm_bias2(col < n ? bias : NULL, col, ct, &b0, &b1);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r0 + h * 8;
+      float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
+      loom__gemm_act2<ACT>(&v0, &v1);
+      if (ES == 4) {
+        const uint32_t u = (uint32_t)(jj * 2 + (lane % 4) / 2);
+        const uint32_t addr = buf + r * 128 + ((u ^ (uint32_t)(r & 7)) << 4) + (lane % 2) * 8;
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(v0), "f"(v1) : "memory");
+      } else {
+        uint32_t bits;
+        if (ct == LOOM_BF16) {
+          const __nv_bfloat162 p = __floats2bfloat162_rn(v0, v1);
+          bits = *(const uint32_t *)&p;
+        } else {
+          const __half2 p = __floats2half2_rn(v0, v1);
+          bits = *(const uint32_t *)&p;
+        }
+        const uint32_t addr = buf + r * 128 + (((uint32_t)jj ^ (uint32_t)(r & 7)) << 4) + (lane % 4) * 4;
+        asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(bits) : "memory");
+      }
+    }
+  }
+}
+
 /* Epilogue through shared memory (plain stores): the warpgroup's 64 x WN
  * accumulators (+ bias) go out in chunks of 64 rows x 128 bytes (64 bf16/fp16
  * or 32 fp32 columns). Each chunk is written into one of the warpgroup's
@@ -363,35 +408,7 @@ static __device__ __forceinline__ void loom__epi_tma(const float *acc, const CUt
     const uint32_t buf = bufs + (NBUF == 2 ? (seq & 1u) * (uint32_t)LOOM_SM90_EPI_BUF : 0u);
     if (tid == 0) loom__bulk_wait_read<NBUF - 1>();
     loom__wg_sync(cw);
-#pragma unroll
-    for (int jj = 0; jj < JPC; ++jj) {
-      const int j = ch * JPC + jj;
-      const int col = col0 + j * 8 + (lane % 4) * 2;
-      float b0, b1;
-      loom__gemm_bias2(col < n ? bias : NULL, col, ct, &b0, &b1);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = r0 + h * 8;
-        float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
-        loom__gemm_act2<ACT>(&v0, &v1);
-        if (ES == 4) {
-          const uint32_t u = (uint32_t)(jj * 2 + (lane % 4) / 2);
-          const uint32_t addr = buf + r * 128 + ((u ^ (uint32_t)(r & 7)) << 4) + (lane % 2) * 8;
-          asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(v0), "f"(v1) : "memory");
-        } else {
-          uint32_t bits;
-          if (ct == LOOM_BF16) {
-            const __nv_bfloat162 p = __floats2bfloat162_rn(v0, v1);
-            bits = *(const uint32_t *)&p;
-          } else {
-            const __half2 p = __floats2half2_rn(v0, v1);
-            bits = *(const uint32_t *)&p;
-          }
-          const uint32_t addr = buf + r * 128 + (((uint32_t)jj ^ (uint32_t)(r & 7)) << 4) + (lane % 4) * 4;
-          asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(bits) : "memory");
-        }
-      }
-    }
+    loom__epi_chunk<ES, JPC, ACT>(acc, buf, ch, col0, ct, bias, n, lane, r0);
     /* the generic-proxy writes above are read next by the TMA (async proxy) */
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     loom__wg_sync(cw);
@@ -424,6 +441,52 @@ static __device__ __forceinline__ void loom__epi_tma(const float *acc, const CUt
         }
       }
     }
+  }
+}
+
+/* The scatter epilogue (GR, args.scatter_origin): as loom__epi_tma, chunk by
+ * chunk through the same buffers, but each of the chunk's 64 rows goes to
+ * its own place: row r of the tile to row o.y of dst[o.x], o = origin[r]
+ * (a mixture of experts' combine: the expert's output row straight into
+ * its token's rank). The warpgroup reads the chunk back from shared memory
+ * as 16-byte units, 8 per row (a warp: 4 rows of 128 contiguous bytes),
+ * and stores them, masked at m (the group's end) and n; the rows are
+ * written by plain stores, done when the kernel is (whoever reads them
+ * waits for a signal sent after it). The origins are read through L2
+ * (written by the peers in an earlier kernel). Whole chunks only (the
+ * grouped tiles: 128 or 256 columns). */
+template <int WN, int ES, int NBUF>
+static __device__ __forceinline__ void loom__epi_scatter(const float *acc, uint32_t bufs, uint32_t &seq, int32_t row0,
+                                                        int32_t col0, int ct, const void *bias, int32_t m, int32_t n,
+                                                        const int2 *origin, char *const *dst, int warp, int lane,
+                                                        int tid, int cw) {
+  constexpr int CPC = 128 / ES; /* columns per chunk */
+  constexpr int NCH = WN / CPC;
+  constexpr int JPC = CPC / 8;
+  static_assert(NCH >= 1 && WN % CPC == 0, "whole chunks");
+  const int r0 = warp * 16 + lane / 4;
+  const int64_t row_bytes = (int64_t)n * ES;
+  /* unrolled: a chunk index known at compile time keeps acc in registers */
+#pragma unroll
+  for (int ch = 0; ch < NCH; ++ch) {
+    const uint32_t buf = bufs + (NBUF == 2 ? (seq & 1u) * (uint32_t)LOOM_SM90_EPI_BUF : 0u);
+    loom__wg_sync(cw); /* every thread is done reading this buffer's previous chunk */
+    loom__epi_chunk<ES, JPC, LOOM_ACT_NONE>(acc, buf, ch, col0, ct, bias, n, lane, r0);
+    loom__wg_sync(cw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int q = tid + 128 * i, r = q / 8, u = q % 8;
+      const int32_t row = row0 + r, col = col0 + ch * CPC + u * (16 / ES);
+      if (row < m && col < n) {
+        const int2 o = __ldcg(origin + row);
+        uint4 v;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "r"(buf + r * 128 + (((uint32_t)u ^ (uint32_t)(r & 7)) << 4)));
+        *(uint4 *)(dst[o.x] + (int64_t)o.y * row_bytes + (int64_t)col * ES) = v;
+      }
+    }
+    ++seq;
   }
 }
 
@@ -869,6 +932,19 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       const void *bias = GR && args.bias ? (const void *)((const char *)args.bias +
                                                           (size_t)tl.g * (size_t)args.n * (args.c_type == LOOM_FP32 ? 4u : 2u))
                                          : args.bias;
+      if constexpr (GR) {
+        if (args.scatter_origin) {
+          /* the rows to their origins (a combine in the epilogue), whole and short tiles alike */
+          const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
+          if (active && args.c_type == LOOM_FP32)
+            loom__epi_scatter<WN, 4, EPI_BUFS>(acc, bufs, epi_seq, row0, col0, args.c_type, bias, tl.end, args.n,
+                                               args.scatter_origin, args.scatter_dst, warp, lane, tid, cw);
+          else if (active)
+            loom__epi_scatter<WN, 2, EPI_BUFS>(acc, bufs, epi_seq, row0, col0, args.c_type, bias, tl.end, args.n,
+                                               args.scatter_origin, args.scatter_dst, warp, lane, tid, cw);
+          continue;
+        }
+      }
       if constexpr (GR && TB == 0 && BN == 256) {
         if (args.glu) {
           /* SwiGLU: a tile of bn/2 output columns, C [m, n/2] */

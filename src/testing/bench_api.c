@@ -15,6 +15,7 @@
 #include "gemm/gemm.h"
 #include "gemm/gemm_heuristic.h"
 #include "ops/embedding/embedding_a2a.h"
+#include "ops/moe/moe.h"
 #include "ops/moe/moe_schedule.h"
 #include "ops/optim/optim.h"
 #include "ops/tp/tp_linear.h"
@@ -209,6 +210,13 @@ loom_result_t loom_bench_pointwise_run(const loom_bench_pointwise_t *pw, const v
 }
 
 int loom_bench_moe_expert_rank(int experts, int world, int e) { return loom__moe_expert_rank(experts, world, e); }
+
+loom_result_t loom_bench_moe_mlp_form(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights,
+                                      int64_t tokens, const void *gate_up, const void *down, void *out, int path,
+                                      cudaStream_t stream) {
+  return loom__moe_mlp_run(plan, "loom_bench_moe_mlp_form", x, ids, weights, tokens, gate_up, down, out,
+                           (loom_moe_mlp_path_t)path, stream);
+}
 
 loom_result_t loom_bench_gemm_grouped_tile(const loom_grouped_gemm_desc_t *d, const void *a, const void *b, void *c,
                                            const int64_t *offsets, int bm, int bn, int glu, int *bm_out,

@@ -114,6 +114,12 @@ loom_result_t loom_bench_base_alltoall(ncclComm_t nccl, const void *send, void *
 /* The rank that owns expert e of E at W ranks (loom.h's split). */
 int loom_bench_moe_expert_rank(int experts, int world, int e);
 
+/* loom_moe_mlp in the form `path` (loom_moe_mlp_path_t; AUTO as the plan
+ * resolves it), whatever the plan's desc->mlp_path. */
+loom_result_t loom_bench_moe_mlp_form(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights,
+                                      int64_t tokens, const void *gate_up, const void *down, void *out, int path,
+                                      cudaStream_t stream);
+
 /* loom_gemm_grouped's kernel with the tile bm x bn forced (bm 64 or 128, bn
  * 128 or 256; 0, 0: the model's), the arguments as loom_gemm_grouped
  * takes them (checked the same way); glu 1: the SwiGLU epilogue

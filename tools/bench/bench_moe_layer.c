@@ -3,7 +3,12 @@
  * (dispatch, gate/up grouped GEMM, SwiGLU, down grouped GEMM, combine) side
  * by side in one run on every rank (each repetition runs every variant; a
  * repetition's time is the slowest rank's; medians):
- *   loom-mlp               loom_moe_mlp: loom's unfused sequence, one call
+ *   loom-auto              loom_moe_mlp as a caller gets it (AUTO: the form
+ *                          the plan resolves for the tokens, named in the note)
+ *   loom-mlp-fused         its fused form: the combine in the down GEMM's
+ *                          epilogue (rows stored into the tokens' ranks)
+ *   loom-mlp-unfused       its unfused sequence: dispatch, the two grouped
+ *                          GEMMs, combine (each form forced, one plan)
  *   loom-grouped-gemms     its two grouped GEMMs alone (the gate/up one with
  *                          its SwiGLU epilogue, on the rows already
  *                          dispatched: no communication): the compute part
@@ -15,7 +20,7 @@
  *                          pick)
  * The peer (bench/peers/moe_torch.py --layer, the same shapes and routings):
  * PyTorch's layer (its dispatch, torch._grouped_mm, silu x up,
- * torch._grouped_mm, its combine) on the loom-mlp row and its two grouped
+ * torch._grouped_mm, its combine) on the three loom_moe_mlp rows and its two grouped
  * GEMMs + SwiGLU on the loom-grouped-gemms row. Weights random (bf16,
  * scaled 1 / sqrt(fan-in)), every rank its own experts; the experts' row
  * counts come from the routing. GEMM TFLOP/s count 6 x rows x H x F per
@@ -39,10 +44,11 @@
     if (r_ != LOOM_SUCCESS) return r_;   \
   } while (0)
 
-enum { L_MLP, L_GEMMS, L_COMM, L_TILE0, L_COUNT = L_TILE0 + 4 };
-static const char *const g_lname[L_COUNT] = {"loom-mlp",         "loom-grouped-gemms", "loom-dispatch+combine",
-                                             "grouped-64x128",   "grouped-64x256",     "grouped-128x128",
-                                             "grouped-128x256"};
+enum { L_AUTO, L_FUSED, L_MLP, L_GEMMS, L_COMM, L_TILE0, L_COUNT = L_TILE0 + 4 };
+static const char *const g_lname[L_COUNT] = {"loom-auto",          "loom-mlp-fused",        "loom-mlp-unfused",
+                                             "loom-grouped-gemms", "loom-dispatch+combine", "grouped-64x128",
+                                             "grouped-64x256",     "grouped-128x128",       "grouped-128x256"};
+static const int g_form[3] = {LOOM_MOE_MLP_AUTO, LOOM_MOE_MLP_FUSED, LOOM_MOE_MLP_UNFUSED};
 static const int g_tile[4][2] = {{64, 128}, {64, 256}, {128, 128}, {128, 256}};
 
 typedef struct layer_run {
@@ -51,6 +57,7 @@ typedef struct layer_run {
   int64_t T;
   int H, F, topk;
   int bm, bn; /* the tile the model picked for the gate/up GEMM */
+  loom_moe_mlp_path_t auto_path; /* the form AUTO runs for T */
   void *x, *out, *gate_up, *down, *act, *y;
   int32_t *ids;
   float *w;
@@ -76,7 +83,8 @@ static loom_result_t layer_op(void *arg, int iter, cudaStream_t s) {
   (void)iter;
   const layer_var_t *x = (const layer_var_t *)arg;
   layer_run_t *r = x->r;
-  if (x->v == L_MLP) return loom_moe_mlp(r->plan, r->x, r->ids, r->w, r->T, r->gate_up, r->down, r->out, s);
+  if (x->v <= L_MLP)
+    return loom_bench_moe_mlp_form(r->plan, r->x, r->ids, r->w, r->T, r->gate_up, r->down, r->out, g_form[x->v], s);
   if (x->v == L_COMM) {
     LAYER_TRY(loom_moe_dispatch(r->plan, r->x, r->ids, r->T, s));
     return loom_moe_combine(r->plan, r->info.recv, r->w, r->out, s);
@@ -100,6 +108,7 @@ static loom_result_t layer_setup(layer_run_t *r, loom_comm_t comm, const moe_mod
   r->info = (loom_moe_plan_info_t)LOOM_MOE_PLAN_INFO_INIT;
   LAYER_TRY(rr);
   LAYER_TRY(loom_moe_plan_info(r->plan, &r->info));
+  LAYER_TRY(loom_moe_mlp_path(r->plan, r->T, &r->auto_path));
   if (!ids || !w) return loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "routing"); /* moe_route_draw failed */
   const size_t H = (size_t)mm->hidden, F = (size_t)mm->ffn, n = (size_t)r->info.local_experts, T = (size_t)r->T;
   const size_t R = (size_t)r->info.max_recv_rows, K = (size_t)mm->topk;
@@ -150,18 +159,21 @@ static void layer_rows(const moe_args_t *a, loom_bench_table_t *t, const moe_mod
     row->comm_us = tm[L_COMM].median_us;
     snprintf(row->note, sizeof row->note,
              "E %d top-%d H %d F %d; rank 0 computes %lld rows (GEMMs %.0f TFLOP/s at this row's time); model tile "
-             "%dx%d; mlp / (gemms + comm) %.2f",
+             "%dx%d; unfused / (gemms + comm) %.2f; unfused / fused %.3f%s",
              mm->experts, mm->topk, mm->hidden, mm->ffn, (long long)rows_here, gemm_flops / (tm[v].median_us * 1e6),
-             r->bm, r->bn, tm[L_MLP].median_us / (tm[L_GEMMS].median_us + tm[L_COMM].median_us));
-    if (v == L_MLP || v == L_GEMMS) {
+             r->bm, r->bn, tm[L_MLP].median_us / (tm[L_GEMMS].median_us + tm[L_COMM].median_us),
+             tm[L_MLP].median_us / tm[L_FUSED].median_us,
+             v != L_AUTO ? "" : r->auto_path == LOOM_MOE_MLP_FUSED ? "; AUTO ran fused" : "; AUTO ran unfused");
+    if (v <= L_GEMMS) {
       loom_bench_shape_t ps;
       moe_pair_shape(mm, T, kind, W, 1, &ps);
-      (void)loom_bench_row_pair(row, a->peer_json, v == L_MLP ? "layer" : "experts", &ps, 0);
+      (void)loom_bench_row_pair(row, a->peer_json, v != L_GEMMS ? "layer" : "experts", &ps, 0);
     }
   }
-  printf("# moe layer %-30s mlp %9.1f  gemms %9.1f (%dx%d)  dispatch+combine %8.1f  tiles 64x128 %.1f 64x256 %.1f "
-         "128x128 %.1f 128x256 %.1f us\n",
-         t->rows[t->n - 1]->shape, tm[L_MLP].median_us, tm[L_GEMMS].median_us, r->bm, r->bn, tm[L_COMM].median_us,
+  printf("# moe layer %-30s auto %9.1f (%s) fused %9.1f unfused %9.1f  gemms %9.1f (%dx%d)  dispatch+combine %8.1f  "
+         "tiles 64x128 %.1f 64x256 %.1f 128x128 %.1f 128x256 %.1f us\n",
+         t->rows[t->n - 1]->shape, tm[L_AUTO].median_us, r->auto_path == LOOM_MOE_MLP_FUSED ? "fused" : "unfused",
+         tm[L_FUSED].median_us, tm[L_MLP].median_us, tm[L_GEMMS].median_us, r->bm, r->bn, tm[L_COMM].median_us,
          tm[L_TILE0].median_us, tm[L_TILE0 + 1].median_us, tm[L_TILE0 + 2].median_us, tm[L_TILE0 + 3].median_us);
   fflush(stdout);
 }
@@ -190,13 +202,15 @@ int moe_layer_shape(moe_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaS
 }
 
 int moe_layer_finish(const moe_args_t *a, loom_bench_table_t *t, int world, int failures) {
-  loom_bench_note(t, "bf16; time = median of the slowest rank; comm(us) = loom-dispatch+combine; loom-mlp = "
-                     "loom_moe_mlp (dispatch, grouped GEMM, SwiGLU, grouped GEMM, combine: loom's unfused sequence)");
+  loom_bench_note(t, "bf16; time = median of the slowest rank; comm(us) = loom-dispatch+combine; loom-mlp-unfused = "
+                     "loom_moe_mlp's unfused sequence (dispatch, grouped GEMM + SwiGLU, grouped GEMM, combine); "
+                     "loom-mlp-fused = its fused form (the down GEMM's epilogue stores each row into its token's "
+                     "rank; the combine only reduces); loom-auto = loom_moe_mlp as called (its note names the form)");
   loom_bench_note(t, "loom-grouped-gemms: loom_moe_mlp's two grouped GEMMs alone on the dispatched rows (the SwiGLU "
                      "epilogue's, the down projection's; no communication); grouped-BMxBN: both plain with that tile; "
                      "TFLOP/s = 6 x rows x H x F of rank 0 over the row's time");
   if (a->peer_json[0])
-    loom_bench_note(t, "peer(us): PyTorch's layer on loom-mlp, its grouped GEMMs + SwiGLU on loom-grouped-gemms "
+    loom_bench_note(t, "peer(us): PyTorch's layer on the loom_moe_mlp rows, its grouped GEMMs + SwiGLU on loom-grouped-gemms "
                        "(bench/peers/moe_torch.py --layer: all_to_all_single with host split sizes, "
                        "torch._grouped_mm; eager): %.60s", a->peer_json);
   else

@@ -39,6 +39,14 @@
  * comb_done[r] = e; every block waits for every comb_done and sums each
  * token's kept k contributions with the router weights in j order (fp32,
  * each product rounded once); the last block done publishes the epoch.
+ * The fused combine (loom_moe_mlp's, right after its dispatch): the down
+ * GEMM's scatter epilogue has already stored every row into its source's
+ * combine buffer, without waiting for comb_ready: the dispatch that just
+ * completed here waited for delivered[s] of every source s, and s sent
+ * those rows from inside its own dispatch, which its stream started only
+ * after its last combine's reduction was over. The combine kernel then
+ * stores comb_ready (for a peer whose combine is unfused) and neither
+ * waits for it nor sends: sent = 1.
  *
  * Plan workspace slice (uint32 signal words, zeroed at creation):
  *   delivered [W] | comb_ready [W] | comb_done [W]
@@ -103,6 +111,7 @@ typedef struct loom_moe_kargs {
   char *const *combine;             /* [W] every rank's combine buffer */
   const char *y;                    /* combine: expert outputs [total, H] (receive layout) */
   const float *weights;             /* combine: [tokens, k] */
+  int sent;                         /* combine: the rows are already in the sources' buffers (fused) */
   char *out;                        /* combine: [tokens, H] */
   uint32_t *count;                  /* local block counter (last arrival) */
   uint32_t *bar;                    /* local [2]: the dispatch's grid barrier (arrivals, generation) */
@@ -148,6 +157,25 @@ loom_result_t loom__moe_enter(loom_plan_t plan, const char *fn, loom_moe_state_t
 /* The plan's h [R, F] (desc.ffn > 0, local experts > 0), after the checks
  * that the grouped GEMMs can run here. */
 loom_result_t loom__moe_mlp_buffers(const char *fn, loom_moe_state_t *st);
+
+/* A combine of the plan's last dispatch (loom_moe_combine with fn's
+ * name); sent = 1: the fused combine (above), y unused. */
+loom_result_t loom__moe_combine_call(loom_plan_t plan, const char *fn, const void *y, const float *weights, void *out,
+                                     int sent, cudaStream_t stream);
+
+/* loom_moe_mlp in form `path` (AUTO: resolved per call), named fn. */
+loom_result_t loom__moe_mlp_run(loom_plan_t plan, const char *fn, const void *x, const int32_t *ids,
+                                const float *weights, int64_t tokens, const void *gate_up, const void *down, void *out,
+                                loom_moe_mlp_path_t path, cudaStream_t stream);
+
+/* The tuning of loom_moe_mlp's form (pure, host-tested): the bucket of a
+ * call's tokens (b: the smallest with 2^b >= tokens), the cache key of a
+ * plan's shape and bucket on W ranks of `sms` SMs (1 if it fit in
+ * key[size]), and an entry's value "path=<1|2>" parsed
+ * (LOOM_ERR_INVALID_ARGUMENT naming the text otherwise). */
+int loom__moe_tokens_bucket(int64_t tokens);
+int loom__moe_mlp_tune_key(const loom_moe_desc_t *d, int world, int sms, int64_t tokens, char *key, size_t size);
+loom_result_t loom__moe_mlp_tune_parse(const char *text, loom_moe_mlp_path_t *path);
 
 /* ---- kernels (moe_kernels.cu) ---- */
 

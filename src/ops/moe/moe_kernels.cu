@@ -462,9 +462,11 @@ __global__ void __launch_bounds__(LOOM_MOE_THREADS, 4) loom__moe_combine_kernel(
   if (b0) moe_stamp(a, 1, 0);
   for (int p = (int)threadIdx.x; p < a.world; p += (int)blockDim.x)
     loom__signal_store_release(loom_signal_addr(&a.dc, p, a.comb_ready_off, (uint32_t)r), e);
-  if (!moe_wait_all(a, a.comb_ready_off, e, LOOM_SITE_MOE_COMB_READY)) return;
-  if (b0) moe_stamp(a, 1, 1);
-  moe_comb_send(a);
+  if (!a.sent) { /* (fused: the down GEMM stored the rows; moe.h says why it needs no comb_ready) */
+    if (!moe_wait_all(a, a.comb_ready_off, e, LOOM_SITE_MOE_COMB_READY)) return;
+    if (b0) moe_stamp(a, 1, 1);
+    moe_comb_send(a);
+  }
   if (b0) moe_stamp(a, 1, 2);
   if (moe_last_tells(a, a.comb_done_off, e)) moe_stamp(a, 1, 3);
   if (!moe_wait_all(a, a.comb_done_off, e, LOOM_SITE_MOE_COMB_DONE)) return;
@@ -478,7 +480,7 @@ __global__ void __launch_bounds__(LOOM_MOE_THREADS, 4) loom__moe_combine_kernel(
 extern "C" loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int64_t max_recv, const loom_moe_grid_t *g,
                                                   cudaStream_t stream) {
   /* a warp per received row (send), a thread per 8 elements (reduce) */
-  const unsigned sb = moe_grid(max_recv, LOOM_MOE_THREADS / 32, 2, g->sms, g->comb_blocks);
+  const unsigned sb = k->sent ? 1u : moe_grid(max_recv, LOOM_MOE_THREADS / 32, 2, g->sms, g->comb_blocks);
   const unsigned rb = moe_grid(k->tokens * (k->hidden / 8), LOOM_MOE_THREADS, 4, g->sms, g->comb_blocks);
   return moe_launch(loom__moe_combine_kernel, "loom__moe_combine_kernel", sb > rb ? sb : rb, k, stream);
 }

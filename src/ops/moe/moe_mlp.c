@@ -9,14 +9,21 @@
  *                                       [0, F) and [F, 2F) side by side), fp32, rounded once
  *   3 grouped GEMM (down)               y = h_l x down_l^T into the receive buffer
  *   4 loom_moe_combine(y = recv)        rows back, weighted sums
+ * or fused (loom_moe_mlp_path): step 3's epilogue stores each row into its
+ * token's rank (the combine buffer slot its origin names) and step 4 only
+ * signals and reduces (moe.h: why it needs no combine-ready handshake).
  * Steps 2-3 read the rows' count from expert_offsets on the device (the
  * grouped GEMM's tile prefix), so only the rows that arrived are computed;
  * a rank without experts runs 1 and 4. h is the plan's (worst-case rows R,
  * allocated with the plan).
  */
+#include <stdio.h>
 #include <string.h>
 
+#include "core/comm.h"
 #include "core/error.h"
+#include "core/log.h"
+#include "core/tune.h"
 #include "core/plan.h"
 #include "core/ptr_check.h"
 #include "gemm/gemm.h"
@@ -60,8 +67,9 @@ loom_result_t loom__moe_mlp_buffers(const char *fn, loom_moe_state_t *st) {
   return LOOM_SUCCESS;
 }
 
-/* Steps 2-3 on the rows dispatched into the receive buffer. */
-static loom_result_t moe_experts(loom_moe_state_t *st, const void *gate_up, const void *down, int64_t tokens,
+/* Steps 2-3 on the rows dispatched into the receive buffer; fused: the
+ * down GEMM's rows scattered into their sources' combine buffers. */
+static loom_result_t moe_experts(loom_moe_state_t *st, const void *gate_up, const void *down, int64_t tokens, int fused,
                                  cudaStream_t stream) {
   const loom_moe_desc_t *d = &st->desc;
   const int64_t F = d->ffn, H = d->hidden;
@@ -69,12 +77,60 @@ static loom_result_t moe_experts(loom_moe_state_t *st, const void *gate_up, cons
   const int64_t hint = tokens * d->topk; /* this rank's rows, as many as it receives at uniform routing */
   const loom_grouped_gemm_desc_t g1 = moe_gemm_desc(st, 2 * F, H, hint), g2 = moe_gemm_desc(st, H, F, hint);
   LOOM_TRY(loom__gemm_grouped_sm90(&g1, st->recv, gate_up, st->h, NULL, off, NULL, 1, stream));
+  if (fused)
+    return loom__gemm_grouped_sm90_scatter(&g2, st->h, down, st->recv, off, NULL, st->origin, st->k.combine, stream);
   return loom__gemm_grouped_sm90(&g2, st->h, down, st->recv, NULL, off, NULL, 0, stream);
 }
 
-loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights, int64_t tokens,
-                           const void *gate_up, const void *down, void *out, cudaStream_t stream) {
-  const char *fn = "loom_moe_mlp";
+int loom__moe_tokens_bucket(int64_t tokens) {
+  int b = 0;
+  while (b < 62 && ((int64_t)1 << b) < tokens) ++b;
+  return b;
+}
+
+int loom__moe_mlp_tune_key(const loom_moe_desc_t *d, int world, int sms, int64_t tokens, char *key, size_t size) {
+  const int n = snprintf(key, size, "moe mlp W%d %dsm H%d F%d E%d k%d %s cap%lld t%lld", world, sms, d->hidden, d->ffn,
+                         d->experts, d->topk, loom__dtype_name(d->dtype), (long long)d->capacity,
+                         (long long)((int64_t)1 << loom__moe_tokens_bucket(tokens)));
+  return n > 0 && (size_t)n < size;
+}
+
+loom_result_t loom__moe_mlp_tune_parse(const char *text, loom_moe_mlp_path_t *path) {
+  int p = -1, used = 0;
+  if (!text || sscanf(text, "path=%d%n", &p, &used) != 1 || text[used] != 0 ||
+      (p != LOOM_MOE_MLP_FUSED && p != LOOM_MOE_MLP_UNFUSED))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "tuning entry \"%s\": expected \"path=<1 fused | 2 unfused>\"",
+                      text ? text : "(null)");
+  *path = (loom_moe_mlp_path_t)p;
+  return LOOM_SUCCESS;
+}
+
+/* The form of a call of `tokens` (loom_moe_mlp_path). A malformed cache
+ * entry is reported and the default taken. */
+static loom_moe_mlp_path_t moe_mlp_resolve(const loom_plan_t plan, const loom_moe_state_t *st, int64_t tokens) {
+  if (st->desc.mlp_path != LOOM_MOE_MLP_AUTO) return (loom_moe_mlp_path_t)st->desc.mlp_path;
+  char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
+  loom_moe_mlp_path_t p = LOOM_MOE_MLP_FUSED;
+  if (loom__moe_mlp_tune_key(&st->desc, st->world, plan->comm->sm_count, tokens, key, sizeof key) &&
+      loom__tune_get(key, value, sizeof value) && loom__moe_mlp_tune_parse(value, &p) != LOOM_SUCCESS) {
+    LOOM_WARN("loom_moe_mlp: tuned entry \"%s\" = \"%s\" is malformed: the fused form", key, value);
+    p = LOOM_MOE_MLP_FUSED;
+  }
+  return p;
+}
+
+loom_result_t loom_moe_mlp_path(loom_plan_t plan, int64_t tokens, loom_moe_mlp_path_t *path) {
+  const char *fn = "loom_moe_mlp_path";
+  loom_moe_state_t *st;
+  LOOM_TRY(loom__moe_enter(plan, fn, &st));
+  if (!path) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: path=NULL", fn);
+  *path = moe_mlp_resolve(plan, st, tokens);
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__moe_mlp_run(loom_plan_t plan, const char *fn, const void *x, const int32_t *ids,
+                                const float *weights, int64_t tokens, const void *gate_up, const void *down, void *out,
+                                loom_moe_mlp_path_t path, cudaStream_t stream) {
   loom_moe_state_t *st;
   LOOM_TRY(loom__moe_enter(plan, fn, &st));
   const loom_moe_desc_t *d = &st->desc;
@@ -96,7 +152,15 @@ loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, 
                               {"out", out, (size_t)tokens * (size_t)d->hidden * es, LOOM_BUF_ALIGN16, NULL}};
     LOOM_TRY(loom__check_bufs(fn, plan->comm, io, 2));
   }
+  if (path == LOOM_MOE_MLP_AUTO) path = moe_mlp_resolve(plan, st, tokens);
+  const int fused = path == LOOM_MOE_MLP_FUSED;
   LOOM_TRY(loom_moe_dispatch(plan, x, ids, tokens, stream));
-  if (st->n_local > 0) LOOM_TRY(moe_experts(st, gate_up, down, tokens, stream));
-  return loom_moe_combine(plan, st->recv, weights, out, stream);
+  if (st->n_local > 0) LOOM_TRY(moe_experts(st, gate_up, down, tokens, fused, stream));
+  return loom__moe_combine_call(plan, fn, st->recv, weights, out, fused, stream);
+}
+
+loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights, int64_t tokens,
+                           const void *gate_up, const void *down, void *out, cudaStream_t stream) {
+  return loom__moe_mlp_run(plan, "loom_moe_mlp", x, ids, weights, tokens, gate_up, down, out, LOOM_MOE_MLP_AUTO,
+                           stream);
 }

@@ -46,6 +46,11 @@ loom_result_t loom__moe_check_desc(const char *fn, int comm_size, const loom_moe
                       "%s: desc->ffn=%d: 0 (no MLP) or a positive multiple of 8 with desc->hidden=%d a multiple of 8 "
                       "and dtype bf16 or fp16 (the experts' GEMMs)",
                       fn, d->ffn, d->hidden);
+  if (d->mlp_path < LOOM_MOE_MLP_AUTO || d->mlp_path > LOOM_MOE_MLP_UNFUSED)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->mlp_path=%d must be LOOM_MOE_MLP_AUTO (0), LOOM_MOE_MLP_FUSED (1) or "
+                      "LOOM_MOE_MLP_UNFUSED (2)",
+                      fn, d->mlp_path);
   if (bad) {
     static const char *const field[7] = {"", "comm size", "desc->experts", "desc->topk", "desc->max_tokens",
                                          "desc->capacity", "desc->max_tokens"};
@@ -314,7 +319,11 @@ loom_result_t loom_moe_dispatch(loom_plan_t plan, const void *x, const int32_t *
 
 loom_result_t loom_moe_combine(loom_plan_t plan, const void *y, const float *weights, void *out,
                                cudaStream_t stream) {
-  const char *fn = "loom_moe_combine";
+  return loom__moe_combine_call(plan, "loom_moe_combine", y, weights, out, 0, stream);
+}
+
+loom_result_t loom__moe_combine_call(loom_plan_t plan, const char *fn, const void *y, const float *weights, void *out,
+                                     int sent, cudaStream_t stream) {
   loom_moe_state_t *st;
   LOOM_TRY(loom__moe_enter(plan, fn, &st));
   if (!st->dispatched)
@@ -332,7 +341,7 @@ loom_result_t loom_moe_combine(loom_plan_t plan, const void *y, const float *wei
                                NULL}};
   LOOM_TRY(loom__check_bufs(fn, plan->comm, bufs, 3));
   loom_moe_kargs_t k = st->k;
-  k.y = (const char *)y, k.weights = weights, k.out = (char *)out, k.tokens = st->tokens;
+  k.y = (const char *)y, k.weights = weights, k.out = (char *)out, k.tokens = st->tokens, k.sent = sent;
   (void)loom__plan_next_epoch(plan);
   LOOM_TRY(loom__moe_combine_launch(&k, st->max_recv, &st->grid, stream));
   return loom__plan_done_record(st->done, stream, NULL);

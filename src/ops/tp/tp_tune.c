@@ -99,16 +99,7 @@ static loom_result_t time_candidate(loom_comm_t comm, const loom_tp_desc_t *d, i
   t /= (float)reps;
   /* every rank enters the reduction, failed or not (a failure is +inf) */
   if (r != LOOM_SUCCESS) t = 1e30f;
-  loom_result_t rr = LOOM_SUCCESS;
-  if ((ce = cudaMemcpyAsync(dev_ms, &t, sizeof t, cudaMemcpyHostToDevice, stream)) != cudaSuccess)
-    rr = loom__cuda_fail((int)ce, "cudaMemcpyAsync (tuning)", __FILE__, __LINE__);
-  ncclResult_t nr = rr == LOOM_SUCCESS ? ncclAllReduce(dev_ms, dev_ms, 1, ncclFloat32, ncclMax, comm->nccl, stream)
-                                       : ncclSuccess;
-  if (rr == LOOM_SUCCESS && nr != ncclSuccess) rr = loom__nccl_fail((int)nr, "ncclAllReduce (tuning)", __FILE__, __LINE__);
-  if (rr == LOOM_SUCCESS && (ce = cudaMemcpyAsync(&t, dev_ms, sizeof t, cudaMemcpyDeviceToHost, stream)) != cudaSuccess)
-    rr = loom__cuda_fail((int)ce, "cudaMemcpyAsync (tuning)", __FILE__, __LINE__);
-  if (rr == LOOM_SUCCESS && (ce = cudaStreamSynchronize(stream)) != cudaSuccess)
-    rr = loom__cuda_fail((int)ce, "cudaStreamSynchronize (tuning)", __FILE__, __LINE__);
+  const loom_result_t rr = loom__comm_max_ms(comm, t, dev_ms, stream, &t);
   if (e0) cudaEventDestroy(e0);
   if (e1) cudaEventDestroy(e1);
   const loom_result_t rd = loom_plan_destroy(plan);
@@ -137,16 +128,6 @@ static int tune_hooks_ok(const char *fn, const loom_tp_desc_t *desc) {
 }
 
 /* Tuning launches and synchronizes: never inside a capture. */
-static loom_result_t tune_stream_ok(const char *fn, cudaStream_t stream) {
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  const cudaError_t ce0 = cudaStreamIsCapturing(stream, &cs);
-  if (ce0 != cudaSuccess) return loom__cuda_fail((int)ce0, "cudaStreamIsCapturing", __FILE__, __LINE__);
-  if (cs != cudaStreamCaptureStatusNone)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: stream %p is capturing a graph; tuning launches and synchronizes",
-                      fn, (void *)stream);
-  return LOOM_SUCCESS;
-}
-
 /* This rank's buffers (AR's out excepted), filled with 0x3c bytes. */
 static loom_result_t tune_alloc(const loom_tp_desc_t *desc, int kind, int W, cudaStream_t stream, tune_bufs_t *t) {
   const int64_t m = desc->m, n = desc->n, k = desc->k, S = loom__tp_shard_rows(m, W);
@@ -260,7 +241,7 @@ loom_result_t loom__tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int ki
       loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &auto_t, comm->ws_all_reachable, hooks_ok);
   if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
   if (comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: a test comm without a GPU cannot time", fn);
-  const loom_result_t rs = tune_stream_ok(fn, stream);
+  const loom_result_t rs = loom__stream_not_capturing(fn, stream);
   if (rs != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rs);
   const int W = comm->size;
   const int fused_ok = W > 1 && comm->ws_all_reachable && hooks_ok && W <= LOOM_TP_MAX_PEERS;

@@ -10,8 +10,14 @@
  *  - bound per element: 0.03 of the row's rms + 1/128 of the value (act, h
  *    and y are rounded to the dtype between the steps; a wrong expert, a
  *    lost row or a wrong weight errs by O(rms));
+ *  - both forms (desc.mlp_path): every call runs the fused form (the combine
+ *    in the down GEMM's epilogue) on one plan and again on a second plan
+ *    whose even ranks run the unfused form and odd ranks the fused one (at
+ *    W = 1 unfused alone, at W = 2 a mix): the outputs bit-identical;
  *  - a CUDA graph of one call, replayed with alternating routings: each
- *    replay bit-identical to the eager call of its routing.
+ *    replay bit-identical to the eager call of its routing (either form);
+ *  - loom_moe_mlp_tune: a form recorded, its output the layer's, and the
+ *    AUTO call after it the same bits.
  * Weights: every rank draws every expert's (the case's seed) and uploads
  * its own experts in loom's layout ([out, in] per expert, gate rows first).
  * Tests of the layer skip without loom's sm90 GEMM.
@@ -175,7 +181,7 @@ static loom_result_t upload(const mlp_case_t *c, const mlp_inputs_t *in, int me,
 /* Everything a case runs on: the plan (desc from c), its info, a stream,
  * the weights (host) and the device buffers for up to c->tokens tokens. */
 typedef struct mlp_env {
-  loom_plan_t plan;
+  loom_plan_t plan, mixed; /* the forms asked for; even ranks unfused, odd ranks fused */
   loom_moe_plan_info_t info;
   cudaStream_t s;
   mlp_weights_t wt;
@@ -185,6 +191,7 @@ typedef struct mlp_env {
 static void mlp_close(mlp_env_t *e) {
   if (e->s) cudaStreamSynchronize(e->s);
   if (e->plan) CHECK_RESULT(loom_plan_destroy(e->plan), LOOM_SUCCESS);
+  if (e->mixed) CHECK_RESULT(loom_plan_destroy(e->mixed), LOOM_SUCCESS);
   cudaFree(e->dv.x), cudaFree(e->dv.out), cudaFree(e->dv.ids), cudaFree(e->dv.w), cudaFree(e->dv.gate_up);
   cudaFree(e->dv.down);
   if (e->s) cudaStreamDestroy(e->s);
@@ -192,15 +199,18 @@ static void mlp_close(mlp_env_t *e) {
   memset(e, 0, sizeof *e);
 }
 
-/* 0, or -1 after a failed check (mlp_close cleans up either way). */
-static int mlp_open(loom_comm_t comm, const mlp_case_t *c, mlp_env_t *e) {
+/* 0, or -1 after a failed check (mlp_close cleans up either way). path:
+ * the form of e->plan; me >= 0: e->mixed too (rank me). */
+static int mlp_open(loom_comm_t comm, const mlp_case_t *c, loom_moe_mlp_path_t path, int me, mlp_env_t *e) {
   memset(e, 0, sizeof *e);
   const size_t row = (size_t)c->hidden * loom_dtype_size(c->dtype), tmax = (size_t)c->tokens;
   loom_moe_desc_t d = LOOM_MOE_DESC_INIT;
   d.hidden = c->hidden, d.experts = c->experts, d.topk = c->topk, d.max_tokens = c->tokens;
-  d.capacity = c->capacity, d.dtype = c->dtype, d.ffn = c->ffn;
+  d.capacity = c->capacity, d.dtype = c->dtype, d.ffn = c->ffn, d.mlp_path = path;
   mlp_dev_t *dv = &e->dv;
   CHECK_LOOM_OR(loom_plan_moe(comm, &d, &e->plan), return -1);
+  d.mlp_path = me % 2 == 0 ? LOOM_MOE_MLP_UNFUSED : LOOM_MOE_MLP_FUSED;
+  if (me >= 0) CHECK_LOOM_OR(loom_plan_moe(comm, &d, &e->mixed), return -1);
   e->info = (loom_moe_plan_info_t)LOOM_MOE_PLAN_INFO_INIT;
   CHECK_LOOM_OR(loom_moe_plan_info(e->plan, &e->info), return -1);
   CHECK_CUDA_OR(cudaStreamCreateWithFlags(&e->s, cudaStreamNonBlocking), return -1);
@@ -227,24 +237,28 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const mlp_case_t *c)
   memset(&e, 0, sizeof e);
   mlp_inputs_t in;
   memset(&in, 0, sizeof in);
-  void *hout = malloc((size_t)c->tokens * row + 16);
-  CHECK(W <= MAXW && hout);
-  if (!hout || mlp_open(comm, c, &e) != 0) goto out;
+  void *hout = malloc((size_t)c->tokens * row + 16), *hmix = malloc((size_t)c->tokens * row + 16);
+  CHECK(W <= MAXW && hout && hmix);
+  if (!hout || !hmix || mlp_open(comm, c, LOOM_MOE_MLP_FUSED, me, &e) != 0) goto out;
   for (int round = 0; round < c->rounds && loom_test_failures == fails0; ++round) {
     CHECK(inputs_make(c, W, round, &e.wt, &in) == 0);
     const int64_t T = in.T[me];
     LOOM_OK(upload(c, &in, me, &e.dv, e.s));
     LOOM_OK(loom_moe_mlp(e.plan, e.dv.x, e.dv.ids, e.dv.w, T, e.dv.gate_up, e.dv.down, e.dv.out, e.s));
     CUDA_OK(cudaMemcpyAsync(hout, e.dv.out, (size_t)T * row, cudaMemcpyDeviceToHost, e.s));
+    CUDA_OK(cudaMemsetAsync(e.dv.out, 0xff, (size_t)T * row + 16, e.s));
+    LOOM_OK(loom_moe_mlp(e.mixed, e.dv.x, e.dv.ids, e.dv.w, T, e.dv.gate_up, e.dv.down, e.dv.out, e.s));
+    CUDA_OK(cudaMemcpyAsync(hmix, e.dv.out, (size_t)T * row, cudaMemcpyDeviceToHost, e.s));
     CUDA_OK(cudaStreamSynchronize(e.s));
     CHECK_EQ_INT(count_far(c, hout, in.out[me], T, me, round), 0);
+    CHECK_EQ_INT(memcmp(hout, hmix, (size_t)T * row), 0);
     inputs_free(&in, W);
   }
   LOOM_OK(loom_comm_get_async_error(comm));
 out:
   inputs_free(&in, W);
   mlp_close(&e);
-  free(hout);
+  free(hout), free(hmix);
   return loom_test_failures != fails0;
 }
 
@@ -287,8 +301,8 @@ LOOM_TEST(gpu_moe_mlp_matches_reference_w2) {
  * (inputs copied in before each replay): each replay bit-identical to the
  * eager call of its routing. */
 #define GRAPH_ROUTES 2
-static int run_graph(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *unused) {
-  (void)unused;
+static int run_graph(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *form) {
+  const loom_moe_mlp_path_t path = *(const loom_moe_mlp_path_t *)form;
   const mlp_case_t c = {16, 4, 128, 256, 200, 0, LOOM_BF16, LOOM_ROUTE_ZIPF, GRAPH_ROUTES, 0};
   const int fails0 = loom_test_failures, W = ctx->size, me = ctx->rank;
   const size_t row = (size_t)c.hidden * 2;
@@ -300,7 +314,7 @@ static int run_graph(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *unused)
   memset(in, 0, sizeof in);
   void *eager[GRAPH_ROUTES] = {NULL, NULL}, *got = malloc((size_t)c.tokens * row);
   CHECK(got != NULL);
-  if (!got || mlp_open(comm, &c, &e) != 0) goto out;
+  if (!got || mlp_open(comm, &c, path, -1, &e) != 0) goto out;
   const mlp_dev_t *dv = &e.dv;
   for (int q = 0; q < GRAPH_ROUTES; ++q) {
     CHECK(inputs_make(&c, W, q, &e.wt, &in[q]) == 0 && (eager[q] = malloc((size_t)c.tokens * row)) != NULL);
@@ -342,7 +356,53 @@ out:
 }
 
 LOOM_TEST(gpu_moe_mlp_graph_replays_w2) {
+  static const loom_moe_mlp_path_t forms[] = {LOOM_MOE_MLP_FUSED, LOOM_MOE_MLP_UNFUSED};
+  const loom_case_suite_t su = {forms, sizeof *forms, N(forms), 30000, run_graph};
+  if (loom_test_gpus(2) && sm90_gemm_or_skip()) loom_case_suite_run(2, LAUNCH_TIMEOUT_S, &su);
+}
+
+/* loom_moe_mlp_tune on a case: it records a form for the call's tokens
+ * (loom_moe_mlp_path names it), leaves the layer's output in out, and the
+ * AUTO call after it gives the same bits. */
+static int run_tune(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *unused) {
+  (void)unused;
+  const mlp_case_t c = {8, 2, 256, 512, 300, 0, LOOM_BF16, LOOM_ROUTE_ZIPF, 1, 0};
+  const int fails0 = loom_test_failures, W = ctx->size, me = ctx->rank;
+  const size_t row = (size_t)c.hidden * 2;
+  mlp_env_t e;
+  memset(&e, 0, sizeof e);
+  mlp_inputs_t in;
+  memset(&in, 0, sizeof in);
+  void *tuned = malloc((size_t)c.tokens * row + 16), *again = malloc((size_t)c.tokens * row + 16);
+  CHECK(tuned && again);
+  if (!tuned || !again || mlp_open(comm, &c, LOOM_MOE_MLP_AUTO, -1, &e) != 0) goto out;
+  CHECK(inputs_make(&c, W, 0, &e.wt, &in) == 0);
+  const int64_t T = in.T[me];
+  const mlp_dev_t *dv = &e.dv;
+  LOOM_OK(upload(&c, &in, me, dv, e.s));
+  LOOM_OK(loom_moe_mlp_tune(e.plan, dv->x, dv->ids, dv->w, T, dv->gate_up, dv->down, dv->out, e.s));
+  loom_moe_mlp_path_t p = LOOM_MOE_MLP_AUTO;
+  LOOM_OK(loom_moe_mlp_path(e.plan, T, &p));
+  CHECK(p == LOOM_MOE_MLP_FUSED || p == LOOM_MOE_MLP_UNFUSED);
+  fprintf(stderr, "rank %d: tuned form %s for %lld tokens\n", me, p == LOOM_MOE_MLP_FUSED ? "fused" : "unfused",
+          (long long)T);
+  CUDA_OK(cudaMemcpyAsync(tuned, dv->out, (size_t)T * row, cudaMemcpyDeviceToHost, e.s));
+  CUDA_OK(cudaMemsetAsync(dv->out, 0xff, (size_t)T * row + 16, e.s));
+  LOOM_OK(loom_moe_mlp(e.plan, dv->x, dv->ids, dv->w, T, dv->gate_up, dv->down, dv->out, e.s));
+  CUDA_OK(cudaMemcpyAsync(again, dv->out, (size_t)T * row, cudaMemcpyDeviceToHost, e.s));
+  CUDA_OK(cudaStreamSynchronize(e.s));
+  CHECK_EQ_INT(count_far(&c, tuned, in.out[me], T, me, 0), 0);
+  CHECK_EQ_INT(memcmp(tuned, again, (size_t)T * row), 0);
+  LOOM_OK(loom_comm_get_async_error(comm));
+out:
+  inputs_free(&in, W);
+  mlp_close(&e);
+  free(tuned), free(again);
+  return loom_test_failures != fails0;
+}
+
+LOOM_TEST(gpu_moe_mlp_tune_w2) {
   static const int one = 0;
-  const loom_case_suite_t su = {&one, sizeof one, 1, 30000, run_graph};
+  const loom_case_suite_t su = {&one, sizeof one, 1, 30000, run_tune};
   if (loom_test_gpus(2) && sm90_gemm_or_skip()) loom_case_suite_run(2, LAUNCH_TIMEOUT_S, &su);
 }

@@ -2,7 +2,8 @@
  * test_moe_plan_checks.c - what loom_plan_moe refuses, by field name and
  * value, and that a valid description passes every check (on a detached
  * comm: tests/host/fake_mem.h, which then ends in LOOM_ERR_UNSUPPORTED,
- * "cannot hold a plan"); the MoE wait sites are named.
+ * "cannot hold a plan"); the MoE wait sites are named; the tuning of
+ * loom_moe_mlp's form (tokens' bucket, key, entry).
  */
 #include <stdint.h>
 #include <string.h>
@@ -47,6 +48,8 @@ LOOM_TEST(moe_plan_checks_name_each_field) {
   BAD_FIELD(b.max_tokens = -1, "desc->max_tokens=-1");
   BAD_FIELD(b.capacity = -5, "desc->capacity=-5");
   BAD_FIELD((b.max_tokens = (int64_t)1 << 27, b.topk = 8, b.experts = 64), "worst-case rows");
+  BAD_FIELD(b.mlp_path = 3, "desc->mlp_path=3");
+  BAD_FIELD(b.mlp_path = -1, "desc->mlp_path=-1");
 #undef BAD_FIELD
   /* fp32 rows of 4 elements are 16 bytes: fine; a capacity bounds the buffer */
   d = good_desc();
@@ -65,4 +68,35 @@ LOOM_TEST(moe_wait_sites_are_named) {
   CHECK(strstr(loom__wait_site_name(LOOM_SITE_MOE_COMB_DONE), "MoE combine") != NULL);
   CHECK(strstr(loom__wait_site_name(LOOM_SITE_MOE_GRID), "grid barrier") != NULL);
   CHECK_EQ_INT(loom__wait_site_clashes(), 0);
+}
+
+LOOM_TEST(moe_mlp_tuning_key_bucket_and_entry) {
+  CHECK_EQ_INT(loom__moe_tokens_bucket(0), 0);
+  CHECK_EQ_INT(loom__moe_tokens_bucket(1), 0);
+  CHECK_EQ_INT(loom__moe_tokens_bucket(2), 1);
+  CHECK_EQ_INT(loom__moe_tokens_bucket(128), 7);
+  CHECK_EQ_INT(loom__moe_tokens_bucket(129), 8);
+  CHECK_EQ_INT(loom__moe_tokens_bucket(4096), 12);
+  CHECK_EQ_INT(loom__moe_tokens_bucket((int64_t)1 << 40), 40);
+  loom_moe_desc_t d = good_desc();
+  d.ffn = 14336;
+  char key[160];
+  CHECK(loom__moe_mlp_tune_key(&d, 2, 132, 100, key, sizeof key));
+  CHECK(strcmp(key, "moe mlp W2 132sm H4096 F14336 E8 k2 bf16 cap0 t128") == 0);
+  char key2[160];
+  CHECK(loom__moe_mlp_tune_key(&d, 2, 132, 128, key2, sizeof key2)); /* the same bucket */
+  CHECK(strcmp(key, key2) == 0);
+  CHECK(loom__moe_mlp_tune_key(&d, 2, 132, 129, key2, sizeof key2) && strcmp(key, key2) != 0);
+  CHECK(!loom__moe_mlp_tune_key(&d, 2, 132, 100, key2, 10)); /* does not fit */
+  loom_moe_mlp_path_t p = LOOM_MOE_MLP_AUTO;
+  CHECK_RESULT(loom__moe_mlp_tune_parse("path=1", &p), LOOM_SUCCESS);
+  CHECK_EQ_INT((int)p, LOOM_MOE_MLP_FUSED);
+  CHECK_RESULT(loom__moe_mlp_tune_parse("path=2", &p), LOOM_SUCCESS);
+  CHECK_EQ_INT((int)p, LOOM_MOE_MLP_UNFUSED);
+  static const char *const bad[] = {"path=0", "path=3", "path=1 x", "path=", "fused", ""};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
+    CHECK_RESULT(loom__moe_mlp_tune_parse(bad[i], &p), LOOM_ERR_INVALID_ARGUMENT);
+    CHECK_MSG("expected \"path=");
+  }
+  CHECK_RESULT(loom__moe_mlp_tune_parse(NULL, &p), LOOM_ERR_INVALID_ARGUMENT);
 }

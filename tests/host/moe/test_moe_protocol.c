@@ -7,8 +7,13 @@
  * step atomic: the kernels' fences and grid barriers make their effects
  * visible in this order; a rank's blocks are one actor). A cycle has
  * no combine, one, or two (a combine returns the last dispatch's rows:
- * a caller may combine again). Each buffer region carries whose data it
- * holds:
+ * a caller may combine again). A cycle of one combine may be
+ * loom_moe_mlp's fused form on some ranks or all: the expert step stores
+ * its outputs straight into the sources' combine buffers (no ready wait,
+ * no send) and the combine kernel stores ready, done, and reduces (moe.h
+ * says why no ready wait is needed there; a mutation that fuses a second
+ * combine, where it would be needed, is caught). Each buffer region
+ * carries whose data it holds:
  *   recv[p][s]  the rows source s stored in owner p's receive buffer
  *               (c: cycle c's tokens; -c: cycle c's expert outputs)
  *   comb[s][p]  the rows owner p stored in source s's combine buffer
@@ -41,7 +46,8 @@ enum {
   C_WAIT,      /* waits: comb_ready[r][s] >= e */
   C_SEND,      /* reads recv[r][*] (-c); comb[s][r] = e for every s */
   C_DONE,      /* comb_done[p][r] = e */
-  C_REDUCE     /* waits: comb_done[r][s] >= e; reads comb[r][*] (e) */
+  C_REDUCE,    /* waits: comb_done[r][s] >= e; reads comb[r][*] (e) */
+  X_SCATTER    /* the fused expert step: reads recv[r][*] (c); comb[s][r] = e (its combine's) */
 };
 
 enum {
@@ -49,8 +55,12 @@ enum {
   M_NO_COUNTS_WAIT,   /* the layout reads the counts without waiting */
   M_NO_READY_WAIT,    /* the combine sends without its buffers' ready wait */
   M_ANY_COUNTS,       /* the counts wait takes any stored word (epoch != 0), not this call's */
-  M_NO_DELIVER_WAIT   /* the dispatch completes without the delivered wait */
+  M_NO_DELIVER_WAIT,  /* the dispatch completes without the delivered wait */
+  M_FUSED_SECOND      /* the second of two combines fused (no dispatch just before it) */
 };
+
+/* Which ranks fuse their single-combine cycles. */
+enum { FUSE_NONE, FUSE_ALL, FUSE_MIXED /* rank + cycle odd */ };
 
 typedef struct step {
   int kind, cycle;
@@ -112,33 +122,44 @@ static int run(moe_sim_t *sim, int r, const step_t *st) {
       case C_REDUCE:
         if (AT(sim->comb, r, q) != (int)st->e) return 0;
         break;
+      case X_SCATTER:
+        if (AT(sim->recv, r, q) != c) return 0;
+        AT(sim->comb, q, r) = (int)st->e;
+        break;
       default: break;
     }
   return 1;
 }
 
-/* Every rank's step list: `cycles` cycles of a dispatch and the experts,
- * then no combine (c % 3 == 0), two (c % 3 == 1) or one; each call takes
- * the next epoch (the same on every rank). */
-static int build(int cycles, step_t *st, int cap) {
+/* Rank r's step list: `cycles` cycles of a dispatch, then no combine
+ * (c % 3 == 0), two (c % 3 == 1) or one; each call takes the next epoch
+ * (the same on every rank). A fused combine (per `fuse`; the second of two
+ * under M_FUSED_SECOND) replaces the expert step, its wait and its send by
+ * the scatter. */
+static int build(int cycles, int r, int fuse, int mutate, step_t *st, int cap) {
   int n = 0;
   uint32_t e = 0;
   for (int c = 1; c <= cycles; ++c) {
-    const int kinds[] = {D_PUBLISH, D_COUNTS, D_SEND, D_DELIVERED, D_WAIT, X_EXPERTS};
+    const int kinds[] = {D_PUBLISH, D_COUNTS, D_SEND, D_DELIVERED, D_WAIT};
     ++e;
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds && n < cap; ++k) st[n++] = (step_t){kinds[k], c, e};
     const int combines = c % 3 == 0 ? 0 : c % 3 == 1 ? 2 : 1;
+    const int fused1 = combines == 1 && (fuse == FUSE_ALL || (fuse == FUSE_MIXED && (r + c) % 2 == 1));
+    if (!fused1 && n < cap) st[n++] = (step_t){X_EXPERTS, c, e};
     for (int j = 0; j < combines; ++j) {
       ++e;
+      const int fused = fused1 || (j == 1 && mutate == M_FUSED_SECOND);
+      if (fused && n < cap) st[n++] = (step_t){X_SCATTER, c, e};
       const int ck[] = {C_READY, C_WAIT, C_SEND, C_DONE, C_REDUCE};
-      for (size_t k = 0; k < sizeof ck / sizeof *ck && n < cap; ++k) st[n++] = (step_t){ck[k], c, e};
+      for (size_t k = 0; k < sizeof ck / sizeof *ck && n < cap; ++k)
+        if (!fused || (ck[k] != C_WAIT && ck[k] != C_SEND)) st[n++] = (step_t){ck[k], c, e};
     }
   }
   return n;
 }
 
 /* Plays the cycles; 0 on success, 1 deadlock, 2 a read of another call's data. */
-static int play(int W, int cycles, uint64_t seed, int mutate) {
+static int play(int W, int cycles, uint64_t seed, int mutate, int fuse) {
   moe_sim_t sim;
   memset(&sim, 0, sizeof sim);
   sim.W = W, sim.mutate = mutate;
@@ -146,17 +167,18 @@ static int play(int W, int cycles, uint64_t seed, int mutate) {
   sim.counts = (uint32_t *)calloc(n2, 4), sim.delivered = (uint32_t *)calloc(n2, 4);
   sim.ready = (uint32_t *)calloc(n2, 4), sim.done = (uint32_t *)calloc(n2, 4);
   sim.recv = (int *)calloc(n2, sizeof(int)), sim.comb = (int *)calloc(n2, sizeof(int));
-  step_t steps[256];
-  const int len = build(cycles, steps, 256);
+  step_t(*steps)[256] = (step_t(*)[256])malloc(sizeof *steps * (size_t)W);
+  int *len = (int *)malloc(sizeof(int) * (size_t)W);
+  for (int r = 0; r < W; ++r) len[r] = build(cycles, r, fuse, mutate, steps[r], 256);
   int *pc = (int *)calloc((size_t)W, sizeof(int)), *cand = (int *)malloc(sizeof(int) * (size_t)W);
   uint64_t x = seed | 1;
   int rc = 0;
   for (;;) {
     int nc = 0, alive = 0;
     for (int r = 0; r < W; ++r) {
-      if (pc[r] >= len) continue;
+      if (pc[r] >= len[r]) continue;
       alive++;
-      if (ready(&sim, r, &steps[pc[r]])) cand[nc++] = r;
+      if (ready(&sim, r, &steps[r][pc[r]])) cand[nc++] = r;
     }
     if (!alive) break;
     if (!nc) {
@@ -165,40 +187,48 @@ static int play(int W, int cycles, uint64_t seed, int mutate) {
     }
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     const int r = cand[x % (uint64_t)nc];
-    if (!run(&sim, r, &steps[pc[r]])) {
+    if (!run(&sim, r, &steps[r][pc[r]])) {
       rc = 2;
       break;
     }
     pc[r]++;
   }
-  free(pc), free(cand);
+  free(pc), free(cand), free(steps), free(len);
   free(sim.counts), free(sim.delivered), free(sim.ready), free(sim.done), free(sim.recv), free(sim.comb);
   return rc;
 }
 
 LOOM_TEST(moe_protocol_no_stale_read_no_deadlock_w1_to_16) {
   static const int worlds[] = {1, 2, 3, 4, 8, 16};
+  static const char *const fuses[] = {"unfused", "fused", "mixed"};
   for (size_t wi = 0; wi < sizeof worlds / sizeof *worlds; ++wi)
-    for (uint64_t seed = 1; seed <= 200; ++seed) {
-      const int rc = play(worlds[wi], 7, seed * 0x9e3779b97f4a7c15ull + (uint64_t)wi, M_NONE);
-      if (rc)
-        loom_test_fail(__FILE__, __LINE__, "W=%d seed %llu: %s", worlds[wi], (unsigned long long)seed,
-                       rc == 1 ? "deadlock" : "read data of another call");
-    }
+    for (int fuse = FUSE_NONE; fuse <= FUSE_MIXED; ++fuse)
+      for (uint64_t seed = 1; seed <= 200; ++seed) {
+        const int rc = play(worlds[wi], 7, seed * 0x9e3779b97f4a7c15ull + (uint64_t)wi, M_NONE, fuse);
+        if (rc)
+          loom_test_fail(__FILE__, __LINE__, "W=%d %s seed %llu: %s", worlds[wi], fuses[fuse],
+                         (unsigned long long)seed, rc == 1 ? "deadlock" : "read data of another call");
+      }
 }
 
 /* The model can fail: without the counts wait a source's count is read
  * before it is stored; a wait that takes any stored word reads the last
  * call's; without the ready wait an owner's second combine stores into a
- * source's combine buffer while that source still reduces the first, and
- * without the delivered wait the experts read rows not yet there. Some
- * interleaving shows each. */
+ * source's combine buffer while that source still reduces the first (and
+ * so does a fused second combine: the fused form relies on the dispatch
+ * just before it); without the delivered wait the experts read rows not
+ * yet there. Some interleaving shows each. */
 LOOM_TEST(moe_protocol_model_catches_a_missing_wait) {
-  static const char *const names[] = {"", "no counts wait", "no ready wait", "any counts word", "no delivered wait"};
-  for (int mutate = M_NO_COUNTS_WAIT; mutate <= M_NO_DELIVER_WAIT; ++mutate) {
+  static const char *const names[] = {"",
+                                      "no counts wait",
+                                      "no ready wait",
+                                      "any counts word",
+                                      "no delivered wait",
+                                      "a fused second combine"};
+  for (int mutate = M_NO_COUNTS_WAIT; mutate <= M_FUSED_SECOND; ++mutate) {
     int caught = 0;
     for (uint64_t seed = 1; seed <= 2000 && !caught; ++seed)
-      caught = play(2 + (int)(seed % 3), 7, seed * 0x9e3779b97f4a7c15ull, mutate) == 2;
+      caught = play(2 + (int)(seed % 3), 7, seed * 0x9e3779b97f4a7c15ull, mutate, (int)(seed % 3)) == 2;
     if (!caught) loom_test_fail(__FILE__, __LINE__, "mutation \"%s\" went unnoticed", names[mutate]);
   }
 }
