@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# moe_layer_check.sh - one device call: the grouped GEMM's and the MoE
-# layer's GPU tests (and the dispatch/combine ones they build on), then
-# loom-bench moe --layer with PyTorch's layer as the peer, then the same
-# at two held-out token counts (512, 2048; no peer). From the repository
-# root, after bench/pack_build.sh; results under $OUT. SKIP_TESTS=1: the
-# benchmarks only.
+# moe_layer_check.sh - one device call for loom_moe_mlp's forms: the GPU
+# tests of the layer, the grouped GEMM and dispatch/combine, then
+# loom-bench moe --layer (every shape: loom-auto, loom-mlp-fused,
+# loom-mlp-unfused side by side, the GEMMs and the communication alone,
+# the forced tiles, PyTorch's layer as the peer). From the repository root,
+# after bench/pack_build.sh; results under $OUT.
+#   TESTS   loom-test-gpu filters (default: gpu_moe_mlp gpu_gemm_grouped gpu_moe; "none" skips)
+#   BENCH   extra loom-bench arguments (e.g. "--quick", "--peer none")
+#   REPS    repetitions (default 10)
 tar xJf build/carry/build.tar.xz
 export NCCL_NVLS_ENABLE=0
-if [ -z "${SKIP_TESTS:-}" ]; then
-  echo "=== tests"
-  timeout 200 build/tests/loom-test-gpu gemm_grouped 2>&1 | grep -E "OK|FAIL|passed|bad [1-9]"
-  timeout 400 build/tests/loom-test-gpu gpu_moe 2>&1 | grep -E "OK|FAIL|passed|far|rank [0-9]:" | tail -30
+out=${OUT:-/tmp}
+nvidia-smi --query-gpu=name --format=csv,noheader | head -2
+if [ "${TESTS:-x}" != none ]; then
+  for t in ${TESTS:-gpu_moe_mlp gpu_gemm_grouped gpu_moe}; do
+    echo "=== $t"; timeout 300 build/tests/loom-test-gpu "$t" 2>&1 | tee -a "$out/gpu_test.txt" | grep -E "FAIL|passed|rank .*tuned|Error|error" | tail -12
+  done
 fi
-echo "=== bench"; build/bin/loom-bench moe --layer --reps ${REPS:-10} --timeout 300 --results "${OUT:-/tmp}" 2>&1 | grep "^#" | tail -20
-for T in 512 2048; do
-  build/bin/loom-bench moe --layer --tokens $T --peer none --reps ${REPS:-10} --timeout 300 --results "${OUT:-/tmp}" 2>&1 | grep "^# moe layer"
-done
+echo "=== bench --layer ($(cat build/carry/COMMIT 2>/dev/null))"
+build/bin/loom-bench moe --layer --reps "${REPS:-10}" --timeout 300 ${BENCH:-} --results "$out" 2>&1 | grep -E "^# moe|rror" | tee "$out/layer.txt"
