@@ -121,6 +121,9 @@ PROTOTYPES = {
     "loom_moe_combine": (_r, [_vp, _vp, _vp, _vp, _vp]),
     # plan, x, ids, weights, tokens, gate_up, down, out, stream
     "loom_moe_mlp": (_r, [_vp, _vp, _vp, _vp, _i64, _vp, _vp, _vp, _vp]),
+    "loom_moe_mlp_tune": (_r, [_vp, _vp, _vp, _vp, _i64, _vp, _vp, _vp, _vp]),
+    # plan, tokens, path out
+    "loom_moe_mlp_path": (_r, [_vp, _i64, _P(_i)]),
     # plan, tensor, lo, hi, state_offset
     "loom_optim_tensor_state": (_r, [_vp, _i, _P(_i64), _P(_i64), _P(_i64)]),
     # plan, step, stream

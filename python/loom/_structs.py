@@ -99,6 +99,12 @@ class Norm(CEnum):
     LAYER = 2
 
 
+class MoeMlpPath(CEnum):
+    AUTO = 0
+    FUSED = 1
+    UNFUSED = 2
+
+
 class ProgLayout(CEnum):
     SLICED = 0
     REPLICATED = 1
@@ -108,7 +114,7 @@ class ProgLayout(CEnum):
 
 C_PREFIX = {ProgLayout: "LOOM_PROG_", Result: "LOOM_", DType: "LOOM_", Activation: "LOOM_ACT_", Layout: "LOOM_B_", Pooling: "LOOM_POOL_",
             EmbeddingPath: "LOOM_EMB_PATH_", TpTransfer: "LOOM_TP_", TpGemm: "LOOM_TP_GEMM_", OptimForm: "LOOM_OPTIM_", CollAlgo: "LOOM_COLL_",
-            Norm: "LOOM_NORM_"}
+            Norm: "LOOM_NORM_", MoeMlpPath: "LOOM_MOE_MLP_"}
 ENUMS = tuple(C_PREFIX)
 
 
@@ -249,7 +255,8 @@ class OptimPlanInfo(CStruct):
 class MoeDesc(CStruct):
     _c_name_, _c_init_ = "loom_moe_desc_t", "LOOM_MOE_DESC_INIT"
     _fields_ = [("struct_size", c_size_t), ("hidden", c_int), ("experts", c_int), ("topk", c_int),
-                ("max_tokens", c_int64), ("capacity", c_int64), ("dtype", c_int), ("ffn", c_int)]
+                ("max_tokens", c_int64), ("capacity", c_int64), ("dtype", c_int), ("ffn", c_int),
+                ("mlp_path", c_int)]
     _defaults_ = {"dtype": int(DType.BF16)}
 
 

@@ -3,6 +3,7 @@
 
     moe = loom.MoE(comm, hidden=4096, experts=8, topk=2, max_tokens=4096, ffn=14336)   # collective
     out = moe.mlp(x, ids, weights, gate_up, down)     # the whole expert MLP layer
+    moe.mlp_form(tokens)                              # "fused" or "unfused": how mlp runs for tokens
     rows, offsets = moe.dispatch(x, ids)              # or step by step: rows grouped by local expert
     out = moe.combine(y, weights)                     # y in the layout of the last dispatch
 
@@ -19,7 +20,10 @@ dispatch returns the plan's receive buffer [R, H] (rows [0, offsets[-1])
 hold this rank's received rows, expert l's at [offsets[l], offsets[l+1]))
 and the offsets [local_experts + 1] int64, both on the device and valid
 until the plan's next call (no host synchronisation: the counts never
-leave the GPU). Forward only: no autograd (the backward is not built).
+leave the GPU). mlp_path: "auto" (per call: the tuned form for the
+tokens, else fused), "fused" (the combine in the down GEMM's epilogue) or
+"unfused"; the forms give the same bits. Forward only: no autograd
+(loom.nn.MoE trains).
 Every call is collective: every rank calls the plan's methods in the same
 order.
 """
@@ -28,16 +32,18 @@ import ctypes
 from . import _lib, _torch
 from ._checks import check_tensor, dtype_name, loom_dtype, shape_of
 from ._plan import PlanHandle
-from ._structs import MoeDesc, MoePlanInfo
+from ._structs import MoeDesc, MoeMlpPath, MoePlanInfo
 from .errors import InvalidArgumentError
 
 _ROW_DTYPES = ("bfloat16", "float16", "float32")
+_MLP_PATHS = {"auto": int(MoeMlpPath.AUTO), "fused": int(MoeMlpPath.FUSED), "unfused": int(MoeMlpPath.UNFUSED)}
 
 
 class MoE(PlanHandle):
     """A dispatch / combine plan (and, with ffn > 0, the expert MLP) on comm."""
 
-    def __init__(self, comm, hidden, experts, topk, max_tokens, *, ffn=0, capacity=0, dtype="bfloat16"):
+    def __init__(self, comm, hidden, experts, topk, max_tokens, *, ffn=0, capacity=0, dtype="bfloat16",
+                 mlp_path="auto"):
         fn = "loom.MoE"
         self.comm = comm
         self.dtype = dtype_name(dtype)
@@ -45,8 +51,12 @@ class MoE(PlanHandle):
             raise InvalidArgumentError(f"{fn}: dtype={self.dtype}; expected bfloat16, float16 or float32")
         self.hidden, self.experts, self.topk = int(hidden), int(experts), int(topk)
         self.max_tokens, self.ffn, self.capacity = int(max_tokens), int(ffn), int(capacity)
+        if mlp_path not in _MLP_PATHS:
+            raise InvalidArgumentError(f"{fn}: mlp_path={mlp_path!r}; expected one of {sorted(_MLP_PATHS)}")
+        self.mlp_path = mlp_path
         self._desc = MoeDesc(hidden=self.hidden, experts=self.experts, topk=self.topk, max_tokens=self.max_tokens,
-                             capacity=self.capacity, dtype=int(loom_dtype(self.dtype, fn, "dtype")), ffn=self.ffn)
+                             capacity=self.capacity, dtype=int(loom_dtype(self.dtype, fn, "dtype")), ffn=self.ffn,
+                             mlp_path=_MLP_PATHS[mlp_path])
         self._plan = None
         plan = ctypes.c_void_p()
         comm._bounded(lambda: _lib.call("loom_plan_moe", ctypes.c_void_p(comm.handle), ctypes.byref(self._desc),
@@ -143,6 +153,14 @@ class MoE(PlanHandle):
                                                      out.data_ptr(), s))
         self._tokens = tokens
         return out
+
+    def mlp_form(self, tokens):
+        """How mlp runs for `tokens` on this rank: "fused" or "unfused"
+        (loom_moe_mlp_path: mlp_path, or for "auto" the tuning cache's
+        entry for this shape and the tokens' bucket, else fused)."""
+        p = ctypes.c_int()
+        _lib.call("loom_moe_mlp_path", ctypes.c_void_p(self.handle), int(tokens), ctypes.byref(p))
+        return "fused" if p.value == MoeMlpPath.FUSED else "unfused"
 
     def _out(self, fn, out, tokens):
         if out is None:

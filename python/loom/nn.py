@@ -597,15 +597,39 @@ def moe_backward(layer, dout, weights, gate_up, down, ids, xr, off, gu, h, yr, n
         dw = layer._small.combine(rows, ones)[:, :k].contiguous()
     dgate_up = ddown = None
     if need[2]:
-        dgate_up, ddown = torch.zeros_like(gate_up), torch.zeros_like(down)
         if n > 0:
-            bounds = off.tolist()  # the row counts: one host synchronisation
-            for e in range(n):
-                a, b = bounds[e], bounds[e + 1]
-                if b > a:
-                    ddown[e] = (dyr[a:b].t() @ h[a:b]).to(down.dtype)                 # [H, F]
-                    dgate_up[e] = (dgu[a:b].t() @ xr[a:b]).to(gate_up.dtype)          # [2F, H]
+            ddown = expert_weight_grads(dyr, h, off, n).to(down.dtype)          # [n, H, F]
+            dgate_up = expert_weight_grads(dgu, xr, off, n).to(gate_up.dtype)   # [n, 2F, H]
+        else:
+            dgate_up, ddown = torch.zeros_like(gate_up), torch.zeros_like(down)
     return dx, dw, dgate_up, ddown
+
+
+def _grouped_mm_k_ok(a):
+    """1 where torch._grouped_mm can group a GEMM's k (2-D x 2-D with
+    offsets: bf16 on compute capability 9.0 or newer)."""
+    return (hasattr(torch, "_grouped_mm") and a.is_cuda and a.dtype == torch.bfloat16
+            and torch.cuda.get_device_capability(a.device) >= (9, 0))
+
+
+def expert_weight_grads(g, x, off, n):
+    """Each local expert's weight gradient from its rows of the receive
+    layout: out[l] = g[off[l]:off[l+1]]^T x[off[l]:off[l+1]] ([n, g.shape[1],
+    x.shape[1]], fp32 accumulation, bf16 or fp32 out), zero for an expert without rows; rows
+    past off[n] are never read. With torch._grouped_mm (its k grouped by
+    the offsets, read on the device) there is no host synchronisation;
+    elsewhere (fp16, older GPUs) one GEMM per expert after reading the
+    offsets on the host."""
+    if _grouped_mm_k_ok(g):
+        ends = off[1:n + 1].to(torch.int32)
+        return torch._grouped_mm(g.t(), x, offs=ends)  # bf16 out, rounded once from fp32
+    out = torch.zeros(n, g.shape[1], x.shape[1], dtype=torch.float32, device=g.device)
+    bounds = off.tolist()  # the row counts: one host synchronisation
+    for e in range(n):
+        a, b = bounds[e], bounds[e + 1]
+        if b > a:
+            out[e] = g[a:b].float().t() @ x[a:b].float()
+    return out
 
 
 class MoEFunction(torch.autograd.Function):
@@ -618,8 +642,9 @@ class MoEFunction(torch.autograd.Function):
     input gradients as grouped GEMMs with the weights read in the other
     layout, the SwiGLU derivative, dx = combine of the rows' gradients with
     unit weights, the router weights' gradient <dOut[t], y_(t,j)> combined
-    back through the small plan, and the experts' weight gradients one GEMM
-    per local expert (the one host synchronisation: the row counts).
+    back through the small plan, and the experts' weight gradients as
+    GEMMs whose k is each expert's rows (expert_weight_grads: no host
+    synchronisation with bf16 on Hopper).
     apply(x, weights, gate_up, down, ids, layer). Under torch.compile the
     layer runs the same two steps as registered ops (loom::moe_layer,
     loom::moe_layer_backward) instead."""

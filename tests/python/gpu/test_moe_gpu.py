@@ -1,5 +1,5 @@
 """loom.MoE on 2 ranks: the whole expert MLP layer (mlp) against the same
-layer per token in float64, dispatch + combine of the received rows
+layer per token in float64 (its fused and unfused forms the same bits), dispatch + combine of the received rows
 themselves against sum_j w_j x_t, the received row counts against the
 routing, bad arguments refused by name; the registered op; loom.nn.MoE's
 forward and every gradient (x, router weights, experts) against float64
@@ -74,6 +74,16 @@ def _mlp_and_steps(rank, world):
             want = (ws[rank].double().unsqueeze(2) * xs[rank].double().unsqueeze(1)).sum(1)
             err_ident = _rel(back, want)
             assert err_ident < 1e-2, f"dispatch + combine: relative error {err_ident}"
+
+            assert moe.mlp_form(x.shape[0]) == "fused"  # auto, nothing tuned
+            for form in ("fused", "unfused"):  # each form forced: the same bits
+                with loom.MoE(comm, H, E, K, TMAX, ffn=FFN, mlp_path=form) as forced:
+                    assert forced.mlp_form(x.shape[0]) == form
+                    got = forced.mlp(x, i, w, gate_up, down)
+                    torch.cuda.synchronize()
+                    assert torch.equal(got, out), f"mlp_path={form} differs from auto's"
+            with pytest.raises(loom.InvalidArgumentError, match="mlp_path"):
+                loom.MoE(comm, H, E, K, TMAX, ffn=FFN, mlp_path="sideways")
 
             with pytest.raises(loom.InvalidArgumentError, match="ids"):
                 moe.mlp(x, i.long(), w, gate_up, down)
@@ -178,3 +188,43 @@ def _nn_moe_trains(rank, world):
 
 def test_nn_moe_forward_and_gradients_match_float64():
     print_ranks(run_ranks(_nn_moe_trains, 2, timeout=300))
+
+
+def test_expert_weight_grads_group_k_on_the_device():
+    """loom.nn.expert_weight_grads (the experts' weight gradients, k = each
+    expert's rows) against one float64 GEMM per expert: experts without rows
+    give zeros, rows past the last offset (NaN here) are never read; bf16
+    runs torch._grouped_mm with the offsets on the device (it captures into a
+    CUDA graph: a host synchronisation would fail the capture), fp16 the
+    per-expert loop."""
+    dev = "cuda:0"
+    g = torch.Generator().manual_seed(5)
+    R, A, B = 300, 64, 48
+    counts = [40, 0, 77, 0, 101]
+    n, used = len(counts), sum(counts)
+    bounds = [0]
+    for c in counts:
+        bounds.append(bounds[-1] + c)
+    off = torch.tensor(bounds, dtype=torch.int64, device=dev)
+    for dtype in (torch.bfloat16, torch.float16):
+        gm = torch.randn(R, A, generator=g).to(dtype).to(dev)
+        x = torch.randn(R, B, generator=g).to(dtype).to(dev)
+        gm[used:] = float("nan")
+        x[used:] = float("nan")
+        got = loom.nn.expert_weight_grads(gm, x, off, n).float().cpu()
+        assert got.shape == (n, A, B)
+        for e in range(n):
+            a, b = bounds[e], bounds[e + 1]
+            want = gm[a:b].double().cpu().t() @ x[a:b].double().cpu()
+            if b == a:
+                assert torch.count_nonzero(got[e]) == 0, f"{dtype} expert {e} without rows"
+            else:
+                err = ((got[e].double() - want).abs().max() / want.abs().max()).item()
+                assert err < 1e-2, f"{dtype} expert {e}: relative error {err}"
+        if dtype == torch.bfloat16:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                captured = loom.nn.expert_weight_grads(gm, x, off, n)
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(captured.float().cpu(), got)
