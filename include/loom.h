@@ -917,7 +917,8 @@ typedef struct loom_moe_desc {
 /* How loom_moe_mlp runs its combine. Every form computes the same bits;
  * ranks may differ (each call's choice is its rank's own). */
 typedef enum loom_moe_mlp_path {
-  LOOM_MOE_MLP_AUTO = 0,    /* per call: the tuned form for the call's tokens (loom_moe_mlp_tune), else fused */
+  LOOM_MOE_MLP_AUTO = 0,    /* per call: the tuned form and tiles for the call's tokens (loom_moe_mlp_tune),
+                             * else fused with the model's tiles */
   LOOM_MOE_MLP_FUSED = 1,   /* the down GEMM's epilogue stores each row into its token's rank; the
                              * combine kernel only signals and reduces */
   LOOM_MOE_MLP_UNFUSED = 2  /* the down GEMM into the receive buffer, then loom_moe_combine */
@@ -981,12 +982,13 @@ loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, 
 loom_result_t loom_moe_mlp_path(loom_plan_t plan, int64_t tokens, loom_moe_mlp_path_t *path);
 
 /* Collective, synchronizes `stream` (not while it captures a graph): times
- * loom_moe_mlp in both forms on these arguments (2 warm-up and 5 timed
- * calls each, the time the largest over the ranks, so every rank picks the
- * same) and records the faster for this shape and the tokens' bucket in
- * the tuning cache, which AUTO calls then run (LOOM_TUNE_FILE: written
- * back by rank 0). Same arguments and checks as loom_moe_mlp; out holds
- * the layer's output afterwards. */
+ * loom_moe_mlp on these arguments in both forms, each with each tile of
+ * its two grouped GEMMs (16 candidates; 2 warm-up and 5 timed calls each,
+ * the time the largest over the ranks, so every rank picks the same), and
+ * records the fastest for this shape and the tokens' bucket in the tuning
+ * cache, which AUTO calls then run (LOOM_TUNE_FILE: written back by rank
+ * 0). Same arguments and checks as loom_moe_mlp; out holds the layer's
+ * output afterwards. */
 loom_result_t loom_moe_mlp_tune(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights,
                                 int64_t tokens, const void *gate_up, const void *down, void *out,
                                 cudaStream_t stream);

@@ -214,8 +214,15 @@ int loom_bench_moe_expert_rank(int experts, int world, int e) { return loom__moe
 loom_result_t loom_bench_moe_mlp_form(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights,
                                       int64_t tokens, const void *gate_up, const void *down, void *out, int path,
                                       cudaStream_t stream) {
-  return loom__moe_mlp_run(plan, "loom_bench_moe_mlp_form", x, ids, weights, tokens, gate_up, down, out,
-                           (loom_moe_mlp_path_t)path, stream);
+  const loom_moe_mlp_choice_t c = {(loom_moe_mlp_path_t)path, 0, 0, 0};
+  return loom__moe_mlp_run(plan, "loom_bench_moe_mlp_form", x, ids, weights, tokens, gate_up, down, out, &c, stream);
+}
+
+loom_result_t loom_bench_moe_mlp_choice(loom_plan_t plan, int64_t tokens, char *out, size_t size) {
+  loom_moe_mlp_choice_t c;
+  LOOM_TRY(loom__moe_mlp_choice(plan, tokens, &c));
+  loom__moe_mlp_tune_format(&c, out, size);
+  return LOOM_SUCCESS;
 }
 
 loom_result_t loom_bench_gemm_grouped_tile(const loom_grouped_gemm_desc_t *d, const void *a, const void *b, void *c,

@@ -114,8 +114,12 @@ loom_result_t loom_bench_base_alltoall(ncclComm_t nccl, const void *send, void *
 /* The rank that owns expert e of E at W ranks (loom.h's split). */
 int loom_bench_moe_expert_rank(int experts, int world, int e);
 
+/* The choice a loom_moe_mlp call of `tokens` gets: "path=<1|2> up=<bm>
+ * down=<bm>x<bn>" (tiles 0: the model's). */
+loom_result_t loom_bench_moe_mlp_choice(loom_plan_t plan, int64_t tokens, char *out, size_t size);
+
 /* loom_moe_mlp in the form `path` (loom_moe_mlp_path_t; AUTO as the plan
- * resolves it), whatever the plan's desc->mlp_path. */
+ * resolves it) with the model's tiles, whatever the plan's desc->mlp_path. */
 loom_result_t loom_bench_moe_mlp_form(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights,
                                       int64_t tokens, const void *gate_up, const void *down, void *out, int path,
                                       cudaStream_t stream);

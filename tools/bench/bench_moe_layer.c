@@ -3,12 +3,14 @@
  * (dispatch, gate/up grouped GEMM, SwiGLU, down grouped GEMM, combine) side
  * by side in one run on every rank (each repetition runs every variant; a
  * repetition's time is the slowest rank's; medians):
- *   loom-auto              loom_moe_mlp as a caller gets it (AUTO: the form
- *                          the plan resolves for the tokens, named in the note)
- *   loom-mlp-fused         its fused form: the combine in the down GEMM's
+ *   loom-auto              loom_moe_mlp after loom_moe_mlp_tune on the shape
+ *                          (AUTO runs the tuned form and tiles, named in the
+ *                          note; the tuning ran in the setup, untimed)
+ *   loom-mlp-fused         its fused form with the model's tiles (what AUTO
+ *                          runs untuned): the combine in the down GEMM's
  *                          epilogue (rows stored into the tokens' ranks)
- *   loom-mlp-unfused       its unfused sequence: dispatch, the two grouped
- *                          GEMMs, combine (each form forced, one plan)
+ *   loom-mlp-unfused       its unfused sequence with the model's tiles:
+ *                          dispatch, the two grouped GEMMs, combine
  *   loom-grouped-gemms     its two grouped GEMMs alone (the gate/up one with
  *                          its SwiGLU epilogue, on the rows already
  *                          dispatched: no communication): the compute part
@@ -57,7 +59,7 @@ typedef struct layer_run {
   int64_t T;
   int H, F, topk;
   int bm, bn; /* the tile the model picked for the gate/up GEMM */
-  loom_moe_mlp_path_t auto_path; /* the form AUTO runs for T */
+  char choice[32]; /* what AUTO runs for T after the tuning */
   void *x, *out, *gate_up, *down, *act, *y;
   int32_t *ids;
   float *w;
@@ -108,7 +110,6 @@ static loom_result_t layer_setup(layer_run_t *r, loom_comm_t comm, const moe_mod
   r->info = (loom_moe_plan_info_t)LOOM_MOE_PLAN_INFO_INIT;
   LAYER_TRY(rr);
   LAYER_TRY(loom_moe_plan_info(r->plan, &r->info));
-  LAYER_TRY(loom_moe_mlp_path(r->plan, r->T, &r->auto_path));
   if (!ids || !w) return loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "routing"); /* moe_route_draw failed */
   const size_t H = (size_t)mm->hidden, F = (size_t)mm->ffn, n = (size_t)r->info.local_experts, T = (size_t)r->T;
   const size_t R = (size_t)r->info.max_recv_rows, K = (size_t)mm->topk;
@@ -128,6 +129,8 @@ static loom_result_t layer_setup(layer_run_t *r, loom_comm_t comm, const moe_mod
   LAYER_TRY(loom_bench_fill_random(r->down, LOOM_BF16, n * H * F, MOE_SEED + 13 + (uint64_t)me,
                                         1.0 / sqrt((double)F)));
   LAYER_TRY(loom_moe_mlp(r->plan, r->x, r->ids, r->w, r->T, r->gate_up, r->down, r->out, s));
+  LAYER_TRY(loom_moe_mlp_tune(r->plan, r->x, r->ids, r->w, r->T, r->gate_up, r->down, r->out, s));
+  LAYER_TRY(loom_bench_moe_mlp_choice(r->plan, r->T, r->choice, sizeof r->choice));
   int64_t got = -1;
   cudaError_t e = cudaMemcpyAsync(&got, r->info.expert_offsets + r->info.local_experts, sizeof got,
                                   cudaMemcpyDeviceToHost, s);
@@ -158,12 +161,12 @@ static void layer_rows(const moe_args_t *a, loom_bench_table_t *t, const moe_mod
     row->host_us = tm[v].host_us;
     row->comm_us = tm[L_COMM].median_us;
     snprintf(row->note, sizeof row->note,
-             "E %d top-%d H %d F %d; rank 0 computes %lld rows (GEMMs %.0f TFLOP/s at this row's time); model tile "
-             "%dx%d; unfused / (gemms + comm) %.2f; unfused / fused %.3f%s",
+             "E %d top-%d H %d F %d; rank 0: %lld rows, GEMMs %.0f TFLOP/s at this time; model tile %dx%d; "
+             "unfused/(gemms+comm) %.2f, unfused/fused %.3f%s%.28s",
              mm->experts, mm->topk, mm->hidden, mm->ffn, (long long)rows_here, gemm_flops / (tm[v].median_us * 1e6),
              r->bm, r->bn, tm[L_MLP].median_us / (tm[L_GEMMS].median_us + tm[L_COMM].median_us),
              tm[L_MLP].median_us / tm[L_FUSED].median_us,
-             v != L_AUTO ? "" : r->auto_path == LOOM_MOE_MLP_FUSED ? "; AUTO ran fused" : "; AUTO ran unfused");
+             v != L_AUTO ? "" : "; tuned ", v != L_AUTO ? "" : r->choice);
     if (v <= L_GEMMS) {
       loom_bench_shape_t ps;
       moe_pair_shape(mm, T, kind, W, 1, &ps);
@@ -172,7 +175,7 @@ static void layer_rows(const moe_args_t *a, loom_bench_table_t *t, const moe_mod
   }
   printf("# moe layer %-30s auto %9.1f (%s) fused %9.1f unfused %9.1f  gemms %9.1f (%dx%d)  dispatch+combine %8.1f  "
          "tiles 64x128 %.1f 64x256 %.1f 128x128 %.1f 128x256 %.1f us\n",
-         t->rows[t->n - 1]->shape, tm[L_AUTO].median_us, r->auto_path == LOOM_MOE_MLP_FUSED ? "fused" : "unfused",
+         t->rows[t->n - 1]->shape, tm[L_AUTO].median_us, r->choice,
          tm[L_FUSED].median_us, tm[L_MLP].median_us, tm[L_GEMMS].median_us, r->bm, r->bn, tm[L_COMM].median_us,
          tm[L_TILE0].median_us, tm[L_TILE0 + 1].median_us, tm[L_TILE0 + 2].median_us, tm[L_TILE0 + 3].median_us);
   fflush(stdout);
@@ -205,7 +208,9 @@ int moe_layer_finish(const moe_args_t *a, loom_bench_table_t *t, int world, int 
   loom_bench_note(t, "bf16; time = median of the slowest rank; comm(us) = loom-dispatch+combine; loom-mlp-unfused = "
                      "loom_moe_mlp's unfused sequence (dispatch, grouped GEMM + SwiGLU, grouped GEMM, combine); "
                      "loom-mlp-fused = its fused form (the down GEMM's epilogue stores each row into its token's "
-                     "rank; the combine only reduces); loom-auto = loom_moe_mlp as called (its note names the form)");
+                     "rank; the combine only reduces), both with the model's tiles; loom-auto = loom_moe_mlp after "
+                     "loom_moe_mlp_tune on the shape (its note names the tuned form and tiles: path 1 fused, 2 "
+                     "unfused; up = the gate/up GEMM's rows per tile; down = the down GEMM's tile)");
   loom_bench_note(t, "loom-grouped-gemms: loom_moe_mlp's two grouped GEMMs alone on the dispatched rows (the SwiGLU "
                      "epilogue's, the down projection's; no communication); grouped-BMxBN: both plain with that tile; "
                      "TFLOP/s = 6 x rows x H x F of rank 0 over the row's time");

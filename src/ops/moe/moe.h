@@ -163,19 +163,34 @@ loom_result_t loom__moe_mlp_buffers(const char *fn, loom_moe_state_t *st);
 loom_result_t loom__moe_combine_call(loom_plan_t plan, const char *fn, const void *y, const float *weights, void *out,
                                      int sent, cudaStream_t stream);
 
-/* loom_moe_mlp in form `path` (AUTO: resolved per call), named fn. */
+/* How a loom_moe_mlp call runs: the form, and the tiles of its two grouped
+ * GEMMs (0: the model's, loom__grouped_sm90_config): the gate/up GEMM's
+ * rows per tile (its SwiGLU epilogue fixes 256 columns), the down GEMM's
+ * tile. */
+typedef struct loom_moe_mlp_choice {
+  loom_moe_mlp_path_t path; /* FUSED or UNFUSED (AUTO: resolved per call) */
+  int up_bm;                /* 0, 64 or 128 */
+  int down_bm, down_bn;     /* 0, or 64 / 128 x 128 / 256 */
+} loom_moe_mlp_choice_t;
+
+/* loom_moe_mlp as `c` says (path AUTO: resolved per call, tiles and all),
+ * named fn. */
 loom_result_t loom__moe_mlp_run(loom_plan_t plan, const char *fn, const void *x, const int32_t *ids,
                                 const float *weights, int64_t tokens, const void *gate_up, const void *down, void *out,
-                                loom_moe_mlp_path_t path, cudaStream_t stream);
+                                const loom_moe_mlp_choice_t *c, cudaStream_t stream);
 
-/* The tuning of loom_moe_mlp's form (pure, host-tested): the bucket of a
- * call's tokens (b: the smallest with 2^b >= tokens), the cache key of a
- * plan's shape and bucket on W ranks of `sms` SMs (1 if it fit in
- * key[size]), and an entry's value "path=<1|2>" parsed
- * (LOOM_ERR_INVALID_ARGUMENT naming the text otherwise). */
+/* The tuning of loom_moe_mlp (pure, host-tested): the bucket of a call's
+ * tokens (b: the smallest with 2^b >= tokens), the cache key of a plan's
+ * shape and bucket on W ranks of `sms` SMs (1 if it fit in key[size]), and
+ * an entry's value "path=<1|2> up=<bm> down=<bm>x<bn>" formatted and parsed
+ * (LOOM_ERR_INVALID_ARGUMENT naming the text otherwise: a form other than
+ * fused / unfused, a tile the grouped GEMM does not have). */
 int loom__moe_tokens_bucket(int64_t tokens);
+/* The choice a call of `tokens` gets (loom_moe_mlp_path's, tiles and all). */
+loom_result_t loom__moe_mlp_choice(loom_plan_t plan, int64_t tokens, loom_moe_mlp_choice_t *c);
 int loom__moe_mlp_tune_key(const loom_moe_desc_t *d, int world, int sms, int64_t tokens, char *key, size_t size);
-loom_result_t loom__moe_mlp_tune_parse(const char *text, loom_moe_mlp_path_t *path);
+void loom__moe_mlp_tune_format(const loom_moe_mlp_choice_t *c, char *out, size_t size);
+loom_result_t loom__moe_mlp_tune_parse(const char *text, loom_moe_mlp_choice_t *c);
 
 /* ---- kernels (moe_kernels.cu) ---- */
 

@@ -67,19 +67,29 @@ loom_result_t loom__moe_mlp_buffers(const char *fn, loom_moe_state_t *st) {
   return LOOM_SUCCESS;
 }
 
+/* A grouped GEMM's configuration: the model's, with the tile bm x bn where
+ * given (0: the model's). */
+static loom_gemm_config_t moe_tile(const loom_grouped_gemm_desc_t *g, int sms, int bm, int bn) {
+  loom_gemm_config_t c = loom__grouped_sm90_config(g, sms);
+  if (bm) c.bm = bm;
+  if (bn) c.bn = bn;
+  return c;
+}
+
 /* Steps 2-3 on the rows dispatched into the receive buffer; fused: the
  * down GEMM's rows scattered into their sources' combine buffers. */
-static loom_result_t moe_experts(loom_moe_state_t *st, const void *gate_up, const void *down, int64_t tokens, int fused,
-                                 cudaStream_t stream) {
+static loom_result_t moe_experts(loom_moe_state_t *st, int sms, const void *gate_up, const void *down, int64_t tokens,
+                                 const loom_moe_mlp_choice_t *c, cudaStream_t stream) {
   const loom_moe_desc_t *d = &st->desc;
   const int64_t F = d->ffn, H = d->hidden;
   const int64_t *off = st->k.expert_off;
   const int64_t hint = tokens * d->topk; /* this rank's rows, as many as it receives at uniform routing */
   const loom_grouped_gemm_desc_t g1 = moe_gemm_desc(st, 2 * F, H, hint), g2 = moe_gemm_desc(st, H, F, hint);
-  LOOM_TRY(loom__gemm_grouped_sm90(&g1, st->recv, gate_up, st->h, NULL, off, NULL, 1, stream));
-  if (fused)
-    return loom__gemm_grouped_sm90_scatter(&g2, st->h, down, st->recv, off, NULL, st->origin, st->k.combine, stream);
-  return loom__gemm_grouped_sm90(&g2, st->h, down, st->recv, NULL, off, NULL, 0, stream);
+  const loom_gemm_config_t c1 = moe_tile(&g1, sms, c->up_bm, 256), c2 = moe_tile(&g2, sms, c->down_bm, c->down_bn);
+  LOOM_TRY(loom__gemm_grouped_sm90(&g1, st->recv, gate_up, st->h, NULL, off, &c1, 1, stream));
+  if (c->path == LOOM_MOE_MLP_FUSED)
+    return loom__gemm_grouped_sm90_scatter(&g2, st->h, down, st->recv, off, &c2, st->origin, st->k.combine, stream);
+  return loom__gemm_grouped_sm90(&g2, st->h, down, st->recv, NULL, off, &c2, 0, stream);
 }
 
 int loom__moe_tokens_bucket(int64_t tokens) {
@@ -95,42 +105,61 @@ int loom__moe_mlp_tune_key(const loom_moe_desc_t *d, int world, int sms, int64_t
   return n > 0 && (size_t)n < size;
 }
 
-loom_result_t loom__moe_mlp_tune_parse(const char *text, loom_moe_mlp_path_t *path) {
-  int p = -1, used = 0;
-  if (!text || sscanf(text, "path=%d%n", &p, &used) != 1 || text[used] != 0 ||
-      (p != LOOM_MOE_MLP_FUSED && p != LOOM_MOE_MLP_UNFUSED))
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "tuning entry \"%s\": expected \"path=<1 fused | 2 unfused>\"",
+void loom__moe_mlp_tune_format(const loom_moe_mlp_choice_t *c, char *out, size_t size) {
+  snprintf(out, size, "path=%d up=%d down=%dx%d", (int)c->path, c->up_bm, c->down_bm, c->down_bn);
+}
+
+loom_result_t loom__moe_mlp_tune_parse(const char *text, loom_moe_mlp_choice_t *c) {
+  int p = -1, up = -1, dm = -1, dn = -1, used = 0;
+  const int ok = text && sscanf(text, "path=%d up=%d down=%dx%d%n", &p, &up, &dm, &dn, &used) == 4 && text[used] == 0;
+  if (!ok || (p != LOOM_MOE_MLP_FUSED && p != LOOM_MOE_MLP_UNFUSED) || (up != 0 && up != 64 && up != 128) ||
+      (dm != 0 && dm != 64 && dm != 128) || (dn != 0 && dn != 128 && dn != 256))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "tuning entry \"%s\": expected \"path=<1 fused | 2 unfused> up=<0|64|128> "
+                      "down=<0|64|128>x<0|128|256>\"",
                       text ? text : "(null)");
-  *path = (loom_moe_mlp_path_t)p;
+  c->path = (loom_moe_mlp_path_t)p, c->up_bm = up, c->down_bm = dm, c->down_bn = dn;
   return LOOM_SUCCESS;
 }
 
-/* The form of a call of `tokens` (loom_moe_mlp_path). A malformed cache
- * entry is reported and the default taken. */
-static loom_moe_mlp_path_t moe_mlp_resolve(const loom_plan_t plan, const loom_moe_state_t *st, int64_t tokens) {
-  if (st->desc.mlp_path != LOOM_MOE_MLP_AUTO) return (loom_moe_mlp_path_t)st->desc.mlp_path;
-  char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
-  loom_moe_mlp_path_t p = LOOM_MOE_MLP_FUSED;
-  if (loom__moe_mlp_tune_key(&st->desc, st->world, plan->comm->sm_count, tokens, key, sizeof key) &&
-      loom__tune_get(key, value, sizeof value) && loom__moe_mlp_tune_parse(value, &p) != LOOM_SUCCESS) {
-    LOOM_WARN("loom_moe_mlp: tuned entry \"%s\" = \"%s\" is malformed: the fused form", key, value);
-    p = LOOM_MOE_MLP_FUSED;
+/* The choice for a call of `tokens` (loom_moe_mlp_path): desc->mlp_path
+ * forced with the model's tiles, or the tuning cache's entry, or fused
+ * with the model's tiles. A malformed entry is reported and the default
+ * taken. */
+static loom_moe_mlp_choice_t moe_mlp_resolve(const loom_plan_t plan, const loom_moe_state_t *st, int64_t tokens) {
+  loom_moe_mlp_choice_t c = {LOOM_MOE_MLP_FUSED, 0, 0, 0};
+  if (st->desc.mlp_path != LOOM_MOE_MLP_AUTO) {
+    c.path = (loom_moe_mlp_path_t)st->desc.mlp_path;
+    return c;
   }
-  return p;
+  char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
+  if (loom__moe_mlp_tune_key(&st->desc, st->world, plan->comm->sm_count, tokens, key, sizeof key) &&
+      loom__tune_get(key, value, sizeof value) && loom__moe_mlp_tune_parse(value, &c) != LOOM_SUCCESS) {
+    LOOM_WARN("loom_moe_mlp: tuned entry \"%s\" = \"%s\" is malformed: the fused form, the model's tiles", key,
+              value);
+    c = (loom_moe_mlp_choice_t){LOOM_MOE_MLP_FUSED, 0, 0, 0};
+  }
+  return c;
+}
+
+loom_result_t loom__moe_mlp_choice(loom_plan_t plan, int64_t tokens, loom_moe_mlp_choice_t *c) {
+  loom_moe_state_t *st;
+  LOOM_TRY(loom__moe_enter(plan, "loom_moe_mlp_path", &st));
+  *c = moe_mlp_resolve(plan, st, tokens);
+  return LOOM_SUCCESS;
 }
 
 loom_result_t loom_moe_mlp_path(loom_plan_t plan, int64_t tokens, loom_moe_mlp_path_t *path) {
-  const char *fn = "loom_moe_mlp_path";
-  loom_moe_state_t *st;
-  LOOM_TRY(loom__moe_enter(plan, fn, &st));
-  if (!path) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: path=NULL", fn);
-  *path = moe_mlp_resolve(plan, st, tokens);
+  if (!path) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_moe_mlp_path: path=NULL");
+  loom_moe_mlp_choice_t c;
+  LOOM_TRY(loom__moe_mlp_choice(plan, tokens, &c));
+  *path = c.path;
   return LOOM_SUCCESS;
 }
 
 loom_result_t loom__moe_mlp_run(loom_plan_t plan, const char *fn, const void *x, const int32_t *ids,
                                 const float *weights, int64_t tokens, const void *gate_up, const void *down, void *out,
-                                loom_moe_mlp_path_t path, cudaStream_t stream) {
+                                const loom_moe_mlp_choice_t *choice, cudaStream_t stream) {
   loom_moe_state_t *st;
   LOOM_TRY(loom__moe_enter(plan, fn, &st));
   const loom_moe_desc_t *d = &st->desc;
@@ -152,15 +181,14 @@ loom_result_t loom__moe_mlp_run(loom_plan_t plan, const char *fn, const void *x,
                               {"out", out, (size_t)tokens * (size_t)d->hidden * es, LOOM_BUF_ALIGN16, NULL}};
     LOOM_TRY(loom__check_bufs(fn, plan->comm, io, 2));
   }
-  if (path == LOOM_MOE_MLP_AUTO) path = moe_mlp_resolve(plan, st, tokens);
-  const int fused = path == LOOM_MOE_MLP_FUSED;
+  const loom_moe_mlp_choice_t c = choice->path == LOOM_MOE_MLP_AUTO ? moe_mlp_resolve(plan, st, tokens) : *choice;
   LOOM_TRY(loom_moe_dispatch(plan, x, ids, tokens, stream));
-  if (st->n_local > 0) LOOM_TRY(moe_experts(st, gate_up, down, tokens, fused, stream));
-  return loom__moe_combine_call(plan, fn, st->recv, weights, out, fused, stream);
+  if (st->n_local > 0) LOOM_TRY(moe_experts(st, plan->comm->sm_count, gate_up, down, tokens, &c, stream));
+  return loom__moe_combine_call(plan, fn, st->recv, weights, out, c.path == LOOM_MOE_MLP_FUSED, stream);
 }
 
 loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights, int64_t tokens,
                            const void *gate_up, const void *down, void *out, cudaStream_t stream) {
-  return loom__moe_mlp_run(plan, "loom_moe_mlp", x, ids, weights, tokens, gate_up, down, out, LOOM_MOE_MLP_AUTO,
-                           stream);
+  static const loom_moe_mlp_choice_t autoc = {LOOM_MOE_MLP_AUTO, 0, 0, 0};
+  return loom__moe_mlp_run(plan, "loom_moe_mlp", x, ids, weights, tokens, gate_up, down, out, &autoc, stream);
 }

@@ -1,18 +1,20 @@
 /*
  * moe_tune.c - loom_moe_mlp_tune: times loom_moe_mlp's two forms (the
- * combine fused into the down GEMM's epilogue, and the unfused sequence)
- * on the caller's arguments and records the faster in the tuning cache
+ * combine fused into the down GEMM's epilogue, and the unfused sequence),
+ * each with each tile of its two grouped GEMMs (the gate/up GEMM's 64 or
+ * 128 rows per tile; the down GEMM's 64 / 128 x 128 / 256), on the
+ * caller's arguments, and records the fastest in the tuning cache
  * (core/tune.h, LOOM_TUNE_FILE), which AUTO calls of the same shape and
  * tokens' bucket then run (moe_mlp.c, moe_mlp_resolve).
  *
- * Each form: 2 warm-up calls, 5 timed back to back on `stream`; its time
- * is the largest over the ranks (an NCCL all-reduce), so every rank records
- * the same winner. A rank whose calls failed enters the reduction with
- * 1e30 so that none waits for it.
+ * Each candidate: 2 warm-up calls, 5 timed back to back on `stream`; its
+ * time is the largest over the ranks (an NCCL all-reduce), so every rank
+ * records the same winner. A rank whose calls failed enters the reduction
+ * with 1e30 and every rank stops there (none waits for it).
  *
  * Key: "moe mlp W<W> <sms>sm H<H> F<F> E<E> k<k> <dtype> cap<capacity>
  * t<bucket>" (bucket: the next power of two of the tokens); value:
- * "path=<1 fused | 2 unfused>".
+ * "path=<1 fused | 2 unfused> up=<bm> down=<bm>x<bn>".
  */
 #include <stdio.h>
 
@@ -32,8 +34,8 @@ typedef struct {
   void *out;
 } moe_tune_args_t;
 
-/* Form `path`'s time (ms per call, rank-local; 1e30 where a call failed). */
-static loom_result_t moe_tune_time(loom_plan_t plan, const moe_tune_args_t *a, loom_moe_mlp_path_t path,
+/* Candidate c's time (ms per call, rank-local; 1e30 where a call failed). */
+static loom_result_t moe_tune_time(loom_plan_t plan, const moe_tune_args_t *a, const loom_moe_mlp_choice_t *c,
                                    cudaStream_t stream, float *ms) {
   const char *fn = "loom_moe_mlp_tune";
   const int warm = 2, reps = 5;
@@ -46,7 +48,7 @@ static loom_result_t moe_tune_time(loom_plan_t plan, const moe_tune_args_t *a, l
   for (int i = 0; i < warm + reps && r == LOOM_SUCCESS; ++i) {
     if (i == warm && cudaEventRecord(e[0], stream) != cudaSuccess) r = loom__fail(LOOM_ERR_CUDA, "%s: event record", fn);
     if (r == LOOM_SUCCESS)
-      r = loom__moe_mlp_run(plan, fn, a->x, a->ids, a->weights, a->tokens, a->gate_up, a->down, a->out, path, stream);
+      r = loom__moe_mlp_run(plan, fn, a->x, a->ids, a->weights, a->tokens, a->gate_up, a->down, a->out, c, stream);
   }
   if (r == LOOM_SUCCESS && cudaEventRecord(e[1], stream) != cudaSuccess) r = loom__fail(LOOM_ERR_CUDA, "%s: event record", fn);
   cudaError_t ce = cudaSuccess;
@@ -63,16 +65,29 @@ static loom_result_t moe_tune_time(loom_plan_t plan, const moe_tune_args_t *a, l
 
 /* The winner into the tuning cache (and rank 0's LOOM_TUNE_FILE). */
 static loom_result_t moe_tune_record(loom_plan_t plan, const loom_moe_state_t *st, int64_t tokens,
-                                     loom_moe_mlp_path_t won, const float ms[2]) {
+                                     const loom_moe_mlp_choice_t *won, float ms) {
   char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
   if (!loom__moe_mlp_tune_key(&st->desc, st->world, plan->comm->sm_count, tokens, key, sizeof key))
     return loom__fail(LOOM_ERR_INTERNAL, "loom_moe_mlp_tune: tuning key too long");
-  snprintf(value, sizeof value, "path=%d", (int)won);
+  loom__moe_mlp_tune_format(won, value, sizeof value);
   LOOM_TRY(loom__tune_put(key, value));
-  LOOM_INFO("loom_moe_mlp_tune: %s = %s (fused %.4f ms, unfused %.4f ms)", key, value, ms[0], ms[1]);
+  LOOM_INFO("loom_moe_mlp_tune: %s = %s (%.4f ms)", key, value, ms);
   const char *file = loom__param_TUNE_FILE();
   if (file && *file && plan->comm->rank == 0) LOOM_TRY(loom__tune_save(file));
   return LOOM_SUCCESS;
+}
+
+/* The candidates: each form with each gate/up rows per tile and each down
+ * tile (16). */
+static int moe_tune_candidates(loom_moe_mlp_choice_t *c) {
+  static const int tiles[4][2] = {{64, 128}, {64, 256}, {128, 128}, {128, 256}};
+  int n = 0;
+  for (int f = 0; f < 2; ++f)
+    for (int up = 64; up <= 128; up += 64)
+      for (int t = 0; t < 4; ++t)
+        c[n++] = (loom_moe_mlp_choice_t){f == 0 ? LOOM_MOE_MLP_FUSED : LOOM_MOE_MLP_UNFUSED, up, tiles[t][0],
+                                         tiles[t][1]};
+  return n;
 }
 
 loom_result_t loom_moe_mlp_tune(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights,
@@ -81,24 +96,32 @@ loom_result_t loom_moe_mlp_tune(loom_plan_t plan, const void *x, const int32_t *
   const char *fn = "loom_moe_mlp_tune";
   loom_moe_state_t *st;
   LOOM_TRY(loom__moe_enter(plan, fn, &st));
-  LOOM_TRY(loom__stream_not_capturing(fn, stream));
+  LOOM_TRY(loom__stream_not_capturing(fn, stream)); /* (as on every rank: they capture alike) */
   const moe_tune_args_t a = {x, gate_up, down, ids, weights, tokens, out};
   float *dev_ms = NULL;
   LOOM_CUDA(cudaMalloc((void **)&dev_ms, sizeof *dev_ms));
-  static const loom_moe_mlp_path_t forms[2] = {LOOM_MOE_MLP_FUSED, LOOM_MOE_MLP_UNFUSED};
-  float ms[2] = {0.f, 0.f};
+  loom_moe_mlp_choice_t cand[16];
+  const int nc = moe_tune_candidates(cand);
+  int best = -1;
+  float best_ms = 0.f;
   loom_result_t r = LOOM_SUCCESS;
-  for (int i = 0; i < 2; ++i) {
-    float mine = 0.f;
-    const loom_result_t rt = moe_tune_time(plan, &a, forms[i], stream, &mine);
-    const loom_result_t rm = loom__comm_max_ms(plan->comm, mine, dev_ms, stream, &ms[i]);
-    if (r == LOOM_SUCCESS) r = rt != LOOM_SUCCESS ? rt : rm;
-    /* a rank that failed stops every rank here (none waits for it in the next form's calls) */
-    if (r == LOOM_SUCCESS && ms[i] >= 1e29f)
+  for (int i = 0; i < nc; ++i) {
+    float mine = 0.f, ms = 0.f;
+    const loom_result_t rt = moe_tune_time(plan, &a, &cand[i], stream, &mine);
+    const loom_result_t rm = loom__comm_max_ms(plan->comm, mine, dev_ms, stream, &ms);
+    r = rt != LOOM_SUCCESS ? rt : rm;
+    /* a rank that failed stops every rank here (none waits for it in the next candidate's calls) */
+    if (r == LOOM_SUCCESS && ms >= 1e29f)
       r = loom__fail(LOOM_ERR_INTERNAL, "%s: another rank's calls failed (its own error says why)", fn);
     if (r != LOOM_SUCCESS) break;
+    char v[LOOM_TUNE_TEXT_BYTES];
+    loom__moe_mlp_tune_format(&cand[i], v, sizeof v);
+    LOOM_INFO("%s: %s: %.4f ms", fn, v, ms);
+    if (best < 0 || ms < best_ms) best = i, best_ms = ms;
   }
   cudaFree(dev_ms);
   LOOM_TRY(r);
-  return moe_tune_record(plan, st, tokens, ms[0] <= ms[1] ? forms[0] : forms[1], ms);
+  /* the last calls ran the last candidate: the winner once more, so that out holds its answer */
+  LOOM_TRY(loom__moe_mlp_run(plan, fn, x, ids, weights, tokens, gate_up, down, out, &cand[best], stream));
+  return moe_tune_record(plan, st, tokens, &cand[best], best_ms);
 }

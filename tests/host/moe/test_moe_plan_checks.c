@@ -88,12 +88,25 @@ LOOM_TEST(moe_mlp_tuning_key_bucket_and_entry) {
   CHECK(strcmp(key, key2) == 0);
   CHECK(loom__moe_mlp_tune_key(&d, 2, 132, 129, key2, sizeof key2) && strcmp(key, key2) != 0);
   CHECK(!loom__moe_mlp_tune_key(&d, 2, 132, 100, key2, 10)); /* does not fit */
-  loom_moe_mlp_path_t p = LOOM_MOE_MLP_AUTO;
-  CHECK_RESULT(loom__moe_mlp_tune_parse("path=1", &p), LOOM_SUCCESS);
-  CHECK_EQ_INT((int)p, LOOM_MOE_MLP_FUSED);
-  CHECK_RESULT(loom__moe_mlp_tune_parse("path=2", &p), LOOM_SUCCESS);
-  CHECK_EQ_INT((int)p, LOOM_MOE_MLP_UNFUSED);
-  static const char *const bad[] = {"path=0", "path=3", "path=1 x", "path=", "fused", ""};
+  /* a choice formatted and parsed back; the defaults' tiles (0) too */
+  const loom_moe_mlp_choice_t each[3] = {{LOOM_MOE_MLP_FUSED, 64, 128, 256},
+                                         {LOOM_MOE_MLP_UNFUSED, 128, 64, 128},
+                                         {LOOM_MOE_MLP_FUSED, 0, 0, 0}};
+  for (int i = 0; i < 3; ++i) {
+    char text[80];
+    loom__moe_mlp_tune_format(&each[i], text, sizeof text);
+    loom_moe_mlp_choice_t back = {LOOM_MOE_MLP_AUTO, -1, -1, -1};
+    CHECK_RESULT(loom__moe_mlp_tune_parse(text, &back), LOOM_SUCCESS);
+    CHECK(memcmp(&back, &each[i], sizeof back) == 0);
+  }
+  loom_moe_mlp_choice_t p;
+  CHECK_RESULT(loom__moe_mlp_tune_parse("path=2 up=128 down=128x256", &p), LOOM_SUCCESS);
+  CHECK_EQ_INT((int)p.path, LOOM_MOE_MLP_UNFUSED);
+  CHECK_EQ_INT(p.up_bm, 128);
+  CHECK_EQ_INT(p.down_bm * 1000 + p.down_bn, 128256);
+  static const char *const bad[] = {"path=0 up=0 down=0x0",      "path=3 up=0 down=0x0",     "path=1 up=32 down=0x0",
+                                    "path=1 up=64 down=96x128",  "path=1 up=64 down=64x192", "path=1 up=64 down=64x128 x",
+                                    "path=1",                    "path=1 up=64 down=64",      ""};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
     CHECK_RESULT(loom__moe_mlp_tune_parse(bad[i], &p), LOOM_ERR_INVALID_ARGUMENT);
     CHECK_MSG("expected \"path=");
