@@ -983,9 +983,10 @@ loom_result_t loom_moe_mlp_path(loom_plan_t plan, int64_t tokens, loom_moe_mlp_p
 
 /* Collective, synchronizes `stream` (not while it captures a graph): times
  * loom_moe_mlp on these arguments in both forms, each with each tile of
- * its two grouped GEMMs (16 candidates; 3 rounds over them of 1 warm-up and
- * 3 timed calls each, a candidate's time its best round's, each the largest
- * over the ranks, so every rank picks the same), and
+ * its two grouped GEMMs (the default and 16 candidates; 3 rounds over them
+ * of 1 warm-up and 4 timed calls each; a candidate's time is its median
+ * round, each the largest over the ranks, so every rank picks the same; a
+ * candidate replaces the default only when 2% faster), and
  * records the fastest for this shape and the tokens' bucket in the tuning
  * cache, which AUTO calls then run (LOOM_TUNE_FILE: written back by rank
  * 0). Same arguments and checks as loom_moe_mlp; out holds the layer's
