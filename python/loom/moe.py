@@ -3,6 +3,7 @@
 
     moe = loom.MoE(comm, hidden=4096, experts=8, topk=2, max_tokens=4096, ffn=14336)   # collective
     out = moe.mlp(x, ids, weights, gate_up, down)     # the whole expert MLP layer
+    moe.mlp_tune(x, ids, weights, gate_up, down)      # optional: the fastest form and tiles for this shape
     moe.mlp_form(tokens)                              # "fused" or "unfused": how mlp runs for tokens
     rows, offsets = moe.dispatch(x, ids)              # or step by step: rows grouped by local expert
     out = moe.combine(y, weights)                     # y in the layout of the last dispatch
@@ -132,8 +133,12 @@ class MoE(PlanHandle):
 
     def mlp(self, x, ids, weights, gate_up, down, *, out=None, stream=None):
         """The whole layer (plan made with ffn > 0): dispatch, the experts'
-        gate/up GEMM with SwiGLU, their down GEMM, combine."""
-        fn = "loom.MoE.mlp"
+        gate/up GEMM with SwiGLU, their down GEMM, combine (fused into the
+        down GEMM's epilogue or not: mlp_form)."""
+        return self._layer("loom.MoE.mlp", "loom_moe_mlp", x, ids, weights, gate_up, down, out, stream)
+
+    def _layer(self, fn, entry, x, ids, weights, gate_up, down, out, stream):
+        """mlp or mlp_tune (the C entry point `entry`, its arguments alike)."""
         if self.ffn <= 0:
             raise InvalidArgumentError(f"{fn}: the plan was made with ffn=0; pass ffn (the experts' hidden size)")
         tokens = self._routing(fn, x, ids)
@@ -148,11 +153,19 @@ class MoE(PlanHandle):
         plan = self.handle
         gp = gate_up.data_ptr() if n > 0 else None
         dp = down.data_ptr() if n > 0 else None
-        self._run(stream, lambda s: _lib.call("loom_moe_mlp", ctypes.c_void_p(plan), x.data_ptr(),
+        self._run(stream, lambda s: _lib.call(entry, ctypes.c_void_p(plan), x.data_ptr(),
                                                      ids.data_ptr(), weights.data_ptr(), tokens, gp, dp,
                                                      out.data_ptr(), s))
         self._tokens = tokens
         return out
+
+    def mlp_tune(self, x, ids, weights, gate_up, down, *, out=None, stream=None):
+        """Collective: times mlp in both forms with each tile of its two
+        grouped GEMMs on these arguments and records the fastest for this
+        shape and the tokens' bucket, which mlp (mlp_path "auto") then runs
+        (loom_moe_mlp_tune; synchronizes, not while capturing a graph).
+        Returns the layer's output, as mlp does."""
+        return self._layer("loom.MoE.mlp_tune", "loom_moe_mlp_tune", x, ids, weights, gate_up, down, out, stream)
 
     def mlp_form(self, tokens):
         """How mlp runs for `tokens` on this rank: "fused" or "unfused"

@@ -84,6 +84,12 @@ def _mlp_and_steps(rank, world):
                     assert torch.equal(got, out), f"mlp_path={form} differs from auto's"
             with pytest.raises(loom.InvalidArgumentError, match="mlp_path"):
                 loom.MoE(comm, H, E, K, TMAX, ffn=FFN, mlp_path="sideways")
+            tuned = moe.mlp_tune(x, i, w, gate_up, down).clone()  # the fastest form and tiles; the layer's output
+            torch.cuda.synchronize()
+            err_tuned = _rel(tuned, _layer_ref(xs[rank], ids[rank], ws[rank], wg, wu, wd))
+            assert err_tuned < 3e-2, f"mlp_tune: relative error {err_tuned}"
+            assert moe.mlp_form(x.shape[0]) in ("fused", "unfused")
+            assert torch.equal(moe.mlp(x, i, w, gate_up, down), tuned), "mlp after mlp_tune differs from its output"
 
             with pytest.raises(loom.InvalidArgumentError, match="ids"):
                 moe.mlp(x, i.long(), w, gate_up, down)
