@@ -63,11 +63,13 @@ static loom_result_t moe_tune_time(loom_plan_t plan, const moe_tune_args_t *a, c
     if (ce != cudaSuccess) r = loom__cuda_fail((int)ce, "cudaEventCreate (tuning)", __FILE__, __LINE__);
   }
   for (int i = 0; i < warm + reps && r == LOOM_SUCCESS; ++i) {
-    if (i == warm && cudaEventRecord(e[0], stream) != cudaSuccess) r = loom__fail(LOOM_ERR_CUDA, "%s: event record", fn);
+    if (i == warm && cudaEventRecord(e[0], stream) != cudaSuccess)
+      r = loom__fail(LOOM_ERR_CUDA, "%s: event record", fn);
     if (r == LOOM_SUCCESS)
       r = loom__moe_mlp_run(plan, fn, a->x, a->ids, a->weights, a->tokens, a->gate_up, a->down, a->out, c, stream);
   }
-  if (r == LOOM_SUCCESS && cudaEventRecord(e[1], stream) != cudaSuccess) r = loom__fail(LOOM_ERR_CUDA, "%s: event record", fn);
+  if (r == LOOM_SUCCESS && cudaEventRecord(e[1], stream) != cudaSuccess)
+    r = loom__fail(LOOM_ERR_CUDA, "%s: event record", fn);
   cudaError_t ce = cudaSuccess;
   if (r == LOOM_SUCCESS && (ce = cudaEventSynchronize(e[1])) != cudaSuccess)
     r = loom__cuda_fail((int)ce, "cudaEventSynchronize (tuning)", __FILE__, __LINE__);
@@ -114,7 +116,7 @@ loom_result_t loom_moe_mlp_tune(loom_plan_t plan, const void *x, const int32_t *
   const char *fn = "loom_moe_mlp_tune";
   loom_moe_state_t *st;
   LOOM_TRY(loom__moe_enter(plan, fn, &st));
-  LOOM_TRY(loom__stream_not_capturing(fn, stream)); /* (as on every rank: they capture alike) */
+  LOOM_TRY(loom__stream_not_capturing(fn, stream));
   const moe_tune_args_t a = {x, gate_up, down, ids, weights, tokens, out};
   float *dev_ms = NULL;
   LOOM_CUDA(cudaMalloc((void **)&dev_ms, sizeof *dev_ms));
