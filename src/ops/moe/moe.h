@@ -24,10 +24,7 @@
  *   -- barrier
  *   4 slots    per chunk, one warp in entry order: each entry's position
  *              among this source's rows of its expert, its receive row or
- *              -1 (dropped); hist's row zeroed for the next call (with at
- *              most a block's warps of chunks, decode sizes: block 0's
- *              warps, right after the layout, before the barrier above,
- *              and this phase and its barrier are skipped)
+ *              -1 (dropped); hist's row zeroed for the next call
  *   -- barrier
  *   5 send     a warp per entry: the token row stored into its owner's
  *              receive buffer, its origin {source, t k + j} beside it; the

@@ -240,14 +240,13 @@ static __device__ int moe_layout(const loom_moe_kargs_t &a, uint32_t e) {
 
 /* 4 slots: each good entry's receive row (token order within a chunk,
  * chunks in order), -1 where the capacity drops it; hist's row zeroed
- * after. One warp per chunk, in entry order: the warps of the grid, or
- * (block_only) those of the calling block. */
-static __device__ void moe_slots(const loom_moe_kargs_t &a, int block_only) {
+ * after. One warp per chunk, in entry order. */
+static __device__ void moe_slots(const loom_moe_kargs_t &a) {
   const int lane = (int)(threadIdx.x % 32), r = a.dc.rank;
   const int64_t n = a.tokens * a.topk;
   const int32_t *kept_r = a.kept + (int64_t)r * a.experts;
-  const int wpb = (int)(blockDim.x / 32), warps = block_only ? wpb : (int)gridDim.x * wpb;
-  for (int c = (block_only ? 0 : (int)blockIdx.x * wpb) + (int)threadIdx.x / 32; c < a.nchunks; c += warps) {
+  const int warps = (int)(gridDim.x * (blockDim.x / 32));
+  for (int c = (int)(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32); c < a.nchunks; c += warps) {
     const int64_t i0 = (int64_t)c * a.chunk;
     const int64_t i1 = i0 + a.chunk < n ? i0 + a.chunk : n;
     int32_t *h = a.hist + (int64_t)c * a.experts;
@@ -360,26 +359,17 @@ __global__ void __launch_bounds__(LOOM_MOE_THREADS) loom__moe_dispatch_kernel(co
   moe_count(a);
   if (b0) moe_stamp(a, 0, 1);
   if (!loom__grid_barrier(&a.dc, a.bar, LOOM_SITE_MOE_GRID)) return;
-  /* few chunks (decode sizes): block 0 finds the slots too, right after
-   * the layout, and the grid waits at one barrier fewer */
-  const int slots_in_b0 = a.nchunks <= LOOM_MOE_THREADS / 32;
   if (b0) {
     moe_stamp(a, 0, 2);
     moe_publish(a, e);
     moe_stamp(a, 0, 3);
-    /* an expired wait raised the abort flag: every block stops below */
-    if (moe_layout(a, e) && slots_in_b0) {
-      __syncthreads(); /* the layout's bases and kept counts, written by every thread of the block */
-      moe_slots(a, 1);
-    }
+    (void)moe_layout(a, e); /* an expired wait raised the abort flag: every block stops below */
     moe_stamp(a, 0, 4);
   }
   if (!loom__grid_barrier(&a.dc, a.bar, LOOM_SITE_MOE_GRID) || moe_aborted(a)) return;
   if (b0) moe_stamp(a, 0, 5);
-  if (!slots_in_b0) {
-    moe_slots(a, 0);
-    if (!loom__grid_barrier(&a.dc, a.bar, LOOM_SITE_MOE_GRID)) return;
-  }
+  moe_slots(a);
+  if (!loom__grid_barrier(&a.dc, a.bar, LOOM_SITE_MOE_GRID)) return;
   if (b0) moe_stamp(a, 0, 6);
   const int last = moe_send(a, e);
   if (b0) moe_stamp(a, 0, 7);

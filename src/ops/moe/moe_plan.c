@@ -67,8 +67,8 @@ loom_result_t loom__moe_check_desc(const char *fn, int comm_size, const loom_moe
  * kernels stamped them (moe_kernels.cu, moe_stamp). */
 static void moe_log_stamps(const loom_moe_state_t *st) {
   static const char *const what[2][LOOM_MOE_STAMPS] = {
-      {"start", "counted", "barrier1", "published", "counts-in+layout(+slots: <= 8 chunks)", "barrier2",
-       "slots+barrier3(> 8 chunks)", "sent(block0)", "sent(last)", "delivered"},
+      {"start", "counted", "barrier1", "published", "counts-in+layout", "barrier2", "slots+barrier3", "sent(block0)",
+       "sent(last)", "delivered"},
       {"start", "ready", "sent(block0)", "sent(last)", "done-in", "reduced(block0)"}};
   const volatile unsigned long long *t = st->stamps;
   for (int k = 0; k < 2; ++k) {
