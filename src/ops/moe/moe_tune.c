@@ -51,35 +51,18 @@ typedef struct {
   void *out;
 } moe_tune_args_t;
 
-/* Candidate c's time (ms per call, rank-local; 1e30 where a call failed). */
-static loom_result_t moe_tune_time(loom_plan_t plan, const moe_tune_args_t *a, const loom_moe_mlp_choice_t *c,
-                                   cudaStream_t stream, float *ms) {
-  const char *fn = "loom_moe_mlp_tune";
-  const int warm = 1, reps = 4;
-  cudaEvent_t e[2] = {NULL, NULL};
-  loom_result_t r = LOOM_SUCCESS;
-  for (int i = 0; i < 2 && r == LOOM_SUCCESS; ++i) {
-    const cudaError_t ce = cudaEventCreate(&e[i]);
-    if (ce != cudaSuccess) r = loom__cuda_fail((int)ce, "cudaEventCreate (tuning)", __FILE__, __LINE__);
-  }
-  for (int i = 0; i < warm + reps && r == LOOM_SUCCESS; ++i) {
-    if (i == warm && cudaEventRecord(e[0], stream) != cudaSuccess)
-      r = loom__fail(LOOM_ERR_CUDA, "%s: event record", fn);
-    if (r == LOOM_SUCCESS)
-      r = loom__moe_mlp_run(plan, fn, a->x, a->ids, a->weights, a->tokens, a->gate_up, a->down, a->out, c, stream);
-  }
-  if (r == LOOM_SUCCESS && cudaEventRecord(e[1], stream) != cudaSuccess)
-    r = loom__fail(LOOM_ERR_CUDA, "%s: event record", fn);
-  cudaError_t ce = cudaSuccess;
-  if (r == LOOM_SUCCESS && (ce = cudaEventSynchronize(e[1])) != cudaSuccess)
-    r = loom__cuda_fail((int)ce, "cudaEventSynchronize (tuning)", __FILE__, __LINE__);
-  float t = 0.f;
-  if (r == LOOM_SUCCESS && (ce = cudaEventElapsedTime(&t, e[0], e[1])) != cudaSuccess)
-    r = loom__cuda_fail((int)ce, "cudaEventElapsedTime (tuning)", __FILE__, __LINE__);
-  for (int i = 0; i < 2; ++i)
-    if (e[i]) cudaEventDestroy(e[i]);
-  *ms = r == LOOM_SUCCESS ? t / (float)reps : 1e30f;
-  return r;
+/* One call of candidate `c` (loom__time_calls times it). */
+typedef struct {
+  loom_plan_t plan;
+  const moe_tune_args_t *a;
+  const loom_moe_mlp_choice_t *c;
+} moe_tune_call_t;
+
+static loom_result_t moe_tune_call(void *ctx, cudaStream_t stream) {
+  const moe_tune_call_t *k = (const moe_tune_call_t *)ctx;
+  const moe_tune_args_t *a = k->a;
+  return loom__moe_mlp_run(k->plan, "loom_moe_mlp_tune", a->x, a->ids, a->weights, a->tokens, a->gate_up, a->down,
+                           a->out, k->c, stream);
 }
 
 /* The winner into the tuning cache (and rank 0's LOOM_TUNE_FILE). */
@@ -129,7 +112,8 @@ loom_result_t loom_moe_mlp_tune(loom_plan_t plan, const void *x, const int32_t *
   for (int round = 0; round < MOE_TUNE_ROUNDS && r == LOOM_SUCCESS; ++round)
     for (int i = 0; i < nc; ++i) {
       float mine = 0.f;
-      const loom_result_t rt = moe_tune_time(plan, &a, &cand[i], stream, &mine);
+      moe_tune_call_t call = {plan, &a, &cand[i]};
+      const loom_result_t rt = loom__time_calls(moe_tune_call, &call, 1, 4, stream, &mine);
       const loom_result_t rm = loom__comm_max_ms(plan->comm, mine, dev_ms, stream, &t[round][i]);
       r = rt != LOOM_SUCCESS ? rt : rm;
       /* a rank that failed stops every rank here (none waits for it in the next candidate's calls) */

@@ -65,6 +65,22 @@ loom_result_t loom__tp_tune_parse(const char *text, loom_tp_choice_t *out) {
   return LOOM_SUCCESS;
 }
 
+/* One call of a candidate's plan (loom__time_calls times it). */
+typedef struct {
+  loom_plan_t plan;
+  const loom_tp_desc_t *d;
+  int kind;
+  void *a, *b, *c, *bias;
+} tp_call_t;
+
+static loom_result_t tp_call(void *ctx, cudaStream_t stream) {
+  const tp_call_t *k = (const tp_call_t *)ctx;
+  void *bias = k->d->has_bias ? k->bias : NULL;
+  return k->kind == LOOM__TP_AG   ? loom_ag_gemm(k->plan, k->a, k->b, k->c, NULL, bias, stream)
+         : k->kind == LOOM__TP_RS ? loom_gemm_rs(k->plan, k->a, k->b, k->c, bias, stream)
+                                  : loom_gemm_ar(k->plan, k->a, k->b, k->c, NULL, stream);
+}
+
 /* One candidate's time (ms per call, max over ranks); collective. */
 static loom_result_t time_candidate(loom_comm_t comm, const loom_tp_desc_t *d, int kind, void *a, void *b, void *c,
                                     void *bias, cudaStream_t stream, float *dev_ms, float *ms) {
@@ -77,31 +93,13 @@ static loom_result_t time_candidate(loom_comm_t comm, const loom_tp_desc_t *d, i
    * timed the same way) */
   if (d->transfer == LOOM_TP_SEQUENTIAL && d->sequential_gemm == LOOM_TP_GEMM_CUBLASLT)
     ((loom_tp_state_t *)plan->op_state)->tune_base_gemm = 1;
-  cudaEvent_t e0 = NULL, e1 = NULL;
-  cudaError_t ce = cudaEventCreate(&e0);
-  if (ce == cudaSuccess) ce = cudaEventCreate(&e1);
-  if (ce != cudaSuccess) r = loom__cuda_fail((int)ce, "cudaEventCreate (tuning)", __FILE__, __LINE__);
-  const int warm = 2, reps = 5;
-  for (int i = 0; i < warm + reps && r == LOOM_SUCCESS; ++i) {
-    if (i == warm && cudaEventRecord(e0, stream) != cudaSuccess) r = loom__fail(LOOM_ERR_CUDA, "tuning: event record");
-    if (r == LOOM_SUCCESS)
-      r = kind == LOOM__TP_AG   ? loom_ag_gemm(plan, a, b, c, NULL, d->has_bias ? bias : NULL, stream)
-          : kind == LOOM__TP_RS ? loom_gemm_rs(plan, a, b, c, d->has_bias ? bias : NULL, stream)
-                                : loom_gemm_ar(plan, a, b, c, NULL, stream);
-  }
-  if (r == LOOM_SUCCESS && cudaEventRecord(e1, stream) != cudaSuccess) r = loom__fail(LOOM_ERR_CUDA, "tuning: event record");
-  if (r == LOOM_SUCCESS && (ce = cudaEventSynchronize(e1)) != cudaSuccess)
-    r = loom__cuda_fail((int)ce, "cudaEventSynchronize (tuning)", __FILE__, __LINE__);
-  if (r == LOOM_SUCCESS) r = loom__comm_check(comm, "loom_tp_tune");
+  tp_call_t call = {plan, d, kind, a, b, c, bias};
   float t = 0.f;
-  if (r == LOOM_SUCCESS && (ce = cudaEventElapsedTime(&t, e0, e1)) != cudaSuccess)
-    r = loom__cuda_fail((int)ce, "cudaEventElapsedTime (tuning)", __FILE__, __LINE__);
-  t /= (float)reps;
+  r = loom__time_calls(tp_call, &call, 2, 5, stream, &t);
+  if (r == LOOM_SUCCESS) r = loom__comm_check(comm, "loom_tp_tune");
   /* every rank enters the reduction, failed or not (a failure is +inf) */
   if (r != LOOM_SUCCESS) t = 1e30f;
   const loom_result_t rr = loom__comm_max_ms(comm, t, dev_ms, stream, &t);
-  if (e0) cudaEventDestroy(e0);
-  if (e1) cudaEventDestroy(e1);
   const loom_result_t rd = loom_plan_destroy(plan);
   LOOM_TRY(r);
   LOOM_TRY(rr);
