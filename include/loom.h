@@ -914,14 +914,17 @@ typedef struct loom_moe_desc {
 } loom_moe_desc_t;
 #define LOOM_MOE_DESC_INIT { sizeof(loom_moe_desc_t), 0, 0, 0, 0, 0, LOOM_BF16, 0, 0 }
 
-/* How loom_moe_mlp runs its combine. Every form computes the same bits;
- * ranks may differ (each call's choice is its rank's own). */
+/* How loom_moe_mlp runs its dispatch and combine. Every form computes the
+ * same bits; ranks may differ (each call's choice is its rank's own). */
 typedef enum loom_moe_mlp_path {
-  LOOM_MOE_MLP_AUTO = 0,    /* per call: the tuned form and tiles for the call's tokens (loom_moe_mlp_tune),
-                             * else fused with the model's tiles */
-  LOOM_MOE_MLP_FUSED = 1,   /* the down GEMM's epilogue stores each row into its token's rank; the
-                             * combine kernel only signals and reduces */
-  LOOM_MOE_MLP_UNFUSED = 2  /* the down GEMM into the receive buffer, then loom_moe_combine */
+  LOOM_MOE_MLP_AUTO = 0,     /* per call: the tuned form and tiles for the call's tokens (loom_moe_mlp_tune),
+                              * else fused with the model's tiles */
+  LOOM_MOE_MLP_FUSED = 1,    /* the down GEMM's epilogue stores each row into its token's rank; the
+                              * combine kernel only signals and reduces */
+  LOOM_MOE_MLP_UNFUSED = 2,  /* the down GEMM into the receive buffer, then loom_moe_combine */
+  LOOM_MOE_MLP_FUSED_ALL = 3 /* FUSED, and the dispatch in the gate/up GEMM's prologue: the GEMM starts
+                              * beside the dispatch (on the SMs it leaves) and each tile waits for the
+                              * sources of its rows, which send expert by expert (sm_90) */
 } loom_moe_mlp_path_t;
 
 typedef struct loom_moe_plan_info {
@@ -975,7 +978,7 @@ loom_result_t loom_moe_combine(loom_plan_t plan, const void *y, const float *wei
 loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights, int64_t tokens,
                            const void *gate_up, const void *down, void *out, cudaStream_t stream);
 
-/* The form (LOOM_MOE_MLP_FUSED or LOOM_MOE_MLP_UNFUSED) a loom_moe_mlp
+/* The form (FUSED, UNFUSED or FUSED_ALL) a loom_moe_mlp
  * call of `tokens` runs on this rank: desc->mlp_path, or where that is
  * AUTO, the tuning cache's entry for this plan's shape and the tokens'
  * bucket (the next power of two), else fused. Host call. */

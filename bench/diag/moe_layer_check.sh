@@ -18,4 +18,5 @@ if [ "${TESTS:-x}" != none ]; then
   done
 fi
 echo "=== bench --layer ($(cat build/carry/COMMIT 2>/dev/null))"
-build/bin/loom-bench moe --layer --reps "${REPS:-10}" --timeout 300 ${BENCH:-} --results "$out" 2>&1 | grep -E "^# moe|rror" | tee "$out/layer.txt"
+build/bin/loom-bench moe --layer --reps "${REPS:-10}" --timeout 300 ${BENCH:-} --results "$out" > "$out/layer_full.txt" 2>&1
+grep -E "^# moe|rror" "$out/layer_full.txt" | tee "$out/layer.txt"

@@ -103,6 +103,7 @@ class MoeMlpPath(CEnum):
     AUTO = 0
     FUSED = 1
     UNFUSED = 2
+    FUSED_ALL = 3
 
 
 class ProgLayout(CEnum):

@@ -22,7 +22,8 @@ hold this rank's received rows, expert l's at [offsets[l], offsets[l+1]))
 and the offsets [local_experts + 1] int64, both on the device and valid
 until the plan's next call (no host synchronisation: the counts never
 leave the GPU). mlp_path: "auto" (per call: the tuned form for the
-tokens, else fused), "fused" (the combine in the down GEMM's epilogue) or
+tokens, else fused), "fused" (the combine in the down GEMM's epilogue),
+"fused_all" (and the dispatch in the gate/up GEMM's prologue) or
 "unfused"; the forms give the same bits. Forward only: no autograd
 (loom.nn.MoE trains).
 Every call is collective: every rank calls the plan's methods in the same
@@ -37,7 +38,8 @@ from ._structs import MoeDesc, MoeMlpPath, MoePlanInfo
 from .errors import InvalidArgumentError
 
 _ROW_DTYPES = ("bfloat16", "float16", "float32")
-_MLP_PATHS = {"auto": int(MoeMlpPath.AUTO), "fused": int(MoeMlpPath.FUSED), "unfused": int(MoeMlpPath.UNFUSED)}
+_MLP_PATHS = {"auto": int(MoeMlpPath.AUTO), "fused": int(MoeMlpPath.FUSED), "unfused": int(MoeMlpPath.UNFUSED),
+              "fused_all": int(MoeMlpPath.FUSED_ALL)}
 
 
 class MoE(PlanHandle):
@@ -160,7 +162,7 @@ class MoE(PlanHandle):
         return out
 
     def mlp_tune(self, x, ids, weights, gate_up, down, *, out=None, stream=None):
-        """Collective: times mlp in both forms with each tile of its two
+        """Collective: times mlp in its three forms with tiles of its two
         grouped GEMMs on these arguments and records the fastest for this
         shape and the tokens' bucket, which mlp (mlp_path "auto") then runs
         (loom_moe_mlp_tune; synchronizes, not while capturing a graph).
@@ -168,12 +170,12 @@ class MoE(PlanHandle):
         return self._layer("loom.MoE.mlp_tune", "loom_moe_mlp_tune", x, ids, weights, gate_up, down, out, stream)
 
     def mlp_form(self, tokens):
-        """How mlp runs for `tokens` on this rank: "fused" or "unfused"
+        """How mlp runs for `tokens` on this rank: "fused", "fused_all" or "unfused"
         (loom_moe_mlp_path: mlp_path, or for "auto" the tuning cache's
         entry for this shape and the tokens' bucket, else fused)."""
         p = ctypes.c_int()
         _lib.call("loom_moe_mlp_path", ctypes.c_void_p(self.handle), int(tokens), ctypes.byref(p))
-        return "fused" if p.value == MoeMlpPath.FUSED else "unfused"
+        return {int(v): k for k, v in _MLP_PATHS.items()}[p.value]
 
     def _out(self, fn, out, tokens):
         if out is None:

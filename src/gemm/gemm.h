@@ -255,6 +255,30 @@ loom_result_t loom__gemm_tensor_map(void *out, const void *ptr, loom_dtype_t t, 
 
 /* ---- grouped GEMM (gemm_grouped.c, gemm_grouped_sm90.cu) ---- */
 
+/* A grouped GEMM whose A rows arrive while it runs (a mixture of experts'
+ * dispatch in its gate/up GEMM's prologue). Group g's rows are the
+ * segments of sources 0..S-1 in source order, rows_from[s stride + first +
+ * g] rows each; source s's segment is all in A once arrived[s stride +
+ * first + g] has reached the call's epoch e = epoch->epoch + 1. The kernel
+ * waits for *ready >= e before it reads the offsets and rows_from (both
+ * written by the sender's kernel before it), for each tile's sources
+ * before the tile's first load (grouped_schedule.h,
+ * loom__grouped_arrival_next), and its last block publishes e: the call is
+ * complete when the GEMM is, so the sender must not publish it. It is
+ * launched as a programmatic dependent of the sender (which should trigger
+ * its dependents early) and waits for the sender's grid before it exits,
+ * so the stream's next work follows both. Waits bounded by comm's timeout
+ * (an expired one leaves C unspecified, the comm's error set). */
+typedef struct loom_grouped_arrival {
+  loom_dev_epoch_t *epoch;    /* NULL: none (every row is there at launch) */
+  const uint32_t *ready;      /* local word */
+  const uint32_t *arrived;    /* [sources, stride] signal words */
+  const int32_t *rows_from;   /* [sources, stride] rows per (source, group column) */
+  int32_t sources, stride, first;
+  uint32_t site_ready, site_arrived; /* wait sites of the two waits (peer: the source; signal: the column) */
+  loom_dev_comm_t comm;
+} loom_grouped_arrival_t;
+
 /* Checks a grouped GEMM's description and pointers' values (no GPU;
  * host-tested): LOOM_ERR_INVALID_ARGUMENT naming `fn`, the argument and the
  * value. */
@@ -287,6 +311,13 @@ loom_result_t loom__gemm_grouped_sm90(const loom_grouped_gemm_desc_t *d, const v
 loom_result_t loom__gemm_grouped_sm90_scatter(const loom_grouped_gemm_desc_t *d, const void *a, const void *b, void *c,
                                               const int64_t *offsets, const loom_gemm_config_t *cfg,
                                               const void *origin, char *const *dst, cudaStream_t stream);
+
+/* loom__gemm_grouped_sm90 (glu as there, no bias) on rows that arrive
+ * while it runs (arrive, above): launched with programmatic stream
+ * serialisation after the kernel that sends them. */
+loom_result_t loom__gemm_grouped_sm90_arrival(const loom_grouped_gemm_desc_t *d, const void *a, const void *b, void *c,
+                                              const int64_t *offsets, const loom_gemm_config_t *cfg, int glu,
+                                              const loom_grouped_arrival_t *arrive, cudaStream_t stream);
 
 /* The grouped kernel of a configuration (bm 64 / 128, bn 128 / 256, type, tb
  * 1 for B [k, n]); NULL for one that is not built. No GPU needed. */

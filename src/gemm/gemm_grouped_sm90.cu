@@ -14,6 +14,9 @@
  *   epilogue plain (TMA stores into C), SwiGLU (glu), or scatter: each row
  *            to the row of another buffer its origin names (a combine in
  *            the epilogue; loom__epi_scatter)
+ *   arrival  optionally, A's rows arrive while the kernel runs (a dispatch
+ *            in the prologue, loom_grouped_arrival_t): launched as a
+ *            programmatic dependent of the kernel that sends them
  * The offsets are never read here: no synchronisation, graph-capturable.
  */
 #include <cuda.h>
@@ -54,7 +57,8 @@ static loom_result_t loom__grouped_maps(const loom_grouped_gemm_desc_t *d, const
  * origin/dst (both NULL: stored into c). */
 static loom_result_t grouped_launch(const loom_grouped_gemm_desc_t *d, const void *a, const void *b, void *c,
                                     const void *bias, const int64_t *offsets, const loom_gemm_config_t *cfg, int glu,
-                                    const void *origin, char *const *dst, cudaStream_t stream) {
+                                    const void *origin, char *const *dst, const loom_grouped_arrival_t *arrive,
+                                    cudaStream_t stream) {
   loom__gemm_device_t dev;
   LOOM_TRY(loom__gemm_device(&dev));
   loom_gemm_config_t conf = cfg ? *cfg : loom__grouped_sm90_config(d, dev.sms);
@@ -85,6 +89,7 @@ static loom_result_t grouped_launch(const loom_grouped_gemm_desc_t *d, const voi
   args.glu = glu != 0;
   args.scatter_origin = (const int2 *)origin;
   args.scatter_dst = dst;
+  if (arrive) args.arrive = *arrive;
 
   /* the most tiles a valid table can make: every row in one tile row of
    * its own group plus one short tile row per group */
@@ -106,7 +111,17 @@ static loom_result_t grouped_launch(const loom_grouped_gemm_desc_t *d, const voi
                                             LOOM_SM90_EPI_BUFS(bm, conf.bn), 0) +
                       LOOM_SM90_GROUPED_BYTES(d->groups);
   LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, mc, args);
+  if (!arrive) {
+    kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, mc, args);
+  } else { /* a programmatic dependent of the kernel that sends the rows */
+    cudaLaunchConfig_t lc = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    lc.gridDim = dim3((unsigned)grid), lc.blockDim = dim3(LOOM_SM90_THREADS), lc.dynamicSmemBytes = smem;
+    lc.stream = stream, lc.attrs = attr, lc.numAttrs = 1;
+    LOOM_CUDA(cudaLaunchKernelEx(&lc, kern, ma, mb, mc, args));
+  }
   LOOM_CUDA_LAUNCHED("loom__gemm_sm90_kernel (grouped)");
   return LOOM_SUCCESS;
 }
@@ -114,7 +129,7 @@ static loom_result_t grouped_launch(const loom_grouped_gemm_desc_t *d, const voi
 extern "C" loom_result_t loom__gemm_grouped_sm90(const loom_grouped_gemm_desc_t *d, const void *a, const void *b,
                                                  void *c, const void *bias, const int64_t *offsets,
                                                  const loom_gemm_config_t *cfg, int glu, cudaStream_t stream) {
-  return grouped_launch(d, a, b, c, bias, offsets, cfg, glu, NULL, NULL, stream);
+  return grouped_launch(d, a, b, c, bias, offsets, cfg, glu, NULL, NULL, NULL, stream);
 }
 
 extern "C" loom_result_t loom__gemm_grouped_sm90_scatter(const loom_grouped_gemm_desc_t *d, const void *a,
@@ -126,5 +141,20 @@ extern "C" loom_result_t loom__gemm_grouped_sm90_scatter(const loom_grouped_gemm
                       "loom_gemm_grouped (scatter): origin=%p dst=%p has_bias=%d: the scatter epilogue needs both "
                       "tables and no bias",
                       origin, (const void *)dst, d->has_bias);
-  return grouped_launch(d, a, b, c, NULL, offsets, cfg, 0, origin, dst, stream);
+  return grouped_launch(d, a, b, c, NULL, offsets, cfg, 0, origin, dst, NULL, stream);
+}
+
+extern "C" loom_result_t loom__gemm_grouped_sm90_arrival(const loom_grouped_gemm_desc_t *d, const void *a,
+                                                         const void *b, void *c, const int64_t *offsets,
+                                                         const loom_gemm_config_t *cfg, int glu,
+                                                         const loom_grouped_arrival_t *arrive, cudaStream_t stream) {
+  if (!arrive || !arrive->epoch || !arrive->ready || !arrive->arrived || !arrive->rows_from || arrive->sources < 1 ||
+      arrive->first < 0 || arrive->stride < arrive->first + d->groups || d->has_bias)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "loom_gemm_grouped (arrival): arrive=%p (sources %d, stride %d, first %d, groups %d), "
+                      "has_bias=%d: the arrival wait needs its epoch, ready, arrived and rows_from, every group's "
+                      "column inside the tables, and no bias",
+                      (const void *)arrive, arrive ? arrive->sources : 0, arrive ? arrive->stride : 0,
+                      arrive ? arrive->first : 0, d->groups, d->has_bias);
+  return grouped_launch(d, a, b, c, NULL, offsets, cfg, glu, NULL, NULL, arrive, stream);
 }

@@ -147,6 +147,10 @@ typedef struct loom_sm90_args {
    * c_type elements there too (loom__epi_scatter). NULL: none. */
   const int2 *scatter_origin;     /* [m] */
   char *const *scatter_dst;       /* [sources] row bases (may be peers' LSA pointers) */
+  /* GR, rows that arrive while the kernel runs (gemm.h; arrive.epoch NULL:
+   * none): the prefix waits for arrive.ready, the producer for each tile's
+   * sources, the last block publishes the epoch */
+  loom_grouped_arrival_t arrive;
 } loom_sm90_args_t;
 
 /* The fields every launch sets (the rest zero): C [m, n] of c_type at c,
@@ -615,6 +619,29 @@ static __device__ __forceinline__ void loom__grouped_prefix_warp(const loom_sm90
   if (lane == 0) prefix[args.groups] = carry;
 }
 
+/* The epoch a grouped GEMM on arriving rows runs for (its own last block
+ * publishes it, so every read before that gives the same value). */
+static __device__ __forceinline__ uint32_t loom__arrival_epoch(const loom_grouped_arrival_t &w) {
+  return loom__epoch_begin(w.epoch);
+}
+
+/* The producer's wait for the rows of a grouped tile (group g, rows [r0,
+ * r1)): every source whose segment of the group overlaps them has sent all
+ * of it. 0 when a wait expired (recorded: the source, the group's column). */
+static __device__ __forceinline__ int loom__arrival_wait(const loom_sm90_args_t &args, uint32_t e, int g, int64_t r0,
+                                                         int64_t r1) {
+  const loom_grouped_arrival_t &w = args.arrive;
+  int64_t lo, hi;
+  loom__grouped_bounds(args.group_off, g, args.m, &lo, &hi);
+  const int64_t col = (int64_t)w.first + g;
+  int64_t at = lo;
+  for (int s = loom__grouped_arrival_next(w.rows_from + col, w.stride, w.sources, 0, &at, r0, r1); s < w.sources;
+       s = loom__grouped_arrival_next(w.rows_from + col, w.stride, w.sources, s + 1, &at, r0, r1))
+    if (!loom__signal_wait(&w.comm, w.arrived + (int64_t)s * w.stride + col, e, s, (uint32_t)col, w.site_arrived))
+      return 0;
+  return 1;
+}
+
 /* Takes a stream-K ticket: the number of contributors before this one
  * (acq_rel at gpu scope, after this block's partial stores and fence). */
 static __device__ __forceinline__ uint32_t loom__ticket(uint32_t *p) {
@@ -728,7 +755,17 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     *abort_flag = 0;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  if (GR && threadIdx.x >= 32 && threadIdx.x < 64) loom__grouped_prefix_warp(args, BM, gprefix, (int)threadIdx.x - 32);
+  if (GR && threadIdx.x >= 32 && threadIdx.x < 64) {
+    /* rows that arrive: the offsets exist once the sender's layout is out
+     * (a wait that expired: no tiles, the comm's error set) */
+    int ok = 1;
+    if (args.arrive.epoch && threadIdx.x == 32)
+      ok = loom__signal_wait(&args.arrive.comm, args.arrive.ready, loom__arrival_epoch(args.arrive), -1, 0u,
+                             args.arrive.site_ready);
+    ok = __shfl_sync(0xffffffffu, ok, 0);
+    if (ok) loom__grouped_prefix_warp(args, BM, gprefix, (int)threadIdx.x - 32);
+    else if (threadIdx.x == 32) gprefix[args.groups] = 0;
+  }
   if (CL > 1) loom__cluster_sync(); /* the peer's barriers exist before anything targets them */
   __syncthreads();                  /* (and tells the compiler the block is converged; GR: the prefix is written) */
   const int32_t tiles = GR ? gprefix[args.groups] : args.work.tiles;
@@ -742,6 +779,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       int stage = 0;
       uint32_t phase = 0;
       int aborted = 0;
+      const uint32_t arrive_e = GR && args.arrive.epoch ? loom__arrival_epoch(args.arrive) : 0u;
       loom_segment_t sg;
       for (int i = 0; loom__sm90_segment<SK, CL>(&args.work, i, &sg, tiles); ++i) {
         const loom__sm90_tile_t tl = loom__sm90_tile<GR, BM, CL, false>(args, sg.step, crank, gprefix);
@@ -754,6 +792,12 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
             *abort_flag = 1;
           }
           /* the acquired data is read next by the TMA (async proxy) */
+          asm volatile("fence.proxy.async.global;" ::: "memory");
+        }
+        if (GR && args.arrive.epoch && !aborted) {
+          /* (an expired wait: the loads go on over stale rows, in bounds; C
+           * is unspecified and the comm's error tells) */
+          aborted = !loom__arrival_wait(args, arrive_e, tl.g, tl.row, tl.row + BM < tl.end ? tl.row + BM : tl.end);
           asm volatile("fence.proxy.async.global;" ::: "memory");
         }
         for (int kb = sg.k0; kb < sg.k1; ++kb) {
@@ -992,6 +1036,16 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
   }
   /* no block leaves while its peer may still arrive on its barriers */
   if (CL > 1) loom__cluster_sync();
+  if (GR && args.arrive.epoch) {
+    /* the sender's grid complete before this one is (the stream's next
+     * work follows both), then the call's epoch published by the last block */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const uint32_t e = loom__arrival_epoch(args.arrive);
+      asm volatile("griddepcontrol.wait;" ::: "memory");
+      loom__epoch_block_done(args.arrive.epoch, e);
+    }
+  }
 #endif /* LOOM_SM90A */
 }
 

@@ -93,6 +93,23 @@ LOOM_HD void loom__grouped_tile_at(const int64_t *off, const int32_t *prefix, in
   *rows = left < bm ? left : bm;
 }
 
+/* The arrival wait of a tile (gemm.h, loom_grouped_arrival_t): group g
+ * starts at row lo and holds the segments of sources 0..S-1 in order,
+ * rows_from[s * stride] rows each (rows_from: the group's column); the
+ * tile covers rows [r0, r1). Returns the first source >= s whose segment
+ * is not empty and overlaps the tile, S when none is left; *at carries the
+ * segment's start from call to call (start: s = 0, *at = lo; then s = the
+ * returned source + 1, *at unchanged). */
+LOOM_HD int loom__grouped_arrival_next(const int32_t *rows_from, int64_t stride, int S, int s, int64_t *at, int64_t r0,
+                                       int64_t r1) {
+  for (; s < S && *at < r1; ++s) {
+    const int64_t n = rows_from[(int64_t)s * stride], start = *at;
+    *at = start + (n > 0 ? n : 0);
+    if (n > 0 && start + n > r0) return s;
+  }
+  return S;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -214,7 +214,7 @@ int loom_bench_moe_expert_rank(int experts, int world, int e) { return loom__moe
 loom_result_t loom_bench_moe_mlp_form(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights,
                                       int64_t tokens, const void *gate_up, const void *down, void *out, int path,
                                       cudaStream_t stream) {
-  const loom_moe_mlp_choice_t c = {(loom_moe_mlp_path_t)path, 0, 0, 0};
+  const loom_moe_mlp_choice_t c = {(loom_moe_mlp_path_t)path, 0, 0, 0, 0};
   return loom__moe_mlp_run(plan, "loom_bench_moe_mlp_form", x, ids, weights, tokens, gate_up, down, out, &c, stream);
 }
 

@@ -9,6 +9,9 @@
  *   loom-mlp-fused         its fused form with the model's tiles (what AUTO
  *                          runs untuned): the combine in the down GEMM's
  *                          epilogue (rows stored into the tokens' ranks)
+ *   loom-mlp-fused-all     its fused-all form with the model's tiles: also
+ *                          the dispatch in the gate/up GEMM's prologue (a
+ *                          quarter of the SMs' worth of dispatch blocks)
  *   loom-mlp-unfused       its unfused sequence with the model's tiles:
  *                          dispatch, the two grouped GEMMs, combine
  *   loom-grouped-gemms     its two grouped GEMMs alone (the gate/up one with
@@ -46,11 +49,12 @@
     if (r_ != LOOM_SUCCESS) return r_;   \
   } while (0)
 
-enum { L_AUTO, L_FUSED, L_MLP, L_GEMMS, L_COMM, L_TILE0, L_COUNT = L_TILE0 + 4 };
-static const char *const g_lname[L_COUNT] = {"loom-auto",          "loom-mlp-fused",        "loom-mlp-unfused",
-                                             "loom-grouped-gemms", "loom-dispatch+combine", "grouped-64x128",
-                                             "grouped-64x256",     "grouped-128x128",       "grouped-128x256"};
-static const int g_form[3] = {LOOM_MOE_MLP_AUTO, LOOM_MOE_MLP_FUSED, LOOM_MOE_MLP_UNFUSED};
+enum { L_AUTO, L_FUSED, L_ALL, L_MLP, L_GEMMS, L_COMM, L_TILE0, L_COUNT = L_TILE0 + 4 };
+static const char *const g_lname[L_COUNT] = {"loom-auto",          "loom-mlp-fused",        "loom-mlp-fused-all",
+                                             "loom-mlp-unfused",   "loom-grouped-gemms",    "loom-dispatch+combine",
+                                             "grouped-64x128",     "grouped-64x256",        "grouped-128x128",
+                                             "grouped-128x256"};
+static const int g_form[4] = {LOOM_MOE_MLP_AUTO, LOOM_MOE_MLP_FUSED, LOOM_MOE_MLP_FUSED_ALL, LOOM_MOE_MLP_UNFUSED};
 static const int g_tile[4][2] = {{64, 128}, {64, 256}, {128, 128}, {128, 256}};
 
 typedef struct layer_run {
@@ -161,11 +165,11 @@ static void layer_rows(const moe_args_t *a, loom_bench_table_t *t, const moe_mod
     row->host_us = tm[v].host_us;
     row->comm_us = tm[L_COMM].median_us;
     snprintf(row->note, sizeof row->note,
-             "E %d top-%d H %d F %d; rank 0: %lld rows, GEMMs %.0f TFLOP/s at this time; model tile %dx%d; "
-             "unfused/(gemms+comm) %.2f, unfused/fused %.3f%s%.28s",
+             "E %d top-%d H %d F %d; rank 0: %lld rows, GEMMs %.0f TFLOP/s; model tile %dx%d; "
+             "unfused/(gemms+comm) %.2f, unfused/fused %.3f, /fused-all %.3f%s%.31s",
              mm->experts, mm->topk, mm->hidden, mm->ffn, (long long)rows_here, gemm_flops / (tm[v].median_us * 1e6),
              r->bm, r->bn, tm[L_MLP].median_us / (tm[L_GEMMS].median_us + tm[L_COMM].median_us),
-             tm[L_MLP].median_us / tm[L_FUSED].median_us,
+             tm[L_MLP].median_us / tm[L_FUSED].median_us, tm[L_MLP].median_us / tm[L_ALL].median_us,
              v != L_AUTO ? "" : "; tuned ", v != L_AUTO ? "" : r->choice);
     if (v <= L_GEMMS) {
       loom_bench_shape_t ps;
@@ -173,10 +177,10 @@ static void layer_rows(const moe_args_t *a, loom_bench_table_t *t, const moe_mod
       (void)loom_bench_row_pair(row, a->peer_json, v != L_GEMMS ? "layer" : "experts", &ps, 0);
     }
   }
-  printf("# moe layer %-30s auto %9.1f (%s) fused %9.1f unfused %9.1f  gemms %9.1f (%dx%d)  dispatch+combine %8.1f  "
+  printf("# moe layer %-30s auto %9.1f (%s) fused %9.1f fused-all %9.1f unfused %9.1f  gemms %9.1f (%dx%d)  dispatch+combine %8.1f  "
          "tiles 64x128 %.1f 64x256 %.1f 128x128 %.1f 128x256 %.1f us\n",
          t->rows[t->n - 1]->shape, tm[L_AUTO].median_us, r->choice,
-         tm[L_FUSED].median_us, tm[L_MLP].median_us, tm[L_GEMMS].median_us, r->bm, r->bn, tm[L_COMM].median_us,
+         tm[L_FUSED].median_us, tm[L_ALL].median_us, tm[L_MLP].median_us, tm[L_GEMMS].median_us, r->bm, r->bn, tm[L_COMM].median_us,
          tm[L_TILE0].median_us, tm[L_TILE0 + 1].median_us, tm[L_TILE0 + 2].median_us, tm[L_TILE0 + 3].median_us);
   fflush(stdout);
 }

@@ -48,8 +48,30 @@
  * stores comb_ready (for a peer whose combine is unfused) and neither
  * waits for it nor sends: sent = 1.
  *
+ * The arrival form (loom_moe_mlp's FUSED_ALL: the dispatch in the gate/up
+ * GEMM's prologue). A rank that runs it (prologue, with local experts)
+ * sets the top bit of the rows in the counts words it publishes; a source
+ * that sees the bit in any word of its table (arrivals) builds a send
+ * order in its layout and slots phases (its kept entries by expert, the
+ * experts interleaved over their owners: local index, then owner) and
+ * sends in that order, a piece of 32 rows per block at a time; after each
+ * piece every thread fences its stores, and warp 0 adds each expert's rows
+ * to its counter (acq_rel): the piece that completes expert x's rows tells
+ * its owner arrived[r][x] = e (release). The prologue rank's dispatch
+ * runs on a quarter of the SMs (or the tuned count), triggers its
+ * dependents at its start, stores ready = e after its layout, skips the
+ * delivered wait and leaves the epoch unpublished; the gate/up GEMM,
+ * launched right after it as a programmatic dependent, takes the other
+ * SMs, waits for ready before it reads the offsets and kept, each tile
+ * for arrived[s][x] of the sources of its rows (loom_grouped_arrival_t),
+ * waits for the dispatch's grid before it exits and publishes e. Every
+ * source still tells delivered (a rank of another form waits for it). The
+ * fused combine's argument above holds unchanged: every source's counts
+ * word of epoch e, seen in the layout, was stored from inside its
+ * dispatch e.
+ *
  * Plan workspace slice (uint32 signal words, zeroed at creation):
- *   delivered [W] | comb_ready [W] | comb_done [W]
+ *   delivered [W] | comb_ready [W] | comb_done [W] | arrived [W, E]
  * Symmetric buffers (loom_malloc'd by the plan, same sizes everywhere):
  *   recv [R, H] rows, origin [R] int2 {source, slot}, combine [T_max k, H],
  *   counts [W, E] uint64 {epoch, rows}; R = loom__moe_worst_recv_rows.
@@ -75,6 +97,8 @@ extern "C" {
 #define LOOM_SITE_MOE_COMB_READY 90 /* a source's combine buffer writable (its combine started) */
 #define LOOM_SITE_MOE_COMB_DONE 91  /* an owner's expert outputs in this rank's combine buffer */
 #define LOOM_SITE_MOE_GRID 92       /* the blocks of this rank's own dispatch (a grid barrier) */
+#define LOOM_SITE_MOE_LAYOUT 93     /* the arrival form's GEMM: this rank's dispatch's layout */
+#define LOOM_SITE_MOE_ARRIVED 94    /* the arrival form's GEMM: a source's rows of an expert (signal = expert) */
 
 #define LOOM_MOE_THREADS 256
 #define LOOM_MOE_CHUNKS_MAX 64 /* routing chunks counted apart (steps 1 and 4) */
@@ -112,6 +136,17 @@ typedef struct loom_moe_kargs {
   const char *y;                    /* combine: expert outputs [total, H] (receive layout) */
   const float *weights;             /* combine: [tokens, k] */
   int sent;                         /* combine: the rows are already in the sources' buffers (fused) */
+  /* the arrival form (loom_moe_mlp's FUSED_ALL: the gate/up GEMM's tiles
+   * wait per (source, expert) while the dispatch sends) */
+  int prologue;                     /* dispatch: this rank's GEMM waits so: ask every source for arrival
+                                       signals (the counts' top bit), store ready, leave the epoch to the GEMM */
+  size_t arrived_off;               /* signal array [W, E]: arrived[s][x] = e once source s's rows of x are all here */
+  uint32_t *ready;                  /* local word: e once this call's layout (expert_off, kept) is written */
+  uint32_t *arrivals;               /* local word: 1 when some rank asked for arrival signals this call */
+  int32_t *order;                   /* [T_max k] local: this source's kept entries in send order */
+  int64_t *sbase;                   /* [E] local: each expert's first position in order */
+  int64_t *sscan;                   /* [W ceil(E / W) + 1] local: the send order's prefix sums */
+  int32_t *sent_rows;               /* [E] local: rows of each expert sent so far this call */
   char *out;                        /* combine: [tokens, H] */
   uint32_t *count;                  /* local block counter (last arrival) */
   uint32_t *bar;                    /* local [2]: the dispatch's grid barrier (arrivals, generation) */
@@ -158,6 +193,15 @@ loom_result_t loom__moe_enter(loom_plan_t plan, const char *fn, loom_moe_state_t
  * that the grouped GEMMs can run here. */
 loom_result_t loom__moe_mlp_buffers(const char *fn, loom_moe_state_t *st);
 
+/* A dispatch (loom_moe_dispatch with fn's name); prologue 1: the arrival
+ * form (this rank's gate/up GEMM, launched next with
+ * loom__gemm_grouped_sm90_arrival, waits per (source, expert) and publishes
+ * the call's epoch; a rank without experts ignores it); max_blocks > 0: at
+ * most that many blocks (SMs left to the GEMM beside it); *used (may be
+ * NULL): the blocks launched. */
+loom_result_t loom__moe_dispatch_call(loom_plan_t plan, const char *fn, const void *x, const int32_t *ids,
+                                      int64_t tokens, int prologue, int max_blocks, int *used, cudaStream_t stream);
+
 /* A combine of the plan's last dispatch (loom_moe_combine with fn's
  * name); sent = 1: the fused combine (above), y unused. */
 loom_result_t loom__moe_combine_call(loom_plan_t plan, const char *fn, const void *y, const float *weights, void *out,
@@ -168,9 +212,10 @@ loom_result_t loom__moe_combine_call(loom_plan_t plan, const char *fn, const voi
  * rows per tile (its SwiGLU epilogue fixes 256 columns), the down GEMM's
  * tile. */
 typedef struct loom_moe_mlp_choice {
-  loom_moe_mlp_path_t path; /* FUSED or UNFUSED (AUTO: resolved per call) */
+  loom_moe_mlp_path_t path; /* FUSED, UNFUSED or FUSED_ALL (AUTO: resolved per call) */
   int up_bm;                /* 0, 64 or 128 */
   int down_bm, down_bn;     /* 0, or 64 / 128 x 128 / 256 */
+  int disp;                 /* FUSED_ALL: the dispatch's blocks beside the GEMM (0: a quarter of the SMs) */
 } loom_moe_mlp_choice_t;
 
 /* loom_moe_mlp as `c` says (path AUTO: resolved per call, tiles and all),
@@ -182,9 +227,11 @@ loom_result_t loom__moe_mlp_run(loom_plan_t plan, const char *fn, const void *x,
 /* The tuning of loom_moe_mlp (pure, host-tested): the bucket of a call's
  * tokens (b: the smallest with 2^b >= tokens), the cache key of a plan's
  * shape and bucket on W ranks of `sms` SMs (1 if it fit in key[size]), and
- * an entry's value "path=<1|2> up=<bm> down=<bm>x<bn>" formatted and parsed
- * (LOOM_ERR_INVALID_ARGUMENT naming the text otherwise: a form other than
- * fused / unfused, a tile the grouped GEMM does not have). */
+ * an entry's value "path=<1|2|3> up=<bm> down=<bm>x<bn>[ disp=<blocks>]"
+ * (disp: FUSED_ALL's, 0 when absent) formatted and parsed
+ * (LOOM_ERR_INVALID_ARGUMENT naming the text otherwise: a form that is not
+ * one of the three, a tile the grouped GEMM does not have, blocks outside
+ * 0..65536). */
 int loom__moe_tokens_bucket(int64_t tokens);
 /* The choice a call of `tokens` gets (loom_moe_mlp_path's, tiles and all). */
 loom_result_t loom__moe_mlp_choice(loom_plan_t plan, int64_t tokens, loom_moe_mlp_choice_t *c);
@@ -195,7 +242,8 @@ loom_result_t loom__moe_mlp_tune_parse(const char *text, loom_moe_mlp_choice_t *
 /* ---- kernels (moe_kernels.cu) ---- */
 
 /* One launch each (cooperative, within g's bounds). */
-loom_result_t loom__moe_dispatch_launch(const loom_moe_kargs_t *k, const loom_moe_grid_t *g, cudaStream_t stream);
+loom_result_t loom__moe_dispatch_launch(const loom_moe_kargs_t *k, const loom_moe_grid_t *g, int max_blocks,
+                                        int *used, cudaStream_t stream);
 loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int64_t max_recv, const loom_moe_grid_t *g,
                                        cudaStream_t stream);
 /* The GPU's bounds for those launches (and the kernels loaded, before a

@@ -74,15 +74,20 @@ static __device__ int moe_wait_all(const loom_moe_kargs_t &a, size_t off, uint32
 }
 
 /* Copies one row of `bytes` (a multiple of 16, both ends 16-byte aligned)
- * with the lanes of a warp, four 16-byte loads per lane in flight. */
+ * with the lanes of a warp, D 16-byte loads per lane in flight (4 where
+ * the grid fills the GPU; 8 for the arrival form's send on a few SMs). */
+template <int D = 4>
 static __device__ __forceinline__ void moe_copy_row(char *dst, const char *src, int64_t bytes, int lane) {
   const uint4 *s = (const uint4 *)src;
   uint4 *d = (uint4 *)dst;
   const int64_t n = bytes / 16;
   int64_t q = lane;
-  for (; q + 96 < n; q += 128) {
-    const uint4 v0 = __ldcg(s + q), v1 = __ldcg(s + q + 32), v2 = __ldcg(s + q + 64), v3 = __ldcg(s + q + 96);
-    d[q] = v0, d[q + 32] = v1, d[q + 64] = v2, d[q + 96] = v3;
+  for (; q + 32 * (D - 1) < n; q += 32 * D) {
+    uint4 v[D];
+#pragma unroll
+    for (int u = 0; u < D; ++u) v[u] = __ldcg(s + q + 32 * u);
+#pragma unroll
+    for (int u = 0; u < D; ++u) d[q + 32 * u] = v[u];
   }
   for (; q < n; q += 32) d[q] = __ldcg(s + q);
 }
@@ -115,6 +120,9 @@ static __device__ __forceinline__ unsigned long long moe_count_word(uint32_t epo
   return ((unsigned long long)epoch << 32) | (uint32_t)rows;
 }
 
+/* A counts word's request for arrival signals (its rows field's top bit). */
+#define MOE_WANTS 0x80000000u
+
 /* 2 publish (one block): the chunks' counts into exclusive bases (the
  * loads of 8 chunks in flight before their stores), this source's counts
  * into every rank's table, stamped with the epoch. */
@@ -133,7 +141,8 @@ static __device__ void moe_publish(const loom_moe_kargs_t &a, uint32_t e) {
           running += v[q];
         }
     }
-    const unsigned long long w = moe_count_word(e, running);
+    /* the top bit: this rank's GEMM waits per (source, expert) (rows < 2^31) */
+    const unsigned long long w = moe_count_word(e, (int32_t)((uint32_t)running | (a.prologue ? MOE_WANTS : 0u)));
     for (int p = 0; p < a.world; ++p)
       asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(a.counts[p] + (int64_t)r * a.experts + x), "l"(w)
                    : "memory");
@@ -199,6 +208,29 @@ static __device__ void moe_block_scan(int64_t *v, int n) {
   __syncthreads();
 }
 
+/* The send order of the arrival form: experts interleaved over their
+ * owners, (local index j, owner p) ascending, so every owner's first
+ * experts come first; sbase[x] = this source's kept rows before expert x in
+ * that order, sscan's last entry their total (one block, after the kept
+ * matrix is written). */
+static __device__ int moe_send_slots(const loom_moe_kargs_t &a) {
+  return a.world * ((a.experts + a.world - 1) / a.world);
+}
+static __device__ void moe_send_bases(const loom_moe_kargs_t &a) {
+  const int W = a.world, E = a.experts, r = a.dc.rank, n = moe_send_slots(a);
+  __syncthreads();
+  for (int q = (int)threadIdx.x; q < n; q += (int)blockDim.x) {
+    const int j = q / W, p = q % W;
+    a.sscan[q] = j < loom__moe_experts_on(E, W, p) ? a.kept[(int64_t)r * E + loom__moe_expert_begin(E, W, p) + j] : 0;
+  }
+  __syncthreads();
+  moe_block_scan(a.sscan, n);
+  for (int x = (int)threadIdx.x; x < E; x += (int)blockDim.x) {
+    const int p = loom__moe_expert_rank(E, W, x);
+    a.sbase[x] = a.sscan[(int64_t)(x - loom__moe_expert_begin(E, W, p)) * W + p];
+  }
+}
+
 /* 3 layout (one block): every rank's counts; the kept matrix, this
  * source's bases, this rank's receive groups. rows(e) are scanned over all
  * experts (P), and an owner's running total is P[e] - P[begin(owner)]
@@ -209,10 +241,13 @@ static __device__ int moe_layout(const loom_moe_kargs_t &a, uint32_t e) {
   const int W = a.world, E = a.experts, r = a.dc.rank;
   const unsigned long long *counts = a.counts[r]; /* this rank's table: [W, E] */
   int64_t *P = a.scan;                  /* [E + 1] */
+  uint32_t wants = 0;
   for (int x = (int)threadIdx.x; x < E; x += (int)blockDim.x) {
     int64_t before = 0, rows = 0, mine_before = 0;
     for (int s = 0; s < W; ++s) {
-      const int64_t c = (int32_t)(uint32_t)__ldcg(counts + (int64_t)s * E + x);
+      const uint32_t word = (uint32_t)__ldcg(counts + (int64_t)s * E + x);
+      wants |= word >> 31;
+      const int64_t c = (int64_t)(word & ~MOE_WANTS);
       int64_t k = c;
       if (a.capacity > 0) {
         k = a.capacity - before;
@@ -226,7 +261,7 @@ static __device__ int moe_layout(const loom_moe_kargs_t &a, uint32_t e) {
     a.base[x] = mine_before;
     P[x] = rows;
   }
-  __syncthreads();
+  const int arrivals = __syncthreads_or((int)wants);
   moe_block_scan(P, E);
   const int e0 = loom__moe_expert_begin(E, W, r), nl = loom__moe_experts_on(E, W, r);
   for (int x = (int)threadIdx.x; x < E; x += (int)blockDim.x) {
@@ -234,17 +269,27 @@ static __device__ int moe_layout(const loom_moe_kargs_t &a, uint32_t e) {
     a.base[x] += P[x] - P[b];
     if (x >= e0 && x < e0 + nl) a.expert_off[x - e0] = P[x] - P[e0];
   }
-  if (threadIdx.x == 0) a.expert_off[nl] = P[e0 + nl] - P[e0];
+  if (threadIdx.x == 0) a.expert_off[nl] = P[e0 + nl] - P[e0], *a.arrivals = (uint32_t)arrivals;
+  if (arrivals) moe_send_bases(a);
+  if (a.prologue) { /* the GEMM may read the layout now */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence();
+      asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(a.ready), "r"(e) : "memory");
+    }
+  }
   return 1;
 }
 
 /* 4 slots: each good entry's receive row (token order within a chunk,
- * chunks in order), -1 where the capacity drops it; hist's row zeroed
- * after. One warp per chunk, in entry order. */
+ * chunks in order), -1 where the capacity drops it, and (arrival signals)
+ * its place in the send order; hist's row zeroed after. One warp per
+ * chunk, in entry order. */
 static __device__ void moe_slots(const loom_moe_kargs_t &a) {
   const int lane = (int)(threadIdx.x % 32), r = a.dc.rank;
   const int64_t n = a.tokens * a.topk;
   const int32_t *kept_r = a.kept + (int64_t)r * a.experts;
+  const int arrivals = *(volatile uint32_t *)a.arrivals != 0u;
   const int warps = (int)(gridDim.x * (blockDim.x / 32));
   for (int c = (int)(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32); c < a.nchunks; c += warps) {
     const int64_t i0 = (int64_t)c * a.chunk;
@@ -261,6 +306,7 @@ static __device__ void moe_slots(const loom_moe_kargs_t &a) {
       if (live) {
         const int64_t m = (int64_t)cursor + before;
         a.slot[i] = m < kept_r[x] ? a.base[x] + m : -1;
+        if (arrivals && m < kept_r[x]) a.order[a.sbase[x] + m] = (int32_t)i;
         if (before == __popc(group) - 1) h[x] = cursor + __popc(group);
       }
       __syncwarp();
@@ -328,13 +374,64 @@ static __device__ int moe_last_tells(const loom_moe_kargs_t &a, size_t off, uint
   return last;
 }
 
+/* The arrival form's count of a piece (warp 0, after every thread of the
+ * block fenced its stores): positions [q0, q1) of the send order, 32 at a
+ * time, a lane each; the lanes of one expert add their rows to its counter
+ * (acq_rel: the other pieces' stores of it come before), and the add that
+ * completes the expert's rows resets the counter and tells its owner
+ * arrived[r][x]. */
+static __device__ void moe_piece_arrived(const loom_moe_kargs_t &a, uint32_t e, int64_t q0, int64_t q1, int lane) {
+  for (int64_t b = q0; b < q1; b += 32) {
+    const int64_t q = b + lane;
+    const int32_t x = q < q1 ? a.ids[a.order[q]] : -1 - lane;
+    const unsigned group = __match_any_sync(0xffffffffu, x);
+    if (q >= q1 || lane != __ffs(group) - 1) continue;
+    const int32_t n = __popc(group);
+    int32_t old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(a.sent_rows + x), "r"(n) : "memory");
+    if (old + n < a.kept[(int64_t)a.dc.rank * a.experts + x]) continue;
+    a.sent_rows[x] = 0; /* every row of x counted: the next call counts from zero */
+    const int p = loom__moe_expert_rank(a.experts, a.world, x);
+    loom__signal_store_release(
+        loom_signal_addr(&a.dc, p, a.arrived_off, (uint32_t)((int64_t)a.dc.rank * a.experts + x)), e);
+  }
+}
+
+/* 5 send, the arrival form: the kept entries in send order, in pieces of
+ * rpw rows per warp of a block (pieces over the grid in order; rpw 4..16,
+ * the larger where there are rows enough for every block to take two
+ * pieces: fewer fences), each row's lanes with 8 loads in flight; the
+ * block's stores fenced after each piece and counted per expert. */
+static __device__ void moe_send_ordered(const loom_moe_kargs_t &a, uint32_t e) {
+  const int64_t row_bytes = (int64_t)a.hidden * a.es, total = a.sscan[moe_send_slots(a)];
+  const int warps = (int)(blockDim.x / 32), warp = (int)(threadIdx.x / 32), lane = (int)(threadIdx.x % 32);
+  int64_t rpw = total / ((int64_t)gridDim.x * warps * 2) / 4 * 4;
+  rpw = rpw < 4 ? 4 : rpw > 16 ? 16 : rpw;
+  const int64_t piece = rpw * warps;
+  for (int64_t q0 = (int64_t)blockIdx.x * piece; q0 < total; q0 += (int64_t)gridDim.x * piece) {
+    for (int64_t j = 0; j < rpw; ++j) {
+      const int64_t q = q0 + j * warps + warp;
+      if (q >= total) break;
+      const uint4 *src;
+      char *dst = (char *)moe_dispatch_row(a, row_bytes, a.order[q], lane == 0, &src);
+      if (dst) moe_copy_row<8>(dst, (const char *)src, row_bytes, lane);
+    }
+    __threadfence_system();
+    __syncthreads();
+    if (warp == 0) moe_piece_arrived(a, e, q0, q0 + piece < total ? q0 + piece : total, lane);
+  }
+}
+
 /* 5 send: the rows into their owners' receive buffers, origins beside
- * them; the last block to finish tells every rank (delivered). 1 in that
- * block, 0 in the others. */
+ * them (in send order with arrival signals where a rank asked for them);
+ * the last block to finish tells every rank (delivered). 1 in that block,
+ * 0 in the others. */
 static __device__ int moe_send(const loom_moe_kargs_t &a, uint32_t e) {
   const int64_t row_bytes = (int64_t)a.hidden * a.es, n = a.tokens * a.topk;
   const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
-  if (n < warps) { /* fewer rows than warps (decode sizes): every thread of the grid */
+  if (*(volatile uint32_t *)a.arrivals) {
+    moe_send_ordered(a, e);
+  } else if (n < warps) { /* fewer rows than warps (decode sizes): every thread of the grid */
     moe_copy_rows_spread(a, n, row_bytes);
   } else { /* a warp per row (prefill sizes: 1-3% faster there than the grid-wide copy) */
     const int lane = (int)(threadIdx.x % 32);
@@ -355,6 +452,9 @@ __global__ void __launch_bounds__(LOOM_MOE_THREADS) loom__moe_dispatch_kernel(co
   const uint32_t e = moe_epoch(a);
   const int b0 = blockIdx.x == 0;
   if (b0) moe_stamp(a, 0, 0);
+#if __CUDA_ARCH__ >= 900
+  if (a.prologue) asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); /* the GEMM may start now */
+#endif
   if (moe_aborted(a)) return; /* a wait of the comm expired: its calls stop (a barrier exits on it too) */
   moe_count(a);
   if (b0) moe_stamp(a, 0, 1);
@@ -373,7 +473,7 @@ __global__ void __launch_bounds__(LOOM_MOE_THREADS) loom__moe_dispatch_kernel(co
   if (b0) moe_stamp(a, 0, 6);
   const int last = moe_send(a, e);
   if (b0) moe_stamp(a, 0, 7);
-  if (!last) return;
+  if (!last || a.prologue) return; /* (prologue: the GEMM waits per piece and publishes the epoch) */
   moe_stamp(a, 0, 8);
   if (!moe_wait_all(a, a.delivered_off, e, LOOM_SITE_MOE_DELIVERED)) return;
   moe_stamp(a, 0, 9);
@@ -405,11 +505,13 @@ static loom_result_t moe_launch(void (*kernel)(const loom_moe_kargs_t), const ch
 }
 
 extern "C" loom_result_t loom__moe_dispatch_launch(const loom_moe_kargs_t *k, const loom_moe_grid_t *g,
-                                                   cudaStream_t stream) {
+                                                   int max_blocks, int *used, cudaStream_t stream) {
   /* MOE_VEC_BATCH vectors per thread (send); at least a block per routing chunk (count) */
   const int64_t vectors = k->tokens * k->topk * ((int64_t)k->hidden * k->es / 16);
   unsigned blocks = moe_grid(vectors, LOOM_MOE_THREADS * MOE_VEC_BATCH, 2, g->sms, g->dispatch_blocks);
   if (blocks < (unsigned)k->nchunks) blocks = moe_grid(k->nchunks, 1, 2, g->sms, g->dispatch_blocks);
+  if (max_blocks > 0 && blocks > (unsigned)max_blocks) blocks = (unsigned)max_blocks; /* SMs left to a GEMM beside it */
+  if (used) *used = (int)blocks;
   return moe_launch(loom__moe_dispatch_kernel, "loom__moe_dispatch_kernel", blocks, k, stream);
 }
 

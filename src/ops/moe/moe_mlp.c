@@ -11,7 +11,11 @@
  *   4 loom_moe_combine(y = recv)        rows back, weighted sums
  * or fused (loom_moe_mlp_path): step 3's epilogue stores each row into its
  * token's rank (the combine buffer slot its origin names) and step 4 only
- * signals and reduces (moe.h: why it needs no combine-ready handshake).
+ * signals and reduces (moe.h: why it needs no combine-ready handshake);
+ * or fused all (FUSED_ALL): that, and step 2 starts beside step 1 (a
+ * programmatic dependent launch on the SMs the dispatch leaves free) and
+ * each of its tiles waits for the sources of its rows, which send expert by
+ * expert and signal each expert's rows complete (moe.h, the arrival form).
  * Steps 2-3 read the rows' count from expert_offsets on the device (the
  * grouped GEMM's tile prefix), so only the rows that arrived are computed;
  * a rank without experts runs 1 and 4. h is the plan's (worst-case rows R,
@@ -78,16 +82,42 @@ static loom_gemm_config_t moe_tile(const loom_grouped_gemm_desc_t *g, int sms, i
 
 /* Steps 2-3 on the rows dispatched into the receive buffer; fused: the
  * down GEMM's rows scattered into their sources' combine buffers. */
+/* The arrival wait of the gate/up GEMM (FUSED_ALL): every source's rows
+ * of this rank's experts, as the dispatch's layout counted them. */
+static loom_grouped_arrival_t moe_arrival(const loom_moe_state_t *st) {
+  const loom_moe_kargs_t *k = &st->k;
+  loom_grouped_arrival_t w;
+  memset(&w, 0, sizeof w);
+  w.epoch = (loom_dev_epoch_t *)(k->dc.ws + k->epoch_off);
+  w.ready = k->ready;
+  w.arrived = (const uint32_t *)(k->dc.ws + k->arrived_off);
+  w.rows_from = k->kept;
+  w.sources = st->world, w.stride = st->desc.experts, w.first = st->first_local;
+  w.site_ready = LOOM_SITE_MOE_LAYOUT, w.site_arrived = LOOM_SITE_MOE_ARRIVED;
+  w.comm = k->dc;
+  return w;
+}
+
+/* Steps 2-3 (up_grid > 0: the gate/up GEMM's blocks, FUSED_ALL's: the SMs
+ * the dispatch beside it leaves, so that none of its blocks starts late
+ * with its share of the tiles). */
 static loom_result_t moe_experts(loom_moe_state_t *st, int sms, const void *gate_up, const void *down, int64_t tokens,
-                                 const loom_moe_mlp_choice_t *c, cudaStream_t stream) {
+                                 const loom_moe_mlp_choice_t *c, int up_grid, cudaStream_t stream) {
   const loom_moe_desc_t *d = &st->desc;
   const int64_t F = d->ffn, H = d->hidden;
   const int64_t *off = st->k.expert_off;
   const int64_t hint = tokens * d->topk; /* this rank's rows, as many as it receives at uniform routing */
   const loom_grouped_gemm_desc_t g1 = moe_gemm_desc(st, 2 * F, H, hint), g2 = moe_gemm_desc(st, H, F, hint);
-  const loom_gemm_config_t c1 = moe_tile(&g1, sms, c->up_bm, 256), c2 = moe_tile(&g2, sms, c->down_bm, c->down_bn);
-  LOOM_TRY(loom__gemm_grouped_sm90(&g1, st->recv, gate_up, st->h, NULL, off, &c1, 1, stream));
-  if (c->path == LOOM_MOE_MLP_FUSED)
+  loom_gemm_config_t c1 = moe_tile(&g1, sms, c->up_bm, 256);
+  const loom_gemm_config_t c2 = moe_tile(&g2, sms, c->down_bm, c->down_bn);
+  if (up_grid > 0) c1.grid = up_grid;
+  if (c->path == LOOM_MOE_MLP_FUSED_ALL) {
+    const loom_grouped_arrival_t w = moe_arrival(st);
+    LOOM_TRY(loom__gemm_grouped_sm90_arrival(&g1, st->recv, gate_up, st->h, off, &c1, 1, &w, stream));
+  } else {
+    LOOM_TRY(loom__gemm_grouped_sm90(&g1, st->recv, gate_up, st->h, NULL, off, &c1, 1, stream));
+  }
+  if (c->path != LOOM_MOE_MLP_UNFUSED)
     return loom__gemm_grouped_sm90_scatter(&g2, st->h, down, st->recv, off, &c2, st->origin, st->k.combine, stream);
   return loom__gemm_grouped_sm90(&g2, st->h, down, st->recv, NULL, off, &c2, 0, stream);
 }
@@ -106,19 +136,21 @@ int loom__moe_mlp_tune_key(const loom_moe_desc_t *d, int world, int sms, int64_t
 }
 
 void loom__moe_mlp_tune_format(const loom_moe_mlp_choice_t *c, char *out, size_t size) {
-  snprintf(out, size, "path=%d up=%d down=%dx%d", (int)c->path, c->up_bm, c->down_bm, c->down_bn);
+  const int n = snprintf(out, size, "path=%d up=%d down=%dx%d", (int)c->path, c->up_bm, c->down_bm, c->down_bn);
+  if (c->disp > 0 && n > 0 && (size_t)n < size) snprintf(out + n, size - (size_t)n, " disp=%d", c->disp);
 }
 
 loom_result_t loom__moe_mlp_tune_parse(const char *text, loom_moe_mlp_choice_t *c) {
-  int p = -1, up = -1, dm = -1, dn = -1, used = 0;
-  const int ok = text && sscanf(text, "path=%d up=%d down=%dx%d%n", &p, &up, &dm, &dn, &used) == 4 && text[used] == 0;
-  if (!ok || (p != LOOM_MOE_MLP_FUSED && p != LOOM_MOE_MLP_UNFUSED) || (up != 0 && up != 64 && up != 128) ||
-      (dm != 0 && dm != 64 && dm != 128) || (dn != 0 && dn != 128 && dn != 256))
+  int p = -1, up = -1, dm = -1, dn = -1, disp = 0, used = 0, more = 0;
+  int ok = text && sscanf(text, "path=%d up=%d down=%dx%d%n", &p, &up, &dm, &dn, &used) == 4;
+  if (ok && text[used] != 0) ok = sscanf(text + used, " disp=%d%n", &disp, &more) == 1 && text[used + more] == 0;
+  if (!ok || p < LOOM_MOE_MLP_FUSED || p > LOOM_MOE_MLP_FUSED_ALL || (up != 0 && up != 64 && up != 128) ||
+      (dm != 0 && dm != 64 && dm != 128) || (dn != 0 && dn != 128 && dn != 256) || disp < 0 || disp > 65536)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "tuning entry \"%s\": expected \"path=<1 fused | 2 unfused> up=<0|64|128> "
-                      "down=<0|64|128>x<0|128|256>\"",
+                      "tuning entry \"%s\": expected \"path=<1 fused | 2 unfused | 3 fused all> up=<0|64|128> "
+                      "down=<0|64|128>x<0|128|256>[ disp=<0..65536>]\"",
                       text ? text : "(null)");
-  c->path = (loom_moe_mlp_path_t)p, c->up_bm = up, c->down_bm = dm, c->down_bn = dn;
+  c->path = (loom_moe_mlp_path_t)p, c->up_bm = up, c->down_bm = dm, c->down_bn = dn, c->disp = disp;
   return LOOM_SUCCESS;
 }
 
@@ -127,7 +159,7 @@ loom_result_t loom__moe_mlp_tune_parse(const char *text, loom_moe_mlp_choice_t *
  * with the model's tiles. A malformed entry is reported and the default
  * taken. */
 static loom_moe_mlp_choice_t moe_mlp_resolve(const loom_plan_t plan, const loom_moe_state_t *st, int64_t tokens) {
-  loom_moe_mlp_choice_t c = {LOOM_MOE_MLP_FUSED, 0, 0, 0};
+  loom_moe_mlp_choice_t c = {LOOM_MOE_MLP_FUSED, 0, 0, 0, 0};
   if (st->desc.mlp_path != LOOM_MOE_MLP_AUTO) {
     c.path = (loom_moe_mlp_path_t)st->desc.mlp_path;
     return c;
@@ -137,7 +169,7 @@ static loom_moe_mlp_choice_t moe_mlp_resolve(const loom_plan_t plan, const loom_
       loom__tune_get(key, value, sizeof value) && loom__moe_mlp_tune_parse(value, &c) != LOOM_SUCCESS) {
     LOOM_WARN("loom_moe_mlp: tuned entry \"%s\" = \"%s\" is malformed: the fused form, the model's tiles", key,
               value);
-    c = (loom_moe_mlp_choice_t){LOOM_MOE_MLP_FUSED, 0, 0, 0};
+    c = (loom_moe_mlp_choice_t){LOOM_MOE_MLP_FUSED, 0, 0, 0, 0};
   }
   return c;
 }
@@ -182,13 +214,18 @@ loom_result_t loom__moe_mlp_run(loom_plan_t plan, const char *fn, const void *x,
     LOOM_TRY(loom__check_bufs(fn, plan->comm, io, 2));
   }
   const loom_moe_mlp_choice_t c = choice->path == LOOM_MOE_MLP_AUTO ? moe_mlp_resolve(plan, st, tokens) : *choice;
-  LOOM_TRY(loom_moe_dispatch(plan, x, ids, tokens, stream));
-  if (st->n_local > 0) LOOM_TRY(moe_experts(st, plan->comm->sm_count, gate_up, down, tokens, &c, stream));
-  return loom__moe_combine_call(plan, fn, st->recv, weights, out, c.path == LOOM_MOE_MLP_FUSED, stream);
+  const int all = c.path == LOOM_MOE_MLP_FUSED_ALL, sms = plan->comm->sm_count;
+  const int blocks = !all ? 0 : c.disp > 0 ? c.disp : sms / 4 > 0 ? sms / 4 : 1;
+  int used = 0;
+  LOOM_TRY(loom__moe_dispatch_call(plan, "loom_moe_dispatch", x, ids, tokens, all, blocks, &used, stream));
+  /* (the dispatch's blocks land one per SM: the scheduler spreads them) */
+  const int up_grid = all ? (sms - used > sms / 4 ? sms - used : sms / 4) : 0;
+  if (st->n_local > 0) LOOM_TRY(moe_experts(st, sms, gate_up, down, tokens, &c, up_grid, stream));
+  return loom__moe_combine_call(plan, fn, st->recv, weights, out, c.path != LOOM_MOE_MLP_UNFUSED, stream);
 }
 
 loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights, int64_t tokens,
                            const void *gate_up, const void *down, void *out, cudaStream_t stream) {
-  static const loom_moe_mlp_choice_t autoc = {LOOM_MOE_MLP_AUTO, 0, 0, 0};
+  static const loom_moe_mlp_choice_t autoc = {LOOM_MOE_MLP_AUTO, 0, 0, 0, 0};
   return loom__moe_mlp_run(plan, "loom_moe_mlp", x, ids, weights, tokens, gate_up, down, out, &autoc, stream);
 }

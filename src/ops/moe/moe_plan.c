@@ -23,6 +23,9 @@ __attribute__((constructor)) static void loom__moe_wait_sites(void) {
   loom__wait_site_register(LOOM_SITE_MOE_COMB_READY, "MoE combine: a rank's combine buffer writable (its combine started)");
   loom__wait_site_register(LOOM_SITE_MOE_COMB_DONE, "MoE combine: an expert rank's outputs in this rank's combine buffer");
   loom__wait_site_register(LOOM_SITE_MOE_GRID, "MoE dispatch: the blocks of this rank's own kernel (a grid barrier)");
+  loom__wait_site_register(LOOM_SITE_MOE_LAYOUT, "MoE gate/up GEMM (dispatch in its prologue): this rank's layout");
+  loom__wait_site_register(LOOM_SITE_MOE_ARRIVED,
+                           "MoE gate/up GEMM (dispatch in its prologue): a source's rows of an expert");
 }
 
 loom_result_t loom__moe_check_desc(const char *fn, int comm_size, const loom_moe_desc_t *d) {
@@ -46,10 +49,10 @@ loom_result_t loom__moe_check_desc(const char *fn, int comm_size, const loom_moe
                       "%s: desc->ffn=%d: 0 (no MLP) or a positive multiple of 8 with desc->hidden=%d a multiple of 8 "
                       "and dtype bf16 or fp16 (the experts' GEMMs)",
                       fn, d->ffn, d->hidden);
-  if (d->mlp_path < LOOM_MOE_MLP_AUTO || d->mlp_path > LOOM_MOE_MLP_UNFUSED)
+  if (d->mlp_path < LOOM_MOE_MLP_AUTO || d->mlp_path > LOOM_MOE_MLP_FUSED_ALL)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "%s: desc->mlp_path=%d must be LOOM_MOE_MLP_AUTO (0), LOOM_MOE_MLP_FUSED (1) or "
-                      "LOOM_MOE_MLP_UNFUSED (2)",
+                      "%s: desc->mlp_path=%d must be LOOM_MOE_MLP_AUTO (0), LOOM_MOE_MLP_FUSED (1), "
+                      "LOOM_MOE_MLP_UNFUSED (2) or LOOM_MOE_MLP_FUSED_ALL (3)",
                       fn, d->mlp_path);
   if (bad) {
     static const char *const field[7] = {"", "comm size", "desc->experts", "desc->topk", "desc->max_tokens",
@@ -61,6 +64,10 @@ loom_result_t loom__moe_check_desc(const char *fn, int comm_size, const loom_moe
 }
 
 /* ---- plan state ---------------------------------------------------------- */
+
+/* The most signal words a plan takes (arrived [W, E]: 64 ranks of 256
+ * experts take 16k). */
+#define MOE_MAX_SIGNALS (1 << 24)
 
 /* LOOM_DEBUG=TRACE: the last dispatch's and combine's phases, in us from
  * each kernel's start (block 0's, except the last block's stamps), as the
@@ -136,7 +143,8 @@ static loom_result_t moe_symmetric(loom_comm_t comm, const char *fn, loom_moe_st
 }
 
 /* Sizes of the local device arrays, in the order they are carved. */
-enum { MOE_HIST, MOE_KEPT, MOE_BASE, MOE_SLOT, MOE_OFF, MOE_SCAN, MOE_PEERS, MOE_COUNT, MOE_PARTS };
+enum { MOE_HIST, MOE_KEPT, MOE_BASE, MOE_SLOT, MOE_OFF, MOE_SCAN, MOE_PEERS, MOE_COUNT, MOE_ORDER, MOE_SBASE, MOE_SSCAN,
+       MOE_SENT, MOE_PARTS };
 
 static loom_result_t moe_device(loom_comm_t comm, loom_moe_state_t *st, char *const *peers) {
   const loom_moe_desc_t *d = &st->desc;
@@ -148,7 +156,11 @@ static loom_result_t moe_device(loom_comm_t comm, loom_moe_state_t *st, char *co
                                    (size_t)(st->n_local + 1) * sizeof(int64_t),
                                    (size_t)(d->experts + 1) * sizeof(int64_t),
                                    4 * (size_t)W * sizeof(char *),
-                                   3 * sizeof(uint32_t)};
+                                   5 * sizeof(uint32_t),
+                                   (size_t)(d->max_tokens * d->topk + 1) * sizeof(int32_t),
+                                   (size_t)d->experts * sizeof(int64_t),
+                                   ((size_t)W * (size_t)((d->experts + W - 1) / W) + 1) * sizeof(int64_t),
+                                   (size_t)d->experts * sizeof(int32_t)};
   size_t off[MOE_PARTS], total = 0;
   for (int p = 0; p < MOE_PARTS; ++p) off[p] = total, total += (sizes[p] + 255) / 256 * 256;
   LOOM_CUDA(cudaMalloc(&st->dev, total));
@@ -167,6 +179,11 @@ static loom_result_t moe_device(loom_comm_t comm, loom_moe_state_t *st, char *co
   k->recv = pt, k->origin = (int2 *const *)(pt + W), k->combine = pt + 2 * W, k->counts = (unsigned long long *const *)(pt + 3 * W);
   k->count = (uint32_t *)(base + off[MOE_COUNT]);
   k->bar = k->count + 1;
+  k->ready = k->count + 3, k->arrivals = k->count + 4;
+  k->order = (int32_t *)(base + off[MOE_ORDER]);
+  k->sbase = (int64_t *)(base + off[MOE_SBASE]);
+  k->sscan = (int64_t *)(base + off[MOE_SSCAN]);
+  k->sent_rows = (int32_t *)(base + off[MOE_SENT]);
   LOOM_CUDA(cudaHostAlloc((void **)&st->err, sizeof *st->err, cudaHostAllocMapped));
   memset(st->err, 0, sizeof *st->err);
   LOOM_CUDA(cudaHostGetDevicePointer((void **)&k->err, st->err, 0));
@@ -189,6 +206,7 @@ static void moe_kargs(loom_plan_t plan, loom_moe_state_t *st) {
   k->delivered_off = plan->signals_offset;
   k->comb_ready_off = plan->signals_offset + w;
   k->comb_done_off = plan->signals_offset + 2 * w;
+  k->arrived_off = plan->signals_offset + 3 * w;
   k->world = st->world, k->experts = d->experts, k->topk = d->topk, k->hidden = d->hidden;
   k->es = (int)loom_dtype_size(d->dtype), k->dtype = (int)d->dtype;
   k->capacity = d->capacity;
@@ -219,6 +237,11 @@ loom_result_t loom_plan_moe(loom_comm_t comm, const loom_moe_desc_t *desc, loom_
                    "%s: every rank must be load/store reachable (one NVLink domain): rows are stored into the "
                    "experts' ranks through NVLink",
                    fn);
+  /* delivered, comb_ready, comb_done [W] each, arrived [W, E] */
+  const int64_t nsignals = r == LOOM_SUCCESS ? (int64_t)comm->size * (3 + (int64_t)desc->experts) : 0;
+  if (nsignals > MOE_MAX_SIGNALS)
+    r = loom__fail(LOOM_ERR_UNSUPPORTED, "%s: %d ranks x desc->experts=%d need %lld signal words, more than %d", fn,
+                   comm->size, desc->experts, (long long)nsignals, MOE_MAX_SIGNALS);
   if (r != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, r);
   loom_moe_state_t *st = (loom_moe_state_t *)loom__plan_state_alloc(comm, fn, sizeof *st, &r);
   if (!st) return r;
@@ -231,7 +254,7 @@ loom_result_t loom_plan_moe(loom_comm_t comm, const loom_moe_desc_t *desc, loom_
                              desc->ffn};
   h = loom__fnv64(h, fields, sizeof fields);
   loom_plan_t plan = NULL;
-  r = loom__plan_create(comm, fn, "moe", (uint32_t)(3 * comm->size), 0, h,
+  r = loom__plan_create(comm, fn, "moe", (uint32_t)nsignals, 0, h,
                         "hidden, experts, topk, max_tokens, capacity, dtype and ffn", &plan);
   if (r != LOOM_SUCCESS) {
     moe_free(comm, st);
@@ -290,7 +313,11 @@ loom_result_t loom__moe_enter(loom_plan_t plan, const char *fn, loom_moe_state_t
 
 loom_result_t loom_moe_dispatch(loom_plan_t plan, const void *x, const int32_t *ids, int64_t tokens,
                                 cudaStream_t stream) {
-  const char *fn = "loom_moe_dispatch";
+  return loom__moe_dispatch_call(plan, "loom_moe_dispatch", x, ids, tokens, 0, 0, NULL, stream);
+}
+
+loom_result_t loom__moe_dispatch_call(loom_plan_t plan, const char *fn, const void *x, const int32_t *ids,
+                                      int64_t tokens, int prologue, int max_blocks, int *used, cudaStream_t stream) {
   loom_moe_state_t *st;
   LOOM_TRY(loom__moe_enter(plan, fn, &st));
   const loom_moe_desc_t *d = &st->desc;
@@ -304,7 +331,7 @@ loom_result_t loom_moe_dispatch(loom_plan_t plan, const void *x, const int32_t *
     LOOM_TRY(loom__check_bufs(fn, plan->comm, in, 2));
   }
   loom_moe_kargs_t k = st->k;
-  k.x = (const char *)x, k.ids = ids, k.tokens = tokens;
+  k.x = (const char *)x, k.ids = ids, k.tokens = tokens, k.prologue = prologue && st->n_local > 0;
   const int64_t n = tokens * d->topk;
   int64_t nch = (n + 63) / 64; /* chunks of >= 64 entries: 2 warp steps each at decode sizes */
   if (nch > LOOM_MOE_CHUNKS_MAX) nch = LOOM_MOE_CHUNKS_MAX;
@@ -312,9 +339,11 @@ loom_result_t loom_moe_dispatch(loom_plan_t plan, const void *x, const int32_t *
   k.nchunks = (int)nch;
   k.chunk = n > 0 ? (n + nch - 1) / nch : 1;
   (void)loom__plan_next_epoch(plan);
-  LOOM_TRY(loom__moe_dispatch_launch(&k, &st->grid, stream));
+  LOOM_TRY(loom__moe_dispatch_launch(&k, &st->grid, max_blocks, used, stream));
   st->tokens = tokens, st->dispatched = 1;
-  return loom__plan_done_record(st->done, stream, NULL);
+  /* (the arrival form: the GEMM must be the next work on the stream, or it
+   * would not start beside the dispatch; the combine after it records) */
+  return k.prologue ? LOOM_SUCCESS : loom__plan_done_record(st->done, stream, NULL);
 }
 
 loom_result_t loom_moe_combine(loom_plan_t plan, const void *y, const float *weights, void *out,

@@ -1,13 +1,15 @@
 /*
- * moe_tune.c - loom_moe_mlp_tune: times loom_moe_mlp's two forms (the
- * combine fused into the down GEMM's epilogue, and the unfused sequence),
- * each with each tile of its two grouped GEMMs (the gate/up GEMM's 64 or
- * 128 rows per tile; the down GEMM's 64 / 128 x 128 / 256), on the
+ * moe_tune.c - loom_moe_mlp_tune: times loom_moe_mlp's three forms (the
+ * combine fused into the down GEMM's epilogue, the unfused sequence, and
+ * the dispatch fused into the gate/up GEMM's prologue as well), each with
+ * tiles of its two grouped GEMMs (the gate/up GEMM's 64 or 128 rows per
+ * tile; the down GEMM's 64 / 128 x 128 / 256; fused-all: the dispatch's
+ * blocks beside the GEMM), on the
  * caller's arguments, and records the fastest in the tuning cache
  * (core/tune.h, LOOM_TUNE_FILE), which AUTO calls of the same shape and
  * tokens' bucket then run (moe_mlp.c, moe_mlp_resolve).
  *
- * The default (fused, the model's tiles) and the 16 candidates are timed
+ * The default (fused, the model's tiles) and the 22 candidates are timed
  * in MOE_TUNE_ROUNDS rounds over all of them in turn, each time 1 warm-up
  * call and 4 timed back to back on `stream`, the time the largest over the
  * ranks (an NCCL all-reduce, so every rank records the same winner). A
@@ -22,7 +24,7 @@
  *
  * Key: "moe mlp W<W> <sms>sm H<H> F<F> E<E> k<k> <dtype> cap<capacity>
  * t<bucket>" (bucket: the next power of two of the tokens); value:
- * "path=<1 fused | 2 unfused> up=<bm> down=<bm>x<bn>".
+ * "path=<1 fused | 2 unfused | 3 fused all> up=<bm> down=<bm>x<bn>[ disp=<blocks>]".
  */
 #include <stdio.h>
 
@@ -35,7 +37,7 @@
 #include "ops/moe/moe.h"
 
 #define MOE_TUNE_ROUNDS 3 /* moe_median3 */
-#define MOE_TUNE_CANDIDATES 17
+#define MOE_TUNE_CANDIDATES 23
 #define MOE_TUNE_MARGIN 0.02f
 
 static float moe_median3(float a, float b, float c) {
@@ -79,17 +81,23 @@ static loom_result_t moe_tune_record(loom_plan_t plan, const loom_moe_state_t *s
   return LOOM_SUCCESS;
 }
 
-/* The candidates: the default (fused, the model's tiles) first, then each
- * form with each gate/up rows per tile and each down tile (17). */
-static int moe_tune_candidates(loom_moe_mlp_choice_t *c) {
+/* The candidates: the default (fused, the model's tiles) first, then the
+ * fused and unfused forms with each gate/up rows per tile and each down
+ * tile (16), then the fused-all form with each gate/up rows per tile and an
+ * eighth, a quarter or half of the SMs' worth of dispatch blocks (6; the
+ * model's down tile): 23. */
+static int moe_tune_candidates(loom_moe_mlp_choice_t *c, int sms) {
   static const int tiles[4][2] = {{64, 128}, {64, 256}, {128, 128}, {128, 256}};
   int n = 0;
-  c[n++] = (loom_moe_mlp_choice_t){LOOM_MOE_MLP_FUSED, 0, 0, 0};
+  c[n++] = (loom_moe_mlp_choice_t){LOOM_MOE_MLP_FUSED, 0, 0, 0, 0};
   for (int f = 0; f < 2; ++f)
     for (int up = 64; up <= 128; up += 64)
       for (int t = 0; t < 4; ++t)
         c[n++] = (loom_moe_mlp_choice_t){f == 0 ? LOOM_MOE_MLP_FUSED : LOOM_MOE_MLP_UNFUSED, up, tiles[t][0],
-                                         tiles[t][1]};
+                                         tiles[t][1], 0};
+  for (int up = 64; up <= 128; up += 64)
+    for (int part = 8; part >= 2; part /= 2)
+      c[n++] = (loom_moe_mlp_choice_t){LOOM_MOE_MLP_FUSED_ALL, up, 0, 0, sms / part > 0 ? sms / part : 1};
   return n;
 }
 
@@ -104,7 +112,7 @@ loom_result_t loom_moe_mlp_tune(loom_plan_t plan, const void *x, const int32_t *
   float *dev_ms = NULL;
   LOOM_CUDA(cudaMalloc((void **)&dev_ms, sizeof *dev_ms));
   loom_moe_mlp_choice_t cand[MOE_TUNE_CANDIDATES];
-  const int nc = moe_tune_candidates(cand);
+  const int nc = moe_tune_candidates(cand, plan->comm->sm_count);
   float t[MOE_TUNE_ROUNDS][MOE_TUNE_CANDIDATES];
   loom_result_t r = LOOM_SUCCESS;
   /* rounds over every candidate in turn: a drift of the clocks over the

@@ -10,12 +10,14 @@
  *  - bound per element: 0.03 of the row's rms + 1/128 of the value (act, h
  *    and y are rounded to the dtype between the steps; a wrong expert, a
  *    lost row or a wrong weight errs by O(rms));
- *  - both forms (desc.mlp_path): every call runs the fused form (the combine
- *    in the down GEMM's epilogue) on one plan and again on a second plan
- *    whose even ranks run the unfused form and odd ranks the fused one (at
- *    W = 1 unfused alone, at W = 2 a mix): the outputs bit-identical;
+ *  - the three forms (desc.mlp_path): every call runs the fused form (the
+ *    combine in the down GEMM's epilogue) on one plan, again on a second
+ *    plan whose ranks run unfused, fused-all, fused, unfused, ... (at W = 1
+ *    unfused alone, at W = 2 unfused beside fused-all), and on a third
+ *    whose ranks all run fused-all (the dispatch in the gate/up GEMM's
+ *    prologue too): the outputs bit-identical;
  *  - a CUDA graph of one call, replayed with alternating routings: each
- *    replay bit-identical to the eager call of its routing (either form);
+ *    replay bit-identical to the eager call of its routing (each form);
  *  - loom_moe_mlp_tune: a form recorded, its output the layer's, and the
  *    AUTO call after it the same bits.
  * Weights: every rank draws every expert's (the case's seed) and uploads
@@ -181,7 +183,7 @@ static loom_result_t upload(const mlp_case_t *c, const mlp_inputs_t *in, int me,
 /* Everything a case runs on: the plan (desc from c), its info, a stream,
  * the weights (host) and the device buffers for up to c->tokens tokens. */
 typedef struct mlp_env {
-  loom_plan_t plan, mixed; /* the forms asked for; even ranks unfused, odd ranks fused */
+  loom_plan_t plan, mixed, all; /* the form asked for; ranks' forms mixed (mlp_open); every rank fused-all */
   loom_moe_plan_info_t info;
   cudaStream_t s;
   mlp_weights_t wt;
@@ -192,6 +194,7 @@ static void mlp_close(mlp_env_t *e) {
   if (e->s) cudaStreamSynchronize(e->s);
   if (e->plan) CHECK_RESULT(loom_plan_destroy(e->plan), LOOM_SUCCESS);
   if (e->mixed) CHECK_RESULT(loom_plan_destroy(e->mixed), LOOM_SUCCESS);
+  if (e->all) CHECK_RESULT(loom_plan_destroy(e->all), LOOM_SUCCESS);
   cudaFree(e->dv.x), cudaFree(e->dv.out), cudaFree(e->dv.ids), cudaFree(e->dv.w), cudaFree(e->dv.gate_up);
   cudaFree(e->dv.down);
   if (e->s) cudaStreamDestroy(e->s);
@@ -200,7 +203,7 @@ static void mlp_close(mlp_env_t *e) {
 }
 
 /* 0, or -1 after a failed check (mlp_close cleans up either way). path:
- * the form of e->plan; me >= 0: e->mixed too (rank me). */
+ * the form of e->plan; me >= 0: e->mixed and e->all too (rank me). */
 static int mlp_open(loom_comm_t comm, const mlp_case_t *c, loom_moe_mlp_path_t path, int me, mlp_env_t *e) {
   memset(e, 0, sizeof *e);
   const size_t row = (size_t)c->hidden * loom_dtype_size(c->dtype), tmax = (size_t)c->tokens;
@@ -209,8 +212,13 @@ static int mlp_open(loom_comm_t comm, const mlp_case_t *c, loom_moe_mlp_path_t p
   d.capacity = c->capacity, d.dtype = c->dtype, d.ffn = c->ffn, d.mlp_path = path;
   mlp_dev_t *dv = &e->dv;
   CHECK_LOOM_OR(loom_plan_moe(comm, &d, &e->plan), return -1);
-  d.mlp_path = me % 2 == 0 ? LOOM_MOE_MLP_UNFUSED : LOOM_MOE_MLP_FUSED;
+  /* rank r's form in the mixed plan: W = 2 mixes the unfused sequence with
+   * the dispatch in the GEMM's prologue, W >= 3 all three */
+  static const loom_moe_mlp_path_t mix[3] = {LOOM_MOE_MLP_UNFUSED, LOOM_MOE_MLP_FUSED_ALL, LOOM_MOE_MLP_FUSED};
+  d.mlp_path = mix[(me < 0 ? 0 : me) % 3];
   if (me >= 0) CHECK_LOOM_OR(loom_plan_moe(comm, &d, &e->mixed), return -1);
+  d.mlp_path = LOOM_MOE_MLP_FUSED_ALL;
+  if (me >= 0) CHECK_LOOM_OR(loom_plan_moe(comm, &d, &e->all), return -1);
   e->info = (loom_moe_plan_info_t)LOOM_MOE_PLAN_INFO_INIT;
   CHECK_LOOM_OR(loom_moe_plan_info(e->plan, &e->info), return -1);
   CHECK_CUDA_OR(cudaStreamCreateWithFlags(&e->s, cudaStreamNonBlocking), return -1);
@@ -251,6 +259,11 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const mlp_case_t *c)
     CUDA_OK(cudaMemcpyAsync(hmix, e.dv.out, (size_t)T * row, cudaMemcpyDeviceToHost, e.s));
     CUDA_OK(cudaStreamSynchronize(e.s));
     CHECK_EQ_INT(count_far(c, hout, in.out[me], T, me, round), 0);
+    CHECK_EQ_INT(memcmp(hout, hmix, (size_t)T * row), 0);
+    CUDA_OK(cudaMemsetAsync(e.dv.out, 0xff, (size_t)T * row + 16, e.s));
+    LOOM_OK(loom_moe_mlp(e.all, e.dv.x, e.dv.ids, e.dv.w, T, e.dv.gate_up, e.dv.down, e.dv.out, e.s));
+    CUDA_OK(cudaMemcpyAsync(hmix, e.dv.out, (size_t)T * row, cudaMemcpyDeviceToHost, e.s));
+    CUDA_OK(cudaStreamSynchronize(e.s));
     CHECK_EQ_INT(memcmp(hout, hmix, (size_t)T * row), 0);
     inputs_free(&in, W);
   }
@@ -356,7 +369,7 @@ out:
 }
 
 LOOM_TEST(gpu_moe_mlp_graph_replays_w2) {
-  static const loom_moe_mlp_path_t forms[] = {LOOM_MOE_MLP_FUSED, LOOM_MOE_MLP_UNFUSED};
+  static const loom_moe_mlp_path_t forms[] = {LOOM_MOE_MLP_FUSED, LOOM_MOE_MLP_UNFUSED, LOOM_MOE_MLP_FUSED_ALL};
   const loom_case_suite_t su = {forms, sizeof *forms, N(forms), 30000, run_graph};
   if (loom_test_gpus(2) && sm90_gemm_or_skip()) loom_case_suite_run(2, LAUNCH_TIMEOUT_S, &su);
 }
@@ -383,9 +396,9 @@ static int run_tune(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *unused) 
   LOOM_OK(loom_moe_mlp_tune(e.plan, dv->x, dv->ids, dv->w, T, dv->gate_up, dv->down, dv->out, e.s));
   loom_moe_mlp_path_t p = LOOM_MOE_MLP_AUTO;
   LOOM_OK(loom_moe_mlp_path(e.plan, T, &p));
-  CHECK(p == LOOM_MOE_MLP_FUSED || p == LOOM_MOE_MLP_UNFUSED);
-  fprintf(stderr, "rank %d: tuned form %s for %lld tokens\n", me, p == LOOM_MOE_MLP_FUSED ? "fused" : "unfused",
-          (long long)T);
+  CHECK(p == LOOM_MOE_MLP_FUSED || p == LOOM_MOE_MLP_UNFUSED || p == LOOM_MOE_MLP_FUSED_ALL);
+  fprintf(stderr, "rank %d: tuned form %s for %lld tokens\n", me,
+          p == LOOM_MOE_MLP_FUSED ? "fused" : p == LOOM_MOE_MLP_UNFUSED ? "unfused" : "fused-all", (long long)T);
   CUDA_OK(cudaMemcpyAsync(tuned, dv->out, (size_t)T * row, cudaMemcpyDeviceToHost, e.s));
   CUDA_OK(cudaMemsetAsync(dv->out, 0xff, (size_t)T * row + 16, e.s));
   LOOM_OK(loom_moe_mlp(e.plan, dv->x, dv->ids, dv->w, T, dv->gate_up, dv->down, dv->out, e.s));

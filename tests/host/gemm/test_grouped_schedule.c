@@ -4,7 +4,8 @@
  * each row of each group in exactly one tile row, never a group without
  * rows, at 1..256 groups with rows 0, 1, bm - 1, bm, bm + 1 and random,
  * several tile widths and bands; a malformed table (decreasing, negative,
- * past R) never places a tile outside [0, R).
+ * past R) never places a tile outside [0, R); the arrival wait of a tile
+ * names exactly the sources of its rows.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -109,4 +110,54 @@ LOOM_TEST(grouped_schedule_clamps_a_malformed_table) {
     if (bad) loom_test_fail(__FILE__, __LINE__, "rep %d G=%d R=%lld: a tile outside [0, R) or its group", rep, G,
                             (long long)R);
   }
+}
+
+/* The arrival wait's sources (loom__grouped_arrival_next): for segments of
+ * 1..64 sources (empty ones among them, a column of a strided table) and
+ * every tile of bm rows of the group, exactly the sources whose non-empty
+ * segment overlaps the tile's rows, in order; and those segments cover
+ * every row of the tile that lies in the group. */
+LOOM_TEST(grouped_arrival_waits_for_exactly_the_tiles_sources) {
+  uint64_t s = 0x61727269ull;
+  static int32_t table[64 * 7];
+  int checked = 0;
+  for (int rep = 0; rep < 400; ++rep) {
+    const int S = 1 + (int)(next(&s) % 64), stride = 7, col = (int)(next(&s) % stride);
+    const int64_t lo = (int64_t)(next(&s) % 1000);
+    int64_t rows = 0;
+    for (int q = 0; q < S; ++q) {
+      const uint64_t k = next(&s) % 4;
+      table[q * stride + col] = k == 0 ? 0 : k == 1 ? 1 : (int32_t)(next(&s) % 300);
+      rows += table[q * stride + col];
+    }
+    const int bm = rep % 2 ? 64 : 128;
+    for (int64_t r0 = lo; r0 < lo + rows; r0 += bm) {
+      const int64_t r1 = r0 + bm < lo + rows ? r0 + bm : lo + rows;
+      int want[64], nw = 0;
+      int64_t at = lo;
+      for (int q = 0; q < S; ++q) {
+        const int64_t n = table[q * stride + col];
+        if (n > 0 && at < r1 && at + n > r0) want[nw++] = q;
+        at += n;
+      }
+      int got = 0, bad = 0;
+      int64_t covered = 0;
+      at = lo;
+      for (int q = loom__grouped_arrival_next(table + col, stride, S, 0, &at, r0, r1); q < S;
+           q = loom__grouped_arrival_next(table + col, stride, S, q + 1, &at, r0, r1)) {
+        bad += got >= nw || want[got] != q;
+        const int64_t b = at - table[q * stride + col], e = at; /* the segment just passed */
+        covered += (e < r1 ? e : r1) - (b > r0 ? b : r0);
+        ++got;
+      }
+      bad += got != nw || covered != r1 - r0;
+      ++checked;
+      if (bad) {
+        loom_test_fail(__FILE__, __LINE__, "rep %d S=%d tile [%lld, %lld): %d sources, %d expected, %lld rows covered",
+                       rep, S, (long long)r0, (long long)r1, got, nw, (long long)covered);
+        return;
+      }
+    }
+  }
+  printf("    %d tiles checked\n", checked);
 }

@@ -48,7 +48,7 @@ LOOM_TEST(moe_plan_checks_name_each_field) {
   BAD_FIELD(b.max_tokens = -1, "desc->max_tokens=-1");
   BAD_FIELD(b.capacity = -5, "desc->capacity=-5");
   BAD_FIELD((b.max_tokens = (int64_t)1 << 27, b.topk = 8, b.experts = 64), "worst-case rows");
-  BAD_FIELD(b.mlp_path = 3, "desc->mlp_path=3");
+  BAD_FIELD(b.mlp_path = 4, "desc->mlp_path=4");
   BAD_FIELD(b.mlp_path = -1, "desc->mlp_path=-1");
 #undef BAD_FIELD
   /* fp32 rows of 4 elements are 16 bytes: fine; a capacity bounds the buffer */
@@ -67,6 +67,8 @@ LOOM_TEST(moe_wait_sites_are_named) {
   CHECK(strstr(loom__wait_site_name(LOOM_SITE_MOE_COMB_READY), "MoE combine") != NULL);
   CHECK(strstr(loom__wait_site_name(LOOM_SITE_MOE_COMB_DONE), "MoE combine") != NULL);
   CHECK(strstr(loom__wait_site_name(LOOM_SITE_MOE_GRID), "grid barrier") != NULL);
+  CHECK(strstr(loom__wait_site_name(LOOM_SITE_MOE_LAYOUT), "gate/up GEMM") != NULL);
+  CHECK(strstr(loom__wait_site_name(LOOM_SITE_MOE_ARRIVED), "a source's rows of an expert") != NULL);
   CHECK_EQ_INT(loom__wait_site_clashes(), 0);
 }
 
@@ -89,13 +91,14 @@ LOOM_TEST(moe_mlp_tuning_key_bucket_and_entry) {
   CHECK(loom__moe_mlp_tune_key(&d, 2, 132, 129, key2, sizeof key2) && strcmp(key, key2) != 0);
   CHECK(!loom__moe_mlp_tune_key(&d, 2, 132, 100, key2, 10)); /* does not fit */
   /* a choice formatted and parsed back; the defaults' tiles (0) too */
-  const loom_moe_mlp_choice_t each[3] = {{LOOM_MOE_MLP_FUSED, 64, 128, 256},
-                                         {LOOM_MOE_MLP_UNFUSED, 128, 64, 128},
-                                         {LOOM_MOE_MLP_FUSED, 0, 0, 0}};
-  for (int i = 0; i < 3; ++i) {
+  const loom_moe_mlp_choice_t each[4] = {{LOOM_MOE_MLP_FUSED, 64, 128, 256, 0},
+                                         {LOOM_MOE_MLP_UNFUSED, 128, 64, 128, 0},
+                                         {LOOM_MOE_MLP_FUSED, 0, 0, 0, 0},
+                                         {LOOM_MOE_MLP_FUSED_ALL, 64, 0, 0, 33}};
+  for (int i = 0; i < 4; ++i) {
     char text[80];
     loom__moe_mlp_tune_format(&each[i], text, sizeof text);
-    loom_moe_mlp_choice_t back = {LOOM_MOE_MLP_AUTO, -1, -1, -1};
+    loom_moe_mlp_choice_t back = {LOOM_MOE_MLP_AUTO, -1, -1, -1, -1};
     CHECK_RESULT(loom__moe_mlp_tune_parse(text, &back), LOOM_SUCCESS);
     CHECK(memcmp(&back, &each[i], sizeof back) == 0);
   }
@@ -104,9 +107,14 @@ LOOM_TEST(moe_mlp_tuning_key_bucket_and_entry) {
   CHECK_EQ_INT((int)p.path, LOOM_MOE_MLP_UNFUSED);
   CHECK_EQ_INT(p.up_bm, 128);
   CHECK_EQ_INT(p.down_bm * 1000 + p.down_bn, 128256);
-  static const char *const bad[] = {"path=0 up=0 down=0x0",      "path=3 up=0 down=0x0",     "path=1 up=32 down=0x0",
+  CHECK_EQ_INT(p.disp, 0);
+  CHECK_RESULT(loom__moe_mlp_tune_parse("path=3 up=0 down=0x0 disp=16", &p), LOOM_SUCCESS);
+  CHECK_EQ_INT((int)p.path * 1000 + p.disp, 3016);
+  static const char *const bad[] = {"path=0 up=0 down=0x0",      "path=4 up=0 down=0x0",     "path=1 up=32 down=0x0",
                                     "path=1 up=64 down=96x128",  "path=1 up=64 down=64x192", "path=1 up=64 down=64x128 x",
-                                    "path=1",                    "path=1 up=64 down=64",      ""};
+                                    "path=1",                    "path=1 up=64 down=64",      "",
+                                    "path=3 up=0 down=0x0 disp=-1", "path=3 up=0 down=0x0 disp=70000",
+                                    "path=3 up=0 down=0x0 disp=8 y"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
     CHECK_RESULT(loom__moe_mlp_tune_parse(bad[i], &p), LOOM_ERR_INVALID_ARGUMENT);
     CHECK_MSG("expected \"path=");

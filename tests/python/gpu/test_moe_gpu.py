@@ -76,7 +76,7 @@ def _mlp_and_steps(rank, world):
             assert err_ident < 1e-2, f"dispatch + combine: relative error {err_ident}"
 
             assert moe.mlp_form(x.shape[0]) == "fused"  # auto, nothing tuned
-            for form in ("fused", "unfused"):  # each form forced: the same bits
+            for form in ("fused", "unfused", "fused_all"):  # each form forced: the same bits
                 with loom.MoE(comm, H, E, K, TMAX, ffn=FFN, mlp_path=form) as forced:
                     assert forced.mlp_form(x.shape[0]) == form
                     got = forced.mlp(x, i, w, gate_up, down)
@@ -88,7 +88,7 @@ def _mlp_and_steps(rank, world):
             torch.cuda.synchronize()
             err_tuned = _rel(tuned, _layer_ref(xs[rank], ids[rank], ws[rank], wg, wu, wd))
             assert err_tuned < 3e-2, f"mlp_tune: relative error {err_tuned}"
-            assert moe.mlp_form(x.shape[0]) in ("fused", "unfused")
+            assert moe.mlp_form(x.shape[0]) in ("fused", "unfused", "fused_all")
             assert torch.equal(moe.mlp(x, i, w, gate_up, down), tuned), "mlp after mlp_tune differs from its output"
 
             with pytest.raises(loom.InvalidArgumentError, match="ids"):
