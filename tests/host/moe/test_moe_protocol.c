@@ -12,7 +12,13 @@
  * its outputs straight into the sources' combine buffers (no ready wait,
  * no send) and the combine kernel stores ready, done, and reduces (moe.h
  * says why no ready wait is needed there; a mutation that fuses a second
- * combine, where it would be needed, is caught). Each buffer region
+ * combine, where it would be needed, is caught). Such a cycle may also
+ * run the arrival form (the dispatch in the gate/up GEMM's prologue) on
+ * some ranks or all: when any rank of the cycle runs it (the counts' top
+ * bit), every source also signals arrived after its send; a rank of that
+ * form skips the dispatch's delivered wait, and its expert step waits for
+ * arrived from every source instead (a mutation without that wait is
+ * caught). Each buffer region
  * carries whose data it holds:
  *   recv[p][s]  the rows source s stored in owner p's receive buffer
  *               (c: cycle c's tokens; -c: cycle c's expert outputs)
@@ -39,6 +45,7 @@ enum {
   D_PUBLISH,   /* counts[p][r] = e for every p */
   D_COUNTS,    /* waits: every word of counts[r] at epoch e; reads them */
   D_SEND,      /* recv[p][r] = c for every p */
+  D_ARRIVED,   /* arrived[p][r] = e (when a rank of the cycle runs the arrival form) */
   D_DELIVERED, /* delivered[p][r] = e */
   D_WAIT,      /* waits: delivered[r][s] >= e for every s */
   X_EXPERTS,   /* reads recv[r][*] (c), writes them (-c) */
@@ -47,7 +54,8 @@ enum {
   C_SEND,      /* reads recv[r][*] (-c); comb[s][r] = e for every s */
   C_DONE,      /* comb_done[p][r] = e */
   C_REDUCE,    /* waits: comb_done[r][s] >= e; reads comb[r][*] (e) */
-  X_SCATTER    /* the fused expert step: reads recv[r][*] (c); comb[s][r] = e (its combine's) */
+  X_SCATTER,   /* the fused expert step: reads recv[r][*] (c); comb[s][r] = e (its combine's) */
+  X_UP         /* the arrival form's gate/up GEMM: waits arrived[r][s] >= e; reads recv[r][*] (c) */
 };
 
 enum {
@@ -56,11 +64,15 @@ enum {
   M_NO_READY_WAIT,    /* the combine sends without its buffers' ready wait */
   M_ANY_COUNTS,       /* the counts wait takes any stored word (epoch != 0), not this call's */
   M_NO_DELIVER_WAIT,  /* the dispatch completes without the delivered wait */
-  M_FUSED_SECOND      /* the second of two combines fused (no dispatch just before it) */
+  M_FUSED_SECOND,     /* the second of two combines fused (no dispatch just before it) */
+  M_NO_ARRIVAL_WAIT   /* the arrival form's GEMM reads the rows without waiting for arrived */
 };
 
-/* Which ranks fuse their single-combine cycles. */
-enum { FUSE_NONE, FUSE_ALL, FUSE_MIXED /* rank + cycle odd */ };
+/* The forms of the single-combine cycles: every rank unfused, fused or
+ * arrival; fused on odd rank + cycle; unfused / fused / arrival by (rank +
+ * cycle) % 3. */
+enum { FUSE_NONE, FUSE_ALL, FUSE_MIXED, FUSE_ARRIVAL, FUSE_MIXED3, FUSE_MODES };
+enum { FORM_UNFUSED, FORM_FUSED, FORM_ARRIVAL };
 
 typedef struct step {
   int kind, cycle;
@@ -69,7 +81,7 @@ typedef struct step {
 
 typedef struct moe_sim {
   int W, mutate;
-  uint32_t *counts, *delivered, *ready, *done; /* [r * W + s]: rank r's word of source s */
+  uint32_t *counts, *delivered, *ready, *done, *arrived; /* [r * W + s]: rank r's word of source s */
   int *recv, *comb;                            /* [p * W + s] */
 } moe_sim_t;
 
@@ -95,6 +107,7 @@ static int ready(const moe_sim_t *sim, int r, const step_t *st) {
     case D_WAIT: return sim->mutate == M_NO_DELIVER_WAIT || all_reached(sim, sim->delivered, r, st->e);
     case C_WAIT: return sim->mutate == M_NO_READY_WAIT || all_reached(sim, sim->ready, r, st->e);
     case C_REDUCE: return all_reached(sim, sim->done, r, st->e);
+    case X_UP: return sim->mutate == M_NO_ARRIVAL_WAIT || all_reached(sim, sim->arrived, r, st->e);
     default: return 1;
   }
 }
@@ -108,7 +121,11 @@ static int run(moe_sim_t *sim, int r, const step_t *st) {
         if (AT(sim->counts, r, q) != st->e) return 0;
         break;
       case D_SEND: AT(sim->recv, q, r) = c; break;
+      case D_ARRIVED: AT(sim->arrived, q, r) = st->e; break;
       case D_DELIVERED: AT(sim->delivered, q, r) = st->e; break;
+      case X_UP:
+        if (AT(sim->recv, r, q) != c) return 0;
+        break;
       case X_EXPERTS:
         if (AT(sim->recv, r, q) != c) return 0;
         AT(sim->recv, r, q) = -c;
@@ -131,20 +148,39 @@ static int run(moe_sim_t *sim, int r, const step_t *st) {
   return 1;
 }
 
-/* Rank r's step list: `cycles` cycles of a dispatch, then no combine
- * (c % 3 == 0), two (c % 3 == 1) or one; each call takes the next epoch
- * (the same on every rank). A fused combine (per `fuse`; the second of two
- * under M_FUSED_SECOND) replaces the expert step, its wait and its send by
- * the scatter. */
-static int build(int cycles, int r, int fuse, int mutate, step_t *st, int cap) {
+/* Rank r's form in a single-combine cycle c. */
+static int form_of(int fuse, int r, int c) {
+  switch (fuse) {
+    case FUSE_ALL: return FORM_FUSED;
+    case FUSE_MIXED: return (r + c) % 2 == 1 ? FORM_FUSED : FORM_UNFUSED;
+    case FUSE_ARRIVAL: return FORM_ARRIVAL;
+    case FUSE_MIXED3: return (r + c) % 3;
+    default: return FORM_UNFUSED;
+  }
+}
+
+/* Rank r's step list (of W ranks): `cycles` cycles of a dispatch, then no
+ * combine (c % 3 == 0), two (c % 3 == 1) or one; each call takes the next
+ * epoch (the same on every rank). A fused combine (per `fuse`; the second
+ * of two under M_FUSED_SECOND) replaces the expert step, its wait and its
+ * send by the scatter; the arrival form also drops the delivered wait and
+ * puts its GEMM's wait for arrived before the scatter. Every source signals
+ * arrived where some rank of the cycle runs the arrival form. */
+static int build(int W, int cycles, int r, int fuse, int mutate, step_t *st, int cap) {
   int n = 0;
   uint32_t e = 0;
   for (int c = 1; c <= cycles; ++c) {
-    const int kinds[] = {D_PUBLISH, D_COUNTS, D_SEND, D_DELIVERED, D_WAIT};
-    ++e;
-    for (size_t k = 0; k < sizeof kinds / sizeof *kinds && n < cap; ++k) st[n++] = (step_t){kinds[k], c, e};
     const int combines = c % 3 == 0 ? 0 : c % 3 == 1 ? 2 : 1;
-    const int fused1 = combines == 1 && (fuse == FUSE_ALL || (fuse == FUSE_MIXED && (r + c) % 2 == 1));
+    const int form = combines == 1 ? form_of(fuse, r, c) : FORM_UNFUSED;
+    int any_arrival = 0;
+    for (int q = 0; q < W && combines == 1; ++q) any_arrival |= form_of(fuse, q, c) == FORM_ARRIVAL;
+    const int kinds[] = {D_PUBLISH, D_COUNTS, D_SEND, D_ARRIVED, D_DELIVERED, D_WAIT};
+    ++e;
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds && n < cap; ++k)
+      if ((kinds[k] != D_ARRIVED || any_arrival) && (kinds[k] != D_WAIT || form != FORM_ARRIVAL))
+        st[n++] = (step_t){kinds[k], c, e};
+    const int fused1 = form != FORM_UNFUSED;
+    if (form == FORM_ARRIVAL && n < cap) st[n++] = (step_t){X_UP, c, e};
     if (!fused1 && n < cap) st[n++] = (step_t){X_EXPERTS, c, e};
     for (int j = 0; j < combines; ++j) {
       ++e;
@@ -165,11 +201,11 @@ static int play(int W, int cycles, uint64_t seed, int mutate, int fuse) {
   sim.W = W, sim.mutate = mutate;
   const size_t n2 = (size_t)W * (size_t)W;
   sim.counts = (uint32_t *)calloc(n2, 4), sim.delivered = (uint32_t *)calloc(n2, 4);
-  sim.ready = (uint32_t *)calloc(n2, 4), sim.done = (uint32_t *)calloc(n2, 4);
+  sim.ready = (uint32_t *)calloc(n2, 4), sim.done = (uint32_t *)calloc(n2, 4), sim.arrived = (uint32_t *)calloc(n2, 4);
   sim.recv = (int *)calloc(n2, sizeof(int)), sim.comb = (int *)calloc(n2, sizeof(int));
   step_t(*steps)[256] = (step_t(*)[256])malloc(sizeof *steps * (size_t)W);
   int *len = (int *)malloc(sizeof(int) * (size_t)W);
-  for (int r = 0; r < W; ++r) len[r] = build(cycles, r, fuse, mutate, steps[r], 256);
+  for (int r = 0; r < W; ++r) len[r] = build(W, cycles, r, fuse, mutate, steps[r], 256);
   int *pc = (int *)calloc((size_t)W, sizeof(int)), *cand = (int *)malloc(sizeof(int) * (size_t)W);
   uint64_t x = seed | 1;
   int rc = 0;
@@ -194,15 +230,16 @@ static int play(int W, int cycles, uint64_t seed, int mutate, int fuse) {
     pc[r]++;
   }
   free(pc), free(cand), free(steps), free(len);
-  free(sim.counts), free(sim.delivered), free(sim.ready), free(sim.done), free(sim.recv), free(sim.comb);
+  free(sim.counts), free(sim.delivered), free(sim.ready), free(sim.done), free(sim.arrived), free(sim.recv);
+  free(sim.comb);
   return rc;
 }
 
 LOOM_TEST(moe_protocol_no_stale_read_no_deadlock_w1_to_16) {
   static const int worlds[] = {1, 2, 3, 4, 8, 16};
-  static const char *const fuses[] = {"unfused", "fused", "mixed"};
+  static const char *const fuses[] = {"unfused", "fused", "mixed", "arrival", "three forms mixed"};
   for (size_t wi = 0; wi < sizeof worlds / sizeof *worlds; ++wi)
-    for (int fuse = FUSE_NONE; fuse <= FUSE_MIXED; ++fuse)
+    for (int fuse = FUSE_NONE; fuse < FUSE_MODES; ++fuse)
       for (uint64_t seed = 1; seed <= 200; ++seed) {
         const int rc = play(worlds[wi], 7, seed * 0x9e3779b97f4a7c15ull + (uint64_t)wi, M_NONE, fuse);
         if (rc)
@@ -217,18 +254,20 @@ LOOM_TEST(moe_protocol_no_stale_read_no_deadlock_w1_to_16) {
  * source's combine buffer while that source still reduces the first (and
  * so does a fused second combine: the fused form relies on the dispatch
  * just before it); without the delivered wait the experts read rows not
- * yet there. Some interleaving shows each. */
+ * yet there, and so does the arrival form's GEMM without its wait for
+ * arrived. Some interleaving shows each. */
 LOOM_TEST(moe_protocol_model_catches_a_missing_wait) {
   static const char *const names[] = {"",
                                       "no counts wait",
                                       "no ready wait",
                                       "any counts word",
                                       "no delivered wait",
-                                      "a fused second combine"};
-  for (int mutate = M_NO_COUNTS_WAIT; mutate <= M_FUSED_SECOND; ++mutate) {
+                                      "a fused second combine",
+                                      "no arrival wait"};
+  for (int mutate = M_NO_COUNTS_WAIT; mutate <= M_NO_ARRIVAL_WAIT; ++mutate) {
     int caught = 0;
-    for (uint64_t seed = 1; seed <= 2000 && !caught; ++seed)
-      caught = play(2 + (int)(seed % 3), 7, seed * 0x9e3779b97f4a7c15ull, mutate, (int)(seed % 3)) == 2;
+    for (uint64_t seed = 1; seed <= 4000 && !caught; ++seed)
+      caught = play(2 + (int)(seed % 3), 7, seed * 0x9e3779b97f4a7c15ull, mutate, (int)(seed % FUSE_MODES)) == 2;
     if (!caught) loom_test_fail(__FILE__, __LINE__, "mutation \"%s\" went unnoticed", names[mutate]);
   }
 }
