@@ -19,7 +19,9 @@
  *  - a CUDA graph of one call, replayed with alternating routings: each
  *    replay bit-identical to the eager call of its routing (each form);
  *  - loom_moe_mlp_tune: a form recorded, its output the layer's, and the
- *    AUTO call after it the same bits.
+ *    AUTO call after it the same bits;
+ *  - a peer that never calls: the fused-all call returns with
+ *    LOOM_ERR_TIMEOUT naming the wait.
  * Weights: every rank draws every expert's (the case's seed) and uploads
  * its own experts in loom's layout ([out, in] per expert, gate rows first).
  * Tests of the layer skip without loom's sm90 GEMM.
@@ -30,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime.h>
 
@@ -418,4 +421,47 @@ LOOM_TEST(gpu_moe_mlp_tune_w2) {
   static const int one = 0;
   const loom_case_suite_t su = {&one, sizeof one, 1, 30000, run_tune};
   if (loom_test_gpus(2) && sm90_gemm_or_skip()) loom_case_suite_run(2, LAUNCH_TIMEOUT_S, &su);
+}
+
+/* Rank 1 never calls: rank 0's fused-all call (the dispatch and the
+ * gate/up GEMM beside it, which waits for the dispatch's layout and for
+ * each tile's rows) returns, the wait that expired named, and the next
+ * call reports it. Nothing hangs. */
+static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
+  (void)arg;
+  const mlp_case_t c = {8, 2, 256, 512, 64, 0, LOOM_BF16, LOOM_ROUTE_UNIFORM, 1, 0};
+  const int fails0 = loom_test_failures, me = ctx->rank;
+  loom_comm_t comm = NULL;
+  mlp_env_t e;
+  memset(&e, 0, sizeof e);
+  mlp_inputs_t in;
+  memset(&in, 0, sizeof in);
+  loom_config_t cfg = LOOM_CONFIG_INIT;
+  cfg.timeout_ms = 500;
+  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, &cfg, &comm), return 1);
+  if (mlp_open(comm, &c, LOOM_MOE_MLP_FUSED_ALL, -1, &e) != 0) goto out;
+  if (me == 0) {
+    CHECK(inputs_make(&c, ctx->size, 0, &e.wt, &in) == 0);
+    const int64_t T = in.T[me];
+    LOOM_OK(upload(&c, &in, me, &e.dv, e.s));
+    LOOM_OK(loom_moe_mlp(e.plan, e.dv.x, e.dv.ids, e.dv.w, T, e.dv.gate_up, e.dv.down, e.dv.out, e.s));
+    CUDA_OK(cudaStreamSynchronize(e.s)); /* returns: every wait is bounded */
+    CHECK_RESULT(loom_comm_get_async_error(comm), LOOM_ERR_TIMEOUT);
+    CHECK_MSG("MoE dispatch");
+    printf("  rank 0: %s\n", loom_last_error());
+    CHECK_RESULT(loom_moe_mlp(e.plan, e.dv.x, e.dv.ids, e.dv.w, T, e.dv.gate_up, e.dv.down, e.dv.out, e.s),
+                 LOOM_ERR_TIMEOUT);
+  } else {
+    sleep(2);
+  }
+out:
+  inputs_free(&in, ctx->size);
+  mlp_close(&e);
+  if (comm) CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
+  return loom_test_failures != fails0;
+}
+
+LOOM_TEST(gpu_moe_mlp_absent_peer_times_out_w2) {
+  if (loom_test_gpus(2) && sm90_gemm_or_skip())
+    CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent_peer, NULL), 0);
 }
