@@ -80,8 +80,6 @@ static loom_gemm_config_t moe_tile(const loom_grouped_gemm_desc_t *g, int sms, i
   return c;
 }
 
-/* Steps 2-3 on the rows dispatched into the receive buffer; fused: the
- * down GEMM's rows scattered into their sources' combine buffers. */
 /* The arrival wait of the gate/up GEMM (FUSED_ALL): every source's rows
  * of this rank's experts, as the dispatch's layout counted them. */
 static loom_grouped_arrival_t moe_arrival(const loom_moe_state_t *st) {
@@ -98,9 +96,11 @@ static loom_grouped_arrival_t moe_arrival(const loom_moe_state_t *st) {
   return w;
 }
 
-/* Steps 2-3 (up_grid > 0: the gate/up GEMM's blocks, FUSED_ALL's: the SMs
- * the dispatch beside it leaves, so that none of its blocks starts late
- * with its share of the tiles). */
+/* Steps 2-3 on the rows dispatched into the receive buffer; fused: the
+ * down GEMM's rows scattered into their sources' combine buffers; fused
+ * all: the gate/up GEMM on arriving rows too, its blocks (up_grid) the SMs
+ * the dispatch beside it leaves, so that none of them starts late with its
+ * share of the tiles. */
 static loom_result_t moe_experts(loom_moe_state_t *st, int sms, const void *gate_up, const void *down, int64_t tokens,
                                  const loom_moe_mlp_choice_t *c, int up_grid, cudaStream_t stream) {
   const loom_moe_desc_t *d = &st->desc;
