@@ -271,6 +271,9 @@ loom_result_t loom__gemm_tensor_map(void *out, const void *ptr, loom_dtype_t t, 
  * (an expired one leaves C unspecified, the comm's error set). */
 typedef struct loom_grouped_arrival {
   loom_dev_epoch_t *epoch;    /* NULL: none (every row is there at launch) */
+  uint32_t *next;             /* device word, 0 between launches: the tiles taken so far (the blocks
+                               * take tiles in turn as they start: some start only when the sender's
+                               * blocks leave; the last block resets it) */
   const uint32_t *ready;      /* local word */
   const uint32_t *arrived;    /* [sources, stride] signal words */
   const int32_t *rows_from;   /* [sources, stride] rows per (source, group column) */

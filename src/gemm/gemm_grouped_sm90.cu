@@ -148,11 +148,12 @@ extern "C" loom_result_t loom__gemm_grouped_sm90_arrival(const loom_grouped_gemm
                                                          const void *b, void *c, const int64_t *offsets,
                                                          const loom_gemm_config_t *cfg, int glu,
                                                          const loom_grouped_arrival_t *arrive, cudaStream_t stream) {
-  if (!arrive || !arrive->epoch || !arrive->ready || !arrive->arrived || !arrive->rows_from || arrive->sources < 1 ||
+  if (!arrive || !arrive->epoch || !arrive->next || !arrive->ready || !arrive->arrived || !arrive->rows_from ||
+      arrive->sources < 1 ||
       arrive->first < 0 || arrive->stride < arrive->first + d->groups || d->has_bias)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "loom_gemm_grouped (arrival): arrive=%p (sources %d, stride %d, first %d, groups %d), "
-                      "has_bias=%d: the arrival wait needs its epoch, ready, arrived and rows_from, every group's "
+                      "has_bias=%d: the arrival wait needs its epoch, tile counter, ready, arrived and rows_from, every group's "
                       "column inside the tables, and no bias",
                       (const void *)arrive, arrive ? arrive->sources : 0, arrive ? arrive->stride : 0,
                       arrive ? arrive->first : 0, d->groups, d->has_bias);

@@ -556,6 +556,41 @@ static __device__ __forceinline__ int loom__sm90_segment(const loom_work_t *w, i
   return sg->step < tiles;
 }
 
+/* The dynamic schedule (a grouped GEMM on arriving rows): the producer
+ * takes the next step from the launch's counter (steps go to the blocks
+ * that are running, not to ones that start late) and hands it to the
+ * consumers through a ring of LOOM_SM90_RING entries (full: the producer's
+ * arrival; empty: the 8 consumer warps'). Past the last tile it hands -1
+ * and both sides stop. Returns 1 with *sg set, 0 at the end. */
+static __device__ __forceinline__ int loom__ring_put(const loom_work_t *w, uint32_t *next, int32_t tiles,
+                                                    volatile int32_t *steps, uint32_t full, uint32_t empty, int *slot,
+                                                    uint32_t *phase, loom_segment_t *sg) {
+  loom__mbar_wait(empty + 8 * *slot, *phase ^ 1);
+  int32_t step = (int32_t)atomicAdd(next, 1u);
+  if (step >= tiles) step = -1;
+  steps[*slot] = step;
+  loom__mbar_arrive(full + 8 * *slot); /* (release at CTA scope: the step is visible to the waiters) */
+  if (++*slot == LOOM_SM90_RING) *slot = 0, *phase ^= 1;
+  sg->step = step, sg->k0 = 0, sg->k1 = w->kblocks;
+  sg->sk = 0, sg->sk_tile = -1, sg->first = sg->last = (int32_t)blockIdx.x;
+  return step >= 0;
+}
+
+/* A consumer warp's side of the ring: the step (warp-uniform: a shuffle,
+ * ptxas C7518), then lane 0 frees the entry. */
+static __device__ __forceinline__ int loom__ring_get(const loom_work_t *w, volatile int32_t *steps, uint32_t full,
+                                                    uint32_t empty, int lane, int *slot, uint32_t *phase,
+                                                    loom_segment_t *sg) {
+  loom__mbar_wait(full + 8 * *slot, *phase);
+  const int32_t step = __shfl_sync(0xffffffffu, steps[*slot], 0);
+  __syncwarp();
+  if (lane == 0) loom__mbar_arrive(empty + 8 * *slot);
+  if (++*slot == LOOM_SM90_RING) *slot = 0, *phase ^= 1;
+  sg->step = step, sg->k0 = 0, sg->k1 = w->kblocks;
+  sg->sk = 0, sg->sk_tile = -1, sg->first = sg->last = (int32_t)blockIdx.x;
+  return step >= 0;
+}
+
 /* Where step `step` puts a block (or, with clusters, this block of the
  * pair): tile row tm and column tn, tile id t (hooks' signals), its first
  * row `row` and the end of its rows `end` (m; a grouped GEMM's tile: its
@@ -735,6 +770,12 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
   volatile int *abort_flag = (volatile int *)(smem + STAGES * (A_BYTES + B_BYTES) + EPI_BYTES + STAGES * 16);
   volatile uint32_t *ticket = (volatile uint32_t *)(abort_flag + 1); /* stream-K ticket, broadcast */
   int32_t *gprefix = (int32_t *)(smem + STAGES * (A_BYTES + B_BYTES) + EPI_BYTES + STAGES * 16 + 8); /* GR: [G + 1] */
+  /* GR on arriving rows: the dynamic schedule's ring (steps, then a full
+   * and an empty mbarrier per entry) after the prefix */
+  const bool dyn = GR && args.arrive.epoch != NULL;
+  uint8_t *ring = (uint8_t *)gprefix + (GR ? LOOM_SM90_GROUPED_PREFIX_BYTES(args.groups) : 0);
+  volatile int32_t *ring_step = (volatile int32_t *)(ring + 2 * 8 * LOOM_SM90_RING);
+  const uint32_t ring_full = loom__smem_u32(ring), ring_empty = ring_full + 8 * LOOM_SM90_RING;
 
   /* warp-uniform in the compiler's eyes (a shuffle), so that branches on it
    * do not serialize the wgmma (ptxas C7518) */
@@ -752,6 +793,8 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
        * when all of them are done with it */
       loom__mbar_init(empty + 8 * s, 8 * CL);
     }
+    if (dyn)
+      for (int s = 0; s < LOOM_SM90_RING; ++s) loom__mbar_init(ring_full + 8 * s, 1), loom__mbar_init(ring_empty + 8 * s, 8);
     *abort_flag = 0;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -781,7 +824,12 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       int aborted = 0;
       const uint32_t arrive_e = GR && args.arrive.epoch ? loom__arrival_epoch(args.arrive) : 0u;
       loom_segment_t sg;
-      for (int i = 0; loom__sm90_segment<SK, CL>(&args.work, i, &sg, tiles); ++i) {
+      int rslot = 0;
+      uint32_t rphase = 0;
+      for (int i = 0; dyn ? loom__ring_put(&args.work, args.arrive.next, tiles, ring_step, ring_full, ring_empty,
+                                           &rslot, &rphase, &sg)
+                          : loom__sm90_segment<SK, CL>(&args.work, i, &sg, tiles);
+           ++i) {
         const loom__sm90_tile_t tl = loom__sm90_tile<GR, BM, CL, false>(args, sg.step, crank, gprefix);
         const int tn = tl.tn;
         /* a cluster's last tile row may lie past m (odd tile rows): no A */
@@ -870,7 +918,11 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     const uint32_t empty_peer = CL > 1 ? loom__cluster_addr(empty, crank ^ 1u) : 0;
     if (tma_epi && tid == 0) asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)&tma_c) : "memory");
     loom_segment_t sg;
-    for (int i = 0; loom__sm90_segment<SK, CL>(&args.work, i, &sg, tiles); ++i) {
+    int rslot = 0;
+    uint32_t rphase = 0;
+    for (int i = 0; dyn ? loom__ring_get(&args.work, ring_step, ring_full, ring_empty, lane, &rslot, &rphase, &sg)
+                        : loom__sm90_segment<SK, CL>(&args.work, i, &sg, tiles);
+         ++i) {
       const loom__sm90_tile_t tl = loom__sm90_tile<GR, BM, CL, true>(args, sg.step, crank, gprefix);
       const int row0 = tl.row + part.row;
       const int col0 = tl.tn * BN + part.col;
@@ -1043,7 +1095,10 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
     if (threadIdx.x == 0) {
       const uint32_t e = loom__arrival_epoch(args.arrive);
       asm volatile("griddepcontrol.wait;" ::: "memory");
-      loom__epoch_block_done(args.arrive.epoch, e);
+      if (loom__last_arrival(&args.arrive.epoch->blocks_done, gridDim.x)) {
+        *args.arrive.next = 0u; /* the next launch takes its tiles from 0 */
+        *(volatile uint32_t *)&args.arrive.epoch->epoch = e;
+      }
     }
   }
 #endif /* LOOM_SM90A */

@@ -28,8 +28,9 @@
  * 1024-aligned (the 128B swizzle repeats every 1024 bytes), then the TMA
  * epilogue's buffers (2 warpgroups x bufs x 8 KiB; none in the hooked
  * kernels, which store from registers), then 2 x stages mbarriers, an abort
- * flag and a ticket (16 bytes), a grouped GEMM's tile prefix (G + 1 int32,
- * LOOM_SM90_GROUPED_BYTES), plus 1024 bytes of slack to align the start.
+ * flag and a ticket (16 bytes), a grouped GEMM's tile prefix (G + 1 int32)
+ * and step ring (LOOM_SM90_GROUPED_BYTES), plus 1024 bytes of slack to
+ * align the start.
  * Host tests (tests/host/gemm/test_gemm_sm90_layout.c) check that every shape
  * fits the 227 KiB a block may opt into and that one more stage would not,
  * and that the warpgroups' parts partition the tile and the B stage.
@@ -65,8 +66,12 @@ extern "C" {
 /* Bytes of the TMA epilogue's buffers (both warpgroups); 0 with hooks. */
 #define LOOM_SM90_EPI_BYTES(bm, bn, hooks) ((hooks) ? 0 : 2 * LOOM_SM90_EPI_BUFS(bm, bn) * LOOM_SM90_EPI_BUF)
 
-/* Bytes a grouped GEMM's block adds for its tile prefix (G + 1 int32). */
-#define LOOM_SM90_GROUPED_BYTES(groups) ((4 * ((groups) + 1) + 15) / 16 * 16)
+/* Bytes a grouped GEMM's block adds: its tile prefix (G + 1 int32), then
+ * the ring of its dynamic schedule (LOOM_SM90_RING steps and 2 mbarriers
+ * each: a grouped GEMM on arriving rows takes its tiles from a counter). */
+#define LOOM_SM90_RING 4
+#define LOOM_SM90_GROUPED_PREFIX_BYTES(groups) ((4 * ((groups) + 1) + 15) / 16 * 16)
+#define LOOM_SM90_GROUPED_BYTES(groups) (LOOM_SM90_GROUPED_PREFIX_BYTES(groups) + LOOM_SM90_RING * 20)
 /* Dynamic shared memory of a block with `stages` stages of bm x bn. */
 LOOM_HD size_t loom__sm90_smem_bytes(int32_t bm, int32_t bn, int32_t stages, int32_t bufs, int hooks) {
   return (size_t)stages * (size_t)(LOOM_SM90_A_BYTES(bm) + LOOM_SM90_B_BYTES(bn)) +

@@ -143,6 +143,7 @@ typedef struct loom_moe_kargs {
   size_t arrived_off;               /* signal array [W, E]: arrived[s][x] = e once source s's rows of x are all here */
   uint32_t *ready;                  /* local word: e once this call's layout (expert_off, kept) is written */
   uint32_t *arrivals;               /* local word: 1 when some rank asked for arrival signals this call */
+  uint32_t *gemm_next;              /* local word: the arrival-form GEMM's tile counter (loom_grouped_arrival_t) */
   int32_t *order;                   /* [T_max k] local: this source's kept entries in send order */
   int64_t *sbase;                   /* [E] local: each expert's first position in order */
   int64_t *sscan;                   /* [W ceil(E / W) + 1] local: the send order's prefix sums */

@@ -87,6 +87,7 @@ static loom_grouped_arrival_t moe_arrival(const loom_moe_state_t *st) {
   loom_grouped_arrival_t w;
   memset(&w, 0, sizeof w);
   w.epoch = (loom_dev_epoch_t *)(k->dc.ws + k->epoch_off);
+  w.next = k->gemm_next;
   w.ready = k->ready;
   w.arrived = (const uint32_t *)(k->dc.ws + k->arrived_off);
   w.rows_from = k->kept;

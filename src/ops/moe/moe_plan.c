@@ -156,7 +156,7 @@ static loom_result_t moe_device(loom_comm_t comm, loom_moe_state_t *st, char *co
                                    (size_t)(st->n_local + 1) * sizeof(int64_t),
                                    (size_t)(d->experts + 1) * sizeof(int64_t),
                                    4 * (size_t)W * sizeof(char *),
-                                   5 * sizeof(uint32_t),
+                                   6 * sizeof(uint32_t),
                                    (size_t)(d->max_tokens * d->topk + 1) * sizeof(int32_t),
                                    (size_t)d->experts * sizeof(int64_t),
                                    ((size_t)W * (size_t)((d->experts + W - 1) / W) + 1) * sizeof(int64_t),
@@ -179,7 +179,7 @@ static loom_result_t moe_device(loom_comm_t comm, loom_moe_state_t *st, char *co
   k->recv = pt, k->origin = (int2 *const *)(pt + W), k->combine = pt + 2 * W, k->counts = (unsigned long long *const *)(pt + 3 * W);
   k->count = (uint32_t *)(base + off[MOE_COUNT]);
   k->bar = k->count + 1;
-  k->ready = k->count + 3, k->arrivals = k->count + 4;
+  k->ready = k->count + 3, k->arrivals = k->count + 4, k->gemm_next = k->count + 5;
   k->order = (int32_t *)(base + off[MOE_ORDER]);
   k->sbase = (int64_t *)(base + off[MOE_SBASE]);
   k->sscan = (int64_t *)(base + off[MOE_SSCAN]);
