@@ -61,8 +61,10 @@
  * runs on a quarter of the SMs (or the tuned count), triggers its
  * dependents at its start, stores ready = e after its layout, skips the
  * delivered wait and leaves the epoch unpublished; the gate/up GEMM,
- * launched right after it as a programmatic dependent, takes the other
- * SMs, waits for ready before it reads the offsets and kept, each tile
+ * launched right after it as a programmatic dependent, starts on the
+ * other SMs (its blocks take tiles from a counter: those that start when
+ * the dispatch's blocks leave take what is left), waits for ready before
+ * it reads the offsets and kept, each tile
  * for arrived[s][x] of the sources of its rows (loom_grouped_arrival_t),
  * waits for the dispatch's grid before it exits and publishes e. Every
  * source still tells delivered (a rank of another form waits for it). The
@@ -198,10 +200,9 @@ loom_result_t loom__moe_mlp_buffers(const char *fn, loom_moe_state_t *st);
  * form (this rank's gate/up GEMM, launched next with
  * loom__gemm_grouped_sm90_arrival, waits per (source, expert) and publishes
  * the call's epoch; a rank without experts ignores it); max_blocks > 0: at
- * most that many blocks (SMs left to the GEMM beside it); *used (may be
- * NULL): the blocks launched. */
+ * most that many blocks (SMs left to the GEMM beside it). */
 loom_result_t loom__moe_dispatch_call(loom_plan_t plan, const char *fn, const void *x, const int32_t *ids,
-                                      int64_t tokens, int prologue, int max_blocks, int *used, cudaStream_t stream);
+                                      int64_t tokens, int prologue, int max_blocks, cudaStream_t stream);
 
 /* A combine of the plan's last dispatch (loom_moe_combine with fn's
  * name); sent = 1: the fused combine (above), y unused. */
@@ -244,7 +245,7 @@ loom_result_t loom__moe_mlp_tune_parse(const char *text, loom_moe_mlp_choice_t *
 
 /* One launch each (cooperative, within g's bounds). */
 loom_result_t loom__moe_dispatch_launch(const loom_moe_kargs_t *k, const loom_moe_grid_t *g, int max_blocks,
-                                        int *used, cudaStream_t stream);
+                                        cudaStream_t stream);
 loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int64_t max_recv, const loom_moe_grid_t *g,
                                        cudaStream_t stream);
 /* The GPU's bounds for those launches (and the kernels loaded, before a

@@ -505,13 +505,12 @@ static loom_result_t moe_launch(void (*kernel)(const loom_moe_kargs_t), const ch
 }
 
 extern "C" loom_result_t loom__moe_dispatch_launch(const loom_moe_kargs_t *k, const loom_moe_grid_t *g,
-                                                   int max_blocks, int *used, cudaStream_t stream) {
+                                                   int max_blocks, cudaStream_t stream) {
   /* MOE_VEC_BATCH vectors per thread (send); at least a block per routing chunk (count) */
   const int64_t vectors = k->tokens * k->topk * ((int64_t)k->hidden * k->es / 16);
   unsigned blocks = moe_grid(vectors, LOOM_MOE_THREADS * MOE_VEC_BATCH, 2, g->sms, g->dispatch_blocks);
   if (blocks < (unsigned)k->nchunks) blocks = moe_grid(k->nchunks, 1, 2, g->sms, g->dispatch_blocks);
   if (max_blocks > 0 && blocks > (unsigned)max_blocks) blocks = (unsigned)max_blocks; /* SMs left to a GEMM beside it */
-  if (used) *used = (int)blocks;
   return moe_launch(loom__moe_dispatch_kernel, "loom__moe_dispatch_kernel", blocks, k, stream);
 }
 

@@ -99,19 +99,17 @@ static loom_grouped_arrival_t moe_arrival(const loom_moe_state_t *st) {
 
 /* Steps 2-3 on the rows dispatched into the receive buffer; fused: the
  * down GEMM's rows scattered into their sources' combine buffers; fused
- * all: the gate/up GEMM on arriving rows too, its blocks (up_grid) the SMs
- * the dispatch beside it leaves, so that none of them starts late with its
- * share of the tiles. */
+ * all: the gate/up GEMM on arriving rows too (its blocks take their tiles
+ * as they start: those on the SMs the dispatch holds start late and take
+ * what is left). */
 static loom_result_t moe_experts(loom_moe_state_t *st, int sms, const void *gate_up, const void *down, int64_t tokens,
-                                 const loom_moe_mlp_choice_t *c, int up_grid, cudaStream_t stream) {
+                                 const loom_moe_mlp_choice_t *c, cudaStream_t stream) {
   const loom_moe_desc_t *d = &st->desc;
   const int64_t F = d->ffn, H = d->hidden;
   const int64_t *off = st->k.expert_off;
   const int64_t hint = tokens * d->topk; /* this rank's rows, as many as it receives at uniform routing */
   const loom_grouped_gemm_desc_t g1 = moe_gemm_desc(st, 2 * F, H, hint), g2 = moe_gemm_desc(st, H, F, hint);
-  loom_gemm_config_t c1 = moe_tile(&g1, sms, c->up_bm, 256);
-  const loom_gemm_config_t c2 = moe_tile(&g2, sms, c->down_bm, c->down_bn);
-  if (up_grid > 0) c1.grid = up_grid;
+  const loom_gemm_config_t c1 = moe_tile(&g1, sms, c->up_bm, 256), c2 = moe_tile(&g2, sms, c->down_bm, c->down_bn);
   if (c->path == LOOM_MOE_MLP_FUSED_ALL) {
     const loom_grouped_arrival_t w = moe_arrival(st);
     LOOM_TRY(loom__gemm_grouped_sm90_arrival(&g1, st->recv, gate_up, st->h, off, &c1, 1, &w, stream));
@@ -217,11 +215,8 @@ loom_result_t loom__moe_mlp_run(loom_plan_t plan, const char *fn, const void *x,
   const loom_moe_mlp_choice_t c = choice->path == LOOM_MOE_MLP_AUTO ? moe_mlp_resolve(plan, st, tokens) : *choice;
   const int all = c.path == LOOM_MOE_MLP_FUSED_ALL, sms = plan->comm->sm_count;
   const int blocks = !all ? 0 : c.disp > 0 ? c.disp : sms / 4 > 0 ? sms / 4 : 1;
-  int used = 0;
-  LOOM_TRY(loom__moe_dispatch_call(plan, "loom_moe_dispatch", x, ids, tokens, all, blocks, &used, stream));
-  /* (the dispatch's blocks land one per SM: the scheduler spreads them) */
-  const int up_grid = all ? (sms - used > sms / 4 ? sms - used : sms / 4) : 0;
-  if (st->n_local > 0) LOOM_TRY(moe_experts(st, sms, gate_up, down, tokens, &c, up_grid, stream));
+  LOOM_TRY(loom__moe_dispatch_call(plan, "loom_moe_dispatch", x, ids, tokens, all, blocks, stream));
+  if (st->n_local > 0) LOOM_TRY(moe_experts(st, sms, gate_up, down, tokens, &c, stream));
   return loom__moe_combine_call(plan, fn, st->recv, weights, out, c.path != LOOM_MOE_MLP_UNFUSED, stream);
 }
 

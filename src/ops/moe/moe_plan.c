@@ -313,11 +313,11 @@ loom_result_t loom__moe_enter(loom_plan_t plan, const char *fn, loom_moe_state_t
 
 loom_result_t loom_moe_dispatch(loom_plan_t plan, const void *x, const int32_t *ids, int64_t tokens,
                                 cudaStream_t stream) {
-  return loom__moe_dispatch_call(plan, "loom_moe_dispatch", x, ids, tokens, 0, 0, NULL, stream);
+  return loom__moe_dispatch_call(plan, "loom_moe_dispatch", x, ids, tokens, 0, 0, stream);
 }
 
 loom_result_t loom__moe_dispatch_call(loom_plan_t plan, const char *fn, const void *x, const int32_t *ids,
-                                      int64_t tokens, int prologue, int max_blocks, int *used, cudaStream_t stream) {
+                                      int64_t tokens, int prologue, int max_blocks, cudaStream_t stream) {
   loom_moe_state_t *st;
   LOOM_TRY(loom__moe_enter(plan, fn, &st));
   const loom_moe_desc_t *d = &st->desc;
@@ -339,7 +339,7 @@ loom_result_t loom__moe_dispatch_call(loom_plan_t plan, const char *fn, const vo
   k.nchunks = (int)nch;
   k.chunk = n > 0 ? (n + nch - 1) / nch : 1;
   (void)loom__plan_next_epoch(plan);
-  LOOM_TRY(loom__moe_dispatch_launch(&k, &st->grid, max_blocks, used, stream));
+  LOOM_TRY(loom__moe_dispatch_launch(&k, &st->grid, max_blocks, stream));
   st->tokens = tokens, st->dispatched = 1;
   /* (the arrival form: the GEMM must be the next work on the stream, or it
    * would not start beside the dispatch; the combine after it records) */
