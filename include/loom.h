@@ -918,7 +918,7 @@ typedef struct loom_moe_desc {
  * same bits; ranks may differ (each call's choice is its rank's own). */
 typedef enum loom_moe_mlp_path {
   LOOM_MOE_MLP_AUTO = 0,     /* per call: the tuned form and tiles for the call's tokens (loom_moe_mlp_tune),
-                              * else fused with the model's tiles */
+                              * else the model's tiles, fused-all from 512 tokens on and fused below */
   LOOM_MOE_MLP_FUSED = 1,    /* the down GEMM's epilogue stores each row into its token's rank; the
                               * combine kernel only signals and reduces */
   LOOM_MOE_MLP_UNFUSED = 2,  /* the down GEMM into the receive buffer, then loom_moe_combine */
@@ -981,7 +981,8 @@ loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, 
 /* The form (FUSED, UNFUSED or FUSED_ALL) a loom_moe_mlp
  * call of `tokens` runs on this rank: desc->mlp_path, or where that is
  * AUTO, the tuning cache's entry for this plan's shape and the tokens'
- * bucket (the next power of two), else fused. Host call. */
+ * bucket (the next power of two), else fused-all from 512 tokens on and
+ * fused below. Host call. */
 loom_result_t loom_moe_mlp_path(loom_plan_t plan, int64_t tokens, loom_moe_mlp_path_t *path);
 
 /* Collective, synchronizes `stream` (not while it captures a graph): times

@@ -22,7 +22,8 @@ hold this rank's received rows, expert l's at [offsets[l], offsets[l+1]))
 and the offsets [local_experts + 1] int64, both on the device and valid
 until the plan's next call (no host synchronisation: the counts never
 leave the GPU). mlp_path: "auto" (per call: the tuned form for the
-tokens, else fused), "fused" (the combine in the down GEMM's epilogue),
+tokens, else fused-all from 512 tokens on and fused below), "fused" (the
+combine in the down GEMM's epilogue),
 "fused_all" (and the dispatch in the gate/up GEMM's prologue) or
 "unfused"; the forms give the same bits. Forward only: no autograd
 (loom.nn.MoE trains).
@@ -172,7 +173,8 @@ class MoE(PlanHandle):
     def mlp_form(self, tokens):
         """How mlp runs for `tokens` on this rank: "fused", "fused_all" or "unfused"
         (loom_moe_mlp_path: mlp_path, or for "auto" the tuning cache's
-        entry for this shape and the tokens' bucket, else fused)."""
+        entry for this shape and the tokens' bucket, else fused_all from 512
+        tokens on and fused below)."""
         p = ctypes.c_int()
         _lib.call("loom_moe_mlp_path", ctypes.c_void_p(self.handle), int(tokens), ctypes.byref(p))
         return {int(v): k for k, v in _MLP_PATHS.items()}[p.value]

@@ -7,10 +7,12 @@
  *                          (AUTO runs the tuned form and tiles, named in the
  *                          note; the tuning ran in the setup, untimed)
  *   loom-mlp-fused         its fused form with the model's tiles (what AUTO
- *                          runs untuned): the combine in the down GEMM's
- *                          epilogue (rows stored into the tokens' ranks)
- *   loom-mlp-fused-all     its fused-all form with the model's tiles: also
- *                          the dispatch in the gate/up GEMM's prologue (a
+ *                          runs untuned below 512 tokens): the combine in
+ *                          the down GEMM's epilogue (rows stored into the
+ *                          tokens' ranks)
+ *   loom-mlp-fused-all     its fused-all form with the model's tiles (what
+ *                          AUTO runs untuned from 512 tokens on): also the
+ *                          dispatch in the gate/up GEMM's prologue (a
  *                          quarter of the SMs' worth of dispatch blocks)
  *   loom-mlp-unfused       its unfused sequence with the model's tiles:
  *                          dispatch, the two grouped GEMMs, combine

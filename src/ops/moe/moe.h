@@ -220,6 +220,15 @@ typedef struct loom_moe_mlp_choice {
   int disp;                 /* FUSED_ALL: the dispatch's blocks beside the GEMM (0: a quarter of the SMs) */
 } loom_moe_mlp_choice_t;
 
+/* The choice of a call of `tokens` tokens that nothing tuned (pure,
+ * host-tested): fused-all from LOOM_MOE_ALL_TOKENS tokens on, else fused;
+ * the model's tiles, a quarter of the SMs for the dispatch. Measured (2x
+ * H200, docs/perf/moe.md): fused-all at least as fast as fused on every
+ * shape of 512 to 4096 tokens, named and held out; at 128 tokens it lost
+ * 5.5% on one (Mixtral, Zipf), where the dispatch is ~25 us to hide. */
+#define LOOM_MOE_ALL_TOKENS 512
+loom_moe_mlp_choice_t loom__moe_mlp_default(int64_t tokens);
+
 /* loom_moe_mlp as `c` says (path AUTO: resolved per call, tiles and all),
  * named fn. */
 loom_result_t loom__moe_mlp_run(loom_plan_t plan, const char *fn, const void *x, const int32_t *ids,

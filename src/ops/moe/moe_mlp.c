@@ -153,22 +153,29 @@ loom_result_t loom__moe_mlp_tune_parse(const char *text, loom_moe_mlp_choice_t *
   return LOOM_SUCCESS;
 }
 
+loom_moe_mlp_choice_t loom__moe_mlp_default(int64_t tokens) {
+  const loom_moe_mlp_choice_t c = {tokens >= LOOM_MOE_ALL_TOKENS ? LOOM_MOE_MLP_FUSED_ALL : LOOM_MOE_MLP_FUSED, 0, 0,
+                                   0, 0};
+  return c;
+}
+
 /* The choice for a call of `tokens` (loom_moe_mlp_path): desc->mlp_path
- * forced with the model's tiles, or the tuning cache's entry, or fused
- * with the model's tiles. A malformed entry is reported and the default
- * taken. */
+ * forced with the model's tiles, or the tuning cache's entry, or the
+ * default (loom__moe_mlp_default). A malformed entry is reported and the
+ * default taken. */
 static loom_moe_mlp_choice_t moe_mlp_resolve(const loom_plan_t plan, const loom_moe_state_t *st, int64_t tokens) {
   loom_moe_mlp_choice_t c = {LOOM_MOE_MLP_FUSED, 0, 0, 0, 0};
   if (st->desc.mlp_path != LOOM_MOE_MLP_AUTO) {
     c.path = (loom_moe_mlp_path_t)st->desc.mlp_path;
     return c;
   }
+  c = loom__moe_mlp_default(tokens);
   char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
   if (loom__moe_mlp_tune_key(&st->desc, st->world, plan->comm->sm_count, tokens, key, sizeof key) &&
       loom__tune_get(key, value, sizeof value) && loom__moe_mlp_tune_parse(value, &c) != LOOM_SUCCESS) {
-    LOOM_WARN("loom_moe_mlp: tuned entry \"%s\" = \"%s\" is malformed: the fused form, the model's tiles", key,
+    LOOM_WARN("loom_moe_mlp: tuned entry \"%s\" = \"%s\" is malformed: the default form, the model's tiles", key,
               value);
-    c = (loom_moe_mlp_choice_t){LOOM_MOE_MLP_FUSED, 0, 0, 0, 0};
+    c = loom__moe_mlp_default(tokens);
   }
   return c;
 }

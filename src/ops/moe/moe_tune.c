@@ -9,7 +9,7 @@
  * (core/tune.h, LOOM_TUNE_FILE), which AUTO calls of the same shape and
  * tokens' bucket then run (moe_mlp.c, moe_mlp_resolve).
  *
- * The default (fused, the model's tiles) and the 22 candidates are timed
+ * The default (loom__moe_mlp_default) and the 22 candidates are timed
  * in MOE_TUNE_ROUNDS rounds over all of them in turn, each time 1 warm-up
  * call and 4 timed back to back on `stream`, the time the largest over the
  * ranks (an NCCL all-reduce, so every rank records the same winner). A
@@ -81,15 +81,15 @@ static loom_result_t moe_tune_record(loom_plan_t plan, const loom_moe_state_t *s
   return LOOM_SUCCESS;
 }
 
-/* The candidates: the default (fused, the model's tiles) first, then the
+/* The candidates: the untuned default (loom__moe_mlp_default) first, then the
  * fused and unfused forms with each gate/up rows per tile and each down
  * tile (16), then the fused-all form with each gate/up rows per tile and an
  * eighth, a quarter or half of the SMs' worth of dispatch blocks (6; the
  * model's down tile): 23. */
-static int moe_tune_candidates(loom_moe_mlp_choice_t *c, int sms) {
+static int moe_tune_candidates(loom_moe_mlp_choice_t *c, int sms, int64_t tokens) {
   static const int tiles[4][2] = {{64, 128}, {64, 256}, {128, 128}, {128, 256}};
   int n = 0;
-  c[n++] = (loom_moe_mlp_choice_t){LOOM_MOE_MLP_FUSED, 0, 0, 0, 0};
+  c[n++] = loom__moe_mlp_default(tokens);
   for (int f = 0; f < 2; ++f)
     for (int up = 64; up <= 128; up += 64)
       for (int t = 0; t < 4; ++t)
@@ -112,7 +112,7 @@ loom_result_t loom_moe_mlp_tune(loom_plan_t plan, const void *x, const int32_t *
   float *dev_ms = NULL;
   LOOM_CUDA(cudaMalloc((void **)&dev_ms, sizeof *dev_ms));
   loom_moe_mlp_choice_t cand[MOE_TUNE_CANDIDATES];
-  const int nc = moe_tune_candidates(cand, plan->comm->sm_count);
+  const int nc = moe_tune_candidates(cand, plan->comm->sm_count, tokens);
   float t[MOE_TUNE_ROUNDS][MOE_TUNE_CANDIDATES];
   loom_result_t r = LOOM_SUCCESS;
   /* rounds over every candidate in turn: a drift of the clocks over the

@@ -121,3 +121,14 @@ LOOM_TEST(moe_mlp_tuning_key_bucket_and_entry) {
   }
   CHECK_RESULT(loom__moe_mlp_tune_parse(NULL, &p), LOOM_ERR_INVALID_ARGUMENT);
 }
+
+/* The untuned choice: fused below LOOM_MOE_ALL_TOKENS tokens, fused-all
+ * from there on, the model's tiles and the dispatch's default blocks. */
+LOOM_TEST(moe_mlp_untuned_default_by_tokens) {
+  static const int64_t tokens[] = {0, 1, 128, 511, 512, 513, 4096, (int64_t)1 << 30};
+  for (size_t i = 0; i < sizeof tokens / sizeof *tokens; ++i) {
+    const loom_moe_mlp_choice_t c = loom__moe_mlp_default(tokens[i]);
+    CHECK_EQ_INT((int)c.path, tokens[i] >= LOOM_MOE_ALL_TOKENS ? LOOM_MOE_MLP_FUSED_ALL : LOOM_MOE_MLP_FUSED);
+    CHECK_EQ_INT(c.up_bm + c.down_bm + c.down_bn + c.disp, 0);
+  }
+}
