@@ -923,8 +923,8 @@ typedef enum loom_moe_mlp_path {
                               * combine kernel only signals and reduces */
   LOOM_MOE_MLP_UNFUSED = 2,  /* the down GEMM into the receive buffer, then loom_moe_combine */
   LOOM_MOE_MLP_FUSED_ALL = 3 /* FUSED, and the dispatch in the gate/up GEMM's prologue: the GEMM starts
-                              * beside the dispatch (on the SMs it leaves) and each tile waits for the
-                              * sources of its rows, which send expert by expert (sm_90) */
+                              * beside the dispatch (on the SMs it leaves, then on all) and each tile
+                              * waits for the sources of its rows, which send expert by expert (sm_90) */
 } loom_moe_mlp_path_t;
 
 typedef struct loom_moe_plan_info {
@@ -986,8 +986,9 @@ loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, 
 loom_result_t loom_moe_mlp_path(loom_plan_t plan, int64_t tokens, loom_moe_mlp_path_t *path);
 
 /* Collective, synchronizes `stream` (not while it captures a graph): times
- * loom_moe_mlp on these arguments in both forms, each with each tile of
- * its two grouped GEMMs (the default and 16 candidates; 3 rounds over them
+ * loom_moe_mlp on these arguments in its three forms with tiles of its two
+ * grouped GEMMs and, for fused-all, the dispatch's share of the SMs (the
+ * untuned default and 22 candidates; 3 rounds over them
  * of 1 warm-up and 4 timed calls each; a candidate's time is its median
  * round, each the largest over the ranks, so every rank picks the same; a
  * candidate replaces the default only when 2% faster), and
