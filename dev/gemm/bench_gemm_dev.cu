@@ -265,7 +265,7 @@ int main(int argc, char **argv) {
     na = std::max(1, std::min(na, (int)ceil(3 * l2 / (sa * 2.0)) + 1));
     nb = std::max(1, std::min(nb, (int)ceil(3 * l2 / (sb * 2.0)) + 1));
     float tune_ms = 0;
-    LK(loom__base_gemm_tune(&d, A, B, C2, NULL, 8, 3, st, &tune_ms));
+    LK(loom__base_gemm_tune(&d, A, B, C2, NULL, 8, st, &tune_ms));
     const int nops = nc + 2; /* configurations, cuBLASLt, cublasGemmEx */
     if (ev.size() < (size_t)(2 * nops))
       for (size_t i = ev.size(); i < (size_t)(2 * nops); ++i) {

@@ -39,13 +39,13 @@ extern "C" {
 loom_result_t loom__base_gemm(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
                               const void *bias, cudaStream_t stream);
 
-/* Times up to `candidates` heuristic algorithms on these buffers (`reps` runs
- * each, synchronizing `stream`; C holds the product afterwards), caches the
- * fastest for this shape, records it in the tuning cache and returns its
+/* Times up to `candidates` heuristic algorithms on these buffers by the
+ * one tuning rule (core/tune_rule.h; the heuristic's first is the default;
+ * synchronizes `stream`; C holds the product afterwards), caches the
+ * winner for this shape, records it in the tuning cache and returns its
  * time in ms (may be NULL). Not graph-capturable. */
 loom_result_t loom__base_gemm_tune(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
-                                   const void *bias, int candidates, int reps, cudaStream_t stream,
-                                   float *best_ms);
+                                   const void *bias, int candidates, cudaStream_t stream, float *best_ms);
 
 /* Frees the handles and cache of the calling process (loom_finalize; the
  * workspaces are core/scratch.h's). */

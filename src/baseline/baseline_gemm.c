@@ -54,6 +54,7 @@
 #include "core/param.h"
 #include "core/scratch.h"
 #include "core/tune.h"
+#include "core/tune_rule.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -435,29 +436,34 @@ loom_result_t loom__base_gemm(const loom_gemm_desc_t *d, const void *a, const vo
   return r;
 }
 
-/* Times `algo` (`reps` runs after one warm-up) in ms per run. Lock held. */
-static loom_result_t base_gemm_time_algo(base_gemm_entry_t *e, cublasLtHandle_t h,
-                                          const cublasLtMatmulAlgo_t *algo, base_gemm_ws_t *ws,
-                                          const void *a, const void *b, void *c, const void *bias,
-                                          int reps, cudaStream_t stream, cudaEvent_t ev0, cudaEvent_t ev1,
-                                          float *ms) {
-  LOOM_TRY(base_gemm_launch(e, h, algo, ws, a, b, c, bias, stream));
-  LOOM_CUDA(cudaEventRecord(ev0, stream));
-  for (int i = 0; i < reps; ++i) LOOM_TRY(base_gemm_launch(e, h, algo, ws, a, b, c, bias, stream));
-  LOOM_CUDA(cudaEventRecord(ev1, stream));
-  LOOM_CUDA(cudaEventSynchronize(ev1));
-  float t = 0.0f;
-  LOOM_CUDA(cudaEventElapsedTime(&t, ev0, ev1));
-  *ms = t / (float)reps;
-  return LOOM_SUCCESS;
+/* The race's candidates: cuBLASLt's heuristic algorithms on the given
+ * buffers (lock held); candidate 0, the heuristic's first, is the default. */
+typedef struct {
+  base_gemm_entry_t *e;
+  cublasLtHandle_t h;
+  base_gemm_ws_t *ws;
+  const cublasLtMatmulHeuristicResult_t *res;
+  const void *a, *b, *bias;
+  void *c;
+} base_race_t;
+
+/* One run of candidate i; an algorithm cuBLASLt refuses to launch is left
+ * out (LOOM_ERR_UNSUPPORTED) unless the stream itself failed. */
+static loom_result_t base_race_call(void *ctx, int i, cudaStream_t stream) {
+  const base_race_t *k = (const base_race_t *)ctx;
+  const loom_result_t r = base_gemm_launch(k->e, k->h, &k->res[i].algo, k->ws, k->a, k->b, k->c, k->bias, stream);
+  if (r == LOOM_SUCCESS) return r;
+  const cudaError_t se = cudaStreamSynchronize(stream);
+  if (se != cudaSuccess)
+    return loom__cuda_fail((int)se, "cudaStreamSynchronize (tuning the baseline GEMM)", __FILE__, __LINE__);
+  return loom__fail(LOOM_ERR_UNSUPPORTED, "cuBLASLt candidate %d refused: %s", i, loom_last_error());
 }
 
 #define LOOM_GEMM_MAX_CANDIDATES 64
 
 /* Lock held. */
 static loom_result_t base_gemm_tune_locked(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
-                                            const void *bias, int candidates, int reps, cudaStream_t stream,
-                                            float *best_ms) {
+                                            const void *bias, int candidates, cudaStream_t stream, float *best_ms) {
   cublasLtHandle_t h = NULL;
   base_gemm_ws_t wsv, *ws = &wsv;
   base_gemm_entry_t *e = NULL;
@@ -470,42 +476,13 @@ static loom_result_t base_gemm_tune_locked(const loom_gemm_desc_t *d, const void
     res[0].workspaceSize = e->algo_ws;
     got = 1;
   }
-  cudaEvent_t ev0 = NULL, ev1 = NULL;
-  LOOM_CUDA(cudaEventCreate(&ev0));
-  cudaError_t ce = cudaEventCreate(&ev1);
-  if (ce != cudaSuccess) {
-    cudaEventDestroy(ev0);
-    return loom__cuda_fail((int)ce, "cudaEventCreate", __FILE__, __LINE__);
-  }
-  int best = -1;
-  float best_t = 0.0f;
-  loom_result_t r = LOOM_SUCCESS, first_err = LOOM_SUCCESS;
-  for (int i = 0; i < got; ++i) {
-    float t = 0.0f;
-    r = base_gemm_time_algo(e, h, &res[i].algo, ws, a, b, c, bias, reps, stream, ev0, ev1, &t);
-    if (r != LOOM_SUCCESS) {
-      /* A candidate that refuses to launch is skipped; a failure of the
-       * stream itself (sticky CUDA error) ends tuning. */
-      if (first_err == LOOM_SUCCESS) first_err = r;
-      cudaError_t se = cudaStreamSynchronize(stream);
-      if (se != cudaSuccess) {
-        r = loom__cuda_fail((int)se, "cudaStreamSynchronize (tuning the baseline GEMM)", __FILE__, __LINE__);
-        break;
-      }
-      LOOM_INFO("baseline GEMM tune: candidate %d failed: %s", i, loom_last_error());
-      r = LOOM_SUCCESS;
-      continue;
-    }
-    LOOM_TRACE("baseline GEMM tune: candidate %d: %.4f ms", i, (double)t);
-    if (best < 0 || t < best_t) best = i, best_t = t;
-  }
-  cudaEventDestroy(ev0);
-  cudaEventDestroy(ev1);
-  if (r != LOOM_SUCCESS) return r;
-  if (best < 0) {
-    if (first_err != LOOM_SUCCESS) return first_err; /* message of the first failure stands */
-    return loom__fail(LOOM_ERR_INTERNAL, "loom__base_gemm_tune: no candidate ran");
-  }
+  base_race_t ctx = {e, h, ws, res, a, b, bias, c};
+  const loom_tune_race_t race = {"loom__base_gemm_tune", got, &ctx, NULL, base_race_call, NULL, NULL};
+  int best = 0;
+  float best_t = 0.f;
+  LOOM_TRY(loom__tune_race(&race, stream, &best, &best_t, NULL));
+  /* C as the winner computes it */
+  LOOM_TRY(base_gemm_launch(e, h, &res[best].algo, ws, a, b, c, bias, stream));
   e->algo = res[best].algo;
   e->algo_ws = res[best].workspaceSize;
   e->tuned = 1;
@@ -519,16 +496,13 @@ static loom_result_t base_gemm_tune_locked(const loom_gemm_desc_t *d, const void
 }
 
 loom_result_t loom__base_gemm_tune(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
-                                   const void *bias, int candidates, int reps, cudaStream_t stream,
-                                   float *best_ms) {
+                                   const void *bias, int candidates, cudaStream_t stream, float *best_ms) {
   LOOM_TRY(loom__base_check("loom__base_gemm_tune", d, a, b, c, bias));
   if (candidates < 1 || candidates > LOOM_GEMM_MAX_CANDIDATES)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom__base_gemm_tune: candidates=%d must be in [1, %d]",
                       candidates, LOOM_GEMM_MAX_CANDIDATES);
-  if (reps < 1)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom__base_gemm_tune: reps=%d must be >= 1", reps);
   pthread_mutex_lock(&base_gemm_mu);
-  loom_result_t r = base_gemm_tune_locked(d, a, b, c, bias, candidates, reps, stream, best_ms);
+  loom_result_t r = base_gemm_tune_locked(d, a, b, c, bias, candidates, stream, best_ms);
   pthread_mutex_unlock(&base_gemm_mu);
   return r;
 }

@@ -378,27 +378,3 @@ loom_result_t loom__stream_not_capturing(const char *fn, cudaStream_t stream) {
   return LOOM_SUCCESS;
 }
 
-loom_result_t loom__time_calls(loom__timed_call_t call, void *ctx, int warm, int reps, cudaStream_t stream, float *ms) {
-  cudaEvent_t e[2] = {NULL, NULL};
-  loom_result_t r = LOOM_SUCCESS;
-  cudaError_t ce = cudaSuccess;
-  for (int i = 0; i < 2 && r == LOOM_SUCCESS; ++i)
-    if ((ce = cudaEventCreate(&e[i])) != cudaSuccess)
-      r = loom__cuda_fail((int)ce, "cudaEventCreate (tuning)", __FILE__, __LINE__);
-  for (int i = 0; i < warm + reps && r == LOOM_SUCCESS; ++i) {
-    if (i == warm && (ce = cudaEventRecord(e[0], stream)) != cudaSuccess)
-      r = loom__cuda_fail((int)ce, "cudaEventRecord (tuning)", __FILE__, __LINE__);
-    if (r == LOOM_SUCCESS) r = call(ctx, stream);
-  }
-  if (r == LOOM_SUCCESS && (ce = cudaEventRecord(e[1], stream)) != cudaSuccess)
-    r = loom__cuda_fail((int)ce, "cudaEventRecord (tuning)", __FILE__, __LINE__);
-  if (r == LOOM_SUCCESS && (ce = cudaEventSynchronize(e[1])) != cudaSuccess)
-    r = loom__cuda_fail((int)ce, "cudaEventSynchronize (tuning)", __FILE__, __LINE__);
-  float t = 0.f;
-  if (r == LOOM_SUCCESS && (ce = cudaEventElapsedTime(&t, e[0], e[1])) != cudaSuccess)
-    r = loom__cuda_fail((int)ce, "cudaEventElapsedTime (tuning)", __FILE__, __LINE__);
-  for (int i = 0; i < 2; ++i)
-    if (e[i]) cudaEventDestroy(e[i]);
-  *ms = r == LOOM_SUCCESS ? t / (float)reps : 1e30f;
-  return r;
-}

@@ -155,13 +155,6 @@ loom_result_t loom__peer_addresses(const char *fn, const char *what, loom_comm_t
  * `stream`, which it synchronizes. */
 loom_result_t loom__comm_max_ms(loom_comm_t comm, float ms, float *dev_word, cudaStream_t stream, float *out);
 
-/* Tuners: the time of call(ctx, stream) in ms per call: `warm` calls,
- * then `reps` back to back between two events on `stream`, which it
- * synchronizes. *ms = 1e30f where a call or a CUDA step failed (the
- * result says which). */
-typedef loom_result_t (*loom__timed_call_t)(void *ctx, cudaStream_t stream);
-loom_result_t loom__time_calls(loom__timed_call_t call, void *ctx, int warm, int reps, cudaStream_t stream, float *ms);
-
 /* LOOM_ERR_INVALID_ARGUMENT naming fn where `stream` is capturing a graph
  * (a tuner launches and synchronizes). */
 loom_result_t loom__stream_not_capturing(const char *fn, cudaStream_t stream);

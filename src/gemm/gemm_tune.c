@@ -17,9 +17,9 @@
  * pick and then every candidate the model considered
  * (loom__gemm_candidates: tile widths, clusters, split-K of all tiles or of
  * the last wave, the decode variant, the small-m kernel's split counts),
- * plus band heights 8 and 32 for shapes of 8+ tile rows, each warmed up
- * once and timed `reps` times (CUDA events, median), on the caller's
- * buffers; a candidate must beat the model's pick by 1% to replace it. The
+ * plus band heights 8 and 32 for shapes of 8+ tile rows, on the caller's
+ * buffers, by the one tuning rule (core/tune_rule.h: rounds, medians, the
+ * model's pick the default a candidate must beat by the margin). The
  * winner goes into the cache and, when LOOM_TUNE_FILE is set, the file.
  */
 #include <stdio.h>
@@ -31,6 +31,7 @@
 #include "core/log.h"
 #include "core/param.h"
 #include "core/tune.h"
+#include "core/tune_rule.h"
 #include "gemm/gemm.h"
 #include "gemm/gemm_heuristic.h"
 
@@ -129,74 +130,45 @@ static int loom__gemm_tune_list(const loom_gemm_desc_t *d, const loom__gemm_devi
   return n;
 }
 
-static int loom__fcmp(const void *a, const void *b) {
-  const float x = *(const float *)a, y = *(const float *)b;
-  return x < y ? -1 : x > y;
-}
+/* The race's candidates: configurations of one GEMM on the caller's
+ * buffers; candidate 0 is the model's pick. */
+typedef struct {
+  int sm90;
+  const loom_gemm_desc_t *d;
+  const void *a, *b, *bias;
+  void *c;
+  const loom_gemm_config_t *cand;
+} gemm_race_t;
 
-/* Median time of `reps` launches of one configuration (after one untimed). */
-static loom_result_t loom__gemm_time(int sm90, const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
-                                     const void *bias, const loom_gemm_config_t *cfg, int reps, cudaStream_t stream,
-                                     cudaEvent_t *ev, float *ms) {
-  float t[16];
-  LOOM_TRY(loom__gemm_launch(sm90, d, a, b, c, bias, cfg, stream));
-  for (int i = 0; i < reps; ++i) {
-    LOOM_CUDA(cudaEventRecord(ev[0], stream));
-    LOOM_TRY(loom__gemm_launch(sm90, d, a, b, c, bias, cfg, stream));
-    LOOM_CUDA(cudaEventRecord(ev[1], stream));
-    LOOM_CUDA(cudaEventSynchronize(ev[1]));
-    LOOM_CUDA(cudaEventElapsedTime(&t[i], ev[0], ev[1]));
-  }
-  qsort(t, (size_t)reps, sizeof t[0], loom__fcmp);
-  *ms = t[reps / 2];
-  return LOOM_SUCCESS;
+static loom_result_t gemm_race_call(void *ctx, int i, cudaStream_t stream) {
+  const gemm_race_t *k = (const gemm_race_t *)ctx;
+  return loom__gemm_launch(k->sm90, k->d, k->a, k->b, k->c, k->bias, &k->cand[i], stream);
 }
 
 loom_result_t loom__gemm_tune_checked(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c,
                                       const void *bias, int sm90, const loom__gemm_device_t *dev,
                                       cudaStream_t stream) {
-  const loom_gemm_config_t pick = loom__gemm_choose(desc, dev, sm90);
-  loom_gemm_config_t cand[64];
-  const int n = loom__gemm_tune_list(desc, dev, sm90, &pick, cand, 64);
-  cudaEvent_t ev[2] = {NULL, NULL};
-  LOOM_CUDA(cudaEventCreate(&ev[0]));
-  loom_result_t r = LOOM_SUCCESS;
-  const cudaError_t ee = cudaEventCreate(&ev[1]);
-  if (ee != cudaSuccess) r = loom__cuda_fail((int)ee, "cudaEventCreate", __FILE__, __LINE__);
-  /* the model's pick first: a candidate must beat it by 1% */
-  float best_ms = 0.0f;
-  loom_gemm_config_t best = pick;
-  if (r == LOOM_SUCCESS) r = loom__gemm_time(sm90, desc, a, b, c, bias, &pick, 5, stream, ev, &best_ms);
-  for (int i = 0; i < n && r == LOOM_SUCCESS; ++i) {
-    if (!memcmp(&cand[i], &pick, sizeof pick)) continue;
-    float ms = 0.0f;
-    r = loom__gemm_time(sm90, desc, a, b, c, bias, &cand[i], 5, stream, ev, &ms);
-    if (r == LOOM_ERR_UNSUPPORTED) { /* a candidate this GPU or path cannot run (e.g. no room for a cluster) */
-      LOOM_INFO("loom_gemm_tune: candidate %d skipped: %s", i, loom_last_error());
-      r = LOOM_SUCCESS;
-      continue;
-    }
-    if (r == LOOM_SUCCESS && ms < best_ms * 0.99f) best_ms = ms, best = cand[i];
-  }
+  loom_gemm_config_t cand[65];
+  cand[0] = loom__gemm_choose(desc, dev, sm90); /* the model's pick: the default */
+  loom_gemm_config_t list[64];
+  const int nl = loom__gemm_tune_list(desc, dev, sm90, &cand[0], list, 64);
+  int n = 1;
+  for (int i = 0; i < nl; ++i)
+    if (memcmp(&list[i], &cand[0], sizeof cand[0])) cand[n++] = list[i];
+  const gemm_race_t ctx = {sm90, desc, a, b, bias, c, cand};
+  const loom_tune_race_t race = {"loom_gemm_tune", n, (void *)&ctx, NULL, gemm_race_call, NULL, NULL};
+  int best = 0;
+  float best_ms = 0.f;
+  LOOM_TRY(loom__tune_race(&race, stream, &best, &best_ms, NULL));
   /* C as the winner computes it (the last candidate timed may differ in
    * its last bits) */
-  if (r == LOOM_SUCCESS) r = loom__gemm_launch(sm90, desc, a, b, c, bias, &best, stream);
-  if (r == LOOM_SUCCESS) {
-    const cudaError_t se = cudaStreamSynchronize(stream);
-    if (se != cudaSuccess) r = loom__cuda_fail((int)se, "cudaStreamSynchronize (loom_gemm_tune)", __FILE__, __LINE__);
-  }
-  if (ev[0]) cudaEventDestroy(ev[0]);
-  if (ev[1]) cudaEventDestroy(ev[1]);
-  LOOM_TRY(r);
+  LOOM_TRY(loom__gemm_launch(sm90, desc, a, b, c, bias, &cand[best], stream));
+  LOOM_CUDA(cudaStreamSynchronize(stream));
   char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
   if (!loom__gemm_tune_key(desc, sm90 ? "sm90" : "sm80", dev->sms, key, sizeof key))
     return loom__fail(LOOM_ERR_INTERNAL, "loom_gemm_tune: tuning key too long");
-  loom__gemm_config_format(&best, value, sizeof value);
-  LOOM_TRY(loom__tune_put(key, value));
-  LOOM_INFO("loom_gemm_tune: %s = %s (%.3f ms)", key, value, best_ms);
-  const char *file = loom__param_TUNE_FILE();
-  if (file && *file) LOOM_TRY(loom__tune_save(file));
-  return LOOM_SUCCESS;
+  loom__gemm_config_format(&cand[best], value, sizeof value);
+  return loom__tune_record("loom_gemm_tune", key, value, best_ms, 1);
 }
 
 loom_result_t loom_gemm_tune(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c, const void *bias,

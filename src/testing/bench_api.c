@@ -60,9 +60,8 @@ loom_result_t loom_bench_base_gemm(const loom_gemm_desc_t *d, const void *a, con
 }
 
 loom_result_t loom_bench_base_gemm_tune(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
-                                        const void *bias, int candidates, int reps, cudaStream_t stream,
-                                        float *best_ms) {
-  return loom__base_gemm_tune(d, a, b, c, bias, candidates, reps, stream, best_ms);
+                                        const void *bias, int candidates, cudaStream_t stream, float *best_ms) {
+  return loom__base_gemm_tune(d, a, b, c, bias, candidates, stream, best_ms);
 }
 
 void loom_bench_base_gemm_release(void) { loom__base_gemm_release(); }

@@ -85,13 +85,12 @@ loom_result_t loom_bench_base_gemm(const loom_gemm_desc_t *d, const void *a, con
                                    cudaStream_t stream);
 
 /* Times up to `candidates` of cuBLASLt's heuristic algorithms on these
- * buffers (`reps` runs each, synchronizing `stream`), and makes the fastest
- * the one loom_bench_base_gemm runs for the shape: the baseline a benchmark
- * quotes is cuBLASLt at its best, not its first guess. *best_ms (may be
- * NULL): its time. */
+ * buffers (the one tuning rule, synchronizing `stream`), and makes the
+ * winner the one loom_bench_base_gemm runs for the shape: the baseline a
+ * benchmark quotes is cuBLASLt at its best, not its first guess. *best_ms
+ * (may be NULL): its time. */
 loom_result_t loom_bench_base_gemm_tune(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
-                                        const void *bias, int candidates, int reps, cudaStream_t stream,
-                                        float *best_ms);
+                                        const void *bias, int candidates, cudaStream_t stream, float *best_ms);
 
 /* Frees the process's cuBLASLt handles and per-shape cache (a suite that
  * runs many shapes calls it between them). */

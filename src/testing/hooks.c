@@ -8,6 +8,7 @@
 #include "baseline/baseline.h"
 #include "core/error.h"
 #include "core/handle.h"
+#include "core/op.h"
 #include "core/param.h"
 
 loom_result_t loom__comm_create_detached(int rank, int size, size_t workspace_bytes, loom_comm_t *out) {
@@ -41,3 +42,55 @@ void loom__base_gemm_force_bias_fallback(int on) {
 }
 
 void loom__ptr_check_set_oracle(loom_ptr_oracle_fn oracle) { loom__ptr_oracle = oracle; }
+
+/* ---- the bare test op ------------------------------------------------------- */
+
+typedef struct {
+  uint32_t nsignals;
+  size_t staging;
+} test_op_desc_t;
+
+static loom_result_t test_op_check(const loom_op_t *op, loom_comm_t comm, const void *desc) {
+  (void)comm;
+  if (!desc) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: desc=NULL", op->plan_fn);
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t test_op_resolve(const loom_op_t *op, loom_comm_t comm, const void *desc, void *state) {
+  (void)op, (void)comm;
+  *(test_op_desc_t *)state = *(const test_op_desc_t *)desc;
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t test_op_lay_out(const loom_op_t *op, loom_comm_t comm, void *state, loom_plan_layout_t *lay) {
+  (void)op, (void)comm;
+  const test_op_desc_t *d = (const test_op_desc_t *)state;
+  lay->nsignals = d->nsignals;
+  lay->staging_bytes = d->staging;
+  lay->fingerprint = loom__fnv64(LOOM_FNV64_INIT, d, sizeof *d);
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t test_op_fill(loom_plan_t plan, void *state) {
+  (void)plan, (void)state;
+  return LOOM_SUCCESS;
+}
+
+static void test_op_release(loom_comm_t comm, void *state) { (void)comm, (void)state; }
+
+static const loom_op_t test_op = {
+    .name = "test",
+    .plan_fn = "loom__test_plan",
+    .state_bytes = sizeof(test_op_desc_t),
+    .differ = "the same nsignals and staging on every rank",
+    .check = test_op_check,
+    .resolve = test_op_resolve,
+    .lay_out = test_op_lay_out,
+    .fill = test_op_fill,
+    .release = test_op_release,
+};
+
+loom_result_t loom__test_plan(loom_comm_t comm, uint32_t nsignals, size_t staging, loom_plan_t *out) {
+  const test_op_desc_t d = {nsignals, staging};
+  return loom__plan_make(comm, &test_op, &d, out);
+}

@@ -15,11 +15,15 @@
  *   loom__base_gemm_force_bias_fallback
  *                                the cuBLASLt baseline adds the bias through C
  *                                instead of its bias epilogue
+ *   loom__test_plan              a plan of a bare op ("test": a slice of
+ *                                signals and staging, no state), made
+ *                                through the one door (core/op.h)
  */
 #ifndef LOOM_TESTING_HOOKS_H
 #define LOOM_TESTING_HOOKS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "loom.h"
 #include "core/comm.h"
 #include "core/ptr_check.h"
@@ -34,6 +38,11 @@ loom_result_t loom__comm_create_detached(int rank, int size, size_t workspace_by
 void loom__comm_set_mem_backend(loom_comm_t comm, const loom_mem_backend_t *backend);
 
 void loom__base_gemm_force_bias_fallback(int on);
+
+/* A plan of the bare op "test": `nsignals` signal words and `staging`
+ * bytes in its slice, nothing else; collective, made through the door
+ * (its agreement, its slice, its done event). */
+loom_result_t loom__test_plan(loom_comm_t comm, uint32_t nsignals, size_t staging, loom_plan_t *out);
 
 /* oracle(p, &base, &size): 1 and the allocation holding p if p is device
  * memory, 0 if not (core/ptr_check.h); NULL restores the driver. */

@@ -116,8 +116,8 @@ static int gemm_shape(baseline_args_t *a, cudaStream_t s, loom_bench_table_t *t,
     row->m = m, row->n = n, row->k = k;
     row->flops = 2.0 * (double)m * (double)n * (double)k;
     float tuned_ms = 0.0f;
-    loom_result_t lr = loom_bench_base_gemm_tune(&g.d, in.sets[0].a, in.sets[0].b, in.sets[0].c, NULL, a->candidates,
-                                                 a->o.quick ? 2 : 5, s, &tuned_ms);
+    loom_result_t lr = loom_bench_base_gemm_tune(&g.d, in.sets[0].a, in.sets[0].b, in.sets[0].c, NULL, a->candidates, s,
+                                                 &tuned_ms);
     loom_bench_time_t tm;
     if (lr == LOOM_SUCCESS) lr = loom_bench_time(s, a->o.warmup, a->o.reps, gemm_op, &g, &tm);
     if (lr != LOOM_SUCCESS) {

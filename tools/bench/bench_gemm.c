@@ -411,8 +411,8 @@ static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, i
   loom_bench_time_t tm[NIMPL];
   double us[NIMPL] = {NAN, NAN, NAN, NAN, NAN};
   if (!a->check_only) {
-    r = loom_bench_base_gemm_tune(&d, w->a[0], w->b[0], w->c, d.has_bias ? w->bias : NULL, a->candidates,
-                                  a->o.quick ? 2 : 3, st->s, NULL);
+    r = loom_bench_base_gemm_tune(&d, w->a[0], w->b[0], w->c, d.has_bias ? w->bias : NULL, a->candidates, st->s,
+                                  NULL);
     if (r == LOOM_SUCCESS && a->tune) r = loom_gemm_tune(&d, w->a[0], w->b[0], w->c, d.has_bias ? w->bias : NULL, st->s);
     if (r == LOOM_SUCCESS && a->tune) loom_bench_gemm_config_text(&d, cfg, sizeof cfg);
     loom_bench_op_fn ops[NIMPL] = {grun_op, grun_op, grun_op, grun_op, grun_op};

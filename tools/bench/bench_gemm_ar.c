@@ -243,7 +243,7 @@ static int ar_shape(ar_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   }
   if (rr == LOOM_SUCCESS) {
     float ms = 0;
-    rr = loom_bench_base_gemm_tune(&r.d, r.a, r.b, r.part, NULL, a->o.quick ? 4 : 8, 3, s, &ms);
+    rr = loom_bench_base_gemm_tune(&r.d, r.a, r.b, r.part, NULL, a->o.quick ? 4 : 8, s, &ms);
   }
   int64_t failed = rr != LOOM_SUCCESS;
   if (failed) fprintf(stderr, "rank %d: %s B=%d: %s\n", ctx->rank, g_layer_name[layer], B, loom_last_error());

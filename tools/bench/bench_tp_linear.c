@@ -448,8 +448,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
     loom_gemm_desc_t dc = r.d;
     dc.m = r.S;
     float ms = 0;
-    rr = loom_bench_base_gemm_tune(&dc, a->ag ? r.a : r.a, r.b, a->ag ? r.c : r.partial, NULL, a->o.quick ? 4 : 8, 3, s,
-                                   &ms);
+    rr = loom_bench_base_gemm_tune(&dc, a->ag ? r.a : r.a, r.b, a->ag ? r.c : r.partial, NULL, a->o.quick ? 4 : 8, s, &ms);
   }
   /* the first fused plan's GEMM configuration, as its calls launch it
    * (tile, grid, group, clusters: the plan's state, not only plan info) */
@@ -459,8 +458,8 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
     r.cfg = loom_bench_gemm_config_tile(128, 128), r.cluster = 0;
   if (rr == LOOM_SUCCESS) {
     float ms = 0;
-    rr = loom_bench_base_gemm_tune(&r.d, a->ag ? r.a_full : r.a, r.b, a->ag ? r.c : r.partial, NULL, a->o.quick ? 4 : 8,
-                                   3, s, &ms);
+    rr = loom_bench_base_gemm_tune(&r.d, a->ag ? r.a_full : r.a, r.b, a->ag ? r.c : r.partial, NULL, a->o.quick ? 4 : 8, s,
+                                   &ms);
   }
   int64_t failed = rr != LOOM_SUCCESS;
   if (failed) fprintf(stderr, "rank %d: %s m=%lld: %s\n", ctx->rank, cs->model, (long long)m, loom_last_error());

@@ -23,6 +23,7 @@
 #include "core/handle.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "core/op.h"
 #include "core/plan.h"
 #include "core/pointwise.h"
 #include "core/ptr_check.h"
@@ -37,7 +38,6 @@ __attribute__((constructor)) static void loom__coll_wait_sites(void) {
   loom__wait_site_register(LOOM_SITE_COLL_PUSH, "AllReduce PUSH: a peer's chunk stored into this rank (signal = the chunk)");
 }
 
-static const char *kind_op(int k) { return k == LOOM__COLL_AR ? "allreduce" : k == LOOM__COLL_RS ? "reduce_scatter" : "all_gather"; }
 
 const char *loom__coll_algo_name(loom_coll_algo_t a) {
   switch (a) {
@@ -132,64 +132,40 @@ static loom_result_t coll_check_algo(const char *fn, int kind, int sm_count, con
   return LOOM_SUCCESS;
 }
 
+/* The algorithm a checked description runs: AllReduce's as asked, or
+ * AUTO's by size and the thresholds; AUTO for the others. */
+static loom_coll_algo_t coll_algo(int kind, int comm_size, const loom_coll_thresholds_t *th,
+                                  const loom_coll_desc_t *d) {
+  if (kind != LOOM__COLL_AR) return LOOM_COLL_AUTO;
+  if (d->algo != LOOM_COLL_AUTO) return d->algo;
+  const uint64_t bytes = (uint64_t)d->count * loom_dtype_size(d->dtype);
+  const int pick = loom__coll_auto_algo((int64_t)bytes, comm_size, coll_ll_ok(d), th);
+  return pick == 1 ? LOOM_COLL_LL : pick == 2 ? LOOM_COLL_PUSH : pick == 3 ? LOOM_COLL_ONE_SHOT : LOOM_COLL_TWO_SHOT;
+}
+
 loom_result_t loom__coll_check_desc(const char *fn, int kind, int comm_size, int sm_count,
                                     const loom_coll_thresholds_t *th, const loom_coll_desc_t *d,
                                     loom_coll_algo_t *algo) {
   LOOM_TRY(coll_check_shape(fn, comm_size, d));
   LOOM_TRY(coll_check_norm(fn, kind, d));
   LOOM_TRY(coll_check_algo(fn, kind, sm_count, d));
-  loom_coll_algo_t a = LOOM_COLL_AUTO;
-  if (kind == LOOM__COLL_AR) {
-    const uint64_t bytes = (uint64_t)d->count * loom_dtype_size(d->dtype);
-    a = d->algo;
-    if (a == LOOM_COLL_AUTO) {
-      const int pick = loom__coll_auto_algo((int64_t)bytes, comm_size, coll_ll_ok(d), th);
-      a = pick == 1 ? LOOM_COLL_LL : pick == 2 ? LOOM_COLL_PUSH : pick == 3 ? LOOM_COLL_ONE_SHOT : LOOM_COLL_TWO_SHOT;
-    }
-  }
-  *algo = a;
+  *algo = coll_algo(kind, comm_size, th, d);
   return LOOM_SUCCESS;
 }
 
-static loom_result_t coll_state(loom_plan_t plan, const char *fn, int kind, loom_coll_state_t **st) {
-  LOOM_TRY(loom__check_plan(plan, fn));
-  if (!plan->op_state || !plan->op || strcmp(plan->op, kind_op(kind)) != 0 || plan->destroy_op == NULL ||
-      ((loom_coll_state_t *)plan->op_state)->kind != (loom__coll_kind_t)kind)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a%s %s plan, not a%s %s plan", fn, (void *)plan,
-                      plan->op && plan->op[0] == 'a' ? "n" : "", plan->op ? plan->op : "(unknown)",
-                      kind == LOOM__COLL_RS ? "" : "n", kind_op(kind));
-  *st = (loom_coll_state_t *)plan->op_state;
-  return LOOM_SUCCESS;
-}
-
-static void coll_destroy(loom_plan_t plan) {
-  loom_coll_state_t *st = (loom_coll_state_t *)plan->op_state;
-  if (!st) return;
-  loom__plan_done_release(st->done, plan->op);
-  if (st->staging) (void)loom__comm_free(plan->comm, st->staging);
-  free(st);
-  plan->op_state = NULL;
-}
-
-static const char *coll_plan_fn(int kind) {
-  return kind == LOOM__COLL_AR ? "loom_plan_allreduce"
-         : kind == LOOM__COLL_RS ? "loom_plan_reduce_scatter"
-                                 : "loom_plan_all_gather";
-}
-
-/* Validate: the description (its algorithm resolved from the AllReduce
- * thresholds) and one NVLink domain. */
-static loom_result_t coll_validate(loom_comm_t comm, const char *fn, int kind, const loom_coll_desc_t *desc,
-                                   size_t one_shot_max, loom_coll_algo_t *algo) {
+/* The AllReduce thresholds in force. */
+static loom_coll_thresholds_t coll_thresholds(void) {
   const loom_coll_thresholds_t th = {loom__param_ALLREDUCE_LL_BYTES(), loom__param_ALLREDUCE_PUSH_BYTES(),
-                                     (int64_t)one_shot_max};
-  LOOM_TRY(loom__coll_check_desc(fn, kind, comm->size, comm->sm_count, &th, desc, algo));
-  if (!comm->detached && !comm->ws_all_reachable)
-    return loom__fail(LOOM_ERR_UNSUPPORTED,
-                      "%s: not every rank is load/store reachable from rank %d (loom's collectives need one NVLink "
-                      "domain; use NCCL across nodes)",
-                      fn, comm->rank);
-  return LOOM_SUCCESS;
+                                     loom__param_ALLREDUCE_ONE_SHOT_BYTES()};
+  return th;
+}
+
+static const loom_op_family_t coll_family = {"coll", "an allreduce, reduce_scatter or all_gather plan"};
+extern const loom_op_t loom__op_allreduce, loom__op_reduce_scatter, loom__op_all_gather;
+
+static const loom_op_t *coll_op(int kind) {
+  return kind == LOOM__COLL_AR ? &loom__op_allreduce : kind == LOOM__COLL_RS ? &loom__op_reduce_scatter
+                                                                             : &loom__op_all_gather;
 }
 
 /* Resolve and lay out: the kernel variant, slices, grid, chunks, shared
@@ -269,70 +245,94 @@ static loom_result_t coll_staging(loom_comm_t comm, const char *fn, loom_coll_st
   return r;
 }
 
-static loom_result_t coll_plan(loom_comm_t comm, const loom_coll_desc_t *desc, int kind, loom_plan_t *out) {
-  const char *fn = coll_plan_fn(kind);
-  LOOM_TRY(loom__plan_begin(comm, fn, out));
-  const size_t threshold = (size_t)loom__param_ALLREDUCE_ONE_SHOT_BYTES();
-  loom_coll_algo_t algo = LOOM_COLL_AUTO;
-  loom_result_t r = coll_validate(comm, fn, kind, desc, threshold, &algo);
-  if (r != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, r);
-  if (comm->detached) return loom__plan_detached(fn);
-  loom_coll_state_t *st = (loom_coll_state_t *)loom__plan_state_alloc(comm, fn, sizeof *st, &r);
-  if (!st) return r;
-  st->kind = (loom__coll_kind_t)kind;
-  st->desc = *desc;
-  st->algo = algo;
-  st->rank = comm->rank;
-  st->world = comm->size;
-  st->one_shot_max = threshold;
-  const uint32_t nsig = coll_layout(comm, st);
-  /* every rank resolved the same plan, before anything else collective */
-  loom_plan_t plan = NULL;
-  r = loom__plan_create(comm, fn, kind_op(kind), nsig, 0, coll_fingerprint(st, nsig),
-                        "every rank must pass the same loom_coll_desc_t (count, dtypes, cols, norm, "
-                        "algo, blocks) and the same LOOM_ALLREDUCE_LL_BYTES, _PUSH_BYTES and _ONE_SHOT_BYTES",
-                        &plan);
-  if (r != LOOM_SUCCESS) {
-    free(st);
-    return r;
-  }
-  plan->op_state = st;
-  plan->destroy_op = coll_destroy;
-  r = coll_staging(comm, fn, st);
-  if (r == LOOM_SUCCESS) r = loom__plan_done_create(&st->done);
-  if (r == LOOM_SUCCESS) r = loom__coll_prepare((int)desc->dtype, (int)desc->out_type, (int)st->kk, st->smem);
-  if (r != LOOM_SUCCESS) return loom__plan_abandon(plan, r);
-  LOOM_INFO("%s: count=%lld cols=%lld W=%d: %s, S=%lld, chunk=%lld (%lld per slice), blocks=%d", fn,
-            (long long)desc->count, (long long)desc->cols, st->world,
-            kind == LOOM__COLL_AR ? loom__coll_algo_name(algo) : kind_op(kind), (long long)st->slice,
-            (long long)st->chunk, (long long)st->nch, st->blocks);
-  *out = plan;
+/* ---- the ops (core/op.h) ---------------------------------------------------- */
+
+/* The description, and one NVLink domain. */
+static loom_result_t coll_check(const loom_op_t *op, loom_comm_t comm, const void *desc) {
+  const loom_coll_thresholds_t th = coll_thresholds();
+  loom_coll_algo_t algo;
+  LOOM_TRY(loom__coll_check_desc(op->plan_fn, op->kind, comm->size, comm->sm_count, &th,
+                                 (const loom_coll_desc_t *)desc, &algo));
+  if (!comm->detached && !comm->ws_all_reachable)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: not every rank is load/store reachable from rank %d (loom's collectives need one NVLink "
+                      "domain; use NCCL across nodes)",
+                      op->plan_fn, comm->rank);
   return LOOM_SUCCESS;
 }
 
+/* The algorithm (AUTO by the thresholds), this rank's part. */
+static loom_result_t coll_resolve(const loom_op_t *op, loom_comm_t comm, const void *desc, void *state) {
+  loom_coll_state_t *st = (loom_coll_state_t *)state;
+  const loom_coll_thresholds_t th = coll_thresholds();
+  st->kind = (loom__coll_kind_t)op->kind;
+  st->desc = *(const loom_coll_desc_t *)desc;
+  st->rank = comm->rank;
+  st->world = comm->size;
+  st->one_shot_max = (size_t)th.one_shot;
+  st->algo = coll_algo(op->kind, comm->size, &th, &st->desc);
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t coll_lay_out(const loom_op_t *op, loom_comm_t comm, void *state, loom_plan_layout_t *lay) {
+  loom_coll_state_t *st = (loom_coll_state_t *)state;
+  lay->nsignals = coll_layout(comm, st);
+  lay->fingerprint = coll_fingerprint(st, lay->nsignals);
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t coll_fill(loom_plan_t plan, void *state) {
+  loom_coll_state_t *st = (loom_coll_state_t *)state;
+  if (plan->comm->detached) return loom__plan_detached(plan->op->plan_fn);
+  LOOM_TRY(coll_staging(plan->comm, plan->op->plan_fn, st));
+  return loom__coll_prepare((int)st->desc.dtype, (int)st->desc.out_type, (int)st->kk, st->smem);
+}
+
+static void coll_release(loom_comm_t comm, void *state) {
+  loom_coll_state_t *st = (loom_coll_state_t *)state;
+  if (st->staging) (void)loom__comm_free(comm, st->staging);
+}
+
+static void coll_describe(loom_plan_t plan, const void *state) {
+  const loom_coll_state_t *st = (const loom_coll_state_t *)state;
+  LOOM_INFO("%s: count=%lld cols=%lld W=%d: %s, S=%lld, chunk=%lld (%lld per slice), blocks=%d", plan->op->plan_fn,
+            (long long)st->desc.count, (long long)st->desc.cols, st->world,
+            st->kind == LOOM__COLL_AR ? loom__coll_algo_name(st->algo) : plan->op->name, (long long)st->slice,
+            (long long)st->chunk, (long long)st->nch, st->blocks);
+}
+
+#define COLL_OP(kind_, name_)                                                                                        \
+  {                                                                                                                  \
+    .name = #name_, .plan_fn = "loom_plan_" #name_, .family = &coll_family, .kind = kind_,                           \
+    .state_bytes = sizeof(loom_coll_state_t),                                                                        \
+    .differ = "every rank must pass the same loom_coll_desc_t (count, dtypes, cols, norm, algo, blocks) and the "    \
+              "same LOOM_ALLREDUCE_LL_BYTES, _PUSH_BYTES and _ONE_SHOT_BYTES",                                       \
+    .check = coll_check, .resolve = coll_resolve, .lay_out = coll_lay_out, .fill = coll_fill,                        \
+    .release = coll_release, .describe = coll_describe                                                               \
+  }
+const loom_op_t loom__op_allreduce = COLL_OP(LOOM__COLL_AR, allreduce);
+const loom_op_t loom__op_reduce_scatter = COLL_OP(LOOM__COLL_RS, reduce_scatter);
+const loom_op_t loom__op_all_gather = COLL_OP(LOOM__COLL_AG, all_gather);
+
 loom_result_t loom_plan_allreduce(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out) {
-  return coll_plan(comm, desc, LOOM__COLL_AR, out);
+  return loom__plan_make(comm, &loom__op_allreduce, desc, out);
 }
 loom_result_t loom_plan_reduce_scatter(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out) {
-  return coll_plan(comm, desc, LOOM__COLL_RS, out);
+  return loom__plan_make(comm, &loom__op_reduce_scatter, desc, out);
 }
 loom_result_t loom_plan_all_gather(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out) {
-  return coll_plan(comm, desc, LOOM__COLL_AG, out);
+  return loom__plan_make(comm, &loom__op_all_gather, desc, out);
 }
 
 loom_result_t loom_coll_plan_info(loom_plan_t plan, loom_coll_plan_info_t *info) {
   const char *fn = "loom_coll_plan_info";
-  LOOM_TRY(loom__check_plan(plan, fn));
-  if (!plan->op || (strcmp(plan->op, "allreduce") && strcmp(plan->op, "reduce_scatter") && strcmp(plan->op, "all_gather")) ||
-      !plan->op_state)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a %s plan, not a collective's", fn, (void *)plan,
-                      plan->op ? plan->op : "(unknown)");
+  const loom_coll_state_t *st = NULL;
+  LOOM_TRY(loom__plan_state(plan, fn, &coll_family, NULL, (void **)&st));
   if (!info) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: info=NULL", fn);
   if (info->struct_size != sizeof *info)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: info->struct_size=%zu, expected %zu (initialise with LOOM_COLL_PLAN_INFO_INIT)", fn,
                       info->struct_size, sizeof *info);
-  const loom_coll_state_t *st = (const loom_coll_state_t *)plan->op_state;
   info->algo = st->algo;
   info->slice_elems = st->slice;
   info->my_begin = st->my_begin;
@@ -458,8 +458,7 @@ loom_result_t loom__coll_check_call(const char *fn, int kind, loom_comm_t comm, 
 static loom_result_t coll_call(loom_plan_t plan, int kind, const char *fn, const void *in, void *out,
                                const loom_epilogue_t *epi, const void *norm_w, const void *norm_b, cudaStream_t stream) {
   loom_coll_state_t *st = NULL;
-  LOOM_TRY(coll_state(plan, fn, kind, &st));
-  LOOM_TRY(loom__comm_check(plan->comm, fn));
+  LOOM_TRY(loom__call_enter(plan, fn, NULL, coll_op(kind), (void **)&st));
   loom_comm_t comm = plan->comm;
   const loom_coll_desc_t *d = &st->desc;
   const size_t es_out = loom_dtype_size(d->out_type);
@@ -497,7 +496,7 @@ static loom_result_t coll_call(loom_plan_t plan, int kind, const char *fn, const
   a.out = kind == LOOM__COLL_RS && a.in_place ? (char *)in : (char *)out;
   (void)loom__plan_next_epoch(plan);
   LOOM_TRY(loom__coll_launch(&a, st->blocks, st->smem, stream));
-  return loom__plan_done_record(st->done, stream, NULL);
+  return loom__call_exit(plan, stream, NULL);
 }
 
 loom_result_t loom_allreduce(loom_plan_t plan, const void *in, void *out, const loom_epilogue_t *epi,

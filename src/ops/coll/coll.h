@@ -135,7 +135,6 @@ typedef struct loom_coll_state {
   void *staging;                 /* loom_malloc memory (two-shot: peers read it) or NULL */
   size_t staging_bytes;
   const char *stg_peer[LOOM_COLL_MAX_PEERS];
-  cudaEvent_t done;              /* recorded after every call (loom_plan_destroy waits for it) */
 } loom_coll_state_t;
 
 /* Checks a description for an op of kind `kind` on a comm of comm_size ranks

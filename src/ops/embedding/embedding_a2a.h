@@ -119,6 +119,7 @@ typedef struct loom_emb_state {
   int part;                      /* bags per task */
   int bwd;                       /* LOOM_EMB_BWD_* */
   uint32_t num_flags, num_counters;
+  uint32_t nsig;                 /* the plan's signal words (emb_layout) */
   size_t flags_off, counters_off, ready_off, gready_off, gdone_off, bcount_off, fetch_off;
   int64_t *d_row_off, *d_rows;   /* device [T] */
   int *d_table_base;             /* device [W+1] */
@@ -126,7 +127,6 @@ typedef struct loom_emb_state {
   void *send_buf, *recv_buf;     /* staged path: [B, T*D] and [sum_p Bl*T_p*D] (out_type) */
   size_t staging_bytes;
   cudaMemPool_t pool;            /* sorted backward: per-call scratch (stream-ordered, kept cached) */
-  cudaEvent_t done;              /* recorded after every call (graph replays included) */
   void *gin_devcomm;             /* GIN path: ncclDevComm with the plan's signals */
 } loom_emb_state_t;
 

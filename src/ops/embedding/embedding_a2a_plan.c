@@ -35,6 +35,7 @@
 #include "core/util.h"
 #include "core/handle.h"
 #include "core/log.h"
+#include "core/op.h"
 #include "core/plan.h"
 #include "core/ptr_check.h"
 
@@ -143,26 +144,11 @@ loom_result_t loom__emb_check_opts(const char *fn, const loom__emb_plan_opts_t *
   return LOOM_SUCCESS;
 }
 
-/* Waits for the plan's last call (its event; nothing else on the device). */
-static loom_result_t wait_last_call(loom_emb_state_t *st, const char *fn) {
-  if (!st->done) return LOOM_SUCCESS;
-  cudaError_t e = cudaEventSynchronize(st->done);
-  if (e != cudaSuccess) {
-    char what[160];
-    snprintf(what, sizeof what, "%s: cudaEventSynchronize (the plan's last call)", fn);
-    return loom__cuda_fail((int)e, what, __FILE__, __LINE__);
-  }
-  return LOOM_SUCCESS;
-}
-
-/* Frees what the plan holds; a failure is logged (destroy goes on). */
-static void emb_destroy(loom_plan_t plan) {
-  loom_emb_state_t *st = (loom_emb_state_t *)plan->op_state;
-  if (!st) return;
-  if (!plan->comm->detached) {
-    /* kernels of this plan may still run: its last call's event */
-    if (wait_last_call(st, "loom_plan_destroy (embedding)") != LOOM_SUCCESS)
-      LOOM_WARN("%s; freeing the plan's buffers anyway", loom_last_error());
+/* Frees what the plan holds (op.h: release; its last call has ended); a
+ * failure is logged (destroy goes on). */
+static void emb_release(loom_comm_t comm, void *state) {
+  loom_emb_state_t *st = (loom_emb_state_t *)state;
+  if (!comm->detached) {
     void *dev[5] = {st->d_row_off, st->d_rows, st->d_table_base, st->send_buf, st->recv_buf};
     for (int i = 0; i < 5; ++i) {
       if (!dev[i]) continue;
@@ -177,17 +163,11 @@ static void emb_destroy(loom_plan_t plan) {
       cudaError_t e = cudaMemPoolDestroy(st->pool);
       if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (embedding): cudaMemPoolDestroy: %s", cudaGetErrorString(e));
     }
-    if (st->done) {
-      cudaError_t e = cudaEventDestroy(st->done);
-      if (e != cudaSuccess) LOOM_WARN("loom_plan_destroy (embedding): cudaEventDestroy: %s", cudaGetErrorString(e));
-    }
-    if (st->gin_devcomm) loom__emb_gin_release(plan->comm->nccl, st->gin_devcomm);
+    if (st->gin_devcomm) loom__emb_gin_release(comm->nccl, st->gin_devcomm);
   }
   free(st->tables_per_rank);
   free(st->rows);
   free(st->table_base);
-  free(st);
-  plan->op_state = NULL;
 }
 
 /* Grid from the SM count and the forward kernel's residency. All blocks
@@ -211,13 +191,6 @@ static const char *path_name(int p) {
   return "auto";
 }
 
-
-static void state_free(loom_emb_state_t *st) {
-  free(st->tables_per_rank);
-  free(st->table_base);
-  free(st->rows);
-  free(st);
-}
 
 /* The sorted backward's memory pool: device memory of the comm's device,
  * kept (release threshold: never) so that calls after the first reuse it. */
@@ -357,25 +330,8 @@ static uint64_t emb_fingerprint(const loom_emb_state_t *st, int W) {
   return loom__fnv64(h, st->rows, (size_t)st->table_base[W] * sizeof(int64_t));
 }
 
-/* Up to the agreement: resolve, schedule, path, layout; a refusal here
- * answers the agreement (the other ranks wait in it for this answer). */
-static loom_result_t emb_make(loom_comm_t comm, const char *fn, loom_emb_state_t *st, loom_plan_t *plan) {
-  const int W = comm->size, r = comm->rank;
-  loom_emb_counts_t counts;
-  loom_result_t res = emb_resolve(fn, st, W, r);
-  if (res == LOOM_SUCCESS) res = emb_schedule(fn, st, W, r, &counts);
-  if (res == LOOM_SUCCESS) res = emb_choose(comm, fn, st, &counts);
-  if (res != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, res);
-  const uint32_t nsig = emb_layout(st, W, &counts);
-  return loom__plan_create(comm, fn, "embedding_a2a", nsig, 0, emb_fingerprint(st, W),
-                           "every rank must pass the same loom_embedding_desc_t (tables, dims, batch, dtypes, path)",
-                           plan);
-}
-
-/* The signal words' byte offsets in the comm workspace, the plan's name. */
+/* The signal words' byte offsets in the comm workspace. */
 static void emb_attach(loom_plan_t plan, loom_emb_state_t *st) {
-  const loom_embedding_desc_t *desc = &st->desc;
-  const int W = plan->comm->size, r = plan->comm->rank;
   const size_t base = plan->signals_offset;
   st->flags_off = base + st->flags_off * 4;
   st->counters_off = base + st->counters_off * 4;
@@ -384,11 +340,6 @@ static void emb_attach(loom_plan_t plan, loom_emb_state_t *st) {
   st->gdone_off = base + st->gdone_off * 4;
   st->bcount_off = base + st->bcount_off * 4;
   st->fetch_off = base + st->fetch_off * 4;
-  plan->op_state = st;
-  plan->destroy_op = emb_destroy;
-  snprintf(plan->tune_key, sizeof plan->tune_key, "emb_a2a W%d T%d/%d D%d B%lld S%d %s>%s %s", W,
-           st->tables_per_rank[r], st->table_base[W], desc->dim, (long long)desc->global_batch, desc->slice_samples,
-           loom__dtype_name(desc->table_type), loom__dtype_name(desc->out_type), pool_name(desc->pooling));
 }
 
 /* Allocate: the device copies of this rank's table shapes, the host-mapped
@@ -413,7 +364,6 @@ static loom_result_t emb_device_tables(const char *fn, loom_emb_state_t *st, int
     memset(st->err_host, 0, sizeof *st->err_host);
     e = cudaHostGetDevicePointer((void **)&st->err_dev, st->err_host, 0);
   }
-  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&st->done, cudaEventDisableTiming);
   free(h_off);
   if (e != cudaSuccess) return loom__cuda_fail((int)e, "embedding plan: device tables", __FILE__, __LINE__);
   return LOOM_SUCCESS;
@@ -432,53 +382,89 @@ static loom_result_t emb_staging(loom_emb_state_t *st, int W, int r) {
   return LOOM_SUCCESS;
 }
 
-/* Everything beyond the slice: device tables, the sorted backward's pool,
- * the grid, the staging (a test comm without a GPU holds none of it). */
-static loom_result_t emb_fill(loom_plan_t plan, const char *fn, loom_emb_state_t *st) {
+/* Everything beyond the slice: the signal words' offsets, device tables,
+ * the sorted backward's pool, the grid, the staging (a test comm without a
+ * GPU holds none of it). */
+static loom_result_t emb_fill(loom_plan_t plan, void *state) {
+  loom_emb_state_t *st = (loom_emb_state_t *)state;
   loom_comm_t comm = plan->comm;
+  emb_attach(plan, st);
   if (comm->detached) {
     st->grid = st->desc.grid_blocks ? st->desc.grid_blocks : 132;
     st->blocks_per_sm = 1;
     return LOOM_SUCCESS;
   }
-  LOOM_TRY(emb_device_tables(fn, st, comm->size, comm->rank));
+  LOOM_TRY(emb_device_tables(plan->op->plan_fn, st, comm->size, comm->rank));
   if (st->bwd == LOOM_EMB_BWD_SORTED) LOOM_TRY(make_pool(comm, st));
   LOOM_TRY(size_grid(plan, st));
   if (st->path == LOOM_EMB_PATH_STAGED) LOOM_TRY(emb_staging(st, comm->size, comm->rank));
   return LOOM_SUCCESS;
 }
 
-loom_result_t loom__plan_embedding_a2a_opts(loom_comm_t comm, const loom_embedding_desc_t *desc,
-                                            const loom__emb_plan_opts_t *opts, loom_plan_t *out) {
-  const char *fn = "loom_plan_embedding_a2a";
-  const loom__emb_plan_opts_t defaults = LOOM__EMB_PLAN_OPTS_INIT;
-  if (!opts) opts = &defaults;
-  LOOM_TRY(loom__plan_begin(comm, fn, out));
-  /* a rank that refuses answers the plan agreement, so its peers do not wait in it */
-  loom_result_t res = loom__emb_validate_desc(fn, desc, comm->size, comm->rank);
-  if (res == LOOM_SUCCESS) res = loom__emb_check_opts(fn, opts, comm->size);
-  if (res != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, res);
-  loom_emb_state_t *st = (loom_emb_state_t *)calloc(1, sizeof *st);
-  if (!st) return loom__comm_refuse(comm, fn, loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", fn));
-  st->desc = *desc;
-  st->opts = *opts;
-  loom_plan_t plan = NULL;
-  res = emb_make(comm, fn, st, &plan);
-  if (res != LOOM_SUCCESS) {
-    if (st->gin_devcomm && !comm->detached) loom__emb_gin_release(comm->nccl, st->gin_devcomm);
-    state_free(st);
-    return res;
-  }
-  emb_attach(plan, st);
-  res = emb_fill(plan, fn, st);
-  if (res != LOOM_SUCCESS) return loom__plan_abandon(plan, res);
+/* ---- the op (core/op.h) ---------------------------------------------------- */
+
+/* The door's description: the public one and the options tests may set. */
+typedef struct {
+  const loom_embedding_desc_t *desc;
+  const loom__emb_plan_opts_t *opts;
+} emb_args_t;
+
+static loom_result_t emb_check(const loom_op_t *op, loom_comm_t comm, const void *args) {
+  const emb_args_t *a = (const emb_args_t *)args;
+  LOOM_TRY(loom__emb_validate_desc(op->plan_fn, a->desc, comm->size, comm->rank));
+  return loom__emb_check_opts(op->plan_fn, a->opts, comm->size);
+}
+
+/* The state's copies, this rank's schedule, the path. */
+static loom_result_t emb_resolve_op(const loom_op_t *op, loom_comm_t comm, const void *args, void *state) {
+  const emb_args_t *a = (const emb_args_t *)args;
+  loom_emb_state_t *st = (loom_emb_state_t *)state;
+  st->desc = *a->desc;
+  st->opts = *a->opts;
+  loom_emb_counts_t counts;
+  LOOM_TRY(emb_resolve(op->plan_fn, st, comm->size, comm->rank));
+  LOOM_TRY(emb_schedule(op->plan_fn, st, comm->size, comm->rank, &counts));
+  LOOM_TRY(emb_choose(comm, op->plan_fn, st, &counts));
+  st->nsig = emb_layout(st, comm->size, &counts);
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t emb_lay_out(const loom_op_t *op, loom_comm_t comm, void *state, loom_plan_layout_t *lay) {
+  loom_emb_state_t *st = (loom_emb_state_t *)state;
+  lay->nsignals = st->nsig;
+  lay->fingerprint = emb_fingerprint(st, comm->size);
+  return LOOM_SUCCESS;
+}
+
+static void emb_describe(loom_plan_t plan, const void *state) {
+  const loom_emb_state_t *st = (const loom_emb_state_t *)state;
+  const loom_comm_t comm = plan->comm;
   LOOM_INFO("embedding_a2a plan rank %d: path %s, T %d/%d, D %d, B %lld, S %d, P %d, %u flags, %u counters, grid %d "
             "(%d/SM), backward %s, workspace %zu B, staging %zu B", comm->rank, path_name(st->path),
-            st->tables_per_rank[comm->rank], st->table_base[comm->size], desc->dim, (long long)desc->global_batch,
-            st->desc.slice_samples, st->part, st->num_flags, st->num_counters, st->grid, st->blocks_per_sm,
-            st->bwd == LOOM_EMB_BWD_SORTED ? "sorted" : "atomic", plan->ws_bytes, st->staging_bytes);
-  *out = plan;
-  return LOOM_SUCCESS;
+            st->tables_per_rank[comm->rank], st->table_base[comm->size], st->desc.dim,
+            (long long)st->desc.global_batch, st->desc.slice_samples, st->part, st->num_flags, st->num_counters,
+            st->grid, st->blocks_per_sm, st->bwd == LOOM_EMB_BWD_SORTED ? "sorted" : "atomic", plan->ws_bytes,
+            st->staging_bytes);
+}
+
+static const loom_op_t emb_op = {
+    .name = "embedding_a2a",
+    .plan_fn = "loom_plan_embedding_a2a",
+    .state_bytes = sizeof(loom_emb_state_t),
+    .differ = "every rank must pass the same loom_embedding_desc_t (tables, dims, batch, dtypes, path)",
+    .check = emb_check,
+    .resolve = emb_resolve_op,
+    .lay_out = emb_lay_out,
+    .fill = emb_fill,
+    .release = emb_release,
+    .describe = emb_describe,
+};
+
+loom_result_t loom__plan_embedding_a2a_opts(loom_comm_t comm, const loom_embedding_desc_t *desc,
+                                            const loom__emb_plan_opts_t *opts, loom_plan_t *out) {
+  const loom__emb_plan_opts_t defaults = LOOM__EMB_PLAN_OPTS_INIT;
+  const emb_args_t a = {desc, opts ? opts : &defaults};
+  return loom__plan_make(comm, &emb_op, &a, out);
 }
 
 loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_desc_t *desc, loom_plan_t *out) {
@@ -486,12 +472,7 @@ loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_des
 }
 
 static loom_result_t get_state(loom_plan_t plan, const char *fn, loom_emb_state_t **st) {
-  LOOM_TRY(loom__check_plan(plan, fn));
-  if (!plan->op || strcmp(plan->op, "embedding_a2a") != 0 || !plan->op_state)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a %s plan, not an embedding_a2a plan", fn,
-                      (void *)plan, plan->op ? plan->op : "(unknown)");
-  *st = (loom_emb_state_t *)plan->op_state;
-  return LOOM_SUCCESS;
+  return loom__plan_state(plan, fn, NULL, &emb_op, (void **)st);
 }
 
 loom_result_t loom_embedding_a2a_plan_info(loom_plan_t plan, loom_embedding_plan_info_t *info) {
@@ -634,7 +615,7 @@ static loom_result_t peer_addresses(const char *fn, const char *what, loom_comm_
  * optional synchronous index check. */
 static loom_result_t after_call(const char *fn, loom_plan_t plan, loom_emb_state_t *st, cudaStream_t stream) {
   int capturing = 0;
-  LOOM_TRY(loom__plan_done_record(st->done, stream, &capturing));
+  LOOM_TRY(loom__call_exit(plan, stream, &capturing));
   if (!st->desc.check_indices_sync || capturing) return LOOM_SUCCESS;
   LOOM_CUDA(cudaStreamSynchronize(stream));
   LOOM_TRY(loom__comm_check(plan->comm, fn));
@@ -818,7 +799,7 @@ loom_result_t loom__emb_set_part(loom_plan_t plan, int part) {
                           s.local_first) != 0)
     return loom__fail(LOOM_ERR_INTERNAL, "%s: schedule rejected part=%d", fn, part);
   /* the previous call's counters and fetch words are back at 0 once it ended */
-  if (!plan->comm->detached) LOOM_TRY(wait_last_call(st, fn));
+  LOOM_TRY(loom__plan_wait_last_call(plan, fn));
   st->part = part;
   st->sched = s;
   return LOOM_SUCCESS;
@@ -846,7 +827,7 @@ loom_result_t loom__emb_set_backward(loom_plan_t plan, int bwd) {
     return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: this rank's tables hold %lld rows, more than %lld for the sorted "
                       "backward", fn, (long long)st->local_rows, (long long)LOOM_EMB_MAX_SORTED_ROWS);
   if (!plan->comm->detached) {
-    LOOM_TRY(wait_last_call(st, fn));
+    LOOM_TRY(loom__plan_wait_last_call(plan, fn));
     if (bwd == LOOM_EMB_BWD_SORTED) LOOM_TRY(make_pool(plan->comm, st));
   }
   st->bwd = bwd;

@@ -178,7 +178,6 @@ typedef struct loom_moe_state {
   loom_moe_err_t *err;               /* host-mapped (cudaHostAlloc) */
   unsigned long long *stamps;        /* host-mapped phase stamps (LOOM_DEBUG=TRACE), else NULL */
   size_t symmetric_bytes, device_bytes;
-  cudaEvent_t done;
 } loom_moe_state_t;
 
 /* ---- host (moe_plan.c) ---- */
@@ -190,11 +189,11 @@ loom_result_t loom__moe_check_desc(const char *fn, int comm_size, const loom_moe
  * no bad routing entry left to report (moe_plan.c). */
 loom_result_t loom__moe_enter(loom_plan_t plan, const char *fn, loom_moe_state_t **st);
 
-/* ---- the expert MLP (moe_mlp.c) ---- */
+/* The grouped GEMM of one expert projection over the plan's receive
+ * layout: C [R, n] = A [R, k] x B_l^T for each local expert l. */
+loom_grouped_gemm_desc_t loom__moe_gemm_desc(const loom_moe_state_t *st, int64_t n, int64_t k, int64_t rows_hint);
 
-/* The plan's h [R, F] (desc.ffn > 0, local experts > 0), after the checks
- * that the grouped GEMMs can run here. */
-loom_result_t loom__moe_mlp_buffers(const char *fn, loom_moe_state_t *st);
+/* ---- the expert MLP (moe_mlp.c) ---- */
 
 /* A dispatch (loom_moe_dispatch with fn's name); prologue 1: the arrival
  * form (this rank's gate/up GEMM, launched next with

@@ -34,43 +34,6 @@
 #include "gemm/gemm_heuristic.h"
 #include "ops/moe/moe.h"
 
-/* The grouped GEMM of one expert projection over the plan's receive layout:
- * C [R, n] = A [R, k] x B_l^T for each local expert l. */
-static loom_grouped_gemm_desc_t moe_gemm_desc(const loom_moe_state_t *st, int64_t n, int64_t k, int64_t rows_hint) {
-  loom_grouped_gemm_desc_t g = LOOM_GROUPED_GEMM_DESC_INIT;
-  g.groups = st->n_local, g.max_rows = st->max_recv, g.n = n, g.k = k, g.rows_hint = rows_hint;
-  g.ab_type = g.c_type = st->desc.dtype, g.b_layout = LOOM_B_NK;
-  return g;
-}
-
-loom_result_t loom__moe_mlp_buffers(const char *fn, loom_moe_state_t *st) {
-  const loom_moe_desc_t *d = &st->desc;
-  const int64_t F = d->ffn, H = d->hidden;
-  loom__gemm_device_t dev;
-  LOOM_TRY(loom__gemm_device(&dev));
-  const loom_gemm_desc_t e = LOOM_GEMM_DESC(st->max_recv, 2 * F, H, d->dtype, d->dtype, LOOM_B_NK, 0);
-  if (!dev.sm90 || !loom__gemm_sm90_supported(&e, dev.cc_major, dev.cc_minor))
-    return loom__fail(LOOM_ERR_UNSUPPORTED,
-                      "%s: desc->ffn=%d: the experts' grouped GEMMs run loom's Hopper kernel (compute capability 9.0 "
-                      "with the library's sm_90a code); this GPU is %d.%d",
-                      fn, d->ffn, dev.cc_major, dev.cc_minor);
-  /* the shapes the calls will run, checked once */
-  const loom_grouped_gemm_desc_t g1 = moe_gemm_desc(st, 2 * F, H, 0), g2 = moe_gemm_desc(st, H, F, 0);
-  LOOM_TRY(loom__grouped_validate_desc(fn, &g1));
-  LOOM_TRY(loom__grouped_validate_desc(fn, &g2));
-  /* loaded now, not at a first launch behind a dispatch that waits for
-   * the peers (CUDA's lazy loading waits for running kernels) */
-  for (int bm = 64; bm <= 128; bm += 64)
-    for (int bn = 128; bn <= 256; bn += 128) {
-      struct cudaFuncAttributes fa;
-      LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__gemm_grouped_kernel_for(bm, bn, (int)d->dtype, 0)));
-    }
-  const size_t h = (size_t)st->max_recv * (size_t)F * loom_dtype_size(d->dtype);
-  LOOM_CUDA(cudaMalloc(&st->h, h > 0 ? h : 256));
-  st->device_bytes += h;
-  return LOOM_SUCCESS;
-}
-
 /* A grouped GEMM's configuration: the model's, with the tile bm x bn where
  * given (0: the model's). */
 static loom_gemm_config_t moe_tile(const loom_grouped_gemm_desc_t *g, int sms, int bm, int bn) {
@@ -108,7 +71,7 @@ static loom_result_t moe_experts(loom_moe_state_t *st, int sms, const void *gate
   const int64_t F = d->ffn, H = d->hidden;
   const int64_t *off = st->k.expert_off;
   const int64_t hint = tokens * d->topk; /* this rank's rows, as many as it receives at uniform routing */
-  const loom_grouped_gemm_desc_t g1 = moe_gemm_desc(st, 2 * F, H, hint), g2 = moe_gemm_desc(st, H, F, hint);
+  const loom_grouped_gemm_desc_t g1 = loom__moe_gemm_desc(st, 2 * F, H, hint), g2 = loom__moe_gemm_desc(st, H, F, hint);
   const loom_gemm_config_t c1 = moe_tile(&g1, sms, c->up_bm, 256), c2 = moe_tile(&g2, sms, c->down_bm, c->down_bn);
   if (c->path == LOOM_MOE_MLP_FUSED_ALL) {
     const loom_grouped_arrival_t w = moe_arrival(st);

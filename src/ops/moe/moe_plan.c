@@ -12,9 +12,12 @@
 #include "core/handle.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/op.h"
 #include "core/plan.h"
 #include "core/ptr_check.h"
 #include "core/util.h"
+#include "gemm/gemm.h"
+#include "gemm/gemm_heuristic.h"
 #include "ops/moe/moe.h"
 
 __attribute__((constructor)) static void loom__moe_wait_sites(void) {
@@ -89,14 +92,13 @@ static void moe_log_stamps(const loom_moe_state_t *st) {
   }
 }
 
-static void moe_free(loom_comm_t comm, loom_moe_state_t *st) {
-  if (!st) return;
+/* What the plan holds (op.h: release; the plan's last call has ended). */
+static void moe_release(loom_comm_t comm, void *state) {
+  loom_moe_state_t *st = (loom_moe_state_t *)state;
   if (st->stamps) {
-    (void)cudaDeviceSynchronize(); /* the last calls' stamps */
     moe_log_stamps(st);
     (void)cudaFreeHost(st->stamps);
   }
-  loom__plan_done_release(st->done, "moe");
   if (st->recv) (void)loom__comm_free(comm, st->recv);
   if (st->origin) (void)loom__comm_free(comm, st->origin);
   if (st->combine) (void)loom__comm_free(comm, st->combine);
@@ -104,21 +106,6 @@ static void moe_free(loom_comm_t comm, loom_moe_state_t *st) {
   if (st->dev) (void)cudaFree(st->dev);
   if (st->h) (void)cudaFree(st->h);
   if (st->err) (void)cudaFreeHost(st->err);
-  free(st);
-}
-
-static void moe_destroy(loom_plan_t plan) {
-  moe_free(plan->comm, (loom_moe_state_t *)plan->op_state);
-  plan->op_state = NULL;
-}
-
-static loom_result_t moe_state(loom_plan_t plan, const char *fn, loom_moe_state_t **st) {
-  LOOM_TRY(loom__check_plan(plan, fn));
-  if (!plan->op_state || !plan->op || strcmp(plan->op, "moe") != 0)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a %s plan, not an moe plan", fn, (void *)plan,
-                      plan->op ? plan->op : "(unknown)");
-  *st = (loom_moe_state_t *)plan->op_state;
-  return LOOM_SUCCESS;
 }
 
 /* The four symmetric buffers and every rank's address of each. */
@@ -212,8 +199,87 @@ static void moe_kargs(loom_plan_t plan, loom_moe_state_t *st) {
   k->capacity = d->capacity;
 }
 
+/* The grouped GEMM of one expert projection over the plan's receive layout:
+ * C [R, n] = A [R, k] x B_l^T for each local expert l. */
+loom_grouped_gemm_desc_t loom__moe_gemm_desc(const loom_moe_state_t *st, int64_t n, int64_t k, int64_t rows_hint) {
+  loom_grouped_gemm_desc_t g = LOOM_GROUPED_GEMM_DESC_INIT;
+  g.groups = st->n_local, g.max_rows = st->max_recv, g.n = n, g.k = k, g.rows_hint = rows_hint;
+  g.ab_type = g.c_type = st->desc.dtype, g.b_layout = LOOM_B_NK;
+  return g;
+}
+
+/* loom_moe_mlp's h [R, F] (desc.ffn > 0, local experts > 0), after the
+ * checks that the grouped GEMMs can run here. */
+static loom_result_t moe_mlp_buffers(const char *fn, loom_moe_state_t *st) {
+  const loom_moe_desc_t *d = &st->desc;
+  const int64_t F = d->ffn, H = d->hidden;
+  loom__gemm_device_t dev;
+  LOOM_TRY(loom__gemm_device(&dev));
+  const loom_gemm_desc_t e = LOOM_GEMM_DESC(st->max_recv, 2 * F, H, d->dtype, d->dtype, LOOM_B_NK, 0);
+  if (!dev.sm90 || !loom__gemm_sm90_supported(&e, dev.cc_major, dev.cc_minor))
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: desc->ffn=%d: the experts' grouped GEMMs run loom's Hopper kernel (compute capability 9.0 "
+                      "with the library's sm_90a code); this GPU is %d.%d",
+                      fn, d->ffn, dev.cc_major, dev.cc_minor);
+  /* the shapes the calls will run, checked once */
+  const loom_grouped_gemm_desc_t g1 = loom__moe_gemm_desc(st, 2 * F, H, 0), g2 = loom__moe_gemm_desc(st, H, F, 0);
+  LOOM_TRY(loom__grouped_validate_desc(fn, &g1));
+  LOOM_TRY(loom__grouped_validate_desc(fn, &g2));
+  /* loaded now, not at a first launch behind a dispatch that waits for
+   * the peers (CUDA's lazy loading waits for running kernels) */
+  for (int bm = 64; bm <= 128; bm += 64)
+    for (int bn = 128; bn <= 256; bn += 128) {
+      struct cudaFuncAttributes fa;
+      LOOM_CUDA(cudaFuncGetAttributes(&fa, loom__gemm_grouped_kernel_for(bm, bn, (int)d->dtype, 0)));
+    }
+  const size_t h = (size_t)st->max_recv * (size_t)F * loom_dtype_size(d->dtype);
+  LOOM_CUDA(cudaMalloc(&st->h, h > 0 ? h : 256));
+  st->device_bytes += h;
+  return LOOM_SUCCESS;
+}
+
+/* ---- the op (core/op.h) ---------------------------------------------------- */
+
+/* The description, the NVLink domain, the signal words it needs. */
+static loom_result_t moe_check(const loom_op_t *op, loom_comm_t comm, const void *desc) {
+  const loom_moe_desc_t *d = (const loom_moe_desc_t *)desc;
+  LOOM_TRY(loom__moe_check_desc(op->plan_fn, comm->size, d));
+  if (!comm->detached && !comm->ws_all_reachable)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: every rank must be load/store reachable (one NVLink domain): rows are stored into the "
+                      "experts' ranks through NVLink",
+                      op->plan_fn);
+  /* delivered, comb_ready, comb_done [W] each, arrived [W, E] */
+  const int64_t nsignals = (int64_t)comm->size * (3 + (int64_t)d->experts);
+  if (nsignals > MOE_MAX_SIGNALS)
+    return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: %d ranks x desc->experts=%d need %lld signal words, more than %d",
+                      op->plan_fn, comm->size, d->experts, (long long)nsignals, MOE_MAX_SIGNALS);
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t moe_resolve(const loom_op_t *op, loom_comm_t comm, const void *desc, void *state) {
+  loom_moe_state_t *st = (loom_moe_state_t *)state;
+  const loom_moe_desc_t *d = (const loom_moe_desc_t *)desc;
+  st->desc = *d, st->rank = comm->rank, st->world = comm->size;
+  st->n_local = loom__moe_experts_on(d->experts, comm->size, comm->rank);
+  st->first_local = loom__moe_expert_begin(d->experts, comm->size, comm->rank);
+  st->max_recv = loom__moe_worst_recv_rows(comm->size, d->experts, d->topk, d->max_tokens, d->capacity);
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t moe_lay_out(const loom_op_t *op, loom_comm_t comm, void *state, loom_plan_layout_t *lay) {
+  const loom_moe_desc_t *d = &((const loom_moe_state_t *)state)->desc;
+  lay->nsignals = (uint32_t)((int64_t)comm->size * (3 + (int64_t)d->experts));
+  const int64_t fields[7] = {d->hidden, d->experts, d->topk, d->max_tokens, d->capacity, d->dtype, d->ffn};
+  lay->fingerprint = loom__fnv64(LOOM_FNV64_INIT, fields, sizeof fields);
+  return LOOM_SUCCESS;
+}
+
 /* The plan's buffers, arrays and kernels (every rank, after the agreement). */
-static loom_result_t moe_fill(loom_comm_t comm, const char *fn, loom_plan_t plan, loom_moe_state_t *st) {
+static loom_result_t moe_fill(loom_plan_t plan, void *state) {
+  loom_moe_state_t *st = (loom_moe_state_t *)state;
+  loom_comm_t comm = plan->comm;
+  const char *fn = plan->op->plan_fn;
   if (comm->detached) return loom__plan_detached(fn);
   char **peers = (char **)calloc((size_t)4 * st->world, sizeof(char *));
   if (!peers) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: a table of %d peer addresses", fn, 4 * st->world);
@@ -221,61 +287,42 @@ static loom_result_t moe_fill(loom_comm_t comm, const char *fn, loom_plan_t plan
   if (r == LOOM_SUCCESS) r = moe_device(comm, st, peers);
   free(peers);
   LOOM_TRY(r);
-  LOOM_TRY(loom__plan_done_create(&st->done));
-  if (st->desc.ffn > 0 && st->n_local > 0) LOOM_TRY(loom__moe_mlp_buffers(fn, st));
+  if (st->desc.ffn > 0 && st->n_local > 0) LOOM_TRY(moe_mlp_buffers(fn, st));
   moe_kargs(plan, st);
   LOOM_TRY(loom__moe_grid_limits(&st->grid));
   return loom__nccl_fence(comm); /* every rank's buffers exist before any peer stores into them */
 }
 
-loom_result_t loom_plan_moe(loom_comm_t comm, const loom_moe_desc_t *desc, loom_plan_t *out) {
-  const char *fn = "loom_plan_moe";
-  LOOM_TRY(loom__plan_begin(comm, fn, out));
-  loom_result_t r = loom__moe_check_desc(fn, comm->size, desc);
-  if (r == LOOM_SUCCESS && !comm->detached && !comm->ws_all_reachable)
-    r = loom__fail(LOOM_ERR_UNSUPPORTED,
-                   "%s: every rank must be load/store reachable (one NVLink domain): rows are stored into the "
-                   "experts' ranks through NVLink",
-                   fn);
-  /* delivered, comb_ready, comb_done [W] each, arrived [W, E] */
-  const int64_t nsignals = r == LOOM_SUCCESS ? (int64_t)comm->size * (3 + (int64_t)desc->experts) : 0;
-  if (nsignals > MOE_MAX_SIGNALS)
-    r = loom__fail(LOOM_ERR_UNSUPPORTED, "%s: %d ranks x desc->experts=%d need %lld signal words, more than %d", fn,
-                   comm->size, desc->experts, (long long)nsignals, MOE_MAX_SIGNALS);
-  if (r != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, r);
-  loom_moe_state_t *st = (loom_moe_state_t *)loom__plan_state_alloc(comm, fn, sizeof *st, &r);
-  if (!st) return r;
-  st->desc = *desc, st->rank = comm->rank, st->world = comm->size;
-  st->n_local = loom__moe_experts_on(desc->experts, comm->size, comm->rank);
-  st->first_local = loom__moe_expert_begin(desc->experts, comm->size, comm->rank);
-  st->max_recv = loom__moe_worst_recv_rows(comm->size, desc->experts, desc->topk, desc->max_tokens, desc->capacity);
-  uint64_t h = LOOM_FNV64_INIT;
-  const int64_t fields[7] = {desc->hidden, desc->experts, desc->topk, desc->max_tokens, desc->capacity, desc->dtype,
-                             desc->ffn};
-  h = loom__fnv64(h, fields, sizeof fields);
-  loom_plan_t plan = NULL;
-  r = loom__plan_create(comm, fn, "moe", (uint32_t)nsignals, 0, h,
-                        "hidden, experts, topk, max_tokens, capacity, dtype and ffn", &plan);
-  if (r != LOOM_SUCCESS) {
-    moe_free(comm, st);
-    return r;
-  }
-  plan->op_state = st;
-  plan->destroy_op = moe_destroy;
-  r = moe_fill(comm, fn, plan, st);
-  if (r != LOOM_SUCCESS) return loom__plan_abandon(plan, r);
+static void moe_describe(loom_plan_t plan, const void *state) {
+  const loom_moe_state_t *st = (const loom_moe_state_t *)state;
+  const loom_moe_desc_t *d = &st->desc;
   LOOM_INFO("%s: W=%d, %d experts (%d here, from %d), top-%d, H=%d, T_max=%lld, capacity %lld: receive buffer of %lld "
             "rows, %zu symmetric bytes",
-            fn, st->world, desc->experts, st->n_local, st->first_local, desc->topk, desc->hidden,
-            (long long)desc->max_tokens, (long long)desc->capacity, (long long)st->max_recv, st->symmetric_bytes);
-  *out = plan;
-  return LOOM_SUCCESS;
+            plan->op->plan_fn, st->world, d->experts, st->n_local, st->first_local, d->topk, d->hidden,
+            (long long)d->max_tokens, (long long)d->capacity, (long long)st->max_recv, st->symmetric_bytes);
+}
+
+const loom_op_t loom__op_moe = {
+    .name = "moe",
+    .plan_fn = "loom_plan_moe",
+    .state_bytes = sizeof(loom_moe_state_t),
+    .differ = "hidden, experts, topk, max_tokens, capacity, dtype and ffn",
+    .check = moe_check,
+    .resolve = moe_resolve,
+    .lay_out = moe_lay_out,
+    .fill = moe_fill,
+    .release = moe_release,
+    .describe = moe_describe,
+};
+
+loom_result_t loom_plan_moe(loom_comm_t comm, const loom_moe_desc_t *desc, loom_plan_t *out) {
+  return loom__plan_make(comm, &loom__op_moe, desc, out);
 }
 
 loom_result_t loom_moe_plan_info(loom_plan_t plan, loom_moe_plan_info_t *info) {
   const char *fn = "loom_moe_plan_info";
   loom_moe_state_t *st;
-  LOOM_TRY(moe_state(plan, fn, &st));
+  LOOM_TRY(loom__plan_state(plan, fn, NULL, &loom__op_moe, (void **)&st));
   if (!info) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: info=NULL", fn);
   if (info->struct_size != sizeof *info)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
@@ -306,8 +353,7 @@ static loom_result_t moe_reported(loom_moe_state_t *st, const char *fn) {
 }
 
 loom_result_t loom__moe_enter(loom_plan_t plan, const char *fn, loom_moe_state_t **st) {
-  LOOM_TRY(moe_state(plan, fn, st));
-  LOOM_TRY(loom__comm_check(plan->comm, fn));
+  LOOM_TRY(loom__call_enter(plan, fn, NULL, &loom__op_moe, (void **)st));
   return moe_reported(*st, fn);
 }
 
@@ -343,7 +389,7 @@ loom_result_t loom__moe_dispatch_call(loom_plan_t plan, const char *fn, const vo
   st->tokens = tokens, st->dispatched = 1;
   /* (the arrival form: the GEMM must be the next work on the stream, or it
    * would not start beside the dispatch; the combine after it records) */
-  return k.prologue ? LOOM_SUCCESS : loom__plan_done_record(st->done, stream, NULL);
+  return k.prologue ? LOOM_SUCCESS : loom__call_exit(plan, stream, NULL);
 }
 
 loom_result_t loom_moe_combine(loom_plan_t plan, const void *y, const float *weights, void *out,
@@ -373,5 +419,5 @@ loom_result_t loom__moe_combine_call(loom_plan_t plan, const char *fn, const voi
   k.y = (const char *)y, k.weights = weights, k.out = (char *)out, k.tokens = st->tokens, k.sent = sent;
   (void)loom__plan_next_epoch(plan);
   LOOM_TRY(loom__moe_combine_launch(&k, st->max_recv, &st->grid, stream));
-  return loom__plan_done_record(st->done, stream, NULL);
+  return loom__call_exit(plan, stream, NULL);
 }

@@ -9,18 +9,14 @@
  * (core/tune.h, LOOM_TUNE_FILE), which AUTO calls of the same shape and
  * tokens' bucket then run (moe_mlp.c, moe_mlp_resolve).
  *
- * The default (loom__moe_mlp_default) and the 22 candidates are timed
- * in MOE_TUNE_ROUNDS rounds over all of them in turn, each time 1 warm-up
- * call and 4 timed back to back on `stream`, the time the largest over the
- * ranks (an NCCL all-reduce, so every rank records the same winner). A
- * candidate's time is its median round, and it replaces the default only
- * when faster by MOE_TUNE_MARGIN. Measured before these rules (2x H200,
+ * The default (loom__moe_mlp_default) and the 22 candidates race by the
+ * one tuning rule (core/tune_rule.h: rounds over all of them in turn, each
+ * candidate's median round, the largest over the ranks, a margin before
+ * another replaces the default). Measured before that rule (2x H200,
  * docs/perf/moe.md): with one pass of 5 calls each the candidates timed
  * first won, and with the best of 3 rounds the winner at DeepSeek-V3's
  * prefill ran 2% slower than the default in the benchmark after: the
- * candidates there lie within the run's noise. A rank whose calls failed
- * enters the reduction with 1e30 and every rank stops there (none waits
- * for it).
+ * candidates there lie within the run's noise.
  *
  * Key: "moe mlp W<W> <sms>sm H<H> F<F> E<E> k<k> <dtype> cap<capacity>
  * t<bucket>" (bucket: the next power of two of the tokens); value:
@@ -31,19 +27,12 @@
 #include "core/comm.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/param.h"
 #include "core/plan.h"
 #include "core/tune.h"
+#include "core/tune_rule.h"
 #include "ops/moe/moe.h"
 
-#define MOE_TUNE_ROUNDS 3 /* moe_median3 */
 #define MOE_TUNE_CANDIDATES 23
-#define MOE_TUNE_MARGIN 0.02f
-
-static float moe_median3(float a, float b, float c) {
-  const float lo = a < b ? a : b, hi = a < b ? b : a;
-  return c < lo ? lo : c > hi ? hi : c;
-}
 
 typedef struct {
   const void *x, *gate_up, *down;
@@ -53,18 +42,19 @@ typedef struct {
   void *out;
 } moe_tune_args_t;
 
-/* One call of candidate `c` (loom__time_calls times it). */
+/* The race's candidates on one call's arguments. */
 typedef struct {
   loom_plan_t plan;
   const moe_tune_args_t *a;
-  const loom_moe_mlp_choice_t *c;
-} moe_tune_call_t;
+  const loom_moe_mlp_choice_t *cand;
+} moe_tune_race_t;
 
-static loom_result_t moe_tune_call(void *ctx, cudaStream_t stream) {
-  const moe_tune_call_t *k = (const moe_tune_call_t *)ctx;
+/* One call of candidate i (the race times it). */
+static loom_result_t moe_tune_call(void *ctx, int i, cudaStream_t stream) {
+  const moe_tune_race_t *k = (const moe_tune_race_t *)ctx;
   const moe_tune_args_t *a = k->a;
   return loom__moe_mlp_run(k->plan, "loom_moe_mlp_tune", a->x, a->ids, a->weights, a->tokens, a->gate_up, a->down,
-                           a->out, k->c, stream);
+                           a->out, &k->cand[i], stream);
 }
 
 /* The winner into the tuning cache (and rank 0's LOOM_TUNE_FILE). */
@@ -74,11 +64,7 @@ static loom_result_t moe_tune_record(loom_plan_t plan, const loom_moe_state_t *s
   if (!loom__moe_mlp_tune_key(&st->desc, st->world, plan->comm->sm_count, tokens, key, sizeof key))
     return loom__fail(LOOM_ERR_INTERNAL, "loom_moe_mlp_tune: tuning key too long");
   loom__moe_mlp_tune_format(won, value, sizeof value);
-  LOOM_TRY(loom__tune_put(key, value));
-  LOOM_INFO("loom_moe_mlp_tune: %s = %s (%.4f ms)", key, value, ms);
-  const char *file = loom__param_TUNE_FILE();
-  if (file && *file && plan->comm->rank == 0) LOOM_TRY(loom__tune_save(file));
-  return LOOM_SUCCESS;
+  return loom__tune_record("loom_moe_mlp_tune", key, value, ms, plan->comm->rank == 0);
 }
 
 /* The candidates: the untuned default (loom__moe_mlp_default) first, then the
@@ -109,43 +95,19 @@ loom_result_t loom_moe_mlp_tune(loom_plan_t plan, const void *x, const int32_t *
   LOOM_TRY(loom__moe_enter(plan, fn, &st));
   LOOM_TRY(loom__stream_not_capturing(fn, stream));
   const moe_tune_args_t a = {x, gate_up, down, ids, weights, tokens, out};
-  float *dev_ms = NULL;
-  LOOM_CUDA(cudaMalloc((void **)&dev_ms, sizeof *dev_ms));
   loom_moe_mlp_choice_t cand[MOE_TUNE_CANDIDATES];
   const int nc = moe_tune_candidates(cand, plan->comm->sm_count, tokens);
-  float t[MOE_TUNE_ROUNDS][MOE_TUNE_CANDIDATES];
-  loom_result_t r = LOOM_SUCCESS;
-  /* rounds over every candidate in turn: a drift of the clocks over the
-   * tuning (power, heat) then favours no candidate for its place */
-  for (int round = 0; round < MOE_TUNE_ROUNDS && r == LOOM_SUCCESS; ++round)
-    for (int i = 0; i < nc; ++i) {
-      float mine = 0.f;
-      moe_tune_call_t call = {plan, &a, &cand[i]};
-      const loom_result_t rt = loom__time_calls(moe_tune_call, &call, 1, 4, stream, &mine);
-      const loom_result_t rm = loom__comm_max_ms(plan->comm, mine, dev_ms, stream, &t[round][i]);
-      r = rt != LOOM_SUCCESS ? rt : rm;
-      /* a rank that failed stops every rank here (none waits for it in the next candidate's calls) */
-      if (r == LOOM_SUCCESS && t[round][i] >= 1e29f)
-        r = loom__fail(LOOM_ERR_INTERNAL, "%s: another rank's calls failed (its own error says why)", fn);
-      if (r != LOOM_SUCCESS) break;
-    }
-  /* each candidate's median round; the default stays unless another is
-   * faster by MOE_TUNE_MARGIN (what one choice measured apart from itself
-   * between rows of one benchmark: up to 3%) */
+  moe_tune_race_t ctx = {plan, &a, cand};
+  const loom_tune_race_t race = {fn, nc, &ctx, NULL, moe_tune_call, NULL, plan->comm};
   int best = 0;
-  float med[MOE_TUNE_CANDIDATES];
-  for (int i = 0; i < nc && r == LOOM_SUCCESS; ++i) {
-    med[i] = moe_median3(t[0][i], t[1][i], t[2][i]);
+  float best_ms = 0.f, med[MOE_TUNE_CANDIDATES];
+  LOOM_TRY(loom__tune_race(&race, stream, &best, &best_ms, med));
+  for (int i = 0; i < nc; ++i) {
     char v[LOOM_TUNE_TEXT_BYTES];
     loom__moe_mlp_tune_format(&cand[i], v, sizeof v);
-    LOOM_INFO("%s: %s: %.4f ms (rounds %.4f %.4f %.4f)", fn, v, med[i], t[0][i], t[1][i], t[2][i]);
-    if (med[i] < med[best]) best = i;
+    LOOM_INFO("%s: %s: %.4f ms (the median of its rounds)", fn, v, (double)med[i]);
   }
-  if (r == LOOM_SUCCESS && med[best] > (1.f - MOE_TUNE_MARGIN) * med[0]) best = 0;
-  const float best_ms = r == LOOM_SUCCESS ? med[best] : 0.f;
-  cudaFree(dev_ms);
-  LOOM_TRY(r);
-  /* the last calls ran the last candidate: the winner once more, so that out holds its answer */
+  /* the last calls ran another candidate: the winner once more, so that out holds its answer */
   LOOM_TRY(loom__moe_mlp_run(plan, fn, x, ids, weights, tokens, gate_up, down, out, &cand[best], stream));
   return moe_tune_record(plan, st, tokens, &cand[best], best_ms);
 }

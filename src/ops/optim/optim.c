@@ -25,6 +25,7 @@
 #include "core/util.h"
 #include "core/handle.h"
 #include "core/log.h"
+#include "core/op.h"
 #include "core/plan.h"
 #include "core/ptr_check.h"
 #include "ops/optim/optim.h"
@@ -129,27 +130,13 @@ loom_result_t loom__optim_check_desc(const char *fn, int comm_size, const loom_o
 
 /* ---- plan state ---------------------------------------------------------- */
 
-static void optim_free(loom_optim_state_t *st) {
-  if (!st) return;
-  loom__plan_done_release(st->done, "optimizer");
-  if (st->dev) (void)cudaFree(st->dev);
-  free(st->numel), free(st->ar), free(st->params), free(st->grads), free(st->wd), free(st->state_off);
-  free(st);
-}
-
-static void optim_destroy(loom_plan_t plan) {
-  optim_free((loom_optim_state_t *)plan->op_state);
-  plan->op_state = NULL;
-}
+static const loom_op_family_t optim_family = {"optim", "an adam or lamb plan"};
 
 loom_result_t loom__optim_state(loom_plan_t plan, const char *fn, int lamb, loom_optim_state_t **st) {
-  LOOM_TRY(loom__check_plan(plan, fn));
-  const int is_adam = plan->op && strcmp(plan->op, "adam") == 0, is_lamb = plan->op && strcmp(plan->op, "lamb") == 0;
-  if (!plan->op_state || !(is_adam || is_lamb) || (lamb >= 0 && lamb != is_lamb))
+  LOOM_TRY(loom__plan_state(plan, fn, &optim_family, NULL, (void **)st));
+  if (lamb >= 0 && (*st)->lamb != lamb)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a%s %s plan, not a%s plan", fn, (void *)plan,
-                      plan->op && plan->op[0] == 'a' ? "n" : "", plan->op ? plan->op : "(unknown)",
-                      lamb < 0 ? "n adam or lamb" : lamb ? " lamb" : "n adam");
-  *st = (loom_optim_state_t *)plan->op_state;
+                      (*st)->lamb ? "" : "n", plan->op->name, lamb ? " lamb" : "n adam");
   return LOOM_SUCCESS;
 }
 
@@ -212,7 +199,7 @@ static loom_result_t tensor_tables(loom_comm_t comm, const char *fn, loom_optim_
  * the peers' addresses grad_tab [T][nsrc] and param_tab [T][npush], which
  * tensors vectorise, this rank's chunks, the tensors' device records and
  * the owners of the global chunks (LAMB). */
-typedef struct {
+typedef struct optim_host {
   char **grad_tab, **param_tab;
   int *vec;
   loom_optim_chunk_t *chunks;
@@ -221,28 +208,19 @@ typedef struct {
 } optim_host_t;
 
 static void optim_host_free(optim_host_t *h) {
+  if (!h) return;
   free(h->grad_tab), free(h->param_tab), free(h->vec), free(h->chunks), free(h->tdev), free(h->gowner);
+  free(h);
 }
 
 /* The schedule's world and rank: local plans update every tensor on their own. */
 static int32_t sched_world(const loom_optim_state_t *st) { return st->local ? 1 : st->world; }
 static int32_t sched_rank(const loom_optim_state_t *st) { return st->local ? 0 : st->rank; }
 
-/* Validate: the description, and (distributed) one NVLink domain. */
-static loom_result_t optim_validate(loom_comm_t comm, const char *fn, const loom_optim_desc_t *desc, int local) {
-  LOOM_TRY(loom__optim_check_desc(fn, comm->size, desc));
-  if (!local && !comm->ws_all_reachable && !comm->detached)
-    return loom__fail(LOOM_ERR_UNSUPPORTED,
-                      "%s: every rank must be load/store reachable (one NVLink domain): peers' gradients are read "
-                      "and their parameters written through NVLink",
-                      fn);
-  return LOOM_SUCCESS;
-}
-
 /* Resolve: the state's own copy of every tensor's numel, pointers and
  * weight decay, which tensors are AR-Opt; the host tables allocated. */
-static loom_result_t optim_resolve(loom_optim_state_t *st, const char *fn, const loom_optim_desc_t *desc,
-                                   optim_host_t *h) {
+static loom_result_t optim_copy(loom_optim_state_t *st, const char *fn, const loom_optim_desc_t *desc,
+                                optim_host_t *h) {
   const int T = desc->num_tensors;
   st->chunk = desc->chunk_elems ? desc->chunk_elems : LOOM_OPTIM_CHUNK_DEFAULT;
   st->numel = (int64_t *)calloc((size_t)T, sizeof(int64_t));
@@ -274,9 +252,9 @@ static loom_result_t optim_resolve(loom_optim_state_t *st, const char *fn, const
   return LOOM_SUCCESS;
 }
 
-/* Every rank's own checks of its tensors, then (distributed) the agreement
- * on what must match: collective, answered by every rank. */
-static loom_result_t optim_agree(loom_comm_t comm, const char *fn, loom_optim_state_t *st, optim_host_t *h) {
+/* What every rank must have alike: the tensors' sizes, dtypes and
+ * hyperparameters, and where each lies (st->where). */
+static uint64_t optim_fingerprint(const loom_optim_state_t *st) {
   const loom_optim_desc_t *desc = &st->desc;
   const int T = st->T;
   uint64_t hash = LOOM_FNV64_INIT;
@@ -289,17 +267,7 @@ static loom_result_t optim_agree(loom_comm_t comm, const char *fn, loom_optim_st
   hash = loom__fnv64(hash, &st->chunk, sizeof st->chunk);
   hash = loom__fnv64(hash, st->numel, (size_t)T * sizeof(int64_t));
   hash = loom__fnv64(hash, st->wd, (size_t)T * sizeof(float));
-  loom_result_t mine = tensor_tables(comm, fn, st, h->grad_tab, h->param_tab, h->vec, &hash);
-  char msg[768] = "";
-  if (mine != LOOM_SUCCESS) snprintf(msg, sizeof msg, "%s", loom_last_error());
-  loom_result_t r = st->local ? mine
-                              : loom__comm_agree(comm, fn, hash, mine != LOOM_SUCCESS,
-                                                 "the same tensors (numels, dtypes, hyperparameters) must be given on "
-                                                 "every rank, each gradient (and each RS-Opt-AG parameter) at the same "
-                                                 "offset of the same loom_malloc allocation (allocate in the same "
-                                                 "order on every rank)");
-  if (mine != LOOM_SUCCESS) r = loom__fail(mine, "%s", msg);
-  return r;
+  return loom__fnv64(hash, &st->where, sizeof st->where);
 }
 
 /* Lay out: the chunk table (this rank's), the tensors' device records and
@@ -414,7 +382,7 @@ static void optim_kargs(loom_comm_t comm, loom_plan_t plan, loom_optim_state_t *
 }
 
 /* Preload: the master weights (this rank's part of every tensor, read now),
- * the grid, the done event, the kernels. */
+ * the grid, the kernels. */
 static loom_result_t optim_preload(loom_comm_t comm, loom_optim_state_t *st) {
   const loom_optim_kargs_t *k = &st->k;
   loom_result_t r = LOOM_SUCCESS;
@@ -432,73 +400,98 @@ static loom_result_t optim_preload(loom_comm_t comm, loom_optim_state_t *st) {
   const int64_t cap = (int64_t)comm->sm_count * LOOM_OPTIM_BLOCKS_PER_SM;
   const int64_t g = st->nchunks < cap ? st->nchunks : cap;
   st->grid = g < 1 ? 1 : (int)g;
-  LOOM_TRY(loom__plan_done_create(&st->done));
   return loom__optim_preload_kernels();
 }
 
-/* Everything after the plan exists: device memory, arguments, preload. */
-static loom_result_t optim_fill(loom_comm_t comm, const char *fn, loom_plan_t plan, loom_optim_state_t *st,
-                                const optim_host_t *h) {
-  if (comm->detached) return loom__plan_detached(fn); /* host tests stop here: a test comm has no GPU */
+/* ---- the ops (core/op.h) ---------------------------------------------------- */
+
+static int op_lamb(const loom_op_t *op) { return op->kind & 1; }
+static int op_local(const loom_op_t *op) { return (op->kind >> 1) & 1; }
+
+/* The description, and (distributed) one NVLink domain. */
+static loom_result_t optim_check(const loom_op_t *op, loom_comm_t comm, const void *desc) {
+  LOOM_TRY(loom__optim_check_desc(op->plan_fn, comm->size, (const loom_optim_desc_t *)desc));
+  if (!op_local(op) && !comm->ws_all_reachable && !comm->detached)
+    return loom__fail(LOOM_ERR_UNSUPPORTED,
+                      "%s: every rank must be load/store reachable (one NVLink domain): peers' gradients are read "
+                      "and their parameters written through NVLink",
+                      op->plan_fn);
+  return LOOM_SUCCESS;
+}
+
+/* The state's own copy of the tensors, which are AR-Opt; every rank's own
+ * checks of its tensors' memory and the peers' addresses (host tables). */
+static loom_result_t optim_resolve(const loom_op_t *op, loom_comm_t comm, const void *desc, void *state) {
+  loom_optim_state_t *st = (loom_optim_state_t *)state;
+  const loom_optim_desc_t *d = (const loom_optim_desc_t *)desc;
+  st->lamb = op_lamb(op), st->local = op_local(op), st->desc = *d;
+  st->rank = comm->rank, st->world = comm->size, st->T = d->num_tensors;
+  st->host = (optim_host_t *)calloc(1, sizeof *st->host);
+  if (!st->host) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation failed", op->plan_fn);
+  LOOM_TRY(optim_copy(st, op->plan_fn, d, st->host));
+  st->where = LOOM_FNV64_INIT;
+  optim_host_t *h = st->host;
+  return tensor_tables(comm, op->plan_fn, st, h->grad_tab, h->param_tab, h->vec, &st->where);
+}
+
+/* Signals ready, done, phase, nonfinite [W] each, count [2]; LAMB's partials. */
+static loom_result_t optim_lay_out(const loom_op_t *op, loom_comm_t comm, void *state, loom_plan_layout_t *lay) {
+  loom_optim_state_t *st = (loom_optim_state_t *)state;
+  LOOM_TRY(optim_layout(op->plan_fn, st, st->host));
+  lay->nsignals = (uint32_t)(4 * st->world + 2);
+  lay->staging_bytes = st->lamb ? (size_t)st->gchunks * 2 * sizeof(float) : 0;
+  lay->fingerprint = optim_fingerprint(st);
+  return LOOM_SUCCESS;
+}
+
+/* Everything after the agreement: device memory, arguments, preload. */
+static loom_result_t optim_fill(loom_plan_t plan, void *state) {
+  loom_optim_state_t *st = (loom_optim_state_t *)state;
+  loom_comm_t comm = plan->comm;
+  if (comm->detached) return loom__plan_detached(plan->op->plan_fn); /* host tests stop here */
   size_t off[OPT_PARTS];
-  LOOM_TRY(optim_device_alloc(comm, fn, st, h, off));
+  LOOM_TRY(optim_device_alloc(comm, plan->op->plan_fn, st, st->host, off));
+  optim_host_free(st->host);
+  st->host = NULL;
   optim_kargs(comm, plan, st, off);
   return optim_preload(comm, st);
 }
 
-/* Up to the plan's slice: resolve, the agreement (answered by every rank,
- * refused or not), the layout, the slice. *st stays the caller's to free
- * until *plan holds it. */
-static loom_result_t optim_make(loom_comm_t comm, const char *fn, loom_optim_state_t *st, optim_host_t *h,
-                                loom_plan_t *plan) {
-  loom_result_t r = optim_resolve(st, fn, &st->desc, h);
-  if (r != LOOM_SUCCESS) return st->local ? r : loom__comm_refuse(comm, fn, r);
-  LOOM_TRY(optim_agree(comm, fn, st, h));
-  LOOM_TRY(optim_layout(fn, st, h));
-  /* the plan: signals ready, done, phase, nonfinite [W] each, count [2]; LAMB's partials */
-  const uint32_t nsig = (uint32_t)(4 * st->world + 2);
-  const size_t partial_bytes = st->lamb ? (size_t)st->gchunks * 2 * sizeof(float) : 0;
-  LOOM_TRY(loom__plan_create(comm, fn, st->lamb ? "lamb" : "adam", nsig, partial_bytes, LOOM_FNV64_INIT, "", plan));
-  (*plan)->op_state = st;
-  (*plan)->destroy_op = optim_destroy;
-  return LOOM_SUCCESS;
+static void optim_release(loom_comm_t comm, void *state) {
+  loom_optim_state_t *st = (loom_optim_state_t *)state;
+  optim_host_free(st->host);
+  if (st->dev) (void)cudaFree(st->dev);
+  free(st->numel), free(st->ar), free(st->params), free(st->grads), free(st->wd), free(st->state_off);
 }
 
-static loom_result_t optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc, int lamb, int local,
-                                loom_plan_t *out) {
-  const char *fn = lamb ? "loom_plan_lamb" : "loom_plan_adam";
-  LOOM_TRY(loom__plan_begin(comm, fn, out));
-  /* a rank that refuses before the agreement still answers it
-   * (loom__comm_refuse), so the ranks that accepted do not wait in it */
-  loom_result_t r = optim_validate(comm, fn, desc, local);
-  if (r != LOOM_SUCCESS) return local ? r : loom__comm_refuse(comm, fn, r);
-  loom_optim_state_t *st = (loom_optim_state_t *)loom__plan_state_alloc(comm, fn, sizeof *st, &r);
-  if (!st) return r;
-  st->lamb = lamb, st->local = local, st->desc = *desc;
-  st->rank = comm->rank, st->world = comm->size, st->T = desc->num_tensors;
-  optim_host_t h = {0};
-  loom_plan_t plan = NULL;
-  r = optim_make(comm, fn, st, &h, &plan);
-  if (r == LOOM_SUCCESS) r = optim_fill(comm, fn, plan, st, &h);
-  optim_host_free(&h);
-  if (r != LOOM_SUCCESS) {
-    if (plan) return loom__plan_abandon(plan, r); /* frees st */
-    optim_free(st);
-    return r;
-  }
+static void optim_describe(loom_plan_t plan, const void *state) {
+  const loom_optim_state_t *st = (const loom_optim_state_t *)state;
   LOOM_INFO("%s: %d tensors (%d AR-Opt), W=%d%s, chunk %lld: %lld chunks here, %lld global, %lld state elements, grid %d",
-            fn, st->T, st->nar, st->world, local ? " (local)" : "", (long long)st->chunk, (long long)st->nchunks,
-            (long long)st->gchunks, (long long)st->state_elems, st->grid);
-  *out = plan;
-  return LOOM_SUCCESS;
+            plan->op->plan_fn, st->T, st->nar, st->world, st->local ? " (local)" : "", (long long)st->chunk,
+            (long long)st->nchunks, (long long)st->gchunks, (long long)st->state_elems, st->grid);
 }
+
+/* kind: bit 0 LAMB, bit 1 local (no communication) */
+#define OPTIM_OP(name_, plan_fn_, kind_)                                                                             \
+  {                                                                                                                  \
+    .name = name_, .plan_fn = plan_fn_, .family = &optim_family, .kind = kind_,                                      \
+    .state_bytes = sizeof(loom_optim_state_t),                                                                       \
+    .differ = "the same tensors (numels, dtypes, hyperparameters) must be given on every rank, each gradient (and "  \
+              "each RS-Opt-AG parameter) at the same offset of the same loom_malloc allocation (allocate in the "     \
+              "same order on every rank)",                                                                           \
+    .check = optim_check, .resolve = optim_resolve, .lay_out = optim_lay_out, .fill = optim_fill,                    \
+    .release = optim_release, .describe = optim_describe                                                             \
+  }
+static const loom_op_t optim_ops[4] = {OPTIM_OP("adam", "loom_plan_adam", 0), OPTIM_OP("lamb", "loom_plan_lamb", 1),
+                                       OPTIM_OP("adam", "loom_plan_adam (update only)", 2),
+                                       OPTIM_OP("lamb", "loom_plan_lamb (update only)", 3)};
 
 loom_result_t loom__optim_plan(loom_comm_t comm, const loom_optim_desc_t *desc, int lamb, loom_plan_t *out) {
-  return optim_plan(comm, desc, lamb, 0, out);
+  return loom__plan_make(comm, &optim_ops[lamb ? 1 : 0], desc, out);
 }
 
 loom_result_t loom__optim_update_plan(loom_comm_t comm, const loom_optim_desc_t *desc, int lamb, loom_plan_t *out) {
-  return optim_plan(comm, desc, lamb, 1, out);
+  return loom__plan_make(comm, &optim_ops[lamb ? 3 : 2], desc, out);
 }
 
 loom_result_t loom_optim_plan_info(loom_plan_t plan, loom_optim_plan_info_t *info) {
@@ -548,8 +541,9 @@ loom_result_t loom_optim_set_step(loom_plan_t plan, int32_t step, cudaStream_t s
   return loom__optim_write_step(st->k.step, step, stream);
 }
 
-loom_result_t loom__optim_call_args(loom_optim_state_t *st, const char *fn, const loom_optim_args_t *args,
-                                    loom_optim_kargs_t *k) {
+/* The kernel argument of one call (args: the call's, may be NULL). */
+static loom_result_t optim_call_args(loom_optim_state_t *st, const char *fn, const loom_optim_args_t *args,
+                                     loom_optim_kargs_t *k) {
   *k = st->k;
   k->lr_ptr = NULL, k->grad_scale = NULL, k->found_inf = NULL, k->nonfinite = NULL;
   if (!args) return LOOM_SUCCESS;
@@ -569,6 +563,14 @@ loom_result_t loom__optim_call_args(loom_optim_state_t *st, const char *fn, cons
   return LOOM_SUCCESS;
 }
 
-loom_result_t loom__optim_done(loom_optim_state_t *st, cudaStream_t stream) {
-  return loom__plan_done_record(st->done, stream, NULL);
+loom_result_t loom__optim_step(loom_plan_t plan, const char *fn, int lamb, const loom_optim_args_t *args,
+                               cudaStream_t stream) {
+  loom_optim_state_t *st;
+  LOOM_TRY(loom__optim_state(plan, fn, lamb, &st));
+  LOOM_TRY(loom__comm_check(plan->comm, fn));
+  loom_optim_kargs_t k;
+  LOOM_TRY(optim_call_args(st, fn, args, &k));
+  (void)loom__plan_next_epoch(plan);
+  LOOM_TRY(lamb ? loom__optim_lamb_launch(&k, st->grid, stream) : loom__optim_adam_launch(&k, st->grid, stream));
+  return loom__call_exit(plan, stream, NULL);
 }

@@ -114,7 +114,8 @@ typedef struct loom_optim_state {
   /* device memory (one cudaMalloc, `dev`) */
   void *dev;
   size_t device_bytes;
-  cudaEvent_t done;
+  struct optim_host *host;  /* plan creation's host tables (resolve to fill), NULL after */
+  uint64_t where;           /* the tensors' places in the comm's allocations (loom__fnv64): ranks agree on it */
 } loom_optim_state_t;
 
 /* ---- host (optim.c) ---- */
@@ -137,12 +138,11 @@ loom_result_t loom__optim_update_plan(loom_comm_t comm, const loom_optim_desc_t 
 /* The state of an optimizer plan; lamb -1: either kind. */
 loom_result_t loom__optim_state(loom_plan_t plan, const char *fn, int lamb, loom_optim_state_t **st);
 
-/* The kernel argument of one call (args: the call's, may be NULL). */
-loom_result_t loom__optim_call_args(loom_optim_state_t *st, const char *fn, const loom_optim_args_t *args,
-                                    loom_optim_kargs_t *k);
-
-/* Records the plan's `done` event after a call (a graph node inside a capture). */
-loom_result_t loom__optim_done(loom_optim_state_t *st, cudaStream_t stream);
+/* One step of an Adam (lamb 0) or LAMB (lamb 1) plan (loom_adam_step,
+ * loom_lamb_step): the entry, the call's arguments (args may be NULL), the
+ * kernels, the exit. */
+loom_result_t loom__optim_step(loom_plan_t plan, const char *fn, int lamb, const loom_optim_args_t *args,
+                               cudaStream_t stream);
 
 /* ---- kernels (optim_kernels.cu) ---- */
 

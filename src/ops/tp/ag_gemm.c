@@ -158,16 +158,13 @@ loom_result_t loom_ag_gemm(loom_plan_t plan, const void *a_shard, const void *b,
                            const void *bias, cudaStream_t stream) {
   const char *fn = "loom_ag_gemm";
   loom_tp_state_t *st;
-  LOOM_TRY(loom__tp_state(plan, fn, LOOM__TP_AG, &st));
-  LOOM_TRY(loom__comm_check(plan->comm, fn));
-  loom__tp_trace_start(st, stream);
-  char *dst = a_full ? (char *)a_full : (char *)st->a_full_own;
   const loom_tp_call_t call = {a_shard, b, c, a_full, bias, NULL};
-  LOOM_TRY(loom__tp_check_call(fn, LOOM__TP_AG, plan->comm, &st->desc, &call, NULL));
+  LOOM_TRY(loom__tp_enter(plan, fn, LOOM__TP_AG, &call, NULL, stream, &st));
+  char *dst = a_full ? (char *)a_full : (char *)st->a_full_own;
   (void)loom__plan_next_epoch(plan);
   if (st->transfer == LOOM_TP_SEQUENTIAL)
     LOOM_TRY(ag_sequential(plan, st, (const char *)a_shard, dst, b, c, bias, stream));
   else
     LOOM_TRY(ag_fused(plan, st, (const char *)a_shard, dst, b, c, bias, stream));
-  return loom__tp_done(st, stream);
+  return loom__tp_exit(plan, st, stream);
 }

@@ -63,12 +63,9 @@ loom_result_t loom_gemm_ar(loom_plan_t plan, const void *a, const void *b, void 
                            cudaStream_t stream) {
   const char *fn = "loom_gemm_ar";
   loom_tp_state_t *st;
-  LOOM_TRY(loom__tp_state(plan, fn, LOOM__TP_AR, &st));
-  LOOM_TRY(loom__comm_check(plan->comm, fn));
-  loom__tp_trace_start(st, stream);
   loom_pointwise_t pw;
   const loom_tp_call_t call = {a, b, out, NULL, NULL, epi};
-  LOOM_TRY(loom__tp_check_call(fn, LOOM__TP_AR, plan->comm, &st->desc, &call, &pw));
+  LOOM_TRY(loom__tp_enter(plan, fn, LOOM__TP_AR, &call, &pw, stream, &st));
   const int fused = st->transfer != LOOM_TP_SEQUENTIAL;
   char *peer[LOOM_TP_MAX_PEERS];
   if (fused)
@@ -79,5 +76,5 @@ loom_result_t loom_gemm_ar(loom_plan_t plan, const void *a, const void *b, void 
     LOOM_TRY(ar_fused(plan, st, a, b, out, peer, &pw, stream));
   else
     LOOM_TRY(ar_sequential(st, a, b, out, epi, stream));
-  return loom__tp_done(st, stream);
+  return loom__tp_exit(plan, st, stream);
 }

@@ -84,15 +84,12 @@ loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void 
                            cudaStream_t stream) {
   const char *fn = "loom_gemm_rs";
   loom_tp_state_t *st;
-  LOOM_TRY(loom__tp_state(plan, fn, LOOM__TP_RS, &st));
-  LOOM_TRY(loom__comm_check(plan->comm, fn));
-  loom__tp_trace_start(st, stream);
   const loom_tp_call_t call = {a, b, c_shard, NULL, bias, NULL};
-  LOOM_TRY(loom__tp_check_call(fn, LOOM__TP_RS, plan->comm, &st->desc, &call, NULL));
+  LOOM_TRY(loom__tp_enter(plan, fn, LOOM__TP_RS, &call, NULL, stream, &st));
   (void)loom__plan_next_epoch(plan);
   if (st->transfer == LOOM_TP_SEQUENTIAL)
     LOOM_TRY(rs_sequential(plan, st, a, b, c_shard, bias, stream));
   else
     LOOM_TRY(rs_fused(plan, st, a, b, c_shard, bias, stream));
-  return loom__tp_done(st, stream);
+  return loom__tp_exit(plan, st, stream);
 }

@@ -68,6 +68,7 @@
 #include <stdint.h>
 
 #include "loom.h"
+#include "core/op.h"
 #include "core/pointwise.h"
 #include "core/signal.h"
 #include "gemm/gemm.h"
@@ -114,10 +115,20 @@ typedef struct loom_tp_trace {
   loom_tp_trace_call_t ring[LOOM_TP_TRACE_RING];
 } loom_tp_trace_t;
 
+/* The knobs of a plan: the transfer, chunk rows, communication blocks and
+ * the sequential path's GEMM (a description's, or a tuned entry's). */
+typedef struct loom_tp_choice {
+  loom_tp_transfer_t transfer;
+  int chunk_rows, comm_blocks;
+  loom_tp_gemm_t gemm;
+} loom_tp_choice_t;
+
 typedef struct loom_tp_state {
   loom__tp_kind_t kind;
   loom_tp_desc_t desc;
   loom_gemm_desc_t gemm;        /* the local GEMM of desc */
+  loom_tp_choice_t knobs;       /* the knobs the plan runs: desc's, or the tuning cache's (tuned) */
+  int tuned;
   loom_tp_transfer_t transfer;  /* resolved (never AUTO) */
   loom_tp_gemm_t gemm_engine;   /* resolved (never AUTO): the sequential path's GEMM; LOOM when fused */
   int tune_base_gemm;           /* set by the tuner: the next sequential call times cuBLASLt's
@@ -152,11 +163,23 @@ typedef struct loom_tp_state {
   loom_plan_t ar_plan;           /* AR sequential: the loom_allreduce plan of [m x n] c_type (cols n) */
   size_t symmetric_bytes, device_bytes;
   cudaStream_t side;
-  cudaEvent_t fork, join, done;
+  cudaEvent_t fork, join;
   loom_tp_trace_t trace;        /* LOOM_DEBUG=TRACE only (tp_trace.c) */
 } loom_tp_state_t;
 
 /* ---- host side shared by the two ops (tp_linear.c) ---- */
+
+/* The ops (tp_plan.c; core/op.h), indexed by kind, and their family. */
+extern const loom_op_family_t loom__tp_family;
+extern const loom_op_t loom__tp_ops[3];
+
+/* The door's description of a tensor-parallel plan: the caller's, and
+ * whether the tuning cache may choose its knobs (the tuner's default
+ * candidate, the untuned choice, may not). */
+typedef struct loom__tp_args {
+  const loom_tp_desc_t *desc;
+  int untuned;
+} loom__tp_args_t;
 
 /* The plan's state; kind LOOM__TP_AG / _RS / _AR, or -1 for any. */
 loom_result_t loom__tp_state(loom_plan_t plan, const char *fn, int kind, loom_tp_state_t **st);
@@ -170,6 +193,16 @@ loom_result_t loom__tp_state(loom_plan_t plan, const char *fn, int kind, loom_tp
  * and SM_ATOMIC. */
 loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int sm_count, const loom_tp_desc_t *d,
                                   loom_tp_transfer_t *resolved, int all_reachable, int hooks_ok);
+
+/* AUTO's shape-independent half for a checked description (pure,
+ * host-tested through loom__tp_check_desc). */
+loom_tp_transfer_t loom__tp_auto_transfer(int kind, int comm_size, const loom_tp_desc_t *d, int all_reachable,
+                                          int hooks_ok);
+
+/* Whether a tuned choice applies to checked description d here: its
+ * transfer offered by the op and able to run, its knobs in range. */
+loom_result_t loom__tp_check_choice(const char *fn, int kind, int comm_size, int sm_count, const loom_tp_desc_t *d,
+                                    const loom_tp_choice_t *c, int all_reachable, int hooks_ok);
 
 const char *loom__tp_transfer_name(loom_tp_transfer_t t);
 const char *loom__tp_gemm_name(loom_tp_gemm_t g);
@@ -221,11 +254,17 @@ void loom__tp_hooks_base(loom_plan_t plan, const loom_tp_state_t *st, int shift_
 loom_result_t loom__tp_peer_addresses(const char *fn, const char *what, loom_comm_t comm, const void *p,
                                       size_t bytes, char **peer);
 
+/* A call's entry (the op's, core/op.h; the stage trace started; the call's
+ * arguments checked: loom__tp_check_call) and exit (the plan's `done`
+ * event, the trace's last mark). */
+loom_result_t loom__tp_enter(loom_plan_t plan, const char *fn, int kind, const loom_tp_call_t *call,
+                             loom_pointwise_t *pw, cudaStream_t stream, loom_tp_state_t **st);
+loom_result_t loom__tp_exit(loom_plan_t plan, loom_tp_state_t *st, cudaStream_t stream);
+
 /* The side stream: fork (it waits for `stream`), join (`stream` waits for
- * it), and the plan's `done` event (a graph node inside a capture). */
+ * it). */
 loom_result_t loom__tp_fork(loom_tp_state_t *st, cudaStream_t stream);
 loom_result_t loom__tp_join(loom_tp_state_t *st, cudaStream_t stream);
-loom_result_t loom__tp_done(loom_tp_state_t *st, cudaStream_t stream);
 
 /* Stage timeline of a call (tp_trace.c), a no-op unless LOOM_DEBUG=TRACE and
  * the stream is not being captured: start at the call's entry (logs the
@@ -242,31 +281,22 @@ void loom__tp_trace_destroy(loom_tp_state_t *st);
 
 ncclDataType_t loom__tp_nccl_type(loom_dtype_t t);
 
-/* A plan of the description as given (tp_linear.c): checked and resolved
- * by the heuristic alone, no tuning cache, never tuning; kind LOOM__TP_*.
- * The tuner's candidates (each a named transfer) are made through this,
- * so tuning never reaches plan creation's own tuning step. Collective. */
-loom_result_t loom__tp_plan_make(loom_comm_t comm, const loom_tp_desc_t *desc, int kind, loom_plan_t *out);
-
 /* ---- tuning (tp_tune.c) ---- */
 
-/* loom_ag_gemm_tune / loom_gemm_rs_tune / loom_gemm_ar_tune (kind LOOM__TP_*):
- * also what a plan runs with LOOM_TUNE=1 for an AUTO description the cache
+/* The ops' tuner (op.h's tune; args a loom__tp_args_t of a checked
+ * description): loom_ag_gemm_tune / loom_gemm_rs_tune / loom_gemm_ar_tune,
+ * and what a plan runs with LOOM_TUNE=1 for an AUTO description the cache
  * lacks. Collective; synchronizes `stream`. */
-loom_result_t loom__tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int kind, cudaStream_t stream);
+loom_result_t loom__tp_tune(const loom_op_t *op, loom_comm_t comm, const void *args, cudaStream_t stream);
 
 /* The tuning-cache key of (kind, desc) on GPUs of `sms` SMs; 0 if it does
  * not fit in size. */
 int loom__tp_tune_key(int kind, const loom_tp_desc_t *d, int sms, char *key, size_t size);
 
 /* A tuned choice as a cache value ("transfer=2 chunk=128 blocks=0 gemm=1")
- * and back; parsing takes entries without "gemm=" (older files: AUTO) and
- * refuses anything else (LOOM_ERR_INVALID_ARGUMENT quoting it). */
-typedef struct loom_tp_choice {
-  loom_tp_transfer_t transfer;
-  int chunk_rows, comm_blocks;
-  loom_tp_gemm_t gemm;
-} loom_tp_choice_t;
+ * and back (loom_tp_choice_t above); parsing takes entries without "gemm="
+ * (older files: AUTO) and refuses anything else (LOOM_ERR_INVALID_ARGUMENT
+ * quoting it). */
 void loom__tp_tune_format(const loom_tp_choice_t *c, char *out, size_t size);
 loom_result_t loom__tp_tune_parse(const char *text, loom_tp_choice_t *c);
 

@@ -12,11 +12,14 @@
  * the SM copy kernel on 4, 8, 16 blocks; RS: the reduction on 4, 8, 16
  * blocks and the plan's own choice, and the atomic reduction; AR: the
  * sequential path (loom_gemm + loom_allreduce) and the fused reduction on
- * 4, 8, 16 blocks and the plan's own choice. Each candidate: a plan, 2 warm-up calls,
- * 5 timed calls back to back; its time is the maximum over ranks (an NCCL
- * all-reduce), so every rank picks the same winner (plans are collective
- * and must agree). Inputs are the tuner's own (a constant pattern: timing
- * does not depend on the values).
+ * 4, 8, 16 blocks and the plan's own choice. The default, candidate 0, is
+ * the plan AUTO makes untuned (the cache's entry ignored). They race by
+ * the one tuning rule (core/tune_rule.h: each round every candidate's plan
+ * is made through the door's lower half, loom__plan_build, timed and
+ * destroyed; the largest time over the ranks, so every rank picks the
+ * same winner; the median round; a margin over the default). Inputs are
+ * the tuner's own (a constant pattern: timing does not depend on the
+ * values).
  *
  * AR's output is the tuner's own loom_malloc buffer (peers store into it).
  *
@@ -34,8 +37,11 @@
 #include "core/param.h"
 #include "core/plan.h"
 #include "core/tune.h"
+#include "core/tune_rule.h"
 #include "ops/tp/tp_linear.h"
 #include "ops/tp/tp_schedule.h"
+
+#define TP_TUNE_MAX 16 /* the default and up to 14 others */
 
 int loom__tp_tune_key(int kind, const loom_tp_desc_t *d, int sms, char *key, size_t size) {
   const int n = snprintf(key, size, "tp %s W%d %dsm m%lld n%lld k%lld %s->%s %s bias%d act%d",
@@ -65,67 +71,13 @@ loom_result_t loom__tp_tune_parse(const char *text, loom_tp_choice_t *out) {
   return LOOM_SUCCESS;
 }
 
-/* One call of a candidate's plan (loom__time_calls times it). */
-typedef struct {
-  loom_plan_t plan;
-  const loom_tp_desc_t *d;
-  int kind;
-  void *a, *b, *c, *bias;
-} tp_call_t;
-
-static loom_result_t tp_call(void *ctx, cudaStream_t stream) {
-  const tp_call_t *k = (const tp_call_t *)ctx;
-  void *bias = k->d->has_bias ? k->bias : NULL;
-  return k->kind == LOOM__TP_AG   ? loom_ag_gemm(k->plan, k->a, k->b, k->c, NULL, bias, stream)
-         : k->kind == LOOM__TP_RS ? loom_gemm_rs(k->plan, k->a, k->b, k->c, bias, stream)
-                                  : loom_gemm_ar(k->plan, k->a, k->b, k->c, NULL, stream);
-}
-
-/* One candidate's time (ms per call, max over ranks); collective. */
-static loom_result_t time_candidate(loom_comm_t comm, const loom_tp_desc_t *d, int kind, void *a, void *b, void *c,
-                                    void *bias, cudaStream_t stream, float *dev_ms, float *ms) {
-  loom_plan_t plan = NULL;
-  loom_result_t r = loom__tp_plan_make(comm, d, kind, &plan);
-  LOOM_TRY(r);
-  /* the sequential path with cuBLASLt: its first (warm-up) call times
-   * cuBLASLt's candidates and records the winner, which this plan's later
-   * calls and every later plan of the shape run (the bench's baseline is
-   * timed the same way) */
-  if (d->transfer == LOOM_TP_SEQUENTIAL && d->sequential_gemm == LOOM_TP_GEMM_CUBLASLT)
-    ((loom_tp_state_t *)plan->op_state)->tune_base_gemm = 1;
-  tp_call_t call = {plan, d, kind, a, b, c, bias};
-  float t = 0.f;
-  r = loom__time_calls(tp_call, &call, 2, 5, stream, &t);
-  if (r == LOOM_SUCCESS) r = loom__comm_check(comm, "loom_tp_tune");
-  /* every rank enters the reduction, failed or not (a failure is +inf) */
-  if (r != LOOM_SUCCESS) t = 1e30f;
-  const loom_result_t rr = loom__comm_max_ms(comm, t, dev_ms, stream, &t);
-  const loom_result_t rd = loom_plan_destroy(plan);
-  LOOM_TRY(r);
-  LOOM_TRY(rr);
-  LOOM_TRY(rd);
-  *ms = t;
-  return LOOM_SUCCESS;
-}
-
 /* The buffers candidates run on: a, b, c (AR: symmetric, made after the
- * agreement), bias, and the device word of the all-reduced time. */
+ * agreement), bias. */
 typedef struct {
   void *a, *b, *c, *bias;
-  float *dev_ms;
   size_t c_bytes;
 } tune_bufs_t;
 
-/* 1 where the GEMM engine can carry the fused paths' hooks for desc's GEMM. */
-static int tune_hooks_ok(const char *fn, const loom_tp_desc_t *desc) {
-  if (!desc || desc->struct_size != sizeof *desc) return 0;
-  loom__gemm_path_t path = LOOM__PATH_BASE;
-  const loom_gemm_desc_t g = loom__tp_gemm_desc(desc);
-  if (loom__gemm_validate_desc(fn, &g) != LOOM_SUCCESS || loom__gemm_path(&g, &path) != LOOM_SUCCESS) return 0;
-  return path != LOOM__PATH_BASE;
-}
-
-/* Tuning launches and synchronizes: never inside a capture. */
 /* This rank's buffers (AR's out excepted), filled with 0x3c bytes. */
 static loom_result_t tune_alloc(const loom_tp_desc_t *desc, int kind, int W, cudaStream_t stream, tune_bufs_t *t) {
   const int64_t m = desc->m, n = desc->n, k = desc->k, S = loom__tp_shard_rows(m, W);
@@ -136,7 +88,6 @@ static loom_result_t tune_alloc(const loom_tp_desc_t *desc, int kind, int W, cud
   if (ce == cudaSuccess) ce = cudaMalloc(&t->b, (size_t)n * (size_t)k * ea);
   if (ce == cudaSuccess && kind != LOOM__TP_AR) ce = cudaMalloc(&t->c, t->c_bytes);
   if (ce == cudaSuccess) ce = cudaMalloc(&t->bias, (size_t)n * ec);
-  if (ce == cudaSuccess) ce = cudaMalloc((void **)&t->dev_ms, sizeof(float));
   if (ce == cudaSuccess) ce = cudaMemsetAsync(t->a, 0x3c, a_bytes, stream);
   if (ce == cudaSuccess) ce = cudaMemsetAsync(t->b, 0x3c, (size_t)n * (size_t)k * ea, stream);
   if (ce == cudaSuccess) ce = cudaMemsetAsync(t->bias, 0x3c, (size_t)n * ec, stream);
@@ -146,7 +97,7 @@ static loom_result_t tune_alloc(const loom_tp_desc_t *desc, int kind, int W, cud
 
 /* Frees the buffers; r, or AR's loom_free failure where r succeeded. */
 static loom_result_t tune_free(loom_comm_t comm, int kind, tune_bufs_t *t, loom_result_t r) {
-  cudaFree(t->a), cudaFree(t->b), cudaFree(t->bias), cudaFree(t->dev_ms);
+  cudaFree(t->a), cudaFree(t->b), cudaFree(t->bias);
   if (kind != LOOM__TP_AR) {
     cudaFree(t->c);
     return r;
@@ -164,12 +115,13 @@ static int tune_bulk_ok(const loom_tp_desc_t *desc, int W) {
   return loom__tp_bulk_shape_ok(desc->m, W) && loom__tp_bulk_gemm_runs(&g);
 }
 
-/* The candidates: (transfer, chunk_rows, comm_blocks, sequential GEMM). */
+/* The candidates after the default: (transfer, chunk_rows, comm_blocks,
+ * sequential GEMM); cand[0] is left for the default. */
 static int tune_candidates(const loom_tp_desc_t *desc, int kind, int W, int fused_ok, int sm_count,
-                           loom_tp_choice_t cand[16]) {
+                           loom_tp_choice_t cand[TP_TUNE_MAX]) {
   const int64_t S = loom__tp_shard_rows(desc->m, W);
-  int nc = 0;
-  memset(cand, 0, 16 * sizeof *cand);
+  int nc = 1;
+  memset(cand, 0, TP_TUNE_MAX * sizeof *cand);
   if (loom__tp_cublaslt_takes(desc->ab_type, desc->c_type))
     cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SEQUENTIAL, .gemm = LOOM_TP_GEMM_CUBLASLT};
   cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SEQUENTIAL, .gemm = LOOM_TP_GEMM_LOOM};
@@ -180,7 +132,7 @@ static int tune_candidates(const loom_tp_desc_t *desc, int kind, int W, int fuse
       int64_t cr = loom__ceil_div(S, per[i]);
       if (cr < 1) cr = 1;
       int dup = 0;
-      for (int j = 0; j < nc; ++j) dup |= cand[j].transfer == LOOM_TP_COPY_ENGINE && cand[j].chunk_rows == (int)cr;
+      for (int j = 1; j < nc; ++j) dup |= cand[j].transfer == LOOM_TP_COPY_ENGINE && cand[j].chunk_rows == (int)cr;
       if (!dup) cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_COPY_ENGINE, .chunk_rows = (int)cr};
     }
   }
@@ -192,26 +144,54 @@ static int tune_candidates(const loom_tp_desc_t *desc, int kind, int W, int fuse
   return nc;
 }
 
-/* Times every candidate (collective: each is a plan and its calls);
- * *best: the fastest (max over ranks). */
-static loom_result_t tune_run(loom_comm_t comm, const char *fn, const loom_tp_desc_t *desc, int kind,
-                              const loom_tp_choice_t *cand, int nc, const tune_bufs_t *t, cudaStream_t stream,
-                              int *best, float *best_ms) {
-  loom_result_t r = LOOM_SUCCESS;
-  *best = -1;
-  for (int i = 0; i < nc && r == LOOM_SUCCESS; ++i) {
-    loom_tp_desc_t d = *desc;
-    d.transfer = cand[i].transfer, d.chunk_rows = cand[i].chunk_rows, d.comm_blocks = cand[i].comm_blocks;
-    d.sequential_gemm = cand[i].gemm;
-    float ms = 0.f;
-    r = time_candidate(comm, &d, kind, t->a, t->b, t->c, t->bias, stream, t->dev_ms, &ms);
-    if (r == LOOM_SUCCESS) {
-      LOOM_INFO("%s: transfer %d chunk %d blocks %d gemm %d: %.4f ms", fn, (int)cand[i].transfer, cand[i].chunk_rows,
-                cand[i].comm_blocks, (int)cand[i].gemm, ms);
-      if (*best < 0 || ms < *best_ms) *best = i, *best_ms = ms;
-    }
-  }
-  return r;
+/* The race's candidates: candidate i's plan, made in its open and
+ * destroyed in its close, on the tuner's buffers. */
+typedef struct {
+  loom_comm_t comm;
+  const loom_op_t *op;
+  const loom_tp_desc_t *desc;
+  const loom_tp_choice_t *cand;
+  const tune_bufs_t *t;
+  loom_plan_t plan;
+  int cublas_timed;       /* cuBLASLt's algorithm timed and recorded once */
+  loom_tp_choice_t dflt;  /* what the default (candidate 0, AUTO untuned) resolved to */
+} tp_race_t;
+
+static loom_result_t tp_race_open(void *ctx, int i, cudaStream_t stream) {
+  tp_race_t *k = (tp_race_t *)ctx;
+  loom_tp_desc_t d = *k->desc;
+  const loom_tp_choice_t *c = &k->cand[i];
+  if (i > 0) d.transfer = c->transfer, d.chunk_rows = c->chunk_rows, d.comm_blocks = c->comm_blocks, d.sequential_gemm = c->gemm;
+  const loom__tp_args_t a = {&d, 1};
+  LOOM_TRY(loom__plan_build(k->comm, k->op, &a, &k->plan));
+  /* the sequential path with cuBLASLt: its first (warm-up) call times
+   * cuBLASLt's candidates and records the winner, which this plan's later
+   * calls and every later plan of the shape run (the bench's baseline is
+   * timed the same way) */
+  loom_tp_state_t *st = (loom_tp_state_t *)k->plan->op_state;
+  if (st->transfer == LOOM_TP_SEQUENTIAL && st->gemm_engine == LOOM_TP_GEMM_CUBLASLT && !k->cublas_timed)
+    st->tune_base_gemm = 1, k->cublas_timed = 1;
+  const int seq = st->transfer == LOOM_TP_SEQUENTIAL;
+  if (i == 0)
+    k->dflt = (loom_tp_choice_t){st->transfer, seq ? 0 : st->chunk_rows, st->comm_blocks,
+                                 seq ? st->gemm_engine : LOOM_TP_GEMM_AUTO};
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t tp_race_call(void *ctx, int i, cudaStream_t stream) {
+  const tp_race_t *k = (const tp_race_t *)ctx;
+  const tune_bufs_t *t = k->t;
+  void *bias = k->desc->has_bias ? t->bias : NULL;
+  const int kind = k->op->kind;
+  return kind == LOOM__TP_AG   ? loom_ag_gemm(k->plan, t->a, t->b, t->c, NULL, bias, stream)
+         : kind == LOOM__TP_RS ? loom_gemm_rs(k->plan, t->a, t->b, t->c, bias, stream)
+                               : loom_gemm_ar(k->plan, t->a, t->b, t->c, NULL, stream);
+}
+
+static void tp_race_close(void *ctx, int i) {
+  tp_race_t *k = (tp_race_t *)ctx;
+  if (k->plan) (void)loom_plan_destroy(k->plan);
+  k->plan = NULL;
 }
 
 /* The winner into the tuning cache (and rank 0's LOOM_TUNE_FILE). */
@@ -221,28 +201,17 @@ static loom_result_t tune_record(loom_comm_t comm, const char *fn, const loom_tp
   if (!loom__tp_tune_key(kind, desc, comm->sm_count, key, sizeof key))
     return loom__fail(LOOM_ERR_INTERNAL, "%s: tuning key too long", fn);
   loom__tp_tune_format(won, value, sizeof value);
-  LOOM_TRY(loom__tune_put(key, value));
-  LOOM_INFO("%s: %s = %s (%.4f ms)", fn, key, value, best_ms);
-  const char *file = loom__param_TUNE_FILE();
-  if (file && *file && comm->rank == 0) LOOM_TRY(loom__tune_save(file));
-  return LOOM_SUCCESS;
+  return loom__tune_record(fn, key, value, best_ms, comm->rank == 0);
 }
 
-loom_result_t loom__tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int kind, cudaStream_t stream) {
-  const char *fn = kind == LOOM__TP_AG ? "loom_ag_gemm_tune" : kind == LOOM__TP_RS ? "loom_gemm_rs_tune" : "loom_gemm_ar_tune";
-  LOOM_TRY(loom__comm_check(comm, fn));
-  loom_tp_transfer_t auto_t = LOOM_TP_SEQUENTIAL;
-  const int hooks_ok = tune_hooks_ok(fn, desc);
-  /* a rank that refuses here answers the first candidate plan's agreement
-   * (loom__comm_refuse), so its peers do not wait in it */
-  const loom_result_t rc =
-      loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &auto_t, comm->ws_all_reachable, hooks_ok);
-  if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
-  if (comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: a test comm without a GPU cannot time", fn);
-  const loom_result_t rs = loom__stream_not_capturing(fn, stream);
-  if (rs != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rs);
-  const int W = comm->size;
-  const int fused_ok = W > 1 && comm->ws_all_reachable && hooks_ok && W <= LOOM_TP_MAX_PEERS;
+static const char *tp_tune_fn(int kind) {
+  return kind == LOOM__TP_AG ? "loom_ag_gemm_tune" : kind == LOOM__TP_RS ? "loom_gemm_rs_tune" : "loom_gemm_ar_tune";
+}
+
+loom_result_t loom__tp_tune(const loom_op_t *op, loom_comm_t comm, const void *args, cudaStream_t stream) {
+  const loom_tp_desc_t *desc = ((const loom__tp_args_t *)args)->desc;
+  const int kind = op->kind, W = comm->size;
+  const char *fn = tp_tune_fn(kind);
   tune_bufs_t t = {0};
   loom_result_t r = tune_alloc(desc, kind, W, stream, &t);
   /* every rank tunes the same description and has its buffers (or every
@@ -254,23 +223,38 @@ loom_result_t loom__tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int ki
                                            "every rank must tune the same loom_tp_desc_t");
   /* AR: out in symmetric memory (collective: every rank got here) */
   if (kind == LOOM__TP_AR && r == LOOM_SUCCESS) r = loom__comm_malloc(comm, t.c_bytes, &t.c);
-  loom_tp_choice_t cand[16];
+  const loom_gemm_desc_t g = loom__tp_gemm_desc(desc);
+  loom__gemm_path_t path = LOOM__PATH_BASE;
+  const int hooks_ok = loom__gemm_path(&g, &path) == LOOM_SUCCESS && path != LOOM__PATH_BASE;
+  const int fused_ok = W > 1 && comm->ws_all_reachable && hooks_ok && W <= LOOM_TP_MAX_PEERS;
+  loom_tp_choice_t cand[TP_TUNE_MAX];
   const int nc = tune_candidates(desc, kind, W, fused_ok, comm->sm_count, cand);
-  int best = -1;
-  float best_ms = 0.f;
-  if (r == LOOM_SUCCESS) r = tune_run(comm, fn, desc, kind, cand, nc, &t, stream, &best, &best_ms);
+  tp_race_t ctx = {comm, op, desc, cand, &t, NULL, 0, {LOOM_TP_SEQUENTIAL, 0, 0, LOOM_TP_GEMM_AUTO}};
+  const loom_tune_race_t race = {fn, nc, &ctx, tp_race_open, tp_race_call, tp_race_close, comm};
+  int best = 0;
+  float best_ms = 0.f, med[TP_TUNE_MAX];
+  if (r == LOOM_SUCCESS) r = loom__tune_race(&race, stream, &best, &best_ms, med);
+  cand[0] = ctx.dflt;
+  for (int i = 0; i < nc && r == LOOM_SUCCESS; ++i)
+    LOOM_INFO("%s: transfer %d chunk %d blocks %d gemm %d: %.4f ms", fn, (int)cand[i].transfer, cand[i].chunk_rows,
+              cand[i].comm_blocks, (int)cand[i].gemm, (double)med[i]);
   LOOM_TRY(tune_free(comm, kind, &t, r));
   return tune_record(comm, fn, desc, kind, &cand[best], best_ms);
 }
 
+static loom_result_t tp_tune_entry(loom_comm_t comm, const loom_tp_desc_t *desc, int kind, cudaStream_t stream) {
+  const loom__tp_args_t a = {desc, 1};
+  return loom__plan_tune(comm, &loom__tp_ops[kind], tp_tune_fn(kind), &a, stream);
+}
+
 loom_result_t loom_ag_gemm_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
-  return loom__tp_tune(comm, desc, LOOM__TP_AG, stream);
+  return tp_tune_entry(comm, desc, LOOM__TP_AG, stream);
 }
 
 loom_result_t loom_gemm_rs_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
-  return loom__tp_tune(comm, desc, LOOM__TP_RS, stream);
+  return tp_tune_entry(comm, desc, LOOM__TP_RS, stream);
 }
 
 loom_result_t loom_gemm_ar_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
-  return loom__tp_tune(comm, desc, LOOM__TP_AR, stream);
+  return tp_tune_entry(comm, desc, LOOM__TP_AR, stream);
 }

@@ -254,7 +254,7 @@ static int rank_gemm_tune_graph_mixed(loom_rank_ctx_t *ctx, void *arg) {
     for (int lay = 0; lay < 2; ++lay) {
       d.b_layout = lay ? LOOM_B_NK : LOOM_B_KN;
       float ms = -1.0f;
-      B_LOOM(loom__base_gemm_tune(&d, a, b, c, bias, 8, 3, s, &ms));
+      B_LOOM(loom__base_gemm_tune(&d, a, b, c, bias, 8, s, &ms));
       CHECK(ms > 0.0f && isfinite(ms));
       printf("    tuned %s 256x512x512 bf16+bias: %.1f us\n", lay ? "NK" : "KN", 1e3 * (double)ms);
       gemm_case(&d, &seed, 0, 0, s);  /* same shape and alignment: the tuned entry */
@@ -285,7 +285,7 @@ static int rank_gemm_tune_graph_mixed(loom_rank_ctx_t *ctx, void *arg) {
     gemm_case(&d, &seed, 16, 0, s); /* other alignments: nothing recorded for them */
     CHECK_EQ_INT(loom__base_gemm_recorded_taken, 1);
     loom__tune_clear();
-    B_LOOM(loom__base_gemm_tune(&d, a, b, c, bias, 8, 3, s, NULL));
+    B_LOOM(loom__base_gemm_tune(&d, a, b, c, bias, 8, s, NULL));
     loom__base_gemm_release();
     char key[LOOM_TUNE_TEXT_BYTES] = "";
     /* damage every recorded value: same keys, one word of garbage */

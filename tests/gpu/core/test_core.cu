@@ -20,6 +20,7 @@
 #include "tests/common/test.h"
 #include "core/comm.h"
 #include "core/plan.h"
+#include "testing/hooks.h"
 #include "core/signal.cuh"
 #include "ref/ref.h"
 #include "support/launch.h"
@@ -320,7 +321,7 @@ static int rank_pingpong(loom_rank_ctx_t *ctx, void *arg) {
   loom_comm_t c = make_comm(ctx, 10000, 0);
   if (!c) return 1;
   loom_plan_t plan = NULL;
-  LOOM_OK(loom__plan_create(c, "test", "pingpong", 1, 0, LOOM_FNV64_INIT, "", &plan));
+  LOOM_OK(loom__test_plan(c, 1, 0, &plan));
   int *ok = NULL, h_ok = 0;
   CUDA_OK(cudaMalloc((void **)&ok, sizeof(int)));
   int peer = 1 - ctx->rank;
@@ -362,7 +363,7 @@ static int rank_ce_signal(loom_rank_ctx_t *ctx, void *arg) {
   loom_comm_t c = make_comm(ctx, 10000, 0);
   if (!c) return 1;
   loom_plan_t plan = NULL;
-  LOOM_OK(loom__plan_create(c, "test", "ce_signal", 1, 0, LOOM_FNV64_INIT, "", &plan));
+  LOOM_OK(loom__test_plan(c, 1, 0, &plan));
   void *sym = NULL, *peer_sym = NULL;
   LOOM_OK(loom_malloc(c, bytes, &sym));
   LOOM_OK(loom_peer_ptr(c, sym, 1 - ctx->rank, &peer_sym));
@@ -559,7 +560,7 @@ static int rank_timeout(loom_rank_ctx_t *ctx, void *arg) {
   loom_comm_t c = make_comm(ctx, 1000, 0);
   if (!c) return 1;
   loom_plan_t plan = NULL;
-  LOOM_OK(loom__plan_create(c, "test", "timeout_test", 1, 0, LOOM_FNV64_INIT, "", &plan));
+  LOOM_OK(loom__test_plan(c, 1, 0, &plan));
   const uint32_t *sig = (const uint32_t *)((char *)c->ws_ptr + plan->signals_offset);
   double t0 = now_s();
   wait_forever_kernel<<<c->sm_count * 2, 32>>>(loom__comm_dev(c), sig);
@@ -608,7 +609,7 @@ static int rank_bad_input(loom_rank_ctx_t *ctx, void *arg) {
   loom_comm_t c = make_comm(ctx, 0, 1 << 20);
   if (!c) return 1;
   loom_plan_t plan = NULL;
-  CHECK_RESULT(loom__plan_create(c, "test", "big", 0, 2 << 20, LOOM_FNV64_INIT, "", &plan), LOOM_ERR_OUT_OF_MEMORY);
+  CHECK_RESULT(loom__test_plan(c, 0, 2 << 20, &plan), LOOM_ERR_OUT_OF_MEMORY);
   CHECK_MSG("needs 2097408 bytes"); /* 2 MiB of staging + the 256-byte epoch/signal block */
   void *dev = NULL, *sym = NULL;
   CUDA_OK(cudaMalloc(&dev, 4096));

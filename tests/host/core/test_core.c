@@ -152,7 +152,7 @@ LOOM_TEST(plan_double_destroy_and_comm_with_plans) {
   loom_comm_t c = NULL;
   loom_plan_t p = NULL;
   CHECK_RESULT(loom__comm_create_detached(1, 4, 1 << 20, &c), LOOM_SUCCESS);
-  CHECK_RESULT(loom__plan_create(c, "test", "test_op", 16, 4096, LOOM_FNV64_INIT, "", &p), LOOM_SUCCESS);
+  CHECK_RESULT(loom__test_plan(c, 16, 4096, &p), LOOM_SUCCESS);
   CHECK(p && p->nsignals == 16 && p->staging_offset >= p->slice_offset + 64);
   CHECK_EQ_INT(loom__plan_next_epoch(p), 1);
   CHECK_EQ_INT(loom__plan_next_epoch(p), 2);
@@ -193,15 +193,15 @@ LOOM_TEST(workspace_request_larger_than_configured) {
   loom_comm_t c = NULL;
   loom_plan_t p = NULL, q = NULL;
   CHECK_RESULT(loom__comm_create_detached(0, 2, 1 << 20, &c), LOOM_SUCCESS);
-  CHECK_RESULT(loom__plan_create(c, "test", "ag_gemm", 64, (size_t)2 << 20, LOOM_FNV64_INIT, "", &p), LOOM_ERR_OUT_OF_MEMORY);
-  CHECK_MSG("a ag_gemm plan needs 2097664 bytes of symmetric workspace");
+  CHECK_RESULT(loom__test_plan(c, 64, (size_t)2 << 20, &p), LOOM_ERR_OUT_OF_MEMORY);
+  CHECK_MSG("a test plan needs 2097664 bytes of symmetric workspace");
   CHECK_MSG("LOOM_WORKSPACE_BYTES");
   CHECK(p == NULL);
   /* fits, then the next one does not, then fits again after a release */
-  CHECK_RESULT(loom__plan_create(c, "test", "a", 0, 700 << 10, LOOM_FNV64_INIT, "", &p), LOOM_SUCCESS);
-  CHECK_RESULT(loom__plan_create(c, "test", "b", 0, 700 << 10, LOOM_FNV64_INIT, "", &q), LOOM_ERR_OUT_OF_MEMORY);
+  CHECK_RESULT(loom__test_plan(c, 0, 700 << 10, &p), LOOM_SUCCESS);
+  CHECK_RESULT(loom__test_plan(c, 0, 700 << 10, &q), LOOM_ERR_OUT_OF_MEMORY);
   CHECK_RESULT(loom_plan_destroy(p), LOOM_SUCCESS);
-  CHECK_RESULT(loom__plan_create(c, "test", "b", 0, 700 << 10, LOOM_FNV64_INIT, "", &q), LOOM_SUCCESS);
+  CHECK_RESULT(loom__test_plan(c, 0, 700 << 10, &q), LOOM_SUCCESS);
   loom_comm_info_t info = LOOM_COMM_INFO_INIT;
   CHECK_RESULT(loom_comm_get_info(c, &info), LOOM_SUCCESS);
   CHECK(info.workspace_free < info.workspace_bytes - (700 << 10));

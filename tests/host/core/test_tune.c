@@ -75,19 +75,3 @@ LOOM_TEST(tune_words_round_trip_and_refusals) {
   CHECK(loom__tune_parse_words("algo=00000000000000FF", "algo", back, 1) && back[0] == 255);
 }
 
-LOOM_TEST(plan_looks_up_its_tuning_key) {
-  loom__tune_clear();
-  loom_comm_t c = NULL;
-  loom_plan_t p = NULL;
-  CHECK_RESULT(loom__comm_create_detached(0, 2, 1 << 20, &c), LOOM_SUCCESS);
-  CHECK_RESULT(loom__plan_create(c, "test", "gemm", 0, 0, LOOM_FNV64_INIT, "", &p), LOOM_SUCCESS);
-  char v[64];
-  CHECK_EQ_INT(loom__plan_tuning(p, "gemm m8 n8 k8", v, sizeof v), 0);
-  CHECK(!strcmp(p->tune_key, "gemm m8 n8 k8"));
-  CHECK_RESULT(loom__tune_put("gemm m8 n8 k8", "tile=64x64"), LOOM_SUCCESS);
-  CHECK_EQ_INT(loom__plan_tuning(p, "gemm m8 n8 k8", v, sizeof v), 1);
-  CHECK(!strcmp(v, "tile=64x64"));
-  CHECK_RESULT(loom_plan_destroy(p), LOOM_SUCCESS);
-  CHECK_RESULT(loom_comm_destroy(c), LOOM_SUCCESS);
-  loom__tune_clear();
-}
