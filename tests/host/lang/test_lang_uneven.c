@@ -16,19 +16,6 @@
 #include "tests/host/lang/lang_test_util.h"
 #include "lang/lang.h"
 
-/* The program with schedule s's first k statements applied (NULL on a refusal, reported). */
-static loom_prog_t scheduled(loom_prog_t p, const loom__sched_t *s, int k) {
-  loom_prog_t q = NULL;
-  if (loom_prog_schedule(p, NULL, &q) != LOOM_SUCCESS) return NULL;
-  for (int i = 0; i < k; ++i)
-    if (loom__lang_apply(q, &s->stmts[i]) != LOOM_SUCCESS) {
-      loom_test_fail(__FILE__, __LINE__, "%s, statement %d: %s", s->name, i + 1, loom_last_error());
-      loom_prog_destroy(q);
-      return NULL;
-    }
-  return q;
-}
-
 /* The largest relative difference of p's results at W and at one rank. */
 static double against_one_rank(loom_prog_t p, int W, const char *bind) {
   loom__binding_t b;
@@ -57,7 +44,7 @@ LOOM_TEST(lang_interp_model_parallel_with_an_empty_slice) {
   int checked = 0;
   for (int s = 0; s < p->nsched; ++s)
     for (int k = 1; k <= p->scheds[s].n; ++k) {
-      loom_prog_t q = scheduled(p, &p->scheds[s], k);
+      loom_prog_t q = lang_apply_prefix(p, &p->scheds[s], k);
       double diff = -1;
       if (q) CHECK_RESULT(loom_prog_interp_compare(p, q, 9, "B=2,S=3,H=8", 5, &diff), LOOM_SUCCESS);
       if (q && diff != 0) loom_test_fail(__FILE__, __LINE__, "%s, %d statements: diff %g", p->scheds[s].name, k, diff);
@@ -89,7 +76,7 @@ LOOM_TEST(lang_every_example_runs_with_slices_smaller_than_the_world) {
       if (!k_tiny[e].local) CHECK(against_one_rank(p, worlds[w], k_tiny[e].bind) < 1e-12);
       for (int s = 0; s < p->nsched + found.n; ++s) {
         const loom__sched_t *sc = s < p->nsched ? &p->scheds[s] : &found.scheds[s - p->nsched];
-        loom_prog_t q = scheduled(p, sc, sc->n);
+        loom_prog_t q = lang_apply_prefix(p, sc, sc->n);
         double diff = -1;
         const loom_result_t r = q ? loom_prog_interp_compare(p, q, worlds[w], k_tiny[e].bind, 3, &diff) : LOOM_SUCCESS;
         if (q && (r != LOOM_SUCCESS || diff != 0))
