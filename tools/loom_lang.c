@@ -7,9 +7,11 @@
  *       model-check each at W = 2 and 3 ranks (or W) over two calls
  *       (src/lang/protocol.h), printing a counterexample if one fails
  *   loom schedules PROG.loom [--world W] [--bind B=8,...] [--depth D] [--max N]
- *       the program's own Schedule sections and every schedule the
- *       transformations reach in D steps (duplicates merged), each with its
- *       statements, its units and a cost estimate, cheapest first
+ *       the unscheduled program, the program's own Schedule sections and
+ *       every schedule the search reaches in D moves (duplicates merged),
+ *       each with its statements, its units and a cost estimate, cheapest
+ *       first (src/lang/listing.c); an own schedule that a statement refuses
+ *       is listed last with the refusal, and the header counts what is listed
  *   loom interp PROG.loom --world W --bind B=8,... [--schedule NAME] [--seed S]
  *       run on the CPU with W simulated ranks per group; print each output
  *       and state (count, sum, first values); with --schedule, also the
@@ -23,7 +25,6 @@
 #include <string.h>
 
 #include "loom.h"
-#include "lang/interp_ops.h"
 #include "lang/lang.h"
 #include "lang/protocol.h"
 #include "tools/loom_lang.h"
@@ -47,8 +48,9 @@ static int usage(const char *cmd, int code) {
   else if (!strcmp(cmd, "schedules"))
     fprintf(f, "usage: loom schedules PROG.loom [--world W] [--bind S=N,...] [--depth D] [--max N]\n"
                "  list the program's Schedule sections and every schedule split, reorder, fuse, fuseComm,\n"
-               "  overlap, asSlice and dead reach in D steps (default 6, at most N = 200 programs), duplicates\n"
-               "  merged, cheapest first by a simple cost model (W ranks, default 8; unbound sizes: 1024)\n");
+               "  overlap, asSlice and dead reach in D moves (default 6, at most N = 200 programs), duplicates\n"
+               "  merged, cheapest first by a cost model of H200 rates (docs/language.md; W ranks, default 8;\n"
+               "  unbound sizes: 1024); a Schedule section that is refused is listed last with why\n");
   else
     fprintf(f, "usage: loom interp PROG.loom --world W --bind S=N,... [--schedule NAME] [--seed S]\n"
                "  run the program on the CPU with W simulated ranks per group, sizes bound by --bind;\n"
@@ -197,58 +199,11 @@ static int cmd_interp(const opts_t *o) {
   return rc;
 }
 
-typedef struct row {
-  const loom__sched_t *s;
-  int own;
-  loom__cost_t cost;
-  char *units;
-} row_t;
-
-static int by_time(const void *a, const void *b) {
-  const row_t *x = a, *y = b;
-  return x->cost.time_us < y->cost.time_us ? -1 : x->cost.time_us > y->cost.time_us;
-}
-
-static const char *kind_name(int k) {
-  static const char *n[] = {"kernel", "FusedAllReduce", "FusedReduceScatter", "FusedAllGather", "FusedAllReduceEpilogue", "stage"};
-  return k >= 0 && k <= 5 ? n[k] : "?";
-}
-
-/* The units the schedule runs, in order: "stage ov(…)", "kernel k", "AllReduce sum", ... */
-static char *units_of(loom__prog_t *q) {
-  loom__buf_t b = {0};
-  int *order = malloc(sizeof(int) * (size_t)(q->n + 1)), n = 0, last = -2;
-  if (order && loom__lang_unit_order(q, order, &n) == LOOM_SUCCESS)
-    for (int i = 0; i < n; ++i) {
-      const loom__node_t *nd = &q->nodes[order[i]];
-      if (loom__lang_op_info(nd->op)->cls == LOOM__CLS_LEAF) continue;
-      const int g = nd->stage >= 0 ? nd->stage : nd->coll >= 0 ? nd->coll : nd->kern;
-      if (g >= 0 && g == last) continue;
-      last = g;
-      if (g >= 0)
-        loom__buf_printf(&b, "%s%s %s", b.len ? ", " : "", kind_name(q->groups[g].kind), q->groups[g].name);
-      else
-        loom__buf_printf(&b, "%s%s %s", b.len ? ", " : "", loom__lang_op_info(nd->op)->name, nd->name[0] ? nd->name : "");
-    }
-  free(order);
-  return b.s;
-}
-
-static int cost_row(const loom_prog_t p, const opts_t *o, const loom__binding_t *bind, row_t *row) {
-  loom__prog_t *q;
-  if (loom__lang_clone(p, &q) != LOOM_SUCCESS) return -1;
-  for (int i = 0; i < row->s->n; ++i)
-    if (loom__lang_apply(q, &row->s->stmts[i]) != LOOM_SUCCESS) {
-      loom__lang_free(q);
-      return -1;
-    }
-  const int r = loom__lang_cost(q, o->world, bind, &row->cost) == LOOM_SUCCESS ? 0 : -1;
-  row->units = units_of(q);
-  loom__lang_free(q);
-  return r;
-}
-
-static void print_row(const row_t *r, int rank) {
+static void print_row(const loom__listed_t *r, int rank) {
+  if (r->refused) {
+    printf("#%d %s (the program's): refused: %s\n", rank, r->s->name, r->refused);
+    return;
+  }
   printf("#%d %s%s: %.2f us  (%.3g FLOP, %.3g HBM bytes, %.3g link bytes, %d units)\n", rank, r->s->name,
          r->own ? " (the program's)" : "", r->cost.time_us, r->cost.flops, r->cost.hbm_bytes, r->cost.link_bytes,
          r->cost.kernels);
@@ -268,31 +223,21 @@ static void print_row(const row_t *r, int rank) {
 }
 
 static int cmd_schedules(const opts_t *o) {
-  loom_prog_t p = load(o, NULL), plain = NULL;
+  loom_prog_t p = load(o, NULL);
   if (!p) return 1;
-  (void)plain;
   loom__binding_t bind;
-  loom__found_t found;
-  if (loom__lang_parse_bind(o->bind, &bind) != LOOM_SUCCESS || loom__lang_explore(p, o->depth, o->max, &found) != LOOM_SUCCESS) {
+  loom__listing_t l;
+  if (loom__lang_parse_bind(o->bind, &bind) != LOOM_SUCCESS ||
+      loom__lang_list(p, o->world, &bind, o->depth, o->max, &l) != LOOM_SUCCESS) {
     loom_prog_destroy(p);
     return fail();
   }
-  static const loom__sched_t none = {"unscheduled", 0, 0, NULL};
-  const int total = 1 + p->nsched + found.n;
-  row_t *rows = calloc((size_t)total, sizeof *rows);
-  int n = 0;
-  for (int i = 0; rows && i < total; ++i) {
-    rows[n].s = i == 0 ? &none : i <= p->nsched ? &p->scheds[i - 1] : &found.scheds[i - 1 - p->nsched];
-    rows[n].own = i > 0 && i <= p->nsched;
-    if (cost_row(p, o, &bind, &rows[n]) == 0) n++;
-    else free(rows[n].units);
-  }
-  if (rows) qsort(rows, (size_t)n, sizeof *rows, by_time);
-  printf("%s: %d schedules (%d of the program, %d reached in %d steps), W = %d, cheapest first\n", o->file, n,
-         p->nsched, found.n, o->depth, o->world);
-  for (int i = 0; i < n; ++i) print_row(&rows[i], i + 1), free(rows[i].units);
-  free(rows);
-  loom__lang_found_free(&found);
+  char own[64] = "";
+  if (l.refused) snprintf(own, sizeof own, ", %d of them refused (listed last)", l.refused);
+  printf("%s: %d schedules (the unscheduled program, %d of the program's own%s, %d reached in %d steps), W = %d, "
+         "cheapest first\n", o->file, l.n, p->nsched, own, l.found.n, o->depth, o->world);
+  for (int i = 0; i < l.n; ++i) print_row(&l.rows[i], i + 1);
+  loom__lang_listing_free(&l);
   loom_prog_destroy(p);
   return 0;
 }

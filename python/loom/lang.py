@@ -16,11 +16,15 @@
 Every call goes to libloom; errors come back as loom's exceptions with its
 message (file:line:column for text, the reason for a refused
 transformation). Text, C and Python make the same graph (Program.__eq__).
+A value belongs to the program that made it: using it in another program
+is refused, naming both. Reductions are the .loom ones: "+", "max", "min".
 """
 import ctypes
+import itertools
 
 from . import _lib
 from ._structs import DType, ProgAttr, ProgLayout
+from .errors import InvalidArgumentError
 
 FP32, FP16, BF16 = DType.FP32, DType.FP16, DType.BF16
 WORLD = -1
@@ -34,6 +38,20 @@ def Sliced(dim):
 
 def Root(rank):
     return (ProgLayout.ROOT, rank)
+
+
+_REDUCTIONS = {"+": 0, "max": 1, "min": 2}  # loom_prog_attr_t.reduce, as .loom spells them
+_numbers = itertools.count(1)
+
+
+def _reduction(reduce, fn):
+    """The attribute value of `reduce` ("+", "max", "min", or loom's 0, 1, 2)."""
+    if isinstance(reduce, str) and reduce in _REDUCTIONS:
+        return _REDUCTIONS[reduce]
+    if isinstance(reduce, int) and not isinstance(reduce, bool) and reduce in _REDUCTIONS.values():
+        return reduce
+    raise InvalidArgumentError(f'reduce={reduce!r}: expected "+", "max" or "min" (as .loom writes them)',
+                               function=fn)
 
 
 class Value:
@@ -66,20 +84,29 @@ class Value:
 
 
 class Program:
-    """A loom program (owns its loom_prog_t)."""
+    """A loom program (owns its loom_prog_t). .label names it in messages: its Execute name once it
+    has one, the file it was parsed from, else "program #k"."""
 
-    def __init__(self, handle=None):
+    def __init__(self, handle=None, label=None):
         if handle is None:
             h = ctypes.c_void_p()
             _lib.call("loom_prog_create", ctypes.byref(h))
             handle = h
         self._h = handle
+        self.label = label or f"program #{next(_numbers)}"
 
     @classmethod
     def parse(cls, text, file="<text>"):
         h = ctypes.c_void_p()
         _lib.call("loom_prog_parse", text.encode(), file.encode(), ctypes.byref(h))
-        return cls(h)
+        return cls(h, f"`{file}`")
+
+    def _own(self, v, fn, what):
+        """v's id, if v is a Value of this program (a value of another is refused, naming both)."""
+        if v.prog is not self:
+            raise InvalidArgumentError(f"{what} is a value of {v.prog.label}, not of {self.label}; a value is "
+                                       f"used only in the program that made it", function=fn)
+        return v.id
 
     def __del__(self):
         h = getattr(self, "_h", None)
@@ -87,9 +114,9 @@ class Program:
             _lib.load().loom_prog_destroy(h)
             self._h = None
 
-    def _value(self, x):
+    def _value(self, x, fn="Program.op", what="an operand"):
         if isinstance(x, Value):
-            return x.id
+            return self._own(x, fn, what)
         vid = ctypes.c_int()
         _lib.call("loom_prog_const", self._h, float(x), ctypes.byref(vid))
         return vid.value
@@ -105,8 +132,10 @@ class Program:
 
     def op(self, name, *operands, **attrs):
         """Operation `name` as .loom spells it; attrs: value, seed, dim, root, reduce, dtype, group_offset."""
-        ids = [self._value(x) for x in operands]
+        ids = [self._value(x, f"Program.op({name!r})", f"operand {i}") for i, x in enumerate(operands)]
         arr = (ctypes.c_int * max(1, len(ids)))(*ids)
+        if "reduce" in attrs:
+            attrs["reduce"] = _reduction(attrs["reduce"], f"Program.op({name!r})")
         attr = ProgAttr(**{k: int(v) if k != "value" else float(v) for k, v in attrs.items()})
         vid = ctypes.c_int()
         _lib.call("loom_prog_op", self._h, name.encode(), arr, len(ids), ctypes.byref(attr), ctypes.byref(vid))
@@ -114,19 +143,25 @@ class Program:
 
     def var(self, name, value):
         """`Var name = value;`"""
-        _lib.call("loom_prog_name", self._h, value.id, name.encode())
+        _lib.call("loom_prog_name", self._h, self._own(value, "Program.var", f"`{name}`"), name.encode())
         return value
 
     def execute(self, name, inputs, outputs):
-        i = (ctypes.c_int * max(1, len(inputs)))(*[v.id for v in inputs])
-        o = (ctypes.c_int * len(outputs))(*[v.id for v in outputs])
-        _lib.call("loom_prog_execute", self._h, name.encode(), i, len(inputs), o, len(outputs))
+        ids = [self._own(v, "Program.execute", f"input {k}") for k, v in enumerate(inputs)]
+        ods = [self._own(v, "Program.execute", f"output {k}") for k, v in enumerate(outputs)]
+        i = (ctypes.c_int * max(1, len(ids)))(*ids)
+        o = (ctypes.c_int * len(ods))(*ods)
+        _lib.call("loom_prog_execute", self._h, name.encode(), i, len(ids), o, len(ods))
+        self.label = f"`{name}`"
 
     # the paper's operations
     def matmul(self, a, b): return self.op("MatMul", a, b)
-    def all_reduce(self, x, reduce=0): return self.op("AllReduce", x, reduce=reduce)
-    def reduce_scatter(self, x, reduce=0): return self.op("ReduceScatter", x, reduce=reduce)
+    def all_reduce(self, x, reduce="+"): return self.op("AllReduce", x, reduce=reduce)
+    def reduce_scatter(self, x, reduce="+"): return self.op("ReduceScatter", x, reduce=reduce)
+    def reduce(self, x, root=0, reduce="+"): return self.op("Reduce", x, root=root, reduce=reduce)
+    def broadcast(self, x, root=0): return self.op("Broadcast", x, root=root)
     def all_gather(self, x): return self.op("AllGather", x)
+    def all_to_all(self, x, dim): return self.op("AllToAll", x, dim=dim)
     def dropout(self, x, p, seed=0): return self.op("Dropout", x, value=p, seed=seed)
     def sqrt(self, x): return self.op("Sqrt", x)
     def send(self, x, groups=1): return self.op("Send", x, group_offset=groups)
@@ -148,7 +183,7 @@ class Program:
     def schedule(self, name=None):
         h = ctypes.c_void_p()
         _lib.call("loom_prog_schedule", self._h, name.encode() if name else None, ctypes.byref(h))
-        return Program(h)
+        return Program(h, f"{self.label} scheduled by `{name}`" if name else None)
 
     def interp(self, output, world, bind="", seed=1):
         n = ctypes.c_size_t()

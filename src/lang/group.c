@@ -62,12 +62,18 @@ static loom_result_t close_convex(const loom__prog_t *p, char *in) {
   return r;
 }
 
-/* Adds id's anonymous operands (its expression), recursively. */
+static int fusible(const loom__node_t *nd) {
+  const loom__op_class_t c = loom__lang_op_info(nd->op)->cls;
+  return (c == LOOM__CLS_POINTWISE || nd->op == LOOM__OP_CONST || nd->op == LOOM__OP_SEND) && nd->op != LOOM__OP_INPUT;
+}
+
+/* Adds id's anonymous pointwise operands (its expression), recursively: an anonymous Norm or MatMul
+ * operand (`Norm(p) / Norm(u)`) stays outside, as a named one would. */
 static void add_expression(const loom__prog_t *p, int id, char *in) {
   in[id] = 1;
   for (int k = 0; k < p->nodes[id].nin; ++k) {
     const int a = p->nodes[id].in[k];
-    if (p->nodes[a].op != LOOM__OP_INPUT && loom__lang_anonymous(&p->nodes[a]) && !in[a]) add_expression(p, a, in);
+    if (fusible(&p->nodes[a]) && loom__lang_anonymous(&p->nodes[a]) && !in[a]) add_expression(p, a, in);
   }
 }
 
@@ -139,11 +145,6 @@ static loom_result_t commit_group(loom__prog_t *p, const char *fn, const char *n
 
 /* ---- fuse ------------------------------------------------------------------------- */
 
-static int fusible(const loom__node_t *nd) {
-  const loom__op_class_t c = loom__lang_op_info(nd->op)->cls;
-  return (c == LOOM__CLS_POINTWISE || nd->op == LOOM__OP_CONST || nd->op == LOOM__OP_SEND) && nd->op != LOOM__OP_INPUT;
-}
-
 loom_result_t loom__lang_fuse(loom__prog_t *p, const int *ids, int n, const char *name) {
   char *in = calloc((size_t)p->n + 1, 1), b[96];
   if (!in) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom language: out of host memory");
@@ -189,7 +190,9 @@ static loom_result_t fc_classify(const loom__prog_t *p, const char *const *args,
     const int id = loom__lang_find(p, args[i]), g = loom__lang_find_group(p, args[i]);
     const int op = id >= 0 ? p->nodes[id].op : -1;
     if (id < 0 && (g < 0 || p->groups[g].level != 0))
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "fuseComm: `%s` is no value or kernel of the program", args[i]);
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                        "fuseComm: `%s` is no value or kernel of the program (nor a fuseComm policy: FusedAllReduce, "
+                        "FusedReduceScatter, FusedAllGather or FusedAllReduceEpilogue)", args[i]);
     if (op == LOOM__OP_REDUCESCATTER || op == LOOM__OP_ALLREDUCE) {
       f->coll_in = id;
     } else if (op == LOOM__OP_ALLGATHER) {
@@ -212,6 +215,11 @@ static int policy_kind(const fc_parts_t *f, const loom__prog_t *p) {
   if (ar) return f->nag ? -1 : LOOM__GK_FUSED_ARE;
   if (f->coll_in >= 0) return f->nag ? LOOM__GK_FUSED_AR : LOOM__GK_FUSED_RS;
   return f->nag ? LOOM__GK_FUSED_AG : -1;
+}
+
+static const char *fused_name(int kind) {
+  static const char *n[] = {"kernel", "FusedAllReduce", "FusedReduceScatter", "FusedAllGather", "FusedAllReduceEpilogue"};
+  return kind >= 0 && kind <= LOOM__GK_FUSED_ARE ? n[kind] : "?";
 }
 
 /* The collective's users are all in the computation; each AllGather gathers one of its values. */
@@ -243,11 +251,16 @@ loom_result_t loom__lang_fuse_comm(loom__prog_t *p, const char *const *args, int
   LOOM_TRY(fc_classify(p, args, nargs, &f));
   const char *comp_name = f.comp[0] ? p->groups[f.comp[1]].name : p->nodes[f.comp[1]].name;
   const int kind = policy_kind(&f, p);
-  if (kind < 0 || (policy >= 0 && policy != kind))
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "fuseComm: the parts given make no fused collective of this policy (FusedAllReduce: ReduceScatter, "
-                      "kernel, AllGather; FusedReduceScatter: ReduceScatter, kernel; FusedAllGather: kernel, AllGather; "
-                      "FusedAllReduceEpilogue: AllReduce, kernel)");
+  static const char *parts = "(FusedAllReduce: ReduceScatter, kernel, AllGather; FusedReduceScatter: ReduceScatter, "
+                             "kernel; FusedAllGather: kernel, AllGather; FusedAllReduceEpilogue: AllReduce, kernel)";
+  if (kind < 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "fuseComm: the parts given make no fused collective %s", parts);
+  if (policy >= 0 && policy != kind)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "fuseComm: the parts given (%s, a kernel, %d AllGather%s) make a %s, "
+                      "not a %s: write %s, or give the parts %s takes %s", f.coll_in < 0 ? "no collective before"
+                      : p->nodes[f.coll_in].op == LOOM__OP_ALLREDUCE ? "an AllReduce" : "a ReduceScatter", f.nag,
+                      f.nag == 1 ? "" : "s", fused_name(kind), fused_name(policy), fused_name(kind), fused_name(policy),
+                      parts);
   LOOM_TRY(fc_check(p, &f, comp_name));
   char *in = calloc((size_t)p->n + 1, 1), b[96];
   if (!in) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom language: out of host memory");

@@ -158,7 +158,10 @@ static loom_result_t run_matmul(loom__interp_t *in, int id, int r) {
   loom__interp_local(in, nd->in[0], r, &la);
   loom__interp_local(in, nd->in[1], r, &lb);
   loom__interp_local(in, id, r, &lo);
-  const int64_t K = la.dims[la.rank - 1], N = lb.dims[1], M = la.count / (K ? K : 1);
+  /* M from the leading dimensions, not count / K: a rank's piece may be empty along any of them */
+  int64_t M = 1;
+  for (int i = 0; i + 1 < la.rank; ++i) M *= la.dims[i];
+  const int64_t K = la.dims[la.rank - 1], N = lb.dims[1];
   if (lb.dims[0] != K || lo.count != M * N)
     return loom__fail(LOOM_ERR_INTERNAL, "interp: MatMul pieces [%lld x %lld] and [%lld x %lld] on rank %d",
                       (long long)M, (long long)K, (long long)lb.dims[0], (long long)N, r);

@@ -56,9 +56,19 @@ const loom__op_info_t *loom__lang_op_info(loom__op_t op) {
   return (unsigned)op < LOOM__OP_COUNT ? &k_ops[op] : &k_ops[LOOM__OP_CONST];
 }
 
+/* 1 if a and b are the same name, letter case aside. */
+static int same_name_any_case(const char *a, const char *b) {
+  for (; *a && *b; ++a, ++b)
+    if ((*a | 0x20) != (*b | 0x20)) return 0;
+  return *a == *b;
+}
+
 int loom__lang_op_by_name(const char *name) {
-  for (int i = LOOM__OP_POW; i < LOOM__OP_COUNT; ++i)
-    if (k_ops[i].name[0] >= 'A' && k_ops[i].name[0] <= 'Z' && !strcmp(k_ops[i].name, name)) return i;
+  for (int pass = 0; pass < 2; ++pass) /* as the catalogue writes it, else in any case (the paper's `sqrt`) */
+    for (int i = LOOM__OP_POW; i < LOOM__OP_COUNT; ++i)
+      if (k_ops[i].name[0] >= 'A' && k_ops[i].name[0] <= 'Z' &&
+          (pass ? same_name_any_case(k_ops[i].name, name) : !strcmp(k_ops[i].name, name)))
+        return i;
   return -1;
 }
 
@@ -89,6 +99,7 @@ void loom__lang_free(loom__prog_t *p) {
   free(p->nodes);
   free(p->exec_in);
   free(p->exec_out);
+  free(p->exec_names);
   free(p->states);
   free(p->groups);
   free(p);
@@ -114,6 +125,7 @@ loom_result_t loom__lang_clone(const loom__prog_t *p, loom__prog_t **out) {
   q->cap = p->n;
   q->exec_in = dup_mem(p->exec_in, (size_t)p->nexec_in * sizeof(int), &fail);
   q->exec_out = dup_mem(p->exec_out, (size_t)p->nexec_out * sizeof(int), &fail);
+  q->exec_names = dup_mem(p->exec_names, (size_t)p->nexec_out * sizeof *p->exec_names, &fail);
   q->states = dup_mem(p->states, (size_t)p->nstate * sizeof *p->states, &fail);
   q->groups = dup_mem(p->groups, (size_t)p->ngroups * sizeof *p->groups, &fail);
   q->scheds = dup_mem(p->scheds, (size_t)p->nsched * sizeof *p->scheds, &fail);
@@ -289,14 +301,17 @@ loom_result_t loom__lang_sched_push(loom__sched_t *s, const loom__stmt_t *st) {
 
 loom_result_t loom__lang_set_exec(loom__prog_t *p, const char *name, const int *in, int nin, const int *out, int nout) {
   int *a = malloc(sizeof(int) * (size_t)(nin + 1)), *b = malloc(sizeof(int) * (size_t)(nout + 1));
-  if (!a || !b) {
-    free(a), free(b);
+  char(*names)[LOOM__LANG_NAME] = calloc((size_t)nout + 1, sizeof *names);
+  if (!a || !b || !names) {
+    free(a), free(b), free(names);
     return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom language: out of host memory");
   }
   memcpy(a, in, sizeof(int) * (size_t)nin);
   memcpy(b, out, sizeof(int) * (size_t)nout);
-  free(p->exec_in), free(p->exec_out);
-  p->exec_in = a, p->exec_out = b, p->nexec_in = nin, p->nexec_out = nout;
+  for (int i = 0; i < nout; ++i)
+    if (!loom__lang_anonymous(&p->nodes[out[i]])) snprintf(names[i], LOOM__LANG_NAME, "%s", p->nodes[out[i]].name);
+  free(p->exec_in), free(p->exec_out), free(p->exec_names);
+  p->exec_in = a, p->exec_out = b, p->exec_names = names, p->nexec_in = nin, p->nexec_out = nout;
   snprintf(p->name, sizeof p->name, "%s", name);
   return LOOM_SUCCESS;
 }

@@ -21,6 +21,8 @@
  *   transform.c     split, reorder, asSlice, dead (graph rewrites)
  *   group.c         fuse, fuseComm, overlap (kernels and stages)
  *   explore.c       the schedules the transformations reach, with a cost
+ *   moves.c         the statements the search tries from a program
+ *   listing.c       `loom schedules`: every schedule with its cost, refusals kept
  *   prog_api.c      the public loom_prog_* functions
  *   protocol.c, proto_check.c, proto_ops.c, proto_lower.c
  *                   protocols as data and their model checker (protocol.h)
@@ -74,7 +76,7 @@ typedef struct loom__op_info {
 
 /* The catalogue entry of op (never NULL for op < LOOM__OP_COUNT). */
 const loom__op_info_t *loom__lang_op_info(loom__op_t op);
-/* The op named `name` as a function ("MatMul", "Sqrt"), -1 if none. */
+/* The op named `name` as a function ("MatMul", "Sqrt"; letter case aside: "sqrt"), -1 if none. */
 int loom__lang_op_by_name(const char *name);
 
 enum { LOOM__LAY_SLICED = 0, LOOM__LAY_REPLICATED = 1, LOOM__LAY_LOCAL = 2, LOOM__LAY_ROOT = 3 };
@@ -136,6 +138,7 @@ typedef struct loom__stmt {
   char lhs[LOOM__LANG_ARGS][LOOM__LANG_NAME];
   char args[LOOM__LANG_ARGS][LOOM__LANG_NAME];
   int line, col;
+  int arg_line[LOOM__LANG_ARGS], arg_col[LOOM__LANG_ARGS]; /* where each argument was written (0: made by the search) */
   int api; /* 1: given alone (loom_prog_transform): its place is "<statement>:line:col" */
 } loom__stmt_t;
 
@@ -154,6 +157,7 @@ struct loom_prog {
   loom__node_t *nodes;
   int nexec_in, nexec_out;
   int *exec_in, *exec_out;
+  char (*exec_names)[LOOM__LANG_NAME]; /* each output's name as Execute named it (kept through schedules) */
   int nstate;
   loom__state_t *states;      /* state tensor -> the node whose value it holds afterwards */
   int ngroups;
@@ -271,6 +275,13 @@ int loom__lang_members(const loom__prog_t *p, const char *name, int *out, int ca
 /* ---- explore.c ------------------------------------------------------------------ */
 typedef struct loom__cost { double flops, hbm_bytes, link_bytes, time_us; int kernels; } loom__cost_t;
 loom_result_t loom__lang_cost(loom__prog_t *p, int W, const loom__binding_t *bind, loom__cost_t *c);
+/* moves.c: the statements the search tries from p (cleanup: after it, every asSlice and dead that applies). */
+typedef struct loom__move { loom__stmt_t st; int cleanup; } loom__move_t;
+typedef struct loom__moves { int n, cap; loom__move_t *m; } loom__moves_t;
+void loom__lang_moves(const loom__prog_t *p, loom__moves_t *out);
+/* Keeps every state that is no output on its slices (asSlice) and removes what nothing uses (dead), until
+ * nothing more applies; out[] (cap): the statements applied. */
+loom_result_t loom__lang_cleanup(loom__prog_t *p, loom__stmt_t *out, int cap, int *n);
 typedef struct loom__found {
   int n, cap;
   loom__sched_t *scheds; /* each: the statements from the unscheduled program */
@@ -278,5 +289,23 @@ typedef struct loom__found {
 /* Every schedule reachable in <= depth statements (duplicates merged, at most max). */
 loom_result_t loom__lang_explore(const loom__prog_t *p, int depth, int max, loom__found_t *out);
 void loom__lang_found_free(loom__found_t *f);
+
+/* ---- listing.c ------------------------------------------------------------------ */
+/* `loom schedules`: the unscheduled program, the program's own schedules, the search's, cheapest first. */
+typedef struct loom__listed {
+  const loom__sched_t *s; /* the program's, the search's (in `found`), or the unscheduled one */
+  int own;                /* one of the program's Schedule sections */
+  loom__cost_t cost;
+  char *units;            /* the units it runs, in order */
+  char *refused;          /* NULL, or why a statement of the program's own schedule was refused (listed last) */
+} loom__listed_t;
+typedef struct loom__listing {
+  int n, refused;
+  loom__listed_t *rows;
+  loom__found_t found;
+} loom__listing_t;
+loom_result_t loom__lang_list(const loom__prog_t *p, int W, const loom__binding_t *bind, int depth, int max,
+                              loom__listing_t *out);
+void loom__lang_listing_free(loom__listing_t *l);
 
 #endif /* LOOM_LANG_LANG_H */

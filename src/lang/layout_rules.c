@@ -155,6 +155,23 @@ static loom_result_t combine(const loom__prog_t *p, int id, int a, loom__layout_
              lab(p, a, b1), loom__lang_layout_str(&l, b2, sizeof b2), loom__lang_layout_str(&g, b3, sizeof b3));
 }
 
+/* A Sliced operand may not broadcast along its sliced dimension: that dimension's one element lives
+ * on one rank only, and the other ranks' slices of the result would need it. */
+static loom_result_t no_sliced_broadcast(const loom__prog_t *p, int id, const loom__type_t *t) {
+  const loom__node_t *nd = &p->nodes[id];
+  for (int k = nd->op == LOOM__OP_UPDATE ? 1 : 0; k < nd->nin; ++k) {
+    const loom__type_t *a = ty(p, nd->in[k]);
+    if (a->lay.kind != LOOM__LAY_SLICED || a->lay.arg >= a->rank) continue;
+    const loom__dim_t *d = &a->dims[a->lay.arg], *o = &t->dims[a->lay.arg + t->rank - a->rank];
+    if (!dim_one(d) || dim_one(o)) continue;
+    char b[96], l[64], s1[96];
+    return err(p, id, "operand %s is %s on a dimension of size 1 that broadcasts to the result's %s; only one rank "
+               "holds that element: make it Replicated or slice it on another dimension", lab(p, nd->in[k], b),
+               lay(p, nd->in[k], l), loom__lang_shape_str(t, s1, sizeof s1));
+  }
+  return LOOM_SUCCESS;
+}
+
 static loom_result_t infer_dtype(const loom__prog_t *p, int id, int *dt) {
   const loom__node_t *nd = &p->nodes[id];
   *dt = -1;
@@ -199,6 +216,7 @@ static loom_result_t infer_pointwise(loom__prog_t *p, int id) {
     LOOM_TRY(join_group(p, id, nd->in[k], &g));
   }
   t.lay.group = g;
+  LOOM_TRY(no_sliced_broadcast(p, id, &t));
   if (nd->op == LOOM__OP_SLICE) {
     LOOM_TRY(need_slice(p, id, &t));
   }

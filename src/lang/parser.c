@@ -272,7 +272,7 @@ static loom_result_t parse_call_attrs(parser_t *ps, int op, const char *fname, l
   } else if (op == LOOM__OP_SEND) {
     LOOM_TRY(expect(ps, ",", "`,` and GroupRank(GROUP+k, RANK)"));
     LOOM_TRY(parse_group_rank(ps, &nd->send_off));
-    if ((nd->send_off > 0) != !strcmp(fname, "Send"))
+    if ((nd->send_off > 0) != ((fname[0] | 0x20) == 's')) /* Send or Recv, in any case */
       return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s:%d:%d: %s to GROUP%+d; expected %s", ps->lx.file, nd->line,
                         nd->col, fname, nd->send_off, nd->send_off > 0 ? "Send for a later group" : "Recv for an earlier group");
     if (nd->send_off < 0) nd->send_off = -nd->send_off;
@@ -281,7 +281,7 @@ static loom_result_t parse_call_attrs(parser_t *ps, int op, const char *fname, l
 }
 
 static loom_result_t parse_call(parser_t *ps, const char *fname, int line, int col, int *id) {
-  int op = !strcmp(fname, "Recv") ? LOOM__OP_SEND : loom__lang_op_by_name(fname);
+  int op = (fname[0] | 0x20) == 'r' && !strcmp(fname + 1, "ecv") ? LOOM__OP_SEND : loom__lang_op_by_name(fname);
   if (op < 0) {
     loom__tok_t t = *TOK;
     t.line = line, t.col = col, t.kind = LOOM__T_IDENT;

@@ -147,7 +147,10 @@ loom_result_t loom_prog_name(loom_prog_t prog, int id, const char *name) {
        name ? name : "(null)");
   NEED(id >= 0 && id < prog->n && !prog->nodes[id].removed, "loom_prog_name: id %d is no value of the program", id);
   NEED(prog->nodes[id].name[0] == 0, "loom_prog_name: value %d is already named `%s`", id, prog->nodes[id].name);
-  return loom__lang_set_name(prog, id, name);
+  LOOM_TRY(loom__lang_set_name(prog, id, name));
+  for (int i = 0; i < prog->nexec_out && prog->exec_names; ++i) /* an output named after Execute */
+    if (prog->exec_out[i] == id && !prog->exec_names[i][0]) snprintf(prog->exec_names[i], LOOM__LANG_NAME, "%s", name);
+  return LOOM_SUCCESS;
 }
 
 loom_result_t loom_prog_execute(loom_prog_t prog, const char *name, const int *inputs, int ninputs, const int *outputs,
@@ -225,8 +228,9 @@ static int find_result(const loom_prog_t prog, const loom__results_t *res, const
     const int i = atoi(output + 1);
     return i >= 0 && i < prog->nexec_out ? i : -1;
   }
-  for (int i = 0; i < prog->nexec_out; ++i)
-    if (!strcmp(prog->nodes[prog->exec_out[i]].name, output)) return i;
+  for (int i = 0; i < prog->nexec_out; ++i) /* the value that holds it now, or the name Execute gave it */
+    if (!strcmp(prog->nodes[prog->exec_out[i]].name, output) || (prog->exec_names && !strcmp(prog->exec_names[i], output)))
+      return i;
   for (int i = prog->nexec_out; i < res->n; ++i)
     if (!strcmp(res->vals[i].name, output)) return i;
   return -1;

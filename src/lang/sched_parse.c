@@ -36,13 +36,15 @@ static loom_result_t expect(loom__lexer_t *lx, const char *s, const char *expect
   return LOOM_SUCCESS;
 }
 
-/* ( a, b, ... ) into out[]; *n their count. */
-static loom_result_t name_list(loom__lexer_t *lx, char out[][LOOM__LANG_NAME], int *n, const char *what) {
+/* ( a, b, ... ) into out[]; *n their count; line[], col[] (or NULL) where each name was written. */
+static loom_result_t name_list(loom__lexer_t *lx, char out[][LOOM__LANG_NAME], int *n, const char *what, int *line,
+                               int *col) {
   LOOM_TRY(expect(lx, "(", "`(`"));
   *n = 0;
   while (!punct(lx, ")")) {
     if (*n > 0) LOOM_TRY(expect(lx, ",", "`,` or `)`"));
     if (*n == LOOM__LANG_ARGS) return loom__lex_error(lx, &lx->tok, "`)`: at most 8 names");
+    if (line) line[*n] = lx->tok.line, col[*n] = lx->tok.col;
     LOOM_TRY(name(lx, out[(*n)++], what));
   }
   loom__lex_next(lx);
@@ -53,7 +55,7 @@ loom_result_t loom__lang_parse_stmt_lx(loom__lexer_t *lx, loom__stmt_t *st) {
   memset(st, 0, sizeof *st);
   st->line = lx->tok.line, st->col = lx->tok.col;
   if (punct(lx, "(")) {
-    LOOM_TRY(name_list(lx, st->lhs, &st->nlhs, "a name for a result"));
+    LOOM_TRY(name_list(lx, st->lhs, &st->nlhs, "a name for a result", NULL, NULL));
     LOOM_TRY(expect(lx, "=", "`=` after the results"));
     LOOM_TRY(name(lx, st->fn, "a transformation: split, reorder, fuse, fuseComm, overlap, asSlice, dead"));
   } else {
@@ -65,7 +67,8 @@ loom_result_t loom__lang_parse_stmt_lx(loom__lexer_t *lx, loom__stmt_t *st) {
       LOOM_TRY(name(lx, st->fn, "a transformation: split, reorder, fuse, fuseComm, overlap, asSlice, dead"));
     }
   }
-  LOOM_TRY(name_list(lx, st->args, &st->nargs, "a name (a Var, a tensor, a kernel or a policy)"));
+  LOOM_TRY(name_list(lx, st->args, &st->nargs, "a name (a Var, a tensor, a kernel or a policy)", st->arg_line,
+                     st->arg_col));
   return expect(lx, ";", "`;` after the schedule statement");
 }
 

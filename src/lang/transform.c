@@ -27,16 +27,83 @@
 
 enum { POL_NONE = -1, POL_RSAG = 100, POL_RB, POL_AG_REORDER, POL_BC_REORDER, POL_COMPUTE };
 
+/* Every policy, and the transformation that takes it. */
+static const struct policy {
+  const char *name;
+  int pol;
+  const char *fn;
+} k_policies[] = {{"AllReduceSplitRSAG", POL_RSAG, "split"},
+                  {"AllReduceSplit1", POL_RSAG, "split"},
+                  {"AllReduceSplitRB", POL_RB, "split"},
+                  {"AllReduceSplitReduceBroadcast", POL_RB, "split"},
+                  {"AllGatherReorder", POL_AG_REORDER, "reorder"},
+                  {"BroadcastReorder", POL_BC_REORDER, "reorder"},
+                  {"ComputeFuse", POL_COMPUTE, "fuse"},
+                  {"FusedAllReduce", LOOM__GK_FUSED_AR, "fuseComm"},
+                  {"FusedReduceScatter", LOOM__GK_FUSED_RS, "fuseComm"},
+                  {"FusedAllGather", LOOM__GK_FUSED_AG, "fuseComm"},
+                  {"FusedAllReduceEpilogue", LOOM__GK_FUSED_ARE, "fuseComm"}};
+
+static const struct policy *policy_find(const char *s) {
+  for (size_t i = 0; i < sizeof k_policies / sizeof k_policies[0]; ++i)
+    if (!strcmp(s, k_policies[i].name)) return &k_policies[i];
+  return NULL;
+}
+
 static int policy_of(const char *s) {
-  static const struct { const char *name; int pol; } t[] = {
-      {"AllReduceSplitRSAG", POL_RSAG}, {"AllReduceSplit1", POL_RSAG}, {"AllReduceSplitRB", POL_RB},
-      {"AllReduceSplitReduceBroadcast", POL_RB}, {"AllGatherReorder", POL_AG_REORDER},
-      {"BroadcastReorder", POL_BC_REORDER}, {"ComputeFuse", POL_COMPUTE}, {"FusedAllReduce", LOOM__GK_FUSED_AR},
-      {"FusedReduceScatter", LOOM__GK_FUSED_RS}, {"FusedAllGather", LOOM__GK_FUSED_AG},
-      {"FusedAllReduceEpilogue", LOOM__GK_FUSED_ARE}};
-  for (size_t i = 0; i < sizeof t / sizeof t[0]; ++i)
-    if (!strcmp(s, t[i].name)) return t[i].pol;
-  return POL_NONE;
+  const struct policy *k = policy_find(s);
+  return k ? k->pol : POL_NONE;
+}
+
+/* What fn takes, in words: "a split policy: AllReduceSplitRSAG, ... or ...", or "no policy (...)". */
+static const char *policies_of(const char *fn, char *buf, size_t cap) {
+  const size_t np = sizeof k_policies / sizeof k_policies[0];
+  int count = 0, k = 0;
+  for (size_t i = 0; i < np; ++i) count += !strcmp(k_policies[i].fn, fn);
+  if (count == 0) {
+    snprintf(buf, cap, "no policy (%s takes names of values%s)", fn, strcmp(fn, "overlap") ? "" : ", kernels and fused collectives");
+    return buf;
+  }
+  size_t n = (size_t)snprintf(buf, cap, "a %s policy: ", fn);
+  for (size_t i = 0; i < np && n < cap; ++i) {
+    if (strcmp(k_policies[i].fn, fn)) continue;
+    n += (size_t)snprintf(buf + n, cap - n, "%s%s", k == 0 ? "" : k == count - 1 ? " or " : ", ", k_policies[i].name);
+    k++;
+  }
+  return buf;
+}
+
+static int known_transformation(const char *fn) {
+  static const char *k[] = {"split", "reorder", "fuse", "fuseComm", "overlap", "asSlice", "dead", "dce"};
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i)
+    if (!strcmp(fn, k[i])) return 1;
+  return 0;
+}
+
+/* Each policy named in st belongs to st->fn, and the places only a policy may take (split's second
+ * argument, reorder's third) hold one; *bad: the argument at fault. */
+static loom_result_t check_policies(const loom__stmt_t *st, int *bad) {
+  const int slot = !strcmp(st->fn, "split") ? 1 : !strcmp(st->fn, "reorder") ? 2 : -1;
+  char want[256];
+  int seen = -1;
+  *bad = -1;
+  if (!known_transformation(st->fn)) return LOOM_SUCCESS; /* apply_one names the transformations */
+  for (int i = 0; i < st->nargs; ++i) {
+    const struct policy *k = policy_find(st->args[i]);
+    *bad = i;
+    if (k && strcmp(k->fn, st->fn))
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: found `%s`, a %s policy; expected %s", st->fn, st->args[i], k->fn,
+                        policies_of(st->fn, want, sizeof want));
+    if (k && seen >= 0)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: found `%s` after the policy `%s`; expected one policy", st->fn,
+                        st->args[i], st->args[seen]);
+    if (!k && i == slot)
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: found `%s` where the policy goes; expected %s", st->fn,
+                        st->args[i], policies_of(st->fn, want, sizeof want));
+    if (k) seen = i;
+  }
+  *bad = -1;
+  return LOOM_SUCCESS;
 }
 
 static loom_result_t new_node(loom__prog_t *p, int op, int a, int like, const char *name, const char *base, int *id) {
@@ -249,6 +316,61 @@ static loom_result_t ro_gather_outputs(loom__prog_t *p, ro_t *r, const int *outs
   return LOOM_SUCCESS;
 }
 
+/* The part of a gather's name that says what it gathers: "agOut" -> "Out" (the lowercase prefix
+ * dropped); "" when the name has none. */
+static const char *ro_name_tail(const char *s) {
+  while (*s >= 'a' && *s <= 'z') s++;
+  return *s >= 'A' && *s <= 'Z' ? s : "";
+}
+
+/* 1 if `key` without trailing `_` starts with `tail`, case aside ("output", "Out"). */
+static int ro_key_starts(const char *key, const char *tail) {
+  size_t n = strlen(key), t = strlen(tail);
+  while (n > 0 && key[n - 1] == '_') n--;
+  if (t == 0 || t > n) return 0;
+  for (size_t i = 0; i < t; ++i)
+    if ((key[i] | 0x20) != (tail[i] | 0x20)) return 0;
+  return 1;
+}
+
+/* 1 if the name `tail` designates value id: its name, or the state tensor it is the new value of. */
+static int ro_designates(const loom__prog_t *p, int id, const char *tail) {
+  if (!*tail) return 0;
+  if (!loom__lang_anonymous(&p->nodes[id]) && ro_key_starts(p->nodes[id].name, tail)) return 1;
+  for (int i = 0; i < p->nstate; ++i)
+    if (p->states[i].value == id && ro_key_starts(p->nodes[p->states[i].tensor].name, tail)) return 1;
+  return 0;
+}
+
+/* The gathers' names bind by position (outs[] order); a name that designates another of the values
+ * than its position's is refused with the order to write, never bound to the wrong tensor. */
+static loom_result_t ro_check_names(const loom__prog_t *p, const int *outs, int nout, const char *const *names,
+                                    int nnames) {
+  for (int i = 0; i < nnames && i < nout; ++i) {
+    const char *tail = ro_name_tail(names[i]);
+    if (ro_designates(p, outs[i], tail)) continue;
+    int other = -1;
+    for (int j = 0; j < nout && other < 0; ++j)
+      if (j != i && ro_designates(p, outs[j], tail)) other = j;
+    if (other < 0) continue;
+    loom__buf_t b = {0};
+    char l1[96], l2[96];
+    for (int j = 0; j < nout; ++j) {
+      loom__buf_printf(&b, "%s%s", j ? ", " : "", loom__lang_label(p, outs[j], l1, sizeof l1));
+      for (int t = 0; t < p->nstate; ++t)
+        if (p->states[t].value == outs[j]) loom__buf_printf(&b, " (the new `%s`)", p->nodes[p->states[t].tensor].name);
+    }
+    const loom_result_t res = loom__fail(
+        LOOM_ERR_INVALID_ARGUMENT,
+        "reorder: result %d, `%s`, names %s but gathers %s; the gathers come in this order (Execute's outputs "
+        "first): %s; write the names after the kernel's in that order", i + 2, names[i],
+        loom__lang_label(p, outs[other], l1, sizeof l1), loom__lang_label(p, outs[i], l2, sizeof l2), b.s ? b.s : "");
+    free(b.s);
+    return res;
+  }
+  return LOOM_SUCCESS;
+}
+
 static loom_result_t ro_rewrite(loom__prog_t *p, ro_t *r, const char *const *names, int nnames, int kern) {
   int *order = malloc(sizeof(int) * (size_t)(p->n + 1)), n = 0, *outs = malloc(sizeof(int) * (size_t)(p->n + 1));
   char *dep = calloc((size_t)p->n + 1, 1);
@@ -257,6 +379,7 @@ static loom_result_t ro_rewrite(loom__prog_t *p, ro_t *r, const char *const *nam
   if (res == LOOM_SUCCESS && nnames > 0 && ro_outputs(p, r, order, n, outs) < nnames)
     res = loom__fail(LOOM_ERR_INVALID_ARGUMENT, "reorder: %d names for the gathers, but the computation hands on %d values",
                      nnames, ro_outputs(p, r, order, n, outs));
+  if (res == LOOM_SUCCESS) res = ro_check_names(p, outs, ro_outputs(p, r, order, n, outs), names, nnames);
   if (res == LOOM_SUCCESS) {
     const int nout = ro_outputs(p, r, order, n, outs), n0 = p->n;
     res = ro_slice_operands(p, r, n0, kern);
@@ -278,6 +401,10 @@ loom_result_t loom__lang_reorder(loom__prog_t *p, int ag, const int *members, in
   if (p->nodes[ag].op != LOOM__OP_ALLGATHER && !r.bcast)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "reorder: %s is %s; reorder moves an AllGather or a Broadcast",
                       loom__lang_label(p, ag, b, sizeof b), loom__lang_op_info(p->nodes[ag].op)->name);
+  const loom__node_t *cm = &p->nodes[ag];
+  if (cm->coll >= 0 || cm->stage >= 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "reorder: %s is already in `%s`; reorder before grouping",
+                      loom__lang_label(p, ag, b, sizeof b), p->groups[cm->coll >= 0 ? cm->coll : cm->stage].name);
   if (!(r.in = calloc((size_t)p->n + 1, 1))) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "out of memory");
   for (int i = 0; i < nm; ++i) r.in[members[i]] = 1;
   const int kern = p->nodes[members[0]].kern;
@@ -389,7 +516,11 @@ static loom_result_t split_args(const loom__stmt_t *st, args_t *a) {
 
 static loom_result_t node_arg(const loom__prog_t *p, const char *fn, const char *name, int *id) {
   *id = loom__lang_find(p, name);
-  if (*id < 0) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: `%s` is no value of the program", fn, name);
+  char want[256];
+  if (*id < 0)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: `%s` is no value of the program%s%s%s", fn, name,
+                      strcmp(fn, "fuse") ? "" : " (nor ", strcmp(fn, "fuse") ? "" : policies_of(fn, want, sizeof want),
+                      strcmp(fn, "fuse") ? "" : ")");
   return LOOM_SUCCESS;
 }
 
@@ -410,6 +541,10 @@ static loom_result_t apply_reorder(loom__prog_t *p, const loom__stmt_t *st, cons
   if (comm < 0)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "reorder: neither `%s` nor `%s` is an AllGather or a Broadcast",
                       a->names[0], a->names[1]);
+  const int bcast = p->nodes[comm].op == LOOM__OP_BROADCAST;
+  if ((a->policy == POL_AG_REORDER && bcast) || (a->policy == POL_BC_REORDER && !bcast))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "reorder: `%s` is %s; its policy is %s", a->names[which],
+                      bcast ? "a Broadcast" : "an AllGather", bcast ? "BroadcastReorder" : "AllGatherReorder");
   int mem[4096];
   const int nm = loom__lang_members(p, a->names[1 - which], mem, 4096);
   if (nm == 0 || nm > 4096)
@@ -475,14 +610,18 @@ static loom_result_t apply_one(loom__prog_t *p, const loom__stmt_t *st) {
 }
 
 loom_result_t loom__lang_apply(loom__prog_t *p, const loom__stmt_t *st) {
-  loom__prog_t *copy;
-  LOOM_TRY(loom__lang_clone(p, &copy));
-  loom_result_t r = apply_one(copy, st);
+  loom__prog_t *copy = NULL;
+  int at = -1;
+  loom_result_t r = check_policies(st, &at);
+  if (r == LOOM_SUCCESS) r = loom__lang_clone(p, &copy);
+  if (r == LOOM_SUCCESS) r = apply_one(copy, st);
   if (r != LOOM_SUCCESS) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", loom_last_error());
     loom__lang_free(copy);
-    return loom__fail(r, "%s:%d:%d: %s", st->api ? "<statement>" : p->file, st->line, st->col, msg);
+    const int line = at >= 0 && st->arg_line[at] ? st->arg_line[at] : st->line;
+    const int col = at >= 0 && st->arg_line[at] ? st->arg_col[at] : st->col;
+    return loom__fail(r, "%s:%d:%d: %s", st->api ? "<statement>" : p->file, line, col, msg);
   }
   /* the program takes the transformed graph; on failure it stays as it was */
   loom__prog_t tmp = *p;

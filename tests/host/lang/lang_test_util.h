@@ -1,8 +1,7 @@
 /*
  * lang_test_util.h - what the language's host tests share: reading the
  * example programs (examples/lang/, from the repository root, where make
- * test runs the suite) and comparing a program with its schedules through
- * the interpreter.
+ * test runs the suite) and applying a schedule's first statements.
  */
 #ifndef LOOM_TESTS_LANG_UTIL_H
 #define LOOM_TESTS_LANG_UTIL_H
@@ -11,6 +10,8 @@
 #include <stdlib.h>
 
 #include "loom.h"
+#include "lang/lang.h"
+#include "tests/common/test.h"
 
 /* The file's text (malloc'ed), NULL if it cannot be read. */
 static inline char *lang_read_file(const char *path) {
@@ -42,6 +43,20 @@ static inline loom_prog_t lang_load_example(const char *name) {
   if (loom_prog_parse(text, path, &p) != LOOM_SUCCESS) fprintf(stderr, "%s\n", loom_last_error());
   free(text);
   return p;
+}
+
+/* A copy of p with the first k statements of schedule s applied; NULL (the test failed, saying which
+ * statement) when one is refused. */
+static inline loom_prog_t lang_apply_prefix(loom_prog_t p, const loom__sched_t *s, int k) {
+  loom_prog_t q = NULL;
+  if (loom_prog_schedule(p, NULL, &q) != LOOM_SUCCESS) return NULL;
+  for (int i = 0; i < k; ++i)
+    if (loom__lang_apply(q, &s->stmts[i]) != LOOM_SUCCESS) {
+      loom_test_fail(__FILE__, __LINE__, "schedule %s, statement %d: %s", s->name, i + 1, loom_last_error());
+      loom_prog_destroy(q);
+      return NULL;
+    }
+  return q;
 }
 
 #endif /* LOOM_TESTS_LANG_UTIL_H */

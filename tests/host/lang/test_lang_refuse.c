@@ -3,10 +3,12 @@
  * refuses with the reason when it does not, leaving the program unchanged
  * (still equal to a fresh parse, still computing the same results).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "tests/common/test.h"
 #include "tests/host/lang/lang_test_util.h"
+#include "lang/lang.h"
 
 static const char *k_prog =
     "Tensor w(FP32, [H, H], Sliced(0));\n"
@@ -79,7 +81,8 @@ LOOM_TEST(lang_fuse_comm_refuses) {
   REFUSES("fuseComm: `rs` is also used by `ag`, outside `k`", "(rs, ag) = split(sum)", "k = fuse(d, out)",
           "f = fuseComm(rs, k, FusedReduceScatter)");
   REFUSES("fuseComm: `layer` is MatMul; fuseComm takes", "k = fuse(d, out)", "f = fuseComm(layer, k)");
-  REFUSES("fuseComm: the parts given make no fused collective of this policy", "k = fuse(d, out)",
+  REFUSES("fuseComm: the parts given (an AllReduce, a kernel, 0 AllGathers) make a FusedAllReduceEpilogue, not a "
+          "FusedAllGather: write FusedAllReduceEpilogue", "k = fuse(d, out)",
           "f = fuseComm(sum, k, FusedAllGather)");
   REFUSES("fuseComm: `sum` is also used by `norm`, outside `k`", "k = fuse(d, out)",
           "f = fuseComm(sum, k, FusedAllReduceEpilogue)");
@@ -101,4 +104,74 @@ LOOM_TEST(lang_as_slice_and_dead_refuse) {
   REFUSES("dead: `w` is an input tensor", "dead(w)");
   REFUSES("found `frobnicate`; expected a transformation", "frobnicate(d)");
   REFUSES("<statement>:1:8: found `)`; expected a name", "fuse(d,)");
+}
+
+/* A policy belongs to one transformation: one of another kind, or a name where only a policy goes, is
+ * refused at the policy's own line:column with what to write (before, the first was ignored). */
+LOOM_TEST(lang_policies_of_the_wrong_kind_are_refused) {
+  REFUSES("<statement>:1:21: split: found `FusedAllReduce`, a fuseComm policy; expected a split policy: "
+          "AllReduceSplitRSAG, AllReduceSplit1, AllReduceSplitRB or AllReduceSplitReduceBroadcast",
+          "(a, c) = split(sum, FusedAllReduce)");
+  REFUSES("<statement>:1:21: split: found `Foo` where the policy goes; expected a split policy: AllReduceSplitRSAG",
+          "(a, c) = split(sum, Foo)");
+  REFUSES("<statement>:1:22: fuseComm: found `ComputeFuse`, a fuse policy; expected a fuseComm policy: FusedAllReduce, "
+          "FusedReduceScatter, FusedAllGather or FusedAllReduceEpilogue",
+          "k = fuse(d, out)", "f = fuseComm(sum, k, ComputeFuse)");
+  REFUSES("fuse: found `FusedAllReduce`, a fuseComm policy; expected a fuse policy: ComputeFuse",
+          "k = fuse(d, out, FusedAllReduce)");
+  REFUSES("overlap: found `ComputeFuse`, a fuse policy; expected no policy", "o = overlap(layer, sum, ComputeFuse)");
+  REFUSES("fuseComm: found `FusedAllGather` after the policy `FusedReduceScatter`; expected one policy",
+          "k = fuse(d, out)", "f = fuseComm(sum, k, FusedReduceScatter, FusedAllGather)");
+  REFUSES("reorder: `agSum` is an AllGather; its policy is AllGatherReorder", "(rs, agSum) = split(sum)",
+          "k = fuse(d, out)", "(sc, ag) = reorder(agSum, k, BroadcastReorder)");
+  REFUSES("fuseComm: `FusedAllReduc` is no value or kernel of the program (nor a fuseComm policy", "k = fuse(d, out)",
+          "f = fuseComm(sum, k, FusedAllReduc)");
+  REFUSES("fuse: `ComputeFuze` is no value of the program (nor a fuse policy: ComputeFuse)", "k = fuse(d, out, ComputeFuze)");
+}
+
+/* In a Schedule section the refusal names the file, and the line and column of the policy. */
+LOOM_TEST(lang_policy_refusal_points_at_the_policy_in_the_file) {
+  static const char *sched = "Schedule s {\n  fuseOut = fuse(d, out);\n  (rs, ag) = split(sum,\n"
+                             "                   FusedAllReduce);\n}\n";
+  char text[2048];
+  snprintf(text, sizeof text, "%s%s", k_prog, sched);
+  loom_prog_t p = NULL, q = NULL;
+  CHECK_RESULT(loom_prog_parse(text, "p.loom", &p), LOOM_SUCCESS);
+  if (!p) return;
+  CHECK_RESULT(loom_prog_schedule(p, "s", &q), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "p.loom:20:20: split: found `FusedAllReduce`, a fuseComm policy") != NULL);
+  CHECK(q == NULL);
+  loom_prog_destroy(p);
+}
+
+/* reorder's gathers bind by position (Execute's outputs first, then the values the computation hands on,
+ * in order); names that say another of the gathered values are refused with the order, never bound to
+ * the other tensor (before, Figure 6b with agM and agP swapped was accepted: agM gathered p_). */
+LOOM_TEST(lang_reorder_refuses_names_of_the_other_gathers) {
+  loom_prog_t p = lang_load_example("adam");
+  CHECK(p != NULL);
+  if (!p) return;
+  CHECK_RESULT(loom_prog_transform(p, "fusedComp = fuse(m_, v_, m1, v1, p_)"), LOOM_SUCCESS);
+  CHECK_RESULT(loom_prog_transform(p, "(rsG, agG) = split(avg, AllReduceSplit1)"), LOOM_SUCCESS);
+  CHECK_RESULT(loom_prog_transform(p, "(scComp, agM, agP, agV) = reorder(agG, fusedComp, AllGatherReorder)"),
+               LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "<statement>:1:1: reorder: result 2, `agM`, names `m_` but gathers `p_`; the gathers "
+                                  "come in this order (Execute's outputs first): `p_` (the new `p`), `m_` (the new `m`), "
+                                  "`v_` (the new `v`)") != NULL);
+  CHECK_RESULT(loom_prog_transform(p, "(scComp, agP, agV, agM) = reorder(agG, fusedComp, AllGatherReorder)"),
+               LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "result 3, `agV`, names `v_` but gathers `m_`") != NULL);
+  /* the paper's order binds each name to its tensor; names that say nothing bind by position */
+  loom_prog_t q = NULL;
+  CHECK_RESULT(loom_prog_schedule(p, NULL, &q), LOOM_SUCCESS);
+  CHECK_RESULT(loom_prog_transform(p, "(scComp, agP, agM, agV) = reorder(agG, fusedComp, AllGatherReorder)"), LOOM_SUCCESS);
+  const char *pairs[][2] = {{"agP", "p_"}, {"agM", "m_"}, {"agV", "v_"}};
+  for (int i = 0; i < 3; ++i) {
+    const int g = loom__lang_find(p, pairs[i][0]);
+    CHECK(g >= 0 && p->nodes[p->nodes[g].in[0]].op == LOOM__OP_UPDATE && !strcmp(p->nodes[p->nodes[g].in[0]].name, pairs[i][1]));
+  }
+  if (q) CHECK_RESULT(loom_prog_transform(q, "(k, g1, g2, g3) = reorder(agG, fusedComp)"), LOOM_SUCCESS);
+  if (q) CHECK(!strcmp(q->nodes[q->nodes[loom__lang_find(q, "g2")].in[0]].name, "m_"));
+  loom_prog_destroy(q);
+  loom_prog_destroy(p);
 }

@@ -22,19 +22,6 @@ static const struct {
                   {"pipeline", "B=2,S=3,H=5"},      {"llama_tp", "T=6,H=8,F=12"}};
 static const int k_worlds[] = {1, 2, 3, 4, 8};
 
-/* The program with the first k statements of schedule s applied. */
-static loom_prog_t prefix(loom_prog_t p, const loom__sched_t *s, int k) {
-  loom_prog_t q = NULL;
-  if (loom_prog_schedule(p, NULL, &q) != LOOM_SUCCESS) return NULL;
-  for (int i = 0; i < k; ++i)
-    if (loom__lang_apply(q, &s->stmts[i]) != LOOM_SUCCESS) {
-      loom_test_fail(__FILE__, __LINE__, "schedule %s, statement %d: %s", s->name, i + 1, loom_last_error());
-      loom_prog_destroy(q);
-      return NULL;
-    }
-  return q;
-}
-
 static void same_at_every_world(loom_prog_t p, loom_prog_t q, const char *bind, const char *what) {
   for (size_t w = 0; w < sizeof k_worlds / sizeof k_worlds[0]; ++w) {
     double diff = -1;
@@ -54,7 +41,7 @@ LOOM_TEST(lang_every_schedule_prefix_computes_the_unscheduled_results) {
     CHECK(p->nsched >= 1);
     for (int s = 0; s < p->nsched; ++s)
       for (int k = 1; k <= p->scheds[s].n; ++k) {
-        loom_prog_t q = prefix(p, &p->scheds[s], k);
+        loom_prog_t q = lang_apply_prefix(p, &p->scheds[s], k);
         if (!q) continue;
         char what[160];
         snprintf(what, sizeof what, "%s, schedule %s, %d statements", k_examples[e].name, p->scheds[s].name, k);
@@ -148,7 +135,7 @@ LOOM_TEST(lang_every_explored_schedule_computes_the_unscheduled_results) {
     CHECK_RESULT(loom__lang_explore(p, 6, 150, &found), LOOM_SUCCESS);
     CHECK(found.n >= 10); /* the search reaches schedules */
     for (int s = 0; s < found.n; ++s) {
-      loom_prog_t q = prefix(p, &found.scheds[s], found.scheds[s].n);
+      loom_prog_t q = lang_apply_prefix(p, &found.scheds[s], found.scheds[s].n);
       if (!q) continue;
       char what[160];
       snprintf(what, sizeof what, "%s, explored schedule %d (%d statements, first %s)", k_examples[e].name, s,
@@ -172,12 +159,12 @@ LOOM_TEST(lang_explore_reaches_the_fused_allreduce_once) {
   CHECK_RESULT(loom__lang_explore(p, 6, 400, &found), LOOM_SUCCESS);
   int fused_ar = 0;
   for (int s = 0; s < found.n; ++s) {
-    loom_prog_t q = prefix(p, &found.scheds[s], found.scheds[s].n);
+    loom_prog_t q = lang_apply_prefix(p, &found.scheds[s], found.scheds[s].n);
     if (!q) continue;
     int has = 0;
     for (int g = 0; g < q->ngroups; ++g) has |= q->groups[g].kind == LOOM__GK_FUSED_AR;
     for (int t = 0; t < s; ++t) { /* no two listed schedules make the same program */
-      loom_prog_t r = prefix(p, &found.scheds[t], found.scheds[t].n);
+      loom_prog_t r = lang_apply_prefix(p, &found.scheds[t], found.scheds[t].n);
       int eq = 0;
       if (r) loom_prog_equal(q, r, &eq);
       CHECK(!eq);
