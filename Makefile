@@ -130,9 +130,11 @@ $(LIBSO): $(LIB_OBJ)
 	$(CC) -shared -o $@.0 $^ $(LDLIBS) -Wl,-soname,libloom.so.0
 	ln -sf libloom.so.0 $@
 
+# The whole library: `loom env` lists the settings every object declares
+# (core/param.h: rows added as the program loads), linked in or not.
 $(BUILD)/bin/loom: $(BUILD)/obj/tools/loom.o $(BUILD)/obj/tools/loom_lang.o $(LIBTS) $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(LDLIBS)
+	$(CC) -o $@ $(filter-out $(LIBA),$^) -Wl,--whole-archive $(LIBA) -Wl,--no-whole-archive $(LDLIBS)
 
 $(BUILD)/bin/loom-bench: $(BENCH) $(LIBTS) $(LIBA)
 	@mkdir -p $(dir $@)

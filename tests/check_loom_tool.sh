@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # check_loom_tool.sh - the `loom` command runs on a machine without a GPU:
 # `loom env` lists every setting of both tables (src/core/param.h and
-# support/tool_param.h, each row once) and exits 0; `loom version` exits 0;
+# support/tool_param.h) and every one a layer declares where it uses it
+# (LOOM_PARAM_INT / _STR), each once, and exits 0; `loom version` exits 0;
 # the language's subcommands: `loom check` types every examples/lang program,
 # `loom check --protocols` proves a schedule's protocols, `loom schedules`
 # and `loom interp` run on one, each has --help, and a
@@ -12,14 +13,18 @@ tool=$(realpath "${1:?usage: check_loom_tool.sh LOOM_BINARY}")
 cd "$(dirname "$0")/.." || exit 1 # the headers it reads are the repository's
 fail=0
 out=$("$tool" env) || { echo "check_loom_tool: '$tool env' exited $?"; exit 1; }
-for f in src/core/param.h support/tool_param.h; do
-  for name in $(grep -oE '^ *X\([A-Z0-9_]+,' "$f" | sed -E 's/^ *X\(([A-Z0-9_]+),/\1/'); do
-    c=$(printf '%s\n' "$out" | grep -c "^LOOM_${name} ")
-    [ "$c" = 1 ] || { echo "check_loom_tool: LOOM_${name} ($f) listed $c times by 'loom env'"; fail=1; }
-  done
+# the declared names: both tables' rows, and the settings a layer declares
+# where it uses them (LOOM_PARAM_INT / LOOM_PARAM_STR in src/)
+declared() {
+  grep -hoE '^ *X\([A-Z0-9_]+,' src/core/param.h support/tool_param.h | sed -E 's/^ *X\(([A-Z0-9_]+),/\1/'
+  grep -rhoE '^LOOM_PARAM_(INT|STR)\([A-Z0-9_]+,' src | sed -E 's/^LOOM_PARAM_(INT|STR)\(([A-Z0-9_]+),/\2/'
+}
+for name in $(declared); do
+  c=$(printf '%s\n' "$out" | grep -c "^LOOM_${name} ")
+  [ "$c" = 1 ] || { echo "check_loom_tool: LOOM_${name} listed $c times by 'loom env'"; fail=1; }
 done
 rows=$(printf '%s\n' "$out" | grep -c '^LOOM_')
-decl=$(grep -hoE '^ *X\([A-Z0-9_]+,' src/core/param.h support/tool_param.h | wc -l)
+decl=$(declared | wc -l)
 [ "$rows" = "$decl" ] || { echo "check_loom_tool: 'loom env' lists $rows settings, $decl are declared"; fail=1; }
 "$tool" version > /dev/null || { echo "check_loom_tool: '$tool version' failed"; fail=1; }
 for f in examples/lang/*.loom; do

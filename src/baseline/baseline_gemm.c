@@ -65,6 +65,10 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+/* Settings (core/param.h) this file reads, declared where they are used. */
+LOOM_PARAM_INT(CUBLAS_WORKSPACE_BYTES, "32M",
+               "cuBLASLt workspace for the baseline GEMM")
+
 /* ---- argument check ---------------------------------------------------------
  * The GEMM engine checks every public GEMM's arguments (src/gemm/
  * gemm_validate.c) before it calls here; the baseline keeps only what it

@@ -1,5 +1,7 @@
 /*
- * param.c - getters and the table for the settings declared in param.h.
+ * param.c - getters for the settings of param.h's list, and the table of
+ * every setting: that list's rows, then the rows declared elsewhere
+ * (LOOM_PARAM_INT / _STR), added as the library loads.
  */
 #include "param.h"
 #include "log.h"
@@ -14,10 +16,38 @@ static const loom_param_desc_t loom__params[] = {
     LOOM_PARAMS(LOOM_PARAM_ROW)
 #undef LOOM_PARAM_ROW
 };
+#define LOOM_PARAMS_CORE (sizeof loom__params / sizeof loom__params[0])
+#define LOOM_PARAMS_MAX 128
+
+/* Every row: the list's, then the registered ones (constructors run
+ * before any thread of the program, so no lock). */
+static loom_param_desc_t loom__param_all[LOOM_PARAMS_MAX];
+static size_t loom__param_n;
+
+static void loom__param_fill_core(void) {
+  if (loom__param_n >= LOOM_PARAMS_CORE) return;
+  for (size_t i = 0; i < LOOM_PARAMS_CORE; ++i) loom__param_all[i] = loom__params[i];
+  loom__param_n = LOOM_PARAMS_CORE;
+}
+
+void loom__param_register(const loom_param_desc_t *row) {
+  loom__param_fill_core();
+  for (size_t i = 0; i < loom__param_n; ++i)
+    if (!strcmp(loom__param_all[i].name, row->name)) {
+      LOOM_WARN("LOOM_%s is declared twice; the second declaration is dropped", row->name);
+      return;
+    }
+  if (loom__param_n == LOOM_PARAMS_MAX) {
+    LOOM_WARN("LOOM_%s: more than %d settings declared; raise LOOM_PARAMS_MAX", row->name, LOOM_PARAMS_MAX);
+    return;
+  }
+  loom__param_all[loom__param_n++] = *row;
+}
 
 const loom_param_desc_t *loom__param_table(size_t *count) {
-  *count = sizeof loom__params / sizeof loom__params[0];
-  return loom__params;
+  loom__param_fill_core();
+  *count = loom__param_n;
+  return loom__param_all;
 }
 
 const char *loom__param_text(const loom_param_desc_t *p) {
@@ -43,8 +73,7 @@ int loom__parse_int(const char *text, int64_t *out) {
   return 0;
 }
 
-static int64_t loom__param_int_value(size_t index) {
-  const loom_param_desc_t *p = &loom__params[index];
+int64_t loom__param_int_of(const loom_param_desc_t *p) {
   int64_t v = 0;
   const char *text = loom__param_text(p);
   if (loom__parse_int(text, &v) != 0) {
@@ -70,7 +99,7 @@ enum {
     static int cached = 0;                                               \
     static int64_t value;                                                \
     if (!__atomic_load_n(&cached, __ATOMIC_ACQUIRE)) {                   \
-      __atomic_store_n(&value, loom__param_int_value(LOOM__PARAM_INDEX_##name), __ATOMIC_RELAXED); \
+      __atomic_store_n(&value, loom__param_int_of(&loom__params[LOOM__PARAM_INDEX_##name]), __ATOMIC_RELAXED); \
       __atomic_store_n(&cached, 1, __ATOMIC_RELEASE);                    \
     }                                                                    \
     return __atomic_load_n(&value, __ATOMIC_RELAXED);                    \

@@ -1,13 +1,16 @@
 /*
- * param.h - every LOOM_* environment setting of the library, declared once
- * (the tools' own are in support/tool_param.h).
+ * param.h - every LOOM_* environment setting of the library, each declared
+ * once: core's own and those every layer reads here (LOOM_PARAMS), a
+ * layer's or family's own where it is used (LOOM_PARAM_INT / LOOM_PARAM_STR
+ * below, as NCCL_PARAM; the tools' own are in support/tool_param.h).
  *
  * LOOM_PARAMS lists name, kind, default and meaning; param.c turns each row
- * into a getter (loom__param_TIMEOUT_MS()) and into the table that `loom env`
- * prints. INT getters read the environment once per process and keep the
- * value; STR getters read it at every call (paths and names, which tests
- * change in-process). A setting that is not in this list does not exist.
- * Integer values accept K, M, G suffixes (powers of 1024).
+ * into a getter (loom__param_TIMEOUT_MS()) and a row of the table that
+ * `loom env` prints, to which the settings declared elsewhere add theirs
+ * when the library loads. INT getters read the environment once per process
+ * and keep the value; STR getters read it at every call (paths and names,
+ * which tests change in-process). A setting declared nowhere does not
+ * exist. Integer values accept K, M, G suffixes (powers of 1024).
  *
  * Kinds: INT (int64_t), STR (const char *).
  */
@@ -32,25 +35,6 @@
                     "graph capture the heuristic runs instead) and records it; plans of "       \
                     "loom_ag_gemm, loom_gemm_rs and loom_gemm_ar that leave every knob to "     \
                     "loom run loom_*_tune first for a description the cache lacks")              \
-  X(GEMM_PATH, STR, "auto", "loom_gemm: auto (loom's sm90 kernel on compute capability 9.0, "  \
-                            "its sm80 kernel on other GPUs >= 8.0, else cuBLASLt), sm80 "    \
-                            "(the sm80 kernel on any GPU >= 8.0) or cublas (always cuBLASLt)") \
-  X(CUBLAS_WORKSPACE_BYTES, INT, "32M", "cuBLASLt workspace for the baseline GEMM")          \
-  X(TP_BULK_ORDER, STR, "striped", "loom_gemm_rs with LOOM_TP_BULK_REDUCE: the GEMM's tile "  \
-                                   "order, striped (the owners' tiles interleaved) or shifted " \
-                                   "(every peer's rows, then this rank's)")                   \
-  X(ALLREDUCE_LL_BYTES, INT, "1M", "loom_allreduce with LOOM_COLL_AUTO: the low-latency "         \
-                                     "one-shot (inputs pushed with flags, one link crossing) up "   \
-                                     "to this many bytes of input at 2 ranks, this / (W-1) at W "   \
-                                     "(0: never)")                                                  \
-  X(ALLREDUCE_PUSH_BYTES, INT, "4M", "loom_allreduce with LOOM_COLL_AUTO: the one-shot by "     \
-                                       "stores (a flag per chunk) above LL, up to this many bytes " \
-                                       "of input (at W > 2 while its extra traffic over the "       \
-                                       "two-shot's stays under 2 MiB; 0: never)")                    \
-  X(ALLREDUCE_ONE_SHOT_BYTES, INT, "16M", "loom_allreduce with LOOM_COLL_AUTO: one-shot (each "   \
-                                           "rank reduces the whole vector) up to this many bytes "   \
-                                           "of input (and, at W > 2, while its extra reads over "    \
-                                           "the two-shot's stay under 2 MiB), two-shot above")      \
   X(LIBRARY, STR, "", "Python binding: libloom.so to load (a file, or the folder holding "    \
                       "it); empty: the build tree, then the installed prefix")               \
   X(NCCL_LIBRARY, STR, "", "Python binding: the NCCL library (file) to load for the whole "   \
@@ -81,6 +65,40 @@ const char *loom__param_text(const loom_param_desc_t *p);
 
 /* Parses "123", "64M", "1G"; returns 0 on success. */
 int loom__parse_int(const char *text, int64_t *out);
+
+/* A row declared outside LOOM_PARAMS joins the table (at load, through
+ * LOOM_PARAM_INT / LOOM_PARAM_STR); a second row of one name is dropped
+ * with a warning. */
+void loom__param_register(const loom_param_desc_t *row);
+
+/* An INT row's value in force (the default, warned, where the text is not a
+ * non-negative integer). */
+int64_t loom__param_int_of(const loom_param_desc_t *row);
+
+/* A setting declared where it is used: defines loom__param_<name>() (INT:
+ * read once per process; STR: at every call) and adds its row to the table.
+ * Another file of the same layer that reads it declares the getter with
+ * LOOM_PARAM_DECL_INT / _STR. */
+#define LOOM_PARAM_INT(name, def, meaning)                                                    \
+  static const loom_param_desc_t loom__param_row_##name = {#name, LOOM_PARAM_INT, def, meaning}; \
+  __attribute__((constructor)) static void loom__param_add_##name(void) {                     \
+    loom__param_register(&loom__param_row_##name);                                           \
+  }                                                                                           \
+  int64_t loom__param_##name(void) {                                                          \
+    static int cached = 0;                                                                    \
+    static int64_t value;                                                                     \
+    if (!__atomic_load_n(&cached, __ATOMIC_ACQUIRE)) {                                        \
+      __atomic_store_n(&value, loom__param_int_of(&loom__param_row_##name), __ATOMIC_RELAXED); \
+      __atomic_store_n(&cached, 1, __ATOMIC_RELEASE);                                         \
+    }                                                                                         \
+    return __atomic_load_n(&value, __ATOMIC_RELAXED);                                         \
+  }
+#define LOOM_PARAM_STR(name, def, meaning)                                                    \
+  static const loom_param_desc_t loom__param_row_##name = {#name, LOOM_PARAM_STR, def, meaning}; \
+  __attribute__((constructor)) static void loom__param_add_##name(void) {                     \
+    loom__param_register(&loom__param_row_##name);                                           \
+  }                                                                                           \
+  const char *loom__param_##name(void) { return loom__param_text(&loom__param_row_##name); }
 
 #define LOOM_PARAM_DECL_INT(name) int64_t loom__param_##name(void);
 #define LOOM_PARAM_DECL_STR(name) const char *loom__param_##name(void);

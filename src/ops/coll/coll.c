@@ -30,6 +30,23 @@
 #include "ops/coll/coll.h"
 #include "ops/coll/coll_schedule.h"
 
+/* Settings (core/param.h) this file reads, declared where they are used. */
+LOOM_PARAM_INT(ALLREDUCE_LL_BYTES, "1M",
+               "loom_allreduce with LOOM_COLL_AUTO: the low-latency "
+               "one-shot (inputs pushed with flags, one link crossing) up "
+               "to this many bytes of input at 2 ranks, this / (W-1) at W "
+               "(0: never)")
+LOOM_PARAM_INT(ALLREDUCE_PUSH_BYTES, "4M",
+               "loom_allreduce with LOOM_COLL_AUTO: the one-shot by "
+               "stores (a flag per chunk) above LL, up to this many bytes "
+               "of input (at W > 2 while its extra traffic over the "
+               "two-shot's stays under 2 MiB; 0: never)")
+LOOM_PARAM_INT(ALLREDUCE_ONE_SHOT_BYTES, "16M",
+               "loom_allreduce with LOOM_COLL_AUTO: one-shot (each "
+               "rank reduces the whole vector) up to this many bytes "
+               "of input (and, at W > 2, while its extra reads over "
+               "the two-shot's stay under 2 MiB), two-shot above")
+
 __attribute__((constructor)) static void loom__coll_wait_sites(void) {
   loom__wait_site_register(LOOM_SITE_COLL_ARRIVED, "collective: a peer's input readable (its call started)");
   loom__wait_site_register(LOOM_SITE_COLL_REDUCED, "AllReduce two-shot: a peer's reduced chunk");

@@ -21,6 +21,12 @@
 #include "ops/tp/tp_linear.h"
 #include "ops/tp/tp_schedule.h"
 
+/* Settings (core/param.h) this file reads, declared where they are used. */
+LOOM_PARAM_STR(TP_BULK_ORDER, "striped",
+               "loom_gemm_rs with LOOM_TP_BULK_REDUCE: the GEMM's tile "
+               "order, striped (the owners' tiles interleaved) or shifted "
+               "(every peer's rows, then this rank's)")
+
 /* The reduction kernel's arguments: its sources (SM_ATOMIC, this rank's
  * fp32 accumulator; else every rank's partial), signals and tiles. */
 static loom_result_t rs_reduce_args(loom_plan_t plan, loom_tp_state_t *st, loom_dev_comm_t dc,
