@@ -35,6 +35,8 @@
 #include "gemm/gemm.h"
 #include "gemm/gemm_heuristic.h"
 
+LOOM_PARAM_DECL_STR(GEMM_PATH) /* gemm_path.c */
+
 loom_result_t loom__gemm_order(const loom_gemm_desc_t *d, const loom_gemm_hooks_t *hooks, int bm, int bn, int group,
                                loom_tile_order_t *order) {
   memset(order, 0, sizeof *order);
@@ -70,37 +72,6 @@ loom_result_t loom__gemm_sk_workspace(cudaStream_t stream, size_t counter_bytes,
   *counters = (uint32_t *)s->ptr;
   *partials = (float *)s->rest;
   return LOOM_SUCCESS;
-}
-
-/* Which path loom_gemm takes on the current device. */
-loom_result_t loom__gemm_path(const loom_gemm_desc_t *d, loom__gemm_path_t *path_out) {
-  loom__gemm_device_t dev;
-  LOOM_TRY(loom__gemm_device(&dev));
-  const char *path = loom__param_GEMM_PATH();
-  *path_out = LOOM__PATH_BASE;
-  if (strcmp(path, "cublas") == 0) return LOOM_SUCCESS;
-  const int sm80 = dev.sm80 && loom__gemm_sm80_supported(d, dev.cc_major, dev.cc_minor);
-  if (strcmp(path, "sm80") == 0) {
-    if (!sm80)
-      return loom__fail(LOOM_ERR_UNSUPPORTED,
-                        "LOOM_GEMM_PATH=sm80: the sm80 kernel needs compute capability >= 8.0 (and a library built "
-                        "with code for it); this GPU is %d.%d",
-                        dev.cc_major, dev.cc_minor);
-    *path_out = LOOM__PATH_SM80;
-    return LOOM_SUCCESS;
-  }
-  if (strcmp(path, "auto") != 0)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "LOOM_GEMM_PATH=\"%s\": must be auto, sm80 or cublas", path);
-  if (dev.sm90 && loom__gemm_sm90_supported(d, dev.cc_major, dev.cc_minor)) *path_out = LOOM__PATH_SM90;
-  else if (sm80) *path_out = LOOM__PATH_SM80;
-  return LOOM_SUCCESS;
-}
-
-loom_result_t loom__gemm_launch(int sm90, const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
-                                const void *bias, const loom_gemm_config_t *cfg, cudaStream_t stream) {
-  if (cfg && cfg->bm == 16) return loom__gemm_small_m(d, a, b, c, bias, cfg, NULL, stream);
-  if (sm90) return loom__gemm_sm90(d, a, b, c, bias, cfg, NULL, stream);
-  return loom__gemm_sm80(d, a, b, c, bias, cfg, NULL, stream);
 }
 
 loom_result_t loom_gemm(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c, const void *bias,
