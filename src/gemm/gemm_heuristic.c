@@ -383,15 +383,22 @@ int loom__gemm_candidates(const loom_gemm_desc_t *d, const loom__gemm_device_t *
  * of cuBLASLt wherever their waves were full. */
 #define LOOM__M_SPLIT_MARGIN 0.04
 
-/* The candidate with the least predicted time (small-m kernel too, or not). */
+/* The candidate with the least predicted time among those `keep` admits
+ * (small-m kernel too, or not), less what `refuse` names (LOOM__HOOKED_*
+ * flags: what a hooked GEMM may not run; 0: nothing refused). */
 static loom_gemm_config_t loom__argmin(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev, int sm90,
-                                       int with_small_m) {
+                                       int with_small_m, unsigned refuse) {
   loom_gemm_config_t cand[48];
   const int n = loom__gemm_candidates(d, dev, sm90, cand, 48);
   int best = -1;
   double best_us = 1e300;
   for (int i = 0; i < n; ++i) {
     if (cand[i].bm == 16 && !with_small_m) continue;
+    if ((refuse & LOOM__HOOKED_NO_CLUSTER) && cand[i].cluster == 2) continue;
+    if ((refuse & LOOM__HOOKED_NO_BN224) && cand[i].bn == 224) continue;
+    if ((refuse & LOOM__HOOKED_NO_SPLIT) && cand[i].sk_tiles != 0) continue;
+    if ((refuse & LOOM__HOOKED_SPLIT_NARROW) && cand[i].sk_tiles != 0 && cand[i].bn != 128 && cand[i].bn != 256)
+      continue;
     double us = loom__gemm_predict_us(d, dev, &cand[i], sm90);
     if (cand[i].bm != 16 && cand[i].sk_tiles != 0) us *= 1.0 + LOOM__M_SPLIT_MARGIN;
     if (us < best_us * (1.0 - 1e-9)) best_us = us, best = i;
@@ -404,7 +411,12 @@ static loom_gemm_config_t loom__argmin(const loom_gemm_desc_t *d, const loom__ge
 }
 
 loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev) {
-  return loom__argmin(d, dev, 1, 0);
+  return loom__argmin(d, dev, 1, 0, 0);
+}
+
+loom_gemm_config_t loom__gemm_sm90_hooked_config(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev,
+                                                 unsigned refuse) {
+  return loom__argmin(d, dev, 1, 0, refuse);
 }
 
 loom_gemm_config_t loom__gemm_sm80_heuristic(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev) {
@@ -435,7 +447,7 @@ static int loom__small_m_chosen(const loom_gemm_desc_t *d) {
 
 loom_gemm_config_t loom__gemm_choose(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev, int sm90) {
   if (loom__small_m_chosen(d)) return loom__gemm_small_m_heuristic(d, dev);
-  if (sm90) return loom__argmin(d, dev, 1, 0);
+  if (sm90) return loom__argmin(d, dev, 1, 0, 0);
   return loom__gemm_sm80_heuristic(d, dev);
 }
 

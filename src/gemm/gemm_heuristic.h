@@ -65,8 +65,19 @@ int loom__gemm_candidates(const loom_gemm_desc_t *d, const loom__gemm_device_t *
 loom_gemm_config_t loom__gemm_choose(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev, int sm90);
 
 /* The path's own kernel only (never bm 16): what its launcher runs when
- * called without a configuration (hooked GEMMs take bn and group of it). */
+ * called without a configuration. */
 loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev);
+
+/* A hooked GEMM's configuration (the fused ops'): the model's pick among
+ * the sm90 kernel's candidates (never the small-m kernel), less what the
+ * hooks may not run: `refuse`, LOOM__HOOKED_* flags. dev->sms: the SMs the
+ * GEMM keeps (the fused op's side kernels hold the others). */
+#define LOOM__HOOKED_NO_CLUSTER 1u /* 2-block clusters (GEMMs that signal or route their tiles) */
+#define LOOM__HOOKED_NO_BN224 2u   /* bn 224 (bulk adds of 16-bit C: its last columns leave from registers) */
+#define LOOM__HOOKED_NO_SPLIT 4u   /* split-K / stream-K (hooks that route, reduce or signal per tile) */
+#define LOOM__HOOKED_SPLIT_NARROW 8u /* split-K / stream-K only at bn 128 / 256 (the wait-only kernels built) */
+loom_gemm_config_t loom__gemm_sm90_hooked_config(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev,
+                                                 unsigned refuse);
 
 /* The tile of a grouped GEMM on the sm90 kernel (pure; host-tested): bm 64
  * where the groups average at most 64 rows (rows_hint, else max_rows, over

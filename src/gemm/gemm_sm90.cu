@@ -117,9 +117,9 @@ static const struct {
 };
 
 /* The kernel instantiation for a configuration (bm: 64 or 128; bn: 128,
- * 192, 224 or 256 (bm 64: 128 or 256); sk: any stream-K tiles, never with
- * hooks; cl: blocks per cluster; act: the hooks' activation, 0 without
- * hooks). */
+ * 192, 224 or 256 (bm 64: 128 or 256); sk: any stream-K tiles (hooked:
+ * wait-only hooks at bn 128 / 256, else NULL); cl: blocks per cluster; act:
+ * the hooks' activation, 0 without hooks). */
 static loom__sm90_kernel_t loom__sm90_pick(int bm, int bn, int type, int tb, int hooks, int sk, int cl, int act) {
   bm = bm == 64 ? 64 : 128;
   if (bm == 64) bn = bn == 256 ? 256 : 128;
@@ -182,6 +182,12 @@ extern "C" int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major
   if (!loom__gemm_code_versions(&cache, (const void *)loom__sm90_pick(128, 256, LOOM_BF16, 0, 0, 0, 1, 0), &ptx, &bin))
     return 0;
   return ptx >= 90 && bin == 90;
+}
+
+/* Hooks that only wait (prologue waits, plain TMA stores into C, no tile
+ * signals) at a tile width the stream-K hooked kernels are built for. */
+static int loom__sm90_hooks_wait_only(const loom_gemm_hooks_t *hooks, int epi_tma, int bn) {
+  return epi_tma == 1 && !hooks->tile_signal && !hooks->dst_signal && (bn == 128 || bn == 256);
 }
 
 extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
@@ -260,10 +266,11 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   if (conf.sk_splits < 0)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config sk_splits=%d: must be >= 0", conf.sk_splits);
   int sk_tiles = conf.sk_tiles < 0 || conf.sk_tiles > tiles ? tiles : conf.sk_tiles;
-  /* hooked GEMMs run data-parallel: in the HOOKS + stream-K instantiation
-   * ptxas serialises the wgmma (C7518), and the fused ops' tile signals and
-   * prologue waits were specified per whole tile */
-  if (hooks) sk_tiles = 0;
+  /* hooked GEMMs run stream-K / split-K where they only wait (a segment
+   * waits for its tile's rows) and tiles are 128 or 256 wide; hooks that
+   * route, reduce or signal per tile run data-parallel (gemm_sm90.cuh: that
+   * instantiation would serialise the wgmma, C7518) */
+  if (hooks && !loom__sm90_hooks_wait_only(hooks, args.epi_tma, conf.bn)) sk_tiles = 0;
   int sk_blocks = 0, splits = conf.sk_splits < kblocks ? conf.sk_splits : kblocks;
   if (splits == 1) sk_tiles = 0, splits = 0; /* one k range: whole tiles */
   loom_scratch_t scratch = {NULL, NULL, 0, 0};
@@ -299,6 +306,9 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   loom__sm90_kernel_t kern =
       loom__sm90_pick(bm, conf.bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, hooks != NULL, sk_tiles > 0, cl,
                       hooks ? hooks->activation : LOOM_ACT_NONE);
+  if (!kern)
+    return loom__fail(LOOM_ERR_INTERNAL, "loom_gemm: no kernel for bm=%d bn=%d hooks=%d stream-K=%d", bm, conf.bn,
+                      hooks != NULL, sk_tiles > 0);
   LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   if (cl == 1) {
     kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, mc, args);
@@ -331,10 +341,18 @@ extern "C" loom_result_t loom__gemm_sm90_preload(const loom_gemm_desc_t *d, cons
   if (bm == 64 && bn != 128 && bn != 256)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_gemm: config bm=64 bn=%d: 64-row tiles are built for bn 128 or 256",
                       bn);
-  loom__sm90_kernel_t kern = loom__sm90_pick(bm, bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, 1, 0, 1, activation);
-  LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)loom__sm90_smem(bm, bn, 1)));
-  cudaFuncAttributes fa;
-  LOOM_CUDA(cudaFuncGetAttributes(&fa, (const void *)kern));
+  /* the kernels a call of cfg may launch: data-parallel (and in a pair of
+   * blocks), and stream-K where cfg splits its tiles */
+  const int sk = cfg->sk_tiles != 0 && cfg->sk_splits != 1 && (bn == 128 || bn == 256);
+  for (int v = 0; v < 3; ++v) {
+    if ((v == 1 && !(cfg->cluster == 2 && bm == 128)) || (v == 2 && !sk)) continue;
+    loom__sm90_kernel_t kern =
+        loom__sm90_pick(bm, bn, (int)d->ab_type, d->b_layout == LOOM_B_KN, 1, v == 2, v == 1 ? 2 : 1, activation);
+    if (!kern) return loom__fail(LOOM_ERR_INTERNAL, "loom_gemm: no hooked kernel for bm=%d bn=%d", bm, bn);
+    LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)loom__sm90_smem(bm, bn, 1)));
+    cudaFuncAttributes fa;
+    LOOM_CUDA(cudaFuncGetAttributes(&fa, (const void *)kern));
+  }
   return LOOM_SUCCESS;
 }

@@ -56,9 +56,16 @@
  * the slots of the tile's contributors in k order (so the result does not
  * depend on who finished last), resets the ticket to 0 for the next launch,
  * and runs the ordinary epilogue: the bias is added once, by that block.
- * Nothing waits for another block, so no co-residency is assumed. Hooked
- * GEMMs do not use stream-K yet. Split-K (work.splits >= 1, tile_order.h)
- * runs through the same fixup: only the segments and slots differ.
+ * Nothing waits for another block, so no co-residency is assumed. Split-K
+ * (work.splits >= 1, tile_order.h) runs through the same fixup: only the
+ * segments and slots differ. Hooked GEMMs that only wait (AllGather+GEMM:
+ * prologue waits, plain TMA stores into C, no tile signals) run stream-K
+ * and split-K too (HOOKS + SK, tiles 128 or 256 wide): each segment's loads
+ * wait for the tile's rows as a whole tile's would, and the tile's last
+ * contributor stores it. That instantiation holds neither the register
+ * epilogue nor the tile signals: with either one ptxas serialises the
+ * wgmma (C7518), as it did when every hooked GEMM ran stream-K; hooks that
+ * route, reduce or signal run data-parallel (the launcher).
  *
  * Hooks (gemm.h) live in a second instantiation (HOOKS = true): prologue
  * waits in the producer (acquire, bounded, then fence.proxy.async so the TMA
@@ -749,6 +756,8 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
   constexpr uint32_t B_TX = LOOM_SM90_B_TX(BN, TB);
   constexpr uint32_t STAGE_TX = A_BYTES + B_TX;
   const bool tma_epi = !HOOKS || args.epi_tma != 0;
+  /* hooked stream-K: waits and the TMA epilogue into C only (above) */
+  constexpr bool WAIT_ONLY = HOOKS && SK;
   constexpr int EPI_BUFS = LOOM_SM90_EPI_BUFS(BM, BN);
   constexpr int EPI_BYTES = LOOM_SM90_EPI_BYTES(BM, BN, 0); /* hooked kernels may store with TMA too */
   /* 64-row tiles: a consumer waits for each k-block's wgmma before freeing
@@ -1057,7 +1066,8 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
       }
       if (tma_epi && finish && active && !skip && whole) {
         const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
-        const CUtensorMap *adds = HOOKS && args.epi_tma == 2 ? (const CUtensorMap *)args.hooks.dst_maps : NULL;
+        const CUtensorMap *adds =
+            HOOKS && !WAIT_ONLY && args.epi_tma == 2 ? (const CUtensorMap *)args.hooks.dst_maps : NULL;
         const int32_t rpd = HOOKS ? (int32_t)args.hooks.rows_per_dst : 0;
         /* the activation is the kernel's template argument (one instantiation
          * per activation: the kernel holds only its own epilogue; the
@@ -1068,10 +1078,10 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
         else
           loom__epi_tma<WN, 2, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
                                              tl.end, args.n, warp, lane, tid, cw, adds, rpd);
-      } else if ((!tma_epi || !whole) && finish && active && !skip) {
+      } else if (!WAIT_ONLY && (!tma_epi || !whole) && finish && active && !skip) {
         loom__epi_regs<HOOKS, WN, ACT>(acc, args, row0, col0, tl.end, args.n, bias, warp, lane);
       }
-      if (HOOKS && (args.hooks.tile_signal || args.hooks.dst_signal) && finish) {
+      if (HOOKS && !WAIT_ONLY && (args.hooks.tile_signal || args.hooks.dst_signal) && finish) {
         /* both consumer warpgroups' stores of this tile (TMA stores: complete,
          * then ordered with the generic proxy), then one release */
         if (tma_epi && tid == 0) {
@@ -1126,16 +1136,18 @@ static loom__sm90_kernel_t loom__sm90_act(int act) {
 template <int BM, int BN, int TYPE, int TB, bool HOOKS>
 static loom__sm90_kernel_t loom__sm90_pick3(int sk, int cl, int act) {
   constexpr int S = LOOM_SM90_STAGES(BM, BN);
-  /* 64-row tiles: plain GEMMs data-parallel or stream-K/split-K, hooked
-   * GEMMs data-parallel; no clusters (the launcher never asks for them) */
+  /* stream-K / split-K: plain GEMMs, and hooked ones that only wait at
+   * tiles 128 or 256 wide (NULL otherwise: the launcher never asks) */
+  if (sk) {
+    if constexpr (!HOOKS || BN == 128 || BN == 256) return loom__sm90_act<BM, BN, S, TYPE, TB, HOOKS, true, 1>(act);
+    return NULL;
+  }
+  /* 64-row tiles: no clusters */
   if constexpr (BM == 64) {
-    if (sk) return loom__sm90_act<64, BN, S, TYPE, TB, false, true, 1>(act);
     return loom__sm90_act<64, BN, S, TYPE, TB, HOOKS, false, 1>(act);
   } else {
-    /* no stream-K with hooks (see the launcher): SK = !HOOKS; clusters for
-     * data-parallel GEMMs (hooked ones that only wait: the launcher) */
-    if (sk) return loom__sm90_act<128, BN, S, TYPE, TB, HOOKS, !HOOKS, 1>(act);
-    /* bn 192 / 224: no clusters (half of B is not whole boxes of [k, n]) */
+    /* clusters for data-parallel GEMMs (hooked ones that only wait: the
+     * launcher); bn 192 / 224: none (half of B is not whole boxes of [k, n]) */
     if constexpr (BN == 128 || BN == 256)
       if (cl == 2) return loom__sm90_act<128, BN, S, TYPE, TB, HOOKS, false, 2>(act);
     return loom__sm90_act<128, BN, S, TYPE, TB, HOOKS, false, 1>(act);
@@ -1143,24 +1155,16 @@ static loom__sm90_kernel_t loom__sm90_pick3(int sk, int cl, int act) {
 }
 
 /* The kernel of a configuration of group (BM, BN, TYPE): tb 1 for B [k, n];
- * hooks; sk: any stream-K / split-K tiles (plain GEMMs; the launcher never
- * asks for it with hooks); cl: blocks per cluster; act: the hooks'
+ * hooks; sk: any stream-K / split-K tiles (hooked: wait-only hooks at bn
+ * 128 / 256, else NULL); cl: blocks per cluster; act: the hooks'
  * activation (0 without hooks). */
 template <int BM, int BN, int TYPE>
 static loom__sm90_kernel_t loom__sm90_group(int tb, int hooks, int sk, int cl, int act) {
-  if constexpr (BM == 64) {
-    /* 64-row tiles: no clusters; hooked GEMMs data-parallel */
-    if (hooks)
-      return tb ? loom__sm90_pick3<64, BN, TYPE, 1, true>(0, 1, act) : loom__sm90_pick3<64, BN, TYPE, 0, true>(0, 1, act);
-    return tb ? loom__sm90_pick3<64, BN, TYPE, 1, false>(sk, 1, 0) : loom__sm90_pick3<64, BN, TYPE, 0, false>(sk, 1, 0);
-  } else {
-    /* bn 192 / 224: no clusters (half of B is not whole boxes of [k, n]) */
-    if (BN == 192 || BN == 224) cl = 1;
-    if (hooks)
-      return tb ? loom__sm90_pick3<BM, BN, TYPE, 1, true>(sk, cl, act)
-                : loom__sm90_pick3<BM, BN, TYPE, 0, true>(sk, cl, act);
-    return tb ? loom__sm90_pick3<BM, BN, TYPE, 1, false>(sk, cl, 0) : loom__sm90_pick3<BM, BN, TYPE, 0, false>(sk, cl, 0);
-  }
+  /* 64-row tiles and bn 192 / 224: no clusters (half of B is not whole boxes of [k, n]) */
+  if (BM == 64 || BN == 192 || BN == 224) cl = 1;
+  if (hooks)
+    return tb ? loom__sm90_pick3<BM, BN, TYPE, 1, true>(sk, cl, act) : loom__sm90_pick3<BM, BN, TYPE, 0, true>(sk, cl, act);
+  return tb ? loom__sm90_pick3<BM, BN, TYPE, 1, false>(sk, cl, 0) : loom__sm90_pick3<BM, BN, TYPE, 0, false>(sk, cl, 0);
 }
 
 /* A group's function, loom__sm90_kernels_<BM>x<BN>_<T> (T: bf16 or fp16):

@@ -29,14 +29,34 @@
 #include "ops/tp/tp_linear.h"
 #include "ops/tp/tp_schedule.h"
 
-/* The fused GEMM's configuration: the plain heuristic's tile, bounded to
- * what hooked kernels run. `clusters`: the GEMM only waits (AllGather: it
- * stores plainly into C), so it may take the heuristic's 2x1 clusters (the
- * launcher keeps them where the tile order allows; GEMM+ReduceScatter's
- * routed stores and per-tile signals run without). The band height (group)
- * is always set, so the AG band rule and the RS reduction's tile order see
- * the one the kernel runs. */
-static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, int clusters, loom_gemm_config_t *cfg, int *bm) {
+/* What a hooked GEMM of these hooks may not run (gemm_heuristic.h): an
+ * AllGather's GEMM only waits (plain stores into C): clusters, and split-K
+ * / stream-K at tiles 128 or 256 wide; GEMMs that signal or route their
+ * tiles (ReduceScatter, AllReduce) run whole tiles, without clusters, and
+ * BULK_REDUCE's adds of 16-bit chunks not at bn 224. */
+static unsigned hooked_refuse(const loom_gemm_desc_t *g, int wait_only, int bulk) {
+  if (wait_only) return LOOM__HOOKED_SPLIT_NARROW;
+  return LOOM__HOOKED_NO_CLUSTER | LOOM__HOOKED_NO_SPLIT |
+         (bulk && g->c_type != LOOM_FP32 ? LOOM__HOOKED_NO_BN224 : 0u);
+}
+
+/* 1 where configuration c runs hooked under `refuse` (sm90). */
+static int hooked_runs(const loom_gemm_config_t *c, unsigned refuse) {
+  const int split = c->sk_tiles != 0;
+  return c->bm != 16 && !((refuse & LOOM__HOOKED_NO_CLUSTER) && c->cluster == 2) &&
+         !((refuse & LOOM__HOOKED_NO_BN224) && c->bn == 224) && !((refuse & LOOM__HOOKED_NO_SPLIT) && split) &&
+         !((refuse & LOOM__HOOKED_SPLIT_NARROW) && split && c->bn != 128 && c->bn != 256);
+}
+
+/* The fused GEMM's configuration: loom_gemm's own for the local GEMM where
+ * the hooks can run it (its tuning-cache entry, else the model's pick:
+ * tiles, split-K / stream-K, clusters), else the model's pick among what the
+ * hooks can run; so the fused path's GEMM is never a slower configuration
+ * than loom_gemm's. The band height (group) is always set, so the AG band
+ * rule and the RS reduction's tile order see the one the kernel runs. The
+ * grid is set by the caller. *bm: the rows of its tiles. */
+static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, int wait_only, int bulk, loom_gemm_config_t *cfg,
+                                       int *bm) {
   loom__gemm_device_t dev;
   LOOM_TRY(loom__gemm_device(&dev));
   loom__gemm_path_t path = LOOM__PATH_BASE;
@@ -44,17 +64,13 @@ static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, int clusters, 
   loom_gemm_config_t out;
   memset(&out, 0, sizeof out);
   if (path == LOOM__PATH_SM90) {
-    const loom_gemm_config_t c = loom__gemm_choose(g, &dev, 1);
-    const loom_gemm_config_t h = loom__gemm_sm90_heuristic(g, &dev);
-    out.group = h.group > 0 ? h.group : 16; /* the sm90 kernel's default band */
-    if (c.bm == 16 || c.bm == 64 || h.bm == 64) {
-      out.bm = 64;
-      out.bn = h.bm == 64 && h.bn == 256 ? 256 : 128;
-    } else {
-      out.bm = 128;
-      out.bn = h.bn == 128 || h.bn == 192 || h.bn == 224 || h.bn == 256 ? h.bn : 128;
-      out.cluster = clusters && h.cluster == 2 && (out.bn == 128 || out.bn == 256) ? 2 : 0;
-    }
+    const unsigned refuse = hooked_refuse(g, wait_only, bulk);
+    int found = 0;
+    LOOM_TRY(loom__gemm_tuned_config(g, "sm90", dev.sms, &out, &found));
+    if (!found || !hooked_runs(&out, refuse)) out = loom__gemm_sm90_hooked_config(g, &dev, refuse);
+    out.bm = out.bm == 64 ? 64 : 128;
+    if (out.group <= 0) out.group = 16; /* the sm90 kernel's default band */
+    out.grid = 0;
   } else {
     const loom_gemm_config_t h = loom__gemm_sm80_heuristic(g, &dev);
     out.bm = 128;
@@ -293,7 +309,7 @@ static loom_result_t tp_fused_gemm(loom_comm_t comm, loom_tp_state_t *st) {
   if (st->transfer == LOOM_TP_BULK_REDUCE && st->knobs.transfer == LOOM_TP_AUTO && !loom__tp_bulk_gemm_runs(&st->gemm))
     st->transfer = LOOM_TP_SM_COPY; /* AUTO's choice where the sm90 GEMM does not run */
   const int bulk = st->transfer == LOOM_TP_BULK_REDUCE;
-  LOOM_TRY(fused_gemm_config(&st->gemm, st->kind == LOOM__TP_AG || bulk, &st->gemm_cfg, &st->gemm_bm));
+  LOOM_TRY(fused_gemm_config(&st->gemm, st->kind == LOOM__TP_AG, bulk, &st->gemm_cfg, &st->gemm_bm));
   if (bulk) LOOM_TRY(bulk_gemm_config(&st->gemm, &st->gemm_cfg));
   if (st->kind == LOOM__TP_AG) /* bands of the tile order inside one shard each */
     st->gemm_cfg.group = loom__ag_band_rows(
@@ -520,6 +536,25 @@ loom_result_t loom_plan_gemm_rs(loom_comm_t comm, const loom_tp_desc_t *desc, lo
 
 loom_result_t loom_plan_gemm_ar(loom_comm_t comm, const loom_tp_desc_t *desc, loom_plan_t *out) {
   return tp_plan(comm, desc, LOOM__TP_AR, out);
+}
+
+/* The tuning entries: the description checked once (the door), then the
+ * tuner (tp_tune.c). */
+static loom_result_t tp_tune_entry(loom_comm_t comm, const loom_tp_desc_t *desc, int kind, cudaStream_t stream) {
+  const loom__tp_args_t a = {desc, 1};
+  return loom__plan_tune(comm, &loom__tp_ops[kind], loom__tp_tune_fn(kind), &a, stream);
+}
+
+loom_result_t loom_ag_gemm_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
+  return tp_tune_entry(comm, desc, LOOM__TP_AG, stream);
+}
+
+loom_result_t loom_gemm_rs_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
+  return tp_tune_entry(comm, desc, LOOM__TP_RS, stream);
+}
+
+loom_result_t loom_gemm_ar_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
+  return tp_tune_entry(comm, desc, LOOM__TP_AR, stream);
 }
 
 loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info) {

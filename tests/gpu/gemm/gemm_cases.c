@@ -204,6 +204,34 @@ void fake_comm_free(fake_comm_t *f) {
   memset(f, 0, sizeof *f);
 }
 
+/* order[0..n) a random permutation of 0..n-1 (this run's seed). */
+static void random_order(int *order, int n) {
+  for (int i = 0; i < n; ++i) order[i] = i;
+  uint64_t s = next_seed();
+  for (int i = n - 1; i > 0; --i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    int j = (int)((s >> 33) % (uint64_t)(i + 1)), t = order[i];
+    order[i] = order[j], order[j] = t;
+  }
+}
+
+/* Sets wait_h[order[i]] = epoch one by one (skipping `held`), pausing
+ * `pause_s` between; returns how many times the stream had already
+ * finished before a release (0 for a GEMM that waits). */
+static int release_in_order(uint32_t *wait_h, const int *order, int n, int held, uint32_t epoch, double pause_s,
+                            cudaStream_t st) {
+  int early = 0;
+  for (int i = 0; i < n; ++i) {
+    if (order[i] == held) continue;
+    early += cudaStreamQuery(st) == cudaSuccess; /* done before every row block was released */
+    __atomic_store_n(&wait_h[order[i]], epoch, __ATOMIC_RELEASE);
+    const double t0 = now_s();
+    while (now_s() - t0 < pause_s) {
+    }
+  }
+  return early;
+}
+
 void gemm_hooks_host_schedule_waits_and_tile_signals_case(void) {
   /* 6 tile rows x 4 tile columns (bn 128). The host releases row blocks in a
    * random order; the schedule follows that order (arrival order). After
@@ -230,13 +258,7 @@ void gemm_hooks_host_schedule_waits_and_tile_signals_case(void) {
   CUDA_OK(cudaHostGetDevicePointer((void **)&wait_d, wait_h, 0));
   CUDA_OK(cudaHostGetDevicePointer((void **)&sig_d, sig_h, 0));
   int order[TM];
-  for (int i = 0; i < TM; ++i) order[i] = i;
-  uint64_t s = next_seed();
-  for (int i = TM - 1; i > 0; --i) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    int j = (int)((s >> 33) % (uint64_t)(i + 1)), t = order[i];
-    order[i] = order[j], order[j] = t;
-  }
+  random_order(order, TM);
   int32_t sched[TM * TN];
   for (int i = 0; i < TM; ++i)
     for (int j = 0; j < TN; ++j) sched[i * TN + j] = order[i] * TN + j;
@@ -446,23 +468,9 @@ void gemm_hooks_clusters_wait_and_time_out_case(void) {
     cfg.bn = 128, cfg.group = 2, cfg.cluster = 2, cfg.bm = 128, cfg.grid = 8;
     LOOM_OK(loom__gemm_hooked(&d, g.da, g.db, g.dc, g.dbias, &cfg, &h, st));
     int order[TM];
-    for (int i = 0; i < TM; ++i) order[i] = i;
-    uint64_t s = next_seed();
-    for (int i = TM - 1; i > 0; --i) {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      int j = (int)((s >> 33) % (uint64_t)(i + 1)), t = order[i];
-      order[i] = order[j], order[j] = t;
-    }
+    random_order(order, TM);
     const int held = pass == 1 ? order[TM - 1] : -1; /* pass 1: never released */
-    int early = 0;
-    for (int i = 0; i < TM; ++i) {
-      if (order[i] == held) continue;
-      early += cudaStreamQuery(st) == cudaSuccess; /* done before every row block was released */
-      __atomic_store_n(&wait_h[order[i]], epoch, __ATOMIC_RELEASE);
-      const double t0 = now_s();
-      while (now_s() - t0 < 0.002) {
-      }
-    }
+    const int early = release_in_order(wait_h, order, TM, held, epoch, 0.002, st);
     const double t0 = now_s();
     CUDA_OK(cudaStreamSynchronize(st));
     const double dt = now_s() - t0;
@@ -646,4 +654,125 @@ int gemm_run_case(const loom_gemm_desc_t *d, gemm_launch_fn launch, const loom_g
 out:
   gcase_free(&g);
   return ok;
+}
+
+/* One wait-only hooked launch of cfg (AllGather+GEMM's kind: waits, plain
+ * stores) with row blocks of `rpb` rows released by the host in a random
+ * order, `held` never (-1: all); returns 0 if the stream finished before the
+ * last release or a call failed. */
+static int hooks_split_run(gcase_t *g, fake_comm_t *fc, uint32_t *wait_h, uint32_t *wait_d, int blocks, int rpb,
+                           const loom_gemm_config_t *cfg, int act, uint32_t epoch, int held, cudaStream_t st) {
+  const loom_gemm_desc_t *d = &g->d;
+  memset(wait_h, 0, (size_t)blocks * 4);
+  CUDA_OK(cudaMemset(g->dc, 0xFF, g->c_bytes));
+  CUDA_OK(cudaStreamSynchronize(st));
+  loom_gemm_hooks_t h;
+  memset(&h, 0, sizeof h);
+  h.order.kind = LOOM_TILE_ORDER_RANK_SHIFTED;
+  h.order.row_shift = (cfg->bm == 64 ? 1 : (int32_t)((d->m + 127) / 128)) > 2 ? 2 : 0;
+  h.wait_signals = wait_d;
+  h.wait_epoch = epoch;
+  h.wait_rows_per_signal = rpb;
+  h.epilogue = LOOM_EPI_STORE;
+  h.activation = act;
+  h.comm = fc->dc;
+  LOOM_OK(loom__gemm_hooked(d, g->da, g->db, g->dc, d->has_bias ? g->dbias : NULL, cfg, &h, st));
+  int order[64];
+  random_order(order, blocks);
+  const int early = release_in_order(wait_h, order, blocks, held, epoch, 0.001, st);
+  CUDA_OK(cudaStreamSynchronize(st));
+  CUDA_OK(cudaMemcpy(g->hc, g->dc, g->c_bytes, cudaMemcpyDeviceToHost));
+  return early == 0;
+out: /* a failed call (counted by its check) */
+  return 0;
+}
+
+void gemm_hooks_split_wait_only_case(void) {
+  /* Hooked GEMMs that only wait (AllGather+GEMM's kind) with split-K and
+   * stream-K, 128- and 64-row tiles, narrow n and long k (a TP = 8 slice):
+   * (1) row blocks released in a random order: the GEMM is not done before
+   * the last one, every element written, C against fp64; (2) twice with all
+   * released: the same bits (the partials are summed in k order); (3) with
+   * an activation, against the data-parallel hooked kernel; (4) one row
+   * block never released: the wait expires naming it, the launch returns
+   * in bounded time, and none of that block's rows is written. */
+  static const struct {
+    int bm, bn, splits, grid, m, rpb;
+  } cs[4] = {{128, 128, 4, 0, 5 * 128 - 37, 128}, {128, 256, 0, 40, 3 * 128 + 5, 64},
+             {64, 128, 6, 0, 64, 32}, {64, 256, 0, 24, 33, 16}};
+  for (int ci = 0; ci < 4; ++ci) {
+    gcase_t g;
+    fake_comm_t fc;
+    uint32_t *wait_h = NULL, *wait_d = NULL;
+    cudaStream_t st = NULL;
+    double rel = 0;
+    memset(&g, 0, sizeof g);
+    memset(&fc, 0, sizeof fc);
+    const loom_gemm_desc_t d =
+        LOOM_GEMM_DESC(cs[ci].m, cs[ci].bn * 5 - 8, 4096 + 40, LOOM_BF16, LOOM_BF16, ci % 2 ? LOOM_B_KN : LOOM_B_NK, 1);
+    const int blocks = (int)((d.m + cs[ci].rpb - 1) / cs[ci].rpb);
+    if (!gcase_init(&g, &d) || !fake_comm_init(&fc, 20.0)) {
+      loom_test_fail(__FILE__, __LINE__, "allocation");
+      goto out;
+    }
+    CUDA_OK(cudaHostAlloc((void **)&wait_h, 64 * 4, cudaHostAllocMapped));
+    CUDA_OK(cudaHostGetDevicePointer((void **)&wait_d, wait_h, 0));
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    loom_gemm_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.bm = cs[ci].bm, cfg.bn = cs[ci].bn, cfg.group = 4, cfg.sk_tiles = -1, cfg.sk_splits = cs[ci].splits;
+    cfg.grid = cs[ci].grid;
+    /* (1) */
+    CHECK(hooks_split_run(&g, &fc, wait_h, wait_d, blocks, cs[ci].rpb, &cfg, LOOM_ACT_NONE, 5, -1, st));
+    CHECK_EQ_INT(fc.err_h->valid, 0);
+    CHECK(count_unwritten(d.c_type, g.hc, (size_t)d.m * (size_t)d.n) == 0);
+    CHECK(check_ref(&g, NULL, 0, &rel) == 0);
+    /* (2) */
+    memcpy(g.hc2, g.hc, g.c_bytes);
+    CHECK(hooks_split_run(&g, &fc, wait_h, wait_d, blocks, cs[ci].rpb, &cfg, LOOM_ACT_NONE, 6, -1, st));
+    const int same = memcmp(g.hc, g.hc2, g.c_bytes) == 0;
+    CHECK(same);
+    /* (3) GELU: split against whole tiles */
+    CHECK(hooks_split_run(&g, &fc, wait_h, wait_d, blocks, cs[ci].rpb, &cfg, LOOM_ACT_GELU_TANH, 7, -1, st));
+    memcpy(g.hc2, g.hc, g.c_bytes);
+    loom_gemm_config_t dp = cfg;
+    dp.sk_tiles = 0, dp.sk_splits = 0, dp.grid = 0;
+    CHECK(hooks_split_run(&g, &fc, wait_h, wait_d, blocks, cs[ci].rpb, &dp, LOOM_ACT_GELU_TANH, 8, -1, st));
+    double worst = 0;
+    for (size_t i = 0; i < (size_t)d.m * (size_t)d.n; ++i) {
+      const double x = loom_ref_load(d.c_type, g.hc2, i), y = loom_ref_load(d.c_type, g.hc, i);
+      const double e = fabs(x - y) / (fabs(y) + 1.0);
+      worst = e > worst ? e : worst;
+    }
+    CHECK(worst < 2e-2);
+    /* (4) */
+    fake_comm_free(&fc);
+    if (!fake_comm_init(&fc, 0.2)) {
+      loom_test_fail(__FILE__, __LINE__, "allocation");
+      goto out;
+    }
+    {
+      const int held = blocks - 1 - (int)(next_seed() % (uint64_t)blocks);
+      const double t0 = now_s();
+      hooks_split_run(&g, &fc, wait_h, wait_d, blocks, cs[ci].rpb, &cfg, LOOM_ACT_NONE, 9, held, st);
+      const double dt = now_s() - t0;
+      CHECK(dt < 5.0);
+      CHECK_EQ_INT(fc.err_h->valid, 1);
+      CHECK_EQ_INT(fc.err_h->site, LOOM_SITE_GEMM_PROLOGUE);
+      CHECK_EQ_INT((int)fc.err_h->signal, held);
+      const int r0 = held * cs[ci].rpb, r1 = r0 + cs[ci].rpb < (int)d.m ? r0 + cs[ci].rpb : (int)d.m;
+      const size_t es = loom_dtype_size(d.c_type);
+      const size_t unw = count_unwritten(d.c_type, (const char *)g.hc + (size_t)r0 * (size_t)d.n * es,
+                                         (size_t)(r1 - r0) * (size_t)d.n);
+      CHECK(unw == (size_t)(r1 - r0) * (size_t)d.n);
+      printf("    wait-only hooks, bm %d bn %d %s: fp64 rel %.2e, two runs identical %s, GELU vs whole tiles %.1e, "
+             "row block %d held: expired after %.2f s, its rows untouched\n",
+             cs[ci].bm, cs[ci].bn, cs[ci].splits ? "split-K" : "stream-K", rel, same ? "yes" : "NO", worst, held, dt);
+    }
+  out:
+    if (st) cudaStreamDestroy(st);
+    if (wait_h) cudaFreeHost(wait_h);
+    fake_comm_free(&fc);
+    gcase_free(&g);
+  }
 }

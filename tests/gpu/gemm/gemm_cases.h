@@ -75,6 +75,11 @@ int gemm_case_graph_replays(gcase_t *g, gemm_launch_fn launch, const loom_gemm_c
 int gemm_capture_check(gcase_t *g, gemm_launch_fn launch, const loom_gemm_config_t *cfg, cudaStream_t st, int replays,
                        const char *label);
 
+/* Hooked GEMMs that only wait, with split-K and stream-K (sm90): random
+ * release orders, fp64, determinism, an activation against whole tiles, an
+ * expired wait. */
+void gemm_hooks_split_wait_only_case(void);
+
 /* loom_gemm (whichever path is selected) captured in a graph, replayed
  * twice with C poisoned before each, checked against fp64 each time. */
 void gemm_graph_capture_case(void);

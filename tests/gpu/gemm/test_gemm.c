@@ -38,6 +38,7 @@
 #include "baseline/baseline.h"
 #include "core/tune.h"
 #include "gemm/gemm.h"
+#include "core/tune_rule.h"
 #include "gemm/gemm_heuristic.h"
 #include "ref/ref.h"
 
@@ -259,6 +260,58 @@ LOOM_TEST(gemm_tune_records_an_entry_loom_gemm_uses) {
 out:
   loom__tune_clear();
   gcase_free(&g);
+}
+
+/* The tuning rule's noise (core/tune_rule.h): one configuration raced
+ * against copies of itself, on three shapes (short, middle, long). Prints
+ * each race's spread (the slowest candidate's median over the fastest's)
+ * and the winner; with identical candidates the default should win, since
+ * the margin exceeds the spread (docs/perf/core.md records the figures).
+ * Checks only what the rule guarantees: every candidate timed, a winner in
+ * range, the default where no other beats it by the margin. */
+typedef struct {
+  const loom_gemm_desc_t *d;
+  const void *a, *b, *bias;
+  void *c;
+  loom_gemm_config_t cfg;
+} noise_race_t;
+
+static loom_result_t noise_call(void *ctx, int i, cudaStream_t stream) {
+  const noise_race_t *k = (const noise_race_t *)ctx;
+  (void)i;
+  return loom__gemm_launch(1, k->d, k->a, k->b, k->c, k->bias, &k->cfg, stream);
+}
+
+LOOM_TEST(gemm_tune_rule_noise_identical_candidates) {
+  if (!sm90_or_skip()) return;
+  static const int64_t shapes[3][3] = {{64, 1280, 8192}, {1024, 4096, 4096}, {4096, 8192, 8192}};
+  for (int s = 0; s < 3; ++s) {
+    const loom_gemm_desc_t d = LOOM_GEMM_DESC(shapes[s][0], shapes[s][1], shapes[s][2], LOOM_BF16, LOOM_BF16,
+                                              LOOM_B_NK, 0);
+    gcase_t g;
+    if (!gcase_init(&g, &d)) {
+      loom_test_fail(__FILE__, __LINE__, "allocation");
+      gcase_free(&g);
+      return;
+    }
+    loom__gemm_device_t dev;
+    LOOM_OK(loom__gemm_device(&dev));
+    noise_race_t ctx = {&d, g.da, g.db, NULL, g.dc, loom__gemm_sm90_heuristic(&d, &dev)};
+    enum { N = 6 };
+    const loom_tune_race_t race = {"noise", N, &ctx, NULL, noise_call, NULL, NULL};
+    int best = -1;
+    float ms = 0, med[N];
+    LOOM_OK(loom__tune_race(&race, 0, &best, &ms, med));
+    float lo = med[0], hi = med[0];
+    for (int i = 1; i < N; ++i) lo = med[i] < lo ? med[i] : lo, hi = med[i] > hi ? med[i] : hi;
+    CHECK(best >= 0 && best < N && lo > 0.f && hi < LOOM_TUNE_LEFT_OUT);
+    CHECK(best == 0 || med[best] < med[0] * (1.0f - LOOM_TUNE_MARGIN));
+    printf("    %lldx%lldx%lld: %d identical candidates, medians %.4f..%.4f ms, spread %.2f%% (margin %.0f%%), "
+           "winner %d\n", (long long)d.m, (long long)d.n, (long long)d.k, N, lo, hi, 100.0 * (hi / lo - 1.0),
+           100.0 * LOOM_TUNE_MARGIN, best);
+  out:
+    gcase_free(&g);
+  }
 }
 
 /* ---- the decode variant (config bm = 64: 64-row tiles, the consumer
@@ -519,6 +572,10 @@ LOOM_TEST(gemm_hooks_row_routed_store_and_reduce) {
 
 LOOM_TEST(gemm_hooks_prologue_timeout) {
   if (sm90_or_skip()) gemm_hooks_prologue_timeout_case();
+}
+
+LOOM_TEST(gemm_hooks_split_k_stream_k_wait_only) {
+  if (sm90_or_skip()) gemm_hooks_split_wait_only_case();
 }
 
 LOOM_TEST(gemm_hooks_clusters_wait_and_time_out) {
