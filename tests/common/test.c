@@ -12,6 +12,7 @@
 #include "support/launch.h"
 #include "support/tool_param.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -171,4 +172,32 @@ int loom_test_gpus(int need) {
   snprintf(why, sizeof why, "needs %d GPUs, found %d", need, n);
   loom_test_skip(why);
   return 0;
+}
+
+int loom_test_each_file(const char *dir, loom_test_file_fn fn, void *ctx) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int files = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    FILE *f = fopen(path, "rb");
+    char *data = NULL;
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0)
+      data = (char *)malloc((size_t)n + 1);
+    if (data && fread(data, 1, (size_t)n, f) != (size_t)n) free(data), data = NULL;
+    if (f) fclose(f);
+    if (!data) {
+      loom_test_fail(__FILE__, __LINE__, "cannot read %s", path);
+      continue;
+    }
+    data[n] = 0;
+    fn(path, data, (size_t)n, ctx);
+    free(data);
+    files++;
+  }
+  closedir(d);
+  return files;
 }

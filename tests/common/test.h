@@ -36,6 +36,13 @@ extern int loom_test_failures; /* of the running test */
  * every test process of a run sees the same value; printed at start. */
 uint64_t loom_test_seed(void);
 
+/* A fuzzer's kept corpus: fn(path, data, n, ctx) for every file of `dir`
+ * (names not starting with '.'), its bytes with a NUL after them; returns
+ * how many files, -1 if dir cannot be read (a file that cannot is a failed
+ * check). */
+typedef void (*loom_test_file_fn)(const char *path, const char *data, size_t n, void *ctx);
+int loom_test_each_file(const char *dir, loom_test_file_fn fn, void *ctx);
+
 /* Marks the running test skipped (say why); its checks still count. */
 void loom_test_skip(const char *why);
 

@@ -5,7 +5,6 @@
  * (every prefix, each byte dropped or doubled): nothing crashes, every
  * property holds.
  */
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,27 +29,15 @@ static void mutations(const char *name, const char *s, size_t n) {
   free(m);
 }
 
+static void lang_corpus_file(const char *path, const char *s, size_t n, void *ctx) {
+  (void)ctx;
+  const int bad = lang_fuzz_one(s, n);
+  if (bad) loom_test_fail(__FILE__, __LINE__, "%s: property %d (%s)", path, bad, loom_last_error());
+  mutations(path, s, n);
+}
+
 LOOM_TEST(lang_fuzz_corpus_holds) {
-  const char *dir = "tests/host/lang/fuzz_corpus";
-  DIR *d = opendir(dir);
-  CHECK(d != NULL);
-  if (!d) return;
-  int files = 0;
-  for (struct dirent *e; (e = readdir(d));) {
-    if (e->d_name[0] == '.') continue;
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    char *s = lang_read_file(path);
-    CHECK(s != NULL);
-    if (!s) continue;
-    const int bad = lang_fuzz_one(s, strlen(s));
-    if (bad) loom_test_fail(__FILE__, __LINE__, "%s: property %d (%s)", path, bad, loom_last_error());
-    mutations(path, s, strlen(s));
-    free(s);
-    files++;
-  }
-  closedir(d);
-  CHECK(files >= 6);
+  CHECK(loom_test_each_file("tests/host/lang/fuzz_corpus", lang_corpus_file, NULL) >= 6);
 }
 
 /* The seeds are not trivially refused: each parses and checks. */
