@@ -289,6 +289,9 @@ ncclDataType_t loom__tp_nccl_type(loom_dtype_t t);
  * lacks. Collective; synchronizes `stream`. */
 loom_result_t loom__tp_tune(const loom_op_t *op, loom_comm_t comm, const void *args, cudaStream_t stream);
 
+/* The tuning entry's name of op kind `kind` ("loom_ag_gemm_tune", ...). */
+const char *loom__tp_tune_fn(int kind);
+
 /* The tuning-cache key of (kind, desc) on GPUs of `sms` SMs; 0 if it does
  * not fit in size. */
 int loom__tp_tune_key(int kind, const loom_tp_desc_t *d, int sms, char *key, size_t size);

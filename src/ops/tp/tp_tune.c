@@ -204,14 +204,14 @@ static loom_result_t tune_record(loom_comm_t comm, const char *fn, const loom_tp
   return loom__tune_record(fn, key, value, best_ms, comm->rank == 0);
 }
 
-static const char *tp_tune_fn(int kind) {
+const char *loom__tp_tune_fn(int kind) {
   return kind == LOOM__TP_AG ? "loom_ag_gemm_tune" : kind == LOOM__TP_RS ? "loom_gemm_rs_tune" : "loom_gemm_ar_tune";
 }
 
 loom_result_t loom__tp_tune(const loom_op_t *op, loom_comm_t comm, const void *args, cudaStream_t stream) {
   const loom_tp_desc_t *desc = ((const loom__tp_args_t *)args)->desc;
   const int kind = op->kind, W = comm->size;
-  const char *fn = tp_tune_fn(kind);
+  const char *fn = loom__tp_tune_fn(kind);
   tune_bufs_t t = {0};
   loom_result_t r = tune_alloc(desc, kind, W, stream, &t);
   /* every rank tunes the same description and has its buffers (or every
@@ -240,21 +240,4 @@ loom_result_t loom__tp_tune(const loom_op_t *op, loom_comm_t comm, const void *a
               cand[i].comm_blocks, (int)cand[i].gemm, (double)med[i]);
   LOOM_TRY(tune_free(comm, kind, &t, r));
   return tune_record(comm, fn, desc, kind, &cand[best], best_ms);
-}
-
-static loom_result_t tp_tune_entry(loom_comm_t comm, const loom_tp_desc_t *desc, int kind, cudaStream_t stream) {
-  const loom__tp_args_t a = {desc, 1};
-  return loom__plan_tune(comm, &loom__tp_ops[kind], tp_tune_fn(kind), &a, stream);
-}
-
-loom_result_t loom_ag_gemm_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
-  return tp_tune_entry(comm, desc, LOOM__TP_AG, stream);
-}
-
-loom_result_t loom_gemm_rs_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
-  return tp_tune_entry(comm, desc, LOOM__TP_RS, stream);
-}
-
-loom_result_t loom_gemm_ar_tune(loom_comm_t comm, const loom_tp_desc_t *desc, cudaStream_t stream) {
-  return tp_tune_entry(comm, desc, LOOM__TP_AR, stream);
 }
