@@ -50,7 +50,7 @@ loom_result_t loom__plan_create(loom_comm_t comm, const char *fn, const char *op
   if (r == LOOM_SUCCESS && !comm->detached) {
     cudaError_t e = cudaMemsetAsync((char *)comm->ws_ptr + p->slice_offset, 0, sig_bytes, comm->stream);
     if (e != cudaSuccess) r = loom__cuda_fail((int)e, "zeroing a plan's signals", __FILE__, __LINE__);
-    if (r == LOOM_SUCCESS) r = loom__nccl_fence(comm);
+    if (r == LOOM_SUCCESS) r = loom__comm_fence(comm);
     if (r != LOOM_SUCCESS) loom__ws_release(&comm->ws_alloc, p->slice_offset);
   }
   if (r == LOOM_SUCCESS) {

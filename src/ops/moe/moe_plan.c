@@ -225,7 +225,7 @@ static loom_result_t moe_fill(loom_comm_t comm, const char *fn, loom_plan_t plan
   if (st->desc.ffn > 0 && st->n_local > 0) LOOM_TRY(loom__moe_mlp_buffers(fn, st));
   moe_kargs(plan, st);
   LOOM_TRY(loom__moe_grid_limits(&st->grid));
-  return loom__nccl_fence(comm); /* every rank's buffers exist before any peer stores into them */
+  return loom__comm_fence(comm); /* every rank's buffers exist before any peer stores into them */
 }
 
 loom_result_t loom_plan_moe(loom_comm_t comm, const loom_moe_desc_t *desc, loom_plan_t *out) {

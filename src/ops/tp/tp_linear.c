@@ -472,7 +472,7 @@ static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
     LOOM_CUDA(cudaMemsetAsync(st->partial, 0, bytes, comm->stream));
     LOOM_CUDA(cudaStreamSynchronize(comm->stream));
     LOOM_TRY(rs_tables(plan, st));
-    LOOM_TRY(loom__nccl_fence(comm)); /* every accumulator is zero before any peer adds */
+    LOOM_TRY(loom__comm_fence(comm)); /* every accumulator is zero before any peer adds */
   } else {
     const size_t bytes = Wrows * (size_t)g->n * es_c;
     LOOM_TRY(loom__comm_malloc(comm, bytes, &st->partial));
