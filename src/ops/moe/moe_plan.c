@@ -224,7 +224,7 @@ static loom_result_t moe_fill(loom_comm_t comm, const char *fn, loom_plan_t plan
   LOOM_TRY(loom__plan_done_create(&st->done));
   if (st->desc.ffn > 0 && st->n_local > 0) LOOM_TRY(loom__moe_mlp_buffers(fn, st));
   moe_kargs(plan, st);
-  LOOM_TRY(loom__moe_grid_limits(&st->grid));
+  LOOM_TRY(loom__moe_grid_limits(comm->sm_count, &st->grid));
   return loom__comm_fence(comm); /* every rank's buffers exist before any peer stores into them */
 }
 

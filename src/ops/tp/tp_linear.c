@@ -614,7 +614,8 @@ static loom_result_t tp_fused_layout(const char *fn, loom_comm_t comm, loom_tp_s
   if (st->transfer == LOOM_TP_SEQUENTIAL) return LOOM_SUCCESS;
   LOOM_TRY(tp_fused_gemm(comm, st));
   const int64_t tiles = (int64_t)st->tiles_m * st->tiles_n;
-  if (!tuned && st->desc.transfer == LOOM_TP_AUTO && !auto_keeps_fused(st, st->kind, tiles)) {
+  if (!tuned && st->desc.transfer == LOOM_TP_AUTO && !loom__tp_world_keeps_fused(comm, st->kind) &&
+      !auto_keeps_fused(st, st->kind, tiles)) {
     tp_demote(fn, st);
     return LOOM_SUCCESS;
   }
@@ -649,8 +650,9 @@ static loom_result_t tp_fill(loom_plan_t plan, loom_tp_state_t *st) {
  * agreement, workspace, memory, kernels. */
 static loom_result_t tp_make(const char *fn, loom_comm_t comm, const loom_tp_desc_t *desc, loom__tp_kind_t kind,
                              loom_tp_transfer_t t, int tuned, loom_plan_t *out) {
+  loom_result_t r = loom__tp_world_transfer(fn, comm, desc, kind, &t);
+  if (r != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, r);
   if (comm->detached) return loom__plan_detached(fn);
-  loom_result_t r;
   loom_tp_state_t *st = (loom_tp_state_t *)loom__plan_state_alloc(comm, fn, sizeof *st, &r);
   if (!st) return r;
   tp_resolve(comm, st, desc, kind, t);
@@ -709,7 +711,7 @@ static void tp_take_tuned(const char *fn, loom_comm_t comm, loom__tp_kind_t kind
                           loom_tp_transfer_t *t, int *tuned) {
   char key[LOOM_TUNE_KEY_BYTES], value[LOOM_TUNE_KEY_BYTES];
   *tuned = 0;
-  if (!tp_leaves_all_to_loom(eff) || !loom__tp_tune_key(kind, eff, comm->sm_count, key, sizeof key) ||
+  if (comm->world || !tp_leaves_all_to_loom(eff) || !loom__tp_tune_key(kind, eff, comm->sm_count, key, sizeof key) ||
       !loom__tune_get(key, value, sizeof value))
     return;
   loom_tp_choice_t ch;
@@ -743,7 +745,7 @@ static loom_result_t tp_plan(loom_comm_t comm, const loom_tp_desc_t *desc, loom_
       loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &t, comm->ws_all_reachable, hooks_ok);
   if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
   char key[LOOM_TUNE_KEY_BYTES], value[LOOM_TUNE_KEY_BYTES];
-  if (tp_leaves_all_to_loom(desc) && !comm->detached && loom__param_TUNE() == 1 &&
+  if (tp_leaves_all_to_loom(desc) && !comm->detached && !comm->world && loom__param_TUNE() == 1 &&
       loom__tp_tune_key(kind, desc, comm->sm_count, key, sizeof key) && !loom__tune_get(key, value, sizeof value)) {
     LOOM_INFO("%s: LOOM_TUNE=1 and no tuned entry for \"%s\": tuning it now", fn, key);
     LOOM_TRY(loom__tp_tune(comm, desc, kind, comm->stream));

@@ -34,6 +34,7 @@
 #include "core/param.h"
 #include "core/plan.h"
 #include "core/tune.h"
+#include "core/world.h"
 #include "ops/tp/tp_linear.h"
 #include "ops/tp/tp_schedule.h"
 
@@ -238,6 +239,8 @@ loom_result_t loom__tp_tune(loom_comm_t comm, const loom_tp_desc_t *desc, int ki
   const loom_result_t rc =
       loom__tp_check_desc(fn, kind, comm->size, comm->sm_count, desc, &auto_t, comm->ws_all_reachable, hooks_ok);
   if (rc != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rc);
+  if (comm->world)
+    return loom__comm_refuse(comm, fn, loom__world_unsupported(comm, fn, "tuning", LOOM_WORLD_NO_TIMING));
   if (comm->detached) return loom__fail(LOOM_ERR_UNSUPPORTED, "%s: a test comm without a GPU cannot time", fn);
   const loom_result_t rs = loom__stream_not_capturing(fn, stream);
   if (rs != LOOM_SUCCESS) return loom__comm_refuse(comm, fn, rs);
