@@ -138,6 +138,7 @@ size_t loom_dtype_size(loom_dtype_t t);
 
 typedef struct loom_comm *loom_comm_t;
 typedef struct loom_plan *loom_plan_t;
+typedef struct loom_world *loom_world_t;
 
 /* Settings of one comm. Zero fields take the environment's LOOM_* value
  * (listed by `loom env`). Initialise with LOOM_CONFIG_INIT. */
@@ -154,7 +155,7 @@ typedef struct loom_comm_info {
   int rank, size;          /* in the NCCL communicator */
   int lsa_rank, lsa_size;  /* in the load/store-accessible team (the NVLink domain) */
   int device;              /* CUDA device ordinal */
-  int sm_count;            /* multiprocessors */
+  int sm_count;            /* multiprocessors (in a world: this rank's share) */
   int cc_major, cc_minor;  /* compute capability */
   size_t l2_bytes;         /* L2 cache size */
   size_t workspace_bytes;  /* symmetric workspace of this comm */
@@ -189,6 +190,45 @@ loom_result_t loom_comm_get_info(loom_comm_t comm, loom_comm_info_t *info);
  * device-side wait has expired the comm stays in error: every later call on
  * it returns that error; destroy it and create a new one. */
 loom_result_t loom_comm_get_async_error(loom_comm_t comm);
+
+/* ---- a world of W ranks on one GPU (protocol tests) -------------------- */
+
+/* A world runs W ranks in one process on one GPU, so that loom's protocols
+ * execute at W > 2 on a machine with a single GPU. It is for correctness,
+ * never speed: timings in it are not W-rank performance (docs/world.md).
+ * Each rank is a host thread with its own comm (loom_comm_create_in_world),
+ * streams, symmetric allocations (cudaMalloc'd per rank on the one device;
+ * a peer's buffer at the same offset is that rank's allocation), signals,
+ * error record and timeout, and a share of the SMs: its comm's sm_count
+ * (loom_comm_info_t) is the device's SM count / W (at least 1), and every
+ * grid whose blocks wait for peers is sized from it, so all ranks' waiting
+ * blocks fit on the device at once. Collective setup (plan agreement,
+ * fences, loom_malloc / loom_free) goes through an in-process exchange
+ * bounded by each comm's timeout: a rank that never arrives makes the
+ * others fail with LOOM_ERR_TIMEOUT naming the step, and the world is
+ * unusable afterwards (destroy its comms, then it). Kernels are the same
+ * as on one GPU per rank. Paths that need NCCL itself (the sequential
+ * AllGather+GEMM and GEMM+ReduceScatter, the embedding's staged and GIN
+ * paths) and the tuners (they time calls) are refused with
+ * LOOM_ERR_UNSUPPORTED naming them; LOOM_*_AUTO resolves to a fused path.
+ * CUDA must load kernels eagerly (CUDA_MODULE_LOADING=EAGER, set before
+ * the process's first CUDA call): a kernel loaded lazily at its first
+ * launch waits for every running kernel, other ranks' waiting ones too. */
+
+/* Creates a world of `size` ranks (1..64) on CUDA device `device`. Not
+ * collective (one thread calls it, then starts the ranks' threads).
+ * LOOM_ERR_UNSUPPORTED where kernels load lazily (see above). */
+loom_result_t loom_world_create(int size, int device, loom_world_t *out);
+
+/* Collective over the world's ranks: rank `rank`'s thread calls it once,
+ * with `device` current (cudaSetDevice), as NCCL's one thread per rank.
+ * Makes that rank's comm as loom_comm_create does (cfg may be NULL);
+ * a rank already holding a live comm of this world is refused. */
+loom_result_t loom_comm_create_in_world(loom_world_t world, int rank, const loom_config_t *cfg, loom_comm_t *out);
+
+/* Destroys the world once the comms made in it are destroyed (else
+ * LOOM_ERR_INVALID_ARGUMENT naming how many are left). */
+loom_result_t loom_world_destroy(loom_world_t world);
 
 /* ---- symmetric memory --------------------------------------------------- */
 

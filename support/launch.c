@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,4 +257,143 @@ int loom_launch(int size, int timeout_s, loom_rank_fn fn, void *arg) {
   free(pids);
   munmap((void *)sh, sizeof *sh);
   return failed;
+}
+
+/* ---- world mode: W threads of this process on one GPU ----------------------- */
+
+typedef struct loom_launch_thread {
+  loom_rank_ctx_t ctx;
+  loom_rank_fn fn;
+  void *arg;
+  int rc, done; /* done: 1 once fn returned (atomic) */
+} loom_launch_thread_t;
+
+/* What the ranks of the running world launch share (one at a time). */
+static struct {
+  pthread_barrier_t bar;
+  uint64_t word[2][64]; /* loom_launch_same_u64: each rank's h and ~h */
+} loom__world_shared;
+
+static void *loom__world_rank(void *p) {
+  loom_launch_thread_t *t = (loom_launch_thread_t *)p;
+  const cudaError_t e = cudaSetDevice(t->ctx.device);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "rank %d: cudaSetDevice(%d): %s\n", t->ctx.rank, t->ctx.device, cudaGetErrorString(e));
+    t->rc = 1;
+  } else {
+    t->rc = t->fn(&t->ctx, t->arg);
+  }
+  fflush(stdout);
+  __atomic_store_n(&t->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+/* Waits for the ranks' threads until the deadline; past it, names the
+ * ranks still running and ends the process. */
+static void loom__world_wait(loom_launch_thread_t *t, int size, int timeout_s) {
+  const double deadline = loom__now_s() + timeout_s;
+  for (;;) {
+    int running = 0;
+    for (int r = 0; r < size; ++r) running += !__atomic_load_n(&t[r].done, __ATOMIC_ACQUIRE);
+    if (!running) return;
+    if (loom__now_s() > deadline) {
+      for (int r = 0; r < size; ++r)
+        if (!__atomic_load_n(&t[r].done, __ATOMIC_ACQUIRE))
+          fprintf(stderr, "launch: world rank %d exceeded the time limit of %d s; ending the process\n", r, timeout_s);
+      fflush(stdout);
+      fflush(stderr);
+      _exit(1);
+    }
+    usleep(2000);
+  }
+}
+
+/* Starts the ranks' threads and waits for them; 0 when every rank
+ * returned 0. */
+static int loom__world_run(loom_world_t w, int size, int timeout_s, loom_rank_fn fn, void *arg) {
+  loom_launch_thread_t *t = (loom_launch_thread_t *)calloc((size_t)size, sizeof *t);
+  pthread_t *th = (pthread_t *)calloc((size_t)size, sizeof *th);
+  int failed = !t || !th, started = 0;
+  for (int r = 0; r < size && !failed; ++r, ++started) {
+    t[r].ctx.rank = r, t[r].ctx.size = size, t[r].ctx.device = 0, t[r].ctx.world = w;
+    t[r].fn = fn, t[r].arg = arg;
+    if (pthread_create(&th[r], NULL, loom__world_rank, &t[r]) != 0) {
+      fprintf(stderr, "launch: starting world rank %d's thread failed\n", r);
+      failed = 1;
+      break;
+    }
+  }
+  /* (ranks that started wait for the others in the world's exchange until their timeout) */
+  if (failed && t)
+    for (int r = started; r < size; ++r) t[r].done = 1;
+  if (t && th) loom__world_wait(t, size, timeout_s);
+  for (int r = 0; r < started; ++r) {
+    pthread_join(th[r], NULL);
+    if (t[r].rc != 0) {
+      fprintf(stderr, "launch: world rank %d failed (%d)\n", r, t[r].rc);
+      failed = 1;
+    }
+  }
+  free(t), free(th);
+  return failed;
+}
+
+int loom_launch_world(int size, int timeout_s, loom_rank_fn fn, void *arg) {
+  if (size < 1 || size > 64) {
+    fprintf(stderr, "launch: a world of %d ranks: 1..64\n", size);
+    return 1;
+  }
+  setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+  fflush(stdout);
+  loom_world_t w = NULL;
+  if (loom_world_create(size, 0, &w) != LOOM_SUCCESS) {
+    fprintf(stderr, "launch: loom_world_create(%d, 0): %s\n", size, loom_last_error());
+    return 1;
+  }
+  if (pthread_barrier_init(&loom__world_shared.bar, NULL, (unsigned)size) != 0) {
+    (void)loom_world_destroy(w);
+    return 1;
+  }
+  int failed = loom__world_run(w, size, timeout_s, fn, arg);
+  pthread_barrier_destroy(&loom__world_shared.bar);
+  if (loom_world_destroy(w) != LOOM_SUCCESS) {
+    fprintf(stderr, "launch: loom_world_destroy: %s\n", loom_last_error());
+    failed = 1;
+  }
+  return failed;
+}
+
+loom_result_t loom_launch_comm_create(const loom_rank_ctx_t *ctx, const loom_config_t *cfg, loom_comm_t *out) {
+  if (ctx->world) return loom_comm_create_in_world(ctx->world, ctx->rank, cfg, out);
+  return loom_comm_create(ctx->nccl, cfg, out);
+}
+
+/* max over ranks of {h, ~h} (NCCL: one all-reduce on a stream of its own). */
+static int loom__max_pair(const loom_rank_ctx_t *ctx, uint64_t v[2]) {
+  if (ctx->world) {
+    loom__world_shared.word[0][ctx->rank] = v[0], loom__world_shared.word[1][ctx->rank] = v[1];
+    pthread_barrier_wait(&loom__world_shared.bar);
+    for (int q = 0; q < ctx->size; ++q)
+      for (int i = 0; i < 2; ++i)
+        if (loom__world_shared.word[i][q] > v[i]) v[i] = loom__world_shared.word[i][q];
+    pthread_barrier_wait(&loom__world_shared.bar); /* every rank has read before the slots are reused */
+    return 1;
+  }
+  uint64_t *dev = NULL;
+  cudaStream_t s = NULL;
+  int ok = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
+           cudaMalloc((void **)&dev, 2 * sizeof *dev) == cudaSuccess &&
+           cudaMemcpyAsync(dev, v, 2 * sizeof *v, cudaMemcpyHostToDevice, s) == cudaSuccess &&
+           ncclAllReduce(dev, dev, 2, ncclUint64, ncclMax, ctx->nccl, s) == ncclSuccess &&
+           cudaMemcpyAsync(v, dev, 2 * sizeof *v, cudaMemcpyDeviceToHost, s) == cudaSuccess &&
+           cudaStreamSynchronize(s) == cudaSuccess;
+  if (dev) cudaFree(dev);
+  if (s) cudaStreamDestroy(s);
+  return ok;
+}
+
+int loom_launch_same_u64(const loom_rank_ctx_t *ctx, uint64_t h) {
+  uint64_t v[2] = {h, ~h};
+  /* max(h) == h and max(~h) == ~h (min(h) == h): every rank's h is h */
+  return loom__max_pair(ctx, v) && v[0] == h && v[1] == ~h;
 }

@@ -1,7 +1,8 @@
 /*
- * launch.h - run a function on W ranks, one process per GPU.
+ * launch.h - run a function on W ranks: one process per GPU, or W threads
+ * of one process on one GPU (a loom world).
  *
- * Used by the GPU tests and loom-bench. Two modes:
+ * Used by the GPU tests and loom-bench. Three modes:
  *  - fork (default): the parent forks W children before any CUDA call; child
  *    r selects GPU r, rank 0 creates the NCCL unique id and hands it to the
  *    others through shared memory; the parent waits for all of them with a
@@ -15,13 +16,24 @@
  *    poll (so all ranks must be on one host, or share /tmp); the deadline is
  *    an alarm in each process. A launch for another number of ranks than the
  *    job has fails, saying so. (Not yet run under a real mpirun.)
+ *  - world (loom_launch_world): W threads of this process on GPU 0, the
+ *    ranks of one loom world (loom_world_create): each thread has the
+ *    device current and its rank, no NCCL comm. For correctness at W > 2 on
+ *    one GPU, never timing. A rank that outlives the deadline ends the
+ *    process (a thread cannot be killed), so a test's own process runs it.
  * The function gets the rank, the size and an initialised NCCL comm on the
- * rank's GPU, and returns 0 for success. Host tools only: this exits.
+ * rank's GPU (or the world), and returns 0 for success; it makes its loom
+ * comm with loom_launch_comm_create, which works in every mode. Host tools
+ * only: this exits.
  */
 #ifndef LOOM_TOOLS_LAUNCH_H
 #define LOOM_TOOLS_LAUNCH_H
 
+#include <stdint.h>
+
 #include <nccl.h>
+
+#include "loom.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,7 +42,8 @@ extern "C" {
 typedef struct loom_rank_ctx {
   int rank, size;
   int device;          /* CUDA device of this rank */
-  ncclComm_t nccl;
+  ncclComm_t nccl;     /* NULL in a world */
+  loom_world_t world;  /* the world of loom_launch_world; NULL otherwise */
 } loom_rank_ctx_t;
 
 typedef int (*loom_rank_fn)(loom_rank_ctx_t *ctx, void *arg);
@@ -54,6 +67,23 @@ int loom_launch_share_id(int rank, const char *path, ncclUniqueId *id, double ti
 /* Runs fn on `size` ranks; 0 when every rank returned 0 within timeout_s.
  * Under mpirun, `size` must match the job's size. */
 int loom_launch(int size, int timeout_s, loom_rank_fn fn, void *arg);
+
+/* Runs fn on `size` ranks (1..64) as threads of this process, a loom world
+ * on GPU 0. Sets CUDA_MODULE_LOADING=EAGER first (a world needs it: call
+ * this before the process's first CUDA call). 0 when the world was made,
+ * every rank returned 0 within timeout_s and the world was destroyed (each
+ * rank destroys its comm); a rank still running at the deadline ends the
+ * process with exit status 1, naming it. */
+int loom_launch_world(int size, int timeout_s, loom_rank_fn fn, void *arg);
+
+/* This rank's loom comm: loom_comm_create on ctx->nccl, or
+ * loom_comm_create_in_world in a world (collective either way). */
+loom_result_t loom_launch_comm_create(const loom_rank_ctx_t *ctx, const loom_config_t *cfg, loom_comm_t *out);
+
+/* Collective over the launch's ranks (tests' own checks, beside loom's):
+ * 1 when every rank passed the same h, 0 when not or when the exchange
+ * failed (an NCCL all-reduce; in a world, the launcher's host barrier). */
+int loom_launch_same_u64(const loom_rank_ctx_t *ctx, uint64_t h);
 
 #ifdef __cplusplus
 }

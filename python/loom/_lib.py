@@ -76,6 +76,10 @@ PROTOTYPES = {
     "loom_comm_destroy": (_r, [_vp]),
     "loom_comm_get_info": (_r, [_vp, _P(CommInfo)]),
     "loom_comm_get_async_error": (_r, [_vp]),
+    # a world of ranks on one GPU: size, device, out; world, rank, cfg, out; world
+    "loom_world_create": (_r, [_i, _i, _P(_vp)]),
+    "loom_comm_create_in_world": (_r, [_vp, _i, _P(Config), _P(_vp)]),
+    "loom_world_destroy": (_r, [_vp]),
     "loom_malloc": (_r, [_vp, _sz, _P(_vp)]),
     "loom_free": (_r, [_vp, _vp]),
     "loom_peer_ptr": (_r, [_vp, _vp, _i, _P(_vp)]),

@@ -1,5 +1,7 @@
 /*
- * comm.c - loom_comm_create / destroy / info / async error.
+ * comm.c - loom_comm_create / loom_comm_create_in_world / destroy / info /
+ * async error, and the NCCL collective backend (agreement, fence, tuners'
+ * maximum).
  *
  * Creation order (every step collective where NCCL's is): check the NCCL
  * version; read rank, size and the GPU's properties at run time; create the
@@ -7,12 +9,18 @@
  * allocate the host-mapped error record and the device abort flag; allocate
  * and zero the symmetric workspace and reserve the comm's barrier slots in
  * it. Any failure undoes the steps before it.
+ * In a world (world.h) the same steps run without NCCL: the rank's local
+ * steps first, then one exchange in which every rank learns whether all
+ * succeeded (so a rank that failed never leaves the others waiting in the
+ * workspace's allocation), then the workspace and the fence through the
+ * world's backends. The comm's SM count is the rank's share of the device.
  */
 #include "comm.h"
 #include "error.h"
 #include "handle.h"
 #include "log.h"
 #include "param.h"
+#include "world.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,18 +52,17 @@ size_t loom_dtype_size(loom_dtype_t t) {
   return 0;
 }
 
-static loom_result_t loom__resolve_config(const loom_config_t *cfg, size_t *ws_bytes, int *timeout_ms) {
+static loom_result_t loom__resolve_config(const char *fn, const loom_config_t *cfg, size_t *ws_bytes, int *timeout_ms) {
   *ws_bytes = (size_t)loom__param_WORKSPACE_BYTES();
   *timeout_ms = (int)loom__param_TIMEOUT_MS();
   if (cfg) {
     if (cfg->struct_size != sizeof(loom_config_t))
       return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                        "loom_comm_create: cfg->struct_size=%zu, expected %zu (initialise with "
+                        "%s: cfg->struct_size=%zu, expected %zu (initialise with "
                         "LOOM_CONFIG_INIT; header and library differ?)",
-                        cfg->struct_size, sizeof(loom_config_t));
+                        fn, cfg->struct_size, sizeof(loom_config_t));
     if (cfg->timeout_ms < 0)
-      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_comm_create: cfg->timeout_ms=%d must be >= 0",
-                        cfg->timeout_ms);
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: cfg->timeout_ms=%d must be >= 0", fn, cfg->timeout_ms);
     if (cfg->workspace_bytes) *ws_bytes = cfg->workspace_bytes;
     if (cfg->timeout_ms) *timeout_ms = cfg->timeout_ms;
   }
@@ -86,6 +93,7 @@ static void loom__comm_teardown(loom_comm_t c) {
       if (loom__comm_free(c, c->allocs[c->nallocs - 1].ptr) != LOOM_SUCCESS) LOOM_WARN("%s", loom_last_error());
     }
   }
+  if (c->world) loom__world_leave(c->world, c->rank);
   if (!c->detached) {
     if (c->ws_peer_dev) cudaFree(c->ws_peer_dev);
     if (c->abort_flag) cudaFree(c->abort_flag);
@@ -158,6 +166,10 @@ static loom_result_t comm_workspace(loom_comm_t c) {
   void *const *peers = loom__find_alloc(c, ws, 1)->peer_ptrs;
   c->ws_all_reachable = 1;
   for (int p = 0; p < c->size; ++p) c->ws_all_reachable &= peers[p] != NULL;
+  if (c->detached) { /* a test world's comm: host memory, no kernels */
+    memset(ws, 0, c->ws_bytes);
+    return LOOM_SUCCESS;
+  }
   cudaError_t e = cudaMemsetAsync(ws, 0, c->ws_bytes, c->stream);
   if (e == cudaSuccess) e = cudaMalloc((void **)&c->ws_peer_dev, (size_t)c->size * sizeof(char *));
   if (e == cudaSuccess)
@@ -185,8 +197,83 @@ static loom_result_t comm_init(loom_comm_t c, ncclComm_t nccl) {
   LOOM_TRY(comm_workspace(c));
   /* Every rank's workspace is zeroed before any rank's kernel signals into
    * it: an NCCL all-reduce after the (synchronized) memset is the fence. */
-  LOOM_TRY(loom__nccl_fence(c));
+  LOOM_TRY(loom__comm_fence(c));
   return loom__handle_add(c, LOOM_HANDLE_COMM);
+}
+
+/* A comm's fields before its creation steps (config resolved by the caller). */
+static loom_comm_t comm_new(size_t ws_bytes, int timeout_ms) {
+  loom_comm_t c = (loom_comm_t)calloc(1, sizeof *c);
+  if (!c) {
+    loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of a comm failed");
+    return NULL;
+  }
+  c->timeout_ms = timeout_ms;
+  c->ws_bytes = (ws_bytes + LOOM_WS_ALIGN - 1) / LOOM_WS_ALIGN * LOOM_WS_ALIGN;
+  return c;
+}
+
+/* Undoes a creation that failed with r, keeping its message. */
+static loom_result_t comm_abandon(loom_comm_t c, loom_result_t r) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", loom_last_error());
+  loom__comm_teardown(c);
+  return loom__fail(r, "%s", msg);
+}
+
+static void comm_log_created(const loom_comm_t c) {
+  LOOM_INFO("comm rank %d/%d (lsa %d/%d) device %d: %d SMs%s, cc %d.%d, L2 %zu B, workspace %zu B, timeout %d ms, "
+            "NCCL %d",
+            c->rank, c->size, c->lsa_rank, c->lsa_size, c->device, c->sm_count, c->world ? " (its share, a world)" : "",
+            c->cc_major, c->cc_minor, c->l2_bytes, c->ws_bytes, c->timeout_ms, c->nccl_version);
+}
+
+/* A world rank's steps on its own: the device (the world's, current), its
+ * properties and SM share, the error record, the barrier slots. */
+static loom_result_t comm_world_local(loom_comm_t c) {
+  if (!c->detached) {
+    LOOM_CUDA(cudaGetDevice(&c->device));
+    if (c->device != loom__world_device(c->world))
+      return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                        "loom_comm_create_in_world: the current CUDA device is %d but the world is on device %d; call "
+                        "cudaSetDevice(%d) first in this rank's thread",
+                        c->device, loom__world_device(c->world), loom__world_device(c->world));
+    LOOM_TRY(comm_device_props(c));
+    LOOM_TRY(comm_error_record(c));
+  }
+  c->sm_count = loom__world_sm_budget(c->world);
+  return loom__comm_reserve_own(c);
+}
+
+/* The world's creation steps (see the top of the file). */
+static loom_result_t comm_init_world(loom_comm_t c) {
+  LOOM_TRY(loom__world_join(c, comm_world_local(c)));
+  LOOM_TRY(comm_workspace(c));
+  LOOM_TRY(loom__comm_fence(c));
+  return loom__handle_add(c, LOOM_HANDLE_COMM);
+}
+
+loom_result_t loom_comm_create_in_world(loom_world_t world, int rank, const loom_config_t *cfg, loom_comm_t *out) {
+  if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_comm_create_in_world: out=NULL");
+  *out = NULL;
+  LOOM_TRY(loom__world_check(world, "loom_comm_create_in_world"));
+  size_t ws_bytes;
+  int timeout_ms;
+  LOOM_TRY(loom__resolve_config("loom_comm_create_in_world", cfg, &ws_bytes, &timeout_ms));
+  loom_comm_t c = comm_new(ws_bytes, timeout_ms);
+  if (!c) return LOOM_ERR_OUT_OF_MEMORY;
+  const loom_result_t re = loom__world_enter(world, rank, c);
+  if (re != LOOM_SUCCESS) {
+    free(c);
+    return re;
+  }
+  int version = 0;
+  c->nccl_version = ncclGetVersion(&version) == ncclSuccess ? version : 0; /* the NCCL loaded, for info only */
+  const loom_result_t r = comm_init_world(c);
+  if (r != LOOM_SUCCESS) return comm_abandon(c, r);
+  comm_log_created(c);
+  *out = c;
+  return LOOM_SUCCESS;
 }
 
 loom_result_t loom_comm_create(ncclComm_t nccl, const loom_config_t *cfg, loom_comm_t *out) {
@@ -195,27 +282,19 @@ loom_result_t loom_comm_create(ncclComm_t nccl, const loom_config_t *cfg, loom_c
   if (!nccl) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "loom_comm_create: nccl=NULL");
   size_t ws_bytes;
   int timeout_ms;
-  LOOM_TRY(loom__resolve_config(cfg, &ws_bytes, &timeout_ms));
+  LOOM_TRY(loom__resolve_config("loom_comm_create", cfg, &ws_bytes, &timeout_ms));
   int version = 0;
   LOOM_NCCL(ncclGetVersion(&version));
   LOOM_TRY(loom__check_nccl_version(version));
-  loom_comm_t c = (loom_comm_t)calloc(1, sizeof *c);
-  if (!c) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "host allocation of a comm failed");
+  loom_comm_t c = comm_new(ws_bytes, timeout_ms);
+  if (!c) return LOOM_ERR_OUT_OF_MEMORY;
   c->nccl = nccl;
   c->mem = &loom__mem_backend_gpu;
+  c->coll = &loom__coll_backend_nccl;
   c->nccl_version = version;
-  c->timeout_ms = timeout_ms;
-  c->ws_bytes = (ws_bytes + LOOM_WS_ALIGN - 1) / LOOM_WS_ALIGN * LOOM_WS_ALIGN;
   const loom_result_t r = comm_init(c, nccl);
-  if (r != LOOM_SUCCESS) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", loom_last_error());
-    loom__comm_teardown(c);
-    return loom__fail(r, "%s", msg);
-  }
-  LOOM_INFO("comm rank %d/%d (lsa %d/%d) device %d: %d SMs, cc %d.%d, L2 %zu B, workspace %zu B, timeout %d ms, NCCL %d",
-            c->rank, c->size, c->lsa_rank, c->lsa_size, c->device, c->sm_count, c->cc_major,
-            c->cc_minor, c->l2_bytes, c->ws_bytes, c->timeout_ms, c->nccl_version);
+  if (r != LOOM_SUCCESS) return comm_abandon(c, r);
+  comm_log_created(c);
   *out = c;
   return LOOM_SUCCESS;
 }
@@ -288,12 +367,47 @@ loom_result_t loom_comm_get_async_error(loom_comm_t comm) {
   return loom__comm_check(comm, "loom_comm_get_async_error");
 }
 
-loom_result_t loom__nccl_fence(loom_comm_t c) {
+/* ---- the NCCL collective backend ------------------------------------------ */
+
+static loom_result_t nccl_fence(loom_comm_t c) {
   ncclResult_t n = ncclAllReduce(c->fence_words, c->fence_words, 1, ncclUint64, ncclMax, c->nccl, c->stream);
   if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclAllReduce (fence)", __FILE__, __LINE__);
   LOOM_CUDA(cudaStreamSynchronize(c->stream));
   return LOOM_SUCCESS;
 }
+
+/* words[n] (n <= 3: the comm's fence words) all-reduced with max on the
+ * comm's stream, which it synchronizes. */
+static loom_result_t nccl_max_words(loom_comm_t c, uint64_t *words, int n, const char *what_step) {
+  char what[200];
+  snprintf(what, sizeof what, "%s (ncclAllReduce)", what_step);
+  const size_t bytes = (size_t)n * sizeof *words;
+  cudaError_t e = cudaMemcpyAsync(c->fence_words, words, bytes, cudaMemcpyHostToDevice, c->stream);
+  if (e != cudaSuccess) return loom__cuda_fail((int)e, what, __FILE__, __LINE__);
+  const ncclResult_t r =
+      ncclAllReduce(c->fence_words, c->fence_words, (size_t)n, ncclUint64, ncclMax, c->nccl, c->stream);
+  if (r != ncclSuccess) return loom__nccl_fail((int)r, what, __FILE__, __LINE__);
+  e = cudaMemcpyAsync(words, c->fence_words, bytes, cudaMemcpyDeviceToHost, c->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+  if (e != cudaSuccess) return loom__cuda_fail((int)e, what, __FILE__, __LINE__);
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t nccl_max_ms(loom_comm_t comm, float ms, float *dev_word, cudaStream_t stream, float *out) {
+  cudaError_t ce = cudaMemcpyAsync(dev_word, &ms, sizeof ms, cudaMemcpyHostToDevice, stream);
+  if (ce != cudaSuccess) return loom__cuda_fail((int)ce, "cudaMemcpyAsync (tuning)", __FILE__, __LINE__);
+  const ncclResult_t nr = ncclAllReduce(dev_word, dev_word, 1, ncclFloat32, ncclMax, comm->nccl, stream);
+  if (nr != ncclSuccess) return loom__nccl_fail((int)nr, "ncclAllReduce (tuning)", __FILE__, __LINE__);
+  if ((ce = cudaMemcpyAsync(out, dev_word, sizeof *out, cudaMemcpyDeviceToHost, stream)) != cudaSuccess)
+    return loom__cuda_fail((int)ce, "cudaMemcpyAsync (tuning)", __FILE__, __LINE__);
+  if ((ce = cudaStreamSynchronize(stream)) != cudaSuccess)
+    return loom__cuda_fail((int)ce, "cudaStreamSynchronize (tuning)", __FILE__, __LINE__);
+  return LOOM_SUCCESS;
+}
+
+const loom_coll_backend_t loom__coll_backend_nccl = {nccl_max_words, nccl_fence, nccl_max_ms};
+
+loom_result_t loom__comm_fence(loom_comm_t c) { return c->coll ? c->coll->fence(c) : LOOM_SUCCESS; }
 
 uint64_t loom__fnv64(uint64_t h, const void *p, size_t n) {
   const unsigned char *b = (const unsigned char *)p;
@@ -314,18 +428,12 @@ int loom__agree_verdict(uint64_t hash, int failed, const uint64_t m[3]) {
 }
 
 loom_result_t loom__comm_agree(loom_comm_t c, const char *fn, uint64_t hash, int failed, const char *differ) {
-  if (c->detached || c->size == 1) return failed ? LOOM_ERR_INVALID_ARGUMENT : LOOM_SUCCESS;
+  if (!c->coll || c->size == 1) return failed ? LOOM_ERR_INVALID_ARGUMENT : LOOM_SUCCESS;
   uint64_t h[3];
   loom__agree_words(hash, failed, h);
   char what[160];
-  snprintf(what, sizeof what, "the plan agreement of %s (ncclAllReduce)", fn);
-  cudaError_t e = cudaMemcpyAsync(c->fence_words, h, sizeof h, cudaMemcpyHostToDevice, c->stream);
-  if (e != cudaSuccess) return loom__cuda_fail((int)e, what, __FILE__, __LINE__);
-  const ncclResult_t n = ncclAllReduce(c->fence_words, c->fence_words, 3, ncclUint64, ncclMax, c->nccl, c->stream);
-  if (n != ncclSuccess) return loom__nccl_fail((int)n, what, __FILE__, __LINE__);
-  e = cudaMemcpyAsync(h, c->fence_words, sizeof h, cudaMemcpyDeviceToHost, c->stream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
-  if (e != cudaSuccess) return loom__cuda_fail((int)e, what, __FILE__, __LINE__);
+  snprintf(what, sizeof what, "the plan agreement of %s", fn);
+  LOOM_TRY(c->coll->max_words(c, h, 3, what));
   switch (loom__agree_verdict(hash, failed, h)) {
     case LOOM_AGREE_SELF_FAILED: return LOOM_ERR_INVALID_ARGUMENT; /* this rank's own message stands */
     case LOOM_AGREE_OTHER_FAILED:
@@ -349,7 +457,7 @@ loom_dev_comm_t loom__comm_dev(loom_comm_t comm) {
 }
 
 loom_result_t loom__comm_refuse(loom_comm_t c, const char *fn, loom_result_t r) {
-  if (c->detached || c->size == 1) return r;
+  if (!c->coll || c->size == 1) return r;
   char msg[768];
   snprintf(msg, sizeof msg, "%s", loom_last_error());
   (void)loom__comm_agree(c, fn, 0, 1, "");
@@ -357,15 +465,11 @@ loom_result_t loom__comm_refuse(loom_comm_t c, const char *fn, loom_result_t r) 
 }
 
 loom_result_t loom__comm_max_ms(loom_comm_t comm, float ms, float *dev_word, cudaStream_t stream, float *out) {
-  cudaError_t ce = cudaMemcpyAsync(dev_word, &ms, sizeof ms, cudaMemcpyHostToDevice, stream);
-  if (ce != cudaSuccess) return loom__cuda_fail((int)ce, "cudaMemcpyAsync (tuning)", __FILE__, __LINE__);
-  const ncclResult_t nr = ncclAllReduce(dev_word, dev_word, 1, ncclFloat32, ncclMax, comm->nccl, stream);
-  if (nr != ncclSuccess) return loom__nccl_fail((int)nr, "ncclAllReduce (tuning)", __FILE__, __LINE__);
-  if ((ce = cudaMemcpyAsync(out, dev_word, sizeof *out, cudaMemcpyDeviceToHost, stream)) != cudaSuccess)
-    return loom__cuda_fail((int)ce, "cudaMemcpyAsync (tuning)", __FILE__, __LINE__);
-  if ((ce = cudaStreamSynchronize(stream)) != cudaSuccess)
-    return loom__cuda_fail((int)ce, "cudaStreamSynchronize (tuning)", __FILE__, __LINE__);
-  return LOOM_SUCCESS;
+  if (!comm->coll) {
+    *out = ms;
+    return LOOM_SUCCESS;
+  }
+  return comm->coll->max_ms(comm, ms, dev_word, stream, out);
 }
 
 loom_result_t loom__stream_not_capturing(const char *fn, cudaStream_t stream) {

@@ -13,6 +13,9 @@
  * A "detached" comm (tests only) has all the host bookkeeping and no GPU,
  * NCCL or memory behind it, so that argument checks and workspace accounting
  * can be tested on a machine without a GPU.
+ * A comm of a world (world.h: W ranks in one process on one GPU) has no
+ * NCCL comm: its symmetric memory and its collective steps go through the
+ * world's in-process exchange instead (the two backends below).
  */
 #ifndef LOOM_CORE_COMM_H
 #define LOOM_CORE_COMM_H
@@ -48,8 +51,24 @@ typedef struct loom_mem_backend {
 } loom_mem_backend_t;
 extern const loom_mem_backend_t loom__mem_backend_gpu;
 
+/* How a comm's ranks agree and wait for each other on the host: NCCL
+ * all-reduces on the comm's stream (comm.c), or a world's in-process
+ * exchange (world.c). A comm without one (a detached test comm, unless a
+ * test put it in a world) makes no collective step. Each call is
+ * collective; `what` names the step in messages. */
+typedef struct loom_coll_backend {
+  /* every rank's words[n] (1 <= n <= 3) reduced with max, into words on every rank */
+  loom_result_t (*max_words)(loom_comm_t comm, uint64_t *words, int n, const char *what);
+  /* returns once every rank has called it, the work queued on the comm's stream before it done */
+  loom_result_t (*fence)(loom_comm_t comm);
+  /* the tuners' maximum (loom__comm_max_ms) */
+  loom_result_t (*max_ms)(loom_comm_t comm, float ms, float *dev_word, cudaStream_t stream, float *out);
+} loom_coll_backend_t;
+extern const loom_coll_backend_t loom__coll_backend_nccl;
+
 struct loom_comm {
-  ncclComm_t nccl;
+  ncclComm_t nccl;    /* NULL in a world */
+  struct loom_world *world; /* the world this comm is a rank of; NULL: an NCCL (or detached) comm */
   int detached;       /* 1: test comm without GPU or NCCL */
   int rank, size, lsa_rank, lsa_size;
   int device, sm_count, cc_major, cc_minor;
@@ -63,6 +82,7 @@ struct loom_comm {
   uint64_t *fence_words; /* device words the fence and the agreement all-reduce (3) */
 
   const loom_mem_backend_t *mem; /* NULL on a detached comm until a test sets one */
+  const loom_coll_backend_t *coll; /* NULL: no collective steps (a detached comm) */
   loom_alloc_t *allocs;
   size_t nallocs, capallocs;
 
@@ -100,11 +120,12 @@ loom_result_t loom__comm_reserve_own(loom_comm_t c);
 loom_result_t loom__comm_malloc(loom_comm_t comm, size_t bytes, void **ptr);
 loom_result_t loom__comm_free(loom_comm_t comm, void *ptr);
 
-/* Host-side fence across ranks: returns once every rank has called it (an
- * NCCL all-reduce of one word on the comm's own stream, which it then
- * synchronizes: work queued there before, e.g. zeroing signals, is done).
- * Collective. */
-loom_result_t loom__nccl_fence(loom_comm_t comm);
+/* Host-side fence across ranks: returns once every rank has called it, the
+ * work queued on the comm's own stream before it (e.g. zeroing signals)
+ * done (the comm's collective backend: an NCCL all-reduce of one word on
+ * that stream, which it then synchronizes; or the world's exchange after
+ * synchronizing it). Nothing on a comm without a backend. Collective. */
+loom_result_t loom__comm_fence(loom_comm_t comm);
 
 /* Plan agreement, before anything else collective in a plan's creation:
  * every rank passes the fingerprint of what it resolved (description and
@@ -117,8 +138,10 @@ loom_result_t loom__nccl_fence(loom_comm_t comm);
  * instead of a hang or wrong data. Returns LOOM_SUCCESS when all agree;
  * LOOM_ERR_INVALID_ARGUMENT when this rank failed (its message is left as
  * it was), when another rank failed (saying so) or when the fingerprints
- * differ (`differ` says what must match); a CUDA/NCCL failure as such. No
- * collective on a detached comm or at W = 1. Collective. */
+ * differ (`differ` says what must match); a CUDA/NCCL failure as such
+ * (in a world, the exchange's LOOM_ERR_TIMEOUT where a rank never came). No
+ * collective on a comm without a collective backend or at W = 1.
+ * Collective. */
 loom_result_t loom__comm_agree(loom_comm_t comm, const char *fn, uint64_t hash, int failed, const char *differ);
 
 /* The agreement's protocol as pure functions (host-tested at any W): a
@@ -130,7 +153,7 @@ int loom__agree_verdict(uint64_t hash, int failed, const uint64_t max_words[3]);
 /* A rank-local refusal r (its message set) before the agreement of a
  * collective creation: the other ranks wait in loom__comm_agree for this
  * rank's answer, so it is given (failed) before r is returned with its own
- * message. On a detached comm or at W = 1: r as it is. */
+ * message. Without a collective backend or at W = 1: r as it is. */
 loom_result_t loom__comm_refuse(loom_comm_t comm, const char *fn, loom_result_t r);
 
 /* FNV-1a over n bytes, continuing from h (start: LOOM_FNV64_INIT). Hash
@@ -149,10 +172,11 @@ loom_alloc_t *loom__find_alloc(loom_comm_t comm, const void *ptr, size_t bytes);
 loom_result_t loom__peer_addresses(const char *fn, const char *what, loom_comm_t comm, const void *p, size_t bytes,
                                    const char *why, char **peer);
 
-/* Collective (tuners): *out = the largest of every rank's `ms` (a failed
- * rank passes 1e30f: every rank enters, failed or not, so none waits for
- * it), through an NCCL all-reduce of dev_word (a device float) on
- * `stream`, which it synchronizes. */
+/* Collective (tuners): *out = the largest of every rank's `ms` (>= 0; a
+ * failed rank passes 1e30f: every rank enters, failed or not, so none
+ * waits for it), through the comm's collective backend: an NCCL
+ * all-reduce of dev_word (a device float) on `stream`, which it
+ * synchronizes, or the world's exchange. */
 loom_result_t loom__comm_max_ms(loom_comm_t comm, float ms, float *dev_word, cudaStream_t stream, float *out);
 
 /* LOOM_ERR_INVALID_ARGUMENT naming fn where `stream` is capturing a graph

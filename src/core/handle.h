@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-typedef enum loom_handle_kind { LOOM_HANDLE_COMM = 1, LOOM_HANDLE_PLAN = 2 } loom_handle_kind_t;
+typedef enum loom_handle_kind { LOOM_HANDLE_COMM = 1, LOOM_HANDLE_PLAN = 2, LOOM_HANDLE_WORLD = 3 } loom_handle_kind_t;
 
 loom_result_t loom__handle_add(const void *h, loom_handle_kind_t kind);
 /* 1 if h is a live handle of that kind. */

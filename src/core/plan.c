@@ -11,6 +11,7 @@
 #include "log.h"
 #include "op.h"
 #include "param.h"
+#include "world.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,7 @@ static loom_result_t plan_zero_signals(loom_comm_t comm, size_t offset, size_t s
   if (comm->detached) return LOOM_SUCCESS;
   cudaError_t e = cudaMemsetAsync((char *)comm->ws_ptr + offset, 0, sig_bytes, comm->stream);
   if (e != cudaSuccess) return loom__cuda_fail((int)e, "zeroing a plan's signals", __FILE__, __LINE__);
-  return loom__nccl_fence(comm);
+  return loom__comm_fence(comm);
 }
 
 /* Collective. Reserves the slice (LOOM_ERR_OUT_OF_MEMORY naming the op and
@@ -163,7 +164,9 @@ loom_result_t loom__plan_build(loom_comm_t comm, const loom_op_t *op, const void
 /* Tuning before the plan, where the op tunes and tuning is asked for; a
  * tuner is collective and answers its own agreements. */
 static loom_result_t plan_tune_if_asked(loom_comm_t comm, const loom_op_t *op, const void *desc) {
-  if (!op->tune || comm->detached || loom__param_TUNE() != 1 || !op->tune_asked(op, comm, desc)) return LOOM_SUCCESS;
+  /* (a world's ranks share one GPU: its timings are not W ranks') */
+  if (!op->tune || comm->detached || comm->world || loom__param_TUNE() != 1 || !op->tune_asked(op, comm, desc))
+    return LOOM_SUCCESS;
   LOOM_INFO("%s: LOOM_TUNE=1 and the tuning cache lacks this description: tuning it now", op->plan_fn);
   return op->tune(op, comm, desc, comm->stream);
 }
@@ -180,6 +183,7 @@ loom_result_t loom__plan_tune(loom_comm_t comm, const loom_op_t *op, const char 
                               cudaStream_t stream) {
   LOOM_TRY(loom__comm_check(comm, fn));
   loom_result_t r = op->check(op, comm, desc);
+  if (r == LOOM_SUCCESS && comm->world) r = loom__world_unsupported(comm, fn, "tuning", LOOM_WORLD_NO_TIMING);
   if (r == LOOM_SUCCESS && comm->detached)
     r = loom__fail(LOOM_ERR_UNSUPPORTED, "%s: a test comm without a GPU cannot time", fn);
   if (r == LOOM_SUCCESS) r = loom__stream_not_capturing(fn, stream);

@@ -10,6 +10,7 @@
 #include "core/handle.h"
 #include "core/op.h"
 #include "core/param.h"
+#include "core/world.h"
 
 loom_result_t loom__comm_create_detached(int rank, int size, size_t workspace_bytes, loom_comm_t *out) {
   if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "out=NULL");
@@ -33,6 +34,10 @@ loom_result_t loom__comm_create_detached(int rank, int size, size_t workspace_by
   }
   *out = c;
   return LOOM_SUCCESS;
+}
+
+loom_result_t loom__world_create_detached(int size, int sms, loom_world_t *out) {
+  return loom__world_create(size, -1, sms, 1, out);
 }
 
 void loom__comm_set_mem_backend(loom_comm_t comm, const loom_mem_backend_t *backend) { comm->mem = backend; }

@@ -12,6 +12,12 @@
  *                                it one: host memory, failures injected)
  *   loom__ptr_check_set_oracle   what pointer checks call device memory on a
  *                                machine without a GPU (NULL: the driver)
+ *   loom__world_create_detached  a world of ranks (core/world.h) with no GPU
+ *                                behind it: its comms (loom_comm_create_in_world)
+ *                                are detached, their symmetric memory host
+ *                                memory, so that the in-process exchange, the
+ *                                plan agreement over it and its refusals run on
+ *                                a machine without a GPU
  *   loom__base_gemm_force_bias_fallback
  *                                the cuBLASLt baseline adds the bias through C
  *                                instead of its bias epilogue
@@ -36,6 +42,9 @@ loom_result_t loom__comm_create_detached(int rank, int size, size_t workspace_by
 
 /* backend NULL: the comm has no memory (loom_malloc: LOOM_ERR_UNSUPPORTED). */
 void loom__comm_set_mem_backend(loom_comm_t comm, const loom_mem_backend_t *backend);
+
+/* A test world of `size` ranks sharing `sms` SMs (loom_world_destroy frees it). */
+loom_result_t loom__world_create_detached(int size, int sms, loom_world_t *out);
 
 void loom__base_gemm_force_bias_fallback(int on);
 

@@ -48,15 +48,19 @@ void loom_test_register(const char *name, loom_test_fn fn) {
   loom__ntests++;
 }
 
+/* Thread-safe: a world's ranks are threads of one test (the count is the
+ * test's, whichever rank failed; each message is one unbroken line). */
 void loom_test_fail(const char *file, int line, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
+  flockfile(stdout);
   fprintf(stdout, "    FAIL %s:%d: ", file, line);
   vfprintf(stdout, fmt, ap);
   fprintf(stdout, "\n");
-  va_end(ap);
   fflush(stdout);
-  loom_test_failures++;
+  funlockfile(stdout);
+  va_end(ap);
+  __atomic_add_fetch(&loom_test_failures, 1, __ATOMIC_RELAXED);
 }
 
 static int loom__by_name(const void *a, const void *b) {

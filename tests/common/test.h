@@ -28,7 +28,8 @@ int loom_test_main(int argc, char **argv);
 /* isolate=1: each test in its own forked process, bounded by
  * LOOM_TEST_TIMEOUT_S (see test.c). */
 int loom_test_main_opts(int argc, char **argv, int isolate);
-/* Counts a failed check of the running test and prints why. */
+/* Counts a failed check of the running test and prints why (from any
+ * thread: a world's ranks share the running test's count). */
 void loom_test_fail(const char *file, int line, const char *fmt, ...);
 extern int loom_test_failures; /* of the running test */
 /* This run's random seed: LOOM_TEST_SEED if set, else fresh (time, pid).

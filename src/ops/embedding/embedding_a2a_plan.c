@@ -38,6 +38,7 @@
 #include "core/op.h"
 #include "core/plan.h"
 #include "core/ptr_check.h"
+#include "core/world.h"
 
 __attribute__((constructor)) static void loom__emb_wait_sites(void) {
   loom__wait_site_register(LOOM_SITE_EMB_SLICE_READY, "embedding slice ready");
@@ -285,6 +286,12 @@ static loom_result_t emb_choose(loom_comm_t comm, const char *fn, loom_emb_state
   const int W = comm->size, asked = (int)st->opts.path;
   const int all_lsa = comm->lsa_size == W;
   int gin = 0;
+  if (comm->world && (asked == LOOM_EMB_PATH_STAGED || asked == LOOM_EMB_PATH_GIN))
+    return loom__world_unsupported(comm, fn,
+                                   asked == LOOM_EMB_PATH_GIN ? "the GIN path (ncclGin puts)"
+                                                              : "the staged path (pooling, NCCL send/recv)",
+                                   "it moves the rows through NCCL, which a world has not; the zero-copy path runs "
+                                   "there (LOOM_EMB_PATH_AUTO or LOOM_EMB_PATH_ZERO_COPY)");
   st->num_flags = (uint32_t)counts->flags;
   st->num_counters = loom__emb_num_counters(&st->sched);
   if (!all_lsa && asked != LOOM_EMB_PATH_STAGED && !comm->detached)

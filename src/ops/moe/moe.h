@@ -160,7 +160,7 @@ typedef struct loom_moe_kargs {
 
 /* What a cooperative launch of the MoE kernels may use on the plan's GPU. */
 typedef struct loom_moe_grid {
-  int sms;                        /* multiprocessors */
+  int sms;                        /* multiprocessors: the comm's (in a world, its rank's share) */
   int dispatch_blocks, comb_blocks; /* blocks of each kernel the GPU holds at once */
 } loom_moe_grid_t;
 
@@ -256,10 +256,12 @@ loom_result_t loom__moe_dispatch_launch(const loom_moe_kargs_t *k, const loom_mo
                                         cudaStream_t stream);
 loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int64_t max_recv, const loom_moe_grid_t *g,
                                        cudaStream_t stream);
-/* The GPU's bounds for those launches (and the kernels loaded, before a
- * first call waits behind a peer); LOOM_ERR_UNSUPPORTED without cooperative
+/* The bounds for those launches on `sms` SMs of the current GPU (the
+ * comm's sm_count: in a world, the rank's share, so that every rank's
+ * blocks are resident at once), and the kernels loaded, before a first
+ * call waits behind a peer; LOOM_ERR_UNSUPPORTED without cooperative
  * launches. */
-loom_result_t loom__moe_grid_limits(loom_moe_grid_t *g);
+loom_result_t loom__moe_grid_limits(int sms, loom_moe_grid_t *g);
 
 #ifdef __cplusplus
 }

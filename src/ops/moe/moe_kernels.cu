@@ -586,10 +586,10 @@ extern "C" loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int
   return moe_launch(loom__moe_combine_kernel, "loom__moe_combine_kernel", sb > rb ? sb : rb, k, stream);
 }
 
-extern "C" loom_result_t loom__moe_grid_limits(loom_moe_grid_t *g) {
+extern "C" loom_result_t loom__moe_grid_limits(int sms, loom_moe_grid_t *g) {
   int dev = 0, coop = 0, per_sm_d = 0, per_sm_c = 0;
   LOOM_CUDA(cudaGetDevice(&dev));
-  LOOM_CUDA(cudaDeviceGetAttribute(&g->sms, cudaDevAttrMultiProcessorCount, dev));
+  g->sms = sms;
   LOOM_CUDA(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
   if (!coop)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "the MoE kernels need cooperative launches, which device %d does not support",

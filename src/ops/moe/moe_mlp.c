@@ -35,9 +35,11 @@
 #include "ops/moe/moe.h"
 
 /* A grouped GEMM's configuration: the model's, with the tile bm x bn where
- * given (0: the model's). */
+ * given (0: the model's), a persistent block per SM of the comm's (in a
+ * world, the rank's share: the arrival GEMM's blocks wait for peers). */
 static loom_gemm_config_t moe_tile(const loom_grouped_gemm_desc_t *g, int sms, int bm, int bn) {
   loom_gemm_config_t c = loom__grouped_sm90_config(g, sms);
+  c.grid = sms;
   if (bm) c.bm = bm;
   if (bn) c.bn = bn;
   return c;

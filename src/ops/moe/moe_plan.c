@@ -289,8 +289,8 @@ static loom_result_t moe_fill(loom_plan_t plan, void *state) {
   LOOM_TRY(r);
   if (st->desc.ffn > 0 && st->n_local > 0) LOOM_TRY(moe_mlp_buffers(fn, st));
   moe_kargs(plan, st);
-  LOOM_TRY(loom__moe_grid_limits(&st->grid));
-  return loom__nccl_fence(comm); /* every rank's buffers exist before any peer stores into them */
+  LOOM_TRY(loom__moe_grid_limits(comm->sm_count, &st->grid));
+  return loom__comm_fence(comm); /* every rank's buffers exist before any peer stores into them */
 }
 
 static void moe_describe(loom_plan_t plan, const void *state) {

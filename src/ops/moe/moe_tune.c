@@ -30,6 +30,7 @@
 #include "core/plan.h"
 #include "core/tune.h"
 #include "core/tune_rule.h"
+#include "core/world.h"
 #include "ops/moe/moe.h"
 
 #define MOE_TUNE_CANDIDATES 23
@@ -93,6 +94,7 @@ loom_result_t loom_moe_mlp_tune(loom_plan_t plan, const void *x, const int32_t *
   const char *fn = "loom_moe_mlp_tune";
   loom_moe_state_t *st;
   LOOM_TRY(loom__moe_enter(plan, fn, &st));
+  if (plan->comm->world) return loom__world_unsupported(plan->comm, fn, "tuning", LOOM_WORLD_NO_TIMING);
   LOOM_TRY(loom__stream_not_capturing(fn, stream));
   const moe_tune_args_t a = {x, gate_up, down, ids, weights, tokens, out};
   loom_moe_mlp_choice_t cand[MOE_TUNE_CANDIDATES];

@@ -482,7 +482,10 @@ extern "C" loom_result_t loom__optim_adam_launch(const loom_optim_kargs_t *k, in
 extern "C" loom_result_t loom__optim_lamb_launch(const loom_optim_kargs_t *k, int grid, cudaStream_t stream) {
   LOOM_OPTIM_DISPATCH(loom__optim_lamb1_kernel, k->ptype, k->gtype, grid, LOOM_OPTIM_THREADS, loom__optim_smem(k), stream);
   LOOM_CUDA_LAUNCHED("loom__optim_lamb1_kernel");
-  const int tgrid = k->num_tensors < 1024 ? k->num_tensors : 1024;
+  /* its blocks wait for the peers' partials: no more of them than the
+   * update's grid, which the comm's SMs bound (all resident at once) */
+  int tgrid = k->num_tensors < 1024 ? k->num_tensors : 1024;
+  if (tgrid > grid) tgrid = grid;
   loom__optim_lamb_norms_kernel<<<tgrid, LOOM_OPTIM_THREADS, 0, stream>>>(*k);
   LOOM_CUDA_LAUNCHED("loom__optim_lamb_norms_kernel");
   const size_t sm = loom__optim_smem(k);

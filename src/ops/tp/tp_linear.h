@@ -194,6 +194,15 @@ loom_result_t loom__tp_state(loom_plan_t plan, const char *fn, int kind, loom_tp
 loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int sm_count, const loom_tp_desc_t *d,
                                   loom_tp_transfer_t *resolved, int all_reachable, int hooks_ok);
 
+/* In a world of ranks on one GPU (tp_world.c), the transfer t a checked
+ * description resolved to, made one without NCCL: an asked SEQUENTIAL AG
+ * or RS is LOOM_ERR_UNSUPPORTED, AUTO's becomes the fused default; a fused
+ * AG on the sm80 GEMM path is refused. Elsewhere t stays. */
+loom_result_t loom__tp_world_transfer(const char *fn, loom_comm_t comm, const loom_tp_desc_t *desc, int kind,
+                                      loom_tp_transfer_t *t);
+/* 1 where AUTO keeps its fused transfer whatever the shape (a world: AG, RS). */
+int loom__tp_world_keeps_fused(loom_comm_t comm, int kind);
+
 /* AUTO's shape-independent half for a checked description (pure,
  * host-tested through loom__tp_check_desc). */
 loom_tp_transfer_t loom__tp_auto_transfer(int kind, int comm_size, const loom_tp_desc_t *d, int all_reachable,

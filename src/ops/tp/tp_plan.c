@@ -242,7 +242,7 @@ static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
     LOOM_CUDA(cudaMemsetAsync(st->partial, 0, bytes, comm->stream));
     LOOM_CUDA(cudaStreamSynchronize(comm->stream));
     LOOM_TRY(rs_tables(plan, st));
-    LOOM_TRY(loom__nccl_fence(comm)); /* every accumulator is zero before any peer adds */
+    LOOM_TRY(loom__comm_fence(comm)); /* every accumulator is zero before any peer adds */
   } else {
     const size_t bytes = Wrows * (size_t)g->n * es_c;
     LOOM_TRY(loom__comm_malloc(comm, bytes, &st->partial));
@@ -436,8 +436,9 @@ static int tp_leaves_all_to_loom(const loom_tp_desc_t *d) {
 static int tp_tuned_choice(const loom_op_t *op, loom_comm_t comm, const loom_tp_state_t *st, int hooks,
                            loom_tp_choice_t *c) {
   char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
-  if (!tp_leaves_all_to_loom(&st->desc) || !loom__tp_tune_key(op->kind, &st->desc, comm->sm_count, key, sizeof key) ||
-      !loom__tune_get(key, value, sizeof value))
+  /* (a world's ranks share one GPU: no tuned entry applies there) */
+  if (comm->world || !tp_leaves_all_to_loom(&st->desc) ||
+      !loom__tp_tune_key(op->kind, &st->desc, comm->sm_count, key, sizeof key) || !loom__tune_get(key, value, sizeof value))
     return 0;
   if (loom__tp_tune_parse(value, c) != LOOM_SUCCESS) {
     LOOM_WARN("%s: %s", op->plan_fn, loom_last_error());
@@ -474,15 +475,14 @@ static loom_result_t tp_resolve(const loom_op_t *op, loom_comm_t comm, const voi
   const int hooks = tp_hooks_ok(comm, &st->gemm);
   st->tuned = !a->untuned && tp_tuned_choice(op, comm, st, hooks, &st->knobs);
   loom_tp_transfer_t t = st->knobs.transfer;
-  if (t == LOOM_TP_AUTO) {
-    loom_tp_desc_t e = *d;
-    t = loom__tp_auto_transfer(op->kind, comm->size, &e, comm->ws_all_reachable, hooks);
-  }
+  if (t == LOOM_TP_AUTO) t = loom__tp_auto_transfer(op->kind, comm->size, d, comm->ws_all_reachable, hooks);
+  LOOM_TRY(loom__tp_world_transfer(op->plan_fn, comm, d, op->kind, &t)); /* a world: a transfer without NCCL */
   tp_resolve_fields(comm, st, t);
   if (t == LOOM_TP_SEQUENTIAL) return LOOM_SUCCESS;
   LOOM_TRY(tp_fused_gemm(comm, st));
   const int64_t tiles = (int64_t)st->tiles_m * st->tiles_n;
-  if (!st->tuned && st->knobs.transfer == LOOM_TP_AUTO && !auto_keeps_fused(st, st->kind, tiles))
+  if (!st->tuned && st->knobs.transfer == LOOM_TP_AUTO && !loom__tp_world_keeps_fused(comm, st->kind) &&
+      !auto_keeps_fused(st, st->kind, tiles))
     tp_demote(op->plan_fn, st);
   return LOOM_SUCCESS;
 }

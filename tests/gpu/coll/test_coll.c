@@ -329,9 +329,21 @@ static int run_case_v(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *k) {
   return run_case(ctx, comm, (const coll_case_t *)k);
 }
 
+/* A world runs every case whose block count fits a rank's share of the SMs. */
+static int world_skip(const void *k, int W, int sms) {
+  (void)W;
+  return ((const coll_case_t *)k)->blocks > sms;
+}
+
 static void run_suite(int W, const coll_case_t *cases, int n) {
-  const loom_case_suite_t su = {cases, sizeof *cases, n, 20000, run_case_v};
+  const loom_case_suite_t su = {cases, sizeof *cases, n, 20000, run_case_v, world_skip};
   if (loom_test_gpus(W)) loom_case_suite_run(W, LAUNCH_TIMEOUT_S, &su);
+}
+
+/* The suite as W ranks on one GPU (a loom world). */
+static void run_world(int W, const coll_case_t *cases, int n) {
+  const loom_case_suite_t su = {cases, sizeof *cases, n, 20000, run_case_v, world_skip};
+  if (loom_test_gpus(1)) loom_case_suite_run_world(W, LAUNCH_TIMEOUT_S, &su);
 }
 
 #define BF LOOM_BF16
@@ -505,6 +517,14 @@ LOOM_TEST(gpu_coll_ll_w1) { run_suite(1, g_ll, N(g_ll)); }
 LOOM_TEST(gpu_coll_ll_w2) { run_suite(2, g_ll, N(g_ll)); }
 LOOM_TEST(gpu_coll_push_w1) { run_suite(1, g_push, N(g_push)); }
 LOOM_TEST(gpu_coll_push_w2) { run_suite(2, g_push, N(g_push)); }
+LOOM_WORLD_TESTS(gpu_world_coll_sizes_dtypes, run_world, g_sizes, N(g_sizes))
+LOOM_WORLD_TESTS(gpu_world_coll_epilogues_and_norms, run_world, g_epi, N(g_epi))
+LOOM_WORLD_TESTS(gpu_world_coll_reduce_scatter_all_gather, run_world, g_rs_ag, N(g_rs_ag))
+LOOM_WORLD_TESTS(gpu_world_coll_in_place_and_graphs, run_world, g_in_place_graph, N(g_in_place_graph))
+LOOM_WORLD_TESTS(gpu_world_coll_reduce_scatter_in_place_any_row_width, run_world, g_rs_in_place_rows,
+                 N(g_rs_in_place_rows))
+LOOM_WORLD_TESTS(gpu_world_coll_ll, run_world, g_ll, N(g_ll))
+LOOM_WORLD_TESTS(gpu_world_coll_push, run_world, g_push, N(g_push))
 
 /* Hundreds of calls of six plans alternating on one stream (AllReduce one-
  * and two-shot with epilogues, ReduceScatter, AllGather, AllReduce LL and
@@ -531,7 +551,7 @@ static int rank_many(loom_rank_ctx_t *ctx, void *arg) {
   coll_inputs_t x[NP];
   memset(x, 0, sizeof x);
   size_t obytes[NP] = {0};
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CUDA_OK(cudaMalloc(&d_bias, 512 * 2));
   CUDA_OK(cudaMalloc(&d_res, 200 * 512 * 2));
@@ -613,7 +633,7 @@ static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
   loom_comm_t comm = NULL;
   loom_plan_t ar = NULL, rn = NULL, ag = NULL;
   void *sym = NULL, *plain = NULL, *w = NULL;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
   d.count = 4096, d.cols = 256, d.world_size = W;
   LOOM_OK(loom_plan_allreduce(comm, &d, &ar));
@@ -733,8 +753,9 @@ LOOM_TEST(gpu_coll_bad_arguments_are_named_w2) {
   if (loom_test_gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_bad_args, NULL), 0);
 }
 
-/* Rank 1 never calls: rank 0's call gives up after the timeout, names the
- * wait, and the comm and plan can still be destroyed. arg: the algorithm. */
+/* The last rank never calls: the others' calls give up after the timeout,
+ * name the wait, and the comm and plan can still be destroyed. arg: the
+ * algorithm. */
 static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
   const int op = *(const int *)arg; /* 0 one-shot, 1 two-shot, 2 RS, 3 AG, 4 LL, 5 PUSH */
   const int ar = op <= 1 || op >= 4;
@@ -744,7 +765,7 @@ static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
   void *in = NULL, *out = NULL;
   loom_config_t cfg = LOOM_CONFIG_INIT;
   cfg.timeout_ms = 500;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, &cfg, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, &cfg, &comm), return 1);
   loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
   d.count = 100000, d.world_size = ctx->size;
   d.algo = op == 0 ? LOOM_COLL_ONE_SHOT : op == 1 ? LOOM_COLL_TWO_SHOT : op == 4 ? LOOM_COLL_LL
@@ -756,7 +777,7 @@ static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
   LOOM_OK(loom_malloc(comm, 100000 * 2, &in));
   CUDA_OK(cudaMalloc(&out, 100000 * 2));
   CUDA_OK(cudaMemset(in, 0x3c, 100000 * 2));
-  if (ctx->rank == 0) {
+  if (ctx->rank != ctx->size - 1) {
     LOOM_OK(ar ? loom_allreduce(plan, in, out, NULL, NULL, NULL, s)
             : op == 2 ? loom_reduce_scatter(plan, in, out, NULL, NULL, NULL, s)
                       : loom_all_gather(plan, in, out, s));
@@ -764,14 +785,14 @@ static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
     CHECK_RESULT(loom_comm_get_async_error(comm), LOOM_ERR_TIMEOUT);
     const char *msg = loom_last_error();
     CHECK(strstr(msg, "collective") != NULL || strstr(msg, "AllReduce") != NULL);
-    printf("  rank 0: %s\n", msg);
+    printf("  rank %d: %s\n", ctx->rank, msg);
     /* the comm stays in error: the next call says so */
     CHECK_RESULT(ar ? loom_allreduce(plan, in, out, NULL, NULL, NULL, s)
                  : op == 2 ? loom_reduce_scatter(plan, in, out, NULL, NULL, NULL, s)
                            : loom_all_gather(plan, in, out, s),
                  LOOM_ERR_TIMEOUT);
   } else {
-    sleep(2); /* absent while rank 0 waits */
+    sleep(2); /* absent while the others wait */
   }
 out:
   if (s) cudaStreamSynchronize(s);
@@ -788,11 +809,20 @@ LOOM_TEST(gpu_coll_absent_peer_times_out_w2) {
   for (int i = 0; i < 6 && loom_test_gpus(2); ++i) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent_peer, (void *)&ops[i]), 0);
 }
 
+/* The same in a world of 4 ranks on one GPU: rank 3 never calls, ranks
+ * 0..2 time out (each algorithm in a world of its own: their frees' exchange
+ * expires too while rank 3 sleeps, which breaks that world). */
+LOOM_TEST(gpu_world_coll_absent_peer_times_out_w4) {
+  static const int ops[6] = {0, 1, 2, 3, 4, 5};
+  for (int i = 0; i < 6 && loom_test_gpus(1); ++i)
+    CHECK_EQ_INT(loom_launch_world(4, LAUNCH_TIMEOUT_S, rank_absent_peer, (void *)&ops[i]), 0);
+}
+
 /* One-shot, two-shot and LL (where it applies) give the same bits, on every
  * rank: each element is summed in rank order in fp32 and the epilogue runs
  * once on it (loom.h promises "the same bits on every rank, run and
  * algorithm").
- * Every rank hashes its output; an NCCL min and max of the hashes agree. */
+ * Every rank hashes its output; the hashes agree (loom_launch_same_u64). */
 static uint64_t fnv1a(const void *p, size_t n) {
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < n; ++i) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
@@ -810,10 +840,8 @@ static int rank_same_bits(loom_rank_ctx_t *ctx, void *arg) {
   };
   loom_comm_t comm = NULL;
   cudaStream_t s = NULL;
-  uint64_t *d_h = NULL;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  CUDA_OK(cudaMalloc((void **)&d_h, 2 * sizeof(uint64_t)));
   for (size_t c = 0; c < sizeof cs / sizeof *cs; ++c) {
     const coll_case_t *k = &cs[c];
     const size_t ei = loom_dtype_size(k->in), eo = loom_dtype_size(k->out), ob = (size_t)k->count * eo;
@@ -867,14 +895,8 @@ static int rank_same_bits(loom_rank_ctx_t *ctx, void *arg) {
         loom_test_fail(__FILE__, __LINE__, "rank %d case %zu: one-shot and PUSH differ in their bits", rank, c);
       const size_t bad = check_out(k, &x, h1, rank, W, 3);
       if (bad) loom_test_fail(__FILE__, __LINE__, "rank %d case %zu: %zu elements wrong", rank, c, bad);
-      const uint64_t hh[2] = {fnv1a(h1, ob), fnv1a(h1, ob)};
-      uint64_t got[2] = {0, 0};
-      CHECK(cudaMemcpy(d_h, hh, sizeof hh, cudaMemcpyHostToDevice) == cudaSuccess);
-      CHECK(ncclAllReduce(d_h, d_h, 1, ncclUint64, ncclMin, ctx->nccl, s) == ncclSuccess);
-      CHECK(ncclAllReduce(d_h + 1, d_h + 1, 1, ncclUint64, ncclMax, ctx->nccl, s) == ncclSuccess);
-      CHECK(cudaStreamSynchronize(s) == cudaSuccess);
-      CHECK(cudaMemcpy(got, d_h, sizeof got, cudaMemcpyDeviceToHost) == cudaSuccess);
-      if (got[0] != got[1]) loom_test_fail(__FILE__, __LINE__, "case %zu: the ranks' outputs differ", c);
+      if (!loom_launch_same_u64(ctx, fnv1a(h1, ob)))
+        loom_test_fail(__FILE__, __LINE__, "case %zu: the ranks' outputs differ", c);
     }
     if (s) cudaStreamSynchronize(s);
     if (p1) CHECK_RESULT(loom_plan_destroy(p1), LOOM_SUCCESS);
@@ -888,7 +910,6 @@ static int rank_same_bits(loom_rank_ctx_t *ctx, void *arg) {
     inputs_free(&x);
   }
 out:
-  cudaFree(d_h);
   if (s) cudaStreamDestroy(s);
   if (comm) CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
   return loom_test_failures;
@@ -900,3 +921,7 @@ LOOM_TEST(gpu_coll_one_and_two_shot_same_bits_on_every_rank_w1) {
 LOOM_TEST(gpu_coll_one_and_two_shot_same_bits_on_every_rank_w2) {
   if (loom_test_gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_same_bits, NULL), 0);
 }
+static void world_same_bits(int W, void *unused) {
+  if (loom_test_gpus(1)) CHECK_EQ_INT(loom_launch_world(W, LAUNCH_TIMEOUT_S, rank_same_bits, unused), 0);
+}
+LOOM_WORLD_TESTS(gpu_world_coll_one_and_two_shot_same_bits_on_every_rank, world_same_bits, NULL)

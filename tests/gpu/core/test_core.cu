@@ -130,7 +130,7 @@ static loom_comm_t make_comm(loom_rank_ctx_t *ctx, int timeout_ms, size_t ws_byt
   cfg.timeout_ms = timeout_ms;
   cfg.workspace_bytes = ws_bytes;
   loom_comm_t c = NULL;
-  loom_result_t r = loom_comm_create(ctx->nccl, &cfg, &c);
+  loom_result_t r = loom_launch_comm_create(ctx, &cfg, &c);
   if (r != LOOM_SUCCESS) {
     loom_test_fail(__FILE__, __LINE__, "rank %d: loom_comm_create: %s: %s", ctx->rank, loom_result_string(r),
                    loom_last_error());
@@ -390,7 +390,7 @@ static int rank_ce_signal(loom_rank_ctx_t *ctx, void *arg) {
       CUDA_OK(cudaDeviceSynchronize());
     }
     free(h);
-    LOOM_OK(loom__nccl_fence(c)); /* rank 1 poisoned before rank 0 copies */
+    LOOM_OK(loom__comm_fence(c)); /* rank 1 poisoned before rank 0 copies */
     if (ctx->rank == 0) {
       CUDA_OK(cudaMemcpyAsync(peer_sym, src, bytes, cudaMemcpyDeviceToDevice, s));
       LOOM_OK(loom__signal_write_ce(c, (uint32_t *)peer_sig, epoch, s));
@@ -409,7 +409,7 @@ static int rank_ce_signal(loom_rank_ctx_t *ctx, void *arg) {
   }
   /* a stream wait on the same kind of signal, set by the peer's copy engine */
   uint32_t epoch = loom__plan_next_epoch(plan);
-  LOOM_OK(loom__nccl_fence(c));
+  LOOM_OK(loom__comm_fence(c));
   if (ctx->rank == 0) LOOM_OK(loom__signal_write_ce(c, (uint32_t *)peer_sig, epoch, s));
   else LOOM_OK(loom__stream_wait(c, (const uint32_t *)((char *)c->ws_ptr + plan->signals_offset), epoch, 0, 0,
                                  LOOM_SITE_STREAM_WAIT, s));
@@ -629,7 +629,7 @@ static int rank_bad_input(loom_rank_ctx_t *ctx, void *arg) {
   if (ndev > 1) {
     CUDA_OK(cudaSetDevice((ctx->device + 1) % ndev));
     loom_comm_t w = NULL;
-    CHECK_RESULT(loom_comm_create(ctx->nccl, NULL, &w), LOOM_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(loom_launch_comm_create(ctx, NULL, &w), LOOM_ERR_INVALID_ARGUMENT);
     CHECK_MSG("call cudaSetDevice");
     CUDA_OK(cudaSetDevice(ctx->device));
   }

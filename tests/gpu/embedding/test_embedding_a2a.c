@@ -33,6 +33,7 @@
 #include <cuda_runtime.h>
 
 #include "tests/common/test.h"
+#include "tests/gpu/case_suite.h"
 #include "support/dlrm_gen.h"
 #include "ops/embedding/embedding_a2a.h"
 #include "ref/embedding_ref.h"
@@ -386,7 +387,7 @@ static int rank_suite(loom_rank_ctx_t *ctx, void *arg) {
   loom_config_t cfg = LOOM_CONFIG_INIT;
   cfg.timeout_ms = su->timeout_ms;
   loom_comm_t comm = NULL;
-  LOOM_OK(loom_comm_create(ctx->nccl, &cfg, &comm));
+  LOOM_OK(loom_launch_comm_create(ctx, &cfg, &comm));
   /* Every case runs even after a wrong result: plan creation is collective,
    * so a rank that stopped early would leave its peer waiting. */
   for (int i = 0; i < su->ncases; ++i) (void)run_case(ctx, comm, su, &su->cases[i]);
@@ -428,6 +429,18 @@ static void run_suite(int W, const emb_case_t *cases, int n, int timeout_ms) {
   CHECK_EQ_INT(loom_launch(W, LAUNCH_TIMEOUT_S, rank_suite, &su), 0);
 }
 
+/* The cases of the zero-copy path (AUTO takes it there; a world refuses
+ * the staged path, which moves rows through NCCL) as W ranks on one GPU. */
+static void run_world(int W, const emb_case_t *cases, int n, int timeout_ms) {
+  static emb_case_t fused[64];
+  int m = 0;
+  for (int i = 0; i < n && m < 64; ++i)
+    if (cases[i].path != LOOM_EMB_PATH_STAGED) fused[m++] = cases[i];
+  emb_suite_t su = {fused, m, timeout_ms, 100};
+  CHECK(m > 0);
+  if (gpus(1)) CHECK_EQ_INT(loom_launch_world(W, LAUNCH_TIMEOUT_S, rank_suite, &su), 0);
+}
+
 LOOM_TEST(gpu_embedding_a2a_forward_every_dtype_and_pooling_w1) {
   if (gpus(1)) run_suite(1, g_all, all_cases(), 10000);
 }
@@ -435,6 +448,9 @@ LOOM_TEST(gpu_embedding_a2a_forward_every_dtype_and_pooling_w1) {
 LOOM_TEST(gpu_embedding_a2a_forward_every_dtype_and_pooling_w2) {
   if (gpus(2)) run_suite(2, g_all, all_cases(), 10000);
 }
+
+static void world_all(int W, int timeout_ms) { run_world(W, g_all, all_cases(), timeout_ms); }
+LOOM_WORLD_TESTS(gpu_world_embedding_a2a_forward_every_dtype_and_pooling, world_all, 10000)
 
 static const emb_case_t g_more[] = {
   /* D, tt, ot, mean, weighted, S, path, zipf, calls, backward, bad, skip, part, graph, sorted */
@@ -493,12 +509,16 @@ LOOM_TEST(gpu_embedding_a2a_staged_zipf_backward_bad_index_w1) {
 LOOM_TEST(gpu_embedding_a2a_staged_zipf_backward_bad_index_w2) {
   if (gpus(2)) run_suite(2, g_more, (int)(sizeof g_more / sizeof *g_more), 10000);
 }
+LOOM_WORLD_TESTS(gpu_world_embedding_a2a_zipf_backward_bad_index_graphs, run_world, g_more,
+                 (int)(sizeof g_more / sizeof *g_more), 10000)
 
 static const emb_case_t g_timeout[] = {{72, LOOM_FP32, LOOM_FP32, 0, 0, 32, LOOM_EMB_PATH_AUTO, 0.0, 1, 0, 0, 1, 0, 0, 0}};
 
 LOOM_TEST(gpu_embedding_a2a_peer_never_calls_times_out_2gpu) {
   if (gpus(2)) run_suite(2, g_timeout, 1, 1000);
 }
+/* rank 1 of 3 on one GPU never calls: ranks 0 and 2 time out */
+LOOM_TEST(gpu_world_embedding_a2a_peer_never_calls_times_out_w3) { run_world(3, g_timeout, 1, 1000); }
 
 /* ---- argument errors on a real comm ---------------------------------------
  * Every pointer a call reads or writes is checked before anything is
@@ -526,7 +546,7 @@ static int rank_errors(loom_rank_ctx_t *ctx, void *arg) {
   const int W = ctx->size;
   const int64_t B = (int64_t)ERR_BL * W, n = (int64_t)ERR_T * B * 2;
   loom_comm_t comm = NULL;
-  LOOM_OK(loom_comm_create(ctx->nccl, NULL, &comm));
+  LOOM_OK(loom_launch_comm_create(ctx, NULL, &comm));
   int tpr[8];
   int64_t rows[16];
   for (int p = 0; p < W; ++p) tpr[p] = ERR_T;

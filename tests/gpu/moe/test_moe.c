@@ -233,8 +233,14 @@ static const moe_case_t g_cases[] = {
 };
 
 static void run_suite(int W) {
-  const loom_case_suite_t su = {g_cases, sizeof *g_cases, N(g_cases), 30000, run_case_v};
+  const loom_case_suite_t su = {g_cases, sizeof *g_cases, N(g_cases), 30000, run_case_v, NULL};
   loom_case_suite_run(W, LAUNCH_TIMEOUT_S, &su);
+}
+
+/* A suite of `n` cases as W ranks on one GPU (a loom world). */
+static void run_world(int W, loom_case_fn run, const void *cases, size_t stride, int n) {
+  const loom_case_suite_t su = {cases, stride, n, 30000, run, NULL};
+  if (loom_test_gpus(1)) loom_case_suite_run_world(W, LAUNCH_TIMEOUT_S, &su);
 }
 
 LOOM_TEST(gpu_moe_dispatch_combine_match_reference_w1) {
@@ -243,6 +249,8 @@ LOOM_TEST(gpu_moe_dispatch_combine_match_reference_w1) {
 LOOM_TEST(gpu_moe_dispatch_combine_match_reference_w2) {
   if (loom_test_gpus(2)) run_suite(2);
 }
+LOOM_WORLD_TESTS(gpu_world_moe_dispatch_combine_match_reference, run_world, run_case_v, g_cases, sizeof *g_cases,
+                 N(g_cases))
 
 /* A bad id is left out and reported by the next call. */
 static int run_bad(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *unused) {
@@ -281,7 +289,7 @@ out:
 
 LOOM_TEST(gpu_moe_bad_routing_is_reported_w1) {
   static const int one = 0;
-  const loom_case_suite_t su = {&one, sizeof one, 1, 30000, run_bad};
+  const loom_case_suite_t su = {&one, sizeof one, 1, 30000, run_bad, NULL};
   if (loom_test_gpus(1)) loom_case_suite_run(1, LAUNCH_TIMEOUT_S, &su);
 }
 
@@ -296,7 +304,7 @@ static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
   int32_t *dids = NULL;
   loom_config_t cfg = LOOM_CONFIG_INIT;
   cfg.timeout_ms = 500;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, &cfg, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, &cfg, &comm), return 1);
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   loom_moe_desc_t d = LOOM_MOE_DESC_INIT;
   d.hidden = 64, d.experts = 4, d.topk = 2, d.max_tokens = 32;
@@ -330,6 +338,9 @@ out:
 
 LOOM_TEST(gpu_moe_absent_peer_times_out_w2) {
   if (loom_test_gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent_peer, NULL), 0);
+}
+LOOM_TEST(gpu_world_moe_absent_peer_times_out_w3) {
+  if (loom_test_gpus(1)) CHECK_EQ_INT(loom_launch_world(3, LAUNCH_TIMEOUT_S, rank_absent_peer, NULL), 0);
 }
 
 /* A dispatch + combine captured once in a CUDA graph, replayed 1000 times
@@ -430,11 +441,16 @@ out:
 
 LOOM_TEST(gpu_moe_graph_replays_1000_calls_w1) {
   static const int one = 0;
-  const loom_case_suite_t su = {&one, sizeof one, 1, 30000, run_soak};
+  const loom_case_suite_t su = {&one, sizeof one, 1, 30000, run_soak, NULL};
   if (loom_test_gpus(1)) loom_case_suite_run(1, LAUNCH_TIMEOUT_S, &su);
 }
 LOOM_TEST(gpu_moe_graph_replays_1000_calls_w2) {
   static const int one = 0;
-  const loom_case_suite_t su = {&one, sizeof one, 1, 30000, run_soak};
+  const loom_case_suite_t su = {&one, sizeof one, 1, 30000, run_soak, NULL};
   if (loom_test_gpus(2)) loom_case_suite_run(2, LAUNCH_TIMEOUT_S, &su);
+}
+/* the soak as 4 ranks on one GPU */
+LOOM_TEST(gpu_world_moe_graph_replays_1000_calls_w4) {
+  static const int one = 0;
+  run_world(4, run_soak, &one, sizeof one, 1);
 }

@@ -302,8 +302,14 @@ static int sm90_gemm_or_skip(void) {
 }
 
 static void run_suite(int W) {
-  const loom_case_suite_t su = {g_cases, sizeof *g_cases, N(g_cases), 30000, run_case_v};
+  const loom_case_suite_t su = {g_cases, sizeof *g_cases, N(g_cases), 30000, run_case_v, NULL};
   loom_case_suite_run(W, LAUNCH_TIMEOUT_S, &su);
+}
+
+/* A suite of `n` cases as W ranks on one GPU (a loom world). */
+static void run_world(int W, loom_case_fn run, const void *cases, size_t stride, int n) {
+  const loom_case_suite_t su = {cases, stride, n, 30000, run, NULL};
+  if (loom_test_gpus(1) && sm90_gemm_or_skip()) loom_case_suite_run_world(W, LAUNCH_TIMEOUT_S, &su);
 }
 
 LOOM_TEST(gpu_moe_mlp_matches_reference_w1) {
@@ -312,6 +318,7 @@ LOOM_TEST(gpu_moe_mlp_matches_reference_w1) {
 LOOM_TEST(gpu_moe_mlp_matches_reference_w2) {
   if (loom_test_gpus(2) && sm90_gemm_or_skip()) run_suite(2);
 }
+LOOM_WORLD_TESTS(gpu_world_moe_mlp_matches_reference, run_world, run_case_v, g_cases, sizeof *g_cases, N(g_cases))
 
 /* One call captured in a graph, replayed 40 times alternating two routings
  * (inputs copied in before each replay): each replay bit-identical to the
@@ -371,11 +378,13 @@ out:
   return loom_test_failures != fails0;
 }
 
+static const loom_moe_mlp_path_t g_forms[] = {LOOM_MOE_MLP_FUSED, LOOM_MOE_MLP_UNFUSED, LOOM_MOE_MLP_FUSED_ALL};
+
 LOOM_TEST(gpu_moe_mlp_graph_replays_w2) {
-  static const loom_moe_mlp_path_t forms[] = {LOOM_MOE_MLP_FUSED, LOOM_MOE_MLP_UNFUSED, LOOM_MOE_MLP_FUSED_ALL};
-  const loom_case_suite_t su = {forms, sizeof *forms, N(forms), 30000, run_graph};
+  const loom_case_suite_t su = {g_forms, sizeof *g_forms, N(g_forms), 30000, run_graph, NULL};
   if (loom_test_gpus(2) && sm90_gemm_or_skip()) loom_case_suite_run(2, LAUNCH_TIMEOUT_S, &su);
 }
+LOOM_WORLD_TESTS(gpu_world_moe_mlp_graph_replays, run_world, run_graph, g_forms, sizeof *g_forms, N(g_forms))
 
 /* loom_moe_mlp_tune on a case: it records a form for the call's tokens
  * (loom_moe_mlp_path names it), leaves the layer's output in out, and the
@@ -419,7 +428,7 @@ out:
 
 LOOM_TEST(gpu_moe_mlp_tune_w2) {
   static const int one = 0;
-  const loom_case_suite_t su = {&one, sizeof one, 1, 30000, run_tune};
+  const loom_case_suite_t su = {&one, sizeof one, 1, 30000, run_tune, NULL};
   if (loom_test_gpus(2) && sm90_gemm_or_skip()) loom_case_suite_run(2, LAUNCH_TIMEOUT_S, &su);
 }
 
@@ -438,7 +447,7 @@ static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
   memset(&in, 0, sizeof in);
   loom_config_t cfg = LOOM_CONFIG_INIT;
   cfg.timeout_ms = 500;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, &cfg, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, &cfg, &comm), return 1);
   if (mlp_open(comm, &c, LOOM_MOE_MLP_FUSED_ALL, -1, &e) != 0) goto out;
   if (me == 0) {
     CHECK(inputs_make(&c, ctx->size, 0, &e.wt, &in) == 0);
@@ -464,4 +473,8 @@ out:
 LOOM_TEST(gpu_moe_mlp_absent_peer_times_out_w2) {
   if (loom_test_gpus(2) && sm90_gemm_or_skip())
     CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent_peer, NULL), 0);
+}
+LOOM_TEST(gpu_world_moe_mlp_absent_peer_times_out_w3) {
+  if (loom_test_gpus(1) && sm90_gemm_or_skip())
+    CHECK_EQ_INT(loom_launch_world(3, LAUNCH_TIMEOUT_S, rank_absent_peer, NULL), 0);
 }

@@ -309,8 +309,14 @@ static int run_case_v(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *k) {
 }
 
 static void run_suite(int W, const optim_case_t *cases, int n) {
-  const loom_case_suite_t su = {cases, sizeof *cases, n, 30000, run_case_v};
+  const loom_case_suite_t su = {cases, sizeof *cases, n, 30000, run_case_v, NULL};
   loom_case_suite_run(W, LAUNCH_TIMEOUT_S, &su);
+}
+
+/* The suite as W ranks on one GPU (a loom world: every form runs there). */
+static void run_world(int W, const optim_case_t *cases, int n) {
+  const loom_case_suite_t su = {cases, sizeof *cases, n, 30000, run_case_v, NULL};
+  if (loom_test_gpus(1)) loom_case_suite_run_world(W, LAUNCH_TIMEOUT_S, &su);
 }
 
 #define N(a) ((int)(sizeof a / sizeof *a))
@@ -378,6 +384,10 @@ LOOM_TEST(gpu_optim_thousand_steps_w1) {
 LOOM_TEST(gpu_optim_thousand_steps_w2) {
   if (loom_test_gpus(2)) run_suite(2, g_long, N(g_long));
 }
+LOOM_WORLD_TESTS(gpu_world_optim_adam_matches_reference, run_world, g_adam, N(g_adam))
+LOOM_WORLD_TESTS(gpu_world_optim_lamb_matches_reference, run_world, g_lamb, N(g_lamb))
+/* the 1000-step soak as 4 ranks on one GPU */
+LOOM_TEST(gpu_world_optim_thousand_steps_w4) { run_world(4, g_long, N(g_long)); }
 
 /* found_inf skips a step; grad_nonfinite reports an inf gradient. */
 static int rank_skip(loom_rank_ctx_t *ctx, void *arg) {
@@ -392,7 +402,7 @@ static int rank_skip(loom_rank_ctx_t *ctx, void *arg) {
   const int64_t n[2] = {1000, 5};
   void *params[2], *grads[2];
   float hp0[1005], hp1[1005];
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   LOOM_OK(loom_malloc(comm, 1024 * 4 * 2, (void **)&dp));
   LOOM_OK(loom_malloc(comm, 1024 * 4 * 2, (void **)&dg));
   CUDA_OK(cudaMalloc((void **)&dsc, sizeof(float)));
@@ -494,7 +504,7 @@ static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
   char *sym = NULL, *plain = NULL;
   const int64_t n[2] = {100, 30};
   void *params[2], *grads[2];
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   LOOM_OK(loom_malloc(comm, 4096, (void **)&sym));
   CUDA_OK(cudaMalloc((void **)&plain, 4096));
   loom_optim_desc_t d = LOOM_OPTIM_DESC_INIT;
@@ -609,7 +619,7 @@ static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
   void *params[1], *grads[1];
   loom_config_t cfg = LOOM_CONFIG_INIT;
   cfg.timeout_ms = 500;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, &cfg, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, &cfg, &comm), return 1);
   LOOM_OK(loom_malloc(comm, 2 * 5000 * 4, (void **)&buf));
   CUDA_OK(cudaMemset(buf, 0, 2 * 5000 * 4));
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -642,4 +652,11 @@ LOOM_TEST(gpu_optim_adam_absent_peer_times_out_w2) {
 LOOM_TEST(gpu_optim_lamb_absent_peer_times_out_w2) {
   static int one = 1;
   if (loom_test_gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent_peer, &one), 0);
+}
+/* both as 3 ranks on one GPU, ranks 1 and 2 absent (a world each) */
+LOOM_TEST(gpu_world_optim_absent_peer_times_out_w3) {
+  static int one = 1;
+  if (!loom_test_gpus(1)) return;
+  CHECK_EQ_INT(loom_launch_world(3, LAUNCH_TIMEOUT_S, rank_absent_peer, NULL), 0);
+  CHECK_EQ_INT(loom_launch_world(3, LAUNCH_TIMEOUT_S, rank_absent_peer, &one), 0);
 }

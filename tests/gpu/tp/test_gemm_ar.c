@@ -174,22 +174,6 @@ static uint64_t hash_bytes(const void *p, size_t n) {
   return h;
 }
 
-/* Collective: 1 when every rank passed the same h (NCCL min and max). */
-static int same_on_every_rank(loom_rank_ctx_t *ctx, cudaStream_t s, uint64_t h) {
-  uint64_t host[2] = {h, h}, *dev = NULL;
-  int same = 0;
-  if (cudaMalloc((void **)&dev, sizeof host) != cudaSuccess) return 0;
-  if (cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice) == cudaSuccess &&
-      ncclGroupStart() == ncclSuccess &&
-      ncclAllReduce(dev, dev, 1, ncclUint64, ncclMin, ctx->nccl, s) == ncclSuccess &&
-      ncclAllReduce(dev + 1, dev + 1, 1, ncclUint64, ncclMax, ctx->nccl, s) == ncclSuccess &&
-      ncclGroupEnd() == ncclSuccess && cudaStreamSynchronize(s) == cudaSuccess &&
-      cudaMemcpy(host, dev, sizeof host, cudaMemcpyDeviceToHost) == cudaSuccess)
-    same = host[0] == h && host[1] == h;
-  cudaFree(dev);
-  return same;
-}
-
 static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const ar_case_t *k) {
   const int W = ctx->size, rank = ctx->rank;
   const size_t ea = loom_dtype_size(k->ab), ec = loom_dtype_size(k->ct);
@@ -278,7 +262,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const ar_case_t *k) 
     const size_t bad = check_out(k, &in, &he, h_out, rank, W);
     if (bad) loom_test_fail(__FILE__, __LINE__, "rank %d call %d: %zu elements wrong", rank, call, bad);
     /* the same bits on every rank (collective: every rank gets here) */
-    if (!same_on_every_rank(ctx, s, hash_bytes(h_out, out_bytes)))
+    if (!loom_launch_same_u64(ctx, hash_bytes(h_out, out_bytes)))
       loom_test_fail(__FILE__, __LINE__, "rank %d call %d: out differs between ranks", rank, call);
     /* and again on a second call (collective) */
     if (!k->graph) {
@@ -308,9 +292,22 @@ static int run_case_v(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *k) {
   return run_case(ctx, comm, (const ar_case_t *)k);
 }
 
+/* A world runs the sequential path too (a GEMM, then loom_allreduce: no
+ * NCCL), but no SM-copy block count at or above a rank's share of the SMs. */
+static int world_skip(const void *one, int W, int sms) {
+  (void)W;
+  return ((const ar_case_t *)one)->blocks >= sms;
+}
+
 static void run_suite(int W, const ar_case_t *cases, int n) {
-  const loom_case_suite_t su = {cases, sizeof *cases, n, 20000, run_case_v};
+  const loom_case_suite_t su = {cases, sizeof *cases, n, 20000, run_case_v, world_skip};
   loom_case_suite_run(W, LAUNCH_TIMEOUT_S, &su);
+}
+
+/* The suite as W ranks on one GPU (a loom world). */
+static void run_world(int W, const ar_case_t *cases, int n) {
+  const loom_case_suite_t su = {cases, sizeof *cases, n, 20000, run_case_v, world_skip};
+  if (loom_test_gpus(1)) loom_case_suite_run_world(W, LAUNCH_TIMEOUT_S, &su);
 }
 
 #define BF LOOM_BF16
@@ -371,6 +368,8 @@ LOOM_TEST(gpu_gemm_ar_matches_reference_w2) {
   if (loom_test_gpus(2)) run_suite(2, g_w2, (int)(sizeof g_w2 / sizeof *g_w2));
 }
 
+LOOM_WORLD_TESTS(gpu_world_gemm_ar_matches_reference, run_world, g_w2, (int)(sizeof g_w2 / sizeof *g_w2))
+
 /* 200 calls back to back on one stream, alternating a fused plan with the
  * Megatron epilogue and one of another shape, then both outputs checked;
  * device memory the same before and after. */
@@ -388,7 +387,7 @@ static int rank_back_to_back(loom_rank_ctx_t *ctx, void *arg) {
   ar_inputs_t in[2];
   memset(in, 0, sizeof in);
   size_t free0 = 0, free1 = 0, total = 0;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   for (int i = 0; i < 2; ++i) {
     const ar_case_t *k = ks[i];
@@ -470,7 +469,7 @@ static int rank_race(loom_rank_ctx_t *ctx, void *arg) {
   void *slow = NULL, *h = NULL;
   ar_inputs_t in[2];
   memset(in, 0, sizeof in);
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   {
     loom_tp_desc_t d = LOOM_TP_DESC_INIT;
@@ -532,6 +531,11 @@ LOOM_TEST(gpu_gemm_ar_slow_rank_reads_out_before_peers_store_the_next_call_w2) {
   if (loom_test_gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_race, NULL), 0);
 }
 
+/* The race with three peers running ahead of the slow rank, on one GPU. */
+LOOM_TEST(gpu_world_gemm_ar_slow_rank_reads_out_before_peers_store_the_next_call_w4) {
+  if (loom_test_gpus(1)) CHECK_EQ_INT(loom_launch_world(4, LAUNCH_TIMEOUT_S, rank_race, NULL), 0);
+}
+
 /* Rank 1 never calls: rank 0's fused call gives up after the timeout,
  * names the wait, and its process stays usable. */
 static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
@@ -542,7 +546,7 @@ static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
   void *a = NULL, *b = NULL, *c = NULL;
   loom_config_t cfg = LOOM_CONFIG_INIT;
   cfg.timeout_ms = 500;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, &cfg, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, &cfg, &comm), return 1);
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.m = 512, d.n = 256, d.k = 256, d.b_layout = NK, d.world_size = ctx->size, d.transfer = LOOM_TP_SM_COPY;
   LOOM_OK(loom_plan_gemm_ar(comm, &d, &plan));
@@ -585,6 +589,10 @@ LOOM_TEST(gpu_gemm_ar_absent_peer_times_out_w2) {
   if (loom_test_gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent_peer, NULL), 0);
 }
 
+LOOM_TEST(gpu_world_gemm_ar_absent_peer_times_out_w3) {
+  if (loom_test_gpus(1)) CHECK_EQ_INT(loom_launch_world(3, LAUNCH_TIMEOUT_S, rank_absent_peer, NULL), 0);
+}
+
 /* Argument errors are named before anything is launched. */
 static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
   (void)arg;
@@ -594,7 +602,7 @@ static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
   void *a = NULL, *b = NULL, *plain = NULL, *sym = NULL, *bias = NULL, *big = NULL;
   static char host[256 * 128 * 2];
   const size_t big_bytes = (size_t)4 << 20;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.m = 256, d.n = 128, d.k = 128, d.world_size = W, d.transfer = LOOM_TP_SM_COPY;
   /* the description */
@@ -709,7 +717,7 @@ static int rank_tune(loom_rank_ctx_t *ctx, void *arg) {
   loom_comm_t comm = NULL;
   cudaStream_t s = NULL;
   loom_plan_t p = NULL;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   {
     const ar_case_t k = {1024, 512, 768, BF, BF, NK, E_MEGATRON, AUTO, 0, 2, 0, 0};

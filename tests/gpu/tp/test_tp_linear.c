@@ -293,9 +293,24 @@ static int run_case_v(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *k) {
 
 static int gpus(int need) { return loom_test_gpus(need); }
 
+/* A world refuses the sequential transfer (NCCL's collectives) and SM-copy
+ * block counts at or above a rank's share of the SMs; the bulk reduction
+ * takes only W equal shards of 64-row multiples (as on GPUs of their own). */
+static int world_skip(const void *one, int W, int sms) {
+  const tp_case_t *k = (const tp_case_t *)one;
+  return k->tr == LOOM_TP_SEQUENTIAL || k->blocks >= sms ||
+         (k->tr == LOOM_TP_BULK_REDUCE && !loom__tp_bulk_shape_ok(k->m, W));
+}
+
 static void run_suite(int W, const tp_case_t *cases, int n) {
-  const loom_case_suite_t su = {cases, sizeof *cases, n, 20000, run_case_v};
+  const loom_case_suite_t su = {cases, sizeof *cases, n, 20000, run_case_v, world_skip};
   loom_case_suite_run(W, LAUNCH_TIMEOUT_S, &su);
+}
+
+/* The suite as W ranks on one GPU (a loom world): every fused transfer. */
+static void run_world(int W, const tp_case_t *cases, int n) {
+  const loom_case_suite_t su = {cases, sizeof *cases, n, 20000, run_case_v, world_skip};
+  if (loom_test_gpus(1)) loom_case_suite_run_world(W, LAUNCH_TIMEOUT_S, &su);
 }
 
 #define BF LOOM_BF16
@@ -372,6 +387,9 @@ LOOM_TEST(gpu_tp_gemm_rs_matches_reference_w2) {
   if (gpus(2)) run_suite(2, g_rs, (int)(sizeof g_rs / sizeof *g_rs));
 }
 
+LOOM_WORLD_TESTS(gpu_world_tp_ag_gemm_matches_reference, run_world, g_ag, (int)(sizeof g_ag / sizeof *g_ag))
+LOOM_WORLD_TESTS(gpu_world_tp_gemm_rs_matches_reference, run_world, g_rs, (int)(sizeof g_rs / sizeof *g_rs))
+
 LOOM_TEST(gpu_tp_ops_on_one_rank) {
   /* W = 1: AUTO is the GEMM alone; the fused transfers still run their
    * whole protocol (begin, local copy and signals, hooked GEMM waits and
@@ -422,7 +440,7 @@ static int rank_back_to_back(loom_rank_ctx_t *ctx, void *arg) {
   tp_inputs_t i1, i2;
   memset(&i1, 0, sizeof i1), memset(&i2, 0, sizeof i2);
   size_t free0 = 0, free1 = 0, total = 0;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   {
     loom_tp_desc_t d = LOOM_TP_DESC_INIT;
@@ -487,6 +505,11 @@ LOOM_TEST(gpu_tp_thousand_calls_alternating_ops_no_drift_no_leak_w2) {
   if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_back_to_back, NULL), 0);
 }
 
+/* The soak as 4 ranks on one GPU (AUTO: fused in a world). */
+LOOM_TEST(gpu_world_tp_thousand_calls_alternating_ops_no_drift_no_leak_w4) {
+  if (gpus(1)) CHECK_EQ_INT(loom_launch_world(4, LAUNCH_TIMEOUT_S, rank_back_to_back, NULL), 0);
+}
+
 /* Rank 1 never calls: rank 0's fused call gives up after the timeout,
  * names the wait, and its process stays usable (plans and comm destroyed,
  * a plain loom_gemm still runs). */
@@ -498,7 +521,7 @@ static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
   void *a = NULL, *b = NULL, *c = NULL;
   loom_config_t cfg = LOOM_CONFIG_INIT;
   cfg.timeout_ms = 500;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, &cfg, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, &cfg, &comm), return 1);
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.m = 512, d.n = 256, d.k = 256, d.b_layout = NK, d.world_size = ctx->size;
   d.transfer = bulk ? LOOM_TP_BULK_REDUCE : rs ? LOOM_TP_SM_COPY : LOOM_TP_COPY_ENGINE;
@@ -550,6 +573,15 @@ LOOM_TEST(gpu_tp_gemm_rs_bulk_absent_peer_times_out_w2) {
   if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent_peer, &two), 0);
 }
 
+/* The three as 4 ranks on one GPU, ranks 1..3 absent (a world each). */
+LOOM_TEST(gpu_world_tp_absent_peer_times_out_w4) {
+  static int one = 1, two = 2;
+  if (!gpus(1)) return;
+  CHECK_EQ_INT(loom_launch_world(4, LAUNCH_TIMEOUT_S, rank_absent_peer, NULL), 0);
+  CHECK_EQ_INT(loom_launch_world(4, LAUNCH_TIMEOUT_S, rank_absent_peer, &one), 0);
+  CHECK_EQ_INT(loom_launch_world(4, LAUNCH_TIMEOUT_S, rank_absent_peer, &two), 0);
+}
+
 /* BULK_REDUCE soak: 1000 calls back to back (no host sync between them),
  * each into its own output slot. A peer's adds of call i + 1 landing before
  * the owner's pass of call i has read and zeroed its sum buffer would show
@@ -570,7 +602,7 @@ static int rank_bulk_soak(loom_rank_ctx_t *ctx, void *arg) {
   char *d_a = NULL, *d_b = NULL, *d_bias = NULL, *d_c = NULL, *h_c = NULL;
   tp_inputs_t in;
   inputs_make(&in, &k, rank, W, 0);
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), goto out);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), goto out);
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.m = k.m, d.n = k.n, d.k = k.k, d.ab_type = k.ab, d.c_type = k.ct, d.b_layout = k.lay;
   d.has_bias = 1, d.world_size = W, d.transfer = LOOM_TP_BULK_REDUCE;
@@ -612,13 +644,19 @@ LOOM_TEST(gpu_tp_gemm_rs_bulk_soak_1000_calls_w2) {
   if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_bulk_soak, NULL), 0);
 }
 
+/* The soak as 4 ranks on one GPU: three remote adds per element, in
+ * arrival order, every call checked against the reference. */
+LOOM_TEST(gpu_world_tp_gemm_rs_bulk_soak_1000_calls_w4) {
+  if (gpus(1)) CHECK_EQ_INT(loom_launch_world(4, LAUNCH_TIMEOUT_S, rank_bulk_soak, NULL), 0);
+}
+
 /* Argument errors are named before anything is launched. */
 static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
   (void)arg;
   loom_comm_t comm = NULL;
   loom_plan_t plan = NULL;
   void *a = NULL, *b = NULL, *c = NULL, *plain = NULL;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
   d.m = 256, d.n = 128, d.k = 128, d.world_size = ctx->size, d.transfer = LOOM_TP_COPY_ENGINE;
   LOOM_OK(loom_plan_ag_gemm(comm, &d, &plan));
@@ -721,7 +759,7 @@ static int rank_path_checks(loom_rank_ctx_t *ctx, void *arg) {
       {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_COPY_ENGINE, LOOM_TP_SM_COPY, (loom_tp_transfer_t)-1},
       {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_SM_COPY, LOOM_TP_SM_ATOMIC, (loom_tp_transfer_t)-1},
       {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_SM_COPY, (loom_tp_transfer_t)-1, (loom_tp_transfer_t)-1}};
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CUDA_OK(cudaMalloc((void **)&a, ab));
   CUDA_OK(cudaMalloc((void **)&b, (size_t)PATH_K * PATH_N * 2));
@@ -771,7 +809,7 @@ static int rank_tune(loom_rank_ctx_t *ctx, void *arg) {
   const int W = ctx->size;
   loom_comm_t comm = NULL;
   cudaStream_t s = NULL;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   for (int ag = 1; ag >= 0; --ag) {
     const tp_case_t k = {ag, 1024, 512, 768, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 2, 0, 0, 0, 0, 0};
@@ -813,7 +851,7 @@ static int rank_tune_at_plan(loom_rank_ctx_t *ctx, void *arg) {
   (void)arg;
   const int W = ctx->size;
   loom_comm_t comm = NULL;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, NULL, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   loom__tune_clear();
   for (int ag = 1; ag >= 0; --ag) {
     const tp_case_t k = {ag, 640, 384, 256, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 2, 0, 0, 0, 0, 0};
@@ -876,7 +914,7 @@ static int rank_rs_first(loom_rank_ctx_t *ctx, void *arg) {
   loom_comm_t comm = NULL;
   loom_config_t cfg = LOOM_CONFIG_INIT;
   cfg.timeout_ms = 3000;
-  CHECK_LOOM_OR(loom_comm_create(ctx->nccl, &cfg, &comm), return 1);
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, &cfg, &comm), return 1);
   const tp_case_t k = {0, 256, 384, 512, FH, BF, NK, 1, SM, 0, 0, 1, 0, 0, 0, 0, 0};
   (void)run_case(ctx, comm, &k);
   CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);

@@ -1,0 +1,61 @@
+/*
+ * tp_world.c - the transfer the tensor-parallel ops run in a world of ranks
+ * on one GPU (core/world.h): one without NCCL.
+ *
+ * The sequential AllGather+GEMM and GEMM+ReduceScatter run NCCL's
+ * collectives, which a world has not. Asked for, they are refused; chosen
+ * by AUTO (one rank, shards shorter than a tile, a shape where fusing would
+ * hide nothing), the fused default takes their place (AG: the copy engine;
+ * RS: the bulk reduction where its shape rule holds, else SM copies; the
+ * plan turns BULK_REDUCE into SM_COPY where the sm90 GEMM does not run), so
+ * every description AUTO takes runs in a world. GEMM+AllReduce's sequential
+ * path is a GEMM and loom_allreduce, without NCCL: it runs as it is.
+ * A fused AllGather+GEMM on the sm80 GEMM path is refused: that kernel runs
+ * a block per tile, each waiting for its rows, so it may launch more
+ * waiting blocks than the rank's share of the SMs holds, and they could
+ * fill the GPU before the peers' copies start.
+ */
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/world.h"
+#include "gemm/gemm.h"
+#include "ops/tp/tp_linear.h"
+#include "ops/tp/tp_schedule.h"
+
+/* The GEMM path desc's local GEMM takes (LOOM__PATH_BASE where none can
+ * carry hooks or the GPU cannot be asked). */
+static loom__gemm_path_t tp_world_gemm_path(const char *fn, const loom_tp_desc_t *desc) {
+  const loom_gemm_desc_t g = loom__tp_gemm_desc(desc);
+  loom__gemm_path_t path = LOOM__PATH_BASE;
+  if (loom__gemm_validate_desc(fn, &g) != LOOM_SUCCESS || loom__gemm_path(&g, &path) != LOOM_SUCCESS)
+    return LOOM__PATH_BASE;
+  return path;
+}
+
+loom_result_t loom__tp_world_transfer(const char *fn, loom_comm_t comm, const loom_tp_desc_t *desc, int kind,
+                                      loom_tp_transfer_t *t) {
+  if (!comm->world) return LOOM_SUCCESS;
+  const int seq = *t == LOOM_TP_SEQUENTIAL && kind != LOOM__TP_AR;
+  if (seq && desc->transfer == LOOM_TP_SEQUENTIAL)
+    return loom__world_unsupported(comm, fn, "desc->transfer=LOOM_TP_SEQUENTIAL",
+                                   "the sequential path runs NCCL's collectives; take a fused transfer or "
+                                   "LOOM_TP_AUTO");
+  if (comm->detached) return LOOM_SUCCESS; /* a test world: the plan stops before it would run */
+  const loom__gemm_path_t path = tp_world_gemm_path(fn, desc);
+  if (seq) {
+    if (path == LOOM__PATH_BASE)
+      return loom__world_unsupported(comm, fn, "desc->transfer=LOOM_TP_AUTO",
+                                     "the fused transfers need loom's GEMM kernels (compute capability >= 8.0) and "
+                                     "the sequential path NCCL");
+    *t = kind == LOOM__TP_AG                           ? LOOM_TP_COPY_ENGINE
+         : loom__tp_bulk_shape_ok(desc->m, comm->size) ? LOOM_TP_BULK_REDUCE
+                                                       : LOOM_TP_SM_COPY;
+  }
+  if (kind == LOOM__TP_AG && *t != LOOM_TP_SEQUENTIAL && path == LOOM__PATH_SM80)
+    return loom__world_unsupported(comm, fn, "a fused AllGather+GEMM on the sm80 GEMM path",
+                                   "its kernel runs a block per tile, each waiting for its rows, more than the "
+                                   "rank's share of the SMs holds (run on sm90, LOOM_GEMM_PATH unset)");
+  return LOOM_SUCCESS;
+}
+
+int loom__tp_world_keeps_fused(loom_comm_t comm, int kind) { return comm->world && kind != LOOM__TP_AR; }
