@@ -539,8 +539,9 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  *
  * Shards: W shards of S = ceil(m / W) rows; rank p owns rows
  * [min(m, p S), min(m, (p+1) S)), so the last shards may be short or empty
- * (m = 5, W = 4: 2, 2, 1, 0 rows). A rank whose shard is empty passes any
- * pointer (NULL included) for its shard argument.
+ * (m = 5, W = 4: 2, 2, 1, 0 rows; not 2, 1, 1, 1). The collectives and the
+ * optimizers split the same way, in units of their own. A rank whose shard
+ * is empty passes any pointer (NULL included) for its shard argument.
  *
  * Transfers (desc.transfer; loom_tp_plan_info says what a plan chose):
  *   SEQUENTIAL   the NCCL collective, then the GEMM (desc.sequential_gemm)
@@ -764,8 +765,9 @@ loom_result_t loom_gemm_ar(loom_plan_t plan, const void *a, const void *b, void 
  *   AR-Opt     each rank sums the whole gradient and updates the whole
  *              tensor (replicated state, no stores into peers)
  * Slices: tensor t of n elements is cut into W slices of
- * S = roundup(ceil(n / W), 8) elements; rank p owns [p S, (p+1) S) clipped
- * to n (tensors of fewer than 8 W elements live on the first ranks).
+ * S = roundup(ceil(n / W), 8) elements; rank p owns [min(n, p S),
+ * min(n, (p+1) S)) (the tensor-parallel shards' rule in units of 8
+ * elements), so tensors of fewer than 8 W elements live on the first ranks.
  *
  * Precision: parameters and gradients fp32, bf16 or fp16 (any pair). With
  * bf16/fp16 parameters the plan keeps fp32 master weights (read from the
@@ -1054,10 +1056,11 @@ loom_result_t loom_moe_mlp_tune(loom_plan_t plan, const void *x, const int32_t *
  *
  * Slices: the vector is cut in units of 8 elements (flat, desc.cols = 0) or
  * of whole rows (desc.cols > 0: count = rows x cols), and rank p owns
- * [min(count, p S), min(count, (p+1) S)) with S = ceil(ceil(count / unit) /
- * W) units (loom_coll_plan_info gives this rank's: my_begin, my_len). Any
- * count works: the last slices are shorter or empty (count = 1, W = 2:
- * rank 1 owns nothing).
+ * elements [min(count, p S), min(count, (p+1) S)) with S = ceil(ceil(count
+ * / unit) / W) x unit elements (loom_coll_plan_info gives this rank's:
+ * my_begin, my_len): the tensor-parallel shards' rule in units. Any count
+ * works: the last slices are shorter or empty (count = 1, W = 2: rank 1
+ * owns nothing; count = 40 flat, W = 4: 16, 16, 8, 0).
  *
  * Arithmetic: every element is summed over the ranks in fp32 in rank order
  * 0..W-1 (the same bits on every rank, run and algorithm), the epilogue

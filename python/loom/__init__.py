@@ -28,8 +28,8 @@ from . import errors
 from ._lib import BINDING_VERSION, library_path, version
 from ._structs import Activation, DType, EmbeddingPath, Layout, Pooling, Result, TpTransfer
 from .comm import Comm
-from .errors import (CudaError, InternalError, InvalidArgumentError, LibraryNotFoundError, LoomError, NcclError,
-                     NcclMismatchError, OutOfMemoryError, UnsupportedError, WaitTimeoutError)
+from .errors import (CudaError, InternalError, InvalidArgumentError, LibraryNotFoundError, LibraryVersionError,
+                     LoomError, NcclError, NcclMismatchError, OutOfMemoryError, UnsupportedError, WaitTimeoutError)
 from .moe import MoE
 from .ops import (EmbeddingA2A, embedding_a2a, embedding_a2a_backward, embedding_plan, gemm, gemm_grouped,
                   gemm_tune, linear)
@@ -59,5 +59,5 @@ __all__ = ["Comm", "MoE", "gemm", "gemm_grouped", "gemm_tune", "linear", "Embedd
            "shard_range", "parallelize",
            "version", "library_path", "nccl_report", "errors", "LoomError",
            "InvalidArgumentError", "UnsupportedError", "NcclMismatchError", "CudaError", "NcclError",
-           "OutOfMemoryError", "WaitTimeoutError", "InternalError", "LibraryNotFoundError", "DType", "Layout",
-           "Pooling", "EmbeddingPath", "Activation", "Result", "TpTransfer", "__version__"]
+           "OutOfMemoryError", "WaitTimeoutError", "InternalError", "LibraryNotFoundError", "LibraryVersionError",
+           "DType", "Layout", "Pooling", "EmbeddingPath", "Activation", "Result", "TpTransfer", "__version__"]

@@ -11,7 +11,12 @@ on GPU 0 allocates a symmetric buffer, writes and reads it. Exit status 1
 on a mismatch or a failed symmetric-memory check.
 
     python3 -m loom [--torch]     (--torch: import torch first, as a training script does)
+
+Without torch the report still runs (loom itself needs no torch) and says
+so; --torch then exits 1 after it. Without a usable libloom it says where
+it looked and exits 1: never a traceback.
 """
+import argparse
 import json
 import sys
 
@@ -31,10 +36,39 @@ def gpus():
     return lines
 
 
+def parse(argv):
+    ap = argparse.ArgumentParser(
+        prog="python -m loom",
+        description="Which libloom and which NCCL this Python would use: versions, the libloom file, the GPUs, "
+                    "the NCCL check a communicator makes, the registered torch ops, and symmetric memory tried "
+                    "on GPU 0. Exit status 1 on a mismatch, a failed check or a missing library.")
+    ap.add_argument("--torch", action="store_true",
+                    help="import torch first, as a training script does (its NCCL is loaded before libloom's); "
+                         "needs PyTorch")
+    return ap.parse_args(argv)
+
+
 def main(argv):
-    if "--torch" in argv:
-        import torch  # noqa: F401  (its NCCL is loaded first, as in a training script)
+    args = parse(argv)
+    torch_missing = None
+    if args.torch:
+        from loom import _torch
+        try:
+            _torch.require("python -m loom --torch")  # its NCCL is loaded first, as in a training script
+        except ImportError as e:
+            torch_missing = str(e)
+            print(f"torch: {torch_missing}; the report below runs without it")
     import loom
+    try:
+        ok = report(loom)
+    except (loom.LoomError, loom.LibraryNotFoundError) as e:
+        print(f"loom: {e}", file=sys.stderr)
+        return 1
+    return 0 if ok and not torch_missing else 1
+
+
+def report(loom):
+    """Prints the report; False on a mismatch or a failed check."""
     from loom import nccl
     print(f"loom binding {loom.__version__}; libloom {'.'.join(map(str, loom.version()))} at {loom.library_path()}")
     for line in gpus():
@@ -45,12 +79,12 @@ def main(argv):
         print("NCCL check: ok")
     except loom.NcclMismatchError as e:
         print(f"NCCL check: {e}")
-        return 1
+        return False
     print("communicator: " + communicator(loom.nccl_report()))
     print("registered ops: " + registered_ops())
     ok, line = symmetric_memory()
     print("symmetric memory: " + line)
-    return 0 if ok else 1
+    return ok
 
 
 def communicator(report):

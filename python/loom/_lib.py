@@ -34,7 +34,7 @@ from . import _procmaps
 from ._structs import (CollDesc, CollPlanInfo, CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, Epilogue, GemmDesc,
                        GroupedGemmDesc, MoeDesc, MoePlanInfo, NcclInfo, OptimArgs, OptimDesc, OptimPlanInfo, ProgAttr,
                        TpDesc, TpPlanInfo)
-from .errors import LibraryNotFoundError, NcclMismatchError, make_error
+from .errors import LibraryNotFoundError, LibraryVersionError, NcclMismatchError, make_error
 
 
 def _read_version():
@@ -209,23 +209,39 @@ def _preload_nccl():
     _preloaded_nccl = want
 
 
+def library_version(lib):
+    """(major, minor, patch) of a loaded libloom (loom_get_version), None if it has no such function."""
+    if not hasattr(lib, "loom_get_version"):
+        return None
+    fn = lib.loom_get_version
+    fn.restype, fn.argtypes = _r, [_P(_i)]
+    v = ctypes.c_int(0)
+    if fn(ctypes.byref(v)) != 0:
+        return None
+    return (v.value // 10000, v.value // 100 % 100, v.value % 100)
+
+
 def _bind(lib, path):
+    """Prototypes onto a loaded libloom; LibraryVersionError for one of
+    another major.minor or one that lacks a function the binding calls."""
+    want = ".".join(map(str, BINDING_VERSION))
+    got = library_version(lib)
+    shown = ".".join(map(str, got)) if got else "of an unknown version"
+    if got is None or got[:2] != BINDING_VERSION[:2]:
+        raise LibraryVersionError(
+            f"{path} is libloom {shown}; this binding ({want}) needs libloom "
+            f"{'.'.join(map(str, BINDING_VERSION[:2]))}.x: rebuild it (make), or point LOOM_LIBRARY at a matching "
+            "one", path=path, library_version=got, binding_version=BINDING_VERSION)
     missing = [n for n in PROTOTYPES if not hasattr(lib, n)]
     if missing:
-        raise LibraryNotFoundError(
-            f"{path} lacks {', '.join(missing)}: it is another version of libloom than this binding "
-            f"({'.'.join(map(str, BINDING_VERSION))}); rebuild it (make) or point LOOM_LIBRARY at a matching one")
+        raise LibraryVersionError(
+            f"{path} (libloom {shown}) lacks {', '.join(missing)}, which this binding ({want}) calls: rebuild it "
+            "(make), or point LOOM_LIBRARY at a matching one",
+            path=path, library_version=got, binding_version=BINDING_VERSION)
     for name, (restype, argtypes) in PROTOTYPES.items():
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
-    v = ctypes.c_int(0)
-    lib.loom_get_version(ctypes.byref(v))
-    got = (v.value // 10000, v.value // 100 % 100, v.value % 100)
-    if got[:2] != BINDING_VERSION[:2]:
-        raise LibraryNotFoundError(
-            f"{path} is libloom {'.'.join(map(str, got))}; this binding is for "
-            f"{'.'.join(map(str, BINDING_VERSION[:2]))}.x: point LOOM_LIBRARY at a matching libloom")
 
 
 def load():

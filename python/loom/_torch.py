@@ -19,6 +19,7 @@ Two ways in, both zero-copy:
 torch is imported on first use only.
 """
 import ctypes
+import sys
 
 from ._checks import ITEMSIZE, dtype_name
 
@@ -27,6 +28,21 @@ _CAI_TYPESTR = {"float32": "<f4", "float16": "<f2", "float64": "<f8", "int64": "
 _DL_CODE = {"float32": (2, 32), "float16": (2, 16), "float64": (2, 64), "bfloat16": (4, 16),
             "int64": (0, 64), "int32": (0, 32), "int16": (0, 16), "int8": (0, 8), "uint8": (1, 8), "bool": (6, 8)}
 _DL_CUDA = 2
+
+
+TORCH_MISSING = ("{what} needs PyTorch (>= 2.1), which this Python ({python}) cannot import ({error}): "
+                 "pip install torch (or pip install 'loom-fused[torch]')")
+
+
+def require(what):
+    """torch, imported for `what` (a loom module or command that cannot work
+    without it); where torch does not import, ModuleNotFoundError (an
+    ImportError) saying so and how to install it, not torch's bare one."""
+    try:
+        import torch as t
+    except ImportError as e:
+        raise ModuleNotFoundError(TORCH_MISSING.format(what=what, python=sys.executable, error=e), name="torch") from e
+    return t
 
 
 def torch():

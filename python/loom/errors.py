@@ -10,6 +10,7 @@ same classes with the same codes, so callers catch one hierarchy:
       InvalidArgumentError (ValueError)   LOOM_ERR_INVALID_ARGUMENT
       UnsupportedError                    LOOM_ERR_UNSUPPORTED
         NcclMismatchError                 the NCCL libloom reaches is not the one it was built for
+        LibraryVersionError               the libloom found is another version than this binding
       CudaError                           LOOM_ERR_CUDA
       NcclError                           LOOM_ERR_NCCL
       OutOfMemoryError (MemoryError)      LOOM_ERR_OUT_OF_MEMORY
@@ -69,6 +70,20 @@ class NcclMismatchError(UnsupportedError):
         self.loom_nccl = loom_nccl
         self.other_nccl = other_nccl
         super().__init__(message, function=function)
+
+
+class LibraryVersionError(UnsupportedError):
+    """The libloom found is another version than this binding (another
+    major.minor, or without functions the binding calls): it was found and
+    loads, so this is not LibraryNotFoundError. .path is the file,
+    .library_version and .binding_version (major, minor, patch) the two
+    versions (library_version None where the file does not say)."""
+
+    def __init__(self, message, path=None, library_version=None, binding_version=None):
+        self.path = path
+        self.library_version = library_version
+        self.binding_version = binding_version
+        super().__init__(message)
 
 
 class CudaError(LoomError):

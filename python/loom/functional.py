@@ -15,7 +15,9 @@ it (library.py says how, and what has no gradient) and CUDA graphs
 capture it. Every call is collective: every rank calls the same functions
 with the same shapes in the same order, forward and backward.
 """
-import torch
+from ._torch import require
+
+torch = require("loom.functional")
 
 from . import library  # noqa: F401  (registers torch.ops.loom.*)
 

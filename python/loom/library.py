@@ -79,7 +79,9 @@ and loom.nn import it).
 """
 from typing import Optional
 
-import torch
+from ._torch import require
+
+torch = require("loom.library")
 
 from . import coll, tp
 from .comm import Comm

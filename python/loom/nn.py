@@ -46,7 +46,9 @@ importing this module imports torch (and registers torch.ops.loom.*).
 """
 import math
 
-import torch
+from ._torch import require
+
+torch = require("loom.nn")
 
 from . import ops, tp
 

@@ -58,9 +58,9 @@ def _gemm_desc(m, n, k, ab, c, layout, has_bias):
 def _gemm_prepare(fn, a, b, bias, layout, out, out_dtype):
     """Checks; returns (desc, out or None to allocate, out dtype name, device)."""
     ab = check_tensor(fn, "a", a, dtypes=_AB)
-    m, n, k = gemm_shapes(fn, shape_of(a), shape_of(b), layout)
     dev = a.device.index
     check_tensor(fn, "b", b, dtypes=(ab,), device=dev, why="must match a")
+    m, n, k = gemm_shapes(fn, shape_of(a), shape_of(b), layout)
     if out_dtype is not None:
         c = dtype_name(out_dtype)
         loom_dtype(c, fn, "out_dtype", _C)
@@ -127,13 +127,14 @@ def linear(x, weight, bias=None, *, out_dtype=None, stream=None):
     """torch.nn.functional.linear through loom_gemm: x [..., k], weight
     [n, k], bias [n] -> [..., n]."""
     fn = "loom.linear"
-    if x.dim() < 1:
+    ab = check_tensor(fn, "x", x, dtypes=_AB)
+    check_tensor(fn, "weight", weight, dtypes=(ab,), shape=(None, None), device=x.device.index,
+                 why="[n, k] of x's dtype, on x's device")
+    sx = shape_of(x)
+    if not sx:
         raise InvalidArgumentError(f"{fn}: x is a scalar; expected [..., k]")
-    if not x.is_contiguous():
-        raise InvalidArgumentError(f"{fn}: x (shape {shape_of(x)}) is not contiguous; pass x.contiguous()")
-    k = x.shape[-1]
-    y = _gemm_call("loom_gemm", x.view(-1, k), weight, bias, "nk", None, out_dtype, stream)
-    return y.view(*x.shape[:-1], y.shape[-1])
+    y = _gemm_call("loom_gemm", x.view(-1, sx[-1]), weight, bias, "nk", None, out_dtype, stream)
+    return y.view(*sx[:-1], y.shape[-1])
 
 
 # ---- embedding-bag + All-to-All ---------------------------------------------

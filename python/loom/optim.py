@@ -40,7 +40,9 @@ an inf or NaN on any rank, on every rank; torch's own GradScaler is refused
 """
 import ctypes
 
-import torch
+from ._torch import require
+
+torch = require("loom.optim")
 
 from . import _lib, _torch, library  # noqa: F401  (library registers torch.ops.loom.optimizer_step)
 from ._checks import dtype_name, loom_dtype

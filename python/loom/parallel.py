@@ -41,7 +41,9 @@ compute in compute_dtype (default bf16); `layer_options` go to them
 (transfer, compute_dtype, out_dtype, device, ...). Returns the model; the
 swapped modules' names are in model.loom_parallelized.
 """
-import torch
+from ._torch import require
+
+torch = require("loom.parallelize")
 
 from . import nn as lnn
 from .errors import InvalidArgumentError

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 /* loom dtype -> NCCL dtype; INVALID_ARGUMENT naming fn for an unknown one. */
-static loom_result_t loom__nccl_type(const char *fn, loom_dtype_t t, ncclDataType_t *out) {
+static loom_result_t base_nccl_type(const char *fn, loom_dtype_t t, ncclDataType_t *out) {
   switch (t) {
     case LOOM_FP32: *out = ncclFloat32; return LOOM_SUCCESS;
     case LOOM_FP16: *out = ncclFloat16; return LOOM_SUCCESS;
@@ -26,18 +26,17 @@ static loom_result_t loom__nccl_type(const char *fn, loom_dtype_t t, ncclDataTyp
 }
 
 /* The checks every wrapper shares: comm, dtype, buffers (when count > 0). */
-static loom_result_t loom__coll_check(const char *fn, ncclComm_t nccl, const void *send, const void *recv,
-                                      size_t count, loom_dtype_t dtype, ncclDataType_t *nt) {
+static loom_result_t base_coll_check_buffers(const char *fn, ncclComm_t nccl, const void *send, const void *recv,
+                                            size_t count, loom_dtype_t dtype, ncclDataType_t *nt) {
   if (!nccl) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: nccl=NULL must be an NCCL communicator", fn);
-  LOOM_TRY(loom__nccl_type(fn, dtype, nt));
+  LOOM_TRY(base_nccl_type(fn, dtype, nt));
   if (count > 0 && !send) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: send=NULL with count=%zu", fn, count);
   if (count > 0 && !recv) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: recv=NULL with count=%zu", fn, count);
   return LOOM_SUCCESS;
 }
 
 /* Ranks of the comm; INVALID_ARGUMENT if count x ranks x element overflows. */
-static loom_result_t loom__coll_world(const char *fn, ncclComm_t nccl, size_t count, loom_dtype_t dtype,
-                                      int *world) {
+static loom_result_t base_coll_world(const char *fn, ncclComm_t nccl, size_t count, loom_dtype_t dtype, int *world) {
   LOOM_NCCL(ncclCommCount(nccl, world));
   size_t es = loom_dtype_size(dtype);
   if (*world > 0 && count > SIZE_MAX / es / (size_t)*world)
@@ -46,12 +45,13 @@ static loom_result_t loom__coll_world(const char *fn, ncclComm_t nccl, size_t co
   return LOOM_SUCCESS;
 }
 
-/* Both checks: world NULL for a collective whose count is the whole buffer
- * (AllReduce); else the per-rank count's ranks and overflow check too. */
-static loom_result_t loom__coll_prepare(const char *fn, ncclComm_t nccl, const void *send, const void *recv,
-                                        size_t count, loom_dtype_t dtype, ncclDataType_t *nt, int *world) {
-  LOOM_TRY(loom__coll_check(fn, nccl, send, recv, count, dtype, nt));
-  if (world) LOOM_TRY(loom__coll_world(fn, nccl, count, dtype, world));
+/* A wrapper's argument checks before it touches NCCL: the comm, dtype and
+ * buffers (giving the NCCL dtype); with world non-NULL (a per-rank count)
+ * also the comm's ranks and the count x ranks overflow check. */
+static loom_result_t base_coll_check_args(const char *fn, ncclComm_t nccl, const void *send, const void *recv,
+                                          size_t count, loom_dtype_t dtype, ncclDataType_t *nt, int *world) {
+  LOOM_TRY(base_coll_check_buffers(fn, nccl, send, recv, count, dtype, nt));
+  if (world) LOOM_TRY(base_coll_world(fn, nccl, count, dtype, world));
   return LOOM_SUCCESS;
 }
 
@@ -60,7 +60,7 @@ loom_result_t loom__base_allgather(ncclComm_t nccl, const void *send, void *recv
   const char *fn = "loom__base_allgather";
   ncclDataType_t nt;
   int world = 0;
-  LOOM_TRY(loom__coll_prepare(fn, nccl, send, recv, count_per_rank, dtype, &nt, &world));
+  LOOM_TRY(base_coll_check_args(fn, nccl, send, recv, count_per_rank, dtype, &nt, &world));
   LOOM_NCCL(ncclAllGather(send, recv, count_per_rank, nt, nccl, stream));
   return LOOM_SUCCESS;
 }
@@ -70,7 +70,7 @@ loom_result_t loom__base_reducescatter(ncclComm_t nccl, const void *send, void *
   const char *fn = "loom__base_reducescatter";
   ncclDataType_t nt;
   int world = 0;
-  LOOM_TRY(loom__coll_prepare(fn, nccl, send, recv, count_per_rank, dtype, &nt, &world));
+  LOOM_TRY(base_coll_check_args(fn, nccl, send, recv, count_per_rank, dtype, &nt, &world));
   LOOM_NCCL(ncclReduceScatter(send, recv, count_per_rank, nt, ncclSum, nccl, stream));
   return LOOM_SUCCESS;
 }
@@ -78,7 +78,7 @@ loom_result_t loom__base_reducescatter(ncclComm_t nccl, const void *send, void *
 loom_result_t loom__base_allreduce(ncclComm_t nccl, const void *send, void *recv, size_t count,
                                    loom_dtype_t dtype, cudaStream_t stream) {
   ncclDataType_t nt;
-  LOOM_TRY(loom__coll_prepare("loom__base_allreduce", nccl, send, recv, count, dtype, &nt, NULL));
+  LOOM_TRY(base_coll_check_args("loom__base_allreduce", nccl, send, recv, count, dtype, &nt, NULL));
   LOOM_NCCL(ncclAllReduce(send, recv, count, nt, ncclSum, nccl, stream));
   return LOOM_SUCCESS;
 }
@@ -88,7 +88,7 @@ loom_result_t loom__base_alltoall(ncclComm_t nccl, const void *send, void *recv,
   const char *fn = "loom__base_alltoall";
   ncclDataType_t nt;
   int world = 0;
-  LOOM_TRY(loom__coll_prepare(fn, nccl, send, recv, count_per_peer, dtype, &nt, &world));
+  LOOM_TRY(base_coll_check_args(fn, nccl, send, recv, count_per_peer, dtype, &nt, &world));
   if (count_per_peer == 0) return LOOM_SUCCESS;
   const size_t block = count_per_peer * loom_dtype_size(dtype), total = block * (size_t)world;
   const uintptr_t s = (uintptr_t)send, r = (uintptr_t)recv;

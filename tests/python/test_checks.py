@@ -72,6 +72,25 @@ def test_gemm_refuses_bad_tensors_naming_the_argument(kwargs, args, message):
     assert ei.value.code == loom.errors.ERR_INVALID_ARGUMENT
 
 
+@pytest.mark.parametrize("fn, args, message", [
+    (loom.linear, (None, None), "loom.linear: x is None; expected a CUDA tensor"),
+    (loom.linear, (T(4, 8), None), "loom.linear: weight is None; expected a CUDA tensor"),
+    (loom.linear, ([1, 2], T(16, 8)), "loom.linear: x is a list, not a tensor"),
+    (loom.linear, (T(4, 8), T(16, 8, dtype="float16")), "loom.linear: weight has dtype torch.float16; expected "
+                                                       "torch.bfloat16"),
+    (loom.linear, (T(4, 8), T(2, 16, 8)), "loom.linear: weight has shape (2, 16, 8); expected (*, *)"),
+    (loom.linear, (T(4, 8, contiguous=False), T(16, 8)), "loom.linear: x (shape (4, 8)) is not contiguous"),
+    (loom.linear, (T(), T(16, 8)), "loom.linear: x is a scalar"),
+    (loom.gemm, (T(64, 32), None), "loom.gemm: b is None; expected a CUDA tensor"),
+    (loom.gemm, (None, T(32, 16)), "loom.gemm: a is None; expected a CUDA tensor"),
+])
+def test_none_and_non_tensors_are_refused_as_loom_errors(fn, args, message):
+    """Not an AttributeError or TypeError from deep inside: the argument, named."""
+    with pytest.raises(loom.InvalidArgumentError) as ei:
+        fn(*args, stream=0)
+    assert str(ei.value).startswith(message), str(ei.value)
+
+
 def test_gemm_that_passes_the_checks_reaches_libloom(lib):
     # n = 12: the binding has no rule of its own for it; libloom refuses
     with pytest.raises(loom.InvalidArgumentError, match=r"loom_gemm: n=12 must be a multiple of 8"):

@@ -96,16 +96,40 @@ def _fake_libloom(tmp_path, version, names):
         """, shared=True)
 
 
-def test_a_library_of_another_version_is_refused(tmp_path):
+_LOAD_VERSION = """
+    import loom
+    try:
+        loom.version()
+    except loom.LibraryVersionError as e:
+        print("VERSION", isinstance(e, loom.LibraryNotFoundError), isinstance(e, loom.LoomError),
+              e.library_version, e.binding_version, e.code_name)
+        print("ERR", e)
+    """
+
+
+def test_a_library_of_another_version_is_refused_with_its_own_error(tmp_path):
+    """Found and loaded, but of another version: LibraryVersionError (an
+    UnsupportedError), not LibraryNotFoundError, which would send the user
+    looking for a file that is there."""
     fake = _fake_libloom(tmp_path, 20100, _lib.PROTOTYPES)
-    r = run_python(_LOAD, {"LOOM_LIBRARY": str(fake)})
-    assert "ERR" in r.stdout and "libloom 2.1.0" in r.stdout and "0.1.x" in r.stdout, r.stdout + r.stderr
+    r = run_python(_LOAD_VERSION, {"LOOM_LIBRARY": str(fake)})
+    want = ".".join(map(str, _lib.BINDING_VERSION[:2])) + ".x"
+    assert f"VERSION False True (2, 1, 0) {_lib.BINDING_VERSION} LOOM_ERR_UNSUPPORTED" in r.stdout, r.stdout + r.stderr
+    assert "ERR" in r.stdout and "libloom 2.1.0" in r.stdout and want in r.stdout, r.stdout + r.stderr
 
 
 def test_a_library_lacking_functions_is_refused_naming_them(tmp_path):
-    fake = _fake_libloom(tmp_path, 100, ["loom_get_version", "loom_last_error"])
-    r = run_python(_LOAD, {"LOOM_LIBRARY": str(fake)})
+    v = _lib.BINDING_VERSION
+    fake = _fake_libloom(tmp_path, v[0] * 10000 + v[1] * 100, ["loom_get_version", "loom_last_error"])
+    r = run_python(_LOAD_VERSION, {"LOOM_LIBRARY": str(fake)})
+    assert "VERSION False True" in r.stdout, r.stdout + r.stderr
     assert "ERR" in r.stdout and "lacks" in r.stdout and "loom_gemm" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_library_without_a_version_is_refused_as_of_another_version(tmp_path):
+    fake = compile_c(tmp_path, "libloom.so", "int loom_last_error(void) { return 0; }\n", shared=True)
+    r = run_python(_LOAD_VERSION, {"LOOM_LIBRARY": str(fake)})
+    assert "VERSION False True None" in r.stdout and "of an unknown version" in r.stdout, r.stdout + r.stderr
 
 
 def test_import_loom_loads_neither_libloom_nor_torch():
