@@ -422,7 +422,9 @@ static loom_result_t tp_check(const loom_op_t *op, loom_comm_t comm, const void 
     hooks = tp_hooks_ok(comm, &g);
   }
   loom_tp_transfer_t t;
-  return loom__tp_check_desc(op->plan_fn, op->kind, comm->size, comm->sm_count, d, &t, comm->ws_all_reachable, hooks);
+  LOOM_TRY(loom__tp_check_desc(op->plan_fn, op->kind, comm->size, comm->sm_count, d, &t, comm->ws_all_reachable, hooks));
+  /* a world (one GPU, no NCCL) refuses the transfers it cannot run */
+  return loom__tp_world_transfer(op->plan_fn, comm, d, op->kind, &t);
 }
 
 /* 1 for a description that leaves every knob to loom (the tuning cache's key). */
