@@ -75,7 +75,8 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, const lo
 #define LOOM__HOOKED_NO_CLUSTER 1u /* 2-block clusters (GEMMs that signal or route their tiles) */
 #define LOOM__HOOKED_NO_BN224 2u   /* bn 224 (bulk adds of 16-bit C: its last columns leave from registers) */
 #define LOOM__HOOKED_NO_SPLIT 4u   /* split-K / stream-K (hooks that route, reduce or signal per tile) */
-#define LOOM__HOOKED_SPLIT_NARROW 8u /* split-K / stream-K only at bn 128 / 256 (the wait-only kernels built) */
+#define LOOM__HOOKED_SPLIT_NARROW 8u /* split-K / stream-K only at bn 128 / 256 (the wait-only kernels with an
+                                        activation are built at those widths only) */
 loom_gemm_config_t loom__gemm_sm90_hooked_config(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev,
                                                  unsigned refuse);
 

@@ -118,8 +118,8 @@ static const struct {
 
 /* The kernel instantiation for a configuration (bm: 64 or 128; bn: 128,
  * 192, 224 or 256 (bm 64: 128 or 256); sk: any stream-K tiles (hooked:
- * wait-only hooks at bn 128 / 256, else NULL); cl: blocks per cluster; act:
- * the hooks' activation, 0 without hooks). */
+ * wait-only hooks; at bn 192 / 224 without an activation, else NULL); cl:
+ * blocks per cluster; act: the hooks' activation, 0 without hooks). */
 static loom__sm90_kernel_t loom__sm90_pick(int bm, int bn, int type, int tb, int hooks, int sk, int cl, int act) {
   bm = bm == 64 ? 64 : 128;
   if (bm == 64) bn = bn == 256 ? 256 : 128;
@@ -185,9 +185,11 @@ extern "C" int loom__gemm_sm90_supported(const loom_gemm_desc_t *d, int cc_major
 }
 
 /* Hooks that only wait (prologue waits, plain TMA stores into C, no tile
- * signals) at a tile width the stream-K hooked kernels are built for. */
+ * signals) at a tile width and activation the stream-K hooked kernels are
+ * built for (bn 192 / 224: no activation). */
 static int loom__sm90_hooks_wait_only(const loom_gemm_hooks_t *hooks, int epi_tma, int bn) {
-  return epi_tma == 1 && !hooks->tile_signal && !hooks->dst_signal && (bn == 128 || bn == 256);
+  return epi_tma == 1 && !hooks->tile_signal && !hooks->dst_signal &&
+         (bn == 128 || bn == 256 || hooks->activation == LOOM_ACT_NONE);
 }
 
 extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
@@ -343,7 +345,7 @@ extern "C" loom_result_t loom__gemm_sm90_preload(const loom_gemm_desc_t *d, cons
                       bn);
   /* the kernels a call of cfg may launch: data-parallel (and in a pair of
    * blocks), and stream-K where cfg splits its tiles */
-  const int sk = cfg->sk_tiles != 0 && cfg->sk_splits != 1 && (bn == 128 || bn == 256);
+  const int sk = cfg->sk_tiles != 0 && cfg->sk_splits != 1 && (bn == 128 || bn == 256 || activation == LOOM_ACT_NONE);
   for (int v = 0; v < 3; ++v) {
     if ((v == 1 && !(cfg->cluster == 2 && bm == 128)) || (v == 2 && !sk)) continue;
     loom__sm90_kernel_t kern =

@@ -60,7 +60,8 @@
  * (work.splits >= 1, tile_order.h) runs through the same fixup: only the
  * segments and slots differ. Hooked GEMMs that only wait (AllGather+GEMM:
  * prologue waits, plain TMA stores into C, no tile signals) run stream-K
- * and split-K too (HOOKS + SK, tiles 128 or 256 wide): each segment's loads
+ * and split-K too (HOOKS + SK; at bn 192 and 224 without an activation
+ * only, to keep the build's kernel count down): each segment's loads
  * wait for the tile's rows as a whole tile's would, and the tile's last
  * contributor stores it. That instantiation holds neither the register
  * epilogue nor the tile signals: with either one ptxas serialises the
@@ -1136,10 +1137,13 @@ static loom__sm90_kernel_t loom__sm90_act(int act) {
 template <int BM, int BN, int TYPE, int TB, bool HOOKS>
 static loom__sm90_kernel_t loom__sm90_pick3(int sk, int cl, int act) {
   constexpr int S = LOOM_SM90_STAGES(BM, BN);
-  /* stream-K / split-K: plain GEMMs, and hooked ones that only wait at
-   * tiles 128 or 256 wide (NULL otherwise: the launcher never asks) */
+  /* stream-K / split-K: plain GEMMs, and hooked ones that only wait (at
+   * bn 192 / 224 without an activation; NULL otherwise: the launcher never
+   * asks) */
   if (sk) {
     if constexpr (!HOOKS || BN == 128 || BN == 256) return loom__sm90_act<BM, BN, S, TYPE, TB, HOOKS, true, 1>(act);
+    /* bn 192 / 224: without an activation only (fewer kernels to build) */
+    if (act == LOOM_ACT_NONE) return loom__gemm_sm90_kernel<BM, BN, S, TYPE, TB, true, true, 1, LOOM_ACT_NONE>;
     return NULL;
   }
   /* 64-row tiles: no clusters */
@@ -1155,9 +1159,9 @@ static loom__sm90_kernel_t loom__sm90_pick3(int sk, int cl, int act) {
 }
 
 /* The kernel of a configuration of group (BM, BN, TYPE): tb 1 for B [k, n];
- * hooks; sk: any stream-K / split-K tiles (hooked: wait-only hooks at bn
- * 128 / 256, else NULL); cl: blocks per cluster; act: the hooks'
- * activation (0 without hooks). */
+ * hooks; sk: any stream-K / split-K tiles (hooked: wait-only hooks; at bn
+ * 192 / 224 without an activation, else NULL); cl: blocks per cluster; act:
+ * the hooks' activation (0 without hooks). */
 template <int BM, int BN, int TYPE>
 static loom__sm90_kernel_t loom__sm90_group(int tb, int hooks, int sk, int cl, int act) {
   /* 64-row tiles and bn 192 / 224: no clusters (half of B is not whole boxes of [k, n]) */

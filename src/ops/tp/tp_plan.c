@@ -31,11 +31,12 @@
 
 /* What a hooked GEMM of these hooks may not run (gemm_heuristic.h): an
  * AllGather's GEMM only waits (plain stores into C): clusters, and split-K
- * / stream-K at tiles 128 or 256 wide; GEMMs that signal or route their
- * tiles (ReduceScatter, AllReduce) run whole tiles, without clusters, and
- * BULK_REDUCE's adds of 16-bit chunks not at bn 224. */
-static unsigned hooked_refuse(const loom_gemm_desc_t *g, int wait_only, int bulk) {
-  if (wait_only) return LOOM__HOOKED_SPLIT_NARROW;
+ * / stream-K (at bn 192 / 224 only without an activation: the wait-only
+ * kernels built); GEMMs that signal or route their tiles (ReduceScatter,
+ * AllReduce) run whole tiles, without clusters, and BULK_REDUCE's adds of
+ * 16-bit chunks not at bn 224. */
+static unsigned hooked_refuse(const loom_gemm_desc_t *g, int wait_only, int bulk, int activation) {
+  if (wait_only) return activation != LOOM_ACT_NONE ? LOOM__HOOKED_SPLIT_NARROW : 0u;
   return LOOM__HOOKED_NO_CLUSTER | LOOM__HOOKED_NO_SPLIT |
          (bulk && g->c_type != LOOM_FP32 ? LOOM__HOOKED_NO_BN224 : 0u);
 }
@@ -48,23 +49,25 @@ static int hooked_runs(const loom_gemm_config_t *c, unsigned refuse) {
          !((refuse & LOOM__HOOKED_SPLIT_NARROW) && split && c->bn != 128 && c->bn != 256);
 }
 
-/* The fused GEMM's configuration: loom_gemm's own for the local GEMM where
- * the hooks can run it (its tuning-cache entry, else the model's pick:
- * tiles, split-K / stream-K, clusters), else the model's pick among what the
- * hooks can run; so the fused path's GEMM is never a slower configuration
- * than loom_gemm's. The band height (group) is always set, so the AG band
- * rule and the RS reduction's tile order see the one the kernel runs. The
- * grid is set by the caller. *bm: the rows of its tiles. */
-static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, int wait_only, int bulk, loom_gemm_config_t *cfg,
-                                       int *bm) {
+/* The fused GEMM's configuration for a GEMM that keeps `sms` SMs:
+ * loom_gemm's own for the local GEMM where the hooks can run it (its
+ * tuning-cache entry, else the model's pick: tiles, split-K / stream-K,
+ * clusters), else the model's pick among what they can run; so the fused
+ * path's GEMM is never a slower configuration than loom_gemm's. The band
+ * height (group) is always set, so the AG band rule and the RS reduction's
+ * tile order see the one the kernel runs. The grid is set by the caller.
+ * *bm: the rows of its tiles. */
+static loom_result_t fused_gemm_config(const loom_gemm_desc_t *g, int wait_only, int bulk, int activation, int sms,
+                                       loom_gemm_config_t *cfg, int *bm) {
   loom__gemm_device_t dev;
   LOOM_TRY(loom__gemm_device(&dev));
+  dev.sms = sms > 0 ? sms : 1;
   loom__gemm_path_t path = LOOM__PATH_BASE;
   LOOM_TRY(loom__gemm_path(g, &path));
   loom_gemm_config_t out;
   memset(&out, 0, sizeof out);
   if (path == LOOM__PATH_SM90) {
-    const unsigned refuse = hooked_refuse(g, wait_only, bulk);
+    const unsigned refuse = hooked_refuse(g, wait_only, bulk, activation);
     int found = 0;
     LOOM_TRY(loom__gemm_tuned_config(g, "sm90", dev.sms, &out, &found));
     if (!found || !hooked_runs(&out, refuse)) out = loom__gemm_sm90_hooked_config(g, &dev, refuse);
@@ -305,24 +308,41 @@ static void tp_resolve_fields(loom_comm_t comm, loom_tp_state_t *st, loom_tp_tra
  * kernels whose signals its persistent blocks wait for (the copy engine's
  * one-thread signal kernels: one SM; SM_COPY: comm_blocks, by default 4..16
  * chosen so that the GEMM needs no extra wave). */
-static loom_result_t tp_fused_gemm(loom_comm_t comm, loom_tp_state_t *st) {
-  if (st->transfer == LOOM_TP_BULK_REDUCE && st->knobs.transfer == LOOM_TP_AUTO && !loom__tp_bulk_gemm_runs(&st->gemm))
-    st->transfer = LOOM_TP_SM_COPY; /* AUTO's choice where the sm90 GEMM does not run */
-  const int bulk = st->transfer == LOOM_TP_BULK_REDUCE;
-  LOOM_TRY(fused_gemm_config(&st->gemm, st->kind == LOOM__TP_AG, bulk, &st->gemm_cfg, &st->gemm_bm));
+/* The fused GEMM's configuration for a GEMM that keeps `sms` SMs, and
+ * its tiles. */
+static loom_result_t tp_fused_tiles(loom_tp_state_t *st, int bulk, int sms) {
+  LOOM_TRY(fused_gemm_config(&st->gemm, st->kind == LOOM__TP_AG, bulk, (int)st->desc.activation, sms, &st->gemm_cfg,
+                             &st->gemm_bm));
   if (bulk) LOOM_TRY(bulk_gemm_config(&st->gemm, &st->gemm_cfg));
   if (st->kind == LOOM__TP_AG) /* bands of the tile order inside one shard each */
     st->gemm_cfg.group = loom__ag_band_rows(
         st->shard_rows % st->gemm_bm == 0 ? st->shard_rows / st->gemm_bm : 0, st->gemm_cfg.group);
   st->tiles_m = (int)loom__ceil_div(st->desc.m, st->gemm_bm);
   st->tiles_n = (int)loom__ceil_div(st->desc.n, st->gemm_cfg.bn);
-  const int64_t tiles = (int64_t)st->tiles_m * st->tiles_n;
+  return LOOM_SUCCESS;
+}
+
+/* The fused GEMM: its configuration, tiles, and the SMs it leaves to the
+ * kernels whose signals its persistent blocks wait for (the copy engine's
+ * one-thread signal kernels: one SM; SM_COPY: comm_blocks, by default 4..16
+ * chosen so that the GEMM needs no extra wave; BULK_REDUCE: none). The
+ * configuration is chosen for the SMs the GEMM keeps (a split or a wave
+ * fitted to all of them runs a wave longer on fewer). */
+static loom_result_t tp_fused_gemm(loom_comm_t comm, loom_tp_state_t *st) {
+  if (st->transfer == LOOM_TP_BULK_REDUCE && st->knobs.transfer == LOOM_TP_AUTO && !loom__tp_bulk_gemm_runs(&st->gemm))
+    st->transfer = LOOM_TP_SM_COPY; /* AUTO's choice where the sm90 GEMM does not run */
   const loom_tp_transfer_t t = st->transfer;
-  st->comm_blocks = t != LOOM_TP_SM_COPY && t != LOOM_TP_SM_ATOMIC ? 0
-                    : st->knobs.comm_blocks > 0 ? st->knobs.comm_blocks
-                                               : loom__tp_comm_sms(tiles, comm->sm_count, 4, 16);
-  /* BULK_REDUCE waits for nothing: the GEMM keeps every SM */
-  st->gemm_cfg.grid = comm->sm_count - (st->comm_blocks > 0 ? st->comm_blocks : bulk ? 0 : 1);
+  const int bulk = t == LOOM_TP_BULK_REDUCE, sm_side = t == LOOM_TP_SM_COPY || t == LOOM_TP_SM_ATOMIC;
+  st->comm_blocks = sm_side ? st->knobs.comm_blocks : 0;
+  int keep = comm->sm_count - (st->comm_blocks > 0 ? st->comm_blocks : bulk ? 0 : 1);
+  LOOM_TRY(tp_fused_tiles(st, bulk, keep));
+  if (sm_side && st->comm_blocks == 0) {
+    /* the side kernel's blocks from the tiles, then the GEMM for the SMs left */
+    st->comm_blocks = loom__tp_comm_sms((int64_t)st->tiles_m * st->tiles_n, comm->sm_count, 4, 16);
+    keep = comm->sm_count - st->comm_blocks;
+    LOOM_TRY(tp_fused_tiles(st, bulk, keep));
+  }
+  st->gemm_cfg.grid = keep;
   return LOOM_SUCCESS;
 }
 

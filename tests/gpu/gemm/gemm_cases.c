@@ -689,7 +689,8 @@ out: /* a failed call (counted by its check) */
 
 void gemm_hooks_split_wait_only_case(void) {
   /* Hooked GEMMs that only wait (AllGather+GEMM's kind) with split-K and
-   * stream-K, 128- and 64-row tiles, narrow n and long k (a TP = 8 slice):
+   * stream-K, 128- and 64-row tiles (bn 224: no activation, so its GELU
+   * step runs whole tiles), narrow n and long k (a TP = 8 slice):
    * (1) row blocks released in a random order: the GEMM is not done before
    * the last one, every element written, C against fp64; (2) twice with all
    * released: the same bits (the partials are summed in k order); (3) with
@@ -698,9 +699,9 @@ void gemm_hooks_split_wait_only_case(void) {
    * in bounded time, and none of that block's rows is written. */
   static const struct {
     int bm, bn, splits, grid, m, rpb;
-  } cs[4] = {{128, 128, 4, 0, 5 * 128 - 37, 128}, {128, 256, 0, 40, 3 * 128 + 5, 64},
-             {64, 128, 6, 0, 64, 32}, {64, 256, 0, 24, 33, 16}};
-  for (int ci = 0; ci < 4; ++ci) {
+  } cs[5] = {{128, 128, 4, 0, 5 * 128 - 37, 128}, {128, 256, 0, 40, 3 * 128 + 5, 64},
+             {64, 128, 6, 0, 64, 32}, {64, 256, 0, 24, 33, 16}, {128, 224, 3, 0, 2 * 128 + 7, 128}};
+  for (int ci = 0; ci < 5; ++ci) {
     gcase_t g;
     fake_comm_t fc;
     uint32_t *wait_h = NULL, *wait_d = NULL;
