@@ -26,13 +26,14 @@
 
 #include "loom.h"
 #include "lang/lang.h"
+#include "lang/lower.h"
 #include "lang/protocol.h"
 #include "tools/loom_lang.h"
 
 typedef struct opts {
   const char *file, *schedule, *bind;
   int world, depth, max;
-  int world_given, protocols;
+  int world_given, protocols, lowered;
   unsigned long long seed;
 } opts_t;
 
@@ -70,8 +71,8 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
       o->file = a;
       continue;
     }
-    if (!strcmp(a, "--protocols")) {
-      o->protocols = 1;
+    if (!strcmp(a, "--protocols") || !strcmp(a, "--lowered")) {
+      *(a[2] == 'p' ? &o->protocols : &o->lowered) = 1;
       continue;
     }
     if (!v) return -1;
@@ -149,9 +150,28 @@ static int check_protocols_at(loom_prog_t q, int W) {
   return bad;
 }
 
+/* The lowered form of q at o->world ranks per group (what code generation emits from). */
+static int print_lowered(loom_prog_t q, const opts_t *o) {
+  loom__binding_t b;
+  loom__lw_prog_t lw;
+  if (loom__lang_parse_bind(o->bind, &b) != LOOM_SUCCESS || loom__lw_lower(q, o->world, &b, &lw) != LOOM_SUCCESS)
+    return fail();
+  loom__buf_t t = {0};
+  loom__lw_print(&lw, &t);
+  if (t.s) fputs(t.s, stdout);
+  free(t.s);
+  loom__lw_free(&lw);
+  return 0;
+}
+
 static int cmd_check(const opts_t *o) {
   loom_prog_t q = load(o, NULL);
   if (!q) return 1;
+  if (o->lowered) {
+    const int rc = print_lowered(q, o);
+    loom_prog_destroy(q);
+    return rc;
+  }
   if (o->protocols) {
     const int lo = o->world_given ? o->world : 2, hi = o->world_given ? o->world : 3;
     int bad = lo < 2 || hi > LOOM__PROTO_MAXW;
