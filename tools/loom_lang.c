@@ -26,6 +26,7 @@
 
 #include "loom.h"
 #include "lang/lang.h"
+#include "codegen/emit.h"
 #include "lang/lower.h"
 #include "lang/protocol.h"
 #include "tools/loom_lang.h"
@@ -33,7 +34,7 @@
 typedef struct opts {
   const char *file, *schedule, *bind;
   int world, depth, max;
-  int world_given, protocols, lowered;
+  int world_given, protocols, lowered, emit;
   unsigned long long seed;
 } opts_t;
 
@@ -71,8 +72,8 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
       o->file = a;
       continue;
     }
-    if (!strcmp(a, "--protocols") || !strcmp(a, "--lowered")) {
-      *(a[2] == 'p' ? &o->protocols : &o->lowered) = 1;
+    if (!strcmp(a, "--protocols") || !strcmp(a, "--lowered") || !strcmp(a, "--emit")) {
+      *(a[2] == 'p' ? &o->protocols : a[2] == 'l' ? &o->lowered : &o->emit) = 1;
       continue;
     }
     if (!v) return -1;
@@ -158,16 +159,27 @@ static int print_lowered(loom_prog_t q, const opts_t *o) {
     return fail();
   loom__buf_t t = {0};
   loom__lw_print(&lw, &t);
-  if (t.s) fputs(t.s, stdout);
+  if (t.s && o->lowered) fputs(t.s, stdout);
   free(t.s);
+  int rc = 0;
+  for (int u = 0; u < lw.nunit && o->emit && !rc; ++u) {
+    if (lw.units[u].kind != LOOM__LU_KERNEL) continue;
+    char *src;
+    if (loom__cg_emit_unit(&lw, u, &src) != LOOM_SUCCESS) {
+      rc = fail();
+      break;
+    }
+    printf("// ---- unit %s\n%s", lw.units[u].name, src);
+    free(src);
+  }
   loom__lw_free(&lw);
-  return 0;
+  return rc;
 }
 
 static int cmd_check(const opts_t *o) {
   loom_prog_t q = load(o, NULL);
   if (!q) return 1;
-  if (o->lowered) {
+  if (o->lowered || o->emit) {
     const int rc = print_lowered(q, o);
     loom_prog_destroy(q);
     return rc;

@@ -3,9 +3,12 @@
  * the memory cache in front of the disk cache (rtc.h says what each is).
  *
  * The memory cache holds every image the process compiled or loaded, under
- * one mutex (ranks of a one-GPU world compile the same sources at the same
- * time: the first compiles, the others find its image); entries are
- * compared on their whole source and options, not on the key alone.
+ * one mutex; entries are compared on their whole source and options, not on
+ * the key alone. A source is compiled once: the first thread to ask for it
+ * enters it as being compiled and compiles outside the lock, so that
+ * different sources compile at the same time (one per thread), and threads
+ * asking for the same one meanwhile (the ranks of a one-GPU world) wait for
+ * its image; where the compile fails, one of them tries again for itself.
  */
 #define _POSIX_C_SOURCE 200809L /* strdup, clock_gettime */
 #include <nvrtc.h>
@@ -25,14 +28,18 @@ LOOM_PARAM_STR(CACHE_DIR, "",
                "folder of the compiled generated kernels (loom programs), shared by the processes that use it; "
                "empty: $XDG_CACHE_HOME/loom/kernels, else $HOME/.cache/loom/kernels; off: no disk cache")
 
+enum { RTC_READY = 0, RTC_COMPILING = 1, RTC_FREE = 2 };
+
 typedef struct rtc_entry {
   uint64_t key;
   char *src, *opts;
   void *data;
   size_t size;
+  int state; /* RTC_* */
 } rtc_entry_t;
 
 static pthread_mutex_t rtc_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rtc_done = PTHREAD_COND_INITIALIZER;
 static rtc_entry_t *rtc_mem;
 static int rtc_n, rtc_cap;
 
@@ -132,35 +139,37 @@ static loom_result_t nvrtc_build(const char *name, const char *src, const char *
   return r;
 }
 
-/* ---- the memory cache ------------------------------------------------------------- */
+/* ---- the memory cache (under rtc_lock) ------------------------------------------- */
 
-static rtc_entry_t *mem_find(uint64_t key, const char *src, const char *opts) {
+static int mem_find(uint64_t key, const char *src, const char *opts) {
   for (int i = 0; i < rtc_n; ++i)
-    if (rtc_mem[i].key == key && !strcmp(rtc_mem[i].opts, opts) && !strcmp(rtc_mem[i].src, src)) return &rtc_mem[i];
-  return NULL;
+    if (rtc_mem[i].state != RTC_FREE && rtc_mem[i].key == key && !strcmp(rtc_mem[i].opts, opts) &&
+        !strcmp(rtc_mem[i].src, src))
+      return i;
+  return -1;
 }
 
-/* Takes data (malloc'ed) into a new entry; frees it on failure. */
-static loom_result_t mem_add(uint64_t key, const char *src, const char *opts, void *data, size_t size,
-                             rtc_entry_t **out) {
-  if (rtc_n == rtc_cap) {
+/* A new entry being compiled (a free slot, or a new one): its index. */
+static loom_result_t mem_claim(uint64_t key, const char *src, const char *opts, int *out) {
+  int i = 0;
+  while (i < rtc_n && rtc_mem[i].state != RTC_FREE) ++i;
+  if (i == rtc_n && rtc_n == rtc_cap) {
     const int cap = rtc_cap ? 2 * rtc_cap : 16;
     rtc_entry_t *m = realloc(rtc_mem, sizeof *m * (size_t)cap);
-    if (!m) {
-      free(data);
-      return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "NVRTC cache: out of host memory");
-    }
+    if (!m) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "NVRTC cache: out of host memory");
     rtc_mem = m, rtc_cap = cap;
   }
-  rtc_entry_t *e = &rtc_mem[rtc_n];
-  e->key = key, e->data = data, e->size = size;
+  rtc_entry_t *e = &rtc_mem[i];
+  memset(e, 0, sizeof *e);
+  e->key = key, e->state = RTC_COMPILING;
   e->src = strdup(src), e->opts = strdup(opts);
   if (!e->src || !e->opts) {
-    free(e->src), free(e->opts), free(data);
+    free(e->src), free(e->opts);
+    e->src = e->opts = NULL, e->state = RTC_FREE;
     return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "NVRTC cache: out of host memory");
   }
-  rtc_n++;
-  *out = e;
+  if (i == rtc_n) rtc_n++;
+  *out = i;
   return LOOM_SUCCESS;
 }
 
@@ -173,21 +182,35 @@ void loom__rtc_cache_clear(void) {
 
 /* ---- the lookup ----------------------------------------------------------------------- */
 
-/* Under the lock: disk, else NVRTC (then the disk); the image into the memory cache. */
+/* Outside the lock: the disk's image, else NVRTC's (then written to disk); a malloc'ed copy. */
 static loom_result_t rtc_fill(const char *name, const char *src, const char *arch, const char *opts, uint64_t key,
-                              rtc_entry_t **e, int *from) {
+                              void **data, size_t *size, int *from) {
   char dirbuf[1024];
   const char *dir = loom__rtc_cache_dir(dirbuf, sizeof dirbuf);
-  void *data = NULL;
-  size_t size = 0;
-  if (dir && loom__rtc_disk_load(dir, key, src, opts, &data, &size)) {
+  if (dir && loom__rtc_disk_load(dir, key, src, opts, data, size)) {
     *from = LOOM__RTC_DISK;
-    return mem_add(key, src, opts, data, size, e);
+    return LOOM_SUCCESS;
   }
-  LOOM_TRY(nvrtc_build(name, src, arch, &data, &size));
+  LOOM_TRY(nvrtc_build(name, src, arch, data, size));
   *from = LOOM__RTC_COMPILED;
-  if (dir) (void)loom__rtc_disk_store(dir, key, src, opts, data, size); /* logged; the image serves anyway */
-  return mem_add(key, src, opts, data, size, e);
+  if (dir) (void)loom__rtc_disk_store(dir, key, src, opts, *data, *size); /* logged; the image serves anyway */
+  return LOOM_SUCCESS;
+}
+
+/* Under the lock: entry *i ready (1), or this thread must fill it (0: *i claimed). */
+static loom_result_t rtc_wait_or_claim(uint64_t key, const char *src, const char *opts, int *i, int *ready) {
+  for (;;) {
+    *i = mem_find(key, src, opts);
+    if (*i < 0) {
+      *ready = 0;
+      return mem_claim(key, src, opts, i);
+    }
+    if (rtc_mem[*i].state == RTC_READY) {
+      *ready = 1;
+      return LOOM_SUCCESS;
+    }
+    pthread_cond_wait(&rtc_done, &rtc_lock); /* another thread compiles it */
+  }
 }
 
 loom_result_t loom__rtc_compile(const char *name, const char *src, const char *arch, loom__rtc_image_t *out) {
@@ -201,10 +224,24 @@ loom_result_t loom__rtc_compile(const char *name, const char *src, const char *a
   rtc_options(arch, opts, sizeof opts);
   const uint64_t key = loom__fnv64(loom__fnv64(1469598103934665603ull, src, strlen(src) + 1), opts, strlen(opts));
   pthread_mutex_lock(&rtc_lock);
-  rtc_entry_t *e = mem_find(key, src, opts);
-  int from = LOOM__RTC_MEMORY;
-  loom_result_t r = e ? LOOM_SUCCESS : rtc_fill(name ? name : "<generated>", src, arch, opts, key, &e, &from);
-  if (r == LOOM_SUCCESS) out->data = e->data, out->size = e->size, out->key = key, out->from = from;
+  int i, ready, from = LOOM__RTC_MEMORY;
+  loom_result_t r = rtc_wait_or_claim(key, src, opts, &i, &ready);
+  if (r == LOOM_SUCCESS && !ready) {
+    void *data = NULL;
+    size_t size = 0;
+    pthread_mutex_unlock(&rtc_lock);
+    r = rtc_fill(name ? name : "<generated>", src, arch, opts, key, &data, &size, &from);
+    pthread_mutex_lock(&rtc_lock);
+    rtc_entry_t *e = &rtc_mem[i]; /* the array may have moved meanwhile */
+    if (r == LOOM_SUCCESS) {
+      e->data = data, e->size = size, e->state = RTC_READY;
+    } else {
+      free(e->src), free(e->opts);
+      e->src = e->opts = NULL, e->state = RTC_FREE;
+    }
+    pthread_cond_broadcast(&rtc_done);
+  }
+  if (r == LOOM_SUCCESS) out->data = rtc_mem[i].data, out->size = rtc_mem[i].size, out->key = key, out->from = from;
   pthread_mutex_unlock(&rtc_lock);
   out->ms = now_ms() - t0;
   return r;

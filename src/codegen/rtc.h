@@ -70,7 +70,8 @@ void loom__rtc_arch(int major, int minor, char out[16]);
  * cache, else NVRTC. `name` names the source in messages. A compile error
  * is LOOM_ERR_INTERNAL with NVRTC's log (generated code that does not
  * compile is loom's bug); an arch NVRTC refuses LOOM_ERR_INVALID_ARGUMENT.
- * Thread-safe (one compile at a time). */
+ * Thread-safe: a source compiles once (threads asking for it meanwhile wait
+ * for its image), different sources at the same time. */
 loom_result_t loom__rtc_compile(const char *name, const char *src, const char *arch, loom__rtc_image_t *out);
 
 /* Empties the memory cache (tests: the next lookup goes to disk). Not while
