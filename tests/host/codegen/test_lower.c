@@ -15,6 +15,7 @@
  *  - mutations: each wait of each generated exchange list dropped in turn
  *    is caught by the checker.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include "ops/coll/coll_schedule.h"
 #include "tests/common/test.h"
 #include "tests/host/codegen/codegen_test_util.h"
+#include "tests/host/codegen/lower_exec.h"
 
 LOOM_TEST(codegen_slices_are_loom_shards_in_the_interpreter_and_the_lowering) {
   loom_prog_t p = NULL;
@@ -188,4 +190,54 @@ LOOM_TEST(codegen_every_listed_schedule_passes_the_checker_and_its_mutations_are
   CHECK(t.schedules > 100);
   CHECK(t.waits > 100);
   CHECK_EQ_INT(t.caught, t.waits);
+}
+
+/* ---- the lowered form run on the CPU against the interpreter ------------------------------------------ */
+
+typedef struct exec_tally { int runs; double worst; const char *bind; } exec_tally_t;
+
+/* The bound of program q (lower_exec.h: fp32 arithmetic, values rounded to their dtype against the
+ * interpreter's double): by its narrowest dtype. */
+static double bound_of(const loom__prog_t *q) {
+  double b = 2e-4;
+  for (int i = 0; i < q->n; ++i) {
+    if (q->nodes[i].removed || !q->nodes[i].typed) continue;
+    if (q->nodes[i].ty.dtype == LOOM_BF16) b = 6e-2;
+    else if (q->nodes[i].ty.dtype == LOOM_FP16 && b < 1.5e-2) b = 1.5e-2;
+  }
+  return b;
+}
+
+static void exec_at_every_world(loom_prog_t q, const char *label, void *ctx) {
+  exec_tally_t *t = ctx;
+  static const int worlds[] = {1, 2, 3, 4, 8};
+  loom__binding_t b;
+  CHECK_RESULT(loom__lang_parse_bind(t->bind, &b), LOOM_SUCCESS);
+  for (int k = 0; k < 5; ++k) {
+    loom__lw_prog_t lw;
+    double d = INFINITY;
+    if (loom__lw_lower(q, worlds[k], &b, &lw) != LOOM_SUCCESS) {
+      loom_test_fail(__FILE__, __LINE__, "%s at W = %d: %s", label, worlds[k], loom_last_error());
+      continue;
+    }
+    CHECK_RESULT(lower_exec_compare(&lw, 17 + (uint64_t)k, &d), LOOM_SUCCESS);
+    if (!(d <= bound_of(q))) loom_test_fail(__FILE__, __LINE__, "%s at W = %d: differs from the interpreter by %g",
+                                            label, worlds[k], d);
+    if (d > t->worst) t->worst = d;
+    t->runs++;
+    loom__lw_free(&lw);
+  }
+}
+
+LOOM_TEST(codegen_lowered_schedules_run_on_the_cpu_equal_the_interpreter_at_every_world) {
+  for (int e = 0; e < CODEGEN_NEXAMPLES; ++e) {
+    loom_prog_t p = lang_load_example(codegen_examples[e].name);
+    CHECK(p != NULL);
+    if (!p) continue;
+    CHECK_RESULT(loom_prog_check(p), LOOM_SUCCESS);
+    exec_tally_t t = {0, 0, codegen_examples[e].bind};
+    const int n = codegen_each_schedule(p, 4, codegen_examples[e].bind, exec_at_every_world, &t);
+    printf("    %s: %d schedules at W = 1, 2, 3, 4, 8: largest difference %.3g\n", codegen_examples[e].name, n, t.worst);
+    loom_prog_destroy(p);
+  }
 }
