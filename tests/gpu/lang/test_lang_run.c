@@ -40,6 +40,7 @@
 #include "lang/lang.h"
 #include "ref/ref.h"
 #include "support/launch.h"
+#include "support/prog_io.h"
 #include "tests/common/test.h"
 #include "tests/gpu/case_suite.h"
 #include "tests/host/lang/lang_test_util.h"
@@ -47,12 +48,6 @@
 #define LAUNCH_TIMEOUT_S 1800
 #define CUDA_OK(call) CHECK_CUDA_OR(call, goto out)
 #define LOOM_OK(call) CHECK_LOOM_OR(call, goto out)
-#define MAXIO 16
-#define TRY(call)                            \
-  do {                                       \
-    const loom_result_t r_ = (call);         \
-    if (r_ != LOOM_SUCCESS) return r_;       \
-  } while (0)
 
 typedef struct lang_case {
   const char *example;
@@ -68,109 +63,14 @@ static const lang_case_t g_cases[] = {
     {"pipeline", "B=2,S=3,H=12", "B=4,S=33,H=200", 2},
 };
 
-/* The tolerance of program p: by its narrowest dtype. */
-static double tolerance(const loom__prog_t *p) {
-  int narrow = LOOM_FP32;
-  for (int i = 0; i < p->n; ++i) {
-    const int t = p->nodes[i].ty.dtype;
-    if (p->nodes[i].removed || !p->nodes[i].typed) continue;
-    if (t == LOOM_BF16) narrow = LOOM_BF16;
-    else if (t == LOOM_FP16 && narrow != LOOM_BF16) narrow = LOOM_FP16;
-  }
-  return narrow == LOOM_BF16 ? 6e-2 : narrow == LOOM_FP16 ? 1.5e-2 : 2e-4;
-}
-
-/* The whole tensor's flat index of element e of this rank's piece. */
-static int64_t whole_index(const loom_prog_io_t *io, int64_t e) {
-  int64_t g[6], f = 0;
-  for (int j = io->rank - 1; j >= 0; --j) {
-    g[j] = e % io->dims[j] + (io->layout == LOOM_PROG_SLICED && io->arg == j ? io->offset : 0);
-    e /= io->dims[j];
-  }
-  for (int j = 0; j < io->rank; ++j) f = f * io->whole[j] + g[j];
-  return f;
-}
-
-typedef struct run_bufs {
-  int ni, no;
-  loom_prog_io_t in[MAXIO], out[MAXIO];
-  void *din[MAXIO], *dout[MAXIO];
-  void *host;
-} run_bufs_t;
-
-static size_t io_bytes(const loom_prog_io_t *io) { return (size_t)io->count * loom_dtype_size(io->dtype); }
-
-static loom_result_t bufs_make(loom_plan_t plan, run_bufs_t *b) {
-  memset(b, 0, sizeof *b);
-  loom_prog_plan_info_t info = LOOM_PROG_PLAN_INFO_INIT;
-  TRY(loom_prog_plan_info(plan, &info));
-  if (info.ninputs > MAXIO || info.noutputs > MAXIO) return LOOM_ERR_UNSUPPORTED;
-  b->ni = info.ninputs, b->no = info.noutputs;
-  size_t most = 16;
-  for (int i = 0; i < b->ni + b->no; ++i) {
-    loom_prog_io_t *io = i < b->ni ? &b->in[i] : &b->out[i - b->ni];
-    io->struct_size = sizeof *io;
-    TRY(loom_prog_plan_io(plan, i >= b->ni, i < b->ni ? i : i - b->ni, io));
-    void **d = i < b->ni ? &b->din[i] : &b->dout[i - b->ni];
-    if (io->count && cudaMalloc(d, io_bytes(io)) != cudaSuccess) return LOOM_ERR_CUDA;
-    if (io_bytes(io) > most) most = io_bytes(io);
-  }
-  b->host = malloc(most * 2);
-  return b->host ? LOOM_SUCCESS : LOOM_ERR_OUT_OF_MEMORY;
-}
-
-static void bufs_free(run_bufs_t *b) {
-  for (int i = 0; i < b->ni; ++i) cudaFree(b->din[i]);
-  for (int j = 0; j < b->no; ++j) cudaFree(b->dout[j]);
-  free(b->host);
-}
-
-/* This rank's pieces of the inputs as the interpreter draws them from `seed`; the outputs poisoned. */
-static int bufs_fill(run_bufs_t *b, int q, uint64_t seed, cudaStream_t s) {
-  for (int i = 0; i < b->ni; ++i) {
-    const loom_prog_io_t *io = &b->in[i];
-    for (int64_t e = 0; e < io->count; ++e) {
-      const double v = loom__interp_input_elem(io->name, seed, io->layout == LOOM_PROG_LOCAL ? q : -1,
-                                               whole_index(io, e));
-      loom_ref_store(io->dtype, b->host, (size_t)e, v);
-    }
-    if (io->count && cudaMemcpyAsync(b->din[i], b->host, io_bytes(io), cudaMemcpyHostToDevice, s) != cudaSuccess) return 1;
-    if (io->count && cudaStreamSynchronize(s) != cudaSuccess) return 1;
-  }
-  for (int j = 0; j < b->no; ++j)
-    if (b->out[j].count && cudaMemsetAsync(b->dout[j], 0xff, io_bytes(&b->out[j]), s) != cudaSuccess) return 1;
-  return 0;
-}
-
-/* Every element of this rank's outputs against the interpreter's results of q at W ranks per group. */
-static void bufs_check(const run_bufs_t *b, loom_prog_t q, int W, const char *bind, uint64_t seed, int rank,
-                       const char *label) {
-  loom__binding_t bd;
-  loom__results_t res;
-  CHECK_RESULT(loom__lang_parse_bind(bind, &bd), LOOM_SUCCESS);
-  if (loom__lang_interp(q, W, &bd, seed, &res) != LOOM_SUCCESS) {
-    loom_test_fail(__FILE__, __LINE__, "%s: the interpreter: %s", label, loom_last_error());
-    return;
-  }
-  const double tol = tolerance(q);
-  int bad = 0;
-  CHECK_EQ_INT(res.n, b->no);
-  for (int j = 0; j < b->no && j < res.n; ++j) {
-    const loom_prog_io_t *io = &b->out[j];
-    if (!io->count) continue;
-    if (cudaMemcpy(b->host, b->dout[j], io_bytes(io), cudaMemcpyDeviceToHost) != cudaSuccess) bad++;
-    const loom__value_t *v = &res.vals[j];
-    for (int64_t e = 0; e < io->count && bad < 5; ++e) {
-      const int64_t g = whole_index(io, e) + (v->local ? (int64_t)(rank % W) * v->count : 0);
-      const double got = loom_ref_load(io->dtype, b->host, (size_t)e), want = v->v[g];
-      if (!(fabs(got - want) <= tol * fmax(1.0, fabs(want)))) {
-        loom_test_fail(__FILE__, __LINE__, "%s, rank %d: output %s element %lld: %.8g, the interpreter %.8g", label, rank,
-                       io->name, (long long)e, got, want);
-        bad++;
-      }
-    }
-  }
-  loom__lang_results_free(&res);
+/* Every element of this rank's outputs against the interpreter (prog_io_bound's bound). */
+static void check_outputs(const prog_io_t *b, loom_prog_t q, int W, const char *bind, uint64_t seed, int rank,
+                          const char *label) {
+  double d;
+  int bad;
+  CHECK_RESULT(prog_io_check(b, q, W, bind, seed, rank, prog_io_bound(q), label, &d, &bad), LOOM_SUCCESS);
+  if (bad) loom_test_fail(__FILE__, __LINE__, "%s, rank %d: %d elements beyond %g (largest difference %g)", label,
+                          rank, bad, prog_io_bound(q), d);
 }
 
 /* One schedule (q) at this rank: compiled, run `calls` times with new inputs (and, graph, captured and replayed),
@@ -181,19 +81,19 @@ static int run_schedule(loom_rank_ctx_t *ctx, loom_comm_t comm, loom_prog_t q, i
   cudaStream_t s = NULL;
   cudaGraph_t g = NULL;
   cudaGraphExec_t ge = NULL;
-  run_bufs_t b;
+  prog_io_t b;
   memset(&b, 0, sizeof b);
   const int before = loom_test_failures, qi = ctx->rank % W;
   LOOM_OK(loom_prog_compile(comm, q, NULL, bind, &plan));
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  LOOM_OK(bufs_make(plan, &b));
+  LOOM_OK(prog_io_make(plan, &b));
   for (int call = 0; call < 3; ++call) {
     const uint64_t seed = loom_test_seed() + (uint64_t)call * 7919u;
-    CHECK(bufs_fill(&b, qi, seed, s) == 0);
+    CHECK(prog_io_fill(&b, qi, seed, s) == 0);
     LOOM_OK(loom_prog_run(plan, (const void *const *)b.din, b.dout, s));
     CUDA_OK(cudaStreamSynchronize(s));
     LOOM_OK(loom_comm_get_async_error(comm));
-    bufs_check(&b, q, W, bind, seed, ctx->rank, label);
+    check_outputs(&b, q, W, bind, seed, ctx->rank, label);
   }
   if (graph) {
     CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -202,11 +102,11 @@ static int run_schedule(loom_rank_ctx_t *ctx, loom_comm_t comm, loom_prog_t q, i
     CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
     for (int rep = 0; rep < 3; ++rep) {
       const uint64_t seed = loom_test_seed() + 1000003u * (uint64_t)(rep + 1);
-      CHECK(bufs_fill(&b, qi, seed, s) == 0);
+      CHECK(prog_io_fill(&b, qi, seed, s) == 0);
       CUDA_OK(cudaGraphLaunch(ge, s));
       CUDA_OK(cudaStreamSynchronize(s));
       LOOM_OK(loom_comm_get_async_error(comm));
-      bufs_check(&b, q, W, bind, seed, ctx->rank, label);
+      check_outputs(&b, q, W, bind, seed, ctx->rank, label);
     }
   }
 out:
@@ -214,7 +114,7 @@ out:
   if (ge) cudaGraphExecDestroy(ge);
   if (g) cudaGraphDestroy(g);
   if (plan) CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
-  bufs_free(&b);
+  prog_io_free(&b);
   if (s) cudaStreamDestroy(s);
   return loom_test_failures != before;
 }
@@ -277,7 +177,7 @@ static int rank_absent(loom_rank_ctx_t *ctx, void *arg) {
   loom_comm_t comm = NULL;
   loom_plan_t plan = NULL;
   cudaStream_t s = NULL;
-  run_bufs_t b;
+  prog_io_t b;
   memset(&b, 0, sizeof b);
   loom_config_t cfg = LOOM_CONFIG_INIT;
   cfg.timeout_ms = 500;
@@ -285,8 +185,8 @@ static int rank_absent(loom_rank_ctx_t *ctx, void *arg) {
   CHECK_LOOM_OR(loom_launch_comm_create(ctx, &cfg, &comm), return 1);
   LOOM_OK(loom_prog_compile(comm, p, "best", "B=2,S=3,H=12", &plan));
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  LOOM_OK(bufs_make(plan, &b));
-  CHECK(bufs_fill(&b, ctx->rank, 5, s) == 0);
+  LOOM_OK(prog_io_make(plan, &b));
+  CHECK(prog_io_fill(&b, ctx->rank, 5, s) == 0);
   if (ctx->rank != ctx->size - 1) {
     LOOM_OK(loom_prog_run(plan, (const void *const *)b.din, b.dout, s));
     CUDA_OK(cudaStreamSynchronize(s)); /* returns: every wait is bounded */
@@ -299,7 +199,7 @@ static int rank_absent(loom_rank_ctx_t *ctx, void *arg) {
 out:
   if (s) cudaStreamSynchronize(s);
   if (plan) CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
-  bufs_free(&b);
+  prog_io_free(&b);
   if (s) cudaStreamDestroy(s);
   if (comm) CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
   loom_prog_destroy(p);
@@ -315,13 +215,13 @@ static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
   loom_comm_t comm = NULL;
   loom_plan_t plan = NULL;
   cudaStream_t s = NULL;
-  run_bufs_t b;
+  prog_io_t b;
   memset(&b, 0, sizeof b);
   loom_prog_t p = lang_load_example("model_parallel");
   CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   LOOM_OK(loom_prog_compile(comm, p, "best", "B=2,S=3,H=12", &plan));
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  LOOM_OK(bufs_make(plan, &b));
+  LOOM_OK(prog_io_make(plan, &b));
   void *keep = b.din[1];
   b.din[1] = NULL; /* `in`: this rank's slice */
   CHECK_RESULT(loom_prog_run(plan, (const void *const *)b.din, b.dout, s), LOOM_ERR_INVALID_ARGUMENT);
@@ -343,7 +243,7 @@ static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
 out:
   if (s) cudaStreamSynchronize(s);
   if (plan) CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
-  bufs_free(&b);
+  prog_io_free(&b);
   if (s) cudaStreamDestroy(s);
   if (comm) CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
   loom_prog_destroy(p);

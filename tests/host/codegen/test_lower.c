@@ -25,6 +25,7 @@
 #include "ops/coll/coll_schedule.h"
 #include "tests/common/test.h"
 #include "tests/host/codegen/codegen_test_util.h"
+#include "support/prog_io.h"
 #include "tests/host/codegen/lower_exec.h"
 
 LOOM_TEST(codegen_slices_are_loom_shards_in_the_interpreter_and_the_lowering) {
@@ -196,18 +197,6 @@ LOOM_TEST(codegen_every_listed_schedule_passes_the_checker_and_its_mutations_are
 
 typedef struct exec_tally { int runs; double worst; const char *bind; } exec_tally_t;
 
-/* The bound of program q (lower_exec.h: fp32 arithmetic, values rounded to their dtype against the
- * interpreter's double): by its narrowest dtype. */
-static double bound_of(const loom__prog_t *q) {
-  double b = 2e-4;
-  for (int i = 0; i < q->n; ++i) {
-    if (q->nodes[i].removed || !q->nodes[i].typed) continue;
-    if (q->nodes[i].ty.dtype == LOOM_BF16) b = 6e-2;
-    else if (q->nodes[i].ty.dtype == LOOM_FP16 && b < 1.5e-2) b = 1.5e-2;
-  }
-  return b;
-}
-
 static void exec_at_every_world(loom_prog_t q, const char *label, void *ctx) {
   exec_tally_t *t = ctx;
   static const int worlds[] = {1, 2, 3, 4, 8};
@@ -221,7 +210,7 @@ static void exec_at_every_world(loom_prog_t q, const char *label, void *ctx) {
       continue;
     }
     CHECK_RESULT(lower_exec_compare(&lw, 17 + (uint64_t)k, &d), LOOM_SUCCESS);
-    if (!(d <= bound_of(q))) loom_test_fail(__FILE__, __LINE__, "%s at W = %d: differs from the interpreter by %g",
+    if (!(d <= prog_io_bound(q))) loom_test_fail(__FILE__, __LINE__, "%s at W = %d: differs from the interpreter by %g",
                                             label, worlds[k], d);
     if (d > t->worst) t->worst = d;
     t->runs++;
