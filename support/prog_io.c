@@ -55,8 +55,9 @@ int prog_io_fill(prog_io_t *b, int q, uint64_t seed, cudaStream_t s) {
     const loom_prog_io_t *io = &b->in[i];
     if (!io->count) continue;
     for (int64_t e = 0; e < io->count; ++e)
-      loom_ref_store(io->dtype, b->host, (size_t)e,
-                     loom__interp_input_elem(io->name, seed, io->layout == LOOM_PROG_LOCAL ? q : -1, whole_index(io, e)));
+      loom_ref_store(
+          io->dtype, b->host, (size_t)e,
+          loom__interp_input_elem(io->name, seed, io->layout == LOOM_PROG_LOCAL ? q : -1, whole_index(io, e)));
     if (cudaMemcpyAsync(b->din[i], b->host, io_bytes(io), cudaMemcpyHostToDevice, s) != cudaSuccess ||
         cudaStreamSynchronize(s) != cudaSuccess)
       return 1;

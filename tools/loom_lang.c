@@ -71,12 +71,13 @@ static int usage(const char *cmd, int code) {
                "  merged, cheapest first by a cost model of H200 rates (docs/language.md; W ranks, default 8;\n"
                "  unbound sizes: 1024); a Schedule section that is refused is listed last with why\n");
   else if (!strcmp(cmd, "run"))
-    fprintf(f, "usage: loom run PROG.loom --bind S=N,... [--schedule NAME] [--check] [--world W] [--iters N] [--seed S]\n"
-               "  compile the program for the GPUs (generated kernels, NVRTC, cached in LOOM_CACHE_DIR) and run it\n"
-               "  on one process per GPU (or the ranks of mpirun), or with --world W as W ranks per group on one GPU\n"
-               "  (correctness, not speed); print each stage's median time over N calls (default 20); with --check,\n"
-               "  compare every output with the CPU interpreter. NAME: a Schedule section, or a schedule `loom\n"
-               "  schedules` lists at the same W and --bind (s41, ...)\n");
+    fprintf(f,
+            "usage: loom run PROG.loom --bind S=N,... [--schedule NAME] [--check] [--world W] [--iters N] [--seed S]\n"
+            "  compile the program for the GPUs (generated kernels, NVRTC, cached in LOOM_CACHE_DIR) and run it\n"
+            "  on one process per GPU (or the ranks of mpirun), or with --world W as W ranks per group on one GPU\n"
+            "  (correctness, not speed); print each stage's median time over N calls (default 20); with --check,\n"
+            "  compare every output with the CPU interpreter. NAME: a Schedule section, or a schedule `loom\n"
+            "  schedules` lists at the same W and --bind (s41, ...)\n");
   else
     fprintf(f, "usage: loom interp PROG.loom --world W --bind S=N,... [--schedule NAME] [--seed S]\n"
                "  run the program on the CPU with W simulated ranks per group, sizes bound by --bind;\n"
@@ -243,15 +244,19 @@ static int cmd_interp(const opts_t *o) {
   loom__binding_t b;
   loom__results_t res;
   int rc = 0;
-  if (loom__lang_parse_bind(o->bind, &b) != LOOM_SUCCESS || loom__lang_interp(q, o->world, &b, o->seed, &res) != LOOM_SUCCESS) {
+  if (loom__lang_parse_bind(o->bind, &b) != LOOM_SUCCESS ||
+      loom__lang_interp(q, o->world, &b, o->seed, &res) != LOOM_SUCCESS) {
     rc = fail();
   } else {
-    printf("%s at %d ranks per group%s%s\n", q->name, o->world, o->schedule ? ", schedule " : "", o->schedule ? o->schedule : "");
+    printf("%s at %d ranks per group%s%s\n", q->name, o->world, o->schedule ? ", schedule " : "",
+           o->schedule ? o->schedule : "");
     for (int i = 0; i < res.n; ++i) print_value(&res.vals[i]);
     loom__lang_results_free(&res);
     double diff = 0;
-    if (o->schedule && loom_prog_interp_compare(plain, q, o->world, o->bind, o->seed, &diff) != LOOM_SUCCESS) rc = fail();
-    else if (o->schedule) printf("largest difference from the unscheduled program: %g%s\n", diff, diff == 0 ? " (bit-exact)" : "");
+    if (o->schedule && loom_prog_interp_compare(plain, q, o->world, o->bind, o->seed, &diff) != LOOM_SUCCESS)
+      rc = fail();
+    else if (o->schedule)
+      printf("largest difference from the unscheduled program: %g%s\n", diff, diff == 0 ? " (bit-exact)" : "");
   }
   loom_prog_destroy(q);
   loom_prog_destroy(plain);
@@ -311,7 +316,8 @@ static loom_prog_t run_schedule_of(loom_prog_t p, const opts_t *o, int W) {
   if (!o->schedule || own) return loom_prog_schedule(p, o->schedule, &q) == LOOM_SUCCESS ? q : (fail(), NULL);
   loom__binding_t b;
   loom__listing_t l;
-  if (loom__lang_parse_bind(o->bind, &b) != LOOM_SUCCESS || loom__lang_list(p, W, &b, o->depth, o->max, &l) != LOOM_SUCCESS)
+  if (loom__lang_parse_bind(o->bind, &b) != LOOM_SUCCESS ||
+      loom__lang_list(p, W, &b, o->depth, o->max, &l) != LOOM_SUCCESS)
     return fail(), NULL;
   for (int i = 0; i < l.n && !q; ++i) {
     if (strcmp(l.rows[i].s->name, o->schedule) || l.rows[i].refused) continue;
@@ -345,8 +351,10 @@ static void print_times(loom_plan_t plan, const run_arg_t *ra, float *ms, int it
       loom_prog_plan_info(plan, &info) != LOOM_SUCCESS)
     return;
   const int n = st->lw.nunit;
-  printf("%s: W = %d ranks per group, %d groups; %d kernels (%d compiled by NVRTC, %.1f ms getting them), arena %zu "
-         "bytes\n", ra->q->name, info.world, info.groups, info.kernels, info.compiled, info.compile_ms, info.arena_bytes);
+  printf(
+      "%s: W = %d ranks per group, %d groups; %d kernels (%d compiled by NVRTC, %.1f ms getting them), arena %zu "
+      "bytes\n",
+      ra->q->name, info.world, info.groups, info.kernels, info.compiled, info.compile_ms, info.arena_bytes);
   float *col = malloc(sizeof(float) * (size_t)iters), total = 0;
   for (int u = 0; u < n && col; ++u) {
     for (int it = 0; it < iters; ++it) col[it] = ms[(size_t)it * (size_t)n + (size_t)u];
@@ -365,7 +373,8 @@ static int run_check(loom_plan_t plan, const run_arg_t *ra, prog_io_t *b, int ra
   int bad = 0;
   const uint64_t seed = ra->o->seed + 1;
   const double bound = prog_io_bound(ra->q);
-  if (prog_io_fill(b, rank % W, seed, s) || loom_prog_run(plan, (const void *const *)b->din, b->dout, s) != LOOM_SUCCESS ||
+  if (prog_io_fill(b, rank % W, seed, s) ||
+      loom_prog_run(plan, (const void *const *)b->din, b->dout, s) != LOOM_SUCCESS ||
       cudaStreamSynchronize(s) != cudaSuccess || loom_comm_get_async_error(plan_comm(plan)) != LOOM_SUCCESS ||
       prog_io_check(b, ra->q, W, ra->o->bind, seed, rank, bound, "loom run --check", &d, &bad) != LOOM_SUCCESS)
     return fail();
@@ -418,8 +427,9 @@ static int loom_lang_run(const opts_t *o) {
   int mpi_rank, mpi_size, R = o->world * G;
   if (!o->world_given) R = loom_launch_under_mpi(&mpi_rank, &mpi_size) ? mpi_size : loom_launch_gpu_count();
   if (R < G || R % G) {
-    fprintf(stderr, "loom: %d ranks for a program of %d pipeline groups (give --world W, or run on a multiple of %d GPUs)\n",
-            R, G, G);
+    fprintf(stderr,
+            "loom: %d ranks for a program of %d pipeline groups (give --world W, or run on a multiple of %d GPUs)\n", R,
+            G, G);
     loom_prog_destroy(p);
     return 1;
   }

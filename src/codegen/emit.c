@@ -79,8 +79,8 @@ static void emit_waits(cg_emit_t *E, int s) {
     if (e->off || e->kind != LOOM__LX_WAIT || e->step != s) continue;
     char c[96], lo[48], n[32], skip[32];
     pattern_range(E->lw, e, lo, n, skip);
-    loom__buf_printf(E->o, "  if (%s && !loom__cg_wait(a, %du, e, %s, %s, %s, %s)) return;\n", does(E->lw, e, c, sizeof c),
-                     e->slot, lo, n, skip, site_of(e));
+    loom__buf_printf(E->o, "  if (%s && !loom__cg_wait(a, %du, e, %s, %s, %s, %s)) return;\n",
+                     does(E->lw, e, c, sizeof c), e->slot, lo, n, skip, site_of(e));
   }
 }
 
@@ -107,7 +107,8 @@ static void emit_end(cg_emit_t *E) {
     if (e->off || e->kind != LOOM__LX_WAIT || e->step != x->nsteps) continue;
     char c[96], lo[48], n[32], skip[32];
     pattern_range(E->lw, e, lo, n, skip);
-    loom__buf_printf(E->o, "  if (%s)\n    for (int p = %s; p < %s + %s; ++p)\n", does(E->lw, e, c, sizeof c), lo, lo, n);
+    loom__buf_printf(E->o, "  if (%s)\n    for (int p = %s; p < %s + %s; ++p)\n", does(E->lw, e, c, sizeof c), lo, lo,
+                     n);
     loom__buf_printf(E->o, "      if (p != r && !loom__cg_wait_one(a, %du, e, p, %s)) return;\n", e->slot, site_of(e));
   }
   loom__buf_printf(E->o, "  *(volatile uint32_t *)&ep->epoch = e;\n");
@@ -129,8 +130,9 @@ loom_result_t loom__cg_emit_unit(const loom__lw_prog_t *lw, int u, char **src) {
   loom__buf_printf(&o, "/* loom: a generated kernel (W = %d ranks per group, %d groups; %d steps) */\n", lw->W, lw->G,
                    x->nsteps);
   loom__buf_printf(&o, "#include \"codegen/cg_device.cuh\"\n\n");
-  loom__buf_printf(&o, "extern \"C\" __global__ void __launch_bounds__(%d) %s(const __grid_constant__ loom_cg_args_t a) {\n",
-                   LOOM_CG_THREADS, LOOM_CG_KERNEL);
+  loom__buf_printf(
+      &o, "extern \"C\" __global__ void __launch_bounds__(%d) %s(const __grid_constant__ loom_cg_args_t a) {\n",
+      LOOM_CG_THREADS, LOOM_CG_KERNEL);
   int sums = 0; /* ROW and SUMSQ loops sum over a block in shared memory */
   for (int l = x->loop0; l < x->loop0 + x->nloops; ++l) sums |= lw->loops[l].kind != LOOM__LL_ELEM;
   if (sums) loom__buf_printf(&o, "  __shared__ float loom_red[33];\n");

@@ -59,7 +59,8 @@ static void piece_decl(const cg_emit_t *E, const loom__lw_index_t *x, int k, con
   const loom__lw_geom_t *g = &x->geom;
   if (g->sliced < 0) return;
   const long long n = (long long)g->dims[g->sliced], S = (long long)g->S;
-  loom__buf_printf(E->o, "      const int64_t p%d = %s, o%d = LOOM_CG_MIN(%lldll, p%d * %lldll);\n", k, piece, k, n, k, S);
+  loom__buf_printf(E->o, "      const int64_t p%d = %s, o%d = LOOM_CG_MIN(%lldll, p%d * %lldll);\n", k, piece, k, n, k,
+                   S);
   loom__buf_printf(E->o, "      const int64_t l%d = LOOM_CG_MIN(%lldll, (p%d + 1) * %lldll) - o%d;\n", k, n, k, S, k);
 }
 
@@ -113,11 +114,14 @@ static loom_result_t emit_reduce(const cg_emit_t *E, const loom__lw_ins_t *in, i
     return loom__fail(LOOM_ERR_INTERNAL, "emit: a reduction of a sliced or private buffer");
   char ix[1024];
   index_expr(x, k, ix, sizeof ix);
-  const char *T = dtype_c(b->dtype), *acc = in->op == LOOM__RED_MAX ? "fmaxf(v%d, y)" : in->op == LOOM__RED_MIN ? "fminf(v%d, y)" : "v%d + y";
+  const char *T = dtype_c(b->dtype), *acc = in->op == LOOM__RED_MAX   ? "fmaxf(v%d, y)"
+                                            : in->op == LOOM__RED_MIN ? "fminf(v%d, y)"
+                                                                      : "v%d + y";
   char step[64];
   snprintf(step, sizeof step, acc, k);
   loom__buf_printf(E->o, "      const int64_t i%d = %s;\n", k, ix);
-  loom__buf_printf(E->o, "      float v%d = loom__load1<%s>(a.arena[base] + %lldll, i%d);\n", k, T, (long long)b->arena_off, k);
+  loom__buf_printf(E->o, "      float v%d = loom__load1<%s>(a.arena[base] + %lldll, i%d);\n", k, T,
+                   (long long)b->arena_off, k);
   loom__buf_printf(E->o, "      for (int p = 1; p < %d; ++p) {\n", E->lw->W);
   loom__buf_printf(E->o, "        const float y = loom__load1<%s>(a.arena[base + p] + %lldll, i%d);\n", T,
                    (long long)b->arena_off, k);
@@ -196,8 +200,9 @@ static loom_result_t emit_body(const cg_emit_t *E, const loom__lw_loop_t *l) {
         loom__buf_printf(E->o, "      float v%d = 0.f;\n", k);
         if (in->arg) loom__buf_printf(E->o, "      for (int p = base; p < base + %d; ++p)\n", E->lw->W);
         else loom__buf_printf(E->o, "      for (int p = r; p < r + 1; ++p)\n");
-        loom__buf_printf(E->o, "        for (int s = 0; s < %d; ++s) v%d += __ldcg((const float *)(a.arena[p] + %lldll) + s);\n",
-                         LOOM__LW_NPART, k, off);
+        loom__buf_printf(
+            E->o, "        for (int s = 0; s < %d; ++s) v%d += __ldcg((const float *)(a.arena[p] + %lldll) + s);\n",
+            LOOM__LW_NPART, k, off);
         loom__buf_printf(E->o, "      v%d = sqrtf(v%d);\n", k, k);
         break;
       }
@@ -294,7 +299,8 @@ static loom_result_t emit_row(const cg_emit_t *E, const loom__lw_loop_t *l) {
     loom__buf_printf(E->o, "      const float mean = s1 / (float)C;\n      float s2 = 0.f;\n");
     snprintf(t1, sizeof t1, "      s2 += (v%d - mean) * (v%d - mean);\n", x, x);
     LOOM_TRY(row_pass(E, l, t1));
-    loom__buf_printf(E->o, "      const float rstd = rsqrtf(loom__coll_block_sum(s2, loom_red) / (float)C + %s);\n", eps);
+    loom__buf_printf(E->o, "      const float rstd = rsqrtf(loom__coll_block_sum(s2, loom_red) / (float)C + %s);\n",
+                     eps);
   } else {
     loom__buf_printf(E->o, "      const float mean = 0.f, rstd = rsqrtf(s1 / (float)C + %s);\n", eps);
   }
@@ -304,8 +310,8 @@ static loom_result_t emit_row(const cg_emit_t *E, const loom__lw_loop_t *l) {
   if (l->b_ins >= 0) n += (size_t)snprintf(st + n, sizeof st - n, " + v%d", l->b_ins);
   n += (size_t)snprintf(st + n, sizeof st - n, ";\n");
   if (b->store & LOOM__LWB_ARENA)
-    n += (size_t)snprintf(st + n, sizeof st - n, "      loom__store1<%s>(a.arena[r] + %lldll, i, y);\n", dtype_c(b->dtype),
-                          (long long)b->arena_off);
+    n += (size_t)snprintf(st + n, sizeof st - n, "      loom__store1<%s>(a.arena[r] + %lldll, i, y);\n",
+                          dtype_c(b->dtype), (long long)b->arena_off);
   for (int k = 0; k < b->noutput && n < sizeof st; ++k)
     n += (size_t)snprintf(st + n, sizeof st - n, "      loom__store1<%s>(a.ptr[%d], i, y);\n", dtype_c(b->dtype),
                           E->lw->ninputs + b->output[k]);
@@ -321,7 +327,8 @@ static loom_result_t emit_sumsq(const cg_emit_t *E, const loom__lw_loop_t *l) {
   piece_frame(E, &l->space);
   loom__buf_printf(E->o, "    for (int s = blockIdx.x; s < %d; s += gridDim.x) {\n", LOOM__LW_NPART);
   loom__buf_printf(E->o, "      float acc = 0.f;\n");
-  loom__buf_printf(E->o, "      for (int64_t i = cnt * s / %d + threadIdx.x; i < cnt * (s + 1) / %d; i += blockDim.x) {\n",
+  loom__buf_printf(E->o,
+                   "      for (int64_t i = cnt * s / %d + threadIdx.x; i < cnt * (s + 1) / %d; i += blockDim.x) {\n",
                    LOOM__LW_NPART, LOOM__LW_NPART);
   coords(E, &l->space);
   LOOM_TRY(emit_body(E, l));
@@ -336,7 +343,9 @@ loom_result_t loom__cg_emit_loop(cg_emit_t *E, int li) {
   char cond[96];
   runs(E, &l->space, cond, sizeof cond);
   loom__buf_printf(E->o, "  if (%s) { /* loop %d */\n", cond, li - E->u->loop0);
-  loom_result_t r = l->kind == LOOM__LL_ELEM ? emit_elem(E, l) : l->kind == LOOM__LL_ROW ? emit_row(E, l) : emit_sumsq(E, l);
+  loom_result_t r = l->kind == LOOM__LL_ELEM  ? emit_elem(E, l)
+                    : l->kind == LOOM__LL_ROW ? emit_row(E, l)
+                                              : emit_sumsq(E, l);
   loom__buf_printf(E->o, "  }\n");
   return r;
 }

@@ -116,7 +116,8 @@ static loom_result_t copy_inputs(const loom_cg_state_t *st, const void *const *i
     const size_t bytes = x->input >= 0 ? io_bytes(st, 0, x->input) : 0;
     if (!(x->store & LOOM__LWB_INPUT) || !bytes) continue;
     if (!after && (x->store & LOOM__LWB_ARENA))
-      LOOM_CUDA(cudaMemcpyAsync((char *)st->arena + x->arena_off, in[x->input], bytes, cudaMemcpyDeviceToDevice, stream));
+      LOOM_CUDA(
+          cudaMemcpyAsync((char *)st->arena + x->arena_off, in[x->input], bytes, cudaMemcpyDeviceToDevice, stream));
     for (int k = 0; after && k < x->noutput; ++k)
       LOOM_CUDA(cudaMemcpyAsync(out[x->output[k]], in[x->input], bytes, cudaMemcpyDeviceToDevice, stream));
   }
@@ -170,9 +171,11 @@ loom_result_t loom__cg_execute_timed(loom_plan_t plan, const void *const *inputs
     if (cudaEventCreate(&ev[i]) != cudaSuccess) r = loom__fail(LOOM_ERR_CUDA, "cudaEventCreate");
     else made++;
   if (r == LOOM_SUCCESS) r = execute(plan, inputs, outputs, stream, ev);
-  if (r == LOOM_SUCCESS && cudaEventSynchronize(ev[n]) != cudaSuccess) r = loom__fail(LOOM_ERR_CUDA, "cudaEventSynchronize");
+  if (r == LOOM_SUCCESS && cudaEventSynchronize(ev[n]) != cudaSuccess)
+    r = loom__fail(LOOM_ERR_CUDA, "cudaEventSynchronize");
   for (int u = 0; u < n && r == LOOM_SUCCESS; ++u)
-    if (cudaEventElapsedTime(&ms[u], ev[u], ev[u + 1]) != cudaSuccess) r = loom__fail(LOOM_ERR_CUDA, "cudaEventElapsedTime");
+    if (cudaEventElapsedTime(&ms[u], ev[u], ev[u + 1]) != cudaSuccess)
+      r = loom__fail(LOOM_ERR_CUDA, "cudaEventElapsedTime");
   for (int i = 0; i < made; ++i) (void)cudaEventDestroy(ev[i]);
   return r;
 }

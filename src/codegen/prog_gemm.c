@@ -49,9 +49,9 @@ loom_result_t loom__cg_gemm_resolve(loom_cg_state_t *st, int u) {
     int64_t m, k, k2, n, m2, n2;
     mk(A, q, &m, &k), mk(B, q, &k2, &n), mk(C, q, &m2, &n2);
     if (k != k2 || m != m2 || n != n2)
-      return loom__fail(LOOM_ERR_INTERNAL, "MatMul %s: pieces [%lld x %lld] x [%lld x %lld] -> [%lld x %lld] at index %d",
-                        un->name, (long long)m, (long long)k, (long long)k2, (long long)n, (long long)m2,
-                        (long long)n2, q);
+      return loom__fail(LOOM_ERR_INTERNAL,
+                        "MatMul %s: pieces [%lld x %lld] x [%lld x %lld] -> [%lld x %lld] at index %d", un->name,
+                        (long long)m, (long long)k, (long long)k2, (long long)n, (long long)m2, (long long)n2, q);
     if (q == st->q) x->m = m, x->n = n, x->k = k, x->k8 = up8(k), x->n8 = up8(n);
     if ((k % 8 || n % 8) && m && n && k) {
       pa = pa > align256(m * up8(k) * es) ? pa : align256(m * up8(k) * es);

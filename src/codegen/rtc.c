@@ -85,8 +85,10 @@ static void rtc_options(const char *arch, char *buf, size_t cap) {
   }
   int maj = 0, min = 0;
   (void)nvrtcVersion(&maj, &min);
-  snprintf(buf, cap, "--gpu-architecture=%s\n-std=c++17\n-default-device\n-DLOOM_RTC=1\nloom %d.%d.%d headers %016llx nvrtc %d.%d", arch,
-           LOOM_VERSION_MAJOR, LOOM_VERSION_MINOR, LOOM_VERSION_PATCH, (unsigned long long)headers_hash, maj, min);
+  snprintf(
+      buf, cap,
+      "--gpu-architecture=%s\n-std=c++17\n-default-device\n-DLOOM_RTC=1\nloom %d.%d.%d headers %016llx nvrtc %d.%d",
+      arch, LOOM_VERSION_MAJOR, LOOM_VERSION_MINOR, LOOM_VERSION_PATCH, (unsigned long long)headers_hash, maj, min);
 }
 
 /* ---- NVRTC ------------------------------------------------------------------------- */
@@ -128,7 +130,8 @@ static loom_result_t nvrtc_build(const char *name, const char *src, const char *
   loom_result_t r = LOOM_SUCCESS;
   e = nvrtcCompileProgram(prog, 4, opts);
   if (e != NVRTC_SUCCESS) r = nvrtc_log_fail(prog, e, name, arch);
-  if (r == LOOM_SUCCESS && (e = nvrtcGetCUBINSize(prog, size)) != NVRTC_SUCCESS) r = nvrtc_fail(e, "nvrtcGetCUBINSize", name);
+  if (r == LOOM_SUCCESS && (e = nvrtcGetCUBINSize(prog, size)) != NVRTC_SUCCESS)
+    r = nvrtc_fail(e, "nvrtcGetCUBINSize", name);
   if (r == LOOM_SUCCESS && !(*data = malloc(*size ? *size : 1)))
     r = loom__fail(LOOM_ERR_OUT_OF_MEMORY, "NVRTC: out of host memory (%zu bytes)", *size);
   if (r == LOOM_SUCCESS && (e = nvrtcGetCUBIN(prog, (char *)*data)) != NVRTC_SUCCESS) {

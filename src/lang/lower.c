@@ -370,7 +370,8 @@ static void lay_out_arena(loom__lw_prog_t *lw) {
     for (int l = 0; l < lw->nloop && !used; ++l)
       for (int i = 0; i < lw->loops[l].nins && !used; ++i) {
         const loom__lw_ins_t *in = &lw->ins[lw->loops[l].ins0 + i];
-        used = (in->kind == LOOM__LI_LOAD || in->kind == LOOM__LI_REDUCE || in->kind == LOOM__LI_PARTIALS) && in->buf == b;
+        used =
+            (in->kind == LOOM__LI_LOAD || in->kind == LOOM__LI_REDUCE || in->kind == LOOM__LI_PARTIALS) && in->buf == b;
       }
     const int callers_only = (x->store & LOOM__LWB_INPUT) ? !x->peers_read : !used && (x->store & LOOM__LWB_OUTPUT);
     if (callers_only) continue;

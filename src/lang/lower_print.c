@@ -66,7 +66,9 @@ static void print_loop(const loom__lw_prog_t *lw, int li, loom__buf_t *o) {
   for (int k = 0; k < l->nstore; ++k) {
     loom__buf_printf(o, "        store %s <- ", buf_name(lw, l->store_buf[k], nb, sizeof nb));
     if (l->store_ins[k] >= 0) loom__buf_printf(o, "%%%d\n", l->store_ins[k]);
-    else loom__buf_printf(o, "%s(%%%d, %%%d)\n", l->norm == LOOM__OP_RMSNORM ? "RMSNorm" : "LayerNorm", l->x_ins, l->w_ins);
+    else
+      loom__buf_printf(o, "%s(%%%d, %%%d)\n", l->norm == LOOM__OP_RMSNORM ? "RMSNorm" : "LayerNorm", l->x_ins,
+                       l->w_ins);
   }
 }
 
@@ -98,8 +100,9 @@ void loom__lw_print(const loom__lw_prog_t *lw, loom__buf_t *o) {
     const loom__lw_buf_t *x = &lw->bufs[b];
     loom__buf_printf(o, "  buffer %s %s ", buf_name(lw, b, nb, sizeof nb), loom__dtype_name((loom_dtype_t)x->dtype));
     print_geom(&x->geom, o);
-    loom__buf_printf(o, "%s%s%s%s\n", x->store & LOOM__LWB_INPUT ? " input" : "", x->store & LOOM__LWB_OUTPUT ? " output" : "",
-                     x->store & LOOM__LWB_ARENA ? " arena" : "", x->peers_read ? " (peers read it)" : "");
+    loom__buf_printf(o, "%s%s%s%s\n", x->store & LOOM__LWB_INPUT ? " input" : "",
+                     x->store & LOOM__LWB_OUTPUT ? " output" : "", x->store & LOOM__LWB_ARENA ? " arena" : "",
+                     x->peers_read ? " (peers read it)" : "");
   }
   for (int u = 0; u < lw->nunit; ++u) {
     const loom__lw_unit_t *x = &lw->units[u];
