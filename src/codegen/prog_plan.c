@@ -187,14 +187,21 @@ loom_result_t loom_prog_compile(loom_comm_t comm, loom_prog_t prog, const char *
 
 /* ---- inputs and outputs ---------------------------------------------------------------- */
 
+/* The state of a program's plan for an info call whose struct (arg, its struct_size) must be `want` bytes. */
+static loom_result_t info_state(loom_plan_t plan, const char *fn, const char *arg, const size_t *struct_size,
+                                size_t want, const char *init, const loom_cg_state_t **st) {
+  LOOM_TRY(loom__plan_state(plan, fn, NULL, &loom__op_prog, (void **)st));
+  if (!struct_size) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=NULL", fn, arg);
+  if (*struct_size != want)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s->struct_size=%zu, expected %zu (initialise with %s)", fn,
+                      arg, *struct_size, want, init);
+  return LOOM_SUCCESS;
+}
+
 loom_result_t loom_prog_plan_io(loom_plan_t plan, int output, int i, loom_prog_io_t *io) {
   const char *fn = "loom_prog_plan_io";
   const loom_cg_state_t *st = NULL;
-  LOOM_TRY(loom__plan_state(plan, fn, NULL, &loom__op_prog, (void **)&st));
-  if (!io) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: io=NULL", fn);
-  if (io->struct_size != sizeof *io)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: io->struct_size=%zu, expected %zu (initialise with "
-                      "LOOM_PROG_IO_INIT)", fn, io->struct_size, sizeof *io);
+  LOOM_TRY(info_state(plan, fn, "io", io ? &io->struct_size : NULL, sizeof *io, "LOOM_PROG_IO_INIT", &st));
   const loom__lw_prog_t *lw = &st->lw;
   const int n = output ? lw->noutputs : lw->ninputs;
   if (i < 0 || i >= n)
@@ -223,11 +230,8 @@ loom_result_t loom_prog_plan_io(loom_plan_t plan, int output, int i, loom_prog_i
 loom_result_t loom_prog_plan_info(loom_plan_t plan, loom_prog_plan_info_t *info) {
   const char *fn = "loom_prog_plan_info";
   const loom_cg_state_t *st = NULL;
-  LOOM_TRY(loom__plan_state(plan, fn, NULL, &loom__op_prog, (void **)&st));
-  if (!info) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: info=NULL", fn);
-  if (info->struct_size != sizeof *info)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: info->struct_size=%zu, expected %zu (initialise with "
-                      "LOOM_PROG_PLAN_INFO_INIT)", fn, info->struct_size, sizeof *info);
+  LOOM_TRY(info_state(plan, fn, "info", info ? &info->struct_size : NULL, sizeof *info, "LOOM_PROG_PLAN_INFO_INIT",
+                      &st));
   memset(info, 0, sizeof *info);
   info->struct_size = sizeof *info;
   info->ninputs = st->lw.ninputs, info->noutputs = st->lw.noutputs;

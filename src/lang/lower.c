@@ -80,19 +80,18 @@ int loom__lw_runs_unit(const loom__lw_prog_t *lw, const loom__lw_unit_t *u, int 
 
 /* ---- growing arrays ---------------------------------------------------------------- */
 
-#define LW_GROW(lw, arr, n, cap)                                                                 \
-  do {                                                                                           \
-    if ((lw)->n == (lw)->cap) {                                                                  \
-      const int c_ = (lw)->cap ? 2 * (lw)->cap : 16;                                             \
-      void *a_ = realloc((lw)->arr, sizeof(*(lw)->arr) * (size_t)c_);                            \
-      if (!a_) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "lowering: out of host memory");        \
-      (lw)->arr = a_, (lw)->cap = c_;                                                            \
-    }                                                                                            \
-  } while (0)
+loom_result_t loom__lw_grow(void **arr, int n, int *cap, size_t elem) {
+  if (n < *cap) return LOOM_SUCCESS;
+  const int c = *cap ? 2 * *cap : 16;
+  void *a = realloc(*arr, elem * (size_t)c);
+  if (!a) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "lowering: out of host memory");
+  *arr = a, *cap = c;
+  return LOOM_SUCCESS;
+}
 
 /* A new buffer for node id (or partials of Norm `of` when id < 0): *b its index. */
 static loom_result_t add_buf(loom__lw_prog_t *lw, int id, int of, int *b) {
-  LW_GROW(lw, bufs, nbuf, cbuf);
+  LOOM_TRY(loom__lw_grow((void **)&lw->bufs, lw->nbuf, &lw->cbuf, sizeof *lw->bufs));
   loom__lw_buf_t *x = &lw->bufs[lw->nbuf];
   memset(x, 0, sizeof *x);
   x->node = id, x->of = of, x->input = -1, x->unit = -1, x->step = -1;
@@ -128,7 +127,7 @@ loom_result_t loom__lw_partials_for(loom__lw_prog_t *lw, int norm, int *b) {
 }
 
 static loom_result_t add_unit(loom__lw_prog_t *lw, const char *stage, const char *part, int kind, int *u) {
-  LW_GROW(lw, units, nunit, cunit);
+  LOOM_TRY(loom__lw_grow((void **)&lw->units, lw->nunit, &lw->cunit, sizeof *lw->units));
   loom__lw_unit_t *x = &lw->units[lw->nunit];
   memset(x, 0, sizeof *x);
   snprintf(x->stage, sizeof x->stage, "%s", stage);

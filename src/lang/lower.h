@@ -210,6 +210,8 @@ typedef struct loom__lw_prog {
  * sizes; only the geometry does. */
 loom_result_t loom__lw_lower_raw(loom__prog_t *p, int W, const loom__binding_t *bind, loom__lw_prog_t *out);
 void loom__lw_free(loom__lw_prog_t *lw);
+/* Room for element n of a growing array *arr of capacity *cap (doubled when full). */
+loom_result_t loom__lw_grow(void **arr, int n, int *cap, size_t elem);
 /* Node id's buffer (made on first use); a Norm's partials buffer. */
 loom_result_t loom__lw_buf_for(loom__lw_prog_t *lw, int id, int *b);
 loom_result_t loom__lw_partials_for(loom__lw_prog_t *lw, int norm, int *b);

@@ -27,12 +27,7 @@ typedef struct body {
 
 static loom_result_t add_ins(body_t *c, const loom__lw_ins_t *in, int *out) {
   loom__lw_prog_t *lw = c->lw;
-  if (lw->nins == lw->cins) {
-    const int cap = lw->cins ? 2 * lw->cins : 64;
-    loom__lw_ins_t *a = realloc(lw->ins, sizeof *a * (size_t)cap);
-    if (!a) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "lowering: out of host memory");
-    lw->ins = a, lw->cins = cap;
-  }
+  LOOM_TRY(loom__lw_grow((void **)&lw->ins, lw->nins, &lw->cins, sizeof *lw->ins));
   lw->ins[lw->nins++] = *in;
   *out = c->loop->nins++;
   return LOOM_SUCCESS;
@@ -45,12 +40,7 @@ static loom_result_t add_index(body_t *c, const loom__lw_geom_t *g, int whole, i
   const int R = c->loop->space.rank;
   if (g->rank > R)
     return loom__fail(LOOM_ERR_INTERNAL, "lowering: a value of rank %d read in a loop of rank %d", g->rank, R);
-  if (lw->nidx == lw->cidx) {
-    const int cap = lw->cidx ? 2 * lw->cidx : 64;
-    loom__lw_index_t *a = realloc(lw->idx, sizeof *a * (size_t)cap);
-    if (!a) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "lowering: out of host memory");
-    lw->idx = a, lw->cidx = cap;
-  }
+  LOOM_TRY(loom__lw_grow((void **)&lw->idx, lw->nidx, &lw->cidx, sizeof *lw->idx));
   loom__lw_index_t *x = &lw->idx[lw->nidx];
   memset(x, 0, sizeof *x);
   x->geom = *g;
@@ -150,12 +140,7 @@ static int same_space(const loom__lw_geom_t *a, const loom__lw_geom_t *b) {
 }
 
 static loom_result_t new_loop(loom__lw_prog_t *lw, int u, int step, int kind, const loom__lw_geom_t *space, int *l) {
-  if (lw->nloop == lw->cloop) {
-    const int cap = lw->cloop ? 2 * lw->cloop : 16;
-    loom__lw_loop_t *a = realloc(lw->loops, sizeof *a * (size_t)cap);
-    if (!a) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "lowering: out of host memory");
-    lw->loops = a, lw->cloop = cap;
-  }
+  LOOM_TRY(loom__lw_grow((void **)&lw->loops, lw->nloop, &lw->cloop, sizeof *lw->loops));
   loom__lw_loop_t *x = &lw->loops[lw->nloop];
   memset(x, 0, sizeof *x);
   x->unit = u, x->step = step, x->kind = kind, x->space = *space, x->ins0 = lw->nins;

@@ -40,12 +40,7 @@ static loom_result_t add_ex(loom__lw_prog_t *lw, int u, const loom__lw_ex_t *e) 
   const loom__lw_unit_t *x = &lw->units[u];
   for (int i = x->ex0; i < lw->nex; ++i)
     if (!memcmp(&lw->ex[i], e, sizeof *e)) return LOOM_SUCCESS;
-  if (lw->nex == lw->cex) {
-    const int cap = lw->cex ? 2 * lw->cex : 32;
-    loom__lw_ex_t *a = realloc(lw->ex, sizeof *a * (size_t)cap);
-    if (!a) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "lowering: out of host memory");
-    lw->ex = a, lw->cex = cap;
-  }
+  LOOM_TRY(loom__lw_grow((void **)&lw->ex, lw->nex, &lw->cex, sizeof *lw->ex));
   lw->ex[lw->nex++] = *e;
   lw->units[u].nex = lw->nex - lw->units[u].ex0;
   return LOOM_SUCCESS;

@@ -172,82 +172,87 @@ LANG_WORLD_TESTS(pipeline, 4)
 
 /* ---- a rank that never calls; bad arguments ---------------------------------------------------- */
 
+/* A rank of Figure 4's best schedule (B=2,S=3,H=12), compiled, its buffers made and filled. */
+typedef struct mp_rank {
+  loom_prog_t p;
+  loom_comm_t comm;
+  loom_plan_t plan;
+  cudaStream_t s;
+  prog_io_t b;
+} mp_rank_t;
+
+static int mp_open(loom_rank_ctx_t *ctx, int timeout_ms, mp_rank_t *m) {
+  memset(m, 0, sizeof *m);
+  loom_config_t cfg = LOOM_CONFIG_INIT;
+  if (timeout_ms) cfg.timeout_ms = timeout_ms;
+  m->p = lang_load_example("model_parallel");
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, &cfg, &m->comm), return 1);
+  CHECK_LOOM_OR(loom_prog_compile(m->comm, m->p, "best", "B=2,S=3,H=12", &m->plan), return 1);
+  CHECK_CUDA_OR(cudaStreamCreateWithFlags(&m->s, cudaStreamNonBlocking), return 1);
+  CHECK_LOOM_OR(prog_io_make(m->plan, &m->b), return 1);
+  CHECK(prog_io_fill(&m->b, ctx->rank, 5, m->s) == 0);
+  return 0;
+}
+
+static int mp_close(mp_rank_t *m) {
+  if (m->s) cudaStreamSynchronize(m->s);
+  if (m->plan) CHECK_RESULT(loom_plan_destroy(m->plan), LOOM_SUCCESS);
+  prog_io_free(&m->b);
+  if (m->s) cudaStreamDestroy(m->s);
+  if (m->comm) CHECK_RESULT(loom_comm_destroy(m->comm), LOOM_SUCCESS);
+  loom_prog_destroy(m->p);
+  return loom_test_failures;
+}
+
+static int run_mp(mp_rank_t *m) {
+  return loom_prog_run(m->plan, (const void *const *)m->b.din, m->b.dout, m->s);
+}
+
+/* The last rank never calls: the others' waits expire, and their next call names the stage. */
 static int rank_absent(loom_rank_ctx_t *ctx, void *arg) {
   (void)arg;
-  loom_comm_t comm = NULL;
-  loom_plan_t plan = NULL;
-  cudaStream_t s = NULL;
-  prog_io_t b;
-  memset(&b, 0, sizeof b);
-  loom_config_t cfg = LOOM_CONFIG_INIT;
-  cfg.timeout_ms = 500;
-  loom_prog_t p = lang_load_example("model_parallel");
-  CHECK_LOOM_OR(loom_launch_comm_create(ctx, &cfg, &comm), return 1);
-  LOOM_OK(loom_prog_compile(comm, p, "best", "B=2,S=3,H=12", &plan));
-  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  LOOM_OK(prog_io_make(plan, &b));
-  CHECK(prog_io_fill(&b, ctx->rank, 5, s) == 0);
+  mp_rank_t m;
+  if (mp_open(ctx, 500, &m)) return mp_close(&m) + 1;
   if (ctx->rank != ctx->size - 1) {
-    LOOM_OK(loom_prog_run(plan, (const void *const *)b.din, b.dout, s));
-    CUDA_OK(cudaStreamSynchronize(s)); /* returns: every wait is bounded */
-    CHECK_RESULT(loom_prog_run(plan, (const void *const *)b.din, b.dout, s), LOOM_ERR_TIMEOUT);
+    CHECK_RESULT(run_mp(&m), LOOM_SUCCESS);
+    CHECK_CUDA_OR(cudaStreamSynchronize(m.s), return mp_close(&m) + 1); /* returns: every wait is bounded */
+    CHECK_RESULT(run_mp(&m), LOOM_ERR_TIMEOUT);
     CHECK_MSG("in stage `layerWithAR`");
     if (ctx->rank == 0) printf("  rank 0: %s\n", loom_last_error());
   } else {
     sleep(2);
   }
-out:
-  if (s) cudaStreamSynchronize(s);
-  if (plan) CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
-  prog_io_free(&b);
-  if (s) cudaStreamDestroy(s);
-  if (comm) CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
-  loom_prog_destroy(p);
-  return loom_test_failures;
+  return mp_close(&m);
 }
 
 LOOM_TEST(gpu_world_lang_absent_rank_times_out_naming_the_stage_w3) {
   if (loom_test_gpus(1)) CHECK_EQ_INT(loom_launch_world(3, LAUNCH_TIMEOUT_S, rank_absent, NULL), 0);
 }
 
+/* A NULL input, a host pointer, an output onto an input, no inputs, an unbound size: each named. */
 static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
   (void)arg;
-  loom_comm_t comm = NULL;
-  loom_plan_t plan = NULL;
-  cudaStream_t s = NULL;
-  prog_io_t b;
-  memset(&b, 0, sizeof b);
-  loom_prog_t p = lang_load_example("model_parallel");
-  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
-  LOOM_OK(loom_prog_compile(comm, p, "best", "B=2,S=3,H=12", &plan));
-  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  LOOM_OK(prog_io_make(plan, &b));
-  void *keep = b.din[1];
-  b.din[1] = NULL; /* `in`: this rank's slice */
-  CHECK_RESULT(loom_prog_run(plan, (const void *const *)b.din, b.dout, s), LOOM_ERR_INVALID_ARGUMENT);
+  mp_rank_t m;
+  if (mp_open(ctx, 0, &m)) return mp_close(&m) + 1;
+  void *keep = m.b.din[1];
+  m.b.din[1] = NULL; /* `in`: this rank's slice */
+  CHECK_RESULT(run_mp(&m), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("inputs[1] (`in`)");
-  b.din[1] = b.host; /* pageable host memory */
-  CHECK_RESULT(loom_prog_run(plan, (const void *const *)b.din, b.dout, s), LOOM_ERR_INVALID_ARGUMENT);
+  m.b.din[1] = m.b.host; /* pageable host memory */
+  CHECK_RESULT(run_mp(&m), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("inputs[1]");
-  b.din[1] = keep;
-  void *out0 = b.dout[0];
-  b.dout[0] = b.din[3]; /* the output onto the residual `r` */
-  CHECK_RESULT(loom_prog_run(plan, (const void *const *)b.din, b.dout, s), LOOM_ERR_INVALID_ARGUMENT);
+  m.b.din[1] = keep;
+  void *out0 = m.b.dout[0];
+  m.b.dout[0] = m.b.din[3]; /* the output onto the residual `r` */
+  CHECK_RESULT(run_mp(&m), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("overlaps inputs[3]");
-  b.dout[0] = out0;
-  CHECK_RESULT(loom_prog_run(plan, NULL, b.dout, s), LOOM_ERR_INVALID_ARGUMENT);
+  m.b.dout[0] = out0;
+  CHECK_RESULT(loom_prog_run(m.plan, NULL, m.b.dout, m.s), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("inputs=NULL");
   loom_plan_t none = NULL;
-  CHECK_RESULT(loom_prog_compile(comm, p, "best", "B=2,S=3", &none), LOOM_ERR_INVALID_ARGUMENT); /* H unbound */
+  CHECK_RESULT(loom_prog_compile(m.comm, m.p, "best", "B=2,S=3", &none), LOOM_ERR_INVALID_ARGUMENT); /* H unbound */
   CHECK_MSG("`H` is not bound");
-out:
-  if (s) cudaStreamSynchronize(s);
-  if (plan) CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
-  prog_io_free(&b);
-  if (s) cudaStreamDestroy(s);
-  if (comm) CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
-  loom_prog_destroy(p);
-  return loom_test_failures;
+  return mp_close(&m);
 }
 
 LOOM_TEST(gpu_world_lang_bad_arguments_are_named_w2) {

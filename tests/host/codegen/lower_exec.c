@@ -31,6 +31,13 @@ static int64_t unravel(const loom__lw_geom_t *geom, int q, int64_t e, int64_t *g
   return c;
 }
 
+/* The flat index in the whole tensor of global coordinates g. */
+static int64_t whole_flat(const loom__lw_geom_t *geom, const int64_t *g) {
+  int64_t f = 0;
+  for (int j = 0; j < geom->rank; ++j) f = f * geom->dims[j] + g[j];
+  return f;
+}
+
 /* The flat index into the piece of index `piece` of index map x at the loop's coordinates g. */
 static int64_t index_of(const loom__lw_index_t *x, const int64_t *g, int piece) {
   int64_t d[LOOM__LANG_RANK], off, f = 0;
@@ -197,50 +204,59 @@ static void run_units(const ex_t *x) {
   free(v);
 }
 
+/* What an element of a buffer's piece on a rank does: the input drawn into it, or compared with the result. */
+typedef struct visit {
+  const ex_t *x;
+  const char *name;          /* the input's name (drawing) */
+  uint64_t seed;
+  const loom__value_t *want; /* the interpreter's value (comparing) */
+  double worst;
+} visit_t;
+
+static void visit_elem(visit_t *v, int b, int r, int64_t e, const int64_t *g) {
+  const loom__lw_prog_t *lw = v->x->lw;
+  const loom__lw_buf_t *bb = &lw->bufs[b];
+  const int q = r % lw->W;
+  if (!v->want) {
+    const double in = loom__interp_input_elem(v->name, v->seed, bb->geom.local ? q : -1, whole_flat(&bb->geom, g));
+    at(v->x, r, b)[e] = rnd(in, bb->dtype);
+    return;
+  }
+  const double want = v->want->v[whole_flat(&bb->geom, g) + (v->want->local ? (int64_t)q * v->want->count : 0)];
+  const double got = at(v->x, r, b)[e];
+  const double d = isnan(got) || isnan(want) ? INFINITY : fabs(got - want) / fmax(1.0, fabs(want));
+  if (d > v->worst) v->worst = d;
+}
+
+/* visit_elem on every element of buffer b's pieces on every rank holding it. */
+static void visit_buffer(visit_t *v, int b) {
+  const loom__lw_prog_t *lw = v->x->lw;
+  for (int r = 0; r < lw->R; ++r) {
+    if (!loom__lw_holds(lw, &lw->bufs[b], r)) continue;
+    int64_t g[LOOM__LANG_RANK];
+    const int64_t n = unravel(&lw->bufs[b].geom, r % lw->W, 0, g);
+    for (int64_t e = 0; e < n; ++e) {
+      unravel(&lw->bufs[b].geom, r % lw->W, e, g);
+      visit_elem(v, b, r, e, g);
+    }
+  }
+}
+
 /* Every rank's pieces of the inputs, drawn as the interpreter draws them, rounded to their dtype. */
 static void fill_inputs(const ex_t *x, uint64_t seed) {
-  const loom__lw_prog_t *lw = x->lw;
-  for (int i = 0; i < lw->ninputs; ++i) {
-    const int id = lw->in_node[i], b = lw->buf_of[id];
-    const loom__lw_buf_t *bb = &lw->bufs[b];
-    loom__lw_geom_t whole = bb->geom;
-    whole.sliced = -1;
-    for (int r = 0; r < lw->R; ++r) {
-      if (!loom__lw_holds(lw, bb, r)) continue;
-      int64_t g[LOOM__LANG_RANK];
-      const int64_t n = unravel(&bb->geom, r % lw->W, 0, g);
-      for (int64_t e = 0; e < n; ++e) {
-        unravel(&bb->geom, r % lw->W, e, g);
-        int64_t f = 0;
-        for (int j = 0; j < whole.rank; ++j) f = f * whole.dims[j] + g[j];
-        at(x, r, b)[e] = rnd(loom__interp_input_elem(lw->p->nodes[id].name, seed, bb->geom.local ? r % lw->W : -1, f),
-                             bb->dtype);
-      }
-    }
+  for (int i = 0; i < x->lw->ninputs; ++i) {
+    visit_t v = {x, x->lw->p->nodes[x->lw->in_node[i]].name, seed, NULL, 0};
+    visit_buffer(&v, x->lw->buf_of[x->lw->in_node[i]]);
   }
 }
 
 /* The largest relative difference of the outputs every rank holds from the interpreter's results. */
 static double compare(const ex_t *x, const loom__results_t *res) {
-  const loom__lw_prog_t *lw = x->lw;
   double worst = 0;
-  for (int o = 0; o < lw->noutputs && o < res->n; ++o) {
-    const int b = lw->buf_of[lw->out_node[o]];
-    const loom__lw_buf_t *bb = &lw->bufs[b];
-    const loom__value_t *val = &res->vals[o];
-    for (int r = 0; r < lw->R; ++r) {
-      if (!loom__lw_holds(lw, bb, r)) continue;
-      int64_t g[LOOM__LANG_RANK];
-      const int64_t n = unravel(&bb->geom, r % lw->W, 0, g);
-      for (int64_t e = 0; e < n; ++e) {
-        unravel(&bb->geom, r % lw->W, e, g);
-        int64_t f = 0;
-        for (int j = 0; j < bb->geom.rank; ++j) f = f * bb->geom.dims[j] + g[j];
-        const double want = val->v[f + (val->local ? (int64_t)(r % lw->W) * val->count : 0)], got = at(x, r, b)[e];
-        const double d = isnan(got) || isnan(want) ? INFINITY : fabs(got - want) / fmax(1.0, fabs(want));
-        if (d > worst) worst = d;
-      }
-    }
+  for (int o = 0; o < x->lw->noutputs && o < res->n; ++o) {
+    visit_t v = {x, NULL, 0, &res->vals[o], 0};
+    visit_buffer(&v, x->lw->buf_of[x->lw->out_node[o]]);
+    if (v.worst > worst) worst = v.worst;
   }
   return worst;
 }

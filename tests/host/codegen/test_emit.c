@@ -93,8 +93,8 @@ LOOM_TEST(codegen_every_generated_kernel_of_every_example_compiles_for_sm90a) {
   for (int i = 0; i < 2; ++i) pthread_create(&th[i], NULL, compile_worker, &j);
   for (int i = 0; i < 2; ++i) pthread_join(th[i], NULL);
   pthread_mutex_destroy(&j.lock);
-  printf("    %d schedules, %d kernels, %d distinct sources compiled by NVRTC (%.1f s of compiling)\n", j.done.schedules,
-         j.done.kernels, j.done.compiled, j.done.ms / 1e3);
+  printf("    %d schedules, %d kernels, %d distinct sources compiled by NVRTC (%.1f s of compiling)\n",
+         j.done.schedules, j.done.kernels, j.done.compiled, j.done.ms / 1e3);
   CHECK(j.done.schedules > 1000);
   CHECK(j.done.compiled > 500);
   unsetenv("LOOM_CACHE_DIR");

@@ -226,7 +226,8 @@ LOOM_TEST(codegen_lowered_schedules_run_on_the_cpu_equal_the_interpreter_at_ever
     CHECK_RESULT(loom_prog_check(p), LOOM_SUCCESS);
     exec_tally_t t = {0, 0, codegen_examples[e].bind};
     const int n = codegen_each_schedule(p, 4, codegen_examples[e].bind, exec_at_every_world, &t);
-    printf("    %s: %d schedules at W = 1, 2, 3, 4, 8: largest difference %.3g\n", codegen_examples[e].name, n, t.worst);
+    printf("    %s: %d schedules at W = 1, 2, 3, 4, 8: largest difference %.3g\n", codegen_examples[e].name, n,
+           t.worst);
     loom_prog_destroy(p);
   }
 }

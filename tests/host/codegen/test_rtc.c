@@ -164,8 +164,9 @@ LOOM_TEST(codegen_rtc_compile_errors_carry_the_log) {
   loom__rtc_cache_clear();
   setenv("LOOM_CACHE_DIR", "off", 1);
   loom__rtc_image_t im;
-  CHECK_RESULT(loom__rtc_compile("broken.cu", "extern \"C\" __global__ void k() { undeclared_name = 1; }", "sm_90a", &im),
-               LOOM_ERR_INTERNAL);
+  CHECK_RESULT(
+      loom__rtc_compile("broken.cu", "extern \"C\" __global__ void k() { undeclared_name = 1; }", "sm_90a", &im),
+      LOOM_ERR_INTERNAL);
   CHECK(strstr(loom_last_error(), "broken.cu") && strstr(loom_last_error(), "undeclared_name"));
   CHECK_RESULT(loom__rtc_compile("arch.cu", "__global__ void k() {}", "sm_1", &im), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_RESULT(loom__rtc_compile("null.cu", NULL, "sm_90a", &im), LOOM_ERR_INVALID_ARGUMENT);
