@@ -25,6 +25,15 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/plan.h"
+#include "core/signal.h"
+
+/* The wait sites of generated kernels (cg_args.h), named in timeout messages. */
+__attribute__((constructor)) static void loom__cg_wait_sites(void) {
+  loom__wait_site_register(LOOM_SITE_CG_ARRIVED, "generated kernel: a rank's inputs of the stage readable (arrived)");
+  loom__wait_site_register(LOOM_SITE_CG_READY, "generated kernel: a rank's step of the stage finished (ready)");
+  loom__wait_site_register(LOOM_SITE_CG_DONE, "generated kernel: a rank done reading this rank's buffers (done)");
+  loom__wait_site_register(LOOM_SITE_CG_BLOCKS, "generated kernel: this rank's blocks finishing the step before");
+}
 
 typedef struct loom_cg_desc {
   loom_prog_t prog;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "codegen/cg_args.h"
 #include "lang/lang.h"
 #include "testing/hooks.h"
 #include "tests/common/test.h"
@@ -88,4 +89,10 @@ LOOM_TEST(codegen_compile_runs_the_door_to_the_gpu_and_refuses_what_it_cannot_ru
   loom_prog_destroy(mp);
   loom_prog_destroy(pipe);
   unsetenv("LOOM_CACHE_DIR");
+}
+
+LOOM_TEST(codegen_wait_sites_are_named) {
+  const uint32_t sites[] = {LOOM_SITE_CG_ARRIVED, LOOM_SITE_CG_READY, LOOM_SITE_CG_DONE, LOOM_SITE_CG_BLOCKS};
+  for (int i = 0; i < 4; ++i) CHECK(strstr(loom__wait_site_name(sites[i]), "generated kernel") != NULL);
+  CHECK_EQ_INT(loom__wait_site_clashes(), 0);
 }
