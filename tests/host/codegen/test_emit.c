@@ -4,9 +4,10 @@
  * W = 4 and W = 3 (sizes that leave empty slices), compiled by NVRTC for
  * sm_90a without a GPU; any error fails the test (CI's check). Equal
  * kernels of different schedules are one source (the memory cache compiles
- * each once). Also: the kernel the paper's Figure 4 schedule generates has
- * the waits its exchange list has, and leaving one out of the list leaves it
- * out of the code too (what the checker sees is what runs).
+ * each once), on average in under 2 s each (the target for a cold
+ * compile). Also: the kernel the paper's Figure 4 schedule generates has
+ * the waits its exchange list has, and leaving one out of the list leaves
+ * it out of the code too (what the checker sees is what runs).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <pthread.h>
@@ -24,7 +25,7 @@ typedef struct compile_tally {
   int W;
   const char *bind;
   int schedules, kernels, compiled;
-  double ms;
+  double ms, slowest; /* of the compiles (memory hits aside); the slowest one */
 } compile_tally_t;
 
 static void compile_schedule(loom_prog_t q, const char *label, void *ctx) {
@@ -46,8 +47,10 @@ static void compile_schedule(loom_prog_t q, const char *label, void *ctx) {
       loom_test_fail(__FILE__, __LINE__, "%s at W = %d, unit %s: %s", label, t->W, lw.units[u].name, loom_last_error());
     } else {
       t->kernels++;
-      t->compiled += im.from == LOOM__RTC_COMPILED;
-      t->ms += im.ms;
+      if (im.from == LOOM__RTC_COMPILED) {
+        t->compiled++, t->ms += im.ms;
+        if (im.ms > t->slowest) t->slowest = im.ms;
+      }
     }
     free(src);
   }
@@ -73,12 +76,13 @@ static void *compile_worker(void *arg) {
     CHECK(p != NULL);
     if (!p) continue;
     CHECK_RESULT(loom_prog_check(p), LOOM_SUCCESS);
-    compile_tally_t t = {W, codegen_examples[e].bind, 0, 0, 0, 0};
+    compile_tally_t t = {W, codegen_examples[e].bind, 0, 0, 0, 0, 0};
     codegen_each_schedule(p, W, codegen_examples[e].bind, compile_schedule, &t);
     loom_prog_destroy(p);
     pthread_mutex_lock(&j->lock);
     j->done.schedules += t.schedules, j->done.kernels += t.kernels, j->done.compiled += t.compiled;
     j->done.ms += t.ms;
+    if (t.slowest > j->done.slowest) j->done.slowest = t.slowest;
     pthread_mutex_unlock(&j->lock);
   }
 }
@@ -93,8 +97,10 @@ LOOM_TEST(codegen_every_generated_kernel_of_every_example_compiles_for_sm90a) {
   for (int i = 0; i < 2; ++i) pthread_create(&th[i], NULL, compile_worker, &j);
   for (int i = 0; i < 2; ++i) pthread_join(th[i], NULL);
   pthread_mutex_destroy(&j.lock);
-  printf("    %d schedules, %d kernels, %d distinct sources compiled by NVRTC (%.1f s of compiling)\n",
-         j.done.schedules, j.done.kernels, j.done.compiled, j.done.ms / 1e3);
+  printf("    %d schedules, %d kernels, %d distinct sources compiled by NVRTC: %.0f ms each on average, the slowest "
+         "%.0f ms (two compiles at a time)\n", j.done.schedules, j.done.kernels, j.done.compiled,
+         j.done.ms / (j.done.compiled ? j.done.compiled : 1), j.done.slowest);
+  CHECK(j.done.ms / (j.done.compiled ? j.done.compiled : 1) < 2000.0); /* the target: a cold compile under 2 s */
   CHECK(j.done.schedules > 1000);
   CHECK(j.done.compiled > 500);
   unsetenv("LOOM_CACHE_DIR");
