@@ -57,7 +57,7 @@ NCCL_LINK := $(if $(wildcard $(NCCL_LIB)/libnccl.so),-lnccl,-l:libnccl.so.2)
 LDLIBS   := -L$(NCCL_LIB) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(NCCL_LIB):$(CUDA_HOME)/lib64 \
             $(NCCL_LINK) -lcublasLt -lcublas -lnvrtc -lcudart -lpthread -lm -ldl -lstdc++
 
-LIB_C    := $(sort $(wildcard src/core/*.c src/baseline/*.c src/gemm/*.c src/ops/*/*.c src/lang/*.c))
+LIB_C    := $(sort $(wildcard src/core/*.c src/baseline/*.c src/gemm/*.c src/ops/*/*.c src/lang/*.c src/codegen/*.c))
 # The slowest translation units (ptxas, mostly: the GEMM kernels' groups of
 # instantiations, src/gemm/gemm_sm80.cuh and gemm_sm90.cuh, and the
 # collectives' kernels) come first, the slowest first, so that make -j starts
@@ -68,7 +68,11 @@ SLOW_CU  := $(foreach p,src/gemm/gemm_sm80_ src/ops/coll/coll_kernels src/gemm/g
               src/gemm/gemm_small_m src/gemm/gemm_sm90_64x128_ src/gemm/gemm_sm90_grouped_,$(sort $(wildcard $(p)*.cu)))
 LIB_CU   := $(SLOW_CU) $(filter-out $(SLOW_CU),$(sort $(wildcard src/core/*.cu src/baseline/*.cu src/gemm/*.cu \
               src/ops/*/*.cu src/lang/*.cu)))
-LIB_OBJ  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(LIB_CU)) $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C))
+# The headers generated kernels include (everything reached from codegen/cg_device.cuh), embedded in the
+# library for NVRTC at build time (src/codegen/embed_headers.py; its .d file lists what it read).
+RTC_GEN  := $(BUILD)/gen/src/codegen/rtc_headers_data.c
+LIB_OBJ  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(LIB_CU)) $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C)) \
+            $(BUILD)/obj/src/codegen/rtc_headers_data.o
 # The test-support library: CPU references (src/ref), hooks into loom's
 # internals (src/testing: hooks.h for tests, bench_api.h, the one internal
 # header the benchmarks include) and what tests and tools share (support/:
@@ -116,6 +120,14 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
+
+$(RTC_GEN): src/codegen/embed_headers.py src/codegen/cg_device.cuh
+	@mkdir -p $(dir $@)
+	python3 src/codegen/embed_headers.py . $@ $(BUILD)/gen/rtc_headers.d src/codegen/cg_device.cuh
+
+$(BUILD)/obj/src/codegen/rtc_headers_data.o: $(RTC_GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(LIBA): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -231,4 +243,4 @@ install: all
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null) $(wildcard $(BUILD)/gen/rtc_headers.d)

@@ -1312,6 +1312,74 @@ loom_result_t loom_prog_interp(loom_prog_t prog, int world, const char *bind, ui
 loom_result_t loom_prog_interp_compare(loom_prog_t a, loom_prog_t b, int world, const char *bind, uint64_t seed,
                                        double *max_diff);
 
+/* ---- loom programs on GPUs (code generation) ---------------------------- */
+/*
+ * A program compiled for the ranks of a comm runs as a plan: each unit of
+ * its schedule (docs/language.md, "Code generation") is a loom_gemm or a
+ * kernel generated from the program, compiled at run time by NVRTC for this
+ * GPU (cached in memory and in LOOM_CACHE_DIR) after the model checker has
+ * proven its protocol. Generated kernels reach peers through peer pointers
+ * and loom's signals only (one NVLink domain, or a world of W ranks on one
+ * GPU); every device-side wait is bounded.
+ */
+
+/* Compiles prog, with its `Schedule schedule { ... }` applied (NULL or "":
+ * as written), sizes bound by `bind` ("B=8,S=1024"), for comm's ranks: a
+ * program of G pipeline groups runs on G x W ranks (W = comm size / G).
+ * Collective: every rank passes the same program, schedule and bind (prog
+ * is only read: the threads of a world's ranks may share it). Refused
+ * (LOOM_ERR_INVALID_ARGUMENT / _UNSUPPORTED, saying why): an unknown or
+ * refused schedule, an unbound size, a comm size that is no multiple of G,
+ * ranks that cannot load/store each other's memory, what the code generator
+ * does not take (an FP32 MatMul). *out is loom_plan_destroy'ed. */
+loom_result_t loom_prog_compile(loom_comm_t comm, loom_prog_t prog, const char *schedule, const char *bind,
+                                loom_plan_t *out);
+
+/* Runs a compiled program (loom_prog_execute is the builder's Execute
+ * statement): inputs[i] is this rank's piece of input i,
+ * outputs[j] receives this rank's piece of output j (Execute's outputs,
+ * then each state's new value, states by tensor name), each as
+ * loom_prog_plan_io describes it: device memory, dense, row-major; NULL
+ * where this rank holds none. Outputs may not overlap inputs or each other.
+ * Collective, stream-ordered, CUDA-graph capturable (each replay is a new
+ * call). A peer that never calls makes the waits of the others expire: the
+ * plan's next call returns LOOM_ERR_TIMEOUT naming the stage that waited. */
+loom_result_t loom_prog_run(loom_plan_t plan, const void *const *inputs, void *const *outputs, cudaStream_t stream);
+
+/* One input or output of a compiled program on this rank. */
+typedef struct loom_prog_io {
+  size_t struct_size;         /* sizeof(loom_prog_io_t) */
+  char name[48];              /* the tensor's name (an output: Execute's name for it, or the state's) */
+  loom_dtype_t dtype;
+  int rank;                   /* dimensions */
+  int64_t dims[6];            /* this rank's piece (zeros where it holds none) */
+  int64_t count;              /* its elements */
+  int64_t whole[6];           /* the whole tensor */
+  loom_prog_layout_t layout;
+  int arg;                    /* Sliced: the dimension; Root: the rank in the group */
+  int group;                  /* LOOM_PROG_WORLD or the pipeline group */
+  int64_t offset;             /* Sliced: where this rank's piece starts along dimension arg */
+  int held;                   /* 1 if this rank holds a piece (its group; the root of a Root value) */
+} loom_prog_io_t;
+#define LOOM_PROG_IO_INIT { sizeof(loom_prog_io_t), "", LOOM_FP32, 0, {0}, 0, {0}, LOOM_PROG_SLICED, 0, 0, 0, 0 }
+
+/* A compiled program. */
+typedef struct loom_prog_plan_info {
+  size_t struct_size;         /* sizeof(loom_prog_plan_info_t) */
+  int ninputs, noutputs;      /* loom_prog_execute's arrays */
+  int world, groups;          /* ranks per group, pipeline groups */
+  int units, kernels;         /* the launches of a call (GEMMs and generated kernels); the generated kernels */
+  int compiled;               /* kernels NVRTC compiled for this plan (the others came from the caches) */
+  double compile_ms;          /* this rank's time getting them (NVRTC or the caches) */
+  size_t arena_bytes;         /* the plan's symmetric memory (loom_malloc) */
+  size_t workspace_bytes;     /* of the comm's workspace (signals) */
+} loom_prog_plan_info_t;
+#define LOOM_PROG_PLAN_INFO_INIT { sizeof(loom_prog_plan_info_t), 0, 0, 0, 0, 0, 0, 0, 0.0, 0, 0 }
+
+/* Input (output = 0) or output (1) number i of a compiled program on this rank. */
+loom_result_t loom_prog_plan_io(loom_plan_t plan, int output, int i, loom_prog_io_t *io);
+loom_result_t loom_prog_plan_info(loom_plan_t plan, loom_prog_plan_info_t *info);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

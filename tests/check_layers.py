@@ -41,7 +41,11 @@ header, everyone):
                 sibling family's headers or internal symbols. A family may call
                 another family's public functions (declared in include/loom.h),
                 as a user would: gemm_ar's sequential path is loom_allreduce.
-  lang          everything above except ref and testing
+  lang          everything above except codegen, ref and testing
+  codegen       everything above except ref and testing (code generation with
+                NVRTC and the execution of loom programs: lang's lowered form
+                turned into kernels, run on the GEMM engine and the ops'
+                device building blocks)
 
 src/ref (CPU references) and src/testing (hooks into the internals) form
 the test-support library with support/, never part of libloom: they may use
@@ -63,7 +67,7 @@ def layer_of(path):
     parts = path.split("/")
     if parts[0] == "ops" and len(parts) > 2:
         return "ops/" + parts[1]
-    if parts[0] in ("core", "baseline", "gemm", "lang") + TEST_SUPPORT:
+    if parts[0] in ("core", "baseline", "gemm", "lang", "codegen") + TEST_SUPPORT:
         return parts[0]
     return None
 
@@ -81,6 +85,8 @@ def may_use(user, used):
     if user.startswith("ops/"):
         return used in ("core", "baseline", "gemm", "ops/common")
     if user == "lang":
+        return used != "codegen"
+    if user == "codegen":
         return True
     return user in TEST_SUPPORT
 

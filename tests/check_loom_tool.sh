@@ -5,7 +5,9 @@
 # (LOOM_PARAM_INT / _STR), each once, and exits 0; `loom version` exits 0;
 # the language's subcommands: `loom check` types every examples/lang program,
 # `loom check --protocols` proves a schedule's protocols, `loom schedules`
-# and `loom interp` run on one, each has --help, and a
+# and `loom interp` run on one, `loom check --lowered --emit` prints a
+# schedule's lowered form and generated kernels, each (and `loom run`) has
+# --help, and a
 # program with an error exits 1 naming file:line:column.
 # Usage: bash tests/check_loom_tool.sh build/bin/loom
 set -u
@@ -30,7 +32,7 @@ decl=$(declared | wc -l)
 for f in examples/lang/*.loom; do
   "$tool" check "$f" > /dev/null || { echo "check_loom_tool: 'loom check $f' failed"; fail=1; }
 done
-for c in check schedules interp; do
+for c in check schedules interp run; do
   "$tool" $c --help | grep -q "^usage: loom $c" || { echo "check_loom_tool: 'loom $c --help' prints no usage"; fail=1; }
 done
 "$tool" schedules examples/lang/model_parallel.loom --bind B=8,S=1024,H=3072 | grep -q "^#1 " ||
@@ -39,6 +41,8 @@ done
   { echo "check_loom_tool: 'loom interp --schedule best' does not match the unscheduled program"; fail=1; }
 "$tool" check examples/lang/llama_tp.loom --schedule best --protocols | grep -q "gemmRs .*gemm_rs .*no deadlock, no race" ||
   { echo "check_loom_tool: 'loom check --protocols' does not prove the llama_tp schedule's gemm_rs stage"; fail=1; }
+"$tool" check examples/lang/model_parallel.loom --schedule best --lowered --emit --world 4 --bind B=2,S=3,H=8 |
+  grep -q 'loom_cg_unit' || { echo "check_loom_tool: 'loom check --emit' prints no generated kernel"; fail=1; }
 bad=$(mktemp)
 printf 'Tensor x(FP32, [N], Replicated);\nVar y = AllGather(x);\nExecute f({x}, {y});\n' > "$bad"
 msg=$("$tool" check "$bad" 2>&1); rc=$?

@@ -5,7 +5,9 @@
  *       parse, infer, print the typed program (scheduled by NAME if given);
  *       --protocols: instead, lower its communication to protocols and
  *       model-check each at W = 2 and 3 ranks (or W) over two calls
- *       (src/lang/protocol.h), printing a counterexample if one fails
+ *       (src/lang/protocol.h), printing a counterexample if one fails;
+ *       --lowered / --emit (with --world W --bind ...): the form code
+ *       generation emits from (src/lang/lower.h) / the generated CUDA C
  *   loom schedules PROG.loom [--world W] [--bind B=8,...] [--depth D] [--max N]
  *       the unscheduled program, the program's own Schedule sections and
  *       every schedule the search reaches in D moves (duplicates merged),
@@ -16,6 +18,14 @@
  *       run on the CPU with W simulated ranks per group; print each output
  *       and state (count, sum, first values); with --schedule, also the
  *       largest difference from the unscheduled program
+ *   loom run PROG.loom --bind B=8,... [--schedule NAME] [--check] [--world W] [--iters N]
+ *       compile the program for GPUs (code generation, NVRTC) and run it: on
+ *       one process per GPU (or the ranks of mpirun), or with --world W as W
+ *       ranks per group on one GPU (a loom world: correctness, never speed);
+ *       print each stage's median time over N calls, and with --check compare
+ *       every output with the interpreter (exit 1 beyond the stated bound).
+ *       NAME: a Schedule section of the program or a schedule `loom
+ *       schedules` lists (found by the same search at W and --bind)
  *
  * Errors (parse, type, refused transformation) print loom's message and exit 1;
  * bad usage exits 2.
@@ -26,13 +36,19 @@
 
 #include "loom.h"
 #include "lang/lang.h"
+#include "codegen/emit.h"
+#include "codegen/prog.h"
+#include "core/plan.h"
+#include "lang/lower.h"
 #include "lang/protocol.h"
+#include "support/launch.h"
+#include "support/prog_io.h"
 #include "tools/loom_lang.h"
 
 typedef struct opts {
   const char *file, *schedule, *bind;
   int world, depth, max;
-  int world_given, protocols;
+  int world_given, protocols, lowered, emit, check, iters;
   unsigned long long seed;
 } opts_t;
 
@@ -40,17 +56,28 @@ static int usage(const char *cmd, int code) {
   FILE *f = code ? stderr : stdout;
   if (!strcmp(cmd, "check"))
     fprintf(f, "usage: loom check PROG.loom [--schedule NAME] [--protocols [--world W]]\n"
+               "       loom check PROG.loom [--schedule NAME] --lowered|--emit --world W --bind S=N,...\n"
                "  parse the program, infer every value's dtype, shape and layout, print it typed;\n"
                "  with --schedule, apply the program's `Schedule NAME { ... }` first; with --protocols,\n"
                "  lower its communication to protocols and prove each free of deadlocks, reads before\n"
                "  publish and overwrites before consumed over every interleaving of W = 2 and 3 ranks\n"
-               "  (or W, 2..4) and two calls; a violation prints its run and exits 1\n");
+               "  (or W, 2..4) and two calls; a violation prints its run and exits 1; with --lowered,\n"
+               "  print what code generation makes of it at W ranks per group (units, steps, loops,\n"
+               "  exchanges; its generated protocols checked first), with --emit its generated CUDA C\n");
   else if (!strcmp(cmd, "schedules"))
     fprintf(f, "usage: loom schedules PROG.loom [--world W] [--bind S=N,...] [--depth D] [--max N]\n"
                "  list the program's Schedule sections and every schedule split, reorder, fuse, fuseComm,\n"
                "  overlap, asSlice and dead reach in D moves (default 6, at most N = 200 programs), duplicates\n"
                "  merged, cheapest first by a cost model of H200 rates (docs/language.md; W ranks, default 8;\n"
                "  unbound sizes: 1024); a Schedule section that is refused is listed last with why\n");
+  else if (!strcmp(cmd, "run"))
+    fprintf(f,
+            "usage: loom run PROG.loom --bind S=N,... [--schedule NAME] [--check] [--world W] [--iters N] [--seed S]\n"
+            "  compile the program for the GPUs (generated kernels, NVRTC, cached in LOOM_CACHE_DIR) and run it\n"
+            "  on one process per GPU (or the ranks of mpirun), or with --world W as W ranks per group on one GPU\n"
+            "  (correctness, not speed); print each stage's median time over N calls (default 20); with --check,\n"
+            "  compare every output with the CPU interpreter. NAME: a Schedule section, or a schedule `loom\n"
+            "  schedules` lists at the same W and --bind (s41, ...)\n");
   else
     fprintf(f, "usage: loom interp PROG.loom --world W --bind S=N,... [--schedule NAME] [--seed S]\n"
                "  run the program on the CPU with W simulated ranks per group, sizes bound by --bind;\n"
@@ -61,7 +88,7 @@ static int usage(const char *cmd, int code) {
 
 static int parse_opts(int argc, char **argv, opts_t *o) {
   memset(o, 0, sizeof *o);
-  o->world = 8, o->depth = 6, o->max = 200, o->seed = 1, o->bind = "";
+  o->world = 8, o->depth = 6, o->max = 200, o->seed = 1, o->bind = "", o->iters = 20;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
@@ -70,8 +97,8 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
       o->file = a;
       continue;
     }
-    if (!strcmp(a, "--protocols")) {
-      o->protocols = 1;
+    if (!strcmp(a, "--protocols") || !strcmp(a, "--lowered") || !strcmp(a, "--emit") || !strcmp(a, "--check")) {
+      *(a[2] == 'p' ? &o->protocols : a[2] == 'l' ? &o->lowered : a[2] == 'e' ? &o->emit : &o->check) = 1;
       continue;
     }
     if (!v) return -1;
@@ -81,10 +108,11 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
     else if (!strcmp(a, "--depth")) o->depth = atoi(v);
     else if (!strcmp(a, "--max")) o->max = atoi(v);
     else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
+    else if (!strcmp(a, "--iters")) o->iters = atoi(v);
     else return -1;
     i++;
   }
-  return o->file && o->world >= 1 && o->depth >= 0 && o->max >= 1 ? 0 : -1;
+  return o->file && o->world >= 1 && o->depth >= 0 && o->max >= 1 && o->iters >= 1 ? 0 : -1;
 }
 
 static char *read_file(const char *path) {
@@ -109,6 +137,8 @@ static int fail(void) {
   fprintf(stderr, "loom: %s\n", loom_last_error());
   return 1;
 }
+
+static loom_comm_t plan_comm(loom_plan_t plan) { return plan->comm; }
 
 /* The program of o->file, scheduled by o->schedule if given (NULL on error, message printed). */
 static loom_prog_t load(const opts_t *o, loom_prog_t *plain) {
@@ -149,9 +179,39 @@ static int check_protocols_at(loom_prog_t q, int W) {
   return bad;
 }
 
+/* The lowered form of q at o->world ranks per group (what code generation emits from). */
+static int print_lowered(loom_prog_t q, const opts_t *o) {
+  loom__binding_t b;
+  loom__lw_prog_t lw;
+  if (loom__lang_parse_bind(o->bind, &b) != LOOM_SUCCESS || loom__lw_lower(q, o->world, &b, &lw) != LOOM_SUCCESS)
+    return fail();
+  loom__buf_t t = {0};
+  loom__lw_print(&lw, &t);
+  if (t.s && o->lowered) fputs(t.s, stdout);
+  free(t.s);
+  int rc = 0;
+  for (int u = 0; u < lw.nunit && o->emit && !rc; ++u) {
+    if (lw.units[u].kind != LOOM__LU_KERNEL) continue;
+    char *src;
+    if (loom__cg_emit_unit(&lw, u, &src) != LOOM_SUCCESS) {
+      rc = fail();
+      break;
+    }
+    printf("// ---- unit %s\n%s", lw.units[u].name, src);
+    free(src);
+  }
+  loom__lw_free(&lw);
+  return rc;
+}
+
 static int cmd_check(const opts_t *o) {
   loom_prog_t q = load(o, NULL);
   if (!q) return 1;
+  if (o->lowered || o->emit) {
+    const int rc = print_lowered(q, o);
+    loom_prog_destroy(q);
+    return rc;
+  }
   if (o->protocols) {
     const int lo = o->world_given ? o->world : 2, hi = o->world_given ? o->world : 3;
     int bad = lo < 2 || hi > LOOM__PROTO_MAXW;
@@ -184,15 +244,19 @@ static int cmd_interp(const opts_t *o) {
   loom__binding_t b;
   loom__results_t res;
   int rc = 0;
-  if (loom__lang_parse_bind(o->bind, &b) != LOOM_SUCCESS || loom__lang_interp(q, o->world, &b, o->seed, &res) != LOOM_SUCCESS) {
+  if (loom__lang_parse_bind(o->bind, &b) != LOOM_SUCCESS ||
+      loom__lang_interp(q, o->world, &b, o->seed, &res) != LOOM_SUCCESS) {
     rc = fail();
   } else {
-    printf("%s at %d ranks per group%s%s\n", q->name, o->world, o->schedule ? ", schedule " : "", o->schedule ? o->schedule : "");
+    printf("%s at %d ranks per group%s%s\n", q->name, o->world, o->schedule ? ", schedule " : "",
+           o->schedule ? o->schedule : "");
     for (int i = 0; i < res.n; ++i) print_value(&res.vals[i]);
     loom__lang_results_free(&res);
     double diff = 0;
-    if (o->schedule && loom_prog_interp_compare(plain, q, o->world, o->bind, o->seed, &diff) != LOOM_SUCCESS) rc = fail();
-    else if (o->schedule) printf("largest difference from the unscheduled program: %g%s\n", diff, diff == 0 ? " (bit-exact)" : "");
+    if (o->schedule && loom_prog_interp_compare(plain, q, o->world, o->bind, o->seed, &diff) != LOOM_SUCCESS)
+      rc = fail();
+    else if (o->schedule)
+      printf("largest difference from the unscheduled program: %g%s\n", diff, diff == 0 ? " (bit-exact)" : "");
   }
   loom_prog_destroy(q);
   loom_prog_destroy(plain);
@@ -242,6 +306,141 @@ static int cmd_schedules(const opts_t *o) {
   return 0;
 }
 
+/* ---- loom run ------------------------------------------------------------------------------ */
+
+/* p scheduled by NAME: one of its Schedule sections, or a schedule the search lists at W and bind. */
+static loom_prog_t run_schedule_of(loom_prog_t p, const opts_t *o, int W) {
+  loom_prog_t q = NULL;
+  int own = 0;
+  for (int i = 0; o->schedule && i < p->nsched; ++i) own |= !strcmp(p->scheds[i].name, o->schedule);
+  if (!o->schedule || own) return loom_prog_schedule(p, o->schedule, &q) == LOOM_SUCCESS ? q : (fail(), NULL);
+  loom__binding_t b;
+  loom__listing_t l;
+  if (loom__lang_parse_bind(o->bind, &b) != LOOM_SUCCESS ||
+      loom__lang_list(p, W, &b, o->depth, o->max, &l) != LOOM_SUCCESS)
+    return fail(), NULL;
+  for (int i = 0; i < l.n && !q; ++i) {
+    if (strcmp(l.rows[i].s->name, o->schedule) || l.rows[i].refused) continue;
+    loom_result_t r = loom_prog_schedule(p, NULL, &q);
+    for (int k = 0; k < l.rows[i].s->n && r == LOOM_SUCCESS; ++k) r = loom__lang_apply(q, &l.rows[i].s->stmts[k]);
+    if (r == LOOM_SUCCESS) r = loom_prog_check(q);
+    if (r != LOOM_SUCCESS) loom_prog_destroy(q), q = NULL, fail();
+  }
+  if (!q && l.n) fprintf(stderr, "loom: no schedule `%s`: neither a Schedule section nor listed by loom schedules "
+                                 "at W = %d --bind %s\n", o->schedule, W, o->bind);
+  loom__lang_listing_free(&l);
+  return q;
+}
+
+typedef struct run_arg {
+  const opts_t *o;
+  loom_prog_t q;
+  int G;
+} run_arg_t;
+
+static int by_float(const void *a, const void *b) {
+  const float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Rank 0: each unit's median time over the timed calls (ms[it * n + u]). */
+static void print_times(loom_plan_t plan, const run_arg_t *ra, float *ms, int iters) {
+  loom_cg_state_t *st = NULL;
+  loom_prog_plan_info_t info = LOOM_PROG_PLAN_INFO_INIT;
+  if (loom__plan_state(plan, "loom run", NULL, &loom__op_prog, (void **)&st) != LOOM_SUCCESS ||
+      loom_prog_plan_info(plan, &info) != LOOM_SUCCESS)
+    return;
+  const int n = st->lw.nunit;
+  printf(
+      "%s: W = %d ranks per group, %d groups; %d kernels (%d compiled by NVRTC, %.1f ms getting them), arena %zu "
+      "bytes\n",
+      ra->q->name, info.world, info.groups, info.kernels, info.compiled, info.compile_ms, info.arena_bytes);
+  float *col = malloc(sizeof(float) * (size_t)iters), total = 0;
+  for (int u = 0; u < n && col; ++u) {
+    for (int it = 0; it < iters; ++it) col[it] = ms[(size_t)it * (size_t)n + (size_t)u];
+    qsort(col, (size_t)iters, sizeof *col, by_float);
+    total += col[iters / 2];
+    printf("  %-40s %-7s %10.2f us  (median of %d calls, rank 0)\n", st->lw.units[u].name,
+           st->lw.units[u].kind == LOOM__LU_GEMM ? "GEMM" : "kernel", col[iters / 2] * 1e3, iters);
+  }
+  printf("  %-40s %-7s %10.2f us\n", "total", "", total * 1e3);
+  free(col);
+}
+
+/* --check: new inputs, a call, every output against the interpreter. 0 when within the bound. */
+static int run_check(loom_plan_t plan, const run_arg_t *ra, prog_io_t *b, int rank, int W, cudaStream_t s) {
+  double d = 0;
+  int bad = 0;
+  const uint64_t seed = ra->o->seed + 1;
+  const double bound = prog_io_bound(ra->q);
+  if (prog_io_fill(b, rank % W, seed, s) ||
+      loom_prog_run(plan, (const void *const *)b->din, b->dout, s) != LOOM_SUCCESS ||
+      cudaStreamSynchronize(s) != cudaSuccess || loom_comm_get_async_error(plan_comm(plan)) != LOOM_SUCCESS ||
+      prog_io_check(b, ra->q, W, ra->o->bind, seed, rank, bound, "loom run --check", &d, &bad) != LOOM_SUCCESS)
+    return fail();
+  if (rank == 0 || bad)
+    printf("rank %d: every output against the interpreter: largest difference %.3g (bound %.3g): %s\n", rank, d, bound,
+           bad ? "FAILED" : "ok");
+  return bad != 0;
+}
+
+static int rank_run(loom_rank_ctx_t *ctx, void *arg) {
+  const run_arg_t *ra = arg;
+  const int W = ctx->size / ra->G, iters = ra->o->iters;
+  loom_comm_t comm = NULL;
+  loom_plan_t plan = NULL;
+  cudaStream_t s = NULL;
+  prog_io_t b;
+  memset(&b, 0, sizeof b);
+  float *ms = NULL;
+  int rc = 1;
+  if (loom_launch_comm_create(ctx, NULL, &comm) != LOOM_SUCCESS || loom_prog_compile(comm, ra->q, NULL, ra->o->bind,
+                                                                                     &plan) != LOOM_SUCCESS ||
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess || prog_io_make(plan, &b) != LOOM_SUCCESS ||
+      prog_io_fill(&b, ctx->rank % W, ra->o->seed, s)) {
+    fail();
+    goto out;
+  }
+  loom_prog_plan_info_t info = LOOM_PROG_PLAN_INFO_INIT;
+  loom_prog_plan_info(plan, &info);
+  ms = calloc((size_t)iters * (size_t)info.units + 1, sizeof *ms);
+  rc = ms && loom_prog_run(plan, (const void *const *)b.din, b.dout, s) == LOOM_SUCCESS ? 0 : fail(); /* warm-up */
+  for (int it = 0; it < iters && !rc; ++it)
+    if (loom__cg_execute_timed(plan, (const void *const *)b.din, b.dout, s, ms + (size_t)it * (size_t)info.units,
+                               info.units) != LOOM_SUCCESS)
+      rc = fail();
+  if (!rc && ctx->rank == 0) print_times(plan, ra, ms, iters);
+  if (!rc && ra->o->check) rc = run_check(plan, ra, &b, ctx->rank, W, s);
+out:
+  if (s) cudaStreamSynchronize(s), cudaStreamDestroy(s);
+  prog_io_free(&b);
+  free(ms);
+  if (plan) loom_plan_destroy(plan);
+  if (comm) loom_comm_destroy(comm);
+  return rc;
+}
+
+static int loom_lang_run(const opts_t *o) {
+  loom_prog_t p = load(&(opts_t){.file = o->file}, NULL);
+  if (!p) return 1;
+  const int G = loom__lang_ngroups(p);
+  int mpi_rank, mpi_size, R = o->world * G;
+  if (!o->world_given) R = loom_launch_under_mpi(&mpi_rank, &mpi_size) ? mpi_size : loom_launch_gpu_count();
+  if (R < G || R % G) {
+    fprintf(stderr,
+            "loom: %d ranks for a program of %d pipeline groups (give --world W, or run on a multiple of %d GPUs)\n", R,
+            G, G);
+    loom_prog_destroy(p);
+    return 1;
+  }
+  run_arg_t ra = {o, run_schedule_of(p, o, R / G), G};
+  int rc = 1;
+  if (ra.q) rc = o->world_given ? loom_launch_world(R, 3600, rank_run, &ra) : loom_launch(R, 3600, rank_run, &ra);
+  loom_prog_destroy(ra.q);
+  loom_prog_destroy(p);
+  return rc != 0;
+}
+
 int loom_lang_main(int argc, char **argv) {
   const char *cmd = argv[0];
   opts_t o;
@@ -250,5 +449,6 @@ int loom_lang_main(int argc, char **argv) {
   if (r < 0) return usage(cmd, 2);
   if (!strcmp(cmd, "check")) return cmd_check(&o);
   if (!strcmp(cmd, "schedules")) return cmd_schedules(&o);
+  if (!strcmp(cmd, "run")) return loom_lang_run(&o);
   return cmd_interp(&o);
 }

@@ -33,7 +33,7 @@ from pathlib import Path
 from . import _procmaps
 from ._structs import (CollDesc, CollPlanInfo, CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, Epilogue, GemmDesc,
                        GroupedGemmDesc, MoeDesc, MoePlanInfo, NcclInfo, OptimArgs, OptimDesc, OptimPlanInfo, ProgAttr,
-                       TpDesc, TpPlanInfo)
+                       ProgIo, ProgPlanInfo, TpDesc, TpPlanInfo)
 from .errors import LibraryNotFoundError, LibraryVersionError, NcclMismatchError, make_error
 
 
@@ -157,6 +157,11 @@ PROTOTYPES = {
     "loom_prog_schedule": (_r, [_vp, _s, _P(_vp)]),
     "loom_prog_interp": (_r, [_vp, _i, _s, ctypes.c_uint64, _s, _P(_d), _sz, _P(_sz)]),
     "loom_prog_interp_compare": (_r, [_vp, _vp, _i, _s, ctypes.c_uint64, _P(_d)]),
+    # comm, prog, schedule, bind, plan out; plan, inputs, outputs, stream
+    "loom_prog_compile": (_r, [_vp, _vp, _s, _s, _P(_vp)]),
+    "loom_prog_run": (_r, [_vp, _P(_vp), _P(_vp), _vp]),
+    "loom_prog_plan_io": (_r, [_vp, _i, _i, _P(ProgIo)]),
+    "loom_prog_plan_info": (_r, [_vp, _P(ProgPlanInfo)]),
 }
 
 _lock = threading.Lock()

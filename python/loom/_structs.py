@@ -291,5 +291,22 @@ class ProgAttr(CStruct):
     _defaults_ = {"group_offset": 1}
 
 
-STRUCTS = (ProgAttr, Config, CommInfo, Epilogue, GemmDesc, EmbeddingDesc, EmbeddingPlanInfo, NcclInfo, TpDesc, TpPlanInfo,
+class ProgIo(CStruct):
+    """One input or output of a compiled program on this rank (loom_prog_plan_io). Its int64 arrays are
+    not printable by the initializer check, so LOOM_PROG_IO_INIT (struct_size, zeros) is not mirrored."""
+    _c_name_, _c_init_ = "loom_prog_io_t", None
+    _fields_ = [("struct_size", c_size_t), ("name", ctypes.c_char * 48), ("dtype", c_int), ("rank", c_int),
+                ("dims", c_int64 * 6), ("count", c_int64), ("whole", c_int64 * 6), ("layout", c_int), ("arg", c_int),
+                ("group", c_int), ("offset", c_int64), ("held", c_int)]
+
+
+class ProgPlanInfo(CStruct):
+    _c_name_, _c_init_ = "loom_prog_plan_info_t", "LOOM_PROG_PLAN_INFO_INIT"
+    _fields_ = [("struct_size", c_size_t), ("ninputs", c_int), ("noutputs", c_int), ("world", c_int),
+                ("groups", c_int), ("units", c_int), ("kernels", c_int), ("compiled", c_int),
+                ("compile_ms", c_double), ("arena_bytes", c_size_t), ("workspace_bytes", c_size_t)]
+
+
+STRUCTS = (ProgAttr, ProgIo, ProgPlanInfo,
+           Config, CommInfo, Epilogue, GemmDesc, EmbeddingDesc, EmbeddingPlanInfo, NcclInfo, TpDesc, TpPlanInfo,
            OptimDesc, OptimArgs, OptimPlanInfo, CollDesc, CollPlanInfo)

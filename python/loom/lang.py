@@ -18,12 +18,25 @@ message (file:line:column for text, the reason for a refused
 transformation). Text, C and Python make the same graph (Program.__eq__).
 A value belongs to the program that made it: using it in another program
 is refused, naming both. Reductions are the .loom ones: "+", "max", "min".
+
+On GPUs (code generation: loom_prog_compile / loom_prog_run):
+
+    run = loom.lang.compile(p, comm, schedule="best", B=8, S=1024, H=3072)  # collective
+    (out,) = run(w, x, b, r)       # this rank's pieces, Execute's order; on torch's current stream
+
+`run.inputs` / `run.outputs` say each buffer's name, dtype and this rank's
+shape (None for one this rank does not hold: pass None, get None back).
+The call is the torch custom op loom::prog_run (a fake implementation gives
+the outputs' shapes), so torch.compile(fullgraph=True) traces it and CUDA
+graphs capture it; no gradient goes through it.
 """
 import ctypes
 import itertools
 
 from . import _lib
-from ._structs import DType, ProgAttr, ProgLayout
+from ._checks import check_tensor
+from ._plan import PlanHandle
+from ._structs import DType, ProgAttr, ProgIo, ProgLayout, ProgPlanInfo
 from .errors import InvalidArgumentError
 
 FP32, FP16, BF16 = DType.FP32, DType.FP16, DType.BF16
@@ -206,3 +219,135 @@ class Program:
         return bool(e.value)
 
     __hash__ = None
+
+
+# ---- on GPUs ------------------------------------------------------------------------------
+
+_DTYPE_NAMES = {int(DType.FP32): "float32", int(DType.FP16): "float16", int(DType.BF16): "bfloat16"}
+_compiled = {}  # name -> CompiledProgram: the op finds its plan by name (a string torch.compile keeps)
+
+
+class IoSpec:
+    """One input or output of a compiled program on this rank: name, dtype (torch's name), shape of this
+    rank's piece (None where the rank holds none)."""
+    __slots__ = ("name", "dtype", "shape")
+
+    def __init__(self, name, dtype, shape):
+        self.name, self.dtype, self.shape = name, dtype, shape
+
+    def __repr__(self):
+        return f"IoSpec({self.name!r}, {self.dtype}, {self.shape})"
+
+
+def check_inputs(fn, specs, tensors, device):
+    """The tensors a call passes, against the plan's inputs (count, dtype, shape, device, contiguity): None
+    where this rank holds nothing. Runs on stand-ins (no torch needed)."""
+    if len(tensors) != len(specs):
+        raise InvalidArgumentError(f"{fn}: {len(tensors)} tensors; the program takes {len(specs)} inputs ("
+                                   + ", ".join(s.name for s in specs) + ")")
+    for i, (spec, t) in enumerate(zip(specs, tensors)):
+        arg = f"input {i} (`{spec.name}`)"
+        if spec.shape is None:
+            if t is not None:
+                raise InvalidArgumentError(f"{fn}: {arg}: this rank holds no piece of it; pass None")
+            continue
+        check_tensor(fn, arg, t, dtypes=(spec.dtype,), shape=spec.shape, device=device,
+                     why="this rank's piece, loom_prog_plan_io")
+
+
+class CompiledProgram(PlanHandle):
+    """A program compiled for comm's ranks (loom.lang.compile); call it on this rank's input pieces."""
+
+    def __init__(self, program, comm, schedule, sizes):
+        if not isinstance(program, Program):
+            raise InvalidArgumentError(f"loom.lang.compile: program is a {type(program).__name__}; expected a "
+                                       f"loom.lang.Program")
+        self.comm, self.program = comm, program
+        bind = ",".join(f"{k}={int(v)}" for k, v in sorted(sizes.items()))
+        h = ctypes.c_void_p()
+        sched = schedule.encode() if schedule else None
+        comm._bounded(lambda: _lib.call("loom_prog_compile", ctypes.c_void_p(comm.handle), program._h, sched,
+                                        bind.encode(), ctypes.byref(h)), "loom_prog_compile")
+        self._plan = h.value
+        comm._register_plan(self)
+        info = ProgPlanInfo()
+        _lib.call("loom_prog_plan_info", ctypes.c_void_p(self._plan), ctypes.byref(info))
+        self.info = info.as_dict()
+        self.inputs = [self._io(0, i) for i in range(info.ninputs)]
+        self.outputs = [self._io(1, j) for j in range(info.noutputs)]
+        self.name = f"prog{next(_numbers)}"
+        _compiled[self.name] = self
+
+    def _plan_label(self):
+        return f"loom.lang.compile({self.program.label})"
+
+    def _io(self, output, i):
+        io = ProgIo()
+        _lib.call("loom_prog_plan_io", ctypes.c_void_p(self._plan), output, i, ctypes.byref(io))
+        shape = tuple(int(io.dims[j]) for j in range(io.rank)) if io.held else None
+        return IoSpec(io.name.decode(), _DTYPE_NAMES[io.dtype], shape)
+
+    def close(self):
+        """Collective: destroys the plan."""
+        _compiled.pop(getattr(self, "name", None), None)
+        self._destroy_plan()
+
+    def run(self, *tensors, stream=None):
+        """One call (eager): this rank's output pieces (None where it holds none)."""
+        from . import _torch
+        torch = _torch.require("loom.lang.compile")
+        fn = self._plan_label()
+        check_inputs(fn, self.inputs, tensors, self.comm.device)
+        dev = torch.device("cuda", self.comm.device)
+        outs = [torch.empty(s.shape, dtype=getattr(torch, s.dtype), device=dev) if s.shape is not None else None
+                for s in self.outputs]
+        ins = (ctypes.c_void_p * max(1, len(tensors)))(*[t.data_ptr() if t is not None else None for t in tensors])
+        ods = (ctypes.c_void_p * max(1, len(outs)))(*[o.data_ptr() if o is not None else None for o in outs])
+        _lib.call("loom_prog_run", ctypes.c_void_p(self.handle), ins, ods,
+                  ctypes.c_void_p(_torch.stream_handle(stream, self.comm.device)))
+        return outs
+
+    def __call__(self, *tensors):
+        """This rank's output pieces through the custom op loom::prog_run (traceable by torch.compile)."""
+        torch, op = _prog_op()
+        dev = torch.device("cuda", self.comm.device)
+        ins = [t if t is not None else torch.empty(0, device=dev) for t in tensors]
+        outs = op(ins, self.name)
+        return tuple(o if s.shape is not None else None for o, s in zip(outs, self.outputs))
+
+
+def compile(program, comm, schedule=None, **sizes):
+    """`program` (with its `Schedule schedule { }` applied, None: as written) compiled for comm's ranks, its
+    sizes bound by keyword (B=8, S=1024): a CompiledProgram to call on torch tensors. Collective."""
+    return CompiledProgram(program, comm, schedule, sizes)
+
+
+_op = None
+
+
+def _prog_op():
+    """(torch, torch.ops.loom.prog_run), registered on first use."""
+    global _op
+    from . import _torch
+    torch = _torch.require("loom.lang.compile")
+    if _op is not None:
+        return torch, _op
+    from typing import List
+
+    @torch.library.custom_op("loom::prog_run", mutates_args=())
+    def prog_run(inputs: List[torch.Tensor], plan: str) -> List[torch.Tensor]:
+        c = _compiled[plan]
+        outs = c.run(*[t if s.shape is not None else None for t, s in zip(inputs, c.inputs)])
+        dev = torch.device("cuda", c.comm.device)
+        return [o if o is not None else torch.empty(0, dtype=getattr(torch, s.dtype), device=dev)
+                for o, s in zip(outs, c.outputs)]
+
+    @prog_run.register_fake
+    def _(inputs, plan):
+        c = _compiled[plan]
+        dev = torch.device("cuda", c.comm.device)
+        return [torch.empty(s.shape if s.shape is not None else (0,), dtype=getattr(torch, s.dtype), device=dev)
+                for s in c.outputs]
+
+    _op = torch.ops.loom.prog_run
+    return torch, _op

@@ -2,9 +2,10 @@
  * interp.c - the CPU meaning of a program: W simulated ranks per group
  * (G groups: G * W ranks), every value in double, each rank holding what its
  * layout gives it (a Sliced value: its slice; Replicated: the whole; Local:
- * its own; Root(r): on rank r only). Slices follow the uneven split of
- * loom's collectives (rank q of W gets n / W elements, one more when
- * q < n % W), so any size runs at any W.
+ * its own; Root(r): on rank r only). Slices are loom's ops' shards (S =
+ * ceil(n / W), rank q owns [min(n, qS), min(n, (q+1)S)): loom__coll_slice
+ * with a unit of 1, as generated code splits them), so any size runs at any
+ * W (the last ranks' slices may be short or empty).
  *
  * Nodes run in the schedule's order (loom__lang_unit_order: a kernel's or a
  * stage's nodes together), so a schedule whose groups cannot run fails here.
@@ -48,7 +49,7 @@ loom_result_t loom__lang_parse_bind(const char *text, loom__binding_t *b) {
   return LOOM_SUCCESS;
 }
 
-static loom_result_t dim_size(const loom__binding_t *b, const loom__dim_t *d, int64_t *n) {
+loom_result_t loom__lang_dim_size(const loom__binding_t *b, const loom__dim_t *d, int64_t *n) {
   if (!d->sym[0]) {
     *n = d->n;
     return LOOM_SUCCESS;
@@ -69,7 +70,7 @@ static loom_result_t shape_of(loom__interp_t *in, int id) {
   s->rank = t->rank;
   s->count = 1;
   for (int i = 0; i < t->rank; ++i) {
-    LOOM_TRY(dim_size(in->bind, &t->dims[i], &s->dims[i]));
+    LOOM_TRY(loom__lang_dim_size(in->bind, &t->dims[i], &s->dims[i]));
     s->count *= s->dims[i];
   }
   if (s->count > (1ll << 26))
@@ -93,8 +94,7 @@ static uint64_t name_key(const char *s, uint64_t seed) {
   return h;
 }
 
-/* Element i of the logical value of input `name` (rank: -1, or the Local copy's rank). */
-static double input_elem(const char *name, uint64_t seed, int rank, int64_t i) {
+double loom__interp_input_elem(const char *name, uint64_t seed, int rank, int64_t i) {
   const uint64_t k = mix(name_key(name, seed) + (uint64_t)(rank + 1) * 0x632BE59BD9B4E019ull + (uint64_t)i);
   return 0.25 + (double)(k >> 11) * (1.0 / 9007199254740992.0);
 }
@@ -110,7 +110,7 @@ static loom_result_t make_input(loom__interp_t *in, int id) {
     if (!v) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "interp: out of host memory");
     const int local = nd->ty.lay.kind == LOOM__LAY_LOCAL;
     for (int64_t e = 0; e < loc.count; ++e)
-      v[e] = input_elem(nd->name, in->seed, local ? loom__interp_q(in, id, r) : -1, loom__interp_global(s, &loc, e));
+      v[e] = loom__interp_input_elem(nd->name, in->seed, local ? loom__interp_q(in, id, r) : -1, loom__interp_global(s, &loc, e));
     in->vals[(size_t)id * (size_t)in->R + (size_t)r] = v;
   }
   return LOOM_SUCCESS;

@@ -12,12 +12,10 @@
 #include "core/error.h"
 #include "core/pointwise.h"
 #include "lang/interp_ops.h"
+#include "ops/coll/coll_schedule.h"
 
-static void slice_range(int64_t n, int W, int q, int64_t *b, int64_t *len) {
-  const int64_t base = n / W, rem = n % W;
-  *b = q * base + (q < rem ? q : rem);
-  *len = base + (q < rem ? 1 : 0);
-}
+/* Rank q's slice of a dimension of n: loom's shards (ops/coll/coll_schedule.h, a unit of 1). */
+static void slice_range(int64_t n, int W, int q, int64_t *b, int64_t *len) { loom__coll_slice(n, W, q, 1, b, len); }
 
 static int group_of(const loom__interp_t *in, int id) {
   const int g = in->p->nodes[id].ty.lay.group;

@@ -43,6 +43,12 @@ int64_t loom__interp_global(const loom__shape_t *s, const loom__local_t *loc, in
 loom_result_t loom__interp_logical(loom__interp_t *in, int id, double *out);
 /* Computes node id on every rank that holds it. */
 loom_result_t loom__interp_node(loom__interp_t *in, int id);
+/* interp.c: the size of dimension d under the binding (a literal, or a bound symbol; else
+ * LOOM_ERR_INVALID_ARGUMENT saying how to bind it). */
+loom_result_t loom__lang_dim_size(const loom__binding_t *b, const loom__dim_t *d, int64_t *n);
+/* interp.c: element i (its index in the whole) of input `name`'s logical value drawn from seed (rank: -1,
+ * or the Local copy's rank in its group). */
+double loom__interp_input_elem(const char *name, uint64_t seed, int rank, int64_t i);
 /* x rounded to dtype (round to nearest even). */
 double loom__interp_round(double x, int dtype);
 

@@ -62,6 +62,7 @@ def _planted(tree, rel, text, fn, replace=False):
     ("gemm/gemm.c", "ops/tp/tp_linear.h", "ops/tp"),
     ("ops/coll/coll.c", "ops/tp/tp_schedule.h", "ops/tp"),    # a sibling family
     ("core/log.c", "testing/hooks.h", "testing"),              # the library uses test support
+    ("lang/interp.c", "codegen/rtc.h", "codegen"),             # the language reaches its code generator
 ])
 def test_an_upward_include_fails(tree, rel, inc, layer):
     r = _planted(tree, rel, f'#include "{inc}"\n', lambda: _run(tree / "src", tree / "obj"))
@@ -83,6 +84,8 @@ def _cc_object(tree, rel, code):
     ("ops/coll/planted.o", "loom__tp_state", True),           # a sibling's internal function
     ("ops/coll/planted.o", "loom_gemm_ar", False),            # a sibling's public function
     ("ops/coll/planted.o", "loom__gemm_check_args", False),   # an op family calls the GEMM engine
+    ("lang/planted.o", "loom__rtc_compile", True),            # the language calls its code generator
+    ("codegen/planted.o", "loom__lang_interp", False),        # the code generator uses the language
 ])
 def test_an_upward_symbol_fails(tree, rel, call, bad):
     out = _cc_object(tree, rel, f"extern int {call}(void);\nint loom_planted_user(void) {{ return {call}(); }}\n")

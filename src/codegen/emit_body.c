@@ -1,0 +1,351 @@
+/*
+ * emit_body.c - a loop of a kernel unit as CUDA C (emit.h): its frame
+ * (ELEM: grid-stride over this rank's piece; ROW: a block per row, the
+ * row's sum, then its elements; SUMSQ: a block per partial slot), the
+ * element's global coordinates g0.. (the piece's index unravelled, plus the
+ * slice's offset), the body's instructions as floats, and its stores.
+ *
+ * A load's index: the buffer's dimension j takes g[src[j]] (0 where it is
+ * broadcast), less the offset of the piece it reads along the sliced
+ * dimension, in the piece's row-major order. The piece read: this rank's
+ * (q), the owner of the element (g[sliced] / S), a root's or a Send
+ * source's (index q of the other group).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/cg_args.h"
+#include "codegen/emit_body.h"
+#include "core/error.h"
+#include "core/pointwise.h"
+
+static const char *dtype_c(int t) { return t == LOOM_FP32 ? "LOOM_FP32" : t == LOOM_FP16 ? "LOOM_FP16" : "LOOM_BF16"; }
+
+/* A float constant as C (exact conversion of the double, as the host's (float)). */
+static void float_lit(double v, char *out, size_t cap) {
+  if (isnan(v)) snprintf(out, cap, "__int_as_float(0x7fc00000)");
+  else if (isinf(v)) snprintf(out, cap, "__int_as_float(%s)", v > 0 ? "0x7f800000" : "(int)0xff800000u");
+  else snprintf(out, cap, "(float)%.17g", v);
+}
+
+/* "1" or the condition that rank r runs over geometry g (its group; a root only). */
+static void runs(const cg_emit_t *E, const loom__lw_geom_t *g, char *out, size_t cap) {
+  const int W = E->lw->W;
+  if (g->group < 0 && g->root < 0) snprintf(out, cap, "1");
+  else if (g->root < 0) snprintf(out, cap, "r / %d == %d", W, g->group);
+  else if (g->group < 0) snprintf(out, cap, "q == %d", g->root);
+  else snprintf(out, cap, "r / %d == %d && q == %d", W, g->group, g->root);
+}
+
+/* The pointer to buffer b in rank `rank`'s memory (own: the rank is r). */
+static loom_result_t buf_ptr(const cg_emit_t *E, int b, const char *rank, int own, char *out, size_t cap) {
+  const loom__lw_buf_t *x = &E->lw->bufs[b];
+  if (x->store & LOOM__LWB_ARENA) {
+    snprintf(out, cap, "(a.arena[%s] + %lldll)", rank, (long long)x->arena_off);
+    return LOOM_SUCCESS;
+  }
+  if (own && (x->store & LOOM__LWB_INPUT)) {
+    snprintf(out, cap, "((const char *)a.ptr[%d])", x->input);
+    return LOOM_SUCCESS;
+  }
+  return loom__fail(LOOM_ERR_INTERNAL, "emit: buffer %d is read %s but lives nowhere it can be", b,
+                    own ? "here" : "by a peer");
+}
+
+/* Declares p<k>, o<k> and l<k> (the piece read, its offset and length along the sliced dimension) for
+ * instruction k's load from the piece of index `piece` of index map x. */
+static void piece_decl(const cg_emit_t *E, const loom__lw_index_t *x, int k, const char *piece) {
+  const loom__lw_geom_t *g = &x->geom;
+  if (g->sliced < 0) return;
+  const long long n = (long long)g->dims[g->sliced], S = (long long)g->S;
+  loom__buf_printf(E->o, "      const int64_t p%d = %s, o%d = LOOM_CG_MIN(%lldll, p%d * %lldll);\n", k, piece, k, n, k,
+                   S);
+  loom__buf_printf(E->o, "      const int64_t l%d = LOOM_CG_MIN(%lldll, (p%d + 1) * %lldll) - o%d;\n", k, n, k, S, k);
+}
+
+/* The flat index of instruction k's element in its piece (piece_decl's o<k>, l<k>). */
+static void index_expr(const loom__lw_index_t *x, int k, char *out, size_t cap) {
+  const loom__lw_geom_t *g = &x->geom;
+  size_t n = 0;
+  n += (size_t)snprintf(out + n, cap - n, "(int64_t)0");
+  for (int j = 0; j < g->rank && n < cap; ++j) {
+    char c[48], d[48];
+    if (x->src[j] < 0) snprintf(c, sizeof c, "0");
+    else if (j == g->sliced) snprintf(c, sizeof c, "(g%d - o%d)", x->src[j], k);
+    else snprintf(c, sizeof c, "g%d", x->src[j]);
+    if (j == g->sliced) snprintf(d, sizeof d, "l%d", k);
+    else snprintf(d, sizeof d, "%lldll", (long long)g->dims[j]);
+    char prev[1024];
+    snprintf(prev, sizeof prev, "%s", out);
+    n = (size_t)snprintf(out, cap, "(%s * %s + %s)", prev, d, c);
+  }
+}
+
+/* ---- instructions ------------------------------------------------------------------------- */
+
+static loom_result_t emit_load(const cg_emit_t *E, const loom__lw_ins_t *in, int k) {
+  const loom__lw_index_t *x = &E->lw->idx[in->idx];
+  char rank[48], piece[48], ptr[96], ix[1024];
+  const int own = in->who == LOOM__LWW_OWN;
+  switch (in->who) {
+    case LOOM__LWW_OWN: snprintf(rank, sizeof rank, "r"), snprintf(piece, sizeof piece, "q"); break;
+    case LOOM__LWW_OWNER:
+      if (x->geom.sliced < 0) return loom__fail(LOOM_ERR_INTERNAL, "emit: an owner's load of a whole buffer");
+      snprintf(piece, sizeof piece, "g%d / %lldll", x->src[x->geom.sliced], (long long)x->geom.S);
+      snprintf(rank, sizeof rank, "base + (int)p%d", k);
+      break;
+    case LOOM__LWW_ROOT: snprintf(rank, sizeof rank, "base + %d", in->arg), snprintf(piece, sizeof piece, "q"); break;
+    default: snprintf(rank, sizeof rank, "r - %d", in->arg * E->lw->W), snprintf(piece, sizeof piece, "q"); break;
+  }
+  LOOM_TRY(buf_ptr(E, in->buf, rank, own, ptr, sizeof ptr));
+  piece_decl(E, x, k, piece);
+  index_expr(x, k, ix, sizeof ix);
+  loom__buf_printf(E->o, "      const float v%d = loom__load1<%s>(%s, %s);\n", k, dtype_c(E->lw->bufs[in->buf].dtype),
+                   ptr, ix);
+  return LOOM_SUCCESS;
+}
+
+/* A reduction over the group's ranks in rank order (fp32), as the interpreter's. */
+static loom_result_t emit_reduce(const cg_emit_t *E, const loom__lw_ins_t *in, int k) {
+  const loom__lw_index_t *x = &E->lw->idx[in->idx];
+  const loom__lw_buf_t *b = &E->lw->bufs[in->buf];
+  if (x->geom.sliced >= 0 || !(b->store & LOOM__LWB_ARENA))
+    return loom__fail(LOOM_ERR_INTERNAL, "emit: a reduction of a sliced or private buffer");
+  char ix[1024];
+  index_expr(x, k, ix, sizeof ix);
+  const char *T = dtype_c(b->dtype), *acc = in->op == LOOM__RED_MAX   ? "fmaxf(v%d, y)"
+                                            : in->op == LOOM__RED_MIN ? "fminf(v%d, y)"
+                                                                      : "v%d + y";
+  char step[64];
+  snprintf(step, sizeof step, acc, k);
+  loom__buf_printf(E->o, "      const int64_t i%d = %s;\n", k, ix);
+  loom__buf_printf(E->o, "      float v%d = loom__load1<%s>(a.arena[base] + %lldll, i%d);\n", k, T,
+                   (long long)b->arena_off, k);
+  loom__buf_printf(E->o, "      for (int p = 1; p < %d; ++p) {\n", E->lw->W);
+  loom__buf_printf(E->o, "        const float y = loom__load1<%s>(a.arena[base + p] + %lldll, i%d);\n", T,
+                   (long long)b->arena_off, k);
+  loom__buf_printf(E->o, "        v%d = %s;\n      }\n", k, step);
+  return LOOM_SUCCESS;
+}
+
+static const char *binary_fmt(int op) {
+  switch (op) {
+    case LOOM__OP_ADD: return "v%d + v%d";
+    case LOOM__OP_SUB: return "v%d - v%d";
+    case LOOM__OP_MUL: return "v%d * v%d";
+    case LOOM__OP_DIV: return "v%d / v%d";
+    case LOOM__OP_POW: return "powf(v%d, v%d)";
+    case LOOM__OP_MAX: return "(v%d > v%d ? v%d : v%d)";
+    case LOOM__OP_MIN: return "(v%d < v%d ? v%d : v%d)";
+    case LOOM__OP_LT: return "(v%d < v%d ? 1.f : 0.f)";
+    case LOOM__OP_LE: return "(v%d <= v%d ? 1.f : 0.f)";
+    case LOOM__OP_GT: return "(v%d > v%d ? 1.f : 0.f)";
+    case LOOM__OP_GE: return "(v%d >= v%d ? 1.f : 0.f)";
+    case LOOM__OP_EQ: return "(v%d == v%d ? 1.f : 0.f)";
+    case LOOM__OP_NE: return "(v%d != v%d ? 1.f : 0.f)";
+    default: return NULL;
+  }
+}
+
+static const char *unary_fmt(int op, int dtype) {
+  switch (op) {
+    case LOOM__OP_NEG: return "-v%d";
+    case LOOM__OP_SQRT: return "sqrtf(v%d)";
+    case LOOM__OP_EXP: return "expf(v%d)";
+    case LOOM__OP_RELU: return "(v%d > 0.f ? v%d : 0.f)";
+    case LOOM__OP_GELU: return "0.5f * v%d * (1.f + tanhf(0.7978845608028654f * (v%d + 0.044715f * v%d * v%d * v%d)))";
+    case LOOM__OP_SILU: return "v%d / (1.f + expf(-v%d))";
+    case LOOM__OP_CAST:
+      return dtype == LOOM_FP16 ? "loom__cg_round_fp16(v%d)" : dtype == LOOM_BF16 ? "loom__cg_round_bf16(v%d)" : "v%d";
+    default: return NULL;
+  }
+}
+
+static loom_result_t emit_op(const cg_emit_t *E, const loom__lw_ins_t *in, int k) {
+  const int a0 = in->a[0], a1 = in->a[1];
+  char expr[1400];
+  const char *f;
+  if ((f = binary_fmt(in->op))) {
+    snprintf(expr, sizeof expr, f, a0, a1, a0, a1);
+  } else if ((f = unary_fmt(in->op, in->dtype))) {
+    snprintf(expr, sizeof expr, f, a0, a0, a0, a0, a0);
+  } else if (in->op == LOOM__OP_DROPOUT) {
+    char ix[1024], ks[64];
+    index_expr(&E->lw->idx[in->idx], k, ix, sizeof ix);
+    float_lit((double)(1.0f / (1.0f - (float)in->value)), ks, sizeof ks);
+    snprintf(expr, sizeof expr, "loom__dropout_keep(%lluull, 0ull, (uint64_t)%s, %uu) ? v%d * %s : 0.f",
+             (unsigned long long)in->seed, ix, loom__dropout_threshold((float)in->value), a0, ks);
+  } else {
+    return loom__fail(LOOM_ERR_INTERNAL, "emit: no code for %s", loom__lang_op_info((loom__op_t)in->op)->name);
+  }
+  loom__buf_printf(E->o, "      const float v%d = %s;\n", k, expr);
+  return LOOM_SUCCESS;
+}
+
+/* The loop's body: its instructions, in order. */
+static loom_result_t emit_body(const cg_emit_t *E, const loom__lw_loop_t *l) {
+  for (int k = 0; k < l->nins; ++k) {
+    const loom__lw_ins_t *in = &E->lw->ins[l->ins0 + k];
+    char lit[64];
+    switch (in->kind) {
+      case LOOM__LI_CONST:
+        float_lit(in->value, lit, sizeof lit);
+        loom__buf_printf(E->o, "      const float v%d = %s;\n", k, lit);
+        break;
+      case LOOM__LI_LOAD: LOOM_TRY(emit_load(E, in, k)); break;
+      case LOOM__LI_REDUCE: LOOM_TRY(emit_reduce(E, in, k)); break;
+      case LOOM__LI_PARTIALS: {
+        const long long off = (long long)E->lw->bufs[in->buf].arena_off;
+        loom__buf_printf(E->o, "      float v%d = 0.f;\n", k);
+        if (in->arg) loom__buf_printf(E->o, "      for (int p = base; p < base + %d; ++p)\n", E->lw->W);
+        else loom__buf_printf(E->o, "      for (int p = r; p < r + 1; ++p)\n");
+        loom__buf_printf(
+            E->o, "        for (int s = 0; s < %d; ++s) v%d += __ldcg((const float *)(a.arena[p] + %lldll) + s);\n",
+            LOOM__LW_NPART, k, off);
+        loom__buf_printf(E->o, "      v%d = sqrtf(v%d);\n", k, k);
+        break;
+      }
+      default: LOOM_TRY(emit_op(E, in, k)); break;
+    }
+  }
+  return LOOM_SUCCESS;
+}
+
+/* ---- loop frames ----------------------------------------------------------------------------- */
+
+/* Declares this rank's piece of the loop's space: d0.. (its dims), so (its offset along the sliced
+ * dimension), cnt (its elements). */
+static void piece_frame(const cg_emit_t *E, const loom__lw_geom_t *g) {
+  if (g->sliced >= 0) {
+    const long long n = (long long)g->dims[g->sliced], S = (long long)g->S;
+    loom__buf_printf(E->o, "    const int64_t so = LOOM_CG_MIN(%lldll, (int64_t)q * %lldll);\n", n, S);
+    loom__buf_printf(E->o, "    const int64_t sl = LOOM_CG_MIN(%lldll, (int64_t)(q + 1) * %lldll) - so;\n", n, S);
+  } else {
+    loom__buf_printf(E->o, "    const int64_t so = 0;\n");
+  }
+  loom__buf_printf(E->o, "    const int64_t cnt = (int64_t)1");
+  for (int j = 0; j < g->rank; ++j)
+    if (j == g->sliced) loom__buf_printf(E->o, " * sl");
+    else loom__buf_printf(E->o, " * %lldll", (long long)g->dims[j]);
+  loom__buf_printf(E->o, ";\n    (void)so;\n");
+}
+
+/* The element's coordinates g0.. from its index `i` in the piece. */
+static void coords(const cg_emit_t *E, const loom__lw_geom_t *g) {
+  if (g->rank == 0) return;
+  loom__buf_printf(E->o, "      int64_t t = i;\n");
+  for (int j = g->rank - 1; j >= 0; --j) {
+    char d[32];
+    if (j == g->sliced) snprintf(d, sizeof d, "sl");
+    else snprintf(d, sizeof d, "%lldll", (long long)g->dims[j]);
+    if (j > 0) loom__buf_printf(E->o, "      const int64_t g%d = t %% %s%s;\n      t /= %s;\n", j, d,
+                                j == g->sliced ? " + so" : "", d);
+    else loom__buf_printf(E->o, "      const int64_t g0 = t%s;\n", g->sliced == 0 ? " + so" : "");
+  }
+  for (int j = 0; j < g->rank; ++j) loom__buf_printf(E->o, "      (void)g%d;\n", j);
+}
+
+/* The stores of an ELEM loop's element i: each value into the arena and the caller's outputs. */
+static void stores(const cg_emit_t *E, const loom__lw_loop_t *l) {
+  for (int s = 0; s < l->nstore; ++s) {
+    const loom__lw_buf_t *b = &E->lw->bufs[l->store_buf[s]];
+    const char *T = dtype_c(b->dtype);
+    const int v = l->store_ins[s];
+    if (b->store & LOOM__LWB_ARENA)
+      loom__buf_printf(E->o, "      loom__store1<%s>(a.arena[r] + %lldll, i, v%d);\n", T, (long long)b->arena_off, v);
+    for (int k = 0; k < b->noutput; ++k)
+      loom__buf_printf(E->o, "      loom__store1<%s>(a.ptr[%d], i, v%d);\n", T, E->lw->ninputs + b->output[k], v);
+  }
+}
+
+static loom_result_t emit_elem(const cg_emit_t *E, const loom__lw_loop_t *l) {
+  piece_frame(E, &l->space);
+  loom__buf_printf(E->o, "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < cnt; "
+                         "i += (int64_t)gridDim.x * blockDim.x) {\n");
+  coords(E, &l->space);
+  LOOM_TRY(emit_body(E, l));
+  stores(E, l);
+  loom__buf_printf(E->o, "    }\n");
+  return LOOM_SUCCESS;
+}
+
+/* One pass over a row's elements (c), the body recomputed, ending with `tail` on the body's values. */
+static loom_result_t row_pass(const cg_emit_t *E, const loom__lw_loop_t *l, const char *tail) {
+  loom__buf_printf(E->o, "      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {\n");
+  loom__buf_printf(E->o, "      const int64_t i = row * C + c;\n");
+  coords(E, &l->space);
+  LOOM_TRY(emit_body(E, l));
+  loom__buf_printf(E->o, "%s      }\n", tail);
+  return LOOM_SUCCESS;
+}
+
+/* RMSNorm / LayerNorm over each row (the last dimension), a block per row, as loom's collectives'
+ * row epilogue: y = (x - mean) rsqrt(var + eps) w (+ b), var the mean square (RMSNorm, mean 0). */
+static loom_result_t emit_row(const cg_emit_t *E, const loom__lw_loop_t *l) {
+  const int ln = l->norm == LOOM__OP_LAYERNORM, x = l->x_ins;
+  char eps[64], tail[512];
+  float_lit(l->eps, eps, sizeof eps);
+  piece_frame(E, &l->space);
+  loom__buf_printf(E->o, "    const int64_t C = %lldll, rows = C ? cnt / C : 0;\n",
+                   (long long)(l->space.rank ? l->space.dims[l->space.rank - 1] : 1));
+  loom__buf_printf(E->o, "    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {\n      float s1 = 0.f;\n");
+  snprintf(tail, sizeof tail, "      s1 += %s;\n", ln ? "v%d" : "v%d * v%d");
+  char t1[128];
+  snprintf(t1, sizeof t1, tail, x, x);
+  LOOM_TRY(row_pass(E, l, t1));
+  loom__buf_printf(E->o, "      s1 = loom__coll_block_sum(s1, loom_red);\n");
+  if (ln) {
+    loom__buf_printf(E->o, "      const float mean = s1 / (float)C;\n      float s2 = 0.f;\n");
+    snprintf(t1, sizeof t1, "      s2 += (v%d - mean) * (v%d - mean);\n", x, x);
+    LOOM_TRY(row_pass(E, l, t1));
+    loom__buf_printf(E->o, "      const float rstd = rsqrtf(loom__coll_block_sum(s2, loom_red) / (float)C + %s);\n",
+                     eps);
+  } else {
+    loom__buf_printf(E->o, "      const float mean = 0.f, rstd = rsqrtf(s1 / (float)C + %s);\n", eps);
+  }
+  const loom__lw_buf_t *b = &E->lw->bufs[l->store_buf[0]];
+  char st[512] = "";
+  size_t n = (size_t)snprintf(st, sizeof st, "      const float y = (v%d - mean) * rstd * v%d", x, l->w_ins);
+  if (l->b_ins >= 0) n += (size_t)snprintf(st + n, sizeof st - n, " + v%d", l->b_ins);
+  n += (size_t)snprintf(st + n, sizeof st - n, ";\n");
+  if (b->store & LOOM__LWB_ARENA)
+    n += (size_t)snprintf(st + n, sizeof st - n, "      loom__store1<%s>(a.arena[r] + %lldll, i, y);\n",
+                          dtype_c(b->dtype), (long long)b->arena_off);
+  for (int k = 0; k < b->noutput && n < sizeof st; ++k)
+    n += (size_t)snprintf(st + n, sizeof st - n, "      loom__store1<%s>(a.ptr[%d], i, y);\n", dtype_c(b->dtype),
+                          E->lw->ninputs + b->output[k]);
+  LOOM_TRY(row_pass(E, l, st));
+  loom__buf_printf(E->o, "    }\n");
+  return LOOM_SUCCESS;
+}
+
+/* A Norm's partial sums of squares: slot s of this rank's NPART covers elements [cnt s / NPART,
+ * cnt (s + 1) / NPART) of its piece, a block's sum in fixed order. */
+static loom_result_t emit_sumsq(const cg_emit_t *E, const loom__lw_loop_t *l) {
+  const long long off = (long long)E->lw->bufs[l->store_buf[0]].arena_off;
+  piece_frame(E, &l->space);
+  loom__buf_printf(E->o, "    for (int s = blockIdx.x; s < %d; s += gridDim.x) {\n", LOOM__LW_NPART);
+  loom__buf_printf(E->o, "      float acc = 0.f;\n");
+  loom__buf_printf(E->o,
+                   "      for (int64_t i = cnt * s / %d + threadIdx.x; i < cnt * (s + 1) / %d; i += blockDim.x) {\n",
+                   LOOM__LW_NPART, LOOM__LW_NPART);
+  coords(E, &l->space);
+  LOOM_TRY(emit_body(E, l));
+  loom__buf_printf(E->o, "      acc += v%d * v%d;\n      }\n", l->x_ins, l->x_ins);
+  loom__buf_printf(E->o, "      acc = loom__coll_block_sum(acc, loom_red);\n");
+  loom__buf_printf(E->o, "      if (threadIdx.x == 0) ((float *)(a.arena[r] + %lldll))[s] = acc;\n    }\n", off);
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__cg_emit_loop(cg_emit_t *E, int li) {
+  const loom__lw_loop_t *l = &E->lw->loops[li];
+  char cond[96];
+  runs(E, &l->space, cond, sizeof cond);
+  loom__buf_printf(E->o, "  if (%s) { /* loop %d */\n", cond, li - E->u->loop0);
+  loom_result_t r = l->kind == LOOM__LL_ELEM  ? emit_elem(E, l)
+                    : l->kind == LOOM__LL_ROW ? emit_row(E, l)
+                                              : emit_sumsq(E, l);
+  loom__buf_printf(E->o, "  }\n");
+  return r;
+}

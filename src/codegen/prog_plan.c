@@ -1,0 +1,253 @@
+/*
+ * prog_plan.c - loom_prog_compile: a program's plan made through the door
+ * (core/op.h), and what a plan tells about its inputs and outputs.
+ *
+ *   check    the program, schedule and sizes: the schedule applies, every
+ *            size is bound, the comm's size is a multiple of the program's
+ *            pipeline groups, every rank is load/store reachable, and the
+ *            lowering succeeds (its kernels' protocols pass the checker)
+ *   resolve  the lowering at W = size / groups, each kernel unit's CUDA C
+ *            compiled for this GPU (the kernel cache), each unit's grid and
+ *            workspace words, the GEMM units' shapes, the arena's size
+ *   lay out  the units' words; the fingerprint of the images and the arena
+ *   fill     the arena (loom_malloc, zeroed), every rank's address of it,
+ *            the kernels loaded; then every rank waits for the others, so
+ *            that none runs a kernel while another still loads one
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/emit.h"
+#include "codegen/prog.h"
+#include "codegen/rtc.h"
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/plan.h"
+#include "core/signal.h"
+
+/* The wait sites of generated kernels (cg_args.h), named in timeout messages. */
+__attribute__((constructor)) static void loom__cg_wait_sites(void) {
+  loom__wait_site_register(LOOM_SITE_CG_ARRIVED, "generated kernel: a rank's inputs of the stage readable (arrived)");
+  loom__wait_site_register(LOOM_SITE_CG_READY, "generated kernel: a rank's step of the stage finished (ready)");
+  loom__wait_site_register(LOOM_SITE_CG_DONE, "generated kernel: a rank done reading this rank's buffers (done)");
+  loom__wait_site_register(LOOM_SITE_CG_BLOCKS, "generated kernel: this rank's blocks finishing the step before");
+}
+
+typedef struct loom_cg_desc {
+  loom_prog_t prog;
+  const char *schedule, *bind;
+} loom_cg_desc_t;
+
+/* The scheduled, typed copy of the description's program and its sizes. */
+static loom_result_t desc_program(const char *fn, const loom_cg_desc_t *d, loom_prog_t *q, loom__binding_t *b) {
+  *q = NULL;
+  if (!d->prog) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: prog=NULL", fn);
+  LOOM_TRY(loom__lang_parse_bind(d->bind ? d->bind : "", b));
+  LOOM_TRY(loom_prog_schedule(d->prog, d->schedule, q));
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t prog_check(const loom_op_t *op, loom_comm_t comm, const void *desc) {
+  loom_prog_t q;
+  loom__binding_t b;
+  LOOM_TRY(desc_program(op->plan_fn, (const loom_cg_desc_t *)desc, &q, &b));
+  const int G = loom__lang_ngroups(q);
+  loom_result_t r = LOOM_SUCCESS;
+  if (comm->size % G != 0)
+    r = loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: the program has %d pipeline groups; the comm's %d ranks are no "
+                   "multiple of them", op->plan_fn, G, comm->size);
+  else if (comm->size > LOOM_CG_MAX_RANKS)
+    r = loom__fail(LOOM_ERR_UNSUPPORTED, "%s: %d ranks; generated code takes at most %d", op->plan_fn, comm->size,
+                   LOOM_CG_MAX_RANKS);
+  else if (!comm->detached && !comm->ws_all_reachable)
+    r = loom__fail(LOOM_ERR_UNSUPPORTED, "%s: not every rank is load/store reachable from rank %d (generated kernels "
+                   "reach their peers through peer pointers: one NVLink domain)", op->plan_fn, comm->rank);
+  loom__lw_prog_t lw;
+  if (r == LOOM_SUCCESS) r = loom__lw_lower(q, comm->size / G, &b, &lw);
+  if (r == LOOM_SUCCESS) loom__lw_free(&lw);
+  else loom__fail_append(" (%s)", op->plan_fn);
+  loom_prog_destroy(q);
+  return r;
+}
+
+/* Kernel unit u on this rank: its image (compiled or cached), its grid. */
+static loom_result_t resolve_kernel(loom_comm_t comm, loom_cg_state_t *st, int u) {
+  const loom__lw_prog_t *lw = &st->lw;
+  loom_cg_unit_rt_t *x = &st->units[u];
+  char *src = NULL;
+  loom__rtc_image_t im;
+  LOOM_TRY(loom__cg_emit_unit(lw, u, &src));
+  loom_result_t r = loom__rtc_compile(lw->units[u].name, src, st->arch, &im);
+  free(src);
+  LOOM_TRY(r);
+  st->compile_ms += im.ms, st->compiled += im.from == LOOM__RTC_COMPILED, st->kernels++;
+  x->key = im.key, x->func = im.data; /* the image until fill loads it */
+  int64_t work = 1;
+  const loom__lw_unit_t *un = &lw->units[u];
+  for (int l = un->loop0; l < un->loop0 + un->nloops; ++l) {
+    const loom__lw_loop_t *lp = &lw->loops[l];
+    if (!loom__lw_runs_loop(lw, lp, st->rank)) continue;
+    const int64_t cnt = loom__lw_piece_count(&lp->space, st->q);
+    const int64_t last = lp->space.rank ? lp->space.dims[lp->space.rank - 1] : 1;
+    const int64_t w = lp->kind == LOOM__LL_SUMSQ ? LOOM__LW_NPART
+                    : lp->kind == LOOM__LL_ROW   ? (last ? cnt / last : 0)
+                                                 : (cnt + LOOM_CG_THREADS - 1) / LOOM_CG_THREADS;
+    if (w > work) work = w;
+  }
+  const int sms = comm->sm_count > 0 ? comm->sm_count : 1; /* every block may wait for a peer: all resident */
+  x->blocks = (int)(work < sms ? work : sms);
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t prog_resolve(const loom_op_t *op, loom_comm_t comm, const void *desc, void *state) {
+  loom_cg_state_t *st = (loom_cg_state_t *)state;
+  loom__binding_t b;
+  LOOM_TRY(desc_program(op->plan_fn, (const loom_cg_desc_t *)desc, &st->prog, &b));
+  const int G = loom__lang_ngroups(st->prog);
+  LOOM_TRY(loom__lw_lower(st->prog, comm->size / G, &b, &st->lw));
+  st->rank = comm->rank, st->q = comm->rank % st->lw.W;
+  /* a test comm without a GPU compiles for Hopper, as CI does */
+  loom__rtc_arch(comm->cc_major ? comm->cc_major : 9, comm->cc_major ? comm->cc_minor : 0, st->arch);
+  st->units = calloc((size_t)st->lw.nunit + 1, sizeof *st->units);
+  if (!st->units) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: out of host memory", op->plan_fn);
+  st->arena_bytes = st->lw.arena_bytes;
+  uint32_t word = 0;
+  for (int u = 0; u < st->lw.nunit; ++u) {
+    loom_cg_unit_rt_t *x = &st->units[u];
+    x->runs = loom__lw_runs_unit(&st->lw, &st->lw.units[u], st->rank);
+    if (st->lw.units[u].kind == LOOM__LU_GEMM) {
+      LOOM_TRY(loom__cg_gemm_resolve(st, u));
+      continue;
+    }
+    x->word0 = word, x->words = loom__cg_unit_words(&st->lw.units[u]);
+    word += x->words;
+    LOOM_TRY(resolve_kernel(comm, st, u));
+  }
+  if (st->arena_bytes == 0) st->arena_bytes = 256;
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t prog_lay_out(const loom_op_t *op, loom_comm_t comm, void *state, loom_plan_layout_t *lay) {
+  loom_cg_state_t *st = (loom_cg_state_t *)state;
+  uint64_t h = loom__fnv64(LOOM_FNV64_INIT, &st->arena_bytes, sizeof st->arena_bytes);
+  uint32_t words = 0;
+  for (int u = 0; u < st->lw.nunit; ++u) {
+    h = loom__fnv64(h, &st->units[u].key, sizeof st->units[u].key);
+    words += st->units[u].words;
+  }
+  st->fingerprint = h;
+  lay->nsignals = words;
+  lay->staging_bytes = 0;
+  lay->fingerprint = h;
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t fill_arena(loom_plan_t plan, loom_cg_state_t *st) {
+  loom_comm_t comm = plan->comm;
+  LOOM_TRY(loom__comm_malloc(comm, (size_t)st->arena_bytes, &st->arena));
+  LOOM_CUDA(cudaMemsetAsync(st->arena, 0, (size_t)st->arena_bytes, comm->stream)); /* the pads stay zero */
+  LOOM_CUDA(cudaStreamSynchronize(comm->stream));
+  return loom__peer_addresses(plan->op->plan_fn, "the arena", comm, st->arena, (size_t)st->arena_bytes,
+                              "the plan's own buffer", st->arena_peer);
+}
+
+static loom_result_t prog_fill(loom_plan_t plan, void *state) {
+  loom_cg_state_t *st = (loom_cg_state_t *)state;
+  if (plan->comm->detached) return loom__plan_detached(plan->op->plan_fn);
+  loom_result_t r = fill_arena(plan, st);
+  for (int u = 0; u < st->lw.nunit && r == LOOM_SUCCESS; ++u)
+    if (st->lw.units[u].kind == LOOM__LU_KERNEL) r = loom__cg_module_kernel(st->units[u].func, st->units[u].key,
+                                                                           &st->units[u].func);
+  /* every rank has loaded its kernels before any runs one (loading may wait for the device) */
+  const loom_result_t ra = loom__comm_agree(plan->comm, plan->op->plan_fn, 0, r != LOOM_SUCCESS, "");
+  return r == LOOM_SUCCESS ? ra : r;
+}
+
+static void prog_release(loom_comm_t comm, void *state) {
+  loom_cg_state_t *st = (loom_cg_state_t *)state;
+  if (st->arena) (void)loom__comm_free(comm, st->arena);
+  loom__lw_free(&st->lw);
+  loom_prog_destroy(st->prog);
+  free(st->units);
+}
+
+static void prog_describe(loom_plan_t plan, const void *state) {
+  const loom_cg_state_t *st = (const loom_cg_state_t *)state;
+  LOOM_INFO("%s: %s at W = %d (%d groups): %d units, %d kernels (%d compiled, %.1f ms), arena %lld bytes",
+            plan->op->plan_fn, st->prog->name, st->lw.W, st->lw.G, st->lw.nunit, st->kernels, st->compiled,
+            st->compile_ms, (long long)st->arena_bytes);
+}
+
+const loom_op_t loom__op_prog = {
+    .name = "prog", .plan_fn = "loom_prog_compile", .family = NULL, .kind = 0,
+    .state_bytes = sizeof(loom_cg_state_t),
+    .differ = "every rank must pass the same program, schedule and sizes",
+    .check = prog_check, .resolve = prog_resolve, .lay_out = prog_lay_out, .fill = prog_fill,
+    .release = prog_release, .describe = prog_describe,
+};
+
+loom_result_t loom_prog_compile(loom_comm_t comm, loom_prog_t prog, const char *schedule, const char *bind,
+                                loom_plan_t *out) {
+  const loom_cg_desc_t d = {prog, schedule, bind};
+  return loom__plan_make(comm, &loom__op_prog, &d, out);
+}
+
+/* ---- inputs and outputs ---------------------------------------------------------------- */
+
+/* The state of a program's plan for an info call whose struct (arg, its struct_size) must be `want` bytes. */
+static loom_result_t info_state(loom_plan_t plan, const char *fn, const char *arg, const size_t *struct_size,
+                                size_t want, const char *init, const loom_cg_state_t **st) {
+  LOOM_TRY(loom__plan_state(plan, fn, NULL, &loom__op_prog, (void **)st));
+  if (!struct_size) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s=NULL", fn, arg);
+  if (*struct_size != want)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %s->struct_size=%zu, expected %zu (initialise with %s)", fn,
+                      arg, *struct_size, want, init);
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_prog_plan_io(loom_plan_t plan, int output, int i, loom_prog_io_t *io) {
+  const char *fn = "loom_prog_plan_io";
+  const loom_cg_state_t *st = NULL;
+  LOOM_TRY(info_state(plan, fn, "io", io ? &io->struct_size : NULL, sizeof *io, "LOOM_PROG_IO_INIT", &st));
+  const loom__lw_prog_t *lw = &st->lw;
+  const int n = output ? lw->noutputs : lw->ninputs;
+  if (i < 0 || i >= n)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: i=%d; the program has %d %s", fn, i, n,
+                      output ? "outputs (Execute's, then the states)" : "inputs");
+  const int node = output ? lw->out_node[i] : lw->in_node[i];
+  const loom__lw_buf_t *b = &lw->bufs[lw->buf_of[node]];
+  const loom__type_t *t = &st->prog->nodes[node].ty;
+  memset(io, 0, sizeof *io);
+  io->struct_size = sizeof *io;
+  snprintf(io->name, sizeof io->name, "%s", output ? lw->out_name[i] : st->prog->nodes[node].name);
+  io->dtype = (loom_dtype_t)b->dtype;
+  io->rank = b->geom.rank;
+  io->layout = (loom_prog_layout_t)t->lay.kind;
+  io->arg = t->lay.arg;
+  io->group = b->geom.group;
+  io->held = loom__lw_holds(lw, b, st->rank);
+  loom__lw_piece(&b->geom, st->q, io->dims, &io->offset);
+  io->count = io->held ? loom__lw_piece_count(&b->geom, st->q) : 0;
+  for (int j = 0; j < b->geom.rank; ++j) io->whole[j] = b->geom.dims[j];
+  if (!io->held)
+    for (int j = 0; j < b->geom.rank; ++j) io->dims[j] = 0;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_prog_plan_info(loom_plan_t plan, loom_prog_plan_info_t *info) {
+  const char *fn = "loom_prog_plan_info";
+  const loom_cg_state_t *st = NULL;
+  LOOM_TRY(info_state(plan, fn, "info", info ? &info->struct_size : NULL, sizeof *info, "LOOM_PROG_PLAN_INFO_INIT",
+                      &st));
+  memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
+  info->ninputs = st->lw.ninputs, info->noutputs = st->lw.noutputs;
+  info->world = st->lw.W, info->groups = st->lw.G;
+  info->units = st->lw.nunit, info->kernels = st->kernels, info->compiled = st->compiled;
+  info->compile_ms = st->compile_ms;
+  info->arena_bytes = (size_t)st->arena_bytes;
+  info->workspace_bytes = plan->ws_bytes;
+  return LOOM_SUCCESS;
+}
