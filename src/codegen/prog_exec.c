@@ -144,7 +144,7 @@ static loom_result_t execute(loom_plan_t plan, const void *const *in, void *cons
   const char *fn = "loom_prog_run";
   loom_cg_state_t *st = NULL;
   LOOM_TRY(loom__plan_state(plan, fn, NULL, &loom__op_prog, (void **)&st));
-  loom_result_t r = loom__call_enter(plan, fn, NULL, &loom__op_prog, (void **)&st);
+  loom_result_t r = loom__call_enter(plan, fn, NULL, &loom__op_prog, stream, (void **)&st);
   if (r == LOOM_ERR_TIMEOUT) name_stage(plan, st);
   if (r != LOOM_SUCCESS) return r;
   LOOM_TRY(check_call(fn, plan->comm, st, in, out));

@@ -19,8 +19,11 @@ int loom__log_parse_level(const char *text) {
   return -1;
 }
 
+static int level = -2; /* -2: not read yet */
+
+void loom__log_set_level(loom_log_level_t l) { __atomic_store_n(&level, (int)l, __ATOMIC_RELAXED); }
+
 loom_log_level_t loom__log_level(void) {
-  static int level = -2; /* -2: not read yet */
   int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
   if (l == -2) {
     l = loom__log_parse_level(loom__param_DEBUG());

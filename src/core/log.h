@@ -18,6 +18,8 @@ typedef enum loom_log_level {
 } loom_log_level_t;
 
 loom_log_level_t loom__log_level(void);
+/* Sets the level as if LOOM_DEBUG said so (tests of what a level logs). */
+void loom__log_set_level(loom_log_level_t l);
 /* Parses a LOOM_DEBUG value; unknown text gives -1. */
 int loom__log_parse_level(const char *text);
 void loom__log(loom_log_level_t level, const char *fmt, ...)

@@ -84,6 +84,9 @@ struct loom_op {
   void (*release)(loom_comm_t comm, void *state);
   /* Optional: the plan's INFO line. */
   void (*describe)(loom_plan_t plan, const void *state);
+  /* Optional: a short label of a resolved state for the stage traces'
+   * lines (trace.h), e.g. "512 x 14336 x 8192, LOOM_TP_COPY_ENGINE". */
+  void (*label)(const void *state, char *out, size_t cap);
 };
 
 /* The door: check `desc` once, tune if asked, resolve, lay out, agree, fill
@@ -107,13 +110,14 @@ loom_result_t loom__plan_tune(loom_comm_t comm, const loom_op_t *op, const char 
 loom_result_t loom__plan_state(loom_plan_t plan, const char *fn, const loom_op_family_t *family, const loom_op_t *op,
                                void **state);
 
-/* A call's entry: loom__plan_state, then the comm's sticky error. */
+/* A call's entry: loom__plan_state, then the comm's sticky error, then
+ * the call's stage trace started on `stream` (trace.h; LOOM_DEBUG=TRACE). */
 loom_result_t loom__call_enter(loom_plan_t plan, const char *fn, const loom_op_family_t *family, const loom_op_t *op,
-                               void **state);
+                               cudaStream_t stream, void **state);
 
 /* A call's exit: the plan's `done` event recorded on stream (inside a
  * capture as an event node, so replays record it too); *capturing (where
- * not NULL): whether it was. */
+ * not NULL): whether it was; then the trace's last mark. */
 loom_result_t loom__call_exit(loom_plan_t plan, cudaStream_t stream, int *capturing);
 
 /* Waits for the plan's last call (its `done` event); LOOM_SUCCESS where it

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "op.h"
 #include "param.h"
+#include "trace.h"
 #include "world.h"
 
 #include <stdio.h>
@@ -139,6 +140,7 @@ static loom_result_t plan_fill(loom_plan_t plan) {
     const cudaError_t e = cudaEventCreateWithFlags(&plan->done, cudaEventDisableTiming);
     if (e != cudaSuccess) return loom__cuda_fail((int)e, "cudaEventCreateWithFlags (a plan's done)", __FILE__, __LINE__);
   }
+  plan->trace = loom__trace_create(plan);
   return plan->op->fill(plan, plan->op_state);
 }
 
@@ -200,6 +202,7 @@ loom_result_t loom_plan_destroy(loom_plan_t plan) {
       LOOM_WARN("loom_plan_destroy (%s): waiting for the last call: %s", plan->op->name, cudaGetErrorString(e));
     (void)cudaEventDestroy(plan->done);
   }
+  loom__trace_destroy(plan, plan->trace);
   loom_comm_t comm = plan->comm;
   state_drop(comm, plan->op, plan->op_state);
   loom_result_t r = loom__ws_release(&comm->ws_alloc, plan->slice_offset);
@@ -234,9 +237,11 @@ loom_result_t loom__plan_state(loom_plan_t plan, const char *fn, const loom_op_f
 }
 
 loom_result_t loom__call_enter(loom_plan_t plan, const char *fn, const loom_op_family_t *family, const loom_op_t *op,
-                               void **state) {
+                               cudaStream_t stream, void **state) {
   LOOM_TRY(loom__plan_state(plan, fn, family, op, state));
-  return loom__comm_check(plan->comm, fn);
+  LOOM_TRY(loom__comm_check(plan->comm, fn));
+  loom__trace_start(plan, stream);
+  return LOOM_SUCCESS;
 }
 
 loom_result_t loom__call_exit(loom_plan_t plan, cudaStream_t stream, int *capturing) {
@@ -249,6 +254,7 @@ loom_result_t loom__call_exit(loom_plan_t plan, cudaStream_t stream, int *captur
   if (capturing) *capturing = cap;
   e = cudaEventRecordWithFlags(plan->done, stream, cap ? cudaEventRecordExternal : cudaEventRecordDefault);
   if (e != cudaSuccess) return loom__cuda_fail((int)e, "cudaEventRecordWithFlags (a call's exit)", __FILE__, __LINE__);
+  loom__trace_end(plan, stream);
   return LOOM_SUCCESS;
 }
 

@@ -40,6 +40,7 @@ struct loom_plan {
   uint32_t epoch;            /* calls made so far */
   void *op_state;            /* op->state_bytes, released by op->release */
   cudaEvent_t done;          /* recorded by every call (loom__call_exit), waited for by destroy; NULL on a test comm */
+  struct loom_trace *trace;  /* the calls' stage timelines at LOOM_DEBUG=TRACE (trace.h), else NULL */
 };
 
 /* LOOM_ERR_UNSUPPORTED for a valid description on a test comm without a

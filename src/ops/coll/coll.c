@@ -475,7 +475,7 @@ loom_result_t loom__coll_check_call(const char *fn, int kind, loom_comm_t comm, 
 static loom_result_t coll_call(loom_plan_t plan, int kind, const char *fn, const void *in, void *out,
                                const loom_epilogue_t *epi, const void *norm_w, const void *norm_b, cudaStream_t stream) {
   loom_coll_state_t *st = NULL;
-  LOOM_TRY(loom__call_enter(plan, fn, NULL, coll_op(kind), (void **)&st));
+  LOOM_TRY(loom__call_enter(plan, fn, NULL, coll_op(kind), stream, (void **)&st));
   loom_comm_t comm = plan->comm;
   const loom_coll_desc_t *d = &st->desc;
   const size_t es_out = loom_dtype_size(d->out_type);

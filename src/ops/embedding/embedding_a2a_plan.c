@@ -617,6 +617,13 @@ static loom_result_t peer_addresses(const char *fn, const char *what, loom_comm_
                               peer);
 }
 
+/* A call's entry (the door's: a live plan, the comm's sticky error, the
+ * stage trace), then the index error an earlier call's kernels recorded. */
+static loom_result_t emb_enter(loom_plan_t plan, const char *fn, cudaStream_t stream, loom_emb_state_t **st) {
+  LOOM_TRY(loom__call_enter(plan, fn, NULL, &emb_op, stream, (void **)st));
+  return loom_embedding_a2a_check(plan);
+}
+
 /* After a call's launches: the plan's event (recorded as a graph node when
  * the stream is being captured, so that replays record it too), then the
  * optional synchronous index check. */
@@ -664,9 +671,7 @@ loom_result_t loom_embedding_pool(loom_plan_t plan, const void *tables, const in
                                   int64_t num_indices, const float *weights, void *pooled, cudaStream_t stream) {
   const char *fn = "loom_embedding_pool";
   loom_emb_state_t *st;
-  LOOM_TRY(get_state(plan, fn, &st));
-  LOOM_TRY(loom__comm_check(plan->comm, fn));
-  LOOM_TRY(loom_embedding_a2a_check(plan));
+  LOOM_TRY(emb_enter(plan, fn, stream, &st));
   LOOM_TRY(check_inputs(fn, st, "tables", tables, indices, offsets, num_indices, weights));
   if (!pooled) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: pooled=NULL", fn);
   if ((uintptr_t)pooled & 15) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: pooled=%p must be 16-byte aligned", fn, pooled);
@@ -689,10 +694,8 @@ loom_result_t loom_embedding_a2a(loom_plan_t plan, const void *tables, const int
                                  int64_t num_indices, const float *weights, void *out, cudaStream_t stream) {
   const char *fn = "loom_embedding_a2a";
   loom_emb_state_t *st;
-  LOOM_TRY(get_state(plan, fn, &st));
+  LOOM_TRY(emb_enter(plan, fn, stream, &st));
   loom_comm_t comm = plan->comm;
-  LOOM_TRY(loom__comm_check(comm, fn));
-  LOOM_TRY(loom_embedding_a2a_check(plan));
   LOOM_TRY(check_inputs(fn, st, "tables", tables, indices, offsets, num_indices, weights));
   if (!out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=NULL", fn);
   if ((uintptr_t)out & 15) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: out=%p must be 16-byte aligned", fn, out);
@@ -746,10 +749,8 @@ loom_result_t loom_embedding_a2a_backward(loom_plan_t plan, const void *grad_out
                                           float scale, void *table_grad, cudaStream_t stream) {
   const char *fn = "loom_embedding_a2a_backward";
   loom_emb_state_t *st;
-  LOOM_TRY(get_state(plan, fn, &st));
+  LOOM_TRY(emb_enter(plan, fn, stream, &st));
   loom_comm_t comm = plan->comm;
-  LOOM_TRY(loom__comm_check(comm, fn));
-  LOOM_TRY(loom_embedding_a2a_check(plan));
   LOOM_TRY(check_inputs(fn, st, "table_grad", table_grad, indices, offsets, num_indices, weights));
   if (!grad_out) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: grad_out=NULL", fn);
   if ((uintptr_t)grad_out & 15) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: grad_out=%p must be 16-byte aligned", fn, grad_out);

@@ -104,7 +104,6 @@ extern "C" {
 
 #define LOOM_MOE_THREADS 256
 #define LOOM_MOE_CHUNKS_MAX 64 /* routing chunks counted apart (steps 1 and 4) */
-#define LOOM_MOE_STAMPS 12     /* phase stamps per kernel (LOOM_DEBUG=TRACE) */
 
 /* What the kernels record about a bad routing entry (host-mapped, first wins). */
 typedef struct loom_moe_err {
@@ -154,8 +153,9 @@ typedef struct loom_moe_kargs {
   uint32_t *count;                  /* local block counter (last arrival) */
   uint32_t *bar;                    /* local [2]: the dispatch's grid barrier (arrivals, generation) */
   loom_moe_err_t *err;              /* host-mapped */
-  unsigned long long *stamps;       /* host-mapped [2][LOOM_MOE_STAMPS] at LOOM_DEBUG=TRACE, else NULL: the
-                                       %globaltimer at each phase of the last dispatch (row 0) and combine (row 1) */
+  unsigned long long *stamps;       /* the plan's trace's [2][LOOM_TRACE_STAMPS] (core/trace.h) at LOOM_DEBUG=TRACE,
+                                       else NULL: %globaltimer at each phase of the last dispatch (row 0) and combine
+                                       (row 1) */
 } loom_moe_kargs_t;
 
 /* What a cooperative launch of the MoE kernels may use on the plan's GPU. */
@@ -176,7 +176,6 @@ typedef struct loom_moe_state {
   void *dev;                         /* one cudaMalloc: hist, kept, base, slot, expert_off, peer tables, counter */
   void *h;                           /* loom_moe_mlp (desc.ffn > 0): [R, F] the experts' SwiGLU outputs */
   loom_moe_err_t *err;               /* host-mapped (cudaHostAlloc) */
-  unsigned long long *stamps;        /* host-mapped phase stamps (LOOM_DEBUG=TRACE), else NULL */
   size_t symmetric_bytes, device_bytes;
 } loom_moe_state_t;
 
@@ -185,9 +184,12 @@ typedef struct loom_moe_state {
 /* Checks a description without a GPU (host-tested): each field by name and value. */
 loom_result_t loom__moe_check_desc(const char *fn, int comm_size, const loom_moe_desc_t *d);
 
-/* What every call of a plan checks first: an moe plan, its comm healthy,
- * no bad routing entry left to report (moe_plan.c). */
-loom_result_t loom__moe_enter(loom_plan_t plan, const char *fn, loom_moe_state_t **st);
+/* What every use of a plan checks first: an moe plan, its comm healthy,
+ * no bad routing entry left to report (moe_plan.c). A call's entry also
+ * starts its stage trace (core/op.h: loom__call_enter); its exit is
+ * loom__call_exit. */
+loom_result_t loom__moe_state(loom_plan_t plan, const char *fn, loom_moe_state_t **st);
+loom_result_t loom__moe_enter(loom_plan_t plan, const char *fn, cudaStream_t stream, loom_moe_state_t **st);
 
 /* The grouped GEMM of one expert projection over the plan's receive
  * layout: C [R, n] = A [R, k] x B_l^T for each local expert l. */
@@ -195,18 +197,20 @@ loom_grouped_gemm_desc_t loom__moe_gemm_desc(const loom_moe_state_t *st, int64_t
 
 /* ---- the expert MLP (moe_mlp.c) ---- */
 
-/* A dispatch (loom_moe_dispatch with fn's name); prologue 1: the arrival
- * form (this rank's gate/up GEMM, launched next with
- * loom__gemm_grouped_sm90_arrival, waits per (source, expert) and publishes
- * the call's epoch; a rank without experts ignores it); max_blocks > 0: at
- * most that many blocks (SMs left to the GEMM beside it). */
-loom_result_t loom__moe_dispatch_call(loom_plan_t plan, const char *fn, const void *x, const int32_t *ids,
-                                      int64_t tokens, int prologue, int max_blocks, cudaStream_t stream);
+/* A dispatch's checks and launch inside a call (between its entry and
+ * exit; messages name fn); prologue 1: the arrival form (this rank's
+ * gate/up GEMM, launched next with loom__gemm_grouped_sm90_arrival, waits
+ * per (source, expert) and publishes the call's epoch; a rank without
+ * experts ignores it); max_blocks > 0: at most that many blocks (SMs left
+ * to the GEMM beside it). */
+loom_result_t loom__moe_dispatch_body(loom_plan_t plan, loom_moe_state_t *st, const char *fn, const void *x,
+                                      const int32_t *ids, int64_t tokens, int prologue, int max_blocks,
+                                      cudaStream_t stream);
 
-/* A combine of the plan's last dispatch (loom_moe_combine with fn's
- * name); sent = 1: the fused combine (above), y unused. */
-loom_result_t loom__moe_combine_call(loom_plan_t plan, const char *fn, const void *y, const float *weights, void *out,
-                                     int sent, cudaStream_t stream);
+/* A combine of the plan's last dispatch inside a call (as above); sent =
+ * 1: the fused combine (above), y unused. */
+loom_result_t loom__moe_combine_body(loom_plan_t plan, loom_moe_state_t *st, const char *fn, const void *y,
+                                     const float *weights, void *out, int sent, cudaStream_t stream);
 
 /* How a loom_moe_mlp call runs: the form, and the tiles of its two grouped
  * GEMMs (0: the model's, loom__grouped_sm90_config): the gate/up GEMM's

@@ -19,6 +19,8 @@
 
 #include "core/error.h"
 #include "core/signal.cuh"
+#include "core/trace.cuh"
+#include "core/trace.h"
 #include "core/vec8.cuh"
 #include "ops/moe/moe.h"
 
@@ -32,14 +34,10 @@ static __device__ __forceinline__ int moe_aborted(const loom_moe_kargs_t &a) {
 }
 
 /* Phase stamp i of kernel row `row` (0 dispatch, 1 combine) by thread 0 of
- * the calling block, at LOOM_DEBUG=TRACE only (moe_plan.c logs them: what
- * each index means is its table there). */
+ * the calling block, at LOOM_DEBUG=TRACE only (what each index means:
+ * moe_plan.c's table of names). */
 static __device__ __forceinline__ void moe_stamp(const loom_moe_kargs_t &a, int row, int i) {
-  if (a.stamps && threadIdx.x == 0) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    a.stamps[row * LOOM_MOE_STAMPS + i] = t;
-  }
+  loom__trace_stamp(a.stamps, row * LOOM_TRACE_STAMPS + i);
 }
 
 /* Records a bad routing entry (the first one of the call wins). */

@@ -27,8 +27,10 @@
 #include "core/comm.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/op.h"
 #include "core/tune.h"
 #include "core/plan.h"
+#include "core/trace.h"
 #include "core/ptr_check.h"
 #include "gemm/gemm.h"
 #include "gemm/gemm_heuristic.h"
@@ -147,7 +149,7 @@ static loom_moe_mlp_choice_t moe_mlp_resolve(const loom_plan_t plan, const loom_
 
 loom_result_t loom__moe_mlp_choice(loom_plan_t plan, int64_t tokens, loom_moe_mlp_choice_t *c) {
   loom_moe_state_t *st;
-  LOOM_TRY(loom__moe_enter(plan, "loom_moe_mlp_path", &st));
+  LOOM_TRY(loom__moe_state(plan, "loom_moe_mlp_path", &st));
   *c = moe_mlp_resolve(plan, st, tokens);
   return LOOM_SUCCESS;
 }
@@ -164,7 +166,7 @@ loom_result_t loom__moe_mlp_run(loom_plan_t plan, const char *fn, const void *x,
                                 const float *weights, int64_t tokens, const void *gate_up, const void *down, void *out,
                                 const loom_moe_mlp_choice_t *choice, cudaStream_t stream) {
   loom_moe_state_t *st;
-  LOOM_TRY(loom__moe_enter(plan, fn, &st));
+  LOOM_TRY(loom__moe_enter(plan, fn, stream, &st));
   const loom_moe_desc_t *d = &st->desc;
   if (d->ffn <= 0)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
@@ -187,9 +189,14 @@ loom_result_t loom__moe_mlp_run(loom_plan_t plan, const char *fn, const void *x,
   const loom_moe_mlp_choice_t c = choice->path == LOOM_MOE_MLP_AUTO ? moe_mlp_resolve(plan, st, tokens) : *choice;
   const int all = c.path == LOOM_MOE_MLP_FUSED_ALL, sms = plan->comm->sm_count;
   const int blocks = !all ? 0 : c.disp > 0 ? c.disp : sms / 4 > 0 ? sms / 4 : 1;
-  LOOM_TRY(loom__moe_dispatch_call(plan, "loom_moe_dispatch", x, ids, tokens, all, blocks, stream));
+  LOOM_TRY(loom__moe_dispatch_body(plan, st, "loom_moe_dispatch", x, ids, tokens, all, blocks, stream));
+  /* (the arrival form: the gate/up GEMM must be the next work on the
+   * stream, or it would not start beside the dispatch: no mark between) */
+  if (!all) loom__trace_mark(plan, "dispatch", stream);
   if (st->n_local > 0) LOOM_TRY(moe_experts(st, sms, gate_up, down, tokens, &c, stream));
-  return loom__moe_combine_call(plan, fn, st->recv, weights, out, c.path != LOOM_MOE_MLP_UNFUSED, stream);
+  loom__trace_mark(plan, "experts", stream);
+  LOOM_TRY(loom__moe_combine_body(plan, st, fn, st->recv, weights, out, c.path != LOOM_MOE_MLP_UNFUSED, stream));
+  return loom__call_exit(plan, stream, NULL);
 }
 
 loom_result_t loom_moe_mlp(loom_plan_t plan, const void *x, const int32_t *ids, const float *weights, int64_t tokens,

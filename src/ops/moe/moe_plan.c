@@ -15,6 +15,7 @@
 #include "core/op.h"
 #include "core/plan.h"
 #include "core/ptr_check.h"
+#include "core/trace.h"
 #include "core/util.h"
 #include "gemm/gemm.h"
 #include "gemm/gemm_heuristic.h"
@@ -72,33 +73,18 @@ loom_result_t loom__moe_check_desc(const char *fn, int comm_size, const loom_moe
  * experts take 16k). */
 #define MOE_MAX_SIGNALS (1 << 24)
 
-/* LOOM_DEBUG=TRACE: the last dispatch's and combine's phases, in us from
- * each kernel's start (block 0's, except the last block's stamps), as the
- * kernels stamped them (moe_kernels.cu, moe_stamp). */
-static void moe_log_stamps(const loom_moe_state_t *st) {
-  static const char *const what[2][LOOM_MOE_STAMPS] = {
-      {"start", "counted", "barrier1", "published", "counts-in+layout", "barrier2", "slots+barrier3", "sent(block0)",
-       "sent(last)", "delivered"},
-      {"start", "ready", "sent(block0)", "sent(last)", "done-in", "reduced(block0)"}};
-  const volatile unsigned long long *t = st->stamps;
-  for (int k = 0; k < 2; ++k) {
-    char line[512];
-    int len = snprintf(line, sizeof line, "moe %s rank %d (last call), us from the start:", k ? "combine" : "dispatch",
-                       st->rank);
-    for (int i = 1; i < LOOM_MOE_STAMPS && what[k][i] && len > 0 && (size_t)len < sizeof line; ++i)
-      len += snprintf(line + len, sizeof line - (size_t)len, " %s %.1f", what[k][i],
-                      t[k * LOOM_MOE_STAMPS + i] ? (double)(long long)(t[k * LOOM_MOE_STAMPS + i] - t[k * LOOM_MOE_STAMPS]) * 1e-3 : -1.0);
-    LOOM_TRACE("%s", line);
-  }
-}
+/* LOOM_DEBUG=TRACE: the phases the kernels stamp (moe_kernels.cu,
+ * moe_stamp), in us from each kernel's start (block 0's, except the last
+ * block's stamps); the plan's trace logs the last call's (core/trace.h). */
+static const char *const moe_stamp_rows[2] = {"dispatch", "combine"};
+static const char *const moe_stamp_names[2][LOOM_TRACE_STAMPS] = {
+    {"start", "counted", "barrier1", "published", "counts-in+layout", "barrier2", "slots+barrier3", "sent(block0)",
+     "sent(last)", "delivered"},
+    {"start", "ready", "sent(block0)", "sent(last)", "done-in", "reduced(block0)"}};
 
 /* What the plan holds (op.h: release; the plan's last call has ended). */
 static void moe_release(loom_comm_t comm, void *state) {
   loom_moe_state_t *st = (loom_moe_state_t *)state;
-  if (st->stamps) {
-    moe_log_stamps(st);
-    (void)cudaFreeHost(st->stamps);
-  }
   if (st->recv) (void)loom__comm_free(comm, st->recv);
   if (st->origin) (void)loom__comm_free(comm, st->origin);
   if (st->combine) (void)loom__comm_free(comm, st->combine);
@@ -174,13 +160,6 @@ static loom_result_t moe_device(loom_comm_t comm, loom_moe_state_t *st, char *co
   LOOM_CUDA(cudaHostAlloc((void **)&st->err, sizeof *st->err, cudaHostAllocMapped));
   memset(st->err, 0, sizeof *st->err);
   LOOM_CUDA(cudaHostGetDevicePointer((void **)&k->err, st->err, 0));
-  k->stamps = NULL;
-  if (loom__log_level() >= LOOM_LOG_TRACE) {
-    const size_t n = 2 * LOOM_MOE_STAMPS * sizeof(unsigned long long);
-    LOOM_CUDA(cudaHostAlloc((void **)&st->stamps, n, cudaHostAllocMapped));
-    memset(st->stamps, 0, n);
-    LOOM_CUDA(cudaHostGetDevicePointer((void **)&k->stamps, st->stamps, 0));
-  }
   return LOOM_SUCCESS;
 }
 
@@ -289,6 +268,7 @@ static loom_result_t moe_fill(loom_plan_t plan, void *state) {
   LOOM_TRY(r);
   if (st->desc.ffn > 0 && st->n_local > 0) LOOM_TRY(moe_mlp_buffers(fn, st));
   moe_kargs(plan, st);
+  LOOM_TRY(loom__trace_stamps(plan, 2, moe_stamp_rows, moe_stamp_names, &st->k.stamps));
   LOOM_TRY(loom__moe_grid_limits(comm->sm_count, &st->grid));
   return loom__comm_fence(comm); /* every rank's buffers exist before any peer stores into them */
 }
@@ -352,20 +332,29 @@ static loom_result_t moe_reported(loom_moe_state_t *st, const char *fn) {
                     e.kind == 1 ? "is not an expert (outside [0, experts))" : "repeats an earlier expert of its token");
 }
 
-loom_result_t loom__moe_enter(loom_plan_t plan, const char *fn, loom_moe_state_t **st) {
-  LOOM_TRY(loom__call_enter(plan, fn, NULL, &loom__op_moe, (void **)st));
+loom_result_t loom__moe_state(loom_plan_t plan, const char *fn, loom_moe_state_t **st) {
+  LOOM_TRY(loom__plan_state(plan, fn, NULL, &loom__op_moe, (void **)st));
+  LOOM_TRY(loom__comm_check(plan->comm, fn));
+  return moe_reported(*st, fn);
+}
+
+loom_result_t loom__moe_enter(loom_plan_t plan, const char *fn, cudaStream_t stream, loom_moe_state_t **st) {
+  LOOM_TRY(loom__call_enter(plan, fn, NULL, &loom__op_moe, stream, (void **)st));
   return moe_reported(*st, fn);
 }
 
 loom_result_t loom_moe_dispatch(loom_plan_t plan, const void *x, const int32_t *ids, int64_t tokens,
                                 cudaStream_t stream) {
-  return loom__moe_dispatch_call(plan, "loom_moe_dispatch", x, ids, tokens, 0, 0, stream);
+  const char *fn = "loom_moe_dispatch";
+  loom_moe_state_t *st;
+  LOOM_TRY(loom__moe_enter(plan, fn, stream, &st));
+  LOOM_TRY(loom__moe_dispatch_body(plan, st, fn, x, ids, tokens, 0, 0, stream));
+  return loom__call_exit(plan, stream, NULL);
 }
 
-loom_result_t loom__moe_dispatch_call(loom_plan_t plan, const char *fn, const void *x, const int32_t *ids,
-                                      int64_t tokens, int prologue, int max_blocks, cudaStream_t stream) {
-  loom_moe_state_t *st;
-  LOOM_TRY(loom__moe_enter(plan, fn, &st));
+loom_result_t loom__moe_dispatch_body(loom_plan_t plan, loom_moe_state_t *st, const char *fn, const void *x,
+                                      const int32_t *ids, int64_t tokens, int prologue, int max_blocks,
+                                      cudaStream_t stream) {
   const loom_moe_desc_t *d = &st->desc;
   if (tokens < 0 || tokens > d->max_tokens)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: tokens=%lld is outside [0, desc->max_tokens=%lld]", fn,
@@ -387,20 +376,20 @@ loom_result_t loom__moe_dispatch_call(loom_plan_t plan, const char *fn, const vo
   (void)loom__plan_next_epoch(plan);
   LOOM_TRY(loom__moe_dispatch_launch(&k, &st->grid, max_blocks, stream));
   st->tokens = tokens, st->dispatched = 1;
-  /* (the arrival form: the GEMM must be the next work on the stream, or it
-   * would not start beside the dispatch; the combine after it records) */
-  return k.prologue ? LOOM_SUCCESS : loom__call_exit(plan, stream, NULL);
+  return LOOM_SUCCESS;
 }
 
 loom_result_t loom_moe_combine(loom_plan_t plan, const void *y, const float *weights, void *out,
                                cudaStream_t stream) {
-  return loom__moe_combine_call(plan, "loom_moe_combine", y, weights, out, 0, stream);
+  const char *fn = "loom_moe_combine";
+  loom_moe_state_t *st;
+  LOOM_TRY(loom__moe_enter(plan, fn, stream, &st));
+  LOOM_TRY(loom__moe_combine_body(plan, st, fn, y, weights, out, 0, stream));
+  return loom__call_exit(plan, stream, NULL);
 }
 
-loom_result_t loom__moe_combine_call(loom_plan_t plan, const char *fn, const void *y, const float *weights, void *out,
-                                     int sent, cudaStream_t stream) {
-  loom_moe_state_t *st;
-  LOOM_TRY(loom__moe_enter(plan, fn, &st));
+loom_result_t loom__moe_combine_body(loom_plan_t plan, loom_moe_state_t *st, const char *fn, const void *y,
+                                     const float *weights, void *out, int sent, cudaStream_t stream) {
   if (!st->dispatched)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p has not dispatched yet: a combine returns the rows of "
                       "the last dispatch", fn, (void *)plan);
@@ -418,6 +407,5 @@ loom_result_t loom__moe_combine_call(loom_plan_t plan, const char *fn, const voi
   loom_moe_kargs_t k = st->k;
   k.y = (const char *)y, k.weights = weights, k.out = (char *)out, k.tokens = st->tokens, k.sent = sent;
   (void)loom__plan_next_epoch(plan);
-  LOOM_TRY(loom__moe_combine_launch(&k, st->max_recv, &st->grid, stream));
-  return loom__call_exit(plan, stream, NULL);
+  return loom__moe_combine_launch(&k, st->max_recv, &st->grid, stream);
 }

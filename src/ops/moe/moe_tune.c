@@ -93,7 +93,7 @@ loom_result_t loom_moe_mlp_tune(loom_plan_t plan, const void *x, const int32_t *
                                 cudaStream_t stream) {
   const char *fn = "loom_moe_mlp_tune";
   loom_moe_state_t *st;
-  LOOM_TRY(loom__moe_enter(plan, fn, &st));
+  LOOM_TRY(loom__moe_state(plan, fn, &st));
   if (plan->comm->world) return loom__world_unsupported(plan->comm, fn, "tuning", LOOM_WORLD_NO_TIMING);
   LOOM_TRY(loom__stream_not_capturing(fn, stream));
   const moe_tune_args_t a = {x, gate_up, down, ids, weights, tokens, out};

@@ -132,12 +132,17 @@ loom_result_t loom__optim_check_desc(const char *fn, int comm_size, const loom_o
 
 static const loom_op_family_t optim_family = {"optim", "an adam or lamb plan"};
 
+/* The plan is of the optimizer asked for (lamb -1: either). */
+static loom_result_t optim_kind(loom_plan_t plan, const char *fn, int lamb, const loom_optim_state_t *st) {
+  if (lamb >= 0 && st->lamb != lamb)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a%s %s plan, not a%s plan", fn, (void *)plan,
+                      st->lamb ? "" : "n", plan->op->name, lamb ? " lamb" : "n adam");
+  return LOOM_SUCCESS;
+}
+
 loom_result_t loom__optim_state(loom_plan_t plan, const char *fn, int lamb, loom_optim_state_t **st) {
   LOOM_TRY(loom__plan_state(plan, fn, &optim_family, NULL, (void **)st));
-  if (lamb >= 0 && (*st)->lamb != lamb)
-    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p is a%s %s plan, not a%s plan", fn, (void *)plan,
-                      (*st)->lamb ? "" : "n", plan->op->name, lamb ? " lamb" : "n adam");
-  return LOOM_SUCCESS;
+  return optim_kind(plan, fn, lamb, *st);
 }
 
 /* FNV-1a over bytes. */
@@ -566,8 +571,8 @@ static loom_result_t optim_call_args(loom_optim_state_t *st, const char *fn, con
 loom_result_t loom__optim_step(loom_plan_t plan, const char *fn, int lamb, const loom_optim_args_t *args,
                                cudaStream_t stream) {
   loom_optim_state_t *st;
-  LOOM_TRY(loom__optim_state(plan, fn, lamb, &st));
-  LOOM_TRY(loom__comm_check(plan->comm, fn));
+  LOOM_TRY(loom__call_enter(plan, fn, &optim_family, NULL, stream, (void **)&st));
+  LOOM_TRY(optim_kind(plan, fn, lamb, st));
   loom_optim_kargs_t k;
   LOOM_TRY(optim_call_args(st, fn, args, &k));
   (void)loom__plan_next_epoch(plan);

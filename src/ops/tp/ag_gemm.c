@@ -20,8 +20,10 @@
 
 #include "core/comm.h"
 #include "core/error.h"
+#include "core/op.h"
 #include "core/plan.h"
 #include "core/ptr_check.h"
+#include "core/trace.h"
 #include "gemm/gemm.h"
 #include "ops/tp/tp_linear.h"
 #include "ops/tp/tp_schedule.h"
@@ -48,9 +50,9 @@ static loom_result_t ag_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
     if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclBroadcast (loom_ag_gemm, uneven shards)", __FILE__, __LINE__);
     if (n2 != ncclSuccess) return loom__nccl_fail((int)n2, "ncclGroupEnd (loom_ag_gemm)", __FILE__, __LINE__);
   }
-  loom__tp_trace_mark(st, "nccl", stream);
+  loom__trace_mark(plan, "nccl", stream);
   LOOM_TRY(loom__tp_seq_gemm(st, g, dst, b, c, bias, stream));
-  loom__tp_trace_mark(st, "gemm", stream);
+  loom__trace_mark(plan, "gemm", stream);
   if (st->desc.activation != LOOM_ACT_NONE)
     LOOM_TRY(loom__tp_activation(c, (size_t)g->m * (size_t)g->n, g->c_type, (int)st->desc.activation, stream));
   return LOOM_SUCCESS;
@@ -80,25 +82,25 @@ static loom_result_t ag_copy_args(loom_plan_t plan, const loom_tp_state_t *st, c
 
 /* The copy engine's pushes: each peer in push order, chunk by chunk, each
  * chunk then its signal (side stream). */
-static loom_result_t ag_push_copy_engine(loom_tp_state_t *st, loom_ag_copy_args_t *ca, const char *a_shard,
-                                         int64_t nch) {
+static loom_result_t ag_push_copy_engine(loom_plan_t plan, loom_tp_state_t *st, loom_ag_copy_args_t *ca,
+                                         const char *a_shard, int64_t nch) {
   const loom_gemm_desc_t *g = &st->gemm;
   const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
   const int W = st->world;
   for (int step = 1; step < W; ++step) {
     const int dest = loom__ag_push_dest(st->rank, W, step - 1);
     LOOM_TRY(loom__ag_wait_ready(ca, dest, st->side));
-    if (step == 1) loom__tp_trace_mark(st, "side.ready", st->side);
+    if (step == 1) loom__trace_mark(plan, "side.ready", st->side);
     for (int64_t j = 0; j < nch; ++j) {
       int64_t r0, r1;
       loom__ag_chunk(g->m, W, st->rank, st->chunk_rows, j, &r0, &r1);
       LOOM_CUDA(cudaMemcpyAsync(ca->dst[dest] + (size_t)r0 * row, a_shard + (size_t)(r0 - st->my_begin) * row,
                                 (size_t)(r1 - r0) * row, cudaMemcpyDeviceToDevice, st->side));
       LOOM_TRY(loom__ag_signal_chunks(ca, dest, j, j + 1, st->side));
-      if (step == 1 && j == 0) loom__tp_trace_mark(st, "side.chunk0", st->side);
+      if (step == 1 && j == 0) loom__trace_mark(plan, "side.chunk0", st->side);
     }
   }
-  loom__tp_trace_mark(st, "side.pushed", st->side);
+  loom__trace_mark(plan, "side.pushed", st->side);
   return LOOM_SUCCESS;
 }
 
@@ -106,8 +108,8 @@ static loom_result_t ag_push_copy_engine(loom_tp_state_t *st, loom_ag_copy_args_
  * gathered buffer on the user's stream, with every SM, before the GEMM (a
  * same-device copy runs as a kernel; the side stream would get only the
  * SMs the GEMM leaves free). */
-static loom_result_t ag_push(loom_tp_state_t *st, loom_ag_copy_args_t *ca, const char *a_shard, char *dst,
-                             cudaStream_t stream) {
+static loom_result_t ag_push(loom_plan_t plan, loom_tp_state_t *st, loom_ag_copy_args_t *ca, const char *a_shard,
+                             char *dst, cudaStream_t stream) {
   const loom_gemm_desc_t *g = &st->gemm;
   const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
   const int64_t nch = loom__ag_shard_chunks(g->m, st->world, st->rank, st->chunk_rows);
@@ -115,9 +117,9 @@ static loom_result_t ag_push(loom_tp_state_t *st, loom_ag_copy_args_t *ca, const
     if (st->transfer == LOOM_TP_SM_COPY) {
       ca->first_step = 1;
       LOOM_TRY(loom__ag_copy_launch(ca, st->comm_blocks, st->side));
-      loom__tp_trace_mark(st, "side.pushed", st->side);
+      loom__trace_mark(plan, "side.pushed", st->side);
     } else {
-      LOOM_TRY(ag_push_copy_engine(st, ca, a_shard, nch));
+      LOOM_TRY(ag_push_copy_engine(plan, st, ca, a_shard, nch));
     }
   }
   if (nch > 0) {
@@ -125,7 +127,7 @@ static loom_result_t ag_push(loom_tp_state_t *st, loom_ag_copy_args_t *ca, const
       LOOM_CUDA(cudaMemcpyAsync(dst + (size_t)st->my_begin * row, a_shard, (size_t)st->my_len * row,
                                 cudaMemcpyDeviceToDevice, stream));
     LOOM_TRY(loom__ag_signal_chunks(ca, st->rank, 0, nch, stream));
-    loom__tp_trace_mark(st, "own", stream);
+    loom__trace_mark(plan, "own", stream);
   }
   return LOOM_SUCCESS;
 }
@@ -136,9 +138,9 @@ static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char 
   loom_ag_copy_args_t ca;
   LOOM_TRY(ag_copy_args(plan, st, a_shard, dst, &ca));
   LOOM_TRY(loom__tp_begin(ca.dc, plan->epoch_offset, st->ready_off, (size_t)-1, stream));
-  loom__tp_trace_mark(st, "begin", stream);
+  loom__trace_mark(plan, "begin", stream);
   LOOM_TRY(loom__tp_fork(st, stream));
-  LOOM_TRY(ag_push(st, &ca, a_shard, dst, stream));
+  LOOM_TRY(ag_push(plan, st, &ca, a_shard, dst, stream));
   loom_gemm_hooks_t h;
   loom__tp_hooks_base(plan, st, st->rank, ca.dc, &h);
   h.wait_signals = (const uint32_t *)((const char *)comm->ws_ptr + st->chunk_off);
@@ -147,7 +149,7 @@ static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char 
   h.epilogue = LOOM_EPI_STORE;
   h.activation = (int)st->desc.activation;
   loom_result_t r = loom__gemm_hooked(&st->gemm, dst, b, c, bias, &st->gemm_cfg, &h, stream);
-  loom__tp_trace_mark(st, "gemm", stream);
+  loom__trace_mark(plan, "gemm", stream);
   /* join even when the GEMM failed to launch: the side stream's work is queued */
   const loom_result_t rj = loom__tp_join(st, stream);
   LOOM_TRY(r);
@@ -166,5 +168,5 @@ loom_result_t loom_ag_gemm(loom_plan_t plan, const void *a_shard, const void *b,
     LOOM_TRY(ag_sequential(plan, st, (const char *)a_shard, dst, b, c, bias, stream));
   else
     LOOM_TRY(ag_fused(plan, st, (const char *)a_shard, dst, b, c, bias, stream));
-  return loom__tp_exit(plan, st, stream);
+  return loom__call_exit(plan, stream, NULL);
 }

@@ -32,6 +32,7 @@
 
 #include "core/comm.h"
 #include "core/error.h"
+#include "core/op.h"
 #include "core/plan.h"
 #include "core/pointwise.h"
 #include "core/ptr_check.h"
@@ -76,5 +77,5 @@ loom_result_t loom_gemm_ar(loom_plan_t plan, const void *a, const void *b, void 
     LOOM_TRY(ar_fused(plan, st, a, b, out, peer, &pw, stream));
   else
     LOOM_TRY(ar_sequential(st, a, b, out, epi, stream));
-  return loom__tp_exit(plan, st, stream);
+  return loom__call_exit(plan, stream, NULL);
 }

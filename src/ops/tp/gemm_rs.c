@@ -27,9 +27,11 @@
 
 #include "core/comm.h"
 #include "core/error.h"
+#include "core/op.h"
 #include "core/plan.h"
 #include "core/pointwise.h"
 #include "core/ptr_check.h"
+#include "core/trace.h"
 #include "gemm/gemm.h"
 #include "ops/tp/tp_linear.h"
 #include "ops/tp/tp_schedule.h"
@@ -45,7 +47,7 @@ static loom_result_t rs_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
   const int with_bias = g.has_bias && st->rank == 0;
   g.has_bias = with_bias;
   LOOM_TRY(loom__tp_seq_gemm(st, &g, a, b, st->partial, with_bias ? bias : NULL, stream));
-  loom__tp_trace_mark(st, "gemm", stream);
+  loom__trace_mark(plan, "gemm", stream);
   if ((int64_t)W * st->shard_rows == g.m) {
     LOOM_NCCL(ncclReduceScatter(st->partial, c_shard, (size_t)st->shard_rows * (size_t)g.n, nt, ncclSum, comm->nccl,
                                 stream));
@@ -91,5 +93,5 @@ loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void 
     LOOM_TRY(rs_sequential(plan, st, a, b, c_shard, bias, stream));
   else
     LOOM_TRY(rs_fused(plan, st, a, b, c_shard, bias, stream));
-  return loom__tp_exit(plan, st, stream);
+  return loom__call_exit(plan, stream, NULL);
 }

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/param.h"
 #include "core/plan.h"
+#include "core/trace.h"
 #include "gemm/gemm.h"
 #include "ops/tp/tp_linear.h"
 #include "ops/tp/tp_schedule.h"
@@ -72,7 +73,7 @@ static loom_result_t rs_bulk(loom_plan_t plan, loom_tp_state_t *st, const void *
                              loom_rs_reduce_args_t *ra, loom_dev_comm_t dc, cudaStream_t stream) {
   loom_gemm_desc_t g = st->gemm;
   LOOM_TRY(loom__tp_begin(dc, plan->epoch_offset, (size_t)-1, st->done_off, stream));
-  loom__tp_trace_mark(st, "begin", stream);
+  loom__trace_mark(plan, "begin", stream);
   loom_gemm_hooks_t h;
   loom__tp_hooks_base(plan, st, st->rank + 1, dc, &h);
   h.epilogue = LOOM_EPI_BULK_ADD;
@@ -82,9 +83,9 @@ static loom_result_t rs_bulk(loom_plan_t plan, loom_tp_state_t *st, const void *
     h.order.kind = LOOM_TILE_ORDER_SCHEDULE, h.order.schedule = st->d_schedule;
   g.has_bias = 0; /* added once, by the owner */
   LOOM_TRY(loom__gemm_hooked(&g, a, b, st->partial, NULL, &st->gemm_cfg, &h, stream));
-  loom__tp_trace_mark(st, "gemm", stream);
+  loom__trace_mark(plan, "gemm", stream);
   LOOM_TRY(loom__rs_bulk_pass_launch(ra, plan->comm->sm_count, stream));
-  loom__tp_trace_mark(st, "tail", stream);
+  loom__trace_mark(plan, "tail", stream);
   return LOOM_SUCCESS;
 }
 
@@ -98,11 +99,11 @@ loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *
   if (st->transfer == LOOM_TP_BULK_REDUCE) return rs_bulk(plan, st, a, b, ra, dc, stream);
 
   LOOM_TRY(loom__tp_begin(dc, plan->epoch_offset, (size_t)-1, st->done_off, stream));
-  loom__tp_trace_mark(st, "begin", stream);
+  loom__trace_mark(plan, "begin", stream);
   LOOM_TRY(loom__tp_fork(st, stream));
   /* launched even with no rows of its own: its last block tells the sources */
   LOOM_TRY(loom__rs_reduce_launch(ra, st->comm_blocks, st->side));
-  loom__tp_trace_mark(st, "side.reduce", st->side);
+  loom__trace_mark(plan, "side.reduce", st->side);
 
   loom_gemm_hooks_t h;
   loom__tp_hooks_base(plan, st, st->rank + 1, dc, &h);
@@ -112,12 +113,12 @@ loom_result_t loom__rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *
   if (atomic) h.row_dst = st->d_row_dst, h.dst_fp32 = 1; /* red.global.add.f32 into the owners */
   g.has_bias = 0; /* added once, by the owner's reduction */
   loom_result_t r = loom__gemm_hooked(&g, a, b, st->partial, NULL, &st->gemm_cfg, &h, stream);
-  loom__tp_trace_mark(st, "gemm", stream);
+  loom__trace_mark(plan, "gemm", stream);
   /* the tail: every SM sums what is left once the GEMM is done (AR: then
    * waits for the other owners' tiles of this rank's out) */
   ra->wait_gathered = ra->gath_off != (size_t)-1;
   if (r == LOOM_SUCCESS) r = loom__rs_reduce_launch(ra, comm->sm_count, stream);
-  loom__tp_trace_mark(st, "tail", stream);
+  loom__trace_mark(plan, "tail", stream);
   const loom_result_t rj = loom__tp_join(st, stream);
   LOOM_TRY(r);
   return rj;

@@ -76,8 +76,7 @@ loom_result_t loom__tp_state(loom_plan_t plan, const char *fn, int kind, loom_tp
 
 loom_result_t loom__tp_enter(loom_plan_t plan, const char *fn, int kind, const loom_tp_call_t *call,
                              loom_pointwise_t *pw, cudaStream_t stream, loom_tp_state_t **st) {
-  LOOM_TRY(loom__call_enter(plan, fn, NULL, &loom__tp_ops[kind], (void **)st));
-  loom__tp_trace_start(*st, stream);
+  LOOM_TRY(loom__call_enter(plan, fn, NULL, &loom__tp_ops[kind], stream, (void **)st));
   return loom__tp_check_call(fn, kind, plan->comm, &(*st)->desc, call, pw);
 }
 
@@ -111,11 +110,6 @@ loom_result_t loom__tp_join(loom_tp_state_t *st, cudaStream_t stream) {
   return LOOM_SUCCESS;
 }
 
-loom_result_t loom__tp_exit(loom_plan_t plan, loom_tp_state_t *st, cudaStream_t stream) {
-  LOOM_TRY(loom__call_exit(plan, stream, NULL));
-  loom__tp_trace_end(st, stream);
-  return LOOM_SUCCESS;
-}
 
 ncclDataType_t loom__tp_nccl_type(loom_dtype_t t) {
   return t == LOOM_FP32 ? ncclFloat32 : t == LOOM_BF16 ? ncclBfloat16 : ncclFloat16;

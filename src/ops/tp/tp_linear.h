@@ -95,26 +95,6 @@ extern "C" {
 /* The op's name ("ag_gemm", "gemm_rs", "gemm_ar"): plans' op, tuning keys. */
 const char *loom__tp_kind_op(int kind);
 
-/* The stage timelines of the last calls, kept only at LOOM_DEBUG=TRACE: per
- * call an event and a host time per stage (events on the user's or the side
- * stream, one device, so their distances are comparable). A call's line is
- * logged once its events have completed, at a later call's entry or when the
- * plan is destroyed, so tracing does not serialise consecutive calls. */
-#define LOOM_TP_TRACE_MAX 12  /* stages per call */
-#define LOOM_TP_TRACE_RING 16 /* calls in flight */
-typedef struct loom_tp_trace_call {
-  int n;
-  cudaEvent_t ev[LOOM_TP_TRACE_MAX];
-  const char *what[LOOM_TP_TRACE_MAX];
-  double host_us[LOOM_TP_TRACE_MAX];  /* when the mark was issued, from the call's entry */
-  double t0;                          /* the call's entry (host clock, us) */
-} loom_tp_trace_call_t;
-typedef struct loom_tp_trace {
-  int on;                   /* this call is traced */
-  int64_t calls, logged;    /* calls traced, lines logged */
-  loom_tp_trace_call_t ring[LOOM_TP_TRACE_RING];
-} loom_tp_trace_t;
-
 /* The knobs of a plan: the transfer, chunk rows, communication blocks and
  * the sequential path's GEMM (a description's, or a tuned entry's). */
 typedef struct loom_tp_choice {
@@ -164,7 +144,6 @@ typedef struct loom_tp_state {
   size_t symmetric_bytes, device_bytes;
   cudaStream_t side;
   cudaEvent_t fork, join;
-  loom_tp_trace_t trace;        /* LOOM_DEBUG=TRACE only (tp_trace.c) */
 } loom_tp_state_t;
 
 /* ---- host side shared by the two ops (tp_linear.c) ---- */
@@ -263,30 +242,17 @@ void loom__tp_hooks_base(loom_plan_t plan, const loom_tp_state_t *st, int shift_
 loom_result_t loom__tp_peer_addresses(const char *fn, const char *what, loom_comm_t comm, const void *p,
                                       size_t bytes, char **peer);
 
-/* A call's entry (the op's, core/op.h; the stage trace started; the call's
- * arguments checked: loom__tp_check_call) and exit (the plan's `done`
- * event, the trace's last mark). */
+/* A call's entry (the door's, core/op.h, which starts the stage trace;
+ * then the call's arguments checked: loom__tp_check_call). Its exit is the
+ * door's loom__call_exit. Stages are marked with loom__trace_mark
+ * (core/trace.h). */
 loom_result_t loom__tp_enter(loom_plan_t plan, const char *fn, int kind, const loom_tp_call_t *call,
                              loom_pointwise_t *pw, cudaStream_t stream, loom_tp_state_t **st);
-loom_result_t loom__tp_exit(loom_plan_t plan, loom_tp_state_t *st, cudaStream_t stream);
 
 /* The side stream: fork (it waits for `stream`), join (`stream` waits for
  * it). */
 loom_result_t loom__tp_fork(loom_tp_state_t *st, cudaStream_t stream);
 loom_result_t loom__tp_join(loom_tp_state_t *st, cudaStream_t stream);
-
-/* Stage timeline of a call (tp_trace.c), a no-op unless LOOM_DEBUG=TRACE and
- * the stream is not being captured: start at the call's entry (logs the
- * earlier calls whose events have completed), a mark per stage (an event on
- * the stream that runs it), end after loom__tp_done (the call's last mark;
- * nothing waits). Destroy waits for and logs what is left. Each line gives
- * each stage's device time and host issue time from the call's entry.
- * Tracing never fails the call: an event that cannot be made or recorded
- * turns the trace off for the call. */
-void loom__tp_trace_start(loom_tp_state_t *st, cudaStream_t stream);
-void loom__tp_trace_mark(loom_tp_state_t *st, const char *what, cudaStream_t stream);
-void loom__tp_trace_end(loom_tp_state_t *st, cudaStream_t stream);
-void loom__tp_trace_destroy(loom_tp_state_t *st);
 
 ncclDataType_t loom__tp_nccl_type(loom_dtype_t t);
 

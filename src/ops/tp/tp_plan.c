@@ -121,7 +121,6 @@ static void tp_release(loom_comm_t comm, void *state) {
   if (st->fork) (void)cudaEventDestroy(st->fork);
   if (st->join) (void)cudaEventDestroy(st->join);
   if (st->side) (void)cudaStreamDestroy(st->side);
-  loom__tp_trace_destroy(st);
 }
 
 /* BULK_REDUCE: the GEMM's striped tile order, in device memory. */
@@ -531,6 +530,13 @@ static void tp_describe(loom_plan_t plan, const void *state) {
             (long long)st->shard_rows, st->chunk_rows, st->comm_blocks, st->gemm_bm, st->gemm_cfg.bn);
 }
 
+/* The stage traces' label (core/trace.h): the local GEMM and the transfer. */
+static void tp_label(const void *state, char *out, size_t cap) {
+  const loom_tp_state_t *st = (const loom_tp_state_t *)state;
+  snprintf(out, cap, "%lld x %lld x %lld, %s", (long long)st->gemm.m, (long long)st->gemm.n, (long long)st->gemm.k,
+           loom__tp_transfer_name(st->transfer));
+}
+
 #define TP_OP(kind_, name_)                                                                                          \
   {                                                                                                                  \
     .name = #name_, .plan_fn = "loom_plan_" #name_, .family = &loom__tp_family, .kind = kind_,                       \
@@ -538,7 +544,7 @@ static void tp_describe(loom_plan_t plan, const void *state) {
     .differ = "every rank must pass the same loom_tp_desc_t (m, n, k, dtypes, layout, bias, activation, world "      \
               "size, transfer and knobs) and see the same tuning cache (LOOM_TUNE_FILE)",                            \
     .check = tp_check, .tune_asked = tp_tune_asked, .tune = loom__tp_tune, .resolve = tp_resolve,                    \
-    .lay_out = tp_lay_out, .fill = tp_fill_op, .release = tp_release, .describe = tp_describe                        \
+    .lay_out = tp_lay_out, .fill = tp_fill_op, .release = tp_release, .describe = tp_describe, .label = tp_label     \
   }
 const loom_op_t loom__tp_ops[3] = {TP_OP(LOOM__TP_AG, ag_gemm), TP_OP(LOOM__TP_RS, gemm_rs),
                                    TP_OP(LOOM__TP_AR, gemm_ar)};

@@ -110,7 +110,7 @@ static loom_result_t stamp_plan(loom_comm_t comm, const stamp_desc_t *desc, loom
 static loom_result_t stamp(loom_plan_t plan, int32_t *out, cudaStream_t stream) {
   const char *fn = "stamp";
   stamp_state_t *st;
-  LOOM_TRY(loom__call_enter(plan, fn, NULL, &stamp_op, (void **)&st));
+  LOOM_TRY(loom__call_enter(plan, fn, NULL, &stamp_op, stream, (void **)&st));
   const loom_buf_t o = {"out", out, (size_t)st->world * sizeof(int32_t), LOOM_BUF_SYMMETRIC,
                         "peers store their stamps into it: allocate it with loom_malloc"};
   LOOM_TRY(loom__check_buf(fn, plan->comm, &o));

@@ -14,6 +14,8 @@
 #include "core/error.h"
 #include "core/op.h"
 #include "core/plan.h"
+#include "core/trace.h"
+#include "core/log.h"
 #include "core/tune_rule.h"
 #include "testing/hooks.h"
 
@@ -161,7 +163,7 @@ LOOM_TEST(door_finds_state_by_table) {
   CHECK_MSG("is an other_count plan, not a count plan");
   CHECK_RESULT(loom__plan_state(t, "f", &count_family, NULL, &st), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("is a test plan, not a count or other_count plan");
-  CHECK_RESULT(loom__call_enter(NULL, "g", NULL, &count_op, &st), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_RESULT(loom__call_enter(NULL, "g", NULL, &count_op, NULL, &st), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("g: plan=NULL");
   /* a detached comm's plan has no done event: the exit records nothing */
   int capturing = 1;
@@ -171,6 +173,26 @@ LOOM_TEST(door_finds_state_by_table) {
   CHECK_RESULT(loom_plan_destroy(p), LOOM_SUCCESS);
   CHECK_RESULT(loom__plan_state(p, "f", NULL, &other_op, &st), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("is not a live loom plan");
+  CHECK_RESULT(loom_comm_destroy(c), LOOM_SUCCESS);
+}
+
+/* At LOOM_DEBUG=TRACE a plan traces its calls (core/trace.h), except on a
+ * test comm: no events there, so no trace, and calls run as without one. */
+LOOM_TEST(door_traces_no_calls_on_a_test_comm) {
+  loom_comm_t c = NULL;
+  CHECK_RESULT(loom__comm_create_detached(0, 1, 1 << 20, &c), LOOM_SUCCESS);
+  const loom_log_level_t was = loom__log_level();
+  loom__log_set_level(LOOM_LOG_TRACE);
+  const count_desc_t d = {2, 0};
+  loom_plan_t p = NULL;
+  void *st = NULL;
+  CHECK_RESULT(loom__plan_make(c, &count_op, &d, &p), LOOM_SUCCESS);
+  CHECK(p != NULL && p->trace == NULL);
+  CHECK_RESULT(loom__call_enter(p, "f", NULL, &count_op, NULL, &st), LOOM_SUCCESS);
+  loom__trace_mark(p, "stage", NULL);
+  CHECK_RESULT(loom__call_exit(p, NULL, NULL), LOOM_SUCCESS);
+  CHECK_RESULT(loom_plan_destroy(p), LOOM_SUCCESS);
+  loom__log_set_level(was);
   CHECK_RESULT(loom_comm_destroy(c), LOOM_SUCCESS);
 }
 
