@@ -392,6 +392,8 @@ static int loom__max_pair(const loom_rank_ctx_t *ctx, uint64_t v[2]) {
   return ok;
 }
 
+int loom_launch_world_sync(const loom_rank_ctx_t *ctx) { return !ctx->world || loom_launch_same_u64(ctx, 1); }
+
 int loom_launch_same_u64(const loom_rank_ctx_t *ctx, uint64_t h) {
   uint64_t v[2] = {h, ~h};
   /* max(h) == h and max(~h) == ~h (min(h) == h): every rank's h is h */

@@ -85,6 +85,14 @@ loom_result_t loom_launch_comm_create(const loom_rank_ctx_t *ctx, const loom_con
  * failed (an NCCL all-reduce; in a world, the launcher's host barrier). */
 int loom_launch_same_u64(const loom_rank_ctx_t *ctx, uint64_t h);
 
+/* In a one-GPU world (ctx->world): every rank's host thread reaches this
+ * point before any goes on; nothing (1) where each rank has a GPU of its
+ * own. Tests put it between a call's uploads and the call: a pageable copy
+ * (or cudaMalloc, cudaFree) waits for every kernel on the device, and a
+ * peer's kernel of the call waits for this rank's, which would never come
+ * (docs/world.md). 0 when the exchange failed. */
+int loom_launch_world_sync(const loom_rank_ctx_t *ctx);
+
 #ifdef __cplusplus
 }
 #endif

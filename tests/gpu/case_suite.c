@@ -1,5 +1,6 @@
 /* case_suite.c - see case_suite.h. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "tests/common/test.h"
 #include "tests/gpu/case_suite.h"
@@ -19,6 +20,9 @@ static int rank_suite(loom_rank_ctx_t *ctx, void *arg) {
   loom_comm_t comm = NULL;
   loom_config_t cfg = LOOM_CONFIG_INIT;
   cfg.timeout_ms = su->timeout_ms;
+  /* LOOM_TEST_TIMEOUT_MS: every case's comm timeout (shorter: a hang found sooner) */
+  const char *tmo = getenv("LOOM_TEST_TIMEOUT_MS");
+  if (tmo && atoi(tmo) > 0) cfg.timeout_ms = atoi(tmo);
   CHECK_LOOM_OR(loom_launch_comm_create(ctx, &cfg, &comm), return 1);
   int ran = 0;
   for (int i = 0; i < su->n; ++i) {

@@ -194,6 +194,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
       CUDA_OK(cudaMemcpy(d_w, mine->weights, (size_t)mine->n * sizeof(float), cudaMemcpyHostToDevice));
     }
     CUDA_OK(cudaStreamSynchronize(0)); /* a pageable upload's last DMA may still run: done before `st` reads */
+    CHECK(loom_launch_world_sync(ctx)); /* every rank's uploads done before any calls */
     CUDA_OK(cudaMemsetAsync(out, 0xff, out_elems * os, st)); /* poison, ordered before the call */
     if (k->skip_rank1 && r == 1) {
       for (int p = 0; p < W; ++p) free_inputs(&in[p]);
@@ -283,6 +284,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
       CUDA_OK(cudaMalloc(&d_tg, tg_elems * ts));
       CUDA_OK(cudaMemcpy(d_tg, h_tg, tg_elems * ts, cudaMemcpyHostToDevice));
       CUDA_OK(cudaStreamSynchronize(0));
+      CHECK(loom_launch_world_sync(ctx)); /* every rank's uploads done before any calls */
       const float scale = 0.5f;
       if (k->graph) { /* captured once, replayed once (the sorted path allocates inside the graph) */
         CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));

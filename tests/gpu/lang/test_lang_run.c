@@ -90,6 +90,7 @@ static int run_schedule(loom_rank_ctx_t *ctx, loom_comm_t comm, loom_prog_t q, i
   for (int call = 0; call < 3; ++call) {
     const uint64_t seed = loom_test_seed() + (uint64_t)call * 7919u;
     CHECK(prog_io_fill(&b, qi, seed, s) == 0);
+    CHECK(loom_launch_world_sync(ctx)); /* every rank's (pageable) uploads done before any runs */
     LOOM_OK(loom_prog_run(plan, (const void *const *)b.din, b.dout, s));
     CUDA_OK(cudaStreamSynchronize(s));
     LOOM_OK(loom_comm_get_async_error(comm));
@@ -103,6 +104,7 @@ static int run_schedule(loom_rank_ctx_t *ctx, loom_comm_t comm, loom_prog_t q, i
     for (int rep = 0; rep < 3; ++rep) {
       const uint64_t seed = loom_test_seed() + 1000003u * (uint64_t)(rep + 1);
       CHECK(prog_io_fill(&b, qi, seed, s) == 0);
+      CHECK(loom_launch_world_sync(ctx));
       CUDA_OK(cudaGraphLaunch(ge, s));
       CUDA_OK(cudaStreamSynchronize(s));
       LOOM_OK(loom_comm_get_async_error(comm));

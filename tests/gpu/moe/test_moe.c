@@ -391,6 +391,7 @@ static int run_soak(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *unused) 
     CUDA_OK(cudaMemcpyAsync(dx, hx[q], (size_t)T * row, cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaMemcpyAsync(dids, hids[q], (size_t)T * K * sizeof(int32_t), cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaMemcpyAsync(dw, hw[q], (size_t)T * K * sizeof(float), cudaMemcpyHostToDevice, s));
+    CHECK(loom_launch_world_sync(ctx)); /* every rank's (pageable) uploads done before any calls */
     LOOM_OK(loom_moe_dispatch(plan, dx, dids, T, s));
     LOOM_OK(loom_moe_combine(plan, info.recv, dw, dout, s));
     CUDA_OK(cudaMemcpyAsync(hout[q], dout, (size_t)T * row, cudaMemcpyDeviceToHost, s));
@@ -420,6 +421,7 @@ static int run_soak(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *unused) 
     CUDA_OK(cudaMemcpyAsync(dx, hx[q], (size_t)T * row, cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaMemcpyAsync(dids, hids[q], (size_t)T * K * sizeof(int32_t), cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaMemcpyAsync(dw, hw[q], (size_t)T * K * sizeof(float), cudaMemcpyHostToDevice, s));
+    CHECK(loom_launch_world_sync(ctx));
     CUDA_OK(cudaGraphLaunch(exec, s));
     CUDA_OK(cudaMemcpyAsync(got, dout, (size_t)T * row, cudaMemcpyDeviceToHost, s));
     CUDA_OK(cudaStreamSynchronize(s));

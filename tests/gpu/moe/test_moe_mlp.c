@@ -343,6 +343,7 @@ static int run_graph(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *form) {
     CHECK(inputs_make(&c, W, q, &e.wt, &in[q]) == 0 && (eager[q] = malloc((size_t)c.tokens * row)) != NULL);
     if (!eager[q]) goto out;
     LOOM_OK(upload(&c, &in[q], me, dv, e.s));
+    CHECK(loom_launch_world_sync(ctx)); /* every rank's (pageable) uploads done before any calls */
     LOOM_OK(loom_moe_mlp(e.plan, dv->x, dv->ids, dv->w, in[q].T[me], dv->gate_up, dv->down, dv->out, e.s));
     CUDA_OK(cudaMemcpyAsync(eager[q], dv->out, (size_t)in[q].T[me] * row, cudaMemcpyDeviceToHost, e.s));
     CUDA_OK(cudaStreamSynchronize(e.s));
@@ -361,6 +362,7 @@ static int run_graph(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *form) {
   for (int i = 0; i < 40; ++i) {
     const int q = i % GRAPH_ROUTES;
     LOOM_OK(upload(&c, &in[q], me, dv, e.s));
+    CHECK(loom_launch_world_sync(ctx));
     CUDA_OK(cudaGraphLaunch(exec, e.s));
     CUDA_OK(cudaMemcpyAsync(got, dv->out, (size_t)in[q].T[me] * row, cudaMemcpyDeviceToHost, e.s));
     CUDA_OK(cudaStreamSynchronize(e.s));

@@ -30,12 +30,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cuda_runtime.h>
 
 #include "tests/common/test.h"
 #include "tests/gpu/case_suite.h"
+#include "core/comm.h"
+#include "core/plan.h"
 #include "ops/optim/optim.h"
 #include "ops/optim/optim_schedule.h"
 #include "ref/optim_ref.h"
@@ -121,7 +124,48 @@ static size_t check_close(const char *what, int rank, int t, const double *got, 
   return bad;
 }
 
+/* After a failed step (its waits expired, its kernels returned): this
+ * rank's view of the plan's signal words, read through its own kernels'
+ * peer table (every rank's ready, done, phase, nonfinite and the count), beside
+ * its own workspace base, so that a lost or misdirected signal shows which. */
+static void dump_signals(loom_comm_t comm, loom_plan_t plan) {
+  if (!plan || comm->size < 2 || !comm->ws_peer_dev) return;
+  const int W = comm->size;
+  char *peers[64];
+  if (cudaMemcpy(peers, comm->ws_peer_dev, (size_t)W * sizeof(char *), cudaMemcpyDeviceToHost) != cudaSuccess) return;
+  uint32_t ep[2] = {0, 0};
+  cudaMemcpy(ep, (char *)comm->ws_ptr + plan->epoch_offset, sizeof ep, cudaMemcpyDeviceToHost);
+  fprintf(stderr, "  rank %d: ws %p, epoch %u blocks_done %u, peer table:", comm->rank, comm->ws_ptr, ep[0], ep[1]);
+  for (int p = 0; p < W; ++p) fprintf(stderr, " %p", (void *)peers[p]);
+  fprintf(stderr, "\n");
+  for (int p = 0; p < W; ++p) {
+    uint32_t w[5 * 64 + 4];
+    const size_t nw = (size_t)(5 * W) < sizeof w / sizeof *w ? (size_t)(5 * W) : sizeof w / sizeof *w;
+    if (!peers[p] || cudaMemcpy(w, peers[p] + plan->signals_offset, nw * sizeof *w, cudaMemcpyDeviceToHost) !=
+                         cudaSuccess)
+      continue;
+    fprintf(stderr, "  rank %d sees rank %d's words [ready|done|phase|nonfinite|count]:", comm->rank, p);
+    for (size_t i = 0; i < nw; ++i) fprintf(stderr, "%s%u", i % (size_t)W == 0 ? " |" : " ", w[i]);
+    fprintf(stderr, "\n");
+  }
+}
+
+/* LOOM_TEST_STEP_TIMES=1: each rank's host time (ms since its case began)
+ * at the steps' stages, so that a rank that starts a step late shows where
+ * its thread was held. */
+static double ms_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+static void step_time(int rank, int step, const char *stage, double t0) {
+  static int on = -1;
+  if (on < 0) on = getenv("LOOM_TEST_STEP_TIMES") != NULL;
+  if (on) fprintf(stderr, "  [times] rank %d step %d %-12s %10.1f ms\n", rank, step, stage, ms_now() - t0);
+}
+
 static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const optim_case_t *k) {
+  const double t0 = ms_now();
   const int W = ctx->size, rank = ctx->rank;
   const int fails0 = loom_test_failures;
   int64_t n[MAXT];
@@ -143,6 +187,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const optim_case_t *
   cudaGraphExec_t exec = NULL;
   void *hbuf = NULL;
   void *hg[64] = {0};
+  float *h_sc = NULL; /* the step's lr and grad_scale, pinned */
   double *g = NULL, *got = NULL;
   float *hstate = NULL;
   ref_state_t ref;
@@ -173,7 +218,11 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const optim_case_t *
     if (n[t] > maxn) maxn = n[t];
   }
   CUDA_OK(cudaMemcpy(d_params, hbuf, pbytes, cudaMemcpyHostToDevice));
-  for (int q = 0; q < W; ++q) hg[q] = malloc(gbytes);
+  /* pinned, allocated before the plan (a collective): a pageable upload
+   * waits for every kernel on the device, and in a one-GPU world the
+   * peers' kernels of this step wait for this rank's (it would never come) */
+  for (int q = 0; q < W; ++q) CUDA_OK(cudaMallocHost(&hg[q], gbytes));
+  CUDA_OK(cudaMallocHost((void **)&h_sc, 2 * sizeof(float)));
   g = (double *)malloc((size_t)maxn * sizeof(double));
   got = (double *)malloc((size_t)maxn * sizeof(double));
 
@@ -221,10 +270,14 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const optim_case_t *
       for (int t = 0; t < T; ++t)
         loom_ref_fill_random(k->gt, (char *)hg[q] + goff[t], (size_t)n[t], seed_for(step, q, t), scale);
     const float lr = k->lr_dev ? lr_at(step) : 1e-3f;
-    const float sc[2] = {lr, scale};
+    h_sc[0] = lr, h_sc[1] = scale;
+    step_time(rank, step, "filled", t0);
     CUDA_OK(cudaMemcpyAsync(d_grads, hg[rank], gbytes, cudaMemcpyHostToDevice, s));
-    CUDA_OK(cudaMemcpyAsync(d_scalars, sc, sizeof sc, cudaMemcpyHostToDevice, s));
-    CUDA_OK(cudaStreamSynchronize(s)); /* sc lives on the stack */
+    step_time(rank, step, "grads copy", t0);
+    CUDA_OK(cudaMemcpyAsync(d_scalars, h_sc, 2 * sizeof(float), cudaMemcpyHostToDevice, s));
+    step_time(rank, step, "scalar copy", t0);
+    CUDA_OK(cudaStreamSynchronize(s)); /* hg and h_sc are rewritten at the next step */
+    step_time(rank, step, "synced", t0);
     if (k->graph && !exec) {
       CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
       loom_result_t r = k->lamb ? loom_lamb_step(plan, &args, s) : loom_adam_step(plan, &args, s);
@@ -235,6 +288,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const optim_case_t *
     }
     if (k->graph) CUDA_OK(cudaGraphLaunch(exec, s));
     else LOOM_OK(k->lamb ? loom_lamb_step(plan, &args, s) : loom_adam_step(plan, &args, s));
+    step_time(rank, step, "launched", t0);
     /* the reference step */
     hp.lr = lr;
     for (int t = 0; t < T; ++t) {
@@ -290,6 +344,7 @@ out:
   if (exec) cudaGraphExecDestroy(exec);
   if (graph) cudaGraphDestroy(graph);
   if (s) cudaStreamSynchronize(s);
+  if (loom_test_failures != fails0) dump_signals(comm, plan);
   if (plan) CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
   if (d_grads) CHECK_RESULT(loom_free(comm, d_grads), LOOM_SUCCESS);
   if (d_params) {
@@ -299,7 +354,8 @@ out:
   cudaFree(d_scalars);
   if (s) cudaStreamDestroy(s);
   for (int t = 0; t < T; ++t) free(ref.p[t]), free(ref.m[t]), free(ref.v[t]);
-  for (int q = 0; q < 64; ++q) free(hg[q]);
+  for (int q = 0; q < 64; ++q) cudaFreeHost(hg[q]);
+  cudaFreeHost(h_sc);
   free(hbuf), free(g), free(got), free(hstate);
   return loom_test_failures != fails0;
 }
