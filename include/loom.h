@@ -1393,7 +1393,7 @@ typedef struct loom_prog_tune_row {
 /* What loom_prog_tune did; depth, max, rows and cap are read. */
 typedef struct loom_prog_tune_result {
   size_t struct_size;          /* sizeof(loom_prog_tune_result_t) */
-  int depth, max;              /* the search's bounds (0: `loom schedules`' 6 moves, 200 programs) */
+  int depth, max;              /* the search's moves (0..32) and programs (1..4000): `loom schedules`' 6, 200 */
   loom_prog_tune_row_t *rows;  /* room for cap rows, or NULL (cap 0) */
   int cap;
   int n;                       /* rows listed (min(n, cap) filled); row 0 is the default */
@@ -1401,7 +1401,7 @@ typedef struct loom_prog_tune_result {
   double rank_correlation;     /* Spearman's, predicted against measured, over the rows run (NaN: < 2) */
   char key[160], value[160];   /* the tuning-cache entry recorded */
 } loom_prog_tune_result_t;
-#define LOOM_PROG_TUNE_RESULT_INIT { sizeof(loom_prog_tune_result_t), 0, 0, NULL, 0, 0, 0, 0.0, "", "" }
+#define LOOM_PROG_TUNE_RESULT_INIT { sizeof(loom_prog_tune_result_t), 6, 200, NULL, 0, 0, 0, 0.0, "", "" }
 
 /* Collective (every rank the same prog and bind); synchronizes stream (not
  * while it captures). Compiles, as plans of their own, the program as
@@ -1414,7 +1414,7 @@ typedef struct loom_prog_tune_result {
  * tuning cache (rank 0 writes LOOM_TUNE_FILE where set): a later
  * loom_prog_compile of the program with these sizes on a comm of this shape
  * and a NULL or "" schedule runs it; a named schedule is never replaced.
- * result: NULL, or filled. In a one-GPU world the times are not W GPUs' and
+ * result: NULL (the search's defaults), or read and filled. In a one-GPU world the times are not W GPUs' and
  * the entry is keyed to the world. */
 loom_result_t loom_prog_tune(loom_comm_t comm, loom_prog_t prog, const char *bind, cudaStream_t stream,
                              loom_prog_tune_result_t *result);

@@ -319,6 +319,7 @@ class ProgTuneResult(CStruct):
     _fields_ = [("struct_size", c_size_t), ("depth", c_int), ("max", c_int), ("rows", ctypes.POINTER(ProgTuneRow)),
                 ("cap", c_int), ("n", c_int), ("winner", c_int), ("rank_correlation", c_double),
                 ("key", ctypes.c_char * 160), ("value", ctypes.c_char * 160)]
+    _defaults_ = {"depth": 6, "max": 200}
 
 
 STRUCTS = (ProgAttr, ProgIo, ProgPlanInfo, ProgTuneRow, ProgTuneResult,

@@ -156,11 +156,11 @@ static loom_result_t tune_args(loom_comm_t comm, loom_prog_t prog, const char *b
                       "LOOM_PROG_TUNE_RESULT_INIT)", fn, res->struct_size, sizeof *res);
   if (res && (res->cap < 0 || (res->cap > 0 && !res->rows)))
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: result->cap=%d with rows=%p", fn, res->cap, (void *)res->rows);
-  k->depth = res && res->depth ? res->depth : LOOM_CG_TUNE_DEPTH;
-  k->max = res && res->max ? res->max : LOOM_CG_TUNE_MAX;
+  k->depth = res ? res->depth : LOOM_CG_TUNE_DEPTH;
+  k->max = res ? res->max : LOOM_CG_TUNE_MAX;
   if (k->depth < 0 || k->depth > 32 || k->max < 1 || k->max > 4000)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: result->depth=%d, max=%d: the search takes 0..32 moves and "
-                      "1..4000 programs", fn, res->depth, res->max);
+                      "1..4000 programs", fn, k->depth, k->max);
   LOOM_TRY(loom__lang_parse_bind(bind ? bind : "", &k->b));
   LOOM_TRY(loom_prog_schedule(prog, NULL, &k->p));
   k->G = loom__lang_ngroups(k->p);
