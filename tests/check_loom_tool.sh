@@ -9,8 +9,10 @@
 # schedule's lowered form and generated kernels, each (and `loom run` and
 # `loom tune`) has --help, `loom tune` refuses an unknown option (exit 2) and
 # lists its candidates without a GPU (--list: the program as written first,
-# Adam's RS-Opt-AG not eligible at W = 2, an FP32 MatMul refused), and a
-# program with an error exits 1 naming file:line:column.
+# Adam's RS-Opt-AG not eligible at W = 2, an FP32 MatMul refused), a
+# program with an error exits 1 naming file:line:column, and `loom-bench
+# lang --list` (the loom-bench beside the loom binary) lists its cases
+# without a GPU.
 # Usage: bash tests/check_loom_tool.sh build/bin/loom
 set -u
 tool=$(realpath "${1:?usage: check_loom_tool.sh LOOM_BINARY}")
@@ -62,5 +64,13 @@ msg=$("$tool" check "$bad" 2>&1); rc=$?
 rm -f "$bad"
 [ $rc = 1 ] && printf '%s' "$msg" | grep -q ':2:9: AllGather: operand `x` is Replicated; AllGather needs Sliced(d)' ||
   { echo "check_loom_tool: 'loom check' of an ill-typed program: exit $rc, '$msg'"; fail=1; }
-[ $fail = 0 ] && echo "check_loom_tool: loom env lists the $decl settings, loom version runs, loom check (--protocols)/schedules/interp/tune --list work"
+bench="$(dirname "$tool")/loom-bench"
+out=$(CUDA_VISIBLE_DEVICES= "$bench" lang --list 2>&1)
+printf '%s\n' "$out" | grep -qE '^adam +best +N=16777216 +examples/lang/adam.loom +interpreter at N=65537 ' &&
+  [ "$(printf '%s\n' "$out" | grep -cE '^(ar_norm|adam|lamb|gemm_bias) ')" = 4 ] ||
+  { echo "check_loom_tool: 'loom-bench lang --list' does not list the four cases: $out"; fail=1; }
+out=$(CUDA_VISIBLE_DEVICES= "$bench" lang --list --quick --case ar_norm 2>&1)
+printf '%s\n' "$out" | grep -qE '^ar_norm +fused +R=1024,C=4096 ' && ! printf '%s\n' "$out" | grep -q '^adam ' ||
+  { echo "check_loom_tool: 'loom-bench lang --list --quick --case ar_norm' does not list that case alone: $out"; fail=1; }
+[ $fail = 0 ] && echo "check_loom_tool: loom env lists the $decl settings, loom version runs, loom check (--protocols)/schedules/interp/tune --list work, loom-bench lang --list works"
 exit $fail
