@@ -78,7 +78,9 @@ static int lang_opt(void *ctx, int argc, char **argv, int *i) {
   return 0;
 }
 
-static const char *case_bind(const lang_args_t *a, const lang_case_t *c) { return a->o.quick ? c->quick_bind : c->bind; }
+static const char *case_bind(const lang_args_t *a, const lang_case_t *c) {
+  return a->o.quick ? c->quick_bind : c->bind;
+}
 static const char *case_sched(const lang_case_t *c) { return c->schedule[0] ? c->schedule : NULL; }
 
 /* Case c's program parsed and scheduled (*q; *p the program as written): 0, or 1 after printing why. */
@@ -371,7 +373,8 @@ static int lang_row(loom_bench_table_t *t, const int *col, const lang_run_t *x, 
            wrong < 0 ? "not" : c->check_hand ? "vs the hand-written op" : "vs the interpreter");
   loom_bench_row_finish(row);
   printf("# lang %-9s %-22s generated %10.1f us  hand %10.1f us  hand/gen %5.2f  compile cold %7.1f disk %5.1f warm "
-         "%5.1f ms  #wrong %lld\n", c->name, x->bind, tm[0].median_us, tm[1].median_us, tm[1].median_us / tm[0].median_us,
+         "%5.1f ms  #wrong %lld\n", c->name, x->bind, tm[0].median_us, tm[1].median_us,
+         tm[1].median_us / tm[0].median_us,
          x->ms[0], x->ms[1], x->ms[2], (long long)wrong);
   fflush(stdout);
   return wrong > 0;
@@ -439,7 +442,8 @@ static int lang_rank(loom_rank_ctx_t *ctx, void *arg) {
   static const char *const key[NCOLS] = {"hand_us", "hand_over_gen", "compile_cold_ms", "compile_disk_ms",
                                          "compile_warm_ms"};
   int col[NCOLS], failures = 0;
-  for (int i = 0; i < NCOLS; ++i) col[i] = loom_bench_own_col(&t, head[i], key[i], i == COL_RATIO ? 3 : i > COL_COLD ? 2 : 1);
+  for (int i = 0; i < NCOLS; ++i)
+    col[i] = loom_bench_own_col(&t, head[i], key[i], i == COL_RATIO ? 3 : i > COL_COLD ? 2 : 1);
   for (int i = 0; i < lang_case_count(); ++i)
     if (!a->only || a->only == lang_case(i)) failures += lang_case_bench(a, ctx, comm, s, &t, col, lang_case(i));
   if (ctx->rank == 0) {

@@ -120,7 +120,8 @@ static void check_outputs(loom_rank_ctx_t *ctx, loom_plan_t plan, loom_prog_t p,
     CUDA_OK(cudaStreamSynchronize(s));
     CHECK_RESULT(prog_io_check(&b, p, ctx->size, TUNE_BIND, seed, ctx->rank, bound, "tuned plan", &d, &bad),
                  LOOM_SUCCESS);
-    if (bad) loom_test_fail(__FILE__, __LINE__, "rank %d: %d elements beyond %g (largest %g)", ctx->rank, bad, bound, d);
+    if (bad)
+      loom_test_fail(__FILE__, __LINE__, "rank %d: %d elements beyond %g (largest %g)", ctx->rank, bad, bound, d);
   }
 out:
   prog_io_free(&b);
