@@ -1380,6 +1380,45 @@ typedef struct loom_prog_plan_info {
 loom_result_t loom_prog_plan_io(loom_plan_t plan, int output, int i, loom_prog_io_t *io);
 loom_result_t loom_prog_plan_info(loom_plan_t plan, loom_prog_plan_info_t *info);
 
+/* One schedule loom_prog_tune listed. */
+typedef struct loom_prog_tune_row {
+  char schedule[48];    /* "unscheduled" (the program as written), a Schedule section, or the search's ("s41") */
+  int own;              /* 1: a Schedule section of the program */
+  double predicted_us;  /* the cost model's time (`loom schedules`) */
+  double measured_us;   /* the median of its rounds' time per call (the slowest rank's); < 0: not run */
+  int eligible;         /* 1: takes the program's inputs and outputs as written (may replace it) */
+  char note[160];       /* why it was left out or is not eligible ("" otherwise) */
+} loom_prog_tune_row_t;
+
+/* What loom_prog_tune did; depth, max, rows and cap are read. */
+typedef struct loom_prog_tune_result {
+  size_t struct_size;          /* sizeof(loom_prog_tune_result_t) */
+  int depth, max;              /* the search's moves (0..32) and programs (1..4000): `loom schedules`' 6, 200 */
+  loom_prog_tune_row_t *rows;  /* room for cap rows, or NULL (cap 0) */
+  int cap;
+  int n;                       /* rows listed (min(n, cap) filled); row 0 is the default */
+  int winner;                  /* the row recorded */
+  double rank_correlation;     /* Spearman's, predicted against measured, over the rows run (NaN: < 2) */
+  char key[160], value[160];   /* the tuning-cache entry recorded */
+} loom_prog_tune_result_t;
+#define LOOM_PROG_TUNE_RESULT_INIT { sizeof(loom_prog_tune_result_t), 6, 200, NULL, 0, 0, 0, 0.0, "", "" }
+
+/* Collective (every rank the same prog and bind); synchronizes stream (not
+ * while it captures). Compiles, as plans of their own, the program as
+ * written (the default: what loom_prog_compile runs untuned) and every
+ * schedule `loom schedules` lists at this comm's W and bind (one the code
+ * generator refuses is left out, saying why), times their calls on inputs
+ * of its own (random, never zero) by loom's tuning rule (the slowest rank's
+ * median over rounds; another must beat the default by 2%), and records the
+ * fastest that takes the program's inputs and outputs as written in the
+ * tuning cache (rank 0 writes LOOM_TUNE_FILE where set): a later
+ * loom_prog_compile of the program with these sizes on a comm of this shape
+ * and a NULL or "" schedule runs it; a named schedule is never replaced.
+ * result: NULL (the search's defaults), or read and filled. In a one-GPU world the times are not W GPUs' and
+ * the entry is keyed to the world. */
+loom_result_t loom_prog_tune(loom_comm_t comm, loom_prog_t prog, const char *bind, cudaStream_t stream,
+                             loom_prog_tune_result_t *result);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

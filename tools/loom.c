@@ -3,7 +3,7 @@
  *
  *   loom env       every LOOM_* setting: name, value in force, default, meaning
  *   loom version   library and NCCL versions
- *   loom check | schedules | interp | run   the language (tools/loom_lang.c)
+ *   loom check | schedules | interp | run | tune   the language (tools/loom_lang.c)
  */
 #include <stdio.h>
 #include <string.h>
@@ -49,14 +49,16 @@ int main(int argc, char **argv) {
   const char *cmd = argc > 1 ? argv[1] : "help";
   if (!strcmp(cmd, "env")) return loom_env();
   if (!strcmp(cmd, "version")) return loom_version();
-  if (!strcmp(cmd, "check") || !strcmp(cmd, "schedules") || !strcmp(cmd, "interp") || !strcmp(cmd, "run"))
+  if (!strcmp(cmd, "check") || !strcmp(cmd, "schedules") || !strcmp(cmd, "interp") || !strcmp(cmd, "run") ||
+      !strcmp(cmd, "tune"))
     return loom_lang_main(argc - 1, argv + 1);
-  printf("usage: loom env | version | check | schedules | interp | run\n"
+  printf("usage: loom env | version | check | schedules | interp | run | tune\n"
          "  env        list every LOOM_* setting with its value, default and meaning\n"
          "  version    library and NCCL versions\n"
          "  check      parse a .loom program, infer its types, print it typed (loom check --help)\n"
          "  schedules  the schedules the transformations reach, with a cost estimate\n"
          "  interp     run a program on the CPU with W simulated ranks\n"
-         "  run        compile a program for the GPUs (generated kernels) and run it, timed, checked\n");
+         "  run        compile a program for the GPUs (generated kernels) and run it, timed, checked\n"
+         "  tune       time every schedule of a program on the GPUs and record the fastest for loom run\n");
   return strcmp(cmd, "help") && strcmp(cmd, "--help") ? 2 : 0;
 }

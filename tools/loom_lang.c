@@ -26,10 +26,23 @@
  *       every output with the interpreter (exit 1 beyond the stated bound).
  *       NAME: a Schedule section of the program or a schedule `loom
  *       schedules` lists (found by the same search at W and --bind)
+ *   loom tune PROG.loom --bind B=8,... [--world W] [--depth D] [--max N] [--file PATH] [--list]
+ *       on the same ranks as loom run: loom_prog_tune, which compiles the
+ *       program as written (the default) and every schedule `loom
+ *       schedules` lists, times them by loom's tuning rule and records the
+ *       fastest that takes the program's inputs and outputs as written in
+ *       the tuning cache (LOOM_TUNE_FILE, or --file PATH, keeps it for
+ *       later processes: `loom run` without --schedule then runs it); prints
+ *       every candidate's predicted and measured time, its ratio to the
+ *       default, the winner, where the entry went, and Spearman's rank
+ *       correlation of predicted and measured; --list: the candidates only
+ *       (no GPU)
  *
  * Errors (parse, type, refused transformation) print loom's message and exit 1;
  * bad usage exits 2.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +51,7 @@
 #include "lang/lang.h"
 #include "codegen/emit.h"
 #include "codegen/prog.h"
+#include "codegen/prog_tune.h"
 #include "core/plan.h"
 #include "lang/lower.h"
 #include "lang/protocol.h"
@@ -46,9 +60,9 @@
 #include "tools/loom_lang.h"
 
 typedef struct opts {
-  const char *file, *schedule, *bind;
+  const char *file, *schedule, *bind, *tune_file;
   int world, depth, max;
-  int world_given, protocols, lowered, emit, check, iters;
+  int world_given, protocols, lowered, emit, check, iters, list;
   unsigned long long seed;
 } opts_t;
 
@@ -70,6 +84,17 @@ static int usage(const char *cmd, int code) {
                "  overlap, asSlice and dead reach in D moves (default 6, at most N = 200 programs), duplicates\n"
                "  merged, cheapest first by a cost model of H200 rates (docs/language.md; W ranks, default 8;\n"
                "  unbound sizes: 1024); a Schedule section that is refused is listed last with why\n");
+  else if (!strcmp(cmd, "tune"))
+    fprintf(f,
+            "usage: loom tune PROG.loom --bind S=N,... [--world W] [--depth D] [--max N] [--file PATH] [--list]\n"
+            "  time the program as written (the default: what loom run without --schedule runs) and every schedule\n"
+            "  `loom schedules` lists (D moves, default 6, at most N = 200 programs), each compiled as its own plan,\n"
+            "  on the ranks loom run takes (one process per GPU, mpirun's ranks, or --world W on one GPU: times of no\n"
+            "  use beyond the world), by loom's tuning rule; record the fastest that takes the program's inputs and\n"
+            "  outputs as written in the tuning cache, which LOOM_TUNE_FILE (or --file PATH) keeps for later runs;\n"
+            "  print each schedule's predicted and measured time, its ratio to the default, the winner, the entry,\n"
+            "  and Spearman's rank correlation of predicted and measured. --list: the candidates only (no GPU;\n"
+            "  W from --world, default 8)\n");
   else if (!strcmp(cmd, "run"))
     fprintf(f,
             "usage: loom run PROG.loom --bind S=N,... [--schedule NAME] [--check] [--world W] [--iters N] [--seed S]\n"
@@ -97,10 +122,13 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
       o->file = a;
       continue;
     }
-    if (!strcmp(a, "--protocols") || !strcmp(a, "--lowered") || !strcmp(a, "--emit") || !strcmp(a, "--check")) {
-      *(a[2] == 'p' ? &o->protocols : a[2] == 'l' ? &o->lowered : a[2] == 'e' ? &o->emit : &o->check) = 1;
-      continue;
-    }
+    const struct { const char *name; int *flag; } flags[] = {{"--protocols", &o->protocols}, {"--lowered", &o->lowered},
+                                                             {"--emit", &o->emit}, {"--check", &o->check},
+                                                             {"--list", &o->list}};
+    int flag = 0;
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0] && !flag; ++k)
+      if (!strcmp(a, flags[k].name)) *flags[k].flag = flag = 1;
+    if (flag) continue;
     if (!v) return -1;
     if (!strcmp(a, "--schedule")) o->schedule = v;
     else if (!strcmp(a, "--bind")) o->bind = v;
@@ -109,6 +137,7 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
     else if (!strcmp(a, "--max")) o->max = atoi(v);
     else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
     else if (!strcmp(a, "--iters")) o->iters = atoi(v);
+    else if (!strcmp(a, "--file")) o->tune_file = v;
     else return -1;
     i++;
   }
@@ -352,9 +381,10 @@ static void print_times(loom_plan_t plan, const run_arg_t *ra, float *ms, int it
     return;
   const int n = st->lw.nunit;
   printf(
-      "%s: W = %d ranks per group, %d groups; %d kernels (%d compiled by NVRTC, %.1f ms getting them), arena %zu "
-      "bytes\n",
-      ra->q->name, info.world, info.groups, info.kernels, info.compiled, info.compile_ms, info.arena_bytes);
+      "%s%s%s%s: W = %d ranks per group, %d groups; %d kernels (%d compiled by NVRTC, %.1f ms getting them), arena "
+      "%zu bytes\n",
+      ra->q->name, st->tuned[0] ? " (schedule " : "", st->tuned, st->tuned[0] ? " from the tuning cache)" : "",
+      info.world, info.groups, info.kernels, info.compiled, info.compile_ms, info.arena_bytes);
   float *col = malloc(sizeof(float) * (size_t)iters), total = 0;
   for (int u = 0; u < n && col; ++u) {
     for (int it = 0; it < iters; ++it) col[it] = ms[(size_t)it * (size_t)n + (size_t)u];
@@ -420,25 +450,134 @@ out:
   return rc;
 }
 
+/* The ranks a program of G groups runs on: W x G in a one-GPU world (--world W), mpirun's, or one per GPU; 0
+ * (said) where they are no multiple of G. */
+static int launch_ranks(const opts_t *o, int G) {
+  int mpi_rank, mpi_size, R = o->world * G;
+  if (!o->world_given) R = loom_launch_under_mpi(&mpi_rank, &mpi_size) ? mpi_size : loom_launch_gpu_count();
+  if (R >= G && R % G == 0) return R;
+  fprintf(stderr, "loom: %d ranks for a program of %d pipeline groups (give --world W, or run on a multiple of %d GPUs)\n",
+          R, G, G);
+  return 0;
+}
+
+/* fn on R ranks: a one-GPU world with --world, else one process per GPU (or mpirun's ranks). */
+static int launch_on(const opts_t *o, int R, loom_rank_fn fn, void *arg) {
+  return o->world_given ? loom_launch_world(R, 3600, fn, arg) : loom_launch(R, 3600, fn, arg);
+}
+
 static int loom_lang_run(const opts_t *o) {
   loom_prog_t p = load(&(opts_t){.file = o->file}, NULL);
   if (!p) return 1;
-  const int G = loom__lang_ngroups(p);
-  int mpi_rank, mpi_size, R = o->world * G;
-  if (!o->world_given) R = loom_launch_under_mpi(&mpi_rank, &mpi_size) ? mpi_size : loom_launch_gpu_count();
-  if (R < G || R % G) {
-    fprintf(stderr,
-            "loom: %d ranks for a program of %d pipeline groups (give --world W, or run on a multiple of %d GPUs)\n", R,
-            G, G);
-    loom_prog_destroy(p);
-    return 1;
-  }
-  run_arg_t ra = {o, run_schedule_of(p, o, R / G), G};
-  int rc = 1;
-  if (ra.q) rc = o->world_given ? loom_launch_world(R, 3600, rank_run, &ra) : loom_launch(R, 3600, rank_run, &ra);
+  const int G = loom__lang_ngroups(p), R = launch_ranks(o, G);
+  run_arg_t ra = {o, R ? run_schedule_of(p, o, R / G) : NULL, G};
+  const int rc = ra.q ? launch_on(o, R, rank_run, &ra) : 1;
   loom_prog_destroy(ra.q);
   loom_prog_destroy(p);
   return rc != 0;
+}
+
+/* ---- loom tune ----------------------------------------------------------------------------- */
+
+typedef struct tune_arg {
+  const opts_t *o;
+  loom_prog_t p;
+  int G, cap;
+} tune_arg_t;
+
+/* Rank 0: every candidate's predicted and measured time and its ratio to the default's, the winner, the entry. */
+static void print_tune(const tune_arg_t *ta, const loom_prog_tune_result_t *res, int W, int world) {
+  const loom_prog_tune_row_t *rows = res->rows, *won = &rows[res->winner];
+  const int n = res->n < res->cap ? res->n : res->cap;
+  const double base = rows[0].measured_us;
+  int ran = 0;
+  printf("%s: %d schedules at W = %d ranks per group, %d groups%s (--bind %s); the default: the program as written\n",
+         ta->p->name, res->n, W, ta->G, world ? ", a one-GPU world (its times are not W GPUs')" : "", ta->o->bind);
+  printf("  %-4s %-18s %13s %13s %10s  %s\n", "#", "schedule", "predicted us", "median us", "/default", "note");
+  for (int i = 0; i < n; ++i) {
+    const loom_prog_tune_row_t *r = &rows[i];
+    char m[32] = "-", ratio[32] = "-", name[64];
+    if (r->measured_us >= 0) snprintf(m, sizeof m, "%.2f", r->measured_us), ran++;
+    if (r->measured_us >= 0 && base > 0) snprintf(ratio, sizeof ratio, "%.3f", r->measured_us / base);
+    snprintf(name, sizeof name, "%s%s", r->schedule, i == res->winner ? " *" : "");
+    printf("  %-4d %-18s %13.2f %13s %10s  %s%s\n", i, name, r->predicted_us, m, ratio, r->own ? "(the program's) " : "",
+           r->note);
+  }
+  printf("winner (*): %s, %.2f us, %.3f x the default's %.2f us\n", won->schedule, won->measured_us,
+         base > 0 ? won->measured_us / base : 0.0, base);
+  const char *file = getenv("LOOM_TUNE_FILE");
+  printf("recorded in the tuning cache: %s = %s\n%s%s%s\n", res->key, res->value,
+         file && *file ? "written to " : "LOOM_TUNE_FILE is not set: the entry lived in this run only (--file PATH keeps it)",
+         file && *file ? file : "", file && *file ? " (LOOM_TUNE_FILE): loom run without --schedule runs it" : "");
+  if (isnan(res->rank_correlation))
+    printf("the cost model against the measurements: fewer than 2 schedules ran, or all tied\n");
+  else
+    printf("the cost model against the measurements: Spearman's rank correlation %.3f over %d schedules\n",
+           res->rank_correlation, ran);
+}
+
+static int rank_tune(loom_rank_ctx_t *ctx, void *arg) {
+  const tune_arg_t *ta = arg;
+  loom_comm_t comm = NULL;
+  cudaStream_t s = NULL;
+  loom_prog_tune_result_t res = LOOM_PROG_TUNE_RESULT_INIT;
+  res.depth = ta->o->depth, res.max = ta->o->max, res.cap = ta->cap;
+  res.rows = calloc((size_t)ta->cap, sizeof *res.rows);
+  int rc = 1;
+  if (!res.rows || loom_launch_comm_create(ctx, NULL, &comm) != LOOM_SUCCESS ||
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
+      loom_prog_tune(comm, ta->p, ta->o->bind, s, &res) != LOOM_SUCCESS)
+    fail();
+  else
+    rc = 0;
+  if (!rc && ctx->rank == 0) print_tune(ta, &res, ctx->size / ta->G, ctx->world != NULL);
+  if (s) cudaStreamDestroy(s);
+  if (comm) loom_comm_destroy(comm);
+  free(res.rows);
+  return rc;
+}
+
+/* --list: the candidates at W = --world (no GPU). */
+static int tune_list(const opts_t *o, loom_prog_t p) {
+  loom__binding_t b;
+  loom_cg_cands_t cs;
+  if (loom__lang_parse_bind(o->bind, &b) != LOOM_SUCCESS ||
+      loom__cg_tune_candidates(p, o->world, &b, o->depth, o->max, &cs) != LOOM_SUCCESS)
+    return fail();
+  int left = 0, eligible = 0;
+  for (int i = 0; i < cs.n; ++i) left += cs.c[i].refused, eligible += cs.c[i].eligible;
+  printf("%s: %d candidates at W = %d (%d left out, %d eligible); the default first, then the cost model's order\n",
+         o->file, cs.n, o->world, left, eligible);
+  for (int i = 0; i < cs.n; ++i)
+    printf("  %-4d %-16s %12.2f us  %s%s\n", i, cs.c[i].name, cs.c[i].predicted_us,
+           cs.c[i].own ? "(the program's) " : "", cs.c[i].note);
+  loom__cg_tune_candidates_free(&cs);
+  return 0;
+}
+
+/* --file PATH: LOOM_TUNE_FILE for this run (created where missing, so that the first lookup reads it). */
+static int tune_file(const char *path) {
+  FILE *f = fopen(path, "a");
+  if (!f || fclose(f) != 0 || setenv("LOOM_TUNE_FILE", path, 1) != 0) {
+    fprintf(stderr, "loom: cannot write the tuning file %s\n", path);
+    return 1;
+  }
+  return 0;
+}
+
+static int loom_lang_tune(const opts_t *o) {
+  loom_prog_t p = load(&(opts_t){.file = o->file}, NULL);
+  if (!p) return 1;
+  int rc = 1;
+  if (o->list) {
+    rc = tune_list(o, p);
+  } else if (!o->tune_file || !tune_file(o->tune_file)) {
+    tune_arg_t ta = {o, p, loom__lang_ngroups(p), 1 + p->nsched + o->max};
+    const int R = launch_ranks(o, ta.G);
+    rc = R ? launch_on(o, R, rank_tune, &ta) != 0 : 1;
+  }
+  loom_prog_destroy(p);
+  return rc;
 }
 
 int loom_lang_main(int argc, char **argv) {
@@ -450,5 +589,6 @@ int loom_lang_main(int argc, char **argv) {
   if (!strcmp(cmd, "check")) return cmd_check(&o);
   if (!strcmp(cmd, "schedules")) return cmd_schedules(&o);
   if (!strcmp(cmd, "run")) return loom_lang_run(&o);
+  if (!strcmp(cmd, "tune")) return loom_lang_tune(&o);
   return cmd_interp(&o);
 }

@@ -33,7 +33,7 @@ from pathlib import Path
 from . import _procmaps
 from ._structs import (CollDesc, CollPlanInfo, CommInfo, Config, EmbeddingDesc, EmbeddingPlanInfo, Epilogue, GemmDesc,
                        GroupedGemmDesc, MoeDesc, MoePlanInfo, NcclInfo, OptimArgs, OptimDesc, OptimPlanInfo, ProgAttr,
-                       ProgIo, ProgPlanInfo, TpDesc, TpPlanInfo)
+                       ProgIo, ProgPlanInfo, ProgTuneResult, TpDesc, TpPlanInfo)
 from .errors import LibraryNotFoundError, LibraryVersionError, NcclMismatchError, make_error
 
 
@@ -162,6 +162,8 @@ PROTOTYPES = {
     "loom_prog_run": (_r, [_vp, _P(_vp), _P(_vp), _vp]),
     "loom_prog_plan_io": (_r, [_vp, _i, _i, _P(ProgIo)]),
     "loom_prog_plan_info": (_r, [_vp, _P(ProgPlanInfo)]),
+    # comm, prog, bind, stream, result
+    "loom_prog_tune": (_r, [_vp, _vp, _s, _vp, _P(ProgTuneResult)]),
 }
 
 _lock = threading.Lock()

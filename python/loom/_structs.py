@@ -307,6 +307,21 @@ class ProgPlanInfo(CStruct):
                 ("compile_ms", c_double), ("arena_bytes", c_size_t), ("workspace_bytes", c_size_t)]
 
 
-STRUCTS = (ProgAttr, ProgIo, ProgPlanInfo,
+class ProgTuneRow(CStruct):
+    """One schedule loom_prog_tune listed (no initializer macro: the tuner fills it)."""
+    _c_name_, _c_init_ = "loom_prog_tune_row_t", None
+    _fields_ = [("schedule", ctypes.c_char * 48), ("own", c_int), ("predicted_us", c_double),
+                ("measured_us", c_double), ("eligible", c_int), ("note", ctypes.c_char * 160)]
+
+
+class ProgTuneResult(CStruct):
+    _c_name_, _c_init_ = "loom_prog_tune_result_t", "LOOM_PROG_TUNE_RESULT_INIT"
+    _fields_ = [("struct_size", c_size_t), ("depth", c_int), ("max", c_int), ("rows", ctypes.POINTER(ProgTuneRow)),
+                ("cap", c_int), ("n", c_int), ("winner", c_int), ("rank_correlation", c_double),
+                ("key", ctypes.c_char * 160), ("value", ctypes.c_char * 160)]
+    _defaults_ = {"depth": 6, "max": 200}
+
+
+STRUCTS = (ProgAttr, ProgIo, ProgPlanInfo, ProgTuneRow, ProgTuneResult,
            Config, CommInfo, Epilogue, GemmDesc, EmbeddingDesc, EmbeddingPlanInfo, NcclInfo, TpDesc, TpPlanInfo,
            OptimDesc, OptimArgs, OptimPlanInfo, CollDesc, CollPlanInfo)

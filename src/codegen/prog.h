@@ -3,8 +3,9 @@
  * its execution share.
  *
  *   prog_plan.c   the op (core/op.h): loom_prog_compile through the door;
- *                 check, resolve (lower, emit, compile), lay out, fill
- *                 (the arena, the peers' addresses, the kernels loaded);
+ *                 check, resolve (the tuning cache's schedule where none
+ *                 is named, lower, emit, compile), lay out, fill (the
+ *                 arena, the peers' addresses, the kernels loaded);
  *                 loom_prog_plan_io
  *   prog_exec.c   loom_prog_run: the call's checks, the inputs peers
  *                 read copied into the arena, each unit in order, a timeout
@@ -54,9 +55,15 @@ typedef struct loom_cg_state {
   uint64_t fingerprint;
   double compile_ms;       /* NVRTC (or the caches) at resolve */
   int compiled, kernels;
+  char tuned[LOOM__LANG_NAME]; /* the schedule the tuning cache named (prog_tune.h); "": none taken */
 } loom_cg_state_t;
 
 extern const loom_op_t loom__op_prog;
+
+/* loom_prog_compile, for the tuner: tuned 0 leaves the tuning cache alone (a NULL schedule is the program as
+ * written); checked 1 skips the door's check (a description the door checked already: loom__plan_build). */
+loom_result_t loom__cg_compile(loom_comm_t comm, loom_prog_t prog, const char *schedule, const char *bind, int tuned,
+                               int checked, loom_plan_t *out);
 
 /* prog_gemm.c: unit u's shape and padding on this rank (resolve); its run (execute). */
 loom_result_t loom__cg_gemm_resolve(loom_cg_state_t *st, int u);

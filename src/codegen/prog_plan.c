@@ -6,9 +6,12 @@
  *            size is bound, the comm's size is a multiple of the program's
  *            pipeline groups, every rank is load/store reachable, and the
  *            lowering succeeds (its kernels' protocols pass the checker)
- *   resolve  the lowering at W = size / groups, each kernel unit's CUDA C
- *            compiled for this GPU (the kernel cache), each unit's grid and
- *            workspace words, the GEMM units' shapes, the arena's size
+ *   resolve  where no schedule is named, the one the tuning cache holds for
+ *            this program, sizes and comm (loom_prog_tune, prog_tune.h), if
+ *            any; the lowering at W = size / groups, each kernel unit's
+ *            CUDA C compiled for this GPU (the kernel cache), each unit's
+ *            grid and workspace words, the GEMM units' shapes, the arena's
+ *            size
  *   lay out  the units' words; the fingerprint of the images and the arena
  *   fill     the arena (loom_malloc, zeroed), every rank's address of it,
  *            the kernels loaded; then every rank waits for the others, so
@@ -20,6 +23,7 @@
 
 #include "codegen/emit.h"
 #include "codegen/prog.h"
+#include "codegen/prog_tune.h"
 #include "codegen/rtc.h"
 #include "core/comm.h"
 #include "core/error.h"
@@ -38,6 +42,7 @@ __attribute__((constructor)) static void loom__cg_wait_sites(void) {
 typedef struct loom_cg_desc {
   loom_prog_t prog;
   const char *schedule, *bind;
+  int tuned; /* a NULL or "" schedule takes the tuning cache's entry (loom_prog_compile; not the tuner) */
 } loom_cg_desc_t;
 
 /* The scheduled, typed copy of the description's program and its sizes. */
@@ -101,15 +106,42 @@ static loom_result_t resolve_kernel(loom_comm_t comm, loom_cg_state_t *st, int u
   return LOOM_SUCCESS;
 }
 
+/* Where no schedule is named and the tuning cache holds an entry for this program, sizes and comm
+ * (prog_tune.h), the program it names replaces the one as written, lowered into st->lw (*took = 1); a stale
+ * entry, or a schedule that no longer lowers, is warned about and the program runs as written. */
+static loom_result_t take_tuned(const loom_op_t *op, loom_comm_t comm, loom_cg_state_t *st, const loom__binding_t *b,
+                                int W, int G, int *took) {
+  loom_cg_tune_shape_t sh;
+  loom__cg_tune_shape(comm, W, G, &sh);
+  loom__prog_t *q = NULL;
+  *took = 0;
+  LOOM_TRY(loom__cg_tuned_lookup(st->prog, b, &sh, op->plan_fn, &q, st->tuned));
+  if (!q) return LOOM_SUCCESS;
+  if (loom__lw_lower(q, W, b, &st->lw) != LOOM_SUCCESS) {
+    LOOM_WARN("%s: the tuned schedule %s of %s does not lower (%s); the program runs as written", op->plan_fn,
+              st->tuned, st->prog->name, loom_last_error());
+    st->tuned[0] = 0;
+    loom__lang_free(q);
+    return LOOM_SUCCESS;
+  }
+  loom_prog_destroy(st->prog);
+  st->prog = q, *took = 1;
+  return LOOM_SUCCESS;
+}
+
 static loom_result_t prog_resolve(const loom_op_t *op, loom_comm_t comm, const void *desc, void *state) {
   loom_cg_state_t *st = (loom_cg_state_t *)state;
+  const loom_cg_desc_t *d = (const loom_cg_desc_t *)desc;
   loom__binding_t b;
-  LOOM_TRY(desc_program(op->plan_fn, (const loom_cg_desc_t *)desc, &st->prog, &b));
-  const int G = loom__lang_ngroups(st->prog);
-  LOOM_TRY(loom__lw_lower(st->prog, comm->size / G, &b, &st->lw));
+  LOOM_TRY(desc_program(op->plan_fn, d, &st->prog, &b));
+  const int G = loom__lang_ngroups(st->prog), W = comm->size / G;
+  loom_cg_tune_shape_t sh;
+  loom__cg_tune_shape(comm, W, G, &sh);
+  snprintf(st->arch, sizeof st->arch, "%s", sh.arch);
+  int took = 0;
+  if (d->tuned && (!d->schedule || !*d->schedule)) LOOM_TRY(take_tuned(op, comm, st, &b, W, G, &took));
+  if (!took) LOOM_TRY(loom__lw_lower(st->prog, W, &b, &st->lw));
   st->rank = comm->rank, st->q = comm->rank % st->lw.W;
-  /* a test comm without a GPU compiles for Hopper, as CI does */
-  loom__rtc_arch(comm->cc_major ? comm->cc_major : 9, comm->cc_major ? comm->cc_minor : 0, st->arch);
   st->units = calloc((size_t)st->lw.nunit + 1, sizeof *st->units);
   if (!st->units) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: out of host memory", op->plan_fn);
   st->arena_bytes = st->lw.arena_bytes;
@@ -175,23 +207,30 @@ static void prog_release(loom_comm_t comm, void *state) {
 
 static void prog_describe(loom_plan_t plan, const void *state) {
   const loom_cg_state_t *st = (const loom_cg_state_t *)state;
-  LOOM_INFO("%s: %s at W = %d (%d groups): %d units, %d kernels (%d compiled, %.1f ms), arena %lld bytes",
-            plan->op->plan_fn, st->prog->name, st->lw.W, st->lw.G, st->lw.nunit, st->kernels, st->compiled,
-            st->compile_ms, (long long)st->arena_bytes);
+  LOOM_INFO("%s: %s%s%s at W = %d (%d groups): %d units, %d kernels (%d compiled, %.1f ms), arena %lld bytes",
+            plan->op->plan_fn, st->prog->name, st->tuned[0] ? ", tuned schedule " : "", st->tuned, st->lw.W,
+            st->lw.G, st->lw.nunit, st->kernels, st->compiled, st->compile_ms, (long long)st->arena_bytes);
 }
 
 const loom_op_t loom__op_prog = {
     .name = "prog", .plan_fn = "loom_prog_compile", .family = NULL, .kind = 0,
     .state_bytes = sizeof(loom_cg_state_t),
-    .differ = "every rank must pass the same program, schedule and sizes",
+    .differ = "every rank must pass the same program, schedule and sizes (and, with no schedule named, hold the same "
+              "tuning-cache entry for them)",
     .check = prog_check, .resolve = prog_resolve, .lay_out = prog_lay_out, .fill = prog_fill,
     .release = prog_release, .describe = prog_describe,
 };
 
 loom_result_t loom_prog_compile(loom_comm_t comm, loom_prog_t prog, const char *schedule, const char *bind,
                                 loom_plan_t *out) {
-  const loom_cg_desc_t d = {prog, schedule, bind};
+  const loom_cg_desc_t d = {prog, schedule, bind, 1};
   return loom__plan_make(comm, &loom__op_prog, &d, out);
+}
+
+loom_result_t loom__cg_compile(loom_comm_t comm, loom_prog_t prog, const char *schedule, const char *bind, int tuned,
+                               int checked, loom_plan_t *out) {
+  const loom_cg_desc_t d = {prog, schedule, bind, tuned};
+  return checked ? loom__plan_build(comm, &loom__op_prog, &d, out) : loom__plan_make(comm, &loom__op_prog, &d, out);
 }
 
 /* ---- inputs and outputs ---------------------------------------------------------------- */

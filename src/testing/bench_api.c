@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "baseline/baseline.h"
+#include "codegen/rtc.h"
 #include "core/error.h"
 #include "core/pointwise.h"
 #include "gemm/gemm.h"
@@ -166,6 +167,10 @@ loom_result_t loom_bench_optim_update_plan(loom_comm_t comm, const loom_optim_de
                                            loom_plan_t *out) {
   return loom__optim_update_plan(comm, desc, lamb, out);
 }
+
+/* ---- loom programs ------------------------------------------------------- */
+
+void loom_bench_rtc_cache_clear(void) { loom__rtc_cache_clear(); }
 
 /* ---- embedding ----------------------------------------------------------- */
 

@@ -30,6 +30,8 @@
  *                the sorted backward on fp32 tables, its scratch size
  *   pointwise    loom_bench_pointwise_*: a loom_epilogue_t as one separate
  *                elementwise kernel (the unfused baseline of GEMM+AllReduce)
+ *   programs     loom_bench_rtc_cache_clear: the generated kernels' memory
+ *                cache emptied, to time a compile from the disk cache or NVRTC
  * and the shape set loom's GEMM is measured on (src/gemm/gemm_shapes.h: its
  * tables and types, included below; its functions through
  * loom_bench_gemm_weights / loom_bench_gemm_shape_variant).
@@ -200,6 +202,14 @@ loom_result_t loom_bench_tp_gemm_config(loom_plan_t plan, loom_bench_gemm_config
  * are not compared. Steps and destroy as any optimizer plan. */
 loom_result_t loom_bench_optim_update_plan(loom_comm_t comm, const loom_optim_desc_t *desc, int lamb,
                                            loom_plan_t *out);
+
+/* ---- loom programs (code generation) ------------------------------------- */
+
+/* Empties the process's memory cache of generated kernels: the next
+ * loom_prog_compile takes its kernels from the disk cache (LOOM_CACHE_DIR)
+ * or NVRTC, so that `loom-bench lang` can time each. Plans made before
+ * keep their loaded kernels. Not while another thread compiles. */
+void loom_bench_rtc_cache_clear(void);
 
 /* ---- embedding-bag + All-to-All ------------------------------------------ */
 

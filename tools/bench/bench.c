@@ -566,8 +566,17 @@ loom_bench_row_t *loom_bench_add(loom_bench_table_t *t) {
   r->busbw_factor = NAN;
   r->ect_us = r->seq_ect_us = r->overlap = r->tflops = r->algbw = r->busbw = NAN;
   r->before_us = r->peer_us = r->vs_before = r->vs_peer = NAN;
+  for (int c = 0; c < LOOM_BENCH_OWN_COLS; ++c) r->own[c] = NAN;
   r->wrong = -1;
   return r;
+}
+
+int loom_bench_own_col(loom_bench_table_t *t, const char *head, const char *key, int digits) {
+  if (t->nown >= LOOM_BENCH_OWN_COLS) return -1;
+  snprintf(t->own_head[t->nown], sizeof t->own_head[0], "%s", head);
+  snprintf(t->own_key[t->nown], sizeof t->own_key[0], "%s", key);
+  t->own_digits[t->nown] = digits;
+  return t->nown++;
 }
 
 void loom_bench_row_finish(loom_bench_row_t *r) {
@@ -664,11 +673,13 @@ static int bench_maxlen(const loom_bench_table_t *t, size_t off, int minw) {
 }
 
 void loom_bench_print(FILE *f, loom_bench_table_t *t, const char *title) {
-  int show[COL_NUM] = {0}, show_wrong = 0, show_note = 0;
+  int show[COL_NUM] = {0}, show_own[LOOM_BENCH_OWN_COLS] = {0}, show_wrong = 0, show_note = 0;
   for (int i = 0; i < t->n; ++i) {
     loom_bench_row_finish(t->rows[i]);
     for (int c = 0; c < COL_NUM; ++c)
       if (!isnan(bench_col_value(t->rows[i], c))) show[c] = 1;
+    for (int c = 0; c < t->nown; ++c)
+      if (!isnan(t->rows[i]->own[c])) show_own[c] = 1;
     if (t->rows[i]->wrong >= 0) show_wrong = 1;
     if (t->rows[i]->note[0] || t->rows[i]->peer_note[0]) show_note = 1;
   }
@@ -680,6 +691,8 @@ void loom_bench_print(FILE *f, loom_bench_table_t *t, const char *title) {
   fprintf(f, "# %-*s  %-*s  %-*s  %-*s", wop, "op", wimpl, "impl", wshape, "shape", wdt, "dtype");
   for (int c = 0; c < COL_NUM; ++c)
     if (show[c]) fprintf(f, "  %10s", bench_col_head[c]);
+  for (int c = 0; c < t->nown; ++c)
+    if (show_own[c]) fprintf(f, "  %11s", t->own_head[c]);
   if (show_wrong) fprintf(f, "  %7s", "#wrong");
   if (show_note) fprintf(f, "  note");
   fprintf(f, "\n");
@@ -694,6 +707,11 @@ void loom_bench_print(FILE *f, loom_bench_table_t *t, const char *title) {
       else if (c == COL_VS_BEFORE || c == COL_VS_PEER) fprintf(f, "  %9.3fx", v);
       else if (c == COL_TFLOPS || c == COL_ALGBW || c == COL_BUSBW) fprintf(f, "  %10.1f", v);
       else fprintf(f, "  %10.1f", v);
+    }
+    for (int c = 0; c < t->nown; ++c) {
+      if (!show_own[c]) continue;
+      if (isnan(r->own[c])) fprintf(f, "  %11s", "-");
+      else fprintf(f, "  %11.*f", t->own_digits[c], r->own[c]);
     }
     if (show_wrong) {
       if (r->wrong >= 0) fprintf(f, "  %7lld", (long long)r->wrong);
@@ -851,6 +869,10 @@ int loom_bench_write_json(const char *suite, loom_bench_table_t *t, const loom_b
     for (size_t k = 0; k < sizeof nums / sizeof nums[0]; ++k) {
       fprintf(f, ", \"%s\": ", nums[k].k);
       bench_json_num(f, nums[k].v);
+    }
+    for (int c = 0; c < t->nown; ++c) {
+      fprintf(f, ", \"%s\": ", t->own_key[c]);
+      bench_json_num(f, r->own[c]);
     }
     if (r->wrong >= 0) fprintf(f, ", \"wrong\": %lld", (long long)r->wrong);
     else fprintf(f, ", \"wrong\": null");

@@ -41,7 +41,9 @@
  * where main time = fused, else auto, else seq, else comm, else gemm;
  * before_us and peer_us (the previous build's and the outside baseline's
  * time of the same op) give the ratios vs_before = before / main and
- * vs_peer = peer / main. Columns absent in every row are left out of the
+ * vs_peer = peer / main. A suite may add columns of its own
+ * (loom_bench_own_col: a head for the table, a key for the JSON; the
+ * rows' values in own[]). Columns absent in every row are left out of the
  * table.
  *
  * A row says what ran. An AUTO plan's row (loom_bench_row_auto) names the
@@ -240,6 +242,8 @@ loom_result_t loom_bench_fill_random(void *dev, loom_dtype_t t, size_t n, uint64
 
 /* ---- results ------------------------------------------------------------- */
 
+#define LOOM_BENCH_OWN_COLS 6 /* columns a suite may add */
+
 typedef struct loom_bench_row {
   char op[32];       /* "gemm", "allreduce", "ag_gemm", ... */
   char impl[40];     /* what ran: "cublasLt", "nccl", "loom", "loom-auto:sm-copy", ... */
@@ -262,6 +266,7 @@ typedef struct loom_bench_row {
   char peer_timing[64];  /* paired: how the peer was timed ("graph", "eager (includes Python host time)") */
   char peer_note[200];   /* the pairing's outcome, printed after the note: the peer's timing, or why no value */
   char note[192];
+  double own[LOOM_BENCH_OWN_COLS]; /* the suite's own columns (loom_bench_own_col); NAN: absent */
   /* derived by loom_bench_row_finish (NAN where not derivable) */
   double ect_us, seq_ect_us, overlap, tflops, algbw, busbw;
   double vs_before, vs_peer; /* before_us / main time, peer_us / main time (> 1: faster now) */
@@ -272,7 +277,17 @@ typedef struct loom_bench_table {
   int n, cap;
   char notes[16][192];  /* printed under the table and written to the JSON */
   int nnotes;
+  char own_head[LOOM_BENCH_OWN_COLS][12]; /* the suite's own columns: table heads ("hand(us)") */
+  char own_key[LOOM_BENCH_OWN_COLS][24];  /* their JSON keys ("hand_us") */
+  int own_digits[LOOM_BENCH_OWN_COLS];    /* decimals printed */
+  int nown;
 } loom_bench_table_t;
+
+/* A column of the suite's own after the common ones (before #wrong): its
+ * head in the table (at most 11 characters), its key in each JSON row, the
+ * decimals printed; the rows' values go in own[index]. Returns the index,
+ * or -1 where LOOM_BENCH_OWN_COLS are taken already. */
+int loom_bench_own_col(loom_bench_table_t *t, const char *head, const char *key, int digits);
 
 /* A new row at the end of t: times and busbw_factor NAN, wrong -1, world 1,
  * rest zero; NULL only if memory ran out. The pointer stays valid until
