@@ -109,7 +109,11 @@ static void check_compiles(loom_comm_t comm, loom_prog_t p, const loom_prog_tune
 static void check_outputs(loom_rank_ctx_t *ctx, loom_plan_t plan, loom_prog_t p, cudaStream_t s) {
   prog_io_t b;
   memset(&b, 0, sizeof b);
-  const double bound = prog_io_bound(p);
+  /* the bound of the program the plan compiled (typed, so its bf16 values
+   * give bf16's bound; `p` as loaded is not typed) */
+  loom_cg_state_t *st = NULL;
+  LOOM_OK(loom__plan_state(plan, "test", NULL, &loom__op_prog, (void **)&st));
+  const double bound = prog_io_bound(st->prog);
   LOOM_OK(prog_io_make(plan, &b));
   for (int call = 0; call < 3; ++call) {
     const uint64_t seed = loom_test_seed() + 7919u * (uint64_t)call;
