@@ -19,7 +19,7 @@
  * each done WAIT is left out where every check world's protocol passes
  * without it (a FusedAllReduce's ready waits already hand its input back).
  *
- * The protocol (protocol.h) of unit u, per rank of every group: the
+ * The protocol (core/protocol.h) of unit u, per rank of every group: the
  * caller's WRITE of the buffers peers read that the unit does not write,
  * the start's SETs, then per step its WAITs, the READs of the buffers peers
  * read (at every rank the loop reads) and the WRITEs of those its loops
