@@ -410,6 +410,7 @@ void loom__pchk_events(loom__pchk_t *c, const loom__pviol_t *x) {
   }
   loom__pchk_line(c, "  ==>", x->r, x->k);
   if (x->v == LOOM__PV_ONCE) return;
-  if (x->q >= 0) loom__pchk_line(c, x->v == LOOM__PV_STALE_READ ? "  sees the data of:" : "  not ordered with:", x->q, x->i);
+  const char *with = x->v == LOOM__PV_STALE_READ ? "  sees the data of:" : "  not ordered with:";
+  if (x->q >= 0) loom__pchk_line(c, with, x->q, x->i);
   else loom__pchk_line(c, "  sees no write of its call:", x->r, x->k);
 }

@@ -77,8 +77,12 @@ static int loom__proto_name(char (*names)[LOOM__PROTO_NAME], int *n, const char 
   return (*n)++;
 }
 
-int loom__proto_buf(loom__proto_t *p, const char *name) { return loom__proto_name(p->buf, &p->nbuf, name, &p->overflow); }
-int loom__proto_sig(loom__proto_t *p, const char *name) { return loom__proto_name(p->sig, &p->nsig, name, &p->overflow); }
+int loom__proto_buf(loom__proto_t *p, const char *name) {
+  return loom__proto_name(p->buf, &p->nbuf, name, &p->overflow);
+}
+int loom__proto_sig(loom__proto_t *p, const char *name) {
+  return loom__proto_name(p->sig, &p->nsig, name, &p->overflow);
+}
 int loom__proto_sig_of(loom__proto_t *p, const loom__proto_signal_t *s) { return loom__proto_sig(p, s->name); }
 
 void loom__proto_once(loom__proto_t *p, int buf) {

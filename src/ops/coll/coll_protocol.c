@@ -57,7 +57,8 @@
 #include "ops/coll/coll_schedule.h"
 
 const loom__proto_signal_t loom__coll_signals[LOOM__COLL_NSIG] = {
-    [LOOM__COLL_PS_ARRIVED] = {"arrived", LOOM_SITE_COLL_ARRIVED, "collective: a peer's input readable (its call started)"},
+    [LOOM__COLL_PS_ARRIVED] = {"arrived", LOOM_SITE_COLL_ARRIVED,
+                               "collective: a peer's input readable (its call started)"},
     [LOOM__COLL_PS_REDUCED] = {"reduced", LOOM_SITE_COLL_REDUCED, "AllReduce two-shot: a peer's reduced chunk"},
     [LOOM__COLL_PS_DONE] = {"done", LOOM_SITE_COLL_DONE, "collective: a peer still reading this rank's buffers"},
     [LOOM__COLL_PS_LINE] = {"line", LOOM_SITE_COLL_LL, "AllReduce LL: a peer's pushed words (signal = the line)"},
@@ -207,8 +208,8 @@ static void coll_block_push(coll_pb_t *c, int r, int b, int parity) {
     loom__coll_chunk(0, s->count, s->chunk, q, &cb, &cl);
     coll_read(c, a, r, c->in, cb, cb + cl);
     for (int i = 1; i < W; ++i) {
-      const int64_t base = loom__coll_push_region((uint32_t)parity, loom__coll_push_slot(r, (r + i) % W, W), W) * s->count;
-      coll_write(c, a, (r + i) % W, c->box, base + cb, base + cb + cl);
+      const int64_t region = loom__coll_push_region((uint32_t)parity, loom__coll_push_slot(r, (r + i) % W, W), W);
+      coll_write(c, a, (r + i) % W, c->box, region * s->count + cb, region * s->count + cb + cl);
     }
     for (int i = 1; i < W; ++i)
       coll_set(c, a, (r + i) % W, LOOM__COLL_PS_FLAG,
@@ -218,8 +219,10 @@ static void coll_block_push(coll_pb_t *c, int r, int b, int parity) {
     int64_t cb, cl;
     loom__coll_chunk(0, s->count, s->chunk, q, &cb, &cl);
     for (int src = 0; src < W; ++src)
-      if (src != r)
-        coll_wait(c, a, r, LOOM__COLL_PS_FLAG, loom__coll_push_region((uint32_t)parity, loom__coll_push_slot(src, r, W), W) * nch + q);
+      if (src != r) {
+        const int64_t region = loom__coll_push_region((uint32_t)parity, loom__coll_push_slot(src, r, W), W);
+        coll_wait(c, a, r, LOOM__COLL_PS_FLAG, region * nch + q);
+      }
     for (int src = 0; src < W; ++src) {
       const int64_t base = loom__coll_push_region((uint32_t)parity, loom__coll_push_slot(src, r, W), W) * s->count;
       if (src == r) coll_read(c, a, r, c->in, cb, cb + cl);
@@ -278,7 +281,9 @@ static void coll_names(coll_pb_t *c) {
   c->in = ag && c->ip ? c->out : loom__proto_buf(p, "in");
   c->stg = (c->kind == LOOM__CK_TWO_SHOT || (c->kind == LOOM__CK_ONE_SHOT && c->ip)) && c->W > 1
                ? loom__proto_buf(p, "staging") : -1;
-  c->box = c->kind == LOOM__CK_LL ? loom__proto_buf(p, "ll") : c->kind == LOOM__CK_PUSH ? loom__proto_buf(p, "push") : -1;
+  c->box = c->kind == LOOM__CK_LL     ? loom__proto_buf(p, "ll")
+           : c->kind == LOOM__CK_PUSH ? loom__proto_buf(p, "push")
+                                      : -1;
   loom__proto_once(p, c->out);
   for (int i = 0; i < LOOM__COLL_NSIG; ++i) c->sig[i] = -1;
 }

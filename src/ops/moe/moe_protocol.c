@@ -97,7 +97,8 @@ static void moe_tell_peers(moe_pb_t *m, int r, int sig, int e) {
 
 /* Rank r WAITs for every peer's slot of sig (epoch e). */
 static void moe_hear_peers(moe_pb_t *m, int r, int sig, int e, int delta) {
-  for (int i = 0; i < m->W - 1; ++i) loom__proto_wait(m->p, r, r, moe_sig(m, sig), e * m->W + (r + 1 + i) % m->W, delta);
+  for (int i = 0; i < m->W - 1; ++i)
+    loom__proto_wait(m->p, r, r, moe_sig(m, sig), e * m->W + (r + 1 + i) % m->W, delta);
 }
 
 /* Rank r's dispatch of epoch e in form f (any: some rank of the cycle runs the arrival form). */

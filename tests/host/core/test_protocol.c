@@ -41,7 +41,8 @@ static int both(const loom__proto_t *p, int calls, const char *what) {
   }
   if (e.violation != s.violation)
     loom_test_fail(__FILE__, __LINE__, "%s (%s): the exhaustive search says %s, the static check %s:\n%s%s", p->name,
-                   what, loom__proto_violation_str(e.violation), loom__proto_violation_str(s.violation), e.text, s.text);
+                   what, loom__proto_violation_str(e.violation), loom__proto_violation_str(s.violation), e.text,
+                   s.text);
   CHECK(e.exhaustive == 1 && s.exhaustive == 0);
   return e.violation;
 }

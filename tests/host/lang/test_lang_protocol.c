@@ -184,7 +184,8 @@ LOOM_TEST(lang_protocol_embedding_gin) {
     if (W == 2) printf("%s", rep.text);
     loom__proto_free(&p);
     loom__emb_protocol_gin(W, 1, &p);
-    if (loom__t_check(&p, &rep) != LOOM__PV_NONE) loom_test_fail(__FILE__, __LINE__, "%s W=%d:\n%s", p.name, W, rep.text);
+    if (loom__t_check(&p, &rep) != LOOM__PV_NONE)
+      loom_test_fail(__FILE__, __LINE__, "%s W=%d:\n%s", p.name, W, rep.text);
     int t = 0, c = 0, red = 0;
     loom__t_mutate(&p, &t, &c, &red);
     printf("    %-20s W=%d: %lld states, %d of %d mutations caught\n", p.name, W, (long long)rep.states, c, t);
@@ -280,7 +281,9 @@ LOOM_TEST(lang_protocol_lowering_units) {
     if (q) CHECK_RESULT(loom__lang_lower(q, 3, u, 16, &n), LOOM_SUCCESS);
     for (int k = 0; k < n; ++k)
       found |= strncmp(u[k].unit, want[i].unit, strlen(want[i].unit)) == 0 && !strcmp(u[k].proto.name, want[i].proto);
-    if (!found) loom_test_fail(__FILE__, __LINE__, "%s best: no unit %s lowered to %s", want[i].example, want[i].unit, want[i].proto);
+    if (!found)
+      loom_test_fail(__FILE__, __LINE__, "%s best: no unit %s lowered to %s", want[i].example, want[i].unit,
+                     want[i].proto);
     loom__proto_units_free(u, n);
     if (q) loom_prog_destroy(q);
     loom_prog_destroy(p);
