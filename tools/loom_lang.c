@@ -5,7 +5,7 @@
  *       parse, infer, print the typed program (scheduled by NAME if given);
  *       --protocols: instead, lower its communication to protocols and
  *       model-check each at W = 2 and 3 ranks (or W) over two calls
- *       (src/lang/protocol.h), printing a counterexample if one fails;
+ *       (src/core/protocol.h), printing a counterexample if one fails;
  *       --lowered / --emit (with --world W --bind ...): the form code
  *       generation emits from (src/lang/lower.h) / the generated CUDA C
  *   loom schedules PROG.loom [--world W] [--bind B=8,...] [--depth D] [--max N]
@@ -54,7 +54,7 @@
 #include "codegen/prog_tune.h"
 #include "core/plan.h"
 #include "lang/lower.h"
-#include "lang/protocol.h"
+#include "lang/lang_proto.h"
 #include "support/launch.h"
 #include "support/prog_io.h"
 #include "tools/loom_lang.h"
@@ -191,6 +191,7 @@ static int check_protocols_at(loom_prog_t q, int W) {
   static loom__proto_report_t rep;
   int n = 0, bad = 0;
   if (loom__lang_lower(q, W, u, 32, &n) != LOOM_SUCCESS) {
+    loom__proto_units_free(u, n);
     fprintf(stderr, "loom: cannot lower the program's communication at W = %d (more than 32 units?)\n", W);
     return 1;
   }
@@ -205,6 +206,7 @@ static int check_protocols_at(loom_prog_t q, int W) {
            rep.violation ? loom__proto_violation_str(rep.violation) : "no deadlock, no race");
     if (rep.violation) fputs(rep.text, stdout), bad = 1;
   }
+  loom__proto_units_free(u, n);
   return bad;
 }
 

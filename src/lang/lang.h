@@ -24,8 +24,10 @@
  *   moves.c         the statements the search tries from a program
  *   listing.c       `loom schedules`: every schedule with its cost, refusals kept
  *   prog_api.c      the public loom_prog_* functions
- *   protocol.c, proto_check.c, proto_ops.c, proto_lower.c
- *                   protocols as data and their model checker (protocol.h)
+ *   proto_ops.c, proto_lower.c
+ *                   the protocols of the hand-written ops (a table of the
+ *                   families' builders) and of a program's units
+ *                   (lang_proto.h; the form and its checkers: core/protocol.h)
  *
  * Layouts are CoCoNet's (paper 003, section 2.1) plus Root(r) (the result of
  * Reduce: meaningful on rank r of the group only). Groups: WORLD, or

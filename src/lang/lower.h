@@ -48,7 +48,7 @@
  * wait is for (the group, a root, a Send's source or destination) and which
  * ranks do it (those that run a loop, or hold a buffer). The code emits
  * exactly these; lower_proto.c expands the same list, with the loops' reads
- * and writes, into protocol.h's steps. Own-rank waits for ready[s] (the
+ * and writes, into core/protocol.h's steps. Own-rank waits for ready[s] (the
  * unit's blocks meeting between steps) are in the list too and are left out
  * of the protocol (the checker models a rank's blocks as one actor).
  *
@@ -63,7 +63,7 @@
 #include <stdint.h>
 
 #include "lang/lang.h"
-#include "lang/protocol.h"
+#include "core/protocol.h"
 
 #define LOOM__LW_NPART 64 /* a Norm's partial-sum slots (per rank) */
 
@@ -237,13 +237,15 @@ int loom__lw_reads_peers(const loom__lw_prog_t *lw, const loom__lw_loop_t *l, in
  * done handshakes its reads need); done only where the protocol without it
  * fails the checker at the world sizes it is checked at. */
 loom_result_t loom__lw_exchanges(loom__lw_prog_t *lw, int u);
-/* Unit u's protocol (protocol.h) expanded from its exchange list and loops,
- * at lw's W (every rank of lw: R <= LOOM__PROTO_MAXW), without the list's
- * entry `drop` (-1: none; a mutation). */
+/* Unit u's protocol (core/protocol.h) expanded from its exchange list and
+ * loops, at lw's W (every rank of lw: R <= LOOM__PROTO_MAXW), without the
+ * list's entry `drop` (-1: none; a mutation). out's memory is taken as
+ * fresh: loom__proto_free it. */
 loom_result_t loom__lw_protocol(const loom__lw_prog_t *lw, int u, int drop, loom__proto_t *out);
 /* The world sizes (ranks per group) the protocols of p are checked at: 2
  * and 3 (pipeline programs: as many as keep every rank within the checker's
- * LOOM__PROTO_MAXW); *n of them (0: none fits). */
+ * LOOM__PROTO_EXH_MAXW, the exhaustive search's reach); *n of them (0: none
+ * fits). */
 void loom__lw_check_worlds(const loom__prog_t *p, int *W, int *n);
 /* The lowering code generation runs: loom__lw_lower_raw at W, with the
  * optional entries the checker needs at the check worlds kept (each done

@@ -19,7 +19,7 @@
  * each done WAIT is left out where every check world's protocol passes
  * without it (a FusedAllReduce's ready waits already hand its input back).
  *
- * The protocol (protocol.h) of unit u, per rank of every group: the
+ * The protocol (core/protocol.h) of unit u, per rank of every group: the
  * caller's WRITE of the buffers peers read that the unit does not write,
  * the start's SETs, then per step its WAITs, the READs of the buffers peers
  * read (at every rank the loop reads) and the WRITEs of those its loops
@@ -267,7 +267,7 @@ void loom__lw_check_worlds(const loom__prog_t *p, int *W, int *n) {
   const int G = loom__lang_ngroups(p);
   *n = 0;
   for (int w = G == 1 ? 2 : 1; w <= (G == 1 ? 3 : 2); ++w)
-    if (G * w <= LOOM__PROTO_MAXW) W[(*n)++] = w;
+    if (G * w <= LOOM__PROTO_EXH_MAXW) W[(*n)++] = w;
 }
 
 /* Unit u of lw checked over two calls: LOOM_SUCCESS with *ok 1 or 0 (rep: the violation). */
@@ -277,6 +277,7 @@ static loom_result_t check_unit(const loom__lw_prog_t *lw, int u, int drop, int 
   loom_result_t r = loom__lw_protocol(lw, u, drop, pr);
   if (r == LOOM_SUCCESS) r = loom__proto_check(pr, 2, rep);
   *ok = r == LOOM_SUCCESS && rep->violation == LOOM__PV_NONE;
+  loom__proto_free(pr);
   free(pr);
   return r;
 }
@@ -342,7 +343,7 @@ static loom_result_t settled(loom__prog_t *p, const loom__binding_t *bind, loom_
   loom__lw_check_worlds(p, W, n);
   if (*n == 0)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "%d pipeline groups: the protocol checker covers at most %d ranks, so no "
-                      "generated protocol of this program can be checked", loom__lang_ngroups(p), LOOM__PROTO_MAXW);
+                      "generated protocol of this program can be checked", loom__lang_ngroups(p), LOOM__PROTO_EXH_MAXW);
   loom__proto_report_t *rep = malloc(sizeof *rep);
   loom_result_t r = rep ? LOOM_SUCCESS : loom__fail(LOOM_ERR_OUT_OF_MEMORY, "lowering: out of host memory");
   int made = 0;

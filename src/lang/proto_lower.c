@@ -1,6 +1,6 @@
 /*
  * proto_lower.c - a scheduled program's communication lowered to protocols
- * (protocol.h), one per unit that talks to other ranks, so that the checker
+ * (core/protocol.h), one per unit that talks to other ranks, so that the checker
  * can prove each free of deadlocks and races before code runs it.
  *
  * Units, in the program's topological order:
@@ -8,7 +8,8 @@
  *    MatMul feeding ReduceScatter (alone or fused) is GEMM + ReduceScatter's
  *    tile-signal protocol; feeding AllReduce (alone, FusedAllReduce or
  *    FusedAllReduceEpilogue) GEMM + AllReduce's; AllGather (alone or fused)
- *    feeding the MatMul is AllGather + GEMM's push protocol (proto_ops.c);
+ *    feeding the MatMul is AllGather + GEMM's push protocol (proto_ops.c's table of the
+ *    families' protocols);
  *  - a fused collective: FusedAllReduce is the two-shot protocol (the fused
  *    kernel runs on the reduced slice before it is published in staging),
  *    FusedReduceScatter ReduceScatter's, FusedAllGather AllGather's (the
@@ -29,7 +30,7 @@
 #include <string.h>
 
 #include "lang/lang.h"
-#include "lang/protocol.h"
+#include "lang/lang_proto.h"
 
 /* Reduce (root 0 pulls) and Broadcast (the ranks pull from root 0). */
 static void loom__lower_rooted(loom__proto_t *p, int r, int bcast) {
@@ -202,4 +203,8 @@ loom_result_t loom__lang_lower(struct loom_prog *p, int W, loom__proto_unit_t *o
   *n = L.n;
   free(order), free(seen);
   return r;
+}
+
+void loom__proto_units_free(loom__proto_unit_t *u, int n) {
+  for (int i = 0; i < n; ++i) loom__proto_free(&u[i].proto);
 }

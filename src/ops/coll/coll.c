@@ -28,6 +28,7 @@
 #include "core/pointwise.h"
 #include "core/ptr_check.h"
 #include "ops/coll/coll.h"
+#include "ops/coll/coll_protocol.h"
 #include "ops/coll/coll_schedule.h"
 
 /* Settings (core/param.h) this file reads, declared where they are used. */
@@ -47,12 +48,9 @@ LOOM_PARAM_INT(ALLREDUCE_ONE_SHOT_BYTES, "16M",
                "of input (and, at W > 2, while its extra reads over "
                "the two-shot's stay under 2 MiB), two-shot above")
 
+/* The kernels' wait sites, named from the protocol's table of signals. */
 __attribute__((constructor)) static void loom__coll_wait_sites(void) {
-  loom__wait_site_register(LOOM_SITE_COLL_ARRIVED, "collective: a peer's input readable (its call started)");
-  loom__wait_site_register(LOOM_SITE_COLL_REDUCED, "AllReduce two-shot: a peer's reduced chunk");
-  loom__wait_site_register(LOOM_SITE_COLL_DONE, "collective: a peer still reading this rank's buffers");
-  loom__wait_site_register(LOOM_SITE_COLL_LL, "AllReduce LL: a peer's pushed words (signal = the line)");
-  loom__wait_site_register(LOOM_SITE_COLL_PUSH, "AllReduce PUSH: a peer's chunk stored into this rank (signal = the chunk)");
+  loom__proto_register_sites(loom__coll_signals, LOOM__COLL_NSIG);
 }
 
 

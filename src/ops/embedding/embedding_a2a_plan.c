@@ -25,6 +25,7 @@
  * replays advance it); the host's plan->epoch is advanced too, unused here.
  */
 #include "ops/embedding/embedding_a2a.h"
+#include "ops/embedding/embedding_protocol.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,11 +41,9 @@
 #include "core/ptr_check.h"
 #include "core/world.h"
 
+/* The kernels' wait sites, named from the protocol's table of signals. */
 __attribute__((constructor)) static void loom__emb_wait_sites(void) {
-  loom__wait_site_register(LOOM_SITE_EMB_SLICE_READY, "embedding slice ready");
-  loom__wait_site_register(LOOM_SITE_EMB_GRAD_READY, "embedding backward: peer's grad_out readable");
-  loom__wait_site_register(LOOM_SITE_EMB_GRAD_DONE, "embedding backward: peer done reading grad_out");
-  loom__wait_site_register(LOOM_SITE_EMB_OUT_READY, "embedding forward: peer's output writable");
+  loom__proto_register_sites(loom__emb_signals, LOOM__EMB_NSIG);
 }
 
 static const char *pool_name(int p) { return p == LOOM_POOL_SUM ? "sum" : p == LOOM_POOL_MEAN ? "mean" : "?"; }

@@ -20,16 +20,11 @@
 #include "gemm/gemm.h"
 #include "gemm/gemm_heuristic.h"
 #include "ops/moe/moe.h"
+#include "ops/moe/moe_protocol.h"
 
+/* The kernels' wait sites, named from the protocol's table of signals. */
 __attribute__((constructor)) static void loom__moe_wait_sites(void) {
-  loom__wait_site_register(LOOM_SITE_MOE_COUNTS, "MoE dispatch: a rank's expert counts (its dispatch started)");
-  loom__wait_site_register(LOOM_SITE_MOE_DELIVERED, "MoE dispatch: a source's rows in this rank's receive buffer");
-  loom__wait_site_register(LOOM_SITE_MOE_COMB_READY, "MoE combine: a rank's combine buffer writable (its combine started)");
-  loom__wait_site_register(LOOM_SITE_MOE_COMB_DONE, "MoE combine: an expert rank's outputs in this rank's combine buffer");
-  loom__wait_site_register(LOOM_SITE_MOE_GRID, "MoE dispatch: the blocks of this rank's own kernel (a grid barrier)");
-  loom__wait_site_register(LOOM_SITE_MOE_LAYOUT, "MoE gate/up GEMM (dispatch in its prologue): this rank's layout");
-  loom__wait_site_register(LOOM_SITE_MOE_ARRIVED,
-                           "MoE gate/up GEMM (dispatch in its prologue): a source's rows of an expert");
+  loom__proto_register_sites(loom__moe_signals, LOOM__MOE_NSIG);
 }
 
 loom_result_t loom__moe_check_desc(const char *fn, int comm_size, const loom_moe_desc_t *d) {

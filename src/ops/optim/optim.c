@@ -29,13 +29,12 @@
 #include "core/plan.h"
 #include "core/ptr_check.h"
 #include "ops/optim/optim.h"
+#include "ops/optim/optim_protocol.h"
 #include "ops/optim/optim_schedule.h"
 
+/* The kernels' wait sites, named from the protocol's table of signals. */
 __attribute__((constructor)) static void loom__optim_wait_sites(void) {
-  loom__wait_site_register(LOOM_SITE_OPTIM_READY, "optimizer step: a peer's gradients complete (its step started)");
-  loom__wait_site_register(LOOM_SITE_OPTIM_DONE,
-                           "optimizer step: a peer still reading this rank's gradients or storing its parameters");
-  loom__wait_site_register(LOOM_SITE_OPTIM_PHASE, "LAMB step: a peer's partial norms");
+  loom__proto_register_sites(loom__optim_signals, LOOM__OPTIM_NSIG);
 }
 
 /* The tensors: their count, arrays, sizes, pointers, weight decays. */

@@ -18,15 +18,12 @@
 #include "core/plan.h"
 #include "gemm/gemm.h"
 #include "ops/tp/tp_linear.h"
+#include "ops/tp/tp_protocol.h"
 #include "ops/tp/tp_schedule.h"
 
+/* The kernels' wait sites, named from the protocol's table of signals. */
 __attribute__((constructor)) static void loom__tp_wait_sites(void) {
-  loom__wait_site_register(LOOM_SITE_AG_READY, "AllGather+GEMM: peer's gathered buffer writable (its call started)");
-  loom__wait_site_register(LOOM_SITE_RS_TILE, "GEMM+ReduceScatter: a peer's partial tile");
-  loom__wait_site_register(LOOM_SITE_RS_DONE, "GEMM+ReduceScatter: a peer still reading this rank's previous partial");
-  loom__wait_site_register(LOOM_SITE_AR_GATHERED, "GEMM+AllReduce: a peer's reduced tile of this rank's out");
-  loom__wait_site_register(LOOM_SITE_RS_PUSHED,
-                           "GEMM+ReduceScatter (bulk reduce): a peer's partial tiles added into this rank's sum");
+  loom__proto_register_sites(loom__tp_signals, LOOM__TP_NSIG);
 }
 
 const char *loom__tp_kind_op(int k) { return k == LOOM__TP_AG ? "ag_gemm" : k == LOOM__TP_RS ? "gemm_rs" : "gemm_ar"; }

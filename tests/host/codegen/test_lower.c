@@ -137,6 +137,7 @@ static void mutate(const loom__lw_prog_t *lw, char *caught) {
       CHECK_RESULT(loom__lw_protocol(lw, u, i, &pr), LOOM_SUCCESS);
       CHECK_RESULT(loom__proto_check(&pr, 2, &rep), LOOM_SUCCESS);
       caught[i] |= rep.violation != LOOM__PV_NONE;
+      loom__proto_free(&pr);
     }
   }
 }

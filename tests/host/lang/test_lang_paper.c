@@ -15,7 +15,7 @@
 #include "tests/common/test.h"
 #include "tests/host/lang/lang_test_util.h"
 #include "lang/lang.h"
-#include "lang/protocol.h"
+#include "lang/lang_proto.h"
 
 static const struct {
   const char *file, *bind;
@@ -45,6 +45,7 @@ static void protocols_pass(loom_prog_t q, const char *what) {
     CHECK_RESULT(loom__proto_check(&u[i].proto, 2, &rep), LOOM_SUCCESS);
     if (rep.violation) loom_test_fail(__FILE__, __LINE__, "%s: unit %s:\n%s", what, u[i].unit, rep.text);
   }
+  loom__proto_units_free(u, n);
 }
 
 LOOM_TEST(lang_programs_written_from_the_paper_run_with_every_schedule) {

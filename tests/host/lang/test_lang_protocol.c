@@ -1,10 +1,10 @@
 /*
- * test_lang_protocol.c - the protocol model checker (src/lang/protocol.h).
+ * test_lang_protocol.c - the language's protocols (src/lang/lang_proto.h)
+ * under the model checker (src/core/protocol.h; the checkers' own tests:
+ * tests/host/core/test_protocol.c).
  *
- *  - the checker's semantics on small protocols: a deadlock, a read before
- *    publish, an overwrite before consumed, the "first SET >= v" rule of
- *    waits, a slot with two writers;
- *  - every hand-written op's protocol (coll, tp, embedding, optim) passes at W = 2 and 3
+ *  - every hand-written op's protocol in the language's table (coll, tp,
+ *    embedding, optim, moe: each built by its family) passes at W = 2 and 3
  *    over two calls;
  *  - the mutation test: every WAIT step of every rank dropped in turn, and
  *    every signal's whole handshake (its SETs and WAITs) dropped in turn,
@@ -20,7 +20,9 @@
 
 #include "tests/common/test.h"
 #include "lang/lang.h"
-#include "lang/protocol.h"
+#include "lang/lang_proto.h"
+#include "ops/coll/coll_protocol.h"
+#include "ops/embedding/embedding_protocol.h"
 #include "tests/host/lang/lang_test_util.h"
 
 static int loom__t_check(const loom__proto_t *p, loom__proto_report_t *rep) {
@@ -29,81 +31,6 @@ static int loom__t_check(const loom__proto_t *p, loom__proto_report_t *rep) {
     return -1;
   }
   return rep->violation;
-}
-
-/* Rank 0 writes d and sets s; rank 1 waits on s and reads d (and, with
- * consumed, says so, and rank 0 waits for that before its next write). */
-static void loom__t_pair(loom__proto_t *p, int wait, int consumed) {
-  loom__proto_init(p, "pair", 2);
-  const int d = loom__proto_buf(p, "d"), s = loom__proto_sig(p, "s"), k = loom__proto_sig(p, "consumed");
-  if (consumed) loom__proto_wait(p, 0, 0, k, 0, -1);
-  loom__proto_write(p, 0, 0, d, 0, 1);
-  loom__proto_set(p, 0, 0, s, 0, 0);
-  if (wait) loom__proto_wait(p, 1, 0, s, 0, 0);
-  loom__proto_read(p, 1, 0, d, 0, 1);
-  if (consumed) loom__proto_set(p, 1, 0, k, 0, 0);
-}
-
-LOOM_TEST(lang_protocol_checker_semantics) {
-  static loom__proto_t p;
-  static loom__proto_report_t rep;
-  loom__t_pair(&p, 1, 1);
-  CHECK_EQ_INT(loom__t_check(&p, &rep), LOOM__PV_NONE);
-  CHECK(rep.states > 1);
-  loom__t_pair(&p, 0, 1);
-  CHECK(loom__t_check(&p, &rep) == LOOM__PV_STALE_READ || rep.violation == LOOM__PV_RACE_READ);
-  CHECK(strstr(rep.text, "==> rank 1") != NULL);
-  loom__t_pair(&p, 1, 0);
-  CHECK_EQ_INT(loom__t_check(&p, &rep), LOOM__PV_OVERWRITE);
-  /* a deadlock: each waits for the other's signal before setting its own */
-  loom__proto_init(&p, "cross", 2);
-  const int s = loom__proto_sig(&p, "s");
-  for (int r = 0; r < 2; ++r) loom__proto_wait(&p, r, 1 - r, s, 0, 0), loom__proto_set(&p, r, r, s, 0, 0);
-  CHECK_EQ_INT(loom__t_check(&p, &rep), LOOM__PV_DEADLOCK);
-  CHECK(strstr(rep.text, "blocked: rank 0") != NULL && strstr(rep.text, "blocked: rank 1") != NULL);
-  /* a wait for >= c is ordered after the first SET that reaches c only:
-   * the writer sets c, writes, sets c + 1; a read after a wait for c races
-   * (one call), a read after a wait for c + 1 does not */
-  for (int later = 0; later < 2; ++later) {
-    loom__proto_init(&p, "first-set", 2);
-    const int d = loom__proto_buf(&p, "d"), f = loom__proto_sig(&p, "f");
-    loom__proto_set(&p, 0, 0, f, 0, 0);
-    loom__proto_write(&p, 0, 0, d, 0, 1);
-    loom__proto_set(&p, 0, 0, f, 0, 1);
-    loom__proto_wait(&p, 1, 0, f, 0, later);
-    loom__proto_read(&p, 1, 0, d, 0, 1);
-    CHECK_RESULT(loom__proto_check(&p, 1, &rep), LOOM_SUCCESS);
-    if (later)
-      CHECK_EQ_INT(rep.violation, LOOM__PV_NONE);
-    else
-      CHECK(rep.violation == LOOM__PV_STALE_READ || rep.violation == LOOM__PV_RACE_READ);
-  }
-  /* additions: two ranks ADD into rank 0's region (unordered between them:
-   * they commute), rank 0 reads after rank 1's signal; without that wait
-   * the read races the peer's addition; a WRITE instead of rank 1's ADD
-   * races rank 0's own ADD */
-  for (int variant = 0; variant < 3; ++variant) {
-    loom__proto_init(&p, "adds", 2);
-    const int d = loom__proto_buf(&p, "d"), f = loom__proto_sig(&p, "f");
-    loom__proto_add(&p, 0, 0, d, 0, 1);
-    if (variant == 2) loom__proto_write(&p, 1, 0, d, 0, 1);
-    else loom__proto_add(&p, 1, 0, d, 0, 1);
-    loom__proto_set(&p, 1, 0, f, 0, 0);
-    if (variant != 1) loom__proto_wait(&p, 0, 0, f, 0, 0);
-    loom__proto_read(&p, 0, 0, d, 0, 1);
-    CHECK_RESULT(loom__proto_check(&p, 1, &rep), LOOM_SUCCESS);
-    if (variant == 0) CHECK_EQ_INT(rep.violation, LOOM__PV_NONE);
-    if (variant == 1) CHECK(rep.violation == LOOM__PV_RACE_READ || rep.violation == LOOM__PV_STALE_READ);
-    if (variant == 2) CHECK_EQ_INT(rep.violation, LOOM__PV_RACE_WRITE);
-  }
-  /* two writers of one slot */
-  loom__proto_init(&p, "two-writers", 2);
-  const int s2 = loom__proto_sig(&p, "s");
-  for (int r = 0; r < 2; ++r) loom__proto_set(&p, r, 0, s2, 0, 0);
-  CHECK_EQ_INT(loom__t_check(&p, &rep), LOOM__PV_SIGNAL);
-  /* a malformed protocol is refused */
-  loom__proto_init(&p, "bad", LOOM__PROTO_MAXW + 1);
-  CHECK_RESULT(loom__proto_check(&p, 2, &rep), LOOM_ERR_INVALID_ARGUMENT);
 }
 
 LOOM_TEST(lang_protocol_hand_written_ops_pass) {
@@ -120,23 +47,25 @@ LOOM_TEST(lang_protocol_hand_written_ops_pass) {
         loom_test_fail(__FILE__, __LINE__, "%s W=%d:\n%s", p.name, W, rep.text);
       printf("    %-20s W=%d: %lld states, %lld transitions, no violation\n", p.name, W, (long long)rep.states,
              (long long)rep.transitions);
+      loom__proto_free(&p);
     }
 }
 
 /* Handshakes that the checker proves redundant in an op (no mutation of
  * them breaks anything); the test fails if one of them turns out needed,
- * or if any other mutation goes unnoticed. slots [lo, hi): the waits of
- * those slots only (hi < 0: every slot, and the whole handshake). */
+ * or if any other mutation goes unnoticed. Epochs [lo, hi): the waits of
+ * the slots lo W .. hi W - 1 only (the MoE protocol's slot per epoch and
+ * source; hi < 0: every slot, and the whole handshake). */
 static const struct { const char *op, *sig; int lo, hi; const char *why; } loom__t_redundant[] = {
     {"gemm_ar", "done", 0, -1,
      "an owner sets a tile's gathered signal after reading the sources' partial rows of it, and every source waits "
      "for every other owner's gathered signals before its call ends, so the next call's GEMM cannot overwrite a "
      "partial still being read without the begin kernel's done wait"},
-    {"moe", "comb_ready", 0, LOOM__PROTO_MAXW,
-     "a combine right after a dispatch: the dispatch waited for every rank's counts_ready, which each sets only "
-     "after its previous combine's reduction, so its combine buffer is free already (the waits of a combine that "
-     "follows a combine, slots W.., are needed; the kernel keeps both: what came before is not known on the host "
-     "when calls are replayed from CUDA graphs)"},
+    {"moe", "comb_ready", 1, 2,
+     "a combine right after a dispatch (epoch 1): the dispatch waited for every rank's counts_ready, which each "
+     "sets only after its previous combine's reduction, so its combine buffer is free already (the waits of a "
+     "combine that follows a combine, epoch 2, are needed; the kernel keeps both: what came before is not known on "
+     "the host when calls are replayed from CUDA graphs)"},
 };
 
 /* step_slot: the slot of a dropped WAIT, -1 for a whole handshake. */
@@ -144,7 +73,7 @@ static int loom__t_is_redundant(const loom__proto_t *p, int sig, int step_slot) 
   for (size_t i = 0; i < sizeof loom__t_redundant / sizeof *loom__t_redundant; ++i) {
     if (strcmp(p->name, loom__t_redundant[i].op) != 0 || strcmp(p->sig[sig], loom__t_redundant[i].sig) != 0) continue;
     const int lo = loom__t_redundant[i].lo, hi = loom__t_redundant[i].hi;
-    if (hi < 0 || (step_slot >= lo && step_slot < hi && step_slot < p->W)) return 1;
+    if (hi < 0 || (step_slot >= lo * p->W && step_slot < hi * p->W)) return 1;
   }
   return 0;
 }
@@ -180,11 +109,13 @@ static void loom__t_mutate(const loom__proto_t *p, int *tried, int *caught, int 
       loom__proto_step_str(p, &p->steps[r][i], 1, st, sizeof st);
       snprintf(what, sizeof what, "without actor %d's (rank %d) step %d (%s)", r, p->rank_of[r], i, st);
       loom__t_mutant(p, &m, p->steps[r][i].obj, p->steps[r][i].lo, what, tried, caught, redundant);
+      loom__proto_free(&m);
     }
   for (int s = 0; s < p->nsig; ++s) {
     loom__proto_drop_sig(p, s, &m);
     snprintf(what, sizeof what, "without the %s handshake", p->sig[s]);
     loom__t_mutant(p, &m, s, -1, what, tried, caught, redundant);
+    loom__proto_free(&m);
   }
 }
 
@@ -200,6 +131,7 @@ LOOM_TEST(lang_protocol_mutations_every_wait_and_handshake_caught) {
       if (red) printf(" (%d more of a handshake proven redundant)", red);
       printf("\n");
       tried += t, caught += c, redundant += red;
+      loom__proto_free(&p);
     }
   const int templates[] = {LOOM__OP_REDUCE, LOOM__OP_BROADCAST, LOOM__OP_ALLTOALL, LOOM__OP_SEND};
   for (size_t i = 0; i < sizeof templates / sizeof *templates; ++i)
@@ -209,6 +141,7 @@ LOOM_TEST(lang_protocol_mutations_every_wait_and_handshake_caught) {
       loom__t_mutate(&p, &t, &c, &red);
       printf("    %-20s W=%d: %d of %d mutations caught (the language's template)\n", p.name, W, c, t);
       tried += t, caught += c, redundant += red;
+      loom__proto_free(&p);
     }
   printf("    all ops: %d of %d mutations caught; %d mutations of redundant handshakes harmless\n", caught, tried,
          redundant);
@@ -217,28 +150,22 @@ LOOM_TEST(lang_protocol_mutations_every_wait_and_handshake_caught) {
 }
 
 /* LL and PUSH: the two parities are their consumed handshake. Folded into
- * one set of slots (every call writes the same regions and flag slots), a
+ * one (every kernel call on parity 0: the same regions and flag slots), a
  * sender's next call overwrites a slot its receiver may still read (the
  * checker reports the write or the read, whichever the shortest run puts
  * second). */
 LOOM_TEST(lang_protocol_ll_push_parity_needed) {
   static loom__proto_t p;
   static loom__proto_report_t rep;
-  const int ops[] = {LOOM__PROTO_AR_LL, LOOM__PROTO_AR_PUSH};
+  const int kinds[] = {LOOM__CK_LL, LOOM__CK_PUSH};
   for (int o = 0; o < 2; ++o)
     for (int W = 2; W <= 3; ++W) {
-      loom__proto_op(ops[o], W, &p);
-      const int box = loom__proto_buf(&p, o == 0 ? "ll" : "push"), flag = loom__proto_sig(&p, o == 0 ? "line" : "flag");
-      for (int r = 0; r < p.nact; ++r)
-        for (int i = 0; i < p.n[r]; ++i) {
-          loom__pstep_t *st = &p.steps[r][i];
-          const int isbuf = st->kind == LOOM__PS_WRITE || st->kind == LOOM__PS_READ;
-          if (st->obj != (isbuf ? box : flag)) continue;
-          st->lo = (int16_t)(st->lo % (W - 1)), st->hi = (int16_t)(st->lo + 1);
-        }
+      const loom__coll_proto_t s = {kinds[o], W, 1, W, 1, W, 0, 4, 1};
+      loom__coll_protocol(&s, &p);
       const int v = loom__t_check(&p, &rep); /* the next call's write, seen before or after the read */
       CHECK(v == LOOM__PV_OVERWRITE || v == LOOM__PV_RACE_READ);
       if (o == 0 && W == 2) printf("%s", rep.text);
+      loom__proto_free(&p);
     }
 }
 
@@ -250,17 +177,20 @@ LOOM_TEST(lang_protocol_embedding_gin) {
   static loom__proto_t p;
   static loom__proto_report_t rep;
   for (int W = 2; W <= 3; ++W) {
-    loom__proto_emb_gin(W, 0, &p);
+    loom__emb_protocol_gin(W, 0, &p);
     const int v = loom__t_check(&p, &rep);
     CHECK(v == LOOM__PV_OVERWRITE || v == LOOM__PV_RACE_READ);
     CHECK(strstr(rep.text, "out@") != NULL);
     if (W == 2) printf("%s", rep.text);
-    loom__proto_emb_gin(W, 1, &p);
-    if (loom__t_check(&p, &rep) != LOOM__PV_NONE) loom_test_fail(__FILE__, __LINE__, "%s W=%d:\n%s", p.name, W, rep.text);
+    loom__proto_free(&p);
+    loom__emb_protocol_gin(W, 1, &p);
+    if (loom__t_check(&p, &rep) != LOOM__PV_NONE)
+      loom_test_fail(__FILE__, __LINE__, "%s W=%d:\n%s", p.name, W, rep.text);
     int t = 0, c = 0, red = 0;
     loom__t_mutate(&p, &t, &c, &red);
     printf("    %-20s W=%d: %lld states, %d of %d mutations caught\n", p.name, W, (long long)rep.states, c, t);
     CHECK(t > 0 && c == t && red == 0);
+    loom__proto_free(&p);
   }
 }
 
@@ -273,6 +203,7 @@ LOOM_TEST(lang_protocol_counterexample_trace) {
   CHECK_EQ_INT(loom__t_check(&m, &rep), LOOM__PV_OVERWRITE);
   CHECK(strstr(rep.text, "not ordered with:") != NULL);
   printf("%s", rep.text);
+  loom__proto_free(&p), loom__proto_free(&m);
 }
 
 /* Every example's schedules (and the unscheduled programs, and the
@@ -289,6 +220,7 @@ static void loom__t_lower_check(loom_prog_t q, const char *what, int *units) {
       if (loom__t_check(&u[i].proto, &rep) != LOOM__PV_NONE)
         loom_test_fail(__FILE__, __LINE__, "%s W=%d unit %s:\n%s", what, W, u[i].unit, rep.text);
     }
+    loom__proto_units_free(u, n);
   }
 }
 
@@ -349,7 +281,10 @@ LOOM_TEST(lang_protocol_lowering_units) {
     if (q) CHECK_RESULT(loom__lang_lower(q, 3, u, 16, &n), LOOM_SUCCESS);
     for (int k = 0; k < n; ++k)
       found |= strncmp(u[k].unit, want[i].unit, strlen(want[i].unit)) == 0 && !strcmp(u[k].proto.name, want[i].proto);
-    if (!found) loom_test_fail(__FILE__, __LINE__, "%s best: no unit %s lowered to %s", want[i].example, want[i].unit, want[i].proto);
+    if (!found)
+      loom_test_fail(__FILE__, __LINE__, "%s best: no unit %s lowered to %s", want[i].example, want[i].unit,
+                     want[i].proto);
+    loom__proto_units_free(u, n);
     if (q) loom_prog_destroy(q);
     loom_prog_destroy(p);
   }

@@ -1,251 +1,80 @@
 /*
- * test_moe_protocol.c - the MoE dispatch / combine signal protocol (moe.h)
- * played on the host: W ranks as actors, each running its calls' steps in
- * stream order over several cycles of dispatch, the expert step (reads the
- * received rows, writes the outputs in place, as loom_moe_mlp's down GEMM
- * does) and, in most cycles, combine; under random interleavings (every
- * step atomic: the kernels' fences and grid barriers make their effects
- * visible in this order; a rank's blocks are one actor). A cycle has
- * no combine, one, or two (a combine returns the last dispatch's rows:
- * a caller may combine again). A cycle of one combine may be
- * loom_moe_mlp's fused form on some ranks or all: the expert step stores
- * its outputs straight into the sources' combine buffers (no ready wait,
- * no send) and the combine kernel stores ready, done, and reduces (moe.h
- * says why no ready wait is needed there; a mutation that fuses a second
- * combine, where it would be needed, is caught). Such a cycle may also
- * run the arrival form (the dispatch in the gate/up GEMM's prologue) on
- * some ranks or all: when any rank of the cycle runs it (the counts' top
- * bit), every source also signals arrived after its send; a rank of that
- * form skips the dispatch's delivered wait, and its expert step waits for
- * arrived from every source instead (a mutation without that wait is
- * caught). Each buffer region
- * carries whose data it holds:
- *   recv[p][s]  the rows source s stored in owner p's receive buffer
- *               (c: cycle c's tokens; -c: cycle c's expert outputs)
- *   comb[s][p]  the rows owner p stored in source s's combine buffer
- *               (the epoch of the combine that stored them)
- * The counts words carry the epoch of the call that stored them (the
- * data is its own signal). The test checks that
+ * test_moe_protocol.c - the MoE dispatch / combine protocol (moe.h), as
+ * its family builds it (moe_protocol.c: each rank's dispatch, its experts
+ * writing the outputs into the receive buffer as loom_moe_mlp's down GEMM
+ * does, or storing them into the sources' combine buffers in the fused
+ * form, the arrival form's gate/up GEMM as a second actor beside its
+ * dispatch, and the combines), proven by the model checker (core/protocol.h:
+ * the static check, every interleaving's verdict) over two calls of a list
+ * of cycles. A cycle has no combine, one or two (a combine returns the last
+ * dispatch's rows: a caller may combine again); a cycle of one combine may
+ * run loom_moe_mlp's fused form on some ranks or all (the expert step
+ * stores its outputs straight into the sources' combine buffers: no ready
+ * wait, no send; moe.h says why none is needed there, and a mutation that
+ * fuses a second combine, where it would be, is caught), or the arrival
+ * form (the dispatch in the gate/up GEMM's prologue: every source of the
+ * cycle also signals arrived, that rank's GEMM waits for it per source and
+ * its dispatch skips the delivered wait). The checker proves
  *  - the layout reads this call's counts from every source;
  *  - the expert step reads this cycle's rows from every source, the
  *    combine's send this cycle's outputs, the reduce this cycle's rows
- *    from every owner (nobody overwrote a buffer still in use);
+ *    from every owner (nobody overwrote a buffer still in use), every row
+ *    of a combine buffer and of out written once and read;
  *  - nothing deadlocks.
- * W = 1, 2, 3, 4, 8, 16; a mutation test shows the model catches each
+ * W = 1, 2, 3, 4, 8, 16; a mutation test shows the checker catches each
  * dropped or weakened wait.
  */
 #include <stdint.h>
-#include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "tests/common/test.h"
-#include "core/signal.h"
-
-enum {
-  D_PUBLISH,   /* counts[p][r] = e for every p */
-  D_COUNTS,    /* waits: every word of counts[r] at epoch e; reads them */
-  D_SEND,      /* recv[p][r] = c for every p */
-  D_ARRIVED,   /* arrived[p][r] = e (when a rank of the cycle runs the arrival form) */
-  D_DELIVERED, /* delivered[p][r] = e */
-  D_WAIT,      /* waits: delivered[r][s] >= e for every s */
-  X_EXPERTS,   /* reads recv[r][*] (c), writes them (-c) */
-  C_READY,     /* comb_ready[p][r] = e */
-  C_WAIT,      /* waits: comb_ready[r][s] >= e */
-  C_SEND,      /* reads recv[r][*] (-c); comb[s][r] = e for every s */
-  C_DONE,      /* comb_done[p][r] = e */
-  C_REDUCE,    /* waits: comb_done[r][s] >= e; reads comb[r][*] (e) */
-  X_SCATTER,   /* the fused expert step: reads recv[r][*] (c); comb[s][r] = e (its combine's) */
-  X_UP         /* the arrival form's gate/up GEMM: waits arrived[r][s] >= e; reads recv[r][*] (c) */
-};
-
-enum {
-  M_NONE,
-  M_NO_COUNTS_WAIT,   /* the layout reads the counts without waiting */
-  M_NO_READY_WAIT,    /* the combine sends without its buffers' ready wait */
-  M_ANY_COUNTS,       /* the counts wait takes any stored word (epoch != 0), not this call's */
-  M_NO_DELIVER_WAIT,  /* the dispatch completes without the delivered wait */
-  M_FUSED_SECOND,     /* the second of two combines fused (no dispatch just before it) */
-  M_NO_ARRIVAL_WAIT   /* the arrival form's GEMM reads the rows without waiting for arrived */
-};
+#include "ops/moe/moe_protocol.h"
+#include "tests/host/proto_waits.h"
 
 /* The forms of the single-combine cycles: every rank unfused, fused or
  * arrival; fused on odd rank + cycle; unfused / fused / arrival by (rank +
  * cycle) % 3. */
 enum { FUSE_NONE, FUSE_ALL, FUSE_MIXED, FUSE_ARRIVAL, FUSE_MIXED3, FUSE_MODES };
-enum { FORM_UNFUSED, FORM_FUSED, FORM_ARRIVAL };
 
-typedef struct step {
-  int kind, cycle;
-  uint32_t e;
-} step_t;
-
-typedef struct moe_sim {
-  int W, mutate;
-  uint32_t *counts, *delivered, *ready, *done, *arrived; /* [r * W + s]: rank r's word of source s */
-  int *recv, *comb;                            /* [p * W + s] */
-} moe_sim_t;
-
-#define AT(a, r, s) ((a)[(r) * sim->W + (s)])
-
-/* 1 when every word s of rank r's array `a` has reached e. */
-static int all_reached(const moe_sim_t *sim, const uint32_t *a, int r, uint32_t e) {
-  for (int s = 0; s < sim->W; ++s)
-    if (!loom__epoch_reached(AT(a, r, s), e)) return 0;
-  return 1;
-}
-
-static int ready(const moe_sim_t *sim, int r, const step_t *st) {
-  switch (st->kind) {
-    case D_COUNTS:
-      if (sim->mutate == M_NO_COUNTS_WAIT) return 1;
-      if (sim->mutate == M_ANY_COUNTS) {
-        for (int s = 0; s < sim->W; ++s)
-          if (AT(sim->counts, r, s) == 0) return 0;
-        return 1;
-      }
-      return all_reached(sim, sim->counts, r, st->e);
-    case D_WAIT: return sim->mutate == M_NO_DELIVER_WAIT || all_reached(sim, sim->delivered, r, st->e);
-    case C_WAIT: return sim->mutate == M_NO_READY_WAIT || all_reached(sim, sim->ready, r, st->e);
-    case C_REDUCE: return all_reached(sim, sim->done, r, st->e);
-    case X_UP: return sim->mutate == M_NO_ARRIVAL_WAIT || all_reached(sim, sim->arrived, r, st->e);
-    default: return 1;
-  }
-}
-
-/* Runs a step; 0 when it read data of another call. */
-static int run(moe_sim_t *sim, int r, const step_t *st) {
-  const int W = sim->W, c = st->cycle;
-  for (int q = 0; q < W; ++q) switch (st->kind) {
-      case D_PUBLISH: AT(sim->counts, q, r) = st->e; break;
-      case D_COUNTS:
-        if (AT(sim->counts, r, q) != st->e) return 0;
-        break;
-      case D_SEND: AT(sim->recv, q, r) = c; break;
-      case D_ARRIVED: AT(sim->arrived, q, r) = st->e; break;
-      case D_DELIVERED: AT(sim->delivered, q, r) = st->e; break;
-      case X_UP:
-        if (AT(sim->recv, r, q) != c) return 0;
-        break;
-      case X_EXPERTS:
-        if (AT(sim->recv, r, q) != c) return 0;
-        AT(sim->recv, r, q) = -c;
-        break;
-      case C_READY: AT(sim->ready, q, r) = st->e; break;
-      case C_SEND:
-        if (AT(sim->recv, r, q) != -c) return 0;
-        AT(sim->comb, q, r) = (int)st->e;
-        break;
-      case C_DONE: AT(sim->done, q, r) = st->e; break;
-      case C_REDUCE:
-        if (AT(sim->comb, r, q) != (int)st->e) return 0;
-        break;
-      case X_SCATTER:
-        if (AT(sim->recv, r, q) != c) return 0;
-        AT(sim->comb, q, r) = (int)st->e;
-        break;
-      default: break;
-    }
-  return 1;
-}
-
-/* Rank r's form in a single-combine cycle c. */
 static int form_of(int fuse, int r, int c) {
   switch (fuse) {
-    case FUSE_ALL: return FORM_FUSED;
-    case FUSE_MIXED: return (r + c) % 2 == 1 ? FORM_FUSED : FORM_UNFUSED;
-    case FUSE_ARRIVAL: return FORM_ARRIVAL;
+    case FUSE_ALL: return LOOM__MOE_FORM_FUSED;
+    case FUSE_MIXED: return (r + c) % 2 == 1 ? LOOM__MOE_FORM_FUSED : LOOM__MOE_FORM_UNFUSED;
+    case FUSE_ARRIVAL: return LOOM__MOE_FORM_ARRIVAL;
     case FUSE_MIXED3: return (r + c) % 3;
-    default: return FORM_UNFUSED;
+    default: return LOOM__MOE_FORM_UNFUSED;
   }
 }
 
-/* Rank r's step list (of W ranks): `cycles` cycles of a dispatch, then no
- * combine (c % 3 == 0), two (c % 3 == 1) or one; each call takes the next
- * epoch (the same on every rank). A fused combine (per `fuse`; the second
- * of two under M_FUSED_SECOND) replaces the expert step, its wait and its
- * send by the scatter; the arrival form also drops the delivered wait and
- * puts its GEMM's wait for arrived before the scatter. Every source signals
- * arrived where some rank of the cycle runs the arrival form. */
-static int build(int W, int cycles, int r, int fuse, int mutate, step_t *st, int cap) {
-  int n = 0;
-  uint32_t e = 0;
-  for (int c = 1; c <= cycles; ++c) {
-    const int combines = c % 3 == 0 ? 0 : c % 3 == 1 ? 2 : 1;
-    const int form = combines == 1 ? form_of(fuse, r, c) : FORM_UNFUSED;
-    int any_arrival = 0;
-    for (int q = 0; q < W && combines == 1; ++q) any_arrival |= form_of(fuse, q, c) == FORM_ARRIVAL;
-    const int kinds[] = {D_PUBLISH, D_COUNTS, D_SEND, D_ARRIVED, D_DELIVERED, D_WAIT};
-    ++e;
-    for (size_t k = 0; k < sizeof kinds / sizeof *kinds && n < cap; ++k)
-      if ((kinds[k] != D_ARRIVED || any_arrival) && (kinds[k] != D_WAIT || form != FORM_ARRIVAL))
-        st[n++] = (step_t){kinds[k], c, e};
-    const int fused1 = form != FORM_UNFUSED;
-    if (form == FORM_ARRIVAL && n < cap) st[n++] = (step_t){X_UP, c, e};
-    if (!fused1 && n < cap) st[n++] = (step_t){X_EXPERTS, c, e};
-    for (int j = 0; j < combines; ++j) {
-      ++e;
-      const int fused = fused1 || (j == 1 && mutate == M_FUSED_SECOND);
-      if (fused && n < cap) st[n++] = (step_t){X_SCATTER, c, e};
-      const int ck[] = {C_READY, C_WAIT, C_SEND, C_DONE, C_REDUCE};
-      for (size_t k = 0; k < sizeof ck / sizeof *ck && n < cap; ++k)
-        if (!fused || (ck[k] != C_WAIT && ck[k] != C_SEND)) st[n++] = (step_t){ck[k], c, e};
-    }
+/* Cycles c = 1 .. n: no combine (c % 3 == 0), two (c % 3 == 1) or one, in
+ * the forms of `fuse` (single-combine cycles only). */
+static void cycles(int W, int n, int fuse, loom__moe_cycle_t *cy) {
+  for (int c = 1; c <= n; ++c) {
+    loom__moe_cycle_t *y = &cy[c - 1];
+    memset(y, 0, sizeof *y);
+    y->combines = c % 3 == 0 ? 0 : c % 3 == 1 ? 2 : 1;
+    for (int r = 0; r < W; ++r) y->form[r] = y->combines == 1 ? form_of(fuse, r, c) : LOOM__MOE_FORM_UNFUSED;
   }
-  return n;
-}
-
-/* Plays the cycles; 0 on success, 1 deadlock, 2 a read of another call's data. */
-static int play(int W, int cycles, uint64_t seed, int mutate, int fuse) {
-  moe_sim_t sim;
-  memset(&sim, 0, sizeof sim);
-  sim.W = W, sim.mutate = mutate;
-  const size_t n2 = (size_t)W * (size_t)W;
-  sim.counts = (uint32_t *)calloc(n2, 4), sim.delivered = (uint32_t *)calloc(n2, 4);
-  sim.ready = (uint32_t *)calloc(n2, 4), sim.done = (uint32_t *)calloc(n2, 4), sim.arrived = (uint32_t *)calloc(n2, 4);
-  sim.recv = (int *)calloc(n2, sizeof(int)), sim.comb = (int *)calloc(n2, sizeof(int));
-  step_t(*steps)[256] = (step_t(*)[256])malloc(sizeof *steps * (size_t)W);
-  int *len = (int *)malloc(sizeof(int) * (size_t)W);
-  for (int r = 0; r < W; ++r) len[r] = build(W, cycles, r, fuse, mutate, steps[r], 256);
-  int *pc = (int *)calloc((size_t)W, sizeof(int)), *cand = (int *)malloc(sizeof(int) * (size_t)W);
-  uint64_t x = seed | 1;
-  int rc = 0;
-  for (;;) {
-    int nc = 0, alive = 0;
-    for (int r = 0; r < W; ++r) {
-      if (pc[r] >= len[r]) continue;
-      alive++;
-      if (ready(&sim, r, &steps[r][pc[r]])) cand[nc++] = r;
-    }
-    if (!alive) break;
-    if (!nc) {
-      rc = 1;
-      break;
-    }
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    const int r = cand[x % (uint64_t)nc];
-    if (!run(&sim, r, &steps[r][pc[r]])) {
-      rc = 2;
-      break;
-    }
-    pc[r]++;
-  }
-  free(pc), free(cand), free(steps), free(len);
-  free(sim.counts), free(sim.delivered), free(sim.ready), free(sim.done), free(sim.arrived), free(sim.recv);
-  free(sim.comb);
-  return rc;
 }
 
 LOOM_TEST(moe_protocol_no_stale_read_no_deadlock_w1_to_16) {
   static const int worlds[] = {1, 2, 3, 4, 8, 16};
   static const char *const fuses[] = {"unfused", "fused", "mixed", "arrival", "three forms mixed"};
+  static loom__proto_t p;
+  static loom__proto_report_t rep;
+  loom__moe_cycle_t cy[6];
   for (size_t wi = 0; wi < sizeof worlds / sizeof *worlds; ++wi)
-    for (int fuse = FUSE_NONE; fuse < FUSE_MODES; ++fuse)
-      for (uint64_t seed = 1; seed <= 200; ++seed) {
-        const int rc = play(worlds[wi], 7, seed * 0x9e3779b97f4a7c15ull + (uint64_t)wi, M_NONE, fuse);
-        if (rc)
-          loom_test_fail(__FILE__, __LINE__, "W=%d %s seed %llu: %s", worlds[wi], fuses[fuse],
-                         (unsigned long long)seed, rc == 1 ? "deadlock" : "read data of another call");
-      }
+    for (int fuse = FUSE_NONE; fuse < FUSE_MODES; ++fuse) {
+      const int W = worlds[wi];
+      cycles(W, 6, fuse, cy);
+      loom__moe_protocol(W, 6, cy, 0, &p);
+      CHECK_RESULT(loom__proto_check_static(&p, 2, &rep), LOOM_SUCCESS);
+      if (rep.violation)
+        loom_test_fail(__FILE__, __LINE__, "W=%d %s: %s\n%s", W, fuses[fuse], loom__proto_violation_str(rep.violation),
+                       rep.text);
+      loom__proto_free(&p);
+    }
 }
 
 /* The model can fail: without the counts wait a source's count is read
@@ -255,19 +84,91 @@ LOOM_TEST(moe_protocol_no_stale_read_no_deadlock_w1_to_16) {
  * so does a fused second combine: the fused form relies on the dispatch
  * just before it); without the delivered wait the experts read rows not
  * yet there, and so does the arrival form's GEMM without its wait for
- * arrived. Some interleaving shows each. */
+ * arrived. The checker shows each, at W = 2, 3, 4 and 8, in every mix of
+ * forms (the arrival wait where some rank runs the arrival form). */
 LOOM_TEST(moe_protocol_model_catches_a_missing_wait) {
-  static const char *const names[] = {"",
-                                      "no counts wait",
-                                      "no ready wait",
-                                      "any counts word",
-                                      "no delivered wait",
-                                      "a fused second combine",
-                                      "no arrival wait"};
-  for (int mutate = M_NO_COUNTS_WAIT; mutate <= M_NO_ARRIVAL_WAIT; ++mutate) {
-    int caught = 0;
-    for (uint64_t seed = 1; seed <= 4000 && !caught; ++seed)
-      caught = play(2 + (int)(seed % 3), 7, seed * 0x9e3779b97f4a7c15ull, mutate, (int)(seed % FUSE_MODES)) == 2;
-    if (!caught) loom_test_fail(__FILE__, __LINE__, "mutation \"%s\" went unnoticed", names[mutate]);
+  static const struct { const char *name; int sig, mutation; } muts[] = {
+      {"no counts wait", LOOM__MOE_PS_COUNTS, 0},
+      {"no ready wait", LOOM__MOE_PS_COMB_READY, 0},
+      {"any counts word", -1, LOOM__MOE_MUT_COUNTS_BEHIND},
+      {"no delivered wait", LOOM__MOE_PS_DELIVERED, 0},
+      {"a fused second combine", -1, LOOM__MOE_MUT_FUSE_LATER},
+      {"no arrival wait", LOOM__MOE_PS_ARRIVED, 0},
+  };
+  static loom__proto_t p, m;
+  static loom__proto_report_t rep;
+  loom__moe_cycle_t cy[6];
+  int tried = 0;
+  for (size_t k = 0; k < sizeof muts / sizeof *muts; ++k)
+    for (int fuse = FUSE_NONE; fuse < FUSE_MODES; ++fuse)
+      for (int W = 2; W <= 8; W = W < 4 ? W + 1 : 2 * W) {
+        if (muts[k].sig == LOOM__MOE_PS_ARRIVED && fuse != FUSE_ARRIVAL && fuse != FUSE_MIXED3) continue;
+        cycles(W, 6, fuse, cy);
+        loom__moe_protocol(W, 6, cy, muts[k].mutation, &p);
+        if (muts[k].sig >= 0) loom__proto_drop_waits(&p, proto_sig_id(&p, &loom__moe_signals[muts[k].sig]), &m);
+        else loom__proto_copy(&p, &m);
+        CHECK_RESULT(loom__proto_check(&m, 2, &rep), LOOM_SUCCESS);
+        if (rep.violation < LOOM__PV_STALE_READ || rep.violation > LOOM__PV_RACE_WRITE)
+          loom_test_fail(__FILE__, __LINE__, "W=%d fuse mode %d: mutation \"%s\" went unnoticed (%s)", W, fuse,
+                         muts[k].name, loom__proto_violation_str(rep.violation));
+        tried++;
+        loom__proto_free(&p), loom__proto_free(&m);
+      }
+  CHECK(tried > 0);
+}
+
+/* The cycles of a protocol, for the rule below. */
+typedef struct moe_waits_ctx {
+  int W, n;
+  const loom__moe_cycle_t *cy;
+} moe_waits_ctx_t;
+
+/* The cycle of epoch e and the combine it is (0: the first; -1: the
+ * dispatch); the cycle's index, -1 past the end. */
+static int epoch_cycle(const moe_waits_ctx_t *c, int e, int *combine) {
+  for (int k = 0, e0 = 0; k < c->n; e0 += 1 + c->cy[k].combines, ++k)
+    if (e < e0 + 1 + c->cy[k].combines) {
+      *combine = e - e0 - 1;
+      return k;
+    }
+  return -1;
+}
+
+/* Which dropped wait the rest covers:
+ *  - a first combine's comb_ready: the dispatch just before it waited for
+ *    every source's counts, which each stored after its last reduction
+ *    (tests/host/lang/test_lang_protocol.c; the kernel keeps the wait);
+ *  - comb_done of a source that runs a fused form, in a single-combine
+ *    cycle where some rank u runs unfused: the source stores comb_ready
+ *    after its scatter, u waits for it before u's send (u the waiter: that
+ *    is its ready wait), and the waiter waits for u's comb_done. */
+static int moe_covered(const void *ctx, const loom__proto_t *p, int a, const loom__pstep_t *w) {
+  const moe_waits_ctx_t *c = (const moe_waits_ctx_t *)ctx;
+  int j = -1;
+  const int k = epoch_cycle(c, w->lo / c->W, &j), src = w->lo % c->W;
+  if (k < 0) return 0;
+  if (w->obj == proto_sig_id(p, &loom__moe_signals[LOOM__MOE_PS_COMB_READY])) return j == 0;
+  if (w->obj != proto_sig_id(p, &loom__moe_signals[LOOM__MOE_PS_COMB_DONE]) || c->cy[k].combines != 1) return 0;
+  int unfused = 0;
+  for (int r = 0; r < c->W; ++r) unfused |= c->cy[k].form[r] == LOOM__MOE_FORM_UNFUSED;
+  return unfused && c->cy[k].form[src] != LOOM__MOE_FORM_UNFUSED;
+}
+
+/* Every wait of the kernels of three ranks dropped in turn, in every mix
+ * of forms: caught, but the covered ones. */
+LOOM_TEST(moe_protocol_every_wait_needed) {
+  static loom__proto_t p;
+  loom__moe_cycle_t cy[3];
+  const moe_waits_ctx_t c = {3, 3, cy};
+  const proto_family_waits_t f = {loom__moe_signals, LOOM__MOE_NSIG, &c, NULL, moe_covered};
+  proto_waits_tally_t t = {0, 0, 0};
+  for (int fuse = FUSE_NONE; fuse < FUSE_MODES; ++fuse) {
+    cycles(3, 3, fuse, cy);
+    loom__moe_protocol(3, 3, cy, 0, &p);
+    proto_every_kernel_wait(&p, &f, &t);
+    loom__proto_free(&p);
   }
+  printf("    %d of %d kernel waits caught; %d covered (a first combine's ready; a fused source's done)\n", t.caught,
+         t.tried, t.covered);
+  CHECK(t.tried > 0 && t.covered > 0);
 }
