@@ -159,9 +159,7 @@ static double ms_now(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 static void step_time(int rank, int step, const char *stage, double t0) {
-  static int on = -1;
-  if (on < 0) on = getenv("LOOM_TEST_STEP_TIMES") != NULL;
-  if (on) fprintf(stderr, "  [times] rank %d step %d %-12s %10.1f ms\n", rank, step, stage, ms_now() - t0);
+  if (getenv("LOOM_TEST_STEP_TIMES")) fprintf(stderr, "  [times] rank %d step %d %-12s %10.1f ms\n", rank, step, stage, ms_now() - t0);
 }
 
 static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const optim_case_t *k) {
