@@ -102,7 +102,7 @@ TESTS    := $(BUILD)/tests/loom-test-host $(BUILD)/tests/loom-test-gpu
 # secondary, and a new source file older than an existing binary would then
 # never be compiled into it.
 .SECONDARY: $(patsubst dev/%.cu,$(BUILD)/obj/dev/%.o,$(wildcard dev/*/*.cu))
-.PHONY: all test python-test gpu-test bench install clean check-env header-check
+.PHONY: all test python-test gpu-test mutants bench install clean check-env header-check
 all: check-env $(LIBSO) $(LIBA) $(BINS) $(TESTS) $(EXAMPLES) $(DEVBINS) header-check
 
 check-env:
@@ -216,6 +216,14 @@ python-test: $(LIBSO)
 
 gpu-test: all
 	$(BUILD)/tests/loom-test-gpu
+
+# Kernels with one wait removed each (tests/gpu/mutants.txt), for
+# `tests/gpu/mutants.sh run` on a GPU: the one-GPU world's tests must catch
+# every one. Not part of all. MUTANT_ARCH: the GPUs they are built for.
+MUTANT_ARCH ?= -gencode=arch=compute_90a,code=sm_90a
+mutants: $(LIBA) $(LIBTS) $(GPU_T)
+	NVCC="$(NVCC)" NVFLAGS="$(filter-out $(LOOM_ARCH),$(NVFLAGS)) $(MUTANT_ARCH)" CC="$(CC)" LIBA=$(LIBA) \
+	  LINK_IN="$(GPU_T) $(LIBTS)" LDLIBS="$(LDLIBS)" BUILD=$(BUILD) bash tests/gpu/mutants.sh build
 
 # An NVIDIA GPU to run on: nvidia-smi lists one and CUDA_VISIBLE_DEVICES
 # does not hide them all. `make bench` checks first, so that a machine

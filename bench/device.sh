@@ -40,6 +40,10 @@
 #                      (the order alternating from suite to suite), the previous one's
 #                      JSON in before/; bench/compare_builds.py prints them row by row
 #                      (compare_builds.txt). Its PyTorch peers are not run.
+#   LOOM_MUTANTS_RUN=1 after the GPU tests, the kernels with one wait removed
+#                      (tests/gpu/mutants.sh run: each must fail its world test);
+#                      carried as mutants.tar.xz beside LOOM_CARRY_TAR
+#                      (LOOM_PACK_MUTANTS=1 bench/pack_build.sh), else built here
 #   LOOM_DEV_GEMM      run build/dev/gemm/bench_gemm_dev on this set (all, decode, ...;
 #                      its JSON is bench_dev.json); LOOM_DEV_REPS its REPS (default 10)
 #   LOOM_EXAMPLES=0    skip examples/tp_mlp (run on every GPU when built or carried)
@@ -236,7 +240,7 @@ step() {
   fi
   [ -n "$lim" ] && [ $rc = 124 ] && echo "STEP TIMED OUT after $lim s" >> "$log"
   [ $rc != 0 ] && fails=$((fails + 1))
-  note "$name: rc=$rc, $(( $(date +%s) - t )) s  ($(tail -n +"$from" "$log" | grep -E 'passed|PASS|FAIL|STEP TIMED OUT' | tail -1))"
+  note "$name: rc=$rc, $(( $(date +%s) - t )) s  ($(tail -n +"$from" "$log" | grep -E 'passed|PASS|FAIL|STEP TIMED OUT|killed, ' | tail -1))"
 }
 # the limit of a kind of step: LOOM_STEP_TIMEOUT_<KIND>, else LOOM_STEP_TIMEOUT, else none
 lim_of() { local v=LOOM_STEP_TIMEOUT_$1; echo "${!v:-${LOOM_STEP_TIMEOUT:-}}"; }
@@ -263,6 +267,13 @@ if [ "$filters" != none ]; then
     echo "### filter: ${f:-(all)}" >> "$out/gpu-test.log"
     step "gpu tests ${f:-(all)}" "$(lim_of TESTS)" "$out/gpu-test.log" build/tests/loom-test-gpu $f
   done
+fi
+
+# The mutants (tests/gpu/mutants.sh): carried (mutants.tar.xz beside LOOM_CARRY_TAR) or built here
+if [ "${LOOM_MUTANTS_RUN:-0}" = 1 ]; then
+  mt="$(dirname "${LOOM_CARRY_TAR:-build/carry/x}")/mutants.tar.xz"
+  if [ -f "$mt" ]; then tar -xJf "$mt" || echo "could not unpack $mt"; else build mutants; fi
+  step "mutants" "$(lim_of TESTS)" "$out/mutants.log" bash tests/gpu/mutants.sh run
 fi
 
 if [ -n "${LOOM_DEV_GEMM:-}" ]; then

@@ -15,6 +15,15 @@ for f in $files; do [ -e "$f" ] || { echo "pack_build: $f missing: run make firs
 git rev-parse --short HEAD > build/carry/COMMIT 2>/dev/null || echo unknown > build/carry/COMMIT
 tar -cf - $files | xz -T0 -6 > build/carry/build.tar.xz
 ls -la build/carry/build.tar.xz
+# LOOM_PACK_MUTANTS=1: also the mutant GPU test programs (make mutants; tests/gpu/mutants.sh run on the
+# device), in build/carry/mutants.tar.xz: each differs from loom-test-gpu in one object, so one large
+# dictionary stores them for little more than one program
+rm -f build/carry/mutants.tar.xz
+if [ "${LOOM_PACK_MUTANTS:-0}" = 1 ]; then
+  ls build/mutants/*/loom-test-gpu > /dev/null || { echo "pack_build: no mutants: run make mutants first" >&2; exit 1; }
+  tar -cf - build/mutants/*/loom-test-gpu | xz --lzma2=preset=3,dict=256MiB > build/carry/mutants.tar.xz
+  ls -la build/carry/mutants.tar.xz
+fi
 # LOOM_PACK_WHEEL=1: also the Python package as a wheel shipping this libloom (~12 MB; built here, where
 # PyPI is reachable for its build requirements; bench/diag/wheel_check.sh installs it on the device)
 if [ "${LOOM_PACK_WHEEL:-0}" = 1 ]; then

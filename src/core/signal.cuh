@@ -18,6 +18,18 @@
 #include <stdint.h>
 #include "signal.h"
 
+/* Mutant builds (`make mutants`, tests/gpu/mutants.sh): compiled with
+ * -DLOOM_MUTANT_SITE=<a LOOM_SITE_ value>, every wait at that site is met at
+ * once (the wait removed, as the protocol model's mutations remove one), so
+ * that the world's GPU tests show they catch a missing wait. The library's
+ * own build never defines it: the test is then the constant 0 and every
+ * kernel compiles as before. */
+#ifdef LOOM_MUTANT_SITE
+#define LOOM__WAIT_REMOVED(site) ((uint32_t)(site) == (uint32_t)(LOOM_MUTANT_SITE))
+#else
+#define LOOM__WAIT_REMOVED(site) 0
+#endif
+
 static __device__ __forceinline__ void loom__signal_store_release(uint32_t *addr, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(addr), "r"(v) : "memory");
 }
@@ -92,6 +104,7 @@ static __device__ __forceinline__ int loom__poll_expired(const loom_dev_comm_t *
 static __device__ __forceinline__ int loom__signal_wait(const loom_dev_comm_t *dc, const uint32_t *addr,
                                                        uint32_t expected, int peer, uint32_t signal,
                                                        uint32_t site) {
+  if (LOOM__WAIT_REMOVED(site)) return 1;
   uint32_t seen = loom__signal_load_acquire(addr);
   if (loom__epoch_reached(seen, expected)) return 1;
   const uint64_t t0 = loom__globaltimer_ns();

@@ -9,6 +9,7 @@
 #include "error.h"
 #include "handle.h"
 #include "log.h"
+#include "param.h"
 
 #include <cuda.h>
 #include <errno.h>
@@ -42,8 +43,18 @@ struct loom_world {
   int comms;
 };
 
-int loom__world_budget(int sms, int size) {
-  const int b = size > 0 ? sms / size : sms;
+/* The share of the device's SMs the world's ranks divide among them. Below
+ * 100 the ranks leave SMs unclaimed: grids of different kernels (a rank's
+ * GEMM beside another's reduction, a cooperative dispatch beside a combine)
+ * do not pack the SMs as tightly as grids of one kernel, and a rank whose
+ * waiting blocks do not all fit can stall every rank until a wait expires. */
+LOOM_PARAM_INT(WORLD_SM_PERCENT, "100",
+               "a world (W ranks on one GPU): the percent of the device's SMs its ranks' grids are sized "
+               "to together (each rank: SMs x percent / 100 / W, at least 1); 1-100")
+
+int loom__world_budget(int sms, int size, int percent) {
+  if (percent < 1 || percent > 100) percent = 100;
+  const int b = size > 0 ? (int)((int64_t)sms * percent / 100 / size) : sms;
   return b > 0 ? b : 1;
 }
 
@@ -59,7 +70,7 @@ loom_result_t loom__world_create(int size, int device, int sms, int detached, lo
   loom_world_t w = (loom_world_t)calloc(1, sizeof *w);
   if (!w) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_world_create: host allocation of a world failed");
   w->size = size, w->device = device, w->sms = sms, w->detached = detached;
-  w->budget = loom__world_budget(sms, size);
+  w->budget = loom__world_budget(sms, size, (int)loom__param_WORLD_SM_PERCENT());
   pthread_condattr_t ca;
   int e = pthread_condattr_init(&ca);
   if (e == 0) e = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -58,8 +58,9 @@ typedef enum loom_world_step {
   LOOM_WORLD_MAX_MS = 6  /* the tuners' maximum */
 } loom_world_step_t;
 
-/* The rank's share of the device's SMs: sms / size, at least 1. */
-int loom__world_budget(int sms, int size);
+/* The rank's share of the device's SMs: sms x percent / 100 / size, at least 1
+ * (percent outside 1..100: 100). */
+int loom__world_budget(int sms, int size, int percent);
 
 /* Every rank's mine[n] (n <= LOOM_WORLD_WORDS) into all[size][n] (rank q's
  * words at all + q * n), once every rank of the world has called it for

@@ -110,10 +110,7 @@ loom_result_t loom_gemm(const loom_gemm_desc_t *desc, const void *a, const void 
 loom_result_t loom__gemm_hooked(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
                                 const void *bias, const loom_gemm_config_t *cfg, const loom_gemm_hooks_t *hooks,
                                 cudaStream_t stream) {
-  if (hooks && hooks->epilogue == LOOM_EPI_BULK_ADD) /* writes no C of its own: c is not read either */
-    LOOM_TRY(loom__gemm_validate_no_c("loom_gemm", d, a, b, bias));
-  else
-    LOOM_TRY(loom__gemm_validate("loom_gemm", d, a, b, c, bias));
+  LOOM_TRY(loom__gemm_validate_hooked("loom_gemm", d, a, b, c, bias, hooks));
   loom__gemm_device_t dev;
   LOOM_TRY(loom__gemm_device(&dev));
   const int force80 = strcmp(loom__param_GEMM_PATH(), "sm80") == 0;

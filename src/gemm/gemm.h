@@ -152,6 +152,13 @@ loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, con
 loom_result_t loom__gemm_validate_no_c(const char *fn, const loom_gemm_desc_t *d, const void *a, const void *b,
                                        const void *bias);
 
+/* The check of a hooked launch (loom__gemm_hooked): loom__gemm_validate_no_c
+ * where the hooks write no C of the c argument's (BULK_ADD, or a row_dst
+ * table that routes every row elsewhere: c is then neither written nor read,
+ * and may be any buffer), else loom__gemm_validate. */
+loom_result_t loom__gemm_validate_hooked(const char *fn, const loom_gemm_desc_t *d, const void *a, const void *b,
+                                         const void *c, const void *bias, const loom_gemm_hooks_t *hooks);
+
 /* The description part of loom__gemm_validate alone (plans of fused ops
  * check their GEMM before they have pointers). */
 loom_result_t loom__gemm_validate_desc(const char *fn, const loom_gemm_desc_t *d);

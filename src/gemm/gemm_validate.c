@@ -106,6 +106,13 @@ loom_result_t loom__gemm_validate_no_c(const char *fn, const loom_gemm_desc_t *d
   return validate_inputs(fn ? fn : "loom_gemm", d, a, b, bias);
 }
 
+loom_result_t loom__gemm_validate_hooked(const char *fn, const loom_gemm_desc_t *d, const void *a, const void *b,
+                                         const void *c, const void *bias, const loom_gemm_hooks_t *hooks) {
+  if (hooks && (hooks->epilogue == LOOM_EPI_BULK_ADD || hooks->row_dst))
+    return loom__gemm_validate_no_c(fn, d, a, b, bias);
+  return loom__gemm_validate(fn, d, a, b, c, bias);
+}
+
 loom_result_t loom__gemm_validate(const char *fn, const loom_gemm_desc_t *d, const void *a,
                                   const void *b, const void *c, const void *bias) {
   if (!fn) fn = "loom_gemm";

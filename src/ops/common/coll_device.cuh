@@ -290,7 +290,7 @@ static __device__ __forceinline__ int loom__ll_load2(const uint64_t *p, uint32_t
 static __device__ __forceinline__ int loom__ll_wait2(const loom_dev_comm_t &dc, const uint64_t *p, uint32_t flag,
                                                     uint32_t *w, int peer, uint32_t line, uint32_t site) {
   uint64_t a, b;
-  if (!loom__ll_load2(p, flag, &a, &b)) {
+  if (!loom__ll_load2(p, flag, &a, &b) && !LOOM__WAIT_REMOVED(site)) {
     const uint64_t t0 = loom__globaltimer_ns();
     for (uint32_t polls = 1; !loom__ll_load2(p, flag, &a, &b); ++polls) {
       const uint32_t seen = (uint32_t)(a >> 32) != flag ? (uint32_t)(a >> 32) : (uint32_t)(b >> 32);

@@ -160,7 +160,7 @@ static __device__ int moe_wait_counts(const loom_moe_kargs_t &a, uint32_t e) {
   for (int i = (int)threadIdx.x; i < n; i += (int)blockDim.x) {
     unsigned long long w;
     asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(w) : "l"(tab + i) : "memory");
-    if (loom__epoch_reached((uint32_t)(w >> 32), e)) continue;
+    if (loom__epoch_reached((uint32_t)(w >> 32), e) || LOOM__WAIT_REMOVED(LOOM_SITE_MOE_COUNTS)) continue;
     const uint64_t t0 = loom__globaltimer_ns();
     for (uint32_t polls = 1;; ++polls) {
       asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(w) : "l"(tab + i) : "memory");

@@ -58,12 +58,15 @@ static void sleep_us(long us) {
 
 LOOM_TEST(world_sm_share_of_each_rank) {
   for (int w = 1; w <= 16; ++w) {
-    const int b = loom__world_budget(132, w);
+    const int b = loom__world_budget(132, w, 100);
     CHECK_EQ_INT(b, 132 / w);
     CHECK(b * w <= 132); /* every rank's blocks fit at once */
   }
-  CHECK_EQ_INT(loom__world_budget(132, 8), 16);
-  CHECK_EQ_INT(loom__world_budget(2, 8), 1); /* at least one */
+  CHECK_EQ_INT(loom__world_budget(132, 8, 100), 16);
+  CHECK_EQ_INT(loom__world_budget(2, 8, 100), 1); /* at least one */
+  CHECK_EQ_INT(loom__world_budget(132, 4, 75), 24); /* LOOM_WORLD_SM_PERCENT: SMs left unclaimed */
+  CHECK_EQ_INT(loom__world_budget(132, 4, 0), 33);  /* out of range: all of them */
+  CHECK_EQ_INT(loom__world_budget(132, 64, 10), 1);
   loom_world_t w = NULL;
   CHECK_RESULT(loom__world_create_detached(3, 132, &w), LOOM_SUCCESS);
   CHECK_EQ_INT(loom__world_sm_budget(w), 44);

@@ -7,6 +7,7 @@
  * pointer is the GPU test gemm_pointer_checks).
  */
 #include <stdint.h>
+#include <string.h>
 
 #include "tests/common/test.h"
 #include "gemm/gemm.h"
@@ -152,6 +153,31 @@ LOOM_TEST(gemm_validate_aliasing) {
   d.has_bias = 1;
   CHECK_RESULT(loom__gemm_validate("loom_gemm", &d, PA, PB, PC, (const char *)PC + 64), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("overlaps bias=");
+}
+
+/* A hooked launch whose rows all go elsewhere (a row_dst table, or the
+ * bulk-add epilogue) never touches its c argument: a c whose m x n extent
+ * would reach A is accepted there (GEMM+ReduceScatter's atomic path passes
+ * a buffer smaller than m x n), and still refused for a launch that
+ * stores into c. */
+LOOM_TEST(gemm_validate_hooked_checks_c_only_where_it_is_written) {
+  loom_gemm_desc_t d = good_desc();
+  void *c = (char *)PA + 4096;
+  void *const *table = (void *const *)(uintptr_t)0xe0000000;
+  loom_gemm_hooks_t h;
+  memset(&h, 0, sizeof h);
+  CHECK_RESULT(loom__gemm_validate_hooked("loom_gemm", &d, PA, PB, c, NULL, NULL), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("overlaps a=");
+  h.epilogue = LOOM_EPI_REDUCE;
+  CHECK_RESULT(loom__gemm_validate_hooked("loom_gemm", &d, PA, PB, c, NULL, &h), LOOM_ERR_INVALID_ARGUMENT);
+  h.row_dst = table;
+  CHECK_RESULT(loom__gemm_validate_hooked("loom_gemm", &d, PA, PB, c, NULL, &h), LOOM_SUCCESS);
+  h.row_dst = NULL, h.epilogue = LOOM_EPI_BULK_ADD;
+  CHECK_RESULT(loom__gemm_validate_hooked("loom_gemm", &d, PA, PB, c, NULL, &h), LOOM_SUCCESS);
+  /* the rest is checked as before */
+  CHECK_RESULT(loom__gemm_validate_hooked("loom_gemm", &d, PA, PA, c, NULL, &h), LOOM_SUCCESS);
+  d.n = 100;
+  CHECK_RESULT(loom__gemm_validate_hooked("loom_gemm", &d, PA, PB, c, NULL, &h), LOOM_ERR_INVALID_ARGUMENT);
 }
 
 LOOM_TEST(gemm_validate_names_the_function) {
