@@ -240,6 +240,7 @@ loom_result_t loom__call_enter(loom_plan_t plan, const char *fn, const loom_op_f
                                cudaStream_t stream, void **state) {
   LOOM_TRY(loom__plan_state(plan, fn, family, op, state));
   LOOM_TRY(loom__comm_check(plan->comm, fn));
+  LOOM_TRY(loom__world_skew(plan->comm, stream)); /* tests' staggered ranks in a world; nothing otherwise */
   loom__trace_start(plan, stream);
   return LOOM_SUCCESS;
 }

@@ -15,6 +15,7 @@
 #include "comm.h"
 #include "error.h"
 #include "signal.cuh"
+#include "world.h"
 
 #include <string.h>
 
@@ -117,5 +118,21 @@ extern "C" loom_result_t loom__signal_write_ce(loom_comm_t comm, uint32_t *addr,
   if (r != CUDA_SUCCESS)
     return loom__fail(LOOM_ERR_CUDA, "cuStreamWriteValue32(addr=%p, value=%u) failed: CUresult %d",
                       (void *)addr, value, (int)r);
+  return LOOM_SUCCESS;
+}
+
+/* ---- a world's skew (world.h) ------------------------------------------------ */
+
+static __global__ void loom__world_delay_kernel(uint64_t ns) {
+  const uint64_t t0 = loom__globaltimer_ns();
+  while (loom__globaltimer_ns() - t0 < ns) __nanosleep(1000);
+}
+
+extern "C" loom_result_t loom__world_skew(loom_comm_t comm, cudaStream_t stream) {
+  if (!comm->world) return LOOM_SUCCESS;
+  const uint64_t ns = loom__world_skew_ns(comm->rank);
+  if (ns == 0) return LOOM_SUCCESS;
+  loom__world_delay_kernel<<<1, 1, 0, stream>>>(ns);
+  LOOM_CUDA_LAUNCHED("loom__world_delay_kernel");
   return LOOM_SUCCESS;
 }

@@ -52,6 +52,16 @@ LOOM_PARAM_INT(WORLD_SM_PERCENT, "100",
                "a world (W ranks on one GPU): the percent of the device's SMs its ranks' grids are sized "
                "to together (each rank: SMs x percent / 100 / W, at least 1); 1-100")
 
+LOOM_PARAM_INT(WORLD_SKEW_US, "0",
+               "a world (W ranks on one GPU), for tests: every call of rank r starts after a kernel that waits "
+               "r x this many microseconds, so that the ranks' kernels start staggered and a missing wait shows "
+               "(0: no delay)")
+
+uint64_t loom__world_skew_ns(int rank) {
+  const int64_t us = loom__param_WORLD_SKEW_US();
+  return us > 0 && rank > 0 ? (uint64_t)rank * (uint64_t)us * 1000u : 0u;
+}
+
 int loom__world_budget(int sms, int size, int percent) {
   if (percent < 1 || percent > 100) percent = 100;
   const int b = size > 0 ? (int)((int64_t)sms * percent / 100 / size) : sms;

@@ -62,6 +62,18 @@ typedef enum loom_world_step {
  * (percent outside 1..100: 100). */
 int loom__world_budget(int sms, int size, int percent);
 
+/* The delay before a call of rank `rank` of a world (nanoseconds): rank x
+ * LOOM_WORLD_SKEW_US x 1000, 0 where the setting is 0 (the default). */
+uint64_t loom__world_skew_ns(int rank);
+
+/* Every op's call entry (loom__call_enter) in a world: where
+ * LOOM_WORLD_SKEW_US is set, a one-thread kernel on `stream` that waits
+ * loom__world_skew_ns(rank) before the call's own work, so that the ranks'
+ * kernels start staggered and a missing wait shows as a wrong result
+ * instead of hiding behind ranks that start together (captured too: graph
+ * replays are skewed the same). Nothing otherwise. */
+loom_result_t loom__world_skew(loom_comm_t comm, cudaStream_t stream);
+
 /* Every rank's mine[n] (n <= LOOM_WORLD_WORDS) into all[size][n] (rank q's
  * words at all + q * n), once every rank of the world has called it for
  * this step. `rank` is the caller's; `kind` the step's kind (the same on

@@ -38,7 +38,11 @@ build_one() {
   mkdir -p "$out/$name"
   obj="$out/$name/$(basename "$unit" .cu).o"
   echo "mutant $name: $unit with LOOM_SITE_$site ($v) removed"
-  $NVCC $NVFLAGS -DLOOM_MUTANT_SITE="$v" -c "$unit" -o "$obj" || return 1
+  # compiled again only when the library's own object of the unit is newer (make rebuilt it: a source changed)
+  main_obj="${BUILD:-build}/obj/${unit%.cu}.o"
+  if [ ! -f "$obj" ] || [ ! "$obj" -nt "$main_obj" ]; then
+    $NVCC $NVFLAGS -DLOOM_MUTANT_SITE="$v" -c "$unit" -o "$obj" || return 1
+  fi
   cp "$LIBA" "$out/$name/libloom.a"
   # the member of the same name is replaced (one object per basename in the library)
   ar r "$out/$name/libloom.a" "$obj" || return 1
