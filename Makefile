@@ -102,7 +102,7 @@ TESTS    := $(BUILD)/tests/loom-test-host $(BUILD)/tests/loom-test-gpu
 # secondary, and a new source file older than an existing binary would then
 # never be compiled into it.
 .SECONDARY: $(patsubst dev/%.cu,$(BUILD)/obj/dev/%.o,$(wildcard dev/*/*.cu))
-.PHONY: all test python-test gpu-test mutants bench install clean check-env header-check
+.PHONY: all test host-test python-test gpu-test mutants bench install clean check-env header-check
 all: check-env $(LIBSO) $(LIBA) $(BINS) $(TESTS) $(EXAMPLES) $(DEVBINS) header-check
 
 check-env:
@@ -199,14 +199,19 @@ $(BUILD)/header-check.ok: include/loom.h VERSION loom.pc.in python/pyproject.tom
 
 # `make test` ends by saying how long it took, build and tests, counted from
 # when make read this file (LOOM_T0).
+# The C host suite (with the export, tool and layer checks) and the Python
+# host suite run side by side under make -j (each is one process), each
+# one's output kept together (--output-sync).
 LOOM_T0 := $(shell date +%s)
 test: all
+	@$(MAKE) --no-print-directory --output-sync=target host-test python-test
+	@t=$$(( $$(date +%s) - $(LOOM_T0) )); printf 'loom: make test took %d min %02d s (build and tests)\n' $$((t / 60)) $$((t % 60))
+
+host-test: all
 	$(BUILD)/tests/loom-test-host
 	bash tests/check_exports.sh $(LIBSO) include/loom.h
 	bash tests/check_loom_tool.sh $(BUILD)/bin/loom
 	python3 tests/check_layers.py --src src --obj $(BUILD)/obj/src --header include/loom.h
-	$(MAKE) --no-print-directory python-test
-	@t=$$(( $$(date +%s) - $(LOOM_T0) )); printf 'loom: make test took %d min %02d s (build and tests)\n' $$((t / 60)) $$((t % 60))
 
 # The Python binding's host tests (pytest, installed on first use if missing;
 # no GPU, no torch needed): tests/python/run_host.sh.

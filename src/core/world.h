@@ -61,6 +61,8 @@ typedef enum loom_world_step {
 /* The rank's share of the device's SMs: sms x percent / 100 / size, at least 1
  * (percent outside 1..100: 100). */
 int loom__world_budget(int sms, int size, int percent);
+/* LOOM_WORLD_SM_PERCENT (world.c): the percent the worlds created now use. */
+int64_t loom__param_WORLD_SM_PERCENT(void);
 
 /* The delay before a call of rank `rank` of a world (nanoseconds): rank x
  * LOOM_WORLD_SKEW_US x 1000, 0 where the setting is 0 (the default). */

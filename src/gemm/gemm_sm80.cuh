@@ -209,10 +209,38 @@ static __device__ __forceinline__ void loom__sm80_load_frags(uint32_t (*af)[4], 
 #endif /* LOOM_SM80_DEVICE */
 
 /* TYPE: loom_dtype_t of A and B; TB: 0 B [n, k], 1 B [k, n]. */
-/* The epilogue: each thread's MI x NI fragments (+ bias, activation ACT,
- * rounded to the store type), masked at m and n, to the row's destination
- * (loom_gemm_row_dst); wrow0 / wcol0: the warp's first row and column. */
-template <int MI, int NI, bool HOOKS, int ACT>
+/* The hooks' bias and activation ACT applied to the accumulators in place
+ * (columns at or past n keep theirs: they are never stored), so that the
+ * tile has one store epilogue whatever the activation (loom__sm80_epi with
+ * DONE): one unrolled store loop per activation made each hooked kernel's
+ * code, and ptxas's time on it, five times larger. The same fp32 operations
+ * in the same order as the store loop's: the stored values are unchanged. */
+template <int MI, int NI, int ACT>
+static __device__ __forceinline__ void loom__sm80_bias_act(float (&acc)[MI][NI][4], const loom_sm80_args_t &args,
+                                                          int32_t wcol0, int lane) {
+  const int cbase = wcol0 + (lane % 4) * 2;
+#pragma unroll
+  for (int j = 0; j < NI; ++j) {
+    const int col = cbase + j * 8;
+    float b0, b1;
+    loom__gemm_bias2(col < args.n ? args.bias : NULL, col, args.c_type, &b0, &b1);
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float v0 = acc[i][j][2 * h] + b0, v1 = acc[i][j][2 * h + 1] + b1;
+        loom__gemm_act2<ACT>(&v0, &v1);
+        acc[i][j][2 * h] = v0, acc[i][j][2 * h + 1] = v1;
+      }
+  }
+}
+
+/* The epilogue: each thread's MI x NI fragments (+ bias, unless DONE:
+ * loom__sm80_bias_act added it and the activation already), rounded to the
+ * store type, masked at m and n, to the row's destination
+ * (loom_gemm_row_dst, found once per row: the thread's 2 MI rows, not at
+ * every store); wrow0 / wcol0: the warp's first row and column. */
+template <int MI, int NI, bool HOOKS, bool DONE>
 static __device__ __forceinline__ void loom__sm80_epi(const float (&acc)[MI][NI][4], const loom_sm80_args_t &args,
                                                      int32_t wrow0, int32_t wcol0, int lane) {
   const int ct = args.c_type;
@@ -222,23 +250,36 @@ static __device__ __forceinline__ void loom__sm80_epi(const float (&acc)[MI][NI]
   const int64_t poff = loom__gemm_parity_off<HOOKS>(args.hooks);
   const int rbase = wrow0 + lane / 4;
   const int cbase = wcol0 + (lane % 4) * 2;
+  void *base[MI][2];
+  int64_t roff[MI][2]; /* the row's first element in its destination */
+  unsigned live = 0;   /* bit 2 i + h: row i, h is inside m */
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = rbase + i * 16 + h * 8;
+      int64_t r = 0;
+      base[i][h] = args.c;
+      if (row < args.m) {
+        base[i][h] = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff);
+        live |= 1u << (2 * i + h);
+      }
+      roff[i][h] = r * args.n;
+    }
 #pragma unroll
   for (int j = 0; j < NI; ++j) {
     const int col = cbase + j * 8;
     if (col < args.n) {
-      float b0, b1;
-      loom__gemm_bias2(args.bias, col, ct, &b0, &b1);
+      float b0 = 0.f, b1 = 0.f;
+      if (!DONE) loom__gemm_bias2(args.bias, col, ct, &b0, &b1);
 #pragma unroll
       for (int i = 0; i < MI; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int row = rbase + i * 16 + h * 8;
-          if (row < args.m) {
-            int64_t r;
-            void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff);
-            float v0 = acc[i][j][2 * h] + b0, v1 = acc[i][j][2 * h + 1] + b1;
-            loom__gemm_act2<ACT>(&v0, &v1);
-            loom__gemm_store2(base, r * args.n + col, st, v0, v1, reduce);
+          if (live & (1u << (2 * i + h))) {
+            float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+            if (!DONE) v0 += b0, v1 += b1;
+            loom__gemm_store2(base[i][h], roff[i][h] + col, st, v0, v1, reduce);
           }
         }
     }
@@ -387,13 +428,15 @@ __global__ void __launch_bounds__(LOOM_SM80_THREADS, BN == 128 ? 2 : 1)
     if (threadIdx.x == 0) args.sk_count[sg.sk_tile] = 0; /* ready for the next launch */
   }
 
-  /* ---- epilogue: registers -> global (the activation a template
-   * argument: epilogue.cuh says why) ---- */
-  if (!HOOKS || args.hooks.activation == LOOM_ACT_NONE)
-    loom__sm80_epi<MI, NI, HOOKS, LOOM_ACT_NONE>(acc, args, row0 + wm * 64, col0 + wn * WN, lane);
-  else if (HOOKS)
-    LOOM_GEMM_ACT_DISPATCH(args.hooks.activation, (loom__sm80_epi<MI, NI, HOOKS, A>(acc, args, row0 + wm * 64,
-                                                                                   col0 + wn * WN, lane)));
+  /* ---- epilogue: registers -> global; a hooked tile's activation (a
+   * compile-time constant in each unrolled pass: epilogue.cuh says why)
+   * applied in place first, then the one store loop ---- */
+  if (!HOOKS || args.hooks.activation == LOOM_ACT_NONE) {
+    loom__sm80_epi<MI, NI, HOOKS, false>(acc, args, row0 + wm * 64, col0 + wn * WN, lane);
+  } else {
+    LOOM_GEMM_ACT_DISPATCH(args.hooks.activation, (loom__sm80_bias_act<MI, NI, A>(acc, args, col0 + wn * WN, lane)));
+    loom__sm80_epi<MI, NI, HOOKS, true>(acc, args, row0 + wm * 64, col0 + wn * WN, lane);
+  }
   if (HOOKS && (args.hooks.tile_signal || args.hooks.dst_signal)) {
     /* every thread's stores of this tile, then one release */
     __threadfence_system();

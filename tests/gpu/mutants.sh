@@ -9,10 +9,14 @@
 #                       src/core/signal.cuh), the library with that object
 #                       replaced, and the GPU test program linked against it:
 #                       build/mutants/<name>/loom-test-gpu
-#   mutants.sh run     on a GPU: each mutant's program runs its world test;
-#                       the mutant is killed when the test fails (a wrong
-#                       result or an expired wait). Exit 0 only when every
-#                       mutant is killed and none is missing.
+#   mutants.sh run     on a GPU: each mutant's world test runs first in the
+#                       library's own program (build/tests/loom-test-gpu, the
+#                       control: it must pass), then in the mutant's; the
+#                       mutant is killed when its run fails (a wrong result or
+#                       an expired wait) where the control passed. Exit 0
+#                       only when every mutant is killed and none is missing.
+#                       The environment reaches both runs (LOOM_WORLD_SKEW_US
+#                       staggers the ranks' calls: core/world.h).
 # LOOM_MUTANTS=name1,name2 limits either mode to those mutants.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -57,15 +61,24 @@ case "$mode" in
     [ "$fails" = 0 ] || { echo "mutants: $fails mutant(s) failed to build" >&2; exit 1; }
     ;;
   run)
-    killed=0 survived=0 missing=0
+    killed=0 survived=0 missing=0 control_failed=0
+    run_test() { # program test log: rc
+      LOOM_TEST_TIMEOUT_MS=${LOOM_TEST_TIMEOUT_MS:-3000} timeout "${LOOM_MUTANT_LIMIT_S:-300}" "$1" "$2" > "$3" 2>&1
+    }
     while read -r name site unit test; do
       prog="$out/$name/loom-test-gpu"
       if [ ! -x "$prog" ]; then
         echo "mutant $name: $prog missing (make mutants)"; missing=$((missing + 1)); continue
       fi
+      run_test "${BUILD:-build}/tests/loom-test-gpu" "$test" "$out/$name/control.log"
+      rc=$?
+      if [ "$rc" != 0 ] || grep -q 'nothing ran' "$out/$name/control.log"; then
+        echo "mutant $name: the control (the library's own kernels) failed $test, rc $rc: $(grep -m1 -E 'FAIL|expired|nothing ran' "$out/$name/control.log" | cut -c1-160)"
+        control_failed=$((control_failed + 1)); continue
+      fi
       log="$out/$name/run.log"
       t0=$(date +%s)
-      LOOM_TEST_TIMEOUT_MS=${LOOM_TEST_TIMEOUT_MS:-3000} timeout "${LOOM_MUTANT_LIMIT_S:-300}" "$prog" "$test" > "$log" 2>&1
+      run_test "$prog" "$test" "$log"
       rc=$?
       summary=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
       why=$(grep -m1 -E 'FAIL|expired' "$log" | cut -c1-160)
@@ -77,8 +90,8 @@ case "$mode" in
         survived=$((survived + 1))
       fi
     done < <(mutants)
-    echo "mutants: $killed killed, $survived survived, $missing missing"
-    [ "$survived" = 0 ] && [ "$missing" = 0 ] && [ "$killed" -gt 0 ]
+    echo "mutants: $killed killed, $survived survived, $missing missing, $control_failed with a failed control"
+    [ "$survived" = 0 ] && [ "$missing" = 0 ] && [ "$control_failed" = 0 ] && [ "$killed" -gt 0 ]
     ;;
   *) echo "usage: $0 build|run (tests/gpu/mutants.txt)" >&2; exit 2 ;;
 esac

@@ -24,6 +24,7 @@
 
 #include "tests/common/test.h"
 #include "support/launch.h"
+#include "core/world.h"
 
 #define LAUNCH_TIMEOUT_S 300
 #define CUDA_OK(call) CHECK_CUDA_OR(call, goto out)
@@ -44,7 +45,7 @@ static int rank_info_and_memory(loom_rank_ctx_t *ctx, void *arg) {
   CHECK_EQ_INT(info.size, W);
   CHECK_EQ_INT(info.lsa_rank, r);
   CHECK_EQ_INT(info.lsa_size, W);
-  CHECK_EQ_INT(info.sm_count, sms / W > 0 ? sms / W : 1);
+  CHECK_EQ_INT(info.sm_count, loom__world_budget(sms, W, (int)loom__param_WORLD_SM_PERCENT()));
   LOOM_OK(loom_malloc(comm, 4096, (void **)&mine));
   CUDA_OK(cudaMemset(mine, 'a' + r, 4096));
   CUDA_OK(cudaDeviceSynchronize()); /* (no collective call is in flight here) */

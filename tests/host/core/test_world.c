@@ -60,6 +60,7 @@ LOOM_TEST(world_sm_share_of_each_rank) {
   for (int w = 1; w <= 16; ++w) {
     const int b = loom__world_budget(132, w, 100);
     CHECK_EQ_INT(b, 132 / w);
+    CHECK(loom__world_budget(132, w, 50) == (132 / 2 / w > 0 ? 132 / 2 / w : 1));
     CHECK(b * w <= 132); /* every rank's blocks fit at once */
   }
   CHECK_EQ_INT(loom__world_budget(132, 8, 100), 16);
@@ -69,7 +70,7 @@ LOOM_TEST(world_sm_share_of_each_rank) {
   CHECK_EQ_INT(loom__world_budget(132, 64, 10), 1);
   loom_world_t w = NULL;
   CHECK_RESULT(loom__world_create_detached(3, 132, &w), LOOM_SUCCESS);
-  CHECK_EQ_INT(loom__world_sm_budget(w), 44);
+  CHECK_EQ_INT(loom__world_sm_budget(w), loom__world_budget(132, 3, (int)loom__param_WORLD_SM_PERCENT()));
   CHECK_RESULT(loom_world_destroy(w), LOOM_SUCCESS);
 }
 
@@ -178,7 +179,7 @@ static void *comm_rank(void *p) {
   CHECK_EQ_INT(info.rank, a->rank);
   CHECK_EQ_INT(info.size, a->size);
   CHECK_EQ_INT(info.lsa_size, a->size);
-  CHECK_EQ_INT(info.sm_count, 132 / a->size);
+  CHECK_EQ_INT(info.sm_count, loom__world_budget(132, a->size, (int)loom__param_WORLD_SM_PERCENT()));
   CHECK(c->ws_all_reachable == 1);
   world_memory(a, c);
   world_agreement(a, c);
