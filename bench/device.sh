@@ -272,8 +272,9 @@ fi
 # The mutants (tests/gpu/mutants.sh): carried (mutants.tar.xz beside LOOM_CARRY_TAR) or built here
 if [ "${LOOM_MUTANTS_RUN:-0}" = 1 ]; then
   mt="$(dirname "${LOOM_CARRY_TAR:-build/carry/x}")/mutants.tar.xz"
-  if [ -f "$mt" ]; then tar -xJf "$mt" || echo "could not unpack $mt"; else build mutants; fi
-  step "mutants" "$(lim_of TESTS)" "$out/mutants.log" bash tests/gpu/mutants.sh run
+  if [ -f "$mt" ]; then tar -xJf "$mt" || echo "could not unpack $mt"
+  elif ! ls build/mutants/*/loom-test-gpu > /dev/null 2>&1; then build mutants; fi
+  LOOM_MUTANT_LOGS="$out/mutants" step "mutants" "$(lim_of TESTS)" "$out/mutants.log" bash tests/gpu/mutants.sh run
 fi
 
 if [ -n "${LOOM_DEV_GEMM:-}" ]; then

@@ -17,7 +17,8 @@
 #                       only when every mutant is killed and none is missing.
 #                       The environment reaches both runs (LOOM_WORLD_SKEW_US
 #                       staggers the ranks' calls: core/world.h).
-# LOOM_MUTANTS=name1,name2 limits either mode to those mutants.
+# LOOM_MUTANTS=name1,name2 limits either mode to those mutants; LOOM_MUTANT_LOGS: a folder for each
+# run's log (default: build/mutants/<name>/).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 list=tests/gpu/mutants.txt
@@ -70,13 +71,14 @@ case "$mode" in
       if [ ! -x "$prog" ]; then
         echo "mutant $name: $prog missing (make mutants)"; missing=$((missing + 1)); continue
       fi
-      run_test "${BUILD:-build}/tests/loom-test-gpu" "$test" "$out/$name/control.log"
+      logs=${LOOM_MUTANT_LOGS:-$out/$name}; mkdir -p "$logs"
+      run_test "${BUILD:-build}/tests/loom-test-gpu" "$test" "$logs/$name.control.log"
       rc=$?
-      if [ "$rc" != 0 ] || grep -q 'nothing ran' "$out/$name/control.log"; then
-        echo "mutant $name: the control (the library's own kernels) failed $test, rc $rc: $(grep -m1 -E 'FAIL|expired|nothing ran' "$out/$name/control.log" | cut -c1-160)"
+      if [ "$rc" != 0 ] || grep -q 'nothing ran' "$logs/$name.control.log"; then
+        echo "mutant $name: the control (the library's own kernels) failed $test, rc $rc: $(grep -m1 -E 'FAIL|expired|nothing ran' "$logs/$name.control.log" | cut -c1-160)"
         control_failed=$((control_failed + 1)); continue
       fi
-      log="$out/$name/run.log"
+      log="$logs/$name.run.log"
       t0=$(date +%s)
       run_test "$prog" "$test" "$log"
       rc=$?
