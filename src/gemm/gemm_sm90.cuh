@@ -1106,28 +1106,37 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
           continue;
         }
       }
-      if constexpr (HOOKS) {
-        /* the hooks' bias and activation, applied in place (the activation a
-         * run-time value: one hooked kernel for all of them, one store
-         * epilogue; loom__sm90_bias_act says why) */
-        if (finish && active && !skip)
-          LOOM_GEMM_ACT_DISPATCH(args.hooks.activation,
-                                 (loom__sm90_bias_act<WN, A>(acc, bias, col0, args.c_type, args.n, lane)));
-      }
+      /* a hooked tile with an activation: the bias and the activation applied
+       * in place first (a run-time value: one hooked kernel for all of them;
+       * loom__sm90_bias_act says why), then the store epilogue without them
+       * (pre); without one, the plain kernels' epilogue, bias inside */
+      const bool pre = HOOKS && args.hooks.activation != LOOM_ACT_NONE;
+      if (HOOKS && pre && finish && active && !skip)
+        LOOM_GEMM_ACT_DISPATCH(args.hooks.activation,
+                               (loom__sm90_bias_act<WN, A>(acc, bias, col0, args.c_type, args.n, lane)));
       if (tma_epi && finish && active && !skip && whole) {
         const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
         const CUtensorMap *adds =
             HOOKS && !WAIT_ONLY && args.epi_tma == 2 ? (const CUtensorMap *)args.hooks.dst_maps : NULL;
         const int32_t rpd = HOOKS ? (int32_t)args.hooks.rows_per_dst : 0;
-        /* hooked kernels: bias and activation already applied (DONE) */
-        if (args.c_type == LOOM_FP32)
-          loom__epi_tma<WN, 4, EPI_BUFS, HOOKS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
-                                             tl.end, args.n, warp, lane, tid, cw, adds, rpd);
-        else
-          loom__epi_tma<WN, 2, EPI_BUFS, HOOKS>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
-                                             tl.end, args.n, warp, lane, tid, cw, adds, rpd);
+        if (args.c_type == LOOM_FP32) {
+          if (HOOKS && pre)
+            loom__epi_tma<WN, 4, EPI_BUFS, true>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
+                                                tl.end, args.n, warp, lane, tid, cw, adds, rpd);
+          else
+            loom__epi_tma<WN, 4, EPI_BUFS, false>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
+                                                 tl.end, args.n, warp, lane, tid, cw, adds, rpd);
+        } else {
+          if (HOOKS && pre)
+            loom__epi_tma<WN, 2, EPI_BUFS, true>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
+                                                tl.end, args.n, warp, lane, tid, cw, adds, rpd);
+          else
+            loom__epi_tma<WN, 2, EPI_BUFS, false>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
+                                                 tl.end, args.n, warp, lane, tid, cw, adds, rpd);
+        }
       } else if (!WAIT_ONLY && (!tma_epi || !whole) && finish && active && !skip) {
-        loom__epi_regs<HOOKS, WN, HOOKS>(acc, args, row0, col0, tl.end, args.n, bias, warp, lane);
+        if (HOOKS && pre) loom__epi_regs<HOOKS, WN, true>(acc, args, row0, col0, tl.end, args.n, bias, warp, lane);
+        else loom__epi_regs<HOOKS, WN, false>(acc, args, row0, col0, tl.end, args.n, bias, warp, lane);
       }
       if (HOOKS && !WAIT_ONLY && (args.hooks.tile_signal || args.hooks.dst_signal) && finish) {
         /* both consumer warpgroups' stores of this tile (TMA stores: complete,
