@@ -50,10 +50,12 @@ static __device__ __forceinline__ void loom__gemm_store2(void *base, int64_t off
  * inlined tanh/erf bodies of every element into the instruction stream of
  * every epilogue (the hooked sm90 kernel grew from 2,000 to 40,000
  * instructions and its epilogue's executed instructions were spread over
- * 260 KB of code). The hooked kernels dispatch on the runtime value once
- * per tile (LOOM_GEMM_ACT_DISPATCH) around a pass that applies the bias and
- * the activation to the accumulators in place, then run their one store
- * epilogue (loom__sm80_bias_act, loom__sm90_bias_act). */
+ * 260 KB of code). The sm80 kernel dispatches on the runtime value once per
+ * tile (LOOM_GEMM_ACT_DISPATCH) around a pass that applies the bias and the
+ * activation to the accumulators in place, then runs its one store loop
+ * (loom__sm80_bias_act); the hooked sm90 kernels are instantiated per
+ * activation (gemm_sm90.cuh; the same pass there cost the hooked kernels
+ * 2.6 %: docs/perf/gemm.md). */
 template <int ACT>
 static __device__ __forceinline__ void loom__gemm_act2(float *v0, float *v1) {
   if (ACT != LOOM_ACT_NONE) {

@@ -76,17 +76,12 @@
  * pushes into the owners, with no register stores and no side kernel),
  * and a per-tile release signal once both consumer warpgroups' stores are
  * visible (__threadfence_system, named barrier, st.release.sys). The hooks'
- * bias and activation are applied to the accumulators in place before the
- * store epilogue (loom__sm90_bias_act, the activation dispatched once per
- * tile on its run-time value), so one hooked kernel serves every
- * activation with one store epilogue. (Chosen inside the unrolled store
- * loops, every hooked kernel carried all of the activations' epilogues: the
- * 128x224 one 156,000 SASS lines against 13,000, the file ~9 minutes to
- * build instead of ~5; as a template argument, each hooked configuration
- * was built four times. The kernels' ACT parameter stays, always
- * LOOM_ACT_NONE, so that their names do not change. The 128x224 hooked
- * kernel's 4% gap to the plain one with the hooks idle did not come from
- * its size; docs/perf/gemm.md, "Hooked kernel: the 128x224 gap".)
+ * activation is a template argument too (ACT: one hooked kernel per
+ * activation): chosen per tile at run time, every hooked kernel carried all
+ * of the activations' unrolled epilogues (the 128x224 one 156,000 SASS lines
+ * against 13,000 now), and the file built in ~9 minutes instead of ~5. (That
+ * kernel's 4% gap to the plain one with the hooks idle was measured before
+ * and after: it did not come from its size; docs/perf/gemm.md, "Hooked kernel: the 128x224 gap".)
  *
  * sm_90a only: the kernel bodies compile under LOOM_SM90A; the sm_80 PTX of
  * the library holds empty kernels that the host never launches
@@ -356,20 +351,20 @@ static __device__ __forceinline__ void loom__wg_sync(int cw) {
  * rows x 128 bytes, 16-byte unit u of row r at unit u ^ (r % 8) (the TMA's
  * 128-byte swizzle). r0: this thread's first fragment row (16 warp + lane
  * / 4); JPC: 8-column fragment groups per chunk. */
-template <int ES, int JPC, bool DONE>
+template <int ES, int JPC, int ACT>
 static __device__ __forceinline__ void loom__epi_chunk(const float *acc, uint32_t buf, int ch, int32_t col0, int ct,
                                                       const void *bias, int32_t n, int lane, int r0) {
 #pragma unroll
   for (int jj = 0; jj < JPC; ++jj) {
     const int j = ch * JPC + jj;
     const int col = col0 + j * 8 + (lane % 4) * 2;
-    float b0 = 0.f, b1 = 0.f;
-    if (!DONE) loom__gemm_bias2(col < n ? bias : NULL, col, ct, &b0, &b1);
+    float b0, b1;
+    loom__gemm_bias2(col < n ? bias : NULL, col, ct, &b0, &b1);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = r0 + h * 8;
-      float v0 = acc[j * 4 + h * 2], v1 = acc[j * 4 + h * 2 + 1];
-      if (!DONE) v0 += b0, v1 += b1;
+      float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
+      loom__gemm_act2<ACT>(&v0, &v1);
       if (ES == 4) {
         const uint32_t u = (uint32_t)(jj * 2 + (lane % 4) / 2);
         const uint32_t addr = buf + r * 128 + ((u ^ (uint32_t)(r & 7)) << 4) + (lane % 2) * 8;
@@ -409,7 +404,7 @@ static __device__ __forceinline__ void loom__epi_chunk(const float *acc, uint32_
  * added into adds[row0 / rpd] at row row0 % rpd instead of stored through
  * map (rpd a multiple of 64, so a chunk has one destination; the launcher
  * refuses the register-stored tail columns there). */
-template <int WN, int ES, int NBUF, bool DONE>
+template <int WN, int ES, int NBUF, int ACT>
 static __device__ __forceinline__ void loom__epi_tma(const float *acc, const CUtensorMap *map, uint32_t bufs,
                                                     uint32_t &seq, int32_t row0, int32_t col0, int ct,
                                                     const void *bias, void *c, int32_t m, int32_t n, int warp,
@@ -425,7 +420,7 @@ static __device__ __forceinline__ void loom__epi_tma(const float *acc, const CUt
     const uint32_t buf = bufs + (NBUF == 2 ? (seq & 1u) * (uint32_t)LOOM_SM90_EPI_BUF : 0u);
     if (tid == 0) loom__bulk_wait_read<NBUF - 1>();
     loom__wg_sync(cw);
-    loom__epi_chunk<ES, JPC, DONE>(acc, buf, ch, col0, ct, bias, n, lane, r0);
+    loom__epi_chunk<ES, JPC, ACT>(acc, buf, ch, col0, ct, bias, n, lane, r0);
     /* the generic-proxy writes above are read next by the TMA (async proxy) */
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     loom__wg_sync(cw);
@@ -445,14 +440,14 @@ static __device__ __forceinline__ void loom__epi_tma(const float *acc, const CUt
     for (int j = NCH * JPC; j < WN / 8; ++j) {
       const int col = col0 + j * 8 + (lane % 4) * 2;
       if (col < n) {
-        float b0 = 0.f, b1 = 0.f;
-        if (!DONE) loom__gemm_bias2(bias, col, ct, &b0, &b1);
+        float b0, b1;
+        loom__gemm_bias2(bias, col, ct, &b0, &b1);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = row0 + r0 + h * 8;
           if (row < m) {
-            float v0 = acc[j * 4 + h * 2], v1 = acc[j * 4 + h * 2 + 1];
-            if (!DONE) v0 += b0, v1 += b1;
+            float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
+            loom__gemm_act2<ACT>(&v0, &v1);
             loom__gemm_store2(c, (int64_t)row * n + col, ct, v0, v1, 0);
           }
         }
@@ -488,7 +483,7 @@ static __device__ __forceinline__ void loom__epi_scatter(const float *acc, uint3
   for (int ch = 0; ch < NCH; ++ch) {
     const uint32_t buf = bufs + (NBUF == 2 ? (seq & 1u) * (uint32_t)LOOM_SM90_EPI_BUF : 0u);
     loom__wg_sync(cw); /* every thread is done reading this buffer's previous chunk */
-    loom__epi_chunk<ES, JPC, false>(acc, buf, ch, col0, ct, bias, n, lane, r0);
+    loom__epi_chunk<ES, JPC, LOOM_ACT_NONE>(acc, buf, ch, col0, ct, bias, n, lane, r0);
     loom__wg_sync(cw);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -512,8 +507,8 @@ static __device__ __forceinline__ void loom__epi_scatter(const float *acc, uint3
  * pairs, masked at m_end (m, or a grouped GEMM's group end) and n (args.n,
  * or the SwiGLU epilogue's n / 2: also C's row length), to the row's
  * destination (loom_gemm_row_dst); bias: args.bias or its group's row.
- * DONE: the bias (and activation) already applied (loom__sm90_bias_act). */
-template <bool HOOKS, int WN, bool DONE>
+ * ACT: the activation, a compile-time constant (epilogue.cuh). */
+template <bool HOOKS, int WN, int ACT>
 static __device__ __forceinline__ void loom__epi_regs(const float *acc, const loom_sm90_args_t &args, int32_t row0,
                                                      int32_t col0, int32_t m_end, int32_t n, const void *bias,
                                                      int warp, int lane) {
@@ -524,59 +519,23 @@ static __device__ __forceinline__ void loom__epi_regs(const float *acc, const lo
   if (HOOKS) reduce = args.hooks.epilogue == LOOM_EPI_REDUCE;
   const int st = loom__gemm_store_type<HOOKS>(args.hooks, ct);
   const int64_t poff = loom__gemm_parity_off<HOOKS>(args.hooks);
-  /* the thread's two rows' destinations, found once (not at every store) */
-  void *base[2];
-  int64_t roff[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = rbase + h * 8;
-    int64_t r = 0;
-    base[h] = row < m_end ? loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff) : args.c;
-    roff[h] = r * n;
-  }
 #pragma unroll
   for (int j = 0; j < WN / 8; ++j) {
     const int col = cbase + j * 8;
     if (col < n) {
-      float b0 = 0.f, b1 = 0.f;
-      if (!DONE) loom__gemm_bias2(bias, col, ct, &b0, &b1);
+      float b0, b1;
+      loom__gemm_bias2(bias, col, ct, &b0, &b1);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        if (rbase + h * 8 < m_end) {
-          float v0 = acc[j * 4 + h * 2], v1 = acc[j * 4 + h * 2 + 1];
-          if (!DONE) v0 += b0, v1 += b1;
-          loom__gemm_store2(base[h], roff[h] + col, st, v0, v1, reduce);
+        const int row = rbase + h * 8;
+        if (row < m_end) {
+          int64_t r;
+          void *base = loom_gemm_row_dst<HOOKS>(args.c, args.hooks, args.m, row, &r, poff);
+          float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
+          loom__gemm_act2<ACT>(&v0, &v1);
+          loom__gemm_store2(base, r * n + col, st, v0, v1, reduce);
         }
       }
-    }
-  }
-}
-
-/* The hooked kernels' bias and activation ACT, applied to a warpgroup's
- * 64 x WN accumulators in place (fragment layout as loom__epi_tma's:
- * acc[4 j + 2 h + e] is column col0 + 8 j + 2 (lane % 4) + e), before the
- * store epilogue runs with DONE. The same fp32 operations in the same order
- * as the epilogues' own bias addition and activation, so the stored values
- * are those of an activation inside the epilogue; but the activation is
- * dispatched once per tile on its run-time value, and each hooked kernel
- * holds one store epilogue: with the activation inside the unrolled store
- * loops, every hooked configuration was built once per activation (four
- * kernels, 18 of the 30 in the 128 x 256 group) or, dispatched per tile
- * around the whole epilogue, held four of them (156,000 SASS lines against
- * 13,000). Columns at or past n keep their values (never stored). */
-template <int WN, int ACT>
-static __device__ __forceinline__ void loom__sm90_bias_act(float *acc, const void *bias, int32_t col0, int ct,
-                                                          int32_t n, int lane) {
-#pragma unroll
-  for (int j = 0; j < WN / 8; ++j) {
-    const int col = col0 + j * 8 + (lane % 4) * 2;
-    float b0, b1;
-    loom__gemm_bias2(col < n ? bias : NULL, col, ct, &b0, &b1);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float v0 = acc[j * 4 + h * 2] + b0, v1 = acc[j * 4 + h * 2 + 1] + b1;
-      loom__gemm_act2<ACT>(&v0, &v1);
-      acc[j * 4 + h * 2] = v0, acc[j * 4 + h * 2 + 1] = v1;
     }
   }
 }
@@ -787,7 +746,7 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
                           const __grid_constant__ loom_sm90_args_t args) {
 #ifdef LOOM_SM90A
   static_assert(BM == 128 || (BM == 64 && CL == 1), "64-row tiles: no clusters");
-  static_assert(ACT == LOOM_ACT_NONE, "activations are applied at run time (loom__sm90_bias_act)");
+  static_assert(HOOKS || ACT == LOOM_ACT_NONE, "only hooked kernels apply an activation");
   static_assert(!GR || (!HOOKS && !SK && CL == 1), "grouped GEMMs: plain, data-parallel, no clusters");
   constexpr int A_BYTES = LOOM_SM90_A_BYTES(BM);
   constexpr int B_BYTES = LOOM_SM90_B_BYTES(BN);
@@ -1099,44 +1058,29 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
           const int32_t ocol = tl.tn * (BN / 2) + part.col / 2, on = args.n / 2;
           const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
           if (active && whole)
-            loom__epi_tma<WN / 2, 2, EPI_BUFS, false>(acc, &tma_c, bufs, epi_seq, row0, ocol, args.c_type, NULL,
+            loom__epi_tma<WN / 2, 2, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, ocol, args.c_type, NULL,
                                                    args.c, tl.end, on, warp, lane, tid, cw, NULL, 0);
           else if (active)
-            loom__epi_regs<false, WN / 2, false>(acc, args, row0, ocol, tl.end, on, NULL, warp, lane);
+            loom__epi_regs<false, WN / 2, ACT>(acc, args, row0, ocol, tl.end, on, NULL, warp, lane);
           continue;
         }
       }
-      /* a hooked tile with an activation: the bias and the activation applied
-       * in place first (a run-time value: one hooked kernel for all of them;
-       * loom__sm90_bias_act says why), then the store epilogue without them
-       * (pre); without one, the plain kernels' epilogue, bias inside */
-      const bool pre = HOOKS && args.hooks.activation != LOOM_ACT_NONE;
-      if (HOOKS && pre && finish && active && !skip)
-        LOOM_GEMM_ACT_DISPATCH(args.hooks.activation,
-                               (loom__sm90_bias_act<WN, A>(acc, bias, col0, args.c_type, args.n, lane)));
       if (tma_epi && finish && active && !skip && whole) {
         const uint32_t bufs = sepi + (uint32_t)(cw * EPI_BUFS * LOOM_SM90_EPI_BUF);
         const CUtensorMap *adds =
             HOOKS && !WAIT_ONLY && args.epi_tma == 2 ? (const CUtensorMap *)args.hooks.dst_maps : NULL;
         const int32_t rpd = HOOKS ? (int32_t)args.hooks.rows_per_dst : 0;
-        if (args.c_type == LOOM_FP32) {
-          if (HOOKS && pre)
-            loom__epi_tma<WN, 4, EPI_BUFS, true>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
-                                                tl.end, args.n, warp, lane, tid, cw, adds, rpd);
-          else
-            loom__epi_tma<WN, 4, EPI_BUFS, false>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
-                                                 tl.end, args.n, warp, lane, tid, cw, adds, rpd);
-        } else {
-          if (HOOKS && pre)
-            loom__epi_tma<WN, 2, EPI_BUFS, true>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
-                                                tl.end, args.n, warp, lane, tid, cw, adds, rpd);
-          else
-            loom__epi_tma<WN, 2, EPI_BUFS, false>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
-                                                 tl.end, args.n, warp, lane, tid, cw, adds, rpd);
-        }
+        /* the activation is the kernel's template argument (one instantiation
+         * per activation: the kernel holds only its own epilogue; the
+         * launcher says why) */
+        if (args.c_type == LOOM_FP32)
+          loom__epi_tma<WN, 4, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
+                                             tl.end, args.n, warp, lane, tid, cw, adds, rpd);
+        else
+          loom__epi_tma<WN, 2, EPI_BUFS, ACT>(acc, &tma_c, bufs, epi_seq, row0, col0, args.c_type, bias, args.c,
+                                             tl.end, args.n, warp, lane, tid, cw, adds, rpd);
       } else if (!WAIT_ONLY && (!tma_epi || !whole) && finish && active && !skip) {
-        if (HOOKS && pre) loom__epi_regs<HOOKS, WN, true>(acc, args, row0, col0, tl.end, args.n, bias, warp, lane);
-        else loom__epi_regs<HOOKS, WN, false>(acc, args, row0, col0, tl.end, args.n, bias, warp, lane);
+        loom__epi_regs<HOOKS, WN, ACT>(acc, args, row0, col0, tl.end, args.n, bias, warp, lane);
       }
       if (HOOKS && !WAIT_ONLY && (args.hooks.tile_signal || args.hooks.dst_signal) && finish) {
         /* both consumer warpgroups' stores of this tile (TMA stores: complete,
@@ -1175,10 +1119,18 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
 
 typedef void (*loom__sm90_kernel_t)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const loom_sm90_args_t);
 
-/* The instantiation of one (tile, types, schedule): a hooked kernel applies
- * any activation (its hooks' run-time value; loom__sm90_bias_act). */
+/* The instantiation of one (tile, types, schedule) for the hooks' activation
+ * `act` (plain kernels: none). */
 template <int BM, int BN, int S, int TYPE, int TB, bool HOOKS, bool SK, int CL>
-static loom__sm90_kernel_t loom__sm90_one(void) {
+static loom__sm90_kernel_t loom__sm90_act(int act) {
+  if constexpr (HOOKS) {
+    switch (act) {
+      case LOOM_ACT_RELU: return loom__gemm_sm90_kernel<BM, BN, S, TYPE, TB, true, SK, CL, LOOM_ACT_RELU>;
+      case LOOM_ACT_GELU_TANH: return loom__gemm_sm90_kernel<BM, BN, S, TYPE, TB, true, SK, CL, LOOM_ACT_GELU_TANH>;
+      case LOOM_ACT_GELU_ERF: return loom__gemm_sm90_kernel<BM, BN, S, TYPE, TB, true, SK, CL, LOOM_ACT_GELU_ERF>;
+      default: break;
+    }
+  }
   return loom__gemm_sm90_kernel<BM, BN, S, TYPE, TB, HOOKS, SK, CL, LOOM_ACT_NONE>;
 }
 
@@ -1189,20 +1141,20 @@ static loom__sm90_kernel_t loom__sm90_pick3(int sk, int cl, int act) {
    * bn 192 / 224 without an activation; NULL otherwise: the launcher never
    * asks) */
   if (sk) {
-    if constexpr (!HOOKS || BN == 128 || BN == 256) return loom__sm90_one<BM, BN, S, TYPE, TB, HOOKS, true, 1>();
-    /* bn 192 / 224: without an activation only (the launcher's rule) */
-    if (act == LOOM_ACT_NONE) return loom__sm90_one<BM, BN, S, TYPE, TB, true, true, 1>();
+    if constexpr (!HOOKS || BN == 128 || BN == 256) return loom__sm90_act<BM, BN, S, TYPE, TB, HOOKS, true, 1>(act);
+    /* bn 192 / 224: without an activation only (fewer kernels to build) */
+    if (act == LOOM_ACT_NONE) return loom__gemm_sm90_kernel<BM, BN, S, TYPE, TB, true, true, 1, LOOM_ACT_NONE>;
     return NULL;
   }
   /* 64-row tiles: no clusters */
   if constexpr (BM == 64) {
-    return loom__sm90_one<64, BN, S, TYPE, TB, HOOKS, false, 1>();
+    return loom__sm90_act<64, BN, S, TYPE, TB, HOOKS, false, 1>(act);
   } else {
     /* clusters for data-parallel GEMMs (hooked ones that only wait: the
      * launcher); bn 192 / 224: none (half of B is not whole boxes of [k, n]) */
     if constexpr (BN == 128 || BN == 256)
-      if (cl == 2) return loom__sm90_one<128, BN, S, TYPE, TB, HOOKS, false, 2>();
-    return loom__sm90_one<128, BN, S, TYPE, TB, HOOKS, false, 1>();
+      if (cl == 2) return loom__sm90_act<128, BN, S, TYPE, TB, HOOKS, false, 2>(act);
+    return loom__sm90_act<128, BN, S, TYPE, TB, HOOKS, false, 1>(act);
   }
 }
 
