@@ -40,6 +40,7 @@
 
 #include "loom.h"
 #include "comm.h"
+#include "param.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -62,7 +63,7 @@ typedef enum loom_world_step {
  * (percent outside 1..100: 100). */
 int loom__world_budget(int sms, int size, int percent);
 /* LOOM_WORLD_SM_PERCENT (world.c): the percent the worlds created now use. */
-int64_t loom__param_WORLD_SM_PERCENT(void);
+LOOM_PARAM_DECL_INT(WORLD_SM_PERCENT)
 
 /* The delay before a call of rank `rank` of a world (nanoseconds): rank x
  * LOOM_WORLD_SKEW_US x 1000, 0 where the setting is 0 (the default). */
