@@ -394,6 +394,29 @@ static int loom__max_pair(const loom_rank_ctx_t *ctx, uint64_t v[2]) {
 
 int loom_launch_world_sync(const loom_rank_ctx_t *ctx) { return !ctx->world || loom_launch_same_u64(ctx, 1); }
 
+cudaError_t loom_launch_download(void *dst, const void *src, size_t bytes, cudaStream_t stream) {
+  cudaError_t e = cudaStreamSynchronize(stream);
+  if (e == cudaSuccess && bytes > 0) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  return e;
+}
+
+static double launch_ms_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static double launch_t0;
+static void launch_t0_set(void) { launch_t0 = launch_ms_now(); }
+
+void loom_launch_step_time(int rank, int step, const char *stage) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  if (!getenv("LOOM_TEST_STEP_TIMES")) return;
+  pthread_once(&once, launch_t0_set);
+  fprintf(stderr, "  [times] rank %d step %d %-16s %10.1f ms\n", rank, step, stage, launch_ms_now() - launch_t0);
+}
+
 int loom_launch_same_u64(const loom_rank_ctx_t *ctx, uint64_t h) {
   uint64_t v[2] = {h, ~h};
   /* max(h) == h and max(~h) == ~h (min(h) == h): every rank's h is h */

@@ -87,11 +87,27 @@ int loom_launch_same_u64(const loom_rank_ctx_t *ctx, uint64_t h);
 
 /* In a one-GPU world (ctx->world): every rank's host thread reaches this
  * point before any goes on; nothing (1) where each rank has a GPU of its
- * own. Tests put it between a call's uploads and the call: a pageable copy
- * (or cudaMalloc, cudaFree) waits for every kernel on the device, and a
- * peer's kernel of the call waits for this rank's, which would never come
- * (docs/world.md). 0 when the exchange failed. */
+ * own. Tests put it between a call's uploads and the call, so that no
+ * rank's upload is queued behind its previous call while a peer's kernel
+ * of the new call already waits for it (docs/world.md, "Rules a program in
+ * a world must keep"). 0 when the exchange failed. */
 int loom_launch_world_sync(const loom_rank_ctx_t *ctx);
+
+/* Copies `bytes` from device memory at src to host memory at dst (pageable
+ * or pinned) after every piece of work queued on `stream`: the stream is
+ * synchronised first, then the copy made. A pageable copy queued behind a
+ * collective call waits for that call's kernels holding the CUDA context's
+ * lock, so in a one-GPU world the peers' next launches wait behind it and
+ * the call never completes (measured: dev/world/host_calls_probe.cu,
+ * docs/world.md); waiting in cudaStreamSynchronize first holds nothing.
+ * The first error of either step. */
+cudaError_t loom_launch_download(void *dst, const void *src, size_t bytes, cudaStream_t stream);
+
+/* LOOM_TEST_STEP_TIMES=1: one line on stderr, "[times] rank r step s
+ * stage  ms", the milliseconds since the process's first such call, so
+ * that a rank whose thread is held before a call (a host call that waits
+ * for the device, in a world) shows where. Nothing otherwise. */
+void loom_launch_step_time(int rank, int step, const char *stage);
 
 #ifdef __cplusplus
 }

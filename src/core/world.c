@@ -48,7 +48,7 @@ struct loom_world {
  * GEMM beside another's reduction, a cooperative dispatch beside a combine)
  * do not pack the SMs as tightly as grids of one kernel, and a rank whose
  * waiting blocks do not all fit can stall every rank until a wait expires. */
-LOOM_PARAM_INT(WORLD_SM_PERCENT, "100",
+LOOM_PARAM_INT(WORLD_SM_PERCENT, "50",
                "a world (W ranks on one GPU): the percent of the device's SMs its ranks' grids are sized "
                "to together (each rank: SMs x percent / 100 / W, at least 1); 1-100")
 

@@ -7,8 +7,11 @@
  * values of the table dtype, variable bag lengths with empty bags, uniform
  * or Zipf indices, per-sample weights), so each rank can compute its own
  * expected output. Outputs are poisoned (all bits set: NaN in every dtype)
- * before every call, and every element is checked. Tables per rank are
- * uneven (3 and 2), Bl is not a multiple of the slice size, and D covers
+ * before every call, and every element is checked, read as soon as the
+ * rank's call is over. Tables per rank are uneven (3 on rank 0, 2, and 6 on
+ * the last rank from W = 3: its slices arrive last, so a rank whose call
+ * ended before every slice arrived reads poison), Bl is not a multiple of
+ * the slice size, and D covers
  * the 1, 2, 4 and 8 chunks-per-lane kernels. W = 1 everywhere; W = 2 where
  * two GPUs exist (else skipped).
  *
@@ -124,8 +127,9 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
   const int64_t Bl = su->local_batch, B = Bl * W;
   int tpr[8], base[9];
   base[0] = 0;
-  for (int p = 0; p < W; ++p) {
-    tpr[p] = p == 0 ? 3 : 2;
+  for (int p = 0; p < W; ++p) { /* the last rank (W >= 3) pools three times the others' tables: its slices
+                                  * reach the other ranks last, after their own pooling is over */
+    tpr[p] = p == 0 ? 3 : p == W - 1 && W >= 3 ? 6 : 2;
     base[p + 1] = base[p] + tpr[p];
   }
   const int T_total = base[W];
@@ -217,7 +221,10 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
       rc = loom_embedding_a2a(plan, d_tables, d_idx, d_off, mine->n, k->weighted ? d_w : NULL, out, st);
     }
     CHECK_RESULT(rc, LOOM_SUCCESS);
-    CUDA_OK(cudaStreamSynchronize(st));
+    /* the output read as soon as this rank's call is over (before the
+     * reference is computed): a peer's slice that arrives after the call's
+     * end (a wait missing) is still the poison here */
+    CUDA_OK(loom_launch_download(h_out, out, out_elems * os, st));
     if (k->graph && info.path != LOOM_EMB_PATH_STAGED) { /* the replay ran a new epoch on the device */
       uint32_t e1 = 0;
       LOOM_OK(loom__emb_device_epoch(plan, &e1));
@@ -250,7 +257,6 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
       free(pooled);
       free(pm);
     }
-    CUDA_OK(cudaMemcpy(h_out, out, out_elems * os, cudaMemcpyDeviceToHost));
     size_t wrong = 0;
     double maxerr = 0;
     for (size_t i = 0; i < out_elems; ++i) {

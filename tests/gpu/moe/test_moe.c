@@ -143,7 +143,11 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const moe_case_t *c)
     CUDA_OK(cudaMemcpy(dw, wd.w[me], (size_t)T * c->topk * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemset(info.recv, 0xff, (size_t)info.max_recv_rows * row)); /* poison */
     LOOM_OK(loom_moe_dispatch(plan, dx, dids, T, s));
-    CUDA_OK(cudaStreamSynchronize(s));
+    /* read as soon as this rank's call is over (before the reference is
+     * computed): rows that arrive after the call's end (a wait missing) are
+     * still the poison here */
+    CUDA_OK(loom_launch_download(hoff, info.expert_offsets, ((size_t)info.local_experts + 1) * sizeof(int64_t), s));
+    CUDA_OK(loom_launch_download(hrecv, info.recv, (size_t)info.max_recv_rows * row, s));
     /* the reference layout */
     const loom_ref_moe_t m = {W, c->experts, c->topk, c->hidden, 1, c->capacity, wd.T,
                               (const double *const *)wd.xd, (const int32_t *const *)wd.ids,
@@ -151,11 +155,8 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const moe_case_t *c)
     CHECK(loom_ref_moe_dispatch(&m, &rv) == 0);
     have_rv = 1;
     const int64_t total = rv.total[me];
-    CUDA_OK(cudaMemcpy(hoff, info.expert_offsets, ((size_t)info.local_experts + 1) * sizeof(int64_t),
-                       cudaMemcpyDeviceToHost));
     for (int l = 0; l <= info.local_experts; ++l)
       CHECK_EQ_INT(hoff[l], rv.off[me][(int64_t)l * W]);
-    CUDA_OK(cudaMemcpy(hrecv, info.recv, (size_t)total * row, cudaMemcpyDeviceToHost));
     int64_t bad = 0;
     for (int64_t i = 0; i < total * c->hidden; ++i)
       bad += loom_ref_load(c->dtype, hrecv, (size_t)i) != rv.rows[me][i];
@@ -391,11 +392,15 @@ static int run_soak(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *unused) 
     CUDA_OK(cudaMemcpyAsync(dx, hx[q], (size_t)T * row, cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaMemcpyAsync(dids, hids[q], (size_t)T * K * sizeof(int32_t), cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaMemcpyAsync(dw, hw[q], (size_t)T * K * sizeof(float), cudaMemcpyHostToDevice, s));
+    loom_launch_step_time(me, q, "uploaded");
     CHECK(loom_launch_world_sync(ctx)); /* every rank's (pageable) uploads done before any calls */
+    loom_launch_step_time(me, q, "host barrier");
     LOOM_OK(loom_moe_dispatch(plan, dx, dids, T, s));
+    loom_launch_step_time(me, q, "dispatch queued");
     LOOM_OK(loom_moe_combine(plan, info.recv, dw, dout, s));
-    CUDA_OK(cudaMemcpyAsync(hout[q], dout, (size_t)T * row, cudaMemcpyDeviceToHost, s));
-    CUDA_OK(cudaStreamSynchronize(s));
+    loom_launch_step_time(me, q, "combine queued");
+    CUDA_OK(loom_launch_download(hout[q], dout, (size_t)T * row, s));
+    loom_launch_step_time(me, q, "downloaded");
     int64_t far = 0;
     for (int64_t t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h) {
@@ -422,9 +427,10 @@ static int run_soak(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *unused) 
     CUDA_OK(cudaMemcpyAsync(dids, hids[q], (size_t)T * K * sizeof(int32_t), cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaMemcpyAsync(dw, hw[q], (size_t)T * K * sizeof(float), cudaMemcpyHostToDevice, s));
     CHECK(loom_launch_world_sync(ctx));
+    if (i < 2) loom_launch_step_time(me, SOAK_ROUTES + i, "host barrier");
     CUDA_OK(cudaGraphLaunch(exec, s));
-    CUDA_OK(cudaMemcpyAsync(got, dout, (size_t)T * row, cudaMemcpyDeviceToHost, s));
-    CUDA_OK(cudaStreamSynchronize(s));
+    if (i < 2) loom_launch_step_time(me, SOAK_ROUTES + i, "replay queued");
+    CUDA_OK(loom_launch_download(got, dout, (size_t)T * row, s));
     differ += memcmp(got, hout[q], (size_t)T * row) != 0;
   }
   CHECK_EQ_INT(differ, 0);

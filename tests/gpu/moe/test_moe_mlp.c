@@ -256,17 +256,15 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const mlp_case_t *c)
     const int64_t T = in.T[me];
     LOOM_OK(upload(c, &in, me, &e.dv, e.s));
     LOOM_OK(loom_moe_mlp(e.plan, e.dv.x, e.dv.ids, e.dv.w, T, e.dv.gate_up, e.dv.down, e.dv.out, e.s));
-    CUDA_OK(cudaMemcpyAsync(hout, e.dv.out, (size_t)T * row, cudaMemcpyDeviceToHost, e.s));
+    CUDA_OK(loom_launch_download(hout, e.dv.out, (size_t)T * row, e.s));
     CUDA_OK(cudaMemsetAsync(e.dv.out, 0xff, (size_t)T * row + 16, e.s));
     LOOM_OK(loom_moe_mlp(e.mixed, e.dv.x, e.dv.ids, e.dv.w, T, e.dv.gate_up, e.dv.down, e.dv.out, e.s));
-    CUDA_OK(cudaMemcpyAsync(hmix, e.dv.out, (size_t)T * row, cudaMemcpyDeviceToHost, e.s));
-    CUDA_OK(cudaStreamSynchronize(e.s));
+    CUDA_OK(loom_launch_download(hmix, e.dv.out, (size_t)T * row, e.s));
     CHECK_EQ_INT(count_far(c, hout, in.out[me], T, me, round), 0);
     CHECK_EQ_INT(memcmp(hout, hmix, (size_t)T * row), 0);
     CUDA_OK(cudaMemsetAsync(e.dv.out, 0xff, (size_t)T * row + 16, e.s));
     LOOM_OK(loom_moe_mlp(e.all, e.dv.x, e.dv.ids, e.dv.w, T, e.dv.gate_up, e.dv.down, e.dv.out, e.s));
-    CUDA_OK(cudaMemcpyAsync(hmix, e.dv.out, (size_t)T * row, cudaMemcpyDeviceToHost, e.s));
-    CUDA_OK(cudaStreamSynchronize(e.s));
+    CUDA_OK(loom_launch_download(hmix, e.dv.out, (size_t)T * row, e.s));
     CHECK_EQ_INT(memcmp(hout, hmix, (size_t)T * row), 0);
     inputs_free(&in, W);
   }
@@ -345,8 +343,7 @@ static int run_graph(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *form) {
     LOOM_OK(upload(&c, &in[q], me, dv, e.s));
     CHECK(loom_launch_world_sync(ctx)); /* every rank's (pageable) uploads done before any calls */
     LOOM_OK(loom_moe_mlp(e.plan, dv->x, dv->ids, dv->w, in[q].T[me], dv->gate_up, dv->down, dv->out, e.s));
-    CUDA_OK(cudaMemcpyAsync(eager[q], dv->out, (size_t)in[q].T[me] * row, cudaMemcpyDeviceToHost, e.s));
-    CUDA_OK(cudaStreamSynchronize(e.s));
+    CUDA_OK(loom_launch_download(eager[q], dv->out, (size_t)in[q].T[me] * row, e.s));
     CHECK_EQ_INT(count_far(&c, eager[q], in[q].out[me], in[q].T[me], me, q), 0);
   }
   /* both routings have the same token count: one captured call serves both */
@@ -364,8 +361,7 @@ static int run_graph(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *form) {
     LOOM_OK(upload(&c, &in[q], me, dv, e.s));
     CHECK(loom_launch_world_sync(ctx));
     CUDA_OK(cudaGraphLaunch(exec, e.s));
-    CUDA_OK(cudaMemcpyAsync(got, dv->out, (size_t)in[q].T[me] * row, cudaMemcpyDeviceToHost, e.s));
-    CUDA_OK(cudaStreamSynchronize(e.s));
+    CUDA_OK(loom_launch_download(got, dv->out, (size_t)in[q].T[me] * row, e.s));
     differ += memcmp(got, eager[q], (size_t)in[q].T[me] * row) != 0;
   }
   CHECK_EQ_INT(differ, 0);
@@ -413,11 +409,10 @@ static int run_tune(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *unused) 
   CHECK(p == LOOM_MOE_MLP_FUSED || p == LOOM_MOE_MLP_UNFUSED || p == LOOM_MOE_MLP_FUSED_ALL);
   fprintf(stderr, "rank %d: tuned form %s for %lld tokens\n", me,
           p == LOOM_MOE_MLP_FUSED ? "fused" : p == LOOM_MOE_MLP_UNFUSED ? "unfused" : "fused-all", (long long)T);
-  CUDA_OK(cudaMemcpyAsync(tuned, dv->out, (size_t)T * row, cudaMemcpyDeviceToHost, e.s));
+  CUDA_OK(loom_launch_download(tuned, dv->out, (size_t)T * row, e.s));
   CUDA_OK(cudaMemsetAsync(dv->out, 0xff, (size_t)T * row + 16, e.s));
   LOOM_OK(loom_moe_mlp(e.plan, dv->x, dv->ids, dv->w, T, dv->gate_up, dv->down, dv->out, e.s));
-  CUDA_OK(cudaMemcpyAsync(again, dv->out, (size_t)T * row, cudaMemcpyDeviceToHost, e.s));
-  CUDA_OK(cudaStreamSynchronize(e.s));
+  CUDA_OK(loom_launch_download(again, dv->out, (size_t)T * row, e.s));
   CHECK_EQ_INT(count_far(&c, tuned, in.out[me], T, me, 0), 0);
   CHECK_EQ_INT(memcmp(tuned, again, (size_t)T * row), 0);
   LOOM_OK(loom_comm_get_async_error(comm));

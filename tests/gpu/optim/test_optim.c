@@ -150,20 +150,7 @@ static void dump_signals(loom_comm_t comm, loom_plan_t plan) {
   }
 }
 
-/* LOOM_TEST_STEP_TIMES=1: each rank's host time (ms since its case began)
- * at the steps' stages, so that a rank that starts a step late shows where
- * its thread was held. */
-static double ms_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-static void step_time(int rank, int step, const char *stage, double t0) {
-  if (getenv("LOOM_TEST_STEP_TIMES")) fprintf(stderr, "  [times] rank %d step %d %-12s %10.1f ms\n", rank, step, stage, ms_now() - t0);
-}
-
 static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const optim_case_t *k) {
-  const double t0 = ms_now();
   const int W = ctx->size, rank = ctx->rank;
   const int fails0 = loom_test_failures;
   int64_t n[MAXT];
@@ -269,13 +256,13 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const optim_case_t *
         loom_ref_fill_random(k->gt, (char *)hg[q] + goff[t], (size_t)n[t], seed_for(step, q, t), scale);
     const float lr = k->lr_dev ? lr_at(step) : 1e-3f;
     h_sc[0] = lr, h_sc[1] = scale;
-    step_time(rank, step, "filled", t0);
+    loom_launch_step_time(rank, step, "filled");
     CUDA_OK(cudaMemcpyAsync(d_grads, hg[rank], gbytes, cudaMemcpyHostToDevice, s));
-    step_time(rank, step, "grads copy", t0);
+    loom_launch_step_time(rank, step, "grads copy");
     CUDA_OK(cudaMemcpyAsync(d_scalars, h_sc, 2 * sizeof(float), cudaMemcpyHostToDevice, s));
-    step_time(rank, step, "scalar copy", t0);
+    loom_launch_step_time(rank, step, "scalar copy");
     CUDA_OK(cudaStreamSynchronize(s)); /* hg and h_sc are rewritten at the next step */
-    step_time(rank, step, "synced", t0);
+    loom_launch_step_time(rank, step, "synced");
     if (k->graph && !exec) {
       CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
       loom_result_t r = k->lamb ? loom_lamb_step(plan, &args, s) : loom_adam_step(plan, &args, s);
@@ -286,7 +273,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const optim_case_t *
     }
     if (k->graph) CUDA_OK(cudaGraphLaunch(exec, s));
     else LOOM_OK(k->lamb ? loom_lamb_step(plan, &args, s) : loom_adam_step(plan, &args, s));
-    step_time(rank, step, "launched", t0);
+    loom_launch_step_time(rank, step, "launched");
     /* the reference step */
     hp.lr = lr;
     for (int t = 0; t < T; ++t) {
