@@ -29,11 +29,18 @@
  * no: the wait expired after limit_ms, so X, or the launch behind it, waited
  * for the device).
  *
+ * "first cublasLtMatmul" runs cuBLASLt's first product of a type pair in the
+ * process (bf16 x bf16 -> bf16 for self, -> fp32 for other): does the
+ * library's first use of a kernel wait for the device (the sequential
+ * GEMM + AllReduce's GEMM engine in a world)?
+ *
  * "first launch ... local memory" launches a kernel whose per-thread local
  * memory exceeds every earlier one's (the driver grows the context's local
  * memory at that launch); it runs once per arrangement, the second with a
  * larger frame than the first, so each is a growth.
  */
+#include <cublasLt.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -98,6 +105,8 @@ static double ms_now(void) {
 /* Resources a call may use (its own stream and buffers: never the spinning kernel's). */
 typedef struct probe {
   cudaStream_t sx;
+  cublasLtHandle_t lt;
+  void *lt_work;
   void *dev, *pinned, *pageable, *reg, *to_free, *big;
   void *pinned_to_free;
   float *fout;
@@ -189,6 +198,41 @@ static void c_coop_launch(probe_t *p) {
   CK(cudaLaunchCooperativeKernel((const void *)coop_kernel, dim3(4), dim3(32), args, 0, p->sx));
 }
 static void c_stream_query_idle(probe_t *p) { (void)cudaStreamQuery(p->sx); }
+
+#define LT(x)                                                                     \
+  do {                                                                            \
+    cublasStatus_t s_ = (x);                                                      \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                            \
+      fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #x, (int)s_); \
+      exit(1);                                                                    \
+    }                                                                             \
+  } while (0)
+
+/* C [256, 256] = A [256, 256] x B [256, 256], bf16 in, C bf16 (self) or fp32 (other): cuBLASLt's first such. */
+static void c_cublaslt_first(probe_t *p) {
+  const int n = 256;
+  const cudaDataType_t ct = p->arrangement == 0 ? CUDA_R_16BF : CUDA_R_32F;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc;
+  LT(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, n, n, n));
+  LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, n, n, n));
+  LT(cublasLtMatrixLayoutCreate(&lc, ct, n, n, n));
+  cublasLtMatmulPreference_t pref;
+  LT(cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws = 1 << 22;
+  LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  cublasLtMatmulHeuristicResult_t h;
+  int got = 0;
+  LT(cublasLtMatmulAlgoGetHeuristic(p->lt, op, la, lb, lc, lc, pref, 1, &h, &got));
+  const float one = 1.f, zero = 0.f;
+  if (got > 0)
+    LT(cublasLtMatmul(p->lt, op, &one, p->dev, la, p->dev, lb, &zero, p->fout, lc, p->fout, lc, &h.algo, p->lt_work,
+                      ws, p->sx));
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(op);
+}
 static void c_d2h_pageable_64k(probe_t *p) {
   CK(cudaMemcpyAsync(p->pageable, p->dev, 65536, cudaMemcpyDeviceToHost, p->sx));
 }
@@ -242,6 +286,7 @@ static const call_t calls[] = {
     {"cudaGraphUpload (re-instantiated)", c_graph_upload},
     {"cudaPointerGetAttributes", c_ptr_attrs},
     {"first launch, more local memory", c_local_first},
+    {"first cublasLtMatmul of a type pair", c_cublaslt_first},
     {"cudaFuncSetAttribute smem + launch", c_smem_attr_launch},
     {"cooperative launch", c_coop_launch},
     {"cudaStreamQuery (idle stream)", c_stream_query_idle},
@@ -369,7 +414,9 @@ int main(int argc, char **argv) {
   CK(cudaStreamCreateWithFlags(&s.sw, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&s.ss, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&p.sx, cudaStreamNonBlocking));
-  CK(cudaMalloc(&p.dev, 1 << 20));
+  CK(cudaMalloc(&p.dev, 1 << 20)); /* also A and B of the cuBLASLt rows (256 x 256 bf16: 128 KB) */
+  CK(cudaMalloc(&p.lt_work, 1 << 22));
+  LT(cublasLtCreate(&p.lt));
   CK(cudaMalloc((void **)&p.fout, 1 << 20));
   CK(cudaMallocHost(&p.pinned, 1 << 20));
   p.pageable = malloc(1 << 20), p.reg = malloc(4u << 20);

@@ -30,6 +30,20 @@
 #define LOOM__WAIT_REMOVED(site) 0
 #endif
 
+/* A slow peer, for the same tests (LOOM_MUTANT_SLOW_US, tests/gpu/mutants.txt's
+ * fifth column): in a kernel built with it, every block of the last rank
+ * waits that many microseconds before the data it pushes into its peers,
+ * after its own handshakes, so that a peer whose kernel ends without
+ * waiting for that data (the wait removed) reads it before it lands, where
+ * on one GPU the ranks' pushes would otherwise land together. Built alone
+ * it is the mutant's control (the waits in place, the peer as slow); the
+ * library's own build never defines it and the call compiles to nothing. */
+#ifdef LOOM_MUTANT_SLOW_US
+#define LOOM__MUTANT_SLOW_PUSH(dc) loom__mutant_slow_push(dc)
+#else
+#define LOOM__MUTANT_SLOW_PUSH(dc) ((void)0)
+#endif
+
 static __device__ __forceinline__ void loom__signal_store_release(uint32_t *addr, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(addr), "r"(v) : "memory");
 }
@@ -49,6 +63,16 @@ static __device__ __forceinline__ uint64_t loom__globaltimer_ns(void) {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
+
+#ifdef LOOM_MUTANT_SLOW_US
+static __device__ void loom__mutant_slow_push(const loom_dev_comm_t *dc) {
+  if (dc->rank == dc->size - 1 && threadIdx.x == 0) {
+    const uint64_t t0 = loom__globaltimer_ns();
+    while (loom__globaltimer_ns() - t0 < (uint64_t)(LOOM_MUTANT_SLOW_US) * 1000u) __nanosleep(1000);
+  }
+  __syncthreads();
+}
+#endif
 
 /* An error record written once by whoever fails first (loom_error_record_t
  * here, loom_emb_err_t in the embedding op): claim it (1 for the winner),

@@ -9,9 +9,15 @@
 #                       src/core/signal.cuh), the library with that object
 #                       replaced, and the GPU test program linked against it:
 #                       build/mutants/<name>/loom-test-gpu
+#                       A line with a fifth column (microseconds) also
+#                       makes the last rank a slow pusher in that unit
+#                       (-DLOOM_MUTANT_SLOW_US, src/core/signal.cuh) and
+#                       builds the unit with only that as the mutant's
+#                       control: build/mutants/<name>/control/loom-test-gpu
 #   mutants.sh run     on a GPU: each mutant's world test runs first in the
-#                       library's own program (build/tests/loom-test-gpu, the
-#                       control: it must pass), then in the mutant's; the
+#                       control (the library's own program, build/tests/
+#                       loom-test-gpu, or the slow-peer one: it must pass),
+#                       then in the mutant's; the
 #                       mutant is killed when its run fails (a wrong result or
 #                       an expired wait) where the control passed. Exit 0
 #                       only when every mutant is killed and none is missing.
@@ -25,10 +31,10 @@ list=tests/gpu/mutants.txt
 out=${BUILD:-build}/mutants
 mode=${1:-}
 
-# name site unit test, one per line, comments dropped, LOOM_MUTANTS applied
+# name site unit test [slow_us], one per line, comments dropped, LOOM_MUTANTS applied
 mutants() {
-  sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$list" | while read -r name site unit test; do
-    case ",${LOOM_MUTANTS:-$name}," in *",$name,"*) echo "$name $site $unit $test";; esac
+  sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$list" | while read -r name site unit test slow; do
+    case ",${LOOM_MUTANTS:-$name}," in *",$name,"*) echo "$name $site $unit $test $slow";; esac
   done
 }
 
@@ -36,29 +42,39 @@ site_value() { # LOOM_SITE_<site>'s value, from the family's header
   grep -rhoE "^#define LOOM_SITE_$1 [0-9]+" src | awk '{print $3}' | head -1
 }
 
+# The unit compiled with `flags` into dir/<unit>.o (again only when the library's own object of the
+# unit is newer, make having rebuilt it, or the flags changed), the library with that object
+# replaced, and the GPU test program linked against it: dir/loom-test-gpu.
+build_unit() {
+  local dir=$1 unit=$2 flags=$3 obj main_obj
+  mkdir -p "$dir"
+  obj="$dir/$(basename "$unit" .cu).o"
+  main_obj="${BUILD:-build}/obj/${unit%.cu}.o"
+  if [ ! -f "$obj" ] || [ ! "$obj" -nt "$main_obj" ] || [ "$(cat "$dir/flags" 2>/dev/null)" != "$flags" ]; then
+    $NVCC $NVFLAGS $flags -c "$unit" -o "$obj" || return 1
+    echo "$flags" > "$dir/flags"
+  fi
+  cp "$LIBA" "$dir/libloom.a"
+  # the member of the same name is replaced (one object per basename in the library)
+  ar r "$dir/libloom.a" "$obj" || return 1
+  $CC -o "$dir/loom-test-gpu" $LINK_IN "$dir/libloom.a" $LDLIBS
+}
+
 build_one() {
-  local name=$1 site=$2 unit=$3 v obj
+  local name=$1 site=$2 unit=$3 slow=${4:-} v slow_flag=""
   v=$(site_value "$site")
   [ -n "$v" ] || { echo "mutants: no #define LOOM_SITE_$site under src/ ($list, mutant $name)" >&2; return 1; }
-  mkdir -p "$out/$name"
-  obj="$out/$name/$(basename "$unit" .cu).o"
-  echo "mutant $name: $unit with LOOM_SITE_$site ($v) removed"
-  # compiled again only when the library's own object of the unit is newer (make rebuilt it: a source changed)
-  main_obj="${BUILD:-build}/obj/${unit%.cu}.o"
-  if [ ! -f "$obj" ] || [ ! "$obj" -nt "$main_obj" ]; then
-    $NVCC $NVFLAGS -DLOOM_MUTANT_SITE="$v" -c "$unit" -o "$obj" || return 1
-  fi
-  cp "$LIBA" "$out/$name/libloom.a"
-  # the member of the same name is replaced (one object per basename in the library)
-  ar r "$out/$name/libloom.a" "$obj" || return 1
-  $CC -o "$out/$name/loom-test-gpu" $LINK_IN "$out/$name/libloom.a" $LDLIBS
+  [ -n "$slow" ] && slow_flag="-DLOOM_MUTANT_SLOW_US=$slow"
+  echo "mutant $name: $unit with LOOM_SITE_$site ($v) removed${slow:+, the last rank pushing $slow us late}"
+  build_unit "$out/$name" "$unit" "-DLOOM_MUTANT_SITE=$v $slow_flag" || return 1
+  if [ -n "$slow" ]; then build_unit "$out/$name/control" "$unit" "$slow_flag" || return 1; fi
 }
 
 case "$mode" in
   build)
     : "${NVCC:?mutants.sh build: run it through make mutants}"
     fails=0
-    while read -r name site unit test; do build_one "$name" "$site" "$unit" || fails=$((fails + 1)); done < <(mutants)
+    while read -r name site unit test slow; do build_one "$name" "$site" "$unit" "$slow" || fails=$((fails + 1)); done < <(mutants)
     [ "$fails" = 0 ] || { echo "mutants: $fails mutant(s) failed to build" >&2; exit 1; }
     ;;
   run)
@@ -66,16 +82,18 @@ case "$mode" in
     run_test() { # program test log: rc
       LOOM_TEST_TIMEOUT_MS=${LOOM_TEST_TIMEOUT_MS:-3000} timeout "${LOOM_MUTANT_LIMIT_S:-300}" "$1" "$2" > "$3" 2>&1
     }
-    while read -r name site unit test; do
+    while read -r name site unit test slow; do
       prog="$out/$name/loom-test-gpu"
-      if [ ! -x "$prog" ]; then
-        echo "mutant $name: $prog missing (make mutants)"; missing=$((missing + 1)); continue
+      control="${BUILD:-build}/tests/loom-test-gpu" what="the library's own kernels"
+      [ -n "$slow" ] && control="$out/$name/control/loom-test-gpu" what="the last rank $slow us late, every wait in place"
+      if [ ! -x "$prog" ] || [ ! -x "$control" ]; then
+        echo "mutant $name: $prog or $control missing (make mutants)"; missing=$((missing + 1)); continue
       fi
       logs=${LOOM_MUTANT_LOGS:-$out/$name}; mkdir -p "$logs"
-      run_test "${BUILD:-build}/tests/loom-test-gpu" "$test" "$logs/$name.control.log"
+      run_test "$control" "$test" "$logs/$name.control.log"
       rc=$?
       if [ "$rc" != 0 ] || grep -q 'nothing ran' "$logs/$name.control.log"; then
-        echo "mutant $name: the control (the library's own kernels) failed $test, rc $rc: $(grep -m1 -E 'FAIL|expired|nothing ran' "$logs/$name.control.log" | cut -c1-160)"
+        echo "mutant $name: the control ($what) failed $test, rc $rc: $(grep -m1 -E 'FAIL|expired|nothing ran' "$logs/$name.control.log" | cut -c1-160)"
         control_failed=$((control_failed + 1)); continue
       fi
       log="$logs/$name.run.log"
@@ -85,10 +103,10 @@ case "$mode" in
       summary=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
       why=$(grep -m1 -E 'FAIL|expired' "$log" | cut -c1-160)
       if [ "$rc" != 0 ] && ! grep -q 'nothing ran' "$log"; then
-        echo "mutant $name (LOOM_SITE_$site removed): killed by $test in $(( $(date +%s) - t0 )) s, rc $rc: ${summary:-no summary}; first: ${why:-?}"
+        echo "mutant $name (LOOM_SITE_$site removed${slow:+, a peer $slow us late}): killed by $test in $(( $(date +%s) - t0 )) s, rc $rc: ${summary:-no summary}; first: ${why:-?}"
         killed=$((killed + 1))
       else
-        echo "mutant $name (LOOM_SITE_$site removed): SURVIVED $test (rc $rc: ${summary:-no summary})"
+        echo "mutant $name (LOOM_SITE_$site removed${slow:+, a peer $slow us late}): SURVIVED $test (rc $rc: ${summary:-no summary})"
         survived=$((survived + 1))
       fi
     done < <(mutants)

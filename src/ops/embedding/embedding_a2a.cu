@@ -62,6 +62,7 @@ __global__ void __launch_bounds__(LOOM_EMB_THREADS, LOOM_EMB_MIN_BLOCKS)
       loom__signal_store_release(loom_signal_addr(&a.dc, p, a.ready_off, (uint32_t)s.rank), epoch);
   __syncthreads();
 
+  if (comm) LOOM__MUTANT_SLOW_PUSH(&a.dc); /* mutant builds only (core/signal.cuh) */
   emb_fetch_t f = emb_fetch_init(comm ? misc : nullptr, comm ? (const uint32_t *)(a.dc.ws + a.ready_off) : nullptr,
                                  emb_sig_index(a, a.ready_off), LOOM_SITE_EMB_OUT_READY, epoch);
   for (;;) {

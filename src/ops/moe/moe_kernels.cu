@@ -426,6 +426,7 @@ static __device__ void moe_send_ordered(const loom_moe_kargs_t &a, uint32_t e) {
  * 0 in the others. */
 static __device__ int moe_send(const loom_moe_kargs_t &a, uint32_t e) {
   const int64_t row_bytes = (int64_t)a.hidden * a.es, n = a.tokens * a.topk;
+  LOOM__MUTANT_SLOW_PUSH(&a.dc); /* mutant builds only (core/signal.cuh) */
   const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
   if (*(volatile uint32_t *)a.arrivals) {
     moe_send_ordered(a, e);

@@ -210,6 +210,7 @@ __global__ void __launch_bounds__(LOOM_TP_RS_THREADS) loom__rs_reduce_kernel(con
     }
     __syncthreads();
     if (!ok) return; /* expired: done is never told, the peers' next calls time out too */
+    LOOM__MUTANT_SLOW_PUSH(&dc); /* mutant builds only (core/signal.cuh) */
     int64_t r0, r1;
     loom__rs_tile_rows(a.m, W, dc.rank, a.bm, tm, &r0, &r1);
     const int64_t c0 = (int64_t)tn * a.bn;
