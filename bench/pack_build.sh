@@ -21,7 +21,9 @@ ls -la build/carry/build.tar.xz
 rm -f build/carry/mutants.tar.xz
 if [ "${LOOM_PACK_MUTANTS:-0}" = 1 ]; then
   ls build/mutants/*/loom-test-gpu > /dev/null || { echo "pack_build: no mutants: run make mutants first" >&2; exit 1; }
-  tar -cf - build/mutants/*/loom-test-gpu | xz --lzma2=preset=3,dict=256MiB > build/carry/mutants.tar.xz
+  # (and the slow-peer mutants' controls, build/mutants/<name>/control/)
+  tar -cf - build/mutants/*/loom-test-gpu $(ls build/mutants/*/control/loom-test-gpu 2>/dev/null) |
+    xz --lzma2=preset=3,dict=512MiB > build/carry/mutants.tar.xz
   ls -la build/carry/mutants.tar.xz
 fi
 # LOOM_PACK_WHEEL=1: also the Python package as a wheel shipping this libloom (~12 MB; built here, where
