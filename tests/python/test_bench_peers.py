@@ -77,6 +77,13 @@ def test_every_peer_parses_loom_benchs_lists():
     assert [mod.case_name(c) for (c,) in args.cases] == ["2^20", "1000", "bert"]
     with pytest.raises(SystemExit):
         parsed("optim_torch", ["--op", "adam", "--dtypes", "fp16"])
+    mod, args = parsed("lang_torch", ["--cases", "ar_norm/R=1024/C=4096,adam/N=65537,gemm_bias/M=64/N=64/K=64"])
+    assert args.cases == [("ar_norm", "R=1024,C=4096"), ("adam", "N=65537"), ("gemm_bias", "M=64,N=64,K=64")]
+    assert mod.shape_fields("ar_norm", "R=1024,C=4096", 1) == {"op": "ar_norm", "shape": "R=1024,C=4096",
+                                                               "dtype": "bf16", "world": 1}
+    for bad in ("adam/M=5", "lamb/N=0", "gemm_bias/M=1/N=2", "sgd/N=4"):  # a wrong size, a missing one, no such case
+        with pytest.raises(SystemExit):
+            parsed("lang_torch", ["--cases", bad])
 
 
 def test_rows_carry_their_complete_shape():
@@ -213,6 +220,7 @@ def test_a_peer_without_torch_says_so_and_exits_2():
         pass
     for argv in (["tp_torch.py", "--op", "ag_gemm", "--shapes", "llama3-70b:64:3584:8192"],
                  ["coll_torch.py", "--sizes", "4096"], ["optim_torch.py", "--op", "adam", "--cases", "bert"],
+                 ["lang_torch.py", "--cases", "adam/N=4096"],
                  ["moe_torch.py", "--shapes", "Mixtral-8x7B:4096:8:2:128:uniform"]):
         r = subprocess.run([sys.executable, str(PEERS / argv[0]), *argv[1:]], capture_output=True, text=True)
         assert r.returncode == 2 and "needs torch" in r.stderr, (argv, r.returncode, r.stderr)

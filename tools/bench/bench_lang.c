@@ -28,6 +28,9 @@
  * adam and lamb with the CPU interpreter at the timed sizes where it can,
  * else at the case's check_bind (lang_case_check_bind); the bound is
  * prog_io_bound's (relative to max(1, |ref|)).
+ * peer(us): PyTorch's code for the same computation on the same sizes and
+ * world (bench/peers/lang_torch.py, run first, its rows paired by the
+ * complete shape: op, sizes, dtype, world); --peer none skips it.
  * --list prints the cases and what each checks, without a GPU (each
  * program parsed, checked and scheduled on the host).
  */
@@ -52,6 +55,9 @@ typedef struct lang_args {
   loom_bench_opts_t o;
   const lang_case_t *only; /* --case NAME; NULL: every case */
   int list;
+  int peer;              /* 0 with --peer none */
+  char peer_json[1200];  /* PyTorch's results (bench/peers/lang_torch.py; "" if not run) */
+  char peer_note[200];   /* why there is no peer column */
 } lang_args_t;
 
 enum { COL_HAND, COL_RATIO, COL_COLD, COL_DISK, COL_WARM, NCOLS };
@@ -61,9 +67,13 @@ static int lang_opt(void *ctx, int argc, char **argv, int *i) {
   const char *s = argv[*i];
   if (!strcmp(s, "--help")) {
     printf("  --case NAME          one case only (ar_norm, adam, lamb, gemm_bias)\n"
-           "  --list               print the cases, their sizes and checks, then exit (no GPU needed)\n");
+           "  --list               print the cases, their sizes and checks, then exit (no GPU needed)\n"
+           "  --peer none          skip PyTorch's code for the cases (bench/peers/lang_torch.py, run by default\n"
+           "                       on this run's exact sizes and world)\n");
     return 1;
   }
+  const int pr = loom_bench_opt_peer(argc, argv, i, &a->peer);
+  if (pr) return pr;
   if (!strcmp(s, "--list")) return a->list = 1, 1;
   if (!strcmp(s, "--case")) {
     const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
@@ -343,8 +353,8 @@ static loom_result_t check_interp(lang_run_t *x, cudaStream_t s, int64_t *wrong)
 /* ---- the row --------------------------------------------------------------------------------- */
 
 /* Rank 0: case x's row (failed: an error on some rank, its note says so). Returns its failures. */
-static int lang_row(loom_bench_table_t *t, const int *col, const lang_run_t *x, const loom_bench_time_t *tm,
-                    int64_t wrong, int failed) {
+static int lang_row(const lang_args_t *a, loom_bench_table_t *t, const int *col, const lang_run_t *x,
+                    const loom_bench_time_t *tm, int64_t wrong, int failed) {
   loom_bench_row_t *row = loom_bench_add(t);
   if (!row) return 1;
   const lang_case_t *c = x->c;
@@ -367,6 +377,13 @@ static int lang_row(loom_bench_table_t *t, const int *col, const lang_run_t *x, 
   row->own[col[COL_RATIO]] = tm[1].median_us / tm[0].median_us;
   for (int m = 0; m < 3; ++m) row->own[col[COL_COLD + m]] = x->missed[m] ? NAN : x->ms[m];
   row->wrong = wrong;
+  loom_bench_shape_t ps; /* lang_torch.py's row of the same case, sizes and world */
+  loom_bench_shape_init(&ps);
+  loom_bench_shape_str(&ps, "op", c->name);
+  loom_bench_shape_str(&ps, "shape", x->bind);
+  loom_bench_shape_str(&ps, "dtype", row->dtype);
+  loom_bench_shape_int(&ps, "world", x->W);
+  (void)loom_bench_row_pair(row, a->peer_json, "torch", &ps, 0);
   snprintf(row->note, sizeof row->note, "vs %s; %d kernels; compile %.0f / %.1f / %.1f ms%s%s%s; checked %s",
            c->hand, x->kernels, x->wall[0], x->wall[1], x->wall[2], x->missed[0] ? "; cold served by a cache" : "",
            x->missed[1] ? "; disk cache missed" : "", x->missed[2] ? "; memory cache missed" : "",
@@ -425,7 +442,7 @@ static int lang_case_bench(const lang_args_t *a, loom_rank_ctx_t *ctx, loom_comm
   loom_bench_time_t tm[2];
   if (!failed) agree(&x, lang_race(a, &x, s, tm), s, &failed);
   if (!failed && wrong >= 0 && loom_bench_sum_ranks(ctx->nccl, s, &wrong) != LOOM_SUCCESS) failed = 1;
-  const int failures = ctx->rank == 0 ? lang_row(t, col, &x, tm, wrong, failed != 0) : 0;
+  const int failures = ctx->rank == 0 ? lang_row(a, t, col, &x, tm, wrong, failed != 0) : 0;
   cudaStreamSynchronize(s);
   run_release(&x);
   return failures;
@@ -453,6 +470,11 @@ static int lang_rank(loom_rank_ctx_t *ctx, void *arg) {
                         "cache: loom_prog_compile's kernel time (the note: each whole compile, cold / disk / warm)");
     loom_bench_note(&t, "#wrong: ar_norm, gemm_bias against the hand-written op's outputs, adam, lamb against the "
                         "interpreter; relative to max(1, |ref|), bound 6e-2 (bf16), 2e-4 (fp32)");
+    if (a->peer_json[0])
+      loom_bench_note(&t, "peer(us): PyTorch's code for the case (bench/peers/lang_torch.py, this job): %.80s",
+                      a->peer_json);
+    else
+      loom_bench_note(&t, "%s", a->peer_note[0] ? a->peer_note : "PyTorch peer: no rows");
     char title[160];
     snprintf(title, sizeof title, "loom-bench lang: generated code vs loom's hand-written ops, world %d, median of %d "
              "reps", ctx->size, a->o.reps);
@@ -463,14 +485,42 @@ static int lang_rank(loom_rank_ctx_t *ctx, void *arg) {
   return failures ? 1 : 0;
 }
 
+/* Runs lang_torch.py on this run's exact cases and world (from the parent, before the ranks). */
+static void lang_peer(lang_args_t *a, int world) {
+  if (!a->peer) {
+    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer not run (--peer none)");
+    return;
+  }
+  char args[512];
+  snprintf(args, sizeof args, "--world %d --reps %d --warmup %d --cases ", world, a->o.reps, a->o.warmup);
+  int first = 1;
+  for (int i = 0; i < lang_case_count(); ++i) {
+    const lang_case_t *c = lang_case(i);
+    if (a->only && a->only != c) continue;
+    char bind[96]; /* "R=1024,C=4096" as "R=1024/C=4096": the peer's case separator is the comma */
+    snprintf(bind, sizeof bind, "%s", case_bind(a, c));
+    for (char *q = bind; *q; ++q)
+      if (*q == ',') *q = '/';
+    if (loom_bench_appendf(args, sizeof args, "%s%s/%s", first ? "" : ",", c->name, bind) != 0) {
+      snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer not run (its case list did not fit)");
+      return;
+    }
+    first = 0;
+  }
+  (void)loom_bench_run_peer("lang_torch.py", args, "lang_torch", a->peer_json, sizeof a->peer_json, a->peer_note,
+                            sizeof a->peer_note);
+}
+
 LOOM_BENCH(lang, "loom programs' generated code vs loom's hand-written ops (AllReduce+RMSNorm, Adam, LAMB, GEMM+bias); "
                  "compile times cold / disk / warm") {
   lang_args_t a;
   memset(&a, 0, sizeof a);
+  a.peer = 1;
   const int rc = loom_bench_parse(&a.o, argc, argv, lang_opt, &a);
   if (rc != LOOM_BENCH_RUN) return rc;
   if (a.list) return lang_list(&a);
   const int world = loom_bench_world(&a.o, 1);
   if (world == 0) return 1;
+  lang_peer(&a, world);
   return loom_bench_launch(&a.o, world, lang_rank, &a) ? 1 : 0;
 }
