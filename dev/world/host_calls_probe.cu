@@ -23,7 +23,10 @@
  * "busy:" rows (other only) queue a second spinning kernel, waiting for the
  * same flag, on X's own stream first: X then has to wait for the peer (as a
  * rank's download right after its collective call does), and the row says
- * whether X waits holding up the other thread's launch.
+ * whether X waits holding up the other thread's launch. "by 3 threads at
+ * once" also has two more threads each queue a spinning kernel and a
+ * pageable download behind it on streams of their own (as three ranks'
+ * downloads queued behind their collective calls, the MoE soak's hang).
  * A row prints how long X took, how long the setter's launch took, and
  * whether the spinning kernel saw the flag (yes: X did not hold the wait up;
  * no: the wait expired after limit_ms, so X, or the launch behind it, waited
@@ -111,6 +114,12 @@ typedef struct probe {
   void *pinned_to_free;
   float *fout;
   unsigned long long *out2; /* the busy stream's spinning kernel's result */
+  cudaStream_t sy[2];       /* two more threads' busy streams (the "3 threads" row) */
+  void *pageable_y[2];
+  const unsigned *flag;     /* the row's flag, value and limit (for the extra threads' spinning kernels) */
+  unsigned want;
+  unsigned long long limit_ns, *out_y;
+  unsigned long long *started_y;
   cudaGraphExec_t exec;
   int arrangement; /* 0 self, 1 other */
 } probe_t;
@@ -243,6 +252,29 @@ static void c_d2h_pinned_async(probe_t *p) {
   CK(cudaMemcpyAsync(p->pinned, p->dev, 65536, cudaMemcpyDeviceToHost, p->sx));
 }
 static void c_stream_sync(probe_t *p) { CK(cudaStreamSynchronize(p->sx)); }
+
+/* One of two more threads of the "3 threads" row: a spinning kernel on its own stream, then a pageable
+ * download queued behind it (as three ranks' downloads queued behind their collective calls). */
+typedef struct extra {
+  probe_t *p;
+  int i;
+} extra_t;
+static void *extra_d2h(void *arg) {
+  extra_t *x = (extra_t *)arg;
+  probe_t *p = x->p;
+  spin_kernel<<<1, 1, 0, p->sy[x->i]>>>(p->flag, p->want, p->limit_ns, p->out_y + 2 * x->i,
+                                        (volatile unsigned *)(p->started_y + x->i));
+  CK(cudaGetLastError());
+  CK(cudaMemcpyAsync(p->pageable_y[x->i], p->dev, 65536, cudaMemcpyDeviceToHost, p->sy[x->i]));
+  return NULL;
+}
+static void c_d2h_pageable_3threads(probe_t *p) {
+  pthread_t th[2];
+  extra_t x[2] = {{p, 0}, {p, 1}};
+  for (int i = 0; i < 2; ++i) pthread_create(&th[i], NULL, extra_d2h, &x[i]);
+  CK(cudaMemcpyAsync(p->pageable, p->dev, 65536, cudaMemcpyDeviceToHost, p->sx));
+  for (int i = 0; i < 2; ++i) pthread_join(th[i], NULL);
+}
 static void c_event_sync(probe_t *p) {
   cudaEvent_t e;
   CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -295,6 +327,7 @@ static const call_t calls[] = {
     {"busy: cudaMemcpyAsync D2H, pageable 4 KB", c_d2h_pageable, 1},
     {"busy: cudaMemcpyAsync D2H, pageable 64 KB", c_d2h_pageable_64k, 1},
     {"busy: cudaMemcpyAsync H2D, pageable 4 KB", c_h2d_pageable, 1},
+    {"busy: pageable 64 KB D2H by 3 threads at once", c_d2h_pageable_3threads, 1},
     {"busy: cudaMemcpyAsync H2D, pageable 64 KB", c_h2d_pageable_64k, 1},
     {"busy: cudaMemcpyAsync D2H, pinned 64 KB", c_d2h_pinned_async, 1},
     {"busy: cudaMemcpyAsync H2D, pinned 4 KB", c_h2d_pinned, 1},
@@ -356,6 +389,7 @@ static void *setter_other(void *arg) { /* the setter kernel 20 ms into the waite
 /* One row: the waiter's kernel, then X in the arrangement's thread. */
 static void run_row(shared_t *s, int call, int arrangement) {
   s->call = call, s->p->arrangement = arrangement, s->want++, s->x_entered = 0;
+  s->p->flag = s->flag, s->p->want = s->want, s->p->limit_ns = s->limit_ns;
   s->x_ms = s->launch_ms = 0;
   spin_kernel<<<1, 1, 0, s->sw>>>(s->flag, s->want, s->limit_ns, s->out, (volatile unsigned *)s->started_d);
   CK(cudaGetLastError());
@@ -378,6 +412,7 @@ static void run_row(shared_t *s, int call, int arrangement) {
   CK(cudaMemcpyAsync(out, s->out, sizeof out, cudaMemcpyDeviceToHost, s->sw));
   CK(cudaStreamSynchronize(s->sw));
   CK(cudaStreamSynchronize(s->p->sx));
+  for (int i = 0; i < 2; ++i) CK(cudaStreamSynchronize(s->p->sy[i]));
   printf("| %-42s | %-5s | %9.1f | %9.1f | %-3s | %9.1f |\n", calls[call].name, arrangement ? "other" : "self",
          s->x_ms, s->launch_ms, out[0] ? "yes" : "no", out[1] / 1e6);
   fflush(stdout);
@@ -408,6 +443,16 @@ int main(int argc, char **argv) {
   CK(cudaMemset(s.flag, 0, 256));
   CK(cudaMalloc((void **)&s.out, 256));
   CK(cudaMalloc((void **)&p.out2, 256));
+  CK(cudaMalloc((void **)&p.out_y, 256));
+  {
+    void *h = NULL;
+    CK(cudaHostAlloc(&h, 64, cudaHostAllocMapped));
+    CK(cudaHostGetDevicePointer((void **)&p.started_y, h, 0));
+  }
+  for (int i = 0; i < 2; ++i) {
+    CK(cudaStreamCreateWithFlags(&p.sy[i], cudaStreamNonBlocking));
+    p.pageable_y[i] = malloc(1 << 20);
+  }
   CK(cudaHostAlloc((void **)&s.started, 64, cudaHostAllocMapped)); /* [0] the waiter's, [1] the busy stream's */
   *s.started = 0;
   CK(cudaHostGetDevicePointer((void **)&s.started_d, (void *)s.started, 0));
