@@ -95,12 +95,12 @@ int loom_launch_world_sync(const loom_rank_ctx_t *ctx);
 
 /* Copies `bytes` from device memory at src to host memory at dst (pageable
  * or pinned) after every piece of work queued on `stream`: the stream is
- * synchronised first, then the copy made. A pageable copy queued behind a
- * collective call waits for that call's kernels holding the CUDA context's
- * lock, so in a one-GPU world the peers' next launches wait behind it and
- * the call never completes (measured: dev/world/host_calls_probe.cu,
- * docs/world.md); waiting in cudaStreamSynchronize first holds nothing.
- * The first error of either step. */
+ * synchronised first, then the copy made. In a one-GPU world, three ranks'
+ * pageable downloads queued behind their collective calls held back the
+ * fourth rank's call until the waits expired (the MoE soak; the two-thread
+ * probe, dev/world/host_calls_probe.cu, did not reproduce it; docs/world.md);
+ * waiting in cudaStreamSynchronize first holds nothing. The first error of
+ * either step. */
 cudaError_t loom_launch_download(void *dst, const void *src, size_t bytes, cudaStream_t stream);
 
 /* LOOM_TEST_STEP_TIMES=1: one line on stderr, "[times] rank r step s
