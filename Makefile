@@ -211,6 +211,7 @@ host-test: all
 	$(BUILD)/tests/loom-test-host
 	bash tests/check_exports.sh $(LIBSO) include/loom.h
 	bash tests/check_loom_tool.sh $(BUILD)/bin/loom
+	bash tests/gpu/mutants.sh check
 	python3 tests/check_layers.py --src src --obj $(BUILD)/obj/src --header include/loom.h
 
 # The Python binding's host tests (pytest, installed on first use if missing;

@@ -14,6 +14,12 @@
 #                       (-DLOOM_MUTANT_SLOW_US, src/core/signal.cuh) and
 #                       builds the unit with only that as the mutant's
 #                       control: build/mutants/<name>/control/loom-test-gpu
+#   mutants.sh check   no GPU, no compiler (make host-test runs it): every
+#                       line names a LOOM_SITE_ defined under src/, a unit
+#                       that exists, a GPU test the suite has (its name, or
+#                       for a world test its name without the _wN suffix,
+#                       in tests/gpu) and a whole number of microseconds
+#                       > 0 where a fifth column is given
 #   mutants.sh run     on a GPU: each mutant's world test runs first in the
 #                       control (the library's own program, build/tests/
 #                       loom-test-gpu, or the slow-peer one: it must pass),
@@ -77,6 +83,21 @@ case "$mode" in
     while read -r name site unit test slow; do build_one "$name" "$site" "$unit" "$slow" || fails=$((fails + 1)); done < <(mutants)
     [ "$fails" = 0 ] || { echo "mutants: $fails mutant(s) failed to build" >&2; exit 1; }
     ;;
+  check)
+    bad=0 n=0
+    while read -r name site unit test slow; do
+      n=$((n + 1))
+      why=""
+      [ -n "$(site_value "$site")" ] || why="no #define LOOM_SITE_$site under src/"
+      [ -f "$unit" ] || why="${why:+$why; }no unit $unit"
+      stem=${test%_w[0-9]*}
+      grep -rqE "\b($test|$stem)\b" tests/gpu --include='*.c' || why="${why:+$why; }no GPU test $test in tests/gpu"
+      if [ -n "$slow" ] && ! [[ "$slow" =~ ^[1-9][0-9]*$ ]]; then why="${why:+$why; }slow \"$slow\" is not microseconds > 0"; fi
+      if [ -n "$why" ]; then echo "mutants: $list, mutant $name: $why"; bad=$((bad + 1)); fi
+    done < <(mutants)
+    [ "$bad" = 0 ] && echo "mutants: $list: $n mutants, each site, unit and test found"
+    [ "$bad" = 0 ] && [ "$n" -gt 0 ]
+    ;;
   run)
     killed=0 survived=0 missing=0 control_failed=0
     run_test() { # program test log: rc
@@ -113,5 +134,5 @@ case "$mode" in
     echo "mutants: $killed killed, $survived survived, $missing missing, $control_failed with a failed control"
     [ "$survived" = 0 ] && [ "$missing" = 0 ] && [ "$control_failed" = 0 ] && [ "$killed" -gt 0 ]
     ;;
-  *) echo "usage: $0 build|run (tests/gpu/mutants.txt)" >&2; exit 2 ;;
+  *) echo "usage: $0 build|check|run (tests/gpu/mutants.txt)" >&2; exit 2 ;;
 esac
