@@ -275,13 +275,6 @@ static void c_d2h_pageable_3threads(probe_t *p) {
   CK(cudaMemcpyAsync(p->pageable, p->dev, 65536, cudaMemcpyDeviceToHost, p->sx));
   for (int i = 0; i < 2; ++i) pthread_join(th[i], NULL);
 }
-static void c_event_sync(probe_t *p) {
-  cudaEvent_t e;
-  CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  CK(cudaEventRecord(e, p->sx));
-  CK(cudaEventSynchronize(e));
-  CK(cudaEventDestroy(e));
-}
 static void c_device_sync(probe_t *p) {
   (void)p;
   CK(cudaDeviceSynchronize());
@@ -335,7 +328,7 @@ static const call_t calls[] = {
     {"busy: cudaMalloc 16 MB", c_malloc_small, 1},
     {"busy: cudaFree 16 MB", c_free, 1},
     {"busy: cudaStreamSynchronize", c_stream_sync, 1},
-    {"busy: cudaEventSynchronize", c_event_sync, 1},
+    {"busy: cudaEvent create/record/sync/destroy", c_event, 1},
     {"busy: cudaMemsetAsync", c_memset_async, 1},
     {"busy: cudaGraphLaunch", c_graph_first_launch, 1},
 };

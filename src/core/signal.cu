@@ -123,10 +123,7 @@ extern "C" loom_result_t loom__signal_write_ce(loom_comm_t comm, uint32_t *addr,
 
 /* ---- a world's skew (world.h) ------------------------------------------------ */
 
-static __global__ void loom__world_delay_kernel(uint64_t ns) {
-  const uint64_t t0 = loom__globaltimer_ns();
-  while (loom__globaltimer_ns() - t0 < ns) __nanosleep(1000);
-}
+static __global__ void loom__world_delay_kernel(uint64_t ns) { loom__sleep_ns(ns); }
 
 extern "C" loom_result_t loom__world_skew(loom_comm_t comm, cudaStream_t stream) {
   if (!comm->world) return LOOM_SUCCESS;

@@ -64,12 +64,16 @@ static __device__ __forceinline__ uint64_t loom__globaltimer_ns(void) {
   return t;
 }
 
+/* The calling thread idles ns nanoseconds of the global timer (tests'
+ * delays: a world's skew, a mutant's slow peer). */
+static __device__ __forceinline__ void loom__sleep_ns(uint64_t ns) {
+  const uint64_t t0 = loom__globaltimer_ns();
+  while (loom__globaltimer_ns() - t0 < ns) __nanosleep(1000);
+}
+
 #ifdef LOOM_MUTANT_SLOW_US
 static __device__ void loom__mutant_slow_push(const loom_dev_comm_t *dc) {
-  if (dc->rank == dc->size - 1 && threadIdx.x == 0) {
-    const uint64_t t0 = loom__globaltimer_ns();
-    while (loom__globaltimer_ns() - t0 < (uint64_t)(LOOM_MUTANT_SLOW_US) * 1000u) __nanosleep(1000);
-  }
+  if (dc->rank == dc->size - 1 && threadIdx.x == 0) loom__sleep_ns((uint64_t)(LOOM_MUTANT_SLOW_US) * 1000u);
   __syncthreads();
 }
 #endif
