@@ -8,7 +8,9 @@
  * both until a timeout. Which calls do that is not documented call by call;
  * this measures it.
  *
- *   host_calls_probe [limit_ms]     (default 1000: how long the spinning kernel waits)
+ *   host_calls_probe [limit_ms] [rows]
+ *     limit_ms  how long the spinning kernel waits (default 1000)
+ *     rows      only the rows whose call names contain this text (default: every row)
  *
  * Two host threads, two streams each, one device. The waiter's kernel spins
  * (bounded by `limit_ms` of the device's global timer) until a flag in
@@ -414,6 +416,7 @@ static void run_row(shared_t *s, int call, int arrangement) {
 int main(int argc, char **argv) {
   setenv("CUDA_MODULE_LOADING", "EAGER", 1); /* as a loom world requires */
   const int limit_ms = argc > 1 ? atoi(argv[1]) : 1000;
+  const char *only = argc > 2 ? argv[2] : NULL;
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
     fprintf(stderr, "host_calls_probe: no CUDA device\n");
@@ -470,6 +473,7 @@ int main(int argc, char **argv) {
   for (int arrangement = 0; arrangement < 2; ++arrangement)
     for (int c = 0; c < NCALLS; ++c) {
       if (calls[c].busy && arrangement == 0) continue; /* X would wait for its own setter by construction */
+      if (only && !strstr(calls[c].name, only)) continue;
       /* a fresh graph before each of these two: its first launch, its upload */
       if (calls[c].fn == c_graph_first_launch || calls[c].fn == c_graph_upload) {
         c_capture_instantiate(&p);
