@@ -187,6 +187,17 @@ static void c_capture_instantiate(probe_t *p) {
   CK(cudaGraphInstantiate(&p->exec, g, 0));
   CK(cudaGraphDestroy(g));
 }
+/* The same with a device-to-device copy node (the copy-engine transfers' graphs). */
+static void c_capture_instantiate_copy(probe_t *p) {
+  cudaGraph_t g;
+  CK(cudaStreamBeginCapture(p->sx, cudaStreamCaptureModeThreadLocal));
+  CK(cudaMemcpyAsync((char *)p->dev + 65536, p->dev, 65536, cudaMemcpyDeviceToDevice, p->sx));
+  coop_kernel<<<1, 32, 0, p->sx>>>(p->fout);
+  CK(cudaStreamEndCapture(p->sx, &g));
+  if (p->exec) CK(cudaGraphExecDestroy(p->exec));
+  CK(cudaGraphInstantiate(&p->exec, g, 0));
+  CK(cudaGraphDestroy(g));
+}
 static void c_graph_first_launch(probe_t *p) { CK(cudaGraphLaunch(p->exec, p->sx)); }
 static void c_graph_upload(probe_t *p) { CK(cudaGraphUpload(p->exec, p->sx)); }
 static void c_ptr_attrs(probe_t *p) {
@@ -253,6 +264,9 @@ static void c_h2d_pageable_64k(probe_t *p) {
 static void c_d2h_pinned_async(probe_t *p) {
   CK(cudaMemcpyAsync(p->pinned, p->dev, 65536, cudaMemcpyDeviceToHost, p->sx));
 }
+static void c_d2d(probe_t *p) {
+  CK(cudaMemcpyAsync((char *)p->dev + 65536, p->dev, 65536, cudaMemcpyDeviceToDevice, p->sx));
+}
 static void c_stream_sync(probe_t *p) { CK(cudaStreamSynchronize(p->sx)); }
 
 /* One of two more threads of the "3 threads" row: a spinning kernel on its own stream, then a pageable
@@ -311,6 +325,9 @@ static const call_t calls[] = {
     {"capture + cudaGraphInstantiate", c_capture_instantiate},
     {"cudaGraphLaunch (first)", c_graph_first_launch},
     {"cudaGraphUpload (re-instantiated)", c_graph_upload},
+    {"capture + cudaGraphInstantiate, D2D copy node", c_capture_instantiate_copy},
+    {"cudaGraphLaunch (first), D2D copy node", c_graph_first_launch},
+    {"cudaMemcpyAsync D2D 64 KB", c_d2d},
     {"cudaPointerGetAttributes", c_ptr_attrs},
     {"first launch, more local memory", c_local_first},
     {"first cublasLtMatmul of a type pair", c_cublaslt_first},
@@ -476,7 +493,8 @@ int main(int argc, char **argv) {
       if (only && !strstr(calls[c].name, only)) continue;
       /* a fresh graph before each of these two: its first launch, its upload */
       if (calls[c].fn == c_graph_first_launch || calls[c].fn == c_graph_upload) {
-        c_capture_instantiate(&p);
+        if (strstr(calls[c].name, "copy node")) c_capture_instantiate_copy(&p);
+        else c_capture_instantiate(&p);
         CK(cudaStreamSynchronize(p.sx));
       }
       run_row(&s, c, arrangement);

@@ -7,6 +7,28 @@
 
 static int g_world_cases; /* cases rank 0 of the last world run ran */
 
+/* 0 where LOOM_TEST_CASES ("10", "3,10-12": case indices, for chasing one
+ * case's failure) leaves case i out; unset or malformed: every case. */
+static int case_selected(int i) {
+  const char *s = getenv("LOOM_TEST_CASES");
+  int any = 0, hit = 0;
+  while (s && *s) {
+    char *e = NULL;
+    const long a = strtol(s, &e, 10);
+    long b = a;
+    if (e == s) return 1;
+    if (*e == '-') {
+      s = e + 1;
+      b = strtol(s, &e, 10);
+      if (e == s) return 1;
+    }
+    any = 1, hit |= i >= a && i <= b;
+    s = *e == ',' ? e + 1 : e;
+    if (*e && *e != ',') return 1;
+  }
+  return !any || hit;
+}
+
 /* 1 where the world leaves case i out. */
 static int world_skips(const loom_case_suite_t *su, loom_rank_ctx_t *ctx, loom_comm_t comm, int i) {
   if (!ctx->world || !su->world_skip) return 0;
@@ -26,7 +48,7 @@ static int rank_suite(loom_rank_ctx_t *ctx, void *arg) {
   CHECK_LOOM_OR(loom_launch_comm_create(ctx, &cfg, &comm), return 1);
   int ran = 0;
   for (int i = 0; i < su->n; ++i) {
-    if (world_skips(su, ctx, comm, i)) continue;
+    if (!case_selected(i) || world_skips(su, ctx, comm, i)) continue;
     ++ran;
     if (su->run(ctx, comm, (const char *)su->cases + (size_t)i * su->stride)) {
       printf("    rank %d: stopping after case %d of %d failed\n", ctx->rank, i, su->n);

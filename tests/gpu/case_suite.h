@@ -9,6 +9,7 @@
  * times out and stops too (going on would make every later case wait out
  * the timeout). In a world a failed check counts for the whole test, so
  * every rank sees it after its own case and stops there.
+ * LOOM_TEST_CASES ("10", "3,10-12") runs only those case indices.
  */
 #ifndef LOOM_TESTS_GPU_CASE_SUITE_H
 #define LOOM_TESTS_GPU_CASE_SUITE_H

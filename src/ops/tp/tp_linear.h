@@ -176,11 +176,15 @@ loom_result_t loom__tp_check_desc(const char *fn, int kind, int comm_size, int s
 /* In a world of ranks on one GPU (tp_world.c), the transfer t a checked
  * description resolved to, made one without NCCL: an asked SEQUENTIAL AG
  * or RS is LOOM_ERR_UNSUPPORTED, AUTO's becomes the fused default; a fused
- * AG on the sm80 GEMM path is refused. Elsewhere t stays. */
+ * AG on the sm80 GEMM path is refused, and so is GEMM+AllReduce's
+ * sequential GEMM asked as cuBLASLt. Elsewhere t stays. */
 loom_result_t loom__tp_world_transfer(const char *fn, loom_comm_t comm, const loom_tp_desc_t *desc, int kind,
                                       loom_tp_transfer_t *t);
 /* 1 where AUTO keeps its fused transfer whatever the shape (a world: AG, RS). */
 int loom__tp_world_keeps_fused(loom_comm_t comm, int kind);
+/* The sequential GEMM engine g resolved to, in a world loom's instead of
+ * cuBLASLt (its first use waits for every running kernel); elsewhere g. */
+loom_tp_gemm_t loom__tp_world_gemm(loom_comm_t comm, loom_tp_gemm_t g);
 
 /* AUTO's shape-independent half for a checked description (pure,
  * host-tested through loom__tp_check_desc). */

@@ -285,17 +285,18 @@ static uint64_t tp_fingerprint(const loom_tp_state_t *st, uint32_t nsig) {
   return loom__fnv64(LOOM_FNV64_INIT, f, sizeof f);
 }
 
-/* The sequential path's GEMM engine of the state's knobs and transfer t. */
-static loom_tp_gemm_t tp_engine(const loom_tp_state_t *st, loom_tp_transfer_t t) {
+/* The sequential path's GEMM engine of the state's knobs and transfer t
+ * (in a world, loom's where cuBLASLt would be). */
+static loom_tp_gemm_t tp_engine(loom_comm_t comm, const loom_tp_state_t *st, loom_tp_transfer_t t) {
   loom_tp_desc_t e = st->desc;
   e.sequential_gemm = st->knobs.gemm;
-  return loom__tp_resolve_gemm(&e, t);
+  return loom__tp_world_gemm(comm, loom__tp_resolve_gemm(&e, t));
 }
 
 /* The state's fields of its resolved transfer t: ranks, shards, engine. */
 static void tp_resolve_fields(loom_comm_t comm, loom_tp_state_t *st, loom_tp_transfer_t t) {
   st->transfer = t;
-  st->gemm_engine = tp_engine(st, t);
+  st->gemm_engine = tp_engine(comm, st, t);
   st->rank = comm->rank;
   st->world = comm->size;
   st->shard_rows = loom__tp_shard_rows(st->desc.m, st->world);
@@ -347,7 +348,7 @@ static loom_result_t tp_fused_gemm(loom_comm_t comm, loom_tp_state_t *st) {
 
 /* The shape-dependent half of AUTO: the fused path could hide nothing
  * here, so the plan is sequential. */
-static void tp_demote(const char *fn, loom_tp_state_t *st) {
+static void tp_demote(const char *fn, loom_comm_t comm, loom_tp_state_t *st) {
   const loom__tp_kind_t kind = st->kind;
   LOOM_INFO("%s: m=%lld: the fused path could hide nothing here (%s): sequential", fn, (long long)st->desc.m,
             kind == LOOM__TP_AG   ? "a shard's rows are memory-bound on B, or too few to pay back the fixed cost against "
@@ -357,7 +358,7 @@ static void tp_demote(const char *fn, loom_tp_state_t *st) {
             : kind == LOOM__TP_RS ? "the GEMM's tiles fit one wave"
                                   : "GEMM + loom_allreduce with the epilogue measured faster");
   st->transfer = LOOM_TP_SEQUENTIAL;
-  st->gemm_engine = tp_engine(st, st->transfer);
+  st->gemm_engine = tp_engine(comm, st, st->transfer);
   memset(&st->gemm_cfg, 0, sizeof st->gemm_cfg);
   st->gemm_bm = st->tiles_m = st->tiles_n = st->comm_blocks = 0;
 }
@@ -504,7 +505,7 @@ static loom_result_t tp_resolve(const loom_op_t *op, loom_comm_t comm, const voi
   const int64_t tiles = (int64_t)st->tiles_m * st->tiles_n;
   if (!st->tuned && st->knobs.transfer == LOOM_TP_AUTO && !loom__tp_world_keeps_fused(comm, st->kind) &&
       !auto_keeps_fused(st, st->kind, tiles))
-    tp_demote(op->plan_fn, st);
+    tp_demote(op->plan_fn, comm, st);
   return LOOM_SUCCESS;
 }
 

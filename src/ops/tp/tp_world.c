@@ -10,6 +10,12 @@
  * plan turns BULK_REDUCE into SM_COPY where the sm90 GEMM does not run), so
  * every description AUTO takes runs in a world. GEMM+AllReduce's sequential
  * path is a GEMM and loom_allreduce, without NCCL: it runs as it is.
+ * Its GEMM is loom's: cuBLASLt loads a kernel at its first use of a type
+ * pair even under CUDA_MODULE_LOADING=EAGER, and that load waits for every
+ * running kernel (dev/world/host_calls_probe.cu's cuBLASLt row: 1.17 s
+ * against a 1 s spin on an H200), another rank's kernel waiting for this
+ * rank included; asked for by name, cuBLASLt is refused, and AUTO takes
+ * loom's GEMM.
  * A fused AllGather+GEMM on the sm80 GEMM path is refused: that kernel runs
  * a block per tile, each waiting for its rows, so it may launch more
  * waiting blocks than the rank's share of the SMs holds, and they could
@@ -40,6 +46,11 @@ loom_result_t loom__tp_world_transfer(const char *fn, loom_comm_t comm, const lo
     return loom__world_unsupported(comm, fn, "desc->transfer=LOOM_TP_SEQUENTIAL",
                                    "the sequential path runs NCCL's collectives; take a fused transfer or "
                                    "LOOM_TP_AUTO");
+  if (kind == LOOM__TP_AR && desc->sequential_gemm == LOOM_TP_GEMM_CUBLASLT &&
+      (desc->transfer == LOOM_TP_SEQUENTIAL || desc->transfer == LOOM_TP_AUTO))
+    return loom__world_unsupported(comm, fn, "desc->sequential_gemm=LOOM_TP_GEMM_CUBLASLT",
+                                   "cuBLASLt loads a kernel at its first use, which waits for every running kernel, "
+                                   "another rank's waiting one included; take LOOM_TP_GEMM_LOOM or LOOM_TP_GEMM_AUTO");
   if (comm->detached) return LOOM_SUCCESS; /* a test world: the plan stops before it would run */
   const loom__gemm_path_t path = tp_world_gemm_path(fn, desc);
   if (seq) {
@@ -59,3 +70,7 @@ loom_result_t loom__tp_world_transfer(const char *fn, loom_comm_t comm, const lo
 }
 
 int loom__tp_world_keeps_fused(loom_comm_t comm, int kind) { return comm->world && kind != LOOM__TP_AR; }
+
+loom_tp_gemm_t loom__tp_world_gemm(loom_comm_t comm, loom_tp_gemm_t g) {
+  return comm->world && g == LOOM_TP_GEMM_CUBLASLT ? LOOM_TP_GEMM_LOOM : g;
+}

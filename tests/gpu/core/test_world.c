@@ -73,7 +73,8 @@ LOOM_TEST(gpu_world_comm_info_sm_share_and_symmetric_memory) {
 }
 
 /* AUTO is fused in a world (shards of 32 rows: on GPUs of their own the
- * sequential path); the sequential transfer and the tuners are refused. */
+ * sequential path); the sequential transfer, the tuners and cuBLASLt as
+ * GEMM+AllReduce's sequential GEMM are refused. */
 static int rank_paths(loom_rank_ctx_t *ctx, void *arg) {
   (void)arg;
   const int fails0 = loom_test_failures;
@@ -96,6 +97,21 @@ static int rank_paths(loom_rank_ctx_t *ctx, void *arg) {
   d.transfer = LOOM_TP_AUTO;
   CHECK_RESULT(loom_gemm_rs_tune(comm, &d, NULL), LOOM_ERR_UNSUPPORTED);
   CHECK_MSG("tuning cannot run in a world");
+  /* GEMM+AllReduce's sequential GEMM: loom's, never cuBLASLt (its first use
+   * waits for every running kernel) */
+  d.transfer = LOOM_TP_SEQUENTIAL, d.c_type = LOOM_FP32;
+  LOOM_OK(loom_plan_gemm_ar(comm, &d, &plan));
+  {
+    loom_tp_plan_info_t info = LOOM_TP_PLAN_INFO_INIT;
+    LOOM_OK(loom_tp_plan_info(plan, &info));
+    CHECK_EQ_INT(info.transfer, LOOM_TP_SEQUENTIAL);
+    CHECK_EQ_INT(info.gemm, LOOM_TP_GEMM_LOOM);
+  }
+  CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
+  plan = NULL;
+  d.sequential_gemm = LOOM_TP_GEMM_CUBLASLT;
+  CHECK_RESULT(loom_plan_gemm_ar(comm, &d, &plan), LOOM_ERR_UNSUPPORTED);
+  CHECK_MSG("desc->sequential_gemm=LOOM_TP_GEMM_CUBLASLT cannot run in a world");
 out:
   if (plan) CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
   if (comm) CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);

@@ -202,9 +202,11 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const ar_case_t *k) 
   {
     /* the rule itself is host-tested (tp_sequential_gemm_resolution_and_refusals); a
      * description of AUTO knobs may have taken a tuned entry of either engine */
-    if (desc.transfer != LOOM_TP_AUTO || desc.sequential_gemm != LOOM_TP_GEMM_AUTO)
-      CHECK_EQ_INT(info.gemm, loom__tp_resolve_gemm(&desc, info.transfer));
-    else
+    if (desc.transfer != LOOM_TP_AUTO || desc.sequential_gemm != LOOM_TP_GEMM_AUTO) {
+      loom_tp_gemm_t want = loom__tp_resolve_gemm(&desc, info.transfer);
+      if (ctx->world && want == LOOM_TP_GEMM_CUBLASLT) want = LOOM_TP_GEMM_LOOM; /* a world takes loom's */
+      CHECK_EQ_INT(info.gemm, want);
+    } else
       CHECK(info.gemm == LOOM_TP_GEMM_LOOM || info.gemm == LOOM_TP_GEMM_CUBLASLT);
   }
   if (rank == 0)
@@ -293,10 +295,13 @@ static int run_case_v(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *k) {
 }
 
 /* A world runs the sequential path too (a GEMM, then loom_allreduce: no
- * NCCL), but no SM-copy block count at or above a rank's share of the SMs. */
+ * NCCL) with loom's GEMM (cuBLASLt asked by name is refused there:
+ * gpu_world_auto_is_fused_nccl_paths_and_tuners_refused_w2), but no
+ * SM-copy block count at or above a rank's share of the SMs. */
 static int world_skip(const void *one, int W, int sms) {
   (void)W;
-  return ((const ar_case_t *)one)->blocks >= sms;
+  const ar_case_t *k = (const ar_case_t *)one;
+  return k->blocks >= sms || k->gemm == LOOM_TP_GEMM_CUBLASLT;
 }
 
 static void run_suite(int W, const ar_case_t *cases, int n) {

@@ -192,6 +192,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const tp_case_t *k) 
            k->lay == LOOM_B_NK ? "NK" : "KN", k->bias ? " bias" : "", trn(k->tr), (int)info.transfer,
            (long long)info.shard_rows, info.chunk_rows, info.comm_blocks, info.gemm_bm, info.gemm_bn, info.gemm_grid,
            k->graph ? " graph" : "", k->user_a_full ? (k->in_place ? " a_full(in place)" : " a_full") : "");
+  loom_launch_step_time(rank, -1, "plan made");
   if (rank == 0 && k->act) printf("    activation %d\n", k->act);
   if (k->tr != LOOM_TP_AUTO && k->tr != info.transfer) CHECK_EQ_INT(info.transfer, k->tr);
 
@@ -229,6 +230,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const tp_case_t *k) 
       const size_t tail = (size_t)(k->m - my0 - mylen) * (size_t)k->k * ea;
       if (tail) CUDA_OK(cudaMemsetAsync((char *)d_full + (size_t)(my0 + mylen) * (size_t)k->k * ea, 0xff, tail, s));
     }
+    loom_launch_step_time(rank, call, "uploads queued");
     if (k->graph && !exec) {
       CUDA_OK(cudaStreamSynchronize(s));
       CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -237,7 +239,9 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const tp_case_t *k) 
       cudaError_t ce = cudaStreamEndCapture(s, &graph);
       CHECK_RESULT(r, LOOM_SUCCESS);
       CUDA_OK(ce);
+      loom_launch_step_time(rank, call, "captured");
       CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+      loom_launch_step_time(rank, call, "instantiated");
     }
     if (k->graph) {
       CUDA_OK(cudaGraphLaunch(exec, s));
@@ -245,7 +249,9 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const tp_case_t *k) 
       LOOM_OK(k->ag ? loom_ag_gemm(plan, shard, d_b, d_c, d_full, d_bias, s)
                     : loom_gemm_rs(plan, d_a, d_b, d_c, d_bias, s));
     }
+    loom_launch_step_time(rank, call, "launched");
     CUDA_OK(cudaStreamSynchronize(s));
+    loom_launch_step_time(rank, call, "synced");
     LOOM_OK(loom_comm_get_async_error(comm));
     CUDA_OK(cudaMemcpy(h_c, d_c, c_bytes, cudaMemcpyDeviceToHost));
     if (k->ag || mylen > 0) {

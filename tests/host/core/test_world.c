@@ -317,6 +317,15 @@ static void world_refuses_tp(loom_comm_t c) {
    * comm holds no plan) */
   CHECK_RESULT(loom_plan_gemm_ar(c, &d, &p), LOOM_ERR_UNSUPPORTED);
   CHECK(strstr(loom_last_error(), "world") == NULL);
+  /* but not through cuBLASLt, asked by name (its first use waits for every running kernel) */
+  d.sequential_gemm = LOOM_TP_GEMM_CUBLASLT;
+  CHECK_RESULT(loom_plan_gemm_ar(c, &d, &p), LOOM_ERR_UNSUPPORTED);
+  CHECK_MSG("loom_plan_gemm_ar: desc->sequential_gemm=LOOM_TP_GEMM_CUBLASLT cannot run in a world");
+  CHECK_MSG("first use");
+  d.transfer = LOOM_TP_SM_COPY; /* a fused transfer: the knob is unused, nothing refused for it */
+  CHECK_RESULT(loom_plan_gemm_ar(c, &d, &p), LOOM_ERR_UNSUPPORTED);
+  CHECK(strstr(loom_last_error(), "world") == NULL);
+  d.sequential_gemm = LOOM_TP_GEMM_AUTO;
   d.transfer = LOOM_TP_AUTO;
   CHECK_RESULT(loom_ag_gemm_tune(c, &d, NULL), LOOM_ERR_UNSUPPORTED);
   CHECK_MSG("loom_ag_gemm_tune: tuning cannot run in a world");
