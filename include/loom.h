@@ -213,11 +213,17 @@ loom_result_t loom_comm_get_async_error(loom_comm_t comm);
  * LOOM_ERR_UNSUPPORTED naming them; LOOM_*_AUTO resolves to a fused path.
  * CUDA must load kernels eagerly (CUDA_MODULE_LOADING=EAGER, set before
  * the process's first CUDA call): a kernel loaded lazily at its first
- * launch waits for every running kernel, other ranks' waiting ones too. */
+ * launch waits for every running kernel, other ranks' waiting ones too.
+ * And the device needs more hardware work queues than the ranks' streams
+ * that can wait at once: set CUDA_DEVICE_MAX_CONNECTIONS=32 (CUDA's
+ * default is 8) before the first CUDA call; a world of W ranks is refused
+ * with W or more queues, and warned about with 2 W or more (a plan's side
+ * stream on every rank). */
 
 /* Creates a world of `size` ranks (1..64) on CUDA device `device`. Not
  * collective (one thread calls it, then starts the ranks' threads).
- * LOOM_ERR_UNSUPPORTED where kernels load lazily (see above). */
+ * LOOM_ERR_UNSUPPORTED where kernels load lazily or too few hardware queues
+ * are configured (see above). */
 loom_result_t loom_world_create(int size, int device, loom_world_t *out);
 
 /* Collective over the world's ranks: rank `rank`'s thread calls it once,

@@ -344,6 +344,7 @@ int loom_launch_world(int size, int timeout_s, loom_rank_fn fn, void *arg) {
     return 1;
   }
   setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1); /* the most hardware queues (loom_world_create says why) */
   fflush(stdout);
   loom_world_t w = NULL;
   if (loom_world_create(size, 0, &w) != LOOM_SUCCESS) {
@@ -393,6 +394,23 @@ static int loom__max_pair(const loom_rank_ctx_t *ctx, uint64_t v[2]) {
 }
 
 int loom_launch_world_sync(const loom_rank_ctx_t *ctx) { return !ctx->world || loom_launch_same_u64(ctx, 1); }
+
+int loom_launch_graph_ready(const loom_rank_ctx_t *ctx, cudaGraph_t graph, cudaGraphExec_t *exec,
+                            cudaStream_t stream) {
+  cudaError_t e = cudaGraphInstantiate(exec, graph, 0);
+  const char *step = "cudaGraphInstantiate";
+  if (e == cudaSuccess) e = cudaGraphUpload(*exec, stream), step = "cudaGraphUpload";
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream), step = "cudaStreamSynchronize";
+  if (e != cudaSuccess) {
+    fprintf(stderr, "launch: rank %d: %s: %s\n", ctx->rank, step, cudaGetErrorString(e));
+    return 1;
+  }
+  if (!loom_launch_world_sync(ctx)) {
+    fprintf(stderr, "launch: rank %d: the world's host barrier after instantiating a graph failed\n", ctx->rank);
+    return 1;
+  }
+  return 0;
+}
 
 cudaError_t loom_launch_download(void *dst, const void *src, size_t bytes, cudaStream_t stream) {
   cudaError_t e = cudaStreamSynchronize(stream);

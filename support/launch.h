@@ -69,7 +69,8 @@ int loom_launch_share_id(int rank, const char *path, ncclUniqueId *id, double ti
 int loom_launch(int size, int timeout_s, loom_rank_fn fn, void *arg);
 
 /* Runs fn on `size` ranks (1..64) as threads of this process, a loom world
- * on GPU 0. Sets CUDA_MODULE_LOADING=EAGER first (a world needs it: call
+ * on GPU 0. Sets CUDA_MODULE_LOADING=EAGER and CUDA_DEVICE_MAX_CONNECTIONS=32
+ * first (a world needs both: call
  * this before the process's first CUDA call). 0 when the world was made,
  * every rank returned 0 within timeout_s and the world was destroyed (each
  * rank destroys its comm); a rank still running at the deadline ends the
@@ -92,6 +93,17 @@ int loom_launch_same_u64(const loom_rank_ctx_t *ctx, uint64_t h);
  * of the new call already waits for it (docs/world.md, "Rules a program in
  * a world must keep"). 0 when the exchange failed. */
 int loom_launch_world_sync(const loom_rank_ctx_t *ctx);
+
+/* A rank's captured graph made ready to launch: instantiated into *exec,
+ * uploaded on `stream` and synchronized; in a one-GPU world, then every
+ * rank's thread past this point before any goes on (the launcher's host
+ * barrier). Instantiation can wait for the device: in a world of 8 ranks
+ * an AllGather+GEMM graph's cudaGraphInstantiate returned only when the
+ * peers' already launched graphs, waiting for this rank, timed out
+ * (bench/results/h200-20261129-world-queues/). Collective in a world.
+ * 0 on success; else a line on stderr naming the failed step, and 1. */
+int loom_launch_graph_ready(const loom_rank_ctx_t *ctx, cudaGraph_t graph, cudaGraphExec_t *exec,
+                            cudaStream_t stream);
 
 /* Copies `bytes` from device memory at src to host memory at dst (pageable
  * or pinned) after every piece of work queued on `stream`: the stream is

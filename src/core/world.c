@@ -62,6 +62,27 @@ uint64_t loom__world_skew_ns(int rank) {
   return us > 0 && rank > 0 ? (uint64_t)rank * (uint64_t)us * 1000u : 0u;
 }
 
+int loom__world_queues_verdict(int size, const char *env, char *why, size_t why_bytes) {
+  char *end = NULL;
+  const long v = env ? strtol(env, &end, 10) : 0;
+  const int queues = env && end != env && *end == '\0' && v >= 1 && v <= 32 ? (int)v : 8;
+  const int verdict = queues > 2 * size ? 2 : queues > size ? 1 : 0;
+  if (why && why_bytes)
+    snprintf(why, why_bytes,
+             verdict == 2 ? "%d hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) for %d ranks"
+             : verdict == 1
+                 ? "%d hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) for %d ranks: a rank waiting for a peer holds one "
+                   "queue per stream with work behind the wait, so plans with a side stream (AllGather+GEMM, "
+                   "GEMM+ReduceScatter, GEMM+AllReduce) on every rank can hold them all and stall until a timeout; "
+                   "set CUDA_DEVICE_MAX_CONNECTIONS=32 before the process's first CUDA call"
+                 : "%d hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) for %d ranks: a rank waiting for a peer holds at "
+                   "least one queue, and once every queue is held no launch starts, a peer's awaited kernel "
+                   "included; set CUDA_DEVICE_MAX_CONNECTIONS=32 (at most 32) before the process's first CUDA call, "
+                   "and at most 31 ranks",
+             queues, size);
+  return verdict;
+}
+
 int loom__world_budget(int sms, int size, int percent) {
   if (percent < 1 || percent > 100) percent = 100;
   const int b = size > 0 ? (int)((int64_t)sms * percent / 100 / size) : sms;
@@ -133,6 +154,10 @@ loom_result_t loom_world_create(int size, int device, loom_world_t *out) {
                       device, n);
   LOOM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   LOOM_TRY(world_check_eager());
+  char why[640];
+  const int queues = loom__world_queues_verdict(size, getenv("CUDA_DEVICE_MAX_CONNECTIONS"), why, sizeof why);
+  if (queues == 0) return loom__fail(LOOM_ERR_UNSUPPORTED, "loom_world_create: size=%d: %s", size, why);
+  if (queues == 1) LOOM_WARN("loom_world_create: %s", why);
   return loom__world_create(size, device, sms, 0, out);
 }
 

@@ -62,6 +62,18 @@ typedef enum loom_world_step {
 /* The rank's share of the device's SMs: sms x percent / 100 / size, at least 1
  * (percent outside 1..100: 100). */
 int loom__world_budget(int sms, int size, int percent);
+
+/* Whether CUDA_DEVICE_MAX_CONNECTIONS's value `env` (NULL or not a number
+ * in 1..32: CUDA's default, 8) gives a world of `size` ranks the hardware
+ * work queues it needs. CUDA feeds the device through that many queues; a
+ * stream whose head kernel waits for a peer, with work queued behind it,
+ * holds its queue, and once every queue is held no other launch starts
+ * (dev/world/queues_probe.cu). A rank holds one queue (its stream) or two
+ * (a plan's side stream too). 2: more than 2 x size queues; 1: more than
+ * size only (a plan with a side stream on every rank can stall: `why` says
+ * so); 0: size or fewer (every rank waiting holds every queue; `why` says
+ * what to set). Pure. */
+int loom__world_queues_verdict(int size, const char *env, char *why, size_t why_bytes);
 /* LOOM_WORLD_SM_PERCENT (world.c): the percent the worlds created now use. */
 LOOM_PARAM_DECL_INT(WORLD_SM_PERCENT)
 

@@ -4,6 +4,7 @@
 #include "ref.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "core/pointwise.h"
 #include <string.h>
@@ -95,6 +96,31 @@ double loom_ref_gemm_element(const loom_gemm_desc_t *d, const void *a, const voi
   }
   if (d->has_bias && bias) acc += loom_ref_load(d->c_type, bias, (size_t)col);
   return acc;
+}
+
+int loom_ref_gemm_rows(const loom_gemm_desc_t *d, const void *a, const void *b, int64_t r0, int64_t rows,
+                       double *out) {
+  const int64_t n = d->n, k = d->k;
+  double *ad = (double *)malloc((size_t)(rows * k) * sizeof(double));
+  double *bt = (double *)malloc((size_t)(n * k) * sizeof(double)); /* [n, k] */
+  if (!ad || !bt) {
+    free(ad), free(bt);
+    return -1;
+  }
+  for (int64_t i = 0; i < rows * k; ++i) ad[i] = loom_ref_load(d->ab_type, a, (size_t)(r0 * k + i));
+  for (int64_t col = 0; col < n; ++col)
+    for (int64_t kk = 0; kk < k; ++kk)
+      bt[col * k + kk] =
+          loom_ref_load(d->ab_type, b, d->b_layout == LOOM_B_KN ? (size_t)(kk * n + col) : (size_t)(col * k + kk));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t col = 0; col < n; ++col) {
+      const double *x = ad + i * k, *y = bt + col * k;
+      double acc = 0.0;
+      for (int64_t kk = 0; kk < k; ++kk) acc += x[kk] * y[kk];
+      out[i * n + col] = acc;
+    }
+  free(ad), free(bt);
+  return 0;
 }
 
 double loom_ref_rel_error(const double *x, const double *ref, size_t n) {

@@ -36,6 +36,14 @@ void loom_ref_fill_random(loom_dtype_t t, void *buf, size_t n, uint64_t seed, do
 double loom_ref_gemm_element(const loom_gemm_desc_t *d, const void *a, const void *b, const void *bias,
                              int64_t row, int64_t col);
 
+/* Rows r0 .. r0 + rows - 1 of C = A x B (no bias) into out [rows, n]: the
+ * same values as loom_ref_gemm_element (fp64, summed over k in order), with
+ * A's rows and B converted to fp64 once (B transposed), so that a whole
+ * output's reference costs a plain fp64 product. 0, or -1 where a host
+ * allocation failed (out untouched). */
+int loom_ref_gemm_rows(const loom_gemm_desc_t *d, const void *a, const void *b, int64_t r0, int64_t rows,
+                       double *out);
+
 /* The pointwise epilogue (loom.h, loom_epilogue_t; NULL: identity) applied
  * in double to x at (row, col) of an output of `cols` columns of dtype
  * out_type (bias and residual read as that dtype). The dropout mask is the

@@ -212,7 +212,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
         rc = loom_embedding_a2a(plan, d_tables, d_idx, d_off, B * mine->T * 17, k->weighted ? d_w : NULL, out, st);
         CUDA_OK(cudaStreamEndCapture(st, &graph));
         CHECK_RESULT(rc, LOOM_SUCCESS);
-        CUDA_OK(cudaGraphInstantiate(&gexec, graph, 0));
+        CHECK(loom_launch_graph_ready(ctx, graph, &gexec, st) == 0); /* every rank's, before any launches */
       }
       LOOM_OK(loom__emb_device_epoch(plan, &epoch0));
       CUDA_OK(cudaGraphLaunch(gexec, st));
@@ -298,7 +298,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const emb_suite_t *s
                                                        scale, d_tg, st);
         CUDA_OK(cudaStreamEndCapture(st, &bgraph));
         LOOM_OK(rb);
-        CUDA_OK(cudaGraphInstantiate(&bgexec, bgraph, 0));
+        CHECK(loom_launch_graph_ready(ctx, bgraph, &bgexec, st) == 0); /* every rank's, before any launches */
         CUDA_OK(cudaGraphLaunch(bgexec, st));
       } else {
         LOOM_OK(loom_embedding_a2a_backward(plan, grad, d_idx, d_off, mine->n, k->weighted ? d_w : NULL, scale, d_tg,

@@ -269,7 +269,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const optim_case_t *
       cudaError_t ce = cudaStreamEndCapture(s, &graph);
       CHECK_RESULT(r, LOOM_SUCCESS);
       CUDA_OK(ce);
-      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+      CHECK(loom_launch_graph_ready(ctx, graph, &exec, s) == 0); /* every rank's, before any launches */
     }
     if (k->graph) CUDA_OK(cudaGraphLaunch(exec, s));
     else LOOM_OK(k->lamb ? loom_lamb_step(plan, &args, s) : loom_adam_step(plan, &args, s));

@@ -107,44 +107,76 @@ static void inputs_make(tp_inputs_t *in, const tp_case_t *k, int rank, int W, in
   loom_ref_fill_random(k->ct, in->bias, (size_t)k->n, seed_for(call, 3, k->ag ? rank : 0), 1.0);
 }
 
-/* Checks this rank's output (host copy `got`) against the reference:
- * AG all m rows; RS the rows of its shard. Returns the elements out of bound. */
-static size_t check_out(const tp_case_t *k, const tp_inputs_t *in, const void *got, int rank, int W) {
+/* This rank's reference and each element's bound: AG all m rows; RS the
+ * rows of its shard (rows r0 .. r0 + rows - 1, n columns). */
+typedef struct tp_ref {
+  int64_t r0, rows;
+  double *ref, *bound;
+} tp_ref_t;
+
+static void ref_make(const tp_case_t *k, const tp_inputs_t *in, int rank, int W, tp_ref_t *R) {
   loom_gemm_desc_t d = LOOM_GEMM_DESC(k->m, k->n, k->k, k->ab, k->ct, k->lay, 0);
   const double eo = eps_of(k->ct) + ((double)k->k / 16.0) * 0x1p-24, ea = 1e-5 * sqrt((double)k->k) + 1e-6;
-  const int64_t r0 = k->ag ? 0 : loom__tp_shard_begin(k->m, W, rank);
-  const int64_t rows = k->ag ? k->m : loom__tp_shard_len(k->m, W, rank);
-  size_t bad = 0;
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t c = 0; c < k->n; ++c) {
-      const int64_t row = r0 + i;
-      double ref = 0, mag = 0;
-      for (int p = 0; p < in->na; ++p) {
-        const double v = loom_ref_gemm_element(&d, in->a[p], in->b[p], NULL, row, c);
-        ref += v;
-        mag += fabs(v);
-      }
-      if (k->bias) {
-        const double bv = loom_ref_load(k->ct, in->bias, (size_t)c);
-        ref += bv;
-        mag += fabs(bv);
-      }
-      /* RS: each partial rounded once to c_type, then summed (NCCL: in c_type) */
-      double bound = k->ag ? eo * fabs(ref) + ea : eo * (fabs(ref) + (double)(W + 1) * mag) + ea * W;
-      if (k->act) {
-        /* |act'| <= 1.13; the sequential path rounds before and after the activation */
-        const double pre = ref;
-        ref = act_d(k->act, pre);
-        bound = 1.2 * bound + 2 * eps_of(k->ct) * fabs(ref) + 1e-6;
-      }
-      const double x = loom_ref_load(k->ct, got, (size_t)(i * k->n + c));
-      if (!(fabs(x - ref) <= bound)) {
-        if (bad < 5)
-          fprintf(stderr, "  rank %d row %lld col %lld: got %.6g, expected %.6g (bound %.3g)\n", rank, (long long)row,
-                  (long long)c, x, ref, bound);
-        ++bad;
-      }
+  R->r0 = k->ag ? 0 : loom__tp_shard_begin(k->m, W, rank);
+  R->rows = k->ag ? k->m : loom__tp_shard_len(k->m, W, rank);
+  const size_t cnt = (size_t)(R->rows * k->n);
+  R->ref = (double *)calloc(cnt + 1, sizeof(double));
+  R->bound = (double *)calloc(cnt + 1, sizeof(double));
+  double *mag = (double *)calloc(cnt + 1, sizeof(double)), *part = (double *)malloc((cnt + 1) * sizeof(double));
+  for (int p = 0; p < in->na; ++p) {
+    const int whole = loom_ref_gemm_rows(&d, in->a[p], in->b[p], R->r0, R->rows, part) == 0;
+    for (size_t i = 0; i < cnt; ++i) {
+      const double v = whole ? part[i]
+                             : loom_ref_gemm_element(&d, in->a[p], in->b[p], NULL, R->r0 + (int64_t)i / k->n,
+                                                     (int64_t)i % k->n);
+      R->ref[i] += v;
+      mag[i] += fabs(v);
     }
+  }
+  for (size_t i = 0; i < cnt; ++i) {
+    double ref = R->ref[i];
+    if (k->bias) {
+      const double bv = loom_ref_load(k->ct, in->bias, i % (size_t)k->n);
+      ref += bv;
+      mag[i] += fabs(bv);
+    }
+    /* RS: each partial rounded once to c_type, then summed (NCCL: in c_type) */
+    double bound = k->ag ? eo * fabs(ref) + ea : eo * (fabs(ref) + (double)(W + 1) * mag[i]) + ea * W;
+    if (k->act) {
+      /* |act'| <= 1.13; the sequential path rounds before and after the activation */
+      const double pre = ref;
+      ref = act_d(k->act, pre);
+      bound = 1.2 * bound + 2 * eps_of(k->ct) * fabs(ref) + 1e-6;
+    }
+    R->ref[i] = ref, R->bound[i] = bound;
+  }
+  free(mag), free(part);
+}
+
+static void ref_free(tp_ref_t *R) { free(R->ref), free(R->bound); }
+
+/* The elements of `got` (this rank's output, host copy) out of R's bounds. */
+static size_t ref_compare(const tp_case_t *k, const tp_ref_t *R, const void *got, int rank) {
+  size_t bad = 0;
+  for (size_t i = 0; i < (size_t)(R->rows * k->n); ++i) {
+    const double x = loom_ref_load(k->ct, got, i);
+    if (!(fabs(x - R->ref[i]) <= R->bound[i])) {
+      if (bad < 5)
+        fprintf(stderr, "  rank %d row %lld col %lld: got %.6g, expected %.6g (bound %.3g)\n", rank,
+                (long long)(R->r0 + (int64_t)i / k->n), (long long)((int64_t)i % k->n), x, R->ref[i], R->bound[i]);
+      ++bad;
+    }
+  }
+  return bad;
+}
+
+/* Checks this rank's output (host copy `got`) against the reference.
+ * Returns the elements out of bound. */
+static size_t check_out(const tp_case_t *k, const tp_inputs_t *in, const void *got, int rank, int W) {
+  tp_ref_t R;
+  ref_make(k, in, rank, W, &R);
+  const size_t bad = ref_compare(k, &R, got, rank);
+  ref_free(&R);
   return bad;
 }
 
@@ -240,7 +272,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const tp_case_t *k) 
       CHECK_RESULT(r, LOOM_SUCCESS);
       CUDA_OK(ce);
       loom_launch_step_time(rank, call, "captured");
-      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+      CHECK(loom_launch_graph_ready(ctx, graph, &exec, s) == 0); /* every rank's, before any launches */
       loom_launch_step_time(rank, call, "instantiated");
     }
     if (k->graph) {
@@ -636,11 +668,14 @@ static int rank_bulk_soak(loom_rank_ctx_t *ctx, void *arg) {
   CHECK_RESULT(loom_comm_get_async_error(comm), LOOM_SUCCESS);
   h_c = (char *)malloc(slot * CALLS);
   CUDA_OK(cudaMemcpy(h_c, d_c, slot * CALLS, cudaMemcpyDeviceToHost));
-  size_t bad = check_out(&k, &in, h_c, rank, W), differ = 0;
+  tp_ref_t R;
+  ref_make(&k, &in, rank, W, &R); /* once: every slot has the same reference */
+  size_t bad = ref_compare(&k, &R, h_c, rank), differ = 0;
   for (int i = 1; i < CALLS; ++i) {
     if (W == 2) differ += memcmp(h_c, h_c + (size_t)i * slot, slot) != 0;
-    else bad += check_out(&k, &in, h_c + (size_t)i * slot, rank, W);
+    else bad += ref_compare(&k, &R, h_c + (size_t)i * slot, rank);
   }
+  ref_free(&R);
   if (rank == 0) printf("  %d calls back to back: %zu elements out of bound, %zu slots differing from the first\n",
                         CALLS, bad, differ);
   CHECK(bad == 0 && differ == 0);

@@ -61,3 +61,25 @@ LOOM_TEST(ref_gemm_element_both_layouts) {
   CHECK(loom_ref_rel_error(x, r, 2) == 0.0);
   CHECK(isnan(loom_ref_rel_error(y, r, 2)));
 }
+
+/* loom_ref_gemm_rows: the same bits as loom_ref_gemm_element, both layouts,
+ * every dtype, a block of rows not starting at 0. */
+LOOM_TEST(ref_gemm_rows_equal_the_element_reference) {
+  static const loom_dtype_t types[3] = {LOOM_BF16, LOOM_FP16, LOOM_FP32};
+  const int64_t m = 37, n = 29, k = 53, r0 = 5, rows = 23;
+  for (int t = 0; t < 3; ++t)
+    for (int lay = 0; lay < 2; ++lay) {
+      const loom_dtype_t ab = types[t];
+      loom_gemm_desc_t d = LOOM_GEMM_DESC(m, n, k, ab, LOOM_FP32, lay ? LOOM_B_KN : LOOM_B_NK, 0);
+      void *a = malloc((size_t)(m * k) * loom_dtype_size(ab)), *b = malloc((size_t)(k * n) * loom_dtype_size(ab));
+      double *out = (double *)malloc((size_t)(rows * n) * sizeof(double));
+      loom_ref_fill_random(ab, a, (size_t)(m * k), 11 + (uint64_t)t, 1.0);
+      loom_ref_fill_random(ab, b, (size_t)(k * n), 23 + (uint64_t)lay, 1.0);
+      CHECK_EQ_INT(loom_ref_gemm_rows(&d, a, b, r0, rows, out), 0);
+      int64_t differ = 0;
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t c = 0; c < n; ++c) differ += out[i * n + c] != loom_ref_gemm_element(&d, a, b, NULL, r0 + i, c);
+      CHECK_EQ_INT((int)differ, 0);
+      free(a), free(b), free(out);
+    }
+}

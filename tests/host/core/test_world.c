@@ -74,6 +74,30 @@ LOOM_TEST(world_sm_share_of_each_rank) {
   CHECK_RESULT(loom_world_destroy(w), LOOM_SUCCESS);
 }
 
+/* CUDA_DEVICE_MAX_CONNECTIONS against the ranks' streams that can wait at once. */
+LOOM_TEST(world_hardware_queues_verdict) {
+  char why[640];
+  CHECK_EQ_INT(loom__world_queues_verdict(2, NULL, why, sizeof why), 2); /* unset: 8 queues */
+  CHECK(strstr(why, "8 hardware queues") != NULL);
+  CHECK_EQ_INT(loom__world_queues_verdict(4, NULL, why, sizeof why), 1);
+  CHECK(strstr(why, "side stream") != NULL && strstr(why, "CUDA_DEVICE_MAX_CONNECTIONS=32") != NULL);
+  CHECK_EQ_INT(loom__world_queues_verdict(8, NULL, why, sizeof why), 0);
+  CHECK(strstr(why, "no launch starts") != NULL && strstr(why, "for 8 ranks") != NULL);
+  CHECK_EQ_INT(loom__world_queues_verdict(8, "32", why, sizeof why), 2);
+  CHECK_EQ_INT(loom__world_queues_verdict(15, "32", why, sizeof why), 2);
+  CHECK_EQ_INT(loom__world_queues_verdict(16, "32", why, sizeof why), 1);
+  CHECK_EQ_INT(loom__world_queues_verdict(31, "32", why, sizeof why), 1);
+  CHECK_EQ_INT(loom__world_queues_verdict(32, "32", why, sizeof why), 0);
+  CHECK_EQ_INT(loom__world_queues_verdict(64, "32", why, sizeof why), 0);
+  /* not a value CUDA takes: its default */
+  static const char *bad[] = {"", "x", "64", "0", "-3", "16x"};
+  for (int i = 0; i < 6; ++i) {
+    CHECK_EQ_INT(loom__world_queues_verdict(4, bad[i], why, sizeof why), 1);
+    CHECK(strstr(why, "8 hardware queues") != NULL);
+  }
+  CHECK_EQ_INT(loom__world_queues_verdict(1, "3", NULL, 0), 2);
+}
+
 /* ---- the exchange ---------------------------------------------------------- */
 
 #define STEPS 300
