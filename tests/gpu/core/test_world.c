@@ -11,7 +11,8 @@
  *    with LOOM_ERR_TIMEOUT naming the step and the rank (one rank that
  *    never calls an op: gpu_world_coll_absent_peer_times_out_w4 and each
  *    family's gpu_world_*_absent_peer test);
- *  - a process whose CUDA loads kernels lazily cannot make a world.
+ *  - a process whose CUDA loads kernels lazily, or has too few hardware
+ *    queues for the ranks' waiting streams, cannot make a world.
  * Run: build/tests/loom-test-gpu world (one GPU).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -149,4 +150,21 @@ LOOM_TEST(gpu_world_refused_where_kernels_load_lazily) {
   CHECK(w == NULL);
   CHECK_RESULT(loom_world_create(2, 99, &w), LOOM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("device=99");
+}
+
+/* Too few hardware queues for the ranks' waiting streams: refused at W or
+ * fewer, warned (and made) at 2 W or fewer (loom__world_queues_verdict). */
+LOOM_TEST(gpu_world_refused_with_too_few_hardware_queues) {
+  if (!loom_test_gpus(1)) return;
+  setenv("CUDA_MODULE_LOADING", "EAGER", 1); /* before this process's first CUDA call */
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "8", 1);
+  loom_world_t w = NULL;
+  CHECK_RESULT(loom_world_create(8, 0, &w), LOOM_ERR_UNSUPPORTED);
+  CHECK_MSG("8 hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) for 8 ranks");
+  CHECK_MSG("CUDA_DEVICE_MAX_CONNECTIONS=32");
+  CHECK(w == NULL);
+  CHECK_RESULT(loom_world_create(4, 0, &w), LOOM_SUCCESS);
+  if (w) CHECK_RESULT(loom_world_destroy(w), LOOM_SUCCESS);
+  CHECK_RESULT(loom_world_create(3, 0, &w), LOOM_SUCCESS);
+  if (w) CHECK_RESULT(loom_world_destroy(w), LOOM_SUCCESS);
 }
