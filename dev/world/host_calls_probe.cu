@@ -55,34 +55,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
-
-static __device__ __forceinline__ unsigned long long now_ns(void) {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-/* out[0] = 1 when the flag reached `want`, out[1] = ns waited; *started = 1 at once. */
-__global__ void spin_kernel(const volatile unsigned *flag, unsigned want, unsigned long long limit_ns,
-                            unsigned long long *out, volatile unsigned *started) {
-  *started = want;
-  __threadfence_system();
-  const unsigned long long t0 = now_ns();
-  unsigned long long t = t0;
-  while (*flag < want && (t = now_ns()) - t0 < limit_ns) {
-  }
-  out[0] = *flag >= want, out[1] = t - t0;
-}
-
-__global__ void set_kernel(unsigned *flag, unsigned v) { *(volatile unsigned *)flag = v; }
+#include "probe.cuh"
 
 /* A frame of N floats per thread, indexed at run time (kept in local memory). */
 template <int N>

@@ -31,34 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CK(x)                                                                             \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                            \
-    }                                                                                     \
-  } while (0)
-
-static __device__ __forceinline__ unsigned long long now_ns(void) {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-/* out[0] = 1 when the flag reached `want` within limit_ns, out[1] = ns waited. */
-__global__ void spin_kernel(const volatile unsigned *flag, unsigned want, unsigned long long limit_ns,
-                            unsigned long long *out) {
-  const unsigned long long t0 = now_ns();
-  unsigned long long t = t0;
-  while (*flag < want && (t = now_ns()) - t0 < limit_ns) {
-  }
-  out[0] = *flag >= want, out[1] = t - t0;
-}
+#include "probe.cuh"
 
 __global__ void next_kernel(unsigned long long *out) { out[2] += 1; }
-
-__global__ void set_kernel(unsigned *flag, unsigned v) { *(volatile unsigned *)flag = v; }
 
 /* K spinning streams, each with a kernel queued behind, then K setter streams;
  * returns how many spins saw their flag, *worst the longest wait in ms. */
@@ -66,7 +41,7 @@ static int busy_round(int K, unsigned round, int limit_ms, unsigned *flags, unsi
   cudaStream_t *s = (cudaStream_t *)malloc(sizeof(cudaStream_t) * (size_t)(2 * K));
   for (int i = 0; i < 2 * K; ++i) CK(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking));
   for (int i = 0; i < K; ++i) {
-    spin_kernel<<<1, 1, 0, s[i]>>>(flags + i, round, (unsigned long long)limit_ms * 1000000ull, out + 3 * i);
+    spin_kernel<<<1, 1, 0, s[i]>>>(flags + i, round, (unsigned long long)limit_ms * 1000000ull, out + 3 * i, NULL);
     next_kernel<<<1, 1, 0, s[i]>>>(out + 3 * i);
   }
   for (int i = 0; i < K; ++i) set_kernel<<<1, 1, 0, s[K + i]>>>(flags + i, round);
@@ -115,7 +90,7 @@ int main(int argc, char **argv) {
   printf("pairs: offsets whose setter did not get through:");
   for (int d = 1; d < n; ++d) {
     ++round;
-    spin_kernel<<<1, 1, 0, s[0]>>>(flags, round, (unsigned long long)limit_ms * 1000000ull, out);
+    spin_kernel<<<1, 1, 0, s[0]>>>(flags, round, (unsigned long long)limit_ms * 1000000ull, out, NULL);
     next_kernel<<<1, 1, 0, s[0]>>>(out);
     set_kernel<<<1, 1, 0, s[d]>>>(flags, round);
     CK(cudaGetLastError());
