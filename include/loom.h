@@ -220,8 +220,9 @@ loom_result_t loom_comm_get_async_error(loom_comm_t comm);
  * with W or more queues, and warned about with 2 W or more (a plan's side
  * stream on every rank). */
 
-/* Creates a world of `size` ranks (1..64) on CUDA device `device`. Not
- * collective (one thread calls it, then starts the ranks' threads).
+/* Creates a world of `size` ranks (1..64; 31 at most with CUDA's 32
+ * hardware queues, see above) on CUDA device `device`. Not collective (one
+ * thread calls it, then starts the ranks' threads).
  * LOOM_ERR_UNSUPPORTED where kernels load lazily or too few hardware queues
  * are configured (see above). */
 loom_result_t loom_world_create(int size, int device, loom_world_t *out);
