@@ -162,14 +162,37 @@ static int materialized(const loom__lw_prog_t *lw, int id) {
 
 static int mat_step(const loom__lw_prog_t *lw, int u, int id, int *step);
 
+/* The space a materialized value's loop runs over, where a pointwise reader in that loop may compute a
+ * materialized operand itself instead of waiting a step to load it: *space, and 1 for an ELEM loop's
+ * value (pointwise), 0 otherwise (a Norm, a row norm, a collective's result). */
+static int elem_space(const loom__lw_prog_t *lw, int id, loom__lw_geom_t *space) {
+  const int op = lw->p->nodes[id].op;
+  if (op == LOOM__OP_NORM || op == LOOM__OP_RMSNORM || op == LOOM__OP_LAYERNORM) return 0;
+  if (loom__lang_op_info((loom__op_t)op)->cls != LOOM__CLS_POINTWISE) return 0;
+  return loom__lw_geom_of(lw->p, id, lw->W, &lw->bind, space) == LOOM_SUCCESS;
+}
+
+int loom__lw_same_element(const loom__lw_prog_t *lw, int v, const loom__lw_geom_t *space) {
+  const loom__node_t *nd = &lw->p->nodes[v];
+  loom__lw_geom_t g;
+  return nd->ty.dtype == LOOM_FP32 && elem_space(lw, v, &g) && loom__lw_same_space(&g, space);
+}
+
 /* The latest step of unit u whose values id's value needs (-1: none of u's): a value of another unit
- * needs none, a materialized one of u its own step, an inlined one what its operands need. */
-static int needs(const loom__lw_prog_t *lw, int u, int id, int *step) {
+ * needs none, a materialized one of u its own step (unless the reader, of space `space` through
+ * pointwise operations only, computes it itself: loom__lw_same_element; then what its operands need),
+ * an inlined one what its operands need. space: NULL once the path crossed a collective. */
+static int needs(const loom__lw_prog_t *lw, int u, int id, int *step, const loom__lw_geom_t *space) {
   if (lw->unit_of[id] != u) return -1;
-  if (lw->buf_of[id] >= 0) return mat_step(lw, u, id, step);
+  if (lw->buf_of[id] >= 0) {
+    const int s = mat_step(lw, u, id, step);
+    if (!space || !loom__lw_same_element(lw, id, space)) return s;
+  }
+  const loom__node_t *nd = &lw->p->nodes[id];
+  const int comm = loom__lang_op_info((loom__op_t)nd->op)->cls == LOOM__CLS_COMM;
   int s = -1;
-  for (int k = 0; k < lw->p->nodes[id].nin; ++k) {
-    const int t = needs(lw, u, lw->p->nodes[id].in[k], step);
+  for (int k = 0; k < nd->nin; ++k) {
+    const int t = needs(lw, u, nd->in[k], step, comm ? NULL : space);
     if (t > s) s = t;
   }
   return s;
@@ -180,9 +203,11 @@ static int needs(const loom__lw_prog_t *lw, int u, int id, int *step) {
 static int mat_step(const loom__lw_prog_t *lw, int u, int id, int *step) {
   if (step[id] >= 0) return step[id];
   const loom__node_t *nd = &lw->p->nodes[id];
+  loom__lw_geom_t g;
+  const loom__lw_geom_t *space = elem_space(lw, id, &g) ? &g : NULL;
   int s = -1;
   for (int k = 0; k < nd->nin; ++k) {
-    const int t = needs(lw, u, nd->in[k], step);
+    const int t = needs(lw, u, nd->in[k], step, space);
     if (t > s) s = t;
   }
   step[id] = s + 1 + (nd->op == LOOM__OP_NORM);
@@ -405,6 +430,25 @@ static void unit_groups(loom__lw_prog_t *lw) {
   }
 }
 
+/* The steps' contract: a loop reads a buffer its unit writes only after the step that writes it (the
+ * step boundary is the only wait between the unit's blocks); LOOM_ERR_INTERNAL naming the value where a
+ * loop would read one of its own step. */
+static loom_result_t check_step_reads(const loom__lw_prog_t *lw) {
+  for (int l = 0; l < lw->nloop; ++l) {
+    const loom__lw_loop_t *lp = &lw->loops[l];
+    for (int i = 0; i < lp->nins; ++i) {
+      const loom__lw_ins_t *in = &lw->ins[lp->ins0 + i];
+      if (in->kind != LOOM__LI_LOAD && in->kind != LOOM__LI_REDUCE && in->kind != LOOM__LI_PARTIALS) continue;
+      const loom__lw_buf_t *b = &lw->bufs[in->buf];
+      if (b->unit == lp->unit && b->step >= lp->step)
+        return loom__fail(LOOM_ERR_INTERNAL, "lowering: unit %s's step %d reads `%s`, written in step %d",
+                          lw->units[lp->unit].name, lp->step,
+                          b->node >= 0 ? lw->p->nodes[b->node].name : "a Norm's partials", b->step);
+    }
+  }
+  return LOOM_SUCCESS;
+}
+
 /* ---- the entry ---------------------------------------------------------------------- */
 
 static loom_result_t lower_all(loom__lw_prog_t *lw) {
@@ -420,6 +464,7 @@ static loom_result_t lower_all(loom__lw_prog_t *lw) {
   for (int i = 0; i < p->n; ++i) step[i] = -1, lw->buf_of[i] = -1, lw->unit_of[i] = -1;
   loom_result_t r = loom__lang_unit_order(p, order, &cnt);
   if (r == LOOM_SUCCESS) r = lower_units(lw, order, cnt, step);
+  if (r == LOOM_SUCCESS) r = check_step_reads(lw);
   if (r == LOOM_SUCCESS) r = lower_io(lw);
   if (r == LOOM_SUCCESS) lay_out_arena(lw), unit_groups(lw);
   for (int u = 0; u < lw->nunit && r == LOOM_SUCCESS; ++u)

@@ -29,7 +29,10 @@
  * Steps and loops. A kernel unit runs steps 0, 1, ...: step s computes the
  * materialized values whose expressions read (through inlined values) a
  * value the unit materializes in step s - 1 or earlier, so a step reads only
- * what earlier steps finished. A step is a few loops, each over one value's
+ * what earlier steps finished; a materialized FP32 pointwise value of the
+ * reader's own space (through pointwise operations) is computed by the
+ * reader in its step instead (loom__lw_same_element: Adam's moments and
+ * the update that reads them, one step). A step is a few loops, each over one value's
  * piece on this rank (the elements of values of one shape and layout share
  * a loop), of a kind: ELEM (the body once per element), ROW (RMSNorm and
  * LayerNorm: per row, a sum over it, then the row), SUMSQ (Norm: partial
@@ -224,6 +227,13 @@ int loom__lw_runs_loop(const loom__lw_prog_t *lw, const loom__lw_loop_t *l, int 
 int loom__lw_holds(const loom__lw_prog_t *lw, const loom__lw_buf_t *b, int r);
 /* 1 if rank r runs unit u. */
 int loom__lw_runs_unit(const loom__lw_prog_t *lw, const loom__lw_unit_t *u, int r);
+/* 1 if two pieces are the same space (rank, dims, slicing, group, root). */
+int loom__lw_same_space(const loom__lw_geom_t *a, const loom__lw_geom_t *b);
+/* 1 if a reader running over `space` may compute materialized value v
+ * itself in its own step instead of loading it a step later: v is an FP32
+ * pointwise value (storing and loading it changes no bit) whose piece is
+ * `space`, so the reader's element is v's own element on this rank. */
+int loom__lw_same_element(const loom__lw_prog_t *lw, int v, const loom__lw_geom_t *space);
 
 /* ---- lower_body.c ----------------------------------------------------------------- */
 /* Appends the loops of unit u's step `step` for the materialized nodes

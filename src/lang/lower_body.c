@@ -7,7 +7,10 @@
  * its dimension j is the loop's dimension j + (loop rank - its rank), or
  * coordinate 0 where it has size 1; so is every buffer a load reads (an
  * index map). An inlined value is computed once per element (memoized per
- * loop); a materialized one is loaded; a collective inlined into its
+ * loop); a materialized one is loaded, unless this step computes it (an
+ * FP32 pointwise value of the loop's own space: the reader's element is
+ * its own, so the reader computes it rather than wait a step for it;
+ * loom__lw_same_element); a collective inlined into its
  * consumer reads its operand's buffer at other ranks: a reduction over the
  * group (AllReduce, ReduceScatter, Reduce), the owner's piece (AllGather,
  * AllToAll), the root's (Broadcast) or the source's (Send). Update is its
@@ -98,9 +101,19 @@ static loom_result_t emit_op(body_t *c, int id, int *out) {
   return add_ins(c, &in, out);
 }
 
+/* 1 where materialized value id is computed in this loop rather than loaded: a value of this unit's
+ * step (this loop's reader computes it itself: loom__lw_same_element, which let the reader share its
+ * step); a value of an earlier step is loaded. */
+static int computed_here(const body_t *c, int id) {
+  const int b = c->lw->buf_of[id];
+  const loom__lw_loop_t *l = c->loop;
+  return b >= 0 && c->lw->bufs[b].unit == l->unit && c->lw->bufs[b].step == l->step &&
+         loom__lw_same_element(c->lw, id, &l->space);
+}
+
 /* id's value at the loop's element (top: id is a value this loop stores, computed, not loaded). */
 static loom_result_t emit(body_t *c, int id, int top, int *out) {
-  if (!top && c->memo[id] >= 0) {
+  if (c->memo[id] >= 0) {
     *out = c->memo[id];
     return LOOM_SUCCESS;
   }
@@ -113,6 +126,8 @@ static loom_result_t emit(body_t *c, int id, int top, int *out) {
     in.kind = LOOM__LI_CONST, in.value = nd->value, in.node = id, in.buf = in.idx = -1;
     in.a[0] = in.a[1] = in.a[2] = -1;
     r = add_ins(c, &in, out);
+  } else if (!top && nd->op != LOOM__OP_INPUT && computed_here(c, id)) {
+    r = emit_op(c, id, out);
   } else if (!top && (c->lw->buf_of[id] >= 0 || nd->op == LOOM__OP_INPUT)) {
     int b;
     r = loom__lw_buf_for(c->lw, id, &b);
@@ -125,13 +140,13 @@ static loom_result_t emit(body_t *c, int id, int top, int *out) {
     r = loom__fail(LOOM_ERR_INTERNAL, "lowering: `%s` (%s) is neither materialized nor inlinable", nd->name,
                    loom__lang_op_info((loom__op_t)nd->op)->name);
   }
-  if (r == LOOM_SUCCESS && !top) c->memo[id] = *out;
+  if (r == LOOM_SUCCESS) c->memo[id] = *out; /* (a value this loop stores is computed: readers reuse it) */
   return r;
 }
 
 /* ---- loops ------------------------------------------------------------------------ */
 
-static int same_space(const loom__lw_geom_t *a, const loom__lw_geom_t *b) {
+int loom__lw_same_space(const loom__lw_geom_t *a, const loom__lw_geom_t *b) {
   if (a->rank != b->rank || a->sliced != b->sliced || a->S != b->S || a->group != b->group || a->root != b->root)
     return 0;
   for (int j = 0; j < a->rank; ++j)
@@ -217,7 +232,7 @@ static loom_result_t one_loop(loom__lw_prog_t *lw, int u, int step, const int *n
     loom__lw_geom_t sj;
     if (done[j]) continue;
     LOOM_TRY(kind_of(lw, nodes[j], &kj, &sj));
-    if (j > i && (kind != LOOM__LL_ELEM || kj != LOOM__LL_ELEM || !same_space(&space, &sj))) continue;
+    if (j > i && (kind != LOOM__LL_ELEM || kj != LOOM__LL_ELEM || !loom__lw_same_space(&space, &sj))) continue;
     if (lw->loops[l].nstore == LOOM__LW_MAXSTORE) break;
     LOOM_TRY(lower_value(&c, nodes[j] < 0 ? -1 - nodes[j] : nodes[j], nodes[j] < 0));
     done[j] = 1;
