@@ -54,22 +54,25 @@ void loom_ref_gemm_ar(const loom_gemm_desc_t *d, int world, const void *const *a
   loom_gemm_desc_t g = *d;
   g.has_bias = 0;
   const size_t mn = (size_t)(g.m * g.n);
-  double *part = (double *)malloc(mn * sizeof(double)), *ms = (double *)calloc(mn ? mn : 1, sizeof(double));
+  double *part = (double *)malloc((mn ? mn : 1) * sizeof(double)); /* NULL: element by element */
   unsigned char tmp[8];
+  for (size_t i = 0; i < mn; ++i) {
+    out[i] = 0.0;
+    if (mag) mag[i] = 0.0;
+  }
   for (int p = 0; p < world; ++p) {
-    const int whole = part && ms && loom_ref_gemm_rows(&g, a[p], b[p], 0, g.m, part) == 0;
+    const int whole = part && loom_ref_gemm_rows(&g, a[p], b[p], 0, g.m, part) == 0;
     for (size_t i = 0; i < mn; ++i) {
-      const int64_t row = (int64_t)i / g.n, col = (int64_t)i % g.n;
       /* each rank's partial as its GEMM stores it: rounded once to c_type */
-      loom_ref_store(g.c_type, tmp, 0, whole ? part[i] : loom_ref_gemm_element(&g, a[p], b[p], NULL, row, col));
+      loom_ref_store(g.c_type, tmp, 0,
+                     whole ? part[i]
+                           : loom_ref_gemm_element(&g, a[p], b[p], NULL, (int64_t)i / g.n, (int64_t)i % g.n));
       const double v = loom_ref_load(g.c_type, tmp, 0);
-      out[i] = (p == 0 ? 0.0 : out[i]) + v;
-      if (ms) ms[i] += fabs(v);
+      out[i] += v;
+      if (mag) mag[i] += fabs(v);
     }
   }
-  for (size_t i = 0; i < mn; ++i) {
-    if (mag) mag[i] = ms ? ms[i] : 0.0;
+  for (size_t i = 0; i < mn; ++i)
     out[i] = loom_ref_epilogue(epi, g.c_type, g.n, out[i], (int64_t)i / g.n, (int64_t)i % g.n);
-  }
-  free(part), free(ms);
+  free(part);
 }

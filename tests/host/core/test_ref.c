@@ -4,8 +4,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/common/test.h"
+#include "ref/coll_ref.h"
 #include "ref/ref.h"
 
 LOOM_TEST(ref_bf16_round_trip_and_rounding) {
@@ -82,4 +84,41 @@ LOOM_TEST(ref_gemm_rows_equal_the_element_reference) {
       CHECK_EQ_INT((int)differ, 0);
       free(a), free(b), free(out);
     }
+}
+
+/* loom_ref_gemm_ar (whole outputs through loom_ref_gemm_rows): each rank's
+ * product rounded once to c_type, summed in rank order, then the epilogue;
+ * the same bits as that formula element by element, and the magnitudes. */
+LOOM_TEST(ref_gemm_ar_equals_its_formula_element_by_element) {
+  enum { W = 3 };
+  const int64_t m = 13, n = 11, k = 17;
+  loom_gemm_desc_t d = LOOM_GEMM_DESC(m, n, k, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0);
+  void *a[W], *b[W];
+  for (int p = 0; p < W; ++p) {
+    a[p] = malloc((size_t)(m * k) * 2), b[p] = malloc((size_t)(k * n) * 2);
+    loom_ref_fill_random(LOOM_BF16, a[p], (size_t)(m * k), 101 + (uint64_t)p, 1.0);
+    loom_ref_fill_random(LOOM_BF16, b[p], (size_t)(k * n), 201 + (uint64_t)p, 1.0);
+  }
+  loom_epilogue_t e;
+  memset(&e, 0, sizeof e);
+  e.scale = 0.5f;
+  double *out = (double *)malloc((size_t)(m * n) * sizeof(double)), *mag = (double *)malloc((size_t)(m * n) * sizeof(double));
+  loom_ref_gemm_ar(&d, W, (const void *const *)a, (const void *const *)b, &e, out, mag);
+  int64_t differ = 0;
+  unsigned char tmp[8];
+  for (int64_t row = 0; row < m; ++row)
+    for (int64_t col = 0; col < n; ++col) {
+      double sum = 0.0, ms = 0.0;
+      for (int p = 0; p < W; ++p) {
+        loom_ref_store(LOOM_BF16, tmp, 0, loom_ref_gemm_element(&d, a[p], b[p], NULL, row, col));
+        const double v = loom_ref_load(LOOM_BF16, tmp, 0);
+        sum += v, ms += fabs(v);
+      }
+      const double want = loom_ref_epilogue(&e, LOOM_BF16, n, sum, row, col);
+      differ += out[row * n + col] != want || mag[row * n + col] != ms;
+    }
+  CHECK_EQ_INT((int)differ, 0);
+  loom_ref_gemm_ar(&d, W, (const void *const *)a, (const void *const *)b, &e, out, NULL); /* mag optional */
+  for (int p = 0; p < W; ++p) free(a[p]), free(b[p]);
+  free(out), free(mag);
 }
