@@ -701,3 +701,72 @@ LOOM_TEST(gpu_world_optim_absent_peer_times_out_w3) {
   CHECK_EQ_INT(loom_launch_world(3, LAUNCH_TIMEOUT_S, rank_absent_peer, NULL), 0);
   CHECK_EQ_INT(loom_launch_world(3, LAUNCH_TIMEOUT_S, rank_absent_peer, &one), 0);
 }
+
+/* ---- update-only plans ------------------------------------------------------------------------ */
+
+/* The update without communication (loom__optim_update_plan: the benchmarks' "NCCL, then update"
+ * baseline) on each rank's own cudaMalloc memory, at an offset of `rank` elements (rank 1's is not
+ * 16-byte aligned; in a world, every rank's memory lies elsewhere): the plan is made on every rank
+ * (nothing of a rank's own memory is agreed on), and one Adam and one LAMB step each equal the
+ * reference on this rank's gradient, averaged over W. */
+static int rank_update_only(loom_rank_ctx_t *ctx, void *arg) {
+  (void)arg;
+  const int W = ctx->size, rank = ctx->rank;
+  const int64_t n = 5003;
+  loom_comm_t comm = NULL;
+  loom_plan_t plan = NULL;
+  cudaStream_t s = NULL;
+  float *dbuf = NULL, *hp0 = NULL, *hg = NULL, *hout = NULL;
+  double *p = NULL, *m = NULL, *v = NULL, *g = NULL, *got = NULL;
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaMalloc((void **)&dbuf, (size_t)(2 * n + 16) * sizeof(float)));
+  hp0 = (float *)malloc((size_t)n * sizeof(float)), hg = (float *)malloc((size_t)n * sizeof(float));
+  hout = (float *)malloc((size_t)n * sizeof(float));
+  p = (double *)malloc((size_t)n * sizeof(double)), m = (double *)calloc((size_t)n, sizeof(double));
+  v = (double *)calloc((size_t)n, sizeof(double)), g = (double *)malloc((size_t)n * sizeof(double));
+  got = (double *)malloc((size_t)n * sizeof(double));
+  if (!hp0 || !hg || !hout || !p || !m || !v || !g || !got) goto out;
+  float *dp = dbuf + rank, *dg = dbuf + 8 + n + rank;
+  void *params[1] = {dp}, *grads[1] = {dg};
+  loom_optim_desc_t d = LOOM_OPTIM_DESC_INIT;
+  d.world_size = W, d.num_tensors = 1, d.params = params, d.grads = grads, d.numels = &n;
+  d.form = AR, d.weight_decay = 0.01f;
+  loom_ref_optim_hp_t hp = {1e-3, d.beta1, d.beta2, d.eps, 0.01, 1, 1, 0};
+  for (int lamb = 0; lamb < 2; ++lamb) {
+    loom_ref_fill_random(F32, hp0, (size_t)n, seed_for(-1, 0, lamb), 1.0);
+    loom_ref_fill_random(F32, hg, (size_t)n, seed_for(1, rank, lamb), 1e-2);
+    CUDA_OK(cudaMemcpy(dp, hp0, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dg, hg, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
+    LOOM_OK(loom__optim_update_plan(comm, &d, lamb, &plan));
+    LOOM_OK(lamb ? loom_lamb_step(plan, NULL, s) : loom_adam_step(plan, NULL, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaMemcpy(hout, dp, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
+    LOOM_OK(loom_plan_destroy(plan));
+    plan = NULL;
+    const void *gq[1] = {hg};
+    loom_ref_optim_reduce(F32, 1, gq, n, (double)W, 1.0, g);
+    for (int64_t i = 0; i < n; ++i) p[i] = hp0[i], m[i] = v[i] = 0, got[i] = hout[i];
+    if (lamb) loom_ref_lamb_step(&hp, 1, n, p, m, v, g, NULL);
+    else loom_ref_adam_step(&hp, 1, n, p, m, v, g);
+    CHECK_EQ_INT((int)check_close(lamb ? "lamb update-only p" : "adam update-only p", rank, 0, got, p, n, 1e-5, 1e-6),
+                 0);
+  }
+out:
+  if (s) cudaStreamSynchronize(s);
+  if (plan) CHECK_RESULT(loom_plan_destroy(plan), LOOM_SUCCESS);
+  if (dbuf) cudaFree(dbuf);
+  if (s) cudaStreamDestroy(s);
+  free(hp0), free(hg), free(hout), free(p), free(m), free(v), free(g), free(got);
+  if (comm) CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
+  return loom_test_failures;
+}
+
+LOOM_TEST(gpu_optim_update_only_plans_on_each_ranks_own_memory_w2) {
+  if (loom_test_gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_update_only, NULL), 0);
+}
+static void run_update_only_world(int W, int unused) {
+  (void)unused;
+  if (loom_test_gpus(1)) CHECK_EQ_INT(loom_launch_world(W, LAUNCH_TIMEOUT_S, rank_update_only, NULL), 0);
+}
+LOOM_WORLD_TESTS(gpu_world_optim_update_only_plans_on_each_ranks_own_memory, run_update_only_world, 0)
