@@ -33,6 +33,8 @@ typedef enum {
   LOOM__PROTO_EMB_BWD_SORTED,  /* embedding: the sorted backward (gready, gdone; keys, sort, runs, heads) */
   LOOM__PROTO_GEMM_RS_BULK,    /* tp: GEMM + ReduceScatter by bulk adds into the owners (pushed, done) */
   LOOM__PROTO_MOE,             /* moe: a dispatch, the experts, two combines (counts, delivered, comb_ready, ...) */
+  LOOM__PROTO_RS_LL,           /* coll: ReduceScatter LL (the peers' slices pushed as lines, two parities) */
+  LOOM__PROTO_AG_LL,           /* coll: AllGather LL (the own slice pushed as lines, two parities) */
   LOOM__PROTO_OPS_COUNT
 } loom__proto_op_t;
 const char *loom__proto_op_name(int op);

@@ -129,10 +129,15 @@ static loom_result_t loom__lower_comm(loom__lower_t *L, int id) {
   const int kind = nd->coll >= 0 ? L->p->groups[nd->coll].kind : -1;
   loom_result_t r = LOOM_SUCCESS;
   if (kind == LOOM__GK_FUSED_AR) return loom__lower_push(L, name, "(two-shot)", LOOM__PROTO_AR_TWO_SHOT);
-  if (kind == LOOM__GK_FUSED_RS || (kind < 0 && nd->op == LOOM__OP_REDUCESCATTER))
-    return loom__lower_push(L, name, "", LOOM__PROTO_RS);
-  if (kind == LOOM__GK_FUSED_AG || (kind < 0 && nd->op == LOOM__OP_ALLGATHER))
-    return loom__lower_push(L, name, "", LOOM__PROTO_AG);
+  /* ReduceScatter and AllGather: the pull kernel and the slices' LL (AUTO's two forms) */
+  if (kind == LOOM__GK_FUSED_RS || (kind < 0 && nd->op == LOOM__OP_REDUCESCATTER)) {
+    r = loom__lower_push(L, name, "(pull)", LOOM__PROTO_RS);
+    return r == LOOM_SUCCESS ? loom__lower_push(L, name, "(LL)", LOOM__PROTO_RS_LL) : r;
+  }
+  if (kind == LOOM__GK_FUSED_AG || (kind < 0 && nd->op == LOOM__OP_ALLGATHER)) {
+    r = loom__lower_push(L, name, "(pull)", LOOM__PROTO_AG);
+    return r == LOOM_SUCCESS ? loom__lower_push(L, name, "(LL)", LOOM__PROTO_AG_LL) : r;
+  }
   if (kind == LOOM__GK_FUSED_ARE || (kind < 0 && nd->op == LOOM__OP_ALLREDUCE)) {
     r = loom__lower_push(L, name, "(one-shot)", LOOM__PROTO_AR_ONE_SHOT);
     return r == LOOM_SUCCESS ? loom__lower_push(L, name, "(two-shot)", LOOM__PROTO_AR_TWO_SHOT) : r;

@@ -21,7 +21,8 @@ const char *loom__proto_op_name(int op) {
                                 "gemm_rs", "gemm_ar", "ag_gemm", "optim_adam", "optim_lamb",
                                 "allreduce_one_shot_ip", "allreduce_two_shot_ip", "reduce_scatter_ip",
                                 "all_gather_ip", "embedding_fwd", "embedding_bwd", "allreduce_ll",
-                                "allreduce_push", "embedding_bwd_sorted", "gemm_rs_bulk", "moe"};
+                                "allreduce_push", "embedding_bwd_sorted", "gemm_rs_bulk", "moe", "reduce_scatter_ll",
+                                "all_gather_ll"};
   return op >= 0 && op < LOOM__PROTO_OPS_COUNT ? names[op] : "?";
 }
 
@@ -49,6 +50,8 @@ void loom__proto_op(int op, int W, loom__proto_t *p) {
     case LOOM__PROTO_AG_IP: loom__proto_coll(LOOM__CK_AG, 1, W, p); break;
     case LOOM__PROTO_AR_LL: loom__proto_coll(LOOM__CK_LL, 0, W, p); break;
     case LOOM__PROTO_AR_PUSH: loom__proto_coll(LOOM__CK_PUSH, 0, W, p); break;
+    case LOOM__PROTO_RS_LL: loom__proto_coll(LOOM__CK_LL_RS, 0, W, p); break;
+    case LOOM__PROTO_AG_LL: loom__proto_coll(LOOM__CK_LL_AG, 0, W, p); break;
     case LOOM__PROTO_GEMM_RS: loom__tp_protocol(LOOM__TP_PROTO_GEMM_RS, W, p); break;
     case LOOM__PROTO_GEMM_AR: loom__tp_protocol(LOOM__TP_PROTO_GEMM_AR, W, p); break;
     case LOOM__PROTO_AG_GEMM: loom__tp_protocol(LOOM__TP_PROTO_AG_GEMM, W, p); break;

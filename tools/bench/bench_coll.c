@@ -21,14 +21,15 @@
  *   nccl+rmsnorm    ncclAllReduce, then a separate residual + RMSNorm kernel
  *                   (rows of min(4096, count); tools/bench/bench_coll_kernels.cu)
  *   loom+rmsnorm    loom_allreduce with residual + RMSNorm fused
- * AllReduce up to 1 MiB: every variant again as "<impl>/graph", the time per
+ * Up to 1 MiB (every op): every variant again as "<impl>/graph", the time per
  * call of a CUDA graph of 16 calls (the device's latency without the host's
  * issue time, which the plain rows include where the host is slower).
  * #wrong: every element of each loom output (the plain ones against NCCL's,
  * within bf16 rounding of the W-term sum; loom+rmsnorm against
  * nccl+rmsnorm); loom+epi is not checked here (tests/gpu/coll/test_coll.c checks
  * it against the CPU reference).
- * reduce_scatter / all_gather rows: nccl, loom; AllGather bit for bit.
+ * reduce_scatter / all_gather rows: nccl, loom-auto (":ll" where the
+ * plan runs the slices' LL, ":pull" the pull kernel); AllGather bit for bit.
  * Peer (allreduce, W >= 2, unless --peer none): bench/peers/coll_torch.py, run
  * first on this run's exact sizes, gives PyTorch's symm_mem one_shot /
  * two_shot_all_reduce_, dist.all_reduce and all_reduce + F.rms_norm times
@@ -296,7 +297,7 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
   } while (0)
     /* the peer's variants: loom-auto's is set once its plan has chosen */
     ADD(V_NCCL, "nccl", LOOM_COLL_AUTO, 0, LOOM_NORM_NONE, "nccl");
-    ADD(V_LOOM, op == OP_AR ? "loom-auto" : "loom", LOOM_COLL_AUTO, 0, LOOM_NORM_NONE, NULL); /* RS, AG: one way */
+    ADD(V_LOOM, "loom-auto", LOOM_COLL_AUTO, 0, LOOM_NORM_NONE, NULL); /* RS, AG: AUTO only (LL or pull) */
     if (op == OP_AR) {
       if (bytes <= (64 << 20)) ADD(V_LOOM, "loom-1shot", LOOM_COLL_ONE_SHOT, 0, LOOM_NORM_NONE, "one_shot");
       if (bytes <= (4 << 20)) ADD(V_LOOM, "loom-ll", LOOM_COLL_LL, 0, LOOM_NORM_NONE, "one_shot");
@@ -318,12 +319,13 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
 #undef ADD
     /* what each AUTO plan resolved to (rank 0 names it in the row) */
     const char *path[COLL_MAX_VARS] = {NULL};
-    for (int i = 0; i < nv && r == LOOM_SUCCESS && op == OP_AR; ++i) {
+    for (int i = 0; i < nv && r == LOOM_SUCCESS; ++i) {
       if (v[i].kind != V_LOOM || v[i].algo != LOOM_COLL_AUTO || !v[i].plan) continue;
       loom_coll_plan_info_t info = LOOM_COLL_PLAN_INFO_INIT;
       r = loom_coll_plan_info(v[i].plan, &info);
-      path[i] = loom_bench_coll_path(info.algo);
-      if (!v[i].epi) /* loom-auto: the peer's kernel of the same kind */
+      /* ReduceScatter, AllGather: their LL, or the pull kernel (info.algo AUTO) */
+      path[i] = op == OP_AR || info.algo == LOOM_COLL_LL ? loom_bench_coll_path(info.algo) : "pull";
+      if (op == OP_AR && !v[i].epi) /* loom-auto: the peer's kernel of the same kind */
         v[i].peer = info.algo == LOOM_COLL_TWO_SHOT ? "two_shot" : "one_shot";
     }
     int64_t failed = r != LOOM_SUCCESS;
@@ -366,10 +368,10 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
         wrong[0] = 0;
       }
     }
-    /* small AllReduce: every variant again, per call inside a CUDA graph */
+    /* small sizes: every variant again, per call inside a CUDA graph */
     loom_bench_time_t tg[COLL_MAX_VARS];
     int64_t graphed = 0;
-    if (!failed && op == OP_AR && bytes <= COLL_GRAPH_MAX_BYTES) {
+    if (!failed && bytes <= COLL_GRAPH_MAX_BYTES) {
       cudaGraphExec_t ge[COLL_MAX_VARS] = {NULL};
       loom_bench_op_fn gf[COLL_MAX_VARS];
       void *ga[COLL_MAX_VARS];

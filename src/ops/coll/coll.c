@@ -36,7 +36,8 @@ LOOM_PARAM_INT(ALLREDUCE_LL_BYTES, "1M",
                "loom_allreduce with LOOM_COLL_AUTO: the low-latency "
                "one-shot (inputs pushed with flags, one link crossing) up "
                "to this many bytes of input at 2 ranks, this / (W-1) at W "
-               "(0: never)")
+               "(0: never); loom_reduce_scatter and loom_all_gather: "
+               "their LL while (W-1) x slice bytes stay within it")
 LOOM_PARAM_INT(ALLREDUCE_PUSH_BYTES, "4M",
                "loom_allreduce with LOOM_COLL_AUTO: the one-shot by "
                "stores (a flag per chunk) above LL, up to this many bytes "
@@ -189,22 +190,28 @@ static uint32_t coll_layout(loom_comm_t comm, loom_coll_state_t *st) {
   const loom_coll_desc_t *desc = &st->desc;
   const int kind = (int)st->kind;
   const loom_coll_algo_t algo = st->algo;
-  st->kk = kind == LOOM__COLL_RS   ? LOOM__CK_RS
-           : kind == LOOM__COLL_AG ? LOOM__CK_AG
-           : algo == LOOM_COLL_ONE_SHOT ? LOOM__CK_ONE_SHOT
-           : algo == LOOM_COLL_LL       ? LOOM__CK_LL
-           : algo == LOOM_COLL_PUSH     ? LOOM__CK_PUSH
-                                        : LOOM__CK_TWO_SHOT;
   const int W = st->world;
   const int64_t count = desc->count;
   const size_t es_in = loom_dtype_size(desc->dtype), es_out = loom_dtype_size(desc->out_type);
   st->unit = loom__coll_unit(desc->cols);
   st->slice = loom__coll_slice_elems(count, W, st->unit);
+  /* ReduceScatter and AllGather: the slices' LL where AUTO's rule picks it (no row-wise norm) */
+  const loom_coll_thresholds_t th = coll_thresholds();
+  const int ll = kind != LOOM__COLL_AR && desc->norm == LOOM_NORM_NONE &&
+                 loom__coll_auto_ll_slices(count, (int64_t)es_in, W, st->unit, &th);
+  st->kk = kind == LOOM__COLL_RS   ? (ll ? LOOM__CK_LL_RS : LOOM__CK_RS)
+           : kind == LOOM__COLL_AG ? (ll ? LOOM__CK_LL_AG : LOOM__CK_AG)
+           : algo == LOOM_COLL_ONE_SHOT ? LOOM__CK_ONE_SHOT
+           : algo == LOOM_COLL_LL       ? LOOM__CK_LL
+           : algo == LOOM_COLL_PUSH     ? LOOM__CK_PUSH
+                                        : LOOM__CK_TWO_SHOT;
+  if (ll) st->algo = LOOM_COLL_LL; /* what loom_coll_plan_info reports */
   loom__coll_slice(count, W, st->rank, st->unit, &st->my_begin, &st->my_len);
   /* the reduction's span per rank: the whole vector (one-shot) or a slice */
   const int64_t span = st->kk == LOOM__CK_ONE_SHOT || st->kk == LOOM__CK_PUSH ? count : st->slice;
   const size_t es_max = es_in > es_out ? es_in : es_out;
   st->blocks = desc->blocks > 0 ? desc->blocks
+               : ll ? loom__coll_ll_grid(st->slice, 0, LOOM_COLL_THREADS, comm->sm_count)
                : st->kk == LOOM__CK_LL
                    ? loom__coll_ll_grid(count, desc->norm != LOOM_NORM_NONE ? count / desc->cols : 0, LOOM_COLL_THREADS,
                                        comm->sm_count)
@@ -226,7 +233,8 @@ static uint64_t coll_fingerprint(const loom_coll_state_t *st, uint32_t nsig) {
 
 /* Allocate the staging: two-shot, each rank's reduced slice (peers fetch
  * it); one-shot, the result of an in-place call until the peers are done
- * reading `in`; LL, the lines the peers push (coll_schedule.h). Collective
+ * reading `in`; LL, the lines the peers push (coll_schedule.h; the slices'
+ * LL: slots of one slice). Collective
  * where peers push into it (every rank answers the agreement). */
 static loom_result_t coll_staging(loom_comm_t comm, const char *fn, loom_coll_state_t *st) {
   const int W = st->world;
@@ -234,10 +242,12 @@ static loom_result_t coll_staging(loom_comm_t comm, const char *fn, loom_coll_st
   const size_t es_in = loom_dtype_size(st->desc.dtype), es_out = loom_dtype_size(st->desc.out_type);
   if (st->kk == LOOM__CK_TWO_SHOT || st->kk == LOOM__CK_ONE_SHOT)
     st->staging_bytes = (size_t)(st->kk == LOOM__CK_TWO_SHOT ? st->slice : count) * es_out;
-  if (st->kk == LOOM__CK_LL) st->staging_bytes = (size_t)loom__coll_ll_bytes(count, (int64_t)es_in, W);
+  const int slices_ll = st->kk == LOOM__CK_LL_RS || st->kk == LOOM__CK_LL_AG;
+  if (st->kk == LOOM__CK_LL || slices_ll)
+    st->staging_bytes = (size_t)loom__coll_ll_bytes(slices_ll ? st->slice : count, (int64_t)es_in, W);
   if (st->kk == LOOM__CK_PUSH)
     st->staging_bytes = (size_t)loom__coll_push_bytes(count, (int64_t)es_in, W, loom__coll_chunks(count, st->chunk));
-  const int pushed = (st->kk == LOOM__CK_LL || st->kk == LOOM__CK_PUSH) && W > 1;
+  const int pushed = (st->kk == LOOM__CK_LL || st->kk == LOOM__CK_PUSH || slices_ll) && W > 1;
   loom_result_t r = LOOM_SUCCESS;
   if (st->staging_bytes) r = loom__comm_malloc(comm, st->staging_bytes, &st->staging);
   if (pushed) {
@@ -312,7 +322,10 @@ static void coll_describe(loom_plan_t plan, const void *state) {
   const loom_coll_state_t *st = (const loom_coll_state_t *)state;
   LOOM_INFO("%s: count=%lld cols=%lld W=%d: %s, S=%lld, chunk=%lld (%lld per slice), blocks=%d", plan->op->plan_fn,
             (long long)st->desc.count, (long long)st->desc.cols, st->world,
-            st->kind == LOOM__COLL_AR ? loom__coll_algo_name(st->algo) : plan->op->name, (long long)st->slice,
+            st->kind == LOOM__COLL_AR ? loom__coll_algo_name(st->algo)
+            : st->algo == LOOM_COLL_LL ? "the slices' LL"
+                                       : "the pull kernel",
+            (long long)st->slice,
             (long long)st->chunk, (long long)st->nch, st->blocks);
 }
 

@@ -47,6 +47,10 @@
  *    after the previous one ended).
  *  - in place: two-shot writes r's out[chunk of q] (= r's in) only after q
  *    reduced that chunk; one-shot writes `out` only after step 5.
+ * ReduceScatter and AllGather up to LOOM_ALLREDUCE_LL_BYTES of pushed words
+ * (loom__coll_auto_ll_slices) run the slices' LL instead (LOOM__CK_LL_RS,
+ * LOOM__CK_LL_AG; coll_schedule.h): no arrival, no done, one crossing; the
+ * AllReduce LL's parities protect the slots.
  * tests/host/coll/test_coll_protocol.c plays these steps for many world sizes,
  * block counts and interleavings and checks every read.
  */
@@ -91,7 +95,10 @@ typedef enum {
   LOOM__CK_RS = 2,       /* ReduceScatter: reduce own slice */
   LOOM__CK_AG = 3,       /* AllGather */
   LOOM__CK_LL = 4,       /* AllReduce LL: push with flags, reduce what arrives (coll_schedule.h) */
-  LOOM__CK_PUSH = 5      /* AllReduce PUSH: store chunks into the peers, a flag each (coll_schedule.h) */
+  LOOM__CK_PUSH = 5,     /* AllReduce PUSH: store chunks into the peers, a flag each (coll_schedule.h) */
+  LOOM__CK_LL_RS = 6,    /* ReduceScatter LL: push the peers' slices with flags, reduce the own slice */
+  LOOM__CK_LL_AG = 7,    /* AllGather LL: push the own slice with flags, store every sender's */
+  LOOM__CK_KINDS = 8
 } loom__coll_kernel_kind_t;
 
 typedef struct loom_coll_args {

@@ -6,7 +6,8 @@
  * epilogue, gather, done, hand-back), loom__coll_ll_kernel (loom_allreduce
  * LL: push with flags, reduce as the lines arrive) and loom__coll_push_kernel
  * (loom_allreduce PUSH: store chunks into the peers, a flag each, reduce
- * from local memory). One kernel per call,
+ * from local memory), loom__coll_ll_slices_kernel (loom_reduce_scatter and
+ * loom_all_gather LL: LL's lines for the slices). One kernel per call,
  * instantiated for every (input, output) dtype pair; reached through
  * loom__coll_launch. Any architecture >= sm_80.
  */
@@ -161,50 +162,102 @@ static __device__ __forceinline__ void loom__ll_group_words(const char *in, int6
   }
 }
 
-/* Group g of this rank's input, pushed to every peer's slot (peers in
- * rank-shifted order, so the ranks do not all write one peer first). */
+/* Words w of group g into peer q's slot of this call's parity (this rank
+ * its sender). */
 template <int TI>
-static __device__ __forceinline__ void loom__ll_push_group(const loom_coll_args_t &a, int64_t g, int64_t slot_lines,
-                                                          uint32_t e) {
+static __device__ __forceinline__ void loom__ll_put(const loom_coll_args_t &a, int q, int64_t g, int64_t slot_lines,
+                                                   uint32_t e, const uint32_t *w) {
   constexpr int NL = TI == LOOM_FP32 ? 8 : 4; /* loom__coll_ll_group_lines */
-  const int W = a.dc.size, r = a.dc.rank;
-  uint32_t w[8];
-  loom__ll_group_words<TI>(a.src[r], a.count, g, w);
-  for (int i = 1; i < W; ++i) {
-    const int q = (r + i) % W;
-    uint64_t *d = (uint64_t *)a.stg[q] + loom__coll_ll_line0(e, loom__coll_push_slot(r, q, W), W, slot_lines) + g * NL;
+  const int W = a.dc.size;
+  uint64_t *d = (uint64_t *)a.stg[q] + loom__coll_ll_line0(e, loom__coll_push_slot(a.dc.rank, q, W), W, slot_lines) +
+                g * NL;
 #pragma unroll
-    for (int k = 0; k < NL; k += 2) loom__ll_store2(d + k, w[k], w[k + 1], e);
-  }
+  for (int k = 0; k < NL; k += 2) loom__ll_store2(d + k, w[k], w[k + 1], e);
 }
 
-/* acc[0..7] = the sum over ranks s = 0 .. W-1 (in that order, fp32) of group
- * g: this rank's from its input, the peers' from their lines in this rank's
- * buffer once they carry the epoch. 0 if a wait expired. */
+/* Sender s's words of group g, from this rank's buffer once its lines carry
+ * the epoch. 0 if a wait expired. */
 template <int TI>
-static __device__ __forceinline__ int loom__ll_reduce_group(const loom_coll_args_t &a, int64_t g, int64_t slot_lines,
-                                                           uint32_t e, float *acc) {
+static __device__ __forceinline__ int loom__ll_get(const loom_coll_args_t &a, int s, int64_t g, int64_t slot_lines,
+                                                  uint32_t e, uint32_t *w) {
   constexpr int NL = TI == LOOM_FP32 ? 8 : 4;
+  const int W = a.dc.size;
+  const uint64_t *l =
+      (const uint64_t *)a.stg_own + loom__coll_ll_line0(e, loom__coll_push_slot(s, a.dc.rank, W), W, slot_lines) + g * NL;
+#pragma unroll
+  for (int k = 0; k < NL; k += 2)
+    if (!loom__ll_wait2(a.dc, l + k, e, w + k, s, (uint32_t)(g * NL + k), LOOM_SITE_COLL_LL)) return 0;
+  return 1;
+}
+
+/* acc[0..7] = the sum over ranks s = 0 .. W-1 (in that order, fp32) of
+ * group g of a vector of n elements: this rank's from `own` (its part of
+ * its input), the peers' from their lines. 0 if a wait expired. */
+template <int TI>
+static __device__ __forceinline__ int loom__ll_sum_group(const loom_coll_args_t &a, const char *own, int64_t n,
+                                                        int64_t g, int64_t slot_lines, uint32_t e, float *acc) {
   const int W = a.dc.size, r = a.dc.rank;
 #pragma unroll
   for (int k = 0; k < 8; ++k) acc[k] = 0.f;
   for (int s = 0; s < W; ++s) {
     uint32_t w[8];
-    if (s == r) {
-      loom__ll_group_words<TI>(a.src[r], a.count, g, w);
-    } else {
-      const uint64_t *l =
-          (const uint64_t *)a.stg_own + loom__coll_ll_line0(e, loom__coll_push_slot(s, r, W), W, slot_lines) + g * NL;
-#pragma unroll
-      for (int k = 0; k < NL; k += 2)
-        if (!loom__ll_wait2(a.dc, l + k, e, w + k, s, (uint32_t)(g * NL + k), LOOM_SITE_COLL_LL)) return 0;
-    }
+    if (s == r) loom__ll_group_words<TI>(own, n, g, w);
+    else if (!loom__ll_get<TI>(a, s, g, slot_lines, e, w)) return 0;
     float x[8];
     loom__unpack8<TI>(w, x);
 #pragma unroll
     for (int k = 0; k < 8; ++k) acc[k] += x[k];
   }
   return 1;
+}
+
+/* Group g of this rank's input, pushed to every peer's slot (peers in
+ * rank-shifted order, so the ranks do not all write one peer first). */
+template <int TI>
+static __device__ __forceinline__ void loom__ll_push_group(const loom_coll_args_t &a, int64_t g, int64_t slot_lines,
+                                                          uint32_t e) {
+  const int W = a.dc.size, r = a.dc.rank;
+  uint32_t w[8];
+  loom__ll_group_words<TI>(a.src[r], a.count, g, w);
+  for (int i = 1; i < W; ++i) loom__ll_put<TI>(a, (r + i) % W, g, slot_lines, e, w);
+}
+
+/* The elements i0 .. min(i0 + 8, end) - 1 (vector indices: the epilogue's
+ * element i) of acc, with the epilogue, stored at out[i - o]. */
+template <int TO>
+static __device__ __forceinline__ void loom__ll_store_group(const loom_coll_args_t &a, int64_t i0, int64_t end,
+                                                           int64_t o, float *acc) {
+  const loom_pointwise_t &pw = a.pw;
+  if (i0 + LOOM_COLL_VEC <= end) {
+    if (pw.flags) loom__coll_pointwise8<TO>(pw, i0, acc);
+    loom__store8<TO>(a.out, i0 - o, acc);
+    return;
+  }
+  for (int64_t i = i0; i < end; ++i) {
+    float v = acc[i - i0];
+    if (pw.flags) {
+      const int64_t row = i / pw.cols;
+      v = loom__pointwise_apply(pw, pw.flags, pw.act, v, row, i - row * pw.cols);
+    }
+    loom__store1<TO>(a.out, i - o, v);
+  }
+}
+
+/* The raw words w of elements i0 .. min(i0 + 8, end) - 1 of a vector of T
+ * stored at base[i] (AllGather: bits as they came). */
+template <int T>
+static __device__ __forceinline__ void loom__ll_store_words(char *base, int64_t i0, int64_t end, const uint32_t *w) {
+  if (i0 + LOOM_COLL_VEC <= end) {
+    uint4 *d = (uint4 *)(base + i0 * (T == LOOM_FP32 ? 4 : 2));
+    d[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    if (T == LOOM_FP32) d[1] = make_uint4(w[4], w[5], w[6], w[7]);
+    return;
+  }
+  for (int64_t i = i0; i < end; ++i) {
+    const int k = (int)(i - i0);
+    if (T == LOOM_FP32) ((uint32_t *)base)[i] = w[k];
+    else ((unsigned short *)base)[i] = (unsigned short)(w[k >> 1] >> (16 * (k & 1)));
+  }
 }
 
 /* AllReduce LL: every thread pushes its groups (flat: group g of thread
@@ -229,24 +282,11 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_ll_kernel(const 
       for (int64_t g = g0; g < groups; g += step) loom__ll_push_group<TI>(a, g, slot_lines, e);
     for (int64_t g = g0; g < groups; g += step) {
       float acc[8];
-      if (!loom__ll_reduce_group<TI>(a, g, slot_lines, e, acc)) {
+      if (!loom__ll_sum_group<TI>(a, a.src[a.dc.rank], a.count, g, slot_lines, e, acc)) {
         good = 0;
         break;
       }
-      const int64_t i0 = g * LOOM_COLL_VEC;
-      if (i0 + LOOM_COLL_VEC <= a.count) {
-        if (pw.flags) loom__coll_pointwise8<TO>(pw, i0, acc);
-        loom__store8<TO>(a.out, i0, acc);
-      } else {
-        for (int64_t i = i0; i < a.count; ++i) {
-          float v = acc[i - i0];
-          if (pw.flags) {
-            const int64_t row = i / pw.cols;
-            v = loom__pointwise_apply(pw, pw.flags, pw.act, v, row, i - row * pw.cols);
-          }
-          loom__store1<TO>(a.out, i, v);
-        }
-      }
+      loom__ll_store_group<TO>(a, g * LOOM_COLL_VEC, a.count, 0, acc);
     }
   } else {
     /* rows of cols, a multiple of 8: a row's groups are its own */
@@ -258,7 +298,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_ll_kernel(const 
       float s1 = 0.f;
       for (int64_t v = threadIdx.x; good && v < gpr; v += blockDim.x) {
         float acc[8];
-        if (!loom__ll_reduce_group<TI>(a, row * gpr + v, slot_lines, e, acc)) {
+        if (!loom__ll_sum_group<TI>(a, a.src[a.dc.rank], a.count, row * gpr + v, slot_lines, e, acc)) {
           good = 0;
           break;
         }
@@ -276,6 +316,79 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_ll_kernel(const 
     }
   }
   loom__coll_block_end(ep, e, good); /* the epoch advances only where every wait was met */
+}
+
+/* ---- the slices' LL: ReduceScatter and AllGather (coll_schedule.h) ------- */
+
+/* ReduceScatter LL, after the pushes: this thread's groups of the own slice
+ * [mb, mb + ml), each summed over the senders as their lines arrive, with
+ * the epilogue, stored at out[i - o] (in place: out is `in`, o = 0). 0 if a
+ * wait expired. */
+template <int TI, int TO>
+static __device__ int loom__ll_rs_receive(const loom_coll_args_t &a, int64_t mb, int64_t ml, int64_t g0, int64_t step,
+                                         int64_t slot_lines, uint32_t e) {
+  constexpr int ES = TI == LOOM_FP32 ? 4 : 2;
+  for (int64_t g = g0; g * LOOM_COLL_VEC < ml; g += step) {
+    float acc[8];
+    if (!loom__ll_sum_group<TI>(a, a.src[a.dc.rank] + mb * ES, ml, g, slot_lines, e, acc)) return 0;
+    loom__ll_store_group<TO>(a, mb + g * LOOM_COLL_VEC, mb + ml, a.in_place ? 0 : mb, acc);
+  }
+  return 1;
+}
+
+/* AllGather LL, after the pushes: this thread's group g of every sender's
+ * slice (senders in rank order; the own slice from `in` unless in place),
+ * stored into out at the sender's slice as the lines arrive. 0 if a wait
+ * expired. */
+template <int T>
+static __device__ int loom__ll_ag_receive(const loom_coll_args_t &a, int64_t g0, int64_t step, int64_t groups,
+                                         int64_t slot_lines, uint32_t e) {
+  const int W = a.dc.size, r = a.dc.rank;
+  for (int64_t g = g0; g < groups; g += step)
+    for (int s = 0; s < W; ++s) {
+      int64_t sb, sl;
+      loom__coll_slice(a.count, W, s, a.unit, &sb, &sl);
+      if (g * LOOM_COLL_VEC >= sl || (s == r && a.in_place)) continue;
+      uint32_t w[8];
+      if (s == r) loom__ll_group_words<T>(a.src[r], sl, g, w);
+      else if (!loom__ll_get<T>(a, s, g, slot_lines, e, w)) return 0;
+      loom__ll_store_words<T>(a.out, sb + g * LOOM_COLL_VEC, sb + sl, w);
+    }
+  return 1;
+}
+
+/* ReduceScatter and AllGather LL: thread t of the grid takes the groups t,
+ * t + grid x threads, ... of a slice. It pushes its groups of every peer's
+ * slice of its input (ReduceScatter) or of its own slice (AllGather) into
+ * that peer's slot, then receives: its groups of the own slice reduced
+ * (ReduceScatter) or of every sender's slice stored (AllGather). Nothing
+ * waits on a peer but the lines; the plan's epoch advances when the last
+ * block is done. */
+template <int TI, int TO>
+__global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_ll_slices_kernel(const __grid_constant__ loom_coll_args_t a) {
+  constexpr int ES = TI == LOOM_FP32 ? 4 : 2;
+  const int W = a.dc.size, r = a.dc.rank, ag = a.kind == LOOM__CK_LL_AG;
+  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(a.dc.ws + a.epoch_off);
+  const uint32_t e = loom__epoch_begin(ep);
+  const int64_t S = loom__coll_slice_elems(a.count, W, a.unit), slot_lines = loom__coll_ll_slot_lines(S, ES);
+  const int64_t g0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
+  int64_t mb, ml;
+  loom__coll_slice(a.count, W, r, a.unit, &mb, &ml);
+  for (int i = 1; i < W; ++i) {
+    const int q = (r + i) % W;
+    int64_t qb, ql;
+    loom__coll_slice(a.count, W, q, a.unit, &qb, &ql);
+    const char *from = ag ? a.src[r] : a.src[r] + qb * ES; /* AllGather: src[r] is the own slice */
+    const int64_t n = ag ? ml : ql;
+    for (int64_t g = g0; g * LOOM_COLL_VEC < n; g += step) {
+      uint32_t w[8];
+      loom__ll_group_words<TI>(from, n, g, w);
+      loom__ll_put<TI>(a, q, g, slot_lines, e, w);
+    }
+  }
+  const int good = ag ? loom__ll_ag_receive<TI>(a, g0, step, loom__ceil_div(S, LOOM_COLL_VEC), slot_lines, e)
+                      : loom__ll_rs_receive<TI, TO>(a, mb, ml, g0, step, slot_lines, e);
+  loom__coll_block_end(ep, e, good);
 }
 
 /* ---- PUSH: one-shot by stores (coll_schedule.h) --------------------------- */
@@ -351,9 +464,10 @@ typedef void (*loom_coll_kernel_fn)(loom_coll_args_t);
 static loom_coll_kernel_fn loom_coll_pick(int ti, int to, int kind) {
 #define LOOM_COLL_K(I, O)                                             \
   if (ti == I && to == O)                                             \
-    return kind == LOOM__CK_LL     ? loom__coll_ll_kernel<I, O>        \
-           : kind == LOOM__CK_PUSH ? loom__coll_push_kernel<I, O>      \
-                                   : loom__coll_kernel<I, O>;
+    return kind == LOOM__CK_LL                                 ? loom__coll_ll_kernel<I, O>        \
+           : kind == LOOM__CK_PUSH                             ? loom__coll_push_kernel<I, O>      \
+           : kind == LOOM__CK_LL_RS || kind == LOOM__CK_LL_AG ? loom__coll_ll_slices_kernel<I, O> \
+                                                               : loom__coll_kernel<I, O>;
   LOOM_COLL_K(LOOM_FP32, LOOM_FP32)
   LOOM_COLL_K(LOOM_FP32, LOOM_FP16)
   LOOM_COLL_K(LOOM_FP32, LOOM_BF16)

@@ -17,7 +17,9 @@
  *     and reduced[j] signals and gather items in loom__coll_peer_at order
  *     (AllGather: each after the owner's arrival), done = e and the
  *     hand-back wait for every peer's done.
- *   AllReduce LL and PUSH (loom__coll_ll_kernel, loom__coll_push_kernel):
+ *   AllReduce LL and PUSH (loom__coll_ll_kernel, loom__coll_push_kernel),
+ *   and the slices' LL (loom__coll_ll_slices_kernel: ReduceScatter pushes
+ *   each peer's slice of its input, AllGather its own slice to every peer):
  *     the input stored into every peer's slot of the call's parity with its
  *     flags (LL: a flag in every line; PUSH: one per chunk, after the
  *     chunk's stores), the reduction from the own memory as the flags
@@ -197,6 +199,52 @@ static void coll_block_ll(coll_pb_t *c, int r, int b, int parity) {
     }
 }
 
+/* The slices' LL (ReduceScatter, AllGather), block b of rank r, one kernel
+ * call on `parity`: its groups of each peer's slice (ReduceScatter: of its
+ * input) or of its own slice (AllGather) pushed into the peer's slot; then
+ * its groups of the own slice reduced over the senders in rank order
+ * (ReduceScatter), or of every sender's slice stored into `out` as the
+ * lines arrive (AllGather; the own slice from `in` unless in place). */
+static void coll_block_ll_slices(coll_pb_t *c, int r, int b, int parity) {
+  const loom__coll_proto_t *s = c->s;
+  const int W = c->W, a = coll_block(c, r, b), ag = c->kind == LOOM__CK_LL_AG;
+  const int64_t es = s->esize ? s->esize : 4, nl = loom__coll_ll_group_lines(es);
+  const int64_t S = loom__coll_slice_elems(s->count, W, s->unit), gs = loom__ceil_div(S, LOOM_COLL_VEC);
+  const int64_t lines = loom__coll_ll_slot_lines(S, es);
+  int64_t xb[LOOM__PROTO_MAXW], xl[LOOM__PROTO_MAXW]; /* every rank's slice */
+  for (int q = 0; q < W; ++q) loom__coll_slice(s->count, W, q, s->unit, &xb[q], &xl[q]);
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t g = 0; g < gs; ++g) {
+      if ((g / LOOM_COLL_THREADS) % c->G != b) continue;
+      for (int i = 1; pass == 0 && i < W; ++i) { /* the pushes, peers in rank-shifted order */
+        const int q = (r + i) % W, slot = loom__coll_push_slot(r, q, W), from = ag ? r : q;
+        if (g * LOOM_COLL_VEC >= xl[from]) continue;
+        const int64_t e0 = xb[from] + g * LOOM_COLL_VEC, e1 = e0 + LOOM_COLL_VEC < xb[from] + xl[from]
+                                                                    ? e0 + LOOM_COLL_VEC : xb[from] + xl[from];
+        const int64_t l0 = loom__coll_ll_line0((uint32_t)parity, slot, W, lines) + g * nl;
+        coll_read(c, a, r, c->in, e0, e1);
+        coll_write(c, a, q, c->box, l0, l0 + nl);
+        coll_set(c, a, q, LOOM__COLL_PS_LINE, loom__coll_push_region((uint32_t)parity, slot, W) * gs + g);
+      }
+      for (int src = 0; pass == 1 && src < W; ++src) { /* the receipt, senders in rank order */
+        const int at = ag ? src : r;
+        if (g * LOOM_COLL_VEC >= xl[at]) continue;
+        const int64_t e0 = xb[at] + g * LOOM_COLL_VEC,
+                      e1 = e0 + LOOM_COLL_VEC < xb[at] + xl[at] ? e0 + LOOM_COLL_VEC : xb[at] + xl[at];
+        const int slot = loom__coll_push_slot(src, r, W);
+        const int64_t l0 = loom__coll_ll_line0((uint32_t)parity, slot, W, lines) + g * nl;
+        if (src == r) {
+          if (!(ag && c->ip)) coll_read(c, a, r, c->in, e0, e1);
+        } else {
+          coll_wait(c, a, r, LOOM__COLL_PS_LINE, loom__coll_push_region((uint32_t)parity, slot, W) * gs + g);
+          coll_read(c, a, r, c->box, l0, l0 + nl);
+        }
+        if (ag && !(src == r && c->ip)) coll_write(c, a, r, c->out, e0, e1);
+        if (!ag && src == W - 1) coll_write(c, a, r, c->out, e0, e1);
+      }
+    }
+}
+
 /* PUSH, block b of rank r, one kernel call on `parity`: its chunks stored
  * into every peer's slot, then flagged; then reduced as the flags arrive. */
 static void coll_block_push(coll_pb_t *c, int r, int b, int parity) {
@@ -236,7 +284,7 @@ static void coll_block_push(coll_pb_t *c, int r, int b, int parity) {
 static void coll_caller_in(coll_pb_t *c, int r) {
   int64_t mb, ml;
   loom__coll_slice(c->s->count, c->W, r, c->s->unit, &mb, &ml);
-  if (c->kind == LOOM__CK_AG) coll_write(c, r, r, c->in, mb, mb + ml);
+  if (c->kind == LOOM__CK_AG || c->kind == LOOM__CK_LL_AG) coll_write(c, r, r, c->in, mb, mb + ml);
   else coll_write(c, r, r, c->in, 0, c->s->count);
 }
 
@@ -244,7 +292,7 @@ static void coll_caller_in(coll_pb_t *c, int r) {
 static void coll_caller_out(coll_pb_t *c, int r) {
   int64_t mb, ml;
   loom__coll_slice(c->s->count, c->W, r, c->s->unit, &mb, &ml);
-  if (c->kind == LOOM__CK_RS) coll_read(c, r, r, c->out, mb, mb + ml);
+  if (c->kind == LOOM__CK_RS || c->kind == LOOM__CK_LL_RS) coll_read(c, r, r, c->out, mb, mb + ml);
   else coll_read(c, r, r, c->out, 0, c->s->count);
 }
 
@@ -257,6 +305,7 @@ static void coll_call(coll_pb_t *c, int r, int h) {
   for (int b = 0; b < G; ++b) {
     if (G > 1) coll_wait(c, coll_block(c, r, b), r, LOOM__COLL_PS_LAUNCH, h);
     if (c->kind == LOOM__CK_LL) coll_block_ll(c, r, b, parity);
+    else if (c->kind == LOOM__CK_LL_RS || c->kind == LOOM__CK_LL_AG) coll_block_ll_slices(c, r, b, parity);
     else if (c->kind == LOOM__CK_PUSH) coll_block_push(c, r, b, parity);
     else coll_block_main(c, r, b);
     if (G > 1) coll_set(c, coll_block(c, r, b), r, LOOM__COLL_PS_EXIT, (int64_t)h * G + b);
@@ -266,22 +315,28 @@ static void coll_call(coll_pb_t *c, int r, int h) {
 }
 
 static const char *coll_proto_name(int kind, int ip) {
-  static const char *names[2][6] = {
-      {"allreduce_one_shot", "allreduce_two_shot", "reduce_scatter", "all_gather", "allreduce_ll", "allreduce_push"},
+  static const char *names[2][LOOM__CK_KINDS] = {
+      {"allreduce_one_shot", "allreduce_two_shot", "reduce_scatter", "all_gather", "allreduce_ll", "allreduce_push",
+       "reduce_scatter_ll", "all_gather_ll"},
       {"allreduce_one_shot_ip", "allreduce_two_shot_ip", "reduce_scatter_ip", "all_gather_ip", "allreduce_ll_ip",
-       "allreduce_push_ip"}};
-  return kind >= 0 && kind < 6 ? names[ip ? 1 : 0][kind] : "collective";
+       "allreduce_push_ip", "reduce_scatter_ll_ip", "all_gather_ll_ip"}};
+  return kind >= 0 && kind < LOOM__CK_KINDS ? names[ip ? 1 : 0][kind] : "collective";
+}
+
+/* The kinds that push into the peers' buffers on two parities (two kernel calls per protocol call). */
+static int coll_pushes(int kind) {
+  return kind == LOOM__CK_LL || kind == LOOM__CK_PUSH || kind == LOOM__CK_LL_RS || kind == LOOM__CK_LL_AG;
 }
 
 /* Buffers and signals of c's kind (names from the table). */
 static void coll_names(coll_pb_t *c) {
   loom__proto_t *p = c->p;
-  const int ag = c->kind == LOOM__CK_AG, res_in = c->ip && !ag;
+  const int ag = c->kind == LOOM__CK_AG || c->kind == LOOM__CK_LL_AG, res_in = c->ip && !ag;
   c->out = loom__proto_buf(p, res_in ? "in" : "out");
   c->in = ag && c->ip ? c->out : loom__proto_buf(p, "in");
   c->stg = (c->kind == LOOM__CK_TWO_SHOT || (c->kind == LOOM__CK_ONE_SHOT && c->ip)) && c->W > 1
                ? loom__proto_buf(p, "staging") : -1;
-  c->box = c->kind == LOOM__CK_LL     ? loom__proto_buf(p, "ll")
+  c->box = c->kind == LOOM__CK_LL || c->kind == LOOM__CK_LL_RS || c->kind == LOOM__CK_LL_AG ? loom__proto_buf(p, "ll")
            : c->kind == LOOM__CK_PUSH ? loom__proto_buf(p, "push")
                                       : -1;
   loom__proto_once(p, c->out);
@@ -294,14 +349,14 @@ void loom__coll_protocol(const loom__coll_proto_t *s, loom__proto_t *p) {
   c.p = p, c.s = s, c.W = s->world, c.G = s->blocks, c.kind = s->kind, c.ip = s->in_place;
   loom__proto_init(p, coll_proto_name(s->kind, s->in_place), s->world);
   if (p->overflow || c.G < 1 || (c.G > 1 && c.W * (c.G + 1) > LOOM__PROTO_MAXACT) || s->count < 1 || s->unit < 1 ||
-      s->chunk < s->unit || s->chunk % s->unit != 0 || s->kind < LOOM__CK_ONE_SHOT || s->kind > LOOM__CK_PUSH) {
+      s->chunk < s->unit || s->chunk % s->unit != 0 || s->kind < LOOM__CK_ONE_SHOT || s->kind >= LOOM__CK_KINDS) {
     p->overflow = 1;
     return;
   }
   coll_names(&c);
   for (int r = 0; c.G > 1 && r < c.W; ++r)
     for (int b = 0; b < c.G; ++b) loom__proto_actor(p, r);
-  const int kcalls = c.kind == LOOM__CK_LL || c.kind == LOOM__CK_PUSH ? 2 : 1;
+  const int kcalls = coll_pushes(c.kind) ? 2 : 1;
   for (int r = 0; r < c.W; ++r)
     for (int h = 0; h < kcalls; ++h) coll_call(&c, r, h);
 }

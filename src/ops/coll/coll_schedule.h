@@ -50,6 +50,19 @@
  * sender write without a handshake: the receiver's reads of the same
  * parity two calls ago ended before it sent the words of the previous call,
  * which this sender received before its own previous call could end.
+ *
+ * LL for ReduceScatter and AllGather (the slices' LL). The same lines,
+ * parities and slots, each slot one slice long (ceil(S / 8) groups): a
+ * ReduceScatter sender pushes group g of receiver q's slice of its input
+ * into q's slot, and q sums group g of its own slice over the senders in
+ * rank order (its own input, the others' lines); an AllGather sender pushes
+ * group g of its own slice into every peer's slot, and each receiver stores
+ * every sender's group g at that sender's slice in `out`. The parity
+ * argument needs every pair of ranks to exchange lines in every call, so
+ * the slices' LL applies only where every slice is nonempty (a rank with
+ * nothing to receive would wait for no peer, and could run two calls ahead
+ * into a slot its peer still reads: the protocol checker shows it), and
+ * where slices start on a group (unit a multiple of 8: aligned vectors).
  */
 #ifndef LOOM_OPS_COLL_SCHEDULE_H
 #define LOOM_OPS_COLL_SCHEDULE_H
@@ -217,6 +230,21 @@ LOOM_HD int loom__coll_auto_algo(int64_t bytes, int32_t world, int ll_ok, const 
   return 4;
 }
 
+/* The slices' LL (ReduceScatter, AllGather) applies: every slice nonempty,
+ * slices starting on a group of 8. */
+LOOM_HD int loom__coll_ll_slices_ok(int64_t count, int32_t world, int64_t unit) {
+  const int64_t w = world < 1 ? 1 : world;
+  return unit % LOOM_COLL_VEC == 0 && (w - 1) * loom__coll_slice_elems(count, (int32_t)w, unit) < count;
+}
+/* ReduceScatter and AllGather AUTO: the slices' LL where it applies and the
+ * words a rank pushes, (W-1) x S x esize bytes, are within AllReduce LL's
+ * reach at W = 2 (t->ll: the same traffic, twice that in lines); else the
+ * pull kernel (loom__coll_kernel). 1 for LL, 0 for the pull kernel. */
+LOOM_HD int loom__coll_auto_ll_slices(int64_t count, int64_t esize, int32_t world, int64_t unit,
+                                      const loom_coll_thresholds_t *t) {
+  const int64_t w = world < 1 ? 1 : world, S = loom__coll_slice_elems(count, (int32_t)w, unit);
+  return loom__coll_ll_slices_ok(count, (int32_t)w, unit) && (w > 1 ? w - 1 : 1) * S * esize <= t->ll;
+}
 /* Blocks for a phase that moves `bytes` per rank: one per 16 KiB (small
  * messages are latency-bound: more SMs keep more peer loads in flight), at
  * least 1, at most max_blocks (the SM count: every block resident, since

@@ -17,7 +17,9 @@
  *  - a rank that never calls: the others' next call returns LOOM_ERR_TIMEOUT
  *    naming the stage that waited;
  *  - argument errors named (a NULL input, a host pointer, an output
- *    overlapping an input).
+ *    overlapping an input);
+ *  - the examples' suites and the absent rank also on one process per GPU
+ *    (gpu_lang_*_w2: two GPUs, the pipeline as two one-rank stages).
  * The bound: the interpreter computes in double and rounds nothing but Cast;
  * the kernels compute in fp32, inputs and every stored value are rounded to
  * their dtype. An element passes when |gpu - ref| <= tol max(1, |ref|), tol
@@ -25,7 +27,8 @@
  * (BF16). Dropout's mask is the same function of the element's index on
  * both sides.
  *
- *   build/tests/loom-test-gpu world_lang     (every test here: one GPU)
+ *   build/tests/loom-test-gpu world_lang     (the one-GPU world's tests)
+ *   build/tests/loom-test-gpu gpu_lang_      (two GPUs)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -163,6 +166,15 @@ static void run_world(int W, int which) {
   loom_case_suite_run_world(W * c->groups, LAUNCH_TIMEOUT_S, &su);
 }
 
+/* The same on one process per GPU (W x groups GPUs; skipped where fewer are present): the peers'
+ * buffers in other GPUs' memory, reached over the link. */
+static void run_gpus(int W, int which) {
+  const lang_case_t *c = &g_cases[which];
+  if (!loom_test_gpus(W * c->groups)) return;
+  const loom_case_suite_t su = {c, sizeof *c, 1, 20000, run_case, NULL};
+  loom_case_suite_run(W * c->groups, LAUNCH_TIMEOUT_S, &su);
+}
+
 #define LANG_WORLD_TESTS(name, which)                       \
   LOOM_TEST(gpu_world_lang_##name##_w1) { run_world(1, which); } \
   LOOM_WORLD_TESTS(gpu_world_lang_##name, run_world, which)
@@ -171,6 +183,11 @@ LANG_WORLD_TESTS(adam, 1)
 LANG_WORLD_TESTS(lamb, 2)
 LANG_WORLD_TESTS(llama_tp, 3)
 LANG_WORLD_TESTS(pipeline, 4)
+LOOM_TEST(gpu_lang_model_parallel_w2) { run_gpus(2, 0); }
+LOOM_TEST(gpu_lang_adam_w2) { run_gpus(2, 1); }
+LOOM_TEST(gpu_lang_lamb_w2) { run_gpus(2, 2); }
+LOOM_TEST(gpu_lang_llama_tp_w2) { run_gpus(2, 3); }
+LOOM_TEST(gpu_lang_pipeline_two_stages_w2) { run_gpus(1, 4); } /* one rank per stage: the Send crosses GPUs */
 
 /* ---- a rank that never calls; bad arguments ---------------------------------------------------- */
 
@@ -255,6 +272,10 @@ static int rank_bad_args(loom_rank_ctx_t *ctx, void *arg) {
   CHECK_RESULT(loom_prog_compile(m.comm, m.p, "best", "B=2,S=3", &none), LOOM_ERR_INVALID_ARGUMENT); /* H unbound */
   CHECK_MSG("`H` is not bound");
   return mp_close(&m);
+}
+
+LOOM_TEST(gpu_lang_absent_rank_times_out_naming_the_stage_w2) {
+  if (loom_test_gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_absent, NULL), 0);
 }
 
 LOOM_TEST(gpu_world_lang_bad_arguments_are_named_w2) {

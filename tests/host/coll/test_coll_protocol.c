@@ -17,7 +17,8 @@
  *    written), and the result buffer is marked once (each write read
  *    before another replaces it, none the call does not return).
  * For AllReduce one-shot and two-shot (in place or not), ReduceScatter,
- * AllGather, LL and PUSH; W = 1, 2, 3, 4, 8, 16, counts not divisible by
+ * AllGather, LL and PUSH, the slices' LL (ReduceScatter and AllGather,
+ * where every slice is nonempty; where one is empty it fails, below); W = 1, 2, 3, 4, 8, 16, counts not divisible by
  * W or 8, 1..3 blocks. The checker can fail: without the arrival wait,
  * the hand-back wait or the reduced-chunk wait, without any single wait
  * of a kernel, and with a result write widened or dropped, it reports a
@@ -32,8 +33,17 @@
 #include "tests/host/proto_waits.h"
 
 static const char *kind_name(int kind) {
-  static const char *names[] = {"one-shot", "two-shot", "reduce-scatter", "all-gather", "LL", "PUSH"};
-  return kind >= 0 && kind < 6 ? names[kind] : "?";
+  static const char *names[LOOM__CK_KINDS] = {"one-shot", "two-shot", "reduce-scatter", "all-gather", "LL", "PUSH",
+                                              "reduce-scatter LL", "all-gather LL"};
+  return kind >= 0 && kind < LOOM__CK_KINDS ? names[kind] : "?";
+}
+
+/* The slices' LL (ReduceScatter, AllGather) */
+static int slices_ll(int kind) { return kind == LOOM__CK_LL_RS || kind == LOOM__CK_LL_AG; }
+
+/* Every rank's slice nonempty: where the slices' LL applies (loom__coll_ll_slices_ok, alignment aside). */
+static int slices_nonempty(int64_t count, int W, int64_t unit) {
+  return (int64_t)(W - 1) * loom__coll_slice_elems(count, W, unit) < count;
 }
 
 /* The verdict on s's protocol over three calls (-1: refused). */
@@ -52,15 +62,16 @@ LOOM_TEST(coll_protocol_no_stale_read_no_deadlock_every_output_once) {
   int n = 0;
   for (size_t wi = 0; wi < sizeof worlds / sizeof *worlds; ++wi)
     for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ++ci)
-      for (int kind = LOOM__CK_ONE_SHOT; kind <= LOOM__CK_PUSH; ++kind)
+      for (int kind = LOOM__CK_ONE_SHOT; kind < LOOM__CK_KINDS; ++kind)
         for (int in_place = 0; in_place < 2; ++in_place)
           for (int G = 1; G <= 3; ++G)
             for (int64_t unit = 1; unit <= 3; unit += 2)
               for (int64_t chunk = unit; chunk <= 2 * unit; chunk += unit) {
                 const int W = worlds[wi];
                 int64_t count = counts[ci];
-                const int flat = kind == LOOM__CK_LL || kind == LOOM__CK_PUSH;
+                const int flat = kind == LOOM__CK_LL || kind == LOOM__CK_PUSH || slices_ll(kind);
                 if (unit > 1 && flat) continue; /* flat only */
+                if (slices_ll(kind) && !slices_nonempty(count, W, unit)) continue; /* not applied (below) */
                 /* the test's time: PUSH's flags grow as W^2 x chunks */
                 if ((W == 16 && (ci % 2 == 1 || unit > 1 || G == 2)) || (W >= 8 && flat && counts[ci] > 17)) continue;
                 if (unit > 1) count = (count / unit + 1) * unit; /* rows */
@@ -128,7 +139,7 @@ static int coll_covered(const void *ctx, const loom__proto_t *p, int a, const lo
 LOOM_TEST(coll_protocol_every_wait_needed) {
   static loom__proto_t p;
   proto_waits_tally_t t = {0, 0, 0};
-  for (int kind = LOOM__CK_ONE_SHOT; kind <= LOOM__CK_PUSH; ++kind)
+  for (int kind = LOOM__CK_ONE_SHOT; kind < LOOM__CK_KINDS; ++kind)
     for (int ip = 0; ip < 2; ++ip)
       for (int G = 1; G <= 2; ++G) {
         const loom__coll_proto_t s = {kind, 4, G, 17, 1, 2, ip, 2, 0};
@@ -169,4 +180,50 @@ LOOM_TEST(coll_protocol_output_written_once) {
     CHECK_EQ_INT(rep.violation, LOOM__PV_STALE_READ);
     loom__proto_free(&m), loom__proto_free(&p);
   }
+}
+
+/* The slices' LL needs every rank's slice nonempty: with an empty one, its
+ * rank receives no line from its peers, so nothing holds it back, and two
+ * calls on it rewrite a slot of the parity a peer is still reading (or a
+ * peer rewrites one it still reads). The checker shows it at every world
+ * size where a slice is empty, and the rule (loom__coll_ll_slices_ok)
+ * refuses exactly those. */
+LOOM_TEST(coll_protocol_slices_ll_needs_every_slice_nonempty) {
+  static loom__proto_report_t rep;
+  int shown = 0;
+  for (int kind = LOOM__CK_LL_RS; kind <= LOOM__CK_LL_AG; ++kind)
+    for (int W = 3; W <= 8; ++W)
+      for (int64_t count = 1; count <= 2 * W; ++count) {
+        const int nonempty = slices_nonempty(count, W, 1);
+        CHECK_EQ_INT(loom__coll_ll_slices_ok(count * 8, W, 8), nonempty); /* the same slices in groups of 8 */
+        if (nonempty) continue;
+        const loom__coll_proto_t s = {kind, W, 1, count, 1, 1, 0, 2, 0};
+        const int v = verdict(&s, &rep);
+        if (v == LOOM__PV_NONE || v < 0)
+          loom_test_fail(__FILE__, __LINE__, "%s W=%d count=%lld (an empty slice): %s", kind_name(kind), W,
+                         (long long)count, v < 0 ? "refused" : "no violation");
+        shown++;
+      }
+  CHECK(shown > 0);
+}
+
+/* AUTO of ReduceScatter and AllGather: the slices' LL where it applies and
+ * (W-1) x S x esize <= the LL threshold; the pull kernel otherwise. */
+LOOM_TEST(coll_auto_picks_the_slices_ll_by_its_rule) {
+  const loom_coll_thresholds_t th = {(int64_t)1 << 20, (int64_t)4 << 20, (int64_t)16 << 20};
+  const loom_coll_thresholds_t never = {0, (int64_t)4 << 20, (int64_t)16 << 20};
+  /* W = 2: S x 2 bytes <= 1 MiB: 1 Mi bf16 elements in all */
+  CHECK_EQ_INT(loom__coll_auto_ll_slices((int64_t)1 << 20, 2, 2, 8, &th), 1);
+  CHECK_EQ_INT(loom__coll_auto_ll_slices(((int64_t)1 << 20) + 16, 2, 2, 8, &th), 0);
+  CHECK_EQ_INT(loom__coll_auto_ll_slices(2048, 2, 2, 8, &never), 0);
+  /* W = 8: 7 S x 4 <= 1 MiB */
+  const int64_t S = ((int64_t)1 << 20) / 28 / 8 * 8;
+  CHECK_EQ_INT(loom__coll_auto_ll_slices(8 * S, 4, 8, 8, &th), 1);
+  CHECK_EQ_INT(loom__coll_auto_ll_slices(8 * (S + 64), 4, 8, 8, &th), 0);
+  /* an empty slice (count 8 at W = 2: one group) and rows of 12 (slices off the groups): never */
+  CHECK_EQ_INT(loom__coll_auto_ll_slices(8, 2, 2, 8, &th), 0);
+  CHECK_EQ_INT(loom__coll_auto_ll_slices(1200, 2, 2, 12, &th), 0);
+  CHECK_EQ_INT(loom__coll_auto_ll_slices(1200, 2, 2, 16, &th), 1);
+  /* W = 1: always applies (nothing is pushed) */
+  CHECK_EQ_INT(loom__coll_auto_ll_slices(5, 2, 1, 8, &th), 1);
 }

@@ -149,7 +149,7 @@ LOOM_TEST(lang_protocol_mutations_every_wait_and_handshake_caught) {
   CHECK_EQ_INT(caught, tried);
 }
 
-/* LL and PUSH: the two parities are their consumed handshake. Folded into
+/* LL (AllReduce's and the slices') and PUSH: the two parities are their consumed handshake. Folded into
  * one (every kernel call on parity 0: the same regions and flag slots), a
  * sender's next call overwrites a slot its receiver may still read (the
  * checker reports the write or the read, whichever the shortest run puts
@@ -157,8 +157,8 @@ LOOM_TEST(lang_protocol_mutations_every_wait_and_handshake_caught) {
 LOOM_TEST(lang_protocol_ll_push_parity_needed) {
   static loom__proto_t p;
   static loom__proto_report_t rep;
-  const int kinds[] = {LOOM__CK_LL, LOOM__CK_PUSH};
-  for (int o = 0; o < 2; ++o)
+  const int kinds[] = {LOOM__CK_LL, LOOM__CK_PUSH, LOOM__CK_LL_RS, LOOM__CK_LL_AG};
+  for (int o = 0; o < 4; ++o)
     for (int W = 2; W <= 3; ++W) {
       const loom__coll_proto_t s = {kinds[o], W, 1, W, 1, W, 0, 4, 1};
       loom__coll_protocol(&s, &p);
