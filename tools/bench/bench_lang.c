@@ -41,9 +41,10 @@
  * mp_layer cases compare every generated row's output with the
  * hand-written op's on the same inputs (the mp_layer cases: loom_gemm_ar
  * SEQUENTIAL's, which the hand:auto and hand:fused rows are checked against
- * too; its Dropout draws the program's mask: loom__dropout_keep of the
- * program's seed, offset 0 and the element's index in the whole [B S, H]
- * output, the program's p and seed read from it: lang_prog_dropout); adam
+ * too; its epilogue draws the program's Dropout mask: loom_epilogue_t's
+ * Philox mask of the program's seed, offset 0 and the element's index in
+ * the whole [B S, H] output (docs/language.md: a program's Dropout is that
+ * mask), p and seed read from the program: lang_prog_dropout); adam
  * and lamb with the CPU interpreter at the timed sizes where it can, else
  * at the case's check_bind (lang_case_check_bind); the bound is
  * prog_io_bound's (relative to max(1, |ref|)).
@@ -166,10 +167,10 @@ static int list_case(const lang_args_t *a, const lang_case_t *c) {
     loom_prog_destroy(q);
     lang_case_row_schedule(c, j, sched, sizeof sched);
     snprintf(impl, sizeof impl, "generated:%s", lang_case_row_label(c, j));
-    printf("%-13s %-23s %-9s %-20s %-40s %-34s %s\n", c->name, impl, sched, case_bind(a, c), prog, check, c->hand);
+    printf("%-13s %-23s %-9s %-20s %-41s %-34s %s\n", c->name, impl, sched, case_bind(a, c), prog, check, c->hand);
   }
   for (int v = 0; hand_variants(c) > 1 && v < hand_variants(c); ++v)
-    printf("%-13s %-23s %-9s %-20s %-40s %-34s %s\n", c->name, k_ar_impl[v], "-", case_bind(a, c), "-",
+    printf("%-13s %-23s %-9s %-20s %-41s %-34s %s\n", c->name, k_ar_impl[v], "-", case_bind(a, c), "-",
            v == hand_reference(c) ? "the reference of the checks" : "outputs vs hand:sequential's", c->hand);
   loom_prog_destroy(p);
   return bad;
@@ -180,7 +181,7 @@ static int lang_list(const lang_args_t *a) {
   int bad = 0;
   printf("loom-bench lang: generated code against the hand-written op, world %d%s\n", a->o.world ? a->o.world : 1,
          a->o.quick ? " (--quick sizes)" : "");
-  printf("%-13s %-23s %-9s %-20s %-40s %-34s %s\n", "case", "row", "schedule", "sizes", "program", "check",
+  printf("%-13s %-23s %-9s %-20s %-41s %-34s %s\n", "case", "row", "schedule", "sizes", "program", "check",
          "hand-written op");
   for (int i = 0; i < lang_case_count(); ++i)
     if (!a->only || a->only == lang_case(i)) bad |= list_case(a, lang_case(i));
@@ -332,8 +333,8 @@ static loom_result_t hand_optim(lang_run_t *x, int lamb) {
   return lamb ? loom_plan_lamb(x->comm, &d, &x->hplan[0]) : loom_plan_adam(x->comm, &d, &x->hplan[0]);
 }
 
-/* x->epi: the program's bias `b`, residual `r` and its one Dropout's probability and seed (the same mask:
- * loom__dropout_keep at offset 0 of the element's index in the whole output, as the program draws it). */
+/* x->epi: the program's bias `b`, residual `r` and its one Dropout's probability and seed (the same mask: the
+ * epilogue's at offset 0 of the element's index in the whole output, as the program draws it). */
 static loom_result_t hand_epilogue(lang_run_t *x) {
   const loom_epilogue_t epi = LOOM_EPILOGUE_INIT;
   x->epi = epi;
@@ -625,8 +626,10 @@ static int hand_row(const lang_args_t *a, loom_bench_table_t *t, const int *col,
   if (v == HAND_AUTO) row->auto_us = h->median_us;
   row->min_us = h->min_us, row->max_us = h->max_us;
   row->wrong = wrong;
-  snprintf(row->note, sizeof row->note, "loom_gemm_ar, transfer %s; peer/hand %.2f; %s",
-           v == HAND_AUTO ? "AUTO" : loom_bench_tp_path(k_ar_transfer[v]), row->peer_us / h->median_us,
+  char ratio[32] = "";
+  if (!isnan(row->peer_us)) snprintf(ratio, sizeof ratio, "; peer/hand %.2f", row->peer_us / h->median_us);
+  snprintf(row->note, sizeof row->note, "loom_gemm_ar, transfer %s%s; %s",
+           v == HAND_AUTO ? "AUTO" : loom_bench_tp_path(k_ar_transfer[v]), ratio,
            v == hand_reference(x->c) ? "the checks' reference" : wrong < 0 ? "not checked" : "checked vs hand:sequential");
   loom_bench_row_finish(row);
   printf("# lang %-13s %-23s %-18s hand %10.1f us  #wrong %lld\n", x->c->name, row->impl, x->bind, h->median_us,
@@ -640,6 +643,9 @@ static int hand_row(const lang_args_t *a, loom_bench_table_t *t, const int *col,
 /* The steps before the race: the program, each row's schedule and three compiles, the buffers (filled), the
  * hand-written op. */
 static loom_result_t lang_prepare(lang_run_t *x, cudaStream_t s) {
+  if (x->rows > LANG_ROWS_MAX)
+    return loom_bench_fail(LOOM_ERR_INVALID_ARGUMENT, "bench lang %s: %d rows; at most LANG_ROWS_MAX = %d", x->c->name,
+                           x->rows, LANG_ROWS_MAX);
   int64_t bad = case_parse(x->c, &x->p);
   for (int j = 0; j < x->rows && !bad; ++j) bad = row_program(x->c, j, x->p, &x->q[j]);
   loom_result_t r = bad ? LOOM_ERR_INVALID_ARGUMENT : LOOM_SUCCESS; /* (every rank parses alike) */
