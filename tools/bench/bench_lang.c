@@ -420,6 +420,7 @@ static const void *hand_output(const lang_run_t *x, int v) {
   return x->c->kind == LANG_HAND_GEMM_AR && v != HAND_SEQ ? x->hsym : x->hout;
 }
 
+/* One call of the race's operation arg (a lang_op_t): a generated row's plan or a hand-written variant. */
 static loom_result_t race_op(void *arg, int iter, cudaStream_t s) {
   const lang_op_t *o = (const lang_op_t *)arg;
   lang_run_t *x = o->x;
@@ -428,6 +429,7 @@ static loom_result_t race_op(void *arg, int iter, cudaStream_t s) {
   return loom_prog_run(x->gen[o->j], (const void *const *)x->io.din, x->io.dout, s);
 }
 
+/* Everything case x holds on this rank released (the loom_malloc buffers and plans: collective). */
 static void run_release(lang_run_t *x) {
   for (int j = 0; j < LANG_ROWS_MAX; ++j) {
     if (x->gen[j]) (void)loom_plan_destroy(x->gen[j]);
@@ -682,6 +684,7 @@ static void agree(const lang_run_t *x, loom_result_t r, cudaStream_t s, int64_t 
   if (loom_bench_sum_ranks(x->nccl, s, failed) != LOOM_SUCCESS) *failed = 1;
 }
 
+/* Case c on this rank (collective): prepared, checked, raced; its rows on rank 0. Returns the failures. */
 static int lang_case_bench(const lang_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s,
                            loom_bench_table_t *t, const int *col, const lang_case_t *c) {
   enum { N = LANG_ROWS_MAX + HAND_GEMM_AR_N };
