@@ -15,6 +15,11 @@ spawn, NCCL; W = 1 runs no collective, as loom's W = 1 rows move nothing):
              correction, u = m / (sqrt(v) + 1e-6) + 0.01 p, the trust ratio
              ||p|| / ||u|| kept on the device)
   gemm_bias  torch.addmm(bias, a, w), bf16 a [M, K], w [K, N], bias [N]
+  mp_layer, mp_layer_b16 (fp16), mp_layer_bf16 (bf16)
+             CoCoNet's Figure 11 layer as Megatron-LM writes it: this
+             rank's in [B, S, H / W] times its w [H / W, H] (torch.matmul),
+             dist.all_reduce of the partial sums (W > 1), then
+             F.dropout(s + b, 0.1) + r (b [H], r [B, S, H])
 lr 1e-3, betas (0.9, 0.999) where the programs have them.
 Cases: --cases name/S=v/S=v,... (loom-bench passes its rows' exact sizes,
 e.g. ar_norm/R=1024/C=4096,adam/N=1048576); by hand without them, every
@@ -36,9 +41,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peer_timing import join_ranks, peer_arguments, spawn_ranks, time_variants, variant_rows, write_results  # noqa: E402
 
 LR, BETA1, BETA2 = 1e-3, 0.9, 0.999
-SIZES = {"ar_norm": ("R", "C"), "adam": ("N",), "lamb": ("N",), "gemm_bias": ("M", "N", "K")}
-QUICK = {"ar_norm": "R=1024,C=4096", "adam": "N=1048576", "lamb": "N=1048576", "gemm_bias": "M=1024,N=1024,K=1024"}
-DTYPE = {"ar_norm": "bf16", "adam": "fp32", "lamb": "fp32", "gemm_bias": "bf16"}
+MP = ("mp_layer", "mp_layer_b16", "mp_layer_bf16")
+SIZES = dict({"ar_norm": ("R", "C"), "adam": ("N",), "lamb": ("N",), "gemm_bias": ("M", "N", "K")},
+             **{name: ("B", "S", "H") for name in MP})
+QUICK = {"ar_norm": "R=1024,C=4096", "adam": "N=1048576", "lamb": "N=1048576", "gemm_bias": "M=1024,N=1024,K=1024",
+         "mp_layer": "B=2,S=256,H=1024", "mp_layer_b16": "B=4,S=256,H=1024", "mp_layer_bf16": "B=2,S=256,H=2048"}
+DTYPE = {"ar_norm": "bf16", "adam": "fp32", "lamb": "fp32", "gemm_bias": "bf16", "mp_layer": "fp16",
+         "mp_layer_b16": "fp16", "mp_layer_bf16": "bf16"}
 
 
 def case_arg(text):
@@ -65,6 +74,24 @@ def shape_fields(name, bind, world):
     return {"op": name, "shape": bind, "dtype": DTYPE[name], "world": world}
 
 
+def mp_layer(torch, dist, z, world, dtype, rnd):
+    """Figure 11's layer on this rank's slices (loom's rule: ceil(H / W) each, the last ones short):
+    matmul, all_reduce (W > 1), dropout(s + b, 0.1) + r."""
+    F = torch.nn.functional
+    B, S, H = z["B"], z["S"], z["H"]
+    q, piece = dist.get_rank(), -(-H // world)
+    k = min(H, (q + 1) * piece) - min(H, q * piece)
+    x, w = rnd(B, S, k, dtype=dtype), rnd(k, H, dtype=dtype)
+    b, r = rnd(H, dtype=dtype), rnd(B, S, H, dtype=dtype)
+
+    def call():
+        s = torch.matmul(x, w)
+        if world > 1:
+            dist.all_reduce(s)
+        return F.dropout(s + b, 0.1, training=True) + r
+    return call
+
+
 def make_case(torch, dist, name, bind, world, gen):
     """The case's inputs and its call (a closure of no arguments)."""
     F = torch.nn.functional
@@ -74,6 +101,8 @@ def make_case(torch, dist, name, bind, world, gen):
     def rnd(*shape, dtype=torch.float32):
         return torch.empty(*shape, device=dev, dtype=dtype).uniform_(-1, 1, generator=gen)
 
+    if name in MP:
+        return mp_layer(torch, dist, z, world, torch.float16 if DTYPE[name] == "fp16" else torch.bfloat16, rnd)
     if name == "ar_norm":
         R, C = z["R"], z["C"]
         x, r = rnd(R, C, dtype=torch.bfloat16), rnd(R, C, dtype=torch.bfloat16)
@@ -142,7 +171,7 @@ def worker(rank, world, args, port, result_path):
         torch.cuda.empty_cache()
     if rank == 0 and result_path:
         write_results(result_path, torch, args, world, "the lang cases in torch ops (torch._fused_adam_, addmm, "
-                      "dropout + rms_norm; all_reduce where W > 1)", results)
+                      "dropout + rms_norm, matmul + dropout; all_reduce where W > 1)", results)
     dist.destroy_process_group()
 
 

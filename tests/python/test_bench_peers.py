@@ -81,7 +81,11 @@ def test_every_peer_parses_loom_benchs_lists():
     assert args.cases == [("ar_norm", "R=1024,C=4096"), ("adam", "N=65537"), ("gemm_bias", "M=64,N=64,K=64")]
     assert mod.shape_fields("ar_norm", "R=1024,C=4096", 1) == {"op": "ar_norm", "shape": "R=1024,C=4096",
                                                                "dtype": "bf16", "world": 1}
-    for bad in ("adam/M=5", "lamb/N=0", "gemm_bias/M=1/N=2", "sgd/N=4"):  # a wrong size, a missing one, no such case
+    mod, args = parsed("lang_torch", ["--cases", "mp_layer/B=8/S=1024/H=3072,mp_layer_bf16/B=8/S=1024/H=8192"])
+    assert args.cases == [("mp_layer", "B=8,S=1024,H=3072"), ("mp_layer_bf16", "B=8,S=1024,H=8192")]
+    assert mod.shape_fields("mp_layer_b16", "B=16,S=1024,H=3072", 2)["dtype"] == "fp16"
+    assert mod.shape_fields("mp_layer_bf16", "B=8,S=1024,H=8192", 2)["dtype"] == "bf16"
+    for bad in ("adam/M=5", "lamb/N=0", "gemm_bias/M=1/N=2", "sgd/N=4", "mp_layer/B=8/S=1024"):
         with pytest.raises(SystemExit):
             parsed("lang_torch", ["--cases", bad])
 

@@ -1,38 +1,61 @@
 /*
  * bench_lang.c - loom-bench lang: loom programs' generated code against
  * loom's hand-written op for the same computation (support/lang_cases.h:
- * AllReduce + bias + dropout + residual + RMSNorm, Adam, LAMB, GEMM + bias),
- * side by side in one run on every rank (each repetition runs the generated
- * plan, then the hand-written op; the time of a repetition is that of the
- * slowest rank), and what compiling each program costs. One row per case:
- *   fused(us)   the generated code: the case's Schedule section (or the
- *               program as written) compiled by loom_prog_compile, one
- *               loom_prog_run per repetition
- *   hand(us)    the hand-written op on the same sizes (loom_allreduce with
- *               its epilogue and norm, loom_adam_step, loom_lamb_step,
- *               loom_gemm with its bias); hand/gen > 1: generated faster
+ * AllReduce + bias + dropout + residual + RMSNorm, Adam, LAMB, GEMM + bias,
+ * and the CoCoNet paper's Figure 11: the model-parallel layer
+ * Dropout(AllReduce(MatMul(in, w)) + b, 0.1) + r under four schedules),
+ * side by side in one run on every rank (each repetition runs every
+ * generated row's plan, then each variant of the hand-written op; the time
+ * of a repetition is that of the slowest rank), and what compiling each
+ * program costs. One row per generated schedule of a case (its Schedule
+ * section, or a prefix of it: lang_case_rows), then, for loom_gemm_ar, one
+ * per transfer of the hand-written op:
+ *   generated:<row>  fused(us): the generated code: the row's scheduled
+ *               program (lang_case_schedule) compiled as written by
+ *               loom_prog_compile, one loom_prog_run per repetition
+ *   hand(us)    the hand-written op on the same sizes and inputs
+ *               (loom_allreduce with its epilogue and norm, loom_adam_step,
+ *               loom_lamb_step, loom_gemm with its bias, loom_gemm_ar with
+ *               the transfer AUTO); hand/gen > 1: generated faster
  *   cold(ms)    loom_prog_compile's kernels with no cache: the memory cache
  *               emptied, an empty disk cache folder of the rank's own
  *               (LOOM_CACHE_DIR), so NVRTC compiles every kernel
  *   disk(ms)    the same, the memory cache emptied again: from the disk
  *   warm(ms)    the same again: from the memory cache (this plan is timed)
+ *   hand:auto:<path>, hand:sequential, hand:fused  (mp_layer cases)
+ *               loom_gemm_ar with the transfer AUTO (auto(us) too; the row
+ *               names what it resolved to), SEQUENTIAL and SM_COPY: their
+ *               times in hand(us), no fused(us), no ratio
  * The compile columns are loom_prog_plan_info's compile_ms (the kernels'
  * time); the note gives each whole loom_prog_compile (plan, arena, peers)
- * and a cache that missed. A case whose kernels are all GEMMs has none.
- * Inputs: drawn as the interpreter draws them (support/prog_io.h), the
- * hand-written op's copies of the same values. Both sides run on one set of
- * buffers, back to back, so L2 treats them alike; at the default sizes the
- * working set is several times L2.
- * Checks (a mismatch makes the suite exit 1): ar_norm and gemm_bias compare
- * the generated outputs with the hand-written op's on the same inputs;
- * adam and lamb with the CPU interpreter at the timed sizes where it can,
- * else at the case's check_bind (lang_case_check_bind); the bound is
+ * and a cache that missed. A row whose kernels are all GEMMs has none.
+ * A scheduled program compiled as written takes a tuning cache entry only
+ * where one was recorded for that very scheduled graph (its hash): the
+ * suite tunes nothing.
+ * Inputs: drawn as the interpreter draws them (support/prog_io.h), once per
+ * case: every row of the case runs on the same buffers (their plans must
+ * describe the same pieces: refused by name otherwise); the hand-written
+ * op reads them (or copies of them). All run back to back, so L2 treats
+ * them alike; at the default sizes the working set is several times L2.
+ * Checks (a mismatch makes the suite exit 1): ar_norm, gemm_bias and the
+ * mp_layer cases compare every generated row's output with the
+ * hand-written op's on the same inputs (the mp_layer cases: loom_gemm_ar
+ * SEQUENTIAL's, which the hand:auto and hand:fused rows are checked against
+ * too; its epilogue draws the program's Dropout mask: loom_epilogue_t's
+ * Philox mask of the program's seed, offset 0 and the element's index in
+ * the whole [B S, H] output (docs/language.md: a program's Dropout is that
+ * mask), p and seed read from the program: lang_prog_dropout); adam
+ * and lamb with the CPU interpreter at the timed sizes where it can, else
+ * at the case's check_bind (lang_case_check_bind); the bound is
  * prog_io_bound's (relative to max(1, |ref|)).
  * peer(us): PyTorch's code for the same computation on the same sizes and
  * world (bench/peers/lang_torch.py, run first, its rows paired by the
- * complete shape: op, sizes, dtype, world); --peer none skips it.
- * --list prints the cases and what each checks, without a GPU (each
- * program parsed, checked and scheduled on the host).
+ * complete shape: op, sizes, dtype, world; every row of a case pairs with
+ * its one peer row); peer/now: the peer's time over the row's (generated
+ * rows: over fused(us)); --peer none skips it.
+ * --list prints the cases, each row's schedule and what each checks,
+ * without a GPU (each row's program parsed, checked and scheduled on the
+ * host).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -62,12 +85,30 @@ typedef struct lang_args {
 
 enum { COL_HAND, COL_RATIO, COL_COLD, COL_DISK, COL_WARM, NCOLS };
 
+/* loom_gemm_ar's variants (the mp_layer cases' hand-written rows): AUTO (the generated rows' hand(us)), then
+ * SEQUENTIAL (the reference the checks compare with), then SM_COPY. */
+enum { HAND_AUTO, HAND_SEQ, HAND_FUSED, HAND_GEMM_AR_N };
+static const loom_tp_transfer_t k_ar_transfer[HAND_GEMM_AR_N] = {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_SM_COPY};
+static const char *const k_ar_impl[HAND_GEMM_AR_N] = {"hand:auto", "hand:sequential", "hand:fused"};
+
+/* The variants of case c's hand-written op that run (and, more than one, have rows of their own). */
+static int hand_variants(const lang_case_t *c) { return c->kind == LANG_HAND_GEMM_AR ? HAND_GEMM_AR_N : 1; }
+/* The variant the generated outputs are checked against. */
+static int hand_reference(const lang_case_t *c) { return c->kind == LANG_HAND_GEMM_AR ? HAND_SEQ : 0; }
+
+/* The cases' names, comma-separated, to f. */
+static void print_case_names(FILE *f) {
+  for (int i = 0; i < lang_case_count(); ++i) fprintf(f, "%s%s", i ? ", " : "", lang_case(i)->name);
+}
+
 static int lang_opt(void *ctx, int argc, char **argv, int *i) {
   lang_args_t *a = (lang_args_t *)ctx;
   const char *s = argv[*i];
   if (!strcmp(s, "--help")) {
-    printf("  --case NAME          one case only (ar_norm, adam, lamb, gemm_bias)\n"
-           "  --list               print the cases, their sizes and checks, then exit (no GPU needed)\n"
+    printf("  --case NAME          one case only (");
+    print_case_names(stdout);
+    printf(")\n"
+           "  --list               print the cases, their rows, sizes and checks, then exit (no GPU needed)\n"
            "  --peer none          skip PyTorch's code for the cases (bench/peers/lang_torch.py, run by default\n"
            "                       on this run's exact sizes and world)\n");
     return 1;
@@ -78,8 +119,9 @@ static int lang_opt(void *ctx, int argc, char **argv, int *i) {
   if (!strcmp(s, "--case")) {
     const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     if (!v || !(a->only = lang_case_find(v))) {
-      fprintf(stderr, "loom-bench: --case needs one of ar_norm, adam, lamb, gemm_bias, got \"%s\"\n",
-              v ? v : "(nothing)");
+      fprintf(stderr, "loom-bench: --case needs one of ");
+      print_case_names(stderr);
+      fprintf(stderr, ", got \"%s\"\n", v ? v : "(nothing)");
       return -1;
     }
     *i += 1;
@@ -91,40 +133,58 @@ static int lang_opt(void *ctx, int argc, char **argv, int *i) {
 static const char *case_bind(const lang_args_t *a, const lang_case_t *c) {
   return a->o.quick ? c->quick_bind : c->bind;
 }
-static const char *case_sched(const lang_case_t *c) { return c->schedule[0] ? c->schedule : NULL; }
 
-/* Case c's program parsed and scheduled (*q; *p the program as written): 0, or 1 after printing why. */
-static int case_program(const lang_case_t *c, loom_prog_t *p, loom_prog_t *q) {
-  *p = *q = NULL;
-  if (loom_prog_parse(c->text, c->name, p) == LOOM_SUCCESS && loom_prog_check(*p) == LOOM_SUCCESS &&
-      loom_prog_schedule(*p, case_sched(c), q) == LOOM_SUCCESS && loom_prog_check(*q) == LOOM_SUCCESS)
-    return 0;
+/* Case c's program parsed and checked (*p): 0, or 1 after printing why. */
+static int case_parse(const lang_case_t *c, loom_prog_t *p) {
+  *p = NULL;
+  if (loom_prog_parse(c->text, c->name, p) == LOOM_SUCCESS && loom_prog_check(*p) == LOOM_SUCCESS) return 0;
   fprintf(stderr, "loom-bench lang: case %s: %s\n", c->name, loom_last_error());
-  loom_prog_destroy(*q), loom_prog_destroy(*p);
-  *p = *q = NULL;
+  loom_prog_destroy(*p);
+  *p = NULL;
   return 1;
 }
 
-/* --list: every case of the selection, its program checked on the host. */
+/* Row j of case c: its program p scheduled (*q, checked): 0, or 1 after printing why. */
+static int row_program(const lang_case_t *c, int j, loom_prog_t p, loom_prog_t *q) {
+  if (lang_case_schedule(c, j, p, q) == LOOM_SUCCESS) return 0;
+  fprintf(stderr, "loom-bench lang: case %s, row %s: %s\n", c->name, lang_case_row_label(c, j), loom_last_error());
+  return 1;
+}
+
+/* --list: case c's rows (each row's program scheduled on the host); returns 1 where one failed. */
+static int list_case(const lang_args_t *a, const lang_case_t *c) {
+  loom_prog_t p = NULL;
+  int bad = case_parse(c, &p);
+  char prog[80], check[64], sched[48], impl[48];
+  if (c->example[0])
+    snprintf(prog, sizeof prog, "examples/lang/%s.loom%s%s", c->example, c->as_dtype[0] ? " as " : "", c->as_dtype);
+  else snprintf(prog, sizeof prog, "the suite's");
+  if (c->check_hand) snprintf(check, sizeof check, "outputs vs the hand-written op's");
+  else snprintf(check, sizeof check, "interpreter at %s", lang_case_check_bind(c, case_bind(a, c)));
+  for (int j = 0; j < lang_case_rows(c); ++j) {
+    loom_prog_t q = NULL;
+    if (p) bad |= row_program(c, j, p, &q);
+    loom_prog_destroy(q);
+    lang_case_row_schedule(c, j, sched, sizeof sched);
+    snprintf(impl, sizeof impl, "generated:%s", lang_case_row_label(c, j));
+    printf("%-13s %-23s %-9s %-20s %-41s %-34s %s\n", c->name, impl, sched, case_bind(a, c), prog, check, c->hand);
+  }
+  for (int v = 0; hand_variants(c) > 1 && v < hand_variants(c); ++v)
+    printf("%-13s %-23s %-9s %-20s %-41s %-34s %s\n", c->name, k_ar_impl[v], "-", case_bind(a, c), "-",
+           v == hand_reference(c) ? "the reference of the checks" : "outputs vs hand:sequential's", c->hand);
+  loom_prog_destroy(p);
+  return bad;
+}
+
+/* --list: every case of the selection, its programs checked on the host. */
 static int lang_list(const lang_args_t *a) {
   int bad = 0;
   printf("loom-bench lang: generated code against the hand-written op, world %d%s\n", a->o.world ? a->o.world : 1,
          a->o.quick ? " (--quick sizes)" : "");
-  printf("%-10s %-9s %-22s %-24s %-34s %s\n", "case", "schedule", "sizes", "program", "check", "hand-written op");
-  for (int i = 0; i < lang_case_count(); ++i) {
-    const lang_case_t *c = lang_case(i);
-    if (a->only && a->only != c) continue;
-    loom_prog_t p, q;
-    bad |= case_program(c, &p, &q);
-    loom_prog_destroy(q), loom_prog_destroy(p);
-    char prog[64], check[64];
-    if (c->example[0]) snprintf(prog, sizeof prog, "examples/lang/%s.loom", c->example);
-    else snprintf(prog, sizeof prog, "the suite's");
-    if (c->check_hand) snprintf(check, sizeof check, "outputs vs the hand-written op's");
-    else snprintf(check, sizeof check, "interpreter at %s", lang_case_check_bind(c, case_bind(a, c)));
-    printf("%-10s %-9s %-22s %-24s %-34s %s\n", c->name, c->schedule[0] ? c->schedule : "(none)", case_bind(a, c),
-           prog, check, c->hand);
-  }
+  printf("%-13s %-23s %-9s %-20s %-41s %-34s %s\n", "case", "row", "schedule", "sizes", "program", "check",
+         "hand-written op");
+  for (int i = 0; i < lang_case_count(); ++i)
+    if (!a->only || a->only == lang_case(i)) bad |= list_case(a, lang_case(i));
   return bad;
 }
 
@@ -136,18 +196,27 @@ typedef struct lang_run {
   loom_comm_t comm;
   ncclComm_t nccl;
   int rank, W;
-  loom_prog_t p, q;          /* the program as written, scheduled */
-  loom_plan_t gen;           /* the generated code (the warm compile) */
-  prog_io_t io;              /* its inputs and outputs (the hand-written op reads copies) */
-  double ms[3], wall[3];     /* cold, disk, warm: the kernels' time, the whole compile's */
-  int kernels, missed[3];    /* kernels; kernels NVRTC compiled where a cache should have served */
+  int rows, hands;                   /* generated rows (lang_case_rows), hand-written variants */
+  loom_prog_t p, q[LANG_ROWS_MAX];   /* the program as written; each row's, scheduled */
+  loom_plan_t gen[LANG_ROWS_MAX];    /* each row's generated code (its warm compile) */
+  prog_io_t io;                      /* the inputs and outputs every row runs on (the hand-written op reads them) */
+  double ms[LANG_ROWS_MAX][3], wall[LANG_ROWS_MAX][3]; /* cold, disk, warm: the kernels' time, the whole compile's */
+  int kernels[LANG_ROWS_MAX], missed[LANG_ROWS_MAX][3]; /* kernels; those NVRTC compiled where a cache should have served */
   /* the hand-written op */
-  loom_plan_t hplan;         /* allreduce, adam or lamb */
+  loom_plan_t hplan[HAND_GEMM_AR_N]; /* [0]: allreduce, adam or lamb; gemm_ar: one per variant */
+  loom_tp_transfer_t hpath;          /* what gemm_ar's AUTO plan resolved to */
   loom_gemm_desc_t gd;
   loom_epilogue_t epi;
   void *hin, *hgrads;        /* loom_malloc copies: the all-reduce's input; the optimizer's params, grads */
-  void *hout;                /* ar_norm and gemm_bias's output */
+  void *hout;                /* ar_norm, gemm_bias's output; gemm_ar SEQUENTIAL's */
+  void *hsym;                /* gemm_ar AUTO and SM_COPY's output (loom_malloc) */
 } lang_run_t;
+
+/* One operation of the race: generated row j (j < rows), else the hand-written op's variant j - rows. */
+typedef struct lang_op {
+  lang_run_t *x;
+  int j;
+} lang_op_t;
 
 static double now_ms(void) {
   struct timespec t;
@@ -155,11 +224,17 @@ static double now_ms(void) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
-/* Input `name` of the generated plan (device memory), NULL where there is none. */
-static void *io_input(const lang_run_t *x, const char *name) {
+/* The index of input `name` of the generated plans, -1 where there is none. */
+static int io_find(const lang_run_t *x, const char *name) {
   for (int i = 0; i < x->io.ni; ++i)
-    if (!strcmp(x->io.in[i].name, name)) return x->io.din[i];
-  return NULL;
+    if (!strcmp(x->io.in[i].name, name)) return i;
+  return -1;
+}
+
+/* Input `name` of the generated plans (device memory), NULL where there is none. */
+static void *io_input(const lang_run_t *x, const char *name) {
+  const int i = io_find(x, name);
+  return i < 0 ? NULL : x->io.din[i];
 }
 
 /* Removes the files of folder dir, then dir. */
@@ -175,23 +250,23 @@ static void remove_dir(const char *dir) {
   (void)rmdir(dir);
 }
 
-/* One compile of the generated code (mode 0 cold, 1 disk, 2 warm), its times; the plan in *plan. */
-static loom_result_t compile_once(lang_run_t *x, int mode, loom_plan_t *plan) {
+/* One compile of row j's generated code (mode 0 cold, 1 disk, 2 warm), its times; the plan in *plan. */
+static loom_result_t compile_once(lang_run_t *x, int j, int mode, loom_plan_t *plan) {
   if (mode < 2) loom_bench_rtc_cache_clear();
   const double t0 = now_ms();
-  LOOM_BENCH_TRY(loom_prog_compile(x->comm, x->p, case_sched(x->c), x->bind, plan));
-  x->wall[mode] = now_ms() - t0;
+  LOOM_BENCH_TRY(loom_prog_compile(x->comm, x->q[j], NULL, x->bind, plan));
+  x->wall[j][mode] = now_ms() - t0;
   loom_prog_plan_info_t info = LOOM_PROG_PLAN_INFO_INIT;
   LOOM_BENCH_TRY(loom_prog_plan_info(*plan, &info));
-  x->kernels = info.kernels;
-  x->ms[mode] = info.kernels ? info.compile_ms : NAN;
-  x->missed[mode] = mode ? info.compiled : info.kernels - info.compiled;
+  x->kernels[j] = info.kernels;
+  x->ms[j][mode] = info.kernels ? info.compile_ms : NAN;
+  x->missed[j][mode] = mode ? info.compiled : info.kernels - info.compiled;
   return LOOM_SUCCESS;
 }
 
-/* The generated code compiled cold, from the disk cache, then warm (that plan kept in x->gen), with this
- * rank's own disk cache folder; LOOM_CACHE_DIR as it was afterwards. */
-static loom_result_t compile_three(lang_run_t *x) {
+/* Row j's generated code compiled cold, from the disk cache, then warm (that plan kept in x->gen[j]), with
+ * this rank's own disk cache folder; LOOM_CACHE_DIR as it was afterwards. */
+static loom_result_t compile_three(lang_run_t *x, int j) {
   const char *was = getenv("LOOM_CACHE_DIR");
   char *old = was ? strdup(was) : NULL, dir[] = "/tmp/loom-bench-lang-XXXXXX";
   if (!mkdtemp(dir)) {
@@ -202,15 +277,36 @@ static loom_result_t compile_three(lang_run_t *x) {
   loom_result_t r = LOOM_SUCCESS;
   for (int mode = 0; mode < 3 && r == LOOM_SUCCESS; ++mode) {
     loom_plan_t plan = NULL;
-    r = compile_once(x, mode, &plan);
+    r = compile_once(x, j, mode, &plan);
     if (mode < 2 && plan) (void)loom_plan_destroy(plan);
-    else x->gen = plan;
+    else x->gen[j] = plan;
   }
   if (old) setenv("LOOM_CACHE_DIR", old, 1);
   else unsetenv("LOOM_CACHE_DIR");
   free(old);
   remove_dir(dir);
   return r;
+}
+
+/* Row j's plan describes the same inputs and outputs as x->io (row 0's): the rows share those buffers. */
+static loom_result_t same_io(const lang_run_t *x, int j) {
+  loom_prog_plan_info_t info = LOOM_PROG_PLAN_INFO_INIT;
+  LOOM_BENCH_TRY(loom_prog_plan_info(x->gen[j], &info));
+  if (info.ninputs != x->io.ni || info.noutputs != x->io.no)
+    return loom_bench_fail(LOOM_ERR_INVALID_ARGUMENT, "bench lang %s: row %s has %d inputs, %d outputs; row %s %d, %d",
+                           x->c->name, lang_case_row_label(x->c, j), info.ninputs, info.noutputs,
+                           lang_case_row_label(x->c, 0), x->io.ni, x->io.no);
+  for (int i = 0; i < x->io.ni + x->io.no; ++i) {
+    const int out = i >= x->io.ni, k = out ? i - x->io.ni : i;
+    loom_prog_io_t io = LOOM_PROG_IO_INIT;
+    LOOM_BENCH_TRY(loom_prog_plan_io(x->gen[j], out, k, &io));
+    const loom_prog_io_t *want = out ? &x->io.out[k] : &x->io.in[k];
+    if (memcmp(&io, want, sizeof io))
+      return loom_bench_fail(LOOM_ERR_INVALID_ARGUMENT, "bench lang %s: row %s's %s `%s` is not row %s's piece",
+                             x->c->name, lang_case_row_label(x->c, j), out ? "output" : "input", io.name,
+                             lang_case_row_label(x->c, 0));
+  }
+  return LOOM_SUCCESS;
 }
 
 /* A loom_malloc copy of input `name` of the generated plan (bytes). */
@@ -234,13 +330,59 @@ static loom_result_t hand_optim(lang_run_t *x, int lamb) {
   d.world_size = x->W, d.num_tensors = 1, d.params = &params, d.grads = &grads, d.numels = &N;
   d.param_type = d.grad_type = LOOM_FP32, d.average_grads = 0, d.decoupled_weight_decay = 1;
   d.eps = lamb ? 1e-6f : 1e-8f, d.weight_decay = lamb ? 0.01f : 0.0f, d.bias_correction = !lamb;
-  return lamb ? loom_plan_lamb(x->comm, &d, &x->hplan) : loom_plan_adam(x->comm, &d, &x->hplan);
+  return lamb ? loom_plan_lamb(x->comm, &d, &x->hplan[0]) : loom_plan_adam(x->comm, &d, &x->hplan[0]);
 }
 
-/* The hand-written op of the case on the generated plan's inputs (collective). */
+/* x->epi: the program's bias `b`, residual `r` and its one Dropout's probability and seed (the same mask: the
+ * epilogue's at offset 0 of the element's index in the whole output, as the program draws it). */
+static loom_result_t hand_epilogue(lang_run_t *x) {
+  const loom_epilogue_t epi = LOOM_EPILOGUE_INIT;
+  x->epi = epi;
+  x->epi.bias = io_input(x, "b"), x->epi.residual = io_input(x, "r");
+  if (!x->epi.bias || !x->epi.residual)
+    return loom_bench_fail(LOOM_ERR_INTERNAL, "bench lang %s: the program has no input `b` or `r`", x->c->name);
+  if (lang_prog_dropout(x->p, &x->epi.dropout_p, &x->epi.dropout_seed) != 0)
+    return loom_bench_fail(LOOM_ERR_INTERNAL, "bench lang %s: the program has no single Dropout", x->c->name);
+  return LOOM_SUCCESS;
+}
+
+/* loom_gemm_ar's plans, one per variant (collective: every rank makes every plan whatever failed before),
+ * for the program's MatMul(in [B, S, H / W], w [H / W, H]) and the epilogue of hand_epilogue; their outputs. */
+static loom_result_t hand_gemm_ar(lang_run_t *x) {
+  const int64_t B = lang_bind_size(x->bind, "B"), S = lang_bind_size(x->bind, "S"), H = lang_bind_size(x->bind, "H");
+  const int in = io_find(x, "in");
+  const loom_dtype_t dt = in >= 0 ? x->io.in[in].dtype : LOOM_FP16;
+  const size_t bytes = (size_t)(B * S * H) * loom_dtype_size(dt);
+  loom_result_t r = hand_epilogue(x);
+  if (r == LOOM_SUCCESS && (in < 0 || H % x->W))
+    r = loom_bench_fail(LOOM_ERR_INVALID_ARGUMENT, "bench lang %s: H=%lld over W=%d ranks: loom_gemm_ar takes k = H / W "
+                        "of the input `in` (%s)", x->c->name, (long long)H, x->W, in < 0 ? "absent" : "uneven");
+  if (r == LOOM_SUCCESS && (x->io.no < 1 || x->io.out[0].count != B * S * H))
+    r = loom_bench_fail(LOOM_ERR_INVALID_ARGUMENT, "bench lang %s: the output holds %lld elements on this rank, "
+                        "loom_gemm_ar's %lld", x->c->name, (long long)(x->io.no ? x->io.out[0].count : 0),
+                        (long long)(B * S * H));
+  if (cudaMalloc(&x->hout, bytes) != cudaSuccess && r == LOOM_SUCCESS)
+    r = loom_bench_fail(LOOM_ERR_CUDA, "bench lang %s: cudaMalloc of %zu bytes", x->c->name, bytes);
+  const loom_result_t m = loom_malloc(x->comm, bytes, &x->hsym);
+  if (r == LOOM_SUCCESS) r = m;
+  for (int v = 0; v < HAND_GEMM_AR_N; ++v) {
+    loom_tp_desc_t d = LOOM_TP_DESC_INIT;
+    d.m = B * S, d.n = H, d.k = H / x->W, d.ab_type = d.c_type = dt, d.b_layout = LOOM_B_KN;
+    d.world_size = x->W, d.transfer = k_ar_transfer[v];
+    const loom_result_t pr = loom_plan_gemm_ar(x->comm, &d, &x->hplan[v]);
+    if (r == LOOM_SUCCESS) r = pr;
+  }
+  loom_tp_plan_info_t info = LOOM_TP_PLAN_INFO_INIT;
+  if (r == LOOM_SUCCESS) r = loom_tp_plan_info(x->hplan[HAND_AUTO], &info);
+  x->hpath = info.transfer;
+  return r;
+}
+
+/* The hand-written op of the case on the generated plans' inputs (collective). */
 static loom_result_t hand_open(lang_run_t *x) {
   const lang_case_t *c = x->c;
   if (c->kind == LANG_HAND_ADAM || c->kind == LANG_HAND_LAMB) return hand_optim(x, c->kind == LANG_HAND_LAMB);
+  if (c->kind == LANG_HAND_GEMM_AR) return hand_gemm_ar(x);
   const int gemm = c->kind == LANG_HAND_GEMM_BIAS;
   const int64_t rows = lang_bind_size(x->bind, gemm ? "M" : "R"), cols = lang_bind_size(x->bind, gemm ? "N" : "C");
   LOOM_BENCH_CUDA(cudaMalloc(&x->hout, (size_t)(rows * cols) * 2));
@@ -253,130 +395,177 @@ static loom_result_t hand_open(lang_run_t *x) {
   LOOM_BENCH_TRY(copy_input(x, "x", (size_t)(rows * cols) * 2, &x->hin));
   loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
   d.count = rows * cols, d.cols = cols, d.norm = LOOM_NORM_RMS, d.norm_eps = 1e-5f, d.world_size = x->W;
-  const loom_epilogue_t epi = LOOM_EPILOGUE_INIT;
-  x->epi = epi;
-  x->epi.bias = io_input(x, "b"), x->epi.residual = io_input(x, "r");
-  x->epi.dropout_p = 0.1f, x->epi.dropout_seed = 1234;
-  return loom_plan_allreduce(x->comm, &d, &x->hplan);
+  LOOM_BENCH_TRY(hand_epilogue(x));
+  return loom_plan_allreduce(x->comm, &d, &x->hplan[0]);
 }
 
-static loom_result_t hand_call(void *arg, int iter, cudaStream_t s) {
-  lang_run_t *x = (lang_run_t *)arg;
-  (void)iter;
+/* Variant v of the hand-written op (0 where it has one), on the generated plans' inputs. */
+static loom_result_t hand_run(lang_run_t *x, int v, cudaStream_t s) {
   switch (x->c->kind) {
-    case LANG_HAND_ALLREDUCE_NORM: return loom_allreduce(x->hplan, x->hin, x->hout, &x->epi, io_input(x, "g"), NULL, s);
-    case LANG_HAND_ADAM: return loom_adam_step(x->hplan, NULL, s);
-    case LANG_HAND_LAMB: return loom_lamb_step(x->hplan, NULL, s);
+    case LANG_HAND_ALLREDUCE_NORM:
+      return loom_allreduce(x->hplan[0], x->hin, x->hout, &x->epi, io_input(x, "g"), NULL, s);
+    case LANG_HAND_ADAM: return loom_adam_step(x->hplan[0], NULL, s);
+    case LANG_HAND_LAMB: return loom_lamb_step(x->hplan[0], NULL, s);
     case LANG_HAND_GEMM_BIAS:
       return loom_gemm(&x->gd, io_input(x, "a"), io_input(x, "w"), x->hout, io_input(x, "bias"), s);
+    case LANG_HAND_GEMM_AR:
+      return loom_gemm_ar(x->hplan[v], io_input(x, "in"), io_input(x, "w"), v == HAND_SEQ ? x->hout : x->hsym,
+                          &x->epi, s);
   }
   return loom_bench_fail(LOOM_ERR_INTERNAL, "bench lang: hand-written op %d", (int)x->c->kind);
 }
 
-static loom_result_t gen_call(void *arg, int iter, cudaStream_t s) {
-  lang_run_t *x = (lang_run_t *)arg;
-  (void)iter;
-  return loom_prog_run(x->gen, (const void *const *)x->io.din, x->io.dout, s);
+/* The output variant v of the hand-written op writes (device memory). */
+static const void *hand_output(const lang_run_t *x, int v) {
+  return x->c->kind == LANG_HAND_GEMM_AR && v != HAND_SEQ ? x->hsym : x->hout;
 }
 
+/* One call of the race's operation arg (a lang_op_t): a generated row's plan or a hand-written variant. */
+static loom_result_t race_op(void *arg, int iter, cudaStream_t s) {
+  const lang_op_t *o = (const lang_op_t *)arg;
+  lang_run_t *x = o->x;
+  (void)iter;
+  if (o->j >= x->rows) return hand_run(x, o->j - x->rows, s);
+  return loom_prog_run(x->gen[o->j], (const void *const *)x->io.din, x->io.dout, s);
+}
+
+/* Everything case x holds on this rank released (the loom_malloc buffers and plans: collective). */
 static void run_release(lang_run_t *x) {
-  if (x->gen) (void)loom_plan_destroy(x->gen);
-  if (x->hplan) (void)loom_plan_destroy(x->hplan);
+  for (int j = 0; j < LANG_ROWS_MAX; ++j) {
+    if (x->gen[j]) (void)loom_plan_destroy(x->gen[j]);
+    loom_prog_destroy(x->q[j]);
+  }
+  for (int v = 0; v < HAND_GEMM_AR_N; ++v)
+    if (x->hplan[v]) (void)loom_plan_destroy(x->hplan[v]);
   if (x->hin) (void)loom_free(x->comm, x->hin);
   if (x->hgrads) (void)loom_free(x->comm, x->hgrads);
+  if (x->hsym) (void)loom_free(x->comm, x->hsym);
   cudaFree(x->hout);
   prog_io_free(&x->io);
-  loom_prog_destroy(x->q), loom_prog_destroy(x->p);
+  loom_prog_destroy(x->p);
 }
 
 /* ---- checks ---------------------------------------------------------------------------------- */
 
-/* One call of the generated code on its inputs (and, hand, of the hand-written op), finished. */
-static loom_result_t call_once(lang_run_t *x, loom_plan_t gen, const prog_io_t *io, int hand, cudaStream_t s) {
+/* One call of a generated plan on its inputs, finished. */
+static loom_result_t gen_once(lang_run_t *x, loom_plan_t gen, const prog_io_t *io, cudaStream_t s) {
   LOOM_BENCH_TRY(loom_prog_run(gen, (const void *const *)io->din, io->dout, s));
-  if (hand) LOOM_BENCH_TRY(hand_call(x, 0, s));
   LOOM_BENCH_CUDA(cudaStreamSynchronize(s));
   return loom_comm_get_async_error(x->comm);
 }
 
-/* The generated output against the hand-written op's on the same inputs: *wrong elements beyond the bound. */
-static loom_result_t check_hand(lang_run_t *x, cudaStream_t s, int64_t *wrong) {
-  LOOM_BENCH_TRY(call_once(x, x->gen, &x->io, 1, s));
+/* Variant v of the hand-written op once, its output poisoned first (NaN), copied into host (the output's bytes). */
+static loom_result_t hand_once(lang_run_t *x, int v, void *host, size_t bytes, cudaStream_t s) {
+  LOOM_BENCH_CUDA(cudaMemsetAsync((void *)hand_output(x, v), 0xff, bytes, s));
+  LOOM_BENCH_TRY(hand_run(x, v, s));
+  LOOM_BENCH_CUDA(cudaStreamSynchronize(s));
+  LOOM_BENCH_TRY(loom_comm_get_async_error(x->comm));
+  LOOM_BENCH_CUDA(cudaMemcpy(host, hand_output(x, v), bytes, cudaMemcpyDeviceToHost));
+  return LOOM_SUCCESS;
+}
+
+/* Elements of got (what `impl` computed) beyond the bound of want's, the first ones said on stderr. */
+static int64_t count_wrong(const lang_run_t *x, const char *impl, const char *got, const char *want) {
   const loom_prog_io_t *o = &x->io.out[0];
-  const size_t n = (size_t)o->count, bytes = n * loom_dtype_size(o->dtype);
-  char *got = malloc(bytes), *want = malloc(bytes);
-  loom_result_t r = got && want ? LOOM_SUCCESS : loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "bench lang: host copies");
-  if (r == LOOM_SUCCESS && (cudaMemcpy(got, x->io.dout[0], bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
-                            cudaMemcpy(want, x->hout, bytes, cudaMemcpyDeviceToHost) != cudaSuccess))
-    r = loom_bench_fail(LOOM_ERR_CUDA, "bench lang: copying the outputs back");
-  const double bound = prog_io_bound(x->q);
-  *wrong = 0;
-  for (size_t i = 0; r == LOOM_SUCCESS && i < n; ++i) {
+  const double bound = prog_io_bound(x->q[0]);
+  int64_t wrong = 0;
+  for (size_t i = 0; i < (size_t)o->count; ++i) {
     const double g = loom_ref_load(o->dtype, got, i), w = loom_ref_load(o->dtype, want, i);
     if (fabs(g - w) <= bound * fmax(1.0, fabs(w))) continue; /* (NaN is beyond it) */
-    if ((*wrong)++ < 5)
-      fprintf(stderr, "rank %d: lang %s: output %s element %zu: generated %.6g, %s %.6g\n", x->rank, x->c->name,
+    if (wrong++ < 5)
+      fprintf(stderr, "rank %d: lang %s: %s: output %s element %zu: %.6g, %s %.6g\n", x->rank, x->c->name, impl,
               o->name, i, g, x->c->hand, w);
+  }
+  return wrong;
+}
+
+/* Every generated row's output, then every variant of the hand-written op but the reference, against the
+ * reference variant's (hand_reference) on the same inputs: wrong[k] elements beyond the bound for row k (the
+ * generated rows, then the variants; -1: the reference, not checked). */
+static loom_result_t check_hand(lang_run_t *x, cudaStream_t s, int64_t *wrong) {
+  const loom_prog_io_t *o = &x->io.out[0];
+  const size_t bytes = (size_t)o->count * loom_dtype_size(o->dtype);
+  const int ref = hand_reference(x->c);
+  char *got = malloc(bytes), *want = malloc(bytes), impl[64];
+  loom_result_t r = got && want ? LOOM_SUCCESS : loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "bench lang: host copies");
+  if (r == LOOM_SUCCESS) r = hand_once(x, ref, want, bytes, s);
+  for (int j = 0; j < x->rows && r == LOOM_SUCCESS; ++j) {
+    if (cudaMemsetAsync(x->io.dout[0], 0xff, bytes, s) != cudaSuccess) r = loom_bench_fail(LOOM_ERR_CUDA, "poison");
+    if (r == LOOM_SUCCESS) r = gen_once(x, x->gen[j], &x->io, s);
+    if (r == LOOM_SUCCESS && cudaMemcpy(got, x->io.dout[0], bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+      r = loom_bench_fail(LOOM_ERR_CUDA, "bench lang: copying the output back");
+    snprintf(impl, sizeof impl, "generated:%s", lang_case_row_label(x->c, j));
+    if (r == LOOM_SUCCESS) wrong[j] = count_wrong(x, impl, got, want);
+  }
+  for (int v = 0; v < x->hands && r == LOOM_SUCCESS; ++v) {
+    if (v == ref) continue;
+    r = hand_once(x, v, got, bytes, s);
+    if (r == LOOM_SUCCESS) wrong[x->rows + v] = count_wrong(x, k_ar_impl[v], got, want);
   }
   free(got), free(want);
   return r;
 }
 
-/* The generated outputs against the interpreter: at the timed sizes where it can, else a plan of the case's
- * check_bind; *wrong elements beyond prog_io_bound. */
-static loom_result_t check_interp(lang_run_t *x, cudaStream_t s, int64_t *wrong) {
+/* Row j's generated outputs against the interpreter: at the timed sizes where it can, else a plan of the
+ * case's check_bind; *wrong elements beyond prog_io_bound. */
+static loom_result_t check_interp(lang_run_t *x, int j, cudaStream_t s, int64_t *wrong) {
   const char *cb = lang_case_check_bind(x->c, x->bind);
   const uint64_t seed = LANG_SEED + 1;
-  loom_plan_t plan = x->gen;
+  loom_plan_t plan = x->gen[j];
   prog_io_t own, *io = &x->io;
   memset(&own, 0, sizeof own);
   loom_result_t r = LOOM_SUCCESS;
   if (cb != x->bind) {
-    r = loom_prog_compile(x->comm, x->p, case_sched(x->c), cb, &plan);
+    r = loom_prog_compile(x->comm, x->q[j], NULL, cb, &plan);
     if (r == LOOM_SUCCESS) r = prog_io_make(plan, &own);
     io = &own;
   }
   if (r == LOOM_SUCCESS && prog_io_fill(io, x->rank % x->W, seed, s))
     r = loom_bench_fail(LOOM_ERR_CUDA, "bench lang: filling the check's inputs");
-  if (r == LOOM_SUCCESS) r = call_once(x, plan, io, 0, s);
+  if (r == LOOM_SUCCESS) r = gen_once(x, plan, io, s);
   double d = 0;
   int bad = 0;
-  char label[96];
-  snprintf(label, sizeof label, "lang %s at %s", x->c->name, cb);
-  if (r == LOOM_SUCCESS) r = prog_io_check(io, x->q, x->W, cb, seed, x->rank, prog_io_bound(x->q), label, &d, &bad);
+  char label[128];
+  snprintf(label, sizeof label, "lang %s, %s at %s", x->c->name, lang_case_row_label(x->c, j), cb);
+  if (r == LOOM_SUCCESS)
+    r = prog_io_check(io, x->q[j], x->W, cb, seed, x->rank, prog_io_bound(x->q[j]), label, &d, &bad);
   *wrong = bad;
-  if (plan != x->gen && plan) (void)loom_plan_destroy(plan);
+  if (plan != x->gen[j] && plan) (void)loom_plan_destroy(plan);
   prog_io_free(&own);
   return r;
 }
 
-/* ---- the row --------------------------------------------------------------------------------- */
+/* The checks of the case: wrong[k] per row (the generated rows, then the hand-written variants; -1 unchecked). */
+static loom_result_t lang_check(lang_run_t *x, cudaStream_t s, int64_t *wrong) {
+  if (x->c->check_hand) return check_hand(x, s, wrong);
+  for (int j = 0; j < x->rows; ++j) LOOM_BENCH_TRY(check_interp(x, j, s, &wrong[j]));
+  return LOOM_SUCCESS;
+}
 
-/* Rank 0: case x's row (failed: an error on some rank, its note says so). Returns its failures. */
-static int lang_row(const lang_args_t *a, loom_bench_table_t *t, const int *col, const lang_run_t *x,
-                    const loom_bench_time_t *tm, int64_t wrong, int failed) {
+/* ---- the rows -------------------------------------------------------------------------------- */
+
+/* A row of case x with impl, its sizes and the peer's time of the same complete shape (rank 0); NULL only if
+ * memory ran out. */
+static loom_bench_row_t *row_open(const lang_args_t *a, loom_bench_table_t *t, const lang_run_t *x, const char *impl) {
   loom_bench_row_t *row = loom_bench_add(t);
-  if (!row) return 1;
+  if (!row) return NULL;
   const lang_case_t *c = x->c;
-  const int gemm = c->kind == LANG_HAND_GEMM_BIAS, optim = c->kind == LANG_HAND_ADAM || c->kind == LANG_HAND_LAMB;
+  const int64_t B = lang_bind_size(x->bind, "B"), S = lang_bind_size(x->bind, "S"), H = lang_bind_size(x->bind, "H");
   snprintf(row->op, sizeof row->op, "%s", c->name);
-  snprintf(row->impl, sizeof row->impl, "generated:%s", c->schedule[0] ? c->schedule : "as-written");
+  snprintf(row->impl, sizeof row->impl, "%s", impl);
   snprintf(row->shape, sizeof row->shape, "%s", x->bind);
-  snprintf(row->dtype, sizeof row->dtype, "%s", optim ? "fp32" : "bf16");
-  row->m = lang_bind_size(x->bind, gemm ? "M" : optim ? "N" : "R");
-  row->n = optim ? 0 : lang_bind_size(x->bind, gemm ? "N" : "C");
-  row->k = gemm ? lang_bind_size(x->bind, "K") : 0;
-  row->flops = gemm ? 2.0 * (double)row->m * (double)row->n * (double)row->k : 0;
-  row->world = x->W;
-  if (failed) {
-    snprintf(row->note, sizeof row->note, "error (see stderr)");
-    return 1;
+  snprintf(row->dtype, sizeof row->dtype, "%s", x->io.no ? loom_bench_dtype_name(x->io.out[0].dtype) : "?");
+  switch (c->kind) {
+    case LANG_HAND_ALLREDUCE_NORM: row->m = lang_bind_size(x->bind, "R"), row->n = lang_bind_size(x->bind, "C"); break;
+    case LANG_HAND_ADAM:
+    case LANG_HAND_LAMB: row->m = lang_bind_size(x->bind, "N"); break;
+    case LANG_HAND_GEMM_BIAS:
+      row->m = lang_bind_size(x->bind, "M"), row->n = lang_bind_size(x->bind, "N"), row->k = lang_bind_size(x->bind, "K");
+      break;
+    case LANG_HAND_GEMM_AR: row->m = B * S, row->n = H, row->k = H / x->W; break; /* this rank's GEMM */
   }
-  row->fused_us = tm[0].median_us, row->min_us = tm[0].min_us, row->max_us = tm[0].max_us;
-  row->own[col[COL_HAND]] = tm[1].median_us;
-  row->own[col[COL_RATIO]] = tm[1].median_us / tm[0].median_us;
-  for (int m = 0; m < 3; ++m) row->own[col[COL_COLD + m]] = x->missed[m] ? NAN : x->ms[m];
-  row->wrong = wrong;
+  row->flops = row->k ? 2.0 * (double)row->m * (double)row->n * (double)row->k : 0;
+  row->world = x->W;
   loom_bench_shape_t ps; /* lang_torch.py's row of the same case, sizes and world */
   loom_bench_shape_init(&ps);
   loom_bench_shape_str(&ps, "op", c->name);
@@ -384,26 +573,87 @@ static int lang_row(const lang_args_t *a, loom_bench_table_t *t, const int *col,
   loom_bench_shape_str(&ps, "dtype", row->dtype);
   loom_bench_shape_int(&ps, "world", x->W);
   (void)loom_bench_row_pair(row, a->peer_json, "torch", &ps, 0);
+  return row;
+}
+
+/* What the generated rows' hand(us) ran, in words (loom_gemm_ar's: in buf). */
+static const char *hand_words(const lang_run_t *x, char *buf, size_t cap) {
+  if (x->c->kind != LANG_HAND_GEMM_AR) return x->c->hand;
+  snprintf(buf, cap, "loom_gemm_ar auto:%s", loom_bench_tp_path(x->hpath));
+  return buf;
+}
+
+/* Rank 0: generated row j of case x (failed: an error on some rank, its note says so). Returns its failures. */
+static int gen_row(const lang_args_t *a, loom_bench_table_t *t, const int *col, const lang_run_t *x, int j,
+                   const loom_bench_time_t *tm, int64_t wrong, int failed) {
+  char impl[48], buf[48];
+  snprintf(impl, sizeof impl, "generated:%s", lang_case_row_label(x->c, j));
+  loom_bench_row_t *row = row_open(a, t, x, impl);
+  if (!row) return 1;
+  if (failed) {
+    snprintf(row->note, sizeof row->note, "error (see stderr)");
+    return 1;
+  }
+  const double gen = tm[j].median_us, hus = tm[x->rows].median_us;
+  row->fused_us = gen, row->min_us = tm[j].min_us, row->max_us = tm[j].max_us;
+  row->own[col[COL_HAND]] = hus;
+  row->own[col[COL_RATIO]] = hus / gen;
+  for (int m = 0; m < 3; ++m) row->own[col[COL_COLD + m]] = x->missed[j][m] ? NAN : x->ms[j][m];
+  row->wrong = wrong;
   snprintf(row->note, sizeof row->note, "vs %s; %d kernels; compile %.0f / %.1f / %.1f ms%s%s%s; checked %s",
-           c->hand, x->kernels, x->wall[0], x->wall[1], x->wall[2], x->missed[0] ? "; cold served by a cache" : "",
-           x->missed[1] ? "; disk cache missed" : "", x->missed[2] ? "; memory cache missed" : "",
-           wrong < 0 ? "not" : c->check_hand ? "vs the hand-written op" : "vs the interpreter");
+           hand_words(x, buf, sizeof buf),
+           x->kernels[j], x->wall[j][0], x->wall[j][1], x->wall[j][2], x->missed[j][0] ? "; cold served by a cache" : "",
+           x->missed[j][1] ? "; disk cache missed" : "", x->missed[j][2] ? "; memory cache missed" : "",
+           wrong < 0 ? "not" : x->c->check_hand ? "vs the hand-written op" : "vs the interpreter");
   loom_bench_row_finish(row);
-  printf("# lang %-9s %-22s generated %10.1f us  hand %10.1f us  hand/gen %5.2f  compile cold %7.1f disk %5.1f warm "
-         "%5.1f ms  #wrong %lld\n", c->name, x->bind, tm[0].median_us, tm[1].median_us,
-         tm[1].median_us / tm[0].median_us,
-         x->ms[0], x->ms[1], x->ms[2], (long long)wrong);
+  printf("# lang %-13s %-23s %-18s generated %10.1f us  hand %10.1f us  hand/gen %5.2f  peer/gen %5.2f  compile cold "
+         "%7.1f disk %5.1f warm %5.1f ms  #wrong %lld\n", x->c->name, impl, x->bind, gen, hus, hus / gen, row->vs_peer,
+         x->ms[j][0], x->ms[j][1], x->ms[j][2], (long long)wrong);
+  fflush(stdout);
+  return wrong > 0;
+}
+
+/* Rank 0: the row of variant v of the hand-written op (loom_gemm_ar's transfers). Returns its failures. */
+static int hand_row(const lang_args_t *a, loom_bench_table_t *t, const int *col, const lang_run_t *x, int v,
+                    const loom_bench_time_t *tm, int64_t wrong, int failed) {
+  loom_bench_row_t *row = row_open(a, t, x, k_ar_impl[v]);
+  if (!row) return 1;
+  if (v == HAND_AUTO) loom_bench_row_auto(row, loom_bench_tp_path(x->hpath));
+  if (failed) {
+    snprintf(row->note, sizeof row->note, "error (see stderr)");
+    return 1;
+  }
+  const loom_bench_time_t *h = &tm[x->rows + v];
+  row->own[col[COL_HAND]] = h->median_us;
+  if (v == HAND_AUTO) row->auto_us = h->median_us;
+  row->min_us = h->min_us, row->max_us = h->max_us;
+  row->wrong = wrong;
+  char ratio[32] = "";
+  if (!isnan(row->peer_us)) snprintf(ratio, sizeof ratio, "; peer/hand %.2f", row->peer_us / h->median_us);
+  snprintf(row->note, sizeof row->note, "loom_gemm_ar, transfer %s%s; %s",
+           v == HAND_AUTO ? "AUTO" : loom_bench_tp_path(k_ar_transfer[v]), ratio,
+           v == hand_reference(x->c) ? "the checks' reference" : wrong < 0 ? "not checked" : "checked vs hand:sequential");
+  loom_bench_row_finish(row);
+  printf("# lang %-13s %-23s %-18s hand %10.1f us  #wrong %lld\n", x->c->name, row->impl, x->bind, h->median_us,
+         (long long)wrong);
   fflush(stdout);
   return wrong > 0;
 }
 
 /* ---- a case, every case ---------------------------------------------------------------------- */
 
-/* The steps before the race: the program, its three compiles, its buffers (filled), the hand-written op. */
+/* The steps before the race: the program, each row's schedule and three compiles, the buffers (filled), the
+ * hand-written op. */
 static loom_result_t lang_prepare(lang_run_t *x, cudaStream_t s) {
-  int64_t bad = case_program(x->c, &x->p, &x->q);
-  loom_result_t r = bad ? LOOM_ERR_INVALID_ARGUMENT : compile_three(x); /* (every rank parses alike) */
-  if (r == LOOM_SUCCESS) r = prog_io_make(x->gen, &x->io);
+  if (x->rows > LANG_ROWS_MAX)
+    return loom_bench_fail(LOOM_ERR_INVALID_ARGUMENT, "bench lang %s: %d rows; at most LANG_ROWS_MAX = %d", x->c->name,
+                           x->rows, LANG_ROWS_MAX);
+  int64_t bad = case_parse(x->c, &x->p);
+  for (int j = 0; j < x->rows && !bad; ++j) bad = row_program(x->c, j, x->p, &x->q[j]);
+  loom_result_t r = bad ? LOOM_ERR_INVALID_ARGUMENT : LOOM_SUCCESS; /* (every rank parses alike) */
+  for (int j = 0; j < x->rows && r == LOOM_SUCCESS; ++j) r = compile_three(x, j);
+  if (r == LOOM_SUCCESS) r = prog_io_make(x->gen[0], &x->io);
+  for (int j = 1; j < x->rows && r == LOOM_SUCCESS; ++j) r = same_io(x, j);
   if (r == LOOM_SUCCESS && prog_io_fill(&x->io, x->rank % x->W, LANG_SEED, s))
     r = loom_bench_fail(LOOM_ERR_CUDA, "bench lang: filling the inputs");
   bad = r != LOOM_SUCCESS; /* the ranks agree before the hand-written op's plan (collective) */
@@ -412,11 +662,15 @@ static loom_result_t lang_prepare(lang_run_t *x, cudaStream_t s) {
   return hand_open(x);
 }
 
-/* The generated code and the hand-written op raced (collective); their medians in tm[0], tm[1]. */
-static loom_result_t lang_race(const lang_args_t *a, lang_run_t *x, cudaStream_t s, loom_bench_time_t tm[2]) {
-  loom_bench_op_fn ops[2] = {gen_call, hand_call};
-  void *args[2] = {x, x};
-  LOOM_BENCH_TRY(loom_bench_time_ranks_side_by_side(x->nccl, s, a->o.warmup, a->o.reps, 2, ops, args, tm));
+/* Every generated row and every variant of the hand-written op raced (collective): tm[k] per op. */
+static loom_result_t lang_race(const lang_args_t *a, lang_run_t *x, cudaStream_t s, loom_bench_time_t *tm) {
+  enum { N = LANG_ROWS_MAX + HAND_GEMM_AR_N };
+  loom_bench_op_fn ops[N];
+  void *args[N];
+  lang_op_t op[N];
+  const int n = x->rows + x->hands;
+  for (int k = 0; k < n; ++k) op[k].x = x, op[k].j = k, ops[k] = race_op, args[k] = &op[k];
+  LOOM_BENCH_TRY(loom_bench_time_ranks_side_by_side(x->nccl, s, a->o.warmup, a->o.reps, n, ops, args, tm));
   LOOM_BENCH_CUDA(cudaStreamSynchronize(s));
   return loom_comm_get_async_error(x->comm);
 }
@@ -430,19 +684,27 @@ static void agree(const lang_run_t *x, loom_result_t r, cudaStream_t s, int64_t 
   if (loom_bench_sum_ranks(x->nccl, s, failed) != LOOM_SUCCESS) *failed = 1;
 }
 
+/* Case c on this rank (collective): prepared, checked, raced; its rows on rank 0. Returns the failures. */
 static int lang_case_bench(const lang_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s,
                            loom_bench_table_t *t, const int *col, const lang_case_t *c) {
+  enum { N = LANG_ROWS_MAX + HAND_GEMM_AR_N };
   lang_run_t x;
   memset(&x, 0, sizeof x);
   x.c = c, x.bind = case_bind(a, c), x.comm = comm, x.nccl = ctx->nccl, x.rank = ctx->rank, x.W = ctx->size;
+  x.rows = lang_case_rows(c), x.hands = hand_variants(c);
   loom_result_t r = lang_prepare(&x, s);
-  int64_t wrong = -1, failed = 0;
-  if (r == LOOM_SUCCESS && a->o.check) r = c->check_hand ? check_hand(&x, s, &wrong) : check_interp(&x, s, &wrong);
+  int64_t wrong[N], failed = 0;
+  for (int k = 0; k < N; ++k) wrong[k] = -1;
+  if (r == LOOM_SUCCESS && a->o.check) r = lang_check(&x, s, wrong);
   agree(&x, r, s, &failed);
-  loom_bench_time_t tm[2];
+  loom_bench_time_t tm[N];
   if (!failed) agree(&x, lang_race(a, &x, s, tm), s, &failed);
-  if (!failed && wrong >= 0 && loom_bench_sum_ranks(ctx->nccl, s, &wrong) != LOOM_SUCCESS) failed = 1;
-  const int failures = ctx->rank == 0 ? lang_row(a, t, col, &x, tm, wrong, failed != 0) : 0;
+  for (int k = 0; k < x.rows + x.hands && !failed; ++k)
+    if (wrong[k] >= 0 && loom_bench_sum_ranks(ctx->nccl, s, &wrong[k]) != LOOM_SUCCESS) failed = 1;
+  int failures = 0;
+  for (int j = 0; j < x.rows && ctx->rank == 0; ++j) failures += gen_row(a, t, col, &x, j, tm, wrong[j], failed != 0);
+  for (int v = 0; x.hands > 1 && v < x.hands && ctx->rank == 0; ++v)
+    failures += hand_row(a, t, col, &x, v, tm, wrong[x.rows + v], failed != 0);
   cudaStreamSynchronize(s);
   run_release(&x);
   return failures;
@@ -464,15 +726,21 @@ static int lang_rank(loom_rank_ctx_t *ctx, void *arg) {
   for (int i = 0; i < lang_case_count(); ++i)
     if (!a->only || a->only == lang_case(i)) failures += lang_case_bench(a, ctx, comm, s, &t, col, lang_case(i));
   if (ctx->rank == 0) {
-    loom_bench_note(&t, "fused(us) = the generated code (loom_prog_compile of the case's schedule, loom_prog_run); "
-                        "hand(us) = loom's hand-written op on the same sizes; hand/gen > 1: generated faster");
+    loom_bench_note(&t, "fused(us) = the generated code (loom_prog_compile of the row's scheduled program, "
+                        "loom_prog_run); hand(us) = loom's hand-written op on the same inputs; hand/gen > 1: generated "
+                        "faster");
+    loom_bench_note(&t, "mp_layer*: CoCoNet Figure 11, rows = prefixes of model_parallel.loom's best: mm_ar_c [:1], "
+                        "mm_rs_c_ag [:3], fuse_rs_c_ag [:4], overlap [:5]; hand(us) of them = loom_gemm_ar AUTO");
+    loom_bench_note(&t, "hand:* rows: loom_gemm_ar's transfers (AUTO, SEQUENTIAL, SM_COPY), time in hand(us), the "
+                        "peer's ratio in their note");
     loom_bench_note(&t, "cold = NVRTC, no cache; disk = the disk cache (memory cache emptied); warm = the memory "
                         "cache: loom_prog_compile's kernel time (the note: each whole compile, cold / disk / warm)");
-    loom_bench_note(&t, "#wrong: ar_norm, gemm_bias against the hand-written op's outputs, adam, lamb against the "
-                        "interpreter; relative to max(1, |ref|), bound 6e-2 (bf16), 2e-4 (fp32)");
+    loom_bench_note(&t, "#wrong: ar_norm, gemm_bias against the hand-written op's outputs, mp_layer* against "
+                        "loom_gemm_ar SEQUENTIAL's, adam, lamb against the interpreter; relative to max(1, |ref|), "
+                        "bound 6e-2 (bf16), 1.5e-2 (fp16), 2e-4 (fp32)");
     if (a->peer_json[0])
-      loom_bench_note(&t, "peer(us): PyTorch's code for the case (bench/peers/lang_torch.py, this job): %.80s",
-                      a->peer_json);
+      loom_bench_note(&t, "peer(us): PyTorch's code for the case (bench/peers/lang_torch.py, this job), peer/now = "
+                          "peer(us) / fused(us): %.80s", a->peer_json);
     else
       loom_bench_note(&t, "%s", a->peer_note[0] ? a->peer_note : "PyTorch peer: no rows");
     char title[160];
@@ -511,8 +779,8 @@ static void lang_peer(lang_args_t *a, int world) {
                             sizeof a->peer_note);
 }
 
-LOOM_BENCH(lang, "loom programs' generated code vs loom's hand-written ops (AllReduce+RMSNorm, Adam, LAMB, GEMM+bias); "
-                 "compile times cold / disk / warm") {
+LOOM_BENCH(lang, "loom programs' generated code vs loom's hand-written ops (AllReduce+RMSNorm, Adam, LAMB, GEMM+bias, "
+                 "CoCoNet Figure 11's GEMM+AllReduce layer); compile times cold / disk / warm") {
   lang_args_t a;
   memset(&a, 0, sizeof a);
   a.peer = 1;
