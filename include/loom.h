@@ -263,7 +263,11 @@ loom_result_t loom_peer_ptr(loom_comm_t comm, const void *ptr, int peer, void **
  * orders, all get LOOM_ERR_INVALID_ARGUMENT ("the ranks' descriptions
  * differ"), never mismatched protocols. */
 
-/* Collective. Releases a plan of any operation and its workspace. */
+/* Collective. Releases a plan of any operation and its workspace, after
+ * waiting for its last call made on a stream (not for the device). Calls
+ * captured into a CUDA graph are the graph's: finish its replays (and
+ * launch no more) before destroying a plan they use, as for any memory a
+ * graph uses. */
 loom_result_t loom_plan_destroy(loom_plan_t plan);
 
 /* ---- pointwise epilogue (GEMM + AllReduce and the collectives) ---------- */
@@ -482,8 +486,8 @@ typedef struct loom_embedding_plan_info {
  * comm's workspace; a plan whose 32-bit signal counts would overflow is
  * refused, naming the count, its value and the limit. A rank that refuses
  * its description makes the others fail ("another rank refused its
- * arguments"). loom_plan_destroy waits for the plan's last call (graph
- * replays included), not for the device. */
+ * arguments"). loom_plan_destroy waits for the plan's last call (not a
+ * graph's replays: finish those first), not for the device. */
 loom_result_t loom_plan_embedding_a2a(loom_comm_t comm, const loom_embedding_desc_t *desc,
                                       loom_plan_t *out);
 
@@ -1186,7 +1190,7 @@ typedef struct loom_coll_plan_info {
  * signals. Ranks whose LOOM_ALLREDUCE_* settings resolve different
  * algorithms count as differing; a rank that refuses its description makes
  * the others fail ("another rank refused its arguments"). loom_plan_destroy
- * waits for the plan's last call. */
+ * waits for the plan's last call made on a stream. */
 loom_result_t loom_plan_allreduce(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out);
 loom_result_t loom_plan_reduce_scatter(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out);
 loom_result_t loom_plan_all_gather(loom_comm_t comm, const loom_coll_desc_t *desc, loom_plan_t *out);

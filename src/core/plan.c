@@ -253,8 +253,15 @@ loom_result_t loom__call_exit(loom_plan_t plan, cudaStream_t stream, int *captur
   if (e != cudaSuccess) return loom__cuda_fail((int)e, "cudaStreamIsCapturing (a call's exit)", __FILE__, __LINE__);
   const int cap = cs == cudaStreamCaptureStatusActive;
   if (capturing) *capturing = cap;
-  e = cudaEventRecordWithFlags(plan->done, stream, cap ? cudaEventRecordExternal : cudaEventRecordDefault);
-  if (e != cudaSuccess) return loom__cuda_fail((int)e, "cudaEventRecordWithFlags (a call's exit)", __FILE__, __LINE__);
+  /* an eager call records the plan's `done` (loom_plan_destroy waits for
+   * it); a captured one does not: an event node after every kernel node
+   * costs 1.1-1.4 us per call in a graph of calls on an H200
+   * (dev/coll/graph_nodes_probe), and a graph's replays are the caller's to
+   * finish before it destroys what they use (loom.h, loom_plan_destroy) */
+  if (!cap) {
+    e = cudaEventRecord(plan->done, stream);
+    if (e != cudaSuccess) return loom__cuda_fail((int)e, "cudaEventRecord (a call's exit)", __FILE__, __LINE__);
+  }
   loom__trace_end(plan, stream);
   return LOOM_SUCCESS;
 }

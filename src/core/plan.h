@@ -39,7 +39,7 @@ struct loom_plan {
   size_t staging_offset;     /* after the signals, rounded up */
   uint32_t epoch;            /* calls made so far */
   void *op_state;            /* op->state_bytes, released by op->release */
-  cudaEvent_t done;          /* recorded by every call (loom__call_exit), waited for by destroy; NULL on a test comm */
+  cudaEvent_t done;          /* recorded by every eager call (loom__call_exit), waited for by destroy; NULL on a test comm */
   struct loom_trace *trace;  /* the calls' stage timelines at LOOM_DEBUG=TRACE (trace.h), else NULL */
 };
 
