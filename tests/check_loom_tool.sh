@@ -66,11 +66,12 @@ rm -f "$bad"
   { echo "check_loom_tool: 'loom check' of an ill-typed program: exit $rc, '$msg'"; fail=1; }
 bench="$(dirname "$tool")/loom-bench"
 out=$(CUDA_VISIBLE_DEVICES= "$bench" lang --list 2>&1)
-printf '%s\n' "$out" | grep -qE '^adam +best +N=16777216 +examples/lang/adam.loom +interpreter at N=65537 ' &&
-  [ "$(printf '%s\n' "$out" | grep -cE '^(ar_norm|adam|lamb|gemm_bias) ')" = 4 ] ||
-  { echo "check_loom_tool: 'loom-bench lang --list' does not list the four cases: $out"; fail=1; }
+printf '%s\n' "$out" | grep -qE '^adam +generated:best +best +N=16777216 +examples/lang/adam.loom +interpreter at N=65537 ' &&
+  [ "$(printf '%s\n' "$out" | grep -cE '^(ar_norm|adam|lamb|gemm_bias) ')" = 4 ] &&
+  [ "$(printf '%s\n' "$out" | grep -cE '^mp_layer +generated:(mm_ar_c|mm_rs_c_ag|fuse_rs_c_ag|overlap) +best\[:[1345]\] ')" = 4 ] ||
+  { echo "check_loom_tool: 'loom-bench lang --list' does not list the cases and Figure 11's four schedules: $out"; fail=1; }
 out=$(CUDA_VISIBLE_DEVICES= "$bench" lang --list --quick --case ar_norm 2>&1)
-printf '%s\n' "$out" | grep -qE '^ar_norm +fused +R=1024,C=4096 ' && ! printf '%s\n' "$out" | grep -q '^adam ' ||
+printf '%s\n' "$out" | grep -qE '^ar_norm +generated:fused +fused +R=1024,C=4096 ' && ! printf '%s\n' "$out" | grep -q '^adam ' ||
   { echo "check_loom_tool: 'loom-bench lang --list --quick --case ar_norm' does not list that case alone: $out"; fail=1; }
 [ $fail = 0 ] && echo "check_loom_tool: loom env lists the $decl settings, loom version runs, loom check (--protocols)/schedules/interp/tune --list work, loom-bench lang --list works"
 exit $fail

@@ -38,6 +38,12 @@ LOOM_PARAM_INT(ALLREDUCE_LL_BYTES, "1M",
                "to this many bytes of input at 2 ranks, this / (W-1) at W "
                "(0: never); loom_reduce_scatter and loom_all_gather: "
                "their LL while (W-1) x slice bytes stay within it")
+LOOM_PARAM_INT(COLL_PDL, "1",
+               "1: loom's collectives launch as programmatic dependents of "
+               "the stream's previous kernel (sm_90 on: the launch hides "
+               "under that kernel's tail; never in a one-GPU world, where "
+               "early blocks would hold SMs a peer rank needs); 0: plain "
+               "launches")
 LOOM_PARAM_INT(ALLREDUCE_PUSH_BYTES, "4M",
                "loom_allreduce with LOOM_COLL_AUTO: the one-shot by "
                "stores (a flag per chunk) above LL, up to this many bytes "
@@ -523,7 +529,8 @@ static loom_result_t coll_call(loom_plan_t plan, int kind, const char *fn, const
    * in + this rank's slice begin, aligned or not) */
   a.out = kind == LOOM__COLL_RS && a.in_place ? (char *)in : (char *)out;
   (void)loom__plan_next_epoch(plan);
-  LOOM_TRY(loom__coll_launch(&a, st->blocks, st->smem, stream));
+  const int pdl = loom__param_COLL_PDL() != 0 && !comm->world && comm->cc_major >= 9;
+  LOOM_TRY(loom__coll_launch(&a, st->blocks, st->smem, pdl, stream));
   return loom__call_exit(plan, stream, NULL);
 }
 

@@ -168,8 +168,10 @@ loom_result_t loom__coll_check_call(const char *fn, int kind, loom_comm_t comm, 
                                     const void *in, void *out, const loom_epilogue_t *epi, const void *norm_w,
                                     const void *norm_b, int *in_place, loom_pointwise_t *pw);
 
-/* Launches the kernel for (a->in_type, a->out_type). */
-loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks, size_t smem, cudaStream_t stream);
+/* Launches the kernel for (a->in_type, a->out_type); pdl: as a programmatic
+ * dependent of the stream's previous kernel (sm_90 on; the kernel waits
+ * for that kernel's completion before anything else). */
+loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks, size_t smem, int pdl, cudaStream_t stream);
 
 /* Loads the kernel of (in_type, out_type) for kernel kind `kind`
  * (loom__coll_kernel_kind_t) (lazy loading) and allows it `smem` bytes of

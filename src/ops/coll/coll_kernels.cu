@@ -19,6 +19,20 @@
 #include "ops/common/coll_device.cuh"
 #include "ops/coll/coll_schedule.h"
 
+/* Programmatic dependent launch (sm_90 on): a call launched with it may be
+ * scheduled while the stream's previous kernel still runs, so that its
+ * launch hides under that kernel's tail; everything a call touches (the
+ * plan's epoch, the buffers, the peers) waits here, first, for that
+ * kernel's completion and its memory. Then the stream's next kernel may be
+ * scheduled at once (its own wait holds it until this one completes).
+ * Without the launch attribute both are no-ops. */
+static __device__ __forceinline__ void loom__coll_pdl_enter(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* The chunks of the reduction step: the whole vector (one-shot) or this
  * rank's slice; block b takes items b, b + G, ... */
 static __device__ __forceinline__ void loom__coll_reduce_span(const loom_coll_args_t &a, int64_t mb, int64_t ml,
@@ -30,6 +44,7 @@ static __device__ __forceinline__ void loom__coll_reduce_span(const loom_coll_ar
 
 template <int TI, int TO>
 __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_kernel(const __grid_constant__ loom_coll_args_t a) {
+  loom__coll_pdl_enter();
   extern __shared__ float loom_coll_xs[]; /* a row in fp32 (row-wise epilogue) */
   __shared__ float red[33];
   const loom_dev_comm_t &dc = a.dc;
@@ -267,6 +282,7 @@ static __device__ __forceinline__ void loom__ll_store_words(char *base, int64_t 
  * themselves; the plan's epoch advances when the last block is done. */
 template <int TI, int TO>
 __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_ll_kernel(const __grid_constant__ loom_coll_args_t a) {
+  loom__coll_pdl_enter();
   extern __shared__ float loom_coll_xs[];
   __shared__ float red[33];
   const int W = a.dc.size;
@@ -366,6 +382,7 @@ static __device__ int loom__ll_ag_receive(const loom_coll_args_t &a, int64_t g0,
  * block is done. */
 template <int TI, int TO>
 __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_ll_slices_kernel(const __grid_constant__ loom_coll_args_t a) {
+  loom__coll_pdl_enter();
   constexpr int ES = TI == LOOM_FP32 ? 4 : 2;
   const int W = a.dc.size, r = a.dc.rank, ag = a.kind == LOOM__CK_LL_AG;
   loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(a.dc.ws + a.epoch_off);
@@ -401,6 +418,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_ll_slices_kernel
  * advances when the last block is done. */
 template <int TI, int TO>
 __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_push_kernel(const __grid_constant__ loom_coll_args_t a) {
+  loom__coll_pdl_enter();
   extern __shared__ float loom_coll_xs[];
   __shared__ float red[33];
   __shared__ const char *src[LOOM_COLL_MAX_PEERS];
@@ -481,10 +499,21 @@ static loom_coll_kernel_fn loom_coll_pick(int ti, int to, int kind) {
   return NULL;
 }
 
-extern "C" loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks, size_t smem, cudaStream_t stream) {
+extern "C" loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks, size_t smem, int pdl,
+                                           cudaStream_t stream) {
   loom_coll_kernel_fn k = loom_coll_pick(a->in_type, a->out_type, a->kind);
   if (!k) return loom__fail(LOOM_ERR_INTERNAL, "collective kernel for dtypes %d -> %d missing", a->in_type, a->out_type);
-  k<<<blocks, LOOM_COLL_THREADS, smem, stream>>>(*a);
+  if (!pdl) {
+    k<<<blocks, LOOM_COLL_THREADS, smem, stream>>>(*a);
+  } else {
+    cudaLaunchConfig_t lc = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    lc.gridDim = dim3((unsigned)blocks), lc.blockDim = dim3(LOOM_COLL_THREADS), lc.dynamicSmemBytes = smem;
+    lc.stream = stream, lc.attrs = attr, lc.numAttrs = 1;
+    LOOM_CUDA(cudaLaunchKernelEx(&lc, k, *a));
+  }
   LOOM_CUDA_LAUNCHED("loom__coll_kernel");
   return LOOM_SUCCESS;
 }
