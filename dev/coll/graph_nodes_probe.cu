@@ -12,7 +12,7 @@
  * Per op (AllReduce, ReduceScatter, AllGather; each AUTO: LL at these sizes)
  * and size (4 KiB, 64 KiB, 256 KiB of bf16), every rank captures 16 calls
  * into graph A as the library makes them, then builds graph B from A's kernel
- * nodes alone, chained in A's order with A's parameters (the same kernels: a
+ * nodes alone, chained in A's order with A's parameters and plain edges (the same kernels: a
  * call's epoch is read from the plan's device counter, so replays of either
  * are new calls). NCCL's 16 calls captured the same way are the reference.
  * Each graph is replayed `reps` times after 5 warm-ups, every rank's replays
@@ -105,10 +105,11 @@ static int kernels_only(cudaGraph_t a, cudaGraph_t *b, int *nodes_a, int *nodes_
       prev = nn, ++*nodes_b;
     }
     size_t nd = 0;
+    cudaGraphEdgeData edge; /* (programmatic edges, with LOOM_COLL_PDL, are read and dropped: B's are plain) */
     CK(cudaGraphNodeGetDependentNodes(node, NULL, NULL, &nd));
     if (nd == 0) break;
     if (nd != 1) return fprintf(stderr, "graph A branches (%zu dependents)\n", nd), 1;
-    CK(cudaGraphNodeGetDependentNodes(node, &node, NULL, &nd));
+    CK(cudaGraphNodeGetDependentNodes(node, &node, &edge, &nd));
   }
   return 0;
 }
