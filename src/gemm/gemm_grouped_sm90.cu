@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/launch_dependent.cuh"
 #include "gemm/gemm.h"
 #include "gemm/gemm_heuristic.h"
 #include "gemm/gemm_sm90.cuh"
@@ -114,13 +115,8 @@ static loom_result_t grouped_launch(const loom_grouped_gemm_desc_t *d, const voi
   if (!arrive) {
     kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, mc, args);
   } else { /* a programmatic dependent of the kernel that sends the rows */
-    cudaLaunchConfig_t lc = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    lc.gridDim = dim3((unsigned)grid), lc.blockDim = dim3(LOOM_SM90_THREADS), lc.dynamicSmemBytes = smem;
-    lc.stream = stream, lc.attrs = attr, lc.numAttrs = 1;
-    LOOM_CUDA(cudaLaunchKernelEx(&lc, kern, ma, mb, mc, args));
+    LOOM_CUDA(loom__launch_dependent(kern, dim3((unsigned)grid), dim3(LOOM_SM90_THREADS), smem, stream, ma, mb, mc,
+                                     args));
   }
   LOOM_CUDA_LAUNCHED("loom__gemm_sm90_kernel (grouped)");
   return LOOM_SUCCESS;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/launch_dependent.cuh"
 #include "ops/coll/coll.h"
 #include "ops/common/coll_device.cuh"
 #include "ops/coll/coll_schedule.h"
@@ -506,13 +507,7 @@ extern "C" loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks
   if (!pdl) {
     k<<<blocks, LOOM_COLL_THREADS, smem, stream>>>(*a);
   } else {
-    cudaLaunchConfig_t lc = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    lc.gridDim = dim3((unsigned)blocks), lc.blockDim = dim3(LOOM_COLL_THREADS), lc.dynamicSmemBytes = smem;
-    lc.stream = stream, lc.attrs = attr, lc.numAttrs = 1;
-    LOOM_CUDA(cudaLaunchKernelEx(&lc, k, *a));
+    LOOM_CUDA(loom__launch_dependent(k, dim3((unsigned)blocks), dim3(LOOM_COLL_THREADS), smem, stream, *a));
   }
   LOOM_CUDA_LAUNCHED("loom__coll_kernel");
   return LOOM_SUCCESS;
