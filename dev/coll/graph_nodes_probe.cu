@@ -19,7 +19,10 @@
  * back to back (the ranks' kernels wait for each other, so they keep in
  * step); a replay's time is cudaEvent-timed on rank 0, the row its median
  * over 16. Rows: op, size, NCCL us/call, A's nodes and us/call, B's nodes and
- * us/call, and A - B per call (the event node's cost).
+ * us/call, and A - B per call (the event node's cost). Then eager: an
+ * AllReduce of 4 KiB timed call by call, alone and with one or two more
+ * event records after each call: what the record each eager call ends with
+ * costs the call's latency.
  */
 #include <algorithm>
 #include <cuda_runtime.h>
@@ -186,6 +189,49 @@ static int probe_row(loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s, int
   return 0;
 }
 
+/* Eager: the median of `reps` calls of c, each timed alone between two events (after 5), with `extra`
+ * more event records after the call (the cost of the record every eager loom call ends with). */
+static int time_eager(const probe_call_t *c, cudaStream_t s, int reps, int extra, double *us) {
+  cudaEvent_t e0, e1, x;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  CK(cudaEventCreateWithFlags(&x, cudaEventDisableTiming));
+  std::vector<float> t;
+  for (int i = 0; i < reps + 5; ++i) {
+    float ms = 0;
+    CK(cudaStreamSynchronize(s));
+    CK(cudaEventRecord(e0, s));
+    if (call_once(c, s)) return 1;
+    for (int k = 0; k < extra; ++k) CK(cudaEventRecord(x, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i >= 5) t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  *us = 1000.0 * t[t.size() / 2];
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  CK(cudaEventDestroy(x));
+  return 0;
+}
+
+/* Eager AllReduce at 4 KiB: alone, and with one and two more event records after each call. */
+static int probe_eager(loom_rank_ctx_t *ctx, loom_comm_t comm, cudaStream_t s, int reps, void *in, void *out) {
+  probe_call_t c = {OP_AR, NULL, ctx->nccl, in, out, 2048, ctx->size, ctx->rank};
+  loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
+  d.count = 2048, d.dtype = LOOM_BF16, d.out_type = LOOM_BF16, d.world_size = ctx->size;
+  LK(loom_plan_allreduce(comm, &d, &c.plan));
+  double t[3];
+  for (int extra = 0; extra < 3; ++extra)
+    if (time_eager(&c, s, reps, extra, &t[extra])) return 1;
+  LK(loom_plan_destroy(c.plan));
+  if (ctx->rank == 0)
+    printf("eager allreduce 4 KiB  W=%d  alone %6.2f us  + 1 event record %6.2f us  + 2 %6.2f us: %5.2f us per record\n",
+           ctx->size, t[0], t[1], t[2], (t[2] - t[0]) / 2);
+  return 0;
+}
+
 static int probe_rank(loom_rank_ctx_t *ctx, void *arg) {
   const probe_args_t *a = (const probe_args_t *)arg;
   loom_comm_t comm = NULL;
@@ -201,6 +247,7 @@ static int probe_rank(loom_rank_ctx_t *ctx, void *arg) {
   for (int op = OP_AR; op <= OP_AG; ++op)
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; ++i)
       if (probe_row(ctx, comm, s, op, sizes[i], a->reps, in, out)) return 1;
+  if (probe_eager(ctx, comm, s, a->reps, in, out)) return 1;
   CK(cudaStreamSynchronize(s));
   LK(loom_free(comm, in));
   CK(cudaFree(out));
