@@ -40,7 +40,7 @@ LOOM_PARAM_INT(ALLREDUCE_LL_BYTES, "1M",
                "their LL while (W-1) x slice bytes stay within it")
 LOOM_PARAM_INT(COLL_PDL, "1",
                "1: loom's collectives launch as programmatic dependents of "
-               "the stream's previous kernel (sm_90 on: the launch hides "
+               "the stream's previous kernel on Hopper (the launch hides "
                "under that kernel's tail; never in a one-GPU world, where "
                "early blocks would hold SMs a peer rank needs); 0: plain "
                "launches")
@@ -529,7 +529,9 @@ static loom_result_t coll_call(loom_plan_t plan, int kind, const char *fn, const
    * in + this rank's slice begin, aligned or not) */
   a.out = kind == LOOM__COLL_RS && a.in_place ? (char *)in : (char *)out;
   (void)loom__plan_next_epoch(plan);
-  const int pdl = loom__param_COLL_PDL() != 0 && !comm->world && comm->cc_major >= 9;
+  /* Hopper only: there the sm_90a code (which waits, griddepcontrol) runs; any later GPU runs the
+   * compute_80 PTX, which has no wait and so must not start before the previous kernel ends */
+  const int pdl = loom__param_COLL_PDL() != 0 && !comm->world && comm->cc_major == 9;
   LOOM_TRY(loom__coll_launch(&a, st->blocks, st->smem, pdl, stream));
   return loom__call_exit(plan, stream, NULL);
 }

@@ -20,7 +20,9 @@
 #include "ops/common/coll_device.cuh"
 #include "ops/coll/coll_schedule.h"
 
-/* Programmatic dependent launch (sm_90 on): a call launched with it may be
+/* Programmatic dependent launch (Hopper: the sm_90a code; coll.c launches
+ * so nowhere else, since the compute_80 PTX other GPUs run has no wait): a
+ * call launched with it may be
  * scheduled while the stream's previous kernel still runs, so that its
  * launch hides under that kernel's tail; everything a call touches (the
  * plan's epoch, the buffers, the peers) waits here, first, for that
