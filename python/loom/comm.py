@@ -449,11 +449,21 @@ class Comm:
     # ---- teardown ---------------------------------------------------------
 
     def close(self):
-        """Collective: destroys this comm's plans, frees its memory (tensors
-        over it become invalid), destroys the loom comm and, if loom made it,
-        the NCCL comm."""
+        """Collective: waits for the device's work (a CUDA graph's replays
+        may use this comm's plans), destroys this comm's plans, frees its
+        memory (tensors over it become invalid), destroys the loom comm and,
+        if loom made it, the NCCL comm."""
         if self._handle is None:
             return
+        if self._plans:
+            # a CUDA graph's replays may still run these plans' kernels (loom_plan_destroy waits only for
+            # the calls made on a stream): the device's work finishes first (graphs come from torch here)
+            try:
+                t = _torch.torch()
+            except ImportError:
+                t = None
+            if t is not None and t.cuda.is_available():
+                self._bounded(lambda: t.cuda.synchronize(self.device), "torch.cuda.synchronize (close)")
         for p in list(self._plans):
             p.close()
         self._plans.clear()
