@@ -56,6 +56,8 @@
  * --list prints the cases, each row's schedule and what each checks,
  * without a GPU (each row's program parsed, checked and scheduled on the
  * host).
+ * A loom_gemm_ar case (mp_layer*) at a world that does not divide H is left
+ * out, with a note in the table saying so (loom_gemm_ar takes k = H / W).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -710,6 +712,16 @@ static int lang_case_bench(const lang_args_t *a, loom_rank_ctx_t *ctx, loom_comm
   return failures;
 }
 
+/* Whether case c runs at W ranks: loom_gemm_ar's cases take k = H / W, so H must split evenly; why: the
+ * note where it does not. */
+static int case_runs(const lang_case_t *c, const char *bind, int W, char *why, size_t cap) {
+  const int64_t H = lang_bind_size(bind, "H");
+  if (c->kind != LANG_HAND_GEMM_AR || (H > 0 && H % W == 0)) return 1;
+  snprintf(why, cap, "%s not run: H=%lld does not split over W=%d ranks (loom_gemm_ar takes k = H / W)", c->name,
+           (long long)H, W);
+  return 0;
+}
+
 static int lang_rank(loom_rank_ctx_t *ctx, void *arg) {
   const lang_args_t *a = (const lang_args_t *)arg;
   cudaStream_t s = NULL;
@@ -723,8 +735,14 @@ static int lang_rank(loom_rank_ctx_t *ctx, void *arg) {
   int col[NCOLS], failures = 0;
   for (int i = 0; i < NCOLS; ++i)
     col[i] = loom_bench_own_col(&t, head[i], key[i], i == COL_RATIO ? 3 : i > COL_COLD ? 2 : 1);
-  for (int i = 0; i < lang_case_count(); ++i)
-    if (!a->only || a->only == lang_case(i)) failures += lang_case_bench(a, ctx, comm, s, &t, col, lang_case(i));
+  for (int i = 0; i < lang_case_count(); ++i) {
+    char why[200];
+    if (a->only && a->only != lang_case(i)) continue;
+    if (case_runs(lang_case(i), case_bind(a, lang_case(i)), ctx->size, why, sizeof why))
+      failures += lang_case_bench(a, ctx, comm, s, &t, col, lang_case(i));
+    else if (ctx->rank == 0)
+      loom_bench_note(&t, "%s", why);
+  }
   if (ctx->rank == 0) {
     loom_bench_note(&t, "fused(us) = the generated code (loom_prog_compile of the row's scheduled program, "
                         "loom_prog_run); hand(us) = loom's hand-written op on the same inputs; hand/gen > 1: generated "
