@@ -211,7 +211,6 @@ static uint32_t coll_layout(loom_comm_t comm, loom_coll_state_t *st) {
            : algo == LOOM_COLL_LL       ? LOOM__CK_LL
            : algo == LOOM_COLL_PUSH     ? LOOM__CK_PUSH
                                         : LOOM__CK_TWO_SHOT;
-  if (ll) st->algo = LOOM_COLL_LL; /* what loom_coll_plan_info reports */
   loom__coll_slice(count, W, st->rank, st->unit, &st->my_begin, &st->my_len);
   /* the reduction's span per rank: the whole vector (one-shot) or a slice */
   const int64_t span = st->kk == LOOM__CK_ONE_SHOT || st->kk == LOOM__CK_PUSH ? count : st->slice;
@@ -226,6 +225,11 @@ static uint32_t coll_layout(loom_comm_t comm, loom_coll_state_t *st) {
   st->nch = loom__coll_chunks(st->slice, st->chunk);
   st->smem = desc->norm != LOOM_NORM_NONE ? (size_t)desc->cols * sizeof(float) : 0;
   return LOOM_COLL_SIG_REDUCED + (uint32_t)(st->kk == LOOM__CK_TWO_SHOT ? st->nch : 0);
+}
+
+/* ReduceScatter or AllGather on the slices' LL. */
+static int coll_slices_ll(const loom_coll_state_t *st) {
+  return st->kk == LOOM__CK_LL_RS || st->kk == LOOM__CK_LL_AG;
 }
 
 /* What every rank must have resolved alike (the plan agreement's hash). */
@@ -248,7 +252,7 @@ static loom_result_t coll_staging(loom_comm_t comm, const char *fn, loom_coll_st
   const size_t es_in = loom_dtype_size(st->desc.dtype), es_out = loom_dtype_size(st->desc.out_type);
   if (st->kk == LOOM__CK_TWO_SHOT || st->kk == LOOM__CK_ONE_SHOT)
     st->staging_bytes = (size_t)(st->kk == LOOM__CK_TWO_SHOT ? st->slice : count) * es_out;
-  const int slices_ll = st->kk == LOOM__CK_LL_RS || st->kk == LOOM__CK_LL_AG;
+  const int slices_ll = coll_slices_ll(st);
   if (st->kk == LOOM__CK_LL || slices_ll)
     st->staging_bytes = (size_t)loom__coll_ll_bytes(slices_ll ? st->slice : count, (int64_t)es_in, W);
   if (st->kk == LOOM__CK_PUSH)
@@ -329,7 +333,7 @@ static void coll_describe(loom_plan_t plan, const void *state) {
   LOOM_INFO("%s: count=%lld cols=%lld W=%d: %s, S=%lld, chunk=%lld (%lld per slice), blocks=%d", plan->op->plan_fn,
             (long long)st->desc.count, (long long)st->desc.cols, st->world,
             st->kind == LOOM__COLL_AR ? loom__coll_algo_name(st->algo)
-            : st->algo == LOOM_COLL_LL ? "the slices' LL"
+            : coll_slices_ll(st) ? "the slices' LL"
                                        : "the pull kernel",
             (long long)st->slice,
             (long long)st->chunk, (long long)st->nch, st->blocks);
@@ -367,7 +371,7 @@ loom_result_t loom_coll_plan_info(loom_plan_t plan, loom_coll_plan_info_t *info)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: info->struct_size=%zu, expected %zu (initialise with LOOM_COLL_PLAN_INFO_INIT)", fn,
                       info->struct_size, sizeof *info);
-  info->algo = st->algo;
+  info->algo = coll_slices_ll(st) ? LOOM_COLL_LL : st->algo; /* ReduceScatter, AllGather: LL or AUTO */
   info->slice_elems = st->slice;
   info->my_begin = st->my_begin;
   info->my_len = st->my_len;
