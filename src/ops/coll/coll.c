@@ -224,7 +224,10 @@ static uint32_t coll_layout(loom_comm_t comm, loom_coll_state_t *st) {
   st->chunk = loom__coll_chunk_elems(span, st->unit, st->blocks, (int64_t)es_max, LOOM_COLL_CHUNK_BYTES);
   st->nch = loom__coll_chunks(st->slice, st->chunk);
   st->smem = desc->norm != LOOM_NORM_NONE ? (size_t)desc->cols * sizeof(float) : 0;
-  return LOOM_COLL_SIG_REDUCED + (uint32_t)(st->kk == LOOM__CK_TWO_SHOT ? st->nch : 0);
+  /* two-shot: a signal per chunk; LL, the slices' LL and PUSH: a call count per block */
+  if (st->kk == LOOM__CK_TWO_SHOT) return LOOM_COLL_SIG_REDUCED + (uint32_t)st->nch;
+  if (st->kk == LOOM__CK_LL || st->kk == LOOM__CK_PUSH || ll) return LOOM_COLL_SIG_BLOCKS + (uint32_t)st->blocks;
+  return LOOM_COLL_SIG_REDUCED;
 }
 
 /* ReduceScatter or AllGather on the slices' LL. */

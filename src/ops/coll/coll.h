@@ -80,11 +80,15 @@ extern "C" {
 #define LOOM_COLL_THREADS 512
 #define LOOM_COLL_CHUNK_BYTES ((int64_t)256 << 10) /* largest chunk (one signal each) */
 #define LOOM_COLL_MAX_COLS 32768  /* row-wise epilogues: a row in shared memory (fp32) */
+#define LOOM_COLL_LL_ROW_GROUPS 2  /* LL with a row-wise norm: rows of up to this many groups of 8 per thread
+                                     stay in registers (cols <= 8192 at LOOM_COLL_THREADS) */
 
 /* Signal words of a plan. */
 #define LOOM_COLL_SIG_ARRIVED 0u
 #define LOOM_COLL_SIG_DONE 1u
 #define LOOM_COLL_SIG_REDUCED 2u  /* + chunk index */
+#define LOOM_COLL_SIG_BLOCKS 2u   /* LL, the slices' LL, PUSH: + block index: the calls that block of the
+                                     plan's grid completed (coll_kernels.cu, loom__coll_block_epoch) */
 
 typedef enum { LOOM__COLL_AR = 0, LOOM__COLL_RS = 1, LOOM__COLL_AG = 2 } loom__coll_kind_t;
 

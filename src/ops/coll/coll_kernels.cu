@@ -151,13 +151,25 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_kernel(const __g
   }
 }
 
-/* The end of a block of the LL and PUSH kernels: where every wait of the
- * block was met, the last block of the grid publishes the epoch. */
-static __device__ __forceinline__ void loom__coll_block_end(loom_dev_epoch_t *ep, uint32_t e, int good) {
-  if (__syncthreads_and(good) && threadIdx.x == 0) {
-    __threadfence();
-    loom__epoch_block_done(ep, e);
-  }
+/* The calls block b of the LL, slices' LL and PUSH kernels has completed:
+ * a word per block of the plan's grid (signals, LOOM_COLL_SIG_BLOCKS + b).
+ * A block reads it when it starts (its call's epoch is one more) and stores
+ * the epoch when it ends with every wait met. No block counts the others in
+ * (no atomic, no fence, no last block on the critical path): the grid is the
+ * plan's, the same at every call, so the words advance together, and the
+ * next call on the stream starts after this kernel has ended (as a
+ * programmatic dependent, in griddepcontrol.wait). After a wait expired the
+ * comm refuses every later call, so a word left behind is never used. */
+static __device__ __forceinline__ uint32_t *loom__coll_block_epoch(const loom_coll_args_t &a) {
+  return (uint32_t *)(a.dc.ws + a.sig_off) + LOOM_COLL_SIG_BLOCKS + blockIdx.x;
+}
+
+static __device__ __forceinline__ uint32_t loom__coll_block_begin(const loom_coll_args_t &a) {
+  return *(const volatile uint32_t *)loom__coll_block_epoch(a) + 1u;
+}
+
+static __device__ __forceinline__ void loom__coll_block_end(const loom_coll_args_t &a, uint32_t e, int good) {
+  if (__syncthreads_and(good) && threadIdx.x == 0) *(volatile uint32_t *)loom__coll_block_epoch(a) = e;
 }
 
 /* ---- LL: push with flags, reduce what arrives (coll_schedule.h) ---------- */
@@ -215,12 +227,18 @@ template <int TI>
 static __device__ __forceinline__ int loom__ll_sum_group(const loom_coll_args_t &a, const char *own, int64_t n,
                                                         int64_t g, int64_t slot_lines, uint32_t e, float *acc) {
   const int W = a.dc.size, r = a.dc.rank;
+  uint32_t mine[8]; /* loaded before any wait (the sum still runs in rank order) */
+  loom__ll_group_words<TI>(own, n, g, mine);
 #pragma unroll
   for (int k = 0; k < 8; ++k) acc[k] = 0.f;
   for (int s = 0; s < W; ++s) {
     uint32_t w[8];
-    if (s == r) loom__ll_group_words<TI>(own, n, g, w);
-    else if (!loom__ll_get<TI>(a, s, g, slot_lines, e, w)) return 0;
+    if (s == r) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) w[k] = mine[k];
+    } else if (!loom__ll_get<TI>(a, s, g, slot_lines, e, w)) {
+      return 0;
+    }
     float x[8];
     loom__unpack8<TI>(w, x);
 #pragma unroll
@@ -240,14 +258,24 @@ static __device__ __forceinline__ void loom__ll_push_group(const loom_coll_args_
   for (int i = 1; i < W; ++i) loom__ll_put<TI>(a, (r + i) % W, g, slot_lines, e, w);
 }
 
+/* The epilogue's inputs of the group at element i0 when it is whole (i0 + 8
+ * <= end), loaded before its lines are awaited; loom__ll_store_group applies
+ * them. */
+template <int TO>
+static __device__ __forceinline__ void loom__ll_pre_group(const loom_coll_args_t &a, int64_t i0, int64_t end,
+                                                         loom_coll_pw8_t *p) {
+  if (a.pw.flags && i0 + LOOM_COLL_VEC <= end) loom__coll_pw8_load<TO>(a.pw, i0, p);
+}
+
 /* The elements i0 .. min(i0 + 8, end) - 1 (vector indices: the epilogue's
- * element i) of acc, with the epilogue, stored at out[i - o]. */
+ * element i) of acc, with the epilogue (a whole group's inputs from p, by
+ * loom__ll_pre_group), stored at out[i - o]. */
 template <int TO>
 static __device__ __forceinline__ void loom__ll_store_group(const loom_coll_args_t &a, int64_t i0, int64_t end,
-                                                           int64_t o, float *acc) {
+                                                           int64_t o, float *acc, const loom_coll_pw8_t &p) {
   const loom_pointwise_t &pw = a.pw;
   if (i0 + LOOM_COLL_VEC <= end) {
-    if (pw.flags) loom__coll_pointwise8<TO>(pw, i0, acc);
+    if (pw.flags) loom__coll_pw8_apply<TO>(pw, i0, p, acc);
     loom__store8<TO>(a.out, i0 - o, acc);
     return;
   }
@@ -278,6 +306,95 @@ static __device__ __forceinline__ void loom__ll_store_words(char *base, int64_t 
   }
 }
 
+/* AllReduce LL with a row-wise norm, row `row` whose groups are at most
+ * LOOM_COLL_LL_ROW_GROUPS per thread: the row stays in registers, and every
+ * load that does not wait for a peer (this rank's input, the epilogue's
+ * inputs, the norm's weights) is issued before the row's lines are
+ * awaited. Whole block; 0 if a wait expired (nothing stored then). */
+template <int TI, int TO>
+static __device__ int loom__ll_norm_row_regs(const loom_coll_args_t &a, int64_t row, int64_t slot_lines, uint32_t e,
+                                             float *red) {
+  constexpr int NG = LOOM_COLL_LL_ROW_GROUPS;
+  const loom_pointwise_t &pw = a.pw;
+  const int64_t gpr = a.cols / LOOM_COLL_VEC, b = row * a.cols;
+  float x[NG][8], w[NG][8], nb[NG][8];
+  loom_coll_pw8_t p[NG];
+#pragma unroll
+  for (int j = 0; j < NG; ++j) {
+    const int64_t v = threadIdx.x + (int64_t)j * blockDim.x;
+    if (v >= gpr) continue;
+    if (pw.flags) loom__coll_pw8_load<TO>(pw, b + v * 8, &p[j]);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      w[j][k] = loom__pw_load(a.norm_w, v * 8 + k, TO);
+      nb[j][k] = a.norm_b ? loom__pw_load(a.norm_b, v * 8 + k, TO) : 0.f;
+    }
+  }
+  int good = 1;
+  float s1 = 0.f;
+#pragma unroll
+  for (int j = 0; j < NG; ++j) {
+    const int64_t v = threadIdx.x + (int64_t)j * blockDim.x;
+    if (v >= gpr || !good) continue;
+    good = loom__ll_sum_group<TI>(a, a.src[a.dc.rank], a.count, row * gpr + v, slot_lines, e, x[j]);
+    if (good && pw.flags) loom__coll_pw8_apply<TO>(pw, b + v * 8, p[j], x[j]);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s1 += a.norm == LOOM_NORM_RMS ? x[j][k] * x[j][k] : x[j][k];
+  }
+  if (__syncthreads_or(!good)) return 0;
+  const float inv = 1.f / (float)a.cols;
+  float mean = 0.f, rstd;
+  if (a.norm == LOOM_NORM_RMS) {
+    rstd = rsqrtf(loom__coll_block_sum(s1, red) * inv + a.eps);
+  } else {
+    mean = loom__coll_block_sum(s1, red) * inv;
+    float s2 = 0.f;
+#pragma unroll
+    for (int j = 0; j < NG; ++j)
+      if (threadIdx.x + (int64_t)j * blockDim.x < gpr)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) s2 += (x[j][k] - mean) * (x[j][k] - mean);
+    rstd = rsqrtf(loom__coll_block_sum(s2, red) * inv + a.eps);
+  }
+#pragma unroll
+  for (int j = 0; j < NG; ++j) {
+    const int64_t v = threadIdx.x + (int64_t)j * blockDim.x;
+    if (v >= gpr) continue;
+    float y[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      y[k] = (x[j][k] - mean) * rstd * w[j][k];
+      if (a.norm_b) y[k] += nb[j][k];
+    }
+    loom__store8<TO>(a.out, b + v * 8, y);
+  }
+  return 1;
+}
+
+/* The same for longer rows: the row in fp32 in shared memory (xs[cols]),
+ * then loom__coll_norm_row. Whole block; 0 if a wait expired. */
+template <int TI, int TO>
+static __device__ int loom__ll_norm_row_smem(const loom_coll_args_t &a, int64_t row, int64_t slot_lines, uint32_t e,
+                                             float *red, float *xs) {
+  const loom_pointwise_t &pw = a.pw;
+  const int64_t gpr = a.cols / LOOM_COLL_VEC;
+  float s1 = 0.f;
+  int good = 1;
+  for (int64_t v = threadIdx.x; good && v < gpr; v += blockDim.x) {
+    float acc[8];
+    loom_coll_pw8_t p;
+    if (pw.flags) loom__coll_pw8_load<TO>(pw, row * a.cols + v * 8, &p);
+    good = loom__ll_sum_group<TI>(a, a.src[a.dc.rank], a.count, row * gpr + v, slot_lines, e, acc);
+    if (!good) break;
+    if (pw.flags) loom__coll_pw8_apply<TO>(pw, row * a.cols + v * 8, p, acc);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) xs[v * 8 + k] = acc[k], s1 += a.norm == LOOM_NORM_RMS ? acc[k] * acc[k] : acc[k];
+  }
+  if (__syncthreads_or(!good)) return 0;
+  loom__coll_norm_row<TO>(xs, s1, row * a.cols, a.cols, a.norm, a.eps, a.norm_w, a.norm_b, red, 1, a.out, 0, NULL, 0);
+  return 1;
+}
+
 /* AllReduce LL: every thread pushes its groups (flat: group g of thread
  * b x blockDim + t, strided by the grid; rows: block b's rows), then reduces
  * them as the peers' lines arrive and applies the epilogue (rows: in shared
@@ -289,11 +406,9 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_ll_kernel(const 
   extern __shared__ float loom_coll_xs[];
   __shared__ float red[33];
   const int W = a.dc.size;
-  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(a.dc.ws + a.epoch_off);
-  const uint32_t e = loom__epoch_begin(ep);
+  const uint32_t e = loom__coll_block_begin(a);
   const int64_t groups = loom__ceil_div(a.count, LOOM_COLL_VEC);
   const int64_t slot_lines = loom__coll_ll_slot_lines(a.count, TI == LOOM_FP32 ? 4 : 2);
-  const loom_pointwise_t &pw = a.pw;
   int good = 1;
   if (a.norm == LOOM_NORM_NONE) {
     const int64_t g0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
@@ -301,11 +416,13 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_ll_kernel(const 
       for (int64_t g = g0; g < groups; g += step) loom__ll_push_group<TI>(a, g, slot_lines, e);
     for (int64_t g = g0; g < groups; g += step) {
       float acc[8];
+      loom_coll_pw8_t p;
+      loom__ll_pre_group<TO>(a, g * LOOM_COLL_VEC, a.count, &p);
       if (!loom__ll_sum_group<TI>(a, a.src[a.dc.rank], a.count, g, slot_lines, e, acc)) {
         good = 0;
         break;
       }
-      loom__ll_store_group<TO>(a, g * LOOM_COLL_VEC, a.count, 0, acc);
+      loom__ll_store_group<TO>(a, g * LOOM_COLL_VEC, a.count, 0, acc, p);
     }
   } else {
     /* rows of cols, a multiple of 8: a row's groups are its own */
@@ -313,28 +430,12 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_ll_kernel(const 
     if (W > 1)
       for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
         for (int64_t v = threadIdx.x; v < gpr; v += blockDim.x) loom__ll_push_group<TI>(a, row * gpr + v, slot_lines, e);
-    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-      float s1 = 0.f;
-      for (int64_t v = threadIdx.x; good && v < gpr; v += blockDim.x) {
-        float acc[8];
-        if (!loom__ll_sum_group<TI>(a, a.src[a.dc.rank], a.count, row * gpr + v, slot_lines, e, acc)) {
-          good = 0;
-          break;
-        }
-        if (pw.flags) loom__coll_pointwise8<TO>(pw, row * a.cols + v * 8, acc);
-#pragma unroll
-        for (int k = 0; k < 8; ++k)
-          loom_coll_xs[v * 8 + k] = acc[k], s1 += a.norm == LOOM_NORM_RMS ? acc[k] * acc[k] : acc[k];
-      }
-      if (__syncthreads_or(!good)) {
-        good = 0;
-        break;
-      }
-      loom__coll_norm_row<TO>(loom_coll_xs, s1, row * a.cols, a.cols, a.norm, a.eps, a.norm_w, a.norm_b, red, 1,
-                             a.out, 0, NULL, 0);
-    }
+    const int in_regs = gpr <= LOOM_COLL_LL_ROW_GROUPS * (int64_t)blockDim.x;
+    for (int64_t row = blockIdx.x; good && row < rows; row += gridDim.x)
+      good = in_regs ? loom__ll_norm_row_regs<TI, TO>(a, row, slot_lines, e, red)
+                     : loom__ll_norm_row_smem<TI, TO>(a, row, slot_lines, e, red, loom_coll_xs);
   }
-  loom__coll_block_end(ep, e, good); /* the epoch advances only where every wait was met */
+  loom__coll_block_end(a, e, good); /* the epoch advances only where every wait was met */
 }
 
 /* ---- the slices' LL: ReduceScatter and AllGather (coll_schedule.h) ------- */
@@ -349,8 +450,10 @@ static __device__ int loom__ll_rs_receive(const loom_coll_args_t &a, int64_t mb,
   constexpr int ES = TI == LOOM_FP32 ? 4 : 2;
   for (int64_t g = g0; g * LOOM_COLL_VEC < ml; g += step) {
     float acc[8];
+    loom_coll_pw8_t p;
+    loom__ll_pre_group<TO>(a, mb + g * LOOM_COLL_VEC, mb + ml, &p);
     if (!loom__ll_sum_group<TI>(a, a.src[a.dc.rank] + mb * ES, ml, g, slot_lines, e, acc)) return 0;
-    loom__ll_store_group<TO>(a, mb + g * LOOM_COLL_VEC, mb + ml, a.in_place ? 0 : mb, acc);
+    loom__ll_store_group<TO>(a, mb + g * LOOM_COLL_VEC, mb + ml, a.in_place ? 0 : mb, acc, p);
   }
   return 1;
 }
@@ -388,8 +491,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_ll_slices_kernel
   loom__coll_pdl_enter();
   constexpr int ES = TI == LOOM_FP32 ? 4 : 2;
   const int W = a.dc.size, r = a.dc.rank, ag = a.kind == LOOM__CK_LL_AG;
-  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(a.dc.ws + a.epoch_off);
-  const uint32_t e = loom__epoch_begin(ep);
+  const uint32_t e = loom__coll_block_begin(a);
   const int64_t S = loom__coll_slice_elems(a.count, W, a.unit), slot_lines = loom__coll_ll_slot_lines(S, ES);
   const int64_t g0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
   int64_t mb, ml;
@@ -408,7 +510,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_ll_slices_kernel
   }
   const int good = ag ? loom__ll_ag_receive<TI>(a, g0, step, loom__ceil_div(S, LOOM_COLL_VEC), slot_lines, e)
                       : loom__ll_rs_receive<TI, TO>(a, mb, ml, g0, step, slot_lines, e);
-  loom__coll_block_end(ep, e, good);
+  loom__coll_block_end(a, e, good);
 }
 
 /* ---- PUSH: one-shot by stores (coll_schedule.h) --------------------------- */
@@ -428,8 +530,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_push_kernel(cons
   constexpr int ES = TI == LOOM_FP32 ? 4 : 2;
   const loom_dev_comm_t &dc = a.dc;
   const int W = dc.size, r = dc.rank;
-  loom_dev_epoch_t *ep = (loom_dev_epoch_t *)(dc.ws + a.epoch_off);
-  const uint32_t e = loom__epoch_begin(ep);
+  const uint32_t e = loom__coll_block_begin(a);
   const int64_t slot_bytes = loom__coll_push_slot_bytes(a.count, ES), nch = loom__coll_chunks(a.count, a.chunk);
   /* 1. this block's chunks into every peer, a flag after each */
   for (int64_t q = blockIdx.x; W > 1 && q < nch; q += gridDim.x) {
@@ -475,7 +576,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_push_kernel(cons
       loom__coll_reduce_range<TI, TO>(src, W, cb, cl, a.out, 0, NULL, 0, a.pw);
     }
   }
-  loom__coll_block_end(ep, e, good);
+  loom__coll_block_end(a, e, good);
 }
 
 typedef void (*loom_coll_kernel_fn)(loom_coll_args_t);

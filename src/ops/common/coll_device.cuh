@@ -69,6 +69,56 @@ static __device__ __forceinline__ void loom__coll_signal_own(const loom_dev_comm
 
 /* ---- the pointwise epilogue (element access: core/vec8.cuh) -------------- */
 
+/* The epilogue's own inputs for 8 elements (their dropout decisions, and
+ * the bias and residual values where they come in one vector load each), so
+ * that a kernel can issue these loads before it waits for a peer's data. */
+typedef struct loom_coll_pw8 {
+  float b[8], r[8];
+  int keep[8];
+  int vec; /* b and r hold the values (else loom__coll_pw8_apply loads them element by element) */
+} loom_coll_pw8_t;
+
+template <int TP>
+static __device__ __forceinline__ void loom__coll_pw8_load(const loom_pointwise_t &pw, int64_t i0, loom_coll_pw8_t *p) {
+  const int64_t col = i0 % pw.cols;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) p->keep[k] = 1, p->b[k] = 0.f, p->r[k] = 0.f;
+  if (pw.flags & LOOM_PW_DROPOUT) {
+    if ((i0 & 3) == 0) {
+      loom__dropout_keep4(pw.seed, pw.offset, (uint64_t)i0, pw.drop_threshold, p->keep);
+      loom__dropout_keep4(pw.seed, pw.offset, (uint64_t)i0 + 4, pw.drop_threshold, p->keep + 4);
+    } else {
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        p->keep[k] = loom__dropout_keep(pw.seed, pw.offset, (uint64_t)(i0 + k), pw.drop_threshold);
+    }
+  }
+  p->vec = (i0 & 7) == 0 && (col & 7) == 0 && col + 8 <= pw.cols &&
+           (((uintptr_t)pw.bias | (uintptr_t)pw.residual) & 15u) == 0;
+  if (p->vec) {
+    if (pw.flags & LOOM_PW_BIAS) loom__load8_as<TP>((const char *)pw.bias, col, pw.type, p->b);
+    if (pw.flags & LOOM_PW_RESIDUAL) loom__load8_as<TP>((const char *)pw.residual, i0, pw.type, p->r);
+  }
+}
+
+/* v[k] = epilogue(v[k]) for the 8 elements at i0 whose inputs p holds
+ * (loom__coll_pw8_load of the same i0). */
+template <int TP>
+static __device__ __forceinline__ void loom__coll_pw8_apply(const loom_pointwise_t &pw, int64_t i0,
+                                                           const loom_coll_pw8_t &p, float *v) {
+  if (p.vec) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = loom__pointwise_apply_vals(pw, pw.flags, pw.act, v[k], p.b[k], p.keep[k], p.r[k]);
+    return;
+  }
+  int64_t col = i0 % pw.cols;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    v[k] = loom__pointwise_apply_kept(pw, pw.flags, pw.act, v[k], col, (uint64_t)(i0 + k), p.keep[k]);
+    if (++col == pw.cols) col = 0;
+  }
+}
+
 /* The pointwise epilogue on 8 consecutive elements starting at element i0
  * (pw.cols: the row length; the row advances across the 8 as needed). The
  * dropout decisions of an aligned i0 come from two Philox calls (one per 4
@@ -77,39 +127,13 @@ static __device__ __forceinline__ void loom__coll_signal_own(const loom_dev_comm
  * residual (of pw.type) come in one vector load each. TP: pw.type where the
  * caller knows it at compile time (the collectives: their output type;
  * measured, the run-time dispatch cost the dropout variant ~8%), -1 where it
- * does not (the tensor-parallel reduction, whose types are all run-time). */
+ * does not (the tensor-parallel reduction, whose types are all run-time).
+ * The loads and the arithmetic apart: loom__coll_pw8_load, _apply. */
 template <int TP>
 static __device__ __forceinline__ void loom__coll_pointwise8(const loom_pointwise_t &pw, int64_t i0, float *v) {
-  int64_t col = i0 % pw.cols;
-  int keep[8];
-#pragma unroll
-  for (int k = 0; k < 8; ++k) keep[k] = 1;
-  if (pw.flags & LOOM_PW_DROPOUT) {
-    if ((i0 & 3) == 0) {
-      loom__dropout_keep4(pw.seed, pw.offset, (uint64_t)i0, pw.drop_threshold, keep);
-      loom__dropout_keep4(pw.seed, pw.offset, (uint64_t)i0 + 4, pw.drop_threshold, keep + 4);
-    } else {
-#pragma unroll
-      for (int k = 0; k < 8; ++k) keep[k] = loom__dropout_keep(pw.seed, pw.offset, (uint64_t)(i0 + k), pw.drop_threshold);
-    }
-  }
-  const int vec = (i0 & 7) == 0 && (col & 7) == 0 && col + 8 <= pw.cols &&
-                  (((uintptr_t)pw.bias | (uintptr_t)pw.residual) & 15u) == 0;
-  if (vec) {
-    float b[8], r[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) b[k] = 0.f, r[k] = 0.f;
-    if (pw.flags & LOOM_PW_BIAS) loom__load8_as<TP>((const char *)pw.bias, col, pw.type, b);
-    if (pw.flags & LOOM_PW_RESIDUAL) loom__load8_as<TP>((const char *)pw.residual, i0, pw.type, r);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = loom__pointwise_apply_vals(pw, pw.flags, pw.act, v[k], b[k], keep[k], r[k]);
-    return;
-  }
-#pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    v[k] = loom__pointwise_apply_kept(pw, pw.flags, pw.act, v[k], col, (uint64_t)(i0 + k), keep[k]);
-    if (++col == pw.cols) col = 0;
-  }
+  loom_coll_pw8_t p;
+  loom__coll_pw8_load<TP>(pw, i0, &p);
+  loom__coll_pw8_apply<TP>(pw, i0, p, v);
 }
 
 /* ---- reduction ---------------------------------------------------------- */
