@@ -76,17 +76,43 @@ __global__ void k_big_block(const __grid_constant__ big_args a) {
   if (__syncthreads_and(e != 0u) && threadIdx.x == 0) *(volatile unsigned *)w = e;
 }
 
+/* the same, after a block-wide sum (warp shuffles, three barriers: a
+ * row-wise norm's reduction) of a value read from shared memory that is
+ * dynamic (the row) */
+__global__ void k_big_block_sum(const __grid_constant__ big_args a) {
+  pdl_enter();
+  extern __shared__ float xs[];
+  __shared__ float red[33];
+  xs[threadIdx.x] = (float)threadIdx.x;
+  __syncthreads();
+  float v = xs[(threadIdx.x + 1) % blockDim.x];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float t = threadIdx.x < blockDim.x / 32 ? red[threadIdx.x] : 0.f;
+    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+    if (threadIdx.x == 0) red[32] = t;
+  }
+  __syncthreads();
+  unsigned *w = a.word + 2 + blockIdx.x;
+  const unsigned e = *(volatile unsigned *)w + 1u;
+  if (__syncthreads_and(red[32] != 0.5f) && threadIdx.x == 0) *(volatile unsigned *)w = e;
+}
+
 __global__ void hold_kernel(unsigned long long ns) {
   const unsigned long long t0 = now_ns();
   while (now_ns() - t0 < ns) {
   }
 }
 
+static size_t g_smem; /* dynamic shared memory of every launch */
+
 template <class A>
 static void launch(void (*k)(A), const A &a, int pdl, cudaStream_t s) {
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute at[1];
-  cfg.gridDim = dim3(1), cfg.blockDim = dim3(512), cfg.stream = s;
+  cfg.gridDim = dim3(1), cfg.blockDim = dim3(512), cfg.stream = s, cfg.dynamicSmemBytes = g_smem;
   if (pdl) {
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
@@ -178,6 +204,9 @@ int main(void) {
   row("empty, 1256-byte arguments", k_big, ba, s);
   row("1256 B + counter: atomic, last fences", k_big_atomic, ba, s);
   row("1256 B + counter: a word per block", k_big_block, ba, s);
+  g_smem = 8192;
+  row("the same, 8 KiB dynamic shared memory", k_big_block, ba, s);
+  row("the same + a block-wide sum", k_big_block_sum, ba, s);
   CK(cudaStreamSynchronize(s));
   CK(cudaGetLastError());
   return 0;

@@ -65,6 +65,8 @@ typedef struct coll_bench_args {
   loom_bench_opts_t o;
   int op;
   int64_t max_bytes;
+  int64_t sizes[16];    /* --sizes: these instead of 4 KiB .. max_bytes */
+  int nsizes;
   int peer;             /* 0 with --peer none */
   char peer_json[1200]; /* PyTorch's results (bench/peers/coll_torch.py; "" if not run) */
   char peer_note[200];  /* why there is no peer column */
@@ -82,9 +84,14 @@ static void coll_pair_shape(int64_t bytes, int W, int64_t cols, loom_bench_shape
   if (cols > 0) loom_bench_shape_int(s, "cols", cols);
 }
 
-/* The sizes of the selection (4 KiB .. max_bytes by 4x; --quick: four). */
+/* The sizes of the selection (--sizes as given, else 4 KiB .. max_bytes by
+ * 4x; --quick: four). */
 static int coll_sizes(const coll_bench_args_t *a, int64_t sizes[16]) {
   int n = 0;
+  if (a->nsizes > 0) {
+    for (; n < a->nsizes; ++n) sizes[n] = a->sizes[n];
+    return n;
+  }
   for (int64_t b = 4096; b <= a->max_bytes && n < 16; b *= 4)
     if (!a->o.quick || b == 4096 || b == (256 << 10) || b == (16 << 20) || b == (256 << 20)) sizes[n++] = b;
   return n;
@@ -240,7 +247,8 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
   uint16_t *h_ref = NULL, *h_got = NULL;
   int64_t sizes[16];
   const int nsizes = coll_sizes(a, sizes);
-  const int64_t maxb = sizes[nsizes - 1];
+  int64_t maxb = 0;
+  for (int i = 0; i < nsizes; ++i) maxb = sizes[i] > maxb ? sizes[i] : maxb;
   if (cudaStreamCreate(&s) != cudaSuccess) return 1;
   loom_config_t cfg = LOOM_CONFIG_INIT;
   if (loom_comm_create(ctx->nccl, &cfg, &comm) != LOOM_SUCCESS) {
@@ -475,6 +483,7 @@ static int coll_opt(void *ctx, int argc, char **argv, int *i) {
   const char *s = argv[*i];
   if (!strcmp(s, "--help")) {
     printf("  --max-bytes SIZE  largest buffer, e.g. 256M (default 1G)\n"
+           "  --sizes LIST      these buffer sizes instead, e.g. 512K,768K,2M (at most 16; 4K or multiples of 8K)\n"
            "  --peer none       allreduce: skip PyTorch's AllReduce peers (bench/peers/coll_torch.py, run by default\n"
            "                    on this run's sizes; peer(us) only on rows of the same complete shape)\n");
     return 1;
@@ -488,6 +497,26 @@ static int coll_opt(void *ctx, int argc, char **argv, int *i) {
       return -1;
     }
     a->max_bytes = v;
+    *i += 1;
+    return 1;
+  }
+  if (!strcmp(s, "--sizes")) {
+    char list[256];
+    if (*i + 1 >= argc || strlen(argv[*i + 1]) >= sizeof list) {
+      fprintf(stderr, "loom-bench: --sizes needs a list of sizes, e.g. 512K,768K\n");
+      return -1;
+    }
+    strcpy(list, argv[*i + 1]);
+    a->nsizes = 0;
+    for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
+      int64_t v = 0;
+      /* whole rows of the norm's 4096 columns (bf16) above 8 KiB */
+      if (a->nsizes == 16 || coll_parse_size(t, &v) != 0 || (v != 4096 && (v < 8192 || v % 8192 != 0))) {
+        fprintf(stderr, "loom-bench: --sizes: '%s' is not 4K or a multiple of 8K (at most 16 sizes)\n", t);
+        return -1;
+      }
+      a->sizes[a->nsizes++] = v;
+    }
     *i += 1;
     return 1;
   }
