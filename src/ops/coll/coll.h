@@ -80,8 +80,9 @@ extern "C" {
 #define LOOM_COLL_THREADS 512
 #define LOOM_COLL_CHUNK_BYTES ((int64_t)256 << 10) /* largest chunk (one signal each) */
 #define LOOM_COLL_MAX_COLS 32768  /* row-wise epilogues: a row in shared memory (fp32) */
-#define LOOM_COLL_LL_ROW_GROUPS 2  /* LL with a row-wise norm: rows of up to this many groups of 8 per thread
-                                     stay in registers (cols <= 8192 at LOOM_COLL_THREADS) */
+#define LOOM_COLL_LL_ROW_GROUPS 1  /* LL with a row-wise norm: rows of up to this many groups of 8 per thread
+                                     stay in registers (cols <= 4096 at LOOM_COLL_THREADS; two spilled
+                                     400 bytes a thread at the 128 registers of 512 threads) */
 
 /* Signal words of a plan. */
 #define LOOM_COLL_SIG_ARRIVED 0u

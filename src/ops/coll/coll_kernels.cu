@@ -309,15 +309,16 @@ static __device__ __forceinline__ void loom__ll_store_words(char *base, int64_t 
 /* AllReduce LL with a row-wise norm, row `row` whose groups are at most
  * LOOM_COLL_LL_ROW_GROUPS per thread: the row stays in registers, and every
  * load that does not wait for a peer (this rank's input, the epilogue's
- * inputs, the norm's weights) is issued before the row's lines are
- * awaited. Whole block; 0 if a wait expired (nothing stored then). */
+ * inputs, the norm's weights; not LayerNorm's bias, to stay within the
+ * registers) is issued before the row's lines are awaited. Whole block; 0
+ * if a wait expired (nothing stored then). */
 template <int TI, int TO>
 static __device__ int loom__ll_norm_row_regs(const loom_coll_args_t &a, int64_t row, int64_t slot_lines, uint32_t e,
                                              float *red) {
   constexpr int NG = LOOM_COLL_LL_ROW_GROUPS;
   const loom_pointwise_t &pw = a.pw;
   const int64_t gpr = a.cols / LOOM_COLL_VEC, b = row * a.cols;
-  float x[NG][8], w[NG][8], nb[NG][8];
+  float x[NG][8], w[NG][8];
   loom_coll_pw8_t p[NG];
 #pragma unroll
   for (int j = 0; j < NG; ++j) {
@@ -325,10 +326,7 @@ static __device__ int loom__ll_norm_row_regs(const loom_coll_args_t &a, int64_t 
     if (v >= gpr) continue;
     if (pw.flags) loom__coll_pw8_load<TO>(pw, b + v * 8, &p[j]);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      w[j][k] = loom__pw_load(a.norm_w, v * 8 + k, TO);
-      nb[j][k] = a.norm_b ? loom__pw_load(a.norm_b, v * 8 + k, TO) : 0.f;
-    }
+    for (int k = 0; k < 8; ++k) w[j][k] = loom__pw_load(a.norm_w, v * 8 + k, TO);
   }
   int good = 1;
   float s1 = 0.f;
@@ -364,7 +362,7 @@ static __device__ int loom__ll_norm_row_regs(const loom_coll_args_t &a, int64_t 
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       y[k] = (x[j][k] - mean) * rstd * w[j][k];
-      if (a.norm_b) y[k] += nb[j][k];
+      if (a.norm_b) y[k] += loom__pw_load(a.norm_b, v * 8 + k, TO); /* LayerNorm's bias: not held across the wait */
     }
     loom__store8<TO>(a.out, b + v * 8, y);
   }

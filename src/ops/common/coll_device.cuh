@@ -74,24 +74,28 @@ static __device__ __forceinline__ void loom__coll_signal_own(const loom_dev_comm
  * that a kernel can issue these loads before it waits for a peer's data. */
 typedef struct loom_coll_pw8 {
   float b[8], r[8];
-  int keep[8];
-  int vec; /* b and r hold the values (else loom__coll_pw8_apply loads them element by element) */
+  unsigned keep; /* bit k: element k kept by the dropout (all set without one) */
+  int vec;       /* b and r hold the values (else loom__coll_pw8_apply loads them element by element) */
 } loom_coll_pw8_t;
 
 template <int TP>
 static __device__ __forceinline__ void loom__coll_pw8_load(const loom_pointwise_t &pw, int64_t i0, loom_coll_pw8_t *p) {
   const int64_t col = i0 % pw.cols;
 #pragma unroll
-  for (int k = 0; k < 8; ++k) p->keep[k] = 1, p->b[k] = 0.f, p->r[k] = 0.f;
+  for (int k = 0; k < 8; ++k) p->b[k] = 0.f, p->r[k] = 0.f;
+  p->keep = 0xffu;
   if (pw.flags & LOOM_PW_DROPOUT) {
+    int keep[8];
     if ((i0 & 3) == 0) {
-      loom__dropout_keep4(pw.seed, pw.offset, (uint64_t)i0, pw.drop_threshold, p->keep);
-      loom__dropout_keep4(pw.seed, pw.offset, (uint64_t)i0 + 4, pw.drop_threshold, p->keep + 4);
+      loom__dropout_keep4(pw.seed, pw.offset, (uint64_t)i0, pw.drop_threshold, keep);
+      loom__dropout_keep4(pw.seed, pw.offset, (uint64_t)i0 + 4, pw.drop_threshold, keep + 4);
     } else {
 #pragma unroll
-      for (int k = 0; k < 8; ++k)
-        p->keep[k] = loom__dropout_keep(pw.seed, pw.offset, (uint64_t)(i0 + k), pw.drop_threshold);
+      for (int k = 0; k < 8; ++k) keep[k] = loom__dropout_keep(pw.seed, pw.offset, (uint64_t)(i0 + k), pw.drop_threshold);
     }
+    p->keep = 0u;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) p->keep |= (keep[k] ? 1u : 0u) << k;
   }
   p->vec = (i0 & 7) == 0 && (col & 7) == 0 && col + 8 <= pw.cols &&
            (((uintptr_t)pw.bias | (uintptr_t)pw.residual) & 15u) == 0;
@@ -108,13 +112,14 @@ static __device__ __forceinline__ void loom__coll_pw8_apply(const loom_pointwise
                                                            const loom_coll_pw8_t &p, float *v) {
   if (p.vec) {
 #pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = loom__pointwise_apply_vals(pw, pw.flags, pw.act, v[k], p.b[k], p.keep[k], p.r[k]);
+    for (int k = 0; k < 8; ++k)
+      v[k] = loom__pointwise_apply_vals(pw, pw.flags, pw.act, v[k], p.b[k], (int)((p.keep >> k) & 1u), p.r[k]);
     return;
   }
   int64_t col = i0 % pw.cols;
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
-    v[k] = loom__pointwise_apply_kept(pw, pw.flags, pw.act, v[k], col, (uint64_t)(i0 + k), p.keep[k]);
+    v[k] = loom__pointwise_apply_kept(pw, pw.flags, pw.act, v[k], col, (uint64_t)(i0 + k), (int)((p.keep >> k) & 1u));
     if (++col == pw.cols) col = 0;
   }
 }

@@ -436,8 +436,8 @@ static const coll_case_t g_ll[] = {
     {AR, 37 * 768, 768, BF, BF, LL, E_RES, RMS, 0, 0, 0, 3, 0},
     {AR, 37 * 768, 768, FH, FH, LL, E_RES, LN, 1, 0, 0, 3, 0},
     {AR, 11 * 104, 104, F32, BF, LL, E_BIAS | E_RES, LN, 0, 0, 0, 3, 0},
-    {AR, 4 * 8192, 8192, BF, BF, LL, E_RES, RMS, 0, 0, 0, 3, 0},   /* rows in registers: two groups per thread */
-    {AR, 3 * 6152, 6152, FH, F32, LL, E_BIAS | E_RES, LN, 1, 0, 0, 3, 0}, /* ... the second for some threads */
+    {AR, 4 * 4096, 4096, BF, BF, LL, E_RES, RMS, 0, 0, 0, 3, 0},   /* the longest row held in registers */
+    {AR, 3 * 4104, 4104, FH, F32, LL, E_BIAS | E_RES, LN, 1, 0, 0, 3, 0}, /* one group more: shared memory */
     {AR, 2 * 32768, 32768, BF, BF, LL, E_RES, RMS, 0, 0, 0, 3, 0}, /* the largest row (in shared memory) */
     {AR, 300 * 8, 8, BF, BF, LL, E_RES, RMS, 0, 0, 0, 3, 4},       /* more rows than blocks */
     {AR, 1000, 0, BF, BF, LL, 0, NN, 0, 1, 0, 3, 0},                /* in place */
