@@ -37,7 +37,7 @@ LOOM_PARAM_INT(ALLREDUCE_LL_BYTES, "512K",
                "one-shot (inputs pushed with flags, one link crossing) up "
                "to this many bytes of input at 2 ranks, this / (W-1) at W "
                "(0: never); loom_reduce_scatter and loom_all_gather: "
-               "their LL while (W-1) x slice bytes stay within it")
+               "their LL while (W-1) x slice bytes stay within twice it")
 LOOM_PARAM_INT(COLL_PDL, "1",
                "1: loom's collectives launch as programmatic dependents of "
                "the stream's previous kernel on Hopper (the launch hides "

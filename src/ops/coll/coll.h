@@ -47,7 +47,7 @@
  *    after the previous one ended).
  *  - in place: two-shot writes r's out[chunk of q] (= r's in) only after q
  *    reduced that chunk; one-shot writes `out` only after step 5.
- * ReduceScatter and AllGather up to LOOM_ALLREDUCE_LL_BYTES of pushed words
+ * ReduceScatter and AllGather up to twice LOOM_ALLREDUCE_LL_BYTES of pushed words
  * (loom__coll_auto_ll_slices) run the slices' LL instead (LOOM__CK_LL_RS,
  * LOOM__CK_LL_AG; coll_schedule.h): no arrival, no done, one crossing; the
  * AllReduce LL's parities protect the slots.

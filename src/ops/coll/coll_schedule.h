@@ -237,13 +237,17 @@ LOOM_HD int loom__coll_ll_slices_ok(int64_t count, int32_t world, int64_t unit) 
   return unit % LOOM_COLL_VEC == 0 && (w - 1) * loom__coll_slice_elems(count, (int32_t)w, unit) < count;
 }
 /* ReduceScatter and AllGather AUTO: the slices' LL where it applies and the
- * words a rank pushes, (W-1) x S x esize bytes, are within AllReduce LL's
- * reach at W = 2 (t->ll: the same traffic, twice that in lines); else the
- * pull kernel (loom__coll_kernel). 1 for LL, 0 for the pull kernel. */
+ * words a rank pushes, (W-1) x S x esize bytes, are within twice AllReduce
+ * LL's reach (2 t->ll); else the pull kernel (loom__coll_kernel). Twice:
+ * AllReduce's LL gives way to PUSH, which moves half its bytes with no
+ * handshake, where the slices' LL gives way to the pull kernel and its
+ * handshake (2x H200, W = 2: the slices' LL 17.4 / 16.8 us at 2 MiB of
+ * input, 1 MiB pushed, against the pull kernel's 22.4 / 23.0 and NCCL's
+ * 19.6 / 20.8; docs/perf/coll.md). 1 for LL, 0 for the pull kernel. */
 LOOM_HD int loom__coll_auto_ll_slices(int64_t count, int64_t esize, int32_t world, int64_t unit,
                                       const loom_coll_thresholds_t *t) {
   const int64_t w = world < 1 ? 1 : world, S = loom__coll_slice_elems(count, (int32_t)w, unit);
-  return loom__coll_ll_slices_ok(count, (int32_t)w, unit) && (w > 1 ? w - 1 : 1) * S * esize <= t->ll;
+  return loom__coll_ll_slices_ok(count, (int32_t)w, unit) && (w > 1 ? w - 1 : 1) * S * esize <= 2 * t->ll;
 }
 /* Blocks for a phase that moves `bytes` per rank: one per 16 KiB (small
  * messages are latency-bound: more SMs keep more peer loads in flight), at

@@ -208,9 +208,9 @@ LOOM_TEST(coll_protocol_slices_ll_needs_every_slice_nonempty) {
 }
 
 /* AUTO of ReduceScatter and AllGather: the slices' LL where it applies and
- * (W-1) x S x esize <= the LL threshold; the pull kernel otherwise. */
+ * (W-1) x S x esize <= twice the LL threshold; the pull kernel otherwise. */
 LOOM_TEST(coll_auto_picks_the_slices_ll_by_its_rule) {
-  const loom_coll_thresholds_t th = {(int64_t)1 << 20, (int64_t)4 << 20, (int64_t)16 << 20};
+  const loom_coll_thresholds_t th = {(int64_t)1 << 19, (int64_t)4 << 20, (int64_t)16 << 20};
   const loom_coll_thresholds_t never = {0, (int64_t)4 << 20, (int64_t)16 << 20};
   /* W = 2: S x 2 bytes <= 1 MiB: 1 Mi bf16 elements in all */
   CHECK_EQ_INT(loom__coll_auto_ll_slices((int64_t)1 << 20, 2, 2, 8, &th), 1);
