@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "../world/probe.cuh"
+#include "ops/common/coll_device.cuh"
 
 struct small_args {
   unsigned *word;
@@ -76,28 +77,19 @@ __global__ void k_big_block(const __grid_constant__ big_args a) {
   if (__syncthreads_and(e != 0u) && threadIdx.x == 0) *(volatile unsigned *)w = e;
 }
 
-/* the same, after a block-wide sum (warp shuffles, three barriers: a
- * row-wise norm's reduction) of a value read from shared memory that is
- * dynamic (the row) */
+/* the same, after the row-wise norm's block-wide sum (loom__coll_block_sum:
+ * warp shuffles, three barriers) of a value read from dynamic shared memory
+ * (the row) */
 __global__ void k_big_block_sum(const __grid_constant__ big_args a) {
   pdl_enter();
   extern __shared__ float xs[];
   __shared__ float red[33];
   xs[threadIdx.x] = (float)threadIdx.x;
   __syncthreads();
-  float v = xs[(threadIdx.x + 1) % blockDim.x];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float t = threadIdx.x < blockDim.x / 32 ? red[threadIdx.x] : 0.f;
-    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-    if (threadIdx.x == 0) red[32] = t;
-  }
-  __syncthreads();
+  const float sum = loom__coll_block_sum(xs[(threadIdx.x + 1) % blockDim.x], red); /* the library's */
   unsigned *w = a.word + 2 + blockIdx.x;
   const unsigned e = *(volatile unsigned *)w + 1u;
-  if (__syncthreads_and(red[32] != 0.5f) && threadIdx.x == 0) *(volatile unsigned *)w = e;
+  if (__syncthreads_and(sum != 0.5f) && threadIdx.x == 0) *(volatile unsigned *)w = e;
 }
 
 __global__ void hold_kernel(unsigned long long ns) {

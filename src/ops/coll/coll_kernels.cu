@@ -183,12 +183,15 @@ static __device__ __forceinline__ void loom__ll_group_words(const char *in, int6
     loom__words8<TI>(in, i0, w);
     return;
   }
+  /* the short last group: every index a constant (an index known only at
+   * run time would put w in local memory for the whole kernel) */
 #pragma unroll
   for (int k = 0; k < 8; ++k) w[k] = 0u;
-  for (int64_t i = i0; i < count; ++i) {
-    const int k = (int)(i - i0);
-    if (TI == LOOM_FP32) w[k] = __ldcg((const unsigned int *)in + i);
-    else w[k >> 1] |= (uint32_t)__ldcg((const unsigned short *)in + i) << (16 * (k & 1));
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    if (i0 + k >= count) break;
+    if (TI == LOOM_FP32) w[k] = __ldcg((const unsigned int *)in + i0 + k);
+    else w[k >> 1] |= (uint32_t)__ldcg((const unsigned short *)in + i0 + k) << (16 * (k & 1));
   }
 }
 
@@ -279,8 +282,11 @@ static __device__ __forceinline__ void loom__ll_store_group(const loom_coll_args
     loom__store8<TO>(a.out, i0 - o, acc);
     return;
   }
-  for (int64_t i = i0; i < end; ++i) {
-    float v = acc[i - i0];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) { /* the short last group (constant indices: acc stays in registers) */
+    const int64_t i = i0 + k;
+    if (i >= end) break;
+    float v = acc[k];
     if (pw.flags) {
       const int64_t row = i / pw.cols;
       v = loom__pointwise_apply(pw, pw.flags, pw.act, v, row, i - row * pw.cols);
@@ -299,8 +305,10 @@ static __device__ __forceinline__ void loom__ll_store_words(char *base, int64_t 
     if (T == LOOM_FP32) d[1] = make_uint4(w[4], w[5], w[6], w[7]);
     return;
   }
-  for (int64_t i = i0; i < end; ++i) {
-    const int k = (int)(i - i0);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) { /* the short last group (constant indices) */
+    const int64_t i = i0 + k;
+    if (i >= end) break;
     if (T == LOOM_FP32) ((uint32_t *)base)[i] = w[k];
     else ((unsigned short *)base)[i] = (unsigned short)(w[k >> 1] >> (16 * (k & 1)));
   }
