@@ -84,6 +84,27 @@ static __global__ void fill_kernel(uint16_t *p, size_t n, uint64_t seed) {
 static __device__ float bf16f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
 /* elements of x (loom) outside the bound around y (cuBLASLt), NaN included */
+/* a stand-in of the sm90 GEMM's block (384 threads, ~200 KiB of shared
+ * memory) for the cluster occupancy query below */
+static __global__ void cluster_probe_kernel(int *p) {
+  if (p) p[blockIdx.x] = 1;
+}
+
+/* How many blocks in 2-block clusters can be resident at once: a cluster
+ * needs both blocks in one GPC, so this can be below the SM count. */
+static int cluster2_blocks(size_t smem) {
+  CK(cudaFuncSetAttribute((const void *)cluster_probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  cudaLaunchConfig_t lc = {};
+  cudaLaunchAttribute at;
+  at.id = cudaLaunchAttributeClusterDimension;
+  at.val.clusterDim.x = 2, at.val.clusterDim.y = 1, at.val.clusterDim.z = 1;
+  lc.gridDim = dim3(2, 1, 1), lc.blockDim = dim3(384, 1, 1), lc.dynamicSmemBytes = smem;
+  lc.attrs = &at, lc.numAttrs = 1;
+  int n = 0;
+  CK(cudaOccupancyMaxActiveClusters(&n, (const void *)cluster_probe_kernel, &lc));
+  return 2 * n;
+}
+
 static __global__ void cmp_kernel(const uint16_t *x, const uint16_t *y, size_t n, float ea, unsigned long long *bad) {
   unsigned long long b = 0;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -121,6 +142,8 @@ static void cfg_text(const loom_gemm_config_t *c, char *out, size_t size) {
              c->sk_splits > 1 ? c->sk_splits : 1);
   }
   else if (c->bm == 64) snprintf(out, size, "d%d%s", c->bn, c->sk_splits > 1 ? "/sp" : c->sk_tiles ? "/sk" : "");
+  else if (c->sk_tiles != 0 && c->sk_splits <= 1) /* stream-K: of every tile, or of the last sk_tiles */
+    snprintf(out, size, "%d%s/sk%s", c->bn, c->cluster == 2 ? "c2" : "", c->sk_tiles < 0 ? "" : "tail");
   else snprintf(out, size, "%d%s%s", c->bn, c->cluster == 2 ? "c2" : "", c->sk_tiles == 0 ? "" : c->sk_tiles < 0 ? "/sp" : "/tail");
   if (c->sk_splits > 1 && c->bm != 16) {
     const size_t l = strlen(out);
@@ -220,7 +243,8 @@ int main(int argc, char **argv) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    const size_t bytes = (size_t)512 << 20;
+    /* half of the B pool (pool_b elements = 2 x pool_b bytes) onto the other half */
+    const size_t bytes = std::min((size_t)512 << 20, pool_b);
     float best = 1e30f;
     for (int i = 0; i < 9; ++i) {
       CK(cudaEventRecord(e0, st));
@@ -235,6 +259,8 @@ int main(int argc, char **argv) {
     fill_kernel<<<4096, 256>>>(B, pool_b, 2);
     CK(cudaDeviceSynchronize());
   }
+  printf("blocks resident in 2-block clusters (384 threads, 200 KiB shared memory each): %d of %d SMs\n",
+         cluster2_blocks((size_t)200 << 10), prop.multiProcessorCount);
   printf("device %s, %d SMs, L2 %d MiB, copy bandwidth %.0f GB/s (read+write), peak (model) %.0f GB/s, "
          "%zu shapes, REPS %d\n",
          prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, hbm / 1e9, dev.dram_bps / 1e9, shapes.size(),
@@ -256,6 +282,22 @@ int main(int argc, char **argv) {
           for (int i = 0; i < nc; ++i) dup |= !memcmp(&cand[i], &c, sizeof c);
           if (!dup && nc < 80) cand[nc++] = c;
         }
+    }
+    if (s.m > 64 && getenv("LOOM_DEV_STREAMK")) {
+      /* LOOM_DEV_STREAMK=1: stream-K of 128-row tiles too (every tile, and
+       * the last partial wave, and it plus one whole wave), which the model
+       * does not offer above m = 64 */
+      const int widths[] = {128, 192, 224, 256};
+      for (int wi = 0; wi < 4; ++wi) {
+        const int64_t tiles = ((s.m + 127) / 128) * ((s.n + widths[wi] - 1) / widths[wi]);
+        const int64_t rem = tiles % dev.sms;
+        const int64_t sk_t[3] = {-1, rem, tiles > dev.sms && rem ? rem + dev.sms : 0};
+        for (int v = 0; v < 3; ++v) {
+          if (sk_t[v] == 0 || nc >= 80) continue;
+          loom_gemm_config_t c = {widths[wi], 0, 0, 0, (int)sk_t[v], 0, 0, 0, 128};
+          cand[nc++] = c;
+        }
+      }
     }
     const loom_gemm_config_t pick = loom__gemm_choose(&d, &dev, 1);
     /* copies: as many as keep consecutive repetitions out of L2 */
