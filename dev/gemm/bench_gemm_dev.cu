@@ -15,7 +15,7 @@
  *     large   fitting weights at m = 1000, 3000 (every 2nd weight)
  *     issue   the two shapes of the issue and their neighbours (m = 1..64 at
  *             n = 12288, k = 1536; m = 1000..4096 at n = 4608, k = 12288)
- *   bench_gemm_dev shape M N K nk|kn  one shape, every configuration
+ *   bench_gemm_dev shape M N K nk|kn [json]  one shape, every configuration
  *   bench_gemm_dev none              does the binary start at all
  *
  * Per shape: bf16 in and out, no bias, the set's B layout; random inputs
@@ -174,10 +174,11 @@ int main(int argc, char **argv) {
   };
   if (!strcmp(set, "shape")) {
     if (argc < 6) {
-      fprintf(stderr, "usage: bench_gemm_dev shape M N K nk|kn\n");
+      fprintf(stderr, "usage: bench_gemm_dev shape M N K nk|kn [json]\n");
       return 2;
     }
     shapes.push_back({"shape", "-", "-", atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), !strcmp(argv[5], "kn")});
+    json = argc > 6 ? argv[6] : NULL;
   } else {
     json = argc > 2 ? argv[2] : NULL;
     if (all || !strcmp(set, "issue")) {
