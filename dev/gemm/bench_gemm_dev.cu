@@ -17,6 +17,8 @@
  *             n = 12288, k = 1536; m = 1000..4096 at n = 4608, k = 12288)
  *   bench_gemm_dev shape M N K nk|kn [json]  one shape, every configuration
  *   bench_gemm_dev none              does the binary start at all
+ *   LOOM_DEV_STREAMK=1               also stream-K of 128-row tiles above m = 64
+ *                                    (every tile; the last partial wave; it plus a wave)
  *
  * Per shape: bf16 in and out, no bias, the set's B layout; random inputs
  * (device hash, never zero) in a pool large enough that consecutive
@@ -83,7 +85,6 @@ static __global__ void fill_kernel(uint16_t *p, size_t n, uint64_t seed) {
 
 static __device__ float bf16f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
-/* elements of x (loom) outside the bound around y (cuBLASLt), NaN included */
 /* a stand-in of the sm90 GEMM's block (384 threads, ~200 KiB of shared
  * memory) for the cluster occupancy query below */
 static __global__ void cluster_probe_kernel(int *p) {
@@ -105,6 +106,7 @@ static int cluster2_blocks(size_t smem) {
   return 2 * n;
 }
 
+/* elements of x (loom) outside the bound around y (cuBLASLt), NaN included */
 static __global__ void cmp_kernel(const uint16_t *x, const uint16_t *y, size_t n, float ea, unsigned long long *bad) {
   unsigned long long b = 0;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
