@@ -19,6 +19,10 @@
  *   bench_gemm_dev none              does the binary start at all
  *   LOOM_DEV_STREAMK=1               also stream-K of 128-row tiles above m = 64
  *                                    (every tile; the last partial wave; it plus a wave)
+ *   LOOM_DEV_SKR=1                   also each split-K candidate reduced apart (sk_reduce,
+ *                                    named "...r"); =2 also split-K reduced apart of 128 x
+ *                                    128/192/256 and 64 x 128/256 tiles, splits 2..8, where
+ *                                    the units fill at most two waves
  *
  * Per shape: bf16 in and out, no bias, the set's B layout; random inputs
  * (device hash, never zero) in a pool large enough that consecutive
@@ -149,8 +153,39 @@ static void cfg_text(const loom_gemm_config_t *c, char *out, size_t size) {
   else snprintf(out, size, "%d%s%s", c->bn, c->cluster == 2 ? "c2" : "", c->sk_tiles == 0 ? "" : c->sk_tiles < 0 ? "/sp" : "/tail");
   if (c->sk_splits > 1 && c->bm != 16) {
     const size_t l = strlen(out);
-    snprintf(out + l, size - l, "%d", c->sk_splits);
+    snprintf(out + l, size - l, "%d%s", c->sk_splits, c->sk_reduce ? "r" : "");
   }
+}
+
+/* LOOM_DEV_SKR (level 1, 2): split-K reduced apart. Level 1: a copy of
+ * each split-K candidate in cand[0, nc) with sk_reduce set; level 2 also
+ * 128-row tiles of 128 / 192 / 256 and 64-row tiles of 128 / 256 columns,
+ * splits 2..8, where tiles x splits is at most two waves. Each
+ * configuration once, at most max in all; returns the new count. */
+static int add_split_reduced(const shape_t *s, const loom__gemm_device_t *dev, loom_gemm_config_t *cand, int nc,
+                             int max, int level) {
+  auto push = [&](loom_gemm_config_t c) {
+    for (int i = 0; i < nc; ++i)
+      if (!memcmp(&cand[i], &c, sizeof c)) return;
+    if (nc < max) cand[nc++] = c;
+  };
+  const int n0 = nc;
+  for (int i = 0; i < n0; ++i)
+    if (cand[i].bm != 16 && cand[i].sk_splits > 1) {
+      loom_gemm_config_t c = cand[i];
+      c.sk_reduce = 1;
+      push(c);
+    }
+  if (level < 2) return nc;
+  const int tiles_of[5][2] = {{128, 128}, {128, 192}, {128, 256}, {64, 128}, {64, 256}};
+  for (int t = 0; t < 5; ++t)
+    for (int sp = 2; sp <= 8; ++sp) {
+      const int bm = tiles_of[t][0], bn = tiles_of[t][1];
+      const int64_t tiles = ((s->m + bm - 1) / bm) * ((s->n + bn - 1) / bn);
+      if (tiles * sp > 2 * (int64_t)dev->sms || sp > s->k / 64) continue;
+      push((loom_gemm_config_t){bn, 0, 16, 0, -1, 0, sp, 0, bm == 64 ? 64 : 0, 1});
+    }
+  return nc;
 }
 
 /* The kind a configuration belongs to (summary rows). */
@@ -274,16 +309,16 @@ int main(int argc, char **argv) {
     const shape_t s = shapes[si];
     const loom_gemm_desc_t d = LOOM_GEMM_DESC(s.m, s.n, s.k, LOOM_BF16, LOOM_BF16, s.kn ? LOOM_B_KN : LOOM_B_NK, 0);
     /* the configurations: the model's candidates, more small-m split counts */
-    loom_gemm_config_t cand[80];
-    int nc = loom__gemm_candidates(&d, &dev, 1, cand, 64);
+    loom_gemm_config_t cand[LOOM_GEMM_MAX_CANDIDATES + 48];
+    int nc = loom__gemm_candidates(&d, &dev, 1, cand, LOOM_GEMM_MAX_CANDIDATES);
     if (s.m <= 64) {
       const int extra[] = {1, 2, 4, 8, 16, 32};
       for (int v = 0; v < LOOM_SMALLM_PIPES; ++v) /* the default pipe (stages 0) and each other one */
         for (int e = 0; e < 6 && v != LOOM_SMALLM_PIPE_DEFAULT; ++e) {
-          loom_gemm_config_t c = {0, v, 0, 0, extra[e] > 1 ? -1 : 0, 0, extra[e] > 1 ? extra[e] : 0, 0, 16};
+          loom_gemm_config_t c = {0, v, 0, 0, extra[e] > 1 ? -1 : 0, 0, extra[e] > 1 ? extra[e] : 0, 0, 16, 0};
           int dup = 0;
           for (int i = 0; i < nc; ++i) dup |= !memcmp(&cand[i], &c, sizeof c);
-          if (!dup && nc < 80) cand[nc++] = c;
+          if (!dup && nc < (int)(sizeof cand / sizeof cand[0])) cand[nc++] = c;
         }
     }
     if (s.m > 64 && getenv("LOOM_DEV_STREAMK")) {
@@ -296,12 +331,13 @@ int main(int argc, char **argv) {
         const int64_t rem = tiles % dev.sms;
         const int64_t sk_t[3] = {-1, rem, tiles > dev.sms && rem ? rem + dev.sms : 0};
         for (int v = 0; v < 3; ++v) {
-          if (sk_t[v] == 0 || nc >= 80) continue;
-          loom_gemm_config_t c = {widths[wi], 0, 0, 0, (int)sk_t[v], 0, 0, 0, 128};
+          if (sk_t[v] == 0 || nc >= (int)(sizeof cand / sizeof cand[0])) continue;
+          loom_gemm_config_t c = {widths[wi], 0, 0, 0, (int)sk_t[v], 0, 0, 0, 128, 0};
           cand[nc++] = c;
         }
       }
     }
+    if (getenv("LOOM_DEV_SKR")) nc = add_split_reduced(&s, &dev, cand, nc, (int)(sizeof cand / sizeof cand[0]), atoi(getenv("LOOM_DEV_SKR")));
     const loom_gemm_config_t pick = loom__gemm_choose(&d, &dev, 1);
     /* copies: as many as keep consecutive repetitions out of L2 */
     const size_t sa = (size_t)(s.m * s.k), sb = (size_t)(s.n * s.k), sc = (size_t)(s.m * s.n);

@@ -126,7 +126,7 @@ loom_result_t loom__gemm_hooked(const loom_gemm_desc_t *d, const void *a, const 
                       "GEMM runs the sm80 path (GPU %d.%d%s)",
                       dev.cc_major, dev.cc_minor, force80 ? ", LOOM_GEMM_PATH=sm80" : "");
   /* of an sm90 configuration only the tile width and band height apply */
-  loom_gemm_config_t c80 = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  loom_gemm_config_t c80 = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   if (cfg) c80.bn = cfg->bn == 256 ? 256 : 128, c80.group = cfg->group; /* sm80: 128 or 256 */
   return loom__gemm_sm80(d, a, b, c, bias, cfg ? &c80 : NULL, hooks, stream);
 }

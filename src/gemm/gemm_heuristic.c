@@ -62,6 +62,19 @@
 #define LOOM__M_L2_BPS 7.0e12         /* L2 bytes/s of the chip (the small-m kernel's activations) */
 #define LOOM__M_STORE_SM_BPS 200.0e9  /* epilogue stores per SM (TMA, mostly under the next tile) */
 #define LOOM__M_INFLIGHT_SMALLM 0.6   /* small-m: average fraction of a warp's loads in flight */
+/* Split-K reduced apart (split_reduce.h): the second kernel's fixed cost
+ * (its launch behind the GEMM and its first wave) and the rate at which it
+ * reads the partials and writes C. Fitted, least squares of the log error
+ * of the reduced-apart configurations, on the fitting half at m = 128-512
+ * (500 configurations, rms 0.073; docs/perf/gemm.md, "Split-K reduced
+ * apart"). */
+#define LOOM__M_REDUCE_S 5.0e-6
+#define LOOM__M_REDUCE_BPS 2.0e12
+/* The sm90 kernel's split wave, reduced in the kernel: a fixed end per wave
+ * (the fence after the partials, the ticket, the finisher's start) on top
+ * of the partials' L2 round trip. Fitted with the two above (the in-kernel
+ * split configurations' log error on the same half: rms 0.177 -> 0.143). */
+#define LOOM__M_SPLIT_END_S 3.0e-6
 
 /* bn 192 / 224 / 128 against 256: operand bytes per MAC (a 128 x 192 tile
  * reads 11% more A and B per MAC than 128 x 256; 128 x 128 17% more than
@@ -128,6 +141,8 @@ typedef struct loom__kmodel {
   int kblock_k;            /* k per k-block */
   int es_c;                /* bytes per C element */
   int part_rows;           /* rows of a split unit's fp32 partial */
+  int reduce_apart;        /* split units store their partials; a second kernel sums them */
+  double split_end_s;      /* a split wave reduced in the kernel: its fixed end */
   double bw_frac;          /* of the peak DRAM bandwidth the kernel's stream reaches */
 } loom__kmodel_t;
 
@@ -167,10 +182,15 @@ static double loom__waves_s(const loom__kmodel_t *km, const loom__gemm_device_t 
     const double mem = loom__wave_bytes(km, a, kb * km->kblock_k, has_sp && km->splits > 1) / rate;
     double w = math > mem ? math : mem;
     w += per_sm_units * (double)km->bm * km->bn * km->es_c / LOOM__M_STORE_SM_BPS;
-    if (has_sp && km->splits > 1) /* partial out, and the finisher reads every split's */
-      w += (double)(km->splits + 1) * km->part_rows * km->bn * 4.0 / LOOM__M_L2_SM_BPS;
+    if (has_sp && km->splits > 1 && km->reduce_apart) /* the fp32 partial out instead of C */
+      w += per_sm_units * (double)km->bm * km->bn * (4 - km->es_c) / LOOM__M_STORE_SM_BPS;
+    else if (has_sp && km->splits > 1) /* partial out, and the finisher reads every split's */
+      w += km->split_end_s + (double)(km->splits + 1) * km->part_rows * km->bn * 4.0 / LOOM__M_L2_SM_BPS;
     t += w;
   }
+  if (km->reduce_apart && km->split_tiles > 0 && km->splits > 1) /* the second kernel: partials in, C out */
+    t += LOOM__M_REDUCE_S +
+         (double)km->split_tiles * km->bm * km->bn * (4.0 * km->splits + km->es_c) / LOOM__M_REDUCE_BPS;
   return t;
 }
 
@@ -198,6 +218,8 @@ static double loom__sm90_us(const loom_gemm_desc_t *d, const loom__gemm_device_t
   if (sk == 0 || splits <= 1) sk = 0, splits = 1;
   km.dp_units = tiles - sk, km.split_tiles = sk, km.splits = splits;
   km.part_rows = km.bm;
+  km.reduce_apart = c->sk_reduce && sk > 0 && splits > 1;
+  km.split_end_s = LOOM__M_SPLIT_END_S;
   km.bw_frac = LOOM__M_BW_SM90;
   const int cluster = c->cluster == 2 && km.bm == 128 && (km.bn == 128 || km.bn == 256) && sk == 0 && km.tiles_m >= 2;
   km.flop_s_sm = loom__clock_hz(dev) * LOOM__M_WGMMA_FLOP_CLK * LOOM__M_EFF_SM90 * loom__width_factor(km.bn) *
@@ -307,11 +329,27 @@ static void cand_push(gemm_cand_list_t *l, loom_gemm_config_t c) {
   if (l->n < l->max) l->out[l->n++] = c;
 }
 
+/* Split-K reduced apart (sm90, 128- or 64-row tiles of width bn, t tiles):
+ * the twin of every split candidate already listed, and the split counts
+ * 2..8 whose units fill half a wave to two waves (without the finisher's
+ * serial reads, fewer and longer k ranges can win: fewer partials). */
+static void cand_sm90_apart(gemm_cand_list_t *l, int bm, int bn, int64_t tiles, int sms, int64_t kblocks) {
+  for (int i = 0, n = l->n; i < n; ++i)
+    if (l->out[i].bn == bn && l->out[i].bm == bm && l->out[i].sk_splits > 1 && !l->out[i].sk_reduce) {
+      loom_gemm_config_t c = l->out[i];
+      c.sk_reduce = 1;
+      cand_push(l, c);
+    }
+  for (int s = 2; s <= 8; ++s)
+    if (2 * tiles * s >= sms && tiles * s <= 2 * (int64_t)sms && kblocks / s >= LOOM__SK_MIN_KBLOCKS)
+      cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, -1, 0, s, 0, bm, 1});
+}
+
 /* The sm80 kernel: both widths, the fitted split-K of 128-wide tiles. */
 static void cand_sm80(gemm_cand_list_t *l, const loom_gemm_desc_t *d, const loom__gemm_device_t *dev, int sms) {
-  for (int bn = 128; bn <= 256; bn *= 2) cand_push(l, (loom_gemm_config_t){bn, 0, 0, 0, 0, 0, 0, 0, 0});
+  for (int bn = 128; bn <= 256; bn *= 2) cand_push(l, (loom_gemm_config_t){bn, 0, 0, 0, 0, 0, 0, 0, 0, 0});
   const int32_t s = loom__sm80_pick_splits(d->m, d->n, d->k, sms, dev->sm80_blocks_128);
-  if (s > 1) cand_push(l, (loom_gemm_config_t){128, 0, 0, 0, -1, 0, s, 0, 0});
+  if (s > 1) cand_push(l, (loom_gemm_config_t){128, 0, 0, 0, -1, 0, s, 0, 0, 0});
 }
 
 /* 128-row tiles of width bn: whole tiles (clusters where there are two
@@ -322,31 +360,33 @@ static void cand_sm90_tile128(gemm_cand_list_t *l, const loom_gemm_desc_t *d, in
   const int64_t tiles_m = loom__ceil_div(d->m, 128);
   const int64_t tiles = tiles_m * loom__ceil_div(d->n, bn);
   const int whole_boxes = tiles_m >= 2 && (bn == 128 || bn == 256);
-  cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, 0, 0, 0, whole_boxes ? 2 : 0, 0});
-  if (whole_boxes) cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, 0, 0, 0, 0, 0});
+  cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, 0, 0, 0, whole_boxes ? 2 : 0, 0, 0});
+  if (whole_boxes) cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, 0, 0, 0, 0, 0, 0});
   if (tiles < 2 * (int64_t)sms) {
     const int s = loom__gemm_split_count(tiles, kblocks, sms);
-    if (s > 1) cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, -1, 0, s, 0, 0});
+    if (s > 1) cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, -1, 0, s, 0, 0, 0});
   }
   const int64_t tail = tiles % sms;
   if (tiles > sms && tail > 0 && kblocks >= 2 * LOOM__SK_MIN_KBLOCKS)
     for (int s = 2; s <= 4; ++s)
       if (tail * s <= sms && kblocks / s >= LOOM__SK_MIN_KBLOCKS)
-        cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, (int)tail, 0, s, 0, 0});
+        cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, (int)tail, 0, s, 0, 0, 0});
   if (tiles >= 2 * (int64_t)sms && kblocks >= 4 * LOOM__SK_MIN_KBLOCKS)
-    cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, -1, 0, 2, 0, 0});
+    cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, -1, 0, 2, 0, 0, 0});
+  cand_sm90_apart(l, 0, bn, tiles, sms, kblocks);
 }
 
 /* The decode variant (64-row tiles, deeper B pipelines). */
 static void cand_sm90_decode(gemm_cand_list_t *l, const loom_gemm_desc_t *d, int sms, int64_t kblocks) {
   for (int bn = 256; bn >= 128; bn /= 2) {
     const int64_t tiles = loom__ceil_div(d->m, 64) * loom__ceil_div(d->n, bn);
-    cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, 0, 0, 0, 0, 64});
+    cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, 0, 0, 0, 0, 64, 0});
     if (tiles < 2 * (int64_t)sms) {
       const int s = loom__gemm_split_count(tiles, kblocks, sms);
-      if (s > 1) cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, -1, 0, s, 0, 64});
+      if (s > 1) cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, -1, 0, s, 0, 64, 0});
     }
-    if (d->m <= 64 && tiles < (int64_t)sms) cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, -1, 0, 0, 0, 64});
+    if (d->m <= 64 && tiles < (int64_t)sms) cand_push(l, (loom_gemm_config_t){bn, 0, 16, 0, -1, 0, 0, 0, 64, 0});
+    cand_sm90_apart(l, 64, bn, tiles, sms, kblocks);
   }
 }
 
@@ -357,7 +397,7 @@ static void cand_small_m(gemm_cand_list_t *l, const loom_gemm_desc_t *d, const l
   const int ss[3] = {s, s / 2, 2 * s};
   for (int i = 0; i < 3; ++i)
     if (ss[i] >= 1 && ss[i] <= LOOM_SMALLM_MAX_SPLITS)
-      cand_push(l, (loom_gemm_config_t){0, 0, 0, 0, ss[i] > 1 ? -1 : 0, 0, ss[i] > 1 ? ss[i] : 0, 0, 16});
+      cand_push(l, (loom_gemm_config_t){0, 0, 0, 0, ss[i] > 1 ? -1 : 0, 0, ss[i] > 1 ? ss[i] : 0, 0, 16, 0});
 }
 
 int loom__gemm_candidates(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev, int sm90, loom_gemm_config_t *out,
@@ -388,8 +428,8 @@ int loom__gemm_candidates(const loom_gemm_desc_t *d, const loom__gemm_device_t *
  * flags: what a hooked GEMM may not run; 0: nothing refused). */
 static loom_gemm_config_t loom__argmin(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev, int sm90,
                                        int with_small_m, unsigned refuse) {
-  loom_gemm_config_t cand[48];
-  const int n = loom__gemm_candidates(d, dev, sm90, cand, 48);
+  loom_gemm_config_t cand[LOOM_GEMM_MAX_CANDIDATES];
+  const int n = loom__gemm_candidates(d, dev, sm90, cand, LOOM_GEMM_MAX_CANDIDATES);
   int best = -1;
   double best_us = 1e300;
   for (int i = 0; i < n; ++i) {
@@ -399,6 +439,7 @@ static loom_gemm_config_t loom__argmin(const loom_gemm_desc_t *d, const loom__ge
     if ((refuse & LOOM__HOOKED_NO_SPLIT) && cand[i].sk_tiles != 0) continue;
     if ((refuse & LOOM__HOOKED_SPLIT_NARROW) && cand[i].sk_tiles != 0 && cand[i].bn != 128 && cand[i].bn != 256)
       continue;
+    if ((refuse & LOOM__HOOKED_NO_APART) && cand[i].sk_reduce) continue;
     double us = loom__gemm_predict_us(d, dev, &cand[i], sm90);
     if (cand[i].bm != 16 && cand[i].sk_tiles != 0) us *= 1.0 + LOOM__M_SPLIT_MARGIN;
     if (us < best_us * (1.0 - 1e-9)) best_us = us, best = i;
@@ -416,7 +457,7 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, const lo
 
 loom_gemm_config_t loom__gemm_sm90_hooked_config(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev,
                                                  unsigned refuse) {
-  return loom__argmin(d, dev, 1, 0, refuse);
+  return loom__argmin(d, dev, 1, 0, refuse | LOOM__HOOKED_NO_APART);
 }
 
 loom_gemm_config_t loom__gemm_sm80_heuristic(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev) {

@@ -53,11 +53,13 @@ double loom__gemm_predict_us(const loom_gemm_desc_t *d, const loom__gemm_device_
 
 /* The configurations worth considering for d on dev (sm90: 1 for the sm90
  * path, 0 for the sm80 path): every tile width, split-K of all tiles or of
- * the last partial wave, clusters, the decode variant (m <= 128) and the
- * small-m kernel (m <= 64). Up to max into out; returns how many. The
+ * the last partial wave, each also reduced apart (sm90), clusters, the
+ * decode variant (m <= 128) and the small-m kernel (m <= 64). Up to max into out; returns how many. The
  * heuristic takes the fastest by the model; loom_gemm_tune times them. */
 int loom__gemm_candidates(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev, int sm90, loom_gemm_config_t *out,
                           int max);
+/* Enough room for every candidate of any description. */
+#define LOOM_GEMM_MAX_CANDIDATES 96
 
 /* The configuration loom_gemm runs for an untuned d on the sm90 (sm90 = 1)
  * or sm80 (0) path: the candidate with the least predicted time. May be the
@@ -77,6 +79,7 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, const lo
 #define LOOM__HOOKED_NO_SPLIT 4u   /* split-K / stream-K (hooks that route, reduce or signal per tile) */
 #define LOOM__HOOKED_SPLIT_NARROW 8u /* split-K / stream-K only at bn 128 / 256 (the wait-only kernels with an
                                         activation are built at those widths only) */
+#define LOOM__HOOKED_NO_APART 16u  /* split-K reduced apart (plain GEMMs only: split_reduce.h) */
 loom_gemm_config_t loom__gemm_sm90_hooked_config(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev,
                                                  unsigned refuse);
 

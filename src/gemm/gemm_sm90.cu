@@ -16,6 +16,7 @@
 #include "gemm/gemm_heuristic.h"
 #include "gemm/gemm_sm90.cuh"
 #include "gemm/sm90_layout.h"
+#include "gemm/split_reduce.h"
 #include "gemm/tile_order.h"
 
 /* ---- host side -------------------------------------------------------- */
@@ -303,6 +304,9 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   args.work.dp_tiles = dp_tiles;
   args.work.sk_blocks = sk_blocks;
   args.work.splits = splits;
+  /* split-K reduced apart (plain GEMMs: a hooked GEMM's expired wait must
+   * store nothing, which only its own kernel knows) */
+  args.sk_reduce = conf.sk_reduce && splits > 1 && !hooks;
   const int cl = sk_tiles > 0 ? 1 : want_cl;
   const size_t smem = loom__sm90_smem(bm, conf.bn, hooks != NULL);
   loom__sm90_kernel_t kern =
@@ -314,6 +318,15 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   if (cl == 1) {
     kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, mc, args);
+    if (args.sk_reduce) {
+      LOOM_CUDA_LAUNCHED("loom__gemm_sm90_kernel");
+      loom_split_reduce_args_t r;
+      memset(&r, 0, sizeof r);
+      r.ws = args.sk_ws, r.order = args.order, r.dp_tiles = dp_tiles, r.sk_tiles = sk_tiles, r.splits = splits;
+      r.bm = bm, r.bn = conf.bn, r.m = args.m, r.n = args.n, r.c_type = args.c_type;
+      r.activation = LOOM_ACT_NONE, r.c = args.c, r.bias = args.bias;
+      LOOM_TRY(loom__gemm_split_reduce(&r, sms, stream));
+    }
   } else {
     /* steps of 2 tiles stacked along m: the order runs over tile-row pairs */
     args.order = loom__cluster_order(args.order, 2);

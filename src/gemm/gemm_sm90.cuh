@@ -58,7 +58,10 @@
  * and runs the ordinary epilogue: the bias is added once, by that block.
  * Nothing waits for another block, so no co-residency is assumed. Split-K
  * (work.splits >= 1, tile_order.h) runs through the same fixup: only the
- * segments and slots differ. Hooked GEMMs that only wait (AllGather+GEMM:
+ * segments and slots differ, or it is reduced apart (args.sk_reduce,
+ * plain GEMMs: split_reduce.h): each unit stores its partial and moves on,
+ * and the launcher runs the reduction behind the kernel as a programmatic
+ * dependent (the kernel lets it launch from its start). Hooked GEMMs that only wait (AllGather+GEMM:
  * prologue waits, plain TMA stores into C, no tile signals) run stream-K
  * and split-K too (HOOKS + SK; at bn 192 and 224 without an activation
  * only, to keep the build's kernel count down): each segment's loads
@@ -133,6 +136,8 @@ typedef struct loom_sm90_args {
   loom_work_t work;         /* data-parallel and stream-K segments (tile_order.h) */
   float *sk_ws;             /* stream-K partials: slots of 2 x 64 x BN fp32 */
   uint32_t *sk_count;       /* stream-K tickets [sk tiles], 0 between launches */
+  int32_t sk_reduce;        /* split-K reduced apart (split_reduce.h): a shared tile's units
+                             * store their partials and stop; the next kernel sums them */
   loom_gemm_hooks_t hooks;  /* read only by the HOOKS instantiation */
   int32_t epi_tma;          /* HOOKS: 1 = the TMA-store epilogue into c (no row routing, no
                              * reduction), tile signals after the stores complete; 2 = the same
@@ -794,6 +799,10 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
   /* warp-uniform in the compiler's eyes too (tm and `active` depend on it;
    * ptxas C7518 otherwise) */
   const uint32_t crank = CL > 1 ? __shfl_sync(0xffffffffu, loom__cluster_rank(), 0) : 0;
+  /* split-K reduced apart: the reduction, launched behind this kernel as a
+   * programmatic dependent, may be scheduled once every block has started
+   * (on SMs this grid leaves free; it waits for the whole grid first) */
+  if (SK && args.sk_reduce) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -989,6 +998,11 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
 #pragma unroll
           for (int q = 0; q < WN / 8; ++q)
             __stcg(mine + q * 128 + tid, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
+        }
+        if (args.sk_reduce) {
+          /* reduced apart: the partial is this unit's whole output (the
+           * kernel's end makes it visible to the reduction) */
+          continue;
         }
         __threadfence();
         asm volatile("bar.sync 2, 256;" ::: "memory");

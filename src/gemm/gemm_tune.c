@@ -52,7 +52,8 @@ int loom__gemm_tune_key(const loom_gemm_desc_t *d, const char *path, int sms, ch
   X(sk_blocks, sk_blocks)   \
   X(splits, sk_splits)      \
   X(cluster, cluster)       \
-  X(bm, bm)
+  X(bm, bm)                 \
+  X(reduce, sk_reduce)
 
 void loom__gemm_config_format(const loom_gemm_config_t *c, char *out, size_t size) {
   size_t used = 0;
@@ -148,10 +149,10 @@ static loom_result_t gemm_race_call(void *ctx, int i, cudaStream_t stream) {
 loom_result_t loom__gemm_tune_checked(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c,
                                       const void *bias, int sm90, const loom__gemm_device_t *dev,
                                       cudaStream_t stream) {
-  loom_gemm_config_t cand[65];
+  loom_gemm_config_t cand[LOOM_GEMM_MAX_CANDIDATES + 3];
   cand[0] = loom__gemm_choose(desc, dev, sm90); /* the model's pick: the default */
-  loom_gemm_config_t list[64];
-  const int nl = loom__gemm_tune_list(desc, dev, sm90, &cand[0], list, 64);
+  loom_gemm_config_t list[LOOM_GEMM_MAX_CANDIDATES + 2];
+  const int nl = loom__gemm_tune_list(desc, dev, sm90, &cand[0], list, LOOM_GEMM_MAX_CANDIDATES + 2);
   int n = 1;
   for (int i = 0; i < nl; ++i)
     if (memcmp(&list[i], &cand[0], sizeof cand[0])) cand[n++] = list[i];

@@ -44,7 +44,7 @@ static unsigned hooked_refuse(const loom_gemm_desc_t *g, int wait_only, int bulk
 /* 1 where configuration c runs hooked under `refuse` (sm90). */
 static int hooked_runs(const loom_gemm_config_t *c, unsigned refuse) {
   const int split = c->sk_tiles != 0;
-  return c->bm != 16 && !((refuse & LOOM__HOOKED_NO_CLUSTER) && c->cluster == 2) &&
+  return c->bm != 16 && !c->sk_reduce && !((refuse & LOOM__HOOKED_NO_CLUSTER) && c->cluster == 2) &&
          !((refuse & LOOM__HOOKED_NO_BN224) && c->bn == 224) && !((refuse & LOOM__HOOKED_NO_SPLIT) && split) &&
          !((refuse & LOOM__HOOKED_SPLIT_NARROW) && split && c->bn != 128 && c->bn != 256);
 }

@@ -278,7 +278,7 @@ void gemm_hooks_host_schedule_waits_and_tile_signals_case(void) {
   h.tile_signal = sig_d;
   h.signal_epoch = epoch;
   h.comm = fc.dc;
-  loom_gemm_config_t cfg = {128, 0, 0, 3, 0, 0, 0, 0, 0};
+  loom_gemm_config_t cfg = {128, 0, 0, 3, 0, 0, 0, 0, 0, 0};
   LOOM_OK(loom__gemm_hooked(&d, g.da, g.db, g.dc, g.dbias, &cfg, &h, st));
   int premature = 0, late = 0;
   for (int i = 0; i < TM; ++i) {
@@ -351,7 +351,7 @@ void gemm_hooks_row_routed_store_and_reduce_case(void) {
         CUDA_OK(cudaMemcpy(g.dc, init, g.c_bytes, cudaMemcpyHostToDevice));
         h.epilogue = LOOM_EPI_REDUCE;
       }
-      loom_gemm_config_t cfg = {256, 0, 0, 0, 0, 0, 0, 0, 0};
+      loom_gemm_config_t cfg = {256, 0, 0, 0, 0, 0, 0, 0, 0, 0};
       LOOM_OK(loom__gemm_hooked(&d, g.da, g.db, g.dc, d.has_bias ? g.dbias : NULL, &cfg, &h, 0));
       CUDA_OK(cudaDeviceSynchronize());
       CUDA_OK(cudaMemcpy(g.hc, g.dc, g.c_bytes, cudaMemcpyDeviceToHost));
@@ -505,6 +505,11 @@ out:
 
 int gemm_case_twice_identical(gcase_t *g, gemm_launch_fn launch, const loom_gemm_config_t *cfg, cudaStream_t st,
                               const char *label) {
+  return gemm_case_configs_identical(g, launch, cfg, cfg, st, label);
+}
+
+int gemm_case_configs_identical(gcase_t *g, gemm_launch_fn launch, const loom_gemm_config_t *cfg,
+                                const loom_gemm_config_t *cfg2, cudaStream_t st, const char *label) {
   const loom_gemm_desc_t *d = &g->d;
   const void *bias = d->has_bias ? g->dbias : NULL;
   double rel = 0;
@@ -512,7 +517,7 @@ int gemm_case_twice_identical(gcase_t *g, gemm_launch_fn launch, const loom_gemm
   CUDA_OK(cudaMemset(g->dc, 0xFF, g->c_bytes));
   CUDA_OK(cudaMemset(g->dc2, 0xFF, g->c_bytes));
   LOOM_OK(launch(d, g->da, g->db, g->dc, bias, cfg, NULL, st));
-  LOOM_OK(launch(d, g->da, g->db, g->dc2, bias, cfg, NULL, st));
+  LOOM_OK(launch(d, g->da, g->db, g->dc2, bias, cfg2, NULL, st));
   CUDA_OK(cudaStreamSynchronize(st));
   CUDA_OK(cudaMemcpy(g->hc, g->dc, g->c_bytes, cudaMemcpyDeviceToHost));
   CUDA_OK(cudaMemcpy(g->hc2, g->dc2, g->c_bytes, cudaMemcpyDeviceToHost));

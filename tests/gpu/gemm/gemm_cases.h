@@ -61,6 +61,10 @@ int gemm_run_case(const loom_gemm_desc_t *d, gemm_launch_fn launch, const loom_g
  * the fp64 bounds; prints one line with `label`. */
 int gemm_case_twice_identical(gcase_t *g, gemm_launch_fn launch, const loom_gemm_config_t *cfg, cudaStream_t st,
                               const char *label);
+/* The same with cfg into C and cfg2 into C2: two configurations that must
+ * give the same bits (e.g. split-K reduced in the kernel and apart). */
+int gemm_case_configs_identical(gcase_t *g, gemm_launch_fn launch, const loom_gemm_config_t *cfg,
+                                const loom_gemm_config_t *cfg2, cudaStream_t st, const char *label);
 
 /* Captures one launch of cfg in a graph and replays it `replays` times (C
  * poisoned before each): checks (and returns 1 if) every replay gives the

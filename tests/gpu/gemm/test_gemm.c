@@ -88,7 +88,7 @@ LOOM_TEST(gemm_both_tile_configs) {
     for (int b = 0; b < 2; ++b)
       for (int lay = 0; lay < 2; ++lay)
         for (int cl = 1; cl <= 2; ++cl) {
-          loom_gemm_config_t cfg = {bns[b], 0, 0, 0, 0, 0, 0, cl, 0};
+          loom_gemm_config_t cfg = {bns[b], 0, 0, 0, 0, 0, 0, cl, 0, 0};
           loom_gemm_desc_t d = LOOM_GEMM_DESC(shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
                                 lay ? LOOM_B_KN : LOOM_B_NK, 1);
           run_case(&d, &cfg, 1);
@@ -98,7 +98,7 @@ LOOM_TEST(gemm_both_tile_configs) {
   const loom_dtype_t cs[] = {LOOM_FP32, LOOM_FP16, LOOM_BF16};
   for (int c = 0; c < 3; ++c)
     for (int cl = 1; cl <= 2; ++cl) {
-      loom_gemm_config_t cfg = {256, 0, 3, 5, 0, 0, 0, cl, 0};
+      loom_gemm_config_t cfg = {256, 0, 3, 5, 0, 0, 0, cl, 0, 0};
       loom_gemm_desc_t d = LOOM_GEMM_DESC(1000, 2056, 1032, LOOM_FP16, cs[c], c ? LOOM_B_NK : LOOM_B_KN, 1);
       run_case(&d, &cfg, 1);
     }
@@ -124,7 +124,7 @@ LOOM_TEST(gemm_stream_k_shapes_dtypes_layouts) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
     for (int b = 0; b < 2; ++b)
       for (int lay = 0; lay < 2; ++lay) {
-        loom_gemm_config_t cfg = {bns[b], 0, 0, (int)cases[i][5], (int)cases[i][3], (int)cases[i][4], (int)cases[i][6], 0, 0};
+        loom_gemm_config_t cfg = {bns[b], 0, 0, (int)cases[i][5], (int)cases[i][3], (int)cases[i][4], (int)cases[i][6], 0, 0, 0};
         loom_gemm_desc_t d = LOOM_GEMM_DESC(cases[i][0], cases[i][1], cases[i][2], LOOM_BF16, LOOM_BF16,
                               lay ? LOOM_B_KN : LOOM_B_NK, (int)((i + (size_t)lay) & 1));
         run_case(&d, &cfg, 1);
@@ -134,7 +134,7 @@ LOOM_TEST(gemm_stream_k_shapes_dtypes_layouts) {
   for (int a = 0; a < 2; ++a)
     for (int c = 0; c < 3; ++c)
       for (int lay = 0; lay < 2; ++lay) {
-        loom_gemm_config_t cfg = {a ? 256 : 128, 0, 0, 0, -1, 11, c == 1 ? 3 : 0, 0, 0};
+        loom_gemm_config_t cfg = {a ? 256 : 128, 0, 0, 0, -1, 11, c == 1 ? 3 : 0, 0, 0, 0};
         loom_gemm_desc_t d = LOOM_GEMM_DESC(97, 520, 2056, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, 1);
         run_case(&d, &cfg, 1);
       }
@@ -168,8 +168,8 @@ LOOM_TEST(gemm_stream_k_deterministic_and_graph) {
   gcase_t g;
   cudaStream_t st = NULL;
   loom_gemm_desc_t d = LOOM_GEMM_DESC(77, 3000, 6152, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1);
-  const loom_gemm_config_t cfg = {128, 0, 0, 0, -1, 0, 0, 0, 0};
-  const loom_gemm_config_t split = {256, 0, 0, 0, -1, 0, 6, 0, 0};
+  const loom_gemm_config_t cfg = {128, 0, 0, 0, -1, 0, 0, 0, 0, 0};
+  const loom_gemm_config_t split = {256, 0, 0, 0, -1, 0, 6, 0, 0, 0};
   if (!gcase_init(&g, &d)) {
     loom_test_fail(__FILE__, __LINE__, "allocation");
     goto out;
@@ -181,6 +181,57 @@ LOOM_TEST(gemm_stream_k_deterministic_and_graph) {
 out:
   if (st) cudaStreamDestroy(st);
   gcase_free(&g);
+}
+
+/* Split-K reduced apart (sk_reduce: every unit stores its partial, a second
+ * kernel launched as a programmatic dependent sums them): the bits of the
+ * in-kernel finisher (same additions in split order, same epilogue), every
+ * element written, fp64 bounds; 128- and 64-row tiles, every width, split
+ * of all tiles and of the last ones (the rest whole), odd m, n not a
+ * multiple of the tile, both layouts, every C type, bias or none; then a
+ * captured one replayed (the dependent launch becomes a graph edge) and
+ * loom_gemm_tune's value text round trip. */
+LOOM_TEST(gemm_split_k_reduced_apart) {
+  if (!sm90_or_skip()) return;
+  /* m, n, k, bm, bn, splits, sk_tiles, c type (0 bf16, 1 fp16, 2 fp32), B kn, bias */
+  static const int cs[][10] = {{512, 768, 4096, 128, 128, 4, -1, 0, 0, 0}, {1000, 776, 2056, 128, 192, 3, -1, 1, 1, 1},
+                               {77, 1288, 6152, 64, 128, 6, -1, 2, 0, 1},  {2048, 768, 4096, 128, 256, 2, -1, 0, 1, 0},
+                               {3001, 1544, 1032, 128, 224, 2, 7, 0, 0, 1}, {300, 2056, 3000, 64, 256, 5, -1, 1, 0, 0},
+                               {129, 136, 8200, 128, 128, 8, -1, 2, 1, 1}};
+  const loom_dtype_t ct[] = {LOOM_BF16, LOOM_FP16, LOOM_FP32};
+  cudaStream_t st = NULL;
+  CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; ++i) {
+    gcase_t g;
+    const loom_gemm_desc_t d = LOOM_GEMM_DESC(cs[i][0], cs[i][1], cs[i][2], i % 2 ? LOOM_FP16 : LOOM_BF16, ct[cs[i][7]],
+                                              cs[i][8] ? LOOM_B_KN : LOOM_B_NK, cs[i][9]);
+    if (!gcase_init(&g, &d)) {
+      loom_test_fail(__FILE__, __LINE__, "allocation");
+      continue;
+    }
+    loom_gemm_config_t fused;
+    memset(&fused, 0, sizeof fused);
+    fused.bm = cs[i][3] == 64 ? 64 : 0, fused.bn = cs[i][4], fused.group = 4;
+    fused.sk_tiles = cs[i][6], fused.sk_splits = cs[i][5];
+    loom_gemm_config_t apart = fused;
+    apart.sk_reduce = 1;
+    char label[128];
+    snprintf(label, sizeof label, "%lld x %lld x %lld, %d x %d split %d%s, reduced apart vs in the kernel",
+             (long long)d.m, (long long)d.n, (long long)d.k, cs[i][3], cs[i][4], cs[i][5],
+             cs[i][6] > 0 ? " (last tiles)" : "");
+    CHECK(gemm_case_configs_identical(&g, loom__gemm_sm90, &apart, &fused, st, label));
+    if (i == 0) {
+      CHECK(gemm_case_graph_replays(&g, loom__gemm_sm90, &apart, st, 3));
+      char text[LOOM_TUNE_TEXT_BYTES];
+      loom_gemm_config_t back;
+      loom__gemm_config_format(&apart, text, sizeof text);
+      CHECK_RESULT(loom__gemm_config_parse(text, &back), LOOM_SUCCESS);
+      CHECK(!memcmp(&back, &apart, sizeof back));
+    }
+    gcase_free(&g);
+  }
+out:
+  if (st) cudaStreamDestroy(st);
 }
 
 LOOM_TEST(gemm_invalid_arguments) {
@@ -320,7 +371,7 @@ LOOM_TEST(gemm_tune_rule_noise_identical_candidates) {
 /* A config of 64-row tiles: width bn, split-K splits (0 none), stream-K
  * (sk != 0: every tile), persistent grid (0: SMs). */
 static loom_gemm_config_t dec_cfg(int bn, int splits, int sk, int grid) {
-  loom_gemm_config_t c = {bn, 0, 0, grid, splits > 1 || sk ? -1 : 0, 0, splits > 1 ? splits : 0, 0, 64};
+  loom_gemm_config_t c = {bn, 0, 0, grid, splits > 1 || sk ? -1 : 0, 0, splits > 1 ? splits : 0, 0, 64, 0};
   return c;
 }
 
@@ -495,7 +546,7 @@ LOOM_TEST(gemm_tile_widths_192_224) {
                                  {3001, 2056, 1000}, {129, 200, 4104},   {300, 232, 264}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
       for (int lay = 0; lay < 2; ++lay) {
-        const loom_gemm_config_t cfg = {bn, 0, 0, 0, 0, 0, 0, (int)(i & 1) + 1, 0};
+        const loom_gemm_config_t cfg = {bn, 0, 0, 0, 0, 0, 0, (int)(i & 1) + 1, 0, 0};
         loom_gemm_desc_t d = LOOM_GEMM_DESC(shapes[i][0], shapes[i][1], shapes[i][2], LOOM_BF16, LOOM_BF16,
                               lay ? LOOM_B_KN : LOOM_B_NK, (int)(i & 1));
         run_case(&d, &cfg, 1);
@@ -506,7 +557,7 @@ LOOM_TEST(gemm_tile_widths_192_224) {
       for (int c = 0; c < 3; ++c)
         for (int lay = 0; lay < 2; ++lay) {
           /* grid 5 on odd (a, c): every block walks many tiles */
-          const loom_gemm_config_t cfg = {bn, 0, 3, (a + c) & 1 ? 5 : 0, 0, 0, 0, 0, 0};
+          const loom_gemm_config_t cfg = {bn, 0, 3, (a + c) & 1 ? 5 : 0, 0, 0, 0, 0, 0, 0};
           loom_gemm_desc_t d = LOOM_GEMM_DESC(1000, 776, 1032, abs_[a], cs[c], lay ? LOOM_B_KN : LOOM_B_NK, (c + lay) & 1);
           run_case(&d, &cfg, 1);
         }
@@ -515,7 +566,7 @@ LOOM_TEST(gemm_tile_widths_192_224) {
                              {7, 136, 1032, -1, 0, 3}};
     for (size_t i = 0; i < sizeof sk / sizeof sk[0]; ++i)
       for (int lay = 0; lay < 2; ++lay) {
-        const loom_gemm_config_t cfg = {bn, 0, 0, 0, (int)sk[i][3], (int)sk[i][4], (int)sk[i][5], 0, 0};
+        const loom_gemm_config_t cfg = {bn, 0, 0, 0, (int)sk[i][3], (int)sk[i][4], (int)sk[i][5], 0, 0, 0};
         loom_gemm_desc_t d = LOOM_GEMM_DESC(sk[i][0], sk[i][1], sk[i][2], LOOM_BF16, lay ? LOOM_FP32 : LOOM_BF16,
                               lay ? LOOM_B_KN : LOOM_B_NK, 1);
         run_case(&d, &cfg, 1);
@@ -529,7 +580,7 @@ LOOM_TEST(gemm_tile_widths_192_224) {
     }
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     for (int w = 0; w < 2; ++w) {
-      const loom_gemm_config_t dp = {widths[w], 0, 0, 0, 0, 0, 0, 0, 0}, split = {widths[w], 0, 0, 0, -1, 0, 4, 0, 0};
+      const loom_gemm_config_t dp = {widths[w], 0, 0, 0, 0, 0, 0, 0, 0, 0}, split = {widths[w], 0, 0, 0, -1, 0, 4, 0, 0, 0};
       gemm_case_twice_identical(&g, loom__gemm_sm90, &dp, st, w ? "bn 224 data-parallel" : "bn 192 data-parallel");
       gemm_case_twice_identical(&g, loom__gemm_sm90, &split, st, w ? "bn 224 split-K x4" : "bn 192 split-K x4");
       /* the hooked kernel of this width (an empty set of hooks) */
@@ -540,7 +591,7 @@ LOOM_TEST(gemm_tile_widths_192_224) {
       CHECK_RESULT(loom__gemm_sm90(&d, g.da, g.db, g.dc, g.dbias, &bad, NULL, st), LOOM_ERR_INVALID_ARGUMENT);
       CHECK_MSG(w ? "bm=64 bn=224" : "bm=64 bn=192");
     }
-    loom_gemm_config_t bad = {160, 0, 0, 0, 0, 0, 0, 0, 0};
+    loom_gemm_config_t bad = {160, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK_RESULT(loom__gemm_sm90(&d, g.da, g.db, g.dc, g.dbias, &bad, NULL, st), LOOM_ERR_INVALID_ARGUMENT);
     CHECK_MSG("bn=160");
     /* loom_gemm with tuning entries naming the odd widths */
@@ -595,7 +646,7 @@ LOOM_TEST(gemm_split_k_graphs_of_one_stream_replay_concurrently) {
   void *want[2] = {NULL, NULL}, *got = NULL;
   const loom_gemm_desc_t d[2] = {LOOM_GEMM_DESC(96, 2048, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 1),
                                  LOOM_GEMM_DESC(200, 1536, 6144, LOOM_FP16, LOOM_FP32, LOOM_B_KN, 0)};
-  const loom_gemm_config_t split = {128, 0, 0, 0, -1, 0, 6, 0, 0};
+  const loom_gemm_config_t split = {128, 0, 0, 0, -1, 0, 6, 0, 0, 0};
   CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   for (int i = 0; i < 2; ++i) {
     if (!gcase_init(&g[i], &d[i])) {
@@ -649,7 +700,7 @@ out:
 LOOM_TEST(gemm_split_k_long_k) {
   if (!sm90_or_skip()) return;
   const loom_gemm_desc_t d = LOOM_GEMM_DESC(128, 1536, 49152, LOOM_BF16, LOOM_BF16, LOOM_B_KN, 0);
-  const loom_gemm_config_t cfgs[3] = {{256, 0, 0, 0, -1, 0, 8, 0, 0}, {128, 0, 0, 0, -1, 0, 4, 0, 0},
-                                      {256, 0, 0, 0, -1, 0, 4, 0, 64}};
+  const loom_gemm_config_t cfgs[3] = {{256, 0, 0, 0, -1, 0, 8, 0, 0, 0}, {128, 0, 0, 0, -1, 0, 4, 0, 0, 0},
+                                      {256, 0, 0, 0, -1, 0, 4, 0, 64, 0}};
   for (int i = 0; i < 3; ++i) CHECK(gemm_run_case(&d, loom__gemm_sm90, &cfgs[i], 1));
 }

@@ -65,8 +65,8 @@ static void set_sample(int count, int sm90) {
     printf("    %s %s TP=%d (%s half):\n", loom_gemm_families[x->family].name, x->layer, x->tp,
            x->held_out ? "held-out" : "fitting");
     ok += gemm_run_case(&d, NULL, NULL, 1); /* loom_gemm: the model's pick */
-    loom_gemm_config_t c[64];
-    const int n = loom__gemm_candidates(&d, &dev, sm90, c, 64);
+    loom_gemm_config_t c[LOOM_GEMM_MAX_CANDIDATES];
+    const int n = loom__gemm_candidates(&d, &dev, sm90, c, LOOM_GEMM_MAX_CANDIDATES);
     if (n > 0) ok += gemm_run_case(&d, sm90 ? launch_sm90 : launch_sm80, &c[(r >> 40) % (uint64_t)n], 1);
     done++;
   }

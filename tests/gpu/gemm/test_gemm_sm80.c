@@ -49,7 +49,7 @@ static int sm80_or_skip(void) { return gemm_kernel_or_skip(1); }
  * loom__gemm_sm80 with that tile width and, splits >= 2, split-K into that
  * many k ranges) vs fp64 and cuBLASLt. Returns 1 if everything matched. */
 static int run_case_split(const loom_gemm_desc_t *d, int bn, int splits, int vs_cublas) {
-  const loom_gemm_config_t cfg = {bn, 0, 0, 0, splits > 1 ? -1 : 0, 0, splits > 1 ? splits : 0, 0, 0};
+  const loom_gemm_config_t cfg = {bn, 0, 0, 0, splits > 1 ? -1 : 0, 0, splits > 1 ? splits : 0, 0, 0, 0};
   return gemm_run_case(d, loom__gemm_sm80, bn ? &cfg : NULL, vs_cublas);
 }
 
@@ -107,10 +107,10 @@ LOOM_TEST(gemm_sm80_path_forced_by_setting) {
   setenv("LOOM_GEMM_PATH", "sm80", 1);
   {
     /* a configuration the sm80 path does not have is refused, not ignored */
-    loom_gemm_config_t bad = {192, 0, 0, 0, 0, 0, 0, 0, 0};
+    loom_gemm_config_t bad = {192, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK_RESULT(loom__gemm_sm80(&d, g.da, g.db, g.dc, g.dbias, &bad, NULL, 0), LOOM_ERR_INVALID_ARGUMENT);
     CHECK_MSG("bn=192");
-    loom_gemm_config_t sk = {128, 0, 0, 0, -1, 0, 0, 0, 0};
+    loom_gemm_config_t sk = {128, 0, 0, 0, -1, 0, 0, 0, 0, 0};
     CHECK_RESULT(loom__gemm_sm80(&d, g.da, g.db, g.dc, g.dbias, &sk, NULL, 0), LOOM_ERR_UNSUPPORTED);
   }
 out:
@@ -165,7 +165,7 @@ LOOM_TEST(gemm_sm80_split_k_heuristic_deterministic_graph) {
   gcase_t g;
   cudaStream_t st = NULL;
   loom_gemm_desc_t d = LOOM_GEMM_DESC(77, 3000, 6152, LOOM_BF16, LOOM_FP32, LOOM_B_KN, 1);
-  const loom_gemm_config_t cfg = {128, 0, 0, 0, -1, 0, 6, 0, 0};
+  const loom_gemm_config_t cfg = {128, 0, 0, 0, -1, 0, 6, 0, 0, 0};
   if (!gcase_init(&g, &d)) {
     loom_test_fail(__FILE__, __LINE__, "allocation");
     goto out;
@@ -175,7 +175,7 @@ LOOM_TEST(gemm_sm80_split_k_heuristic_deterministic_graph) {
   gemm_case_graph_replays(&g, loom__gemm_sm80, &cfg, st, 2);
   {
     /* 256-wide tiles have no split-K instantiation: refused */
-    loom_gemm_config_t wide = {256, 0, 0, 0, -1, 0, 4, 0, 0};
+    loom_gemm_config_t wide = {256, 0, 0, 0, -1, 0, 4, 0, 0, 0};
     CHECK_RESULT(loom__gemm_sm80(&d, g.da, g.db, g.dc, g.dbias, &wide, NULL, st), LOOM_ERR_UNSUPPORTED);
   }
 out:

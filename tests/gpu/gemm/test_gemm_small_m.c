@@ -49,7 +49,7 @@ static int small_m_or_skip(void) {
 }
 
 static loom_gemm_config_t sm_cfg(int splits) {
-  loom_gemm_config_t c = {0, 0, 0, 0, splits > 1 ? -1 : 0, 0, splits > 1 ? splits : 0, 0, 16};
+  loom_gemm_config_t c = {0, 0, 0, 0, splits > 1 ? -1 : 0, 0, splits > 1 ? splits : 0, 0, 16, 0};
   return c;
 }
 

@@ -14,6 +14,8 @@
  *     is predicted to beat whole tiles by the margin;
  *   - the choices measured on H200 for the TP=2 families of the fitting
  *     half (docs/perf/gemm.md, "Choices pinned from the TP=2 measurements") stay as they were;
+ *   - split-K reduced apart where it was measured to win (narrow slices at
+ *     m = 64), never for hooked GEMMs;
  *   - the sm80 rule takes the device's own blocks per SM.
  * Runs on any machine.
  */
@@ -30,6 +32,7 @@
 
 /* A configuration its kernel accepts on path sm90 (1) / sm80 (0). */
 static int cfg_valid(const loom_gemm_config_t *c, const loom_gemm_desc_t *d, int sm90) {
+  if (c->sk_reduce && (!sm90 || c->bm == 16 || c->sk_splits < 2 || c->sk_tiles == 0)) return 0;
   if (c->bm == 16)
     return c->bn == 0 && d->m <= LOOM_SMALLM_MAX_M && c->sk_splits >= 0 && c->sk_splits <= LOOM_SMALLM_MAX_SPLITS &&
            c->cluster == 0 && c->stages == 0;
@@ -56,9 +59,9 @@ LOOM_TEST(gemm_heuristic_candidates_and_predictions_over_the_shape_set) {
         for (int j = 0; j < LOOM_GEMM_SHAPE_NMS; ++j) {
           if (si < 5 && (i + j) % 7) continue; /* small GPUs: a sample */
           const loom_gemm_desc_t d = loom__gemm_shape_variant(loom_gemm_shape_ms[j], w[i].n, w[i].k);
-          loom_gemm_config_t c[64];
-          const int n = loom__gemm_candidates(&d, &dev, sm90, c, 64);
-          CHECK(n >= 1 && n < 64);
+          loom_gemm_config_t c[LOOM_GEMM_MAX_CANDIDATES];
+          const int n = loom__gemm_candidates(&d, &dev, sm90, c, LOOM_GEMM_MAX_CANDIDATES);
+          CHECK(n >= 1 && n < LOOM_GEMM_MAX_CANDIDATES);
           const loom_gemm_config_t pick = loom__gemm_choose(&d, &dev, sm90);
           const double floor_us =
               1e6 * fmax(2.0 * d.m * d.n * d.k / flop_s, (double)d.n * d.k * 2 / bw);
@@ -138,7 +141,7 @@ LOOM_TEST(gemm_heuristic_splits_the_last_partial_wave) {
   const loom__gemm_device_t dev = loom__gemm_device_model(132, 1);
   const loom_gemm_desc_t d = LOOM_GEMM_DESC(1000, 4608, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
   const loom_gemm_config_t c = loom__gemm_choose(&d, &dev, 1);
-  const loom_gemm_config_t dp = {192, 0, 16, 0, 0, 0, 0, 0, 0};
+  const loom_gemm_config_t dp = {192, 0, 16, 0, 0, 0, 0, 0, 0, 0};
   const double us = loom__gemm_predict_us(&d, &dev, &c, 1), us_dp = loom__gemm_predict_us(&d, &dev, &dp, 1);
   printf("    m=1000 n=4608 k=12288: bn %d sk_tiles %d splits %d: %.1f us (whole 128 x 192 tiles: %.1f us)\n", c.bn,
          c.sk_tiles, c.sk_splits, us, us_dp);
@@ -188,6 +191,41 @@ LOOM_TEST(gemm_heuristic_keeps_the_measured_tp2_choices) {
       CHECK(c.bm == 0 && c.bn == want[i].bn && c.cluster == want[i].cluster && c.sk_tiles == 0);
     }
   }
+}
+
+/* Split-K reduced apart (split_reduce.h): measured on H200 (docs/perf/gemm.md,
+ * "Split-K reduced apart"), it beat the best in-kernel split by 8-25% at m = 64
+ * on narrow TP = 8 slices; the model picks it there; a hooked GEMM's
+ * configuration never has it (its launcher reduces in the kernel); the
+ * text of a tuning value keeps it. */
+LOOM_TEST(gemm_heuristic_reduces_narrow_splits_apart) {
+  const loom__gemm_device_t dev = loom__gemm_device_model(132, 1);
+  const int64_t apart[][3] = {{64, 768, 4096}, {64, 1280, 8192}, {64, 1280, 4096}};
+  for (size_t i = 0; i < sizeof apart / sizeof apart[0]; ++i) {
+    const loom_gemm_desc_t d = LOOM_GEMM_DESC(apart[i][0], apart[i][1], apart[i][2], LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
+    const loom_gemm_config_t c = loom__gemm_choose(&d, &dev, 1);
+    printf("    m=%lld n=%lld k=%lld: bm %d bn %d splits %d reduce %d\n", (long long)d.m, (long long)d.n,
+           (long long)d.k, c.bm, c.bn, c.sk_splits, c.sk_reduce);
+    CHECK(c.sk_reduce == 1 && c.sk_splits >= 2);
+  }
+  loom_gemm_weight_t w[256];
+  const int nw = loom__gemm_weights(-1, w, 256);
+  int hooked_apart = 0, plain_apart = 0;
+  for (int i = 0; i < nw; ++i)
+    for (int j = 0; j < LOOM_GEMM_SHAPE_NMS; ++j) {
+      const loom_gemm_desc_t d = loom__gemm_shape_variant(loom_gemm_shape_ms[j], w[i].n, w[i].k);
+      hooked_apart += loom__gemm_sm90_hooked_config(&d, &dev, 0).sk_reduce != 0;
+      plain_apart += loom__gemm_choose(&d, &dev, 1).sk_reduce != 0;
+    }
+  printf("    shape set: %d picks reduced apart, %d hooked\n", plain_apart, hooked_apart);
+  CHECK(plain_apart > 0);
+  CHECK_EQ_INT(hooked_apart, 0);
+  const loom_gemm_config_t c = {128, 0, 16, 0, -1, 0, 5, 0, 64, 1};
+  char text[160];
+  loom__gemm_config_format(&c, text, sizeof text);
+  loom_gemm_config_t back;
+  CHECK_RESULT(loom__gemm_config_parse(text, &back), LOOM_SUCCESS);
+  CHECK(!memcmp(&back, &c, sizeof c) && strstr(text, "reduce=1") != NULL);
 }
 
 LOOM_TEST(gemm_heuristic_sm80_rule_takes_the_device_block_count) {

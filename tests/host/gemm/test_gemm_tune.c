@@ -28,10 +28,10 @@ LOOM_TEST(gemm_tune_key_names_path_gpu_and_shape) {
 }
 
 LOOM_TEST(gemm_tune_value_round_trip_and_errors) {
-  const loom_gemm_config_t cs[] = {{256, 0, 16, 0, 0, 0, 0, 2, 0},   {128, 0, 16, 0, -1, 0, 6, 0, 0},
-                                   {128, 6, 4, 66, -1, 132, 0, 1, 0}, {0, 0, 0, 0, 0, 0, 0, 0, 0},
-                                   {256, 0, 16, 0, 0, 0, 0, 0, 64},   {128, 8, 16, 0, -1, 0, 11, 0, 64},
-                                   {256, 0, 0, 0, 0, 0, 0, 0, 128}};
+  const loom_gemm_config_t cs[] = {{256, 0, 16, 0, 0, 0, 0, 2, 0, 0},   {128, 0, 16, 0, -1, 0, 6, 0, 0, 0},
+                                   {128, 6, 4, 66, -1, 132, 0, 1, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+                                   {256, 0, 16, 0, 0, 0, 0, 0, 64, 0},   {128, 8, 16, 0, -1, 0, 11, 0, 64, 0},
+                                   {256, 0, 0, 0, 0, 0, 0, 0, 128, 0}};
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; ++i) {
     char v[LOOM_TUNE_TEXT_BYTES];
     loom_gemm_config_t back;
@@ -44,7 +44,7 @@ LOOM_TEST(gemm_tune_value_round_trip_and_errors) {
   CHECK(c.bn == 128 && c.cluster == 2 && c.sk_splits == 0 && c.bm == 0);
   /* the decode variant's field; entries written before it existed mean bm 0 */
   char v[LOOM_TUNE_TEXT_BYTES];
-  const loom_gemm_config_t dec = {256, 0, 16, 0, -1, 0, 11, 0, 64};
+  const loom_gemm_config_t dec = {256, 0, 16, 0, -1, 0, 11, 0, 64, 0};
   loom__gemm_config_format(&dec, v, sizeof v);
   CHECK(!strcmp(v, "bn=256 group=16 sk_tiles=-1 splits=11 bm=64"));
   CHECK_RESULT(loom__gemm_config_parse("bm=64 bn=128", &c), LOOM_SUCCESS);
@@ -117,8 +117,8 @@ LOOM_TEST(gemm_tune_candidates_valid_distinct_and_shape_aware) {
                                      LOOM_GEMM_DESC(129, 14336, 8192, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0)};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
     for (int sm90 = 0; sm90 <= 1; ++sm90) {
-      loom_gemm_config_t v[64];
-      const int n = loom__gemm_candidates(&shapes[i], &dev, sm90, v, 64);
+      loom_gemm_config_t v[LOOM_GEMM_MAX_CANDIDATES];
+      const int n = loom__gemm_candidates(&shapes[i], &dev, sm90, v, LOOM_GEMM_MAX_CANDIDATES);
       CHECK(n >= 1 && n < 64);
       for (int a = 0; a < n; ++a) {
         CHECK(v[a].bm == 0 || v[a].bm == 64 || v[a].bm == 16);
@@ -146,22 +146,22 @@ LOOM_TEST(gemm_tune_candidates_valid_distinct_and_shape_aware) {
   /* Llama down m = 64: 32 tiles of 64 x 256 leave SMs idle: split-K of
    * those tiles with loom__gemm_split_count's splits, and stream-K */
   {
-    loom_gemm_config_t w[64];
-    const int nw = loom__gemm_candidates(&shapes[4], &dev, 1, w, 64);
+    loom_gemm_config_t w[LOOM_GEMM_MAX_CANDIDATES];
+    const int nw = loom__gemm_candidates(&shapes[4], &dev, 1, w, LOOM_GEMM_MAX_CANDIDATES);
     const int s256 = loom__gemm_split_count(32, 224, 132), s128 = loom__gemm_split_count(64, 224, 132);
     CHECK(s256 > 1 && s128 > 1);
     CHECK(has_cfg_bm(w, nw, 64, 256, 0, s256, -1) && has_cfg_bm(w, nw, 64, 128, 0, s128, -1));
     CHECK(has_cfg_bm(w, nw, 64, 256, 0, 0, -1) && has_cfg_bm(w, nw, 64, 128, 0, 0, -1));
   }
   /* Flux RS m = 256 (96 tiles of 128 x 256 on 132 SMs): split-K of all tiles */
-  loom_gemm_config_t v[64];
-  int n = loom__gemm_candidates(&shapes[2], &dev, 1, v, 64);
+  loom_gemm_config_t v[LOOM_GEMM_MAX_CANDIDATES];
+  int n = loom__gemm_candidates(&shapes[2], &dev, 1, v, LOOM_GEMM_MAX_CANDIDATES);
   int split = 0;
   for (int a = 0; a < n; ++a) split |= v[a].sk_splits > 1 && v[a].sk_tiles == -1;
   CHECK(split);
   /* m = 1000, n = 4608, k = 12288: split-K of the last partial wave of
    * 128 x 192 tiles (60 of 192) */
   const loom_gemm_desc_t qkv = LOOM_GEMM_DESC(1000, 4608, 12288, LOOM_BF16, LOOM_BF16, LOOM_B_NK, 0);
-  n = loom__gemm_candidates(&qkv, &dev, 1, v, 64);
+  n = loom__gemm_candidates(&qkv, &dev, 1, v, LOOM_GEMM_MAX_CANDIDATES);
   CHECK(has_cfg_bm(v, n, 0, 192, 0, 2, 60));
 }
