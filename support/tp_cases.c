@@ -67,14 +67,15 @@ static void tp_models(const loom_tp_case_sel_t *s, loom_tp_case_t *all, int *n_a
   }
 }
 
-/* The shape set's families of the selected half(s), TP 2, 4, 8 (or s->tp). */
+/* The shape set's families of the selected half(s), TP 2, 4, 8 (or s->tp);
+ * never the new families (group 2: gemm_shapes.h), which no set here names. */
 static void tp_families(const loom_tp_case_sel_t *s, loom_tp_case_t *all, int *n_all) {
   static const int tps[] = {2, 4, 8};
   const int64_t *ms = NULL;
   const int nm = tp_m_list(s, &ms);
   for (int f = 0; f < LOOM_GEMM_NFAMILIES; ++f) {
     const int ho = loom_gemm_families[f].held_out;
-    if ((s->set == LOOM_TP_SET_FITTING && ho) || (s->set == LOOM_TP_SET_HELD_OUT && !ho)) continue;
+    if (ho > 1 || (s->set == LOOM_TP_SET_FITTING && ho != 0) || (s->set == LOOM_TP_SET_HELD_OUT && ho != 1)) continue;
     for (int t = 0; t < 3; ++t) {
       const int T = s->tp > 0 ? s->tp : tps[t];
       if (s->tp > 0 && t > 0) break;

@@ -33,7 +33,7 @@ typedef enum loom_tp_set {
   LOOM_TP_SET_MODELS = 0,   /* GPT-3 175B and Llama-3-70B (hidden, 4 x hidden or Llama's FFN) */
   LOOM_TP_SET_FITTING = 1,  /* the shape set's fitting families */
   LOOM_TP_SET_HELD_OUT = 2, /* its held-out families */
-  LOOM_TP_SET_ALL = 3       /* both halves */
+  LOOM_TP_SET_ALL = 3       /* both halves (not the shape set's new families) */
 } loom_tp_set_t;
 
 typedef struct loom_tp_case {

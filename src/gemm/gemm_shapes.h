@@ -1,6 +1,6 @@
 /*
  * gemm_shapes.h - the GEMM shape set loom is measured on: the linear layers
- * of twelve public model families (dense and MoE; hidden 2048..16384;
+ * of 23 public model families (dense and MoE; hidden 2048..16384;
  * attention and FFN projections; tensor-parallel splits TP = 1, 2, 4, 8)
  * crossed with batch sizes m = 1 .. 8192. Header only (static data and
  * inline functions): used by loom-bench gemm, the dev benchmark, and the
@@ -11,6 +11,14 @@
  * half only; the HELD-OUT half checks that the choice generalises
  * (`loom-bench gemm --held-out`). A held-out (n, k) that some fitting family
  * also has belongs to the fitting half (it is not held out).
+ *
+ * A third group after the halves, NEW FAMILIES (held_out = 2): eleven more
+ * public families, never named by anything loom fitted and added after the
+ * model was fitted (`loom-bench gemm --new-families`): a check on shapes
+ * nobody looked at while choosing the model's constants or these halves.
+ * The same rule: a weight an earlier family has stays in that family's
+ * group, so adding the group changed neither half. Only what names group 2
+ * reads it: loom__gemm_weights(-1) is the two halves, as before.
  *
  * A family's layers, as C [m, n] = A [m, k] x W^T with W a Linear weight
  * [n, k] (out x in), h = hidden, H / KV query / key-value heads of hd:
@@ -24,6 +32,9 @@
  *   MLA (DeepSeek): q_a n = q_lora, kv_a n = kv_lora + rope (both k = h, not
  *             split by TP), q_b n = H (nope + rope) / TP, k = q_lora;
  *             kv_b n = H (nope + v) / TP, k = kv_lora; o k = H v / TP.
+ * Attention splits only where TP divides H and KV divides by TP or TP by KV
+ * (vLLM's rule: Phi-3-medium's 10 KV heads do not split 4 or 8 ways); the
+ * FFN only where TP divides its size.
  * Every n and k is a multiple of 8 (loom_gemm's contract); a split that is
  * not (none in this table) would be left out.
  *
@@ -48,7 +59,8 @@ extern "C" {
 typedef struct loom_gemm_family {
   const char *name;
   const char *source;  /* where the sizes come from */
-  int held_out;        /* 0: fitting half, 1: held-out half */
+  int held_out;        /* its group: 0 fitting half, 1 held-out half, 2 new families (never named by
+                          anything loom fitted: added after the model was fitted) */
   int moe;             /* 1: mixture of experts */
   int hidden, heads, kv_heads, head_dim;
   int inter;           /* dense FFN intermediate size (0: no dense FFN) */
@@ -57,7 +69,7 @@ typedef struct loom_gemm_family {
   int q_lora, kv_lora, qk_nope, qk_rope, v_head; /* MLA (0: none) */
 } loom_gemm_family_t;
 
-/* The table. Fitting half first. */
+/* The table: the fitting half, the held-out half, then the new families. */
 static const loom_gemm_family_t loom_gemm_families[] = {
     /* ---- fitting half ---- */
     {"GPT-3-175B", "Brown et al. 2020, Table 2.1 (d_model 12288, 96 heads of 128, d_ff = 4 d_model); Flux's shapes",
@@ -78,6 +90,27 @@ static const loom_gemm_family_t loom_gemm_families[] = {
     {"DBRX", "databricks/dbrx-base config.json (16 experts)", 1, 1, 6144, 48, 8, 128, 0, 1, 10752, 0, 0, 0, 0, 0},
     {"Falcon-180B", "tiiuae/falcon-180B config.json (232 heads of 64, 8 KV heads, d_ff = 4 hidden)", 1, 0, 14848, 232,
      8, 64, 59392, 0, 0, 0, 0, 0, 0, 0},
+    /* ---- new families (held_out = 2): added after the model was fitted, never fitted on ---- */
+    {"Mistral-Large-2407", "mistralai/Mistral-Large-Instruct-2407 config.json", 2, 0, 12288, 96, 8, 128, 28672, 1, 0,
+     0, 0, 0, 0, 0},
+    {"Command-R-Plus", "CohereForAI/c4ai-command-r-plus config.json", 2, 0, 12288, 96, 8, 128, 33792, 1, 0, 0, 0, 0, 0,
+     0},
+    {"Yi-1.5-34B", "01-ai/Yi-1.5-34B config.json", 2, 0, 7168, 56, 8, 128, 20480, 1, 0, 0, 0, 0, 0, 0},
+    {"Phi-3-medium", "microsoft/Phi-3-medium-4k-instruct config.json (10 KV heads; gate and up fused)", 2, 0, 5120, 40,
+     10, 128, 17920, 1, 0, 0, 0, 0, 0, 0},
+    {"Mistral-Nemo-12B", "mistralai/Mistral-Nemo-Base-2407 config.json (head_dim 128: 32 x 128 = 4096 < hidden)", 2, 0,
+     5120, 32, 8, 128, 14336, 1, 0, 0, 0, 0, 0, 0},
+    {"Gemma-3-27B", "google/gemma-3-27b-pt config.json (text_config)", 2, 0, 5376, 32, 16, 128, 21504, 1, 0, 0, 0, 0, 0,
+     0},
+    {"OLMo-2-13B", "allenai/OLMo-2-1124-13B config.json", 2, 0, 5120, 40, 40, 128, 13824, 1, 0, 0, 0, 0, 0, 0},
+    {"Granite-3.0-8B", "ibm-granite/granite-3.0-8b-base config.json", 2, 0, 4096, 32, 8, 128, 12800, 1, 0, 0, 0, 0, 0,
+     0},
+    {"Mixtral-8x7B", "mistralai/Mixtral-8x7B-v0.1 config.json (8 experts)", 2, 1, 4096, 32, 8, 128, 0, 1, 14336, 0, 0,
+     0, 0, 0},
+    {"Qwen1.5-MoE-A2.7B", "Qwen/Qwen1.5-MoE-A2.7B config.json (60 experts of 1408; the shared expert, 5632, as the FFN)",
+     2, 1, 2048, 16, 16, 128, 5632, 1, 1408, 0, 0, 0, 0, 0},
+    {"OLMoE-1B-7B", "allenai/OLMoE-1B-7B-0924 config.json (64 experts)", 2, 1, 2048, 16, 16, 128, 0, 1, 1024, 0, 0, 0, 0,
+     0},
 };
 #define LOOM_GEMM_NFAMILIES ((int)(sizeof loom_gemm_families / sizeof loom_gemm_families[0]))
 
@@ -90,7 +123,7 @@ static const int64_t loom_gemm_shape_ms[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 5
 typedef struct loom_gemm_weight {
   int64_t n, k;
   int family;       /* index into loom_gemm_families (the first that has it) */
-  int held_out;     /* the family's half */
+  int held_out;     /* the family's group: 0 fitting, 1 held out, 2 new families */
   int tp;           /* the first TP split that gives it */
   const char *layer;
 } loom_gemm_weight_t;
@@ -109,7 +142,7 @@ static inline int loom__gemm_family_layers(int f, int tp, loom_gemm_weight_t *ou
       ++c;                                                                                               \
     }                                                                                                    \
   } while (0)
-  if (F->heads % tp == 0) {
+  if (F->heads % tp == 0 && (F->kv_heads % tp == 0 || tp % F->kv_heads == 0)) {
     if (F->q_lora) { /* MLA: low-rank Q and KV (q_a, kv_a replicated, not split) */
       LOOM__W("q_a", F->q_lora, F->hidden);
       LOOM__W("kv_a", F->kv_lora + F->qk_rope, F->hidden);
@@ -139,9 +172,9 @@ static const int loom_gemm_shape_tps[] = {1, 2, 4, 8};
 
 /* Every distinct weight (n, k) of the set, in table order (families, then
  * TP 1, 2, 4, 8, then layers), each once: the first family that has it
- * names it and gives its half. half: 0 the fitting half, 1 the held-out
- * half, -1 both. Up to `max` into out (NULL: count only); returns how many
- * there are. */
+ * names it and gives its group. half: 0 the fitting half, 1 the held-out
+ * half, -1 both halves (not the new families), 2 the new families. Up to
+ * `max` into out (NULL: count only); returns how many there are. */
 static inline int loom__gemm_weights(int half, loom_gemm_weight_t *out, int max) {
   loom_gemm_weight_t all[LOOM_GEMM_NFAMILIES * 4 * 12];
   int na = 0, nout = 0;
@@ -154,7 +187,7 @@ static inline int loom__gemm_weights(int half, loom_gemm_weight_t *out, int max)
         for (int j = 0; j < na && !dup; ++j) dup = all[j].n == w[i].n && all[j].k == w[i].k;
         if (dup) continue;
         all[na++] = w[i];
-        if (half >= 0 && w[i].held_out != half) continue;
+        if (half >= 0 ? w[i].held_out != half : w[i].held_out > 1) continue;
         if (out && nout < max) out[nout] = w[i];
         ++nout;
       }

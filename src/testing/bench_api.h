@@ -136,10 +136,11 @@ loom_result_t loom_bench_gemm_grouped_tile(const loom_grouped_gemm_desc_t *d, co
 
 /* ---- the GEMM engine ----------------------------------------------------- */
 
-/* The shape set (gemm/gemm_shapes.h): every distinct weight of one half
- * (0 fitting, 1 held out, -1 both) into out[max] (NULL: count only), and
- * how many there are; the description of the GEMM of m rows on weight
- * [k, n] as the set measures it (its dtype and layout variant by shape). */
+/* The shape set (gemm/gemm_shapes.h): every distinct weight of one group
+ * (0 fitting, 1 held out, -1 both halves, 2 the new families) into
+ * out[max] (NULL: count only), and how many there are; the description of
+ * the GEMM of m rows on weight [k, n] as the set measures it (its dtype and
+ * layout variant by shape). */
 int loom_bench_gemm_weights(int half, loom_gemm_weight_t *out, int max);
 /* The layers of family f (loom_gemm_families[f]) at tensor-parallel size
  * tp, their per-rank weights (n and k multiples of 8 only), up to max into

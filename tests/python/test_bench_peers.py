@@ -225,7 +225,8 @@ def test_a_peer_without_torch_says_so_and_exits_2():
     for argv in (["tp_torch.py", "--op", "ag_gemm", "--shapes", "llama3-70b:64:3584:8192"],
                  ["coll_torch.py", "--sizes", "4096"], ["optim_torch.py", "--op", "adam", "--cases", "bert"],
                  ["lang_torch.py", "--cases", "adam/N=4096"],
-                 ["moe_torch.py", "--shapes", "Mixtral-8x7B:4096:8:2:128:uniform"]):
+                 ["moe_torch.py", "--shapes", "Mixtral-8x7B:4096:8:2:128:uniform"],
+                 ["gemm_torch.py", "--weights", "8192:8192", "--ms", "1,64"]):
         r = subprocess.run([sys.executable, str(PEERS / argv[0]), *argv[1:]], capture_output=True, text=True)
         assert r.returncode == 2 and "needs torch" in r.stderr, (argv, r.returncode, r.stderr)
 
@@ -257,3 +258,72 @@ def test_moe_peer_parses_its_shapes_and_routes_as_loom_bench(tmp_path):
                                  text=True, check=True).stdout
             assert [int(x) for x in out.split()] == mod.route_ids(name, mod.MOE_SEED, rank, 0, T, E, k), (name, rank)
     assert [mod.expert_rank(6, 4, e) for e in range(6)] == [0, 0, 1, 1, 2, 3]
+
+
+def test_gemm_peer_runs_loom_benchs_gemms_in_their_variants(tmp_path):
+    """gemm_torch.py runs every (m, n, k) of the weights and m list
+    loom-bench passes, each in the set's variant drawn as
+    loom__gemm_shape_variant draws it (src/gemm/gemm_shapes.h, built here
+    with cc) for every weight of every group; its rows carry the complete
+    shape loom-bench gemm pairs by (op, m, n, k, dtype, layout, bias)."""
+    from conftest import compile_c
+    mod, args = parsed("gemm_torch", ["--weights", "8192:8192,1408:2048", "--ms", "1,1000,8192"])
+    assert args.weights == [(8192, 8192), (1408, 2048)] and args.ms == [1, 1000, 8192]
+    assert mod.selection(args) == ([(8192, 8192), (1408, 2048)], [1, 1000, 8192])
+    _, args = parsed("gemm_torch", [])
+    assert mod.selection(args) == (mod.DEFAULT_WEIGHTS, mod.DEFAULT_MS)
+    for bad in (["--weights", "8192:8190"], ["--weights", "8192"], ["--ms", "0,8"], ["--ms", "x"]):
+        with pytest.raises(SystemExit):
+            parsed("gemm_torch", bad)
+    shape = mod.shape_fields(1000, 8192, 8192)
+    assert list(shape) == ["op", "m", "n", "k", "dtype", "layout", "bias"] and shape["op"] == "gemm"
+    rows = pt.variant_rows(shape, mod.VARIANTS, [(12.5, pt.GRAPH)])
+    assert rows[0]["variant"] == "matmul" and rows[0]["shape_keys"] == "op,m,n,k,dtype,layout,bias"
+    exe = compile_c(tmp_path, "variants", r"""
+        #include <stdio.h>
+        #include "gemm/gemm_shapes.h"
+        int main(void) {
+          static const int groups[] = {-1, 2};
+          loom_gemm_weight_t w[512];
+          for (int g = 0; g < 2; ++g) {
+            const int nw = loom__gemm_weights(groups[g], w, 512);
+            for (int i = 0; i < nw; ++i)
+              for (int j = 0; j < LOOM_GEMM_SHAPE_NMS; ++j) {
+                const loom_gemm_desc_t d = loom__gemm_shape_variant(loom_gemm_shape_ms[j], w[i].n, w[i].k);
+                printf("%lld %lld %lld %s %s %d\n", (long long)d.m, (long long)d.n, (long long)d.k,
+                       d.ab_type == LOOM_FP16 ? "fp16" : "bf16", d.b_layout == LOOM_B_KN ? "KN" : "NK", d.has_bias);
+              }
+          }
+          return 0;
+        }
+        """, extra=[f"-I{REPO / 'src'}"])
+    lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")
+    seen = set()
+    for line in filter(None, lines):
+        m, n, k, dtype, layout, bias = line.split()
+        got = mod.shape_fields(int(m), int(n), int(k))
+        assert (got["dtype"], got["layout"], got["bias"]) == (dtype, layout, int(bias)), line
+        seen.add((dtype, layout, int(bias)))
+    assert len(lines) > 4000 and len(seen) == 8
+
+
+def test_gemm_peer_rotates_its_inputs_like_loom():
+    """Copies: powers of two, 4 x L2 between two uses of one copy where the
+    budget allows (at most 32); calls per graph: a multiple of the copies
+    (no copy twice in a row across replays), about 1 ms per replay, at most
+    --graph-calls unless the copies need more."""
+    mod = importlib.import_module("gemm_torch")
+    l2 = 50 << 20
+    assert mod.pow2_copies(1 << 30, 24 << 30, l2) == 1          # a big weight: one copy
+    assert mod.pow2_copies(16 << 20, 24 << 30, l2) == 16        # 13 wanted -> 16
+    assert mod.pow2_copies(1 << 10, 24 << 30, l2) == 32         # the cap
+    assert mod.pow2_copies(16 << 20, 100 << 20, l2) == 4        # the budget: 6 fit -> 4
+    assert mod.pow2_copies(0, 1, l2) == 1
+    for t_us in (1.0, 5.0, 70.0, 400.0, 5000.0):
+        for ring in (1, 2, 8, 32):
+            g = mod.graph_calls(t_us, ring, 16)
+            assert g % ring == 0 and g >= ring and g <= max(16, ring)
+            turns = [(j % g) % ring for j in range(3 * g)]  # replay after replay
+            assert ring == 1 or all(a != b for a, b in zip(turns, turns[1:]))
+    assert mod.graph_calls(5000.0, 1, 16) == 1 and mod.graph_calls(5.0, 1, 16) == 16
+    assert mod.graph_calls(250.0, 1, 16) == 4

@@ -275,7 +275,7 @@ typedef struct loom_bench_row {
 typedef struct loom_bench_table {
   loom_bench_row_t **rows; /* each row allocated on its own: pointers stay valid */
   int n, cap;
-  char notes[16][192];  /* printed under the table and written to the JSON */
+  char notes[32][192];  /* printed under the table and written to the JSON (more are dropped) */
   int nnotes;
   char own_head[LOOM_BENCH_OWN_COLS][12]; /* the suite's own columns: table heads ("hand(us)") */
   char own_key[LOOM_BENCH_OWN_COLS][24];  /* their JSON keys ("hand_us") */

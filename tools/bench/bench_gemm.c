@@ -1,8 +1,8 @@
 /*
- * bench_gemm.c - `loom-bench gemm`: loom_gemm against cuBLAS on the shape
- * set (src/gemm/gemm_shapes.h: the linear layers of twelve model families,
- * TP 1/2/4/8, m = 1 .. 8192), side by side in one process on one GPU
- * (rank 0).
+ * bench_gemm.c - `loom-bench gemm`: loom_gemm against cuBLAS and PyTorch on
+ * the shape set (src/gemm/gemm_shapes.h: the linear layers of 23 model
+ * families, TP 1/2/4/8, m = 1 .. 8192), side by side in one process on one
+ * GPU (rank 0).
  *
  * Baselines, each timed in the same repetitions as loom:
  *   cublasLt   cuBLASLt, the fastest of its heuristic's top candidates
@@ -10,15 +10,26 @@
  *   default    cublasGemmEx with CUBLAS_GEMM_DEFAULT and fp32 compute, what
  *              torch.matmul calls. It has no bias: for a bias GEMM its time
  *              is the product alone (a lower bound of matmul + bias).
+ * and a third, outside, in the same job (unless --peer none):
+ *   torch      bench/peers/gemm_torch.py, run first (its own process, before
+ *              the rank), given this run's weights and m list: PyTorch's
+ *              F.linear / torch.matmul / torch.addmm of the GEMM's exact
+ *              variant, timed per call in a CUDA graph, its inputs rotated
+ *              like loom's. Its time is peer(us) on the loom row of the same
+ *              complete shape (m, n, k, dtype, layout, bias) and no other;
+ *              vs_peer = torch / loom.
  * Every GEMM runs the set's variant (gemm_shapes.h: bf16 or fp16 drawn per
  * weight, B layout and bias per shape, C of the input type).
  *
- * Selection: both halves by default, each summarised on its own; --fitting
- * or --held-out for one; --quick every fifth weight at m = 1, 8, 64, 512,
- * 1000, 4096. --list prints the selection and an estimate of the run's
- * length without touching the GPU. --check-only runs each GEMM once through
- * loom_gemm (whatever path LOOM_GEMM_PATH selects) and checks it: the whole
- * set's correctness in a minute or two (e.g. LOOM_GEMM_PATH=sm80).
+ * Selection: every group by default: the fitting half, the held-out half
+ * and the new families (gemm_shapes.h: never named by anything loom fitted),
+ * each summarised on its own; --fitting, --held-out or --new-families for
+ * one; --quick every fifth weight of each group at m = 1, 8, 64, 512, 1000,
+ * 4096. --list prints the selection and an estimate of the run's length
+ * (the peer's too) without touching the GPU. --check-only runs each GEMM
+ * once through loom_gemm (whatever path LOOM_GEMM_PATH selects) and checks
+ * it: the whole set's correctness in a minute or two (e.g.
+ * LOOM_GEMM_PATH=sm80); no peer.
  *
  * Inputs, per weight (n, k): B in enough copies that consecutive
  * repetitions find none of them in L2 (loom_bench_rotation), A (as many rows
@@ -31,10 +42,11 @@
  * default / loom, and for m <= 64 the fraction of the copy bandwidth
  * (device-to-device, read + write, measured at the start of the run) that
  * streaming the weight once in loom's time (and in cuBLASLt's) represents.
- * Per half and per band (m <= 64, 65..512, >= 1000): geometric mean and
+ * Per group and per band (m <= 64, 65..512, >= 1000): geometric mean and
  * minimum of both ratios, the HBM fraction at m <= 64, and the targets:
  * m >= 1000 none below 0.95 of cuBLASLt; m <= 512 each >= 0.95 of cuBLASLt
- * or >= 85% of the copy bandwidth. JSON: the results dir (loom_bench_write_json).
+ * or >= 85% of the copy bandwidth; per group, torch / loom by band where
+ * the peer ran. JSON: the results dir (loom_bench_write_json).
  */
 #define _GNU_SOURCE /* RTLD_DEEPBIND */
 #include <dlfcn.h>
@@ -54,15 +66,24 @@
 
 #define GEMM_SEED 0x6a09e667f3bcc909ull
 
+/* The groups of the set (gemm_shapes.h's held_out): names in notes and
+ * listings, letters in row labels. */
+#define NGROUPS 3
+static const char *const group_names[NGROUPS] = {"fitting", "held-out", "new families"};
+static const char group_letters[NGROUPS] = {'F', 'H', 'N'};
+
 typedef struct gemm_args {
   loom_bench_opts_t o;
   int candidates;
-  int half;       /* -1 both, 0 --fitting, 1 --held-out */
+  int half;       /* the group: -1 every group (default), 0 --fitting, 1 --held-out, 2 --new-families */
   int tune;       /* --tune: loom_gemm_tune per shape before timing */
   int sm80;       /* --sm80: also the sm80 kernel with its heuristic */
   int list;       /* --list */
   int check_only; /* --check-only */
+  int peer;       /* 0 with --peer none */
   const char *before; /* --before LIB */
+  char peer_json[1200]; /* the PyTorch peer's results ("" if not run) */
+  char peer_note[200];  /* why there is no peer column */
 } gemm_args_t;
 
 static int gemm_opt(void *ctx, int argc, char **argv, int *i) {
@@ -71,16 +92,22 @@ static int gemm_opt(void *ctx, int argc, char **argv, int *i) {
   if (!strcmp(s, "--help")) {
     printf("  --fitting         only the fitting half of the shape set\n"
            "  --held-out        only the held-out half (families the heuristic was not fitted on)\n"
+           "  --new-families    only the new families (added after the model was fitted, never named by it)\n"
            "  --candidates N    cuBLASLt heuristic candidates timed (default 8; --quick 4)\n"
            "  --tune            tune loom_gemm per shape (loom_gemm_tune) before timing\n"
            "  --sm80            also time the portable sm80 kernel (its heuristic)\n"
            "  --check-only      run each GEMM once through loom_gemm and check it, no timing\n"
            "  --list            print the selected GEMMs and an estimate of the run time, then exit\n"
-           "  --before LIB      also time loom_gemm of a previous build (its libloom.so), interleaved\n");
+           "  --before LIB      also time loom_gemm of a previous build (its libloom.so), interleaved\n"
+           "  --peer none       skip PyTorch (bench/peers/gemm_torch.py, run by default on this run's weights\n"
+           "                    and m list; peer(us) only on the loom row of the same complete shape)\n");
     return 1;
   }
   if (!strcmp(s, "--fitting")) return a->half = 0, 1;
   if (!strcmp(s, "--held-out")) return a->half = 1, 1;
+  if (!strcmp(s, "--new-families")) return a->half = 2, 1;
+  const int pr = loom_bench_opt_peer(argc, argv, i, &a->peer);
+  if (pr) return pr;
   if (!strcmp(s, "--tune")) return a->tune = 1, 1;
   if (!strcmp(s, "--sm80")) return a->sm80 = 1, 1;
   if (!strcmp(s, "--list")) return a->list = 1, 1;
@@ -98,13 +125,19 @@ static int gemm_opt(void *ctx, int argc, char **argv, int *i) {
 
 static const int64_t quick_ms[] = {1, 8, 64, 512, 1000, 4096};
 
-/* The weights of the selection (up to max) and, per weight, its m values. */
+#define MAX_WEIGHTS 512 /* more than the whole set's (276) */
+
+/* The weights of the selection (up to max), group after group in table
+ * order; --quick: every fifth of each group. */
 static int select_weights(const gemm_args_t *a, loom_gemm_weight_t *w, int max) {
-  loom_gemm_weight_t all[256];
-  const int n = loom_bench_gemm_weights(a->half, all, 256);
+  loom_gemm_weight_t all[MAX_WEIGHTS];
   int c = 0;
-  for (int i = 0; i < n && c < max; ++i)
-    if (!a->o.quick || i % 5 == 0) w[c++] = all[i];
+  for (int g = 0; g < NGROUPS; ++g) {
+    if (a->half >= 0 && a->half != g) continue;
+    const int n = loom_bench_gemm_weights(g, all, MAX_WEIGHTS);
+    for (int i = 0; i < n && i < MAX_WEIGHTS && c < max; ++i)
+      if (!a->o.quick || i % 5 == 0) w[c++] = all[i];
+  }
   return c;
 }
 
@@ -120,24 +153,46 @@ static double est_gemm_s(int64_t m, int64_t n, int64_t k) {
   return (c > b ? c : b) + 5e-6;
 }
 
+/* Estimated seconds of the peer (gemm_torch.py) on one GEMM: its calls
+ * (a rough eager timing, the graph's warm-up and capture, then warm-up and
+ * timed replays of G calls, G as it picks them: about 1 ms per replay, at
+ * most 16) and its Python time per GEMM (capture, a barrier per
+ * repetition: about 0.09 s, measured on an H200 with torch 2.11). */
+static double est_peer_s(const gemm_args_t *a, int64_t m, int64_t n, int64_t k) {
+  const double t = est_gemm_s(m, n, k);
+  double g = ceil(1e-3 / t);
+  if (g > 16) g = 16;
+  return (4 + 3 + g + (a->o.warmup + a->o.reps) * g) * t + 0.09;
+}
+
+static int peer_runs(const gemm_args_t *a) { return a->peer && !a->check_only; }
+
 static void list_selection(const gemm_args_t *a) {
-  loom_gemm_weight_t w[256];
-  const int nw = select_weights(a, w, 256);
+  loom_gemm_weight_t w[MAX_WEIGHTS];
+  const int nw = select_weights(a, w, MAX_WEIGHTS);
   const int64_t *ms;
   const int nm = select_ms(a, &ms);
   const int impls = 3 + a->sm80;
   const int launches = a->check_only ? 2 : a->candidates * 3 + impls * (a->o.warmup + a->o.reps) + 2;
-  double total = 0;
+  double total = 0, peer = 15; /* the peer: torch's import and NCCL's start */
   int gemms = 0;
   for (int i = 0; i < nw; ++i) {
-    printf("%-16s %-8s TP=%d %-8s n=%6lld k=%6lld %s\n", loom_gemm_families[w[i].family].name, w[i].layer, w[i].tp,
-           w[i].held_out ? "held-out" : "fitting", (long long)w[i].n, (long long)w[i].k,
+    printf("%-18s %-8s TP=%d %-12s n=%6lld k=%6lld %s\n", loom_gemm_families[w[i].family].name, w[i].layer, w[i].tp,
+           group_names[w[i].held_out], (long long)w[i].n, (long long)w[i].k,
            loom_bench_gemm_shape_variant(1, w[i].n, w[i].k).ab_type == LOOM_FP16 ? "fp16" : "bf16");
-    total += 0.05; /* inputs: host random fill and uploads */
-    for (int j = 0; j < nm; ++j, ++gemms) total += launches * est_gemm_s(ms[j], w[i].n, w[i].k) + 0.004;
+    total += 0.05, peer += 0.05; /* inputs: host random fill and uploads */
+    for (int j = 0; j < nm; ++j, ++gemms) {
+      total += launches * est_gemm_s(ms[j], w[i].n, w[i].k) + 0.004;
+      peer += est_peer_s(a, ms[j], w[i].n, w[i].k);
+    }
   }
   printf("# %d weights x %d m = %d GEMMs, about %.0f s on one H100/H200 (%d launches per GEMM)\n", nw, nm, gemms,
          total, launches);
+  if (peer_runs(a))
+    printf("# peer (bench/peers/gemm_torch.py, before the rank): about %.0f s more%s\n", peer,
+           peer > 900 ? "; over loom-bench's 900 s bound on a peer: it would be stopped (--quick, one group, or "
+                        "--peer none)"
+                      : "");
 }
 
 /* ---- inputs of one weight ------------------------------------------------- */
@@ -311,13 +366,16 @@ static loom_result_t grun_op(void *arg, int iter, cudaStream_t s) {
 
 /* ---- summaries ---------------------------------------------------------------- */
 
-/* Per half (0 fitting, 1 held-out) and band (0: m <= 64, 1: 65..512, 2: >= 1000). */
+/* Per group (0 fitting, 1 held-out, 2 new families) and band (0: m <= 64,
+ * 1: 65..512, 2: >= 1000). */
 typedef struct band {
   int n;
   double log_lt, min_lt, log_def, min_def;
   double log_hbm, min_hbm, log_hbm_lt; /* band 0 only */
   int n_before;
   double log_before, min_before;       /* previous build's time / loom time (--before) */
+  int n_peer;
+  double log_peer, min_peer;           /* torch's time / loom time, where paired */
   int hbm85, ok;                       /* m <= 512: meeting the target; m >= 1000: >= 0.95 of cuBLASLt */
 } band_t;
 
@@ -368,10 +426,23 @@ typedef struct run_state {
   cudaStream_t s;
   cublasHandle_t h;
   loom_bench_table_t t;
-  band_t bands[2][3];
+  band_t bands[NGROUPS][3];
   double hbm_bps;
   int gemms, failures;
 } run_state_t;
+
+/* The complete shape of a loom row for pairing with gemm_torch.py's rows
+ * (its shape_fields: op, m, n, k, dtype, layout, bias). */
+static void gemm_pair_shape(const loom_gemm_desc_t *d, loom_bench_shape_t *ps) {
+  loom_bench_shape_init(ps);
+  loom_bench_shape_str(ps, "op", "gemm");
+  loom_bench_shape_int(ps, "m", d->m);
+  loom_bench_shape_int(ps, "n", d->n);
+  loom_bench_shape_int(ps, "k", d->k);
+  loom_bench_shape_str(ps, "dtype", loom_bench_dtype_name(d->ab_type));
+  loom_bench_shape_str(ps, "layout", d->b_layout == LOOM_B_NK ? "NK" : "KN");
+  loom_bench_shape_int(ps, "bias", d->has_bias);
+}
 
 /* One GEMM: rows, timing side by side, check, summary. */
 static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, int64_t m) {
@@ -380,7 +451,7 @@ static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, i
   char shape[64], label[48], cfg[96];
   snprintf(shape, sizeof shape, "%lldx%lldx%lld %s%s", (long long)m, (long long)x->n, (long long)x->k,
            d.b_layout == LOOM_B_NK ? "NK" : "KN", d.has_bias ? "+b" : "");
-  snprintf(label, sizeof label, "%s %s/%s/tp%d", x->held_out ? "H" : "F", loom_gemm_families[x->family].name,
+  snprintf(label, sizeof label, "%c %s/%s/tp%d", group_letters[x->held_out], loom_gemm_families[x->family].name,
            x->layer, x->tp);
   loom_bench_gemm_config_text(&d, cfg, sizeof cfg);
   /* positions: cuBLASLt, cublasGemmEx default, loom, then the sm80 kernel
@@ -406,6 +477,13 @@ static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, i
     snprintf(row->dtype, sizeof row->dtype, "%s", d.ab_type == LOOM_FP16 ? "fp16" : "bf16");
     row->m = d.m, row->n = d.n, row->k = d.k;
     row->flops = 2.0 * (double)d.m * (double)d.n * (double)d.k;
+  }
+  /* the peer's time of this exact GEMM, on loom's row */
+  int paired = 0;
+  if (!a->check_only && a->peer_json[0]) {
+    loom_bench_shape_t ps;
+    gemm_pair_shape(&d, &ps);
+    paired = loom_bench_row_pair(rows[2], a->peer_json, "matmul", &ps, 0);
   }
   loom_result_t r = LOOM_SUCCESS;
   loom_bench_time_t tm[NIMPL];
@@ -452,6 +530,13 @@ static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, i
     const int band = m <= 64 ? 0 : m <= 512 ? 1 : 2;
     const int ok = band == 2 ? r_lt >= 0.95 : (r_lt >= 0.95 || hbm >= 0.85);
     band_add(&st->bands[x->held_out][band], r_lt, r_def, band == 0 ? hbm : 0, hbm_lt, ok);
+    if (paired) {
+      band_t *bp = &st->bands[x->held_out][band];
+      const double rp = rows[2]->peer_us / us[2];
+      if (bp->n_peer == 0) bp->min_peer = 1e9;
+      bp->n_peer++, bp->log_peer += log(rp);
+      if (rp < bp->min_peer) bp->min_peer = rp;
+    }
     if (m <= 64)
       set_note(rows[2], "%s x%.3f Lt x%.3f def HBM %.0f%% (Lt %.0f%%) %s", label, r_lt,
                r_def, 100 * hbm, 100 * hbm_lt, cfg);
@@ -474,6 +559,7 @@ static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, i
     if (m <= 64) printf("  HBM %3.0f%% (Lt %3.0f%%)", 100 * hbm, 100 * hbm_lt);
     if (p_sm80 >= 0) printf("  sm80 %9.1f us", us[p_sm80]);
     if (p_before >= 0) printf("  before %9.1f us x%.3f", us[p_before], us[p_before] / us[2]);
+    if (paired) printf("  torch %9.1f us x%.3f", rows[2]->peer_us, rows[2]->peer_us / us[2]);
     printf("  %s%s\n", cfg, ok ? "" : "  MISS");
   }
   for (int i = 0; i < nimpl; ++i) loom_bench_row_finish(rows[i]);
@@ -483,7 +569,7 @@ static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, i
 
 static void band_notes(run_state_t *st, int half) {
   static const char *const names[3] = {"m <= 64", "m 65..512", "m >= 1000"};
-  const char *hn = half ? "held-out" : "fitting";
+  const char *hn = group_names[half];
   for (int b = 0; b < 3; ++b) {
     const band_t *x = &st->bands[half][b];
     if (!x->n) continue;
@@ -501,6 +587,18 @@ static void band_notes(run_state_t *st, int half) {
       loom_bench_note(&st->t, "%s %s: previous build / now geomean %.3f min %.3f over %d GEMMs (> 1: faster now)", hn,
                       names[b], exp(x->log_before / x->n_before), x->min_before, x->n_before);
   }
+  /* the peer: one line per group, every band */
+  char line[192];
+  snprintf(line, sizeof line, "%s: torch (CUDA graph) / loom geomean", hn);
+  int any = 0;
+  for (int b = 0; b < 3; ++b) {
+    const band_t *x = &st->bands[half][b];
+    if (!x->n_peer) continue;
+    (void)loom_bench_appendf(line, sizeof line, "%s %s %.3f min %.3f (%d)", any ? ";" : "", names[b],
+                             exp(x->log_peer / x->n_peer), x->min_peer, x->n_peer);
+    any = 1;
+  }
+  if (any) loom_bench_note(&st->t, "%s", line);
 }
 
 static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
@@ -530,8 +628,8 @@ static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
   if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess)
     printf("# loom-bench gemm: %s (%d SMs, compute capability %d.%d), copy bandwidth %.0f GB/s\n", p.name,
            p.multiProcessorCount, p.major, p.minor, st.hbm_bps / 1e9);
-  loom_gemm_weight_t w[256];
-  const int nw = select_weights(a, w, 256);
+  loom_gemm_weight_t w[MAX_WEIGHTS];
+  const int nw = select_weights(a, w, MAX_WEIGHTS);
   const int64_t *ms;
   const int nm = select_ms(a, &ms);
   for (int i = 0; i < nw; ++i) {
@@ -550,15 +648,21 @@ static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
   }
   loom_bench_note(&st.t, "copy bandwidth %.0f GB/s (device-to-device, read + write); HBM %% = weight bytes / loom time / it",
                   st.hbm_bps / 1e9);
-  for (int h = 0; h < 2; ++h) band_notes(&st, h);
+  for (int h = 0; h < NGROUPS; ++h) band_notes(&st, h);
   loom_bench_note(&st.t, "cublasLt: best of %d heuristic candidates, bias in its epilogue; cublas-default: cublasGemmEx, "
                   "CUBLAS_GEMM_DEFAULT, no bias; loom: loom_gemm%s",
                   a->candidates, a->tune ? " tuned per shape" : " (model or tuned entry)");
   loom_bench_note(&st.t, "targets: m >= 1000 none < 0.95 of cuBLASLt, geomean >= 1.00; m <= 512 each >= 0.95 of "
                   "cuBLASLt or >= 85%% HBM");
+  if (a->peer_json[0])
+    loom_bench_note(&st.t, "peer(us): torch (F.linear / matmul / addmm) of the row's exact GEMM in a CUDA graph, or "
+                           "none (the note says why; bench/peers/gemm_torch.py, this job): %.40s", a->peer_json);
+  else
+    loom_bench_note(&st.t, "%s", a->peer_note[0] ? a->peer_note : "PyTorch peer: no rows");
+  static const char *const sel[NGROUPS] = {"fitting half", "held-out half", "new families"};
   char title[160];
-  snprintf(title, sizeof title, "loom-bench gemm: loom vs cuBLAS on the shape set (%s), median of %d reps",
-           a->half < 0 ? "both halves" : a->half ? "held-out half" : "fitting half", a->o.reps);
+  snprintf(title, sizeof title, "loom-bench gemm: loom vs cuBLAS and torch on the shape set (%s), median of %d reps",
+           a->half < 0 ? "both halves and the new families" : sel[a->half], a->o.reps);
   loom_bench_note(&st.t, "%d GEMMs", st.gemms);
   st.failures = loom_bench_finish("gemm", &st.t, &a->o, 1, title, st.failures);
   loom_bench_table_free(&st.t);
@@ -568,10 +672,38 @@ static int gemm_rank(loom_rank_ctx_t *ctx, void *arg) {
   return st.failures ? 1 : 0;
 }
 
-LOOM_BENCH(gemm, "loom's GEMM engine vs cuBLASLt and cublasGemmEx on the shape set (12 model families, TP 1-8, m 1-8192)") {
+/* Runs gemm_torch.py on this run's weights and m list (from the parent,
+ * before the rank). */
+static void gemm_peer(gemm_args_t *a) {
+  if (!peer_runs(a)) {
+    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer not run (%s)", a->peer ? "--check-only" : "--peer none");
+    return;
+  }
+  loom_gemm_weight_t w[MAX_WEIGHTS];
+  const int nw = select_weights(a, w, MAX_WEIGHTS);
+  const int64_t *ms;
+  const int nm = select_ms(a, &ms);
+  char args[6144];
+  snprintf(args, sizeof args, "--world 1 --reps %d --warmup %d --ms ", a->o.reps, a->o.warmup);
+  int bad = 0;
+  for (int j = 0; j < nm; ++j) bad |= loom_bench_appendf(args, sizeof args, "%s%lld", j ? "," : "", (long long)ms[j]);
+  bad |= loom_bench_appendf(args, sizeof args, " --weights ");
+  for (int i = 0; i < nw; ++i)
+    bad |= loom_bench_appendf(args, sizeof args, "%s%lld:%lld", i ? "," : "", (long long)w[i].n, (long long)w[i].k);
+  if (bad) {
+    snprintf(a->peer_note, sizeof a->peer_note, "PyTorch peer not run: its weight list is too long");
+    return;
+  }
+  (void)loom_bench_run_peer("gemm_torch.py", args, "gemm_torch", a->peer_json, sizeof a->peer_json, a->peer_note,
+                            sizeof a->peer_note);
+}
+
+LOOM_BENCH(gemm, "loom's GEMM engine vs cuBLASLt, cublasGemmEx and torch on the shape set (23 model families in "
+                 "three groups, TP 1-8, m 1-8192)") {
   gemm_args_t a;
   memset(&a, 0, sizeof a);
   a.half = -1;
+  a.peer = 1;
   int rc = loom_bench_parse(&a.o, argc, argv, gemm_opt, &a);
   if (rc != LOOM_BENCH_RUN) return rc;
   if (!a.candidates) a.candidates = a.o.quick ? 4 : 8;
@@ -580,5 +712,6 @@ LOOM_BENCH(gemm, "loom's GEMM engine vs cuBLASLt and cublasGemmEx on the shape s
     return 0;
   }
   if (loom_bench_world(&a.o, 1) == 0) return 1;
+  gemm_peer(&a);
   return loom_bench_launch(&a.o, 1, gemm_rank, &a) ? 1 : 0;
 }

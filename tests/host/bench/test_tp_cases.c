@@ -4,6 +4,7 @@
  * split; the shape set's families split into the fitting and the held-out
  * half with no family in both; column-parallel layers for AllGather + GEMM,
  * row-parallel ones for GEMM + ReduceScatter (n the family's hidden size);
+ * the set's new families (group 2) in no selection;
  * every (m, n, k, tp) once; a sample of N spread over the list; at least 60
  * held-out shapes for each op (what a check of a fitted model needs); bad
  * selections refused. No GPU.
@@ -72,8 +73,12 @@ LOOM_TEST(tp_cases_halves_layers_and_uniqueness) {
     }
     for (int i = 0; i < nh; ++i) {
       const int f = family_of(&g_d[i]);
-      CHECK(f >= 0 && loom_gemm_families[f].held_out && g_d[i].held_out == 1);
+      CHECK(f >= 0 && loom_gemm_families[f].held_out == 1 && g_d[i].held_out == 1);
     }
+    /* all: both halves, never the shape set's new families (group 2) */
+    const int nall = loom_tp_cases(&s, g_c, MAXC);
+    CHECK_EQ_INT(nall, na);
+    for (int i = 0; i < nall; ++i) CHECK(g_c[i].held_out == 0 || g_c[i].held_out == 1);
   }
 }
 
