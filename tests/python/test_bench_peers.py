@@ -13,12 +13,13 @@ tests/host/bench/test_bench_pairing.c.
 import argparse
 import contextlib
 import importlib
+import itertools
 import subprocess
 import sys
 import types
 
 import pytest
-from conftest import REPO
+from conftest import REPO, compile_c
 
 PEERS = REPO / "bench" / "peers"
 sys.path.insert(0, str(PEERS))
@@ -226,7 +227,8 @@ def test_a_peer_without_torch_says_so_and_exits_2():
                  ["coll_torch.py", "--sizes", "4096"], ["optim_torch.py", "--op", "adam", "--cases", "bert"],
                  ["lang_torch.py", "--cases", "adam/N=4096"],
                  ["moe_torch.py", "--shapes", "Mixtral-8x7B:4096:8:2:128:uniform"],
-                 ["gemm_torch.py", "--weights", "8192:8192", "--ms", "1,64"]):
+                 ["gemm_torch.py", "--weights", "8192:8192", "--ms", "1,64"],
+                 ["grouped_torch.py", "--models", "Mixtral-8x7B:4096:8:2:14336", "--tokens", "64"]):
         r = subprocess.run([sys.executable, str(PEERS / argv[0]), *argv[1:]], capture_output=True, text=True)
         assert r.returncode == 2 and "needs torch" in r.stderr, (argv, r.returncode, r.stderr)
 
@@ -327,3 +329,182 @@ def test_gemm_peer_rotates_its_inputs_like_loom():
             assert ring == 1 or all(a != b for a, b in zip(turns, turns[1:]))
     assert mod.graph_calls(5000.0, 1, 16) == 1 and mod.graph_calls(5.0, 1, 16) == 16
     assert mod.graph_calls(250.0, 1, 16) == 4
+
+
+def test_grouped_peer_runs_loom_benchs_product_in_its_order():
+    mod, args = parsed("grouped_torch", ["--models", "Mixtral-8x7B:4096:8:2:14336,OLMoE-1B-7B:2048:64:8:1024",
+                                         "--gemms", "gate_up,down", "--tokens", "1,64", "--routings", "uniform,zipf"])
+    got = [(m[0], g, t, r) for m, g, t, r in mod.cases(args)]
+    assert len(got) == 16 and got[:3] == [("Mixtral-8x7B", "gate_up", 1, "uniform"),
+                                          ("Mixtral-8x7B", "gate_up", 1, "zipf"),
+                                          ("Mixtral-8x7B", "gate_up", 64, "uniform")]
+    assert got[4] == ("Mixtral-8x7B", "down", 1, "uniform") and got[8][0] == "OLMoE-1B-7B"
+    assert args.world == 1 and mod.gemm_dims("gate_up", 4096, 14336) == (28672, 4096)
+    assert mod.gemm_dims("down", 4096, 14336) == (4096, 14336)
+    _, args = parsed("grouped_torch", ["--models", "gpt-oss-120b:2880:128:4:2880"])
+    assert args.gemms == ["gate_up", "down"] and args.routings == ["uniform", "zipf"]
+    assert args.tokens == [1, 8, 64, 512, 1024, 2048, 8192]
+    for bad in (["--gemms", "up"], ["--routings", "skew"], ["--tokens", "0"], ["--tokens", "x"]):
+        with pytest.raises(SystemExit):
+            parsed("grouped_torch", ["--models", "gpt-oss-120b:2880:128:4:2880", *bad])
+    assert mod.rotation_sets(50 << 20, 1e9, 50 << 20, 1e12) == 4
+    assert mod.rotation_sets(1000, 1e3, 50 << 20, 1e12) == mod.MAX_SETS == 16
+    assert mod.rotation_sets(50 << 20, 1e9, 50 << 20, 2.5e9) == 2
+
+
+def test_grouped_peer_agrees_with_loom_benchs_c_side(tmp_path):
+    """support/grouped_cases.c (built here with cc) and grouped_torch.py: the
+    same argument list, rows per expert, input sets and complete shape for
+    every model at T = 1 and 64, both GEMMs and routings."""
+    exe = compile_c(tmp_path, "grouped", f"""
+        #include <stdio.h>
+        #include "support/grouped_cases.h"
+        int main(void) {{
+          loom_grouped_sel_t s; loom_grouped_case_t c[512]; char buf[1024];
+          loom_grouped_sel_init(&s); s.tokens = 64;
+          if (loom_grouped_peer_args(&s, buf, sizeof buf)) return 1;
+          printf("%s\\n", buf);
+          for (int t = 0; t < 2; ++t) {{
+            s.tokens = t ? 64 : 1;
+            const int n = loom_grouped_cases(&s, c, 512);
+            for (int i = 0; i < n; ++i) {{
+              int64_t off[257], hot = 0; int active = 0;
+              if (loom_grouped_offsets(&c[i], 0x6d6f65ull, off, &active, &hot)) return 1;
+              const int sets = loom_grouped_sets(loom_grouped_touched_bytes(&c[i], active),
+                                                 loom_grouped_set_bytes(&c[i]), 50.0 * (1 << 20), 2e9);
+              loom_bench_shape_t p; loom_grouped_pair_shape(&c[i], hot, &p);
+              printf("%d", sets);
+              for (int e = 0; e <= loom_grouped_models[c[i].model].experts; ++e) printf(" %lld", (long long)off[e]);
+              for (int f = 0; f < p.n; ++f) printf(" %s=%s", p.key[f], p.val[f]);
+              printf("\\n");
+            }}
+          }}
+          return 0;
+        }}
+    """, extra=[f"-I{REPO}", str(REPO / "support" / "grouped_cases.c"), str(REPO / "support" / "bench_pair.c"), "-lm"])
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
+    mod, args = parsed("grouped_torch", out[0].split())
+    lines = iter(out[1:])
+    for T in (1, 64):
+        args.tokens = [T]
+        for (name, H, E, k, F), gemm, t, route in mod.cases(args):
+            counts = mod.expert_rows(route, t, E, k)
+            n, kk = mod.gemm_dims(gemm, H, F)
+            active = sum(1 for x in counts if x)
+            sets = mod.rotation_sets(mod.touched_bytes(t * k, n, kk, active), mod.set_bytes(t * k, n, kk, E),
+                                     50 << 20, 2e9)
+            shape = mod.shape_fields(name, gemm, t, route, E, k, n, kk, max(counts))
+            want = " ".join([str(sets), "0", *(str(x) for x in itertools.accumulate(counts)),
+                             *(f"{key}={val}" for key, val in shape.items())])
+            assert next(lines) == want, (name, gemm, t, route)
+    assert next(lines, None) is None
+
+
+class FakeGroupedTorch(types.ModuleType):
+    """torch, as far as grouped_torch.worker uses it: tensors that carry
+    their shapes only, torch._grouped_mm checking its operands' shapes."""
+
+    class T:
+        def __init__(self, shape):
+            self.shape = tuple(shape)
+
+        def uniform_(self, *a, **k):
+            return self
+
+        def transpose(self, i, j):
+            s = list(self.shape)
+            s[i], s[j] = s[j], s[i]
+            return FakeGroupedTorch.T(s)
+
+        def __getitem__(self, idx):
+            if isinstance(idx, int):
+                return FakeGroupedTorch.T(self.shape[1:])
+            return FakeGroupedTorch.T((len(range(*idx.indices(self.shape[0]))),) + self.shape[1:])
+
+        def float(self):
+            return self
+
+        def t(self):
+            return FakeGroupedTorch.T(self.shape[::-1])
+
+        def __matmul__(self, o):
+            assert self.shape[1] == o.shape[0]
+            return FakeGroupedTorch.T((self.shape[0], o.shape[1]))
+
+        def __sub__(self, o):
+            assert self.shape == o.shape
+            return self
+
+        def abs(self):
+            return self
+
+        def max(self):
+            return types.SimpleNamespace(item=lambda: 0.0)
+
+    def __init__(self):
+        super().__init__("torch")
+        self.calls = []
+        T = FakeGroupedTorch.T
+        self.__version__, self.bfloat16, self.int32 = "fake", "bf16", "int32"
+        self.empty = lambda *s, device=None, dtype=None: T(s)
+        self.tensor = lambda v, device=None, dtype=None: T((len(v),))
+        self.Generator = lambda device=None: types.SimpleNamespace(manual_seed=lambda s: None)
+        self.cuda = types.SimpleNamespace(get_device_properties=lambda i: types.SimpleNamespace(L2_cache_size=50 << 20),
+                                          mem_get_info=lambda: (4e9, 141e9), empty_cache=lambda: None,
+                                          get_device_name=lambda i: "fake")
+        self.distributed = types.ModuleType("torch.distributed")
+        self.distributed.destroy_process_group = lambda: None
+
+    def _grouped_mm(self, a, b, offs=None):
+        assert len(a.shape) == 2 and len(b.shape) == 3 and a.shape[1] == b.shape[1] and offs.shape == (b.shape[0],)
+        self.calls.append(a.shape[0])
+        return FakeGroupedTorch.T((a.shape[0], b.shape[2]))
+
+
+def test_grouped_peer_rows_pair_with_loom_benchs_rows(tmp_path, monkeypatch):
+    """grouped_torch.worker on a stand-in of torch (shapes only): one row per
+    case in loom-bench's order, each pairing with loom-bench's row of the
+    same case (support/bench_pair.c, built here), input sets rotated."""
+    fake = FakeGroupedTorch()
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setitem(sys.modules, "torch.distributed", fake.distributed)
+    mod, args = parsed("grouped_torch", ["--models", "Qwen3-30B-A3B:2048:128:8:768,OLMoE-1B-7B:2048:64:8:1024",
+                                         "--tokens", "1,64"])
+    monkeypatch.setattr(mod, "join_ranks", lambda *a: None)
+    monkeypatch.setattr(mod, "time_variants", lambda torch, dist, fns, a, names, log: [
+        (12.5 if fns[0]() is not None else None, pt.GRAPH)])
+    path = tmp_path / "peer.json"
+    mod.worker(0, 1, args, 0, str(path))
+    import json
+    rows = json.loads(path.read_text())["rows"]
+    assert [(r["model"], r["gemm"], r["tokens"], r["routing"]) for r in rows] == [
+        (m[0], g, t, r) for m, g, t, r in mod.cases(args)]
+    assert all(r["us"] == 12.5 and r["checked"] for r in rows)
+    # Qwen3 gate_up T=1 touches 50 MiB (5 sets for 4 x L2) but half the free 4 GB holds 2 sets of 805 MB;
+    # T=64 touches nearly every expert: 1
+    assert rows[0]["sets"] == 2 and rows[2]["sets"] == 1
+    exe = compile_c(tmp_path, "pair", f"""
+        #include <stdio.h>
+        #include "support/grouped_cases.h"
+        int main(void) {{
+          loom_grouped_sel_t s; loom_grouped_case_t c[512]; int paired = 0, cases = 0;
+          loom_grouped_sel_init(&s);
+          const int n = loom_grouped_cases(&s, c, 512);
+          for (int i = 0; i < n; ++i) {{
+            if (!(c[i].model == 1 || c[i].model == 4) || !(c[i].tokens == 1 || c[i].tokens == 64)) continue;
+            int64_t off[257], hot = 0;
+            if (loom_grouped_offsets(&c[i], 0x6d6f65ull, off, NULL, &hot)) return 1;
+            loom_bench_shape_t p; loom_grouped_pair_shape(&c[i], hot, &p);
+            loom_bench_pair_t r; loom_bench_pair_file("{path}", "grouped_mm", &p, 1, &r);
+            cases++, paired += r.paired;
+            if (!r.paired) printf("%s\\n", r.why);
+            loom_bench_shape_int(&p, "hot", hot + 1); /* another routing's busiest expert: no pair */
+            loom_bench_pair_file("{path}", "grouped_mm", &p, 1, &r);
+            paired -= r.paired;
+          }}
+          printf("%d of %d\\n", paired, cases);
+          return 0;
+        }}
+    """, extra=[f"-I{REPO}", str(REPO / "support" / "grouped_cases.c"), str(REPO / "support" / "bench_pair.c"), "-lm"])
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "16 of 16", out
