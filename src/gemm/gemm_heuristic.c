@@ -457,7 +457,7 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, const lo
 
 loom_gemm_config_t loom__gemm_sm90_hooked_config(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev,
                                                  unsigned refuse) {
-  return loom__argmin(d, dev, 1, 0, refuse | LOOM__HOOKED_NO_APART);
+  return loom__argmin(d, dev, 1, 0, refuse);
 }
 
 loom_gemm_config_t loom__gemm_sm80_heuristic(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev) {

@@ -79,7 +79,8 @@ loom_gemm_config_t loom__gemm_sm90_heuristic(const loom_gemm_desc_t *d, const lo
 #define LOOM__HOOKED_NO_SPLIT 4u   /* split-K / stream-K (hooks that route, reduce or signal per tile) */
 #define LOOM__HOOKED_SPLIT_NARROW 8u /* split-K / stream-K only at bn 128 / 256 (the wait-only kernels with an
                                         activation are built at those widths only) */
-#define LOOM__HOOKED_NO_APART 16u  /* split-K reduced apart (plain GEMMs only: split_reduce.h) */
+#define LOOM__HOOKED_NO_APART 16u  /* split-K reduced apart (split_reduce.h: wait-only hooks, where a
+                                      * wait that expired makes the reduction store nothing) */
 loom_gemm_config_t loom__gemm_sm90_hooked_config(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev,
                                                  unsigned refuse);
 

@@ -304,9 +304,9 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   args.work.dp_tiles = dp_tiles;
   args.work.sk_blocks = sk_blocks;
   args.work.splits = splits;
-  /* split-K reduced apart (plain GEMMs: a hooked GEMM's expired wait must
-   * store nothing, which only its own kernel knows) */
-  args.sk_reduce = conf.sk_reduce && splits > 1 && !hooks;
+  /* split-K reduced apart (hooked GEMMs get here with splits only where
+   * they only wait: the reduction stores nothing once a wait expired) */
+  args.sk_reduce = conf.sk_reduce && splits > 1;
   const int cl = sk_tiles > 0 ? 1 : want_cl;
   const size_t smem = loom__sm90_smem(bm, conf.bn, hooks != NULL);
   loom__sm90_kernel_t kern =
@@ -316,6 +316,7 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
     return loom__fail(LOOM_ERR_INTERNAL, "loom_gemm: no kernel for bm=%d bn=%d hooks=%d stream-K=%d", bm, conf.bn,
                       hooks != NULL, sk_tiles > 0);
   LOOM_CUDA(cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  if (args.sk_reduce) LOOM_TRY(loom__gemm_split_reduce_preload()); /* before the GEMM that may wait */
   if (cl == 1) {
     kern<<<grid, LOOM_SM90_THREADS, smem, stream>>>(ma, mb, mc, args);
     if (args.sk_reduce) {
@@ -324,7 +325,8 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
       memset(&r, 0, sizeof r);
       r.ws = args.sk_ws, r.order = args.order, r.dp_tiles = dp_tiles, r.sk_tiles = sk_tiles, r.splits = splits;
       r.bm = bm, r.bn = conf.bn, r.m = args.m, r.n = args.n, r.c_type = args.c_type;
-      r.activation = LOOM_ACT_NONE, r.c = args.c, r.bias = args.bias;
+      r.activation = hooks ? hooks->activation : LOOM_ACT_NONE, r.c = args.c, r.bias = args.bias;
+      r.abort_word = hooks ? hooks->comm.abort_flag : NULL;
       LOOM_TRY(loom__gemm_split_reduce(&r, sms, stream));
     }
   } else {
@@ -369,5 +371,6 @@ extern "C" loom_result_t loom__gemm_sm90_preload(const loom_gemm_desc_t *d, cons
     cudaFuncAttributes fa;
     LOOM_CUDA(cudaFuncGetAttributes(&fa, (const void *)kern));
   }
+  if (cfg->sk_reduce && sk) LOOM_TRY(loom__gemm_split_reduce_preload());
   return LOOM_SUCCESS;
 }

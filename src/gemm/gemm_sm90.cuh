@@ -59,9 +59,10 @@
  * Nothing waits for another block, so no co-residency is assumed. Split-K
  * (work.splits >= 1, tile_order.h) runs through the same fixup: only the
  * segments and slots differ, or it is reduced apart (args.sk_reduce,
- * plain GEMMs: split_reduce.h): each unit stores its partial and moves on,
- * and the launcher runs the reduction behind the kernel as a programmatic
- * dependent (the kernel lets it launch from its start). Hooked GEMMs that only wait (AllGather+GEMM:
+ * split_reduce.h): each unit stores its partial and moves on, and the
+ * launcher runs the reduction behind the kernel as a programmatic
+ * dependent (the kernel lets it launch from its start; wait-only hooked
+ * GEMMs too). Hooked GEMMs that only wait (AllGather+GEMM:
  * prologue waits, plain TMA stores into C, no tile signals) run stream-K
  * and split-K too (HOOKS + SK; at bn 192 and 224 without an activation
  * only, to keep the build's kernel count down): each segment's loads

@@ -26,6 +26,7 @@ __global__ void __launch_bounds__(256) loom__split_reduce_kernel(loom_split_redu
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory"); /* the GEMM's partials are complete and visible */
 #endif
+  if (r.abort_word && *(const volatile uint32_t *)r.abort_word) return; /* a wait expired: no C */
   const int32_t wn = r.bm == 128 ? r.bn : r.bn / 2;
   const int64_t per_slab = 16 * (int64_t)wn; /* float4s: 64 x wn / 4 */
   const int64_t total = (int64_t)r.sk_tiles * 2 * per_slab;
@@ -61,6 +62,17 @@ __global__ void __launch_bounds__(256) loom__split_reduce_kernel(loom_split_redu
       loom__gemm_store2(r.c, (int64_t)(row + 8 * h) * r.n + col, r.c_type, v0, v1, 0);
     }
   }
+}
+
+extern "C" loom_result_t loom__gemm_split_reduce_preload(void) {
+  static int loaded[16];
+  int dev = 0;
+  LOOM_CUDA(cudaGetDevice(&dev));
+  if (dev >= 0 && dev < 16 && __atomic_load_n(&loaded[dev], __ATOMIC_ACQUIRE)) return LOOM_SUCCESS;
+  cudaFuncAttributes fa;
+  LOOM_CUDA(cudaFuncGetAttributes(&fa, (const void *)loom__split_reduce_kernel));
+  if (dev >= 0 && dev < 16) __atomic_store_n(&loaded[dev], 1, __ATOMIC_RELEASE);
+  return LOOM_SUCCESS;
 }
 
 extern "C" loom_result_t loom__gemm_split_reduce(const loom_split_reduce_args_t *r, int sms, cudaStream_t stream) {

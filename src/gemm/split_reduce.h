@@ -21,6 +21,11 @@
  * number q x 128 + t; acc[4 q + 2 h + e] is row 16 (t / 32) + (t % 32) / 4
  * + 8 h, column 8 q + 2 (t % 4) + e of the warpgroup's part.
  *
+ * Hooked GEMMs that only wait (AllGather+GEMM: prologue waits, plain
+ * stores into C) take it too: their partials are stored whatever the
+ * waits gave, and the reduction stores nothing once the comm's abort word
+ * is set (a prologue wait expired), so an expired call writes no C.
+ *
  * The sum runs in split order 0, 1, ..., the same additions as the GEMM
  * kernel's finisher, then (sum + bias), the activation and one rounding as
  * its epilogue: both ways give the same bits.
@@ -49,12 +54,21 @@ typedef struct loom_split_reduce_args {
   int32_t activation;       /* loom_activation_t after the bias */
   void *c;
   const void *bias;         /* [n] or NULL */
+  const uint32_t *abort_word; /* a hooked GEMM's comm abort word (nonzero once a wait of the comm
+                               * expired: nothing is stored, as the GEMM kernel stores nothing
+                               * after one); NULL for plain GEMMs */
 } loom_split_reduce_args_t;
 
 /* Launches the reduction of r on `stream` as a programmatic dependent of
  * the stream's previous kernel (the GEMM that wrote r.ws), grid sized to
  * the partials and capped at `sms` x 8 blocks. Launch errors only. */
 loom_result_t loom__gemm_split_reduce(const loom_split_reduce_args_t *r, int sms, cudaStream_t stream);
+
+/* Loads the reduction kernel's code now (once per device and process), so
+ * that its first launch never loads a module while a hooked GEMM before it
+ * waits for a peer (lazy loading would stall the launching thread until
+ * the GPU is idle: a hooked GEMM released by that thread would time out). */
+loom_result_t loom__gemm_split_reduce_preload(void);
 
 #ifdef __cplusplus
 }

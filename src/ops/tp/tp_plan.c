@@ -34,17 +34,19 @@
  * / stream-K (at bn 192 / 224 only without an activation: the wait-only
  * kernels built); GEMMs that signal or route their tiles (ReduceScatter,
  * AllReduce) run whole tiles, without clusters, and BULK_REDUCE's adds of
- * 16-bit chunks not at bn 224. */
+ * 16-bit chunks not at bn 224. Split-K reduced apart (split_reduce.h) only
+ * where the GEMM only waits. */
 static unsigned hooked_refuse(const loom_gemm_desc_t *g, int wait_only, int bulk, int activation) {
   if (wait_only) return activation != LOOM_ACT_NONE ? LOOM__HOOKED_SPLIT_NARROW : 0u;
-  return LOOM__HOOKED_NO_CLUSTER | LOOM__HOOKED_NO_SPLIT |
+  return LOOM__HOOKED_NO_CLUSTER | LOOM__HOOKED_NO_SPLIT | LOOM__HOOKED_NO_APART |
          (bulk && g->c_type != LOOM_FP32 ? LOOM__HOOKED_NO_BN224 : 0u);
 }
 
 /* 1 where configuration c runs hooked under `refuse` (sm90). */
 static int hooked_runs(const loom_gemm_config_t *c, unsigned refuse) {
   const int split = c->sk_tiles != 0;
-  return c->bm != 16 && !c->sk_reduce && !((refuse & LOOM__HOOKED_NO_CLUSTER) && c->cluster == 2) &&
+  return c->bm != 16 && !((refuse & LOOM__HOOKED_NO_APART) && c->sk_reduce) &&
+         !((refuse & LOOM__HOOKED_NO_CLUSTER) && c->cluster == 2) &&
          !((refuse & LOOM__HOOKED_NO_BN224) && c->bn == 224) && !((refuse & LOOM__HOOKED_NO_SPLIT) && split) &&
          !((refuse & LOOM__HOOKED_SPLIT_NARROW) && split && c->bn != 128 && c->bn != 256);
 }

@@ -701,12 +701,15 @@ void gemm_hooks_split_wait_only_case(void) {
    * released: the same bits (the partials are summed in k order); (3) with
    * an activation, against the data-parallel hooked kernel; (4) one row
    * block never released: the wait expires naming it, the launch returns
-   * in bounded time, and none of that block's rows is written. */
+   * in bounded time, and none of that block's rows is written (reduced
+   * apart: no row at all, the reduction sees the comm's abort word). */
   static const struct {
-    int bm, bn, splits, grid, m, rpb;
-  } cs[5] = {{128, 128, 4, 0, 5 * 128 - 37, 128}, {128, 256, 0, 40, 3 * 128 + 5, 64},
-             {64, 128, 6, 0, 64, 32}, {64, 256, 0, 24, 33, 16}, {128, 224, 3, 0, 2 * 128 + 7, 128}};
-  for (int ci = 0; ci < 5; ++ci) {
+    int bm, bn, splits, grid, m, rpb, apart;
+  } cs[7] = {{128, 128, 4, 0, 5 * 128 - 37, 128, 0}, {128, 256, 0, 40, 3 * 128 + 5, 64, 0},
+             {64, 128, 6, 0, 64, 32, 0},             {64, 256, 0, 24, 33, 16, 0},
+             {128, 224, 3, 0, 2 * 128 + 7, 128, 0},  {128, 128, 4, 0, 5 * 128 - 37, 128, 1},
+             {64, 256, 5, 0, 2 * 64 + 9, 32, 1}};
+  for (int ci = 0; ci < 7; ++ci) {
     gcase_t g;
     fake_comm_t fc;
     uint32_t *wait_h = NULL, *wait_d = NULL;
@@ -727,7 +730,7 @@ void gemm_hooks_split_wait_only_case(void) {
     loom_gemm_config_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.bm = cs[ci].bm, cfg.bn = cs[ci].bn, cfg.group = 4, cfg.sk_tiles = -1, cfg.sk_splits = cs[ci].splits;
-    cfg.grid = cs[ci].grid;
+    cfg.grid = cs[ci].grid, cfg.sk_reduce = cs[ci].apart;
     /* (1) */
     CHECK(hooks_split_run(&g, &fc, wait_h, wait_d, blocks, cs[ci].rpb, &cfg, LOOM_ACT_NONE, 5, -1, st));
     CHECK_EQ_INT(fc.err_h->valid, 0);
@@ -773,7 +776,8 @@ void gemm_hooks_split_wait_only_case(void) {
       CHECK(unw == (size_t)(r1 - r0) * (size_t)d.n);
       printf("    wait-only hooks, bm %d bn %d %s: fp64 rel %.2e, two runs identical %s, GELU vs whole tiles %.1e, "
              "row block %d held: expired after %.2f s, its rows untouched\n",
-             cs[ci].bm, cs[ci].bn, cs[ci].splits ? "split-K" : "stream-K", rel, same ? "yes" : "NO", worst, held, dt);
+             cs[ci].bm, cs[ci].bn, cs[ci].apart ? "split-K reduced apart" : cs[ci].splits ? "split-K" : "stream-K", rel,
+             same ? "yes" : "NO", worst, held, dt);
     }
   out:
     if (st) cudaStreamDestroy(st);

@@ -15,7 +15,7 @@
  *   - the choices measured on H200 for the TP=2 families of the fitting
  *     half (docs/perf/gemm.md, "Choices pinned from the TP=2 measurements") stay as they were;
  *   - split-K reduced apart where it was measured to win (narrow slices at
- *     m = 64), never for hooked GEMMs;
+ *     m = 64), for hooked GEMMs only where their hooks allow it;
  *   - the sm80 rule takes the device's own blocks per SM.
  * Runs on any machine.
  */
@@ -196,7 +196,7 @@ LOOM_TEST(gemm_heuristic_keeps_the_measured_tp2_choices) {
 /* Split-K reduced apart (split_reduce.h): measured on H200 (docs/perf/gemm.md,
  * "Split-K reduced apart"), it beat the best in-kernel split by 8-25% at m = 64
  * on narrow TP = 8 slices; the model picks it there; a hooked GEMM's
- * configuration never has it (its launcher reduces in the kernel); the
+ * configuration has it only where the hooks allow it (wait-only); the
  * text of a tuning value keeps it. */
 LOOM_TEST(gemm_heuristic_reduces_narrow_splits_apart) {
   const loom__gemm_device_t dev = loom__gemm_device_model(132, 1);
@@ -210,16 +210,18 @@ LOOM_TEST(gemm_heuristic_reduces_narrow_splits_apart) {
   }
   loom_gemm_weight_t w[256];
   const int nw = loom__gemm_weights(-1, w, 256);
-  int hooked_apart = 0, plain_apart = 0;
+  int refused_apart = 0, wait_only_apart = 0, plain_apart = 0;
   for (int i = 0; i < nw; ++i)
     for (int j = 0; j < LOOM_GEMM_SHAPE_NMS; ++j) {
       const loom_gemm_desc_t d = loom__gemm_shape_variant(loom_gemm_shape_ms[j], w[i].n, w[i].k);
-      hooked_apart += loom__gemm_sm90_hooked_config(&d, &dev, 0).sk_reduce != 0;
+      refused_apart += loom__gemm_sm90_hooked_config(&d, &dev, LOOM__HOOKED_NO_APART).sk_reduce != 0;
+      wait_only_apart += loom__gemm_sm90_hooked_config(&d, &dev, 0).sk_reduce != 0;
       plain_apart += loom__gemm_choose(&d, &dev, 1).sk_reduce != 0;
     }
-  printf("    shape set: %d picks reduced apart, %d hooked\n", plain_apart, hooked_apart);
-  CHECK(plain_apart > 0);
-  CHECK_EQ_INT(hooked_apart, 0);
+  printf("    shape set: %d picks reduced apart, %d of wait-only hooked GEMMs, %d where refused\n", plain_apart,
+         wait_only_apart, refused_apart);
+  CHECK(plain_apart > 0 && wait_only_apart > 0);
+  CHECK_EQ_INT(refused_apart, 0);
   const loom_gemm_config_t c = {128, 0, 16, 0, -1, 0, 5, 0, 64, 1};
   char text[160];
   loom__gemm_config_format(&c, text, sizeof text);
