@@ -11,7 +11,8 @@
  *
  * Models: loom-bench moe's three (Mixtral-8x7B, Qwen3-30B-A3B, DeepSeek-V3
  * routed experts: tools/bench/moe_models.c, the same numbers) and four MoE
- * families no other loom benchmark names (Qwen1.5-MoE-A2.7B, OLMoE-1B-7B,
+ * families the GEMM model was never fitted or checked on (Qwen1.5-MoE-A2.7B,
+ * OLMoE-1B-7B: only in loom-bench gemm's new-families group;
  * Llama-4-Scout, gpt-oss-120b; routed experts only, no shared expert, no
  * bias). Tokens 1, 8, 64, 512, 1024, 2048, 8192 (--quick: 1, 64, 1024,
  * 8192).

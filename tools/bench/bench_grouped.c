@@ -8,8 +8,9 @@
  * rows grouped by expert; gate_up C [R, 2F] = A [R, H] x W1_e^T and down
  * C [R, H] = A [R, F] x W2_e^T, weights [E, n, k] as nn.Linear stores
  * them, bf16, every expert on this GPU. Models: Mixtral-8x7B, Qwen3-30B-A3B,
- * DeepSeek-V3 (routed experts) and four families no other loom benchmark
- * names: Qwen1.5-MoE-A2.7B, OLMoE-1B-7B, Llama-4-Scout, gpt-oss-120b.
+ * DeepSeek-V3 (routed experts) and four families the GEMM model was never
+ * fitted or checked on: Qwen1.5-MoE-A2.7B, OLMoE-1B-7B, Llama-4-Scout,
+ * gpt-oss-120b.
  * Tokens 1, 8, 64, 512, 1024, 2048, 8192 (--quick: 1, 64, 1024, 8192).
  *
  * What runs, per shape:

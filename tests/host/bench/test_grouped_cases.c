@@ -32,7 +32,10 @@ LOOM_TEST(grouped_models_fit_the_grouped_gemm_and_are_new_where_said) {
     in_moe += x->in_moe;
     if (x->in_moe) continue;
     fresh++;
-    for (int f = 0; f < LOOM_GEMM_NFAMILIES; ++f) CHECK(strcmp(loom_gemm_families[f].name, x->name) != 0);
+    /* never in what the GEMM model was fitted or checked on (the shape set's
+     * two halves); loom-bench gemm's new-families group may name it */
+    for (int f = 0; f < LOOM_GEMM_NFAMILIES; ++f)
+      CHECK(loom_gemm_families[f].held_out == 2 || strcmp(loom_gemm_families[f].name, x->name) != 0);
   }
   CHECK_EQ_INT(in_moe, 3);
   CHECK(fresh >= 3);
