@@ -90,11 +90,10 @@ typedef struct loom_gemm_config {
                   * the sm80 kernel ignores it. 16: the
                   * small-m kernel (gemm_small_m.cu, m <= 64, split-K of
                   * sk_splits, either path; loom__gemm_launch routes it) */
-  int sk_reduce; /* split-K (sk_splits >= 2) of the sm90 kernel (plain, or hooks that only
-                  * wait): 0 the
-                  * tile's last unit sums the partials; 1 every unit stores its
-                  * partial and a second kernel sums them (split_reduce.h).
-                  * Ignored elsewhere */
+  int sk_reduce; /* split-K (sk_splits >= 2) of the sm90 kernel, plain or with hooks
+                  * that only wait: 0 the tile's last unit sums the partials; 1
+                  * every unit stores its partial and a second kernel sums them
+                  * (split_reduce.h). Ignored elsewhere */
 } loom_gemm_config_t;
 
 typedef enum loom_gemm_epilogue {

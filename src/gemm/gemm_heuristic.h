@@ -54,8 +54,9 @@ double loom__gemm_predict_us(const loom_gemm_desc_t *d, const loom__gemm_device_
 /* The configurations worth considering for d on dev (sm90: 1 for the sm90
  * path, 0 for the sm80 path): every tile width, split-K of all tiles or of
  * the last partial wave, each also reduced apart (sm90), clusters, the
- * decode variant (m <= 128) and the small-m kernel (m <= 64). Up to max into out; returns how many. The
- * heuristic takes the fastest by the model; loom_gemm_tune times them. */
+ * decode variant (m <= 128) and the small-m kernel (m <= 64). Up to max
+ * into out; returns how many. The heuristic takes the fastest by the model;
+ * loom_gemm_tune times them. */
 int loom__gemm_candidates(const loom_gemm_desc_t *d, const loom__gemm_device_t *dev, int sm90, loom_gemm_config_t *out,
                           int max);
 /* Enough room for every candidate of any description. */

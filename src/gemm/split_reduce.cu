@@ -29,8 +29,8 @@ __global__ void __launch_bounds__(256) loom__split_reduce_kernel(loom_split_redu
   if (r.abort_word && *(const volatile uint32_t *)r.abort_word) return; /* a wait expired: no C */
   const int32_t wn = r.bm == 128 ? r.bn : r.bn / 2;
   const int64_t per_slab = 16 * (int64_t)wn; /* float4s: 64 x wn / 4 */
+  /* one split's float4s (loom__split_reduce_float4s); split c + 1's slots start c x total further */
   const int64_t total = (int64_t)r.sk_tiles * 2 * per_slab;
-  const int64_t slot_step = (int64_t)r.sk_tiles * 2 * per_slab; /* split s + 1: the next sk_tiles slots */
   const float4 *ws = (const float4 *)r.ws;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t slab = i / per_slab; /* 2 j + cw */
@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(256) loom__split_reduce_kernel(loom_split_redu
     const int32_t j = (int32_t)(slab >> 1), cw = (int32_t)(slab & 1);
     float4 s = __ldcg(ws + i);
     for (int32_t c = 1; c < r.splits; ++c) {
-      const float4 v = __ldcg(ws + i + c * slot_step);
+      const float4 v = __ldcg(ws + i + c * total);
       s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
     }
     int32_t tm, tn;
@@ -76,8 +76,7 @@ extern "C" loom_result_t loom__gemm_split_reduce_preload(void) {
 }
 
 extern "C" loom_result_t loom__gemm_split_reduce(const loom_split_reduce_args_t *r, int sms, cudaStream_t stream) {
-  const int64_t total = (int64_t)r->sk_tiles * 2 * 16 * (r->bm == 128 ? r->bn : r->bn / 2);
-  int64_t blocks = (total + 255) / 256;
+  int64_t blocks = (loom__split_reduce_float4s(r) + 255) / 256;
   const int64_t cap = (int64_t)(sms > 0 ? sms : 1) * 8;
   if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;

@@ -1,6 +1,6 @@
 /*
  * split_reduce.h - the second kernel of split-K "reduced apart"
- * (loom_gemm_config_t.sk_reduce = 1, sm90 plain GEMMs): the GEMM kernel's
+ * (loom_gemm_config_t.sk_reduce = 1, sm90 kernel): the GEMM kernel's
  * split units each store their fp32 partial tile to their own workspace
  * slot and end there (no ticket, no fence, no finisher); this kernel,
  * launched right behind it as a programmatic dependent, sums every shared
@@ -58,6 +58,12 @@ typedef struct loom_split_reduce_args {
                                * expired: nothing is stored, as the GEMM kernel stores nothing
                                * after one); NULL for plain GEMMs */
 } loom_split_reduce_args_t;
+
+/* float4s of partials one split holds: sk_tiles x 2 slabs x 64 x WN / 4
+ * (also the distance from one split's slots to the next split's). */
+LOOM_HD int64_t loom__split_reduce_float4s(const loom_split_reduce_args_t *r) {
+  return (int64_t)r->sk_tiles * 2 * 16 * (r->bm == 128 ? r->bn : r->bn / 2);
+}
 
 /* Launches the reduction of r on `stream` as a programmatic dependent of
  * the stream's previous kernel (the GEMM that wrote r.ws), grid sized to
