@@ -574,6 +574,17 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  *                Rounds once per add (deterministic at W = 2, not above);
  *                needs compute capability 9.0 (loom's sm90 kernels) and m
  *                = W equal shards of a multiple of 64 rows
+ *   DECOMPOSED   AG, RS: the GEMM cut into W chunks of rows (one per shard),
+ *                each run by the sequential path's GEMM engine, beside NCCL
+ *                on a second stream (TransformerEngine's way). AG: the own
+ *                shard's GEMM first while the peers' shards arrive by
+ *                ncclSend / ncclRecv, a shard per step in ring order, each
+ *                shard's GEMM once it is in; RS: the chunk of shard p (every
+ *                rank in the same order p = 0 .. W-1) computed, then reduced
+ *                to its owner by ncclReduce while the next one is computed.
+ *                Runs where NCCL does (no peer memory); not GEMM+AllReduce
+ *                (LOOM_ERR_INVALID_ARGUMENT); a chunk re-reads B, so it pays
+ *                where each shard's GEMM is compute-bound
  *   AUTO         SM_COPY for RS (BULK_REDUCE where its shape and GPU
  *                rules hold) and COPY_ENGINE for AG where the fused
  *                transfers can run, else SEQUENTIAL; AG also SEQUENTIAL when
@@ -593,7 +604,8 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  * The fused transfers need every rank load/store reachable (one NVLink
  * domain), loom's own GEMM kernels for the description (where loom_gemm
  * would not run cuBLASLt) and at most 72 ranks (LOOM_ERR_UNSUPPORTED
- * otherwise); SEQUENTIAL runs anywhere. What a call must pass follows from the
+ * otherwise); SEQUENTIAL and DECOMPOSED run anywhere (outside a world of
+ * ranks on one GPU, which has no NCCL). What a call must pass follows from the
  * description as written (its transfer as asked, AUTO included) and the
  * arguments, never from the transfer AUTO resolved to: the same call is
  * accepted or refused, and computes the same values up to the rounding
@@ -620,7 +632,8 @@ typedef enum loom_tp_transfer {
   LOOM_TP_COPY_ENGINE = 2,
   LOOM_TP_SM_COPY = 3,
   LOOM_TP_SM_ATOMIC = 4,
-  LOOM_TP_BULK_REDUCE = 5
+  LOOM_TP_BULK_REDUCE = 5,
+  LOOM_TP_DECOMPOSED = 6
 } loom_tp_transfer_t;
 
 /* The GEMM of the sequential path (transfer LOOM_TP_SEQUENTIAL; the fused
@@ -699,7 +712,8 @@ loom_result_t loom_plan_gemm_ar(loom_comm_t comm, const loom_tp_desc_t *desc, lo
 /* Collective (same desc on every rank); synchronizes `stream` (not while it
  * captures a graph). Times the op's transfers and knobs for this
  * description on this comm with inputs of its own (the sequential path
- * with cuBLASLt and with loom_gemm among them) and records the fastest (max
+ * with cuBLASLt and with loom_gemm among them, and DECOMPOSED where NCCL
+ * runs) and records the fastest (max
  * over ranks, so every rank picks the same) in the tuning cache (written to
  * LOOM_TUNE_FILE by rank 0 when set). Plans made afterwards from a
  * description with transfer LOOM_TP_AUTO, chunk_rows = comm_blocks = 0 and
@@ -719,8 +733,8 @@ loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info);
  * where A_full is the row-wise concatenation of every rank's a_shard
  * ([shard rows, k], ab_type); fp32 accumulation. The fused transfers add
  * the bias and apply the activation in fp32 and round once to c_type;
- * SEQUENTIAL rounds the GEMM's result to c_type and applies the activation
- * to that (a second rounding). c: [m, n] c_type, any device memory. a_full:
+ * SEQUENTIAL and DECOMPOSED round the GEMM's result to c_type and apply
+ * the activation to that (a second rounding). c: [m, n] c_type, any device memory. a_full:
  * NULL, or loom_malloc memory [m, k] that receives the gathered A (on every
  * transfer, the sequential one included). bias: [n] of c_type iff
  * desc.has_bias. c must not overlap a_shard, b, bias or a_full. */
@@ -732,7 +746,8 @@ loom_result_t loom_ag_gemm(loom_plan_t plan, const void *a_shard, const void *b,
  * once). SM_COPY rounds each rank's partial to c_type once and sums the
  * partials in fp32 in rank order (deterministic); SM_ATOMIC adds the fp32
  * partials in whatever order they arrive and rounds once (not
- * deterministic); SEQUENTIAL is NCCL's reduce-scatter in c_type. */
+ * deterministic); SEQUENTIAL is NCCL's reduce-scatter in c_type, DECOMPOSED
+ * NCCL's reduce of each shard in c_type. */
 loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void *c_shard, const void *bias,
                            cudaStream_t stream);
 

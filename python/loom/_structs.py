@@ -71,6 +71,7 @@ class TpTransfer(CEnum):
     SM_COPY = 3
     SM_ATOMIC = 4
     BULK_REDUCE = 5
+    DECOMPOSED = 6
 
 
 class TpGemm(CEnum):

@@ -61,8 +61,10 @@ the fused path: it lost to the sequential one on every shape measured),
 "sequential" (NCCL
 collective, then the GEMM), "copy_engine" (AG only), "sm_copy", "sm_atomic" (RS only: fp32 atomic
 additions, not deterministic) or "bulk_reduce" (RS only: the GEMM's epilogue adds its tiles into
-the owners with the tensor memory accelerator; Hopper, m = W equal shards of a multiple of 64 rows). sequential_gemm: the GEMM of the
-sequential path, "auto" (cuBLASLt where it takes the dtypes, else
+the owners with the tensor memory accelerator; Hopper, m = W equal shards of a multiple of 64 rows) or
+"decomposed" (ag_gemm, gemm_rs: the GEMM cut into one chunk per shard, each chunk's GEMM beside NCCL's
+send / receive or reduce of another on a second stream, TransformerEngine's way). sequential_gemm: the GEMM of the
+sequential and decomposed paths, "auto" (cuBLASLt where it takes the dtypes, else
 loom_gemm; a tuned entry's choice), "loom" or "cublaslt";
 plan.info["transfer"] says which transfer
 a plan took, and plan.info["gemm"] which GEMM its calls run ("cublaslt":
@@ -86,7 +88,7 @@ from .ops import _run_on_device
 _AB = ("bfloat16", "float16")
 _C = ("bfloat16", "float16", "float32")
 _LAYOUTS = {"kn": Layout.KN, "nk": Layout.NK}
-TRANSFERS = {t.name.lower(): t for t in TpTransfer}  # auto, sequential, copy_engine, sm_copy
+TRANSFERS = {t.name.lower(): t for t in TpTransfer}  # auto, sequential, copy_engine, sm_copy, ...
 _OPS = {"ag_gemm": ("loom_plan_ag_gemm", "loom_ag_gemm"), "gemm_rs": ("loom_plan_gemm_rs", "loom_gemm_rs"),
         "gemm_ar": ("loom_plan_gemm_ar", "loom_gemm_ar")}
 _AR_TRANSFERS = ("auto", "sequential", "sm_copy")

@@ -152,7 +152,7 @@ loom_result_t loom_bench_tp_gemm_config(loom_plan_t plan, loom_bench_gemm_config
   loom_tp_state_t *st;
   LOOM_TRY(loom__tp_state(plan, fn, -1, &st));
   if (!cfg) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: cfg=NULL", fn);
-  if (st->transfer == LOOM_TP_SEQUENTIAL || st->gemm_cfg.bn <= 0)
+  if (!loom__tp_fused(st->transfer) || st->gemm_cfg.bn <= 0)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: plan=%p has no fused GEMM (it runs %s)", fn, (void *)plan,
                       loom__tp_transfer_name(st->transfer));
   memset(cfg, 0, sizeof *cfg);

@@ -1020,6 +1020,7 @@ const char *loom_bench_tp_path(loom_tp_transfer_t t) {
     case LOOM_TP_SM_COPY: return "sm-copy";
     case LOOM_TP_SM_ATOMIC: return "sm-atomic";
     case LOOM_TP_BULK_REDUCE: return "bulk-reduce";
+    case LOOM_TP_DECOMPOSED: return "decomposed";
     default: return "unresolved";
   }
 }

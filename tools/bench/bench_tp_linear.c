@@ -4,7 +4,9 @@
  * (each repetition runs every variant back to back; the time of a
  * repetition is that of the slowest rank):
  *   loom fused      each fused transfer (AG: copy engine and SM copy; RS: SM
- *                   copy and SM atomic), and the plan's own choice (AUTO:
+ *                   copy and SM atomic), the decomposed path (loom-dec:
+ *                   LOOM_TP_DECOMPOSED, the library's form of `medium`
+ *                   below), and the plan's own choice (AUTO:
  *                   tuned with --tune), one row each; the AUTO row names
  *                   the transfer it resolved to (loom_tp_plan_info), e.g.
  *                   "loom-auto:sequential", and its time is auto(us)
@@ -178,7 +180,7 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
 }
 
 enum { V_GEMM_LT, V_GEMM_LOOM, V_NCCL, V_SEQ, V_MEDIUM, V_PLAIN_CFG, V_HOOK_IDLE, V_FUSED0 };
-#define MAX_FUSED 4
+#define MAX_FUSED 5
 
 typedef struct tp_run {
   ncclComm_t nccl;
@@ -300,6 +302,7 @@ static const char *fused_name(loom_tp_transfer_t t, int tuned) {
          : t == LOOM_TP_SM_COPY     ? "sm"
          : t == LOOM_TP_SM_ATOMIC   ? "at"
          : t == LOOM_TP_BULK_REDUCE ? "bk"
+         : t == LOOM_TP_DECOMPOSED  ? "dec"
          : tuned                    ? "tuned"
                                     : "auto";
 }
@@ -402,6 +405,7 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   fused_tr[nf++] = LOOM_TP_SM_COPY;
   if (!a->ag) fused_tr[nf++] = LOOM_TP_SM_ATOMIC;
   if (!a->ag && bulk_runs(m, W)) fused_tr[nf++] = LOOM_TP_BULK_REDUCE;
+  fused_tr[nf++] = LOOM_TP_DECOMPOSED; /* the library's own medium-grained path */
   fused_tr[nf++] = LOOM_TP_AUTO; /* the plan's own choice: tuned with --tune, else the heuristic */
   loom_tp_plan_info_t info[MAX_FUSED];
   loom_result_t rr = LOOM_SUCCESS;

@@ -14,6 +14,13 @@
  * Sequential: NCCL all-gather (a broadcast per shard when the shards are
  * uneven) into the gathered buffer, then the GEMM (cuBLASLt or loom_gemm,
  * the plan's gemm engine).
+ * Decomposed: the GEMM of the own shard's rows on the user's stream while,
+ * on the side stream, step i = 1 .. W-1 sends the own shard to rank - i and
+ * receives rank + i's into the gathered buffer (ncclSend / ncclRecv in one
+ * group: at step i every rank sends to the rank that receives from it);
+ * each received shard's GEMM follows its step's event. The own shard goes
+ * into the gathered buffer on the side stream too (a_full holds all of A
+ * after the call, as on every transfer).
  */
 #include <stddef.h>
 #include <string.h>
@@ -53,6 +60,73 @@ static loom_result_t ag_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
   loom__trace_mark(plan, "nccl", stream);
   LOOM_TRY(loom__tp_seq_gemm(st, g, dst, b, c, bias, stream));
   loom__trace_mark(plan, "gemm", stream);
+  if (st->desc.activation != LOOM_ACT_NONE)
+    LOOM_TRY(loom__tp_activation(c, (size_t)g->m * (size_t)g->n, g->c_type, (int)st->desc.activation, stream));
+  return LOOM_SUCCESS;
+}
+
+/* The GEMM of shard p's rows of the gathered A (rows [b0, b0 + len)) into
+ * the same rows of C (the sequential path's engine). */
+static loom_result_t ag_shard_gemm(loom_tp_state_t *st, const char *a_rows, const void *b, char *c, const void *bias,
+                                   int p, cudaStream_t stream) {
+  loom_gemm_desc_t d = st->gemm;
+  d.m = loom__tp_shard_len(st->gemm.m, st->world, p);
+  if (d.m == 0) return LOOM_SUCCESS;
+  const size_t crow = (size_t)d.n * loom_dtype_size(d.c_type);
+  return loom__tp_seq_gemm(st, &d, a_rows, b, c + (size_t)loom__tp_shard_begin(st->gemm.m, st->world, p) * crow,
+                           bias, stream);
+}
+
+/* Step i of the decomposed exchange on the side stream: the own shard to
+ * rank - i, rank + i's shard into dst; then the step's event. */
+static loom_result_t ag_exchange_step(loom_plan_t plan, loom_tp_state_t *st, const char *a_shard, char *dst, int i) {
+  const loom_gemm_desc_t *g = &st->gemm;
+  const int W = st->world, to = (st->rank - i + W) % W, from = (st->rank + i) % W;
+  const int64_t from_len = loom__tp_shard_len(g->m, W, from);
+  const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
+  const ncclDataType_t nt = loom__tp_nccl_type(g->ab_type);
+  LOOM_NCCL(ncclGroupStart());
+  ncclResult_t n = ncclSuccess;
+  if (st->my_len > 0) n = ncclSend(a_shard, (size_t)st->my_len * (size_t)g->k, nt, to, plan->comm->nccl, st->side);
+  if (n == ncclSuccess && from_len > 0)
+    n = ncclRecv(dst + (size_t)loom__tp_shard_begin(g->m, W, from) * row, (size_t)from_len * (size_t)g->k, nt, from,
+                 plan->comm->nccl, st->side);
+  const ncclResult_t n2 = ncclGroupEnd();
+  if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclSend / ncclRecv (loom_ag_gemm, decomposed)", __FILE__, __LINE__);
+  if (n2 != ncclSuccess) return loom__nccl_fail((int)n2, "ncclGroupEnd (loom_ag_gemm, decomposed)", __FILE__, __LINE__);
+  LOOM_CUDA(cudaEventRecord(st->steps[i], st->side));
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t ag_decomposed_steps(loom_plan_t plan, loom_tp_state_t *st, const char *a_shard, char *dst,
+                                         const void *b, char *c, const void *bias, cudaStream_t stream) {
+  const loom_gemm_desc_t *g = &st->gemm;
+  const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
+  const int W = st->world;
+  if (st->my_len > 0 && a_shard != dst + (size_t)st->my_begin * row)
+    LOOM_CUDA(cudaMemcpyAsync(dst + (size_t)st->my_begin * row, a_shard, (size_t)st->my_len * row,
+                              cudaMemcpyDeviceToDevice, st->side));
+  LOOM_TRY(ag_shard_gemm(st, a_shard, b, c, bias, st->rank, stream));
+  loom__trace_mark(plan, "gemm.own", stream);
+  for (int i = 1; i < W; ++i) {
+    const int from = (st->rank + i) % W;
+    LOOM_TRY(ag_exchange_step(plan, st, a_shard, dst, i));
+    LOOM_CUDA(cudaStreamWaitEvent(stream, st->steps[i], 0));
+    LOOM_TRY(ag_shard_gemm(st, dst + (size_t)loom__tp_shard_begin(g->m, W, from) * row, b, c, bias, from, stream));
+  }
+  loom__trace_mark(plan, "gemm", stream);
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t ag_decomposed(loom_plan_t plan, loom_tp_state_t *st, const char *a_shard, char *dst,
+                                   const void *b, void *c, const void *bias, cudaStream_t stream) {
+  const loom_gemm_desc_t *g = &st->gemm;
+  LOOM_TRY(loom__tp_fork(st, stream));
+  const loom_result_t r = ag_decomposed_steps(plan, st, a_shard, dst, b, (char *)c, bias, stream);
+  /* join even when a step failed to launch: the side stream's work is queued */
+  const loom_result_t rj = loom__tp_join(st, stream);
+  LOOM_TRY(r);
+  LOOM_TRY(rj);
   if (st->desc.activation != LOOM_ACT_NONE)
     LOOM_TRY(loom__tp_activation(c, (size_t)g->m * (size_t)g->n, g->c_type, (int)st->desc.activation, stream));
   return LOOM_SUCCESS;
@@ -166,6 +240,8 @@ loom_result_t loom_ag_gemm(loom_plan_t plan, const void *a_shard, const void *b,
   (void)loom__plan_next_epoch(plan);
   if (st->transfer == LOOM_TP_SEQUENTIAL)
     LOOM_TRY(ag_sequential(plan, st, (const char *)a_shard, dst, b, c, bias, stream));
+  else if (st->transfer == LOOM_TP_DECOMPOSED)
+    LOOM_TRY(ag_decomposed(plan, st, (const char *)a_shard, dst, b, c, bias, stream));
   else
     LOOM_TRY(ag_fused(plan, st, (const char *)a_shard, dst, b, c, bias, stream));
   return loom__call_exit(plan, stream, NULL);

@@ -18,6 +18,10 @@
  * kernel waits for that).
  * Sequential: the GEMM (cuBLASLt or loom_gemm) into a partial buffer (bias on rank 0 only), then
  * NCCL reduce-scatter (a reduce per shard when the shards are uneven).
+ * Decomposed: the same GEMM cut into the W shards' row chunks, p = 0 ..
+ * W-1 on every rank (ncclReduce's roots in one order everywhere); each
+ * chunk's event hands it to the side stream, whose ncclReduce to its owner
+ * runs while the next chunk is computed.
  * The fused call is the reduce-scatter engine (rs_engine.c, shared with
  * loom_gemm_ar); here the bias is the reduction's epilogue's only step (the
  * same fp32 addition before the one rounding) and c_shard its only output.
@@ -67,6 +71,37 @@ static loom_result_t rs_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
   return LOOM_SUCCESS;
 }
 
+/* Chunk p's GEMM (the rows of shard p, bias on rank 0 only) on the user's
+ * stream, then its reduce to rank p on the side stream. */
+static loom_result_t rs_chunk(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b, void *c_shard,
+                              const void *bias, int p, cudaStream_t stream) {
+  loom_gemm_desc_t g = st->gemm;
+  const int64_t len = loom__tp_shard_len(g.m, st->world, p), b0 = loom__tp_shard_begin(g.m, st->world, p);
+  if (len == 0) return LOOM_SUCCESS;
+  const size_t arow = (size_t)g.k * loom_dtype_size(g.ab_type), crow = (size_t)g.n * loom_dtype_size(g.c_type);
+  char *part = (char *)st->partial + (size_t)b0 * crow;
+  g.m = len;
+  g.has_bias = g.has_bias && st->rank == 0;
+  LOOM_TRY(loom__tp_seq_gemm(st, &g, (const char *)a + (size_t)b0 * arow, b, part, g.has_bias ? bias : NULL, stream));
+  LOOM_CUDA(cudaEventRecord(st->steps[p], stream));
+  LOOM_CUDA(cudaStreamWaitEvent(st->side, st->steps[p], 0));
+  LOOM_NCCL(ncclReduce(part, p == st->rank ? c_shard : NULL, (size_t)len * (size_t)g.n,
+                       loom__tp_nccl_type(g.c_type), ncclSum, p, plan->comm->nccl, st->side));
+  return LOOM_SUCCESS;
+}
+
+static loom_result_t rs_decomposed(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b,
+                                   void *c_shard, const void *bias, cudaStream_t stream) {
+  LOOM_TRY(loom__tp_fork(st, stream));
+  loom_result_t r = LOOM_SUCCESS;
+  for (int p = 0; p < st->world && r == LOOM_SUCCESS; ++p) r = rs_chunk(plan, st, a, b, c_shard, bias, p, stream);
+  loom__trace_mark(plan, "gemm", stream);
+  /* join even when a chunk failed to launch: the side stream's work is queued */
+  const loom_result_t rj = loom__tp_join(st, stream);
+  LOOM_TRY(r);
+  return rj;
+}
+
 static loom_result_t rs_fused(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b, void *c_shard,
                               const void *bias, cudaStream_t stream) {
   loom_rs_reduce_args_t ra;
@@ -91,6 +126,8 @@ loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void 
   (void)loom__plan_next_epoch(plan);
   if (st->transfer == LOOM_TP_SEQUENTIAL)
     LOOM_TRY(rs_sequential(plan, st, a, b, c_shard, bias, stream));
+  else if (st->transfer == LOOM_TP_DECOMPOSED)
+    LOOM_TRY(rs_decomposed(plan, st, a, b, c_shard, bias, stream));
   else
     LOOM_TRY(rs_fused(plan, st, a, b, c_shard, bias, stream));
   return loom__call_exit(plan, stream, NULL);

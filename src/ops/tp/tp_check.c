@@ -71,11 +71,17 @@ static loom_result_t tp_check_epilogue(const char *fn, int kind, const loom_tp_d
 
 /* The transfers each op offers. */
 static loom_result_t tp_check_transfer(const char *fn, int kind, const loom_tp_desc_t *d, int all_reachable) {
-  if (d->transfer < LOOM_TP_AUTO || d->transfer > LOOM_TP_BULK_REDUCE)
+  if (d->transfer < LOOM_TP_AUTO || d->transfer > LOOM_TP_DECOMPOSED)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->transfer=%d is unknown: must be LOOM_TP_AUTO, _SEQUENTIAL, _COPY_ENGINE, _SM_COPY, "
-                      "_SM_ATOMIC or _BULK_REDUCE",
+                      "_SM_ATOMIC, _BULK_REDUCE or _DECOMPOSED",
                       fn, (int)d->transfer);
+  if (kind == LOOM__TP_AR && d->transfer == LOOM_TP_DECOMPOSED)
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
+                      "%s: desc->transfer=LOOM_TP_DECOMPOSED is not offered for GEMM+AllReduce (its sequential "
+                      "path is already one GEMM and loom_allreduce with the epilogue): use LOOM_TP_SM_COPY, "
+                      "LOOM_TP_SEQUENTIAL or LOOM_TP_AUTO",
+                      fn);
   if (kind != LOOM__TP_RS && d->transfer == LOOM_TP_BULK_REDUCE)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "%s: desc->transfer=LOOM_TP_BULK_REDUCE is a GEMM+ReduceScatter transfer (bulk reductions "
@@ -145,14 +151,18 @@ static int tp_fused_possible(int comm_size, int all_reachable, int hooks_ok) {
   return all_reachable && hooks_ok && comm_size <= LOOM_TP_MAX_PEERS;
 }
 
+int loom__tp_fused(loom_tp_transfer_t t) {
+  return t != LOOM_TP_AUTO && t != LOOM_TP_SEQUENTIAL && t != LOOM_TP_DECOMPOSED;
+}
+
 /* A fused transfer asked for where it cannot run. */
 static loom_result_t tp_check_fused(const char *fn, int comm_size, loom_tp_transfer_t t, int all_reachable,
                                     int hooks_ok) {
-  if (t == LOOM_TP_AUTO || t == LOOM_TP_SEQUENTIAL || tp_fused_possible(comm_size, all_reachable, hooks_ok))
-    return LOOM_SUCCESS;
+  if (!loom__tp_fused(t) || tp_fused_possible(comm_size, all_reachable, hooks_ok)) return LOOM_SUCCESS;
   return loom__fail(LOOM_ERR_UNSUPPORTED,
                     "%s: desc->transfer=%s needs every peer load/store reachable (%s), loom's GEMM kernels "
-                    "(compute capability >= 8.0: %s) and at most %d ranks (%d): use LOOM_TP_SEQUENTIAL",
+                    "(compute capability >= 8.0: %s) and at most %d ranks (%d): use LOOM_TP_SEQUENTIAL or "
+                    "LOOM_TP_DECOMPOSED",
                     fn, loom__tp_transfer_name(t), all_reachable ? "yes" : "no", hooks_ok ? "yes" : "no",
                     LOOM_TP_MAX_PEERS, comm_size);
 }

@@ -35,7 +35,7 @@ const char *loom__tp_gemm_name(loom_tp_gemm_t g) {
 int loom__tp_cublaslt_takes(loom_dtype_t ab, loom_dtype_t c) { return c == ab || c == LOOM_FP32; }
 
 loom_tp_gemm_t loom__tp_resolve_gemm(const loom_tp_desc_t *d, loom_tp_transfer_t t) {
-  if (t != LOOM_TP_SEQUENTIAL) return LOOM_TP_GEMM_LOOM;
+  if (loom__tp_fused(t)) return LOOM_TP_GEMM_LOOM;
   if (d->sequential_gemm != LOOM_TP_GEMM_AUTO) return d->sequential_gemm;
   return loom__tp_cublaslt_takes(d->ab_type, d->c_type) ? LOOM_TP_GEMM_CUBLASLT : LOOM_TP_GEMM_LOOM;
 }
@@ -58,6 +58,7 @@ const char *loom__tp_transfer_name(loom_tp_transfer_t t) {
     case LOOM_TP_SM_COPY: return "LOOM_TP_SM_COPY";
     case LOOM_TP_SM_ATOMIC: return "LOOM_TP_SM_ATOMIC";
     case LOOM_TP_BULK_REDUCE: return "LOOM_TP_BULK_REDUCE";
+    case LOOM_TP_DECOMPOSED: return "LOOM_TP_DECOMPOSED";
   }
   return "unknown";
 }

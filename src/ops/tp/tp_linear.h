@@ -144,6 +144,9 @@ typedef struct loom_tp_state {
   size_t symmetric_bytes, device_bytes;
   cudaStream_t side;
   cudaEvent_t fork, join;
+  cudaEvent_t *steps;           /* DECOMPOSED: [W] events, one per chunk's hand-over between the
+                                   streams (AG: side -> stream after a shard arrived; RS: stream
+                                   -> side after a chunk's GEMM) */
 } loom_tp_state_t;
 
 /* ---- host side shared by the two ops (tp_linear.c) ---- */
@@ -191,6 +194,11 @@ loom_tp_gemm_t loom__tp_world_gemm(loom_comm_t comm, loom_tp_gemm_t g);
 loom_tp_transfer_t loom__tp_auto_transfer(int kind, int comm_size, const loom_tp_desc_t *d, int all_reachable,
                                           int hooks_ok);
 
+/* 1 for the fused transfers (loom's hooked GEMM, peer memory, signals);
+ * 0 for AUTO, SEQUENTIAL and DECOMPOSED (NCCL and the sequential path's
+ * GEMM engine). */
+int loom__tp_fused(loom_tp_transfer_t t);
+
 /* Whether a tuned choice applies to checked description d here: its
  * transfer offered by the op and able to run, its knobs in range. */
 loom_result_t loom__tp_check_choice(const char *fn, int kind, int comm_size, int sm_count, const loom_tp_desc_t *d,
@@ -203,8 +211,9 @@ const char *loom__tp_gemm_name(loom_tp_gemm_t g);
 int loom__tp_cublaslt_takes(loom_dtype_t ab, loom_dtype_t c);
 
 /* The GEMM a plan of (checked) description d with resolved transfer t runs
- * (no GPU: host-tested): LOOM for the fused transfers; for SEQUENTIAL the
- * asked engine, and for AUTO cuBLASLt where it takes the dtypes, else LOOM. */
+ * (no GPU: host-tested): LOOM for the fused transfers; for SEQUENTIAL and
+ * DECOMPOSED the asked engine, and for AUTO cuBLASLt where it takes the
+ * dtypes, else LOOM. */
 loom_tp_gemm_t loom__tp_resolve_gemm(const loom_tp_desc_t *d, loom_tp_transfer_t t);
 
 /* The sequential path's GEMM: C = A x B (+ bias) through the plan's engine

@@ -122,7 +122,20 @@ static void tp_release(loom_comm_t comm, void *state) {
   if (st->d_schedule) (void)cudaFree(st->d_schedule);
   if (st->fork) (void)cudaEventDestroy(st->fork);
   if (st->join) (void)cudaEventDestroy(st->join);
+  if (st->steps) {
+    for (int i = 0; i < st->world; ++i)
+      if (st->steps[i]) (void)cudaEventDestroy(st->steps[i]);
+    free(st->steps);
+  }
   if (st->side) (void)cudaStreamDestroy(st->side);
+}
+
+/* DECOMPOSED: an event per chunk's hand-over between the two streams. */
+static loom_result_t decomposed_events(loom_tp_state_t *st) {
+  st->steps = (cudaEvent_t *)calloc((size_t)st->world, sizeof(cudaEvent_t));
+  if (!st->steps) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_plan: %d events of the decomposed path", st->world);
+  for (int i = 0; i < st->world; ++i) LOOM_CUDA(cudaEventCreateWithFlags(&st->steps[i], cudaEventDisableTiming));
+  return LOOM_SUCCESS;
 }
 
 /* BULK_REDUCE: the GEMM's striped tile order, in device memory. */
@@ -205,9 +218,10 @@ static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
   LOOM_CUDA(cudaStreamCreateWithFlags(&st->side, cudaStreamNonBlocking));
   LOOM_CUDA(cudaEventCreateWithFlags(&st->fork, cudaEventDisableTiming));
   LOOM_CUDA(cudaEventCreateWithFlags(&st->join, cudaEventDisableTiming));
+  if (st->transfer == LOOM_TP_DECOMPOSED) LOOM_TRY(decomposed_events(st));
   if (st->kind == LOOM__TP_AG) {
     const size_t bytes = Wrows * (size_t)g->k * es_ab;
-    if (st->transfer == LOOM_TP_SEQUENTIAL) {
+    if (!loom__tp_fused(st->transfer)) {
       LOOM_CUDA(cudaMalloc(&st->a_full_own, bytes));
       st->device_bytes += bytes;
     } else {
@@ -230,7 +244,7 @@ static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
     loom_coll_plan_info_t ci = LOOM_COLL_PLAN_INFO_INIT;
     LOOM_TRY(loom_coll_plan_info(st->ar_plan, &ci));
     st->symmetric_bytes += ci.symmetric_bytes;
-  } else if (st->transfer == LOOM_TP_SEQUENTIAL) {
+  } else if (!loom__tp_fused(st->transfer)) {
     const size_t bytes = Wrows * (size_t)g->n * es_c;
     LOOM_CUDA(cudaMalloc(&st->partial, bytes));
     st->device_bytes += bytes;
@@ -420,7 +434,7 @@ static void tp_signal_offsets(loom_plan_t plan, loom_tp_state_t *st) {
 static loom_result_t tp_fill(loom_plan_t plan, loom_tp_state_t *st) {
   LOOM_TRY(tp_alloc(plan, st));
   LOOM_TRY(loom__tp_preload_kernels());
-  if (st->transfer != LOOM_TP_SEQUENTIAL)
+  if (loom__tp_fused(st->transfer))
     LOOM_TRY(loom__gemm_hooked_preload(&st->gemm, &st->gemm_cfg, (int)st->desc.activation));
   return LOOM_SUCCESS;
 }
@@ -502,7 +516,7 @@ static loom_result_t tp_resolve(const loom_op_t *op, loom_comm_t comm, const voi
   if (t == LOOM_TP_AUTO) t = loom__tp_auto_transfer(op->kind, comm->size, d, comm->ws_all_reachable, hooks);
   LOOM_TRY(loom__tp_world_transfer(op->plan_fn, comm, d, op->kind, &t)); /* a world: a transfer without NCCL */
   tp_resolve_fields(comm, st, t);
-  if (t == LOOM_TP_SEQUENTIAL) return LOOM_SUCCESS;
+  if (!loom__tp_fused(t)) return LOOM_SUCCESS;
   LOOM_TRY(tp_fused_gemm(comm, st));
   const int64_t tiles = (int64_t)st->tiles_m * st->tiles_n;
   if (!st->tuned && st->knobs.transfer == LOOM_TP_AUTO && !loom__tp_world_keeps_fused(comm, st->kind) &&
@@ -513,7 +527,7 @@ static loom_result_t tp_resolve(const loom_op_t *op, loom_comm_t comm, const voi
 
 static loom_result_t tp_lay_out(const loom_op_t *op, loom_comm_t comm, void *state, loom_plan_layout_t *lay) {
   loom_tp_state_t *st = (loom_tp_state_t *)state;
-  if (st->transfer != LOOM_TP_SEQUENTIAL) LOOM_TRY(tp_signals(op->plan_fn, st, &lay->nsignals));
+  if (loom__tp_fused(st->transfer)) LOOM_TRY(tp_signals(op->plan_fn, st, &lay->nsignals));
   lay->fingerprint = tp_fingerprint(st, lay->nsignals);
   return LOOM_SUCCESS;
 }
@@ -596,7 +610,7 @@ loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info) {
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "loom_tp_plan_info: info->struct_size=%zu, expected %zu (initialise with LOOM_TP_PLAN_INFO_INIT)",
                       info->struct_size, sizeof *info);
-  const int fused = st->transfer != LOOM_TP_SEQUENTIAL;
+  const int fused = loom__tp_fused(st->transfer);
   info->transfer = st->transfer;
   info->shard_rows = st->shard_rows;
   info->chunk_rows = st->chunk_rows;

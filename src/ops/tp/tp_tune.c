@@ -7,7 +7,8 @@
  * Candidates: the sequential path with cuBLASLt (where it takes the dtypes:
  * a tuned op is never slower than the baseline it replaces; cuBLASLt's
  * algorithm itself timed among LOOM_TP_TUNE_CUBLASLT_CANDIDATES and recorded,
- * baseline/baseline.h) and with loom_gemm, and where the fused transfers can
+ * baseline/baseline.h) and with loom_gemm; AG and RS at W > 1: the
+ * decomposed path with either GEMM; and where the fused transfers can
  * run, AG: the copy engine with 4, 8, 16 chunks per shard and whole shards,
  * the SM copy kernel on 4, 8, 16 blocks; RS: the reduction on 4, 8, 16
  * blocks and the plan's own choice, and the atomic reduction; AR: the
@@ -61,10 +62,10 @@ loom_result_t loom__tp_tune_parse(const char *text, loom_tp_choice_t *out) {
   int ok = text && sscanf(text, "transfer=%d chunk=%d blocks=%d%n", &tt, &c, &b, &used) == 3;
   if (ok && text[used] != 0) /* the GEMM engine (entries of older files have none: AUTO) */
     ok = sscanf(text + used, " gemm=%d%n", &g, &used2) == 1 && text[used + used2] == 0;
-  if (!ok || tt < LOOM_TP_SEQUENTIAL || tt > LOOM_TP_BULK_REDUCE || c < 0 || b < 0 || g < LOOM_TP_GEMM_AUTO ||
+  if (!ok || tt < LOOM_TP_SEQUENTIAL || tt > LOOM_TP_DECOMPOSED || c < 0 || b < 0 || g < LOOM_TP_GEMM_AUTO ||
       g > LOOM_TP_GEMM_CUBLASLT)
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
-                      "tuning entry \"%s\": expected \"transfer=<1..5> chunk=<rows >= 0> blocks=<n >= 0> "
+                      "tuning entry \"%s\": expected \"transfer=<1..6> chunk=<rows >= 0> blocks=<n >= 0> "
                       "[gemm=<0..2>]\"",
                       text ? text : "(null)");
   out->transfer = (loom_tp_transfer_t)tt, out->chunk_rows = c, out->comm_blocks = b, out->gemm = (loom_tp_gemm_t)g;
@@ -125,6 +126,11 @@ static int tune_candidates(const loom_tp_desc_t *desc, int kind, int W, int fuse
   if (loom__tp_cublaslt_takes(desc->ab_type, desc->c_type))
     cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SEQUENTIAL, .gemm = LOOM_TP_GEMM_CUBLASLT};
   cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_SEQUENTIAL, .gemm = LOOM_TP_GEMM_LOOM};
+  if (kind != LOOM__TP_AR && W > 1) { /* the chunked GEMMs beside NCCL, with either engine */
+    if (loom__tp_cublaslt_takes(desc->ab_type, desc->c_type))
+      cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_DECOMPOSED, .gemm = LOOM_TP_GEMM_CUBLASLT};
+    cand[nc++] = (loom_tp_choice_t){.transfer = LOOM_TP_DECOMPOSED, .gemm = LOOM_TP_GEMM_LOOM};
+  }
   if (!fused_ok) return nc;
   if (kind == LOOM__TP_AG) {
     const int64_t per[4] = {1, 4, 8, 16};
@@ -171,7 +177,7 @@ static loom_result_t tp_race_open(void *ctx, int i, cudaStream_t stream) {
   loom_tp_state_t *st = (loom_tp_state_t *)k->plan->op_state;
   if (st->transfer == LOOM_TP_SEQUENTIAL && st->gemm_engine == LOOM_TP_GEMM_CUBLASLT && !k->cublas_timed)
     st->tune_base_gemm = 1, k->cublas_timed = 1;
-  const int seq = st->transfer == LOOM_TP_SEQUENTIAL;
+  const int seq = !loom__tp_fused(st->transfer);
   if (i == 0)
     k->dflt = (loom_tp_choice_t){st->transfer, seq ? 0 : st->chunk_rows, st->comm_blocks,
                                  seq ? st->gemm_engine : LOOM_TP_GEMM_AUTO};

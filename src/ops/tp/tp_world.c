@@ -2,8 +2,8 @@
  * tp_world.c - the transfer the tensor-parallel ops run in a world of ranks
  * on one GPU (core/world.h): one without NCCL.
  *
- * The sequential AllGather+GEMM and GEMM+ReduceScatter run NCCL's
- * collectives, which a world has not. Asked for, they are refused; chosen
+ * The sequential and decomposed AllGather+GEMM and GEMM+ReduceScatter run
+ * NCCL, which a world has not. Asked for, they are refused; chosen
  * by AUTO (one rank, shards shorter than a tile, a shape where fusing would
  * hide nothing), the fused default takes their place (AG: the copy engine;
  * RS: the bulk reduction where its shape rule holds, else SM copies; the
@@ -41,6 +41,13 @@ static loom__gemm_path_t tp_world_gemm_path(const char *fn, const loom_tp_desc_t
 loom_result_t loom__tp_world_transfer(const char *fn, loom_comm_t comm, const loom_tp_desc_t *desc, int kind,
                                       loom_tp_transfer_t *t) {
   if (!comm->world) return LOOM_SUCCESS;
+  if (*t == LOOM_TP_DECOMPOSED) {
+    if (desc->transfer == LOOM_TP_DECOMPOSED)
+      return loom__world_unsupported(comm, fn, "desc->transfer=LOOM_TP_DECOMPOSED",
+                                     "the decomposed path runs NCCL's send, receive and reduce; take a fused "
+                                     "transfer or LOOM_TP_AUTO");
+    *t = LOOM_TP_SEQUENTIAL; /* AUTO's: the fused default below takes its place */
+  }
   const int seq = *t == LOOM_TP_SEQUENTIAL && kind != LOOM__TP_AR;
   if (seq && desc->transfer == LOOM_TP_SEQUENTIAL)
     return loom__world_unsupported(comm, fn, "desc->transfer=LOOM_TP_SEQUENTIAL",

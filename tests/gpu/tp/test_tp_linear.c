@@ -76,7 +76,8 @@ static uint64_t seed_for(int call, int what, int rank) {
 static const char *dt(loom_dtype_t t) { return t == LOOM_FP32 ? "fp32" : t == LOOM_FP16 ? "fp16" : "bf16"; }
 static const char *trn(loom_tp_transfer_t t) {
   return t == LOOM_TP_SEQUENTIAL ? "seq" : t == LOOM_TP_COPY_ENGINE ? "ce" : t == LOOM_TP_SM_COPY ? "sm"
-         : t == LOOM_TP_SM_ATOMIC ? "atomic" : t == LOOM_TP_BULK_REDUCE ? "bulk" : "auto";
+         : t == LOOM_TP_SM_ATOMIC ? "atomic" : t == LOOM_TP_BULK_REDUCE ? "bulk"
+         : t == LOOM_TP_DECOMPOSED ? "dec" : "auto";
 }
 
 /* Host inputs of one call. AG: a = A_full [m, k] (every shard), b = this
@@ -340,12 +341,12 @@ static int run_case_v(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *k) {
 
 static int gpus(int need) { return loom_test_gpus(need); }
 
-/* A world refuses the sequential transfer (NCCL's collectives) and SM-copy
+/* A world refuses the sequential and decomposed transfers (NCCL) and SM-copy
  * block counts at or above a rank's share of the SMs; the bulk reduction
  * takes only W equal shards of 64-row multiples (as on GPUs of their own). */
 static int world_skip(const void *one, int W, int sms) {
   const tp_case_t *k = (const tp_case_t *)one;
-  return k->tr == LOOM_TP_SEQUENTIAL || k->blocks >= sms ||
+  return k->tr == LOOM_TP_SEQUENTIAL || k->tr == LOOM_TP_DECOMPOSED || k->blocks >= sms ||
          (k->tr == LOOM_TP_BULK_REDUCE && !loom__tp_bulk_shape_ok(k->m, W));
 }
 
@@ -370,6 +371,7 @@ static void run_world(int W, const tp_case_t *cases, int n) {
 #define SM LOOM_TP_SM_COPY
 #define AT LOOM_TP_SM_ATOMIC
 #define BK LOOM_TP_BULK_REDUCE
+#define DEC LOOM_TP_DECOMPOSED
 
 static const tp_case_t g_ag[] = {
     {.ag = 1, .m = 512, .n = 256, .k = 384, .ab = BF, .ct = BF, .lay = NK, .tr = CE, .calls = 2},
@@ -397,6 +399,14 @@ static const tp_case_t g_ag[] = {
     /* the sequential path through each GEMM engine, graph replays too */
     {.ag = 1, .m = 999, .n = 384, .k = 256, .ab = BF, .ct = BF, .lay = KN, .bias = 1, .tr = SEQ, .calls = 2, .gemm = LOOM_TP_GEMM_LOOM},
     {.ag = 1, .m = 777, .n = 256, .k = 512, .ab = FH, .ct = F32, .lay = NK, .bias = 1, .tr = SEQ, .calls = 3, .user_a_full = 1, .graph = 1, .gemm = LOOM_TP_GEMM_CUBLASLT},
+    /* the decomposed path: a GEMM per shard beside NCCL's send / receive */
+    {.ag = 1, .m = 512, .n = 256, .k = 384, .ab = BF, .ct = BF, .lay = NK, .tr = DEC, .calls = 2},
+    {.ag = 1, .m = 999, .n = 384, .k = 256, .ab = FH, .ct = F32, .lay = KN, .bias = 1, .tr = DEC, .calls = 2, .user_a_full = 1},   /* uneven shards, gathered A returned */
+    {.ag = 1, .m = 1, .n = 128, .k = 64, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = DEC, .calls = 2},       /* an empty shard */
+    {.ag = 1, .m = 64, .n = 1024, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = DEC, .calls = 2, .user_a_full = 1, .in_place = 1},
+    {.ag = 1, .m = 777, .n = 256, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = DEC, .calls = 3, .user_a_full = 1, .graph = 1, .act = LOOM_ACT_GELU_TANH, .gemm = LOOM_TP_GEMM_CUBLASLT},
+    {.ag = 1, .m = 1000, .n = 384, .k = 256, .ab = FH, .ct = BF, .lay = NK, .tr = DEC, .calls = 2, .act = LOOM_ACT_RELU},   /* loom_gemm (fp16 -> bf16) */
+    {.ag = 1, .m = 1000, .n = 384, .k = 256, .ab = BF, .ct = BF, .lay = KN, .bias = 1, .tr = DEC, .calls = 2, .graph = 1, .gemm = LOOM_TP_GEMM_LOOM},
 };
 
 /* ag = 0: GEMM + ReduceScatter */
@@ -424,6 +434,12 @@ static const tp_case_t g_rs[] = {
     /* the sequential path through each GEMM engine, graph replays too */
     {.ag = 0, .m = 999, .n = 384, .k = 256, .ab = BF, .ct = BF, .lay = KN, .bias = 1, .tr = SEQ, .calls = 2, .gemm = LOOM_TP_GEMM_LOOM},
     {.ag = 0, .m = 777, .n = 256, .k = 512, .ab = BF, .ct = F32, .lay = NK, .bias = 1, .tr = SEQ, .calls = 3, .graph = 1, .gemm = LOOM_TP_GEMM_CUBLASLT},
+    /* the decomposed path: a GEMM per shard, each reduced to its owner beside the next */
+    {.ag = 0, .m = 512, .n = 256, .k = 384, .ab = BF, .ct = BF, .lay = NK, .tr = DEC, .calls = 2},
+    {.ag = 0, .m = 999, .n = 384, .k = 256, .ab = FH, .ct = FH, .lay = NK, .bias = 1, .tr = DEC, .calls = 2},   /* uneven shards */
+    {.ag = 0, .m = 1, .n = 128, .k = 64, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = DEC, .calls = 2},       /* an empty shard */
+    {.ag = 0, .m = 777, .n = 256, .k = 512, .ab = BF, .ct = F32, .lay = KN, .bias = 1, .tr = DEC, .calls = 3, .graph = 1, .gemm = LOOM_TP_GEMM_CUBLASLT},
+    {.ag = 0, .m = 2048, .n = 768, .k = 512, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = DEC, .calls = 2, .gemm = LOOM_TP_GEMM_LOOM},
 };
 
 LOOM_TEST(gpu_tp_ag_gemm_matches_reference_w2) {
@@ -467,6 +483,9 @@ LOOM_TEST(gpu_tp_ops_on_one_rank) {
       {.ag = 0, .m = 513, .n = 384, .k = 256, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = SEQ, .calls = 2, .gemm = LOOM_TP_GEMM_LOOM},
       {.ag = 0, .m = 513, .n = 384, .k = 256, .ab = FH, .ct = F32, .lay = KN, .bias = 1, .tr = SEQ, .calls = 3, .graph = 1, .gemm = LOOM_TP_GEMM_CUBLASLT},
       {.ag = 0, .m = 64, .n = 1024, .k = 512, .ab = BF, .ct = FH, .lay = NK, .bias = 1, .tr = SEQ, .calls = 2, .gemm = LOOM_TP_GEMM_AUTO},
+      /* the decomposed path on one rank: the GEMM of the one shard */
+      {.ag = 1, .m = 300, .n = 256, .k = 128, .ab = BF, .ct = BF, .lay = NK, .bias = 1, .tr = DEC, .calls = 3, .user_a_full = 1, .graph = 1, .act = LOOM_ACT_GELU_ERF},
+      {.ag = 0, .m = 513, .n = 384, .k = 256, .ab = FH, .ct = F32, .lay = KN, .bias = 1, .tr = DEC, .calls = 3, .graph = 1},
   };
   if (gpus(1)) run_suite(1, one, (int)(sizeof one / sizeof *one));
 }
@@ -806,8 +825,8 @@ static int rank_path_checks(loom_rank_ctx_t *ctx, void *arg) {
       {2, "valid", B_SYM, B_NONE, LOOM_SUCCESS, LOOM_SUCCESS},
   };
   static const loom_tp_transfer_t tr[3][5] = {
-      {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_COPY_ENGINE, LOOM_TP_SM_COPY, (loom_tp_transfer_t)-1},
-      {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_SM_COPY, LOOM_TP_SM_ATOMIC, (loom_tp_transfer_t)-1},
+      {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_COPY_ENGINE, LOOM_TP_SM_COPY, LOOM_TP_DECOMPOSED},
+      {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_SM_COPY, LOOM_TP_SM_ATOMIC, LOOM_TP_DECOMPOSED},
       {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_SM_COPY, (loom_tp_transfer_t)-1, (loom_tp_transfer_t)-1}};
   CHECK_LOOM_OR(loom_launch_comm_create(ctx, NULL, &comm), return 1);
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

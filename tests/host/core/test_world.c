@@ -337,6 +337,12 @@ static void world_refuses_tp(loom_comm_t c) {
   CHECK_MSG("NCCL");
   CHECK_RESULT(loom_plan_gemm_rs(c, &d, &p), LOOM_ERR_UNSUPPORTED);
   CHECK_MSG("LOOM_TP_SEQUENTIAL cannot run in a world");
+  d.transfer = LOOM_TP_DECOMPOSED; /* NCCL's send, receive and reduce */
+  CHECK_RESULT(loom_plan_ag_gemm(c, &d, &p), LOOM_ERR_UNSUPPORTED);
+  CHECK_MSG("loom_plan_ag_gemm: desc->transfer=LOOM_TP_DECOMPOSED cannot run in a world of 1 ranks on one GPU");
+  CHECK_RESULT(loom_plan_gemm_rs(c, &d, &p), LOOM_ERR_UNSUPPORTED);
+  CHECK_MSG("LOOM_TP_DECOMPOSED cannot run in a world");
+  d.transfer = LOOM_TP_SEQUENTIAL;
   /* GEMM+AllReduce's sequential path is loom_allreduce: not refused (a test
    * comm holds no plan) */
   CHECK_RESULT(loom_plan_gemm_ar(c, &d, &p), LOOM_ERR_UNSUPPORTED);

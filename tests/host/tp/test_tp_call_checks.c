@@ -65,10 +65,10 @@ static const tp_row_t g_tp_rows[] = {
     {AR, "epilogue residual in host memory", X_DEV, X_B, X_SYM, X_NULL, X_NULL, 0, 3, BAD, BAD},
 };
 
-static const loom_tp_transfer_t g_tp_transfers[3][4] = {
-    {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_COPY_ENGINE, LOOM_TP_SM_COPY},
-    {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_SM_COPY, LOOM_TP_SM_ATOMIC},
-    {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_SM_COPY, LOOM_TP_SM_COPY}};
+static const loom_tp_transfer_t g_tp_transfers[3][5] = {
+    {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_COPY_ENGINE, LOOM_TP_SM_COPY, LOOM_TP_DECOMPOSED},
+    {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_SM_COPY, LOOM_TP_SM_ATOMIC, LOOM_TP_DECOMPOSED},
+    {LOOM_TP_AUTO, LOOM_TP_SEQUENTIAL, LOOM_TP_SM_COPY, LOOM_TP_SM_COPY, LOOM_TP_SM_COPY}};
 
 static loom_result_t tp_check(loom_comm_t c, const bufs_t *x, const tp_row_t *r, loom_tp_transfer_t t) {
   loom_tp_desc_t d = LOOM_TP_DESC_INIT;
@@ -90,7 +90,7 @@ static void tp_rows_at(int rank, int size) {
   const bufs_t x = fake_bufs(c, (size_t)M * (N > K ? N : K) * 4);
   for (size_t i = 0; i < sizeof g_tp_rows / sizeof *g_tp_rows; ++i) {
     const tp_row_t *r = &g_tp_rows[i];
-    for (int t = 0; t < 4; ++t) {
+    for (int t = 0; t < 5; ++t) {
       const loom_tp_transfer_t tr = g_tp_transfers[r->op][t];
       const loom_result_t want = tr == LOOM_TP_SEQUENTIAL ? r->want_seq : r->want_other;
       const loom_result_t got = tp_check(c, &x, r, tr);

@@ -557,13 +557,66 @@ LOOM_TEST(tp_tune_key_and_value_round_trip) {
   CHECK_RESULT(loom__tp_tune_parse("transfer=1 chunk=0 blocks=0", &ch), LOOM_SUCCESS);
   CHECK_EQ_INT(ch.transfer, LOOM_TP_SEQUENTIAL);
   CHECK_EQ_INT(ch.gemm, LOOM_TP_GEMM_AUTO);
-  const char *bad[] = {"transfer=0 chunk=1 blocks=0", "transfer=6 chunk=1 blocks=0", "transfer=2 chunk=-1 blocks=0",
+  const char *bad[] = {"transfer=0 chunk=1 blocks=0", "transfer=7 chunk=1 blocks=0", "transfer=2 chunk=-1 blocks=0",
                        "transfer=2 chunk=1", "transfer=2 chunk=1 blocks=0 x", "transfer=1 chunk=0 blocks=0 gemm=3",
                        "transfer=1 chunk=0 blocks=0 gemm=-1", "transfer=1 chunk=0 blocks=0 gemm=1 x",
                        "transfer=1 chunk=0 blocks=0 gemm=", "bn=128", ""};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
     CHECK_RESULT(loom__tp_tune_parse(bad[i], &ch), LOOM_ERR_INVALID_ARGUMENT);
     CHECK(strstr(loom_last_error(), bad[i]) != NULL);
+  }
+}
+
+/* The decomposed path: offered for AG and RS wherever NCCL runs (no peer
+ * memory, no hooked GEMM), refused by name for GEMM+AllReduce; it is not a
+ * fused transfer, runs the sequential path's GEMM engine, and round-trips
+ * through the tuning cache. */
+LOOM_TEST(tp_decomposed_is_offered_for_ag_and_rs_and_refused_for_ar) {
+  loom_tp_desc_t d = LOOM_TP_DESC_INIT;
+  d.m = 1000, d.n = 256, d.k = 512, d.world_size = 4, d.transfer = LOOM_TP_DECOMPOSED;
+  for (int reach = 0; reach < 2; ++reach)
+    for (int hooks = 0; hooks < 2; ++hooks) {
+      loom_tp_transfer_t t = LOOM_TP_AUTO;
+      CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 4, 132, &d, &t, reach, hooks), LOOM_SUCCESS);
+      CHECK_EQ_INT(t, LOOM_TP_DECOMPOSED);
+      CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_RS, 4, 132, &d, &t, reach, hooks), LOOM_SUCCESS);
+      CHECK_EQ_INT(t, LOOM_TP_DECOMPOSED);
+    }
+  loom_tp_transfer_t t = LOOM_TP_AUTO;
+  CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AR, 4, 132, &d, &t, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(loom_last_error(), "transfer=LOOM_TP_DECOMPOSED") != NULL &&
+        strstr(loom_last_error(), "GEMM+AllReduce") != NULL);
+  /* only the hooked transfers are fused */
+  const loom_tp_transfer_t all[7] = {LOOM_TP_AUTO,    LOOM_TP_SEQUENTIAL, LOOM_TP_COPY_ENGINE, LOOM_TP_SM_COPY,
+                                     LOOM_TP_SM_ATOMIC, LOOM_TP_BULK_REDUCE, LOOM_TP_DECOMPOSED};
+  const int fused[7] = {0, 0, 1, 1, 1, 1, 0};
+  for (int i = 0; i < 7; ++i) CHECK_EQ_INT(loom__tp_fused(all[i]), fused[i]);
+  CHECK(strcmp(loom__tp_transfer_name(LOOM_TP_DECOMPOSED), "LOOM_TP_DECOMPOSED") == 0);
+  /* its GEMM: the sequential path's rule */
+  CHECK_EQ_INT(loom__tp_resolve_gemm(&d, LOOM_TP_DECOMPOSED), LOOM_TP_GEMM_CUBLASLT);
+  d.c_type = LOOM_FP16; /* bf16 -> fp16: not cuBLASLt's */
+  CHECK_EQ_INT(loom__tp_resolve_gemm(&d, LOOM_TP_DECOMPOSED), LOOM_TP_GEMM_LOOM);
+  d.c_type = LOOM_BF16, d.sequential_gemm = LOOM_TP_GEMM_LOOM;
+  CHECK_EQ_INT(loom__tp_resolve_gemm(&d, LOOM_TP_DECOMPOSED), LOOM_TP_GEMM_LOOM);
+  /* a tuned choice of it applies where NCCL runs, the fused ones not */
+  const loom_tp_choice_t dec = {LOOM_TP_DECOMPOSED, 0, 0, LOOM_TP_GEMM_CUBLASLT};
+  d.sequential_gemm = LOOM_TP_GEMM_AUTO, d.transfer = LOOM_TP_AUTO;
+  CHECK_RESULT(loom__tp_check_choice("f", LOOM__TP_AG, 4, 132, &d, &dec, 0, 0), LOOM_SUCCESS);
+  const loom_tp_choice_t ce = {LOOM_TP_COPY_ENGINE, 0, 0, LOOM_TP_GEMM_AUTO};
+  CHECK_RESULT(loom__tp_check_choice("f", LOOM__TP_AG, 4, 132, &d, &ce, 0, 0), LOOM_ERR_UNSUPPORTED);
+  CHECK_RESULT(loom__tp_check_choice("f", LOOM__TP_AR, 4, 132, &d, &dec, 1, 1), LOOM_ERR_INVALID_ARGUMENT);
+  char v[160];
+  loom__tp_tune_format(&dec, v, sizeof v);
+  CHECK(strcmp(v, "transfer=6 chunk=0 blocks=0 gemm=2") == 0);
+  loom_tp_choice_t ch = {LOOM_TP_AUTO, -1, -1, LOOM_TP_GEMM_AUTO};
+  CHECK_RESULT(loom__tp_tune_parse(v, &ch), LOOM_SUCCESS);
+  CHECK_EQ_INT(ch.transfer, LOOM_TP_DECOMPOSED);
+  CHECK_EQ_INT(ch.gemm, LOOM_TP_GEMM_CUBLASLT);
+  /* AUTO never resolves to it untuned (it is the tuner's to choose) */
+  for (int64_t m = 64; m <= 8192; m *= 2) {
+    d.m = m;
+    CHECK_RESULT(loom__tp_check_desc("f", LOOM__TP_AG, 4, 132, &d, &t, 1, 1), LOOM_SUCCESS);
+    CHECK(t != LOOM_TP_DECOMPOSED);
   }
 }
 
