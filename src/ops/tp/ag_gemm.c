@@ -19,8 +19,8 @@
  * receives rank + i's into the gathered buffer (ncclSend / ncclRecv in one
  * group: at step i every rank sends to the rank that receives from it);
  * each received shard's GEMM follows its step's event. The own shard goes
- * into the gathered buffer on the side stream too (a_full holds all of A
- * after the call, as on every transfer).
+ * into the caller's a_full last on the side stream (a_full holds all of A
+ * after the call, as on every transfer; the plan's own buffer skips it).
  */
 #include <stddef.h>
 #include <string.h>
@@ -103,9 +103,6 @@ static loom_result_t ag_decomposed_steps(loom_plan_t plan, loom_tp_state_t *st, 
   const loom_gemm_desc_t *g = &st->gemm;
   const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
   const int W = st->world;
-  if (st->my_len > 0 && a_shard != dst + (size_t)st->my_begin * row)
-    LOOM_CUDA(cudaMemcpyAsync(dst + (size_t)st->my_begin * row, a_shard, (size_t)st->my_len * row,
-                              cudaMemcpyDeviceToDevice, st->side));
   LOOM_TRY(ag_shard_gemm(st, a_shard, b, c, bias, st->rank, stream));
   loom__trace_mark(plan, "gemm.own", stream);
   for (int i = 1; i < W; ++i) {
@@ -115,6 +112,11 @@ static loom_result_t ag_decomposed_steps(loom_plan_t plan, loom_tp_state_t *st, 
     LOOM_TRY(ag_shard_gemm(st, dst + (size_t)loom__tp_shard_begin(g->m, W, from) * row, b, c, bias, from, stream));
   }
   loom__trace_mark(plan, "gemm", stream);
+  /* the own rows into the caller's a_full, after the exchange (the plan's
+   * own buffer is never read there: the own GEMM reads a_shard) */
+  if (dst != (char *)st->a_full_own && st->my_len > 0 && a_shard != dst + (size_t)st->my_begin * row)
+    LOOM_CUDA(cudaMemcpyAsync(dst + (size_t)st->my_begin * row, a_shard, (size_t)st->my_len * row,
+                              cudaMemcpyDeviceToDevice, st->side));
   return LOOM_SUCCESS;
 }
 
