@@ -125,6 +125,7 @@ static loom_result_t ag_decomposed(loom_plan_t plan, loom_tp_state_t *st, const 
   const loom_gemm_desc_t *g = &st->gemm;
   LOOM_TRY(loom__tp_fork(st, stream));
   const loom_result_t r = ag_decomposed_steps(plan, st, a_shard, dst, b, (char *)c, bias, stream);
+  st->tune_base_gemm = 0; /* every chunk shape's cuBLASLt algorithm timed (the tuner's warm-up call) */
   /* join even when a step failed to launch: the side stream's work is queued */
   const loom_result_t rj = loom__tp_join(st, stream);
   LOOM_TRY(r);

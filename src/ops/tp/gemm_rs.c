@@ -95,6 +95,7 @@ static loom_result_t rs_decomposed(loom_plan_t plan, loom_tp_state_t *st, const 
   LOOM_TRY(loom__tp_fork(st, stream));
   loom_result_t r = LOOM_SUCCESS;
   for (int p = 0; p < st->world && r == LOOM_SUCCESS; ++p) r = rs_chunk(plan, st, a, b, c_shard, bias, p, stream);
+  st->tune_base_gemm = 0; /* every chunk shape's cuBLASLt algorithm timed (the tuner's warm-up call) */
   loom__trace_mark(plan, "gemm", stream);
   /* join even when a chunk failed to launch: the side stream's work is queued */
   const loom_result_t rj = loom__tp_join(st, stream);

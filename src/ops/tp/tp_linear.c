@@ -43,7 +43,8 @@ loom_tp_gemm_t loom__tp_resolve_gemm(const loom_tp_desc_t *d, loom_tp_transfer_t
 loom_result_t loom__tp_seq_gemm(loom_tp_state_t *st, const loom_gemm_desc_t *g, const void *a, const void *b,
                                 void *c, const void *bias, cudaStream_t stream) {
   if (st->gemm_engine == LOOM_TP_GEMM_CUBLASLT && st->tune_base_gemm) {
-    st->tune_base_gemm = 0; /* the winner is recorded for this shape and these alignments; C is computed */
+    /* the winner is recorded for this shape and these alignments; C is computed */
+    if (st->transfer != LOOM_TP_DECOMPOSED) st->tune_base_gemm = 0;
     return loom__base_gemm_tune(g, a, b, c, bias, LOOM_TP_TUNE_CUBLASLT_CANDIDATES, stream, NULL);
   }
   if (st->gemm_engine == LOOM_TP_GEMM_CUBLASLT) return loom__base_gemm(g, a, b, c, bias, stream);

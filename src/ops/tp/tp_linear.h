@@ -111,9 +111,10 @@ typedef struct loom_tp_state {
   int tuned;
   loom_tp_transfer_t transfer;  /* resolved (never AUTO) */
   loom_tp_gemm_t gemm_engine;   /* resolved (never AUTO): the sequential path's GEMM; LOOM when fused */
-  int tune_base_gemm;           /* set by the tuner: the next sequential call times cuBLASLt's
-                                   candidates on its buffers (loom__base_gemm_tune, which records
-                                   the winner) instead of running the heuristic's pick */
+  int tune_base_gemm;           /* set by the tuner: the next sequential or decomposed call times
+                                   cuBLASLt's candidates on its buffers (loom__base_gemm_tune, which
+                                   records the winner) instead of running the heuristic's pick: the
+                                   sequential GEMM, or every chunk's GEMM of the decomposed call */
   int rank, world;
   int64_t shard_rows;           /* S */
   int64_t my_begin, my_len;     /* this rank's shard */
@@ -217,8 +218,9 @@ int loom__tp_cublaslt_takes(loom_dtype_t ab, loom_dtype_t c);
 loom_tp_gemm_t loom__tp_resolve_gemm(const loom_tp_desc_t *d, loom_tp_transfer_t t);
 
 /* The sequential path's GEMM: C = A x B (+ bias) through the plan's engine
- * (arguments checked by the caller); with st->tune_base_gemm set (cleared
- * here), cuBLASLt's algorithm is timed first (synchronises the stream). */
+ * (arguments checked by the caller); with st->tune_base_gemm set, cuBLASLt's
+ * algorithm is timed first (synchronises the stream; the flag is cleared
+ * here on the sequential path, by the decomposed call at its end). */
 loom_result_t loom__tp_seq_gemm(loom_tp_state_t *st, const loom_gemm_desc_t *g, const void *a, const void *b,
                                 void *c, const void *bias, cudaStream_t stream);
 

@@ -159,7 +159,8 @@ typedef struct {
   const loom_tp_choice_t *cand;
   const tune_bufs_t *t;
   loom_plan_t plan;
-  int cublas_timed;       /* cuBLASLt's algorithm timed and recorded once */
+  int cublas_timed[2];    /* cuBLASLt's algorithms timed and recorded once: [0] the sequential
+                             path's GEMM, [1] the decomposed path's chunks */
   loom_tp_choice_t dflt;  /* what the default (candidate 0, AUTO untuned) resolved to */
 } tp_race_t;
 
@@ -170,13 +171,14 @@ static loom_result_t tp_race_open(void *ctx, int i, cudaStream_t stream) {
   if (i > 0) d.transfer = c->transfer, d.chunk_rows = c->chunk_rows, d.comm_blocks = c->comm_blocks, d.sequential_gemm = c->gemm;
   const loom__tp_args_t a = {&d, 1};
   LOOM_TRY(loom__plan_build(k->comm, k->op, &a, &k->plan));
-  /* the sequential path with cuBLASLt: its first (warm-up) call times
-   * cuBLASLt's candidates and records the winner, which this plan's later
-   * calls and every later plan of the shape run (the bench's baseline is
-   * timed the same way) */
+  /* the sequential and decomposed paths with cuBLASLt: the first
+   * (warm-up) call times cuBLASLt's candidates for each of its GEMM shapes
+   * and records the winners, which this plan's later calls and every later
+   * plan of the shape run (the bench's baseline is timed the same way) */
   loom_tp_state_t *st = (loom_tp_state_t *)k->plan->op_state;
-  if (st->transfer == LOOM_TP_SEQUENTIAL && st->gemm_engine == LOOM_TP_GEMM_CUBLASLT && !k->cublas_timed)
-    st->tune_base_gemm = 1, k->cublas_timed = 1;
+  const int dec = st->transfer == LOOM_TP_DECOMPOSED;
+  if (!loom__tp_fused(st->transfer) && st->gemm_engine == LOOM_TP_GEMM_CUBLASLT && !k->cublas_timed[dec])
+    st->tune_base_gemm = 1, k->cublas_timed[dec] = 1;
   const int seq = !loom__tp_fused(st->transfer);
   if (i == 0)
     k->dflt = (loom_tp_choice_t){st->transfer, seq ? 0 : st->chunk_rows, st->comm_blocks,
@@ -235,7 +237,7 @@ loom_result_t loom__tp_tune(const loom_op_t *op, loom_comm_t comm, const void *a
   const int fused_ok = W > 1 && comm->ws_all_reachable && hooks_ok && W <= LOOM_TP_MAX_PEERS;
   loom_tp_choice_t cand[TP_TUNE_MAX];
   const int nc = tune_candidates(desc, kind, W, fused_ok, comm->sm_count, cand);
-  tp_race_t ctx = {comm, op, desc, cand, &t, NULL, 0, {LOOM_TP_SEQUENTIAL, 0, 0, LOOM_TP_GEMM_AUTO}};
+  tp_race_t ctx = {comm, op, desc, cand, &t, NULL, {0, 0}, {LOOM_TP_SEQUENTIAL, 0, 0, LOOM_TP_GEMM_AUTO}};
   const loom_tune_race_t race = {fn, nc, &ctx, tp_race_open, tp_race_call, tp_race_close, comm};
   int best = 0;
   float best_ms = 0.f, med[TP_TUNE_MAX];

@@ -492,9 +492,9 @@ LOOM_TEST(gpu_tp_ops_on_one_rank) {
 
 /* Hundreds of calls back to back, alternating two ops of different shapes
  * on one stream, then both outputs checked; device memory the same before
- * and after. */
+ * and after. arg: NULL (AUTO) or the transfer both plans take. */
 static int rank_back_to_back(loom_rank_ctx_t *ctx, void *arg) {
-  (void)arg;
+  const loom_tp_transfer_t tr = arg ? *(const loom_tp_transfer_t *)arg : LOOM_TP_AUTO;
   const int W = ctx->size, rank = ctx->rank;
   const tp_case_t ka = {1, 1000, 256, 512, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0, 0};
   const tp_case_t kr = {0, 640, 384, 256, BF, BF, NK, 1, LOOM_TP_AUTO, 0, 0, 1, 0, 0, 0, 0, 0};
@@ -510,7 +510,7 @@ static int rank_back_to_back(loom_rank_ctx_t *ctx, void *arg) {
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   {
     loom_tp_desc_t d = LOOM_TP_DESC_INIT;
-    d.m = ka.m, d.n = ka.n, d.k = ka.k, d.b_layout = NK, d.has_bias = 1, d.world_size = W;
+    d.m = ka.m, d.n = ka.n, d.k = ka.k, d.b_layout = NK, d.has_bias = 1, d.world_size = W, d.transfer = tr;
     LOOM_OK(loom_plan_ag_gemm(comm, &d, &pa));
     d.m = kr.m, d.n = kr.n, d.k = kr.k;
     LOOM_OK(loom_plan_gemm_rs(comm, &d, &pr));
@@ -569,6 +569,12 @@ out:
 
 LOOM_TEST(gpu_tp_thousand_calls_alternating_ops_no_drift_no_leak_w2) {
   if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_back_to_back, NULL), 0);
+}
+
+/* The same through the decomposed path (NCCL on the plans' side streams). */
+LOOM_TEST(gpu_tp_thousand_calls_decomposed_no_drift_no_leak_w2) {
+  loom_tp_transfer_t tr = LOOM_TP_DECOMPOSED;
+  if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_back_to_back, &tr), 0);
 }
 
 /* The soak as 4 ranks on one GPU (AUTO: fused in a world). */
