@@ -579,9 +579,10 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  *                on a second stream (TransformerEngine's way). AG: the own
  *                shard's GEMM first while the peers' shards arrive by
  *                ncclSend / ncclRecv, a shard per step in ring order, each
- *                shard's GEMM once it is in; RS: the chunk of shard p (every
- *                rank in the same order p = 0 .. W-1) computed, then reduced
- *                to its owner by ncclReduce while the next one is computed.
+ *                shard's GEMM once it is in; RS: a ring, step s computing
+ *                this rank's partial of owner rank - 1 - s's chunk, adding
+ *                the sum rank - 1 sent (ncclSend / ncclRecv) and passing it
+ *                on while the next chunk is computed, the own chunk last.
  *                Runs where NCCL does (no peer memory); not GEMM+AllReduce
  *                (LOOM_ERR_INVALID_ARGUMENT); a chunk re-reads B, so it pays
  *                where each shard's GEMM is compute-bound
@@ -746,8 +747,10 @@ loom_result_t loom_ag_gemm(loom_plan_t plan, const void *a_shard, const void *b,
  * once). SM_COPY rounds each rank's partial to c_type once and sums the
  * partials in fp32 in rank order (deterministic); SM_ATOMIC adds the fp32
  * partials in whatever order they arrive and rounds once (not
- * deterministic); SEQUENTIAL is NCCL's reduce-scatter in c_type, DECOMPOSED
- * NCCL's reduce of each shard in c_type. */
+ * deterministic); SEQUENTIAL is NCCL's reduce-scatter in c_type; DECOMPOSED
+ * adds the partials, each rounded to c_type, along a ring (ranks owner + 1,
+ * owner + 2, .., owner; an fp32 add and one rounding per hop: the same
+ * bits on every run). */
 loom_result_t loom_gemm_rs(loom_plan_t plan, const void *a, const void *b, void *c_shard, const void *bias,
                            cudaStream_t stream);
 

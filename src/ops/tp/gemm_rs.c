@@ -18,10 +18,12 @@
  * kernel waits for that).
  * Sequential: the GEMM (cuBLASLt or loom_gemm) into a partial buffer (bias on rank 0 only), then
  * NCCL reduce-scatter (a reduce per shard when the shards are uneven).
- * Decomposed: the same GEMM cut into the W shards' row chunks, p = 0 ..
- * W-1 on every rank (ncclReduce's roots in one order everywhere); each
- * chunk's event hands it to the side stream, whose ncclReduce to its owner
- * runs while the next chunk is computed.
+ * Decomposed (a ring): the same GEMM cut into the W shards' row chunks; at
+ * step s rank r computes its partial of owner r - 1 - s's chunk, adds the
+ * sum of that chunk rank r - 1 sent at step s - 1 (c_type, fp32 add, one
+ * rounding), and sends the sum on to rank r + 1 from the side stream while
+ * the next step's GEMM runs; the last step's chunk is the rank's own, whose
+ * sum goes into c_shard with no transfer after it.
  * The fused call is the reduce-scatter engine (rs_engine.c, shared with
  * loom_gemm_ar); here the bias is the reduction's epilogue's only step (the
  * same fp32 addition before the one rounding) and c_shard its only output.
@@ -71,33 +73,71 @@ static loom_result_t rs_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
   return LOOM_SUCCESS;
 }
 
-/* Chunk p's GEMM (the rows of shard p, bias on rank 0 only) on the user's
- * stream, then its reduce to rank p on the side stream. */
-static loom_result_t rs_chunk(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b, void *c_shard,
-                              const void *bias, int p, cudaStream_t stream) {
+/* The ring (decomposed form): at step s = 0 .. W-1 rank r works on the
+ * chunk of owner r - 1 - s, so a chunk's sum travels r+1, r+2, .., and
+ * ends at its owner (step W-1: the own chunk, no transfer after it). */
+static int rs_ring_chunk(int rank, int W, int s) { return ((rank - 1 - s) % W + W) % W; }
+
+/* Chunk p's rows of buffer base ([W S, n] of c_type). */
+static char *rs_rows(const loom_tp_state_t *st, void *base, int p) {
+  const size_t crow = (size_t)st->gemm.n * loom_dtype_size(st->gemm.c_type);
+  return (char *)base + (size_t)loom__tp_shard_begin(st->gemm.m, st->world, p) * crow;
+}
+
+/* Side stream, after step s's sum: that sum to rank + 1, the next step's
+ * chunk (rank - 1's sum so far) from rank - 1; then the step's event. */
+static loom_result_t rs_ring_exchange(loom_plan_t plan, loom_tp_state_t *st, int s) {
+  const loom_gemm_desc_t *g = &st->gemm;
+  const int W = st->world, p = rs_ring_chunk(st->rank, W, s), q = rs_ring_chunk(st->rank, W, s + 1);
+  const int64_t lp = loom__tp_shard_len(g->m, W, p), lq = loom__tp_shard_len(g->m, W, q);
+  const ncclDataType_t nt = loom__tp_nccl_type(g->c_type);
+  LOOM_CUDA(cudaStreamWaitEvent(st->side, st->steps[s], 0));
+  LOOM_NCCL(ncclGroupStart());
+  ncclResult_t n = ncclSuccess;
+  if (lp > 0) n = ncclSend(rs_rows(st, st->partial, p), (size_t)lp * (size_t)g->n, nt, (st->rank + 1) % W,
+                           plan->comm->nccl, st->side);
+  if (n == ncclSuccess && lq > 0)
+    n = ncclRecv(rs_rows(st, st->recv, q), (size_t)lq * (size_t)g->n, nt, (st->rank - 1 + W) % W, plan->comm->nccl,
+                 st->side);
+  const ncclResult_t n2 = ncclGroupEnd();
+  if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclSend / ncclRecv (loom_gemm_rs, decomposed)", __FILE__, __LINE__);
+  if (n2 != ncclSuccess) return loom__nccl_fail((int)n2, "ncclGroupEnd (loom_gemm_rs, decomposed)", __FILE__, __LINE__);
+  LOOM_CUDA(cudaEventRecord(st->steps[W + s], st->side));
+  return LOOM_SUCCESS;
+}
+
+/* Step s on the user's stream: this rank's partial of its chunk (bias on
+ * rank 0 only), plus the sum received at step s - 1; the last step's sum
+ * into c_shard. */
+static loom_result_t rs_ring_step(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b,
+                                  void *c_shard, const void *bias, int s, cudaStream_t stream) {
   loom_gemm_desc_t g = st->gemm;
-  const int64_t len = loom__tp_shard_len(g.m, st->world, p), b0 = loom__tp_shard_begin(g.m, st->world, p);
-  if (len == 0) return LOOM_SUCCESS;
-  const size_t arow = (size_t)g.k * loom_dtype_size(g.ab_type), crow = (size_t)g.n * loom_dtype_size(g.c_type);
-  char *part = (char *)st->partial + (size_t)b0 * crow;
+  const int W = st->world, p = rs_ring_chunk(st->rank, W, s), last = s == W - 1;
+  const int64_t len = loom__tp_shard_len(g.m, W, p);
+  const size_t arow = (size_t)g.k * loom_dtype_size(g.ab_type), n = (size_t)len * (size_t)g.n;
   g.m = len;
   g.has_bias = g.has_bias && st->rank == 0;
-  LOOM_TRY(loom__tp_seq_gemm(st, &g, (const char *)a + (size_t)b0 * arow, b, part, g.has_bias ? bias : NULL, stream));
-  LOOM_CUDA(cudaEventRecord(st->steps[p], stream));
-  LOOM_CUDA(cudaStreamWaitEvent(st->side, st->steps[p], 0));
-  LOOM_NCCL(ncclReduce(part, p == st->rank ? c_shard : NULL, (size_t)len * (size_t)g.n,
-                       loom__tp_nccl_type(g.c_type), ncclSum, p, plan->comm->nccl, st->side));
-  return LOOM_SUCCESS;
+  void *mine = last && s == 0 ? c_shard : rs_rows(st, st->partial, p); /* W = 1: straight into c_shard */
+  if (len > 0)
+    LOOM_TRY(loom__tp_seq_gemm(st, &g, (const char *)a + (size_t)loom__tp_shard_begin(st->gemm.m, W, p) * arow, b,
+                               mine, g.has_bias ? bias : NULL, stream));
+  if (s > 0) {
+    LOOM_CUDA(cudaStreamWaitEvent(stream, st->steps[W + s - 1], 0));
+    LOOM_TRY(loom__tp_add(last ? c_shard : mine, mine, rs_rows(st, st->recv, p), n, g.c_type, stream));
+  }
+  if (last) return LOOM_SUCCESS;
+  LOOM_CUDA(cudaEventRecord(st->steps[s], stream));
+  return rs_ring_exchange(plan, st, s);
 }
 
 static loom_result_t rs_decomposed(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b,
                                    void *c_shard, const void *bias, cudaStream_t stream) {
   LOOM_TRY(loom__tp_fork(st, stream));
   loom_result_t r = LOOM_SUCCESS;
-  for (int p = 0; p < st->world && r == LOOM_SUCCESS; ++p) r = rs_chunk(plan, st, a, b, c_shard, bias, p, stream);
+  for (int s = 0; s < st->world && r == LOOM_SUCCESS; ++s) r = rs_ring_step(plan, st, a, b, c_shard, bias, s, stream);
   st->tune_base_gemm = 0; /* every chunk shape's cuBLASLt algorithm timed (the tuner's warm-up call) */
   loom__trace_mark(plan, "gemm", stream);
-  /* join even when a chunk failed to launch: the side stream's work is queued */
+  /* join even when a step failed to launch: the side stream's work is queued */
   const loom_result_t rj = loom__tp_join(st, stream);
   LOOM_TRY(r);
   return rj;

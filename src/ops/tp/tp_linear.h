@@ -145,9 +145,11 @@ typedef struct loom_tp_state {
   size_t symmetric_bytes, device_bytes;
   cudaStream_t side;
   cudaEvent_t fork, join;
-  cudaEvent_t *steps;           /* DECOMPOSED: [W] events, one per chunk's hand-over between the
-                                   streams (AG: side -> stream after a shard arrived; RS: stream
-                                   -> side after a chunk's GEMM) */
+  cudaEvent_t *steps;           /* DECOMPOSED: [2 W] events, the chunks' hand-overs between the
+                                   streams (AG: [i] side -> stream after shard step i arrived;
+                                   RS: [s] stream -> side after step s's sum, [W + s] side ->
+                                   stream after step s's exchange) */
+  void *recv;                   /* RS DECOMPOSED: the partial sums received [W S, n] c_type */
 } loom_tp_state_t;
 
 /* ---- host side shared by the two ops (tp_linear.c) ---- */
@@ -384,6 +386,10 @@ loom_result_t loom__tp_preload_kernels(void);
 /* x = act(x) over n elements of dtype t in place (the sequential path's
  * activation after loom_gemm). */
 loom_result_t loom__tp_activation(void *x, size_t n, loom_dtype_t t, int act, cudaStream_t stream);
+
+/* out = x + y over n elements of dtype t, summed in fp32 and rounded once
+ * (out may be x; the decomposed GEMM+ReduceScatter's accumulation). */
+loom_result_t loom__tp_add(void *out, const void *x, const void *y, size_t n, loom_dtype_t t, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -380,11 +380,44 @@ extern "C" loom_result_t loom__tp_activation(void *x, size_t n, loom_dtype_t t, 
   return LOOM_SUCCESS;
 }
 
+/* out = x + y over n elements of dtype T, in fp32, rounded once (out may
+ * be x); 8 elements a vector where vec (every pointer 16-byte aligned). */
+template <int T>
+__global__ void loom__tp_add_kernel(void *out, const void *x, const void *y, int64_t n, int vec) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t nv = vec ? n / 8 : 0;
+  for (int64_t v = i; v < nv; v += stride) {
+    float a[8], b[8];
+    loom__load8<T>(x, v * 8, a);
+    loom__load8<T>(y, v * 8, b);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) a[k] += b[k];
+    loom__store8<T>(out, v * 8, a);
+  }
+  for (int64_t e = nv * 8 + i; e < n; e += stride) loom__store1<T>(out, e, loom__load1<T>(x, e) + loom__load1<T>(y, e));
+}
+
+extern "C" loom_result_t loom__tp_add(void *out, const void *x, const void *y, size_t n, loom_dtype_t t,
+                                      cudaStream_t stream) {
+  if (n == 0) return LOOM_SUCCESS;
+  const int vec = ((uintptr_t)out | (uintptr_t)x | (uintptr_t)y) % 16 == 0;
+  size_t blocks = (n / (vec ? 8 : 1) + 255) / 256;
+  if (blocks < 1) blocks = 1;
+  if (blocks > 4096) blocks = 4096;
+  if (t == LOOM_FP32) loom__tp_add_kernel<LOOM_FP32><<<(unsigned)blocks, 256, 0, stream>>>(out, x, y, (int64_t)n, vec);
+  else if (t == LOOM_BF16) loom__tp_add_kernel<LOOM_BF16><<<(unsigned)blocks, 256, 0, stream>>>(out, x, y, (int64_t)n, vec);
+  else loom__tp_add_kernel<LOOM_FP16><<<(unsigned)blocks, 256, 0, stream>>>(out, x, y, (int64_t)n, vec);
+  LOOM_CUDA_LAUNCHED("loom__tp_add_kernel");
+  return LOOM_SUCCESS;
+}
+
 extern "C" loom_result_t loom__tp_preload_kernels(void) {
   const void *fns[] = {(const void *)loom__tp_begin_kernel, (const void *)loom__ag_copy_kernel,
                        (const void *)loom__ag_wait_kernel,  (const void *)loom__ag_signal_kernel,
                        (const void *)loom__rs_reduce_kernel, (const void *)loom__rs_bulk_pass_kernel,
-                       (const void *)loom__tp_activation_kernel};
+                       (const void *)loom__tp_activation_kernel, (const void *)loom__tp_add_kernel<LOOM_FP32>,
+                       (const void *)loom__tp_add_kernel<LOOM_BF16>, (const void *)loom__tp_add_kernel<LOOM_FP16>};
   for (size_t i = 0; i < sizeof fns / sizeof *fns; ++i) {
     cudaFuncAttributes fa;
     LOOM_CUDA(cudaFuncGetAttributes(&fa, fns[i]));

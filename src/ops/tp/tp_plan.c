@@ -122,8 +122,9 @@ static void tp_release(loom_comm_t comm, void *state) {
   if (st->d_schedule) (void)cudaFree(st->d_schedule);
   if (st->fork) (void)cudaEventDestroy(st->fork);
   if (st->join) (void)cudaEventDestroy(st->join);
+  if (st->recv) (void)cudaFree(st->recv);
   if (st->steps) {
-    for (int i = 0; i < st->world; ++i)
+    for (int i = 0; i < 2 * st->world; ++i)
       if (st->steps[i]) (void)cudaEventDestroy(st->steps[i]);
     free(st->steps);
   }
@@ -132,9 +133,10 @@ static void tp_release(loom_comm_t comm, void *state) {
 
 /* DECOMPOSED: an event per chunk's hand-over between the two streams. */
 static loom_result_t decomposed_events(loom_tp_state_t *st) {
-  st->steps = (cudaEvent_t *)calloc((size_t)st->world, sizeof(cudaEvent_t));
-  if (!st->steps) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_plan: %d events of the decomposed path", st->world);
-  for (int i = 0; i < st->world; ++i) LOOM_CUDA(cudaEventCreateWithFlags(&st->steps[i], cudaEventDisableTiming));
+  st->steps = (cudaEvent_t *)calloc((size_t)(2 * st->world), sizeof(cudaEvent_t));
+  if (!st->steps)
+    return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_plan: %d events of the decomposed path", 2 * st->world);
+  for (int i = 0; i < 2 * st->world; ++i) LOOM_CUDA(cudaEventCreateWithFlags(&st->steps[i], cudaEventDisableTiming));
   return LOOM_SUCCESS;
 }
 
@@ -248,6 +250,10 @@ static loom_result_t tp_alloc(loom_plan_t plan, loom_tp_state_t *st) {
     const size_t bytes = Wrows * (size_t)g->n * es_c;
     LOOM_CUDA(cudaMalloc(&st->partial, bytes));
     st->device_bytes += bytes;
+    if (st->transfer == LOOM_TP_DECOMPOSED) { /* the ring's received partial sums */
+      LOOM_CUDA(cudaMalloc(&st->recv, bytes));
+      st->device_bytes += bytes;
+    }
   } else if (st->transfer == LOOM_TP_SM_ATOMIC || st->transfer == LOOM_TP_BULK_REDUCE) {
     /* the owner's accumulator of its S rows (SM_ATOMIC fp32, BULK_REDUCE
      * the output dtype), zero between calls (the owner zeroes what it has
@@ -621,8 +627,9 @@ loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info) {
   /* AG: every element is one product, whatever the transfer; RS: the fused
    * sum runs in rank order, NCCL's order is its own; AR: fused or through
    * loom_allreduce, fp32 sums in rank order */
-  /* BULK_REDUCE: W - 1 adds in arrival order (at W = 2 one add, the same bits) */
-  info->deterministic = st->kind == LOOM__TP_AG || st->kind == LOOM__TP_AR ||
+  /* BULK_REDUCE: W - 1 adds in arrival order (at W = 2 one add, the same bits);
+   * DECOMPOSED: the ring's adds in a fixed order */
+  info->deterministic = st->kind == LOOM__TP_AG || st->kind == LOOM__TP_AR || st->transfer == LOOM_TP_DECOMPOSED ||
                         (fused && st->transfer != LOOM_TP_SM_ATOMIC &&
                          (st->transfer != LOOM_TP_BULK_REDUCE || st->world <= 2));
   info->symmetric_bytes = st->symmetric_bytes;
