@@ -802,8 +802,15 @@ __global__ void __launch_bounds__(LOOM_SM90_THREADS, 1)
   const uint32_t crank = CL > 1 ? __shfl_sync(0xffffffffu, loom__cluster_rank(), 0) : 0;
   /* split-K reduced apart: the reduction, launched behind this kernel as a
    * programmatic dependent, may be scheduled once every block has started
-   * (on SMs this grid leaves free; it waits for the whole grid first) */
-  if (SK && args.sk_reduce) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+   * (on SMs this grid leaves free; it waits for the whole grid first).
+   * Not where tiles wait for signals: the SMs this grid leaves free are the
+   * ones the kernels that set those signals run on (the copy engine's
+   * signal kernels, a peer's too), and reduction blocks parked there until
+   * this grid ends would hold them off for good (two H200s, AllGather+GEMM:
+   * every rank's wait expired). There the reduction starts when the grid
+   * has ended. */
+  if (SK && args.sk_reduce && !(HOOKS && args.hooks.wait_signals))
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {

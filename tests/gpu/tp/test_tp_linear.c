@@ -582,6 +582,55 @@ LOOM_TEST(gpu_world_tp_thousand_calls_alternating_ops_no_drift_no_leak_w4) {
   if (gpus(1)) CHECK_EQ_INT(loom_launch_world(4, LAUNCH_TIMEOUT_S, rank_back_to_back, NULL), 0);
 }
 
+/* A fused AllGather+GEMM whose GEMM splits k and reduces the partials
+ * apart (split_reduce.h, a programmatic dependent of the GEMM), taken from
+ * the tuning cache: the GEMM's tiles wait for the peers' chunk signals,
+ * which kernels on the peers' side streams set on the SMs the GEMM leaves
+ * free. The reduction must not be parked on those SMs while the GEMM waits
+ * (it once was: every rank's wait expired, two H200s, a held-out shape). */
+static int rank_ag_reduced_apart(loom_rank_ctx_t *ctx, void *arg) {
+  (void)arg;
+  const tp_case_t k = {.ag = 1, .m = 1024, .n = 384, .k = 4096, .ab = BF, .ct = BF, .lay = NK, .bias = 1,
+                       .tr = CE, .calls = 3};
+  loom_gemm_config_t cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.bm = 128, cfg.bn = 128, cfg.group = 4, cfg.sk_tiles = -1, cfg.sk_splits = 4, cfg.sk_reduce = 1;
+  char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES];
+  loom__gemm_config_format(&cfg, value, sizeof value);
+  const loom_gemm_desc_t g = LOOM_GEMM_DESC(k.m, k.n, k.k, k.ab, k.ct, k.lay, k.bias);
+  for (int sms = 1; sms <= 512; ++sms) /* whatever SM count the plan's GEMM keeps */
+    if (loom__gemm_tune_key(&g, "sm90", sms, key, sizeof key)) CHECK_RESULT(loom__tune_put(key, value), LOOM_SUCCESS);
+  loom_config_t cc = LOOM_CONFIG_INIT;
+  cc.timeout_ms = 10000;
+  loom_comm_t comm = NULL;
+  CHECK_LOOM_OR(loom_launch_comm_create(ctx, &cc, &comm), return 1);
+  {
+    loom_tp_desc_t d = LOOM_TP_DESC_INIT;
+    d.m = k.m, d.n = k.n, d.k = k.k, d.b_layout = NK, d.has_bias = 1, d.world_size = ctx->size, d.transfer = CE;
+    loom_plan_t plan = NULL;
+    loom_tp_state_t *st = NULL;
+    LOOM_OK(loom_plan_ag_gemm(comm, &d, &plan));
+    LOOM_OK(loom__tp_state(plan, "test", LOOM__TP_AG, &st));
+    const char *path = getenv("LOOM_GEMM_PATH");
+    if (!(path && !strcmp(path, "sm80"))) CHECK_EQ_INT(st->gemm_cfg.sk_reduce, 1); /* the path under test */
+    LOOM_OK(loom_plan_destroy(plan));
+  }
+  run_case(ctx, comm, &k);
+out:
+  if (comm) CHECK_RESULT(loom_comm_destroy(comm), LOOM_SUCCESS);
+  loom__tune_clear();
+  return loom_test_failures;
+}
+
+LOOM_TEST(gpu_tp_ag_gemm_split_k_reduced_apart_w2) {
+  if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_ag_reduced_apart, NULL), 0);
+}
+
+/* The same as 3 ranks on one GPU (each rank's GEMM keeps its share of the SMs). */
+LOOM_TEST(gpu_world_tp_ag_gemm_split_k_reduced_apart_w3) {
+  if (gpus(1)) CHECK_EQ_INT(loom_launch_world(3, LAUNCH_TIMEOUT_S, rank_ag_reduced_apart, NULL), 0);
+}
+
 /* Rank 1 never calls: rank 0's fused call gives up after the timeout,
  * names the wait, and its process stays usable (plans and comm destroyed,
  * a plain loom_gemm still runs). */
