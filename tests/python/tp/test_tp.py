@@ -210,6 +210,7 @@ AR_BAD = [
     ({"activation": "tanh"}, "activation='tanh'; expected one of"),
     ({"transfer": "copy_engine"}, "transfer='copy_engine': gemm_ar takes 'auto', 'sequential', 'sm_copy'"),
     ({"transfer": "sm_atomic"}, "transfer='sm_atomic': gemm_ar takes"),
+    ({"transfer": "decomposed"}, "transfer='decomposed': gemm_ar takes"),
     ({"layout": "tn"}, "layout='tn'; expected 'nk'"),
     ({"comm_blocks": -1}, "comm_blocks=-1 must be >= 0"),
 ]
@@ -323,10 +324,13 @@ def test_plan_keys_tell_apart_everything_a_plan_is_made_for():
         _key(comm, weight=T(32, 16), layout="kn"),                   # layout (n = 16 again)
         _key(comm, has_bias=False),                                  # bias
         _key(comm, transfer="sequential"), _key(comm, transfer="copy_engine"), _key(comm, transfer="sm_copy"),
+        _key(comm, transfer="decomposed"),
         _key(comm, chunk_rows=2), _key(comm, comm_blocks=4),
         _key(comm, activation="relu"), _key(comm, sequential_gemm="loom"), _key(comm, sequential_gemm="cublaslt"),
     ]
     assert len(set(others + [k0])) == len(others) + 1, others
+    assert _key(comm, transfer="decomposed")[9] == "decomposed"
+    assert int(tp._transfer("f", "decomposed")) == 6  # LOOM_TP_DECOMPOSED
     rs = tp._rs_spec("f", comm, T(8, 32), T(16, 32), True, "nk", None, "auto", 0).key
     assert rs[1] == "gemm_rs" and rs[2:] == k0[2:]  # the same numbers, another op: another plan
 
