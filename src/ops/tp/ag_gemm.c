@@ -84,16 +84,9 @@ static loom_result_t ag_exchange_step(loom_plan_t plan, loom_tp_state_t *st, con
   const int W = st->world, to = (st->rank - i + W) % W, from = (st->rank + i) % W;
   const int64_t from_len = loom__tp_shard_len(g->m, W, from);
   const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
-  const ncclDataType_t nt = loom__tp_nccl_type(g->ab_type);
-  LOOM_NCCL(ncclGroupStart());
-  ncclResult_t n = ncclSuccess;
-  if (st->my_len > 0) n = ncclSend(a_shard, (size_t)st->my_len * (size_t)g->k, nt, to, plan->comm->nccl, st->side);
-  if (n == ncclSuccess && from_len > 0)
-    n = ncclRecv(dst + (size_t)loom__tp_shard_begin(g->m, W, from) * row, (size_t)from_len * (size_t)g->k, nt, from,
-                 plan->comm->nccl, st->side);
-  const ncclResult_t n2 = ncclGroupEnd();
-  if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclSend / ncclRecv (loom_ag_gemm, decomposed)", __FILE__, __LINE__);
-  if (n2 != ncclSuccess) return loom__nccl_fail((int)n2, "ncclGroupEnd (loom_ag_gemm, decomposed)", __FILE__, __LINE__);
+  LOOM_TRY(loom__tp_sendrecv(plan->comm, st->side, a_shard, (size_t)st->my_len * (size_t)g->k, to,
+                             dst + (size_t)loom__tp_shard_begin(g->m, W, from) * row, (size_t)from_len * (size_t)g->k,
+                             from, g->ab_type, "loom_ag_gemm"));
   LOOM_CUDA(cudaEventRecord(st->steps[i], st->side));
   return LOOM_SUCCESS;
 }

@@ -90,18 +90,10 @@ static loom_result_t rs_ring_exchange(loom_plan_t plan, loom_tp_state_t *st, int
   const loom_gemm_desc_t *g = &st->gemm;
   const int W = st->world, p = rs_ring_chunk(st->rank, W, s), q = rs_ring_chunk(st->rank, W, s + 1);
   const int64_t lp = loom__tp_shard_len(g->m, W, p), lq = loom__tp_shard_len(g->m, W, q);
-  const ncclDataType_t nt = loom__tp_nccl_type(g->c_type);
   LOOM_CUDA(cudaStreamWaitEvent(st->side, st->steps[s], 0));
-  LOOM_NCCL(ncclGroupStart());
-  ncclResult_t n = ncclSuccess;
-  if (lp > 0) n = ncclSend(rs_rows(st, st->partial, p), (size_t)lp * (size_t)g->n, nt, (st->rank + 1) % W,
-                           plan->comm->nccl, st->side);
-  if (n == ncclSuccess && lq > 0)
-    n = ncclRecv(rs_rows(st, st->recv, q), (size_t)lq * (size_t)g->n, nt, (st->rank - 1 + W) % W, plan->comm->nccl,
-                 st->side);
-  const ncclResult_t n2 = ncclGroupEnd();
-  if (n != ncclSuccess) return loom__nccl_fail((int)n, "ncclSend / ncclRecv (loom_gemm_rs, decomposed)", __FILE__, __LINE__);
-  if (n2 != ncclSuccess) return loom__nccl_fail((int)n2, "ncclGroupEnd (loom_gemm_rs, decomposed)", __FILE__, __LINE__);
+  LOOM_TRY(loom__tp_sendrecv(plan->comm, st->side, rs_rows(st, st->partial, p), (size_t)lp * (size_t)g->n,
+                             (st->rank + 1) % W, rs_rows(st, st->recv, q), (size_t)lq * (size_t)g->n,
+                             (st->rank - 1 + W) % W, g->c_type, "loom_gemm_rs"));
   LOOM_CUDA(cudaEventRecord(st->steps[W + s], st->side));
   return LOOM_SUCCESS;
 }

@@ -110,6 +110,21 @@ loom_result_t loom__tp_join(loom_tp_state_t *st, cudaStream_t stream) {
 }
 
 
+loom_result_t loom__tp_sendrecv(loom_comm_t comm, cudaStream_t side, const void *send, size_t send_count, int to,
+                                void *recv, size_t recv_count, int from, loom_dtype_t t, const char *fn) {
+  const ncclDataType_t nt = loom__tp_nccl_type(t);
+  char what[96];
+  LOOM_NCCL(ncclGroupStart());
+  ncclResult_t n = ncclSuccess;
+  if (send_count > 0) n = ncclSend(send, send_count, nt, to, comm->nccl, side);
+  if (n == ncclSuccess && recv_count > 0) n = ncclRecv(recv, recv_count, nt, from, comm->nccl, side);
+  const ncclResult_t n2 = ncclGroupEnd();
+  snprintf(what, sizeof what, "%s (%s, decomposed)", n != ncclSuccess ? "ncclSend / ncclRecv" : "ncclGroupEnd", fn);
+  if (n != ncclSuccess) return loom__nccl_fail((int)n, what, __FILE__, __LINE__);
+  if (n2 != ncclSuccess) return loom__nccl_fail((int)n2, what, __FILE__, __LINE__);
+  return LOOM_SUCCESS;
+}
+
 ncclDataType_t loom__tp_nccl_type(loom_dtype_t t) {
   return t == LOOM_FP32 ? ncclFloat32 : t == LOOM_BF16 ? ncclBfloat16 : ncclFloat16;
 }

@@ -273,6 +273,13 @@ loom_result_t loom__tp_join(loom_tp_state_t *st, cudaStream_t stream);
 
 ncclDataType_t loom__tp_nccl_type(loom_dtype_t t);
 
+/* One step of the decomposed paths on the side stream, in one NCCL group:
+ * send_count elements of type t from send to rank `to`, recv_count into
+ * recv from rank `from` (a count of 0 leaves that half out; its peer's
+ * matching half is 0 too). fn names the op in errors. */
+loom_result_t loom__tp_sendrecv(loom_comm_t comm, cudaStream_t side, const void *send, size_t send_count, int to,
+                                void *recv, size_t recv_count, int from, loom_dtype_t t, const char *fn);
+
 /* ---- tuning (tp_tune.c) ---- */
 
 /* The ops' tuner (op.h's tune; args a loom__tp_args_t of a checked
