@@ -81,7 +81,7 @@ static loom_result_t ag_shard_gemm(loom_tp_state_t *st, const char *a_rows, cons
  * rank - i, rank + i's shard into dst; then the step's event. */
 static loom_result_t ag_exchange_step(loom_plan_t plan, loom_tp_state_t *st, const char *a_shard, char *dst, int i) {
   const loom_gemm_desc_t *g = &st->gemm;
-  const int W = st->world, to = (st->rank - i + W) % W, from = (st->rank + i) % W;
+  const int W = st->world, to = loom__dec_ag_to(st->rank, W, i), from = loom__dec_ag_from(st->rank, W, i);
   const int64_t from_len = loom__tp_shard_len(g->m, W, from);
   const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
   LOOM_TRY(loom__tp_sendrecv(plan->comm, st->side, a_shard, (size_t)st->my_len * (size_t)g->k, to,
@@ -99,7 +99,7 @@ static loom_result_t ag_decomposed_steps(loom_plan_t plan, loom_tp_state_t *st, 
   LOOM_TRY(ag_shard_gemm(st, a_shard, b, c, bias, st->rank, stream));
   loom__trace_mark(plan, "gemm.own", stream);
   for (int i = 1; i < W; ++i) {
-    const int from = (st->rank + i) % W;
+    const int from = loom__dec_ag_from(st->rank, W, i);
     LOOM_TRY(ag_exchange_step(plan, st, a_shard, dst, i));
     LOOM_CUDA(cudaStreamWaitEvent(stream, st->steps[i], 0));
     LOOM_TRY(ag_shard_gemm(st, dst + (size_t)loom__tp_shard_begin(g->m, W, from) * row, b, c, bias, from, stream));

@@ -73,11 +73,6 @@ static loom_result_t rs_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
   return LOOM_SUCCESS;
 }
 
-/* The ring (decomposed form): at step s = 0 .. W-1 rank r works on the
- * chunk of owner r - 1 - s, so a chunk's sum travels r+1, r+2, .., and
- * ends at its owner (step W-1: the own chunk, no transfer after it). */
-static int rs_ring_chunk(int rank, int W, int s) { return ((rank - 1 - s) % W + W) % W; }
-
 /* Chunk p's rows of buffer base ([W S, n] of c_type). */
 static char *rs_rows(const loom_tp_state_t *st, void *base, int p) {
   const size_t crow = (size_t)st->gemm.n * loom_dtype_size(st->gemm.c_type);
@@ -88,7 +83,7 @@ static char *rs_rows(const loom_tp_state_t *st, void *base, int p) {
  * chunk (rank - 1's sum so far) from rank - 1; then the step's event. */
 static loom_result_t rs_ring_exchange(loom_plan_t plan, loom_tp_state_t *st, int s) {
   const loom_gemm_desc_t *g = &st->gemm;
-  const int W = st->world, p = rs_ring_chunk(st->rank, W, s), q = rs_ring_chunk(st->rank, W, s + 1);
+  const int W = st->world, p = loom__dec_rs_chunk(st->rank, W, s), q = loom__dec_rs_chunk(st->rank, W, s + 1);
   const int64_t lp = loom__tp_shard_len(g->m, W, p), lq = loom__tp_shard_len(g->m, W, q);
   LOOM_CUDA(cudaStreamWaitEvent(st->side, st->steps[s], 0));
   LOOM_TRY(loom__tp_sendrecv(plan->comm, st->side, rs_rows(st, st->partial, p), (size_t)lp * (size_t)g->n,
@@ -104,7 +99,7 @@ static loom_result_t rs_ring_exchange(loom_plan_t plan, loom_tp_state_t *st, int
 static loom_result_t rs_ring_step(loom_plan_t plan, loom_tp_state_t *st, const void *a, const void *b,
                                   void *c_shard, const void *bias, int s, cudaStream_t stream) {
   loom_gemm_desc_t g = st->gemm;
-  const int W = st->world, p = rs_ring_chunk(st->rank, W, s), last = s == W - 1;
+  const int W = st->world, p = loom__dec_rs_chunk(st->rank, W, s), last = s == W - 1;
   const int64_t len = loom__tp_shard_len(g.m, W, p);
   const size_t arow = (size_t)g.k * loom_dtype_size(g.ab_type), n = (size_t)len * (size_t)g.n;
   g.m = len;

@@ -343,6 +343,22 @@ LOOM_HD int32_t loom__tp_comm_sms(int64_t tiles, int32_t sms, int32_t lo, int32_
   return best;
 }
 
+/* ---- the decomposed paths (LOOM_TP_DECOMPOSED) ---- */
+
+/* AllGather+GEMM, step i = 1 .. W-1: rank r sends its shard to
+ * loom__dec_ag_to and receives loom__dec_ag_from's (the rank it sends to
+ * receives from it in the same step: one send/receive group each). */
+LOOM_HD int32_t loom__dec_ag_to(int32_t r, int32_t world, int32_t i) { return ((r - i) % world + world) % world; }
+LOOM_HD int32_t loom__dec_ag_from(int32_t r, int32_t world, int32_t i) { return (r + i) % world; }
+
+/* GEMM+ReduceScatter's ring, step s = 0 .. W-1: the owner whose chunk rank
+ * r computes (its partial plus the sum rank r - 1 sent at step s - 1), so
+ * that owner p's chunk is summed at p + 1, p + 2, .., and last at p; rank
+ * r sends its step-s sum to r + 1, whose step-(s + 1) chunk it is. */
+LOOM_HD int32_t loom__dec_rs_chunk(int32_t r, int32_t world, int32_t s) {
+  return ((r - 1 - s) % world + world) % world;
+}
+
 #ifdef __cplusplus
 }
 #endif

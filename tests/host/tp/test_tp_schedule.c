@@ -567,6 +567,42 @@ LOOM_TEST(tp_tune_key_and_value_round_trip) {
   }
 }
 
+/* The decomposed paths' schedules at any world size: AG's steps pair every
+ * send with the receive of the same step and bring every shard to every
+ * rank once; RS's ring sums each owner's chunk at every rank once, in the
+ * order owner + 1, owner + 2, .., owner, and what a rank sends at step s is
+ * the chunk its successor computes at step s + 1. */
+LOOM_TEST(tp_decomposed_schedules_pair_every_step_at_any_world_size) {
+  for (int32_t W = 1; W <= 72; ++W) {
+    for (int32_t r = 0; r < W; ++r) {
+      unsigned char got[72] = {0};
+      got[r] = 1; /* the own shard */
+      for (int32_t i = 1; i < W; ++i) {
+        const int32_t to = loom__dec_ag_to(r, W, i), from = loom__dec_ag_from(r, W, i);
+        CHECK(to >= 0 && to < W && from >= 0 && from < W && to != r && from != r);
+        CHECK_EQ_INT(loom__dec_ag_from(to, W, i), r); /* the receiver of this send receives from r */
+        CHECK_EQ_INT(loom__dec_ag_to(from, W, i), r);
+        got[from]++;
+      }
+      for (int32_t p = 0; p < W; ++p) CHECK_EQ_INT(got[p], 1);
+    }
+    for (int32_t p = 0; p < W; ++p) { /* owner p's chunk: the ranks that sum it, step by step */
+      int32_t at = -1;
+      for (int32_t s = 0; s < W; ++s) {
+        int32_t n = 0;
+        for (int32_t r = 0; r < W; ++r)
+          if (loom__dec_rs_chunk(r, W, s) == p) at = r, ++n;
+        CHECK_EQ_INT(n, 1);
+        CHECK_EQ_INT(at, (p + 1 + s) % W);
+      }
+      CHECK_EQ_INT(at, p); /* the last step's is the owner's own */
+    }
+    for (int32_t r = 0; r < W; ++r)
+      for (int32_t s = 0; s + 1 < W; ++s)
+        CHECK_EQ_INT(loom__dec_rs_chunk((r + 1) % W, W, s + 1), loom__dec_rs_chunk(r, W, s));
+  }
+}
+
 /* The decomposed path: offered for AG and RS wherever NCCL runs (no peer
  * memory, no hooked GEMM), refused by name for GEMM+AllReduce; it is not a
  * fused transfer, runs the sequential path's GEMM engine, and round-trips
