@@ -72,9 +72,39 @@ typedef struct tp_args {
   int blocks, chunk;    /* desc.comm_blocks, desc.chunk_rows (0: the plan's) */
   int peer;             /* 0 with --peer none */
   int tune;             /* --tune: loom_*_tune before the plans (the loom-auto row takes its choice) */
+  unsigned paths;       /* --paths: bit t set for each transfer t whose fused row runs (0: every one) */
   char peer_json[1200]; /* the PyTorch peer's results ("" if not run) */
   char peer_note[200];  /* why there is no peer column */
 } tp_args_t;
+
+/* The fused rows' short names (the impl column: loom-<name>) by transfer. */
+static const struct {
+  const char *name;
+  loom_tp_transfer_t t;
+} path_names[] = {{"ce", LOOM_TP_COPY_ENGINE}, {"sm", LOOM_TP_SM_COPY},     {"at", LOOM_TP_SM_ATOMIC},
+                  {"bk", LOOM_TP_BULK_REDUCE}, {"dec", LOOM_TP_DECOMPOSED}, {"auto", LOOM_TP_AUTO}};
+
+/* --paths LIST -> *bits (bit t for transfer t); 0 with a message on a
+ * name it does not know. */
+static int parse_paths(const char *v, unsigned *bits) {
+  char buf[128];
+  if (!v || !*v || strlen(v) >= sizeof buf) {
+    fprintf(stderr, "loom-bench: --paths needs a list such as sm,auto, got \"%s\"\n", v ? v : "(nothing)");
+    return 0;
+  }
+  snprintf(buf, sizeof buf, "%s", v);
+  *bits = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    size_t j = 0;
+    while (j < sizeof path_names / sizeof path_names[0] && strcmp(tok, path_names[j].name)) ++j;
+    if (j == sizeof path_names / sizeof path_names[0]) {
+      fprintf(stderr, "loom-bench: --paths: unknown path \"%s\" (ce, sm, at, bk, dec, auto)\n", tok);
+      return 0;
+    }
+    *bits |= 1u << path_names[j].t;
+  }
+  return 1;
+}
 
 static int tp_opt(void *ctx, int argc, char **argv, int *i) {
   tp_args_t *a = (tp_args_t *)ctx;
@@ -95,7 +125,10 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
            "  --peer none          skip PyTorch async-TP (bench/peers/tp_torch.py, run by default on this run's\n"
            "                       exact shapes; peer(us) only on rows of the same complete shape)\n"
            "  --tune               tune each shape first (loom_ag_gemm_tune / loom_gemm_rs_tune): the loom-auto row\n"
-           "                       (loom-tuned:<transfer>) takes its choice\n");
+           "                       (loom-tuned:<transfer>) takes its choice\n"
+           "  --paths LIST         only these fused rows, comma-separated: ce, sm, at, bk, dec, auto (default: all\n"
+           "                       that apply); the first one named gives the hook-idle and same-cfg columns\n"
+           "                       their GEMM configuration (e.g. --paths sm: the hooked kernel's rows alone)\n");
     return 1;
   }
   const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
@@ -119,6 +152,7 @@ static int tp_opt(void *ctx, int argc, char **argv, int *i) {
     return 1;
   }
   if (!strcmp(s, "--tune")) return a->tune = 1, 1;
+  if (!strcmp(s, "--paths")) return parse_paths(v, &a->paths) ? (*i += 1, 1) : -1;
   const int pr = loom_bench_opt_peer(argc, argv, i, &a->peer);
   if (pr) return pr;
   if (!strcmp(s, "--tp")) {
@@ -298,13 +332,10 @@ static float bf16_value(uint16_t h) {
 
 /* The short name of a fused row's path (its impl column: loom-<name>). */
 static const char *fused_name(loom_tp_transfer_t t, int tuned) {
-  return t == LOOM_TP_COPY_ENGINE   ? "ce"
-         : t == LOOM_TP_SM_COPY     ? "sm"
-         : t == LOOM_TP_SM_ATOMIC   ? "at"
-         : t == LOOM_TP_BULK_REDUCE ? "bk"
-         : t == LOOM_TP_DECOMPOSED  ? "dec"
-         : tuned                    ? "tuned"
-                                    : "auto";
+  if (t == LOOM_TP_AUTO) return tuned ? "tuned" : "auto";
+  for (size_t j = 0; j < sizeof path_names / sizeof path_names[0]; ++j)
+    if (path_names[j].t == t) return path_names[j].name;
+  return "?";
 }
 
 static double bf16_rms(const uint16_t *y, size_t n) {
@@ -401,12 +432,17 @@ static int tp_shape(tp_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaSt
   r.S = tp_shard_rows(m, W);
   int failures = 0, nf = 0;
   loom_tp_transfer_t fused_tr[MAX_FUSED];
-  if (a->ag) fused_tr[nf++] = LOOM_TP_COPY_ENGINE;
-  fused_tr[nf++] = LOOM_TP_SM_COPY;
-  if (!a->ag) fused_tr[nf++] = LOOM_TP_SM_ATOMIC;
-  if (!a->ag && bulk_runs(m, W)) fused_tr[nf++] = LOOM_TP_BULK_REDUCE;
-  fused_tr[nf++] = LOOM_TP_DECOMPOSED; /* the library's own medium-grained path */
-  fused_tr[nf++] = LOOM_TP_AUTO; /* the plan's own choice: tuned with --tune, else the heuristic */
+  loom_tp_transfer_t all_tr[MAX_FUSED];
+  int na = 0;
+  if (a->ag) all_tr[na++] = LOOM_TP_COPY_ENGINE;
+  all_tr[na++] = LOOM_TP_SM_COPY;
+  if (!a->ag) all_tr[na++] = LOOM_TP_SM_ATOMIC;
+  if (!a->ag && bulk_runs(m, W)) all_tr[na++] = LOOM_TP_BULK_REDUCE;
+  all_tr[na++] = LOOM_TP_DECOMPOSED; /* the library's own medium-grained path */
+  all_tr[na++] = LOOM_TP_AUTO; /* the plan's own choice: tuned with --tune, else the heuristic */
+  for (int f = 0; f < na; ++f) /* --paths: the ones asked for, in this order */
+    if (!a->paths || (a->paths >> all_tr[f] & 1u)) fused_tr[nf++] = all_tr[f];
+  if (!nf) fused_tr[nf++] = LOOM_TP_AUTO; /* none of the asked ones applies here (bk below its size) */
   loom_tp_plan_info_t info[MAX_FUSED];
   loom_result_t rr = LOOM_SUCCESS;
   cudaError_t e = cudaSuccess;
