@@ -280,16 +280,77 @@ static loom_result_t row_pass(const cg_emit_t *E, const loom__lw_loop_t *l, cons
   return LOOM_SUCCESS;
 }
 
+/* The ROW loop's values kept in registers between its passes: at most this many floats a thread. */
+#define LOOM_CG_ROW_REGS 64
+
+/* The stores of a row's element y (at i = row * C + c) into the arena and the caller's outputs, into st. */
+static void row_stores(const cg_emit_t *E, const loom__lw_loop_t *l, char *st, size_t cap, size_t n) {
+  const loom__lw_buf_t *b = &E->lw->bufs[l->store_buf[0]];
+  if (b->store & LOOM__LWB_ARENA && n < cap)
+    n += (size_t)snprintf(st + n, cap - n, "      loom__store1<%s>(a.arena[r] + %lldll, i, y);\n",
+                          dtype_c(b->dtype), (long long)b->arena_off);
+  for (int k = 0; k < b->noutput && n < cap; ++k)
+    n += (size_t)snprintf(st + n, cap - n, "      loom__store1<%s>(a.ptr[%d], i, y);\n", dtype_c(b->dtype),
+                          E->lw->ninputs + b->output[k]);
+}
+
+/* RMSNorm / LayerNorm over a row whose values fit in registers (nper a thread, each of the body's x, w
+ * and b): one pass computes the body once per element and keeps them, the rest reads the registers. */
+static loom_result_t emit_row_cached(const cg_emit_t *E, const loom__lw_loop_t *l, int nper) {
+  const int ln = l->norm == LOOM__OP_LAYERNORM, x = l->x_ins, hb = l->b_ins >= 0;
+  char eps[64], st[1024];
+  float_lit(l->eps, eps, sizeof eps);
+  loom__buf_printf(E->o, "      float xr[%d], wr[%d]", nper, nper);
+  if (hb) loom__buf_printf(E->o, ", br[%d]", nper);
+  loom__buf_printf(E->o, ";\n");
+  loom__buf_printf(E->o, "      float s1 = 0.f;\n#pragma unroll\n      for (int j = 0; j < %d; ++j) {\n", nper);
+  loom__buf_printf(E->o, "      const int64_t c = threadIdx.x + (int64_t)j * %d;\n", LOOM_CG_THREADS);
+  loom__buf_printf(E->o, "      xr[j] = 0.f, wr[j] = 0.f;\n%s", hb ? "      br[j] = 0.f;\n" : "");
+  loom__buf_printf(E->o, "      if (c >= C) continue;\n      const int64_t i = row * C + c;\n");
+  coords(E, &l->space);
+  LOOM_TRY(emit_body(E, l));
+  loom__buf_printf(E->o, "      xr[j] = v%d, wr[j] = v%d;\n", x, l->w_ins);
+  if (hb) loom__buf_printf(E->o, "      br[j] = v%d;\n", l->b_ins);
+  loom__buf_printf(E->o, "      s1 += %s;\n      }\n", ln ? "xr[j]" : "xr[j] * xr[j]");
+  loom__buf_printf(E->o, "      s1 = loom__coll_block_sum(s1, loom_red);\n");
+  if (ln) {
+    loom__buf_printf(E->o, "      const float mean = s1 / (float)C;\n      float s2 = 0.f;\n#pragma unroll\n");
+    loom__buf_printf(E->o, "      for (int j = 0; j < %d; ++j)\n        if (threadIdx.x + (int64_t)j * %d < C) "
+                           "s2 += (xr[j] - mean) * (xr[j] - mean);\n", nper, LOOM_CG_THREADS);
+    loom__buf_printf(E->o, "      const float rstd = rsqrtf(loom__coll_block_sum(s2, loom_red) / (float)C + %s);\n",
+                     eps);
+  } else {
+    loom__buf_printf(E->o, "      const float mean = 0.f, rstd = rsqrtf(s1 / (float)C + %s);\n", eps);
+  }
+  loom__buf_printf(E->o, "#pragma unroll\n      for (int j = 0; j < %d; ++j) {\n", nper);
+  loom__buf_printf(E->o, "      const int64_t c = threadIdx.x + (int64_t)j * %d;\n", LOOM_CG_THREADS);
+  loom__buf_printf(E->o, "      if (c >= C) continue;\n      const int64_t i = row * C + c;\n");
+  const size_t n = (size_t)snprintf(st, sizeof st, "      const float y = (xr[j] - mean) * rstd * wr[j]%s;\n",
+                                    hb ? " + br[j]" : "");
+  row_stores(E, l, st, sizeof st, n);
+  loom__buf_printf(E->o, "%s      }\n", st);
+  return LOOM_SUCCESS;
+}
+
 /* RMSNorm / LayerNorm over each row (the last dimension), a block per row, as loom's collectives'
- * row epilogue: y = (x - mean) rsqrt(var + eps) w (+ b), var the mean square (RMSNorm, mean 0). */
+ * row epilogue: y = (x - mean) rsqrt(var + eps) w (+ b), var the mean square (RMSNorm, mean 0). A row
+ * whose body values fit in LOOM_CG_ROW_REGS registers a thread is computed once (emit_row_cached);
+ * a longer one is computed again in each pass (the sum, LayerNorm's variance, the stores). */
 static loom_result_t emit_row(const cg_emit_t *E, const loom__lw_loop_t *l) {
   const int ln = l->norm == LOOM__OP_LAYERNORM, x = l->x_ins;
+  const int64_t cols = l->space.rank ? l->space.dims[l->space.rank - 1] : 1;
+  const int64_t nper = (cols + LOOM_CG_THREADS - 1) / LOOM_CG_THREADS;
   char eps[64], tail[512];
   float_lit(l->eps, eps, sizeof eps);
   piece_frame(E, &l->space);
-  loom__buf_printf(E->o, "    const int64_t C = %lldll, rows = C ? cnt / C : 0;\n",
-                   (long long)(l->space.rank ? l->space.dims[l->space.rank - 1] : 1));
-  loom__buf_printf(E->o, "    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {\n      float s1 = 0.f;\n");
+  loom__buf_printf(E->o, "    const int64_t C = %lldll, rows = C ? cnt / C : 0;\n", (long long)cols);
+  loom__buf_printf(E->o, "    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {\n");
+  if (nper >= 1 && nper * (l->b_ins >= 0 ? 3 : 2) <= LOOM_CG_ROW_REGS) {
+    LOOM_TRY(emit_row_cached(E, l, (int)nper));
+    loom__buf_printf(E->o, "    }\n");
+    return LOOM_SUCCESS;
+  }
+  loom__buf_printf(E->o, "      float s1 = 0.f;\n");
   snprintf(tail, sizeof tail, "      s1 += %s;\n", ln ? "v%d" : "v%d * v%d");
   char t1[128];
   snprintf(t1, sizeof t1, tail, x, x);
@@ -304,17 +365,11 @@ static loom_result_t emit_row(const cg_emit_t *E, const loom__lw_loop_t *l) {
   } else {
     loom__buf_printf(E->o, "      const float mean = 0.f, rstd = rsqrtf(s1 / (float)C + %s);\n", eps);
   }
-  const loom__lw_buf_t *b = &E->lw->bufs[l->store_buf[0]];
-  char st[512] = "";
+  char st[1024];
   size_t n = (size_t)snprintf(st, sizeof st, "      const float y = (v%d - mean) * rstd * v%d", x, l->w_ins);
   if (l->b_ins >= 0) n += (size_t)snprintf(st + n, sizeof st - n, " + v%d", l->b_ins);
   n += (size_t)snprintf(st + n, sizeof st - n, ";\n");
-  if (b->store & LOOM__LWB_ARENA)
-    n += (size_t)snprintf(st + n, sizeof st - n, "      loom__store1<%s>(a.arena[r] + %lldll, i, y);\n",
-                          dtype_c(b->dtype), (long long)b->arena_off);
-  for (int k = 0; k < b->noutput && n < sizeof st; ++k)
-    n += (size_t)snprintf(st + n, sizeof st - n, "      loom__store1<%s>(a.ptr[%d], i, y);\n", dtype_c(b->dtype),
-                          E->lw->ninputs + b->output[k]);
+  row_stores(E, l, st, sizeof st, n);
   LOOM_TRY(row_pass(E, l, st));
   loom__buf_printf(E->o, "    }\n");
   return LOOM_SUCCESS;

@@ -64,6 +64,9 @@ static const lang_case_t g_cases[] = {
     {"lamb", "N=13", "N=20011", 1},
     {"llama_tp", "T=7,H=12,F=20", "T=130,H=96,F=264", 1},
     {"pipeline", "B=2,S=3,H=12", "B=4,S=33,H=200", 2},
+    /* the norm's row kept in registers (H = 300, 2 a thread, the second past the row's end in part) and
+     * recomputed in each pass (H = 6000: 24 a thread x (x, w, b) is more than the 64 kept) */
+    {"layer_norm", "T=7,H=300", "T=33,H=6000", 1},
 };
 
 /* Every element of this rank's outputs against the interpreter (prog_io_bound's bound). */
@@ -183,10 +186,12 @@ LANG_WORLD_TESTS(adam, 1)
 LANG_WORLD_TESTS(lamb, 2)
 LANG_WORLD_TESTS(llama_tp, 3)
 LANG_WORLD_TESTS(pipeline, 4)
+LANG_WORLD_TESTS(layer_norm, 5)
 LOOM_TEST(gpu_lang_model_parallel_w2) { run_gpus(2, 0); }
 LOOM_TEST(gpu_lang_adam_w2) { run_gpus(2, 1); }
 LOOM_TEST(gpu_lang_lamb_w2) { run_gpus(2, 2); }
 LOOM_TEST(gpu_lang_llama_tp_w2) { run_gpus(2, 3); }
+LOOM_TEST(gpu_lang_layer_norm_w2) { run_gpus(2, 5); }
 LOOM_TEST(gpu_lang_pipeline_two_stages_w2) { run_gpus(1, 4); } /* one rank per stage: the Send crosses GPUs */
 
 /* ---- a rank that never calls; bad arguments ---------------------------------------------------- */

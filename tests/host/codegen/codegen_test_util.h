@@ -16,7 +16,7 @@
 /* The examples (examples/lang/) and sizes smaller than 3 ranks in places (empty slices at W = 3). */
 static const struct { const char *name, *bind; } codegen_examples[] = {
     {"model_parallel", "B=2,S=3,H=8"}, {"adam", "N=10"}, {"lamb", "N=10"},
-    {"pipeline", "B=2,S=3,H=8"},       {"llama_tp", "T=5,H=8,F=16"},
+    {"pipeline", "B=2,S=3,H=8"},       {"llama_tp", "T=5,H=8,F=16"}, {"layer_norm", "T=5,H=8"},
 };
 #define CODEGEN_NEXAMPLES ((int)(sizeof codegen_examples / sizeof codegen_examples[0]))
 

@@ -140,3 +140,60 @@ LOOM_TEST(codegen_the_code_waits_exactly_where_the_exchange_list_does) {
   loom_prog_destroy(q);
   loom_prog_destroy(p);
 }
+
+/* The norm kernels of examples `name` (schedule `sched`) at `bind`: each ROW loop's unit emitted and
+ * compiled by NVRTC; *cached: how many keep the row in registers (xr[]), *kernels: how many there are. */
+static void norm_kernels(const char *name, const char *sched, const char *bind, int W, int *cached, int *kernels) {
+  *cached = *kernels = 0;
+  loom_prog_t p = lang_load_example(name), q = NULL;
+  CHECK(p != NULL);
+  if (!p) return;
+  CHECK_RESULT(loom_prog_schedule(p, sched, &q), LOOM_SUCCESS);
+  loom__binding_t b;
+  loom__lw_prog_t lw;
+  CHECK_RESULT(loom__lang_parse_bind(bind, &b), LOOM_SUCCESS);
+  CHECK_RESULT(loom__lw_lower(q, W, &b, &lw), LOOM_SUCCESS);
+  for (int u = 0; u < lw.nunit; ++u) {
+    int row = 0;
+    for (int l = lw.units[u].loop0; l < lw.units[u].loop0 + lw.units[u].nloops; ++l)
+      row |= lw.loops[l].kind == LOOM__LL_ROW;
+    if (!row) continue;
+    char *src = NULL;
+    loom__rtc_image_t im;
+    CHECK_RESULT(loom__cg_emit_unit(&lw, u, &src), LOOM_SUCCESS);
+    CHECK_RESULT(loom__rtc_compile(lw.units[u].name, src, "sm_90a", &im), LOOM_SUCCESS);
+    *kernels += 1;
+    *cached += src && strstr(src, "xr[") != NULL;
+    free(src);
+  }
+  loom__lw_free(&lw);
+  loom_prog_destroy(q);
+  loom_prog_destroy(p);
+}
+
+/* A row of RMSNorm or LayerNorm whose body values fit in 64 floats a thread (256 threads a block) is
+ * computed once and kept in registers; a longer row is computed again in each pass. Both forms compile,
+ * on rows that are and are not a multiple of the block (the GPU suite runs both against the interpreter:
+ * layer_norm's small and large sizes). */
+LOOM_TEST(codegen_row_norms_keep_a_short_row_in_registers_and_recompute_a_long_one) {
+  setenv("LOOM_CACHE_DIR", "off", 1);
+  static const struct {
+    const char *name, *sched, *bind;
+    int cached;
+  } k[] = {
+      {"layer_norm", "fused", "T=4,H=300", 1},   /* 2 a thread, the second partly past the row's end */
+      {"layer_norm", "fused", "T=4,H=5376", 1},  /* 21 a thread x (x, w, b) = 63 */
+      {"layer_norm", "fused", "T=4,H=5377", 0},  /* 22 x 3 = 66: recomputed */
+      {"llama_tp", "best", "T=4,H=8192,F=16", 1}, /* RMSNorm: 32 x (x, w) = 64 */
+      {"llama_tp", "best", "T=4,H=8200,F=16", 0},
+  };
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i) {
+    int cached = -1, kernels = 0;
+    norm_kernels(k[i].name, k[i].sched, k[i].bind, 2, &cached, &kernels);
+    if (kernels != 1 || cached != k[i].cached)
+      loom_test_fail(__FILE__, __LINE__, "%s %s at %s: %d norm kernels, %d of them cached; expected 1, %d",
+                     k[i].name, k[i].sched, k[i].bind, kernels, cached, k[i].cached);
+  }
+  unsetenv("LOOM_CACHE_DIR");
+  loom__rtc_cache_clear();
+}

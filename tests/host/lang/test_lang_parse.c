@@ -45,8 +45,8 @@ LOOM_TEST(lang_parse_figure3_types_as_the_paper_says) {
 }
 
 LOOM_TEST(lang_parse_examples_check) {
-  const char *names[] = {"model_parallel", "adam", "lamb", "pipeline", "llama_tp"};
-  for (int i = 0; i < 5; ++i) {
+  const char *names[] = {"model_parallel", "adam", "lamb", "pipeline", "llama_tp", "layer_norm"};
+  for (int i = 0; i < (int)(sizeof names / sizeof *names); ++i) {
     loom_prog_t p = lang_load_example(names[i]);
     CHECK(p != NULL);
     if (!p) continue;

@@ -225,7 +225,7 @@ static void loom__t_lower_check(loom_prog_t q, const char *what, int *units) {
 }
 
 LOOM_TEST(lang_protocol_schedules_lowered_pass) {
-  const char *names[] = {"model_parallel", "adam", "lamb", "pipeline", "llama_tp"};
+  const char *names[] = {"model_parallel", "adam", "lamb", "pipeline", "llama_tp", "layer_norm"};
   int units = 0, scheds = 0;
   for (size_t e = 0; e < sizeof names / sizeof *names; ++e) {
     loom_prog_t p = lang_load_example(names[e]);

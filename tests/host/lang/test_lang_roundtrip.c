@@ -39,9 +39,9 @@ static void round_trip(loom_prog_t p, const char *what) {
 }
 
 LOOM_TEST(lang_print_parse_round_trip_of_every_example_and_schedule) {
-  const char *names[] = {"model_parallel", "adam", "lamb", "pipeline", "llama_tp"};
+  const char *names[] = {"model_parallel", "adam", "lamb", "pipeline", "llama_tp", "layer_norm"};
   int n = 0;
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < (int)(sizeof names / sizeof *names); ++i) {
     loom_prog_t p = lang_load_example(names[i]);
     CHECK(p != NULL);
     if (!p) continue;

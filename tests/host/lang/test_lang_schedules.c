@@ -19,7 +19,8 @@
 static const struct {
   const char *name, *bind;
 } k_examples[] = {{"model_parallel", "B=4,S=3,H=8"}, {"adam", "N=20"}, {"lamb", "N=20"},
-                  {"pipeline", "B=2,S=3,H=5"},      {"llama_tp", "T=6,H=8,F=12"}};
+                  {"pipeline", "B=2,S=3,H=5"},      {"llama_tp", "T=6,H=8,F=12"},
+                  {"layer_norm", "T=6,H=8"}};
 static const int k_worlds[] = {1, 2, 3, 4, 8};
 
 static void same_at_every_world(loom_prog_t p, loom_prog_t q, const char *bind, const char *what) {
