@@ -9,8 +9,10 @@
  * the arena is zeroed once and the copies never touch it), the GEMM runs
  * on them and C is copied out of [m, n8]: the padding adds zeros to every
  * sum, so the result is the same. Empty pieces: nothing (m or n = 0) or a
- * zero C (k = 0). The GEMM runs alone, before the kernel that consumes it
- * (no epilogue fused into it, no overlap with a collective yet).
+ * zero C (k = 0). A bias the lowering folded into the unit (`MatMul + bias`)
+ * is loom_gemm's bias epilogue (only where no piece is padded). The GEMM runs
+ * alone, before the kernel that consumes it (no other epilogue fused into
+ * it, no overlap with a collective yet).
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -60,6 +62,9 @@ loom_result_t loom__cg_gemm_resolve(loom_cg_state_t *st, int u) {
     }
   }
   x->pad = (x->k % 8 || x->n % 8) && x->m && x->n && x->k;
+  if (un->gemm_bias >= 0 && x->m && x->n && (x->pad || !x->k))
+    return loom__fail(LOOM_ERR_INTERNAL, "MatMul %s: a folded bias on a padded or empty GEMM (k %lld, n %lld)",
+                      un->name, (long long)x->k, (long long)x->n);
   if (pa) {
     x->pad_a = st->arena_bytes, x->pad_b = x->pad_a + pa, x->pad_c = x->pad_b + pb;
     st->arena_bytes = x->pad_c + pc;
@@ -70,11 +75,13 @@ loom_result_t loom__cg_gemm_resolve(loom_cg_state_t *st, int u) {
 /* The operands and C of unit u on this rank; LOOM_ERR_INVALID_ARGUMENT where the caller's buffer the GEMM reads
  * or writes directly is not 16-byte aligned. */
 static loom_result_t operands(const loom_cg_state_t *st, int u, const void *const *inputs, void *const *outputs,
-                              char **a, char **b, char **c) {
+                              char **a, char **b, char **c, char **bias) {
   const loom__lw_unit_t *un = &st->lw.units[u];
-  const int bufs[3] = {un->gemm_a, un->gemm_b, un->gemm_c};
-  char **p[3] = {a, b, c};
-  for (int i = 0; i < 3; ++i) {
+  const int bufs[4] = {un->gemm_a, un->gemm_b, un->gemm_c, un->gemm_bias};
+  char **p[4] = {a, b, c, bias};
+  *bias = NULL;
+  for (int i = 0; i < 4; ++i) {
+    if (bufs[i] < 0) continue;
     const loom__lw_buf_t *x = &st->lw.bufs[bufs[i]];
     *p[i] = loom__cg_buf_addr(st, bufs[i], inputs, outputs);
     if (st->units[u].pad || ((uintptr_t)*p[i] % 16) == 0) continue;
@@ -109,15 +116,15 @@ loom_result_t loom__cg_gemm_run(loom_plan_t plan, loom_cg_state_t *st, int u, co
   if (!x->runs || x->m == 0 || x->n == 0) return LOOM_SUCCESS;
   const loom_dtype_t t = (loom_dtype_t)C->dtype;
   const size_t bytes = (size_t)(x->m * x->n) * loom_dtype_size(t);
-  char *a, *b, *c;
-  LOOM_TRY(operands(st, u, inputs, outputs, &a, &b, &c));
-  if (x->k == 0) {
+  char *a, *b, *c, *bias;
+  LOOM_TRY(operands(st, u, inputs, outputs, &a, &b, &c, &bias));
+  if (x->k == 0) { /* never with a bias: the lowering folds one only where every k is a multiple of 8 above 0 */
     LOOM_CUDA(cudaMemsetAsync(c, 0, bytes, stream)); /* a sum over nothing */
   } else if (x->pad) {
     LOOM_TRY(padded(st, x, t, a, b, c, stream));
   } else {
-    const loom_gemm_desc_t d = LOOM_GEMM_DESC(x->m, x->n, x->k, t, t, LOOM_B_KN, 0);
-    LOOM_TRY(loom_gemm(&d, a, b, c, NULL, stream));
+    const loom_gemm_desc_t d = LOOM_GEMM_DESC(x->m, x->n, x->k, t, t, LOOM_B_KN, bias != NULL);
+    LOOM_TRY(loom_gemm(&d, a, b, c, bias, stream));
   }
   for (int k = (C->store & LOOM__LWB_ARENA) ? 0 : 1; k < C->noutput; ++k) /* the caller's copies of C */
     LOOM_CUDA(cudaMemcpyAsync(outputs[C->output[k]], c, bytes, cudaMemcpyDeviceToDevice, stream));

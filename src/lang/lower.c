@@ -132,7 +132,7 @@ static loom_result_t add_unit(loom__lw_prog_t *lw, const char *stage, const char
   memset(x, 0, sizeof *x);
   snprintf(x->stage, sizeof x->stage, "%s", stage);
   snprintf(x->name, sizeof x->name, "%s%s%s", stage, *part ? ": " : "", part);
-  x->kind = kind, x->gemm_a = x->gemm_b = x->gemm_c = x->node = -1;
+  x->kind = kind, x->gemm_a = x->gemm_b = x->gemm_c = x->gemm_bias = x->node = -1;
   x->loop0 = lw->nloop, x->ex0 = lw->nex;
   *u = lw->nunit++;
   return LOOM_SUCCESS;
@@ -249,19 +249,83 @@ static loom_result_t lower_kernel(loom__lw_prog_t *lw, int u, const int *ids, in
   return r;
 }
 
-static loom_result_t lower_gemm(loom__lw_prog_t *lw, int u, int id) {
+/* GEMM unit u of the MatMul ids[0] and, folded into it, its bias sum ids[1] (n == 2). */
+static loom_result_t lower_gemm(loom__lw_prog_t *lw, int u, const int *ids, int n) {
   const loom__prog_t *p = lw->p;
+  const int id = ids[0], out = n == 2 ? ids[1] : id;
   const loom__node_t *nd = &p->nodes[id];
   if (nd->ty.dtype != LOOM_BF16 && nd->ty.dtype != LOOM_FP16)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "MatMul `%s`: %s operands; loom's GEMM engine takes BF16 and FP16",
                       nd->name, loom__dtype_name((loom_dtype_t)nd->ty.dtype));
   int b;
   for (int k = 0; k < 2; ++k) LOOM_TRY(loom__lw_buf_for(lw, nd->in[k], &b));
-  LOOM_TRY(loom__lw_buf_for(lw, id, &b));
-  lw->bufs[b].unit = u, lw->bufs[b].step = 0;
   loom__lw_unit_t *x = &lw->units[u];
+  if (n == 2) {
+    const loom__node_t *sum = &p->nodes[out];
+    LOOM_TRY(loom__lw_buf_for(lw, sum->in[0] == id ? sum->in[1] : sum->in[0], &b));
+    x->gemm_bias = b;
+  }
+  LOOM_TRY(loom__lw_buf_for(lw, out, &b));
+  lw->bufs[b].unit = u, lw->bufs[b].step = 0;
   x->gemm_a = lw->buf_of[nd->in[0]], x->gemm_b = lw->buf_of[nd->in[1]], x->gemm_c = b, x->node = id;
   return LOOM_SUCCESS;
+}
+
+/* The bias of y = c + bias where y can be folded into MatMul c's GEMM: c read by y alone and no result,
+ * bias an input vector of c's dtype over c's last dimension, y of c's dtype and layout; the GEMM's k and n
+ * whole on every rank (neither A's last dimension nor C's sliced: the choice is the same at every world
+ * size, as the lowering's protocol check at 2 and 3 ranks needs), multiples of 8 and k > 0 (no padded
+ * operands); -1 otherwise. */
+static int foldable_bias(const loom__lw_prog_t *lw, int y) {
+  const loom__prog_t *p = lw->p;
+  const loom__node_t *ny = &p->nodes[y];
+  if (ny->op != LOOM__OP_ADD || ny->nin != 2) return -1;
+  for (int k = 0; k < 2; ++k) {
+    const int c = ny->in[k], bias = ny->in[1 - k];
+    const loom__node_t *nc = &p->nodes[c], *nb = &p->nodes[bias];
+    int users[2];
+    if (nc->op != LOOM__OP_MATMUL || nb->op != LOOM__OP_INPUT || loom__lang_is_result(p, c) ||
+        loom__lang_users(p, c, users, 2) != 1 || nb->ty.dtype != nc->ty.dtype || ny->ty.dtype != nc->ty.dtype)
+      continue;
+    loom__lw_geom_t ga, gc, gb, gy;
+    if (loom__lw_geom_of(p, nc->in[0], lw->W, &lw->bind, &ga) != LOOM_SUCCESS ||
+        loom__lw_geom_of(p, c, lw->W, &lw->bind, &gc) != LOOM_SUCCESS ||
+        loom__lw_geom_of(p, bias, lw->W, &lw->bind, &gb) != LOOM_SUCCESS ||
+        loom__lw_geom_of(p, y, lw->W, &lw->bind, &gy) != LOOM_SUCCESS)
+      continue;
+    const int last = gc.rank - 1, klast = ga.rank - 1;
+    if (last < 0 || klast < 0 || !loom__lw_same_space(&gc, &gy) || gb.rank != 1 || gb.dims[0] != gc.dims[last])
+      continue;
+    if (gc.sliced == last || ga.sliced == klast || gb.sliced >= 0 || gc.root >= 0 || gb.root >= 0 ||
+        gb.group != gc.group)
+      continue;
+    const int64_t kk = ga.dims[klast], nn = gc.dims[last];
+    if (kk <= 0 || kk % 8 || nn % 8) continue;
+    return bias;
+  }
+  return -1;
+}
+
+/* Folds each kernel unit that is only `MatMul(a, b) + bias` (its one node y, foldable_bias) into the
+ * MatMul's GEMM unit: y joins that unit and the kernel unit is removed. Before any unit is lowered. */
+static void fold_bias(loom__lw_prog_t *lw) {
+  const loom__prog_t *p = lw->p;
+  for (int v = 0; v < lw->nunit; ++v) {
+    if (lw->units[v].kind != LOOM__LU_KERNEL) continue;
+    int y = -1, n = 0;
+    for (int i = 0; i < p->n; ++i)
+      if (lw->unit_of[i] == v) y = i, n++;
+    if (n != 1 || foldable_bias(lw, y) < 0) continue;
+    const int c = p->nodes[y].in[p->nodes[p->nodes[y].in[0]].op == LOOM__OP_MATMUL ? 0 : 1];
+    const int u = lw->unit_of[c];
+    if (u < 0 || lw->units[u].kind != LOOM__LU_GEMM) continue;
+    lw->unit_of[y] = u;
+    memmove(&lw->units[v], &lw->units[v + 1], sizeof *lw->units * (size_t)(lw->nunit - v - 1));
+    lw->nunit--;
+    for (int i = 0; i < p->n; ++i)
+      if (lw->unit_of[i] > v) lw->unit_of[i]--;
+    v--;
+  }
 }
 
 /* ---- units ------------------------------------------------------------------------ */
@@ -315,12 +379,13 @@ static loom_result_t lower_units(loom__lw_prog_t *lw, const int *order, int cnt,
     }
     if (i < cnt) ids[n++] = order[i];
   }
+  if (r == LOOM_SUCCESS) fold_bias(lw);
   for (int u = 0; u < lw->nunit && r == LOOM_SUCCESS; ++u) {
     n = 0;
     for (int i = 0; i < cnt; ++i)
       if (lw->unit_of[order[i]] == u) ids[n++] = order[i];
     lw->units[u].loop0 = lw->nloop;
-    r = lw->units[u].kind == LOOM__LU_GEMM ? lower_gemm(lw, u, ids[0]) : lower_kernel(lw, u, ids, n, step);
+    r = lw->units[u].kind == LOOM__LU_GEMM ? lower_gemm(lw, u, ids, n) : lower_kernel(lw, u, ids, n, step);
   }
   free(ids);
   return r;
@@ -390,7 +455,7 @@ static void lay_out_arena(loom__lw_prog_t *lw) {
     loom__lw_buf_t *x = &lw->bufs[b];
     int used = 0; /* read by a loop or a GEMM (a unit other than the one writing it, or a later step) */
     for (int u = 0; u < lw->nunit && !used; ++u)
-      used = lw->units[u].gemm_a == b || lw->units[u].gemm_b == b;
+      used = lw->units[u].gemm_a == b || lw->units[u].gemm_b == b || lw->units[u].gemm_bias == b;
     for (int l = 0; l < lw->nloop && !used; ++l)
       for (int i = 0; i < lw->loops[l].nins && !used; ++i) {
         const loom__lw_ins_t *in = &lw->ins[lw->loops[l].ins0 + i];

@@ -8,7 +8,10 @@
  * fused collective, a kernel, a lone operation: the units of the cost model
  * and of `loom schedules`), each cut where a MatMul is: a MatMul is a GEMM
  * unit (loom_gemm on this rank's pieces), everything else of the program
- * unit one KERNEL unit (one generated kernel). Pipeline groups: a unit runs
+ * unit one KERNEL unit (one generated kernel). A unit that only adds a bias
+ * vector to a MatMul's result (`MatMul(a, b) + bias`, the MatMul read by
+ * nothing else) is folded into the GEMM: loom_gemm's bias epilogue, fp32
+ * sum rounded once, where every rank's k and n are multiples of 8. Pipeline groups: a unit runs
  * on the ranks of the groups its values live in (a Send on both groups).
  *
  * Geometry. Every value has a whole shape and a layout; a rank holds its
@@ -177,8 +180,10 @@ typedef struct loom__lw_unit {
   int nsteps;
   int loop0, nloops;
   int ex0, nex;
-  /* GEMM: C [M, N] = A [M, K] B [K, N] on each rank's pieces (buffers) */
-  int gemm_a, gemm_b, gemm_c, node;
+  /* GEMM: C [M, N] = A [M, K] B [K, N] (+ bias [N]) on each rank's pieces (buffers); gemm_bias -1 for
+   * none, else the program's `MatMul(a, b) + bias` folded into the GEMM's epilogue (loom__lw_fold_bias):
+   * C is the sum's value, the MatMul's own value is never stored, node the MatMul */
+  int gemm_a, gemm_b, gemm_c, gemm_bias, node;
 } loom__lw_unit_t;
 
 typedef struct loom__lw_prog {

@@ -107,8 +107,10 @@ void loom__lw_print(const loom__lw_prog_t *lw, loom__buf_t *o) {
   for (int u = 0; u < lw->nunit; ++u) {
     const loom__lw_unit_t *x = &lw->units[u];
     if (x->kind == LOOM__LU_GEMM) {
-      loom__buf_printf(o, "  unit %s: GEMM %s = %s x %s\n", x->name, buf_name(lw, x->gemm_c, nb, sizeof nb),
+      loom__buf_printf(o, "  unit %s: GEMM %s = %s x %s", x->name, buf_name(lw, x->gemm_c, nb, sizeof nb),
                        buf_name(lw, x->gemm_a, nb2, sizeof nb2), buf_name(lw, x->gemm_b, nb3, sizeof nb3));
+      if (x->gemm_bias >= 0) loom__buf_printf(o, " + %s (bias epilogue)", buf_name(lw, x->gemm_bias, nb, sizeof nb));
+      loom__buf_printf(o, "\n");
       continue;
     }
     loom__buf_printf(o, "  unit %s: kernel, %d steps, groups 0x%x\n", x->name, x->nsteps, (unsigned)x->groups);

@@ -178,6 +178,35 @@ static void run_gpus(int W, int which) {
   loom_case_suite_run(W * c->groups, LAUNCH_TIMEOUT_S, &su);
 }
 
+/* `MatMul(x, w) + b` folded into the GEMM's bias epilogue (the lowering's choice: k and n whole multiples of
+ * 8), tokens sliced so that some ranks hold no rows at W = 8; against the interpreter, three calls, a graph. */
+static const char k_linear_bias[] =
+    "Tensor x(BF16, [T, H], Sliced(0), WORLD);\n"
+    "Tensor w(BF16, [H, F], Replicated, WORLD);\n"
+    "Tensor b(BF16, [F], Replicated, WORLD);\n"
+    "Var y = MatMul(x, w) + b;\n"
+    "Execute linear_bias({x, w, b}, {y});\n";
+
+static int run_linear_bias(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *arg) {
+  (void)arg;
+  loom_prog_t p = NULL;
+  CHECK_RESULT(loom_prog_parse(k_linear_bias, "linear_bias.loom", &p), LOOM_SUCCESS);
+  if (!p || loom_prog_check(p) != LOOM_SUCCESS) return 1;
+  const int failed = run_schedule(ctx, comm, p, ctx->size, "T=13,H=64,F=96", 1, "MatMul + bias (folded), T = 13");
+  loom_prog_destroy(p);
+  return failed || loom_test_failures;
+}
+
+static void run_linear_bias_world(int W, int unused) {
+  (void)unused;
+  if (!loom_test_gpus(1)) return;
+  const int one = 1;
+  const loom_case_suite_t su = {&one, sizeof one, 1, 20000, run_linear_bias, NULL};
+  loom_case_suite_run_world(W, LAUNCH_TIMEOUT_S, &su);
+}
+LOOM_TEST(gpu_world_lang_linear_bias_w1) { run_linear_bias_world(1, 0); }
+LOOM_WORLD_TESTS(gpu_world_lang_linear_bias, run_linear_bias_world, 0)
+
 #define LANG_WORLD_TESTS(name, which)                       \
   LOOM_TEST(gpu_world_lang_##name##_w1) { run_world(1, which); } \
   LOOM_WORLD_TESTS(gpu_world_lang_##name, run_world, which)

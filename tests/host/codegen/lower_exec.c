@@ -160,7 +160,7 @@ static void run_sumsq(const ex_t *x, const loom__lw_loop_t *l, int r, float *v) 
   }
 }
 
-/* A GEMM unit on rank r: C = A B on its pieces, in double, rounded once. */
+/* A GEMM unit on rank r: C = A B (+ its folded bias) on its pieces, in double, rounded once. */
 static void run_gemm(const ex_t *x, const loom__lw_unit_t *u, int r) {
   const loom__lw_prog_t *lw = x->lw;
   const loom__lw_buf_t *A = &lw->bufs[u->gemm_a], *B = &lw->bufs[u->gemm_b];
@@ -174,6 +174,7 @@ static void run_gemm(const ex_t *x, const loom__lw_unit_t *u, int r) {
     for (int64_t j = 0; j < n; ++j) {
       double s = 0;
       for (int64_t t = 0; t < k; ++t) s += (double)at(x, r, u->gemm_a)[i * k + t] * at(x, r, u->gemm_b)[t * n + j];
+      if (u->gemm_bias >= 0) s += (double)at(x, r, u->gemm_bias)[j];
       at(x, r, u->gemm_c)[i * n + j] = rnd(s, lw->bufs[u->gemm_c].dtype);
     }
 }

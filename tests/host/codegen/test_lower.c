@@ -239,3 +239,66 @@ LOOM_TEST(codegen_lowered_schedules_run_on_the_cpu_equal_the_interpreter_at_ever
     loom_prog_destroy(p);
   }
 }
+
+/* ---- a bias folded into the GEMM's epilogue --------------------------------------------------------------- */
+
+/* Program text: `y = MatMul(x, w) + b` with x, w, b of the given layouts (and extra lines). */
+static loom_prog_t linear_prog(const char *x, const char *w, const char *b, const char *extra, const char *outs) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "Tensor x(BF16, [T, H], %s, WORLD);\nTensor w(BF16, [H, F], %s, WORLD);\nTensor b(BF16, [F], %s, WORLD);\n"
+           "Var c = MatMul(x, w);\n%sVar y = c + %s;\nExecute linear({x, w, b}, {%s});\n",
+           x, w, b, extra, *extra ? "b2" : "b", outs);
+  loom_prog_t p = NULL;
+  CHECK_RESULT(loom_prog_parse(text, "linear.loom", &p), LOOM_SUCCESS);
+  if (p) CHECK_RESULT(loom_prog_check(p), LOOM_SUCCESS);
+  return p;
+}
+
+/* `MatMul(x, w) + b` is one GEMM unit with loom_gemm's bias epilogue where the MatMul is read by the sum alone,
+ * the bias is an input vector whole on every rank and k and n are whole multiples of 8 (the same choice at
+ * every world size); otherwise a GEMM and a kernel as before. Either way the lowered program run on the CPU
+ * equals the interpreter at W = 1, 2, 3, 4, 8. */
+LOOM_TEST(codegen_a_matmul_plus_bias_is_one_gemm_with_its_bias_epilogue) {
+  static const struct {
+    const char *x, *w, *b, *extra, *outs, *bind;
+    int folded;
+  } k[] = {
+      {"Replicated", "Replicated", "Replicated", "", "y", "T=5,H=16,F=24", 1},
+      {"Sliced(0)", "Replicated", "Replicated", "", "y", "T=13,H=16,F=24", 1},   /* tokens sliced: m pieces */
+      {"Replicated", "Sliced(1)", "Sliced(0)", "", "y", "T=5,H=16,F=24", 0},     /* n pieces differ with W */
+      {"Replicated", "Replicated", "Replicated", "", "y", "T=5,H=16,F=20", 0},   /* n not a multiple of 8 */
+      {"Replicated", "Replicated", "Replicated", "", "y", "T=5,H=12,F=24", 0},   /* k not a multiple of 8 */
+      {"Replicated", "Replicated", "Replicated", "", "y, c", "T=5,H=16,F=24", 0}, /* the MatMul is a result too */
+      {"Replicated", "Replicated", "Replicated", "Var b2 = b * 2;\n", "y", "T=5,H=16,F=24", 0}, /* not an input */
+  };
+  static const int worlds[] = {1, 2, 3, 4, 8};
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i) {
+    loom_prog_t p = linear_prog(k[i].x, k[i].w, k[i].b, k[i].extra, k[i].outs);
+    if (!p) continue;
+    loom__binding_t bd;
+    CHECK_RESULT(loom__lang_parse_bind(k[i].bind, &bd), LOOM_SUCCESS);
+    for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; ++w) {
+      loom__lw_prog_t lw;
+      if (loom__lw_lower(p, worlds[w], &bd, &lw) != LOOM_SUCCESS) {
+        loom_test_fail(__FILE__, __LINE__, "case %zu at W = %d: %s", i, worlds[w], loom_last_error());
+        continue;
+      }
+      int folded = 0, kernels = 0;
+      for (int u = 0; u < lw.nunit; ++u) {
+        folded += lw.units[u].kind == LOOM__LU_GEMM && lw.units[u].gemm_bias >= 0;
+        kernels += lw.units[u].kind == LOOM__LU_KERNEL;
+      }
+      const int want = !k[i].folded + (*k[i].extra != 0); /* the sum's kernel, b2's */
+      if (folded != k[i].folded || kernels != want)
+        loom_test_fail(__FILE__, __LINE__, "case %zu at W = %d: %d folded GEMMs and %d kernels; expected %d and %d", i,
+                       worlds[w], folded, kernels, k[i].folded, want);
+      double d = INFINITY;
+      CHECK_RESULT(lower_exec_compare(&lw, 29 + (uint64_t)w, &d), LOOM_SUCCESS);
+      if (!(d <= prog_io_bound(p)))
+        loom_test_fail(__FILE__, __LINE__, "case %zu at W = %d: differs from the interpreter by %g", i, worlds[w], d);
+      loom__lw_free(&lw);
+    }
+    loom_prog_destroy(p);
+  }
+}
