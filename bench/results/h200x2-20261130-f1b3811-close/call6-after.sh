@@ -1,0 +1,8 @@
+# both GPUs: the two examples with a norm on one process per GPU
+for t in gpu_lang_model_parallel_w2; do
+  timeout ${W2_LIMIT:-120} build/tests/loom-test-gpu $t > $O/w2-$t.log 2>&1; echo "w2 $t rc=$?"
+done
+for d in ab1 ab2; do
+  [ -d $O/$d/before ] && python3 bench/compare_builds.py $O/$d/before $O/$d/after > $O/compare-lang-$d.txt 2>&1 &&
+    { echo "== lang $d"; grep -E "^lang|generated" $O/compare-lang-$d.txt | head -40; }
+done
