@@ -1,4 +1,4 @@
-# both GPUs: the two examples with a norm on one process per GPU
+# both GPUs: model_parallel (a GEMM unit beside generated kernels) on one process per GPU
 for t in gpu_lang_model_parallel_w2; do
   timeout ${W2_LIMIT:-120} build/tests/loom-test-gpu $t > $O/w2-$t.log 2>&1; echo "w2 $t rc=$?"
 done
