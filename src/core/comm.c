@@ -1,7 +1,7 @@
 /*
- * comm.c - loom_comm_create / loom_comm_create_in_world / destroy / info /
- * async error, and the NCCL collective backend (agreement, fence, tuners'
- * maximum).
+ * comm.c - loom_comm_create / loom_comm_create_in_world / destroy / info,
+ * and the NCCL collective backend (agreement, fence, tuners' maximum). The
+ * comm's asynchronous error is comm_error.c's.
  *
  * Creation order (every step collective where NCCL's is): check the NCCL
  * version; read rank, size and the GPU's properties at run time; create the
@@ -333,38 +333,6 @@ loom_result_t loom_comm_get_info(loom_comm_t comm, loom_comm_info_t *info) {
   info->timeout_ms = comm->timeout_ms;
   info->nccl_version = comm->nccl_version;
   return LOOM_SUCCESS;
-}
-
-void loom__format_timeout(const loom_error_record_t *rec, int timeout_ms, char *buf, size_t size) {
-  char setter[48];
-  if (rec->peer >= 0) snprintf(setter, sizeof setter, "set by rank %d", rec->peer);
-  else snprintf(setter, sizeof setter, "(setter not known to the waiter)");
-  snprintf(buf, size,
-           "rank %d: device-side wait expired after %.0f ms (timeout %d ms) at the %s wait on "
-           "signal %u %s: expected >= %u, saw %u; the comm is unusable now: destroy it and "
-           "create a new one",
-           rec->rank, (double)rec->waited_ns / 1e6, timeout_ms, loom__wait_site_name(rec->site),
-           rec->signal, setter, rec->expected, rec->seen);
-}
-
-loom_result_t loom__comm_check(loom_comm_t comm, const char *fn) {
-  LOOM_TRY(loom__check_comm(comm, fn));
-  if (comm->async_err == LOOM_SUCCESS && comm->err_host) {
-    volatile loom_error_record_t *rec = comm->err_host;
-    if (rec->valid) {
-      __atomic_thread_fence(__ATOMIC_ACQUIRE);
-      comm->async_err = LOOM_ERR_TIMEOUT;
-      loom__format_timeout((const loom_error_record_t *)rec, comm->timeout_ms, comm->async_msg,
-                           sizeof comm->async_msg);
-      LOOM_WARN("%s", comm->async_msg);
-    }
-  }
-  if (comm->async_err != LOOM_SUCCESS) return loom__fail(comm->async_err, "%s: %s", fn, comm->async_msg);
-  return LOOM_SUCCESS;
-}
-
-loom_result_t loom_comm_get_async_error(loom_comm_t comm) {
-  return loom__comm_check(comm, "loom_comm_get_async_error");
 }
 
 /* ---- the NCCL collective backend ------------------------------------------ */
