@@ -106,7 +106,10 @@ int main(int argc, char **argv) {
   const int64_t shapes[][3] = {{1, 12288, 1536}, {8, 12288, 1536}, {1, 4608, 12288}, {16, 4608, 12288},
                                {1, 7168, 2048},  {4, 2048, 7168},  {16, 2560, 8192}, {1, 8192, 14336},
                                {1000, 4608, 12288}, {16, 2048, 384},  {8, 2048, 512},  {256, 2048, 96},
-                               {1, 2048, 384}};
+                               {1, 2048, 384},
+                               /* few 64-row tiles with k of 1024-1536, where loom-bench gemm's eager times sit
+                                * at 19-20 us against cuBLASLt's 10 */
+                               {32, 2048, 1024}, {64, 3072, 1536}, {32, 2048, 96}, {64, 4096, 4096}};
   const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
