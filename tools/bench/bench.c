@@ -275,14 +275,17 @@ static double bench_now_us(void) {
 }
 
 /* us[j reps + i]: device time of rep i of op j; host[j reps + i]: the host
- * time its call took to return (to issue the op). With several ranks the GPU
- * is held before each barrier (bench.h, loom_bench_time_ranks) for the first
- * BENCH_HOLD_OPS ops of a side-by-side set. */
+ * time its call took to return (to issue the op). The GPU is held before
+ * each timed op (before its barrier with several ranks: bench.h,
+ * loom_bench_time_ranks) for the first BENCH_HOLD_OPS ops of a side-by-side
+ * set, and each op sits between its own two events, so an op shorter than
+ * its issue time is timed on the GPU, not as the host's issue time (one
+ * process timed eagerly back to back did that before). */
 #define BENCH_HOLD_OPS 64
 static loom_result_t bench_time_raw(ncclComm_t nccl, cudaStream_t stream, int warmup, int reps, int nops,
                                      loom_bench_op_fn *ops, void **args, double *us, double *host) {
   loom_result_t r = LOOM_SUCCESS;
-  const int per = nccl ? 2 : 1; /* events per timed op */
+  const int per = 2; /* events per timed op: its start and its end */
   const int nev = reps * nops * per + 1;
   cudaEvent_t *ev = (cudaEvent_t *)calloc((size_t)nev, sizeof *ev);
   if (!ev) return loom_bench_fail(LOOM_ERR_OUT_OF_MEMORY, "loom_bench_time: host allocation failed");
@@ -295,7 +298,7 @@ static loom_result_t bench_time_raw(ncclComm_t nccl, cudaStream_t stream, int wa
     }
   }
   int iter = 0;
-  /* several ranks: each op's hold before its barrier, from its host time in the warm-up */
+  /* each op's hold (before its barrier with several ranks), from its host time in the warm-up */
   double hold[BENCH_HOLD_OPS] = {0};
   for (int i = 0; i < warmup && r == LOOM_SUCCESS; ++i)
     for (int j = 0; j < nops && r == LOOM_SUCCESS; ++j) {
@@ -313,12 +316,10 @@ static loom_result_t bench_time_raw(ncclComm_t nccl, cudaStream_t stream, int wa
     if (hold[j] > 2000.0) hold[j] = 2000.0;
   }
   for (int i = 0; i < reps * nops; ++i) {
-    if (nccl) {
-      const int j = i % nops;
-      if (warmup > 0 && j < BENCH_HOLD_OPS) r = loom_bench_hold(stream, hold[j]);
-      if (r == LOOM_SUCCESS) r = bench_barrier_enqueue(nccl, stream);
-      if (r != LOOM_SUCCESS) goto out;
-    }
+    const int j = i % nops;
+    if (warmup > 0 && j < BENCH_HOLD_OPS) r = loom_bench_hold(stream, hold[j]);
+    if (r == LOOM_SUCCESS && nccl) r = bench_barrier_enqueue(nccl, stream);
+    if (r != LOOM_SUCCESS) goto out;
     cudaError_t e = cudaEventRecord(ev[i * per], stream);
     if (e != cudaSuccess) {
       r = loom_bench_cuda_fail((int)e, "cudaEventRecord", __FILE__, __LINE__);
@@ -328,7 +329,7 @@ static loom_result_t bench_time_raw(ncclComm_t nccl, cudaStream_t stream, int wa
     r = ops[i % nops](args[i % nops], iter++, stream);
     host[(i % nops) * reps + i / nops] = bench_now_us() - h0;
     if (r != LOOM_SUCCESS) goto out;
-    if (nccl && (e = cudaEventRecord(ev[i * per + 1], stream)) != cudaSuccess) {
+    if ((e = cudaEventRecord(ev[i * per + 1], stream)) != cudaSuccess) {
       r = loom_bench_cuda_fail((int)e, "cudaEventRecord", __FILE__, __LINE__);
       goto out;
     }

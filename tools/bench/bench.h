@@ -159,8 +159,12 @@ typedef struct loom_bench_time {
   int reps;
 } loom_bench_time_t;
 
-/* `warmup` untimed repetitions, then `reps` repetitions back to back, each
- * between two CUDA events on `stream`; statistics over the reps. Not
+/* `warmup` untimed repetitions, then `reps` repetitions, each between two
+ * CUDA events on `stream` behind a hold of the GPU (loom_bench_hold: 1.5x
+ * the op's slowest host issue time in the warm-up plus 10 us, at most 2 ms),
+ * so the op is queued before the GPU reaches it and its time is the GPU's,
+ * also where it is shorter than its issue time (host_us reports that);
+ * statistics over the reps. LOOM_BENCH_HOLD=0: no hold. Not
  * graph-capturable (it synchronizes). */
 loom_result_t loom_bench_time(cudaStream_t stream, int warmup, int reps, loom_bench_op_fn op, void *arg,
                               loom_bench_time_t *out);
