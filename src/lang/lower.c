@@ -275,8 +275,8 @@ static loom_result_t lower_gemm(loom__lw_prog_t *lw, int u, const int *ids, int 
  * bias an input vector of c's dtype over c's last dimension, y of c's dtype and layout; the GEMM's k and n
  * whole on every rank (neither A's last dimension nor C's sliced: the choice is the same at every world
  * size, as the lowering's protocol check at 2 and 3 ranks needs), multiples of 8 and k > 0 (no padded
- * operands); -1 otherwise. */
-static int foldable_bias(const loom__lw_prog_t *lw, int y) {
+ * operands), *matmul then c; -1 otherwise. */
+static int foldable_bias(const loom__lw_prog_t *lw, int y, int *matmul) {
   const loom__prog_t *p = lw->p;
   const loom__node_t *ny = &p->nodes[y];
   if (ny->op != LOOM__OP_ADD || ny->nin != 2) return -1;
@@ -301,6 +301,7 @@ static int foldable_bias(const loom__lw_prog_t *lw, int y) {
       continue;
     const int64_t kk = ga.dims[klast], nn = gc.dims[last];
     if (kk <= 0 || kk % 8 || nn % 8) continue;
+    *matmul = c;
     return bias;
   }
   return -1;
@@ -312,11 +313,10 @@ static void fold_bias(loom__lw_prog_t *lw) {
   const loom__prog_t *p = lw->p;
   for (int v = 0; v < lw->nunit; ++v) {
     if (lw->units[v].kind != LOOM__LU_KERNEL) continue;
-    int y = -1, n = 0;
+    int y = -1, n = 0, c = -1;
     for (int i = 0; i < p->n; ++i)
       if (lw->unit_of[i] == v) y = i, n++;
-    if (n != 1 || foldable_bias(lw, y) < 0) continue;
-    const int c = p->nodes[y].in[p->nodes[p->nodes[y].in[0]].op == LOOM__OP_MATMUL ? 0 : 1];
+    if (n != 1 || foldable_bias(lw, y, &c) < 0) continue;
     const int u = lw->unit_of[c];
     if (u < 0 || lw->units[u].kind != LOOM__LU_GEMM) continue;
     lw->unit_of[y] = u;
