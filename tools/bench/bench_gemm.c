@@ -500,6 +500,7 @@ static void gemm_one(run_state_t *st, const loom_gemm_weight_t *x, wbufs_t *w, i
       for (int i = 0; i < nimpl; ++i) {
         us[i] = tm[i].median_us;
         rows[i]->gemm_us = tm[i].median_us, rows[i]->min_us = tm[i].min_us, rows[i]->max_us = tm[i].max_us;
+        rows[i]->host_us = tm[i].host_us; /* the call's issue time: where it exceeds gemm_us the GPU waited */
       }
   }
   /* loom's result (and the sm80 kernel's): C poisoned, one run, checked */
