@@ -125,7 +125,7 @@ loom_result_t loom__cg_emit_unit(const loom__lw_prog_t *lw, int u, char **src) {
                       "most %d ranks and %d buffers", lw->R, lw->ninputs + lw->noutputs, LOOM_CG_MAX_RANKS,
                       LOOM_CG_MAX_PTRS);
   loom__buf_t o = {0};
-  cg_emit_t E = {lw, x, &o};
+  cg_emit_t E = {lw, x, &o, 1};
   char cond[1024];
   loom__buf_printf(&o, "/* loom: a generated kernel (W = %d ranks per group, %d groups; %d steps) */\n", lw->W, lw->G,
                    x->nsteps);

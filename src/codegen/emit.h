@@ -35,6 +35,9 @@
 /* Words (uint32) of kernel unit u's epoch record, signals and counters in the workspace (a multiple of 4). */
 uint32_t loom__cg_unit_words(const loom__lw_unit_t *u);
 
+/* LOOM_CG_VEC where loop l runs vectors of consecutive elements (emit_body.c says when), else 1. */
+int loom__cg_loop_width(const loom__lw_prog_t *lw, const loom__lw_loop_t *l);
+
 /* The CUDA C of kernel unit u of lw into *src (malloc'ed). LOOM_ERR_UNSUPPORTED where the unit needs more
  * ranks or buffers than a kernel's arguments hold. */
 loom_result_t loom__cg_emit_unit(const loom__lw_prog_t *lw, int u, char **src);

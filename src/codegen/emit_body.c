@@ -16,9 +16,12 @@
 #include <string.h>
 
 #include "codegen/cg_args.h"
+#include "codegen/emit.h"
 #include "codegen/emit_body.h"
 #include "core/error.h"
 #include "core/pointwise.h"
+
+#define V LOOM_CG_VEC
 
 static const char *dtype_c(int t) { return t == LOOM_FP32 ? "LOOM_FP32" : t == LOOM_FP16 ? "LOOM_FP16" : "LOOM_BF16"; }
 
@@ -82,6 +85,64 @@ static void index_expr(const loom__lw_index_t *x, int k, char *out, size_t cap) 
   }
 }
 
+/* ---- vectors ---------------------------------------------------------------------------------- */
+
+/* Dimension j of geometry g splits into whole vectors on every rank. */
+static int whole_vectors(const loom__lw_geom_t *g, int j) {
+  return g->dims[j] % V == 0 && (j != g->sliced || g->S % V == 0);
+}
+
+/* How a loop running vectors reads index map x (lower_body.c's broadcasting: a buffer's last dimension is the
+ * loop's last, or broadcast): V consecutive elements of the buffer, aligned (CONTIG); one element for every
+ * lane (SAME); neither (NONE: the loop runs an element at a time). */
+enum { ACC_NONE = 0, ACC_CONTIG, ACC_SAME };
+static int access_of(const loom__lw_index_t *x) {
+  const loom__lw_geom_t *g = &x->geom;
+  if (g->rank == 0 || x->src[g->rank - 1] < 0) return ACC_SAME;
+  return whole_vectors(g, g->rank - 1) ? ACC_CONTIG : ACC_NONE;
+}
+
+/* v<k>[V], every lane the scalar h<k>. */
+static void lanes_of(const cg_emit_t *E, int k) {
+  loom__buf_printf(E->o, "      float v%d[%d];\n#pragma unroll\n      for (int u = 0; u < %d; ++u) v%d[u] = h%d;\n", k, V,
+                   V, k, k);
+}
+
+/* An expression format over values "v%d" as one of its lanes: "v%d[u]". */
+static void lane_fmt(const char *f, char *out, size_t cap) {
+  size_t n = 0;
+  for (; *f && n + 4 < cap; ++f) {
+    out[n++] = *f;
+    if (f[0] == 'd' && n >= 3 && out[n - 2] == '%' && out[n - 3] == 'v') out[n++] = '[', out[n++] = 'u', out[n++] = ']';
+  }
+  out[n] = 0;
+}
+
+int loom__cg_loop_width(const loom__lw_prog_t *lw, const loom__lw_loop_t *l) {
+  const loom__lw_geom_t *g = &l->space;
+  if (l->kind == LOOM__LL_SUMSQ || g->rank == 0 || !whole_vectors(g, g->rank - 1)) return 1;
+  for (int k = 0; k < l->nins; ++k) {
+    const loom__lw_ins_t *in = &lw->ins[l->ins0 + k];
+    const int reads = in->kind == LOOM__LI_LOAD || in->kind == LOOM__LI_REDUCE;
+    const int drop = in->kind == LOOM__LI_OP && in->op == LOOM__OP_DROPOUT;
+    if (reads && access_of(&lw->idx[in->idx]) == ACC_NONE) return 1;
+    if (drop && access_of(&lw->idx[in->idx]) != ACC_CONTIG) return 1; /* its 4-element Philox draws */
+  }
+  return V;
+}
+
+/* Whether loop l touches the caller's buffers (their alignment is known at the call only: a.vec). */
+static int touches_caller(const cg_emit_t *E, const loom__lw_loop_t *l) {
+  for (int k = 0; k < l->nins; ++k) {
+    const loom__lw_ins_t *in = &E->lw->ins[l->ins0 + k];
+    const loom__lw_buf_t *b = in->buf >= 0 ? &E->lw->bufs[in->buf] : NULL;
+    if (in->kind == LOOM__LI_LOAD && in->who == LOOM__LWW_OWN && !(b->store & LOOM__LWB_ARENA)) return 1;
+  }
+  for (int s = 0; s < l->nstore; ++s)
+    if (E->lw->bufs[l->store_buf[s]].noutput) return 1;
+  return 0;
+}
+
 /* ---- instructions ------------------------------------------------------------------------- */
 
 static loom_result_t emit_load(const cg_emit_t *E, const loom__lw_ins_t *in, int k) {
@@ -101,31 +162,51 @@ static loom_result_t emit_load(const cg_emit_t *E, const loom__lw_ins_t *in, int
   LOOM_TRY(buf_ptr(E, in->buf, rank, own, ptr, sizeof ptr));
   piece_decl(E, x, k, piece);
   index_expr(x, k, ix, sizeof ix);
-  loom__buf_printf(E->o, "      const float v%d = loom__load1<%s>(%s, %s);\n", k, dtype_c(E->lw->bufs[in->buf].dtype),
-                   ptr, ix);
+  const char *T = dtype_c(E->lw->bufs[in->buf].dtype);
+  if (E->vec == 1)
+    loom__buf_printf(E->o, "      const float v%d = loom__load1<%s>(%s, %s);\n", k, T, ptr, ix);
+  else if (access_of(x) == ACC_CONTIG)
+    loom__buf_printf(E->o, "      float v%d[%d];\n      loom__load8<%s>(%s, %s, v%d);\n", k, V, T, ptr, ix, k);
+  else {
+    loom__buf_printf(E->o, "      const float h%d = loom__load1<%s>(%s, %s);\n", k, T, ptr, ix);
+    lanes_of(E, k);
+  }
   return LOOM_SUCCESS;
 }
 
-/* A reduction over the group's ranks in rank order (fp32), as the interpreter's. */
+/* A reduction over the group's ranks in rank order (fp32), as the interpreter's: vector lanes where the
+ * loop runs vectors of the buffer's consecutive elements, else one element (every lane's, where the
+ * buffer is broadcast along the loop's last dimension). */
 static loom_result_t emit_reduce(const cg_emit_t *E, const loom__lw_ins_t *in, int k) {
   const loom__lw_index_t *x = &E->lw->idx[in->idx];
   const loom__lw_buf_t *b = &E->lw->bufs[in->buf];
   if (x->geom.sliced >= 0 || !(b->store & LOOM__LWB_ARENA))
     return loom__fail(LOOM_ERR_INTERNAL, "emit: a reduction of a sliced or private buffer");
-  char ix[1024];
+  char ix[1024], acc[32], step[96];
   index_expr(x, k, ix, sizeof ix);
-  const char *T = dtype_c(b->dtype), *acc = in->op == LOOM__RED_MAX   ? "fmaxf(v%d, y)"
-                                            : in->op == LOOM__RED_MIN ? "fminf(v%d, y)"
-                                                                      : "v%d + y";
-  char step[64];
-  snprintf(step, sizeof step, acc, k);
+  const char *T = dtype_c(b->dtype), *f = in->op == LOOM__RED_MAX   ? "fmaxf(%s, %s)"
+                                          : in->op == LOOM__RED_MIN ? "fminf(%s, %s)"
+                                                                    : "%s + %s";
+  const long long off = (long long)b->arena_off;
+  const int lanes = E->vec > 1 && access_of(x) == ACC_CONTIG;
   loom__buf_printf(E->o, "      const int64_t i%d = %s;\n", k, ix);
-  loom__buf_printf(E->o, "      float v%d = loom__load1<%s>(a.arena[base] + %lldll, i%d);\n", k, T,
-                   (long long)b->arena_off, k);
+  if (lanes) {
+    snprintf(acc, sizeof acc, "v%d[u]", k);
+    snprintf(step, sizeof step, f, acc, "y[u]");
+    loom__buf_printf(E->o, "      float v%d[%d];\n      loom__load8<%s>(a.arena[base] + %lldll, i%d, v%d);\n", k, V, T,
+                     off, k, k);
+    loom__buf_printf(E->o, "      for (int p = 1; p < %d; ++p) {\n        float y[%d];\n", E->lw->W, V);
+    loom__buf_printf(E->o, "        loom__load8<%s>(a.arena[base + p] + %lldll, i%d, y);\n", T, off, k);
+    loom__buf_printf(E->o, "#pragma unroll\n        for (int u = 0; u < %d; ++u) %s = %s;\n      }\n", V, acc, step);
+    return LOOM_SUCCESS;
+  }
+  snprintf(acc, sizeof acc, "%c%d", E->vec > 1 ? 'h' : 'v', k);
+  snprintf(step, sizeof step, f, acc, "y");
+  loom__buf_printf(E->o, "      float %s = loom__load1<%s>(a.arena[base] + %lldll, i%d);\n", acc, T, off, k);
   loom__buf_printf(E->o, "      for (int p = 1; p < %d; ++p) {\n", E->lw->W);
-  loom__buf_printf(E->o, "        const float y = loom__load1<%s>(a.arena[base + p] + %lldll, i%d);\n", T,
-                   (long long)b->arena_off, k);
-  loom__buf_printf(E->o, "        v%d = %s;\n      }\n", k, step);
+  loom__buf_printf(E->o, "        const float y = loom__load1<%s>(a.arena[base + p] + %lldll, i%d);\n", T, off, k);
+  loom__buf_printf(E->o, "        %s = %s;\n      }\n", acc, step);
+  if (E->vec > 1) lanes_of(E, k);
   return LOOM_SUCCESS;
 }
 
@@ -164,46 +245,65 @@ static const char *unary_fmt(int op, int dtype) {
 
 static loom_result_t emit_op(const cg_emit_t *E, const loom__lw_ins_t *in, int k) {
   const int a0 = in->a[0], a1 = in->a[1];
-  char expr[1400];
-  const char *f;
-  if ((f = binary_fmt(in->op))) {
-    snprintf(expr, sizeof expr, f, a0, a1, a0, a1);
-  } else if ((f = unary_fmt(in->op, in->dtype))) {
-    snprintf(expr, sizeof expr, f, a0, a0, a0, a0, a0);
-  } else if (in->op == LOOM__OP_DROPOUT) {
-    char ix[1024], ks[64];
-    index_expr(&E->lw->idx[in->idx], k, ix, sizeof ix);
-    float_lit((double)(1.0f / (1.0f - (float)in->value)), ks, sizeof ks);
-    snprintf(expr, sizeof expr, "loom__dropout_keep(%lluull, 0ull, (uint64_t)%s, %uu) ? v%d * %s : 0.f",
-             (unsigned long long)in->seed, ix, loom__dropout_threshold((float)in->value), a0, ks);
-  } else {
-    return loom__fail(LOOM_ERR_INTERNAL, "emit: no code for %s", loom__lang_op_info((loom__op_t)in->op)->name);
+  char expr[1400], lane[256];
+  const char *f = binary_fmt(in->op);
+  if (!f) f = unary_fmt(in->op, in->dtype);
+  if (f) {
+    if (E->vec > 1) lane_fmt(f, lane, sizeof lane), f = lane;
+    if (binary_fmt(in->op)) snprintf(expr, sizeof expr, f, a0, a1, a0, a1);
+    else snprintf(expr, sizeof expr, f, a0, a0, a0, a0, a0);
+    if (E->vec > 1)
+      loom__buf_printf(E->o, "      float v%d[%d];\n#pragma unroll\n      for (int u = 0; u < %d; ++u) v%d[u] = %s;\n",
+                       k, V, V, k, expr);
+    else loom__buf_printf(E->o, "      const float v%d = %s;\n", k, expr);
+    return LOOM_SUCCESS;
   }
-  loom__buf_printf(E->o, "      const float v%d = %s;\n", k, expr);
+  if (in->op != LOOM__OP_DROPOUT)
+    return loom__fail(LOOM_ERR_INTERNAL, "emit: no code for %s", loom__lang_op_info((loom__op_t)in->op)->name);
+  char ix[1024], ks[64];
+  index_expr(&E->lw->idx[in->idx], k, ix, sizeof ix);
+  float_lit((double)(1.0f / (1.0f - (float)in->value)), ks, sizeof ks);
+  const unsigned long long seed = (unsigned long long)in->seed;
+  const unsigned thr = loom__dropout_threshold((float)in->value);
+  if (E->vec == 1) {
+    loom__buf_printf(E->o, "      const float v%d = loom__dropout_keep(%lluull, 0ull, (uint64_t)%s, %uu) ? v%d * %s : 0.f;\n",
+                     k, seed, ix, thr, a0, ks);
+    return LOOM_SUCCESS;
+  }
+  /* lane 0's index is a multiple of 4 (loom__cg_loop_width): one Philox call per 4 lanes */
+  loom__buf_printf(E->o, "      float v%d[%d];\n      {\n        const uint64_t d = (uint64_t)%s;\n        int kp[%d];\n", k,
+                   V, ix, V);
+  for (int j = 0; j < V; j += 4)
+    loom__buf_printf(E->o, "        loom__dropout_keep4(%lluull, 0ull, d + %d, %uu, kp + %d);\n", seed, j, thr, j);
+  loom__buf_printf(E->o, "#pragma unroll\n        for (int u = 0; u < %d; ++u) v%d[u] = kp[u] ? v%d[u] * %s : 0.f;\n      }\n",
+                   V, k, a0, ks);
   return LOOM_SUCCESS;
 }
 
-/* The loop's body: its instructions, in order. */
+/* The loop's body: its instructions, in order (E->vec lanes each). */
 static loom_result_t emit_body(const cg_emit_t *E, const loom__lw_loop_t *l) {
   for (int k = 0; k < l->nins; ++k) {
     const loom__lw_ins_t *in = &E->lw->ins[l->ins0 + k];
+    const char c = E->vec > 1 ? 'h' : 'v'; /* a lane-independent value: h<k>, then its lanes */
     char lit[64];
     switch (in->kind) {
       case LOOM__LI_CONST:
         float_lit(in->value, lit, sizeof lit);
-        loom__buf_printf(E->o, "      const float v%d = %s;\n", k, lit);
+        loom__buf_printf(E->o, "      const float %c%d = %s;\n", c, k, lit);
+        if (E->vec > 1) lanes_of(E, k);
         break;
       case LOOM__LI_LOAD: LOOM_TRY(emit_load(E, in, k)); break;
       case LOOM__LI_REDUCE: LOOM_TRY(emit_reduce(E, in, k)); break;
       case LOOM__LI_PARTIALS: {
         const long long off = (long long)E->lw->bufs[in->buf].arena_off;
-        loom__buf_printf(E->o, "      float v%d = 0.f;\n", k);
+        loom__buf_printf(E->o, "      float %c%d = 0.f;\n", c, k);
         if (in->arg) loom__buf_printf(E->o, "      for (int p = base; p < base + %d; ++p)\n", E->lw->W);
         else loom__buf_printf(E->o, "      for (int p = r; p < r + 1; ++p)\n");
         loom__buf_printf(
-            E->o, "        for (int s = 0; s < %d; ++s) v%d += __ldcg((const float *)(a.arena[p] + %lldll) + s);\n",
-            LOOM__LW_NPART, k, off);
-        loom__buf_printf(E->o, "      v%d = sqrtf(v%d);\n", k, k);
+            E->o, "        for (int s = 0; s < %d; ++s) %c%d += __ldcg((const float *)(a.arena[p] + %lldll) + s);\n",
+            LOOM__LW_NPART, c, k, off);
+        loom__buf_printf(E->o, "      %c%d = sqrtf(%c%d);\n", c, k, c, k);
+        if (E->vec > 1) lanes_of(E, k);
         break;
       }
       default: LOOM_TRY(emit_op(E, in, k)); break;
@@ -246,28 +346,49 @@ static void coords(const cg_emit_t *E, const loom__lw_geom_t *g) {
   for (int j = 0; j < g->rank; ++j) loom__buf_printf(E->o, "      (void)g%d;\n", j);
 }
 
-/* The stores of an ELEM loop's element i: each value into the arena and the caller's outputs. */
+/* The stores of an ELEM loop's element i (E->vec of them from i): each value into the arena and the
+ * caller's outputs. */
 static void stores(const cg_emit_t *E, const loom__lw_loop_t *l) {
+  const char *f = E->vec > 1 ? "loom__store8<%s>" : "loom__store1<%s>";
   for (int s = 0; s < l->nstore; ++s) {
     const loom__lw_buf_t *b = &E->lw->bufs[l->store_buf[s]];
-    const char *T = dtype_c(b->dtype);
+    char st[48];
+    snprintf(st, sizeof st, f, dtype_c(b->dtype));
     const int v = l->store_ins[s];
     if (b->store & LOOM__LWB_ARENA)
-      loom__buf_printf(E->o, "      loom__store1<%s>(a.arena[r] + %lldll, i, v%d);\n", T, (long long)b->arena_off, v);
+      loom__buf_printf(E->o, "      %s(a.arena[r] + %lldll, i, v%d);\n", st, (long long)b->arena_off, v);
     for (int k = 0; k < b->noutput; ++k)
-      loom__buf_printf(E->o, "      loom__store1<%s>(a.ptr[%d], i, v%d);\n", T, E->lw->ninputs + b->output[k], v);
+      loom__buf_printf(E->o, "      %s(a.ptr[%d], i, v%d);\n", st, E->lw->ninputs + b->output[k], v);
   }
 }
 
-static loom_result_t emit_elem(const cg_emit_t *E, const loom__lw_loop_t *l) {
-  piece_frame(E, &l->space);
-  loom__buf_printf(E->o, "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < cnt; "
-                         "i += (int64_t)gridDim.x * blockDim.x) {\n");
+/* The grid-stride loop over the piece's elements (E->vec a body instance). */
+static loom_result_t elem_loop(cg_emit_t *E, const loom__lw_loop_t *l) {
+  const int w = E->vec;
+  loom__buf_printf(E->o, "    for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * %d; i < cnt; "
+                         "i += (int64_t)gridDim.x * blockDim.x * %d) {\n", w, w);
   coords(E, &l->space);
   LOOM_TRY(emit_body(E, l));
   stores(E, l);
   loom__buf_printf(E->o, "    }\n");
   return LOOM_SUCCESS;
+}
+
+/* Vectors where the loop's accesses allow them (and, for the caller's buffers, the call's alignment). */
+static loom_result_t emit_elem(cg_emit_t *E, const loom__lw_loop_t *l) {
+  piece_frame(E, &l->space);
+  const int w = loom__cg_loop_width(E->lw, l), guard = w > 1 && touches_caller(E, l);
+  if (guard) loom__buf_printf(E->o, "    if (a.vec) {\n");
+  E->vec = w;
+  loom_result_t r = elem_loop(E, l);
+  E->vec = 1;
+  if (r != LOOM_SUCCESS || w == 1) return r;
+  if (guard) {
+    loom__buf_printf(E->o, "    } else {\n");
+    r = elem_loop(E, l);
+    loom__buf_printf(E->o, "    }\n");
+  }
+  return r;
 }
 
 /* One pass over a row's elements (c), the body recomputed, ending with `tail` on the body's values. */
@@ -283,70 +404,87 @@ static loom_result_t row_pass(const cg_emit_t *E, const loom__lw_loop_t *l, cons
 /* The ROW loop's values kept in registers between its passes: at most this many floats a thread. */
 #define LOOM_CG_ROW_REGS 64
 
-/* The stores of a row's element y (at i = row * C + c) into the arena and the caller's outputs, into st. */
+/* The stores of a row's element y (at i = row * C + c; E->vec of them, y[]) into the arena and the
+ * caller's outputs, into st. */
 static void row_stores(const cg_emit_t *E, const loom__lw_loop_t *l, char *st, size_t cap, size_t n) {
   const loom__lw_buf_t *b = &E->lw->bufs[l->store_buf[0]];
+  const char *f = E->vec > 1 ? "8" : "1";
   if (b->store & LOOM__LWB_ARENA && n < cap)
-    n += (size_t)snprintf(st + n, cap - n, "      loom__store1<%s>(a.arena[r] + %lldll, i, y);\n",
+    n += (size_t)snprintf(st + n, cap - n, "      loom__store%s<%s>(a.arena[r] + %lldll, i, y);\n", f,
                           dtype_c(b->dtype), (long long)b->arena_off);
   for (int k = 0; k < b->noutput && n < cap; ++k)
-    n += (size_t)snprintf(st + n, cap - n, "      loom__store1<%s>(a.ptr[%d], i, y);\n", dtype_c(b->dtype),
+    n += (size_t)snprintf(st + n, cap - n, "      loom__store%s<%s>(a.ptr[%d], i, y);\n", f, dtype_c(b->dtype),
                           E->lw->ninputs + b->output[k]);
 }
 
-/* RMSNorm / LayerNorm over a row whose values fit in registers (nper a thread, each of the body's x, w
- * and b): one pass computes the body once per element and keeps them, the rest reads the registers. */
-static loom_result_t emit_row_cached(const cg_emit_t *E, const loom__lw_loop_t *l, int nper) {
-  const int ln = l->norm == LOOM__OP_LAYERNORM, x = l->x_ins, hb = l->b_ins >= 0;
-  char eps[64], st[1024];
+/* Body instances a thread runs over a row of `cols` at width w, where the row's values (the body's x, w and
+ * b: `arrays` of them) fit in LOOM_CG_ROW_REGS registers a thread; 0 where they do not. */
+static int row_cached_instances(int64_t cols, int w, int arrays) {
+  const int64_t n = (cols + (int64_t)LOOM_CG_THREADS * w - 1) / ((int64_t)LOOM_CG_THREADS * w);
+  return n >= 1 && n * w * arrays <= LOOM_CG_ROW_REGS ? (int)n : 0;
+}
+
+/* RMSNorm / LayerNorm over a row whose values fit in registers (n body instances of E->vec elements a
+ * thread, each of the body's x, w and b): one pass computes the body once per element and keeps them,
+ * the rest reads the registers. */
+static loom_result_t emit_row_cached(const cg_emit_t *E, const loom__lw_loop_t *l, int n) {
+  const int ln = l->norm == LOOM__OP_LAYERNORM, x = l->x_ins, hb = l->b_ins >= 0, w = E->vec;
+  const char *u = w > 1 ? "[u]" : "";
+  char eps[64], st[1024], c[96];
   float_lit(l->eps, eps, sizeof eps);
-  loom__buf_printf(E->o, "      float xr[%d], wr[%d]", nper, nper);
-  if (hb) loom__buf_printf(E->o, ", br[%d]", nper);
+  snprintf(c, sizeof c, "((int64_t)threadIdx.x + (int64_t)j * %d) * %d", LOOM_CG_THREADS, w);
+  loom__buf_printf(E->o, "      float xr[%d], wr[%d]", n * w, n * w);
+  if (hb) loom__buf_printf(E->o, ", br[%d]", n * w);
   loom__buf_printf(E->o, ";\n");
-  loom__buf_printf(E->o, "      float s1 = 0.f;\n#pragma unroll\n      for (int j = 0; j < %d; ++j) {\n", nper);
-  loom__buf_printf(E->o, "      const int64_t c = threadIdx.x + (int64_t)j * %d;\n", LOOM_CG_THREADS);
-  loom__buf_printf(E->o, "      xr[j] = 0.f, wr[j] = 0.f;\n%s", hb ? "      br[j] = 0.f;\n" : "");
+  loom__buf_printf(E->o, "      float s1 = 0.f;\n#pragma unroll\n      for (int j = 0; j < %d; ++j) {\n", n);
+  loom__buf_printf(E->o, "      const int64_t c = %s;\n#pragma unroll\n", c);
+  loom__buf_printf(E->o, "      for (int u = 0; u < %d; ++u) {\n        xr[j * %d + u] = 0.f, wr[j * %d + u] = 0.f;\n", w, w,
+                   w);
+  if (hb) loom__buf_printf(E->o, "        br[j * %d + u] = 0.f;\n", w);
+  loom__buf_printf(E->o, "      }\n");
   loom__buf_printf(E->o, "      if (c >= C) continue;\n      const int64_t i = row * C + c;\n");
   coords(E, &l->space);
   LOOM_TRY(emit_body(E, l));
-  loom__buf_printf(E->o, "      xr[j] = v%d, wr[j] = v%d;\n", x, l->w_ins);
-  if (hb) loom__buf_printf(E->o, "      br[j] = v%d;\n", l->b_ins);
-  loom__buf_printf(E->o, "      s1 += %s;\n      }\n", ln ? "xr[j]" : "xr[j] * xr[j]");
+  loom__buf_printf(E->o, "#pragma unroll\n      for (int u = 0; u < %d; ++u) {\n", w);
+  loom__buf_printf(E->o, "        xr[j * %d + u] = v%d%s, wr[j * %d + u] = v%d%s;\n", w, x, u, w, l->w_ins, u);
+  if (hb) loom__buf_printf(E->o, "        br[j * %d + u] = v%d%s;\n", w, l->b_ins, u);
+  if (ln) loom__buf_printf(E->o, "        s1 += xr[j * %d + u];\n      }\n      }\n", w);
+  else loom__buf_printf(E->o, "        s1 += xr[j * %d + u] * xr[j * %d + u];\n      }\n      }\n", w, w);
   loom__buf_printf(E->o, "      s1 = loom__coll_block_sum(s1, loom_red);\n");
   if (ln) {
     loom__buf_printf(E->o, "      const float mean = s1 / (float)C;\n      float s2 = 0.f;\n#pragma unroll\n");
-    loom__buf_printf(E->o, "      for (int j = 0; j < %d; ++j)\n        if (threadIdx.x + (int64_t)j * %d < C) "
-                           "s2 += (xr[j] - mean) * (xr[j] - mean);\n", nper, LOOM_CG_THREADS);
+    loom__buf_printf(E->o, "      for (int j = 0; j < %d; ++j)\n        if (%s < C)\n#pragma unroll\n", n, c);
+    loom__buf_printf(E->o, "          for (int u = 0; u < %d; ++u) s2 += (xr[j * %d + u] - mean) * (xr[j * %d + u] - mean);\n",
+                     w, w, w);
     loom__buf_printf(E->o, "      const float rstd = rsqrtf(loom__coll_block_sum(s2, loom_red) / (float)C + %s);\n",
                      eps);
   } else {
     loom__buf_printf(E->o, "      const float mean = 0.f, rstd = rsqrtf(s1 / (float)C + %s);\n", eps);
   }
-  loom__buf_printf(E->o, "#pragma unroll\n      for (int j = 0; j < %d; ++j) {\n", nper);
-  loom__buf_printf(E->o, "      const int64_t c = threadIdx.x + (int64_t)j * %d;\n", LOOM_CG_THREADS);
+  loom__buf_printf(E->o, "#pragma unroll\n      for (int j = 0; j < %d; ++j) {\n", n);
+  loom__buf_printf(E->o, "      const int64_t c = %s;\n", c);
   loom__buf_printf(E->o, "      if (c >= C) continue;\n      const int64_t i = row * C + c;\n");
-  const size_t n = (size_t)snprintf(st, sizeof st, "      const float y = (xr[j] - mean) * rstd * wr[j]%s;\n",
-                                    hb ? " + br[j]" : "");
-  row_stores(E, l, st, sizeof st, n);
+  char yv[160];
+  if (hb) snprintf(yv, sizeof yv, "(xr[j * %d + u] - mean) * rstd * wr[j * %d + u] + br[j * %d + u]", w, w, w);
+  else snprintf(yv, sizeof yv, "(xr[j * %d + u] - mean) * rstd * wr[j * %d + u]", w, w);
+  const size_t m = w > 1 ? (size_t)snprintf(st, sizeof st, "      float y[%d];\n#pragma unroll\n      for (int u = 0; u < "
+                                            "%d; ++u) y[u] = %s;\n", w, w, yv)
+                         : (size_t)snprintf(st, sizeof st, "      const int u = 0;\n      const float y = %s;\n", yv);
+  row_stores(E, l, st, sizeof st, m);
   loom__buf_printf(E->o, "%s      }\n", st);
   return LOOM_SUCCESS;
 }
 
-/* RMSNorm / LayerNorm over each row (the last dimension), a block per row, as loom's collectives'
- * row epilogue: y = (x - mean) rsqrt(var + eps) w (+ b), var the mean square (RMSNorm, mean 0). A row
- * whose body values fit in LOOM_CG_ROW_REGS registers a thread is computed once (emit_row_cached);
- * a longer one is computed again in each pass (the sum, LayerNorm's variance, the stores). */
-static loom_result_t emit_row(const cg_emit_t *E, const loom__lw_loop_t *l) {
+/* The row loop at E->vec: the row kept in registers where it fits, else the body recomputed in each pass
+ * (the sum, LayerNorm's variance, the stores; E->vec is 1 there). */
+static loom_result_t row_loop(const cg_emit_t *E, const loom__lw_loop_t *l, int64_t cols) {
   const int ln = l->norm == LOOM__OP_LAYERNORM, x = l->x_ins;
-  const int64_t cols = l->space.rank ? l->space.dims[l->space.rank - 1] : 1;
-  const int64_t nper = (cols + LOOM_CG_THREADS - 1) / LOOM_CG_THREADS;
+  const int n = row_cached_instances(cols, E->vec, l->b_ins >= 0 ? 3 : 2);
   char eps[64], tail[512];
   float_lit(l->eps, eps, sizeof eps);
-  piece_frame(E, &l->space);
-  loom__buf_printf(E->o, "    const int64_t C = %lldll, rows = C ? cnt / C : 0;\n", (long long)cols);
   loom__buf_printf(E->o, "    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {\n");
-  if (nper >= 1 && nper * (l->b_ins >= 0 ? 3 : 2) <= LOOM_CG_ROW_REGS) {
-    LOOM_TRY(emit_row_cached(E, l, (int)nper));
+  if (n) {
+    LOOM_TRY(emit_row_cached(E, l, n));
     loom__buf_printf(E->o, "    }\n");
     return LOOM_SUCCESS;
   }
@@ -366,13 +504,36 @@ static loom_result_t emit_row(const cg_emit_t *E, const loom__lw_loop_t *l) {
     loom__buf_printf(E->o, "      const float mean = 0.f, rstd = rsqrtf(s1 / (float)C + %s);\n", eps);
   }
   char st[1024];
-  size_t n = (size_t)snprintf(st, sizeof st, "      const float y = (v%d - mean) * rstd * v%d", x, l->w_ins);
-  if (l->b_ins >= 0) n += (size_t)snprintf(st + n, sizeof st - n, " + v%d", l->b_ins);
-  n += (size_t)snprintf(st + n, sizeof st - n, ";\n");
-  row_stores(E, l, st, sizeof st, n);
+  size_t m = (size_t)snprintf(st, sizeof st, "      const float y = (v%d - mean) * rstd * v%d", x, l->w_ins);
+  if (l->b_ins >= 0) m += (size_t)snprintf(st + m, sizeof st - m, " + v%d", l->b_ins);
+  m += (size_t)snprintf(st + m, sizeof st - m, ";\n");
+  row_stores(E, l, st, sizeof st, m);
   LOOM_TRY(row_pass(E, l, st));
   loom__buf_printf(E->o, "    }\n");
   return LOOM_SUCCESS;
+}
+
+/* RMSNorm / LayerNorm over each row (the last dimension), a block per row, as loom's collectives'
+ * row epilogue: y = (x - mean) rsqrt(var + eps) w (+ b), var the mean square (RMSNorm, mean 0). A row
+ * whose body values fit in LOOM_CG_ROW_REGS registers a thread is computed once (emit_row_cached), in
+ * vectors where the loop's accesses allow (loom__cg_loop_width) and they fit; a longer one is computed
+ * again in each pass. */
+static loom_result_t emit_row(cg_emit_t *E, const loom__lw_loop_t *l) {
+  const int64_t cols = l->space.rank ? l->space.dims[l->space.rank - 1] : 1;
+  int w = loom__cg_loop_width(E->lw, l);
+  if (w > 1 && !row_cached_instances(cols, w, l->b_ins >= 0 ? 3 : 2)) w = 1;
+  const int guard = w > 1 && touches_caller(E, l);
+  piece_frame(E, &l->space);
+  loom__buf_printf(E->o, "    const int64_t C = %lldll, rows = C ? cnt / C : 0;\n", (long long)cols);
+  if (guard) loom__buf_printf(E->o, "    if (a.vec) {\n");
+  E->vec = w;
+  loom_result_t r = row_loop(E, l, cols);
+  E->vec = 1;
+  if (r != LOOM_SUCCESS || !guard) return r;
+  loom__buf_printf(E->o, "    } else {\n");
+  r = row_loop(E, l, cols);
+  loom__buf_printf(E->o, "    }\n");
+  return r;
 }
 
 /* A Norm's partial sums of squares: slot s of this rank's NPART covers elements [cnt s / NPART,

@@ -13,6 +13,7 @@ typedef struct cg_emit {
   const loom__lw_prog_t *lw;
   const loom__lw_unit_t *u;
   loom__buf_t *o;
+  int vec; /* the body being emitted: 1 (a float per value) or LOOM_CG_VEC (float[LOOM_CG_VEC]) */
 } cg_emit_t;
 
 /* Loop l of the unit: guarded by the ranks that run it. */

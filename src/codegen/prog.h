@@ -36,7 +36,8 @@ typedef struct loom_cg_unit_rt {
   uint32_t words;
   uint64_t key;        /* kernel: its image */
   const void *func;    /* kernel: loaded (cudaKernel_t) */
-  int blocks;          /* kernel: its grid on this rank */
+  int64_t work;        /* kernel: blocks its loops have work for on this rank */
+  int blocks;          /* kernel: its grid on this rank (work, and what may be resident at once) */
   /* GEMM on this rank's pieces: C [m, n] = A [m, k] B [k, n] */
   int64_t m, n, k, k8, n8;
   int pad;             /* k or n no multiple of 8: through the padded operands */

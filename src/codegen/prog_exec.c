@@ -102,6 +102,8 @@ static loom_result_t launch(loom_plan_t plan, const loom_cg_state_t *st, int u, 
   for (int p = 0; p < st->lw.R; ++p) a.arena[p] = st->arena_peer[p];
   for (int i = 0; i < st->lw.ninputs; ++i) a.ptr[i] = (void *)in[i];
   for (int j = 0; j < st->lw.noutputs; ++j) a.ptr[st->lw.ninputs + j] = out[j];
+  a.vec = 1;
+  for (int i = 0; i < st->lw.ninputs + st->lw.noutputs; ++i) a.vec &= (uintptr_t)a.ptr[i] % 16 == 0;
   void *args[] = {&a};
   const dim3 grid = {(unsigned)x->blocks, 1, 1}, block = {LOOM_CG_THREADS, 1, 1};
   LOOM_CUDA(cudaLaunchKernel(x->func, grid, block, args, 0, stream));

@@ -98,11 +98,25 @@ static loom_result_t resolve_kernel(loom_comm_t comm, loom_cg_state_t *st, int u
     const int64_t last = lp->space.rank ? lp->space.dims[lp->space.rank - 1] : 1;
     const int64_t w = lp->kind == LOOM__LL_SUMSQ ? LOOM__LW_NPART
                     : lp->kind == LOOM__LL_ROW   ? (last ? cnt / last : 0)
-                                                 : (cnt + LOOM_CG_THREADS - 1) / LOOM_CG_THREADS;
+                                                 : (cnt / loom__cg_loop_width(lw, lp) + LOOM_CG_THREADS - 1) /
+                                                       LOOM_CG_THREADS;
     if (w > work) work = w;
   }
-  const int sms = comm->sm_count > 0 ? comm->sm_count : 1; /* every block may wait for a peer: all resident */
-  x->blocks = (int)(work < sms ? work : sms);
+  x->work = work;
+  return LOOM_SUCCESS;
+}
+
+/* Kernel unit u's grid, its kernel loaded: every block may wait for a peer or for the unit's other blocks,
+ * so all are resident at once: at most as many per SM of this rank's share as the kernel's registers allow
+ * (and LOOM_CG_BLOCKS_PER_SM), and no more than its loops have work for. */
+static loom_result_t unit_grid(loom_comm_t comm, loom_cg_unit_rt_t *x) {
+  int per_sm = 0;
+  LOOM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, x->func, LOOM_CG_THREADS, 0));
+  if (per_sm < 1) return loom__fail(LOOM_ERR_INTERNAL, "a generated kernel fits no block of %d threads on an SM",
+                                    LOOM_CG_THREADS);
+  if (per_sm > LOOM_CG_BLOCKS_PER_SM) per_sm = LOOM_CG_BLOCKS_PER_SM;
+  const int64_t cap = (int64_t)(comm->sm_count > 0 ? comm->sm_count : 1) * per_sm;
+  x->blocks = (int)(x->work < cap ? x->work : cap);
   return LOOM_SUCCESS;
 }
 
@@ -190,8 +204,10 @@ static loom_result_t prog_fill(loom_plan_t plan, void *state) {
   if (plan->comm->detached) return loom__plan_detached(plan->op->plan_fn);
   loom_result_t r = fill_arena(plan, st);
   for (int u = 0; u < st->lw.nunit && r == LOOM_SUCCESS; ++u)
-    if (st->lw.units[u].kind == LOOM__LU_KERNEL) r = loom__cg_module_kernel(st->units[u].func, st->units[u].key,
-                                                                           &st->units[u].func);
+    if (st->lw.units[u].kind == LOOM__LU_KERNEL) {
+      r = loom__cg_module_kernel(st->units[u].func, st->units[u].key, &st->units[u].func);
+      if (r == LOOM_SUCCESS) r = unit_grid(plan->comm, &st->units[u]);
+    }
   /* every rank has loaded its kernels before any runs one (loading may wait for the device) */
   const loom_result_t ra = loom__comm_agree(plan->comm, plan->op->plan_fn, 0, r != LOOM_SUCCESS, "");
   return r == LOOM_SUCCESS ? ra : r;

@@ -55,18 +55,20 @@
 typedef struct lang_case {
   const char *example;
   const char *small, *large; /* sizes: every listed schedule at `small`, the program's own at `large` */
+  const char *vec;           /* and at `vec`: every slice a multiple of 8 at W = 1, 2, 3, 4, 8 (vector loops) */
   int groups;                /* pipeline groups (the world has groups x W ranks) */
 } lang_case_t;
 
 static const lang_case_t g_cases[] = {
-    {"model_parallel", "B=2,S=3,H=12", "B=4,S=33,H=200", 1},
-    {"adam", "N=13", "N=20011", 1},
-    {"lamb", "N=13", "N=20011", 1},
-    {"llama_tp", "T=7,H=12,F=20", "T=130,H=96,F=264", 1},
-    {"pipeline", "B=2,S=3,H=12", "B=4,S=33,H=200", 2},
-    /* the norm's row kept in registers (H = 300, 2 a thread, the second past the row's end in part) and
-     * recomputed in each pass (H = 6000: 24 a thread x (x, w, b) is more than the 64 kept) */
-    {"layer_norm", "T=7,H=300", "T=33,H=6000", 1},
+    {"model_parallel", "B=2,S=3,H=12", "B=4,S=33,H=200", "B=2,S=9,H=960", 1},
+    {"adam", "N=13", "N=20011", "N=23040", 1},
+    {"lamb", "N=13", "N=20011", "N=23040", 1},
+    {"llama_tp", "T=7,H=12,F=20", "T=130,H=96,F=264", "T=24,H=2048,F=960", 1},
+    {"pipeline", "B=2,S=3,H=12", "B=4,S=33,H=200", "B=2,S=9,H=960", 2},
+    /* the norm's row kept in registers (H = 300, 2 a thread, the second past the row's end in part; H = 2048
+     * in vectors of 8) and recomputed in each pass (H = 6000: 24 a thread x (x, w, b) is more than the 64
+     * kept) */
+    {"layer_norm", "T=7,H=300", "T=33,H=6000", "T=24,H=2048", 1},
 };
 
 /* Every element of this rank's outputs against the interpreter (prog_io_bound's bound). */
@@ -128,7 +130,7 @@ out:
 }
 
 /* Every schedule listed for the case's program at its small size, then its own and the unscheduled one at
- * its large size (the own ones also captured in a graph). */
+ * its large and its vector sizes (the own ones also captured in a graph). */
 static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *arg) {
   const lang_case_t *c = arg;
   const int W = ctx->size / c->groups;
@@ -153,6 +155,12 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *arg) {
       if (q) CHECK_RESULT(loom_prog_check(q), LOOM_SUCCESS);
       snprintf(label, sizeof label, "%s, schedule %s, W = %d, %s", c->example, l.rows[i].s->name, W, c->large);
       failed = !q || run_schedule(ctx, comm, q, W, c->large, l.rows[i].own, label);
+      loom_prog_destroy(q);
+    }
+    if (big && !failed) {
+      q = lang_apply_prefix(p, l.rows[i].s, l.rows[i].s->n);
+      snprintf(label, sizeof label, "%s, schedule %s, W = %d, %s", c->example, l.rows[i].s->name, W, c->vec);
+      failed = !q || run_schedule(ctx, comm, q, W, c->vec, l.rows[i].own, label);
       loom_prog_destroy(q);
     }
   }

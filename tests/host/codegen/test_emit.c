@@ -197,3 +197,72 @@ LOOM_TEST(codegen_row_norms_keep_a_short_row_in_registers_and_recompute_a_long_o
   unsetenv("LOOM_CACHE_DIR");
   loom__rtc_cache_clear();
 }
+
+/* Kernel units of example `name` at `bind`, W ranks, over its own schedules and the unscheduled program:
+ * each emitted and compiled by NVRTC; *vec: how many run vector loops (loom__load8 / loom__store8), *guarded:
+ * how many of those keep the element-at-a-time loop for unaligned caller buffers (a.vec). */
+static void vector_kernels(const char *name, const char *bind, int W, int *kernels, int *vec, int *guarded) {
+  *kernels = *vec = *guarded = 0;
+  loom_prog_t p = lang_load_example(name);
+  CHECK(p != NULL && loom_prog_check(p) == LOOM_SUCCESS);
+  if (!p) return;
+  loom__binding_t b;
+  loom__listing_t l;
+  CHECK_RESULT(loom__lang_parse_bind(bind, &b), LOOM_SUCCESS);
+  CHECK_RESULT(loom__lang_list(p, W, &b, 6, 200, &l), LOOM_SUCCESS);
+  for (int i = 0; i < l.n; ++i) {
+    if (l.rows[i].refused || !(l.rows[i].own || !strcmp(l.rows[i].s->name, "unscheduled"))) continue;
+    loom_prog_t q = lang_apply_prefix(p, l.rows[i].s, l.rows[i].s->n);
+    loom__lw_prog_t lw;
+    if (!q || loom_prog_check(q) != LOOM_SUCCESS || loom__lw_lower(q, W, &b, &lw) != LOOM_SUCCESS) {
+      loom_test_fail(__FILE__, __LINE__, "%s %s at W = %d: %s", name, l.rows[i].s->name, W, loom_last_error());
+      loom_prog_destroy(q);
+      continue;
+    }
+    for (int u = 0; u < lw.nunit; ++u) {
+      if (lw.units[u].kind != LOOM__LU_KERNEL) continue;
+      char *src = NULL;
+      loom__rtc_image_t im;
+      CHECK_RESULT(loom__cg_emit_unit(&lw, u, &src), LOOM_SUCCESS);
+      CHECK_RESULT(loom__rtc_compile(lw.units[u].name, src, "sm_90a", &im), LOOM_SUCCESS);
+      *kernels += 1;
+      const int v = src && (strstr(src, "loom__load8<") || strstr(src, "loom__store8<"));
+      *vec += v;
+      *guarded += v && strstr(src, "if (a.vec)") != NULL;
+      free(src);
+    }
+    loom__lw_free(&lw);
+    loom_prog_destroy(q);
+  }
+  loom__lang_listing_free(&l);
+  loom_prog_destroy(p);
+}
+
+/* Element and norm-row loops run 8 consecutive elements a body instance where every access allows (each
+ * sliced dimension's slices whole multiples of 8): sizes that divide at W = 3 give vector kernels in every
+ * example, and they compile; sizes that do not (N = 10, H = 8 sliced in 3) give none in the sliced loops. */
+LOOM_TEST(codegen_element_loops_run_vectors_where_every_access_allows) {
+  setenv("LOOM_CACHE_DIR", "off", 1);
+  static const struct {
+    const char *name, *vec_bind, *odd_bind;
+  } k[] = {
+      {"adam", "N=960", "N=10"},
+      {"lamb", "N=960", "N=10"},
+      {"model_parallel", "B=2,S=8,H=960", NULL},
+      {"llama_tp", "T=24,H=64,F=960", NULL},
+      {"layer_norm", "T=24,H=2048", "T=24,H=300"},
+      {"pipeline", "B=2,S=8,H=960", NULL},
+  };
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i) {
+    int kernels, vec, guarded;
+    vector_kernels(k[i].name, k[i].vec_bind, 3, &kernels, &vec, &guarded);
+    printf("    %s at %s, W = 3: %d kernels, %d with vector loops (%d keeping the unaligned loop too)\n", k[i].name,
+           k[i].vec_bind, kernels, vec, guarded);
+    if (!kernels || !vec) loom_test_fail(__FILE__, __LINE__, "%s at %s: no vector loop", k[i].name, k[i].vec_bind);
+    if (!k[i].odd_bind) continue;
+    vector_kernels(k[i].name, k[i].odd_bind, 3, &kernels, &vec, &guarded);
+    if (vec) loom_test_fail(__FILE__, __LINE__, "%s at %s: %d vector kernels", k[i].name, k[i].odd_bind, vec);
+  }
+  unsetenv("LOOM_CACHE_DIR");
+  loom__rtc_cache_clear();
+}
