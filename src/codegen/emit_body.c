@@ -10,6 +10,19 @@
  * dimension, in the piece's row-major order. The piece read: this rank's
  * (q), the owner of the element (g[sliced] / S), a root's or a Send
  * source's (index q of the other group).
+ *
+ * Vectors. An ELEM or SUMSQ loop, and a ROW loop whose row is kept in
+ * registers, runs LOOM_CG_VEC consecutive elements of its piece in one body
+ * instance where every access is either LOOM_CG_VEC consecutive elements of
+ * a buffer, aligned (its last dimension is the loop's, whole vectors on
+ * every rank: the extent and, where sliced, the slice a multiple of
+ * LOOM_CG_VEC), or one element for all of them (its last dimension
+ * broadcast): each value is then float v<k>[LOOM_CG_VEC], loads and stores
+ * are 16-byte vectors (core/vec8.cuh) and Dropout draws one Philox call per
+ * 4 elements (loom__dropout_keep4). Arena buffers are 256-byte aligned; the
+ * caller's buffers are read so only where every one is 16-byte aligned
+ * (a.vec), else the same loop runs an element at a time. A Norm's value
+ * (the square root of its partials' sum) is read once before the loop.
  */
 #include <math.h>
 #include <stdio.h>
@@ -120,7 +133,7 @@ static void lane_fmt(const char *f, char *out, size_t cap) {
 
 int loom__cg_loop_width(const loom__lw_prog_t *lw, const loom__lw_loop_t *l) {
   const loom__lw_geom_t *g = &l->space;
-  if (l->kind == LOOM__LL_SUMSQ || g->rank == 0 || !whole_vectors(g, g->rank - 1)) return 1;
+  if (g->rank == 0 || !whole_vectors(g, g->rank - 1)) return 1;
   for (int k = 0; k < l->nins; ++k) {
     const loom__lw_ins_t *in = &lw->ins[l->ins0 + k];
     const int reads = in->kind == LOOM__LI_LOAD || in->kind == LOOM__LI_REDUCE;
@@ -148,7 +161,7 @@ static int touches_caller(const cg_emit_t *E, const loom__lw_loop_t *l) {
 static loom_result_t emit_load(const cg_emit_t *E, const loom__lw_ins_t *in, int k) {
   const loom__lw_index_t *x = &E->lw->idx[in->idx];
   char rank[48], piece[48], ptr[96], ix[1024];
-  const int own = in->who == LOOM__LWW_OWN;
+  const int own = in->who == LOOM__LWW_OWN || (E->lw->W == 1 && in->who != LOOM__LWW_SRC); /* a group of one */
   switch (in->who) {
     case LOOM__LWW_OWN: snprintf(rank, sizeof rank, "r"), snprintf(piece, sizeof piece, "q"); break;
     case LOOM__LWW_OWNER:
@@ -180,10 +193,12 @@ static loom_result_t emit_load(const cg_emit_t *E, const loom__lw_ins_t *in, int
 static loom_result_t emit_reduce(const cg_emit_t *E, const loom__lw_ins_t *in, int k) {
   const loom__lw_index_t *x = &E->lw->idx[in->idx];
   const loom__lw_buf_t *b = &E->lw->bufs[in->buf];
-  if (x->geom.sliced >= 0 || !(b->store & LOOM__LWB_ARENA))
+  const int W = E->lw->W;
+  if (x->geom.sliced >= 0 || (!(b->store & LOOM__LWB_ARENA) && W > 1))
     return loom__fail(LOOM_ERR_INTERNAL, "emit: a reduction of a sliced or private buffer");
-  char ix[1024], acc[32], step[96];
+  char ix[1024], acc[32], step[96], own[96];
   index_expr(x, k, ix, sizeof ix);
+  LOOM_TRY(buf_ptr(E, in->buf, "base", 1, own, sizeof own)); /* rank `base` (the first of the group)'s: at W = 1, r's */
   const char *T = dtype_c(b->dtype), *f = in->op == LOOM__RED_MAX   ? "fmaxf(%s, %s)"
                                           : in->op == LOOM__RED_MIN ? "fminf(%s, %s)"
                                                                     : "%s + %s";
@@ -193,8 +208,7 @@ static loom_result_t emit_reduce(const cg_emit_t *E, const loom__lw_ins_t *in, i
   if (lanes) {
     snprintf(acc, sizeof acc, "v%d[u]", k);
     snprintf(step, sizeof step, f, acc, "y[u]");
-    loom__buf_printf(E->o, "      float v%d[%d];\n      loom__load8<%s>(a.arena[base] + %lldll, i%d, v%d);\n", k, V, T,
-                     off, k, k);
+    loom__buf_printf(E->o, "      float v%d[%d];\n      loom__load8<%s>(%s, i%d, v%d);\n", k, V, T, own, k, k);
     loom__buf_printf(E->o, "      for (int p = 1; p < %d; ++p) {\n        float y[%d];\n", E->lw->W, V);
     loom__buf_printf(E->o, "        loom__load8<%s>(a.arena[base + p] + %lldll, i%d, y);\n", T, off, k);
     loom__buf_printf(E->o, "#pragma unroll\n        for (int u = 0; u < %d; ++u) %s = %s;\n      }\n", V, acc, step);
@@ -202,7 +216,7 @@ static loom_result_t emit_reduce(const cg_emit_t *E, const loom__lw_ins_t *in, i
   }
   snprintf(acc, sizeof acc, "%c%d", E->vec > 1 ? 'h' : 'v', k);
   snprintf(step, sizeof step, f, acc, "y");
-  loom__buf_printf(E->o, "      float %s = loom__load1<%s>(a.arena[base] + %lldll, i%d);\n", acc, T, off, k);
+  loom__buf_printf(E->o, "      float %s = loom__load1<%s>(%s, i%d);\n", acc, T, own, k);
   loom__buf_printf(E->o, "      for (int p = 1; p < %d; ++p) {\n", E->lw->W);
   loom__buf_printf(E->o, "        const float y = loom__load1<%s>(a.arena[base + p] + %lldll, i%d);\n", T, off, k);
   loom__buf_printf(E->o, "        %s = %s;\n      }\n", acc, step);
@@ -294,18 +308,10 @@ static loom_result_t emit_body(const cg_emit_t *E, const loom__lw_loop_t *l) {
         break;
       case LOOM__LI_LOAD: LOOM_TRY(emit_load(E, in, k)); break;
       case LOOM__LI_REDUCE: LOOM_TRY(emit_reduce(E, in, k)); break;
-      case LOOM__LI_PARTIALS: {
-        const long long off = (long long)E->lw->bufs[in->buf].arena_off;
-        loom__buf_printf(E->o, "      float %c%d = 0.f;\n", c, k);
-        if (in->arg) loom__buf_printf(E->o, "      for (int p = base; p < base + %d; ++p)\n", E->lw->W);
-        else loom__buf_printf(E->o, "      for (int p = r; p < r + 1; ++p)\n");
-        loom__buf_printf(
-            E->o, "        for (int s = 0; s < %d; ++s) %c%d += __ldcg((const float *)(a.arena[p] + %lldll) + s);\n",
-            LOOM__LW_NPART, c, k, off);
-        loom__buf_printf(E->o, "      %c%d = sqrtf(%c%d);\n", c, k, c, k);
+      case LOOM__LI_PARTIALS: /* the same for every element: summed once before the loop (hoist_partials) */
+        loom__buf_printf(E->o, "      const float %c%d = hp%d;\n", c, k, k);
         if (E->vec > 1) lanes_of(E, k);
         break;
-      }
       default: LOOM_TRY(emit_op(E, in, k)); break;
     }
   }
@@ -313,6 +319,22 @@ static loom_result_t emit_body(const cg_emit_t *E, const loom__lw_loop_t *l) {
 }
 
 /* ---- loop frames ----------------------------------------------------------------------------- */
+
+/* Before loop l's elements: each Norm's value it reads (the square root of the sum of its partials over
+ * every rank of the group, or its own, in slot order), the same for every element: hp<k>. */
+static void hoist_partials(const cg_emit_t *E, const loom__lw_loop_t *l) {
+  for (int k = 0; k < l->nins; ++k) {
+    const loom__lw_ins_t *in = &E->lw->ins[l->ins0 + k];
+    if (in->kind != LOOM__LI_PARTIALS) continue;
+    const long long off = (long long)E->lw->bufs[in->buf].arena_off;
+    loom__buf_printf(E->o, "    float hp%d = 0.f;\n", k);
+    if (in->arg) loom__buf_printf(E->o, "    for (int p = base; p < base + %d; ++p)\n", E->lw->W);
+    else loom__buf_printf(E->o, "    for (int p = r; p < r + 1; ++p)\n");
+    loom__buf_printf(E->o, "      for (int s = 0; s < %d; ++s) hp%d += __ldcg((const float *)(a.arena[p] + %lldll) + s);\n",
+                     LOOM__LW_NPART, k, off);
+    loom__buf_printf(E->o, "    hp%d = sqrtf(hp%d);\n", k, k);
+  }
+}
 
 /* Declares this rank's piece of the loop's space: d0.. (its dims), so (its offset along the sliced
  * dimension), cnt (its elements). */
@@ -377,6 +399,7 @@ static loom_result_t elem_loop(cg_emit_t *E, const loom__lw_loop_t *l) {
 /* Vectors where the loop's accesses allow them (and, for the caller's buffers, the call's alignment). */
 static loom_result_t emit_elem(cg_emit_t *E, const loom__lw_loop_t *l) {
   piece_frame(E, &l->space);
+  hoist_partials(E, l);
   const int w = loom__cg_loop_width(E->lw, l), guard = w > 1 && touches_caller(E, l);
   if (guard) loom__buf_printf(E->o, "    if (a.vec) {\n");
   E->vec = w;
@@ -524,6 +547,7 @@ static loom_result_t emit_row(cg_emit_t *E, const loom__lw_loop_t *l) {
   if (w > 1 && !row_cached_instances(cols, w, l->b_ins >= 0 ? 3 : 2)) w = 1;
   const int guard = w > 1 && touches_caller(E, l);
   piece_frame(E, &l->space);
+  hoist_partials(E, l);
   loom__buf_printf(E->o, "    const int64_t C = %lldll, rows = C ? cnt / C : 0;\n", (long long)cols);
   if (guard) loom__buf_printf(E->o, "    if (a.vec) {\n");
   E->vec = w;
@@ -536,22 +560,43 @@ static loom_result_t emit_row(cg_emit_t *E, const loom__lw_loop_t *l) {
   return r;
 }
 
-/* A Norm's partial sums of squares: slot s of this rank's NPART covers elements [cnt s / NPART,
- * cnt (s + 1) / NPART) of its piece, a block's sum in fixed order. */
-static loom_result_t emit_sumsq(const cg_emit_t *E, const loom__lw_loop_t *l) {
-  const long long off = (long long)E->lw->bufs[l->store_buf[0]].arena_off;
-  piece_frame(E, &l->space);
+/* One slot's sum of squares (E->vec elements a body instance; the slot's ends multiples of it). */
+static loom_result_t sumsq_slot(const cg_emit_t *E, const loom__lw_loop_t *l, long long off) {
+  const int w = E->vec;
   loom__buf_printf(E->o, "    for (int s = blockIdx.x; s < %d; s += gridDim.x) {\n", LOOM__LW_NPART);
   loom__buf_printf(E->o, "      float acc = 0.f;\n");
-  loom__buf_printf(E->o,
-                   "      for (int64_t i = cnt * s / %d + threadIdx.x; i < cnt * (s + 1) / %d; i += blockDim.x) {\n",
-                   LOOM__LW_NPART, LOOM__LW_NPART);
+  loom__buf_printf(E->o, "      const int64_t lo = cnt / %d * s / %d * %d, hi = cnt / %d * (s + 1) / %d * %d;\n", w,
+                   LOOM__LW_NPART, w, w, LOOM__LW_NPART, w);
+  loom__buf_printf(E->o, "      for (int64_t i = lo + (int64_t)threadIdx.x * %d; i < hi; i += (int64_t)blockDim.x * %d) {\n",
+                   w, w);
   coords(E, &l->space);
   LOOM_TRY(emit_body(E, l));
-  loom__buf_printf(E->o, "      acc += v%d * v%d;\n      }\n", l->x_ins, l->x_ins);
+  if (w > 1)
+    loom__buf_printf(E->o, "#pragma unroll\n      for (int u = 0; u < %d; ++u) acc += v%d[u] * v%d[u];\n      }\n", w,
+                     l->x_ins, l->x_ins);
+  else loom__buf_printf(E->o, "      acc += v%d * v%d;\n      }\n", l->x_ins, l->x_ins);
   loom__buf_printf(E->o, "      acc = loom__coll_block_sum(acc, loom_red);\n");
   loom__buf_printf(E->o, "      if (threadIdx.x == 0) ((float *)(a.arena[r] + %lldll))[s] = acc;\n    }\n", off);
   return LOOM_SUCCESS;
+}
+
+/* A Norm's partial sums of squares: slot s of this rank's NPART covers elements [cnt s / NPART,
+ * cnt (s + 1) / NPART) of its piece (in vectors: those ends rounded down to whole vectors), a block's sum
+ * in fixed order. Every rank reads the same partials, so every rank's norm is the same bits. */
+static loom_result_t emit_sumsq(cg_emit_t *E, const loom__lw_loop_t *l) {
+  const long long off = (long long)E->lw->bufs[l->store_buf[0]].arena_off;
+  const int w = loom__cg_loop_width(E->lw, l), guard = w > 1 && touches_caller(E, l);
+  piece_frame(E, &l->space);
+  hoist_partials(E, l);
+  if (guard) loom__buf_printf(E->o, "    if (a.vec) {\n");
+  E->vec = w;
+  loom_result_t r = sumsq_slot(E, l, off);
+  E->vec = 1;
+  if (r != LOOM_SUCCESS || !guard) return r;
+  loom__buf_printf(E->o, "    } else {\n");
+  r = sumsq_slot(E, l, off);
+  loom__buf_printf(E->o, "    }\n");
+  return r;
 }
 
 loom_result_t loom__cg_emit_loop(cg_emit_t *E, int li) {

@@ -244,7 +244,8 @@ int loom__lw_same_element(const loom__lw_prog_t *lw, int v, const loom__lw_geom_
 /* Appends the loops of unit u's step `step` for the materialized nodes
  * nodes[0..n) (one loop per kind and space). */
 loom_result_t loom__lw_loops(loom__lw_prog_t *lw, int u, int step, const int *nodes, int n);
-/* Whether loop l reads buffer b at other ranks (a REDUCE, or a LOAD not of its own piece). */
+/* Whether loop l reads buffer b at other ranks (a REDUCE, or a LOAD not of its own piece; in groups of one
+ * rank, only a Send's source is another rank). */
 int loom__lw_reads_peers(const loom__lw_prog_t *lw, const loom__lw_loop_t *l, int b);
 
 /* ---- lower_proto.c ------------------------------------------------------------------- */

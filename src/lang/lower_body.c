@@ -254,6 +254,8 @@ int loom__lw_reads_peers(const loom__lw_prog_t *lw, const loom__lw_loop_t *l, in
   for (int i = 0; i < l->nins; ++i) {
     const loom__lw_ins_t *in = &lw->ins[l->ins0 + i];
     if (in->buf != b) continue;
+    if (in->kind == LOOM__LI_LOAD && in->who == LOOM__LWW_SRC) return 1; /* another group's rank */
+    if (lw->W == 1) continue; /* the group is this rank alone: its reads are its own */
     if (in->kind == LOOM__LI_REDUCE || (in->kind == LOOM__LI_LOAD && in->who != LOOM__LWW_OWN) ||
         (in->kind == LOOM__LI_PARTIALS && in->arg)) return 1;
   }
