@@ -69,6 +69,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "lang/lang.h"
 #include "ref/ref.h"
 #include "support/lang_cases.h"
 #include "support/prog_io.h"
@@ -79,6 +80,7 @@
 typedef struct lang_args {
   loom_bench_opts_t o;
   const lang_case_t *only; /* --case NAME; NULL: every case */
+  const char *bind;        /* --bind S=N,...: that case's sizes instead of its own (with --case) */
   int list;
   int peer;              /* 0 with --peer none */
   char peer_json[1200];  /* PyTorch's results (bench/peers/lang_torch.py; "" if not run) */
@@ -110,6 +112,7 @@ static int lang_opt(void *ctx, int argc, char **argv, int *i) {
     printf("  --case NAME          one case only (");
     print_case_names(stdout);
     printf(")\n"
+           "  --bind S=N,...       with --case: these sizes instead of the case's (e.g. adam's N=134217728)\n"
            "  --list               print the cases, their rows, sizes and checks, then exit (no GPU needed)\n"
            "  --peer none          skip PyTorch's code for the cases (bench/peers/lang_torch.py, run by default\n"
            "                       on this run's exact sizes and world)\n");
@@ -118,6 +121,16 @@ static int lang_opt(void *ctx, int argc, char **argv, int *i) {
   const int pr = loom_bench_opt_peer(argc, argv, i, &a->peer);
   if (pr) return pr;
   if (!strcmp(s, "--list")) return a->list = 1, 1;
+  if (!strcmp(s, "--bind")) {
+    loom__binding_t b;
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (!v || loom__lang_parse_bind(v, &b) != LOOM_SUCCESS) {
+      fprintf(stderr, "loom-bench: --bind needs sizes as S=N,... (e.g. N=134217728), got \"%s\"\n", v ? v : "(nothing)");
+      return -1;
+    }
+    a->bind = v, *i += 1;
+    return 1;
+  }
   if (!strcmp(s, "--case")) {
     const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     if (!v || !(a->only = lang_case_find(v))) {
@@ -133,6 +146,7 @@ static int lang_opt(void *ctx, int argc, char **argv, int *i) {
 }
 
 static const char *case_bind(const lang_args_t *a, const lang_case_t *c) {
+  if (a->bind) return a->bind;
   return a->o.quick ? c->quick_bind : c->bind;
 }
 
@@ -804,6 +818,10 @@ LOOM_BENCH(lang, "loom programs' generated code vs loom's hand-written ops (AllR
   a.peer = 1;
   const int rc = loom_bench_parse(&a.o, argc, argv, lang_opt, &a);
   if (rc != LOOM_BENCH_RUN) return rc;
+  if (a.bind && !a.only) {
+    fprintf(stderr, "loom-bench: --bind %s needs --case NAME (the sizes are one case's)\n", a.bind);
+    return 1;
+  }
   if (a.list) return lang_list(&a);
   const int world = loom_bench_world(&a.o, 1);
   if (world == 0) return 1;
