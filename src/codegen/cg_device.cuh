@@ -15,6 +15,8 @@
  *   loom__cg_last_block the end: the last block to finish (it then sets
  *                       done, waits for the peers' done and publishes the
  *                       epoch)
+ *   loom__cg_loadv / _storev  a vector body instance's 16 bytes of
+ *                       elements (8 of any dtype, 4 of FP32)
  */
 #ifndef LOOM_CODEGEN_CG_DEVICE_CUH
 #define LOOM_CODEGEN_CG_DEVICE_CUH
@@ -77,6 +79,25 @@ static __device__ __forceinline__ int loom__cg_wait_one(const loom_cg_args_t &a,
                                                        uint32_t site) {
   const uint32_t w = LOOM_CG_WORDS0 + slot;
   return loom__signal_wait(&a.dc, loom__cg_word(a, p, w), e, p, (uint32_t)(a.sig_off / 4) + w, site);
+}
+
+/* N consecutive elements i .. i + N - 1 of a dtype-T buffer as floats (N = 8: core/vec8.cuh's 16-byte vectors,
+ * two for FP32; N = 4: one 16-byte vector of FP32), and back; i a multiple of N, the buffer 16-byte aligned. */
+template <int T, int N>
+static __device__ __forceinline__ void loom__cg_loadv(const void *base, int64_t i, float *v) {
+  static_assert(N == 8 || (N == 4 && T == LOOM_FP32), "vectors: 8 of any dtype or 4 of FP32");
+  if (N == 8) {
+    loom__load8<T>(base, i, v);
+  } else {
+    const float4 x = __ldcg((const float4 *)((const float *)base + i));
+    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+  }
+}
+template <int T, int N>
+static __device__ __forceinline__ void loom__cg_storev(void *base, int64_t i, const float *v) {
+  static_assert(N == 8 || (N == 4 && T == LOOM_FP32), "vectors: 8 of any dtype or 4 of FP32");
+  if (N == 8) loom__store8<T>(base, i, v);
+  else *(float4 *)((float *)base + i) = make_float4(v[0], v[1], v[2], v[3]);
 }
 
 /* x rounded to a 16-bit type and back (Cast). */

@@ -12,14 +12,15 @@
  * source's (index q of the other group).
  *
  * Vectors. An ELEM or SUMSQ loop, and a ROW loop whose row is kept in
- * registers, runs LOOM_CG_VEC consecutive elements of its piece in one body
- * instance where every access is either LOOM_CG_VEC consecutive elements of
- * a buffer, aligned (its last dimension is the loop's, whole vectors on
- * every rank: the extent and, where sliced, the slice a multiple of
- * LOOM_CG_VEC), or one element for all of them (its last dimension
- * broadcast): each value is then float v<k>[LOOM_CG_VEC], loads and stores
- * are 16-byte vectors (core/vec8.cuh) and Dropout draws one Philox call per
- * 4 elements (loom__dropout_keep4). Arena buffers are 256-byte aligned; the
+ * registers, runs w consecutive elements of its piece in one body instance
+ * (w = 8 where the loop touches a 16-bit buffer, 4 where it touches FP32
+ * only: 16 bytes of either) where every access is either w consecutive
+ * elements of a buffer, aligned (its last dimension is the loop's, whole
+ * vectors on every rank: the extent and, where sliced, the slice a multiple
+ * of w), or one element for all of them (its last dimension broadcast): each
+ * value is then float v<k>[w], loads and stores are 16-byte vectors
+ * (loom__cg_loadv / _storev) and Dropout draws one Philox call per 4
+ * elements (loom__dropout_keep4). Arena buffers are 256-byte aligned; the
  * caller's buffers are read so only where every one is 16-byte aligned
  * (a.vec), else the same loop runs an element at a time. A Norm's value
  * (the square root of its partials' sum) is read once before the loop.
@@ -33,8 +34,6 @@
 #include "codegen/emit_body.h"
 #include "core/error.h"
 #include "core/pointwise.h"
-
-#define V LOOM_CG_VEC
 
 static const char *dtype_c(int t) { return t == LOOM_FP32 ? "LOOM_FP32" : t == LOOM_FP16 ? "LOOM_FP16" : "LOOM_BF16"; }
 
@@ -100,25 +99,25 @@ static void index_expr(const loom__lw_index_t *x, int k, char *out, size_t cap) 
 
 /* ---- vectors ---------------------------------------------------------------------------------- */
 
-/* Dimension j of geometry g splits into whole vectors on every rank. */
-static int whole_vectors(const loom__lw_geom_t *g, int j) {
-  return g->dims[j] % V == 0 && (j != g->sliced || g->S % V == 0);
+/* Dimension j of geometry g splits into whole vectors of w elements on every rank. */
+static int whole_vectors(const loom__lw_geom_t *g, int j, int w) {
+  return g->dims[j] % w == 0 && (j != g->sliced || g->S % w == 0);
 }
 
-/* How a loop running vectors reads index map x (lower_body.c's broadcasting: a buffer's last dimension is the
- * loop's last, or broadcast): V consecutive elements of the buffer, aligned (CONTIG); one element for every
+/* How a loop running vectors of w reads index map x (lower_body.c's broadcasting: a buffer's last dimension is
+ * the loop's last, or broadcast): w consecutive elements of the buffer, aligned (CONTIG); one element for every
  * lane (SAME); neither (NONE: the loop runs an element at a time). */
 enum { ACC_NONE = 0, ACC_CONTIG, ACC_SAME };
-static int access_of(const loom__lw_index_t *x) {
+static int access_of(const loom__lw_index_t *x, int w) {
   const loom__lw_geom_t *g = &x->geom;
   if (g->rank == 0 || x->src[g->rank - 1] < 0) return ACC_SAME;
-  return whole_vectors(g, g->rank - 1) ? ACC_CONTIG : ACC_NONE;
+  return whole_vectors(g, g->rank - 1, w) ? ACC_CONTIG : ACC_NONE;
 }
 
-/* v<k>[V], every lane the scalar h<k>. */
+/* v<k>[E->vec], every lane the scalar h<k>. */
 static void lanes_of(const cg_emit_t *E, int k) {
-  loom__buf_printf(E->o, "      float v%d[%d];\n#pragma unroll\n      for (int u = 0; u < %d; ++u) v%d[u] = h%d;\n", k, V,
-                   V, k, k);
+  loom__buf_printf(E->o, "      float v%d[%d];\n#pragma unroll\n      for (int u = 0; u < %d; ++u) v%d[u] = h%d;\n", k,
+                   E->vec, E->vec, k, k);
 }
 
 /* An expression format over values "v%d" as one of its lanes: "v%d[u]". */
@@ -133,15 +132,23 @@ static void lane_fmt(const char *f, char *out, size_t cap) {
 
 int loom__cg_loop_width(const loom__lw_prog_t *lw, const loom__lw_loop_t *l) {
   const loom__lw_geom_t *g = &l->space;
-  if (g->rank == 0 || !whole_vectors(g, g->rank - 1)) return 1;
+  int w = LOOM_CG_VEC / 2; /* 16 bytes of FP32; 16 of a 16-bit type where the loop touches one */
+  for (int k = 0; k < l->nins; ++k) {
+    const loom__lw_ins_t *in = &lw->ins[l->ins0 + k];
+    if ((in->kind == LOOM__LI_LOAD || in->kind == LOOM__LI_REDUCE) && lw->bufs[in->buf].dtype != LOOM_FP32)
+      w = LOOM_CG_VEC;
+  }
+  for (int s = 0; s < l->nstore; ++s)
+    if (lw->bufs[l->store_buf[s]].dtype != LOOM_FP32) w = LOOM_CG_VEC;
+  if (g->rank == 0 || !whole_vectors(g, g->rank - 1, w)) return 1;
   for (int k = 0; k < l->nins; ++k) {
     const loom__lw_ins_t *in = &lw->ins[l->ins0 + k];
     const int reads = in->kind == LOOM__LI_LOAD || in->kind == LOOM__LI_REDUCE;
     const int drop = in->kind == LOOM__LI_OP && in->op == LOOM__OP_DROPOUT;
-    if (reads && access_of(&lw->idx[in->idx]) == ACC_NONE) return 1;
-    if (drop && access_of(&lw->idx[in->idx]) != ACC_CONTIG) return 1; /* its 4-element Philox draws */
+    if (reads && access_of(&lw->idx[in->idx], w) == ACC_NONE) return 1;
+    if (drop && access_of(&lw->idx[in->idx], w) != ACC_CONTIG) return 1; /* its 4-element Philox draws */
   }
-  return V;
+  return w;
 }
 
 /* Whether loop l touches the caller's buffers (their alignment is known at the call only: a.vec). */
@@ -178,8 +185,9 @@ static loom_result_t emit_load(const cg_emit_t *E, const loom__lw_ins_t *in, int
   const char *T = dtype_c(E->lw->bufs[in->buf].dtype);
   if (E->vec == 1)
     loom__buf_printf(E->o, "      const float v%d = loom__load1<%s>(%s, %s);\n", k, T, ptr, ix);
-  else if (access_of(x) == ACC_CONTIG)
-    loom__buf_printf(E->o, "      float v%d[%d];\n      loom__load8<%s>(%s, %s, v%d);\n", k, V, T, ptr, ix, k);
+  else if (access_of(x, E->vec) == ACC_CONTIG)
+    loom__buf_printf(E->o, "      float v%d[%d];\n      loom__cg_loadv<%s, %d>(%s, %s, v%d);\n", k, E->vec, T, E->vec, ptr,
+                     ix, k);
   else {
     loom__buf_printf(E->o, "      const float h%d = loom__load1<%s>(%s, %s);\n", k, T, ptr, ix);
     lanes_of(E, k);
@@ -203,15 +211,15 @@ static loom_result_t emit_reduce(const cg_emit_t *E, const loom__lw_ins_t *in, i
                                           : in->op == LOOM__RED_MIN ? "fminf(%s, %s)"
                                                                     : "%s + %s";
   const long long off = (long long)b->arena_off;
-  const int lanes = E->vec > 1 && access_of(x) == ACC_CONTIG;
+  const int lanes = E->vec > 1 && access_of(x, E->vec) == ACC_CONTIG, n = E->vec;
   loom__buf_printf(E->o, "      const int64_t i%d = %s;\n", k, ix);
   if (lanes) {
     snprintf(acc, sizeof acc, "v%d[u]", k);
     snprintf(step, sizeof step, f, acc, "y[u]");
-    loom__buf_printf(E->o, "      float v%d[%d];\n      loom__load8<%s>(%s, i%d, v%d);\n", k, V, T, own, k, k);
-    loom__buf_printf(E->o, "      for (int p = 1; p < %d; ++p) {\n        float y[%d];\n", E->lw->W, V);
-    loom__buf_printf(E->o, "        loom__load8<%s>(a.arena[base + p] + %lldll, i%d, y);\n", T, off, k);
-    loom__buf_printf(E->o, "#pragma unroll\n        for (int u = 0; u < %d; ++u) %s = %s;\n      }\n", V, acc, step);
+    loom__buf_printf(E->o, "      float v%d[%d];\n      loom__cg_loadv<%s, %d>(%s, i%d, v%d);\n", k, n, T, n, own, k, k);
+    loom__buf_printf(E->o, "      for (int p = 1; p < %d; ++p) {\n        float y[%d];\n", E->lw->W, n);
+    loom__buf_printf(E->o, "        loom__cg_loadv<%s, %d>(a.arena[base + p] + %lldll, i%d, y);\n", T, n, off, k);
+    loom__buf_printf(E->o, "#pragma unroll\n        for (int u = 0; u < %d; ++u) %s = %s;\n      }\n", n, acc, step);
     return LOOM_SUCCESS;
   }
   snprintf(acc, sizeof acc, "%c%d", E->vec > 1 ? 'h' : 'v', k);
@@ -268,7 +276,7 @@ static loom_result_t emit_op(const cg_emit_t *E, const loom__lw_ins_t *in, int k
     else snprintf(expr, sizeof expr, f, a0, a0, a0, a0, a0);
     if (E->vec > 1)
       loom__buf_printf(E->o, "      float v%d[%d];\n#pragma unroll\n      for (int u = 0; u < %d; ++u) v%d[u] = %s;\n",
-                       k, V, V, k, expr);
+                       k, E->vec, E->vec, k, expr);
     else loom__buf_printf(E->o, "      const float v%d = %s;\n", k, expr);
     return LOOM_SUCCESS;
   }
@@ -286,11 +294,11 @@ static loom_result_t emit_op(const cg_emit_t *E, const loom__lw_ins_t *in, int k
   }
   /* lane 0's index is a multiple of 4 (loom__cg_loop_width): one Philox call per 4 lanes */
   loom__buf_printf(E->o, "      float v%d[%d];\n      {\n        const uint64_t d = (uint64_t)%s;\n        int kp[%d];\n", k,
-                   V, ix, V);
-  for (int j = 0; j < V; j += 4)
+                   E->vec, ix, E->vec);
+  for (int j = 0; j < E->vec; j += 4)
     loom__buf_printf(E->o, "        loom__dropout_keep4(%lluull, 0ull, d + %d, %uu, kp + %d);\n", seed, j, thr, j);
   loom__buf_printf(E->o, "#pragma unroll\n        for (int u = 0; u < %d; ++u) v%d[u] = kp[u] ? v%d[u] * %s : 0.f;\n      }\n",
-                   V, k, a0, ks);
+                   E->vec, k, a0, ks);
   return LOOM_SUCCESS;
 }
 
@@ -371,11 +379,11 @@ static void coords(const cg_emit_t *E, const loom__lw_geom_t *g) {
 /* The stores of an ELEM loop's element i (E->vec of them from i): each value into the arena and the
  * caller's outputs. */
 static void stores(const cg_emit_t *E, const loom__lw_loop_t *l) {
-  const char *f = E->vec > 1 ? "loom__store8<%s>" : "loom__store1<%s>";
   for (int s = 0; s < l->nstore; ++s) {
     const loom__lw_buf_t *b = &E->lw->bufs[l->store_buf[s]];
     char st[48];
-    snprintf(st, sizeof st, f, dtype_c(b->dtype));
+    if (E->vec > 1) snprintf(st, sizeof st, "loom__cg_storev<%s, %d>", dtype_c(b->dtype), E->vec);
+    else snprintf(st, sizeof st, "loom__store1<%s>", dtype_c(b->dtype));
     const int v = l->store_ins[s];
     if (b->store & LOOM__LWB_ARENA)
       loom__buf_printf(E->o, "      %s(a.arena[r] + %lldll, i, v%d);\n", st, (long long)b->arena_off, v);
@@ -431,13 +439,13 @@ static loom_result_t row_pass(const cg_emit_t *E, const loom__lw_loop_t *l, cons
  * caller's outputs, into st. */
 static void row_stores(const cg_emit_t *E, const loom__lw_loop_t *l, char *st, size_t cap, size_t n) {
   const loom__lw_buf_t *b = &E->lw->bufs[l->store_buf[0]];
-  const char *f = E->vec > 1 ? "8" : "1";
+  char f[48];
+  if (E->vec > 1) snprintf(f, sizeof f, "loom__cg_storev<%s, %d>", dtype_c(b->dtype), E->vec);
+  else snprintf(f, sizeof f, "loom__store1<%s>", dtype_c(b->dtype));
   if (b->store & LOOM__LWB_ARENA && n < cap)
-    n += (size_t)snprintf(st + n, cap - n, "      loom__store%s<%s>(a.arena[r] + %lldll, i, y);\n", f,
-                          dtype_c(b->dtype), (long long)b->arena_off);
+    n += (size_t)snprintf(st + n, cap - n, "      %s(a.arena[r] + %lldll, i, y);\n", f, (long long)b->arena_off);
   for (int k = 0; k < b->noutput && n < cap; ++k)
-    n += (size_t)snprintf(st + n, cap - n, "      loom__store%s<%s>(a.ptr[%d], i, y);\n", f, dtype_c(b->dtype),
-                          E->lw->ninputs + b->output[k]);
+    n += (size_t)snprintf(st + n, cap - n, "      %s(a.ptr[%d], i, y);\n", f, E->lw->ninputs + b->output[k]);
 }
 
 /* Body instances a thread runs over a row of `cols` at width w, where the row's values (the body's x, w and

@@ -199,7 +199,7 @@ LOOM_TEST(codegen_row_norms_keep_a_short_row_in_registers_and_recompute_a_long_o
 }
 
 /* Kernel units of example `name` at `bind`, W ranks, over its own schedules and the unscheduled program:
- * each emitted and compiled by NVRTC; *vec: how many run vector loops (loom__load8 / loom__store8), *guarded:
+ * each emitted and compiled by NVRTC; *vec: how many run vector loops (loom__cg_loadv / _storev), *guarded:
  * how many of those keep the element-at-a-time loop for unaligned caller buffers (a.vec). */
 static void vector_kernels(const char *name, const char *bind, int W, int *kernels, int *vec, int *guarded) {
   *kernels = *vec = *guarded = 0;
@@ -226,7 +226,7 @@ static void vector_kernels(const char *name, const char *bind, int W, int *kerne
       CHECK_RESULT(loom__cg_emit_unit(&lw, u, &src), LOOM_SUCCESS);
       CHECK_RESULT(loom__rtc_compile(lw.units[u].name, src, "sm_90a", &im), LOOM_SUCCESS);
       *kernels += 1;
-      const int v = src && (strstr(src, "loom__load8<") || strstr(src, "loom__store8<"));
+      const int v = src && (strstr(src, "loom__cg_loadv<") || strstr(src, "loom__cg_storev<"));
       *vec += v;
       *guarded += v && strstr(src, "if (a.vec)") != NULL;
       free(src);
@@ -238,9 +238,10 @@ static void vector_kernels(const char *name, const char *bind, int W, int *kerne
   loom_prog_destroy(p);
 }
 
-/* Element and norm-row loops run 8 consecutive elements a body instance where every access allows (each
- * sliced dimension's slices whole multiples of 8): sizes that divide at W = 3 give vector kernels in every
- * example, and they compile; sizes that do not (N = 10, H = 8 sliced in 3) give none in the sliced loops. */
+/* Element, norm-row and sum-of-squares loops run 16 bytes of consecutive elements a body instance (8 of a 16-bit
+ * type, 4 of FP32) where every access allows (each sliced dimension's slices whole vectors): sizes that divide
+ * at W = 3 give vector kernels in every example, and they compile; sizes that do not (N = 10, H = 300 of BF16)
+ * give none. */
 LOOM_TEST(codegen_element_loops_run_vectors_where_every_access_allows) {
   setenv("LOOM_CACHE_DIR", "off", 1);
   static const struct {
