@@ -133,8 +133,11 @@ loom_result_t loom__cg_emit_unit(const loom__lw_prog_t *lw, int u, char **src) {
   loom__buf_printf(
       &o, "extern \"C\" __global__ void __launch_bounds__(%d) %s(const __grid_constant__ loom_cg_args_t a) {\n",
       LOOM_CG_THREADS, LOOM_CG_KERNEL);
-  int sums = 0; /* ROW and SUMSQ loops sum over a block in shared memory */
-  for (int l = x->loop0; l < x->loop0 + x->nloops; ++l) sums |= lw->loops[l].kind != LOOM__LL_ELEM;
+  int sums = 0; /* ROW and SUMSQ loops, and a Norm's partials read, sum over a block in shared memory */
+  for (int l = x->loop0; l < x->loop0 + x->nloops; ++l) {
+    sums |= lw->loops[l].kind != LOOM__LL_ELEM;
+    for (int k = 0; k < lw->loops[l].nins; ++k) sums |= lw->ins[lw->loops[l].ins0 + k].kind == LOOM__LI_PARTIALS;
+  }
   if (sums) loom__buf_printf(&o, "  __shared__ float loom_red[33];\n");
   loom__buf_printf(&o, "  const int r = a.dc.rank, base = r / %d * %d, q = r - base;\n", lw->W, lw->W);
   loom__buf_printf(&o, "  (void)q;\n");

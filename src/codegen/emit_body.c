@@ -329,18 +329,18 @@ static loom_result_t emit_body(const cg_emit_t *E, const loom__lw_loop_t *l) {
 /* ---- loop frames ----------------------------------------------------------------------------- */
 
 /* Before loop l's elements: each Norm's value it reads (the square root of the sum of its partials over
- * every rank of the group, or its own, in slot order), the same for every element: hp<k>. */
+ * every rank of the group, or its own), the same for every element: hp<k>, summed by the whole block
+ * (a thread per partial, then the block's fixed-order sum: the same bits in every block and on every rank). */
 static void hoist_partials(const cg_emit_t *E, const loom__lw_loop_t *l) {
   for (int k = 0; k < l->nins; ++k) {
     const loom__lw_ins_t *in = &E->lw->ins[l->ins0 + k];
     if (in->kind != LOOM__LI_PARTIALS) continue;
     const long long off = (long long)E->lw->bufs[in->buf].arena_off;
-    loom__buf_printf(E->o, "    float hp%d = 0.f;\n", k);
-    if (in->arg) loom__buf_printf(E->o, "    for (int p = base; p < base + %d; ++p)\n", E->lw->W);
-    else loom__buf_printf(E->o, "    for (int p = r; p < r + 1; ++p)\n");
-    loom__buf_printf(E->o, "      for (int s = 0; s < %d; ++s) hp%d += __ldcg((const float *)(a.arena[p] + %lldll) + s);\n",
-                     LOOM__LW_NPART, k, off);
-    loom__buf_printf(E->o, "    hp%d = sqrtf(hp%d);\n", k, k);
+    const int n = (in->arg ? E->lw->W : 1) * LOOM__LW_NPART;
+    loom__buf_printf(E->o, "    float hp%d = 0.f;\n    for (int t = threadIdx.x; t < %d; t += blockDim.x)\n", k, n);
+    loom__buf_printf(E->o, "      hp%d += __ldcg((const float *)(a.arena[%s + t / %d] + %lldll) + t %% %d);\n", k,
+                     in->arg ? "base" : "r", LOOM__LW_NPART, off, LOOM__LW_NPART);
+    loom__buf_printf(E->o, "    hp%d = sqrtf(loom__coll_block_sum(hp%d, loom_red));\n", k, k);
   }
 }
 

@@ -71,7 +71,7 @@
 #include "lang/lang.h"
 #include "core/protocol.h"
 
-#define LOOM__LW_NPART 64 /* a Norm's partial-sum slots (per rank) */
+#define LOOM__LW_NPART 256 /* a Norm's partial-sum slots (per rank): a block each, enough for every SM */
 
 /* Where a rank holds a value. */
 typedef struct loom__lw_geom {
