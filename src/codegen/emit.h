@@ -14,9 +14,10 @@
  * exactly as the unit's exchange list and loops say, entries left out
  * (`off`) left out: the protocol the checker proved is the one the code
  * runs. A body is the loop's SSA, one float per instruction (fp32, as
- * loom's kernels compute), element loads and stores of each dtype through
- * core/vec8.cuh (L2 loads: peers write these buffers during the kernel),
- * rounded once when stored. Sizes, offsets and constants are literals (a
+ * loom's kernels compute; float[w] where the loop runs vectors of w
+ * consecutive elements: emit_body.c), element loads and stores of each
+ * dtype through core/vec8.cuh (L2 loads: peers write these buffers during
+ * the kernel), rounded once when stored. Sizes, offsets and constants are literals (a
  * program compiled for other sizes is another kernel); the rank, the
  * workspace offset and the buffers are arguments, so the ranks of a job
  * share one image. Names of the program's values appear nowhere, so equal
