@@ -393,7 +393,7 @@ static void stores(const cg_emit_t *E, const loom__lw_loop_t *l) {
 }
 
 /* The grid-stride loop over the piece's elements (E->vec a body instance). */
-static loom_result_t elem_loop(cg_emit_t *E, const loom__lw_loop_t *l) {
+static loom_result_t elem_loop(const cg_emit_t *E, const loom__lw_loop_t *l) {
   const int w = E->vec;
   loom__buf_printf(E->o, "    for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * %d; i < cnt; "
                          "i += (int64_t)gridDim.x * blockDim.x * %d) {\n", w, w);
@@ -404,22 +404,29 @@ static loom_result_t elem_loop(cg_emit_t *E, const loom__lw_loop_t *l) {
   return LOOM_SUCCESS;
 }
 
+/* A loop's iterations at E->vec elements a body instance. */
+typedef loom_result_t (*cg_loop_fn)(const cg_emit_t *E, const loom__lw_loop_t *l);
+
+/* Loop l's iterations (`inner`) at width w; where the loop reads or writes the caller's buffers, the same
+ * again an element at a time for a call whose buffers are not all 16-byte aligned (a.vec). */
+static loom_result_t at_width(cg_emit_t *E, const loom__lw_loop_t *l, int w, cg_loop_fn inner) {
+  const int guard = w > 1 && touches_caller(E, l);
+  if (guard) loom__buf_printf(E->o, "    if (a.vec) {\n");
+  E->vec = w;
+  loom_result_t r = inner(E, l);
+  E->vec = 1;
+  if (r != LOOM_SUCCESS || !guard) return r;
+  loom__buf_printf(E->o, "    } else {\n");
+  r = inner(E, l);
+  loom__buf_printf(E->o, "    }\n");
+  return r;
+}
+
 /* Vectors where the loop's accesses allow them (and, for the caller's buffers, the call's alignment). */
 static loom_result_t emit_elem(cg_emit_t *E, const loom__lw_loop_t *l) {
   piece_frame(E, &l->space);
   hoist_partials(E, l);
-  const int w = loom__cg_loop_width(E->lw, l), guard = w > 1 && touches_caller(E, l);
-  if (guard) loom__buf_printf(E->o, "    if (a.vec) {\n");
-  E->vec = w;
-  loom_result_t r = elem_loop(E, l);
-  E->vec = 1;
-  if (r != LOOM_SUCCESS || w == 1) return r;
-  if (guard) {
-    loom__buf_printf(E->o, "    } else {\n");
-    r = elem_loop(E, l);
-    loom__buf_printf(E->o, "    }\n");
-  }
-  return r;
+  return at_width(E, l, loom__cg_loop_width(E->lw, l), elem_loop);
 }
 
 /* One pass over a row's elements (c), the body recomputed, ending with `tail` on the body's values. */
@@ -508,7 +515,8 @@ static loom_result_t emit_row_cached(const cg_emit_t *E, const loom__lw_loop_t *
 
 /* The row loop at E->vec: the row kept in registers where it fits, else the body recomputed in each pass
  * (the sum, LayerNorm's variance, the stores; E->vec is 1 there). */
-static loom_result_t row_loop(const cg_emit_t *E, const loom__lw_loop_t *l, int64_t cols) {
+static loom_result_t row_loop(const cg_emit_t *E, const loom__lw_loop_t *l) {
+  const int64_t cols = l->space.rank ? l->space.dims[l->space.rank - 1] : 1;
   const int ln = l->norm == LOOM__OP_LAYERNORM, x = l->x_ins;
   const int n = row_cached_instances(cols, E->vec, l->b_ins >= 0 ? 3 : 2);
   char eps[64], tail[512];
@@ -553,23 +561,15 @@ static loom_result_t emit_row(cg_emit_t *E, const loom__lw_loop_t *l) {
   const int64_t cols = l->space.rank ? l->space.dims[l->space.rank - 1] : 1;
   int w = loom__cg_loop_width(E->lw, l);
   if (w > 1 && !row_cached_instances(cols, w, l->b_ins >= 0 ? 3 : 2)) w = 1;
-  const int guard = w > 1 && touches_caller(E, l);
   piece_frame(E, &l->space);
   hoist_partials(E, l);
   loom__buf_printf(E->o, "    const int64_t C = %lldll, rows = C ? cnt / C : 0;\n", (long long)cols);
-  if (guard) loom__buf_printf(E->o, "    if (a.vec) {\n");
-  E->vec = w;
-  loom_result_t r = row_loop(E, l, cols);
-  E->vec = 1;
-  if (r != LOOM_SUCCESS || !guard) return r;
-  loom__buf_printf(E->o, "    } else {\n");
-  r = row_loop(E, l, cols);
-  loom__buf_printf(E->o, "    }\n");
-  return r;
+  return at_width(E, l, w, row_loop);
 }
 
 /* One slot's sum of squares (E->vec elements a body instance; the slot's ends multiples of it). */
-static loom_result_t sumsq_slot(const cg_emit_t *E, const loom__lw_loop_t *l, long long off) {
+static loom_result_t sumsq_slot(const cg_emit_t *E, const loom__lw_loop_t *l) {
+  const long long off = (long long)E->lw->bufs[l->store_buf[0]].arena_off;
   const int w = E->vec;
   loom__buf_printf(E->o, "    for (int s = blockIdx.x; s < %d; s += gridDim.x) {\n", LOOM__LW_NPART);
   loom__buf_printf(E->o, "      float acc = 0.f;\n");
@@ -592,19 +592,9 @@ static loom_result_t sumsq_slot(const cg_emit_t *E, const loom__lw_loop_t *l, lo
  * cnt (s + 1) / NPART) of its piece (in vectors: those ends rounded down to whole vectors), a block's sum
  * in fixed order. Every rank reads the same partials, so every rank's norm is the same bits. */
 static loom_result_t emit_sumsq(cg_emit_t *E, const loom__lw_loop_t *l) {
-  const long long off = (long long)E->lw->bufs[l->store_buf[0]].arena_off;
-  const int w = loom__cg_loop_width(E->lw, l), guard = w > 1 && touches_caller(E, l);
   piece_frame(E, &l->space);
   hoist_partials(E, l);
-  if (guard) loom__buf_printf(E->o, "    if (a.vec) {\n");
-  E->vec = w;
-  loom_result_t r = sumsq_slot(E, l, off);
-  E->vec = 1;
-  if (r != LOOM_SUCCESS || !guard) return r;
-  loom__buf_printf(E->o, "    } else {\n");
-  r = sumsq_slot(E, l, off);
-  loom__buf_printf(E->o, "    }\n");
-  return r;
+  return at_width(E, l, loom__cg_loop_width(E->lw, l), sumsq_slot);
 }
 
 loom_result_t loom__cg_emit_loop(cg_emit_t *E, int li) {
