@@ -1,29 +1,3 @@
 #!/usr/bin/env bash
-# run.sh N: device call N of this folder: its jobs (callN-jobs.txt) spread over the GPUs present by
-# bench/diag/lanes.sh, under a deadline (DEADLINE, 550 s); then callN-after.sh (steps that need every GPU);
-# then the tables (hook-idle per TP, loom-bench gemm's summaries, before/after, GPU test counts)
-set -u
-n=${1:?usage: run.sh N}
-here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../../.."
-tar xJf build/carry/build.tar.xz
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 LD_LIBRARY_PATH=$PWD/build/lib
-export O=${OUT:-/tmp/out}/r
-mkdir -p $O
-nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm,power.limit --format=csv > $O/machine.txt 2>&1
-bash bench/diag/lanes.sh "$here/call$n-jobs.txt" $O ${DEADLINE:-550}
-# then what needs every GPU at once (callN-after.sh, when there is one)
-[ -f "$here/call$n-after.sh" ] && bash "$here/call$n-after.sh"
-[ -d $O/ab/before ] && python3 bench/compare_builds.py $O/ab/before $O/ab/after --json $O/compare_builds.json > $O/compare_builds.txt 2>&1 &&
-  tail -30 $O/compare_builds.txt
-for l in $O/t-*.log $O/w2-*.log; do
-  [ -f "$l" ] && echo "$(basename $l .log): $(grep -E 'passed, ' "$l" | tr '\n' ' ')$(grep -E '^\[ FAIL' "$l" | tr '\n' ' ')"
-done
-for d in $O/*/; do
-  for j in $d/ag_gemm-*.json $d/gemm_rs-*.json; do
-    [ -f "$j" ] && python3 bench/diag/hook_idle_table.py "$j" > $O/hook-idle-$(basename $d).txt 2>&1 &&
-      { echo "== $(basename $d)"; tail -4 $O/hook-idle-$(basename $d).txt; }
-  done
-done
-for l in $O/gemm-*.log; do [ -f "$l" ] && { echo "== $(basename $l)"; grep -E "^# (fitting|held-out|new families|all)" "$l" | head -12; }; done
-cd ${OUT:-/tmp/out} && tar czf results.tgz r && ls -la results.tgz
+# run.sh N: device call N of this folder (bench/diag/device_call.sh says what it runs)
+exec bash "$(dirname "$0")/../../diag/device_call.sh" "$(dirname "$0")" "$@"
