@@ -151,12 +151,14 @@ int loom__cg_loop_width(const loom__lw_prog_t *lw, const loom__lw_loop_t *l) {
   return w;
 }
 
-/* Whether loop l touches the caller's buffers (their alignment is known at the call only: a.vec). */
+/* Whether loop l touches the caller's buffers (their alignment is known at the call only: a.vec): a read of
+ * a buffer outside the arena (an input read in place: by its own rank, or in a group of one rank by any
+ * read), or a store into an output. */
 static int touches_caller(const cg_emit_t *E, const loom__lw_loop_t *l) {
   for (int k = 0; k < l->nins; ++k) {
     const loom__lw_ins_t *in = &E->lw->ins[l->ins0 + k];
-    const loom__lw_buf_t *b = in->buf >= 0 ? &E->lw->bufs[in->buf] : NULL;
-    if (in->kind == LOOM__LI_LOAD && in->who == LOOM__LWW_OWN && !(b->store & LOOM__LWB_ARENA)) return 1;
+    const int reads = in->kind == LOOM__LI_LOAD || in->kind == LOOM__LI_REDUCE;
+    if (reads && !(E->lw->bufs[in->buf].store & LOOM__LWB_ARENA)) return 1;
   }
   for (int s = 0; s < l->nstore; ++s)
     if (E->lw->bufs[l->store_buf[s]].noutput) return 1;

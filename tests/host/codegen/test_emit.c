@@ -198,6 +198,24 @@ LOOM_TEST(codegen_row_norms_keep_a_short_row_in_registers_and_recompute_a_long_o
   loom__rtc_cache_clear();
 }
 
+/* Lines of src that access the caller's buffers (a.ptr[]) in vectors outside a `if (a.vec) {` branch: the
+ * vector loops may touch them only where the call's buffers are 16-byte aligned. */
+static int unguarded_vector_accesses(const char *src) {
+  int inside = 0, bad = 0;
+  for (const char *line = src; line && *line;) {
+    const char *end = strchr(line, '\n');
+    const size_t n = end ? (size_t)(end - line) : strlen(line);
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%.*s", (int)(n < sizeof buf - 1 ? n : sizeof buf - 1), line);
+    if (strstr(buf, "if (a.vec) {")) inside = 1;
+    else if (strstr(buf, "} else {") && inside) inside = 0;
+    else if ((strstr(buf, "loom__cg_loadv<") || strstr(buf, "loom__cg_storev<")) && strstr(buf, "a.ptr[") && !inside)
+      bad++;
+    line = end ? end + 1 : NULL;
+  }
+  return bad;
+}
+
 /* Kernel units of example `name` at `bind`, W ranks, over its own schedules and the unscheduled program:
  * each emitted and compiled by NVRTC; *vec: how many run vector loops (loom__cg_loadv / _storev), *guarded:
  * how many of those keep the element-at-a-time loop for unaligned caller buffers (a.vec). */
@@ -229,6 +247,10 @@ static void vector_kernels(const char *name, const char *bind, int W, int *kerne
       const int v = src && (strstr(src, "loom__cg_loadv<") || strstr(src, "loom__cg_storev<"));
       *vec += v;
       *guarded += v && strstr(src, "if (a.vec)") != NULL;
+      if (src && unguarded_vector_accesses(src))
+        loom_test_fail(__FILE__, __LINE__, "%s %s at W = %d, unit %s: %d vector accesses of the caller's buffers "
+                       "outside `if (a.vec)`", name, l.rows[i].s->name, W, lw.units[u].name,
+                       unguarded_vector_accesses(src));
       free(src);
     }
     loom__lw_free(&lw);
@@ -241,7 +263,8 @@ static void vector_kernels(const char *name, const char *bind, int W, int *kerne
 /* Element, norm-row and sum-of-squares loops run 16 bytes of consecutive elements a body instance (8 of a 16-bit
  * type, 4 of FP32) where every access allows (each sliced dimension's slices whole vectors): sizes that divide
  * at W = 3 give vector kernels in every example, and they compile; sizes that do not (N = 10, H = 300 of BF16)
- * give none. */
+ * give none. Vector accesses of the caller's buffers sit only in the branch a call with 16-byte aligned
+ * buffers takes (at W = 1 too, where every input is read in place). */
 LOOM_TEST(codegen_element_loops_run_vectors_where_every_access_allows) {
   setenv("LOOM_CACHE_DIR", "off", 1);
   static const struct {
@@ -256,6 +279,8 @@ LOOM_TEST(codegen_element_loops_run_vectors_where_every_access_allows) {
   };
   for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i) {
     int kernels, vec, guarded;
+    vector_kernels(k[i].name, k[i].vec_bind, 1, &kernels, &vec, &guarded); /* a group of one: inputs in place */
+    if (!vec) loom_test_fail(__FILE__, __LINE__, "%s at %s, W = 1: no vector loop", k[i].name, k[i].vec_bind);
     vector_kernels(k[i].name, k[i].vec_bind, 3, &kernels, &vec, &guarded);
     printf("    %s at %s, W = 3: %d kernels, %d with vector loops (%d keeping the unaligned loop too)\n", k[i].name,
            k[i].vec_bind, kernels, vec, guarded);
