@@ -35,22 +35,7 @@
 #include "loom.h"
 #include "support/launch.h"
 
-#define CK(x)                                                                             \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      return 1;                                                                           \
-    }                                                                                     \
-  } while (0)
-#define LK(x)                                                                              \
-  do {                                                                                     \
-    loom_result_t r_ = (x);                                                                \
-    if (r_ != LOOM_SUCCESS) {                                                              \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, loom_last_error());       \
-      return 1;                                                                            \
-    }                                                                                      \
-  } while (0)
+#include "../common/check.cuh"
 
 enum { CALLS = 16, OP_AR = 0, OP_RS = 1, OP_AG = 2, OP_NCCL_AR = 3, OP_NCCL_RS = 4, OP_NCCL_AG = 5 };
 

@@ -37,14 +37,7 @@
 #include "ref/embedding_ref.h"
 #include "ref/ref.h"
 
-#define CK(call)                                                                                 \
-  do {                                                                                           \
-    cudaError_t e_ = (call);                                                                     \
-    if (e_ != cudaSuccess) {                                                                     \
-      fprintf(stderr, "pool_loops: %s: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
-      exit(1);                                                                                   \
-    }                                                                                            \
-  } while (0)
+#include "../common/check.cuh"
 
 /* ---- the row loops that are not the production one ------------------------ */
 

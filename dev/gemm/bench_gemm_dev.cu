@@ -57,22 +57,7 @@
 #include "gemm/gemm_shapes.h"
 #include "gemm/small_m_layout.h"
 
-#define CK(call)                                                                            \
-  do {                                                                                      \
-    cudaError_t e_ = (call);                                                                \
-    if (e_ != cudaSuccess) {                                                                \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      exit(1);                                                                              \
-    }                                                                                       \
-  } while (0)
-#define LK(call)                                                                         \
-  do {                                                                                   \
-    loom_result_t r_ = (call);                                                           \
-    if (r_ != LOOM_SUCCESS) {                                                            \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, loom_last_error());   \
-      exit(1);                                                                           \
-    }                                                                                    \
-  } while (0)
+#include "../common/check.cuh"
 
 static __global__ void fill_kernel(uint16_t *p, size_t n, uint64_t seed) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {

@@ -35,22 +35,7 @@
 #include "gemm/gemm_heuristic.h"
 #include "loom.h"
 
-#define CK(call)                                                                            \
-  do {                                                                                      \
-    cudaError_t e_ = (call);                                                                \
-    if (e_ != cudaSuccess) {                                                                \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      exit(1);                                                                              \
-    }                                                                                       \
-  } while (0)
-#define LK(call)                                                                       \
-  do {                                                                                 \
-    loom_result_t r_ = (call);                                                         \
-    if (r_ != LOOM_SUCCESS) {                                                          \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, loom_last_error()); \
-      exit(1);                                                                         \
-    }                                                                                  \
-  } while (0)
+#include "../common/check.cuh"
 
 /* Keeps the GPU busy for `ns` nanoseconds (globaltimer), one thread. */
 static __global__ void spin_kernel(uint64_t ns) {

@@ -17,14 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CK(call)                                                                                   \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
-      return 1;                                                                                    \
-    }                                                                                              \
-  } while (0)
+#include "../common/check.cuh"
 
 enum { CHAINS = 8, ITERS = 4096 };
 

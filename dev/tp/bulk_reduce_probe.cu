@@ -34,14 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      fprintf(stderr, "bulk_reduce_probe: %s: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
+#include "../common/check.cuh"
 
 #define TILE_BYTES 16384
 #define TILE_ELEMS (TILE_BYTES / 2)

@@ -32,22 +32,7 @@
 #include "support/launch.h"
 #include "testing/bench_api.h"
 
-#define CK(x)                                                                             \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      return 1;                                                                           \
-    }                                                                                     \
-  } while (0)
-#define LK(x)                                                                              \
-  do {                                                                                     \
-    loom_result_t r_ = (x);                                                                \
-    if (r_ != LOOM_SUCCESS) {                                                              \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, loom_last_error());       \
-      return 1;                                                                            \
-    }                                                                                      \
-  } while (0)
+#include "../common/check.cuh"
 
 enum { CALLS = 8, V_BARE = 0, V_SEQ = 1, V_DEC = 2, NV = 3 };
 static const char *const vname[NV] = {"bare", "loom-seq", "loom-dec"};
