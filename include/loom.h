@@ -1352,15 +1352,33 @@ loom_result_t loom_prog_interp_compare(loom_prog_t a, loom_prog_t b, int world, 
  * GPU); every device-side wait is bounded.
  */
 
-/* Compiles prog, with its `Schedule schedule { ... }` applied (NULL or "":
- * as written), sizes bound by `bind` ("B=8,S=1024"), for comm's ranks: a
- * program of G pipeline groups runs on G x W ranks (W = comm size / G).
- * Collective: every rank passes the same program, schedule and bind (prog
- * is only read: the threads of a world's ranks may share it). Refused
- * (LOOM_ERR_INVALID_ARGUMENT / _UNSUPPORTED, saying why): an unknown or
- * refused schedule, an unbound size, a comm size that is no multiple of G,
- * ranks that cannot load/store each other's memory, what the code generator
- * does not take (an FP32 MatMul). *out is loom_plan_destroy'ed. */
+/* Compiles prog for comm's ranks, sizes bound by `bind` ("B=8,S=1024"):
+ * a program of G pipeline groups runs on G x W ranks (W = comm size / G).
+ * schedule names what runs:
+ *   NULL or ""       the program's entry in the tuning cache (loom_prog_tune)
+ *                    for these sizes and a comm of this shape; without one,
+ *                    the cost model's cheapest schedule (`loom schedules` at
+ *                    depth 6, at most 200 programs) that takes the program's
+ *                    inputs and outputs as written
+ *   "unscheduled"    the program as written
+ *   "NAME"           its `Schedule NAME { ... }`, or the schedule `loom
+ *                    schedules` lists as NAME ("s41")
+ *   "NAME/bN"        the same, its generated kernels at most N blocks per SM
+ *                    (1..4; the tuner's knob)
+ *   "sequential"     the program as written as loom's ops one after another:
+ *                    each plain AllReduce / ReduceScatter / AllGather (sums,
+ *                    slices along dimension 0) as loom_allreduce /
+ *                    loom_reduce_scatter / loom_all_gather, MatMuls as
+ *                    loom_gemm, the rest generated
+ *   "cublaslt+nccl"  the same through NCCL's collectives and cuBLASLt (a comm
+ *                    with an NCCL communicator; equal slices)
+ * loom_prog_plan_info names what it chose. Collective: every rank passes the
+ * same program, schedule and bind (prog is only read: the threads of a
+ * world's ranks may share it). Refused (LOOM_ERR_INVALID_ARGUMENT /
+ * _UNSUPPORTED, saying why): an unknown or refused schedule, an unbound
+ * size, a comm size that is no multiple of G, ranks that cannot load/store
+ * each other's memory, what the code generator does not take (an FP32
+ * MatMul). *out is loom_plan_destroy'ed. */
 loom_result_t loom_prog_compile(loom_comm_t comm, loom_prog_t prog, const char *schedule, const char *bind,
                                 loom_plan_t *out);
 
@@ -1402,8 +1420,10 @@ typedef struct loom_prog_plan_info {
   double compile_ms;          /* this rank's time getting them (NVRTC or the caches) */
   size_t arena_bytes;         /* the plan's symmetric memory (loom_malloc) */
   size_t workspace_bytes;     /* of the comm's workspace (signals) */
+  char schedule[48];          /* what it runs, by name (loom_prog_compile's schedule): the one named, the tuning
+                                 cache's, or the cost model's ("unscheduled", "best", "s19/b2", "sequential") */
 } loom_prog_plan_info_t;
-#define LOOM_PROG_PLAN_INFO_INIT { sizeof(loom_prog_plan_info_t), 0, 0, 0, 0, 0, 0, 0, 0.0, 0, 0 }
+#define LOOM_PROG_PLAN_INFO_INIT { sizeof(loom_prog_plan_info_t), 0, 0, 0, 0, 0, 0, 0, 0.0, 0, 0, "" }
 
 /* Input (output = 0) or output (1) number i of a compiled program on this rank. */
 loom_result_t loom_prog_plan_io(loom_plan_t plan, int output, int i, loom_prog_io_t *io);

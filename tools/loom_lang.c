@@ -24,12 +24,15 @@
  *       ranks per group on one GPU (a loom world: correctness, never speed);
  *       print each stage's median time over N calls, and with --check compare
  *       every output with the interpreter (exit 1 beyond the stated bound).
- *       NAME: a Schedule section of the program or a schedule `loom
- *       schedules` lists (found by the same search at W and --bind)
+ *       NAME: loom_prog_compile's schedule (a Schedule section, a schedule
+ *       `loom schedules` lists, NAME/bN, sequential, cublaslt+nccl);
+ *       without it, the tuning cache's entry, else the cost model's
+ *       cheapest schedule that takes the program's inputs and outputs
  *   loom tune PROG.loom --bind B=8,... [--world W] [--depth D] [--max N] [--file PATH] [--list]
  *       on the same ranks as loom run: loom_prog_tune, which compiles the
- *       program as written (the default) and every schedule `loom
- *       schedules` lists, times them by loom's tuning rule and records the
+ *       program as written (the default), every schedule `loom schedules`
+ *       lists and the program as loom's ops and as cuBLASLt + NCCL, times
+ *       them by loom's tuning rule (then the knob of the fastest), records the
  *       fastest that takes the program's inputs and outputs as written in
  *       the tuning cache (LOOM_TUNE_FILE, or --file PATH, keeps it for
  *       later processes: `loom run` without --schedule then runs it); prints
@@ -87,8 +90,10 @@ static int usage(const char *cmd, int code) {
   else if (!strcmp(cmd, "tune"))
     fprintf(f,
             "usage: loom tune PROG.loom --bind S=N,... [--world W] [--depth D] [--max N] [--file PATH] [--list]\n"
-            "  time the program as written (the default: what loom run without --schedule runs) and every schedule\n"
-            "  `loom schedules` lists (D moves, default 6, at most N = 200 programs), each compiled as its own plan,\n"
+            "  time the program as written (the default to beat), every schedule `loom schedules` lists (D moves,\n"
+            "  default 6, at most N = 200 programs), the program as loom's ops one after another (sequential) and as\n"
+            "  cuBLASLt + NCCL, each compiled as its own plan, then the three fastest with fewer blocks per SM\n"
+            "  (NAME/b2, NAME/b1),\n"
             "  on the ranks loom run takes (one process per GPU, mpirun's ranks, or --world W on one GPU: times of no\n"
             "  use beyond the world), by loom's tuning rule; record the fastest that takes the program's inputs and\n"
             "  outputs as written in the tuning cache, which LOOM_TUNE_FILE (or --file PATH) keeps for later runs;\n"
@@ -101,8 +106,9 @@ static int usage(const char *cmd, int code) {
             "  compile the program for the GPUs (generated kernels, NVRTC, cached in LOOM_CACHE_DIR) and run it\n"
             "  on one process per GPU (or the ranks of mpirun), or with --world W as W ranks per group on one GPU\n"
             "  (correctness, not speed); print each stage's median time over N calls (default 20); with --check,\n"
-            "  compare every output with the CPU interpreter. NAME: a Schedule section, or a schedule `loom\n"
-            "  schedules` lists at the same W and --bind (s41, ...)\n");
+            "  compare every output with the CPU interpreter. NAME: a Schedule section, a schedule `loom schedules`\n"
+            "  lists (s41), NAME/b1../b4 (blocks per SM), unscheduled, sequential (loom's ops one after another) or\n"
+            "  cublaslt+nccl; without --schedule: the tuning cache's entry, else the cost model's cheapest schedule\n");
   else
     fprintf(f, "usage: loom interp PROG.loom --world W --bind S=N,... [--schedule NAME] [--seed S]\n"
                "  run the program on the CPU with W simulated ranks per group, sizes bound by --bind;\n"
@@ -339,35 +345,17 @@ static int cmd_schedules(const opts_t *o) {
 
 /* ---- loom run ------------------------------------------------------------------------------ */
 
-/* p scheduled by NAME: one of its Schedule sections, or a schedule the search lists at W and bind. */
-static loom_prog_t run_schedule_of(loom_prog_t p, const opts_t *o, int W) {
-  loom_prog_t q = NULL;
-  int own = 0;
-  for (int i = 0; o->schedule && i < p->nsched; ++i) own |= !strcmp(p->scheds[i].name, o->schedule);
-  if (!o->schedule || own) return loom_prog_schedule(p, o->schedule, &q) == LOOM_SUCCESS ? q : (fail(), NULL);
-  loom__binding_t b;
-  loom__listing_t l;
-  if (loom__lang_parse_bind(o->bind, &b) != LOOM_SUCCESS ||
-      loom__lang_list(p, W, &b, o->depth, o->max, &l) != LOOM_SUCCESS)
-    return fail(), NULL;
-  for (int i = 0; i < l.n && !q; ++i) {
-    if (strcmp(l.rows[i].s->name, o->schedule) || l.rows[i].refused) continue;
-    loom_result_t r = loom_prog_schedule(p, NULL, &q);
-    for (int k = 0; k < l.rows[i].s->n && r == LOOM_SUCCESS; ++k) r = loom__lang_apply(q, &l.rows[i].s->stmts[k]);
-    if (r == LOOM_SUCCESS) r = loom_prog_check(q);
-    if (r != LOOM_SUCCESS) loom_prog_destroy(q), q = NULL, fail();
-  }
-  if (!q && l.n) fprintf(stderr, "loom: no schedule `%s`: neither a Schedule section nor listed by loom schedules "
-                                 "at W = %d --bind %s\n", o->schedule, W, o->bind);
-  loom__lang_listing_free(&l);
-  return q;
-}
-
 typedef struct run_arg {
   const opts_t *o;
-  loom_prog_t q;
+  loom_prog_t p; /* as loaded: loom_prog_compile schedules it as --schedule names, or by its default */
   int G;
 } run_arg_t;
+
+/* The program plan runs (scheduled, typed), or NULL. */
+static loom_prog_t plan_program(loom_plan_t plan) {
+  loom_cg_state_t *st = NULL;
+  return loom__plan_state(plan, "loom run", NULL, &loom__op_prog, (void **)&st) == LOOM_SUCCESS ? st->prog : NULL;
+}
 
 static int by_float(const void *a, const void *b) {
   const float x = *(const float *)a, y = *(const float *)b;
@@ -383,9 +371,9 @@ static void print_times(loom_plan_t plan, const run_arg_t *ra, float *ms, int it
     return;
   const int n = st->lw.nunit;
   printf(
-      "%s%s%s%s: W = %d ranks per group, %d groups; %d kernels (%d compiled by NVRTC, %.1f ms getting them), arena "
+      "%s, %s%s: W = %d ranks per group, %d groups; %d kernels (%d compiled by NVRTC, %.1f ms getting them), arena "
       "%zu bytes\n",
-      ra->q->name, st->tuned[0] ? " (schedule " : "", st->tuned, st->tuned[0] ? " from the tuning cache)" : "",
+      ra->p->name, info.schedule, st->tuned[0] ? " (the tuning cache's)" : ra->o->schedule ? "" : " (the cost model's)",
       info.world, info.groups, info.kernels, info.compiled, info.compile_ms, info.arena_bytes);
   float *col = malloc(sizeof(float) * (size_t)iters), total = 0;
   for (int u = 0; u < n && col; ++u) {
@@ -393,7 +381,8 @@ static void print_times(loom_plan_t plan, const run_arg_t *ra, float *ms, int it
     qsort(col, (size_t)iters, sizeof *col, by_float);
     total += col[iters / 2];
     printf("  %-40s %-7s %10.2f us  (median of %d calls, rank 0)\n", st->lw.units[u].name,
-           st->lw.units[u].kind == LOOM__LU_GEMM ? "GEMM" : "kernel", col[iters / 2] * 1e3, iters);
+           st->lw.units[u].kind == LOOM__LU_GEMM ? "GEMM" : st->lw.units[u].kind == LOOM__LU_COLL ? "library" : "kernel",
+           col[iters / 2] * 1e3, iters);
   }
   printf("  %-40s %-7s %10.2f us\n", "total", "", total * 1e3);
   free(col);
@@ -404,11 +393,13 @@ static int run_check(loom_plan_t plan, const run_arg_t *ra, prog_io_t *b, int ra
   double d = 0;
   int bad = 0;
   const uint64_t seed = ra->o->seed + 1;
-  const double bound = prog_io_bound(ra->q);
+  const loom_prog_t q = plan_program(plan); /* its interpreter is the reference (a schedule's pieces are its own) */
+  if (!q) return fail();
+  const double bound = prog_io_bound(q);
   if (prog_io_fill(b, rank % W, seed, s) ||
       loom_prog_run(plan, (const void *const *)b->din, b->dout, s) != LOOM_SUCCESS ||
       cudaStreamSynchronize(s) != cudaSuccess || loom_comm_get_async_error(plan_comm(plan)) != LOOM_SUCCESS ||
-      prog_io_check(b, ra->q, W, ra->o->bind, seed, rank, bound, "loom run --check", &d, &bad) != LOOM_SUCCESS)
+      prog_io_check(b, q, W, ra->o->bind, seed, rank, bound, "loom run --check", &d, &bad) != LOOM_SUCCESS)
     return fail();
   if (rank == 0 || bad)
     printf("rank %d: every output against the interpreter: largest difference %.3g (bound %.3g): %s\n", rank, d, bound,
@@ -426,8 +417,8 @@ static int rank_run(loom_rank_ctx_t *ctx, void *arg) {
   memset(&b, 0, sizeof b);
   float *ms = NULL;
   int rc = 1;
-  if (loom_launch_comm_create(ctx, NULL, &comm) != LOOM_SUCCESS || loom_prog_compile(comm, ra->q, NULL, ra->o->bind,
-                                                                                     &plan) != LOOM_SUCCESS ||
+  if (loom_launch_comm_create(ctx, NULL, &comm) != LOOM_SUCCESS || loom_prog_compile(comm, ra->p, ra->o->schedule,
+                                                                                     ra->o->bind, &plan) != LOOM_SUCCESS ||
       cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess || prog_io_make(plan, &b) != LOOM_SUCCESS ||
       prog_io_fill(&b, ctx->rank % W, ra->o->seed, s)) {
     fail();
@@ -472,9 +463,8 @@ static int loom_lang_run(const opts_t *o) {
   loom_prog_t p = load(&(opts_t){.file = o->file}, NULL);
   if (!p) return 1;
   const int G = loom__lang_ngroups(p), R = launch_ranks(o, G);
-  run_arg_t ra = {o, R ? run_schedule_of(p, o, R / G) : NULL, G};
-  const int rc = ra.q ? launch_on(o, R, rank_run, &ra) : 1;
-  loom_prog_destroy(ra.q);
+  run_arg_t ra = {o, p, G};
+  const int rc = R ? launch_on(o, R, rank_run, &ra) : 1;
   loom_prog_destroy(p);
   return rc != 0;
 }

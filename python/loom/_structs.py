@@ -305,7 +305,8 @@ class ProgPlanInfo(CStruct):
     _c_name_, _c_init_ = "loom_prog_plan_info_t", "LOOM_PROG_PLAN_INFO_INIT"
     _fields_ = [("struct_size", c_size_t), ("ninputs", c_int), ("noutputs", c_int), ("world", c_int),
                 ("groups", c_int), ("units", c_int), ("kernels", c_int), ("compiled", c_int),
-                ("compile_ms", c_double), ("arena_bytes", c_size_t), ("workspace_bytes", c_size_t)]
+                ("compile_ms", c_double), ("arena_bytes", c_size_t), ("workspace_bytes", c_size_t),
+                ("schedule", ctypes.c_char * 48)]
 
 
 class ProgTuneRow(CStruct):

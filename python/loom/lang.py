@@ -317,8 +317,11 @@ class CompiledProgram(PlanHandle):
 
 
 def compile(program, comm, schedule=None, **sizes):
-    """`program` (with its `Schedule schedule { }` applied, None: as written) compiled for comm's ranks, its
-    sizes bound by keyword (B=8, S=1024): a CompiledProgram to call on torch tensors. Collective."""
+    """`program` compiled for comm's ranks, its sizes bound by keyword (B=8, S=1024): a CompiledProgram to call on
+    torch tensors. Collective. schedule: loom_prog_compile's (a Schedule section, a schedule `loom schedules`
+    lists, "NAME/b2", "unscheduled", "sequential", "cublaslt+nccl"); None: the tuning cache's entry, else the
+    cost model's cheapest schedule that takes the program's inputs and outputs as written. `.info["schedule"]`
+    names what it runs."""
     return CompiledProgram(program, comm, schedule, sizes)
 
 

@@ -10,8 +10,11 @@
  *   prog_exec.c   loom_prog_run: the call's checks, the inputs peers
  *                 read copied into the arena, each unit in order, a timeout
  *                 named by its stage
- *   prog_gemm.c   a GEMM unit on this rank's pieces (loom_gemm; through
- *                 zero-padded copies where k or n is no multiple of 8)
+ *   prog_gemm.c   a GEMM unit on this rank's pieces (loom_gemm, or cuBLASLt
+ *                 for cublaslt+nccl; through zero-padded copies where k or
+ *                 n is no multiple of 8)
+ *   prog_coll.c   a COLL unit on this rank's pieces (loom's collective or
+ *                 NCCL's)
  *   module.c      images loaded as CUDA libraries (once per process)
  *
  * The plan's workspace slice holds each kernel unit's words (cg_args.h) one
@@ -42,6 +45,7 @@ typedef struct loom_cg_unit_rt {
   int64_t m, n, k, k8, n8;
   int pad;             /* k or n no multiple of 8: through the padded operands */
   int64_t pad_a, pad_b, pad_c; /* their arena offsets */
+  loom_plan_t coll;    /* COLL unit run by loom's collective: its plan */
 } loom_cg_unit_rt_t;
 
 typedef struct loom_cg_state {
@@ -56,13 +60,15 @@ typedef struct loom_cg_state {
   uint64_t fingerprint;
   double compile_ms;       /* NVRTC (or the caches) at resolve */
   int compiled, kernels;
-  char tuned[LOOM__LANG_NAME]; /* the schedule the tuning cache named (prog_tune.h); "": none taken */
+  char tuned[LOOM__LANG_NAME]; /* the run the tuning cache named (prog_tune.h); "": none taken */
+  char run[LOOM__LANG_NAME];   /* the run name of what the plan runs (named, tuned or the cost model's) */
+  int bps;                     /* the run's knob: generated kernels' blocks per SM at most (0: the most) */
 } loom_cg_state_t;
 
 extern const loom_op_t loom__op_prog;
 
-/* loom_prog_compile, for the tuner: tuned 0 leaves the tuning cache alone (a NULL schedule is the program as
- * written); checked 1 skips the door's check (a description the door checked already: loom__plan_build). */
+/* loom_prog_compile, for the tuner: tuned 0 leaves the tuning cache and the cost model alone (a NULL schedule is
+ * the program as given); checked 1 skips the door's check (a description the door checked already: loom__plan_build). */
 loom_result_t loom__cg_compile(loom_comm_t comm, loom_prog_t prog, const char *schedule, const char *bind, int tuned,
                                int checked, loom_plan_t *out);
 
@@ -70,8 +76,14 @@ loom_result_t loom__cg_compile(loom_comm_t comm, loom_prog_t prog, const char *s
 loom_result_t loom__cg_gemm_resolve(loom_cg_state_t *st, int u);
 loom_result_t loom__cg_gemm_run(loom_plan_t plan, loom_cg_state_t *st, int u, const void *const *inputs,
                                 void *const *outputs, cudaStream_t stream);
+/* prog_coll.c: COLL unit u's run (execute). */
+loom_result_t loom__cg_coll_run(loom_plan_t plan, loom_cg_state_t *st, int u, const void *const *inputs,
+                                void *const *outputs, cudaStream_t stream);
 /* The address on this rank of buffer b (the arena's, else the caller's input or output). */
 char *loom__cg_buf_addr(const loom_cg_state_t *st, int b, const void *const *inputs, void *const *outputs);
+/* Buffer b's bytes at c (its address: loom__cg_buf_addr) copied into the caller's outputs it has besides. */
+loom_result_t loom__cg_copy_out(const loom_cg_state_t *st, int b, const char *c, size_t bytes, void *const *outputs,
+                                cudaStream_t stream);
 
 /* prog_exec.c: a call as loom_prog_run makes it, timed: ms[u] the time of unit u (events around each;
  * waits for the call; not inside a capture). For `loom run`. */

@@ -133,7 +133,9 @@ static loom_result_t run_units(loom_plan_t plan, loom_cg_state_t *st, const void
   for (int u = 0; u < st->lw.nunit; ++u) {
     if (ev) LOOM_CUDA(cudaEventRecord(ev[u], stream));
     if (!st->units[u].runs) continue;
-    if (st->lw.units[u].kind == LOOM__LU_GEMM) LOOM_TRY(loom__cg_gemm_run(plan, st, u, in, out, stream));
+    const int kind = st->lw.units[u].kind;
+    if (kind == LOOM__LU_GEMM) LOOM_TRY(loom__cg_gemm_run(plan, st, u, in, out, stream));
+    else if (kind == LOOM__LU_COLL) LOOM_TRY(loom__cg_coll_run(plan, st, u, in, out, stream));
     else LOOM_TRY(launch(plan, st, u, in, out, stream));
   }
   if (ev) LOOM_CUDA(cudaEventRecord(ev[st->lw.nunit], stream));

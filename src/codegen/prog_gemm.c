@@ -1,6 +1,7 @@
 /*
  * prog_gemm.c - a program's MatMul on this rank's pieces through loom's
- * GEMM engine: C [m, n] = A [m, k] B [k, n] (loom_gemm, B as [k, n],
+ * GEMM engine (cuBLASLt's where the run is cublaslt+nccl):
+ * C [m, n] = A [m, k] B [k, n] (loom_gemm, B as [k, n],
  * fp32 accumulation, rounded once to C's dtype), A's leading dimensions
  * flattened into m. loom_gemm takes k and n multiples of 8 and 16-byte
  * aligned operands: where a piece's k or n is not (uneven slices, small
@@ -18,6 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "baseline/baseline.h"
 #include "codegen/prog.h"
 #include "core/error.h"
 
@@ -29,6 +31,21 @@ char *loom__cg_buf_addr(const loom_cg_state_t *st, int b, const void *const *inp
   if (x->store & LOOM__LWB_ARENA) return (char *)st->arena + x->arena_off;
   if (x->store & LOOM__LWB_INPUT) return (char *)inputs[x->input];
   return x->noutput ? (char *)outputs[x->output[0]] : NULL;
+}
+
+loom_result_t loom__cg_copy_out(const loom_cg_state_t *st, int b, const char *c, size_t bytes, void *const *outputs,
+                                cudaStream_t stream) {
+  const loom__lw_buf_t *x = &st->lw.bufs[b];
+  for (int k = (x->store & LOOM__LWB_ARENA) ? 0 : 1; k < x->noutput; ++k)
+    if (bytes) LOOM_CUDA(cudaMemcpyAsync(outputs[x->output[k]], c, bytes, cudaMemcpyDeviceToDevice, stream));
+  return LOOM_SUCCESS;
+}
+
+/* The GEMM of the run: loom_gemm, or cuBLASLt's (cublaslt+nccl). */
+static loom_result_t gemm(const loom_cg_state_t *st, const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
+                          const void *bias, cudaStream_t stream) {
+  if (st->lw.lib == LOOM__LW_LIB_BASE) return loom__base_gemm(d, a, b, c, bias, stream);
+  return loom_gemm(d, a, b, c, bias, stream);
 }
 
 /* m, k of buffer b's piece of index q (its leading dimensions flattened). */
@@ -103,7 +120,7 @@ static loom_result_t padded(const loom_cg_state_t *st, const loom_cg_unit_rt_t *
   LOOM_CUDA(cudaMemcpy2DAsync(pb, (size_t)x->n8 * es, b, (size_t)x->n * es, (size_t)x->n * es, (size_t)x->k,
                               cudaMemcpyDeviceToDevice, stream));
   const loom_gemm_desc_t d = LOOM_GEMM_DESC(x->m, x->n8, x->k8, t, t, LOOM_B_KN, 0);
-  LOOM_TRY(loom_gemm(&d, pa, pb, pc, NULL, stream));
+  LOOM_TRY(gemm(st, &d, pa, pb, pc, NULL, stream));
   LOOM_CUDA(cudaMemcpy2DAsync(c, (size_t)x->n * es, pc, (size_t)x->n8 * es, (size_t)x->n * es, (size_t)x->m,
                               cudaMemcpyDeviceToDevice, stream));
   return LOOM_SUCCESS;
@@ -124,10 +141,8 @@ loom_result_t loom__cg_gemm_run(loom_plan_t plan, loom_cg_state_t *st, int u, co
     LOOM_TRY(padded(st, x, t, a, b, c, stream));
   } else {
     const loom_gemm_desc_t d = LOOM_GEMM_DESC(x->m, x->n, x->k, t, t, LOOM_B_KN, bias != NULL);
-    LOOM_TRY(loom_gemm(&d, a, b, c, bias, stream));
+    LOOM_TRY(gemm(st, &d, a, b, c, bias, stream));
   }
-  for (int k = (C->store & LOOM__LWB_ARENA) ? 0 : 1; k < C->noutput; ++k) /* the caller's copies of C */
-    LOOM_CUDA(cudaMemcpyAsync(outputs[C->output[k]], c, bytes, cudaMemcpyDeviceToDevice, stream));
   (void)plan;
-  return LOOM_SUCCESS;
+  return loom__cg_copy_out(st, st->lw.units[u].gemm_c, c, bytes, outputs, stream); /* the caller's copies of C */
 }

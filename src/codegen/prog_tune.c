@@ -52,6 +52,7 @@
 
 #define TUNE_FILL_PERIOD ((size_t)1 << 20) /* elements drawn on the host, then repeated */
 #define TUNE_SEED 0x70726f67ull
+#define TUNE_KNOB_TOP 3 /* candidates whose knob the second round times */
 
 /* Every input and output at its largest whole size over the candidates. */
 typedef struct tune_bufs {
@@ -201,14 +202,25 @@ static loom_result_t tune_prepare(loom_comm_t comm, loom_prog_t prog, const char
   return loom__comm_agree(comm, fn, h, 0, "every rank must tune the same program, sizes and search bounds");
 }
 
+/* The run name candidate c's (scheduled) program compiles with: its runner and knob ("unscheduled/b2",
+ * "sequential"); NULL where it has neither (the program as given). */
+static const char *compile_name(const loom_cg_cand_t *c, char *buf, size_t cap) {
+  if (!c->run.lib && !c->run.bps) return NULL;
+  loom_cg_run_t run = c->run;
+  if (!run.lib) snprintf(run.schedule, sizeof run.schedule, "unscheduled");
+  loom__cg_run_name(&run, buf, cap);
+  return buf;
+}
+
 /* Each candidate not refused compiled once (collective; a compile fails on every rank or none): one that does
  * not compile here is left out with why, unless the comm itself failed. */
-static loom_result_t compile_all(loom_comm_t comm, tune_t *k, const char *bind) {
-  for (int i = 0; i < k->cs.n; ++i) {
+static loom_result_t compile_all(loom_comm_t comm, tune_t *k, const char *bind, int from) {
+  for (int i = from; i < k->cs.n; ++i) {
     loom_cg_cand_t *c = &k->cs.c[i];
     if (!c->q) continue;
     loom_plan_t plan = NULL;
-    const loom_result_t r = loom__cg_compile(comm, c->q, NULL, bind, 0, 0, &plan);
+    char name[LOOM__LANG_NAME];
+    const loom_result_t r = loom__cg_compile(comm, c->q, compile_name(c, name, sizeof name), bind, 0, 0, &plan);
     if (r == LOOM_SUCCESS) {
       LOOM_TRY(loom_plan_destroy(plan));
       continue;
@@ -253,7 +265,9 @@ static loom_result_t plan_fits(loom_plan_t plan, const tune_bufs_t *t) {
 static loom_result_t race_open(void *ctx, int i, cudaStream_t stream) {
   prog_race_t *x = (prog_race_t *)ctx;
   (void)stream;
-  LOOM_TRY(loom__cg_compile(x->comm, x->k->cs.c[x->idx[i]].q, NULL, x->bind, 0, 1, &x->plan));
+  const loom_cg_cand_t *c = &x->k->cs.c[x->idx[i]];
+  char name[LOOM__LANG_NAME];
+  LOOM_TRY(loom__cg_compile(x->comm, c->q, compile_name(c, name, sizeof name), x->bind, 0, 1, &x->plan));
   return plan_fits(x->plan, &x->k->t);
 }
 
@@ -287,20 +301,12 @@ static int pick_eligible(const tune_t *k, const int *idx, int n, const float *me
   return best;
 }
 
-/* The race over the candidates that compiled; *won: the candidate recorded, med[candidate]: its median (ms;
- * LOOM_TUNE_LEFT_OUT where it did not run). */
-static loom_result_t race(loom_comm_t comm, const tune_t *k, const char *bind, cudaStream_t stream, int *won,
-                          float *med) {
-  int *idx = malloc(sizeof(int) * (size_t)k->cs.n), n = 0;
-  float *t = malloc(sizeof(float) * (size_t)k->cs.n);
-  if (!idx || !t) {
-    free(idx), free(t);
-    return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_prog_tune: out of host memory");
-  }
-  for (int i = 0; i < k->cs.n; ++i) {
-    med[i] = LOOM_TUNE_LEFT_OUT;
-    if (k->cs.c[i].q && !k->cs.c[i].refused) idx[n++] = i; /* idx[0] = 0: the default */
-  }
+/* The race over candidates idx[0..n) (idx[0] the default to beat); *won: the candidate picked, med[candidate]:
+ * its median (ms; LOOM_TUNE_LEFT_OUT where it did not run). */
+static loom_result_t race_of(loom_comm_t comm, const tune_t *k, const char *bind, cudaStream_t stream, const int *idx,
+                             int n, int *won, float *med) {
+  float *t = malloc(sizeof(float) * (size_t)(n + 1));
+  if (!t) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_prog_tune: out of host memory");
   prog_race_t ctx = {comm, bind, k, idx, NULL};
   const loom_tune_race_t rc = {"loom_prog_tune", n, &ctx, race_open, race_call, race_close, comm};
   int best = 0;
@@ -310,7 +316,61 @@ static loom_result_t race(loom_comm_t comm, const tune_t *k, const char *bind, c
     for (int i = 0; i < n; ++i) med[idx[i]] = t[i];
     *won = idx[pick_eligible(k, idx, n, t, best)];
   }
-  free(idx), free(t);
+  free(t);
+  return r;
+}
+
+/* The race over every candidate that compiled (the default first). */
+static loom_result_t race(loom_comm_t comm, const tune_t *k, const char *bind, cudaStream_t stream, int *won,
+                          float *med) {
+  int *idx = malloc(sizeof(int) * (size_t)k->cs.n), n = 0;
+  if (!idx) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_prog_tune: out of host memory");
+  for (int i = 0; i < k->cs.n; ++i) {
+    med[i] = LOOM_TUNE_LEFT_OUT;
+    if (k->cs.c[i].q && !k->cs.c[i].refused) idx[n++] = i; /* idx[0] = 0: the default */
+  }
+  const loom_result_t r = race_of(comm, k, bind, stream, idx, n, won, med);
+  free(idx);
+  return r;
+}
+
+/* The knob's round: the TUNE_KNOB_TOP fastest eligible candidates with generated kernels, each with its
+ * knob's variants, raced against the first race's winner (the default to beat); *won the pick. */
+static loom_result_t knob_round(loom_comm_t comm, tune_t *k, const char *bind, cudaStream_t stream, int *won) {
+  int top[TUNE_KNOB_TOP], ntop = 0;
+  for (int pass = 0; pass < TUNE_KNOB_TOP; ++pass) { /* the fastest not taken yet */
+    int b = -1;
+    for (int i = 0; i < k->cs.n; ++i) {
+      const loom_cg_cand_t *c = &k->cs.c[i];
+      int taken = 0;
+      for (int j = 0; j < ntop; ++j) taken |= top[j] == i;
+      if (taken || !c->eligible || c->run.lib || !c->kernels || k->med[i] >= LOOM_TUNE_LEFT_OUT) continue;
+      if (b < 0 || k->med[i] < k->med[b]) b = i;
+    }
+    if (b >= 0) top[ntop++] = b;
+  }
+  const int first = k->cs.n;
+  for (int j = 0; j < ntop; ++j) {
+    int added;
+    LOOM_TRY(loom__cg_tune_knobs(&k->cs, top[j], &added));
+  }
+  float *med = realloc(k->med, sizeof(float) * (size_t)(k->cs.n + 1));
+  int *idx = malloc(sizeof(int) * (size_t)(k->cs.n - first + 1));
+  if (med) k->med = med;
+  if (!med || !idx) return free(idx), loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_prog_tune: out of host memory");
+  for (int i = first; i < k->cs.n; ++i) {
+    k->med[i] = LOOM_TUNE_LEFT_OUT;
+    snprintf(k->cs.c[i].note, sizeof k->cs.c[i].note, "knob round: raced against %s", k->cs.c[*won].name);
+  }
+  loom_result_t r = compile_all(comm, k, bind, first);
+  int n = 0;
+  idx[n++] = *won;
+  for (int i = first; i < k->cs.n; ++i)
+    if (!k->cs.c[i].refused) idx[n++] = i;
+  float was = k->med[*won];
+  if (r == LOOM_SUCCESS && n > 1) r = race_of(comm, k, bind, stream, idx, n, won, k->med);
+  if (r == LOOM_SUCCESS && n > 1) k->med[idx[0]] = was; /* the first race's median stays its row's */
+  free(idx);
   return r;
 }
 
@@ -334,7 +394,8 @@ static void report(const tune_t *k, const float *med, int won, loom_prog_tune_re
   for (int i = 0; i < k->cs.n; ++i) {
     const loom_cg_cand_t *c = &k->cs.c[i];
     const int ran = med[i] < LOOM_TUNE_LEFT_OUT;
-    if (ran && x) x[m] = c->predicted_us, x[k->cs.n + m++] = 1e3 * (double)med[i];
+    if (ran && x && !c->run.lib && !c->run.bps) /* the cost model predicts schedules, not runners or knobs */
+      x[m] = c->predicted_us, x[k->cs.n + m++] = 1e3 * (double)med[i];
     LOOM_INFO("loom_prog_tune: %-14s predicted %10.2f us, measured %10.2f us%s %s", c->name, c->predicted_us,
               ran ? 1e3 * (double)med[i] : -1.0, c->eligible ? "" : " (not eligible)", c->note);
     if (i >= res->cap) continue;
@@ -363,9 +424,10 @@ loom_result_t loom_prog_tune(loom_comm_t comm, loom_prog_t prog, const char *bin
   memset(&k, 0, sizeof k);
   loom_result_t r = tune_prepare(comm, prog, bind, stream, result, &k);
   /* from here on every rank fails alike: the compiles and the race are collective */
-  if (r == LOOM_SUCCESS) r = compile_all(comm, &k, bind);
+  if (r == LOOM_SUCCESS) r = compile_all(comm, &k, bind, 0);
   int won = 0;
   if (r == LOOM_SUCCESS) r = race(comm, &k, bind, stream, &won, k.med);
+  if (r == LOOM_SUCCESS) r = knob_round(comm, &k, bind, stream, &won);
   if (r == LOOM_SUCCESS) r = record(comm, &k, won, k.med[won], result);
   if (r == LOOM_SUCCESS && result) report(&k, k.med, won, result);
   tune_free(&k);

@@ -1,7 +1,9 @@
 /*
  * prog_tune_cands.c - the candidates loom_prog_tune times (prog_tune.h):
  * every schedule `loom schedules` lists for the program, the program as
- * written first.
+ * written first, then the program as written run by the libraries
+ * (loom's collectives and GEMM one after another; cuBLASLt + NCCL), and,
+ * asked for after the first race, the knob's variants of a candidate.
  *
  * Each is scheduled (a copy of the program with its statements applied,
  * typed) and lowered as code generation lowers it (loom__lw_lower: units,
@@ -118,7 +120,56 @@ static loom_result_t cand_make(const loom__prog_t *p, int W, const loom__binding
   }
   c->q = q;
   c->text = loom__cg_prog_hash(q, 1);
+  snprintf(c->run.schedule, sizeof c->run.schedule, "%s", c->name);
+  for (int u = 0; u < lw->nunit; ++u) c->kernels += lw->units[u].kind == LOOM__LU_KERNEL;
   io_sizes(lw, c);
+  return LOOM_SUCCESS;
+}
+
+/* Candidate c: candidate c0's program (a copy) with another run (its name from the run). */
+static loom_result_t variant(const loom_cg_cand_t *c0, const loom_cg_run_t *run, loom_cg_cand_t *c) {
+  *c = *c0;
+  c->q = NULL, c->own = 0, c->run = *run;
+  loom__cg_run_name(run, c->name, sizeof c->name);
+  return loom__lang_clone(c0->q, &c->q);
+}
+
+/* The library runners' candidates of c[0] (the program as written, lowered as lw0): each where its lowering
+ * has a unit the library runs. */
+static loom_result_t lib_candidates(loom__prog_t *p, int W, const loom__binding_t *b, loom_cg_cands_t *out) {
+  for (int lib = LOOM__LW_LIB_LOOM; lib <= LOOM__LW_LIB_BASE; ++lib) {
+    loom__lw_prog_t lw;
+    if (loom__lw_lower_lib(out->c[0].q, W, b, lib, &lw) != LOOM_SUCCESS) continue; /* as GEN: it lowers */
+    int runs = 0;
+    for (int u = 0; u < lw.nunit; ++u)
+      runs += lw.units[u].kind == LOOM__LU_COLL || (lib == LOOM__LW_LIB_BASE && lw.units[u].kind == LOOM__LU_GEMM);
+    loom__lw_free(&lw);
+    if (!runs) continue;
+    loom_cg_run_t run;
+    memset(&run, 0, sizeof run);
+    snprintf(run.schedule, sizeof run.schedule, "%s", lib == LOOM__LW_LIB_LOOM ? LOOM_CG_RUN_SEQUENTIAL
+                                                                                 : LOOM_CG_RUN_BASELINE);
+    run.lib = lib;
+    LOOM_TRY(variant(&out->c[0], &run, &out->c[out->n]));
+    out->n++;
+  }
+  (void)p;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__cg_tune_knobs(loom_cg_cands_t *cs, int i, int *added) {
+  *added = 0;
+  int n = 0;
+  for (int b = LOOM_CG_BLOCKS_PER_SM / 2; b >= 1; b /= 2) n++;
+  loom_cg_cand_t *c = realloc(cs->c, sizeof *c * (size_t)(cs->n + n));
+  if (!c) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_prog_tune: out of host memory");
+  cs->c = c;
+  for (int b = LOOM_CG_BLOCKS_PER_SM / 2; b >= 1; b /= 2) {
+    loom_cg_run_t run = cs->c[i].run;
+    run.bps = b;
+    LOOM_TRY(variant(&cs->c[i], &run, &cs->c[cs->n]));
+    cs->n++, (*added)++;
+  }
   return LOOM_SUCCESS;
 }
 
@@ -139,7 +190,7 @@ loom_result_t loom__cg_tune_candidates(loom__prog_t *p, int W, const loom__bindi
   loom__listing_t l;
   LOOM_TRY(loom__lang_list(p, W, b, depth, max, &l));
   int *order = malloc(sizeof(int) * (size_t)(l.n + 1));
-  out->c = calloc((size_t)l.n + 1, sizeof *out->c);
+  out->c = calloc((size_t)l.n + 3, sizeof *out->c); /* the listing's, the library runners' */
   loom_result_t r = order && out->c ? LOOM_SUCCESS : loom__fail(LOOM_ERR_OUT_OF_MEMORY, "loom_prog_tune: out of host "
                                                                 "memory for %d candidates", l.n);
   if (r == LOOM_SUCCESS) order_rows(&l, order);
@@ -159,9 +210,35 @@ loom_result_t loom__cg_tune_candidates(loom__prog_t *p, int W, const loom__bindi
     loom__lw_free(&lw);
   }
   if (have0) loom__lw_free(&lw0);
+  if (r == LOOM_SUCCESS && have0) r = lib_candidates(p, W, b, out);
   free(order);
   loom__lang_listing_free(&l);
   if (r != LOOM_SUCCESS) loom__cg_tune_candidates_free(out);
+  return r;
+}
+
+loom_result_t loom__cg_default_program(loom__prog_t *p, int W, const loom__binding_t *b, int depth, int max,
+                                       loom__prog_t **out, char name[LOOM__LANG_NAME]) {
+  *out = NULL;
+  snprintf(name, LOOM__LANG_NAME, "unscheduled");
+  loom__lw_prog_t lw0;
+  LOOM_TRY(loom__lw_lower(p, W, b, &lw0)); /* the program as written: what an eligible schedule matches */
+  loom__listing_t l;
+  loom_result_t r = loom__lang_list(p, W, b, depth, max, &l);
+  if (r != LOOM_SUCCESS) return loom__lw_free(&lw0), r;
+  for (int k = 0; k < l.n && r == LOOM_SUCCESS && !*out; ++k) { /* cheapest first */
+    loom_cg_cand_t c;
+    loom__lw_prog_t lw;
+    memset(&c, 0, sizeof c);
+    r = cand_make(p, W, b, &l.rows[k], &c, &lw);
+    if (r != LOOM_SUCCESS || !c.q) continue;
+    char why[LOOM_CG_TUNE_NOTE];
+    if (same_io(&lw0, &lw, why, sizeof why)) *out = c.q, snprintf(name, LOOM__LANG_NAME, "%s", c.name);
+    else loom__lang_free(c.q);
+    loom__lw_free(&lw);
+  }
+  loom__lang_listing_free(&l);
+  loom__lw_free(&lw0);
   return r;
 }
 

@@ -1,9 +1,10 @@
 /*
  * prog_tune_key.c - a loom program's entry in the tuning cache
- * (prog_tune.h): its key and value, the schedule a value names found again
- * (the program as written, a Schedule section, or the search's schedule of
- * that name at the value's bounds, each accepted only where its printed
- * text hashes as the value says), and the rank correlation the tuner
+ * (prog_tune.h): its key and value, the names of what a plan runs (a
+ * schedule, a runner, a knob) parsed and found again (the program as
+ * written, a Schedule section, or the search's schedule of that name at the
+ * value's bounds, each accepted only where its printed text hashes as the
+ * value says), and the rank correlation the tuner
  * reports between the cost model's predictions and the measured times.
  * Host only.
  */
@@ -122,24 +123,61 @@ static loom__prog_t *applied(const loom__prog_t *p, const loom__sched_t *s) {
   return q;
 }
 
-loom_result_t loom__cg_tuned_program(const loom__prog_t *p, const char *value, loom__prog_t **out, char *why,
-                                     size_t cap) {
+int loom__cg_run_parse(const char *name, loom_cg_run_t *run) {
+  memset(run, 0, sizeof *run);
+  if (!name || !*name) return 1;
+  const char *slash = strchr(name, '/');
+  const size_t n = slash ? (size_t)(slash - name) : strlen(name);
+  if (n == 0 || n >= sizeof run->schedule) return 0;
+  memcpy(run->schedule, name, n);
+  run->schedule[n] = 0;
+  if (slash) {
+    char *end = NULL;
+    const long b = slash[1] == 'b' ? strtol(slash + 2, &end, 10) : 0;
+    if (!end || *end || end == slash + 2 || b < 1 || b > LOOM_CG_BLOCKS_PER_SM) return 0;
+    run->bps = (int)b;
+  }
+  if (!strcmp(run->schedule, LOOM_CG_RUN_SEQUENTIAL)) run->lib = LOOM__LW_LIB_LOOM;
+  if (!strcmp(run->schedule, LOOM_CG_RUN_BASELINE)) run->lib = LOOM__LW_LIB_BASE;
+  return !(run->lib && run->bps); /* a library runner has no generated kernel to size */
+}
+
+void loom__cg_run_name(const loom_cg_run_t *run, char *out, size_t cap) {
+  if (run->bps) snprintf(out, cap, "%s/b%d", run->schedule[0] ? run->schedule : "unscheduled", run->bps);
+  else snprintf(out, cap, "%s", run->schedule[0] ? run->schedule : "unscheduled");
+}
+
+loom_result_t loom__cg_named_program(const loom__prog_t *p, const char *schedule, int depth, int max,
+                                     loom__prog_t **out) {
+  *out = NULL;
+  if (!schedule[0] || !strcmp(schedule, "unscheduled") || !strcmp(schedule, LOOM_CG_RUN_SEQUENTIAL) ||
+      !strcmp(schedule, LOOM_CG_RUN_BASELINE))
+    return (*out = applied(p, NULL)) ? LOOM_SUCCESS : loom__fail(LOOM_ERR_OUT_OF_MEMORY, "out of host memory");
+  for (int i = 0; i < p->nsched; ++i)
+    if (!strcmp(p->scheds[i].name, schedule)) {
+      *out = applied(p, &p->scheds[i]);
+      return LOOM_SUCCESS;
+    }
+  loom__found_t f; /* the search's schedule of that name */
+  LOOM_TRY(loom__lang_explore(p, depth, max, &f));
+  for (int i = 0; !*out && i < f.n; ++i)
+    if (!strcmp(f.scheds[i].name, schedule)) *out = applied(p, &f.scheds[i]);
+  loom__lang_found_free(&f);
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom__cg_tuned_program(const loom__prog_t *p, const char *value, loom__prog_t **out,
+                                     loom_cg_run_t *run, char *why, size_t cap) {
   char name[LOOM__LANG_NAME];
   int depth = 0, max = 0;
   uint64_t text = 0;
   *out = NULL;
   LOOM_TRY(loom__cg_tune_parse_value(value, name, &depth, &max, &text));
+  if (!loom__cg_run_parse(name, run))
+    return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "tuning value \"%s\": `%s` is no schedule name", value, name);
   loom__prog_t *q = NULL;
-  if (!strcmp(name, "unscheduled")) q = if_text(applied(p, NULL), text);
-  for (int i = 0; !q && i < p->nsched; ++i)
-    if (!strcmp(p->scheds[i].name, name)) q = if_text(applied(p, &p->scheds[i]), text);
-  if (!q) { /* the search's schedule of that name */
-    loom__found_t f;
-    LOOM_TRY(loom__lang_explore(p, depth, max, &f));
-    for (int i = 0; !q && i < f.n; ++i)
-      if (!strcmp(f.scheds[i].name, name)) q = if_text(applied(p, &f.scheds[i]), text);
-    loom__lang_found_free(&f);
-  }
+  LOOM_TRY(loom__cg_named_program(p, run->schedule, depth, max, &q));
+  q = if_text(q, text);
   if (!q)
     snprintf(why, cap, "it names schedule `%s` (search depth %d, at most %d programs) of text %016llx, which the "
              "program no longer has", name, depth, max, (unsigned long long)text);
@@ -155,15 +193,15 @@ void loom__cg_tune_shape(loom_comm_t comm, int W, int G, loom_cg_tune_shape_t *s
 }
 
 loom_result_t loom__cg_tuned_lookup(const loom__prog_t *p, const loom__binding_t *b, const loom_cg_tune_shape_t *s,
-                                    const char *fn, loom__prog_t **out, char name[LOOM__LANG_NAME]) {
+                                    const char *fn, loom__prog_t **out, loom_cg_run_t *run, char name[LOOM__LANG_NAME]) {
   char key[LOOM_TUNE_TEXT_BYTES], value[LOOM_TUNE_TEXT_BYTES], why[320] = "";
   *out = NULL, name[0] = 0;
   if (!loom__cg_tune_key(p, b, s, key, sizeof key) || !loom__tune_get(key, value, sizeof value)) return LOOM_SUCCESS;
-  loom_result_t r = loom__cg_tuned_program(p, value, out, why, sizeof why);
+  loom_result_t r = loom__cg_tuned_program(p, value, out, run, why, sizeof why);
   if (r == LOOM_ERR_OUT_OF_MEMORY) return r;
   if (r != LOOM_SUCCESS) snprintf(why, sizeof why, "%s", loom_last_error());
   if (!*out) {
-    LOOM_WARN("%s: tuning entry \"%s = %s\" ignored: %s; the program runs as written", fn, key, value, why);
+    LOOM_WARN("%s: tuning entry \"%s = %s\" ignored: %s; the cost model's schedule runs", fn, key, value, why);
     return LOOM_SUCCESS;
   }
   int depth, max;

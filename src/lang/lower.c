@@ -364,6 +364,42 @@ static loom_result_t lower_prog_unit(loom__lw_prog_t *lw, const int *ids, int n)
   return LOOM_SUCCESS;
 }
 
+int loom__lw_coll_unit_op(const loom__lw_prog_t *lw, int id) {
+  const loom__prog_t *p = lw->p;
+  const loom__node_t *nd = &p->nodes[id];
+  if (lw->lib == LOOM__LW_LIB_GEN || lw->G != 1 || nd->nin != 1) return 0;
+  if (nd->op != LOOM__OP_ALLREDUCE && nd->op != LOOM__OP_REDUCESCATTER && nd->op != LOOM__OP_ALLGATHER) return 0;
+  const loom__node_t *in = &p->nodes[nd->in[0]];
+  if (in->ty.dtype != nd->ty.dtype || in->ty.rank < 1) return 0;
+  if (nd->op != LOOM__OP_ALLGATHER && nd->redop != LOOM__RED_SUM) return 0;
+  if (nd->op == LOOM__OP_REDUCESCATTER) return nd->ty.lay.kind == LOOM__LAY_SLICED && nd->ty.lay.arg == 0;
+  if (nd->op == LOOM__OP_ALLGATHER) return in->ty.lay.kind == LOOM__LAY_SLICED && in->ty.lay.arg == 0;
+  return nd->ty.lay.kind == LOOM__LAY_REPLICATED;
+}
+
+/* COLL unit u of collective id: its operand's and its result's buffers. */
+static loom_result_t lower_coll(loom__lw_prog_t *lw, int u, int id) {
+  int a, c;
+  LOOM_TRY(loom__lw_buf_for(lw, lw->p->nodes[id].in[0], &a));
+  LOOM_TRY(loom__lw_buf_for(lw, id, &c));
+  lw->bufs[c].unit = u, lw->bufs[c].step = 0;
+  lw->bufs[a].peers_read = 1; /* loom's collectives load it at the peers: the arena */
+  loom__lw_unit_t *x = &lw->units[u];
+  x->gemm_a = a, x->gemm_c = c, x->node = id, x->nsteps = 1;
+  return LOOM_SUCCESS;
+}
+
+/* Where lw->lib runs them, the kernel units that are one plain collective become COLL units. */
+static void coll_units(loom__lw_prog_t *lw) {
+  for (int v = 0; v < lw->nunit && lw->lib != LOOM__LW_LIB_GEN; ++v) {
+    if (lw->units[v].kind != LOOM__LU_KERNEL) continue;
+    int id = -1, n = 0;
+    for (int i = 0; i < lw->p->n; ++i)
+      if (lw->unit_of[i] == v) id = i, n++;
+    if (n == 1 && loom__lw_coll_unit_op(lw, id)) lw->units[v].kind = LOOM__LU_COLL;
+  }
+}
+
 /* Every unit's nodes (unit_of), then each unit lowered in order. */
 static loom_result_t lower_units(loom__lw_prog_t *lw, const int *order, int cnt, int *step) {
   const loom__prog_t *p = lw->p;
@@ -379,13 +415,16 @@ static loom_result_t lower_units(loom__lw_prog_t *lw, const int *order, int cnt,
     }
     if (i < cnt) ids[n++] = order[i];
   }
-  if (r == LOOM_SUCCESS) fold_bias(lw);
+  if (r == LOOM_SUCCESS) fold_bias(lw), coll_units(lw);
   for (int u = 0; u < lw->nunit && r == LOOM_SUCCESS; ++u) {
     n = 0;
     for (int i = 0; i < cnt; ++i)
       if (lw->unit_of[order[i]] == u) ids[n++] = order[i];
     lw->units[u].loop0 = lw->nloop;
-    r = lw->units[u].kind == LOOM__LU_GEMM ? lower_gemm(lw, u, ids, n) : lower_kernel(lw, u, ids, n, step);
+    const int kind = lw->units[u].kind;
+    r = kind == LOOM__LU_GEMM ? lower_gemm(lw, u, ids, n)
+      : kind == LOOM__LU_COLL ? lower_coll(lw, u, ids[0])
+                              : lower_kernel(lw, u, ids, n, step);
   }
   free(ids);
   return r;
@@ -454,7 +493,7 @@ static void lay_out_arena(loom__lw_prog_t *lw) {
   for (int b = 0; b < lw->nbuf; ++b) {
     loom__lw_buf_t *x = &lw->bufs[b];
     int used = 0; /* read by a loop or a GEMM (a unit other than the one writing it, or a later step) */
-    for (int u = 0; u < lw->nunit && !used; ++u)
+    for (int u = 0; u < lw->nunit && !used; ++u) /* a GEMM's or a COLL's operand */
       used = lw->units[u].gemm_a == b || lw->units[u].gemm_b == b || lw->units[u].gemm_bias == b;
     for (int l = 0; l < lw->nloop && !used; ++l)
       for (int i = 0; i < lw->loops[l].nins && !used; ++i) {
@@ -477,7 +516,7 @@ static void unit_groups(loom__lw_prog_t *lw) {
     loom__lw_unit_t *x = &lw->units[u];
     int g = 0;
     const int all = (1 << lw->G) - 1;
-    if (x->kind == LOOM__LU_GEMM) {
+    if (x->kind == LOOM__LU_GEMM || x->kind == LOOM__LU_COLL) {
       const int grp = lw->bufs[x->gemm_c].geom.group;
       g = grp < 0 ? all : 1 << grp;
     }
@@ -538,8 +577,9 @@ static loom_result_t lower_all(loom__lw_prog_t *lw) {
   return r;
 }
 
-loom_result_t loom__lw_lower_raw(loom__prog_t *p, int W, const loom__binding_t *bind, loom__lw_prog_t *out) {
+loom_result_t loom__lw_lower_raw(loom__prog_t *p, int W, const loom__binding_t *bind, int lib, loom__lw_prog_t *out) {
   memset(out, 0, sizeof *out);
+  out->lib = lib;
   if (W < 1 || W > 64) return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "lowering: %d ranks per group; expected 1..64", W);
   LOOM_TRY(loom__lang_infer(p));
   out->p = p, out->W = W, out->G = loom__lang_ngroups(p), out->bind = *bind;

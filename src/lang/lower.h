@@ -12,7 +12,10 @@
  * vector to a MatMul's result (`MatMul(a, b) + bias`, the MatMul read by
  * nothing else) is folded into the GEMM: loom_gemm's bias epilogue, fp32
  * sum rounded once, where every rank's k and n are multiples of 8. Pipeline groups: a unit runs
- * on the ranks of the groups its values live in (a Send on both groups).
+ * on the ranks of the groups its values live in (a Send on both groups). Lowered for a library runner
+ * (lib: the program as loom's ops one after another, or as cuBLASLt + NCCL), a program unit that is one
+ * plain collective (loom__lw_coll_unit_op) is a COLL unit instead of a kernel: the library's collective on
+ * the ranks' pieces, its operand in the arena (loom's collectives load their peers' operands).
  *
  * Geometry. Every value has a whole shape and a layout; a rank holds its
  * piece: Sliced(d) splits dimension d of n as every loom op does (S =
@@ -170,7 +173,14 @@ typedef struct loom__lw_ex {
   int off;      /* 1: left out (an optional entry the checker proved unneeded, or a mutation) */
 } loom__lw_ex_t;
 
-enum { LOOM__LU_KERNEL = 0, LOOM__LU_GEMM = 1 };
+/* A COLL unit (a lowering with lib set): a program unit that is one AllReduce, ReduceScatter or AllGather
+ * (sums, WORLD programs, the slices along dimension 0), run as a library collective on this rank's pieces:
+ * gemm_a its operand's buffer, gemm_c its result's, node the collective. */
+enum { LOOM__LU_KERNEL = 0, LOOM__LU_GEMM = 1, LOOM__LU_COLL = 2 };
+/* What runs a program's units (loom__lw_prog_t.lib): generated kernels and loom_gemm (GEN); the bare
+ * collectives as loom's collective ops (LOOM); the bare collectives through NCCL and the MatMuls through
+ * cuBLASLt (BASE). */
+enum { LOOM__LW_LIB_GEN = 0, LOOM__LW_LIB_LOOM = 1, LOOM__LW_LIB_BASE = 2 };
 
 typedef struct loom__lw_unit {
   char name[64];        /* the program unit's name (a stage's unit says which part) */
@@ -189,6 +199,7 @@ typedef struct loom__lw_unit {
 typedef struct loom__lw_prog {
   const loom__prog_t *p;
   int W, G, R;          /* ranks per group, groups, ranks */
+  int lib;              /* LOOM__LW_LIB_*: what runs the bare collectives and the MatMuls */
   loom__binding_t bind;
   int nbuf, nunit, nloop, nins, nex;
   int cbuf, cunit, cloop, cins, cex;
@@ -216,7 +227,12 @@ typedef struct loom__lw_prog {
  * generator does not take (an FP32 MatMul). The structure (units, steps,
  * loops, exchange entries and their order) does not depend on W or the
  * sizes; only the geometry does. */
-loom_result_t loom__lw_lower_raw(loom__prog_t *p, int W, const loom__binding_t *bind, loom__lw_prog_t *out);
+loom_result_t loom__lw_lower_raw(loom__prog_t *p, int W, const loom__binding_t *bind, int lib, loom__lw_prog_t *out);
+/* 1 if node id of lowering lw runs as a COLL unit where it is a program unit of its own (lib not GEN): an
+ * AllReduce, ReduceScatter or AllGather that sums (a copy: AllGather) in one dtype, in a program of one group,
+ * whose slices (ReduceScatter's result, AllGather's operand) are along dimension 0: loom's and NCCL's slices
+ * of rows, whatever W is. */
+int loom__lw_coll_unit_op(const loom__lw_prog_t *lw, int id);
 void loom__lw_free(loom__lw_prog_t *lw);
 /* Room for element n of a growing array *arr of capacity *cap (doubled when full). */
 loom_result_t loom__lw_grow(void **arr, int n, int *cap, size_t elem);
@@ -270,6 +286,8 @@ void loom__lw_check_worlds(const loom__prog_t *p, int *W, int *n);
  * violation is LOOM_ERR_INTERNAL naming the unit, the world and the
  * checker's report, and nothing may run. */
 loom_result_t loom__lw_lower(loom__prog_t *p, int W, const loom__binding_t *bind, loom__lw_prog_t *out);
+/* loom__lw_lower with lib (LOOM__LW_LIB_*): the bare collectives as COLL units where lib is not GEN. */
+loom_result_t loom__lw_lower_lib(loom__prog_t *p, int W, const loom__binding_t *bind, int lib, loom__lw_prog_t *out);
 /* Checks every kernel unit of lw (its entries as they are) at lw's world:
  * LOOM_SUCCESS, or LOOM_ERR_INTERNAL with the first violation. */
 loom_result_t loom__lw_check(const loom__lw_prog_t *lw);

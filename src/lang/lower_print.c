@@ -113,6 +113,13 @@ void loom__lw_print(const loom__lw_prog_t *lw, loom__buf_t *o) {
       loom__buf_printf(o, "\n");
       continue;
     }
+    if (x->kind == LOOM__LU_COLL) {
+      loom__buf_printf(o, "  unit %s: %s %s = %s(%s)\n", x->name, lw->lib == LOOM__LW_LIB_BASE ? "NCCL" : "loom",
+                       buf_name(lw, x->gemm_c, nb, sizeof nb),
+                       loom__lang_op_info((loom__op_t)lw->p->nodes[x->node].op)->name,
+                       buf_name(lw, x->gemm_a, nb2, sizeof nb2));
+      continue;
+    }
     loom__buf_printf(o, "  unit %s: kernel, %d steps, groups 0x%x\n", x->name, x->nsteps, (unsigned)x->groups);
     print_entries(lw, u, -1, LOOM__LX_SET, o);
     for (int s = 0; s < x->nsteps; ++s) {

@@ -338,7 +338,7 @@ static int same_structure(const loom__lw_prog_t *a, const loom__lw_prog_t *b) {
 }
 
 /* The check worlds' lowerings of p with the optional entries settled, each checked. */
-static loom_result_t settled(loom__prog_t *p, const loom__binding_t *bind, loom__lw_prog_t *lws, int *n) {
+static loom_result_t settled(loom__prog_t *p, const loom__binding_t *bind, int lib, loom__lw_prog_t *lws, int *n) {
   int W[4];
   loom__lw_check_worlds(p, W, n);
   if (*n == 0)
@@ -347,7 +347,7 @@ static loom_result_t settled(loom__prog_t *p, const loom__binding_t *bind, loom_
   loom__proto_report_t *rep = malloc(sizeof *rep);
   loom_result_t r = rep ? LOOM_SUCCESS : loom__fail(LOOM_ERR_OUT_OF_MEMORY, "lowering: out of host memory");
   int made = 0;
-  for (; made < *n && r == LOOM_SUCCESS; ++made) r = loom__lw_lower_raw(p, W[made], bind, &lws[made]);
+  for (; made < *n && r == LOOM_SUCCESS; ++made) r = loom__lw_lower_raw(p, W[made], bind, lib, &lws[made]);
   if (r == LOOM_SUCCESS) made = *n;
   else made--;
   for (int k = 1; k < made && r == LOOM_SUCCESS; ++k)
@@ -362,17 +362,21 @@ static loom_result_t settled(loom__prog_t *p, const loom__binding_t *bind, loom_
   return r;
 }
 
-loom_result_t loom__lw_lower(loom__prog_t *p, int W, const loom__binding_t *bind, loom__lw_prog_t *out) {
+loom_result_t loom__lw_lower_lib(loom__prog_t *p, int W, const loom__binding_t *bind, int lib, loom__lw_prog_t *out) {
   memset(out, 0, sizeof *out);
   LOOM_TRY(loom__lang_infer(p));
   loom__lw_prog_t lws[4];
   int n;
-  LOOM_TRY(settled(p, bind, lws, &n));
-  loom_result_t r = loom__lw_lower_raw(p, W, bind, out);
+  LOOM_TRY(settled(p, bind, lib, lws, &n));
+  loom_result_t r = loom__lw_lower_raw(p, W, bind, lib, out);
   if (r == LOOM_SUCCESS && !same_structure(out, &lws[0]))
     r = loom__fail(LOOM_ERR_INTERNAL, "lowering: %d ranks give other exchanges than %d", W, lws[0].W);
   for (int i = 0; r == LOOM_SUCCESS && i < out->nex; ++i) out->ex[i].off = lws[0].ex[i].off;
   for (int k = 0; k < n; ++k) loom__lw_free(&lws[k]);
   if (r != LOOM_SUCCESS) loom__lw_free(out);
   return r;
+}
+
+loom_result_t loom__lw_lower(loom__prog_t *p, int W, const loom__binding_t *bind, loom__lw_prog_t *out) {
+  return loom__lw_lower_lib(p, W, bind, LOOM__LW_LIB_GEN, out);
 }

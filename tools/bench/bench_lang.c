@@ -268,7 +268,7 @@ static void remove_dir(const char *dir) {
 static loom_result_t compile_once(lang_run_t *x, int j, int mode, loom_plan_t *plan) {
   if (mode < 2) loom_bench_rtc_cache_clear();
   const double t0 = now_ms();
-  LOOM_BENCH_TRY(loom_prog_compile(x->comm, x->q[j], NULL, x->bind, plan));
+  LOOM_BENCH_TRY(loom_prog_compile(x->comm, x->q[j], "unscheduled", x->bind, plan));
   x->wall[j][mode] = now_ms() - t0;
   loom_prog_plan_info_t info = LOOM_PROG_PLAN_INFO_INIT;
   LOOM_BENCH_TRY(loom_prog_plan_info(*plan, &info));
@@ -530,7 +530,7 @@ static loom_result_t check_interp(lang_run_t *x, int j, cudaStream_t s, int64_t 
   memset(&own, 0, sizeof own);
   loom_result_t r = LOOM_SUCCESS;
   if (cb != x->bind) {
-    r = loom_prog_compile(x->comm, x->q[j], NULL, cb, &plan);
+    r = loom_prog_compile(x->comm, x->q[j], "unscheduled", cb, &plan);
     if (r == LOOM_SUCCESS) r = prog_io_make(plan, &own);
     io = &own;
   }

@@ -14,6 +14,10 @@
  *  - three calls in a row with new inputs (the epochs advance), and the
  *    program's own schedules captured in a CUDA graph and replayed with
  *    new inputs;
+ *  - the program as loom's ops one after another ("sequential": its plain
+ *    collectives as loom's), as cuBLASLt + NCCL (one process per GPU; at
+ *    the vector sizes, whose slices are equal), and untuned (the cost
+ *    model's schedule), at the three sizes;
  *  - a rank that never calls: the others' next call returns LOOM_ERR_TIMEOUT
  *    naming the stage that waited;
  *  - argument errors named (a NULL input, a host pointer, an output
@@ -83,8 +87,8 @@ static void check_outputs(const prog_io_t *b, loom_prog_t q, int W, const char *
 
 /* One schedule (q) at this rank: compiled, run `calls` times with new inputs (and, graph, captured and replayed),
  * checked each time. */
-static int run_schedule(loom_rank_ctx_t *ctx, loom_comm_t comm, loom_prog_t q, int W, const char *bind, int graph,
-                        const char *label) {
+static int run_schedule(loom_rank_ctx_t *ctx, loom_comm_t comm, loom_prog_t q, const char *run, int W,
+                        const char *bind, int graph, const char *label) {
   loom_plan_t plan = NULL;
   cudaStream_t s = NULL;
   cudaGraph_t g = NULL;
@@ -92,7 +96,7 @@ static int run_schedule(loom_rank_ctx_t *ctx, loom_comm_t comm, loom_prog_t q, i
   prog_io_t b;
   memset(&b, 0, sizeof b);
   const int before = loom_test_failures, qi = ctx->rank % W;
-  LOOM_OK(loom_prog_compile(comm, q, NULL, bind, &plan));
+  LOOM_OK(loom_prog_compile(comm, q, run, bind, &plan));
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   LOOM_OK(prog_io_make(plan, &b));
   for (int call = 0; call < 3; ++call) {
@@ -147,24 +151,39 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *arg) {
     if (q) CHECK_RESULT(loom_prog_check(q), LOOM_SUCCESS);
     char label[200];
     snprintf(label, sizeof label, "%s, schedule %s, W = %d, %s", c->example, l.rows[i].s->name, W, c->small);
-    failed = !q || run_schedule(ctx, comm, q, W, c->small, 0, label);
+    failed = !q || run_schedule(ctx, comm, q, "unscheduled", W, c->small, 0, label);
     loom_prog_destroy(q);
     const int big = l.rows[i].own || !strcmp(l.rows[i].s->name, "unscheduled");
     if (big && !failed) {
       q = lang_apply_prefix(p, l.rows[i].s, l.rows[i].s->n);
       if (q) CHECK_RESULT(loom_prog_check(q), LOOM_SUCCESS);
       snprintf(label, sizeof label, "%s, schedule %s, W = %d, %s", c->example, l.rows[i].s->name, W, c->large);
-      failed = !q || run_schedule(ctx, comm, q, W, c->large, l.rows[i].own, label);
+      failed = !q || run_schedule(ctx, comm, q, "unscheduled", W, c->large, l.rows[i].own, label);
       loom_prog_destroy(q);
     }
     if (big && !failed) {
       q = lang_apply_prefix(p, l.rows[i].s, l.rows[i].s->n);
       snprintf(label, sizeof label, "%s, schedule %s, W = %d, %s", c->example, l.rows[i].s->name, W, c->vec);
-      failed = !q || run_schedule(ctx, comm, q, W, c->vec, l.rows[i].own, label);
+      failed = !q || run_schedule(ctx, comm, q, "unscheduled", W, c->vec, l.rows[i].own, label);
       loom_prog_destroy(q);
     }
   }
-  if (ctx->rank == 0) printf("    %s at W = %d: %d schedules\n", c->example, W, l.n);
+  /* the program as loom's ops one after another, and (NCCL's ranks) as cuBLASLt + NCCL; untuned, the cost
+   * model's schedule: at each size, the large one in a graph */
+  const char *runs[3] = {"sequential", ctx->nccl ? "cublaslt+nccl" : NULL, NULL};
+  const char *sizes[3] = {c->small, c->large, c->vec};
+  for (int k = 0; k < 3 && !failed; ++k)
+    for (int z = 0; z < 3 && !failed; ++z) {
+      if (k == 1 && !runs[1]) continue;
+      char label[200];
+      snprintf(label, sizeof label, "%s, %s, W = %d, %s", c->example, runs[k] ? runs[k] : "untuned (cost model)", W,
+               sizes[z]);
+      /* NCCL's slices are equal: sizes whose rows divide over W */
+      const int nccl_ok = k != 1 || z == 2;
+      if (nccl_ok) failed = run_schedule(ctx, comm, p, runs[k], W, sizes[z], z == 1, label);
+    }
+  if (ctx->rank == 0) printf("    %s at W = %d: %d schedules, sequential%s, untuned\n", c->example, W, l.n,
+                             ctx->nccl ? ", cublaslt+nccl" : "");
   loom__lang_listing_free(&l);
   loom_prog_destroy(p);
   return failed || loom_test_failures;
@@ -200,7 +219,8 @@ static int run_linear_bias(loom_rank_ctx_t *ctx, loom_comm_t comm, const void *a
   loom_prog_t p = NULL;
   CHECK_RESULT(loom_prog_parse(k_linear_bias, "linear_bias.loom", &p), LOOM_SUCCESS);
   if (!p || loom_prog_check(p) != LOOM_SUCCESS) return 1;
-  const int failed = run_schedule(ctx, comm, p, ctx->size, "T=13,H=64,F=96", 1, "MatMul + bias (folded), T = 13");
+  const int failed = run_schedule(ctx, comm, p, "unscheduled", ctx->size, "T=13,H=64,F=96", 1,
+                                  "MatMul + bias (folded), T = 13");
   loom_prog_destroy(p);
   return failed || loom_test_failures;
 }

@@ -179,6 +179,35 @@ static void run_gemm(const ex_t *x, const loom__lw_unit_t *u, int r) {
     }
 }
 
+/* The flat index in the piece of index q of geometry geom of global coordinates g (within that piece). */
+static int64_t piece_flat(const loom__lw_geom_t *geom, int q, const int64_t *g) {
+  int64_t d[LOOM__LANG_RANK], off, f = 0;
+  loom__lw_piece(geom, q, d, &off);
+  for (int j = 0; j < geom->rank; ++j) f = f * d[j] + g[j] - (j == geom->sliced ? off : 0);
+  return f;
+}
+
+/* A COLL unit on rank r (a library's collective): each element of its result on r, from the operand's pieces
+ * of the group's ranks: a sum in rank order in fp32 (AllReduce, ReduceScatter), the owner's (AllGather). */
+static void run_coll(const ex_t *x, const loom__lw_unit_t *u, int r) {
+  const loom__lw_prog_t *lw = x->lw;
+  const loom__lw_buf_t *A = &lw->bufs[u->gemm_a], *C = &lw->bufs[u->gemm_c];
+  const int op = lw->p->nodes[u->node].op, base = loom__lw_base(lw, r);
+  int64_t g[LOOM__LANG_RANK];
+  const int64_t n = unravel(&C->geom, r % lw->W, 0, g);
+  for (int64_t e = 0; e < n; ++e) {
+    unravel(&C->geom, r % lw->W, e, g);
+    float v = 0.f;
+    if (op == LOOM__OP_ALLGATHER) {
+      const int owner = (int)(g[0] / A->geom.S);
+      v = at(x, base + owner, u->gemm_a)[piece_flat(&A->geom, owner, g)];
+    } else {
+      for (int p = 0; p < lw->W; ++p) v += at(x, base + p, u->gemm_a)[piece_flat(&A->geom, p, g)];
+    }
+    at(x, r, u->gemm_c)[e] = rnd(v, C->dtype);
+  }
+}
+
 static void run_units(const ex_t *x) {
   const loom__lw_prog_t *lw = x->lw;
   int most = 1;
@@ -186,11 +215,15 @@ static void run_units(const ex_t *x) {
   float *v = malloc(sizeof(float) * (size_t)most);
   for (int u = 0; u < lw->nunit && v; ++u) {
     const loom__lw_unit_t *un = &lw->units[u];
-    for (int s = 0; s < (un->kind == LOOM__LU_GEMM ? 1 : un->nsteps); ++s)
+    for (int s = 0; s < (un->kind != LOOM__LU_KERNEL ? 1 : un->nsteps); ++s)
       for (int r = 0; r < lw->R; ++r) {
         if (!loom__lw_runs_unit(lw, un, r)) continue;
         if (un->kind == LOOM__LU_GEMM) {
           if (loom__lw_holds(lw, &lw->bufs[un->gemm_c], r)) run_gemm(x, un, r);
+          continue;
+        }
+        if (un->kind == LOOM__LU_COLL) {
+          if (loom__lw_holds(lw, &lw->bufs[un->gemm_c], r)) run_coll(x, un, r);
           continue;
         }
         for (int l = un->loop0; l < un->loop0 + un->nloops; ++l) {

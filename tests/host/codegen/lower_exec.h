@@ -6,7 +6,9 @@
  * meets every wait), each loop's body evaluated as the generated kernel
  * evaluates it: fp32 arithmetic, inputs and stored values rounded to their
  * dtype, reductions in rank order, a Norm from its partial slots, RMSNorm /
- * LayerNorm per row; the GEMM units in double, rounded once. It checks the
+ * LayerNorm per row; the GEMM units in double, rounded once; the COLL
+ * units (a library's collective) as sums in rank order in fp32 or the
+ * owner's copy. It checks the
  * lowering (geometry, index maps, materialization, steps, bodies) against
  * the interpreter on a machine without a GPU; the CUDA text emitted from
  * the same form is checked by the GPU tests.

@@ -240,6 +240,81 @@ LOOM_TEST(codegen_lowered_schedules_run_on_the_cpu_equal_the_interpreter_at_ever
   }
 }
 
+/* The program as written run by the libraries (loom's collectives, or NCCL's and cuBLASLt): each plain
+ * AllReduce / ReduceScatter / AllGather of the examples is a COLL unit, the rest as before, and the lowered
+ * program run on the CPU equals the interpreter at W = 1, 2, 3, 4, 8; a fused collective, a max-reduction and
+ * a pipeline program's collectives stay generated. */
+LOOM_TEST(codegen_lowered_for_the_libraries_runs_plain_collectives_as_coll_units) {
+  static const int worlds[] = {1, 2, 3, 4, 8};
+  int colls = 0;
+  for (int e = 0; e < CODEGEN_NEXAMPLES; ++e) {
+    loom_prog_t p = lang_load_example(codegen_examples[e].name), best = NULL;
+    CHECK(p != NULL && loom_prog_check(p) == LOOM_SUCCESS);
+    if (!p) continue;
+    loom__binding_t b;
+    CHECK_RESULT(loom__lang_parse_bind(codegen_examples[e].bind, &b), LOOM_SUCCESS);
+    for (int lib = LOOM__LW_LIB_LOOM; lib <= LOOM__LW_LIB_BASE; ++lib)
+      for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; ++w) {
+        loom__lw_prog_t lw, gen;
+        if (loom__lw_lower_lib(p, worlds[w], &b, lib, &lw) != LOOM_SUCCESS) {
+          loom_test_fail(__FILE__, __LINE__, "%s lib %d at W = %d: %s", codegen_examples[e].name, lib, worlds[w],
+                         loom_last_error());
+          continue;
+        }
+        CHECK_RESULT(loom__lw_lower(p, worlds[w], &b, &gen), LOOM_SUCCESS);
+        int coll = 0, kernels = 0;
+        for (int u = 0; u < lw.nunit; ++u) {
+          const loom__lw_unit_t *x = &lw.units[u];
+          coll += x->kind == LOOM__LU_COLL;
+          kernels += x->kind == LOOM__LU_KERNEL;
+          if (x->kind == LOOM__LU_COLL) CHECK(loom__lw_coll_unit_op(&lw, x->node) && lw.G == 1);
+        }
+        int gen_kernels = 0;
+        for (int u = 0; u < gen.nunit; ++u) gen_kernels += gen.units[u].kind == LOOM__LU_KERNEL;
+        CHECK_EQ_INT(lw.nunit, gen.nunit);
+        CHECK_EQ_INT(kernels + coll, gen_kernels);
+        colls += coll;
+        double d = INFINITY;
+        CHECK_RESULT(lower_exec_compare(&lw, 41 + (uint64_t)w, &d), LOOM_SUCCESS);
+        if (!(d <= prog_io_bound(p)))
+          loom_test_fail(__FILE__, __LINE__, "%s lib %d at W = %d: differs from the interpreter by %g",
+                         codegen_examples[e].name, lib, worlds[w], d);
+        loom__lw_free(&lw), loom__lw_free(&gen);
+      }
+    if (loom_prog_schedule(p, "best", &best) == LOOM_SUCCESS) { /* fused: nothing plain left */
+      loom__lw_prog_t lw;
+      if (loom__lw_lower_lib(best, 2, &b, LOOM__LW_LIB_LOOM, &lw) == LOOM_SUCCESS) {
+        int coll = 0;
+        for (int u = 0; u < lw.nunit; ++u) coll += lw.units[u].kind == LOOM__LU_COLL;
+        if (!strcmp(codegen_examples[e].name, "model_parallel")) CHECK_EQ_INT(coll, 0);
+        loom__lw_free(&lw);
+      }
+      loom_prog_destroy(best);
+    }
+    loom_prog_destroy(p);
+  }
+  printf("    %d COLL units over the examples, both libraries, W = 1, 2, 3, 4, 8\n", colls);
+  CHECK(colls >= 20);
+  /* what stays generated: a max-reduction, a collective of another dimension's slices */
+  static const char *kept[] = {
+      "Tensor x(FP32, [N, M], Local, WORLD);\nVar y = AllReduce(\"max\", x);\nExecute e({x}, {y});\n",
+      "Tensor x(FP32, [N, M], Sliced(1), WORLD);\nVar y = AllGather(x);\nExecute e({x}, {y});\n",
+  };
+  for (int i = 0; i < 2; ++i) {
+    loom_prog_t p = NULL;
+    CHECK_RESULT(loom_prog_parse(kept[i], "kept.loom", &p), LOOM_SUCCESS);
+    if (!p) continue;
+    CHECK_RESULT(loom_prog_check(p), LOOM_SUCCESS);
+    loom__binding_t b;
+    CHECK_RESULT(loom__lang_parse_bind("N=6,M=8", &b), LOOM_SUCCESS);
+    loom__lw_prog_t lw;
+    CHECK_RESULT(loom__lw_lower_lib(p, 2, &b, LOOM__LW_LIB_LOOM, &lw), LOOM_SUCCESS);
+    for (int u = 0; u < lw.nunit; ++u) CHECK(lw.units[u].kind != LOOM__LU_COLL);
+    loom__lw_free(&lw);
+    loom_prog_destroy(p);
+  }
+}
+
 /* ---- a bias folded into the GEMM's epilogue --------------------------------------------------------------- */
 
 /* Program text: `y = MatMul(x, w) + b` with x, w, b of the given layouts (and extra lines). */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "codegen/cg_args.h"
+#include "codegen/prog_tune.h"
 #include "lang/lang.h"
 #include "testing/hooks.h"
 #include "tests/common/test.h"
@@ -70,6 +71,15 @@ LOOM_TEST(codegen_compile_runs_the_door_to_the_gpu_and_refuses_what_it_cannot_ru
   compile_in_world(mp, 2, NULL, "B=2,S=3,H=8", LOOM_ERR_UNSUPPORTED, valid);
   compile_in_world(pipe, 4, "best", "B=2,S=3,H=8", LOOM_ERR_UNSUPPORTED, valid);
   compile_in_world(mp, 2, "nope", "B=2,S=3,H=8", LOOM_ERR_INVALID_ARGUMENT, "no Schedule `nope`");
+  /* run names: the search's schedules, a knob, the library runners */
+  compile_in_world(mp, 2, "s3", "B=2,S=3,H=8", LOOM_ERR_UNSUPPORTED, valid);
+  compile_in_world(mp, 2, "best/b2", "B=2,S=3,H=8", LOOM_ERR_UNSUPPORTED, valid);
+  compile_in_world(mp, 2, "unscheduled/b1", "B=2,S=3,H=8", LOOM_ERR_UNSUPPORTED, valid);
+  compile_in_world(mp, 3, "sequential", "B=2,S=3,H=8", LOOM_ERR_UNSUPPORTED, valid);
+  compile_in_world(mp, 2, "cublaslt+nccl", "B=2,S=3,H=8", LOOM_ERR_UNSUPPORTED, "NCCL communicator");
+  compile_in_world(mp, 2, "best/b9", "B=2,S=3,H=8", LOOM_ERR_INVALID_ARGUMENT, "schedule=\"best/b9\": expected");
+  compile_in_world(mp, 2, "sequential/b2", "B=2,S=3,H=8", LOOM_ERR_INVALID_ARGUMENT, "expected a schedule's name");
+  compile_in_world(mp, 2, "best/", "B=2,S=3,H=8", LOOM_ERR_INVALID_ARGUMENT, "expected a schedule's name");
   compile_in_world(mp, 2, "best", "B=2,H=8", LOOM_ERR_INVALID_ARGUMENT, "`S` is not bound");
   compile_in_world(mp, 2, "best", "B=2,S=x", LOOM_ERR_INVALID_ARGUMENT, "bind `B=2,S=x`");
   compile_in_world(pipe, 3, "best", "B=2,S=3,H=8", LOOM_ERR_INVALID_ARGUMENT, "no multiple");
@@ -89,6 +99,38 @@ LOOM_TEST(codegen_compile_runs_the_door_to_the_gpu_and_refuses_what_it_cannot_ru
   loom_prog_destroy(mp);
   loom_prog_destroy(pipe);
   unsetenv("LOOM_CACHE_DIR");
+}
+
+/* Untuned, a compile runs the cost model's cheapest schedule that takes the program's inputs and outputs as
+ * written: every candidate the tuner lists as cheaper is refused or not eligible (Adam at W = 2: Figure 6b keeps
+ * its moments on slices, so something else runs; at W = 1 it is eligible and runs). */
+LOOM_TEST(codegen_untuned_compile_runs_the_cost_models_first_eligible_schedule) {
+  static const struct { const char *ex, *bind; int W; } k[] = {
+      {"model_parallel", "B=2,S=3,H=16", 2}, {"adam", "N=4096", 2}, {"adam", "N=4096", 1},
+      {"lamb", "N=4096", 2}, {"llama_tp", "T=16,H=16,F=32", 4}};
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i) {
+    loom_prog_t p = lang_load_example(k[i].ex);
+    CHECK(p && loom_prog_check(p) == LOOM_SUCCESS);
+    if (!p) continue;
+    loom__binding_t b;
+    CHECK_RESULT(loom__lang_parse_bind(k[i].bind, &b), LOOM_SUCCESS);
+    loom__prog_t *q = NULL;
+    char name[LOOM__LANG_NAME];
+    CHECK_RESULT(loom__cg_default_program(p, k[i].W, &b, 6, 200, &q, name), LOOM_SUCCESS);
+    loom_cg_cands_t cs;
+    CHECK_RESULT(loom__cg_tune_candidates(p, k[i].W, &b, 6, 200, &cs), LOOM_SUCCESS);
+    const loom_cg_cand_t *pick = NULL;
+    for (int c = 0; c < cs.n; ++c)
+      if (!strcmp(cs.c[c].name, name)) pick = &cs.c[c];
+    CHECK(q && pick && pick->eligible && pick->text == loom__cg_prog_hash(q, 1));
+    for (int c = 0; pick && c < cs.n; ++c)
+      if (cs.c[c].predicted_us < pick->predicted_us && !cs.c[c].run.lib) CHECK(!cs.c[c].eligible);
+    printf("    %s at W = %d: %s (predicted %.2f us)\n", k[i].ex, k[i].W, name, pick ? pick->predicted_us : -1.0);
+    if (!strcmp(k[i].ex, "adam")) CHECK((strcmp(name, "best") == 0) == (k[i].W == 1));
+    loom__cg_tune_candidates_free(&cs);
+    loom__lang_free(q);
+    loom_prog_destroy(p);
+  }
 }
 
 LOOM_TEST(codegen_wait_sites_are_named) {

@@ -122,15 +122,39 @@ LOOM_TEST(codegen_tune_value_finds_its_schedule_again) {
     CHECK_RESULT(loom__cg_tune_parse_value(v, name, &depth, &max, &text), LOOM_SUCCESS);
     CHECK(!strcmp(name, want[i].name) && depth == want[i].depth && max == 50);
     loom__prog_t *q = NULL;
-    CHECK_RESULT(loom__cg_tuned_program(p, v, &q, why, sizeof why), LOOM_SUCCESS);
+    loom_cg_run_t run;
+    CHECK_RESULT(loom__cg_tuned_program(p, v, &q, &run, why, sizeof why), LOOM_SUCCESS);
+    CHECK(!strcmp(run.schedule, want[i].name) && run.lib == LOOM__LW_LIB_GEN && run.bps == 0);
     int eq = 0;
     CHECK(q && loom_prog_equal(q, want[i].q, &eq) == LOOM_SUCCESS && eq);
     loom__lang_free(q);
     /* the same name with another text: stale */
     loom__cg_tune_value(want[i].name, want[i].depth, 50, loom__cg_prog_hash(want[i].q, 1) ^ 1, v, sizeof v);
-    CHECK_RESULT(loom__cg_tuned_program(p, v, &q, why, sizeof why), LOOM_SUCCESS);
+    CHECK_RESULT(loom__cg_tuned_program(p, v, &q, &run, why, sizeof why), LOOM_SUCCESS);
     CHECK(!q && strstr(why, "no longer has"));
   }
+  /* a knob and the library runners: the program they run and the run */
+  const struct { const char *name; loom_prog_t q; int lib, bps; } runs[3] = {
+      {"best/b2", best, LOOM__LW_LIB_GEN, 2}, {"sequential", plain, LOOM__LW_LIB_LOOM, 0},
+      {"cublaslt+nccl", plain, LOOM__LW_LIB_BASE, 0}};
+  for (int i = 0; i < 3; ++i) {
+    loom__cg_tune_value(runs[i].name, 6, 200, loom__cg_prog_hash(runs[i].q, 1), v, sizeof v);
+    loom__prog_t *q = NULL;
+    loom_cg_run_t run;
+    CHECK_RESULT(loom__cg_tuned_program(p, v, &q, &run, why, sizeof why), LOOM_SUCCESS);
+    int eq = 0;
+    CHECK(q && loom_prog_equal(q, runs[i].q, &eq) == LOOM_SUCCESS && eq);
+    CHECK(run.lib == runs[i].lib && run.bps == runs[i].bps);
+    char back[LOOM__LANG_NAME];
+    loom__cg_run_name(&run, back, sizeof back);
+    CHECK(!strcmp(back, runs[i].name));
+    loom__lang_free(q);
+  }
+  loom__cg_tune_value("best/b7", 6, 200, loom__cg_prog_hash(best, 1), v, sizeof v);
+  loom__prog_t *none = NULL;
+  loom_cg_run_t run;
+  CHECK_RESULT(loom__cg_tuned_program(p, v, &none, &run, why, sizeof why), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("is no schedule name");
   const char *bad[] = {"", "schedule=best", "schedule=best depth=6 max=200 text=zz", "transfer=1 chunk=2 blocks=3",
                        "schedule=best depth=99 max=200 text=0000000000000001",
                        "schedule=best depth=6 max=200 text=0000000000000001 extra"};
@@ -152,25 +176,26 @@ LOOM_TEST(codegen_tune_untuned_compile_takes_the_entry_and_no_other) {
   const loom_cg_tune_shape_t s = {2, 1, 132, 0, "sm_90a"}, w = {2, 1, 66, 1, "sm_90a"};
   char key[LOOM_TUNE_TEXT_BYTES], v[LOOM_TUNE_TEXT_BYTES], name[LOOM__LANG_NAME];
   loom__prog_t *q = NULL;
+  loom_cg_run_t run;
   loom__tune_clear();
-  CHECK_RESULT(loom__cg_tuned_lookup(p, &b, &s, "test", &q, name), LOOM_SUCCESS); /* no entry: as written */
+  CHECK_RESULT(loom__cg_tuned_lookup(p, &b, &s, "test", &q, &run, name), LOOM_SUCCESS); /* no entry */
   CHECK(!q && !name[0]);
   CHECK(loom__cg_tune_key(p, &b, &s, key, sizeof key));
   loom__cg_tune_value("best", 6, 200, loom__cg_prog_hash(best, 1), v, sizeof v);
   CHECK_RESULT(loom__tune_put(key, v), LOOM_SUCCESS);
-  CHECK_RESULT(loom__cg_tuned_lookup(p, &b, &s, "test", &q, name), LOOM_SUCCESS);
+  CHECK_RESULT(loom__cg_tuned_lookup(p, &b, &s, "test", &q, &run, name), LOOM_SUCCESS);
   int eq = 0;
   CHECK(q && !strcmp(name, "best") && loom_prog_equal(q, best, &eq) == LOOM_SUCCESS && eq);
   loom__lang_free(q), q = NULL;
-  CHECK_RESULT(loom__cg_tuned_lookup(p, &b2, &s, "test", &q, name), LOOM_SUCCESS); /* other sizes */
+  CHECK_RESULT(loom__cg_tuned_lookup(p, &b2, &s, "test", &q, &run, name), LOOM_SUCCESS); /* other sizes */
   CHECK(!q);
-  CHECK_RESULT(loom__cg_tuned_lookup(p, &b, &w, "test", &q, name), LOOM_SUCCESS); /* a world */
+  CHECK_RESULT(loom__cg_tuned_lookup(p, &b, &w, "test", &q, &run, name), LOOM_SUCCESS); /* a world */
   CHECK(!q);
-  CHECK_RESULT(loom__cg_tuned_lookup(best, &b, &s, "test", &q, name), LOOM_SUCCESS); /* another program */
+  CHECK_RESULT(loom__cg_tuned_lookup(best, &b, &s, "test", &q, &run, name), LOOM_SUCCESS); /* another program */
   CHECK(!q);
   loom__cg_tune_value("best", 6, 200, 12345, v, sizeof v); /* stale: warned, as written */
   CHECK_RESULT(loom__tune_put(key, v), LOOM_SUCCESS);
-  CHECK_RESULT(loom__cg_tuned_lookup(p, &b, &s, "test", &q, name), LOOM_SUCCESS);
+  CHECK_RESULT(loom__cg_tuned_lookup(p, &b, &s, "test", &q, &run, name), LOOM_SUCCESS);
   CHECK(!q && !name[0]);
   loom__tune_clear();
   loom_prog_destroy(best), loom_prog_destroy(p);
@@ -205,7 +230,16 @@ LOOM_TEST(codegen_tune_candidates_are_every_listed_schedule_the_default_first) {
     loom_cg_cands_t cs;
     int listed;
     candidates(g_examples[e], W, g_binds[e], &cs, &listed);
-    CHECK_EQ_INT(cs.n, listed);
+    int libs = 0; /* after the listing's rows: the program as written run by the libraries */
+    for (int i = listed; i < cs.n; ++i) {
+      const loom_cg_cand_t *c = &cs.c[i];
+      libs++;
+      CHECK(c->run.lib && c->eligible && !c->own && c->q && c->text == cs.c[0].text);
+      CHECK(!strcmp(c->name, c->run.lib == LOOM__LW_LIB_LOOM ? "sequential" : "cublaslt+nccl"));
+    }
+    for (int i = 0; i < listed && i < cs.n; ++i) CHECK(!cs.c[i].run.lib && !cs.c[i].run.bps);
+    /* every example but the pipeline has a plain AllReduce or a MatMul as written */
+    CHECK_EQ_INT(libs, strcmp(g_examples[e], "pipeline") ? 2 : 0);
     CHECK(cs.n > 3);
     if (cs.n < 1) continue;
     CHECK(!strcmp(cs.c[0].name, "unscheduled") && !cs.c[0].own && cs.c[0].eligible && !cs.c[0].refused);
@@ -251,7 +285,8 @@ LOOM_TEST(codegen_tune_candidates_refused_are_kept_with_why) {
   CHECK_RESULT(loom__cg_tune_candidates(p, 2, &b, 2, 40, &cs), LOOM_SUCCESS);
   const loom_cg_cand_t *wrong = cand_named(&cs, "wrong"), *right = cand_named(&cs, "right");
   CHECK(wrong && wrong->refused && !wrong->q && !wrong->eligible && strstr(wrong->note, "refused: r.loom:5:"));
-  CHECK(wrong == &cs.c[cs.n - 1]); /* listed last, as `loom schedules` does */
+  CHECK(wrong == &cs.c[cs.n - 3]); /* listed last, as `loom schedules` does; then the two library runners */
+  CHECK(!strcmp(cs.c[cs.n - 2].name, "sequential") && !strcmp(cs.c[cs.n - 1].name, "cublaslt+nccl"));
   CHECK(right && !right->refused && right->eligible);
   loom__cg_tune_candidates_free(&cs);
   loom_prog_destroy(p);
