@@ -6,11 +6,14 @@
 # default 550 s); then FOLDER/callN-after.sh (steps that need every GPU);
 # then the tables (hook-idle per TP, loom-bench gemm's summaries,
 # before/after, GPU test counts) and $OUT/results.tgz. Jobs and after-steps
-# see O ($OUT/r), where their outputs go.
+# see O ($OUT/r), where their outputs go. The after-steps stop at TOTAL
+# (default 570 s) after the start, so that the tables and the archive are
+# made before the device tool's limit (it returns few loose files).
 set -u
 here=$(cd "${1:?usage: device_call.sh FOLDER N}" && pwd)
 n=${2:?usage: device_call.sh FOLDER N}
 cd "$here/../../.."
+start=$(date +%s)
 tar xJf build/carry/build.tar.xz
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 LD_LIBRARY_PATH=$PWD/build/lib
 export O=${OUT:-/tmp/out}/r
@@ -18,7 +21,9 @@ mkdir -p $O
 nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm,power.limit --format=csv > $O/machine.txt 2>&1
 bash bench/diag/lanes.sh "$here/call$n-jobs.txt" $O ${DEADLINE:-550}
 # then what needs every GPU at once (callN-after.sh, when there is one)
-[ -f "$here/call$n-after.sh" ] && bash "$here/call$n-after.sh"
+left=$(( ${TOTAL:-570} - ($(date +%s) - start) - 15 ))
+[ -f "$here/call$n-after.sh" ] && { timeout $(( left > 10 ? left : 10 )) bash "$here/call$n-after.sh";
+                                   echo "after-steps rc=$? (limit ${left} s)"; }
 [ -d $O/ab/before ] && python3 bench/compare_builds.py $O/ab/before $O/ab/after --json $O/compare_builds.json > $O/compare_builds.txt 2>&1 &&
   tail -30 $O/compare_builds.txt
 for l in $O/t-*.log $O/w2-*.log; do
