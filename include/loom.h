@@ -1454,17 +1454,25 @@ typedef struct loom_prog_tune_result {
 
 /* Collective (every rank the same prog and bind); synchronizes stream (not
  * while it captures). Compiles, as plans of their own, the program as
- * written (the default: what loom_prog_compile runs untuned) and every
- * schedule `loom schedules` lists at this comm's W and bind (one the code
- * generator refuses is left out, saying why), times their calls on inputs
- * of its own (random, never zero) by loom's tuning rule (the slowest rank's
- * median over rounds; another must beat the default by 2%), and records the
- * fastest that takes the program's inputs and outputs as written in the
- * tuning cache (rank 0 writes LOOM_TUNE_FILE where set): a later
- * loom_prog_compile of the program with these sizes on a comm of this shape
- * and a NULL or "" schedule runs it; a named schedule is never replaced.
- * result: NULL (the search's defaults), or read and filled. In a one-GPU world the times are not W GPUs' and
- * the entry is keyed to the world. */
+ * written ("unscheduled": the default to beat), every schedule `loom
+ * schedules` lists at this comm's W and bind (one the code generator
+ * refuses is left out, saying why) and the program as written run as
+ * "sequential" and "cublaslt+nccl" (loom_prog_compile's run names; each
+ * where it has a plain collective or a MatMul, the second left out without
+ * an NCCL communicator), times their calls on inputs of its own (random,
+ * never zero) by loom's tuning rule (the slowest rank's median over
+ * rounds; another must beat the default by 2%); then races the three
+ * fastest eligible candidates with generated kernels at fewer blocks per
+ * SM ("NAME/b2", "NAME/b1": the knob's round, noted so) against the first
+ * race's winner, and records the fastest that takes the program's inputs
+ * and outputs as written in the tuning cache (rank 0 writes LOOM_TUNE_FILE
+ * where set): a later loom_prog_compile of the program with these sizes on
+ * a comm of this shape and a NULL or "" schedule runs it; a named schedule
+ * is never replaced. result: NULL (the search's defaults), or read and
+ * filled; rows: at most LOOM_PROG_TUNE_ROWS(nsched, max) (nsched: the
+ * program's Schedule sections). In a one-GPU world the times are not W
+ * GPUs' and the entry is keyed to the world. */
+#define LOOM_PROG_TUNE_ROWS(nsched, max) (1 + (nsched) + (max) + 2 + 3 * 2)
 loom_result_t loom_prog_tune(loom_comm_t comm, loom_prog_t prog, const char *bind, cudaStream_t stream,
                              loom_prog_tune_result_t *result);
 

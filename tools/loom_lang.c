@@ -564,7 +564,7 @@ static int loom_lang_tune(const opts_t *o) {
   if (o->list) {
     rc = tune_list(o, p);
   } else if (!o->tune_file || !tune_file(o->tune_file)) {
-    tune_arg_t ta = {o, p, loom__lang_ngroups(p), 1 + p->nsched + o->max};
+    tune_arg_t ta = {o, p, loom__lang_ngroups(p), LOOM_PROG_TUNE_ROWS(p->nsched, o->max)};
     const int R = launch_ranks(o, ta.G);
     rc = R ? launch_on(o, R, rank_tune, &ta) != 0 : 1;
   }

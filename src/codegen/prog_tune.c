@@ -8,31 +8,37 @@
  * Steps, collective (every rank makes the same list and the same calls):
  *   prepare    the arguments (a test comm without a GPU cannot time; a
  *              capturing stream is refused); the candidates
- *              (prog_tune_cands.c): the program as written first, the
- *              default (candidate 0: what an untuned compile runs, the
- *              program with no schedule applied; loom has no path that runs
- *              a program as its hand-written ops one after another, so it
- *              is the baseline too), then every schedule `loom schedules`
- *              lists, cheapest by the cost model first; the buffers: each
- *              input and output at its whole size (every candidate's piece
- *              fits), the inputs drawn as the interpreter draws them
- *              (uniform in [0.25, 1.25), never zero); the ranks agree
- *   compile    each candidate once through the door, the tuning cache left
- *              alone (loom__cg_compile): one that does not compile here is
- *              left out with the reason; its kernels go into the caches
+ *              (prog_tune_cands.c): the program as written first (candidate
+ *              0, the default to beat), every schedule `loom schedules`
+ *              lists, cheapest by the cost model first, then the program as
+ *              written as loom's ops one after another ("sequential") and
+ *              as cuBLASLt + NCCL; the buffers: each input and output at its
+ *              whole size (every candidate's piece fits), the inputs drawn
+ *              as the interpreter draws them (uniform in [0.25, 1.25), never
+ *              zero); the ranks agree
+ *   compile    each candidate once through the door (its run name: the
+ *              runner, the knob), the tuning cache left alone
+ *              (loom__cg_compile): one that does not compile here is left
+ *              out with the reason (cublaslt+nccl without an NCCL
+ *              communicator); its kernels go into the caches
  *   race       loom__tune_race over the rest: each round a candidate's plan
  *              is built (kernels from the memory cache), its calls timed,
  *              the plan destroyed; the slowest rank's time; medians
  *   pick       the race's winner where it is eligible, else the rule's pick
  *              (loom__tune_rule_pick: the margin over candidate 0) among
  *              the eligible candidates' medians
+ *   knob       the TUNE_KNOB_TOP fastest eligible candidates with generated
+ *              kernels, each at fewer blocks per SM (a generated kernel's
+ *              grid: as many as are resident, up to LOOM_CG_BLOCKS_PER_SM;
+ *              the knob halves it), compiled and raced against the pick
+ *              (the default of this race); the pick of this race wins
  *   record     loom__tune_record (rank 0 writes LOOM_TUNE_FILE)
  *   report     every candidate's prediction, median and note, and
- *              Spearman's rank correlation of predicted and measured
- * Knobs: a generated kernel's grid is sized by its work and the rank's SMs
- * (prog_plan.c) and its GEMM units take loom_gemm's own tuning-cache
- * entries; the code generator exposes no knob of its own (tiles, chunks,
- * block counts) to time, so a candidate is a schedule.
+ *              Spearman's rank correlation of predicted and measured over
+ *              the schedules (not the runners and knobs: the cost model
+ *              predicts neither)
+ * Knobs not timed here: a GEMM unit takes loom_gemm's own tuning-cache
+ * entries (loom_gemm_tune); loom's collectives their own AUTO choice.
  */
 #include <math.h>
 #include <stdio.h>
@@ -53,6 +59,7 @@
 #define TUNE_FILL_PERIOD ((size_t)1 << 20) /* elements drawn on the host, then repeated */
 #define TUNE_SEED 0x70726f67ull
 #define TUNE_KNOB_TOP 3 /* candidates whose knob the second round times */
+_Static_assert(TUNE_KNOB_TOP == 3 && LOOM_CG_BLOCKS_PER_SM == 4, "LOOM_PROG_TUNE_ROWS counts 3 candidates x 2 knob values");
 
 /* Every input and output at its largest whole size over the candidates. */
 typedef struct tune_bufs {
