@@ -790,9 +790,7 @@ loom_result_t loom_gemm_ar(loom_plan_t plan, const void *a, const void *b, void 
  * tensor takes one of two forms:
  *   RS-Opt-AG  each rank sums its slice of the gradient over the ranks,
  *              updates it with the state it alone holds (1/W of the state)
- *              and stores the new parameters of the slice into its own copy,
- *              from which every rank then gathers them (LOOM_OPTIM_PULL=1,
- *              the default; 0: the owner stores them into every rank)
+ *              and stores the new parameters of the slice into every rank
  *   AR-Opt     each rank sums the whole gradient and updates the whole
  *              tensor (replicated state, no stores into peers)
  * Slices: tensor t of n elements is cut into W slices of
@@ -914,11 +912,8 @@ typedef struct loom_optim_plan_info {
   int kernels_per_step;
   size_t device_bytes;        /* device memory the plan holds */
   size_t workspace_bytes;     /* of the comm's symmetric workspace (signals, LAMB's partial norms) */
-  int gathered;               /* 1: RS-Opt-AG's new parameters stored by their owners into their own copies, then
-                                 gathered by every rank (a kernel more; LOOM_OPTIM_PULL=1); 0: stored by the
-                                 owners into every rank's copy */
 } loom_optim_plan_info_t;
-#define LOOM_OPTIM_PLAN_INFO_INIT { sizeof(loom_optim_plan_info_t), 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0 }
+#define LOOM_OPTIM_PLAN_INFO_INIT { sizeof(loom_optim_plan_info_t), 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, 0, 0, 0 }
 
 /* Collective. Checks the description and every tensor's memory, builds the
  * chunk table, allocates the state (zero moments, step 0, the master

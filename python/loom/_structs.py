@@ -251,8 +251,7 @@ class OptimPlanInfo(CStruct):
     _fields_ = [("struct_size", c_size_t), ("num_tensors", c_int), ("num_ar_tensors", c_int),
                 ("chunk_elems", c_int64), ("chunks", c_int64), ("global_chunks", c_int64), ("state_elems", c_int64),
                 ("exp_avg", c_void_p), ("exp_avg_sq", c_void_p), ("master", c_void_p), ("step", c_void_p),
-                ("kernels_per_step", c_int), ("device_bytes", c_size_t), ("workspace_bytes", c_size_t),
-                ("gathered", c_int)]
+                ("kernels_per_step", c_int), ("device_bytes", c_size_t), ("workspace_bytes", c_size_t)]
 
 
 class MoeDesc(CStruct):

@@ -35,8 +35,6 @@ typedef enum {
   LOOM__PROTO_MOE,             /* moe: a dispatch, the experts, two combines (counts, delivered, comb_ready, ...) */
   LOOM__PROTO_RS_LL,           /* coll: ReduceScatter LL (the peers' slices pushed as lines, two parities) */
   LOOM__PROTO_AG_LL,           /* coll: AllGather LL (the own slice pushed as lines, two parities) */
-  LOOM__PROTO_OPTIM_ADAM_PULL, /* optim: RS-Opt-AG, Adam, the parameters gathered (ready, stored, done) */
-  LOOM__PROTO_OPTIM_LAMB_PULL, /* optim: RS-Opt-AG, LAMB, the parameters gathered (ready, phase, stored, done) */
   LOOM__PROTO_OPS_COUNT
 } loom__proto_op_t;
 const char *loom__proto_op_name(int op);

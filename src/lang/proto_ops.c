@@ -22,8 +22,7 @@ const char *loom__proto_op_name(int op) {
                                 "allreduce_one_shot_ip", "allreduce_two_shot_ip", "reduce_scatter_ip",
                                 "all_gather_ip", "embedding_fwd", "embedding_bwd", "allreduce_ll",
                                 "allreduce_push", "embedding_bwd_sorted", "gemm_rs_bulk", "moe", "reduce_scatter_ll",
-                                "all_gather_ll", "optim_adam_pull", "optim_lamb_pull"};
-  _Static_assert(sizeof names / sizeof *names == LOOM__PROTO_OPS_COUNT, "a name for every protocol");
+                                "all_gather_ll"};
   return op >= 0 && op < LOOM__PROTO_OPS_COUNT ? names[op] : "?";
 }
 
@@ -57,10 +56,8 @@ void loom__proto_op(int op, int W, loom__proto_t *p) {
     case LOOM__PROTO_GEMM_AR: loom__tp_protocol(LOOM__TP_PROTO_GEMM_AR, W, p); break;
     case LOOM__PROTO_AG_GEMM: loom__tp_protocol(LOOM__TP_PROTO_AG_GEMM, W, p); break;
     case LOOM__PROTO_GEMM_RS_BULK: loom__tp_protocol(LOOM__TP_PROTO_GEMM_RS_BULK, W, p); break;
-    case LOOM__PROTO_OPTIM_ADAM: loom__optim_protocol(0, 0, W, p); break;
-    case LOOM__PROTO_OPTIM_LAMB: loom__optim_protocol(1, 0, W, p); break;
-    case LOOM__PROTO_OPTIM_ADAM_PULL: loom__optim_protocol(0, 1, W, p); break;
-    case LOOM__PROTO_OPTIM_LAMB_PULL: loom__optim_protocol(1, 1, W, p); break;
+    case LOOM__PROTO_OPTIM_ADAM: loom__optim_protocol(0, W, p); break;
+    case LOOM__PROTO_OPTIM_LAMB: loom__optim_protocol(1, W, p); break;
     case LOOM__PROTO_EMB_FWD: loom__emb_protocol(LOOM__EMB_PROTO_FWD, W, p); break;
     case LOOM__PROTO_EMB_BWD: loom__emb_protocol(LOOM__EMB_PROTO_BWD, W, p); break;
     case LOOM__PROTO_EMB_BWD_SORTED: loom__emb_protocol(LOOM__EMB_PROTO_BWD_SORTED, W, p); break;

@@ -7,9 +7,7 @@
  *                   for tensors > 4096 elements, AR-Opt below), one kernel
  *                   (Adam) or three (LAMB) per step; the row names the forms
  *                   the plan chose (loom_optim_plan_info): "loom-auto:rs-opt-ag",
- *                   ":ar-opt", or ":ar-opt A/T" (A of T tensors AR-Opt), with
- *                   " gathered" where the RS-Opt-AG parameters are gathered
- *                   (LOOM_OPTIM_PULL=1) instead of pushed by their owners
+ *                   ":ar-opt", or ":ar-opt A/T" (A of T tensors AR-Opt)
  *   loom-rs         the same, every tensor RS-Opt-AG
  *   loom-ar         the same, every tensor AR-Opt (each rank sums the whole
  *                   gradient through NVLink and updates everything)
@@ -192,10 +190,9 @@ static int opt_cases(const opt_args_t *a, int64_t sizes[4]) {
 
 /* The forms AUTO chose, for the loom-auto row's label. */
 static void opt_auto_path(const loom_optim_plan_info_t *info, char *buf, size_t cap) {
-  const char *how = info->gathered ? " gathered" : "";
-  if (info->num_ar_tensors == 0) snprintf(buf, cap, "rs-opt-ag%s", how);
+  if (info->num_ar_tensors == 0) snprintf(buf, cap, "rs-opt-ag");
   else if (info->num_ar_tensors == info->num_tensors) snprintf(buf, cap, "ar-opt");
-  else snprintf(buf, cap, "ar-opt %d/%d%s", info->num_ar_tensors, info->num_tensors, how);
+  else snprintf(buf, cap, "ar-opt %d/%d", info->num_ar_tensors, info->num_tensors);
 }
 
 /* The tensor sizes of a case: one tensor of `size`, or the BERT-large-like
@@ -314,7 +311,7 @@ static int opt_case(opt_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaS
   int failures = 0;
   if (ctx->rank == 0) {
     loom_optim_plan_info_t info = LOOM_OPTIM_PLAN_INFO_INIT;
-    char auto_path[40] = "unresolved";
+    char auto_path[24] = "unresolved";
     if (r.set[0].loom[0] && loom_optim_plan_info(r.set[0].loom[0], &info) == LOOM_SUCCESS)
       opt_auto_path(&info, auto_path, sizeof auto_path);
     loom_bench_shape_t ps;

@@ -26,17 +26,11 @@
 #include "core/handle.h"
 #include "core/log.h"
 #include "core/op.h"
-#include "core/param.h"
 #include "core/plan.h"
 #include "core/ptr_check.h"
 #include "ops/optim/optim.h"
 #include "ops/optim/optim_protocol.h"
 #include "ops/optim/optim_schedule.h"
-
-LOOM_PARAM_INT(OPTIM_PULL, "1",
-               "distributed optimizers (loom_adam_step, loom_lamb_step): 1: the owners store the new parameters of "
-               "their slices into their own copies and every rank then gathers the others' (two kernels, the links "
-               "carry one direction at a time); 0: the owners store into every rank's copy as they update")
 
 /* The kernels' wait sites, named from the protocol's table of signals. */
 __attribute__((constructor)) static void loom__optim_wait_sites(void) {
@@ -213,15 +207,14 @@ static loom_result_t tensor_tables(loom_comm_t comm, const char *fn, loom_optim_
 typedef struct optim_host {
   char **grad_tab, **param_tab;
   int *vec;
-  loom_optim_chunk_t *chunks, *gather;
+  loom_optim_chunk_t *chunks;
   loom_optim_tensor_dev_t *tdev;
   int32_t *gowner;
 } optim_host_t;
 
 static void optim_host_free(optim_host_t *h) {
   if (!h) return;
-  free(h->grad_tab), free(h->param_tab), free(h->vec), free(h->chunks), free(h->gather), free(h->tdev),
-      free(h->gowner);
+  free(h->grad_tab), free(h->param_tab), free(h->vec), free(h->chunks), free(h->tdev), free(h->gowner);
   free(h);
 }
 
@@ -270,9 +263,9 @@ static uint64_t optim_fingerprint(const loom_optim_state_t *st) {
   const loom_optim_desc_t *desc = &st->desc;
   const int T = st->T;
   uint64_t hash = LOOM_FNV64_INIT;
-  const int32_t hdr[9] = {T, (int32_t)desc->param_type, (int32_t)desc->grad_type, (int32_t)desc->form, st->lamb,
+  const int32_t hdr[8] = {T, (int32_t)desc->param_type, (int32_t)desc->grad_type, (int32_t)desc->form, st->lamb,
                           desc->decoupled_weight_decay * 4 + desc->bias_correction * 2 + desc->average_grads,
-                          desc->use_nvlamb, st->local, st->pull};
+                          desc->use_nvlamb, st->local};
   const float hp[5] = {desc->lr, desc->beta1, desc->beta2, desc->eps, desc->weight_decay};
   hash = loom__fnv64(hash, hdr, sizeof hdr);
   hash = loom__fnv64(hash, hp, sizeof hp);
@@ -282,20 +275,8 @@ static uint64_t optim_fingerprint(const loom_optim_state_t *st) {
   return loom__fnv64(hash, &st->where, sizeof st->where);
 }
 
-/* The pull form's gather list (st->pull: LOOM_OPTIM_PULL, a plan that communicates, an RS tensor). */
-static loom_result_t optim_gather_layout(const char *fn, loom_optim_state_t *st, optim_host_t *h) {
-  st->pull = !st->local && st->world > 1 && st->nar < st->T && loom__param_OPTIM_PULL() != 0;
-  if (!st->pull) return LOOM_SUCCESS;
-  const int32_t sw = sched_world(st), sr = sched_rank(st);
-  st->ngather = loom__optim_build_gather(st->T, st->numel, st->ar, h->vec, sw, sr, st->chunk, NULL);
-  h->gather = (loom_optim_chunk_t *)calloc((size_t)(st->ngather > 0 ? st->ngather : 1), sizeof *h->gather);
-  if (!h->gather) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: host allocation of the gather list failed", fn);
-  (void)loom__optim_build_gather(st->T, st->numel, st->ar, h->vec, sw, sr, st->chunk, h->gather);
-  return LOOM_SUCCESS;
-}
-
 /* Lay out: the chunk table (this rank's), the tensors' device records and
- * the global chunks' owners (LAMB); the gather list (pull). */
+ * the global chunks' owners (LAMB). */
 static loom_result_t optim_layout(const char *fn, loom_optim_state_t *st, optim_host_t *h) {
   const int T = st->T;
   const int32_t sw = sched_world(st), sr = sched_rank(st);
@@ -321,13 +302,13 @@ static loom_result_t optim_layout(const char *fn, loom_optim_state_t *st, optim_
     }
     g += gc;
   }
-  return optim_gather_layout(fn, st, h);
+  return LOOM_SUCCESS;
 }
 
 /* The device memory's parts, in order: chunks | tensors | grad_tab |
- * param_tab | gowner | gather | norms | step | m | v | master. */
-enum { OPT_CHUNKS, OPT_TENSORS, OPT_GRAD_TAB, OPT_PARAM_TAB, OPT_GOWNER, OPT_GATHER, OPT_NORMS, OPT_STEP, OPT_M,
-       OPT_V, OPT_MASTER, OPT_PARTS };
+ * param_tab | gowner | norms | step | m | v | master. */
+enum { OPT_CHUNKS, OPT_TENSORS, OPT_GRAD_TAB, OPT_PARAM_TAB, OPT_GOWNER, OPT_NORMS, OPT_STEP, OPT_M, OPT_V,
+       OPT_MASTER, OPT_PARTS };
 
 static void optim_device_sizes(const loom_optim_state_t *st, size_t sz[OPT_PARTS]) {
   const int T = st->T;
@@ -337,7 +318,6 @@ static void optim_device_sizes(const loom_optim_state_t *st, size_t sz[OPT_PARTS
   sz[OPT_GRAD_TAB] = (size_t)T * st->k.nsrc * sizeof(char *);
   sz[OPT_PARAM_TAB] = (size_t)T * st->k.npush * sizeof(char *);
   sz[OPT_GOWNER] = (size_t)st->gchunks * sizeof(int32_t);
-  sz[OPT_GATHER] = (size_t)st->ngather * sizeof(loom_optim_chunk_t);
   sz[OPT_NORMS] = (size_t)T * 2 * sizeof(float);
   sz[OPT_STEP] = sizeof(int32_t);
   sz[OPT_M] = state;
@@ -361,7 +341,7 @@ static loom_result_t optim_device_alloc(loom_comm_t comm, const char *fn, loom_o
                       o, cudaGetErrorString(e));
   st->device_bytes = o;
   char *b = (char *)st->dev;
-  const void *host[OPT_NORMS] = {h->chunks, h->tdev, h->grad_tab, h->param_tab, h->gowner, h->gather};
+  const void *host[OPT_NORMS] = {h->chunks, h->tdev, h->grad_tab, h->param_tab, h->gowner};
   for (int i = 0; i < OPT_NORMS && e == cudaSuccess; ++i)
     if (sz[i]) e = cudaMemcpyAsync(b + off[i], host[i], sz[i], cudaMemcpyHostToDevice, comm->stream);
   /* norms, step and the moments start at zero */
@@ -382,8 +362,7 @@ static void optim_kargs(loom_comm_t comm, loom_plan_t plan, loom_optim_state_t *
   k->done_off = k->ready_off + (size_t)st->world * sizeof(uint32_t);
   k->phase_off = k->done_off + (size_t)st->world * sizeof(uint32_t);
   k->nonfinite_off = k->phase_off + (size_t)st->world * sizeof(uint32_t);
-  k->stored_off = k->nonfinite_off + (size_t)st->world * sizeof(uint32_t);
-  k->count_off = k->stored_off + (size_t)st->world * sizeof(uint32_t);
+  k->count_off = k->nonfinite_off + (size_t)st->world * sizeof(uint32_t);
   k->partial_off = plan->staging_offset;
   k->chunks = (const loom_optim_chunk_t *)(b + off[OPT_CHUNKS]);
   k->nchunks = st->nchunks;
@@ -392,9 +371,6 @@ static void optim_kargs(loom_comm_t comm, loom_plan_t plan, loom_optim_state_t *
   k->grad_ptrs = (char *const *)(b + off[OPT_GRAD_TAB]);
   k->param_ptrs = (char *const *)(b + off[OPT_PARAM_TAB]);
   k->gowner = (const int32_t *)(b + off[OPT_GOWNER]);
-  k->gather = (const loom_optim_chunk_t *)(b + off[OPT_GATHER]);
-  k->ngather = st->ngather;
-  k->pull = st->pull;
   k->norms = (float *)(b + off[OPT_NORMS]);
   k->step = (int32_t *)(b + off[OPT_STEP]);
   k->m = (float *)(b + off[OPT_M]);
@@ -427,9 +403,8 @@ static loom_result_t optim_preload(loom_comm_t comm, loom_optim_state_t *st) {
   cudaError_t e = cudaStreamSynchronize(comm->stream);
   if (e != cudaSuccess) return loom__cuda_fail((int)e, "initialising the optimizer state", __FILE__, __LINE__);
   const int64_t cap = (int64_t)comm->sm_count * LOOM_OPTIM_BLOCKS_PER_SM;
-  const int64_t g = st->nchunks < cap ? st->nchunks : cap, gg = st->ngather < cap ? st->ngather : cap;
+  const int64_t g = st->nchunks < cap ? st->nchunks : cap;
   st->grid = g < 1 ? 1 : (int)g;
-  st->k.gather_grid = gg < 1 ? 1 : (int)gg;
   return loom__optim_preload_kernels();
 }
 
@@ -464,11 +439,11 @@ static loom_result_t optim_resolve(const loom_op_t *op, loom_comm_t comm, const 
   return tensor_tables(comm, op->plan_fn, st, h->grad_tab, h->param_tab, h->vec, &st->where);
 }
 
-/* Signals ready, done, phase, nonfinite, stored [W] each, count [2]; LAMB's partials. */
+/* Signals ready, done, phase, nonfinite [W] each, count [2]; LAMB's partials. */
 static loom_result_t optim_lay_out(const loom_op_t *op, loom_comm_t comm, void *state, loom_plan_layout_t *lay) {
   loom_optim_state_t *st = (loom_optim_state_t *)state;
   LOOM_TRY(optim_layout(op->plan_fn, st, st->host));
-  lay->nsignals = (uint32_t)(5 * st->world + 2);
+  lay->nsignals = (uint32_t)(4 * st->world + 2);
   lay->staging_bytes = st->lamb ? (size_t)st->gchunks * 2 * sizeof(float) : 0;
   lay->fingerprint = optim_fingerprint(st);
   return LOOM_SUCCESS;
@@ -496,10 +471,9 @@ static void optim_release(loom_comm_t comm, void *state) {
 
 static void optim_describe(loom_plan_t plan, const void *state) {
   const loom_optim_state_t *st = (const loom_optim_state_t *)state;
-  LOOM_INFO("%s: %d tensors (%d AR-Opt), W=%d%s, chunk %lld: %lld chunks here, %lld global, %lld state elements, "
-            "grid %d, %s", plan->op->plan_fn, st->T, st->nar, st->world, st->local ? " (local)" : "",
-            (long long)st->chunk, (long long)st->nchunks, (long long)st->gchunks, (long long)st->state_elems,
-            st->grid, st->pull ? "pull (owners store their own copy, then a gather)" : "push");
+  LOOM_INFO("%s: %d tensors (%d AR-Opt), W=%d%s, chunk %lld: %lld chunks here, %lld global, %lld state elements, grid %d",
+            plan->op->plan_fn, st->T, st->nar, st->world, st->local ? " (local)" : "", (long long)st->chunk,
+            (long long)st->nchunks, (long long)st->gchunks, (long long)st->state_elems, st->grid);
 }
 
 /* kind: bit 0 LAMB, bit 1 local (no communication) */
@@ -544,8 +518,7 @@ loom_result_t loom_optim_plan_info(loom_plan_t plan, loom_optim_plan_info_t *inf
   info->exp_avg_sq = st->k.v;
   info->master = st->k.master;
   info->step = st->k.step;
-  info->kernels_per_step = (st->lamb ? 3 : 1) + st->pull;
-  info->gathered = st->pull;
+  info->kernels_per_step = st->lamb ? 3 : 1;
   info->device_bytes = st->device_bytes;
   info->workspace_bytes = plan->ws_bytes;
   return LOOM_SUCCESS;

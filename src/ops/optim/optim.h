@@ -38,21 +38,10 @@
  * once every rank's done[p] >= e, reads nonfinite[p] == e of every rank p
  * (a store of an earlier step is an older epoch: nothing is cleared).
  *
- * Pull form (k.pull; LOOM_OPTIM_PULL). The kernel that updates (Adam's, LAMB's
- * third) stores each RS chunk's new parameters into this rank's copy only;
- * its last block stores stored[r] = e into every rank instead of the done
- * handshake. A gather kernel follows: every block waits (bounded) for
- * stored[p] >= e of every rank p, copies its chunks of the gather list (every
- * other owner's slices, from the owner's copy into this rank's), and the
- * last block runs the done handshake, the step and the epoch as above. The
- * peers' parameter copies are then only read, never written, by a rank;
- * done[p] >= e still says p has finished every load of this rank's
- * gradients and parameters.
- *
  * Plan workspace slice (uint32 words, zeroed at creation): ready [W] |
- * done [W] | phase [W] | nonfinite [W] | stored [W] | count [2] (finished
- * blocks of the kernel that ends a step and of LAMB's first kernel), then
- * LAMB's partial table (float2 [global chunks]).
+ * done [W] | phase [W] | nonfinite [W] | count [2] (finished blocks of the
+ * kernel that ends a step and of LAMB's first kernel), then LAMB's partial
+ * table (float2 [global chunks]).
  */
 #ifndef LOOM_OPS_OPTIM_H
 #define LOOM_OPS_OPTIM_H
@@ -73,7 +62,6 @@ extern "C" {
 #define LOOM_SITE_OPTIM_READY 112 /* a peer's gradients complete (its step started) */
 #define LOOM_SITE_OPTIM_DONE 113  /* a peer still reading this rank's gradients / storing parameters */
 #define LOOM_SITE_OPTIM_PHASE 114 /* LAMB: a peer's partial norms */
-#define LOOM_SITE_OPTIM_STORED 115 /* pull: a peer's new parameters of its slices in its own copy */
 
 #define LOOM_OPTIM_THREADS 256
 #define LOOM_OPTIM_BLOCKS_PER_SM 4
@@ -89,12 +77,9 @@ typedef struct loom_optim_tensor_dev {
 /* Everything an optimizer kernel needs (a __grid_constant__ argument). */
 typedef struct loom_optim_kargs {
   loom_dev_comm_t dc;
-  size_t epoch_off, ready_off, done_off, phase_off, nonfinite_off, stored_off, count_off, partial_off;
+  size_t epoch_off, ready_off, done_off, phase_off, nonfinite_off, count_off, partial_off;
   const loom_optim_chunk_t *chunks; /* this rank's [nchunks] */
   int64_t nchunks;
-  const loom_optim_chunk_t *gather; /* pull: this rank's gather list [ngather] (optim_schedule.h) */
-  int64_t ngather;
-  int32_t pull, gather_grid;        /* 1: the pull form (stored, then the gather kernel); its blocks */
   const loom_optim_tensor_dev_t *tensors; /* [T] */
   int32_t num_tensors;
   char *const *grad_ptrs;   /* [T][nsrc]: gradient t of rank p as this rank addresses it */
@@ -126,8 +111,6 @@ typedef struct loom_optim_state {
   int64_t nchunks, gchunks, state_elems;
   loom_optim_kargs_t k;     /* the kernels' argument, all but the per-call scalars */
   int grid;                 /* blocks of the chunk kernels */
-  int pull;                 /* the pull form (LOOM_OPTIM_PULL, and an RS tensor to gather) */
-  int64_t ngather;          /* pull: this rank's gather chunks */
   /* device memory (one cudaMalloc, `dev`) */
   void *dev;
   size_t device_bytes;

@@ -164,20 +164,6 @@ static __device__ void loom__optim_end(const loom_optim_kargs_t &k, uint32_t e, 
   }
 }
 
-/* Pull form: the end of the kernel that updates, in its last block: stored[rank] = e into every rank, after
- * every block's stores into this rank's own copy (the last block's fence). */
-static __device__ void loom__optim_stored(const loom_optim_kargs_t &k, uint32_t e) {
-  if (!loom__optim_last_block(k, 0)) return;
-  for (int p = (int)threadIdx.x; p < k.dc.size; p += (int)blockDim.x)
-    loom__signal_store_release(loom_signal_addr(&k.dc, p, k.stored_off, (uint32_t)k.dc.rank), e);
-}
-
-/* The end of the kernel that updates: the step's end (push form) or stored (pull: the gather kernel ends it). */
-static __device__ void loom__optim_update_end(const loom_optim_kargs_t &k, uint32_t e, const loom_optim_hyper_t &h) {
-  if (k.pull) loom__optim_stored(k, e);
-  else loom__optim_end(k, e, h);
-}
-
 /* The chunk's pointer tables into shared memory: src[nsrc] (every rank's
  * gradient) and dst[npush] (every rank's parameter). */
 static __device__ __forceinline__ void loom__optim_chunk_ptrs(const loom_optim_kargs_t &k, int32_t t, char **sh) {
@@ -263,7 +249,7 @@ static __device__ int loom__optim_adam_chunk(const loom_optim_kargs_t &k, const 
                                             const loom_optim_chunk_t &c, char *const *src, char *const *dst) {
   int bad = 0;
   const float wd = k.tensors[c.tensor].weight_decay;
-  const int push = (c.flags & LOOM_OPTIM_CHUNK_PUSH) != 0 && !k.pull;
+  const int push = (c.flags & LOOM_OPTIM_CHUNK_PUSH) != 0;
   float *m = k.m + c.state, *v = k.v + c.state, *ms = k.master ? k.master + c.state : (float *)0;
   const char *own = dst[k.self];
   const int nvec = (c.flags & LOOM_OPTIM_CHUNK_VEC) ? c.len / 8 : 0;
@@ -306,44 +292,6 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) 
     if (!h.skip) bad |= loom__optim_adam_chunk<PT, GT>(k, h, c, loom_optim_sh, loom_optim_sh + k.nsrc);
   }
   loom__optim_nonfinite_publish(k, e, bad);
-  loom__optim_update_end(k, e, h);
-}
-
-/* ---- the gather (pull form) -------------------------------------------------- */
-
-/* Every rank's stored of this step, then this rank's gather chunks: each owner's new parameters of its slice,
- * from the owner's copy into this rank's (nothing where the step is skipped); the step's end. */
-template <int PT>
-__global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) loom__optim_gather_kernel(const __grid_constant__ loom_optim_kargs_t k) {
-  __shared__ loom_optim_hyper_t h;
-  __shared__ char *ends[2]; /* the owner's copy, this rank's */
-  const loom_dev_comm_t &dc = k.dc;
-  const uint32_t e = loom__epoch_begin((const loom_dev_epoch_t *)(dc.ws + k.epoch_off));
-  if (threadIdx.x == 0) loom__optim_hyper_make(k, &h);
-  int ok = 1;
-  for (int p = (int)threadIdx.x; p < dc.size; p += (int)blockDim.x)
-    ok &= loom__signal_wait(&dc, (const uint32_t *)(dc.ws + k.stored_off) + p, e, p, (uint32_t)(2 * dc.size + p),
-                           LOOM_SITE_OPTIM_STORED);
-  if (!__syncthreads_and(ok)) return;
-  for (int64_t q = blockIdx.x; q < k.ngather && !h.skip; q += gridDim.x) {
-    const loom_optim_chunk_t c = k.gather[q];
-    if (threadIdx.x == 0) {
-      ends[0] = k.param_ptrs[(size_t)c.tensor * k.npush + c.state];
-      ends[1] = k.param_ptrs[(size_t)c.tensor * k.npush + k.self];
-    }
-    __syncthreads();
-    const char *src = ends[0];
-    char *dst = ends[1];
-    const int nvec = (c.flags & LOOM_OPTIM_CHUNK_VEC) ? c.len / 8 : 0;
-    for (int i = (int)threadIdx.x; i < nvec; i += (int)blockDim.x) {
-      float x[8];
-      loom__load8<PT>(src, c.offset + (int64_t)i * 8, x);
-      loom__store8<PT>(dst, c.offset + (int64_t)i * 8, x);
-    }
-    for (int i = nvec * 8 + (int)threadIdx.x; i < c.len; i += (int)blockDim.x)
-      loom__store1<PT>(dst, c.offset + i, loom__load1<PT>(src, c.offset + i));
-    __syncthreads(); /* ends[] is the next chunk's */
-  }
   loom__optim_end(k, e, h);
 }
 
@@ -481,7 +429,7 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) 
     if (h.skip) continue;
     char *const *dst = loom_optim_sh + k.nsrc;
     const char *own = dst[k.self];
-    const int push = (c.flags & LOOM_OPTIM_CHUNK_PUSH) != 0 && !k.pull;
+    const int push = (c.flags & LOOM_OPTIM_CHUNK_PUSH) != 0;
     const float wd = k.tensors[c.tensor].weight_decay;
     const float pn = k.norms[2 * c.tensor], un = k.norms[2 * c.tensor + 1];
     const float ratio = (k.use_nvlamb || wd != 0.0f) && pn != 0.0f && un != 0.0f ? h.lr * (pn / un) : h.lr;
@@ -505,7 +453,7 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) 
       loom__optim_put1<PT>(dst, k.npush, k.self, push, el, p);
     }
   }
-  loom__optim_update_end(k, e, h);
+  loom__optim_end(k, e, h);
 }
 
 /* ---- launchers ---------------------------------------------------------------- */
@@ -525,21 +473,10 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) 
 
 static size_t loom__optim_smem(const loom_optim_kargs_t *k) { return (size_t)(k->nsrc + k->npush) * sizeof(char *); }
 
-/* The pull form's gather kernel (k->pull), after the kernel that updates. */
-static loom_result_t loom__optim_gather_launch(const loom_optim_kargs_t *k, cudaStream_t stream) {
-  if (!k->pull) return LOOM_SUCCESS;
-  const int g = k->gather_grid;
-  if (k->ptype == LOOM_FP32) loom__optim_gather_kernel<LOOM_FP32><<<g, LOOM_OPTIM_THREADS, 0, stream>>>(*k);
-  else if (k->ptype == LOOM_BF16) loom__optim_gather_kernel<LOOM_BF16><<<g, LOOM_OPTIM_THREADS, 0, stream>>>(*k);
-  else loom__optim_gather_kernel<LOOM_FP16><<<g, LOOM_OPTIM_THREADS, 0, stream>>>(*k);
-  LOOM_CUDA_LAUNCHED("loom__optim_gather_kernel");
-  return LOOM_SUCCESS;
-}
-
 extern "C" loom_result_t loom__optim_adam_launch(const loom_optim_kargs_t *k, int grid, cudaStream_t stream) {
   LOOM_OPTIM_DISPATCH(loom__optim_adam_kernel, k->ptype, k->gtype, grid, LOOM_OPTIM_THREADS, loom__optim_smem(k), stream);
   LOOM_CUDA_LAUNCHED("loom__optim_adam_kernel");
-  return loom__optim_gather_launch(k, stream);
+  return LOOM_SUCCESS;
 }
 
 extern "C" loom_result_t loom__optim_lamb_launch(const loom_optim_kargs_t *k, int grid, cudaStream_t stream) {
@@ -556,7 +493,7 @@ extern "C" loom_result_t loom__optim_lamb_launch(const loom_optim_kargs_t *k, in
   else if (k->ptype == LOOM_BF16) loom__optim_lamb2_kernel<LOOM_BF16><<<grid, LOOM_OPTIM_THREADS, sm, stream>>>(*k);
   else loom__optim_lamb2_kernel<LOOM_FP16><<<grid, LOOM_OPTIM_THREADS, sm, stream>>>(*k);
   LOOM_CUDA_LAUNCHED("loom__optim_lamb2_kernel");
-  return loom__optim_gather_launch(k, stream);
+  return LOOM_SUCCESS;
 }
 
 template <int PT>
@@ -599,9 +536,6 @@ extern "C" loom_result_t loom__optim_preload_kernels(void) {
                        (const void *)loom__optim_lamb2_kernel<LOOM_FP32>,
                        (const void *)loom__optim_lamb2_kernel<LOOM_BF16>,
                        (const void *)loom__optim_lamb2_kernel<LOOM_FP16>,
-                       (const void *)loom__optim_gather_kernel<LOOM_FP32>,
-                       (const void *)loom__optim_gather_kernel<LOOM_BF16>,
-                       (const void *)loom__optim_gather_kernel<LOOM_FP16>,
                        (const void *)loom__optim_write_step_kernel};
   for (size_t i = 0; i < sizeof fns / sizeof *fns; ++i) {
     cudaFuncAttributes fa;

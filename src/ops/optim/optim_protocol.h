@@ -14,13 +14,11 @@ enum {
   LOOM__OPTIM_PS_READY = 0, /* a rank's gradients complete, its parameters free (its step started) */
   LOOM__OPTIM_PS_DONE,      /* a rank done reading its peers' gradients and storing their parameters */
   LOOM__OPTIM_PS_PHASE,     /* LAMB: a rank's partial norms in its table */
-  LOOM__OPTIM_PS_STORED,    /* pull: a rank's new parameters of its slices in its own copy */
   LOOM__OPTIM_NSIG
 };
 extern const loom__proto_signal_t loom__optim_signals[LOOM__OPTIM_NSIG];
 
-/* The RS-Opt-AG step's protocol at W ranks: Adam (lamb 0) or LAMB (1); the owners push the new parameters into
- * every rank's copy (pull 0) or store them into their own and every rank gathers them (pull 1). */
-void loom__optim_protocol(int lamb, int pull, int W, loom__proto_t *p);
+/* The RS-Opt-AG step's protocol at W ranks: Adam (lamb 0) or LAMB (1). */
+void loom__optim_protocol(int lamb, int W, loom__proto_t *p);
 
 #endif /* LOOM_OPS_OPTIM_PROTOCOL_H */

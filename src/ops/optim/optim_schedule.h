@@ -34,13 +34,6 @@
  * or the whole AR tensor, each tensor's part starting at a multiple of
  * LOOM_OPTIM_VEC elements.
  *
- * Gather (the pull form: optim.h). Where the owners store the new
- * parameters of their slices only into their own copies, each rank then
- * copies every other rank's slices of every RS tensor from the owner's copy
- * into its own: its gather list is those slices cut into chunks as their
- * owners cut them (owner-major within a tensor, tensors in order; a gather
- * chunk's `state` field is the owner's rank).
- *
  * Global chunks (LAMB's per-tensor norms). The chunks of every rank of a
  * tensor, in rank order (RS) or the one rank-independent list (AR), form
  * the tensor's global chunk list; the tensors' lists in tensor order form
@@ -184,34 +177,6 @@ LOOM_HD int64_t loom__optim_build_chunks(int32_t T, const int64_t *numel, const 
     global += loom__optim_tensor_global_chunks(n, world, ar[t], chunk);
   }
   if (state_elems) *state_elems = state;
-  return count;
-}
-
-/* Rank p's gather list over T tensors (as loom__optim_build_chunks' arguments): for each RS tensor, the chunks
- * of every other rank's slice, c.state = that owner, c.global = -1; written into out[] when out is not NULL;
- * returns the count. */
-LOOM_HD int64_t loom__optim_build_gather(int32_t T, const int64_t *numel, const int *ar, const int *vec,
-                                        int32_t world, int32_t p, int64_t chunk, loom_optim_chunk_t *out) {
-  int64_t count = 0;
-  for (int32_t t = 0; t < T; ++t) {
-    if (ar[t]) continue;
-    for (int32_t q = 0; q < world; ++q) {
-      if (q == p) continue;
-      int64_t lo, hi;
-      loom__optim_slice(numel[t], world, q, &lo, &hi);
-      for (int64_t off = lo; off < hi; off += chunk, ++count) {
-        if (!out) continue;
-        loom_optim_chunk_t c;
-        c.offset = off;
-        c.len = (int32_t)((hi - off) < chunk ? (hi - off) : chunk);
-        c.state = q;
-        c.tensor = t;
-        c.global = -1;
-        c.flags = vec && vec[t] ? (int32_t)LOOM_OPTIM_CHUNK_VEC : 0;
-        out[count] = c;
-      }
-    }
-  }
   return count;
 }
 

@@ -239,11 +239,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const optim_case_t *
            k->bias_correction ? "" : " no-bc", k->average ? " mean" : " sum", k->grad_scale ? " scaled" : "",
            k->lr_dev ? " lr-dev" : "", k->graph ? " graph" : "", k->misalign ? " misaligned" : "",
            (long long)info.chunk_elems, (long long)info.chunks, (long long)info.state_elems);
-  /* the pull form: gathered wherever ranks share an RS-Opt-AG tensor (LOOM_OPTIM_PULL unset or 1), a kernel more */
-  const char *pull_env = getenv("LOOM_OPTIM_PULL");
-  const int pull = W > 1 && info.num_ar_tensors < T && !(pull_env && !strcmp(pull_env, "0"));
-  CHECK_EQ_INT(info.gathered, pull);
-  CHECK_EQ_INT(info.kernels_per_step, (k->lamb ? 3 : 1) + pull);
+  CHECK_EQ_INT(info.kernels_per_step, k->lamb ? 3 : 1);
   CHECK_EQ_INT(info.master != NULL, k->pt != F32);
 
   hp.lr = 1e-3, hp.beta1 = d.beta1, hp.beta2 = d.beta2, hp.eps = d.eps;

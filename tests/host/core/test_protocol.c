@@ -282,8 +282,8 @@ LOOM_TEST(protocol_families_name_their_signals_from_their_tables) {
     signals_from_table(&p, loom__tp_signals, LOOM__TP_NSIG);
     loom__proto_free(&p);
   }
-  for (int lamb = 0; lamb < 4; ++lamb) {
-    loom__optim_protocol(lamb & 1, lamb >> 1, 3, &p);
+  for (int lamb = 0; lamb < 2; ++lamb) {
+    loom__optim_protocol(lamb, 3, &p);
     signals_from_table(&p, loom__optim_signals, LOOM__OPTIM_NSIG);
     loom__proto_free(&p);
   }

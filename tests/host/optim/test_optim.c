@@ -134,65 +134,6 @@ LOOM_TEST(optim_schedule_every_element_once_any_world) {
       for (int form = 0; form <= 2; ++form) check_schedule(worlds[wi], chunks[ci], form);
 }
 
-/* The pull form's gather lists: rank p's copies every element of every RS tensor that another rank owns exactly
- * once, from its owner, in the owner's chunks (the same cut: a chunk's offset and length are one of the owner's
- * chunks); nothing of an AR tensor or of its own slices. With the owners' own stores, every rank's copy of every
- * RS element is written exactly once. */
-static void check_gather(int32_t W, int64_t C, int form) {
-  const int T = NSIZES;
-  int ar[NSIZES], vec[NSIZES];
-  int64_t total = 0, base[NSIZES];
-  for (int t = 0; t < T; ++t) {
-    ar[t] = loom__optim_tensor_is_ar(form, sizes[t]);
-    vec[t] = t % 3 == 0;
-    base[t] = total;
-    total += sizes[t];
-  }
-  int *hits = (int *)calloc((size_t)total, sizeof(int));
-  for (int32_t p = 0; p < W; ++p) {
-    memset(hits, 0, sizeof(int) * (size_t)total);
-    const int64_t n = loom__optim_build_gather(T, sizes, ar, vec, W, p, C, NULL);
-    loom_optim_chunk_t *g = (loom_optim_chunk_t *)calloc((size_t)(n > 0 ? n : 1), sizeof *g);
-    CHECK_EQ_INT(loom__optim_build_gather(T, sizes, ar, vec, W, p, C, g), n);
-    const int64_t own = loom__optim_build_chunks(T, sizes, ar, vec, W, p, C, NULL, NULL, NULL);
-    loom_optim_chunk_t *mine = (loom_optim_chunk_t *)calloc((size_t)(own > 0 ? own : 1), sizeof *mine);
-    (void)loom__optim_build_chunks(T, sizes, ar, vec, W, p, C, mine, NULL, NULL);
-    for (int64_t q = 0; q < own; ++q) /* the owner's own stores */
-      for (int64_t e = mine[q].offset; e < mine[q].offset + mine[q].len && !ar[mine[q].tensor]; ++e)
-        hits[base[mine[q].tensor] + e]++;
-    for (int64_t q = 0; q < n; ++q) {
-      const loom_optim_chunk_t c = g[q];
-      const int32_t owner = (int32_t)c.state;
-      CHECK(!ar[c.tensor] && owner >= 0 && owner < W && owner != p && c.len >= 1 && c.len <= C);
-      CHECK_EQ_INT(c.global, -1);
-      CHECK_EQ_INT(!!(c.flags & LOOM_OPTIM_CHUNK_VEC), vec[c.tensor]);
-      CHECK_EQ_INT(c.flags & LOOM_OPTIM_CHUNK_PUSH, 0);
-      int64_t lo, hi;
-      loom__optim_slice(sizes[c.tensor], W, owner, &lo, &hi);
-      CHECK(c.offset >= lo && c.offset + c.len <= hi && (c.offset - lo) % C == 0);
-      CHECK_EQ_INT(loom__optim_chunk_of(sizes[c.tensor], W, owner, 0, C, c.offset), (c.offset - lo) / C);
-      for (int64_t e = c.offset; e < c.offset + c.len; ++e) {
-        CHECK_EQ_INT(loom__optim_owner(sizes[c.tensor], W, e), owner);
-        hits[base[c.tensor] + e]++;
-      }
-    }
-    int64_t bad = 0;
-    for (int t = 0; t < T; ++t)
-      for (int64_t e = 0; e < sizes[t]; ++e) bad += hits[base[t] + e] != (ar[t] ? 0 : 1);
-    if (bad) loom_test_fail(__FILE__, __LINE__, "W=%d C=%lld form=%d rank %d: %lld elements of its copy written "
-                            "other than once", W, (long long)C, form, p, (long long)bad);
-    free(g), free(mine);
-  }
-  free(hits);
-}
-
-LOOM_TEST(optim_schedule_pull_gathers_every_other_owners_slice_once_any_world) {
-  static const int64_t chunks[] = {8, 64, 4096};
-  for (size_t wi = 0; wi < sizeof worlds / sizeof *worlds; ++wi)
-    for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks; ++ci)
-      for (int form = 0; form <= 2; ++form) check_gather(worlds[wi], chunks[ci], form);
-}
-
 LOOM_TEST(optim_schedule_small_tensors_live_on_the_first_ranks) {
   /* 1 element on 64 ranks: rank 0 owns it, every other slice is empty */
   int64_t lo, hi;
