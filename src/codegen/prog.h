@@ -63,12 +63,14 @@ typedef struct loom_cg_state {
   char tuned[LOOM__LANG_NAME]; /* the run the tuning cache named (prog_tune.h); "": none taken */
   char run[LOOM__LANG_NAME];   /* the run name of what the plan runs (named, tuned or the cost model's) */
   int bps;                     /* the run's knob: generated kernels' blocks per SM at most (0: the most) */
+  int tune_gemms;              /* a plan of the tuner's: GEMM units tune a shape the tuning cache lacks first */
 } loom_cg_state_t;
 
 extern const loom_op_t loom__op_prog;
 
 /* loom_prog_compile, for the tuner: tuned 0 leaves the tuning cache and the cost model alone (a NULL schedule is
- * the program as given); checked 1 skips the door's check (a description the door checked already: loom__plan_build). */
+ * the program as given) and makes the plan's GEMM units tune their shapes where the tuning cache lacks them
+ * (loom__gemm_tuning, outside a capture); checked 1 skips the door's check (a description the door checked already: loom__plan_build). */
 loom_result_t loom__cg_compile(loom_comm_t comm, loom_prog_t prog, const char *schedule, const char *bind, int tuned,
                                int checked, loom_plan_t *out);
 

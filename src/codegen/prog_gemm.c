@@ -22,6 +22,7 @@
 #include "baseline/baseline.h"
 #include "codegen/prog.h"
 #include "core/error.h"
+#include "gemm/gemm_tuning.h"
 
 static int64_t up8(int64_t x) { return (x + 7) / 8 * 8; }
 static int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
@@ -41,10 +42,12 @@ loom_result_t loom__cg_copy_out(const loom_cg_state_t *st, int b, const char *c,
   return LOOM_SUCCESS;
 }
 
-/* The GEMM of the run: loom_gemm, or cuBLASLt's (cublaslt+nccl). */
+/* The GEMM of the run: loom_gemm (a plan of the tuner's: its shape tuned first where the tuning cache lacks it,
+ * so that the tuner races schedules at their GEMMs' tuned tiles), or cuBLASLt's (cublaslt+nccl). */
 static loom_result_t gemm(const loom_cg_state_t *st, const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
                           const void *bias, cudaStream_t stream) {
   if (st->lw.lib == LOOM__LW_LIB_BASE) return loom__base_gemm(d, a, b, c, bias, stream);
+  if (st->tune_gemms) return loom__gemm_tuning(d, a, b, c, bias, stream);
   return loom_gemm(d, a, b, c, bias, stream);
 }
 

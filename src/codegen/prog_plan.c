@@ -234,6 +234,7 @@ static loom_result_t prog_resolve(const loom_op_t *op, loom_comm_t comm, const v
     LOOM_TRY(take_default(op, comm, st, &b, W, G, &run));
   }
   st->bps = run.bps;
+  st->tune_gemms = !d->tuned;
   st->rank = comm->rank, st->q = comm->rank % st->lw.W;
   st->units = calloc((size_t)st->lw.nunit + 1, sizeof *st->units);
   if (!st->units) return loom__fail(LOOM_ERR_OUT_OF_MEMORY, "%s: out of host memory", op->plan_fn);

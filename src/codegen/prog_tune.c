@@ -37,8 +37,11 @@
  *              Spearman's rank correlation of predicted and measured over
  *              the schedules (not the runners and knobs: the cost model
  *              predicts neither)
- * Knobs not timed here: a GEMM unit takes loom_gemm's own tuning-cache
- * entries (loom_gemm_tune); loom's collectives their own AUTO choice.
+ * A GEMM unit's tiles: the tuner's plans tune each GEMM shape the tuning
+ * cache lacks at their first call (a warm-up call of the race; loom_gemm's
+ * own tuner, recorded in the tuning cache, which later plans take), so the
+ * schedules race at their GEMMs' tuned tiles. loom's collectives (the
+ * sequential runner) keep their own AUTO choice.
  */
 #include <math.h>
 #include <stdio.h>

@@ -33,6 +33,7 @@
 #include "core/param.h"
 #include "core/log.h"
 #include "gemm/gemm.h"
+#include "gemm/gemm_tuning.h"
 #include "gemm/gemm_heuristic.h"
 
 LOOM_PARAM_DECL_STR(GEMM_PATH) /* gemm_path.c */
@@ -74,8 +75,9 @@ loom_result_t loom__gemm_sk_workspace(cudaStream_t stream, size_t counter_bytes,
   return LOOM_SUCCESS;
 }
 
-loom_result_t loom_gemm(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c, const void *bias,
-                        cudaStream_t stream) {
+/* loom_gemm; tune: a shape the tuning cache lacks is tuned first (outside a capture). */
+static loom_result_t gemm_run(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c, const void *bias,
+                              int tune, cudaStream_t stream) {
   LOOM_TRY(loom__gemm_check_args("loom_gemm", desc, a, b, c, bias));
   loom__gemm_path_t path = LOOM__PATH_BASE;
   LOOM_TRY(loom__gemm_path(desc, &path));
@@ -86,7 +88,7 @@ loom_result_t loom_gemm(const loom_gemm_desc_t *desc, const void *a, const void 
     int found = 0;
     loom_gemm_config_t cfg;
     LOOM_TRY(loom__gemm_tuned_config(desc, sm90 ? "sm90" : "sm80", dev.sms, &cfg, &found));
-    if (!found && loom__param_TUNE() == 1) {
+    if (!found && tune) {
       /* tuning at first use: not inside a capture (it launches and
        * synchronizes); there the model's pick runs */
       enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -105,6 +107,16 @@ loom_result_t loom_gemm(const loom_gemm_desc_t *desc, const void *a, const void 
       LOOM_INFO("loom_gemm: no loom kernel for this GPU (loom's kernels need compute capability >= 8.0); using cuBLASLt");
   }
   return loom__base_gemm(desc, a, b, c, bias, stream);
+}
+
+loom_result_t loom_gemm(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c, const void *bias,
+                        cudaStream_t stream) {
+  return gemm_run(desc, a, b, c, bias, loom__param_TUNE() == 1, stream);
+}
+
+loom_result_t loom__gemm_tuning(const loom_gemm_desc_t *desc, const void *a, const void *b, void *c, const void *bias,
+                                cudaStream_t stream) {
+  return gemm_run(desc, a, b, c, bias, 1, stream);
 }
 
 loom_result_t loom__gemm_hooked(const loom_gemm_desc_t *d, const void *a, const void *b, void *c,
