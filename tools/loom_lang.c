@@ -183,9 +183,17 @@ static loom_prog_t load(const opts_t *o, loom_prog_t *plain) {
     return NULL;
   }
   loom_prog_t p = NULL, q = NULL;
-  if (loom_prog_parse(text, o->file, &p) != LOOM_SUCCESS || loom_prog_check(p) != LOOM_SUCCESS ||
-      loom_prog_schedule(p, o->schedule, &q) != LOOM_SUCCESS)
+  loom_cg_run_t run;
+  if (loom_prog_parse(text, o->file, &p) != LOOM_SUCCESS || loom_prog_check(p) != LOOM_SUCCESS) {
     fail();
+  } else if (!loom__cg_run_parse(o->schedule, &run)) {
+    fprintf(stderr, "loom: --schedule %s is no schedule's name\n", o->schedule);
+  } else if (loom__cg_named_program(p, run.schedule, LOOM_CG_TUNE_DEPTH, LOOM_CG_TUNE_MAX, &q) != LOOM_SUCCESS) {
+    fail();
+  } else if (!q) { /* a Schedule section, or a schedule `loom schedules` lists at its default bounds */
+    fprintf(stderr, "loom: no schedule `%s`: neither a Schedule section nor listed by loom schedules (depth %d, at "
+                    "most %d programs)\n", run.schedule, LOOM_CG_TUNE_DEPTH, LOOM_CG_TUNE_MAX);
+  }
   free(text);
   if (plain) *plain = p; else loom_prog_destroy(p);
   return q;

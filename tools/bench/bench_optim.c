@@ -60,6 +60,7 @@ typedef struct opt_args {
   int only_list;     /* --list bert */
   int dtype;         /* -1 both, 0 fp32, 1 mixed */
   int peer;          /* 0 with --peer none */
+  int64_t chunk;     /* --chunk N: the loom plans' chunk_elems (0: the default) */
   char peer_json[1200]; /* PyTorch's results (bench/peers/optim_torch.py; "" if not run) */
   char peer_note[200];  /* why there is no peer column */
 } opt_args_t;
@@ -71,6 +72,7 @@ static int opt_opt(void *ctx, int argc, char **argv, int *i) {
     printf("  --size N             one single-tensor case of N elements only\n"
            "  --list bert          the BERT-large-like list only\n"
            "  --dtype fp32|mixed   one precision only (default both)\n"
+           "  --chunk N            the loom plans' chunk_elems (a multiple of 8; default: the library's)\n"
            "  --peer none          skip PyTorch's step (bench/peers/optim_torch.py, run by default on this run's\n"
            "                       exact cases; peer(us) only on rows of the same complete shape)\n");
     return 1;
@@ -84,6 +86,17 @@ static int opt_opt(void *ctx, int argc, char **argv, int *i) {
       return -1;
     }
     a->only_size = x;
+    *i += 1;
+    return 1;
+  }
+  if (!strcmp(s, "--chunk")) {
+    char *end = NULL;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || !end || *end || x < 8 || x % 8) {
+      fprintf(stderr, "loom-bench: --chunk needs a positive multiple of 8, got \"%s\"\n", v ? v : "(nothing)");
+      return -1;
+    }
+    a->chunk = x;
     *i += 1;
     return 1;
   }
@@ -273,6 +286,7 @@ static int opt_case(opt_args_t *a, loom_rank_ctx_t *ctx, loom_comm_t comm, cudaS
     loom_optim_desc_t d = LOOM_OPTIM_DESC_INIT;
     d.world_size = W, d.num_tensors = T, d.params = params, d.grads = grads, d.numels = n;
     d.param_type = r.pt, d.grad_type = r.gt, d.weight_decay = 0.01f;
+    d.chunk_elems = a->chunk;
     static const loom_optim_form_t forms[3] = {LOOM_OPTIM_AUTO, LOOM_OPTIM_RS_OPT_AG, LOOM_OPTIM_AR_OPT};
     for (int j = 0; j < 3; ++j) {
       d.form = forms[j];
