@@ -1464,8 +1464,10 @@ typedef struct loom_prog_tune_result {
  * rounds; another must beat the default by 2%); then races the three
  * fastest eligible candidates with generated kernels at fewer blocks per
  * SM ("NAME/b2", "NAME/b1": the knob's round, noted so) against the first
- * race's winner, and records the fastest that takes the program's inputs
- * and outputs as written in the tuning cache (rank 0 writes LOOM_TUNE_FILE
+ * race's winner (every plan of the tuner tunes each GEMM shape the tuning
+ * cache lacks at its first call, as loom_gemm_tune, so schedules race at
+ * their GEMMs' tuned tiles), and records the fastest that takes the
+ * program's inputs and outputs as written in the tuning cache (rank 0 writes LOOM_TUNE_FILE
  * where set): a later loom_prog_compile of the program with these sizes on
  * a comm of this shape and a NULL or "" schedule runs it; a named schedule
  * is never replaced. result: NULL (the search's defaults), or read and
