@@ -17,8 +17,9 @@
  *            size
  *   lay out  the units' words; the fingerprint of the images and the arena
  *   fill     the arena (loom_malloc, zeroed), every rank's address of it,
- *            the kernels loaded, loom's plans of the COLL units; then every rank waits for the others, so
- *            that none runs a kernel while another still loads one
+ *            the kernels loaded, loom's plans of the COLL units; then
+ *            every rank waits for the others, so that none runs a kernel
+ *            while another still loads one
  */
 #include <stdio.h>
 #include <stdlib.h>
