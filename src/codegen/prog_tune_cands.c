@@ -134,9 +134,9 @@ static loom_result_t variant(const loom_cg_cand_t *c0, const loom_cg_run_t *run,
   return loom__lang_clone(c0->q, &c->q);
 }
 
-/* The library runners' candidates of c[0] (the program as written, lowered as lw0): each where its lowering
- * has a unit the library runs. */
-static loom_result_t lib_candidates(loom__prog_t *p, int W, const loom__binding_t *b, loom_cg_cands_t *out) {
+/* The library runners' candidates of c[0] (the program as written): each where its lowering has a unit the
+ * library runs. */
+static loom_result_t lib_candidates(int W, const loom__binding_t *b, loom_cg_cands_t *out) {
   for (int lib = LOOM__LW_LIB_LOOM; lib <= LOOM__LW_LIB_BASE; ++lib) {
     loom__lw_prog_t lw;
     if (loom__lw_lower_lib(out->c[0].q, W, b, lib, &lw) != LOOM_SUCCESS) continue; /* as GEN: it lowers */
@@ -153,7 +153,6 @@ static loom_result_t lib_candidates(loom__prog_t *p, int W, const loom__binding_
     LOOM_TRY(variant(&out->c[0], &run, &out->c[out->n]));
     out->n++;
   }
-  (void)p;
   return LOOM_SUCCESS;
 }
 
@@ -210,7 +209,7 @@ loom_result_t loom__cg_tune_candidates(loom__prog_t *p, int W, const loom__bindi
     loom__lw_free(&lw);
   }
   if (have0) loom__lw_free(&lw0);
-  if (r == LOOM_SUCCESS && have0) r = lib_candidates(p, W, b, out);
+  if (r == LOOM_SUCCESS && have0) r = lib_candidates(W, b, out);
   free(order);
   loom__lang_listing_free(&l);
   if (r != LOOM_SUCCESS) loom__cg_tune_candidates_free(out);
