@@ -64,7 +64,12 @@ extern "C" {
 #define LOOM_SITE_OPTIM_PHASE 114 /* LAMB: a peer's partial norms */
 
 #define LOOM_OPTIM_THREADS 256
-#define LOOM_OPTIM_BLOCKS_PER_SM 4
+#ifndef LOOM_OPTIM_BLOCKS_PER_SM
+#define LOOM_OPTIM_BLOCKS_PER_SM 4 /* the update kernels' occupancy bound and grid cap */
+#endif
+#ifndef LOOM_OPTIM_VEC_FP32
+#define LOOM_OPTIM_VEC_FP32 4 /* elements a thread takes at once where parameters and gradients are fp32: 4 or 8 */
+#endif
 
 /* Per tensor, on the device. */
 typedef struct loom_optim_tensor_dev {

@@ -19,7 +19,7 @@
  * by element. All arithmetic is fp32. Any architecture >= sm_80.
  *
  * The sum over ranks is one small device function,
- * loom__optim_sum_ranks8 / loom__optim_sum_ranks1: "this slice of the
+ * loom__optim_sum_ranksv / loom__optim_sum_ranks1: "this slice of the
  * gradient summed over the ranks in rank order in fp32", so that it can be
  * replaced by the collectives' shared building block.
  */
@@ -36,17 +36,62 @@
 
 /* ---- the reduction over ranks (the piece the collectives will replace) -- */
 
+/* ---- vectors ---------------------------------------------------------------- */
+
+/* N elements a thread takes at once from 16-byte-aligned chunks: 8 (16 bytes
+ * of a 16-bit type, 32 of fp32) or, where parameters and gradients are both
+ * fp32, LOOM_OPTIM_VEC_FP32 (optim.h). */
+template <int PT, int GT>
+struct loom__optim_vw {
+  enum { n = PT == LOOM_FP32 && GT == LOOM_FP32 ? LOOM_OPTIM_VEC_FP32 : 8 };
+};
+
+/* N elements of dtype T at base[i] to fp32 (N == 4: fp32 only), through L2. */
+template <int T, int N>
+static __device__ __forceinline__ void loom__optim_loadv(const void *base, int64_t i, float *v) {
+  static_assert(N == 8 || (N == 4 && T == LOOM_FP32), "vectors: 8 of any dtype or 4 of fp32");
+  if (N == 8) {
+    loom__load8<T>(base, i, v);
+  } else {
+    const float4 x = __ldcg((const float4 *)((const float *)base + i));
+    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+  }
+}
+
+template <int T, int N>
+static __device__ __forceinline__ void loom__optim_storev(void *base, int64_t i, const float *v) {
+  static_assert(N == 8 || (N == 4 && T == LOOM_FP32), "vectors: 8 of any dtype or 4 of fp32");
+  if (N == 8) loom__store8<T>(base, i, v);
+  else *(float4 *)((float *)base + i) = make_float4(v[0], v[1], v[2], v[3]);
+}
+
+/* The fp32 state (moments, master weights): N elements at p. */
+template <int N>
+static __device__ __forceinline__ void loom__optim_ldf(const float *p, float *v) {
+#pragma unroll
+  for (int q = 0; q < N; q += 4) {
+    const float4 a = *(const float4 *)(p + q);
+    v[q] = a.x, v[q + 1] = a.y, v[q + 2] = a.z, v[q + 3] = a.w;
+  }
+}
+
+template <int N>
+static __device__ __forceinline__ void loom__optim_stf(float *p, const float *v) {
+#pragma unroll
+  for (int q = 0; q < N; q += 4) *(float4 *)(p + q) = make_float4(v[q], v[q + 1], v[q + 2], v[q + 3]);
+}
+
 /* v[i] = sum over p = 0 .. nsrc-1, in rank order, of src[p][e + i], in fp32,
- * i < 8 (src[p]: rank p's gradient as this rank addresses it). */
-template <int GT>
-static __device__ __forceinline__ void loom__optim_sum_ranks8(char *const *src, int nsrc, int64_t e, float v[8]) {
-  loom__load8<GT>(src[0], e, v);
+ * i < N (src[p]: rank p's gradient as this rank addresses it). */
+template <int GT, int N>
+static __device__ __forceinline__ void loom__optim_sum_ranksv(char *const *src, int nsrc, int64_t e, float *v) {
+  loom__optim_loadv<GT, N>(src[0], e, v);
 #pragma unroll 4
   for (int p = 1; p < nsrc; ++p) {
-    float x[8];
-    loom__load8<GT>(src[p], e, x);
+    float x[N];
+    loom__optim_loadv<GT, N>(src[p], e, x);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] += x[i];
+    for (int i = 0; i < N; ++i) v[i] += x[i];
   }
 }
 
@@ -175,14 +220,14 @@ static __device__ __forceinline__ void loom__optim_chunk_ptrs(const loom_optim_k
 
 /* Stores the new parameters of one vector / element into every rank's copy
  * (RS chunk) or this rank's (AR chunk). */
-template <int PT>
-static __device__ __forceinline__ void loom__optim_put8(char *const *dst, int npush, int self, int push, int64_t e,
-                                                       const float p[8]) {
+template <int PT, int N>
+static __device__ __forceinline__ void loom__optim_putv(char *const *dst, int npush, int self, int push, int64_t e,
+                                                       const float *p) {
   if (!push) {
-    loom__store8<PT>(dst[self], e, p);
+    loom__optim_storev<PT, N>(dst[self], e, p);
     return;
   }
-  for (int d = 0; d < npush; ++d) loom__store8<PT>(dst[d], e, p);
+  for (int d = 0; d < npush; ++d) loom__optim_storev<PT, N>(dst[d], e, p);
 }
 
 template <int PT>
@@ -197,35 +242,35 @@ static __device__ __forceinline__ void loom__optim_put1(char *const *dst, int np
 
 /* ---- Adam ------------------------------------------------------------------- */
 
-/* The scaled gradients of elements e .. e + 7: summed over the sources,
+/* The scaled gradients of elements e .. e + N - 1: summed over the sources,
  * times h.inv. Returns 1 where one is not finite. */
-template <int GT>
-static __device__ __forceinline__ int loom__optim_grad8(const loom_optim_kargs_t &k, const loom_optim_hyper_t &h,
+template <int GT, int N>
+static __device__ __forceinline__ int loom__optim_gradv(const loom_optim_kargs_t &k, const loom_optim_hyper_t &h,
                                                        char *const *src, int64_t e, float *g) {
-  loom__optim_sum_ranks8<GT>(src, k.nsrc, e, g);
+  loom__optim_sum_ranksv<GT, N>(src, k.nsrc, e, g);
   int bad = 0;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
+  for (int j = 0; j < N; ++j) {
     g[j] *= h.inv;
     bad |= !isfinite(g[j]);
   }
   return bad;
 }
 
-/* The state of the chunk's i-th vector (elements e .. e + 7): the
+/* The state of the chunk's i-th vector (elements e .. e + N - 1): the
  * parameters (the fp32 master copy ms where there is one, else the PT
  * parameters own) and the moments. Callers load it before the gradients
- * (loom__optim_grad8): the gradients' finiteness check depends on their
+ * (loom__optim_gradv): the gradients' finiteness check depends on their
  * remote loads, and loads written after it wait for them (measured: +8% at
  * 2^24 fp32 elements, RS-Opt-AG, W = 2). */
-template <int PT>
-static __device__ __forceinline__ void loom__optim_state8(const float *ms, const char *own, const float *m,
+template <int PT, int N>
+static __device__ __forceinline__ void loom__optim_statev(const float *ms, const char *own, const float *m,
                                                          const float *v, int i, int64_t e, float *p, float *mm,
                                                          float *vv) {
-  if (ms) loom__ld8f(ms + i * 8, p);
-  else loom__load8<PT>(own, e, p);
-  loom__ld8f(m + i * 8, mm);
-  loom__ld8f(v + i * 8, vv);
+  if (ms) loom__optim_ldf<N>(ms + i * N, p);
+  else loom__optim_loadv<PT, N>(own, e, p);
+  loom__optim_ldf<N>(m + i * N, mm);
+  loom__optim_ldf<N>(v + i * N, vv);
 }
 
 /* One element (PyTorch's fused AdamW / Adam math, fp32). */
@@ -252,20 +297,21 @@ static __device__ int loom__optim_adam_chunk(const loom_optim_kargs_t &k, const 
   const int push = (c.flags & LOOM_OPTIM_CHUNK_PUSH) != 0;
   float *m = k.m + c.state, *v = k.v + c.state, *ms = k.master ? k.master + c.state : (float *)0;
   const char *own = dst[k.self];
-  const int nvec = (c.flags & LOOM_OPTIM_CHUNK_VEC) ? c.len / 8 : 0;
+  constexpr int N = loom__optim_vw<PT, GT>::n;
+  const int nvec = (c.flags & LOOM_OPTIM_CHUNK_VEC) ? c.len / N : 0;
   for (int i = (int)threadIdx.x; i < nvec; i += (int)blockDim.x) {
-    const int64_t e = c.offset + (int64_t)i * 8;
-    float g[8], p[8], mm[8], vv[8];
-    loom__optim_state8<PT>(ms, own, m, v, i, e, p, mm, vv);
-    bad |= loom__optim_grad8<GT>(k, h, src, e, g);
+    const int64_t e = c.offset + (int64_t)i * N;
+    float g[N], p[N], mm[N], vv[N];
+    loom__optim_statev<PT, N>(ms, own, m, v, i, e, p, mm, vv);
+    bad |= loom__optim_gradv<GT, N>(k, h, src, e, g);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) loom__optim_adam1(k, h, wd, g[j], p[j], mm[j], vv[j]);
-    loom__st8f(m + i * 8, mm);
-    loom__st8f(v + i * 8, vv);
-    if (ms) loom__st8f(ms + i * 8, p);
-    loom__optim_put8<PT>(dst, k.npush, k.self, push, e, p);
+    for (int j = 0; j < N; ++j) loom__optim_adam1(k, h, wd, g[j], p[j], mm[j], vv[j]);
+    loom__optim_stf<N>(m + i * N, mm);
+    loom__optim_stf<N>(v + i * N, vv);
+    if (ms) loom__optim_stf<N>(ms + i * N, p);
+    loom__optim_putv<PT, N>(dst, k.npush, k.self, push, e, p);
   }
-  for (int i = nvec * 8 + (int)threadIdx.x; i < c.len; i += (int)blockDim.x) {
+  for (int i = nvec * N + (int)threadIdx.x; i < c.len; i += (int)blockDim.x) {
     const int64_t e = c.offset + i;
     float g = loom__optim_sum_ranks1<GT>(src, k.nsrc, e) * h.inv;
     bad |= !isfinite(g);
@@ -344,23 +390,24 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) 
     const float wd = k.tensors[c.tensor].weight_decay;
     float *m = k.m + c.state, *v = k.v + c.state, *ms = k.master ? k.master + c.state : (float *)0;
     float w2 = 0.0f, u2 = 0.0f;
-    const int nvec = (c.flags & LOOM_OPTIM_CHUNK_VEC) ? c.len / 8 : 0;
+    constexpr int N = loom__optim_vw<PT, GT>::n;
+    const int nvec = (c.flags & LOOM_OPTIM_CHUNK_VEC) ? c.len / N : 0;
     for (int i = (int)threadIdx.x; i < nvec; i += (int)blockDim.x) {
-      const int64_t el = c.offset + (int64_t)i * 8;
-      float g[8], p[8], mm[8], vv[8];
-      loom__optim_state8<PT>(ms, own, m, v, i, el, p, mm, vv);
-      bad |= loom__optim_grad8<GT>(k, h, src, el, g);
+      const int64_t el = c.offset + (int64_t)i * N;
+      float g[N], p[N], mm[N], vv[N];
+      loom__optim_statev<PT, N>(ms, own, m, v, i, el, p, mm, vv);
+      bad |= loom__optim_gradv<GT, N>(k, h, src, el, g);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
+      for (int j = 0; j < N; ++j) {
         loom__optim_lamb_moments(k, wd, g[j], p[j], mm[j], vv[j]);
         const float u = loom__optim_lamb_u(k, h, wd, p[j], mm[j], vv[j]);
         w2 += p[j] * p[j];
         u2 += u * u;
       }
-      loom__st8f(m + i * 8, mm);
-      loom__st8f(v + i * 8, vv);
+      loom__optim_stf<N>(m + i * N, mm);
+      loom__optim_stf<N>(v + i * N, vv);
     }
-    for (int i = nvec * 8 + (int)threadIdx.x; i < c.len; i += (int)blockDim.x) {
+    for (int i = nvec * N + (int)threadIdx.x; i < c.len; i += (int)blockDim.x) {
       const int64_t el = c.offset + i;
       const float g = loom__optim_sum_ranks1<GT>(src, k.nsrc, el) * h.inv;
       bad |= !isfinite(g);
@@ -435,17 +482,18 @@ __global__ void __launch_bounds__(LOOM_OPTIM_THREADS, LOOM_OPTIM_BLOCKS_PER_SM) 
     const float ratio = (k.use_nvlamb || wd != 0.0f) && pn != 0.0f && un != 0.0f ? h.lr * (pn / un) : h.lr;
     const float *m = k.m + c.state, *v = k.v + c.state;
     float *ms = k.master ? k.master + c.state : (float *)0;
-    const int nvec = (c.flags & LOOM_OPTIM_CHUNK_VEC) ? c.len / 8 : 0;
+    constexpr int N = loom__optim_vw<PT, PT>::n;
+    const int nvec = (c.flags & LOOM_OPTIM_CHUNK_VEC) ? c.len / N : 0;
     for (int i = (int)threadIdx.x; i < nvec; i += (int)blockDim.x) {
-      const int64_t el = c.offset + (int64_t)i * 8;
-      float p[8], mm[8], vv[8];
-      loom__optim_state8<PT>(ms, own, m, v, i, el, p, mm, vv);
+      const int64_t el = c.offset + (int64_t)i * N;
+      float p[N], mm[N], vv[N];
+      loom__optim_statev<PT, N>(ms, own, m, v, i, el, p, mm, vv);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) p[j] -= ratio * loom__optim_lamb_u(k, h, wd, p[j], mm[j], vv[j]);
-      if (ms) loom__st8f(ms + i * 8, p);
-      loom__optim_put8<PT>(dst, k.npush, k.self, push, el, p);
+      for (int j = 0; j < N; ++j) p[j] -= ratio * loom__optim_lamb_u(k, h, wd, p[j], mm[j], vv[j]);
+      if (ms) loom__optim_stf<N>(ms + i * N, p);
+      loom__optim_putv<PT, N>(dst, k.npush, k.self, push, el, p);
     }
-    for (int i = nvec * 8 + (int)threadIdx.x; i < c.len; i += (int)blockDim.x) {
+    for (int i = nvec * N + (int)threadIdx.x; i < c.len; i += (int)blockDim.x) {
       const int64_t el = c.offset + i;
       float p = ms ? ms[i] : loom__load1<PT>(own, el);
       p -= ratio * loom__optim_lamb_u(k, h, wd, p, m[i], v[i]);

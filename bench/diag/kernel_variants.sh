@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# kernel_variants.sh - loom-bench built again with some library files
+# compiled under other -D settings, for an A/B of compile-time knobs in one
+# device call (the variants run beside the tree's own build/bin/loom-bench).
+#
+#   bash bench/diag/kernel_variants.sh FILE[,FILE...] NAME="-DX=1 -DY=2" [NAME=...]
+#
+# Leaves build/ab/NAME/bin/loom-bench for each NAME: the tree's objects and
+# libloom.a, with the FILEs' objects (.cu or .c) compiled with the given
+# flags linked ahead of the archive (so the archive's copies of them are not
+# pulled in). sm_90a machine code only. Run after `make` in the tree.
+set -eu
+srcs=${1:?usage: kernel_variants.sh FILE[,FILE...] NAME=FLAGS ...}
+shift
+NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
+compile() { # SRC OUT DEFS: the tree's own command for SRC, with DEFS, to OUT
+  local cmd
+  cmd=$(make -s -n "build/obj/${1%.*}.o" -W "$1" | grep -m1 -E '^[^ ]*(nvcc|cc) ' |
+        sed -e 's/-gencode=[^ ]*//g' -e 's/ -MMD -MP -c .*//' -e 's/ -c .*//')
+  case $1 in *.cu) $cmd -gencode=arch=compute_90a,code=sm_90a $3 -c "$1" -o "$2" ;; *) $cmd $3 -c "$1" -o "$2" ;; esac
+}
+bench_objs=$(make -s -n build/bin/loom-bench -W tools/bench/main.c | grep -m1 '^cc -o build/bin/loom-bench' | sed -e 's/^cc -o build\/bin\/loom-bench //')
+for nv in "$@"; do
+  name=${nv%%=*}; defs=${nv#*=}
+  out=build/ab/$name
+  mkdir -p "$out/bin" "$out/obj"
+  objs=
+  for src in ${srcs//,/ }; do
+    o=$out/obj/$(basename "${src%.*}").o
+    compile "$src" "$o" "$defs"
+    objs="$objs $o"
+  done
+  cc -o "$out/bin/loom-bench" $objs $bench_objs
+  echo "$(git rev-parse --short HEAD)+$name ($defs)" > "$out/COMMIT"
+  echo "$out/bin/loom-bench: $srcs with $defs"
+done
