@@ -10,9 +10,9 @@
 void loom_ref_optim_reduce(loom_dtype_t gt, int world, const void *const *grads, int64_t n, double divisor,
                            double scale, double *g) {
   for (int64_t i = 0; i < n; ++i) {
-    double s = 0;
-    for (int p = 0; p < world; ++p) s += loom_ref_load(gt, grads[p], (size_t)i);
-    g[i] = s / divisor / scale;
+    float s = 0.0f;
+    for (int p = 0; p < world; ++p) s += (float)loom_ref_load(gt, grads[p], (size_t)i);
+    g[i] = (double)s / divisor / scale;
   }
 }
 

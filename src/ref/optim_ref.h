@@ -41,7 +41,11 @@ typedef struct loom_ref_optim_hp {
 } loom_ref_optim_hp_t;
 
 /* g[i] = (sum over p < world, in rank order, of grads[p][i] (dtype gt)) /
- * divisor / scale, for i < n. */
+ * divisor / scale, for i < n. The sum is taken in fp32, as the kernels'
+ * contract says (rank order, fp32): where the ranks' gradients cancel, the
+ * fp32 sum keeps only their rounding, and a double sum would be a different
+ * gradient (seen: three fp32 gradients of ~400 summing to -0.00142 in double,
+ * -0.00143 in fp32). The rest of the step stays in double. */
 void loom_ref_optim_reduce(loom_dtype_t gt, int world, const void *const *grads, int64_t n, double divisor,
                            double scale, double *g);
 

@@ -362,4 +362,10 @@ LOOM_TEST(optim_ref_reduce_sums_the_exact_inputs) {
   const void *gf[1] = {c};
   loom_ref_optim_reduce(LOOM_FP32, 1, gf, 3, 1.0, 1.0, g);
   for (int i = 0; i < 3; ++i) CHECK_EQ_INT(g[i] == (double)c[i], 1);
+  /* the sum in rank order in fp32 (the kernels' contract): 1 + 2^-24 is 1 in
+   * fp32, so (1 + 2^-24) - 1 is 0 where a double sum would keep 2^-24 */
+  const float x[1] = {1.0f}, y[1] = {5.9604645e-08f}, z[1] = {-1.0f};
+  const void *gx[3] = {x, y, z};
+  loom_ref_optim_reduce(LOOM_FP32, 3, gx, 1, 1.0, 1.0, g);
+  CHECK_EQ_INT(g[0] == 0.0, 1);
 }
