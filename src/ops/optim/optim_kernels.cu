@@ -14,9 +14,12 @@
  *   loom__optim_lamb2_kernel<PT>      LAMB (3): trust ratio, update, stores,
  *                                    done handshake
  * PT, GT: the parameter and gradient dtypes (loom_dtype_t), compile-time.
- * Chunks of 16-byte-aligned tensors move 8 elements per load (a tensor's
- * last chunk ends with up to 7 single elements); other tensors go element
- * by element. All arithmetic is fp32. Any architecture >= sm_80.
+ * Chunks of 16-byte-aligned tensors move vectors of 8 elements a thread, 4
+ * where parameters and gradients are fp32 (loom__optim_vw: one 16-byte load
+ * a lane, so a warp's load is 512 contiguous bytes; 8 fp32 would split each
+ * lane's 32 bytes over two half-used warp loads, which cost 2x on the peer's
+ * NVLink loads: docs/perf/optim.md); a chunk ends with up to N - 1 single
+ * elements; other tensors go element by element. All arithmetic is fp32. Any architecture >= sm_80.
  *
  * The sum over ranks is one small device function,
  * loom__optim_sum_ranksv / loom__optim_sum_ranks1: "this slice of the
