@@ -9,6 +9,8 @@
 # libloom.a, with the FILEs' objects (.cu or .c) compiled with the given
 # flags linked ahead of the archive (so the archive's copies of them are not
 # pulled in). sm_90a machine code only. Run after `make` in the tree.
+# The flags come first on the compiler's line, so -IDIR there puts DIR's
+# headers ahead of the tree's (an older header: git show C:src/X > DIR/X).
 set -eu
 srcs=${1:?usage: kernel_variants.sh FILE[,FILE...] NAME=FLAGS ...}
 shift
@@ -17,7 +19,9 @@ compile() { # SRC OUT DEFS: the tree's own command for SRC, with DEFS, to OUT
   local cmd
   cmd=$(make -s -n "build/obj/${1%.*}.o" -W "$1" | grep -m1 -E '^[^ ]*(nvcc|cc) ' |
         sed -e 's/-gencode=[^ ]*//g' -e 's/ -MMD -MP -c .*//' -e 's/ -c .*//')
-  case $1 in *.cu) $cmd -gencode=arch=compute_90a,code=sm_90a $3 -c "$1" -o "$2" ;; *) $cmd $3 -c "$1" -o "$2" ;; esac
+  local cc=${cmd%% *} rest=${cmd#* }
+  # DEFS first: an -I there is searched before the tree's own folders
+  case $1 in *.cu) $cc $3 $rest -gencode=arch=compute_90a,code=sm_90a -c "$1" -o "$2" ;; *) $cc $3 $rest -c "$1" -o "$2" ;; esac
 }
 bench_objs=$(make -s -n build/bin/loom-bench -W tools/bench/main.c | grep -m1 '^cc -o build/bin/loom-bench' | sed -e 's/^cc -o build\/bin\/loom-bench //')
 for nv in "$@"; do

@@ -2,7 +2,8 @@
  * bench_coll.c - `loom-bench allreduce`, `loom-bench reduce_scatter`,
  * `loom-bench all_gather`: loom's collectives against NCCL, side by side in
  * one run on every rank (each repetition runs every variant back to back;
- * a repetition's time is that of the slowest rank), bf16, sizes 4 KiB ..
+ * a repetition's time is that of the slowest rank), bf16 (--dtype fp32: fp32,
+ * the plain rows only: no +epi / +rmsnorm rows), sizes 4 KiB ..
  * 1 GiB in steps of 4x (--quick: 4 KiB, 256 KiB, 16 MiB, 256 MiB), bytes as
  * nccl-tests (AllReduce: each rank's buffer; ReduceScatter: the input;
  * AllGather: the output), busbw = algbw x 2(n-1)/n (AllReduce) or (n-1)/n.
@@ -68,19 +69,20 @@ typedef struct coll_bench_args {
   int64_t sizes[16];    /* --sizes: these instead of 4 KiB .. max_bytes */
   int nsizes;
   int peer;             /* 0 with --peer none */
+  loom_dtype_t dtype;   /* LOOM_BF16, or LOOM_FP32 with --dtype fp32 */
   char peer_json[1200]; /* PyTorch's results (bench/peers/coll_torch.py; "" if not run) */
   char peer_note[200];  /* why there is no peer column */
 } coll_bench_args_t;
 
 /* The complete shape of an AllReduce row, as coll_torch.py names its rows'
  * (cols: the norm's row length; 0: none). */
-static void coll_pair_shape(int64_t bytes, int W, int64_t cols, loom_bench_shape_t *s) {
+static void coll_pair_shape(int64_t bytes, int W, int64_t cols, loom_dtype_t dt, loom_bench_shape_t *s) {
   loom_bench_shape_init(s);
   loom_bench_shape_str(s, "op", "allreduce");
   loom_bench_shape_int(s, "bytes", bytes);
-  loom_bench_shape_int(s, "count", bytes / 2);
+  loom_bench_shape_int(s, "count", bytes / (int64_t)loom_dtype_size(dt));
   loom_bench_shape_int(s, "world", W);
-  loom_bench_shape_str(s, "dtype", "bf16");
+  loom_bench_shape_str(s, "dtype", dt == LOOM_FP32 ? "fp32" : "bf16");
   if (cols > 0) loom_bench_shape_int(s, "cols", cols);
 }
 
@@ -112,6 +114,7 @@ typedef struct coll_var {
   const loom_epilogue_t *epi;
   const void *nw, *res;
   int64_t rows, cols;
+  ncclDataType_t nccl_type;
 } coll_var_t;
 
 static loom_result_t coll_var_run(void *arg, int iter, cudaStream_t s) {
@@ -120,10 +123,10 @@ static loom_result_t coll_var_run(void *arg, int iter, cudaStream_t s) {
   const size_t per = v->count / (size_t)v->world;
   switch (v->kind) {
     case V_NCCL:
-      if (v->op == OP_AR) LOOM_BENCH_NCCL(ncclAllReduce(v->in, v->out, v->count, ncclBfloat16, ncclSum, v->nccl, s));
+      if (v->op == OP_AR) LOOM_BENCH_NCCL(ncclAllReduce(v->in, v->out, v->count, v->nccl_type, ncclSum, v->nccl, s));
       else if (v->op == OP_RS)
-        LOOM_BENCH_NCCL(ncclReduceScatter(v->in, v->out, per, ncclBfloat16, ncclSum, v->nccl, s));
-      else LOOM_BENCH_NCCL(ncclAllGather(v->in, v->out, per, ncclBfloat16, v->nccl, s));
+        LOOM_BENCH_NCCL(ncclReduceScatter(v->in, v->out, per, v->nccl_type, ncclSum, v->nccl, s));
+      else LOOM_BENCH_NCCL(ncclAllGather(v->in, v->out, per, v->nccl_type, v->nccl, s));
       return LOOM_SUCCESS;
     case V_NCCL_NORM:
       LOOM_BENCH_NCCL(ncclAllReduce(v->in, v->tmp, v->count, ncclBfloat16, ncclSum, v->nccl, s));
@@ -167,26 +170,28 @@ static loom_result_t capture_calls(coll_var_t *v, cudaStream_t s, cudaGraphExec_
   return r;
 }
 
-/* Elements of got that differ from want by more than rel x |want| + floor,
- * or bit for bit (exact). */
-static int64_t count_wrong(const uint16_t *got, const uint16_t *want, size_t n, int exact, double rel, double floor) {
+/* Elements of got that differ from want (n of dtype dt) by more than rel x
+ * |want| + floor, or bit for bit (exact). */
+static int64_t count_wrong(const void *got, const void *want, loom_dtype_t dt, size_t n, int exact, double rel,
+                           double floor) {
+  const size_t es = loom_dtype_size(dt);
   int64_t bad = 0;
   for (size_t i = 0; i < n; ++i) {
     if (exact) {
-      bad += got[i] != want[i];
+      bad += memcmp((const char *)got + i * es, (const char *)want + i * es, es) != 0;
       continue;
     }
-    const double g = loom_ref_bf16_to_float(got[i]), w = loom_ref_bf16_to_float(want[i]);
+    const double g = loom_ref_load(dt, got, i), w = loom_ref_load(dt, want, i);
     bad += !(fabs(g - w) <= rel * fabs(w) + floor);
   }
   return bad;
 }
 
 /* The root mean square of x (bf16). */
-static double rms_bf16(const uint16_t *x, size_t n) {
+static double rms_bf16(const void *x, size_t n) {
   double s = 0.0;
   for (size_t i = 0; i < n; ++i) {
-    const double v = loom_ref_bf16_to_float(x[i]);
+    const double v = loom_ref_load(LOOM_BF16, x, i);
     s += v * v;
   }
   return n ? sqrt(s / (double)n) : 0.0;
@@ -195,13 +200,13 @@ static double rms_bf16(const uint16_t *x, size_t n) {
 /* A new row of t for variant `impl` (+ suffix) at `bytes` on W ranks: op,
  * shape, dtype and the nccl-tests busbw factor of op filled in. */
 static loom_bench_row_t *add_row(loom_bench_table_t *t, const char *suite, int op, const char *impl,
-                                 const char *suffix, int64_t bytes, int W) {
+                                 const char *suffix, int64_t bytes, int W, loom_dtype_t dt) {
   loom_bench_row_t *row = loom_bench_add(t);
   if (!row) return NULL;
   snprintf(row->op, sizeof row->op, "%s", suite);
   snprintf(row->impl, sizeof row->impl, "%s%s", impl, suffix);
   loom_bench_format_bytes(bytes, row->shape, sizeof row->shape);
-  snprintf(row->dtype, sizeof row->dtype, "bf16");
+  snprintf(row->dtype, sizeof row->dtype, "%s", dt == LOOM_FP32 ? "fp32" : "bf16");
   row->bytes = bytes;
   row->world = W;
   row->busbw_factor = op == OP_AR ? 2.0 * (W - 1) / W : (double)(W - 1) / W;
@@ -216,14 +221,14 @@ static void coll_row_peer(const coll_bench_args_t *a, loom_bench_row_t *row, con
   if (path) loom_bench_row_auto(row, path);
   if (x->op != OP_AR || !x->peer) return;
   loom_bench_shape_t shape;
-  coll_pair_shape(bytes, W, x->nw ? x->cols : 0, &shape);
+  coll_pair_shape(bytes, W, x->nw ? x->cols : 0, a->dtype, &shape);
   (void)loom_bench_row_pair(row, a->peer_json, x->peer, &shape, host_excluded);
 }
 
-static loom_result_t make_plan(loom_comm_t comm, int op, size_t count, int64_t cols, loom_coll_algo_t algo,
-                               loom_norm_t norm, loom_plan_t *p) {
+static loom_result_t make_plan(loom_comm_t comm, int op, size_t count, loom_dtype_t dt, int64_t cols,
+                               loom_coll_algo_t algo, loom_norm_t norm, loom_plan_t *p) {
   loom_coll_desc_t d = LOOM_COLL_DESC_INIT;
-  d.count = (int64_t)count, d.cols = cols, d.algo = algo, d.norm = norm;
+  d.count = (int64_t)count, d.cols = cols, d.algo = algo, d.norm = norm, d.dtype = dt, d.out_type = dt;
   int W = 0;
   loom_comm_info_t info = LOOM_COMM_INFO_INIT;
   LOOM_BENCH_TRY(loom_comm_get_info(comm, &info));
@@ -244,7 +249,9 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
   memset(&t, 0, sizeof t);
   int failures = 0;
   void *in = NULL, *out[COLL_MAX_VARS] = {NULL}, *tmp = NULL, *res = NULL, *nw = NULL, *bias = NULL;
-  uint16_t *h_ref = NULL, *h_got = NULL;
+  void *h_ref = NULL, *h_got = NULL;
+  const loom_dtype_t dt = a->dtype;
+  const size_t es = loom_dtype_size(dt);
   int64_t sizes[16];
   const int nsizes = coll_sizes(a, sizes);
   int64_t maxb = 0;
@@ -263,15 +270,15 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
       (cudaMalloc(&tmp, (size_t)maxb) != cudaSuccess || cudaMalloc(&res, (size_t)maxb) != cudaSuccess ||
        cudaMalloc(&nw, 4096 * 2) != cudaSuccess || cudaMalloc(&bias, 4096 * 2) != cudaSuccess))
     bad = 1;
-  if (!bad && loom_bench_fill_random(in, LOOM_BF16, (size_t)maxb / 2, COLL_SEED + (uint64_t)ctx->rank, 1.0) != LOOM_SUCCESS)
+  if (!bad && loom_bench_fill_random(in, dt, (size_t)maxb / es, COLL_SEED + (uint64_t)ctx->rank, 1.0) != LOOM_SUCCESS)
     bad = 1;
   if (!bad && op == OP_AR &&
       (loom_bench_fill_random(res, LOOM_BF16, (size_t)maxb / 2, COLL_SEED + 99, 1.0) != LOOM_SUCCESS ||
        loom_bench_fill_random(nw, LOOM_BF16, 4096, COLL_SEED + 98, 1.0) != LOOM_SUCCESS ||
        loom_bench_fill_random(bias, LOOM_BF16, 4096, COLL_SEED + 97, 1.0) != LOOM_SUCCESS))
     bad = 1;
-  h_ref = (uint16_t *)malloc((size_t)maxb);
-  h_got = (uint16_t *)malloc((size_t)maxb);
+  h_ref = malloc((size_t)maxb);
+  h_got = malloc((size_t)maxb);
   if (!h_ref || !h_got) bad = 1;
   if (loom_bench_sum_ranks(ctx->nccl, s, &bad) != LOOM_SUCCESS || bad) {
     if (ctx->rank == 0) fprintf(stderr, "loom-bench %s: setup failed (%s)\n", suite, loom_last_error());
@@ -279,11 +286,12 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
     goto out;
   }
   if (ctx->rank == 0)
-    loom_bench_note(&t, "bf16; input in loom_malloc memory for every variant, outputs cudaMalloc; time = median over "
-                        "reps of the slowest rank; variants side by side in each repetition");
+    loom_bench_note(&t, "%s; input in loom_malloc memory for every variant, outputs cudaMalloc; time = median over "
+                        "reps of the slowest rank; variants side by side in each repetition",
+                    dt == LOOM_FP32 ? "fp32 (plain rows only)" : "bf16");
   for (int si = 0; si < nsizes; ++si) {
     const int64_t bytes = sizes[si];
-    const size_t count = (size_t)bytes / 2;
+    const size_t count = (size_t)bytes / es;
     if (op != OP_AR && count % (size_t)(8 * W) != 0) continue;
     coll_var_t v[COLL_MAX_VARS];
     int nv = 0;
@@ -300,7 +308,8 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
     x->kind = K, x->op = op, x->impl = IMPL, x->nccl = ctx->nccl, x->world = W, x->in = in;        \
     x->peer = PEER, x->algo = ALGO;                                                                \
     x->out = out[nv], x->tmp = tmp, x->count = count, x->res = res, x->rows = (int64_t)count / ncols, x->cols = ncols; \
-    if (K == V_LOOM && r == LOOM_SUCCESS) r = make_plan(comm, op, count, COLS, ALGO, NORM, &x->plan); \
+    x->nccl_type = dt == LOOM_FP32 ? ncclFloat : ncclBfloat16;                                     \
+    if (K == V_LOOM && r == LOOM_SUCCESS) r = make_plan(comm, op, count, dt, COLS, ALGO, NORM, &x->plan); \
     nv++;                                                                                          \
   } while (0)
     /* the peer's variants: loom-auto's is set once its plan has chosen */
@@ -311,6 +320,8 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
       if (bytes <= (4 << 20)) ADD(V_LOOM, "loom-ll", LOOM_COLL_LL, 0, LOOM_NORM_NONE, "one_shot");
       if (bytes <= (64 << 20)) ADD(V_LOOM, "loom-push", LOOM_COLL_PUSH, 0, LOOM_NORM_NONE, "one_shot");
       ADD(V_LOOM, "loom-2shot", LOOM_COLL_TWO_SHOT, 0, LOOM_NORM_NONE, "two_shot");
+    }
+    if (op == OP_AR && dt == LOOM_BF16) {
       ADD(V_LOOM, "loom+epi", LOOM_COLL_AUTO, ecols, LOOM_NORM_NONE, NULL);
       v[nv - 1].epi = &epi;
       ADD(V_NCCL_NORM, "nccl+rmsnorm", LOOM_COLL_AUTO, 0, LOOM_NORM_NONE, "ar_rmsnorm");
@@ -356,22 +367,23 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
       /* checks: every variant's last output */
       const size_t n_out = op == OP_RS ? count / (size_t)W : count;
       if (!failed && a->o.check && cudaStreamSynchronize(s) == cudaSuccess &&
-          cudaMemcpy(h_ref, out[0], n_out * 2, cudaMemcpyDeviceToHost) == cudaSuccess) {
+          cudaMemcpy(h_ref, out[0], n_out * es, cudaMemcpyDeviceToHost) == cudaSuccess) {
         for (int i = 1; i < nv; ++i) {
           if (v[i].epi && v[i].kind == V_LOOM && !v[i].nw) continue; /* loom+epi: not here */
           if (v[i].kind == V_NCCL_NORM) {
-            if (cudaMemcpy(h_ref, out[i], n_out * 2, cudaMemcpyDeviceToHost) != cudaSuccess) break;
+            if (cudaMemcpy(h_ref, out[i], n_out * es, cudaMemcpyDeviceToHost) != cudaSuccess) break;
             continue;
           }
-          if (cudaMemcpy(h_got, out[i], n_out * 2, cudaMemcpyDeviceToHost) != cudaSuccess) break;
+          if (cudaMemcpy(h_got, out[i], n_out * es, cudaMemcpyDeviceToHost) != cudaSuccess) break;
           /* plain: bf16 rounding of a W-term sum (|x| <= W). residual + RMSNorm:
            * NCCL's path rounds the sum to bf16 before the residual is added, loom's
            * adds in fp32, so where x + residual nearly cancels the two differ by
            * ~2^-9 |x| / rms before the weight: a floor of rms(y) / 32 (a lost or
            * doubled rank's term is off by ~rms(y)) */
-          const double rel = v[i].nw ? 1.0 / 32 : 1.0 / 64;
+          /* fp32: NCCL's order of the W terms may differ from loom's rank order */
+          const double rel = v[i].nw ? 1.0 / 32 : dt == LOOM_FP32 ? 1e-6 * W : 1.0 / 64;
           const double floor = v[i].nw ? rel * rms_bf16(h_ref, n_out) : rel * 1e-2 * W;
-          wrong[i] = count_wrong(h_got, h_ref, n_out, op == OP_AG, rel, floor);
+          wrong[i] = count_wrong(h_got, h_ref, dt, n_out, op == OP_AG, rel, floor);
         }
         wrong[0] = 0;
       }
@@ -406,7 +418,7 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
       if (v[i].plan) (void)loom_plan_destroy(v[i].plan);
     if (ctx->rank != 0) continue;
     for (int i = 0; i < nv; ++i) {
-      loom_bench_row_t *row = add_row(&t, suite, op, v[i].impl, "", bytes, W);
+      loom_bench_row_t *row = add_row(&t, suite, op, v[i].impl, "", bytes, W, dt);
       if (!row) break;
       if (failed) {
         snprintf(row->note, sizeof row->note, "error on %lld rank(s)", (long long)failed);
@@ -427,7 +439,7 @@ static int coll_rank(loom_rank_ctx_t *ctx, void *arg) {
       fflush(stdout);
     }
     for (int i = 0; graphed && i < nv; ++i) {
-      loom_bench_row_t *row = add_row(&t, suite, op, v[i].impl, "/graph", bytes, W);
+      loom_bench_row_t *row = add_row(&t, suite, op, v[i].impl, "/graph", bytes, W, dt);
       if (!row) break;
       row->comm_us = tg[i].median_us / COLL_GRAPH_CALLS;
       row->min_us = tg[i].min_us / COLL_GRAPH_CALLS, row->max_us = tg[i].max_us / COLL_GRAPH_CALLS;
@@ -484,12 +496,23 @@ static int coll_opt(void *ctx, int argc, char **argv, int *i) {
   if (!strcmp(s, "--help")) {
     printf("  --max-bytes SIZE  largest buffer, e.g. 256M (default 1G)\n"
            "  --sizes LIST      these buffer sizes instead, e.g. 512K,768K,2M (at most 16; 4K or multiples of 8K)\n"
+           "  --dtype fp32      fp32 buffers (default bf16); the plain rows only\n"
            "  --peer none       allreduce: skip PyTorch's AllReduce peers (bench/peers/coll_torch.py, run by default\n"
            "                    on this run's sizes; peer(us) only on rows of the same complete shape)\n");
     return 1;
   }
   const int pr = loom_bench_opt_peer(argc, argv, i, &a->peer);
   if (pr) return pr;
+  if (!strcmp(s, "--dtype")) {
+    const char *v = *i + 1 < argc ? argv[*i + 1] : "";
+    if (strcmp(v, "fp32") && strcmp(v, "bf16")) {
+      fprintf(stderr, "loom-bench: --dtype needs fp32 or bf16, not '%s'\n", v);
+      return -1;
+    }
+    a->dtype = !strcmp(v, "fp32") ? LOOM_FP32 : LOOM_BF16;
+    *i += 1;
+    return 1;
+  }
   if (!strcmp(s, "--max-bytes")) {
     int64_t v = 0;
     if (*i + 1 >= argc || coll_parse_size(argv[*i + 1], &v) != 0 || v < 4096) {
@@ -525,9 +548,9 @@ static int coll_opt(void *ctx, int argc, char **argv, int *i) {
 
 /* Runs coll_torch.py on this run's exact sizes (from the parent, before the ranks). */
 static void coll_peer(coll_bench_args_t *a, int world) {
-  if (a->op != OP_AR || !a->peer || world < 2) {
+  if (a->op != OP_AR || !a->peer || world < 2 || a->dtype != LOOM_BF16) {
     snprintf(a->peer_note, sizeof a->peer_note, "PyTorch symm_mem AllReduce not run (%s)",
-             a->op != OP_AR ? "allreduce only" : a->peer ? "one rank" : "--peer none");
+             a->op != OP_AR ? "allreduce only" : !a->peer ? "--peer none" : world < 2 ? "one rank" : "bf16 only");
     return;
   }
   char args[512];
@@ -546,6 +569,7 @@ static int coll_main(int op, int argc, char **argv) {
   a.op = op;
   a.max_bytes = INT64_C(1) << 30;
   a.peer = 1;
+  a.dtype = LOOM_BF16;
   int rc = loom_bench_parse(&a.o, argc, argv, coll_opt, &a);
   if (rc != LOOM_BENCH_RUN) return rc;
   int world = loom_bench_world(&a.o, 0);

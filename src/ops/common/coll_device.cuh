@@ -143,10 +143,48 @@ static __device__ __forceinline__ void loom__coll_pointwise8(const loom_pointwis
 
 /* ---- reduction ---------------------------------------------------------- */
 
+/* Where fp32 input goes through the vector loop without an epilogue, the
+ * 8 elements a thread sums are two quads (4 consecutive elements, one
+ * 16-byte load) of a tile of 64 quads: vector v of the tile of 32 vectors
+ * t = v / 32 (T of them: 32, or fewer in the last tile) takes quads
+ * l = v % 32 and T + l of the tile. A warp's 32 lanes, which hold 32
+ * consecutive vectors, then load 512 contiguous bytes per instruction,
+ * where 8 consecutive fp32 a lane would make every warp load touch 1 KiB
+ * half-used (a peer's lines cross NVLink twice, each half used: measured 2x
+ * on the optimizers' peer loads, docs/perf/optim.md). The elements' order
+ * inside a vector does not matter to a sum without an epilogue. */
+static __device__ __forceinline__ void loom__coll_quads(int64_t v, int64_t nv, int64_t *q0, int64_t *q1) {
+  const int64_t t = v >> 5, l = v & 31, T = nv - (t << 5) < 32 ? nv - (t << 5) : 32;
+  *q0 = (t << 6) + l;
+  *q1 = (t << 6) + T + l;
+}
+
+template <int T>
+static __device__ __forceinline__ void loom__coll_store4(char *base, int64_t i, const float *v) {
+  if (T == LOOM_FP32) {
+    *(float4 *)((float *)base + i) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    uint32_t w[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      if (T == LOOM_BF16) {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+        w[k] = *(const uint32_t *)&h;
+      } else {
+        const __half2 h = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
+        w[k] = *(const uint32_t *)&h;
+      }
+    }
+    *(uint2 *)((uint16_t *)base + i) = make_uint2(w[0], w[1]);
+  }
+}
+
 /* For i in [b, b + len): y = epilogue(sum_{s < nsrc} src[s][i]) (fp32, in
  * order s = 0, 1, ...), stored (rounded to TO) at dst0[i - off0] and, if dst1,
  * at dst1[i - off1]. Vectors of 8 where b and b - off are multiples of 8 (the
- * buffers are 16-byte aligned), the rest element by element. Whole block. */
+ * buffers are 16-byte aligned), the rest element by element; fp32 input with
+ * no epilogue takes its vectors as two quads (loom__coll_quads). Whole
+ * block. */
 template <int TI, int TO>
 static __device__ void loom__coll_reduce_range(const char *const *src, int nsrc, int64_t b, int64_t len,
                                               char *dst0, int64_t off0, char *dst1, int64_t off1,
@@ -156,21 +194,37 @@ static __device__ void loom__coll_reduce_range(const char *const *src, int nsrc,
                   (!dst1 || ((b - off1) % LOOM_COLL_VEC) == 0);
   const int64_t nv = vec ? len / LOOM_COLL_VEC : 0;
   const int64_t step = (int64_t)blockDim.x * LOOM_COLL_UNROLL;
+  const bool quads = TI == LOOM_FP32 && !pw.flags;
   for (int64_t v0 = threadIdx.x; v0 < nv; v0 += step) {
     float acc[LOOM_COLL_UNROLL][8];
-    int64_t idx[LOOM_COLL_UNROLL];
+    int64_t idx[LOOM_COLL_UNROLL], idx1[LOOM_COLL_UNROLL];
 #pragma unroll
     for (int u = 0; u < LOOM_COLL_UNROLL; ++u) {
       int64_t v = v0 + (int64_t)u * blockDim.x;
       if (v >= nv) v = nv - 1; /* a repeat of the last vector: loaded, not stored */
-      idx[u] = b + v * LOOM_COLL_VEC;
+      if (quads) {
+        int64_t q0, q1;
+        loom__coll_quads(v, nv, &q0, &q1);
+        idx[u] = b + q0 * 4, idx1[u] = b + q1 * 4;
+      } else {
+        idx[u] = b + v * LOOM_COLL_VEC, idx1[u] = idx[u] + 4;
+      }
 #pragma unroll
       for (int k = 0; k < 8; ++k) acc[u][k] = 0.f;
     }
     for (int s = 0; s < nsrc; ++s) {
       float x[LOOM_COLL_UNROLL][8];
 #pragma unroll
-      for (int u = 0; u < LOOM_COLL_UNROLL; ++u) loom__load8<TI>(src[s], idx[u], x[u]);
+      for (int u = 0; u < LOOM_COLL_UNROLL; ++u) {
+        if (quads) {
+          const float4 lo = __ldcg((const float4 *)((const float *)src[s] + idx[u]));
+          const float4 hi = __ldcg((const float4 *)((const float *)src[s] + idx1[u]));
+          x[u][0] = lo.x, x[u][1] = lo.y, x[u][2] = lo.z, x[u][3] = lo.w;
+          x[u][4] = hi.x, x[u][5] = hi.y, x[u][6] = hi.z, x[u][7] = hi.w;
+        } else {
+          loom__load8<TI>(src[s], idx[u], x[u]);
+        }
+      }
 #pragma unroll
       for (int u = 0; u < LOOM_COLL_UNROLL; ++u)
 #pragma unroll
@@ -179,6 +233,15 @@ static __device__ void loom__coll_reduce_range(const char *const *src, int nsrc,
 #pragma unroll
     for (int u = 0; u < LOOM_COLL_UNROLL; ++u) {
       if (v0 + (int64_t)u * blockDim.x >= nv) break;
+      if (quads) {
+        loom__coll_store4<TO>(dst0, idx[u] - off0, acc[u]);
+        loom__coll_store4<TO>(dst0, idx1[u] - off0, acc[u] + 4);
+        if (dst1) {
+          loom__coll_store4<TO>(dst1, idx[u] - off1, acc[u]);
+          loom__coll_store4<TO>(dst1, idx1[u] - off1, acc[u] + 4);
+        }
+        continue;
+      }
       if (pw.flags) loom__coll_pointwise8<TO>(pw, idx[u], acc[u]);
       loom__store8<TO>(dst0, idx[u] - off0, acc[u]);
       if (dst1) loom__store8<TO>(dst1, idx[u] - off1, acc[u]);
