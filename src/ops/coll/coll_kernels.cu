@@ -202,10 +202,9 @@ static __device__ __forceinline__ void loom__ll_put(const loom_coll_args_t &a, i
                                                    uint32_t e, const uint32_t *w) {
   constexpr int NL = TI == LOOM_FP32 ? 8 : 4; /* loom__coll_ll_group_lines */
   const int W = a.dc.size;
-  uint64_t *d = (uint64_t *)a.stg[q] + loom__coll_ll_line0(e, loom__coll_push_slot(a.dc.rank, q, W), W, slot_lines) +
-                g * NL;
+  uint64_t *d = (uint64_t *)a.stg[q] + loom__coll_ll_line0(e, loom__coll_push_slot(a.dc.rank, q, W), W, slot_lines);
 #pragma unroll
-  for (int k = 0; k < NL; k += 2) loom__ll_store2(d + k, w[k], w[k + 1], e);
+  for (int k = 0; k < NL; k += 2) loom__ll_store2(d + loom__coll_ll_line(g, k, NL), w[k], w[k + 1], e);
 }
 
 /* Sender s's words of group g, from this rank's buffer once its lines carry
@@ -216,10 +215,11 @@ static __device__ __forceinline__ int loom__ll_get(const loom_coll_args_t &a, in
   constexpr int NL = TI == LOOM_FP32 ? 8 : 4;
   const int W = a.dc.size;
   const uint64_t *l =
-      (const uint64_t *)a.stg_own + loom__coll_ll_line0(e, loom__coll_push_slot(s, a.dc.rank, W), W, slot_lines) + g * NL;
+      (const uint64_t *)a.stg_own + loom__coll_ll_line0(e, loom__coll_push_slot(s, a.dc.rank, W), W, slot_lines);
 #pragma unroll
   for (int k = 0; k < NL; k += 2)
-    if (!loom__ll_wait2(a.dc, l + k, e, w + k, s, (uint32_t)(g * NL + k), LOOM_SITE_COLL_LL)) return 0;
+    if (!loom__ll_wait2(a.dc, l + loom__coll_ll_line(g, k, NL), e, w + k, s, (uint32_t)(g * NL + k), LOOM_SITE_COLL_LL))
+      return 0;
   return 1;
 }
 

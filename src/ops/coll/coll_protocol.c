@@ -88,6 +88,15 @@ static void coll_write(coll_pb_t *c, int a, int owner, int buf, int64_t lo, int6
 static void coll_read(coll_pb_t *c, int a, int owner, int buf, int64_t lo, int64_t hi) {
   if (hi > lo) loom__proto_read(c->p, a, owner, buf, (int)lo, (int)hi);
 }
+/* LL: a group's lines, from line l0 of its slot (loom__coll_ll_line: a
+ * pair at a time, the pairs a tile apart), read or written. */
+static void coll_group_lines(coll_pb_t *c, int a, int owner, int write, int64_t l0, int64_t g, int64_t nl) {
+  for (int64_t k = 0; k < nl; k += 2) {
+    const int64_t l = l0 + loom__coll_ll_line(g, k, nl);
+    if (write) coll_write(c, a, owner, c->box, l, l + 2);
+    else coll_read(c, a, owner, c->box, l, l + 2);
+  }
+}
 /* The id of the table's signal i (declared on first use: a protocol has the signals it uses). */
 static int coll_sig(coll_pb_t *c, int i) {
   if (c->sig[i] < 0) c->sig[i] = loom__proto_sig_of(c->p, &loom__coll_signals[i]);
@@ -181,19 +190,19 @@ static void coll_block_ll(coll_pb_t *c, int r, int b, int parity) {
       if (pass == 0 && W > 1) coll_read(c, a, r, c->in, e0, e1);
       for (int i = 1; pass == 0 && i < W; ++i) {
         const int q = (r + i) % W, slot = loom__coll_push_slot(r, q, W);
-        const int64_t l0 = loom__coll_ll_line0((uint32_t)parity, slot, W, lines) + g * nl;
-        coll_write(c, a, q, c->box, l0, l0 + nl);
+        const int64_t l0 = loom__coll_ll_line0((uint32_t)parity, slot, W, lines);
+        coll_group_lines(c, a, q, 1, l0, g, nl);
         coll_set(c, a, q, LOOM__COLL_PS_LINE, loom__coll_push_region((uint32_t)parity, slot, W) * groups + g);
       }
       for (int src = 0; pass == 1 && src < W; ++src) { /* the sum in rank order */
         const int slot = loom__coll_push_slot(src, r, W);
-        const int64_t l0 = loom__coll_ll_line0((uint32_t)parity, slot, W, lines) + g * nl;
+        const int64_t l0 = loom__coll_ll_line0((uint32_t)parity, slot, W, lines);
         if (src == r) {
           coll_read(c, a, r, c->in, e0, e1);
           continue;
         }
         coll_wait(c, a, r, LOOM__COLL_PS_LINE, loom__coll_push_region((uint32_t)parity, slot, W) * groups + g);
-        coll_read(c, a, r, c->box, l0, l0 + nl);
+        coll_group_lines(c, a, r, 0, l0, g, nl);
       }
       if (pass == 1) coll_write(c, a, r, c->out, e0, e1);
     }
@@ -221,9 +230,9 @@ static void coll_block_ll_slices(coll_pb_t *c, int r, int b, int parity) {
         if (g * LOOM_COLL_VEC >= xl[from]) continue;
         const int64_t e0 = xb[from] + g * LOOM_COLL_VEC, e1 = e0 + LOOM_COLL_VEC < xb[from] + xl[from]
                                                                     ? e0 + LOOM_COLL_VEC : xb[from] + xl[from];
-        const int64_t l0 = loom__coll_ll_line0((uint32_t)parity, slot, W, lines) + g * nl;
+        const int64_t l0 = loom__coll_ll_line0((uint32_t)parity, slot, W, lines);
         coll_read(c, a, r, c->in, e0, e1);
-        coll_write(c, a, q, c->box, l0, l0 + nl);
+        coll_group_lines(c, a, q, 1, l0, g, nl);
         coll_set(c, a, q, LOOM__COLL_PS_LINE, loom__coll_push_region((uint32_t)parity, slot, W) * gs + g);
       }
       for (int src = 0; pass == 1 && src < W; ++src) { /* the receipt, senders in rank order */
@@ -232,12 +241,12 @@ static void coll_block_ll_slices(coll_pb_t *c, int r, int b, int parity) {
         const int64_t e0 = xb[at] + g * LOOM_COLL_VEC,
                       e1 = e0 + LOOM_COLL_VEC < xb[at] + xl[at] ? e0 + LOOM_COLL_VEC : xb[at] + xl[at];
         const int slot = loom__coll_push_slot(src, r, W);
-        const int64_t l0 = loom__coll_ll_line0((uint32_t)parity, slot, W, lines) + g * nl;
+        const int64_t l0 = loom__coll_ll_line0((uint32_t)parity, slot, W, lines);
         if (src == r) {
           if (!(ag && c->ip)) coll_read(c, a, r, c->in, e0, e1);
         } else {
           coll_wait(c, a, r, LOOM__COLL_PS_LINE, loom__coll_push_region((uint32_t)parity, slot, W) * gs + g);
-          coll_read(c, a, r, c->box, l0, l0 + nl);
+          coll_group_lines(c, a, r, 0, l0, g, nl);
         }
         if (ag && !(src == r && c->ip)) coll_write(c, a, r, c->out, e0, e1);
         if (!ag && src == W - 1) coll_write(c, a, r, c->out, e0, e1);

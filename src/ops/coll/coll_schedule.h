@@ -136,9 +136,19 @@ LOOM_HD int64_t loom__coll_one_shot_chunk(int32_t r, int32_t world, int64_t nch,
 /* LL: lines (8 bytes each) per group of 8 elements of esize bytes. */
 LOOM_HD int64_t loom__coll_ll_group_lines(int64_t esize) { return 2 * esize; }
 
-/* LL: lines of one slot (a sender's whole input). */
+/* LL: where line k of group g lies in a slot (nl lines a group). Groups in
+ * tiles of 32; inside a tile the line pairs (k, k + 1) of its 32 groups
+ * side by side, pair after pair. The 32 lanes of a warp push (and read) 32
+ * consecutive groups a line pair (16 bytes) at a time, so each warp
+ * instruction covers 512 contiguous bytes; with a group's lines together it
+ * covered 1 KiB (16-bit) or 2 KiB (fp32), half or a quarter used. */
+LOOM_HD int64_t loom__coll_ll_line(int64_t g, int64_t k, int64_t nl) {
+  return (g >> 5) * 32 * nl + (k >> 1) * 64 + (g & 31) * 2 + (k & 1);
+}
+
+/* LL: lines of one slot (a sender's whole input; whole tiles of 32 groups). */
 LOOM_HD int64_t loom__coll_ll_slot_lines(int64_t count, int64_t esize) {
-  return loom__ceil_div(count, LOOM_COLL_VEC) * loom__coll_ll_group_lines(esize);
+  return loom__ceil_div(loom__ceil_div(count, LOOM_COLL_VEC), 32) * 32 * loom__coll_ll_group_lines(esize);
 }
 
 /* LL and PUSH: the slot sender s writes in receiver q's buffer (s != q):

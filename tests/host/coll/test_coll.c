@@ -297,8 +297,25 @@ LOOM_TEST(coll_ll_slots_are_a_permutation_and_regions_tile_the_buffer) {
       for (int64_t es = 2; es <= 4; es += 2) {
         const int64_t n = counts[ci], sl = loom__coll_ll_slot_lines(n, es);
         /* a slot carries every element's bytes: 8-byte lines of one 4-byte word */
-        CHECK(sl * 4 >= n * es && sl % loom__coll_ll_group_lines(es) == 0);
-        CHECK_EQ_INT(sl / loom__coll_ll_group_lines(es), (n + 7) / 8);
+        const int64_t nl = loom__coll_ll_group_lines(es), groups = (n + 7) / 8;
+        CHECK(sl * 4 >= n * es && sl % nl == 0);
+        CHECK_EQ_INT(sl / nl, (groups + 31) / 32 * 32); /* whole tiles of 32 groups */
+        /* every group's lines inside the slot, none shared; a line pair (k, k + 1) adjacent */
+        {
+          unsigned char *used = (unsigned char *)calloc((size_t)sl, 1);
+          int ok = used != NULL;
+          for (int64_t g = 0; ok && g < groups; ++g)
+            for (int64_t k = 0; k < nl; ++k) {
+              const int64_t l = loom__coll_ll_line(g, k, nl);
+              if (l < 0 || l >= sl || used[l] || (k % 2 == 1 && l != loom__coll_ll_line(g, k - 1, nl) + 1)) ok = 0;
+              else used[l] = 1;
+            }
+          CHECK(ok);
+          free(used);
+        }
+        /* a warp's 32 groups (a tile) put each line pair in 512 contiguous bytes */
+        CHECK_EQ_INT(loom__coll_ll_line(33, 2, nl) - loom__coll_ll_line(32, 2, nl), 2);
+        CHECK_EQ_INT(loom__coll_ll_line(63, 0, nl) - loom__coll_ll_line(32, 0, nl), 62);
         /* (parity, slot) regions are disjoint, adjacent, and fill the buffer */
         int64_t next = 0;
         for (uint32_t par = 0; par < 2; ++par)
