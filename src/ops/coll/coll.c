@@ -161,8 +161,7 @@ static loom_coll_algo_t coll_algo(int kind, int comm_size, const loom_coll_thres
   if (kind != LOOM__COLL_AR) return LOOM_COLL_AUTO;
   if (d->algo != LOOM_COLL_AUTO) return d->algo;
   const uint64_t bytes = (uint64_t)d->count * loom_dtype_size(d->dtype);
-  const loom_coll_thresholds_t dt = loom__coll_dtype_thresholds(th, (int64_t)loom_dtype_size(d->dtype));
-  const int pick = loom__coll_auto_algo((int64_t)bytes, comm_size, coll_ll_ok(d), &dt);
+  const int pick = loom__coll_auto_algo((int64_t)bytes, comm_size, coll_ll_ok(d), th);
   return pick == 1 ? LOOM_COLL_LL : pick == 2 ? LOOM_COLL_PUSH : pick == 3 ? LOOM_COLL_ONE_SHOT : LOOM_COLL_TWO_SHOT;
 }
 

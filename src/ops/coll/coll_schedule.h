@@ -240,19 +240,6 @@ LOOM_HD int loom__coll_auto_algo(int64_t bytes, int32_t world, int ll_ok, const 
   return 4;
 }
 
-/* The thresholds for elements of esize bytes: as given for the 16-bit
- * types; for fp32, LL's reach a quarter of it. A thread pushes a group of 8
- * elements as lines of {word, epoch}: 32 bytes of lines a lane for 16-bit
- * types, 64 for fp32, so each of a warp's fp32 line stores spans twice the
- * memory; measured (2x H200, W = 2, per call in graphs) fp32 LL against
- * PUSH: 5.3 / 7.3 us at 64 KiB, 9.2 / 7.9 at 256 KiB, 23.6 / 10.6 at 1 MiB,
- * where bf16 LL still wins at 512 KiB (docs/perf/coll.md, "fp32"). */
-LOOM_HD loom_coll_thresholds_t loom__coll_dtype_thresholds(const loom_coll_thresholds_t *t, int64_t esize) {
-  loom_coll_thresholds_t d = *t;
-  if (esize >= 4) d.ll = t->ll / 4;
-  return d;
-}
-
 /* The slices' LL (ReduceScatter, AllGather) applies: every slice nonempty,
  * slices starting on a group of 8. */
 LOOM_HD int loom__coll_ll_slices_ok(int64_t count, int32_t world, int64_t unit) {
@@ -261,8 +248,7 @@ LOOM_HD int loom__coll_ll_slices_ok(int64_t count, int32_t world, int64_t unit) 
 }
 /* ReduceScatter and AllGather AUTO: the slices' LL where it applies and the
  * words a rank pushes, (W-1) x S x esize bytes, are within twice AllReduce
- * LL's reach for the dtype (2 t->ll; fp32: loom__coll_dtype_thresholds);
- * else the pull kernel (loom__coll_kernel). Twice:
+ * LL's reach (2 t->ll); else the pull kernel (loom__coll_kernel). Twice:
  * AllReduce's LL gives way to PUSH, which moves half its bytes with no
  * handshake, where the slices' LL gives way to the pull kernel and its
  * handshake (2x H200, W = 2: the slices' LL 17.4 / 16.8 us at 2 MiB of
@@ -271,8 +257,7 @@ LOOM_HD int loom__coll_ll_slices_ok(int64_t count, int32_t world, int64_t unit) 
 LOOM_HD int loom__coll_auto_ll_slices(int64_t count, int64_t esize, int32_t world, int64_t unit,
                                       const loom_coll_thresholds_t *t) {
   const int64_t w = world < 1 ? 1 : world, S = loom__coll_slice_elems(count, (int32_t)w, unit);
-  const loom_coll_thresholds_t d = loom__coll_dtype_thresholds(t, esize);
-  return loom__coll_ll_slices_ok(count, (int32_t)w, unit) && (w > 1 ? w - 1 : 1) * S * esize <= 2 * d.ll;
+  return loom__coll_ll_slices_ok(count, (int32_t)w, unit) && (w > 1 ? w - 1 : 1) * S * esize <= 2 * t->ll;
 }
 /* Blocks for a phase that moves `bytes` per rank: one per 16 KiB (small
  * messages are latency-bound: more SMs keep more peer loads in flight), at

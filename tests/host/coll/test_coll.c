@@ -459,21 +459,6 @@ LOOM_TEST(coll_auto_algo_shrinks_ll_push_and_one_shot_with_the_world) {
   CHECK_EQ_INT(loom__coll_auto_algo(16, 2, 1, &none), 4);
 }
 
-LOOM_TEST(coll_auto_fp32_ll_reaches_a_quarter) {
-  const int64_t M = 1 << 20;
-  const loom_coll_thresholds_t t = {M, 16 * M, 64 * M};
-  const loom_coll_thresholds_t h = loom__coll_dtype_thresholds(&t, 2), f = loom__coll_dtype_thresholds(&t, 4);
-  CHECK_EQ_INT(h.ll == M && h.push == 16 * M && h.one_shot == 64 * M, 1);
-  CHECK_EQ_INT(f.ll == M / 4 && f.push == 16 * M && f.one_shot == 64 * M, 1);
-  CHECK_EQ_INT(loom__coll_auto_algo(M / 4, 2, 1, &f), 1);
-  CHECK_EQ_INT(loom__coll_auto_algo(M / 4 + 16, 2, 1, &f), 2);
-  CHECK_EQ_INT(loom__coll_auto_algo(M / 4 + 16, 2, 1, &h), 1);
-  /* the slices' LL: (W-1) S esize <= 2 ll of the dtype; 1 MiB of fp32 at W = 2 pushes 512 KiB */
-  CHECK_EQ_INT(loom__coll_auto_ll_slices((M / 2) / 4, 4, 2, LOOM_COLL_VEC, &t), 1);
-  CHECK_EQ_INT(loom__coll_auto_ll_slices(M / 4 + 16, 4, 2, LOOM_COLL_VEC, &t), 0);
-  CHECK_EQ_INT(loom__coll_auto_ll_slices(M / 2, 2, 2, LOOM_COLL_VEC, &t), 1);
-}
-
 LOOM_TEST(coll_plans_on_a_test_comm_check_then_refuse) {
   loom_comm_t c = NULL;
   CHECK_RESULT(loom__comm_create_detached(1, 4, 1 << 20, &c), LOOM_SUCCESS);

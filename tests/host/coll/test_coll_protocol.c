@@ -216,8 +216,8 @@ LOOM_TEST(coll_auto_picks_the_slices_ll_by_its_rule) {
   CHECK_EQ_INT(loom__coll_auto_ll_slices((int64_t)1 << 20, 2, 2, 8, &th), 1);
   CHECK_EQ_INT(loom__coll_auto_ll_slices(((int64_t)1 << 20) + 16, 2, 2, 8, &th), 0);
   CHECK_EQ_INT(loom__coll_auto_ll_slices(2048, 2, 2, 8, &never), 0);
-  /* W = 8, fp32: 7 S x 4 <= 2 x 512 KiB / 4 (fp32's LL reaches a quarter) */
-  const int64_t S = ((int64_t)1 << 18) / 28 / 8 * 8;
+  /* W = 8: 7 S x 4 <= 1 MiB */
+  const int64_t S = ((int64_t)1 << 20) / 28 / 8 * 8;
   CHECK_EQ_INT(loom__coll_auto_ll_slices(8 * S, 4, 8, 8, &th), 1);
   CHECK_EQ_INT(loom__coll_auto_ll_slices(8 * (S + 64), 4, 8, 8, &th), 0);
   /* an empty slice (count 8 at W = 2: one group) and rows of 12 (slices off the groups): never */
