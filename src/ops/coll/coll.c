@@ -32,7 +32,7 @@
 #include "ops/coll/coll_schedule.h"
 
 /* Settings (core/param.h) this file reads, declared where they are used. */
-LOOM_PARAM_INT(ALLREDUCE_LL_BYTES, "512K",
+LOOM_PARAM_INT(ALLREDUCE_LL_BYTES, "1M",
                "loom_allreduce with LOOM_COLL_AUTO: the low-latency "
                "one-shot (inputs pushed with flags, one link crossing) up "
                "to this many bytes of input at 2 ranks, this / (W-1) at W "
