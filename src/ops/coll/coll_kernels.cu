@@ -333,12 +333,8 @@ static __device__ int loom__ll_norm_row_regs(const loom_coll_args_t &a, int64_t 
     const int64_t v = threadIdx.x + (int64_t)j * blockDim.x;
     if (v >= gpr) continue;
     if (pw.flags) loom__coll_pw8_load<TO>(pw, b + v * 8, &p[j]);
-    if (((uintptr_t)a.norm_w & 15u) == 0) {
-      loom__load8<TO>(a.norm_w, v * 8, w[j]);
-    } else {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) w[j][k] = loom__pw_load(a.norm_w, v * 8 + k, TO);
-    }
+    for (int k = 0; k < 8; ++k) w[j][k] = loom__pw_load(a.norm_w, v * 8 + k, TO);
   }
   int good = 1;
   float s1 = 0.f;
@@ -351,15 +347,13 @@ static __device__ int loom__ll_norm_row_regs(const loom_coll_args_t &a, int64_t 
 #pragma unroll
     for (int k = 0; k < 8; ++k) s1 += a.norm == LOOM_NORM_RMS ? x[j][k] * x[j][k] : x[j][k];
   }
-  int all = 1; /* every wait met (the sum is the row's only then) */
-  const float t1 = loom__coll_block_sum_and(s1, good, &all, red);
-  if (!all) return 0;
+  if (__syncthreads_or(!good)) return 0;
   const float inv = 1.f / (float)a.cols;
   float mean = 0.f, rstd;
   if (a.norm == LOOM_NORM_RMS) {
-    rstd = rsqrtf(t1 * inv + a.eps);
+    rstd = rsqrtf(loom__coll_block_sum(s1, red) * inv + a.eps);
   } else {
-    mean = t1 * inv;
+    mean = loom__coll_block_sum(s1, red) * inv;
     float s2 = 0.f;
 #pragma unroll
     for (int j = 0; j < NG; ++j)

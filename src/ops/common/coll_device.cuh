@@ -259,30 +259,23 @@ static __device__ void loom__coll_reduce_range(const char *const *src, int nsrc,
   }
 }
 
-/* Sum of v over the block and, into *all (where all is not NULL), whether
- * ok is 1 in every thread; red: 33 floats of shared memory. Two barriers:
- * each warp's sum (shuffles) and flag into shared memory, then every thread
- * adds the warps' sums in warp order (one order, so the same bits in every
- * thread). */
-static __device__ __forceinline__ float loom__coll_block_sum_and(float v, int ok, int *all, float *red) {
-  __shared__ int okw[32];
+/* Sum of v over the block; red: 33 floats of shared memory. Every thread
+ * gets the result. */
+static __device__ __forceinline__ float loom__coll_block_sum(float v, float *red) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int wok = __all_sync(0xffffffffu, ok);
   const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, nw = ((int)blockDim.x + 31) / 32;
   __syncthreads(); /* red is free (a previous sum has been read) */
-  if (lane == 0) red[warp] = v, okw[warp] = wok;
+  if (lane == 0) red[warp] = v;
   __syncthreads();
-  float t = 0.f;
-  int a = 1;
-  for (int w = 0; w < nw; ++w) t += red[w], a &= okw[w];
-  if (all) *all = a;
-  return t;
-}
-
-/* Sum of v over the block; every thread gets it (loom__coll_block_sum_and). */
-static __device__ __forceinline__ float loom__coll_block_sum(float v, float *red) {
-  return loom__coll_block_sum_and(v, 1, (int *)0, red);
+  if (warp == 0) {
+    float t = lane < nw ? red[lane] : 0.f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+    if (lane == 0) red[32] = t;
+  }
+  __syncthreads();
+  return red[32];
 }
 
 /* The row-wise norm of one row held in fp32 in xs[cols] (shared memory;
