@@ -332,7 +332,7 @@ static __device__ int loom__ll_norm_row_regs(const loom_coll_args_t &a, int64_t 
   for (int j = 0; j < NG; ++j) {
     const int64_t v = threadIdx.x + (int64_t)j * blockDim.x;
     if (v >= gpr) continue;
-    if (pw.flags) loom__coll_pw8_load<TO>(pw, b + v * 8, &p[j]);
+    if (pw.flags) loom__coll_pw8_load_at<TO>(pw, b + v * 8, v * 8, &p[j]); /* the row starts at column 0 */
 #pragma unroll
     for (int k = 0; k < 8; ++k) w[j][k] = loom__pw_load(a.norm_w, v * 8 + k, TO);
   }

@@ -78,9 +78,19 @@ typedef struct loom_coll_pw8 {
   int vec;       /* b and r hold the values (else loom__coll_pw8_apply loads them element by element) */
 } loom_coll_pw8_t;
 
+/* i % cols (i >= 0, cols > 0), in 32 bits where both fit: a 64-bit remainder
+ * is a long software routine, on the path of every load that needs the
+ * column. */
+static __device__ __forceinline__ int64_t loom__coll_col(int64_t i, int64_t cols) {
+  if ((((uint64_t)i | (uint64_t)cols) >> 32) == 0) return (int64_t)((uint32_t)i % (uint32_t)cols);
+  return i % cols;
+}
+
+/* loom__coll_pw8_load where the caller knows the column of i0 (col = i0 %
+ * pw.cols). */
 template <int TP>
-static __device__ __forceinline__ void loom__coll_pw8_load(const loom_pointwise_t &pw, int64_t i0, loom_coll_pw8_t *p) {
-  const int64_t col = i0 % pw.cols;
+static __device__ __forceinline__ void loom__coll_pw8_load_at(const loom_pointwise_t &pw, int64_t i0, int64_t col,
+                                                             loom_coll_pw8_t *p) {
 #pragma unroll
   for (int k = 0; k < 8; ++k) p->b[k] = 0.f, p->r[k] = 0.f;
   p->keep = 0xffu;
@@ -105,6 +115,11 @@ static __device__ __forceinline__ void loom__coll_pw8_load(const loom_pointwise_
   }
 }
 
+template <int TP>
+static __device__ __forceinline__ void loom__coll_pw8_load(const loom_pointwise_t &pw, int64_t i0, loom_coll_pw8_t *p) {
+  loom__coll_pw8_load_at<TP>(pw, i0, loom__coll_col(i0, pw.cols), p);
+}
+
 /* v[k] = epilogue(v[k]) for the 8 elements at i0 whose inputs p holds
  * (loom__coll_pw8_load of the same i0). */
 template <int TP>
@@ -116,7 +131,7 @@ static __device__ __forceinline__ void loom__coll_pw8_apply(const loom_pointwise
       v[k] = loom__pointwise_apply_vals(pw, pw.flags, pw.act, v[k], p.b[k], (int)((p.keep >> k) & 1u), p.r[k]);
     return;
   }
-  int64_t col = i0 % pw.cols;
+  int64_t col = loom__coll_col(i0, pw.cols);
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
     v[k] = loom__pointwise_apply_kept(pw, pw.flags, pw.act, v[k], col, (uint64_t)(i0 + k), (int)((p.keep >> k) & 1u));
