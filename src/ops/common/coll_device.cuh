@@ -158,22 +158,11 @@ static __device__ __forceinline__ void loom__coll_pointwise8(const loom_pointwis
 
 /* ---- reduction ---------------------------------------------------------- */
 
-/* Where fp32 input goes through the vector loop without an epilogue, the
- * 8 elements a thread sums are two quads (4 consecutive elements, one
- * 16-byte load) of a tile of 64 quads: vector v of the tile of 32 vectors
- * t = v / 32 (T of them: 32, or fewer in the last tile) takes quads
- * l = v % 32 and T + l of the tile. A warp's 32 lanes, which hold 32
- * consecutive vectors, then load 512 contiguous bytes per instruction,
- * where 8 consecutive fp32 a lane would make every warp load touch 1 KiB
+/* Where fp32 input goes through the vector loop without an epilogue, each
+ * thread's 8 elements are two quads (loom__coll_quads, ops/common/vector.h):
+ * 8 consecutive fp32 a lane would make every warp load touch 1 KiB
  * half-used (a peer's lines cross NVLink twice, each half used: measured 2x
- * on the optimizers' peer loads, docs/perf/optim.md). The elements' order
- * inside a vector does not matter to a sum without an epilogue. */
-static __device__ __forceinline__ void loom__coll_quads(int64_t v, int64_t nv, int64_t *q0, int64_t *q1) {
-  const int64_t t = v >> 5, l = v & 31, T = nv - (t << 5) < 32 ? nv - (t << 5) : 32;
-  *q0 = (t << 6) + l;
-  *q1 = (t << 6) + T + l;
-}
-
+ * on the optimizers' peer loads, docs/perf/optim.md). */
 template <int T>
 static __device__ __forceinline__ void loom__coll_store4(char *base, int64_t i, const float *v) {
   if (T == LOOM_FP32) {

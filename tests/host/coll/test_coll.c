@@ -66,6 +66,27 @@ LOOM_TEST(coll_slices_own_every_element_once_on_unit_boundaries) {
       }
 }
 
+/* fp32 vectors as two quads: every quad 0 .. 2 nv - 1 taken once, a warp's
+ * 32 vectors on 64 contiguous quads (loom__coll_quads). */
+LOOM_TEST(coll_quads_cover_every_quad_once_and_keep_warps_contiguous) {
+  static const int64_t counts[] = {1, 2, 31, 32, 33, 63, 64, 65, 100, 1000, 4097};
+  for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ++ci) {
+    const int64_t nv = counts[ci];
+    unsigned char *seen = (unsigned char *)calloc((size_t)(2 * nv), 1);
+    int ok = seen != NULL;
+    for (int64_t v = 0; ok && v < nv; ++v) {
+      int64_t q0, q1;
+      loom__coll_quads(v, nv, &q0, &q1);
+      if (q0 < 0 || q1 < 0 || q0 >= 2 * nv || q1 >= 2 * nv || q0 == q1 || seen[q0] || seen[q1]) ok = 0;
+      else seen[q0] = seen[q1] = 1;
+      /* lane l of a whole tile: quads l and 32 + l of it */
+      if (ok && (v | 31) < nv && (q0 != (v >> 5) * 64 + (v & 31) || q1 != q0 + 32)) ok = 0;
+    }
+    CHECK(ok);
+    free(seen);
+  }
+}
+
 LOOM_TEST(coll_chunks_partition_each_slice) {
   const int32_t grids[] = {1, 2, 7, 132};
   for (size_t wi = 0; wi < sizeof worlds / sizeof *worlds; ++wi)
