@@ -323,7 +323,8 @@ static loom_result_t coll_fill(loom_plan_t plan, void *state) {
   loom_coll_state_t *st = (loom_coll_state_t *)state;
   if (plan->comm->detached) return loom__plan_detached(plan->op->plan_fn);
   LOOM_TRY(coll_staging(plan->comm, plan->op->plan_fn, st));
-  return loom__coll_prepare((int)st->desc.dtype, (int)st->desc.out_type, (int)st->kk, st->smem);
+  return loom__coll_prepare((int)st->desc.dtype, (int)st->desc.out_type, (int)st->kk,
+                            st->desc.norm != LOOM_NORM_NONE, st->smem);
 }
 
 static void coll_release(loom_comm_t comm, void *state) {

@@ -179,9 +179,9 @@ loom_result_t loom__coll_check_call(const char *fn, int kind, loom_comm_t comm, 
 loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks, size_t smem, int pdl, cudaStream_t stream);
 
 /* Loads the kernel of (in_type, out_type) for kernel kind `kind`
- * (loom__coll_kernel_kind_t) (lazy loading) and allows it `smem` bytes of
- * dynamic shared memory. */
-loom_result_t loom__coll_prepare(int in_type, int out_type, int kind, size_t smem);
+ * (loom__coll_kernel_kind_t; norm: with a row-wise norm) (lazy loading)
+ * and allows it `smem` bytes of dynamic shared memory. */
+loom_result_t loom__coll_prepare(int in_type, int out_type, int kind, int norm, size_t smem);
 
 #ifdef __cplusplus
 }

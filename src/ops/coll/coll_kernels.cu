@@ -405,12 +405,14 @@ static __device__ int loom__ll_norm_row_smem(const loom_coll_args_t &a, int64_t 
   return 1;
 }
 
-/* AllReduce LL: every thread pushes its groups (flat: group g of thread
+/* AllReduce LL (NORM: a.norm != LOOM_NORM_NONE, a kernel of its own: each
+ * kernel holds only its path's code, which is fetched anew on the SMs of
+ * every call): every thread pushes its groups (flat: group g of thread
  * b x blockDim + t, strided by the grid; rows: block b's rows), then reduces
  * them as the peers' lines arrive and applies the epilogue (rows: in shared
  * memory, then the norm). Nothing waits on a peer except the lines
  * themselves; the plan's epoch advances when the last block is done. */
-template <int TI, int TO>
+template <int TI, int TO, bool NORM>
 __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_ll_kernel(const __grid_constant__ loom_coll_args_t a) {
   loom__coll_pdl_enter();
   extern __shared__ float loom_coll_xs[];
@@ -420,7 +422,7 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_ll_kernel(const 
   const int64_t groups = loom__ceil_div(a.count, LOOM_COLL_VEC);
   const int64_t slot_lines = loom__coll_ll_slot_lines(a.count, TI == LOOM_FP32 ? 4 : 2);
   int good = 1;
-  if (a.norm == LOOM_NORM_NONE) {
+  if (!NORM) {
     const int64_t g0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
     if (W > 1)
       for (int64_t g = g0; g < groups; g += step) loom__ll_push_group<TI>(a, g, slot_lines, e);
@@ -592,11 +594,12 @@ __global__ void __launch_bounds__(LOOM_COLL_THREADS) loom__coll_push_kernel(cons
 typedef void (*loom_coll_kernel_fn)(loom_coll_args_t);
 
 /* kind: the kernel kind's loom__coll_kernel_kind_t (LL and PUSH have kernels
- * of their own) */
-static loom_coll_kernel_fn loom_coll_pick(int ti, int to, int kind) {
+ * of their own; LL with a row-wise norm (norm != 0) one more) */
+static loom_coll_kernel_fn loom_coll_pick(int ti, int to, int kind, int norm) {
 #define LOOM_COLL_K(I, O)                                             \
   if (ti == I && to == O)                                             \
-    return kind == LOOM__CK_LL                                 ? loom__coll_ll_kernel<I, O>        \
+    return kind == LOOM__CK_LL                                 ? (norm ? loom__coll_ll_kernel<I, O, true>         \
+                                                                       : loom__coll_ll_kernel<I, O, false>)       \
            : kind == LOOM__CK_PUSH                             ? loom__coll_push_kernel<I, O>      \
            : kind == LOOM__CK_LL_RS || kind == LOOM__CK_LL_AG ? loom__coll_ll_slices_kernel<I, O> \
                                                                : loom__coll_kernel<I, O>;
@@ -615,7 +618,7 @@ static loom_coll_kernel_fn loom_coll_pick(int ti, int to, int kind) {
 
 extern "C" loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks, size_t smem, int pdl,
                                            cudaStream_t stream) {
-  loom_coll_kernel_fn k = loom_coll_pick(a->in_type, a->out_type, a->kind);
+  loom_coll_kernel_fn k = loom_coll_pick(a->in_type, a->out_type, a->kind, a->norm != LOOM_NORM_NONE);
   if (!k) return loom__fail(LOOM_ERR_INTERNAL, "collective kernel for dtypes %d -> %d missing", a->in_type, a->out_type);
   if (!pdl) {
     k<<<blocks, LOOM_COLL_THREADS, smem, stream>>>(*a);
@@ -626,8 +629,8 @@ extern "C" loom_result_t loom__coll_launch(const loom_coll_args_t *a, int blocks
   return LOOM_SUCCESS;
 }
 
-extern "C" loom_result_t loom__coll_prepare(int in_type, int out_type, int kind, size_t smem) {
-  loom_coll_kernel_fn k = loom_coll_pick(in_type, out_type, kind);
+extern "C" loom_result_t loom__coll_prepare(int in_type, int out_type, int kind, int norm, size_t smem) {
+  loom_coll_kernel_fn k = loom_coll_pick(in_type, out_type, kind, norm);
   if (!k) return loom__fail(LOOM_ERR_INTERNAL, "collective kernel for dtypes %d -> %d missing", in_type, out_type);
   cudaFuncAttributes fa;
   LOOM_CUDA(cudaFuncGetAttributes(&fa, (const void *)k));
