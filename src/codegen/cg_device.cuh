@@ -82,22 +82,16 @@ static __device__ __forceinline__ int loom__cg_wait_one(const loom_cg_args_t &a,
 }
 
 /* N consecutive elements i .. i + N - 1 of a dtype-T buffer as floats (N = 8: core/vec8.cuh's 16-byte vectors,
- * two for FP32; N = 4: one 16-byte vector of FP32), and back; i a multiple of N, the buffer 16-byte aligned. */
+ * two for FP32; N = 4: one 16-byte vector of FP32), and back; i a multiple of N, the buffer 16-byte aligned
+ * (the generated code's names for loom__loadv / loom__storev). */
 template <int T, int N>
 static __device__ __forceinline__ void loom__cg_loadv(const void *base, int64_t i, float *v) {
-  static_assert(N == 8 || (N == 4 && T == LOOM_FP32), "vectors: 8 of any dtype or 4 of FP32");
-  if (N == 8) {
-    loom__load8<T>(base, i, v);
-  } else {
-    const float4 x = __ldcg((const float4 *)((const float *)base + i));
-    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
-  }
+  loom__loadv<T, N>(base, i, v);
 }
 template <int T, int N>
 static __device__ __forceinline__ void loom__cg_storev(void *base, int64_t i, const float *v) {
   static_assert(N == 8 || (N == 4 && T == LOOM_FP32), "vectors: 8 of any dtype or 4 of FP32");
-  if (N == 8) loom__store8<T>(base, i, v);
-  else *(float4 *)((float *)base + i) = make_float4(v[0], v[1], v[2], v[3]);
+  loom__storev<T, N>(base, i, v);
 }
 
 /* x rounded to a 16-bit type and back (Cast). */

@@ -15,6 +15,11 @@
  *                                   where the caller has one: branches fold)
  *   loom__store8<T>, loom__store1<T> the same with a compile-time dtype
  *   loom__ld8f / loom__st8f         8 floats of an fp32 array the kernel owns
+ *   loom__loadv<T, N>, loom__storev<T, N>  N = 8 (the 8-wide forms) or 4 (one
+ *                                   16-byte fp32 vector; stores of 4 16-bit
+ *                                   elements too, 8 bytes): loops that take 4
+ *                                   fp32 a lane so that a warp's accesses are
+ *                                   512 contiguous bytes
  *
  * T and t are loom_dtype_t values; base is the buffer's first element, i an
  * element index (a multiple of 8 for the 8-wide forms, 16-byte aligned).
@@ -122,6 +127,44 @@ static __device__ __forceinline__ void loom__ld8f(const float *p, float *v) {
 static __device__ __forceinline__ void loom__st8f(float *p, const float *v) {
   ((float4 *)p)[0] = make_float4(v[0], v[1], v[2], v[3]);
   ((float4 *)p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+/* v[k] = base[i + k], k < N: N = 8 (loom__load8) or 4 (fp32 only: one
+ * 16-byte load), through L2. */
+template <int T, int N>
+static __device__ __forceinline__ void loom__loadv(const void *base, int64_t i, float *v) {
+  static_assert(N == 8 || (N == 4 && T == LOOM_FP32), "vector loads: 8 of any dtype or 4 of fp32");
+  if (N == 8) {
+    loom__load8<T>(base, i, v);
+  } else {
+    const float4 x = __ldcg((const float4 *)((const float *)base + i));
+    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+  }
+}
+
+/* base[i + k] = v[k], k < N: N = 8 (loom__store8) or 4 (16 bytes of fp32,
+ * 8 of a 16-bit type). */
+template <int T, int N>
+static __device__ __forceinline__ void loom__storev(void *base, int64_t i, const float *v) {
+  static_assert(N == 8 || N == 4, "vector stores: 8 or 4 elements");
+  if (N == 8) {
+    loom__store8<T>(base, i, v);
+  } else if (T == LOOM_FP32) {
+    *(float4 *)((float *)base + i) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    uint32_t w[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      if (T == LOOM_BF16) {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+        w[k] = *(const uint32_t *)&h;
+      } else {
+        const __half2 h = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
+        w[k] = *(const uint32_t *)&h;
+      }
+    }
+    *(uint2 *)((uint16_t *)base + i) = make_uint2(w[0], w[1]);
+  }
 }
 
 #endif /* LOOM_CORE_VEC8_CUH */

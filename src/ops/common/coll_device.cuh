@@ -163,26 +163,6 @@ static __device__ __forceinline__ void loom__coll_pointwise8(const loom_pointwis
  * 8 consecutive fp32 a lane would make every warp load touch 1 KiB
  * half-used (a peer's lines cross NVLink twice, each half used: measured 2x
  * on the optimizers' peer loads, docs/perf/optim.md). */
-template <int T>
-static __device__ __forceinline__ void loom__coll_store4(char *base, int64_t i, const float *v) {
-  if (T == LOOM_FP32) {
-    *(float4 *)((float *)base + i) = make_float4(v[0], v[1], v[2], v[3]);
-  } else {
-    uint32_t w[2];
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      if (T == LOOM_BF16) {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
-        w[k] = *(const uint32_t *)&h;
-      } else {
-        const __half2 h = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
-        w[k] = *(const uint32_t *)&h;
-      }
-    }
-    *(uint2 *)((uint16_t *)base + i) = make_uint2(w[0], w[1]);
-  }
-}
-
 /* For i in [b, b + len): y = epilogue(sum_{s < nsrc} src[s][i]) (fp32, in
  * order s = 0, 1, ...), stored (rounded to TO) at dst0[i - off0] and, if dst1,
  * at dst1[i - off1]. Vectors of 8 where b and b - off are multiples of 8 (the
@@ -238,11 +218,11 @@ static __device__ void loom__coll_reduce_range(const char *const *src, int nsrc,
     for (int u = 0; u < LOOM_COLL_UNROLL; ++u) {
       if (v0 + (int64_t)u * blockDim.x >= nv) break;
       if (quads) {
-        loom__coll_store4<TO>(dst0, idx[u] - off0, acc[u]);
-        loom__coll_store4<TO>(dst0, idx1[u] - off0, acc[u] + 4);
+        loom__storev<TO, 4>(dst0, idx[u] - off0, acc[u]);
+        loom__storev<TO, 4>(dst0, idx1[u] - off0, acc[u] + 4);
         if (dst1) {
-          loom__coll_store4<TO>(dst1, idx[u] - off1, acc[u]);
-          loom__coll_store4<TO>(dst1, idx1[u] - off1, acc[u] + 4);
+          loom__storev<TO, 4>(dst1, idx[u] - off1, acc[u]);
+          loom__storev<TO, 4>(dst1, idx1[u] - off1, acc[u] + 4);
         }
         continue;
       }

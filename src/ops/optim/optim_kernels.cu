@@ -49,25 +49,6 @@ struct loom__optim_vw {
   enum { n = PT == LOOM_FP32 && GT == LOOM_FP32 ? LOOM_OPTIM_VEC_FP32 : 8 };
 };
 
-/* N elements of dtype T at base[i] to fp32 (N == 4: fp32 only), through L2. */
-template <int T, int N>
-static __device__ __forceinline__ void loom__optim_loadv(const void *base, int64_t i, float *v) {
-  static_assert(N == 8 || (N == 4 && T == LOOM_FP32), "vectors: 8 of any dtype or 4 of fp32");
-  if (N == 8) {
-    loom__load8<T>(base, i, v);
-  } else {
-    const float4 x = __ldcg((const float4 *)((const float *)base + i));
-    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
-  }
-}
-
-template <int T, int N>
-static __device__ __forceinline__ void loom__optim_storev(void *base, int64_t i, const float *v) {
-  static_assert(N == 8 || (N == 4 && T == LOOM_FP32), "vectors: 8 of any dtype or 4 of fp32");
-  if (N == 8) loom__store8<T>(base, i, v);
-  else *(float4 *)((float *)base + i) = make_float4(v[0], v[1], v[2], v[3]);
-}
-
 /* The fp32 state (moments, master weights): N elements at p. */
 template <int N>
 static __device__ __forceinline__ void loom__optim_ldf(const float *p, float *v) {
@@ -88,11 +69,11 @@ static __device__ __forceinline__ void loom__optim_stf(float *p, const float *v)
  * i < N (src[p]: rank p's gradient as this rank addresses it). */
 template <int GT, int N>
 static __device__ __forceinline__ void loom__optim_sum_ranksv(char *const *src, int nsrc, int64_t e, float *v) {
-  loom__optim_loadv<GT, N>(src[0], e, v);
+  loom__loadv<GT, N>(src[0], e, v);
 #pragma unroll 4
   for (int p = 1; p < nsrc; ++p) {
     float x[N];
-    loom__optim_loadv<GT, N>(src[p], e, x);
+    loom__loadv<GT, N>(src[p], e, x);
 #pragma unroll
     for (int i = 0; i < N; ++i) v[i] += x[i];
   }
@@ -227,10 +208,10 @@ template <int PT, int N>
 static __device__ __forceinline__ void loom__optim_putv(char *const *dst, int npush, int self, int push, int64_t e,
                                                        const float *p) {
   if (!push) {
-    loom__optim_storev<PT, N>(dst[self], e, p);
+    loom__storev<PT, N>(dst[self], e, p);
     return;
   }
-  for (int d = 0; d < npush; ++d) loom__optim_storev<PT, N>(dst[d], e, p);
+  for (int d = 0; d < npush; ++d) loom__storev<PT, N>(dst[d], e, p);
 }
 
 template <int PT>
@@ -271,7 +252,7 @@ static __device__ __forceinline__ void loom__optim_statev(const float *ms, const
                                                          const float *v, int i, int64_t e, float *p, float *mm,
                                                          float *vv) {
   if (ms) loom__optim_ldf<N>(ms + i * N, p);
-  else loom__optim_loadv<PT, N>(own, e, p);
+  else loom__loadv<PT, N>(own, e, p);
   loom__optim_ldf<N>(m + i * N, mm);
   loom__optim_ldf<N>(v + i * N, vv);
 }
