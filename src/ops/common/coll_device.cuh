@@ -158,17 +158,14 @@ static __device__ __forceinline__ void loom__coll_pointwise8(const loom_pointwis
 
 /* ---- reduction ---------------------------------------------------------- */
 
-/* Where fp32 input goes through the vector loop without an epilogue, each
- * thread's 8 elements are two quads (loom__coll_quads, ops/common/vector.h):
- * 8 consecutive fp32 a lane would make every warp load touch 1 KiB
- * half-used (a peer's lines cross NVLink twice, each half used: measured 2x
- * on the optimizers' peer loads, docs/perf/optim.md). */
 /* For i in [b, b + len): y = epilogue(sum_{s < nsrc} src[s][i]) (fp32, in
  * order s = 0, 1, ...), stored (rounded to TO) at dst0[i - off0] and, if dst1,
  * at dst1[i - off1]. Vectors of 8 where b and b - off are multiples of 8 (the
- * buffers are 16-byte aligned), the rest element by element; fp32 input with
- * no epilogue takes its vectors as two quads (loom__coll_quads). Whole
- * block. */
+ * buffers are 16-byte aligned), the rest element by element. fp32 input with
+ * no epilogue takes each vector as two quads (loom__coll_quads,
+ * ops/common/vector.h): 8 consecutive fp32 a lane would make every warp load
+ * touch 1 KiB half-used, and a peer's sectors cross NVLink as twice the
+ * requests (docs/perf/coll.md, "fp32: two quads a lane"). Whole block. */
 template <int TI, int TO>
 static __device__ void loom__coll_reduce_range(const char *const *src, int nsrc, int64_t b, int64_t len,
                                               char *dst0, int64_t off0, char *dst1, int64_t off1,
@@ -201,10 +198,8 @@ static __device__ void loom__coll_reduce_range(const char *const *src, int nsrc,
 #pragma unroll
       for (int u = 0; u < LOOM_COLL_UNROLL; ++u) {
         if (quads) {
-          const float4 lo = __ldcg((const float4 *)((const float *)src[s] + idx[u]));
-          const float4 hi = __ldcg((const float4 *)((const float *)src[s] + idx1[u]));
-          x[u][0] = lo.x, x[u][1] = lo.y, x[u][2] = lo.z, x[u][3] = lo.w;
-          x[u][4] = hi.x, x[u][5] = hi.y, x[u][6] = hi.z, x[u][7] = hi.w;
+          loom__loadv<LOOM_FP32, 4>(src[s], idx[u], x[u]);
+          loom__loadv<LOOM_FP32, 4>(src[s], idx1[u], x[u] + 4);
         } else {
           loom__load8<TI>(src[s], idx[u], x[u]);
         }
