@@ -37,8 +37,6 @@
 #include "core/vec8.cuh"
 #include "ops/optim/optim.h"
 
-/* ---- the reduction over ranks (the piece the collectives will replace) -- */
-
 /* ---- vectors ---------------------------------------------------------------- */
 
 /* N elements a thread takes at once from 16-byte-aligned chunks: 8 (16 bytes
@@ -64,6 +62,8 @@ static __device__ __forceinline__ void loom__optim_stf(float *p, const float *v)
 #pragma unroll
   for (int q = 0; q < N; q += 4) *(float4 *)(p + q) = make_float4(v[q], v[q + 1], v[q + 2], v[q + 3]);
 }
+
+/* ---- the reduction over ranks (the piece the collectives will replace) -- */
 
 /* v[i] = sum over p = 0 .. nsrc-1, in rank order, of src[p][e + i], in fp32,
  * i < N (src[p]: rank p's gradient as this rank addresses it). */
