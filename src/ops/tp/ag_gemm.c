@@ -28,6 +28,7 @@
 #include "core/comm.h"
 #include "core/error.h"
 #include "core/op.h"
+#include "core/param.h"
 #include "core/plan.h"
 #include "core/ptr_check.h"
 #include "core/trace.h"
@@ -139,6 +140,7 @@ static loom_result_t ag_copy_args(loom_plan_t plan, const loom_tp_state_t *st, c
   ca->epoch_off = plan->epoch_offset;
   ca->ready_off = st->ready_off;
   ca->chunk_off = st->chunk_off;
+  ca->go_off = st->go_off;
   ca->m = g->m;
   ca->k = g->k;
   ca->chunk_rows = st->chunk_rows;
@@ -150,13 +152,32 @@ static loom_result_t ag_copy_args(loom_plan_t plan, const loom_tp_state_t *st, c
   return LOOM_SUCCESS;
 }
 
-/* The copy engine's pushes: each peer in push order, chunk by chunk, each
- * chunk then its signal (side stream). */
+LOOM_PARAM_INT(TP_CE_SIGNAL, "1",
+               "AllGather+GEMM's copy-engine pushes: 1 sets each chunk's signal on the peer by a 4-byte copy "
+               "behind the chunk's copy (the value the ready wait left: no kernel between copies); 0 by a "
+               "one-warp kernel after each chunk")
+
+/* Chunk j's signal on `dest` (side stream, behind the chunk's copy): a
+ * 4-byte copy of go[dest] into it, or the signal kernel. */
+static loom_result_t ag_signal_chunk(const loom_tp_state_t *st, const loom_ag_copy_args_t *ca, int dest, int64_t j,
+                                     cudaStream_t side) {
+  if (!loom__param_TP_CE_SIGNAL()) return loom__ag_signal_chunks(ca, dest, j, j + 1, side);
+  const uint32_t index = (uint32_t)(st->rank * st->chunks_per_shard + j);
+  char *sig = st->peer_ws[dest] + ca->chunk_off + (size_t)index * sizeof(uint32_t);
+  const char *go = ca->dc.ws + ca->go_off + (size_t)dest * sizeof(uint32_t);
+  LOOM_CUDA(cudaMemcpyAsync(sig, go, sizeof(uint32_t), cudaMemcpyDeviceToDevice, side));
+  return LOOM_SUCCESS;
+}
+
+/* The copy engine's pushes: each peer in push order (its ready wait first),
+ * chunk by chunk, each chunk then its signal (side stream). Trace marks: the
+ * first peer's first four chunks. */
 static loom_result_t ag_push_copy_engine(loom_plan_t plan, loom_tp_state_t *st, loom_ag_copy_args_t *ca,
                                          const char *a_shard, int64_t nch) {
   const loom_gemm_desc_t *g = &st->gemm;
   const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
   const int W = st->world;
+  static const char *const chunk_marks[4] = {"side.chunk0", "side.chunk1", "side.chunk2", "side.chunk3"};
   for (int step = 1; step < W; ++step) {
     const int dest = loom__ag_push_dest(st->rank, W, step - 1);
     LOOM_TRY(loom__ag_wait_ready(ca, dest, st->side));
@@ -166,8 +187,8 @@ static loom_result_t ag_push_copy_engine(loom_plan_t plan, loom_tp_state_t *st, 
       loom__ag_chunk(g->m, W, st->rank, st->chunk_rows, j, &r0, &r1);
       LOOM_CUDA(cudaMemcpyAsync(ca->dst[dest] + (size_t)r0 * row, a_shard + (size_t)(r0 - st->my_begin) * row,
                                 (size_t)(r1 - r0) * row, cudaMemcpyDeviceToDevice, st->side));
-      LOOM_TRY(loom__ag_signal_chunks(ca, dest, j, j + 1, st->side));
-      if (step == 1 && j == 0) loom__trace_mark(plan, "side.chunk0", st->side);
+      LOOM_TRY(ag_signal_chunk(st, ca, dest, j, st->side));
+      if (step == 1 && j < 4) loom__trace_mark(plan, chunk_marks[j], st->side);
     }
   }
   loom__trace_mark(plan, "side.pushed", st->side);

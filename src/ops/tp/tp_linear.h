@@ -125,7 +125,9 @@ typedef struct loom_tp_state {
   int gemm_bm;                  /* its tile rows as the kernel runs them (64 or 128) */
   int tiles_m, tiles_n;
   /* workspace offsets (bytes from the comm workspace base) */
-  size_t ready_off, chunk_off, tile_off, done_off, count_off, gath_off;
+  size_t ready_off, chunk_off, go_off, tile_off, done_off, count_off, gath_off;
+  char *peer_ws[LOOM_TP_MAX_PEERS]; /* AG fused: each rank's workspace base as this rank addresses
+                                       it (the copy engine's signal copies) */
   /* memory */
   void *a_full_own;             /* AG: the plan's gathered A [W S, k] (loom_malloc when fused,
                                    cudaMalloc when sequential), used when a call passes no a_full */
@@ -314,7 +316,7 @@ loom_result_t loom__tp_begin(loom_dev_comm_t dc, size_t epoch_off, size_t ready_
 /* What the AG copy kernel and the chunk-signal kernel need. */
 typedef struct loom_ag_copy_args {
   loom_dev_comm_t dc;
-  size_t epoch_off, ready_off, chunk_off;
+  size_t epoch_off, ready_off, chunk_off, go_off;
   int64_t m, k;                 /* gathered A [m, k] */
   int64_t chunk_rows, chunks_per_shard;
   int esize;                    /* bytes per element */
@@ -330,11 +332,14 @@ typedef struct loom_ag_copy_args {
 loom_result_t loom__ag_copy_launch(const loom_ag_copy_args_t *a, int blocks, cudaStream_t stream);
 
 /* Copy engine: waits (bounded) for peer `dest`'s ready word (dest != rank),
- * as a stream-ordered one-thread kernel. */
+ * as a stream-ordered one-thread kernel, then sets this rank's go[dest]
+ * word (go_off) to the call's epoch, or to epoch - 1 where a wait of the
+ * comm expired: the value the chunk signals to `dest` are copied from. */
 loom_result_t loom__ag_wait_ready(const loom_ag_copy_args_t *a, int dest, cudaStream_t stream);
 
-/* Copy engine: sets chunk signals [j0, j1) of this rank's shard on rank
- * `dest` to the call's epoch (a one-thread kernel after the copies). */
+/* Sets chunk signals [j0, j1) of this rank's shard on rank `dest` to the
+ * call's epoch (a one-warp kernel after the copies; the own rank's signals,
+ * and the copy engine's pushes under LOOM_TP_CE_SIGNAL=0). */
 loom_result_t loom__ag_signal_chunks(const loom_ag_copy_args_t *a, int dest, int64_t j0, int64_t j1,
                                      cudaStream_t stream);
 

@@ -122,14 +122,19 @@ extern "C" loom_result_t loom__ag_copy_launch(const loom_ag_copy_args_t *a, int 
   return LOOM_SUCCESS;
 }
 
-__global__ void loom__ag_wait_kernel(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, int dest) {
+/* go[dest] (local) afterwards: e where the wait was met and no other wait
+ * of the comm has expired, e - 1 (not reached) otherwise; the copy engine
+ * copies it into the peer's chunk signals after each chunk. */
+__global__ void loom__ag_wait_kernel(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, size_t go_off, int dest) {
   const uint32_t e = loom__tp_epoch(dc, epoch_off);
   const uint32_t *w = (const uint32_t *)(dc.ws + ready_off) + dest;
-  (void)loom__signal_wait(&dc, w, e, dest, (uint32_t)dest, LOOM_SITE_AG_READY);
+  const int ok = loom__signal_wait(&dc, w, e, dest, (uint32_t)dest, LOOM_SITE_AG_READY) &&
+                 !*(volatile uint32_t *)dc.abort_flag;
+  *((volatile uint32_t *)(dc.ws + go_off) + dest) = ok ? e : e - 1u;
 }
 
 extern "C" loom_result_t loom__ag_wait_ready(const loom_ag_copy_args_t *a, int dest, cudaStream_t stream) {
-  loom__ag_wait_kernel<<<1, 1, 0, stream>>>(a->dc, a->epoch_off, a->ready_off, dest);
+  loom__ag_wait_kernel<<<1, 1, 0, stream>>>(a->dc, a->epoch_off, a->ready_off, a->go_off, dest);
   LOOM_CUDA_LAUNCHED("loom__ag_wait_kernel");
   return LOOM_SUCCESS;
 }

@@ -392,8 +392,9 @@ static size_t tile_signal_words(const loom_tp_state_t *st) {
                                              : (size_t)st->world * (size_t)st->tiles_m * (size_t)st->tiles_n;
 }
 
-/* Lay out the fused plan's signal words: AG, ready [W] and the chunks'
- * [W x chunks per shard]; RS/AR, tile signals, done, count, and AR's
+/* Lay out the fused plan's signal words: AG, ready [W], the chunks'
+ * [W x chunks per shard] and go [W] (local: what the copy engine's chunk
+ * signals are copied from); RS/AR, tile signals, done, count, and AR's
  * gathered signals. */
 static loom_result_t tp_signals(const char *fn, loom_tp_state_t *st, uint32_t *nsig) {
   const loom_tp_desc_t *desc = &st->desc;
@@ -405,7 +406,7 @@ static loom_result_t tp_signals(const char *fn, loom_tp_state_t *st, uint32_t *n
     if (cr > st->shard_rows) cr = st->shard_rows;
     st->chunk_rows = (int)cr;
     st->chunks_per_shard = loom__ag_chunks_per_shard(desc->m, st->world, cr);
-    n64 = (int64_t)st->world + (int64_t)st->world * st->chunks_per_shard;
+    n64 = 2 * (int64_t)st->world + (int64_t)st->world * st->chunks_per_shard;
     *nsig = (uint32_t)n64;
     if (n64 > (int64_t)UINT32_MAX / 8)
       return loom__fail(LOOM_ERR_INVALID_ARGUMENT, "%s: %lld chunk signals are too many: raise desc->chunk_rows=%d",
@@ -426,6 +427,7 @@ static void tp_signal_offsets(loom_plan_t plan, loom_tp_state_t *st) {
   if (st->kind == LOOM__TP_AG) {
     st->ready_off = plan->signals_offset;
     st->chunk_off = plan->signals_offset + (size_t)st->world * sizeof(uint32_t);
+    st->go_off = st->chunk_off + (size_t)st->world * (size_t)st->chunks_per_shard * sizeof(uint32_t);
     return;
   }
   st->tile_off = plan->signals_offset;
@@ -439,6 +441,9 @@ static void tp_signal_offsets(loom_plan_t plan, loom_tp_state_t *st) {
  * kernel that waits for it (lazy loading). */
 static loom_result_t tp_fill(loom_plan_t plan, loom_tp_state_t *st) {
   LOOM_TRY(tp_alloc(plan, st));
+  if (st->kind == LOOM__TP_AG && loom__tp_fused(st->transfer))
+    LOOM_TRY(loom__tp_peer_addresses(plan->op->plan_fn, "workspace", plan->comm, plan->comm->ws_ptr,
+                                     plan->comm->ws_bytes, st->peer_ws));
   LOOM_TRY(loom__tp_preload_kernels());
   if (loom__tp_fused(st->transfer))
     LOOM_TRY(loom__gemm_hooked_preload(&st->gemm, &st->gemm_cfg, (int)st->desc.activation));
