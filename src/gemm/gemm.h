@@ -120,6 +120,9 @@ typedef struct loom_gemm_hooks {
   int64_t wait_rows_per_signal;  /* rows of A each signal covers */
   int64_t wait_rows_per_shard;   /* signals restart at every shard of this many rows
                                   * (loom__tile_wait_chunk); 0: one shard */
+  int wait_split_bands;          /* 1: split-K units go band by band of the order (group tile rows
+                                  * x tiles_n tiles: loom_work_t.split_band), the order rows
+                                  * arrive in, so that no unit waits behind one of a later band */
   /* epilogue */
   int epilogue;                  /* loom_gemm_epilogue_t */
   int activation;                /* loom_activation_t applied after the bias, before the store */

@@ -304,6 +304,8 @@ extern "C" loom_result_t loom__gemm_sm90(const loom_gemm_desc_t *d, const void *
   args.work.dp_tiles = dp_tiles;
   args.work.sk_blocks = sk_blocks;
   args.work.splits = splits;
+  if (splits > 1 && hooks && hooks->wait_signals && hooks->wait_split_bands)
+    args.work.split_band = args.order.group * args.order.tiles_n;
   /* split-K reduced apart (hooked GEMMs get here with splits only where
    * they only wait: the reduction stores nothing once a wait expired) */
   args.sk_reduce = conf.sk_reduce && splits > 1;

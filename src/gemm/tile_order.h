@@ -42,6 +42,12 @@
  * rows, DRAM pages shared by neighbouring columns), which stream-K's
  * contiguous ranges give up. Unit u uses slot u; contributor c of tile j
  * (split c) uses slot j + c sk_tiles. splits <= kblocks keeps ranges non-empty.
+ * With split_band = B (0 < B < sk_tiles) the units go band by band instead:
+ * the units of sk tiles [0, B) (split-major inside the band), then those of
+ * [B, 2B), ...; a GEMM whose tiles wait for rows that arrive in step order
+ * then never has a unit wait behind one of a later band (the split-major
+ * order put split 1 of the first tiles behind split 0 of the last). Slots
+ * stay j + c sk_tiles.
  */
 #ifndef LOOM_GEMM_TILE_ORDER_H
 #define LOOM_GEMM_TILE_ORDER_H
@@ -224,6 +230,7 @@ typedef struct loom_work {
   int32_t dp_tiles;  /* steps [0, dp_tiles) are whole tiles (data-parallel) */
   int32_t sk_blocks; /* stream-K: blocks [0, sk_blocks) share steps [dp_tiles, tiles); 1 <= S <= T when there are any */
   int32_t splits;    /* 0: stream-K as above; >= 1: split-K into `splits` aligned k ranges (<= kblocks) */
+  int32_t split_band; /* split-K: units band by band over this many sk tiles (0 or >= sk tiles: one band) */
 } loom_work_t;
 
 /* One piece of a block's work: k-blocks [k0, k1) of step `step`. */
@@ -288,14 +295,18 @@ LOOM_HD int loom__work_segment(const loom_work_t *w, int32_t b, int32_t i, loom_
     const int32_t sk_tiles = w->tiles - w->dp_tiles;
     const int64_t u = (int64_t)b + (int64_t)(i - ndp) * w->grid;
     if (u >= (int64_t)sk_tiles * w->splits) return 0;
-    const int32_t split = (int32_t)(u / sk_tiles), j = (int32_t)(u - (int64_t)split * sk_tiles);
+    const int32_t band = w->split_band > 0 && w->split_band < sk_tiles ? w->split_band : sk_tiles;
+    const int32_t q = (int32_t)(u / ((int64_t)band * w->splits)), j0 = q * band;
+    const int32_t len = sk_tiles - j0 < band ? sk_tiles - j0 : band;
+    const int64_t r = u - (int64_t)j0 * w->splits;
+    const int32_t split = (int32_t)(r / len), j = j0 + (int32_t)(r - (int64_t)split * len);
     seg->step = w->dp_tiles + j;
     seg->k0 = (int32_t)((int64_t)split * w->kblocks / w->splits);
     seg->k1 = (int32_t)((int64_t)(split + 1) * w->kblocks / w->splits);
     seg->sk_tile = j;
     seg->sk = w->splits > 1;
     seg->nseg = w->splits;
-    seg->slot = (int32_t)u, seg->slot0 = j, seg->slot_step = sk_tiles;
+    seg->slot = j + split * sk_tiles, seg->slot0 = j, seg->slot_step = sk_tiles;
     return 1;
   }
   if (b >= w->sk_blocks) return 0;

@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/op.h"
+#include "core/param.h"
 #include "core/plan.h"
 #include "core/tune.h"
 #include "gemm/gemm.h"
@@ -330,15 +331,33 @@ static void tp_resolve_fields(loom_comm_t comm, loom_tp_state_t *st, loom_tp_tra
  * kernels whose signals its persistent blocks wait for (the copy engine's
  * one-thread signal kernels: one SM; SM_COPY: comm_blocks, by default 4..16
  * chosen so that the GEMM needs no extra wave). */
+LOOM_PARAM_INT(TP_AG_CHUNK_BANDS, "1",
+               "AllGather+GEMM by the copy engine: 1 keeps the GEMM's tile bands no taller than a chunk (whole "
+               "tile rows), so that the tiles run in the order their rows arrive; 0 bands of the kernel's height "
+               "inside a shard")
+
+/* AG: the tallest band of the fused GEMM's tile order: the configuration's,
+ * and for the copy engine (chunks of whole tile rows, LOOM_TP_AG_CHUNK_BANDS)
+ * no more than a chunk's tile rows. */
+static int32_t ag_band_limit(const loom_tp_state_t *st) {
+  const int32_t group = st->gemm_cfg.group;
+  if (st->transfer != LOOM_TP_COPY_ENGINE || !loom__param_TP_AG_CHUNK_BANDS()) return group;
+  int64_t cr = st->knobs.chunk_rows > 0 ? st->knobs.chunk_rows : loom__ag_default_chunk_rows(st->shard_rows, st->gemm_bm, 0);
+  if (cr > st->shard_rows) cr = st->shard_rows;
+  if (cr % st->gemm_bm != 0) return group;
+  const int64_t ctr = cr / st->gemm_bm;
+  return ctr < group ? (int32_t)ctr : group;
+}
+
 /* The fused GEMM's configuration for a GEMM that keeps `sms` SMs, and
  * its tiles. */
 static loom_result_t tp_fused_tiles(loom_tp_state_t *st, int bulk, int sms) {
   LOOM_TRY(fused_gemm_config(&st->gemm, st->kind == LOOM__TP_AG, bulk, (int)st->desc.activation, sms, &st->gemm_cfg,
                              &st->gemm_bm));
   if (bulk) LOOM_TRY(bulk_gemm_config(&st->gemm, &st->gemm_cfg));
-  if (st->kind == LOOM__TP_AG) /* bands of the tile order inside one shard each */
+  if (st->kind == LOOM__TP_AG) /* bands of the tile order inside one shard each (and one chunk) */
     st->gemm_cfg.group = loom__ag_band_rows(
-        st->shard_rows % st->gemm_bm == 0 ? st->shard_rows / st->gemm_bm : 0, st->gemm_cfg.group);
+        st->shard_rows % st->gemm_bm == 0 ? st->shard_rows / st->gemm_bm : 0, ag_band_limit(st));
   st->tiles_m = (int)loom__ceil_div(st->desc.m, st->gemm_bm);
   st->tiles_n = (int)loom__ceil_div(st->desc.n, st->gemm_cfg.bn);
   return LOOM_SUCCESS;

@@ -270,19 +270,21 @@ LOOM_TEST(gemm_schedule_stream_k_covers_every_k_block_once) {
   for (size_t a = 0; a < sizeof tiles_ / sizeof tiles_[0]; ++a)
     for (size_t c = 0; c < sizeof ks / sizeof ks[0]; ++c)
       for (size_t g = 0; g < sizeof grids / sizeof grids[0]; ++g)
-        for (int mode = 0; mode < 7; ++mode) {
+        for (int mode = 0; mode < 9; ++mode) {
           loom_work_t w;
           memset(&w, 0, sizeof w);
           w.tiles = tiles_[a], w.kblocks = ks[c], w.grid = grids[g];
           /* 0: all data-parallel, 1: all stream-K, 2: all but one wave's remainder
            * data-parallel, 3: stream-K over fewer blocks than the grid;
-           * 4-6: split-K into 2, 5, 16 ranges (all tiles; 6: the tail) */
-          int32_t sk = mode == 0 ? 0 : (mode == 2 || mode == 6) ? (w.tiles > w.grid ? w.grid + w.tiles % w.grid : w.tiles) : w.tiles;
+           * 4-6: split-K into 2, 5, 16 ranges (all tiles; 6: the tail);
+           * 7, 8: split-K into 5 ranges band by band (bands of 3 and 16 tiles; 8: the tail) */
+          int32_t sk = mode == 0 ? 0 : (mode == 2 || mode == 6 || mode == 8) ? (w.tiles > w.grid ? w.grid + w.tiles % w.grid : w.tiles) : w.tiles;
           w.dp_tiles = w.tiles - sk;
           if (mode >= 4) {
-            int32_t sp = mode == 4 ? 2 : mode == 5 ? 5 : 16;
+            int32_t sp = mode == 4 ? 2 : mode == 6 ? 16 : 5;
             if (sp > w.kblocks) sp = w.kblocks;
             w.splits = sp;
+            w.split_band = mode == 7 ? 3 : mode == 8 ? 16 : 0;
             w.sk_blocks = 0;
           } else {
             int64_t T = (int64_t)sk * w.kblocks;
@@ -301,7 +303,7 @@ LOOM_TEST(gemm_schedule_stream_k_covers_every_k_block_once) {
 LOOM_TEST(gemm_schedule_split_k_aligned_example) {
   /* 3 tiles of 10 k-blocks, 2 splits, grid 4: units 0..5 = (split 0: tiles
    * 0 1 2, split 1: tiles 0 1 2); block 1 takes units 1 and 5 */
-  loom_work_t w = {3, 10, 4, 0, 0, 2};
+  loom_work_t w = {3, 10, 4, 0, 0, 2, 0};
   loom_segment_t s;
   CHECK_EQ_INT(loom__work_slots(&w), 6);
   CHECK(loom__work_segment(&w, 1, 0, &s));
@@ -312,13 +314,37 @@ LOOM_TEST(gemm_schedule_split_k_aligned_example) {
   CHECK(loom__work_segment(&w, 3, 0, &s) && s.step == 0 && s.k0 == 5 && s.slot == 3);
   CHECK(!loom__work_segment(&w, 3, 1, &s));
   /* one split: whole tiles, no fixup */
-  loom_work_t w1 = {3, 10, 4, 0, 0, 1};
+  loom_work_t w1 = {3, 10, 4, 0, 0, 1, 0};
   CHECK(loom__work_segment(&w1, 2, 0, &s) && s.step == 2 && !s.sk && s.k0 == 0 && s.k1 == 10);
+}
+
+LOOM_TEST(gemm_schedule_split_k_bands_example) {
+  /* 5 tiles of 10 k-blocks, 2 splits, bands of 2 tiles, grid 3: units 0..9 =
+   * (tiles 0 1 split 0, tiles 0 1 split 1, tiles 2 3 split 0, tiles 2 3
+   * split 1, tile 4 split 0, tile 4 split 1); slots stay tile + split x 5 */
+  loom_work_t w = {5, 10, 3, 0, 0, 2, 2};
+  loom_segment_t s;
+  memset(&s, 0, sizeof s);
+  const int32_t step[10] = {0, 1, 0, 1, 2, 3, 2, 3, 4, 4}, k0[10] = {0, 0, 5, 5, 0, 0, 5, 5, 0, 5};
+  for (int32_t u = 0; u < 10; ++u) {
+    CHECK(loom__work_segment(&w, u % 3, u / 3, &s));
+    CHECK(s.step == step[u] && s.k0 == k0[u] && s.k1 == k0[u] + 5 && s.sk && s.nseg == 2);
+    CHECK(s.slot == step[u] + (k0[u] / 5) * 5 && s.slot0 == step[u] && s.slot_step == 5);
+  }
+  CHECK(!loom__work_segment(&w, 1, 3, &s));
+  /* a band as wide as every tile: the split-major order */
+  loom_work_t wa = {5, 10, 3, 0, 0, 2, 5}, wb = {5, 10, 3, 0, 0, 2, 0};
+  loom_segment_t sa, sb;
+  memset(&sa, 0, sizeof sa), memset(&sb, 0, sizeof sb);
+  for (int32_t u = 0; u < 10; ++u) {
+    CHECK(loom__work_segment(&wa, u % 3, u / 3, &sa) && loom__work_segment(&wb, u % 3, u / 3, &sb));
+    CHECK(sa.step == sb.step && sa.k0 == sb.k0 && sa.slot == sb.slot);
+  }
 }
 
 LOOM_TEST(gemm_schedule_stream_k_example) {
   /* 2 tiles of 3 k-blocks over 4 blocks: T = 6, ranges [0,1) [1,3) [3,4) [4,6) */
-  loom_work_t w = {2, 3, 4, 0, 4, 0};
+  loom_work_t w = {2, 3, 4, 0, 4, 0, 0};
   loom_segment_t s;
   CHECK(loom__work_segment(&w, 0, 0, &s));
   CHECK(s.step == 0 && s.k0 == 0 && s.k1 == 1 && s.sk && s.first == 0 && s.last == 1);
@@ -332,7 +358,7 @@ LOOM_TEST(gemm_schedule_stream_k_example) {
   CHECK(s.step == 1 && s.k0 == 1 && s.k1 == 3 && s.sk_tile == 1);
   CHECK_EQ_INT(loom__work_slot(3, 1), 4);
   /* one data-parallel tile per block first, then the stream-K steps */
-  loom_work_t w2 = {10, 4, 4, 8, 4, 0};
+  loom_work_t w2 = {10, 4, 4, 8, 4, 0, 0};
   CHECK(loom__work_segment(&w2, 1, 0, &s) && s.step == 1 && !s.sk);
   CHECK(loom__work_segment(&w2, 1, 1, &s) && s.step == 5 && !s.sk);
   CHECK(loom__work_segment(&w2, 1, 2, &s) && s.step == 8 && s.k0 == 2 && s.k1 == 4 && s.sk);
