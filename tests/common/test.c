@@ -127,6 +127,29 @@ static void loom__run_isolated(int i, loom__outcome_t *o) {
   }
 }
 
+/* Whether `name` passes the filter: comma-separated items, "text" (names
+ * containing it) and "!text" (names not containing it); a name runs when it
+ * contains some "text" item (or there is none) and no "!text" item. */
+static int loom__filter_match(const char *filter, const char *name) {
+  int positives = 0, hit = 0;
+  for (const char *p = filter; *p;) {
+    const char *end = strchr(p, ',');
+    const size_t len = end ? (size_t)(end - p) : strlen(p);
+    const int neg = len > 0 && p[0] == '!';
+    char item[256];
+    const size_t n = len - (size_t)neg < sizeof item - 1 ? len - (size_t)neg : sizeof item - 1;
+    memcpy(item, p + neg, n);
+    item[n] = 0;
+    if (n > 0) {
+      const int in = strstr(name, item) != NULL;
+      if (neg && in) return 0;
+      if (!neg) positives++, hit |= in;
+    }
+    p += len + (end ? 1 : 0);
+  }
+  return positives == 0 || hit;
+}
+
 int loom_test_main(int argc, char **argv) { return loom_test_main_opts(argc, argv, 0); }
 
 int loom_test_main_opts(int argc, char **argv, int isolate) {
@@ -137,10 +160,7 @@ int loom_test_main_opts(int argc, char **argv, int isolate) {
   printf("seed %llu (LOOM_TEST_SEED=%llu repeats this run's inputs)\n", (unsigned long long)loom__seed,
          (unsigned long long)loom__seed);
   for (int i = 0; i < loom__ntests; ++i) {
-    /* "text": names containing it; "!text": names not containing it */
-    if (filter && (filter[0] == '!' ? strstr(loom__tests[i].name, filter + 1) != NULL
-                                    : strstr(loom__tests[i].name, filter) == NULL))
-      continue;
+    if (filter && !loom__filter_match(filter, loom__tests[i].name)) continue;
     loom_test_failures = 0;
     loom__skip_reason = NULL;
     printf("[ RUN  ] %s\n", loom__tests[i].name);
@@ -161,7 +181,7 @@ int loom_test_main_opts(int argc, char **argv, int isolate) {
     fflush(stdout);
   }
   if (filter && passed + failed + skipped == 0) {
-    printf("no test name contains \"%s\": nothing ran\n", filter);
+    printf("no test name passes the filter \"%s\": nothing ran\n", filter);
     printf("0 passed, 1 failed, 0 skipped\n");
     return 2;
   }

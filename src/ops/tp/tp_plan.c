@@ -331,6 +331,10 @@ static void tp_resolve_fields(loom_comm_t comm, loom_tp_state_t *st, loom_tp_tra
  * kernels whose signals its persistent blocks wait for (the copy engine's
  * one-thread signal kernels: one SM; SM_COPY: comm_blocks, by default 4..16
  * chosen so that the GEMM needs no extra wave). */
+LOOM_PARAM_INT(TP_CE_CHUNKS, "4",
+               "AllGather+GEMM by the copy engine: chunks per shard where desc->chunk_rows is 0 (each at least "
+               "a tile row; a chunk is one copy and one signal copy)")
+
 LOOM_PARAM_INT(TP_AG_CHUNK_BANDS, "1",
                "AllGather+GEMM by the copy engine: 1 keeps the GEMM's tile bands no taller than a chunk (whole "
                "tile rows), so that the tiles run in the order their rows arrive; 0 bands of the kernel's height "
@@ -342,7 +346,7 @@ LOOM_PARAM_INT(TP_AG_CHUNK_BANDS, "1",
 static int32_t ag_band_limit(const loom_tp_state_t *st) {
   const int32_t group = st->gemm_cfg.group;
   if (st->transfer != LOOM_TP_COPY_ENGINE || !loom__param_TP_AG_CHUNK_BANDS()) return group;
-  int64_t cr = st->knobs.chunk_rows > 0 ? st->knobs.chunk_rows : loom__ag_default_chunk_rows(st->shard_rows, st->gemm_bm, 0);
+  int64_t cr = st->knobs.chunk_rows > 0 ? st->knobs.chunk_rows : loom__ag_default_chunk_rows(st->shard_rows, st->gemm_bm, 0, (int32_t)loom__param_TP_CE_CHUNKS());
   if (cr > st->shard_rows) cr = st->shard_rows;
   if (cr % st->gemm_bm != 0) return group;
   const int64_t ctr = cr / st->gemm_bm;
@@ -420,7 +424,8 @@ static loom_result_t tp_signals(const char *fn, loom_tp_state_t *st, uint32_t *n
   int64_t n64;
   if (st->kind == LOOM__TP_AG) {
     int64_t cr = st->knobs.chunk_rows;
-    if (cr <= 0) cr = loom__ag_default_chunk_rows(st->shard_rows, st->gemm_bm, st->comm_blocks);
+    if (cr <= 0) cr = loom__ag_default_chunk_rows(st->shard_rows, st->gemm_bm, st->comm_blocks,
+                                                      (int32_t)loom__param_TP_CE_CHUNKS());
     if (cr < 1) cr = 1;
     if (cr > st->shard_rows) cr = st->shard_rows;
     st->chunk_rows = (int)cr;

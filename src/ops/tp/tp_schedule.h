@@ -98,12 +98,14 @@ LOOM_HD int64_t loom__ag_chunks_per_shard(int64_t m, int32_t world, int64_t chun
 
 /* AG: the plan's chunk rows when the caller leaves them to it (chunk_rows
  * 0), for shards of S rows and GEMM tiles of bm rows. SM copy (comm_blocks
- * > 0): 2 chunks per copy block, all chunks in one launch. Copy engine: a
- * quarter shard, but never less than a tile row (capped at the shard): each
- * chunk costs a copy and a signal launch, and a chunk shorter than bm lets
- * no tile start earlier, since a tile waits for all of its bm rows. */
-LOOM_HD int64_t loom__ag_default_chunk_rows(int64_t S, int32_t bm, int32_t comm_blocks) {
-  int64_t c = comm_blocks > 0 ? loom__ceil_div(S, 2 * (int64_t)comm_blocks) : loom__ceil_div(S, 4);
+ * > 0): 2 chunks per copy block, all chunks in one launch. Copy engine:
+ * ce_chunks (>= 1) chunks a shard, but never less than a tile row (capped
+ * at the shard): each chunk costs a copy and a signal copy, and a chunk
+ * shorter than bm lets no tile start earlier, since a tile waits for all of
+ * its bm rows. */
+LOOM_HD int64_t loom__ag_default_chunk_rows(int64_t S, int32_t bm, int32_t comm_blocks, int32_t ce_chunks) {
+  if (ce_chunks < 1) ce_chunks = 1;
+  int64_t c = comm_blocks > 0 ? loom__ceil_div(S, 2 * (int64_t)comm_blocks) : loom__ceil_div(S, ce_chunks);
   if (comm_blocks <= 0 && c < bm) c = bm;
   if (c > S) c = S;
   return c < 1 ? 1 : c;

@@ -253,24 +253,28 @@ LOOM_TEST(tp_ag_default_chunk_is_at_least_a_tile_row_with_the_copy_engine) {
   const int64_t Ss[] = {1, 7, 32, 63, 64, 65, 128, 256, 300, 1024, 4096, 100000};
   const int bms[] = {64, 128};
   const int blocks[] = {0, 4, 16};
+  const int32_t ces[] = {1, 2, 4};
   for (size_t i = 0; i < sizeof Ss / sizeof Ss[0]; ++i)
     for (size_t b = 0; b < 2; ++b)
-      for (size_t k = 0; k < 3; ++k) {
-        const int64_t S = Ss[i];
-        const int64_t c = loom__ag_default_chunk_rows(S, bms[b], blocks[k]);
-        CHECK(c >= 1 && c <= S);
-        if (blocks[k] == 0) {
-          CHECK(c >= (S < bms[b] ? S : bms[b]));
-          CHECK_EQ_INT(loom__ceil_div(S, c) > 1, S > bms[b]);
-          CHECK(loom__ceil_div(S, c) <= 4);
-        } else {
-          CHECK(loom__ceil_div(S, c) <= 2 * (int64_t)blocks[k]);
+      for (size_t k = 0; k < 3; ++k)
+        for (size_t e = 0; e < 3; ++e) {
+          const int64_t S = Ss[i];
+          const int64_t c = loom__ag_default_chunk_rows(S, bms[b], blocks[k], ces[e]);
+          CHECK(c >= 1 && c <= S);
+          if (blocks[k] == 0) {
+            CHECK(c >= (S < bms[b] ? S : bms[b]));
+            CHECK_EQ_INT(loom__ceil_div(S, c) > 1, S > bms[b] && ces[e] > 1);
+            CHECK(loom__ceil_div(S, c) <= ces[e]);
+          } else {
+            CHECK(loom__ceil_div(S, c) <= 2 * (int64_t)blocks[k]);
+          }
         }
-      }
-  /* m = 64 and 512 at W = 2 (S = 32, 256), 128-row tiles: 1 and 2 chunks */
-  CHECK_EQ_INT(loom__ag_default_chunk_rows(32, 128, 0), 32);
-  CHECK_EQ_INT(loom__ag_default_chunk_rows(256, 128, 0), 128);
-  CHECK_EQ_INT(loom__ag_default_chunk_rows(4096, 128, 0), 1024);
+  /* m = 64 and 512 at W = 2 (S = 32, 256), 128-row tiles, 4 chunks asked: 1 and 2 chunks */
+  CHECK_EQ_INT(loom__ag_default_chunk_rows(32, 128, 0, 4), 32);
+  CHECK_EQ_INT(loom__ag_default_chunk_rows(256, 128, 0, 4), 128);
+  CHECK_EQ_INT(loom__ag_default_chunk_rows(4096, 128, 0, 4), 1024);
+  CHECK_EQ_INT(loom__ag_default_chunk_rows(4096, 128, 0, 1), 4096);
+  CHECK_EQ_INT(loom__ag_default_chunk_rows(4096, 128, 0, 0), 4096);
 }
 
 /* AUTO's shape rule: AG fused only where a shard's rows reach the GPU's
