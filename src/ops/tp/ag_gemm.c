@@ -157,11 +157,6 @@ LOOM_PARAM_INT(TP_CE_SIGNAL, "1",
                "behind the chunk's copy (the value the ready wait left: no kernel between copies); 0 by a "
                "one-warp kernel after each chunk")
 
-LOOM_PARAM_INT(TP_AG_SPLIT_BANDS, "1",
-               "AllGather+GEMM's split-K GEMM: 1 runs its units band by band of the tile order (the order rows "
-               "arrive in); 0 split by split over all tiles (split 1 of the own rows behind split 0 of the "
-               "last chunk's)")
-
 /* Chunk j's signal on `dest` (side stream, behind the chunk's copy): a
  * 4-byte copy of go[dest] into it, or the signal kernel. */
 static loom_result_t ag_signal_chunk(const loom_tp_state_t *st, const loom_ag_copy_args_t *ca, int dest, int64_t j,
@@ -242,7 +237,7 @@ static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char 
   h.wait_signals = (const uint32_t *)((const char *)comm->ws_ptr + st->chunk_off);
   h.wait_rows_per_signal = st->chunk_rows;
   h.wait_rows_per_shard = st->shard_rows;
-  h.wait_split_bands = (int)loom__param_TP_AG_SPLIT_BANDS();
+  h.wait_split_bands = 1; /* units in the order rows arrive */
   h.epilogue = LOOM_EPI_STORE;
   h.activation = (int)st->desc.activation;
   loom_result_t r = loom__gemm_hooked(&st->gemm, dst, b, c, bias, &st->gemm_cfg, &h, stream);
