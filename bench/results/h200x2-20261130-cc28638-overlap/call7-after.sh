@@ -1,0 +1,1 @@
+for l in $O/tp-w1.log $O/gemm-rest.log $O/optim-w1.log; do [ -f $l ] && echo "$(basename $l .log): $(grep -E "passed, " $l) OK $(grep -c "^\[  OK  \]" $l) $(grep -E "^\[ FAIL" $l | tr "\n" " ") last: $(grep "^\[ RUN" $l | tail -1)"; done
