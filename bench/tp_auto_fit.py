@@ -12,9 +12,11 @@ Rules (the formulas of src/ops/tp/tp_schedule.h, written again here for
 the sweep; tests/host/tp/test_tp_schedule.c pins the C rule's choices):
   before   loom__tp_ag_pays as of c1e5730 (c <= 0.2 at >= 1024-row shards,
            c <= 0.5 at >= 4096 rows, k >= 2048)
-  gemm(TG) loom__tp_ag_pays since: k >= 2048, >= 1024-row shards and the
-           model's GEMM time 2 m n k / FLOP/s >= TG us (H100/H200: 132
-           SMs x 1.98 GHz x 4096 FLOP); the C rule's TG is 60
+  gemm(TG) loom__tp_ag_pays of ccd020e .. 510d1ea: k >= 2048, >= 1024-row
+           shards and the model's GEMM time 2 m n k / FLOP/s >= TG us
+           (H100/H200: 132 SMs x 1.98 GHz x 4096 FLOP); that C rule's TG
+           was 60; the rule since is gemm(0) (refitted once the copy
+           engine's signals became copies and a shard one chunk)
 --grid: the sweep of TG on the F rows of every file, printed with the H
 rows' result, to choose the constant on F and read it on H.
 """

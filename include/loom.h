@@ -594,9 +594,8 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  *                fp16/bf16 tensor FLOP/s over DRAM bytes/s, from its SM
  *                count, clock and memory bandwidth), and where the
  *                communication it would hide cannot pay back its fixed
- *                cost (k < 2048, or shards under 1024 rows, or a GEMM
- *                shorter than 60 us by a model of the GPU's tensor
- *                FLOP/s); RS also SEQUENTIAL when
+ *                cost (k < 2048, or shards under 1024 rows); RS also
+ *                SEQUENTIAL when
  *                the GEMM's tiles fit one wave of its grid, and from
  *                BULK_REDUCE under 1.5 waves of tiles or where the last
  *                wave's waste outweighs the communication it would hide
@@ -622,7 +621,7 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  * (SM_COPY), or the accumulator peers add into: S x n fp32 (SM_ATOMIC) or
  * of the output dtype (BULK_REDUCE)).
  * SMs: a fused call's GEMM leaves SMs to the kernels it waits for (one for
- * the copy engine's signal kernels, comm_blocks for SM_COPY / SM_ATOMIC);
+ * the copy engine's ready waits, comm_blocks for SM_COPY / SM_ATOMIC);
  * kernels of other streams that occupy those SMs for longer than the comm's
  * timeout make the call give up with LOOM_ERR_TIMEOUT, never hang.
  */

@@ -6,8 +6,10 @@
  * gathered buffer is writable; on the side stream this rank's shard is
  * pushed into every peer's buffer (in loom__ag_push_dest's order), chunk by
  * chunk, each chunk followed by its signal: by the copy engine
- * (cudaMemcpyAsync into the peer's window, then a one-thread signal kernel)
- * or by a copy kernel on comm_blocks SMs. Meanwhile on the user's stream the
+ * (cudaMemcpyAsync into the peer's window, then a 4-byte copy of the go
+ * word the ready wait left into the peer's signal; a shard is one chunk
+ * unless LOOM_TP_CE_CHUNKS or desc->chunk_rows say otherwise) or by a copy
+ * kernel on comm_blocks SMs. Meanwhile on the user's stream the
  * own shard goes into place (unless it is there already) and the GEMM runs
  * with its tiles in arrival order (own shard first, then ring order after
  * this rank), each tile waiting only for the chunks of its rows.

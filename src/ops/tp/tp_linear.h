@@ -313,7 +313,7 @@ loom_result_t loom__tp_tune_parse(const char *text, loom_tp_choice_t *c);
 loom_result_t loom__tp_begin(loom_dev_comm_t dc, size_t epoch_off, size_t ready_off, size_t done_off,
                              cudaStream_t stream);
 
-/* What the AG copy kernel and the chunk-signal kernel need. */
+/* What the AG copy kernel, the ready wait and the chunk-signal kernel need. */
 typedef struct loom_ag_copy_args {
   loom_dev_comm_t dc;
   size_t epoch_off, ready_off, chunk_off, go_off;

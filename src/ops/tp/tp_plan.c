@@ -292,9 +292,7 @@ static int auto_keeps_fused(const loom_tp_state_t *st, int kind, int64_t tiles) 
   if (st->transfer == LOOM_TP_BULK_REDUCE)
     return loom__tp_bulk_pays(tiles, st->gemm_cfg.grid, st->desc.k, st->world, (int32_t)loom_dtype_size(st->gemm.c_type),
                               loom__tp_flop_per_link_byte(dev.sms, clock_hz, dev.cc_major));
-  if (kind == LOOM__TP_AG && !loom__tp_ag_pays(st->shard_rows, st->desc.m, st->desc.n, st->desc.k, st->world,
-                                               loom__tp_tensor_flops(dev.sms, clock_hz, dev.cc_major)))
-    return 0;
+  if (kind == LOOM__TP_AG && !loom__tp_ag_pays(st->shard_rows, st->desc.k, st->world)) return 0;
   const double ridge = loom__tp_ridge_rows(dev.sms, clock_hz, dev.cc_major, dev.dram_bps);
   return loom__tp_auto_fused(kind, st->shard_rows, tiles, st->gemm_cfg.grid, ridge);
 }

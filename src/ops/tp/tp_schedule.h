@@ -290,21 +290,18 @@ LOOM_HD int loom__tp_bulk_pays(int64_t tiles, int64_t grid, int64_t k, int32_t w
 
 /* The shape-dependent half of AUTO for AllGather + GEMM's fused path (the
  * copy engine), on top of the ridge rule: 1 where it is predicted to beat
- * the sequential path. Its fixed cost (dependent launches on the side
- * stream, ~40 us at W = 2) must be paid back by the communication it
- * hides, and the hooked GEMM hides it behind the shard it already holds:
- * what decides is how long the GEMM runs. Fused where k >= 2048, the shard
- * has >= 1024 rows and the GEMM ([m, k] x [k, n], dense tensor FLOP/s
- * `flops`, as loom__tp_tensor_flops) lasts at least LOOM_TP_AG_MIN_GEMM_S
- * by that model. The constant was chosen on the fitting half of the TP
- * shape set (W = 2, H200 and H100 runs) and read on the held-out half
- * (docs/perf/tp.md, "AUTO for AllGather + GEMM: the GEMM's length");
- * the rule it replaced (communication per FLOP under a bound) gave up the
- * largest winners, short GEMMs with much to gather. */
-#define LOOM_TP_AG_MIN_GEMM_S 60e-6
-LOOM_HD int loom__tp_ag_pays(int64_t shard_rows, int64_t m, int64_t n, int64_t k, int32_t world, double flops) {
-  if (world < 2 || n < 1 || k < 2048 || shard_rows < 1024 || !(flops > 0)) return 0;
-  return 2.0 * (double)m * (double)n * (double)k / flops >= LOOM_TP_AG_MIN_GEMM_S;
+ * the sequential path: k >= 2048 and shards of >= 1024 rows. Refitted on the
+ * fitting half of the TP shape set (W = 2, H200) once the copy engine's
+ * chunk signals became copies and a shard one chunk: every fitting row of
+ * that kind won (28 of 28, seq / copy engine >= 1.035), the held-out half
+ * too (86 of 86, >= 1.007), short GEMMs included; the rule it replaces also
+ * asked for a GEMM of >= 60 us by the FLOP/s model, which the old path's
+ * ~40 us of dependent launches needed (docs/perf/tp.md, "AUTO for
+ * AllGather + GEMM: the GEMM's length"). Shards of 256 rows (half of the
+ * fitting rows lost, to 0.85) and k < 2048 (two of eight lost, to 0.88)
+ * stay sequential. */
+LOOM_HD int loom__tp_ag_pays(int64_t shard_rows, int64_t k, int32_t world) {
+  return world >= 2 && k >= 2048 && shard_rows >= 1024;
 }
 
 /* Dense fp16/bf16 tensor FLOP/s: sm_count x clock x FLOP per SM per clock
