@@ -379,7 +379,14 @@ static loom_result_t knob_round(loom_comm_t comm, tune_t *k, const char *bind, c
     if (!k->cs.c[i].refused) idx[n++] = i;
   float was = k->med[*won];
   if (r == LOOM_SUCCESS && n > 1) r = race_of(comm, k, bind, stream, idx, n, won, k->med);
-  if (r == LOOM_SUCCESS && n > 1) k->med[idx[0]] = was; /* the first race's median stays its row's */
+  if (r == LOOM_SUCCESS && n > 1) {
+    /* the knob's rows name the default's time in their own race (two races differ by more than noise
+     * under load); the first race's median stays the default's row */
+    for (int i = first; i < k->cs.n; ++i)
+      snprintf(k->cs.c[i].note, sizeof k->cs.c[i].note, "knob round: raced against %s (%.2f us there)",
+               k->cs.c[idx[0]].name, 1e3 * (double)k->med[idx[0]]);
+    k->med[idx[0]] = was;
+  }
   free(idx);
   return r;
 }

@@ -1045,7 +1045,7 @@ static int rank_rs_first(loom_rank_ctx_t *ctx, void *arg) {
   return loom_test_failures;
 }
 
-LOOM_TEST(gpu_tp_gemm_rs_first_call_under_lazy_loading) {
+LOOM_TEST(gpu_tp_gemm_rs_first_call_under_lazy_loading_w2) {
   setenv("CUDA_MODULE_LOADING", "LAZY", 1);
   if (gpus(1)) CHECK_EQ_INT(loom_launch(1, LAUNCH_TIMEOUT_S, rank_rs_first, NULL), 0);
   if (gpus(2)) CHECK_EQ_INT(loom_launch(2, LAUNCH_TIMEOUT_S, rank_rs_first, NULL), 0);
