@@ -325,26 +325,29 @@ static void tp_resolve_fields(loom_comm_t comm, loom_tp_state_t *st, loom_tp_tra
   st->my_len = loom__tp_shard_len(st->desc.m, st->world, st->rank);
 }
 
-/* The fused GEMM: its configuration, tiles, and the SMs it leaves to the
- * kernels whose signals its persistent blocks wait for (the copy engine's
- * one-thread signal kernels: one SM; SM_COPY: comm_blocks, by default 4..16
- * chosen so that the GEMM needs no extra wave). */
 LOOM_PARAM_INT(TP_CE_CHUNKS, "1",
                "AllGather+GEMM by the copy engine: chunks per shard where desc->chunk_rows is 0 (each at least "
                "a tile row; a chunk is one copy and one signal copy; measured at W = 2: one chunk 1.03-1.07x "
                "faster than four)")
+
+/* AG: the rows of a transfer chunk: the description's, else the plan's
+ * default for its transfer (loom__ag_default_chunk_rows), within [1, S]. */
+static int64_t ag_chunk_rows(const loom_tp_state_t *st) {
+  int64_t cr = st->knobs.chunk_rows;
+  if (cr <= 0)
+    cr = loom__ag_default_chunk_rows(st->shard_rows, st->gemm_bm, st->comm_blocks, (int32_t)loom__param_TP_CE_CHUNKS());
+  if (cr < 1) cr = 1;
+  return cr > st->shard_rows ? st->shard_rows : cr;
+}
 
 /* AG: the tallest band of the fused GEMM's tile order: the configuration's,
  * and for the copy engine (chunks of whole tile rows) no more than a
  * chunk's tile rows, so that the tiles run in the order their rows arrive. */
 static int32_t ag_band_limit(const loom_tp_state_t *st) {
   const int32_t group = st->gemm_cfg.group;
-  if (st->transfer != LOOM_TP_COPY_ENGINE) return group;
-  int64_t cr = st->knobs.chunk_rows > 0 ? st->knobs.chunk_rows : loom__ag_default_chunk_rows(st->shard_rows, st->gemm_bm, 0, (int32_t)loom__param_TP_CE_CHUNKS());
-  if (cr > st->shard_rows) cr = st->shard_rows;
-  if (cr % st->gemm_bm != 0) return group;
-  const int64_t ctr = cr / st->gemm_bm;
-  return ctr < group ? (int32_t)ctr : group;
+  const int64_t cr = ag_chunk_rows(st);
+  if (st->transfer != LOOM_TP_COPY_ENGINE || cr % st->gemm_bm != 0) return group;
+  return cr / st->gemm_bm < group ? (int32_t)(cr / st->gemm_bm) : group;
 }
 
 /* The fused GEMM's configuration for a GEMM that keeps `sms` SMs, and
@@ -363,7 +366,7 @@ static loom_result_t tp_fused_tiles(loom_tp_state_t *st, int bulk, int sms) {
 
 /* The fused GEMM: its configuration, tiles, and the SMs it leaves to the
  * kernels whose signals its persistent blocks wait for (the copy engine's
- * one-thread signal kernels: one SM; SM_COPY: comm_blocks, by default 4..16
+ * one-thread ready waits: one SM; SM_COPY: comm_blocks, by default 4..16
  * chosen so that the GEMM needs no extra wave; BULK_REDUCE: none). The
  * configuration is chosen for the SMs the GEMM keeps (a split or a wave
  * fitted to all of them runs a wave longer on fewer). */
@@ -417,11 +420,7 @@ static loom_result_t tp_signals(const char *fn, loom_tp_state_t *st, uint32_t *n
   const loom_tp_desc_t *desc = &st->desc;
   int64_t n64;
   if (st->kind == LOOM__TP_AG) {
-    int64_t cr = st->knobs.chunk_rows;
-    if (cr <= 0) cr = loom__ag_default_chunk_rows(st->shard_rows, st->gemm_bm, st->comm_blocks,
-                                                      (int32_t)loom__param_TP_CE_CHUNKS());
-    if (cr < 1) cr = 1;
-    if (cr > st->shard_rows) cr = st->shard_rows;
+    const int64_t cr = ag_chunk_rows(st);
     st->chunk_rows = (int)cr;
     st->chunks_per_shard = loom__ag_chunks_per_shard(desc->m, st->world, cr);
     n64 = 2 * (int64_t)st->world + (int64_t)st->world * st->chunks_per_shard;
