@@ -128,20 +128,22 @@ static void loom__run_isolated(int i, loom__outcome_t *o) {
 }
 
 /* Whether `name` passes the filter: comma-separated items, "text" (names
- * containing it) and "!text" (names not containing it); a name runs when it
- * contains some "text" item (or there is none) and no "!text" item. */
-static int loom__filter_match(const char *filter, const char *name) {
+ * containing it), "=name" (that name exactly) and "!text" (names not
+ * containing it); a name runs when it matches some "text" or "=name" item
+ * (or there is none of those) and contains no "!text" item. */
+int loom_test_filter_match(const char *filter, const char *name) {
   int positives = 0, hit = 0;
   for (const char *p = filter; *p;) {
     const char *end = strchr(p, ',');
     const size_t len = end ? (size_t)(end - p) : strlen(p);
-    const int neg = len > 0 && p[0] == '!';
+    const int neg = len > 0 && p[0] == '!', exact = len > 0 && p[0] == '=';
     char item[256];
-    const size_t n = len - (size_t)neg < sizeof item - 1 ? len - (size_t)neg : sizeof item - 1;
-    memcpy(item, p + neg, n);
+    const size_t skip = (size_t)(neg || exact);
+    const size_t n = len - skip < sizeof item - 1 ? len - skip : sizeof item - 1;
+    memcpy(item, p + skip, n);
     item[n] = 0;
     if (n > 0) {
-      const int in = strstr(name, item) != NULL;
+      const int in = exact ? strcmp(name, item) == 0 : strstr(name, item) != NULL;
       if (neg && in) return 0;
       if (!neg) positives++, hit |= in;
     }
@@ -152,15 +154,24 @@ static int loom__filter_match(const char *filter, const char *name) {
 
 int loom_test_main(int argc, char **argv) { return loom_test_main_opts(argc, argv, 0); }
 
+/* `--list [filter]`: the names that pass, one a line, in name order; 2 when none does. */
+static int loom__list(const char *filter) {
+  int n = 0;
+  for (int i = 0; i < loom__ntests; ++i)
+    if (!filter || loom_test_filter_match(filter, loom__tests[i].name)) printf("%s\n", loom__tests[i].name), n++;
+  return n ? 0 : 2;
+}
+
 int loom_test_main_opts(int argc, char **argv, int isolate) {
-  const char *filter = argc > 1 ? argv[1] : NULL;
   /* registration order depends on link order: run in name order */
   qsort(loom__tests, (size_t)loom__ntests, sizeof loom__tests[0], loom__by_name);
+  if (argc > 1 && !strcmp(argv[1], "--list")) return loom__list(argc > 2 ? argv[2] : NULL);
+  const char *filter = argc > 1 ? argv[1] : NULL;
   int passed = 0, failed = 0, skipped = 0;
   printf("seed %llu (LOOM_TEST_SEED=%llu repeats this run's inputs)\n", (unsigned long long)loom__seed,
          (unsigned long long)loom__seed);
   for (int i = 0; i < loom__ntests; ++i) {
-    if (filter && !loom__filter_match(filter, loom__tests[i].name)) continue;
+    if (filter && !loom_test_filter_match(filter, loom__tests[i].name)) continue;
     loom_test_failures = 0;
     loom__skip_reason = NULL;
     printf("[ RUN  ] %s\n", loom__tests[i].name);

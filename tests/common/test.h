@@ -28,6 +28,9 @@ int loom_test_main(int argc, char **argv);
 /* isolate=1: each test in its own forked process, bounded by
  * LOOM_TEST_TIMEOUT_S (see test.c). */
 int loom_test_main_opts(int argc, char **argv, int isolate);
+/* Whether a test name passes a runner filter ("text", "=name", "!text",
+ * comma-separated: test.c says how they combine). */
+int loom_test_filter_match(const char *filter, const char *name);
 /* Counts a failed check of the running test and prints why (from any
  * thread: a world's ranks share the running test's count). */
 void loom_test_fail(const char *file, int line, const char *fmt, ...);
