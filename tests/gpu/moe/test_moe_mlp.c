@@ -255,6 +255,8 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const mlp_case_t *c)
     CHECK(inputs_make(c, W, round, &e.wt, &in) == 0);
     const int64_t T = in.T[me];
     LOOM_OK(upload(c, &in, me, &e.dv, e.s));
+    CUDA_OK(cudaStreamSynchronize(e.s));
+    CHECK(loom_launch_world_sync(ctx)); /* every rank's (pageable) uploads done before any calls */
     LOOM_OK(loom_moe_mlp(e.plan, e.dv.x, e.dv.ids, e.dv.w, T, e.dv.gate_up, e.dv.down, e.dv.out, e.s));
     CUDA_OK(loom_launch_download(hout, e.dv.out, (size_t)T * row, e.s));
     CUDA_OK(cudaMemsetAsync(e.dv.out, 0xff, (size_t)T * row + 16, e.s));

@@ -264,6 +264,10 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const tp_case_t *k) 
       if (tail) CUDA_OK(cudaMemsetAsync((char *)d_full + (size_t)(my0 + mylen) * (size_t)k->k * ea, 0xff, tail, s));
     }
     loom_launch_step_time(rank, call, "uploads queued");
+    /* every rank's (pageable) uploads done before any rank's call: an upload held behind a peer's
+     * waiting push holds that peer's call back until the waits expire (8 ranks on one GPU) */
+    CUDA_OK(cudaStreamSynchronize(s));
+    CHECK(loom_launch_world_sync(ctx));
     if (k->graph && !exec) {
       CUDA_OK(cudaStreamSynchronize(s));
       CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
