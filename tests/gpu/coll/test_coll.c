@@ -265,6 +265,8 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const coll_case_t *k
     }
     CUDA_OK(cudaMemcpyAsync(d_nw, x.nw, (size_t)cols * eo, cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaMemcpyAsync(d_nb, x.nb, (size_t)cols * eo, cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    CHECK(loom_launch_world_sync(ctx)); /* every rank's (pageable) uploads done before any calls */
     /* poison every output element the call must write (not the input of an in-place call) */
     if (!k->in_place && out_bytes > 0) CUDA_OK(cudaMemsetAsync(out_ptr, 0xff, out_bytes, s));
     if (k->op == AG && k->in_place) {

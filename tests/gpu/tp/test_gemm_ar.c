@@ -244,6 +244,8 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const ar_case_t *k) 
     CUDA_OK(cudaMemcpyAsync(d_bias, in.bias, (size_t)k->n * ec, cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaMemcpyAsync(d_res, in.res, out_bytes, cudaMemcpyHostToDevice, s));
     CUDA_OK(cudaMemsetAsync(d_out, 0xff, out_bytes, s)); /* NaN in every dtype */
+    CUDA_OK(cudaStreamSynchronize(s));
+    CHECK(loom_launch_world_sync(ctx)); /* every rank's (pageable) uploads done before any calls */
     /* a graph keeps the epilogue it captured (call 0's mask) */
     const int ecall = k->graph ? 0 : call;
     const loom_epilogue_t de = epi_of(k, ecall, d_bias, d_res), he = epi_of(k, ecall, in.bias, in.res);
