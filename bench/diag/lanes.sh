@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # lanes.sh - one-GPU jobs spread over the GPUs present: each GPU runs one
-# job at a time (CUDA_VISIBLE_DEVICES set to it) and takes the next job of
-# the list when its job ends, so W = 1 benchmarks of one device call run
-# side by side on a machine of several GPUs. No job starts after the
-# deadline; each job runs under its own timeout.
+# job at a time (CUDA_VISIBLE_DEVICES set to it; LANE_SLOTS jobs at a time,
+# default 1, for jobs that leave the GPU idle, such as tests whose time is
+# their CPU reference) and takes the next job of the list when its job ends,
+# so W = 1 benchmarks of one device call run side by side on a machine of
+# several GPUs. No job starts after the deadline; each job runs under its
+# own timeout.
 #
 #   bash bench/diag/lanes.sh JOBFILE OUTDIR [DEADLINE_S]
 #
@@ -49,6 +51,7 @@ lane() {
   done
 }
 
-for g in $gpus; do lane "$g" & done
+slots=${LANE_SLOTS:-1}
+for g in $gpus; do for ((s = 0; s < slots; ++s)); do lane "$g" & done; done
 wait
 rm -f "$out/.queue" "$out/.next" "$out/.lock"

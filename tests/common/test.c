@@ -5,7 +5,8 @@
  * process: a test that initialises CUDA cannot spoil the fork of a later
  * test's ranks, a crash fails only that test, and a test that outlives
  * LOOM_TEST_TIMEOUT_S (default 900 s) is killed and fails. The child sends
- * its failure count and skip reason back through a pipe.
+ * its failure count and skip reason back through a pipe. Each test's wall
+ * time is printed ("    took S s") just before its result line.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "test.h"
@@ -178,6 +179,8 @@ int loom_test_main_opts(int argc, char **argv, int isolate) {
     fflush(stdout);
     const char *why = NULL;
     loom__outcome_t o;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (isolate) {
       loom__run_isolated(i, &o);
       loom_test_failures = o.failures;
@@ -186,6 +189,8 @@ int loom_test_main_opts(int argc, char **argv, int isolate) {
       loom__tests[i].fn();
       why = loom__skip_reason;
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("    took %.1f s\n", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     if (loom_test_failures) failed++, printf("[ FAIL ] %s\n", loom__tests[i].name);
     else if (why) skipped++, printf("[ SKIP ] %s: %s\n", loom__tests[i].name, why);
     else passed++, printf("[  OK  ] %s\n", loom__tests[i].name);

@@ -4,7 +4,8 @@ A fake loom-test-gpu (a shell script: `--list` with the runner's filter
 forms, and runs that print the runner's lines) and a fake nvidia-smi of two
 GPUs: every name must run exactly once, the two-GPU tests in the first
 part, the worlds and the rest in lanes; a failure is listed, and with a
-lane deadline of 0 the lanes' names are reported as not finished."""
+lane deadline of 0 the lanes' names are reported as not finished; PARTS runs only the parts
+asked for, and REST_SLOTS runs several rest jobs on a GPU at once."""
 import os
 import stat
 import subprocess
@@ -63,7 +64,7 @@ def test_every_name_runs_once_two_gpu_part_first(tmp_path):
     assert sorted(ran) == sorted(NAMES)
     two = (out / "two-gpu.log").read_text()
     assert "gpu_coll_x_w2" in two and "gpu_tp_z_w2" in two and "world" not in two
-    assert "make gpu-test (split): 6 passed, 1 failed, 0 skipped" in r.stdout
+    assert "make gpu-test (split, parts two,worlds,rest): 6 passed, 1 failed, 0 skipped" in r.stdout
     assert "[ FAIL ] gpu_bad" in r.stdout
     assert "not finished (never started, or cut by a limit): 0 of 7" in r.stdout
 
@@ -75,3 +76,26 @@ def test_a_lane_deadline_leaves_names_unfinished(tmp_path):
     assert r.returncode == 0, r.stderr
     assert sorted(runs.read_text().split()) == ["gpu_coll_x_w2", "gpu_tp_z_w2"]
     assert "not finished (never started, or cut by a limit): 5 of 7" in r.stdout
+
+
+def test_parts_run_only_what_they_name(tmp_path):
+    runs, env = setup(tmp_path)
+    out = tmp_path / "out"
+    env = dict(env, PARTS="worlds")
+    r = subprocess.run(["bash", str(SCRIPT), str(out), "60", "60"], capture_output=True, text=True, env=env, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    assert sorted(runs.read_text().split()) == ["gpu_world_auto_w2", "gpu_world_tp_w4"]
+    assert "parts worlds): 2 passed, 0 failed" in r.stdout
+    assert "not finished (never started, or cut by a limit): 0 of 2" in r.stdout
+
+
+def test_rest_slots_run_every_rest_name_once(tmp_path):
+    runs, env = setup(tmp_path)
+    out = tmp_path / "out"
+    env = dict(env, PARTS="rest", REST_SLOTS="3", JOB_TESTS="1")
+    r = subprocess.run(["bash", str(SCRIPT), str(out), "60", "60"], capture_output=True, text=True, env=env, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    assert sorted(runs.read_text().split()) == ["gemm_a", "gpu_bad", "gpu_coll_y"]
+    assert "parts rest): 2 passed, 1 failed" in r.stdout
+    lanes = (out / "lanes.txt").read_text().splitlines()
+    assert len(lanes) == 3
