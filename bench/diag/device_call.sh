@@ -14,6 +14,7 @@ here=$(cd "${1:?usage: device_call.sh FOLDER N}" && pwd)
 n=${2:?usage: device_call.sh FOLDER N}
 cd "$here/../../.."
 start=$(date +%s)
+export CALL_START=$start # after-steps may budget their own limits from it
 tar xJf build/carry/build.tar.xz
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 LD_LIBRARY_PATH=$PWD/build/lib
 export O=${OUT:-/tmp/out}/r
