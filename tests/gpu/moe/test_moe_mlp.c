@@ -256,17 +256,25 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const mlp_case_t *c)
     const int64_t T = in.T[me];
     LOOM_OK(upload(c, &in, me, &e.dv, e.s));
     CUDA_OK(cudaStreamSynchronize(e.s));
+    loom_launch_step_time(me, round, "uploaded");
     CHECK(loom_launch_world_sync(ctx)); /* every rank's (pageable) uploads done before any calls */
+    loom_launch_step_time(me, round, "met");
     LOOM_OK(loom_moe_mlp(e.plan, e.dv.x, e.dv.ids, e.dv.w, T, e.dv.gate_up, e.dv.down, e.dv.out, e.s));
+    loom_launch_step_time(me, round, "plan queued");
     CUDA_OK(loom_launch_download(hout, e.dv.out, (size_t)T * row, e.s));
+    loom_launch_step_time(me, round, "plan downloaded");
     CUDA_OK(cudaMemsetAsync(e.dv.out, 0xff, (size_t)T * row + 16, e.s));
     LOOM_OK(loom_moe_mlp(e.mixed, e.dv.x, e.dv.ids, e.dv.w, T, e.dv.gate_up, e.dv.down, e.dv.out, e.s));
+    loom_launch_step_time(me, round, "mixed queued");
     CUDA_OK(loom_launch_download(hmix, e.dv.out, (size_t)T * row, e.s));
+    loom_launch_step_time(me, round, "mixed downloaded");
     CHECK_EQ_INT(count_far(c, hout, in.out[me], T, me, round), 0);
     CHECK_EQ_INT(memcmp(hout, hmix, (size_t)T * row), 0);
     CUDA_OK(cudaMemsetAsync(e.dv.out, 0xff, (size_t)T * row + 16, e.s));
     LOOM_OK(loom_moe_mlp(e.all, e.dv.x, e.dv.ids, e.dv.w, T, e.dv.gate_up, e.dv.down, e.dv.out, e.s));
+    loom_launch_step_time(me, round, "all queued");
     CUDA_OK(loom_launch_download(hmix, e.dv.out, (size_t)T * row, e.s));
+    loom_launch_step_time(me, round, "all downloaded");
     CHECK_EQ_INT(memcmp(hout, hmix, (size_t)T * row), 0);
     inputs_free(&in, W);
   }
