@@ -338,6 +338,29 @@ static int loom__world_run(loom_world_t w, int size, int timeout_s, loom_rank_fn
   return failed;
 }
 
+/* LOOM_TEST_POISON_DEVICE=B (a byte, e.g. 165): most of the device's free
+ * memory is allocated, filled with B and freed before the ranks start, so
+ * that the allocations after it are likely to hold B rather than the zeros
+ * of memory no process used since the driver cleared it (a fresh machine's
+ * GPU is not cleared: a read of memory that was never written differs
+ * there). Nothing when unset. */
+static void loom__poison_free_memory(void) {
+  const char *v = getenv("LOOM_TEST_POISON_DEVICE");
+  if (!v || !*v) return;
+  const int byte = atoi(v) & 0xff;
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return;
+  enum { CHUNK = 1 << 30, MAXCH = 256 };
+  void *p[MAXCH];
+  int n = 0;
+  for (size_t got = 0; n < MAXCH && got + 4ull * CHUNK < free_b; got += CHUNK, ++n)
+    if (cudaMalloc(&p[n], CHUNK) != cudaSuccess || cudaMemset(p[n], byte, CHUNK) != cudaSuccess) break;
+  (void)cudaDeviceSynchronize();
+  for (int i = 0; i < n; ++i) (void)cudaFree(p[i]);
+  (void)cudaGetLastError();
+  fprintf(stderr, "launch: %d GiB of device memory filled with %d and freed (LOOM_TEST_POISON_DEVICE)\n", n, byte);
+}
+
 int loom_launch_world(int size, int timeout_s, loom_rank_fn fn, void *arg) {
   if (size < 1 || size > 64) {
     fprintf(stderr, "launch: a world of %d ranks: 1..64\n", size);
@@ -351,6 +374,7 @@ int loom_launch_world(int size, int timeout_s, loom_rank_fn fn, void *arg) {
     fprintf(stderr, "launch: loom_world_create(%d, 0): %s\n", size, loom_last_error());
     return 1;
   }
+  loom__poison_free_memory();
   if (pthread_barrier_init(&loom__world_shared.bar, NULL, (unsigned)size) != 0) {
     (void)loom_world_destroy(w);
     return 1;

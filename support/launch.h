@@ -74,7 +74,9 @@ int loom_launch(int size, int timeout_s, loom_rank_fn fn, void *arg);
  * this before the process's first CUDA call). 0 when the world was made,
  * every rank returned 0 within timeout_s and the world was destroyed (each
  * rank destroys its comm); a rank still running at the deadline ends the
- * process with exit status 1, naming it. */
+ * process with exit status 1, naming it. LOOM_TEST_POISON_DEVICE=B fills
+ * most free device memory with byte B (then frees it) before the ranks
+ * start: a read of never-written memory shows. */
 int loom_launch_world(int size, int timeout_s, loom_rank_fn fn, void *arg);
 
 /* This rank's loom comm: loom_comm_create on ctx->nccl, or
