@@ -13,7 +13,6 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/op.h"
-#include "core/param.h"
 #include "core/plan.h"
 #include "core/ptr_check.h"
 #include "core/trace.h"
@@ -90,18 +89,6 @@ static void moe_release(loom_comm_t comm, void *state) {
   if (st->err) (void)cudaFreeHost(st->err);
 }
 
-/* Which of a plan's device buffers are zeroed when it is made, a bit each:
- * 1 the receive buffer, 2 the origins, 4 the combine buffer, 8 the
- * intermediate h (the counts table always is: its epoch 0). Memory that no
- * process used since the GPU started holds what it held then, not the zeros
- * of memory the driver cleared for a process: a one-GPU world of 8 ranks
- * timed out on a fresh machine's first run, and on any run after most
- * device memory was filled with 0xff and freed (LOOM_TEST_POISON_DEVICE=255),
- * never after zeros. */
-LOOM_PARAM_INT(MOE_ZERO_BUFFERS, "15",
-               "MoE plans: the buffers zeroed when a plan is made, a bit each (1 receive, 2 origins, 4 combine, "
-               "8 the expert MLP's intermediate); 15, every one, unless diagnosing");
-
 /* The four symmetric buffers and every rank's address of each. */
 static loom_result_t moe_symmetric(loom_comm_t comm, const char *fn, loom_moe_state_t *st, char **peers) {
   const loom_moe_desc_t *d = &st->desc;
@@ -117,7 +104,7 @@ static loom_result_t moe_symmetric(loom_comm_t comm, const char *fn, loom_moe_st
     LOOM_TRY(loom__comm_malloc(comm, n, bufs[b]));
     st->symmetric_bytes += n;
     /* epoch 0 in every word: no call has counted yet (on the comm's stream: the fence after orders it) */
-    if (b == 3 || (loom__param_MOE_ZERO_BUFFERS() >> b & 1)) LOOM_CUDA(cudaMemsetAsync(*bufs[b], 0, n, comm->stream));
+    if (b == 3) LOOM_CUDA(cudaMemsetAsync(*bufs[b], 0, n, comm->stream));
     LOOM_TRY(loom__peer_addresses(fn, names[b], comm, *bufs[b], n, "the plan's own buffer", peers + (size_t)b * W));
   }
   return LOOM_SUCCESS;
@@ -197,7 +184,7 @@ loom_grouped_gemm_desc_t loom__moe_gemm_desc(const loom_moe_state_t *st, int64_t
 
 /* loom_moe_mlp's h [R, F] (desc.ffn > 0, local experts > 0), after the
  * checks that the grouped GEMMs can run here. */
-static loom_result_t moe_mlp_buffers(const char *fn, loom_moe_state_t *st, cudaStream_t stream) {
+static loom_result_t moe_mlp_buffers(const char *fn, loom_moe_state_t *st) {
   const loom_moe_desc_t *d = &st->desc;
   const int64_t F = d->ffn, H = d->hidden;
   loom__gemm_device_t dev;
@@ -221,7 +208,6 @@ static loom_result_t moe_mlp_buffers(const char *fn, loom_moe_state_t *st, cudaS
     }
   const size_t h = (size_t)st->max_recv * (size_t)F * loom_dtype_size(d->dtype);
   LOOM_CUDA(cudaMalloc(&st->h, h > 0 ? h : 256));
-  if (loom__param_MOE_ZERO_BUFFERS() & 8) LOOM_CUDA(cudaMemsetAsync(st->h, 0, h > 0 ? h : 256, stream));
   st->device_bytes += h;
   return LOOM_SUCCESS;
 }
@@ -275,7 +261,7 @@ static loom_result_t moe_fill(loom_plan_t plan, void *state) {
   if (r == LOOM_SUCCESS) r = moe_device(comm, st, peers);
   free(peers);
   LOOM_TRY(r);
-  if (st->desc.ffn > 0 && st->n_local > 0) LOOM_TRY(moe_mlp_buffers(fn, st, comm->stream));
+  if (st->desc.ffn > 0 && st->n_local > 0) LOOM_TRY(moe_mlp_buffers(fn, st));
   moe_kargs(plan, st);
   LOOM_TRY(loom__trace_stamps(plan, 2, moe_stamp_rows, moe_stamp_names, &st->k.stamps));
   LOOM_TRY(loom__moe_grid_limits(comm->sm_count, &st->grid));
