@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_test_split.sh - make gpu-test (every test of loom-test-gpu) on a machine of two or more GPUs in less
 # wall time, in three parts:
-#   two     the two-GPU tests (names ending "_w2", the one-GPU worlds' apart), every GPU visible;
+#   two     the two-GPU tests (names with "_w2" or "_2gpu", the one-GPU worlds' apart), every GPU visible;
 #   worlds  the one-GPU worlds (W ranks as threads on one GPU), in one-GPU lanes, one job a GPU at a time;
 #   rest    every other test, in one-GPU lanes, REST_SLOTS jobs a GPU at a time (default 1; their time is
 #           mostly their CPU references, so more than one job a GPU shortens the part).
@@ -22,9 +22,9 @@ per=${JOB_TESTS:-6} parts=,${PARTS:-two,worlds,rest},
 mkdir -p "$out"
 "$T" --list > /dev/null || { echo "gpu_test_split: $T --list failed" >&2; exit 1; }
 # each part's names (a filter with no match lists nothing)
-"$T" --list '_w2,!world' > "$out/two-names.txt"
+"$T" --list '_w2,_2gpu,!world' > "$out/two-names.txt"
 "$T" --list world > "$out/worlds-names.txt"
-"$T" --list '!_w2,!world' > "$out/rest-names.txt"
+"$T" --list '!_w2,!_2gpu,!world' > "$out/rest-names.txt"
 : > "$out/all-names.txt"
 for p in two worlds rest; do
   case $parts in *,$p,*) cat "$out/$p-names.txt" >> "$out/all-names.txt" ;; esac
@@ -33,7 +33,7 @@ sort -u -o "$out/all-names.txt" "$out/all-names.txt"
 gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
 case $parts in *,two,*)
   if [ "$gpus" -ge 2 ]; then
-    timeout "$w2_limit" "$T" '_w2,!world' > "$out/two-gpu.log" 2>&1
+    timeout "$w2_limit" "$T" '_w2,_2gpu,!world' > "$out/two-gpu.log" 2>&1
     echo "two-GPU part rc=$?"
   else
     echo "two-GPU part: skipped ($gpus GPU visible)"

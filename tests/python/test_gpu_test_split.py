@@ -13,7 +13,8 @@ import subprocess
 from conftest import REPO
 
 SCRIPT = REPO / "bench" / "diag" / "gpu_test_split.sh"
-NAMES = ["gemm_a", "gpu_coll_x_w2", "gpu_coll_y", "gpu_world_tp_w4", "gpu_world_auto_w2", "gpu_tp_z_w2", "gpu_bad"]
+NAMES = ["gemm_a", "gpu_coll_x_w2", "gpu_coll_y", "gpu_world_tp_w4", "gpu_world_auto_w2", "gpu_tp_z_w2", "gpu_bad",
+         "gpu_peer_v_2gpu"]
 
 FAKE_TEST = r"""#!/usr/bin/env python3
 import sys
@@ -63,10 +64,10 @@ def test_every_name_runs_once_two_gpu_part_first(tmp_path):
     ran = runs.read_text().split()
     assert sorted(ran) == sorted(NAMES)
     two = (out / "two-gpu.log").read_text()
-    assert "gpu_coll_x_w2" in two and "gpu_tp_z_w2" in two and "world" not in two
-    assert "make gpu-test (split, parts two,worlds,rest): 6 passed, 1 failed, 0 skipped" in r.stdout
+    assert "gpu_coll_x_w2" in two and "gpu_tp_z_w2" in two and "gpu_peer_v_2gpu" in two and "world" not in two
+    assert "make gpu-test (split, parts two,worlds,rest): 7 passed, 1 failed, 0 skipped" in r.stdout
     assert "[ FAIL ] gpu_bad" in r.stdout
-    assert "not finished (never started, or cut by a limit): 0 of 7" in r.stdout
+    assert "not finished (never started, or cut by a limit): 0 of 8" in r.stdout
 
 
 def test_a_lane_deadline_leaves_names_unfinished(tmp_path):
@@ -74,8 +75,8 @@ def test_a_lane_deadline_leaves_names_unfinished(tmp_path):
     out = tmp_path / "out"
     r = subprocess.run(["bash", str(SCRIPT), str(out), "60", "0"], capture_output=True, text=True, env=env, cwd=REPO)
     assert r.returncode == 0, r.stderr
-    assert sorted(runs.read_text().split()) == ["gpu_coll_x_w2", "gpu_tp_z_w2"]
-    assert "not finished (never started, or cut by a limit): 5 of 7" in r.stdout
+    assert sorted(runs.read_text().split()) == ["gpu_coll_x_w2", "gpu_peer_v_2gpu", "gpu_tp_z_w2"]
+    assert "not finished (never started, or cut by a limit): 5 of 8" in r.stdout
 
 
 def test_parts_run_only_what_they_name(tmp_path):
