@@ -338,14 +338,13 @@ static int loom__world_run(loom_world_t w, int size, int timeout_s, loom_rank_fn
   return failed;
 }
 
-/* LOOM_TEST_POISON_DEVICE=B (a byte, e.g. 165): most of the device's free
+/* LOOM_TEST_POISON_DEVICE=B (a byte, e.g. 255): most of the device's free
  * memory is allocated, filled with B and freed before the ranks start, so
  * that the allocations after it are likely to hold B rather than the zeros
- * of memory no process used since the driver cleared it (a fresh machine's
- * GPU is not cleared: a read of memory that was never written differs
- * there). Nothing when unset. */
+ * a process's first allocations get: a read of memory that nothing wrote
+ * shows. Nothing when unset. */
 static void loom__poison_free_memory(void) {
-  const char *v = getenv("LOOM_TEST_POISON_DEVICE");
+  const char *v = loom_tool_param("TEST_POISON_DEVICE");
   if (!v || !*v) return;
   const int byte = atoi(v) & 0xff;
   size_t free_b = 0, total_b = 0;
@@ -454,7 +453,7 @@ static void launch_t0_set(void) { launch_t0 = launch_ms_now(); }
 
 void loom_launch_step_time(int rank, int step, const char *stage) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
-  if (!getenv("LOOM_TEST_STEP_TIMES")) return;
+  if (!*loom_tool_param("TEST_STEP_TIMES")) return;
   pthread_once(&once, launch_t0_set);
   fprintf(stderr, "  [times] rank %d step %d %-16s %10.1f ms\n", rank, step, stage, launch_ms_now() - launch_t0);
 }

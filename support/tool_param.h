@@ -18,6 +18,14 @@
                           "its skew between ranks count, as before this setting)")                        \
   X(TEST_SEED, STR, "", "repeat a test run's random inputs (the seed it printed); empty: fresh")              \
   X(TEST_TIMEOUT_S, STR, "900", "limit per GPU test process, in seconds")                                     \
+  X(TEST_TIMEOUT_MS, STR, "", "GPU case suites: every case's comm timeout in ms (shorter finds a hang sooner); "  \
+                              "empty: the suite's own")                                                        \
+  X(TEST_CASES, STR, "", "GPU case suites: the case indices to run (\"10\", \"3,10-12\"); empty: every case") \
+  X(TEST_STEP_TIMES, STR, "", "GPU tests that mark their steps: nonempty prints each rank's step times on "    \
+                              "stderr (which rank's thread is held, where)")                                   \
+  X(TEST_POISON_DEVICE, STR, "", "one-GPU worlds: a byte (e.g. 255) that most free device memory is filled "  \
+                                 "with, then freed, before the ranks start (reads of never-written memory "    \
+                                 "show, as on a fresh machine); empty: none")                                  \
   X(LAUNCH_JOB, STR, "", "names the job whose ranks meet under mpirun (see support/launch.h)")                \
   X(WHEEL_LIBRARY, STR, "", "pip wheel ./python: the libloom.so.0 to ship (none: no library); empty: make builds it") \
   X(WHEEL_JOBS, STR, "", "pip wheel ./python: make -j for libloom; empty: the CPUs present")

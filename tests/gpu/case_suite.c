@@ -4,13 +4,14 @@
 
 #include "tests/common/test.h"
 #include "tests/gpu/case_suite.h"
+#include "support/tool_param.h"
 
 static int g_world_cases; /* cases rank 0 of the last world run ran */
 
 /* 0 where LOOM_TEST_CASES ("10", "3,10-12": case indices, for chasing one
  * case's failure) leaves case i out; unset or malformed: every case. */
 static int case_selected(int i) {
-  const char *s = getenv("LOOM_TEST_CASES");
+  const char *s = loom_tool_param("TEST_CASES");
   int any = 0, hit = 0;
   while (s && *s) {
     char *e = NULL;
@@ -43,7 +44,7 @@ static int rank_suite(loom_rank_ctx_t *ctx, void *arg) {
   loom_config_t cfg = LOOM_CONFIG_INIT;
   cfg.timeout_ms = su->timeout_ms;
   /* LOOM_TEST_TIMEOUT_MS: every case's comm timeout (shorter: a hang found sooner) */
-  const char *tmo = getenv("LOOM_TEST_TIMEOUT_MS");
+  const char *tmo = loom_tool_param("TEST_TIMEOUT_MS");
   if (tmo && atoi(tmo) > 0) cfg.timeout_ms = atoi(tmo);
   CHECK_LOOM_OR(loom_launch_comm_create(ctx, &cfg, &comm), return 1);
   int ran = 0;
