@@ -25,7 +25,7 @@
                               "stderr (which rank's thread is held, where)")                                   \
   X(TEST_POISON_DEVICE, STR, "", "one-GPU worlds: a byte (e.g. 255) that most free device memory is filled "  \
                                  "with, then freed, before the ranks start (reads of never-written memory "    \
-                                 "show, as on a fresh machine); empty: none")                                  \
+                                 "show); empty: none")                                  \
   X(LAUNCH_JOB, STR, "", "names the job whose ranks meet under mpirun (see support/launch.h)")                \
   X(WHEEL_LIBRARY, STR, "", "pip wheel ./python: the libloom.so.0 to ship (none: no library); empty: make builds it") \
   X(WHEEL_JOBS, STR, "", "pip wheel ./python: make -j for libloom; empty: the CPUs present")
