@@ -162,6 +162,8 @@ typedef struct loom_moe_kargs {
 typedef struct loom_moe_grid {
   int sms;                        /* multiprocessors: the comm's (in a world, its rank's share) */
   int dispatch_blocks, comb_blocks; /* blocks of each kernel the GPU holds at once */
+  int comb_per_sm;                /* the combine's most blocks per SM of `sms`: 0, its own (2 send, 4 reduce);
+                                     1 in a world (its blocks wait for peers: docs/world.md, "Residency") */
 } loom_moe_grid_t;
 
 typedef struct loom_moe_state {
@@ -265,7 +267,7 @@ loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int64_t max_re
  * blocks are resident at once), and the kernels loaded, before a first
  * call waits behind a peer; LOOM_ERR_UNSUPPORTED without cooperative
  * launches. */
-loom_result_t loom__moe_grid_limits(int sms, loom_moe_grid_t *g);
+loom_result_t loom__moe_grid_limits(int sms, int in_world, loom_moe_grid_t *g);
 
 #ifdef __cplusplus
 }

@@ -264,7 +264,7 @@ static loom_result_t moe_fill(loom_plan_t plan, void *state) {
   if (st->desc.ffn > 0 && st->n_local > 0) LOOM_TRY(moe_mlp_buffers(fn, st));
   moe_kargs(plan, st);
   LOOM_TRY(loom__trace_stamps(plan, 2, moe_stamp_rows, moe_stamp_names, &st->k.stamps));
-  LOOM_TRY(loom__moe_grid_limits(comm->sm_count, &st->grid));
+  LOOM_TRY(loom__moe_grid_limits(comm->sm_count, comm->world != NULL, &st->grid));
   return loom__comm_fence(comm); /* every rank's buffers exist before any peer stores into them */
 }
 

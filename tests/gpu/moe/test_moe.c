@@ -138,10 +138,16 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const moe_case_t *c)
   for (int round = 0; round < c->rounds; ++round) {
     CHECK(world_make(c, W, round, &wd) == 0);
     const int64_t T = wd.T[me];
-    CUDA_OK(cudaMemcpy(dx, wd.x[me], (size_t)T * row, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dids, wd.ids[me], (size_t)T * c->topk * sizeof(int32_t), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dw, wd.w[me], (size_t)T * c->topk * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(info.recv, 0xff, (size_t)info.max_recv_rows * row)); /* poison */
+    /* uploads and the poison on the call's stream (the legacy stream is
+     * not ordered with it, and a pageable cudaMemcpy may return before its
+     * data lands), done on every rank before any rank's call: a peer's
+     * dispatch stores into this rank's receive buffer */
+    CUDA_OK(cudaMemcpyAsync(dx, wd.x[me], (size_t)T * row, cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaMemcpyAsync(dids, wd.ids[me], (size_t)T * c->topk * sizeof(int32_t), cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaMemcpyAsync(dw, wd.w[me], (size_t)T * c->topk * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaMemsetAsync(info.recv, 0xff, (size_t)info.max_recv_rows * row, s)); /* poison */
+    CUDA_OK(cudaStreamSynchronize(s));
+    CHECK(loom_launch_world_sync(ctx));
     LOOM_OK(loom_moe_dispatch(plan, dx, dids, T, s));
     /* read as soon as this rank's call is over (before the reference is
      * computed): rows that arrive after the call's end (a wait missing) are
@@ -175,11 +181,12 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const moe_case_t *c)
       free(yp);
     }
     CHECK(loom_ref_moe_combine(&m, &rv, (const double *const *)yd, outd) == 0);
-    CUDA_OK(cudaMemcpy(dy, hy, (size_t)total * row, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(dout, 0xff, (size_t)T * row + 16));
-    LOOM_OK(loom_moe_combine(plan, dy, dw, dout, s));
+    CUDA_OK(cudaMemcpyAsync(dy, hy, (size_t)total * row, cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaMemsetAsync(dout, 0xff, (size_t)T * row + 16, s));
     CUDA_OK(cudaStreamSynchronize(s));
-    CUDA_OK(cudaMemcpy(hout, dout, (size_t)T * row, cudaMemcpyDeviceToHost));
+    CHECK(loom_launch_world_sync(ctx));
+    LOOM_OK(loom_moe_combine(plan, dy, dw, dout, s));
+    CUDA_OK(loom_launch_download(hout, dout, (size_t)T * row, s));
     const double rel = c->dtype == LOOM_FP32 ? 1e-5 : c->dtype == LOOM_BF16 ? 1.0 / 128 : 1.0 / 1024;
     int64_t far = 0;
     for (int64_t i = 0; i < T * c->hidden; ++i) {
@@ -311,12 +318,13 @@ static int rank_absent_peer(loom_rank_ctx_t *ctx, void *arg) {
   d.hidden = 64, d.experts = 4, d.topk = 2, d.max_tokens = 32;
   LOOM_OK(loom_plan_moe(comm, &d, &plan));
   CUDA_OK(cudaMalloc(&dx, 32 * 64 * 2));
-  CUDA_OK(cudaMemset(dx, 0, 32 * 64 * 2));
+  CUDA_OK(cudaMemsetAsync(dx, 0, 32 * 64 * 2, s)); /* on the call's stream: the legacy one is not ordered with it */
   CUDA_OK(cudaMalloc((void **)&dids, 64 * sizeof(int32_t)));
   {
     int32_t ids[64];
     for (int i = 0; i < 64; ++i) ids[i] = (i % 2) ? 3 : 0;
-    CUDA_OK(cudaMemcpy(dids, ids, sizeof ids, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpyAsync(dids, ids, sizeof ids, cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaStreamSynchronize(s));
   }
   if (ctx->rank == 0) {
     LOOM_OK(loom_moe_dispatch(plan, dx, dids, 32, s));

@@ -236,8 +236,11 @@ static int mlp_open(loom_comm_t comm, const mlp_case_t *c, loom_moe_mlp_path_t p
   if (e->info.local_experts == 0) return 0;
   CHECK_CUDA_OR(cudaMalloc(&dv->gate_up, e->wt.gu_bytes), return -1);
   CHECK_CUDA_OR(cudaMalloc(&dv->down, e->wt.d_bytes), return -1);
-  CHECK_CUDA_OR(cudaMemcpy(dv->gate_up, e->wt.gate_up, e->wt.gu_bytes, cudaMemcpyHostToDevice), return -1);
-  CHECK_CUDA_OR(cudaMemcpy(dv->down, e->wt.down, e->wt.d_bytes, cudaMemcpyHostToDevice), return -1);
+  /* on the calls' stream, waited for (a pageable cudaMemcpy may return before its data lands, and the legacy
+   * stream is not ordered with e->s) */
+  CHECK_CUDA_OR(cudaMemcpyAsync(dv->gate_up, e->wt.gate_up, e->wt.gu_bytes, cudaMemcpyHostToDevice, e->s), return -1);
+  CHECK_CUDA_OR(cudaMemcpyAsync(dv->down, e->wt.down, e->wt.d_bytes, cudaMemcpyHostToDevice, e->s), return -1);
+  CHECK_CUDA_OR(cudaStreamSynchronize(e->s), return -1);
   return 0;
 }
 
