@@ -586,16 +586,11 @@ extern "C" loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int
   return moe_launch(loom__moe_combine_kernel, "loom__moe_combine_kernel", sb > rb ? sb : rb, k, stream);
 }
 
-extern "C" loom_result_t loom__moe_grid_limits(int sms, int in_world, loom_moe_grid_t *g) {
+extern "C" loom_result_t loom__moe_grid_limits(int sms, int comb_per_sm, loom_moe_grid_t *g) {
   int dev = 0, coop = 0, per_sm_d = 0, per_sm_c = 0;
   LOOM_CUDA(cudaGetDevice(&dev));
   g->sms = sms;
-  /* In a world the ranks share the GPU: a combine of 4 blocks per SM of its
-   * share, every block waiting for a slow rank's outputs, leaves W - 1 ranks'
-   * blocks on every SM at W = 8 (7 x 32 > 132), and the slow rank's grouped
-   * GEMM, whose blocks each need an SM of their own, then waits for them
-   * until the timeout. One block per SM of the share leaves SMs free. */
-  g->comb_per_sm = in_world ? 1 : 0;
+  g->comb_per_sm = comb_per_sm;
   LOOM_CUDA(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
   if (!coop)
     return loom__fail(LOOM_ERR_UNSUPPORTED, "the MoE kernels need cooperative launches, which device %d does not support",

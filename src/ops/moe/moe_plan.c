@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/op.h"
+#include "core/param.h"
 #include "core/plan.h"
 #include "core/ptr_check.h"
 #include "core/trace.h"
@@ -88,6 +89,16 @@ static void moe_release(loom_comm_t comm, void *state) {
   if (st->h) (void)cudaFree(st->h);
   if (st->err) (void)cudaFreeHost(st->err);
 }
+
+/* In a world the ranks share the GPU: a combine of 4 blocks per SM of its
+ * share, every block waiting for a slow rank's outputs, leaves W - 1 ranks'
+ * blocks on every SM at W = 8 (7 x 32 > 132), and the slow rank's grouped
+ * GEMM, whose blocks each need an SM of their own, then waits for them
+ * until the timeout. One block per SM of the share leaves SMs free. */
+LOOM_PARAM_INT(MOE_WORLD_COMB_PER_SM, "1",
+               "MoE in a one-GPU world: the most combine blocks per SM of a rank's share (they wait for peers; "
+               "more can hold every SM while a rank's grouped GEMM needs whole ones, docs/world.md); 0: the "
+               "kernel's own (2 to send, 4 to reduce)");
 
 /* The four symmetric buffers and every rank's address of each. */
 static loom_result_t moe_symmetric(loom_comm_t comm, const char *fn, loom_moe_state_t *st, char **peers) {
@@ -264,7 +275,8 @@ static loom_result_t moe_fill(loom_plan_t plan, void *state) {
   if (st->desc.ffn > 0 && st->n_local > 0) LOOM_TRY(moe_mlp_buffers(fn, st));
   moe_kargs(plan, st);
   LOOM_TRY(loom__trace_stamps(plan, 2, moe_stamp_rows, moe_stamp_names, &st->k.stamps));
-  LOOM_TRY(loom__moe_grid_limits(comm->sm_count, comm->world != NULL, &st->grid));
+  LOOM_TRY(loom__moe_grid_limits(comm->sm_count, comm->world ? (int)loom__param_MOE_WORLD_COMB_PER_SM() : 0,
+                                 &st->grid));
   return loom__comm_fence(comm); /* every rank's buffers exist before any peer stores into them */
 }
 
