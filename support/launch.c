@@ -416,7 +416,11 @@ static int loom__max_pair(const loom_rank_ctx_t *ctx, uint64_t v[2]) {
   return ok;
 }
 
-int loom_launch_world_sync(const loom_rank_ctx_t *ctx) { return !ctx->world || loom_launch_same_u64(ctx, 1); }
+int loom_launch_world_sync(const loom_rank_ctx_t *ctx) {
+  if (!ctx->world) return 1;
+  /* (the ranks' own streams are non-blocking: the legacy stream holds only their uploads and fills) */
+  return cudaStreamSynchronize(cudaStreamLegacy) == cudaSuccess && loom_launch_same_u64(ctx, 1);
+}
 
 int loom_launch_graph_ready(const loom_rank_ctx_t *ctx, cudaGraph_t graph, cudaGraphExec_t *exec,
                             cudaStream_t stream) {

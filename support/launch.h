@@ -88,12 +88,14 @@ loom_result_t loom_launch_comm_create(const loom_rank_ctx_t *ctx, const loom_con
  * failed (an NCCL all-reduce; in a world, the launcher's host barrier). */
 int loom_launch_same_u64(const loom_rank_ctx_t *ctx, uint64_t h);
 
-/* In a one-GPU world (ctx->world): every rank's host thread reaches this
- * point before any goes on; nothing (1) where each rank has a GPU of its
- * own. Tests put it between a call's uploads and the call, so that no
- * rank's upload is queued behind its previous call while a peer's kernel
- * of the new call already waits for it (docs/world.md, "Rules a program in
- * a world must keep"). 0 when the exchange failed. */
+/* In a one-GPU world (ctx->world): the legacy stream's work (every rank's
+ * cudaMemcpy / cudaMemset, which may still be landing when they return) is
+ * waited for, then every rank's host thread reaches this point before any
+ * goes on; nothing (1) where each rank has a GPU of its own. Tests put it
+ * between a call's uploads and the call, so that no rank's upload is
+ * queued behind its previous call, or still landing, while a peer's kernel
+ * of the new call already runs (docs/world.md, "Rules a program in a world
+ * must keep"). 0 when the wait or the exchange failed. */
 int loom_launch_world_sync(const loom_rank_ctx_t *ctx);
 
 /* A rank's captured graph made ready to launch: instantiated into *exec,
