@@ -265,10 +265,9 @@ loom_result_t loom__moe_combine_launch(const loom_moe_kargs_t *k, int64_t max_re
 /* The bounds for those launches on `sms` SMs of the current GPU (the
  * comm's sm_count: in a world, the rank's share, so that every rank's
  * blocks are resident at once), and the kernels loaded, before a first
- * call waits behind a peer; LOOM_ERR_UNSUPPORTED without cooperative
- * launches. */
-/* g's bounds on this GPU for `sms` multiprocessors; comb_per_sm: the
- * combine's most blocks per SM (0: its own). */
+ * call waits behind a peer; comb_per_sm: the combine's most blocks per SM
+ * (0: its own; a world's plans pass 1); LOOM_ERR_UNSUPPORTED without
+ * cooperative launches. */
 loom_result_t loom__moe_grid_limits(int sms, int comb_per_sm, loom_moe_grid_t *g);
 
 #ifdef __cplusplus
