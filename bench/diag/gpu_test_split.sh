@@ -19,10 +19,11 @@ out=${1:?usage: gpu_test_split.sh OUTDIR [W2_LIMIT_S] [LANES_DEADLINE_S]}
 w2_limit=${2:-600} lanes_deadline=${3:-1200}
 T=${LOOM_TEST_GPU:-build/tests/loom-test-gpu}
 per=${JOB_TESTS:-6} parts=,${PARTS:-two,worlds,rest},
+two_gpu='_w2,_2gpu,!world' # the two-GPU tests' filter (loom-test-gpu's forms)
 mkdir -p "$out"
 "$T" --list > /dev/null || { echo "gpu_test_split: $T --list failed" >&2; exit 1; }
 # each part's names (a filter with no match lists nothing)
-"$T" --list '_w2,_2gpu,!world' > "$out/two-names.txt"
+"$T" --list "$two_gpu" > "$out/two-names.txt"
 "$T" --list world > "$out/worlds-names.txt"
 "$T" --list '!_w2,!_2gpu,!world' > "$out/rest-names.txt"
 : > "$out/all-names.txt"
@@ -33,7 +34,7 @@ sort -u -o "$out/all-names.txt" "$out/all-names.txt"
 gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
 case $parts in *,two,*)
   if [ "$gpus" -ge 2 ]; then
-    timeout "$w2_limit" "$T" '_w2,_2gpu,!world' > "$out/two-gpu.log" 2>&1
+    timeout "$w2_limit" "$T" "$two_gpu" > "$out/two-gpu.log" 2>&1
     echo "two-GPU part rc=$?"
   else
     echo "two-GPU part: skipped ($gpus GPU visible)"
