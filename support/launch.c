@@ -352,8 +352,10 @@ static void loom__poison_free_memory(void) {
   enum { CHUNK = 1 << 30, MAXCH = 256 };
   void *p[MAXCH];
   int n = 0;
-  for (size_t got = 0; n < MAXCH && got + 4ull * CHUNK < free_b; got += CHUNK, ++n)
-    if (cudaMalloc(&p[n], CHUNK) != cudaSuccess || cudaMemset(p[n], byte, CHUNK) != cudaSuccess) break;
+  for (size_t got = 0; n < MAXCH && got + 4ull * CHUNK < free_b; got += CHUNK) {
+    if (cudaMalloc(&p[n], CHUNK) != cudaSuccess) break;
+    if (cudaMemset(p[n++], byte, CHUNK) != cudaSuccess) break; /* (p[n - 1] is still freed below) */
+  }
   (void)cudaDeviceSynchronize();
   for (int i = 0; i < n; ++i) (void)cudaFree(p[i]);
   (void)cudaGetLastError();
