@@ -70,14 +70,14 @@ static loom_result_t ag_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
 
 /* The GEMM of shard p's rows of the gathered A (rows [b0, b0 + len)) into
  * the same rows of C (the sequential path's engine). */
-static loom_result_t ag_shard_gemm(loom_tp_state_t *st, const char *a_rows, const void *b, char *c, const void *bias,
-                                   int p, cudaStream_t stream) {
+static loom_result_t ag_shard_gemm(loom_tp_state_t *st, loom_tp_gemm_t engine, const char *a_rows, const void *b,
+                                   char *c, const void *bias, int p, cudaStream_t stream) {
   loom_gemm_desc_t d = st->gemm;
   d.m = loom__tp_shard_len(st->gemm.m, st->world, p);
   if (d.m == 0) return LOOM_SUCCESS;
   const size_t crow = (size_t)d.n * loom_dtype_size(d.c_type);
-  return loom__tp_seq_gemm(st, &d, a_rows, b, c + (size_t)loom__tp_shard_begin(st->gemm.m, st->world, p) * crow,
-                           bias, stream);
+  return loom__tp_engine_gemm(st, engine, &d, a_rows, b,
+                              c + (size_t)loom__tp_shard_begin(st->gemm.m, st->world, p) * crow, bias, stream);
 }
 
 /* Step i of the decomposed exchange on the side stream: the own shard to
@@ -99,13 +99,14 @@ static loom_result_t ag_decomposed_steps(loom_plan_t plan, loom_tp_state_t *st, 
   const loom_gemm_desc_t *g = &st->gemm;
   const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
   const int W = st->world;
-  LOOM_TRY(ag_shard_gemm(st, a_shard, b, c, bias, st->rank, stream));
+  LOOM_TRY(ag_shard_gemm(st, st->gemm_engine, a_shard, b, c, bias, st->rank, stream));
   loom__trace_mark(plan, "gemm.own", stream);
   for (int i = 1; i < W; ++i) {
     const int from = loom__dec_ag_from(st->rank, W, i);
     LOOM_TRY(ag_exchange_step(plan, st, a_shard, dst, i));
     LOOM_CUDA(cudaStreamWaitEvent(stream, st->steps[i], 0));
-    LOOM_TRY(ag_shard_gemm(st, dst + (size_t)loom__tp_shard_begin(g->m, W, from) * row, b, c, bias, from, stream));
+    LOOM_TRY(ag_shard_gemm(st, st->gemm_engine, dst + (size_t)loom__tp_shard_begin(g->m, W, from) * row, b, c,
+                           bias, from, stream));
   }
   loom__trace_mark(plan, "gemm", stream);
   /* the own rows into the caller's a_full, after the exchange (the plan's
@@ -225,6 +226,38 @@ static loom_result_t ag_push(loom_plan_t plan, loom_tp_state_t *st, loom_ag_copy
   return LOOM_SUCCESS;
 }
 
+LOOM_PARAM_INT(TP_CE_SHARD_GEMMS, "0",
+               "AllGather+GEMM by the copy engine: 1 computes the rows shard by shard with the decomposed "
+               "path's GEMM engine (cuBLASLt where it takes the dtypes): the own shard's at once, each peer's "
+               "after a one-warp wait for its chunk signals; 0: one hooked GEMM whose tiles wait")
+
+/* The copy engine's pushes on the side stream, and the GEMM shard by shard
+ * on the user's: the own rows from a_shard, then each peer's shard in
+ * arrival order once its chunks have landed. The own rows go into the
+ * caller's a_full on the side stream after the pushes. */
+static loom_result_t ag_ce_shard_gemms(loom_plan_t plan, loom_tp_state_t *st, loom_ag_copy_args_t *ca,
+                                       const char *a_shard, char *dst, const void *b, char *c, const void *bias,
+                                       cudaStream_t stream) {
+  const loom_gemm_desc_t *g = &st->gemm;
+  const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
+  const int W = st->world;
+  const int64_t nch = loom__ag_shard_chunks(g->m, W, st->rank, st->chunk_rows);
+  if (nch > 0 && W > 1) LOOM_TRY(ag_push_copy_engine(plan, st, ca, a_shard, nch));
+  if (dst != (char *)st->a_full_own && ca->copy_local)
+    LOOM_CUDA(cudaMemcpyAsync(dst + (size_t)st->my_begin * row, a_shard, (size_t)st->my_len * row,
+                              cudaMemcpyDeviceToDevice, st->side));
+  LOOM_TRY(ag_shard_gemm(st, st->shard_engine, a_shard, b, c, bias, st->rank, stream));
+  loom__trace_mark(plan, "gemm.own", stream);
+  for (int i = 0; i < W - 1; ++i) {
+    const int from = loom__ag_arrival_src(st->rank, W, i);
+    LOOM_TRY(loom__ag_wait_shard(ca, from, stream));
+    LOOM_TRY(ag_shard_gemm(st, st->shard_engine, dst + (size_t)loom__tp_shard_begin(g->m, W, from) * row, b, c,
+                           bias, from, stream));
+  }
+  loom__trace_mark(plan, "gemm", stream);
+  return LOOM_SUCCESS;
+}
+
 static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char *a_shard, char *dst, const void *b,
                               void *c, const void *bias, cudaStream_t stream) {
   loom_comm_t comm = plan->comm;
@@ -233,6 +266,16 @@ static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char 
   LOOM_TRY(loom__tp_begin(ca.dc, plan->epoch_offset, st->ready_off, (size_t)-1, stream));
   loom__trace_mark(plan, "begin", stream);
   LOOM_TRY(loom__tp_fork(st, stream));
+  if (st->transfer == LOOM_TP_COPY_ENGINE && loom__param_TP_CE_SHARD_GEMMS()) {
+    const loom_gemm_desc_t *g = &st->gemm;
+    const loom_result_t r = ag_ce_shard_gemms(plan, st, &ca, a_shard, dst, b, (char *)c, bias, stream);
+    const loom_result_t rj = loom__tp_join(st, stream);
+    LOOM_TRY(r);
+    LOOM_TRY(rj);
+    if (st->desc.activation != LOOM_ACT_NONE)
+      LOOM_TRY(loom__tp_activation(c, (size_t)g->m * (size_t)g->n, g->c_type, (int)st->desc.activation, stream));
+    return LOOM_SUCCESS;
+  }
   LOOM_TRY(ag_push(plan, st, &ca, a_shard, dst, stream));
   loom_gemm_hooks_t h;
   loom__tp_hooks_base(plan, st, st->rank, ca.dc, &h);

@@ -84,6 +84,7 @@ extern "C" {
 #define LOOM_SITE_RS_DONE 82    /* a peer still reading this rank's previous partial */
 #define LOOM_SITE_AR_GATHERED 83 /* a peer's reduced tile delivered into this rank's out */
 #define LOOM_SITE_RS_PUSHED 84  /* BULK_REDUCE: a peer's adds into this rank's sum buffer complete */
+#define LOOM_SITE_AG_SHARD 85   /* a peer's shard landed, before its rows' GEMM (LOOM_TP_CE_SHARD_GEMMS) */
 
 #define LOOM_TP_MAX_PEERS 72    /* peers whose addresses travel as kernel arguments */
 #define LOOM_TP_THREADS 256     /* copy kernel */
@@ -111,6 +112,9 @@ typedef struct loom_tp_state {
   int tuned;
   loom_tp_transfer_t transfer;  /* resolved (never AUTO) */
   loom_tp_gemm_t gemm_engine;   /* resolved (never AUTO): the sequential path's GEMM; LOOM when fused */
+  loom_tp_gemm_t shard_engine;  /* resolved (never AUTO): the engine of a shard's own GEMM where the
+                                   copy engine's shards are computed one by one as they arrive
+                                   (LOOM_TP_CE_SHARD_GEMMS): the decomposed path's */
   int tune_base_gemm;           /* set by the tuner: the next sequential or decomposed call times
                                    cuBLASLt's candidates on its buffers (loom__base_gemm_tune, which
                                    records the winner) instead of running the heuristic's pick: the
@@ -228,6 +232,10 @@ loom_tp_gemm_t loom__tp_resolve_gemm(const loom_tp_desc_t *d, loom_tp_transfer_t
 loom_result_t loom__tp_seq_gemm(loom_tp_state_t *st, const loom_gemm_desc_t *g, const void *a, const void *b,
                                 void *c, const void *bias, cudaStream_t stream);
 
+/* The same through `engine` (LOOM or CUBLASLT) instead of the plan's. */
+loom_result_t loom__tp_engine_gemm(loom_tp_state_t *st, loom_tp_gemm_t engine, const loom_gemm_desc_t *g,
+                                   const void *a, const void *b, void *c, const void *bias, cudaStream_t stream);
+
 /* One call's arguments (NULL where the op takes none). */
 typedef struct loom_tp_call {
   const void *a;              /* AG: a_shard [shard rows, k]; RS, AR: a [m, k] */
@@ -342,6 +350,12 @@ loom_result_t loom__ag_wait_ready(const loom_ag_copy_args_t *a, int dest, cudaSt
  * and the copy engine's pushes under LOOM_TP_CE_SIGNAL=0). */
 loom_result_t loom__ag_signal_chunks(const loom_ag_copy_args_t *a, int dest, int64_t j0, int64_t j1,
                                      cudaStream_t stream);
+
+/* Waits (bounded; a one-warp kernel on `stream`) until every chunk signal
+ * of shard `src` on this rank holds the call's epoch: the shard's rows
+ * have landed in this rank's a_full. On expiry the comm is in error and
+ * the stream goes on (what follows computes on rows that may be stale). */
+loom_result_t loom__ag_wait_shard(const loom_ag_copy_args_t *a, int src, cudaStream_t stream);
 
 /* What the RS reduction kernel needs. */
 typedef struct loom_rs_reduce_args {

@@ -10,6 +10,8 @@
  *                            chunk followed by its release signal
  *   loom__ag_wait_kernel /
  *   loom__ag_signal_kernel    one thread each, around the copy engine's copies
+ *   loom__ag_wait_shard_kernel one warp: a shard's chunk signals, before the
+ *                            GEMM of its rows (LOOM_TP_CE_SHARD_GEMMS)
  *   loom__rs_reduce_kernel    the owner's side of GEMM + ReduceScatter and
  *                            GEMM + AllReduce: for each of its output tiles,
  *                            waits for the W partials' signals, reads them
@@ -153,6 +155,24 @@ extern "C" loom_result_t loom__ag_signal_chunks(const loom_ag_copy_args_t *a, in
   const uint32_t first = (uint32_t)(a->dc.rank * a->chunks_per_shard + j0);
   loom__ag_signal_kernel<<<1, 32, 0, stream>>>(a->dc, a->epoch_off, a->chunk_off, dest, first, (uint32_t)(j1 - j0));
   LOOM_CUDA_LAUNCHED("loom__ag_signal_kernel");
+  return LOOM_SUCCESS;
+}
+
+__global__ void loom__ag_wait_shard_kernel(loom_dev_comm_t dc, size_t epoch_off, size_t chunk_off, int src,
+                                           uint32_t first, uint32_t count) {
+  const uint32_t e = loom__tp_epoch(dc, epoch_off);
+  for (uint32_t i = threadIdx.x; i < count; i += blockDim.x) {
+    const uint32_t *w = (const uint32_t *)(dc.ws + chunk_off) + first + i;
+    if (!loom__signal_wait(&dc, w, e, src, first + i, LOOM_SITE_AG_SHARD)) return;
+  }
+}
+
+extern "C" loom_result_t loom__ag_wait_shard(const loom_ag_copy_args_t *a, int src, cudaStream_t stream) {
+  const int64_t n = loom__ag_shard_chunks(a->m, a->dc.size, src, a->chunk_rows);
+  if (n <= 0) return LOOM_SUCCESS;
+  const uint32_t first = (uint32_t)((int64_t)src * a->chunks_per_shard);
+  loom__ag_wait_shard_kernel<<<1, 32, 0, stream>>>(a->dc, a->epoch_off, a->chunk_off, src, first, (uint32_t)n);
+  LOOM_CUDA_LAUNCHED("loom__ag_wait_shard_kernel");
   return LOOM_SUCCESS;
 }
 
@@ -420,6 +440,7 @@ extern "C" loom_result_t loom__tp_add(void *out, const void *x, const void *y, s
 extern "C" loom_result_t loom__tp_preload_kernels(void) {
   const void *fns[] = {(const void *)loom__tp_begin_kernel, (const void *)loom__ag_copy_kernel,
                        (const void *)loom__ag_wait_kernel,  (const void *)loom__ag_signal_kernel,
+                       (const void *)loom__ag_wait_shard_kernel,
                        (const void *)loom__rs_reduce_kernel, (const void *)loom__rs_bulk_pass_kernel,
                        (const void *)loom__tp_activation_kernel, (const void *)loom__tp_add_kernel<LOOM_FP32>,
                        (const void *)loom__tp_add_kernel<LOOM_BF16>, (const void *)loom__tp_add_kernel<LOOM_FP16>};

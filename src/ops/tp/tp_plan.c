@@ -318,6 +318,7 @@ static loom_tp_gemm_t tp_engine(loom_comm_t comm, const loom_tp_state_t *st, loo
 static void tp_resolve_fields(loom_comm_t comm, loom_tp_state_t *st, loom_tp_transfer_t t) {
   st->transfer = t;
   st->gemm_engine = tp_engine(comm, st, t);
+  st->shard_engine = tp_engine(comm, st, LOOM_TP_DECOMPOSED);
   st->rank = comm->rank;
   st->world = comm->size;
   st->shard_rows = loom__tp_shard_rows(st->desc.m, st->world);

@@ -34,6 +34,7 @@ const loom__proto_signal_t loom__tp_signals[LOOM__TP_NSIG] = {
     [LOOM__TP_PS_READY] = {"ready", LOOM_SITE_AG_READY,
                            "AllGather+GEMM: peer's gathered buffer writable (its call started)"},
     [LOOM__TP_PS_CHUNK] = {"chunk", LOOM_SITE_GEMM_PROLOGUE, NULL}, /* the GEMM engine names its site */
+    [LOOM__TP_PS_SHARD] = {"shard", LOOM_SITE_AG_SHARD, "AllGather+GEMM: a peer's shard landed, before its rows' GEMM"},
     [LOOM__TP_PS_TILE] = {"tile", LOOM_SITE_RS_TILE, "GEMM+ReduceScatter: a peer's partial tile"},
     [LOOM__TP_PS_DONE] = {"done", LOOM_SITE_RS_DONE,
                           "GEMM+ReduceScatter: a peer still reading this rank's previous partial"},

@@ -13,6 +13,8 @@
 enum {
   LOOM__TP_PS_READY = 0, /* AllGather + GEMM: a peer's a_full writable */
   LOOM__TP_PS_CHUNK,     /* AllGather + GEMM: a peer's shard in this rank's a_full (the GEMM prologue's wait) */
+  LOOM__TP_PS_SHARD,     /* the same chunk signals, waited for by the one-warp kernel before a shard's GEMM
+                            (LOOM_TP_CE_SHARD_GEMMS; the AG protocol's model is the same) */
   LOOM__TP_PS_TILE,      /* GEMM + ReduceScatter: a peer's partial tile */
   LOOM__TP_PS_DONE,      /* GEMM + ReduceScatter: a peer done reading this rank's partial (or sum) */
   LOOM__TP_PS_GATHERED,  /* GEMM + AllReduce: a peer's reduced tile in this rank's out */
