@@ -557,8 +557,12 @@ loom_result_t loom_embedding_a2a_check(loom_plan_t plan);
  * Transfers (desc.transfer; loom_tp_plan_info says what a plan chose):
  *   SEQUENTIAL   the NCCL collective, then the GEMM (desc.sequential_gemm)
  *   COPY_ENGINE  AG: each rank's shard pushed into the peers' gathered A by
- *                cudaMemcpyAsync on a second stream, a signal per chunk; the
- *                GEMM's tiles wait for the rows they need
+ *                cudaMemcpyAsync on a second stream, a signal per chunk;
+ *                the rows computed shard by shard by the sequential path's
+ *                GEMM (desc.sequential_gemm): the own shard's at once, each
+ *                peer's once it has landed (a one-warp wait before it; PyTorch
+ *                async-TP's way). With LOOM_TP_CE_SHARD_GEMMS=0, one fused
+ *                GEMM instead whose tiles wait for the rows they need
  *   SM_COPY      AG: the same pushes by comm_blocks blocks of a concurrent
  *                kernel; RS: the owner of each output tile reads the W
  *                ranks' partial tiles through NVLink as they are signalled
@@ -636,8 +640,9 @@ typedef enum loom_tp_transfer {
   LOOM_TP_DECOMPOSED = 6
 } loom_tp_transfer_t;
 
-/* The GEMM of the sequential path (transfer LOOM_TP_SEQUENTIAL; the fused
- * transfers always run loom's own kernels).
+/* The GEMM of the sequential path (transfer LOOM_TP_SEQUENTIAL), of the
+ * decomposed one and of the copy engine's shards (the other fused transfers
+ * always run loom's own kernels).
  *   AUTO      a tuned entry's choice where the description leaves every
  *             knob to loom and the cache has one; else cuBLASLt where it
  *             takes the dtypes (C of A's type or fp32), loom_gemm otherwise
@@ -681,8 +686,9 @@ typedef struct loom_tp_plan_info {
   int64_t shard_rows;        /* S */
   int chunk_rows;            /* AG: rows per chunk signal */
   int comm_blocks;           /* blocks of the copy (AG) or reduction (RS) kernel; 0: none */
-  int gemm_bm, gemm_bn;      /* the fused GEMM's tile: gemm_bm x gemm_bn (0: sequential) */
-  int gemm_grid;             /* its persistent blocks (0: sequential) */
+  int gemm_bm, gemm_bn;      /* the fused GEMM's tile: gemm_bm x gemm_bn (0: none, as on the sequential,
+                                decomposed and copy-engine shard paths) */
+  int gemm_grid;             /* its persistent blocks (0: none) */
   int deterministic;         /* 1: the same bits on every run */
   size_t symmetric_bytes;    /* loom_malloc memory the plan holds on this rank */
   size_t device_bytes;       /* other device memory it holds */

@@ -59,7 +59,8 @@ hide nothing: ag_gemm where a shard has fewer rows than the smallest tile
 tiles fit one wave of SMs, and gemm_ar unless loom_gemm_ar_tune recorded
 the fused path: it lost to the sequential one on every shape measured),
 "sequential" (NCCL
-collective, then the GEMM), "copy_engine" (AG only), "sm_copy", "sm_atomic" (RS only: fp32 atomic
+collective, then the GEMM), "copy_engine" (AG only: the copy engine's pushes, each shard's rows
+computed by sequential_gemm's engine once it has landed), "sm_copy", "sm_atomic" (RS only: fp32 atomic
 additions, not deterministic) or "bulk_reduce" (RS only: the GEMM's epilogue adds its tiles into
 the owners with the tensor memory accelerator; Hopper, m = W equal shards of a multiple of 64 rows) or
 "decomposed" (ag_gemm, gemm_rs: the GEMM cut into one chunk per shard, each chunk's GEMM beside NCCL's

@@ -9,10 +9,15 @@
  * (cudaMemcpyAsync into the peer's window, then a 4-byte copy of the go
  * word the ready wait left into the peer's signal; a shard is one chunk
  * unless LOOM_TP_CE_CHUNKS or desc->chunk_rows say otherwise) or by a copy
- * kernel on comm_blocks SMs. Meanwhile on the user's stream the
- * own shard goes into place (unless it is there already) and the GEMM runs
- * with its tiles in arrival order (own shard first, then ring order after
- * this rank), each tile waiting only for the chunks of its rows.
+ * kernel on comm_blocks SMs. Meanwhile on the user's stream, by the copy
+ * engine (LOOM_TP_CE_SHARD_GEMMS, the default): the own shard's rows by the
+ * sequential path's GEMM engine straight from a_shard, then each peer's
+ * shard in arrival order (ring order after this rank) after a one-warp
+ * wait for its chunk signals; the own rows go into the caller's a_full on
+ * the side stream. Otherwise (SM copy, or the setting off) the own shard
+ * goes into place (unless it is there already) and one hooked GEMM runs
+ * with its tiles in arrival order, each tile waiting only for the chunks of
+ * its rows.
  * Sequential: NCCL all-gather (a broadcast per shard when the shards are
  * uneven) into the gathered buffer, then the GEMM (cuBLASLt or loom_gemm,
  * the plan's gemm engine).
@@ -226,11 +231,6 @@ static loom_result_t ag_push(loom_plan_t plan, loom_tp_state_t *st, loom_ag_copy
   return LOOM_SUCCESS;
 }
 
-LOOM_PARAM_INT(TP_CE_SHARD_GEMMS, "0",
-               "AllGather+GEMM by the copy engine: 1 computes the rows shard by shard with the decomposed "
-               "path's GEMM engine (cuBLASLt where it takes the dtypes): the own shard's at once, each peer's "
-               "after a one-warp wait for its chunk signals; 0: one hooked GEMM whose tiles wait")
-
 /* The copy engine's pushes on the side stream, and the GEMM shard by shard
  * on the user's: the own rows from a_shard, then each peer's shard in
  * arrival order once its chunks have landed. The own rows go into the
@@ -246,12 +246,12 @@ static loom_result_t ag_ce_shard_gemms(loom_plan_t plan, loom_tp_state_t *st, lo
   if (dst != (char *)st->a_full_own && ca->copy_local)
     LOOM_CUDA(cudaMemcpyAsync(dst + (size_t)st->my_begin * row, a_shard, (size_t)st->my_len * row,
                               cudaMemcpyDeviceToDevice, st->side));
-  LOOM_TRY(ag_shard_gemm(st, st->shard_engine, a_shard, b, c, bias, st->rank, stream));
+  LOOM_TRY(ag_shard_gemm(st, st->gemm_engine, a_shard, b, c, bias, st->rank, stream));
   loom__trace_mark(plan, "gemm.own", stream);
   for (int i = 0; i < W - 1; ++i) {
     const int from = loom__ag_arrival_src(st->rank, W, i);
     LOOM_TRY(loom__ag_wait_shard(ca, from, stream));
-    LOOM_TRY(ag_shard_gemm(st, st->shard_engine, dst + (size_t)loom__tp_shard_begin(g->m, W, from) * row, b, c,
+    LOOM_TRY(ag_shard_gemm(st, st->gemm_engine, dst + (size_t)loom__tp_shard_begin(g->m, W, from) * row, b, c,
                            bias, from, stream));
   }
   loom__trace_mark(plan, "gemm", stream);
@@ -266,7 +266,7 @@ static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char 
   LOOM_TRY(loom__tp_begin(ca.dc, plan->epoch_offset, st->ready_off, (size_t)-1, stream));
   loom__trace_mark(plan, "begin", stream);
   LOOM_TRY(loom__tp_fork(st, stream));
-  if (st->transfer == LOOM_TP_COPY_ENGINE && loom__param_TP_CE_SHARD_GEMMS()) {
+  if (st->ce_shards) {
     const loom_gemm_desc_t *g = &st->gemm;
     const loom_result_t r = ag_ce_shard_gemms(plan, st, &ca, a_shard, dst, b, (char *)c, bias, stream);
     const loom_result_t rj = loom__tp_join(st, stream);

@@ -111,10 +111,10 @@ typedef struct loom_tp_state {
   loom_tp_choice_t knobs;       /* the knobs the plan runs: desc's, or the tuning cache's (tuned) */
   int tuned;
   loom_tp_transfer_t transfer;  /* resolved (never AUTO) */
-  loom_tp_gemm_t gemm_engine;   /* resolved (never AUTO): the sequential path's GEMM; LOOM when fused */
-  loom_tp_gemm_t shard_engine;  /* resolved (never AUTO): the engine of a shard's own GEMM where the
-                                   copy engine's shards are computed one by one as they arrive
-                                   (LOOM_TP_CE_SHARD_GEMMS): the decomposed path's */
+  loom_tp_gemm_t gemm_engine;   /* resolved (never AUTO): the GEMM of the sequential and decomposed
+                                   paths and of the copy engine's shard GEMMs; LOOM when fused */
+  int ce_shards;                /* 1: the copy engine's rows computed shard by shard by gemm_engine
+                                   as they land (loom__tp_ce_shard_gemms), not by the hooked GEMM */
   int tune_base_gemm;           /* set by the tuner: the next sequential or decomposed call times
                                    cuBLASLt's candidates on its buffers (loom__base_gemm_tune, which
                                    records the winner) instead of running the heuristic's pick: the
@@ -220,10 +220,16 @@ const char *loom__tp_gemm_name(loom_tp_gemm_t g);
 int loom__tp_cublaslt_takes(loom_dtype_t ab, loom_dtype_t c);
 
 /* The GEMM a plan of (checked) description d with resolved transfer t runs
- * (no GPU: host-tested): LOOM for the fused transfers; for SEQUENTIAL and
- * DECOMPOSED the asked engine, and for AUTO cuBLASLt where it takes the
- * dtypes, else LOOM. */
+ * (no GPU: host-tested): LOOM for the fused transfers but the copy engine's
+ * shard GEMMs; for those, SEQUENTIAL and DECOMPOSED the asked engine, and
+ * for AUTO cuBLASLt where it takes the dtypes, else LOOM. */
 loom_tp_gemm_t loom__tp_resolve_gemm(const loom_tp_desc_t *d, loom_tp_transfer_t t);
+
+/* 1 where a plan of resolved transfer t computes AllGather+GEMM's rows
+ * shard by shard with the sequential path's engine as each shard lands (the
+ * copy engine, LOOM_TP_CE_SHARD_GEMMS on): loom__tp_resolve_gemm then
+ * names that engine. */
+int loom__tp_ce_shard_gemms(loom_tp_transfer_t t);
 
 /* The sequential path's GEMM: C = A x B (+ bias) through the plan's engine
  * (arguments checked by the caller); with st->tune_base_gemm set, cuBLASLt's

@@ -318,7 +318,7 @@ static loom_tp_gemm_t tp_engine(loom_comm_t comm, const loom_tp_state_t *st, loo
 static void tp_resolve_fields(loom_comm_t comm, loom_tp_state_t *st, loom_tp_transfer_t t) {
   st->transfer = t;
   st->gemm_engine = tp_engine(comm, st, t);
-  st->shard_engine = tp_engine(comm, st, LOOM_TP_DECOMPOSED);
+  st->ce_shards = st->kind == LOOM__TP_AG && loom__tp_ce_shard_gemms(t);
   st->rank = comm->rank;
   st->world = comm->size;
   st->shard_rows = loom__tp_shard_rows(st->desc.m, st->world);
@@ -401,6 +401,7 @@ static void tp_demote(const char *fn, loom_comm_t comm, loom_tp_state_t *st) {
             : kind == LOOM__TP_RS ? "the GEMM's tiles fit one wave"
                                   : "GEMM + loom_allreduce with the epilogue measured faster");
   st->transfer = LOOM_TP_SEQUENTIAL;
+  st->ce_shards = 0;
   st->gemm_engine = tp_engine(comm, st, st->transfer);
   memset(&st->gemm_cfg, 0, sizeof st->gemm_cfg);
   st->gemm_bm = st->tiles_m = st->tiles_n = st->comm_blocks = 0;
@@ -463,7 +464,7 @@ static loom_result_t tp_fill(loom_plan_t plan, loom_tp_state_t *st) {
     LOOM_TRY(loom__tp_peer_addresses(plan->op->plan_fn, "workspace", plan->comm, plan->comm->ws_ptr,
                                      plan->comm->ws_bytes, st->peer_ws));
   LOOM_TRY(loom__tp_preload_kernels());
-  if (loom__tp_fused(st->transfer))
+  if (loom__tp_fused(st->transfer) && !st->ce_shards)
     LOOM_TRY(loom__gemm_hooked_preload(&st->gemm, &st->gemm_cfg, (int)st->desc.activation));
   return LOOM_SUCCESS;
 }
@@ -639,14 +640,14 @@ loom_result_t loom_tp_plan_info(loom_plan_t plan, loom_tp_plan_info_t *info) {
     return loom__fail(LOOM_ERR_INVALID_ARGUMENT,
                       "loom_tp_plan_info: info->struct_size=%zu, expected %zu (initialise with LOOM_TP_PLAN_INFO_INIT)",
                       info->struct_size, sizeof *info);
-  const int fused = loom__tp_fused(st->transfer);
+  const int fused = loom__tp_fused(st->transfer), hooked = fused && !st->ce_shards;
   info->transfer = st->transfer;
   info->shard_rows = st->shard_rows;
   info->chunk_rows = st->chunk_rows;
   info->comm_blocks = st->comm_blocks;
-  info->gemm_bm = fused ? st->gemm_bm : 0;
-  info->gemm_bn = fused ? st->gemm_cfg.bn : 0;
-  info->gemm_grid = fused ? st->gemm_cfg.grid : 0;
+  info->gemm_bm = hooked ? st->gemm_bm : 0;
+  info->gemm_bn = hooked ? st->gemm_cfg.bn : 0;
+  info->gemm_grid = hooked ? st->gemm_cfg.grid : 0;
   /* AG: every element is one product, whatever the transfer; RS: the fused
    * sum runs in rank order, NCCL's order is its own; AR: fused or through
    * loom_allreduce, fp32 sums in rank order */

@@ -207,7 +207,7 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const tp_case_t *k) 
   LOOM_OK(k->ag ? loom_plan_ag_gemm(comm, &desc, &plan) : loom_plan_gemm_rs(comm, &desc, &plan));
   loom_tp_plan_info_t info = LOOM_TP_PLAN_INFO_INIT;
   LOOM_OK(loom_tp_plan_info(plan, &info));
-  /* the GEMM the plan says it runs: loom's for the fused transfers; the
+  /* the GEMM the plan says it runs: loom's for the hooked fused transfers; the
    * asked one, or cuBLASLt where it takes the dtypes, when sequential */
   {
     /* the rule itself is host-tested (tp_sequential_gemm_resolution_and_refusals); a
@@ -960,7 +960,9 @@ static int rank_tune(loom_rank_ctx_t *ctx, void *arg) {
     loom_tp_plan_info_t info = LOOM_TP_PLAN_INFO_INIT;
     LOOM_OK(loom_tp_plan_info(p, &info));
     CHECK_EQ_INT(info.transfer, t);
-    CHECK_EQ_INT(info.gemm, t == LOOM_TP_SEQUENTIAL ? ch.gemm : LOOM_TP_GEMM_LOOM);
+    loom_tp_desc_t e = d; /* the tuned engine where the entry names one */
+    e.sequential_gemm = ch.gemm;
+    CHECK_EQ_INT(info.gemm, loom__tp_resolve_gemm(&e, t));
     if (t == LOOM_TP_SM_COPY && cb > 0) CHECK_EQ_INT(info.comm_blocks, cb);
     if (t == LOOM_TP_COPY_ENGINE && cr > 0) CHECK_EQ_INT(info.chunk_rows, cr);
     LOOM_OK(loom_plan_destroy(p));

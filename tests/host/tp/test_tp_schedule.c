@@ -669,7 +669,11 @@ LOOM_TEST(tp_sequential_gemm_resolution_and_refusals) {
       const int takes = cs[j] == ab[i] || cs[j] == LOOM_FP32;
       CHECK_EQ_INT(loom__tp_cublaslt_takes(ab[i], cs[j]), takes);
       CHECK_EQ_INT(loom__tp_resolve_gemm(&d, LOOM_TP_SEQUENTIAL), takes ? LOOM_TP_GEMM_CUBLASLT : LOOM_TP_GEMM_LOOM);
-      CHECK_EQ_INT(loom__tp_resolve_gemm(&d, LOOM_TP_COPY_ENGINE), LOOM_TP_GEMM_LOOM);
+      /* the copy engine's shard GEMMs (LOOM_TP_CE_SHARD_GEMMS) run the sequential path's engine */
+      CHECK_EQ_INT(loom__tp_resolve_gemm(&d, LOOM_TP_COPY_ENGINE),
+                   loom__tp_ce_shard_gemms(LOOM_TP_COPY_ENGINE) ? loom__tp_resolve_gemm(&d, LOOM_TP_SEQUENTIAL)
+                                                                : LOOM_TP_GEMM_LOOM);
+      CHECK_EQ_INT(loom__tp_ce_shard_gemms(LOOM_TP_SM_COPY), 0);
       CHECK_EQ_INT(loom__tp_resolve_gemm(&d, LOOM_TP_SM_COPY), LOOM_TP_GEMM_LOOM);
       d.sequential_gemm = LOOM_TP_GEMM_LOOM;
       CHECK_EQ_INT(loom__tp_resolve_gemm(&d, LOOM_TP_SEQUENTIAL), LOOM_TP_GEMM_LOOM);
