@@ -208,12 +208,13 @@ static int run_case(loom_rank_ctx_t *ctx, loom_comm_t comm, const tp_case_t *k) 
   loom_tp_plan_info_t info = LOOM_TP_PLAN_INFO_INIT;
   LOOM_OK(loom_tp_plan_info(plan, &info));
   /* the GEMM the plan says it runs: loom's for the hooked fused transfers; the
-   * asked one, or cuBLASLt where it takes the dtypes, when sequential */
+   * asked one, or cuBLASLt where it takes the dtypes, for the sequential,
+   * decomposed and copy-engine shard GEMMs (loom_gemm in a world) */
   {
     /* the rule itself is host-tested (tp_sequential_gemm_resolution_and_refusals); a
      * description of AUTO knobs may have taken a tuned entry of either engine */
     if (desc.transfer != LOOM_TP_AUTO || desc.sequential_gemm != LOOM_TP_GEMM_AUTO)
-      CHECK_EQ_INT(info.gemm, loom__tp_resolve_gemm(&desc, info.transfer));
+      CHECK_EQ_INT(info.gemm, loom__tp_world_gemm(comm, loom__tp_resolve_gemm(&desc, info.transfer)));
     else
       CHECK(info.gemm == LOOM_TP_GEMM_LOOM || info.gemm == LOOM_TP_GEMM_CUBLASLT);
     if (rank == 0 && info.transfer == LOOM_TP_SEQUENTIAL)
