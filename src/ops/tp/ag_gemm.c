@@ -122,19 +122,26 @@ static loom_result_t ag_decomposed_steps(loom_plan_t plan, loom_tp_state_t *st, 
   return LOOM_SUCCESS;
 }
 
-static loom_result_t ag_decomposed(loom_plan_t plan, loom_tp_state_t *st, const char *a_shard, char *dst,
-                                   const void *b, void *c, const void *bias, cudaStream_t stream) {
+/* The end of a call whose GEMMs ran as plain GEMMs (decomposed, the copy
+ * engine's shard GEMMs): the side stream joined, even when a step failed
+ * to launch (its queued work must finish first), then r, then the
+ * activation as a pass over C. */
+static loom_result_t ag_join_activate(loom_tp_state_t *st, loom_result_t r, void *c, cudaStream_t stream) {
   const loom_gemm_desc_t *g = &st->gemm;
-  LOOM_TRY(loom__tp_fork(st, stream));
-  const loom_result_t r = ag_decomposed_steps(plan, st, a_shard, dst, b, (char *)c, bias, stream);
-  st->tune_base_gemm = 0; /* every chunk shape's cuBLASLt algorithm timed (the tuner's warm-up call) */
-  /* join even when a step failed to launch: the side stream's work is queued */
   const loom_result_t rj = loom__tp_join(st, stream);
   LOOM_TRY(r);
   LOOM_TRY(rj);
   if (st->desc.activation != LOOM_ACT_NONE)
     LOOM_TRY(loom__tp_activation(c, (size_t)g->m * (size_t)g->n, g->c_type, (int)st->desc.activation, stream));
   return LOOM_SUCCESS;
+}
+
+static loom_result_t ag_decomposed(loom_plan_t plan, loom_tp_state_t *st, const char *a_shard, char *dst,
+                                   const void *b, void *c, const void *bias, cudaStream_t stream) {
+  LOOM_TRY(loom__tp_fork(st, stream));
+  const loom_result_t r = ag_decomposed_steps(plan, st, a_shard, dst, b, (char *)c, bias, stream);
+  st->tune_base_gemm = 0; /* every chunk shape's cuBLASLt algorithm timed (the tuner's warm-up call) */
+  return ag_join_activate(st, r, c, stream);
 }
 
 /* The copy kernels' arguments: signals, shapes, this rank's shard and every
@@ -266,16 +273,8 @@ static loom_result_t ag_fused(loom_plan_t plan, loom_tp_state_t *st, const char 
   LOOM_TRY(loom__tp_begin(ca.dc, plan->epoch_offset, st->ready_off, (size_t)-1, stream));
   loom__trace_mark(plan, "begin", stream);
   LOOM_TRY(loom__tp_fork(st, stream));
-  if (st->ce_shards) {
-    const loom_gemm_desc_t *g = &st->gemm;
-    const loom_result_t r = ag_ce_shard_gemms(plan, st, &ca, a_shard, dst, b, (char *)c, bias, stream);
-    const loom_result_t rj = loom__tp_join(st, stream);
-    LOOM_TRY(r);
-    LOOM_TRY(rj);
-    if (st->desc.activation != LOOM_ACT_NONE)
-      LOOM_TRY(loom__tp_activation(c, (size_t)g->m * (size_t)g->n, g->c_type, (int)st->desc.activation, stream));
-    return LOOM_SUCCESS;
-  }
+  if (st->ce_shards)
+    return ag_join_activate(st, ag_ce_shard_gemms(plan, st, &ca, a_shard, dst, b, (char *)c, bias, stream), c, stream);
   LOOM_TRY(ag_push(plan, st, &ca, a_shard, dst, stream));
   loom_gemm_hooks_t h;
   loom__tp_hooks_base(plan, st, st->rank, ca.dc, &h);
