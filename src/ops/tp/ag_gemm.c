@@ -74,15 +74,16 @@ static loom_result_t ag_sequential(loom_plan_t plan, loom_tp_state_t *st, const 
 }
 
 /* The GEMM of shard p's rows of the gathered A (rows [b0, b0 + len)) into
- * the same rows of C (the sequential path's engine). */
-static loom_result_t ag_shard_gemm(loom_tp_state_t *st, loom_tp_gemm_t engine, const char *a_rows, const void *b,
-                                   char *c, const void *bias, int p, cudaStream_t stream) {
+ * the same rows of C (the sequential path's engine: decomposed, and the
+ * copy engine's shard GEMMs). */
+static loom_result_t ag_shard_gemm(loom_tp_state_t *st, const char *a_rows, const void *b, char *c, const void *bias,
+                                   int p, cudaStream_t stream) {
   loom_gemm_desc_t d = st->gemm;
   d.m = loom__tp_shard_len(st->gemm.m, st->world, p);
   if (d.m == 0) return LOOM_SUCCESS;
   const size_t crow = (size_t)d.n * loom_dtype_size(d.c_type);
-  return loom__tp_engine_gemm(st, engine, &d, a_rows, b,
-                              c + (size_t)loom__tp_shard_begin(st->gemm.m, st->world, p) * crow, bias, stream);
+  return loom__tp_seq_gemm(st, &d, a_rows, b, c + (size_t)loom__tp_shard_begin(st->gemm.m, st->world, p) * crow,
+                           bias, stream);
 }
 
 /* Step i of the decomposed exchange on the side stream: the own shard to
@@ -104,14 +105,13 @@ static loom_result_t ag_decomposed_steps(loom_plan_t plan, loom_tp_state_t *st, 
   const loom_gemm_desc_t *g = &st->gemm;
   const size_t row = (size_t)g->k * loom_dtype_size(g->ab_type);
   const int W = st->world;
-  LOOM_TRY(ag_shard_gemm(st, st->gemm_engine, a_shard, b, c, bias, st->rank, stream));
+  LOOM_TRY(ag_shard_gemm(st, a_shard, b, c, bias, st->rank, stream));
   loom__trace_mark(plan, "gemm.own", stream);
   for (int i = 1; i < W; ++i) {
     const int from = loom__dec_ag_from(st->rank, W, i);
     LOOM_TRY(ag_exchange_step(plan, st, a_shard, dst, i));
     LOOM_CUDA(cudaStreamWaitEvent(stream, st->steps[i], 0));
-    LOOM_TRY(ag_shard_gemm(st, st->gemm_engine, dst + (size_t)loom__tp_shard_begin(g->m, W, from) * row, b, c,
-                           bias, from, stream));
+    LOOM_TRY(ag_shard_gemm(st, dst + (size_t)loom__tp_shard_begin(g->m, W, from) * row, b, c, bias, from, stream));
   }
   loom__trace_mark(plan, "gemm", stream);
   /* the own rows into the caller's a_full, after the exchange (the plan's
@@ -253,13 +253,12 @@ static loom_result_t ag_ce_shard_gemms(loom_plan_t plan, loom_tp_state_t *st, lo
   if (dst != (char *)st->a_full_own && ca->copy_local)
     LOOM_CUDA(cudaMemcpyAsync(dst + (size_t)st->my_begin * row, a_shard, (size_t)st->my_len * row,
                               cudaMemcpyDeviceToDevice, st->side));
-  LOOM_TRY(ag_shard_gemm(st, st->gemm_engine, a_shard, b, c, bias, st->rank, stream));
+  LOOM_TRY(ag_shard_gemm(st, a_shard, b, c, bias, st->rank, stream));
   loom__trace_mark(plan, "gemm.own", stream);
   for (int i = 0; i < W - 1; ++i) {
     const int from = loom__ag_arrival_src(st->rank, W, i);
     LOOM_TRY(loom__ag_wait_shard(ca, from, stream));
-    LOOM_TRY(ag_shard_gemm(st, st->gemm_engine, dst + (size_t)loom__tp_shard_begin(g->m, W, from) * row, b, c,
-                           bias, from, stream));
+    LOOM_TRY(ag_shard_gemm(st, dst + (size_t)loom__tp_shard_begin(g->m, W, from) * row, b, c, bias, from, stream));
   }
   loom__trace_mark(plan, "gemm", stream);
   return LOOM_SUCCESS;

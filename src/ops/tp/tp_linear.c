@@ -51,20 +51,15 @@ loom_tp_gemm_t loom__tp_resolve_gemm(const loom_tp_desc_t *d, loom_tp_transfer_t
   return loom__tp_cublaslt_takes(d->ab_type, d->c_type) ? LOOM_TP_GEMM_CUBLASLT : LOOM_TP_GEMM_LOOM;
 }
 
-loom_result_t loom__tp_engine_gemm(loom_tp_state_t *st, loom_tp_gemm_t engine, const loom_gemm_desc_t *g,
-                                   const void *a, const void *b, void *c, const void *bias, cudaStream_t stream) {
-  if (engine == LOOM_TP_GEMM_CUBLASLT && st->tune_base_gemm) {
-    /* the winner is recorded for this shape and these alignments; C is computed */
-    if (st->transfer == LOOM_TP_SEQUENTIAL) st->tune_base_gemm = 0;
-    return loom__base_gemm_tune(g, a, b, c, bias, LOOM_TP_TUNE_CUBLASLT_CANDIDATES, stream, NULL);
-  }
-  if (engine == LOOM_TP_GEMM_CUBLASLT) return loom__base_gemm(g, a, b, c, bias, stream);
-  return loom_gemm(g, a, b, c, bias, stream);
-}
-
 loom_result_t loom__tp_seq_gemm(loom_tp_state_t *st, const loom_gemm_desc_t *g, const void *a, const void *b,
                                 void *c, const void *bias, cudaStream_t stream) {
-  return loom__tp_engine_gemm(st, st->gemm_engine, g, a, b, c, bias, stream);
+  if (st->gemm_engine == LOOM_TP_GEMM_CUBLASLT && st->tune_base_gemm) {
+    /* the winner is recorded for this shape and these alignments; C is computed */
+    if (st->transfer != LOOM_TP_DECOMPOSED) st->tune_base_gemm = 0;
+    return loom__base_gemm_tune(g, a, b, c, bias, LOOM_TP_TUNE_CUBLASLT_CANDIDATES, stream, NULL);
+  }
+  if (st->gemm_engine == LOOM_TP_GEMM_CUBLASLT) return loom__base_gemm(g, a, b, c, bias, stream);
+  return loom_gemm(g, a, b, c, bias, stream);
 }
 
 const char *loom__tp_transfer_name(loom_tp_transfer_t t) {

@@ -238,10 +238,6 @@ int loom__tp_ce_shard_gemms(loom_tp_transfer_t t);
 loom_result_t loom__tp_seq_gemm(loom_tp_state_t *st, const loom_gemm_desc_t *g, const void *a, const void *b,
                                 void *c, const void *bias, cudaStream_t stream);
 
-/* The same through `engine` (LOOM or CUBLASLT) instead of the plan's. */
-loom_result_t loom__tp_engine_gemm(loom_tp_state_t *st, loom_tp_gemm_t engine, const loom_gemm_desc_t *g,
-                                   const void *a, const void *b, void *c, const void *bias, cudaStream_t stream);
-
 /* One call's arguments (NULL where the op takes none). */
 typedef struct loom_tp_call {
   const void *a;              /* AG: a_shard [shard rows, k]; RS, AR: a [m, k] */
